@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -20,6 +20,13 @@ from urchin.ingest import Ingestor, IngestResult
 from urchin.journal import Journal
 from urchin.search.query import Filters, Hit, SearchResult, check_hours, check_limit, check_query, window_start_ms
 from urchin.search.substring import SubstringSearcher
+
+if TYPE_CHECKING:
+    import threading
+
+    from urchin.index.feeder import FeedReport
+    from urchin.index.hybrid import ContextResult
+    from urchin.index.service import IndexService
 
 __all__ = ["Memory", "ImportReport"]
 
@@ -44,6 +51,7 @@ class Memory:
         self.journal = Journal(settings.journal_path, settings.durability)
         self.ingestor = Ingestor(settings, self.journal)
         self.substring = SubstringSearcher(self.journal)
+        self._index: IndexService | None = None
 
     @classmethod
     def open(cls, home: str | None = None, **overrides: Any) -> Memory:
@@ -182,3 +190,39 @@ class Memory:
             "home": str(self.settings.home),
             "now": datetime.now(UTC).isoformat(timespec="seconds"),
         }
+
+    # ---- the Postgres hybrid index (extra `postgres`; the driver loads on first use) ----------
+    @property
+    def index_service(self) -> IndexService:
+        if self._index is None:
+            from urchin.index.service import IndexService
+
+            self._index = IndexService(self.settings, self.journal)
+        return self._index
+
+    def context(self, params: Mapping[str, Any] | None = None, /, *, now: datetime | None = None,
+                **kwargs: Any) -> ContextResult:
+        """`search_context`: wire-named parameters as one mapping (MCP, HTTP), or snake_case keywords (CLI).
+
+        Raises `QueryError` naming the bad field. The index first catches up with the journal when it
+        is only a little behind; the coverage block says when it is not.
+        """
+        from urchin.index.params import ContextParams
+
+        parsed = ContextParams.parse(params, now=now) if params is not None else ContextParams.build(now=now, **kwargs)
+        return self.index_service.context(parsed)
+
+    def index(self, rebuild: bool = False, follow: bool = False,
+              on_progress: Callable[[int, int], None] | None = None,
+              stop: threading.Event | None = None) -> FeedReport:
+        """Feed the journal into the index; `rebuild` empties it first; `follow` runs until `stop` is set."""
+        return self.index_service.index(rebuild=rebuild, follow=follow, on_progress=on_progress, stop=stop)
+
+    def index_status(self) -> dict[str, Any]:
+        return self.index_service.status()
+
+    def close(self) -> None:
+        """Release the index connection and stop the embedded PostgreSQL this process started."""
+        if self._index is not None:
+            self._index.close()
+            self._index = None

@@ -1,0 +1,95 @@
+"""`IndexService`: settings -> database (URCHIN_DATABASE_URL or the embedded server) -> feeder and query.
+
+What `Memory` delegates to. Construction does no I/O and imports no driver; the first call that
+needs the database opens it (starting the embedded server if that is the one configured).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from urchin.config import Settings
+from urchin.index.base import Embedder
+from urchin.index.feeder import Feeder, FeedReport
+from urchin.index.hybrid import ContextResult, run_context
+from urchin.index.params import ContextParams
+from urchin.journal import Journal
+
+__all__ = ["IndexService", "INLINE_CATCH_UP_BYTES"]
+
+INLINE_CATCH_UP_BYTES = 32 * 1024 * 1024   # a query feeds up to this much backlog itself; more needs `urchin index`
+
+
+class IndexService:
+    def __init__(self, settings: Settings, journal: Journal, embedder: Embedder | None = None) -> None:
+        self.settings = settings
+        self.journal = journal
+        self.embedder = embedder
+        self._backend: Any = None
+        self._embedded: Any = None
+        self._lock = threading.RLock()
+
+    # ---- wiring -------------------------------------------------------------------------------
+    @property
+    def backend(self) -> Any:
+        with self._lock:
+            if self._backend is None:
+                from urchin.index.postgres import PostgresIndex   # psycopg loads here, never at import
+
+                if self.settings.database_url:
+                    self._backend = PostgresIndex(self.settings.database_url)
+                else:
+                    from urchin.index.embedded import EmbeddedPostgres
+
+                    self._embedded = EmbeddedPostgres(self.settings.pg_dir)
+                    self._backend = PostgresIndex(self._embedded.url)
+            return self._backend
+
+    def feeder(self, retry_for: float | None = 60.0) -> Feeder:
+        return Feeder(self.backend, self.journal, self.settings.device, embedder=self.embedder, retry_for=retry_for)
+
+    # ---- operations ---------------------------------------------------------------------------
+    def index(self, rebuild: bool = False, follow: bool = False, on_progress: Callable[[int, int], None] | None = None,
+              stop: threading.Event | None = None) -> FeedReport:
+        """Feed the journal into the index (after emptying it with `rebuild`); `follow` keeps going until `stop`."""
+        with self._lock:
+            if rebuild:
+                self.backend.rebuild()
+            feeder = self.feeder(retry_for=None if follow else 60.0)
+        report = feeder.run_once(on_progress, stop)
+        if follow:
+            feeder.follow(stop or threading.Event(), on_progress=on_progress)
+        return report
+
+    def context(self, params: ContextParams, catch_up: bool = True) -> ContextResult:
+        with self._lock:
+            backend = self.backend
+            key = str(self.journal.path)
+            cursor = backend.cursor(self.settings.device, key)
+            behind = self.journal.size() - cursor
+            if catch_up and 0 < behind <= INLINE_CATCH_UP_BYTES:
+                cursor = self.feeder().run_once().offset
+                behind = self.journal.size() - cursor
+            info: dict[str, Any] = {"behindJournalBytes": max(0, behind)}
+            if behind > 0:
+                info["note"] = "the index is behind the journal; run `urchin index` (the daemon feeds it continuously)"
+            return run_context(backend, params, self.embedder, info)
+
+    def status(self) -> dict[str, Any]:
+        with self._lock:
+            out: dict[str, Any] = self.backend.status(self.embedder.fingerprint if self.embedder else None)
+            out["database"] = "url" if self.settings.database_url else f"embedded ({self.settings.pg_dir})"
+            cursor = self.backend.cursor(self.settings.device, str(self.journal.path))
+            out["behindJournalBytes"] = max(0, self.journal.size() - cursor)
+            return out
+
+    def close(self) -> None:
+        with self._lock:
+            if self._backend is not None:
+                self._backend.close()
+                self._backend = None
+            if self._embedded is not None:
+                self._embedded.stop()
+                self._embedded = None
