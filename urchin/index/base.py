@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
-__all__ = ["IndexBackend", "ChunkRow", "LegHit", "Filter", "Embedder", "MEMORY_KINDS"]
+__all__ = ["IndexBackend", "ChunkRow", "LegHit", "ContextRow", "Filter", "Embedder", "MEMORY_KINDS"]
 
 MEMORY_KINDS = ("decision",)   # memories = events from urchin_remember; conversations = the rest
 
@@ -47,6 +47,19 @@ class ChunkRow:
 class LegHit:
     chunk_id: str
     raw: float          # the leg's own score (ts_rank, cosine similarity)
+    kind: str
+    occurred_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class ContextRow:
+    """A leg's candidate (`anchor == chunk_id`, distance 0) or one of its session neighbours (distance
+    -n / +n turns), each with its own score; `hybrid.with_context` turns these into ranked hits."""
+
+    anchor: str
+    chunk_id: str
+    distance: int
+    score: float
     kind: str
     occurred_at: datetime
 
@@ -92,9 +105,11 @@ class IndexBackend(Protocol):
 
     def term_stats(self, terms: Sequence[int]) -> tuple[dict[int, int], int]: ...
 
-    def keyword(self, words: Sequence[str], constraints: str | None, flt: Filter, limit: int) -> list[LegHit]: ...
+    def keyword(self, words: Sequence[str], constraints: str | None, flt: Filter, limit: int,
+                context_turns: int = 0) -> list[ContextRow]: ...
 
-    def sparse(self, vector: str, terms: Sequence[int], flt: Filter, limit: int) -> list[LegHit]: ...
+    def sparse(self, vector: str, terms: Sequence[int], flt: Filter, limit: int,
+               context_turns: int = 0) -> list[ContextRow]: ...
 
     def dense(self, model: str, vector: Sequence[float], flt: Filter, limit: int) -> list[LegHit]: ...
 

