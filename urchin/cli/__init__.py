@@ -65,3 +65,5 @@ def main(ctx: click.Context, home: str | None) -> None:
 
 
 from urchin.cli import events as _events  # noqa: E402,F401  (registers commands)
+from urchin.cli import context as _context  # noqa: E402,F401
+from urchin.cli import index as _index  # noqa: E402,F401

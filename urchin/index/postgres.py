@@ -173,7 +173,10 @@ class PostgresIndex:
         if not parts:
             return []
         query = f"(SELECT {' && '.join(parts)} AS q) AS qq"
-        return self._leg(query, "tsv @@ q", "ts_rank({t}tsv, q)", "DESC", flt, limit, context_turns, args)
+        # With phrases or -exclusions, a neighbour must satisfy them too: context never smuggles in a
+        # turn the query excluded. Without, any neighbour may carry context.
+        near = " AND y.tsv @@ q" if constraints else ""
+        return self._leg(query, "tsv @@ q", "ts_rank({t}tsv, q)", flt, limit, context_turns, args, near)
 
     def sparse(self, vector: str, terms: Sequence[int], flt: Filter, limit: int,
                context_turns: int = 0) -> list[ContextRow]:
@@ -182,23 +185,23 @@ class PostgresIndex:
             return []
         args = {"v": vector, "terms": list(terms)}
         return self._leg("(SELECT %(v)s::sparsevec AS q) AS qq", "terms && %(terms)s::integer[]",
-                         "1 - ({t}tvec <=> q)", "DESC", flt, limit, context_turns, args)
+                         "1 - ({t}tvec <=> q)", flt, limit, context_turns, args)
 
-    def _leg(self, source: str, match: str, score: str, order: str, flt: Filter, limit: int, turns: int,
-             args: dict[str, Any]) -> list[ContextRow]:
+    def _leg(self, source: str, match: str, score: str, flt: Filter, limit: int, turns: int,
+             args: dict[str, Any], near: str = "") -> list[ContextRow]:
         """Top `limit` by `score`, plus each one's `turns` session neighbours on either side (with their
         own score, filters applied) as rows (anchor, chunk, distance, score, kind, occurred_at)."""
         where, fargs = _where(flt)
         args = {**args, **fargs, "limit": limit, "turns": turns}
         base = (f"WITH c AS MATERIALIZED (SELECT chunk_id, session, occurred_at, kind, {score.format(t='')} AS s "
                 f"FROM urchin_chunks, {source} WHERE {match} {where} "
-                f"ORDER BY s {order}, occurred_at DESC, chunk_id LIMIT %(limit)s) "
+                f"ORDER BY s DESC, occurred_at DESC, chunk_id LIMIT %(limit)s) "
                 "SELECT chunk_id, chunk_id, 0, s, kind, occurred_at FROM c")
         if turns > 0:
             ywhere, _ = _where(flt, alias="y.")
             side = ("(SELECT y.chunk_id, {sign} row_number() OVER (ORDER BY y.occurred_at {dir}) AS dist, "
                     f"{score.format(t='y.')} AS s, y.kind, y.occurred_at FROM urchin_chunks y "
-                    "WHERE y.session = c.session AND y.occurred_at {op} c.occurred_at " + ywhere +
+                    "WHERE y.session = c.session AND y.occurred_at {op} c.occurred_at " + ywhere + near +
                     " ORDER BY y.occurred_at {dir} LIMIT %(turns)s)")
             base += (f" UNION ALL SELECT c.chunk_id, x.chunk_id, x.dist, x.s, x.kind, x.occurred_at "
                      f"FROM c, {source}, LATERAL ({side.format(sign='-', dir='DESC', op='<')} UNION ALL "
