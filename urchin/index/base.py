@@ -39,7 +39,7 @@ class ChunkRow:
     start_line: int | None = None
     end_line: int | None = None
     content_hash: str | None = None
-    terms: list[int] = field(default_factory=list)
+    terms: str = "{}"             # integer[] text form, see sparse.int_array
     tvec: str | None = None
 
 

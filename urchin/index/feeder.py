@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -17,7 +18,7 @@ from typing import Any
 from urchin.errors import IndexError_
 from urchin.event import Event
 from urchin.index.base import ChunkRow, Embedder
-from urchin.index.sparse import doc_vector, to_sparsevec
+from urchin.index.sparse import doc_vector, int_array, to_sparsevec
 from urchin.journal import Journal
 
 __all__ = ["Feeder", "FeedReport", "event_row", "BATCH_BYTES"]
@@ -56,7 +57,7 @@ def event_row(event: Event, offset: int) -> ChunkRow:
         session=_clean(event.session), title=title, tags=[t for t in (_clean(t) for t in event.tags) if t],
         account=_clean(str(actor["account"])) if actor.get("account") else None,
         device=_clean(str(actor["device"])) if actor.get("device") else None,
-        journal_offset=offset, terms=sorted(weights), tvec=to_sparsevec(weights),
+        journal_offset=offset, terms=int_array(sorted(weights)), tvec=to_sparsevec(weights),
     )
 
 
@@ -74,33 +75,44 @@ class Feeder:
         self._sleep = sleep
 
     def run_once(self, on_progress: Progress | None = None, stop: threading.Event | None = None) -> FeedReport:
-        """Feed everything the journal holds now; return when caught up."""
+        """Feed everything the journal holds now; return when caught up.
+
+        The next batch is read and turned into rows on a worker thread while the database writes the
+        current one (the driver waits without the GIL), so Python and PostgreSQL work side by side.
+        """
         report = FeedReport()
         offset = self._retry(lambda: self.backend.cursor(self.device, self.key), report)
         total = self.journal.size()
-        while not (stop and stop.is_set()):
-            result = self.journal.read_from(offset, self.batch_bytes)
-            if not result.lines and result.next_offset == offset:
-                break
-            rows = _rows(result.lines)
-            start, end = offset, result.next_offset
-            try:
-                inserted = self._retry(lambda: self.backend.write_batch(rows, self.device, self.key, start, end),
-                                       report)
-            except IndexError_ as exc:
-                if "moved by another feeder" not in exc.message:
-                    raise
-                offset = self._retry(lambda: self.backend.cursor(self.device, self.key), report)
-                continue
-            report.events += len(rows)
-            report.inserted += inserted
-            offset = end
-            if on_progress:
-                on_progress(offset, max(total, offset))
+        with ThreadPoolExecutor(1, thread_name_prefix="urchin-feed") as pool:
+            pending = pool.submit(self._prepare, offset)
+            while not (stop and stop.is_set()):
+                start, end, rows = pending.result()
+                if end == start:
+                    break
+                pending = pool.submit(self._prepare, end)
+                try:
+                    inserted = self._retry(lambda: self.backend.write_batch(rows, self.device, self.key, start, end),
+                                           report)
+                except IndexError_ as exc:
+                    if "moved by another feeder" not in exc.message:
+                        raise
+                    pending.result()
+                    offset = self._retry(lambda: self.backend.cursor(self.device, self.key), report)
+                    pending = pool.submit(self._prepare, offset)
+                    continue
+                report.events += len(rows)
+                report.inserted += inserted
+                offset = end
+                if on_progress:
+                    on_progress(offset, max(total, offset))
         report.offset = offset
         if self.embedder is not None:
             report.embedded = self.embed_pending(report, stop)
         return report
+
+    def _prepare(self, offset: int) -> tuple[int, int, list[ChunkRow]]:
+        result = self.journal.read_from(offset, self.batch_bytes)
+        return offset, result.next_offset, _rows(result.lines)
 
     def follow(self, stop: threading.Event, poll_s: float = 0.5, on_progress: Progress | None = None) -> None:
         """Feed until `stop` is set (the daemon's loop)."""

@@ -27,6 +27,8 @@ CHARS_PER_TOKEN = 4               # the token estimate, stated in every response
 # CONTEXT_TURNS on each side (a question's evidence is often the turns around the best match).
 CONTEXT = {"keyword": 0.5, "semantic": 0.5}
 CONTEXT_TURNS = 2
+COMMON_SHARE = 0.1                # keyword leg: words in more than this share of chunks are dropped
+MAX_KEYWORDS = 12
 MAX_CANDIDATE_TERMS = 16          # the rarest query terms that pick token-cosine candidates (speed at 1M)
 COVERAGE_NOTE = "Coverage describes what was searched; it is not evidence."
 
@@ -128,10 +130,25 @@ def _keyword_runs(backend: IndexBackend, p: ContextParams, flt: Filter, depth: i
     for origin, text, weight in subs:
         words, constraint = split_websearch(text)
         run = LegRun("keyword", origin, text, weight, f"full-text ({TS_CONFIG}, any word, ts_rank)")
+        words = _distinctive(backend, words)
         run.hits = with_context(backend.keyword(words, constraint, flt, depth, _turns("keyword")),
                                 CONTEXT["keyword"], depth)
         runs.append(run)
     return runs
+
+
+def _distinctive(backend: IndexBackend, words: list[str]) -> list[str]:
+    """Drop words in more than COMMON_SHARE of the chunks (while a rarer one remains), rarest
+    MAX_KEYWORDS kept: ts_rank has no idf, and an OR of very common words ranks everything slowly."""
+    if len(words) <= 1:
+        return words
+    ids = {w: list(term_ids(tokens(w))) for w in words}
+    words = [w for w in words if ids[w]] or words          # stop words carry no information
+    df, n_docs = backend.term_stats([t for ts in ids.values() for t in ts])
+    freq = {w: max((df.get(t, 0) for t in ts), default=0) for w, ts in ids.items()}
+    ranked = sorted(words, key=lambda w: freq[w])
+    kept = [w for w in ranked if freq[w] <= COMMON_SHARE * n_docs] or ranked[:1]
+    return kept[:MAX_KEYWORDS]
 
 
 def _semantic_runs(backend: IndexBackend, p: ContextParams, flt: Filter, depth: int, embedder: Embedder | None,

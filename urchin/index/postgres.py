@@ -112,7 +112,7 @@ class PostgresIndex:
     def _count_terms(self, rows: Sequence[ChunkRow]) -> None:
         df: Counter[int] = Counter()
         for row in rows:
-            df.update(row.terms)
+            df.update(map(int, row.terms.strip("{}").split(",")) if row.terms != "{}" else ())
         conn = self.conn
         conn.execute("CREATE TEMP TABLE IF NOT EXISTS urchin_feed_terms (term integer, df bigint) ON COMMIT DELETE ROWS")
         with conn.cursor() as cur:
