@@ -54,8 +54,8 @@ def _fallback_tokens(text: str) -> list[str]:
 
 
 def _pick_tokeniser() -> Callable[[str], list[str]]:
-    try:  # the token-cosine helper's tokeniser, when it has landed (same tokens -> same vectors everywhere)
-        from urchin.search.tokens import tokens as shared  # type: ignore[import-not-found,unused-ignore]
+    try:  # the token-cosine tokeniser (Porter2 stems, identifiers split): same tokens as `urchin semantic`
+        from urchin.search.tokens import tokenize as shared  # type: ignore[import-not-found,unused-ignore]
     except ImportError:
         return _fallback_tokens
     return shared  # type: ignore[no-any-return,unused-ignore]
