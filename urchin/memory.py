@@ -14,6 +14,7 @@ from typing import Any
 import orjson
 
 from urchin.config import Settings
+from urchin.ephemeral import EphemeralState
 from urchin.errors import NotFoundError, QueryError
 from urchin.event import Event
 from urchin.ingest import Ingestor, IngestResult
@@ -81,6 +82,7 @@ class Memory:
                 self._import_batch(batch, numbers, report, on_progress)
                 batch, numbers = [], []
         self._import_batch(batch, numbers, report, on_progress)
+        report.rejected.sort()
         return report
 
     def _import_batch(self, batch: list[Mapping[str, Any]], numbers: list[int], report: ImportReport,
@@ -167,6 +169,24 @@ class Memory:
         result = self.journal.read_from(offset)
         events = [e for e in (Event.from_json(line) for _, line in result.lines) if e is not None]
         return events, result.next_offset
+
+    # ---- privacy ------------------------------------------------------------------------------
+    def ephemeral(self, action: str = "status", minutes: float | None = None) -> EphemeralState:
+        """Turn ephemeral mode on (`start`, optionally for `minutes`), off (`end`), or report it."""
+        flag = self.ingestor.ephemeral
+        if action in ("start", "on"):
+            if minutes is not None and not (isinstance(minutes, (int, float)) and 0 < minutes <= 7 * 24 * 60):
+                raise QueryError("minutes", f"must be a number from 1 to {7 * 24 * 60}, got {minutes!r}")
+            return flag.start(minutes)
+        if action in ("end", "off"):
+            return flag.end()
+        if action == "status":
+            return flag.state()
+        raise QueryError("action", f"must be start, end or status, got {action!r}")
+
+    def identity(self) -> dict[str, str]:
+        """Who this machine's events are stamped with, and where each value came from."""
+        return {"account": self.settings.account, "device": self.settings.device}
 
     def status(self) -> dict[str, Any]:
         stats = self.journal.stats()
