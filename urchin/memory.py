@@ -19,8 +19,20 @@ from urchin.errors import NotFoundError, QueryError
 from urchin.event import Event
 from urchin.ingest import Ingestor, IngestResult
 from urchin.journal import Journal
-from urchin.search.query import Filters, Hit, SearchResult, check_hours, check_limit, check_query, window_start_ms
+from urchin.search.query import (
+    Filters,
+    Hit,
+    SearchResult,
+    check_hours,
+    check_limit,
+    check_query,
+    one_line,
+    window_start_ms,
+)
 from urchin.search.substring import SubstringSearcher
+from urchin.workspace.memories import Member, MemoryDef, MemoryStore, gather
+from urchin.workspace.reader import FileRange, read_range
+from urchin.workspace.roots import Root, Roots
 
 __all__ = ["Memory", "ImportReport"]
 
@@ -187,6 +199,42 @@ class Memory:
     def identity(self) -> dict[str, str]:
         """Who this machine's events are stamped with, and where each value came from."""
         return {"account": self.settings.account, "device": self.settings.device}
+
+    # ---- workspace files and curated memories -------------------------------------------------
+    @property
+    def roots(self) -> Roots:
+        return Roots(self.settings.home)
+
+    def workspace_add(self, path: str, name: str | None = None) -> Root:
+        return self.roots.add(path, name)
+
+    def workspace_remove(self, name: str) -> Root:
+        return self.roots.remove(name)
+
+    def workspace_list(self) -> list[Root]:
+        return self.roots.list()
+
+    def get_file(self, path: str, from_line: int = 1, max_lines: int = 200) -> FileRange:
+        """A window of numbered lines of a workspace file; paths outside the roots are refused."""
+        return read_range(self.roots, path, from_line, max_lines)
+
+    def memory_create(self, slug: str, use_when: str, members: list[Member], title: str | None = None,
+                      replace: bool = False) -> MemoryDef:
+        return MemoryStore(self.settings.home).create(slug, use_when, members, title, replace)
+
+    def memory_list(self) -> list[MemoryDef]:
+        return MemoryStore(self.settings.home).list()
+
+    def memory_get(self, slug: str, token_budget: int = 8000) -> dict[str, Any]:
+        """A curated memory with every member's current contents, and coverage notes."""
+        budget = check_limit(token_budget, 200_000) if token_budget != 8000 else token_budget
+        definition = MemoryStore(self.settings.home).get(slug)
+
+        def run_query(member: Member) -> list[str]:
+            result = self.search(member.query or "", hours=member.hours or 24 * 365, limit=50, source=member.source)
+            return [one_line(hit.event, width=2000) for hit in result.hits]
+
+        return gather(definition, self.roots, run_query, budget)
 
     def status(self) -> dict[str, Any]:
         stats = self.journal.stats()
