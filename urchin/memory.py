@@ -30,6 +30,7 @@ from urchin.search.query import (
     window_start_ms,
 )
 from urchin.search.substring import SubstringSearcher
+from urchin.workspace.overview import root_overview
 from urchin.workspace.memories import Member, MemoryDef, MemoryStore, gather
 from urchin.workspace.reader import FileRange, read_range
 from urchin.workspace.roots import Root, Roots
@@ -235,6 +236,15 @@ class Memory:
             return [one_line(hit.event, width=2000) for hit in result.hits]
 
         return gather(definition, self.roots, run_query, budget)
+
+    def overview(self) -> dict[str, Any]:
+        """Where an agent new to a workspace starts: files, recent changes, sources, memories."""
+        out: dict[str, Any] = {
+            "roots": [root_overview(root) for root in self.roots.list()],
+            "memories": [m.summary() for m in self.memory_list()],
+            "journal": {k: v for k, v in self.status().items() if k in ("events", "firstTimestamp", "lastTimestamp")},
+        }
+        return out
 
     def status(self) -> dict[str, Any]:
         stats = self.journal.stats()

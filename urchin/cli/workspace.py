@@ -110,3 +110,30 @@ def memory_show(app: AppContext, slug: str, token_budget: int, as_json: bool) ->
         click.echo(f"\n## {part['member']}\n{part['content']}")
     for note in result["coverage"]:
         click.echo(f"\n[coverage] {note['member']}: {note['status']} ({note['reason']})")
+
+
+@main.command()
+@json_option
+@click.pass_obj
+def overview(app: AppContext, as_json: bool) -> None:
+    """Start here in a new workspace: files and folders, recent changes, sources, memories."""
+    info = app.memory().overview()
+    if as_json:
+        print_json(info)
+        return
+    for root in info["roots"]:
+        click.echo(f"{root['name']} ({root['path']}): {root['files']} files in {root['folders']} folders, "
+                   f"{root['bytes'] / 1e6:.1f} MB")
+        for folder in root["largestFolders"]:
+            click.echo(f"  {folder['folder']:<24} {folder['files']:>6} files {folder['bytes'] / 1e6:>8.1f} MB")
+        click.echo("  recently changed:")
+        for change in root["recentChanges"][:5]:
+            click.echo(f"    {change['updatedAt']}  {change['path']}")
+    journal = info["journal"]
+    click.echo(f"journal: {journal['events']} events ({journal['firstTimestamp']} … {journal['lastTimestamp']})")
+    for memory in info["memories"]:
+        click.echo(f"memory {memory['slug']}: {memory['title']} — use when: {memory['useWhen']}")
+    for source in info.get("sources", []):
+        click.echo(f"source {source['name']}: {source.get('events', 0)} events, last run {source.get('lastRun')}")
+    if "index" in info:
+        click.echo("index: " + ", ".join(f"{k}={v}" for k, v in info["index"].items()))
