@@ -1,0 +1,1 @@
+"""Search views over the journal: tokenisation and the token-cosine index (more to come)."""

@@ -1,0 +1,405 @@
+"""Token-cosine search: a incremental inverted index of weighted token vectors, in memory.
+
+Scores are cosines of tf-idf vectors (tf weight 1 + ln tf, idf ln((N + 1) / (df + 0.5))), smoothed
+by each event's neighbours in its session (a turn answers the one before it). Pure numpy, no model.
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections import Counter
+from typing import Iterable, NamedTuple
+
+import numpy as np
+
+from urchin.errors import QueryError
+from urchin.event import Event
+from urchin.search.tokens import tokenize
+
+__all__ = ["TokenCosineIndex", "Hit", "event_terms"]
+
+MAX_TERM_LENGTH = 64
+_FREEZE_POSTINGS = 1 << 18  # pending postings frozen into a CSR segment beyond this
+_EXACT_REFRESH_POSTINGS = 1 << 21  # below this, document norms are refreshed at every query
+_REFRESH_GROWTH = 0.01  # above it, norms are refreshed once the index has grown by 1%
+_TF_WEIGHT = (1.0 + np.log(np.maximum(np.arange(256, dtype=np.float64), 1.0))).astype(np.float32)
+_TF_WEIGHT[0] = 0.0
+
+
+class Hit(NamedTuple):
+    id: str
+    score: float
+    row: int
+
+
+def event_terms(event: Event) -> list[str]:
+    """Terms an event is found by: its content, title, tags, source and workspace."""
+    parts = [event.content, event.title or "", " ".join(event.tags), event.source, event.workspace or ""]
+    return [t for t in tokenize(" ".join(p for p in parts if p)) if len(t) <= MAX_TERM_LENGTH]
+
+
+class _Column:
+    """A growable 1-D numpy array (capacity doubles), so appends stay amortised O(1)."""
+
+    def __init__(self, dtype: type | np.dtype, fill: int | float = 0) -> None:
+        self.data = np.full(1024, fill, dtype=dtype)
+        self.size = 0
+        self.fill = fill
+
+    def extend(self, values: np.ndarray | list) -> None:
+        values = np.asarray(values, dtype=self.data.dtype)
+        need = self.size + len(values)
+        if need > len(self.data):
+            grown = np.full(max(need, 2 * len(self.data)), self.fill, dtype=self.data.dtype)
+            grown[: self.size] = self.data[: self.size]
+            self.data = grown
+        self.data[self.size:need] = values
+        self.size = need
+
+    def view(self) -> np.ndarray:
+        return self.data[: self.size]
+
+
+class _Segment:
+    """Frozen postings in CSR form: term t's rows are rows[indptr[t]:indptr[t+1]], ascending."""
+
+    __slots__ = ("indptr", "rows", "tf")
+
+    def __init__(self, indptr: np.ndarray, rows: np.ndarray, tf: np.ndarray) -> None:
+        self.indptr, self.rows, self.tf = indptr, rows, tf
+
+    @classmethod
+    def from_triples(cls, terms: np.ndarray, rows: np.ndarray, tf: np.ndarray, n_terms: int) -> _Segment:
+        order = np.argsort(terms, kind="stable")  # stable: rows stay ascending within a term
+        counts = np.bincount(terms, minlength=n_terms)
+        indptr = np.zeros(n_terms + 1, dtype=np.int64)
+        np.cumsum(counts, out=indptr[1:])
+        return cls(indptr, rows[order].astype(np.int32), tf[order].astype(np.uint8))
+
+    def terms(self) -> np.ndarray:
+        return np.repeat(np.arange(len(self.indptr) - 1, dtype=np.int32), np.diff(self.indptr))
+
+    def postings(self, term: int) -> tuple[np.ndarray, np.ndarray]:
+        if term + 1 >= len(self.indptr):
+            return self.rows[:0], self.tf[:0]
+        a, b = self.indptr[term], self.indptr[term + 1]
+        return self.rows[a:b], self.tf[a:b]
+
+    @property
+    def nnz(self) -> int:
+        return len(self.rows)
+
+
+class _Codes:
+    """Interns the values of one label field (source, workspace, ...) as small ints; None is -1."""
+
+    def __init__(self) -> None:
+        self.codes: dict[str, int] = {}
+        self.column = _Column(np.int32, -1)
+
+    def code(self, value: str | None) -> int:
+        if value is None:
+            return -1
+        return self.codes.setdefault(value, len(self.codes))
+
+
+class TokenCosineIndex:
+    """Events in, ranked `Hit`s out. Add events in any batch size; statistics stay exact.
+
+    `context` weighs a neighbour's match (the previous or next event of the same session, by
+    timestamp) in an event's score; `context_turns` neighbours on each side count, with weight
+    context ** distance. The total is divided by its maximum so scores stay in (0, 1].
+    """
+
+    def __init__(self, *, context: float = 0.5, context_turns: int = 2) -> None:
+        if not 0.0 <= context <= 1.0 or context_turns < 0:
+            raise ValueError("context must be in [0, 1] and context_turns >= 0")
+        self.context = context
+        self.context_turns = context_turns if context > 0 else 0
+        self._vocab: dict[str, int] = {}
+        self._df = _Column(np.int32)
+        self._segments: list[_Segment] = []
+        self._pending_terms = array("i")
+        self._pending_rows = array("i")
+        self._pending_tf = array("B")
+        self._ts = _Column(np.int64)
+        self._norm = _Column(np.float32, 1)
+        self._prev = _Column(np.int32, -1)
+        self._next = _Column(np.int32, -1)
+        self._fields = {name: _Codes() for name in ("source", "workspace", "session", "kind")}
+        self._session_last: dict[int, int] = {}
+        self._id_bytes = bytearray()
+        self._id_end = _Column(np.int64)
+        self._ts_sorted = True
+        self._refreshed_at = 0  # rows whose norms reflect the idf of the last full refresh
+
+    # ---- adding -----------------------------------------------------------------------------
+    def __len__(self) -> int:
+        return self._ts.size
+
+    def add(self, event: Event) -> int:
+        """Index one event; returns its row."""
+        self.add_many((event,))
+        return len(self) - 1
+
+    def add_many(self, events: Iterable[Event]) -> None:
+        """Index events in order (each once: the journal has already removed duplicates)."""
+        batch_terms = array("i")
+        batch_tf = array("B")
+        batch_rows = array("i")
+        start = row = len(self)
+        for event in events:
+            counts = Counter(event_terms(event))
+            for term, count in counts.items():
+                tid = self._vocab.get(term)
+                if tid is None:
+                    tid = self._vocab[term] = len(self._vocab)
+                    self._df.extend([0])
+                self._df.data[tid] += 1
+                batch_terms.append(tid)
+                batch_tf.append(min(count, 255))
+                batch_rows.append(row)
+            self._append_row(event, row)
+            row += 1
+        if row == start:
+            return
+        terms = np.frombuffer(batch_terms, dtype=np.int32)
+        tf = np.frombuffer(batch_tf, dtype=np.uint8)
+        rows = np.frombuffer(batch_rows, dtype=np.int32)
+        weights = _TF_WEIGHT[tf] * self._idf()[terms]
+        norms = np.sqrt(np.bincount(rows - start, weights * weights, minlength=row - start))
+        self._norm.data[start:row] = np.where(norms > 0, norms, 1.0)
+        self._pending_terms.extend(batch_terms)
+        self._pending_rows.extend(batch_rows)
+        self._pending_tf.extend(batch_tf)
+        if len(self._pending_rows) >= _FREEZE_POSTINGS:
+            self._freeze()
+
+    def _append_row(self, event: Event, row: int) -> None:
+        if self._ts.size and event.ts_ms < self._ts.data[self._ts.size - 1]:
+            self._ts_sorted = False
+        self._ts.extend([event.ts_ms])
+        self._norm.extend([1.0])
+        self._prev.extend([-1])
+        self._next.extend([-1])
+        for name, codes in self._fields.items():
+            codes.column.extend([codes.code(getattr(event, name))])
+        self._id_bytes += event.id.encode("utf-8")
+        self._id_end.extend([len(self._id_bytes)])
+        if event.session is not None:
+            self._link(self._fields["session"].codes[event.session], row, event.ts_ms)
+
+    def _link(self, session: int, row: int, ts: int) -> None:
+        """Insert `row` into its session's list, ordered by timestamp (late arrivals walk back)."""
+        last = self._session_last.get(session)
+        prev, ts_col = last, self._ts.data
+        while prev is not None and prev >= 0 and ts_col[prev] > ts:
+            prev = int(self._prev.data[prev])
+        nxt = self._next.data[prev] if prev is not None and prev >= 0 else (
+            self._first_of(last) if last is not None else -1)
+        if prev is not None and prev >= 0:
+            self._next.data[prev] = row
+            self._prev.data[row] = prev
+        if nxt >= 0:
+            self._prev.data[nxt] = row
+            self._next.data[row] = nxt
+        else:
+            self._session_last[session] = row
+
+    def _first_of(self, row: int) -> int:
+        while self._prev.data[row] >= 0:
+            row = int(self._prev.data[row])
+        return row
+
+    def _freeze(self) -> None:
+        terms = np.frombuffer(self._pending_terms, dtype=np.int32).copy()
+        rows = np.frombuffer(self._pending_rows, dtype=np.int32).copy()
+        tf = np.frombuffer(self._pending_tf, dtype=np.uint8).copy()
+        self._pending_terms, self._pending_rows, self._pending_tf = array("i"), array("i"), array("B")
+        self._segments.append(_Segment.from_triples(terms, rows, tf, len(self._vocab)))
+        # Merge like an LSM tree: few segments, each merge at least halves the work of the next.
+        while len(self._segments) > 1 and self._segments[-1].nnz * 2 >= self._segments[-2].nnz:
+            newer, older = self._segments.pop(), self._segments.pop()
+            self._segments.append(_Segment.from_triples(
+                np.concatenate([older.terms(), newer.terms()]),
+                np.concatenate([older.rows, newer.rows]),
+                np.concatenate([older.tf, newer.tf]),
+                len(self._vocab)))
+
+    # ---- statistics -------------------------------------------------------------------------
+    def _idf(self) -> np.ndarray:
+        n = len(self)
+        return np.log((n + 1.0) / (self._df.view() + 0.5)).astype(np.float32)
+
+    @property
+    def nnz(self) -> int:
+        return sum(s.nnz for s in self._segments) + len(self._pending_rows)
+
+    def refresh(self) -> None:
+        """Recompute every document norm with the current idf (O(postings))."""
+        idf = self._idf()
+        n = len(self)
+        norm2 = np.zeros(n, dtype=np.float64)
+        for rows, tf, terms in self._all_postings():
+            w = _TF_WEIGHT[tf] * idf[terms]
+            norm2 += np.bincount(rows, w * w, minlength=n)
+        norms = np.sqrt(norm2).astype(np.float32)
+        self._norm.data[:n] = np.where(norms > 0, norms, 1.0)
+        self._refreshed_at = n
+
+    def _all_postings(self, chunk: int = 1 << 21) -> Iterable[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        for seg in self._segments:
+            for a in range(0, seg.nnz, chunk):
+                b = min(a + chunk, seg.nnz)
+                terms = np.searchsorted(seg.indptr, np.arange(a, b), side="right") - 1
+                yield seg.rows[a:b], seg.tf[a:b], terms
+        if self._pending_rows:
+            yield (np.frombuffer(self._pending_rows, dtype=np.int32),
+                   np.frombuffer(self._pending_tf, dtype=np.uint8),
+                   np.frombuffer(self._pending_terms, dtype=np.int32))
+
+    def _maybe_refresh(self) -> None:
+        n, done = len(self), self._refreshed_at
+        if n == done:
+            return
+        if self.nnz <= _EXACT_REFRESH_POSTINGS or n - done >= _REFRESH_GROWTH * done:
+            self.refresh()
+
+    # ---- searching --------------------------------------------------------------------------
+    def search(
+        self,
+        query: str,
+        *,
+        since_ms: int | None = None,
+        until_ms: int | None = None,
+        source: str | None = None,
+        workspace: str | None = None,
+        session: str | None = None,
+        kind: str | None = None,
+        limit: int = 10,
+    ) -> list[Hit]:
+        """The `limit` best events for `query`, best first; ties go to the newer, then the lower id.
+
+        Filters select results; a neighbour's match still counts as context when the neighbour
+        itself is filtered out, but only neighbours inside the time window count.
+        """
+        if not isinstance(query, str) or not query.strip():
+            raise QueryError("query", "must not be empty")
+        if limit < 1:
+            raise QueryError("limit", "must be at least 1")
+        wanted = {"source": source, "workspace": workspace, "session": session, "kind": kind}
+        codes = {}
+        for name, value in wanted.items():
+            if value is not None:
+                code = self._fields[name].codes.get(value)
+                if code is None:
+                    return []
+                codes[name] = code
+        terms = Counter(self._vocab[t] for t in tokenize(query) if t in self._vocab)
+        if not terms or not len(self):
+            return []
+        self._maybe_refresh()
+        lo, hi = self._row_range(since_ms, until_ms)
+        if lo >= hi:
+            return []
+        scores = self._cosines(terms, lo, hi)
+        if self.context_turns:
+            scores = self._with_context(scores, lo, hi)
+        cand = np.flatnonzero(scores[: hi - lo])
+        rows = cand + lo
+        keep = np.ones(len(rows), dtype=bool)
+        if not self._ts_sorted and (since_ms is not None or until_ms is not None):
+            ts = self._ts.data[rows]
+            keep &= (ts >= (since_ms if since_ms is not None else ts.min())) & (
+                ts <= (until_ms if until_ms is not None else ts.max()))
+        for name, code in codes.items():
+            keep &= self._fields[name].column.data[rows] == code
+        rows, found = rows[keep], scores[cand[keep]]
+        return self._top(rows, found, limit)
+
+    def _row_range(self, since_ms: int | None, until_ms: int | None) -> tuple[int, int]:
+        """Rows to score: a slice by binary search when rows are in time order, else all."""
+        n = len(self)
+        if not self._ts_sorted:
+            return 0, n
+        ts = self._ts.view()
+        lo = 0 if since_ms is None else int(np.searchsorted(ts, since_ms, side="left"))
+        hi = n if until_ms is None else int(np.searchsorted(ts, until_ms, side="right"))
+        return lo, hi
+
+    def _cosines(self, terms: Counter[int], lo: int, hi: int) -> np.ndarray:
+        """Cosine of the query with rows lo..hi-1 (one spare zero slot at the end, for context)."""
+        idf = self._idf()
+        qw = {t: (1.0 + np.log(c)) * float(idf[t]) for t, c in terms.items()}
+        qnorm = float(np.sqrt(sum(w * w for w in qw.values())))
+        acc = np.zeros(hi - lo + 1, dtype=np.float32)
+        pending = None
+        if self._pending_rows:
+            pending = (np.frombuffer(self._pending_terms, dtype=np.int32),
+                       np.frombuffer(self._pending_rows, dtype=np.int32),
+                       np.frombuffer(self._pending_tf, dtype=np.uint8))
+        for term, weight in qw.items():
+            if weight <= 0:
+                continue
+            scale = np.float32(weight * float(idf[term]) / qnorm)
+            for seg in self._segments:
+                rows, tf = seg.postings(term)
+                if lo > 0 or hi < len(self):
+                    a, b = np.searchsorted(rows, (lo, hi))
+                    rows, tf = rows[a:b], tf[a:b]
+                acc[rows - lo] += _TF_WEIGHT[tf] * scale
+            if pending is not None:
+                hit = np.flatnonzero(pending[0] == term)
+                rows, tf = pending[1][hit], pending[2][hit]
+                inside = (rows >= lo) & (rows < hi)
+                acc[rows[inside] - lo] += _TF_WEIGHT[tf[inside]] * scale
+        acc[:-1] /= self._norm.data[lo:hi]
+        return acc
+
+    def _with_context(self, scores: np.ndarray, lo: int, hi: int) -> np.ndarray:
+        """Add each row's session neighbours' cosines, weighted context ** distance, then rescale."""
+        spare = hi - lo  # index of the zero slot: neighbours that are missing or outside the window
+
+        def relative(links: np.ndarray) -> np.ndarray:
+            rel = links - lo
+            rel[(links < lo) | (links >= hi)] = spare
+            return np.append(rel, spare)
+
+        out = scores.copy()
+        total = 1.0
+        for links in (self._prev.data[lo:hi], self._next.data[lo:hi]):
+            step = relative(links)
+            hop = step
+            weight = 1.0
+            for _ in range(self.context_turns):
+                weight *= self.context
+                out += weight * scores[hop]
+                hop = step[hop]
+                total += weight
+        out /= total
+        return out
+
+    def _top(self, rows: np.ndarray, scores: np.ndarray, limit: int) -> list[Hit]:
+        if len(rows) > limit:
+            kth = np.partition(scores, len(scores) - limit)[len(scores) - limit]
+            sel = scores >= kth  # everything tied with the k-th best stays for the tie-break
+            rows, scores = rows[sel], scores[sel]
+        ts = self._ts.data[rows]
+        hits = sorted(zip(rows.tolist(), scores.tolist(), ts.tolist()),
+                      key=lambda r: (-r[1], -r[2], self._id(r[0])))
+        return [Hit(self._id(r), min(float(s), 1.0), r) for r, s, _ in hits[:limit]]
+
+    def _id(self, row: int) -> str:
+        end = int(self._id_end.data[row])
+        start = int(self._id_end.data[row - 1]) if row else 0
+        return self._id_bytes[start:end].decode("utf-8")
+
+    def memory_bytes(self) -> int:
+        """Bytes held by the index's arrays (the vocabulary dict and id strings included roughly)."""
+        arrays = sum(s.indptr.nbytes + s.rows.nbytes + s.tf.nbytes for s in self._segments)
+        arrays += len(self._pending_rows) * 9
+        cols = [self._df, self._ts, self._norm, self._prev, self._next, self._id_end]
+        cols += [f.column for f in self._fields.values()]
+        arrays += sum(c.data.nbytes for c in cols) + len(self._id_bytes)
+        vocab = sum(49 + len(t) for t in self._vocab) + 100 * len(self._vocab)
+        return arrays + vocab
