@@ -18,7 +18,6 @@ from urchin.search.tokens import tokenize
 
 __all__ = ["TokenCosineIndex", "Hit", "event_terms"]
 
-MAX_TERM_LENGTH = 64
 _FREEZE_POSTINGS = 1 << 18  # pending postings frozen into a CSR segment beyond this
 _EXACT_REFRESH_POSTINGS = 1 << 21  # below this, document norms are refreshed at every query
 _REFRESH_GROWTH = 0.01  # above it, norms are refreshed once the index has grown by 1%
@@ -35,7 +34,7 @@ class Hit(NamedTuple):
 def event_terms(event: Event) -> list[str]:
     """Terms an event is found by: its content, title, tags, source and workspace."""
     parts = [event.content, event.title or "", " ".join(event.tags), event.source, event.workspace or ""]
-    return [t for t in tokenize(" ".join(p for p in parts if p)) if len(t) <= MAX_TERM_LENGTH]
+    return tokenize(" ".join(p for p in parts if p))
 
 
 class _Column:
@@ -144,50 +143,56 @@ class TokenCosineIndex:
 
     def add_many(self, events: Iterable[Event]) -> None:
         """Index events in order (each once: the journal has already removed duplicates)."""
-        batch_terms = array("i")
-        batch_tf = array("B")
-        batch_rows = array("i")
-        start = row = len(self)
-        for event in events:
-            counts = Counter(event_terms(event))
-            for term, count in counts.items():
-                tid = self._vocab.get(term)
-                if tid is None:
-                    tid = self._vocab[term] = len(self._vocab)
-                    self._df.extend([0])
-                self._df.data[tid] += 1
-                batch_terms.append(tid)
-                batch_tf.append(min(count, 255))
-                batch_rows.append(row)
-            self._append_row(event, row)
-            row += 1
-        if row == start:
+        batch = list(events)
+        if not batch:
             return
-        terms = np.frombuffer(batch_terms, dtype=np.int32)
-        tf = np.frombuffer(batch_tf, dtype=np.uint8)
-        rows = np.frombuffer(batch_rows, dtype=np.int32)
+        start = len(self)
+        names: list[str] = []
+        counts: list[int] = []
+        sizes: list[int] = []
+        for event in batch:
+            tally = Counter(event_terms(event))
+            names.extend(tally)
+            counts.extend(tally.values())
+            sizes.append(len(tally))
+        vocab = self._vocab
+        for term in set(names).difference(vocab):  # set algebra keeps the per-term work in C
+            vocab[term] = len(vocab)
+        terms = np.fromiter(map(vocab.__getitem__, names), dtype=np.int32, count=len(names))
+        tf = np.minimum(np.asarray(counts, dtype=np.int64), 255).astype(np.uint8)
+        rows = np.repeat(np.arange(start, start + len(batch), dtype=np.int32), sizes)
+        grown = np.bincount(terms, minlength=len(vocab)).astype(np.int32)
+        self._df.extend(np.zeros(len(vocab) - self._df.size, dtype=np.int32))
+        self._df.data[: len(vocab)] += grown
+        self._append_rows(batch, start)
         weights = _TF_WEIGHT[tf] * self._idf()[terms]
-        norms = np.sqrt(np.bincount(rows - start, weights * weights, minlength=row - start))
-        self._norm.data[start:row] = np.where(norms > 0, norms, 1.0)
-        self._pending_terms.extend(batch_terms)
-        self._pending_rows.extend(batch_rows)
-        self._pending_tf.extend(batch_tf)
+        norms = np.sqrt(np.bincount(rows - start, weights * weights, minlength=len(batch)))
+        self._norm.data[start:start + len(batch)] = np.where(norms > 0, norms, 1.0)
+        self._pending_terms.frombytes(terms.tobytes())
+        self._pending_rows.frombytes(rows.tobytes())
+        self._pending_tf.frombytes(tf.tobytes())
         if len(self._pending_rows) >= _FREEZE_POSTINGS:
             self._freeze()
 
-    def _append_row(self, event: Event, row: int) -> None:
-        if self._ts.size and event.ts_ms < self._ts.data[self._ts.size - 1]:
+    def _append_rows(self, batch: list[Event], start: int) -> None:
+        ts = np.fromiter((e.ts_ms for e in batch), dtype=np.int64, count=len(batch))
+        last = self._ts.data[start - 1] if start else ts[0]
+        if ts[0] < last or (len(ts) > 1 and bool((ts[1:] < ts[:-1]).any())):
             self._ts_sorted = False
-        self._ts.extend([event.ts_ms])
-        self._norm.extend([1.0])
-        self._prev.extend([-1])
-        self._next.extend([-1])
+        self._ts.extend(ts)
+        self._norm.extend(np.ones(len(batch), dtype=np.float32))
+        self._prev.extend(np.full(len(batch), -1, dtype=np.int32))
+        self._next.extend(np.full(len(batch), -1, dtype=np.int32))
         for name, codes in self._fields.items():
-            codes.column.extend([codes.code(getattr(event, name))])
-        self._id_bytes += event.id.encode("utf-8")
-        self._id_end.extend([len(self._id_bytes)])
-        if event.session is not None:
-            self._link(self._fields["session"].codes[event.session], row, event.ts_ms)
+            code = codes.code
+            codes.column.extend(np.fromiter((code(getattr(e, name)) for e in batch), np.int32, len(batch)))
+        ids = [e.id.encode("utf-8") for e in batch]
+        self._id_end.extend(len(self._id_bytes) + np.cumsum([len(i) for i in ids], dtype=np.int64))
+        self._id_bytes += b"".join(ids)
+        sessions = self._fields["session"].column.data
+        for row in range(start, start + len(batch)):
+            if sessions[row] >= 0:
+                self._link(int(sessions[row]), row, int(ts[row - start]))
 
     def _link(self, session: int, row: int, ts: int) -> None:
         """Insert `row` into its session's list, ordered by timestamp (late arrivals walk back)."""

@@ -7,11 +7,13 @@ the whole identifier, unstemmed, so both `cosine` and `urchin/search/cosine.py` 
 from __future__ import annotations
 
 import re
-from functools import lru_cache
+from itertools import chain
 
 from urchin.search.stem import stem
 
-__all__ = ["tokenize", "STOP_WORDS"]
+__all__ = ["tokenize", "STOP_WORDS", "MAX_TERM_LENGTH"]
+
+MAX_TERM_LENGTH = 64  # longer runs are blobs (base64, minified code), not words anyone searches
 
 # Function words that carry no topic (about 120, the size that measured best on LoCoMo; a longer
 # list such as scikit-learn's drops words like "first" or "last" that questions do hinge on).
@@ -35,12 +37,11 @@ _CAMEL = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+|[^\W\d_a-zA-Z]+")
 
 def _term(word: str) -> str | None:
     """A lower-case part -> its stem, or None when it is a stop word or a lone character."""
-    if word in STOP_WORDS or len(word) < 2:
+    if word in STOP_WORDS or len(word) < 2 or len(word) > MAX_TERM_LENGTH:
         return None
     return stem(word)
 
 
-@lru_cache(maxsize=500_000)
 def _terms_of(raw: str) -> tuple[str, ...]:
     """Terms of one raw token; cached because text repeats its words."""
     if "'" in raw or "’" in raw:
@@ -63,14 +64,26 @@ def _terms_of(raw: str) -> tuple[str, ...]:
             term = _term(piece.lower())
             if term:
                 out.append(term)
-    if len(out) > 1 or compound:
+    if (len(out) > 1 or compound) and len(lower) <= MAX_TERM_LENGTH:
         out.append(lower)
     return tuple(out)
 
 
+class _Cache(dict[str, tuple[str, ...]]):
+    """raw token -> terms; a dict whose misses compute, so lookups stay in C (tokenising is hot)."""
+
+    limit = 1 << 19
+
+    def __missing__(self, raw: str) -> tuple[str, ...]:
+        if len(self) >= self.limit:
+            self.clear()
+        terms = self[raw] = _terms_of(raw)
+        return terms
+
+
+_CACHE = _Cache()
+
+
 def tokenize(text: str) -> list[str]:
     """Terms of `text` in order, repeated as often as they occur (callers count them)."""
-    out: list[str] = []
-    for raw in _RAW.findall(text):
-        out.extend(_terms_of(raw))
-    return out
+    return list(chain.from_iterable(map(_CACHE.__getitem__, _RAW.findall(text))))
