@@ -110,6 +110,8 @@ class TokenCosineIndex:
     context ** distance. The total is divided by its maximum so scores stay in (0, 1].
     """
 
+    freeze_postings = _FREEZE_POSTINGS
+
     def __init__(self, *, context: float = 0.5, context_turns: int = 2) -> None:
         if not 0.0 <= context <= 1.0 or context_turns < 0:
             raise ValueError("context must be in [0, 1] and context_turns >= 0")
@@ -171,7 +173,7 @@ class TokenCosineIndex:
         self._pending_terms.frombytes(terms.tobytes())
         self._pending_rows.frombytes(rows.tobytes())
         self._pending_tf.frombytes(tf.tobytes())
-        if len(self._pending_rows) >= _FREEZE_POSTINGS:
+        if len(self._pending_rows) >= self.freeze_postings:
             self._freeze()
 
     def _append_rows(self, batch: list[Event], start: int) -> None:
