@@ -10,9 +10,10 @@ import getpass
 import os
 import socket
 import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Literal, Mapping
+from typing import Any, Literal
 
 import platformdirs
 

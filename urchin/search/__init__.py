@@ -1,1 +1,1 @@
-"""Search views over the journal: tokenisation and the token-cosine index (more to come)."""
+"""Views over the journal used to answer queries: substring, token-cosine, embedder vectors."""
