@@ -14,9 +14,9 @@ import re
 import sys
 import time
 from collections import Counter, defaultdict
-from datetime import datetime, timedelta, timezone
+from collections.abc import Callable, Iterable
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Callable, Iterable
 
 import orjson
 
@@ -55,7 +55,7 @@ def load(path: Path) -> tuple[list[Event], list[Question]]:
         n = 1
         while f"session_{n}" in dialogue:
             start = datetime.strptime(dialogue[f"session_{n}_date_time"], "%I:%M %p on %d %B, %Y")
-            start = start.replace(tzinfo=timezone.utc)
+            start = start.replace(tzinfo=UTC)
             for i, turn in enumerate(dialogue[f"session_{n}"]):
                 text = turn["text"]
                 if turn.get("blip_caption"):
@@ -123,7 +123,7 @@ def bm25(events: list[Event], k1: float = 1.5, b: float = 0.75) -> Ranker:
         group, docs, idf, avg = fitted[workspace]
         q = [t for t in set(tokenize(question)) if t in idf]
         scored = []
-        for e, d in zip(group, docs):
+        for e, d in zip(group, docs, strict=True):
             length = sum(d.values())
             s = sum(idf[t] * d[t] * (k1 + 1) / (d[t] + k1 * (1 - b + b * length / avg)) for t in q if t in d)
             if s > 0:

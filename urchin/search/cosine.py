@@ -8,15 +8,16 @@ from __future__ import annotations
 
 from array import array
 from collections import Counter
-from typing import Iterable, NamedTuple
+from collections.abc import Iterable
+from typing import NamedTuple
 
 import numpy as np
 
-from urchin.errors import QueryError
 from urchin.event import Event
+from urchin.search.query import check_limit, check_query
 from urchin.search.tokens import tokenize
 
-__all__ = ["TokenCosineIndex", "Hit", "event_terms"]
+__all__ = ["Scored", "TokenCosineIndex", "event_terms"]
 
 _FREEZE_POSTINGS = 1 << 18  # pending postings frozen into a CSR segment beyond this
 _EXACT_REFRESH_POSTINGS = 1 << 21  # below this, document norms are refreshed at every query
@@ -25,7 +26,9 @@ _TF_WEIGHT = (1.0 + np.log(np.maximum(np.arange(256, dtype=np.float64), 1.0))).a
 _TF_WEIGHT[0] = 0.0
 
 
-class Hit(NamedTuple):
+class Scored(NamedTuple):
+    """One ranked event: its id, its score in (0, 1], and its row in the index."""
+
     id: str
     score: float
     row: int
@@ -40,7 +43,7 @@ def event_terms(event: Event) -> list[str]:
 class _Column:
     """A growable 1-D numpy array (capacity doubles), so appends stay amortised O(1)."""
 
-    def __init__(self, dtype: type | np.dtype, fill: int | float = 0) -> None:
+    def __init__(self, dtype: type | np.dtype, fill: float = 0) -> None:
         self.data = np.full(1024, fill, dtype=dtype)
         self.size = 0
         self.fill = fill
@@ -103,7 +106,7 @@ class _Codes:
 
 
 class TokenCosineIndex:
-    """Events in, ranked `Hit`s out. Add events in any batch size; statistics stay exact.
+    """Events in, ranked `Scored` ids out. Add events in any batch size; statistics stay exact.
 
     `context` weighs a neighbour's match (the previous or next event of the same session, by
     timestamp) in an event's score; `context_turns` neighbours on each side count, with weight
@@ -284,16 +287,14 @@ class TokenCosineIndex:
         session: str | None = None,
         kind: str | None = None,
         limit: int = 10,
-    ) -> list[Hit]:
+    ) -> list[Scored]:
         """The `limit` best events for `query`, best first; ties go to the newer, then the lower id.
 
         Filters select results; a neighbour's match still counts as context when the neighbour
         itself is filtered out, but only neighbours inside the time window count.
         """
-        if not isinstance(query, str) or not query.strip():
-            raise QueryError("query", "must not be empty")
-        if limit < 1:
-            raise QueryError("limit", "must be at least 1")
+        check_query(query)
+        limit = check_limit(limit)
         wanted = {"source": source, "workspace": workspace, "session": session, "kind": kind}
         codes = {}
         for name, value in wanted.items():
@@ -386,15 +387,15 @@ class TokenCosineIndex:
         out /= total
         return out
 
-    def _top(self, rows: np.ndarray, scores: np.ndarray, limit: int) -> list[Hit]:
+    def _top(self, rows: np.ndarray, scores: np.ndarray, limit: int) -> list[Scored]:
         if len(rows) > limit:
             kth = np.partition(scores, len(scores) - limit)[len(scores) - limit]
             sel = scores >= kth  # everything tied with the k-th best stays for the tie-break
             rows, scores = rows[sel], scores[sel]
         ts = self._ts.data[rows]
-        hits = sorted(zip(rows.tolist(), scores.tolist(), ts.tolist()),
+        hits = sorted(zip(rows.tolist(), scores.tolist(), ts.tolist(), strict=True),
                       key=lambda r: (-r[1], -r[2], self._id(r[0])))
-        return [Hit(self._id(r), min(float(s), 1.0), r) for r, s, _ in hits[:limit]]
+        return [Scored(self._id(r), min(float(s), 1.0), r) for r, s, _ in hits[:limit]]
 
     def _id(self, row: int) -> str:
         end = int(self._id_end.data[row])
