@@ -1,6 +1,6 @@
 """Evidence recall on LoCoMo (dev split): R@5, R@10 and MRR per retrieval method, as README says.
 
-    python bench/locomo.py [--data PATH] [--method token-cosine ...] [--tune conv-26,conv-30]
+    python bench/locomo.py [--data PATH] [--method token-cosine ...] [--split conv-26,conv-30 ...]
 
 Methods live in METHODS (name -> factory(events) -> rank(question, workspace) -> ranked ids), so an
 embedder or hybrid method plugs in beside token-cosine and the two peers measured in the same run.
@@ -173,11 +173,28 @@ def measure(rank: Ranker, questions: list[Question]) -> tuple[dict[str, float], 
     return mean, {k: sum(v) / len(v) for k, v in per_conv.items()}
 
 
+def split_check(events: list[Event], questions: list[Question], tune: set[str]) -> None:
+    """Pick the context parameters on `tune` conversations only, then measure on the others."""
+    tune_q = [q for q in questions if q.workspace in tune]
+    held_q = [q for q in questions if q.workspace not in tune]
+    best = max(((c, k) for c in (0.0, 0.3, 0.4, 0.5, 0.6, 0.7) for k in (1, 2, 3)),
+               key=lambda p: measure(token_cosine(events, context=p[0], context_turns=p[1]), tune_q)[0]["R@10"])
+    print(f"tuned on {','.join(sorted(tune))}: context={best[0]} context_turns={best[1]}; held-out "
+          f"({len(held_q)} questions):")
+    runs = {"tuned": lambda ev: token_cosine(ev, context=best[0], context_turns=best[1]),
+            "default": token_cosine, "plain-cosine": plain_cosine, "bm25": bm25}
+    for name, factory in runs.items():
+        mean, _ = measure(factory(events), held_q)
+        print(f"  {name:<13} R@5 {mean['R@5']:.3f}  R@10 {mean['R@10']:.3f}  MRR {mean['MRR']:.3f}")
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=None)
     parser.add_argument("--method", action="append", choices=sorted(METHODS),
                         help="methods to measure (repeatable); the peers are always measured too")
+    parser.add_argument("--split", metavar="CONVS", action="append",
+                        help="comma-separated conversations to tune the context on; the rest are held out")
     args = parser.parse_args(argv)
     args.data = args.data or _default_data()
     events, questions = load(args.data)
@@ -193,6 +210,8 @@ def main(argv: list[str] | None = None) -> None:
         mean, per = measure(rank, questions)
         print(f"{name:<14} {mean['R@5']:6.3f} {mean['R@10']:6.3f} {mean['MRR']:6.3f}  {built:7.2f}  "
               + " ".join(f"{per[c]:.3f}" for c in convs))
+    for tune in args.split or []:
+        split_check(events, questions, set(tune.split(",")))
 
 
 if __name__ == "__main__":
