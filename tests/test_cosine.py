@@ -191,3 +191,11 @@ def test_context_does_not_cross_sessions_or_sessionless_events() -> None:
     index.add_many([ev("a", "terraform plan", t=0, session="s1"), ev("b", "next", t=1, session="s2"),
                     ev("c", "loose", t=2)])
     assert ids(index.search("terraform")) == ["a"]
+
+
+def test_many_exact_ties_are_ordered_by_id() -> None:
+    index = TokenCosineIndex(context=0.0)
+    index.add_many([ev(f"id{i:03d}", "same text", t=5) for i in reversed(range(200))])
+    index.add(ev("older", "same text", t=1))
+    assert ids(index.search("same text", limit=3)) == ["id000", "id001", "id002"]
+    assert ids(index.search("same text", limit=201))[-1] == "older"

@@ -106,16 +106,22 @@ class _Codes:
 
 
 class TokenCosineIndex:
-    """Events in, ranked `Scored` ids out. Add events in any batch size; statistics stay exact.
+    """Events in, ranked `Scored` ids out. Add events in any batch size, without rebuilding.
 
-    `context` weighs a neighbour's match (the previous or next event of the same session, by
-    timestamp) in an event's score; `context_turns` neighbours on each side count, with weight
-    context ** distance. The total is divided by its maximum so scores stay in (0, 1].
+    Document frequencies, and so idf, are exact at every query. Document norms are recomputed
+    (O(postings)) at the first query after adds while the index is small, and once it has grown by
+    1% when it is large (over 2M postings), so a norm's idf is never more than 1% of events stale.
+    Not thread-safe: callers serialise `add_many` and `search` (one lock in the daemon).
+
+    An event's score adds its session neighbours' cosines (the events before and after it in the
+    same session, by timestamp; `context_turns` on each side, weighted context ** distance), since
+    a turn answers the one before it; the sum is divided by its maximum so scores stay in (0, 1].
     """
 
     freeze_postings = _FREEZE_POSTINGS
 
     def __init__(self, *, context: float = 0.5, context_turns: int = 2) -> None:
+        """`context` weighs a session neighbour's match, times `context` per step of distance."""
         if not 0.0 <= context <= 1.0 or context_turns < 0:
             raise ValueError("context must be in [0, 1] and context_turns >= 0")
         self.context = context
@@ -393,9 +399,14 @@ class TokenCosineIndex:
             sel = scores >= kth  # everything tied with the k-th best stays for the tie-break
             rows, scores = rows[sel], scores[sel]
         ts = self._ts.data[rows]
-        hits = sorted(zip(rows.tolist(), scores.tolist(), ts.tolist(), strict=True),
-                      key=lambda r: (-r[1], -r[2], self._id(r[0])))
-        return [Scored(self._id(r), min(float(s), 1.0), r) for r, s, _ in hits[:limit]]
+        order = np.lexsort((-ts, -scores))  # by score, then newer; ids settle exact ties below
+        if len(order) > limit:
+            last = order[limit - 1]
+            tail = order[limit:]
+            tied = tail[(scores[tail] == scores[last]) & (ts[tail] == ts[last])]
+            order = np.concatenate([order[:limit], tied])
+        picked = sorted((-float(scores[i]), -int(ts[i]), self._id(int(rows[i])), int(rows[i])) for i in order)
+        return [Scored(eid, min(-neg, 1.0), row) for neg, _, eid, row in picked[:limit]]
 
     def _id(self, row: int) -> str:
         end = int(self._id_end.data[row])
