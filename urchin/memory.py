@@ -29,9 +29,10 @@ from urchin.search.query import (
     one_line,
     window_start_ms,
 )
+from urchin.search.semantic import TokenCosineView
 from urchin.search.substring import SubstringSearcher
-from urchin.workspace.overview import root_overview
 from urchin.workspace.memories import Member, MemoryDef, MemoryStore, gather
+from urchin.workspace.overview import root_overview
 from urchin.workspace.reader import FileRange, read_range
 from urchin.workspace.roots import Root, Roots
 
@@ -58,6 +59,7 @@ class Memory:
         self.journal = Journal(settings.journal_path, settings.durability)
         self.ingestor = Ingestor(settings, self.journal)
         self.substring = SubstringSearcher(self.journal)
+        self._cosine: TokenCosineView | None = None
 
     @classmethod
     def open(cls, home: str | None = None, **overrides: Any) -> Memory:
@@ -124,6 +126,22 @@ class Memory:
         events = self.substring.search(query, since_ms=since, limit=check_limit(limit),
                                        filters=Filters.of(source, workspace, session, kind))
         return SearchResult([Hit(e) for e in events], query, "substring")
+
+    def semantic(self, query: str, *, hours: float = 168, limit: int = 10, source: str | None = None,
+                 workspace: str | None = None, session: str | None = None, kind: str | None = None,
+                 now: datetime | None = None) -> SearchResult:
+        """Ranked search for what a query is about, best first, each hit with its score."""
+        query = check_query(query)
+        since = window_start_ms(check_hours(hours), now)
+        limit = check_limit(limit)
+        filters = Filters.of(source, workspace, session, kind)
+        hits = self.cosine_view().search(query, since_ms=since, limit=limit, filters=filters)
+        return SearchResult(hits, query, TokenCosineView.mode)
+
+    def cosine_view(self) -> TokenCosineView:
+        if self._cosine is None:
+            self._cosine = TokenCosineView(self.journal)
+        return self._cosine
 
     def recent(self, *, hours: float = 24, limit: int = 20, source: str | None = None,
                workspace: str | None = None, session: str | None = None, kind: str | None = None,
