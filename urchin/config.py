@@ -57,6 +57,14 @@ class Settings:
     port: int = DEFAULT_PORT
     use_daemon: bool = True
     config: Mapping[str, Any] = field(default_factory=dict)
+    # Where the collectors look (tests point these at temporary folders).
+    user_home: Path = field(default_factory=Path.home)
+    claude_dir: Path | None = None
+    copilot_dir: Path | None = None
+    gemini_dir: Path | None = None
+    codex_dir: Path | None = None
+    shell_histories: tuple[Path, ...] = ()
+    git_roots: tuple[Path, ...] = ()
 
     # ---- derived paths -----------------------------------------------------------------------
     @property
@@ -86,6 +94,14 @@ class Settings:
     @property
     def pg_dir(self) -> Path:
         return self.home / "pg"
+
+    @property
+    def collectors_dir(self) -> Path:
+        return self.home / "collectors"
+
+    @property
+    def hooks_log(self) -> Path:
+        return self.home / "hooks.log"
 
     def section(self, name: str) -> Mapping[str, Any]:
         value = self.config.get(name, {})
@@ -140,8 +156,42 @@ class Settings:
             use_daemon=str(pick("URCHIN_NO_DAEMON", "no_daemon", "")).lower() not in ("1", "true", "yes"),
             config=config,
         )
+        values.update(_collector_paths(env, config))
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)
+
+
+def _collector_paths(env: Mapping[str, str], config: Mapping[str, Any]) -> dict[str, Any]:
+    """Collector folders: URCHIN_<AGENT>_DIR > the agent's own variable > [collectors] > ~/.<agent>."""
+    table = config.get("collectors") if isinstance(config.get("collectors"), dict) else {}
+    user_home = Path(env.get("URCHIN_USER_HOME") or env.get("HOME") or Path.home()).expanduser()
+
+    def folder(ours: str, theirs: str | None, key: str, default: str) -> Path:
+        value = env.get(ours) or (env.get(theirs) if theirs else None) or table.get(key) or user_home / default
+        return Path(str(value)).expanduser().absolute()
+
+    def paths(ours: str, sub: str, key: str, default: list[Path]) -> tuple[Path, ...]:
+        if env.get(ours) is not None:
+            items: list[Any] = [p for p in env[ours].split(os.pathsep) if p]
+        else:
+            section = table.get(sub) if isinstance(table.get(sub), dict) else {}
+            raw = section.get(key, default)
+            if not isinstance(raw, list) or not all(isinstance(p, (str, Path)) for p in raw):
+                raise ConfigError(f"collectors.{sub}.{key}: must be a list of paths")
+            items = raw
+        return tuple(Path(str(p)).expanduser().absolute() for p in items)
+
+    fish = Path(env.get("XDG_DATA_HOME") or user_home / ".local" / "share") / "fish" / "fish_history"
+    return dict(
+        user_home=user_home.absolute(),
+        claude_dir=folder("URCHIN_CLAUDE_DIR", "CLAUDE_CONFIG_DIR", "claude_dir", ".claude"),
+        copilot_dir=folder("URCHIN_COPILOT_DIR", "COPILOT_HOME", "copilot_dir", ".copilot"),
+        gemini_dir=folder("URCHIN_GEMINI_DIR", None, "gemini_dir", ".gemini"),
+        codex_dir=folder("URCHIN_CODEX_DIR", "CODEX_HOME", "codex_dir", ".codex"),
+        shell_histories=paths("URCHIN_SHELL_HISTORY", "shell", "histories",
+                              [user_home / ".bash_history", user_home / ".zsh_history", fish]),
+        git_roots=paths("URCHIN_GIT_ROOTS", "git", "roots", []),
+    )
 
 
 def _int(value: Any, name: str) -> int:
