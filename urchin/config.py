@@ -8,19 +8,16 @@ from __future__ import annotations
 
 import getpass
 import os
-import socket
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
-import platformdirs
-
 from urchin.errors import ConfigError
 from urchin.event import SOFT_CAP_BYTES
 
-__all__ = ["Settings", "Durability", "DEFAULT_PORT", "ensure_private_dir"]
+__all__ = ["Settings", "Durability", "DEFAULT_PORT", "ensure_private_dir", "resolve_home"]
 
 Durability = Literal["always", "batch", "never"]
 DEFAULT_PORT = 18799
@@ -120,8 +117,7 @@ class Settings:
     ) -> Settings:
         """Build the settings for one process run. Raises `ConfigError` naming the bad setting."""
         env = os.environ if env is None else env
-        home_path = Path(home or env.get("URCHIN_HOME") or platformdirs.user_data_dir("urchin"))
-        home_path = home_path.expanduser().absolute()
+        home_path = resolve_home(home, env)
         config = _read_config(home_path / "config.toml")
         core = config.get("urchin", {}) if isinstance(config.get("urchin"), dict) else {}
         identity = config.get("identity", {}) if isinstance(config.get("identity"), dict) else {}
@@ -150,7 +146,7 @@ class Settings:
             database_url=pick("URCHIN_DATABASE_URL", "database_url") or None,
             intake_token=pick("URCHIN_INTAKE_TOKEN", "intake_token") or None,
             account=pick("URCHIN_ACCOUNT_ID", "account", None, identity) or _user_name(),
-            device=pick("URCHIN_DEVICE_ID", "device", None, identity) or socket.gethostname(),
+            device=pick("URCHIN_DEVICE_ID", "device", None, identity) or _host_name(),
             host=pick("URCHIN_HOST", "host", "127.0.0.1"),
             port=_int(pick("URCHIN_PORT", "port", DEFAULT_PORT), "port"),
             use_daemon=str(pick("URCHIN_NO_DAEMON", "no_daemon", "")).lower() not in ("1", "true", "yes"),
@@ -192,6 +188,30 @@ def _collector_paths(env: Mapping[str, str], config: Mapping[str, Any]) -> dict[
                               [user_home / ".bash_history", user_home / ".zsh_history", fish]),
         git_roots=paths("URCHIN_GIT_ROOTS", "git", "roots", []),
     )
+
+
+def resolve_home(home: str | os.PathLike[str] | None = None, env: Mapping[str, str] | None = None) -> Path:
+    """Just the home folder (argument > URCHIN_HOME > platform default): where a hook logs even
+    when the rest of the settings cannot be resolved."""
+    env = os.environ if env is None else env
+    return Path(home or env.get("URCHIN_HOME") or _default_home()).expanduser().absolute()
+
+
+def _default_home() -> str:
+    # Imported here: platformdirs costs ~10 ms, and the hook path sets URCHIN_HOME or pays only then.
+    import platformdirs
+
+    return platformdirs.user_data_dir("urchin")
+
+
+def _host_name() -> str:
+    # os.uname() is what socket.gethostname() returns on POSIX, without importing socket (~10 ms).
+    try:
+        return os.uname().nodename or "unknown"
+    except AttributeError:  # pragma: no cover - Windows
+        import socket
+
+        return socket.gethostname()
 
 
 def _int(value: Any, name: str) -> int:

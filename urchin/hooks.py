@@ -18,7 +18,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-__all__ = ["run_hook", "HOOK_TIMEOUT_S", "prepare_item"]
+__all__ = ["run_hook", "main", "HOOK_TIMEOUT_S", "prepare_item"]
 
 HOOK_TIMEOUT_S = 10
 MAX_PAYLOAD_BYTES = 8 * 1024 * 1024
@@ -120,10 +120,45 @@ def run_hook(agent: str, raw: bytes, *, home: str | None = None, event: str | No
         _log(home_path, agent, f"timed out after {HOOK_TIMEOUT_S}s; nothing recorded")
     except Exception as exc:  # noqa: BLE001 - a hook must never fail the agent that runs it
         message = getattr(exc, "message", None) or str(exc) or type(exc).__name__
-        fallback = Path(home).expanduser() if home else None   # settings may be what failed
-        _log(home_path or fallback, agent, f"{type(exc).__name__}: {message}")
+        _log(home_path or _home_or_none(home), agent, f"{type(exc).__name__}: {message}")
     finally:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, previous)
     return 0
 
+
+
+def _home_or_none(home: str | None) -> Path | None:
+    """The home to log in when the settings themselves failed (a broken config.toml, say)."""
+    try:
+        from urchin.config import resolve_home
+
+        return resolve_home(home)
+    except Exception:  # noqa: BLE001
+        return None
+
+
+_OPTIONS = {"--event": "event", "--shell": "shell", "--exit-code": "exit_code", "--cwd": "cwd",
+            "--started": "started", "--duration-ms": "duration_ms", "--session": "session", "--home": "home"}
+
+
+def main(argv: list[str]) -> int:
+    """`urchin hook AGENT [--event E] [--shell S --exit-code N --cwd D --started T --duration-ms M
+    --session P]` without click (see urchin/__main__.py); the same as the click command."""
+    values: dict[str, str] = {}
+    agent = ""
+    args = iter(argv)
+    for arg in args:
+        name, eq, inline = arg.partition("=")
+        if name in _OPTIONS:
+            values[_OPTIONS[name]] = inline if eq else next(args, "")
+        elif not agent and not arg.startswith("-"):
+            agent = arg
+    try:
+        raw = sys.stdin.buffer.read()
+    except (OSError, ValueError, AttributeError):
+        raw = b""
+    home = values.pop("home", None) or None
+    event = values.pop("event", None) or None
+    fields = {k: v for k, v in values.items() if v != ""}
+    return run_hook(agent or "unknown", raw, home=home, event=event, fields=fields)
