@@ -105,7 +105,7 @@ def summarize_input(tool: str, args: Any, limit: int = 400) -> str:
         except orjson.JSONDecodeError:
             return args[:limit]
     if isinstance(args, dict):
-        for key in ("command", "cmd", "file_path", "path", "absolute_path", "pattern", "query", "url",
+        for key in ("command", "cmd", "pattern", "query", "file_path", "path", "absolute_path", "url",
                     "prompt", "description"):
             value = args.get(key)
             if isinstance(value, list):
