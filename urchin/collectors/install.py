@@ -39,7 +39,7 @@ SHELL_BASH = r'''# Urchin for bash: record each command with its exit code, cwd 
 [[ $- == *i* ]] || return 0
 [[ -n ${__urchin_loaded:-} ]] && return 0
 __urchin_loaded=1
-__urchin_last=""
+__urchin_last=$(builtin history 1 | { read -r n _; printf '%s' "${n%\*}"; })   # not the line that sourced us
 __urchin_armed=1
 __urchin_start=""
 
