@@ -62,7 +62,8 @@ def main() -> None:
     m_bare, m_version, m_hook = (statistics.median(x) for x in (bare, version, hooks))
     print(f"python -c pass                 median {m_bare:7.1f} ms")
     print(f"python -m urchin --version     median {m_version:7.1f} ms")
-    print(f"urchin hook claude < payload   median {m_hook:7.1f} ms  (p90 {sorted(hooks)[int(len(hooks) * 0.9) - 1]:.1f} ms)"
+    p90 = sorted(hooks)[int(len(hooks) * 0.9) - 1]
+    print(f"urchin hook claude < payload   median {m_hook:7.1f} ms  (p90 {p90:.1f} ms)"
           f"  = {m_hook / m_bare:.1f}x interpreter start-up, {m_hook / BUDGET_MS:.2f} of the {BUDGET_MS:.0f} ms budget")
     print(f"events appended: {lines} (expected {args.calls + 1})")
 

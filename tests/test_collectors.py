@@ -261,7 +261,8 @@ def test_git_commits_under_configured_roots(tmp_path: Path, monkeypatch: pytest.
     assert mem.collect("git")[0].appended == 1
     assert mem.collect("git")[0].appended == 0
     commits = events(mem, "git")
-    assert commits[0]["content"] == "Subtract the coupon at checkout\n\nCafé customers were overcharged.\n\nFiles:\ncheckout.py"
+    assert commits[0]["content"] == ("Subtract the coupon at checkout\n\nCafé customers were overcharged.\n\n"
+                                     "Files:\ncheckout.py")
     assert commits[0]["id"].startswith("git:shop:") and commits[0]["workspace"] == "shop"
     assert commits[1]["title"] == "Add a README"
 

@@ -21,7 +21,8 @@ SESSION = "5f3c2a1e-8d4b-4c1a-9e2f-0a1b2c3d4e5f"
 HEAVY = ("numpy", "httpx", "mcp", "starlette", "uvicorn", "pydantic", "psycopg", "click")
 
 
-def hook(agent: str, payload: bytes | str, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+def hook(agent: str, payload: bytes | str, *args: str,
+         env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     data = payload.encode() if isinstance(payload, str) else payload
     return run_urchin("hook", agent, *args, input=data, env=env)
 

@@ -159,7 +159,8 @@ class Settings:
 
 def _collector_paths(env: Mapping[str, str], config: Mapping[str, Any]) -> dict[str, Any]:
     """Collector folders: URCHIN_<AGENT>_DIR > the agent's own variable > [collectors] > ~/.<agent>."""
-    table = config.get("collectors") if isinstance(config.get("collectors"), dict) else {}
+    raw_table = config.get("collectors")
+    table: dict[str, Any] = raw_table if isinstance(raw_table, dict) else {}
     user_home = Path(env.get("URCHIN_USER_HOME") or env.get("HOME") or Path.home()).expanduser()
 
     def folder(ours: str, theirs: str | None, key: str, default: str) -> Path:
@@ -170,7 +171,8 @@ def _collector_paths(env: Mapping[str, str], config: Mapping[str, Any]) -> dict[
         if env.get(ours) is not None:
             items: list[Any] = [p for p in env[ours].split(os.pathsep) if p]
         else:
-            section = table.get(sub) if isinstance(table.get(sub), dict) else {}
+            raw_section = table.get(sub)
+            section: dict[str, Any] = raw_section if isinstance(raw_section, dict) else {}
             raw = section.get(key, default)
             if not isinstance(raw, list) or not all(isinstance(p, (str, Path)) for p in raw):
                 raise ConfigError(f"collectors.{sub}.{key}: must be a list of paths")

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from urchin.errors import ValidationError
 
 if TYPE_CHECKING:
-    from urchin.collectors.base import CollectReport, Collector, Item, Sink
+    from urchin.collectors.base import Collector, CollectReport, Item, Sink
     from urchin.config import Settings
 
 __all__ = ["COLLECTORS", "HOOK_AGENTS", "collector", "run", "status", "adapt_hook"]
@@ -34,7 +34,7 @@ def collector(name: str, settings: Settings) -> Collector:
     if name not in COLLECTORS:
         raise ValidationError("collector", f"must be one of {', '.join(COLLECTORS)} or all, got {name!r}")
     module, cls = COLLECTORS[name]
-    return getattr(importlib.import_module(module), cls)(settings)  # type: ignore[no-any-return]
+    return getattr(importlib.import_module(module), cls)(settings)
 
 
 def names(which: str | Sequence[str]) -> list[str]:
@@ -69,5 +69,5 @@ def adapt_hook(agent: str, payload: Mapping[str, Any], event: str | None = None)
         raise ValidationError("agent", f"must be one of {', '.join(HOOK_AGENTS)}, got {agent!r}")
     module = importlib.import_module(f"urchin.collectors.{agent}")
     if agent == "copilot":
-        return module.from_hook(payload, event)  # type: ignore[no-any-return]
-    return module.from_hook(payload)  # type: ignore[no-any-return]
+        return module.from_hook(payload, event)
+    return module.from_hook(payload)

@@ -356,10 +356,10 @@ class Collector:
             out.append({k: v for k, v in item.items() if v is not None})
         return out
 
-    def deliver(self, sink: Sink, items: list[Item], report: CollectReport) -> None:
-        items = self.finish(items)
-        if items:
-            report.add(sink(items))
+    def deliver(self, sink: Sink, items: Sequence[Item | None], report: CollectReport) -> None:
+        ready = self.finish(items)
+        if ready:
+            report.add(sink(ready))
 
 
 class LineCollector(Collector):

@@ -14,8 +14,18 @@ from typing import Any
 import orjson
 
 from urchin.collectors.base import (
-    CollectReport, Item, LineCollector, is_noise, loads, ms_to_iso, remember, short_hash,
-    strip_paste_markers, summarize_input, text_of, workspace_for,
+    CollectReport,
+    Item,
+    LineCollector,
+    is_noise,
+    loads,
+    ms_to_iso,
+    remember,
+    short_hash,
+    strip_paste_markers,
+    summarize_input,
+    text_of,
+    workspace_for,
 )
 
 __all__ = ["ClaudeCollector", "from_hook", "prompt_id", "tool_id", "response_text"]

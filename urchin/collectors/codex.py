@@ -14,7 +14,15 @@ from typing import Any
 import orjson
 
 from urchin.collectors.base import (
-    CollectReport, Item, LineCollector, is_noise, loads, remember, summarize_input, text_of, workspace_for,
+    CollectReport,
+    Item,
+    LineCollector,
+    is_noise,
+    loads,
+    remember,
+    summarize_input,
+    text_of,
+    workspace_for,
 )
 
 __all__ = ["CodexCollector", "parse_record"]

@@ -12,8 +12,17 @@ from pathlib import Path
 from typing import Any
 
 from urchin.collectors.base import (
-    CollectReport, Item, LineCollector, is_noise, loads, ms_to_iso, remember, short_hash, summarize_input,
-    text_of, workspace_for,
+    CollectReport,
+    Item,
+    LineCollector,
+    is_noise,
+    loads,
+    ms_to_iso,
+    remember,
+    short_hash,
+    summarize_input,
+    text_of,
+    workspace_for,
 )
 
 __all__ = ["CopilotCollector", "from_hook", "hook_event"]
@@ -82,7 +91,8 @@ def from_hook(payload: Mapping[str, Any], event: str | None = None) -> Item | No
         initial = payload.get("initialPrompt")
         return {**base, "kind": "agent", "content": f"{text}: {initial}" if isinstance(initial, str) else text}
     if name == "sessionEnd":
-        return {**base, "kind": "agent", "content": f"Copilot CLI session ended ({payload.get('reason') or 'complete'})"}
+        reason = payload.get("reason") or "complete"
+        return {**base, "kind": "agent", "content": f"Copilot CLI session ended ({reason})"}
     return None
 
 
@@ -114,7 +124,8 @@ def parse_event(record: Any, state: dict[str, Any]) -> Item | None:
                 "meta": {**base["meta"], "role": "assistant"}}
     if kind == "tool.execution_start" and isinstance(data.get("toolCallId"), str):
         name = str(data.get("toolName") or "tool")
-        remember(state.setdefault("pending", {}), data["toolCallId"], [name, summarize_input(name, data.get("arguments"))])
+        summary = summarize_input(name, data.get("arguments"))
+        remember(state.setdefault("pending", {}), data["toolCallId"], [name, summary])
         return None
     if kind == "tool.execution_complete":
         call = str(data.get("toolCallId") or "")

@@ -17,8 +17,17 @@ from typing import Any
 import orjson
 
 from urchin.collectors.base import (
-    Checkpoints, CollectReport, Item, LineCollector, Sink, check_rotation, is_noise, loads, short_hash,
-    summarize_input, text_of, workspace_for,
+    Checkpoints,
+    CollectReport,
+    Item,
+    LineCollector,
+    Sink,
+    check_rotation,
+    is_noise,
+    loads,
+    short_hash,
+    summarize_input,
+    workspace_for,
 )
 
 __all__ = ["GeminiCollector", "from_hook", "SETTLE_S"]
@@ -85,7 +94,8 @@ def from_hook(payload: Mapping[str, Any]) -> Item | None:
         return {**base, "kind": "error" if error else "tool_use",
                 "content": f"{head}\n{output}" if output.strip() else head, "meta": {**base["meta"], "tool": tool}}
     if name == "SessionStart":
-        return {**base, "kind": "agent", "content": f"Gemini CLI session started ({payload.get('source') or 'startup'})"}
+        started = payload.get("source") or "startup"
+        return {**base, "kind": "agent", "content": f"Gemini CLI session started ({started})"}
     if name == "SessionEnd":
         return {**base, "kind": "agent", "content": f"Gemini CLI session ended ({payload.get('reason') or 'exit'})"}
     return None

@@ -12,7 +12,7 @@ import os
 import subprocess
 from pathlib import Path
 
-from urchin.collectors.base import Checkpoints, CollectReport, Collector, Item, Sink
+from urchin.collectors.base import Checkpoints, Collector, CollectReport, Item, Sink
 
 __all__ = ["GitCollector", "find_repositories", "parse_log"]
 
