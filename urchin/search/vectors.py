@@ -282,7 +282,9 @@ class VectorCache:
         top = np.argpartition(-scores, k - 1)[:k] if k < len(scores) else np.arange(len(scores))
         picked = [(int(row_of[i]) if row_of is not None else int(i) + offset, float(scores[i]))
                   for i in top]
-        picked.sort(key=lambda rs: (-rs[1], -int(ts[rs[0]]), self.id_at(rs[0])))
+        # Scores are rounded for ordering only: BLAS may give identical rows (duplicate content)
+        # scores that differ in the last bit, and those must still tie.
+        picked.sort(key=lambda rs: (-round(rs[1], 6), -int(ts[rs[0]]), self.id_at(rs[0])))
         return [(self.id_at(row), score) for row, score in picked]
 
     def _require_open(self) -> None:
