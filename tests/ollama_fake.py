@@ -96,7 +96,7 @@ def fake_ollama(**options: object) -> Iterator[FakeOllama]:
     state = FakeOllama(**options)  # type: ignore[arg-type]
     server = _Server(("127.0.0.1", 0), _handler(state))
     state.url = f"http://127.0.0.1:{server.server_address[1]}"
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
     thread.start()
     try:
         yield state

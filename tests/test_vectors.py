@@ -129,7 +129,7 @@ def test_empty_window_and_zero_limit_return_nothing(cache: VectorCache) -> None:
 def test_bad_input_is_refused_and_nothing_is_stored(cache: VectorCache) -> None:
     with pytest.raises(EmbedderError, match=r"expected shape \(2, 16\)"):
         cache.add(["a", "b"], [1, 2], rand(3))
-    with pytest.raises(EmbedderError, match="one line"):
+    with pytest.raises(EmbedderError, match="must be one non-empty line"):
         cache.add(["a\nb"], [1], rand(1))
     with pytest.raises(EmbedderError, match="query has 3 dims"):
         cache.search(np.zeros(3))

@@ -1,4 +1,5 @@
-"""Client of a remote embedding server: OpenAI-compatible (`/v1/embeddings`) or Ollama (`/api/embed`).
+"""Client of a remote embedding server: OpenAI-compatible (`/v1/embeddings`) or Ollama
+(`/api/embed`).
 
 One shared httpx client; batches of at most 64 texts, a few requests in flight, retries with
 exponential backoff on connection errors and 5xx, and an `EmbedderError` quoting the server on 4xx.
@@ -129,7 +130,7 @@ class Embedder:
         return fingerprint(self.api, self.model, self.dim)
 
     def _probe(self) -> Api:
-        """OpenAI first (`GET /v1/models`), then Ollama (`GET /api/tags`): two cheap GETs at most."""
+        """OpenAI (`GET /v1/models`), then Ollama (`GET /api/tags`): two cheap GETs at most."""
         answers: list[str] = []
         for api, path, key in (("openai", "/v1/models", "data"), ("ollama", "/api/tags", "models")):
             response = self._request("GET", path)
@@ -175,12 +176,13 @@ class Embedder:
             return np.zeros((0, self._dim or 0), dtype=np.float32)
         self._ensure_checked()
         prepared = [self._prepare(t) for t in texts]
-        batches = [prepared[i:i + self.batch_size] for i in range(0, len(prepared), self.batch_size)]
+        size = self.batch_size
+        batches = [prepared[i:i + size] for i in range(0, len(prepared), size)]
         if len(batches) == 1:
             parts = [self._embed_batch(batches[0])]
         else:
             parts = list(self._executor().map(self._embed_batch, batches))
-        matrix = np.vstack(parts)
+        matrix: np.ndarray = np.vstack(parts)
         with self._lock:
             if self._dim is None:
                 self._dim = int(matrix.shape[1])
@@ -197,7 +199,7 @@ class Embedder:
             if hit is not None:
                 self._queries.move_to_end(text)
                 return hit
-        vector = self.embed([text])[0]
+        vector: np.ndarray = self.embed([text])[0]
         vector.setflags(write=False)
         with self._lock:
             self._queries[text] = vector
@@ -221,7 +223,8 @@ class Embedder:
 
     def _embed_batch(self, texts: list[str]) -> np.ndarray:
         if self.api == "openai":
-            response = self._request("POST", "/v1/embeddings", {"model": self.model, "input": texts})
+            payload = {"model": self.model, "input": texts}
+            response = self._request("POST", "/v1/embeddings", payload)
             body = self._ok_json(response)
             try:
                 rows = sorted(body["data"], key=lambda item: item["index"])
@@ -231,15 +234,16 @@ class Embedder:
         else:
             response = self._request("POST", "/api/embed", {"model": self.model, "input": texts})
             body = self._ok_json(response)
-            vectors = body.get("embeddings") if isinstance(body, dict) else None
-            if not isinstance(vectors, list):
+            found = body.get("embeddings") if isinstance(body, dict) else None
+            if not isinstance(found, list):
                 raise EmbedderError("embedder answer lacks embeddings[i]")
+            vectors = found
         if len(vectors) != len(texts):
             raise EmbedderError(f"embedder returned {len(vectors)} vectors for {len(texts)} texts")
         try:
             matrix = np.asarray(vectors, dtype=np.float32)
         except (ValueError, TypeError):
-            raise EmbedderError("embedder returned vectors of unequal length or non-numbers") from None
+            raise EmbedderError("embedder returned ragged or non-numeric vectors") from None
         if matrix.ndim != 2 or matrix.shape[1] == 0:
             raise EmbedderError(f"embedder returned an array of shape {matrix.shape}")
         return matrix
@@ -279,8 +283,8 @@ class Embedder:
     def _ok_json(self, response: httpx.Response) -> Any:
         if response.status_code >= 400:
             raise EmbedderError(
-                f"embedder refused the request ({response.status_code} from "
-                f"{response.request.method} {response.request.url.path}): {_server_message(response)}"
+                f"embedder refused the request ({response.status_code} from {response.request.method}"
+                f" {response.request.url.path}): {_server_message(response)}"
             )
         body = _json(response)
         if body is None:
@@ -308,7 +312,8 @@ def _server_message(response: httpx.Response) -> str:
         if isinstance(detail, str):
             return detail
         if isinstance(detail, list) and detail:
-            return "; ".join(str(d.get("msg", d)) if isinstance(d, dict) else str(d) for d in detail)
+            return "; ".join(str(d.get("msg", d)) if isinstance(d, dict) else str(d)
+                             for d in detail)
         if body.get("message"):
             return str(body["message"])
     text = response.text.strip()

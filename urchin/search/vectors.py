@@ -165,7 +165,7 @@ class VectorCache:
             raise EmbedderError("vector cache add: one timestamp per id is required")
         for event_id in ids:
             if not event_id or "\n" in event_id:
-                raise EmbedderError(f"vector cache add: id must be non-empty, one line: {event_id!r}")
+                raise EmbedderError(f"vector cache add: id must be one non-empty line: {event_id!r}")
         with self._lock:
             keep, keys = [], []
             batch_keys: set[int] = set()
@@ -337,7 +337,8 @@ def embed_events(embedder: Any, cache: VectorCache, events: Iterable[_EventLike]
 def _normalise(m: np.ndarray) -> np.ndarray:
     norms = np.linalg.norm(m, axis=1, keepdims=True)
     norms[norms == 0] = 1.0
-    return (m / norms).astype(np.float32)
+    out: np.ndarray = (m / norms).astype(np.float32)
+    return out
 
 
 def _nth_newline_end(data: bytes, n: int) -> int:
