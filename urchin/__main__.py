@@ -1,0 +1,3 @@
+from urchin.cli import main
+
+main()

@@ -1,0 +1,170 @@
+"""Paths and settings, resolved once: explicit argument > environment > config file > default.
+
+`Settings.resolve()` is the only place that reads `os.environ` or the config file
+(`$URCHIN_HOME/config.toml`); everything else receives the frozen `Settings` it returns.
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+import socket
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Literal
+
+import platformdirs
+
+from urchin.errors import ConfigError
+from urchin.event import SOFT_CAP_BYTES
+
+__all__ = ["Settings", "Durability", "DEFAULT_PORT", "ensure_private_dir"]
+
+Durability = Literal["always", "batch", "never"]
+DEFAULT_PORT = 18799
+_DURABILITY = ("always", "batch", "never")
+_EMBEDDER_APIS = ("openai", "ollama")
+
+
+def ensure_private_dir(path: Path) -> Path:
+    """Create `path` (and parents) as 0700; tighten an existing folder we own."""
+    path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    try:
+        if path.stat().st_mode & 0o077:
+            path.chmod(0o700)
+    except PermissionError:
+        pass
+    return path
+
+
+@dataclass(frozen=True)
+class Settings:
+    home: Path
+    journal_path: Path
+    durability: Durability = "always"
+    soft_cap_bytes: int = SOFT_CAP_BYTES
+    embedder_url: str | None = None
+    embedder_model: str | None = None
+    embedder_api: str | None = None
+    embedder_timeout_s: float = 10.0
+    database_url: str | None = None
+    intake_token: str | None = None
+    account: str = ""
+    device: str = ""
+    host: str = "127.0.0.1"
+    port: int = DEFAULT_PORT
+    use_daemon: bool = True
+    config: Mapping[str, Any] = field(default_factory=dict)
+
+    # ---- derived paths -----------------------------------------------------------------------
+    @property
+    def config_path(self) -> Path:
+        return self.home / "config.toml"
+
+    @property
+    def token_path(self) -> Path:
+        return self.home / "token"
+
+    @property
+    def daemon_file(self) -> Path:
+        return self.home / "daemon.json"
+
+    @property
+    def ephemeral_path(self) -> Path:
+        return self.home / "ephemeral"
+
+    @property
+    def vectors_dir(self) -> Path:
+        return self.home / "vectors"
+
+    @property
+    def index_dir(self) -> Path:
+        return self.home / "index"
+
+    @property
+    def pg_dir(self) -> Path:
+        return self.home / "pg"
+
+    def section(self, name: str) -> Mapping[str, Any]:
+        value = self.config.get(name, {})
+        return value if isinstance(value, Mapping) else {}
+
+    def with_(self, **changes: Any) -> Settings:
+        return replace(self, **changes)
+
+    # ---- resolution ----------------------------------------------------------------------------
+    @classmethod
+    def resolve(
+        cls,
+        home: str | os.PathLike[str] | None = None,
+        env: Mapping[str, str] | None = None,
+        **overrides: Any,
+    ) -> Settings:
+        """Build the settings for one process run. Raises `ConfigError` naming the bad setting."""
+        env = os.environ if env is None else env
+        home_path = Path(home or env.get("URCHIN_HOME") or platformdirs.user_data_dir("urchin"))
+        home_path = home_path.expanduser().absolute()
+        config = _read_config(home_path / "config.toml")
+        core = config.get("urchin", {}) if isinstance(config.get("urchin"), dict) else {}
+        identity = config.get("identity", {}) if isinstance(config.get("identity"), dict) else {}
+
+        def pick(env_name: str, key: str, default: Any = None, table: Mapping[str, Any] = core) -> Any:
+            if env.get(env_name):
+                return env[env_name]
+            return table.get(key, default)
+
+        journal = pick("URCHIN_EVENT_JOURNAL_PATH", "journal_path") or home_path / "journal" / "events.jsonl"
+        durability = str(pick("URCHIN_DURABILITY", "durability", "always")).lower()
+        if durability not in _DURABILITY:
+            raise ConfigError(f"durability: must be one of {', '.join(_DURABILITY)}, got {durability!r}")
+        api = pick("URCHIN_EMBEDDER_API", "embedder_api")
+        if api is not None and str(api).lower() not in _EMBEDDER_APIS:
+            raise ConfigError(f"URCHIN_EMBEDDER_API: must be openai or ollama, got {api!r}")
+        values: dict[str, Any] = dict(
+            home=home_path,
+            journal_path=Path(journal).expanduser().absolute(),
+            durability=durability,
+            soft_cap_bytes=_int(pick("URCHIN_SOFT_CAP_BYTES", "soft_cap_bytes", SOFT_CAP_BYTES), "soft_cap_bytes"),
+            embedder_url=pick("URCHIN_EMBEDDER_URL", "embedder_url") or None,
+            embedder_model=pick("URCHIN_EMBEDDER_MODEL", "embedder_model") or None,
+            embedder_api=str(api).lower() if api else None,
+            embedder_timeout_s=float(pick("URCHIN_EMBEDDER_TIMEOUT", "embedder_timeout_s", 10.0)),
+            database_url=pick("URCHIN_DATABASE_URL", "database_url") or None,
+            intake_token=pick("URCHIN_INTAKE_TOKEN", "intake_token") or None,
+            account=pick("URCHIN_ACCOUNT_ID", "account", None, identity) or _user_name(),
+            device=pick("URCHIN_DEVICE_ID", "device", None, identity) or socket.gethostname(),
+            host=pick("URCHIN_HOST", "host", "127.0.0.1"),
+            port=_int(pick("URCHIN_PORT", "port", DEFAULT_PORT), "port"),
+            use_daemon=str(pick("URCHIN_NO_DAEMON", "no_daemon", "")).lower() not in ("1", "true", "yes"),
+            config=config,
+        )
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        return cls(**values)
+
+
+def _int(value: Any, name: str) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{name}: must be a whole number, got {value!r}") from None
+
+
+def _user_name() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return "unknown"
+
+
+def _read_config(path: Path) -> dict[str, Any]:
+    try:
+        with path.open("rb") as handle:
+            return tomllib.load(handle)
+    except FileNotFoundError:
+        return {}
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None

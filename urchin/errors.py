@@ -1,0 +1,82 @@
+"""Every error Urchin raises on purpose, in one tree.
+
+    UrchinError                 base; front ends turn it into exit code 1, HTTP 4xx/5xx, MCP isError
+    ├── ValidationError         bad input: names the field and the rule (HTTP 422)
+    │   └── QueryError          bad query parameters (HTTP 400)
+    ├── NotFoundError           an id or path that does not exist (HTTP 404)
+    ├── JournalError            the journal cannot be read or written (names the path)
+    ├── ConfigError             a setting or the config file is wrong
+    ├── EmbedderError           the embedding server failed or refused
+    ├── IndexError_             the Postgres index failed (named so it does not shadow the builtin)
+    └── DaemonError             the daemon is unreachable, refused, or already running
+
+Leaf module: imports nothing of the package.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "UrchinError",
+    "ValidationError",
+    "QueryError",
+    "NotFoundError",
+    "JournalError",
+    "ConfigError",
+    "EmbedderError",
+    "IndexError_",
+    "DaemonError",
+]
+
+
+class UrchinError(Exception):
+    """Base of every error Urchin raises on purpose; its message is safe to show a user."""
+
+    status = 500
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class ValidationError(UrchinError):
+    """Input broke a rule; `field` names where, `rule` says what (`content: must not be blank`)."""
+
+    status = 422
+
+    def __init__(self, field: str, rule: str) -> None:
+        super().__init__(f"{field}: {rule}" if field else rule)
+        self.field = field
+        self.rule = rule
+
+
+class QueryError(ValidationError):
+    """A query parameter is out of range or blank."""
+
+    status = 400
+
+
+class NotFoundError(UrchinError):
+    status = 404
+
+
+class JournalError(UrchinError):
+    status = 500
+
+
+class ConfigError(UrchinError):
+    status = 500
+
+
+class EmbedderError(UrchinError):
+    status = 502
+
+
+class IndexError_(UrchinError):
+    status = 503
+
+
+class DaemonError(UrchinError):
+    status = 503

@@ -1,0 +1,314 @@
+"""The Event model: parse, validate, normalise and serialise one journal line.
+
+Strict on the way in (`Event.from_input`: every rule names its field), tolerant on the way out
+(`Event.from_record`: lines of the reference Urchin's TypeScript and Rust shapes read the same).
+Leaf module: imports nothing of the package but `errors`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import orjson
+
+from urchin.errors import ValidationError
+
+__all__ = [
+    "Event",
+    "new_id",
+    "parse_timestamp",
+    "format_timestamp",
+    "SOFT_CAP_BYTES",
+    "HARD_LIMIT_BYTES",
+    "TRUNCATION_MARKER",
+]
+
+SOFT_CAP_BYTES = 64 * 1024
+HARD_LIMIT_BYTES = 1024 * 1024
+TRUNCATION_MARKER = "\n[… truncated by urchin: {dropped} bytes dropped]"
+MAX_ID_LENGTH = 256
+MAX_LABEL_LENGTH = 64
+
+_LABEL = re.compile(r"[a-z0-9._-]+")
+_CANONICAL_TS = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z")
+_FIELDS = ("id", "timestamp", "source", "kind", "content", "workspace", "session", "title",
+           "brain", "tags", "actor", "meta")
+_OPTIONAL_STRINGS = ("workspace", "session", "title", "brain")
+
+
+def new_id(now_ms: int | None = None) -> str:
+    """A UUIDv7: 48 bits of Unix milliseconds, then randomness, so ids sort by creation time."""
+    ms = int(time.time() * 1000) if now_ms is None else now_ms
+    rand = int.from_bytes(os.urandom(10), "big")
+    value = (ms & ((1 << 48) - 1)) << 80 | 0x7 << 76 | (rand >> 68 & 0xFFF) << 64
+    value |= 0b10 << 62 | rand & ((1 << 62) - 1)
+    h = f"{value:032x}"
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
+def parse_timestamp(value: Any, field_name: str = "timestamp") -> datetime:
+    """RFC 3339 (or ISO 8601 with an offset) -> aware UTC datetime; naive times are taken as UTC."""
+    if not isinstance(value, str) or not value.strip():
+        raise ValidationError(field_name, "must be an RFC 3339 timestamp string")
+    text = value.strip()
+    if text[-1:] in "zZ":
+        text = text[:-1] + "+00:00"
+    try:
+        parsed = datetime.fromisoformat(text.replace(" ", "T", 1) if "T" not in text else text)
+    except ValueError:
+        raise ValidationError(field_name, f"must be an RFC 3339 timestamp, got {value[:40]!r}") from None
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=UTC)
+    return parsed.astimezone(UTC)
+
+
+def format_timestamp(moment: datetime) -> str:
+    """UTC with `Z` and milliseconds: `2026-05-04T20:00:00.000Z`."""
+    moment = moment.astimezone(UTC)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+
+
+def _ms(moment: datetime) -> int:
+    return int(moment.timestamp() * 1000)
+
+
+def _label(value: Any, field_name: str) -> str:
+    if not isinstance(value, str):
+        raise ValidationError(field_name, "must be a string")
+    text = value.strip().lower()
+    if not text:
+        raise ValidationError(field_name, "must not be blank")
+    if len(text) > MAX_LABEL_LENGTH or not _LABEL.fullmatch(text):
+        raise ValidationError(field_name, f"must be lowercase [a-z0-9._-], at most {MAX_LABEL_LENGTH} characters")
+    return text
+
+
+def _tags(value: Any) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, str) or not isinstance(value, (list, tuple)):
+        raise ValidationError("tags", "must be a list of strings")
+    seen: dict[str, None] = {}
+    for item in value:
+        if not isinstance(item, str):
+            raise ValidationError("tags", "must be a list of strings")
+        tag = item.strip().lower()
+        if tag:
+            seen.setdefault(tag, None)
+    return tuple(seen)
+
+
+def _content(value: Any, soft_cap: int) -> tuple[str, bool]:
+    if value is None:
+        raise ValidationError("content", "is required")
+    if not isinstance(value, str):
+        raise ValidationError("content", "must be a string")
+    if not value.strip():
+        raise ValidationError("content", "must not be blank")
+    size = len(value) if value.isascii() else len(value.encode("utf-8"))
+    if size > HARD_LIMIT_BYTES:
+        raise ValidationError("content", f"is {size} bytes, over the hard limit of {HARD_LIMIT_BYTES} bytes")
+    if size <= soft_cap:
+        return value, False
+    kept = value.encode("utf-8")[:soft_cap].decode("utf-8", "ignore")
+    return kept + TRUNCATION_MARKER.format(dropped=size - len(kept.encode("utf-8"))), True
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """One journal line. `ts_ms` is derived from `timestamp` and never serialised."""
+
+    id: str
+    timestamp: str
+    source: str
+    kind: str
+    content: str
+    workspace: str | None = None
+    session: str | None = None
+    title: str | None = None
+    brain: str | None = None
+    tags: tuple[str, ...] = ()
+    actor: dict[str, Any] | None = None
+    meta: dict[str, Any] | None = None
+    ts_ms: int = field(default=0, compare=False, repr=False)
+
+    # ---- strict construction (every write path) -------------------------------------------
+    @classmethod
+    def from_input(
+        cls,
+        data: Mapping[str, Any],
+        *,
+        now: datetime | None = None,
+        soft_cap: int = SOFT_CAP_BYTES,
+        default_source: str = "manual",
+        default_kind: str = "note",
+    ) -> Event:
+        """Validate and normalise user input; raises `ValidationError` naming the field."""
+        if not isinstance(data, Mapping):
+            raise ValidationError("event", "must be a JSON object")
+        content, truncated = _content(data.get("content"), soft_cap)
+        raw_id = data.get("id")
+        ts_value = data.get("timestamp")
+        if ts_value is None:
+            moment = now or datetime.now(UTC)
+        else:
+            moment = parse_timestamp(ts_value)
+        if raw_id is None:
+            event_id = new_id()
+        elif not isinstance(raw_id, str) or not raw_id.strip():
+            raise ValidationError("id", "must be a non-blank string")
+        elif len(raw_id) > MAX_ID_LENGTH or any(c in raw_id for c in "\n\r\t"):
+            raise ValidationError("id", f"must be at most {MAX_ID_LENGTH} characters with no line breaks")
+        else:
+            event_id = raw_id.strip()
+        source = data.get("source")
+        kind = data.get("kind")
+        optional: dict[str, str | None] = {}
+        for name in _OPTIONAL_STRINGS:
+            value = data.get(name)
+            if value is not None and not isinstance(value, str):
+                raise ValidationError(name, "must be a string")
+            optional[name] = value.strip() or None if isinstance(value, str) else None
+        actor = data.get("actor")
+        if actor is not None and not isinstance(actor, dict):
+            raise ValidationError("actor", "must be an object like {account, device}")
+        meta = data.get("meta")
+        if meta is not None and not isinstance(meta, dict):
+            raise ValidationError("meta", "must be a JSON object")
+        unknown = {k: v for k, v in data.items() if k not in _FIELDS}
+        if unknown or truncated:
+            meta = dict(meta or {})
+            for key, value in unknown.items():
+                meta.setdefault(key, value)
+            if truncated:
+                meta["truncated"] = True
+        return cls(
+            id=event_id,
+            timestamp=format_timestamp(moment),
+            source=_label(default_source if source is None else source, "source"),
+            kind=_label(default_kind if kind is None else kind, "kind"),
+            content=content,
+            tags=_tags(data.get("tags")),
+            actor=actor or None,
+            meta=meta or None,
+            ts_ms=_ms(moment),
+            **optional,
+        )
+
+    # ---- tolerant reading (journal lines, imports of old data) ----------------------------
+    @classmethod
+    def from_record(cls, record: Any) -> Event | None:
+        """Read a stored line's object in any known shape; None when it is not an event."""
+        if not isinstance(record, dict):
+            return None
+        content = record.get("content")
+        if not isinstance(content, str) or not content:
+            return None
+        event_id = record.get("id")
+        ts = record.get("timestamp")
+        if not isinstance(event_id, str) or not isinstance(ts, str):
+            return None
+        if _CANONICAL_TS.fullmatch(ts):
+            try:
+                moment = datetime.fromisoformat(ts[:-1] + "+00:00")
+            except ValueError:
+                return None
+        else:
+            try:
+                moment = parse_timestamp(ts)
+            except ValidationError:
+                return None
+            ts = format_timestamp(moment)
+        meta = record.get("meta")
+        meta = dict(meta) if isinstance(meta, dict) else {}
+        extra = {k: v for k, v in record.items() if k not in _FIELDS}
+        if extra:
+            _fold_reference_shape(extra, meta)
+        tags = record.get("tags")
+        actor = record.get("actor") if isinstance(record.get("actor"), dict) else None
+        if actor is None and "identity" in meta:
+            actor = _actor_from_identity(meta.pop("identity"))
+        return cls(
+            id=event_id,
+            timestamp=ts,
+            source=_str(record.get("source")) or "unknown",
+            kind=_str(record.get("kind")) or "note",
+            content=content,
+            workspace=_str(record.get("workspace")) or _str(meta.pop("workspace", None)),
+            session=_str(record.get("session")) or _str(meta.pop("sessionId", None)),
+            title=_str(record.get("title")) or _str(meta.pop("summary", None)),
+            brain=_str(record.get("brain")),
+            tags=tuple(t for t in tags if isinstance(t, str)) if isinstance(tags, list) else (),
+            actor=actor,
+            meta=meta or None,
+            ts_ms=_ms(moment),
+        )
+
+    @classmethod
+    def from_json(cls, line: bytes | str) -> Event | None:
+        try:
+            return cls.from_record(orjson.loads(line))
+        except orjson.JSONDecodeError:
+            return None
+
+    # ---- serialisation ----------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "id": self.id,
+            "timestamp": self.timestamp,
+            "source": self.source,
+            "kind": self.kind,
+            "content": self.content,
+        }
+        for name in _OPTIONAL_STRINGS:
+            value = getattr(self, name)
+            if value is not None:
+                out[name] = value
+        if self.tags:
+            out["tags"] = list(self.tags)
+        if self.actor:
+            out["actor"] = self.actor
+        if self.meta:
+            out["meta"] = self.meta
+        return out
+
+    def to_json(self) -> bytes:
+        """One journal line, without the trailing newline."""
+        return orjson.dumps(self.to_dict())
+
+    def replace(self, **changes: Any) -> Event:
+        data = {name: getattr(self, name) for name in _FIELDS}
+        data["ts_ms"] = self.ts_ms
+        data.update(changes)
+        return Event(**data)
+
+
+def _str(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def _actor_from_identity(identity: Any) -> dict[str, Any] | None:
+    if not isinstance(identity, dict):
+        return None
+    account = identity.get("account") or identity.get("accountId") or identity.get("account_id")
+    device = identity.get("device") or identity.get("deviceId") or identity.get("device_id")
+    actor = {k: v for k, v in (("account", account), ("device", device)) if isinstance(v, str)}
+    return actor or None
+
+
+def _fold_reference_shape(extra: dict[str, Any], meta: dict[str, Any]) -> None:
+    """The TypeScript reference writes `summary`, `metadata`, `provenance`, `identity`, `sessionId`."""
+    metadata = extra.pop("metadata", None)
+    if isinstance(metadata, dict):
+        for key, value in metadata.items():
+            meta.setdefault(key, value)
+    elif metadata is not None:
+        meta["metadata"] = metadata
+    for key, value in extra.items():
+        meta.setdefault(key, value)
