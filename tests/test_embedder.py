@@ -28,6 +28,7 @@ def cosine(a: np.ndarray, b: np.ndarray) -> float:
 
 # -- OpenAI API, real server -------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_openai_server_is_probed_and_gives_384_dim_vectors(embedder_url: str) -> None:
     with Embedder(embedder_url, MODEL) as embedder:
         m = embedder.embed(["the cat sat on the mat", "a cat was sitting on a rug",
@@ -38,6 +39,7 @@ def test_openai_server_is_probed_and_gives_384_dim_vectors(embedder_url: str) ->
         assert cosine(m[0], m[1]) > cosine(m[0], m[2]) + 0.2
 
 
+@pytest.mark.slow
 def test_more_than_64_texts_go_in_batches_and_keep_their_order(embedder_url: str) -> None:
     client, calls = counting_client()
     texts = [f"note {i}: we decided to use token {i * 7} for the cache" for i in range(150)]
@@ -49,6 +51,7 @@ def test_more_than_64_texts_go_in_batches_and_keep_their_order(embedder_url: str
     np.testing.assert_allclose(m[[0, 99, 149]], alone, atol=1e-4)
 
 
+@pytest.mark.slow
 def test_url_ending_in_v1_is_not_doubled(embedder_url: str) -> None:
     client, calls = counting_client()
     with Embedder(embedder_url + "/v1/", MODEL, client=client) as embedder:
@@ -56,6 +59,7 @@ def test_url_ending_in_v1_is_not_doubled(embedder_url: str) -> None:
     assert "POST /v1/embeddings" in calls and not any("/v1/v1" in c for c in calls)
 
 
+@pytest.mark.slow
 def test_unknown_model_is_refused_naming_what_the_server_serves(embedder_url: str) -> None:
     # infinity with one model answers any model name with it: the client must catch the typo.
     with Embedder(embedder_url, "all-MiniLM-L12-v2", api="openai") as embedder:
@@ -63,17 +67,20 @@ def test_unknown_model_is_refused_naming_what_the_server_serves(embedder_url: st
             embedder.embed(["hello"])
 
 
+@pytest.mark.slow
 def test_server_4xx_is_reported_with_the_servers_message(embedder_url: str) -> None:
     with Embedder(embedder_url, MODEL, max_chars=None) as embedder:
         with pytest.raises(EmbedderError, match=r"422 .*at most 122880 characters"):
             embedder.embed(["word " * 30000])
 
 
+@pytest.mark.slow
 def test_long_texts_are_cut_before_sending(embedder_url: str) -> None:
     with Embedder(embedder_url, MODEL) as embedder:
         assert embedder.embed(["word " * 30000, "   "]).shape == (2, 384)
 
 
+@pytest.mark.slow
 def test_query_embeddings_are_remembered(embedder_url: str) -> None:
     client, calls = counting_client()
     with Embedder(embedder_url, MODEL, api="openai", client=client) as embedder:

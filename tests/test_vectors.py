@@ -162,6 +162,7 @@ EVENTS = [
 ] + [Ev(f"filler-{i}", 5_000 + i, f"routine log line number {i} from the build") for i in range(100)]
 
 
+@pytest.mark.slow
 def test_events_are_embedded_once_ever_and_found_by_meaning(embedder_url: str, tmp_path: Path) -> None:
     calls: list[str] = []
     hooks = {"request": [lambda r: calls.append(f"{r.method} {r.url.path}")]}
