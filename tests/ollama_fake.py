@@ -92,9 +92,9 @@ class _Server(ThreadingHTTPServer):
 
 
 @contextmanager
-def fake_ollama(**options: object) -> Iterator[FakeOllama]:
+def fake_ollama(port: int = 0, **options: object) -> Iterator[FakeOllama]:
     state = FakeOllama(**options)  # type: ignore[arg-type]
-    server = _Server(("127.0.0.1", 0), _handler(state))
+    server = _Server(("127.0.0.1", port), _handler(state))
     state.url = f"http://127.0.0.1:{server.server_address[1]}"
     thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
     thread.start()

@@ -98,7 +98,26 @@ def test_unreachable_server_fails_quickly_with_a_clear_error() -> None:
     with Embedder(f"http://127.0.0.1:{port}", MODEL) as embedder:
         with pytest.raises(EmbedderError, match=f"unreachable at http://127.0.0.1:{port}"):
             embedder.embed(["hello"])
-    assert time.monotonic() - started < 3
+        assert time.monotonic() - started < 3
+        started = time.monotonic()  # known down: the next call fails at once, no retries
+        with pytest.raises(EmbedderError, match="unreachable"):
+            embedder.embed_query("again")
+        assert time.monotonic() - started < 0.05
+
+
+def test_server_back_after_the_cooldown_is_used_again() -> None:
+    with fake_ollama() as server:
+        port = server.url.rsplit(":", 1)[1]
+    # The fake is gone: the port refuses until a new server takes it (same port, same URL).
+    with Embedder(f"http://127.0.0.1:{port}", "all-minilm", api="ollama", retries=0,
+                  cooldown=0.2) as embedder:
+        with pytest.raises(EmbedderError, match="unreachable"):
+            embedder.embed(["x"])
+        with fake_ollama(port=int(port)) as server:
+            with pytest.raises(EmbedderError, match="unreachable"):
+                embedder.embed(["x"])  # still cooling down
+            time.sleep(0.25)
+            assert embedder.embed(["x"]).shape == (1, DIM)
 
 
 # -- Ollama API, local fake --------------------------------------------------------------------

@@ -54,6 +54,7 @@ class Embedder:
         backoff: float = 0.2,
         max_chars: int | None = 8192,
         query_cache_size: int = 256,
+        cooldown: float = 10.0,
         client: httpx.Client | None = None,
     ) -> None:
         if not url.strip():
@@ -90,6 +91,11 @@ class Embedder:
         self._dim: int | None = None
         self._queries: OrderedDict[str, np.ndarray] = OrderedDict()
         self._query_cache_size = query_cache_size
+        # After the server proved unreachable, fail at once for `cooldown` seconds: a search that
+        # falls back to token-cosine should not pay the retries again on every query.
+        self.cooldown = cooldown
+        self._down_until = 0.0
+        self._down_reason = ""
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -253,6 +259,8 @@ class Embedder:
     def _request(self, method: str, path: str, payload: Any = None) -> httpx.Response:
         """Retries connection errors and 5xx with exponential backoff; returns any other answer."""
         url = self._root + path
+        if time.monotonic() < self._down_until:
+            raise EmbedderError(self._down_reason)
         for attempt in range(self.retries + 1):
             try:
                 response = self._client.request(method, url, json=payload, timeout=self.timeout)
@@ -268,9 +276,9 @@ class Embedder:
                 if attempt < self.retries:
                     self._sleep(attempt)
                     continue
-                raise EmbedderError(
-                    f"embedder unreachable at {self._root}: {exc or type(exc).__name__}"
-                ) from None
+                self._down_reason = f"embedder unreachable at {self._root}: {exc or type(exc).__name__}"
+                self._down_until = time.monotonic() + self.cooldown
+                raise EmbedderError(self._down_reason) from None
             if response.status_code >= 500 and attempt < self.retries:
                 self._sleep(attempt)
                 continue
