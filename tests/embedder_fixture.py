@@ -60,7 +60,8 @@ def embedder_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         # Its own session, so the stop reaches the script and the server it started.
         proc = subprocess.Popen([str(SCRIPT), "start", str(port)], stdout=out,
                                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True)
+                                start_new_session=True,
+                                env={**os.environ, "URCHIN_TEST_EMBEDDER_TIMEOUT": str(HEALTH_TIMEOUT)})
     try:
         _wait_healthy(url, proc, server_log)
         yield url
