@@ -19,8 +19,22 @@ from urchin.errors import NotFoundError, QueryError
 from urchin.event import Event
 from urchin.ingest import Ingestor, IngestResult
 from urchin.journal import Journal
-from urchin.search.query import Filters, Hit, SearchResult, check_hours, check_limit, check_query, window_start_ms
+from urchin.search.query import (
+    Filters,
+    Hit,
+    SearchResult,
+    check_hours,
+    check_limit,
+    check_query,
+    one_line,
+    window_start_ms,
+)
+from urchin.search.semantic import TokenCosineView
 from urchin.search.substring import SubstringSearcher
+from urchin.workspace.memories import Member, MemoryDef, MemoryStore, gather
+from urchin.workspace.overview import root_overview
+from urchin.workspace.reader import FileRange, read_range
+from urchin.workspace.roots import Root, Roots
 
 __all__ = ["Memory", "ImportReport"]
 
@@ -45,6 +59,7 @@ class Memory:
         self.journal = Journal(settings.journal_path, settings.durability)
         self.ingestor = Ingestor(settings, self.journal)
         self.substring = SubstringSearcher(self.journal)
+        self._cosine: TokenCosineView | None = None
 
     @classmethod
     def open(cls, home: str | None = None, **overrides: Any) -> Memory:
@@ -111,6 +126,22 @@ class Memory:
         events = self.substring.search(query, since_ms=since, limit=check_limit(limit),
                                        filters=Filters.of(source, workspace, session, kind))
         return SearchResult([Hit(e) for e in events], query, "substring")
+
+    def semantic(self, query: str, *, hours: float = 168, limit: int = 10, source: str | None = None,
+                 workspace: str | None = None, session: str | None = None, kind: str | None = None,
+                 now: datetime | None = None) -> SearchResult:
+        """Ranked search for what a query is about, best first, each hit with its score."""
+        query = check_query(query)
+        since = window_start_ms(check_hours(hours), now)
+        limit = check_limit(limit)
+        filters = Filters.of(source, workspace, session, kind)
+        hits = self.cosine_view().search(query, since_ms=since, limit=limit, filters=filters)
+        return SearchResult(hits, query, TokenCosineView.mode)
+
+    def cosine_view(self) -> TokenCosineView:
+        if self._cosine is None:
+            self._cosine = TokenCosineView(self.journal)
+        return self._cosine
 
     def recent(self, *, hours: float = 24, limit: int = 20, source: str | None = None,
                workspace: str | None = None, session: str | None = None, kind: str | None = None,
@@ -187,6 +218,51 @@ class Memory:
     def identity(self) -> dict[str, str]:
         """Who this machine's events are stamped with, and where each value came from."""
         return {"account": self.settings.account, "device": self.settings.device}
+
+    # ---- workspace files and curated memories -------------------------------------------------
+    @property
+    def roots(self) -> Roots:
+        return Roots(self.settings.home)
+
+    def workspace_add(self, path: str, name: str | None = None) -> Root:
+        return self.roots.add(path, name)
+
+    def workspace_remove(self, name: str) -> Root:
+        return self.roots.remove(name)
+
+    def workspace_list(self) -> list[Root]:
+        return self.roots.list()
+
+    def get_file(self, path: str, from_line: int = 1, max_lines: int = 200) -> FileRange:
+        """A window of numbered lines of a workspace file; paths outside the roots are refused."""
+        return read_range(self.roots, path, from_line, max_lines)
+
+    def memory_create(self, slug: str, use_when: str, members: list[Member], title: str | None = None,
+                      replace: bool = False) -> MemoryDef:
+        return MemoryStore(self.settings.home).create(slug, use_when, members, title, replace)
+
+    def memory_list(self) -> list[MemoryDef]:
+        return MemoryStore(self.settings.home).list()
+
+    def memory_get(self, slug: str, token_budget: int = 8000) -> dict[str, Any]:
+        """A curated memory with every member's current contents, and coverage notes."""
+        budget = check_limit(token_budget, 200_000) if token_budget != 8000 else token_budget
+        definition = MemoryStore(self.settings.home).get(slug)
+
+        def run_query(member: Member) -> list[str]:
+            result = self.search(member.query or "", hours=member.hours or 24 * 365, limit=50, source=member.source)
+            return [one_line(hit.event, width=2000) for hit in result.hits]
+
+        return gather(definition, self.roots, run_query, budget)
+
+    def overview(self) -> dict[str, Any]:
+        """Where an agent new to a workspace starts: files, recent changes, sources, memories."""
+        out: dict[str, Any] = {
+            "roots": [root_overview(root) for root in self.roots.list()],
+            "memories": [m.summary() for m in self.memory_list()],
+            "journal": {k: v for k, v in self.status().items() if k in ("events", "firstTimestamp", "lastTimestamp")},
+        }
+        return out
 
     def status(self) -> dict[str, Any]:
         stats = self.journal.stats()
