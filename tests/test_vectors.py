@@ -113,6 +113,19 @@ def test_search_matches_brute_force_within_the_window(tmp_path: Path, in_order: 
         assert got_masked == [ids[r] for r in want_masked]
 
 
+def test_accept_filters_after_scoring_and_widens_until_limit(cache: VectorCache) -> None:
+    n = 500
+    vectors = rand(n, 11)
+    ids = [f"e{i:03d}" for i in range(n)]
+    cache.add(ids, list(range(n)), vectors)
+    q = rand(1, 12)[0]
+    rare = {f"e{i:03d}" for i in range(0, n, 50)}  # 10 of 500: needs several widenings
+    got = [i for i, _ in cache.search(q, accept=rare.__contains__, limit=6)]
+    want = [ids[r] for r in brute_force(vectors, q, np.arange(0, n, 50), 6)]
+    assert got == want
+    assert cache.search(q, accept=lambda _id: False, limit=3) == []
+
+
 def test_equal_scores_rank_newer_first_then_by_id(cache: VectorCache) -> None:
     v = np.tile(rand(1), (3, 1))
     cache.add(["b", "a", "c"], [5, 5, 9], v)

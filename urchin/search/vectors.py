@@ -241,10 +241,13 @@ class VectorCache:
 
     def search(self, query: np.ndarray, *, since_ms: int | None = None,
                until_ms: int | None = None, mask: np.ndarray | None = None,
+               accept: Callable[[str], bool] | None = None,
                limit: int = 10) -> list[tuple[str, float]]:
         """Best `limit` (id, cosine) pairs in the window; ties: newer first, then id.
 
-        `mask` (bool per row, e.g. a source filter computed by the caller) narrows the window.
+        `mask` (bool per row) narrows the window before scoring; `accept(id)` filters after it
+        (source, workspace... known only to the caller), widening the candidates 4x at a time
+        until `limit` pass or the window is exhausted: still one matrix product.
         """
         self._require_open()
         q = np.asarray(query, dtype=np.float32).reshape(-1)
@@ -261,31 +264,34 @@ class VectorCache:
             if mask.shape != (n,):
                 raise EmbedderError(f"vector cache search: mask must have {n} entries")
             idx = np.arange(n)[window]
-            rows = idx[mask[idx]]
-        elif isinstance(window, slice):
-            rows = None
+            window = idx[mask[idx]]
+        q = _normalise(q[None, :])[0]
+        if isinstance(window, slice):
+            scores = matrix[window] @ q
+            rows = np.arange(window.start, window.start + len(scores))
         else:
             rows = window
-        q = _normalise(q[None, :])[0]
-        if rows is None:
-            assert isinstance(window, slice)
-            scores = matrix[window] @ q
-            offset = window.start
-            row_of = None
-        else:
             scores = matrix[rows] @ q if len(rows) else np.zeros(0, np.float32)
-            offset = 0
-            row_of = rows
+        k = limit if accept is None else limit * 4
+        while True:
+            ranked = self._ranked(scores, rows, ts, k)
+            if accept is not None:
+                ranked = [(row, score) for row, score in ranked if accept(self.id_at(row))]
+            if len(ranked) >= limit or k >= len(scores):
+                return [(self.id_at(row), score) for row, score in ranked[:limit]]
+            k *= 4
+
+    def _ranked(self, scores: np.ndarray, rows: np.ndarray, ts: np.ndarray,
+                k: int) -> list[tuple[int, float]]:
         if not len(scores):
             return []
-        k = min(limit, len(scores))
+        k = min(k, len(scores))
         top = np.argpartition(-scores, k - 1)[:k] if k < len(scores) else np.arange(len(scores))
-        picked = [(int(row_of[i]) if row_of is not None else int(i) + offset, float(scores[i]))
-                  for i in top]
+        picked = [(int(rows[i]), float(scores[i])) for i in top]
         # Scores are rounded for ordering only: BLAS may give identical rows (duplicate content)
         # scores that differ in the last bit, and those must still tie.
         picked.sort(key=lambda rs: (-round(rs[1], 6), -int(ts[rs[0]]), self.id_at(rs[0])))
-        return [(self.id_at(row), score) for row, score in picked]
+        return picked
 
     def _require_open(self) -> None:
         if not self._opened:
