@@ -8,7 +8,7 @@ import time
 import httpx
 import numpy as np
 import pytest
-from ollama_fake import DIM, fake_ollama, vector
+from tests.ollama_fake import DIM, fake_ollama, vector
 
 from urchin.errors import EmbedderError
 from urchin.search.embedder import Embedder, fingerprint

@@ -15,7 +15,7 @@ import orjson
 
 from urchin.config import Settings
 from urchin.ephemeral import EphemeralState
-from urchin.errors import NotFoundError, QueryError
+from urchin.errors import EmbedderError, NotFoundError, QueryError
 from urchin.event import Event
 from urchin.ingest import Ingestor, IngestResult
 from urchin.journal import Journal
@@ -29,7 +29,7 @@ from urchin.search.query import (
     one_line,
     window_start_ms,
 )
-from urchin.search.semantic import TokenCosineView
+from urchin.search.semantic import EmbeddingView, TokenCosineView
 from urchin.search.substring import SubstringSearcher
 from urchin.workspace.memories import Member, MemoryDef, MemoryStore, gather
 from urchin.workspace.overview import root_overview
@@ -60,6 +60,7 @@ class Memory:
         self.ingestor = Ingestor(settings, self.journal)
         self.substring = SubstringSearcher(self.journal)
         self._cosine: TokenCosineView | None = None
+        self._embedding: EmbeddingView | None = None
 
     @classmethod
     def open(cls, home: str | None = None, **overrides: Any) -> Memory:
@@ -161,13 +162,47 @@ class Memory:
     def semantic(self, query: str, *, hours: float = 168, limit: int = 10, source: str | None = None,
                  workspace: str | None = None, session: str | None = None, kind: str | None = None,
                  now: datetime | None = None) -> SearchResult:
-        """Ranked search for what a query is about, best first, each hit with its score."""
+        """Ranked search for what a query is about, best first, each hit with its score.
+
+        Uses the embedder when one is configured; when it is down or misconfigured, falls back to
+        token-cosine and says so in `mode` and `notes`. Scores of the two are never mixed.
+        """
         query = check_query(query)
         since = window_start_ms(check_hours(hours), now)
         limit = check_limit(limit)
         filters = Filters.of(source, workspace, session, kind)
+        mode, notes = TokenCosineView.mode, []
+        if self.settings.embedder_url:
+            try:
+                view = self.embedding_view()
+                hits, notes = view.search(query, since_ms=since, limit=limit, filters=filters)
+                return SearchResult(hits, query, view.mode, notes)
+            except EmbedderError as exc:
+                mode = f"token-cosine (embedder unreachable: {exc.message})"
+                notes = [f"embedder unreachable, fell back to token-cosine: {exc.message}"]
         hits = self.cosine_view().search(query, since_ms=since, limit=limit, filters=filters)
-        return SearchResult(hits, query, TokenCosineView.mode)
+        return SearchResult(hits, query, mode, notes)
+
+    def embedding_view(self) -> EmbeddingView:
+        """The embedder's view; raises `EmbedderError` when the embedder is not configured fully."""
+        if self._embedding is None:
+            if not self.settings.embedder_model:
+                raise EmbedderError("URCHIN_EMBEDDER_MODEL: must be set when URCHIN_EMBEDDER_URL is")
+            from urchin.search.embedder import Embedder
+
+            embedder = Embedder(self.settings.embedder_url or "", self.settings.embedder_model,
+                                self.settings.embedder_api, timeout=self.settings.embedder_timeout_s)  # type: ignore[arg-type]
+            self._embedding = EmbeddingView(self.journal, self.settings.home, embedder, self.locate)
+        return self._embedding
+
+    def embed(self, progress: Callable[[int], None] | None = None) -> dict[str, Any]:
+        """Backfill the embedder's vector cache with every event it lacks."""
+        if not self.settings.embedder_url:
+            raise EmbedderError("no embedder configured: set URCHIN_EMBEDDER_URL and URCHIN_EMBEDDER_MODEL")
+        view = self.embedding_view()
+        added = view.catch_up(progress=progress)
+        return {"embedded": added, "cached": len(view.cache()), "model": view.embedder.model,
+                "fingerprint": view.embedder.fingerprint}
 
     def cosine_view(self) -> TokenCosineView:
         if self._cosine is None:
@@ -201,13 +236,25 @@ class Memory:
     def get(self, event_id: str) -> Event:
         if not isinstance(event_id, str) or not event_id.strip():
             raise QueryError("id", "must not be empty")
-        for _, line in self.journal.reverse_lines():
-            if event_id.encode("utf-8") not in line:
-                continue
-            event = Event.from_json(line)
-            if event is not None and event.id == event_id:
-                return event
-        raise NotFoundError(f"no event with id {event_id!r}")
+        event = self.locate(event_id)
+        if event is None:
+            raise NotFoundError(f"no event with id {event_id!r}")
+        return event
+
+    def locate(self, event_id: str) -> Event | None:
+        """The event with this id: through the id sidecar, then the tail it does not cover yet."""
+        ids = self.ingestor.ids
+        offset = ids.lookup(event_id)
+        if offset is not None:
+            line = self.journal.read_line_at(offset)
+            return Event.from_json(line) if line is not None else None
+        needle = event_id.encode("utf-8")
+        for _, line in self.journal.iter_lines(ids.covered()):
+            if needle in line:
+                event = Event.from_json(line)
+                if event is not None and event.id == event_id:
+                    return event
+        return None
 
     def tail(self, n: int = 10) -> list[Event]:
         """The last `n` events in journal (arrival) order, oldest first."""
