@@ -9,8 +9,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from tests.embedder_fixture import embedder_url  # noqa: F401  (session fixture: a real embedding server)
 
+from tests.embedder_fixture import embedder_url  # noqa: F401  (session fixture: a real embedding server)
 from urchin.config import Settings
 from urchin.memory import Memory
 

@@ -8,8 +8,8 @@ import time
 import httpx
 import numpy as np
 import pytest
-from tests.ollama_fake import DIM, fake_ollama, vector
 
+from tests.ollama_fake import DIM, fake_ollama, vector
 from urchin.errors import EmbedderError
 from urchin.search.embedder import Embedder, fingerprint
 

@@ -7,6 +7,7 @@ journal offsets, so it holds no event text: hits are read back from the journal 
 
 from __future__ import annotations
 
+import os
 import threading
 from array import array
 from collections.abc import Callable
@@ -17,8 +18,6 @@ from urchin.journal import Journal
 from urchin.search.cosine import TokenCosineIndex
 from urchin.search.embedder import Embedder
 from urchin.search.query import Filters, Hit
-import os
-
 from urchin.search.vectors import VectorCache, embed_events
 
 __all__ = ["TokenCosineView", "EmbeddingView"]
