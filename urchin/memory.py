@@ -14,7 +14,8 @@ from typing import Any
 import orjson
 
 from urchin.config import Settings
-from urchin.errors import NotFoundError, QueryError
+from urchin.ephemeral import EphemeralState
+from urchin.errors import NotFoundError, QueryError, UrchinError
 from urchin.event import Event
 from urchin.ingest import Ingestor, IngestResult
 from urchin.journal import Journal
@@ -134,6 +135,18 @@ class Memory:
             raise QueryError("workspace", "must not be empty")
         return self.recent(hours=hours, limit=limit, workspace=workspace, now=now)
 
+    def semantic(self, query: str, *, hours: float = 168, limit: int = 10, source: str | None = None,
+                 workspace: str | None = None, session: str | None = None, kind: str | None = None,
+                 now: datetime | None = None) -> SearchResult:
+        """Ranked search by meaning, best first, with scores.
+
+        PLACEHOLDER (mcp branch): the lead replaces this with the token-cosine / embedder wiring.
+        """
+        check_query(query)
+        check_hours(hours)
+        check_limit(limit)
+        raise UrchinError("semantic search is not available in this build yet")
+
     def get(self, event_id: str) -> Event:
         if not isinstance(event_id, str) or not event_id.strip():
             raise QueryError("id", "must not be empty")
@@ -167,6 +180,23 @@ class Memory:
         result = self.journal.read_from(offset)
         events = [e for e in (Event.from_json(line) for _, line in result.lines) if e is not None]
         return events, result.next_offset
+
+    # ---- ephemeral mode -------------------------------------------------------------------------
+    def ephemeral(self, action: str = "status", minutes: float | None = None) -> EphemeralState:
+        """Start, end or show ephemeral mode (writes are dropped while it is on)."""
+        if action not in ("start", "end", "status"):
+            raise QueryError("action", f"must be start, end or status, got {action!r}")
+        if minutes is not None:
+            if action != "start":
+                raise QueryError("minutes", "only applies to action start")
+            if isinstance(minutes, bool) or not isinstance(minutes, int | float) or not 0 < minutes < float("inf"):
+                raise QueryError("minutes", f"must be a number greater than 0, got {minutes!r}")
+        state = self.ingestor.ephemeral
+        if action == "start":
+            return state.start(minutes)
+        if action == "end":
+            return state.end()
+        return state.state()
 
     def status(self) -> dict[str, Any]:
         stats = self.journal.stats()

@@ -65,3 +65,4 @@ def main(ctx: click.Context, home: str | None) -> None:
 
 
 from urchin.cli import events as _events  # noqa: E402,F401  (registers commands)
+from urchin.cli import mcp as _mcp  # noqa: E402,F401
