@@ -23,8 +23,8 @@ from mcp_scenarios import (
     check_write_tools,
 )
 
-from urchin.memory import Memory
 from urchin.mcp_server import TOOL_NAMES, check_arguments, run_tool
+from urchin.memory import Memory
 
 pytestmark = pytest.mark.anyio
 SEMANTIC_IS_PLACEHOLDER = "PLACEHOLDER" in (Memory.semantic.__doc__ or "")
@@ -66,9 +66,10 @@ async def test_unreadable_journal_is_an_error_naming_the_path(tmp_path: Path) ->
     journal.mkdir()
     async with stdio_session({"URCHIN_EVENT_JOURNAL_PATH": str(journal)}) as session:
         for tool, args in (("urchin_search", {"query": "x"}), ("urchin_recent_activity", {}),
-                           ("urchin_session_context", {"session": "s"}), ("urchin_workspace_context", {"workspace": "w"}),
-                           ("urchin_get_event", {"id": "e"}), ("urchin_ingest", {"content": "x"}),
-                           ("urchin_remember", {"content": "x"}), ("urchin_status", {})):
+                           ("urchin_session_context", {"session": "s"}),
+                           ("urchin_workspace_context", {"workspace": "w"}), ("urchin_get_event", {"id": "e"}),
+                           ("urchin_ingest", {"content": "x"}), ("urchin_remember", {"content": "x"}),
+                           ("urchin_status", {})):
             message = await call_error(session, tool, args)
             assert str(journal) in message, (tool, message)
 
@@ -106,7 +107,8 @@ def test_stdout_carries_nothing_but_protocol(memory: Memory) -> None:
     memory.ingest_one({"content": "hello over raw stdio"})
     requests: list[dict[str, Any]] = [
         {"jsonrpc": "2.0", "id": 1, "method": "initialize",
-         "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}},
+         "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                    "clientInfo": {"name": "raw", "version": "1"}}},
         {"jsonrpc": "2.0", "method": "notifications/initialized"},
         {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
         {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "urchin_search",
