@@ -206,7 +206,7 @@ ERRORS: list[tuple[str, dict[str, Any], str]] = [
     ("urchin_remember", {"content": "x", "kind": "note"}, "kind: unknown argument (allowed: content, tags, workspace)"),
     ("urchin_ephemeral", {"action": "pause"}, 'action: must be one of start, end, status, got "pause"'),
     ("urchin_ephemeral", {"action": "start", "minutes": 0}, "minutes: must be greater than 0, got 0"),
-    ("urchin_ephemeral", {"action": "end", "minutes": 5}, "minutes: only applies to action start"),
+    ("urchin_ephemeral", {"action": "start", "minutes": 100000}, "minutes: must be a number from 1 to"),
     ("urchin_status", {"verbose": True}, "verbose: unknown argument (allowed: none)"),
     ("urchin_no_such_tool", {}, "unknown tool 'urchin_no_such_tool'"),
 ]

@@ -19,8 +19,21 @@ from urchin.errors import NotFoundError, QueryError, UrchinError
 from urchin.event import Event
 from urchin.ingest import Ingestor, IngestResult
 from urchin.journal import Journal
-from urchin.search.query import Filters, Hit, SearchResult, check_hours, check_limit, check_query, window_start_ms
+from urchin.search.query import (
+    Filters,
+    Hit,
+    SearchResult,
+    check_hours,
+    check_limit,
+    check_query,
+    one_line,
+    window_start_ms,
+)
 from urchin.search.substring import SubstringSearcher
+from urchin.workspace.overview import root_overview
+from urchin.workspace.memories import Member, MemoryDef, MemoryStore, gather
+from urchin.workspace.reader import FileRange, read_range
+from urchin.workspace.roots import Root, Roots
 
 __all__ = ["Memory", "ImportReport"]
 
@@ -82,6 +95,7 @@ class Memory:
                 self._import_batch(batch, numbers, report, on_progress)
                 batch, numbers = [], []
         self._import_batch(batch, numbers, report, on_progress)
+        report.rejected.sort()
         return report
 
     def _import_batch(self, batch: list[Mapping[str, Any]], numbers: list[int], report: ImportReport,
@@ -181,22 +195,68 @@ class Memory:
         events = [e for e in (Event.from_json(line) for _, line in result.lines) if e is not None]
         return events, result.next_offset
 
-    # ---- ephemeral mode -------------------------------------------------------------------------
+    # ---- privacy ------------------------------------------------------------------------------
     def ephemeral(self, action: str = "status", minutes: float | None = None) -> EphemeralState:
-        """Start, end or show ephemeral mode (writes are dropped while it is on)."""
-        if action not in ("start", "end", "status"):
-            raise QueryError("action", f"must be start, end or status, got {action!r}")
-        if minutes is not None:
-            if action != "start":
-                raise QueryError("minutes", "only applies to action start")
-            if isinstance(minutes, bool) or not isinstance(minutes, int | float) or not 0 < minutes < float("inf"):
-                raise QueryError("minutes", f"must be a number greater than 0, got {minutes!r}")
-        state = self.ingestor.ephemeral
-        if action == "start":
-            return state.start(minutes)
-        if action == "end":
-            return state.end()
-        return state.state()
+        """Turn ephemeral mode on (`start`, optionally for `minutes`), off (`end`), or report it."""
+        flag = self.ingestor.ephemeral
+        if action in ("start", "on"):
+            if minutes is not None and not (isinstance(minutes, (int, float)) and 0 < minutes <= 7 * 24 * 60):
+                raise QueryError("minutes", f"must be a number from 1 to {7 * 24 * 60}, got {minutes!r}")
+            return flag.start(minutes)
+        if action in ("end", "off"):
+            return flag.end()
+        if action == "status":
+            return flag.state()
+        raise QueryError("action", f"must be start, end or status, got {action!r}")
+
+    def identity(self) -> dict[str, str]:
+        """Who this machine's events are stamped with, and where each value came from."""
+        return {"account": self.settings.account, "device": self.settings.device}
+
+    # ---- workspace files and curated memories -------------------------------------------------
+    @property
+    def roots(self) -> Roots:
+        return Roots(self.settings.home)
+
+    def workspace_add(self, path: str, name: str | None = None) -> Root:
+        return self.roots.add(path, name)
+
+    def workspace_remove(self, name: str) -> Root:
+        return self.roots.remove(name)
+
+    def workspace_list(self) -> list[Root]:
+        return self.roots.list()
+
+    def get_file(self, path: str, from_line: int = 1, max_lines: int = 200) -> FileRange:
+        """A window of numbered lines of a workspace file; paths outside the roots are refused."""
+        return read_range(self.roots, path, from_line, max_lines)
+
+    def memory_create(self, slug: str, use_when: str, members: list[Member], title: str | None = None,
+                      replace: bool = False) -> MemoryDef:
+        return MemoryStore(self.settings.home).create(slug, use_when, members, title, replace)
+
+    def memory_list(self) -> list[MemoryDef]:
+        return MemoryStore(self.settings.home).list()
+
+    def memory_get(self, slug: str, token_budget: int = 8000) -> dict[str, Any]:
+        """A curated memory with every member's current contents, and coverage notes."""
+        budget = check_limit(token_budget, 200_000) if token_budget != 8000 else token_budget
+        definition = MemoryStore(self.settings.home).get(slug)
+
+        def run_query(member: Member) -> list[str]:
+            result = self.search(member.query or "", hours=member.hours or 24 * 365, limit=50, source=member.source)
+            return [one_line(hit.event, width=2000) for hit in result.hits]
+
+        return gather(definition, self.roots, run_query, budget)
+
+    def overview(self) -> dict[str, Any]:
+        """Where an agent new to a workspace starts: files, recent changes, sources, memories."""
+        out: dict[str, Any] = {
+            "roots": [root_overview(root) for root in self.roots.list()],
+            "memories": [m.summary() for m in self.memory_list()],
+            "journal": {k: v for k, v in self.status().items() if k in ("events", "firstTimestamp", "lastTimestamp")},
+        }
+        return out
 
     def status(self) -> dict[str, Any]:
         stats = self.journal.stats()
