@@ -1,38 +1,27 @@
-"""Urchin's MCP tools on the official `mcp` SDK's low-level `Server`, over stdio or streamable HTTP.
+"""Urchin's MCP tools: argument checking against strict schemas, one `Memory` call each, formatting.
 
-Each tool validates its arguments against its strict input schema, makes one `Memory` call in a
-worker thread and returns a text part plus structuredContent. Every failure is a result with
-`isError: true` and a one-line message: never a protocol error, never a traceback.
+`run_tool` is transport-free and synchronous; every failure becomes a result with `isError: true`
+and a one-line message, never a protocol error and never a traceback.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Callable, Mapping
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from dataclasses import dataclass
+from collections.abc import Callable
 from typing import Any
 
-import anyio
 import mcp_types as types
 import orjson
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError as SchemaError
 from jsonschema.exceptions import best_match
-from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
-from mcp.server.lowlevel import Server
-from mcp.server.stdio import stdio_server
-from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
-from mcp.server.transport_security import TransportSecuritySettings
-from starlette.applications import Starlette
-from starlette.routing import Route
 
 from urchin.errors import UrchinError
 from urchin.event import Event
-from urchin.mcp_schemas import INPUT_SCHEMAS, OUTPUT_SCHEMAS, SERVER_INSTRUCTIONS, TOOL_DOCS
+from urchin.mcp_server.schemas import INPUT_SCHEMAS, OUTPUT_SCHEMAS, TOOL_DOCS
 from urchin.search.query import SearchResult, one_line
 
-__all__ = ["build_server", "streamable_http_app", "serve_stdio", "McpHttp", "TOOL_NAMES"]
+__all__ = ["TOOL_NAMES", "run_tool", "check_arguments", "tool_list", "tool_error", "event_dict", "short"]
 
 log = logging.getLogger("urchin.mcp")
 
@@ -199,20 +188,20 @@ def _describe(error: SchemaError, schema: dict[str, Any]) -> str:
     if rule == "type":
         wanted = " or ".join(value) if isinstance(value, list) else value
         article = "an" if str(wanted)[0] in "aeiou" else "a"
-        return f"{field}: must be {article} {wanted}, got {_short(instance)}"
+        return f"{field}: must be {article} {wanted}, got {short(instance)}"
     if rule == "minLength":
         return f"{field}: must not be empty"
     if rule == "exclusiveMinimum":
-        return f"{field}: must be greater than {value:g}, got {_short(instance)}"
+        return f"{field}: must be greater than {value:g}, got {short(instance)}"
     if rule in ("minimum", "maximum"):
         bounds = schema["properties"].get(str(error.path[0]), {}) if error.path else {}
-        return f"{field}: must be from {bounds.get('minimum')} to {bounds.get('maximum')}, got {_short(instance)}"
+        return f"{field}: must be from {bounds.get('minimum')} to {bounds.get('maximum')}, got {short(instance)}"
     if rule == "enum":
-        return f"{field}: must be one of {', '.join(map(str, value))}, got {_short(instance)}"
+        return f"{field}: must be one of {', '.join(map(str, value))}, got {short(instance)}"
     return f"{field}: {_one_line(error.message)}"
 
 
-def _short(value: Any) -> str:
+def short(value: Any) -> str:
     text = orjson.dumps(value).decode() if not isinstance(value, float) else f"{value:g}"
     return text if len(text) <= 60 else text[:57] + "..."
 
@@ -221,117 +210,22 @@ def _one_line(message: str) -> str:
     return " ".join(message.split())
 
 
-def _error(message: str) -> types.CallToolResult:
+def tool_error(message: str) -> types.CallToolResult:
     return types.CallToolResult(content=[types.TextContent(type="text", text=_one_line(message))], is_error=True)
 
 
 def run_tool(memory: Any, name: str, args: Any) -> types.CallToolResult:
     """Check, run and format one call, synchronously; every failure becomes an isError result."""
     if name not in _RUNNERS:
-        return _error(f"unknown tool {name!r} (tools: {', '.join(TOOL_NAMES)})")
+        return tool_error(f"unknown tool {name!r} (tools: {', '.join(TOOL_NAMES)})")
     problem = check_arguments(name, args)
     if problem:
-        return _error(problem)
+        return tool_error(problem)
     try:
         text, data = _RUNNERS[name](memory, args)
     except UrchinError as exc:
-        return _error(exc.message)
+        return tool_error(exc.message)
     except Exception as exc:  # a bug must still reach the agent as one line; the traceback goes to the log
         log.exception("tool %s failed", name)
-        return _error(f"internal error in {name}: {type(exc).__name__}: {exc}")
+        return tool_error(f"internal error in {name}: {type(exc).__name__}: {exc}")
     return types.CallToolResult(content=[types.TextContent(type="text", text=text)], structured_content=data)
-
-
-# ---- the server ------------------------------------------------------------------------------------
-def build_server(memory: Any) -> Server[Any]:
-    """An MCP server whose tools call `memory` (a `Memory`, or anything with the same methods)."""
-
-    async def list_tools(ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
-                         ) -> types.ListToolsResult:
-        return types.ListToolsResult(tools=tool_list())
-
-    async def call_tool(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams) -> types.CallToolResult:
-        args = params.arguments if params.arguments is not None else {}
-        # Memory does blocking file I/O: keep it off the event loop (the daemon serves other requests).
-        return await anyio.to_thread.run_sync(run_tool, memory, params.name, args)
-
-    server: Server[Any] = Server("urchin", version=_version(), title="Urchin", instructions=SERVER_INSTRUCTIONS,
-                                 on_list_tools=list_tools, on_call_tool=call_tool)
-    server.middleware.append(_arguments_guard)
-    return server
-
-
-async def _arguments_guard(ctx: ServerRequestContext[Any], call_next: CallNext) -> HandlerResult:
-    """`arguments` that are not an object would be a protocol error in the SDK; make it a tool error."""
-    if ctx.method == "tools/call" and isinstance(ctx.params, Mapping):
-        args = ctx.params.get("arguments")
-        if args is not None and not isinstance(args, Mapping):
-            return _error(f"arguments: must be an object, got {_short(args)}")
-    return await call_next(ctx)
-
-
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("urchin-memory")
-    except PackageNotFoundError:
-        return "0.0.0+source"
-
-
-async def serve_stdio(memory: Any) -> None:
-    """Serve the tools on this process's stdin/stdout until the client closes stdin."""
-    server = build_server(memory)
-    async with stdio_server() as (read_stream, write_stream):
-        await server.run(read_stream, write_stream, server.create_initialization_options())
-
-
-# ---- streamable HTTP, for the daemon to mount at /mcp ----------------------------------------------
-LOOPBACK = TransportSecuritySettings(
-    enable_dns_rebinding_protection=True,
-    allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*", "127.0.0.1", "localhost", "[::1]"],
-    allowed_origins=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"],
-)
-
-
-@dataclass
-class McpHttp:
-    """The streamable-HTTP endpoint: an ASGI app plus the lifespan its session manager needs.
-
-    A Starlette `Mount`/`Route` does not run a sub-app's lifespan, so whoever mounts `app` must
-    enter `lifespan()` in its own lifespan, once.
-    """
-
-    session_manager: StreamableHTTPSessionManager
-    app: StreamableHTTPASGIApp
-
-    def lifespan(self) -> AbstractAsyncContextManager[None]:
-        return self.session_manager.run()
-
-    def routes(self, path: str = "/mcp") -> list[Route]:
-        return [Route(path, endpoint=self.app)]
-
-    def standalone(self, path: str = "/mcp") -> Starlette:
-        """A complete app serving only the endpoint (tests; the daemon mounts `routes()` instead)."""
-
-        @asynccontextmanager
-        async def lifespan(_: Starlette) -> AsyncIterator[None]:
-            async with self.lifespan():
-                yield
-
-        return Starlette(routes=self.routes(path), lifespan=lifespan)
-
-
-def streamable_http_app(memory: Any, *, host_check: bool = True, stateless: bool = True,
-                        json_response: bool = True) -> McpHttp:
-    """The tools over streamable HTTP.
-
-    Stateless with plain JSON responses by default: no session survives to break across daemon
-    restarts, and large results are not subject to clients' SSE event-size caps (the SDK's own
-    client refuses SSE events over 1 MiB). `host_check` adds the SDK's loopback Host/Origin check
-    (DNS-rebinding protection) on top of the daemon's.
-    """
-    manager = StreamableHTTPSessionManager(app=build_server(memory), stateless=stateless,
-                                           json_response=json_response,
-                                           security_settings=LOOPBACK if host_check else None)
-    return McpHttp(manager, StreamableHTTPASGIApp(manager))
