@@ -8,8 +8,6 @@ never runs on its own).
 from __future__ import annotations
 
 import hmac
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from typing import Any
 
 from starlette.applications import Starlette
@@ -42,10 +40,5 @@ def create_app() -> Starlette:
     assert settings.intake_token, "set URCHIN_INTAKE_TOKEN"
     mcp_http = streamable_http_app(Memory(settings))
 
-    @asynccontextmanager
-    async def lifespan(_: Starlette) -> AsyncIterator[None]:
-        async with mcp_http.lifespan():
-            yield
-
-    return Starlette(routes=mcp_http.routes("/mcp"), lifespan=lifespan,
+    return Starlette(routes=mcp_http.routes("/mcp"), lifespan=mcp_http.lifespan,
                      middleware=[Middleware(BearerToken, token=settings.intake_token)])

@@ -6,8 +6,8 @@ daemon's event loop serves other requests meanwhile.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from collections.abc import Mapping
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,7 +18,6 @@ from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
-from starlette.applications import Starlette
 from starlette.routing import Route
 
 from urchin.mcp_server.schemas import SERVER_INSTRUCTIONS
@@ -27,7 +26,6 @@ from urchin.mcp_server.tools import run_tool, short, tool_error, tool_list
 __all__ = ["build_server", "serve_stdio", "streamable_http_app", "McpHttp", "LOOPBACK"]
 
 
-# ---- the server ------------------------------------------------------------------------------------
 def build_server(memory: Any) -> Server[Any]:
     """An MCP server whose tools call `memory` (a `Memory`, or anything with the same methods)."""
 
@@ -83,28 +81,19 @@ LOOPBACK = TransportSecuritySettings(
 class McpHttp:
     """The streamable-HTTP endpoint: an ASGI app plus the lifespan its session manager needs.
 
-    A Starlette `Mount`/`Route` does not run a sub-app's lifespan, so whoever mounts `app` must
-    enter `lifespan()` in its own lifespan, once.
+    A Starlette route does not run a sub-app's lifespan, so whoever serves `routes()` must enter
+    `lifespan()` in its own lifespan, once (e.g. `Starlette(routes=..., lifespan=mcp_http.lifespan)`).
     """
 
     session_manager: StreamableHTTPSessionManager
     app: StreamableHTTPASGIApp
 
-    def lifespan(self) -> AbstractAsyncContextManager[None]:
+    def lifespan(self, app: Any = None) -> AbstractAsyncContextManager[None]:
+        """The session manager's run(); takes (and ignores) the app, to serve as a Starlette lifespan."""
         return self.session_manager.run()
 
     def routes(self, path: str = "/mcp") -> list[Route]:
         return [Route(path, endpoint=self.app)]
-
-    def standalone(self, path: str = "/mcp") -> Starlette:
-        """A complete app serving only the endpoint (tests; the daemon mounts `routes()` instead)."""
-
-        @asynccontextmanager
-        async def lifespan(_: Starlette) -> AsyncIterator[None]:
-            async with self.lifespan():
-                yield
-
-        return Starlette(routes=self.routes(path), lifespan=lifespan)
 
 
 def streamable_http_app(memory: Any, *, host_check: bool = True, stateless: bool = True,
