@@ -15,7 +15,7 @@ import orjson
 
 from urchin.config import Settings
 from urchin.ephemeral import EphemeralState
-from urchin.errors import NotFoundError, QueryError, UrchinError
+from urchin.errors import NotFoundError, QueryError
 from urchin.event import Event
 from urchin.ingest import Ingestor, IngestResult
 from urchin.journal import Journal
@@ -148,18 +148,6 @@ class Memory:
         if not isinstance(workspace, str) or not workspace.strip():
             raise QueryError("workspace", "must not be empty")
         return self.recent(hours=hours, limit=limit, workspace=workspace, now=now)
-
-    def semantic(self, query: str, *, hours: float = 168, limit: int = 10, source: str | None = None,
-                 workspace: str | None = None, session: str | None = None, kind: str | None = None,
-                 now: datetime | None = None) -> SearchResult:
-        """Ranked search by meaning, best first, with scores.
-
-        PLACEHOLDER (mcp branch): the lead replaces this with the token-cosine / embedder wiring.
-        """
-        check_query(query)
-        check_hours(hours)
-        check_limit(limit)
-        raise UrchinError("semantic search is not available in this build yet")
 
     def get(self, event_id: str) -> Event:
         if not isinstance(event_id, str) or not event_id.strip():
