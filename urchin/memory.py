@@ -29,9 +29,10 @@ from urchin.search.query import (
     one_line,
     window_start_ms,
 )
+from urchin.search.semantic import TokenCosineView
 from urchin.search.substring import SubstringSearcher
-from urchin.workspace.overview import root_overview
 from urchin.workspace.memories import Member, MemoryDef, MemoryStore, gather
+from urchin.workspace.overview import root_overview
 from urchin.workspace.reader import FileRange, read_range
 from urchin.workspace.roots import Root, Roots
 
@@ -58,6 +59,7 @@ class Memory:
         self.journal = Journal(settings.journal_path, settings.durability)
         self.ingestor = Ingestor(settings, self.journal)
         self.substring = SubstringSearcher(self.journal)
+        self._cosine: TokenCosineView | None = None
 
     @classmethod
     def open(cls, home: str | None = None, **overrides: Any) -> Memory:
@@ -114,6 +116,37 @@ class Memory:
         if on_progress:
             on_progress(len(batch))
 
+    # ---- capture: collectors and hooks (the logic lives in urchin/collectors/) -----------------
+    def collect(self, which: str = "all") -> list[Any]:
+        """Run one collector, or `all` whose folders exist; a `CollectReport` each."""
+        from urchin import collectors
+
+        return collectors.run(which, self.settings, self.ingestor.ingest)
+
+    def collectors_status(self) -> list[dict[str, Any]]:
+        """Each collector: folders, found, events collected, last run, last error."""
+        from urchin import collectors
+
+        return collectors.status(self.settings)
+
+    def hook(self, agent: str, payload: Mapping[str, Any], event: str | None = None) -> IngestResult | None:
+        """Record one agent hook payload; None when the adapter found nothing worth keeping."""
+        from urchin.collectors import adapt_hook
+        from urchin.hooks import prepare_item
+
+        item = adapt_hook(agent, payload, event)
+        return None if item is None else self.ingest_one(prepare_item(item, self.settings.soft_cap_bytes))
+
+    def install_hooks(self, target: str, *, path: str | None = None, dry_run: bool = False,
+                      shell: str | None = None) -> Any:
+        """Merge Urchin's hooks into an agent's (or shell's) config; an `InstallResult`."""
+        from pathlib import Path
+
+        from urchin.collectors.install import install
+
+        return install(target, self.settings, path=Path(path).expanduser() if path else None, dry_run=dry_run,
+                       shell=shell)
+
     # ---- reading ------------------------------------------------------------------------------
     def search(self, query: str, *, hours: float = 168, limit: int = 20, source: str | None = None,
                workspace: str | None = None, session: str | None = None, kind: str | None = None,
@@ -124,6 +157,22 @@ class Memory:
         events = self.substring.search(query, since_ms=since, limit=check_limit(limit),
                                        filters=Filters.of(source, workspace, session, kind))
         return SearchResult([Hit(e) for e in events], query, "substring")
+
+    def semantic(self, query: str, *, hours: float = 168, limit: int = 10, source: str | None = None,
+                 workspace: str | None = None, session: str | None = None, kind: str | None = None,
+                 now: datetime | None = None) -> SearchResult:
+        """Ranked search for what a query is about, best first, each hit with its score."""
+        query = check_query(query)
+        since = window_start_ms(check_hours(hours), now)
+        limit = check_limit(limit)
+        filters = Filters.of(source, workspace, session, kind)
+        hits = self.cosine_view().search(query, since_ms=since, limit=limit, filters=filters)
+        return SearchResult(hits, query, TokenCosineView.mode)
+
+    def cosine_view(self) -> TokenCosineView:
+        if self._cosine is None:
+            self._cosine = TokenCosineView(self.journal)
+        return self._cosine
 
     def recent(self, *, hours: float = 24, limit: int = 20, source: str | None = None,
                workspace: str | None = None, session: str | None = None, kind: str | None = None,

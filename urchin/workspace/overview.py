@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from urchin.workspace.roots import DEFAULT_SIZE_CAP, Root, is_binary, walk_files
@@ -40,6 +40,6 @@ def root_overview(root: Root, recent: int = 10, largest: int = 5, size_cap: int 
         "largestFolders": [{"folder": name, "files": folders[name], "bytes": size}
                            for name, size in folder_bytes.most_common(largest)],
         "extensions": dict(extensions.most_common(10)),
-        "recentChanges": [{"path": f.display, "updatedAt": datetime.fromtimestamp(f.mtime, timezone.utc)
+        "recentChanges": [{"path": f.display, "updatedAt": datetime.fromtimestamp(f.mtime, UTC)
                            .strftime("%Y-%m-%dT%H:%M:%SZ"), "bytes": f.size} for f in newest],
     }
