@@ -130,6 +130,18 @@ async def check_read_tools(session: ClientSession, memory: Memory) -> None:
     _, data = await call(session, "urchin_workspace_context", {"workspace": "alpha", "limit": 1, "hours": 2.5})
     assert ids(data) == ["e-mid"]
 
+    text, data = await call(session, "urchin_semantic_search", {"query": "Postgres indexes"})
+    found = ids(data)
+    assert set(found[:2]) == {"e-new", "e-old"} and "e-week" in found[2:], found
+    assert all(set(e) == CANONICAL | {"score"} for e in data["events"])
+    scores = [e["score"] for e in data["events"]]
+    assert scores == sorted(scores, reverse=True) and data["query"] == "Postgres indexes"
+    lines = text.splitlines()
+    notes = data.get("notes", [])
+    assert lines[0] == f"mode: {data['mode']}" and lines[1:1 + len(notes)] == [f"note: {n}" for n in notes]
+    assert lines[1 + len(notes):] == [one_line(memory.get(i), score=sc) for i, sc in zip(found, scores, strict=True)]
+    assert "(" + f"{scores[0]:.3f}" + ") — " in lines[1 + len(notes)]
+
     text, data = await call(session, "urchin_get_event", {"id": "e-old"})
     assert data["event"]["content"] == "We chose Postgres for the index" and data["event"]["tags"] == ["db"]
     assert data["event"]["actor"]["account"]
@@ -192,6 +204,8 @@ ERRORS: list[tuple[str, dict[str, Any], str]] = [
     ("urchin_search", {"query": "x", "color": "red"}, "color: unknown argument (allowed: hours, limit, query, source,"),
     ("urchin_search", {"query": "x", "source": None}, "source: must be a string, got null"),
     ("urchin_semantic_search", {"query": ""}, "query: must not be empty"),
+    ("urchin_semantic_search", {"query": " \t"}, "query: must not be empty"),
+    ("urchin_semantic_search", {"query": "x", "limit": 0}, "limit: must be from 1 to 1000, got 0"),
     ("urchin_recent_activity", {"hours": True}, "hours: must be a number, got true"),
     ("urchin_recent_activity", {"query": "x"}, "query: unknown argument"),
     ("urchin_session_context", {}, "session: is required"),

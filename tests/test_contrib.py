@@ -8,7 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import run_urchin
+
+from tests.conftest import run_urchin
 
 CONTRIB = Path(__file__).resolve().parent.parent / "contrib"
 # file -> the key holding the servers (VS Code alone says "servers")

@@ -13,13 +13,13 @@ from typing import Any
 
 import httpx2
 import pytest
-from mcp_harness import http_session, stdio_session
-from mcp_scenarios import call, check_errors, check_large_output, check_read_tools, check_write_tools
 
+from tests.mcp_harness import http_session, stdio_session
+from tests.mcp_scenarios import call, check_errors, check_large_output, check_read_tools, check_write_tools
 from urchin.memory import Memory
 
 pytest.importorskip("urchin.daemon.server", reason="the daemon is not on this branch yet")
-daemon_fixture = pytest.importorskip("daemon_fixture", reason="the daemon's test fixture is not here yet")
+daemon_fixture = pytest.importorskip("tests.daemon_fixture", reason="the daemon's test fixture is not here yet")
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 

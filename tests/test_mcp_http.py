@@ -11,15 +11,15 @@ from collections.abc import Iterator
 
 import httpx2
 import pytest
-from mcp_harness import http_server, http_session
-from mcp_scenarios import (
+
+from tests.mcp_harness import http_server, http_session
+from tests.mcp_scenarios import (
     check_errors,
     check_large_output,
     check_read_tools,
     check_tool_list,
     check_write_tools,
 )
-
 from urchin.memory import Memory
 
 pytestmark = pytest.mark.anyio

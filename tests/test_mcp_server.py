@@ -12,8 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from mcp_harness import child_env, stdio_session
-from mcp_scenarios import (
+
+from tests.mcp_harness import child_env, stdio_session
+from tests.mcp_scenarios import (
     call,
     call_error,
     check_errors,
@@ -22,12 +23,10 @@ from mcp_scenarios import (
     check_tool_list,
     check_write_tools,
 )
-
 from urchin.mcp_server import TOOL_NAMES, check_arguments, run_tool
 from urchin.memory import Memory
 
 pytestmark = pytest.mark.anyio
-SEMANTIC_MISSING = not hasattr(Memory, "semantic")
 
 
 @pytest.fixture
@@ -79,26 +78,22 @@ async def test_large_results_arrive_whole_over_stdio(memory: Memory) -> None:
         await check_large_output(session, memory)
 
 
-@pytest.mark.xfail(SEMANTIC_MISSING, strict=True, reason="Memory.semantic is not wired yet")
 async def test_semantic_search_says_its_mode_and_scores(memory: Memory) -> None:
     memory.ingest([{"id": "a", "content": "we picked postgres for the hybrid index"},
-                   {"id": "b", "content": "lunch was pizza"}])
+                   {"id": "b", "content": "lunch was pizza"},
+                   {"id": "c", "content": "the postgres server crashed at night"}])
     async with stdio_session() as session:
-        text, data = await call(session, "urchin_semantic_search", {"query": "which database did we choose"})
+        text, data = await call(session, "urchin_semantic_search", {"query": "indexing in Postgres"})
+        empty, nothing = await call(session, "urchin_semantic_search", {"query": "zebra"})
     lines = text.splitlines()
+    notes = data.get("notes", [])
     assert lines[0] == f"mode: {data['mode']}" and data["mode"] in ("token-cosine", "embedder")
-    assert data["events"] and all("score" in e for e in data["events"])
+    assert [e["id"] for e in data["events"]] == ["a", "c"]
     scores = [e["score"] for e in data["events"]]
-    assert scores == sorted(scores, reverse=True)
-    assert data["events"][0]["id"] == "a" and f"({scores[0]:.3f})" in lines[1 + len(data.get("notes", []))]
-
-
-async def test_semantic_search_missing_is_a_clean_error() -> None:
-    if not SEMANTIC_MISSING:
-        pytest.skip("Memory.semantic is wired")
-    async with stdio_session() as session:
-        assert "not available" in await call_error(session, "urchin_semantic_search", {"query": "x"})
-        assert await call_error(session, "urchin_semantic_search", {"query": ""}) == "query: must not be empty"
+    assert scores == sorted(scores, reverse=True) and scores[0] > 0
+    assert lines[1 + len(notes)].startswith("[") and f"({scores[0]:.3f}) — we picked postgres" in lines[1 + len(notes)]
+    assert len(lines) == 1 + len(notes) + 2
+    assert nothing["events"] == [] and empty.splitlines()[0] == f"mode: {nothing['mode']}"
 
 
 def test_stdout_carries_nothing_but_protocol(memory: Memory) -> None:

@@ -83,10 +83,8 @@ def _search(memory: Any, a: dict[str, Any]) -> Reply:
 
 
 def _semantic(memory: Any, a: dict[str, Any]) -> Reply:
-    semantic = getattr(memory, "semantic", None)
-    if semantic is None:  # until the token-cosine / embedder view is wired into Memory
-        raise UrchinError("semantic search is not available in this build of urchin")
-    result = semantic(a["query"], **_window(a, 168, 10), source=a.get("source"), workspace=a.get("workspace"))
+    result = memory.semantic(a["query"], **_window(a, 168, 10), source=a.get("source"),
+                             workspace=a.get("workspace"))
     return _events_reply(result, with_score=True, mode_line=True)
 
 
