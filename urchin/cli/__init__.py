@@ -67,5 +67,6 @@ def main(ctx: click.Context, home: str | None) -> None:
 from urchin.cli import collect as _collect  # noqa: E402,F401
 from urchin.cli import demo as _demo  # noqa: E402,F401
 from urchin.cli import events as _events  # noqa: E402,F401  (registers commands)
+from urchin.cli import mcp as _mcp  # noqa: E402,F401
 from urchin.cli import privacy as _privacy  # noqa: E402,F401
 from urchin.cli import workspace as _workspace  # noqa: E402,F401
