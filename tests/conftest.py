@@ -16,7 +16,7 @@ from urchin.memory import Memory
 REPO = Path(__file__).resolve().parent.parent
 _CLEAN_ENV = ("URCHIN_EVENT_JOURNAL_PATH", "URCHIN_EMBEDDER_URL", "URCHIN_EMBEDDER_MODEL", "URCHIN_EMBEDDER_API",
               "URCHIN_DATABASE_URL", "URCHIN_INTAKE_TOKEN", "URCHIN_DURABILITY", "URCHIN_ACCOUNT_ID",
-              "URCHIN_DEVICE_ID", "URCHIN_PORT", "URCHIN_HOST")
+              "URCHIN_DEVICE_ID", "URCHIN_PORT", "URCHIN_HOST", "URCHIN_NO_DAEMON", "NOTIFY_SOCKET")
 
 
 @pytest.fixture(autouse=True)

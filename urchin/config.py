@@ -56,6 +56,7 @@ class Settings:
     host: str = "127.0.0.1"
     port: int = DEFAULT_PORT
     use_daemon: bool = True
+    notify_socket: str | None = None  # systemd's $NOTIFY_SOCKET (Type=notify), only ever from the environment
     config: Mapping[str, Any] = field(default_factory=dict)
 
     # ---- derived paths -----------------------------------------------------------------------
@@ -138,6 +139,7 @@ class Settings:
             host=pick("URCHIN_HOST", "host", "127.0.0.1"),
             port=_int(pick("URCHIN_PORT", "port", DEFAULT_PORT), "port"),
             use_daemon=str(pick("URCHIN_NO_DAEMON", "no_daemon", "")).lower() not in ("1", "true", "yes"),
+            notify_socket=env.get("NOTIFY_SOCKET") or None,
             config=config,
         )
         values.update({k: v for k, v in overrides.items() if v is not None})

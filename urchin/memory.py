@@ -6,10 +6,11 @@ returns result objects the front ends only format. Construction does no I/O.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import orjson
 
@@ -21,9 +22,24 @@ from urchin.journal import Journal
 from urchin.search.query import Filters, Hit, SearchResult, check_hours, check_limit, check_query, window_start_ms
 from urchin.search.substring import SubstringSearcher
 
-__all__ = ["Memory", "ImportReport"]
+__all__ = ["Memory", "ImportReport", "HotView"]
 
 IMPORT_BATCH = 4096
+_FOLLOW_CHUNK = 8 << 20
+
+
+@runtime_checkable
+class HotView(Protocol):
+    """An in-memory view a long-lived process keeps current by following the journal.
+
+    `feed` gets complete raw lines `(offset, bytes)` in file order and the offset they end at; it
+    must be quick (queue slow work, like embeddings, to a thread of its own). `reset` drops
+    everything when the journal was replaced or truncated; feeding then restarts at offset 0.
+    """
+
+    def feed(self, lines: Sequence[tuple[int, bytes]], next_offset: int) -> None: ...
+
+    def reset(self) -> None: ...
 
 
 @dataclass(slots=True)
@@ -44,6 +60,12 @@ class Memory:
         self.journal = Journal(settings.journal_path, settings.durability)
         self.ingestor = Ingestor(settings, self.journal)
         self.substring = SubstringSearcher(self.journal)
+        self._views: list[HotView] = []
+        self._view_offsets: list[int] = []
+        self._hot = False
+        self._followed = 0
+        self._lines_followed = 0
+        self._refresh_lock = threading.Lock()
 
     @classmethod
     def open(cls, home: str | None = None, **overrides: Any) -> Memory:
@@ -56,6 +78,14 @@ class Memory:
 
     def ingest_one(self, item: Mapping[str, Any] | Event, defaults: Mapping[str, Any] | None = None) -> IngestResult:
         return self.ingestor.ingest([item], defaults)[0]
+
+    def prepare(self, item: Mapping[str, Any], defaults: Mapping[str, Any] | None = None) -> Event:
+        """Validate, redact and stamp one item without writing; raises `ValidationError` naming the field."""
+        return self.ingestor.prepare(item, defaults)
+
+    def ingest_prepared(self, events: Sequence[Event]) -> list[IngestResult]:
+        """Append events from `prepare` in one locked write and one fsync (the daemon's group commit)."""
+        return self.ingestor.append_prepared(events)
 
     def import_lines(self, lines: Iterable[bytes | str],
                      on_progress: Callable[[int], None] | None = None) -> ImportReport:
@@ -106,6 +136,7 @@ class Memory:
         """Literal, case-insensitive search over content; newest first."""
         query = check_query(query)
         since = window_start_ms(check_hours(hours), now)
+        self._catch_up()
         events = self.substring.search(query, since_ms=since, limit=check_limit(limit),
                                        filters=Filters.of(source, workspace, session, kind))
         return SearchResult([Hit(e) for e in events], query, "substring")
@@ -114,6 +145,7 @@ class Memory:
                workspace: str | None = None, session: str | None = None, kind: str | None = None,
                now: datetime | None = None) -> SearchResult:
         since = window_start_ms(check_hours(hours), now)
+        self._catch_up()
         events = self.substring.search(None, since_ms=since, limit=check_limit(limit),
                                        filters=Filters.of(source, workspace, session, kind))
         return SearchResult([Hit(e) for e in events], None, "recent")
@@ -182,3 +214,57 @@ class Memory:
             "home": str(self.settings.home),
             "now": datetime.now(UTC).isoformat(timespec="seconds"),
         }
+
+    # ---- hot views (long-lived processes: the daemon) ------------------------------------------
+    def add_view(self, view: HotView) -> None:
+        """Keep `view` current from the next `refresh` on; it is fed from offset 0 first."""
+        with self._refresh_lock:
+            self._views.append(view)
+            self._view_offsets.append(0)
+
+    def warm(self) -> None:
+        """Switch to hot mode: ids in memory, every view fed to the journal's end, reads catch up first."""
+        self.ingestor.keep_ids_in_memory()
+        if isinstance(self.substring, HotView) and self.substring not in self._views:
+            self.add_view(self.substring)
+        self.refresh()
+        self._hot = True
+
+    def refresh(self) -> int:
+        """Feed every view the lines appended since its last feed (by any process); returns the end.
+
+        Cheap when nothing changed (one `stat`). The daemon's follower calls it on every journal
+        change and every half second, and hot reads call it first so a client reads its own writes.
+        """
+        with self._refresh_lock:
+            end = self.journal.size()
+            if end < self._followed:  # replaced or truncated: every view starts over
+                for view in self._views:
+                    view.reset()
+                self._view_offsets = [0] * len(self._views)
+                self._followed = self._lines_followed = 0
+            for index, view in enumerate(self._views):
+                self._view_offsets[index] = self._feed(view.feed, self._view_offsets[index], end)
+            self._followed = self._feed(self._count_lines, self._followed, end)
+            return self._followed
+
+    @property
+    def followed(self) -> tuple[int, int]:
+        """(offset, complete lines) that `refresh` has reached: the hot views' position."""
+        return self._followed, self._lines_followed
+
+    def _feed(self, feed: Callable[[Sequence[tuple[int, bytes]], int], None], offset: int, end: int) -> int:
+        while offset < end:
+            result = self.journal.read_from(offset, _FOLLOW_CHUNK)
+            if result.next_offset == offset:
+                break  # only a partial line is left: a writer is mid-append
+            feed(result.lines, result.next_offset)
+            offset = result.next_offset
+        return offset
+
+    def _count_lines(self, lines: Sequence[tuple[int, bytes]], next_offset: int) -> None:
+        self._lines_followed += len(lines)
+
+    def _catch_up(self) -> None:
+        if self._hot:
+            self.refresh()
