@@ -47,10 +47,11 @@ class AppContext:
         return Settings.resolve(self.home)
 
     def memory(self) -> Any:
+        """The daemon's API when one runs for this home, else an in-process `Memory` (same results)."""
         if self._memory is None:
-            from urchin.memory import Memory
+            from urchin.daemon.client import open_memory
 
-            self._memory = Memory(self.settings())
+            self._memory = open_memory(self.settings())
         return self._memory
 
 
