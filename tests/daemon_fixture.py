@@ -30,7 +30,6 @@ class DaemonProcess:
 
     def start(self, timeout: float = 30.0) -> DaemonProcess:
         self.home.mkdir(parents=True, exist_ok=True)
-        (self.home / "daemon.json").unlink(missing_ok=True)  # a stale one from a killed run
         args = self.args if any(a in ("--port", "--uds") for a in self.args) else ("--port", "0", *self.args)
         log = self.log_path.open("ab")
         self.proc = subprocess.Popen([sys.executable, "-m", "urchin", "serve", *args], env=self.env,
@@ -69,7 +68,8 @@ class DaemonProcess:
     def client(self, token: str | None = None, **kwargs: Any) -> httpx.Client:
         headers = {"authorization": f"Bearer {token or self.token}"}
         headers.update(kwargs.pop("headers", {}))
-        return httpx.Client(base_url=self.url, headers=headers, timeout=30, trust_env=False, **kwargs)
+        kwargs.setdefault("timeout", 30)
+        return httpx.Client(base_url=self.url, headers=headers, trust_env=False, **kwargs)
 
     def log(self) -> str:
         try:
