@@ -155,6 +155,7 @@ class Daemon:
             raise ConfigError(f"host: must be a loopback address (127.0.0.1, ::1, localhost), got {self.host!r}; "
                               "the API is for this machine only")
         setup_logging(self.log_level)
+        ensure_private_dir(self.settings.home)  # 0700, also when an earlier write made it with the umask
         self._lock.acquire()
         try:
             return self._serve()
@@ -206,8 +207,11 @@ class Daemon:
             self.address = f"unix:{self.uds}"
         else:
             family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
-            sock = socket.socket(family, socket.SOCK_STREAM)
+            # proto must say TCP: asyncio sets TCP_NODELAY on accepted sockets only then, and
+            # without it Nagle holds each response body back ~40 ms behind its headers.
+            sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             try:
                 sock.bind((self.host.strip("[]"), self.port))
             except OSError as exc:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+import time
 from collections.abc import Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
@@ -24,6 +25,7 @@ __all__ = ["GroupWriter", "WriterStats"]
 
 log = logging.getLogger("urchin.daemon.writer")
 MAX_GROUP_EVENTS = 8192
+GATHER_S = 0.002  # how long a write waits for the writers the previous write answered
 
 
 @dataclass(slots=True)
@@ -46,9 +48,11 @@ _STOP = object()
 class GroupWriter:
     """The daemon's only journal writer. `start()` launches the thread, `close()` drains and stops it."""
 
-    def __init__(self, memory: Memory, max_group: int = MAX_GROUP_EVENTS) -> None:
+    def __init__(self, memory: Memory, max_group: int = MAX_GROUP_EVENTS, gather_s: float = GATHER_S) -> None:
         self.memory = memory
         self.max_group = max_group
+        self.gather_s = gather_s
+        self._last_jobs = 0
         self.stats = WriterStats()
         self._queue: queue.SimpleQueue[_Job | object] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
@@ -85,6 +89,9 @@ class GroupWriter:
             jobs: list[_Job] = []
             count = 0
             item = self._queue.get()
+            # Writers answered by the last write come back within a millisecond or two; waiting
+            # that long for them (never longer) lets one fsync acknowledge all of them again.
+            deadline = time.monotonic() + self.gather_s
             while True:
                 if item is _STOP:
                     stop = True
@@ -100,7 +107,14 @@ class GroupWriter:
                 try:
                     item = self._queue.get_nowait()
                 except queue.Empty:
-                    break
+                    wait = deadline - time.monotonic()
+                    if len(jobs) >= self._last_jobs or wait <= 0:
+                        break
+                    try:
+                        item = self._queue.get(timeout=wait)
+                    except queue.Empty:
+                        break
+            self._last_jobs = len(jobs)
             if jobs:
                 self._write(jobs)
 
