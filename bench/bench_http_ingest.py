@@ -135,14 +135,16 @@ def main() -> None:
                     p50s.append(lat[len(lat) // 2] * 1000)
                     p99s.append(lat[int(len(lat) * 0.99)] * 1000)
                 rate = statistics.median(rates)
+                runs = ", ".join(f"{r:,.0f}" for r in rates)
                 print(f"HTTP, {args.writers} writers, {batch} event(s)/request: median {rate:,.0f} acknowledged "
-                      f"events/s over {args.rounds} x {args.seconds:g}s (runs: {', '.join(f'{r:,.0f}' for r in rates)}); "
+                      f"events/s over {args.rounds} x {args.seconds:g}s (runs: {runs}); "
                       f"request p50 {statistics.median(p50s):.1f} ms p99 {statistics.median(p99s):.1f} ms; "
                       f"{rate / peer:.1f}x the in-process peer; target 3,000: {'met' if rate >= 3000 else 'NOT met'}")
             status = httpx.get(url + "/status", headers={"authorization": f"Bearer {token}"}, trust_env=False).json()
             writer = status["daemon"]["writer"]
+            per_fsync = writer["events"] / max(1, writer["writes"])
             print(f"group commit: {writer['events']:,} events in {writer['writes']:,} writes "
-                  f"({writer['events'] / max(1, writer['writes']):.1f} events per fsync, largest {writer['largestWrite']})")
+                  f"({per_fsync:.1f} events per fsync, largest {writer['largestWrite']})")
         finally:
             proc.send_signal(signal.SIGTERM)
             proc.wait(10)

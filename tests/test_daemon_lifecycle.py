@@ -12,7 +12,6 @@ from pathlib import Path
 
 import httpx
 import orjson
-import pytest
 
 from tests.conftest import run_urchin
 from tests.daemon_fixture import DaemonProcess

@@ -178,7 +178,8 @@ def check_database(settings: Settings) -> Check | None:
         try:
             socket.create_connection((parts.hostname or "localhost", parts.port or 5432), NET_TIMEOUT_S).close()
         except OSError as exc:
-            return Check("database", "fail", f"{shown} is not reachable: {exc}", "start PostgreSQL or fix URCHIN_DATABASE_URL")
+            return Check("database", "fail", f"{shown} is not reachable: {exc}",
+                         "start PostgreSQL or fix URCHIN_DATABASE_URL")
         return Check("database", "ok", f"{shown} accepts connections (install urchin-memory[postgres] to check more)")
     try:
         with psycopg.connect(url, connect_timeout=int(NET_TIMEOUT_S)) as conn:

@@ -225,6 +225,8 @@ class Memory:
     def warm(self) -> None:
         """Switch to hot mode: ids in memory, every view fed to the journal's end, reads catch up first."""
         self.ingestor.keep_ids_in_memory()
+        with self.journal.locked():  # load the id index now, not inside the first write's latency
+            self.ingestor.ids.catch_up()
         if isinstance(self.substring, HotView) and self.substring not in self._views:
             self.add_view(self.substring)
         self.refresh()

@@ -65,6 +65,6 @@ def main(ctx: click.Context, home: str | None) -> None:
     ctx.obj = AppContext(home)
 
 
-from urchin.cli import events as _events  # noqa: E402,F401  (registers commands)
+from urchin.cli import doctor as _doctor  # noqa: E402,F401  (registers commands)
+from urchin.cli import events as _events  # noqa: E402,F401
 from urchin.cli import serve as _serve  # noqa: E402,F401
-from urchin.cli import doctor as _doctor  # noqa: E402,F401

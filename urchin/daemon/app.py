@@ -26,6 +26,7 @@ from starlette.routing import BaseRoute, Route
 from urchin.daemon.security import BATCH_LIMIT, EVENT_LIMIT, ASGIApp, Guard
 from urchin.daemon.writer import GroupWriter
 from urchin.errors import QueryError, UrchinError, ValidationError
+from urchin.ingest import IngestResult
 from urchin.memory import Memory
 
 __all__ = ["build_app", "DaemonState", "MAX_BATCH_EVENTS", "VERSION"]
@@ -91,7 +92,7 @@ def build_app(state: DaemonState, token: str, *, extra_routes: Sequence[BaseRout
             yield
 
     app = Starlette(routes=routes, lifespan=lifespan,
-                    exception_handlers={UrchinError: _error, Exception: _crash})  # type: ignore[dict-item]
+                    exception_handlers={UrchinError: _error, Exception: _crash})
     app.state.daemon = state
     return Guard(app, token, limit_for=lambda path: EVENT_LIMIT if path == "/ingest" else BATCH_LIMIT)
 
@@ -179,7 +180,8 @@ async def _ingest_batch(request: Request) -> Response:
             rejected_id = item.get("id") if isinstance(item, Mapping) else None
             labels.append({"id": rejected_id if isinstance(rejected_id, str) else None,
                            "status": f"rejected: {exc.message}", "reason": exc.message})
-    written = iter(await asyncio.wrap_future(state.writer.submit(ready)) if ready else [])
+    appended: list[IngestResult] = await asyncio.wrap_future(state.writer.submit(ready)) if ready else []
+    written = iter(appended)
     results = [label if label is not None else next(written).to_dict() for label in labels]
     counts = {"appended": 0, "duplicate": 0, "suppressed": 0, "rejected": 0}
     for result in results:

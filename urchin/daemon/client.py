@@ -126,7 +126,7 @@ class RemoteMemory:
 
     def semantic(self, query: str, **params: Any) -> SearchResult:
         return self._call("GET", "/semantic", params=_drop_none(query=query, **params), parse=_search_result,
-                          fallback=lambda m: m.semantic(query, **params))  # type: ignore[attr-defined]
+                          fallback=lambda m: m.semantic(query, **params))
 
     def get(self, event_id: str) -> Event:
         if not isinstance(event_id, str) or not event_id.strip():
@@ -155,7 +155,7 @@ class RemoteMemory:
             if defaults:
                 body["defaults"] = dict(defaults)
             out.extend(self._call("POST", "/ingest/batch", json=body, parse=_ingest_results,
-                                  fallback=lambda m, chunk=chunk: m.ingest(chunk, defaults)))  # type: ignore[misc]
+                                  fallback=lambda m, chunk=chunk: m.ingest(chunk, defaults)))
         return out
 
     def ingest_one(self, item: Mapping[str, Any] | Event, defaults: Mapping[str, Any] | None = None) -> IngestResult:
@@ -252,8 +252,8 @@ def _ingest_results(body: Any) -> list[IngestResult]:
 
     out = []
     for item in body.get("results", []):
-        status = str(item.get("status", "rejected")).split(":", 1)[0]
-        out.append(IngestResult(status, item.get("id"), item.get("reason")))  # type: ignore[arg-type]
+        status: Any = str(item.get("status", "rejected")).split(":", 1)[0]
+        out.append(IngestResult(status, item.get("id"), item.get("reason")))
     return out
 
 
