@@ -15,7 +15,7 @@ from typing import Any, Protocol, runtime_checkable
 import orjson
 
 from urchin.config import Settings
-from urchin.errors import NotFoundError, QueryError
+from urchin.errors import JournalError, NotFoundError, QueryError
 from urchin.event import Event
 from urchin.ingest import Ingestor, IngestResult
 from urchin.journal import Journal
@@ -247,7 +247,7 @@ class Memory:
                 self._followed = self._lines_followed = 0
             for index, view in enumerate(self._views):
                 self._view_offsets[index] = self._feed(view.feed, self._view_offsets[index], end)
-            self._followed = self._feed(self._count_lines, self._followed, end)
+            self._count_to(end)
             return self._followed
 
     @property
@@ -264,8 +264,27 @@ class Memory:
             offset = result.next_offset
         return offset
 
-    def _count_lines(self, lines: Sequence[tuple[int, bytes]], next_offset: int) -> None:
-        self._lines_followed += len(lines)
+    def _count_to(self, end: int) -> None:
+        """Advance `followed` over complete lines up to `end`, counting newlines (fast: no splitting)."""
+        if self._followed >= end:
+            return
+        try:
+            with self.journal.path.open("rb") as handle:
+                handle.seek(self._followed)
+                position = self._followed
+                while position < end:
+                    chunk = handle.read(min(_FOLLOW_CHUNK, end - position))
+                    if not chunk:
+                        break
+                    last = chunk.rfind(b"\n")
+                    if last >= 0:
+                        self._lines_followed += chunk.count(b"\n")
+                        self._followed = position + last + 1
+                    position += len(chunk)
+        except FileNotFoundError:
+            return
+        except OSError as exc:
+            raise JournalError(f"{self.journal.path}: cannot read: {exc.strerror}") from None
 
     def _catch_up(self) -> None:
         if self._hot:
