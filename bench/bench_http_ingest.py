@@ -140,7 +140,8 @@ def main() -> None:
                       f"events/s over {args.rounds} x {args.seconds:g}s (runs: {runs}); "
                       f"request p50 {statistics.median(p50s):.1f} ms p99 {statistics.median(p99s):.1f} ms; "
                       f"{rate / peer:.1f}x the in-process peer; target 3,000: {'met' if rate >= 3000 else 'NOT met'}")
-            status = httpx.get(url + "/status", headers={"authorization": f"Bearer {token}"}, trust_env=False).json()
+            status = httpx.get(url + "/status", headers={"authorization": f"Bearer {token}"}, trust_env=False,
+                               timeout=120).json()
             writer = status["daemon"]["writer"]
             per_fsync = writer["events"] / max(1, writer["writes"])
             print(f"group commit: {writer['events']:,} events in {writer['writes']:,} writes "

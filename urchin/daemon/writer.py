@@ -8,6 +8,7 @@ fsync, so an acknowledged event is durable; while one fsync runs, the next batch
 
 from __future__ import annotations
 
+import collections
 import logging
 import queue
 import threading
@@ -52,7 +53,7 @@ class GroupWriter:
         self.memory = memory
         self.max_group = max_group
         self.gather_s = gather_s
-        self._last_jobs = 0
+        self._recent: collections.deque[int] = collections.deque([0], maxlen=16)  # requests per recent write
         self.stats = WriterStats()
         self._queue: queue.SimpleQueue[_Job | object] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
@@ -89,9 +90,11 @@ class GroupWriter:
             jobs: list[_Job] = []
             count = 0
             item = self._queue.get()
-            # Writers answered by the last write come back within a millisecond or two; waiting
-            # that long for them (never longer) lets one fsync acknowledge all of them again.
+            # Writers answered by a write come back within a millisecond or two; waiting that long
+            # (never longer) for as many requests as recent writes carried lets one fsync
+            # acknowledge all of them again instead of splitting them over two.
             deadline = time.monotonic() + self.gather_s
+            expected = max(self._recent)
             while True:
                 if item is _STOP:
                     stop = True
@@ -108,13 +111,13 @@ class GroupWriter:
                     item = self._queue.get_nowait()
                 except queue.Empty:
                     wait = deadline - time.monotonic()
-                    if len(jobs) >= self._last_jobs or wait <= 0:
+                    if len(jobs) >= expected or wait <= 0:
                         break
                     try:
                         item = self._queue.get(timeout=wait)
                     except queue.Empty:
                         break
-            self._last_jobs = len(jobs)
+            self._recent.append(len(jobs))
             if jobs:
                 self._write(jobs)
 
