@@ -93,7 +93,8 @@ class Guard:
             return
         headers = _headers(scope)
         path = scope.get("path", "")
-        unix = scope.get("server") is None or isinstance(scope.get("server"), str) or scope.get("client") is None
+        server = scope.get("server")
+        unix = server is None or server[1] is None  # uvicorn reports (path, None) for a Unix socket
         if not unix and not is_loopback_host(headers.get("host", "")):
             await _refuse(send, 403, "host: must be a loopback name or address (localhost, 127.0.0.1, ::1)",
                           "host")

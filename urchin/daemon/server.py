@@ -15,8 +15,9 @@ import os
 import signal
 import socket
 import sys
+import threading
 import time
-from collections.abc import Generator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from types import FrameType
@@ -34,11 +35,15 @@ from urchin.daemon.writer import GroupWriter
 from urchin.errors import ConfigError, DaemonError
 from urchin.memory import Memory
 
-__all__ = ["Daemon", "DaemonLock", "sd_notify", "lock_path", "LOG_FORMAT"]
+__all__ = ["Daemon", "DaemonLock", "Extension", "sd_notify", "lock_path", "LOG_FORMAT"]
 
 log = logging.getLogger("urchin.daemon")
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 GRACE_S = 3.0  # in-flight requests get this long; the rest of the 5 s budget is the final flush
+
+# Adds routes or mounts to the daemon, built on its one hot `Memory` (e.g. the MCP server's
+# streamable HTTP at /mcp): returns the routes and the lifespans they need (entered at start-up).
+Extension = Callable[[Memory], tuple[Sequence[BaseRoute], Sequence[Lifespan]]]
 
 
 def lock_path(settings: Settings) -> Path:
@@ -119,6 +124,9 @@ class _Server(uvicorn.Server):
 
     @contextlib.contextmanager
     def capture_signals(self) -> Generator[None, None, None]:
+        if threading.current_thread() is not threading.main_thread():
+            yield  # embedded in a thread (tests, a host program): stopped by Daemon.stop()
+            return
         handled = (signal.SIGINT, signal.SIGTERM)
         original = {sig: signal.signal(sig, self.handle_exit) for sig in handled}
         try:
@@ -137,18 +145,23 @@ class Daemon:
     """`urchin serve`. Construction does no I/O; `run()` blocks until a signal and returns 0."""
 
     def __init__(self, settings: Settings, *, host: str | None = None, port: int | None = None,
-                 uds: str | None = None, log_level: str = "info", extra_routes: Sequence[BaseRoute] = (),
-                 lifespans: Sequence[Lifespan] = ()) -> None:
+                 uds: str | None = None, log_level: str = "info", extensions: Sequence[Extension] = ()) -> None:
         self.settings = settings
         self.host = host or settings.host
         self.port = settings.port if port is None else port
         self.uds = Path(uds).absolute() if uds else None
         self.log_level = log_level.lower()
-        self.extra_routes = extra_routes
-        self.lifespans = lifespans
+        self.extensions = extensions
         self.address = ""
         self._lock = DaemonLock(lock_path(settings))
         self._sock: socket.socket | None = None
+        self._server: _Server | None = None
+        self.ready = threading.Event()  # set once serving (after daemon.json is written)
+
+    def stop(self) -> None:
+        """Ask a running daemon to shut down as SIGTERM would (for a daemon run in a thread)."""
+        if self._server is not None:
+            self._server.should_exit = True
 
     def run(self) -> int:
         if self.uds is None and not is_loopback_host(self.host):
@@ -177,11 +190,17 @@ class Daemon:
         writer = GroupWriter(memory)
         follower = Follower(memory)
         state = DaemonState(memory, writer, self.address)
-        app = build_app(state, token, extra_routes=self.extra_routes, lifespans=self.lifespans)
+        routes: list[BaseRoute] = []
+        lifespans: list[Lifespan] = []
+        for extend in self.extensions:
+            more_routes, more_lifespans = extend(memory)
+            routes.extend(more_routes)
+            lifespans.extend(more_lifespans)
+        app = build_app(state, token, extra_routes=routes, lifespans=lifespans)
         config = uvicorn.Config(app, log_config=None, log_level=self.log_level,
                                 access_log=self.log_level == "debug", lifespan="on",
                                 timeout_graceful_shutdown=int(GRACE_S), server_header=False)
-        server = _Server(config, self)
+        server = self._server = _Server(config, self)
         writer.start()
         follower.start()
         try:
@@ -240,6 +259,7 @@ class Daemon:
         log.info("urchin %s serving %s on %s (pid %d); stop with Ctrl-C or kill %d",
                  VERSION, self.settings.journal_path, self.address, os.getpid(), os.getpid())
         sd_notify(self.settings.notify_socket, f"READY=1\nSTATUS=serving on {self.address}\nMAINPID={os.getpid()}")
+        self.ready.set()
 
     def _on_stopping(self) -> None:
         log.info("stopping: finishing in-flight requests")
