@@ -263,11 +263,12 @@ def test_unknown_event_is_404(api: httpx.Client) -> None:
     assert "no-such-event" in response.json()["error"]
 
 
-def test_semantic_without_an_engine_is_501(api: httpx.Client) -> None:
-    response = api.get("/semantic", params={"query": "anything"})
-    assert response.status_code in (200, 501)  # 200 once Memory.semantic is wired
-    if response.status_code == 501:
-        assert response.json()["field"] == "semantic"
+def test_semantic_ranks_through_the_hot_view(api: httpx.Client) -> None:
+    api.post("/ingest", json={"id": "sem-1", "content": "the flaky integration test was caused by a race in teardown"})
+    found = api.get("/semantic", params={"query": "why was the integration test flaky", "limit": 3}).json()
+    assert found["mode"] == "token-cosine"
+    assert found["events"][0]["id"] == "sem-1" and found["events"][0]["score"] > 0
+    assert api.get("/semantic", params={"query": " "}).status_code == 400
 
 
 def test_status_describes_journal_and_daemon(daemon: DaemonProcess, api: httpx.Client) -> None:

@@ -25,6 +25,8 @@ QUERIES: list[tuple[str, ...]] = [
     ("recent", "--limit", "7"),
     ("recent", "--source", "shell"),
     ("get", "parity-5"),
+    ("semantic", "alpha shared words", "--limit", "5", "--hours", "1000000"),
+    ("semantic", "beta", "--workspace", "ws-1"),
     ("search", ""),
     ("search", "x", "--limit", "0"),
     ("get", "missing-id"),

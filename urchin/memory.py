@@ -15,12 +15,27 @@ from typing import Any, Protocol, runtime_checkable
 import orjson
 
 from urchin.config import Settings
+from urchin.ephemeral import EphemeralState
 from urchin.errors import JournalError, NotFoundError, QueryError
 from urchin.event import Event
 from urchin.ingest import Ingestor, IngestResult
 from urchin.journal import Journal
-from urchin.search.query import Filters, Hit, SearchResult, check_hours, check_limit, check_query, window_start_ms
+from urchin.search.query import (
+    Filters,
+    Hit,
+    SearchResult,
+    check_hours,
+    check_limit,
+    check_query,
+    one_line,
+    window_start_ms,
+)
+from urchin.search.semantic import TokenCosineView
 from urchin.search.substring import SubstringSearcher
+from urchin.workspace.memories import Member, MemoryDef, MemoryStore, gather
+from urchin.workspace.overview import root_overview
+from urchin.workspace.reader import FileRange, read_range
+from urchin.workspace.roots import Root, Roots
 
 __all__ = ["Memory", "ImportReport", "HotView"]
 
@@ -60,6 +75,7 @@ class Memory:
         self.journal = Journal(settings.journal_path, settings.durability)
         self.ingestor = Ingestor(settings, self.journal)
         self.substring = SubstringSearcher(self.journal)
+        self._cosine: TokenCosineView | None = None
         self._views: list[HotView] = []
         self._view_offsets: list[int] = []
         self._hot = False
@@ -111,6 +127,7 @@ class Memory:
                 self._import_batch(batch, numbers, report, on_progress)
                 batch, numbers = [], []
         self._import_batch(batch, numbers, report, on_progress)
+        report.rejected.sort()
         return report
 
     def _import_batch(self, batch: list[Mapping[str, Any]], numbers: list[int], report: ImportReport,
@@ -129,6 +146,37 @@ class Memory:
         if on_progress:
             on_progress(len(batch))
 
+    # ---- capture: collectors and hooks (the logic lives in urchin/collectors/) -----------------
+    def collect(self, which: str = "all") -> list[Any]:
+        """Run one collector, or `all` whose folders exist; a `CollectReport` each."""
+        from urchin import collectors
+
+        return collectors.run(which, self.settings, self.ingestor.ingest)
+
+    def collectors_status(self) -> list[dict[str, Any]]:
+        """Each collector: folders, found, events collected, last run, last error."""
+        from urchin import collectors
+
+        return collectors.status(self.settings)
+
+    def hook(self, agent: str, payload: Mapping[str, Any], event: str | None = None) -> IngestResult | None:
+        """Record one agent hook payload; None when the adapter found nothing worth keeping."""
+        from urchin.collectors import adapt_hook
+        from urchin.hooks import prepare_item
+
+        item = adapt_hook(agent, payload, event)
+        return None if item is None else self.ingest_one(prepare_item(item, self.settings.soft_cap_bytes))
+
+    def install_hooks(self, target: str, *, path: str | None = None, dry_run: bool = False,
+                      shell: str | None = None) -> Any:
+        """Merge Urchin's hooks into an agent's (or shell's) config; an `InstallResult`."""
+        from pathlib import Path
+
+        from urchin.collectors.install import install
+
+        return install(target, self.settings, path=Path(path).expanduser() if path else None, dry_run=dry_run,
+                       shell=shell)
+
     # ---- reading ------------------------------------------------------------------------------
     def search(self, query: str, *, hours: float = 168, limit: int = 20, source: str | None = None,
                workspace: str | None = None, session: str | None = None, kind: str | None = None,
@@ -140,6 +188,22 @@ class Memory:
         events = self.substring.search(query, since_ms=since, limit=check_limit(limit),
                                        filters=Filters.of(source, workspace, session, kind))
         return SearchResult([Hit(e) for e in events], query, "substring")
+
+    def semantic(self, query: str, *, hours: float = 168, limit: int = 10, source: str | None = None,
+                 workspace: str | None = None, session: str | None = None, kind: str | None = None,
+                 now: datetime | None = None) -> SearchResult:
+        """Ranked search for what a query is about, best first, each hit with its score."""
+        query = check_query(query)
+        since = window_start_ms(check_hours(hours), now)
+        limit = check_limit(limit)
+        filters = Filters.of(source, workspace, session, kind)
+        hits = self.cosine_view().search(query, since_ms=since, limit=limit, filters=filters)
+        return SearchResult(hits, query, TokenCosineView.mode)
+
+    def cosine_view(self) -> TokenCosineView:
+        if self._cosine is None:
+            self._cosine = TokenCosineView(self.journal)
+        return self._cosine
 
     def recent(self, *, hours: float = 24, limit: int = 20, source: str | None = None,
                workspace: str | None = None, session: str | None = None, kind: str | None = None,
@@ -200,6 +264,69 @@ class Memory:
         events = [e for e in (Event.from_json(line) for _, line in result.lines) if e is not None]
         return events, result.next_offset
 
+    # ---- privacy ------------------------------------------------------------------------------
+    def ephemeral(self, action: str = "status", minutes: float | None = None) -> EphemeralState:
+        """Turn ephemeral mode on (`start`, optionally for `minutes`), off (`end`), or report it."""
+        flag = self.ingestor.ephemeral
+        if action in ("start", "on"):
+            if minutes is not None and not (isinstance(minutes, (int, float)) and 0 < minutes <= 7 * 24 * 60):
+                raise QueryError("minutes", f"must be a number from 1 to {7 * 24 * 60}, got {minutes!r}")
+            return flag.start(minutes)
+        if action in ("end", "off"):
+            return flag.end()
+        if action == "status":
+            return flag.state()
+        raise QueryError("action", f"must be start, end or status, got {action!r}")
+
+    def identity(self) -> dict[str, str]:
+        """Who this machine's events are stamped with, and where each value came from."""
+        return {"account": self.settings.account, "device": self.settings.device}
+
+    # ---- workspace files and curated memories -------------------------------------------------
+    @property
+    def roots(self) -> Roots:
+        return Roots(self.settings.home)
+
+    def workspace_add(self, path: str, name: str | None = None) -> Root:
+        return self.roots.add(path, name)
+
+    def workspace_remove(self, name: str) -> Root:
+        return self.roots.remove(name)
+
+    def workspace_list(self) -> list[Root]:
+        return self.roots.list()
+
+    def get_file(self, path: str, from_line: int = 1, max_lines: int = 200) -> FileRange:
+        """A window of numbered lines of a workspace file; paths outside the roots are refused."""
+        return read_range(self.roots, path, from_line, max_lines)
+
+    def memory_create(self, slug: str, use_when: str, members: list[Member], title: str | None = None,
+                      replace: bool = False) -> MemoryDef:
+        return MemoryStore(self.settings.home).create(slug, use_when, members, title, replace)
+
+    def memory_list(self) -> list[MemoryDef]:
+        return MemoryStore(self.settings.home).list()
+
+    def memory_get(self, slug: str, token_budget: int = 8000) -> dict[str, Any]:
+        """A curated memory with every member's current contents, and coverage notes."""
+        budget = check_limit(token_budget, 200_000) if token_budget != 8000 else token_budget
+        definition = MemoryStore(self.settings.home).get(slug)
+
+        def run_query(member: Member) -> list[str]:
+            result = self.search(member.query or "", hours=member.hours or 24 * 365, limit=50, source=member.source)
+            return [one_line(hit.event, width=2000) for hit in result.hits]
+
+        return gather(definition, self.roots, run_query, budget)
+
+    def overview(self) -> dict[str, Any]:
+        """Where an agent new to a workspace starts: files, recent changes, sources, memories."""
+        out: dict[str, Any] = {
+            "roots": [root_overview(root) for root in self.roots.list()],
+            "memories": [m.summary() for m in self.memory_list()],
+            "journal": {k: v for k, v in self.status().items() if k in ("events", "firstTimestamp", "lastTimestamp")},
+        }
+        return out
+
     def status(self) -> dict[str, Any]:
         stats = self.journal.stats()
         return {
@@ -229,6 +356,7 @@ class Memory:
             self.ingestor.ids.catch_up()
         if isinstance(self.substring, HotView) and self.substring not in self._views:
             self.add_view(self.substring)
+        self.cosine_view()  # built now and kept current by refresh(), not by the first query
         self.refresh()
         self._hot = True
 
@@ -247,6 +375,8 @@ class Memory:
                 self._followed = self._lines_followed = 0
             for index, view in enumerate(self._views):
                 self._view_offsets[index] = self._feed(view.feed, self._view_offsets[index], end)
+            if self._cosine is not None:  # follows the journal by itself; catching up here keeps queries quick
+                self._cosine.catch_up()
             self._count_to(end)
             return self._followed
 
