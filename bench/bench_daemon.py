@@ -98,6 +98,10 @@ def main() -> None:
                 first_write_ms = (time.perf_counter() - t1) * 1000
                 print(f"{run}: ready (daemon.json, READY=1) in {ready_s:.2f}s for {health['events']:,} events; "
                       f"RSS {rss_ready:,.0f} MB; first write {first_write_ms:.1f} ms")
+                t2 = time.perf_counter()
+                client.get("/semantic", params={"query": "fsync latency", "limit": 5}).raise_for_status()
+                print(f"  first /semantic (waits for the background token-cosine build): "
+                      f"{time.perf_counter() - t2:.1f}s; RSS then {rss_mb(proc.pid):,.0f} MB")
                 if run.startswith("restart") and not args.no_search:
                     search(client, journal, args.queries)
                     print(f"RSS after queries: {rss_mb(proc.pid):,.0f} MB (target <= 1,500 MB)")
@@ -119,7 +123,7 @@ def start(home: Path, env: dict[str, str]) -> tuple[subprocess.Popen[bytes], flo
     info = orjson.loads((home / "daemon.json").read_bytes())
     token = (home / "token").read_text().strip()
     client = httpx.Client(base_url=info["address"], headers={"authorization": f"Bearer {token}"},
-                          timeout=120, trust_env=False)
+                          timeout=900, trust_env=False)
     return proc, ready_s, client
 
 

@@ -356,16 +356,25 @@ class Memory:
             self.ingestor.ids.catch_up()
         if isinstance(self.substring, HotView) and self.substring not in self._views:
             self.add_view(self.substring)
-        self.cosine_view()  # built now and kept current by refresh(), not by the first query
-        self.refresh()
+        self._refresh_views()
+        # Created now, built by the follower's first refresh() in the background: a large journal
+        # takes minutes to index, and the daemon should not wait for that to serve everything else.
+        self.cosine_view()
         self._hot = True
 
     def refresh(self) -> int:
-        """Feed every view the lines appended since its last feed (by any process); returns the end.
+        """Bring every view up to the journal's end (whoever appended); returns the offset reached.
 
-        Cheap when nothing changed (one `stat`). The daemon's follower calls it on every journal
-        change and every half second, and hot reads call it first so a client reads its own writes.
+        Cheap when nothing changed (a `stat` or two). The daemon's follower calls it on every
+        journal change and every half second; hot reads refresh the fed views first, so a client
+        reads its own writes. The token-cosine view follows the journal by itself (its own lock).
         """
+        end = self._refresh_views()
+        if self._cosine is not None:
+            self._cosine.catch_up()
+        return end
+
+    def _refresh_views(self) -> int:
         with self._refresh_lock:
             end = self.journal.size()
             if end < self._followed:  # replaced or truncated: every view starts over
@@ -375,8 +384,6 @@ class Memory:
                 self._followed = self._lines_followed = 0
             for index, view in enumerate(self._views):
                 self._view_offsets[index] = self._feed(view.feed, self._view_offsets[index], end)
-            if self._cosine is not None:  # follows the journal by itself; catching up here keeps queries quick
-                self._cosine.catch_up()
             self._count_to(end)
             return self._followed
 
@@ -418,4 +425,4 @@ class Memory:
 
     def _catch_up(self) -> None:
         if self._hot:
-            self.refresh()
+            self._refresh_views()
