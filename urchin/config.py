@@ -26,12 +26,25 @@ _EMBEDDER_APIS = ("openai", "ollama")
 
 
 def ensure_private_dir(path: Path) -> Path:
-    """Create `path` (and parents) as 0700; tighten an existing folder we own."""
-    path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    """Create `path` and any missing parents as 0700; tighten the last folder if we own it.
+
+    `Path.mkdir(parents=True, mode=...)` gives only the last folder that mode, so a new
+    `$URCHIN_HOME/journal` would leave `$URCHIN_HOME` itself world-readable: create each one.
+    """
+    missing: list[Path] = []
+    probe = path
+    while not probe.exists() and probe != probe.parent:
+        missing.append(probe)
+        probe = probe.parent
+    for folder in reversed(missing):
+        try:
+            folder.mkdir(mode=0o700)
+        except FileExistsError:
+            pass
     try:
-        if path.stat().st_mode & 0o077:
+        if path.stat().st_mode & 0o077 and path.stat().st_uid == os.getuid():
             path.chmod(0o700)
-    except PermissionError:
+    except (PermissionError, FileNotFoundError):
         pass
     return path
 
@@ -53,6 +66,7 @@ class Settings:
     host: str = "127.0.0.1"
     port: int = DEFAULT_PORT
     use_daemon: bool = True
+    notify_socket: str | None = None  # systemd's $NOTIFY_SOCKET (Type=notify), only ever from the environment
     config: Mapping[str, Any] = field(default_factory=dict)
     # Where the collectors look (tests point these at temporary folders).
     user_home: Path = field(default_factory=Path.home)
@@ -150,6 +164,7 @@ class Settings:
             host=pick("URCHIN_HOST", "host", "127.0.0.1"),
             port=_int(pick("URCHIN_PORT", "port", DEFAULT_PORT), "port"),
             use_daemon=str(pick("URCHIN_NO_DAEMON", "no_daemon", "")).lower() not in ("1", "true", "yes"),
+            notify_socket=env.get("NOTIFY_SOCKET") or None,
             config=config,
         )
         values.update(_collector_paths(env, config))

@@ -88,6 +88,13 @@ class Ingestor:
             results[index] = result
         return [r for r in results if r is not None]
 
+    def append_prepared(self, events: Sequence[Event], now: datetime | None = None) -> list[IngestResult]:
+        """Append events already through `prepare` (the daemon's group commit): dedupe, ephemeral, one write."""
+        results: list[IngestResult | None] = [None] * len(events)
+        for index, result in self._append(list(enumerate(events)), now):
+            results[index] = result
+        return [r for r in results if r is not None]
+
     def _append(self, ready: Sequence[tuple[int, Event]], now: datetime | None) -> list[tuple[int, IngestResult]]:
         if not ready:
             return []

@@ -6,16 +6,17 @@ returns result objects the front ends only format. Construction does no I/O.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import orjson
 
 from urchin.config import Settings
 from urchin.ephemeral import EphemeralState
-from urchin.errors import EmbedderError, NotFoundError, QueryError
+from urchin.errors import EmbedderError, JournalError, NotFoundError, QueryError
 from urchin.event import Event
 from urchin.ingest import Ingestor, IngestResult
 from urchin.journal import Journal
@@ -36,9 +37,24 @@ from urchin.workspace.overview import root_overview
 from urchin.workspace.reader import FileRange, read_range
 from urchin.workspace.roots import Root, Roots
 
-__all__ = ["Memory", "ImportReport"]
+__all__ = ["Memory", "ImportReport", "HotView"]
 
 IMPORT_BATCH = 4096
+_FOLLOW_CHUNK = 8 << 20
+
+
+@runtime_checkable
+class HotView(Protocol):
+    """An in-memory view a long-lived process keeps current by following the journal.
+
+    `feed` gets complete raw lines `(offset, bytes)` in file order and the offset they end at; it
+    must be quick (queue slow work, like embeddings, to a thread of its own). `reset` drops
+    everything when the journal was replaced or truncated; feeding then restarts at offset 0.
+    """
+
+    def feed(self, lines: Sequence[tuple[int, bytes]], next_offset: int) -> None: ...
+
+    def reset(self) -> None: ...
 
 
 @dataclass(slots=True)
@@ -61,6 +77,12 @@ class Memory:
         self.substring = SubstringSearcher(self.journal)
         self._cosine: TokenCosineView | None = None
         self._embedding: EmbeddingView | None = None
+        self._views: list[HotView] = []
+        self._view_offsets: list[int] = []
+        self._hot = False
+        self._followed = 0
+        self._lines_followed = 0
+        self._refresh_lock = threading.Lock()
 
     @classmethod
     def open(cls, home: str | None = None, **overrides: Any) -> Memory:
@@ -73,6 +95,14 @@ class Memory:
 
     def ingest_one(self, item: Mapping[str, Any] | Event, defaults: Mapping[str, Any] | None = None) -> IngestResult:
         return self.ingestor.ingest([item], defaults)[0]
+
+    def prepare(self, item: Mapping[str, Any], defaults: Mapping[str, Any] | None = None) -> Event:
+        """Validate, redact and stamp one item without writing; raises `ValidationError` naming the field."""
+        return self.ingestor.prepare(item, defaults)
+
+    def ingest_prepared(self, events: Sequence[Event]) -> list[IngestResult]:
+        """Append events from `prepare` in one locked write and one fsync (the daemon's group commit)."""
+        return self.ingestor.append_prepared(events)
 
     def import_lines(self, lines: Iterable[bytes | str],
                      on_progress: Callable[[int], None] | None = None) -> ImportReport:
@@ -155,6 +185,7 @@ class Memory:
         """Literal, case-insensitive search over content; newest first."""
         query = check_query(query)
         since = window_start_ms(check_hours(hours), now)
+        self._catch_up()
         events = self.substring.search(query, since_ms=since, limit=check_limit(limit),
                                        filters=Filters.of(source, workspace, session, kind))
         return SearchResult([Hit(e) for e in events], query, "substring")
@@ -213,6 +244,7 @@ class Memory:
                workspace: str | None = None, session: str | None = None, kind: str | None = None,
                now: datetime | None = None) -> SearchResult:
         since = window_start_ms(check_hours(hours), now)
+        self._catch_up()
         events = self.substring.search(None, since_ms=since, limit=check_limit(limit),
                                        filters=Filters.of(source, workspace, session, kind))
         return SearchResult([Hit(e) for e in events], None, "recent")
@@ -356,3 +388,88 @@ class Memory:
             "home": str(self.settings.home),
             "now": datetime.now(UTC).isoformat(timespec="seconds"),
         }
+
+    # ---- hot views (long-lived processes: the daemon) ------------------------------------------
+    def add_view(self, view: HotView) -> None:
+        """Keep `view` current from the next `refresh` on; it is fed from offset 0 first."""
+        with self._refresh_lock:
+            self._views.append(view)
+            self._view_offsets.append(0)
+
+    def warm(self) -> None:
+        """Switch to hot mode: ids in memory, every view fed to the journal's end, reads catch up first."""
+        self.ingestor.keep_ids_in_memory()
+        with self.journal.locked():  # load the id index now, not inside the first write's latency
+            self.ingestor.ids.catch_up()
+        if isinstance(self.substring, HotView) and self.substring not in self._views:
+            self.add_view(self.substring)
+        self._refresh_views()
+        # Created now, built by the follower's first refresh() in the background: a large journal
+        # takes minutes to index, and the daemon should not wait for that to serve everything else.
+        self.cosine_view()
+        self._hot = True
+
+    def refresh(self) -> int:
+        """Bring every view up to the journal's end (whoever appended); returns the offset reached.
+
+        Cheap when nothing changed (a `stat` or two). The daemon's follower calls it on every
+        journal change and every half second; hot reads refresh the fed views first, so a client
+        reads its own writes. The token-cosine view follows the journal by itself (its own lock).
+        """
+        end = self._refresh_views()
+        if self._cosine is not None:
+            self._cosine.catch_up()
+        return end
+
+    def _refresh_views(self) -> int:
+        with self._refresh_lock:
+            end = self.journal.size()
+            if end < self._followed:  # replaced or truncated: every view starts over
+                for view in self._views:
+                    view.reset()
+                self._view_offsets = [0] * len(self._views)
+                self._followed = self._lines_followed = 0
+            for index, view in enumerate(self._views):
+                self._view_offsets[index] = self._feed(view.feed, self._view_offsets[index], end)
+            self._count_to(end)
+            return self._followed
+
+    @property
+    def followed(self) -> tuple[int, int]:
+        """(offset, complete lines) that `refresh` has reached: the hot views' position."""
+        return self._followed, self._lines_followed
+
+    def _feed(self, feed: Callable[[Sequence[tuple[int, bytes]], int], None], offset: int, end: int) -> int:
+        while offset < end:
+            result = self.journal.read_from(offset, _FOLLOW_CHUNK)
+            if result.next_offset == offset:
+                break  # only a partial line is left: a writer is mid-append
+            feed(result.lines, result.next_offset)
+            offset = result.next_offset
+        return offset
+
+    def _count_to(self, end: int) -> None:
+        """Advance `followed` over complete lines up to `end`, counting newlines (fast: no splitting)."""
+        if self._followed >= end:
+            return
+        try:
+            with self.journal.path.open("rb") as handle:
+                handle.seek(self._followed)
+                position = self._followed
+                while position < end:
+                    chunk = handle.read(min(_FOLLOW_CHUNK, end - position))
+                    if not chunk:
+                        break
+                    last = chunk.rfind(b"\n")
+                    if last >= 0:
+                        self._lines_followed += chunk.count(b"\n")
+                        self._followed = position + last + 1
+                    position += len(chunk)
+        except FileNotFoundError:
+            return
+        except OSError as exc:
+            raise JournalError(f"{self.journal.path}: cannot read: {exc.strerror}") from None
+
+    def _catch_up(self) -> None:
+        if self._hot:
+            self._refresh_views()

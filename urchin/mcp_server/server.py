@@ -109,3 +109,9 @@ def streamable_http_app(memory: Any, *, host_check: bool = True, stateless: bool
                                            json_response=json_response,
                                            security_settings=LOOPBACK if host_check else None)
     return McpHttp(manager, StreamableHTTPASGIApp(manager))
+
+
+def daemon_extension(memory: Any) -> tuple[list[Route], list[Any]]:
+    """Mount the tools at `/mcp` inside the daemon, which already checks the token and Host."""
+    mcp_http = streamable_http_app(memory, host_check=False)
+    return mcp_http.routes("/mcp"), [mcp_http.lifespan]
