@@ -1,0 +1,452 @@
+"""Secret redaction for the single write path: `[REDACTED:<type>]` in place of each secret.
+
+`Redactor.redact_event` runs on content, title, tags and every string in meta before anything is
+written; `scan_text` reports masked findings for `urchin redact --check`. Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+from urchin.errors import ConfigError
+from urchin.event import Event
+
+__all__ = ["Redactor", "Finding", "redact_text", "redact_event", "scan_text", "MARKER"]
+
+MARKER = "[REDACTED:{}]"
+
+# ---- token-shaped secrets: each regex starts with a literal so `re` can skip ahead fast ------------
+_PEM = re.compile(
+    r"-----BEGIN[A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----"
+    r"(?:.*?-----END[A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----|.*\Z)",
+    re.DOTALL,
+)
+_GITHUB = re.compile(r"g(?:h[pousr]_[A-Za-z0-9]{30,255}|ithub_pat_[A-Za-z0-9_]{30,255})")
+_SK = re.compile(r"sk-(ant-|proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,}")
+_STRIPE = re.compile(r"k_(?:live|test)_[A-Za-z0-9]{16,}")
+_AWS_GOOGLE = re.compile(r"A(?:(?:KIA|SIA)[A-Z0-9]{16}(?![A-Za-z0-9])|Iza[0-9A-Za-z_-]{35})")
+_SLACK = re.compile(r"xox[abposr]-[A-Za-z0-9-]{10,}")
+_JWT = re.compile(r"eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}")
+_URL_CRED = re.compile(r"://([^\s:/@'\"<>]*):([^\s/@'\"<>]+)@")
+_BEARER = re.compile(r"(?:B|b)earer\s+([A-Za-z0-9._~+/-]{16,}=*)")
+_CURL_USER = re.compile(r"(?:^|\s)(?:-u|--user)\s+['\"]?[^\s:'\"]+:([^\s'\"]+)")
+
+# ---- key = value pairs whose key names a secret --------------------------------------------------
+# Endings of key names, checked on the lowered text before a separator; see `_key_type`.
+_KEY_ENDINGS = (
+    "password", "passwd", "passphrase", "pass", "pwd", "secret", "token", "key", "auth",
+    "authorization", "credential", "credentials", "creds", "salt", "signature", "cookie", "session",
+)
+_KEY_CHARS = re.compile(r"[A-Za-z0-9_.-]+\Z")
+_COMPOUND_KEY = re.compile(
+    r"(?:api|access|private|secret|signing|encryption|master|account|auth|app|client|service"
+    r"|subscription|sas|storage)[_.-]?key\Z"
+)
+_SEP = re.compile(r"\\?[\"']?[ \t]*(:=|=>|=(?![=~])|:(?![:/]))[ \t]*")
+_VALUE = re.compile(
+    r"\\\"((?:[^\"\\\n]|\\[^\"])*)\\\""  # \"value\" inside an escaped JSON string
+    r"|\"((?:[^\"\\\n]|\\.)*)\""
+    r"|'([^'\n]*)'"
+    r"|([^\s\"'`,;&|<>(){}\[\]]+)"
+)
+_AUTH_SCHEME = re.compile(r"(?i)\\?[\"']?(bearer|basic|token|digest|bot|negotiate|ntlm|apikey)[ \t]+([^\s\"'`,;]+)")
+_YAML_TAIL = re.compile(r"[ \t]*(?:#.*)?(?:\n|\r|\\n|\Z)")
+_PLACEHOLDER = re.compile(
+    r"(?i)\A(?:<[^>]*>|\$\{[^}]*\}|\$\(.*\)|\$[A-Za-z_][A-Za-z0-9_]*|%[A-Za-z_]+%|\{\{.*\}\}|\{[A-Za-z_][\w.]*\}"
+    r"|[*x.•…#-]+|\[redacted[^\]]*\]|redacted|none|null|nil|true|false|yes|no|undefined|n/?a|tbd|todo"
+    r"|str|string|bytes|int|bool|any|optional\[.*|secretstr|required|optional"
+    r"|(?:your|my|some|example|dummy|fake|sample|test)[_-].*|.*[_-]here|placeholder|example|env\(.*)\Z"
+)
+_CODE = re.compile(r"\A[A-Za-z_][\w]*(?:\.[A-Za-z_]\w*)+\Z")
+_AUTH_METHODS = frozenset(
+    "oauth oauth2 oidc basic bearer token jwt sso saml ldap kerberos password apikey api_key none "
+    "digest mtls iam github google azure aws local anonymous session cookie".split()
+)
+_ENTROPY_CHARS = re.compile(r"[A-Za-z0-9+/=_.~-]{32,}\Z")
+_HEX = re.compile(r"[0-9a-fA-F-]+\Z")
+
+# ---- the type of a token-shaped value whose prefix tells who issued it ---------------------------
+_KNOWN_PREFIXES = ("github_pat_", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "sk-", "sk_", "rk_",
+                   "AKIA", "ASIA", "AIza", "xox", "eyJ", "-----BEGIN")
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """One would-be redaction, safe to print: never the value, only a masked prefix."""
+
+    type: str
+    line: int
+    column: int
+    masked: str
+
+
+Span = tuple[int, int, str]  # start, end, type
+
+
+def _entropy(value: str) -> float:
+    counts: dict[str, int] = {}
+    for char in value:
+        counts[char] = counts.get(char, 0) + 1
+    size = len(value)
+    return -sum(n / size * math.log2(n / size) for n in counts.values())
+
+
+@lru_cache(maxsize=4096)
+def _key_type(key: str) -> tuple[str, bool] | None:
+    """(type, strict) when a key names a secret; strict=False only allows high-entropy values."""
+    k = key.lower().strip("-_.")
+    if not k:
+        return None
+    if k.endswith(("password", "passwd", "passphrase")):
+        return "password", True
+    if k.endswith(("_pass", "-pass", ".pass", "_pwd", "-pwd", ".pwd")) or k == "pass":
+        return "password", True
+    if k.endswith("authorization"):
+        return "authorization", True
+    if k.endswith("token"):
+        return "token", True
+    if k.endswith(("secret", "credential", "credentials", "creds")):
+        return "secret", True
+    if k.endswith("key"):
+        if _COMPOUND_KEY.search(k) or k.endswith("apikey"):
+            return ("aws_secret_key" if "aws" in k or "secretaccesskey" in k.replace("_", "") else "api_key"), True
+        return "secret", False
+    if k == "auth" or k.endswith(("_auth", "-auth", ".auth")):
+        return "secret", True
+    if k.endswith(("salt", "signature", "cookie", "session")):
+        return "secret", False
+    return None
+
+
+def _keep_value(value: str, key: str, strict: bool, kind: str, quoted: bool) -> bool:
+    """Values that are obviously not secrets: placeholders, references, code, counts, methods."""
+    if len(value) < 3 or _PLACEHOLDER.match(value):
+        return True
+    if value.isdigit() and len(value) < 8 and kind != "password":
+        return True
+    if not quoted and ("(" in value or "[" in value or _CODE.match(value) or value.lower() == key.lower()):
+        return True
+    if kind == "secret" and value.lower() in _AUTH_METHODS:
+        return True
+    if value.startswith(("/", "~/", "./", "../")) and "password" not in kind and "/" in value[1:]:
+        return True  # a path to a key file is not the key
+    if not strict:
+        return not (_ENTROPY_CHARS.match(value) and not _HEX.match(value) and _entropy(value) >= 3.5)
+    return False
+
+
+class Redactor:
+    """Compiled once, reused for every event; thread-safe (its only state is a small cache)."""
+
+    def __init__(self, extra_patterns: Mapping[str, str] | None = None, allow_patterns: Sequence[str] = ()) -> None:
+        self._extra: list[tuple[str, re.Pattern[str]]] = []
+        for name, pattern in (extra_patterns or {}).items():
+            if not isinstance(name, str) or not re.fullmatch(r"[a-z0-9_]+", name):
+                raise ConfigError(f"redact.extra: type name {name!r} must be lowercase [a-z0-9_]")
+            self._extra.append((name, _compile(pattern, f"redact.extra.{name}")))
+        self._allow = [_compile(p, "redact.allow") for p in allow_patterns]
+        self._cache: dict[str, tuple[str, dict[str, int]]] = {}
+
+    @classmethod
+    def from_config(cls, section: Mapping[str, Any]) -> Redactor:
+        """Build from the `[redact]` table: `extra = {name = "regex"}`, `allow = ["regex", ...]`."""
+        if not isinstance(section, Mapping):
+            raise ConfigError("redact: must be a table")
+        unknown = set(section) - {"extra", "allow"}
+        if unknown:
+            raise ConfigError(f"redact: unknown setting {sorted(unknown)[0]!r} (expected extra, allow)")
+        extra = section.get("extra", {})
+        allow = section.get("allow", [])
+        if not isinstance(extra, Mapping) or not all(isinstance(v, str) for v in extra.values()):
+            raise ConfigError("redact.extra: must be a table of name = \"regex\"")
+        if not isinstance(allow, list) or not all(isinstance(v, str) for v in allow):
+            raise ConfigError("redact.allow: must be a list of regex strings")
+        return cls(extra, allow)
+
+    # ---- finding spans ----------------------------------------------------------------------------
+    def spans(self, text: str) -> list[Span]:
+        """Secret spans in `text`, non-overlapping and sorted; allow-listed ones removed."""
+        found: list[Span] = []
+        add = found.append
+        if "PRIVATE KEY" in text:
+            for m in _PEM.finditer(text):
+                add((m.start(), m.end(), "private_key"))
+        if "_" in text:
+            if "gh" in text:
+                for m in _GITHUB.finditer(text):
+                    if _clean_left(text, m.start()):
+                        add((m.start(), m.end(), "github_token"))
+            if "k_live_" in text or "k_test_" in text:
+                for m in _STRIPE.finditer(text):
+                    start = m.start() - 1
+                    if start >= 0 and text[start] in "sr" and _clean_left(text, start):
+                        add((start, m.end(), "stripe_key"))
+        if "-" in text:
+            if "sk-" in text:
+                for m in _SK.finditer(text):
+                    self._sk(text, m, add)
+            if "xox" in text:
+                for m in _SLACK.finditer(text):
+                    if _clean_left(text, m.start()):
+                        add((m.start(), m.end(), "slack_token"))
+            if "-u" in text:
+                for m in _CURL_USER.finditer(text):
+                    if not _PLACEHOLDER.match(m.group(1)):
+                        add((m.start(1), m.end(1), "basic_auth"))
+        if "A" in text and ("AKIA" in text or "ASIA" in text or "AIza" in text):
+            for m in _AWS_GOOGLE.finditer(text):
+                if _clean_left(text, m.start()):
+                    add((m.start(), m.end(), "google_api_key" if m.group().startswith("AIza") else "aws_access_key_id"))
+        if "J" in text and "eyJ" in text:
+            for m in _JWT.finditer(text):
+                add((m.start(), m.end(), "jwt"))
+        if "@" in text and "://" in text:
+            for m in _URL_CRED.finditer(text):
+                if not _PLACEHOLDER.match(m.group(2)):
+                    add((m.start(2), m.end(2), "url_credentials"))
+        if "earer" in text:
+            for m in _BEARER.finditer(text):
+                add((m.start(1), m.end(1), "bearer_token"))
+        if ("=" in text or ":" in text) and self._may_have_pairs(text):
+            self._pairs(text, add)
+        for name, pattern in self._extra:
+            for m in pattern.finditer(text):
+                if m.end() > m.start():
+                    add((m.start(), m.end(), name))
+        if not found:
+            return found
+        return self._settle(text, found)
+
+    @staticmethod
+    def _sk(text: str, m: re.Match[str], add: Any) -> None:
+        if not _clean_left(text, m.start(), "-"):
+            return
+        body = m.group()
+        if not any(c.isdigit() for c in body):
+            return  # `sk-some-hyphenated-name` is prose, not a key
+        kind = m.group(1)
+        if kind == "ant-":
+            add((m.start(), m.end(), "anthropic_key"))
+        elif kind or "T3BlbkFJ" in body:
+            add((m.start(), m.end(), "openai_key"))
+        else:
+            add((m.start(), m.end(), "sk_key"))
+
+    @staticmethod
+    def _may_have_pairs(text: str) -> bool:
+        """Cheap gate: does any secret-ish key word occur at all? Skips most prose and logs."""
+        low = text.lower()
+        return ("pass" in low or "pwd" in low or "secret" in low or "token" in low or "key" in low
+                or "auth" in low or "cred" in low or "salt" in low or "signature" in low
+                or "cookie" in low or "session" in low)
+
+    def _pairs(self, text: str, add: Any) -> None:
+        """`KEY=value`, `"key": "value"`, `key: value`, `export KEY=value`, `--key=value` pairs."""
+        for sep_char in "=:":
+            i = text.find(sep_char)
+            while i != -1:
+                self._pair_at(text, i, add)
+                i = text.find(sep_char, i + 1)
+
+    def _pair_at(self, text: str, i: int, add: Any) -> None:
+        j = i
+        while j > 0 and text[j - 1] in " \t\"'\\":
+            j -= 1
+        if not text[max(0, j - 24):j].lower().endswith(_KEY_ENDINGS):
+            return
+        key_match = _KEY_CHARS.search(text, max(0, j - 80), j)
+        if key_match is None:
+            return
+        key = key_match.group()
+        typed = _key_type(key)
+        if typed is None:
+            return
+        sep = _SEP.match(text, j)
+        if sep is None or sep.start(1) != i:
+            return
+        kind, strict = typed
+        start = sep.end()
+        if kind == "authorization" or kind == "secret" and key.lower().endswith("auth"):
+            scheme = _AUTH_SCHEME.match(text, start)
+            if scheme:
+                value = scheme.group(2).rstrip("\\")
+                if not _keep_value(value, key, True, kind, True):
+                    word = scheme.group(1).lower()
+                    typ = "basic_auth" if word == "basic" else "bearer_token" if word == "bearer" else kind
+                    add((scheme.start(2), scheme.start(2) + len(value), typ))
+                return
+        value_match = _VALUE.match(text, start)
+        if value_match is None:
+            return
+        group = value_match.lastindex or 4
+        value = value_match.group(group)
+        quoted = group != 4
+        if not quoted:
+            if sep.group(1) == ":" and not _YAML_TAIL.match(text, value_match.end()):
+                return  # `token: it expired` is prose; YAML values run to the end of the line
+            value = value.rstrip("\\")
+        if _keep_value(value, key, strict, kind, quoted):
+            return
+        vstart = value_match.start(group)
+        add((vstart, vstart + len(value), kind if strict else "high_entropy_secret"))
+
+    def _settle(self, text: str, found: list[Span]) -> list[Span]:
+        """Drop spans inside an earlier one, merge partial overlaps, honour the allow-list."""
+        found.sort(key=lambda s: (s[0], -s[1]))
+        out: list[Span] = []
+        for span in found:
+            if out and span[0] < out[-1][1]:
+                last = out[-1]
+                if span[1] > last[1]:
+                    out[-1] = (last[0], span[1], last[2])
+                continue
+            out.append(span)
+        if self._allow:
+            allowed = [(m.start(), m.end()) for p in self._allow for m in p.finditer(text)]
+            out = [s for s in out if not any(a < s[1] and s[0] < b for a, b in allowed)]
+        return out
+
+    # ---- public operations ------------------------------------------------------------------------
+    def redact_text(self, text: str) -> tuple[str, dict[str, int]]:
+        """`text` with each secret replaced by `[REDACTED:<type>]`, and the count per type."""
+        spans = self.spans(text)
+        if not spans:
+            return text, {}
+        parts: list[str] = []
+        counts: dict[str, int] = {}
+        pos = 0
+        for start, end, typ in spans:
+            parts.append(text[pos:start])
+            parts.append(MARKER.format(typ))
+            counts[typ] = counts.get(typ, 0) + 1
+            pos = end
+        parts.append(text[pos:])
+        return "".join(parts), counts
+
+    def _small(self, text: str) -> tuple[str, dict[str, int]]:
+        """`redact_text` with a cache for the short strings that repeat (tags, meta values)."""
+        hit = self._cache.get(text)
+        if hit is None:
+            hit = self.redact_text(text)
+            if len(self._cache) > 8192:
+                self._cache.clear()
+            self._cache[text] = hit
+        return hit
+
+    def scan_text(self, text: str) -> list[Finding]:
+        """What `redact_text` would remove, with 1-based line and column and a masked value."""
+        findings = []
+        for start, end, typ in self.spans(text):
+            line = text.count("\n", 0, start) + 1
+            column = start - (text.rfind("\n", 0, start) + 1) + 1
+            findings.append(Finding(typ, line, column, _mask(text[start:end])))
+        return findings
+
+    def redact_event(self, event: Event) -> Event:
+        """The event with secrets removed everywhere; the same object when there was none."""
+        counts: dict[str, int] = {}
+        content, c = self.redact_text(event.content)
+        _merge(counts, c)
+        title = event.title
+        if title:
+            title, c = self._small(title)
+            _merge(counts, c)
+        tags = event.tags
+        if tags:
+            new_tags = []
+            for tag in tags:
+                tag, c = self._small(tag)
+                _merge(counts, c)
+                new_tags.append(tag)
+            if counts:
+                tags = tuple(new_tags)
+        meta = event.meta
+        if meta:
+            meta = self._walk(meta, counts)
+        if not counts:
+            return event
+        meta = dict(meta or {})
+        old = meta.get("redactions")
+        merged = dict(old) if isinstance(old, dict) else {}
+        for typ, n in counts.items():
+            merged[typ] = (merged.get(typ) if isinstance(merged.get(typ), int) else 0) + n
+        meta["redactions"] = merged
+        return event.replace(content=content, title=title, tags=tags, meta=meta)
+
+    def _walk(self, value: Any, counts: dict[str, int], key: str | None = None) -> Any:
+        """Redact strings inside JSON-like data; a string under a secret-naming key goes whole."""
+        if isinstance(value, str):
+            if key is not None and value:
+                typed = _key_type(key)
+                if typed and not _keep_value(value, key, typed[1], typed[0], True):
+                    if typed[1] or not value.startswith("[REDACTED:"):
+                        typ = typed[0] if typed[1] else "high_entropy_secret"
+                        counts[typ] = counts.get(typ, 0) + 1
+                        return MARKER.format(typ)
+            new, c = self._small(value) if len(value) < 256 else self.redact_text(value)
+            _merge(counts, c)
+            return new
+        if isinstance(value, dict):
+            changed = False
+            out = {}
+            for k, v in value.items():
+                nv = self._walk(v, counts, k if isinstance(k, str) else None)
+                changed = changed or nv is not v
+                out[k] = nv
+            return out if changed else value
+        if isinstance(value, (list, tuple)):
+            items = [self._walk(v, counts) for v in value]
+            if any(a is not b for a, b in zip(items, value)):
+                return type(value)(items) if isinstance(value, tuple) else items
+            return value
+        return value
+
+
+def _compile(pattern: str, where: str) -> re.Pattern[str]:
+    if not isinstance(pattern, str) or not pattern:
+        raise ConfigError(f"{where}: pattern must be a non-empty string")
+    try:
+        return re.compile(pattern)
+    except re.error as exc:
+        raise ConfigError(f"{where}: bad pattern {pattern!r}: {exc}") from None
+
+
+def _clean_left(text: str, start: int, extra: str = "") -> bool:
+    """A token starts at a word edge: `xghp_…` or `task-…` is not a token."""
+    if start == 0:
+        return True
+    before = text[start - 1]
+    return not (before.isalnum() or before == "_" or before in extra)
+
+
+def _mask(value: str) -> str:
+    for prefix in _KNOWN_PREFIXES:
+        if value.startswith(prefix):
+            return value[: min(4, len(prefix))] + "****"
+    return "****"
+
+
+def _merge(into: dict[str, int], counts: dict[str, int]) -> None:
+    for typ, n in counts.items():
+        into[typ] = into.get(typ, 0) + n
+
+
+_DEFAULT = Redactor()
+
+
+def redact_text(text: str) -> tuple[str, dict[str, int]]:
+    """`Redactor().redact_text` with the built-in rules only."""
+    return _DEFAULT.redact_text(text)
+
+
+def redact_event(event: Event) -> Event:
+    return _DEFAULT.redact_event(event)
+
+
+def scan_text(text: str) -> list[Finding]:
+    return _DEFAULT.scan_text(text)
