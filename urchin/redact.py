@@ -32,7 +32,7 @@ _STRIPE = re.compile(r"k_(?:live|test)_[A-Za-z0-9]{16,}")
 _AWS_GOOGLE = re.compile(r"A(?:(?:KIA|SIA)[A-Z0-9]{16}(?![A-Za-z0-9])|Iza[0-9A-Za-z_-]{35})")
 _SLACK = re.compile(r"xox[abposr]-[A-Za-z0-9-]{10,}")
 _JWT = re.compile(r"eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}")
-_URL_CRED = re.compile(r"://([^\s:/@'\"<>]*):([^\s/@'\"<>]+)@")
+_URL_CRED = re.compile(r"://([^\s:/@'\"<>\[\]]*):([^\s/@'\"<>]+)@")
 _BEARER = re.compile(r"(?:B|b)earer\s+([A-Za-z0-9._~+/-]{16,}=*)")
 _CURL_USER = re.compile(r"(?:^|\s)(?:-u|--user)\s+['\"]?[^\s:'\"]+:([^\s'\"]+)")
 
@@ -57,7 +57,7 @@ _VALUE = re.compile(
     r"|([^\s\"'`,;&|<>(){}\[\]]+)"
 )
 _AUTH_SCHEME = re.compile(r"(?i)\\?[\"']?(bearer|basic|token|digest|bot|negotiate|ntlm|apikey)[ \t]+([^\s\"'`,;]+)")
-_YAML_TAIL = re.compile(r"[ \t]*(?:#.*)?(?:\n|\r|\\n|\Z)")
+_YAML_TAIL = re.compile(r"[ \t]*(?:#.*)?(?:\n|\r|\\n|\Z)|[\"'`]")
 _PLACEHOLDER = re.compile(
     r"(?i)\A(?:<[^>]*>|\$\{[^}]*\}|\$\(.*\)|\$[A-Za-z_][A-Za-z0-9_]*|%[A-Za-z_]+%|\{\{.*\}\}|\{[A-Za-z_][\w.]*\}"
     r"|[*x.•…#-]+|\[redacted[^\]]*\]|redacted|none|null|nil|true|false|yes|no|undefined|n/?a|tbd|todo"
@@ -129,8 +129,10 @@ def _keep_value(value: str, key: str, strict: bool, kind: str, quoted: bool) -> 
         return True
     if value.isdigit() and len(value) < 8 and kind != "password":
         return True
-    if not quoted and ("(" in value or "[" in value or _CODE.match(value) or value.lower() == key.lower()):
+    if not quoted and ("(" in value or "[" in value or value.lower() == key.lower()):
         return True
+    if not quoted and _CODE.match(value) and sum(c.isdigit() for c in value) < 3:
+        return True  # `settings.API_KEY`, `self.token`: an expression, not a literal
     if kind == "secret" and value.lower() in _AUTH_METHODS:
         return True
     if value.startswith(("/", "~/", "./", "../")) and "password" not in kind and "/" in value[1:]:
@@ -181,7 +183,7 @@ class Redactor:
             for m in _PEM.finditer(text):
                 add((m.start(), m.end(), "private_key"))
         if "_" in text:
-            if "gh" in text:
+            if "gh" in text or "github_pat_" in text:
                 for m in _GITHUB.finditer(text):
                     if _clean_left(text, m.start()):
                         add((m.start(), m.end(), "github_token"))
@@ -282,6 +284,8 @@ class Redactor:
         if key_match is None:
             return
         key = key_match.group()
+        if text[max(0, key_match.start() - 2):key_match.start()] == "//":
+            return  # `https://x-access-token:…@` is URL userinfo, handled as url_credentials
         typed = _key_type(key)
         if typed is None:
             return
