@@ -78,13 +78,12 @@ def fake_secret(rng: random.Random) -> str:
 
 
 def _content(rng: random.Random, secret: bool) -> str:
-    parts = [rng.choice(_PROSE)]
+    parts = [rng.choice(_PROSE), rng.choice(_PROSE)]
     roll = rng.random()
     if roll < 0.4:
         parts.append("$ " + rng.choice(_COMMANDS))
         parts.append(rng.choice(_OUTPUTS))
     elif roll < 0.7:
-        parts.append(rng.choice(_PROSE))
         parts.append(rng.choice(_OUTPUTS))
     else:
         parts.append(rng.choice(_PROSE))
