@@ -12,7 +12,7 @@ from typing import Any
 
 from urchin.event import Event
 
-__all__ = ["make_events", "fake_secret"]
+__all__ = ["fake_secret", "make_events"]
 
 _PROSE = [
     "I'll look at the failing test first and then update the journal reader.",
@@ -43,9 +43,9 @@ _COMMANDS = [
 _OUTPUTS = [
     "===== 42 passed, 1 skipped in 3.21s =====",
     "Traceback (most recent call last):\n  File \"/home/dev/urchin/urchin/journal.py\", line 212, in read_from\n"
-    "    raise JournalError(f\"cannot read {path}\")\nurchin.errors.JournalError: cannot read /tmp/x/events.jsonl",
+    + "    raise JournalError(f\"cannot read {path}\")\nurchin.errors.JournalError: cannot read /tmp/x/events.jsonl",
     "3f9a2c1d8e7b6a5f4e3d2c1b0a9f8e7d6c5b4a3f Fix offset drift in reverse scan\n"
-    "a1b2c3d4e5f60718293a4b5c6d7e8f9012345678 Add follower resume",
+    + "a1b2c3d4e5f60718293a4b5c6d7e8f9012345678 Add follower resume",
     '{"id": "0192f5a4-7c3e-7d21-9b8a-2f4e6c8d0a1b", "status": "ok", "took_ms": 12}',
     " M urchin/journal.py\n M tests/test_journal.py\n?? bench/bench_journal.py",
     "diff --git a/urchin/config.py b/urchin/config.py\n@@ -12,7 +12,8 @@ import tomllib\n-    home = Path(x)\n+    home = Path(x).expanduser()",

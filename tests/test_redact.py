@@ -126,7 +126,7 @@ CASES: list[tuple[str, str, str]] = [
     ("auth: {s}", PASSWORD, "secret"),
     ("WEBHOOK_KEY={s}", HIGH_ENTROPY, "high_entropy_secret"),
     ("Traceback (most recent call last):\n  File \"app.py\", line 3, in <module>\n"
-     "    login(password='{s}')\nValueError: bad credentials", PASSWORD, "password"),
+     + "    login(password='{s}')\nValueError: bad credentials", PASSWORD, "password"),
 ]
 
 
@@ -139,6 +139,25 @@ def test_each_secret_is_replaced_by_its_type(template: str, secret: str, kind: s
     assert counts.get(kind, 0) >= 1
     before, _, after = template.partition("{s}")
     assert redacted.startswith(before.format()) and redacted.endswith(after.format())
+
+
+_FILLER = "The follower resumes from the stored byte offset; tests passed: 42, skipped: 1.\n" * 16
+
+
+@pytest.mark.parametrize(("template", "secret", "kind"), CASES, ids=[f"{c[2]}-{i}" for i, c in enumerate(CASES)])
+def test_each_secret_is_found_in_long_text_too(template: str, secret: str, kind: str) -> None:
+    # Past 1 KiB the key = value rule finds key words first instead of walking every separator.
+    text = _FILLER + template.format(s=secret) + "\n" + _FILLER
+    assert len(text) > 2048
+    redacted, counts = redact_text(text)
+    assert secret not in redacted
+    assert counts.get(kind, 0) >= 1
+    assert redacted.startswith(_FILLER) and redacted.endswith(_FILLER)
+
+
+def test_look_alikes_stay_untouched_in_long_text() -> None:
+    long = _FILLER + "\n".join(LOOK_ALIKES) + _FILLER
+    assert redact_text(long) == (long, {})
 
 
 def test_url_credentials_keep_the_user_and_host() -> None:
@@ -271,12 +290,13 @@ def test_event_content_title_and_tags_are_redacted_with_counts() -> None:
 
 
 def test_meta_strings_are_redacted_recursively_and_keys_kept() -> None:
+    argv: list[object] = ["deploy", "--password=" + PASSWORD, 3]
     meta = {
         "tool": "Bash",
         "exit_code": 0,
         "input": {"command": "curl -H 'Authorization: Bearer " + BEARER + "' https://x.example",
                   "env": {"GITHUB_TOKEN": "plain-looking-value-123", "HOME": "/home/dev"}},
-        "argv": ["deploy", "--password=" + PASSWORD, 3],
+        "argv": argv,
         "pairs": [{"api_key": API_KEY}],
     }
     out = redact_event(_event(meta=meta))
@@ -287,7 +307,7 @@ def test_meta_strings_are_redacted_recursively_and_keys_kept() -> None:
     assert out.meta["argv"] == ["deploy", "--password=[REDACTED:password]", 3]
     assert out.meta["pairs"] == [{"api_key": "[REDACTED:api_key]"}]
     assert out.meta["redactions"] == {"bearer_token": 1, "token": 1, "password": 1, "api_key": 1}
-    assert meta["argv"][1].endswith(PASSWORD)  # the caller's dict is not mutated
+    assert argv[1] == "--password=" + PASSWORD  # the caller's data is not mutated
 
 
 def test_existing_redaction_counts_are_merged() -> None:
@@ -342,6 +362,15 @@ def test_scan_reports_type_line_column_and_a_mask_only() -> None:
 def test_scan_masks_at_most_four_prefix_characters() -> None:
     findings = scan_text(f"{ANTHROPIC} {JWT} {AWS_ID} {GH_PAT}")
     assert [f.masked for f in findings] == ["sk-****", "eyJ****", "AKIA****", "gith****"]
+
+
+def test_scan_lines_numbers_lines_across_chunks_and_keeps_pem_blocks_whole() -> None:
+    lines = [f"line {n}\n" for n in range(1, 10)]
+    lines[2] = "GITHUB_TOKEN=" + GH["p"] + "\n"
+    pem = [line + "\n" for line in RSA.split("\n")]
+    lines[4:4] = pem  # the block starts on line 5 and straddles a chunk boundary of 6 lines
+    findings = list(Redactor().scan_lines(lines, chunk_lines=6))
+    assert findings == [Finding("github_token", 3, 14, "ghp_****"), Finding("private_key", 5, 1, "----****")]
 
 
 @settings(max_examples=200, deadline=None)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -16,7 +16,7 @@ from typing import Any
 from urchin.errors import ConfigError
 from urchin.event import Event
 
-__all__ = ["Redactor", "Finding", "redact_text", "redact_event", "scan_text", "MARKER"]
+__all__ = ["MARKER", "Finding", "Redactor", "redact_event", "redact_text", "scan_text"]
 
 MARKER = "[REDACTED:{}]"
 
@@ -72,8 +72,7 @@ _PLACEHOLDER = re.compile(
 )
 _CODE = re.compile(r"\A[A-Za-z_][\w]*(?:\.[A-Za-z_]\w*)+\Z")
 _AUTH_METHODS = frozenset(
-    "oauth oauth2 oidc basic bearer token jwt sso saml ldap kerberos password apikey api_key none "
-    "digest mtls iam github google azure aws local anonymous session cookie".split()
+    ["oauth", "oauth2", "oidc", "basic", "bearer", "token", "jwt", "sso", "saml", "ldap", "kerberos", "password", "apikey", "api_key", "none", "digest", "mtls", "iam", "github", "google", "azure", "aws", "local", "anonymous", "session", "cookie"]
 )
 _ENTROPY_CHARS = re.compile(r"[A-Za-z0-9+/=_.~-]{32,}\Z")
 _HEX = re.compile(r"[0-9a-fA-F-]+\Z")
@@ -167,7 +166,7 @@ class Redactor:
             raise ConfigError("redact: must be a table")
         unknown = set(section) - {"extra", "allow"}
         if unknown:
-            raise ConfigError(f"redact: unknown setting {sorted(unknown)[0]!r} (expected extra, allow)")
+            raise ConfigError(f"redact: unknown setting {min(unknown)!r} (expected extra, allow)")
         extra = section.get("extra", {})
         allow = section.get("allow", [])
         if not isinstance(extra, Mapping) or not all(isinstance(v, str) for v in extra.values()):
@@ -359,10 +358,27 @@ class Redactor:
             findings.append(Finding(typ, line, column, _mask(text[start:end])))
         return findings
 
+    def scan_lines(self, lines: Iterable[str], chunk_lines: int = 4096) -> Iterator[Finding]:
+        """`scan_text` over a file read line by line (lines keep their `\n`), with the file's line
+        numbers; memory stays bounded and a chunk never ends inside a private key block."""
+        chunk: list[str] = []
+        first = 1
+        for line in lines:
+            chunk.append(line)
+            if len(chunk) >= chunk_lines and (len(chunk) >= 64 * chunk_lines or not _inside_pem(chunk)):
+                yield from self._scan_chunk(chunk, first)
+                first += len(chunk)
+                chunk = []
+        if chunk:
+            yield from self._scan_chunk(chunk, first)
+
+    def _scan_chunk(self, chunk: list[str], first: int) -> Iterator[Finding]:
+        for finding in self.scan_text("".join(chunk)):
+            yield Finding(finding.type, finding.line + first - 1, finding.column, finding.masked)
+
     def redact_event(self, event: Event) -> Event:
         """The event with secrets removed everywhere; the same object when there was none."""
-        content, found = self.redact_text(event.content)
-        counts = dict(found)
+        content, counts = self.redact_text(event.content)  # a fresh dict: ours to extend
         title = event.title
         if title:
             title = self._meta_string(None, title, counts)
@@ -380,7 +396,8 @@ class Redactor:
         old = meta.get("redactions")
         merged = dict(old) if isinstance(old, dict) else {}
         for typ, n in counts.items():
-            merged[typ] = (merged.get(typ) if isinstance(merged.get(typ), int) else 0) + n
+            before = merged.get(typ)
+            merged[typ] = (before if isinstance(before, int) else 0) + n
         meta["redactions"] = merged
         return event.replace(content=content, title=title, tags=tags, meta=meta)
 
@@ -447,6 +464,16 @@ def _clean_left(text: str, start: int, extra: str = "") -> bool:
         return True
     before = text[start - 1]
     return not (before.isalnum() or before == "_" or before in extra)
+
+
+def _inside_pem(chunk: list[str]) -> bool:
+    """Does the chunk end between a private key's BEGIN line and its END line?"""
+    for line in reversed(chunk):
+        if "-----END" in line:
+            return False
+        if "-----BEGIN" in line and "PRIVATE KEY" in line:
+            return True
+    return False
 
 
 def _mask(value: str) -> str:
