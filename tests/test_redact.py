@@ -50,6 +50,7 @@ STRIPE_RESTRICTED = "rk" + "_live_" + _body(24)
 JWT = "ey" + "J" + _body(30, _AN + "-_") + ".ey" + "J" + _body(60, _AN + "-_") + "." + _body(43, _AN + "-_")
 BEARER = _body(40, _AN + "._-")
 BASIC = "dXNlcjpw" + _body(16) + "=="
+AWS4 = "AWS4-HMAC-SHA256 Credential=x/20260504/us-east-1/s3/aws4_request, Signature=" + _body(64, "0123456789abcdef")
 PASSWORD = "Hunt3r!" + _body(8)
 TOKEN = "tok." + _body(30)
 SECRET = "8Q~" + _body(34)
@@ -97,6 +98,7 @@ CASES: list[tuple[str, str, str]] = [
     ('requests.get(url, headers={{"Authorization": "Bearer {s}"}})', BEARER, "bearer_token"),
     ("> GET /v1/me HTTP/1.1\n> authorization: Bearer {s}\n> accept: */*", BEARER, "bearer_token"),
     ("Authorization: Basic {s}", BASIC, "basic_auth"),
+    ("> Authorization: {s}\n> Host: s3.amazonaws.com", AWS4, "authorization"),
     ("curl -u admin:{s} https://ci.example.com/api/json", PASSWORD, "basic_auth"),
     # private keys
     ("$ cat ~/.ssh/id_rsa\n{s}\n$ chmod 600 ~/.ssh/id_rsa", RSA, "private_key"),
@@ -113,6 +115,8 @@ CASES: list[tuple[str, str, str]] = [
     ("services:\n  db:\n    environment:\n      POSTGRES_PASSWORD: {s}\n", PASSWORD, "password"),
     ("database:\n  password: '{s}'  # prod\n", PASSWORD, "password"),
     ("mysql -u root --password={s} shop", PASSWORD, "password"),
+    ("docker login --username ci --password {s} registry.example.com", PASSWORD, "password"),
+    ('gh auth login --with-token --token "{s}"', TOKEN, "token"),
     ("$config = ['db_pass' => '{s}'];", PASSWORD, "password"),
     ('conn = connect(user="app", passwd="{s}")', PASSWORD, "password"),
     ('payload = "{{\\"password\\": \\"{s}\\"}}"', PASSWORD, "password"),
@@ -233,6 +237,8 @@ LOOK_ALIKES = [
     "    password: str",
     "    token: Optional[str] = None",
     "if password == confirm:",
+    "docker login --password-stdin < token.txt && git push --token-file ~/.tok",
+    "deploy --token $DEPLOY_TOKEN --password '<password>' --no-verify",
     "token_count = len(tokens)",
     "the bearer of bad news",
     "pip install scikit-learn  # sk-learn",

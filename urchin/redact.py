@@ -50,7 +50,9 @@ _SHORT_TEXT = 1024
 _KEY_LAST = frozenset("dDeEsStTnNyYhHlL\"' \t\\")  # last letters of _KEY_ENDINGS, or what may follow
 _BEFORE_SEP = "\"' \t\\"
 _AFTER_KEY = frozenset("\"' \t:=\\")
-_KEY_CHARS = re.compile(r"[A-Za-z0-9_.-]+\Z")
+_KEY_CHARS = re.compile(r"[A-Za-z0-9_.-]+")  # matched on the reversed text before a separator
+_REST_OF_LINE = re.compile(r"[^\n\r\"'`\\]+")
+_FLAG = re.compile(r"--([A-Za-z][\w-]*)[ \t]+(?:\"([^\"\n]*)\"|'([^'\n]*)'|([^\s\"'`;|&<>()-][^\s\"'`;|&<>()]*))")
 _COMPOUND_KEY = re.compile(
     r"(?:api|access|private|secret|signing|encryption|master|account|auth|app|client|service"
     r"|subscription|sas|storage)[_.-]?key\Z"
@@ -224,6 +226,14 @@ class Redactor:
                 add((m.start(1), m.end(1), "bearer_token"))
         if "=" in text or ":" in text:
             self._pairs(text, add)
+        if " --" in text:
+            for m in _FLAG.finditer(text):
+                typed = _key_type(m.group(1))
+                if typed is not None and typed[1]:
+                    group = m.lastindex or 4
+                    value = m.group(group)
+                    if not _keep_value(value, m.group(1), True, typed[0], group != 4):
+                        add((m.start(group), m.end(group), typed[0]))
         for name, pattern in self._extra:
             for m in pattern.finditer(text):
                 if m.end() > m.start():
@@ -281,15 +291,20 @@ class Redactor:
         sep = _SEP.match(text, end)
         if sep is None:
             return
-        key_match = _KEY_CHARS.search(text, max(0, end - 80), end)
+        # Read the key backwards over at most 80 characters: bounded work whatever the input.
+        key_match = _KEY_CHARS.match(text[max(0, end - 80):end][::-1])
         if key_match is None:
             return
-        key = key_match.group()
-        if text[max(0, key_match.start() - 2):key_match.start()] == "//":
+        key = key_match.group()[::-1]
+        key_start = end - len(key)
+        if text[max(0, key_start - 2):key_start] == "//":
             return  # `https://x-access-token:…@` is URL userinfo, handled as url_credentials
         typed = _key_type(key)
         if typed is None:
             return
+        self._value_at(text, sep, key, typed, add)
+
+    def _value_at(self, text: str, sep: re.Match[str], key: str, typed: tuple[str, bool], add: Any) -> None:
         kind, strict = typed
         start = sep.end()
         if kind == "authorization" or kind == "secret" and key.lower().endswith("auth"):
@@ -300,6 +315,12 @@ class Redactor:
                     word = scheme.group(1).lower()
                     typ = "basic_auth" if word == "basic" else "bearer_token" if word == "bearer" else kind
                     add((scheme.start(2), scheme.start(2) + len(value), typ))
+                return
+            if kind == "authorization" and text[start:start + 1] not in ("\"", "'", "\\"):
+                # An unknown scheme (`AWS4-HMAC-SHA256 Credential=…, Signature=…`): the rest of the line.
+                rest = _REST_OF_LINE.match(text, start)
+                if rest is not None and not _keep_value(rest.group().rstrip(), key, True, kind, False):
+                    add((start, start + len(rest.group().rstrip()), kind))
                 return
         value_match = _VALUE.match(text, start)
         if value_match is None:
