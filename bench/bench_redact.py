@@ -30,11 +30,33 @@ def _time(fn: Callable[[Any], Any], items: list[Any], rounds: int) -> float:
     return statistics.median(runs) / len(items) * 1e6
 
 
+# Hostile or unlucky inputs of about 1 MiB: every rule must stay linear in the text length.
+_ADVERSARIAL = {
+    "key=key=…": "token=" * 170_000,
+    "key: x lines": "password: x\n" * 80_000,
+    "unclosed quotes": '"password": "' * 70_000,
+    "eyJ runs": "eyJ" * 300_000,
+    "sk- runs": "sk-" * 300_000,
+    "PEM headers": "-----BEGIN RSA PRIVATE KEY-----\n" * 30_000,
+    "Authorization lines": "Authorization: Bearer " * 45_000,
+    "colons": ":" * 1_000_000,
+}
+
+
+def adversarial(redactor: Redactor) -> None:
+    for name, text in _ADVERSARIAL.items():
+        start = time.process_time()
+        redactor.redact_text(text)
+        ms = (time.process_time() - start) * 1000
+        print(f"  {name:22s} {len(text) / 2**20:5.2f} MiB  {ms:8.1f} ms")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--events", type=int, default=200_000)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--secret-share", type=float, default=0.01)
+    parser.add_argument("--adversarial", action="store_true", help="also time hostile 1 MiB inputs")
     args = parser.parse_args()
     events = make_events(args.events, args.secret_share)
     redactor = Redactor()
@@ -47,6 +69,9 @@ def main() -> None:
     print(f"redact_event: {us:.2f} us/event  ({1e6 / us:,.0f} events/s)")
     print(f"peer Event.from_input + to_json: {peer:.2f} us/event  redaction adds {us / peer * 100:.0f}% to it")
     print(f"share of the 20 us/event import budget: {us / 20 * 100:.0f}% (limit 25%)")
+    if args.adversarial:
+        print("adversarial inputs (CPU time, one pass each):")
+        adversarial(redactor)
 
 
 if __name__ == "__main__":

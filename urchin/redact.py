@@ -21,6 +21,7 @@ __all__ = ["MARKER", "Finding", "Redactor", "redact_event", "redact_text", "scan
 MARKER = "[REDACTED:{}]"
 
 # ---- token-shaped secrets: each regex starts with a literal so `re` can skip ahead fast ------------
+# Runs are bounded and possessive (`{m,n}+`): a megabyte of `eyJeyJ…` must cost linear time, not square.
 _PEM = re.compile(
     r"-----BEGIN[A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----"
     r"(?:.*?-----END[A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----|.*\Z)",
@@ -29,14 +30,14 @@ _PEM = re.compile(
 # Gates: one pass to each `_` or `-` (a literal prefix is a fast skip), then fixed lookbehinds.
 _UNDERSCORE_GATE = re.compile(r"_(?:(?<=gh[pousr]_)|(?<=github_pat_)|(?<=[rs]k_live_)|(?<=[rs]k_test_))")
 _DASH_GATE = re.compile(r"-(?:(?<=sk-)|(?<=xox[abposr]-)|(?=u\s)|(?=-user\s))")
-_GITHUB = re.compile(r"g(?:h[pousr]_[A-Za-z0-9]{30,255}|ithub_pat_[A-Za-z0-9_]{30,255})")
-_SK = re.compile(r"sk-(ant-|proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,}")
-_STRIPE = re.compile(r"k_(?:live|test)_[A-Za-z0-9]{16,}")
+_GITHUB = re.compile(r"g(?:h[pousr]_[A-Za-z0-9]{30,255}+|ithub_pat_[A-Za-z0-9_]{30,255}+)")
+_SK = re.compile(r"sk-(ant-|proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,1024}+")
+_STRIPE = re.compile(r"k_(?:live|test)_[A-Za-z0-9]{16,255}+")
 _AWS_GOOGLE = re.compile(r"A(?:(?:KIA|SIA)[A-Z0-9]{16}(?![A-Za-z0-9])|Iza[0-9A-Za-z_-]{35})")
-_SLACK = re.compile(r"xox[abposr]-[A-Za-z0-9-]{10,}")
-_JWT = re.compile(r"eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}")
+_SLACK = re.compile(r"xox[abposr]-[A-Za-z0-9-]{10,512}+")
+_JWT = re.compile(r"eyJ(?<![A-Za-z0-9_\-]eyJ)[A-Za-z0-9_-]{8,4096}+\.eyJ[A-Za-z0-9_-]{8,8192}+\.[A-Za-z0-9_-]{8,4096}+")
 _URL_CRED = re.compile(r"://([^\s:/@'\"<>\[\]]*):([^\s/@'\"<>]+)@")
-_BEARER = re.compile(r"(?:B|b)earer\s+([A-Za-z0-9._~+/-]{16,}=*)")
+_BEARER = re.compile(r"(?:B|b)earer\s+([A-Za-z0-9._~+/-]{16,8192}+=*)")
 _CURL_USER = re.compile(r"(?:^|\s)(?:-u|--user)\s+['\"]?[^\s:'\"]+:([^\s'\"]+)")
 
 # ---- key = value pairs whose key names a secret --------------------------------------------------
@@ -59,9 +60,9 @@ _COMPOUND_KEY = re.compile(
 )
 _SEP = re.compile(r"\\?[\"']?[ \t]*(:=|=>|=(?![=~])|:(?![:/]))[ \t]*")
 _VALUE = re.compile(
-    r"\\\"((?:[^\"\\\n]|\\[^\"])*)\\\""  # \"value\" inside an escaped JSON string
-    r"|\"((?:[^\"\\\n]|\\.)*)\""
-    r"|'([^'\n]*)'"
+    r"\\\"((?:[^\"\\\n]|\\[^\"]){0,1024})\\\""  # \"value\" inside an escaped JSON string
+    r"|\"((?:[^\"\\\n]|\\.){0,1024})\""  # bounded: an unclosed quote costs 1 KiB of scanning at most
+    r"|'([^'\n]{0,1024})'"
     r"|([^\s\"'`,;&|<>(){}\[\]]+)"
 )
 _AUTH_SCHEME = re.compile(r"(?i)\\?[\"']?(bearer|basic|token|digest|bot|negotiate|ntlm|apikey)[ \t]+([^\s\"'`,;]+)")
@@ -283,28 +284,31 @@ class Redactor:
                 if tail is not None:
                     end = tail.end()
                 if end < len(text) and text[end] in _AFTER_KEY:
-                    self._pair_at(text, end, add)
+                    end = self._pair_at(text, end, add)
                 p = low.find(word, end)
 
-    def _pair_at(self, text: str, end: int, add: Any) -> None:
-        """`end` is just past a key that may name a secret; parse separator and value."""
+    def _pair_at(self, text: str, end: int, add: Any) -> int:
+        """`end` is just past a key that may name a secret; parse separator and value.
+
+        Returns where parsing stopped, so callers skip a long value instead of rescanning it.
+        """
         sep = _SEP.match(text, end)
         if sep is None:
-            return
+            return end
         # Read the key backwards over at most 80 characters: bounded work whatever the input.
         key_match = _KEY_CHARS.match(text[max(0, end - 80):end][::-1])
         if key_match is None:
-            return
+            return end
         key = key_match.group()[::-1]
         key_start = end - len(key)
         if text[max(0, key_start - 2):key_start] == "//":
-            return  # `https://x-access-token:…@` is URL userinfo, handled as url_credentials
+            return end  # `https://x-access-token:…@` is URL userinfo, handled as url_credentials
         typed = _key_type(key)
         if typed is None:
-            return
-        self._value_at(text, sep, key, typed, add)
+            return end
+        return self._value_at(text, sep, key, typed, add)
 
-    def _value_at(self, text: str, sep: re.Match[str], key: str, typed: tuple[str, bool], add: Any) -> None:
+    def _value_at(self, text: str, sep: re.Match[str], key: str, typed: tuple[str, bool], add: Any) -> int:
         kind, strict = typed
         start = sep.end()
         if kind == "authorization" or kind == "secret" and key.lower().endswith("auth"):
@@ -315,27 +319,27 @@ class Redactor:
                     word = scheme.group(1).lower()
                     typ = "basic_auth" if word == "basic" else "bearer_token" if word == "bearer" else kind
                     add((scheme.start(2), scheme.start(2) + len(value), typ))
-                return
+                return scheme.end()
             if kind == "authorization" and text[start:start + 1] not in ("\"", "'", "\\"):
                 # An unknown scheme (`AWS4-HMAC-SHA256 Credential=…, Signature=…`): the rest of the line.
                 rest = _REST_OF_LINE.match(text, start)
                 if rest is not None and not _keep_value(rest.group().rstrip(), key, True, kind, False):
                     add((start, start + len(rest.group().rstrip()), kind))
-                return
+                return start if rest is None else rest.end()
         value_match = _VALUE.match(text, start)
         if value_match is None:
-            return
+            return start
         group = value_match.lastindex or 4
         value = value_match.group(group)
         quoted = group != 4
         if not quoted:
             if sep.group(1) == ":" and not _YAML_TAIL.match(text, value_match.end()):
-                return  # `token: it expired` is prose; YAML values run to the end of the line
+                return value_match.end()  # `token: it expired` is prose; YAML values run to the end of the line
             value = value.rstrip("\\")
-        if _keep_value(value, key, strict, kind, quoted):
-            return
-        vstart = value_match.start(group)
-        add((vstart, vstart + len(value), kind if strict else "high_entropy_secret"))
+        if not _keep_value(value, key, strict, kind, quoted):
+            vstart = value_match.start(group)
+            add((vstart, vstart + len(value), kind if strict else "high_entropy_secret"))
+        return value_match.end()
 
     def _settle(self, text: str, found: list[Span]) -> list[Span]:
         """Drop spans inside an earlier one, merge partial overlaps, honour the allow-list."""
