@@ -316,6 +316,14 @@ def test_meta_strings_are_redacted_recursively_and_keys_kept() -> None:
     assert argv[1] == "--password=" + PASSWORD  # the caller's data is not mutated
 
 
+def test_the_same_secret_in_meta_twice_is_counted_twice() -> None:
+    # Clean strings are cached between events; secrets are not, so counts stay right.
+    redactor = Redactor()
+    for _ in range(2):
+        out = redactor.redact_event(_event(meta={"a": "ghp_x " + GH["p"], "b": "ghp_x " + GH["p"]}))
+        assert out.meta is not None and out.meta["redactions"] == {"github_token": 2}
+
+
 def test_existing_redaction_counts_are_merged() -> None:
     event = _event(content="key " + AWS_ID, meta={"redactions": {"aws_access_key_id": 2, "jwt": 1}})
     out = redact_event(event)

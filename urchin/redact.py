@@ -37,7 +37,7 @@ _AWS_GOOGLE = re.compile(r"A(?:(?:KIA|SIA)[A-Z0-9]{16}(?![A-Za-z0-9])|Iza[0-9A-Z
 _SLACK = re.compile(r"xox[abposr]-[A-Za-z0-9-]{10,512}+")
 _JWT = re.compile(r"eyJ(?<![A-Za-z0-9_\-]eyJ)[A-Za-z0-9_-]{8,4096}+\.eyJ[A-Za-z0-9_-]{8,8192}+\.[A-Za-z0-9_-]{8,4096}+")
 _URL_CRED = re.compile(r"://([^\s:/@'\"<>\[\]]*):([^\s/@'\"<>]+)@")
-_BEARER = re.compile(r"(?:B|b)earer\s+([A-Za-z0-9._~+/-]{16,8192}+=*)")
+_BEARER = re.compile(r"Bearer\s+([A-Za-z0-9._~+/-]{16,8192}+=*)")
 _CURL_USER = re.compile(r"(?:^|\s)(?:-u|--user)\s+['\"]?[^\s:'\"]+:([^\s'\"]+)")
 
 # ---- key = value pairs whose key names a secret --------------------------------------------------
@@ -74,9 +74,11 @@ _PLACEHOLDER = re.compile(
     r"|(?:your|my|some|example|dummy|fake|sample|test)[_-].*|.*[_-]here|placeholder|example|env\(.*)\Z"
 )
 _CODE = re.compile(r"\A[A-Za-z_][\w]*(?:\.[A-Za-z_]\w*)+\Z")
-_AUTH_METHODS = frozenset(
-    ["oauth", "oauth2", "oidc", "basic", "bearer", "token", "jwt", "sso", "saml", "ldap", "kerberos", "password", "apikey", "api_key", "none", "digest", "mtls", "iam", "github", "google", "azure", "aws", "local", "anonymous", "session", "cookie"]
-)
+_AUTH_METHODS = frozenset({
+    "oauth", "oauth2", "oidc", "basic", "bearer", "token", "jwt", "sso", "saml", "ldap", "kerberos",
+    "password", "apikey", "api_key", "none", "digest", "mtls", "iam", "github", "google", "azure",
+    "aws", "local", "anonymous", "session", "cookie",
+})
 _ENTROPY_CHARS = re.compile(r"[A-Za-z0-9+/=_.~-]{32,}\Z")
 _HEX = re.compile(r"[0-9a-fA-F-]+\Z")
 
@@ -151,7 +153,7 @@ def _keep_value(value: str, key: str, strict: bool, kind: str, quoted: bool) -> 
 
 
 class Redactor:
-    """Compiled once, reused for every event; thread-safe (its only state is a small cache)."""
+    """Compiled once, reused for every event; thread-safe (its only state is a cache of clean strings)."""
 
     def __init__(self, extra_patterns: Mapping[str, str] | None = None, allow_patterns: Sequence[str] = ()) -> None:
         self._extra: list[tuple[str, re.Pattern[str]]] = []
@@ -452,13 +454,14 @@ class Redactor:
     def _meta_string(self, key: Any, value: str, counts: dict[str, int]) -> str:
         """A string under a key that names a secret goes whole (`{"api_key": "…"}`).
 
-        Short (key, value) pairs repeat across events (`"tool": "Bash"`), so results are cached.
+        Short clean (key, value) pairs repeat across events (`"tool": "Bash"`), so they are cached;
+        a value that held a secret is never kept in the cache.
         """
         cache_key = (key, value)
         hit = self._cache.get(cache_key)
         if hit is None:
             hit = self._meta_string_uncached(key, value)
-            if len(value) < 256:
+            if len(value) < 256 and not hit[1]:
                 if len(self._cache) > 8192:
                     self._cache.clear()
                 self._cache[cache_key] = hit
