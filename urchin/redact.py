@@ -80,7 +80,6 @@ _AUTH_METHODS = frozenset({
     "aws", "local", "anonymous", "session", "cookie",
 })
 _ENTROPY_CHARS = re.compile(r"[A-Za-z0-9+/=_.~-]{32,}\Z")
-_HEX = re.compile(r"[0-9a-fA-F-]+\Z")
 
 # ---- the type of a token-shaped value whose prefix tells who issued it ---------------------------
 _KNOWN_PREFIXES = ("github_pat_", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "sk-", "sk_", "rk_",
@@ -122,8 +121,10 @@ def _key_type(key: str) -> tuple[str, bool] | None:
         return "authorization", True
     if k.endswith("token"):
         return "token", True
-    if k.endswith(("secret", "credential", "credentials", "creds")):
+    if k.endswith("secret"):
         return "secret", True
+    if k.endswith(("credential", "credentials", "creds")):
+        return "secret", False  # usually names a profile or a file (`credentials: aws-prod`)
     if k.endswith("key"):
         if _COMPOUND_KEY.search(k) or k.endswith("apikey"):
             return ("aws_secret_key" if "aws" in k or "secretaccesskey" in k.replace("_", "") else "api_key"), True
@@ -139,17 +140,32 @@ def _keep_value(value: str, key: str, strict: bool, kind: str, quoted: bool) -> 
         return True
     if value.isdigit() and len(value) < 8 and kind != "password":
         return True
-    if not quoted and ("(" in value or "[" in value or value.lower() == key.lower()):
+    if not quoted and _looks_like_code(value, key):
         return True
-    if not quoted and _CODE.match(value) and sum(c.isdigit() for c in value) < 3:
-        return True  # `settings.API_KEY`, `self.token`: an expression, not a literal
     if kind == "secret" and value.lower() in _AUTH_METHODS:
         return True
     if value.startswith(("/", "~/", "./", "../")) and "password" not in kind and "/" in value[1:]:
         return True  # a path to a key file is not the key
     if not strict:
-        return not (_ENTROPY_CHARS.match(value) and not _HEX.match(value) and _entropy(value) >= 3.5)
+        return not (_ENTROPY_CHARS.match(value) and _mixed(value) and _entropy(value) >= 4.0)
     return False
+
+
+def _looks_like_code(value: str, key: str) -> bool:
+    """`settings.API_KEY`, `self.api_key = api_key`, `token = new_token`: expressions, not literals."""
+    if "(" in value or "[" in value or "?." in value or "->" in value or "::" in value:
+        return True
+    if _CODE.match(value) and sum(c.isdigit() for c in value) < 3:
+        return True
+    low = value.lower()
+    if low == key.lower().rsplit(".", 1)[-1]:
+        return True
+    return "_" in value and value.islower() and value.isidentifier() and any(w in low for w in _KEY_WORDS)
+
+
+def _mixed(value: str) -> bool:
+    """Random tokens mix upper case, lower case and digits; slugs, hex digests and words do not."""
+    return any(c.isupper() for c in value) and any(c.islower() for c in value) and any(c.isdigit() for c in value)
 
 
 class Redactor:
@@ -335,8 +351,15 @@ class Redactor:
         value = value_match.group(group)
         quoted = group != 4
         if not quoted:
-            if sep.group(1) == ":" and not _YAML_TAIL.match(text, value_match.end()):
-                return value_match.end()  # `token: it expired` is prose; YAML values run to the end of the line
+            after = value_match.end()
+            if text[after:after + 1] in ("(", "[", "."):
+                return after  # `token = req.headers.get(…)`: a call, not a literal
+            if sep.group(1) == ":":
+                tail = _YAML_TAIL.match(text, after)
+                if tail is None:
+                    return after  # `token: it expired` is prose; YAML values run to the end of the line
+                if tail.group() in ("\"", "'", "`") and value.isalpha() and len(value) <= 16:
+                    return after  # `Error("token: missing")`: a word in a message, not a header value
             value = value.rstrip("\\")
         if not _keep_value(value, key, strict, kind, quoted):
             vstart = value_match.start(group)
