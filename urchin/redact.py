@@ -6,84 +6,50 @@ written; `scan_text` reports masked findings for `urchin redact --check`. Pure: 
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any
 
+from urchin._redact_rules import (
+    AFTER_KEY,
+    AUTH_SCHEME,
+    AWS_GOOGLE,
+    BEARER,
+    BEFORE_SEP,
+    CURL_USER,
+    DASH_GATE,
+    FLAG,
+    GITHUB,
+    JWT,
+    KEY_CHARS,
+    KEY_ENDINGS,
+    KEY_LAST,
+    KEY_WORDS,
+    LETTERS,
+    PEM,
+    PLACEHOLDER,
+    REST_OF_LINE,
+    SEP,
+    SHORT_TEXT,
+    SK,
+    SLACK,
+    STRIPE,
+    UNDERSCORE_GATE,
+    URL_CRED,
+    VALUE,
+    YAML_TAIL,
+    clean_left,
+    keep_value,
+    key_type,
+    mask,
+)
 from urchin.errors import ConfigError
 from urchin.event import Event
 
 __all__ = ["MARKER", "Finding", "Redactor", "redact_event", "redact_text", "scan_text"]
 
 MARKER = "[REDACTED:{}]"
-
-# ---- token-shaped secrets: each regex starts with a literal so `re` can skip ahead fast ------------
-# Runs are bounded and possessive (`{m,n}+`): a megabyte of `eyJeyJ…` must cost linear time, not square.
-_PEM = re.compile(
-    r"-----BEGIN[A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----"
-    r"(?:.*?-----END[A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----|.*\Z)",
-    re.DOTALL,
-)
-# Gates: one pass to each `_` or `-` (a literal prefix is a fast skip), then fixed lookbehinds.
-_UNDERSCORE_GATE = re.compile(r"_(?:(?<=gh[pousr]_)|(?<=github_pat_)|(?<=[rs]k_live_)|(?<=[rs]k_test_))")
-_DASH_GATE = re.compile(r"-(?:(?<=sk-)|(?<=xox[abposr]-)|(?=u\s)|(?=-user\s))")
-_GITHUB = re.compile(r"g(?:h[pousr]_[A-Za-z0-9]{30,255}+|ithub_pat_[A-Za-z0-9_]{30,255}+)")
-_SK = re.compile(r"sk-(ant-|proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,1024}+")
-_STRIPE = re.compile(r"k_(?:live|test)_[A-Za-z0-9]{16,255}+")
-_AWS_GOOGLE = re.compile(r"A(?:(?:KIA|SIA)[A-Z0-9]{16}(?![A-Za-z0-9])|Iza[0-9A-Za-z_-]{35})")
-_SLACK = re.compile(r"xox[abposr]-[A-Za-z0-9-]{10,512}+")
-_JWT = re.compile(r"eyJ(?<![A-Za-z0-9_\-]eyJ)[A-Za-z0-9_-]{8,4096}+\.eyJ[A-Za-z0-9_-]{8,8192}+\.[A-Za-z0-9_-]{8,4096}+")
-_URL_CRED = re.compile(r"://([^\s:/@'\"<>\[\]]*):([^\s/@'\"<>]+)@")
-_BEARER = re.compile(r"Bearer\s+([A-Za-z0-9._~+/-]{16,8192}+=*)")
-_CURL_USER = re.compile(r"(?:^|\s)(?:-u|--user)\s+['\"]?[^\s:'\"]+:([^\s'\"]+)")
-
-# ---- key = value pairs whose key names a secret --------------------------------------------------
-# Endings of key names, checked on the lowered text before a separator; see `_key_type`.
-_KEY_WORDS = ("pass", "pwd", "secret", "token", "key", "auth", "cred")
-_LETTERS = re.compile(r"[a-z]+")
-_KEY_ENDINGS = ("password", "passwd", "passphrase", "pass", "pwd", "secret", "token", "key", "auth",
-                "authorization", "credential", "credentials", "creds")
-# Up to this length, looking left of each separator beats seven `find`s of key words in the text.
-_SHORT_TEXT = 1024
-_KEY_LAST = frozenset("dDeEsStTnNyYhHlL\"' \t\\")  # last letters of _KEY_ENDINGS, or what may follow
-_BEFORE_SEP = "\"' \t\\"
-_AFTER_KEY = frozenset("\"' \t:=\\")
-_KEY_CHARS = re.compile(r"[A-Za-z0-9_.-]+")  # matched on the reversed text before a separator
-_REST_OF_LINE = re.compile(r"[^\n\r\"'`\\]+")
-_FLAG = re.compile(r"--([A-Za-z][\w-]*)[ \t]+(?:\"([^\"\n]*)\"|'([^'\n]*)'|([^\s\"'`;|&<>()-][^\s\"'`;|&<>()]*))")
-_COMPOUND_KEY = re.compile(
-    r"(?:api|access|private|secret|signing|encryption|master|account|auth|app|client|service"
-    r"|subscription|sas|storage)[_.-]?key\Z"
-)
-_SEP = re.compile(r"\\?[\"']?[ \t]*(:=|=>|=(?![=~])|:(?![:/]))[ \t]*")
-_VALUE = re.compile(
-    r"\\\"((?:[^\"\\\n]|\\[^\"]){0,1024})\\\""  # \"value\" inside an escaped JSON string
-    r"|\"((?:[^\"\\\n]|\\.){0,1024})\""  # bounded: an unclosed quote costs 1 KiB of scanning at most
-    r"|'([^'\n]{0,1024})'"
-    r"|([^\s\"'`,;&|<>(){}\[\]]+)"
-)
-_AUTH_SCHEME = re.compile(r"(?i)\\?[\"']?(bearer|basic|token|digest|bot|negotiate|ntlm|apikey)[ \t]+([^\s\"'`,;]+)")
-_YAML_TAIL = re.compile(r"[ \t]*(?:#.*)?(?:\n|\r|\\n|\Z)|[\"'`]")
-_PLACEHOLDER = re.compile(
-    r"(?i)\A(?:<[^>]*>|\$\{[^}]*\}|\$\(.*\)|\$[A-Za-z_][A-Za-z0-9_]*|%[A-Za-z_]+%|\{\{.*\}\}|\{[A-Za-z_][\w.]*\}"
-    r"|[*x.•…#-]+|\[redacted[^\]]*\]|redacted|none|null|nil|true|false|yes|no|undefined|n/?a|tbd|todo"
-    r"|str|string|bytes|int|bool|any|optional\[.*|secretstr|required|optional"
-    r"|(?:your|my|some|example|dummy|fake|sample|test)[_-].*|.*[_-]here|placeholder|example|env\(.*)\Z"
-)
-_CODE = re.compile(r"\A[A-Za-z_][\w]*(?:\.[A-Za-z_]\w*)+\Z")
-_AUTH_METHODS = frozenset({
-    "oauth", "oauth2", "oidc", "basic", "bearer", "token", "jwt", "sso", "saml", "ldap", "kerberos",
-    "password", "apikey", "api_key", "none", "digest", "mtls", "iam", "github", "google", "azure",
-    "aws", "local", "anonymous", "session", "cookie",
-})
-_ENTROPY_CHARS = re.compile(r"[A-Za-z0-9+/=_.~-]{32,}\Z")
-
-# ---- the type of a token-shaped value whose prefix tells who issued it ---------------------------
-_KNOWN_PREFIXES = ("github_pat_", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "sk-", "sk_", "rk_",
-                   "AKIA", "ASIA", "AIza", "xox", "eyJ", "-----BEGIN")
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,75 +63,6 @@ class Finding:
 
 
 Span = tuple[int, int, str]  # start, end, type
-
-
-def _entropy(value: str) -> float:
-    counts: dict[str, int] = {}
-    for char in value:
-        counts[char] = counts.get(char, 0) + 1
-    size = len(value)
-    return -sum(n / size * math.log2(n / size) for n in counts.values())
-
-
-@lru_cache(maxsize=4096)
-def _key_type(key: str) -> tuple[str, bool] | None:
-    """(type, strict) when a key names a secret; strict=False only allows high-entropy values."""
-    k = key.lower().strip("-_.")
-    if not k:
-        return None
-    if k.endswith(("password", "passwd", "passphrase")):
-        return "password", True
-    if k.endswith(("_pass", "-pass", ".pass", "_pwd", "-pwd", ".pwd")) or k == "pass":
-        return "password", True
-    if k.endswith("authorization"):
-        return "authorization", True
-    if k.endswith("token"):
-        return "token", True
-    if k.endswith("secret"):
-        return "secret", True
-    if k.endswith(("credential", "credentials", "creds")):
-        return "secret", False  # usually names a profile or a file (`credentials: aws-prod`)
-    if k.endswith("key"):
-        if _COMPOUND_KEY.search(k) or k.endswith("apikey"):
-            return ("aws_secret_key" if "aws" in k or "secretaccesskey" in k.replace("_", "") else "api_key"), True
-        return "secret", False
-    if k == "auth" or k.endswith(("_auth", "-auth", ".auth")):
-        return "secret", True
-    return None
-
-
-def _keep_value(value: str, key: str, strict: bool, kind: str, quoted: bool) -> bool:
-    """Values that are obviously not secrets: placeholders, references, code, counts, methods."""
-    if len(value) < 3 or _PLACEHOLDER.match(value):
-        return True
-    if value.isdigit() and len(value) < 8 and kind != "password":
-        return True
-    if not quoted and _looks_like_code(value, key):
-        return True
-    if kind == "secret" and value.lower() in _AUTH_METHODS:
-        return True
-    if value.startswith(("/", "~/", "./", "../")) and "password" not in kind and "/" in value[1:]:
-        return True  # a path to a key file is not the key
-    if not strict:
-        return not (_ENTROPY_CHARS.match(value) and _mixed(value) and _entropy(value) >= 4.0)
-    return False
-
-
-def _looks_like_code(value: str, key: str) -> bool:
-    """`settings.API_KEY`, `self.api_key = api_key`, `token = new_token`: expressions, not literals."""
-    if "(" in value or "[" in value or "?." in value or "->" in value or "::" in value:
-        return True
-    if _CODE.match(value) and sum(c.isdigit() for c in value) < 3:
-        return True
-    low = value.lower()
-    if low == key.lower().rsplit(".", 1)[-1]:
-        return True
-    return "_" in value and value.islower() and value.isidentifier() and any(w in low for w in _KEY_WORDS)
-
-
-def _mixed(value: str) -> bool:
-    """Random tokens mix upper case, lower case and digits; slugs, hex digests and words do not."""
-    return any(c.isupper() for c in value) and any(c.islower() for c in value) and any(c.isdigit() for c in value)
 
 
 class Redactor:
@@ -206,52 +103,52 @@ class Redactor:
         found: list[Span] = []
         add = found.append
         if "Y" in text and "PRIVATE KEY" in text:
-            for m in _PEM.finditer(text):
+            for m in PEM.finditer(text):
                 add((m.start(), m.end(), "private_key"))
-        if "_" in text and _UNDERSCORE_GATE.search(text):
-            for m in _GITHUB.finditer(text):
-                if _clean_left(text, m.start()):
+        if "_" in text and UNDERSCORE_GATE.search(text):
+            for m in GITHUB.finditer(text):
+                if clean_left(text, m.start()):
                     add((m.start(), m.end(), "github_token"))
             if "k_live_" in text or "k_test_" in text:
-                for m in _STRIPE.finditer(text):
+                for m in STRIPE.finditer(text):
                     start = m.start() - 1
-                    if start >= 0 and text[start] in "sr" and _clean_left(text, start):
+                    if start >= 0 and text[start] in "sr" and clean_left(text, start):
                         add((start, m.end(), "stripe_key"))
-        if "-" in text and _DASH_GATE.search(text):
+        if "-" in text and DASH_GATE.search(text):
             if "sk-" in text:
-                for m in _SK.finditer(text):
+                for m in SK.finditer(text):
                     self._sk(text, m, add)
             if "xox" in text:
-                for m in _SLACK.finditer(text):
-                    if _clean_left(text, m.start()):
+                for m in SLACK.finditer(text):
+                    if clean_left(text, m.start()):
                         add((m.start(), m.end(), "slack_token"))
             if "-u" in text:
-                for m in _CURL_USER.finditer(text):
-                    if not _PLACEHOLDER.match(m.group(1)):
+                for m in CURL_USER.finditer(text):
+                    if not PLACEHOLDER.match(m.group(1)):
                         add((m.start(1), m.end(1), "basic_auth"))
         if "A" in text:
-            for m in _AWS_GOOGLE.finditer(text):
-                if _clean_left(text, m.start()):
+            for m in AWS_GOOGLE.finditer(text):
+                if clean_left(text, m.start()):
                     add((m.start(), m.end(), "google_api_key" if m.group().startswith("AIza") else "aws_access_key_id"))
         if "J" in text and "eyJ" in text:
-            for m in _JWT.finditer(text):
+            for m in JWT.finditer(text):
                 add((m.start(), m.end(), "jwt"))
         if "@" in text and "://" in text:
-            for m in _URL_CRED.finditer(text):
-                if not _PLACEHOLDER.match(m.group(2)):
+            for m in URL_CRED.finditer(text):
+                if not PLACEHOLDER.match(m.group(2)):
                     add((m.start(2), m.end(2), "url_credentials"))
         if "B" in text and "Bearer" in text:
-            for m in _BEARER.finditer(text):
+            for m in BEARER.finditer(text):
                 add((m.start(1), m.end(1), "bearer_token"))
         if "=" in text or ":" in text:
             self._pairs(text, add)
         if " --" in text:
-            for m in _FLAG.finditer(text):
-                typed = _key_type(m.group(1))
+            for m in FLAG.finditer(text):
+                typed = key_type(m.group(1))
                 if typed is not None and typed[1]:
                     group = m.lastindex or 4
                     value = m.group(group)
-                    if not _keep_value(value, m.group(1), True, typed[0], group != 4):
+                    if not keep_value(value, m.group(1), True, typed[0], group != 4):
                         add((m.start(group), m.end(group), typed[0]))
         for name, pattern in self._extra:
             for m in pattern.finditer(text):
@@ -263,7 +160,7 @@ class Redactor:
 
     @staticmethod
     def _sk(text: str, m: re.Match[str], add: Any) -> None:
-        if not _clean_left(text, m.start(), "-"):
+        if not clean_left(text, m.start(), "-"):
             return
         body = m.group()
         if not any(c.isdigit() for c in body):
@@ -281,27 +178,27 @@ class Redactor:
 
         Short text: look left of each separator. Long text: find each key word and look right.
         """
-        if len(text) <= _SHORT_TEXT:
+        if len(text) <= SHORT_TEXT:
             for sep_char in ":=":
                 i = text.find(sep_char)
                 while i != -1:
-                    if text[i - 1] in _KEY_LAST and not (sep_char == "=" and text[i - 1] == ":"):
-                        head = text[max(0, i - 20):i].rstrip(_BEFORE_SEP)
-                        if head.lower().endswith(_KEY_ENDINGS):
+                    if text[i - 1] in KEY_LAST and not (sep_char == "=" and text[i - 1] == ":"):
+                        head = text[max(0, i - 20):i].rstrip(BEFORE_SEP)
+                        if head.lower().endswith(KEY_ENDINGS):
                             self._pair_at(text, i - 20 + len(head) if i >= 20 else len(head), add)
                     i = text.find(sep_char, i + 1)
             return
         low = text.lower()
         if len(low) != len(text):  # a few non-ASCII letters change length when lowered
             low = "".join(c if len(c.lower()) != 1 else c.lower() for c in text)
-        for word in _KEY_WORDS:
+        for word in KEY_WORDS:
             p = low.find(word)
             while p != -1:
                 end = p + len(word)
-                tail = _LETTERS.match(low, end)
+                tail = LETTERS.match(low, end)
                 if tail is not None:
                     end = tail.end()
-                if end < len(text) and text[end] in _AFTER_KEY:
+                if end < len(text) and text[end] in AFTER_KEY:
                     end = self._pair_at(text, end, add)
                 p = low.find(word, end)
 
@@ -310,18 +207,18 @@ class Redactor:
 
         Returns where parsing stopped, so callers skip a long value instead of rescanning it.
         """
-        sep = _SEP.match(text, end)
+        sep = SEP.match(text, end)
         if sep is None:
             return end
         # Read the key backwards over at most 80 characters: bounded work whatever the input.
-        key_match = _KEY_CHARS.match(text[max(0, end - 80):end][::-1])
+        key_match = KEY_CHARS.match(text[max(0, end - 80):end][::-1])
         if key_match is None:
             return end
         key = key_match.group()[::-1]
         key_start = end - len(key)
         if text[max(0, key_start - 2):key_start] == "//":
             return end  # `https://x-access-token:…@` is URL userinfo, handled as url_credentials
-        typed = _key_type(key)
+        typed = key_type(key)
         if typed is None:
             return end
         return self._value_at(text, sep, key, typed, add)
@@ -330,21 +227,21 @@ class Redactor:
         kind, strict = typed
         start = sep.end()
         if kind == "authorization" or kind == "secret" and key.lower().endswith("auth"):
-            scheme = _AUTH_SCHEME.match(text, start)
+            scheme = AUTH_SCHEME.match(text, start)
             if scheme:
                 value = scheme.group(2).rstrip("\\")
-                if not _keep_value(value, key, True, kind, True):
+                if not keep_value(value, key, True, kind, True):
                     word = scheme.group(1).lower()
                     typ = "basic_auth" if word == "basic" else "bearer_token" if word == "bearer" else kind
                     add((scheme.start(2), scheme.start(2) + len(value), typ))
                 return scheme.end()
             if kind == "authorization" and text[start:start + 1] not in ("\"", "'", "\\"):
                 # An unknown scheme (`AWS4-HMAC-SHA256 Credential=…, Signature=…`): the rest of the line.
-                rest = _REST_OF_LINE.match(text, start)
-                if rest is not None and not _keep_value(rest.group().rstrip(), key, True, kind, False):
+                rest = REST_OF_LINE.match(text, start)
+                if rest is not None and not keep_value(rest.group().rstrip(), key, True, kind, False):
                     add((start, start + len(rest.group().rstrip()), kind))
                 return start if rest is None else rest.end()
-        value_match = _VALUE.match(text, start)
+        value_match = VALUE.match(text, start)
         if value_match is None:
             return start
         group = value_match.lastindex or 4
@@ -355,13 +252,13 @@ class Redactor:
             if text[after:after + 1] in ("(", "[", "."):
                 return after  # `token = req.headers.get(…)`: a call, not a literal
             if sep.group(1) == ":":
-                tail = _YAML_TAIL.match(text, after)
+                tail = YAML_TAIL.match(text, after)
                 if tail is None:
                     return after  # `token: it expired` is prose; YAML values run to the end of the line
                 if tail.group() in ("\"", "'", "`") and value.isalpha() and len(value) <= 16:
                     return after  # `Error("token: missing")`: a word in a message, not a header value
             value = value.rstrip("\\")
-        if not _keep_value(value, key, strict, kind, quoted):
+        if not keep_value(value, key, strict, kind, quoted):
             vstart = value_match.start(group)
             add((vstart, vstart + len(value), kind if strict else "high_entropy_secret"))
         return value_match.end()
@@ -405,7 +302,7 @@ class Redactor:
         for start, end, typ in self.spans(text):
             line = text.count("\n", 0, start) + 1
             column = start - (text.rfind("\n", 0, start) + 1) + 1
-            findings.append(Finding(typ, line, column, _mask(text[start:end])))
+            findings.append(Finding(typ, line, column, mask(text[start:end])))
         return findings
 
     def scan_lines(self, lines: Iterable[str], chunk_lines: int = 4096) -> Iterator[Finding]:
@@ -493,8 +390,8 @@ class Redactor:
         return hit[0]
 
     def _meta_string_uncached(self, key: Any, value: str) -> tuple[str, dict[str, int]]:
-        typed = _key_type(key) if isinstance(key, str) else None
-        if typed is not None and value and not _keep_value(value, key, typed[1], typed[0], True):
+        typed = key_type(key) if isinstance(key, str) else None
+        if typed is not None and value and not keep_value(value, key, typed[1], typed[0], True):
             typ = typed[0] if typed[1] else "high_entropy_secret"
             return MARKER.format(typ), {typ: 1}
         return self.redact_text(value)
@@ -509,14 +406,6 @@ def _compile(pattern: str, where: str) -> re.Pattern[str]:
         raise ConfigError(f"{where}: bad pattern {pattern!r}: {exc}") from None
 
 
-def _clean_left(text: str, start: int, extra: str = "") -> bool:
-    """A token starts at a word edge: `xghp_…` or `task-…` is not a token."""
-    if start == 0:
-        return True
-    before = text[start - 1]
-    return not (before.isalnum() or before == "_" or before in extra)
-
-
 def _inside_pem(chunk: list[str]) -> bool:
     """Does the chunk end between a private key's BEGIN line and its END line?"""
     for line in reversed(chunk):
@@ -525,13 +414,6 @@ def _inside_pem(chunk: list[str]) -> bool:
         if "-----BEGIN" in line and "PRIVATE KEY" in line:
             return True
     return False
-
-
-def _mask(value: str) -> str:
-    for prefix in _KNOWN_PREFIXES:
-        if value.startswith(prefix):
-            return value[: min(4, len(prefix))] + "****"
-    return "****"
 
 
 def _merge(into: dict[str, int], counts: dict[str, int]) -> None:
