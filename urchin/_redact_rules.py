@@ -19,7 +19,7 @@ PEM = re.compile(
 )
 # Gates: one pass to each `_` or `-` (a literal prefix is a fast skip), then fixed lookbehinds.
 UNDERSCORE_GATE = re.compile(r"_(?:(?<=gh[pousr]_)|(?<=github_pat_)|(?<=[rs]k_live_)|(?<=[rs]k_test_))")
-DASH_GATE = re.compile(r"-(?:(?<=sk-)|(?<=xox[abposr]-)|(?=u\s)|(?=-user\s))")
+DASH_GATE = re.compile(r"-(?:(?<=sk-)|(?<=xox[abposr]-)|(?=u\s)|(?=-[A-Za-z])(?<=\s-))")
 GITHUB = re.compile(r"g(?:h[pousr]_[A-Za-z0-9]{30,255}+|ithub_pat_[A-Za-z0-9_]{30,255}+)")
 SK = re.compile(r"sk-(ant-|proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,1024}+")
 STRIPE = re.compile(r"k_(?:live|test)_[A-Za-z0-9]{16,255}+")

@@ -126,6 +126,8 @@ class Redactor:
                 for m in CURL_USER.finditer(text):
                     if not PLACEHOLDER.match(m.group(1)):
                         add((m.start(1), m.end(1), "basic_auth"))
+            if " --" in text:
+                self._flags(text, add)
         if "A" in text:
             for m in AWS_GOOGLE.finditer(text):
                 if clean_left(text, m.start()):
@@ -142,14 +144,6 @@ class Redactor:
                 add((m.start(1), m.end(1), "bearer_token"))
         if "=" in text or ":" in text:
             self._pairs(text, add)
-        if " --" in text:
-            for m in FLAG.finditer(text):
-                typed = key_type(m.group(1))
-                if typed is not None and typed[1]:
-                    group = m.lastindex or 4
-                    value = m.group(group)
-                    if not keep_value(value, m.group(1), True, typed[0], group != 4):
-                        add((m.start(group), m.end(group), typed[0]))
         for name, pattern in self._extra:
             for m in pattern.finditer(text):
                 if m.end() > m.start():
@@ -157,6 +151,17 @@ class Redactor:
         if not found:
             return found
         return self._settle(text, found)
+
+    @staticmethod
+    def _flags(text: str, add: Any) -> None:
+        """`--password hunter2`, `--token "…"`: a flag that names a secret, then its value."""
+        for m in FLAG.finditer(text):
+            typed = key_type(m.group(1))
+            if typed is not None and typed[1]:
+                group = m.lastindex or 4
+                value = m.group(group)
+                if not keep_value(value, m.group(1), True, typed[0], group != 4):
+                    add((m.start(group), m.end(group), typed[0]))
 
     @staticmethod
     def _sk(text: str, m: re.Match[str], add: Any) -> None:
