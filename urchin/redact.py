@@ -357,8 +357,11 @@ class Redactor:
         """Redact strings inside JSON-like data, keys kept; unchanged containers are returned as is."""
         if isinstance(value, dict):
             out: dict[Any, Any] | None = None
+            cache = self._cache
             for k, v in value.items():
                 if isinstance(v, str):
+                    if (k, v) in cache:
+                        continue  # only clean strings are cached: nothing to do
                     nv: Any = self._meta_string(k, v, counts)
                 elif isinstance(v, (dict, list, tuple)):
                     nv = self._walk(v, counts)
