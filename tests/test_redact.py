@@ -407,6 +407,27 @@ def test_scan_lines_numbers_lines_across_chunks_and_keeps_pem_blocks_whole() -> 
     assert findings == [Finding("github_token", 3, 14, "ghp_****"), Finding("private_key", 5, 1, "----****")]
 
 
+def test_non_ascii_text_keeps_positions_right() -> None:
+    # "İ".lower() is two characters; the long-text path must not shift spans.
+    text = "İstanbul ☃ ünïcode " * 80 + "\nDB_PASSWORD=" + PASSWORD + "\nend İ"
+    redacted, counts = redact_text(text)
+    assert redacted == "İstanbul ☃ ünïcode " * 80 + "\nDB_PASSWORD=[REDACTED:password]\nend İ"
+    assert counts == {"password": 1}
+
+
+_TOKENS = [GH["p"], GH_PAT, ANTHROPIC, OPENAI_PROJ, AWS_ID, GOOGLE, SLACK, STRIPE_LIVE, JWT]
+_AROUND = st.text(alphabet=st.sampled_from(list(_AN + " :=\"'-_./@\n{}[]")), max_size=80)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_AROUND, st.sampled_from(_TOKENS), _AROUND, st.sampled_from([" ", "\n", "=", '"', "'", ": "]))
+def test_a_token_survives_no_surrounding_text(before: str, token: str, after: str, edge: str) -> None:
+    text = before + edge + token + edge.strip(": ") + " " + after
+    redacted, counts = redact_text(text)
+    assert token not in redacted
+    assert counts
+
+
 @settings(max_examples=200, deadline=None)
 @given(st.text(alphabet=st.sampled_from(list(_AN + " :=\"'-_./@\n{}[]")), max_size=200))
 def test_any_text_redacts_without_error_and_is_stable(text: str) -> None:
