@@ -128,7 +128,7 @@ class Redactor:
                         add((m.start(1), m.end(1), "basic_auth"))
             if " --" in text:
                 self._flags(text, add)
-        if "A" in text:
+        if "A" in text and AWS_GOOGLE.search(text):
             for m in AWS_GOOGLE.finditer(text):
                 if clean_left(text, m.start()):
                     add((m.start(), m.end(), "google_api_key" if m.group().startswith("AIza") else "aws_access_key_id"))
