@@ -4,20 +4,24 @@ Prints the median CPU us/event over several rounds (process time: the machine is
 events/s, and two yardsticks: the 20 us/event that `urchin import` may spend at its 50,000 events/s
 target (redaction may add at most 25% of it, 5 us), and a peer measured in the same run: what import
 does to every event anyway, `Event.from_input` + `Event.to_json`.
-Run: PYTHONPATH=. python bench/bench_redact.py [--events 200000]
+Run: .venv/bin/python bench/bench_redact.py [--events 100000] [--adversarial]
 """
 
 from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
-from bench.corpus import make_events
-from urchin.event import Event
-from urchin.redact import Redactor
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.corpus import make_events  # noqa: E402
+from urchin.event import Event  # noqa: E402
+from urchin.redact import Redactor  # noqa: E402
 
 
 def _time(fn: Callable[[Any], Any], items: list[Any], rounds: int) -> float:

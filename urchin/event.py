@@ -10,9 +10,10 @@ from __future__ import annotations
 import os
 import re
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
-from typing import Any, Mapping
+from datetime import UTC, datetime
+from typing import Any
 
 import orjson
 
@@ -63,13 +64,13 @@ def parse_timestamp(value: Any, field_name: str = "timestamp") -> datetime:
     except ValueError:
         raise ValidationError(field_name, f"must be an RFC 3339 timestamp, got {value[:40]!r}") from None
     if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=timezone.utc)
-    return parsed.astimezone(timezone.utc)
+        parsed = parsed.replace(tzinfo=UTC)
+    return parsed.astimezone(UTC)
 
 
 def format_timestamp(moment: datetime) -> str:
     """UTC with `Z` and milliseconds: `2026-05-04T20:00:00.000Z`."""
-    moment = moment.astimezone(timezone.utc)
+    moment = moment.astimezone(UTC)
     return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
 
 
@@ -155,7 +156,7 @@ class Event:
         raw_id = data.get("id")
         ts_value = data.get("timestamp")
         if ts_value is None:
-            moment = now or datetime.now(timezone.utc)
+            moment = now or datetime.now(UTC)
         else:
             moment = parse_timestamp(ts_value)
         if raw_id is None:

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from urchin._redact_rules import (
+from urchin.redact._rules import (
     AFTER_KEY,
     AUTH_SCHEME,
     AWS_GOOGLE,

@@ -1,0 +1,199 @@
+"""Dedupe state for the journal: which event ids it already holds, with bounded memory.
+
+A sidecar `<journal>.ids` holds a 16-byte header (magic, journal offset covered) and one 16-byte
+record per event (64-bit hash of the id, the line's journal offset). A hash hit is confirmed by
+reading that line, so a collision never drops an event. The sidecar is derived: it is caught up
+from the journal under the journal's lock, trimmed when the journal is shorter, and rebuilt when lost.
+Memory: a short-lived process maps the file (16 bytes/event on disk, none resident beyond the page
+cache); a long-lived one (`load()`) keeps a dict of about 100 bytes/event (~100 MB at 1M events).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import mmap
+import os
+import struct
+from collections.abc import Iterable
+
+import orjson
+
+from urchin.journal import Journal
+
+__all__ = ["IdIndex", "id_hash"]
+
+_MAGIC = b"URCHINID"
+_HEADER = struct.Struct("<8sQ")
+_RECORD = struct.Struct("<QQ")
+
+
+def id_hash(event_id: str) -> int:
+    return int.from_bytes(hashlib.blake2b(event_id.encode("utf-8"), digest_size=8).digest(), "little")
+
+
+class IdIndex:
+    def __init__(self, journal: Journal) -> None:
+        self.journal = journal
+        self.path = journal.path.with_name(journal.path.name + ".ids")
+        self._mem: dict[int, list[int] | int] | None = None
+        self._records_seen = _HEADER.size  # records before this position are in _mem
+
+    # ---- maintenance (call with the journal lock held) ------------------------------------
+    def catch_up(self) -> None:
+        """Index every journal line past the covered offset; trim records past the journal's end."""
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            size = os.fstat(fd).st_size
+            header = os.pread(fd, _HEADER.size, 0)
+            covered = 0
+            if len(header) == _HEADER.size and header[:8] == _MAGIC:
+                covered = _HEADER.unpack(header)[1]
+            else:
+                size = _HEADER.size
+                os.ftruncate(fd, 0)
+                self._forget()
+            records_end = _HEADER.size + (size - _HEADER.size) // _RECORD.size * _RECORD.size
+            journal_size = self.journal.size()
+            if covered > journal_size:
+                records_end, covered = self._trim(fd, records_end, journal_size)
+            if records_end != size:
+                os.ftruncate(fd, records_end)
+            if self._mem is not None and self._records_seen < records_end:
+                self._load_records(fd, records_end)
+            new: list[bytes] = []
+            end = covered
+            for offset, line in self.journal.iter_lines(covered):
+                end = offset + len(line) + 1
+                event_id = _line_id(line)
+                if event_id is not None:
+                    new.append(_RECORD.pack(id_hash(event_id), offset))
+                    self._remember(id_hash(event_id), offset)
+            if new:
+                os.pwrite(fd, b"".join(new), records_end)
+            if end != covered or len(header) != _HEADER.size:
+                os.pwrite(fd, _HEADER.pack(_MAGIC, end), 0)
+            self._records_seen = records_end + len(new) * _RECORD.size
+        finally:
+            os.close(fd)
+
+    def record(self, entries: Iterable[tuple[str, int]], covered: int) -> None:
+        """Add (id, offset) pairs just appended by this process, then mark `covered`."""
+        packed = []
+        for event_id, offset in entries:
+            h = id_hash(event_id)
+            packed.append(_RECORD.pack(h, offset))
+            self._remember(h, offset)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            size = os.fstat(fd).st_size
+            os.pwrite(fd, b"".join(packed), size)
+            os.pwrite(fd, _HEADER.pack(_MAGIC, covered), 0)
+        finally:
+            os.close(fd)
+        if self._records_seen == size:
+            self._records_seen = size + len(packed) * _RECORD.size
+
+    def load(self) -> None:
+        """Keep every id hash in memory: for importers and the daemon, which check many ids."""
+        if self._mem is None:
+            self._mem = {}
+            self._records_seen = _HEADER.size
+
+    # ---- lookups --------------------------------------------------------------------------
+    def contains(self, event_id: str) -> bool:
+        h = id_hash(event_id)
+        for offset in self._offsets(h):
+            line = self.journal.read_line_at(offset)
+            if line is not None and _line_id(line) == event_id:
+                return True
+        return False
+
+    def lookup(self, event_id: str) -> int | None:
+        """The journal offset of the event with this id, as far as the sidecar covers (no lock needed)."""
+        for offset in self._offsets(id_hash(event_id)):
+            line = self.journal.read_line_at(offset)
+            if line is not None and _line_id(line) == event_id:
+                return offset
+        return None
+
+    def covered(self) -> int:
+        """The journal offset up to which the sidecar has indexed ids."""
+        try:
+            with self.path.open("rb") as handle:
+                header = handle.read(_HEADER.size)
+        except FileNotFoundError:
+            return 0
+        if len(header) == _HEADER.size and header[:8] == _MAGIC:
+            return min(_HEADER.unpack(header)[1], self.journal.size())
+        return 0
+
+    def _offsets(self, h: int) -> list[int]:
+        if self._mem is not None:
+            found = self._mem.get(h)
+            if found is None:
+                return []
+            return found if isinstance(found, list) else [found]
+        try:
+            with self.path.open("rb") as handle:
+                if os.fstat(handle.fileno()).st_size <= _HEADER.size:
+                    return []
+                with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as view:
+                    return _scan(view, h)
+        except FileNotFoundError:
+            return []
+
+    def _remember(self, h: int, offset: int) -> None:
+        if self._mem is None:
+            return
+        existing = self._mem.get(h)
+        if existing is None:
+            self._mem[h] = offset
+        elif isinstance(existing, list):
+            existing.append(offset)
+        else:
+            self._mem[h] = [existing, offset]
+
+    def _load_records(self, fd: int, records_end: int) -> None:
+        data = os.pread(fd, records_end - self._records_seen, self._records_seen)
+        for h, offset in _RECORD.iter_unpack(data):
+            self._remember(h, offset)
+        self._records_seen = records_end
+
+    def _forget(self) -> None:
+        if self._mem is not None:
+            self._mem = {}
+        self._records_seen = _HEADER.size
+
+    def _trim(self, fd: int, records_end: int, journal_size: int) -> tuple[int, int]:
+        """The journal got shorter (tail repair): drop records of lines that are gone."""
+        data = os.pread(fd, records_end - _HEADER.size, _HEADER.size)
+        keep = len(data) // _RECORD.size
+        while keep and _RECORD.unpack_from(data, (keep - 1) * _RECORD.size)[1] >= journal_size:
+            keep -= 1
+        covered = 0
+        if keep:
+            last_offset = _RECORD.unpack_from(data, (keep - 1) * _RECORD.size)[1]
+            line = self.journal.read_line_at(last_offset)
+            covered = last_offset + len(line) + 1 if line is not None else last_offset
+        self._forget()
+        return _HEADER.size + keep * _RECORD.size, covered
+
+
+def _scan(view: mmap.mmap, h: int) -> list[int]:
+    needle = struct.pack("<Q", h)
+    found: list[int] = []
+    pos = view.find(needle, _HEADER.size)
+    while pos >= 0:
+        if (pos - _HEADER.size) % _RECORD.size == 0:
+            found.append(_RECORD.unpack_from(view, pos)[1])
+        pos = view.find(needle, pos + 1)
+    return found
+
+
+def _line_id(line: bytes) -> str | None:
+    try:
+        record = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return None
+    event_id = record.get("id") if isinstance(record, dict) else None
+    return event_id if isinstance(event_id, str) else None

@@ -1,0 +1,118 @@
+"""The single write path every writer goes through.
+
+validate -> redact -> stamp identity -> dedupe by id -> ephemeral check -> append (durable).
+Each item gets one `IngestResult`: appended, duplicate, suppressed or rejected with the reason.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal
+
+from urchin.config import Settings
+from urchin.ephemeral import Ephemeral
+from urchin.errors import ValidationError
+from urchin.event import Event
+from urchin.idindex import IdIndex
+from urchin.journal import Journal
+from urchin.redact import Redactor
+
+__all__ = ["Ingestor", "IngestResult", "Status"]
+
+Status = Literal["appended", "duplicate", "suppressed", "rejected"]
+
+
+@dataclass(frozen=True, slots=True)
+class IngestResult:
+    status: Status
+    id: str | None
+    reason: str | None = None
+    event: Event | None = None
+    offset: int | None = None
+
+    @property
+    def label(self) -> str:
+        """`appended`, `duplicate`, `suppressed: ephemeral mode` or `rejected: <reason>`."""
+        return f"{self.status}: {self.reason}" if self.reason else self.status
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"id": self.id, "status": self.label}
+        if self.reason:
+            out["reason"] = self.reason
+        return out
+
+
+class Ingestor:
+    """Owns the journal's write side for one process. Construction does no I/O."""
+
+    def __init__(self, settings: Settings, journal: Journal | None = None) -> None:
+        self.settings = settings
+        self.journal = journal or Journal(settings.journal_path, settings.durability)
+        self.ids = IdIndex(self.journal)
+        self.redactor = Redactor.from_config(settings.section("redact"))
+        self.ephemeral = Ephemeral(settings.home)
+        self._actor = {"account": settings.account, "device": settings.device}
+
+    def keep_ids_in_memory(self) -> None:
+        """For bulk writers (import, the daemon): trade ~100 bytes/event of RAM for speed."""
+        self.ids.load()
+
+    def prepare(self, item: Mapping[str, Any] | Event, defaults: Mapping[str, Any] | None = None,
+                now: datetime | None = None) -> Event:
+        """Validate, redact and stamp one item; raises `ValidationError`."""
+        if isinstance(item, Event):
+            event = item
+        else:
+            data = {**defaults, **item} if defaults and isinstance(item, Mapping) else item
+            event = Event.from_input(data, now=now, soft_cap=self.settings.soft_cap_bytes)
+        event = self.redactor.redact_event(event)
+        if event.actor is None:
+            event = event.replace(actor=dict(self._actor))
+        return event
+
+    def ingest(self, items: Iterable[Mapping[str, Any] | Event], defaults: Mapping[str, Any] | None = None,
+               now: datetime | None = None) -> list[IngestResult]:
+        results: list[IngestResult | None] = []
+        ready: list[tuple[int, Event]] = []
+        for item in items:
+            try:
+                ready.append((len(results), self.prepare(item, defaults, now)))
+                results.append(None)
+            except ValidationError as exc:
+                rejected_id = item.get("id") if isinstance(item, Mapping) else None
+                results.append(IngestResult("rejected", rejected_id if isinstance(rejected_id, str) else None,
+                                            exc.message))
+        for index, result in self._append(ready, now):
+            results[index] = result
+        return [r for r in results if r is not None]
+
+    def _append(self, ready: Sequence[tuple[int, Event]], now: datetime | None) -> list[tuple[int, IngestResult]]:
+        if not ready:
+            return []
+        out: list[tuple[int, IngestResult]] = []
+        with self.journal.locked() as writer:
+            self.ids.catch_up()
+            fresh: list[tuple[int, Event]] = []
+            seen: set[str] = set()
+            for index, event in ready:
+                if event.id in seen or self.ids.contains(event.id):
+                    out.append((index, IngestResult("duplicate", event.id, event=event)))
+                else:
+                    seen.add(event.id)
+                    fresh.append((index, event))
+            if fresh and self.ephemeral.is_on(now):
+                self.ephemeral.count_suppressed(len(fresh))
+                out.extend((i, IngestResult("suppressed", e.id, "ephemeral mode", e)) for i, e in fresh)
+                return out
+            lines = [event.to_json() for _, event in fresh]
+            offset = writer.write(lines)
+            placed: list[tuple[str, int]] = []
+            for (index, event), line in zip(fresh, lines):
+                out.append((index, IngestResult("appended", event.id, event=event, offset=offset)))
+                placed.append((event.id, offset))
+                offset += len(line) + 1
+            writer.finish()
+            self.ids.record(placed, offset)
+        return out

@@ -1,0 +1,294 @@
+"""The append-only JSONL journal: durable append, crash repair, forward and reverse reads.
+
+Every writer, in every process, appends under an exclusive `flock` on `<journal>.lock`, with one
+`write` per batch on an `O_APPEND` descriptor and an `fsync` before it returns (durability
+`always`). A torn tail left by a crash is moved to `<journal>.torn` before the next append.
+"""
+
+from __future__ import annotations
+
+import base64
+import fcntl
+import os
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import orjson
+
+from urchin.config import Durability, ensure_private_dir
+from urchin.errors import JournalError
+from urchin.event import Event
+
+__all__ = ["Journal", "JournalStats", "ReadResult", "BATCH_SYNC_INTERVAL_S"]
+
+BATCH_SYNC_INTERVAL_S = 1.0
+_READ_CHUNK = 1 << 20
+
+
+@dataclass(frozen=True, slots=True)
+class ReadResult:
+    """Complete lines read forward from `start`, and the offset to resume from."""
+
+    lines: list[tuple[int, bytes]]
+    next_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class JournalStats:
+    path: str
+    size_bytes: int
+    events: int
+    invalid_lines: int
+    torn_records: int
+    first_timestamp: str | None
+    last_timestamp: str | None
+
+
+class Journal:
+    """One journal file. Construction does no I/O; the first append creates the file (0600)."""
+
+    def __init__(self, path: Path, durability: Durability = "always") -> None:
+        self.path = Path(path)
+        self.durability = durability
+        self.lock_path = self.path.with_name(self.path.name + ".lock")
+        self.torn_path = self.path.with_name(self.path.name + ".torn")
+        self._last_sync = 0.0
+        self._unsynced = False
+
+    # ---- writing ----------------------------------------------------------------------------
+    @contextmanager
+    def locked(self) -> Iterator[_Writer]:
+        """Hold the journal's exclusive lock; the torn tail, if any, is repaired first."""
+        ensure_private_dir(self.path.parent)
+        try:
+            lock_fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+        except OSError as exc:
+            raise JournalError(f"{self.lock_path}: cannot open lock file: {exc.strerror}") from None
+        try:
+            fcntl.flock(lock_fd, fcntl.LOCK_EX)
+            created = not self.path.exists()
+            try:
+                fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
+            except OSError as exc:
+                raise JournalError(f"{self.path}: cannot open for append: {exc.strerror}") from None
+            try:
+                if created:
+                    _fsync_dir(self.path.parent)
+                writer = _Writer(self, fd)
+                writer.repair_tail()
+                yield writer
+                writer.finish()
+            finally:
+                os.close(fd)
+        finally:
+            os.close(lock_fd)
+
+    def append(self, lines: Sequence[bytes]) -> int:
+        """Append complete lines (no trailing newline) durably; returns the first line's offset."""
+        with self.locked() as writer:
+            return writer.write(lines)
+
+    def _should_sync(self) -> bool:
+        if self.durability == "always":
+            return True
+        if self.durability == "never":
+            return False
+        return time.monotonic() - self._last_sync >= BATCH_SYNC_INTERVAL_S
+
+    # ---- reading ----------------------------------------------------------------------------
+    def size(self) -> int:
+        try:
+            return self.path.stat().st_size
+        except FileNotFoundError:
+            return 0
+        except OSError as exc:
+            raise JournalError(f"{self.path}: cannot read: {exc.strerror}") from None
+
+    def read_from(self, offset: int, max_bytes: int | None = None) -> ReadResult:
+        """Complete lines from `offset` on (at most about `max_bytes`); a partial tail is left."""
+        try:
+            with self.path.open("rb") as handle:
+                handle.seek(offset)
+                data = handle.read(-1 if max_bytes is None else max_bytes)
+        except FileNotFoundError:
+            return ReadResult([], offset)
+        except OSError as exc:
+            raise JournalError(f"{self.path}: cannot read: {exc.strerror}") from None
+        end = data.rfind(b"\n")
+        if end < 0:
+            if max_bytes is not None and len(data) >= max_bytes:
+                return self.read_from(offset, max_bytes * 2)
+            return ReadResult([], offset)
+        lines: list[tuple[int, bytes]] = []
+        pos = 0
+        while pos <= end:
+            nl = data.index(b"\n", pos)
+            if nl > pos:
+                lines.append((offset + pos, data[pos:nl]))
+            pos = nl + 1
+        return ReadResult(lines, offset + end + 1)
+
+    def iter_lines(self, offset: int = 0) -> Iterator[tuple[int, bytes]]:
+        """Every complete line from `offset`, in file order, read in large chunks."""
+        while True:
+            result = self.read_from(offset, _READ_CHUNK)
+            if not result.lines and result.next_offset == offset:
+                return
+            yield from result.lines
+            offset = result.next_offset
+
+    def iter_events(self, offset: int = 0, invalid: list[int] | None = None) -> Iterator[tuple[int, Event]]:
+        """Events in file order; lines that are not events are skipped (their offsets go to `invalid`)."""
+        for line_offset, line in self.iter_lines(offset):
+            event = Event.from_json(line)
+            if event is None:
+                if invalid is not None:
+                    invalid.append(line_offset)
+                continue
+            yield line_offset, event
+
+    def reverse_lines(self, end: int | None = None) -> Iterator[tuple[int, bytes]]:
+        """Complete lines newest-first in file order, reading backwards in chunks."""
+        try:
+            handle = self.path.open("rb")
+        except FileNotFoundError:
+            return
+        except OSError as exc:
+            raise JournalError(f"{self.path}: cannot read: {exc.strerror}") from None
+        with handle:
+            pos = handle.seek(0, os.SEEK_END) if end is None else end
+            buf = b""
+            while pos > 0:
+                start = max(0, pos - _READ_CHUNK)
+                handle.seek(start)
+                buf = handle.read(pos - start) + buf
+                pos = start
+                stop = buf.rfind(b"\n") if not buf.endswith(b"\n") else len(buf) - 1
+                if stop < 0:
+                    continue  # no complete line yet (a partial tail): read further back
+                buf = buf[: stop + 1]
+                while True:
+                    nl = buf.rfind(b"\n", 0, stop)
+                    if nl < 0:
+                        break
+                    if stop > nl + 1:
+                        yield pos + nl + 1, buf[nl + 1 : stop]
+                    stop = nl
+                buf = buf[: stop + 1]
+            if buf.endswith(b"\n") and len(buf) > 1:
+                yield 0, buf[:-1]
+
+    def read_line_at(self, offset: int) -> bytes | None:
+        try:
+            with self.path.open("rb") as handle:
+                handle.seek(offset)
+                line = handle.readline(HARD_LINE_LIMIT)
+        except OSError:
+            return None
+        return line[:-1] if line.endswith(b"\n") else None
+
+    def stats(self) -> JournalStats:
+        events = invalid = 0
+        first: str | None = None
+        last: str | None = None
+        for _, line in self.iter_lines():
+            event = Event.from_json(line)
+            if event is None:
+                invalid += 1
+                continue
+            events += 1
+            if first is None or event.timestamp < first:
+                first = event.timestamp
+            if last is None or event.timestamp > last:
+                last = event.timestamp
+        return JournalStats(str(self.path), self.size(), events, invalid, self.torn_records(), first, last)
+
+    def torn_records(self) -> int:
+        try:
+            with self.torn_path.open("rb") as handle:
+                return sum(1 for line in handle if line.strip())
+        except FileNotFoundError:
+            return 0
+
+
+HARD_LINE_LIMIT = 8 * 1024 * 1024
+
+
+class _Writer:
+    """Appends under the held lock. `write` is one `write(2)` per batch."""
+
+    def __init__(self, journal: Journal, fd: int) -> None:
+        self.journal = journal
+        self.fd = fd
+        self.end = os.fstat(fd).st_size
+
+    def repair_tail(self) -> None:
+        if self.end == 0:
+            return
+        if os.pread(self.fd, 1, self.end - 1) == b"\n":
+            return
+        scan = min(self.end, HARD_LINE_LIMIT)
+        tail = os.pread(self.fd, scan, self.end - scan)
+        cut = tail.rfind(b"\n")
+        keep = self.end - scan + cut + 1 if cut >= 0 else 0
+        torn = os.pread(self.fd, self.end - keep, keep)
+        record = {
+            "offset": keep,
+            "length": len(torn),
+            "detected_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "data_b64": base64.b64encode(torn).decode("ascii"),
+        }
+        torn_fd = os.open(self.journal.torn_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        try:
+            os.write(torn_fd, orjson.dumps(record) + b"\n")
+            os.fsync(torn_fd)
+        finally:
+            os.close(torn_fd)
+        os.ftruncate(self.fd, keep)
+        os.fsync(self.fd)
+        self.end = keep
+
+    def write(self, lines: Sequence[bytes]) -> int:
+        """Write `lines` at the end with one syscall; returns the offset of the first."""
+        start = self.end
+        if not lines:
+            return start
+        payload = b"\n".join(lines) + b"\n"
+        view = memoryview(payload)
+        try:
+            while view:
+                written = os.write(self.fd, view)
+                view = view[written:]
+        except OSError as exc:
+            raise JournalError(f"{self.journal.path}: write failed: {exc.strerror}") from None
+        self.end += len(payload)
+        self.journal._unsynced = True
+        return start
+
+    def sync(self) -> None:
+        try:
+            os.fsync(self.fd)
+        except OSError as exc:
+            raise JournalError(f"{self.journal.path}: fsync failed: {exc.strerror}") from None
+        self.journal._last_sync = time.monotonic()
+        self.journal._unsynced = False
+
+    def finish(self) -> None:
+        if self.journal._unsynced and self.journal._should_sync():
+            self.sync()
+
+
+def _fsync_dir(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)

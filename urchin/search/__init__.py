@@ -1,0 +1,1 @@
+"""Views over the journal used to answer queries: substring, token-cosine, embedder vectors."""

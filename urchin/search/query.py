@@ -1,0 +1,120 @@
+"""Query parameters shared by every search: validation with clear errors, filters, windows, hits."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from urchin.errors import QueryError
+from urchin.event import Event
+
+__all__ = ["Filters", "Hit", "SearchResult", "check_query", "check_hours", "check_limit", "window_start_ms",
+           "MAX_LIMIT", "one_line"]
+
+MAX_LIMIT = 1000
+
+
+def check_query(text: Any) -> str:
+    if not isinstance(text, str) or not text.strip():
+        raise QueryError("query", "must not be empty")
+    return text
+
+
+def check_hours(hours: Any) -> float:
+    try:
+        value = float(hours)
+    except (TypeError, ValueError):
+        raise QueryError("hours", f"must be a number greater than 0, got {hours!r}") from None
+    if not value > 0 or value != value or value == float("inf"):
+        raise QueryError("hours", f"must be greater than 0, got {hours!r}")
+    return value
+
+
+def check_limit(limit: Any, maximum: int = MAX_LIMIT) -> int:
+    if isinstance(limit, bool) or not isinstance(limit, int):
+        try:
+            limit = int(str(limit))
+        except ValueError:
+            raise QueryError("limit", f"must be a whole number from 1 to {maximum}, got {limit!r}") from None
+    if not 1 <= limit <= maximum:
+        raise QueryError("limit", f"must be from 1 to {maximum}, got {limit}")
+    return limit
+
+
+def window_start_ms(hours: float, now: datetime | None = None) -> int:
+    now = now or datetime.now(UTC)
+    return int(now.timestamp() * 1000 - hours * 3_600_000)
+
+
+@dataclass(frozen=True, slots=True)
+class Filters:
+    """Exact-match filters on event fields; `None` means any."""
+
+    source: str | None = None
+    workspace: str | None = None
+    session: str | None = None
+    kind: str | None = None
+
+    @classmethod
+    def of(cls, source: str | None = None, workspace: str | None = None, session: str | None = None,
+           kind: str | None = None) -> Filters:
+        return cls(source.lower() if source else None, workspace or None, session or None,
+                   kind.lower() if kind else None)
+
+    def match(self, event: Event) -> bool:
+        return ((self.source is None or event.source == self.source)
+                and (self.workspace is None or event.workspace == self.workspace)
+                and (self.session is None or event.session == self.session)
+                and (self.kind is None or event.kind == self.kind))
+
+    def to_dict(self) -> dict[str, str]:
+        return {k: v for k, v in (("source", self.source), ("workspace", self.workspace),
+                                  ("session", self.session), ("kind", self.kind)) if v is not None}
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    event: Event
+    score: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out = self.event.to_dict()
+        if self.score is not None:
+            out["score"] = round(self.score, 6)
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class SearchResult:
+    """What every front end formats: the hits, best or newest first, and how they were found."""
+
+    hits: list[Hit]
+    query: str | None = None
+    mode: str = "substring"
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def events(self) -> list[Event]:
+        return [hit.event for hit in self.hits]
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"events": [hit.to_dict() for hit in self.hits], "totalResults": len(self.hits),
+                               "mode": self.mode}
+        if self.query is not None:
+            out["query"] = self.query
+        if self.notes:
+            out["notes"] = self.notes
+        return out
+
+
+def one_line(event: Event, width: int = 200, score: float | None = None) -> str:
+    """`[2026-05-04T20:00:00Z] claude — content on one line, cut at 200 chars`."""
+    text = " ".join(event.content.split())
+    if len(text) > width:
+        text = text[: width - 1] + "…"
+    stamp = event.timestamp[:19] + "Z"
+    prefix = f"[{stamp}] {event.source}"
+    if score is not None:
+        prefix += f" ({score:.3f})"
+    return f"{prefix} — {text}"
