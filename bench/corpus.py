@@ -48,10 +48,12 @@ _OUTPUTS = [
     + "a1b2c3d4e5f60718293a4b5c6d7e8f9012345678 Add follower resume",
     '{"id": "0192f5a4-7c3e-7d21-9b8a-2f4e6c8d0a1b", "status": "ok", "took_ms": 12}',
     " M urchin/journal.py\n M tests/test_journal.py\n?? bench/bench_journal.py",
-    "diff --git a/urchin/config.py b/urchin/config.py\n@@ -12,7 +12,8 @@ import tomllib\n-    home = Path(x)\n+    home = Path(x).expanduser()",
+    "diff --git a/urchin/config.py b/urchin/config.py\n@@ -12,7 +12,8 @@ import tomllib\n"
+    + "-    home = Path(x)\n+    home = Path(x).expanduser()",
     "Successfully installed orjson-3.10.7 httpx-0.27.2 click-8.1.7",
     "ERROR: relation \"chunks\" does not exist at character 15",
-    'img = "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="',
+    'img = "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAC"'
+    + 'hwGA60e6kgAAAABJRU5ErkJggg=="',
 ]
 _SOURCES = ["claude", "copilot", "codex", "shell", "git", "gemini"]
 _KINDS = ["conversation", "tool_use", "command", "note", "commit"]

@@ -208,7 +208,8 @@ LOOK_ALIKES = [
     "cat /home/dev/.ssh/id_rsa.pub && ls ~/.aws/credentials",
     "private_key_path: ~/.ssh/id_ed25519",
     '{"private_key": "/home/dev/.ssh/id_ed25519"}',
-    'img = "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="',
+    'img = "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAC"'
+    + 'hwGA60e6kgAAAABJRU5ErkJggg=="',
     "the password is wrong, please try again",
     "token count: 5",
     "max_tokens: 100",

@@ -11,6 +11,8 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from urchin.errors import ConfigError
+from urchin.event import Event
 from urchin.redact._rules import (
     AFTER_KEY,
     AUTH_SCHEME,
@@ -44,8 +46,6 @@ from urchin.redact._rules import (
     key_type,
     mask,
 )
-from urchin.errors import ConfigError
-from urchin.event import Event
 
 __all__ = ["MARKER", "Finding", "Redactor", "redact_event", "redact_text", "scan_text"]
 
@@ -375,7 +375,7 @@ class Redactor:
         if isinstance(value, (list, tuple)):
             items = [self._meta_string(None, v, counts) if isinstance(v, str) else self._walk(v, counts)
                      for v in value]
-            if any(a is not b for a, b in zip(items, value)):
+            if any(a is not b for a, b in zip(items, value, strict=True)):
                 return tuple(items) if isinstance(value, tuple) else items
         return value
 
