@@ -55,12 +55,49 @@ def adversarial(redactor: Redactor) -> None:
         print(f"  {name:22s} {len(text) / 2**20:5.2f} MiB  {ms:8.1f} ms")
 
 
+class _NoRedaction:
+    def redact_event(self, event: Event) -> Event:
+        return event
+
+
+def import_ratio(events: list[Event], rounds: int) -> None:
+    """`Memory.import_lines` of the same JSONL into fresh homes, with and without redaction, interleaved."""
+    import tempfile
+
+    import orjson
+
+    from urchin.memory import Memory
+
+    lines = [orjson.dumps({k: v for k, v in e.to_dict().items() if k != "actor"}) + b"\n" for e in events]
+    times: dict[str, list[tuple[float, float]]] = {"with redaction": [], "without": []}
+    for _ in range(rounds):
+        for label in times:
+            with tempfile.TemporaryDirectory() as home:
+                memory = Memory.open(home)
+                if label == "without":
+                    memory.ingestor.redactor = _NoRedaction()  # type: ignore[assignment]
+                wall, cpu = time.perf_counter(), time.process_time()
+                report = memory.import_lines(lines)
+                times[label].append((time.perf_counter() - wall, time.process_time() - cpu))
+                assert report.appended == len(lines), report
+    for label, runs in times.items():
+        wall = statistics.median(r[0] for r in runs)
+        cpu = statistics.median(r[1] for r in runs)
+        print(f"  import {label:15s} {len(lines) / wall:9,.0f} events/s wall"
+              f"  {cpu / len(lines) * 1e6:6.2f} us/event CPU")
+    with_cpu = statistics.median(r[1] for r in times["with redaction"])
+    without_cpu = statistics.median(r[1] for r in times["without"])
+    print(f"  redaction adds {(with_cpu / without_cpu - 1) * 100:.0f}% to import CPU time (limit 25%)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--events", type=int, default=200_000)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--secret-share", type=float, default=0.01)
     parser.add_argument("--adversarial", action="store_true", help="also time hostile 1 MiB inputs")
+    parser.add_argument("--import", dest="import_events", type=int, default=0, metavar="N",
+                        help="also time `Memory.import_lines` of N events with and without redaction")
     args = parser.parse_args()
     events = make_events(args.events, args.secret_share)
     redactor = Redactor()
@@ -73,6 +110,9 @@ def main() -> None:
     print(f"redact_event: {us:.2f} us/event  ({1e6 / us:,.0f} events/s)")
     print(f"peer Event.from_input + to_json: {peer:.2f} us/event  redaction adds {us / peer * 100:.0f}% to it")
     print(f"share of the 20 us/event import budget: {us / 20 * 100:.0f}% (limit 25%)")
+    if args.import_events:
+        print(f"urchin import of {args.import_events} events, {args.rounds} rounds each:")
+        import_ratio(make_events(args.import_events, args.secret_share, seed=11), args.rounds)
     if args.adversarial:
         print("adversarial inputs (CPU time, one pass each):")
         adversarial(redactor)
