@@ -307,13 +307,21 @@ def test_clean_event_is_returned_as_the_same_object() -> None:
 
 
 def test_event_content_title_and_tags_are_redacted_with_counts() -> None:
-    event = _event(content="export GITHUB_TOKEN=" + GH["p"], title="token " + SLACK, tags=("ci", GH["o"]))
+    event = _event(content="export GITHUB_TOKEN=" + GH["p"], title="token " + SLACK,
+                   tags=("ci", GH["o"].lower(), GH["u"].lower(), AWS_ID.lower()))
     out = redact_event(event)
     assert out.content == "export GITHUB_TOKEN=[REDACTED:github_token]"
     assert out.title == "token [REDACTED:slack_token]"
-    assert out.tags == ("ci", "[REDACTED:github_token]")
-    assert out.meta == {"redactions": {"github_token": 2, "slack_token": 1}}
+    # Tags stay lowercase and distinct; a lowercased AWS id no longer has its AKIA prefix but
+    # still looks random.
+    assert out.tags == ("ci", "[redacted:github_token]", "[redacted:high_entropy_secret]")
+    assert out.meta == {"redactions": {"github_token": 3, "slack_token": 1, "high_entropy_secret": 1}}
     assert out.id == event.id and out.timestamp == event.timestamp
+
+
+def test_ordinary_tags_stay() -> None:
+    event = _event(tags=("urchin", "bugfix", "release-2026-05-04", "python3.11", "issue-1234"))
+    assert redact_event(event) is event
 
 
 def test_meta_strings_are_redacted_recursively_and_keys_kept() -> None:

@@ -45,6 +45,7 @@ from urchin.redact._rules import (
     keep_value,
     key_type,
     mask,
+    random_tag,
 )
 
 __all__ = ["MARKER", "Finding", "Redactor", "redact_event", "redact_text", "scan_text"]
@@ -336,9 +337,10 @@ class Redactor:
             title = self._meta_string(None, title, counts)
         tags = event.tags
         if tags:
-            new_tags = [self._meta_string(None, tag, counts) for tag in tags]
-            if counts:
-                tags = tuple(new_tags)
+            before = sum(counts.values())
+            new_tags = [self._tag(tag, counts) for tag in tags]
+            if sum(counts.values()) != before:
+                tags = tuple(dict.fromkeys(new_tags))  # tags stay lowercase and distinct
         meta = event.meta
         if meta:
             meta = self._walk(meta, counts)
@@ -352,6 +354,15 @@ class Redactor:
             merged[typ] = (before if isinstance(before, int) else 0) + n
         meta["redactions"] = merged
         return event.replace(content=content, title=title, tags=tags, meta=meta)
+
+    def _tag(self, tag: str, counts: dict[str, int]) -> str:
+        """Tags arrive lowercased, which hides case-sensitive prefixes (`akia…`, `aiza…`), so a
+        tag that looks random (long, letters and digits, varied) goes too."""
+        new = self._meta_string(None, tag, counts)
+        if new is tag and random_tag(tag):
+            counts["high_entropy_secret"] = counts.get("high_entropy_secret", 0) + 1
+            new = MARKER.format("high_entropy_secret")
+        return tag if new is tag else new.lower()
 
     def _walk(self, value: Any, counts: dict[str, int]) -> Any:
         """Redact strings inside JSON-like data, keys kept; unchanged containers are returned as is."""
