@@ -337,9 +337,9 @@ class Redactor:
             title = self._meta_string(None, title, counts)
         tags = event.tags
         if tags:
-            before = sum(counts.values())
+            seen = sum(counts.values())
             new_tags = [self._tag(tag, counts) for tag in tags]
-            if sum(counts.values()) != before:
+            if sum(counts.values()) != seen:
                 tags = tuple(dict.fromkeys(new_tags))  # tags stay lowercase and distinct
         meta = event.meta
         if meta:
@@ -350,8 +350,8 @@ class Redactor:
         old = meta.get("redactions")
         merged = dict(old) if isinstance(old, dict) else {}
         for typ, n in counts.items():
-            before = merged.get(typ)
-            merged[typ] = (before if isinstance(before, int) else 0) + n
+            prior = merged.get(typ)
+            merged[typ] = (prior if isinstance(prior, int) else 0) + n
         meta["redactions"] = merged
         return event.replace(content=content, title=title, tags=tags, meta=meta)
 
