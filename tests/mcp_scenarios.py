@@ -19,14 +19,15 @@ from urchin.search.query import one_line
 
 TOOLS = {"urchin_search", "urchin_semantic_search", "urchin_recent_activity", "urchin_session_context",
          "urchin_workspace_context", "urchin_get_event", "urchin_ingest", "urchin_remember", "urchin_ephemeral",
-         "urchin_status"}
-REQUIRED = {"urchin_search": ["query"], "urchin_semantic_search": ["query"], "urchin_session_context": ["session"],
+         "urchin_status", "get_file", "get_workspace_overview", "list_memories", "get_memory"}
+REQUIRED = {"get_file": ["path"], "get_memory": ["slug"], "urchin_search": ["query"], "urchin_semantic_search": ["query"], "urchin_session_context": ["session"],
             "urchin_workspace_context": ["workspace"], "urchin_get_event": ["id"], "urchin_ingest": ["content"],
             "urchin_remember": ["content"], "urchin_ephemeral": ["action"]}
 DEFAULTS = {"urchin_search": {"hours": 168, "limit": 20}, "urchin_semantic_search": {"hours": 168, "limit": 10},
             "urchin_recent_activity": {"hours": 24, "limit": 20}, "urchin_session_context": {"hours": 168, "limit": 50},
             "urchin_workspace_context": {"hours": 168, "limit": 40},
-            "urchin_ingest": {"source": "mcp", "kind": "conversation"}}
+            "urchin_ingest": {"source": "mcp", "kind": "conversation"},
+            "get_file": {"fromLine": 1, "maxLines": 200}, "get_memory": {"tokenBudget": 8000}}
 CANONICAL = {"id", "timestamp", "source", "kind", "content", "workspace", "session", "title", "tags"}
 LINE = re.compile(r"^\[\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ\] [a-z0-9._-]+ — ")
 
@@ -245,3 +246,29 @@ async def check_large_output(session: ClientSession, memory: Memory, n: int = 10
     assert all(len(e["content"]) == size for e in data["events"])
     lines = text.splitlines()
     assert len(lines) == n and lines[0].startswith("[") and len(lines[0]) < 300
+
+
+async def check_workspace_tools(session: ClientSession, memory: Memory, root: Any) -> None:
+    """Ranged reads, overview and curated memories over MCP; traversal refused as a clean error."""
+    from urchin.workspace.memories import Member
+
+    (root / "docs").mkdir(parents=True)
+    (root / "docs" / "deploy.md").write_text("# Deploy\nstep one\nstep two\n## Rollback\nrevert\n")
+    memory.workspace_add(str(root), "proj")
+    text, data = await call(session, "get_file", {"path": "docs/deploy.md", "fromLine": 2, "maxLines": 2})
+    assert [line["text"] for line in data["lines"]] == ["step one", "step two"]
+    assert (data["path"], data["totalLines"], data["toLine"]) == ("proj/docs/deploy.md", 5, 3)
+    assert text.splitlines()[1:3] == ["2  step one", "3  step two"]
+    assert "outside the workspace roots" in await call_error(session, "get_file", {"path": "../../etc/passwd"})
+    assert "maxLines" in await call_error(session, "get_file", {"path": "docs/deploy.md", "maxLines": 5000})
+    _, data = await call(session, "get_workspace_overview")
+    assert data["roots"][0]["name"] == "proj" and data["roots"][0]["files"] == 1
+    memory.memory_create("deploying", "deploying or rolling back", [Member("file", path="docs/deploy.md"),
+                                                                    Member("file", path="docs/missing.md")])
+    _, data = await call(session, "list_memories")
+    assert data["memories"] == [{"slug": "deploying", "title": "Deploying", "useWhen": "deploying or rolling back",
+                                 "members": 2}]
+    text, data = await call(session, "get_memory", {"slug": "deploying"})
+    assert data["members"][0]["content"].startswith("# Deploy") and "step two" in text
+    assert data["coverage"][0]["status"] == "unreadable"
+    assert "no memory named" in await call_error(session, "get_memory", {"slug": "nope"})

@@ -21,6 +21,7 @@ from tests.mcp_scenarios import (
     check_large_output,
     check_read_tools,
     check_tool_list,
+    check_workspace_tools,
     check_write_tools,
 )
 from urchin.mcp_server import TOOL_NAMES, check_arguments, run_tool
@@ -51,6 +52,11 @@ async def test_read_tools_over_stdio(memory: Memory) -> None:
 async def test_write_tools_over_stdio(memory: Memory) -> None:
     async with stdio_session() as session:
         await check_write_tools(session, memory)
+
+
+async def test_workspace_tools_over_stdio(memory: Memory, tmp_path: Path) -> None:
+    async with stdio_session() as session:
+        await check_workspace_tools(session, memory, tmp_path / "proj")
 
 
 async def test_bad_arguments_are_clean_tool_errors(memory: Memory, tmp_path: Path) -> None:

@@ -18,6 +18,7 @@ from jsonschema.exceptions import best_match
 
 from urchin.errors import UrchinError
 from urchin.event import Event
+from urchin.mcp_server import workspace_tools
 from urchin.mcp_server.schemas import INPUT_SCHEMAS, OUTPUT_SCHEMAS, TOOL_DOCS
 from urchin.search.query import SearchResult, one_line
 
@@ -146,12 +147,14 @@ _RUNNERS: dict[str, Callable[[Any, dict[str, Any]], Reply]] = {
     "urchin_remember": _remember,
     "urchin_ephemeral": _ephemeral,
     "urchin_status": _status,
-    # The hybrid `urchin_search_context` tool (Memory.context, Postgres) slots in here, with its
-    # schemas and docs in urchin/mcp_schemas.py.
+    **workspace_tools.RUNNERS,
 }
+INPUT_SCHEMAS.update(workspace_tools.INPUT)
+OUTPUT_SCHEMAS.update(workspace_tools.OUTPUT)
+TOOL_DOCS.update(workspace_tools.DOCS)
 TOOL_NAMES = tuple(_RUNNERS)
 _READ_ONLY = {"urchin_search", "urchin_semantic_search", "urchin_recent_activity", "urchin_session_context",
-              "urchin_workspace_context", "urchin_get_event", "urchin_status"}
+              "urchin_workspace_context", "urchin_get_event", "urchin_status", *workspace_tools.READ_ONLY}
 _VALIDATORS = {name: Draft202012Validator(INPUT_SCHEMAS[name]) for name in TOOL_NAMES}
 
 
