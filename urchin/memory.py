@@ -7,7 +7,7 @@ returns result objects the front ends only format. Construction does no I/O.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol, runtime_checkable
@@ -16,10 +16,11 @@ import orjson
 
 from urchin.config import Settings
 from urchin.ephemeral import EphemeralState
-from urchin.errors import EmbedderError, JournalError, NotFoundError, QueryError
+from urchin.errors import EmbedderError, JournalError, NotFoundError, QueryError, ValidationError
 from urchin.event import Event
 from urchin.ingest import Ingestor, IngestResult
 from urchin.journal import Journal
+from urchin.redact import Finding
 from urchin.search.query import (
     Filters,
     Hit,
@@ -324,6 +325,15 @@ class Memory:
         if action == "status":
             return flag.state()
         raise QueryError("action", f"must be start, end or status, got {action!r}")
+
+    def redact_check(self, path: str) -> Iterator[Finding]:
+        """What redaction would remove from a file, by type, line and column; values are masked."""
+        try:
+            handle = open(path, encoding="utf-8", errors="replace")  # noqa: SIM115 (closed below)
+        except OSError as exc:
+            raise ValidationError("file", f"{path}: cannot read: {exc.strerror}") from None
+        with handle:
+            yield from self.ingestor.redactor.scan_lines(handle)
 
     def identity(self) -> dict[str, str]:
         """Who this machine's events are stamped with, and where each value came from."""
