@@ -29,6 +29,7 @@ from starlette.routing import BaseRoute
 
 from urchin.config import Settings, ensure_private_dir
 from urchin.daemon.app import VERSION, DaemonState, Lifespan, build_app
+from urchin.daemon.background import CollectorLoop, EmbedderLoop
 from urchin.daemon.follower import Follower
 from urchin.daemon.security import ensure_token, is_loopback_host
 from urchin.daemon.writer import GroupWriter
@@ -145,13 +146,15 @@ class Daemon:
     """`urchin serve`. Construction does no I/O; `run()` blocks until a signal and returns 0."""
 
     def __init__(self, settings: Settings, *, host: str | None = None, port: int | None = None,
-                 uds: str | None = None, log_level: str = "info", extensions: Sequence[Extension] = ()) -> None:
+                 uds: str | None = None, log_level: str = "info", extensions: Sequence[Extension] = (),
+                 collect: bool = True) -> None:
         self.settings = settings
         self.host = host or settings.host
         self.port = settings.port if port is None else port
         self.uds = Path(uds).absolute() if uds else None
         self.log_level = log_level.lower()
         self.extensions = extensions
+        self.collect = collect
         self.address = ""
         self._lock = DaemonLock(lock_path(settings))
         self._sock: socket.socket | None = None
@@ -201,13 +204,22 @@ class Daemon:
                                 access_log=self.log_level == "debug", lifespan="on",
                                 timeout_graceful_shutdown=int(GRACE_S), server_header=False)
         server = self._server = _Server(config, self)
+        jobs: list[CollectorLoop | EmbedderLoop] = []
+        if self.collect:
+            jobs.append(CollectorLoop(memory))
+        if self.settings.embedder_url:
+            jobs.append(EmbedderLoop(memory))
         writer.start()
         follower.start()
+        for job in jobs:
+            job.start()
         try:
             server.run(sockets=[self._sock])
         finally:
             writer.close()  # everything acknowledged is already fsync'd; this writes what is still queued
             follower.stop()
+            for job in jobs:
+                job.stop()
             log.info("stopped: %s", orjson.dumps(writer.stats.to_dict()).decode())
         return 0
 
