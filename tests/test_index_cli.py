@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import orjson
 
-from conftest import run_urchin
+from tests.conftest import run_urchin
 from urchin.config import Settings
 from urchin.memory import Memory
 

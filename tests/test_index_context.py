@@ -43,7 +43,7 @@ def ids(result: Any) -> list[str]:
 
 
 def test_hybrid_finds_by_words_with_any_word_semantics(memory: Memory) -> None:
-    result = memory.context(query="how do we roll back billing safely?")
+    result = memory.context(query="how do we do a rollback of billing safely?")
     assert ids(result)[0] == "e-rollback"
     first = result.results[0]
     assert first["citation"] == "urchin://events/e-rollback"
@@ -147,8 +147,9 @@ def test_hours_window_counts_back_from_now(memory: Memory) -> None:
 
 
 def test_memory_weight_lifts_memories(memory: Memory) -> None:
-    plain = memory.context(query="billing deploy releases", workspace="shop", explain=True)
-    lifted = memory.context(query="billing deploy releases", workspace="shop", memory_weight=3.0, explain=True)
+    query = "deploy billing with blue green releases"
+    plain = memory.context(query=query, workspace="shop", explain=True)
+    lifted = memory.context(query=query, workspace="shop", memory_weight=3.0, explain=True)
     assert ids(lifted)[0] == "e-decision" and ids(plain)[0] != "e-decision"
     assert lifted.results[0]["explain"]["classWeight"] == 3.0
 

@@ -11,11 +11,11 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from urchin.errors import IndexError_
+from urchin.errors import EmbedderError, IndexError_
 from urchin.event import Event
 from urchin.index.base import ChunkRow, Embedder
 from urchin.index.sparse import doc_vector, int_array, to_sparsevec
@@ -35,10 +35,11 @@ class FeedReport:
     offset: int = 0          # the cursor after the run
     retries: int = 0
     embedded: int = 0
+    notes: list[str] = field(default_factory=list)
 
-    def to_dict(self) -> dict[str, int]:
+    def to_dict(self) -> dict[str, Any]:
         return {"events": self.events, "inserted": self.inserted, "offset": self.offset, "retries": self.retries,
-                "embedded": self.embedded}
+                "embedded": self.embedded, "notes": self.notes}
 
 
 def _clean(text: str | None) -> str | None:
@@ -107,7 +108,10 @@ class Feeder:
                     on_progress(offset, max(total, offset))
         report.offset = offset
         if self.embedder is not None:
-            report.embedded = self.embed_pending(report, stop)
+            try:
+                report.embedded = self.embed_pending(report, stop)
+            except EmbedderError as exc:       # rows stay pending; the next run embeds them
+                report.notes.append(f"embedding skipped: {exc.message}")
         return report
 
     def _prepare(self, offset: int) -> tuple[int, int, list[ChunkRow]]:

@@ -25,9 +25,10 @@ __all__ = ["ContextResult", "run_context", "split_websearch", "pack", "CHARS_PER
 CHARS_PER_TOKEN = 4               # the token estimate, stated in every response's coverage block
 # Session context: a result's score adds its session neighbours' scores, CONTEXT ** distance, up to
 # CONTEXT_TURNS on each side (a question's evidence is often the turns around the best match).
-CONTEXT = {"keyword": 0.5, "semantic": 0.5}
+CONTEXT = {"keyword": 0.5, "semantic": 0.6}
 CONTEXT_TURNS = 2
-COMMON_SHARE = 0.1                # keyword leg: words in more than this share of chunks are dropped
+COMMON_SHARE = 0.05               # keyword leg: words in more than this share of chunks are dropped
+MIN_COMMON_DF = 20                # ...but in a small index no word is "common"
 MAX_KEYWORDS = 12
 MAX_CANDIDATE_TERMS = 16          # the rarest query terms that pick token-cosine candidates (speed at 1M)
 COVERAGE_NOTE = "Coverage describes what was searched; it is not evidence."
@@ -147,7 +148,8 @@ def _distinctive(backend: IndexBackend, words: list[str]) -> list[str]:
     df, n_docs = backend.term_stats([t for ts in ids.values() for t in ts])
     freq = {w: max((df.get(t, 0) for t in ts), default=0) for w, ts in ids.items()}
     ranked = sorted(words, key=lambda w: freq[w])
-    kept = [w for w in ranked if freq[w] <= COMMON_SHARE * n_docs] or ranked[:1]
+    common = max(COMMON_SHARE * n_docs, MIN_COMMON_DF)
+    kept = [w for w in ranked if freq[w] <= common] or ranked[:1]
     return kept[:MAX_KEYWORDS]
 
 
