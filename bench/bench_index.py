@@ -112,7 +112,8 @@ def main(argv: list[str] | None = None) -> None:
         journal = Journal(folder / "journal" / "events.jsonl", "never")
         started = time.perf_counter()
         vocab = generate(journal.path, args.events)
-        print(f"generated {args.events:,} events ({journal.size() / 1e6:.0f} MB) in {time.perf_counter() - started:.0f} s")
+        took = time.perf_counter() - started
+        print(f"generated {args.events:,} events ({journal.size() / 1e6:.0f} MB) in {took:.0f} s")
         server = None
         if args.database_url:
             backend = PostgresIndex(args.database_url)

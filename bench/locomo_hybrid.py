@@ -125,18 +125,25 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--full-text-weight", type=float, default=1.0)
     parser.add_argument("--semantic-weight", type=float, default=1.0)
     parser.add_argument("--method", action="append", choices=METHODS)
+    parser.add_argument("--split", default="conv-26,conv-30",
+                        help="conversations reported apart from the rest (the rest are the check)")
     args = parser.parse_args(argv)
     events, questions = load(args.data or _default_data())
     print(f"{len(events)} events, {len(questions)} questions")
     with tempfile.TemporaryDirectory(prefix="urchin-locomo-") as tmp:
         backend = open_backend(events, Path(tmp), args.database_url)
         weights = {"k": args.k, "full_text_weight": args.full_text_weight, "semantic_weight": args.semantic_weight}
+        first = set(args.split.split(","))
+        parts = {"all": questions, args.split: [q for q in questions if q[1] in first],
+                 "rest": [q for q in questions if q[1] not in first]}
         for method in args.method or METHODS:
-            started = time.perf_counter()
-            mean = measure(ranker(backend, events, method, **weights), questions)
-            per_query = (time.perf_counter() - started) / len(questions) * 1000
-            print(f"{method:<9} R@5 {mean['R@5']:.3f}  R@10 {mean['R@10']:.3f}  MRR {mean['MRR']:.3f}  "
-                  f"({per_query:.1f} ms/query)")
+            rank = ranker(backend, events, method, **weights)
+            for label, subset in parts.items():
+                started = time.perf_counter()
+                mean = measure(rank, subset)
+                per_query = (time.perf_counter() - started) / max(len(subset), 1) * 1000
+                print(f"{method:<9} {label:<16} R@5 {mean['R@5']:.3f}  R@10 {mean['R@10']:.3f}  "
+                      f"MRR {mean['MRR']:.3f}  ({len(subset)} questions, {per_query:.1f} ms/query)")
         backend.close()
 
 

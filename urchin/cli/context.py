@@ -23,7 +23,8 @@ def _searches(values: tuple[str, ...]) -> list[dict[str, str]] | None:
 @click.option("--strategy", type=click.Choice(["hybrid", "keyword", "semantic"]), default=None,
               help="Which legs run (default hybrid).")
 @click.option("--search", "searches", multiple=True, metavar="TYPE:TEXT",
-              help="A sub-query: lex:WORDS (keyword leg), vec:TEXT or hyde:PASSAGE (semantic leg). Repeatable, up to 8.")
+              help="A sub-query: lex:WORDS (keyword leg), vec:TEXT or hyde:PASSAGE (semantic leg). "
+                   "Repeatable, up to 8.")
 @click.option("--full-text-weight", type=float, default=None, help="Weight of the keyword leg (default 1.0).")
 @click.option("--semantic-weight", type=float, default=None, help="Weight of the semantic leg (default 1.0).")
 @click.option("--k", "k", type=int, default=None, help="RRF constant: score = sum weight / (k + rank) (default 60).")
@@ -39,7 +40,8 @@ def _searches(values: tuple[str, ...]) -> list[dict[str, str]] | None:
               help="Search memories (decision events); default yes.")
 @click.option("--include-conversations/--no-include-conversations", default=None,
               help="Search everything that is not a memory; default yes.")
-@click.option("--memory-weight", type=float, default=None, help="Weight of memories against conversations (default 1.0).")
+@click.option("--memory-weight", type=float, default=None,
+              help="Weight of memories against conversations (default 1.0).")
 @click.option("--min-score", type=float, default=None, help="Drop results under this calibrated score (0-1).")
 @click.option("--limit", type=int, default=None, help="Most results (default 10, at most 100).")
 @click.option("--token-budget", type=int, default=None,
@@ -63,7 +65,8 @@ def context(app: AppContext, query: str, searches: tuple[str, ...], as_json: boo
         for line in r["content"].splitlines() or [""]:
             click.echo(f"    {line}")
         if "explain" in r:
-            legs = ", ".join(f"{x['leg']}/{x['origin']} #{x['rank']} +{x['contribution']:.4f}" for x in r["explain"]["legs"])
+            legs = ", ".join(f"{x['leg']}/{x['origin']} #{x['rank']} +{x['contribution']:.4f}"
+                             for x in r["explain"]["legs"])
             click.echo(f"    explain: {legs}; fused {r['explain']['fused']:.4f}")
     cov = result.coverage
     legs = ", ".join(f"{leg['leg']}/{leg['origin']} {leg['candidates']}" for leg in cov["legs"])

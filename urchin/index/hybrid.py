@@ -17,8 +17,8 @@ from typing import Any
 from urchin.errors import EmbedderError
 from urchin.index.base import MEMORY_KINDS, ContextRow, Embedder, Filter, IndexBackend, LegHit
 from urchin.index.params import ContextParams
-from urchin.index.sparse import query_vector, term_ids, to_sparsevec, tokens
 from urchin.index.schema import TS_CONFIG
+from urchin.index.sparse import query_vector, term_ids, to_sparsevec, tokens
 
 __all__ = ["ContextResult", "run_context", "split_websearch", "pack", "CHARS_PER_TOKEN", "candidates_for"]
 
@@ -164,7 +164,7 @@ def _semantic_runs(backend: IndexBackend, p: ContextParams, flt: Filter, depth: 
         except EmbedderError as exc:
             skipped.append(f"semantic leg skipped: the embedder failed ({exc.message})")
             return []
-        for run, vector in zip(runs, vectors):
+        for run, vector in zip(runs, vectors, strict=True):
             run.method = f"embeddings ({embedder.fingerprint}, HNSW cosine)"
             run.hits = backend.dense(embedder.fingerprint, vector, flt, depth)
         return runs

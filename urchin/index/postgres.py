@@ -114,7 +114,8 @@ class PostgresIndex:
         for row in rows:
             df.update(map(int, row.terms.strip("{}").split(",")) if row.terms != "{}" else ())
         conn = self.conn
-        conn.execute("CREATE TEMP TABLE IF NOT EXISTS urchin_feed_terms (term integer, df bigint) ON COMMIT DELETE ROWS")
+        conn.execute("CREATE TEMP TABLE IF NOT EXISTS urchin_feed_terms (term integer, df bigint) "
+                     "ON COMMIT DELETE ROWS")
         with conn.cursor() as cur:
             with cur.copy("COPY urchin_feed_terms (term, df) FROM STDIN") as copy:
                 for term, count in df.items():
@@ -155,7 +156,8 @@ class PostgresIndex:
     # ---- querying -----------------------------------------------------------------------------
     def term_stats(self, terms: Sequence[int]) -> tuple[dict[int, int], int]:
         with self.conn.transaction():
-            rows = self.conn.execute("SELECT term, df FROM urchin_terms WHERE term = ANY(%s)", (list(terms),)).fetchall()
+            rows = self.conn.execute("SELECT term, df FROM urchin_terms WHERE term = ANY(%s)",
+                                     (list(terms),)).fetchall()
             n = self.conn.execute("SELECT value FROM urchin_stats WHERE key = 'chunks'").fetchone()
         return {int(t): int(d) for t, d in rows}, int(n[0]) if n else 0
 
@@ -207,10 +209,11 @@ class PostgresIndex:
                      f"FROM c, {source}, LATERAL ({side.format(sign='-', dir='DESC', op='<')} UNION ALL "
                      f"{side.format(sign='', dir='ASC', op='>')}) AS x WHERE c.session IS NOT NULL")
         with self.conn.transaction():
-            rows = self.conn.execute(base, args).fetchall()  # type: ignore[arg-type]
+            rows = self.conn.execute(base, args).fetchall()
         return [ContextRow(r[0], r[1], int(r[2]), float(r[3]), r[4], r[5]) for r in rows]
 
-    def dense(self, model: str, vector: Sequence[float], flt: Filter, limit: int, dim: int | None = None) -> list[LegHit]:
+    def dense(self, model: str, vector: Sequence[float], flt: Filter, limit: int,
+              dim: int | None = None) -> list[LegHit]:
         """Embedding leg: HNSW over this model's vectors only; relaxed iterative scan, re-sorted exactly."""
         dim = dim or len(vector)
         where, args = _where(flt, alias="c.")
@@ -220,7 +223,8 @@ class PostgresIndex:
                  f"FROM urchin_embeddings e JOIN urchin_chunks c USING (chunk_id) "
                  f"WHERE e.model = %(model)s {where} "
                  f"ORDER BY e.embedding::halfvec({dim}) <=> %(v)s::halfvec({dim}) LIMIT %(limit)s) "
-                 "SELECT chunk_id, 1 - distance, kind, occurred_at FROM hits ORDER BY distance, occurred_at DESC, chunk_id")
+                 "SELECT chunk_id, 1 - distance, kind, occurred_at FROM hits "
+                 "ORDER BY distance, occurred_at DESC, chunk_id")
         with self.conn.transaction():
             for name, value in QUERY_SETTINGS.items():
                 self.conn.execute("SELECT set_config(%s, %s, true)", (name, value))
@@ -231,7 +235,7 @@ class PostgresIndex:
         with self.conn.transaction():
             rows = self.conn.execute(f"SELECT {', '.join(_FETCH)} FROM urchin_chunks WHERE chunk_id = ANY(%s)",
                                      (list(chunk_ids),)).fetchall()
-        return {r[0]: dict(zip(_FETCH, r)) for r in rows}
+        return {r[0]: dict(zip(_FETCH, r, strict=True)) for r in rows}
 
     def status(self, model: str | None = None) -> dict[str, Any]:
         with self.conn.transaction():
@@ -310,7 +314,8 @@ def _migrate(conn: psycopg.Connection[Any]) -> None:
         if installed is None:
             if available is None:
                 raise IndexError_("pgvector is not installed on this PostgreSQL server: urchin needs the `vector` "
-                                  f"extension >= {'.'.join(map(str, PGVECTOR_MIN))} (https://github.com/pgvector/pgvector)")
+                                  f"extension >= {'.'.join(map(str, PGVECTOR_MIN))} "
+                                  "(https://github.com/pgvector/pgvector)")
             try:
                 with conn.transaction():
                     conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
@@ -328,5 +333,5 @@ def _migrate(conn: psycopg.Connection[Any]) -> None:
         applied = {r[0] for r in conn.execute("SELECT version FROM urchin_migrations").fetchall()}
         for version_no, name, body in MIGRATIONS:
             if version_no not in applied:
-                conn.execute(body)  # type: ignore[arg-type]
+                conn.execute(body)
                 conn.execute("INSERT INTO urchin_migrations (version, name) VALUES (%s, %s)", (version_no, name))

@@ -46,7 +46,7 @@ class IndexService:
     def backend(self) -> Any:
         with self._lock:
             if self._backend is None:
-                from urchin.index.postgres import PostgresIndex   # psycopg loads here, never at import
+                from urchin.index.postgres import PostgresIndex  # psycopg loads here, never at import
 
                 if self.settings.database_url:
                     self._backend = PostgresIndex(self.settings.database_url)
