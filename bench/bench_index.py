@@ -17,6 +17,7 @@ import sys
 import tempfile
 import time
 from datetime import UTC, datetime, timedelta
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
@@ -78,7 +79,7 @@ def feed(backend: Any, journal: Journal) -> float:
 def copy_peer(backend: Any, journal: Journal, limit: int) -> float:
     """The same rows (vectors included) COPYed into an unindexed table: what the disk and driver allow."""
     conn = backend.conn
-    rows = [event_row(e, o) for o, e in journal.iter_events(0)][:limit]
+    rows = [event_row(e, o) for o, e in islice(journal.iter_events(0), limit)]
     with conn.transaction():
         conn.execute("CREATE TEMP TABLE peer (LIKE urchin_chunks) ON COMMIT DROP")
         started = time.perf_counter()

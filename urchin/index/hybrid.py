@@ -28,7 +28,8 @@ CHARS_PER_TOKEN = 4               # the token estimate, stated in every response
 CONTEXT = {"keyword": 0.5, "semantic": 0.6}
 CONTEXT_TURNS = 2
 COMMON_SHARE = 0.05               # keyword leg: words in more than this share of chunks are dropped
-MIN_COMMON_DF = 20                # ...but in a small index no word is "common"
+MIN_COMMON_DF = 20                # ...but in a small index no word is "common",
+MAX_COMMON_DF = 5000              # and in a large one a word in 5,000 chunks already costs ~50 ms to rank
 MAX_KEYWORDS = 12
 MAX_CANDIDATE_TERMS = 16          # the rarest query terms that pick token-cosine candidates (speed at 1M)
 COVERAGE_NOTE = "Coverage describes what was searched; it is not evidence."
@@ -148,7 +149,7 @@ def _distinctive(backend: IndexBackend, words: list[str]) -> list[str]:
     df, n_docs = backend.term_stats([t for ts in ids.values() for t in ts])
     freq = {w: max((df.get(t, 0) for t in ts), default=0) for w, ts in ids.items()}
     ranked = sorted(words, key=lambda w: freq[w])
-    common = max(COMMON_SHARE * n_docs, MIN_COMMON_DF)
+    common = max(min(COMMON_SHARE * n_docs, MAX_COMMON_DF), MIN_COMMON_DF)
     kept = [w for w in ranked if freq[w] <= common] or ranked[:1]
     return kept[:MAX_KEYWORDS]
 
@@ -173,7 +174,9 @@ def _semantic_runs(backend: IndexBackend, p: ContextParams, flt: Filter, depth: 
         counts = term_ids(tokens(run.query))
         df, n_docs = backend.term_stats(list(counts))
         weights = query_vector(run.query, df, n_docs)
-        rare = sorted(weights, key=lambda t: (df.get(t, 0), t))[:MAX_CANDIDATE_TERMS]
+        by_df = sorted(weights, key=lambda t: (df.get(t, 0), t))
+        cap = max(min(COMMON_SHARE * n_docs, MAX_COMMON_DF), MIN_COMMON_DF)
+        rare = ([t for t in by_df if df.get(t, 0) <= cap] or by_df[:1])[:MAX_CANDIDATE_TERMS]
         rows = backend.sparse(to_sparsevec(weights), rare, flt, depth, _turns("semantic")) if weights else []
         run.hits = with_context(rows, CONTEXT["semantic"], depth)
     return runs
