@@ -11,7 +11,6 @@ only bulk catch-up imports numpy.
 
 from __future__ import annotations
 
-import calendar
 import fcntl
 import os
 import re
@@ -22,7 +21,7 @@ import zlib
 from array import array
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -47,7 +46,8 @@ _ZONE = struct.Struct("<qqqqq")  # start, end, min_ts, max_ts, lines << 32 | tai
 _TAIL = 32  # bytes before a block's end whose crc detects a replaced or rewritten journal
 _HEAD = 4096
 _READ = 16 << 20
-_NUMPY_FROM = 1 << 20  # below this many new bytes, hashing in pure Python beats importing numpy
+_NUMPY_FROM = 1 << 20
+_EAGER = 48  # newest blocks checked row by row before one AND over all  # below this many new bytes, hashing in pure Python beats importing numpy
 _FAR = 1 << 62  # an empty block has min _FAR and max -_FAR, so no window overlaps it
 _CANONICAL_TS = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z")
 
@@ -58,15 +58,17 @@ def query_hashes(folded: bytes) -> set[int]:
             for i in range(len(folded) - 2)}
 
 
-@dataclass(frozen=True, slots=True)
 class CatchUp:
-    """What one catch-up did: bytes and blocks indexed, whether it rebuilt, and how long it took."""
+    """What one catch-up did: bytes, blocks and events indexed, whether it rebuilt, how long it took."""
 
-    bytes: int
-    blocks: int
-    events: int
-    rebuilt: bool
-    seconds: float
+    __slots__ = ("bytes", "blocks", "events", "rebuilt", "seconds")
+
+    def __init__(self, bytes: int, blocks: int, events: int, rebuilt: bool, seconds: float) -> None:
+        self.bytes, self.blocks, self.events, self.rebuilt, self.seconds = bytes, blocks, events, rebuilt, seconds
+
+    def __repr__(self) -> str:
+        return (f"CatchUp(bytes={self.bytes}, blocks={self.blocks}, events={self.events}, rebuilt={self.rebuilt}, "
+                f"seconds={self.seconds:.3f})")
 
     @property
     def mb_per_s(self) -> float:
@@ -90,44 +92,57 @@ class View:
     def block_range(self, block: int) -> tuple[int, int]:
         return self.starts[block], self.ends[block]
 
-    def candidates(self, hashes: set[int], since_ms: int, until_ms: int | None) -> list[int]:
-        """Blocks that may hold a match in the window, newest (by max timestamp) first."""
+    def candidates(self, hashes: set[int], since_ms: int, until_ms: int | None) -> Iterator[int]:
+        """Blocks that may hold a match in the window, newest (by max timestamp) first, lazily.
+
+        The newest blocks are checked one bitmap row at a time, so a common term stops after a
+        few; past `_EAGER` blocks, one AND over every block's bitmap at once filters the rest.
+        Zone maps are compared with 1 ms of slack: `Event.ts_ms` rounds through a float.
+        """
         n = self.n
         if not n:
-            return []
-        until = until_ms if until_ms is not None else _FAR
+            return
+        since = since_ms - 1
+        until = until_ms + 1 if until_ms is not None else _FAR
         mins, maxs = self.mins, self.maxs
-        if hashes and self._bits is not None:
-            blocks = self._bitmap_blocks(hashes)
-        else:
-            blocks = range(n)
-        picked = [b for b in blocks if maxs[b] >= since_ms and mins[b] <= until]
-        picked.sort(key=maxs.__getitem__, reverse=True)
-        return picked
+        window = [b for b in range(n) if maxs[b] >= since and mins[b] <= until]
+        window.sort(key=maxs.__getitem__, reverse=True)
+        if not hashes or self._bits is None:
+            yield from window
+            return
+        masks = _byte_masks(hashes)
+        bits = self._bits
+        for b in window[:_EAGER]:
+            base = b * ROW
+            if all(bits[base + byte] & mask == mask for byte, mask in masks):
+                yield b
+        if len(window) > _EAGER:
+            found = self._bitmap_and(masks)
+            for b in window[_EAGER:]:
+                if found[b]:
+                    yield b
 
-    def _bitmap_blocks(self, hashes: set[int]) -> list[int]:
-        """AND the bitmaps of every block at once: byte i of each row is `bits[i::ROW]` (one C call)."""
+    def _bitmap_and(self, masks: list[tuple[int, int]]) -> bytes:
+        """AND every block's bitmap at once: byte i of each row is `bits[i::ROW]` (one C call)."""
         n = self.n
-        by_byte: dict[int, int] = {}
-        for h in hashes:
-            by_byte[h >> 3] = by_byte.get(h >> 3, 0) | 1 << (h & 7)
         ones = int.from_bytes(b"\x01" * n, "little")
         acc = ones
-        for byte, mask in sorted(by_byte.items()):
+        for byte, mask in masks:
             column = int.from_bytes(self._bits[byte:n * ROW:ROW], "little")
             for bit in range(8):
                 if mask >> bit & 1:
                     acc &= column >> bit
             acc &= ones
             if not acc:
-                return []
-        found = acc.to_bytes(n, "little")
-        out: list[int] = []
-        pos = found.find(1)
-        while pos >= 0:
-            out.append(pos)
-            pos = found.find(1, pos + 1)
-        return out
+                break
+        return acc.to_bytes(n, "little")
+
+
+def _byte_masks(hashes: set[int]) -> list[tuple[int, int]]:
+    by_byte: dict[int, int] = {}
+    for h in hashes:
+        by_byte[h >> 3] = by_byte.get(h >> 3, 0) | 1 << (h & 7)
+    return sorted(by_byte.items())
 
 
 class BlockIndex:
@@ -278,17 +293,19 @@ class BlockIndex:
                 cut = data.rfind(b"\n")
                 if cut < 0:
                     break
-            pos = offset
-            for line in data[:cut].split(b"\n"):
-                parsed = self._parse(line)
-                if parsed is not None:
-                    block.add(*parsed)
-                    events += 1
-                pos += len(line) + 1
-                block.end = pos
-                if block.end - block.start >= BLOCK_TARGET:
+            pos = 0
+            while pos <= cut:
+                # cut blocks with one find per block, not per line
+                stop = data.find(b"\n", pos + BLOCK_TARGET - (offset + pos - block.start) - 1)
+                full = 0 <= stop <= cut
+                if not full:
+                    stop = cut
+                events += self._scan(data[pos:stop].split(b"\n"), block)
+                pos = stop + 1
+                block.end = offset + pos
+                if full:
                     done.append(block)
-                    block = _Block(pos, pos)
+                    block = _Block(block.end, block.end)
             offset += cut + 1
             if len(done) >= 256:
                 n = self._flush(zfd, bfd, jfd, n, done, use_numpy)
@@ -315,30 +332,49 @@ class BlockIndex:
         os.pwrite(zfd, zones, _HEADER_SIZE + n * _ZONE.size)
         return n + len(blocks)
 
-    def _parse(self, line: bytes) -> tuple[int, bytes] | None:
-        """(timestamp ms, folded content) of an event line, as `Event.from_record` would accept it."""
-        try:
-            record = orjson.loads(line)
-        except orjson.JSONDecodeError:
-            return None
-        if not isinstance(record, dict):
-            return None
-        content = record.get("content")
-        ts = record.get("timestamp")
-        if not isinstance(content, str) or not content or not isinstance(ts, str) \
-                or not isinstance(record.get("id"), str):
-            return None
-        ms = self._ts_ms(ts)
-        if ms is None:
-            return None
-        return ms, content.casefold().encode("utf-8", "surrogatepass")
+    def _scan(self, lines: list[bytes], block: _Block) -> int:
+        """Add the events among `lines` to `block`: a superset of what `Event.from_json` accepts."""
+        loads, bad, cache, ts_ms = orjson.loads, orjson.JSONDecodeError, self._ts_cache, self._ts_ms
+        parts = block.parts
+        lo, hi, count = block.lo, block.hi, 0
+        for line in lines:
+            try:
+                record = loads(line)
+            except bad:
+                continue
+            if type(record) is not dict:
+                continue
+            content = record.get("content")
+            ts = record.get("timestamp")
+            if type(content) is not str or type(ts) is not str or not content:
+                continue
+            base = cache.get(ts[:13]) if len(ts) == 24 else None
+            ms: int | None
+            if base is None:
+                ms = ts_ms(ts)
+            else:
+                try:
+                    ms = base + int(ts[14:16]) * 60_000 + int(ts[17:19]) * 1000 + int(ts[20:23])
+                except ValueError:
+                    continue  # not canonical after all: `Event` would not read it either
+            if ms is None:
+                continue
+            if ms < lo:
+                lo = ms
+            if ms > hi:
+                hi = ms
+            count += 1
+            parts.append(content.casefold().encode("utf-8", "surrogatepass"))
+        block.lo, block.hi = lo, hi
+        block.lines += count
+        return count
 
     def _ts_ms(self, ts: str) -> int | None:
         if _CANONICAL_TS.fullmatch(ts):
             base = self._ts_cache.get(ts[:13])
             if base is None:
                 try:
-                    base = calendar.timegm(time.strptime(ts[:13], "%Y-%m-%dT%H")) * 1000
+                    base = int(datetime.fromisoformat(ts[:13] + ":00:00+00:00").timestamp()) * 1000
                 except ValueError:
                     return None
                 self._ts_cache[ts[:13]] = base
@@ -372,10 +408,6 @@ class BlockIndex:
         if n:
             with self.bits_path.open("rb") as bf:
                 self._bits_map = mmap.mmap(bf.fileno(), n * ROW, access=mmap.ACCESS_READ)
-        # zone maps are widened by 1 ms: Event.ts_ms rounds through a float
-        for i in range(2, len(zones), 5):
-            zones[i] -= 1
-            zones[i + 1] += 1
         self._view = View(n, end, zones, self._bits_map)
         self._cached = (n, end)
         return self._view
@@ -389,14 +421,6 @@ class _Block:
         self.start, self.end, self.lo, self.hi, self.lines = start, end, lo, hi, lines
         self.parts: list[bytes] = []
         self.reopened = reopened
-
-    def add(self, ms: int, folded: bytes) -> None:
-        if ms < self.lo:
-            self.lo = ms
-        if ms > self.hi:
-            self.hi = ms
-        self.lines += 1
-        self.parts.append(folded)
 
     def text(self) -> bytes:
         return b"\n".join(self.parts)

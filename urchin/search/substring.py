@@ -12,6 +12,7 @@ import heapq
 import os
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
+from typing import Any
 
 import orjson
 
@@ -69,8 +70,6 @@ class SubstringSearcher:
                      filters: Filters, best: _Best) -> None:
         hashes = query_hashes(folded.encode("utf-8", "surrogatepass")) if folded else set()
         blocks = view.candidates(hashes, since_ms, until_ms)
-        if not blocks:
-            return
         prefilter = _Prefilter(folded, filters)
         maxs = view.maxs
         try:
@@ -80,7 +79,7 @@ class SubstringSearcher:
         try:
             for block in blocks:
                 # blocks come newest-max first: once the oldest kept hit beats this block, it beats the rest
-                if len(best) >= limit and maxs[block] < best[0][0]:
+                if len(best) >= limit and maxs[block] + 1 < best[0][0]:
                     break
                 start, end = view.block_range(block)
                 lines = prefilter.lines(os.pread(fd, end - start, start))
@@ -141,48 +140,59 @@ def _keep_best(events: Iterable[Event | None], folded: str | None, since_ms: int
 
 
 class _Prefilter:
-    """Cheap, safe rejection of lines before parsing, on the decoded raw text.
+    """Cheap, safe rejection of lines before parsing, by finding the query in the raw block.
 
     A line whose content contains the folded query has the query in its own casefolded raw text,
-    unless the query holds a character a writer may escape or the line uses `\\u` escapes; those
-    are always parsed. Filter values are looked for as JSON strings the same way.
+    unless the query holds a character a writer may escape or the line uses `\\u` escapes (always
+    parsed). For an ASCII query the raw bytes are lowered instead of decoded and casefolded,
+    and lines with non-ASCII bytes (`ß` folds to `ss`) are always parsed. Filter values are
+    looked for as JSON strings the same way. Line numbers agree between bytes, text and folded
+    text: none of these steps makes or removes a newline.
     """
 
     def __init__(self, folded: str | None, filters: Filters) -> None:
         self.query = folded if folded and not (set(folded) & _ESCAPABLE) else None
-        needles = []
-        for name, value in filters.to_dict().items():
-            if value == _DEFAULTS.get(name) or set(value) & _ESCAPABLE:
-                continue
-            needles.append(orjson.dumps(value).decode())
-        self.needles = needles
+        self.ascii = self.query.encode("ascii") if self.query is not None and self.query.isascii() else None
+        self.needles = [orjson.dumps(value) for name, value in filters.to_dict().items()
+                        if value != _DEFAULTS.get(name) and not set(value) & _ESCAPABLE]
 
-    def lines(self, data: bytes) -> list[str]:
-        text = data.decode("utf-8", "surrogateescape")
-        lines = text.split("\n")
+    def lines(self, data: bytes) -> list[bytes]:
         if self.query is None and not self.needles:
-            return lines
-        # casefold never makes or removes a newline, so line numbers in the folded text hold
-        keep = _line_numbers(text.casefold(), self.query) if self.query is not None else None
+            return data.split(b"\n")
+        keep: set[int] | None = None
+        lines: list[bytes] | None = None
+        if self.ascii is not None:
+            keep = _line_numbers(data.lower(), self.ascii, b"\n")
+            if not data.isascii():
+                lines = data.split(b"\n")
+                query = self.query
+                keep.update(i for i, line in enumerate(lines) if not line.isascii()
+                            and query in line.decode("utf-8", "surrogateescape").casefold())
+        elif self.query is not None:
+            keep = _line_numbers(data.decode("utf-8", "surrogateescape").casefold(), self.query, "\n")
         for needle in self.needles:
-            found = _line_numbers(text, needle)
+            found = _line_numbers(data, needle, b"\n")
             keep = found if keep is None else keep & found
         assert keep is not None
-        if "\\u" in text:
-            keep |= _line_numbers(text, "\\u")
+        if b"\\u" in data:
+            keep |= _line_numbers(data, b"\\u", b"\n")
+        if not keep:
+            return []
+        if lines is None:
+            lines = data.split(b"\n")
         return [lines[i] for i in keep]
 
 
-def _line_numbers(haystack: str, needle: str) -> set[int]:
-    """Numbers of the lines of `haystack` that contain `needle` (which holds no newline)."""
+def _line_numbers(haystack: Any, needle: Any, newline: Any) -> set[int]:
+    """Numbers of the lines of `haystack` (bytes or str) that contain `needle` (no newline in it)."""
     out: set[int] = set()
     pos = haystack.find(needle)
     line = counted = 0
     while pos >= 0:
-        line += haystack.count("\n", counted, pos)
+        line += haystack.count(newline, counted, pos)
         counted = pos
         out.add(line)
-        nl = haystack.find("\n", pos)
+        nl = haystack.find(newline, pos)
         if nl < 0:
             break
         pos = haystack.find(needle, nl + 1)
