@@ -115,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{name:8} {label:13} {ms(rw)} {ms(uw)}  {ratio:5.2f}x  [{ms(rc)}] [{ms(uc):>9}]", flush=True)
     print(f"worst cold ratio {max(ratios):.2f}x (target <= 1.5x)")
 
-    print(f"\nhot, one long-lived searcher, p50 of 21 (ms); rg median from above for scale")
+    print("\nhot, one long-lived searcher, p50 of 21 (ms); rg median from above for scale")
     now = int(time.time() * 1000)
     for name, term in TERMS:
         for label, hours in WINDOWS:

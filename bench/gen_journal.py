@@ -169,7 +169,8 @@ def main(argv: list[str] | None = None) -> int:
     counts = generate(args.n, out, args.seed)
     elapsed = time.perf_counter() - started
     size = out.stat().st_size
-    print(f"{out}: {counts['events']} events, {size / 1e6:.0f} MB in {elapsed:.1f}s; rare {RARE_TERM!r} x{counts['rare']}, "
+    print(f"{out}: {counts['events']} events, {size / 1e6:.0f} MB in {elapsed:.1f}s; "
+          f"rare {RARE_TERM!r} x{counts['rare']}, "
           f"common {COMMON_TERM!r} x{counts['common']}, absent {ABSENT_TERM!r}, backfilled {counts['backfilled']}")
     return 0
 

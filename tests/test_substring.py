@@ -26,6 +26,7 @@ from urchin.search.query import Filters
 from urchin.search.substring import SubstringSearcher
 
 NOW = datetime(2026, 5, 4, 20, 0, tzinfo=UTC)
+ANY = Filters()
 WORDS = ("alpha", "beta", "gamma", "delta", "Straße", "σίσυφος", "naïve", "retry", "budget", "quokka", "path/to/x")
 
 
@@ -42,14 +43,16 @@ def contents(result: Any) -> list[str]:
     return [hit.event.content for hit in result.hits]
 
 
-def reference(memory: Memory, query: str | None, since_ms: int, limit: int, filters: Filters = Filters(),
-              oldest_first: bool = False, every: list[Event] | None = None) -> list[str]:
+def reference(memory: Memory, query: str | None, since_ms: int, limit: int, filters: Filters = ANY,
+              oldest_first: bool = False, every: list[Event] | None = None,
+              until_ms: int | None = None) -> list[str]:
     """What the contract says, by brute force over every line."""
     folded = query.casefold() if query is not None else None
     if every is None:
         every = [e for _, e in memory.journal.iter_events()]
     events = [e for e in every
-              if e.ts_ms >= since_ms and filters.match(e) and (folded is None or folded in e.content.casefold())]
+              if since_ms <= e.ts_ms <= (until_ms if until_ms is not None else e.ts_ms) and filters.match(e)
+              and (folded is None or folded in e.content.casefold())]
     events.sort(key=lambda e: (e.ts_ms, e.id), reverse=True)
     chosen = events[:limit]
     if oldest_first:
@@ -57,10 +60,10 @@ def reference(memory: Memory, query: str | None, since_ms: int, limit: int, filt
     return [e.id for e in chosen]
 
 
-def searched(memory: Memory, query: str | None, since_ms: int, limit: int, filters: Filters = Filters(),
-             oldest_first: bool = False) -> list[str]:
+def searched(memory: Memory, query: str | None, since_ms: int, limit: int, filters: Filters = ANY,
+             oldest_first: bool = False, until_ms: int | None = None) -> list[str]:
     events = memory.substring.search(query, since_ms=since_ms, limit=limit, filters=filters,
-                                     oldest_first=oldest_first)
+                                     oldest_first=oldest_first, until_ms=until_ms)
     return [e.id for e in events]
 
 
@@ -151,7 +154,8 @@ def test_json_escaped_characters_are_found(memory: Memory) -> None:
 
 @freeze_time(NOW)
 def test_lines_from_other_writers_with_unicode_escapes_are_found(memory: Memory) -> None:
-    line = '{"id":"ts-1","timestamp":"%s","source":"claude","kind":"note","content":"Stra\\u00dfe \\u0041BC"}' % stamp(1)
+    line = ('{"id":"ts-1","timestamp":"' + stamp(1) + '","source":"claude","kind":"note",'
+            '"content":"Stra\\u00dfe \\u0041BC"}')
     memory.journal.append([line.encode(), b'{"id": "ts-2", "timestamp": "2026-05-04T21:59:00+02:00", '
                                           b'"content": "spaced \\/ writer", "sessionId": "sx"}'])
     assert contents(memory.search("STRASSE abc")) == ["Straße ABC"]
@@ -190,8 +194,11 @@ def test_recent_and_session_context_match_a_full_scan(memory: Memory) -> None:
 
 
 # ---- the index --------------------------------------------------------------------------------
+@pytest.mark.parametrize("eager", [48, 0])  # 0: every block goes through the one-shot bitmap AND
 @freeze_time(NOW)
-def test_many_blocks_give_the_same_answers_as_a_full_scan(memory: Memory) -> None:
+def test_many_blocks_give_the_same_answers_as_a_full_scan(memory: Memory, eager: int,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(blockindex, "_EAGER", eager)
     fill(memory, 4000)
     view_blocks = memory.substring.catch_up().blocks
     assert view_blocks >= 4, "the journal should span several blocks"
@@ -201,11 +208,13 @@ def test_many_blocks_give_the_same_answers_as_a_full_scan(memory: Memory) -> Non
         query = rng.choice((None, rng.choice(WORDS), rng.choice(WORDS)[1:4], "STRASSE", "ß", "quokka alpha",
                             "absent-term", "a"))
         since = int((NOW - timedelta(hours=rng.choice((1, 24, 168, 24 * 40)))).timestamp() * 1000)
+        until = rng.choice((None, None, since + rng.randint(1, 10 * 86_400_000)))
         limit = rng.choice((1, 5, 20, 1000))
         filters = rng.choice((Filters(), Filters.of(source="git"), Filters.of(session="s1", workspace="w2"),
                               Filters.of(kind="note")))
-        expected = reference(memory, query, since, limit, filters, every=every)
-        assert searched(memory, query, since, limit, filters) == expected, (query, since, limit, filters)
+        expected = reference(memory, query, since, limit, filters, every=every, until_ms=until)
+        assert searched(memory, query, since, limit, filters, until_ms=until) == expected, \
+            (query, since, until, limit, filters)
 
 
 @freeze_time(NOW)
@@ -224,8 +233,8 @@ def test_appends_by_another_process_are_caught_up(memory: Memory) -> None:
 def test_incremental_catch_up_cuts_the_same_blocks_as_one_build(memory: Memory, tmp_path: Path) -> None:
     rng = random.Random(3)
     for i in range(60):  # many small catch-ups, each reopening the last block
-        add(memory, *({"content": " ".join(rng.choices(WORDS, k=40)), "timestamp": stamp(rng.uniform(0, 999))}
-                      for _ in range(rng.randint(1, 40))))
+        add(memory, *({"content": " ".join(rng.choices(WORDS, k=40)) + f" batch{i:03d}x{j}",
+                       "timestamp": stamp(rng.uniform(0, 999))} for j in range(rng.randint(1, 40))))
         memory.substring.catch_up()
     whole = SubstringSearcher(memory.journal, tmp_path / "whole")
     whole.catch_up()
@@ -234,8 +243,8 @@ def test_incremental_catch_up_cuts_the_same_blocks_as_one_build(memory: Memory, 
         assert (list(a.starts), list(a.ends), list(a.mins), list(a.maxs)) == \
                (list(b.starts), list(b.ends), list(b.mins), list(b.maxs))
     since = int((NOW - timedelta(days=1)).timestamp() * 1000)
-    for word in WORDS:
-        assert searched(memory, word, since, 50) == reference(memory, word, since, 50)
+    for word in WORDS + tuple(f"batch{i:03d}x0" for i in range(60)):
+        assert searched(memory, word, since, 50) == reference(memory, word, since, 50), word
 
 
 @freeze_time(NOW)

@@ -46,8 +46,8 @@ _ZONE = struct.Struct("<qqqqq")  # start, end, min_ts, max_ts, lines << 32 | tai
 _TAIL = 32  # bytes before a block's end whose crc detects a replaced or rewritten journal
 _HEAD = 4096
 _READ = 16 << 20
-_NUMPY_FROM = 1 << 20
-_EAGER = 48  # newest blocks checked row by row before one AND over all  # below this many new bytes, hashing in pure Python beats importing numpy
+_NUMPY_FROM = 1 << 20  # below this many new bytes, hashing in pure Python beats importing numpy
+_EAGER = 48  # newest blocks checked row by row before one AND over all
 _FAR = 1 << 62  # an empty block has min _FAR and max -_FAR, so no window overlaps it
 _CANONICAL_TS = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z")
 
@@ -243,7 +243,8 @@ class BlockIndex:
             return 0, 0, True
         keep = n
         while keep:
-            start, block_end, _, _, packed = _ZONE.unpack(os.pread(zfd, _ZONE.size, _HEADER_SIZE + (keep - 1) * _ZONE.size))
+            record = os.pread(zfd, _ZONE.size, _HEADER_SIZE + (keep - 1) * _ZONE.size)
+            start, block_end, _, _, packed = _ZONE.unpack(record)
             block_end = min(block_end, end)
             if block_end <= size and _tail_crc(jfd, start, block_end) == packed & 0xFFFFFFFF:
                 break
@@ -264,7 +265,8 @@ class BlockIndex:
 
     def _write_header(self, zfd: int, n: int, end: int, jfd: int) -> None:
         head_crc = zlib.crc32(os.pread(jfd, min(_HEAD, end), 0))
-        os.pwrite(zfd, _HEADER.pack(_MAGIC, BITS_LOG2, BLOCK_TARGET, n, end, head_crc).ljust(_HEADER_SIZE, b"\0"), 0)
+        header = _HEADER.pack(_MAGIC, BITS_LOG2, BLOCK_TARGET, n, end, head_crc)
+        os.pwrite(zfd, header.ljust(_HEADER_SIZE, b"\0"), 0)
 
     def _index_range(self, zfd: int, bfd: int, jfd: int, n: int, end: int, size: int,
                      on_progress: Callable[[int], None] | None) -> tuple[int, int, int]:

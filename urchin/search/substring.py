@@ -31,6 +31,7 @@ _ESCAPABLE = frozenset('"\\/') | frozenset(chr(c) for c in range(32)) | {"\u2028
 _DEFAULTS = {"source": "unknown", "kind": "note"}
 
 _Best = list[tuple[int, str, Event]]
+_ANY = Filters()
 
 
 class SubstringSearcher:
@@ -40,7 +41,7 @@ class SubstringSearcher:
         self.journal = journal
         self.index = BlockIndex(journal, index_dir)
 
-    def search(self, query: str | None, *, since_ms: int, limit: int, filters: Filters = Filters(),
+    def search(self, query: str | None, *, since_ms: int, limit: int, filters: Filters = _ANY,
                until_ms: int | None = None, oldest_first: bool = False) -> list[Event]:
         """The `limit` newest events in the window whose content contains `query` (None: any)."""
         folded = query.casefold() if query is not None else None
@@ -165,7 +166,7 @@ class _Prefilter:
             keep = _line_numbers(data.lower(), self.ascii, b"\n")
             if not data.isascii():
                 lines = data.split(b"\n")
-                query = self.query
+                query = self.ascii.decode()
                 keep.update(i for i, line in enumerate(lines) if not line.isascii()
                             and query in line.decode("utf-8", "surrogateescape").casefold())
         elif self.query is not None:
