@@ -339,3 +339,40 @@ def test_event_timestamps_in_the_index_match_the_event_model() -> None:
         event = Event.from_record({"id": "x", "timestamp": ts, "content": "c"})
         assert event is not None
         assert abs(index._ts_ms(ts) - event.ts_ms) <= 1, ts  # type: ignore[operator]
+
+
+# ---- the import fast paths this work added to event.py and ingest.py ---------------------------
+@pytest.mark.parametrize(("given", "stored"), [
+    ("2026-05-04T20:00:00.123Z", "2026-05-04T20:00:00.123Z"),
+    ("2026-05-04T22:00:00.5+02:00", "2026-05-04T20:00:00.500Z"),
+    ("2026-05-04T20:00:00Z", "2026-05-04T20:00:00.000Z"),
+    ("0999-01-01T00:00:00.000Z", format_timestamp(datetime(999, 1, 1, tzinfo=UTC))),
+])
+def test_timestamps_are_stored_canonical(given: str, stored: str) -> None:
+    assert Event.from_input({"content": "x", "timestamp": given}).timestamp == stored
+
+
+def test_bad_canonical_looking_timestamp_is_still_rejected() -> None:
+    from urchin.errors import ValidationError
+
+    with pytest.raises(ValidationError, match="timestamp"):
+        Event.from_input({"content": "x", "timestamp": "2026-13-04T20:00:00.000Z"})
+
+
+def test_labels_normalise_the_same_when_cached() -> None:
+    from urchin.errors import ValidationError
+
+    for _ in range(2):
+        assert Event.from_input({"content": "x", "source": " Claude ", "kind": "NOTE"}).source == "claude"
+        with pytest.raises(ValidationError, match="source"):
+            Event.from_input({"content": "x", "source": "Bad Label!"})
+
+
+def test_actor_is_stamped_once_and_a_given_actor_is_kept(memory: Memory) -> None:
+    stamped = memory.ingest_one({"content": "who wrote this"})
+    assert stamped.event is not None and stamped.event.actor == {"account": memory.settings.account,
+                                                                 "device": memory.settings.device}
+    given = memory.ingest_one({"content": "mine", "actor": {"account": "a", "device": "d"}})
+    assert given.event is not None and given.event.actor == {"account": "a", "device": "d"}
+    bad = memory.ingest_one({"content": "bad actor", "actor": "someone"})
+    assert bad.status == "rejected" and bad.reason is not None and bad.reason.startswith("actor")

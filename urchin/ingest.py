@@ -66,6 +66,8 @@ class Ingestor:
             event = item
         else:
             data = {**defaults, **item} if defaults and isinstance(item, Mapping) else item
+            if isinstance(data, Mapping) and data.get("actor") is None:
+                data = {**data, "actor": dict(self._actor)}  # stamped here: one Event built, not two
             event = Event.from_input(data, now=now, soft_cap=self.settings.soft_cap_bytes)
         event = self.redactor.redact_event(event)
         if event.actor is None:
