@@ -376,3 +376,39 @@ def test_actor_is_stamped_once_and_a_given_actor_is_kept(memory: Memory) -> None
     assert given.event is not None and given.event.actor == {"account": "a", "device": "d"}
     bad = memory.ingest_one({"content": "bad actor", "actor": "someone"})
     assert bad.status == "rejected" and bad.reason is not None and bad.reason.startswith("actor")
+
+
+@freeze_time(NOW)
+def test_searches_stay_correct_while_another_process_appends(memory: Memory) -> None:
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO
+
+    fill(memory, 500)
+    writer = ("import sys; from urchin.memory import Memory\n"
+              "m = Memory.open()\n"
+              "for i in range(300):\n"
+              "    m.ingest([{'id': f'live-{i}', 'content': f'live quokka {i} ' + 'pad ' * (i % 50),\n"
+              "               'timestamp': sys.argv[1]}])\n")
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.Popen([sys.executable, "-c", writer, stamp(0)], env=env)
+    seen = 0
+    while proc.poll() is None:
+        found = [i for i in searched(memory, "live quokka", 0, 1000) if i.startswith("live-")]
+        assert len(found) >= seen  # what was found stays found
+        seen = len(found)
+    assert proc.returncode == 0
+    assert searched(memory, "live quokka", 0, 1000) == reference(memory, "live quokka", 0, 1000)
+    assert len(searched(memory, "live quokka", 0, 1000)) == 300
+
+
+def test_duplicates_are_still_found_with_ids_hashed_once(memory: Memory) -> None:
+    first = memory.ingest([{"id": "dup-1", "content": "one"}, {"id": "dup-1", "content": "again in the batch"},
+                           {"id": "dup-2", "content": "two"}])
+    assert [r.status for r in first] == ["appended", "duplicate", "appended"]
+    fresh = Memory(memory.settings)  # another process's view: the sidecar, not this one's memory
+    assert [r.status for r in fresh.ingest([{"id": "dup-2", "content": "x"}, {"id": "dup-3", "content": "y"}])] \
+        == ["duplicate", "appended"]
+    fresh.ingestor.keep_ids_in_memory()
+    assert fresh.ingest_one({"id": "dup-3", "content": "z"}).status == "duplicate"
