@@ -20,8 +20,8 @@ from freezegun import freeze_time
 from tests.conftest import run_urchin
 from urchin.event import Event, format_timestamp
 from urchin.memory import Memory
-from urchin.search import blockindex
-from urchin.search.blockindex import BLOCK_TARGET, _bitmap_py, _bitmaps_numpy
+from urchin.search import blockbuild, blockindex
+from urchin.search.blockbuild import BLOCK_TARGET, bitmap_py, bitmaps_numpy
 from urchin.search.query import Filters
 from urchin.search.substring import SubstringSearcher
 
@@ -305,11 +305,11 @@ def test_search_without_a_journal_is_empty_and_writes_nothing(memory: Memory) ->
 def test_python_and_numpy_bitmaps_agree() -> None:
     rng = random.Random(9)
     texts = [" ".join(rng.choices(WORDS, k=rng.randint(0, 400))).casefold().encode() for _ in range(5)] + [b"", b"ab"]
-    assert _bitmaps_numpy(texts) == [_bitmap_py(t) for t in texts]
+    assert bitmaps_numpy(texts) == [bitmap_py(t) for t in texts]
 
 
 def test_block_target_is_what_the_tests_assume() -> None:
-    assert BLOCK_TARGET == 64 << 10 and blockindex.ROW * 8 == 1 << blockindex.BITS_LOG2
+    assert BLOCK_TARGET == 64 << 10 and blockbuild.ROW * 8 == 1 << blockbuild.BITS_LOG2
 
 
 def test_cold_query_path_does_not_import_numpy(memory: Memory) -> None:
@@ -332,13 +332,12 @@ def run_urchin_python(code: str) -> str:
 
 
 def test_event_timestamps_in_the_index_match_the_event_model() -> None:
-    index = blockindex.BlockIndex.__new__(blockindex.BlockIndex)
-    index._ts_cache = {}
+    cache: dict[str, int] = {}
     for ts in ("2026-05-04T20:00:00.123Z", "2024-02-29T23:59:59.999Z", "2026-05-04T22:00:00+02:00",
                "2026-05-04T20:00:00Z", "1999-12-31T23:59:59.001Z"):
         event = Event.from_record({"id": "x", "timestamp": ts, "content": "c"})
         assert event is not None
-        assert abs(index._ts_ms(ts) - event.ts_ms) <= 1, ts  # type: ignore[operator]
+        assert abs(blockbuild.ts_ms(ts, cache) - event.ts_ms) <= 1, ts  # type: ignore[operator]
 
 
 # ---- the import fast paths this work added to event.py and ingest.py ---------------------------
@@ -439,3 +438,20 @@ def test_background_catch_up_falls_back_to_the_writer(memory: Memory, monkeypatc
         add(memory, {"content": "fallback quokka", "timestamp": stamp(1)})
     assert indexing.report.events == 1
     assert memory.substring.catch_up().bytes == 0
+
+
+@freeze_time(NOW)
+def test_parallel_bulk_build_writes_the_same_index_as_one_process(memory: Memory, tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    fill(memory, 4000)
+    serial = SubstringSearcher(memory.journal, tmp_path / "serial")
+    monkeypatch.setattr(blockindex, "_PARALLEL_FROM", 1 << 62)
+    serial.catch_up()
+    monkeypatch.setattr(blockindex, "_PARALLEL_FROM", 1)
+    monkeypatch.setattr(blockindex, "_TASK_BLOCKS", 2)
+    parallel = SubstringSearcher(memory.journal, tmp_path / "parallel")
+    report = parallel.catch_up()
+    assert report.events == 4000 and report.bytes == memory.journal.size()
+    assert parallel.index.parallel_blocks >= 4  # the workers did build, the fallback did not hide it
+    for name in ("zones", "bits"):
+        assert (tmp_path / "parallel" / name).read_bytes() == (tmp_path / "serial" / name).read_bytes(), name

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import fcntl
 import os
-import re
 import struct
 import threading
 import time
@@ -21,41 +20,40 @@ import zlib
 from array import array
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import orjson
 
 from urchin.config import ensure_private_dir
-from urchin.errors import ValidationError
-from urchin.event import parse_timestamp
 from urchin.journal import Journal
+from urchin.search.blockbuild import (
+    _FRAME,
+    BITS_LOG2,
+    BLOCK_TARGET,
+    FAR,
+    ROW,
+    Block,
+    bitmap_py,
+    bitmaps_numpy,
+    query_hashes,
+    scan_lines,
+    tail_crc,
+    zone_record,
+)
+from urchin.search.blockbuild import ZONE as _ZONE
 
 __all__ = ["BlockIndex", "CatchUp", "View", "query_hashes", "BLOCK_TARGET", "BITS_LOG2"]
 
-BLOCK_TARGET = 64 << 10
-BITS_LOG2 = 16
-ROW = 1 << (BITS_LOG2 - 3)
-_SHIFT = 32 - BITS_LOG2
-_MULT = 0x9E3779B1
 _MAGIC = b"URSIDX01"
 _HEADER = struct.Struct("<8sIIQQI")  # magic, bits_log2, block_target, n_blocks, indexed_end, head_crc
 _HEADER_SIZE = 64
-_ZONE = struct.Struct("<qqqqq")  # start, end, min_ts, max_ts, lines << 32 | tail_crc
-_TAIL = 32  # bytes before a block's end whose crc detects a replaced or rewritten journal
 _HEAD = 4096
 _READ = 16 << 20
 _NUMPY_FROM = 1 << 20  # below this many new bytes, hashing in pure Python beats importing numpy
 _EAGER = 48  # newest blocks checked row by row before one AND over all
-_FAR = 1 << 62  # an empty block has min _FAR and max -_FAR, so no window overlaps it
-_CANONICAL_TS = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z")
-
-
-def query_hashes(folded: bytes) -> set[int]:
-    """Hashed trigrams of a casefolded, UTF-8 encoded query (empty under 3 bytes: no filter)."""
-    return {((int.from_bytes(folded[i:i + 3], "little") * _MULT) & 0xFFFFFFFF) >> _SHIFT
-            for i in range(len(folded) - 2)}
+_PARALLEL_FROM = 64 << 20  # a build this big is shared out to worker processes (one per core)
+_TASK_BLOCKS = 128
 
 
 class CatchUp:
@@ -103,7 +101,7 @@ class View:
         if not n:
             return
         since = since_ms - 1
-        until = until_ms + 1 if until_ms is not None else _FAR
+        until = until_ms + 1 if until_ms is not None else FAR
         mins, maxs = self.mins, self.maxs
         window = [b for b in range(n) if maxs[b] >= since and mins[b] <= until]
         window.sort(key=maxs.__getitem__, reverse=True)
@@ -160,6 +158,7 @@ class BlockIndex:
         self._view: View | None = None
         self._bits_map: Any = None
         self._ts_cache: dict[str, int] = {}
+        self.parallel_blocks = 0  # blocks built by worker processes so far (observability, tests)
 
     # ---- public ---------------------------------------------------------------------------
     @contextmanager
@@ -246,7 +245,7 @@ class BlockIndex:
             record = os.pread(zfd, _ZONE.size, _HEADER_SIZE + (keep - 1) * _ZONE.size)
             start, block_end, _, _, packed = _ZONE.unpack(record)
             block_end = min(block_end, end)
-            if block_end <= size and _tail_crc(jfd, start, block_end) == packed & 0xFFFFFFFF:
+            if block_end <= size and tail_crc(jfd, start, block_end) == packed & 0xFFFFFFFF:
                 break
             keep -= 1  # past the journal's end, or rewritten: index again from this block
         if keep == n and end <= size:
@@ -272,19 +271,22 @@ class BlockIndex:
                      on_progress: Callable[[int], None] | None) -> tuple[int, int, int]:
         """Index complete lines in [end, size): extend the open last block, then add new ones."""
         use_numpy = size - end >= _NUMPY_FROM
-        block: _Block
+        block: Block
         if n:
             start, _, lo, hi, packed = _ZONE.unpack(os.pread(zfd, _ZONE.size, _HEADER_SIZE + (n - 1) * _ZONE.size))
             if end - start < BLOCK_TARGET:
                 n -= 1  # reopen the last block: its bitmap only gains bits
-                block = _Block(start, end, lo, hi, packed >> 32, reopened=True)
+                block = Block(start, end, lo, hi, packed >> 32, reopened=True)
             else:
-                block = _Block(end, end)
+                block = Block(end, end)
         else:
-            block = _Block(end, end)
-        done: list[_Block] = []
+            block = Block(end, end)
+        done: list[Block] = []
         events = 0
         offset = end
+        if not block.reopened and size - end >= _PARALLEL_FROM and (os.cpu_count() or 1) > 1:
+            n, offset, events = self._build_parallel(zfd, bfd, jfd, n, end, size, on_progress)
+            block = Block(offset, offset)
         while offset < size:
             data = os.pread(jfd, min(_READ, size - offset), offset)
             cut = data.rfind(b"\n")
@@ -302,12 +304,12 @@ class BlockIndex:
                 full = 0 <= stop <= cut
                 if not full:
                     stop = cut
-                events += self._scan(data[pos:stop].split(b"\n"), block)
+                events += scan_lines(data[pos:stop].split(b"\n"), block, self._ts_cache)
                 pos = stop + 1
                 block.end = offset + pos
                 if full:
                     done.append(block)
-                    block = _Block(block.end, block.end)
+                    block = Block(block.end, block.end)
             offset += cut + 1
             if len(done) >= 256:
                 n = self._flush(zfd, bfd, jfd, n, done, use_numpy)
@@ -321,73 +323,80 @@ class BlockIndex:
         n = self._flush(zfd, bfd, jfd, n, done, use_numpy)
         return n, offset, events
 
-    def _flush(self, zfd: int, bfd: int, jfd: int, n: int, blocks: list[_Block], use_numpy: bool) -> int:
+    def _build_parallel(self, zfd: int, bfd: int, jfd: int, n: int, end: int, size: int,
+                        on_progress: Callable[[int], None] | None) -> tuple[int, int, int]:
+        """Whole blocks from `end` on, built by one worker process per core; the caller finishes.
+
+        Blocks are cut exactly where the sequential path would cut them. On any failure the
+        blocks written so far stand and the sequential path carries on from there.
+        """
+        import mmap
+        import subprocess
+        import sys
+
+        with mmap.mmap(jfd, size, access=mmap.ACCESS_READ) as view:
+            ranges: list[tuple[int, int]] = []
+            pos = end
+            while True:
+                stop = view.find(b"\n", pos + BLOCK_TARGET - 1)
+                if stop < 0:
+                    break  # the rest is the open last block: the sequential path takes it
+                ranges.append((pos, stop + 1))
+                pos = stop + 1
+        tasks = [ranges[i:i + _TASK_BLOCKS] for i in range(0, len(ranges), _TASK_BLOCKS)]
+        if len(tasks) < 2:
+            return n, end, 0
+        root = str(Path(__file__).resolve().parent.parent.parent)
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)}
+        command = [sys.executable, "-c", "from urchin.search.blockbuild import worker_main; worker_main()"]
+        workers = []
+        done_to, events = end, 0
+        try:
+            workers = [subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+                       for _ in range(min(os.cpu_count() or 2, 4, len(tasks)))]
+            path = str(self.journal.path)
+
+            def send(i: int) -> None:
+                stdin = workers[i % len(workers)].stdin
+                assert stdin is not None
+                stdin.write(orjson.dumps([path, tasks[i]]) + b"\n")
+                stdin.flush()
+
+            for i in range(min(len(tasks), 2 * len(workers))):  # two tasks in flight per worker
+                send(i)
+            for i, task in enumerate(tasks):
+                zones, rows, count = _read_result(workers[i % len(workers)])
+                os.pwrite(bfd, rows, n * ROW)
+                os.pwrite(zfd, zones, _HEADER_SIZE + n * _ZONE.size)
+                n += len(task)
+                events += count
+                if on_progress:
+                    on_progress(task[-1][1] - done_to)
+                done_to = task[-1][1]
+                if i + 2 * len(workers) < len(tasks):
+                    send(i + 2 * len(workers))
+        except (OSError, ValueError, EOFError):
+            pass  # keep what is written; the sequential path goes on from `done_to`
+        finally:
+            for worker in workers:
+                if worker.stdin:
+                    worker.stdin.close()
+                worker.kill()
+                worker.wait()
+        self.parallel_blocks += len(ranges) if done_to == ranges[-1][1] else 0
+        return n, done_to, events
+
+    def _flush(self, zfd: int, bfd: int, jfd: int, n: int, blocks: list[Block], use_numpy: bool) -> int:
         if not blocks:
             return n
-        rows = _bitmaps_numpy([b.text() for b in blocks]) if use_numpy else [_bitmap_py(b.text()) for b in blocks]
+        rows = bitmaps_numpy([b.text() for b in blocks]) if use_numpy else [bitmap_py(b.text()) for b in blocks]
         if blocks[0].reopened:
             old = os.pread(bfd, ROW, n * ROW)
             rows[0] = (int.from_bytes(old, "little") | int.from_bytes(rows[0], "little")).to_bytes(ROW, "little")
-        zones = b"".join(_ZONE.pack(b.start, b.end, b.lo, b.hi, b.lines << 32 | _tail_crc(jfd, b.start, b.end))
-                         for b in blocks)
+        zones = b"".join(zone_record(b, tail_crc(jfd, b.start, b.end)) for b in blocks)
         os.pwrite(bfd, b"".join(rows), n * ROW)
         os.pwrite(zfd, zones, _HEADER_SIZE + n * _ZONE.size)
         return n + len(blocks)
-
-    def _scan(self, lines: list[bytes], block: _Block) -> int:
-        """Add the events among `lines` to `block`: a superset of what `Event.from_json` accepts."""
-        loads, bad, cache, ts_ms = orjson.loads, orjson.JSONDecodeError, self._ts_cache, self._ts_ms
-        parts = block.parts
-        lo, hi, count = block.lo, block.hi, 0
-        for line in lines:
-            try:
-                record = loads(line)
-            except bad:
-                continue
-            if type(record) is not dict:
-                continue
-            content = record.get("content")
-            ts = record.get("timestamp")
-            if type(content) is not str or type(ts) is not str or not content:
-                continue
-            base = cache.get(ts[:13]) if len(ts) == 24 else None
-            ms: int | None
-            if base is None:
-                ms = ts_ms(ts)
-            else:
-                try:
-                    ms = base + int(ts[14:16]) * 60_000 + int(ts[17:19]) * 1000 + int(ts[20:23])
-                except ValueError:
-                    continue  # not canonical after all: `Event` would not read it either
-            if ms is None:
-                continue
-            if ms < lo:
-                lo = ms
-            if ms > hi:
-                hi = ms
-            count += 1
-            parts.append(content.casefold().encode("utf-8", "surrogatepass"))
-        block.lo, block.hi = lo, hi
-        block.lines += count
-        return count
-
-    def _ts_ms(self, ts: str) -> int | None:
-        if _CANONICAL_TS.fullmatch(ts):
-            base = self._ts_cache.get(ts[:13])
-            if base is None:
-                try:
-                    base = int(datetime.fromisoformat(ts[:13] + ":00:00+00:00").timestamp()) * 1000
-                except ValueError:
-                    return None
-                self._ts_cache[ts[:13]] = base
-            minute, second, milli = int(ts[14:16]), int(ts[17:19]), int(ts[20:23])
-            if minute > 59 or second > 59:
-                return None
-            return base + minute * 60_000 + second * 1000 + milli
-        try:
-            return int(parse_timestamp(ts).timestamp() * 1000)
-        except ValidationError:
-            return None
 
     # ---- reading --------------------------------------------------------------------------
     def _load_view(self) -> View:
@@ -415,47 +424,12 @@ class BlockIndex:
         return self._view
 
 
-class _Block:
-    __slots__ = ("start", "end", "lo", "hi", "lines", "parts", "reopened")
-
-    def __init__(self, start: int, end: int, lo: int = _FAR, hi: int = -_FAR, lines: int = 0,
-                 reopened: bool = False) -> None:
-        self.start, self.end, self.lo, self.hi, self.lines = start, end, lo, hi, lines
-        self.parts: list[bytes] = []
-        self.reopened = reopened
-
-    def text(self) -> bytes:
-        return b"\n".join(self.parts)
-
-
-def _tail_crc(jfd: int, start: int, end: int) -> int:
-    begin = max(start, end - _TAIL)
-    return zlib.crc32(os.pread(jfd, end - begin, begin))
-
-
-def _bitmap_py(data: bytes) -> bytes:
-    bits = bytearray(ROW)
-    for tri in {data[i:i + 3] for i in range(len(data) - 2)}:
-        h = ((int.from_bytes(tri, "little") * _MULT) & 0xFFFFFFFF) >> _SHIFT
-        bits[h >> 3] |= 1 << (h & 7)
-    return bytes(bits)
-
-
-def _bitmaps_numpy(texts: list[bytes]) -> list[bytes]:
-    """The same bitmaps as `_bitmap_py`, for many blocks at once (bulk catch-up)."""
-    import numpy as np
-
-    width = 1 << BITS_LOG2
-    flags = np.zeros((len(texts), width), dtype=np.bool_)
-    for row, text in enumerate(texts):
-        if len(text) < 3:
-            continue
-        a = np.frombuffer(text, dtype=np.uint8)
-        keys = a[:-2].astype(np.uint32)
-        keys |= a[1:-1].astype(np.uint32) << np.uint32(8)
-        keys |= a[2:].astype(np.uint32) << np.uint32(16)
-        keys *= np.uint32(_MULT)
-        keys >>= np.uint32(_SHIFT)
-        flags[row, keys] = True
-    packed = np.packbits(flags, axis=1, bitorder="little")
-    return [packed[i].tobytes() for i in range(len(texts))]
+def _read_result(worker: Any) -> tuple[bytes, bytes, int]:
+    frame = worker.stdout.read(_FRAME.size)
+    if len(frame) != _FRAME.size:
+        raise EOFError("a bulk-build worker stopped")
+    zone_len, row_len, events = _FRAME.unpack(frame)
+    zones, rows = worker.stdout.read(zone_len), worker.stdout.read(row_len)
+    if len(zones) != zone_len or len(rows) != row_len:
+        raise EOFError("a bulk-build worker stopped")
+    return zones, rows, events
