@@ -288,6 +288,16 @@ def test_torn_tail_and_truncation_rebuild_from_the_damaged_block(memory: Memory)
         assert searched(memory, query, 0, 100) == reference(memory, query, 0, 100), query
 
 
+def test_index_state_reports_the_lag(memory: Memory) -> None:
+    add(memory, {"content": "state one"})
+    assert memory.substring.index_state()["lagBytes"] == memory.journal.size()  # nothing indexed yet
+    memory.search("state")
+    state = memory.substring.index_state()
+    assert state["lagBytes"] == 0 and state["blocks"] == 1 and state["indexedBytes"] == memory.journal.size()
+    add(memory, {"content": "state two"})
+    assert memory.substring.index_state()["lagBytes"] > 0
+
+
 def test_index_files_are_private(memory: Memory) -> None:
     add(memory, {"content": "private please"})
     memory.search("private")

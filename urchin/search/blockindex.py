@@ -184,6 +184,18 @@ class BlockIndex:
             finally:
                 fcntl.flock(fd, fcntl.LOCK_UN)
 
+    def state(self) -> dict[str, Any]:
+        """For `urchin status`: where the index stands against the journal, without catching up."""
+        try:
+            raw = self.zones_path.read_bytes()[:_HEADER.size]
+            size = sum(p.stat().st_size for p in (self.zones_path, self.bits_path))
+        except OSError:
+            raw, size = b"", 0
+        valid = len(raw) == _HEADER.size and raw[:8] == _MAGIC
+        blocks, end = _HEADER.unpack(raw)[3:5] if valid else (0, 0)
+        return {"path": str(self.dir), "blocks": blocks, "indexedBytes": end,
+                "lagBytes": max(0, self.journal.size() - end), "sizeBytes": size}
+
     def close(self) -> None:
         with self._mutex:
             if self._bits_map is not None:

@@ -63,6 +63,10 @@ class SubstringSearcher:
             return CatchUp(0, 0, 0, False, 0.0)
         return self.index.catch_up(on_progress)
 
+    def index_state(self) -> dict[str, Any]:
+        """`{path, blocks, indexedBytes, lagBytes, sizeBytes}` of the block index (for status)."""
+        return self.index.state()
+
     def close(self) -> None:
         self.index.close()
 
