@@ -56,7 +56,7 @@ os.fsync(out)
 def timed(cmd: list[str], env: dict[str, str]) -> tuple[float, float, str]:
     """Wall seconds, CPU seconds (user+sys) and output of one whole process (output is small)."""
     started = time.perf_counter()
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=REPO)
     assert proc.stdout is not None
     out = proc.stdout.read()
     _, status, usage = os.wait4(proc.pid, 0)

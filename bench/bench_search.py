@@ -44,7 +44,8 @@ def find_rg() -> str:
 def run(cmd: list[str], env: dict[str, str]) -> tuple[float, float]:
     """Wall seconds and CPU seconds (user+sys) of one whole process."""
     started = time.perf_counter()
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    # cwd: `python -m` puts the current folder first on sys.path; time this checkout's urchin
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=REPO)
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - started
     proc.returncode = os.waitstatus_to_exitcode(status)

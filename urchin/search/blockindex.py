@@ -360,7 +360,8 @@ class BlockIndex:
             return n, end, 0
         root = str(Path(__file__).resolve().parent.parent.parent)
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)}
-        command = [sys.executable, "-c", "from urchin.search.blockbuild import worker_main; worker_main()"]
+        # -P: the current folder must not shadow the urchin this process runs
+        command = [sys.executable, "-P", "-c", "from urchin.search.blockbuild import worker_main; worker_main()"]
         workers = []
         done_to, events = end, 0
         try:

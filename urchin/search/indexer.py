@@ -39,12 +39,13 @@ class BackgroundCatchUp:
         self._proc: subprocess.Popen[bytes] | None = None
 
     def __enter__(self) -> BackgroundCatchUp:
+        # -P and PYTHONPATH: the helper runs this urchin, whatever the current folder holds
         package_root = str(Path(__file__).resolve().parent.parent.parent)
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH"))
                                                             if p)}
         try:
             self._proc = subprocess.Popen(
-                [sys.executable, "-m", "urchin.search.indexer", str(self.searcher.journal.path),
+                [sys.executable, "-P", "-m", "urchin.search.indexer", str(self.searcher.journal.path),
                  str(self.searcher.index.dir), str(self.interval_s)],
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
         except OSError:

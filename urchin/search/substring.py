@@ -51,7 +51,11 @@ class SubstringSearcher:
         try:
             with self.index.snapshot() as view:
                 self._search_view(view, folded, since_ms, until_ms, limit, filters, best)
-        except OSError:  # no usable index (read-only folder, disk full): scan instead
+        except OSError as exc:  # no usable index (read-only folder, disk full): scan instead
+            import logging
+
+            logging.getLogger("urchin.search").warning("substring index unusable (%s): scanning %s", exc,
+                                                       self.journal.path)
             best = []
             _keep_best(self._scan(folded), folded, since_ms, until_ms, limit, filters, best)
         best.sort(key=lambda item: (item[0], item[1]), reverse=not oldest_first)
