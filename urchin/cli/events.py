@@ -148,3 +148,34 @@ def status(app: AppContext, as_json: bool) -> None:
         if isinstance(value, dict):
             value = ", ".join(f"{k}={v}" for k, v in value.items())
         click.echo(f"{key:>16}: {value}")
+
+
+@main.command()
+@click.argument("query")
+@window_options(hours=168, limit=10)
+@filter_options
+@json_option
+@click.pass_obj
+def semantic(app: AppContext, query: str, as_json: bool, **params: Any) -> None:
+    """Ranked search for what QUERY is about (token-cosine, or the embedder when one is set), best first."""
+    result = app.memory().semantic(query, **params)
+    for note in result.notes:
+        click.echo(f"warning: {note}", err=True)
+    print_result(result, as_json, with_score=True)
+
+
+@main.command()
+@json_option
+@click.pass_obj
+def embed(app: AppContext, as_json: bool) -> None:
+    """Embed every event the embedder's vector cache lacks (each event is embedded once, ever)."""
+    memory = app.memory()
+    if sys.stderr.isatty():
+        with click.progressbar(length=0, label="embedding", file=sys.stderr, show_pos=True) as bar:
+            report = memory.embed(progress=bar.update)
+    else:
+        report = memory.embed()
+    if as_json:
+        print_json(report)
+    else:
+        click.echo(f"embedded {report['embedded']} events; {report['cached']} cached for {report['model']}")

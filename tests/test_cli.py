@@ -1,0 +1,107 @@
+"""The CLI as a user runs it: real processes, exit codes, output formats, no tracebacks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+import orjson
+import pytest
+
+from tests.conftest import run_urchin
+from urchin.cli import main
+
+
+def test_ingest_search_get_round_trip() -> None:
+    out = run_urchin("ingest", "--source", "claude", "--workspace", "api", "--tag", "DB", "--id", "e1",
+                     "Chose pgvector for the index")
+    assert out.returncode == 0 and out.stdout.strip() == "appended e1"
+    found = run_urchin("search", "PGVECTOR")
+    assert found.returncode == 0
+    line = found.stdout.strip()
+    assert line.startswith("[") and line.endswith("] claude — Chose pgvector for the index")
+    as_json = orjson.loads(run_urchin("search", "pgvector", "--json").stdout)
+    assert (as_json["id"], as_json["tags"], as_json["workspace"]) == ("e1", ["db"], "api")
+    assert orjson.loads(run_urchin("get", "e1").stdout)["content"] == "Chose pgvector for the index"
+    again = run_urchin("ingest", "--id", "e1", "other")
+    assert again.stdout.strip() == "duplicate e1"
+
+
+def test_ingest_reads_stdin_with_dash() -> None:
+    assert run_urchin("ingest", "-", input="multi\nline text\n").returncode == 0
+    assert "multi line text" in run_urchin("search", "line text").stdout
+
+
+def test_nothing_matches_prints_nothing() -> None:
+    run_urchin("ingest", "something")
+    out = run_urchin("search", "absent-term")
+    assert (out.returncode, out.stdout, out.stderr) == (0, "", "")
+
+
+@pytest.mark.parametrize("args, message", [
+    (("search", "  "), "error: query: must not be empty"),
+    (("search", "x", "--hours", "0"), "error: hours: must be greater than 0"),
+    (("search", "x", "--limit", "5000"), "error: limit: must be from 1 to 1000"),
+    (("ingest", " "), "error: content: must not be blank"),
+    (("ingest", "x", "--timestamp", "soon"), "error: timestamp: must be an RFC 3339 timestamp"),
+    (("ingest", "x", "--source", "Bad Source"), "error: source: must be lowercase"),
+    (("get", "missing"), "error: no event with id 'missing'"),
+])
+def test_user_errors_exit_1_with_one_clear_line(args: tuple[str, ...], message: str) -> None:
+    out = run_urchin(*args)
+    assert out.returncode == 1
+    assert out.stderr.startswith(message) and "Traceback" not in out.stderr
+    assert out.stdout == ""
+
+
+def test_usage_errors_exit_2() -> None:
+    assert run_urchin("search").returncode == 2
+    assert run_urchin("search", "x", "--limit", "many").returncode == 2
+    assert run_urchin("no-such-command").returncode == 2
+
+
+def test_import_counts_and_reports_rejected_lines(tmp_path: Path) -> None:
+    source = tmp_path / "events.jsonl"
+    source.write_text('{"id":"a","content":"one"}\nnot json\n{"id":"a","content":"dup"}\n{"content":""}\n'
+                      '{"id":"b","content":"two"}\n')
+    out = run_urchin("import", str(source))
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("appended 2, duplicate 1, suppressed 0, rejected 2")
+    assert "line 2: rejected: not valid JSON" in out.stderr
+    assert "line 4: rejected: content: must not be blank" in out.stderr
+
+
+def test_recent_tail_and_status() -> None:
+    for n in range(3):
+        run_urchin("ingest", f"note {n}", "--source", "shell" if n == 1 else "manual")
+    assert [line.split(" — ")[1] for line in run_urchin("recent").stdout.splitlines()] == ["note 2", "note 1",
+                                                                                           "note 0"]
+    assert run_urchin("recent", "--source", "shell").stdout.count("\n") == 1
+    assert [line.split(" — ")[1] for line in run_urchin("tail", "-n", "2").stdout.splitlines()] == ["note 1",
+                                                                                                  "note 2"]
+    status = orjson.loads(run_urchin("status", "--json").stdout)
+    assert (status["events"], status["invalidLines"], status["tornRecords"]) == (3, 0, 0)
+
+
+def test_ephemeral_mode_across_processes() -> None:
+    assert "on since" in run_urchin("ephemeral", "on", "--for", "10m").stdout
+    out = run_urchin("ingest", "secret plans")
+    assert out.stdout.startswith("suppressed: ephemeral mode")
+    assert run_urchin("search", "secret").stdout == ""
+    run_urchin("ephemeral", "off")
+    assert run_urchin("ingest", "public plans").stdout.startswith("appended")
+    status = orjson.loads(run_urchin("status", "--json").stdout)
+    assert status["ephemeral"]["suppressedTotal"] == 1 and status["events"] == 1
+
+
+def test_every_command_has_help_text() -> None:
+    def walk(group: click.Group, prefix: str = "") -> list[tuple[str, click.Command]]:
+        out = []
+        for name, command in group.commands.items():
+            out.append((prefix + name, command))
+            if isinstance(command, click.Group):
+                out += walk(command, prefix + name + " ")
+        return out
+
+    for name, command in walk(main):
+        assert command.help and command.help.strip(), f"`urchin {name}` has no help text"

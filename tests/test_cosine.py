@@ -1,0 +1,201 @@
+"""TokenCosineIndex: ranking, incremental statistics, filters, windows, ties and session context."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+
+from urchin.errors import QueryError
+from urchin.event import Event
+from urchin.search.cosine import TokenCosineIndex
+
+BASE = 1_700_000_000_000
+
+
+def ev(eid: str, content: str, t: int = 0, **fields: object) -> Event:
+    data: dict = {"source": "claude", "kind": "note", "workspace": None, "session": None}
+    data.update(fields)
+    return Event(id=eid, timestamp="", content=content, ts_ms=BASE + t * 1000, **data)  # type: ignore[arg-type]
+
+
+def ids(hits: list) -> list[str]:
+    return [h.id for h in hits]
+
+
+def corpus(n: int = 300, seed: int = 3) -> list[Event]:
+    rng = random.Random(seed)
+    words = [f"w{i}" for i in range(60)] + ["deploy", "auth", "token", "cache", "timeout"]
+    return [ev(f"e{i:04d}", " ".join(rng.choices(words, k=rng.randint(3, 12))), t=i,
+               session=f"s{i // 7}", source=rng.choice(["claude", "shell"]),
+               workspace=rng.choice(["api", "web"]), kind=rng.choice(["note", "command"]))
+            for i in range(n)]
+
+
+QUERIES = ["deploy auth", "token cache timeout", "w3 w7 w11", "auth", "w59 deploy w1 w2"]
+
+
+def test_blank_query_is_rejected() -> None:
+    index = TokenCosineIndex()
+    index.add(ev("a", "hello world"))
+    for blank in ("", "   ", "\n\t"):
+        with pytest.raises(QueryError, match="query: must not be empty"):
+            index.search(blank)
+
+
+def test_limit_below_one_is_rejected() -> None:
+    index = TokenCosineIndex()
+    with pytest.raises(QueryError, match="limit"):
+        index.search("x", limit=0)
+
+
+def test_best_match_ranks_first_and_scores_are_in_unit_interval() -> None:
+    index = TokenCosineIndex(context=0.0)
+    index.add_many([ev("a", "the deploy failed on auth token expiry"), ev("b", "lunch menu today"),
+                    ev("c", "deploy went fine")])
+    hits = index.search("auth token")
+    assert ids(hits) == ["a"]
+    assert 0 < hits[0].score <= 1
+    assert all(0 < h.score <= 1 for h in index.search("deploy"))
+
+
+def test_identical_text_scores_one() -> None:
+    index = TokenCosineIndex(context=0.0)
+    index.add_many([ev("a", "rotate the signing keys"), ev("b", "keys of the piano")])
+    # The source is part of what an event is found by, so the same text plus its source is a match.
+    assert index.search("rotate the signing keys claude")[0].score == pytest.approx(1.0, abs=1e-6)
+
+
+def test_query_with_only_unknown_words_finds_nothing() -> None:
+    index = TokenCosineIndex()
+    index.add(ev("a", "hello world"))
+    assert index.search("zebra quantum") == []
+
+
+def test_rare_terms_outweigh_common_ones() -> None:
+    index = TokenCosineIndex(context=0.0)
+    index.add_many([ev(f"n{i}", f"build log line {i}") for i in range(20)]
+                   + [ev("rare", "build flaky segfault"), ev("common", "build build log")])
+    assert index.search("build segfault")[0].id == "rare"
+
+
+def test_title_tags_source_and_workspace_are_searchable() -> None:
+    index = TokenCosineIndex(context=0.0)
+    index.add_many([ev("t", "body", title="Quarterly roadmap"), ev("g", "body", tags=("security",)),
+                    ev("s", "body", source="gemini"), ev("w", "body", workspace="billing")])
+    assert ids(index.search("roadmap")) == ["t"]
+    assert ids(index.search("security")) == ["g"]
+    assert ids(index.search("gemini")) == ["s"]
+    assert ids(index.search("billing")) == ["w"]
+
+
+@pytest.mark.parametrize("context", [0.0, 0.5])
+def test_incremental_adds_score_like_a_fresh_build(context: float) -> None:
+    events = corpus()
+    fresh = TokenCosineIndex(context=context)
+    fresh.add_many(events)
+    grown = TokenCosineIndex(context=context)
+    grown.freeze_postings = 64  # force many frozen segments and merges on this small corpus
+    for i, event in enumerate(events):
+        grown.add(event)
+        if i % 50 == 0:
+            grown.search("deploy auth")  # a search between adds must not leave stale statistics
+    assert len(grown._segments) >= 1 and grown.nnz == fresh.nnz
+    for q in QUERIES:
+        a, b = fresh.search(q, limit=20), grown.search(q, limit=20)
+        assert ids(a) == ids(b)
+        assert [h.score for h in a] == pytest.approx([h.score for h in b], rel=1e-5)
+
+
+def test_idf_follows_new_events() -> None:
+    index = TokenCosineIndex(context=0.0)
+    index.add_many([ev("a", "alpha beta"), ev("b", "gamma delta")])
+    before = index.search("alpha gamma")
+    index.add_many([ev(f"x{i}", "alpha filler") for i in range(10)])
+    after = index.search("alpha gamma")
+    # alpha became common, so the event with gamma now wins.
+    assert before[0].id == "a" and after[0].id == "b"
+    n = len(index)  # 12 events; df: alpha 11, gamma 1, delta 1, and the source "claude" 12
+    idf_alpha, idf_rare, idf_source = (math.log((n + 1) / (df + 0.5)) for df in (11, 1, 12))
+    norm_b = math.sqrt(2 * idf_rare**2 + idf_source**2)
+    expected = idf_rare**2 / (math.hypot(idf_alpha, idf_rare) * norm_b)
+    assert after[0].score == pytest.approx(expected, rel=1e-4)
+
+
+def test_filters_select_results() -> None:
+    events = corpus()
+    index = TokenCosineIndex()
+    index.add_many(events)
+    by_id = {e.id: e for e in events}
+    for name, value in (("source", "shell"), ("workspace", "web"), ("kind", "command"), ("session", "s3")):
+        hits = index.search("deploy auth token w1 w2 w3", limit=50, **{name: value})
+        assert hits and all(getattr(by_id[h.id], name) == value for h in hits)
+    both = index.search("deploy auth w1", source="shell", workspace="api", limit=50)
+    assert all(by_id[h.id].source == "shell" and by_id[h.id].workspace == "api" for h in both)
+
+
+def test_unknown_filter_value_finds_nothing() -> None:
+    index = TokenCosineIndex()
+    index.add(ev("a", "deploy", source="claude"))
+    assert index.search("deploy", source="nobody") == []
+
+
+@pytest.mark.parametrize("shuffled", [False, True])
+def test_time_window_is_inclusive(shuffled: bool) -> None:
+    events = [ev(f"e{i}", "deploy report", t=i) for i in range(10)]
+    if shuffled:
+        random.Random(1).shuffle(events)
+    index = TokenCosineIndex(context=0.0)
+    index.add_many(events)
+    hits = index.search("deploy", since_ms=BASE + 3000, until_ms=BASE + 5000)
+    assert ids(hits) == ["e5", "e4", "e3"]
+    assert ids(index.search("deploy", since_ms=BASE + 8000)) == ["e9", "e8"]
+    assert ids(index.search("deploy", until_ms=BASE + 1000)) == ["e1", "e0"]
+    assert index.search("deploy", since_ms=BASE + 99_000) == []
+
+
+def test_ties_break_by_newer_timestamp_then_id() -> None:
+    index = TokenCosineIndex(context=0.0)
+    index.add_many([ev("b", "same text", t=1), ev("a", "same text", t=1), ev("c", "same text", t=0),
+                    ev("d", "same text", t=2)])
+    assert ids(index.search("same text")) == ["d", "a", "b", "c"]
+    assert ids(index.search("same text", limit=2)) == ["d", "a"]
+
+
+def test_limit_caps_results() -> None:
+    index = TokenCosineIndex()
+    index.add_many(corpus())
+    assert len(index.search("deploy", limit=3)) == 3
+
+
+def test_a_reply_is_found_through_the_turn_it_answers() -> None:
+    index = TokenCosineIndex(context=0.5, context_turns=1)
+    index.add_many([ev("q", "where did you go hiking last weekend?", t=0, session="s1"),
+                    ev("r", "up the north ridge, beautiful views", t=1, session="s1"),
+                    ev("o", "unrelated chatter here", t=1, session="s2")])
+    hits = index.search("hiking weekend")
+    assert ids(hits) == ["q", "r"]
+    assert hits[1].score < hits[0].score
+
+
+def test_late_events_are_linked_in_timestamp_order() -> None:
+    index = TokenCosineIndex(context=0.5, context_turns=1)
+    index.add_many([ev("first", "kubernetes upgrade", t=0, session="s"), ev("third", "ok", t=5, session="s")])
+    index.add(ev("second", "fine", t=2, session="s"))  # arrives last, belongs in the middle
+    assert ids(index.search("kubernetes")) == ["first", "second"]
+
+
+def test_context_does_not_cross_sessions_or_sessionless_events() -> None:
+    index = TokenCosineIndex(context=0.5)
+    index.add_many([ev("a", "terraform plan", t=0, session="s1"), ev("b", "next", t=1, session="s2"),
+                    ev("c", "loose", t=2)])
+    assert ids(index.search("terraform")) == ["a"]
+
+
+def test_many_exact_ties_are_ordered_by_id() -> None:
+    index = TokenCosineIndex(context=0.0)
+    index.add_many([ev(f"id{i:03d}", "same text", t=5) for i in reversed(range(200))])
+    index.add(ev("older", "same text", t=1))
+    assert ids(index.search("same text", limit=3)) == ["id000", "id001", "id002"]
+    assert ids(index.search("same text", limit=201))[-1] == "older"

@@ -1,0 +1,120 @@
+"""Semantic search through the Memory facade: ranking, scores, filters, and following the journal."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from freezegun import freeze_time
+
+from tests.conftest import run_urchin
+from urchin.errors import QueryError
+from urchin.memory import Memory
+
+NOW = datetime(2026, 5, 4, 20, 0, tzinfo=UTC)
+
+
+def _at(hours_ago: float) -> str:
+    return (NOW - timedelta(hours=hours_ago)).isoformat()
+
+
+@pytest.fixture
+def filled(memory: Memory) -> Memory:
+    memory.ingest([
+        {"id": "q", "content": "Which database should back the hybrid index?", "session": "s1",
+         "timestamp": _at(5), "source": "claude", "workspace": "api"},
+        {"id": "a", "content": "PostgreSQL with pgvector; HNSW for the vectors.", "session": "s1",
+         "timestamp": _at(4.9), "source": "claude", "workspace": "api"},
+        {"id": "shell", "content": "git status", "timestamp": _at(3), "source": "shell"},
+        {"id": "auth", "content": "Authentication decisions: tokens rotate daily", "timestamp": _at(2),
+         "source": "codex", "kind": "decision"},
+        {"id": "old", "content": "database migration notes", "timestamp": _at(500), "source": "claude"},
+    ])
+    return memory
+
+
+@freeze_time(NOW)
+def test_best_first_with_scores_in_zero_one(filled: Memory) -> None:
+    result = filled.semantic("database for the index")
+    assert result.mode == "token-cosine"
+    assert [h.event.id for h in result.hits][:1] == ["q"]
+    assert "a" in [h.event.id for h in result.hits]  # found through its session neighbour
+    scores = [h.score for h in result.hits]
+    assert scores == sorted(scores, reverse=True) and all(0 < s <= 1 for s in scores if s is not None)
+
+
+@freeze_time(NOW)
+def test_window_and_filters(filled: Memory) -> None:
+    assert "old" not in [h.event.id for h in filled.semantic("database migration").hits]
+    assert [h.event.id for h in filled.semantic("database migration", hours=1000).hits][0] == "old"
+    assert [h.event.id for h in filled.semantic("authentication", kind="decision").hits] == ["auth"]
+    assert filled.semantic("authentication", source="claude").hits == []
+    assert [h.event.id for h in filled.semantic("pgvector", workspace="api").hits] == ["a", "q"]
+
+
+@freeze_time(NOW)
+def test_events_appended_by_another_process_are_found(filled: Memory) -> None:
+    assert filled.semantic("kubernetes rollout").hits == []
+    out = run_urchin("ingest", "--timestamp", _at(1), "kubernetes rollout paused for the weekend")
+    assert out.returncode == 0
+    assert [h.event.content for h in filled.semantic("kubernetes rollout").hits] == [
+        "kubernetes rollout paused for the weekend"]
+
+
+def test_bad_parameters(memory: Memory) -> None:
+    with pytest.raises(QueryError, match="query: must not be empty"):
+        memory.semantic("   ")
+    with pytest.raises(QueryError, match="limit"):
+        memory.semantic("x", limit=0)
+
+
+def test_cli_prints_scores() -> None:
+    run_urchin("ingest", "the deploy pipeline uses blue green")
+    out = run_urchin("semantic", "deploy pipeline")
+    assert out.returncode == 0
+    assert re.fullmatch(r"\[[0-9T:-]+Z\] manual \(0\.\d{3}\) — the deploy pipeline uses blue green\n", out.stdout)
+
+
+def _embedder_env(url: str) -> dict[str, str]:
+    return {"URCHIN_EMBEDDER_URL": url, "URCHIN_EMBEDDER_MODEL": "all-MiniLM-L6-v2", "URCHIN_EMBEDDER_API": "openai"}
+
+
+def test_unreachable_embedder_falls_back_to_token_cosine_and_says_so(urchin_home) -> None:
+    import socket
+
+    from urchin.config import Settings
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = _embedder_env(f"http://127.0.0.1:{port}")
+    memory = Memory(Settings.resolve(urchin_home, env=env))
+    memory.ingest_one({"content": "the deploy pipeline uses blue green"})
+    result = memory.semantic("deploy pipeline")
+    assert result.mode.startswith("token-cosine (embedder unreachable: ")
+    assert [h.event.content for h in result.hits] == ["the deploy pipeline uses blue green"]
+    out = run_urchin("semantic", "deploy pipeline", env=env)
+    assert out.returncode == 0 and out.stderr.startswith("warning: embedder unreachable, fell back to token-cosine")
+    assert "blue green" in out.stdout
+
+
+@pytest.mark.slow
+def test_semantic_search_with_a_real_embedder(embedder_url: str, urchin_home) -> None:
+    from urchin.config import Settings
+
+    memory = Memory(Settings.resolve(urchin_home, env=_embedder_env(embedder_url)))
+    memory.ingest([
+        {"id": "auth", "content": "We rotate OAuth refresh tokens every day and store them in the keychain"},
+        {"id": "db", "content": "Postgres with pgvector backs the hybrid index"},
+        {"id": "cat", "content": "My cat sleeps on the keyboard"},
+    ])
+    result = memory.semantic("decisions about authentication and login credentials")
+    assert result.mode == "embedder (all-MiniLM-L6-v2)" and result.notes == []
+    assert result.hits[0].event.id == "auth"
+    # Each event is embedded once, ever: a second search embeds nothing new.
+    assert memory.embed()["embedded"] == 0
+    memory.ingest_one({"id": "late", "content": "SSO login via SAML was approved"})
+    assert memory.embed()["embedded"] == 1
+    assert "late" in [h.event.id for h in memory.semantic("single sign-on authentication", limit=2).hits]
+    assert [h.event.id for h in memory.semantic("postgres database for the index", source="manual", limit=1).hits] == ["db"]

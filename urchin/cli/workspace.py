@@ -1,0 +1,139 @@
+"""Workspace commands: roots, ranged file reads, curated memories."""
+
+from __future__ import annotations
+
+import click
+
+from urchin.cli import AppContext, main
+from urchin.cli.options import json_option, print_json
+
+
+@main.group()
+def workspace() -> None:
+    """Folders whose files Urchin indexes and reads (workspace roots)."""
+
+
+@workspace.command("add")
+@click.argument("path", type=click.Path(exists=True, file_okay=False))
+@click.option("--name", default=None, help="Name of the root (default: the folder's name).")
+@click.pass_obj
+def workspace_add(app: AppContext, path: str, name: str | None) -> None:
+    """Add a folder as a workspace root."""
+    root = app.memory().workspace_add(path, name)
+    click.echo(f"added {root.name} → {root.path}")
+
+
+@workspace.command("list")
+@json_option
+@click.pass_obj
+def workspace_list(app: AppContext, as_json: bool) -> None:
+    """List the workspace roots."""
+    for root in app.memory().workspace_list():
+        print_json(root.to_dict()) if as_json else click.echo(f"{root.name}\t{root.path}")
+
+
+@workspace.command("remove")
+@click.argument("name")
+@click.pass_obj
+def workspace_remove(app: AppContext, name: str) -> None:
+    """Stop indexing a workspace root (its files are not touched)."""
+    root = app.memory().workspace_remove(name)
+    click.echo(f"removed {root.name} ({root.path})")
+
+
+@main.command("get-file")
+@click.argument("path")
+@click.option("--from-line", default=1, show_default=True, type=int, help="First line to show (1-based).")
+@click.option("--max-lines", default=200, show_default=True, type=int, help="Lines to show (at most 2000).")
+@json_option
+@click.pass_obj
+def get_file(app: AppContext, path: str, from_line: int, max_lines: int, as_json: bool) -> None:
+    """Read a range of lines of a workspace file: `<root>/<path>`, or `<path>` when one root holds it."""
+    window = app.memory().get_file(path, from_line, max_lines)
+    print_json(window.to_dict()) if as_json else click.echo(window.render())
+
+
+@main.group()
+def memory() -> None:
+    """Curated memories: complete sets of files, folders and saved queries for known workflows."""
+
+
+@memory.command("create")
+@click.argument("slug")
+@click.option("--use-when", required=True, help="When an agent should read this memory.")
+@click.option("--title", default=None, help="A human title (default: from the slug).")
+@click.option("--file", "files", multiple=True, help="A workspace file (repeatable).")
+@click.option("--folder", "folders", multiple=True, help="A whole workspace folder (repeatable).")
+@click.option("--query", "queries", multiple=True, help="A saved journal search (repeatable).")
+@click.option("--source", default=None, help="With --query: only this source.")
+@click.option("--hours", default=None, type=float, help="With --query: window in hours (default: a year).")
+@click.option("--replace", is_flag=True, help="Overwrite a memory with the same slug.")
+@click.pass_obj
+def memory_create(app: AppContext, slug: str, use_when: str, title: str | None, files: tuple[str, ...],
+                  folders: tuple[str, ...], queries: tuple[str, ...], source: str | None, hours: float | None,
+                  replace: bool) -> None:
+    """Create a curated memory named SLUG."""
+    from urchin.workspace.memories import Member
+
+    members = ([Member("file", path=f) for f in files] + [Member("folder", path=f) for f in folders]
+               + [Member("query", query=q, source=source, hours=hours) for q in queries])
+    created = app.memory().memory_create(slug, use_when, members, title, replace)
+    click.echo(f"created {created.slug} ({len(created.members)} members) in {created.path}")
+
+
+@memory.command("list")
+@json_option
+@click.pass_obj
+def memory_list(app: AppContext, as_json: bool) -> None:
+    """List curated memories: slug, title, when to use, member count."""
+    for item in app.memory().memory_list():
+        summary = item.summary()
+        if as_json:
+            print_json(summary)
+        else:
+            click.echo(f"{item.slug}\t{item.title} ({summary['members']} members) — use when: {item.use_when}")
+
+
+@memory.command("show")
+@click.argument("slug")
+@click.option("--token-budget", default=8000, show_default=True, type=int, help="Most tokens (4 chars each).")
+@json_option
+@click.pass_obj
+def memory_show(app: AppContext, slug: str, token_budget: int, as_json: bool) -> None:
+    """Every member's current contents, with notes on what was left out."""
+    result = app.memory().memory_get(slug, token_budget)
+    if as_json:
+        print_json(result)
+        return
+    click.echo(f"# {result['title']} — use when: {result['useWhen']}")
+    for part in result["members"]:
+        click.echo(f"\n## {part['member']}\n{part['content']}")
+    for note in result["coverage"]:
+        click.echo(f"\n[coverage] {note['member']}: {note['status']} ({note['reason']})")
+
+
+@main.command()
+@json_option
+@click.pass_obj
+def overview(app: AppContext, as_json: bool) -> None:
+    """Start here in a new workspace: files and folders, recent changes, sources, memories."""
+    info = app.memory().overview()
+    if as_json:
+        print_json(info)
+        return
+    for root in info["roots"]:
+        click.echo(f"{root['name']} ({root['path']}): {root['files']} files in {root['folders']} folders, "
+                   f"{root['bytes'] / 1e6:.1f} MB")
+        for folder in root["largestFolders"]:
+            click.echo(f"  {folder['folder']:<24} {folder['files']:>6} files {folder['bytes'] / 1e6:>8.1f} MB")
+        click.echo("  recently changed:")
+        for change in root["recentChanges"][:5]:
+            click.echo(f"    {change['updatedAt']}  {change['path']}")
+    journal = info["journal"]
+    click.echo(f"journal: {journal['events']} events ({journal['firstTimestamp']} … {journal['lastTimestamp']})")
+    for memory in info["memories"]:
+        click.echo(f"memory {memory['slug']}: {memory['title']} — use when: {memory['useWhen']}")
+    for source in info.get("sources", []):
+        click.echo(f"source {source['name']}: {source.get('events', 0)} events, last run {source.get('lastRun')}")
+    if "index" in info:
+        click.echo("index: " + ", ".join(f"{k}={v}" for k, v in info["index"].items()))

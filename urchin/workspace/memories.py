@@ -1,0 +1,188 @@
+"""Curated memories: named, complete sets for known workflows ("release checklist").
+
+A memory is `$URCHIN_HOME/memories/<slug>.toml` (human-editable) with a title, `use_when`, and
+members: a file, a whole folder, or a saved journal query. Reading one returns every member's
+current contents within a token budget, with coverage notes for what was left out.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tomllib
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from urchin.config import ensure_private_dir
+from urchin.errors import NotFoundError, ValidationError
+
+__all__ = ["Member", "MemoryDef", "MemoryStore", "CHARS_PER_TOKEN"]
+
+CHARS_PER_TOKEN = 4  # a stated, honest estimate for English text and code
+_SLUG = re.compile(r"[a-z0-9][a-z0-9-]{0,63}")
+
+
+@dataclass(frozen=True, slots=True)
+class Member:
+    type: str  # file | folder | query
+    path: str | None = None
+    query: str | None = None
+    source: str | None = None
+    hours: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in (("type", self.type), ("path", self.path), ("query", self.query),
+                                  ("source", self.source), ("hours", self.hours)) if v is not None}
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryDef:
+    slug: str
+    title: str
+    use_when: str
+    members: tuple[Member, ...] = ()
+    created: str = ""
+    path: Path | None = field(default=None, compare=False)
+
+    def summary(self) -> dict[str, Any]:
+        return {"slug": self.slug, "title": self.title, "useWhen": self.use_when, "members": len(self.members)}
+
+
+def _toml_str(value: str) -> str:
+    return json.dumps(value, ensure_ascii=False)  # JSON escapes are valid TOML basic-string escapes
+
+
+class MemoryStore:
+    def __init__(self, home: Path) -> None:
+        self.folder = home / "memories"
+
+    def create(self, slug: str, use_when: str, members: list[Member], title: str | None = None,
+               replace: bool = False) -> MemoryDef:
+        if not isinstance(slug, str) or not _SLUG.fullmatch(slug):
+            raise ValidationError("slug", "must be lowercase letters, digits and '-', starting with a letter or digit")
+        if not isinstance(use_when, str) or not use_when.strip():
+            raise ValidationError("useWhen", "must not be blank: say when an agent should read this memory")
+        if not members:
+            raise ValidationError("members", "needs at least one --file, --folder or --query")
+        for i, member in enumerate(members):
+            if member.type in ("file", "folder") and not member.path:
+                raise ValidationError(f"members[{i}].path", "must not be empty")
+            if member.type == "query" and not (member.query and member.query.strip()):
+                raise ValidationError(f"members[{i}].query", "must not be empty")
+            if member.type not in ("file", "folder", "query"):
+                raise ValidationError(f"members[{i}].type", "must be file, folder or query")
+        path = self.folder / f"{slug}.toml"
+        if path.exists() and not replace:
+            raise ValidationError("slug", f"a memory named {slug!r} exists already")
+        definition = MemoryDef(slug, title or slug.replace("-", " ").capitalize(), use_when.strip(), tuple(members),
+                               datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"), path)
+        ensure_private_dir(self.folder)
+        tmp = path.with_suffix(".toml.tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            os.write(fd, self._render(definition).encode("utf-8"))
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+        return definition
+
+    def list(self) -> list[MemoryDef]:
+        if not self.folder.is_dir():
+            return []
+        out = []
+        for path in sorted(self.folder.glob("*.toml")):
+            try:
+                out.append(self._load(path))
+            except ValidationError:
+                continue
+        return out
+
+    def get(self, slug: str) -> MemoryDef:
+        if not isinstance(slug, str) or not _SLUG.fullmatch(slug):
+            raise ValidationError("slug", "must be lowercase letters, digits and '-'")
+        path = self.folder / f"{slug}.toml"
+        if not path.exists():
+            raise NotFoundError(f"no memory named {slug!r}")
+        return self._load(path)
+
+    def _load(self, path: Path) -> MemoryDef:
+        try:
+            data = tomllib.loads(path.read_text(encoding="utf-8"))
+        except (OSError, tomllib.TOMLDecodeError) as exc:
+            raise ValidationError("memory", f"{path}: cannot read: {exc}") from None
+        members = []
+        for raw in data.get("members", []):
+            if isinstance(raw, dict) and raw.get("type") in ("file", "folder", "query"):
+                hours = raw.get("hours")
+                members.append(Member(raw["type"], raw.get("path"), raw.get("query"), raw.get("source"),
+                                      float(hours) if isinstance(hours, (int, float)) else None))
+        return MemoryDef(str(data.get("slug", path.stem)), str(data.get("title", path.stem)),
+                         str(data.get("use_when", "")), tuple(members), str(data.get("created", "")), path)
+
+    @staticmethod
+    def _render(d: MemoryDef) -> str:
+        lines = [f"slug = {_toml_str(d.slug)}", f"title = {_toml_str(d.title)}",
+                 f"use_when = {_toml_str(d.use_when)}", f"created = {_toml_str(d.created)}"]
+        for member in d.members:
+            lines += ["", "[[members]]"]
+            for key, value in member.to_dict().items():
+                lines.append(f"{key} = {value!r}" if isinstance(value, float) else f"{key} = {_toml_str(str(value))}")
+        return "\n".join(lines) + "\n"
+
+
+def gather(definition: MemoryDef, roots: Any, run_query: Any, token_budget: int) -> dict[str, Any]:
+    """Every member's current contents, best effort within `token_budget` tokens (4 chars each).
+
+    `roots` is a `Roots`; `run_query(member)` returns the text lines of a query member's events.
+    Members that cannot be read are listed in `coverage`, never silently dropped.
+    """
+    from urchin.workspace.roots import is_binary, walk_files
+
+    budget = token_budget * CHARS_PER_TOKEN
+    parts: list[dict[str, Any]] = []
+    coverage: list[dict[str, str]] = []
+
+    def add(label: str, text: str, kind: str) -> None:
+        nonlocal budget
+        if budget <= 0:
+            coverage.append({"member": label, "status": "excluded", "reason": "token budget spent"})
+            return
+        if len(text) > budget:
+            cut = text.rfind("\n", 0, budget)
+            text = text[: cut if cut > 0 else budget]
+            coverage.append({"member": label, "status": "truncated", "reason": "token budget"})
+        budget -= len(text)
+        parts.append({"member": label, "type": kind, "content": text})
+
+    for member in definition.members:
+        label = member.path or member.query or "?"
+        try:
+            if member.type == "query":
+                add(f"query:{member.query}", "\n".join(run_query(member)), "query")
+            elif member.type == "file":
+                root, rel = roots.resolve(member.path)
+                if is_binary(root.path / rel):
+                    coverage.append({"member": label, "status": "excluded", "reason": "binary file"})
+                    continue
+                add(f"{root.name}/{rel}", (root.path / rel).read_text(encoding="utf-8", errors="replace"), "file")
+            else:
+                root, rel = roots.resolve(member.path)
+                prefix = rel.rstrip("/") + "/"
+                for item in walk_files(root):
+                    if item.rel.startswith(prefix) or rel in (".", ""):
+                        if is_binary(item.path):
+                            coverage.append({"member": item.display, "status": "excluded", "reason": "binary file"})
+                            continue
+                        add(item.display, item.path.read_text(encoding="utf-8", errors="replace"), "file")
+        except (NotFoundError, ValidationError) as exc:
+            coverage.append({"member": label, "status": "unreadable", "reason": str(exc)})
+        except OSError as exc:
+            coverage.append({"member": label, "status": "unreadable", "reason": exc.strerror or str(exc)})
+    used = token_budget * CHARS_PER_TOKEN - budget
+    return {"slug": definition.slug, "title": definition.title, "useWhen": definition.use_when,
+            "members": parts, "coverage": coverage, "tokensUsed": (used + CHARS_PER_TOKEN - 1) // CHARS_PER_TOKEN,
+            "truncated": any(c["status"] in ("truncated", "excluded") and "budget" in c["reason"] for c in coverage)}

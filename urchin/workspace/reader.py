@@ -1,0 +1,63 @@
+"""Ranged reads of workspace files: a window of numbered lines and the file's total line count."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from urchin.errors import QueryError, ValidationError
+from urchin.workspace.roots import Roots, is_binary
+
+__all__ = ["FileRange", "read_range", "MAX_LINES"]
+
+MAX_LINES = 2000
+
+
+@dataclass(frozen=True, slots=True)
+class FileRange:
+    path: str
+    from_line: int
+    to_line: int
+    total_lines: int
+    lines: list[str]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"path": self.path, "fromLine": self.from_line, "toLine": self.to_line,
+                "totalLines": self.total_lines, "lines": [{"n": self.from_line + i, "text": t}
+                                                          for i, t in enumerate(self.lines)],
+                "truncated": self.to_line < self.total_lines}
+
+    def render(self) -> str:
+        width = len(str(max(self.to_line, 1)))
+        body = "\n".join(f"{self.from_line + i:>{width}}  {text}" for i, text in enumerate(self.lines))
+        more = (f"\n… lines {self.to_line + 1}-{self.total_lines} not shown (use --from-line {self.to_line + 1})"
+                if self.to_line < self.total_lines else "")
+        return f"{self.path} (lines {self.from_line}-{self.to_line} of {self.total_lines})\n{body}{more}"
+
+
+def _int(value: Any, name: str, low: int, high: int | None = None) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise QueryError(name, f"must be a whole number, got {value!r}")
+    if value < low or (high is not None and value > high):
+        raise QueryError(name, f"must be from {low} to {high}, got {value}" if high else
+                         f"must be at least {low}, got {value}")
+    return value
+
+
+def read_range(roots: Roots, path: str, from_line: int = 1, max_lines: int = 200) -> FileRange:
+    from_line = _int(from_line, "fromLine", 1)
+    max_lines = _int(max_lines, "maxLines", 1, MAX_LINES)
+    root, rel = roots.resolve(path)
+    target = root.path / rel
+    if target.is_dir():
+        raise ValidationError("path", f"{path!r} is a folder, not a file")
+    if is_binary(target):
+        raise ValidationError("path", f"{path!r} is a binary file")
+    lines: list[str] = []
+    total = 0
+    with target.open("r", encoding="utf-8", errors="replace") as handle:
+        for total, line in enumerate(handle, 1):
+            if from_line <= total < from_line + max_lines:
+                lines.append(line.rstrip("\n").rstrip("\r"))
+    to_line = from_line + len(lines) - 1 if lines else min(from_line - 1, total)
+    return FileRange(f"{root.name}/{rel}", from_line, to_line, total, lines)
