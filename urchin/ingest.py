@@ -123,7 +123,7 @@ class Ingestor:
             lines = [event.to_json() for _, event in fresh]
             offset = writer.write(lines)
             placed: list[tuple[int, int]] = []
-            for (index, event), line, h in zip(fresh, lines, hashes):
+            for (index, event), line, h in zip(fresh, lines, hashes, strict=True):
                 out.append((index, IngestResult("appended", event.id, event=event, offset=offset)))
                 placed.append((h, offset))
                 offset += len(line) + 1
