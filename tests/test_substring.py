@@ -465,3 +465,13 @@ def test_parallel_bulk_build_writes_the_same_index_as_one_process(memory: Memory
     assert parallel.index.parallel_blocks >= 4  # the workers did build, the fallback did not hide it
     for name in ("zones", "bits"):
         assert (tmp_path / "parallel" / name).read_bytes() == (tmp_path / "serial" / name).read_bytes(), name
+
+
+@freeze_time(NOW)
+def test_escaped_non_ascii_filter_values_are_found(memory: Memory) -> None:
+    line = ('{"id":"esc-1","timestamp":"' + stamp(1) + '","source":"claude","kind":"note",'
+            '"content":"plain words","session":"caf\\u00e9"}')
+    memory.journal.append([line.encode()])
+    add(memory, {"id": "esc-2", "content": "other words", "session": "cafe", "timestamp": stamp(0)})
+    assert [e.id for e in memory.session_context("café").events] == ["esc-1"]
+    assert [e.id for e in memory.session_context("cafe").events] == ["esc-2"]

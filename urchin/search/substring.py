@@ -164,6 +164,9 @@ class _Prefilter:
         self.ascii = self.query.encode("ascii") if self.query is not None and self.query.isascii() else None
         self.needles = [orjson.dumps(value) for name, value in filters.to_dict().items()
                         if value != _DEFAULTS.get(name) and not set(value) & _ESCAPABLE]
+        # writers use `\\u` only for non-ASCII and control characters: it cannot hide an ASCII
+        # filter value, only content the query may match after decoding and folding
+        self.escapes_matter = self.query is not None or any(not n.isascii() for n in self.needles)
 
     def lines(self, data: bytes) -> list[bytes]:
         if self.query is None and not self.needles:
@@ -183,7 +186,7 @@ class _Prefilter:
             found = _line_numbers(data, needle, b"\n")
             keep = found if keep is None else keep & found
         assert keep is not None
-        if b"\\u" in data:
+        if self.escapes_matter and b"\\u" in data:
             keep |= _line_numbers(data, b"\\u", b"\n")
         if not keep:
             return []
