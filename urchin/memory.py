@@ -140,7 +140,7 @@ class Memory:
 
     def cosine_view(self) -> TokenCosineView:
         if self._cosine is None:
-            self._cosine = TokenCosineView(self.journal)
+            self._cosine = TokenCosineView(self.journal, self.settings.index_dir / "cosine")
         return self._cosine
 
     def recent(self, *, hours: float = 24, limit: int = 20, source: str | None = None,
