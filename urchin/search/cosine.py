@@ -23,6 +23,7 @@ from urchin.search.tokens import tokenize
 __all__ = ["IndexState", "Scored", "TokenCosineIndex", "event_terms"]
 
 _FREEZE_POSTINGS = 1 << 18  # pending postings frozen into a CSR segment beyond this
+_MAX_MERGE_POSTINGS = 1 << 23  # segments are not merged beyond this: a merge needs old + new in memory
 _EXACT_REFRESH_POSTINGS = 1 << 21  # below this, document norms are refreshed at every query
 _REFRESH_GROWTH = 0.01  # above it, norms are refreshed once the index has grown by 1%
 _TF_WEIGHT = (1.0 + np.log(np.maximum(np.arange(256, dtype=np.float64), 1.0))).astype(np.float32)
@@ -71,6 +72,7 @@ class TokenCosineIndex:
     """
 
     freeze_postings = _FREEZE_POSTINGS
+    max_merge_postings = _MAX_MERGE_POSTINGS
 
     def __init__(self, *, context: float = 0.5, context_turns: int = 2) -> None:
         """`context` weighs a session neighbour's match, times `context` per step of distance."""
@@ -224,9 +226,11 @@ class TokenCosineIndex:
     def _freeze(self) -> None:
         pending = self._pending()
         parts: list[Segment | Triples] = [pending]
-        # Merge like an LSM tree: few segments, each merge at least halves the work of the next.
+        # Merge like an LSM tree: few segments, each merge at least halves the work of the next; but
+        # none past max_merge_postings, so a merge never holds more than that twice (peak memory).
         size = len(pending[0])
-        while self._segments and size * 2 >= self._segments[-1].nnz:
+        while self._segments and size * 2 >= self._segments[-1].nnz and (
+                size + self._segments[-1].nnz <= self.max_merge_postings):
             older = self._segments.pop()
             parts.insert(0, older)
             size += older.nnz

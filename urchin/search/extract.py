@@ -222,7 +222,7 @@ def _bounds(path: Path, start: int, end: int, chunk: int) -> list[tuple[int, int
     return out
 
 
-def extract_parallel(path: Path, start: int, end: int, workers: int, chunk: int = _CHUNK_BYTES) -> Iterator[Batch]:
+def extract_parallel(path: Path, start: int, end: int, workers: int, chunk: int | None = None) -> Iterator[Batch]:
     """Batches of path[start:end] (line-aligned), in file order, tokenised by `workers` processes.
 
     Plain `python -c` subprocesses, not `multiprocessing`: spawn would re-run the caller's main
@@ -231,7 +231,7 @@ def extract_parallel(path: Path, start: int, end: int, workers: int, chunk: int 
     length-prefixed, to its stdout, at most two ahead of the reader (pipe back-pressure).
     Raises `WorkerError` when a worker cannot start or dies.
     """
-    chunks = _bounds(path, start, end, chunk)
+    chunks = _bounds(path, start, end, chunk or _CHUNK_BYTES)
     workers = max(1, min(workers, len(chunks)))
     root = str(Path(__file__).resolve().parents[2])  # the directory holding the `urchin` package
     env = dict(os.environ)  # the child's environment only; no setting is read from it

@@ -11,7 +11,7 @@ import numpy as np
 
 __all__ = ["Codes", "Column", "Segment", "Triples"]
 
-_MERGE_CHUNK = 1 << 22  # postings per step when building a segment (bounds the temporaries)
+_MERGE_CHUNK = 1 << 20  # postings per step when building a segment (bounds the temporaries)
 Triples = tuple[np.ndarray, np.ndarray, np.ndarray]  # (terms, rows, tf), grouped by row
 
 
