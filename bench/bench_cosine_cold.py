@@ -72,7 +72,7 @@ def write_journal(path: Path, n: int, seed: int, backfill: float = 0.02) -> None
 
 def make_journal(path: Path, n: int, seed: int) -> None:
     try:
-        import gen_journal  # type: ignore[import-not-found]  # the substring bench's generator, if merged
+        import gen_journal  # the substring bench's generator, if merged
     except ImportError:
         write_journal(path, n, seed)
     else:

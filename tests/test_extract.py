@@ -105,7 +105,7 @@ def _journal_of(path: Path, n: int) -> Journal:
 
 def test_worker_processes_build_the_same_index(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     journal = _journal_of(tmp_path / "events.jsonl", 3000)
-    monkeypatch.setattr(semantic, "PARALLEL_BYTES", 1)
+    monkeypatch.setattr(semantic, "BULK_BYTES", 1)
     monkeypatch.setattr(extract, "_CHUNK_BYTES", 20_000)  # many chunks, so both workers take several
     parallel = TokenCosineView(journal, workers=2)
     sequential = TokenCosineView(journal, workers=1)
@@ -122,7 +122,7 @@ def test_worker_processes_build_the_same_index(tmp_path: Path, monkeypatch: pyte
 
 def test_a_dead_worker_falls_back_to_in_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     journal = _journal_of(tmp_path / "events.jsonl", 500)
-    monkeypatch.setattr(semantic, "PARALLEL_BYTES", 1)
+    monkeypatch.setattr(semantic, "BULK_BYTES", 1)
     monkeypatch.setattr(extract.sys, "executable", str(tmp_path / "no-such-python"))
     view = TokenCosineView(journal, workers=2)
     assert view.catch_up() == 500

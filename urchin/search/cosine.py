@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from array import array
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -153,10 +154,21 @@ class TokenCosineIndex:
                                    len(batch.new_terms)))
         return mapping.view()[batch.terms]
 
-    def end_parallel_build(self) -> None:
-        """Forget the workers' vocabularies, and the word cache the build warmed."""
-        self._maps.clear()
-        self._extractor.trim()
+    @contextmanager
+    def bulk(self) -> Iterator[None]:
+        """For a large backlog: postings are frozen in segments of max_merge_postings, so each is
+        moved once rather than merged again and again; afterwards, forget the workers' vocabularies
+        and the word cache the build warmed."""
+        freeze = self.freeze_postings
+        self.freeze_postings = max(freeze, self.max_merge_postings)
+        try:
+            yield
+        finally:
+            self.freeze_postings = freeze
+            if len(self._pending_rows) >= freeze:
+                self._freeze()
+            self._maps.clear()
+            self._extractor.trim()
 
     def _append_rows(self, batch: Batch, start: int) -> None:
         n = len(batch)

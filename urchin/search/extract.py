@@ -233,16 +233,17 @@ def extract_parallel(path: Path, start: int, end: int, workers: int, chunk: int 
     """
     chunks = _bounds(path, start, end, chunk or _CHUNK_BYTES)
     workers = max(1, min(workers, len(chunks)))
-    root = str(Path(__file__).resolve().parents[2])  # the directory holding the `urchin` package
-    env = dict(os.environ)  # the child's environment only; no setting is read from it
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
+    # The child sees exactly our import path (-I: not the cwd, not PYTHONPATH), so it imports this
+    # very `urchin`, whichever directory the caller runs from.
+    code = ("import sys, json; sys.path[:] = json.loads(sys.argv[1]); "
+            "from urchin.search.extract import _worker_main; _worker_main()")
+    paths = orjson.dumps([str(Path(p).resolve()) if p else os.getcwd() for p in sys.path]).decode()
     procs: list[subprocess.Popen[bytes]] = []
     try:
         for k in range(workers):
             mine = chunks[k::workers]
             proc = subprocess.Popen(
-                [sys.executable, "-c", "from urchin.search.extract import _worker_main; _worker_main()"],
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+                [sys.executable, "-I", "-c", code, paths], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
             procs.append(proc)
             assert proc.stdin is not None
             proc.stdin.write(orjson.dumps({"path": str(path), "chunks": mine}))

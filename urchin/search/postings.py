@@ -74,11 +74,13 @@ class Segment:
             if isinstance(part, Segment):
                 width = len(part.indptr) - 1
                 base = cursor[:width] - part.indptr[:-1]  # destination minus source position, per term
-                for a in range(0, part.nnz, _MERGE_CHUNK):
-                    b = min(a + _MERGE_CHUNK, part.nnz)
-                    pos = np.arange(a, b)
-                    terms = np.searchsorted(part.indptr, pos, side="right") - 1
-                    dest = base[terms] + pos
+                # Whole terms at a time, about _MERGE_CHUNK postings per step.
+                cuts = np.searchsorted(part.indptr, np.arange(0, part.nnz, _MERGE_CHUNK), side="right") - 1
+                for t0, t1 in zip(cuts.tolist(), [*cuts[1:].tolist(), width], strict=True):
+                    a, b = int(part.indptr[t0]), int(part.indptr[t1])
+                    if a == b:
+                        continue
+                    dest = np.repeat(base[t0:t1], np.diff(part.indptr[t0:t1 + 1])) + np.arange(a, b)
                     rows_out[dest] = part.rows[a:b]
                     tf_out[dest] = part.tf[a:b]
                 cursor[:width] += np.diff(part.indptr)

@@ -24,20 +24,20 @@ from urchin.search.cosine import TokenCosineIndex
 from urchin.search.extract import WorkerError, extract_parallel, line_aligned_end
 from urchin.search.query import Filters, Hit
 
-__all__ = ["TokenCosineView", "SAVE_EVERY", "PARALLEL_BYTES"]
+__all__ = ["TokenCosineView", "SAVE_EVERY", "BULK_BYTES"]
 
 log = logging.getLogger(__name__)
 
 _CATCH_UP_BYTES = 4 << 20
-SAVE_EVERY = 50_000  # events indexed since the last save that make `catch_up` save
-PARALLEL_BYTES = 64 << 20  # a backlog this large is tokenised by worker processes
+SAVE_EVERY = 10_000  # events indexed since the last save (and 5% of the saved) that make `catch_up` save
+BULK_BYTES = 64 << 20  # a backlog this large is tokenised by worker processes, in bulk mode
 
 
 class TokenCosineView:
     """Thread-safe: one lock serialises catch-up and queries (the index itself is not thread-safe).
 
     For a daemon: call `catch_up()` on every journal change (it saves by itself once `save_every`
-    events have been indexed since the last save) and `save()` at shutdown. Construction does no
+    events, and 5% of the saved ones, have been indexed since the last save) and `save()` at shutdown. Construction does no
     I/O; the first `catch_up` or `search` loads the saved index, if any.
     """
 
@@ -75,10 +75,15 @@ class TokenCosineView:
         if not self._opened:
             self._open()
         self._check_journal()
+        backlog = self.journal.size() - self.next_offset
+        if backlog < BULK_BYTES:
+            return self._read_tail()
+        with self.index.bulk():
+            added = self._build_parallel() if self.workers > 1 else 0
+            return added + self._read_tail()
+
+    def _read_tail(self) -> int:
         added = 0
-        end = self.journal.size()
-        if self.workers > 1 and end - self.next_offset >= PARALLEL_BYTES:
-            added += self._build_parallel(end)
         while True:
             result = self.journal.read_from(self.next_offset, _CATCH_UP_BYTES)
             if not result.lines:
@@ -90,9 +95,9 @@ class TokenCosineView:
             added += len(batch)
             self.next_offset = result.next_offset
 
-    def _build_parallel(self, end: int) -> int:
+    def _build_parallel(self) -> int:
         """Index the backlog with worker processes; on any failure the caller goes on in-process."""
-        stop = line_aligned_end(self.journal.path, self.next_offset, end)
+        stop = line_aligned_end(self.journal.path, self.next_offset, self.journal.size())
         added = 0
         try:
             for batch in extract_parallel(self.journal.path, self.next_offset, stop, self.workers):
@@ -102,8 +107,6 @@ class TokenCosineView:
                 self.next_offset = batch.end
         except (OSError, WorkerError, RuntimeError, pickle.UnpicklingError) as exc:
             log.warning("token-cosine: parallel build failed (%s); continuing in-process", exc)
-        finally:
-            self.index.end_parallel_build()
         return added
 
     def _check_journal(self) -> None:
@@ -171,7 +174,8 @@ class TokenCosineView:
             return True
 
     def _save_if_due(self) -> None:
-        due = len(self.index) - max(self._saved[0], 0) >= self.save_every
+        saved = max(self._saved[0], 0)
+        due = len(self.index) - saved >= max(self.save_every, saved // 20)  # large: at most every 5%
         if self.save_every and self.index_dir is not None and due:
             try:
                 self.save()
