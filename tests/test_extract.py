@@ -3,6 +3,7 @@ and in worker processes."""
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,8 @@ from hypothesis import strategies as st
 from urchin.event import Event, searchable_fields
 from urchin.journal import Journal
 from urchin.search import extract, semantic
-from urchin.search.cosine import TokenCosineIndex
+from urchin.search.cosine import TokenCosineIndex, event_terms
+from urchin.search.extract import TermExtractor
 from urchin.search.query import Filters
 from urchin.search.semantic import TokenCosineView
 
@@ -127,3 +129,36 @@ def test_a_dead_worker_falls_back_to_in_process(tmp_path: Path, monkeypatch: pyt
     view = TokenCosineView(journal, workers=2)
     assert view.catch_up() == 500
     assert view.search("deploy", since_ms=None, limit=3, filters=Filters())
+
+
+_ascii_text = st.lists(st.sampled_from([*"ab Z_9.'/-:,\t\n()é’", "src/a.py", "end.", "don't", "x..y", "CamelCase",
+                                        "snake_case", "I", "the"]), max_size=25).map("".join)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_ascii_text.filter(str.isascii), max_size=6))
+def test_the_ascii_split_finds_the_words_the_regex_finds(texts: list[str]) -> None:
+    by_bytes, by_regex = TermExtractor(), TermExtractor()
+    rows_a, terms_a = by_bytes._ascii_tokens(texts)
+    rows_b, terms_b = by_regex._regex_tokens(texts)
+    vocab_a = {v: k for k, v in by_bytes.vocab.items()}
+    vocab_b = {v: k for k, v in by_regex.vocab.items()}
+    assert rows_a.tolist() == rows_b.tolist()
+    assert [vocab_a[t] for t in terms_a.tolist()] == [vocab_b[t] for t in terms_b.tolist()]
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(_ascii_text, min_size=1, max_size=6))
+def test_mixed_ascii_and_unicode_batches_count_terms_per_event(texts: list[str]) -> None:
+    events = [Event(id=f"e{i}", timestamp=TS, source="s", kind="note", content=t or "x",
+                    title="Tïtle" if i % 2 else None, ts_ms=i) for i, t in enumerate(texts)]
+    extractor = TermExtractor()
+    batch = extractor.from_events(events)
+    names = {v: k for k, v in extractor.vocab.items()}
+    start = 0
+    for i, event in enumerate(events):
+        size = int(batch.sizes[i])
+        got = {names[t]: c for t, c in zip(batch.terms[start:start + size].tolist(),
+                                           batch.tf[start:start + size].tolist(), strict=True)}
+        assert got == dict(Counter(event_terms(event)))  # the definition: tokenize() over the parts
+        start += size

@@ -296,23 +296,35 @@ def searchable_fields(record: Any) -> SearchableFields | None:
     if not isinstance(record, dict):
         return None
     meta = record.get("meta")
-    if not record.keys() <= _FIELD_SET or (isinstance(meta, dict) and any(k in meta for k in _META_FALLBACKS)):
+    if not record.keys() <= _FIELD_SET or (isinstance(meta, dict) and not meta.keys().isdisjoint(_META_FALLBACKS)):
         event = Event.from_record(record)  # the reference shape and meta fallbacks: the one slow path
         if event is None:
             return None
         return (event.id, event.ts_ms, event.source, event.kind, event.content, event.workspace,
                 event.session, event.title, event.tags)
-    content = record.get("content")
-    event_id = record.get("id")
-    ts = record.get("timestamp")
-    if not isinstance(content, str) or not content or not isinstance(event_id, str) or not isinstance(ts, str):
+    get = record.get  # the rest is `from_record`'s rules, inlined: this runs once per line of a build
+    content, event_id, ts = get("content"), get("id"), get("timestamp")
+    if not (isinstance(content, str) and content and isinstance(event_id, str) and isinstance(ts, str)):
         return None
-    read = _read_timestamp(ts)
-    if read is None:
-        return None
-    tags = record.get("tags")
-    return (event_id, _ms(read[1]), _str(record.get("source")) or "unknown", _str(record.get("kind")) or "note",
-            content, _str(record.get("workspace")), _str(record.get("session")), _str(record.get("title")),
+    if _CANONICAL_TS.fullmatch(ts):
+        try:
+            moment = datetime.fromisoformat(ts[:-1] + "+00:00")
+        except ValueError:
+            return None
+    else:
+        read = _read_timestamp(ts)
+        if read is None:
+            return None
+        moment = read[1]
+    source, kind, workspace, session, title, tags = (
+        get("source"), get("kind"), get("workspace"), get("session"), get("title"), get("tags"))
+    return (event_id, _ms(moment),
+            source if isinstance(source, str) and source else "unknown",
+            kind if isinstance(kind, str) and kind else "note",
+            content,
+            workspace if isinstance(workspace, str) and workspace else None,
+            session if isinstance(session, str) and session else None,
+            title if isinstance(title, str) and title else None,
             tuple(t for t in tags if isinstance(t, str)) if isinstance(tags, list) else ())
 
 

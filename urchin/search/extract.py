@@ -29,6 +29,10 @@ __all__ = ["Batch", "TermExtractor", "LABELS", "WorkerError", "extract_parallel"
 LABELS = ("source", "workspace", "session", "kind")
 _END = "\x00"  # separates events in a batch's text; matched as its own token, never inside a word
 _SPLIT = re.compile(WORD_PATTERN + "|\x00")
+_JOINERS = b"'./"  # the ASCII characters WORD_PATTERN joins words with
+# ASCII bytes -> themselves when a regex match may contain them (word characters, joiners) or they
+# end an event (_END), else a space.
+_ASCII_TABLE = bytes(c if chr(c).isalnum() or c in b"_\x00" or c in _JOINERS else 32 for c in range(256))
 _CHUNK_BYTES = 4 << 20
 
 
@@ -71,6 +75,29 @@ class _WordIds(dict[str, tuple[int, ...]]):
         return ids
 
 
+class _PartIds(dict[bytes, tuple[int, ...]]):
+    """ASCII part (bytes between spaces) -> its term ids, through the word cache."""
+
+    limit = 1 << 18
+
+    def __init__(self, words: _WordIds) -> None:
+        super().__init__()
+        self.words = words
+        self[b"\x00"] = (-1,)
+
+    def __missing__(self, part: bytes) -> tuple[int, ...]:
+        if len(self) >= self.limit:
+            self.clear()
+            self[b"\x00"] = (-1,)
+        text = part.decode("ascii")
+        if any(c in _JOINERS for c in part):
+            ids = tuple(chain.from_iterable(map(self.words.__getitem__, _SPLIT.findall(text))))
+        else:
+            ids = self.words[text]
+        self[part] = ids
+        return ids
+
+
 class TermExtractor:
     """Turns lines or events into `Batch`es, interning terms into `vocab` (the index's own, or a
     worker's private one)."""
@@ -79,11 +106,13 @@ class TermExtractor:
         self.vocab: dict[str, int] = {} if vocab is None else vocab
         self.worker = worker
         self._words = _WordIds(self.vocab)
+        self._parts = _PartIds(self._words)
         self._vocab_terms: list[str] | None = [] if worker else None  # a worker reports new terms
 
     def trim(self) -> None:
-        """Drop the word cache (after a bulk build, to give its memory back)."""
+        """Drop the word caches (after a bulk build, to give their memory back)."""
         self._words = _WordIds(self.vocab)
+        self._parts = _PartIds(self._words)
 
     def from_events(self, events: Sequence[Event]) -> Batch:
         texts = [_text(e.content, e.title, e.tags, e.source, e.workspace) for e in events]
@@ -125,13 +154,17 @@ class TermExtractor:
                offsets: np.ndarray) -> Batch:
         start = len(self.vocab)
         n = len(texts)
-        words = self._words
-        # One regex pass over the whole batch; _END marks where each event's words stop.
-        tokens = np.fromiter(chain.from_iterable(map(words.__getitem__, _SPLIT.findall(_END.join(texts)))),
-                             dtype=np.int64)
-        ends = tokens < 0
-        rows = np.cumsum(ends)[~ends]
-        tokens = tokens[~ends]
+        # Most text is ASCII: there, bytes.translate + split do what the regex does, ten times faster.
+        ascii_rows = [i for i, text in enumerate(texts) if text.isascii()]
+        if len(ascii_rows) == n:
+            rows, tokens = self._ascii_tokens(texts)
+        else:
+            other_rows = sorted(set(range(n)).difference(ascii_rows))
+            a_rows, a_tokens = self._ascii_tokens([texts[i] for i in ascii_rows])
+            o_rows, o_tokens = self._regex_tokens([texts[i] for i in other_rows])
+            rows = np.concatenate([np.array(ascii_rows, dtype=np.int64)[a_rows],
+                                   np.array(other_rows, dtype=np.int64)[o_rows]])
+            tokens = np.concatenate([a_tokens, o_tokens])
         width = max(len(self.vocab), 1)
         keys, counts = np.unique(rows * width + tokens, return_counts=True)
         row_of = keys // width
@@ -143,6 +176,26 @@ class TermExtractor:
             tf=np.minimum(counts, 255).astype(np.uint8),
             sizes=np.bincount(row_of, minlength=n).astype(np.int32), offsets=offsets,
             new_terms=new_terms, vocab_start=start, worker=self.worker)
+
+
+    def _regex_tokens(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        """(row within texts, term id) of every term, by one regex pass over all the texts."""
+        found = _SPLIT.findall(_END.join(texts))
+        return _rows_and_terms(np.fromiter(chain.from_iterable(map(self._words.__getitem__, found)), np.int64))
+
+    def _ascii_tokens(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        """The same for ASCII texts: bytes other than word and joiner characters become spaces, and
+        each space-separated part is looked up whole (a part with joiners, as `a.b` or `end.`, is
+        split by the regex once, on its first sighting)."""
+        if not texts:
+            return np.zeros(0, np.int64), np.zeros(0, np.int64)
+        parts = " \x00 ".join(texts).encode("ascii").translate(_ASCII_TABLE).split()
+        return _rows_and_terms(np.fromiter(chain.from_iterable(map(self._parts.__getitem__, parts)), np.int64))
+
+
+def _rows_and_terms(tokens: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    ends = tokens < 0
+    return np.cumsum(ends)[~ends], tokens[~ends]
 
 
 def _text(content: str, title: str | None, tags: Sequence[str], source: str, workspace: str | None) -> str:

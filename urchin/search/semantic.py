@@ -37,8 +37,8 @@ class TokenCosineView:
     """Thread-safe: one lock serialises catch-up and queries (the index itself is not thread-safe).
 
     For a daemon: call `catch_up()` on every journal change (it saves by itself once `save_every`
-    events, and 5% of the saved ones, have been indexed since the last save) and `save()` at shutdown. Construction does no
-    I/O; the first `catch_up` or `search` loads the saved index, if any.
+    events, and 5% of the saved ones, have been indexed since the last save) and `save()` at
+    shutdown. Construction does no I/O; the first `catch_up` or `search` loads the saved index.
     """
 
     mode = "token-cosine"
