@@ -107,7 +107,6 @@ class TermExtractor:
         self.worker = worker
         self._words = _WordIds(self.vocab)
         self._parts = _PartIds(self._words)
-        self._vocab_terms: list[str] | None = [] if worker else None  # a worker reports new terms
 
     def trim(self) -> None:
         """Drop the word caches (after a bulk build, to give their memory back)."""
@@ -168,9 +167,7 @@ class TermExtractor:
         width = max(len(self.vocab), 1)
         keys, counts = np.unique(rows * width + tokens, return_counts=True)
         row_of = keys // width
-        new_terms: list[str] = []
-        if self._vocab_terms is not None:
-            new_terms = list(_tail(self.vocab, start))
+        new_terms = list(_tail(self.vocab, start)) if self.worker else []  # a worker reports its new terms
         return Batch(
             ts=ts, ids=ids, labels=labels, terms=(keys - row_of * width).astype(np.int32),
             tf=np.minimum(counts, 255).astype(np.uint8),
