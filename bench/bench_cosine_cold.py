@@ -148,7 +148,7 @@ def run(args: argparse.Namespace, settings: Settings) -> None:
           f"(parent cpu {time.process_time() - c:.1f} s, workers cpu "
           f"{resource.getrusage(resource.RUSAGE_CHILDREN).ru_utime:.1f} s); {view.index.nnz:,} postings, "
           f"{len(view.index._vocab):,} terms; peak RSS {rss_mib():.0f} MiB "
-          f"(before {rss0:.0f}), after {current_rss_mib():.0f}")
+          f"(before {rss0:.0f}), after {current_rss_mib():.0f} ({rss_split()})")
     t = time.perf_counter()
     view.save()
     print(f"save: {time.perf_counter() - t:.2f} s, {du(index_dir) / 2**20:.0f} MiB on disk")
@@ -184,7 +184,7 @@ def run(args: argparse.Namespace, settings: Settings) -> None:
     p50n, p95n = timed(lambda q: loaded.search(q, since_ms=None, limit=10, filters=Filters()), qs)
     print(f"hot, 168 h window: p50 {p50w:6.1f} ms p95 {p95w:6.1f} ms; no window: p50 {p50n:6.1f} ms "
           f"p95 {p95n:6.1f} ms ({late:,} late rows = {late / len(loaded.index):.1%}); window x{p50n / p50w:.1f} faster")
-    print(f"RSS after load + queries: {current_rss_mib():.0f} MiB")
+    print(f"RSS after load + queries: {current_rss_mib():.0f} MiB ({rss_split()}; file pages are the mapped index)")
     # Peer on a prefix: the Event-object path, and the in-process batch path.
     prefix = []
     for _, line in journal.iter_lines():
@@ -207,6 +207,10 @@ def du(path: Path) -> int:
 
 def current_rss_mib() -> float:
     return _status("VmRSS:")
+
+
+def rss_split() -> str:
+    return f"anonymous {_status('RssAnon:'):.0f} MiB, file {_status('RssFile:'):.0f} MiB"
 
 
 def _status(key: str) -> float:

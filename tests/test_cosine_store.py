@@ -262,3 +262,22 @@ def test_a_backfilled_event_keeps_windows_right_across_a_reload(memory: Memory, 
                                              filters=Filters())] == ["late"]
         assert [h.event.id for h in v.search("zeppelin", since_ms=1_777_000_000_000, limit=5,
                                              filters=Filters())] == ["recent"]
+
+
+def test_a_damaged_posting_found_at_query_time_rebuilds(memory: Memory, settings: Settings) -> None:
+    import numpy as np
+    memory.ingest(_items(0, 400))
+    view = _view(settings)
+    view.index.freeze_postings = 500  # frozen segments on this small journal
+    view.catch_up()
+    view.save()
+    expected = _results(TokenCosineView(memory.journal))
+    path = _generation(settings) / "seg00.rows.npy"
+    rows = np.load(path)
+    rows[:] = 10_000_000  # rows that do not exist; loading does not read postings, so it cannot tell
+    with path.open("r+b") as handle:
+        np.save(handle, rows)
+    damaged = _view(settings)
+    assert damaged.catch_up() == 0 and damaged.loaded_from_disk
+    assert _results(damaged) == expected
+    assert not damaged.loaded_from_disk and "damaged postings" in (damaged.rebuild_reason or "")

@@ -24,7 +24,7 @@ from urchin.search.tokens import tokenize
 __all__ = ["IndexState", "Scored", "TokenCosineIndex", "event_terms"]
 
 _FREEZE_POSTINGS = 1 << 18  # pending postings frozen into a CSR segment beyond this
-_MAX_MERGE_POSTINGS = 1 << 23  # segments are not merged beyond this: a merge needs old + new in memory
+_MAX_MERGE_POSTINGS = 1 << 22  # segments are not merged beyond this: a merge needs old + new in memory
 _EXACT_REFRESH_POSTINGS = 1 << 21  # below this, document norms are refreshed at every query
 _REFRESH_GROWTH = 0.01  # above it, norms are refreshed once the index has grown by 1%
 _TF_WEIGHT = (1.0 + np.log(np.maximum(np.arange(256, dtype=np.float64), 1.0))).astype(np.float32)
