@@ -12,8 +12,10 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e '.[postgres,dev]'
 	touch $(STAMP)
 
+# The main job: the daemon in the foreground (HTTP API on 127.0.0.1:18799, hot views).
 run: $(STAMP)
-	$(VENV)/bin/urchin demo
+	@echo "urchin serve: API on http://127.0.0.1:$${URCHIN_PORT:-18799}; token in $${URCHIN_HOME:-~/.local/share/urchin}/token; stop with Ctrl-C"
+	$(VENV)/bin/urchin serve
 
 test: $(STAMP)
 	$(PY) -m pytest -q

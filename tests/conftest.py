@@ -10,19 +10,24 @@ from pathlib import Path
 
 import pytest
 
+from tests.embedder_fixture import embedder_url  # noqa: F401  (session fixture: a real embedding server)
 from urchin.config import Settings
 from urchin.memory import Memory
 
 REPO = Path(__file__).resolve().parent.parent
 _CLEAN_ENV = ("URCHIN_EVENT_JOURNAL_PATH", "URCHIN_EMBEDDER_URL", "URCHIN_EMBEDDER_MODEL", "URCHIN_EMBEDDER_API",
               "URCHIN_DATABASE_URL", "URCHIN_INTAKE_TOKEN", "URCHIN_DURABILITY", "URCHIN_ACCOUNT_ID",
-              "URCHIN_DEVICE_ID", "URCHIN_PORT", "URCHIN_HOST")
+              "URCHIN_DEVICE_ID", "URCHIN_PORT", "URCHIN_HOST", "URCHIN_CLAUDE_DIR", "URCHIN_COPILOT_DIR",
+              "URCHIN_GEMINI_DIR", "URCHIN_CODEX_DIR", "URCHIN_SHELL_HISTORY", "URCHIN_GIT_ROOTS", "CLAUDE_CONFIG_DIR",
+              "COPILOT_HOME", "CODEX_HOME", "XDG_DATA_HOME", "URCHIN_NO_DAEMON", "NOTIFY_SOCKET")
 
 
 @pytest.fixture(autouse=True)
 def urchin_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     home = tmp_path / "urchin-home"
     monkeypatch.setenv("URCHIN_HOME", str(home))
+    # Collectors and install-hooks default to folders under the user's home: never the real one.
+    monkeypatch.setenv("URCHIN_USER_HOME", str(tmp_path / "user-home"))
     for name in _CLEAN_ENV:
         monkeypatch.delenv(name, raising=False)
     yield home

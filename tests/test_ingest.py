@@ -92,3 +92,14 @@ def test_actor_is_stamped_from_identity_settings(urchin_home: Path) -> None:
     settings = Settings.resolve(urchin_home, env={"URCHIN_ACCOUNT_ID": "ada", "URCHIN_DEVICE_ID": "lab"})
     event = Memory(settings).ingest_one({"content": "x"}).event
     assert event is not None and event.actor == {"account": "ada", "device": "lab"}
+
+
+def test_a_secret_cut_by_the_soft_cap_is_still_redacted(urchin_home: Path) -> None:
+    settings = Settings.resolve(urchin_home, env={"URCHIN_SOFT_CAP_BYTES": "4096"})
+    token = "ghp_" + "A1b2C3d4E5" * 4
+    content = "x" * (4096 - 20) + " " + token + " tail"
+    event = Memory(settings).ingest_one({"content": content}).event
+    assert event is not None and event.meta is not None and event.meta["truncated"] is True
+    assert event.meta["redactions"] == {"github_token": 1}
+    stored = settings.journal_path.read_text()
+    assert token[:12] not in stored and "ghp_A1b2" not in stored

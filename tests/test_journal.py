@@ -130,3 +130,14 @@ def test_sigkill_mid_loop_never_loses_an_acknowledged_event(settings: Settings) 
     assert not missing, f"{len(missing)} acknowledged events lost"
     assert memory.journal.stats().invalid_lines == 0
     assert memory.journal.torn_records() >= 5
+
+
+def test_every_folder_urchin_creates_is_private(tmp_path: Path) -> None:
+    home = tmp_path / "a" / "home"
+    settings = Settings.resolve(home)
+    Memory(settings).ingest_one({"content": "x"})
+    for folder in (tmp_path / "a", home, home / "journal"):
+        assert folder.stat().st_mode & 0o777 == 0o700, folder
+    for item in home.rglob("*"):
+        if item.is_file():
+            assert item.stat().st_mode & 0o777 == 0o600, item

@@ -13,9 +13,10 @@ PACKAGE = Path(urchin.__file__).parent
 LAYERS = [
     ("urchin.errors", 0), ("urchin.event", 1), ("urchin.config", 2), ("urchin.journal", 3),
     ("urchin.idindex", 4), ("urchin.ephemeral", 4), ("urchin.redact", 4), ("urchin.ingest", 4),
-    ("urchin.search", 5), ("urchin.index", 5), ("urchin.workspace", 5), ("urchin.memory", 6),
-    ("urchin.cli", 7), ("urchin.mcp_server", 7), ("urchin.daemon", 7), ("urchin.collectors", 7),
-    ("urchin.hooks", 7), ("urchin.__main__", 8), ("urchin", 9),
+    ("urchin.search", 5), ("urchin.index", 5), ("urchin.workspace", 5), ("urchin.collectors", 5),
+    ("urchin.hooks", 5), ("urchin.memory", 6),
+    ("urchin.cli", 7), ("urchin.mcp_server", 7), ("urchin.daemon", 7), ("urchin.doctor", 7),
+    ("urchin.__main__", 8), ("urchin", 9),
 ]
 
 
@@ -46,7 +47,9 @@ def test_imports_point_down_the_stack() -> None:
             if isinstance(node, ast.Import):
                 targets = [alias.name for alias in node.names]
             elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                targets = [node.module]
+                # `from urchin import collectors` imports the submodule `urchin.collectors`
+                targets = ([f"urchin.{alias.name}" for alias in node.names] if node.module == "urchin"
+                           else [node.module])
             for target in targets:
                 if target.startswith("urchin") and _layer(target) > _layer(name):
                     upward.append(f"{name} imports {target}")

@@ -74,3 +74,47 @@ def test_cli_prints_scores() -> None:
     out = run_urchin("semantic", "deploy pipeline")
     assert out.returncode == 0
     assert re.fullmatch(r"\[[0-9T:-]+Z\] manual \(0\.\d{3}\) — the deploy pipeline uses blue green\n", out.stdout)
+
+
+def _embedder_env(url: str) -> dict[str, str]:
+    return {"URCHIN_EMBEDDER_URL": url, "URCHIN_EMBEDDER_MODEL": "all-MiniLM-L6-v2", "URCHIN_EMBEDDER_API": "openai"}
+
+
+def test_unreachable_embedder_falls_back_to_token_cosine_and_says_so(urchin_home) -> None:
+    import socket
+
+    from urchin.config import Settings
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = _embedder_env(f"http://127.0.0.1:{port}")
+    memory = Memory(Settings.resolve(urchin_home, env=env))
+    memory.ingest_one({"content": "the deploy pipeline uses blue green"})
+    result = memory.semantic("deploy pipeline")
+    assert result.mode.startswith("token-cosine (embedder unreachable: ")
+    assert [h.event.content for h in result.hits] == ["the deploy pipeline uses blue green"]
+    out = run_urchin("semantic", "deploy pipeline", env=env)
+    assert out.returncode == 0 and out.stderr.startswith("warning: embedder unreachable, fell back to token-cosine")
+    assert "blue green" in out.stdout
+
+
+@pytest.mark.slow
+def test_semantic_search_with_a_real_embedder(embedder_url: str, urchin_home) -> None:
+    from urchin.config import Settings
+
+    memory = Memory(Settings.resolve(urchin_home, env=_embedder_env(embedder_url)))
+    memory.ingest([
+        {"id": "auth", "content": "We rotate OAuth refresh tokens every day and store them in the keychain"},
+        {"id": "db", "content": "Postgres with pgvector backs the hybrid index"},
+        {"id": "cat", "content": "My cat sleeps on the keyboard"},
+    ])
+    result = memory.semantic("decisions about authentication and login credentials")
+    assert result.mode == "embedder (all-MiniLM-L6-v2)" and result.notes == []
+    assert result.hits[0].event.id == "auth"
+    # Each event is embedded once, ever: a second search embeds nothing new.
+    assert memory.embed()["embedded"] == 0
+    memory.ingest_one({"id": "late", "content": "SSO login via SAML was approved"})
+    assert memory.embed()["embedded"] == 1
+    assert "late" in [h.event.id for h in memory.semantic("single sign-on authentication", limit=2).hits]
+    assert [h.event.id for h in memory.semantic("postgres database for the index", source="manual", limit=1).hits] == ["db"]

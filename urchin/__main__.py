@@ -1,3 +1,21 @@
-from urchin.cli import main
+"""`python -m urchin` and the `urchin` script.
 
-main()
+`urchin hook ...` skips click and the command modules: agents run it on every prompt and tool
+call, and it must finish in well under 150 ms (bench/bench_hook.py). Everything else is click.
+"""
+
+import sys
+
+
+def entry() -> None:
+    if sys.argv[1:2] == ["hook"]:
+        from urchin.hooks import main as hook_main
+
+        sys.exit(hook_main(sys.argv[2:]))
+    from urchin.cli import main
+
+    main()
+
+
+if __name__ == "__main__":
+    entry()

@@ -8,19 +8,16 @@ from __future__ import annotations
 
 import getpass
 import os
-import socket
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
-import platformdirs
-
 from urchin.errors import ConfigError
 from urchin.event import SOFT_CAP_BYTES
 
-__all__ = ["Settings", "Durability", "DEFAULT_PORT", "ensure_private_dir"]
+__all__ = ["Settings", "Durability", "DEFAULT_PORT", "ensure_private_dir", "resolve_home"]
 
 Durability = Literal["always", "batch", "never"]
 DEFAULT_PORT = 18799
@@ -29,12 +26,25 @@ _EMBEDDER_APIS = ("openai", "ollama")
 
 
 def ensure_private_dir(path: Path) -> Path:
-    """Create `path` (and parents) as 0700; tighten an existing folder we own."""
-    path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    """Create `path` and any missing parents as 0700; tighten the last folder if we own it.
+
+    `Path.mkdir(parents=True, mode=...)` gives only the last folder that mode, so a new
+    `$URCHIN_HOME/journal` would leave `$URCHIN_HOME` itself world-readable: create each one.
+    """
+    missing: list[Path] = []
+    probe = path
+    while not probe.exists() and probe != probe.parent:
+        missing.append(probe)
+        probe = probe.parent
+    for folder in reversed(missing):
+        try:
+            folder.mkdir(mode=0o700)
+        except FileExistsError:
+            pass
     try:
-        if path.stat().st_mode & 0o077:
+        if path.stat().st_mode & 0o077 and path.stat().st_uid == os.getuid():
             path.chmod(0o700)
-    except PermissionError:
+    except (PermissionError, FileNotFoundError):
         pass
     return path
 
@@ -56,7 +66,16 @@ class Settings:
     host: str = "127.0.0.1"
     port: int = DEFAULT_PORT
     use_daemon: bool = True
+    notify_socket: str | None = None  # systemd's $NOTIFY_SOCKET (Type=notify), only ever from the environment
     config: Mapping[str, Any] = field(default_factory=dict)
+    # Where the collectors look (tests point these at temporary folders).
+    user_home: Path = field(default_factory=Path.home)
+    claude_dir: Path | None = None
+    copilot_dir: Path | None = None
+    gemini_dir: Path | None = None
+    codex_dir: Path | None = None
+    shell_histories: tuple[Path, ...] = ()
+    git_roots: tuple[Path, ...] = ()
 
     # ---- derived paths -----------------------------------------------------------------------
     @property
@@ -87,6 +106,14 @@ class Settings:
     def pg_dir(self) -> Path:
         return self.home / "pg"
 
+    @property
+    def collectors_dir(self) -> Path:
+        return self.home / "collectors"
+
+    @property
+    def hooks_log(self) -> Path:
+        return self.home / "hooks.log"
+
     def section(self, name: str) -> Mapping[str, Any]:
         value = self.config.get(name, {})
         return value if isinstance(value, Mapping) else {}
@@ -104,8 +131,7 @@ class Settings:
     ) -> Settings:
         """Build the settings for one process run. Raises `ConfigError` naming the bad setting."""
         env = os.environ if env is None else env
-        home_path = Path(home or env.get("URCHIN_HOME") or platformdirs.user_data_dir("urchin"))
-        home_path = home_path.expanduser().absolute()
+        home_path = resolve_home(home, env)
         config = _read_config(home_path / "config.toml")
         core = config.get("urchin", {}) if isinstance(config.get("urchin"), dict) else {}
         identity = config.get("identity", {}) if isinstance(config.get("identity"), dict) else {}
@@ -134,14 +160,75 @@ class Settings:
             database_url=pick("URCHIN_DATABASE_URL", "database_url") or None,
             intake_token=pick("URCHIN_INTAKE_TOKEN", "intake_token") or None,
             account=pick("URCHIN_ACCOUNT_ID", "account", None, identity) or _user_name(),
-            device=pick("URCHIN_DEVICE_ID", "device", None, identity) or socket.gethostname(),
+            device=pick("URCHIN_DEVICE_ID", "device", None, identity) or _host_name(),
             host=pick("URCHIN_HOST", "host", "127.0.0.1"),
             port=_int(pick("URCHIN_PORT", "port", DEFAULT_PORT), "port"),
             use_daemon=str(pick("URCHIN_NO_DAEMON", "no_daemon", "")).lower() not in ("1", "true", "yes"),
+            notify_socket=env.get("NOTIFY_SOCKET") or None,
             config=config,
         )
+        values.update(_collector_paths(env, config))
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)
+
+
+def _collector_paths(env: Mapping[str, str], config: Mapping[str, Any]) -> dict[str, Any]:
+    """Collector folders: URCHIN_<AGENT>_DIR > the agent's own variable > [collectors] > ~/.<agent>."""
+    raw_table = config.get("collectors")
+    table: dict[str, Any] = raw_table if isinstance(raw_table, dict) else {}
+    user_home = Path(env.get("URCHIN_USER_HOME") or env.get("HOME") or Path.home()).expanduser()
+
+    def folder(ours: str, theirs: str | None, key: str, default: str) -> Path:
+        value = env.get(ours) or (env.get(theirs) if theirs else None) or table.get(key) or user_home / default
+        return Path(str(value)).expanduser().absolute()
+
+    def paths(ours: str, sub: str, key: str, default: list[Path]) -> tuple[Path, ...]:
+        if env.get(ours) is not None:
+            items: list[Any] = [p for p in env[ours].split(os.pathsep) if p]
+        else:
+            raw_section = table.get(sub)
+            section: dict[str, Any] = raw_section if isinstance(raw_section, dict) else {}
+            raw = section.get(key, default)
+            if not isinstance(raw, list) or not all(isinstance(p, (str, Path)) for p in raw):
+                raise ConfigError(f"collectors.{sub}.{key}: must be a list of paths")
+            items = raw
+        return tuple(Path(str(p)).expanduser().absolute() for p in items)
+
+    fish = Path(env.get("XDG_DATA_HOME") or user_home / ".local" / "share") / "fish" / "fish_history"
+    return dict(
+        user_home=user_home.absolute(),
+        claude_dir=folder("URCHIN_CLAUDE_DIR", "CLAUDE_CONFIG_DIR", "claude_dir", ".claude"),
+        copilot_dir=folder("URCHIN_COPILOT_DIR", "COPILOT_HOME", "copilot_dir", ".copilot"),
+        gemini_dir=folder("URCHIN_GEMINI_DIR", None, "gemini_dir", ".gemini"),
+        codex_dir=folder("URCHIN_CODEX_DIR", "CODEX_HOME", "codex_dir", ".codex"),
+        shell_histories=paths("URCHIN_SHELL_HISTORY", "shell", "histories",
+                              [user_home / ".bash_history", user_home / ".zsh_history", fish]),
+        git_roots=paths("URCHIN_GIT_ROOTS", "git", "roots", []),
+    )
+
+
+def resolve_home(home: str | os.PathLike[str] | None = None, env: Mapping[str, str] | None = None) -> Path:
+    """Just the home folder (argument > URCHIN_HOME > platform default): where a hook logs even
+    when the rest of the settings cannot be resolved."""
+    env = os.environ if env is None else env
+    return Path(home or env.get("URCHIN_HOME") or _default_home()).expanduser().absolute()
+
+
+def _default_home() -> str:
+    # Imported here: platformdirs costs ~10 ms, and the hook path sets URCHIN_HOME or pays only then.
+    import platformdirs
+
+    return platformdirs.user_data_dir("urchin")
+
+
+def _host_name() -> str:
+    # os.uname() is what socket.gethostname() returns on POSIX, without importing socket (~10 ms).
+    try:
+        return os.uname().nodename or "unknown"
+    except AttributeError:  # pragma: no cover - Windows
+        import socket
+
+        return socket.gethostname()
 
 
 def _int(value: Any, name: str) -> int:

@@ -279,6 +279,13 @@ class Event:
         """One journal line, without the trailing newline."""
         return orjson.dumps(self.to_dict())
 
+    def capped(self, soft_cap: int) -> Event:
+        """This event with content cut at `soft_cap` bytes (with a marker and `meta.truncated`)."""
+        content, truncated = _content(self.content, soft_cap)
+        if not truncated:
+            return self
+        return self.replace(content=content, meta={**(self.meta or {}), "truncated": True})
+
     def replace(self, **changes: Any) -> Event:
         data = {name: getattr(self, name) for name in _FIELDS}
         data["ts_ms"] = self.ts_ms

@@ -108,12 +108,42 @@ class IdIndex:
                 return True
         return False
 
+    def lookup(self, event_id: str) -> int | None:
+        """The journal offset of the event with this id, as far as the sidecar covers (no lock needed).
+
+        The in-memory copy only knows what this process caught up with; other processes may have
+        appended since, so a miss there is checked against the sidecar file too.
+        """
+        h = id_hash(event_id)
+        offsets = self._offsets(h)
+        if not offsets and self._mem is not None:
+            offsets = self._file_offsets(h)
+        for offset in offsets:
+            line = self.journal.read_line_at(offset)
+            if line is not None and _line_id(line) == event_id:
+                return offset
+        return None
+
+    def covered(self) -> int:
+        """The journal offset up to which the sidecar has indexed ids."""
+        try:
+            with self.path.open("rb") as handle:
+                header = handle.read(_HEADER.size)
+        except FileNotFoundError:
+            return 0
+        if len(header) == _HEADER.size and header[:8] == _MAGIC:
+            return min(_HEADER.unpack(header)[1], self.journal.size())
+        return 0
+
     def _offsets(self, h: int) -> list[int]:
         if self._mem is not None:
             found = self._mem.get(h)
             if found is None:
                 return []
             return found if isinstance(found, list) else [found]
+        return self._file_offsets(h)
+
+    def _file_offsets(self, h: int) -> list[int]:
         try:
             with self.path.open("rb") as handle:
                 if os.fstat(handle.fileno()).st_size <= _HEADER.size:

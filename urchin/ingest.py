@@ -14,7 +14,7 @@ from typing import Any, Literal
 from urchin.config import Settings
 from urchin.ephemeral import Ephemeral
 from urchin.errors import ValidationError
-from urchin.event import Event
+from urchin.event import HARD_LIMIT_BYTES, Event
 from urchin.idindex import IdIndex
 from urchin.journal import Journal
 from urchin.redact import Redactor
@@ -66,8 +66,10 @@ class Ingestor:
             event = item
         else:
             data = {**defaults, **item} if defaults and isinstance(item, Mapping) else item
-            event = Event.from_input(data, now=now, soft_cap=self.settings.soft_cap_bytes)
-        event = self.redactor.redact_event(event)
+            # Redact the whole text before the soft cap cuts it: a secret cut in half at the cap
+            # would no longer match its pattern, and its first half would reach the disk.
+            event = Event.from_input(data, now=now, soft_cap=HARD_LIMIT_BYTES)
+        event = self.redactor.redact_event(event).capped(self.settings.soft_cap_bytes)
         if event.actor is None:
             event = event.replace(actor=dict(self._actor))
         return event
@@ -85,6 +87,13 @@ class Ingestor:
                 results.append(IngestResult("rejected", rejected_id if isinstance(rejected_id, str) else None,
                                             exc.message))
         for index, result in self._append(ready, now):
+            results[index] = result
+        return [r for r in results if r is not None]
+
+    def append_prepared(self, events: Sequence[Event], now: datetime | None = None) -> list[IngestResult]:
+        """Append events already through `prepare` (the daemon's group commit): dedupe, ephemeral, one write."""
+        results: list[IngestResult | None] = [None] * len(events)
+        for index, result in self._append(list(enumerate(events)), now):
             results[index] = result
         return [r for r in results if r is not None]
 

@@ -6,19 +6,21 @@ returns result objects the front ends only format. Construction does no I/O.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import orjson
 
 from urchin.config import Settings
 from urchin.ephemeral import EphemeralState
-from urchin.errors import NotFoundError, QueryError
+from urchin.errors import EmbedderError, JournalError, NotFoundError, QueryError, ValidationError
 from urchin.event import Event
 from urchin.ingest import Ingestor, IngestResult
 from urchin.journal import Journal
+from urchin.redact import Finding
 from urchin.search.query import (
     Filters,
     Hit,
@@ -29,16 +31,31 @@ from urchin.search.query import (
     one_line,
     window_start_ms,
 )
-from urchin.search.semantic import TokenCosineView
+from urchin.search.semantic import EmbeddingView, TokenCosineView
 from urchin.search.substring import SubstringSearcher
 from urchin.workspace.memories import Member, MemoryDef, MemoryStore, gather
 from urchin.workspace.overview import root_overview
 from urchin.workspace.reader import FileRange, read_range
 from urchin.workspace.roots import Root, Roots
 
-__all__ = ["Memory", "ImportReport"]
+__all__ = ["Memory", "ImportReport", "HotView"]
 
 IMPORT_BATCH = 4096
+_FOLLOW_CHUNK = 8 << 20
+
+
+@runtime_checkable
+class HotView(Protocol):
+    """An in-memory view a long-lived process keeps current by following the journal.
+
+    `feed` gets complete raw lines `(offset, bytes)` in file order and the offset they end at; it
+    must be quick (queue slow work, like embeddings, to a thread of its own). `reset` drops
+    everything when the journal was replaced or truncated; feeding then restarts at offset 0.
+    """
+
+    def feed(self, lines: Sequence[tuple[int, bytes]], next_offset: int) -> None: ...
+
+    def reset(self) -> None: ...
 
 
 @dataclass(slots=True)
@@ -60,6 +77,13 @@ class Memory:
         self.ingestor = Ingestor(settings, self.journal)
         self.substring = SubstringSearcher(self.journal)
         self._cosine: TokenCosineView | None = None
+        self._embedding: EmbeddingView | None = None
+        self._views: list[HotView] = []
+        self._view_offsets: list[int] = []
+        self._hot = False
+        self._followed = 0
+        self._lines_followed = 0
+        self._refresh_lock = threading.Lock()
 
     @classmethod
     def open(cls, home: str | None = None, **overrides: Any) -> Memory:
@@ -72,6 +96,14 @@ class Memory:
 
     def ingest_one(self, item: Mapping[str, Any] | Event, defaults: Mapping[str, Any] | None = None) -> IngestResult:
         return self.ingestor.ingest([item], defaults)[0]
+
+    def prepare(self, item: Mapping[str, Any], defaults: Mapping[str, Any] | None = None) -> Event:
+        """Validate, redact and stamp one item without writing; raises `ValidationError` naming the field."""
+        return self.ingestor.prepare(item, defaults)
+
+    def ingest_prepared(self, events: Sequence[Event]) -> list[IngestResult]:
+        """Append events from `prepare` in one locked write and one fsync (the daemon's group commit)."""
+        return self.ingestor.append_prepared(events)
 
     def import_lines(self, lines: Iterable[bytes | str],
                      on_progress: Callable[[int], None] | None = None) -> ImportReport:
@@ -116,6 +148,37 @@ class Memory:
         if on_progress:
             on_progress(len(batch))
 
+    # ---- capture: collectors and hooks (the logic lives in urchin/collectors/) -----------------
+    def collect(self, which: str = "all") -> list[Any]:
+        """Run one collector, or `all` whose folders exist; a `CollectReport` each."""
+        from urchin import collectors
+
+        return collectors.run(which, self.settings, self.ingestor.ingest)
+
+    def collectors_status(self) -> list[dict[str, Any]]:
+        """Each collector: folders, found, events collected, last run, last error."""
+        from urchin import collectors
+
+        return collectors.status(self.settings)
+
+    def hook(self, agent: str, payload: Mapping[str, Any], event: str | None = None) -> IngestResult | None:
+        """Record one agent hook payload; None when the adapter found nothing worth keeping."""
+        from urchin.collectors import adapt_hook
+        from urchin.hooks import prepare_item
+
+        item = adapt_hook(agent, payload, event)
+        return None if item is None else self.ingest_one(prepare_item(item, self.settings.soft_cap_bytes))
+
+    def install_hooks(self, target: str, *, path: str | None = None, dry_run: bool = False,
+                      shell: str | None = None) -> Any:
+        """Merge Urchin's hooks into an agent's (or shell's) config; an `InstallResult`."""
+        from pathlib import Path
+
+        from urchin.collectors.install import install
+
+        return install(target, self.settings, path=Path(path).expanduser() if path else None, dry_run=dry_run,
+                       shell=shell)
+
     # ---- reading ------------------------------------------------------------------------------
     def search(self, query: str, *, hours: float = 168, limit: int = 20, source: str | None = None,
                workspace: str | None = None, session: str | None = None, kind: str | None = None,
@@ -123,6 +186,7 @@ class Memory:
         """Literal, case-insensitive search over content; newest first."""
         query = check_query(query)
         since = window_start_ms(check_hours(hours), now)
+        self._catch_up()
         events = self.substring.search(query, since_ms=since, limit=check_limit(limit),
                                        filters=Filters.of(source, workspace, session, kind))
         return SearchResult([Hit(e) for e in events], query, "substring")
@@ -130,13 +194,47 @@ class Memory:
     def semantic(self, query: str, *, hours: float = 168, limit: int = 10, source: str | None = None,
                  workspace: str | None = None, session: str | None = None, kind: str | None = None,
                  now: datetime | None = None) -> SearchResult:
-        """Ranked search for what a query is about, best first, each hit with its score."""
+        """Ranked search for what a query is about, best first, each hit with its score.
+
+        Uses the embedder when one is configured; when it is down or misconfigured, falls back to
+        token-cosine and says so in `mode` and `notes`. Scores of the two are never mixed.
+        """
         query = check_query(query)
         since = window_start_ms(check_hours(hours), now)
         limit = check_limit(limit)
         filters = Filters.of(source, workspace, session, kind)
+        mode, notes = TokenCosineView.mode, []
+        if self.settings.embedder_url:
+            try:
+                view = self.embedding_view()
+                hits, notes = view.search(query, since_ms=since, limit=limit, filters=filters)
+                return SearchResult(hits, query, view.mode, notes)
+            except EmbedderError as exc:
+                mode = f"token-cosine (embedder unreachable: {exc.message})"
+                notes = [f"embedder unreachable, fell back to token-cosine: {exc.message}"]
         hits = self.cosine_view().search(query, since_ms=since, limit=limit, filters=filters)
-        return SearchResult(hits, query, TokenCosineView.mode)
+        return SearchResult(hits, query, mode, notes)
+
+    def embedding_view(self) -> EmbeddingView:
+        """The embedder's view; raises `EmbedderError` when the embedder is not configured fully."""
+        if self._embedding is None:
+            if not self.settings.embedder_model:
+                raise EmbedderError("URCHIN_EMBEDDER_MODEL: must be set when URCHIN_EMBEDDER_URL is")
+            from urchin.search.embedder import Embedder
+
+            embedder = Embedder(self.settings.embedder_url or "", self.settings.embedder_model,
+                                self.settings.embedder_api, timeout=self.settings.embedder_timeout_s)  # type: ignore[arg-type]
+            self._embedding = EmbeddingView(self.journal, self.settings.home, embedder, self.locate)
+        return self._embedding
+
+    def embed(self, progress: Callable[[int], None] | None = None) -> dict[str, Any]:
+        """Backfill the embedder's vector cache with every event it lacks."""
+        if not self.settings.embedder_url:
+            raise EmbedderError("no embedder configured: set URCHIN_EMBEDDER_URL and URCHIN_EMBEDDER_MODEL")
+        view = self.embedding_view()
+        added = view.catch_up(progress=progress)
+        return {"embedded": added, "cached": len(view.cache()), "model": view.embedder.model,
+                "fingerprint": view.embedder.fingerprint}
 
     def cosine_view(self) -> TokenCosineView:
         if self._cosine is None:
@@ -147,6 +245,7 @@ class Memory:
                workspace: str | None = None, session: str | None = None, kind: str | None = None,
                now: datetime | None = None) -> SearchResult:
         since = window_start_ms(check_hours(hours), now)
+        self._catch_up()
         events = self.substring.search(None, since_ms=since, limit=check_limit(limit),
                                        filters=Filters.of(source, workspace, session, kind))
         return SearchResult([Hit(e) for e in events], None, "recent")
@@ -170,13 +269,25 @@ class Memory:
     def get(self, event_id: str) -> Event:
         if not isinstance(event_id, str) or not event_id.strip():
             raise QueryError("id", "must not be empty")
-        for _, line in self.journal.reverse_lines():
-            if event_id.encode("utf-8") not in line:
-                continue
-            event = Event.from_json(line)
-            if event is not None and event.id == event_id:
-                return event
-        raise NotFoundError(f"no event with id {event_id!r}")
+        event = self.locate(event_id)
+        if event is None:
+            raise NotFoundError(f"no event with id {event_id!r}")
+        return event
+
+    def locate(self, event_id: str) -> Event | None:
+        """The event with this id: through the id sidecar, then the tail it does not cover yet."""
+        ids = self.ingestor.ids
+        offset = ids.lookup(event_id)
+        if offset is not None:
+            line = self.journal.read_line_at(offset)
+            return Event.from_json(line) if line is not None else None
+        needle = event_id.encode("utf-8")
+        for _, line in self.journal.iter_lines(ids.covered()):
+            if needle in line:
+                event = Event.from_json(line)
+                if event is not None and event.id == event_id:
+                    return event
+        return None
 
     def tail(self, n: int = 10) -> list[Event]:
         """The last `n` events in journal (arrival) order, oldest first."""
@@ -214,6 +325,15 @@ class Memory:
         if action == "status":
             return flag.state()
         raise QueryError("action", f"must be start, end or status, got {action!r}")
+
+    def redact_check(self, path: str) -> Iterator[Finding]:
+        """What redaction would remove from a file, by type, line and column; values are masked."""
+        try:
+            handle = open(path, encoding="utf-8", errors="replace")  # noqa: SIM115 (closed below)
+        except OSError as exc:
+            raise ValidationError("file", f"{path}: cannot read: {exc.strerror}") from None
+        with handle:
+            yield from self.ingestor.redactor.scan_lines(handle)
 
     def identity(self) -> dict[str, str]:
         """Who this machine's events are stamped with, and where each value came from."""
@@ -278,3 +398,93 @@ class Memory:
             "home": str(self.settings.home),
             "now": datetime.now(UTC).isoformat(timespec="seconds"),
         }
+
+    # ---- hot views (long-lived processes: the daemon) ------------------------------------------
+    def add_view(self, view: HotView) -> None:
+        """Keep `view` current from the next `refresh` on; it is fed from offset 0 first."""
+        with self._refresh_lock:
+            self._views.append(view)
+            self._view_offsets.append(0)
+
+    def warm(self) -> None:
+        """Switch to hot mode: ids in memory, every view fed to the journal's end, reads catch up first."""
+        self.ingestor.keep_ids_in_memory()
+        with self.journal.locked():  # load the id index now, not inside the first write's latency
+            self.ingestor.ids.catch_up()
+        if isinstance(self.substring, HotView) and self.substring not in self._views:
+            self.add_view(self.substring)
+        self._refresh_views()
+        # Created now, built by the follower's first refresh() in the background: a large journal
+        # takes minutes to index, and the daemon should not wait for that to serve everything else.
+        self.cosine_view()
+        self._hot = True
+
+    def refresh(self) -> int:
+        """Bring every view up to the journal's end (whoever appended); returns the offset reached.
+
+        Cheap when nothing changed (a `stat` or two). The daemon's follower calls it on every
+        journal change and every half second; hot reads refresh the fed views first, so a client
+        reads its own writes. The token-cosine view follows the journal by itself (its own lock).
+        """
+        end = self._refresh_views()
+        if self._cosine is not None:
+            self._cosine.catch_up()
+        return end
+
+    def save_views(self) -> bool:
+        """Persist the views that keep a copy on disk (the token-cosine index); the daemon calls this
+        at shutdown (catch-up also saves every so often by itself). False when nothing was written."""
+        return self._cosine.save() if self._cosine is not None else False
+
+    def _refresh_views(self) -> int:
+        with self._refresh_lock:
+            end = self.journal.size()
+            if end < self._followed:  # replaced or truncated: every view starts over
+                for view in self._views:
+                    view.reset()
+                self._view_offsets = [0] * len(self._views)
+                self._followed = self._lines_followed = 0
+            for index, view in enumerate(self._views):
+                self._view_offsets[index] = self._feed(view.feed, self._view_offsets[index], end)
+            self._count_to(end)
+            return self._followed
+
+    @property
+    def followed(self) -> tuple[int, int]:
+        """(offset, complete lines) that `refresh` has reached: the hot views' position."""
+        return self._followed, self._lines_followed
+
+    def _feed(self, feed: Callable[[Sequence[tuple[int, bytes]], int], None], offset: int, end: int) -> int:
+        while offset < end:
+            result = self.journal.read_from(offset, _FOLLOW_CHUNK)
+            if result.next_offset == offset:
+                break  # only a partial line is left: a writer is mid-append
+            feed(result.lines, result.next_offset)
+            offset = result.next_offset
+        return offset
+
+    def _count_to(self, end: int) -> None:
+        """Advance `followed` over complete lines up to `end`, counting newlines (fast: no splitting)."""
+        if self._followed >= end:
+            return
+        try:
+            with self.journal.path.open("rb") as handle:
+                handle.seek(self._followed)
+                position = self._followed
+                while position < end:
+                    chunk = handle.read(min(_FOLLOW_CHUNK, end - position))
+                    if not chunk:
+                        break
+                    last = chunk.rfind(b"\n")
+                    if last >= 0:
+                        self._lines_followed += chunk.count(b"\n")
+                        self._followed = position + last + 1
+                    position += len(chunk)
+        except FileNotFoundError:
+            return
+        except OSError as exc:
+            raise JournalError(f"{self.journal.path}: cannot read: {exc.strerror}") from None
+
+    def _catch_up(self) -> None:
+        if self._hot:
+            self._refresh_views()

@@ -47,10 +47,11 @@ class AppContext:
         return Settings.resolve(self.home)
 
     def memory(self) -> Any:
+        """The daemon's API when one runs for this home, else an in-process `Memory` (same results)."""
         if self._memory is None:
-            from urchin.memory import Memory
+            from urchin.daemon.client import open_memory
 
-            self._memory = Memory(self.settings())
+            self._memory = open_memory(self.settings())
         return self._memory
 
 
@@ -64,7 +65,11 @@ def main(ctx: click.Context, home: str | None) -> None:
     ctx.obj = AppContext(home)
 
 
+from urchin.cli import collect as _collect  # noqa: E402,F401  (registers commands)
 from urchin.cli import demo as _demo  # noqa: E402,F401
-from urchin.cli import events as _events  # noqa: E402,F401  (registers commands)
+from urchin.cli import doctor as _doctor  # noqa: E402,F401
+from urchin.cli import events as _events  # noqa: E402,F401
+from urchin.cli import mcp as _mcp  # noqa: E402,F401
 from urchin.cli import privacy as _privacy  # noqa: E402,F401
+from urchin.cli import serve as _serve  # noqa: E402,F401
 from urchin.cli import workspace as _workspace  # noqa: E402,F401

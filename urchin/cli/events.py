@@ -162,3 +162,20 @@ def semantic(app: AppContext, query: str, as_json: bool, **params: Any) -> None:
     for note in result.notes:
         click.echo(f"warning: {note}", err=True)
     print_result(result, as_json, with_score=True)
+
+
+@main.command()
+@json_option
+@click.pass_obj
+def embed(app: AppContext, as_json: bool) -> None:
+    """Embed every event the embedder's vector cache lacks (each event is embedded once, ever)."""
+    memory = app.memory()
+    if sys.stderr.isatty():
+        with click.progressbar(length=0, label="embedding", file=sys.stderr, show_pos=True) as bar:
+            report = memory.embed(progress=bar.update)
+    else:
+        report = memory.embed()
+    if as_json:
+        print_json(report)
+    else:
+        click.echo(f"embedded {report['embedded']} events; {report['cached']} cached for {report['model']}")

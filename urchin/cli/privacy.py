@@ -49,3 +49,26 @@ def identity(app: AppContext, as_json: bool) -> None:
         print_json(who)
     else:
         click.echo(f"account: {who['account']}\ndevice:  {who['device']}")
+
+
+@main.command()
+@click.option("--check", "path", required=True, type=click.Path(dir_okay=False),
+              help="The file to audit (a journal, a log, a transcript).")
+@json_option
+@click.pass_obj
+def redact(app: AppContext, path: str, as_json: bool) -> None:
+    """Audit a file: list what redaction would remove (type, line, column; values masked).
+
+    Exits 1 when anything would be redacted, 0 when the file is clean.
+    """
+    found = 0
+    for finding in app.memory().redact_check(path):
+        found += 1
+        if as_json:
+            print_json({"type": finding.type, "line": finding.line, "column": finding.column,
+                        "masked": finding.masked})
+        else:
+            click.echo(f"{path}:{finding.line}:{finding.column}: {finding.type} {finding.masked}")
+    click.echo(f"{found} secret{'s' if found != 1 else ''} found", err=True)
+    if found:
+        raise SystemExit(1)

@@ -1,9 +1,10 @@
-"""Ranked (semantic) search as a view that follows the journal by byte offset.
+"""Ranked (semantic) search as views that follow the journal by byte offset.
 
 `TokenCosineView` keeps a `TokenCosineIndex` caught up with the journal and maps its rows back to
 journal offsets, so it holds no event text: hits are read back from the journal (a few `pread`s).
-With an index directory the view is saved there now and then and loaded at start (then only the
-journal's tail is indexed); a saved index that does not match the journal is rebuilt, never trusted.
+With an index directory it is saved there now and then and loaded at start (then only the journal's
+tail is indexed); a saved index that does not match the journal is rebuilt, never trusted.
+`EmbeddingView` does the same with a remote embedder's vectors, cached on disk per model.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import pickle
 import sys
 import threading
 from array import array
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -23,10 +25,12 @@ from urchin.event import Event
 from urchin.journal import Journal
 from urchin.search import cosine_store
 from urchin.search.cosine import TokenCosineIndex
+from urchin.search.embedder import Embedder
 from urchin.search.extract import WorkerError, extract_parallel, line_aligned_end
 from urchin.search.query import Filters, Hit
+from urchin.search.vectors import VectorCache, embed_events
 
-__all__ = ["TokenCosineView", "SAVE_EVERY", "BULK_BYTES"]
+__all__ = ["TokenCosineView", "EmbeddingView", "SAVE_EVERY", "BULK_BYTES"]
 
 log = logging.getLogger(__name__)
 
@@ -215,6 +219,96 @@ class TokenCosineView:
                 hits.append(Hit(event, s.score))
         self._save_if_due()
         return hits
+
+
+class EmbeddingView:
+    """Vectors from a remote embedder, cached on disk per model and following the journal.
+
+    Each event is embedded once, ever (the cache is keyed by event id). A short-lived process
+    embeds at most `sync_limit` missing events before answering and says how many it left for
+    `urchin embed` or the daemon; the daemon calls `catch_up()` in the background.
+    """
+
+    def __init__(self, journal: Journal, home: Path, embedder: Embedder, locate: Callable[[str], Event | None],
+                 sync_limit: int = 2000) -> None:
+        self.journal = journal
+        self.home = home
+        self.embedder = embedder
+        self.locate = locate
+        self.sync_limit = sync_limit
+        self._cache: VectorCache | None = None
+        self._lock = threading.Lock()
+        self.backlog = 0
+
+    @property
+    def mode(self) -> str:
+        return f"embedder ({self.embedder.model})"
+
+    def cache(self) -> VectorCache:
+        if self._cache is None:
+            self._cache = VectorCache(self.home, self.embedder.fingerprint, self.embedder.dim).open()
+        return self._cache
+
+    def _offset_file(self) -> Path:
+        return self.cache().path / "journal.offset"
+
+    def pending(self, limit: int | None = None) -> tuple[list[Event], int]:
+        """Events the cache lacks (oldest first, at most `limit`), and the offset they reach."""
+        cache = self.cache()
+        try:
+            start = int(self._offset_file().read_text() or 0)
+        except (FileNotFoundError, ValueError):
+            start = 0
+        if start > self.journal.size():
+            start = 0  # the journal was replaced or repaired: check every event again
+        missing: list[Event] = []
+        end = start
+        for offset, line in self.journal.iter_lines(start):
+            event = Event.from_json(line)
+            end = offset + len(line) + 1
+            if event is not None and event.id not in cache:
+                missing.append(event)
+                if limit is not None and len(missing) >= limit:
+                    break
+        return missing, end
+
+    def catch_up(self, limit: int | None = None, progress: Callable[[int], None] | None = None) -> int:
+        """Embed what the cache lacks (up to `limit` events); returns how many were embedded."""
+        with self._lock:
+            events, end = self.pending(limit)
+            added = embed_events(self.embedder, self.cache(), events, progress=progress) if events else 0
+            _write_private(self._offset_file(), str(end).encode())
+            return added
+
+    def search(self, query: str, *, since_ms: int | None, limit: int, filters: Filters,
+               until_ms: int | None = None) -> tuple[list[Hit], list[str]]:
+        notes: list[str] = []
+        self.catch_up(self.sync_limit)
+        left, _ = self.pending(1)
+        if left:
+            notes.append("some events are not embedded yet and were not searched: run `urchin embed`")
+        vector = self.embedder.embed_query(query)
+        events: dict[str, Event | None] = {}
+
+        def accept(event_id: str) -> bool:
+            if event_id not in events:
+                events[event_id] = self.locate(event_id)
+            event = events[event_id]
+            return event is not None and filters.match(event)
+
+        ranked = self.cache().search(vector, since_ms=since_ms, until_ms=until_ms, accept=accept, limit=limit)
+        hits = [Hit(event, score) for event_id, score in ranked if (event := events.get(event_id)) is not None]
+        return hits, notes
+
+
+def _write_private(path: Path, data: bytes) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.write(fd, data)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
 
 
 def _release_free_memory() -> None:

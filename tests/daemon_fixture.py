@@ -1,0 +1,95 @@
+"""Start the real daemon (`python -m urchin serve`) as a subprocess, and talk to it over HTTP."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import orjson
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+class DaemonProcess:
+    """One `urchin serve --port 0` on its own home; the address comes from daemon.json."""
+
+    def __init__(self, home: Path, *args: str, env: dict[str, str] | None = None) -> None:
+        self.home = home
+        self.args = args
+        self.env = {**os.environ, "PYTHONPATH": str(REPO), "URCHIN_HOME": str(home), **(env or {})}
+        self.env.pop("URCHIN_NO_DAEMON", None)
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.url = ""
+        self.log_path = home.parent / f"{home.name}-daemon.log"
+
+    def start(self, timeout: float = 30.0) -> DaemonProcess:
+        self.home.mkdir(parents=True, exist_ok=True)
+        args = self.args if any(a in ("--port", "--uds") for a in self.args) else ("--port", "0", *self.args)
+        log = self.log_path.open("ab")
+        self.proc = subprocess.Popen([sys.executable, "-m", "urchin", "serve", *args], env=self.env,
+                                     stdout=log, stderr=log)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"daemon exited {self.proc.returncode}: {self.log()}")
+            info = self.info()
+            if info and info.get("pid") == self.proc.pid:
+                self.url = info["address"]
+                return self
+            time.sleep(0.02)
+        raise RuntimeError(f"daemon not ready in {timeout}s: {self.log()}")
+
+    def info(self) -> dict[str, Any] | None:
+        try:
+            return orjson.loads((self.home / "daemon.json").read_bytes())
+        except (OSError, orjson.JSONDecodeError):
+            return None
+
+    @property
+    def token(self) -> str:
+        return self.env.get("URCHIN_INTAKE_TOKEN") or (self.home / "token").read_text().strip()
+
+    @property
+    def journal(self) -> Path:
+        return self.home / "journal" / "events.jsonl"
+
+    def journal_bytes(self) -> bytes:
+        try:
+            return self.journal.read_bytes()
+        except FileNotFoundError:
+            return b""
+
+    def client(self, token: str | None = None, **kwargs: Any) -> httpx.Client:
+        headers = {"authorization": f"Bearer {token or self.token}"}
+        headers.update(kwargs.pop("headers", {}))
+        kwargs.setdefault("timeout", 30)
+        return httpx.Client(base_url=self.url, headers=headers, trust_env=False, **kwargs)
+
+    def log(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")[-4000:]
+        except OSError:
+            return ""
+
+    def signal(self, sig: int) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(sig)
+
+    def wait(self, timeout: float = 10.0) -> int:
+        assert self.proc is not None
+        return self.proc.wait(timeout)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()

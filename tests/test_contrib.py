@@ -1,0 +1,44 @@
+"""The ready-made MCP client configs under contrib/ parse, and each starts `urchin mcp`."""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import run_urchin
+
+CONTRIB = Path(__file__).resolve().parent.parent / "contrib"
+# file -> the key holding the servers (VS Code alone says "servers")
+JSON_CONFIGS = {"claude-code/.mcp.json": "mcpServers", "claude-desktop/claude_desktop_config.json": "mcpServers",
+                "cursor/mcp.json": "mcpServers", "vscode/mcp.json": "servers",
+                "gemini-cli/mcp-settings.json": "mcpServers"}
+
+
+def _check_entry(entry: dict[str, Any]) -> None:
+    assert entry["command"] == "urchin" and entry["args"] == ["mcp"]
+    assert entry.get("type", "stdio") == "stdio"
+
+
+@pytest.mark.parametrize("name", sorted(JSON_CONFIGS))
+def test_json_config_starts_urchin_mcp(name: str) -> None:
+    config = json.loads((CONTRIB / name).read_text())
+    assert set(config) == {JSON_CONFIGS[name]}
+    _check_entry(config[JSON_CONFIGS[name]]["urchin"])
+
+
+def test_vscode_config_names_its_transport() -> None:
+    assert json.loads((CONTRIB / "vscode/mcp.json").read_text())["servers"]["urchin"]["type"] == "stdio"
+
+
+def test_codex_config_is_toml_for_urchin_mcp() -> None:
+    config = tomllib.loads((CONTRIB / "codex/config.toml").read_text())
+    _check_entry(config["mcp_servers"]["urchin"])
+
+
+def test_the_configured_command_exists() -> None:
+    done = run_urchin("mcp", "--help")
+    assert done.returncode == 0 and "stdin/stdout" in done.stdout

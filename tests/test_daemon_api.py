@@ -1,0 +1,292 @@
+"""The intake HTTP API against a real daemon: every guard, every route, and the journal untouched
+by anything refused."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Iterator
+
+import httpx
+import orjson
+import pytest
+
+from tests.daemon_fixture import DaemonProcess
+
+
+@pytest.fixture(scope="module")
+def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DaemonProcess]:
+    proc = DaemonProcess(tmp_path_factory.mktemp("api") / "home").start()
+    yield proc
+    proc.stop()
+
+
+@pytest.fixture
+def api(daemon: DaemonProcess) -> Iterator[httpx.Client]:
+    with daemon.client() as client:
+        yield client
+
+
+def _unchanged(daemon: DaemonProcess, before: bytes) -> None:
+    assert daemon.journal_bytes() == before
+
+
+def test_health_needs_no_token(daemon: DaemonProcess) -> None:
+    response = httpx.get(daemon.url + "/health", trust_env=False)
+    assert response.status_code == 200
+    body = response.json()
+    assert body["status"] == "ok" and isinstance(body["events"], int) and body["uptime_s"] >= 0
+    assert "version" in body
+
+
+@pytest.mark.parametrize("header", [None, "Bearer wrong-token", "Basic abc", "Bearer", "bearer  x"])
+def test_missing_or_wrong_token_is_401_and_writes_nothing(daemon: DaemonProcess, header: str | None) -> None:
+    before = daemon.journal_bytes()
+    headers = {"content-type": "application/json"}
+    if header is not None:
+        headers["authorization"] = header
+    for method, path in (("POST", "/ingest"), ("GET", "/search?query=x"), ("GET", "/status"), ("GET", "/recent")):
+        response = httpx.request(method, daemon.url + path, headers=headers, content=b'{"content": "sneaky"}'
+                                 if method == "POST" else None, trust_env=False)
+        assert response.status_code == 401, path
+        assert response.json()["field"] == "authorization"
+        assert response.headers["www-authenticate"].startswith("Bearer")
+    _unchanged(daemon, before)
+
+
+def test_right_token_appends_once(daemon: DaemonProcess, api: httpx.Client) -> None:
+    response = api.post("/ingest", json={"id": "api-right-token", "content": "the token works", "source": "test"})
+    assert response.status_code == 200
+    assert response.json() == {"id": "api-right-token", "status": "appended"}
+    again = api.post("/ingest", json={"id": "api-right-token", "content": "the token works"})
+    assert again.json()["status"] == "duplicate"
+    assert daemon.journal_bytes().count(b'"api-right-token"') == 1
+
+
+@pytest.mark.parametrize("host", ["evil.example.com", "evil.example.com:18799", "10.0.0.5", "127.0.0.1.nip.io",
+                                  "localhost.evil.com"])
+def test_non_loopback_host_is_refused(daemon: DaemonProcess, api: httpx.Client, host: str) -> None:
+    before = daemon.journal_bytes()
+    response = api.post("/ingest", json={"content": "rebinding"}, headers={"host": host})
+    assert response.status_code == 403
+    assert response.json()["field"] == "host"
+    assert api.get("/health", headers={"host": host}).status_code == 403
+    _unchanged(daemon, before)
+
+
+@pytest.mark.parametrize("host", ["localhost", "localhost:18799", "127.0.0.1", "127.1.2.3:80", "[::1]:18799"])
+def test_loopback_hosts_pass(api: httpx.Client, host: str) -> None:
+    assert api.get("/recent", headers={"host": host}).status_code == 200
+
+
+@pytest.mark.parametrize("ctype", [None, "text/plain", "application/x-www-form-urlencoded", "multipart/form-data"])
+def test_post_needs_json_content_type(daemon: DaemonProcess, api: httpx.Client, ctype: str | None) -> None:
+    before = daemon.journal_bytes()
+    headers = {"content-type": ctype} if ctype else {}
+    response = api.post("/ingest", content=b'{"content": "form post"}', headers=headers)
+    assert response.status_code == 415
+    assert response.json()["field"] == "content-type"
+    _unchanged(daemon, before)
+
+
+def test_json_content_type_with_charset_is_fine(api: httpx.Client) -> None:
+    response = api.post("/ingest", content=b'{"content": "charset ok"}',
+                        headers={"content-type": "application/json; charset=utf-8"})
+    assert response.status_code == 200
+
+
+def test_event_over_one_mib_is_413(daemon: DaemonProcess, api: httpx.Client) -> None:
+    before = daemon.journal_bytes()
+    big = orjson.dumps({"content": "x" * (1 << 20)})
+    assert api.post("/ingest", content=big, headers={"content-type": "application/json"}).status_code == 413
+    _unchanged(daemon, before)
+
+
+def test_size_limit_holds_without_content_length(daemon: DaemonProcess, api: httpx.Client) -> None:
+    """A chunked body declares no length: the limit is enforced on the bytes as they arrive."""
+    before = daemon.journal_bytes()
+
+    def body() -> Iterator[bytes]:
+        yield b'{"content": "'
+        for _ in range(40):
+            yield b"y" * 65536
+        yield b'"}'
+
+    response = api.post("/ingest", content=body(), headers={"content-type": "application/json"})
+    assert response.status_code == 413
+    _unchanged(daemon, before)
+
+
+def test_chunked_body_on_the_wire_is_cut_at_the_limit(daemon: DaemonProcess) -> None:
+    """No Content-Length to check up front, the bytes keep coming: still 413, nothing written."""
+    before = daemon.journal_bytes()
+    host, port = daemon.url.removeprefix("http://").rsplit(":", 1)
+    payload = b'{"content": "' + b"z" * (2 << 20) + b'"}'
+    with socket.create_connection((host, int(port))) as sock:
+        sock.sendall(b"POST /ingest HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+                     b"Authorization: Bearer " + daemon.token.encode() + b"\r\nTransfer-Encoding: chunked\r\n\r\n")
+        try:
+            for start in range(0, len(payload), 1 << 16):
+                chunk = payload[start:start + (1 << 16)]
+                sock.sendall(b"%x\r\n" % len(chunk) + chunk + b"\r\n")
+            sock.sendall(b"0\r\n\r\n")
+        except OSError:
+            pass  # the server may close on us once it has answered
+        answer = sock.recv(4096)
+    assert answer.startswith(b"HTTP/1.1 413")
+    _unchanged(daemon, before)
+
+
+def test_declared_length_over_limit_is_refused_before_reading(daemon: DaemonProcess) -> None:
+    host, port = daemon.url.removeprefix("http://").rsplit(":", 1)
+    with socket.create_connection((host, int(port))) as sock:
+        sock.sendall(b"POST /ingest/batch HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+                     b"Authorization: Bearer " + daemon.token.encode() + b"\r\n"
+                     b"Content-Length: " + str(17 << 20).encode() + b"\r\n\r\n[")
+        assert sock.recv(4096).startswith(b"HTTP/1.1 413")
+
+
+def test_batch_over_16_mib_is_413(daemon: DaemonProcess, api: httpx.Client) -> None:
+    before = daemon.journal_bytes()
+    events = [{"content": "q" * 900_000} for _ in range(19)]
+    assert api.post("/ingest/batch", json=events).status_code == 413
+    _unchanged(daemon, before)
+
+
+def test_one_event_over_one_mib_fails_the_whole_batch(daemon: DaemonProcess, api: httpx.Client) -> None:
+    before = daemon.journal_bytes()
+    events = [{"content": "fine"}, {"content": "w" * (1 << 20)}]
+    response = api.post("/ingest/batch", json=events)
+    assert response.status_code == 413
+    assert response.json()["field"] == "events[1]"
+    _unchanged(daemon, before)
+
+
+def test_batch_of_more_than_1000_events_is_413(daemon: DaemonProcess, api: httpx.Client) -> None:
+    before = daemon.journal_bytes()
+    response = api.post("/ingest/batch", json=[{"content": f"n{i}"} for i in range(1001)])
+    assert response.status_code == 413
+    assert response.json()["field"] == "events"
+    _unchanged(daemon, before)
+
+
+@pytest.mark.parametrize("body", [b"{", b'{"content": "x",}', b"", b"\xff\xfe", b"nul\x00"])
+def test_malformed_json_is_400_with_the_parse_error(daemon: DaemonProcess, api: httpx.Client, body: bytes) -> None:
+    before = daemon.journal_bytes()
+    for path in ("/ingest", "/ingest/batch"):
+        response = api.post(path, content=body, headers={"content-type": "application/json"})
+        assert response.status_code == 400
+        error = response.json()
+        assert error["field"] == "body" and error["error"].startswith("body: not valid JSON: ")
+    _unchanged(daemon, before)
+
+
+@pytest.mark.parametrize(("event", "field"), [
+    ({"content": "   "}, "content"),
+    ({}, "content"),
+    ({"content": "x", "timestamp": "yesterday-ish"}, "timestamp"),
+    ({"content": "x", "tags": "not-a-list"}, "tags"),
+    ({"content": "x", "meta": [1]}, "meta"),
+    ({"content": "x", "id": ""}, "id"),
+    ([{"content": "x"}], "event"),
+    ("just text", "event"),
+])
+def test_invalid_event_is_422_naming_the_field(daemon: DaemonProcess, api: httpx.Client, event: object,
+                                               field: str) -> None:
+    before = daemon.journal_bytes()
+    response = api.post("/ingest", json=event)
+    assert response.status_code == 422, response.text
+    assert response.json()["field"] == field
+    assert response.json()["error"].startswith(f"{field}: ")
+    _unchanged(daemon, before)
+
+
+def test_batch_reports_a_status_per_event(daemon: DaemonProcess, api: httpx.Client) -> None:
+    api.post("/ingest", json={"id": "batch-dup", "content": "already here"})
+    response = api.post("/ingest/batch", json={"events": [
+        {"id": "batch-new", "content": "fresh"},
+        {"id": "batch-dup", "content": "already here"},
+        {"content": ""},
+        {"id": "batch-new", "content": "twice in one batch"},
+        {"content": "with defaults"},
+    ], "defaults": {"source": "ci", "workspace": "batch-ws"}})
+    assert response.status_code == 200
+    body = response.json()
+    assert [r["status"] for r in body["results"]] == [
+        "appended", "duplicate", "rejected: content: must not be blank", "duplicate", "appended"]
+    assert (body["appended"], body["duplicate"], body["rejected"]) == (2, 2, 1)
+    journal = daemon.journal_bytes()
+    assert journal.count(b'"batch-new"') == 1 and journal.count(b'"batch-dup"') == 1
+    found = api.get("/search", params={"query": "with defaults", "workspace": "batch-ws"}).json()
+    assert found["events"][0]["source"] == "ci"
+
+
+def test_batch_must_be_a_list(daemon: DaemonProcess, api: httpx.Client) -> None:
+    before = daemon.journal_bytes()
+    for body in ({"events": "nope"}, {"content": "x"}, 5, {"events": [], "defaults": [1]}):
+        response = api.post("/ingest/batch", json=body)
+        assert response.status_code == 422
+    _unchanged(daemon, before)
+
+
+def test_search_recent_get_roundtrip(api: httpx.Client) -> None:
+    api.post("/ingest", json={"id": "rt-1", "content": "Zebra Crossing notes", "workspace": "rt", "kind": "decision"})
+    found = api.get("/search", params={"query": "zebra crossing", "workspace": "rt"}).json()
+    assert found["mode"] == "substring" and found["query"] == "zebra crossing"
+    assert [e["id"] for e in found["events"]] == ["rt-1"] and found["totalResults"] == 1
+    assert api.get("/search", params={"q": "ZEBRA", "kind": "note", "workspace": "rt"}).json()["events"] == []
+    recent = api.get("/recent", params={"workspace": "rt", "limit": 5}).json()
+    assert recent["mode"] == "recent" and recent["events"][0]["id"] == "rt-1"
+    event = api.get("/events/rt-1").json()
+    assert event["content"] == "Zebra Crossing notes" and event["kind"] == "decision"
+
+
+@pytest.mark.parametrize(("path", "params", "field"), [
+    ("/search", {}, "query"),
+    ("/search", {"query": "  "}, "query"),
+    ("/search", {"query": "x", "limit": "0"}, "limit"),
+    ("/search", {"query": "x", "limit": "many"}, "limit"),
+    ("/search", {"query": "x", "hours": "-1"}, "hours"),
+    ("/search", {"query": "x", "colour": "red"}, "colour"),
+    ("/recent", {"limit": "1001"}, "limit"),
+    ("/recent", {"query": "x"}, "query"),
+])
+def test_bad_query_parameters_are_400_naming_them(api: httpx.Client, path: str, params: dict[str, str],
+                                                  field: str) -> None:
+    response = api.get(path, params=params)
+    assert response.status_code == 400
+    assert response.json()["field"] == field
+
+
+def test_unknown_event_is_404(api: httpx.Client) -> None:
+    response = api.get("/events/no-such-event")
+    assert response.status_code == 404
+    assert "no-such-event" in response.json()["error"]
+
+
+def test_semantic_ranks_through_the_hot_view(api: httpx.Client) -> None:
+    api.post("/ingest", json={"id": "sem-1", "content": "the flaky integration test was caused by a race in teardown"})
+    found = api.get("/semantic", params={"query": "why was the integration test flaky", "limit": 3}).json()
+    assert found["mode"] == "token-cosine"
+    assert found["events"][0]["id"] == "sem-1" and found["events"][0]["score"] > 0
+    assert api.get("/semantic", params={"query": " "}).status_code == 400
+
+
+def test_status_describes_journal_and_daemon(daemon: DaemonProcess, api: httpx.Client) -> None:
+    body = api.get("/status").json()
+    assert body["journal"] == str(daemon.journal)
+    assert body["daemon"]["pid"] == daemon.proc.pid  # type: ignore[union-attr]
+    assert body["daemon"]["address"] == daemon.url
+    assert body["daemon"]["writer"]["events"] >= 1
+
+
+def test_unknown_route_and_method(api: httpx.Client) -> None:
+    assert api.get("/nope").status_code == 404
+    assert api.get("/ingest").status_code == 405
+
+
+def test_token_file_is_private(daemon: DaemonProcess) -> None:
+    assert (daemon.home / "token").stat().st_mode & 0o777 == 0o600
+    assert (daemon.home / "daemon.json").stat().st_mode & 0o777 == 0o600
+    info = (daemon.home / "daemon.json").read_text()
+    assert daemon.token not in info  # it names the token file, never the token
+    assert orjson.loads(info)["token_path"] == str(daemon.home / "token")

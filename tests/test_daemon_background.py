@@ -1,0 +1,82 @@
+"""The daemon's background jobs: collectors follow the agents' files; the embedder backfills vectors."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import httpx
+import orjson
+import pytest
+
+from tests.conftest import run_urchin
+from tests.daemon_fixture import DaemonProcess
+
+
+def _search(daemon: DaemonProcess, query: str, path: str = "/search", hours: float = 168) -> dict:
+    response = httpx.get(daemon.url + path, params={"query": query, "hours": hours},
+                         headers={"Authorization": f"Bearer {daemon.token}"})
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+def _wait_for(check, seconds: float = 15.0):  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + seconds
+    while True:
+        value = check()
+        if value or time.monotonic() > deadline:
+            return value
+        time.sleep(0.2)
+
+
+def test_a_new_claude_transcript_is_collected_within_seconds(urchin_home: Path, tmp_path: Path) -> None:
+    claude = tmp_path / "claude"
+    (claude / "projects").mkdir(parents=True)
+    daemon = DaemonProcess(urchin_home, env={"URCHIN_CLAUDE_DIR": str(claude)}).start()
+    try:
+        project = claude / "projects" / "-work-shop"
+        project.mkdir()
+        line = {"type": "user", "uuid": "11111111-0000-4000-8000-000000000001", "parentUuid": None,
+                "sessionId": "22222222-0000-4000-8000-000000000002", "timestamp": "2026-11-01T10:00:00.000Z",
+                "cwd": "/work/shop", "message": {"role": "user", "content": "why is the zebra-coupon test flaky"}}
+        (project / "22222222-0000-4000-8000-000000000002.jsonl").write_bytes(orjson.dumps(line) + b"\n")
+        found = _wait_for(lambda: _search(daemon, "zebra-coupon", hours=100000)["events"])
+        assert found and found[0]["source"] == "claude"
+    finally:
+        daemon.stop()
+
+
+def test_serve_without_collectors(urchin_home: Path, tmp_path: Path) -> None:
+    claude = tmp_path / "claude"
+    project = claude / "projects" / "-work-shop"
+    project.mkdir(parents=True)
+    line = {"type": "user", "uuid": "11111111-0000-4000-8000-000000000009", "parentUuid": None,
+            "sessionId": "s", "timestamp": "2026-11-01T10:00:00.000Z", "cwd": "/work/shop",
+            "message": {"role": "user", "content": "the quokka migration"}}
+    (project / "s.jsonl").write_bytes(orjson.dumps(line) + b"\n")
+    daemon = DaemonProcess(urchin_home, "--no-collect", env={"URCHIN_CLAUDE_DIR": str(claude)}).start()
+    try:
+        time.sleep(2)
+        assert _search(daemon, "quokka", hours=100000)["events"] == []
+        assert run_urchin("collect", "claude", env={"URCHIN_CLAUDE_DIR": str(claude)}).returncode == 0
+        assert _wait_for(lambda: _search(daemon, "quokka", hours=100000)["events"])  # the test can see it
+    finally:
+        daemon.stop()
+
+
+@pytest.mark.slow
+def test_the_embedder_backfills_in_the_background(urchin_home: Path, embedder_url: str) -> None:
+    env = {"URCHIN_EMBEDDER_URL": embedder_url, "URCHIN_EMBEDDER_MODEL": "all-MiniLM-L6-v2"}
+    daemon = DaemonProcess(urchin_home, env=env).start()
+    try:
+        headers = {"Authorization": f"Bearer {daemon.token}"}
+        events = [{"content": f"note {i}: the release train leaves on thursdays"} for i in range(300)]
+        assert httpx.post(daemon.url + "/ingest/batch", json={"events": events}, headers=headers).status_code == 200
+        vectors = urchin_home / "vectors"
+        cached = _wait_for(lambda: any(vectors.rglob("ids.txt")) and
+                           sum(len(p.read_bytes().splitlines()) for p in vectors.rglob("ids.txt")) >= 300, 60)
+        assert cached, "the daemon did not embed the new events in the background"
+        result = _search(daemon, "when does the release train leave", "/semantic")
+        assert result["mode"] == "embedder (all-MiniLM-L6-v2)" and result["events"]
+    finally:
+        daemon.stop()

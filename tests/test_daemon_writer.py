@@ -1,0 +1,80 @@
+"""Group commit on a real journal: concurrent writers share writes, each gets its own results,
+and close() writes everything already queued."""
+
+from __future__ import annotations
+
+import threading
+
+import orjson
+import pytest
+
+from urchin.config import Settings
+from urchin.daemon.writer import GroupWriter
+from urchin.errors import DaemonError
+from urchin.memory import Memory
+
+
+def test_concurrent_writers_share_fsyncs_and_get_their_own_results(settings: Settings) -> None:
+    memory = Memory(settings)
+    memory.warm()
+    writer = GroupWriter(memory)
+    writer.start()
+    mismatches: list[str] = []
+
+    def write(worker: int) -> None:
+        for i in range(40):
+            event = memory.prepare({"id": f"g{worker}-{i}", "content": f"group {worker} {i}"})
+            result = writer.submit([event]).result(10)[0]
+            if (result.id, result.status) != (f"g{worker}-{i}", "appended"):
+                mismatches.append(f"{result}")
+
+    threads = [threading.Thread(target=write, args=(w,)) for w in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    writer.close()
+    assert mismatches == []
+    ids = [orjson.loads(line)["id"] for line in settings.journal_path.read_bytes().splitlines()]
+    assert sorted(ids) == sorted(f"g{w}-{i}" for w in range(8) for i in range(40))
+    assert writer.stats.events == 320
+    assert writer.stats.batches < 320 and writer.stats.largest > 1  # writes were shared
+
+
+def test_duplicates_across_requests_in_one_write_are_caught(settings: Settings) -> None:
+    memory = Memory(settings)
+    writer = GroupWriter(memory, gather_s=0.05)
+    event = memory.prepare({"id": "same", "content": "twice"})
+    writer.start()
+    futures = [writer.submit([event]) for _ in range(3)]
+    statuses = sorted(f.result(10)[0].status for f in futures)
+    writer.close()
+    assert statuses == ["appended", "duplicate", "duplicate"]
+    assert settings.journal_path.read_bytes().count(b'"same"') == 1
+
+
+def test_close_writes_what_is_queued_then_refuses(settings: Settings) -> None:
+    memory = Memory(settings)
+    writer = GroupWriter(memory)
+    writer.start()
+    futures = [writer.submit([memory.prepare({"content": f"queued {i}"})]) for i in range(200)]
+    writer.close()
+    assert all(f.done() and f.result()[0].status == "appended" for f in futures)
+    assert len(settings.journal_path.read_bytes().splitlines()) == 200
+    with pytest.raises(DaemonError):
+        writer.submit([memory.prepare({"content": "too late"})])
+
+
+def test_a_request_cancelled_before_its_write_is_not_written(settings: Settings) -> None:
+    memory = Memory(settings)
+    writer = GroupWriter(memory)
+    writer._thread = threading.Thread(target=lambda: None)  # accept submissions, drain nothing yet
+    gone = writer.submit([memory.prepare({"content": "client went away", "id": "gone"})])
+    kept = writer.submit([memory.prepare({"content": "client waits", "id": "kept"})])
+    assert gone.cancel()
+    writer._thread = None
+    writer.start()
+    assert kept.result(10)[0].status == "appended"
+    writer.close()
+    journal = settings.journal_path.read_bytes()
+    assert b'"kept"' in journal and b'"gone"' not in journal

@@ -1,0 +1,63 @@
+"""The MCP tools inside the real daemon: streamable HTTP at /mcp behind its token and Host check, and
+`urchin mcp` (stdio) routing through the daemon when one runs.
+
+Skipped until the daemon (urchin/daemon/, tests/daemon_fixture.py) is on the branch; it then
+checks that `/mcp` is mounted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import pytest
+
+from tests.mcp_harness import http_session, stdio_session
+from tests.mcp_scenarios import call, check_errors, check_large_output, check_read_tools, check_write_tools
+from urchin.memory import Memory
+
+pytest.importorskip("urchin.daemon.server", reason="the daemon is not on this branch yet")
+daemon_fixture = pytest.importorskip("tests.daemon_fixture", reason="the daemon's test fixture is not here yet")
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+def daemon(urchin_home: Path) -> Iterator[Any]:
+    process = daemon_fixture.DaemonProcess(urchin_home).start()
+    try:
+        yield process
+    finally:
+        process.stop()
+
+
+async def test_every_tool_over_the_daemons_mcp_endpoint(daemon: Any, memory: Memory) -> None:
+    async with http_session(daemon.url + "/mcp", daemon.token) as session:
+        await check_read_tools(session, memory)
+        await check_errors(session, memory)
+        await check_write_tools(session, memory)
+        await check_large_output(session, memory)
+
+
+def test_the_daemons_mcp_endpoint_wants_the_token_and_a_local_host(daemon: Any) -> None:
+    initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                  "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                             "clientInfo": {"name": "raw", "version": "1"}}}
+    accept = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+    url = daemon.url + "/mcp"
+    assert httpx2.post(url, json=initialize, headers=accept).status_code == 401
+    good = {**accept, "Authorization": f"Bearer {daemon.token}"}
+    assert httpx2.post(url, json=initialize, headers=good).status_code == 200
+    assert httpx2.post(url, json=initialize, headers={**good, "Host": "evil.example"}).status_code in (400, 403, 421)
+
+
+async def test_stdio_server_routes_through_the_running_daemon(daemon: Any) -> None:
+    async with stdio_session() as session:
+        text, data = await call(session, "urchin_status")
+    assert "daemon" in data, "urchin mcp did not reach the daemon"

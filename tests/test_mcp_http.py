@@ -1,0 +1,69 @@
+"""The MCP tools over streamable HTTP at /mcp, served by uvicorn in a subprocess, with the SDK's HTTP client.
+
+The app (tests/mcp_http_app.py) mounts `streamable_http_app(memory)` the way the daemon does,
+behind a bearer token; the same scenarios as over stdio run against it.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Iterator
+
+import httpx2
+import pytest
+
+from tests.mcp_harness import http_server, http_session
+from tests.mcp_scenarios import (
+    check_errors,
+    check_large_output,
+    check_read_tools,
+    check_tool_list,
+    check_write_tools,
+)
+from urchin.memory import Memory
+
+pytestmark = pytest.mark.anyio
+TOKEN = secrets.token_urlsafe(16)
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+def url(memory: Memory) -> Iterator[str]:
+    with http_server(TOKEN) as base:
+        yield base + "/mcp"
+
+
+async def test_every_tool_over_http(url: str, memory: Memory) -> None:
+    async with http_session(url, TOKEN) as session:
+        assert session.initialize_result and session.initialize_result.server_info.name == "urchin"
+        await check_tool_list(session)
+        await check_read_tools(session, memory)
+        await check_errors(session, memory)
+    # A second client (a new connection, as after a daemon restart) sees the same journal.
+    async with http_session(url, TOKEN) as session:
+        await check_write_tools(session, memory)
+
+
+async def test_large_results_over_http_with_default_client_limits(url: str, memory: Memory) -> None:
+    # ~10 MB of structuredContent: plain JSON responses are not subject to the client's 1 MiB SSE cap.
+    async with http_session(url, TOKEN) as session:
+        await check_large_output(session, memory)
+
+
+def test_http_endpoint_refuses_without_token_and_foreign_hosts(url: str) -> None:
+    initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                  "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                             "clientInfo": {"name": "raw", "version": "1"}}}
+    accept = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+    assert httpx2.post(url, json=initialize, headers=accept).status_code == 401
+    wrong = {**accept, "Authorization": "Bearer wrong"}
+    assert httpx2.post(url, json=initialize, headers=wrong).status_code == 401
+    good = {**accept, "Authorization": f"Bearer {TOKEN}"}
+    ok = httpx2.post(url, json=initialize, headers=good)
+    assert ok.status_code == 200 and ok.json()["result"]["serverInfo"]["name"] == "urchin"
+    rebinding = httpx2.post(url, json=initialize, headers={**good, "Host": "evil.example:80"})
+    assert rebinding.status_code in (403, 421)

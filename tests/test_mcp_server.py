@@ -1,0 +1,166 @@
+"""`urchin mcp` over stdio, driven as a subprocess by the official SDK's client (`mcp.client.stdio`)."""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.mcp_harness import child_env, stdio_session
+from tests.mcp_scenarios import (
+    call,
+    call_error,
+    check_errors,
+    check_large_output,
+    check_read_tools,
+    check_tool_list,
+    check_workspace_tools,
+    check_write_tools,
+)
+from urchin.mcp_server import TOOL_NAMES, check_arguments, run_tool
+from urchin.memory import Memory
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+async def test_initialize_names_the_server_and_lists_strict_tools() -> None:
+    async with stdio_session() as session:
+        info = session.initialize_result
+        assert info is not None and info.server_info.name == "urchin"
+        assert info.instructions and "urchin_remember" in info.instructions
+        assert info.capabilities.tools is not None
+        await check_tool_list(session)
+
+
+async def test_read_tools_over_stdio(memory: Memory) -> None:
+    async with stdio_session() as session:
+        await check_read_tools(session, memory)
+
+
+async def test_write_tools_over_stdio(memory: Memory) -> None:
+    async with stdio_session() as session:
+        await check_write_tools(session, memory)
+
+
+async def test_workspace_tools_over_stdio(memory: Memory, tmp_path: Path) -> None:
+    async with stdio_session() as session:
+        await check_workspace_tools(session, memory, tmp_path / "proj")
+
+
+async def test_bad_arguments_are_clean_tool_errors(memory: Memory, tmp_path: Path) -> None:
+    errlog = tmp_path / "stderr.txt"
+    async with stdio_session(errlog=errlog) as session:
+        await check_errors(session, memory)
+    assert "Traceback" not in errlog.read_text()
+
+
+async def test_unreadable_journal_is_an_error_naming_the_path(tmp_path: Path) -> None:
+    journal = tmp_path / "journal-is-a-folder"
+    journal.mkdir()
+    async with stdio_session({"URCHIN_EVENT_JOURNAL_PATH": str(journal)}) as session:
+        for tool, args in (("urchin_search", {"query": "x"}), ("urchin_recent_activity", {}),
+                           ("urchin_session_context", {"session": "s"}),
+                           ("urchin_workspace_context", {"workspace": "w"}), ("urchin_get_event", {"id": "e"}),
+                           ("urchin_ingest", {"content": "x"}), ("urchin_remember", {"content": "x"}),
+                           ("urchin_status", {})):
+            message = await call_error(session, tool, args)
+            assert str(journal) in message, (tool, message)
+
+
+async def test_large_results_arrive_whole_over_stdio(memory: Memory) -> None:
+    async with stdio_session() as session:
+        await check_large_output(session, memory)
+
+
+async def test_semantic_search_says_its_mode_and_scores(memory: Memory) -> None:
+    memory.ingest([{"id": "a", "content": "we picked postgres for the hybrid index"},
+                   {"id": "b", "content": "lunch was pizza"},
+                   {"id": "c", "content": "the postgres server crashed at night"}])
+    async with stdio_session() as session:
+        text, data = await call(session, "urchin_semantic_search", {"query": "indexing in Postgres"})
+        empty, nothing = await call(session, "urchin_semantic_search", {"query": "zebra"})
+    lines = text.splitlines()
+    notes = data.get("notes", [])
+    assert lines[0] == f"mode: {data['mode']}" and data["mode"] in ("token-cosine", "embedder")
+    assert [e["id"] for e in data["events"]] == ["a", "c"]
+    scores = [e["score"] for e in data["events"]]
+    assert scores == sorted(scores, reverse=True) and scores[0] > 0
+    assert lines[1 + len(notes)].startswith("[") and f"({scores[0]:.3f}) — we picked postgres" in lines[1 + len(notes)]
+    assert len(lines) == 1 + len(notes) + 2
+    assert nothing["events"] == [] and empty.splitlines()[0] == f"mode: {nothing['mode']}"
+
+
+def test_stdout_carries_nothing_but_protocol(memory: Memory) -> None:
+    """Raw JSON-RPC over the pipes: every stdout line is a JSON-RPC message; non-object arguments are
+    a tool error rather than a protocol error."""
+    memory.ingest_one({"content": "hello over raw stdio"})
+    requests: list[dict[str, Any]] = [
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+         "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                    "clientInfo": {"name": "raw", "version": "1"}}},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+        {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "urchin_search",
+                                                                        "arguments": {"query": "raw stdio"}}},
+        {"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "urchin_search", "arguments": "raw"}},
+        {"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": "urchin_status"}},
+        {"jsonrpc": "2.0", "id": 6, "method": "ping"},
+    ]
+    proc = subprocess.Popen([sys.executable, "-m", "urchin", "mcp", "--log-level", "debug"],
+                            env={**os.environ, **child_env()}, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    lines: queue.Queue[bytes] = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(line) for line in proc.stdout], daemon=True).start()  # type: ignore[union-attr]
+    assert proc.stdin is not None
+    for request in requests:
+        proc.stdin.write(json.dumps(request).encode() + b"\n")
+    proc.stdin.flush()
+    replies: dict[int, dict[str, Any]] = {}
+    try:
+        while len(replies) < 6:
+            message = json.loads(lines.get(timeout=30))
+            assert message["jsonrpc"] == "2.0" and ("result" in message or "error" in message), message
+            replies[message["id"]] = message
+    finally:
+        proc.stdin.close()
+        proc.wait(15)
+    stderr = proc.stderr.read().decode()  # type: ignore[union-attr]
+    assert proc.returncode == 0, stderr
+    assert lines.empty()
+    assert "error" not in replies[4]
+    assert replies[4]["result"]["isError"] is True
+    assert replies[4]["result"]["content"][0]["text"] == 'arguments: must be an object, got "raw"'
+    assert replies[3]["result"]["structuredContent"]["totalResults"] == 1
+    assert replies[5]["result"]["structuredContent"]["events"] == 1
+    assert len(replies[2]["result"]["tools"]) == len(TOOL_NAMES)
+    assert "urchin" in stderr or stderr == ""  # debug logs may appear, but only on stderr
+
+
+def test_every_tool_has_a_runner_schema_and_docs(memory: Memory) -> None:
+    for name in TOOL_NAMES:
+        assert check_arguments(name, {"__nope__": 1}) is not None
+    result = run_tool(memory, "urchin_status", {})
+    assert not result.is_error and result.structured_content is not None
+
+
+def test_a_bug_in_a_tool_is_one_line_not_a_traceback(memory: Memory) -> None:
+    class Broken:
+        def status(self) -> dict[str, Any]:
+            raise KeyError("boom\nsecond line")
+
+    result = run_tool(Broken(), "urchin_status", {})
+    assert result.is_error
+    text = result.content[0].text  # type: ignore[union-attr]
+    assert text.startswith("internal error in urchin_status: KeyError") and "\n" not in text

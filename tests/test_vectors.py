@@ -1,0 +1,196 @@
+"""Vector cache: append, dedupe, crash repair, windows, top-k; and one run against the real server."""
+
+from __future__ import annotations
+
+import os
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pytest
+
+from urchin.errors import EmbedderError
+from urchin.search.embedder import Embedder, fingerprint
+from urchin.search.vectors import VectorCache, embed_events
+
+DIM = 16
+HOUR = 3_600_000
+
+
+def rand(n: int, seed: int = 0) -> np.ndarray:
+    return np.random.default_rng(seed).standard_normal((n, DIM)).astype(np.float32)
+
+
+def brute_force(vectors: np.ndarray, q: np.ndarray, rows: np.ndarray, k: int) -> list[int]:
+    v = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+    scores = v[rows] @ (q / np.linalg.norm(q))
+    return [int(rows[i]) for i in np.argsort(-scores, kind="stable")[:k]]
+
+
+@pytest.fixture
+def cache(tmp_path: Path) -> VectorCache:
+    return VectorCache(tmp_path, "model-16-abc", DIM).open()
+
+
+def test_files_are_private(cache: VectorCache, tmp_path: Path) -> None:
+    cache.add(["a"], [1], rand(1))
+    assert stat.S_IMODE(os.stat(cache.path).st_mode) == 0o700
+    assert stat.S_IMODE(os.stat(tmp_path / "vectors").st_mode) == 0o700
+    for f in cache.path.iterdir():
+        assert stat.S_IMODE(os.stat(f).st_mode) == 0o600, f.name
+
+
+def test_each_id_is_stored_once(cache: VectorCache) -> None:
+    assert cache.add(["a", "b", "a"], [1, 2, 3], rand(3)) == 2
+    assert cache.add(["b", "c"], [2, 4], rand(2, 1)) == 1
+    assert len(cache) == 3
+    assert cache.missing(["a", "d", "c", "d", "e"]) == ["d", "e"]
+    assert "c" in cache and "d" not in cache
+
+
+def test_rows_survive_reopening_and_are_memory_mapped(tmp_path: Path) -> None:
+    vectors = rand(50)
+    ids = [f"id-{i}" for i in range(50)]
+    with VectorCache(tmp_path, "fp", DIM) as cache:
+        cache.add(ids, list(range(50)), vectors)
+    with VectorCache(tmp_path, "fp", DIM) as cache:
+        assert len(cache) == 50 and cache.missing(ids) == []
+        assert isinstance(cache._matrix, np.memmap)
+        hits = cache.search(vectors[17], limit=1)
+        assert hits[0][0] == "id-17" and hits[0][1] == pytest.approx(1.0, abs=1e-5)
+
+
+def test_a_torn_append_is_trimmed_on_open(tmp_path: Path) -> None:
+    with VectorCache(tmp_path, "fp", DIM) as cache:
+        cache.add(["a", "b"], [1, 2], rand(2))
+        path = cache.path
+    # A crash after the matrix and row records were written, halfway through the ids line.
+    with open(path / "matrix.f32", "ab") as f:
+        f.write(rand(1, 5).tobytes()[:40])
+    with open(path / "rows.bin", "ab") as f:
+        f.write(b"\x01" * 16)
+    with open(path / "ids.txt", "ab") as f:
+        f.write(b"tor")
+    with VectorCache(tmp_path, "fp", DIM) as cache:
+        assert len(cache) == 2 and cache.missing(["a", "b", "torn"]) == ["torn"]
+        assert cache.add(["torn"], [3], rand(1, 9)) == 1
+        assert cache.search(rand(1, 9)[0], limit=1)[0][0] == "torn"
+    assert (path / "ids.txt").read_bytes() == b"a\nb\ntorn\n"
+    assert os.path.getsize(path / "matrix.f32") == 3 * DIM * 4
+
+
+def test_ids_ahead_of_the_matrix_are_dropped(tmp_path: Path) -> None:
+    with VectorCache(tmp_path, "fp", DIM) as cache:
+        cache.add(["a", "b", "c"], [1, 2, 3], rand(3))
+        path = cache.path
+    os.truncate(path / "matrix.f32", 2 * DIM * 4)  # as if the file system lost the last rows
+    with VectorCache(tmp_path, "fp", DIM) as cache:
+        assert len(cache) == 2 and cache.missing(["a", "b", "c"]) == ["c"]
+
+
+@pytest.mark.parametrize("in_order", [True, False])
+def test_search_matches_brute_force_within_the_window(tmp_path: Path, in_order: bool) -> None:
+    n = 2000
+    vectors = rand(n, 3)
+    ts = np.arange(n) * HOUR if in_order else np.random.default_rng(4).permutation(n) * HOUR
+    ids = [f"e{i:05d}" for i in range(n)]
+    q = rand(1, 7)[0]
+    with VectorCache(tmp_path, "fp", DIM) as cache:
+        for start in range(0, n, 300):  # several appends, like events arriving
+            cache.add(ids[start:start + 300], ts[start:start + 300].tolist(),
+                      vectors[start:start + 300])
+        since = 1500 * HOUR
+        got = [i for i, _ in cache.search(q, since_ms=since, limit=10)]
+        want = brute_force(vectors, q, np.flatnonzero(ts >= since), 10)
+        assert got == [ids[r] for r in want]
+        got_all = [i for i, _ in cache.search(q, limit=10)]
+        assert got_all == [ids[r] for r in brute_force(vectors, q, np.arange(n), 10)]
+        mask = np.arange(n) % 3 == 0
+        got_masked = [i for i, _ in cache.search(q, since_ms=since, mask=mask, limit=5)]
+        want_masked = brute_force(vectors, q, np.flatnonzero((ts >= since) & mask), 5)
+        assert got_masked == [ids[r] for r in want_masked]
+
+
+def test_accept_filters_after_scoring_and_widens_until_limit(cache: VectorCache) -> None:
+    n = 500
+    vectors = rand(n, 11)
+    ids = [f"e{i:03d}" for i in range(n)]
+    cache.add(ids, list(range(n)), vectors)
+    q = rand(1, 12)[0]
+    rare = {f"e{i:03d}" for i in range(0, n, 50)}  # 10 of 500: needs several widenings
+    got = [i for i, _ in cache.search(q, accept=rare.__contains__, limit=6)]
+    want = [ids[r] for r in brute_force(vectors, q, np.arange(0, n, 50), 6)]
+    assert got == want
+    assert cache.search(q, accept=lambda _id: False, limit=3) == []
+
+
+def test_equal_scores_rank_newer_first_then_by_id(cache: VectorCache) -> None:
+    v = np.tile(rand(1), (3, 1))
+    cache.add(["b", "a", "c"], [5, 5, 9], v)
+    assert [i for i, _ in cache.search(v[0], limit=3)] == ["c", "a", "b"]
+
+
+def test_empty_window_and_zero_limit_return_nothing(cache: VectorCache) -> None:
+    assert cache.search(rand(1)[0]) == []
+    cache.add(["a"], [10], rand(1))
+    assert cache.search(rand(1)[0], since_ms=11) == []
+    assert cache.search(rand(1)[0], limit=0) == []
+
+
+def test_bad_input_is_refused_and_nothing_is_stored(cache: VectorCache) -> None:
+    with pytest.raises(EmbedderError, match=r"expected shape \(2, 16\)"):
+        cache.add(["a", "b"], [1, 2], rand(3))
+    with pytest.raises(EmbedderError, match="must be one non-empty line"):
+        cache.add(["a\nb"], [1], rand(1))
+    with pytest.raises(EmbedderError, match="query has 3 dims"):
+        cache.search(np.zeros(3))
+    assert len(cache) == 0 and os.path.getsize(cache.path / "matrix.f32") == 0
+
+
+def test_another_model_gets_its_own_folder_and_dims_never_mix(tmp_path: Path) -> None:
+    with VectorCache(tmp_path, "model-a", DIM) as a, VectorCache(tmp_path, "model-b", 8) as b:
+        a.add(["x"], [1], rand(1))
+        assert a.path != b.path and len(b) == 0
+    with pytest.raises(EmbedderError, match="holds 16-dim"):
+        VectorCache(tmp_path, "model-a", 8).open()
+
+
+# -- with the real server -----------------------------------------------------------------------
+
+@dataclass
+class Ev:
+    id: str
+    ts_ms: int
+    content: str
+    title: str | None = None
+
+
+EVENTS = [
+    Ev("e1", 1_000, "We decided to use OAuth2 with PKCE for the login flow", "auth decision"),
+    Ev("e2", 2_000, "Fixed the flaky CSV export test by sorting rows"),
+    Ev("e3", 3_000, "Bumped numpy to 2.1 and regenerated the lock file"),
+    Ev("e4", 4_000, "Session tokens now expire after 30 minutes of inactivity"),
+] + [Ev(f"filler-{i}", 5_000 + i, f"routine log line number {i} from the build") for i in range(100)]
+
+
+@pytest.mark.slow
+def test_events_are_embedded_once_ever_and_found_by_meaning(embedder_url: str, tmp_path: Path) -> None:
+    calls: list[str] = []
+    hooks = {"request": [lambda r: calls.append(f"{r.method} {r.url.path}")]}
+    with httpx.Client(event_hooks=hooks) as client:
+        with Embedder(embedder_url, "all-MiniLM-L6-v2", api="openai", client=client) as embedder:
+            with VectorCache(tmp_path, embedder.fingerprint, embedder.dim) as cache:
+                assert embed_events(embedder, cache, EVENTS + EVENTS[:2]) == len(EVENTS)
+                hits = cache.search(embedder.embed_query("decisions about authentication"), limit=2)
+        assert {i for i, _ in hits} == {"e1", "e4"}
+        first_run = calls.count("POST /v1/embeddings")
+        assert first_run == 1 + 2 + 1  # dim probe, 104 texts in 2 batches, the query
+        calls.clear()
+        # A new process: new client, cache reopened from disk; nothing known is sent again.
+        with Embedder(embedder_url, "all-MiniLM-L6-v2", api="openai", client=client) as embedder:
+            with VectorCache(tmp_path, fingerprint("openai", "all-MiniLM-L6-v2", 384), 384) as cache:
+                assert embed_events(embedder, cache, EVENTS) == 0
+                assert len(cache) == len(EVENTS)
+        assert calls.count("POST /v1/embeddings") == 0

@@ -1,0 +1,32 @@
+"""`urchin serve`: run the daemon (intake HTTP API, hot views) in the foreground."""
+
+from __future__ import annotations
+
+import click
+
+from urchin.cli import AppContext, main
+
+
+@main.command()
+@click.option("--host", default=None, help="Loopback address to listen on (default: 127.0.0.1 or $URCHIN_HOST).")
+@click.option("--port", default=None, type=click.IntRange(0, 65535),
+              help="TCP port (default: 18799 or $URCHIN_PORT; 0 picks a free one).")
+@click.option("--uds", default=None, type=click.Path(dir_okay=False),
+              help="Listen on this Unix socket (made 0600) instead of TCP.")
+@click.option("--log-level", default="info", show_default=True,
+              type=click.Choice(["debug", "info", "warning", "error"], case_sensitive=False),
+              help="Log verbosity on stderr (debug also logs every request).")
+@click.option("--no-collect", is_flag=True, help="Do not run the collectors (Claude, Codex, shell, ...) in the background.")
+@click.pass_obj
+def serve(app: AppContext, host: str | None, port: int | None, uds: str | None, log_level: str,
+          no_collect: bool) -> None:
+    """Run the daemon until SIGTERM or Ctrl-C: the HTTP API, with every view kept hot.
+
+    Clients (the CLI, the MCP server) find it through $URCHIN_HOME/daemon.json; requests need
+    `Authorization: Bearer <token>` from $URCHIN_INTAKE_TOKEN or $URCHIN_HOME/token.
+    """
+    from urchin.daemon.server import Daemon
+    from urchin.mcp_server.server import daemon_extension
+
+    Daemon(app.settings(), host=host, port=port, uds=uds, log_level=log_level, extensions=[daemon_extension],
+           collect=not no_collect).run()

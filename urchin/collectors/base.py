@@ -1,0 +1,414 @@
+"""What every collector shares: per-file checkpoints, complete-line reading, text helpers, the run loop.
+
+A collector turns files an agent already keeps (transcripts, histories) into event dicts and hands
+them to a sink (the single write path, `Ingestor.ingest`); a file's checkpoint moves only after
+the sink has returned, so events are durable before the offset that covers them is saved.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from urchin.config import Settings, ensure_private_dir
+from urchin.event import TRUNCATION_MARKER
+
+__all__ = [
+    "Item", "Sink", "Checkpoints", "Collector", "LineCollector", "CollectReport", "FileCursor",
+    "workspace_for", "short_hash", "cap_text", "is_noise", "summarize_input", "text_of", "ms_to_iso",
+    "complete_lines",
+]
+
+Item = dict[str, Any]
+Sink = Callable[[Sequence[Mapping[str, Any]]], Sequence[Any]]
+
+READ_CHUNK = 4 << 20          # bytes of a file read per step; a longer line grows the step
+MAX_PENDING_TOOLS = 256       # tool calls waiting for their result, kept per file
+_HEAD_BYTES = 256             # fingerprint of a file's start, to notice it was rewritten
+
+_PASTE_MARKER = re.compile(r"\[(?:Pasted text|Image) #\d+(?: \+\d+ lines)?\]")
+_NOISE_COMMANDS = {"/clear", "/compact", "/exit", "/quit", "/help", "/cost", "/status", "/resume",
+                   "/model", "/config", "/login", "/logout", "/init", "/memory", "/mcp", "/doctor"}
+_NOISE_TEXT = ("[Request interrupted by user", "<command-name>", "<local-command-stdout>",
+               "<command-message>", "<local-command-stderr>", "Caveat: The messages below were generated")
+
+
+# ---- text helpers ----------------------------------------------------------------------------
+def short_hash(*parts: str, length: int = 16) -> str:
+    digest = hashlib.sha256("\x1f".join(parts).encode("utf-8", "surrogatepass")).hexdigest()
+    return digest[:length]
+
+
+def ms_to_iso(value: Any) -> str | None:
+    """Epoch milliseconds (int, float or numeric string) -> RFC 3339, or None."""
+    try:
+        ms = float(value)
+    except (TypeError, ValueError):
+        return None
+    if ms <= 0:
+        return None
+    moment = datetime.fromtimestamp(ms / 1000, UTC)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{int(ms) % 1000:03d}Z"
+
+
+def text_of(content: Any) -> str:
+    """Plain text of a message body: a string, or a list of blocks/parts with `text`."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, dict):
+        content = [content]
+    if not isinstance(content, list):
+        return ""
+    parts: list[str] = []
+    for block in content:
+        if isinstance(block, str):
+            parts.append(block)
+        elif isinstance(block, dict):
+            kind = block.get("type")
+            if kind in (None, "text", "input_text", "output_text") and isinstance(block.get("text"), str):
+                parts.append(block["text"])
+            elif kind == "tool_result":
+                parts.append(text_of(block.get("content")))
+    return "\n".join(p for p in parts if p)
+
+
+def is_noise(text: str) -> bool:
+    """Low-signal lines: slash commands like /clear, interrupted markers, command echoes, paste-only."""
+    stripped = text.strip()
+    if not stripped:
+        return True
+    if stripped.split(maxsplit=1)[0] in _NOISE_COMMANDS and len(stripped) < 200:
+        return True
+    if stripped.startswith(_NOISE_TEXT):
+        return True
+    return not _PASTE_MARKER.sub("", stripped).strip()
+
+
+def strip_paste_markers(text: str) -> str:
+    return _PASTE_MARKER.sub("", text).strip() or text
+
+
+def summarize_input(tool: str, args: Any, limit: int = 400) -> str:
+    """One compact line for a tool call's input: the command, the path or pattern, else the JSON."""
+    if isinstance(args, str):
+        try:
+            args = orjson.loads(args)
+        except orjson.JSONDecodeError:
+            return args[:limit]
+    if isinstance(args, dict):
+        for key in ("command", "cmd", "pattern", "query", "file_path", "path", "absolute_path", "url",
+                    "prompt", "description"):
+            value = args.get(key)
+            if isinstance(value, list):
+                value = " ".join(str(v) for v in value)
+            if isinstance(value, str) and value.strip():
+                extra = args.get("path") if key == "pattern" and isinstance(args.get("path"), str) else None
+                text = f"{value} (in {extra})" if extra else value
+                return text[:limit]
+    if args in (None, {}, []):
+        return ""
+    return orjson.dumps(args).decode()[:limit]
+
+
+def cap_text(text: str, soft_cap: int) -> tuple[str, bool]:
+    """Cut `text` to at most `soft_cap` bytes including the marker, so the write path keeps it whole."""
+    size = len(text) if text.isascii() else len(text.encode("utf-8"))
+    if size <= soft_cap:
+        return text, False
+    room = max(soft_cap - 80, soft_cap // 2)
+    kept = text.encode("utf-8")[:room].decode("utf-8", "ignore")
+    return kept + TRUNCATION_MARKER.format(dropped=size - len(kept.encode("utf-8"))), True
+
+
+_WORKSPACES: dict[str, str | None] = {}
+
+
+def workspace_for(cwd: Any) -> str | None:
+    """The project folder's name: the git root's when there is one, else the folder's own."""
+    if not isinstance(cwd, str) or not cwd.strip():
+        return None
+    if cwd in _WORKSPACES:
+        return _WORKSPACES[cwd]
+    path = Path(cwd)
+    name = path.name or None
+    probe = path
+    for _ in range(40):
+        if (probe / ".git").exists():
+            name = probe.name or name
+            break
+        if probe.parent == probe:
+            break
+        probe = probe.parent
+    _WORKSPACES[cwd] = name
+    return name
+
+
+# ---- checkpoints ------------------------------------------------------------------------------
+@dataclass
+class FileCursor:
+    """Where reading one file stopped: offset after the last complete line consumed."""
+
+    offset: int = 0
+    inode: int = 0
+    size: int = 0
+    head: str = ""
+    state: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"offset": self.offset, "inode": self.inode, "size": self.size, "head": self.head,
+                "state": self.state}
+
+    @classmethod
+    def from_dict(cls, data: Any) -> FileCursor:
+        if not isinstance(data, dict):
+            return cls()
+        state = data.get("state")
+        return cls(int(data.get("offset") or 0), int(data.get("inode") or 0), int(data.get("size") or 0),
+                   str(data.get("head") or ""), state if isinstance(state, dict) else {})
+
+
+class Checkpoints:
+    """`$URCHIN_HOME/collectors/<name>.json` (0600): cursors per file plus run statistics."""
+
+    def __init__(self, settings: Settings, name: str) -> None:
+        self.path = settings.collectors_dir / f"{name}.json"
+        self.files: dict[str, FileCursor] = {}
+        self.stats: dict[str, Any] = {"events": 0, "lastRun": None, "lastError": None}
+
+    def load(self) -> Checkpoints:
+        try:
+            data = orjson.loads(self.path.read_bytes())
+        except FileNotFoundError:
+            return self
+        except (OSError, orjson.JSONDecodeError):
+            # A damaged checkpoint only costs a re-read: ids are deterministic, so nothing doubles.
+            return self
+        if isinstance(data, dict):
+            files = data.get("files")
+            if isinstance(files, dict):
+                self.files = {k: FileCursor.from_dict(v) for k, v in files.items()}
+            stats = data.get("stats")
+            if isinstance(stats, dict):
+                self.stats.update(stats)
+        return self
+
+    def cursor(self, path: Path) -> FileCursor:
+        return self.files.setdefault(str(path), FileCursor())
+
+    def save(self) -> None:
+        ensure_private_dir(self.path.parent)
+        body = orjson.dumps({"files": {k: v.to_dict() for k, v in self.files.items()}, "stats": self.stats})
+        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            os.write(fd, body)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, self.path)
+
+
+def _head(path: Path, upto: int) -> str:
+    with path.open("rb") as handle:
+        return hashlib.blake2b(handle.read(min(upto, _HEAD_BYTES)), digest_size=8).hexdigest()
+
+
+def check_rotation(path: Path, cursor: FileCursor) -> bool:
+    """Reset `cursor` when the file was replaced, truncated or rewritten; True when it was."""
+    st = path.stat()
+    rotated = (cursor.inode and st.st_ino != cursor.inode) or st.st_size < cursor.offset
+    if not rotated and cursor.offset and cursor.head and _head(path, cursor.offset) != cursor.head:
+        rotated = True
+    if rotated:
+        cursor.offset, cursor.state = 0, {}
+    cursor.inode = st.st_ino
+    cursor.size = st.st_size
+    return bool(rotated)
+
+
+def complete_lines(path: Path, offset: int, chunk: int = READ_CHUNK) -> Iterator[tuple[list[tuple[int, bytes]], int]]:
+    """Batches of (offset, line) for complete lines from `offset`, each with the offset after it.
+
+    A last line without its newline is not returned: the agent may still be writing it.
+    """
+    with path.open("rb") as handle:
+        handle.seek(offset)
+        pending = b""
+        base = offset
+        while True:
+            data = handle.read(chunk)
+            if not data:
+                return
+            buf = pending + data
+            cut = buf.rfind(b"\n")
+            if cut < 0:
+                pending = buf
+                continue
+            lines: list[tuple[int, bytes]] = []
+            pos = 0
+            while pos <= cut:
+                nl = buf.index(b"\n", pos)
+                lines.append((base + pos, buf[pos:nl]))
+                pos = nl + 1
+            pending = buf[cut + 1:]
+            base += cut + 1
+            yield lines, base
+
+
+# ---- reports and the collector base -------------------------------------------------------------
+@dataclass
+class CollectReport:
+    name: str
+    files: int = 0
+    appended: int = 0
+    duplicate: int = 0
+    suppressed: int = 0
+    rejected: int = 0
+    skipped: int = 0
+    errors: list[str] = field(default_factory=list)
+
+    def add(self, results: Iterable[Any]) -> None:
+        for result in results:
+            status = getattr(result, "status", None)
+            if status == "appended":
+                self.appended += 1
+            elif status == "duplicate":
+                self.duplicate += 1
+            elif status == "suppressed":
+                self.suppressed += 1
+            else:
+                self.rejected += 1
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"collector": self.name, "files": self.files, "appended": self.appended,
+                "duplicate": self.duplicate, "suppressed": self.suppressed, "rejected": self.rejected,
+                "skipped": self.skipped, "errors": self.errors}
+
+    def summary(self) -> str:
+        text = (f"{self.name}: {self.files} files, appended {self.appended}, duplicate {self.duplicate}, "
+                f"suppressed {self.suppressed}, rejected {self.rejected}, skipped {self.skipped}")
+        return text + (f", {len(self.errors)} errors" if self.errors else "")
+
+
+class Collector:
+    """One source of events on disk. Subclasses set `name`, `folders()` and `collect_into()`."""
+
+    name = ""
+    source = ""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+
+    def folders(self) -> list[Path]:
+        """The folders (or files) this collector reads; the daemon watches them."""
+        raise NotImplementedError
+
+    def found(self) -> bool:
+        return any(p.exists() for p in self.folders())
+
+    def files(self) -> list[Path]:
+        raise NotImplementedError
+
+    def run(self, sink: Sink) -> CollectReport:
+        """Collect everything new, then record the run in the checkpoint file."""
+        report = CollectReport(self.name)
+        checkpoints = Checkpoints(self.settings, self.name).load()
+        try:
+            self.collect_into(sink, checkpoints, report)
+        except Exception as exc:  # noqa: BLE001 - one collector's failure must not stop the others
+            report.errors.append(f"{type(exc).__name__}: {exc}")
+        checkpoints.stats["events"] = int(checkpoints.stats.get("events") or 0) + report.appended
+        checkpoints.stats["lastRun"] = datetime.now(UTC).isoformat(timespec="seconds")
+        checkpoints.stats["lastError"] = report.errors[-1] if report.errors else None
+        checkpoints.stats["lastReport"] = report.to_dict()
+        checkpoints.save()
+        return report
+
+    def collect_into(self, sink: Sink, checkpoints: Checkpoints, report: CollectReport) -> None:
+        raise NotImplementedError
+
+    # ---- shared by subclasses ------------------------------------------------------------------
+    def finish(self, items: Iterable[Item | None]) -> list[Item]:
+        """Drop noise and cap content so no collected event is rejected for its size."""
+        out: list[Item] = []
+        for item in items:
+            if not item:
+                continue
+            content = item.get("content")
+            if not isinstance(content, str) or not content.strip():
+                continue
+            content, truncated = cap_text(content, self.settings.soft_cap_bytes)
+            item["content"] = content
+            item.setdefault("source", self.source or self.name)
+            if truncated:
+                item["meta"] = {**(item.get("meta") or {}), "truncated": True}
+            if item.get("meta") is not None:
+                item["meta"] = {k: v for k, v in item["meta"].items() if v is not None} or None
+            out.append({k: v for k, v in item.items() if v is not None})
+        return out
+
+    def deliver(self, sink: Sink, items: Sequence[Item | None], report: CollectReport) -> None:
+        ready = self.finish(items)
+        if ready:
+            report.add(sink(ready))
+
+
+class LineCollector(Collector):
+    """A collector over append-only JSONL (or line) files, read forward from a checkpoint."""
+
+    def parse(self, path: Path, lines: list[tuple[int, bytes]], state: dict[str, Any],
+              report: CollectReport) -> list[Item | None]:
+        raise NotImplementedError
+
+    def collect_into(self, sink: Sink, checkpoints: Checkpoints, report: CollectReport) -> None:
+        for path in self.files():
+            try:
+                self.collect_file(path, sink, checkpoints, report)
+            except OSError as exc:
+                report.errors.append(f"{path}: {exc.strerror or exc}")
+
+    def collect_file(self, path: Path, sink: Sink, checkpoints: Checkpoints, report: CollectReport) -> None:
+        cursor = checkpoints.cursor(path)
+        check_rotation(path, cursor)
+        if cursor.offset >= cursor.size:
+            return
+        report.files += 1
+        for lines, next_offset in complete_lines(path, cursor.offset):
+            state = dict(cursor.state)
+            items = self.parse(path, lines, state, report)
+            self.deliver(sink, items, report)   # durable (fsync'd) before the cursor moves
+            cursor.offset = next_offset
+            cursor.state = state
+            cursor.head = _head(path, cursor.offset)
+            checkpoints.save()
+
+
+def loads(line: bytes, report: CollectReport) -> Any:
+    """Parse one JSON line; a broken line is counted and skipped, never fatal."""
+    if not line.strip():
+        return None
+    try:
+        return orjson.loads(line)
+    except orjson.JSONDecodeError:
+        report.skipped += 1
+        return None
+
+
+def remember(pending: dict[str, Any], key: str, value: Any) -> None:
+    """Keep a tool call until its result arrives; the oldest ones go first past the bound."""
+    pending[key] = value
+    while len(pending) > MAX_PENDING_TOOLS:
+        pending.pop(next(iter(pending)))
+
+
+def now_iso() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.") + f"{int(time.time() * 1000) % 1000:03d}Z"

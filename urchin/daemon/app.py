@@ -1,0 +1,227 @@
+"""The intake HTTP API: Starlette routes that parse input, call `Memory`, and format the result.
+
+No query logic lives here. Errors become `{"error": message, "field": name}` with the status of
+the `UrchinError` raised. `build_app` wraps everything in `security.Guard`, including routes and
+mounts a caller adds (the MCP server mounts streamable HTTP at `/mcp` this way).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass, field
+from importlib import metadata
+from typing import Any
+
+import orjson
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import BaseRoute, Route
+
+from urchin.daemon.security import BATCH_LIMIT, EVENT_LIMIT, ASGIApp, Guard
+from urchin.daemon.writer import GroupWriter
+from urchin.errors import QueryError, UrchinError, ValidationError
+from urchin.ingest import IngestResult
+from urchin.memory import Memory
+
+__all__ = ["build_app", "DaemonState", "MAX_BATCH_EVENTS", "VERSION"]
+
+MAX_BATCH_EVENTS = 1000
+_SEARCH_PARAMS = ("query", "hours", "limit", "source", "workspace", "session", "kind")
+_RECENT_PARAMS = ("hours", "limit", "source", "workspace", "session", "kind")
+
+try:
+    VERSION = metadata.version("urchin-memory")
+except metadata.PackageNotFoundError:  # running from a source tree
+    VERSION = "0+source"
+
+
+@dataclass
+class DaemonState:
+    """What the routes share: the one hot `Memory`, the group writer, and facts for /status."""
+
+    memory: Memory
+    writer: GroupWriter
+    address: str = ""
+    started: float = field(default_factory=time.monotonic)
+
+    def uptime_s(self) -> float:
+        return round(time.monotonic() - self.started, 3)
+
+
+class JSON(Response):
+    media_type = "application/json"
+
+    def render(self, content: Any) -> bytes:
+        return orjson.dumps(content)
+
+
+Lifespan = Callable[[Starlette], AbstractAsyncContextManager[None]]
+
+
+def build_app(state: DaemonState, token: str, *, extra_routes: Sequence[BaseRoute] = (),
+              lifespans: Sequence[Lifespan] = ()) -> ASGIApp:
+    """The daemon's ASGI app behind the Guard.
+
+    `extra_routes` are added after the built-in ones (e.g. `Mount("/mcp", app=...)`) and pass the
+    same Host, token, Content-Type and size checks. `lifespans` are entered in order at start-up
+    and left in reverse at shutdown (an MCP session manager's `run()` goes here).
+    """
+    routes: list[BaseRoute] = [
+        Route("/health", _health, methods=["GET"]),
+        Route("/ingest", _ingest, methods=["POST"]),
+        Route("/ingest/batch", _ingest_batch, methods=["POST"]),
+        Route("/search", _search, methods=["GET"]),
+        Route("/semantic", _semantic, methods=["GET"]),
+        Route("/recent", _recent, methods=["GET"]),
+        Route("/events/{event_id:path}", _event, methods=["GET"]),
+        Route("/status", _status, methods=["GET"]),
+        *extra_routes,
+    ]
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        async with AsyncExitStack() as stack:
+            for enter in lifespans:
+                await stack.enter_async_context(enter(app))
+            yield
+
+    app = Starlette(routes=routes, lifespan=lifespan,
+                    exception_handlers={UrchinError: _error, Exception: _crash})
+    app.state.daemon = state
+    return Guard(app, token, limit_for=lambda path: EVENT_LIMIT if path == "/ingest" else BATCH_LIMIT)
+
+
+# ---- errors -------------------------------------------------------------------------------------
+async def _error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, UrchinError)
+    body: dict[str, Any] = {"error": exc.message}
+    if isinstance(exc, ValidationError) and exc.field:
+        body["field"] = exc.field
+    return JSON(body, status_code=exc.status)
+
+
+async def _crash(request: Request, exc: Exception) -> Response:
+    return JSON({"error": f"internal error: {type(exc).__name__}: {exc}"}, status_code=500)
+
+
+# ---- helpers ------------------------------------------------------------------------------------
+def _state(request: Request) -> DaemonState:
+    state: DaemonState = request.app.state.daemon
+    return state
+
+
+def _params(request: Request, allowed: Sequence[str]) -> dict[str, str]:
+    """Query parameters by the Memory keyword they feed; an unknown one is an error, as in the CLI."""
+    out: dict[str, str] = {}
+    for key, value in request.query_params.multi_items():
+        name = "query" if key == "q" else key
+        if name not in allowed:
+            raise QueryError(key, f"unknown parameter (allowed: {', '.join(allowed)})")
+        out[name] = value
+    return out
+
+
+async def _json_body(request: Request) -> Any:
+    body = await request.body()
+    try:
+        return orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        raise QueryError("body", f"not valid JSON: {exc}") from None
+
+
+class TooLarge(ValidationError):
+    status = 413
+
+
+# ---- routes -------------------------------------------------------------------------------------
+async def _health(request: Request) -> Response:
+    state = _state(request)
+    _, lines = state.memory.followed
+    return JSON({"status": "ok", "version": VERSION, "events": lines, "uptime_s": state.uptime_s()})
+
+
+async def _ingest(request: Request) -> Response:
+    item = await _json_body(request)
+    state = _state(request)
+    event = state.memory.prepare(item)  # a non-object is rejected here too, naming `event`
+    results = await asyncio.wrap_future(state.writer.submit([event]))
+    return JSON(results[0].to_dict())
+
+
+async def _ingest_batch(request: Request) -> Response:
+    body = await _json_body(request)
+    defaults = None
+    if isinstance(body, Mapping):
+        defaults = body.get("defaults")
+        if defaults is not None and not isinstance(defaults, Mapping):
+            raise ValidationError("defaults", "must be a JSON object")
+        body = body.get("events")
+    if not isinstance(body, list):
+        raise ValidationError("events", "must be a JSON array of events (or {\"events\": [...]})")
+    if len(body) > MAX_BATCH_EVENTS:
+        raise TooLarge("events", f"at most {MAX_BATCH_EVENTS} per batch, got {len(body)}")
+    for index, item in enumerate(body):
+        if len(orjson.dumps(item)) > EVENT_LIMIT:
+            raise TooLarge(f"events[{index}]", f"over the limit of {EVENT_LIMIT} bytes per event")
+    state = _state(request)
+    labels: list[dict[str, Any] | None] = []
+    ready = []
+    for item in body:
+        try:
+            ready.append(state.memory.prepare(item, defaults))
+            labels.append(None)
+        except ValidationError as exc:
+            rejected_id = item.get("id") if isinstance(item, Mapping) else None
+            labels.append({"id": rejected_id if isinstance(rejected_id, str) else None,
+                           "status": f"rejected: {exc.message}", "reason": exc.message})
+    appended: list[IngestResult] = await asyncio.wrap_future(state.writer.submit(ready)) if ready else []
+    written = iter(appended)
+    results = [label if label is not None else next(written).to_dict() for label in labels]
+    counts = {"appended": 0, "duplicate": 0, "suppressed": 0, "rejected": 0}
+    for result in results:
+        counts[str(result["status"]).split(":", 1)[0]] += 1
+    return JSON({"results": results, **counts})
+
+
+async def _search(request: Request) -> Response:
+    params = _params(request, _SEARCH_PARAMS)
+    memory = _state(request).memory
+    result = await run_in_threadpool(memory.search, params.pop("query", ""), **params)  # type: ignore[arg-type]
+    return JSON(result.to_dict())
+
+
+async def _semantic(request: Request) -> Response:
+    params = _params(request, _SEARCH_PARAMS)
+    semantic = getattr(_state(request).memory, "semantic", None)
+    if semantic is None:
+        return JSON({"error": "semantic: not available in this build of urchin", "field": "semantic"},
+                    status_code=501)
+    result = await run_in_threadpool(semantic, params.pop("query", ""), **params)
+    return JSON(result.to_dict())
+
+
+async def _recent(request: Request) -> Response:
+    params = _params(request, _RECENT_PARAMS)
+    result = await run_in_threadpool(_state(request).memory.recent, **params)  # type: ignore[arg-type]
+    return JSON(result.to_dict())
+
+
+async def _event(request: Request) -> Response:
+    event = await run_in_threadpool(_state(request).memory.get, request.path_params["event_id"])
+    return JSON(event.to_dict())
+
+
+async def _status(request: Request) -> Response:
+    state = _state(request)
+    info = await run_in_threadpool(state.memory.status)
+    offset, lines = state.memory.followed
+    info["daemon"] = {"pid": os.getpid(), "address": state.address, "version": VERSION,
+                      "uptimeS": state.uptime_s(),
+                      "followed": {"offset": offset, "lines": lines}, "writer": state.writer.stats.to_dict()}
+    return JSON(info)

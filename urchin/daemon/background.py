@@ -1,0 +1,89 @@
+"""The daemon's background jobs: collectors that follow the agents' files, and the embedder backfill.
+
+Each job is a thread that stops when asked; a failure is logged and retried later, never fatal.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from urchin.errors import UrchinError
+from urchin.memory import Memory
+
+__all__ = ["CollectorLoop", "EmbedderLoop"]
+
+log = logging.getLogger("urchin.daemon.background")
+
+
+class _Job:
+    name = "job"
+
+    def __init__(self, memory: Memory) -> None:
+        self.memory = memory
+        self.stop_event = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.last_error: str | None = None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._guarded, name=f"urchin-{self.name}", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float = 2.0) -> None:
+        self.stop_event.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def _guarded(self) -> None:
+        try:
+            self.run()
+        except Exception as exc:  # noqa: BLE001 - a background job must never take the daemon down
+            self.last_error = f"{type(exc).__name__}: {exc}"
+            log.exception("%s stopped", self.name)
+
+    def run(self) -> None:
+        raise NotImplementedError
+
+
+class CollectorLoop(_Job):
+    """Runs each collector within seconds of a change under its folders (and every 30 s)."""
+
+    name = "collectors"
+
+    def run(self) -> None:
+        from urchin.collectors.watch import watch_collectors
+
+        for names in watch_collectors(self.memory.settings, self.stop_event):
+            for name in sorted(names):
+                if self.stop_event.is_set():
+                    return
+                try:
+                    results = self.memory.collect(name)
+                    log.debug("collected %s: %s", name, results)
+                except UrchinError as exc:
+                    self.last_error = f"{name}: {exc.message}"
+                    log.warning("collector %s failed: %s", name, exc.message)
+
+
+class EmbedderLoop(_Job):
+    """Embeds new events in the background so searches find them without waiting."""
+
+    name = "embedder"
+    BATCH = 256
+    IDLE_S = 2.0
+    BACKOFF_S = 30.0
+
+    def run(self) -> None:
+        while not self.stop_event.is_set():
+            try:
+                added = self.memory.embedding_view().catch_up(limit=self.BATCH)
+                self.last_error = None
+            except UrchinError as exc:
+                if self.last_error != exc.message:
+                    log.warning("embedding in the background failed: %s (retrying every %.0fs)", exc.message,
+                                self.BACKOFF_S)
+                self.last_error = exc.message
+                self.stop_event.wait(self.BACKOFF_S)
+                continue
+            if added < self.BATCH:
+                self.stop_event.wait(self.IDLE_S)

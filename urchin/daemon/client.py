@@ -1,0 +1,275 @@
+"""Finding a running daemon, and `RemoteMemory`: the `Memory` read/write API over its HTTP API.
+
+`open_memory(settings)` returns a `RemoteMemory` when `daemon.json` names a live daemon (its
+flock is held), else an in-process `Memory`; both return the same result objects. Finding the
+daemon is one `stat` when none runs; httpx is imported only when one does (it costs ~80 ms).
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
+
+import orjson
+
+from urchin.config import Settings
+from urchin.errors import (
+    DaemonError,
+    NotFoundError,
+    QueryError,
+    UrchinError,
+    ValidationError,
+)
+from urchin.event import Event, new_id
+
+if TYPE_CHECKING:
+    from urchin.ingest import IngestResult
+    from urchin.memory import Memory
+    from urchin.search.query import SearchResult
+
+__all__ = ["DaemonInfo", "RemoteMemory", "find_daemon", "daemon_alive", "open_memory"]
+
+_BATCH = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class DaemonInfo:
+    pid: int
+    address: str
+    started: str = ""
+    version: str = ""
+    token_path: str | None = None
+
+    @property
+    def uds(self) -> str | None:
+        return self.address[5:] if self.address.startswith("unix:") else None
+
+
+def daemon_alive(settings: Settings) -> bool:
+    """True while some `urchin serve` holds this home's lock (exact, unlike a pid check)."""
+    try:
+        fd = os.open(settings.home / "daemon.lock", os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError as exc:
+        return exc.errno in (errno.EAGAIN, errno.EACCES)
+    finally:
+        os.close(fd)  # also drops our momentary shared lock
+    return False
+
+
+def find_daemon(settings: Settings) -> DaemonInfo | None:
+    """The live daemon serving this home, or None (no daemon.json, or a stale one)."""
+    try:
+        raw = orjson.loads(settings.daemon_file.read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        return None
+    if not isinstance(raw, dict) or not isinstance(raw.get("address"), str) or not daemon_alive(settings):
+        return None
+    return DaemonInfo(pid=int(raw.get("pid") or 0), address=raw["address"], started=str(raw.get("started", "")),
+                      version=str(raw.get("version", "")), token_path=raw.get("token_path"))
+
+
+def open_memory(settings: Settings, *, use_daemon: bool | None = None) -> Memory | RemoteMemory:
+    """The daemon's API when one runs for this home (and `use_daemon` allows), else in-process."""
+    if settings.use_daemon if use_daemon is None else use_daemon:
+        info = find_daemon(settings)
+        if info is not None:
+            return RemoteMemory(settings, info)
+    from urchin.memory import Memory
+
+    return Memory(settings)
+
+
+class RemoteMemory:
+    """The `Memory` API through the daemon. Reads it has no route for, and any call made when the
+    daemon has gone away, run in-process instead (same journal, same results)."""
+
+    def __init__(self, settings: Settings, info: DaemonInfo, timeout_s: float = 30.0) -> None:
+        self.settings = settings
+        self.info = info
+        self.timeout_s = timeout_s
+        self._client: Any = None
+        self._local: Memory | None = None
+        self.fell_back = False  # set when the daemon vanished and a call ran in-process
+
+    # ---- the API ------------------------------------------------------------------------------
+    def search(self, query: str, *, hours: float = 168, limit: int = 20, source: str | None = None,
+               workspace: str | None = None, session: str | None = None, kind: str | None = None,
+               now: Any = None) -> SearchResult:
+        if now is not None:  # the HTTP API always means "now"
+            return self.local().search(query, hours=hours, limit=limit, source=source, workspace=workspace,
+                                       session=session, kind=kind, now=now)
+        params = _drop_none(query=query, hours=hours, limit=limit, source=source, workspace=workspace,
+                            session=session, kind=kind)
+        return self._call("GET", "/search", params=params, parse=_search_result,
+                          fallback=lambda m: m.search(query, hours=hours, limit=limit, source=source,
+                                                      workspace=workspace, session=session, kind=kind))
+
+    def recent(self, *, hours: float = 24, limit: int = 20, source: str | None = None,
+               workspace: str | None = None, session: str | None = None, kind: str | None = None,
+               now: Any = None) -> SearchResult:
+        if now is not None:
+            return self.local().recent(hours=hours, limit=limit, source=source, workspace=workspace,
+                                       session=session, kind=kind, now=now)
+        params = _drop_none(hours=hours, limit=limit, source=source, workspace=workspace, session=session, kind=kind)
+        return self._call("GET", "/recent", params=params, parse=_search_result,
+                          fallback=lambda m: m.recent(hours=hours, limit=limit, source=source,
+                                                      workspace=workspace, session=session, kind=kind))
+
+    def semantic(self, query: str, **params: Any) -> SearchResult:
+        return self._call("GET", "/semantic", params=_drop_none(query=query, **params), parse=_search_result,
+                          fallback=lambda m: m.semantic(query, **params))
+
+    def get(self, event_id: str) -> Event:
+        if not isinstance(event_id, str) or not event_id.strip():
+            raise QueryError("id", "must not be empty")
+
+        def parse(body: Any) -> Event:
+            event = Event.from_record(body)
+            if event is None:
+                raise DaemonError("the daemon answered with something that is not an event")
+            return event
+
+        return self._call("GET", "/events/" + quote(event_id, safe=""), parse=parse,
+                          fallback=lambda m: m.get(event_id))
+
+    def status(self) -> dict[str, Any]:
+        return self._call("GET", "/status", parse=lambda body: dict(body), fallback=lambda m: m.status())
+
+    def ingest(self, items: Iterable[Mapping[str, Any] | Event],
+               defaults: Mapping[str, Any] | None = None) -> list[IngestResult]:
+        # An id chosen here makes a retry after a lost answer a duplicate, never a second copy.
+        payload = [_with_id(item.to_dict() if isinstance(item, Event) else item) for item in items]
+        out: list[IngestResult] = []
+        for start in range(0, len(payload), _BATCH):
+            chunk = payload[start:start + _BATCH]
+            body: dict[str, Any] = {"events": chunk}
+            if defaults:
+                body["defaults"] = dict(defaults)
+            out.extend(self._call("POST", "/ingest/batch", json=body, parse=_ingest_results,
+                                  fallback=lambda m, chunk=chunk: m.ingest(chunk, defaults)))
+        return out
+
+    def ingest_one(self, item: Mapping[str, Any] | Event, defaults: Mapping[str, Any] | None = None) -> IngestResult:
+        return self.ingest([item], defaults)[0]
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+
+    def local(self) -> Memory:
+        """The in-process `Memory` behind this client, opened on first use."""
+        if self._local is None:
+            from urchin.memory import Memory
+
+            self._local = Memory(self.settings)
+        return self._local
+
+    def __getattr__(self, name: str) -> Any:
+        # Everything without a route (import_lines, tail, follow, contexts, ...) runs in-process.
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return getattr(self.local(), name)
+
+    # ---- transport ----------------------------------------------------------------------------
+    def _http(self) -> Any:
+        if self._client is None:
+            import httpx
+
+            from urchin.daemon.security import load_token
+
+            token = load_token(self.settings)
+            if not token:
+                raise DaemonError(f"the daemon at {self.info.address} needs a token: set URCHIN_INTAKE_TOKEN "
+                                  f"or create {self.settings.token_path}")
+            if self.info.uds:
+                transport = httpx.HTTPTransport(uds=self.info.uds)
+                base = "http://localhost"
+            else:
+                transport = httpx.HTTPTransport()
+                base = self.info.address
+            self._client = httpx.Client(base_url=base, transport=transport, timeout=self.timeout_s,
+                                        headers={"authorization": f"Bearer {token}"}, trust_env=False)
+        return self._client
+
+    def _call(self, method: str, path: str, *, parse: Any, fallback: Any, params: dict[str, Any] | None = None,
+              json: Any = None) -> Any:
+        import httpx
+
+        try:
+            response = self._http().request(method, path, params=params, json=json)
+        except (httpx.ConnectError, httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError) as exc:
+            # The daemon went away (stopped, crashed, restarting): the journal is still here.
+            if self.settings.daemon_file.exists() and daemon_alive(self.settings):
+                raise DaemonError(f"the daemon at {self.info.address} did not answer: {exc}") from None
+            self.fell_back = True
+            return fallback(self.local())
+        except httpx.TimeoutException:
+            raise DaemonError(f"the daemon at {self.info.address} did not answer within {self.timeout_s:g}s") from None
+        try:
+            body = orjson.loads(response.content) if response.content else None
+        except orjson.JSONDecodeError:
+            body = None
+        if response.status_code >= 400:
+            raise _error(response.status_code, body, self.info.address)
+        return parse(body)
+
+
+def _drop_none(**values: Any) -> dict[str, Any]:
+    return {k: v for k, v in values.items() if v is not None}
+
+
+def _with_id(item: Any) -> Any:
+    if isinstance(item, Mapping) and item.get("id") is None:
+        return {**item, "id": new_id()}
+    return item
+
+
+def _search_result(body: Any) -> SearchResult:
+    from urchin.search.query import Hit, SearchResult
+
+    hits = []
+    for record in body.get("events", []):
+        record = dict(record)
+        score = record.pop("score", None)
+        event = Event.from_record(record)
+        if event is not None:
+            hits.append(Hit(event, score))
+    return SearchResult(hits, body.get("query"), body.get("mode", "substring"), list(body.get("notes", [])))
+
+
+def _ingest_results(body: Any) -> list[IngestResult]:
+    from urchin.ingest import IngestResult
+
+    out = []
+    for item in body.get("results", []):
+        status: Any = str(item.get("status", "rejected")).split(":", 1)[0]
+        out.append(IngestResult(status, item.get("id"), item.get("reason")))
+    return out
+
+
+def _error(status: int, body: Any, address: str) -> UrchinError:
+    """The daemon's JSON error as the same exception the in-process call would raise."""
+    message = body.get("error") if isinstance(body, dict) else None
+    field = body.get("field") if isinstance(body, dict) else None
+    message = str(message or f"the daemon at {address} answered HTTP {status}")
+    if status in (400, 413, 422) and field:
+        rule = message[len(field) + 2:] if message.startswith(f"{field}: ") else message
+        return (QueryError if status == 400 else ValidationError)(str(field), rule)
+    if status == 404:
+        return NotFoundError(message)
+    if status == 401:
+        return DaemonError(f"the daemon at {address} refused our token ({message}); check URCHIN_INTAKE_TOKEN "
+                           "and $URCHIN_HOME/token")
+    error = UrchinError(message)
+    error.status = status
+    return error

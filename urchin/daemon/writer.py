@@ -1,0 +1,142 @@
+"""Group commit: concurrent requests share one locked write and one fsync.
+
+Requests hand validated events to `GroupWriter.submit` and await the returned future. One thread
+drains everything queued since its last write and passes it to `Memory.ingest_prepared` (one
+lock, one `write`, one `fsync`), then completes every future. A future completes only after the
+fsync, so an acknowledged event is durable; while one fsync runs, the next batch gathers.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import queue
+import threading
+import time
+from collections.abc import Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+
+from urchin.errors import DaemonError
+from urchin.event import Event
+from urchin.ingest import IngestResult
+from urchin.memory import Memory
+
+__all__ = ["GroupWriter", "WriterStats"]
+
+log = logging.getLogger("urchin.daemon.writer")
+MAX_GROUP_EVENTS = 8192
+GATHER_S = 0.002  # how long a write waits for the writers the previous write answered
+
+
+@dataclass(slots=True)
+class WriterStats:
+    batches: int = 0
+    events: int = 0
+    largest: int = 0
+    failures: int = 0
+    by_status: dict[str, int] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, object]:
+        return {"writes": self.batches, "events": self.events, "largestWrite": self.largest,
+                "failures": self.failures, **self.by_status}
+
+
+_Job = tuple[Sequence[Event], "Future[list[IngestResult]]"]
+_STOP = object()
+
+
+class GroupWriter:
+    """The daemon's only journal writer. `start()` launches the thread, `close()` drains and stops it."""
+
+    def __init__(self, memory: Memory, max_group: int = MAX_GROUP_EVENTS, gather_s: float = GATHER_S) -> None:
+        self.memory = memory
+        self.max_group = max_group
+        self.gather_s = gather_s
+        self._recent: collections.deque[int] = collections.deque([0], maxlen=16)  # requests per recent write
+        self.stats = WriterStats()
+        self._queue: queue.SimpleQueue[_Job | object] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._closing = False
+        self._submit_lock = threading.Lock()
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="urchin-writer", daemon=True)
+        self._thread.start()
+
+    def submit(self, events: Sequence[Event]) -> Future[list[IngestResult]]:
+        """Queue `events` (appended together, in order); the future holds one result per event."""
+        future: Future[list[IngestResult]] = Future()
+        with self._submit_lock:  # no job may slip in behind the stop marker
+            if self._closing or self._thread is None:
+                raise DaemonError("the daemon is shutting down; retry shortly")
+            self._queue.put((events, future))
+        return future
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Write everything already queued, fsync, and stop the thread."""
+        with self._submit_lock:
+            if self._closing:
+                return
+            self._closing = True
+            self._queue.put(_STOP)
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    # ---- the writer thread ------------------------------------------------------------------
+    def _run(self) -> None:
+        stop = False
+        while not stop:
+            jobs: list[_Job] = []
+            count = 0
+            item = self._queue.get()
+            # Writers answered by a write come back within a millisecond or two; waiting that long
+            # (never longer) for as many requests as recent writes carried lets one fsync
+            # acknowledge all of them again instead of splitting them over two.
+            deadline = time.monotonic() + self.gather_s
+            expected = max(self._recent)
+            while True:
+                if item is _STOP:
+                    stop = True
+                    break
+                job: _Job = item  # type: ignore[assignment]
+                # Running futures can no longer be cancelled; a request that went away before
+                # this point is dropped unwritten (it was never acknowledged).
+                if job[1].set_running_or_notify_cancel():
+                    jobs.append(job)
+                    count += len(job[0])
+                if count >= self.max_group:
+                    break
+                try:
+                    item = self._queue.get_nowait()
+                except queue.Empty:
+                    wait = deadline - time.monotonic()
+                    if len(jobs) >= expected or wait <= 0:
+                        break
+                    try:
+                        item = self._queue.get(timeout=wait)
+                    except queue.Empty:
+                        break
+            self._recent.append(len(jobs))
+            if jobs:
+                self._write(jobs)
+
+    def _write(self, jobs: list[_Job]) -> None:
+        events = [event for batch, _ in jobs for event in batch]
+        try:
+            results = self.memory.ingest_prepared(events)
+        except BaseException as exc:  # noqa: BLE001 - every waiting request must hear about it
+            self.stats.failures += 1
+            log.error("journal write of %d events failed: %s", len(events), exc)
+            for _, future in jobs:
+                future.set_exception(exc)
+            return
+        self.stats.batches += 1
+        self.stats.events += len(events)
+        self.stats.largest = max(self.stats.largest, len(events))
+        for result in results:
+            self.stats.by_status[result.status] = self.stats.by_status.get(result.status, 0) + 1
+        start = 0
+        for batch, future in jobs:
+            future.set_result(results[start:start + len(batch)])
+            start += len(batch)

@@ -1,0 +1,214 @@
+"""`urchin doctor`'s checks: journal, permissions, torn or invalid lines, daemon, token, embedder, database.
+
+Each check returns a `Check` (ok, warn or fail, what it saw, and how to fix it). It sits beside the
+front ends (it asks the daemon over HTTP) and never changes anything it inspects.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import stat
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+from urllib.parse import urlsplit
+
+from urchin.config import Settings
+from urchin.daemon.client import daemon_alive
+from urchin.errors import UrchinError
+from urchin.journal import Journal
+
+__all__ = ["Check", "run_checks", "CHECKS"]
+
+Level = Literal["ok", "warn", "fail"]
+NET_TIMEOUT_S = 3.0
+
+
+@dataclass(frozen=True, slots=True)
+class Check:
+    name: str
+    level: Level
+    detail: str
+    hint: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {"check": self.name, "level": self.level, "detail": self.detail}
+        if self.hint:
+            out["hint"] = self.hint
+        return out
+
+
+def _mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+def check_home(settings: Settings) -> Check:
+    home = settings.home
+    if not home.exists():
+        return Check("home", "warn", f"{home} does not exist yet", "it is created (0700) by the first write")
+    mode = _mode(home)
+    if mode & 0o077:
+        return Check("home", "warn", f"{home} is {mode:04o}: others can look inside", f"chmod 700 {home}")
+    return Check("home", "ok", f"{home} ({mode:04o})")
+
+
+def check_journal(settings: Settings) -> Check:
+    path = settings.journal_path
+    if not path.exists():
+        writable = os.access(path.parent if path.parent.exists() else settings.home.parent, os.W_OK)
+        if not writable:
+            return Check("journal", "fail", f"{path} does not exist and its folder is not writable",
+                         f"check the permissions of {path.parent}")
+        return Check("journal", "ok", f"{path} does not exist yet (the first write creates it)")
+    problems = []
+    try:
+        with path.open("rb") as handle:
+            handle.read(1)
+    except OSError as exc:
+        problems.append(f"cannot read: {exc.strerror}")
+    if not os.access(path, os.W_OK):
+        problems.append("cannot write")
+    if problems:
+        return Check("journal", "fail", f"{path}: {', '.join(problems)}", f"chown $USER {path} && chmod 600 {path}")
+    mode = _mode(path)
+    if mode & 0o077:
+        return Check("journal", "warn", f"{path} is {mode:04o}: other users can read your events",
+                     f"chmod 600 {path}")
+    return Check("journal", "ok", f"{path} ({path.stat().st_size:,} bytes, {mode:04o})")
+
+
+def check_lines(settings: Settings) -> Check:
+    journal = Journal(settings.journal_path, settings.durability)
+    size = journal.size()
+    if size == 0:
+        return Check("lines", "ok", "no events yet")
+    try:
+        stats = journal.stats()
+        with journal.path.open("rb") as handle:
+            handle.seek(size - 1)
+            torn_tail = handle.read(1) != b"\n"
+    except (OSError, UrchinError) as exc:
+        return Check("lines", "fail", f"cannot scan the journal: {exc}", "see the journal check above")
+    notes = []
+    if torn_tail:
+        notes.append("the last line is incomplete (a write was cut short)")
+    if stats.invalid_lines:
+        notes.append(f"{stats.invalid_lines} line(s) are not events (skipped by every reader)")
+    if stats.torn_records:
+        notes.append(f"{stats.torn_records} torn record(s) were moved aside to {journal.torn_path.name}")
+    detail = f"{stats.events:,} events"
+    if not notes:
+        return Check("lines", "ok", detail)
+    return Check("lines", "warn", f"{detail}; " + "; ".join(notes),
+                 "nothing is lost: the next write moves a torn tail to " + journal.torn_path.name
+                 + "; invalid lines can be inspected with `grep -vn '^{' " + str(journal.path) + "`")
+
+
+def check_token(settings: Settings) -> Check:
+    if settings.intake_token:
+        return Check("token", "ok", "from URCHIN_INTAKE_TOKEN")
+    path = settings.token_path
+    if not path.exists():
+        return Check("token", "ok", f"{path} does not exist yet (`urchin serve` creates it, 0600)")
+    mode = _mode(path)
+    if mode & 0o077:
+        return Check("token", "fail", f"{path} is {mode:04o}: other users can read the API token",
+                     f"chmod 600 {path} (and consider deleting it so the next start makes a new one)")
+    if not path.read_text("utf-8", "replace").strip():
+        return Check("token", "fail", f"{path} is empty", f"rm {path} and restart `urchin serve`")
+    return Check("token", "ok", f"{path} ({mode:04o})")
+
+
+def check_daemon(settings: Settings) -> Check:
+    from urchin.daemon.client import find_daemon
+
+    if not settings.daemon_file.exists():
+        return Check("daemon", "ok", "not running (commands work in-process)", "start it with `urchin serve`")
+    info = find_daemon(settings)
+    if info is None:
+        if daemon_alive(settings):
+            return Check("daemon", "fail", f"{settings.daemon_file} is unreadable but a daemon holds the lock",
+                         "restart it: systemctl --user restart urchin (or kill the `urchin serve` process)")
+        return Check("daemon", "warn", f"{settings.daemon_file} is stale (no daemon holds the lock)",
+                     f"remove it (rm {settings.daemon_file}) or start the daemon: urchin serve")
+    from urchin.daemon.client import RemoteMemory
+
+    remote = RemoteMemory(settings, info, timeout_s=NET_TIMEOUT_S)
+    try:
+        remote.recent(limit=1)  # needs the token: proves reachability and auth at once
+    except UrchinError as exc:
+        return Check("daemon", "fail", f"pid {info.pid} at {info.address} does not answer properly: {exc}",
+                     "check the token (URCHIN_INTAKE_TOKEN vs $URCHIN_HOME/token) and the daemon's log")
+    finally:
+        remote.close()
+    if remote.fell_back:
+        return Check("daemon", "fail", f"pid {info.pid} at {info.address} is not reachable",
+                     "see its log (journalctl --user -u urchin) and restart it")
+    return Check("daemon", "ok", f"pid {info.pid} at {info.address} (version {info.version or '?'})")
+
+
+def check_embedder(settings: Settings) -> Check | None:
+    if not settings.embedder_url:
+        return None
+    import httpx
+
+    url = settings.embedder_url
+    try:
+        response = httpx.get(url.rstrip("/") + ("/api/tags" if settings.embedder_api == "ollama" else "/models"),
+                             timeout=NET_TIMEOUT_S, trust_env=False)
+    except httpx.HTTPError as exc:
+        return Check("embedder", "fail", f"{url} is not reachable: {exc}",
+                     "start the embedding server or fix URCHIN_EMBEDDER_URL")
+    if response.status_code >= 500:
+        return Check("embedder", "fail", f"{url} answered HTTP {response.status_code}", "see the embedder's log")
+    return Check("embedder", "ok", f"{url} answers (HTTP {response.status_code})")
+
+
+def check_database(settings: Settings) -> Check | None:
+    if not settings.database_url:
+        return None
+    url = settings.database_url
+    shown = _redact_url(url)
+    try:
+        import psycopg
+    except ImportError:
+        parts = urlsplit(url)
+        try:
+            socket.create_connection((parts.hostname or "localhost", parts.port or 5432), NET_TIMEOUT_S).close()
+        except OSError as exc:
+            return Check("database", "fail", f"{shown} is not reachable: {exc}",
+                         "start PostgreSQL or fix URCHIN_DATABASE_URL")
+        return Check("database", "ok", f"{shown} accepts connections (install urchin-memory[postgres] to check more)")
+    try:
+        with psycopg.connect(url, connect_timeout=int(NET_TIMEOUT_S)) as conn:
+            version = conn.execute("show server_version").fetchone()
+    except psycopg.Error as exc:
+        return Check("database", "fail", f"{shown}: {str(exc).strip().splitlines()[0]}",
+                     "start PostgreSQL, or fix URCHIN_DATABASE_URL (user, password, database name)")
+    return Check("database", "ok", f"{shown} (PostgreSQL {version[0] if version else '?'})")
+
+
+def _redact_url(url: str) -> str:
+    parts = urlsplit(url)
+    if parts.password:
+        return url.replace(f":{parts.password}@", ":***@", 1)
+    return url
+
+
+CHECKS: list[Callable[[Settings], Check | None]] = [
+    check_home, check_journal, check_lines, check_token, check_daemon, check_embedder, check_database,
+]
+
+
+def run_checks(settings: Settings) -> list[Check]:
+    out: list[Check] = []
+    for check in CHECKS:
+        try:
+            result = check(settings)
+        except Exception as exc:  # noqa: BLE001 - a broken check is itself a finding
+            result = Check(check.__name__.removeprefix("check_"), "fail", f"the check crashed: {exc!r}")
+        if result is not None:
+            out.append(result)
+    return out

@@ -1,0 +1,164 @@
+"""`urchin hook <agent>`: one hook payload on stdin -> one event, and never a broken agent.
+
+Whatever happens (empty stdin, malformed JSON, an unwritable home, a full disk, a held lock),
+`run_hook` returns 0, prints nothing on stdout (agents read it as hook output) and writes the
+reason to `$URCHIN_HOME/hooks.log` (0600), or to stderr when even that cannot be written.
+It writes through `Ingestor` (the single write path) and imports only what that needs, so a
+call stays well under the 150 ms budget; see bench/bench_hook.py.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+__all__ = ["run_hook", "main", "HOOK_TIMEOUT_S", "prepare_item"]
+
+HOOK_TIMEOUT_S = 10
+MAX_PAYLOAD_BYTES = 8 * 1024 * 1024
+_LOG_LIMIT = 1024 * 1024
+
+
+class _TimedOut(Exception):
+    pass
+
+
+def _on_alarm(signum: int, frame: FrameType | None) -> None:
+    raise _TimedOut()
+
+
+def _log(home: Path | None, agent: str, message: str) -> None:
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    line = f"{stamp} {agent}: {message}\n".encode("utf-8", "replace")
+    if home is not None:
+        try:
+            home.mkdir(parents=True, exist_ok=True, mode=0o700)
+            path = home / "hooks.log"
+            try:
+                if path.stat().st_size > _LOG_LIMIT:
+                    os.replace(path, home / "hooks.log.1")
+            except FileNotFoundError:
+                pass
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            try:
+                os.write(fd, line)
+            finally:
+                os.close(fd)
+            return
+        except OSError:
+            pass
+    try:
+        sys.stderr.write(line.decode("utf-8", "replace"))
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
+
+
+def _payload(agent: str, raw: bytes, fields: Mapping[str, Any]) -> dict[str, Any]:
+    import orjson
+
+    if agent == "shell" and not raw.lstrip().startswith(b"{"):
+        # contrib/shell sends the command as plain text and the rest as options.
+        return {**fields, "command": raw.decode("utf-8", "replace")}
+    try:
+        payload = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise ValueError(f"payload is not valid JSON: {exc}") from None
+    if not isinstance(payload, dict):
+        raise ValueError("payload must be a JSON object")
+    return {**fields, **payload}
+
+
+def prepare_item(item: dict[str, Any], soft_cap: int) -> dict[str, Any]:
+    """Drop unset fields and cap the content, as collectors do, so a big tool output is kept."""
+    from urchin.collectors.base import cap_text
+
+    item = {k: v for k, v in item.items() if v is not None}
+    content, truncated = cap_text(str(item.get("content") or ""), soft_cap)
+    item["content"] = content
+    meta = {k: v for k, v in (item.get("meta") or {}).items() if v is not None}
+    if truncated:
+        meta["truncated"] = True
+    item["meta"] = meta or None
+    return {k: v for k, v in item.items() if v is not None}
+
+
+def run_hook(agent: str, raw: bytes, *, home: str | None = None, event: str | None = None,
+             fields: Mapping[str, Any] | None = None) -> int:
+    """Record one hook payload. Always returns 0; failures go to hooks.log."""
+    home_path: Path | None = None
+    previous = signal.signal(signal.SIGALRM, _on_alarm)
+    signal.alarm(HOOK_TIMEOUT_S)
+    try:
+        from urchin.config import Settings
+
+        settings = Settings.resolve(home)
+        home_path = settings.home
+        if not raw.strip():
+            _log(home_path, agent, "empty payload on stdin; nothing recorded")
+            return 0
+        if len(raw) > MAX_PAYLOAD_BYTES:
+            _log(home_path, agent, f"payload of {len(raw)} bytes is over {MAX_PAYLOAD_BYTES}; nothing recorded")
+            return 0
+        from urchin.collectors import adapt_hook
+
+        item = adapt_hook(agent, _payload(agent, raw, fields or {}), event)
+        if item is None:
+            return 0
+        from urchin.ingest import Ingestor
+
+        result = Ingestor(settings).ingest([prepare_item(item, settings.soft_cap_bytes)])[0]
+        if result.status == "rejected":
+            _log(home_path, agent, f"event rejected: {result.reason}")
+    except _TimedOut:
+        _log(home_path, agent, f"timed out after {HOOK_TIMEOUT_S}s; nothing recorded")
+    except Exception as exc:  # noqa: BLE001 - a hook must never fail the agent that runs it
+        message = getattr(exc, "message", None) or str(exc) or type(exc).__name__
+        _log(home_path or _home_or_none(home), agent, f"{type(exc).__name__}: {message}")
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+    return 0
+
+
+
+def _home_or_none(home: str | None) -> Path | None:
+    """The home to log in when the settings themselves failed (a broken config.toml, say)."""
+    try:
+        from urchin.config import resolve_home
+
+        return resolve_home(home)
+    except Exception:  # noqa: BLE001
+        return None
+
+
+_OPTIONS = {"--event": "event", "--shell": "shell", "--exit-code": "exit_code", "--cwd": "cwd",
+            "--started": "started", "--duration-ms": "duration_ms", "--session": "session", "--home": "home"}
+
+
+def main(argv: list[str]) -> int:
+    """`urchin hook AGENT [--event E] [--shell S --exit-code N --cwd D --started T --duration-ms M
+    --session P]` without click (see urchin/__main__.py); the same as the click command."""
+    values: dict[str, str] = {}
+    agent = ""
+    args = iter(argv)
+    for arg in args:
+        name, eq, inline = arg.partition("=")
+        if name in _OPTIONS:
+            values[_OPTIONS[name]] = inline if eq else next(args, "")
+        elif not agent and not arg.startswith("-"):
+            agent = arg
+    try:
+        raw = sys.stdin.buffer.read()
+    except (OSError, ValueError, AttributeError):
+        raw = b""
+    home = values.pop("home", None) or None
+    event = values.pop("event", None) or None
+    fields = {k: v for k, v in values.items() if v != ""}
+    return run_hook(agent or "unknown", raw, home=home, event=event, fields=fields)

@@ -1,0 +1,117 @@
+"""The MCP server over the SDK's low-level `Server`: stdio for `urchin mcp`, streamable HTTP for the daemon.
+
+Tool calls run `run_tool` in a worker thread, because `Memory` does blocking file I/O and the
+daemon's event loop serves other requests meanwhile.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+import mcp_types as types
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+from mcp.server.lowlevel import Server
+from mcp.server.stdio import stdio_server
+from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
+from mcp.server.transport_security import TransportSecuritySettings
+from starlette.routing import Route
+
+from urchin.mcp_server.schemas import SERVER_INSTRUCTIONS
+from urchin.mcp_server.tools import run_tool, short, tool_error, tool_list
+
+__all__ = ["build_server", "serve_stdio", "streamable_http_app", "McpHttp", "LOOPBACK"]
+
+
+def build_server(memory: Any) -> Server[Any]:
+    """An MCP server whose tools call `memory` (a `Memory`, or anything with the same methods)."""
+
+    async def list_tools(ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+                         ) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=tool_list())
+
+    async def call_tool(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams) -> types.CallToolResult:
+        args = params.arguments if params.arguments is not None else {}
+        # Memory does blocking file I/O: keep it off the event loop (the daemon serves other requests).
+        return await anyio.to_thread.run_sync(run_tool, memory, params.name, args)
+
+    server: Server[Any] = Server("urchin", version=_version(), title="Urchin", instructions=SERVER_INSTRUCTIONS,
+                                 on_list_tools=list_tools, on_call_tool=call_tool)
+    server.middleware.append(_arguments_guard)
+    return server
+
+
+async def _arguments_guard(ctx: ServerRequestContext[Any], call_next: CallNext) -> HandlerResult:
+    """`arguments` that are not an object would be a protocol error in the SDK; make it a tool error."""
+    if ctx.method == "tools/call" and isinstance(ctx.params, Mapping):
+        args = ctx.params.get("arguments")
+        if args is not None and not isinstance(args, Mapping):
+            return tool_error(f"arguments: must be an object, got {short(args)}")
+    return await call_next(ctx)
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("urchin-memory")
+    except PackageNotFoundError:
+        return "0.0.0+source"
+
+
+async def serve_stdio(memory: Any) -> None:
+    """Serve the tools on this process's stdin/stdout until the client closes stdin."""
+    server = build_server(memory)
+    async with stdio_server() as (read_stream, write_stream):
+        await server.run(read_stream, write_stream, server.create_initialization_options())
+
+
+# ---- streamable HTTP, for the daemon to mount at /mcp ----------------------------------------------
+LOOPBACK = TransportSecuritySettings(
+    enable_dns_rebinding_protection=True,
+    allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*", "127.0.0.1", "localhost", "[::1]"],
+    allowed_origins=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"],
+)
+
+
+@dataclass
+class McpHttp:
+    """The streamable-HTTP endpoint: an ASGI app plus the lifespan its session manager needs.
+
+    A Starlette route does not run a sub-app's lifespan, so whoever serves `routes()` must enter
+    `lifespan()` in its own lifespan, once (e.g. `Starlette(routes=..., lifespan=mcp_http.lifespan)`).
+    """
+
+    session_manager: StreamableHTTPSessionManager
+    app: StreamableHTTPASGIApp
+
+    def lifespan(self, app: Any = None) -> AbstractAsyncContextManager[None]:
+        """The session manager's run(); takes (and ignores) the app, to serve as a Starlette lifespan."""
+        return self.session_manager.run()
+
+    def routes(self, path: str = "/mcp") -> list[Route]:
+        return [Route(path, endpoint=self.app)]
+
+
+def streamable_http_app(memory: Any, *, host_check: bool = True, stateless: bool = True,
+                        json_response: bool = True) -> McpHttp:
+    """The tools over streamable HTTP.
+
+    Stateless with plain JSON responses by default: no session survives to break across daemon
+    restarts, and large results are not subject to clients' SSE event-size caps (the SDK's own
+    client refuses SSE events over 1 MiB). `host_check` adds the SDK's loopback Host/Origin check
+    (DNS-rebinding protection) on top of the daemon's.
+    """
+    manager = StreamableHTTPSessionManager(app=build_server(memory), stateless=stateless,
+                                           json_response=json_response,
+                                           security_settings=LOOPBACK if host_check else None)
+    return McpHttp(manager, StreamableHTTPASGIApp(manager))
+
+
+def daemon_extension(memory: Any) -> tuple[list[Route], list[Any]]:
+    """Mount the tools at `/mcp` inside the daemon, which already checks the token and Host."""
+    mcp_http = streamable_http_app(memory, host_check=False)
+    return mcp_http.routes("/mcp"), [mcp_http.lifespan]

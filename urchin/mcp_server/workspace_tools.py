@@ -1,0 +1,117 @@
+"""MCP tools over workspace files and curated memories: ranged reads, overview, memories.
+
+Each runner makes one `Memory` call and returns (text, structuredContent), like the core tools.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["RUNNERS", "INPUT", "OUTPUT", "DOCS", "READ_ONLY"]
+
+Reply = tuple[str, dict[str, Any]]
+
+
+def _obj(properties: dict[str, Any], required: tuple[str, ...] = ()) -> dict[str, Any]:
+    out: dict[str, Any] = {"type": "object", "properties": properties, "additionalProperties": False}
+    if required:
+        out["required"] = list(required)
+    return out
+
+
+def _get_file(memory: Any, a: dict[str, Any]) -> Reply:
+    window = memory.get_file(a["path"], int(a.get("fromLine", 1)), int(a.get("maxLines", 200)))
+    return window.render(), window.to_dict()
+
+
+def _overview(memory: Any, a: dict[str, Any]) -> Reply:
+    info = memory.overview()
+    lines = []
+    for root in info["roots"]:
+        lines.append(f"{root['name']} ({root['path']}): {root['files']} files, {root['folders']} folders")
+        lines += [f"  {f['folder']}: {f['files']} files" for f in root["largestFolders"]]
+        lines += [f"  changed {c['updatedAt']}: {c['path']}" for c in root["recentChanges"][:5]]
+    if "index" in info:
+        lines.append("index: " + ", ".join(f"{k}={v}" for k, v in info["index"].items()))
+    for source in info.get("sources", []):
+        lines.append(f"source {source['name']}: last run {source.get('lastRun')}")
+    lines += [f"memory {m['slug']}: use when {m['useWhen']}" for m in info["memories"]]
+    return "\n".join(lines), info
+
+
+def _list_memories(memory: Any, a: dict[str, Any]) -> Reply:
+    items = [m.summary() for m in memory.memory_list()]
+    text = "\n".join(f"{m['slug']}: {m['title']} ({m['members']} members) — use when: {m['useWhen']}"
+                     for m in items)
+    return text, {"memories": items}
+
+
+def _get_memory(memory: Any, a: dict[str, Any]) -> Reply:
+    result = memory.memory_get(a["slug"], int(a.get("tokenBudget", 8000)))
+    parts = [f"# {result['title']} — use when: {result['useWhen']}"]
+    parts += [f"## {p['member']}\n{p['content']}" for p in result["members"]]
+    parts += [f"[coverage] {c['member']}: {c['status']} ({c['reason']})" for c in result["coverage"]]
+    return "\n\n".join(parts), result
+
+
+_PATH = {"type": "string", "minLength": 1,
+         "description": "`<root name>/<path>`, or just `<path>` when only one workspace root holds it."}
+
+INPUT: dict[str, dict[str, Any]] = {
+    "get_file": _obj({
+        "path": _PATH,
+        "fromLine": {"type": "integer", "minimum": 1, "default": 1, "description": "First line (default 1)."},
+        "maxLines": {"type": "integer", "minimum": 1, "maximum": 2000, "default": 200,
+                     "description": "Lines to return (default 200, at most 2000)."},
+    }, ("path",)),
+    "get_workspace_overview": _obj({}),
+    "list_memories": _obj({}),
+    "get_memory": _obj({
+        "slug": {"type": "string", "minLength": 1, "description": "The memory's slug, from list_memories."},
+        "tokenBudget": {"type": "integer", "minimum": 1, "maximum": 200000, "default": 8000,
+                        "description": "Most tokens to return, at 4 characters each (default 8000)."},
+    }, ("slug",)),
+}
+
+_RANGE_OUT = {"type": "object", "properties": {
+    "path": {"type": "string"}, "fromLine": {"type": "integer"}, "toLine": {"type": "integer"},
+    "totalLines": {"type": "integer"}, "truncated": {"type": "boolean"},
+    "lines": {"type": "array", "items": {"type": "object", "properties": {
+        "n": {"type": "integer"}, "text": {"type": "string"}}, "required": ["n", "text"]}}},
+    "required": ["path", "fromLine", "toLine", "totalLines", "lines"]}
+
+OUTPUT: dict[str, dict[str, Any]] = {
+    "get_file": _RANGE_OUT,
+    "get_workspace_overview": {"type": "object", "properties": {"roots": {"type": "array"},
+                                                               "memories": {"type": "array"}},
+                               "required": ["roots", "memories"]},
+    "list_memories": {"type": "object", "properties": {"memories": {"type": "array", "items": {
+        "type": "object", "properties": {"slug": {"type": "string"}, "title": {"type": "string"},
+                                         "useWhen": {"type": "string"}, "members": {"type": "integer"}},
+        "required": ["slug", "title", "useWhen", "members"]}}}, "required": ["memories"]},
+    "get_memory": {"type": "object", "properties": {
+        "slug": {"type": "string"}, "members": {"type": "array"}, "coverage": {"type": "array"},
+        "tokensUsed": {"type": "integer"}, "truncated": {"type": "boolean"}},
+        "required": ["slug", "members", "coverage", "tokensUsed", "truncated"]},
+}
+
+DOCS: dict[str, tuple[str, str]] = {
+    "get_file": ("Read lines of a workspace file", (
+        "Read a range of lines of a file in a workspace root, with line numbers and the file's total line "
+        "count (defaults: fromLine 1, maxLines 200, at most 2000). Search first (search_context or urchin_search) and read only the ranges the results point "
+        "at; never read whole files. Paths outside the workspace roots are refused.")),
+    "get_workspace_overview": ("Workspace overview", (
+        "Start here in a workspace you do not know: its roots, file and folder counts, largest folders, "
+        "recently changed files, index state, connected sources and the curated memories available.")),
+    "list_memories": ("List curated memories", (
+        "Curated memories are complete, named sets (files, folders, saved searches) for known workflows "
+        "such as a release checklist. Lists each slug, title, when to use it and its member count.")),
+    "get_memory": ("Get a curated memory", (
+        "Every member of a curated memory, with its current contents, within a token budget (4 characters "
+        "per token; default tokenBudget 8000). Use it when a task matches the memory's 'use when'. Members left out "
+        "(missing, unreadable, over budget) are listed under coverage.")),
+}
+
+RUNNERS = {"get_file": _get_file, "get_workspace_overview": _overview, "list_memories": _list_memories,
+           "get_memory": _get_memory}
+READ_ONLY = set(RUNNERS)

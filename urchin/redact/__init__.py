@@ -1,0 +1,456 @@
+"""Secret redaction for the single write path: `[REDACTED:<type>]` in place of each secret.
+
+`Redactor.redact_event` runs on content, title, tags and every string in meta before anything is
+written; `scan_text` reports masked findings for `urchin redact --check`. Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from urchin.errors import ConfigError
+from urchin.event import Event
+from urchin.redact._rules import (
+    AFTER_KEY,
+    AUTH_SCHEME,
+    AWS_GOOGLE,
+    BEARER,
+    BEFORE_SEP,
+    CURL_USER,
+    DASH_GATE,
+    FLAG,
+    GITHUB,
+    JWT,
+    KEY_CHARS,
+    KEY_ENDINGS,
+    KEY_LAST,
+    KEY_WORDS,
+    LETTERS,
+    PEM,
+    PLACEHOLDER,
+    REST_OF_LINE,
+    SEP,
+    SHORT_TEXT,
+    SK,
+    SLACK,
+    STRIPE,
+    UNDERSCORE_GATE,
+    URL_CRED,
+    VALUE,
+    YAML_TAIL,
+    clean_left,
+    keep_value,
+    key_type,
+    mask,
+    random_tag,
+)
+
+__all__ = ["MARKER", "Finding", "Redactor", "redact_event", "redact_text", "scan_text"]
+
+MARKER = "[REDACTED:{}]"
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """One would-be redaction, safe to print: never the value, only a masked prefix."""
+
+    type: str
+    line: int
+    column: int
+    masked: str
+
+
+Span = tuple[int, int, str]  # start, end, type
+
+
+class Redactor:
+    """Compiled once, reused for every event; thread-safe (its only state is a cache of clean strings)."""
+
+    def __init__(self, extra_patterns: Mapping[str, str] | None = None, allow_patterns: Sequence[str] = ()) -> None:
+        self._extra: list[tuple[str, re.Pattern[str]]] = []
+        for name, pattern in (extra_patterns or {}).items():
+            if not isinstance(name, str) or not re.fullmatch(r"[a-z0-9_]+", name):
+                raise ConfigError(f"redact.extra: type name {name!r} must be lowercase [a-z0-9_]")
+            self._extra.append((name, _compile(pattern, f"redact.extra.{name}")))
+        self._allow = [_compile(p, "redact.allow") for p in allow_patterns]
+        self._cache: dict[tuple[Any, str], tuple[str, dict[str, int]]] = {}
+
+    @classmethod
+    def from_config(cls, section: Mapping[str, Any]) -> Redactor:
+        """Build from the `[redact]` table: `extra = {name = "regex"}`, `allow = ["regex", ...]`."""
+        if not isinstance(section, Mapping):
+            raise ConfigError("redact: must be a table")
+        unknown = set(section) - {"extra", "allow"}
+        if unknown:
+            raise ConfigError(f"redact: unknown setting {min(unknown)!r} (expected extra, allow)")
+        extra = section.get("extra", {})
+        allow = section.get("allow", [])
+        if not isinstance(extra, Mapping) or not all(isinstance(v, str) for v in extra.values()):
+            raise ConfigError("redact.extra: must be a table of name = \"regex\"")
+        if not isinstance(allow, list) or not all(isinstance(v, str) for v in allow):
+            raise ConfigError("redact.allow: must be a list of regex strings")
+        return cls(extra, allow)
+
+    # ---- finding spans ----------------------------------------------------------------------------
+    def spans(self, text: str) -> list[Span]:
+        """Secret spans in `text`, non-overlapping and sorted; allow-listed ones removed.
+
+        Every rule sits behind `in` checks (one-character ones are a memchr), so ordinary text
+        costs a few microseconds; the regexes start with a literal so `re` skips ahead fast.
+        """
+        found: list[Span] = []
+        add = found.append
+        if "Y" in text and "PRIVATE KEY" in text:
+            for m in PEM.finditer(text):
+                add((m.start(), m.end(), "private_key"))
+        if "_" in text and UNDERSCORE_GATE.search(text):
+            for m in GITHUB.finditer(text):
+                if clean_left(text, m.start()):
+                    add((m.start(), m.end(), "github_token"))
+            if "k_live_" in text or "k_test_" in text:
+                for m in STRIPE.finditer(text):
+                    start = m.start() - 1
+                    if start >= 0 and text[start] in "sr" and clean_left(text, start):
+                        add((start, m.end(), "stripe_key"))
+        if "-" in text and DASH_GATE.search(text):
+            if "sk-" in text:
+                for m in SK.finditer(text):
+                    self._sk(text, m, add)
+            if "xox" in text:
+                for m in SLACK.finditer(text):
+                    if clean_left(text, m.start()):
+                        add((m.start(), m.end(), "slack_token"))
+            if "-u" in text:
+                for m in CURL_USER.finditer(text):
+                    if not PLACEHOLDER.match(m.group(1)):
+                        add((m.start(1), m.end(1), "basic_auth"))
+            if " --" in text:
+                self._flags(text, add)
+        if "A" in text and AWS_GOOGLE.search(text):
+            for m in AWS_GOOGLE.finditer(text):
+                if clean_left(text, m.start()):
+                    add((m.start(), m.end(), "google_api_key" if m.group().startswith("AIza") else "aws_access_key_id"))
+        if "J" in text and "eyJ" in text:
+            for m in JWT.finditer(text):
+                add((m.start(), m.end(), "jwt"))
+        if "@" in text and "://" in text:
+            for m in URL_CRED.finditer(text):
+                if not PLACEHOLDER.match(m.group(2)):
+                    add((m.start(2), m.end(2), "url_credentials"))
+        if "B" in text and "Bearer" in text:
+            for m in BEARER.finditer(text):
+                add((m.start(1), m.end(1), "bearer_token"))
+        if "=" in text or ":" in text:
+            self._pairs(text, add)
+        for name, pattern in self._extra:
+            for m in pattern.finditer(text):
+                if m.end() > m.start():
+                    add((m.start(), m.end(), name))
+        if not found:
+            return found
+        return self._settle(text, found)
+
+    @staticmethod
+    def _flags(text: str, add: Any) -> None:
+        """`--password hunter2`, `--token "…"`: a flag that names a secret, then its value."""
+        for m in FLAG.finditer(text):
+            typed = key_type(m.group(1))
+            if typed is not None and typed[1]:
+                group = m.lastindex or 4
+                value = m.group(group)
+                if not keep_value(value, m.group(1), True, typed[0], group != 4):
+                    add((m.start(group), m.end(group), typed[0]))
+
+    @staticmethod
+    def _sk(text: str, m: re.Match[str], add: Any) -> None:
+        if not clean_left(text, m.start(), "-"):
+            return
+        body = m.group()
+        if not any(c.isdigit() for c in body):
+            return  # `sk-some-hyphenated-name` is prose, not a key
+        kind = m.group(1)
+        if kind == "ant-":
+            add((m.start(), m.end(), "anthropic_key"))
+        elif kind or "T3BlbkFJ" in body:
+            add((m.start(), m.end(), "openai_key"))
+        else:
+            add((m.start(), m.end(), "sk_key"))
+
+    def _pairs(self, text: str, add: Any) -> None:
+        """`KEY=value`, `"key": "value"`, `key: value`, `export KEY=value`, `--key=value` pairs.
+
+        Short text: look left of each separator. Long text: find each key word and look right.
+        """
+        if len(text) <= SHORT_TEXT:
+            for sep_char in ":=":
+                i = text.find(sep_char)
+                while i != -1:
+                    if text[i - 1] in KEY_LAST and not (sep_char == "=" and text[i - 1] == ":"):
+                        head = text[max(0, i - 20):i].rstrip(BEFORE_SEP)
+                        if head.lower().endswith(KEY_ENDINGS):
+                            self._pair_at(text, i - 20 + len(head) if i >= 20 else len(head), add)
+                    i = text.find(sep_char, i + 1)
+            return
+        low = text.lower()
+        if len(low) != len(text):  # a few non-ASCII letters change length when lowered
+            low = "".join(c if len(c.lower()) != 1 else c.lower() for c in text)
+        for word in KEY_WORDS:
+            p = low.find(word)
+            while p != -1:
+                end = p + len(word)
+                tail = LETTERS.match(low, end)
+                if tail is not None:
+                    end = tail.end()
+                if end < len(text) and text[end] in AFTER_KEY:
+                    end = self._pair_at(text, end, add)
+                p = low.find(word, end)
+
+    def _pair_at(self, text: str, end: int, add: Any) -> int:
+        """`end` is just past a key that may name a secret; parse separator and value.
+
+        Returns where parsing stopped, so callers skip a long value instead of rescanning it.
+        """
+        sep = SEP.match(text, end)
+        if sep is None:
+            return end
+        # Read the key backwards over at most 80 characters: bounded work whatever the input.
+        key_match = KEY_CHARS.match(text[max(0, end - 80):end][::-1])
+        if key_match is None:
+            return end
+        key = key_match.group()[::-1]
+        key_start = end - len(key)
+        if text[max(0, key_start - 2):key_start] == "//":
+            return end  # `https://x-access-token:…@` is URL userinfo, handled as url_credentials
+        typed = key_type(key)
+        if typed is None:
+            return end
+        return self._value_at(text, sep, key, typed, add)
+
+    def _value_at(self, text: str, sep: re.Match[str], key: str, typed: tuple[str, bool], add: Any) -> int:
+        kind, strict = typed
+        start = sep.end()
+        if kind == "authorization" or kind == "secret" and key.lower().endswith("auth"):
+            scheme = AUTH_SCHEME.match(text, start)
+            if scheme:
+                value = scheme.group(2).rstrip("\\")
+                if not keep_value(value, key, True, kind, True):
+                    word = scheme.group(1).lower()
+                    typ = "basic_auth" if word == "basic" else "bearer_token" if word == "bearer" else kind
+                    add((scheme.start(2), scheme.start(2) + len(value), typ))
+                return scheme.end()
+            if kind == "authorization" and text[start:start + 1] not in ("\"", "'", "\\"):
+                # An unknown scheme (`AWS4-HMAC-SHA256 Credential=…, Signature=…`): the rest of the line.
+                rest = REST_OF_LINE.match(text, start)
+                if rest is not None and not keep_value(rest.group().rstrip(), key, True, kind, False):
+                    add((start, start + len(rest.group().rstrip()), kind))
+                return start if rest is None else rest.end()
+        value_match = VALUE.match(text, start)
+        if value_match is None:
+            return start
+        group = value_match.lastindex or 4
+        value = value_match.group(group)
+        quoted = group != 4
+        if not quoted:
+            after = value_match.end()
+            if text[after:after + 1] in ("(", "[", "."):
+                return after  # `token = req.headers.get(…)`: a call, not a literal
+            if sep.group(1) == ":":
+                tail = YAML_TAIL.match(text, after)
+                if tail is None:
+                    return after  # `token: it expired` is prose; YAML values run to the end of the line
+                if tail.group() in ("\"", "'", "`") and value.isalpha() and len(value) <= 16:
+                    return after  # `Error("token: missing")`: a word in a message, not a header value
+            value = value.rstrip("\\")
+        if not keep_value(value, key, strict, kind, quoted):
+            vstart = value_match.start(group)
+            add((vstart, vstart + len(value), kind if strict else "high_entropy_secret"))
+        return value_match.end()
+
+    def _settle(self, text: str, found: list[Span]) -> list[Span]:
+        """Drop spans inside an earlier one, merge partial overlaps, honour the allow-list."""
+        found.sort(key=lambda s: (s[0], -s[1]))
+        out: list[Span] = []
+        for span in found:
+            if out and span[0] < out[-1][1]:
+                last = out[-1]
+                if span[1] > last[1]:
+                    out[-1] = (last[0], span[1], last[2])
+                continue
+            out.append(span)
+        if self._allow:
+            allowed = [(m.start(), m.end()) for p in self._allow for m in p.finditer(text)]
+            out = [s for s in out if not any(a < s[1] and s[0] < b for a, b in allowed)]
+        return out
+
+    # ---- public operations ------------------------------------------------------------------------
+    def redact_text(self, text: str) -> tuple[str, dict[str, int]]:
+        """`text` with each secret replaced by `[REDACTED:<type>]`, and the count per type."""
+        spans = self.spans(text)
+        if not spans:
+            return text, {}
+        parts: list[str] = []
+        counts: dict[str, int] = {}
+        pos = 0
+        for start, end, typ in spans:
+            parts.append(text[pos:start])
+            parts.append(MARKER.format(typ))
+            counts[typ] = counts.get(typ, 0) + 1
+            pos = end
+        parts.append(text[pos:])
+        return "".join(parts), counts
+
+    def scan_text(self, text: str) -> list[Finding]:
+        """What `redact_text` would remove, with 1-based line and column and a masked value."""
+        findings = []
+        for start, end, typ in self.spans(text):
+            line = text.count("\n", 0, start) + 1
+            column = start - (text.rfind("\n", 0, start) + 1) + 1
+            findings.append(Finding(typ, line, column, mask(text[start:end])))
+        return findings
+
+    def scan_lines(self, lines: Iterable[str], chunk_lines: int = 4096) -> Iterator[Finding]:
+        """`scan_text` over a file read line by line (lines keep their `\n`), with the file's line
+        numbers; memory stays bounded and a chunk never ends inside a private key block."""
+        chunk: list[str] = []
+        first = 1
+        for line in lines:
+            chunk.append(line)
+            if len(chunk) >= chunk_lines and (len(chunk) >= 64 * chunk_lines or not _inside_pem(chunk)):
+                yield from self._scan_chunk(chunk, first)
+                first += len(chunk)
+                chunk = []
+        if chunk:
+            yield from self._scan_chunk(chunk, first)
+
+    def _scan_chunk(self, chunk: list[str], first: int) -> Iterator[Finding]:
+        for finding in self.scan_text("".join(chunk)):
+            yield Finding(finding.type, finding.line + first - 1, finding.column, finding.masked)
+
+    def redact_event(self, event: Event) -> Event:
+        """The event with secrets removed everywhere; the same object when there was none."""
+        content, counts = self.redact_text(event.content)  # a fresh dict: ours to extend
+        title = event.title
+        if title:
+            title = self._meta_string(None, title, counts)
+        tags = event.tags
+        if tags:
+            seen = sum(counts.values())
+            new_tags = [self._tag(tag, counts) for tag in tags]
+            if sum(counts.values()) != seen:
+                tags = tuple(dict.fromkeys(new_tags))  # tags stay lowercase and distinct
+        meta = event.meta
+        if meta:
+            meta = self._walk(meta, counts)
+        if not counts:
+            return event
+        meta = dict(meta or {})
+        old = meta.get("redactions")
+        merged = dict(old) if isinstance(old, dict) else {}
+        for typ, n in counts.items():
+            prior = merged.get(typ)
+            merged[typ] = (prior if isinstance(prior, int) else 0) + n
+        meta["redactions"] = merged
+        return event.replace(content=content, title=title, tags=tags, meta=meta)
+
+    def _tag(self, tag: str, counts: dict[str, int]) -> str:
+        """Tags arrive lowercased, which hides case-sensitive prefixes (`akia…`, `aiza…`), so a
+        tag that looks random (long, letters and digits, varied) goes too."""
+        new = self._meta_string(None, tag, counts)
+        if new is tag and random_tag(tag):
+            counts["high_entropy_secret"] = counts.get("high_entropy_secret", 0) + 1
+            new = MARKER.format("high_entropy_secret")
+        return tag if new is tag else new.lower()
+
+    def _walk(self, value: Any, counts: dict[str, int]) -> Any:
+        """Redact strings inside JSON-like data, keys kept; unchanged containers are returned as is."""
+        if isinstance(value, dict):
+            out: dict[Any, Any] | None = None
+            cache = self._cache
+            for k, v in value.items():
+                if isinstance(v, str):
+                    if (k, v) in cache:
+                        continue  # only clean strings are cached: nothing to do
+                    nv: Any = self._meta_string(k, v, counts)
+                elif isinstance(v, (dict, list, tuple)):
+                    nv = self._walk(v, counts)
+                else:
+                    continue
+                if nv is not v:
+                    if out is None:
+                        out = dict(value)
+                    out[k] = nv
+            return value if out is None else out
+        if isinstance(value, (list, tuple)):
+            items = [self._meta_string(None, v, counts) if isinstance(v, str) else self._walk(v, counts)
+                     for v in value]
+            if any(a is not b for a, b in zip(items, value, strict=True)):
+                return tuple(items) if isinstance(value, tuple) else items
+        return value
+
+    def _meta_string(self, key: Any, value: str, counts: dict[str, int]) -> str:
+        """A string under a key that names a secret goes whole (`{"api_key": "…"}`).
+
+        Short clean (key, value) pairs repeat across events (`"tool": "Bash"`), so they are cached;
+        a value that held a secret is never kept in the cache.
+        """
+        cache_key = (key, value)
+        hit = self._cache.get(cache_key)
+        if hit is None:
+            hit = self._meta_string_uncached(key, value)
+            if len(value) < 256 and not hit[1]:
+                if len(self._cache) > 8192:
+                    self._cache.clear()
+                self._cache[cache_key] = hit
+        if hit[1]:
+            _merge(counts, hit[1])
+        return hit[0]
+
+    def _meta_string_uncached(self, key: Any, value: str) -> tuple[str, dict[str, int]]:
+        typed = key_type(key) if isinstance(key, str) else None
+        if typed is not None and value and not keep_value(value, key, typed[1], typed[0], True):
+            typ = typed[0] if typed[1] else "high_entropy_secret"
+            return MARKER.format(typ), {typ: 1}
+        return self.redact_text(value)
+
+
+def _compile(pattern: str, where: str) -> re.Pattern[str]:
+    if not isinstance(pattern, str) or not pattern:
+        raise ConfigError(f"{where}: pattern must be a non-empty string")
+    try:
+        return re.compile(pattern)
+    except re.error as exc:
+        raise ConfigError(f"{where}: bad pattern {pattern!r}: {exc}") from None
+
+
+def _inside_pem(chunk: list[str]) -> bool:
+    """Does the chunk end between a private key's BEGIN line and its END line?"""
+    for line in reversed(chunk):
+        if "-----END" in line:
+            return False
+        if "-----BEGIN" in line and "PRIVATE KEY" in line:
+            return True
+    return False
+
+
+def _merge(into: dict[str, int], counts: dict[str, int]) -> None:
+    for typ, n in counts.items():
+        into[typ] = into.get(typ, 0) + n
+
+
+_DEFAULT = Redactor()
+
+
+def redact_text(text: str) -> tuple[str, dict[str, int]]:
+    """`Redactor().redact_text` with the built-in rules only."""
+    return _DEFAULT.redact_text(text)
+
+
+def redact_event(event: Event) -> Event:
+    return _DEFAULT.redact_event(event)
+
+
+def scan_text(text: str) -> list[Finding]:
+    return _DEFAULT.scan_text(text)
