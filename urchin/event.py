@@ -41,9 +41,10 @@ _LABEL = re.compile(r"[a-z0-9._-]+")
 _CANONICAL_TS = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z")
 _FIELDS = ("id", "timestamp", "source", "kind", "content", "workspace", "session", "title",
            "brain", "tags", "actor", "meta")
-_OPTIONAL_STRINGS = ("workspace", "session", "title", "brain")
 _FIELD_SET = frozenset(_FIELDS)
+_OPTIONAL_STRINGS = ("workspace", "session", "title", "brain")
 _META_FALLBACKS = ("workspace", "sessionId", "summary")  # meta keys `from_record` reads fields from
+_LABELS: dict[str, str] = {}  # label normalisation is pure; imports see the same few thousands of times
 
 
 def new_id(now_ms: int | None = None) -> str:
@@ -83,6 +84,9 @@ def _ms(moment: datetime) -> int:
 
 
 def _label(value: Any, field_name: str) -> str:
+    known = _LABELS.get(value) if isinstance(value, str) else None
+    if known is not None:
+        return known
     if not isinstance(value, str):
         raise ValidationError(field_name, "must be a string")
     text = value.strip().lower()
@@ -90,6 +94,8 @@ def _label(value: Any, field_name: str) -> str:
         raise ValidationError(field_name, "must not be blank")
     if len(text) > MAX_LABEL_LENGTH or not _LABEL.fullmatch(text):
         raise ValidationError(field_name, f"must be lowercase [a-z0-9._-], at most {MAX_LABEL_LENGTH} characters")
+    if len(_LABELS) < 4096:
+        _LABELS[value] = text
     return text
 
 
@@ -161,13 +167,17 @@ class Event:
         ts_value = data.get("timestamp")
         if ts_value is None:
             moment = now or datetime.now(UTC)
+            timestamp = format_timestamp(moment)
         else:
             moment = parse_timestamp(ts_value)
+            # already canonical (imports, replays): formatting again would give the same string
+            canonical = isinstance(ts_value, str) and ts_value[:1] != "0" and _CANONICAL_TS.fullmatch(ts_value)
+            timestamp = ts_value if canonical else format_timestamp(moment)
         if raw_id is None:
             event_id = new_id()
         elif not isinstance(raw_id, str) or not raw_id.strip():
             raise ValidationError("id", "must be a non-blank string")
-        elif len(raw_id) > MAX_ID_LENGTH or any(c in raw_id for c in "\n\r\t"):
+        elif len(raw_id) > MAX_ID_LENGTH or "\n" in raw_id or "\r" in raw_id or "\t" in raw_id:
             raise ValidationError("id", f"must be at most {MAX_ID_LENGTH} characters with no line breaks")
         else:
             event_id = raw_id.strip()
@@ -185,7 +195,7 @@ class Event:
         meta = data.get("meta")
         if meta is not None and not isinstance(meta, dict):
             raise ValidationError("meta", "must be a JSON object")
-        unknown = {k: v for k, v in data.items() if k not in _FIELDS}
+        unknown = {k: v for k, v in data.items() if k not in _FIELD_SET}
         if unknown or truncated:
             meta = dict(meta or {})
             for key, value in unknown.items():
@@ -194,7 +204,7 @@ class Event:
                 meta["truncated"] = True
         return cls(
             id=event_id,
-            timestamp=format_timestamp(moment),
+            timestamp=timestamp,
             source=_label(default_source if source is None else source, "source"),
             kind=_label(default_kind if kind is None else kind, "kind"),
             content=content,
@@ -224,7 +234,7 @@ class Event:
         ts, moment = read
         meta = record.get("meta")
         meta = dict(meta) if isinstance(meta, dict) else {}
-        extra = {k: v for k, v in record.items() if k not in _FIELDS}
+        extra = {k: v for k, v in record.items() if k not in _FIELD_SET}
         if extra:
             _fold_reference_shape(extra, meta)
         tags = record.get("tags")

@@ -10,7 +10,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import orjson
 
@@ -31,12 +31,14 @@ from urchin.search.query import (
     one_line,
     window_start_ms,
 )
-from urchin.search.semantic import EmbeddingView, TokenCosineView
 from urchin.search.substring import SubstringSearcher
 from urchin.workspace.memories import Member, MemoryDef, MemoryStore, gather
 from urchin.workspace.overview import root_overview
 from urchin.workspace.reader import FileRange, read_range
 from urchin.workspace.roots import Root, Roots
+
+if TYPE_CHECKING:  # imported where used: numpy and httpx cost ~0.3 s, and cold `urchin search` needs neither
+    from urchin.search.semantic import EmbeddingView, TokenCosineView
 
 __all__ = ["Memory", "ImportReport", "HotView"]
 
@@ -203,6 +205,8 @@ class Memory:
         since = window_start_ms(check_hours(hours), now)
         limit = check_limit(limit)
         filters = Filters.of(source, workspace, session, kind)
+        from urchin.search.semantic import TokenCosineView
+
         mode, notes = TokenCosineView.mode, []
         if self.settings.embedder_url:
             try:
@@ -221,6 +225,7 @@ class Memory:
             if not self.settings.embedder_model:
                 raise EmbedderError("URCHIN_EMBEDDER_MODEL: must be set when URCHIN_EMBEDDER_URL is")
             from urchin.search.embedder import Embedder
+            from urchin.search.semantic import EmbeddingView
 
             embedder = Embedder(self.settings.embedder_url or "", self.settings.embedder_model,
                                 self.settings.embedder_api, timeout=self.settings.embedder_timeout_s)  # type: ignore[arg-type]
@@ -238,6 +243,8 @@ class Memory:
 
     def cosine_view(self) -> TokenCosineView:
         if self._cosine is None:
+            from urchin.search.semantic import TokenCosineView
+
             self._cosine = TokenCosineView(self.journal, self.settings.index_dir / "cosine")
         return self._cosine
 

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import orjson
 
-from urchin.config import ensure_private_dir
+from urchin.config import ensure_private_dir, write_private
 from urchin.search.cosine import IndexState
 
 __all__ = ["FORMAT", "JournalMark", "Reuse", "Saved", "StoreError", "load", "save"]
@@ -149,8 +149,7 @@ def save(directory: Path, state: IndexState, offsets: np.ndarray, mark: JournalM
         os.rename(tmp, final)
         manifest = {"format": FORMAT, "generation": name, "journal": asdict(mark), "meta": state.meta,
                     "segments": len(state.segments), "files": files}
-        _write(directory / f"{_MANIFEST}.tmp", lambda h: h.write(orjson.dumps(manifest, option=orjson.OPT_INDENT_2)))
-        os.rename(directory / f"{_MANIFEST}.tmp", directory / _MANIFEST)
+        write_private(directory / _MANIFEST, orjson.dumps(manifest, option=orjson.OPT_INDENT_2))
         _fsync_dir(directory)
         for old in directory.iterdir():  # older generations and tmp dirs of crashed saves
             if old.is_dir() and old.name != name and old.name.startswith(("gen-", "tmp-gen-")):
