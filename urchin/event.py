@@ -22,6 +22,8 @@ from urchin.errors import ValidationError
 __all__ = [
     "Event",
     "new_id",
+    "searchable_fields",
+    "SearchableFields",
     "parse_timestamp",
     "format_timestamp",
     "SOFT_CAP_BYTES",
@@ -41,6 +43,7 @@ _FIELDS = ("id", "timestamp", "source", "kind", "content", "workspace", "session
            "brain", "tags", "actor", "meta")
 _FIELD_SET = frozenset(_FIELDS)
 _OPTIONAL_STRINGS = ("workspace", "session", "title", "brain")
+_META_FALLBACKS = ("workspace", "sessionId", "summary")  # meta keys `from_record` reads fields from
 _LABELS: dict[str, str] = {}  # label normalisation is pure; imports see the same few thousands of times
 
 
@@ -225,17 +228,10 @@ class Event:
         ts = record.get("timestamp")
         if not isinstance(event_id, str) or not isinstance(ts, str):
             return None
-        if _CANONICAL_TS.fullmatch(ts):
-            try:
-                moment = datetime.fromisoformat(ts[:-1] + "+00:00")
-            except ValueError:
-                return None
-        else:
-            try:
-                moment = parse_timestamp(ts)
-            except ValidationError:
-                return None
-            ts = format_timestamp(moment)
+        read = _read_timestamp(ts)
+        if read is None:
+            return None
+        ts, moment = read
         meta = record.get("meta")
         meta = dict(meta) if isinstance(meta, dict) else {}
         extra = {k: v for k, v in record.items() if k not in _FIELD_SET}
@@ -305,6 +301,62 @@ class Event:
         data["ts_ms"] = self.ts_ms
         data.update(changes)
         return Event(**data)
+
+
+# (id, ts_ms, source, kind, content, workspace, session, title, tags)
+SearchableFields = tuple[str, int, str, str, str, str | None, str | None, str | None, tuple[str, ...]]
+
+
+def searchable_fields(record: Any) -> SearchableFields | None:
+    """What a search index needs of a stored line's object, read exactly as `Event.from_record` reads
+    it, without building an `Event` (index builds read millions of lines). None when not an event."""
+    if not isinstance(record, dict):
+        return None
+    meta = record.get("meta")
+    if not record.keys() <= _FIELD_SET or (isinstance(meta, dict) and not meta.keys().isdisjoint(_META_FALLBACKS)):
+        event = Event.from_record(record)  # the reference shape and meta fallbacks: the one slow path
+        if event is None:
+            return None
+        return (event.id, event.ts_ms, event.source, event.kind, event.content, event.workspace,
+                event.session, event.title, event.tags)
+    get = record.get  # the rest is `from_record`'s rules, inlined: this runs once per line of a build
+    content, event_id, ts = get("content"), get("id"), get("timestamp")
+    if not (isinstance(content, str) and content and isinstance(event_id, str) and isinstance(ts, str)):
+        return None
+    if _CANONICAL_TS.fullmatch(ts):
+        try:
+            moment = datetime.fromisoformat(ts[:-1] + "+00:00")
+        except ValueError:
+            return None
+    else:
+        read = _read_timestamp(ts)
+        if read is None:
+            return None
+        moment = read[1]
+    source, kind, workspace, session, title, tags = (
+        get("source"), get("kind"), get("workspace"), get("session"), get("title"), get("tags"))
+    return (event_id, _ms(moment),
+            source if isinstance(source, str) and source else "unknown",
+            kind if isinstance(kind, str) and kind else "note",
+            content,
+            workspace if isinstance(workspace, str) and workspace else None,
+            session if isinstance(session, str) and session else None,
+            title if isinstance(title, str) and title else None,
+            tuple(t for t in tags if isinstance(t, str)) if isinstance(tags, list) else ())
+
+
+def _read_timestamp(ts: str) -> tuple[str, datetime] | None:
+    """A stored timestamp -> (canonical text, moment), or None when it does not parse."""
+    if _CANONICAL_TS.fullmatch(ts):
+        try:
+            return ts, datetime.fromisoformat(ts[:-1] + "+00:00")
+        except ValueError:
+            return None
+    try:
+        moment = parse_timestamp(ts)
+    except ValidationError:
+        return None
+    return format_timestamp(moment), moment
 
 
 def _str(value: Any) -> str | None:

@@ -262,7 +262,7 @@ class Memory:
         if self._cosine is None:
             from urchin.search.semantic import TokenCosineView
 
-            self._cosine = TokenCosineView(self.journal)
+            self._cosine = TokenCosineView(self.journal, self.settings.index_dir / "cosine")
         return self._cosine
 
     def recent(self, *, hours: float = 24, limit: int = 20, source: str | None = None,
@@ -468,6 +468,11 @@ class Memory:
         if self._cosine is not None:
             self._cosine.catch_up()
         return end
+
+    def save_views(self) -> bool:
+        """Persist the views that keep a copy on disk (the token-cosine index); the daemon calls this
+        at shutdown (catch-up also saves every so often by itself). False when nothing was written."""
+        return self._cosine.save() if self._cosine is not None else False
 
     def _refresh_views(self) -> int:
         with self._refresh_lock:
