@@ -220,6 +220,7 @@ class Daemon:
             follower.stop()
             for job in jobs:
                 job.stop()
+            memory.save_views()  # the ranked index, so the next start loads it instead of rebuilding
             log.info("stopped: %s", orjson.dumps(writer.stats.to_dict()).decode())
         return 0
 
