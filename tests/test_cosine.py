@@ -199,3 +199,59 @@ def test_many_exact_ties_are_ordered_by_id() -> None:
     index.add(ev("older", "same text", t=1))
     assert ids(index.search("same text", limit=3)) == ["id000", "id001", "id002"]
     assert ids(index.search("same text", limit=201))[-1] == "older"
+
+
+def _backfilled(n: int = 400, seed: int = 5, late: float = 0.05) -> list[Event]:
+    """Events in arrival order: mostly in time order, `late` of them backfilled with an older time."""
+    rng = random.Random(seed)
+    events = corpus(n, seed)
+    out = []
+    for i, e in enumerate(events):
+        t = i * 10 if rng.random() >= late else rng.randrange(0, max(1, i * 10))
+        out.append(e.replace(ts_ms=BASE + t * 1000))
+    return out
+
+
+WINDOWS = [(0, 10**9), (500, 1500), (3000, 3990), (0, 200), (3900, 10**9), (1234, 1236), (2000, None), (None, 700)]
+
+
+@pytest.mark.parametrize("since,until", WINDOWS)
+def test_windows_are_exact_with_backfilled_events(since: int | None, until: int | None) -> None:
+    events = _backfilled()
+    lo = None if since is None else BASE + since * 1000
+    hi = None if until is None else BASE + until * 1000
+    index = TokenCosineIndex(context=0.0)
+    index.add_many(events)
+    assert len(index._late.view()) > 5
+    # Without context a score does not depend on the window: windowed results are the unwindowed ones
+    # whose own time is inside the window.
+    for q in QUERIES:
+        everything = index.search(q, limit=1000)
+        inside = [h for h in everything
+                  if (lo is None or events[h.row].ts_ms >= lo) and (hi is None or events[h.row].ts_ms <= hi)]
+        assert index.search(q, since_ms=lo, until_ms=hi, limit=1000) == inside
+
+
+@pytest.mark.parametrize("since,until", WINDOWS)
+def test_arrival_order_does_not_change_windowed_results(since: int | None, until: int | None) -> None:
+    events = _backfilled()
+    lo = None if since is None else BASE + since * 1000
+    hi = None if until is None else BASE + until * 1000
+    arrived, ordered = TokenCosineIndex(), TokenCosineIndex()
+    arrived.add_many(events)
+    ordered.add_many(sorted(events, key=lambda e: e.ts_ms))  # no late rows: the plain slice
+    assert not len(ordered._late.view())
+    for q in QUERIES:
+        a = sorted((h.id, round(h.score, 5)) for h in arrived.search(q, since_ms=lo, until_ms=hi, limit=1000))
+        b = sorted((h.id, round(h.score, 5)) for h in ordered.search(q, since_ms=lo, until_ms=hi, limit=1000))
+        assert a == b
+
+
+def test_one_backfilled_event_does_not_widen_recent_windows() -> None:
+    index = TokenCosineIndex(context=0.0)
+    index.add_many([ev(f"e{i}", "deploy report", t=i) for i in range(1000)])
+    index.add(ev("old", "deploy report", t=3))  # arrives last, belongs near the start
+    lo, hi, late = index._row_range(BASE + 990_000, None)
+    assert (lo, hi, late) == (990, 1001, True)  # the late row is scored but checked on its own time
+    assert ids(index.search("deploy", since_ms=BASE + 990_000, limit=20)) == [f"e{i}" for i in range(999, 989, -1)]
+    assert "old" in ids(index.search("deploy", since_ms=BASE + 2000, until_ms=BASE + 4000))

@@ -40,7 +40,7 @@ def test_a_new_claude_transcript_is_collected_within_seconds(urchin_home: Path, 
                 "sessionId": "22222222-0000-4000-8000-000000000002", "timestamp": "2026-11-01T10:00:00.000Z",
                 "cwd": "/work/shop", "message": {"role": "user", "content": "why is the zebra-coupon test flaky"}}
         (project / "22222222-0000-4000-8000-000000000002.jsonl").write_bytes(orjson.dumps(line) + b"\n")
-        found = _wait_for(lambda: _search(daemon, "zebra-coupon", hours=100000)["events"])
+        found = _wait_for(lambda: _search(daemon, "zebra-coupon", hours=100000)["events"], 45)
         assert found and found[0]["source"] == "claude"
     finally:
         daemon.stop()

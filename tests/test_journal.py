@@ -141,3 +141,19 @@ def test_every_folder_urchin_creates_is_private(tmp_path: Path) -> None:
     for item in home.rglob("*"):
         if item.is_file():
             assert item.stat().st_mode & 0o777 == 0o600, item
+
+
+def test_stats_are_cached_and_stay_right_after_appends_repairs_and_replacement(settings: Settings) -> None:
+    memory = Memory(settings)
+    memory.ingest([{"content": f"n{i}", "timestamp": f"2026-01-0{i + 1}T00:00:00Z"} for i in range(3)])
+    stats = memory.journal.stats()
+    assert (stats.events, stats.first_timestamp[:10], stats.last_timestamp[:10]) == (3, "2026-01-01", "2026-01-03")
+    assert settings.journal_path.with_name("events.jsonl.stats").stat().st_mode & 0o777 == 0o600
+    with settings.journal_path.open("ab") as handle:
+        handle.write(b"garbage\n")
+    memory.ingest_one({"content": "later", "timestamp": "2026-02-01T00:00:00Z"})
+    stats = memory.journal.stats()
+    assert (stats.events, stats.invalid_lines, stats.last_timestamp[:10]) == (4, 1, "2026-02-01")
+    settings.journal_path.write_bytes(b'{"id":"x","timestamp":"2025-01-01T00:00:00Z","content":"replaced"}\n')
+    stats = memory.journal.stats()
+    assert (stats.events, stats.invalid_lines, stats.first_timestamp[:10]) == (1, 0, "2025-01-01")

@@ -49,6 +49,22 @@ def ensure_private_dir(path: Path) -> Path:
     return path
 
 
+def write_private(path: Path, data: bytes, *, sync: bool = True) -> None:
+    """Replace `path` atomically with `data`, as a 0600 file in a 0700 folder (fsync'd unless told not)."""
+    ensure_private_dir(path.parent)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        if sync:
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+
+
 @dataclass(frozen=True)
 class Settings:
     home: Path

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import orjson
 
-from urchin.config import ensure_private_dir
+from urchin.config import ensure_private_dir, write_private
 from urchin.event import format_timestamp, parse_timestamp
 
 __all__ = ["Ephemeral", "EphemeralState"]
@@ -74,15 +74,7 @@ class Ephemeral:
         now = now or datetime.now(UTC)
         record = {"started_at": format_timestamp(now),
                   "until": format_timestamp(now + timedelta(minutes=minutes)) if minutes else None}
-        ensure_private_dir(self.path.parent)
-        tmp = self.path.with_name(self.path.name + ".tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        try:
-            os.write(fd, orjson.dumps(record))
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, self.path)
+        write_private(self.path, orjson.dumps(record))
         return self.state(now)
 
     def end(self) -> EphemeralState:

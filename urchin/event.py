@@ -22,6 +22,8 @@ from urchin.errors import ValidationError
 __all__ = [
     "Event",
     "new_id",
+    "searchable_fields",
+    "SearchableFields",
     "parse_timestamp",
     "format_timestamp",
     "SOFT_CAP_BYTES",
@@ -39,7 +41,10 @@ _LABEL = re.compile(r"[a-z0-9._-]+")
 _CANONICAL_TS = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z")
 _FIELDS = ("id", "timestamp", "source", "kind", "content", "workspace", "session", "title",
            "brain", "tags", "actor", "meta")
+_FIELD_SET = frozenset(_FIELDS)
 _OPTIONAL_STRINGS = ("workspace", "session", "title", "brain")
+_META_FALLBACKS = ("workspace", "sessionId", "summary")  # meta keys `from_record` reads fields from
+_LABELS: dict[str, str] = {}  # label normalisation is pure; imports see the same few thousands of times
 
 
 def new_id(now_ms: int | None = None) -> str:
@@ -79,6 +84,9 @@ def _ms(moment: datetime) -> int:
 
 
 def _label(value: Any, field_name: str) -> str:
+    known = _LABELS.get(value) if isinstance(value, str) else None
+    if known is not None:
+        return known
     if not isinstance(value, str):
         raise ValidationError(field_name, "must be a string")
     text = value.strip().lower()
@@ -86,6 +94,8 @@ def _label(value: Any, field_name: str) -> str:
         raise ValidationError(field_name, "must not be blank")
     if len(text) > MAX_LABEL_LENGTH or not _LABEL.fullmatch(text):
         raise ValidationError(field_name, f"must be lowercase [a-z0-9._-], at most {MAX_LABEL_LENGTH} characters")
+    if len(_LABELS) < 4096:
+        _LABELS[value] = text
     return text
 
 
@@ -157,13 +167,17 @@ class Event:
         ts_value = data.get("timestamp")
         if ts_value is None:
             moment = now or datetime.now(UTC)
+            timestamp = format_timestamp(moment)
         else:
             moment = parse_timestamp(ts_value)
+            # already canonical (imports, replays): formatting again would give the same string
+            canonical = isinstance(ts_value, str) and ts_value[:1] != "0" and _CANONICAL_TS.fullmatch(ts_value)
+            timestamp = ts_value if canonical else format_timestamp(moment)
         if raw_id is None:
             event_id = new_id()
         elif not isinstance(raw_id, str) or not raw_id.strip():
             raise ValidationError("id", "must be a non-blank string")
-        elif len(raw_id) > MAX_ID_LENGTH or any(c in raw_id for c in "\n\r\t"):
+        elif len(raw_id) > MAX_ID_LENGTH or "\n" in raw_id or "\r" in raw_id or "\t" in raw_id:
             raise ValidationError("id", f"must be at most {MAX_ID_LENGTH} characters with no line breaks")
         else:
             event_id = raw_id.strip()
@@ -181,7 +195,7 @@ class Event:
         meta = data.get("meta")
         if meta is not None and not isinstance(meta, dict):
             raise ValidationError("meta", "must be a JSON object")
-        unknown = {k: v for k, v in data.items() if k not in _FIELDS}
+        unknown = {k: v for k, v in data.items() if k not in _FIELD_SET}
         if unknown or truncated:
             meta = dict(meta or {})
             for key, value in unknown.items():
@@ -190,7 +204,7 @@ class Event:
                 meta["truncated"] = True
         return cls(
             id=event_id,
-            timestamp=format_timestamp(moment),
+            timestamp=timestamp,
             source=_label(default_source if source is None else source, "source"),
             kind=_label(default_kind if kind is None else kind, "kind"),
             content=content,
@@ -214,20 +228,13 @@ class Event:
         ts = record.get("timestamp")
         if not isinstance(event_id, str) or not isinstance(ts, str):
             return None
-        if _CANONICAL_TS.fullmatch(ts):
-            try:
-                moment = datetime.fromisoformat(ts[:-1] + "+00:00")
-            except ValueError:
-                return None
-        else:
-            try:
-                moment = parse_timestamp(ts)
-            except ValidationError:
-                return None
-            ts = format_timestamp(moment)
+        read = _read_timestamp(ts)
+        if read is None:
+            return None
+        ts, moment = read
         meta = record.get("meta")
         meta = dict(meta) if isinstance(meta, dict) else {}
-        extra = {k: v for k, v in record.items() if k not in _FIELDS}
+        extra = {k: v for k, v in record.items() if k not in _FIELD_SET}
         if extra:
             _fold_reference_shape(extra, meta)
         tags = record.get("tags")
@@ -294,6 +301,62 @@ class Event:
         data["ts_ms"] = self.ts_ms
         data.update(changes)
         return Event(**data)
+
+
+# (id, ts_ms, source, kind, content, workspace, session, title, tags)
+SearchableFields = tuple[str, int, str, str, str, str | None, str | None, str | None, tuple[str, ...]]
+
+
+def searchable_fields(record: Any) -> SearchableFields | None:
+    """What a search index needs of a stored line's object, read exactly as `Event.from_record` reads
+    it, without building an `Event` (index builds read millions of lines). None when not an event."""
+    if not isinstance(record, dict):
+        return None
+    meta = record.get("meta")
+    if not record.keys() <= _FIELD_SET or (isinstance(meta, dict) and not meta.keys().isdisjoint(_META_FALLBACKS)):
+        event = Event.from_record(record)  # the reference shape and meta fallbacks: the one slow path
+        if event is None:
+            return None
+        return (event.id, event.ts_ms, event.source, event.kind, event.content, event.workspace,
+                event.session, event.title, event.tags)
+    get = record.get  # the rest is `from_record`'s rules, inlined: this runs once per line of a build
+    content, event_id, ts = get("content"), get("id"), get("timestamp")
+    if not (isinstance(content, str) and content and isinstance(event_id, str) and isinstance(ts, str)):
+        return None
+    if _CANONICAL_TS.fullmatch(ts):
+        try:
+            moment = datetime.fromisoformat(ts[:-1] + "+00:00")
+        except ValueError:
+            return None
+    else:
+        read = _read_timestamp(ts)
+        if read is None:
+            return None
+        moment = read[1]
+    source, kind, workspace, session, title, tags = (
+        get("source"), get("kind"), get("workspace"), get("session"), get("title"), get("tags"))
+    return (event_id, _ms(moment),
+            source if isinstance(source, str) and source else "unknown",
+            kind if isinstance(kind, str) and kind else "note",
+            content,
+            workspace if isinstance(workspace, str) and workspace else None,
+            session if isinstance(session, str) and session else None,
+            title if isinstance(title, str) and title else None,
+            tuple(t for t in tags if isinstance(t, str)) if isinstance(tags, list) else ())
+
+
+def _read_timestamp(ts: str) -> tuple[str, datetime] | None:
+    """A stored timestamp -> (canonical text, moment), or None when it does not parse."""
+    if _CANONICAL_TS.fullmatch(ts):
+        try:
+            return ts, datetime.fromisoformat(ts[:-1] + "+00:00")
+        except ValueError:
+            return None
+    try:
+        moment = parse_timestamp(ts)
+    except ValidationError:
+        return None
+    return format_timestamp(moment), moment
 
 
 def _str(value: Any) -> str | None:

@@ -78,9 +78,12 @@ class IdIndex:
 
     def record(self, entries: Iterable[tuple[str, int]], covered: int) -> None:
         """Add (id, offset) pairs just appended by this process, then mark `covered`."""
+        self.record_hashed(((id_hash(event_id), offset) for event_id, offset in entries), covered)
+
+    def record_hashed(self, entries: Iterable[tuple[int, int]], covered: int) -> None:
+        """`record` with each id's `id_hash` already computed (bulk writers hash once)."""
         packed = []
-        for event_id, offset in entries:
-            h = id_hash(event_id)
+        for h, offset in entries:
             packed.append(_RECORD.pack(h, offset))
             self._remember(h, offset)
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
@@ -100,8 +103,10 @@ class IdIndex:
             self._records_seen = _HEADER.size
 
     # ---- lookups --------------------------------------------------------------------------
-    def contains(self, event_id: str) -> bool:
-        h = id_hash(event_id)
+    def contains(self, event_id: str, h: int | None = None) -> bool:
+        """Whether the journal holds `event_id`; pass `h` when its `id_hash` is already known."""
+        if h is None:
+            h = id_hash(event_id)
         for offset in self._offsets(h):
             line = self.journal.read_line_at(offset)
             if line is not None and _line_id(line) == event_id:

@@ -15,7 +15,7 @@ from urchin.config import Settings
 from urchin.ephemeral import Ephemeral
 from urchin.errors import ValidationError
 from urchin.event import HARD_LIMIT_BYTES, Event
-from urchin.idindex import IdIndex
+from urchin.idindex import IdIndex, id_hash
 from urchin.journal import Journal
 from urchin.redact import Redactor
 
@@ -66,6 +66,8 @@ class Ingestor:
             event = item
         else:
             data = {**defaults, **item} if defaults and isinstance(item, Mapping) else item
+            if isinstance(data, Mapping) and data.get("actor") is None:
+                data = {**data, "actor": dict(self._actor)}  # stamped here: one Event built, not two
             # Redact the whole text before the soft cap cuts it: a secret cut in half at the cap
             # would no longer match its pattern, and its first half would reach the disk.
             event = Event.from_input(data, now=now, soft_cap=HARD_LIMIT_BYTES)
@@ -104,24 +106,27 @@ class Ingestor:
         with self.journal.locked() as writer:
             self.ids.catch_up()
             fresh: list[tuple[int, Event]] = []
+            hashes: list[int] = []
             seen: set[str] = set()
             for index, event in ready:
-                if event.id in seen or self.ids.contains(event.id):
+                h = id_hash(event.id)
+                if event.id in seen or self.ids.contains(event.id, h):
                     out.append((index, IngestResult("duplicate", event.id, event=event)))
                 else:
                     seen.add(event.id)
                     fresh.append((index, event))
+                    hashes.append(h)
             if fresh and self.ephemeral.is_on(now):
                 self.ephemeral.count_suppressed(len(fresh))
                 out.extend((i, IngestResult("suppressed", e.id, "ephemeral mode", e)) for i, e in fresh)
                 return out
             lines = [event.to_json() for _, event in fresh]
             offset = writer.write(lines)
-            placed: list[tuple[str, int]] = []
-            for (index, event), line in zip(fresh, lines):
+            placed: list[tuple[int, int]] = []
+            for (index, event), line, h in zip(fresh, lines, hashes, strict=True):
                 out.append((index, IngestResult("appended", event.id, event=event, offset=offset)))
-                placed.append((event.id, offset))
+                placed.append((h, offset))
                 offset += len(line) + 1
             writer.finish()
-            self.ids.record(placed, offset)
+            self.ids.record_hashed(placed, offset)
         return out

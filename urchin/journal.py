@@ -8,6 +8,7 @@ Every writer, in every process, appends under an exclusive `flock` on `<journal>
 from __future__ import annotations
 
 import base64
+import hashlib
 import fcntl
 import os
 import time
@@ -18,7 +19,7 @@ from pathlib import Path
 
 import orjson
 
-from urchin.config import Durability, ensure_private_dir
+from urchin.config import Durability, ensure_private_dir, write_private
 from urchin.errors import JournalError
 from urchin.event import Event
 
@@ -191,10 +192,21 @@ class Journal:
         return line[:-1] if line.endswith(b"\n") else None
 
     def stats(self) -> JournalStats:
-        events = invalid = 0
-        first: str | None = None
-        last: str | None = None
-        for _, line in self.iter_lines():
+        """Counts and time span, caught up incrementally from `<journal>.stats` (a derived cache)."""
+        cache_path = self.path.with_name(self.path.name + ".stats")
+        size = self.size()
+        try:
+            cached = orjson.loads(cache_path.read_bytes())
+            covered, events, invalid = int(cached["covered"]), int(cached["events"]), int(cached["invalid"])
+            first, last = cached["first"], cached["last"]
+            head = cached.get("head")
+            if covered > size or (covered and head != self._head_digest()):
+                raise ValueError("journal replaced or shortened")
+        except (OSError, ValueError, KeyError, TypeError, orjson.JSONDecodeError):
+            covered, events, invalid, first, last = 0, 0, 0, None, None
+        start = covered
+        for offset, line in self.iter_lines(covered):
+            covered = offset + len(line) + 1
             event = Event.from_json(line)
             if event is None:
                 invalid += 1
@@ -204,7 +216,22 @@ class Journal:
                 first = event.timestamp
             if last is None or event.timestamp > last:
                 last = event.timestamp
-        return JournalStats(str(self.path), self.size(), events, invalid, self.torn_records(), first, last)
+        if covered != start and self.path.exists():
+            record = {"covered": covered, "events": events, "invalid": invalid, "first": first, "last": last,
+                      "head": self._head_digest()}
+            try:
+                write_private(cache_path, orjson.dumps(record), sync=False)
+            except OSError:
+                pass  # a read-only folder: stats are still right, just not cached
+        return JournalStats(str(self.path), size, events, invalid, self.torn_records(), first, last)
+
+    def _head_digest(self) -> str:
+        """The first line's bytes, hashed: tells a replaced journal from a grown one."""
+        try:
+            with self.path.open("rb") as handle:
+                return hashlib.blake2b(handle.readline(4096), digest_size=8).hexdigest()
+        except OSError:
+            return ""
 
     def torn_records(self) -> int:
         try:

@@ -18,9 +18,7 @@ from urchin.config import Settings
 from urchin.ephemeral import EphemeralState
 from urchin.errors import EmbedderError, JournalError, NotFoundError, QueryError, ValidationError
 from urchin.event import Event
-from urchin.ingest import Ingestor, IngestResult
 from urchin.journal import Journal
-from urchin.redact import Finding
 from urchin.search.query import (
     Filters,
     Hit,
@@ -31,12 +29,17 @@ from urchin.search.query import (
     one_line,
     window_start_ms,
 )
-from urchin.search.semantic import EmbeddingView, TokenCosineView
 from urchin.search.substring import SubstringSearcher
-from urchin.workspace.memories import Member, MemoryDef, MemoryStore, gather
-from urchin.workspace.overview import root_overview
-from urchin.workspace.reader import FileRange, read_range
-from urchin.workspace.roots import Root, Roots
+
+if TYPE_CHECKING:
+    # Imported where used: numpy and httpx cost ~0.3 s, the write path (redaction rules) ~15 ms and the
+    # workspace modules ~8 ms, and a cold `urchin search` needs none of them.
+    from urchin.ingest import Ingestor, IngestResult
+    from urchin.redact import Finding
+    from urchin.search.semantic import EmbeddingView, TokenCosineView
+    from urchin.workspace.memories import Member, MemoryDef
+    from urchin.workspace.reader import FileRange
+    from urchin.workspace.roots import Root, Roots
 
 if TYPE_CHECKING:
     from urchin.index.feeder import FeedReport
@@ -69,17 +72,20 @@ class ImportReport:
     duplicate: int = 0
     suppressed: int = 0
     rejected: list[tuple[int, str]] = field(default_factory=list)
+    indexed_events: int = 0
+    index_seconds: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
         return {"appended": self.appended, "duplicate": self.duplicate, "suppressed": self.suppressed,
-                "rejected": [{"line": n, "reason": r} for n, r in self.rejected]}
+                "rejected": [{"line": n, "reason": r} for n, r in self.rejected],
+                "index": {"events": self.indexed_events, "seconds": round(self.index_seconds, 2)}}
 
 
 class Memory:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.journal = Journal(settings.journal_path, settings.durability)
-        self.ingestor = Ingestor(settings, self.journal)
+        self._ingestor: Ingestor | None = None
         self.substring = SubstringSearcher(self.journal)
         self._index: IndexService | None = None
         self._cosine: TokenCosineView | None = None
@@ -94,6 +100,15 @@ class Memory:
     @classmethod
     def open(cls, home: str | None = None, **overrides: Any) -> Memory:
         return cls(Settings.resolve(home, **overrides))
+
+    @property
+    def ingestor(self) -> Ingestor:
+        """The write path, built on first use (readers never pay for the redaction rules)."""
+        if self._ingestor is None:
+            from urchin.ingest import Ingestor
+
+            self._ingestor = Ingestor(self.settings, self.journal)
+        return self._ingestor
 
     # ---- writing ------------------------------------------------------------------------------
     def ingest(self, items: Iterable[Mapping[str, Any] | Event],
@@ -136,6 +151,10 @@ class Memory:
                 batch, numbers = [], []
         self._import_batch(batch, numbers, report, on_progress)
         report.rejected.sort()
+        if report.appended:
+            # Index now, in one pass, rather than surprising the first search after a big import.
+            caught = self.substring.catch_up()
+            report.indexed_events, report.index_seconds = caught.events, caught.seconds
         return report
 
     def _import_batch(self, batch: list[Mapping[str, Any]], numbers: list[int], report: ImportReport,
@@ -209,6 +228,8 @@ class Memory:
         since = window_start_ms(check_hours(hours), now)
         limit = check_limit(limit)
         filters = Filters.of(source, workspace, session, kind)
+        from urchin.search.semantic import TokenCosineView
+
         mode, notes = TokenCosineView.mode, []
         if self.settings.embedder_url:
             try:
@@ -227,6 +248,7 @@ class Memory:
             if not self.settings.embedder_model:
                 raise EmbedderError("URCHIN_EMBEDDER_MODEL: must be set when URCHIN_EMBEDDER_URL is")
             from urchin.search.embedder import Embedder
+            from urchin.search.semantic import EmbeddingView
 
             embedder = Embedder(self.settings.embedder_url or "", self.settings.embedder_model,
                                 self.settings.embedder_api, timeout=self.settings.embedder_timeout_s)  # type: ignore[arg-type]
@@ -244,7 +266,9 @@ class Memory:
 
     def cosine_view(self) -> TokenCosineView:
         if self._cosine is None:
-            self._cosine = TokenCosineView(self.journal)
+            from urchin.search.semantic import TokenCosineView
+
+            self._cosine = TokenCosineView(self.journal, self.settings.index_dir / "cosine")
         return self._cosine
 
     def recent(self, *, hours: float = 24, limit: int = 20, source: str | None = None,
@@ -348,6 +372,8 @@ class Memory:
     # ---- workspace files and curated memories -------------------------------------------------
     @property
     def roots(self) -> Roots:
+        from urchin.workspace.roots import Roots
+
         return Roots(self.settings.home)
 
     def workspace_add(self, path: str, name: str | None = None) -> Root:
@@ -361,17 +387,25 @@ class Memory:
 
     def get_file(self, path: str, from_line: int = 1, max_lines: int = 200) -> FileRange:
         """A window of numbered lines of a workspace file; paths outside the roots are refused."""
+        from urchin.workspace.reader import read_range
+
         return read_range(self.roots, path, from_line, max_lines)
 
     def memory_create(self, slug: str, use_when: str, members: list[Member], title: str | None = None,
                       replace: bool = False) -> MemoryDef:
+        from urchin.workspace.memories import MemoryStore
+
         return MemoryStore(self.settings.home).create(slug, use_when, members, title, replace)
 
     def memory_list(self) -> list[MemoryDef]:
+        from urchin.workspace.memories import MemoryStore
+
         return MemoryStore(self.settings.home).list()
 
     def memory_get(self, slug: str, token_budget: int = 8000) -> dict[str, Any]:
         """A curated memory with every member's current contents, and coverage notes."""
+        from urchin.workspace.memories import MemoryStore, gather
+
         budget = check_limit(token_budget, 200_000) if token_budget != 8000 else token_budget
         definition = MemoryStore(self.settings.home).get(slug)
 
@@ -383,6 +417,8 @@ class Memory:
 
     def overview(self) -> dict[str, Any]:
         """Where an agent new to a workspace starts: files, recent changes, sources, memories."""
+        from urchin.workspace.overview import root_overview
+
         out: dict[str, Any] = {
             "roots": [root_overview(root) for root in self.roots.list()],
             "memories": [m.summary() for m in self.memory_list()],
@@ -401,6 +437,7 @@ class Memory:
             "invalidLines": stats.invalid_lines,
             "tornRecords": stats.torn_records,
             "ephemeral": self.ingestor.ephemeral.state().to_dict(),
+            "substringIndex": self.substring.index_state(),
             "home": str(self.settings.home),
             "now": datetime.now(UTC).isoformat(timespec="seconds"),
         }
@@ -453,8 +490,9 @@ class Memory:
         self.ingestor.keep_ids_in_memory()
         with self.journal.locked():  # load the id index now, not inside the first write's latency
             self.ingestor.ids.catch_up()
-        if isinstance(self.substring, HotView) and self.substring not in self._views:
-            self.add_view(self.substring)
+        # The substring block index follows the journal by itself; build what it lacks in the
+        # background (about 15 s per million events) while everything else serves.
+        threading.Thread(target=self.substring.catch_up, name="urchin-substring-index", daemon=True).start()
         self._refresh_views()
         # Created now, built by the follower's first refresh() in the background: a large journal
         # takes minutes to index, and the daemon should not wait for that to serve everything else.
@@ -472,6 +510,11 @@ class Memory:
         if self._cosine is not None:
             self._cosine.catch_up()
         return end
+
+    def save_views(self) -> bool:
+        """Persist the views that keep a copy on disk (the token-cosine index); the daemon calls this
+        at shutdown (catch-up also saves every so often by itself). False when nothing was written."""
+        return self._cosine.save() if self._cosine is not None else False
 
     def _refresh_views(self) -> int:
         with self._refresh_lock:

@@ -64,6 +64,8 @@ def import_(app: AppContext, file: Any) -> None:
         click.echo(f"line {number}: rejected: {reason}", err=True)
     click.echo(f"appended {report.appended}, duplicate {report.duplicate}, suppressed {report.suppressed}, "
                f"rejected {len(report.rejected)} in {elapsed:.2f}s")
+    if report.indexed_events:
+        click.echo(f"search index: {report.indexed_events} events indexed in {report.index_seconds:.2f}s", err=True)
 
 
 def _size(file: Any) -> int:

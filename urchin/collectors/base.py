@@ -8,7 +8,6 @@ the sink has returned, so events are durable before the offset that covers them 
 from __future__ import annotations
 
 import hashlib
-import os
 import re
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -19,7 +18,7 @@ from typing import Any
 
 import orjson
 
-from urchin.config import Settings, ensure_private_dir
+from urchin.config import Settings, write_private
 from urchin.event import TRUNCATION_MARKER
 
 __all__ = [
@@ -205,16 +204,8 @@ class Checkpoints:
         return self.files.setdefault(str(path), FileCursor())
 
     def save(self) -> None:
-        ensure_private_dir(self.path.parent)
         body = orjson.dumps({"files": {k: v.to_dict() for k, v in self.files.items()}, "stats": self.stats})
-        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        try:
-            os.write(fd, body)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, self.path)
+        write_private(self.path, body)
 
 
 def _head(path: Path, upto: int) -> str:

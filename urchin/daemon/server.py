@@ -27,7 +27,7 @@ import orjson
 import uvicorn
 from starlette.routing import BaseRoute
 
-from urchin.config import Settings, ensure_private_dir
+from urchin.config import Settings, ensure_private_dir, write_private
 from urchin.daemon.app import VERSION, DaemonState, Lifespan, build_app
 from urchin.daemon.background import CollectorLoop, EmbedderLoop
 from urchin.daemon.follower import Follower
@@ -220,6 +220,7 @@ class Daemon:
             follower.stop()
             for job in jobs:
                 job.stop()
+            memory.save_views()  # the ranked index, so the next start loads it instead of rebuilding
             log.info("stopped: %s", orjson.dumps(writer.stats.to_dict()).decode())
         return 0
 
@@ -263,11 +264,7 @@ class Daemon:
             "version": VERSION,
             "token_path": None if self.settings.intake_token else str(self.settings.token_path),
         }
-        tmp = self.settings.daemon_file.with_name(f".daemon.json.{os.getpid()}")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(orjson.dumps(info, option=orjson.OPT_INDENT_2) + b"\n")
-        os.replace(tmp, self.settings.daemon_file)
+        write_private(self.settings.daemon_file, orjson.dumps(info, option=orjson.OPT_INDENT_2) + b"\n", sync=False)
         log.info("urchin %s serving %s on %s (pid %d); stop with Ctrl-C or kill %d",
                  VERSION, self.settings.journal_path, self.address, os.getpid(), os.getpid())
         sd_notify(self.settings.notify_socket, f"READY=1\nSTATUS=serving on {self.address}\nMAINPID={os.getpid()}")

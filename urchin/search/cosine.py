@@ -8,22 +8,41 @@ from __future__ import annotations
 
 from array import array
 from collections import Counter
-from collections.abc import Iterable
-from typing import NamedTuple
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from urchin.event import Event
+from urchin.search.extract import LABELS, Batch, TermExtractor
+from urchin.search.postings import Codes, Column, Segment, Triples
 from urchin.search.query import check_limit, check_query
 from urchin.search.tokens import tokenize
 
-__all__ = ["Scored", "TokenCosineIndex", "event_terms"]
+__all__ = ["IndexState", "Scored", "TokenCosineIndex", "event_terms"]
 
 _FREEZE_POSTINGS = 1 << 18  # pending postings frozen into a CSR segment beyond this
+_MAX_MERGE_POSTINGS = 1 << 22  # segments are not merged beyond this: a merge needs old + new in memory
 _EXACT_REFRESH_POSTINGS = 1 << 21  # below this, document norms are refreshed at every query
 _REFRESH_GROWTH = 0.01  # above it, norms are refreshed once the index has grown by 1%
 _TF_WEIGHT = (1.0 + np.log(np.maximum(np.arange(256, dtype=np.float64), 1.0))).astype(np.float32)
 _TF_WEIGHT[0] = 0.0
+
+
+@dataclass(slots=True)
+class IndexState:
+    """A consistent copy of an index, to save (`cosine_store`) and restore (`from_state`).
+
+    `arrays` are owned copies (or immutable segment arrays), so the index can change while the
+    state is written. `segments` are (indptr, rows, tf) per segment."""
+
+    meta: dict[str, Any]
+    vocab: list[str]  # in id order
+    labels: dict[str, list[str]]  # per label field, values in code order
+    arrays: dict[str, np.ndarray]
+    segments: list[tuple[np.ndarray, np.ndarray, np.ndarray]]
 
 
 class Scored(NamedTuple):
@@ -40,71 +59,6 @@ def event_terms(event: Event) -> list[str]:
     return tokenize(" ".join(p for p in parts if p))
 
 
-class _Column:
-    """A growable 1-D numpy array (capacity doubles), so appends stay amortised O(1)."""
-
-    def __init__(self, dtype: type | np.dtype, fill: float = 0) -> None:
-        self.data = np.full(1024, fill, dtype=dtype)
-        self.size = 0
-        self.fill = fill
-
-    def extend(self, values: np.ndarray | list) -> None:
-        values = np.asarray(values, dtype=self.data.dtype)
-        need = self.size + len(values)
-        if need > len(self.data):
-            grown = np.full(max(need, 2 * len(self.data)), self.fill, dtype=self.data.dtype)
-            grown[: self.size] = self.data[: self.size]
-            self.data = grown
-        self.data[self.size:need] = values
-        self.size = need
-
-    def view(self) -> np.ndarray:
-        return self.data[: self.size]
-
-
-class _Segment:
-    """Frozen postings in CSR form: term t's rows are rows[indptr[t]:indptr[t+1]], ascending."""
-
-    __slots__ = ("indptr", "rows", "tf")
-
-    def __init__(self, indptr: np.ndarray, rows: np.ndarray, tf: np.ndarray) -> None:
-        self.indptr, self.rows, self.tf = indptr, rows, tf
-
-    @classmethod
-    def from_triples(cls, terms: np.ndarray, rows: np.ndarray, tf: np.ndarray, n_terms: int) -> _Segment:
-        order = np.argsort(terms, kind="stable")  # stable: rows stay ascending within a term
-        counts = np.bincount(terms, minlength=n_terms)
-        indptr = np.zeros(n_terms + 1, dtype=np.int64)
-        np.cumsum(counts, out=indptr[1:])
-        return cls(indptr, rows[order].astype(np.int32), tf[order].astype(np.uint8))
-
-    def terms(self) -> np.ndarray:
-        return np.repeat(np.arange(len(self.indptr) - 1, dtype=np.int32), np.diff(self.indptr))
-
-    def postings(self, term: int) -> tuple[np.ndarray, np.ndarray]:
-        if term + 1 >= len(self.indptr):
-            return self.rows[:0], self.tf[:0]
-        a, b = self.indptr[term], self.indptr[term + 1]
-        return self.rows[a:b], self.tf[a:b]
-
-    @property
-    def nnz(self) -> int:
-        return len(self.rows)
-
-
-class _Codes:
-    """Interns the values of one label field (source, workspace, ...) as small ints; None is -1."""
-
-    def __init__(self) -> None:
-        self.codes: dict[str, int] = {}
-        self.column = _Column(np.int32, -1)
-
-    def code(self, value: str | None) -> int:
-        if value is None:
-            return -1
-        return self.codes.setdefault(value, len(self.codes))
-
-
 class TokenCosineIndex:
     """Events in, ranked `Scored` ids out. Add events in any batch size, without rebuilding.
 
@@ -119,6 +73,7 @@ class TokenCosineIndex:
     """
 
     freeze_postings = _FREEZE_POSTINGS
+    max_merge_postings = _MAX_MERGE_POSTINGS
 
     def __init__(self, *, context: float = 0.5, context_turns: int = 2) -> None:
         """`context` weighs a session neighbour's match, times `context` per step of distance."""
@@ -127,20 +82,26 @@ class TokenCosineIndex:
         self.context = context
         self.context_turns = context_turns if context > 0 else 0
         self._vocab: dict[str, int] = {}
-        self._df = _Column(np.int32)
-        self._segments: list[_Segment] = []
+        self._extractor = TermExtractor(self._vocab)
+        self._maps: dict[int, Column] = {}  # worker pid -> its term ids -> ours (parallel builds)
+        self._df = Column(np.int32)
+        self._segments: list[Segment] = []
         self._pending_terms = array("i")
         self._pending_rows = array("i")
         self._pending_tf = array("B")
-        self._ts = _Column(np.int64)
-        self._norm = _Column(np.float32, 1)
-        self._prev = _Column(np.int32, -1)
-        self._next = _Column(np.int32, -1)
-        self._fields = {name: _Codes() for name in ("source", "workspace", "session", "kind")}
+        self._ts = Column(np.int64)
+        # Windows: rows are in arrival order, mostly time order. `_ts_max` (the running maximum of ts)
+        # is sorted, so a binary search bounds every in-order row of a window; the few late rows
+        # (backfilled: ts below an earlier row's) are kept in `_late` and handled one by one.
+        self._ts_max = Column(np.int64)
+        self._late = Column(np.int32)
+        self._norm = Column(np.float32, 1)
+        self._prev = Column(np.int32, -1)
+        self._next = Column(np.int32, -1)
+        self._fields = {name: Codes() for name in LABELS}
         self._session_last: dict[int, int] = {}
         self._id_bytes = bytearray()
-        self._id_end = _Column(np.int64)
-        self._ts_sorted = True
+        self._id_end = Column(np.int64)
         self._refreshed_at = 0  # rows whose norms reflect the idf of the last full refresh
 
     # ---- adding -----------------------------------------------------------------------------
@@ -155,55 +116,97 @@ class TokenCosineIndex:
     def add_many(self, events: Iterable[Event]) -> None:
         """Index events in order (each once: the journal has already removed duplicates)."""
         batch = list(events)
-        if not batch:
+        if batch:
+            self.add_batch(self._extractor.from_events(batch))
+
+    def add_batch(self, batch: Batch) -> None:
+        """Index a batch from this index's extractor (`extract_lines`) or from a worker process."""
+        if not len(batch):
             return
         start = len(self)
-        names: list[str] = []
-        counts: list[int] = []
-        sizes: list[int] = []
-        for event in batch:
-            tally = Counter(event_terms(event))
-            names.extend(tally)
-            counts.extend(tally.values())
-            sizes.append(len(tally))
-        vocab = self._vocab
-        for term in set(names).difference(vocab):  # set algebra keeps the per-term work in C
-            vocab[term] = len(vocab)
-        terms = np.fromiter(map(vocab.__getitem__, names), dtype=np.int32, count=len(names))
-        tf = np.minimum(np.asarray(counts, dtype=np.int64), 255).astype(np.uint8)
-        rows = np.repeat(np.arange(start, start + len(batch), dtype=np.int32), sizes)
-        grown = np.bincount(terms, minlength=len(vocab)).astype(np.int32)
-        self._df.extend(np.zeros(len(vocab) - self._df.size, dtype=np.int32))
-        self._df.data[: len(vocab)] += grown
+        terms = batch.terms if not batch.worker else self._map_terms(batch)
+        vocab_size = len(self._vocab)
+        tf = batch.tf
+        rows = np.repeat(np.arange(start, start + len(batch), dtype=np.int32), batch.sizes)
+        self._df.extend(np.zeros(vocab_size - self._df.size, dtype=np.int32))
+        self._df.data[:vocab_size] += np.bincount(terms, minlength=vocab_size).astype(np.int32)
         self._append_rows(batch, start)
         weights = _TF_WEIGHT[tf] * self._idf()[terms]
         norms = np.sqrt(np.bincount(rows - start, weights * weights, minlength=len(batch)))
         self._norm.data[start:start + len(batch)] = np.where(norms > 0, norms, 1.0)
-        self._pending_terms.frombytes(terms.tobytes())
+        self._pending_terms.frombytes(terms.astype(np.int32, copy=False).tobytes())
         self._pending_rows.frombytes(rows.tobytes())
         self._pending_tf.frombytes(tf.tobytes())
         if len(self._pending_rows) >= self.freeze_postings:
             self._freeze()
 
-    def _append_rows(self, batch: list[Event], start: int) -> None:
-        ts = np.fromiter((e.ts_ms for e in batch), dtype=np.int64, count=len(batch))
-        last = self._ts.data[start - 1] if start else ts[0]
-        if ts[0] < last or (len(ts) > 1 and bool((ts[1:] < ts[:-1]).any())):
-            self._ts_sorted = False
+    def extract_lines(self, lines: Iterable[tuple[int, bytes]]) -> Batch:
+        """Journal lines -> a batch over this index's vocabulary (non-events are skipped)."""
+        return self._extractor.from_lines(lines)
+
+    def _map_terms(self, batch: Batch) -> np.ndarray:
+        """A worker's term ids -> ours, interning the terms it saw first in this batch."""
+        mapping = self._maps.setdefault(batch.worker, Column(np.int32))
+        if mapping.size != batch.vocab_start:
+            raise RuntimeError("worker batches arrived out of order")
+        vocab = self._vocab
+        mapping.extend(np.fromiter((vocab.setdefault(t, len(vocab)) for t in batch.new_terms), np.int32,
+                                   len(batch.new_terms)))
+        return mapping.view()[batch.terms]
+
+    @contextmanager
+    def bulk(self) -> Iterator[None]:
+        """For a large backlog: postings are frozen in segments of max_merge_postings, so each is
+        moved once rather than merged again and again; afterwards, forget the workers' vocabularies
+        and the word cache the build warmed."""
+        freeze = self.freeze_postings
+        self.freeze_postings = max(freeze, self.max_merge_postings)
+        try:
+            yield
+        finally:
+            self.freeze_postings = freeze
+            if len(self._pending_rows) >= freeze:
+                self._freeze()
+            self._maps.clear()
+            self._extractor.trim()
+
+    def _append_rows(self, batch: Batch, start: int) -> None:
+        n = len(batch)
+        ts = batch.ts
+        ts_max = np.maximum.accumulate(ts)
+        if start:
+            np.maximum(ts_max, self._ts_max.data[start - 1], out=ts_max)
+        self._late.extend((np.flatnonzero(ts < ts_max) + start).astype(np.int32))
         self._ts.extend(ts)
-        self._norm.extend(np.ones(len(batch), dtype=np.float32))
-        self._prev.extend(np.full(len(batch), -1, dtype=np.int32))
-        self._next.extend(np.full(len(batch), -1, dtype=np.int32))
+        self._ts_max.extend(ts_max)
+        self._norm.extend(np.ones(n, dtype=np.float32))
+        self._prev.extend(np.full(n, -1, dtype=np.int32))
+        self._next.extend(np.full(n, -1, dtype=np.int32))
         for name, codes in self._fields.items():
-            code = codes.code
-            codes.column.extend(np.fromiter((code(getattr(e, name)) for e in batch), np.int32, len(batch)))
-        ids = [e.id.encode("utf-8") for e in batch]
-        self._id_end.extend(len(self._id_bytes) + np.cumsum([len(i) for i in ids], dtype=np.int64))
-        self._id_bytes += b"".join(ids)
-        sessions = self._fields["session"].column.data
-        for row in range(start, start + len(batch)):
-            if sessions[row] >= 0:
-                self._link(int(sessions[row]), row, int(ts[row - start]))
+            codes.column.extend(np.fromiter(map(codes.__getitem__, batch.labels[name]), np.int32, n))
+        joined = "".join(batch.ids).encode("utf-8")
+        lengths = np.fromiter(map(len, batch.ids), dtype=np.int64, count=n)
+        if len(joined) != int(lengths.sum()):  # some id is not ASCII: count bytes, not characters
+            lengths = np.fromiter((len(i.encode("utf-8")) for i in batch.ids), dtype=np.int64, count=n)
+        self._id_end.extend(len(self._id_bytes) + np.cumsum(lengths))
+        self._id_bytes += joined
+        self._link_rows(start, self._fields["session"].column.data[start:start + n].tolist(), ts.tolist())
+
+    def _link_rows(self, start: int, sessions: list[int], stamps: list[int]) -> None:
+        last_of, ts_col = self._session_last, self._ts.data
+        prev_col, next_col = self._prev.data, self._next.data
+        for row, session, ts in zip(range(start, start + len(sessions)), sessions, stamps, strict=True):
+            if session < 0:
+                continue
+            last = last_of.get(session)
+            if last is None:
+                last_of[session] = row
+            elif ts_col[last] <= ts:  # the common case: the session's newest turn so far
+                prev_col[row] = last
+                next_col[last] = row
+                last_of[session] = row
+            else:
+                self._link(session, row, ts)
 
     def _link(self, session: int, row: int, ts: int) -> None:
         """Insert `row` into its session's list, ordered by timestamp (late arrivals walk back)."""
@@ -227,20 +230,26 @@ class TokenCosineIndex:
             row = int(self._prev.data[row])
         return row
 
+    def _pending(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        return (np.frombuffer(self._pending_terms, dtype=np.int32),
+                np.frombuffer(self._pending_rows, dtype=np.int32),
+                np.frombuffer(self._pending_tf, dtype=np.uint8))
+
     def _freeze(self) -> None:
-        terms = np.frombuffer(self._pending_terms, dtype=np.int32).copy()
-        rows = np.frombuffer(self._pending_rows, dtype=np.int32).copy()
-        tf = np.frombuffer(self._pending_tf, dtype=np.uint8).copy()
+        pending = self._pending()
+        parts: list[Segment | Triples] = [pending]
+        # Merge like an LSM tree: few segments, each merge at least halves the work of the next; but
+        # none past max_merge_postings, so a merge never holds more than that twice (peak memory).
+        size = len(pending[0])
+        while self._segments and size * 2 >= self._segments[-1].nnz and (
+                size + self._segments[-1].nnz <= self.max_merge_postings):
+            older = self._segments.pop()
+            parts.insert(0, older)
+            size += older.nnz
+        segment = Segment.build(parts, len(self._vocab))
+        del parts, pending
         self._pending_terms, self._pending_rows, self._pending_tf = array("i"), array("i"), array("B")
-        self._segments.append(_Segment.from_triples(terms, rows, tf, len(self._vocab)))
-        # Merge like an LSM tree: few segments, each merge at least halves the work of the next.
-        while len(self._segments) > 1 and self._segments[-1].nnz * 2 >= self._segments[-2].nnz:
-            newer, older = self._segments.pop(), self._segments.pop()
-            self._segments.append(_Segment.from_triples(
-                np.concatenate([older.terms(), newer.terms()]),
-                np.concatenate([older.rows, newer.rows]),
-                np.concatenate([older.tf, newer.tf]),
-                len(self._vocab)))
+        self._segments.append(segment)
 
     # ---- statistics -------------------------------------------------------------------------
     def _idf(self) -> np.ndarray:
@@ -270,11 +279,11 @@ class TokenCosineIndex:
                 terms = np.searchsorted(seg.indptr, np.arange(a, b), side="right") - 1
                 yield seg.rows[a:b], seg.tf[a:b], terms
         if self._pending_rows:
-            yield (np.frombuffer(self._pending_rows, dtype=np.int32),
-                   np.frombuffer(self._pending_tf, dtype=np.uint8),
-                   np.frombuffer(self._pending_terms, dtype=np.int32))
+            terms, rows, tf = self._pending()
+            yield rows, tf, terms
 
-    def _maybe_refresh(self) -> None:
+    def refresh_if_stale(self) -> None:
+        """Refresh norms when the policy above says they are stale (queries call this)."""
         n, done = len(self), self._refreshed_at
         if n == done:
             return
@@ -305,41 +314,60 @@ class TokenCosineIndex:
         codes = {}
         for name, value in wanted.items():
             if value is not None:
-                code = self._fields[name].codes.get(value)
+                code = self._fields[name].get(value)
                 if code is None:
                     return []
                 codes[name] = code
         terms = Counter(self._vocab[t] for t in tokenize(query) if t in self._vocab)
         if not terms or not len(self):
             return []
-        self._maybe_refresh()
-        lo, hi = self._row_range(since_ms, until_ms)
+        self.refresh_if_stale()
+        lo, hi, late = self._row_range(since_ms, until_ms)
         if lo >= hi:
             return []
         scores = self._cosines(terms, lo, hi)
+        outside = None
+        if late:  # rows in range whose own time is outside the window: no score, no context
+            ts = self._ts.data[lo:hi]
+            outside = np.zeros(hi - lo + 1, dtype=bool)
+            if since_ms is not None:
+                outside[:-1] |= ts < since_ms
+            if until_ms is not None:
+                outside[:-1] |= ts > until_ms
+            scores[outside] = 0
         if self.context_turns:
             scores = self._with_context(scores, lo, hi)
+            if outside is not None:
+                scores[outside] = 0
         cand = np.flatnonzero(scores[: hi - lo])
         rows = cand + lo
         keep = np.ones(len(rows), dtype=bool)
-        if not self._ts_sorted and (since_ms is not None or until_ms is not None):
-            ts = self._ts.data[rows]
-            keep &= (ts >= (since_ms if since_ms is not None else ts.min())) & (
-                ts <= (until_ms if until_ms is not None else ts.max()))
         for name, code in codes.items():
             keep &= self._fields[name].column.data[rows] == code
         rows, found = rows[keep], scores[cand[keep]]
         return self._top(rows, found, limit)
 
-    def _row_range(self, since_ms: int | None, until_ms: int | None) -> tuple[int, int]:
-        """Rows to score: a slice by binary search when rows are in time order, else all."""
+    def _row_range(self, since_ms: int | None, until_ms: int | None) -> tuple[int, int, bool]:
+        """Rows to score, lo..hi-1, and whether late rows among them need their own time checked.
+
+        Every in-order row of the window lies in the slice where the running maximum of ts is in
+        the window; a late row with ts >= since also lies past lo (its running maximum is higher),
+        but one with ts <= until may lie past hi, so hi grows to reach the last such row."""
         n = len(self)
-        if not self._ts_sorted:
-            return 0, n
-        ts = self._ts.view()
-        lo = 0 if since_ms is None else int(np.searchsorted(ts, since_ms, side="left"))
-        hi = n if until_ms is None else int(np.searchsorted(ts, until_ms, side="right"))
-        return lo, hi
+        if since_ms is None and until_ms is None:
+            return 0, n, False
+        ts_max = self._ts_max.view()
+        lo = 0 if since_ms is None else int(np.searchsorted(ts_max, since_ms, side="left"))
+        hi = n if until_ms is None else int(np.searchsorted(ts_max, until_ms, side="right"))
+        late = self._late.view()
+        if hi < n and len(late):
+            after = late[int(np.searchsorted(late, hi)):]
+            ts = self._ts.data[after]
+            inside = ts <= until_ms if since_ms is None else (ts <= until_ms) & (ts >= since_ms)
+            if inside.any():
+                hi = int(after[inside].max()) + 1
+        a, b = np.searchsorted(late, (lo, hi))
+        return lo, hi, bool(b > a)
 
     def _cosines(self, terms: Counter[int], lo: int, hi: int) -> np.ndarray:
         """Cosine of the query with rows lo..hi-1 (one spare zero slot at the end, for context)."""
@@ -347,11 +375,7 @@ class TokenCosineIndex:
         qw = {t: (1.0 + np.log(c)) * float(idf[t]) for t, c in terms.items()}
         qnorm = float(np.sqrt(sum(w * w for w in qw.values())))
         acc = np.zeros(hi - lo + 1, dtype=np.float32)
-        pending = None
-        if self._pending_rows:
-            pending = (np.frombuffer(self._pending_terms, dtype=np.int32),
-                       np.frombuffer(self._pending_rows, dtype=np.int32),
-                       np.frombuffer(self._pending_tf, dtype=np.uint8))
+        pending = self._pending() if self._pending_rows else None
         for term, weight in qw.items():
             if weight <= 0:
                 continue
@@ -413,12 +437,91 @@ class TokenCosineIndex:
         start = int(self._id_end.data[row - 1]) if row else 0
         return self._id_bytes[start:end].decode("utf-8")
 
+    # ---- persistence ------------------------------------------------------------------------
+    _COLUMNS = ("ts", "norm", "prev", "next", "id_end")
+
+    def state(self) -> IndexState:
+        """A copy to save; O(rows + terms) copying, segments shared (they never change)."""
+        arrays = {name: getattr(self, f"_{name}").view().copy() for name in self._COLUMNS}
+        arrays["df"] = self._df.view().copy()
+        arrays["ids"] = np.frombuffer(bytes(self._id_bytes), dtype=np.uint8)
+        for name, codes in self._fields.items():
+            arrays[f"label_{name}"] = codes.column.view().copy()
+        for name, values in zip(("terms", "rows", "tf"), self._pending(), strict=True):
+            arrays[f"pending_{name}"] = values.copy()
+        meta = {"rows": len(self), "terms": len(self._vocab), "refreshed_at": self._refreshed_at,
+                "context": self.context, "context_turns": self.context_turns}
+        return IndexState(meta, list(self._vocab), {n: c.values_in_order() for n, c in self._fields.items()},
+                          arrays, [(s.indptr, s.rows, s.tf) for s in self._segments])
+
+    @classmethod
+    def from_state(cls, state: IndexState) -> TokenCosineIndex:
+        """The index a state was taken of. Raises ValueError when the state is inconsistent."""
+        meta, arrays = state.meta, state.arrays
+        index = cls(context=float(meta["context"]), context_turns=int(meta["context_turns"]))
+        n, n_terms = int(meta["rows"]), int(meta["terms"])
+        _check_state(state, n, n_terms)
+        index._vocab.update(zip(state.vocab, range(n_terms), strict=True))
+        if len(index._vocab) != n_terms:
+            raise ValueError("vocabulary: repeated terms")
+        index._df = Column.of(arrays["df"])
+        fills = {"norm": 1, "prev": -1, "next": -1}
+        for name in cls._COLUMNS:
+            setattr(index, f"_{name}", Column.of(arrays[name], fills.get(name, 0)))
+        index._id_bytes = bytearray(arrays["ids"])
+        for name in LABELS:
+            index._fields[name] = Codes(state.labels[name], arrays[f"label_{name}"])
+            if len(index._fields[name]) != len(state.labels[name]) + 1:
+                raise ValueError(f"{name}: repeated values")
+        index._segments = [Segment(*parts) for parts in state.segments]
+        for name, kind in (("terms", "i"), ("rows", "i"), ("tf", "B")):
+            setattr(index, f"_pending_{name}", array(kind, arrays[f"pending_{name}"].tobytes()))
+        ts = arrays["ts"]
+        ts_max = np.maximum.accumulate(ts) if n else ts.copy()
+        index._ts_max = Column.of(ts_max)
+        index._late = Column.of(np.flatnonzero(ts < ts_max).astype(np.int32))
+        sessions, nxt = arrays["label_session"], arrays["next"]
+        ends = np.flatnonzero((sessions >= 0) & (nxt < 0))
+        index._session_last = dict(zip(sessions[ends].tolist(), ends.tolist(), strict=True))
+        index._refreshed_at = int(meta["refreshed_at"])
+        index._extractor = TermExtractor(index._vocab)
+        return index
+
     def memory_bytes(self) -> int:
         """Bytes held by the index's arrays (the vocabulary dict and id strings included roughly)."""
         arrays = sum(s.indptr.nbytes + s.rows.nbytes + s.tf.nbytes for s in self._segments)
         arrays += len(self._pending_rows) * 9
-        cols = [self._df, self._ts, self._norm, self._prev, self._next, self._id_end]
+        cols = [self._df, self._ts, self._ts_max, self._late, self._norm, self._prev, self._next, self._id_end]
         cols += [f.column for f in self._fields.values()]
         arrays += sum(c.data.nbytes for c in cols) + len(self._id_bytes)
         vocab = sum(49 + len(t) for t in self._vocab) + 100 * len(self._vocab)
         return arrays + vocab
+
+
+def _check_state(state: IndexState, n: int, n_terms: int) -> None:
+    """Cheap consistency checks (O(rows + terms), never O(postings)): shapes, bounds, sortedness."""
+    arrays = state.arrays
+
+    def need(ok: bool, what: str) -> None:
+        if not ok:
+            raise ValueError(what)
+
+    need(len(state.vocab) == n_terms and len(arrays["df"]) == n_terms, "vocabulary: size")
+    for name in (*TokenCosineIndex._COLUMNS, *(f"label_{x}" for x in LABELS)):
+        need(arrays[name].ndim == 1 and len(arrays[name]) == n, f"{name}: length")
+    for name in ("prev", "next"):
+        need(not n or (int(arrays[name].min()) >= -1 and int(arrays[name].max()) < n), f"{name}: bounds")
+    for name in LABELS:
+        codes = arrays[f"label_{name}"]
+        need(not n or (int(codes.min()) >= -1 and int(codes.max()) < len(state.labels[name])), f"{name}: codes")
+    ends = arrays["id_end"]
+    need(not n or (int(ends[-1]) == len(arrays["ids"]) and bool((np.diff(ends) >= 0).all())), "ids: ends")
+    pending = [arrays[f"pending_{x}"] for x in ("terms", "rows", "tf")]
+    need(len({len(p) for p in pending}) == 1, "pending: lengths")
+    if len(pending[0]):
+        need(int(pending[0].max()) < n_terms and int(pending[1].max()) < n and int(pending[1].min()) >= 0,
+             "pending: bounds")
+    for indptr, rows, tf in state.segments:
+        need(1 <= len(indptr) <= n_terms + 1 and int(indptr[0]) == 0, "segment: indptr")
+        need(int(indptr[-1]) == len(rows) == len(tf) and bool((np.diff(indptr) >= 0).all()), "segment: sizes")
+    need(0 <= int(state.meta["refreshed_at"]) <= n, "refreshed_at")

@@ -2,77 +2,222 @@
 
 `TokenCosineView` keeps a `TokenCosineIndex` caught up with the journal and maps its rows back to
 journal offsets, so it holds no event text: hits are read back from the journal (a few `pread`s).
+With an index directory it is saved there now and then and loaded at start (then only the journal's
+tail is indexed); a saved index that does not match the journal is rebuilt, never trusted.
 `EmbeddingView` does the same with a remote embedder's vectors, cached on disk per model.
 """
 
 from __future__ import annotations
 
+import ctypes
+import logging
 import os
+import pickle
+import sys
 import threading
 from array import array
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
+
 from urchin.event import Event
 from urchin.journal import Journal
+from urchin.search import cosine_store
 from urchin.search.cosine import TokenCosineIndex
 from urchin.search.embedder import Embedder
+from urchin.search.extract import WorkerError, extract_parallel, line_aligned_end
 from urchin.search.query import Filters, Hit
 from urchin.search.vectors import VectorCache, embed_events
 
-__all__ = ["TokenCosineView", "EmbeddingView"]
+__all__ = ["TokenCosineView", "EmbeddingView", "SAVE_EVERY", "BULK_BYTES"]
 
-_CATCH_UP_BYTES = 16 << 20
+log = logging.getLogger(__name__)
+
+_CATCH_UP_BYTES = 4 << 20
+SAVE_EVERY = 10_000  # events indexed since the last save (and 5% of the saved) that make `catch_up` save
+BULK_BYTES = 64 << 20  # a backlog this large is tokenised by worker processes, in bulk mode
 
 
 class TokenCosineView:
-    """Thread-safe: one lock serialises catch-up and queries (the index itself is not thread-safe)."""
+    """Thread-safe: one lock serialises catch-up and queries (the index itself is not thread-safe).
+
+    For a daemon: call `catch_up()` on every journal change (it saves by itself once `save_every`
+    events, and 5% of the saved ones, have been indexed since the last save) and `save()` at
+    shutdown. Construction does no I/O; the first `catch_up` or `search` loads the saved index.
+    """
 
     mode = "token-cosine"
 
-    def __init__(self, journal: Journal) -> None:
+    def __init__(self, journal: Journal, index_dir: Path | None = None, *, save_every: int = SAVE_EVERY,
+                 workers: int | None = None) -> None:
+        """`index_dir`: where to persist (None: memory only). `save_every` 0: save only when asked.
+        `workers`: processes for a large backlog (default: 2 when there are 2 CPUs; 1: none)."""
         self.journal = journal
+        self.index_dir = index_dir
+        self.save_every = save_every
+        self.workers = min(2, os.cpu_count() or 1) if workers is None else workers
         self.index = TokenCosineIndex()
         self.offsets = array("q")
         self.next_offset = 0
+        self.loaded_from_disk = False
+        self.rebuild_reason: str | None = None  # why a saved index was not used (None: used, or none)
         self._lock = threading.Lock()
+        self._save_lock = threading.Lock()
+        self._opened = False
+        self._identity: tuple[int, int] | None = None  # (device, inode) of the journal followed
+        self._saved = (-1, -1)  # (rows, next_offset) of the index on disk
+        self._reuse: cosine_store.Reuse = {}
 
+    # ---- following the journal --------------------------------------------------------------
     def catch_up(self) -> int:
         """Index every complete line appended since the last call; returns how many events were added."""
         with self._lock:
-            return self._catch_up()
+            added = self._catch_up()
+        self._save_if_due()
+        return added
 
     def _catch_up(self) -> int:
+        if not self._opened:
+            self._open()
+        self._check_journal()
+        backlog = self.journal.size() - self.next_offset
+        if backlog < BULK_BYTES:
+            return self._read_tail()
+        with self.index.bulk():
+            added = self._build_parallel() if self.workers > 1 else 0
+            added += self._read_tail()
+        _release_free_memory()
+        return added
+
+    def _read_tail(self) -> int:
         added = 0
         while True:
             result = self.journal.read_from(self.next_offset, _CATCH_UP_BYTES)
             if not result.lines:
                 self.next_offset = result.next_offset
                 return added
-            batch: list[Event] = []
-            for offset, line in result.lines:
-                event = Event.from_json(line)
-                if event is not None:
-                    batch.append(event)
-                    self.offsets.append(offset)
-            self.index.add_many(batch)
+            batch = self.index.extract_lines(result.lines)
+            self.index.add_batch(batch)
+            self.offsets.frombytes(batch.offsets.tobytes())
             added += len(batch)
             self.next_offset = result.next_offset
 
+    def _build_parallel(self) -> int:
+        """Index the backlog with worker processes; on any failure the caller goes on in-process."""
+        stop = line_aligned_end(self.journal.path, self.next_offset, self.journal.size())
+        added = 0
+        try:
+            for batch in extract_parallel(self.journal.path, self.next_offset, stop, self.workers):
+                self.index.add_batch(batch)
+                self.offsets.frombytes(batch.offsets.tobytes())
+                added += len(batch)
+                self.next_offset = batch.end
+        except (OSError, WorkerError, RuntimeError, pickle.UnpicklingError) as exc:
+            log.warning("token-cosine: parallel build failed (%s); continuing in-process", exc)
+        return added
+
+    def _check_journal(self) -> None:
+        """Start over when the journal was replaced or cut below what is indexed."""
+        try:
+            info = os.stat(self.journal.path)
+        except FileNotFoundError:
+            identity, size = None, 0
+        else:
+            identity, size = (info.st_dev, info.st_ino), info.st_size
+        if self.next_offset and (size < self.next_offset or (identity and identity != self._identity)):
+            reason = "journal replaced" if size >= self.next_offset else "journal shorter than the index"
+            log.warning("token-cosine: %s; rebuilding", reason)
+            self.rebuild_reason = reason
+            self._reset()
+        self._identity = identity
+
+    def _reset(self) -> None:
+        self.index = TokenCosineIndex()
+        self.offsets = array("q")
+        self.next_offset = 0
+        self._saved = (-1, -1)
+
+    # ---- persistence ------------------------------------------------------------------------
+    def _open(self) -> None:
+        self._opened = True
+        if self.index_dir is None:
+            return
+        try:
+            saved = cosine_store.load(self.index_dir, self.journal.path)
+            index = TokenCosineIndex.from_state(saved.state)
+        except Exception as exc:  # noqa: BLE001 - a derived view: whatever is wrong with it, rebuild
+            if (self.index_dir / "manifest.json").exists():
+                log.warning("token-cosine: saved index not used (%s); rebuilding from the journal", exc)
+                self.rebuild_reason = str(exc)
+            return
+        self.index = index
+        self.offsets = array("q", saved.offsets.astype(np.int64, copy=False).tobytes())
+        self.next_offset = saved.mark.offset
+        self._identity = (saved.mark.device, saved.mark.inode)
+        self._saved = (len(index), saved.mark.offset)
+        self._reuse = saved.reuse
+        self.loaded_from_disk = True
+
+    def save(self) -> bool:
+        """Persist the index now (False: no index directory, or nothing new since the last save).
+
+        The copy is taken under the lock (O(rows + terms)); the writing happens outside it, so
+        queries and catch-up go on meanwhile."""
+        if self.index_dir is None:
+            return False
+        with self._save_lock:
+            with self._lock:
+                if not self._opened or not self.next_offset or (len(self.index), self.next_offset) == self._saved:
+                    return False
+                self.index.refresh_if_stale()  # saved norms are fresh: a load needs no O(postings) pass
+                state = self.index.state()
+                offsets = np.frombuffer(self.offsets, dtype=np.int64).copy()
+                covered = (len(self.index), self.next_offset)
+                mark = cosine_store.JournalMark.of(self.journal.path, self.next_offset)
+            if (mark.device, mark.inode) != self._identity:
+                return False  # replaced under us: the next catch-up rebuilds
+            self._reuse = cosine_store.save(self.index_dir, state, offsets, mark, self._reuse)
+            self._saved = covered
+            return True
+
+    def _save_if_due(self) -> None:
+        saved = max(self._saved[0], 0)
+        due = len(self.index) - saved >= max(self.save_every, saved // 20)  # large: at most every 5%
+        if self.save_every and self.index_dir is not None and due:
+            try:
+                self.save()
+            except OSError as exc:  # a view that cannot be saved still answers
+                log.warning("token-cosine: cannot save the index to %s: %s", self.index_dir, exc)
+
+    # ---- querying -----------------------------------------------------------------------------
     def search(self, query: str, *, since_ms: int | None, limit: int, filters: Filters,
                until_ms: int | None = None) -> list[Hit]:
+        params = {"since_ms": since_ms, "until_ms": until_ms, "source": filters.source, "limit": limit,
+                  "workspace": filters.workspace, "session": filters.session, "kind": filters.kind}
         with self._lock:
             self._catch_up()
-            scored = self.index.search(query, since_ms=since_ms, until_ms=until_ms, source=filters.source,
-                                       workspace=filters.workspace, session=filters.session, kind=filters.kind,
-                                       limit=limit)
-            offsets = [self.offsets[s.row] for s in scored]
+            try:
+                scored = self.index.search(query, **params)  # type: ignore[arg-type]
+                offsets = [self.offsets[s.row] for s in scored]
+            except IndexError as exc:
+                if not self.loaded_from_disk:
+                    raise
+                # Loading checks shapes and bounds of everything but the postings (that would read
+                # them all); a damaged posting surfaces here: rebuild from the journal, once.
+                log.warning("token-cosine: saved index damaged (%s); rebuilding", exc)
+                self.rebuild_reason, self.loaded_from_disk = f"damaged postings: {exc}", False
+                self._reset()
+                self._catch_up()
+                scored = self.index.search(query, **params)  # type: ignore[arg-type]
+                offsets = [self.offsets[s.row] for s in scored]
         hits = []
         for s, offset in zip(scored, offsets, strict=True):
             line = self.journal.read_line_at(offset)
             event = Event.from_json(line) if line is not None else None
             if event is not None:
                 hits.append(Hit(event, s.score))
+        self._save_if_due()
         return hits
 
 
@@ -164,3 +309,13 @@ def _write_private(path: Path, data: bytes) -> None:
     finally:
         os.close(fd)
     os.replace(tmp, path)
+
+
+def _release_free_memory() -> None:
+    """Give the heap a bulk build freed back to the OS (glibc keeps it otherwise: ~1/3 of the peak)."""
+    if sys.platform != "linux":
+        return
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc (musl): nothing to do
+        pass

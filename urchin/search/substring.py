@@ -1,77 +1,110 @@
-"""Literal, case-insensitive (Unicode casefold) search over event content, newest first.
+"""Literal, case-insensitive (Unicode casefold) search over event content, newest first by timestamp.
 
-This is the straightforward scanner: it folds the journal in large chunks, finds candidate lines
-by position, and only parses those. Results are ordered by event timestamp, not file order.
+Candidate blocks come from the block index (`blockindex.py`: trigram bitmaps AND zone maps);
+they are visited newest first and the scan stops once `limit` hits are older-proof. Each line is
+checked on its parsed content, so the index can only make a query faster, never change its
+answer. Without a usable index (read-only folder) it falls back to scanning the whole journal.
 """
 
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterator
+import os
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
 
 from urchin.errors import JournalError
 from urchin.event import Event
 from urchin.journal import Journal
+from urchin.search.blockindex import BlockIndex, CatchUp, View, query_hashes
 from urchin.search.query import Filters
 
 __all__ = ["SubstringSearcher"]
 
 _CHUNK = 8 << 20
+# characters a JSON writer may escape: a query holding one cannot be prefiltered on raw bytes
+_ESCAPABLE = frozenset('"\\/') | frozenset(chr(c) for c in range(32)) | {"\u2028", "\u2029", "\x7f"}
+# what `Event.from_record` fills in when a field is missing: such a filter value need not be in the raw line
+_DEFAULTS = {"source": "unknown", "kind": "note"}
+
+_Best = list[tuple[int, str, Event]]
+_ANY = Filters()
 
 
 class SubstringSearcher:
-    def __init__(self, journal: Journal) -> None:
-        self.journal = journal
+    """Long-lived is best (the daemon): the index view stays mapped between queries."""
 
-    def search(self, query: str | None, *, since_ms: int, limit: int, filters: Filters = Filters(),
+    def __init__(self, journal: Journal, index_dir: Path | None = None) -> None:
+        self.journal = journal
+        self.index = BlockIndex(journal, index_dir)
+
+    def search(self, query: str | None, *, since_ms: int, limit: int, filters: Filters = _ANY,
                until_ms: int | None = None, oldest_first: bool = False) -> list[Event]:
         """The `limit` newest events in the window whose content contains `query` (None: any)."""
         folded = query.casefold() if query is not None else None
-        best: list[tuple[int, str, Event]] = []
-        candidates = self._candidates(folded) if folded is not None else self._all()
-        for event in candidates:
-            if event.ts_ms < since_ms or (until_ms is not None and event.ts_ms > until_ms):
-                continue
-            if not filters.match(event):
-                continue
-            if folded is not None and folded not in event.content.casefold():
-                continue
-            item = (event.ts_ms, event.id, event)
-            if len(best) < limit:
-                heapq.heappush(best, item)
-            elif item[:2] > best[0][:2]:
-                heapq.heapreplace(best, item)
+        if not self.journal.path.exists():
+            return []
+        best: _Best = []
+        try:
+            with self.index.snapshot() as view:
+                self._search_view(view, folded, since_ms, until_ms, limit, filters, best)
+        except OSError as exc:  # no usable index (read-only folder, disk full): scan instead
+            import logging
+
+            logging.getLogger("urchin.search").warning("substring index unusable (%s): scanning %s", exc,
+                                                       self.journal.path)
+            best = []
+            _keep_best(self._scan(folded), folded, since_ms, until_ms, limit, filters, best)
         best.sort(key=lambda item: (item[0], item[1]), reverse=not oldest_first)
         return [item[2] for item in best]
 
-    def _all(self) -> Iterator[Event]:
-        for chunk in self._chunks():
-            for line in chunk.split(b"\n"):
-                event = Event.from_json(line)
-                if event is not None:
-                    yield event
+    def catch_up(self, on_progress: Callable[[int], None] | None = None) -> CatchUp:
+        """Bring the index up to the journal's end now (after a bulk import, at daemon start)."""
+        if not self.journal.path.exists():
+            return CatchUp(0, 0, 0, False, 0.0)
+        return self.index.catch_up(on_progress)
 
-    def _candidates(self, folded: str) -> Iterator[Event]:
-        """Events whose line contains the folded query somewhere (content is checked after)."""
-        for chunk in self._chunks():
-            text = chunk.decode("utf-8", "replace")
-            haystack = text.casefold()
-            pos = haystack.find(folded)
-            if pos < 0:
-                continue
-            lines = text.split("\n")
-            line_no = 0
-            counted = 0
-            while pos >= 0:
-                line_no += haystack.count("\n", counted, pos)
-                counted = pos
-                event = Event.from_json(lines[line_no])
-                if event is not None:
-                    yield event
-                nl = haystack.find("\n", pos)
-                if nl < 0:
+    def index_state(self) -> dict[str, Any]:
+        """`{path, blocks, indexedBytes, lagBytes, sizeBytes}` of the block index (for status)."""
+        return self.index.state()
+
+    def close(self) -> None:
+        self.index.close()
+
+    # ---- indexed path -------------------------------------------------------------------------
+    def _search_view(self, view: View, folded: str | None, since_ms: int, until_ms: int | None, limit: int,
+                     filters: Filters, best: _Best) -> None:
+        hashes = query_hashes(folded.encode("utf-8", "surrogatepass")) if folded else set()
+        blocks = view.candidates(hashes, since_ms, until_ms)
+        prefilter = _Prefilter(folded, filters)
+        maxs = view.maxs
+        try:
+            fd = os.open(self.journal.path, os.O_RDONLY)
+        except OSError as exc:
+            raise JournalError(f"{self.journal.path}: cannot read the journal: {exc.strerror}") from None
+        try:
+            for block in blocks:
+                # blocks come newest-max first: once the oldest kept hit beats this block, it beats the rest
+                if len(best) >= limit and maxs[block] + 1 < best[0][0]:
                     break
-                pos = haystack.find(folded, nl + 1)
+                start, end = view.block_range(block)
+                lines = prefilter.lines(os.pread(fd, end - start, start))
+                _keep_best((Event.from_json(line) for line in lines), folded, since_ms, until_ms, limit,
+                           filters, best)
+        finally:
+            os.close(fd)
+
+    # ---- fallback: scan everything ------------------------------------------------------------
+    def _scan(self, folded: str | None) -> Iterator[Event | None]:
+        for chunk in self._chunks():
+            text = chunk.decode("utf-8", "surrogateescape")
+            if folded is not None and folded not in text.casefold() and "\\u" not in text:
+                continue
+            for line in text.split("\n"):
+                yield Event.from_json(line)
 
     def _chunks(self) -> Iterator[bytes]:
         """The journal in large pieces that end on a line boundary; a partial tail is left out."""
@@ -92,5 +125,87 @@ class SubstringSearcher:
                 if cut < 0:
                     carry = data
                     continue
-                carry = data[cut + 1 :]
+                carry = data[cut + 1:]
                 yield data[:cut]
+
+
+def _keep_best(events: Iterable[Event | None], folded: str | None, since_ms: int, until_ms: int | None,
+               limit: int, filters: Filters, best: _Best) -> None:
+    """Push matching events into the min-heap `best` of the `limit` newest (ts, id)."""
+    for event in events:
+        if event is None:
+            continue
+        if event.ts_ms < since_ms or (until_ms is not None and event.ts_ms > until_ms):
+            continue
+        if not filters.match(event):
+            continue
+        if folded is not None and folded not in event.content.casefold():
+            continue
+        item = (event.ts_ms, event.id, event)
+        if len(best) < limit:
+            heapq.heappush(best, item)
+        elif item[:2] > best[0][:2]:
+            heapq.heapreplace(best, item)
+
+
+class _Prefilter:
+    """Cheap, safe rejection of lines before parsing, by finding the query in the raw block.
+
+    A line whose content contains the folded query has the query in its own casefolded raw text,
+    unless the query holds a character a writer may escape or the line uses `\\u` escapes (always
+    parsed). For an ASCII query the raw bytes are lowered instead of decoded and casefolded,
+    and lines with non-ASCII bytes (`ß` folds to `ss`) are always parsed. Filter values are
+    looked for as JSON strings the same way. Line numbers agree between bytes, text and folded
+    text: none of these steps makes or removes a newline.
+    """
+
+    def __init__(self, folded: str | None, filters: Filters) -> None:
+        self.query = folded if folded and not (set(folded) & _ESCAPABLE) else None
+        self.ascii = self.query.encode("ascii") if self.query is not None and self.query.isascii() else None
+        self.needles = [orjson.dumps(value) for name, value in filters.to_dict().items()
+                        if value != _DEFAULTS.get(name) and not set(value) & _ESCAPABLE]
+        # writers use `\\u` only for non-ASCII and control characters: it cannot hide an ASCII
+        # filter value, only content the query may match after decoding and folding
+        self.escapes_matter = self.query is not None or any(not n.isascii() for n in self.needles)
+
+    def lines(self, data: bytes) -> list[bytes]:
+        if self.query is None and not self.needles:
+            return data.split(b"\n")
+        keep: set[int] | None = None
+        lines: list[bytes] | None = None
+        if self.ascii is not None:
+            keep = _line_numbers(data.lower(), self.ascii, b"\n")
+            if not data.isascii():
+                lines = data.split(b"\n")
+                query = self.ascii.decode()
+                keep.update(i for i, line in enumerate(lines) if not line.isascii()
+                            and query in line.decode("utf-8", "surrogateescape").casefold())
+        elif self.query is not None:
+            keep = _line_numbers(data.decode("utf-8", "surrogateescape").casefold(), self.query, "\n")
+        for needle in self.needles:
+            found = _line_numbers(data, needle, b"\n")
+            keep = found if keep is None else keep & found
+        assert keep is not None
+        if self.escapes_matter and b"\\u" in data:
+            keep |= _line_numbers(data, b"\\u", b"\n")
+        if not keep:
+            return []
+        if lines is None:
+            lines = data.split(b"\n")
+        return [lines[i] for i in keep]
+
+
+def _line_numbers(haystack: Any, needle: Any, newline: Any) -> set[int]:
+    """Numbers of the lines of `haystack` (bytes or str) that contain `needle` (no newline in it)."""
+    out: set[int] = set()
+    pos = haystack.find(needle)
+    line = counted = 0
+    while pos >= 0:
+        line += haystack.count(newline, counted, pos)
+        counted = pos
+        out.add(line)
+        nl = haystack.find(newline, pos)
+        if nl < 0:
+            break
+        pos = haystack.find(needle, nl + 1)
+    return out

@@ -11,7 +11,7 @@ from itertools import chain
 
 from urchin.search.stem import stem
 
-__all__ = ["tokenize", "STOP_WORDS", "MAX_TERM_LENGTH"]
+__all__ = ["tokenize", "word_terms", "STOP_WORDS", "MAX_TERM_LENGTH", "WORD_PATTERN"]
 
 MAX_TERM_LENGTH = 64  # longer runs are blobs (base64, minified code), not words anyone searches
 
@@ -29,7 +29,8 @@ let also
 """.split())
 
 # A "word" may be joined by `.`, `/` or `'` to the next (paths, dotted names, contractions).
-_RAW = re.compile(r"\w+(?:['’./]\w+)*")
+WORD_PATTERN = r"\w+(?:['’./]\w+)*"
+_RAW = re.compile(WORD_PATTERN)
 _APOSTROPHE = re.compile(r"['’]")
 _SEPARATORS = re.compile(r"[./_]+")
 _CAMEL = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+|[^\W\d_a-zA-Z]+")
@@ -42,8 +43,8 @@ def _term(word: str) -> str | None:
     return stem(word)
 
 
-def _terms_of(raw: str) -> tuple[str, ...]:
-    """Terms of one raw token; cached because text repeats its words."""
+def word_terms(raw: str) -> tuple[str, ...]:
+    """Terms of one raw word (a match of WORD_PATTERN), uncached: callers cache (text repeats)."""
     if "'" in raw or "’" in raw:
         # Contractions and possessives: "caroline's" -> "caroline", "don't" -> dropped as a stop word.
         head = _APOSTROPHE.split(raw, 1)[0]
@@ -77,7 +78,7 @@ class _Cache(dict[str, tuple[str, ...]]):
     def __missing__(self, raw: str) -> tuple[str, ...]:
         if len(self) >= self.limit:
             self.clear()
-        terms = self[raw] = _terms_of(raw)
+        terms = self[raw] = word_terms(raw)
         return terms
 
 

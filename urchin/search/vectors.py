@@ -16,6 +16,7 @@ from typing import Any, Protocol
 import numpy as np
 import orjson
 
+from urchin.config import write_private
 from urchin.errors import EmbedderError
 
 __all__ = ["VectorCache", "embed_events", "event_text"]
@@ -366,11 +367,4 @@ def _touch_private(path: Path) -> None:
 
 
 def _write_private(path: Path, data: bytes) -> None:
-    tmp = path.with_suffix(".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        os.write(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
+    write_private(path, data)

@@ -8,7 +8,6 @@ current contents within a token budget, with coverage notes for what was left ou
 from __future__ import annotations
 
 import json
-import os
 import re
 import tomllib
 from dataclasses import dataclass, field
@@ -16,7 +15,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from urchin.config import ensure_private_dir
+from urchin.config import write_private
 from urchin.errors import NotFoundError, ValidationError
 
 __all__ = ["Member", "MemoryDef", "MemoryStore", "CHARS_PER_TOKEN"]
@@ -79,15 +78,7 @@ class MemoryStore:
             raise ValidationError("slug", f"a memory named {slug!r} exists already")
         definition = MemoryDef(slug, title or slug.replace("-", " ").capitalize(), use_when.strip(), tuple(members),
                                datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"), path)
-        ensure_private_dir(self.folder)
-        tmp = path.with_suffix(".toml.tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        try:
-            os.write(fd, self._render(definition).encode("utf-8"))
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
+        write_private(path, self._render(definition).encode("utf-8"))
         return definition
 
     def list(self) -> list[MemoryDef]:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import orjson
 
-from urchin.config import ensure_private_dir
+from urchin.config import write_private
 from urchin.errors import NotFoundError, ValidationError
 from urchin.workspace.ignore import IgnoreRules
 
@@ -122,15 +122,7 @@ class Roots:
         return found[0], _norm(text)
 
     def _save(self, roots: list[Root]) -> None:
-        ensure_private_dir(self.file.parent)
-        tmp = self.file.with_name(self.file.name + ".tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        try:
-            os.write(fd, orjson.dumps({"roots": [r.to_dict() for r in roots]}, option=orjson.OPT_INDENT_2))
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, self.file)
+        write_private(self.file, orjson.dumps({"roots": [r.to_dict() for r in roots]}, option=orjson.OPT_INDENT_2))
 
 
 def _norm(rel: str) -> str:

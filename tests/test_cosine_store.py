@@ -1,0 +1,283 @@
+"""The saved token-cosine index: round trips, catch-up after a load, rebuilds when anything does not
+match, permissions, and the daemon's catch_up/save."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import orjson
+import pytest
+
+from tests.conftest import run_urchin
+from urchin.config import Settings
+from urchin.memory import Memory
+from urchin.search.query import Filters
+from urchin.search.semantic import TokenCosineView
+
+QUERIES = ["deploy rollback", "postgres latency", "kubernetes cache note", "token 7"]
+WORDS = ["deploy", "rollback", "cache", "latency", "token", "session", "kubernetes", "postgres"]
+
+
+def _items(start: int, n: int) -> list[dict]:
+    return [{"id": f"e{i}", "content": f"{WORDS[i % 8]} {WORDS[i * 7 % 8]} note {i % 13}", "session": f"s{i // 5}",
+             "timestamp": f"2026-04-{1 + i % 28:02d}T10:{i % 60:02d}:00Z", "workspace": f"w{i % 3}",
+             "source": ["claude", "shell"][i % 2]} for i in range(start, start + n)]
+
+
+def _view(settings: Settings, **kw: int) -> TokenCosineView:
+    return TokenCosineView(Memory(settings).journal, settings.index_dir / "cosine", **kw)
+
+
+def _results(view: TokenCosineView) -> list[list[tuple[str, float | None]]]:
+    out = []
+    for q in QUERIES:
+        for since, filters in ((None, Filters()), (1_775_000_000_000, Filters()), (None, Filters.of("shell", "w1"))):
+            out.append([(h.event.id, h.score) for h in view.search(q, since_ms=since, limit=20, filters=filters)])
+    return out
+
+
+@pytest.fixture
+def saved(memory: Memory, settings: Settings) -> list[list[tuple[str, float | None]]]:
+    """A journal of 400 events, indexed and saved; returns the results of the saving view."""
+    memory.ingest(_items(0, 400))
+    view = _view(settings)
+    assert view.catch_up() == 400
+    assert view.save() is True
+    return _results(view)
+
+
+def _cosine_dir(settings: Settings) -> Path:
+    return settings.index_dir / "cosine"
+
+
+def _generation(settings: Settings) -> Path:
+    manifest = orjson.loads((_cosine_dir(settings) / "manifest.json").read_bytes())
+    return _cosine_dir(settings) / manifest["generation"]
+
+
+def test_a_reloaded_index_answers_like_the_saved_one(saved: list, settings: Settings) -> None:
+    view = _view(settings)
+    assert view.catch_up() == 0  # nothing to index: all of it came from disk
+    assert view.loaded_from_disk and view.rebuild_reason is None
+    assert _results(view) == saved
+    assert view.save() is False  # nothing new since the load
+
+
+def test_events_appended_after_the_save_are_caught_up(saved: list, memory: Memory, settings: Settings) -> None:
+    memory.ingest(_items(400, 30) + [{"id": "new", "content": "zeppelin hangar inspection"}])
+    view = _view(settings)
+    assert view.catch_up() == 31 and view.loaded_from_disk
+    assert view.next_offset == memory.journal.size()
+    assert [h.event.id for h in view.search("zeppelin", since_ms=None, limit=5, filters=Filters())] == ["new"]
+    fresh = TokenCosineView(memory.journal)  # memory only, built from scratch
+    assert _results(view) == _results(fresh)
+
+
+def test_files_are_private(saved: list, settings: Settings) -> None:
+    for path in (settings.index_dir, _cosine_dir(settings), _generation(settings)):
+        assert stat.S_IMODE(path.stat().st_mode) == 0o700, path
+    files = [p for p in _cosine_dir(settings).rglob("*") if p.is_file()]
+    assert len(files) > 10
+    for path in files:
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600, path
+
+
+def test_a_save_replaces_the_generation_and_links_frozen_segments(memory: Memory, settings: Settings) -> None:
+    memory.ingest(_items(0, 400))
+    view = _view(settings)
+    view.index.freeze_postings = 500  # frozen segments on this small journal
+    view.catch_up()
+    view.save()
+    first = _generation(settings)
+    segment = first / "seg00.rows.npy"
+    inode = segment.stat().st_ino
+    (_cosine_dir(settings) / "tmp-gen-crashed").mkdir()  # left by a save that crashed
+    memory.ingest(_items(400, 3))
+    assert view.catch_up() == 3 and view.save() is True
+    second = _generation(settings)
+    assert second != first and not first.exists()
+    assert sorted(p.name for p in _cosine_dir(settings).iterdir()) == sorted([".lock", "manifest.json", second.name])
+    assert (second / "seg00.rows.npy").stat().st_ino == inode  # hard-linked, not written again
+    assert _results(_view(settings)) == _results(view)
+
+
+def _rebuilds(settings: Settings, reason: str, expected: list | None = None) -> TokenCosineView:
+    view = _view(settings)
+    view.catch_up()
+    assert not view.loaded_from_disk
+    assert view.rebuild_reason is not None and reason in view.rebuild_reason
+    if expected is not None:
+        assert _results(view) == expected
+    return view
+
+
+def test_a_replaced_journal_is_rebuilt(saved: list, memory: Memory, settings: Settings) -> None:
+    path = memory.journal.path
+    copy = path.with_name("copy.jsonl")
+    copy.write_bytes(path.read_bytes())
+    os.replace(copy, path)  # same bytes, another file
+    _rebuilds(settings, "replaced", saved)
+
+
+def test_a_truncated_journal_is_rebuilt(saved: list, memory: Memory, settings: Settings) -> None:
+    path = memory.journal.path
+    data = path.read_bytes()
+    cut = data.rfind(b"\n", 0, len(data) - 1) + 1
+    os.truncate(path, cut)  # as a torn-tail repair would, below what the index covers
+    view = _rebuilds(settings, "shorter")
+    assert len(view.index) == 399
+
+
+def test_a_rewritten_journal_is_rebuilt(saved: list, memory: Memory, settings: Settings) -> None:
+    path = memory.journal.path
+    data = bytearray(path.read_bytes())
+    data[-20:-10] = b"X" * 10  # same size, same inode, other bytes
+    path.write_bytes(bytes(data))
+    _rebuilds(settings, "rewritten")
+
+
+def test_a_journal_path_change_is_rebuilt(saved: list, settings: Settings, tmp_path: Path) -> None:
+    other = tmp_path / "elsewhere.jsonl"
+    other.write_bytes(settings.journal_path.read_bytes())
+    moved = Settings.resolve(settings.home, env={"URCHIN_EVENT_JOURNAL_PATH": str(other)})
+    _rebuilds(moved, "path changed", saved)
+
+
+def _corrupt_manifest(settings: Settings) -> str:
+    (_cosine_dir(settings) / "manifest.json").write_bytes(b"{ not json")
+    return "damaged"
+
+
+def _wrong_format(settings: Settings) -> str:
+    path = _cosine_dir(settings) / "manifest.json"
+    manifest = orjson.loads(path.read_bytes())
+    manifest["format"] = 99
+    path.write_bytes(orjson.dumps(manifest))
+    return "format 99"
+
+
+def _truncated_array(settings: Settings) -> str:
+    path = _generation(settings) / "norm.npy"
+    os.truncate(path, path.stat().st_size - 8)
+    return "size differs"
+
+
+def _garbled_vocab(settings: Settings) -> str:
+    path = _generation(settings) / "vocab.bin"
+    data = bytearray(path.read_bytes())
+    data[3] ^= 0xFF
+    path.write_bytes(bytes(data))
+    return "checksum"
+
+
+def _missing_file(settings: Settings) -> str:
+    (_generation(settings) / "ts.npy").unlink()
+    return "damaged"
+
+
+def _bad_array_header(settings: Settings) -> str:
+    path = _generation(settings) / "prev.npy"
+    data = bytearray(path.read_bytes())
+    data[:6] = b"NOTNPY"
+    path.write_bytes(bytes(data))
+    return "damaged"
+
+
+def _out_of_range_links(settings: Settings) -> str:
+    import numpy as np
+    path = _generation(settings) / "next.npy"
+    links = np.load(path)
+    links[5] = 10_000_000
+    with path.open("r+b") as handle:  # same size: only the consistency checks can tell
+        np.save(handle, links)
+    return "next: bounds"
+
+
+@pytest.mark.parametrize("damage", [_corrupt_manifest, _wrong_format, _truncated_array, _garbled_vocab,
+                                    _missing_file, _bad_array_header, _out_of_range_links])
+def test_damaged_files_are_rebuilt_never_a_crash(saved: list, settings: Settings, damage: object) -> None:
+    reason = damage(settings)  # type: ignore[operator]
+    view = _rebuilds(settings, reason, saved)
+    assert view.save() is True  # and the rebuilt index replaces the damaged one
+    assert _view(settings).catch_up() == 0
+
+
+def test_cli_uses_the_saved_index_and_survives_a_damaged_one(saved: list, settings: Settings) -> None:
+    top = saved[0][0][0]
+    out = run_urchin("semantic", "--hours", "100000", QUERIES[0])
+    assert out.returncode == 0 and f"— {WORDS[0]}" in out.stdout
+    _garbled_vocab(settings)
+    out = run_urchin("semantic", "--hours", "100000", QUERIES[0])
+    assert out.returncode == 0, out.stderr
+    assert top and out.stdout.count("\n") == 10
+
+
+def test_a_live_view_rebuilds_when_the_journal_is_cut(memory: Memory, settings: Settings) -> None:
+    memory.ingest(_items(0, 50))
+    view = _view(settings)
+    view.catch_up()
+    data = memory.journal.path.read_bytes()
+    os.truncate(memory.journal.path, data.index(b"\n") + 1)  # one event left
+    assert view.catch_up() == 1 and len(view.index) == 1 and view.rebuild_reason
+    memory.ingest(_items(50, 2))
+    assert view.catch_up() == 2 and len(view.index) == 3
+
+
+def test_catch_up_saves_every_n_events_and_save_is_idempotent(memory: Memory, settings: Settings) -> None:
+    view = _view(settings, save_every=100)
+    memory.ingest(_items(0, 99))
+    assert view.catch_up() == 99
+    assert not (_cosine_dir(settings) / "manifest.json").exists()
+    memory.ingest(_items(99, 1))
+    assert view.catch_up() == 1
+    assert (_cosine_dir(settings) / "manifest.json").exists()
+    assert view.save() is False  # nothing new
+    memory.ingest(_items(100, 1))
+    view.catch_up()
+    assert view.save() is True  # what the daemon calls at shutdown
+    assert _view(settings).catch_up() == 0
+
+
+def test_memory_only_views_never_write(memory: Memory, settings: Settings) -> None:
+    memory.ingest(_items(0, 20))
+    view = TokenCosineView(memory.journal, None, save_every=1)
+    view.catch_up()
+    assert view.save() is False
+    assert not settings.index_dir.exists()
+
+
+def test_a_backfilled_event_keeps_windows_right_across_a_reload(memory: Memory, settings: Settings) -> None:
+    memory.ingest(_items(0, 200))
+    memory.ingest([{"id": "late", "content": "zeppelin audit", "timestamp": "2026-01-15T10:00:00Z"},
+                   {"id": "recent", "content": "zeppelin launch", "timestamp": "2026-04-28T10:00:00Z"}])
+    view = _view(settings)
+    view.catch_up()
+    view.save()
+    loaded = _view(settings)
+    jan = (1_768_000_000_000, 1_769_000_000_000)  # 2026-01-09 .. 2026-01-21
+    for v in (view, loaded):
+        assert [h.event.id for h in v.search("zeppelin", since_ms=jan[0], until_ms=jan[1], limit=5,
+                                             filters=Filters())] == ["late"]
+        assert [h.event.id for h in v.search("zeppelin", since_ms=1_777_000_000_000, limit=5,
+                                             filters=Filters())] == ["recent"]
+
+
+def test_a_damaged_posting_found_at_query_time_rebuilds(memory: Memory, settings: Settings) -> None:
+    import numpy as np
+    memory.ingest(_items(0, 400))
+    view = _view(settings)
+    view.index.freeze_postings = 500  # frozen segments on this small journal
+    view.catch_up()
+    view.save()
+    expected = _results(TokenCosineView(memory.journal))
+    path = _generation(settings) / "seg00.rows.npy"
+    rows = np.load(path)
+    rows[:] = 10_000_000  # rows that do not exist; loading does not read postings, so it cannot tell
+    with path.open("r+b") as handle:
+        np.save(handle, rows)
+    damaged = _view(settings)
+    assert damaged.catch_up() == 0 and damaged.loaded_from_disk
+    assert _results(damaged) == expected
+    assert not damaged.loaded_from_disk and "damaged postings" in (damaged.rebuild_reason or "")

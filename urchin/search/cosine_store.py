@@ -1,0 +1,242 @@
+"""The token-cosine index on disk: a derived view saved atomically, loaded memory-mapped.
+
+Layout under `<index_dir>/cosine/`: `manifest.json` (format, journal identity, the offset covered,
+file sizes and checksums) names one generation directory `gen-*` of `.npy` arrays; a save writes
+a new generation in a temporary directory, fsyncs it, renames it, then swaps the manifest.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import os
+import shutil
+import time
+import weakref
+import zlib
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import orjson
+
+from urchin.config import ensure_private_dir, write_private
+from urchin.search.cosine import IndexState
+
+__all__ = ["FORMAT", "JournalMark", "Reuse", "Saved", "StoreError", "load", "save"]
+
+FORMAT = 1
+_MANIFEST = "manifest.json"
+_LOCK = ".lock"
+_HASHED = 4096  # bytes hashed at each end of the covered journal prefix
+_MMAP_PREFIXES = ("seg",)  # immutable: mapped read-only; the rest is mapped copy-on-write
+_CHECKSUMMED = ("vocab.bin", "labels.json")
+_MMAP_MIN = 1 << 16
+
+
+# id(array) -> (a weak reference to it, a saved file holding it): segments are immutable, so a later
+# save hard-links the file instead of writing it again. The weak reference guards against a reused id.
+Reuse = dict[int, tuple["weakref.ref[np.ndarray]", Path]]
+
+
+class StoreError(Exception):
+    """The saved index is missing, stale or damaged; the message says which (callers rebuild)."""
+
+
+@dataclass(frozen=True, slots=True)
+class JournalMark:
+    """Which journal, and which prefix of it, an index covers: a replaced, truncated or rewritten
+    journal no longer matches."""
+
+    path: str
+    device: int
+    inode: int
+    offset: int
+    head: str  # sha256 of the first (up to) 4 KiB of the covered prefix
+    tail: str  # sha256 of its last (up to) 4 KiB
+
+    @classmethod
+    def of(cls, path: Path, offset: int) -> JournalMark:
+        with path.open("rb") as handle:
+            info = os.fstat(handle.fileno())
+            head, tail = _ends(handle.fileno(), offset)
+        return cls(str(path), info.st_dev, info.st_ino, offset, head, tail)
+
+    def mismatch(self, path: Path) -> str | None:
+        """Why the journal at `path` is not the one this mark was taken of (None: it is)."""
+        if str(path) != self.path:
+            return f"journal path changed ({self.path} -> {path})"
+        try:
+            with path.open("rb") as handle:
+                info = os.fstat(handle.fileno())
+                if (info.st_dev, info.st_ino) != (self.device, self.inode):
+                    return "journal replaced (another file at the same path)"
+                if info.st_size < self.offset:
+                    return f"journal is shorter ({info.st_size} bytes) than the index covers ({self.offset})"
+                if _ends(handle.fileno(), self.offset) != (self.head, self.tail):
+                    return "journal rewritten (checksums of the covered bytes differ)"
+        except OSError as exc:
+            return f"journal unreadable: {exc.strerror}"
+        return None
+
+
+def _ends(fd: int, offset: int) -> tuple[str, str]:
+    head = os.pread(fd, min(_HASHED, offset), 0)
+    start = max(0, offset - _HASHED)
+    tail = os.pread(fd, offset - start, start)
+    return hashlib.sha256(head).hexdigest(), hashlib.sha256(tail).hexdigest()
+
+
+@dataclass(slots=True)
+class Saved:
+    """What a load returns: the index's state, its rows' journal offsets, and the mark it covers."""
+
+    state: IndexState
+    offsets: np.ndarray
+    mark: JournalMark
+    reuse: Reuse
+
+
+@contextmanager
+def _locked(directory: Path, mode: int) -> Iterator[None]:
+    ensure_private_dir(directory)
+    fd = os.open(directory / _LOCK, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, mode)
+        yield
+    finally:
+        os.close(fd)
+
+
+# ---- saving -------------------------------------------------------------------------------------
+def save(directory: Path, state: IndexState, offsets: np.ndarray, mark: JournalMark,
+         reuse: Reuse | None = None) -> Reuse:
+    """Write a new generation and point the manifest at it; returns where each segment array went
+    (pass it as `reuse` to the next save: frozen segments are then hard-linked, written once)."""
+    ensure_private_dir(directory.parent)
+    with _locked(directory, fcntl.LOCK_EX):
+        name = f"gen-{time.time_ns():x}-{os.getpid()}"
+        tmp = directory / f"tmp-{name}"
+        ensure_private_dir(tmp)
+        files: dict[str, list[Any]] = {}
+        written: dict[int, tuple[np.ndarray, str]] = {}
+
+        def put(fname: str, array: np.ndarray) -> None:
+            known = (reuse or {}).get(id(array))
+            if known is not None and known[0]() is array and _link(known[1], tmp / fname):
+                files[fname] = [(tmp / fname).stat().st_size, None]
+            else:
+                files[fname] = [_write(tmp / fname, lambda h: np.save(h, array, allow_pickle=False)), None]
+            if fname.startswith("seg"):
+                written[id(array)] = (array, fname)
+
+        def put_bytes(fname: str, data: bytes) -> None:
+            files[fname] = [_write(tmp / fname, lambda h: h.write(data)), zlib.crc32(data)]
+
+        put_bytes("vocab.bin", "\n".join(state.vocab).encode("utf-8"))
+        put_bytes("labels.json", orjson.dumps(state.labels))
+        for key, array in state.arrays.items():
+            put(f"{key}.npy", array)
+        put("offsets.npy", offsets)
+        for i, parts in enumerate(state.segments):
+            for part, array in zip(("indptr", "rows", "tf"), parts, strict=True):
+                put(f"seg{i:02d}.{part}.npy", array)
+        _fsync_dir(tmp)
+        final = directory / name
+        os.rename(tmp, final)
+        manifest = {"format": FORMAT, "generation": name, "journal": asdict(mark), "meta": state.meta,
+                    "segments": len(state.segments), "files": files}
+        write_private(directory / _MANIFEST, orjson.dumps(manifest, option=orjson.OPT_INDENT_2))
+        _fsync_dir(directory)
+        for old in directory.iterdir():  # older generations and tmp dirs of crashed saves
+            if old.is_dir() and old.name != name and old.name.startswith(("gen-", "tmp-gen-")):
+                shutil.rmtree(old, ignore_errors=True)
+        return {key: (weakref.ref(array), final / fname) for key, (array, fname) in written.items()}
+
+
+def _write(path: Path, fill: Any) -> int:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as handle:
+        fill(handle)
+        handle.flush()
+        os.fsync(handle.fileno())
+        return handle.tell()
+
+
+def _link(source: Path, target: Path) -> bool:
+    try:
+        os.link(source, target)
+    except OSError:
+        return False  # gone (another process saved since) or another file system: write instead
+    return True
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+# ---- loading ------------------------------------------------------------------------------------
+def load(directory: Path, journal: Path) -> Saved:
+    """The saved index for `journal`; raises StoreError saying why there is none usable."""
+    if not (directory / _MANIFEST).is_file():
+        raise StoreError("no saved index")
+    with _locked(directory, fcntl.LOCK_SH):
+        try:
+            return _load(directory, journal)
+        except StoreError:
+            raise
+        except (OSError, ValueError, KeyError, TypeError, IndexError, UnicodeDecodeError) as exc:
+            raise StoreError(f"damaged ({type(exc).__name__}: {exc})") from None
+
+
+def _load(directory: Path, journal: Path) -> Saved:
+    manifest = orjson.loads((directory / _MANIFEST).read_bytes())
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+        raise StoreError(f"format {manifest.get('format') if isinstance(manifest, dict) else '?'} is not {FORMAT}")
+    mark = JournalMark(**manifest["journal"])
+    reason = mark.mismatch(journal)
+    if reason:
+        raise StoreError(reason)
+    gen = directory / str(manifest["generation"])
+    files: dict[str, list[Any]] = manifest["files"]
+    for fname, (size, _crc) in files.items():
+        if Path(fname).name != fname or (gen / fname).stat().st_size != size:
+            raise StoreError(f"{fname}: size differs from the manifest")
+    blobs = {}
+    for fname in _CHECKSUMMED:
+        data = (gen / fname).read_bytes()
+        if zlib.crc32(data) != files[fname][1]:
+            raise StoreError(f"{fname}: checksum differs from the manifest")
+        blobs[fname] = data
+
+    def array(fname: str) -> np.ndarray:
+        if fname not in files:
+            raise StoreError(f"{fname}: missing from the manifest")
+        if files[fname][0] < _MMAP_MIN:  # small (and empty) arrays: read, mapping gains nothing
+            return np.load(gen / fname, allow_pickle=False)
+        if fname.startswith(_MMAP_PREFIXES):
+            return np.load(gen / fname, mmap_mode="r", allow_pickle=False)
+        return np.load(gen / fname, mmap_mode="c", allow_pickle=False)
+
+    text = blobs["vocab.bin"].decode("utf-8")
+    vocab = text.split("\n") if text else []
+    arrays = {f[: -len(".npy")]: array(f) for f in files
+              if f.endswith(".npy") and not f.startswith(("seg", "offsets"))}
+    segments = [tuple(array(f"seg{i:02d}.{p}.npy") for p in ("indptr", "rows", "tf"))
+                for i in range(int(manifest["segments"]))]
+    offsets = array("offsets.npy")
+    meta = manifest["meta"]
+    if len(offsets) != int(meta["rows"]) or (len(offsets) and (
+            int(offsets[-1]) >= mark.offset or not bool((np.diff(offsets) > 0).all()))):
+        raise StoreError("offsets: inconsistent with the journal mark")
+    state = IndexState(meta, vocab, orjson.loads(blobs["labels.json"]), arrays, segments)  # type: ignore[arg-type]
+    reuse: Reuse = {id(a): (weakref.ref(a), gen / f"seg{i:02d}.{p}.npy")
+                    for i, parts in enumerate(segments) for p, a in zip(("indptr", "rows", "tf"), parts, strict=True)}
+    return Saved(state, offsets, mark, reuse)

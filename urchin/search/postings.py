@@ -1,0 +1,125 @@
+"""Storage of the token-cosine index: growable columns, frozen CSR posting segments, label codes.
+
+Segments are immutable once built (so they can be memory-mapped from disk and shared by saves).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import numpy as np
+
+__all__ = ["Codes", "Column", "Segment", "Triples"]
+
+_MERGE_CHUNK = 1 << 20  # postings per step when building a segment (bounds the temporaries)
+Triples = tuple[np.ndarray, np.ndarray, np.ndarray]  # (terms, rows, tf), grouped by row
+
+
+class Column:
+    """A growable 1-D numpy array (capacity doubles), so appends stay amortised O(1)."""
+
+    def __init__(self, dtype: type | np.dtype, fill: float = 0) -> None:
+        self.data = np.full(1024, fill, dtype=dtype)
+        self.size = 0
+        self.fill = fill
+
+    def extend(self, values: np.ndarray | list) -> None:
+        values = np.asarray(values, dtype=self.data.dtype)
+        need = self.size + len(values)
+        if need > len(self.data):
+            grown = np.full(max(need, 2 * len(self.data)), self.fill, dtype=self.data.dtype)
+            grown[: self.size] = self.data[: self.size]
+            self.data = grown
+        self.data[self.size:need] = values
+        self.size = need
+
+    def view(self) -> np.ndarray:
+        return self.data[: self.size]
+
+    @classmethod
+    def of(cls, values: np.ndarray, fill: float = 0) -> Column:
+        """A column over `values` as they are (a copy-on-write map is fine: growing copies it)."""
+        column = cls(values.dtype, fill)
+        column.data, column.size = values, len(values)
+        return column
+
+
+class Segment:
+    """Frozen postings in CSR form: term t's rows are rows[indptr[t]:indptr[t+1]], ascending."""
+
+    __slots__ = ("indptr", "rows", "tf")
+
+    def __init__(self, indptr: np.ndarray, rows: np.ndarray, tf: np.ndarray) -> None:
+        self.indptr, self.rows, self.tf = indptr, rows, tf
+
+    @classmethod
+    def build(cls, parts: list[Segment | Triples], n_terms: int) -> Segment:
+        """Merge segments and (terms, rows, tf) triples, given in row order, into one segment.
+
+        A counting sort done in chunks: the output is allocated once and filled part by part, so the
+        temporaries stay at a few chunks whatever the size (a global argsort would need 8 bytes more
+        per posting)."""
+        counts = np.zeros(n_terms, dtype=np.int64)
+        for part in parts:
+            if isinstance(part, Segment):
+                counts[: len(part.indptr) - 1] += np.diff(part.indptr)
+            else:
+                counts += np.bincount(part[0], minlength=n_terms)
+        indptr = np.zeros(n_terms + 1, dtype=np.int64)
+        np.cumsum(counts, out=indptr[1:])
+        rows_out = np.empty(int(indptr[-1]), dtype=np.int32)
+        tf_out = np.empty(int(indptr[-1]), dtype=np.uint8)
+        cursor = indptr[:-1].copy()  # where each term's next posting goes
+        for part in parts:
+            if isinstance(part, Segment):
+                width = len(part.indptr) - 1
+                base = cursor[:width] - part.indptr[:-1]  # destination minus source position, per term
+                # Whole terms at a time, about _MERGE_CHUNK postings per step.
+                cuts = np.searchsorted(part.indptr, np.arange(0, part.nnz, _MERGE_CHUNK), side="right") - 1
+                for t0, t1 in zip(cuts.tolist(), [*cuts[1:].tolist(), width], strict=True):
+                    a, b = int(part.indptr[t0]), int(part.indptr[t1])
+                    if a == b:
+                        continue
+                    dest = np.repeat(base[t0:t1], np.diff(part.indptr[t0:t1 + 1])) + np.arange(a, b)
+                    rows_out[dest] = part.rows[a:b]
+                    tf_out[dest] = part.tf[a:b]
+                cursor[:width] += np.diff(part.indptr)
+                continue
+            terms_in, rows_in, tf_in = part
+            for a in range(0, len(terms_in), _MERGE_CHUNK):
+                terms = terms_in[a:a + _MERGE_CHUNK]
+                order = np.argsort(terms, kind="stable")  # stable: rows stay ascending within a term
+                sorted_terms = terms[order]
+                rank = np.arange(len(order)) - np.searchsorted(sorted_terms, sorted_terms, side="left")
+                dest = cursor[sorted_terms] + rank
+                rows_out[dest] = rows_in[a:a + _MERGE_CHUNK][order]
+                tf_out[dest] = tf_in[a:a + _MERGE_CHUNK][order]
+                cursor += np.bincount(terms, minlength=n_terms)
+        return cls(indptr, rows_out, tf_out)
+
+    def postings(self, term: int) -> tuple[np.ndarray, np.ndarray]:
+        if term + 1 >= len(self.indptr):
+            return self.rows[:0], self.tf[:0]
+        a, b = self.indptr[term], self.indptr[term + 1]
+        return self.rows[a:b], self.tf[a:b]
+
+    @property
+    def nnz(self) -> int:
+        return len(self.rows)
+
+
+class Codes(dict[str | None, int]):
+    """Interns the values of one label field (source, workspace, ...) as small ints; None is -1.
+    Misses assign the next code, so batches map through `map(codes.__getitem__, values)` in C."""
+
+    def __init__(self, values: Iterable[str] = (), column: np.ndarray | None = None) -> None:
+        super().__init__({None: -1})
+        self.update((v, i) for i, v in enumerate(values))
+        self.column = Column(np.int32, -1) if column is None else Column.of(column, -1)
+
+    def __missing__(self, value: str | None) -> int:
+        code = self[value] = len(self) - 1
+        return code
+
+    def values_in_order(self) -> list[str]:
+        return [v for v in self if v is not None]  # insertion order is code order
