@@ -43,6 +43,7 @@ if TYPE_CHECKING:
 
 if TYPE_CHECKING:
     from urchin.index.feeder import FeedReport
+    from urchin.index.files import FileIndexReport
     from urchin.index.hybrid import ContextResult
     from urchin.index.service import IndexService
 
@@ -461,13 +462,17 @@ class Memory:
         from urchin.index.params import ContextParams
 
         parsed = ContextParams.parse(params, now=now) if params is not None else ContextParams.build(now=now, **kwargs)
-        return self.index_service.context(parsed)
+        return self.index_service.context(parsed, roots={r.name: r.path for r in self.workspace_list()})
 
     def index(self, rebuild: bool = False, follow: bool = False,
               on_progress: Callable[[int, int], None] | None = None,
               stop: threading.Event | None = None) -> FeedReport:
         """Feed the journal into the index; `rebuild` empties it first; `follow` runs until `stop` is set."""
         return self.index_service.index(rebuild=rebuild, follow=follow, on_progress=on_progress, stop=stop)
+
+    def index_files(self) -> FileIndexReport:
+        """Index the workspace roots' files (changed ones re-chunked, vanished ones removed)."""
+        return self.index_service.index_files(self.workspace_list())
 
     def index_status(self) -> dict[str, Any]:
         return self.index_service.status()

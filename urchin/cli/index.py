@@ -46,13 +46,19 @@ def index(app: AppContext, rebuild: bool, follow: bool, show_status: bool, as_js
         finally:
             if bar is not None:
                 bar.__exit__(None, None, None)
+        files = memory.index_files() if not follow and memory.workspace_list() else None
         elapsed = time.perf_counter() - started
         if as_json:
-            print_json({**report.to_dict(), "seconds": round(elapsed, 3)})
+            print_json({**report.to_dict(), "seconds": round(elapsed, 3),
+                        **({"files": files.to_dict()} if files is not None else {})})
         else:
             rate = report.events / elapsed if elapsed > 0 else 0.0
             click.echo(f"indexed {report.events} events ({report.inserted} new) in {elapsed:.1f} s "
                        f"({rate:,.0f}/s); cursor at byte {report.offset}"
                        + (f"; {report.retries} retries" if report.retries else ""))
+            if files is not None:
+                click.echo(f"workspace files: {files.indexed} indexed ({files.chunks} chunks), {files.unchanged} "
+                           f"unchanged, {files.cataloged} cataloged (over the size cap), {files.failed} failed, "
+                           f"{files.removed} removed")
     finally:
         memory.close()

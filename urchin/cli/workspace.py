@@ -21,6 +21,7 @@ def workspace_add(app: AppContext, path: str, name: str | None) -> None:
     """Add a folder as a workspace root."""
     root = app.memory().workspace_add(path, name)
     click.echo(f"added {root.name} → {root.path}")
+    click.echo("run `urchin index` to index its files (a running daemon does it by itself)", err=True)
 
 
 @workspace.command("list")

@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from urchin.errors import EmbedderError
 from urchin.index.base import MEMORY_KINDS, ContextRow, Embedder, Filter, IndexBackend, LegHit
+from urchin.index.files import FILE_KIND
+from urchin.index.live import live_leg
 from urchin.index.params import ContextParams
 from urchin.index.schema import TS_CONFIG
 from urchin.index.sparse import query_vector, term_ids, to_sparsevec, tokens
@@ -96,7 +99,7 @@ def _filter(p: ContextParams) -> Filter:
 
 
 def run_context(backend: IndexBackend, p: ContextParams, embedder: Embedder | None = None,
-                index_info: dict[str, Any] | None = None) -> ContextResult:
+                index_info: dict[str, Any] | None = None, roots: Mapping[str, Path] | None = None) -> ContextResult:
     flt, depth, skipped = _filter(p), candidates_for(p.limit), []
     runs: list[LegRun] = []
     if p.strategy in ("hybrid", "keyword") and p.full_text_weight > 0:
@@ -108,21 +111,47 @@ def run_context(backend: IndexBackend, p: ContextParams, embedder: Embedder | No
     elif any(s.type in ("vec", "hyde") for s in p.searches):
         skipped.append(f"vec/hyde sub-queries skipped: strategy {p.strategy} runs no semantic leg")
     classes = ([p.memory_weight] if p.include_memories else []) + ([1.0] if p.include_conversations else [])
+    # The live leg is left out of the best possible score: scores mean the same in both modes.
     best = max(classes) * sum(run.weight / (p.k + 1) for run in runs) if runs else 0.0
+    live_rows: dict[str, dict[str, Any]] = {}
+    live_cov: dict[str, Any] | None = None
+    if p.mode == "live":
+        live_hits, live_rows, live_cov = live_leg(backend, p, flt, roots or {}, depth)
+        if live_hits is not None:
+            runs.append(LegRun("live", "query", p.query, p.full_text_weight or 1.0,
+                               "live read of cataloged files (any word, phrases and -words hold)", live_hits))
     fused = _fuse(runs, p, best)
-    kept = [f for f in fused if f["normalised"] >= p.min_score][: p.limit]
-    rows = backend.fetch([f["id"] for f in kept]) if kept else {}
+    kept = _cap_per_file([f for f in fused if f["normalised"] >= p.min_score], p.per_file_cap)[: p.limit]
+    wanted = [f["id"] for f in kept if f["id"] not in live_rows]
+    rows = {**(backend.fetch(wanted) if wanted else {}), **live_rows}
     results = [_result(rows[f["id"]], f, p.explain) for f in kept if f["id"] in rows]
     results, truncated, used = pack(results, p.token_budget)
     coverage: dict[str, Any] = {
-        "strategy": p.strategy, "legs": [r.to_dict() for r in runs], "k": p.k, "candidatesPerLeg": depth,
-        "fusedCandidates": len(fused), "aboveMinScore": sum(1 for f in fused if f["normalised"] >= p.min_score),
+        "strategy": p.strategy, "mode": p.mode, "legs": [r.to_dict() for r in runs], "k": p.k,
+        "candidatesPerLeg": depth, "fusedCandidates": len(fused),
+        "aboveMinScore": sum(1 for f in fused if f["normalised"] >= p.min_score), "perFileCap": p.per_file_cap,
         "filters": p.filters_dict(), "skipped": skipped, "bestPossibleScore": best,
         "tokenEstimate": f"{CHARS_PER_TOKEN} characters per token", "note": COVERAGE_NOTE,
     }
+    if live_cov is not None:
+        coverage["live"] = live_cov
     if index_info:
         coverage["index"] = index_info
     return ContextResult(p.query, results, coverage, truncated, used)
+
+
+def _cap_per_file(fused: list[dict[str, Any]], cap: int) -> list[dict[str, Any]]:
+    """At most `cap` passages of one workspace file, best first (events are not capped)."""
+    seen: dict[str, int] = {}
+    out = []
+    for entry in fused:
+        if entry["kind"] == FILE_KIND:
+            doc = entry["id"].rsplit("#", 1)[0]
+            seen[doc] = seen.get(doc, 0) + 1
+            if seen[doc] > cap:
+                continue
+        out.append(entry)
+    return out
 
 
 def _keyword_runs(backend: IndexBackend, p: ContextParams, flt: Filter, depth: int) -> list[LegRun]:
@@ -240,9 +269,9 @@ def _iso(moment: datetime | None) -> str | None:
 
 def _result(row: dict[str, Any], fused: dict[str, Any], explain: bool) -> dict[str, Any]:
     if row["doc_type"] == "file":
-        citation = f"{row['path']}#L{row['start_line']}-L{row['end_line']}"
-        location: dict[str, Any] = {"path": row["path"], "startLine": row["start_line"], "endLine": row["end_line"],
-                                    "headingPath": row["heading_path"] or []}
+        citation = f"{row['doc_id']}#L{row['start_line']}-L{row['end_line']}"
+        location: dict[str, Any] = {"path": row["doc_id"], "startLine": row["start_line"],
+                                    "endLine": row["end_line"], "headingPath": list(row["heading_path"] or [])}
     else:
         citation = f"urchin://events/{row['doc_id']}"
         location = {"journalOffset": row["journal_offset"]}
@@ -252,6 +281,10 @@ def _result(row: dict[str, Any], fused: dict[str, Any], explain: bool) -> dict[s
         "session": row["session"], "title": row["title"], "tags": list(row["tags"] or []),
         "updatedAt": _iso(row["occurred_at"]), "location": location,
     }
+    if row["doc_type"] == "file":
+        out["folder"] = row["doc_id"].rsplit("/", 1)[0] if "/" in row["path"] else row["workspace"]
+    if row.get("live"):
+        out["live"] = True
     if explain:
         out["explain"] = {"legs": fused["legs"], "classWeight": fused["classWeight"], "fused": fused["fused"],
                           "normalised": fused["normalised"]}

@@ -33,7 +33,11 @@ _NAMES = {
     "includeMemories": "include_memories", "includeConversations": "include_conversations",
     "memoryWeight": "memory_weight", "minScore": "min_score", "limit": "limit",
     "tokenBudget": "token_budget", "explain": "explain",
+    "perFileCap": "per_file_cap", "mode": "mode", "liveByteBudget": "live_byte_budget",
 }
+MODES = ("indexed", "live")
+DEFAULT_LIVE_BYTE_BUDGET = 8 * 1024 * 1024
+MAX_LIVE_BYTE_BUDGET = 1024 * 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +73,9 @@ class ContextParams:
     limit: int = 10
     token_budget: int | None = None
     explain: bool = False
+    per_file_cap: int = 3                 # passages per workspace file, applied after fusion
+    mode: str = "indexed"                 # live: also read cataloged (over-cap) files at query time
+    live_byte_budget: int = DEFAULT_LIVE_BYTE_BUDGET
     hours: float | None = field(default=None, compare=False)
 
     @classmethod
@@ -122,6 +129,10 @@ class ContextParams:
             token_budget=(None if v.get("token_budget") is None
                           else _whole(v["token_budget"], "tokenBudget", 1, MAX_TOKEN_BUDGET)),
             explain=_bool(v.get("explain", False), "explain"),
+            per_file_cap=_whole(v.get("per_file_cap", 3), "perFileCap", 1, MAX_CONTEXT_LIMIT),
+            mode=_choice(v.get("mode", "indexed"), "mode", MODES),
+            live_byte_budget=_whole(v.get("live_byte_budget", DEFAULT_LIVE_BYTE_BUDGET), "liveByteBudget", 0,
+                                    MAX_LIVE_BYTE_BUDGET),
             hours=hours,
         )
         params._check_weights()

@@ -128,8 +128,78 @@ class PostgresIndex:
     def rebuild(self) -> None:
         """Empty the index and every cursor: each feeder (this device's and others') replays from 0."""
         with self.conn.transaction():
-            self.conn.execute("TRUNCATE urchin_chunks, urchin_embeddings, urchin_terms, urchin_cursors")
+            self.conn.execute("TRUNCATE urchin_chunks, urchin_embeddings, urchin_terms, urchin_cursors, urchin_files")
             self.conn.execute("UPDATE urchin_stats SET value = 0 WHERE key = 'chunks'")
+
+    # ---- workspace files (issue 9) ------------------------------------------------------------
+    def file_catalog(self, root: str) -> dict[str, str]:
+        with self.conn.transaction():
+            rows = self.conn.execute("SELECT path, hash FROM urchin_files WHERE root = %s", (root,)).fetchall()
+        return {r[0]: r[1] for r in rows}
+
+    def file_roots(self) -> list[str]:
+        with self.conn.transaction():
+            return [r[0] for r in self.conn.execute("SELECT DISTINCT root FROM urchin_files").fetchall()]
+
+    def files(self, state: str | None = None, roots: Sequence[str] | None = None) -> list[dict[str, Any]]:
+        """Catalog rows (optionally one state, some roots), largest last so a byte budget reads many."""
+        with self.conn.transaction():
+            rows = self.conn.execute(
+                "SELECT root, path, size, mtime, hash, state, error FROM urchin_files "
+                "WHERE (%(state)s::text IS NULL OR state = %(state)s) "
+                "AND (%(roots)s::text[] IS NULL OR root = ANY(%(roots)s)) ORDER BY size, root, path",
+                {"state": state, "roots": list(roots) if roots is not None else None}).fetchall()
+        return [dict(zip(("root", "path", "size", "mtime", "hash", "state", "error"), r, strict=True)) for r in rows]
+
+    def replace_file(self, entry: Any, rows: Sequence[ChunkRow]) -> None:
+        """One transaction: the file's old chunks out (term statistics decremented), new ones in, catalog row."""
+        from datetime import UTC, datetime
+
+        doc_id = f"{entry.root}/{entry.path}"
+        conn = self.conn
+        with conn.transaction():
+            self._delete_docs([doc_id])
+            if rows:
+                with conn.cursor() as cur:
+                    with cur.copy(f"COPY urchin_chunks ({', '.join(_COLUMNS)}) FROM STDIN") as copy:
+                        for row in rows:
+                            copy.write_row(tuple(getattr(row, name) for name in _COLUMNS))
+                self._count_terms(rows)
+            conn.execute(
+                "INSERT INTO urchin_files (root, path, size, mtime, hash, state, error) "
+                "VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT (root, path) DO UPDATE SET size = excluded.size, "
+                "mtime = excluded.mtime, hash = excluded.hash, state = excluded.state, error = excluded.error",
+                (entry.root, entry.path, entry.size, datetime.fromtimestamp(entry.mtime, UTC), entry.hash,
+                 entry.state, entry.error))
+
+    def delete_files(self, root: str, paths: Sequence[str] | None = None) -> int:
+        """Remove files (all of `root` when `paths` is None) from the catalog and the chunk table."""
+        with self.conn.transaction():
+            if paths is None:
+                gone = [r[0] for r in self.conn.execute("DELETE FROM urchin_files WHERE root = %s RETURNING path",
+                                                        (root,)).fetchall()]
+            else:
+                gone = [r[0] for r in self.conn.execute(
+                    "DELETE FROM urchin_files WHERE root = %s AND path = ANY(%s) RETURNING path",
+                    (root, list(paths))).fetchall()]
+            self._delete_docs([f"{root}/{p}" for p in gone])
+        return len(gone)
+
+    def _delete_docs(self, doc_ids: Sequence[str]) -> None:
+        if not doc_ids:
+            return
+        rows = self.conn.execute("DELETE FROM urchin_chunks WHERE doc_id = ANY(%s) AND doc_type = 'file' "
+                                 "RETURNING terms", (list(doc_ids),)).fetchall()
+        if not rows:
+            return
+        df: Counter[int] = Counter()
+        for (terms,) in rows:
+            df.update(terms or ())
+        # sorted, as in _count_terms, so concurrent writers lock terms in one order
+        self.conn.execute("UPDATE urchin_terms t SET df = greatest(t.df - d.n, 0) FROM "
+                          "unnest(%s::integer[], %s::bigint[]) AS d(term, n) WHERE t.term = d.term",
+                          (sorted(df), [df[t] for t in sorted(df)]))
+        self.conn.execute("UPDATE urchin_stats SET value = greatest(value - %s, 0) WHERE key = 'chunks'", (len(rows),))
 
     # ---- embeddings ---------------------------------------------------------------------------
     def ensure_model(self, model: str, dim: int) -> None:

@@ -78,4 +78,18 @@ CREATE TABLE urchin_stats (
 );
 INSERT INTO urchin_stats VALUES ('chunks', 0);
 """),
+    (2, "workspace file catalog", """
+-- One row per workspace file seen (issue 9): indexed (chunks in urchin_chunks), cataloged (over the
+-- size cap: no body stored, read live on demand) or failed (unreadable, not UTF-8).
+CREATE TABLE urchin_files (
+    root    text NOT NULL,
+    path    text NOT NULL,
+    size    bigint NOT NULL,
+    mtime   timestamptz NOT NULL,
+    hash    text NOT NULL,
+    state   text NOT NULL CHECK (state IN ('indexed', 'cataloged', 'failed')),
+    error   text,
+    PRIMARY KEY (root, path)
+);
+"""),
 )

@@ -7,15 +7,22 @@ needs the database opens it (starting the embedded server if that is the one con
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from urchin.config import Settings
+from urchin.errors import EmbedderError
 from urchin.index.base import Embedder
 from urchin.index.feeder import Feeder, FeedReport
 from urchin.index.hybrid import ContextResult, run_context
 from urchin.index.params import ContextParams
 from urchin.journal import Journal
+from urchin.workspace.roots import DEFAULT_SIZE_CAP
+
+if TYPE_CHECKING:
+    from urchin.index.files import FileIndexReport
+    from urchin.workspace.roots import Root
 
 __all__ = ["IndexService", "INLINE_CATCH_UP_BYTES"]
 
@@ -73,7 +80,22 @@ class IndexService:
             feeder.follow(stop or threading.Event(), on_progress=on_progress)
         return report
 
-    def context(self, params: ContextParams, catch_up: bool = True) -> ContextResult:
+    def index_files(self, roots: Sequence[Root], size_cap: int = DEFAULT_SIZE_CAP) -> FileIndexReport:
+        """Bring the workspace files into the index (unchanged files skipped), then embed what is new."""
+        from urchin.index.files import index_roots
+
+        with self._lock:
+            report = index_roots(self.backend, roots, size_cap)
+            if self.embedder is not None and report.chunks:
+                feed = FeedReport()
+                try:
+                    self.feeder().embed_pending(feed)
+                except EmbedderError:       # rows stay pending; the next run embeds them
+                    pass
+            return report
+
+    def context(self, params: ContextParams, catch_up: bool = True,
+                roots: Mapping[str, Path] | None = None) -> ContextResult:
         with self._lock:
             backend = self.backend
             key = str(self.journal.path)
@@ -85,7 +107,7 @@ class IndexService:
             info: dict[str, Any] = {"behindJournalBytes": max(0, behind)}
             if behind > 0:
                 info["note"] = "the index is behind the journal; run `urchin index` (the daemon feeds it continuously)"
-            return run_context(backend, params, self.embedder, info)
+            return run_context(backend, params, self.embedder, info, roots)
 
     def status(self) -> dict[str, Any]:
         with self._lock:

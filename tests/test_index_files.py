@@ -1,0 +1,179 @@
+"""Workspace files in the Postgres index (issue 9): chunks with heading paths and line anchors, hashes,
+deletions, live reads of cataloged files, the per-file cap, query_source / fetch_source_document."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from urchin.config import Settings
+from urchin.errors import QueryError
+from urchin.memory import Memory
+
+DEPLOY_MD = """# Deploy
+
+How we ship the shop.
+
+## Staging
+
+Push to the staging branch; the pipeline runs migrations.
+
+## Production
+
+### Rollback
+
+Run `make rollback` and watch the grafana board named quokka-latency.
+
+### Canary
+
+Send five percent of traffic to the canary first.
+"""
+
+APP_PY = """import os
+
+
+def connect_database(url):
+    \"\"\"Open the billing database with a pool.\"\"\"
+    return os.environ.get("BILLING_DSN", url)
+
+
+class Invoice:
+    def total(self):
+        return 42
+"""
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    root = tmp_path / "shop"
+    (root / "docs").mkdir(parents=True)
+    (root / "src").mkdir()
+    (root / "build").mkdir()
+    (root / "docs" / "deploy.md").write_text(DEPLOY_MD)
+    (root / "src" / "app.py").write_text(APP_PY)
+    (root / ".gitignore").write_text("build/\n*.log\n")
+    (root / "build" / "out.md").write_text("# Generated\nquokka-latency generated copy\n")
+    (root / "debug.log").write_text("quokka-latency in a log\n")
+    (root / "logo.png").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\x00binary")
+    big = ["# Big data dump"] + [f"row {i} filler text for the size cap" for i in range(40)]
+    big[25] = "the zanzibar-marmoset appears only here"
+    (root / "big.md").write_text("\n".join(big) + "\n")
+    return root
+
+
+@pytest.fixture
+def memory(pg_settings: Settings, workspace: Path) -> Any:
+    memory = Memory(pg_settings)
+    memory.workspace_add(str(workspace))
+    memory.index()
+    yield memory
+    memory.close()
+
+
+def index(memory: Memory, size_cap: int = 1000) -> Any:
+    return memory.index_service.index_files(memory.workspace_list(), size_cap=size_cap)
+
+
+def test_files_are_chunked_cataloged_and_ignored(memory: Memory) -> None:
+    report = index(memory)
+    assert (report.indexed, report.cataloged, report.binaries, report.failed) == (3, 1, 1, 0)  # .gitignore indexed too
+    files = {f["path"]: f["state"] for f in memory.index_service.backend.files()}
+    assert files == {".gitignore": "indexed", "docs/deploy.md": "indexed", "src/app.py": "indexed",
+                     "big.md": "cataloged"}
+
+
+def test_markdown_results_carry_heading_path_and_exact_lines(memory: Memory) -> None:
+    index(memory)
+    result = memory.context(query="rollback grafana board", sources=["files"])
+    first = result.results[0]
+    assert first["citation"] == "shop/docs/deploy.md#L11-L13"
+    assert first["location"] == {"path": "shop/docs/deploy.md", "startLine": 11, "endLine": 13,
+                                 "headingPath": ["Deploy", "Production", "Rollback"]}
+    assert first["title"] == "Deploy › Production › Rollback"
+    assert first["content"].splitlines() == DEPLOY_MD.splitlines()[10:13]
+    assert first["source"] == "files" and first["workspace"] == "shop"
+    mtime = os.stat(memory.workspace_list()[0].path / "docs/deploy.md").st_mtime
+    assert first["updatedAt"].startswith(__import__("datetime").datetime.fromtimestamp(
+        mtime, __import__("datetime").UTC).strftime("%Y-%m-%dT%H:%M:%S"))
+
+
+def test_code_chunks_found_and_ignored_files_absent(memory: Memory) -> None:
+    index(memory)
+    result = memory.context(query="connect_database billing pool")
+    assert result.results[0]["citation"].startswith("shop/src/app.py#L")
+    loc = result.results[0]["location"]
+    lines = APP_PY.splitlines()[loc["startLine"] - 1: loc["endLine"]]
+    assert "def connect_database(url):" in lines
+    everything = memory.context(query="quokka-latency", limit=50)
+    paths = {r["location"].get("path") for r in everything.results}
+    assert paths == {"shop/docs/deploy.md"}            # build/ and *.log are ignored
+
+
+def test_unchanged_files_are_not_rechunked_and_changes_replace_old_chunks(memory: Memory, workspace: Path) -> None:
+    index(memory)
+    backend = memory.index_service.backend
+    before = backend.fetch(["shop/src/app.py#0"])["shop/src/app.py#0"]
+    again = index(memory)
+    assert (again.indexed, again.unchanged, again.chunks) == (0, 4, 0)
+    (workspace / "docs" / "deploy.md").write_text("# Deploy\n\nNow we use the zebra-walrus pipeline.\n")
+    third = index(memory)
+    assert (third.indexed, third.unchanged) == (1, 3)
+    assert backend.fetch(["shop/src/app.py#0"])["shop/src/app.py#0"] == before
+    assert memory.context(query="quokka-latency", sources=["files"]).results == []
+    hit = memory.context(query="zebra-walrus", sources=["files"]).results[0]
+    assert hit["citation"] == "shop/docs/deploy.md#L1-L3"
+
+
+def test_deleted_file_and_removed_root_leave_the_index(memory: Memory, workspace: Path) -> None:
+    index(memory)
+    (workspace / "src" / "app.py").unlink()
+    report = index(memory)
+    assert report.removed == 1
+    assert memory.context(query="connect_database", sources=["files"]).results == []
+    memory.workspace_remove("shop")
+    report = memory.index_files()
+    assert report.removed == 3
+    assert memory.index_service.backend.files() == []
+    assert memory.index_service.backend.status()["chunks"] == 0
+
+
+def test_per_file_cap_after_fusion(memory: Memory, workspace: Path) -> None:
+    (workspace / "docs" / "many.md").write_text("".join(f"# Part {i}\n\nthe walrus section {i}\n\n" for i in range(8)))
+    index(memory)
+    default = memory.context(query="walrus section", sources=["files"])
+    assert len(default.results) == 3
+    assert memory.context(query="walrus section", sources=["files"], per_file_cap=5).results.__len__() == 5
+    with pytest.raises(QueryError, match="perFileCap"):
+        memory.context(query="walrus", per_file_cap=0)
+
+
+def test_live_mode_reads_cataloged_files_within_budget(memory: Memory) -> None:
+    index(memory)
+    indexed = memory.context(query="zanzibar-marmoset")
+    assert indexed.results == [] and "live" not in indexed.coverage
+    live = memory.context(query="zanzibar-marmoset", mode="live")
+    assert live.results[0]["citation"].startswith("shop/big.md#L")
+    assert live.results[0]["live"] is True
+    loc = live.results[0]["location"]
+    assert loc["startLine"] <= 26 <= loc["endLine"]
+    assert live.coverage["live"]["read"] == ["shop/big.md"]
+    small = memory.context(query="zanzibar-marmoset", mode="live", live_byte_budget=100)
+    assert small.results == []
+    assert small.coverage["live"]["skipped"][0]["path"] == "shop/big.md"
+    assert small.coverage["live"]["skipped"][0]["reason"].startswith("size")
+
+
+def test_live_mode_budget_spent_by_earlier_files(memory: Memory, workspace: Path) -> None:
+    (workspace / "big2.md").write_text("# Other\n" + "zanzibar-marmoset second copy filler line\n" * 40)
+    index(memory)
+    sizes = {f["path"]: f["size"] for f in memory.index_service.backend.files("cataloged")}
+    budget = max(sizes.values()) + 10
+    live = memory.context(query="zanzibar-marmoset", mode="live", live_byte_budget=budget)
+    smaller = min(sizes, key=sizes.__getitem__)
+    assert live.coverage["live"]["read"] == [f"shop/{smaller}"]
+    assert [s["reason"].split(":")[0] for s in live.coverage["live"]["skipped"]] == ["budget"]
+    with pytest.raises(QueryError, match="mode"):
+        memory.context(query="x", mode="psychic")

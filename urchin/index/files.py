@@ -1,0 +1,157 @@
+"""Workspace files into the chunk table: walk the roots, chunk, hash; catalog what is over the size cap.
+
+Pure logic over the `FileBackend` protocol below (postgres.PostgresIndex implements it). A file whose
+content hash is unchanged is skipped, so it is neither re-chunked nor re-embedded.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+from urchin.index.base import ChunkRow
+from urchin.index.sparse import doc_vector, int_array, to_sparsevec
+from urchin.workspace.chunking import Chunk, chunk_text
+from urchin.workspace.roots import DEFAULT_SIZE_CAP, Root, WorkspaceFile, is_binary, walk_files
+
+__all__ = ["FILES_SOURCE", "FILE_KIND", "FileBackend", "FileIndexReport", "FileEntry", "index_roots", "file_rows",
+           "hash_file", "PREFIX_RETRIEVAL_TEXT"]
+
+FILES_SOURCE = "files"
+FILE_KIND = "file"
+HEADING_JOIN = " › "
+# The token vector is built from `Chunk.retrieval_text` (path + heading path + text); False builds it
+# from the bare chunk text. Only the retrieval-gain measurement flips it.
+PREFIX_RETRIEVAL_TEXT = True
+
+
+@dataclass(frozen=True, slots=True)
+class FileEntry:
+    """One row of the `urchin_files` catalog."""
+
+    root: str
+    path: str
+    size: int
+    mtime: float
+    hash: str
+    state: str              # indexed | cataloged | failed
+    error: str | None = None
+
+
+class FileBackend(Protocol):
+    def file_catalog(self, root: str) -> dict[str, str]: ...                     # path -> hash
+
+    def file_roots(self) -> list[str]: ...
+
+    def replace_file(self, entry: FileEntry, rows: Sequence[ChunkRow]) -> None: ...
+
+    def delete_files(self, root: str, paths: Sequence[str] | None = None) -> int: ...
+
+
+@dataclass(slots=True)
+class FileIndexReport:
+    files: int = 0          # files seen (after ignore rules and binaries)
+    indexed: int = 0        # (re)chunked this run
+    unchanged: int = 0      # same hash: skipped
+    cataloged: int = 0      # over the size cap: path, size, mtime, hash only
+    failed: int = 0
+    removed: int = 0        # vanished files (and files of removed roots) deleted from the index
+    chunks: int = 0         # chunks written this run
+    binaries: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"files": self.files, "indexed": self.indexed, "unchanged": self.unchanged,
+                "cataloged": self.cataloged, "failed": self.failed, "removed": self.removed,
+                "chunks": self.chunks, "binaries": self.binaries}
+
+
+def hash_file(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _hash_stream(path: Any) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def file_rows(root: str, rel: str, text: str, mtime: float, content_hash: str | None = None,
+              chunks: Sequence[Chunk] | None = None) -> list[ChunkRow]:
+    """The index rows of one file: chunk_id `<root>/<rel>#<n>`, doc_id `<root>/<rel>`."""
+    doc_id = f"{root}/{rel}"
+    at = datetime.fromtimestamp(mtime, UTC)
+    rows = []
+    for n, chunk in enumerate(chunks if chunks is not None else chunk_text(rel, text)):
+        body = chunk.text.replace("\x00", "\ufffd")
+        weights = doc_vector(chunk.retrieval_text(doc_id) if PREFIX_RETRIEVAL_TEXT else body)
+        rows.append(ChunkRow(
+            chunk_id=f"{doc_id}#{n}", doc_id=doc_id, doc_type="file", source=FILES_SOURCE, kind=FILE_KIND,
+            content=body, occurred_at=at, workspace=root,
+            title=HEADING_JOIN.join(chunk.heading_path) or None, path=rel,
+            heading_path=list(chunk.heading_path), start_line=chunk.start_line, end_line=chunk.end_line,
+            content_hash=content_hash, terms=int_array(sorted(weights)), tvec=to_sparsevec(weights)))
+    return rows
+
+
+def index_roots(backend: FileBackend, roots: Sequence[Root], size_cap: int = DEFAULT_SIZE_CAP) -> FileIndexReport:
+    """Bring the index in line with the roots' files now: changed files re-chunked, vanished ones removed."""
+    report = FileIndexReport()
+    names = {r.name for r in roots}
+    for gone in backend.file_roots():
+        if gone not in names:
+            report.removed += backend.delete_files(gone)
+    for root in roots:
+        known = backend.file_catalog(root.name)
+        seen: set[str] = set()
+        for wf in walk_files(root):
+            if is_binary(wf.path):
+                report.binaries += 1
+                continue
+            report.files += 1
+            seen.add(wf.rel)
+            index_file(backend, wf, known.get(wf.rel), size_cap, report)
+        vanished = [p for p in known if p not in seen]
+        if vanished:
+            report.removed += backend.delete_files(root.name, vanished)
+    return report
+
+
+def index_file(backend: FileBackend, wf: WorkspaceFile, known_hash: str | None, size_cap: int,
+               report: FileIndexReport) -> None:
+    """Index, catalog or mark failed one file; skip it when its hash is the one stored."""
+    try:
+        if wf.size > size_cap:
+            digest = _hash_stream(wf.path)
+            if digest == known_hash:
+                report.unchanged += 1
+                return
+            backend.replace_file(FileEntry(wf.root.name, wf.rel, wf.size, wf.mtime, digest, "cataloged"), [])
+            report.cataloged += 1
+            return
+        data = wf.path.read_bytes()
+    except OSError as exc:
+        backend.replace_file(FileEntry(wf.root.name, wf.rel, wf.size, wf.mtime, "", "failed",
+                                       f"unreadable: {exc.strerror or exc}"), [])
+        report.failed += 1
+        return
+    digest = hash_file(data)
+    if digest == known_hash:
+        report.unchanged += 1
+        return
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        backend.replace_file(FileEntry(wf.root.name, wf.rel, len(data), wf.mtime, digest, "failed",
+                                       f"not UTF-8 at byte {exc.start}"), [])
+        report.failed += 1
+        return
+    rows = file_rows(wf.root.name, wf.rel, text, wf.mtime, digest)
+    backend.replace_file(FileEntry(wf.root.name, wf.rel, len(data), wf.mtime, digest, "indexed"), rows)
+    report.indexed += 1
+    report.chunks += len(rows)
+

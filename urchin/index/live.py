@@ -1,0 +1,94 @@
+"""`mode: live`: cataloged files (over the size cap, bodies not stored) read and matched at query time.
+
+Files are read smallest first within a per-query byte budget; each is chunked like an indexed file
+and its chunks ranked by the keyword leg's logic (any query word; phrases and -words must hold).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Mapping
+from datetime import UTC
+from pathlib import Path
+from typing import Any
+
+from urchin.index.base import Filter, LegHit
+from urchin.index.files import FILE_KIND, FILES_SOURCE, HEADING_JOIN
+from urchin.index.params import ContextParams
+from urchin.index.sparse import tokens
+from urchin.workspace.chunking import chunk_text
+from urchin.workspace.roots import Root, _inside
+
+__all__ = ["live_leg"]
+
+
+def live_leg(backend: Any, p: ContextParams, flt: Filter, roots: Mapping[str, Path],
+             limit: int) -> tuple[list[LegHit] | None, dict[str, dict[str, Any]], dict[str, Any]]:
+    """(ranked hits or None when no file could be searched, rows by chunk id, the coverage block)."""
+    from urchin.index.hybrid import _PHRASE, split_websearch  # hybrid imports this module
+
+    cov: dict[str, Any] = {"budgetBytes": p.live_byte_budget, "bytesRead": 0, "read": [], "skipped": []}
+    if flt.sources and FILES_SOURCE not in flt.sources:
+        cov["note"] = "no live reads: the sources filter excludes files"
+        return None, {}, cov
+    if flt.kinds and FILE_KIND not in flt.kinds:
+        cov["note"] = "no live reads: the kinds filter excludes files"
+        return None, {}, cov
+    words, _ = split_websearch(p.query)
+    wanted = {t for w in words for t in tokens(w)}
+    phrases = [ph.lower() for ph in _PHRASE.findall(p.query) if ph.strip()]
+    excluded = {t for w in _PHRASE.sub(" ", p.query).split() if w.startswith("-") for t in tokens(w[1:])}
+    names = [flt.workspace] if flt.workspace else None
+    scored: list[tuple[float, str]] = []
+    rows: dict[str, dict[str, Any]] = {}
+    budget = p.live_byte_budget
+    for entry in backend.files("cataloged", names):
+        doc_id = f"{entry['root']}/{entry['path']}"
+        if (flt.since and entry["mtime"] < flt.since) or (flt.until and entry["mtime"] >= flt.until):
+            continue
+        base = roots.get(entry["root"])
+        if base is None:
+            cov["skipped"].append({"path": doc_id, "reason": "unreadable: its root is no longer configured"})
+            continue
+        if entry["size"] > p.live_byte_budget:
+            cov["skipped"].append({"path": doc_id, "reason": f"size: {entry['size']} bytes exceed the whole budget"})
+            continue
+        if entry["size"] > budget:
+            cov["skipped"].append({"path": doc_id, "reason": "budget: the per-query byte budget is spent"})
+            continue
+        try:
+            if not _inside(Root(entry["root"], base), entry["path"]):
+                raise OSError("outside its root")
+            data = (base / entry["path"]).read_bytes()[: budget]
+            text = data.decode("utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            cov["skipped"].append({"path": doc_id, "reason": f"unreadable: {exc}"})
+            continue
+        budget -= len(data)
+        cov["bytesRead"] += len(data)
+        cov["read"].append(doc_id)
+        mtime = entry["mtime"].astimezone(UTC)
+        for n, chunk in enumerate(chunk_text(entry["path"], text)):
+            lowered = chunk.text.lower()
+            if phrases and not all(ph in lowered for ph in phrases):
+                continue
+            counts = Counter(tokens(chunk.retrieval_text(doc_id)))
+            if excluded & counts.keys():
+                continue
+            score = sum(1.0 + math.log(counts[t]) for t in wanted if counts.get(t))
+            if score <= 0 and not (phrases and not wanted):
+                continue
+            cid = f"{doc_id}#{n}"
+            rows[cid] = {"chunk_id": cid, "doc_id": doc_id, "doc_type": "file", "source": FILES_SOURCE,
+                         "kind": FILE_KIND, "workspace": entry["root"], "session": None,
+                         "title": HEADING_JOIN.join(chunk.heading_path) or None, "tags": [], "content": chunk.text,
+                         "occurred_at": mtime, "journal_offset": None, "path": entry["path"],
+                         "heading_path": list(chunk.heading_path), "start_line": chunk.start_line,
+                         "end_line": chunk.end_line, "live": True}
+            scored.append((score, cid))
+    scored.sort(key=lambda item: (-item[0], item[1]))
+    hits = [LegHit(cid, score, FILE_KIND, rows[cid]["occurred_at"]) for score, cid in scored[:limit]]
+    if not cov["read"]:
+        return None, {}, cov
+    return hits, {h.chunk_id: rows[h.chunk_id] for h in hits}, cov
