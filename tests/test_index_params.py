@@ -73,7 +73,9 @@ def test_hours_becomes_a_since_from_now() -> None:
     ({"query": "q", "limit": True}, "limit: must be a whole number"),
     ({"query": "q", "tokenBudget": 0}, "tokenBudget: must be from 1 to 1000000, got 0"),
     ({"query": "q", "explain": 1}, "explain: must be true or false"),
-    ({"query": "q", "mode": "live"}, "mode: unknown parameter"),
+    ({"query": "q", "mode": "psychic"}, "mode: must be indexed or live"),
+    ({"query": "q", "perFileCap": 0}, "perFileCap: must be from 1 to 100"),
+    ({"query": "q", "liveByteBudget": -1}, "liveByteBudget: must be from 0"),
 ])
 def test_bad_parameters_name_the_field_and_rule(params: dict[str, Any], message: str) -> None:
     with pytest.raises(QueryError, match=re.escape(message)) as caught:
