@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from urchin.config import Settings
-from urchin.errors import QueryError
+from urchin.errors import QueryError, ValidationError
 from urchin.memory import Memory
 
 DEPLOY_MD = """# Deploy
@@ -177,3 +177,50 @@ def test_live_mode_budget_spent_by_earlier_files(memory: Memory, workspace: Path
     assert [s["reason"].split(":")[0] for s in live.coverage["live"]["skipped"]] == ["budget"]
     with pytest.raises(QueryError, match="mode"):
         memory.context(query="x", mode="psychic")
+
+
+def test_query_source_restricts_to_a_root_or_a_journal_source(memory: Memory) -> None:
+    memory.ingest([{"id": "e-claude", "source": "claude", "content": "the billing database pool was resized"},
+                   {"id": "e-git", "source": "git", "content": "commit: billing database pool fix"}])
+    index(memory)
+    files = memory.query_source("shop", "billing database pool")
+    assert files.results and {r["source"] for r in files.results} == {"files"}
+    assert files.results[0]["citation"].startswith("shop/src/app.py#L")
+    git = memory.query_source("git", "billing database pool")
+    assert [r["id"] for r in git.results] == ["e-git"]
+
+
+def test_fetch_source_document_returns_whole_files_and_events(memory: Memory, workspace: Path) -> None:
+    memory.ingest([{"id": "e-claude", "source": "claude", "content": "hello there"}])
+    doc = memory.fetch_source_document("shop", "docs/deploy.md")
+    assert doc["content"] == DEPLOY_MD and doc["id"] == "shop/docs/deploy.md" and doc["type"] == "file"
+    assert memory.fetch_source_document("files", "shop/src/app.py")["content"] == APP_PY
+    event = memory.fetch_source_document("claude", "e-claude")
+    assert event["event"]["id"] == "e-claude" and event["content"] == "hello there"
+    with pytest.raises(Exception, match="not from source"):
+        memory.fetch_source_document("git", "e-claude")
+
+
+def test_fetch_source_document_refuses_traversal_and_symlinks_out(memory: Memory, workspace: Path,
+                                                                  tmp_path: Path) -> None:
+    secret = tmp_path / "secret.txt"
+    secret.write_text("do not read")
+    (workspace / "link.txt").symlink_to(secret)
+    for bad in ("../../etc/passwd", "../secret.txt", "link.txt", "/etc/passwd"):
+        with pytest.raises(ValidationError):
+            memory.fetch_source_document("shop", bad)
+    with pytest.raises(ValidationError):
+        memory.fetch_source_document("files", "shop/../../etc/passwd")
+
+
+def test_cli_and_mcp_faces(memory: Memory, pg_settings: Settings) -> None:
+    from urchin.mcp_server.tools import check_arguments
+    from urchin.mcp_server.workspace_tools import RUNNERS
+
+    index(memory)
+    text, data = RUNNERS["query_source"](memory, {"source": "shop", "query": "rollback grafana"})
+    assert data["results"][0]["citation"] == "shop/docs/deploy.md#L11-L13" and "make rollback" in text
+    text, data = RUNNERS["fetch_source_document"](memory, {"source": "shop", "id": "src/app.py"})
+    assert text == APP_PY
+    assert check_arguments("query_source", {"source": "shop"}) is not None
+    assert check_arguments("fetch_source_document", {"source": "shop", "id": "x", "extra": 1}) is not None

@@ -54,6 +54,39 @@ def get_file(app: AppContext, path: str, from_line: int, max_lines: int, as_json
     print_json(window.to_dict()) if as_json else click.echo(window.render())
 
 
+@main.command("query-source")
+@click.argument("source")
+@click.argument("query")
+@click.option("--limit", default=10, show_default=True, type=int, help="Most results.")
+@json_option
+@click.pass_obj
+def query_source(app: AppContext, source: str, query: str, limit: int, as_json: bool) -> None:
+    """Search one source only: a journal source (claude, git, ...) or a workspace root's files."""
+    memory = app.memory()
+    try:
+        result = memory.query_source(source, query, limit)
+    finally:
+        memory.close()
+    if as_json:
+        print_json(result.to_dict())
+        return
+    for r in result.results:
+        click.echo(f"[{r['updatedAt']}] {r['source']} ({r['score']:.3f}) {r['citation']}")
+        for line in r["content"].splitlines() or [""]:
+            click.echo(f"    {line}")
+
+
+@main.command("fetch-document")
+@click.argument("source")
+@click.argument("doc_id", metavar="ID")
+@json_option
+@click.pass_obj
+def fetch_document(app: AppContext, source: str, doc_id: str, as_json: bool) -> None:
+    """Print one whole document: an event by id, or a workspace root's file by its path."""
+    doc = app.memory().fetch_source_document(source, doc_id)
+    print_json(doc) if as_json else click.echo(doc["content"])
+
+
 @main.group()
 def memory() -> None:
     """Curated memories: complete sets of files, folders and saved queries for known workflows."""

@@ -54,6 +54,17 @@ def _get_memory(memory: Any, a: dict[str, Any]) -> Reply:
     return "\n\n".join(parts), result
 
 
+def _query_source(memory: Any, a: dict[str, Any]) -> Reply:
+    result = memory.query_source(a["source"], a["query"], int(a.get("limit", 10)))
+    lines = [f"{r['citation']} ({r['score']:.3f})\n{r['content']}" for r in result.results]
+    return "\n\n".join(lines) or "no results", result.to_dict()
+
+
+def _fetch_document(memory: Any, a: dict[str, Any]) -> Reply:
+    doc = memory.fetch_source_document(a["source"], a["id"])
+    return doc["content"], doc
+
+
 _PATH = {"type": "string", "minLength": 1,
          "description": "`<root name>/<path>`, or just `<path>` when only one workspace root holds it."}
 
@@ -71,6 +82,21 @@ INPUT: dict[str, dict[str, Any]] = {
         "tokenBudget": {"type": "integer", "minimum": 1, "maximum": 200000, "default": 8000,
                         "description": "Most tokens to return, at 4 characters each (default 8000)."},
     }, ("slug",)),
+    "query_source": _obj({
+        "source": {"type": "string", "minLength": 1, "description": (
+            "One source: a journal source such as `claude`, `git` or `shell`, or a workspace root's name "
+            "(its files only).")},
+        "query": {"type": "string", "minLength": 1, "maxLength": 4000,
+                  "description": "What to look for (websearch syntax: \"phrases\", -excluded, or)."},
+        "limit": {"type": "integer", "minimum": 1, "maximum": 100, "default": 10,
+                  "description": "Most results (default 10)."},
+    }, ("source", "query")),
+    "fetch_source_document": _obj({
+        "source": {"type": "string", "minLength": 1, "description": (
+            "The result's source: a journal source (then `id` is an event id), a workspace root's name "
+            "(then `id` is a path inside it) or `files` (then `id` is `<root>/<path>`).")},
+        "id": {"type": "string", "minLength": 1, "description": "The event id or file path to return whole."},
+    }, ("source", "id")),
 }
 
 _RANGE_OUT = {"type": "object", "properties": {
@@ -93,6 +119,13 @@ OUTPUT: dict[str, dict[str, Any]] = {
         "slug": {"type": "string"}, "members": {"type": "array"}, "coverage": {"type": "array"},
         "tokensUsed": {"type": "integer"}, "truncated": {"type": "boolean"}},
         "required": ["slug", "members", "coverage", "tokensUsed", "truncated"]},
+    "query_source": {"type": "object", "properties": {
+        "query": {"type": "string"}, "results": {"type": "array"}, "coverage": {"type": "object"},
+        "truncated": {"type": "boolean"}, "tokensUsed": {"type": "integer"}},
+        "required": ["query", "results", "coverage", "truncated", "tokensUsed"]},
+    "fetch_source_document": {"type": "object", "properties": {
+        "source": {"type": "string"}, "id": {"type": "string"}, "type": {"type": "string", "enum": ["event", "file"]},
+        "content": {"type": "string"}}, "required": ["source", "id", "type", "content"]},
 }
 
 DOCS: dict[str, tuple[str, str]] = {
@@ -110,8 +143,15 @@ DOCS: dict[str, tuple[str, str]] = {
         "Every member of a curated memory, with its current contents, within a token budget (4 characters "
         "per token; default tokenBudget 8000). Use it when a task matches the memory's 'use when'. Members left out "
         "(missing, unreadable, over budget) are listed under coverage.")),
+    "query_source": ("Search one source", (
+        "Search one source only, ranked like search_context: a journal source (`claude`, `git`, ...) or one "
+        "workspace root's files (default limit 10). Results carry citations; read file ranges with get_file.")),
+    "fetch_source_document": ("Fetch one whole document", (
+        "Return one whole document by its id: an event (source = its journal source) or a workspace file "
+        "(source = the root's name, id = the path inside it). Prefer get_file ranges for long files; files "
+        "outside the workspace roots are refused, and files over 4 MiB too.")),
 }
 
 RUNNERS = {"get_file": _get_file, "get_workspace_overview": _overview, "list_memories": _list_memories,
-           "get_memory": _get_memory}
+           "get_memory": _get_memory, "query_source": _query_source, "fetch_source_document": _fetch_document}
 READ_ONLY = set(RUNNERS)
