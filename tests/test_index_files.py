@@ -224,3 +224,23 @@ def test_cli_and_mcp_faces(memory: Memory, pg_settings: Settings) -> None:
     assert text == APP_PY
     assert check_arguments("query_source", {"source": "shop"}) is not None
     assert check_arguments("fetch_source_document", {"source": "shop", "id": "x", "extra": 1}) is not None
+
+
+def test_cli_index_query_source_fetch_document(pg_settings: Settings, pg_url: str, workspace: Path) -> None:
+    import orjson
+
+    from tests.conftest import run_urchin
+
+    env = {"URCHIN_DATABASE_URL": pg_url, "URCHIN_DEVICE_ID": "test-device"}
+    added = run_urchin("workspace", "add", str(workspace), env=env)
+    assert added.returncode == 0 and "urchin index" in added.stderr
+    indexed = run_urchin("index", env=env)
+    assert indexed.returncode == 0, indexed.stderr
+    assert "workspace files: 4 indexed" in indexed.stdout    # big.md is only 1.3 KB: under the 1 MiB cap here
+    found = run_urchin("query-source", "shop", "rollback grafana", "--json", env=env)
+    assert found.returncode == 0, found.stderr
+    assert orjson.loads(found.stdout)["results"][0]["citation"] == "shop/docs/deploy.md#L11-L13"
+    whole = run_urchin("fetch-document", "shop", "src/app.py", env=env)
+    assert whole.stdout == APP_PY + "\n"
+    refused = run_urchin("fetch-document", "shop", "../../etc/passwd", env=env)
+    assert refused.returncode == 1 and "outside the workspace roots" in refused.stderr
