@@ -118,6 +118,9 @@ def test_unchanged_files_are_not_rechunked_and_changes_replace_old_chunks(memory
     before = backend.fetch(["shop/src/app.py#0"])["shop/src/app.py#0"]
     again = index(memory)
     assert (again.indexed, again.unchanged, again.chunks) == (0, 4, 0)
+    os.utime(workspace / "src" / "app.py", (1, 1))            # new mtime, same bytes: the hash says unchanged
+    touched = index(memory)
+    assert (touched.indexed, touched.unchanged, touched.chunks) == (0, 4, 0)
     (workspace / "docs" / "deploy.md").write_text("# Deploy\n\nNow we use the zebra-walrus pipeline.\n")
     third = index(memory)
     assert (third.indexed, third.unchanged) == (1, 3)

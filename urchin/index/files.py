@@ -42,7 +42,7 @@ class FileEntry:
 
 
 class FileBackend(Protocol):
-    def file_catalog(self, root: str) -> dict[str, str]: ...                     # path -> hash
+    def file_catalog(self, root: str) -> dict[str, tuple[str, int, float]]: ...  # path -> (hash, size, mtime)
 
     def file_roots(self) -> list[str]: ...
 
@@ -114,7 +114,11 @@ def index_roots(backend: FileBackend, roots: Sequence[Root], size_cap: int = DEF
                 continue
             report.files += 1
             seen.add(wf.rel)
-            index_file(backend, wf, known.get(wf.rel), size_cap, report)
+            stored = known.get(wf.rel)
+            if stored is not None and stored[1] == wf.size and abs(stored[2] - wf.mtime) < 1e-3:
+                report.unchanged += 1          # same size and mtime: not even read (the daemon walks often)
+                continue
+            index_file(backend, wf, stored[0] if stored else None, size_cap, report)
         vanished = [p for p in known if p not in seen]
         if vanished:
             report.removed += backend.delete_files(root.name, vanished)

@@ -132,10 +132,13 @@ class PostgresIndex:
             self.conn.execute("UPDATE urchin_stats SET value = 0 WHERE key = 'chunks'")
 
     # ---- workspace files (issue 9) ------------------------------------------------------------
-    def file_catalog(self, root: str) -> dict[str, str]:
+    def file_catalog(self, root: str) -> dict[str, tuple[str, int, float]]:
         with self.conn.transaction():
-            rows = self.conn.execute("SELECT path, hash FROM urchin_files WHERE root = %s", (root,)).fetchall()
-        return {r[0]: r[1] for r in rows}
+            # a failed file reports size -1, so the next walk tries it again
+            rows = self.conn.execute("SELECT path, hash, CASE WHEN state = 'failed' THEN -1 ELSE size END, "
+                                     "extract(epoch FROM mtime)::float8 FROM urchin_files WHERE root = %s",
+                                     (root,)).fetchall()
+        return {r[0]: (r[1], int(r[2]), float(r[3])) for r in rows}
 
     def file_roots(self) -> list[str]:
         with self.conn.transaction():
