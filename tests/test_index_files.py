@@ -247,3 +247,30 @@ def test_cli_index_query_source_fetch_document(pg_settings: Settings, pg_url: st
     assert whole.stdout == APP_PY + "\n"
     refused = run_urchin("fetch-document", "shop", "../../etc/passwd", env=env)
     assert refused.returncode == 1 and "outside the workspace roots" in refused.stderr
+
+
+def test_daemon_loop_reindexes_changed_and_deleted_files_within_seconds(memory: Memory, workspace: Path) -> None:
+    import time
+
+    from urchin.daemon.background import WorkspaceIndexLoop, index_in_use
+
+    assert index_in_use(memory.settings)
+    loop = WorkspaceIndexLoop(memory)
+    loop.start()
+    try:
+        def wait_for(check: Any) -> float:
+            started = time.monotonic()
+            while time.monotonic() - started < 15:
+                if check():
+                    return time.monotonic() - started
+                time.sleep(0.2)
+            raise AssertionError(f"not indexed within 15 s (last error: {loop.last_error})")
+
+        wait_for(lambda: memory.index_service.backend.files())
+        (workspace / "docs" / "new.md").write_text("# Fresh\n\nthe okapi-teapot runbook\n")
+        wait_for(lambda: memory.context(query="okapi-teapot", sources=["files"]).results)
+        (workspace / "docs" / "new.md").unlink()
+        wait_for(lambda: not memory.context(query="okapi-teapot", sources=["files"]).results)
+    finally:
+        loop.stop(5)
+    assert loop.last_error is None

@@ -5,13 +5,15 @@ Each job is a thread that stops when asked; a failure is logged and retried late
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import threading
 
+from urchin.config import Settings
 from urchin.errors import UrchinError
 from urchin.memory import Memory
 
-__all__ = ["CollectorLoop", "EmbedderLoop"]
+__all__ = ["CollectorLoop", "EmbedderLoop", "WorkspaceIndexLoop", "index_in_use"]
 
 log = logging.getLogger("urchin.daemon.background")
 
@@ -87,3 +89,47 @@ class EmbedderLoop(_Job):
                 continue
             if added < self.BATCH:
                 self.stop_event.wait(self.IDLE_S)
+
+
+def index_in_use(settings: Settings) -> bool:
+    """The `postgres` extra is installed and an index exists or is configured (URCHIN_DATABASE_URL, or an
+    embedded server already initialised by `urchin index`): only then does the daemon index files."""
+    if importlib.util.find_spec("psycopg") is None:
+        return False
+    return bool(settings.database_url) or settings.pg_dir.exists()
+
+
+class WorkspaceIndexLoop(_Job):
+    """Keeps the workspace roots' files in the Postgres index: a walk at start, then one within seconds
+    of any change under a root (watchfiles), and every RECHECK_S (new or removed roots). Walks are cheap:
+    files whose size and mtime match the catalog are not read."""
+
+    name = "workspace-index"
+    RECHECK_S = 30.0
+    BACKOFF_S = 30.0
+    DEBOUNCE_MS = 400
+
+    def run(self) -> None:
+        from watchfiles import watch
+
+        while not self.stop_event.is_set():
+            try:
+                report = self.memory.index_files()
+                self.last_error = None
+                if report.indexed or report.removed or report.cataloged:
+                    log.info("workspace files indexed: %s", report.to_dict())
+            except Exception as exc:  # noqa: BLE001 - database outages (psycopg) are not UrchinErrors
+                message = exc.message if isinstance(exc, UrchinError) else f"{type(exc).__name__}: {exc}"
+                if self.last_error != message:
+                    log.warning("indexing workspace files failed: %s (retrying every %.0fs)", message, self.BACKOFF_S)
+                self.last_error = message
+                self.stop_event.wait(self.BACKOFF_S)
+                continue
+            folders = [r.path for r in self.memory.workspace_list() if r.path.is_dir()]
+            if not folders:
+                self.stop_event.wait(self.RECHECK_S)
+                continue
+            for _changes in watch(*folders, stop_event=self.stop_event, debounce=self.DEBOUNCE_MS,
+                                  rust_timeout=int(self.RECHECK_S * 1000), yield_on_timeout=True,
+                                  raise_interrupt=False):
+                break      # a change (or the periodic recheck): walk again

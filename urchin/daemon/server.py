@@ -29,7 +29,7 @@ from starlette.routing import BaseRoute
 
 from urchin.config import Settings, ensure_private_dir, write_private
 from urchin.daemon.app import VERSION, DaemonState, Lifespan, build_app
-from urchin.daemon.background import CollectorLoop, EmbedderLoop
+from urchin.daemon.background import CollectorLoop, EmbedderLoop, WorkspaceIndexLoop, index_in_use
 from urchin.daemon.follower import Follower
 from urchin.daemon.security import ensure_token, is_loopback_host
 from urchin.daemon.writer import GroupWriter
@@ -204,11 +204,13 @@ class Daemon:
                                 access_log=self.log_level == "debug", lifespan="on",
                                 timeout_graceful_shutdown=int(GRACE_S), server_header=False)
         server = self._server = _Server(config, self)
-        jobs: list[CollectorLoop | EmbedderLoop] = []
+        jobs: list[CollectorLoop | EmbedderLoop | WorkspaceIndexLoop] = []
         if self.collect:
             jobs.append(CollectorLoop(memory))
         if self.settings.embedder_url:
             jobs.append(EmbedderLoop(memory))
+        if index_in_use(self.settings):
+            jobs.append(WorkspaceIndexLoop(memory))
         writer.start()
         follower.start()
         for job in jobs:
