@@ -8,6 +8,7 @@ from __future__ import annotations
 import importlib.util
 import logging
 import threading
+import time
 
 from urchin.config import Settings
 from urchin.errors import UrchinError
@@ -108,28 +109,38 @@ class WorkspaceIndexLoop(_Job):
     RECHECK_S = 30.0
     BACKOFF_S = 30.0
     DEBOUNCE_MS = 400
+    TICK_MS = 1000
 
     def run(self) -> None:
         from watchfiles import watch
 
         while not self.stop_event.is_set():
-            try:
-                report = self.memory.index_files()
-                self.last_error = None
-                if report.indexed or report.removed or report.cataloged:
-                    log.info("workspace files indexed: %s", report.to_dict())
-            except Exception as exc:  # noqa: BLE001 - database outages (psycopg) are not UrchinErrors
-                message = exc.message if isinstance(exc, UrchinError) else f"{type(exc).__name__}: {exc}"
-                if self.last_error != message:
-                    log.warning("indexing workspace files failed: %s (retrying every %.0fs)", message, self.BACKOFF_S)
-                self.last_error = message
-                self.stop_event.wait(self.BACKOFF_S)
-                continue
             folders = [r.path for r in self.memory.workspace_list() if r.path.is_dir()]
             if not folders:
+                self._walk()
                 self.stop_event.wait(self.RECHECK_S)
                 continue
-            for _changes in watch(*folders, stop_event=self.stop_event, debounce=self.DEBOUNCE_MS,
-                                  rust_timeout=int(self.RECHECK_S * 1000), yield_on_timeout=True,
-                                  raise_interrupt=False):
-                break      # a change (or the periodic recheck): walk again
+            # The watcher runs while a walk does, so a change made during a walk is seen by the next one.
+            last = 0.0
+            for changes in watch(*folders, stop_event=self.stop_event, debounce=self.DEBOUNCE_MS,
+                                 rust_timeout=self.TICK_MS, yield_on_timeout=True, raise_interrupt=False):
+                if changes or time.monotonic() - last >= self.RECHECK_S:
+                    if not self._walk():
+                        self.stop_event.wait(self.BACKOFF_S)
+                    last = time.monotonic()
+                    if [r.path for r in self.memory.workspace_list() if r.path.is_dir()] != folders:
+                        break          # roots added or removed: watch the new set
+
+    def _walk(self) -> bool:
+        try:
+            report = self.memory.index_files()
+        except Exception as exc:  # noqa: BLE001 - database outages (psycopg) are not UrchinErrors
+            message = exc.message if isinstance(exc, UrchinError) else f"{type(exc).__name__}: {exc}"
+            if self.last_error != message:
+                log.warning("indexing workspace files failed: %s (retrying every %.0fs)", message, self.BACKOFF_S)
+            self.last_error = message
+            return False
+        self.last_error = None
+        if report.indexed or report.removed or report.cataloged:
+            log.info("workspace files indexed: %s", report.to_dict())
+        return True
