@@ -158,3 +158,24 @@ def test_an_outage_mid_feed_loses_and_duplicates_nothing(pg_server: Any, pg_url:
     assert _sql(pg_url, "SELECT count(*), count(DISTINCT content) FROM urchin_chunks") == [(30000, 30000)]
     assert _sql(pg_url, "SELECT value FROM urchin_stats WHERE key = 'chunks'") == [(30000,)]
     memory.close()
+
+
+def test_queries_beside_a_following_feeder_use_their_own_connection(pg_settings: Settings) -> None:
+    memory = Memory(pg_settings)
+    memory.ingest(_events(3))
+    stop = threading.Event()
+    thread = threading.Thread(target=memory.index, kwargs={"follow": True, "stop": stop})
+    thread.start()
+    try:
+        memory.ingest([{"content": "a zeppelin arrives while the feeder follows", "workspace": "ws", "id": "z"}])
+        deadline = time.monotonic() + 20
+        found: list[str] = []
+        while time.monotonic() < deadline and found != ["z"]:
+            found = [r["id"] for r in memory.context(query="zeppelin", strategy="keyword").results]
+            time.sleep(0.1)
+        assert found == ["z"]
+    finally:
+        stop.set()
+        thread.join(20)
+    assert not thread.is_alive()
+    memory.close()

@@ -51,34 +51,47 @@ class IndexService:
     # ---- wiring -------------------------------------------------------------------------------
     @property
     def backend(self) -> Any:
+        """The connection queries use (serialised by the service lock)."""
         with self._lock:
             if self._backend is None:
-                from urchin.index.postgres import PostgresIndex  # psycopg loads here, never at import
-
-                if self.settings.database_url:
-                    self._backend = PostgresIndex(self.settings.database_url)
-                else:
-                    from urchin.index.embedded import EmbeddedPostgres
-
-                    self._embedded = EmbeddedPostgres(self.settings.pg_dir)
-                    self._backend = PostgresIndex(self._embedded.url)
+                self._backend = self._open_backend()
             return self._backend
 
-    def feeder(self, retry_for: float | None = 60.0) -> Feeder:
-        return Feeder(self.backend, self.journal, self.settings.device, embedder=self.embedder, retry_for=retry_for)
+    def _open_backend(self) -> Any:
+        from urchin.index.postgres import PostgresIndex  # psycopg loads here, never at import
+
+        if self.settings.database_url:
+            return PostgresIndex(self.settings.database_url)
+        if self._embedded is None:
+            from urchin.index.embedded import EmbeddedPostgres
+
+            self._embedded = EmbeddedPostgres(self.settings.pg_dir)
+        return PostgresIndex(self._embedded.url)
+
+    def feeder(self, retry_for: float | None = 60.0, backend: Any = None) -> Feeder:
+        return Feeder(backend or self.backend, self.journal, self.settings.device, embedder=self.embedder,
+                      retry_for=retry_for)
 
     # ---- operations ---------------------------------------------------------------------------
     def index(self, rebuild: bool = False, follow: bool = False, on_progress: Callable[[int, int], None] | None = None,
               stop: threading.Event | None = None) -> FeedReport:
-        """Feed the journal into the index (after emptying it with `rebuild`); `follow` keeps going until `stop`."""
+        """Feed the journal into the index (after emptying it with `rebuild`); `follow` keeps going until `stop`.
+
+        The feed runs on a connection of its own, so a daemon thread feeding never shares a
+        transaction with the queries served beside it.
+        """
         with self._lock:
+            own = self._open_backend()
+        try:
             if rebuild:
-                self.backend.rebuild()
-            feeder = self.feeder(retry_for=None if follow else 60.0)
-        report = feeder.run_once(on_progress, stop)
-        if follow:
-            feeder.follow(stop or threading.Event(), on_progress=on_progress)
-        return report
+                own.rebuild()
+            feeder = self.feeder(retry_for=None if follow else 60.0, backend=own)
+            report = feeder.run_once(on_progress, stop)
+            if follow:
+                feeder.follow(stop or threading.Event(), on_progress=on_progress)
+            return report
+        finally:
+            own.close()
 
     def index_files(self, roots: Sequence[Root], size_cap: int = DEFAULT_SIZE_CAP) -> FileIndexReport:
         """Bring the workspace files into the index (unchanged files skipped), then embed what is new."""
