@@ -41,6 +41,11 @@ if TYPE_CHECKING:
     from urchin.workspace.reader import FileRange
     from urchin.workspace.roots import Root, Roots
 
+if TYPE_CHECKING:
+    from urchin.index.feeder import FeedReport
+    from urchin.index.hybrid import ContextResult
+    from urchin.index.service import IndexService
+
 __all__ = ["Memory", "ImportReport", "HotView"]
 
 IMPORT_BATCH = 4096
@@ -82,6 +87,7 @@ class Memory:
         self.journal = Journal(settings.journal_path, settings.durability)
         self._ingestor: Ingestor | None = None
         self.substring = SubstringSearcher(self.journal)
+        self._index: IndexService | None = None
         self._cosine: TokenCosineView | None = None
         self._embedding: EmbeddingView | None = None
         self._views: list[HotView] = []
@@ -435,6 +441,42 @@ class Memory:
             "home": str(self.settings.home),
             "now": datetime.now(UTC).isoformat(timespec="seconds"),
         }
+
+    # ---- the Postgres hybrid index (extra `postgres`; the driver loads on first use) ----------
+    @property
+    def index_service(self) -> IndexService:
+        if self._index is None:
+            from urchin.index.service import IndexService
+
+            self._index = IndexService(self.settings, self.journal)
+        return self._index
+
+    def context(self, params: Mapping[str, Any] | None = None, /, *, now: datetime | None = None,
+                **kwargs: Any) -> ContextResult:
+        """`search_context`: wire-named parameters as one mapping (MCP, HTTP), or snake_case keywords (CLI).
+
+        Raises `QueryError` naming the bad field. The index first catches up with the journal when it
+        is only a little behind; the coverage block says when it is not.
+        """
+        from urchin.index.params import ContextParams
+
+        parsed = ContextParams.parse(params, now=now) if params is not None else ContextParams.build(now=now, **kwargs)
+        return self.index_service.context(parsed)
+
+    def index(self, rebuild: bool = False, follow: bool = False,
+              on_progress: Callable[[int, int], None] | None = None,
+              stop: threading.Event | None = None) -> FeedReport:
+        """Feed the journal into the index; `rebuild` empties it first; `follow` runs until `stop` is set."""
+        return self.index_service.index(rebuild=rebuild, follow=follow, on_progress=on_progress, stop=stop)
+
+    def index_status(self) -> dict[str, Any]:
+        return self.index_service.status()
+
+    def close(self) -> None:
+        """Release the index connection and stop the embedded PostgreSQL this process started."""
+        if self._index is not None:
+            self._index.close()
+            self._index = None
 
     # ---- hot views (long-lived processes: the daemon) ------------------------------------------
     def add_view(self, view: HotView) -> None:

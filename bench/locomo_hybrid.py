@@ -1,0 +1,151 @@
+"""LoCoMo evidence recall of the Postgres index legs: `keyword`, `semantic`, `hybrid` (R@5, R@10, MRR).
+
+    python bench/locomo_hybrid.py [--data PATH] [--k 60] [--full-text-weight 1] [--semantic-weight 1]
+                                  [--tune conv-26,conv-30]
+
+Events are built exactly as shared/data/locomo/README.md says, written to a journal, fed by the real
+feeder into a fresh database (embedded PostgreSQL in a temp folder, or $URCHIN_BENCH_DATABASE_URL),
+and queried through `run_context` with the conversation's workspace and time window as filters.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from urchin.event import Event, format_timestamp  # noqa: E402
+from urchin.index.feeder import Feeder  # noqa: E402
+from urchin.index.hybrid import run_context  # noqa: E402
+from urchin.index.params import ContextParams  # noqa: E402
+from urchin.journal import Journal  # noqa: E402
+
+_EVIDENCE = re.compile(r"D\d+:\d+")
+_DATA_REL = Path("shared/data/locomo/locomo-dev.json")
+METHODS = ("keyword", "semantic", "hybrid")
+
+
+def _default_data() -> Path:
+    for parent in Path(__file__).resolve().parents[1:]:
+        if (parent / _DATA_REL).is_file():
+            return parent / _DATA_REL
+    return Path("..") / _DATA_REL
+
+
+def load(path: Path) -> tuple[list[Event], list[tuple[str, str, list[str]]]]:
+    """Turns as events; questions of categories 1-4 with evidence as (text, workspace, evidence ids)."""
+    events: list[Event] = []
+    questions = []
+    for conv in orjson.loads(path.read_bytes()):
+        sample, dialogue = conv["sample_id"], conv["conversation"]
+        n = 1
+        while f"session_{n}" in dialogue:
+            start = datetime.strptime(dialogue[f"session_{n}_date_time"], "%I:%M %p on %d %B, %Y").replace(tzinfo=UTC)
+            for i, turn in enumerate(dialogue[f"session_{n}"]):
+                text = turn["text"]
+                if turn.get("blip_caption"):
+                    text += f" [shares a photo: {turn['blip_caption']}]"
+                moment = start + timedelta(seconds=i)
+                events.append(Event(id=f"{sample}:{turn['dia_id']}", timestamp=format_timestamp(moment),
+                                    source=turn["speaker"].lower(), kind="conversation", content=text,
+                                    workspace=sample, session=f"{sample}-s{n}",
+                                    ts_ms=int(moment.timestamp() * 1000)))
+            n += 1
+        for qa in conv["qa"]:
+            if qa.get("category") not in (1, 2, 3, 4):
+                continue
+            evidence = [f"{sample}:{e}" for item in qa.get("evidence", [])
+                        for e in re.split(r"[;, ]+", item) if _EVIDENCE.fullmatch(e)]
+            if evidence:
+                questions.append((qa["question"], sample, evidence))
+    return events, questions
+
+
+def open_backend(events: list[Event], folder: Path, url: str | None) -> Any:
+    from urchin.index.postgres import PostgresIndex
+
+    if url is None:
+        from urchin.index.embedded import EmbeddedPostgres
+
+        server = EmbeddedPostgres(folder / "pg", relocate_as_root=False)
+        backend = PostgresIndex(server.url)
+    else:
+        backend = PostgresIndex(url)
+    backend.rebuild()
+    journal = Journal(folder / "journal" / "events.jsonl", "never")   # not in `folder`: it gets 0700
+    journal.append([e.to_json() for e in events])
+    started = time.perf_counter()
+    report = Feeder(backend, journal, "bench").run_once()
+    print(f"fed {report.events} events in {time.perf_counter() - started:.1f} s")
+    return backend
+
+
+def measure(rank: Callable[[str, str], list[str]], questions: list[tuple[str, str, list[str]]]) -> dict[str, float]:
+    totals: dict[str, list[float]] = defaultdict(list)
+    for text, workspace, evidence_ids in questions:
+        ranked = rank(text, workspace)
+        evidence = set(evidence_ids)
+        totals["R@5"].append(len(evidence & set(ranked[:5])) / len(evidence))
+        totals["R@10"].append(len(evidence & set(ranked[:10])) / len(evidence))
+        totals["MRR"].append(next((1 / (i + 1) for i, x in enumerate(ranked) if x in evidence), 0.0))
+    return {k: sum(v) / len(v) for k, v in totals.items()}
+
+
+def ranker(backend: Any, events: list[Event], strategy: str, **weights: Any) -> Callable[[str, str], list[str]]:
+    spans: dict[str, tuple[int, int]] = {}
+    for e in events:
+        lo, hi = spans.get(e.workspace or "", (e.ts_ms, e.ts_ms))
+        spans[e.workspace or ""] = (min(lo, e.ts_ms), max(hi, e.ts_ms))
+
+    def rank(question: str, workspace: str) -> list[str]:
+        lo, hi = spans[workspace]
+        params = ContextParams.build(query=question, strategy=strategy, workspace=workspace,
+                                     since=datetime.fromtimestamp(lo / 1000, UTC).isoformat(),
+                                     until=datetime.fromtimestamp(hi / 1000 + 1, UTC).isoformat(), limit=10, **weights)
+        return [r["id"] for r in run_context(backend, params).results]
+    return rank
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, default=None)
+    parser.add_argument("--database-url", default=None, help="default: a fresh embedded PostgreSQL in a temp folder")
+    parser.add_argument("--k", type=int, default=60)
+    parser.add_argument("--full-text-weight", type=float, default=1.0)
+    parser.add_argument("--semantic-weight", type=float, default=1.0)
+    parser.add_argument("--method", action="append", choices=METHODS)
+    parser.add_argument("--split", default="conv-26,conv-30",
+                        help="conversations reported apart from the rest (the rest are the check)")
+    args = parser.parse_args(argv)
+    events, questions = load(args.data or _default_data())
+    print(f"{len(events)} events, {len(questions)} questions")
+    with tempfile.TemporaryDirectory(prefix="urchin-locomo-") as tmp:
+        backend = open_backend(events, Path(tmp), args.database_url)
+        weights = {"k": args.k, "full_text_weight": args.full_text_weight, "semantic_weight": args.semantic_weight}
+        first = set(args.split.split(","))
+        parts = {"all": questions, args.split: [q for q in questions if q[1] in first],
+                 "rest": [q for q in questions if q[1] not in first]}
+        for method in args.method or METHODS:
+            rank = ranker(backend, events, method, **weights)
+            for label, subset in parts.items():
+                started = time.perf_counter()
+                mean = measure(rank, subset)
+                per_query = (time.perf_counter() - started) / max(len(subset), 1) * 1000
+                print(f"{method:<9} {label:<16} R@5 {mean['R@5']:.3f}  R@10 {mean['R@10']:.3f}  "
+                      f"MRR {mean['MRR']:.3f}  ({len(subset)} questions, {per_query:.1f} ms/query)")
+        backend.close()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,47 @@
+"""`urchin index` and `urchin context` as a user runs them, against the real PostgreSQL."""
+
+from __future__ import annotations
+
+import orjson
+
+from tests.conftest import run_urchin
+from urchin.config import Settings
+from urchin.memory import Memory
+
+
+def test_index_then_context_json_is_the_library_object(pg_settings: Settings, pg_url: str) -> None:
+    memory = Memory(pg_settings)
+    memory.ingest([{"content": "the release checklist lives in docs/release.md", "workspace": "w", "id": "a"},
+                   {"content": "tests run with make test", "workspace": "w", "id": "b"}])
+    env = {"URCHIN_DATABASE_URL": pg_url, "URCHIN_DEVICE_ID": "test-device"}
+    indexed = run_urchin("index", env=env)
+    assert indexed.returncode == 0, indexed.stderr
+    assert indexed.stdout.startswith("indexed 2 events (2 new)")
+    args = ["release checklist", "--workspace", "w", "--search", "lex:docs", "--explain", "--limit", "5"]
+    shown = run_urchin("context", *args, "--json", env=env)
+    assert shown.returncode == 0, shown.stderr
+    out = orjson.loads(shown.stdout)
+    expected = memory.context(query="release checklist", workspace="w", searches=[{"type": "lex", "query": "docs"}],
+                              explain=True, limit=5).to_dict()
+    assert [r["id"] for r in out["results"]] == [r["id"] for r in expected["results"]] == ["a"]
+    assert out["coverage"]["legs"] == expected["coverage"]["legs"]
+    text = run_urchin("context", *args, env=env)
+    assert "urchin://events/a" in text.stdout and "explain:" in text.stdout
+    memory.close()
+
+
+def test_bad_flags_give_a_clear_error(pg_url: str) -> None:
+    env = {"URCHIN_DATABASE_URL": pg_url}
+    bad = run_urchin("context", "x", "--search", "sql:drop table", env=env)
+    assert bad.returncode == 1
+    assert bad.stderr.strip() == "error: searches[0].type: must be lex, vec or hyde, got 'sql'"
+    assert run_urchin("context", "x", "--min-score", "2", env=env).stderr.strip() == (
+        "error: minScore: must be at most 1, got 2.0")
+
+
+def test_index_status_reports_the_cursor(pg_url: str) -> None:
+    env = {"URCHIN_DATABASE_URL": pg_url, "URCHIN_DEVICE_ID": "dev"}
+    run_urchin("ingest", "hello index", env=env)
+    run_urchin("index", env=env)
+    status = orjson.loads(run_urchin("index", "--status", env=env).stdout)
+    assert status["chunks"] == 1 and status["behindJournalBytes"] == 0 and status["cursors"][0]["device"] == "dev"

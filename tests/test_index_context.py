@@ -1,0 +1,181 @@
+"""`search_context` against the real PostgreSQL: legs, fusion, every parameter and filter."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from urchin.config import Settings
+from urchin.errors import QueryError
+from urchin.memory import Memory
+
+EVENTS: list[dict[str, Any]] = [
+    {"id": "e-deploy", "content": "We deploy the billing service with blue green releases on Fridays",
+     "workspace": "shop", "session": "s1", "source": "claude", "kind": "conversation", "tags": ["ops", "billing"],
+     "timestamp": "2026-01-01T10:00:00Z"},
+    {"id": "e-rollback", "content": "Rollback of billing is a single command:\nmake rollback\nthen check grafana",
+     "workspace": "shop", "session": "s1", "source": "claude", "kind": "conversation", "tags": ["ops"],
+     "timestamp": "2026-01-01T10:00:01Z"},
+    {"id": "e-decision", "content": "Decision: billing releases need two approvals before deploy",
+     "workspace": "shop", "session": "s2", "source": "mcp", "kind": "decision", "tags": ["billing"],
+     "timestamp": "2026-01-02T09:00:00Z"},
+    {"id": "e-shell", "content": "kubectl rollout status deploy/billing", "workspace": "shop", "session": "s3",
+     "source": "shell", "kind": "command", "timestamp": "2026-01-03T09:00:00Z"},
+    {"id": "e-other", "content": "Deploy the blog with hugo and rsync", "workspace": "blog", "session": "b1",
+     "source": "claude", "kind": "conversation", "timestamp": "2026-01-04T09:00:00Z"},
+    {"id": "e-lunch", "content": "Lunch order: pizza margherita for the team", "workspace": "shop", "session": "s4",
+     "source": "manual", "kind": "note", "timestamp": "2026-01-05T09:00:00Z"},
+]
+
+
+@pytest.fixture
+def memory(pg_settings: Settings) -> Any:
+    memory = Memory(pg_settings)
+    memory.ingest(EVENTS)
+    memory.index()
+    yield memory
+    memory.close()
+
+
+def ids(result: Any) -> list[str]:
+    return [r["id"] for r in result.results]
+
+
+def test_hybrid_finds_by_words_with_any_word_semantics(memory: Memory) -> None:
+    result = memory.context(query="how do we do a rollback of billing safely?")
+    assert ids(result)[0] == "e-rollback"
+    first = result.results[0]
+    assert first["citation"] == "urchin://events/e-rollback"
+    assert first["location"]["journalOffset"] >= 0
+    assert memory.journal.read_line_at(first["location"]["journalOffset"]).startswith(b'{"id":"e-rollback"')
+    assert first["updatedAt"] == "2026-01-01T10:00:01.000Z"
+    assert {"content", "score", "source", "workspace", "session"} <= set(first)
+
+
+def test_result_object_has_the_mcp_shape(memory: Memory) -> None:
+    out = memory.context({"query": "deploy billing", "limit": 3}).to_dict()
+    assert set(out) == {"query", "results", "coverage", "truncated", "tokensUsed"}
+    assert len(out["results"]) == 3
+    legs = out["coverage"]["legs"]
+    assert [(leg["leg"], leg["origin"], leg["weight"]) for leg in legs] == [("keyword", "query", 2.0),
+                                                                          ("semantic", "query", 2.0)]
+    assert all(leg["candidates"] > 0 for leg in legs)
+    assert out["coverage"]["skipped"] == [] and "not evidence" in out["coverage"]["note"]
+
+
+def test_scores_are_calibrated_between_zero_and_one(memory: Memory) -> None:
+    result = memory.context(query="rollback billing grafana", explain=True)
+    scores = [r["score"] for r in result.results]
+    assert scores == sorted(scores, reverse=True) and all(0 < s <= 1 for s in scores)
+    top = result.results[0]["explain"]
+    assert all(leg["rank"] == 1 for leg in top["legs"]) and len(top["legs"]) == 2
+    assert top["normalised"] == pytest.approx(1.0)
+
+
+def test_min_score_drops_weak_results(memory: Memory) -> None:
+    everything = memory.context(query="billing deploy")
+    strict = memory.context(query="billing deploy", min_score=0.9)
+    assert 0 < len(strict.results) < len(everything.results)
+    assert all(r["score"] >= 0.9 for r in strict.results)
+
+
+def test_explain_reports_each_leg(memory: Memory) -> None:
+    result = memory.context(query="billing deploy", explain=True, k=10, full_text_weight=0.5)
+    for r in result.results:
+        explain = r["explain"]
+        fused = sum(leg["contribution"] for leg in explain["legs"])
+        assert explain["fused"] == pytest.approx(fused)
+        for leg in explain["legs"]:
+            base = 0.5 if leg["leg"] == "keyword" else 1.0
+            assert leg["weight"] == 2 * base
+            assert leg["contribution"] == pytest.approx(leg["weight"] / (10 + leg["rank"]))
+    assert "explain" not in memory.context(query="billing").results[0]
+
+
+def test_strategies_run_one_leg_each(memory: Memory) -> None:
+    keyword = memory.context(query="pizza", strategy="keyword")
+    semantic = memory.context(query="pizza", strategy="semantic")
+    assert [leg["leg"] for leg in keyword.coverage["legs"]] == ["keyword"]
+    assert [leg["leg"] for leg in semantic.coverage["legs"]] == ["semantic"]
+    assert ids(keyword) == ids(semantic) == ["e-lunch"]
+
+
+def test_websearch_phrases_and_exclusions_hold(memory: Memory) -> None:
+    assert ids(memory.context(query='"blue green" deploy', strategy="keyword")) == ["e-deploy"]
+    excluded = ids(memory.context(query="deploy -hugo", strategy="keyword"))
+    assert "e-other" not in excluded and "e-deploy" in excluded
+
+
+def test_sub_queries_add_lists_and_the_question_counts_double(memory: Memory) -> None:
+    result = memory.context(query="pizza", searches=[{"type": "lex", "query": "grafana"},
+                                                     {"type": "vec", "query": "kubectl rollout"},
+                                                     {"type": "hyde", "query": "We rolled back billing with make"}])
+    legs = [(leg["leg"], leg["origin"], leg["weight"]) for leg in result.coverage["legs"]]
+    assert legs == [("keyword", "query", 2.0), ("keyword", "lex", 1.0), ("semantic", "query", 2.0),
+                    ("semantic", "vec", 1.0), ("semantic", "hyde", 1.0)]
+    found = ids(result)
+    assert found[0] == "e-lunch" and {"e-rollback", "e-shell"} <= set(found)
+
+
+def test_sub_queries_of_a_leg_not_run_are_reported_skipped(memory: Memory) -> None:
+    result = memory.context(query="pizza", strategy="keyword", searches=[{"type": "vec", "query": "food"}])
+    assert result.coverage["skipped"] == ["vec/hyde sub-queries skipped: strategy keyword runs no semantic leg"]
+
+
+@pytest.mark.parametrize(("params", "expected"), [
+    ({"workspace": "blog"}, {"e-other"}),
+    ({"session": "s1"}, {"e-deploy", "e-rollback"}),
+    ({"sources": ["shell"]}, {"e-shell"}),
+    ({"sourceIds": ["mcp"]}, {"e-decision"}),
+    ({"kinds": ["command", "decision"]}, {"e-shell", "e-decision"}),
+    ({"tags": ["ops", "billing"]}, {"e-deploy"}),
+    ({"tags": ["ops"]}, {"e-deploy", "e-rollback"}),
+    ({"since": "2026-01-02T00:00:00Z", "until": "2026-01-04T00:00:00Z"}, {"e-decision", "e-shell"}),
+    ({"includeMemories": False, "workspace": "shop"}, {"e-deploy", "e-rollback", "e-shell"}),
+    ({"includeConversations": False}, {"e-decision"}),
+])
+def test_filters_apply_inside_both_legs(memory: Memory, params: dict[str, Any], expected: set[str]) -> None:
+    result = memory.context({"query": "deploy billing rollback releases kubectl blog", **params})
+    assert set(ids(result)) == expected
+    assert all(leg["candidates"] <= len(expected) for leg in result.coverage["legs"])
+
+
+def test_hours_window_counts_back_from_now(memory: Memory) -> None:
+    memory.ingest([{"id": "e-now", "content": "fresh billing deploy note", "workspace": "shop"}])
+    assert ids(memory.context(query="billing deploy", hours=1)) == ["e-now"]     # fed by the query's catch-up
+
+
+def test_memory_weight_lifts_memories(memory: Memory) -> None:
+    query = "deploy billing with blue green releases"
+    plain = memory.context(query=query, workspace="shop", explain=True)
+    lifted = memory.context(query=query, workspace="shop", memory_weight=3.0, explain=True)
+    assert ids(lifted)[0] == "e-decision" and ids(plain)[0] != "e-decision"
+    assert lifted.results[0]["explain"]["classWeight"] == 3.0
+
+
+def test_limit_caps_results(memory: Memory) -> None:
+    assert len(memory.context(query="billing deploy rollback", limit=2).results) == 2
+
+
+def test_token_budget_packs_best_first_and_cuts_at_a_line(memory: Memory) -> None:
+    full = memory.context(query="rollback billing grafana make")
+    assert full.results[0]["id"] == "e-rollback" and not full.truncated
+    budget = 8      # 32 characters: the first line of the rollback event (35 chars) does not fit, "Rollback of..."
+    result = memory.context(query="rollback billing grafana make", token_budget=12)
+    assert result.truncated and result.tokens_used <= 12
+    assert [r["content"] for r in result.results] == ["Rollback of billing is a single command:"]
+    assert result.results[0]["cut"] is True
+    assert memory.context(query="rollback billing grafana make", token_budget=budget).results == []
+
+
+def test_nothing_matching_returns_no_results(memory: Memory) -> None:
+    result = memory.context(query="zeppelin")
+    assert result.results == [] and not result.truncated and result.tokens_used == 0
+
+
+def test_bad_parameters_are_refused_before_the_database(memory: Memory) -> None:
+    with pytest.raises(QueryError, match=r"searches\[0\]\.type: must be lex, vec or hyde"):
+        memory.context({"query": "x", "searches": [{"type": "sql", "query": "drop"}]})
+    with pytest.raises(QueryError, match="query: must not be empty"):
+        memory.context(query="  ")

@@ -1,0 +1,181 @@
+"""The feeder against the real PostgreSQL: cursor, idempotent replay, rebuild, outage and resume."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import psycopg
+import pytest
+
+from urchin.config import Settings
+from urchin.errors import IndexError_
+from urchin.index.feeder import Feeder
+from urchin.index.postgres import PostgresIndex
+from urchin.memory import Memory
+
+
+def _events(n: int, workspace: str = "ws", **extra: Any) -> list[dict[str, Any]]:
+    return [{"content": f"event number {i} about deploying the billing service", "workspace": workspace,
+             "source": "claude", "kind": "note", **extra} for i in range(n)]
+
+
+def _sql(url: str, query: str) -> list[tuple[Any, ...]]:
+    with psycopg.connect(url) as conn:
+        return conn.execute(query).fetchall()
+
+
+def _snapshot(url: str) -> tuple[Any, ...]:
+    return (_sql(url, "SELECT count(*), count(DISTINCT chunk_id) FROM urchin_chunks")[0],
+            _sql(url, "SELECT sum(df), count(*) FROM urchin_terms")[0],
+            _sql(url, "SELECT value FROM urchin_stats WHERE key = 'chunks'")[0],
+            _sql(url, "SELECT md5(string_agg(chunk_id || content || tvec::text, ',' ORDER BY chunk_id)) "
+                      "FROM urchin_chunks")[0])
+
+
+def test_feed_indexes_every_event_and_moves_the_cursor(pg_settings: Settings, pg_url: str) -> None:
+    memory = Memory(pg_settings)
+    memory.ingest(_events(25))
+    report = memory.index()
+    assert (report.events, report.inserted) == (25, 25)
+    assert report.offset == memory.end_offset()
+    cursor = _sql(pg_url, "SELECT device, journal, byte_offset FROM urchin_cursors")
+    assert cursor == [("test-device", str(pg_settings.journal_path), memory.end_offset())]
+    assert _sql(pg_url, "SELECT count(*) FROM urchin_chunks")[0][0] == 25
+    again = memory.index()
+    assert (again.events, again.inserted) == (0, 0)
+    memory.close()
+
+
+def test_migrations_are_recorded_and_applied_once(pg_url: str) -> None:
+    PostgresIndex(pg_url).status()
+    PostgresIndex(pg_url).status()
+    assert _sql(pg_url, "SELECT version FROM urchin_migrations") == [(1,)]
+    assert _sql(pg_url, "SELECT extversion >= '0.7' FROM pg_extension WHERE extname = 'vector'") == [(True,)]
+
+
+def test_replaying_the_journal_changes_nothing(pg_settings: Settings, pg_url: str) -> None:
+    memory = Memory(pg_settings)
+    memory.ingest(_events(40))
+    memory.index()
+    before = _snapshot(pg_url)
+    with psycopg.connect(pg_url) as conn:
+        conn.execute("UPDATE urchin_cursors SET byte_offset = 0")
+    replay = memory.index()
+    assert (replay.events, replay.inserted) == (40, 0)
+    assert _snapshot(pg_url) == before
+    memory.close()
+
+
+def test_rebuild_empties_the_index_and_replays_from_zero(pg_settings: Settings, pg_url: str) -> None:
+    memory = Memory(pg_settings)
+    memory.ingest(_events(10))
+    memory.index()
+    before = _snapshot(pg_url)
+    with psycopg.connect(pg_url) as conn:
+        conn.execute("DELETE FROM urchin_chunks WHERE chunk_id IN (SELECT chunk_id FROM urchin_chunks LIMIT 3)")
+    report = memory.index(rebuild=True)
+    assert (report.events, report.inserted) == (10, 10)
+    assert _snapshot(pg_url) == before
+    memory.close()
+
+
+def test_each_device_resumes_from_its_own_cursor(pg_settings: Settings, pg_url: str, tmp_path: Any) -> None:
+    first = Memory(pg_settings)
+    first.ingest(_events(5, workspace="a"))
+    first.index()
+    other = Memory(Settings.resolve(tmp_path / "other-home", database_url=pg_url, device="laptop-2"))
+    other.ingest(_events(7, workspace="b"))
+    assert other.index().inserted == 7
+    first.ingest(_events(2, workspace="a"))
+    assert first.index().events == 2
+    rows = _sql(pg_url, "SELECT device, byte_offset FROM urchin_cursors ORDER BY device")
+    assert rows == [("laptop-2", other.end_offset()), ("test-device", first.end_offset())]
+    assert _sql(pg_url, "SELECT workspace, count(*) FROM urchin_chunks GROUP BY 1 ORDER BY 1") == [("a", 7), ("b", 7)]
+    first.close()
+    other.close()
+
+
+def test_lines_that_are_not_events_are_skipped(pg_settings: Settings, pg_url: str) -> None:
+    memory = Memory(pg_settings)
+    memory.ingest(_events(2))
+    memory.journal.append([b"not json at all", b'{"no": "content"}'])
+    memory.ingest([{"content": "after the bad lines\x00with a NUL", "workspace": "ws"}])
+    report = memory.index()
+    assert report.inserted == 3 and report.offset == memory.end_offset()
+    assert _sql(pg_url, "SELECT count(*) FROM urchin_chunks WHERE content LIKE 'after the bad lines%'") == [(1,)]
+    memory.close()
+
+
+def test_a_cursor_moved_by_another_feeder_is_reread_not_overwritten(pg_settings: Settings, pg_url: str) -> None:
+    memory = Memory(pg_settings)
+    memory.ingest(_events(3))
+    backend = PostgresIndex(pg_url)
+    key = str(pg_settings.journal_path)
+    assert backend.write_batch([], "test-device", key, expected=0, new_offset=5) == 0
+    with pytest.raises(IndexError_, match="moved by another feeder"):
+        backend.write_batch([], "test-device", key, expected=0, new_offset=10)
+    assert backend.cursor("test-device", key) == 5
+    backend.close()
+
+
+def test_an_unreachable_database_is_retried_then_reported(urchin_home: Any) -> None:
+    settings = Settings.resolve(urchin_home, database_url="postgresql://nobody@127.0.0.1:1/none", device="d")
+    memory = Memory(settings)
+    memory.ingest(_events(1))
+    naps: list[float] = []
+    feeder = Feeder(memory.index_service.backend, memory.journal, "d", retry_for=1.0, sleep=naps.append)
+    with pytest.raises(IndexError_, match="unreachable"):
+        feeder.run_once()
+    assert naps[:3] == [0.1, 0.2, 0.4]
+
+
+@pytest.mark.slow
+def test_an_outage_mid_feed_loses_and_duplicates_nothing(pg_server: Any, pg_url: str, urchin_home: Any) -> None:
+    if pg_server is None:
+        pytest.skip("needs the embedded server (URCHIN_TEST_DATABASE_URL is set)")
+    settings = Settings.resolve(urchin_home, database_url=pg_url, device="d", durability="never")
+    memory = Memory(settings)
+    memory.import_lines(f'{{"content": "outage event {i} with some words", "workspace": "w"}}' for i in range(30000))
+    feeder = Feeder(memory.index_service.backend, memory.journal, "d", batch_bytes=64 * 1024, retry_for=120)
+    feeder.backend.status()               # schema in place before we watch the cursor table
+    done: dict[str, Any] = {}
+    thread = threading.Thread(target=lambda: done.update(report=feeder.run_once()))
+    thread.start()
+    while not _sql(pg_url, "SELECT count(*) FROM urchin_cursors")[0][0]:
+        time.sleep(0.02)
+    pg_server.kill()                      # mid-feed: the feeder's next batch fails
+    time.sleep(1.5)
+    try:
+        assert thread.is_alive()          # ...and it is retrying, not finished
+    finally:
+        pg_server.url()                   # the server comes back
+    thread.join(120)
+    report = done["report"]
+    assert report.retries >= 1
+    assert report.offset == memory.end_offset()
+    assert _sql(pg_url, "SELECT count(*), count(DISTINCT content) FROM urchin_chunks") == [(30000, 30000)]
+    assert _sql(pg_url, "SELECT value FROM urchin_stats WHERE key = 'chunks'") == [(30000,)]
+    memory.close()
+
+
+def test_queries_beside_a_following_feeder_use_their_own_connection(pg_settings: Settings) -> None:
+    memory = Memory(pg_settings)
+    memory.ingest(_events(3))
+    stop = threading.Event()
+    thread = threading.Thread(target=memory.index, kwargs={"follow": True, "stop": stop})
+    thread.start()
+    try:
+        memory.ingest([{"content": "a zeppelin arrives while the feeder follows", "workspace": "ws", "id": "z"}])
+        deadline = time.monotonic() + 20
+        found: list[str] = []
+        while time.monotonic() < deadline and found != ["z"]:
+            found = [r["id"] for r in memory.context(query="zeppelin", strategy="keyword").results]
+            time.sleep(0.1)
+        assert found == ["z"]
+    finally:
+        stop.set()
+        thread.join(20)
+    assert not thread.is_alive()
+    memory.close()

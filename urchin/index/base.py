@@ -1,0 +1,120 @@
+"""The small interface the feeder and the hybrid query need from an index backend.
+
+`postgres.PostgresIndex` is the one implementation; this Protocol keeps psycopg out of every
+other module and says exactly what a backend must do.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Protocol
+
+__all__ = ["IndexBackend", "ChunkRow", "LegHit", "ContextRow", "Filter", "Embedder", "MEMORY_KINDS"]
+
+MEMORY_KINDS = ("decision",)   # memories = events from urchin_remember; conversations = the rest
+
+
+@dataclass(slots=True)
+class ChunkRow:
+    """One row to upsert: an event (or, later, a file chunk) with its token-cosine vector."""
+
+    chunk_id: str
+    doc_id: str
+    source: str
+    kind: str
+    content: str
+    occurred_at: datetime
+    workspace: str | None = None
+    session: str | None = None
+    title: str | None = None
+    tags: list[str] = field(default_factory=list)
+    account: str | None = None
+    device: str | None = None
+    journal_offset: int | None = None
+    doc_type: str = "event"
+    path: str | None = None
+    heading_path: list[str] | None = None
+    start_line: int | None = None
+    end_line: int | None = None
+    content_hash: str | None = None
+    terms: str = "{}"             # integer[] text form, see sparse.int_array
+    tvec: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class LegHit:
+    chunk_id: str
+    raw: float          # the leg's own score (ts_rank, cosine similarity)
+    kind: str
+    occurred_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class ContextRow:
+    """A leg's candidate (`anchor == chunk_id`, distance 0) or one of its session neighbours (distance
+    -n / +n turns), each with its own score; `hybrid.with_context` turns these into ranked hits."""
+
+    anchor: str
+    chunk_id: str
+    distance: int
+    score: float
+    kind: str
+    occurred_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Filter:
+    """Filters applied inside every leg, before ranking (never after fusion)."""
+
+    sources: tuple[str, ...] = ()
+    kinds: tuple[str, ...] = ()
+    workspace: str | None = None
+    session: str | None = None
+    tags: tuple[str, ...] = ()
+    since: datetime | None = None
+    until: datetime | None = None
+    memories: bool = True
+    conversations: bool = True
+
+
+class Embedder(Protocol):
+    """What the index needs of an embedding client (urchin/search/embedder.py provides one)."""
+
+    @property
+    def fingerprint(self) -> str: ...      # changes whenever vectors would change (url, model, dimension)
+
+    @property
+    def dim(self) -> int: ...
+
+    def embed(self, texts: Sequence[str]) -> Any: ...     # rows of floats (a numpy matrix is fine)
+
+
+class IndexBackend(Protocol):
+    outage_errors: tuple[type[BaseException], ...]     # errors meaning "the database went away": retry
+
+    def reset(self) -> None: ...
+
+    def cursor(self, device: str, journal: str) -> int: ...
+
+    def write_batch(self, rows: Sequence[ChunkRow], device: str, journal: str, expected: int,
+                    new_offset: int) -> int: ...
+
+    def rebuild(self) -> None: ...
+
+    def term_stats(self, terms: Sequence[int]) -> tuple[dict[int, int], int]: ...
+
+    def keyword(self, words: Sequence[str], constraints: str | None, flt: Filter, limit: int,
+                context_turns: int = 0) -> list[ContextRow]: ...
+
+    def sparse(self, vector: str, terms: Sequence[int], flt: Filter, limit: int,
+               context_turns: int = 0) -> list[ContextRow]: ...
+
+    def dense(self, model: str, vector: Sequence[float], flt: Filter, limit: int) -> list[LegHit]: ...
+
+    def fetch(self, chunk_ids: Sequence[str]) -> dict[str, dict[str, Any]]: ...
+
+    def status(self) -> dict[str, Any]: ...
+
+    def close(self) -> None: ...

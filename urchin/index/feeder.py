@@ -1,0 +1,165 @@
+"""The feeder: follows the journal from a cursor kept in the database, one transaction per batch.
+
+Rows and the cursor move together, upserts are idempotent, and a database outage is retried with
+backoff from the last committed cursor, so nothing is lost or duplicated. Several devices may feed
+one database; each has its own cursor per journal.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from functools import partial
+from typing import Any
+
+from urchin.errors import EmbedderError, IndexError_
+from urchin.event import Event
+from urchin.index.base import ChunkRow, Embedder
+from urchin.index.sparse import doc_vector, int_array, to_sparsevec
+from urchin.journal import Journal
+
+__all__ = ["Feeder", "FeedReport", "event_row", "BATCH_BYTES"]
+
+BATCH_BYTES = 2 * 1024 * 1024
+EMBED_BATCH = 64
+Progress = Callable[[int, int], None]      # (bytes done, bytes total)
+
+
+@dataclass(slots=True)
+class FeedReport:
+    events: int = 0          # events read from the journal in this run
+    inserted: int = 0        # rows that were new to the index
+    offset: int = 0          # the cursor after the run
+    retries: int = 0
+    embedded: int = 0
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"events": self.events, "inserted": self.inserted, "offset": self.offset, "retries": self.retries,
+                "embedded": self.embedded, "notes": self.notes}
+
+
+def _clean(text: str | None) -> str | None:
+    # PostgreSQL text cannot hold NUL; the journal (JSON) can.
+    return text.replace("\x00", "\ufffd") if text and "\x00" in text else text
+
+
+def event_row(event: Event, offset: int) -> ChunkRow:
+    content = _clean(event.content) or ""
+    title = _clean(event.title)
+    weights = doc_vector(f"{title or ''}\n{content}\n{event.source}")
+    actor = event.actor or {}
+    return ChunkRow(
+        chunk_id=event.id, doc_id=event.id, source=event.source, kind=event.kind, content=content,
+        occurred_at=datetime.fromtimestamp(event.ts_ms / 1000, UTC), workspace=_clean(event.workspace),
+        session=_clean(event.session), title=title, tags=[t for t in (_clean(t) for t in event.tags) if t],
+        account=_clean(str(actor["account"])) if actor.get("account") else None,
+        device=_clean(str(actor["device"])) if actor.get("device") else None,
+        journal_offset=offset, terms=int_array(sorted(weights)), tvec=to_sparsevec(weights),
+    )
+
+
+class Feeder:
+    def __init__(self, backend: Any, journal: Journal, device: str, *, embedder: Embedder | None = None,
+                 batch_bytes: int = BATCH_BYTES, retry_for: float | None = 60.0,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        self.backend = backend
+        self.journal = journal
+        self.device = device
+        self.key = str(journal.path)
+        self.embedder = embedder
+        self.batch_bytes = batch_bytes
+        self.retry_for = retry_for           # None: retry outages forever (the daemon)
+        self._sleep = sleep
+
+    def run_once(self, on_progress: Progress | None = None, stop: threading.Event | None = None) -> FeedReport:
+        """Feed everything the journal holds now; return when caught up.
+
+        The next batch is read and turned into rows on a worker thread while the database writes the
+        current one (the driver waits without the GIL), so Python and PostgreSQL work side by side.
+        """
+        report = FeedReport()
+        offset = self._retry(lambda: self.backend.cursor(self.device, self.key), report)
+        total = self.journal.size()
+        with ThreadPoolExecutor(1, thread_name_prefix="urchin-feed") as pool:
+            pending = pool.submit(self._prepare, offset)
+            while not (stop and stop.is_set()):
+                start, end, rows = pending.result()
+                if end == start:
+                    break
+                pending = pool.submit(self._prepare, end)
+                try:
+                    write = partial(self.backend.write_batch, rows, self.device, self.key, start, end)
+                    inserted = self._retry(write, report)
+                except IndexError_ as exc:
+                    if "moved by another feeder" not in exc.message:
+                        raise
+                    pending.result()
+                    offset = self._retry(lambda: self.backend.cursor(self.device, self.key), report)
+                    pending = pool.submit(self._prepare, offset)
+                    continue
+                report.events += len(rows)
+                report.inserted += inserted
+                offset = end
+                if on_progress:
+                    on_progress(offset, max(total, offset))
+        report.offset = offset
+        if self.embedder is not None:
+            try:
+                report.embedded = self.embed_pending(report, stop)
+            except EmbedderError as exc:       # rows stay pending; the next run embeds them
+                report.notes.append(f"embedding skipped: {exc.message}")
+        return report
+
+    def _prepare(self, offset: int) -> tuple[int, int, list[ChunkRow]]:
+        result = self.journal.read_from(offset, self.batch_bytes)
+        return offset, result.next_offset, _rows(result.lines)
+
+    def follow(self, stop: threading.Event, poll_s: float = 0.5, on_progress: Progress | None = None) -> None:
+        """Feed until `stop` is set (the daemon's loop)."""
+        while not stop.is_set():
+            self.run_once(on_progress, stop)
+            stop.wait(poll_s)
+
+    def embed_pending(self, report: FeedReport, stop: threading.Event | None = None) -> int:
+        """Embed the rows that have no vector for the current model (new rows, or all after a switch)."""
+        assert self.embedder is not None
+        model, done = self.embedder.fingerprint, 0
+        self._retry(lambda: self.backend.ensure_model(model, self.embedder.dim), report)  # type: ignore[union-attr]
+        while not (stop and stop.is_set()):
+            todo = self._retry(lambda: self.backend.pending_embeddings(model, EMBED_BATCH), report)
+            if not todo:
+                break
+            vectors = self.embedder.embed([text for _, text in todo])
+            items = [(cid, vec) for (cid, _), vec in zip(todo, vectors, strict=True)]
+            self._retry(partial(self.backend.write_embeddings, model, items), report)
+            done += len(items)
+        return done
+
+    def _retry(self, call: Callable[[], Any], report: FeedReport) -> Any:
+        """Run `call`; on a database outage reconnect with backoff (0.1 s doubling to 5 s)."""
+        delay, deadline = 0.1, None if self.retry_for is None else time.monotonic() + self.retry_for
+        while True:
+            try:
+                return call()
+            except self.backend.outage_errors as exc:
+                self.backend.reset()
+                if deadline is not None and time.monotonic() + delay > deadline:
+                    raise IndexError_(f"the index database is unreachable ({str(exc).strip() or type(exc).__name__}); "
+                                      f"gave up after {self.retry_for:g} s") from None
+                report.retries += 1
+                self._sleep(delay)
+                delay = min(delay * 2, 5.0)
+
+
+def _rows(lines: Sequence[tuple[int, bytes]]) -> list[ChunkRow]:
+    rows: dict[str, ChunkRow] = {}
+    for offset, line in lines:
+        event = Event.from_json(line)
+        if event is not None and event.id not in rows:
+            rows[event.id] = event_row(event, offset)
+    return list(rows.values())

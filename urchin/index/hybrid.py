@@ -1,0 +1,285 @@
+"""`search_context`: plan the legs, run them with the filters inside, fuse by weighted RRF.
+
+score = sum over the lists a result appears in of weight / (k + rank), times the class weight
+(memories vs conversations); the calibrated score divides it by the best score possible with the
+weights in play, so `minScore` means the same across queries. Packing and `explain` live here too.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from urchin.errors import EmbedderError
+from urchin.index.base import MEMORY_KINDS, ContextRow, Embedder, Filter, IndexBackend, LegHit
+from urchin.index.params import ContextParams
+from urchin.index.schema import TS_CONFIG
+from urchin.index.sparse import query_vector, term_ids, to_sparsevec, tokens
+
+__all__ = ["ContextResult", "run_context", "split_websearch", "pack", "CHARS_PER_TOKEN", "candidates_for"]
+
+CHARS_PER_TOKEN = 4               # the token estimate, stated in every response's coverage block
+# Session context: a result's score adds its session neighbours' scores, CONTEXT ** distance, up to
+# CONTEXT_TURNS on each side (a question's evidence is often the turns around the best match).
+CONTEXT = {"keyword": 0.5, "semantic": 0.6}
+CONTEXT_TURNS = 2
+COMMON_SHARE = 0.05               # keyword leg: words in more than this share of chunks are dropped
+MIN_COMMON_DF = 20                # ...but in a small index no word is "common",
+MAX_COMMON_DF = 5000              # and in a large one a word in 5,000 chunks already costs ~50 ms to rank
+MAX_KEYWORDS = 12
+MAX_CANDIDATE_TERMS = 16          # the rarest query terms that pick token-cosine candidates (speed at 1M)
+COVERAGE_NOTE = "Coverage describes what was searched; it is not evidence."
+
+_PHRASE = re.compile(r'"([^"]*)"?')
+_WORD = re.compile(r"[^\W_]+", re.UNICODE)
+
+
+def candidates_for(limit: int) -> int:
+    """How deep each leg ranks: deep enough for RRF to see agreement below the top `limit`."""
+    return min(400, max(60, 5 * limit))
+
+
+@dataclass(slots=True)
+class LegRun:
+    leg: str            # keyword | semantic
+    origin: str         # query | lex | vec | hyde
+    query: str
+    weight: float
+    method: str
+    hits: list[LegHit] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"leg": self.leg, "origin": self.origin, "query": self.query, "weight": self.weight,
+                "method": self.method, "candidates": len(self.hits)}
+
+
+@dataclass(slots=True)
+class ContextResult:
+    query: str
+    results: list[dict[str, Any]]
+    coverage: dict[str, Any]
+    truncated: bool = False
+    tokens_used: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        """The object the MCP tool returns as structuredContent (and `urchin context --json` prints)."""
+        return {"query": self.query, "results": self.results, "coverage": self.coverage,
+                "truncated": self.truncated, "tokensUsed": self.tokens_used}
+
+
+def split_websearch(text: str) -> tuple[list[str], str | None]:
+    """Bare words (ranked as any-of) and the websearch constraints that must hold (phrases, -words).
+
+    websearch_to_tsquery ANDs every word, which finds little for a natural-language question; an OR
+    of the words ranked by ts_rank finds far more (LoCoMo R@10 in bench/RESULTS.md).
+    """
+    phrases = [p.strip() for p in _PHRASE.findall(text) if p.strip()]
+    rest = _PHRASE.sub(" ", text).split()
+    excluded = [w for w in rest if w.startswith("-") and len(w) > 1]
+    words: dict[str, None] = {}
+    for w in rest:
+        if w.startswith("-") or w.lower() == "or":
+            continue
+        for piece in _WORD.findall(w.lower()):
+            words.setdefault(piece, None)
+    constraint = " ".join([f'"{p}"' for p in phrases] + excluded)
+    return list(words), constraint or None
+
+
+def _filter(p: ContextParams) -> Filter:
+    return Filter(sources=p.sources, kinds=p.kinds, workspace=p.workspace, session=p.session, tags=p.tags,
+                  since=p.since, until=p.until, memories=p.include_memories, conversations=p.include_conversations)
+
+
+def run_context(backend: IndexBackend, p: ContextParams, embedder: Embedder | None = None,
+                index_info: dict[str, Any] | None = None) -> ContextResult:
+    flt, depth, skipped = _filter(p), candidates_for(p.limit), []
+    runs: list[LegRun] = []
+    if p.strategy in ("hybrid", "keyword") and p.full_text_weight > 0:
+        runs += _keyword_runs(backend, p, flt, depth)
+    elif any(s.type == "lex" for s in p.searches):
+        skipped.append(f"lex sub-queries skipped: strategy {p.strategy} runs no keyword leg")
+    if p.strategy in ("hybrid", "semantic") and p.semantic_weight > 0:
+        runs += _semantic_runs(backend, p, flt, depth, embedder, skipped)
+    elif any(s.type in ("vec", "hyde") for s in p.searches):
+        skipped.append(f"vec/hyde sub-queries skipped: strategy {p.strategy} runs no semantic leg")
+    classes = ([p.memory_weight] if p.include_memories else []) + ([1.0] if p.include_conversations else [])
+    best = max(classes) * sum(run.weight / (p.k + 1) for run in runs) if runs else 0.0
+    fused = _fuse(runs, p, best)
+    kept = [f for f in fused if f["normalised"] >= p.min_score][: p.limit]
+    rows = backend.fetch([f["id"] for f in kept]) if kept else {}
+    results = [_result(rows[f["id"]], f, p.explain) for f in kept if f["id"] in rows]
+    results, truncated, used = pack(results, p.token_budget)
+    coverage: dict[str, Any] = {
+        "strategy": p.strategy, "legs": [r.to_dict() for r in runs], "k": p.k, "candidatesPerLeg": depth,
+        "fusedCandidates": len(fused), "aboveMinScore": sum(1 for f in fused if f["normalised"] >= p.min_score),
+        "filters": p.filters_dict(), "skipped": skipped, "bestPossibleScore": best,
+        "tokenEstimate": f"{CHARS_PER_TOKEN} characters per token", "note": COVERAGE_NOTE,
+    }
+    if index_info:
+        coverage["index"] = index_info
+    return ContextResult(p.query, results, coverage, truncated, used)
+
+
+def _keyword_runs(backend: IndexBackend, p: ContextParams, flt: Filter, depth: int) -> list[LegRun]:
+    subs = [("query", p.query, 2 * p.full_text_weight)]
+    subs += [("lex", s.query, p.full_text_weight) for s in p.searches if s.type == "lex"]
+    runs = []
+    for origin, text, weight in subs:
+        words, constraint = split_websearch(text)
+        run = LegRun("keyword", origin, text, weight, f"full-text ({TS_CONFIG}, any word, ts_rank)")
+        words = _distinctive(backend, words)
+        run.hits = with_context(backend.keyword(words, constraint, flt, depth, _turns("keyword")),
+                                CONTEXT["keyword"], depth)
+        runs.append(run)
+    return runs
+
+
+def _distinctive(backend: IndexBackend, words: list[str]) -> list[str]:
+    """Drop words in more than COMMON_SHARE of the chunks (while a rarer one remains), rarest
+    MAX_KEYWORDS kept: ts_rank has no idf, and an OR of very common words ranks everything slowly."""
+    if len(words) <= 1:
+        return words
+    ids = {w: list(term_ids(tokens(w))) for w in words}
+    words = [w for w in words if ids[w]] or words          # stop words carry no information
+    df, n_docs = backend.term_stats([t for ts in ids.values() for t in ts])
+    freq = {w: max((df.get(t, 0) for t in ts), default=0) for w, ts in ids.items()}
+    ranked = sorted(words, key=lambda w: freq[w])
+    common = max(min(COMMON_SHARE * n_docs, MAX_COMMON_DF), MIN_COMMON_DF)
+    kept = [w for w in ranked if freq[w] <= common] or ranked[:1]
+    return kept[:MAX_KEYWORDS]
+
+
+def _semantic_runs(backend: IndexBackend, p: ContextParams, flt: Filter, depth: int, embedder: Embedder | None,
+                   skipped: list[str]) -> list[LegRun]:
+    subs = [("query", p.query, 2 * p.semantic_weight)]
+    subs += [(s.type, s.query, p.semantic_weight) for s in p.searches if s.type in ("vec", "hyde")]
+    runs = [LegRun("semantic", origin, text, weight, "") for origin, text, weight in subs]
+    if embedder is not None:
+        try:
+            vectors = embedder.embed([r.query for r in runs])
+        except EmbedderError as exc:
+            skipped.append(f"semantic leg skipped: the embedder failed ({exc.message})")
+            return []
+        for run, vector in zip(runs, vectors, strict=True):
+            run.method = f"embeddings ({embedder.fingerprint}, HNSW cosine)"
+            run.hits = backend.dense(embedder.fingerprint, vector, flt, depth)
+        return runs
+    for run in runs:
+        run.method = "token-cosine (sparsevec, tf x idf^2)"
+        counts = term_ids(tokens(run.query))
+        df, n_docs = backend.term_stats(list(counts))
+        weights = query_vector(run.query, df, n_docs)
+        by_df = sorted(weights, key=lambda t: (df.get(t, 0), t))
+        cap = max(min(COMMON_SHARE * n_docs, MAX_COMMON_DF), MIN_COMMON_DF)
+        rare = ([t for t in by_df if df.get(t, 0) <= cap] or by_df[:1])[:MAX_CANDIDATE_TERMS]
+        rows = backend.sparse(to_sparsevec(weights), rare, flt, depth, _turns("semantic")) if weights else []
+        run.hits = with_context(rows, CONTEXT["semantic"], depth)
+    return runs
+
+
+def _turns(leg: str) -> int:
+    return CONTEXT_TURNS if CONTEXT[leg] > 0 else 0
+
+
+def with_context(rows: Sequence[ContextRow], weight: float, limit: int) -> list[LegHit]:
+    """Rank the leg's candidates and their neighbours by own score + sum of weight ** |d| x neighbour's."""
+    score: dict[str, float] = {}
+    meta: dict[str, tuple[str, datetime]] = {}
+    around: dict[str, dict[str, int]] = {}
+    for row in rows:
+        score[row.chunk_id] = row.score
+        meta[row.chunk_id] = (row.kind, row.occurred_at)
+        if row.distance:
+            around.setdefault(row.anchor, {})[row.chunk_id] = row.distance
+    if weight <= 0 or not around:
+        return [LegHit(r.chunk_id, r.score, r.kind, r.occurred_at) for r in rows if r.distance == 0][:limit]
+    links: dict[str, dict[str, int]] = {}
+    for anchor, sides in around.items():
+        group = {anchor: 0, **sides}           # every pair in one window knows its distance
+        for a, da in group.items():
+            for b, db in group.items():
+                if a != b:
+                    links.setdefault(a, {})[b] = db - da
+    total = {c: s + sum(weight ** abs(d) * score[n] for n, d in links.get(c, {}).items()) for c, s in score.items()}
+    ranked = sorted(total, key=lambda c: (-total[c], -meta[c][1].timestamp(), c))[:limit]
+    return [LegHit(c, total[c], meta[c][0], meta[c][1]) for c in ranked]
+
+
+def _fuse(runs: Sequence[LegRun], p: ContextParams, best: float) -> list[dict[str, Any]]:
+    table: dict[str, dict[str, Any]] = {}
+    for run in runs:
+        for rank, hit in enumerate(run.hits, 1):
+            entry = table.setdefault(hit.chunk_id, {"id": hit.chunk_id, "kind": hit.kind, "at": hit.occurred_at,
+                                                    "score": 0.0, "legs": []})
+            contribution = run.weight / (p.k + rank)
+            entry["score"] += contribution
+            entry["legs"].append({"leg": run.leg, "origin": run.origin, "rank": rank, "raw": round(hit.raw, 6),
+                                  "weight": run.weight, "contribution": contribution})
+    for entry in table.values():
+        entry["classWeight"] = p.memory_weight if entry["kind"] in MEMORY_KINDS else 1.0
+        entry["fused"] = entry["score"] * entry["classWeight"]
+        entry["normalised"] = min(1.0, entry["fused"] / best) if best > 0 else 0.0
+    return sorted(table.values(), key=lambda e: (-e["fused"], -_ts(e["at"]), e["id"]))
+
+
+def _ts(moment: datetime) -> float:
+    return moment.timestamp()
+
+
+def _iso(moment: datetime | None) -> str | None:
+    if moment is None:
+        return None
+    moment = moment.astimezone(UTC)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+
+
+def _result(row: dict[str, Any], fused: dict[str, Any], explain: bool) -> dict[str, Any]:
+    if row["doc_type"] == "file":
+        citation = f"{row['path']}#L{row['start_line']}-L{row['end_line']}"
+        location: dict[str, Any] = {"path": row["path"], "startLine": row["start_line"], "endLine": row["end_line"],
+                                    "headingPath": row["heading_path"] or []}
+    else:
+        citation = f"urchin://events/{row['doc_id']}"
+        location = {"journalOffset": row["journal_offset"]}
+    out: dict[str, Any] = {
+        "id": row["chunk_id"], "content": row["content"], "score": round(fused["normalised"], 4),
+        "citation": citation, "source": row["source"], "kind": row["kind"], "workspace": row["workspace"],
+        "session": row["session"], "title": row["title"], "tags": list(row["tags"] or []),
+        "updatedAt": _iso(row["occurred_at"]), "location": location,
+    }
+    if explain:
+        out["explain"] = {"legs": fused["legs"], "classWeight": fused["classWeight"], "fused": fused["fused"],
+                          "normalised": fused["normalised"]}
+    return out
+
+
+def estimate_tokens(text: str) -> int:
+    return math.ceil(len(text) / CHARS_PER_TOKEN)
+
+
+def pack(results: list[dict[str, Any]], budget: int | None) -> tuple[list[dict[str, Any]], bool, int]:
+    """Best first until the budget; the one that overflows is cut at a line boundary, the rest dropped."""
+    used = 0
+    if budget is None:
+        return results, False, sum(estimate_tokens(r["content"]) for r in results)
+    out: list[dict[str, Any]] = []
+    for result in results:
+        cost = estimate_tokens(result["content"])
+        if used + cost <= budget:
+            out.append(result)
+            used += cost
+            continue
+        room = (budget - used) * CHARS_PER_TOKEN
+        text = result["content"][:room]
+        cut = text.rfind("\n")
+        if cut > 0:
+            result = {**result, "content": text[:cut], "cut": True}
+            out.append(result)
+            used += estimate_tokens(result["content"])
+        return out, True, used
+    return out, False, used

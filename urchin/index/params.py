@@ -1,0 +1,262 @@
+"""`search_context` parameters: one parser shared by the CLI, the MCP tool and `POST /context`.
+
+`ContextParams.parse(mapping)` accepts the camelCase wire names (and snake_case) and raises a
+`QueryError` naming the field and the rule (`searches[2].type: must be lex, vec or hyde`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from urchin.errors import QueryError, ValidationError
+from urchin.event import parse_timestamp
+
+__all__ = ["ContextParams", "SubQuery", "STRATEGIES", "SEARCH_TYPES", "MAX_SEARCHES", "MAX_CONTEXT_LIMIT"]
+
+STRATEGIES = ("hybrid", "keyword", "semantic")
+SEARCH_TYPES = ("lex", "vec", "hyde")
+MAX_SEARCHES = 8
+MAX_CONTEXT_LIMIT = 100
+MAX_QUERY_CHARS = 4000
+MAX_TOKEN_BUDGET = 1_000_000
+
+# wire name -> attribute; snake_case spellings are accepted too
+_NAMES = {
+    "query": "query", "strategy": "strategy", "searches": "searches",
+    "fullTextWeight": "full_text_weight", "semanticWeight": "semantic_weight", "k": "k",
+    "sources": "sources", "sourceIds": "source_ids", "kinds": "kinds", "workspace": "workspace",
+    "session": "session", "tags": "tags", "since": "since", "until": "until", "hours": "hours",
+    "includeMemories": "include_memories", "includeConversations": "include_conversations",
+    "memoryWeight": "memory_weight", "minScore": "min_score", "limit": "limit",
+    "tokenBudget": "token_budget", "explain": "explain",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class SubQuery:
+    type: str      # lex | vec | hyde
+    query: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"type": self.type, "query": self.query}
+
+
+@dataclass(frozen=True, slots=True)
+class ContextParams:
+    """Validated parameters; times are aware UTC datetimes (hours already turned into `since`)."""
+
+    query: str
+    strategy: str = "hybrid"
+    searches: tuple[SubQuery, ...] = ()
+    full_text_weight: float = 1.0
+    semantic_weight: float = 1.0
+    k: int = 60
+    sources: tuple[str, ...] = ()
+    kinds: tuple[str, ...] = ()
+    workspace: str | None = None
+    session: str | None = None
+    tags: tuple[str, ...] = ()
+    since: datetime | None = None
+    until: datetime | None = None
+    include_memories: bool = True
+    include_conversations: bool = True
+    memory_weight: float = 1.0
+    min_score: float = 0.0
+    limit: int = 10
+    token_budget: int | None = None
+    explain: bool = False
+    hours: float | None = field(default=None, compare=False)
+
+    @classmethod
+    def parse(cls, data: Mapping[str, Any], now: datetime | None = None) -> ContextParams:
+        if not isinstance(data, Mapping):
+            raise QueryError("params", "must be an object")
+        values: dict[str, Any] = {}
+        for key, value in data.items():
+            attr = _NAMES.get(key) or (key if key in _NAMES.values() else None)
+            if attr is None:
+                raise QueryError(str(key), f"unknown parameter (known: {', '.join(_NAMES)})")
+            if value is not None:
+                values[attr] = value
+        return cls.build(now=now, **values)
+
+    @classmethod
+    def build(cls, *, now: datetime | None = None, **v: Any) -> ContextParams:
+        """Validate keyword arguments (snake_case); `None` means the default."""
+        v = {key: value for key, value in v.items() if value is not None}
+        query = _text(v.get("query"), "query")
+        strategy = _choice(v.get("strategy", "hybrid"), "strategy", STRATEGIES)
+        since = _time(v.get("since"), "since")
+        until = _time(v.get("until"), "until")
+        hours = v.get("hours")
+        if hours is not None:
+            hours = _number(hours, "hours", minimum=0, exclusive=True)
+            if since is not None:
+                raise QueryError("hours", "cannot be combined with since (give one window)")
+            since = (now or datetime.now(UTC)) - timedelta(hours=hours)
+        if since is not None and until is not None and until <= since:
+            raise QueryError("until", "must be later than since")
+        include_memories = _bool(v.get("include_memories", True), "includeMemories")
+        include_conversations = _bool(v.get("include_conversations", True), "includeConversations")
+        if not include_memories and not include_conversations:
+            raise QueryError("includeConversations", "includeMemories and includeConversations cannot both be false")
+        params = cls(
+            query=query, strategy=strategy, searches=_searches(v.get("searches")),
+            full_text_weight=_number(v.get("full_text_weight", 1.0), "fullTextWeight", minimum=0),
+            semantic_weight=_number(v.get("semantic_weight", 1.0), "semanticWeight", minimum=0),
+            k=_whole(v.get("k", 60), "k", 1, 1000),
+            sources=_labels(v.get("sources"), "sources") + _labels(v.get("source_ids"), "sourceIds"),
+            kinds=_labels(v.get("kinds"), "kinds"),
+            workspace=_optional_text(v.get("workspace"), "workspace"),
+            session=_optional_text(v.get("session"), "session"),
+            tags=_labels(v.get("tags"), "tags"),
+            since=since, until=until,
+            include_memories=include_memories, include_conversations=include_conversations,
+            memory_weight=_number(v.get("memory_weight", 1.0), "memoryWeight", minimum=0),
+            min_score=_number(v.get("min_score", 0.0), "minScore", minimum=0, maximum=1),
+            limit=_whole(v.get("limit", 10), "limit", 1, MAX_CONTEXT_LIMIT),
+            token_budget=(None if v.get("token_budget") is None
+                          else _whole(v["token_budget"], "tokenBudget", 1, MAX_TOKEN_BUDGET)),
+            explain=_bool(v.get("explain", False), "explain"),
+            hours=hours,
+        )
+        params._check_weights()
+        return params
+
+    def _check_weights(self) -> None:
+        if self.strategy == "keyword" and self.full_text_weight == 0:
+            raise QueryError("fullTextWeight", "must be greater than 0 with strategy keyword")
+        if self.strategy == "semantic" and self.semantic_weight == 0:
+            raise QueryError("semanticWeight", "must be greater than 0 with strategy semantic")
+        if self.strategy == "hybrid" and self.full_text_weight == 0 and self.semantic_weight == 0:
+            raise QueryError("fullTextWeight", "fullTextWeight and semanticWeight cannot both be 0")
+        if self.include_memories and not self.include_conversations and self.memory_weight == 0:
+            raise QueryError("memoryWeight", "must be greater than 0 when only memories are searched")
+
+    def filters_dict(self) -> dict[str, Any]:
+        """The filters in play, in wire names, for the coverage block."""
+        out: dict[str, Any] = {}
+        for name, value in (("sources", list(self.sources)), ("kinds", list(self.kinds)),
+                            ("workspace", self.workspace), ("session", self.session), ("tags", list(self.tags)),
+                            ("since", _iso(self.since)), ("until", _iso(self.until))):
+            if value:
+                out[name] = value
+        if not self.include_memories:
+            out["includeMemories"] = False
+        if not self.include_conversations:
+            out["includeConversations"] = False
+        return out
+
+
+def _iso(moment: datetime | None) -> str | None:
+    return None if moment is None else moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+def _text(value: Any, name: str) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise QueryError(name, "must not be empty")
+    if len(value) > MAX_QUERY_CHARS:
+        raise QueryError(name, f"must be at most {MAX_QUERY_CHARS} characters, got {len(value)}")
+    return value.strip()
+
+
+def _optional_text(value: Any, name: str) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise QueryError(name, "must be a string")
+    return value.strip() or None
+
+
+def _choice(value: Any, name: str, choices: tuple[str, ...]) -> str:
+    text = value.strip().lower() if isinstance(value, str) else value
+    if text not in choices:
+        raise QueryError(name, f"must be {', '.join(choices[:-1])} or {choices[-1]}, got {value!r}")
+    return str(text)
+
+
+def _bool(value: Any, name: str) -> bool:
+    if not isinstance(value, bool):
+        raise QueryError(name, f"must be true or false, got {value!r}")
+    return value
+
+
+def _number(value: Any, name: str, *, minimum: float | None = None, maximum: float | None = None,
+            exclusive: bool = False) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise QueryError(name, f"must be a number, got {value!r}")
+    try:
+        number = float(value)
+    except ValueError:
+        raise QueryError(name, f"must be a number, got {value!r}") from None
+    if not math.isfinite(number):
+        raise QueryError(name, "must be a finite number")
+    if minimum is not None and (number <= minimum if exclusive else number < minimum):
+        raise QueryError(name, f"must be {'greater than' if exclusive else 'at least'} {minimum:g}, got {value!r}")
+    if maximum is not None and number > maximum:
+        raise QueryError(name, f"must be at most {maximum:g}, got {value!r}")
+    return number
+
+
+def _whole(value: Any, name: str, low: int, high: int) -> int:
+    if isinstance(value, bool):
+        raise QueryError(name, f"must be a whole number from {low} to {high}, got {value!r}")
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        value = int(value)
+    if not isinstance(value, int):
+        raise QueryError(name, f"must be a whole number from {low} to {high}, got {value!r}")
+    if not low <= value <= high:
+        raise QueryError(name, f"must be from {low} to {high}, got {value}")
+    return value
+
+
+def _labels(value: Any, name: str) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    items = [value] if isinstance(value, str) else value
+    if not isinstance(items, (list, tuple)):
+        raise QueryError(name, "must be a list of strings")
+    out: dict[str, None] = {}
+    for i, item in enumerate(items):
+        if not isinstance(item, str) or not item.strip():
+            raise QueryError(f"{name}[{i}]", "must be a non-empty string")
+        out.setdefault(item.strip().lower(), None)
+    return tuple(out)
+
+
+def _time(value: Any, name: str) -> datetime | None:
+    if value is None:
+        return None
+    try:
+        return parse_timestamp(value, name)
+    except ValidationError as exc:
+        raise QueryError(name, exc.rule) from None
+
+
+def _searches(value: Any) -> tuple[SubQuery, ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, (list, tuple)):
+        raise QueryError("searches", "must be a list of {type, query} objects")
+    if not 1 <= len(value) <= MAX_SEARCHES:
+        raise QueryError("searches", f"must hold 1 to {MAX_SEARCHES} sub-queries, got {len(value)}")
+    out = []
+    for i, item in enumerate(value):
+        if isinstance(item, SubQuery):
+            item = item.to_dict()
+        if not isinstance(item, Mapping):
+            raise QueryError(f"searches[{i}]", "must be an object {type, query}")
+        extra = set(item) - {"type", "query"}
+        if extra:
+            raise QueryError(f"searches[{i}].{sorted(extra)[0]}", "unknown field (known: type, query)")
+        kind = item.get("type")
+        if kind not in SEARCH_TYPES:
+            raise QueryError(f"searches[{i}].type", f"must be lex, vec or hyde, got {kind!r}")
+        out.append(SubQuery(kind, _text(item.get("query"), f"searches[{i}].query")))
+    return tuple(out)

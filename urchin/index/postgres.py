@@ -1,0 +1,337 @@
+"""The PostgreSQL backend: migrations at connect, COPY + idempotent upsert, and the legs' SQL.
+
+The only module that imports psycopg. Vectors travel as pgvector text literals with explicit casts,
+so no type registration is needed. Query-time settings (stated, see `QUERY_SETTINGS`) are set per
+transaction.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import psycopg
+from psycopg import sql
+
+from urchin.errors import IndexError_
+from urchin.index.base import MEMORY_KINDS, ChunkRow, ContextRow, Filter, LegHit
+from urchin.index.schema import MIGRATIONS, PGVECTOR_MIN, TS_CONFIG
+
+__all__ = ["PostgresIndex", "OUTAGE_ERRORS", "QUERY_SETTINGS"]
+
+# Errors that mean "the database went away": the feeder retries these with backoff.
+OUTAGE_ERRORS: tuple[type[BaseException], ...] = (psycopg.OperationalError, psycopg.InterfaceError)
+
+# HNSW: ef_search 100 (recall ~0.95+ at 1M for 384-d), iterative scans so filtered queries still
+# fill `limit` (relaxed order, re-sorted in SQL), bounded by max_scan_tuples.
+QUERY_SETTINGS = {"hnsw.ef_search": "100", "hnsw.iterative_scan": "relaxed_order",
+                  "hnsw.max_scan_tuples": "20000"}
+
+_COLUMNS = ("chunk_id", "doc_id", "doc_type", "source", "kind", "workspace", "session", "title", "tags", "content",
+            "occurred_at", "account", "device", "journal_offset", "path", "heading_path", "start_line", "end_line",
+            "content_hash", "terms", "tvec")
+_FETCH = ("chunk_id", "doc_id", "doc_type", "source", "kind", "workspace", "session", "title", "tags", "content",
+          "occurred_at", "journal_offset", "path", "heading_path", "start_line", "end_line")
+
+
+class PostgresIndex:
+    """One connection (reopened after an outage); `url` is called on each (re)connect."""
+
+    outage_errors = OUTAGE_ERRORS
+
+    def __init__(self, url: Callable[[], str] | str, connect_timeout: float = 5.0) -> None:
+        self._url = url if callable(url) else (lambda: url)
+        self._timeout = connect_timeout
+        self._conn: psycopg.Connection[Any] | None = None
+
+    # ---- connection ---------------------------------------------------------------------------
+    @property
+    def conn(self) -> psycopg.Connection[Any]:
+        if self._conn is None or self._conn.closed or self._conn.broken:
+            self._conn = None
+            conn = psycopg.connect(self._url(), connect_timeout=max(1, int(self._timeout)), autocommit=False)
+            try:
+                _migrate(conn)
+            except BaseException:
+                conn.close()
+                raise
+            self._conn = conn
+        return self._conn
+
+    def reset(self) -> None:
+        """Drop the connection (after an outage); the next call reconnects."""
+        if self._conn is not None:
+            try:
+                self._conn.close()
+            except Exception:  # noqa: BLE001 - a broken socket may raise anything on close
+                pass
+        self._conn = None
+
+    def close(self) -> None:
+        self.reset()
+
+    # ---- feeding ------------------------------------------------------------------------------
+    def cursor(self, device: str, journal: str) -> int:
+        with self.conn.transaction():
+            row = self.conn.execute("SELECT byte_offset FROM urchin_cursors WHERE device = %s AND journal = %s",
+                                    (device, journal)).fetchone()
+        return int(row[0]) if row else 0
+
+    def write_batch(self, rows: Sequence[ChunkRow], device: str, journal: str, expected: int,
+                    new_offset: int) -> int:
+        """Upsert `rows` and move the cursor from `expected` to `new_offset` in one transaction.
+
+        Returns how many rows were new. Replaying rows already stored changes nothing (ON CONFLICT DO
+        NOTHING for events, which never change); term statistics count only new rows.
+        """
+        conn = self.conn
+        with conn.transaction():
+            inserted: set[str] = set()
+            if rows:
+                conn.execute("CREATE TEMP TABLE IF NOT EXISTS urchin_feed (LIKE urchin_chunks INCLUDING DEFAULTS)"
+                             " ON COMMIT DELETE ROWS")
+                with conn.cursor() as cur:
+                    with cur.copy(f"COPY urchin_feed ({', '.join(_COLUMNS)}) FROM STDIN") as copy:
+                        for row in rows:
+                            copy.write_row(tuple(getattr(row, name) for name in _COLUMNS))
+                    cur.execute(f"INSERT INTO urchin_chunks ({', '.join(_COLUMNS)}) "
+                                f"SELECT {', '.join(_COLUMNS)} FROM urchin_feed "
+                                "ON CONFLICT (chunk_id) DO NOTHING RETURNING chunk_id")
+                    inserted = {r[0] for r in cur.fetchall()}
+                if inserted:
+                    self._count_terms([r for r in rows if r.chunk_id in inserted])
+            moved = conn.execute(
+                "INSERT INTO urchin_cursors (device, journal, byte_offset) VALUES (%s, %s, %s) "
+                "ON CONFLICT (device, journal) DO UPDATE SET byte_offset = excluded.byte_offset, updated_at = now() "
+                "WHERE urchin_cursors.byte_offset = %s", (device, journal, new_offset, expected)).rowcount
+            if moved != 1:
+                raise IndexError_(f"index cursor for {device}:{journal} was moved by another feeder; re-reading it")
+        return len(inserted)
+
+    def _count_terms(self, rows: Sequence[ChunkRow]) -> None:
+        df: Counter[int] = Counter()
+        for row in rows:
+            df.update(map(int, row.terms.strip("{}").split(",")) if row.terms != "{}" else ())
+        conn = self.conn
+        conn.execute("CREATE TEMP TABLE IF NOT EXISTS urchin_feed_terms (term integer, df bigint) "
+                     "ON COMMIT DELETE ROWS")
+        with conn.cursor() as cur:
+            with cur.copy("COPY urchin_feed_terms (term, df) FROM STDIN") as copy:
+                for term, count in df.items():
+                    copy.write_row((term, count))
+            # sorted, so two feeders updating the same terms lock them in the same order (no deadlock)
+            cur.execute("INSERT INTO urchin_terms (term, df) SELECT term, df FROM urchin_feed_terms ORDER BY term "
+                        "ON CONFLICT (term) DO UPDATE SET df = urchin_terms.df + excluded.df")
+            cur.execute("UPDATE urchin_stats SET value = value + %s WHERE key = 'chunks'", (len(rows),))
+
+    def rebuild(self) -> None:
+        """Empty the index and every cursor: each feeder (this device's and others') replays from 0."""
+        with self.conn.transaction():
+            self.conn.execute("TRUNCATE urchin_chunks, urchin_embeddings, urchin_terms, urchin_cursors")
+            self.conn.execute("UPDATE urchin_stats SET value = 0 WHERE key = 'chunks'")
+
+    # ---- embeddings ---------------------------------------------------------------------------
+    def ensure_model(self, model: str, dim: int) -> None:
+        name = "urchin_emb_hnsw_" + format(abs(hash_text(model)), "x")
+        with self.conn.transaction():
+            self.conn.execute(sql.SQL("CREATE INDEX IF NOT EXISTS {} ON urchin_embeddings USING hnsw "
+                                      "((embedding::halfvec({})) halfvec_cosine_ops) WHERE model = {}").format(
+                sql.Identifier(name), sql.Literal(int(dim)), sql.Literal(model)))
+
+    def pending_embeddings(self, model: str, limit: int) -> list[tuple[str, str]]:
+        with self.conn.transaction():
+            rows = self.conn.execute(
+                "SELECT c.chunk_id, coalesce(c.title || E'\\n', '') || c.content FROM urchin_chunks c "
+                "WHERE NOT EXISTS (SELECT 1 FROM urchin_embeddings e WHERE e.chunk_id = c.chunk_id AND e.model = %s) "
+                "ORDER BY c.occurred_at DESC LIMIT %s", (model, limit)).fetchall()
+        return [(r[0], r[1]) for r in rows]
+
+    def write_embeddings(self, model: str, items: Sequence[tuple[str, Sequence[float]]]) -> None:
+        with self.conn.transaction(), self.conn.cursor() as cur:
+            cur.executemany("INSERT INTO urchin_embeddings (chunk_id, model, embedding) VALUES (%s, %s, %s::halfvec) "
+                            "ON CONFLICT (chunk_id, model) DO UPDATE SET embedding = excluded.embedding",
+                            [(cid, model, _dense(vec)) for cid, vec in items])
+
+    # ---- querying -----------------------------------------------------------------------------
+    def term_stats(self, terms: Sequence[int]) -> tuple[dict[int, int], int]:
+        with self.conn.transaction():
+            rows = self.conn.execute("SELECT term, df FROM urchin_terms WHERE term = ANY(%s)",
+                                     (list(terms),)).fetchall()
+            n = self.conn.execute("SELECT value FROM urchin_stats WHERE key = 'chunks'").fetchone()
+        return {int(t): int(d) for t, d in rows}, int(n[0]) if n else 0
+
+    def keyword(self, words: Sequence[str], constraints: str | None, flt: Filter, limit: int,
+                context_turns: int = 0) -> list[ContextRow]:
+        """Full-text leg: any of `words` (OR, ranked) AND the websearch `constraints` (phrases, -exclusions)."""
+        parts = []
+        args: dict[str, Any] = {"cfg": TS_CONFIG}
+        if words:
+            parts.append("to_tsquery(%(cfg)s::regconfig, %(words)s)")
+            args["words"] = " | ".join(words)
+        if constraints:
+            parts.append("websearch_to_tsquery(%(cfg)s::regconfig, %(constraints)s)")
+            args["constraints"] = constraints
+        if not parts:
+            return []
+        query = f"(SELECT {' && '.join(parts)} AS q) AS qq"
+        # With phrases or -exclusions, a neighbour must satisfy them too: context never smuggles in a
+        # turn the query excluded. Without, any neighbour may carry context.
+        near = " AND y.tsv @@ q" if constraints else ""
+        return self._leg(query, "tsv @@ q", "ts_rank({t}tsv, q)", flt, limit, context_turns, args, near)
+
+    def sparse(self, vector: str, terms: Sequence[int], flt: Filter, limit: int,
+               context_turns: int = 0) -> list[ContextRow]:
+        """Token-cosine leg: exact cosine over the chunks sharing a term (GIN on `terms`)."""
+        if not terms:
+            return []
+        args = {"v": vector, "terms": list(terms)}
+        return self._leg("(SELECT %(v)s::sparsevec AS q) AS qq", "terms && %(terms)s::integer[]",
+                         "1 - ({t}tvec <=> q)", flt, limit, context_turns, args)
+
+    def _leg(self, source: str, match: str, score: str, flt: Filter, limit: int, turns: int,
+             args: dict[str, Any], near: str = "") -> list[ContextRow]:
+        """Top `limit` by `score`, plus each one's `turns` session neighbours on either side (with their
+        own score, filters applied) as rows (anchor, chunk, distance, score, kind, occurred_at)."""
+        where, fargs = _where(flt)
+        args = {**args, **fargs, "limit": limit, "turns": turns}
+        base = (f"WITH c AS MATERIALIZED (SELECT chunk_id, session, occurred_at, kind, {score.format(t='')} AS s "
+                f"FROM urchin_chunks, {source} WHERE {match} {where} "
+                f"ORDER BY s DESC, occurred_at DESC, chunk_id LIMIT %(limit)s) "
+                "SELECT chunk_id, chunk_id, 0, s, kind, occurred_at FROM c")
+        if turns > 0:
+            ywhere, _ = _where(flt, alias="y.")
+            side = ("(SELECT y.chunk_id, {sign} row_number() OVER (ORDER BY y.occurred_at {dir}) AS dist, "
+                    f"{score.format(t='y.')} AS s, y.kind, y.occurred_at FROM urchin_chunks y "
+                    "WHERE y.session = c.session AND y.occurred_at {op} c.occurred_at " + ywhere + near +
+                    " ORDER BY y.occurred_at {dir} LIMIT %(turns)s)")
+            base += (f" UNION ALL SELECT c.chunk_id, x.chunk_id, x.dist, x.s, x.kind, x.occurred_at "
+                     f"FROM c, {source}, LATERAL ({side.format(sign='-', dir='DESC', op='<')} UNION ALL "
+                     f"{side.format(sign='', dir='ASC', op='>')}) AS x WHERE c.session IS NOT NULL")
+        with self.conn.transaction():
+            rows = self.conn.execute(base, args).fetchall()
+        return [ContextRow(r[0], r[1], int(r[2]), float(r[3]), r[4], r[5]) for r in rows]
+
+    def dense(self, model: str, vector: Sequence[float], flt: Filter, limit: int,
+              dim: int | None = None) -> list[LegHit]:
+        """Embedding leg: HNSW over this model's vectors only; relaxed iterative scan, re-sorted exactly."""
+        dim = dim or len(vector)
+        where, args = _where(flt, alias="c.")
+        args.update({"v": _dense(vector), "model": model, "limit": limit})
+        query = (f"WITH hits AS MATERIALIZED (SELECT c.chunk_id, c.kind, c.occurred_at, "
+                 f"e.embedding::halfvec({dim}) <=> %(v)s::halfvec({dim}) AS distance "
+                 f"FROM urchin_embeddings e JOIN urchin_chunks c USING (chunk_id) "
+                 f"WHERE e.model = %(model)s {where} "
+                 f"ORDER BY e.embedding::halfvec({dim}) <=> %(v)s::halfvec({dim}) LIMIT %(limit)s) "
+                 "SELECT chunk_id, 1 - distance, kind, occurred_at FROM hits "
+                 "ORDER BY distance, occurred_at DESC, chunk_id")
+        with self.conn.transaction():
+            for name, value in QUERY_SETTINGS.items():
+                self.conn.execute("SELECT set_config(%s, %s, true)", (name, value))
+            rows = self.conn.execute(query, args).fetchall()
+        return [LegHit(r[0], float(r[1]), r[2], r[3]) for r in rows]
+
+    def fetch(self, chunk_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+        with self.conn.transaction():
+            rows = self.conn.execute(f"SELECT {', '.join(_FETCH)} FROM urchin_chunks WHERE chunk_id = ANY(%s)",
+                                     (list(chunk_ids),)).fetchall()
+        return {r[0]: dict(zip(_FETCH, r, strict=True)) for r in rows}
+
+    def status(self, model: str | None = None) -> dict[str, Any]:
+        with self.conn.transaction():
+            chunks = self.conn.execute("SELECT count(*) FROM urchin_chunks").fetchone()
+            cursors = self.conn.execute("SELECT device, journal, byte_offset, updated_at FROM urchin_cursors "
+                                        "ORDER BY device, journal").fetchall()
+            version = self.conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'").fetchone()
+            schema = self.conn.execute("SELECT max(version) FROM urchin_migrations").fetchone()
+            pending = None
+            if model:
+                pending = self.conn.execute(
+                    "SELECT count(*) FROM urchin_chunks c WHERE NOT EXISTS (SELECT 1 FROM urchin_embeddings e "
+                    "WHERE e.chunk_id = c.chunk_id AND e.model = %s)", (model,)).fetchone()
+        out: dict[str, Any] = {
+            "chunks": int(chunks[0]) if chunks else 0,
+            "schemaVersion": schema[0] if schema else None,
+            "pgvector": version[0] if version else None,
+            "cursors": [{"device": d, "journal": j, "offset": int(o), "updatedAt": u.isoformat()}
+                        for d, j, o, u in cursors],
+        }
+        if pending is not None:
+            out["pendingEmbeddings"] = int(pending[0])
+        return out
+
+
+def hash_text(text: str) -> int:
+    import zlib
+
+    return zlib.crc32(text.encode("utf-8"))
+
+
+def _dense(vector: Sequence[float]) -> str:
+    return "[" + ",".join(f"{float(x):.6g}" for x in vector) + "]"
+
+
+def _where(flt: Filter, alias: str = "") -> tuple[str, dict[str, Any]]:
+    """` AND ...` for every filter in play; the same clause goes inside every leg."""
+    clauses: list[str] = []
+    args: dict[str, Any] = {}
+    if flt.sources:
+        clauses.append(f"{alias}source = ANY(%(f_sources)s)")
+        args["f_sources"] = list(flt.sources)
+    if flt.kinds:
+        clauses.append(f"{alias}kind = ANY(%(f_kinds)s)")
+        args["f_kinds"] = list(flt.kinds)
+    if flt.workspace is not None:
+        clauses.append(f"{alias}workspace = %(f_workspace)s")
+        args["f_workspace"] = flt.workspace
+    if flt.session is not None:
+        clauses.append(f"{alias}session = %(f_session)s")
+        args["f_session"] = flt.session
+    if flt.tags:
+        clauses.append(f"{alias}tags @> %(f_tags)s::text[]")
+        args["f_tags"] = list(flt.tags)
+    if flt.since is not None:
+        clauses.append(f"{alias}occurred_at >= %(f_since)s")
+        args["f_since"] = flt.since
+    if flt.until is not None:
+        clauses.append(f"{alias}occurred_at < %(f_until)s")
+        args["f_until"] = flt.until
+    if not flt.memories:
+        clauses.append(f"{alias}kind <> ALL(%(f_memory_kinds)s)")
+        args["f_memory_kinds"] = list(MEMORY_KINDS)
+    elif not flt.conversations:
+        clauses.append(f"{alias}kind = ANY(%(f_memory_kinds)s)")
+        args["f_memory_kinds"] = list(MEMORY_KINDS)
+    return "".join(f" AND {c}" for c in clauses), args
+
+
+def _migrate(conn: psycopg.Connection[Any]) -> None:
+    """Check pgvector, then apply the missing migrations under an advisory lock (several feeders may race)."""
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(hashtext('urchin_migrations'))")
+        available = conn.execute("SELECT default_version FROM pg_available_extensions WHERE name = 'vector'").fetchone()
+        installed = conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'").fetchone()
+        if installed is None:
+            if available is None:
+                raise IndexError_("pgvector is not installed on this PostgreSQL server: urchin needs the `vector` "
+                                  f"extension >= {'.'.join(map(str, PGVECTOR_MIN))} "
+                                  "(https://github.com/pgvector/pgvector)")
+            try:
+                with conn.transaction():
+                    conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+            except psycopg.errors.InsufficientPrivilege:
+                raise IndexError_("pgvector is available but not enabled in this database, and this user may not "
+                                  "enable it: run `CREATE EXTENSION vector;` as an owner") from None
+            installed = conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'").fetchone()
+        version = tuple(int(p) for p in str(installed[0]).split(".")[:2]) if installed else (0, 0)
+        if version < PGVECTOR_MIN:
+            raise IndexError_(f"pgvector {installed[0] if installed else '?'} is installed; urchin needs >= "
+                              f"{'.'.join(map(str, PGVECTOR_MIN))} for sparsevec and halfvec "
+                              "(ALTER EXTENSION vector UPDATE)")
+        conn.execute("CREATE TABLE IF NOT EXISTS urchin_migrations (version integer PRIMARY KEY, name text NOT NULL, "
+                     "applied_at timestamptz NOT NULL DEFAULT now())")
+        applied = {r[0] for r in conn.execute("SELECT version FROM urchin_migrations").fetchall()}
+        for version_no, name, body in MIGRATIONS:
+            if version_no not in applied:
+                conn.execute(body)
+                conn.execute("INSERT INTO urchin_migrations (version, name) VALUES (%s, %s)", (version_no, name))

@@ -1,0 +1,118 @@
+"""`IndexService`: settings -> database (URCHIN_DATABASE_URL or the embedded server) -> feeder and query.
+
+What `Memory` delegates to. Construction does no I/O and imports no driver; the first call that
+needs the database opens it (starting the embedded server if that is the one configured).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from urchin.config import Settings
+from urchin.index.base import Embedder
+from urchin.index.feeder import Feeder, FeedReport
+from urchin.index.hybrid import ContextResult, run_context
+from urchin.index.params import ContextParams
+from urchin.journal import Journal
+
+__all__ = ["IndexService", "INLINE_CATCH_UP_BYTES"]
+
+INLINE_CATCH_UP_BYTES = 32 * 1024 * 1024   # a query feeds up to this much backlog itself; more needs `urchin index`
+
+
+def _configured_embedder(settings: Settings) -> Embedder | None:
+    """The embedder of URCHIN_EMBEDDER_URL/MODEL (no I/O until it is used), else None: token-cosine."""
+    if not (settings.embedder_url and settings.embedder_model):
+        return None
+    from urchin.search.embedder import Embedder as Client
+
+    return Client(settings.embedder_url, settings.embedder_model, settings.embedder_api,  # type: ignore[arg-type]
+                  timeout=settings.embedder_timeout_s)
+
+
+class IndexService:
+    def __init__(self, settings: Settings, journal: Journal, embedder: Embedder | None = None) -> None:
+        self.settings = settings
+        self.journal = journal
+        self.embedder = embedder if embedder is not None else _configured_embedder(settings)
+        self._backend: Any = None
+        self._embedded: Any = None
+        self._lock = threading.RLock()
+
+    # ---- wiring -------------------------------------------------------------------------------
+    @property
+    def backend(self) -> Any:
+        """The connection queries use (serialised by the service lock)."""
+        with self._lock:
+            if self._backend is None:
+                self._backend = self._open_backend()
+            return self._backend
+
+    def _open_backend(self) -> Any:
+        from urchin.index.postgres import PostgresIndex  # psycopg loads here, never at import
+
+        if self.settings.database_url:
+            return PostgresIndex(self.settings.database_url)
+        if self._embedded is None:
+            from urchin.index.embedded import EmbeddedPostgres
+
+            self._embedded = EmbeddedPostgres(self.settings.pg_dir)
+        return PostgresIndex(self._embedded.url)
+
+    def feeder(self, retry_for: float | None = 60.0, backend: Any = None) -> Feeder:
+        return Feeder(backend or self.backend, self.journal, self.settings.device, embedder=self.embedder,
+                      retry_for=retry_for)
+
+    # ---- operations ---------------------------------------------------------------------------
+    def index(self, rebuild: bool = False, follow: bool = False, on_progress: Callable[[int, int], None] | None = None,
+              stop: threading.Event | None = None) -> FeedReport:
+        """Feed the journal into the index (after emptying it with `rebuild`); `follow` keeps going until `stop`.
+
+        The feed runs on a connection of its own, so a daemon thread feeding never shares a
+        transaction with the queries served beside it.
+        """
+        with self._lock:
+            own = self._open_backend()
+        try:
+            if rebuild:
+                own.rebuild()
+            feeder = self.feeder(retry_for=None if follow else 60.0, backend=own)
+            report = feeder.run_once(on_progress, stop)
+            if follow:
+                feeder.follow(stop or threading.Event(), on_progress=on_progress)
+            return report
+        finally:
+            own.close()
+
+    def context(self, params: ContextParams, catch_up: bool = True) -> ContextResult:
+        with self._lock:
+            backend = self.backend
+            key = str(self.journal.path)
+            cursor = backend.cursor(self.settings.device, key)
+            behind = self.journal.size() - cursor
+            if catch_up and 0 < behind <= INLINE_CATCH_UP_BYTES:
+                cursor = self.feeder().run_once().offset
+                behind = self.journal.size() - cursor
+            info: dict[str, Any] = {"behindJournalBytes": max(0, behind)}
+            if behind > 0:
+                info["note"] = "the index is behind the journal; run `urchin index` (the daemon feeds it continuously)"
+            return run_context(backend, params, self.embedder, info)
+
+    def status(self) -> dict[str, Any]:
+        with self._lock:
+            out: dict[str, Any] = self.backend.status(self.embedder.fingerprint if self.embedder else None)
+            out["database"] = "url" if self.settings.database_url else f"embedded ({self.settings.pg_dir})"
+            cursor = self.backend.cursor(self.settings.device, str(self.journal.path))
+            out["behindJournalBytes"] = max(0, self.journal.size() - cursor)
+            return out
+
+    def close(self) -> None:
+        with self._lock:
+            if self._backend is not None:
+                self._backend.close()
+                self._backend = None
+            if self._embedded is not None:
+                self._embedded.stop()
+                self._embedded = None

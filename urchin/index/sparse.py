@@ -1,0 +1,116 @@
+"""Token-cosine vectors for the semantic leg when no embedder is set: hashed tokens -> `sparsevec`.
+
+Tokens come from one swappable function (`tokens`); the shared tokeniser of `urchin.search.tokens`
+is used when it exists, else a small fallback. Token ids are hashed into `DIM` dimensions (crc32).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import zlib
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
+
+__all__ = ["DIM", "MAX_NONZERO", "tokens", "term_ids", "int_array", "doc_vector", "query_vector", "to_sparsevec", "idf"]
+
+DIM = 1 << 20
+MAX_NONZERO = 1000          # keep vectors small; a 64 KiB tool output has thousands of distinct tokens
+
+_WORD = re.compile(r"[^\W_]+", re.UNICODE)
+_STOP = frozenset("""a about above after again against all am an and any are as at be because been before being
+below between both but by can could did do does doing down during each few for from further had has have having
+he her here hers herself him himself his how i if in into is it its itself just me more most my myself no nor not
+now of off on once only or other our ours ourselves out over own same she should so some such than that the their
+theirs them themselves then there these they this those through to too under until up very was we were what when
+where which while who whom why will with would you your yours yourself yourselves""".split())
+_SUFFIXES = ("ingly", "edly", "ings", "ing", "ies", "ied", "ed", "es", "ly", "s")
+
+
+def _stem(word: str) -> str:
+    # A deliberately light suffix stripper; the shared tokeniser (Snowball-like) replaces it when present.
+    for suffix in _SUFFIXES:
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+            stem = word[: -len(suffix)]
+            return stem + "y" if suffix in ("ies", "ied") else stem
+    return word
+
+
+_STEMS: dict[str, str | None] = {}
+
+
+def _fallback_tokens(text: str) -> list[str]:
+    out = []
+    for word in _WORD.findall(text.lower()):
+        stem = _STEMS.get(word, "")
+        if stem == "":
+            stem = None if len(word) < 2 or word in _STOP else _stem(word)
+            if len(_STEMS) > 500_000:      # agent text is repetitive: a bounded cache pays for itself
+                _STEMS.clear()
+            _STEMS[word] = stem
+        if stem is not None:
+            out.append(stem)
+    return out
+
+
+def _pick_tokeniser() -> Callable[[str], list[str]]:
+    try:  # the token-cosine tokeniser (Porter2 stems, identifiers split): same tokens as `urchin semantic`
+        from urchin.search.tokens import tokenize as shared  # type: ignore[import-not-found,unused-ignore]
+    except ImportError:
+        return _fallback_tokens
+    return shared  # type: ignore[no-any-return,unused-ignore]
+
+
+tokens: Callable[[str], list[str]] = _pick_tokeniser()
+
+
+_TERMS: dict[str, int] = {}
+_LOG = [0.0] + [math.log(n) for n in range(1, 64)]
+
+
+def _term(token: str) -> int:
+    term = _TERMS.get(token)
+    if term is None:
+        term = (zlib.crc32(token.encode("utf-8")) & (DIM - 1)) + 1   # sparsevec indices start at 1
+        if len(_TERMS) > 500_000:
+            _TERMS.clear()
+        _TERMS[token] = term
+    return term
+
+
+def term_ids(words: Iterable[str]) -> Counter[int]:
+    return Counter(map(_term, words))
+
+
+def int_array(values: Iterable[int]) -> str:
+    """PostgreSQL's text form of an integer[]; COPY parses it ~4x faster than psycopg adapts a list."""
+    return "{" + ",".join(map(str, values)) + "}"
+
+
+def doc_vector(text: str) -> dict[int, float]:
+    """Sublinear tf weights (1 + ln tf) of the text's hashed tokens, the strongest MAX_NONZERO kept."""
+    counts = term_ids(tokens(text))
+    if len(counts) > MAX_NONZERO:
+        counts = Counter(dict(counts.most_common(MAX_NONZERO)))
+    return {term: 1.0 + _LOG[tf] if tf < 64 else 1.0 + math.log(tf) for term, tf in counts.items()}
+
+
+def idf(df: int, n_docs: int) -> float:
+    return math.log((n_docs + 1) / (df + 0.5))
+
+
+def query_vector(text: str, df: Mapping[int, int], n_docs: int, power: float = 2.0) -> dict[int, float]:
+    """The query's weights: tf x idf^power. Documents carry no idf (it drifts as the index grows), so
+    the query carries it for both sides; terms no document has are dropped (they cannot score)."""
+    out: dict[int, float] = {}
+    for term, tf in term_ids(tokens(text)).items():
+        count = df.get(term, 0)
+        if count > 0:
+            out[term] = (1.0 + math.log(tf)) * max(idf(count, n_docs), 0.01) ** power
+    return out
+
+
+def to_sparsevec(weights: Mapping[int, float]) -> str:
+    """pgvector's text form, `{3:0.5,17:1}/1048576`, indices ascending."""
+    body = ",".join([f"{term}:{weights[term]:.4g}" for term in sorted(weights)])
+    return "{" + body + "}/" + str(DIM)
