@@ -274,3 +274,17 @@ def test_daemon_loop_reindexes_changed_and_deleted_files_within_seconds(memory: 
     finally:
         loop.stop(5)
     assert loop.last_error is None
+
+
+def test_cli_context_flags_for_files(memory: Memory, pg_url: str) -> None:
+    import orjson
+
+    from tests.conftest import run_urchin
+
+    env = {"URCHIN_DATABASE_URL": pg_url, "URCHIN_DEVICE_ID": "test-device"}
+    shown = run_urchin("context", "zanzibar-marmoset", "--mode", "live", "--per-file-cap", "1",
+                       "--live-byte-budget", "1000000", "--json", env=env)
+    assert shown.returncode == 0, shown.stderr
+    out = orjson.loads(shown.stdout)
+    assert out["coverage"]["mode"] == "live" and out["coverage"]["perFileCap"] == 1
+    assert out["coverage"]["live"]["read"] == []       # files were not indexed in this test: nothing is cataloged

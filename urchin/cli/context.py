@@ -47,6 +47,11 @@ def _searches(values: tuple[str, ...]) -> list[dict[str, str]] | None:
 @click.option("--token-budget", type=int, default=None,
               help="Pack results best first into this many tokens (estimated at 4 characters per token).")
 @click.option("--explain", is_flag=True, default=None, help="Show each leg's rank, score, weight and contribution.")
+@click.option("--per-file-cap", type=int, default=None, help="Most passages of one workspace file (default 3).")
+@click.option("--mode", type=click.Choice(["indexed", "live"]), default=None,
+              help="live: also read cataloged (over-cap) files at query time (default indexed).")
+@click.option("--live-byte-budget", type=int, default=None,
+              help="Bytes read live per query in live mode (default 8 MiB).")
 @click.option("--json", "as_json", is_flag=True, help="Print the same object the MCP tool search_context returns.")
 @click.pass_obj
 def context(app: AppContext, query: str, searches: tuple[str, ...], as_json: bool, **flags: Any) -> None:
