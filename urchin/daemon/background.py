@@ -87,3 +87,26 @@ class EmbedderLoop(_Job):
                 continue
             if added < self.BATCH:
                 self.stop_event.wait(self.IDLE_S)
+
+
+class IndexLoop(_Job):
+    """Feeds the Postgres hybrid index from the journal continuously (when the extra is installed)."""
+
+    name = "index"
+    BACKOFF_S = 30.0
+
+    @staticmethod
+    def available() -> bool:
+        import importlib.util
+
+        return importlib.util.find_spec("psycopg") is not None
+
+    def run(self) -> None:
+        while not self.stop_event.is_set():
+            try:
+                self.memory.index(follow=True, stop=self.stop_event)
+                return
+            except UrchinError as exc:
+                self.last_error = exc.message
+                log.warning("feeding the index failed: %s (retrying in %.0fs)", exc.message, self.BACKOFF_S)
+                self.stop_event.wait(self.BACKOFF_S)
