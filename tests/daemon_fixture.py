@@ -31,6 +31,8 @@ class DaemonProcess:
     def start(self, timeout: float = 30.0) -> DaemonProcess:
         self.home.mkdir(parents=True, exist_ok=True)
         args = self.args if any(a in ("--port", "--uds") for a in self.args) else ("--port", "0", *self.args)
+        # Each test home would start (and initdb) an embedded PostgreSQL: only where a test asks.
+        args = tuple(a for a in args if a != "--with-index") if "--with-index" in args else (*args, "--no-index")
         log = self.log_path.open("ab")
         self.proc = subprocess.Popen([sys.executable, "-m", "urchin", "serve", *args], env=self.env,
                                      stdout=log, stderr=log)

@@ -80,3 +80,31 @@ def test_the_embedder_backfills_in_the_background(urchin_home: Path, embedder_ur
         assert result["mode"] == "embedder (all-MiniLM-L6-v2)" and result["events"]
     finally:
         daemon.stop()
+
+
+def test_the_daemon_feeds_the_hybrid_index_and_answers_context(urchin_home: Path, pg_url: str) -> None:
+    daemon = DaemonProcess(urchin_home, "--with-index", env={"URCHIN_DATABASE_URL": pg_url}).start()
+    try:
+        headers = {"Authorization": f"Bearer {daemon.token}"}
+        events = [{"content": "We deploy with blue-green switches behind the load balancer", "workspace": "ops"},
+                  {"content": "Lunch was pizza again", "workspace": "ops"}]
+        assert httpx.post(daemon.url + "/ingest/batch", json={"events": events}, headers=headers).status_code == 200
+
+        def context() -> list:
+            response = httpx.post(daemon.url + "/context", headers=headers,
+                                  json={"query": "how do we deploy", "workspace": "ops", "limit": 1})
+            assert response.status_code == 200, response.text
+            return response.json()["results"]
+
+        results = _wait_for(context, 30)
+        assert results and "blue-green" in results[0]["content"]
+        assert results[0]["citation"].startswith("urchin://events/")
+        bad = httpx.post(daemon.url + "/context", headers=headers, json={"query": "x", "strategy": "magic"})
+        assert bad.status_code == 400 and bad.json()["field"] == "strategy"
+        # The CLI goes through the daemon for the same answer.
+        out = run_urchin("context", "how do we deploy", "--workspace", "ops", "--limit", "1", "--json",
+                         env={"URCHIN_DATABASE_URL": pg_url})
+        assert out.returncode == 0, out.stderr
+        assert orjson.loads(out.stdout)["results"][0]["citation"] == results[0]["citation"]
+    finally:
+        daemon.stop()

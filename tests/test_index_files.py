@@ -252,9 +252,9 @@ def test_cli_index_query_source_fetch_document(pg_settings: Settings, pg_url: st
 def test_daemon_loop_reindexes_changed_and_deleted_files_within_seconds(memory: Memory, workspace: Path) -> None:
     import time
 
-    from urchin.daemon.background import WorkspaceIndexLoop, index_in_use
+    from urchin.daemon.background import IndexLoop, WorkspaceIndexLoop
 
-    assert index_in_use(memory.settings)
+    assert IndexLoop.available()
     loop = WorkspaceIndexLoop(memory)
     loop.start()
     try:

@@ -164,3 +164,19 @@ def test_a_bug_in_a_tool_is_one_line_not_a_traceback(memory: Memory) -> None:
     assert result.is_error
     text = result.content[0].text  # type: ignore[union-attr]
     assert text.startswith("internal error in urchin_status: KeyError") and "\n" not in text
+
+
+async def test_search_context_over_stdio(memory: Memory, pg_url: str) -> None:
+    memory.ingest([{"content": "Releases are cut from main every Tuesday after the freeze", "workspace": "rel"},
+                   {"content": "The office plant needs water", "workspace": "rel"}])
+    async with stdio_session({"URCHIN_DATABASE_URL": pg_url}) as session:
+        text, data = await call(session, "search_context", {"query": "when do we cut releases", "workspace": "rel",
+                                                            "limit": 1, "explain": True})
+        assert data["results"][0]["content"].startswith("Releases are cut")
+        assert data["results"][0]["citation"].startswith("urchin://events/") and "explain" in data["results"][0]
+        assert text.startswith("[1] urchin://events/") and "coverage: hybrid" in text
+        message = await call_error(session, "search_context", {"query": "x", "searches": [{"type": "sql",
+                                                                                          "query": "y"}]})
+        assert "searches" in message
+        message = await call_error(session, "search_context", {"query": "x", "limit": 0})
+        assert message.startswith("limit")

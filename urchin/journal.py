@@ -8,8 +8,8 @@ Every writer, in every process, appends under an exclusive `flock` on `<journal>
 from __future__ import annotations
 
 import base64
-import hashlib
 import fcntl
+import hashlib
 import os
 import time
 from collections.abc import Iterator, Sequence

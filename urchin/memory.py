@@ -441,9 +441,32 @@ class Memory:
             "tornRecords": stats.torn_records,
             "ephemeral": self.ingestor.ephemeral.state().to_dict(),
             "substringIndex": self.substring.index_state(),
+            "daemon": self._daemon_state(),
+            "embedder": self._embedder_state(),
+            "database": (("URCHIN_DATABASE_URL" if self.settings.database_url else f"embedded ({self.settings.pg_dir})")
+                         + "; `urchin index --status` for the hybrid index"),
             "home": str(self.settings.home),
             "now": datetime.now(UTC).isoformat(timespec="seconds"),
         }
+
+    def _daemon_state(self) -> dict[str, Any] | None:
+        """The daemon named in daemon.json, when its pid is alive (cheap: no connection)."""
+        import os
+
+        try:
+            info = orjson.loads(self.settings.daemon_file.read_bytes())
+            os.kill(int(info["pid"]), 0)
+        except (OSError, ValueError, KeyError, TypeError, orjson.JSONDecodeError):
+            return None
+        return {"pid": info["pid"], "address": info.get("address"), "started": info.get("started")}
+
+    def _embedder_state(self) -> dict[str, Any] | None:
+        if not self.settings.embedder_url:
+            return None
+        out: dict[str, Any] = {"url": self.settings.embedder_url, "model": self.settings.embedder_model}
+        if self._embedding is not None and self._embedding._cache is not None:
+            out["embeddedEvents"] = len(self._embedding._cache)
+        return out
 
     # ---- the Postgres hybrid index (extra `postgres`; the driver loads on first use) ----------
     @property

@@ -17,9 +17,10 @@ from urchin.cli import AppContext, main
               type=click.Choice(["debug", "info", "warning", "error"], case_sensitive=False),
               help="Log verbosity on stderr (debug also logs every request).")
 @click.option("--no-collect", is_flag=True, help="Do not run the collectors (Claude, Codex, shell, ...) in the background.")
+@click.option("--no-index", is_flag=True, help="Do not feed the Postgres hybrid index in the background.")
 @click.pass_obj
 def serve(app: AppContext, host: str | None, port: int | None, uds: str | None, log_level: str,
-          no_collect: bool) -> None:
+          no_collect: bool, no_index: bool) -> None:
     """Run the daemon until SIGTERM or Ctrl-C: the HTTP API, with every view kept hot.
 
     Clients (the CLI, the MCP server) find it through $URCHIN_HOME/daemon.json; requests need
@@ -29,4 +30,4 @@ def serve(app: AppContext, host: str | None, port: int | None, uds: str | None, 
     from urchin.mcp_server.server import daemon_extension
 
     Daemon(app.settings(), host=host, port=port, uds=uds, log_level=log_level, extensions=[daemon_extension],
-           collect=not no_collect).run()
+           collect=not no_collect, feed_index=not no_index).run()

@@ -81,6 +81,7 @@ def build_app(state: DaemonState, token: str, *, extra_routes: Sequence[BaseRout
         Route("/recent", _recent, methods=["GET"]),
         Route("/events/{event_id:path}", _event, methods=["GET"]),
         Route("/status", _status, methods=["GET"]),
+        Route("/context", _context, methods=["POST"]),
         *extra_routes,
     ]
 
@@ -203,6 +204,15 @@ async def _semantic(request: Request) -> Response:
         return JSON({"error": "semantic: not available in this build of urchin", "field": "semantic"},
                     status_code=501)
     result = await run_in_threadpool(semantic, params.pop("query", ""), **params)
+    return JSON(result.to_dict())
+
+
+async def _context(request: Request) -> Response:
+    """`search_context` over HTTP: the same parameters (camelCase) and result object as the MCP tool."""
+    body = await _json_body(request)
+    if not isinstance(body, Mapping):
+        raise ValidationError("body", "must be a JSON object of search_context parameters")
+    result = await run_in_threadpool(_state(request).memory.context, body)
     return JSON(result.to_dict())
 
 

@@ -5,16 +5,14 @@ Each job is a thread that stops when asked; a failure is logged and retried late
 
 from __future__ import annotations
 
-import importlib.util
 import logging
 import threading
 import time
 
-from urchin.config import Settings
 from urchin.errors import UrchinError
 from urchin.memory import Memory
 
-__all__ = ["CollectorLoop", "EmbedderLoop", "WorkspaceIndexLoop", "index_in_use"]
+__all__ = ["CollectorLoop", "EmbedderLoop", "IndexLoop", "WorkspaceIndexLoop"]
 
 log = logging.getLogger("urchin.daemon.background")
 
@@ -92,12 +90,27 @@ class EmbedderLoop(_Job):
                 self.stop_event.wait(self.IDLE_S)
 
 
-def index_in_use(settings: Settings) -> bool:
-    """The `postgres` extra is installed and an index exists or is configured (URCHIN_DATABASE_URL, or an
-    embedded server already initialised by `urchin index`): only then does the daemon index files."""
-    if importlib.util.find_spec("psycopg") is None:
-        return False
-    return bool(settings.database_url) or settings.pg_dir.exists()
+class IndexLoop(_Job):
+    """Feeds the Postgres hybrid index from the journal continuously (when the extra is installed)."""
+
+    name = "index"
+    BACKOFF_S = 30.0
+
+    @staticmethod
+    def available() -> bool:
+        import importlib.util
+
+        return importlib.util.find_spec("psycopg") is not None
+
+    def run(self) -> None:
+        while not self.stop_event.is_set():
+            try:
+                self.memory.index(follow=True, stop=self.stop_event)
+                return
+            except UrchinError as exc:
+                self.last_error = exc.message
+                log.warning("feeding the index failed: %s (retrying in %.0fs)", exc.message, self.BACKOFF_S)
+                self.stop_event.wait(self.BACKOFF_S)
 
 
 class WorkspaceIndexLoop(_Job):

@@ -128,6 +128,20 @@ class RemoteMemory:
         return self._call("GET", "/semantic", params=_drop_none(query=query, **params), parse=_search_result,
                           fallback=lambda m: m.semantic(query, **params))
 
+    def context(self, params: Mapping[str, Any] | None = None, /, **kwargs: Any) -> Any:
+        """`search_context` through the daemon, which holds the index connection."""
+        if params is None:  # snake_case keywords (the CLI): the route's parser takes those names too
+            params = {k: v for k, v in kwargs.items() if v is not None}
+
+        def parse(body: Any) -> Any:
+            from urchin.index.hybrid import ContextResult
+
+            return ContextResult(body["query"], body["results"], body["coverage"], body["truncated"],
+                                 body["tokensUsed"])
+
+        return self._call("POST", "/context", json=dict(params), parse=parse,
+                          fallback=lambda m: m.context(params))
+
     def get(self, event_id: str) -> Event:
         if not isinstance(event_id, str) or not event_id.strip():
             raise QueryError("id", "must not be empty")

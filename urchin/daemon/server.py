@@ -29,7 +29,7 @@ from starlette.routing import BaseRoute
 
 from urchin.config import Settings, ensure_private_dir, write_private
 from urchin.daemon.app import VERSION, DaemonState, Lifespan, build_app
-from urchin.daemon.background import CollectorLoop, EmbedderLoop, WorkspaceIndexLoop, index_in_use
+from urchin.daemon.background import CollectorLoop, EmbedderLoop, IndexLoop, WorkspaceIndexLoop
 from urchin.daemon.follower import Follower
 from urchin.daemon.security import ensure_token, is_loopback_host
 from urchin.daemon.writer import GroupWriter
@@ -147,7 +147,7 @@ class Daemon:
 
     def __init__(self, settings: Settings, *, host: str | None = None, port: int | None = None,
                  uds: str | None = None, log_level: str = "info", extensions: Sequence[Extension] = (),
-                 collect: bool = True) -> None:
+                 collect: bool = True, feed_index: bool = True) -> None:
         self.settings = settings
         self.host = host or settings.host
         self.port = settings.port if port is None else port
@@ -155,6 +155,7 @@ class Daemon:
         self.log_level = log_level.lower()
         self.extensions = extensions
         self.collect = collect
+        self.feed_index = feed_index
         self.address = ""
         self._lock = DaemonLock(lock_path(settings))
         self._sock: socket.socket | None = None
@@ -204,13 +205,15 @@ class Daemon:
                                 access_log=self.log_level == "debug", lifespan="on",
                                 timeout_graceful_shutdown=int(GRACE_S), server_header=False)
         server = self._server = _Server(config, self)
-        jobs: list[CollectorLoop | EmbedderLoop | WorkspaceIndexLoop] = []
+        jobs: list[CollectorLoop | EmbedderLoop | IndexLoop | WorkspaceIndexLoop] = []
         if self.collect:
             jobs.append(CollectorLoop(memory))
+        if self.feed_index and IndexLoop.available():
+            jobs.append(IndexLoop(memory))
         if self.settings.embedder_url:
             jobs.append(EmbedderLoop(memory))
-        if index_in_use(self.settings):
-            jobs.append(WorkspaceIndexLoop(memory))
+        if self.feed_index and IndexLoop.available():
+            jobs.append(WorkspaceIndexLoop(memory))     # workspace files, within seconds of a change
         writer.start()
         follower.start()
         for job in jobs:
@@ -223,6 +226,7 @@ class Daemon:
             for job in jobs:
                 job.stop()
             memory.save_views()  # the ranked index, so the next start loads it instead of rebuilding
+            memory.close()  # the index connection, and the embedded PostgreSQL if this process started it
             log.info("stopped: %s", orjson.dumps(writer.stats.to_dict()).decode())
         return 0
 
