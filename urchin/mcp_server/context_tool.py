@@ -90,7 +90,8 @@ DOCS: dict[str, tuple[str, str]] = {"search_context": ("Search context (hybrid)"
     "with a citation. Prefer it to urchin_semantic_search for questions about a project; then read exact "
     "ranges with get_file. Defaults: strategy \"hybrid\", limit 10, fullTextWeight 1.0, semanticWeight 1.0, "
     "k 60, no time window, perFileCap 3, mode \"indexed\". "
-    "File results cite `<root>/<path>#L<start>-L<end>`. The coverage block says what was searched; it is not evidence."))}
+    "File results cite `<root>/<path>#L<start>-L<end>`. "
+    "The coverage block says what was searched; it is not evidence."))}
 
 RUNNERS = {"search_context": _search_context}
 READ_ONLY = set(RUNNERS)
