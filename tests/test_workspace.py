@@ -149,3 +149,29 @@ def test_memory_validation(memory: Memory) -> None:
         memory.memory_create("ok", "when", [])
     with pytest.raises(NotFoundError):
         memory.memory_get("nothing-here")
+
+
+def test_overview_shows_index_state_sources_and_memories(project: Path, pg_settings) -> None:  # type: ignore[no-untyped-def]
+    memory = Memory(pg_settings)
+    memory.workspace_add(str(project))
+    try:
+        before = memory.overview()
+        assert before["index"]["roots"]["proj"] == {"indexed": 0, "cataloged": 0, "failed": 0, "pending": 5}
+        memory.index_files()
+        after = memory.overview()
+        state = after["index"]["roots"]["proj"]
+        assert state["pending"] == 0 and state["cataloged"] == 1 and state["indexed"] >= 3  # big.txt is over the cap
+        assert {s["name"] for s in after["sources"]} >= {"claude", "codex", "shell", "git"}
+        assert after["roots"][0]["files"] == 6
+    finally:
+        memory.close()
+
+
+def test_overview_says_when_the_index_is_unavailable(memory: Memory, project: Path, tmp_path: Path) -> None:
+    from urchin.config import Settings
+
+    broken = Memory(Settings.resolve(memory.settings.home, database_url="postgresql://127.0.0.1:9/none"))
+    broken.workspace_add(str(project))
+    info = broken.overview()
+    assert info["index"]["available"] is False and info["index"]["reason"]
+    assert info["roots"][0]["name"] == "proj"

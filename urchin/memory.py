@@ -16,7 +16,7 @@ import orjson
 
 from urchin.config import Settings
 from urchin.ephemeral import EphemeralState
-from urchin.errors import EmbedderError, JournalError, NotFoundError, QueryError, ValidationError
+from urchin.errors import EmbedderError, JournalError, NotFoundError, QueryError, UrchinError, ValidationError
 from urchin.event import Event
 from urchin.journal import Journal
 from urchin.search.query import (
@@ -422,11 +422,34 @@ class Memory:
         """Where an agent new to a workspace starts: files, recent changes, sources, memories."""
         from urchin.workspace.overview import root_overview
 
+        roots = self.roots.list()
         out: dict[str, Any] = {
-            "roots": [root_overview(root) for root in self.roots.list()],
+            "roots": [root_overview(root) for root in roots],
             "memories": [m.summary() for m in self.memory_list()],
             "journal": {k: v for k, v in self.status().items() if k in ("events", "firstTimestamp", "lastTimestamp")},
+            "sources": [{"name": c["name"], "found": c.get("found"), "events": c.get("events", 0),
+                         "lastRun": c.get("lastRun"), "lastError": c.get("lastError")}
+                        for c in self.collectors_status()],
         }
+        out["index"] = self._file_index_state(roots)
+        return out
+
+    def _file_index_state(self, roots: list[Root]) -> dict[str, Any]:
+        """Per root: files indexed, cataloged (over the size cap), pending (not yet seen), failed."""
+        try:
+            status = self.index_status()
+        except (UrchinError, ImportError) as exc:
+            return {"available": False, "reason": str(exc)}
+        from urchin.workspace.roots import is_binary, walk_files
+
+        files = status.get("files", {})
+        out: dict[str, Any] = {"available": True, "chunks": status.get("chunks"), "roots": {}}
+        for root in roots:
+            states = files.get(root.name, {})
+            known = sum(states.values())
+            on_disk = sum(1 for item in walk_files(root) if not is_binary(item.path))  # binaries are never indexed
+            out["roots"][root.name] = {"indexed": states.get("indexed", 0), "cataloged": states.get("cataloged", 0),
+                                       "failed": states.get("failed", 0), "pending": max(0, on_disk - known)}
         return out
 
     def status(self) -> dict[str, Any]:

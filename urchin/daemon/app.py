@@ -24,6 +24,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from urchin.daemon.security import BATCH_LIMIT, EVENT_LIMIT, ASGIApp, Guard
+from urchin.daemon.workspace_routes import workspace_routes
 from urchin.daemon.writer import GroupWriter
 from urchin.errors import QueryError, UrchinError, ValidationError
 from urchin.ingest import IngestResult
@@ -82,6 +83,7 @@ def build_app(state: DaemonState, token: str, *, extra_routes: Sequence[BaseRout
         Route("/events/{event_id:path}", _event, methods=["GET"]),
         Route("/status", _status, methods=["GET"]),
         Route("/context", _context, methods=["POST"]),
+        *workspace_routes(JSON, lambda request: _state(request).memory),
         *extra_routes,
     ]
 

@@ -317,6 +317,7 @@ class PostgresIndex:
                                         "ORDER BY device, journal").fetchall()
             version = self.conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'").fetchone()
             schema = self.conn.execute("SELECT max(version) FROM urchin_migrations").fetchone()
+            files = self.conn.execute("SELECT root, state, count(*) FROM urchin_files GROUP BY root, state").fetchall()
             pending = None
             if model:
                 pending = self.conn.execute(
@@ -328,7 +329,10 @@ class PostgresIndex:
             "pgvector": version[0] if version else None,
             "cursors": [{"device": d, "journal": j, "offset": int(o), "updatedAt": u.isoformat()}
                         for d, j, o, u in cursors],
+            "files": {},
         }
+        for root, state, count in files:
+            out["files"].setdefault(root, {})[state] = int(count)
         if pending is not None:
             out["pendingEmbeddings"] = int(pending[0])
         return out

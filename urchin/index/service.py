@@ -6,13 +6,14 @@ needs the database opens it (starting the embedded server if that is the one con
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from urchin.config import Settings
-from urchin.errors import EmbedderError
+from urchin.errors import EmbedderError, IndexError_, UrchinError
 from urchin.index.base import Embedder
 from urchin.index.feeder import Feeder, FeedReport
 from urchin.index.hybrid import ContextResult, run_context
@@ -37,6 +38,25 @@ def _configured_embedder(settings: Settings) -> Embedder | None:
 
     return Client(settings.embedder_url, settings.embedder_model, settings.embedder_api,  # type: ignore[arg-type]
                   timeout=settings.embedder_timeout_s)
+
+
+def _database_errors(method: Callable[..., Any]) -> Callable[..., Any]:
+    """Driver errors leave the index as `IndexError_` naming the database, never as a traceback."""
+
+    @functools.wraps(method)
+    def wrapper(self: IndexService, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(self, *args, **kwargs)
+        except UrchinError:
+            raise
+        except Exception as exc:
+            if type(exc).__module__.split(".")[0] != "psycopg":
+                raise
+            where = "URCHIN_DATABASE_URL" if self.settings.database_url else f"the embedded PostgreSQL ({self.settings.pg_dir})"
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise IndexError_(f"database: {where} failed: {first}") from None
+
+    return wrapper
 
 
 class IndexService:
@@ -73,6 +93,7 @@ class IndexService:
                       retry_for=retry_for)
 
     # ---- operations ---------------------------------------------------------------------------
+    @_database_errors
     def index(self, rebuild: bool = False, follow: bool = False, on_progress: Callable[[int, int], None] | None = None,
               stop: threading.Event | None = None) -> FeedReport:
         """Feed the journal into the index (after emptying it with `rebuild`); `follow` keeps going until `stop`.
@@ -93,6 +114,7 @@ class IndexService:
         finally:
             own.close()
 
+    @_database_errors
     def index_files(self, roots: Sequence[Root], size_cap: int = DEFAULT_SIZE_CAP) -> FileIndexReport:
         """Bring the workspace files into the index (unchanged files skipped), then embed what is new."""
         from urchin.index.files import index_roots
@@ -107,6 +129,7 @@ class IndexService:
                     pass
             return report
 
+    @_database_errors
     def context(self, params: ContextParams, catch_up: bool = True,
                 roots: Mapping[str, Path] | None = None) -> ContextResult:
         with self._lock:
@@ -122,6 +145,7 @@ class IndexService:
                 info["note"] = "the index is behind the journal; run `urchin index` (the daemon feeds it continuously)"
             return run_context(backend, params, self.embedder, info, roots)
 
+    @_database_errors
     def status(self) -> dict[str, Any]:
         with self._lock:
             out: dict[str, Any] = self.backend.status(self.embedder.fingerprint if self.embedder else None)
