@@ -175,6 +175,11 @@ def measure(rank: Ranker, questions: list[Question]) -> tuple[dict[str, float], 
 
 def split_check(events: list[Event], questions: list[Question], tune: set[str]) -> None:
     """Pick the context parameters on `tune` conversations only, then measure on the others."""
+    known = {q.workspace for q in questions}
+    # the table header prints bare numbers (26 30 41): accept them as well as `conv-26`
+    tune = {name if name in known else f"conv-{name}" for name in tune}
+    if not tune <= known or tune == known:
+        raise SystemExit(f"--split: must name some but not all of {', '.join(sorted(known))}")
     tune_q = [q for q in questions if q.workspace in tune]
     held_q = [q for q in questions if q.workspace not in tune]
     best = max(((c, k) for c in (0.0, 0.3, 0.4, 0.5, 0.6, 0.7) for k in (1, 2, 3)),
