@@ -1,0 +1,104 @@
+"""Memory's workspace operations: roots, ranged reads, curated memories and the overview."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from urchin.config import Settings
+from urchin.errors import UrchinError
+from urchin.journal import Journal
+from urchin.search.query import check_limit, one_line
+
+if TYPE_CHECKING:
+    from urchin.search.substring import SubstringSearcher
+    from urchin.workspace.memories import Member, MemoryDef
+    from urchin.workspace.reader import FileRange
+    from urchin.workspace.roots import Root, Roots
+
+
+class WorkspaceOps:
+    """Mixed into `Memory`; uses its settings, journal and views."""
+
+    settings: Settings
+    journal: Journal
+    substring: SubstringSearcher
+
+    # ---- workspace files and curated memories -------------------------------------------------
+    @property
+    def roots(self) -> Roots:
+        from urchin.workspace.roots import Roots
+
+        return Roots(self.settings.home)
+
+    def workspace_add(self, path: str, name: str | None = None) -> Root:
+        return self.roots.add(path, name)
+
+    def workspace_remove(self, name: str) -> Root:
+        return self.roots.remove(name)
+
+    def workspace_list(self) -> list[Root]:
+        return self.roots.list()
+
+    def get_file(self, path: str, from_line: int = 1, max_lines: int = 200) -> FileRange:
+        """A window of numbered lines of a workspace file; paths outside the roots are refused."""
+        from urchin.workspace.reader import read_range
+
+        return read_range(self.roots, path, from_line, max_lines)
+
+    def memory_create(self, slug: str, use_when: str, members: list[Member], title: str | None = None,
+                      replace: bool = False) -> MemoryDef:
+        from urchin.workspace.memories import MemoryStore
+
+        return MemoryStore(self.settings.home).create(slug, use_when, members, title, replace)
+
+    def memory_list(self) -> list[MemoryDef]:
+        from urchin.workspace.memories import MemoryStore
+
+        return MemoryStore(self.settings.home).list()
+
+    def memory_get(self, slug: str, token_budget: int = 8000) -> dict[str, Any]:
+        """A curated memory with every member's current contents, and coverage notes."""
+        from urchin.workspace.memories import MemoryStore, gather
+
+        budget = check_limit(token_budget, 200_000) if token_budget != 8000 else token_budget
+        definition = MemoryStore(self.settings.home).get(slug)
+
+        def run_query(member: Member) -> list[str]:
+            result = self.search(member.query or "", hours=member.hours or 24 * 365, limit=50, source=member.source)
+            return [one_line(hit.event, width=2000) for hit in result.hits]
+
+        return gather(definition, self.roots, run_query, budget)
+
+    def overview(self) -> dict[str, Any]:
+        """Where an agent new to a workspace starts: files, recent changes, sources, memories."""
+        from urchin.workspace.overview import root_overview
+
+        roots = self.roots.list()
+        out: dict[str, Any] = {
+            "roots": [root_overview(root) for root in roots],
+            "memories": [m.summary() for m in self.memory_list()],
+            "journal": {k: v for k, v in self.status().items() if k in ("events", "firstTimestamp", "lastTimestamp")},
+            "sources": [{"name": c["name"], "found": c.get("found"), "events": c.get("events", 0),
+                         "lastRun": c.get("lastRun"), "lastError": c.get("lastError")}
+                        for c in self.collectors_status()],
+        }
+        out["index"] = self._file_index_state(roots)
+        return out
+
+    def _file_index_state(self, roots: list[Root]) -> dict[str, Any]:
+        """Per root: files indexed, cataloged (over the size cap), pending (not yet seen), failed."""
+        try:
+            status = self.index_status()
+        except (UrchinError, ImportError) as exc:
+            return {"available": False, "reason": str(exc)}
+        from urchin.workspace.roots import is_binary, walk_files
+
+        files = status.get("files", {})
+        out: dict[str, Any] = {"available": True, "chunks": status.get("chunks"), "roots": {}}
+        for root in roots:
+            states = files.get(root.name, {})
+            known = sum(states.values())
+            on_disk = sum(1 for item in walk_files(root) if not is_binary(item.path))  # binaries are never indexed
+            out["roots"][root.name] = {"indexed": states.get("indexed", 0), "cataloged": states.get("cataloged", 0),
+                                       "failed": states.get("failed", 0), "pending": max(0, on_disk - known)}
+        return out
