@@ -72,7 +72,7 @@ def load(path: Path) -> tuple[list[Event], list[tuple[str, str, list[str]]]]:
     return events, questions
 
 
-def open_backend(events: list[Event], folder: Path, url: str | None) -> Any:
+def open_backend(events: list[Event], folder: Path, url: str | None, embedder: Any = None) -> Any:
     from urchin.index.postgres import PostgresIndex
 
     if url is None:
@@ -86,7 +86,7 @@ def open_backend(events: list[Event], folder: Path, url: str | None) -> Any:
     journal = Journal(folder / "journal" / "events.jsonl", "never")   # not in `folder`: it gets 0700
     journal.append([e.to_json() for e in events])
     started = time.perf_counter()
-    report = Feeder(backend, journal, "bench").run_once()
+    report = Feeder(backend, journal, "bench", embedder=embedder).run_once()
     print(f"fed {report.events} events in {time.perf_counter() - started:.1f} s")
     return backend
 
@@ -102,7 +102,8 @@ def measure(rank: Callable[[str, str], list[str]], questions: list[tuple[str, st
     return {k: sum(v) / len(v) for k, v in totals.items()}
 
 
-def ranker(backend: Any, events: list[Event], strategy: str, **weights: Any) -> Callable[[str, str], list[str]]:
+def ranker(backend: Any, events: list[Event], strategy: str, embedder: Any = None,
+           **weights: Any) -> Callable[[str, str], list[str]]:
     spans: dict[str, tuple[int, int]] = {}
     for e in events:
         lo, hi = spans.get(e.workspace or "", (e.ts_ms, e.ts_ms))
@@ -113,7 +114,7 @@ def ranker(backend: Any, events: list[Event], strategy: str, **weights: Any) -> 
         params = ContextParams.build(query=question, strategy=strategy, workspace=workspace,
                                      since=datetime.fromtimestamp(lo / 1000, UTC).isoformat(),
                                      until=datetime.fromtimestamp(hi / 1000 + 1, UTC).isoformat(), limit=10, **weights)
-        return [r["id"] for r in run_context(backend, params).results]
+        return [r["id"] for r in run_context(backend, params, embedder).results]
     return rank
 
 
@@ -121,6 +122,10 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=None)
     parser.add_argument("--database-url", default=None, help="default: a fresh embedded PostgreSQL in a temp folder")
+    parser.add_argument("--embedder-url", default=None,
+                        help="an OpenAI-compatible embedding server (e.g. scripts/test-embedder.sh start PORT): the "
+                             "semantic leg uses its vectors instead of token-cosine")
+    parser.add_argument("--embedder-model", default="all-MiniLM-L6-v2")
     parser.add_argument("--k", type=int, default=60)
     parser.add_argument("--full-text-weight", type=float, default=1.0)
     parser.add_argument("--semantic-weight", type=float, default=1.0)
@@ -131,13 +136,19 @@ def main(argv: list[str] | None = None) -> None:
     events, questions = load(args.data or _default_data())
     print(f"{len(events)} events, {len(questions)} questions")
     with tempfile.TemporaryDirectory(prefix="urchin-locomo-") as tmp:
-        backend = open_backend(events, Path(tmp), args.database_url)
+        embedder = None
+        if args.embedder_url:
+            from urchin.search.embedder import Embedder
+
+            embedder = Embedder(args.embedder_url, args.embedder_model, "openai", timeout=60)
+            print(f"semantic leg: embedder {args.embedder_model} at {args.embedder_url}")
+        backend = open_backend(events, Path(tmp), args.database_url, embedder)
         weights = {"k": args.k, "full_text_weight": args.full_text_weight, "semantic_weight": args.semantic_weight}
         first = set(args.split.split(","))
         parts = {"all": questions, args.split: [q for q in questions if q[1] in first],
                  "rest": [q for q in questions if q[1] not in first]}
         for method in args.method or METHODS:
-            rank = ranker(backend, events, method, **weights)
+            rank = ranker(backend, events, method, embedder, **weights)
             for label, subset in parts.items():
                 started = time.perf_counter()
                 mean = measure(rank, subset)
