@@ -22,7 +22,8 @@ TOOLS = {"urchin_search", "urchin_semantic_search", "urchin_recent_activity", "u
          "urchin_status", "get_file", "get_workspace_overview", "list_memories", "get_memory",
          "search_context", "query_source", "fetch_source_document"}
 REQUIRED = {"query_source": ["source", "query"], "fetch_source_document": ["source", "id"],
-            "get_file": ["path"], "get_memory": ["slug"], "search_context": ["query"], "urchin_search": ["query"], "urchin_semantic_search": ["query"], "urchin_session_context": ["session"],
+            "get_file": ["path"], "get_memory": ["slug"], "search_context": ["query"], "urchin_search": ["query"],
+            "urchin_semantic_search": ["query"], "urchin_session_context": ["session"],
             "urchin_workspace_context": ["workspace"], "urchin_get_event": ["id"], "urchin_ingest": ["content"],
             "urchin_remember": ["content"], "urchin_ephemeral": ["action"]}
 DEFAULTS = {"urchin_search": {"hours": 168, "limit": 20}, "urchin_semantic_search": {"hours": 168, "limit": 10},

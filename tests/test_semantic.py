@@ -117,4 +117,5 @@ def test_semantic_search_with_a_real_embedder(embedder_url: str, urchin_home) ->
     memory.ingest_one({"id": "late", "content": "SSO login via SAML was approved"})
     assert memory.embed()["embedded"] == 1
     assert "late" in [h.event.id for h in memory.semantic("single sign-on authentication", limit=2).hits]
-    assert [h.event.id for h in memory.semantic("postgres database for the index", source="manual", limit=1).hits] == ["db"]
+    best = memory.semantic("postgres database for the index", source="manual", limit=1)
+    assert [h.event.id for h in best.hits] == ["db"]

@@ -62,6 +62,11 @@ def context(app: AppContext, query: str, searches: tuple[str, ...], as_json: boo
                                 **{k: (list(v) or None) if isinstance(v, tuple) else v for k, v in flags.items()})
     finally:
         memory.close()
+    print_context(result, as_json)
+
+
+def print_context(result: Any, as_json: bool) -> None:
+    """A `search_context` result: the MCP object with --json, else cited excerpts and a coverage line."""
     if as_json:
         print_json(result.to_dict())
         return

@@ -46,8 +46,8 @@ def demo(app: AppContext, keep: bool) -> None:
             return
         if not query.strip():
             continue
-        result = memory.search(query)
-        print_result(result, as_json=False)
-        if not result.hits:
+        found = memory.search(query)
+        print_result(found, as_json=False)
+        if not found.hits:
             click.echo("(no match)")
         sys.stdout.flush()

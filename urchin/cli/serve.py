@@ -16,7 +16,8 @@ from urchin.cli import AppContext, main
 @click.option("--log-level", default="info", show_default=True,
               type=click.Choice(["debug", "info", "warning", "error"], case_sensitive=False),
               help="Log verbosity on stderr (debug also logs every request).")
-@click.option("--no-collect", is_flag=True, help="Do not run the collectors (Claude, Codex, shell, ...) in the background.")
+@click.option("--no-collect", is_flag=True,
+              help="Do not run the collectors (Claude, Codex, shell, ...) in the background.")
 @click.option("--no-index", is_flag=True, help="Do not feed the Postgres hybrid index in the background.")
 @click.pass_obj
 def serve(app: AppContext, host: str | None, port: int | None, uds: str | None, log_level: str,

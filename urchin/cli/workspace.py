@@ -67,13 +67,9 @@ def query_source(app: AppContext, source: str, query: str, limit: int, as_json: 
         result = memory.query_source(source, query, limit)
     finally:
         memory.close()
-    if as_json:
-        print_json(result.to_dict())
-        return
-    for r in result.results:
-        click.echo(f"[{r['updatedAt']}] {r['source']} ({r['score']:.3f}) {r['citation']}")
-        for line in r["content"].splitlines() or [""]:
-            click.echo(f"    {line}")
+    from urchin.cli.context import print_context
+
+    print_context(result, as_json)
 
 
 @main.command("fetch-document")

@@ -52,7 +52,8 @@ def _database_errors(method: Callable[..., Any]) -> Callable[..., Any]:
         except Exception as exc:
             if type(exc).__module__.split(".")[0] != "psycopg":
                 raise
-            where = "URCHIN_DATABASE_URL" if self.settings.database_url else f"the embedded PostgreSQL ({self.settings.pg_dir})"
+            where = ("URCHIN_DATABASE_URL" if self.settings.database_url
+                     else f"the embedded PostgreSQL ({self.settings.pg_dir})")
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise IndexError_(f"database: {where} failed: {first}") from None
 

@@ -32,7 +32,8 @@ INPUT: dict[str, dict[str, Any]] = {"search_context": {
         "query": {"type": "string", "minLength": 1, "description": (
             "The question, in websearch syntax: \"quoted phrases\", -excluded words, or.")},
         "strategy": {"type": "string", "enum": ["hybrid", "keyword", "semantic"], "default": "hybrid",
-                     "description": "hybrid, keyword (full-text only) or semantic (vectors only) (default \"hybrid\")."},
+                     "description": ("hybrid, keyword (full-text only) or semantic (vectors only) "
+                                     "(default \"hybrid\").")},
         "searches": {"type": "array", "minItems": 1, "maxItems": 8, "description": (
             "Optional 1-8 typed sub-queries that add recall: lex (keyword leg), vec (semantic leg), hyde (a "
             "hypothetical answer passage of 30-80 words, embedded). The question keeps double weight (default: none)."),
@@ -43,7 +44,8 @@ INPUT: dict[str, dict[str, Any]] = {"search_context": {
                            "description": "Weight of the full-text list in the fusion (default 1.0)."},
         "semanticWeight": {"type": "number", "minimum": 0, "default": 1.0,
                            "description": "Weight of the semantic list in the fusion (default 1.0)."},
-        "k": {"type": "integer", "minimum": 1, "default": 60, "description": "RRF constant: weight/(k+rank) (default 60)."},
+        "k": {"type": "integer", "minimum": 1, "default": 60,
+              "description": "RRF constant: weight/(k+rank) (default 60)."},
         "sources": {**_STRINGS, "description": "Only these sources (default: any)."},
         "sourceIds": {**_STRINGS, "description": "Alias of sources (default: any)."},
         "kinds": {**_STRINGS, "description": "Only these kinds (default: any)."},
@@ -52,7 +54,8 @@ INPUT: dict[str, dict[str, Any]] = {"search_context": {
         "tags": {**_STRINGS, "description": "Results must carry ALL these tags (default: none)."},
         "since": {"type": "string", "description": "RFC 3339 lower time bound (default: no window)."},
         "until": {"type": "string", "description": "RFC 3339 upper time bound (default: no window)."},
-        "hours": {"type": "number", "exclusiveMinimum": 0, "description": "Only the last N hours (default: no window)."},
+        "hours": {"type": "number", "exclusiveMinimum": 0,
+                  "description": "Only the last N hours (default: no window)."},
         "includeMemories": {"type": "boolean", "default": True,
                             "description": "Include decisions stored with urchin_remember (default true)."},
         "includeConversations": {"type": "boolean", "default": True,

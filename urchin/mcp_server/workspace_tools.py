@@ -131,8 +131,9 @@ OUTPUT: dict[str, dict[str, Any]] = {
 DOCS: dict[str, tuple[str, str]] = {
     "get_file": ("Read lines of a workspace file", (
         "Read a range of lines of a file in a workspace root, with line numbers and the file's total line "
-        "count (defaults: fromLine 1, maxLines 200, at most 2000). Search first (search_context or urchin_search) and read only the ranges the results point "
-        "at; never read whole files. Paths outside the workspace roots are refused.")),
+        "count (defaults: fromLine 1, maxLines 200, at most 2000). Search first (search_context or "
+        "urchin_search) and read only the ranges the results point at; never read whole files. Paths "
+        "outside the workspace roots are refused.")),
     "get_workspace_overview": ("Workspace overview", (
         "Start here in a workspace you do not know: its roots, file and folder counts, largest folders, "
         "recently changed files, index state, connected sources and the curated memories available.")),

@@ -183,7 +183,8 @@ class Memory(CaptureOps, WorkspaceOps, IndexOps, HotOps):
         filters = Filters.of(source, workspace, session, kind)
         from urchin.search.semantic import TokenCosineView
 
-        mode, notes = TokenCosineView.mode, []
+        mode = TokenCosineView.mode
+        notes: list[str] = []
         if self.settings.embedder_url:
             try:
                 view = self.embedding_view()

@@ -1,3 +1,5 @@
+# mypy: disable-error-code="attr-defined"
+# (a mixin of `Memory`: the attributes and methods it uses are Memory's own)
 """Memory's capture operations: collectors and agent hooks (logic in `urchin.collectors`, `urchin.hooks`)."""
 
 from __future__ import annotations

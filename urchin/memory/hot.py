@@ -1,3 +1,5 @@
+# mypy: disable-error-code="attr-defined"
+# (a mixin of `Memory`: the attributes and methods it uses are Memory's own)
 """Memory in a long-lived process (the daemon): views kept current by following the journal."""
 
 from __future__ import annotations
@@ -11,7 +13,6 @@ from urchin.errors import JournalError
 from urchin.journal import Journal
 
 if TYPE_CHECKING:
-    from urchin.memory.hot import HotView
     from urchin.search.substring import SubstringSearcher
 
 _FOLLOW_CHUNK = 8 << 20
@@ -37,6 +38,12 @@ class HotOps:
     settings: Settings
     journal: Journal
     substring: SubstringSearcher
+    _views: list[HotView]
+    _view_offsets: list[int]
+    _hot: bool
+    _followed: int
+    _lines_followed: int
+    _refresh_lock: threading.Lock
 
     # ---- hot views (long-lived processes: the daemon) ------------------------------------------
     def add_view(self, view: HotView) -> None:

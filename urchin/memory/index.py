@@ -1,3 +1,5 @@
+# mypy: disable-error-code="attr-defined"
+# (a mixin of `Memory`: the attributes and methods it uses are Memory's own)
 """Memory's Postgres hybrid index operations: feed, `search_context`, single sources (driver loads on first use)."""
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ class IndexOps:
     settings: Settings
     journal: Journal
     substring: SubstringSearcher
+    _index: IndexService | None
 
     # ---- the Postgres hybrid index (extra `postgres`; the driver loads on first use) ----------
     @property

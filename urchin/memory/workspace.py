@@ -1,3 +1,5 @@
+# mypy: disable-error-code="attr-defined"
+# (a mixin of `Memory`: the attributes and methods it uses are Memory's own)
 """Memory's workspace operations: roots, ranged reads, curated memories and the overview."""
 
 from __future__ import annotations

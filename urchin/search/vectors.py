@@ -300,10 +300,14 @@ class VectorCache:
 
 
 class _EventLike(Protocol):
-    id: str
-    ts_ms: int
-    content: str
-    title: str | None
+    @property
+    def id(self) -> str: ...
+    @property
+    def ts_ms(self) -> int: ...
+    @property
+    def content(self) -> str: ...
+    @property
+    def title(self) -> str | None: ...
 
 
 def event_text(event: _EventLike) -> str:

@@ -47,7 +47,8 @@ def chunk_markdown(text: str, target: int = TARGET_CHARS, maximum: int = MAX_CHA
     lines = text.splitlines()
     sections: list[tuple[int, int, tuple[str, ...]]] = []  # (start index, end index exclusive, path)
     stack: list[tuple[int, str]] = []
-    start, path = 0, ()
+    start = 0
+    path: tuple[str, ...] = ()
     fenced = False
     for i, line in enumerate(lines):
         if _FENCE.match(line):

@@ -7,6 +7,7 @@ paths, symlinks pointing out) is refused.
 
 from __future__ import annotations
 
+import builtins
 import os
 import re
 from collections.abc import Iterator
@@ -121,7 +122,7 @@ class Roots:
             raise ValidationError("path", f"{path!r} is in several roots ({names}): prefix it with the root name")
         return found[0], _norm(text)
 
-    def _save(self, roots: list[Root]) -> None:
+    def _save(self, roots: builtins.list[Root]) -> None:
         write_private(self.file, orjson.dumps({"roots": [r.to_dict() for r in roots]}, option=orjson.OPT_INDENT_2))
 
 
