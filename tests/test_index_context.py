@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -179,3 +180,35 @@ def test_bad_parameters_are_refused_before_the_database(memory: Memory) -> None:
         memory.context({"query": "x", "searches": [{"type": "sql", "query": "drop"}]})
     with pytest.raises(QueryError, match="query: must not be empty"):
         memory.context(query="  ")
+
+
+@pytest.mark.slow
+def test_hybrid_with_a_real_embedder_adds_dense_lists_and_survives_its_outage(urchin_home: Path, pg_url: str,
+                                                                               embedder_url: str) -> None:
+    import socket
+
+    from urchin.config import Settings
+    from urchin.memory import Memory
+
+    settings = Settings.resolve(urchin_home, database_url=pg_url, embedder_url=embedder_url,
+                                embedder_model="all-MiniLM-L6-v2", embedder_api="openai")
+    memory = Memory(settings)
+    memory.ingest([{"content": "We rotate OAuth refresh tokens daily", "workspace": "auth"},
+                   {"content": "The cafeteria serves soup on Fridays", "workspace": "auth"}])
+    try:
+        result = memory.context(query="how do we handle login credentials", workspace="auth", limit=2).to_dict()
+        methods = [leg["method"] for leg in result["coverage"]["legs"]]
+        assert any(m.startswith("embeddings (") for m in methods) and any(m.startswith("token-cosine") for m in methods)
+        assert result["results"][0]["content"].startswith("We rotate OAuth")
+    finally:
+        memory.close()
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{probe.getsockname()[1]}"
+    down = Memory(settings.with_(embedder_url=dead))
+    try:
+        result = down.context(query="OAuth refresh tokens", workspace="auth", limit=1).to_dict()
+        assert result["results"] and "OAuth" in result["results"][0]["content"]
+        assert any("embedder lists skipped" in note for note in result["coverage"]["skipped"])
+    finally:
+        down.close()
