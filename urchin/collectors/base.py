@@ -80,6 +80,16 @@ def text_of(content: Any) -> str:
     return "\n".join(p for p in parts if p)
 
 
+def prompt_item(base: dict[str, Any], prompt: Any, event_id: str | None) -> dict[str, Any] | None:
+    """A user prompt from a hook payload as an event item; None for noise (`/clear`, blanks)."""
+    if not isinstance(prompt, str) or is_noise(prompt):
+        return None
+    item = {**base, "kind": "conversation", "content": prompt, "meta": {**base["meta"], "role": "user"}}
+    if event_id:
+        item["id"] = event_id
+    return item
+
+
 def is_noise(text: str) -> bool:
     """Low-signal lines: slash commands like /clear, interrupted markers, command echoes, paste-only."""
     stripped = text.strip()

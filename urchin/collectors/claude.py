@@ -20,6 +20,7 @@ from urchin.collectors.base import (
     is_noise,
     loads,
     ms_to_iso,
+    prompt_item,
     remember,
     short_hash,
     strip_paste_markers,
@@ -82,12 +83,7 @@ def from_hook(payload: Mapping[str, Any]) -> Item | None:
                   "meta": {"hook": name, "cwd": cwd}}
     if name == "UserPromptSubmit":
         prompt = payload.get("prompt")
-        if not isinstance(prompt, str) or is_noise(prompt):
-            return None
-        item = {**base, "kind": "conversation", "content": prompt, "meta": {**base["meta"], "role": "user"}}
-        if session:
-            item["id"] = prompt_id(session, prompt)
-        return item
+        return prompt_item(base, prompt, prompt_id(session, prompt) if session and isinstance(prompt, str) else None)
     if name in ("PostToolUse", "PostToolUseFailure"):
         tool = str(payload.get("tool_name") or "tool")
         failed = name == "PostToolUseFailure"

@@ -18,6 +18,7 @@ from urchin.collectors.base import (
     is_noise,
     loads,
     ms_to_iso,
+    prompt_item,
     remember,
     short_hash,
     summarize_input,
@@ -62,12 +63,7 @@ def from_hook(payload: Mapping[str, Any], event: str | None = None) -> Item | No
                   "timestamp": ms_to_iso(payload.get("timestamp")), "meta": {"hook": name, "cwd": cwd}}
     if name == "userPromptSubmitted":
         prompt = payload.get("prompt")
-        if not isinstance(prompt, str) or is_noise(prompt):
-            return None
-        item = {**base, "kind": "conversation", "content": prompt, "meta": {**base["meta"], "role": "user"}}
-        if session:
-            item["id"] = prompt_id(session, prompt)
-        return item
+        return prompt_item(base, prompt, prompt_id(session, prompt) if session and isinstance(prompt, str) else None)
     if name in ("postToolUse", "postToolUseFailure"):
         tool = str(payload.get("toolName") or "tool")
         result = payload.get("toolResult")
