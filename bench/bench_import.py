@@ -28,16 +28,6 @@ sys.path.insert(0, str(REPO / "bench"))
 
 from gen_journal import DATA, generate  # noqa: E402
 
-WIRED = """
-import sys, time
-from urchin.memory import Memory
-from urchin.search.indexer import BackgroundCatchUp
-memory = Memory.open()
-with open(sys.argv[1], "rb") as handle, BackgroundCatchUp(memory.substring) as indexing:
-    report = memory.import_lines(handle)
-print(f"appended {report.appended}, index events {indexing.report.events}, waited {indexing.waited:.2f}s")
-"""
-
 FLOOR = """
 import os, sys, orjson
 out = os.open(sys.argv[2], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
@@ -105,19 +95,13 @@ def main(argv: list[str] | None = None) -> int:
           f"cpu {cpu:.2f}s = {events / cpu:,.0f} events per cpu-second; "
           f"floor peer {floor:.2f}s = {events / floor:,.0f} events/s; ratio {wall / floor:.2f}x")
 
-    shutil.rmtree(home, ignore_errors=True)
-    env = {**os.environ, "PYTHONPATH": str(REPO), "URCHIN_HOME": str(home)}
-    wired, wired_cpu, out = timed([sys.executable, "-c", WIRED, str(source)], env)
-    print(f"import + index on the second core (BackgroundCatchUp, as Memory.import_lines could wire it): "
-          f"{wired:.2f}s wall = {events / wired:,.0f} events/s, {wired_cpu:.2f}s cpu of the writer; {out.strip()}")
-
     from urchin.config import Settings
     from urchin.memory import Memory
 
     memory = Memory(Settings.resolve(home))
     shutil.rmtree(memory.substring.index.dir, ignore_errors=True)
     report = memory.substring.catch_up()
-    print(f"index build of the same journal in one go (what the first search pays if nobody wires it): "
+    print(f"index build of the same journal in one go (`urchin import` does this at its end): "
           f"{report.seconds:.1f}s, "
           f"{report.events / max(report.seconds, 1e-9):,.0f} events/s, {report.mb_per_s:.0f} MB/s, "
           f"{report.blocks} blocks")

@@ -424,33 +424,6 @@ def test_duplicates_are_still_found_with_ids_hashed_once(memory: Memory) -> None
 
 
 @freeze_time(NOW)
-def test_background_catch_up_indexes_while_an_import_runs(memory: Memory) -> None:
-    from urchin.search.indexer import BackgroundCatchUp
-
-    lines = [orjson.dumps({"id": f"imp-{i}", "content": f"imported quokka {i} " + "word " * (i % 90),
-                           "timestamp": stamp(i)}) for i in range(3000)]
-    with BackgroundCatchUp(memory.substring, interval_s=0.05) as indexing:
-        report = memory.import_lines(lines)
-    assert report.appended == 3000
-    assert indexing.report.events == 3000 and indexing.report.bytes == memory.journal.size()
-    assert memory.substring.catch_up().bytes == 0  # nothing left for the first search
-    assert searched(memory, "quokka 2999", 0, 5) == ["imp-2999"]
-
-
-@freeze_time(NOW)
-def test_background_catch_up_falls_back_to_the_writer(memory: Memory, monkeypatch: pytest.MonkeyPatch) -> None:
-    import sys
-
-    from urchin.search.indexer import BackgroundCatchUp
-
-    monkeypatch.setattr(sys, "executable", "/nonexistent/python")
-    with BackgroundCatchUp(memory.substring) as indexing:
-        add(memory, {"content": "fallback quokka", "timestamp": stamp(1)})
-    assert indexing.report.events == 1
-    assert memory.substring.catch_up().bytes == 0
-
-
-@freeze_time(NOW)
 def test_parallel_bulk_build_writes_the_same_index_as_one_process(memory: Memory, tmp_path: Path,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     fill(memory, 4000)
