@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import sys
-import tempfile
-from datetime import UTC, datetime, timedelta
 
 import click
 
@@ -26,6 +24,9 @@ SAMPLES = [
 @click.pass_obj
 def demo(app: AppContext, keep: bool) -> None:
     """Ingest a few sample events and search them interactively (Ctrl-D to quit)."""
+    import tempfile
+    from datetime import UTC, datetime, timedelta
+
     from urchin.config import Settings
     from urchin.memory import Memory
 

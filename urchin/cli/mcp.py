@@ -6,7 +6,6 @@ runs, and the journal in-process otherwise.
 
 from __future__ import annotations
 
-import logging
 import sys
 
 import click
@@ -20,6 +19,8 @@ from urchin.cli import AppContext, main
 @click.pass_obj
 def mcp_command(app: AppContext, log_level: str) -> None:
     """Serve the MCP tools on stdin/stdout (for Claude Code, Cursor, VS Code, Gemini CLI, Codex, ...)."""
+    import logging  # here, not at module level: every other command would pay for it
+
     import anyio
 
     from urchin.mcp_server import serve_stdio
