@@ -23,7 +23,7 @@ from urchin.config import Durability, ensure_private_dir, write_private
 from urchin.errors import JournalError
 from urchin.event import Event
 
-__all__ = ["Journal", "JournalStats", "ReadResult", "BATCH_SYNC_INTERVAL_S"]
+__all__ = ["Journal", "JournalStats", "ReadResult", "BATCH_SYNC_INTERVAL_S", "complete_lines"]
 
 BATCH_SYNC_INTERVAL_S = 1.0
 _READ_CHUNK = 1 << 20
@@ -46,6 +46,35 @@ class JournalStats:
     torn_records: int
     first_timestamp: str | None
     last_timestamp: str | None
+
+
+def complete_lines(path: Path, offset: int, chunk: int = _READ_CHUNK) -> Iterator[tuple[list[tuple[int, bytes]], int]]:
+    """Batches of (offset, line) for complete lines from `offset`, each with the offset after it.
+
+    A last line without its newline is not returned: the agent may still be writing it.
+    """
+    with path.open("rb") as handle:
+        handle.seek(offset)
+        pending = b""
+        base = offset
+        while True:
+            data = handle.read(chunk)
+            if not data:
+                return
+            buf = pending + data
+            cut = buf.rfind(b"\n")
+            if cut < 0:
+                pending = buf
+                continue
+            lines: list[tuple[int, bytes]] = []
+            pos = 0
+            while pos <= cut:
+                nl = buf.index(b"\n", pos)
+                lines.append((base + pos, buf[pos:nl]))
+                pos = nl + 1
+            pending = buf[cut + 1:]
+            base += cut + 1
+            yield lines, base
 
 
 class Journal:
@@ -133,13 +162,14 @@ class Journal:
         return ReadResult(lines, offset + end + 1)
 
     def iter_lines(self, offset: int = 0) -> Iterator[tuple[int, bytes]]:
-        """Every complete line from `offset`, in file order, read in large chunks."""
-        while True:
-            result = self.read_from(offset, _READ_CHUNK)
-            if not result.lines and result.next_offset == offset:
-                return
-            yield from result.lines
-            offset = result.next_offset
+        """Every complete, non-empty line from `offset`, in file order, read in large chunks."""
+        try:
+            for lines, _ in complete_lines(self.path, offset):
+                yield from (item for item in lines if item[1])
+        except FileNotFoundError:
+            return
+        except OSError as exc:
+            raise JournalError(f"{self.path}: cannot read: {exc.strerror}") from None
 
     def iter_events(self, offset: int = 0, invalid: list[int] | None = None) -> Iterator[tuple[int, Event]]:
         """Events in file order; lines that are not events are skipped (their offsets go to `invalid`)."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import re
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -20,6 +20,7 @@ import orjson
 
 from urchin.config import Settings, write_private
 from urchin.event import TRUNCATION_MARKER
+from urchin.journal import complete_lines
 
 __all__ = [
     "Item", "Sink", "Checkpoints", "Collector", "LineCollector", "CollectReport", "FileCursor",
@@ -236,35 +237,6 @@ def check_rotation(path: Path, cursor: FileCursor) -> bool:
     return bool(rotated)
 
 
-def complete_lines(path: Path, offset: int, chunk: int = READ_CHUNK) -> Iterator[tuple[list[tuple[int, bytes]], int]]:
-    """Batches of (offset, line) for complete lines from `offset`, each with the offset after it.
-
-    A last line without its newline is not returned: the agent may still be writing it.
-    """
-    with path.open("rb") as handle:
-        handle.seek(offset)
-        pending = b""
-        base = offset
-        while True:
-            data = handle.read(chunk)
-            if not data:
-                return
-            buf = pending + data
-            cut = buf.rfind(b"\n")
-            if cut < 0:
-                pending = buf
-                continue
-            lines: list[tuple[int, bytes]] = []
-            pos = 0
-            while pos <= cut:
-                nl = buf.index(b"\n", pos)
-                lines.append((base + pos, buf[pos:nl]))
-                pos = nl + 1
-            pending = buf[cut + 1:]
-            base += cut + 1
-            yield lines, base
-
-
 # ---- reports and the collector base -------------------------------------------------------------
 @dataclass
 class CollectReport:
@@ -383,7 +355,7 @@ class LineCollector(Collector):
         if cursor.offset >= cursor.size:
             return
         report.files += 1
-        for lines, next_offset in complete_lines(path, cursor.offset):
+        for lines, next_offset in complete_lines(path, cursor.offset, READ_CHUNK):
             state = dict(cursor.state)
             items = self.parse(path, lines, state, report)
             self.deliver(sink, items, report)   # durable (fsync'd) before the cursor moves
