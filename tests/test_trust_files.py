@@ -76,8 +76,8 @@ def test_cli_get_file_and_fetch_document_refuse_symlink_dotdot_escapes(escape: E
     assert run_urchin("workspace", "add", str(escape.root)).returncode == 0
     assert "hello" in run_urchin("get-file", "shop/README.md").stdout
     for path in escape.paths:
-        for args in (("get-file", path), ("fetch-document", "files", path), ("fetch-document", "shop", escape.rel(path)),
-                     ("get-file", escape.rel(path))):
+        for args in (("get-file", path), ("get-file", escape.rel(path)), ("fetch-document", "files", path),
+                     ("fetch-document", "shop", escape.rel(path))):
             done = run_urchin(*args)
             assert done.returncode == 1, (args, done.stdout, done.stderr)
             assert "contains '..'" in done.stderr and "Traceback" not in done.stderr, done.stderr
