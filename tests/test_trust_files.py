@@ -181,3 +181,49 @@ def test_memory_show_reads_members_through_the_resolver(memory: Memory, escape: 
     assert [p["member"] for p in got["members"]] == ["shop/README.md"]
     assert [c["status"] for c in got["coverage"]] == ["unreadable", "unreadable"]
     _clean(json.dumps(got))
+
+
+def test_a_file_swapped_after_the_check_is_not_read(memory: Memory, escape: Escape, tmp_path: Path) -> None:
+    """Open exactly what was checked: the same real path, not a symlink, the same inode."""
+    memory.workspace_add(str(escape.root))
+    files = memory.files
+    target = escape.root / "README.md"
+    swapped_link = files.locate("shop/README.md")
+    target.unlink()
+    target.symlink_to(tmp_path / "outside" / "secret.txt")
+    with pytest.raises(ValidationError, match="cannot be opened"):
+        files.read_text(swapped_link)
+    target.unlink()
+    target.write_text("# Shop\nhello\n")
+    swapped_file = files.locate("shop/README.md")
+    replacement = escape.root / "new.md"
+    replacement.write_text(OUTSIDE_TEXT)
+    os.replace(replacement, target)
+    with pytest.raises(ValidationError, match="changed while it was opened"):
+        files.read_text(swapped_file)
+
+
+def test_redaction_of_file_text_keeps_every_line_break() -> None:
+    from tests.test_privacy import CORPUS
+    from urchin.redact import Redactor
+    from urchin.workspace.access import redact_file_text
+
+    sha, uuid = "3f786850e387550fdab836ed7e6dc881de23001b", "123e4567-e89b-12d3-a456-426614174000"
+    text = "\r\n".join(t for t, _, _ in CORPUS) + f"\x0bcommit {sha}\u2028id {uuid}\n"
+    redacted = redact_file_text(Redactor(), text)
+    assert redacted.splitlines() != text.splitlines()
+    assert len(redacted.splitlines()) == len(text.splitlines())
+    assert redacted.count("\n") == text.count("\n") and redacted.count("\r") == text.count("\r")
+    assert sha in redacted and uuid in redacted
+    assert not [kind for _, secret, kind in CORPUS if secret in redacted]
+
+
+@pytest.mark.parametrize(("rel", "rule"), [
+    (".env", ".env"), ("app/.env.local", ".env.*"), ("PROD.ENV", "*.env"), ("certs/site.pem", "*.pem"),
+    ("id_rsa", "id_rsa*"), ("home/.ssh/known_hosts", ".ssh/"), ("aws/credentials", "credentials"),
+    (".netrc", ".netrc"), ("pw.kdbx", "*.kdbx"), (".env.example", None), ("src/env.py", None),
+    ("docs/keys.md", None), ("credentials.py", None)])
+def test_secret_store_names(rel: str, rule: str | None) -> None:
+    from urchin.workspace.policy import secret_rule
+
+    assert secret_rule(rel) == rule

@@ -93,7 +93,7 @@ class IndexOps:
             if loc.size > MAX_DOCUMENT_BYTES:
                 raise ValidationError("id", f"{doc_id!r} has {loc.size} bytes, more than {MAX_DOCUMENT_BYTES}: "
                                             "read ranges with get_file")
-            text = files.read_text(loc)
+            text = files.read_text(loc, MAX_DOCUMENT_BYTES)
             return {"source": loc.root.name, "id": loc.display, "type": "file", "content": text,
                     "totalLines": len(text.splitlines()), "size": loc.size,
                     "updatedAt": datetime.fromtimestamp(loc.mtime, UTC).isoformat(timespec="seconds")}

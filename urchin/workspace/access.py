@@ -164,7 +164,10 @@ class FileAccess:
     # ---- reading --------------------------------------------------------------------------------
     def open(self, loc: Located) -> BinaryIO:
         """The file `loc` names, opened by its real path and verified to be that same file."""
-        fd = os.open(loc.real, _OPEN_FLAGS)
+        try:
+            fd = os.open(loc.real, _OPEN_FLAGS)      # O_NOFOLLOW: a symlink swapped in is refused (ELOOP)
+        except OSError as exc:
+            raise ValidationError("path", f"{loc.display!r} cannot be opened: {exc.strerror or exc}") from None
         try:
             info = os.fstat(fd)
             if not stat.S_ISREG(info.st_mode) or (info.st_dev, info.st_ino) != loc.identity:
@@ -193,9 +196,13 @@ class FileAccess:
     def redact(self, text: str) -> str:
         return redact_file_text(self.redactor, text)
 
-    def read_text(self, loc: Located) -> str:
-        """The whole file, decoded (bad bytes replaced, newlines normalised) and redacted."""
-        with self.open(loc) as raw, io.TextIOWrapper(raw, encoding="utf-8", errors="replace") as handle:
+    def read_text(self, loc: Located, max_bytes: int | None = None) -> str:
+        """The whole file, decoded (bad bytes replaced, newlines normalised) and redacted; a file that
+        grew past `max_bytes` since it was checked is refused (a cut could halve a secret)."""
+        data = self.read_bytes(loc, None if max_bytes is None else max_bytes + 1)
+        if max_bytes is not None and len(data) > max_bytes:
+            raise ValidationError("path", f"{loc.display!r} has more than {max_bytes} bytes: read ranges instead")
+        with io.TextIOWrapper(io.BytesIO(data), encoding="utf-8", errors="replace") as handle:
             return "".join(redact_lines(self.redactor, handle))
 
     def lines(self, loc: Located) -> Iterator[str]:

@@ -8,6 +8,7 @@ A root opts in to secret stores with `urchin workspace add PATH --allow-secret-f
 from __future__ import annotations
 
 import fnmatch
+import re
 from pathlib import Path
 
 from urchin.workspace.ignore import IgnoreRules
@@ -28,6 +29,8 @@ SECRET_FILE_RULES: tuple[str, ...] = (
 SECRET_FOLDERS: tuple[str, ...] = (".ssh", ".gnupg")
 # Templates committed beside the real file hold placeholders, not secrets: `.env.example`.
 _TEMPLATE_SUFFIXES = (".example", ".sample", ".template", ".dist", ".tmpl")
+# One regex for the walker's hot path; the rule itself is looked up only for an error message.
+_ANY_RULE = re.compile("|".join(fnmatch.translate(rule) for rule in SECRET_FILE_RULES))
 
 
 def secret_rule(rel: str) -> str | None:
@@ -39,7 +42,7 @@ def secret_rule(rel: str) -> str | None:
         if folder in SECRET_FOLDERS:
             return f"{folder}/"
     name = parts[-1]
-    if name.endswith(_TEMPLATE_SUFFIXES):
+    if name.endswith(_TEMPLATE_SUFFIXES) or not _ANY_RULE.match(name):
         return None
     for rule in SECRET_FILE_RULES:
         if fnmatch.fnmatchcase(name, rule):
