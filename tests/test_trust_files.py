@@ -227,3 +227,18 @@ def test_secret_store_names(rel: str, rule: str | None) -> None:
     from urchin.workspace.policy import secret_rule
 
     assert secret_rule(rel) == rule
+
+
+def test_the_walker_and_the_reader_agree_on_secret_folders(memory: Memory, tmp_path: Path) -> None:
+    from urchin.workspace.roots import walk_files
+
+    root = tmp_path / "app"
+    (root / "credentials").mkdir(parents=True)
+    (root / "credentials" / "loader.py").write_text("def load(): ...\n")
+    (root / ".ssh").mkdir()
+    (root / ".ssh" / "config").write_text("Host db\n  IdentityFile ~/.ssh/id_ed25519\n")
+    memory.workspace_add(str(root))
+    assert [f.rel for f in walk_files(memory.workspace_list()[0])] == ["credentials/loader.py"]
+    assert memory.get_file("app/credentials/loader.py").lines == ["def load(): ..."]
+    with pytest.raises(ValidationError, match=r"secret store \(\.ssh/\)"):
+        memory.get_file("app/.ssh/config")

@@ -21,7 +21,7 @@ from urchin.errors import NotFoundError, ValidationError
 from urchin.workspace.ignore import IgnoreRules
 from urchin.workspace.policy import is_ignored, secret_rule
 
-__all__ = ["Root", "Roots", "WorkspaceFile", "DEFAULT_SIZE_CAP", "walk_files", "is_binary"]
+__all__ = ["Root", "Roots", "WorkspaceFile", "DEFAULT_SIZE_CAP", "walk_files"]
 
 DEFAULT_SIZE_CAP = 1024 * 1024
 _NAME = re.compile(r"[A-Za-z0-9._-]+")
@@ -113,28 +113,14 @@ def _inside(base: Path, rel: str) -> str | None:
     return real.relative_to(base).as_posix() if real == base or real.is_relative_to(base) else None
 
 
-def is_binary(path: Path) -> bool:
-    try:
-        with path.open("rb") as handle:
-            head = handle.read(8192)
-    except OSError:
-        return True
-    if b"\0" in head:
-        return True
-    try:
-        head.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        return exc.start < len(head) - 4  # a cut multi-byte character at the end is fine
-    return False
-
-
 def walk_files(root: Root) -> Iterator[WorkspaceFile]:
     """Every file under the root that the ignore rules keep, not following symlinks out of it, and no
     secret store (`policy.secret_rule`) unless the root opts in."""
     base = root.path.resolve()
 
-    def skipped(rel: str) -> bool:
-        return not root.allow_secret_files and secret_rule(rel) is not None
+    def skipped(rel: str, is_dir: bool = False) -> bool:
+        # a folder is skipped only when every file in it would be (`.ssh/`); `credentials/` may hold code
+        return not root.allow_secret_files and secret_rule(f"{rel}/-" if is_dir else rel) is not None
 
     def walk(rel_dir: str, rules: IgnoreRules) -> Iterator[WorkspaceFile]:
         rules = rules.with_folder(base, rel_dir)
@@ -146,7 +132,7 @@ def walk_files(root: Root) -> Iterator[WorkspaceFile]:
             rel = f"{rel_dir}/{entry.name}" if rel_dir else entry.name
             try:
                 is_dir = entry.is_dir(follow_symlinks=False)
-                if rules.ignored(rel, is_dir) or skipped(rel):
+                if rules.ignored(rel, is_dir) or skipped(rel, is_dir):
                     continue
                 if entry.is_symlink():
                     real_rel = _inside(base, rel)
