@@ -121,6 +121,13 @@ def index_roots(backend: FileBackend, files: FileAccess, size_cap: int = DEFAULT
         known = backend.file_catalog(root.name)
         seen: set[str] = set()
         for wf in walk_files(root):
+            stored = known.get(wf.rel)
+            if (stored is not None and stored[0].startswith(HASH_EPOCH) and stored[1] == wf.size
+                    and abs(stored[2] - wf.mtime) < 1e-3):
+                report.files += 1
+                report.unchanged += 1          # same size and mtime: not even opened (the daemon walks often)
+                seen.add(wf.rel)
+                continue
             try:
                 loc = files.locate_in(root, wf.rel, serve=False)   # the walker applied the serving policy
                 if files.is_binary(loc):
@@ -130,11 +137,6 @@ def index_roots(backend: FileBackend, files: FileAccess, size_cap: int = DEFAULT
                 continue          # vanished, swapped or unreadable since the walk: not indexed
             report.files += 1
             seen.add(wf.rel)
-            stored = known.get(wf.rel)
-            if (stored is not None and stored[0].startswith(HASH_EPOCH) and stored[1] == wf.size
-                    and abs(stored[2] - wf.mtime) < 1e-3):
-                report.unchanged += 1          # same size and mtime: not even read (the daemon walks often)
-                continue
             index_file(backend, files, loc, wf, stored[0] if stored else None, size_cap, report)
         vanished = [p for p in known if p not in seen]
         if vanished:
