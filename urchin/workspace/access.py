@@ -39,6 +39,8 @@ class Located:
     root: Root
     rel: str          # the path inside the root as asked (no `..`, no `.`)
     real: Path        # every symlink resolved: what is opened
+    base: Path        # the root's real folder, as checked
+    real_rel: str     # `real` inside `base`
     identity: tuple[int, int]
     size: int
     mtime: float
@@ -138,18 +140,18 @@ class FileAccess:
         found = _resolve(root, rel, asked, field)
         if found is None:
             return None
-        real, info = found
+        real, info, base = found
         if stat.S_ISDIR(info.st_mode):
             raise ValidationError(field, f"{asked!r} is a folder, not a file")
         if not stat.S_ISREG(info.st_mode):
             raise ValidationError(field, f"{asked!r} is not a regular file")
-        return Located(root, rel, real, (info.st_dev, info.st_ino), info.st_size, info.st_mtime)
+        return Located(root, rel, real, base, real.relative_to(base).as_posix(), (info.st_dev, info.st_ino),
+                       info.st_size, info.st_mtime)
 
     @staticmethod
     def _policy(loc: Located, field: str) -> Located:
-        base = _real(loc.root.path) or loc.root.path
-        real_rel = loc.real.relative_to(base).as_posix()
-        for rel in dict.fromkeys((loc.rel, real_rel)):
+        base = loc.base
+        for rel in dict.fromkeys((loc.rel, loc.real_rel)):
             rule = secret_rule(rel)
             if rule is not None and not loc.root.allow_secret_files:
                 raise ValidationError(field, (
@@ -261,8 +263,9 @@ def _inside_key(block: list[str]) -> bool:
     return False
 
 
-def _resolve(root: Root, rel: str, asked: str, field: str) -> tuple[Path, os.stat_result] | None:
-    """(real path, its stat) of `rel` inside `root`; None when nothing is there; refused when it leaves the root."""
+def _resolve(root: Root, rel: str, asked: str, field: str) -> tuple[Path, os.stat_result, Path] | None:
+    """(real path, its stat, the root's real folder) of `rel` inside `root`; None when nothing is
+    there; refused when it leaves the root."""
     target = root.path / rel if rel else root.path
     if not os.path.lexists(target):
         return None
@@ -274,7 +277,7 @@ def _resolve(root: Root, rel: str, asked: str, field: str) -> tuple[Path, os.sta
     base = _real(root.path)
     if base is None or not (real == base or real.is_relative_to(base)):
         raise ValidationError(field, f"{asked!r} is outside the workspace roots")
-    return real, info
+    return real, info, base
 
 
 def _real(path: Path) -> Path | None:
