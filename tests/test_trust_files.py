@@ -242,3 +242,21 @@ def test_the_walker_and_the_reader_agree_on_secret_folders(memory: Memory, tmp_p
     assert memory.get_file("app/credentials/loader.py").lines == ["def load(): ..."]
     with pytest.raises(ValidationError, match=r"secret store \(\.ssh/\)"):
         memory.get_file("app/.ssh/config")
+
+
+def test_a_private_key_across_a_read_block_boundary_is_redacted_whole(memory: Memory, tmp_path: Path) -> None:
+    from tests.test_privacy import CORPUS
+
+    pem_text, secret, _ = next(case for case in CORPUS if case[2] == "private_key" and "EC PRIVATE" in case[0])
+    root = tmp_path / "big"
+    root.mkdir()
+    lines = [f"filler {i}" for i in range(2040)] + pem_text.splitlines() + ["tail line"]
+    (root / "dump.txt").write_text("\n".join(lines * 3) + "\n")
+    memory.workspace_add(str(root))
+    window = memory.get_file("big/dump.txt", max_lines=2000, from_line=2001)
+    body = "\n".join(window.lines)
+    assert window.total_lines == 3 * len(lines)
+    assert not [line for line in secret.splitlines() if len(line) >= 16 and line in body]
+    assert "[REDACTED:private_key]" in body and window.lines[len(lines) - 2001] == "tail line"
+    whole = memory.fetch_source_document("big", "dump.txt")["content"]
+    assert whole.count("[REDACTED:private_key]") == 3 and whole.splitlines()[len(lines) - 1] == "tail line"

@@ -2,7 +2,7 @@
 
 `FileAccess.locate` turns `<root>/<path>` (or `<path>`) into a `Located` file: the real path with
 every symlink resolved, checked to lie inside its root's real folder, and the file's identity
-(device, inode). `open_located` opens that real path without following a last symlink and refuses
+(device, inode). `FileAccess.open` opens that real path without following a last symlink and refuses
 unless the opened file is that same file, so a path swapped in between cannot redirect the read.
 `..` is refused outright: with symlinks it means two different places, and Urchin does not guess.
 Every text read here passes the redactor, keeping line breaks so line anchors stay true.
