@@ -74,7 +74,7 @@ def memory(pg_settings: Settings, workspace: Path) -> Any:
 
 
 def index(memory: Memory, size_cap: int = 1000) -> Any:
-    return memory.index_service.index_files(memory.workspace_list(), size_cap=size_cap)
+    return memory.index_service.index_files(memory.files, size_cap=size_cap)
 
 
 def test_files_are_chunked_cataloged_and_ignored(memory: Memory) -> None:

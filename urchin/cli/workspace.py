@@ -16,11 +16,14 @@ def workspace() -> None:
 @workspace.command("add")
 @click.argument("path", type=click.Path(exists=True, file_okay=False))
 @click.option("--name", default=None, help="Name of the root (default: the folder's name).")
+@click.option("--allow-secret-files", is_flag=True,
+              help="Also index and serve secret stores (.env, keys, credentials), still redacted. "
+                   "Adding the same folder again without it withdraws the opt-in.")
 @click.pass_obj
-def workspace_add(app: AppContext, path: str, name: str | None) -> None:
-    """Add a folder as a workspace root."""
-    root = app.memory().workspace_add(path, name)
-    click.echo(f"added {root.name} → {root.path}")
+def workspace_add(app: AppContext, path: str, name: str | None, allow_secret_files: bool) -> None:
+    """Add a folder as a workspace root (again: change its settings)."""
+    root = app.memory().workspace_add(path, name, allow_secret_files)
+    click.echo(f"added {root.name} → {root.path}" + (" (secret-store files allowed)" if allow_secret_files else ""))
     click.echo("run `urchin index` to index its files (a running daemon does it by itself)", err=True)
 
 
@@ -30,7 +33,11 @@ def workspace_add(app: AppContext, path: str, name: str | None) -> None:
 def workspace_list(app: AppContext, as_json: bool) -> None:
     """List the workspace roots."""
     for root in app.memory().workspace_list():
-        print_json(root.to_dict()) if as_json else click.echo(f"{root.name}\t{root.path}")
+        if as_json:
+            print_json(root.to_dict())
+        else:
+            extra = "\tsecret-store files allowed" if root.allow_secret_files else ""
+            click.echo(f"{root.name}\t{root.path}{extra}")
 
 
 @workspace.command("remove")

@@ -1,7 +1,9 @@
 """Workspace files into the chunk table: walk the roots, chunk, hash; catalog what is over the size cap.
 
 Pure logic over the `FileBackend` protocol below (postgres.PostgresIndex implements it). A file whose
-content hash is unchanged is skipped, so it is neither re-chunked nor re-embedded.
+content hash is unchanged is skipped, so it is neither re-chunked nor re-embedded. Files are opened
+only through `FileAccess` (resolved, checked, the very file checked) and their text passes the
+redactor before any chunk is built: no secret reaches the chunk table, its terms or its vectors.
 """
 
 from __future__ import annotations
@@ -10,12 +12,16 @@ import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
+from urchin.errors import UrchinError
 from urchin.index.base import ChunkRow
 from urchin.index.sparse import doc_vector, int_array, to_sparsevec
 from urchin.workspace.chunking import Chunk, chunk_text
-from urchin.workspace.roots import DEFAULT_SIZE_CAP, Root, WorkspaceFile, is_binary, walk_files
+from urchin.workspace.roots import DEFAULT_SIZE_CAP, WorkspaceFile, walk_files
+
+if TYPE_CHECKING:
+    from urchin.workspace.access import FileAccess, Located
 
 __all__ = ["FILES_SOURCE", "FILE_KIND", "FileBackend", "FileIndexReport", "FileEntry", "index_roots", "file_rows",
            "hash_file", "PREFIX_RETRIEVAL_TEXT"]
@@ -23,6 +29,9 @@ __all__ = ["FILES_SOURCE", "FILE_KIND", "FileBackend", "FileIndexReport", "FileE
 FILES_SOURCE = "files"
 FILE_KIND = "file"
 HEADING_JOIN = " › "
+# Stored hashes carry the redaction epoch: rows written before file text was redacted (or under
+# older rules) never match, so every such file is re-chunked from redacted text on the next walk.
+HASH_EPOCH = "r1:"
 # The token vector is built from `Chunk.retrieval_text` (path + heading path + text); False builds it
 # from the bare chunk text. Only the retrieval-gain measurement flips it.
 PREFIX_RETRIEVAL_TEXT = True
@@ -69,15 +78,15 @@ class FileIndexReport:
 
 
 def hash_file(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
+    return HASH_EPOCH + hashlib.sha256(data).hexdigest()
 
 
-def _hash_stream(path: Any) -> str:
+def _hash_stream(files: FileAccess, loc: Located) -> str:
     digest = hashlib.sha256()
-    with open(path, "rb") as handle:
+    with files.open(loc) as handle:
         for block in iter(lambda: handle.read(1 << 20), b""):
             digest.update(block)
-    return digest.hexdigest()
+    return HASH_EPOCH + digest.hexdigest()
 
 
 def file_rows(root: str, rel: str, text: str, mtime: float, content_hash: str | None = None,
@@ -98,49 +107,60 @@ def file_rows(root: str, rel: str, text: str, mtime: float, content_hash: str | 
     return rows
 
 
-def index_roots(backend: FileBackend, roots: Sequence[Root], size_cap: int = DEFAULT_SIZE_CAP) -> FileIndexReport:
-    """Bring the index in line with the roots' files now: changed files re-chunked, vanished ones removed."""
+def index_roots(backend: FileBackend, files: FileAccess, size_cap: int = DEFAULT_SIZE_CAP) -> FileIndexReport:
+    """Bring the index in line with the roots' files now: changed files re-chunked, vanished ones removed.
+
+    The walker leaves out ignored files and secret stores (unless a root opts in); a file that
+    became one since it was indexed counts as vanished and its chunks go."""
     report = FileIndexReport()
-    names = {r.name for r in roots}
+    names = {r.name for r in files.roots}
     for gone in backend.file_roots():
         if gone not in names:
             report.removed += backend.delete_files(gone)
-    for root in roots:
+    for root in files.roots:
         known = backend.file_catalog(root.name)
         seen: set[str] = set()
         for wf in walk_files(root):
-            if is_binary(wf.path):
-                report.binaries += 1
+            stored = known.get(wf.rel)
+            if (stored is not None and stored[0].startswith(HASH_EPOCH) and stored[1] == wf.size
+                    and abs(stored[2] - wf.mtime) < 1e-3):
+                report.files += 1
+                report.unchanged += 1          # same size and mtime: not even opened (the daemon walks often)
+                seen.add(wf.rel)
                 continue
+            try:
+                loc = files.locate_in(root, wf.rel, serve=False)   # the walker applied the serving policy
+                if files.is_binary(loc):
+                    report.binaries += 1
+                    continue
+            except (OSError, UrchinError):
+                continue          # vanished, swapped or unreadable since the walk: not indexed
             report.files += 1
             seen.add(wf.rel)
-            stored = known.get(wf.rel)
-            if stored is not None and stored[1] == wf.size and abs(stored[2] - wf.mtime) < 1e-3:
-                report.unchanged += 1          # same size and mtime: not even read (the daemon walks often)
-                continue
-            index_file(backend, wf, stored[0] if stored else None, size_cap, report)
+            index_file(backend, files, loc, wf, stored[0] if stored else None, size_cap, report)
         vanished = [p for p in known if p not in seen]
         if vanished:
             report.removed += backend.delete_files(root.name, vanished)
     return report
 
 
-def index_file(backend: FileBackend, wf: WorkspaceFile, known_hash: str | None, size_cap: int,
-               report: FileIndexReport) -> None:
+def index_file(backend: FileBackend, files: FileAccess, loc: Located, wf: WorkspaceFile, known_hash: str | None,
+               size_cap: int, report: FileIndexReport) -> None:
     """Index, catalog or mark failed one file; skip it when its hash is the one stored."""
     try:
         if wf.size > size_cap:
-            digest = _hash_stream(wf.path)
+            digest = _hash_stream(files, loc)
             if digest == known_hash:
                 report.unchanged += 1
                 return
             backend.replace_file(FileEntry(wf.root.name, wf.rel, wf.size, wf.mtime, digest, "cataloged"), [])
             report.cataloged += 1
             return
-        data = wf.path.read_bytes()
-    except OSError as exc:
+        data = files.read_bytes(loc)
+    except (OSError, UrchinError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         backend.replace_file(FileEntry(wf.root.name, wf.rel, wf.size, wf.mtime, "", "failed",
-                                       f"unreadable: {exc.strerror or exc}"), [])
+                                       f"unreadable: {reason}"), [])
         report.failed += 1
         return
     digest = hash_file(data)
@@ -154,8 +174,7 @@ def index_file(backend: FileBackend, wf: WorkspaceFile, known_hash: str | None, 
                                        f"not UTF-8 at byte {exc.start}"), [])
         report.failed += 1
         return
-    rows = file_rows(wf.root.name, wf.rel, text, wf.mtime, digest)
+    rows = file_rows(wf.root.name, wf.rel, files.redact(text), wf.mtime, digest)
     backend.replace_file(FileEntry(wf.root.name, wf.rel, len(data), wf.mtime, digest, "indexed"), rows)
     report.indexed += 1
     report.chunks += len(rows)
-

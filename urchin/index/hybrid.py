@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from urchin.errors import EmbedderError
 from urchin.index.base import MEMORY_KINDS, ContextRow, Embedder, Filter, IndexBackend, LegHit
@@ -22,6 +21,9 @@ from urchin.index.live import live_leg
 from urchin.index.params import ContextParams
 from urchin.index.schema import TS_CONFIG
 from urchin.index.sparse import query_vector, term_ids, to_sparsevec, tokens
+
+if TYPE_CHECKING:
+    from urchin.workspace.access import FileAccess
 
 __all__ = ["ContextResult", "run_context", "split_websearch", "pack", "CHARS_PER_TOKEN", "candidates_for"]
 
@@ -102,7 +104,7 @@ def _filter(p: ContextParams) -> Filter:
 
 
 def run_context(backend: IndexBackend, p: ContextParams, embedder: Embedder | None = None,
-                index_info: dict[str, Any] | None = None, roots: Mapping[str, Path] | None = None) -> ContextResult:
+                index_info: dict[str, Any] | None = None, files: FileAccess | None = None) -> ContextResult:
     flt, depth, skipped = _filter(p), candidates_for(p.limit), []
     runs: list[LegRun] = []
     if p.strategy in ("hybrid", "keyword") and p.full_text_weight > 0:
@@ -119,7 +121,7 @@ def run_context(backend: IndexBackend, p: ContextParams, embedder: Embedder | No
     live_rows: dict[str, dict[str, Any]] = {}
     live_cov: dict[str, Any] | None = None
     if p.mode == "live":
-        live_hits, live_rows, live_cov = live_leg(backend, p, flt, roots or {}, depth)
+        live_hits, live_rows, live_cov = live_leg(backend, p, flt, files, depth)
         if live_hits is not None:
             runs.append(LegRun("live", "query", p.query, p.full_text_weight or 1.0,
                                "live read of cataloged files (any word, phrases and -words hold)", live_hits))

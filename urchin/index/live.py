@@ -8,22 +8,23 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Mapping
 from datetime import UTC
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from urchin.errors import UrchinError
 from urchin.index.base import Filter, LegHit
 from urchin.index.files import FILE_KIND, FILES_SOURCE, HEADING_JOIN
 from urchin.index.params import ContextParams
 from urchin.index.sparse import tokens
 from urchin.workspace.chunking import chunk_text
-from urchin.workspace.roots import Root, _inside
+
+if TYPE_CHECKING:
+    from urchin.workspace.access import FileAccess
 
 __all__ = ["live_leg"]
 
 
-def live_leg(backend: Any, p: ContextParams, flt: Filter, roots: Mapping[str, Path],
+def live_leg(backend: Any, p: ContextParams, flt: Filter, files: FileAccess | None,
              limit: int) -> tuple[list[LegHit] | None, dict[str, dict[str, Any]], dict[str, Any]]:
     """(ranked hits or None when no file could be searched, rows by chunk id, the coverage block)."""
     from urchin.index.hybrid import _PHRASE, split_websearch  # hybrid imports this module
@@ -43,12 +44,13 @@ def live_leg(backend: Any, p: ContextParams, flt: Filter, roots: Mapping[str, Pa
     scored: list[tuple[float, str]] = []
     rows: dict[str, dict[str, Any]] = {}
     budget = p.live_byte_budget
+    roots = {r.name: r for r in files.roots} if files is not None else {}
     for entry in backend.files("cataloged", names):
         doc_id = f"{entry['root']}/{entry['path']}"
         if (flt.since and entry["mtime"] < flt.since) or (flt.until and entry["mtime"] >= flt.until):
             continue
-        base = roots.get(entry["root"])
-        if base is None:
+        root = roots.get(entry["root"])
+        if root is None or files is None:
             cov["skipped"].append({"path": doc_id, "reason": "unreadable: its root is no longer configured"})
             continue
         if entry["size"] > p.live_byte_budget:
@@ -58,11 +60,11 @@ def live_leg(backend: Any, p: ContextParams, flt: Filter, roots: Mapping[str, Pa
             cov["skipped"].append({"path": doc_id, "reason": "budget: the per-query byte budget is spent"})
             continue
         try:
-            if not _inside(Root(entry["root"], base), entry["path"]):
-                raise OSError("outside its root")
-            data = (base / entry["path"]).read_bytes()[: budget]
-            text = data.decode("utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
+            # the one resolver, with the serving policy: a file that became a secret store or
+            # ignored since it was cataloged is not read
+            data = files.read_bytes(files.locate_in(root, entry["path"]), budget)
+            text = files.redact(data.decode("utf-8"))
+        except (OSError, UnicodeDecodeError, UrchinError) as exc:
             cov["skipped"].append({"path": doc_id, "reason": f"unreadable: {exc}"})
             continue
         budget -= len(data)

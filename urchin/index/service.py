@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import functools
 import threading
-from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from urchin.config import Settings
@@ -23,7 +22,7 @@ from urchin.workspace.roots import DEFAULT_SIZE_CAP
 
 if TYPE_CHECKING:
     from urchin.index.files import FileIndexReport
-    from urchin.workspace.roots import Root
+    from urchin.workspace.access import FileAccess
 
 __all__ = ["IndexService", "INLINE_CATCH_UP_BYTES"]
 
@@ -116,12 +115,12 @@ class IndexService:
             own.close()
 
     @_database_errors
-    def index_files(self, roots: Sequence[Root], size_cap: int = DEFAULT_SIZE_CAP) -> FileIndexReport:
+    def index_files(self, files: FileAccess, size_cap: int = DEFAULT_SIZE_CAP) -> FileIndexReport:
         """Bring the workspace files into the index (unchanged files skipped), then embed what is new."""
         from urchin.index.files import index_roots
 
         with self._lock:
-            report = index_roots(self.backend, roots, size_cap)
+            report = index_roots(self.backend, files, size_cap)
             if self.embedder is not None and report.chunks:
                 feed = FeedReport()
                 try:
@@ -132,7 +131,7 @@ class IndexService:
 
     @_database_errors
     def context(self, params: ContextParams, catch_up: bool = True,
-                roots: Mapping[str, Path] | None = None) -> ContextResult:
+                files: FileAccess | None = None) -> ContextResult:
         with self._lock:
             backend = self.backend
             key = str(self.journal.path)
@@ -144,7 +143,7 @@ class IndexService:
             info: dict[str, Any] = {"behindJournalBytes": max(0, behind)}
             if behind > 0:
                 info["note"] = "the index is behind the journal; run `urchin index` (the daemon feeds it continuously)"
-            return run_context(backend, params, self.embedder, info, roots)
+            return run_context(backend, params, self.embedder, info, files)
 
     @_database_errors
     def status(self) -> dict[str, Any]:

@@ -133,7 +133,8 @@ DOCS: dict[str, tuple[str, str]] = {
         "Read a range of lines of a file in a workspace root, with line numbers and the file's total line "
         "count (defaults: fromLine 1, maxLines 200, at most 2000). Search first (search_context or "
         "urchin_search) and read only the ranges the results point at; never read whole files. Paths "
-        "outside the workspace roots are refused.")),
+        "outside the workspace roots (and '..') are refused, and so are ignored files and secret stores "
+        "(.env, keys, credentials) unless the root opts in; secrets read as [REDACTED:type], line numbers kept.")),
     "get_workspace_overview": ("Workspace overview", (
         "Start here in a workspace you do not know: its roots, file and folder counts, largest folders, "
         "recently changed files, index state, connected sources and the curated memories available.")),
@@ -150,7 +151,8 @@ DOCS: dict[str, tuple[str, str]] = {
     "fetch_source_document": ("Fetch one whole document", (
         "Return one whole document by its id: an event (source = its journal source) or a workspace file "
         "(source = the root's name, id = the path inside it). Prefer get_file ranges for long files; files "
-        "outside the workspace roots are refused, and files over 4 MiB too.")),
+        "outside the workspace roots, ignored files, secret stores (unless the root opts in) and files over "
+        "4 MiB are refused; secrets read as [REDACTED:type].")),
 }
 
 RUNNERS = {"get_file": _get_file, "get_workspace_overview": _overview, "list_memories": _list_memories,

@@ -50,7 +50,7 @@ class IndexOps:
         from urchin.index.params import ContextParams
 
         parsed = ContextParams.parse(params, now=now) if params is not None else ContextParams.build(now=now, **kwargs)
-        return self.index_service.context(parsed, roots={r.name: r.path for r in self.workspace_list()})
+        return self.index_service.context(parsed, files=self.files)
 
     def index(self, rebuild: bool = False, follow: bool = False,
               on_progress: Callable[[int, int], None] | None = None,
@@ -73,8 +73,6 @@ class IndexOps:
         For a root, `doc_id` is the path inside it (or `<root>/<path>`; source `files` takes `<root>/<path>`).
         Paths that leave the root are refused; files over MAX_DOCUMENT_BYTES are refused (read ranges instead).
         """
-        from urchin.workspace.roots import is_binary
-
         if not isinstance(source, str) or not source.strip():
             raise QueryError("source", "must not be empty")
         if not isinstance(doc_id, str) or not doc_id.strip():
@@ -82,23 +80,23 @@ class IndexOps:
         source, doc_id = source.strip(), doc_id.strip()
         names = {r.name for r in self.workspace_list()}
         if source in names or source == "files":
+            from urchin.workspace.access import check_relative
+
+            check_relative(doc_id, "id")           # an absolute id stays absolute: refused, never re-rooted
             wanted = doc_id if source == "files" or doc_id.startswith(source + "/") else f"{source}/{doc_id}"
-            root, rel = self.roots.resolve(wanted)
-            if source != "files" and root.name != source:
+            files = self.files
+            loc = files.locate(wanted, "id")
+            if source != "files" and loc.root.name != source:
                 raise NotFoundError(f"no file {doc_id!r} in workspace root {source!r}")
-            target = root.path / rel
-            if not target.is_file():
-                raise ValidationError("id", f"{doc_id!r} is not a file")
-            if is_binary(target):
+            if files.is_binary(loc):
                 raise ValidationError("id", f"{doc_id!r} is a binary file")
-            stat = target.stat()
-            if stat.st_size > MAX_DOCUMENT_BYTES:
-                raise ValidationError("id", f"{doc_id!r} has {stat.st_size} bytes, more than {MAX_DOCUMENT_BYTES}: "
+            if loc.size > MAX_DOCUMENT_BYTES:
+                raise ValidationError("id", f"{doc_id!r} has {loc.size} bytes, more than {MAX_DOCUMENT_BYTES}: "
                                             "read ranges with get_file")
-            text = target.read_text(encoding="utf-8", errors="replace")
-            return {"source": root.name, "id": f"{root.name}/{rel}", "type": "file", "content": text,
-                    "totalLines": len(text.splitlines()), "size": stat.st_size,
-                    "updatedAt": datetime.fromtimestamp(stat.st_mtime, UTC).isoformat(timespec="seconds")}
+            text = files.read_text(loc, MAX_DOCUMENT_BYTES)
+            return {"source": loc.root.name, "id": loc.display, "type": "file", "content": text,
+                    "totalLines": len(text.splitlines()), "size": loc.size,
+                    "updatedAt": datetime.fromtimestamp(loc.mtime, UTC).isoformat(timespec="seconds")}
         event = self.get(doc_id)
         if event.source != source:
             raise NotFoundError(f"event {doc_id!r} is not from source {source!r} (it is from {event.source!r})")
@@ -106,7 +104,7 @@ class IndexOps:
 
     def index_files(self) -> FileIndexReport:
         """Index the workspace roots' files (changed ones re-chunked, vanished ones removed)."""
-        return self.index_service.index_files(self.workspace_list())
+        return self.index_service.index_files(self.files)
 
     def index_status(self) -> dict[str, Any]:
         return self.index_service.status()

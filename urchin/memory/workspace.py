@@ -13,6 +13,7 @@ from urchin.search.query import check_limit, one_line
 
 if TYPE_CHECKING:
     from urchin.search.substring import SubstringSearcher
+    from urchin.workspace.access import FileAccess
     from urchin.workspace.memories import Member, MemoryDef
     from urchin.workspace.reader import FileRange
     from urchin.workspace.roots import Root, Roots
@@ -32,8 +33,15 @@ class WorkspaceOps:
 
         return Roots(self.settings.home)
 
-    def workspace_add(self, path: str, name: str | None = None) -> Root:
-        return self.roots.add(path, name)
+    @property
+    def files(self) -> FileAccess:
+        """The one reader of workspace files (resolve, check, open what was checked, redact)."""
+        from urchin.workspace.access import file_access
+
+        return file_access(self.settings, self.roots.list())
+
+    def workspace_add(self, path: str, name: str | None = None, allow_secret_files: bool = False) -> Root:
+        return self.roots.add(path, name, allow_secret_files)
 
     def workspace_remove(self, name: str) -> Root:
         return self.roots.remove(name)
@@ -45,12 +53,17 @@ class WorkspaceOps:
         """A window of numbered lines of a workspace file; paths outside the roots are refused."""
         from urchin.workspace.reader import read_range
 
-        return read_range(self.roots, path, from_line, max_lines)
+        return read_range(self.files, path, from_line, max_lines)
 
     def memory_create(self, slug: str, use_when: str, members: list[Member], title: str | None = None,
                       replace: bool = False) -> MemoryDef:
+        """Save a curated memory; a file or folder member must lie inside a root (it may not exist yet)."""
         from urchin.workspace.memories import MemoryStore
 
+        files = self.files
+        for i, member in enumerate(members):
+            if member.type in ("file", "folder") and member.path:
+                files.check_member(member.path, f"members[{i}].path")
         return MemoryStore(self.settings.home).create(slug, use_when, members, title, replace)
 
     def memory_list(self) -> list[MemoryDef]:
@@ -69,38 +82,41 @@ class WorkspaceOps:
             result = self.search(member.query or "", hours=member.hours or 24 * 365, limit=50, source=member.source)
             return [one_line(hit.event, width=2000) for hit in result.hits]
 
-        return gather(definition, self.roots, run_query, budget)
+        return gather(definition, self.files, run_query, budget)
 
     def overview(self) -> dict[str, Any]:
         """Where an agent new to a workspace starts: files, recent changes, sources, memories."""
         from urchin.workspace.overview import root_overview
 
-        roots = self.roots.list()
+        files = self.files
+        roots = files.roots
         out: dict[str, Any] = {
-            "roots": [root_overview(root) for root in roots],
+            "roots": [root_overview(root, files) for root in roots],
             "memories": [m.summary() for m in self.memory_list()],
             "journal": {k: v for k, v in self.status().items() if k in ("events", "firstTimestamp", "lastTimestamp")},
             "sources": [{"name": c["name"], "found": c.get("found"), "events": c.get("events", 0),
                          "lastRun": c.get("lastRun"), "lastError": c.get("lastError")}
                         for c in self.collectors_status()],
         }
-        out["index"] = self._file_index_state(roots)
+        out["index"] = self._file_index_state(files)
         return out
 
-    def _file_index_state(self, roots: list[Root]) -> dict[str, Any]:
+    def _file_index_state(self, files: FileAccess) -> dict[str, Any]:
         """Per root: files indexed, cataloged (over the size cap), pending (not yet seen), failed."""
         try:
             status = self.index_status()
         except (UrchinError, ImportError) as exc:
             return {"available": False, "reason": str(exc)}
-        from urchin.workspace.roots import is_binary, walk_files
+        from urchin.workspace.overview import binary_file
+        from urchin.workspace.roots import walk_files
 
-        files = status.get("files", {})
+        by_root = status.get("files", {})
         out: dict[str, Any] = {"available": True, "chunks": status.get("chunks"), "roots": {}}
-        for root in roots:
-            states = files.get(root.name, {})
+        for root in files.roots:
+            states = by_root.get(root.name, {})
             known = sum(states.values())
-            on_disk = sum(1 for item in walk_files(root) if not is_binary(item.path))  # binaries are never indexed
+            on_disk = sum(1 for item in walk_files(root)             # binaries are never indexed
+                          if not binary_file(files, root, item.rel))
             out["roots"][root.name] = {"indexed": states.get("indexed", 0), "cataloged": states.get("cataloged", 0),
                                        "failed": states.get("failed", 0), "pending": max(0, on_disk - known)}
         return out

@@ -13,10 +13,13 @@ import tomllib
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from urchin.config import write_private
 from urchin.errors import NotFoundError, ValidationError
+
+if TYPE_CHECKING:
+    from urchin.workspace.access import FileAccess, Located
 
 __all__ = ["Member", "MemoryDef", "MemoryStore", "CHARS_PER_TOKEN"]
 
@@ -125,13 +128,13 @@ class MemoryStore:
         return "\n".join(lines) + "\n"
 
 
-def gather(definition: MemoryDef, roots: Any, run_query: Any, token_budget: int) -> dict[str, Any]:
+def gather(definition: MemoryDef, files: FileAccess, run_query: Any, token_budget: int) -> dict[str, Any]:
     """Every member's current contents, best effort within `token_budget` tokens (4 chars each).
 
-    `roots` is a `Roots`; `run_query(member)` returns the text lines of a query member's events.
-    Members that cannot be read are listed in `coverage`, never silently dropped.
+    Files are read through `files` (checked and redacted); `run_query(member)` returns the text lines
+    of a query member's events. Members that cannot be read are listed in `coverage`, never dropped.
     """
-    from urchin.workspace.roots import is_binary, walk_files
+    from urchin.workspace.roots import walk_files
 
     budget = token_budget * CHARS_PER_TOKEN
     parts: list[dict[str, Any]] = []
@@ -149,26 +152,28 @@ def gather(definition: MemoryDef, roots: Any, run_query: Any, token_budget: int)
         budget -= len(text)
         parts.append({"member": label, "type": kind, "content": text})
 
+    def add_file(loc: Located) -> None:
+        if files.is_binary(loc):
+            coverage.append({"member": loc.display, "status": "excluded", "reason": "binary file"})
+        else:
+            add(loc.display, files.read_text(loc), "file")
+
     for member in definition.members:
         label = member.path or member.query or "?"
         try:
             if member.type == "query":
                 add(f"query:{member.query}", "\n".join(run_query(member)), "query")
             elif member.type == "file":
-                root, rel = roots.resolve(member.path)
-                if is_binary(root.path / rel):
-                    coverage.append({"member": label, "status": "excluded", "reason": "binary file"})
-                    continue
-                add(f"{root.name}/{rel}", (root.path / rel).read_text(encoding="utf-8", errors="replace"), "file")
+                add_file(files.locate(member.path or ""))
             else:
-                root, rel = roots.resolve(member.path)
+                root, rel = files.locate_folder(member.path or "")
                 prefix = rel.rstrip("/") + "/"
                 for item in walk_files(root):
-                    if item.rel.startswith(prefix) or rel in (".", ""):
-                        if is_binary(item.path):
-                            coverage.append({"member": item.display, "status": "excluded", "reason": "binary file"})
-                            continue
-                        add(item.display, item.path.read_text(encoding="utf-8", errors="replace"), "file")
+                    if rel == "" or item.rel.startswith(prefix):
+                        try:
+                            add_file(files.locate_in(root, item.rel))
+                        except (NotFoundError, ValidationError) as exc:
+                            coverage.append({"member": item.display, "status": "unreadable", "reason": str(exc)})
         except (NotFoundError, ValidationError) as exc:
             coverage.append({"member": label, "status": "unreadable", "reason": str(exc)})
         except OSError as exc:

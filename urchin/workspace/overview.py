@@ -4,14 +4,19 @@ from __future__ import annotations
 
 from collections import Counter
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from urchin.workspace.roots import DEFAULT_SIZE_CAP, Root, is_binary, walk_files
+from urchin.errors import UrchinError
+from urchin.workspace.roots import DEFAULT_SIZE_CAP, Root, walk_files
+
+if TYPE_CHECKING:
+    from urchin.workspace.access import FileAccess
 
 __all__ = ["root_overview"]
 
 
-def root_overview(root: Root, recent: int = 10, largest: int = 5, size_cap: int = DEFAULT_SIZE_CAP) -> dict[str, Any]:
+def root_overview(root: Root, access: FileAccess, recent: int = 10, largest: int = 5,
+                  size_cap: int = DEFAULT_SIZE_CAP) -> dict[str, Any]:
     """Counts by folder and extension, the largest folders, and the most recently changed files."""
     files = list(walk_files(root))
     folders: Counter[str] = Counter()
@@ -26,7 +31,7 @@ def root_overview(root: Root, recent: int = 10, largest: int = 5, size_cap: int 
         extensions[suffix] += 1
         if item.size > size_cap:
             oversize += 1
-        elif is_binary(item.path):
+        elif binary_file(access, item.root, item.rel):
             binary += 1
     newest = sorted(files, key=lambda f: f.mtime, reverse=True)[:recent]
     return {
@@ -43,3 +48,11 @@ def root_overview(root: Root, recent: int = 10, largest: int = 5, size_cap: int 
         "recentChanges": [{"path": f.display, "updatedAt": datetime.fromtimestamp(f.mtime, UTC)
                            .strftime("%Y-%m-%dT%H:%M:%SZ"), "bytes": f.size} for f in newest],
     }
+
+
+def binary_file(files: FileAccess, root: Root, rel: str) -> bool:
+    """Is the walked file binary? Read through the one resolver; a file that cannot be read counts as binary."""
+    try:
+        return files.is_binary(files.locate_in(root, rel, serve=False))
+    except (OSError, UrchinError):
+        return True

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from urchin.errors import QueryError, ValidationError
-from urchin.workspace.roots import Roots, is_binary
+from urchin.workspace.access import FileAccess
 
 __all__ = ["FileRange", "read_range", "MAX_LINES"]
 
@@ -44,20 +44,17 @@ def _int(value: Any, name: str, low: int, high: int | None = None) -> int:
     return value
 
 
-def read_range(roots: Roots, path: str, from_line: int = 1, max_lines: int = 200) -> FileRange:
+def read_range(files: FileAccess, path: str, from_line: int = 1, max_lines: int = 200) -> FileRange:
+    """Lines `from_line`.. of a checked workspace file, redacted (line numbers kept), and its line count."""
     from_line = _int(from_line, "fromLine", 1)
     max_lines = _int(max_lines, "maxLines", 1, MAX_LINES)
-    root, rel = roots.resolve(path)
-    target = root.path / rel
-    if target.is_dir():
-        raise ValidationError("path", f"{path!r} is a folder, not a file")
-    if is_binary(target):
+    loc = files.locate(path)
+    if files.is_binary(loc):
         raise ValidationError("path", f"{path!r} is a binary file")
     lines: list[str] = []
     total = 0
-    with target.open("r", encoding="utf-8", errors="replace") as handle:
-        for total, line in enumerate(handle, 1):
-            if from_line <= total < from_line + max_lines:
-                lines.append(line.rstrip("\n").rstrip("\r"))
+    for total, line in enumerate(files.lines(loc), 1):
+        if from_line <= total < from_line + max_lines:
+            lines.append(line.rstrip("\n").rstrip("\r"))
     to_line = from_line + len(lines) - 1 if lines else min(from_line - 1, total)
-    return FileRange(f"{root.name}/{rel}", from_line, to_line, total, lines)
+    return FileRange(loc.display, from_line, to_line, total, lines)

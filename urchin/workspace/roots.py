@@ -1,8 +1,7 @@
 """Workspace roots: named folders whose files Urchin indexes and reads, and safe path resolution.
 
-Roots are kept in `$URCHIN_HOME/workspaces.json` (0600). A path is `<root name>/<path>`, or just
-`<path>` when exactly one root holds it; anything that resolves outside its root (`..`, absolute
-paths, symlinks pointing out) is refused.
+Roots are kept in `$URCHIN_HOME/workspaces.json` (0600), each with its opt-in to secret-store files.
+Paths given by users are resolved and read only through `urchin.workspace.access.FileAccess`.
 """
 
 from __future__ import annotations
@@ -13,14 +12,16 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import orjson
 
 from urchin.config import write_private
 from urchin.errors import NotFoundError, ValidationError
 from urchin.workspace.ignore import IgnoreRules
+from urchin.workspace.policy import is_ignored, secret_rule
 
-__all__ = ["Root", "Roots", "WorkspaceFile", "DEFAULT_SIZE_CAP", "walk_files", "is_binary"]
+__all__ = ["Root", "Roots", "WorkspaceFile", "DEFAULT_SIZE_CAP", "walk_files"]
 
 DEFAULT_SIZE_CAP = 1024 * 1024
 _NAME = re.compile(r"[A-Za-z0-9._-]+")
@@ -30,9 +31,13 @@ _NAME = re.compile(r"[A-Za-z0-9._-]+")
 class Root:
     name: str
     path: Path
+    allow_secret_files: bool = False   # opt-in: index and serve secret stores (`.env`, keys, credentials)
 
-    def to_dict(self) -> dict[str, str]:
-        return {"name": self.name, "path": str(self.path)}
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"name": self.name, "path": str(self.path)}
+        if self.allow_secret_files:
+            out["allowSecretFiles"] = True
+        return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,10 +67,11 @@ class Roots:
             return []
         except (OSError, orjson.JSONDecodeError):
             return []
-        return [Root(item["name"], Path(item["path"])) for item in data.get("roots", [])
-                if isinstance(item, dict) and "name" in item and "path" in item]
+        return [Root(item["name"], Path(item["path"]), item.get("allowSecretFiles") is True)
+                for item in data.get("roots", []) if isinstance(item, dict) and "name" in item and "path" in item]
 
-    def add(self, path: str | Path, name: str | None = None) -> Root:
+    def add(self, path: str | Path, name: str | None = None, allow_secret_files: bool = False) -> Root:
+        """Add a root, or change one: adding the same folder under the same name again updates it."""
         folder = Path(path).expanduser()
         if not folder.is_dir():
             raise ValidationError("path", f"must be an existing folder, got {str(path)!r}")
@@ -76,7 +82,7 @@ class Roots:
         roots = [r for r in self.list() if r.name != name]
         if any(r.path == folder for r in roots):
             raise ValidationError("path", f"{folder} is already a workspace root")
-        root = Root(name, folder)
+        root = Root(name, folder, allow_secret_files)
         self._save([*roots, root])
         return root
 
@@ -94,69 +100,27 @@ class Roots:
                 return root
         raise NotFoundError(f"no workspace root named {name!r}")
 
-    def resolve(self, path: str) -> tuple[Root, str]:
-        """`<root>/<rel>` or `<rel>` -> (root, normalised rel path), refusing anything outside a root."""
-        if not isinstance(path, str) or not path.strip():
-            raise ValidationError("path", "must not be empty")
-        roots = self.list()
-        if not roots:
-            raise NotFoundError("no workspace roots: add one with `urchin workspace add PATH`")
-        text = path.strip().replace("\\", "/")
-        if text.startswith("/") or re.match(r"^[A-Za-z]:", text):
-            raise ValidationError("path", "must be relative to a workspace root")
-        head, _, rest = text.partition("/")
-        named = [r for r in roots if r.name == head]
-        if named and rest:
-            if not _inside(named[0], rest):
-                raise ValidationError("path", f"{path!r} is outside the workspace roots")
-            if (named[0].path / rest).exists():
-                return named[0], _norm(rest)
-        inside = [r for r in roots if _inside(r, text)]
-        if not inside:
-            raise ValidationError("path", f"{path!r} is outside the workspace roots")
-        found = [r for r in inside if (r.path / text).exists()]
-        if not found:
-            raise NotFoundError(f"no file {path!r} in the workspace roots")
-        if len(found) > 1:
-            names = ", ".join(r.name for r in found)
-            raise ValidationError("path", f"{path!r} is in several roots ({names}): prefix it with the root name")
-        return found[0], _norm(text)
-
     def _save(self, roots: builtins.list[Root]) -> None:
         write_private(self.file, orjson.dumps({"roots": [r.to_dict() for r in roots]}, option=orjson.OPT_INDENT_2))
 
 
-def _norm(rel: str) -> str:
-    return os.path.normpath(rel).replace(os.sep, "/")
-
-
-def _inside(root: Root, rel: str) -> bool:
-    """True when `rel` stays inside the root after `..` and symlinks are resolved."""
-    if not rel or rel.startswith("/"):
-        return False
-    base = root.path.resolve()
-    target = (base / rel).resolve()
-    return target == base or base in target.parents
-
-
-def is_binary(path: Path) -> bool:
+def _inside(base: Path, rel: str) -> str | None:
+    """`rel`'s path inside `base` (a real folder) once symlinks are resolved, or None when it leaves it."""
     try:
-        with path.open("rb") as handle:
-            head = handle.read(8192)
-    except OSError:
-        return True
-    if b"\0" in head:
-        return True
-    try:
-        head.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        return exc.start < len(head) - 4  # a cut multi-byte character at the end is fine
-    return False
+        real = Path(os.path.realpath(base / rel, strict=True))
+    except (OSError, RuntimeError):
+        return None
+    return real.relative_to(base).as_posix() if real == base or real.is_relative_to(base) else None
 
 
 def walk_files(root: Root) -> Iterator[WorkspaceFile]:
-    """Every file under the root that the ignore rules keep, not following symlinks out of it."""
+    """Every file under the root that the ignore rules keep, not following symlinks out of it, and no
+    secret store (`policy.secret_rule`) unless the root opts in."""
     base = root.path.resolve()
+
+    def skipped(rel: str, is_dir: bool = False) -> bool:
+        # a folder is skipped only when every file in it would be (`.ssh/`); `credentials/` may hold code
+        return not root.allow_secret_files and secret_rule(f"{rel}/-" if is_dir else rel) is not None
 
     def walk(rel_dir: str, rules: IgnoreRules) -> Iterator[WorkspaceFile]:
         rules = rules.with_folder(base, rel_dir)
@@ -168,10 +132,12 @@ def walk_files(root: Root) -> Iterator[WorkspaceFile]:
             rel = f"{rel_dir}/{entry.name}" if rel_dir else entry.name
             try:
                 is_dir = entry.is_dir(follow_symlinks=False)
-                if entry.is_symlink() and not _inside(root, rel):
+                if rules.ignored(rel, is_dir) or skipped(rel, is_dir):
                     continue
-                if rules.ignored(rel, is_dir):
-                    continue
+                if entry.is_symlink():
+                    real_rel = _inside(base, rel)
+                    if real_rel is None or skipped(real_rel) or is_ignored(base, real_rel):
+                        continue
                 if is_dir:
                     yield from walk(rel, rules)
                 elif entry.is_file():
