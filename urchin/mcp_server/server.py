@@ -15,12 +15,12 @@ import anyio
 import mcp_types as types
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.lowlevel import Server
-from mcp.server.stdio import stdio_server
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.routing import Route
 
 from urchin.mcp_server.schemas import SERVER_INSTRUCTIONS
+from urchin.mcp_server.stdio import serve_lines
 from urchin.mcp_server.tools import run_tool, short, tool_error, tool_list
 
 __all__ = ["build_server", "serve_stdio", "streamable_http_app", "McpHttp", "LOOPBACK"]
@@ -63,10 +63,12 @@ def _version() -> str:
 
 
 async def serve_stdio(memory: Any) -> None:
-    """Serve the tools on this process's stdin/stdout until the client closes stdin."""
-    server = build_server(memory)
-    async with stdio_server() as (read_stream, write_stream):
-        await server.run(read_stream, write_stream, server.create_initialization_options())
+    """Serve the tools on this process's stdin/stdout until the client closes stdin.
+
+    Every line gets one answer and every request read before EOF is answered before this returns
+    (see `urchin.mcp_server.stdio` for why that takes a guard around the SDK's transport).
+    """
+    await serve_lines(build_server(memory))
 
 
 # ---- streamable HTTP, for the daemon to mount at /mcp ----------------------------------------------
