@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import socket
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import orjson
@@ -349,3 +350,18 @@ def test_the_daemons_own_origin_or_none_is_accepted(daemon: DaemonProcess, api: 
     assert api.get("/recent", headers=headers).status_code == 200
     response = api.post("/mcp", json=INITIALIZE, headers={**headers, **MCP_ACCEPT})
     assert response.status_code == 200 and response.json()["result"]["serverInfo"]["name"] == "urchin"
+
+
+def test_any_origin_is_refused_on_the_unix_socket(tmp_path: Path) -> None:
+    """No browser reaches a Unix socket, so the daemon has no origin of its own there: an Origin is foreign."""
+    uds = tmp_path / "urchin.sock"
+    daemon = DaemonProcess(tmp_path / "home", "--uds", str(uds)).start()
+    try:
+        with httpx.Client(transport=httpx.HTTPTransport(uds=str(uds)), base_url="http://localhost",
+                          headers={"authorization": f"Bearer {daemon.token}"}) as client:
+            assert client.get("/recent").status_code == 200
+            for origin in ("http://localhost", "http://127.0.0.1:18799", "null"):
+                response = client.get("/recent", headers={"origin": origin})
+                assert response.status_code == 403 and response.json()["field"] == "origin"
+    finally:
+        daemon.stop()

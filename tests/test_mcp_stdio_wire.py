@@ -204,3 +204,14 @@ def test_duplicate_ids_and_client_responses_then_eof(wire: Wire) -> None:
                    {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 12345}})
     answers = wire.close_and_drain(timeout=20)
     assert [a["id"] for a in answers] == ["init", 1, 1]
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs /proc")
+def test_children_cannot_read_the_wire(wire: Wire) -> None:
+    """While serving, fd 0 reads /dev/null (a child such as git or PostgreSQL inherits that, not the
+    client's pipe) and fd 1 is not the wire; the protocol uses private close-on-exec copies."""
+    _initialize(wire)
+    fd = f"/proc/{wire.proc.pid}/fd"
+    assert os.readlink(f"{fd}/0") == "/dev/null"
+    assert os.readlink(f"{fd}/1") != os.readlink(f"/proc/self/fd/{wire.proc.stdout.fileno()}")  # type: ignore[union-attr]
+    assert wire.close_and_drain() == []

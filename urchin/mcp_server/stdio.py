@@ -14,15 +14,19 @@ whose writes have landed. `LineGuard` keeps both promises that the SDK does not:
   written and flushed before the process exits.
 
 Everything else (framing of answers, the stdout claim that keeps stray prints off the wire, the
-protocol itself) stays the SDK's.
+protocol itself) stays the SDK's. Since the SDK claims stdin only when it reads it, `private_stdin`
+does that part: the wire moves to a close-on-exec descriptor and fd 0 reads /dev/null, so a child
+process (git, an embedded PostgreSQL) can neither read protocol bytes nor hold the pipe.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
-import sys
+import os
 from collections import Counter
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
 from types import TracebackType
 from typing import Any, BinaryIO, cast
 
@@ -209,8 +213,26 @@ class LineGuard:
                 self._changed = anyio.Event()
 
 
+@contextmanager
+def private_stdin() -> Iterator[BinaryIO]:
+    """The client's pipe on a private descriptor for as long as we serve; fd 0 reads /dev/null meanwhile."""
+    private = fcntl.fcntl(0, fcntl.F_DUPFD_CLOEXEC, 3)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    try:
+        # closefd=False: should a reader thread still block on it at exit, it must not be recycled under it
+        yield os.fdopen(private, "rb", closefd=False)
+    finally:
+        os.dup2(private, 0)
+
+
 async def serve_lines(server: Server[Any], source: BinaryIO | None = None) -> None:
     """Serve `server` on stdin/stdout (or `source`/stdout) until EOF and every answer owed is written."""
-    guard = LineGuard(source if source is not None else sys.stdin.buffer)
+    if source is None:
+        with private_stdin() as stdin:
+            await serve_lines(server, stdin)
+        return
+    guard = LineGuard(source)
     async with stdio_server(stdin=cast(anyio.AsyncFile[str], guard)) as (read_stream, write_stream):
         await server.run(read_stream, guard.attach(write_stream), server.create_initialization_options())
