@@ -129,13 +129,16 @@ class OneMessage:
         if scope["type"] != "http" or scope["method"] != "POST":
             await self.app(scope, receive, send)
             return
-        body, more = b"", True
-        while more and len(body) <= MAX_LINE_BYTES:
+        parts: list[bytes] = []
+        size, more = 0, True
+        while more and size <= MAX_LINE_BYTES:
             message = await receive()
-            body += message.get("body", b"")
+            parts.append(message.get("body", b""))
+            size += len(parts[-1])
             more = message.get("more_body", False) and message["type"] == "http.request"
+        body = b"".join(parts)
         try:
-            if len(body) > MAX_LINE_BYTES:
+            if size > MAX_LINE_BYTES:
                 raise BadLine(types.INVALID_REQUEST, f"Invalid request: a body over {MAX_LINE_BYTES} bytes")
             parse_line(body)
         except BadLine as bad:
