@@ -13,10 +13,12 @@ import subprocess
 import sys
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.daemon_fixture import DaemonProcess
 from tests.mcp_harness import child_env
 from urchin.memory import Memory
 
@@ -168,6 +170,28 @@ def test_a_burst_then_eof_answers_every_request(wire: Wire, memory: Memory) -> N
     assert all(by_id[n]["result"]["structuredContent"]["status"] == "appended" for n in range(count))
     contents = {e.content for e in memory.recent(limit=1000).events}
     assert contents == {f"burst event number {n}" for n in range(count)}
+
+
+def test_a_burst_then_eof_through_the_daemon(urchin_home: Path, memory: Memory) -> None:
+    """The same with a daemon running: the tools write through it, and still every answer comes back."""
+    daemon = DaemonProcess(urchin_home).start()
+    wire = Wire()
+    try:
+        count = 40
+        calls = [{"jsonrpc": "2.0", "id": n, "method": "tools/call",
+                  "params": {"name": "urchin_ingest", "arguments": {"content": f"via the daemon {n}"}}}
+                 for n in range(count)]
+        wire.send_json(INITIALIZE, INITIALIZED, *calls, {"jsonrpc": "2.0", "id": "status", "method": "tools/call",
+                                                          "params": {"name": "urchin_status", "arguments": {}}})
+        answers = {a["id"]: a for a in wire.close_and_drain()}
+        assert set(answers) == {"init", "status", *range(count)}
+        assert "daemon" in answers["status"]["result"]["structuredContent"], "urchin mcp did not use the daemon"
+        with daemon.client() as client:
+            found = client.get("/search", params={"query": "via the daemon", "limit": 100}).json()
+        assert found["totalResults"] == count
+    finally:
+        wire.stop()
+        daemon.stop()
 
 
 def test_a_burst_of_mixed_lines_then_eof_answers_each_once(wire: Wire) -> None:
