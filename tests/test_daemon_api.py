@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import socket
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import orjson
@@ -30,12 +31,14 @@ def _unchanged(daemon: DaemonProcess, before: bytes) -> None:
     assert daemon.journal_bytes() == before
 
 
-def test_health_needs_no_token(daemon: DaemonProcess) -> None:
-    response = httpx.get(daemon.url + "/health", trust_env=False)
-    assert response.status_code == 200
-    body = response.json()
-    assert body["status"] == "ok" and isinstance(body["events"], int) and body["uptime_s"] >= 0
-    assert "version" in body
+def test_health_without_the_token_says_only_that_it_is_alive(daemon: DaemonProcess, api: httpx.Client) -> None:
+    api.post("/ingest", json={"content": "something to count"})
+    for headers in ({}, {"authorization": "Bearer wrong-token"}, {"authorization": "Basic abc"}):
+        response = httpx.get(daemon.url + "/health", headers=headers, trust_env=False)
+        assert response.status_code == 200
+        assert response.json() == {"status": "ok"}, headers  # no counts, no version, nothing of the journal
+    body = api.get("/health").json()  # with the token it may say more
+    assert body["status"] == "ok" and body["events"] >= 1 and body["uptime_s"] >= 0 and "version" in body
 
 
 @pytest.mark.parametrize("header", [None, "Bearer wrong-token", "Basic abc", "Bearer", "bearer  x"])
@@ -279,9 +282,24 @@ def test_status_describes_journal_and_daemon(daemon: DaemonProcess, api: httpx.C
     assert body["daemon"]["writer"]["events"] >= 1
 
 
-def test_unknown_route_and_method(api: httpx.Client) -> None:
-    assert api.get("/nope").status_code == 404
-    assert api.get("/ingest").status_code == 405
+@pytest.mark.parametrize(("method", "path", "status", "field"), [
+    ("GET", "/nope", 404, "path"),
+    ("GET", "/events", 404, "path"),
+    ("POST", "/nope/deeper", 404, "path"),
+    ("GET", "/ingest", 405, "method"),
+    ("PUT", "/search", 405, "method"),
+    ("DELETE", "/health", 405, "method"),
+])
+def test_unknown_route_and_method_answer_the_json_error_shape(api: httpx.Client, method: str, path: str,
+                                                             status: int, field: str) -> None:
+    response = api.request(method, path, json={} if method in ("POST", "PUT") else None)
+    assert response.status_code == status
+    assert response.headers["content-type"] == "application/json"
+    body = response.json()
+    assert set(body) == {"error", "field"} and body["field"] == field
+    assert body["error"].startswith(f"{field}: ") and path in body["error"]
+    if status == 405:
+        assert response.headers["allow"]
 
 
 def test_token_file_is_private(daemon: DaemonProcess) -> None:
@@ -290,3 +308,60 @@ def test_token_file_is_private(daemon: DaemonProcess) -> None:
     info = (daemon.home / "daemon.json").read_text()
     assert daemon.token not in info  # it names the token file, never the token
     assert orjson.loads(info)["token_path"] == str(daemon.home / "token")
+
+
+def _port(daemon: DaemonProcess) -> str:
+    return daemon.url.rsplit(":", 1)[1]
+
+
+INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+              "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                         "clientInfo": {"name": "raw", "version": "1"}}}
+MCP_ACCEPT = {"accept": "application/json, text/event-stream"}
+
+
+@pytest.mark.parametrize("origin", ["http://evil.example", "https://evil.example:443", "null",
+                                    "http://127.0.0.1:1", "https://127.0.0.1:{port}", "http://localhost.evil.com:{port}",
+                                    "http://127.0.0.1.nip.io:{port}", "http://10.0.0.5:{port}", "file://",
+                                    "http://127.0.0.1:{port}/path", "http://user@127.0.0.1:{port}"])
+def test_a_foreign_origin_is_refused_everywhere(daemon: DaemonProcess, api: httpx.Client, origin: str) -> None:
+    """A browser page from another origin (DNS rebinding, a site the user visits) gets 403 on every route,
+    /mcp included, whether or not it holds the token; nothing is written."""
+    before = daemon.journal_bytes()
+    headers = {"origin": origin.format(port=_port(daemon))}
+    for method, path, body in (("POST", "/ingest", {"content": "from a web page"}), ("GET", "/recent", None),
+                               ("GET", "/health", None), ("POST", "/mcp", INITIALIZE), ("GET", "/mcp", None),
+                               ("GET", "/nope", None), ("OPTIONS", "/ingest", None)):
+        response = api.request(method, path, json=body, headers={**headers, **MCP_ACCEPT})
+        assert response.status_code == 403, (method, path, response.text)
+        assert response.json()["field"] == "origin"
+        tokenless = httpx.request(method, daemon.url + path, json=body, headers={**headers, **MCP_ACCEPT},
+                                  trust_env=False)
+        assert tokenless.status_code == 403, (method, path)
+    _unchanged(daemon, before)
+
+
+@pytest.mark.parametrize("origin", [None, "http://127.0.0.1:{port}", "http://localhost:{port}",
+                                    "HTTP://LOCALHOST:{port}"])
+def test_the_daemons_own_origin_or_none_is_accepted(daemon: DaemonProcess, api: httpx.Client,
+                                                    origin: str | None) -> None:
+    headers = {"origin": origin.format(port=_port(daemon))} if origin else {}
+    assert api.post("/ingest", json={"content": f"own origin {origin}"}, headers=headers).status_code == 200
+    assert api.get("/recent", headers=headers).status_code == 200
+    response = api.post("/mcp", json=INITIALIZE, headers={**headers, **MCP_ACCEPT})
+    assert response.status_code == 200 and response.json()["result"]["serverInfo"]["name"] == "urchin"
+
+
+def test_any_origin_is_refused_on_the_unix_socket(tmp_path: Path) -> None:
+    """No browser reaches a Unix socket, so the daemon has no origin of its own there: an Origin is foreign."""
+    uds = tmp_path / "urchin.sock"
+    daemon = DaemonProcess(tmp_path / "home", "--uds", str(uds)).start()
+    try:
+        with httpx.Client(transport=httpx.HTTPTransport(uds=str(uds)), base_url="http://localhost",
+                          headers={"authorization": f"Bearer {daemon.token}"}) as client:
+            assert client.get("/recent").status_code == 200
+            for origin in ("http://localhost", "http://127.0.0.1:18799", "null"):
+                response = client.get("/recent", headers={"origin": origin})
+                assert response.status_code == 403 and response.json()["field"] == "origin"
+    finally:
+        daemon.stop()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Iterator
+from typing import Any
 
 import httpx2
 import pytest
@@ -20,6 +21,7 @@ from tests.mcp_scenarios import (
     check_tool_list,
     check_write_tools,
 )
+from tests.test_mcp_stdio_wire import MALFORMED
 from urchin.memory import Memory
 
 pytestmark = pytest.mark.anyio
@@ -67,3 +69,17 @@ def test_http_endpoint_refuses_without_token_and_foreign_hosts(url: str) -> None
     assert ok.status_code == 200 and ok.json()["result"]["serverInfo"]["name"] == "urchin"
     rebinding = httpx2.post(url, json=initialize, headers={**good, "Host": "evil.example:80"})
     assert rebinding.status_code in (403, 421)
+
+
+@pytest.mark.parametrize(("body", "code", "echo"), [m[1:] for m in MALFORMED], ids=[m[0] for m in MALFORMED])
+def test_a_malformed_body_gets_the_same_json_rpc_error_as_over_stdio(url: str, memory: Memory, body: bytes,
+                                                                      code: int, echo: Any) -> None:
+    """One rule for both transports: a body that is not one JSON-RPC 2.0 message is answered 400 with
+    -32700 (id null) or -32600 (its id echoed when readable), never 202-and-silence."""
+    headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json",
+               "Authorization": f"Bearer {TOKEN}"}
+    response = httpx2.post(url, content=body, headers=headers)
+    assert response.status_code == 400, response.text
+    error = response.json()
+    assert error["jsonrpc"] == "2.0" and error["id"] == echo and error["error"]["code"] == code, error
+    assert memory.recent().events == []

@@ -1,8 +1,9 @@
 """The intake HTTP API: Starlette routes that parse input, call `Memory`, and format the result.
 
 No query logic lives here. Errors become `{"error": message, "field": name}` with the status of
-the `UrchinError` raised. `build_app` wraps everything in `security.Guard`, including routes and
-mounts a caller adds (the MCP server mounts streamable HTTP at `/mcp` this way).
+the `UrchinError` raised; an unknown route (404) or method (405) gets the same shape. `build_app`
+wraps everything in `security.Guard`, including routes and mounts a caller adds (the MCP server
+mounts streamable HTTP at `/mcp` this way).
 """
 
 from __future__ import annotations
@@ -19,14 +20,15 @@ from typing import Any
 import orjson
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from urchin.daemon.security import BATCH_LIMIT, EVENT_LIMIT, ASGIApp, Guard
+from urchin.daemon.security import AUTHORISED, BATCH_LIMIT, EVENT_LIMIT, SSE_IDLE_S, ASGIApp, Guard
 from urchin.daemon.workspace_routes import workspace_routes
 from urchin.daemon.writer import GroupWriter
-from urchin.errors import QueryError, UrchinError, ValidationError
+from urchin.errors import ConfigError, QueryError, UrchinError, ValidationError
 from urchin.ingest import IngestResult
 from urchin.memory import Memory
 
@@ -95,9 +97,19 @@ def build_app(state: DaemonState, token: str, *, extra_routes: Sequence[BaseRout
             yield
 
     app = Starlette(routes=routes, lifespan=lifespan,
-                    exception_handlers={UrchinError: _error, Exception: _crash})
+                    exception_handlers={UrchinError: _error, HTTPException: _http_error, Exception: _crash})
+    app.router.redirect_slashes = False  # an API answers the path it was given: 404, not a 307 to a guess
     app.state.daemon = state
-    return Guard(app, token, limit_for=lambda path: EVENT_LIMIT if path == "/ingest" else BATCH_LIMIT)
+    return Guard(app, token, limit_for=lambda path: EVENT_LIMIT if path == "/ingest" else BATCH_LIMIT,
+                 sse_idle_s=sse_idle_seconds(state.memory.settings.section("daemon")))
+
+
+def sse_idle_seconds(daemon_config: Mapping[str, Any]) -> float:
+    """`[daemon] sse_idle_timeout_s` in config.toml: how long an event stream (`GET /mcp`) may stay idle."""
+    value = daemon_config.get("sse_idle_timeout_s", SSE_IDLE_S)
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= 86_400:
+        raise ConfigError(f"daemon.sse_idle_timeout_s: must be a number of seconds in (0, 86400], got {value!r}")
+    return float(value)
 
 
 # ---- errors -------------------------------------------------------------------------------------
@@ -107,6 +119,20 @@ async def _error(request: Request, exc: Exception) -> Response:
     if isinstance(exc, ValidationError) and exc.field:
         body["field"] = exc.field
     return JSON(body, status_code=exc.status)
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    """Starlette's own 404 and 405 (no route, wrong method), in the shape of every other error."""
+    assert isinstance(exc, HTTPException)
+    where = f"{request.method} {request.url.path}"
+    if exc.status_code == 404:
+        body = {"error": f"path: no such route: {where}", "field": "path"}
+    elif exc.status_code == 405:
+        allowed = (exc.headers or {}).get("Allow", "")
+        body = {"error": f"method: not allowed: {where} (allowed: {allowed})", "field": "method"}
+    else:
+        body = {"error": f"request: {exc.detail}", "field": "request"}
+    return JSON(body, status_code=exc.status_code, headers=exc.headers)
 
 
 async def _crash(request: Request, exc: Exception) -> Response:
@@ -144,6 +170,9 @@ class TooLarge(ValidationError):
 
 # ---- routes -------------------------------------------------------------------------------------
 async def _health(request: Request) -> Response:
+    """Alive, to anyone on this machine; counts, version and uptime only to a holder of the token."""
+    if not request.scope.get(AUTHORISED):
+        return JSON({"status": "ok"})
     state = _state(request)
     _, lines = state.memory.followed
     return JSON({"status": "ok", "version": VERSION, "events": lines, "uptime_s": state.uptime_s()})

@@ -1,7 +1,8 @@
-"""What every request must pass before a route sees it: Host, bearer token, Content-Type, size.
+"""What every request must pass before a route sees it: Host, Origin, bearer token, Content-Type, size.
 
 `Guard` is a plain ASGI middleware around the whole app (mounts included, e.g. MCP at `/mcp`),
-so no route can forget a check and a refused request never reaches `Memory` or the journal.
+so no route can forget a check and a refused request never reaches `Memory` or the journal. It
+also ends a server-sent-event stream (`GET /mcp`) that has carried no event for `sse_idle_s`.
 """
 
 from __future__ import annotations
@@ -11,18 +12,23 @@ import ipaddress
 import os
 import secrets
 from collections.abc import Awaitable, Callable, MutableMapping
+from contextlib import suppress
 from typing import Any
 
+import anyio
 import orjson
 
 from urchin.config import Settings, ensure_private_dir
 from urchin.errors import ConfigError
 
-__all__ = ["Guard", "load_token", "ensure_token", "is_loopback_host", "EVENT_LIMIT", "BATCH_LIMIT"]
+__all__ = ["Guard", "load_token", "ensure_token", "is_loopback_host", "own_origins", "EVENT_LIMIT", "BATCH_LIMIT",
+           "SSE_IDLE_S", "AUTHORISED"]
 
 EVENT_LIMIT = 1 << 20  # one event: 1 MiB
 BATCH_LIMIT = 16 << 20  # one request body of any kind: 16 MiB
 OPEN_PATHS = frozenset({"/health"})
+SSE_IDLE_S = 300.0  # an event stream that carries no event (keep-alive pings aside) this long is ended
+AUTHORISED = "urchin.authorised"  # scope key: did the request carry the right token (an open path may ask)
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -74,18 +80,37 @@ def is_loopback_host(value: str) -> bool:
         return False
 
 
+def own_origins(server: tuple[str, int | None] | None) -> frozenset[str]:
+    """The Origins of pages the daemon itself would serve on the socket `server` (host, port) accepted on.
+
+    A browser sends `Origin` on cross-origin requests and on every POST; agents and curl send none.
+    Any other origin is a web page on another site (or a DNS-rebinding one) and is refused. A
+    Unix socket has no origin of its own: no browser reaches it, so any Origin there is refused.
+    """
+    if server is None or server[1] is None:
+        return frozenset()
+    host, port = server
+    names = {"localhost", f"[{host}]" if ":" in host else host}
+    suffixes = {f":{port}", ""} if port == 80 else {f":{port}"}
+    return frozenset(f"http://{name}{suffix}" for name in names for suffix in suffixes)
+
+
 class Guard:
     """Refuses bad requests before the app runs; buffers POST bodies within the size limit.
 
-    Order: Host (DNS rebinding) -> bearer token (constant time) -> Content-Type on POST ->
-    body size (Content-Length and the bytes actually read). A Unix-socket request carries no
-    usable Host, so only the token applies to it (the socket itself is 0600).
+    Order: Host (DNS rebinding) -> Origin (a browser page of another site) -> bearer token
+    (constant time) -> Content-Type on POST -> body size (Content-Length and the bytes actually
+    read). A Unix-socket request carries no usable Host, so only the token and the Origin check
+    apply to it (the socket itself is 0600). Open paths (`/health`) skip the token; the app sees
+    whether the right one came in `scope[AUTHORISED]`.
     """
 
-    def __init__(self, app: ASGIApp, token: str, limit_for: Callable[[str], int] | None = None) -> None:
+    def __init__(self, app: ASGIApp, token: str, limit_for: Callable[[str], int] | None = None,
+                 sse_idle_s: float = SSE_IDLE_S) -> None:
         self.app = app
         self.token = token.encode("utf-8")
         self.limit_for = limit_for or (lambda path: BATCH_LIMIT)
+        self.sse_idle_s = sse_idle_s
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -99,12 +124,22 @@ class Guard:
             await _refuse(send, 403, "host: must be a loopback name or address (localhost, 127.0.0.1, ::1)",
                           "host")
             return
-        if path not in OPEN_PATHS and not self._authorised(headers.get("authorization", "")):
+        origin = headers.get("origin")
+        if origin is not None and origin.strip().lower() not in own_origins(None if unix else server):
+            await _refuse(send, 403, "origin: a browser page from another origin may not use this API "
+                                     "(only the daemon's own http://127.0.0.1:PORT or http://localhost:PORT)",
+                          "origin")
+            return
+        scope[AUTHORISED] = self._authorised(headers.get("authorization", ""))
+        if path not in OPEN_PATHS and not scope[AUTHORISED]:
             await _refuse(send, 401, "authorization: missing or wrong bearer token", "authorization",
                           [(b"www-authenticate", b'Bearer realm="urchin"')])
             return
         if scope["method"] not in ("POST", "PUT", "PATCH"):
-            await self.app(scope, receive, send)
+            if "text/event-stream" in headers.get("accept", ""):
+                await _idle_limited(self.app, scope, receive, send, self.sse_idle_s)
+            else:
+                await self.app(scope, receive, send)
             return
         ctype = headers.get("content-type", "").split(";", 1)[0].strip().lower()
         if ctype != "application/json":
@@ -126,6 +161,50 @@ class Guard:
         if scheme.lower() != "bearer":
             return False
         return hmac.compare_digest(given.strip().encode("utf-8"), self.token)
+
+
+async def _idle_limited(app: ASGIApp, scope: Scope, receive: Receive, send: Send, idle_s: float) -> None:
+    """Run `app`; if it answers with an event stream, end the stream once no event came for `idle_s`.
+
+    Keep-alive comments (`: ping`) do not count as events, so an abandoned client cannot hold a
+    connection forever with them. A stream that is ended gets its closing chunk when the client
+    still reads; one that does not read has its connection dropped.
+    """
+    streaming = timed_out = False
+    last_event = anyio.current_time()
+
+    async def watched(message: Message) -> None:
+        nonlocal streaming, last_event
+        if message["type"] == "http.response.start":
+            streaming = _header(message, b"content-type").startswith(b"text/event-stream")
+            last_event = anyio.current_time()
+        elif message["type"] == "http.response.body" and _carries_event(message.get("body", b"")):
+            last_event = anyio.current_time()
+        await send(message)
+
+    async with anyio.create_task_group() as group:
+        async def watchdog() -> None:
+            nonlocal timed_out
+            while (left := last_event + idle_s - anyio.current_time() if streaming else idle_s) > 0:
+                await anyio.sleep(max(left, 0.05))
+            timed_out = True
+            group.cancel_scope.cancel()
+
+        group.start_soon(watchdog)
+        await app(scope, receive, watched)
+        group.cancel_scope.cancel()
+    if timed_out:
+        with anyio.move_on_after(1), suppress(OSError, RuntimeError):
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+def _header(message: Message, name: bytes) -> bytes:
+    return next((v.lower() for k, v in message.get("headers", []) if k.lower() == name), b"")
+
+
+def _carries_event(body: bytes) -> bool:
+    """Whether an SSE chunk holds anything but comment lines (keep-alive pings start with `:`)."""
+    return any(line and not line.startswith(b":") for line in body.splitlines())
 
 
 def _headers(scope: Scope) -> dict[str, str]:

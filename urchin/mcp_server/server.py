@@ -15,12 +15,13 @@ import anyio
 import mcp_types as types
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.lowlevel import Server
-from mcp.server.stdio import stdio_server
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
+from starlette.responses import Response
 from starlette.routing import Route
 
 from urchin.mcp_server.schemas import SERVER_INSTRUCTIONS
+from urchin.mcp_server.stdio import MAX_LINE_BYTES, BadLine, parse_line, serve_lines
 from urchin.mcp_server.tools import run_tool, short, tool_error, tool_list
 
 __all__ = ["build_server", "serve_stdio", "streamable_http_app", "McpHttp", "LOOPBACK"]
@@ -63,10 +64,12 @@ def _version() -> str:
 
 
 async def serve_stdio(memory: Any) -> None:
-    """Serve the tools on this process's stdin/stdout until the client closes stdin."""
-    server = build_server(memory)
-    async with stdio_server() as (read_stream, write_stream):
-        await server.run(read_stream, write_stream, server.create_initialization_options())
+    """Serve the tools on this process's stdin/stdout until the client closes stdin.
+
+    Every line gets one answer and every request read before EOF is answered before this returns
+    (see `urchin.mcp_server.stdio` for why that takes a guard around the SDK's transport).
+    """
+    await serve_lines(build_server(memory))
 
 
 # ---- streamable HTTP, for the daemon to mount at /mcp ----------------------------------------------
@@ -86,7 +89,7 @@ class McpHttp:
     """
 
     session_manager: StreamableHTTPSessionManager
-    app: StreamableHTTPASGIApp
+    app: OneMessage
 
     def lifespan(self, app: Any = None) -> AbstractAsyncContextManager[None]:
         """The session manager's run(); takes (and ignores) the app, to serve as a Starlette lifespan."""
@@ -108,7 +111,55 @@ def streamable_http_app(memory: Any, *, host_check: bool = True, stateless: bool
     manager = StreamableHTTPSessionManager(app=build_server(memory), stateless=stateless,
                                            json_response=json_response,
                                            security_settings=LOOPBACK if host_check else None)
-    return McpHttp(manager, StreamableHTTPASGIApp(manager))
+    return McpHttp(manager, OneMessage(StreamableHTTPASGIApp(manager)))
+
+
+class OneMessage:
+    """POST bodies pass the stdio line rule (`stdio.parse_line`) before the SDK sees them.
+
+    The SDK's HTTP transport answers an invalid message with -32602 and id null, and takes some
+    (an id of 1.5 or true) for a notification: 202 and no answer. One rule for both transports:
+    400 with -32700 (id null) or -32600 (the id echoed when readable).
+    """
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST":
+            await self.app(scope, receive, send)
+            return
+        parts: list[bytes] = []
+        size, more = 0, True
+        while more and size <= MAX_LINE_BYTES:
+            message = await receive()
+            parts.append(message.get("body", b""))
+            size += len(parts[-1])
+            more = message.get("more_body", False) and message["type"] == "http.request"
+        body = b"".join(parts)
+        try:
+            if size > MAX_LINE_BYTES:
+                raise BadLine(types.INVALID_REQUEST, f"Invalid request: a body over {MAX_LINE_BYTES} bytes")
+            parse_line(body)
+        except BadLine as bad:
+            text = bad.answer().message.model_dump_json(by_alias=True, exclude_unset=True)
+            await Response(text, status_code=400, media_type="application/json")(scope, receive, send)
+            return
+        await self.app(scope, _replay(body, receive), send)
+
+
+def _replay(body: bytes, receive: Any) -> Any:
+    """`receive` that gives the body already read once, then whatever the connection says next."""
+    sent = False
+
+    async def replay() -> Any:
+        nonlocal sent
+        if sent:
+            return await receive()
+        sent = True
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    return replay
 
 
 def daemon_extension(memory: Any) -> tuple[list[Route], list[Any]]:
