@@ -136,6 +136,7 @@ class IndexService:
         with self._lock:
             backend = self.backend
             key = str(self.journal.path)
+            self.feeder().sync_forgotten()  # a forgotten event leaves the answers at once
             cursor = backend.cursor(self.settings.device, key)
             behind = self.journal.size() - cursor
             if catch_up and 0 < behind <= INLINE_CATCH_UP_BYTES:

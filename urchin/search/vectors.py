@@ -80,6 +80,7 @@ class VectorCache:
                     )
             else:
                 _write_private(meta_path, orjson.dumps(meta))
+            self._finish_drop()
             for name in ("matrix.f32", "rows.bin", "ids.txt"):
                 _touch_private(self.path / name)
             self._repair_and_load()
@@ -108,6 +109,47 @@ class VectorCache:
         self._ts_sorted = bool(n < 2 or np.all(self._ts[1:] >= self._ts[:-1]))
         self._n = n
         self._remap()
+
+    # -- forgetting ------------------------------------------------------------------------
+
+    def drop(self, should_drop: Callable[[str], bool]) -> int:
+        """Remove the rows of every id `should_drop` accepts (forgotten events); returns how many.
+
+        The three files are written anew beside the old ones and fsync'd; a `drop.commit` marker
+        then makes the swap roll forward (`open` finishes it after a crash), so the files never
+        disagree about which row is which.
+        """
+        self._require_open()
+        with self._lock:
+            gone = [row for row in range(self._n) if should_drop(self.id_at(row))]
+            if not gone:
+                return 0
+            keep = np.setdiff1d(np.arange(self._n), np.asarray(gone))
+            rows = np.fromfile(self.path / "rows.bin", dtype=ROW, count=self._n)[keep]
+            matrix = np.asarray(self._matrix)[keep]
+            ids = b"".join(self.id_at(int(r)).encode() + b"\n" for r in keep)
+            for name, data in (("matrix.f32", matrix.astype(DTYPE).tobytes()), ("rows.bin", rows.tobytes()),
+                               ("ids.txt", ids)):
+                _write_synced(self.path / (name + ".new"), data)
+            _write_synced(self.path / "drop.commit", b"1")
+            self._matrix = np.zeros((0, self.dim), DTYPE)  # unmap before the files are replaced
+            self._finish_drop()
+            self._repair_and_load()
+        return len(gone)
+
+    def _finish_drop(self) -> None:
+        marker = self.path / "drop.commit"
+        committed = marker.exists()
+        for name in ("matrix.f32", "rows.bin", "ids.txt"):
+            new = self.path / (name + ".new")
+            if new.exists():
+                if committed:
+                    os.replace(new, self.path / name)
+                else:
+                    new.unlink()  # a drop that never committed: the old files stand
+        if committed:
+            _fsync_path(self.path)
+            marker.unlink()
 
     def _remap(self) -> None:
         if self._n == 0:
@@ -357,6 +399,25 @@ def _nth_newline_end(data: bytes, n: int) -> int:
     for _ in range(n):
         pos = data.index(b"\n", pos) + 1
     return pos
+
+
+def _write_synced(path: Path, data: bytes) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _fsync_path(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _mkdir_private(path: Path) -> None:

@@ -1,0 +1,159 @@
+"""Forgetting: tombstone first (every view hides at once), then an atomic compaction; views follow."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import orjson
+import pytest
+
+from urchin.config import Settings
+from urchin.errors import QueryError
+from urchin.forget import forget_hash
+from urchin.memory import Memory
+
+
+def _events(n: int, **extra: object) -> list[dict[str, object]]:
+    return [{"id": f"ev-{i:03d}", "timestamp": f"2026-05-04T10:{i // 60:02d}:{i % 60:02d}Z",
+             "content": f"note number {i} about {'pelican' if i % 3 == 0 else 'heron'}", "source": "manual",
+             "session": f"s{i % 4}", **extra} for i in range(n)]
+
+
+def _lines(path: Path) -> list[bytes]:
+    return path.read_bytes().splitlines()
+
+
+def _ids(path: Path) -> list[str]:
+    return [orjson.loads(line)["id"] for line in _lines(path)]
+
+
+def test_forget_by_id_compacts_keeping_every_other_line_byte_identical(memory: Memory) -> None:
+    memory.ingest(_events(30))
+    before = _lines(memory.journal.path)
+    result = memory.forget(["ev-004", "ev-017"], confirm=True)
+    assert (result.matched, result.forgotten, result.compacted) == (2, 2, True)
+    after = _lines(memory.journal.path)
+    assert after == [line for line in before if b'"ev-004"' not in line and b'"ev-017"' not in line]
+    assert stat.S_IMODE(os.stat(memory.journal.path).st_mode) == 0o600
+
+
+def test_forgotten_events_are_gone_from_every_read(memory: Memory) -> None:
+    memory.ingest(_events(30))
+    memory.forget(session="s1", confirm=True)
+    fresh = Memory(memory.settings)  # another process's view of the same files
+    for m in (memory, fresh):
+        assert all(h.event.session != "s1" for h in m.search("note", hours=1e6, limit=100).hits)
+        assert all(h.event.session != "s1" for h in m.recent(hours=1e6, limit=100).hits)
+        assert all(h.event.session != "s1" for h in m.semantic("pelican heron note", hours=1e6, limit=100).hits)
+        assert m.locate("ev-001") is None
+        assert all(e.session != "s1" for e in m.tail(100))
+    assert len(fresh.search("note", hours=1e6, limit=100).hits) == 30 - 8
+
+
+def test_tombstone_hides_before_compaction(memory: Memory) -> None:
+    memory.ingest(_events(12))
+    memory.search("note", hours=1e6)  # the block index covers the old file
+    memory.cosine_view().catch_up()
+    with memory.journal.locked():
+        memory.forget_log.record_forget([forget_hash("ev-003")])
+    assert b"ev-003" in memory.journal.path.read_bytes()  # not compacted yet
+    other = Memory(memory.settings)
+    for m in (memory, other):
+        assert "ev-003" not in [h.event.id for h in m.search("pelican", hours=1e6, limit=50).hits]
+        assert "ev-003" not in [h.event.id for h in m.semantic("pelican", hours=1e6, limit=50).hits]
+        assert m.locate("ev-003") is None
+    assert memory.forget_log.pending()
+    assert memory.compact() is not None
+    assert b"ev-003" not in memory.journal.path.read_bytes()
+
+
+def test_forget_by_query_previews_without_confirm(memory: Memory) -> None:
+    memory.ingest(_events(9))
+    before = memory.journal.path.read_bytes()
+    preview = memory.forget(query="PELICAN")
+    assert preview.matched == 3 and not preview.confirmed and preview.forgotten == 0
+    assert [p["id"] for p in preview.preview] == ["ev-000", "ev-003", "ev-006"]
+    assert memory.journal.path.read_bytes() == before
+    assert not memory.forget_log.path.exists()
+    done = memory.forget(query="pelican", confirm=True)
+    assert done.forgotten == 3
+    assert _ids(memory.journal.path) == [f"ev-{i:03d}" for i in range(9) if i % 3]
+
+
+def test_forget_by_time_range(memory: Memory) -> None:
+    memory.ingest(_events(10))
+    memory.forget(since="2026-05-04T10:00:02Z", until="2026-05-04T10:00:04Z", confirm=True)
+    assert _ids(memory.journal.path) == ["ev-000", "ev-001", "ev-005", "ev-006", "ev-007", "ev-008", "ev-009"]
+
+
+@pytest.mark.parametrize(("kwargs", "field"), [
+    ({}, "ids"), ({"ids": [""]}, "ids"), ({"session": " "}, "session"), ({"since": "yesterday"}, "since"),
+    ({"since": "2026-05-05T00:00:00Z", "until": "2026-05-04T00:00:00Z"}, "until"),
+    ({"ids": ["x"], "confirm": "yes"}, "confirm"),
+])
+def test_bad_forget_requests_name_the_field_and_touch_nothing(memory: Memory, kwargs: dict[str, object],
+                                                               field: str) -> None:
+    memory.ingest(_events(3))
+    before = memory.journal.path.read_bytes()
+    with pytest.raises(QueryError) as caught:
+        memory.forget(**kwargs)  # type: ignore[arg-type]
+    assert caught.value.message.startswith(field)
+    assert memory.journal.path.read_bytes() == before
+
+
+def test_a_forgotten_id_is_never_written_again(memory: Memory) -> None:
+    memory.ingest(_events(5))
+    memory.forget(["ev-002"], confirm=True)
+    again = memory.ingest(_events(5))
+    assert [r.status for r in again] == ["duplicate", "duplicate", "suppressed", "duplicate", "duplicate"]
+    assert "ev-002" not in _ids(memory.journal.path)
+    assert Memory(memory.settings).ingest_one(_events(5)[2]).status == "suppressed"
+
+
+def test_the_tombstone_holds_no_content_and_is_private(memory: Memory) -> None:
+    secretish = "the-content-nobody-may-keep-7781"
+    memory.ingest([{"id": "private-1", "content": secretish, "session": "sess-x"}])
+    memory.forget(["private-1"], confirm=True)
+    raw = memory.forget_log.path.read_bytes()
+    assert secretish.encode() not in raw and b"private-1" not in raw and b"sess-x" not in raw
+    assert forget_hash("private-1").hex().encode() in raw
+    assert stat.S_IMODE(os.stat(memory.forget_log.path).st_mode) == 0o600
+
+
+def test_sidecars_follow_the_compaction(memory: Memory) -> None:
+    memory.ingest(_events(40))
+    memory.search("note", hours=1e6)
+    view = memory.cosine_view()
+    view.catch_up()
+    view.save()
+    cosine_dir = memory.settings.index_dir / "cosine"
+    assert (cosine_dir / "manifest.json").exists()
+    memory.forget(["ev-010", "ev-020"], confirm=True)
+    assert not (cosine_dir / "manifest.json").exists()  # the saved copy held them: dropped, rebuilt on use
+    fresh = Memory(memory.settings)
+    ids = fresh.ingestor.ids
+    with fresh.journal.locked():
+        ids.catch_up()
+    assert ids.lookup("ev-010") is None and ids.lookup("ev-011") is not None
+    # the block index was cut where the journal changed: every surviving event is still found
+    assert {h.event.id for h in fresh.search("note", hours=1e6, limit=100).hits} == \
+        {f"ev-{i:03d}" for i in range(40)} - {"ev-010", "ev-020"}
+    assert [h.event.id for h in fresh.semantic("note number 11", hours=1e6, limit=1).hits] == ["ev-011"]
+
+
+def test_vector_cache_drops_forgotten_rows(memory: Memory, settings: Settings) -> None:
+    import numpy as np
+
+    from urchin.search.vectors import VectorCache
+
+    memory.ingest(_events(6))
+    cache = VectorCache(settings.home, "test-model", 4).open()
+    cache.add([f"ev-{i:03d}" for i in range(6)], list(range(6)), np.eye(6, 4, dtype=np.float32) + 0.1)
+    cache.close()
+    memory.forget(["ev-001", "ev-004"], confirm=True)
+    reopened = VectorCache(settings.home, "test-model", 4).open()
+    assert len(reopened) == 4 and "ev-001" not in reopened and "ev-000" in reopened
+    assert b"ev-004" not in (reopened.path / "ids.txt").read_bytes()
+    assert [reopened.id_at(r) for r in range(4)] == ["ev-000", "ev-002", "ev-003", "ev-005"]
