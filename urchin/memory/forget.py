@@ -11,7 +11,7 @@ PostgreSQL rows through the feeder).
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -27,9 +27,10 @@ from urchin.journal import Journal
 if TYPE_CHECKING:
     from urchin.search.substring import SubstringSearcher
 
-__all__ = ["ForgetOps", "ForgetResult", "PREVIEW_LIMIT"]
+__all__ = ["ForgetOps", "ForgetResult", "FORGET_PARAMS", "PREVIEW_LIMIT"]
 
 log = logging.getLogger("urchin.forget")
+FORGET_PARAMS = ("ids", "session", "query", "since", "until", "confirm")
 PREVIEW_LIMIT = 20
 MAX_IDS = 10_000
 
@@ -51,6 +52,12 @@ class ForgetResult:
         return {"matched": self.matched, "forgotten": self.forgotten, "confirmed": self.confirmed,
                 "preview": self.preview, "notFound": self.not_found, "compacted": self.compacted,
                 "removedBytes": self.removed_bytes, "notes": self.notes}
+
+    @classmethod
+    def from_dict(cls, body: Mapping[str, Any]) -> ForgetResult:
+        return cls(int(body.get("matched", 0)), int(body.get("forgotten", 0)), bool(body.get("confirmed")),
+                   list(body.get("preview", [])), list(body.get("notFound", [])), bool(body.get("compacted")),
+                   int(body.get("removedBytes", 0)), list(body.get("notes", [])))
 
     def render(self) -> str:
         lines = [f"{e['timestamp'][:19]}Z {e['source']} {e['id']} — {e['snippet']}" for e in self.preview]
@@ -125,6 +132,17 @@ class ForgetOps:
         result.removed_bytes = sum(old - new for _, old, new in done.edits) if done else 0
         result.notes.extend(self._sync_index())
         return result
+
+    def forget_from(self, params: Mapping[str, Any]) -> ForgetResult:
+        """`forget` with wire-named parameters in one mapping (HTTP, MCP); an unknown key is an error."""
+        if not isinstance(params, Mapping):
+            raise QueryError("body", "must be a JSON object with ids, session, query, since, until, confirm")
+        for key in params:
+            if key not in FORGET_PARAMS:
+                raise QueryError(str(key), f"unknown parameter (allowed: {', '.join(FORGET_PARAMS)})")
+        return self.forget(params.get("ids"), session=params.get("session"), query=params.get("query"),
+                           since=params.get("since"), until=params.get("until"),
+                           confirm=params.get("confirm", False))
 
     def compact(self) -> Compaction | None:
         """Rewrite the journal without forgotten events, if any are left in it; views follow."""
