@@ -157,3 +157,128 @@ def test_vector_cache_drops_forgotten_rows(memory: Memory, settings: Settings) -
     assert len(reopened) == 4 and "ev-001" not in reopened and "ev-000" in reopened
     assert b"ev-004" not in (reopened.path / "ids.txt").read_bytes()
     assert [reopened.id_at(r) for r in range(4)] == ["ev-000", "ev-002", "ev-003", "ev-005"]
+
+
+# ---- through the real front ends --------------------------------------------------------------------
+def _ingest_file(memory: Memory, n: int) -> None:
+    memory.ingest(_events(n))
+
+
+def test_cli_forget_by_id_session_query_and_range(memory: Memory, urchin_home: Path) -> None:
+    from tests.conftest import run_urchin
+
+    _ingest_file(memory, 24)
+    journal = memory.journal.path
+    done = run_urchin("forget", "ev-001", "ev-002", "--json")
+    assert done.returncode == 0, done.stderr
+    assert orjson.loads(done.stdout)["forgotten"] == 2
+    preview = run_urchin("forget", "--session", "s3")
+    assert preview.returncode == 0 and "would be forgotten" in preview.stdout and "ev-003" in preview.stdout
+    assert b'"ev-003"' in journal.read_bytes()
+    assert run_urchin("forget", "--session", "s3", "--yes").returncode == 0
+    assert run_urchin("forget", "--query", "PELICAN", "--yes").returncode == 0
+    assert run_urchin("forget", "--since", "2026-05-04T10:00:20Z", "--until", "2026-05-04T10:00:22Z",
+                      "--yes").returncode == 0
+    left = _ids(journal)
+    assert left == [f"ev-{i:03d}" for i in range(24) if i not in (1, 2, 20, 21, 22) and i % 4 != 3 and i % 3]
+    missing = run_urchin("forget", "nope")
+    assert missing.returncode == 1 and "not found: nope" in missing.stdout
+    usage = run_urchin("forget")
+    assert usage.returncode == 2 and "Traceback" not in usage.stderr
+    bad = run_urchin("forget", "--since", "not-a-time", "--yes")
+    assert bad.returncode == 1 and bad.stderr.startswith("error: since:") and "Traceback" not in bad.stderr
+    found = run_urchin("search", "note", "--hours", "100000", "--limit", "100", "--json")
+    assert {orjson.loads(line)["id"] for line in found.stdout.splitlines()} == set(left)
+
+
+def test_a_collector_rerun_does_not_bring_a_forgotten_event_back(tmp_path: Path, memory: Memory) -> None:
+    import shutil
+
+    fixtures = Path(__file__).parent / "fixtures"
+    home = tmp_path / "user-home"
+    shutil.copytree(fixtures / "claude", home / ".claude", ignore=shutil.ignore_patterns("hooks", "*.txt"))
+    memory.collect("claude")
+    victim = next(e for e in memory.tail(1000) if e.content.startswith("Fix the checkout bug"))
+    assert memory.forget([victim.id], confirm=True).forgotten == 1
+    shutil.rmtree(memory.settings.collectors_dir)  # checkpoints gone: the transcript is read again in full
+    memory.collect("claude")
+    fresh = Memory(memory.settings)
+    fresh.collect("claude")
+    assert victim.id.encode() not in memory.journal.path.read_bytes()
+    assert all(not e.content.startswith("Fix the checkout bug") for e in fresh.tail(1000))
+
+
+def test_forget_through_a_running_daemon(urchin_home: Path) -> None:
+    from tests.conftest import run_urchin
+    from tests.daemon_fixture import DaemonProcess
+
+    daemon = DaemonProcess(urchin_home).start()
+    try:
+        with daemon.client() as http:
+            assert http.post("/ingest/batch", json={"events": _events(20)}).status_code == 200
+            assert len(http.get("/search", params={"q": "note", "hours": 1e6, "limit": 100}).json()["events"]) == 20
+            # a tombstone written by another process hides at once, before any compaction
+            other = Memory(Settings.resolve(urchin_home))
+            with other.journal.locked():
+                other.forget_log.record_forget([forget_hash("ev-005")])
+            assert "ev-005" not in {e["id"] for e in http.get("/search", params={"q": "note", "hours": 1e6,
+                                                                                "limit": 100}).json()["events"]}
+            assert "ev-005" not in {e["id"] for e in http.get("/recent", params={"hours": 1e6,
+                                                                                "limit": 100}).json()["events"]}
+            assert "ev-005" not in {e["id"] for e in http.get("/semantic", params={"q": "note number 5",
+                                                                                  "hours": 1e6}).json()["events"]}
+            assert http.get("/events/ev-005").status_code == 404
+            # DELETE one event
+            gone = http.delete("/events/ev-007")
+            assert gone.status_code == 200 and gone.json()["forgotten"] == 1 and gone.json()["compacted"]
+            assert http.delete("/events/ev-007").status_code == 404
+            assert http.get("/events/ev-007").status_code == 404
+            # the batch form previews without confirm, acts with it
+            preview = http.post("/forget", json={"session": "s2"}).json()
+            assert preview["matched"] == 5 and not preview["confirmed"]
+            assert b'"s2"' in daemon.journal_bytes()
+            bad = http.post("/forget", json={"session": "s2", "sure": True})
+            assert bad.status_code == 400 and bad.json()["field"] == "sure"
+            assert http.post("/forget", json={"session": "s2", "confirm": True}).json()["forgotten"] == 5
+            # the CLI goes through the daemon
+            cli = run_urchin("forget", "--query", "pelican", "--yes", "--json")
+            assert cli.returncode == 0, cli.stderr
+            ids = {e["id"] for e in http.get("/search", params={"q": "note", "hours": 1e6,
+                                                                "limit": 100}).json()["events"]}
+            expected = {f"ev-{i:03d}" for i in range(20) if i not in (5, 7) and i % 4 != 2 and i % 3}
+            assert ids == expected
+            assert set(_ids(daemon.journal)) == expected
+            # the daemon keeps writing after the rewrite, and its id index knows the new file
+            more = http.post("/ingest/batch", json={"events": _events(25)[20:] + _events(5)[1::3]}).json()
+            assert (more["appended"], more["duplicate"], more["suppressed"]) == (5, 2, 0)
+            assert http.post("/ingest", json=_events(6)[5]).json()["status"].startswith("suppressed")
+            assert len(http.get("/search", params={"q": "note", "hours": 1e6,
+                                                   "limit": 100}).json()["events"]) == len(expected) + 5
+    finally:
+        daemon.stop()
+
+
+def test_mcp_forget_requires_confirm(memory: Memory) -> None:
+    import asyncio
+
+    from tests.mcp_harness import stdio_session
+
+    memory.ingest(_events(6))
+    before = memory.journal.path.read_bytes()
+
+    async def scenario() -> tuple[object, object, object]:
+        async with stdio_session() as session:
+            preview = await session.call_tool("urchin_forget", {"ids": ["ev-001"]})
+            bad = await session.call_tool("urchin_forget", {"ids": ["ev-001"], "confirm": "yes"})
+            done = await session.call_tool("urchin_forget", {"ids": ["ev-001"], "confirm": True})
+            return preview, bad, done
+
+    preview, bad, done = asyncio.run(scenario())
+    assert not preview.is_error and preview.structured_content["matched"] == 1  # type: ignore[attr-defined]
+    assert preview.structured_content["forgotten"] == 0  # type: ignore[attr-defined]
+    assert "nothing was changed" in preview.content[0].text  # type: ignore[attr-defined]
+    assert bad.is_error and bad.content[0].text.startswith("confirm:")  # type: ignore[attr-defined]
+    assert done.structured_content["forgotten"] == 1  # type: ignore[attr-defined]
+    # the preview and the bad call changed nothing; the confirmed one removed exactly that line
+    assert _lines(memory.journal.path) == [line for line in before.splitlines() if b'"ev-001"' not in line]
+    assert memory.forget_log.forget_count() == 1
