@@ -282,3 +282,74 @@ def test_mcp_forget_requires_confirm(memory: Memory) -> None:
     # the preview and the bad call changed nothing; the confirmed one removed exactly that line
     assert _lines(memory.journal.path) == [line for line in before.splitlines() if b'"ev-001"' not in line]
     assert memory.forget_log.forget_count() == 1
+
+
+# ---- PostgreSQL ---------------------------------------------------------------------------------------
+def _sql(url: str, query: str) -> list[tuple[object, ...]]:
+    import psycopg
+
+    with psycopg.connect(url) as conn:
+        return list(conn.execute(query).fetchall())
+
+
+def test_postgres_rows_go_and_the_cursor_survives_the_rewrite(pg_settings: Settings, pg_url: str) -> None:
+    memory = Memory(pg_settings)
+    memory.ingest(_events(30))
+    assert memory.index().inserted == 30
+    # tombstone only: the next context call drops the row, before any compaction
+    with memory.journal.locked():
+        memory.forget_log.record_forget([forget_hash("ev-003")])
+    hits = memory.context(query="note number 3 pelican", limit=50).results
+    assert hits and "ev-003" not in {h["id"] for h in hits}
+    assert _sql(pg_url, "SELECT count(*) FROM urchin_chunks WHERE chunk_id = 'ev-003'") == [(0,)]
+    result = memory.forget(session="s1", confirm=True)
+    assert result.forgotten == 8 and result.compacted
+    assert _sql(pg_url, "SELECT count(*) FROM urchin_chunks WHERE session = 's1' OR chunk_id = 'ev-003'") == [(0,)]
+    # new events after the rewrite are fed from the mapped cursor: each once, at its real offset
+    memory.ingest(_events(34)[30:])
+    memory.index()
+    rows = dict(_sql(pg_url, "SELECT chunk_id, journal_offset FROM urchin_chunks"))  # type: ignore[arg-type]
+    survivors = {f"ev-{i:03d}" for i in range(30) if i % 4 != 1 and i != 3} | {"ev-030", "ev-031", "ev-032", "ev-033"}
+    assert set(rows) == survivors
+    offsets = {orjson.loads(line)["id"]: off for off, line in _offsets(memory.journal.path)}
+    assert all(rows[f"ev-{i:03d}"] == offsets[f"ev-{i:03d}"] for i in range(30, 34))
+    cursors = [r[1] for r in _sql(pg_url, "SELECT device, journal FROM urchin_cursors")]
+    assert str(pg_settings.journal_path) in cursors
+    assert [c["journal"] for c in memory.index_status()["cursors"]] == [str(pg_settings.journal_path)]
+    assert memory.index_status()["behindJournalBytes"] == 0
+    memory.close()
+
+
+def _offsets(path: Path) -> list[tuple[int, bytes]]:
+    out, pos = [], 0
+    for line in path.read_bytes().splitlines(keepends=True):
+        out.append((pos, line.rstrip(b"\n")))
+        pos += len(line)
+    return out
+
+
+def test_redact_rewrite_applies_a_rule_added_later(pg_settings: Settings, pg_url: str) -> None:
+    from tests.conftest import run_urchin
+
+    memory = Memory(pg_settings)
+    secret = "ZQX-7734-SECRET-CODE"
+    memory.ingest(_events(8) + [{"id": "leaky", "content": f"the door code is {secret}", "session": "s9"}])
+    memory.index()
+    before = _lines(memory.journal.path)
+    (pg_settings.home / "config.toml").write_text('[redact]\nextra = { door_code = "ZQX-[0-9]{4}-[A-Z-]+" }\n')
+    done = run_urchin("redact", "--rewrite", "--json", env={"URCHIN_DATABASE_URL": pg_url,
+                                                            "URCHIN_DEVICE_ID": "test-device"})
+    assert done.returncode == 0, done.stderr
+    assert orjson.loads(done.stdout.splitlines()[0])["rewritten"] == 1
+    after = _lines(memory.journal.path)
+    assert after[:-1] == before[:-1] and after[-1] != before[-1]
+    assert secret.encode() not in memory.journal.path.read_bytes()
+    fresh = Memory(Settings.resolve(pg_settings.home, database_url=pg_url, device="test-device"))
+    assert fresh.get("leaky").content == "the door code is [REDACTED:door_code]"
+    assert fresh.search("ZQX", hours=1e6).hits == []
+    fresh.index()
+    assert _sql(pg_url, f"SELECT count(*) FROM urchin_chunks WHERE content LIKE '%{secret}%'") == [(0,)]
+    assert _sql(pg_url, "SELECT count(*) FROM urchin_chunks WHERE chunk_id = 'leaky'") == [(1,)]
+    assert _sql(pg_url, "SELECT count(*) FROM urchin_chunks") == [(9,)]
+    fresh.close()
+    memory.close()
