@@ -353,3 +353,101 @@ def test_redact_rewrite_applies_a_rule_added_later(pg_settings: Settings, pg_url
     assert _sql(pg_url, "SELECT count(*) FROM urchin_chunks") == [(9,)]
     fresh.close()
     memory.close()
+
+
+# ---- SIGKILL during compaction -------------------------------------------------------------------------
+_FORGETTER = """
+import sys
+from urchin.config import Settings
+from urchin.memory import Memory
+Memory(Settings.resolve(sys.argv[1])).forget(sys.argv[2].split(","), confirm=True)
+print("done", flush=True)
+"""
+_WRITER = """
+import os, sys, time
+from urchin.config import Settings
+from urchin.memory import Memory
+memory, n = Memory(Settings.resolve(sys.argv[1])), 0
+while not os.path.exists(sys.argv[2]):
+    result = memory.ingest_one({"id": f"w-{n:05d}", "content": f"writer line {n}", "source": "manual"})
+    if result.status == "appended":
+        print(result.id, flush=True)
+    n += 1
+    time.sleep(0.003)
+"""
+
+
+def _snapshot(memory: Memory) -> bytes:
+    with memory.journal.locked():  # no writer is mid-append while we read
+        return memory.journal.path.read_bytes()
+
+
+def _check_old_or_new(after: bytes, before: bytes, forgotten: set[str]) -> str:
+    """`after` is `before` or `before` without the forgotten lines, plus whole writer lines appended."""
+    assert after.endswith(b"\n")
+    old = before.splitlines()
+    known = set(old)
+    lines = after.splitlines()
+    kept = [line for line in lines if line in known]
+    extra = [line for line in lines if line not in known]
+    assert all(orjson.loads(line)["id"].startswith("w-") for line in extra)
+    assert len({orjson.loads(line)["id"] for line in lines}) == len(lines)  # nothing doubled
+    new = [line for line in old if orjson.loads(line)["id"] not in forgotten]
+    assert kept in (old, new), "the journal is neither the old nor the new file"
+    return "old" if kept == old else "new"
+
+
+def test_sigkill_during_compaction_loses_nothing_and_brings_nothing_back(settings: Settings) -> None:
+    import random
+    import subprocess
+    import sys
+    import time
+
+    from tests.conftest import REPO
+
+    memory = Memory(settings)
+    filler = "x" * 300
+    memory.import_lines(orjson.dumps({"id": f"ev-{i:05d}", "timestamp": "2026-05-04T10:00:00Z",
+                                      "content": f"event {i} {filler}", "source": "manual"})
+                        for i in range(15_000))
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    stop = settings.home / "stop-writer"
+    writer = subprocess.Popen([sys.executable, "-c", _WRITER, str(settings.home), str(stop)], env=env,
+                              stdout=subprocess.PIPE, text=True)
+    rng = random.Random(1212)
+    outcomes: dict[str, int] = {}
+    try:
+        started = time.monotonic()
+        probe = subprocess.run([sys.executable, "-c", _FORGETTER, str(settings.home), "ev-14999"], env=env,
+                               capture_output=True, text=True, timeout=60)
+        assert probe.stdout.strip() == "done", probe.stderr
+        runtime = time.monotonic() - started
+        for round_ in range(20):
+            forgotten = {f"ev-{round_ * 50 + k:05d}" for k in range(0, 50, 7)}
+            before = _snapshot(memory)
+            victim = subprocess.Popen([sys.executable, "-c", _FORGETTER, str(settings.home), ",".join(forgotten)],
+                                      env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            time.sleep(rng.uniform(0.1, 1.1) * runtime)
+            victim.kill()
+            victim.wait()
+            state = _check_old_or_new(_snapshot(memory), before, forgotten)
+            recorded = Memory(settings).forget_log.hides(next(iter(forgotten)))
+            outcomes[f"{state}/{'tombstone' if recorded else 'none'}"] = outcomes.get(
+                f"{state}/{'tombstone' if recorded else 'none'}", 0) + 1
+            assert not (state == "new" and not recorded)
+            if recorded:  # the next start (or compaction) finishes the job: the set never reappears
+                fresh = Memory(settings)
+                fresh.compact()
+                assert _check_old_or_new(_snapshot(fresh), before, forgotten) == "new"
+                assert not any(fresh.locate(i) for i in forgotten)
+        assert time.monotonic() - started < 40
+    finally:
+        stop.touch()
+        out, _ = writer.communicate(timeout=30)
+    acked = out.split()
+    assert len(acked) > 20
+    ids = _ids(memory.journal.path)
+    assert len(ids) == len(set(ids))
+    assert set(acked) <= set(ids)  # every acknowledged write survived every kill
+    assert [r.status for r in memory.ingest([{"id": acked[0], "content": "again"}])] == ["duplicate"]
+    print(outcomes, f"runtime {runtime:.2f}s")

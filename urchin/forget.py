@@ -42,6 +42,13 @@ def forget_hash(event_id: str) -> bytes:
 
 def line_id(line: bytes) -> str | None:
     """The `id` of a journal line, or None when it is not a JSON object with a string id."""
+    if line.startswith(b'{"id":"'):  # how Urchin writes every line: read the id without parsing the rest
+        end = line.find(b'"', 7)
+        if end > 0 and b"\\" not in line[7:end]:
+            try:
+                return line[7:end].decode("utf-8")
+            except UnicodeDecodeError:
+                pass
     try:
         record = orjson.loads(line)
     except orjson.JSONDecodeError:
@@ -228,9 +235,10 @@ def compact(journal: Journal, log: ForgetLog, rewrite: Rewrite | None = None,
     with journal.locked():
         log.settle()
         hashes = log.hashes()
+        tmp = journal.path.with_name(journal.path.name + ".compact.tmp")
+        tmp.unlink(missing_ok=True)  # left by a compaction a crash stopped before its rename
         if rewrite is None and not log.pending():
             return None
-        tmp = journal.path.with_name(journal.path.name + ".compact.tmp")
         edits, replaced = _write_rewritten(journal.path, tmp, hashes, rewrite)
         if not edits:
             tmp.unlink(missing_ok=True)

@@ -38,6 +38,7 @@ class IdIndex:
         self.path = journal.path.with_name(journal.path.name + ".ids")
         self._mem: dict[int, list[int] | int] | None = None
         self._records_seen = _HEADER.size  # records before this position are in _mem
+        self._mem_inode = -1  # the journal file _mem describes (a compaction in any process replaces it)
 
     # ---- maintenance (call with the journal lock held) ------------------------------------
     def catch_up(self) -> None:
@@ -48,6 +49,9 @@ class IdIndex:
             header = os.pread(fd, _HEADER.size, 0)
             covered = 0
             inode = self._journal_inode()
+            if inode != self._mem_inode or size < self._records_seen:
+                self._forget()  # another process compacted the journal and rebuilt the sidecar: reload it
+                self._mem_inode = inode
             if len(header) == _HEADER.size and header[:8] == _MAGIC and _HEADER.unpack(header)[2] == inode:
                 covered = _HEADER.unpack(header)[1]
             else:

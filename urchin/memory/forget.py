@@ -11,7 +11,7 @@ PostgreSQL rows through the feeder).
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -21,7 +21,7 @@ import orjson
 from urchin.config import Settings
 from urchin.errors import QueryError, UrchinError, ValidationError
 from urchin.event import Event, parse_timestamp
-from urchin.forget import Compaction, ForgetLog, compact, forget_hash
+from urchin.forget import Compaction, ForgetLog, compact, forget_hash, line_id
 from urchin.journal import Journal
 
 if TYPE_CHECKING:
@@ -112,7 +112,7 @@ class ForgetOps:
         result = ForgetResult(confirmed=confirm)
         hashes: list[bytes] = []
         found: set[str] = set()
-        for _, event in self.journal.iter_events():
+        for event in _candidates(self.journal, selector):
             if not selector.match(event) or log_.hides(event.id) or event.id in found:
                 continue
             found.add(event.id)
@@ -209,6 +209,16 @@ class ForgetOps:
         except UrchinError as exc:
             return [f"PostgreSQL rows are removed at the next `urchin index` ({exc.message})"]
         return [f"removed {deleted} row(s) from the PostgreSQL index"] if deleted else []
+
+
+def _candidates(journal: Journal, selector: _Selector) -> Iterator[Event]:
+    """Events that may match; by ids, a line's id is read before the whole event is parsed."""
+    for _, line in journal.iter_lines():
+        if selector.ids is not None and line_id(line) not in selector.ids:
+            continue
+        event = Event.from_json(line)
+        if event is not None:
+            yield event
 
 
 def _selector(ids: Sequence[str] | str | None, session: str | None, query: str | None, since: str | None,
