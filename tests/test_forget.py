@@ -149,14 +149,17 @@ def test_vector_cache_drops_forgotten_rows(memory: Memory, settings: Settings) -
     from urchin.search.vectors import VectorCache
 
     memory.ingest(_events(6))
-    cache = VectorCache(settings.home, "test-model", 4).open()
+    cache = VectorCache(settings.home, "test-model", 4).open()  # a long-lived reader (the daemon's)
     cache.add([f"ev-{i:03d}" for i in range(6)], list(range(6)), np.eye(6, 4, dtype=np.float32) + 0.1)
-    cache.close()
     memory.forget(["ev-001", "ev-004"], confirm=True)
+    assert [i for i, _ in cache.search(np.ones(4, np.float32), limit=10)] and len(cache) == 4
+    assert "ev-001" not in {i for i, _ in cache.search(np.ones(4, np.float32), limit=10)}
+    cache.add(["ev-new"], [9], np.ones((1, 4), np.float32))
+    cache.close()
     reopened = VectorCache(settings.home, "test-model", 4).open()
-    assert len(reopened) == 4 and "ev-001" not in reopened and "ev-000" in reopened
+    assert len(reopened) == 5 and "ev-001" not in reopened and "ev-000" in reopened
     assert b"ev-004" not in (reopened.path / "ids.txt").read_bytes()
-    assert [reopened.id_at(r) for r in range(4)] == ["ev-000", "ev-002", "ev-003", "ev-005"]
+    assert [reopened.id_at(r) for r in range(5)] == ["ev-000", "ev-002", "ev-003", "ev-005", "ev-new"]
 
 
 # ---- through the real front ends --------------------------------------------------------------------

@@ -148,6 +148,12 @@ class IndexService:
             return run_context(backend, params, self.embedder, info, roots)
 
     @_database_errors
+    def sync_forgotten(self) -> int:
+        """Delete rows of forgotten events now, and carry the cursor over a compaction (see Feeder)."""
+        with self._lock:
+            return int(self.feeder(retry_for=10.0).sync_forgotten())
+
+    @_database_errors
     def status(self) -> dict[str, Any]:
         with self._lock:
             out: dict[str, Any] = self.backend.status(self.embedder.fingerprint if self.embedder else None)

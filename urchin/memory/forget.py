@@ -205,7 +205,7 @@ class ForgetOps:
         if not (self.settings.database_url or self.settings.pg_dir.exists()):
             return []
         try:
-            deleted = self.index_service.feeder(retry_for=10.0).sync_forgotten()
+            deleted = self.index_service.sync_forgotten()
         except UrchinError as exc:
             return [f"PostgreSQL rows are removed at the next `urchin index` ({exc.message})"]
         return [f"removed {deleted} row(s) from the PostgreSQL index"] if deleted else []

@@ -154,7 +154,7 @@ class BlockIndex:
         self.lock_path = self.dir / "lock"
         self._mutex = threading.Lock()  # flock does not exclude threads sharing one descriptor
         self._lock_fd: int | None = None
-        self._cached: tuple[int, int] | None = None
+        self._cached: tuple[int, int, int] | None = None
         self._view: View | None = None
         self._bits_map: Any = None
         self._ts_cache: dict[str, int] = {}
@@ -462,7 +462,9 @@ class BlockIndex:
             if len(raw) < _HEADER.size:
                 return View(0, 0, array("q"), None)
             _, _, _, n, end, _ = _HEADER.unpack(raw)
-            if self._view is not None and self._cached == (n, end):
+            # the change time too: a compaction elsewhere may cut blocks and rebuild to the same (n, end)
+            changed = os.fstat(zf.fileno()).st_mtime_ns
+            if self._view is not None and self._cached == (n, end, changed):
                 return self._view
             zf.seek(_HEADER_SIZE)
             zones = array("q")
@@ -474,7 +476,7 @@ class BlockIndex:
             with self.bits_path.open("rb") as bf:
                 self._bits_map = mmap.mmap(bf.fileno(), n * ROW, access=mmap.ACCESS_READ)
         self._view = View(n, end, zones, self._bits_map)
-        self._cached = (n, end)
+        self._cached = (n, end, changed)
         return self._view
 
 

@@ -62,6 +62,7 @@ class VectorCache:
         self._offsets: list[int] = [0]  # start of each id in _ids, plus the end
         self._ts_sorted = True
         self._opened = False
+        self._ids_inode = -1
 
     # -- opening and repair ----------------------------------------------------------------
 
@@ -99,6 +100,7 @@ class VectorCache:
         os.truncate(self.path / "ids.txt", complete)
         os.truncate(self.path / "matrix.f32", n * row_bytes)
         os.truncate(self.path / "rows.bin", n * ROW.itemsize)
+        self._ids_inode = os.stat(self.path / "ids.txt").st_ino
         rows = np.fromfile(self.path / "rows.bin", dtype=ROW, count=n)
         self._ts = rows["ts"].astype(np.int64)
         self._sorted_keys = np.sort(rows["key"].astype(np.uint64))
@@ -339,6 +341,17 @@ class VectorCache:
     def _require_open(self) -> None:
         if not self._opened:
             raise EmbedderError(f"vector cache {self.path}: not open")
+        with self._lock:
+            if self._files_replaced():  # another process dropped forgotten rows: load its files
+                self._matrix = np.zeros((0, self.dim), DTYPE)
+                self._finish_drop()
+                self._repair_and_load()
+
+    def _files_replaced(self) -> bool:
+        try:
+            return os.stat(self.path / "ids.txt").st_ino != self._ids_inode
+        except FileNotFoundError:
+            return False
 
 
 class _EventLike(Protocol):
