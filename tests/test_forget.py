@@ -454,3 +454,21 @@ def test_sigkill_during_compaction_loses_nothing_and_brings_nothing_back(setting
     assert set(acked) <= set(ids)  # every acknowledged write survived every kill
     assert [r.status for r in memory.ingest([{"id": acked[0], "content": "again"}])] == ["duplicate"]
     print(outcomes, f"runtime {runtime:.2f}s")
+
+
+def test_a_daemon_start_finishes_a_compaction_a_crash_interrupted(urchin_home: Path) -> None:
+    from tests.daemon_fixture import DaemonProcess
+
+    memory = Memory(Settings.resolve(urchin_home))
+    memory.ingest(_events(10))
+    before = _lines(memory.journal.path)
+    with memory.journal.locked():  # the tombstone landed, then the process died
+        memory.forget_log.record_forget([forget_hash("ev-004")])
+    daemon = DaemonProcess(urchin_home).start()
+    try:
+        assert _lines(daemon.journal) == [line for line in before if b'"ev-004"' not in line]
+        with daemon.client() as http:
+            assert http.get("/events/ev-004").status_code == 404
+            assert http.get("/events/ev-005").status_code == 200
+    finally:
+        daemon.stop()
