@@ -91,7 +91,8 @@ def test_forget_by_time_range(memory: Memory) -> None:
 @pytest.mark.parametrize(("kwargs", "field"), [
     ({}, "ids"), ({"ids": [""]}, "ids"), ({"session": " "}, "session"), ({"since": "yesterday"}, "since"),
     ({"since": "2026-05-05T00:00:00Z", "until": "2026-05-04T00:00:00Z"}, "until"),
-    ({"ids": ["x"], "confirm": "yes"}, "confirm"),
+    ({"ids": ["x"], "confirm": "yes"}, "confirm"), ({"since": "0001-01-01T00:00:00+01:00"}, "since"),
+    ({"until": "9999-12-31T23:59:59-01:00"}, "until"), ({"query": "x\u0000", "ids": [1]}, "ids"),
 ])
 def test_bad_forget_requests_name_the_field_and_touch_nothing(memory: Memory, kwargs: dict[str, object],
                                                                field: str) -> None:
@@ -120,6 +121,20 @@ def test_the_tombstone_holds_no_content_and_is_private(memory: Memory) -> None:
     assert secretish.encode() not in raw and b"private-1" not in raw and b"sess-x" not in raw
     assert forget_hash("private-1").hex().encode() in raw
     assert stat.S_IMODE(os.stat(memory.forget_log.path).st_mode) == 0o600
+
+
+def test_a_journal_behind_a_symlink_is_compacted_where_it_lives(tmp_path: Path) -> None:
+    real = tmp_path / "elsewhere" / "events.jsonl"
+    real.parent.mkdir()
+    link = tmp_path / "link.jsonl"
+    memory = Memory(Settings.resolve(tmp_path / "home", journal_path=link))
+    memory.ingest(_events(3)[:1])
+    real.write_bytes(link.read_bytes())
+    link.unlink()
+    link.symlink_to(real)
+    memory.ingest(_events(3)[1:])
+    memory.forget(["ev-001"], confirm=True)
+    assert link.is_symlink() and _ids(real) == ["ev-000", "ev-002"]
 
 
 def test_sidecars_follow_the_compaction(memory: Memory) -> None:

@@ -235,11 +235,14 @@ def compact(journal: Journal, log: ForgetLog, rewrite: Rewrite | None = None,
     with journal.locked():
         log.settle()
         hashes = log.hashes()
-        tmp = journal.path.with_name(journal.path.name + ".compact.tmp")
+        # a journal reached through a symlink is rewritten where it lives: renaming over the link
+        # would leave the real file, forgotten lines and all, behind it
+        target = journal.path.resolve()
+        tmp = target.with_name(target.name + ".compact.tmp")
         tmp.unlink(missing_ok=True)  # left by a compaction a crash stopped before its rename
         if rewrite is None and not log.pending():
             return None
-        edits, replaced = _write_rewritten(journal.path, tmp, hashes, rewrite)
+        edits, replaced = _write_rewritten(target, tmp, hashes, rewrite)
         if not edits:
             tmp.unlink(missing_ok=True)
             if log.pending():
@@ -251,8 +254,8 @@ def compact(journal: Journal, log: ForgetLog, rewrite: Rewrite | None = None,
         log._append({"op": "compact", "at": _now(), "gen": gen, "dev": dev, "ino": ino,
                      "edits": [list(e) for e in edits], "replaced": sorted(h.hex() for h in replaced)})
         with hold(edits[0][0]) if hold is not None else nullcontext():
-            os.rename(tmp, journal.path)
-            _fsync_dir(journal.path.parent)
+            os.rename(tmp, target)
+            _fsync_dir(target.parent)
         log._state = _State()
         done = Compaction(gen, tuple(edits), frozenset(replaced))
         if after is not None:
