@@ -487,3 +487,26 @@ def test_a_daemon_start_finishes_a_compaction_a_crash_interrupted(urchin_home: P
             assert http.get("/events/ev-005").status_code == 200
     finally:
         daemon.stop()
+
+
+def test_a_feeder_behind_the_journal_resumes_at_the_mapped_offset(pg_settings: Settings, pg_url: str) -> None:
+    memory = Memory(pg_settings)
+    memory.ingest(_events(12))
+    memory.index()
+    memory.ingest(_events(20)[12:])  # not fed yet: the cursor sits in the middle of what gets rewritten
+    memory.forget(["ev-002", "ev-015"], confirm=True)
+    memory.ingest(_events(22)[20:])
+    memory.index()
+    rows = dict(_sql(pg_url, "SELECT chunk_id, journal_offset FROM urchin_chunks"))  # type: ignore[arg-type]
+    assert set(rows) == {f"ev-{i:03d}" for i in range(22)} - {"ev-002", "ev-015"}
+    offsets = {orjson.loads(line)["id"]: off for off, line in _offsets(memory.journal.path)}
+    assert all(rows[i] == offsets[i] for i in rows if i >= "ev-012")  # fed after the rewrite: real offsets
+    assert memory.index_status()["behindJournalBytes"] == 0
+    memory.close()
+
+
+def test_offsets_map_across_a_compaction() -> None:
+    from urchin.forget import Compaction
+
+    done = Compaction(1, ((10, 5, 0), (30, 10, 4), (50, 5, 0)))
+    assert [done.map_offset(o) for o in (0, 10, 15, 30, 40, 50, 55, 70)] == [0, 10, 10, 25, 29, 39, 39, 54]
