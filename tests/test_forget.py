@@ -11,7 +11,7 @@ import pytest
 
 from urchin.config import Settings
 from urchin.errors import QueryError
-from urchin.forget import forget_hash
+from urchin.forget import ForgetLog, forget_hash
 from urchin.memory import Memory
 
 
@@ -510,3 +510,21 @@ def test_offsets_map_across_a_compaction() -> None:
 
     done = Compaction(1, ((10, 5, 0), (30, 10, 4), (50, 5, 0)))
     assert [done.map_offset(o) for o in (0, 10, 15, 30, 40, 50, 55, 70)] == [0, 10, 10, 25, 29, 39, 39, 54]
+
+
+def test_a_compaction_that_never_renamed_is_voided_and_redone(memory: Memory) -> None:
+    memory.ingest(_events(6))
+    before = _lines(memory.journal.path)
+    log = memory.forget_log
+    with memory.journal.locked():
+        log.record_forget([forget_hash("ev-002")])
+        # what a SIGKILL between the intent record and the rename leaves behind
+        log._append({"op": "compact", "token": "dead", "dev": 0, "ino": 1, "edits": [[0, 1, 0]]})
+    assert log.generation() == 0 and log.pending()
+    assert Memory(memory.settings).locate("ev-002") is None
+    done = memory.compact()
+    assert done is not None and done.generation == 1
+    fresh = ForgetLog(memory.journal)
+    assert fresh.generation() == 1 and not fresh.pending()
+    assert [c.edits for c in fresh.compactions_since(0)] == [done.edits]
+    assert _lines(memory.journal.path) == [line for line in before if b'"ev-002"' not in line]

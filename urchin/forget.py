@@ -87,7 +87,7 @@ class _State:
     forget_records: int = 0
     compactions: list[Compaction] = field(default_factory=list)
     pending: bool = False            # forget records after the last committed compaction
-    void: int | None = None          # generation of a trailing compact record that never committed
+    void: str | None = None          # token of a trailing compact record that never committed
 
 
 class ForgetLog:
@@ -163,7 +163,7 @@ class ForgetLog:
         state = _State(key)
         hashes: set[bytes] = set()
         records = list(self._records())
-        voided = {r.get("gen") for r in records if r.get("op") == "void"}
+        voided = {r.get("token") for r in records if r.get("op") == "void"}
         try:
             identity = os.stat(self.journal.path)
             current = (identity.st_dev, identity.st_ino)
@@ -175,10 +175,10 @@ class ForgetLog:
                 hashes.update(_unhex(record.get("hashes")))
                 state.forget_records += 1
                 state.pending = True
-            elif op == "compact" and record.get("gen") not in voided:
+            elif op == "compact" and record.get("token") not in voided:
                 last = index == len(records) - 1
                 if last and (record.get("dev"), record.get("ino")) != current:
-                    state.void = int(record.get("gen", 0))
+                    state.void = str(record.get("token"))
                     continue
                 edits = tuple((int(e[0]), int(e[1]), int(e[2])) for e in record.get("edits", ()))
                 state.compactions.append(Compaction(len(state.compactions) + 1, edits,
@@ -193,7 +193,7 @@ class ForgetLog:
         self._state = _State()
         state = self.state()
         if state.void is not None:
-            self._append({"op": "void", "gen": state.void})
+            self._append({"op": "void", "token": state.void})
 
     def record_forget(self, hashes: Iterable[bytes]) -> int:
         """Append a tombstone for `hashes` (fsync'd before it returns); returns how many were new."""
@@ -246,12 +246,13 @@ def compact(journal: Journal, log: ForgetLog, rewrite: Rewrite | None = None,
         if not edits:
             tmp.unlink(missing_ok=True)
             if log.pending():
-                log._append({"op": "compact", "at": _now(), "gen": log.generation() + 1,
-                             "dev": _identity(journal.path)[0], "ino": _identity(journal.path)[1], "edits": []})
+                dev, ino = _identity(target)
+                log._append({"op": "compact", "at": _now(), "token": os.urandom(8).hex(), "dev": dev, "ino": ino,
+                             "edits": []})
             return None
         dev, ino = _identity(tmp)
         gen = log.generation() + 1
-        log._append({"op": "compact", "at": _now(), "gen": gen, "dev": dev, "ino": ino,
+        log._append({"op": "compact", "at": _now(), "token": os.urandom(8).hex(), "dev": dev, "ino": ino,
                      "edits": [list(e) for e in edits], "replaced": sorted(h.hex() for h in replaced)})
         with hold(edits[0][0]) if hold is not None else nullcontext():
             os.rename(tmp, target)
