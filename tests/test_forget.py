@@ -528,3 +528,14 @@ def test_a_compaction_that_never_renamed_is_voided_and_redone(memory: Memory) ->
     assert fresh.generation() == 1 and not fresh.pending()
     assert [c.edits for c in fresh.compactions_since(0)] == [done.edits]
     assert _lines(memory.journal.path) == [line for line in before if b'"ev-002"' not in line]
+
+
+def test_following_the_journal_carries_over_a_compaction(memory: Memory) -> None:
+    memory.ingest(_events(10))
+    reader = Memory(memory.settings)  # `urchin tail -f` in another process
+    _, offset = reader.follow(0)
+    memory.forget(["ev-001", "ev-008"], confirm=True)
+    memory.ingest(_events(12)[10:])
+    events, end = reader.follow(offset)
+    assert [e.id for e in events] == ["ev-010", "ev-011"]
+    assert end == memory.journal.size()

@@ -81,6 +81,7 @@ class Memory(CaptureOps, WorkspaceOps, IndexOps, HotOps, ForgetOps):
         self._followed = 0
         self._lines_followed = 0
         self._followed_inode: int | None = None
+        self._follow_generation: int | None = None
         self._refresh_lock = threading.Lock()
 
     @classmethod
@@ -296,8 +297,20 @@ class Memory(CaptureOps, WorkspaceOps, IndexOps, HotOps, ForgetOps):
         return self.journal.size()
 
     def follow(self, offset: int) -> tuple[list[Event], int]:
-        """Events appended at or after `offset`, and the offset to continue from."""
-        result = self.journal.read_from(offset)
+        """Events appended at or after `offset`, and the offset to continue from.
+
+        A compaction between two calls moves every offset: `offset` is mapped onto the new file.
+        """
+        log = self.forget_log
+        while True:
+            generation = log.generation()
+            if self._follow_generation is not None:
+                for done in log.compactions_since(self._follow_generation):
+                    offset = done.map_offset(offset)
+            self._follow_generation = generation
+            result = self.journal.read_from(offset)
+            if log.generation() == generation:
+                break  # else the journal was rewritten while we read: map and read again
         hides = self.forget_log.hides
         events = [e for e in (Event.from_json(line) for _, line in result.lines) if e is not None and not hides(e.id)]
         return events, result.next_offset
