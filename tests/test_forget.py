@@ -539,3 +539,29 @@ def test_following_the_journal_carries_over_a_compaction(memory: Memory) -> None
     events, end = reader.follow(offset)
     assert [e.id for e in events] == ["ev-010", "ev-011"]
     assert end == memory.journal.size()
+
+
+def test_views_follow_a_rewrite_a_crash_interrupted(memory: Memory, settings: Settings) -> None:
+    import numpy as np
+
+    from urchin.forget import compact
+    from urchin.search.vectors import VectorCache
+
+    memory.ingest(_events(4))
+    with VectorCache(settings.home, "m", 4) as cache:
+        cache.add([f"ev-{i:03d}" for i in range(4)], list(range(4)), np.eye(4, dtype=np.float32))
+    with memory.journal.locked():
+        memory.forget_log.record_forget([forget_hash("ev-001")])
+
+    def crash(_: object) -> None:
+        raise KeyboardInterrupt  # the process dies after the rename, before the views followed
+
+    with pytest.raises(KeyboardInterrupt):
+        compact(memory.journal, memory.forget_log, after=crash)
+    assert b"ev-001" not in memory.journal.path.read_bytes()
+    assert b"ev-001" in (settings.home / "vectors" / "m" / "ids.txt").read_bytes()
+    fresh = Memory(settings)
+    assert fresh.forget_log.pending()
+    assert fresh.compact() is None  # nothing left to rewrite; the views caught up
+    assert b"ev-001" not in (settings.home / "vectors" / "m" / "ids.txt").read_bytes()
+    assert not ForgetLog(memory.journal).pending()

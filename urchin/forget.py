@@ -65,6 +65,7 @@ class Compaction:
     generation: int
     edits: tuple[tuple[int, int, int], ...]
     replaced: frozenset[bytes] = frozenset()
+    token: str = ""
 
     def map_offset(self, offset: int) -> int:
         """Where a line boundary `offset` of the old file lies in the new one."""
@@ -88,6 +89,7 @@ class _State:
     compactions: list[Compaction] = field(default_factory=list)
     pending: bool = False            # forget records after the last committed compaction
     void: str | None = None          # token of a trailing compact record that never committed
+    uncleaned: Compaction | None = None  # the last rewrite, if a crash stopped its views' clean-up
 
 
 class ForgetLog:
@@ -142,9 +144,10 @@ class ForgetLog:
         return frozenset(out)
 
     def pending(self) -> bool:
-        """True when events were forgotten since the last compaction (the journal still holds them)."""
+        """True when events were forgotten since the last compaction (the journal still holds them),
+        or a crash stopped a compaction before its rename or before its views followed."""
         state = self.state()
-        return state.pending or state.void is not None
+        return state.pending or state.void is not None or state.uncleaned is not None
 
     def _records(self) -> Iterator[dict[str, Any]]:
         try:
@@ -164,6 +167,7 @@ class ForgetLog:
         hashes: set[bytes] = set()
         records = list(self._records())
         voided = {r.get("token") for r in records if r.get("op") == "void"}
+        cleaned = {r.get("token") for r in records if r.get("op") == "cleaned"}
         try:
             identity = os.stat(self.journal.path)
             current = (identity.st_dev, identity.st_ino)
@@ -181,9 +185,11 @@ class ForgetLog:
                     state.void = str(record.get("token"))
                     continue
                 edits = tuple((int(e[0]), int(e[1]), int(e[2])) for e in record.get("edits", ()))
-                state.compactions.append(Compaction(len(state.compactions) + 1, edits,
-                                                    frozenset(_unhex(record.get("replaced")))))
+                done = Compaction(len(state.compactions) + 1, edits, frozenset(_unhex(record.get("replaced"))),
+                                  str(record.get("token")))
+                state.compactions.append(done)
                 state.pending = False
+                state.uncleaned = done if edits and done.token not in cleaned else None
         state.hashes = frozenset(hashes)
         return state
 
@@ -242,6 +248,11 @@ def compact(journal: Journal, log: ForgetLog, rewrite: Rewrite | None = None,
         tmp.unlink(missing_ok=True)  # left by a compaction a crash stopped before its rename
         if rewrite is None and not log.pending():
             return None
+        leftover = log.state().uncleaned
+        if leftover is not None:  # the journal was rewritten, then a crash: the views follow now
+            _follow(log, leftover, after)
+            if rewrite is None and not log.pending():
+                return None
         edits, replaced = _write_rewritten(target, tmp, hashes, rewrite)
         if not edits:
             tmp.unlink(missing_ok=True)
@@ -251,17 +262,23 @@ def compact(journal: Journal, log: ForgetLog, rewrite: Rewrite | None = None,
                              "edits": []})
             return None
         dev, ino = _identity(tmp)
-        gen = log.generation() + 1
-        log._append({"op": "compact", "at": _now(), "token": os.urandom(8).hex(), "dev": dev, "ino": ino,
+        gen, token = log.generation() + 1, os.urandom(8).hex()
+        log._append({"op": "compact", "at": _now(), "token": token, "dev": dev, "ino": ino,
                      "edits": [list(e) for e in edits], "replaced": sorted(h.hex() for h in replaced)})
         with hold(edits[0][0]) if hold is not None else nullcontext():
             os.rename(tmp, target)
             _fsync_dir(target.parent)
         log._state = _State()
-        done = Compaction(gen, tuple(edits), frozenset(replaced))
-        if after is not None:
-            after(done)
+        done = Compaction(gen, tuple(edits), frozenset(replaced), token)
+        _follow(log, done, after)
         return done
+
+
+def _follow(log: ForgetLog, done: Compaction, after: Callable[[Compaction], None] | None) -> None:
+    """Let the views follow a rewrite, then record that they did (a crash before: the next compaction)."""
+    if after is not None:
+        after(done)
+    log._append({"op": "cleaned", "at": _now(), "token": done.token})
 
 
 def _write_rewritten(source: Path, tmp: Path, hashes: frozenset[bytes],
