@@ -68,6 +68,7 @@ class IndexService:
         self._backend: Any = None
         self._embedded: Any = None
         self._lock = threading.RLock()
+        self._forget_synced: object = None  # the forget log's state this process last applied
 
     # ---- wiring -------------------------------------------------------------------------------
     @property
@@ -136,7 +137,7 @@ class IndexService:
         with self._lock:
             backend = self.backend
             key = str(self.journal.path)
-            self.feeder().sync_forgotten()  # a forgotten event leaves the answers at once
+            self._sync_forgotten()  # a forgotten event leaves the answers at once
             cursor = backend.cursor(self.settings.device, key)
             behind = self.journal.size() - cursor
             if catch_up and 0 < behind <= INLINE_CATCH_UP_BYTES:
@@ -151,7 +152,16 @@ class IndexService:
     def sync_forgotten(self) -> int:
         """Delete rows of forgotten events now, and carry the cursor over a compaction (see Feeder)."""
         with self._lock:
-            return int(self.feeder(retry_for=10.0).sync_forgotten())
+            return self._sync_forgotten()
+
+    def _sync_forgotten(self) -> int:
+        feeder = self.feeder(retry_for=10.0)
+        seen = feeder.forgotten.state().key
+        if seen is None or seen == self._forget_synced:
+            return 0  # nothing forgotten, or nothing new since this process last synced
+        deleted = int(feeder.sync_forgotten())
+        self._forget_synced = seen
+        return deleted
 
     @_database_errors
     def status(self) -> dict[str, Any]:

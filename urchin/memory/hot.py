@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
@@ -103,8 +104,6 @@ class HotOps:
             return self._followed
 
     def _journal_inode(self) -> int:
-        import os
-
         try:
             return os.stat(self.journal.path).st_ino
         except FileNotFoundError:

@@ -219,9 +219,11 @@ class TokenCosineView:
                 offsets = [self.offsets[s.row] for s in scored]
         hits: list[Hit] = []
         for s, offset in zip(scored, offsets, strict=True):
+            if len(hits) >= limit:
+                break
             line = self.journal.read_line_at(offset)
             event = Event.from_json(line) if line is not None else None
-            if event is not None and not (hidden and forgotten.hides(event.id)) and len(hits) < limit:
+            if event is not None and not (hidden and forgotten.hides(event.id)):
                 hits.append(Hit(event, s.score))
         self._save_if_due()
         return hits
