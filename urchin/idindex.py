@@ -1,6 +1,7 @@
 """Dedupe state for the journal: which event ids it already holds, with bounded memory.
 
-A sidecar `<journal>.ids` holds a 16-byte header (magic, journal offset covered) and one 16-byte
+A sidecar `<journal>.ids` holds a 24-byte header (magic, journal offset covered, the journal file's
+inode: a compacted journal is another file, and its sidecar is rebuilt) and one 16-byte
 record per event (64-bit hash of the id, the line's journal offset). A hash hit is confirmed by
 reading that line, so a collision never drops an event. The sidecar is derived: it is caught up
 from the journal under the journal's lock, trimmed when the journal is shorter, and rebuilt when lost.
@@ -22,8 +23,8 @@ from urchin.journal import Journal
 
 __all__ = ["IdIndex", "id_hash"]
 
-_MAGIC = b"URCHINID"
-_HEADER = struct.Struct("<8sQ")
+_MAGIC = b"URCHINI2"
+_HEADER = struct.Struct("<8sQQ")
 _RECORD = struct.Struct("<QQ")
 
 
@@ -37,6 +38,7 @@ class IdIndex:
         self.path = journal.path.with_name(journal.path.name + ".ids")
         self._mem: dict[int, list[int] | int] | None = None
         self._records_seen = _HEADER.size  # records before this position are in _mem
+        self._mem_inode = -1  # the journal file _mem describes (a compaction in any process replaces it)
 
     # ---- maintenance (call with the journal lock held) ------------------------------------
     def catch_up(self) -> None:
@@ -46,9 +48,14 @@ class IdIndex:
             size = os.fstat(fd).st_size
             header = os.pread(fd, _HEADER.size, 0)
             covered = 0
-            if len(header) == _HEADER.size and header[:8] == _MAGIC:
+            inode = self._journal_inode()
+            if inode != self._mem_inode or size < self._records_seen:
+                self._forget()  # another process compacted the journal and rebuilt the sidecar: reload it
+                self._mem_inode = inode
+            if len(header) == _HEADER.size and header[:8] == _MAGIC and _HEADER.unpack(header)[2] == inode:
                 covered = _HEADER.unpack(header)[1]
             else:
+                header = b""
                 size = _HEADER.size
                 os.ftruncate(fd, 0)
                 self._forget()
@@ -71,7 +78,7 @@ class IdIndex:
             if new:
                 os.pwrite(fd, b"".join(new), records_end)
             if end != covered or len(header) != _HEADER.size:
-                os.pwrite(fd, _HEADER.pack(_MAGIC, end), 0)
+                os.pwrite(fd, _HEADER.pack(_MAGIC, end, inode), 0)
             self._records_seen = records_end + len(new) * _RECORD.size
         finally:
             os.close(fd)
@@ -90,7 +97,7 @@ class IdIndex:
         try:
             size = os.fstat(fd).st_size
             os.pwrite(fd, b"".join(packed), size)
-            os.pwrite(fd, _HEADER.pack(_MAGIC, covered), 0)
+            os.pwrite(fd, _HEADER.pack(_MAGIC, covered, self._journal_inode()), 0)
         finally:
             os.close(fd)
         if self._records_seen == size:
@@ -101,6 +108,12 @@ class IdIndex:
         if self._mem is None:
             self._mem = {}
             self._records_seen = _HEADER.size
+
+    def _journal_inode(self) -> int:
+        try:
+            return os.stat(self.journal.path).st_ino
+        except FileNotFoundError:
+            return 0
 
     # ---- lookups --------------------------------------------------------------------------
     def contains(self, event_id: str, h: int | None = None) -> bool:
@@ -136,7 +149,7 @@ class IdIndex:
                 header = handle.read(_HEADER.size)
         except FileNotFoundError:
             return 0
-        if len(header) == _HEADER.size and header[:8] == _MAGIC:
+        if len(header) == _HEADER.size and header[:8] == _MAGIC and _HEADER.unpack(header)[2] == self._journal_inode():
             return min(_HEADER.unpack(header)[1], self.journal.size())
         return 0
 

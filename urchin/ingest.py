@@ -1,6 +1,7 @@
 """The single write path every writer goes through.
 
-validate -> redact -> stamp identity -> dedupe by id -> ephemeral check -> append (durable).
+validate -> redact -> stamp identity -> dedupe by id (and refuse forgotten ids: a collector
+re-reading a transcript must not bring a forgotten event back) -> ephemeral check -> append (durable).
 Each item gets one `IngestResult`: appended, duplicate, suppressed or rejected with the reason.
 """
 
@@ -15,6 +16,7 @@ from urchin.config import Settings
 from urchin.ephemeral import Ephemeral
 from urchin.errors import ValidationError
 from urchin.event import HARD_LIMIT_BYTES, Event
+from urchin.forget import ForgetLog, forget_hash
 from urchin.idindex import IdIndex, id_hash
 from urchin.journal import Journal
 from urchin.redact import Redactor
@@ -51,6 +53,7 @@ class Ingestor:
         self.settings = settings
         self.journal = journal or Journal(settings.journal_path, settings.durability)
         self.ids = IdIndex(self.journal)
+        self.forgotten = ForgetLog(self.journal)
         self.redactor = Redactor.from_config(settings.section("redact"))
         self.ephemeral = Ephemeral(settings.home)
         self._actor = {"account": settings.account, "device": settings.device}
@@ -108,9 +111,12 @@ class Ingestor:
             fresh: list[tuple[int, Event]] = []
             hashes: list[int] = []
             seen: set[str] = set()
+            forgotten = self.forgotten.hashes()
             for index, event in ready:
                 h = id_hash(event.id)
-                if event.id in seen or self.ids.contains(event.id, h):
+                if forgotten and forget_hash(event.id) in forgotten:
+                    out.append((index, IngestResult("suppressed", event.id, "forgotten", event)))
+                elif event.id in seen or self.ids.contains(event.id, h):
                     out.append((index, IngestResult("duplicate", event.id, event=event)))
                 else:
                     seen.add(event.id)

@@ -52,15 +52,26 @@ def identity(app: AppContext, as_json: bool) -> None:
 
 
 @main.command()
-@click.option("--check", "path", required=True, type=click.Path(dir_okay=False),
+@click.option("--check", "path", default=None, type=click.Path(dir_okay=False),
               help="The file to audit (a journal, a log, a transcript).")
+@click.option("--rewrite", is_flag=True,
+              help="Apply the current rules to the whole journal: changed lines are rewritten (all others kept "
+                   "byte-identical) and every index is refreshed.")
 @json_option
 @click.pass_obj
-def redact(app: AppContext, path: str, as_json: bool) -> None:
-    """Audit a file: list what redaction would remove (type, line, column; values masked).
-
-    Exits 1 when anything would be redacted, 0 when the file is clean.
-    """
+def redact(app: AppContext, path: str | None, rewrite: bool, as_json: bool) -> None:
+    """Audit a file (--check: what redaction would remove, by type, line and column; values masked; exits 1
+    when anything would be), or --rewrite the journal with the current rules (a secret type added later)."""
+    if (path is None) == (not rewrite):
+        raise click.UsageError("give one of --check FILE or --rewrite")
+    if rewrite:
+        done = app.memory().redact_rewrite()
+        if as_json:
+            print_json(done)
+        else:
+            click.echo("\n".join([f"rewrote {done['rewritten']} journal line(s)", *done["notes"]]))
+        return
+    assert path is not None
     found = 0
     for finding in app.memory().redact_check(path):
         found += 1

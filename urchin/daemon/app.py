@@ -28,7 +28,7 @@ from starlette.routing import BaseRoute, Route
 from urchin.daemon.security import AUTHORISED, BATCH_LIMIT, EVENT_LIMIT, SSE_IDLE_S, ASGIApp, Guard
 from urchin.daemon.workspace_routes import workspace_routes
 from urchin.daemon.writer import GroupWriter
-from urchin.errors import ConfigError, QueryError, UrchinError, ValidationError
+from urchin.errors import ConfigError, NotFoundError, QueryError, UrchinError, ValidationError
 from urchin.ingest import IngestResult
 from urchin.memory import Memory
 
@@ -82,7 +82,8 @@ def build_app(state: DaemonState, token: str, *, extra_routes: Sequence[BaseRout
         Route("/search", _search, methods=["GET"]),
         Route("/semantic", _semantic, methods=["GET"]),
         Route("/recent", _recent, methods=["GET"]),
-        Route("/events/{event_id:path}", _event, methods=["GET"]),
+        Route("/events/{event_id:path}", _event, methods=["GET", "DELETE"]),
+        Route("/forget", _forget, methods=["POST"]),
         Route("/status", _status, methods=["GET"]),
         Route("/context", _context, methods=["POST"]),
         *workspace_routes(JSON, lambda request: _state(request).memory),
@@ -254,8 +255,21 @@ async def _recent(request: Request) -> Response:
 
 
 async def _event(request: Request) -> Response:
-    event = await run_in_threadpool(_state(request).memory.get, request.path_params["event_id"])
+    memory = _state(request).memory
+    if request.method == "DELETE":  # forget this one event, everywhere, for good
+        result = await run_in_threadpool(memory.forget, [request.path_params["event_id"]], confirm=True)
+        if not result.matched:
+            raise NotFoundError(f"no event with id {request.path_params['event_id']!r}")
+        return JSON(result.to_dict())
+    event = await run_in_threadpool(memory.get, request.path_params["event_id"])
     return JSON(event.to_dict())
+
+
+async def _forget(request: Request) -> Response:
+    """Forget by ids, session, query and/or time range; `confirm: true` acts, anything else previews."""
+    body = await _json_body(request)
+    result = await run_in_threadpool(_state(request).memory.forget_from, body)
+    return JSON(result.to_dict())
 
 
 async def _status(request: Request) -> Response:

@@ -155,6 +155,21 @@ class RemoteMemory:
         return self._call("GET", "/events/" + quote(event_id, safe=""), parse=parse,
                           fallback=lambda m: m.get(event_id))
 
+    def forget(self, ids: Any = None, *, session: str | None = None, query: str | None = None,
+               since: str | None = None, until: str | None = None, confirm: bool = False) -> Any:
+        """`Memory.forget` through the daemon, so its hot views drop the events at once."""
+        body = _drop_none(ids=[ids] if isinstance(ids, str) else ids, session=session, query=query, since=since,
+                          until=until, confirm=confirm)
+
+        def parse(answer: Any) -> Any:
+            from urchin.memory.forget import ForgetResult
+
+            return ForgetResult.from_dict(answer)
+
+        return self._call("POST", "/forget", json=body, parse=parse,
+                          fallback=lambda m: m.forget(ids, session=session, query=query, since=since, until=until,
+                                                      confirm=confirm))
+
     def status(self) -> dict[str, Any]:
         return self._call("GET", "/status", parse=lambda body: dict(body), fallback=lambda m: m.status())
 

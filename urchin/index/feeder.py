@@ -2,7 +2,8 @@
 
 Rows and the cursor move together, upserts are idempotent, and a database outage is retried with
 backoff from the last committed cursor, so nothing is lost or duplicated. Several devices may feed
-one database; each has its own cursor per journal.
+one database; each has its own cursor per journal. Forgotten events are never fed; `sync_forgotten`
+deletes their rows and carries the cursor across a compaction (the forget log maps old offsets).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any
 
 from urchin.errors import EmbedderError, IndexError_
 from urchin.event import Event
+from urchin.forget import ForgetLog, forget_hash
 from urchin.index.base import ChunkRow, Embedder
 from urchin.index.sparse import doc_vector, int_array, to_sparsevec
 from urchin.journal import Journal
@@ -75,6 +77,32 @@ class Feeder:
         self.batch_bytes = batch_bytes
         self.retry_for = retry_for           # None: retry outages forever (the daemon)
         self._sleep = sleep
+        self.forgotten = ForgetLog(journal)
+
+    def sync_forgotten(self, report: FeedReport | None = None) -> int:
+        """Delete rows of events forgotten since the last sync, and move the cursor onto a compacted
+        journal (mapped through the forget log). Cheap when nothing was forgotten: one `stat`."""
+        log = self.forgotten
+        if not log.path.exists() or not hasattr(self.backend, "marks"):
+            return 0
+        report = report or FeedReport()
+        cursor, generation, applied = self._retry(lambda: self.backend.marks(self.device, self.key), report)
+        current, count = log.generation(), log.forget_count()
+        if generation >= current and applied >= count:
+            return 0
+        hashes = set(log.hashes_after(applied))
+        moves = None
+        if generation < current:
+            target = cursor
+            for done in log.compactions_since(generation):
+                rewound = [old for old, _, new_len in done.edits if new_len]
+                target = done.map_offset(target)
+                if rewound:  # rewritten lines (redaction): drop their rows, feed them again
+                    hashes |= done.replaced
+                    target = min(target, done.map_offset(rewound[0]))
+            moves = (cursor, target)
+        return int(self._retry(lambda: self.backend.apply_forget(self.device, self.key, sorted(hashes), moves,
+                                                                 current, count), report))
 
     def run_once(self, on_progress: Progress | None = None, stop: threading.Event | None = None) -> FeedReport:
         """Feed everything the journal holds now; return when caught up.
@@ -83,14 +111,17 @@ class Feeder:
         current one (the driver waits without the GIL), so Python and PostgreSQL work side by side.
         """
         report = FeedReport()
+        forgets = self.forgotten.forget_count()
+        self.sync_forgotten(report)
+        generation = self.forgotten.generation()
         offset = self._retry(lambda: self.backend.cursor(self.device, self.key), report)
         total = self.journal.size()
         with ThreadPoolExecutor(1, thread_name_prefix="urchin-feed") as pool:
             pending = pool.submit(self._prepare, offset)
             while not (stop and stop.is_set()):
                 start, end, rows = pending.result()
-                if end == start:
-                    break
+                if end == start or self.forgotten.generation() != generation:
+                    break  # caught up, or the journal was compacted under us: the next run maps the cursor
                 pending = pool.submit(self._prepare, end)
                 try:
                     write = partial(self.backend.write_batch, rows, self.device, self.key, start, end)
@@ -108,6 +139,11 @@ class Feeder:
                 if on_progress:
                     on_progress(offset, max(total, offset))
         report.offset = offset
+        if self.forgotten.forget_count() != forgets:
+            # forgotten while this run fed: a batch read before the tombstone may hold them
+            late = sorted(self.forgotten.hashes_after(forgets))
+            self._retry(lambda: self.backend.apply_forget(self.device, self.key, late, None, 0, 0), report)
+            self.sync_forgotten(report)
         if self.embedder is not None:
             try:
                 report.embedded = self.embed_pending(report, stop)
@@ -117,7 +153,7 @@ class Feeder:
 
     def _prepare(self, offset: int) -> tuple[int, int, list[ChunkRow]]:
         result = self.journal.read_from(offset, self.batch_bytes)
-        return offset, result.next_offset, _rows(result.lines)
+        return offset, result.next_offset, _rows(result.lines, self.forgotten.hashes())
 
     def follow(self, stop: threading.Event, poll_s: float = 0.5, on_progress: Progress | None = None) -> None:
         """Feed until `stop` is set (the daemon's loop)."""
@@ -156,10 +192,10 @@ class Feeder:
                 delay = min(delay * 2, 5.0)
 
 
-def _rows(lines: Sequence[tuple[int, bytes]]) -> list[ChunkRow]:
+def _rows(lines: Sequence[tuple[int, bytes]], hidden: frozenset[bytes] = frozenset()) -> list[ChunkRow]:
     rows: dict[str, ChunkRow] = {}
     for offset, line in lines:
         event = Event.from_json(line)
-        if event is not None and event.id not in rows:
+        if event is not None and event.id not in rows and not (hidden and forget_hash(event.id) in hidden):
             rows[event.id] = event_row(event, offset)
     return list(rows.values())

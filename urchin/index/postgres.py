@@ -18,7 +18,12 @@ from urchin.errors import IndexError_
 from urchin.index.base import MEMORY_KINDS, ChunkRow, ContextRow, Filter, LegHit
 from urchin.index.schema import MIGRATIONS, PGVECTOR_MIN, TS_CONFIG
 
-__all__ = ["PostgresIndex", "OUTAGE_ERRORS", "QUERY_SETTINGS"]
+__all__ = ["PostgresIndex", "OUTAGE_ERRORS", "QUERY_SETTINGS", "GENERATION_MARK", "FORGOTTEN_MARK"]
+
+# Rows of urchin_cursors beside a feeder's cursor: the journal generation its offset refers to,
+# and how many tombstones (`forget` records) it has applied. Not cursors: status leaves them out.
+GENERATION_MARK = " #generation"
+FORGOTTEN_MARK = " #forgotten"
 
 # Errors that mean "the database went away": the feeder retries these with backoff.
 OUTAGE_ERRORS: tuple[type[BaseException], ...] = (psycopg.OperationalError, psycopg.InterfaceError)
@@ -109,6 +114,43 @@ class PostgresIndex:
                 raise IndexError_(f"index cursor for {device}:{journal} was moved by another feeder; re-reading it")
         return len(inserted)
 
+    # ---- forgetting ----------------------------------------------------------------------------
+    def marks(self, device: str, journal: str) -> tuple[int, int, int]:
+        """(cursor, journal generation it refers to, tombstones applied) of one feeder."""
+        with self.conn.transaction():
+            found = dict(self.conn.execute(
+                "SELECT journal, byte_offset FROM urchin_cursors WHERE device = %s AND journal = ANY(%s)",
+                (device, [journal, journal + GENERATION_MARK, journal + FORGOTTEN_MARK])).fetchall())
+        return (int(found.get(journal, 0)), int(found.get(journal + GENERATION_MARK, 0)),
+                int(found.get(journal + FORGOTTEN_MARK, 0)))
+
+    def apply_forget(self, device: str, journal: str, hashes: Sequence[bytes], moves: tuple[int, int] | None,
+                     generation: int, applied: int) -> int:
+        """In one transaction: delete the event rows whose id hashes (sha256, first 16 bytes) are in
+        `hashes`, move the cursor `moves` = (from, to) onto the rewritten journal, record the marks.
+        Returns how many rows were deleted."""
+        conn = self.conn
+        with conn.transaction():
+            rows = []
+            if hashes:
+                rows = conn.execute(
+                    "DELETE FROM urchin_chunks WHERE doc_type = 'event' AND "
+                    "substring(sha256(convert_to(chunk_id, 'UTF8')) from 1 for 16) = ANY(%s) RETURNING terms",
+                    (list(hashes),)).fetchall()
+                self._uncount(rows)
+            if moves is not None:
+                moved = conn.execute("UPDATE urchin_cursors SET byte_offset = %s, updated_at = now() "
+                                     "WHERE device = %s AND journal = %s AND byte_offset = %s",
+                                     (moves[1], device, journal, moves[0])).rowcount
+                if moved != 1 and moves[0] != 0:
+                    raise IndexError_(f"index cursor for {device}:{journal} was moved by another feeder; re-reading it")
+            for mark, value in ((GENERATION_MARK, generation), (FORGOTTEN_MARK, applied)):
+                conn.execute("INSERT INTO urchin_cursors (device, journal, byte_offset) VALUES (%s, %s, %s) "
+                             "ON CONFLICT (device, journal) DO UPDATE SET byte_offset = "
+                             "greatest(urchin_cursors.byte_offset, excluded.byte_offset), updated_at = now()",
+                             (device, journal + mark, value))
+        return len(rows)
+
     def _count_terms(self, rows: Sequence[ChunkRow]) -> None:
         df: Counter[int] = Counter()
         for row in rows:
@@ -193,6 +235,10 @@ class PostgresIndex:
             return
         rows = self.conn.execute("DELETE FROM urchin_chunks WHERE doc_id = ANY(%s) AND doc_type = 'file' "
                                  "RETURNING terms", (list(doc_ids),)).fetchall()
+        self._uncount(rows)
+
+    def _uncount(self, rows: Sequence[Any]) -> None:
+        """Take deleted rows (their `terms`) out of the term statistics."""
         if not rows:
             return
         df: Counter[int] = Counter()
@@ -314,7 +360,10 @@ class PostgresIndex:
         with self.conn.transaction():
             chunks = self.conn.execute("SELECT count(*) FROM urchin_chunks").fetchone()
             cursors = self.conn.execute("SELECT device, journal, byte_offset, updated_at FROM urchin_cursors "
-                                        "ORDER BY device, journal").fetchall()
+                                        "WHERE right(journal, %s) <> %s AND right(journal, %s) <> %s "
+                                        "ORDER BY device, journal",
+                                        (len(GENERATION_MARK), GENERATION_MARK, len(FORGOTTEN_MARK),
+                                         FORGOTTEN_MARK)).fetchall()
             version = self.conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'").fetchone()
             schema = self.conn.execute("SELECT max(version) FROM urchin_migrations").fetchone()
             files = self.conn.execute("SELECT root, state, count(*) FROM urchin_files GROUP BY root, state").fetchall()

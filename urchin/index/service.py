@@ -67,6 +67,7 @@ class IndexService:
         self._backend: Any = None
         self._embedded: Any = None
         self._lock = threading.RLock()
+        self._forget_synced: object = None  # the forget log's state this process last applied
 
     # ---- wiring -------------------------------------------------------------------------------
     @property
@@ -135,6 +136,7 @@ class IndexService:
         with self._lock:
             backend = self.backend
             key = str(self.journal.path)
+            self._sync_forgotten()  # a forgotten event leaves the answers at once
             cursor = backend.cursor(self.settings.device, key)
             behind = self.journal.size() - cursor
             if catch_up and 0 < behind <= INLINE_CATCH_UP_BYTES:
@@ -144,6 +146,21 @@ class IndexService:
             if behind > 0:
                 info["note"] = "the index is behind the journal; run `urchin index` (the daemon feeds it continuously)"
             return run_context(backend, params, self.embedder, info, files)
+
+    @_database_errors
+    def sync_forgotten(self) -> int:
+        """Delete rows of forgotten events now, and carry the cursor over a compaction (see Feeder)."""
+        with self._lock:
+            return self._sync_forgotten()
+
+    def _sync_forgotten(self) -> int:
+        feeder = self.feeder(retry_for=10.0)
+        seen = feeder.forgotten.state().key
+        if seen is None or seen == self._forget_synced:
+            return 0  # nothing forgotten, or nothing new since this process last synced
+        deleted = int(feeder.sync_forgotten())
+        self._forget_synced = seen
+        return deleted
 
     @_database_errors
     def status(self) -> dict[str, Any]:

@@ -82,6 +82,17 @@ INPUT_SCHEMAS: dict[str, dict[str, Any]] = {
                     "description": "With start: switch itself off after N minutes (default: until end)."},
     }, ("action",)),
     "urchin_status": _object({}),
+    "urchin_forget": _object({
+        "ids": {"type": "array", "items": {"type": "string", "minLength": 1}, "minItems": 1, "maxItems": 10000,
+                "description": "Event ids to forget (default: none)."},
+        "session": _string("Forget every event of this session (default: any).", minLength=1),
+        "query": _string("Forget events whose content contains this text, case-insensitive (default: any).",
+                         minLength=1),
+        "since": _string("Only events at or after this time, RFC 3339 (default: no bound).", minLength=1),
+        "until": _string("Only events at or before this time, RFC 3339 (default: no bound).", minLength=1),
+        "confirm": {"type": "boolean", "default": False,
+                    "description": "true forgets; anything else only previews what would be forgotten."},
+    }),
 }
 
 EVENT_SCHEMA: dict[str, Any] = {
@@ -136,6 +147,14 @@ OUTPUT_SCHEMAS: dict[str, dict[str, Any]] = {
         "properties": {"journal": {"type": "string"}, "events": {"type": "integer"}},
         "required": ["journal", "events"],
     },
+    "urchin_forget": {
+        "type": "object",
+        "properties": {"matched": {"type": "integer"}, "forgotten": {"type": "integer"},
+                       "confirmed": {"type": "boolean"}, "preview": {"type": "array"},
+                       "notFound": {"type": "array", "items": {"type": "string"}}, "compacted": {"type": "boolean"},
+                       "removedBytes": {"type": "integer"}, "notes": {"type": "array", "items": {"type": "string"}}},
+        "required": ["matched", "forgotten", "confirmed", "preview"],
+    },
 }
 
 # (title, description) per tool: when an agent should pick it, in plain sentences.
@@ -176,4 +195,8 @@ TOOL_DOCS: dict[str, tuple[str, str]] = {
     "urchin_status": ("Urchin status", (
         "Where the journal is, how many events it holds, the newest event's time, and the state of the "
         "daemon, embedder and index. Use it to check Urchin is working.")),
+    "urchin_forget": ("Forget events", (
+        "Remove events from memory for good (journal and every index), by ids, session, query text and/or "
+        "time range (all given must hold). Only when the user asks to forget something. Without confirm: "
+        "true it changes nothing and previews the matches; call again with confirm: true to forget them.")),
 }

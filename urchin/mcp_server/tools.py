@@ -136,6 +136,12 @@ def _status(memory: Any, a: dict[str, Any]) -> Reply:
     return "\n".join(lines), info
 
 
+def _forget(memory: Any, a: dict[str, Any]) -> Reply:
+    result = memory.forget(a.get("ids"), session=a.get("session"), query=a.get("query"), since=a.get("since"),
+                           until=a.get("until"), confirm=a.get("confirm", False) is True)
+    return result.render(), result.to_dict()
+
+
 _RUNNERS: dict[str, Callable[[Any, dict[str, Any]], Reply]] = {
     "urchin_search": _search,
     "urchin_semantic_search": _semantic,
@@ -147,6 +153,7 @@ _RUNNERS: dict[str, Callable[[Any, dict[str, Any]], Reply]] = {
     "urchin_remember": _remember,
     "urchin_ephemeral": _ephemeral,
     "urchin_status": _status,
+    "urchin_forget": _forget,
     **workspace_tools.RUNNERS,
     **context_tool.RUNNERS,
 }
@@ -166,7 +173,8 @@ def tool_list() -> list[types.Tool]:
     for name in TOOL_NAMES:
         title, description = TOOL_DOCS[name]
         annotations = types.ToolAnnotations(title=title, read_only_hint=name in _READ_ONLY,
-                                            destructive_hint=False, idempotent_hint=name in _READ_ONLY,
+                                            destructive_hint=name == "urchin_forget",
+                                            idempotent_hint=name in _READ_ONLY,
                                             open_world_hint=False)
         tools.append(types.Tool(name=name, title=title, description=description, input_schema=INPUT_SCHEMAS[name],
                                 output_schema=OUTPUT_SCHEMAS[name], annotations=annotations))

@@ -21,6 +21,7 @@ from urchin.errors import EmbedderError, NotFoundError, QueryError, ValidationEr
 from urchin.event import Event
 from urchin.journal import Journal
 from urchin.memory.capture import CaptureOps
+from urchin.memory.forget import ForgetOps, ForgetResult
 from urchin.memory.hot import HotOps, HotView
 from urchin.memory.index import MAX_DOCUMENT_BYTES, IndexOps
 from urchin.memory.workspace import WorkspaceOps
@@ -43,7 +44,7 @@ if TYPE_CHECKING:
     from urchin.redact import Finding
     from urchin.search.semantic import EmbeddingView, TokenCosineView
 
-__all__ = ["Memory", "ImportReport", "HotView", "MAX_DOCUMENT_BYTES"]
+__all__ = ["Memory", "ImportReport", "HotView", "ForgetResult", "MAX_DOCUMENT_BYTES"]
 
 
 IMPORT_BATCH = 4096
@@ -65,7 +66,7 @@ class ImportReport:
 
 
 
-class Memory(CaptureOps, WorkspaceOps, IndexOps, HotOps):
+class Memory(CaptureOps, WorkspaceOps, IndexOps, HotOps, ForgetOps):
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.journal = Journal(settings.journal_path, settings.durability)
@@ -79,6 +80,8 @@ class Memory(CaptureOps, WorkspaceOps, IndexOps, HotOps):
         self._hot = False
         self._followed = 0
         self._lines_followed = 0
+        self._followed_inode: int | None = None
+        self._follow_generation: int | None = None
         self._refresh_lock = threading.Lock()
 
     @classmethod
@@ -260,6 +263,8 @@ class Memory(CaptureOps, WorkspaceOps, IndexOps, HotOps):
 
     def locate(self, event_id: str) -> Event | None:
         """The event with this id: through the id sidecar, then the tail it does not cover yet."""
+        if self.forget_log.hides(event_id):
+            return None
         ids = self.ingestor.ids
         offset = ids.lookup(event_id)
         if offset is not None:
@@ -277,9 +282,10 @@ class Memory(CaptureOps, WorkspaceOps, IndexOps, HotOps):
         """The last `n` events in journal (arrival) order, oldest first."""
         n = check_limit(n, 100_000)
         out: list[Event] = []
+        hides = self.forget_log.hides
         for _, line in self.journal.reverse_lines():
             event = Event.from_json(line)
-            if event is not None:
+            if event is not None and not hides(event.id):
                 out.append(event)
                 if len(out) >= n:
                     break
@@ -291,9 +297,22 @@ class Memory(CaptureOps, WorkspaceOps, IndexOps, HotOps):
         return self.journal.size()
 
     def follow(self, offset: int) -> tuple[list[Event], int]:
-        """Events appended at or after `offset`, and the offset to continue from."""
-        result = self.journal.read_from(offset)
-        events = [e for e in (Event.from_json(line) for _, line in result.lines) if e is not None]
+        """Events appended at or after `offset`, and the offset to continue from.
+
+        A compaction between two calls moves every offset: `offset` is mapped onto the new file.
+        """
+        log = self.forget_log
+        while True:
+            generation = log.generation()
+            if self._follow_generation is not None:
+                for done in log.compactions_since(self._follow_generation):
+                    offset = done.map_offset(offset)
+            self._follow_generation = generation
+            result = self.journal.read_from(offset)
+            if log.generation() == generation:
+                break  # else the journal was rewritten while we read: map and read again
+        hides = self.forget_log.hides
+        events = [e for e in (Event.from_json(line) for _, line in result.lines) if e is not None and not hides(e.id)]
         return events, result.next_offset
 
     # ---- privacy ------------------------------------------------------------------------------

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
@@ -44,6 +45,7 @@ class HotOps:
     _followed: int
     _lines_followed: int
     _refresh_lock: threading.Lock
+    _followed_inode: int | None
 
     # ---- hot views (long-lived processes: the daemon) ------------------------------------------
     def add_view(self, view: HotView) -> None:
@@ -55,6 +57,8 @@ class HotOps:
     def warm(self) -> None:
         """Switch to hot mode: ids in memory, every view fed to the journal's end, reads catch up first."""
         self.ingestor.keep_ids_in_memory()
+        if self.forget_log.pending():  # a forget a crash interrupted: finish its compaction first
+            self.compact()
         with self.journal.locked():  # load the id index now, not inside the first write's latency
             self.ingestor.ids.catch_up()
         # The substring block index follows the journal by itself; build what it lacks in the
@@ -86,7 +90,10 @@ class HotOps:
     def _refresh_views(self) -> int:
         with self._refresh_lock:
             end = self.journal.size()
-            if end < self._followed:  # replaced or truncated: every view starts over
+            inode = self._journal_inode()
+            replaced = self._followed_inode is not None and inode != self._followed_inode
+            self._followed_inode = inode
+            if end < self._followed or replaced:  # replaced (compacted) or truncated: every view starts over
                 for view in self._views:
                     view.reset()
                 self._view_offsets = [0] * len(self._views)
@@ -95,6 +102,12 @@ class HotOps:
                 self._view_offsets[index] = self._feed(view.feed, self._view_offsets[index], end)
             self._count_to(end)
             return self._followed
+
+    def _journal_inode(self) -> int:
+        try:
+            return os.stat(self.journal.path).st_ino
+        except FileNotFoundError:
+            return 0
 
     @property
     def followed(self) -> tuple[int, int]:

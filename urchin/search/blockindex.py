@@ -154,7 +154,7 @@ class BlockIndex:
         self.lock_path = self.dir / "lock"
         self._mutex = threading.Lock()  # flock does not exclude threads sharing one descriptor
         self._lock_fd: int | None = None
-        self._cached: tuple[int, int] | None = None
+        self._cached: tuple[int, int, int] | None = None
         self._view: View | None = None
         self._bits_map: Any = None
         self._ts_cache: dict[str, int] = {}
@@ -183,6 +183,47 @@ class BlockIndex:
                 return self._catch_up_locked(on_progress)
             finally:
                 fcntl.flock(fd, fcntl.LOCK_UN)
+
+    @contextmanager
+    def held_before(self, offset: int) -> Iterator[None]:
+        """Drop every block reaching past `offset` and hold the index's lock until the block exits.
+
+        Compaction calls this just before it renames a rewritten journal into place: the bytes
+        before `offset` are identical in both files, so what is kept stays valid, and no catch-up
+        can index the old file's tail while the lock is held.
+        """
+        with self._mutex:
+            fd = self._lock()
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            try:
+                self._truncate_past(offset)
+                yield
+            finally:
+                self._cached = None
+                fcntl.flock(fd, fcntl.LOCK_UN)
+
+    def _truncate_past(self, offset: int) -> None:
+        if not self.zones_path.exists():
+            return
+        zfd = os.open(self.zones_path, os.O_RDWR, 0o600)
+        bfd = os.open(self.bits_path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            raw = os.pread(zfd, _HEADER.size, 0)
+            n = _HEADER.unpack(raw)[3] if len(raw) == _HEADER.size and raw[:8] == _MAGIC else 0
+            keep = 0
+            while keep < n:
+                end = _ZONE.unpack(os.pread(zfd, _ZONE.size, _HEADER_SIZE + keep * _ZONE.size))[1]
+                if end > offset:
+                    break
+                keep += 1
+            new_end = _ZONE.unpack(os.pread(zfd, _ZONE.size, _HEADER_SIZE + (keep - 1) * _ZONE.size))[1] if keep else 0
+            self._truncate(zfd, bfd, keep)
+            with self.journal.path.open("rb") as jf:
+                self._write_header(zfd, keep, new_end, jf.fileno())
+            os.fdatasync(zfd)
+        finally:
+            os.close(zfd)
+            os.close(bfd)
 
     def state(self) -> dict[str, Any]:
         """For `urchin status`: where the index stands against the journal, without catching up."""
@@ -421,7 +462,9 @@ class BlockIndex:
             if len(raw) < _HEADER.size:
                 return View(0, 0, array("q"), None)
             _, _, _, n, end, _ = _HEADER.unpack(raw)
-            if self._view is not None and self._cached == (n, end):
+            # the change time too: a compaction elsewhere may cut blocks and rebuild to the same (n, end)
+            changed = os.fstat(zf.fileno()).st_mtime_ns
+            if self._view is not None and self._cached == (n, end, changed):
                 return self._view
             zf.seek(_HEADER_SIZE)
             zones = array("q")
@@ -433,7 +476,7 @@ class BlockIndex:
             with self.bits_path.open("rb") as bf:
                 self._bits_map = mmap.mmap(bf.fileno(), n * ROW, access=mmap.ACCESS_READ)
         self._view = View(n, end, zones, self._bits_map)
-        self._cached = (n, end)
+        self._cached = (n, end, changed)
         return self._view
 
 

@@ -26,7 +26,7 @@ import orjson
 from urchin.config import ensure_private_dir, write_private
 from urchin.search.cosine import IndexState
 
-__all__ = ["FORMAT", "JournalMark", "Reuse", "Saved", "StoreError", "load", "save"]
+__all__ = ["FORMAT", "JournalMark", "Reuse", "Saved", "StoreError", "discard", "load", "save"]
 
 FORMAT = 1
 _MANIFEST = "manifest.json"
@@ -155,6 +155,18 @@ def save(directory: Path, state: IndexState, offsets: np.ndarray, mark: JournalM
             if old.is_dir() and old.name != name and old.name.startswith(("gen-", "tmp-gen-")):
                 shutil.rmtree(old, ignore_errors=True)
         return {key: (weakref.ref(array), final / fname) for key, (array, fname) in written.items()}
+
+
+def discard(directory: Path) -> bool:
+    """Delete the saved index (after a compaction it may hold forgotten events); False if none."""
+    if not directory.is_dir():
+        return False
+    with _locked(directory, fcntl.LOCK_EX):
+        (directory / _MANIFEST).unlink(missing_ok=True)
+        for old in directory.iterdir():
+            if old.is_dir() and old.name.startswith(("gen-", "tmp-gen-")):
+                shutil.rmtree(old, ignore_errors=True)
+    return True
 
 
 def _write(path: Path, fill: Any) -> int:

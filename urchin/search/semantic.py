@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from urchin.event import Event
+from urchin.forget import ForgetLog
 from urchin.journal import Journal
 from urchin.search import cosine_store
 from urchin.search.cosine import TokenCosineIndex
@@ -68,6 +69,7 @@ class TokenCosineView:
         self._identity: tuple[int, int] | None = None  # (device, inode) of the journal followed
         self._saved = (-1, -1)  # (rows, next_offset) of the index on disk
         self._reuse: cosine_store.Reuse = {}
+        self.forgotten = ForgetLog(journal)
 
     # ---- following the journal --------------------------------------------------------------
     def catch_up(self) -> int:
@@ -193,7 +195,11 @@ class TokenCosineView:
     # ---- querying -----------------------------------------------------------------------------
     def search(self, query: str, *, since_ms: int | None, limit: int, filters: Filters,
                until_ms: int | None = None) -> list[Hit]:
-        params = {"since_ms": since_ms, "until_ms": until_ms, "source": filters.source, "limit": limit,
+        forgotten = self.forgotten
+        hidden = forgotten.hashes()
+        # until a compaction drops them, forgotten rows may hold some of the top places: ask for more
+        wanted = limit + min(len(hidden), 1000) if hidden else limit
+        params = {"since_ms": since_ms, "until_ms": until_ms, "source": filters.source, "limit": wanted,
                   "workspace": filters.workspace, "session": filters.session, "kind": filters.kind}
         with self._lock:
             self._catch_up()
@@ -211,11 +217,13 @@ class TokenCosineView:
                 self._catch_up()
                 scored = self.index.search(query, **params)  # type: ignore[arg-type]
                 offsets = [self.offsets[s.row] for s in scored]
-        hits = []
+        hits: list[Hit] = []
         for s, offset in zip(scored, offsets, strict=True):
+            if len(hits) >= limit:
+                break
             line = self.journal.read_line_at(offset)
             event = Event.from_json(line) if line is not None else None
-            if event is not None:
+            if event is not None and not (hidden and forgotten.hides(event.id)):
                 hits.append(Hit(event, s.score))
         self._save_if_due()
         return hits

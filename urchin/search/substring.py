@@ -18,6 +18,7 @@ import orjson
 
 from urchin.errors import JournalError
 from urchin.event import Event
+from urchin.forget import ForgetLog, forget_hash
 from urchin.journal import Journal
 from urchin.search.blockindex import BlockIndex, CatchUp, View, query_hashes
 from urchin.search.query import Filters
@@ -40,6 +41,7 @@ class SubstringSearcher:
     def __init__(self, journal: Journal, index_dir: Path | None = None) -> None:
         self.journal = journal
         self.index = BlockIndex(journal, index_dir)
+        self.forgotten = ForgetLog(journal)
 
     def search(self, query: str | None, *, since_ms: int, limit: int, filters: Filters = _ANY,
                until_ms: int | None = None, oldest_first: bool = False) -> list[Event]:
@@ -48,16 +50,17 @@ class SubstringSearcher:
         if not self.journal.path.exists():
             return []
         best: _Best = []
+        hidden = self.forgotten.hashes()
         try:
             with self.index.snapshot() as view:
-                self._search_view(view, folded, since_ms, until_ms, limit, filters, best)
+                self._search_view(view, folded, since_ms, until_ms, limit, filters, best, hidden)
         except OSError as exc:  # no usable index (read-only folder, disk full): scan instead
             import logging
 
             logging.getLogger("urchin.search").warning("substring index unusable (%s): scanning %s", exc,
                                                        self.journal.path)
             best = []
-            _keep_best(self._scan(folded), folded, since_ms, until_ms, limit, filters, best)
+            _keep_best(self._scan(folded), folded, since_ms, until_ms, limit, filters, best, hidden)
         best.sort(key=lambda item: (item[0], item[1]), reverse=not oldest_first)
         return [item[2] for item in best]
 
@@ -76,7 +79,7 @@ class SubstringSearcher:
 
     # ---- indexed path -------------------------------------------------------------------------
     def _search_view(self, view: View, folded: str | None, since_ms: int, until_ms: int | None, limit: int,
-                     filters: Filters, best: _Best) -> None:
+                     filters: Filters, best: _Best, hidden: frozenset[bytes]) -> None:
         hashes = query_hashes(folded.encode("utf-8", "surrogatepass")) if folded else set()
         blocks = view.candidates(hashes, since_ms, until_ms)
         prefilter = _Prefilter(folded, filters)
@@ -93,7 +96,7 @@ class SubstringSearcher:
                 start, end = view.block_range(block)
                 lines = prefilter.lines(os.pread(fd, end - start, start))
                 _keep_best((Event.from_json(line) for line in lines), folded, since_ms, until_ms, limit,
-                           filters, best)
+                           filters, best, hidden)
         finally:
             os.close(fd)
 
@@ -130,8 +133,8 @@ class SubstringSearcher:
 
 
 def _keep_best(events: Iterable[Event | None], folded: str | None, since_ms: int, until_ms: int | None,
-               limit: int, filters: Filters, best: _Best) -> None:
-    """Push matching events into the min-heap `best` of the `limit` newest (ts, id)."""
+               limit: int, filters: Filters, best: _Best, hidden: frozenset[bytes] = frozenset()) -> None:
+    """Push matching events into the min-heap `best` of the `limit` newest (ts, id); forgotten ones never."""
     for event in events:
         if event is None:
             continue
@@ -140,6 +143,8 @@ def _keep_best(events: Iterable[Event | None], folded: str | None, since_ms: int
         if not filters.match(event):
             continue
         if folded is not None and folded not in event.content.casefold():
+            continue
+        if hidden and forget_hash(event.id) in hidden:
             continue
         item = (event.ts_ms, event.id, event)
         if len(best) < limit:

@@ -62,6 +62,7 @@ class VectorCache:
         self._offsets: list[int] = [0]  # start of each id in _ids, plus the end
         self._ts_sorted = True
         self._opened = False
+        self._ids_inode = -1
 
     # -- opening and repair ----------------------------------------------------------------
 
@@ -80,6 +81,7 @@ class VectorCache:
                     )
             else:
                 _write_private(meta_path, orjson.dumps(meta))
+            self._finish_drop()
             for name in ("matrix.f32", "rows.bin", "ids.txt"):
                 _touch_private(self.path / name)
             self._repair_and_load()
@@ -98,6 +100,7 @@ class VectorCache:
         os.truncate(self.path / "ids.txt", complete)
         os.truncate(self.path / "matrix.f32", n * row_bytes)
         os.truncate(self.path / "rows.bin", n * ROW.itemsize)
+        self._ids_inode = os.stat(self.path / "ids.txt").st_ino
         rows = np.fromfile(self.path / "rows.bin", dtype=ROW, count=n)
         self._ts = rows["ts"].astype(np.int64)
         self._sorted_keys = np.sort(rows["key"].astype(np.uint64))
@@ -108,6 +111,47 @@ class VectorCache:
         self._ts_sorted = bool(n < 2 or np.all(self._ts[1:] >= self._ts[:-1]))
         self._n = n
         self._remap()
+
+    # -- forgetting ------------------------------------------------------------------------
+
+    def drop(self, should_drop: Callable[[str], bool]) -> int:
+        """Remove the rows of every id `should_drop` accepts (forgotten events); returns how many.
+
+        The three files are written anew beside the old ones and fsync'd; a `drop.commit` marker
+        then makes the swap roll forward (`open` finishes it after a crash), so the files never
+        disagree about which row is which.
+        """
+        self._require_open()
+        with self._lock:
+            gone = [row for row in range(self._n) if should_drop(self.id_at(row))]
+            if not gone:
+                return 0
+            keep = np.setdiff1d(np.arange(self._n), np.asarray(gone))
+            rows = np.fromfile(self.path / "rows.bin", dtype=ROW, count=self._n)[keep]
+            matrix = np.asarray(self._matrix)[keep]
+            ids = b"".join(self.id_at(int(r)).encode() + b"\n" for r in keep)
+            for name, data in (("matrix.f32", matrix.astype(DTYPE).tobytes()), ("rows.bin", rows.tobytes()),
+                               ("ids.txt", ids)):
+                _write_synced(self.path / (name + ".new"), data)
+            _write_synced(self.path / "drop.commit", b"1")
+            self._matrix = np.zeros((0, self.dim), DTYPE)  # unmap before the files are replaced
+            self._finish_drop()
+            self._repair_and_load()
+        return len(gone)
+
+    def _finish_drop(self) -> None:
+        marker = self.path / "drop.commit"
+        committed = marker.exists()
+        for name in ("matrix.f32", "rows.bin", "ids.txt"):
+            new = self.path / (name + ".new")
+            if new.exists():
+                if committed:
+                    os.replace(new, self.path / name)
+                else:
+                    new.unlink()  # a drop that never committed: the old files stand
+        if committed:
+            _fsync_path(self.path)
+            marker.unlink()
 
     def _remap(self) -> None:
         if self._n == 0:
@@ -297,6 +341,17 @@ class VectorCache:
     def _require_open(self) -> None:
         if not self._opened:
             raise EmbedderError(f"vector cache {self.path}: not open")
+        with self._lock:
+            if self._files_replaced():  # another process dropped forgotten rows: load its files
+                self._matrix = np.zeros((0, self.dim), DTYPE)
+                self._finish_drop()
+                self._repair_and_load()
+
+    def _files_replaced(self) -> bool:
+        try:
+            return os.stat(self.path / "ids.txt").st_ino != self._ids_inode
+        except FileNotFoundError:
+            return False
 
 
 class _EventLike(Protocol):
@@ -357,6 +412,25 @@ def _nth_newline_end(data: bytes, n: int) -> int:
     for _ in range(n):
         pos = data.index(b"\n", pos) + 1
     return pos
+
+
+def _write_synced(path: Path, data: bytes) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _fsync_path(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _mkdir_private(path: Path) -> None:

@@ -1,0 +1,382 @@
+"""Forgetting: the tombstone log of forgotten ids, and the one rewrite of the journal (compaction).
+
+`<journal>.forgotten` (0600, JSONL, append-only, fsync'd) holds two kinds of record, never content:
+`forget` (the 16-byte hashes of forgotten ids and their count: every reader hides those events at
+once, and the write path refuses them forever) and `compact` (one rewrite of the journal: the
+replacement file's identity and, per changed line, its old offset, old and new length, so a
+view's byte offset maps onto the new file). A `compact` record is written before the rename and
+counts once the journal is that file; one a crash left behind is voided by the next writer.
+Compaction writes a temporary file beside the journal under the journal lock, fsyncs it, renames
+it over the journal and fsyncs the folder: a SIGKILL at any moment leaves the old or the new file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from urchin.config import ensure_private_dir
+from urchin.errors import JournalError
+from urchin.journal import Journal, _fsync_dir
+
+__all__ = ["ForgetLog", "Compaction", "Rewrite", "forget_hash", "line_id", "compact"]
+
+_READ = 4 << 20
+
+# What a rewrite does to one journal line: None keeps it byte-identical, b"" drops it, other bytes replace it.
+Rewrite = Callable[[bytes], bytes | None]
+
+
+def forget_hash(event_id: str) -> bytes:
+    """The 16-byte hash kept for a forgotten id (PostgreSQL computes the same: sha256, first 16 bytes)."""
+    return hashlib.sha256(event_id.encode("utf-8", "surrogatepass")).digest()[:16]
+
+
+def line_id(line: bytes) -> str | None:
+    """The `id` of a journal line, or None when it is not a JSON object with a string id."""
+    if line.startswith(b'{"id":"'):  # how Urchin writes every line: read the id without parsing the rest
+        end = line.find(b'"', 7)
+        if end > 0 and b"\\" not in line[7:end]:
+            try:
+                return line[7:end].decode("utf-8")
+            except UnicodeDecodeError:
+                pass
+    try:
+        record = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return None
+    event_id = record.get("id") if isinstance(record, dict) else None
+    return event_id if isinstance(event_id, str) else None
+
+
+@dataclass(frozen=True, slots=True)
+class Compaction:
+    """One committed rewrite: generation number, changed lines `(old offset, old length, new length)`
+    (new length 0: dropped), and the hashes of ids whose line was replaced (views drop and re-read them)."""
+
+    generation: int
+    edits: tuple[tuple[int, int, int], ...]
+    replaced: frozenset[bytes] = frozenset()
+    token: str = ""
+
+    def map_offset(self, offset: int) -> int:
+        """Where a line boundary `offset` of the old file lies in the new one."""
+        shift = 0
+        for old, old_len, new_len in self.edits:
+            if old >= offset:
+                break
+            shift += new_len - old_len if old + old_len <= offset else 0
+        return offset + shift
+
+    @property
+    def first_change(self) -> int | None:
+        return self.edits[0][0] if self.edits else None
+
+
+@dataclass(slots=True)
+class _State:
+    key: tuple[int, int, int, int] | None = None
+    hashes: frozenset[bytes] = frozenset()
+    forget_records: int = 0
+    compactions: list[Compaction] = field(default_factory=list)
+    pending: bool = False            # forget records after the last committed compaction
+    void: str | None = None          # token of a trailing compact record that never committed
+    uncleaned: Compaction | None = None  # the last rewrite, if a crash stopped its views' clean-up
+
+
+class ForgetLog:
+    """The `<journal>.forgotten` log of one journal. Construction does no I/O; reads are cached by stat."""
+
+    def __init__(self, journal: Journal) -> None:
+        self.journal = journal
+        self.path = journal.path.with_name(journal.path.name + ".forgotten")
+        self._state = _State()
+
+    # ---- reading (no lock needed) ---------------------------------------------------------
+    def state(self) -> _State:
+        try:
+            info = os.stat(self.path)
+        except FileNotFoundError:
+            self._state = _State()
+            return self._state
+        try:
+            journal = os.stat(self.journal.path).st_ino
+        except FileNotFoundError:
+            journal = 0
+        # the journal's inode too: a compact record counts once the journal is the file it names
+        key = (info.st_ino, info.st_size, info.st_mtime_ns, journal)
+        if key != self._state.key:
+            self._state = self._read(key)
+        return self._state
+
+    def hashes(self) -> frozenset[bytes]:
+        return self.state().hashes
+
+    def hides(self, event_id: str) -> bool:
+        """Whether `event_id` was forgotten (every view asks before it answers)."""
+        hashes = self.state().hashes
+        return bool(hashes) and forget_hash(event_id) in hashes
+
+    def generation(self) -> int:
+        return len(self.state().compactions)
+
+    def compactions_since(self, generation: int) -> list[Compaction]:
+        return self.state().compactions[generation:]
+
+    def forget_count(self) -> int:
+        """How many `forget` records the log holds (a feeder compares it with what it applied)."""
+        return self.state().forget_records
+
+    def hashes_after(self, records: int) -> frozenset[bytes]:
+        """Hashes of the `forget` records after the first `records` ones."""
+        out: set[bytes] = set()
+        for number, record in enumerate(r for r in self._records() if r.get("op") == "forget"):
+            if number >= records:
+                out.update(_unhex(record.get("hashes")))
+        return frozenset(out)
+
+    def pending(self) -> bool:
+        """True when events were forgotten since the last compaction (the journal still holds them),
+        or a crash stopped a compaction before its rename or before its views followed."""
+        state = self.state()
+        return state.pending or state.void is not None or state.uncleaned is not None
+
+    def _records(self) -> Iterator[dict[str, Any]]:
+        try:
+            data = self.path.read_bytes()
+        except FileNotFoundError:
+            return
+        for line in data.split(b"\n"):
+            try:
+                record = orjson.loads(line)
+            except orjson.JSONDecodeError:
+                continue  # a torn last record: it was never acknowledged
+            if isinstance(record, dict):
+                yield record
+
+    def _read(self, key: tuple[int, int, int, int]) -> _State:
+        state = _State(key)
+        hashes: set[bytes] = set()
+        records = list(self._records())
+        voided = {r.get("token") for r in records if r.get("op") == "void"}
+        cleaned = {r.get("token") for r in records if r.get("op") == "cleaned"}
+        try:
+            identity = os.stat(self.journal.path)
+            current = (identity.st_dev, identity.st_ino)
+        except FileNotFoundError:
+            current = (-1, -1)
+        for index, record in enumerate(records):
+            op = record.get("op")
+            if op == "forget":
+                hashes.update(_unhex(record.get("hashes")))
+                state.forget_records += 1
+                state.pending = True
+            elif op == "compact" and record.get("token") not in voided:
+                last = index == len(records) - 1
+                if last and (record.get("dev"), record.get("ino")) != current:
+                    state.void = str(record.get("token"))
+                    continue
+                edits = tuple((int(e[0]), int(e[1]), int(e[2])) for e in record.get("edits", ()))
+                done = Compaction(len(state.compactions) + 1, edits, frozenset(_unhex(record.get("replaced"))),
+                                  str(record.get("token")))
+                state.compactions.append(done)
+                state.pending = False
+                state.uncleaned = done if edits and done.token not in cleaned else None
+        state.hashes = frozenset(hashes)
+        return state
+
+    # ---- writing (call with the journal lock held) -----------------------------------------
+    def settle(self) -> None:
+        """Void a compact record a crash left uncommitted (the journal is still the old file)."""
+        self._state = _State()
+        state = self.state()
+        if state.void is not None:
+            self._append({"op": "void", "token": state.void})
+
+    def record_forget(self, hashes: Iterable[bytes]) -> int:
+        """Append a tombstone for `hashes` (fsync'd before it returns); returns how many were new."""
+        self.settle()
+        known = self.state().hashes
+        new = sorted({h for h in hashes if h not in known})
+        if new:
+            self._append({"op": "forget", "at": _now(), "count": len(new), "hashes": [h.hex() for h in new]})
+        return len(new)
+
+    def _append(self, record: dict[str, object]) -> None:
+        ensure_private_dir(self.path.parent)
+        created = not self.path.exists()
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        try:
+            # a torn last record (a crash mid-write) must not swallow this one
+            size = os.fstat(fd).st_size
+            prefix = b"\n" if size and _last_byte(self.path, size) != b"\n" else b""
+            os.write(fd, prefix + orjson.dumps(record) + b"\n")
+            os.fsync(fd)
+        except OSError as exc:
+            raise JournalError(f"{self.path}: cannot write: {exc.strerror}") from None
+        finally:
+            os.close(fd)
+        if created:
+            _fsync_dir(self.path.parent)
+        self._state = _State()
+
+
+def compact(journal: Journal, log: ForgetLog, rewrite: Rewrite | None = None,
+            hold: Callable[[int], AbstractContextManager[object]] | None = None,
+            after: Callable[[Compaction], None] | None = None) -> Compaction | None:
+    """Rewrite the journal without its forgotten events (and through `rewrite`, when given).
+
+    Runs under the journal lock; returns None when no line changes. `hold(first_changed_offset)` is
+    entered just before the rename and left after it (a view truncates itself there, under its own
+    lock); `after` runs once the new file is in place, still under the journal lock.
+    """
+    with journal.locked():
+        log.settle()
+        hashes = log.hashes()
+        # a journal reached through a symlink is rewritten where it lives: renaming over the link
+        # would leave the real file, forgotten lines and all, behind it
+        target = journal.path.resolve()
+        tmp = target.with_name(target.name + ".compact.tmp")
+        tmp.unlink(missing_ok=True)  # left by a compaction a crash stopped before its rename
+        if rewrite is None and not log.pending():
+            return None
+        leftover = log.state().uncleaned
+        if leftover is not None:  # the journal was rewritten, then a crash: the views follow now
+            _follow(log, leftover, after)
+            if rewrite is None and not log.pending():
+                return None
+        edits, replaced = _write_rewritten(target, tmp, hashes, rewrite)
+        if not edits:
+            tmp.unlink(missing_ok=True)
+            if log.pending():
+                dev, ino = _identity(target)
+                log._append({"op": "compact", "at": _now(), "token": os.urandom(8).hex(), "dev": dev, "ino": ino,
+                             "edits": []})
+            return None
+        dev, ino = _identity(tmp)
+        gen, token = log.generation() + 1, os.urandom(8).hex()
+        log._append({"op": "compact", "at": _now(), "token": token, "dev": dev, "ino": ino,
+                     "edits": [list(e) for e in edits], "replaced": sorted(h.hex() for h in replaced)})
+        with hold(edits[0][0]) if hold is not None else nullcontext():
+            os.rename(tmp, target)
+            _fsync_dir(target.parent)
+        log._state = _State()
+        done = Compaction(gen, tuple(edits), frozenset(replaced), token)
+        _follow(log, done, after)
+        return done
+
+
+def _follow(log: ForgetLog, done: Compaction, after: Callable[[Compaction], None] | None) -> None:
+    """Let the views follow a rewrite, then record that they did (a crash before: the next compaction)."""
+    if after is not None:
+        after(done)
+    log._append({"op": "cleaned", "at": _now(), "token": done.token})
+
+
+def _write_rewritten(source: Path, tmp: Path, hashes: frozenset[bytes],
+                     rewrite: Rewrite | None) -> tuple[list[tuple[int, int, int]], set[bytes]]:
+    """Copy `source` to `tmp` (fsync'd) without forgotten lines and with rewritten ones; returns the edits."""
+    edits: list[tuple[int, int, int]] = []
+    replaced: set[bytes] = set()
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        with source.open("rb") as handle:
+            out: list[bytes] = []
+            for offset, line in _lines(handle):
+                new = _decide(line, hashes, rewrite)
+                if new is None:
+                    out.append(line)
+                else:
+                    edits.append((offset, len(line) + 1, len(new) + 1 if new else 0))
+                    if new:
+                        out.append(new)
+                        event_id = line_id(line)
+                        if event_id is not None:
+                            replaced.add(forget_hash(event_id))
+                if len(out) >= 4096:
+                    _write_all(fd, b"\n".join(out) + b"\n")
+                    out = []
+            if out:
+                _write_all(fd, b"\n".join(out) + b"\n")
+        os.fsync(fd)
+    except BaseException:
+        os.close(fd)
+        tmp.unlink(missing_ok=True)
+        raise
+    os.close(fd)
+    return edits, replaced
+
+
+def _decide(line: bytes, hashes: frozenset[bytes], rewrite: Rewrite | None) -> bytes | None:
+    if hashes:
+        event_id = line_id(line)
+        if event_id is not None and forget_hash(event_id) in hashes:
+            return b""
+    if rewrite is not None:
+        new = rewrite(line)
+        if new is not None and new != line:
+            return new
+    return None
+
+
+def _lines(handle: object) -> Iterator[tuple[int, bytes]]:
+    """Every complete line of the journal with its offset (the lock is held: no partial tail)."""
+    pending = b""
+    base = 0
+    while True:
+        data = handle.read(_READ)  # type: ignore[attr-defined]
+        if not data:
+            break
+        buf = pending + data
+        cut = buf.rfind(b"\n")
+        if cut < 0:
+            pending = buf
+            continue
+        pos = 0
+        while pos <= cut:
+            nl = buf.index(b"\n", pos)
+            yield base + pos, buf[pos:nl]
+            pos = nl + 1
+        pending = buf[cut + 1:]
+        base += cut + 1
+    if pending:  # `locked()` repairs a torn tail before we run: there is none
+        raise JournalError("the journal changed during compaction (a partial last line)")
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def _identity(path: Path) -> tuple[int, int]:
+    info = os.stat(path)
+    return info.st_dev, info.st_ino
+
+
+def _last_byte(path: Path, size: int) -> bytes:
+    with path.open("rb") as handle:
+        handle.seek(size - 1)
+        return handle.read(1)
+
+
+def _unhex(values: object) -> Iterator[bytes]:
+    if not isinstance(values, list):
+        return
+    for value in values:
+        try:
+            yield bytes.fromhex(value)
+        except (TypeError, ValueError):
+            continue
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())

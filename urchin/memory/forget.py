@@ -1,0 +1,261 @@
+# mypy: disable-error-code="attr-defined"
+# (a mixin of `Memory`: the attributes and methods it uses are Memory's own)
+"""Forgetting and rewriting: `Memory.forget` (tombstone, then compaction) and `Memory.redact_rewrite`.
+
+Selection scans the journal once (ids, session, query, time range: all given must hold). The
+tombstone makes every view hide the events at once; compaction then rewrites the journal without
+them and every derived view follows (id sidecar, block index, token-cosine store, vector caches,
+PostgreSQL rows through the feeder).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from urchin.config import Settings
+from urchin.errors import QueryError, UrchinError, ValidationError
+from urchin.event import Event, parse_timestamp
+from urchin.forget import Compaction, ForgetLog, compact, forget_hash, line_id
+from urchin.journal import Journal
+
+if TYPE_CHECKING:
+    from urchin.search.substring import SubstringSearcher
+
+__all__ = ["ForgetOps", "ForgetResult", "FORGET_PARAMS", "PREVIEW_LIMIT"]
+
+log = logging.getLogger("urchin.forget")
+FORGET_PARAMS = ("ids", "session", "query", "since", "until", "confirm")
+PREVIEW_LIMIT = 20
+MAX_IDS = 10_000
+
+
+@dataclass(slots=True)
+class ForgetResult:
+    """What a forget did (or, unconfirmed, would do). Holds no content beyond a short preview."""
+
+    matched: int = 0
+    forgotten: int = 0
+    confirmed: bool = False
+    preview: list[dict[str, Any]] = field(default_factory=list)
+    not_found: list[str] = field(default_factory=list)
+    compacted: bool = False
+    removed_bytes: int = 0
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"matched": self.matched, "forgotten": self.forgotten, "confirmed": self.confirmed,
+                "preview": self.preview, "notFound": self.not_found, "compacted": self.compacted,
+                "removedBytes": self.removed_bytes, "notes": self.notes}
+
+    @classmethod
+    def from_dict(cls, body: Mapping[str, Any]) -> ForgetResult:
+        return cls(int(body.get("matched", 0)), int(body.get("forgotten", 0)), bool(body.get("confirmed")),
+                   list(body.get("preview", [])), list(body.get("notFound", [])), bool(body.get("compacted")),
+                   int(body.get("removedBytes", 0)), list(body.get("notes", [])))
+
+    def render(self) -> str:
+        lines = [f"{e['timestamp'][:19]}Z {e['source']} {e['id']} — {e['snippet']}" for e in self.preview]
+        if self.matched > len(self.preview):
+            lines.append(f"… and {self.matched - len(self.preview)} more")
+        if self.not_found:
+            lines.append("not found: " + ", ".join(self.not_found))
+        if self.confirmed:
+            lines.append(f"forgot {self.forgotten} event(s)" + (" and compacted the journal" if self.compacted else ""))
+        else:
+            lines.append(f"{self.matched} event(s) would be forgotten; nothing was changed "
+                         "(confirm: --yes, or confirm: true)")
+        lines.extend(self.notes)
+        return "\n".join(lines)
+
+
+@dataclass(frozen=True, slots=True)
+class _Selector:
+    ids: frozenset[str] | None
+    session: str | None
+    query: str | None
+    since_ms: int | None
+    until_ms: int | None
+
+    def match(self, event: Event) -> bool:
+        return ((self.ids is None or event.id in self.ids)
+                and (self.session is None or event.session == self.session)
+                and (self.since_ms is None or event.ts_ms >= self.since_ms)
+                and (self.until_ms is None or event.ts_ms <= self.until_ms)
+                and (self.query is None or self.query in event.content.casefold()))
+
+
+class ForgetOps:
+    """Mixed into `Memory`."""
+
+    settings: Settings
+    journal: Journal
+    substring: SubstringSearcher
+
+    @property
+    def forget_log(self) -> ForgetLog:
+        return self.substring.forgotten
+
+    def forget(self, ids: Sequence[str] | str | None = None, *, session: str | None = None,
+               query: str | None = None, since: str | None = None, until: str | None = None,
+               confirm: bool = False) -> ForgetResult:
+        """Forget every event matching all the given selectors; without `confirm` only preview them."""
+        selector = _selector(ids, session, query, since, until)
+        if not isinstance(confirm, bool):
+            raise QueryError("confirm", f"must be true or false, got {confirm!r}")
+        log_ = self.forget_log
+        result = ForgetResult(confirmed=confirm)
+        hashes: list[bytes] = []
+        found: set[str] = set()
+        for event in _candidates(self.journal, selector):
+            if not selector.match(event) or log_.hides(event.id) or event.id in found:
+                continue
+            found.add(event.id)
+            hashes.append(forget_hash(event.id))
+            if len(result.preview) < PREVIEW_LIMIT:
+                result.preview.append(_preview(event))
+        result.matched = len(hashes)
+        if selector.ids is not None:
+            result.not_found = sorted(i for i in selector.ids if i not in found)
+        if not confirm:
+            return result
+        if hashes:
+            with self.journal.locked():
+                result.forgotten = log_.record_forget(hashes)
+        done = self.compact()
+        result.compacted = done is not None
+        result.removed_bytes = sum(old - new for _, old, new in done.edits) if done else 0
+        result.notes.extend(self._sync_index())
+        return result
+
+    def forget_from(self, params: Mapping[str, Any]) -> ForgetResult:
+        """`forget` with wire-named parameters in one mapping (HTTP, MCP); an unknown key is an error."""
+        if not isinstance(params, Mapping):
+            raise QueryError("body", "must be a JSON object with ids, session, query, since, until, confirm")
+        for key in params:
+            if key not in FORGET_PARAMS:
+                raise QueryError(str(key), f"unknown parameter (allowed: {', '.join(FORGET_PARAMS)})")
+        return self.forget(params.get("ids"), session=params.get("session"), query=params.get("query"),
+                           since=params.get("since"), until=params.get("until"),
+                           confirm=params.get("confirm", False))
+
+    def compact(self) -> Compaction | None:
+        """Rewrite the journal without forgotten events, if any are left in it; views follow."""
+        return compact(self.journal, self.forget_log, hold=self.substring.index.held_before,
+                       after=self._after_compaction)
+
+    def redact_rewrite(self) -> dict[str, Any]:
+        """Apply the current redaction rules to every journal line; lines they change are rewritten,
+        every other line stays byte-identical, and every view is refreshed."""
+        redactor = self.ingestor.redactor
+
+        def rewrite(line: bytes) -> bytes | None:
+            event = Event.from_json(line)
+            if event is None:
+                return None
+            redacted = redactor.redact_event(event)
+            return redacted.to_json() if redacted != event else None
+
+        done = compact(self.journal, self.forget_log, rewrite=rewrite, hold=self.substring.index.held_before,
+                       after=self._after_compaction)
+        rewritten = sum(1 for _, _, new in done.edits if new) if done else 0
+        notes = self._sync_index() if done else []
+        return {"rewritten": rewritten, "dropped": sum(1 for _, _, new in done.edits if not new) if done else 0,
+                "notes": notes}
+
+    # ---- the views follow ---------------------------------------------------------------------
+    def _after_compaction(self, done: Compaction) -> None:
+        """Under the journal lock, the new file in place: derived views drop what they hold of the old one."""
+        self.ingestor.ids.catch_up()  # the sidecar names the old file's inode: rebuilt now
+        self.journal.path.with_name(self.journal.path.name + ".stats").unlink(missing_ok=True)
+        from urchin.search import cosine_store
+
+        cosine_store.discard(self.settings.index_dir / "cosine")
+        self._drop_vectors(done)
+
+    def _drop_vectors(self, done: Compaction) -> None:
+        root = self.settings.home / "vectors"
+        if not root.is_dir():
+            return
+        from urchin.search.vectors import VectorCache
+
+        hidden = self.forget_log.hashes() | done.replaced
+        for folder in root.iterdir():
+            try:
+                meta = orjson.loads((folder / "meta.json").read_bytes())
+                cache = VectorCache(self.settings.home, folder.name, int(meta["dim"])).open()
+            except (OSError, ValueError, KeyError, TypeError, UrchinError) as exc:
+                log.warning("vector cache %s not cleaned: %s", folder, exc)
+                continue
+            try:
+                cache.drop(lambda event_id: forget_hash(event_id) in hidden)
+                (folder / "journal.offset").unlink(missing_ok=True)  # offsets of the old file: check all again
+            finally:
+                cache.close()
+        if self._embedding is not None:
+            self._embedding._cache = None  # reopened (reloaded) on next use
+
+    def _sync_index(self) -> list[str]:
+        """Delete forgotten rows from PostgreSQL now when an index exists; else the next feed does."""
+        if not (self.settings.database_url or self.settings.pg_dir.exists()):
+            return []
+        try:
+            deleted = self.index_service.sync_forgotten()
+        except UrchinError as exc:
+            return [f"PostgreSQL rows are removed at the next `urchin index` ({exc.message})"]
+        return [f"removed {deleted} row(s) from the PostgreSQL index"] if deleted else []
+
+
+def _candidates(journal: Journal, selector: _Selector) -> Iterator[Event]:
+    """Events that may match; by ids, a line's id is read before the whole event is parsed."""
+    for _, line in journal.iter_lines():
+        if selector.ids is not None and line_id(line) not in selector.ids:
+            continue
+        event = Event.from_json(line)
+        if event is not None:
+            yield event
+
+
+def _selector(ids: Sequence[str] | str | None, session: str | None, query: str | None, since: str | None,
+              until: str | None) -> _Selector:
+    if isinstance(ids, str):
+        ids = [ids]
+    if ids is not None:
+        if not isinstance(ids, (list, tuple)) or not all(isinstance(i, str) and i.strip() for i in ids):
+            raise QueryError("ids", "must be a list of non-empty event ids")
+        if not ids:
+            ids = None
+        elif len(ids) > MAX_IDS:
+            raise QueryError("ids", f"at most {MAX_IDS} per call")
+    for name, value in (("session", session), ("query", query)):
+        if value is not None and (not isinstance(value, str) or not value.strip()):
+            raise QueryError(name, "must be a non-empty string")
+    bounds = [_ms(value, name) for name, value in (("since", since), ("until", until))]
+    if bounds[0] is not None and bounds[1] is not None and bounds[0] > bounds[1]:
+        raise QueryError("until", "must not be before since")
+    if ids is None and session is None and query is None and bounds == [None, None]:
+        raise QueryError("ids", "say what to forget: ids, session, query, or a time range (since/until)")
+    return _Selector(frozenset(ids) if ids else None, session, query.casefold() if query else None, *bounds)
+
+
+def _ms(value: str | None, name: str) -> int | None:
+    if value is None:
+        return None
+    try:
+        moment: datetime = parse_timestamp(value, name)
+        return int(moment.timestamp() * 1000)
+    except ValidationError as exc:
+        raise QueryError(name, exc.message.split(": ", 1)[-1]) from None
+    except (OverflowError, ValueError):
+        raise QueryError(name, f"must be an RFC 3339 timestamp in range, got {value[:40]!r}") from None
+
+
+def _preview(event: Event) -> dict[str, Any]:
+    text = " ".join(event.content.split())
+    return {"id": event.id, "timestamp": event.timestamp, "source": event.source, "kind": event.kind,
+            "session": event.session, "snippet": text[:117] + "…" if len(text) > 120 else text}
