@@ -5,6 +5,7 @@ outlives its daemon (a killed daemon's server is adopted by the next one)."""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -351,3 +352,23 @@ def test_a_daemon_without_the_index_stops_the_orphan_it_finds(tmp_path: Path) ->
         plain.stop()
         if not _gone(orphan):
             os.kill(orphan, signal.SIGTERM)    # the starting code leaves it: do not leak it past the test
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only as root does the data live outside the home")
+def test_the_next_start_removes_the_postgres_of_a_removed_home(tmp_path: Path) -> None:
+    """A home removed after its daemon was SIGKILLed leaves a running server and its data under
+    /var/lib/urchin/pg: any daemon's next start stops that server and removes the folder."""
+    gone = tmp_path / "gone"
+    killed, orphan = _indexing_daemon(gone)
+    folder = _pg_folder(gone)
+    killed.signal(signal.SIGKILL)
+    killed.wait()
+    shutil.rmtree(gone)
+    fresh = DaemonProcess(tmp_path / "fresh").start(60)
+    try:
+        assert _gone(orphan) and not folder.exists(), fresh.log()
+        assert f"removed {folder}" in fresh.log()
+    finally:
+        fresh.stop()
+        if not _gone(orphan):
+            os.kill(orphan, signal.SIGINT)
