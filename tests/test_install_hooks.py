@@ -219,3 +219,16 @@ def test_installed_bash_snippet_needs_no_urchin_on_path(tmp_path: Path, urchin_h
     contents = [orjson.loads(line)["content"] for line in journal.read_bytes().splitlines()]
     assert contents == ["echo from-the-rc"]
     assert not (repo / "PWNED").exists()
+
+
+def test_a_symlinked_config_is_changed_where_it_points(tmp_path: Path) -> None:
+    """Dotfiles managers link ~/.claude/settings.json into a repository: the link stays a link."""
+    real = tmp_path / "dotfiles" / "claude-settings.json"
+    real.parent.mkdir()
+    real.write_text('{"model": "opus"}\n')
+    real.chmod(0o640)
+    link = tmp_path / "settings.json"
+    link.symlink_to(real)
+    assert run_urchin("install-hooks", "claude", "--config", str(link)).returncode == 0
+    assert link.is_symlink() and "hook claude" in real.read_text()
+    assert real.stat().st_mode & 0o777 == 0o640
