@@ -177,7 +177,7 @@ class Daemon:
         try:
             return self._serve()
         finally:
-            _stop_embedded()   # last: no job can start the embedded PostgreSQL again after this
+            _stop_embedded(self.settings)   # last: no job can start the embedded PostgreSQL again after this
             self._remove_daemon_file()
             if self.uds is not None:
                 with contextlib.suppress(FileNotFoundError):
@@ -310,10 +310,13 @@ def _adopt_embedded(settings: Settings, use: bool) -> None:
         log.warning("checking the embedded PostgreSQL's data failed: %s", exc)
 
 
-def _stop_embedded() -> None:
-    module = sys.modules.get("urchin.index.embedded")   # never imported: this process held no server
-    if module is not None:
-        module.shutdown()
+def _stop_embedded(settings: Settings) -> None:
+    from urchin.index import embedded
+
+    try:
+        embedded.shutdown(settings.pg_dir)
+    except OSError as exc:
+        log.warning("stopping the embedded PostgreSQL failed: %s", exc)
 
 
 def setup_logging(level: str) -> None:

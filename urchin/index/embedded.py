@@ -29,8 +29,8 @@ __all__ = ["EmbeddedPostgres", "adopt_or_stop", "shutdown", "remove_orphans", "r
 
 log = logging.getLogger("urchin.index.embedded")
 _lock = threading.RLock()
-_held: set[Path] = set()   # data folders this process holds
-_closing = False           # set by shutdown(): nothing starts a server again in this process
+_held: set[Path] = set()     # data folders this process holds
+_closed: set[Path] = set()   # shut down by this process's daemon: never started again by it
 STOP_WAIT_S = 30.0
 
 
@@ -172,7 +172,7 @@ class EmbeddedPostgres:
 
     def url(self) -> str:
         with _lock:
-            if self._closed or _closing:
+            if self._closed or (self._folder or (location(self.pg_dir) if self.relocate else self.pg_dir)) in _closed:
                 raise IndexError_(f"embedded PostgreSQL in {self.pg_dir}: stopped with this process")
             return self._start()
 
@@ -240,13 +240,14 @@ def adopt_or_stop(pg_dir: Path, use: bool) -> int | None:
     return pid
 
 
-def shutdown() -> None:
-    """Release every server this process holds (stopping each one no other process holds), and start
-    none again: a daemon calls this last, after its jobs were asked to stop."""
-    global _closing
+def shutdown(pg_dir: Path) -> None:
+    """Release the server on `pg_dir`'s data (stopping it unless another live process holds it) and
+    never start it again in this process: a daemon calls this last, after its jobs were asked to stop,
+    so a job still finishing cannot bring the server back."""
+    folder = location(pg_dir)
     with _lock:
-        _closing = True
-        for folder in sorted(_held):
+        _closed.add(folder)
+        if folder in _held:
             try:
                 _release(folder)
             except OSError as exc:
