@@ -23,7 +23,16 @@ from typing import Any
 import orjson
 
 from urchin.errors import IndexError_
-from urchin.index.pgdata import Orphan, data_dir, find_orphans, folder_lock, location, postmaster_pid, write_small
+from urchin.index.pgdata import (
+    Orphan,
+    data_dir,
+    find_orphans,
+    folder_lock,
+    is_orphan,
+    location,
+    postmaster_pid,
+    write_small,
+)
 
 __all__ = ["EmbeddedPostgres", "adopt_or_stop", "shutdown", "remove_orphans", "running_pid"]
 
@@ -273,7 +282,7 @@ def remove_orphans(orphans: list[Orphan] | None = None) -> list[Orphan]:
     removed = []
     for orphan in find_orphans()[0] if orphans is None else orphans:
         with _lock, folder_lock(orphan.folder):
-            if _live_holders(orphan.folder):
+            if not is_orphan(orphan.folder) or _live_holders(orphan.folder):
                 continue
             if postmaster_pid(orphan.folder) is not None:
                 _stop_server(orphan.folder)

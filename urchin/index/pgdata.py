@@ -25,7 +25,7 @@ import orjson
 from urchin.config import ensure_private_dir
 
 __all__ = ["ROOT_DATA", "data_dir", "location", "owner_record", "postmaster_pid", "folder_lock", "Orphan",
-           "find_orphans", "folder_size", "write_small"]
+           "find_orphans", "is_orphan", "folder_size", "write_small"]
 
 ROOT_DATA = Path("/var/lib/urchin/pg")
 
@@ -171,12 +171,19 @@ def find_orphans(root: Path = ROOT_DATA) -> tuple[list[Orphan], list[Path]]:
         link = _owner(folder)
         if link is None:
             unknown.append(folder)
-            continue
-        linked = Path(link)
-        try:
-            alive = linked.is_symlink() and linked.resolve() == folder
-        except OSError:
-            alive = False
-        if not alive:
+        elif is_orphan(folder):
             orphans.append(Orphan(folder, link, folder_size(folder), postmaster_pid(folder)))
     return orphans, unknown
+
+
+def is_orphan(folder: Path) -> bool:
+    """True when `folder` has an owner record whose link no longer leads to it (checked again under
+    the folder's lock before anything is removed)."""
+    link = _owner(folder)
+    if link is None:
+        return False
+    linked = Path(link)
+    try:
+        return not (linked.is_symlink() and linked.resolve() == folder)
+    except OSError:
+        return True
