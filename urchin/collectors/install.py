@@ -342,7 +342,8 @@ def _target_file(target: str, settings: Settings, path: Path | None, shell: str)
     where it points (the link stays)."""
     if path is None:
         path = default_path(target, settings, shell)
-        ensure_private_dir(path.parent)     # the agent's own folder (~/.claude, ~/.copilot/hooks)
+        if not path.parent.exists():       # the agent's own folder (~/.claude, ~/.copilot/hooks): made 0700
+            ensure_private_dir(path.parent)
     elif not path.parent.is_dir():
         raise ValidationError("--config", f"the folder {path.parent} does not exist; create it first or "
                                           "give a file in an existing folder (nothing was created)")
