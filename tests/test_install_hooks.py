@@ -4,6 +4,7 @@ each file's mode and owner, installs a command the agent's cwd cannot shadow, cr
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -232,3 +233,26 @@ def test_a_symlinked_config_is_changed_where_it_points(tmp_path: Path) -> None:
     assert run_urchin("install-hooks", "claude", "--config", str(link)).returncode == 0
     assert link.is_symlink() and "hook claude" in real.read_text()
     assert real.stat().st_mode & 0o777 == 0o640
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="bash is not installed")
+def test_paths_in_the_shell_lines_are_quoted_not_run(tmp_path: Path) -> None:
+    """A home or interpreter path holding `$(...)`, quotes or spaces is a path, never a command."""
+    odd = tmp_path / "it's a $(touch PWNED-home) dir"
+    home = odd / "urchin-home"
+    rc = tmp_path / "rc"
+    rc.write_text("")
+    done = run_urchin("install-hooks", "shell", "--config", str(rc), env={"URCHIN_HOME": str(home)})
+    assert done.returncode == 0, done.stderr
+    env = {"PATH": BARE_PATH, "HOME": str(tmp_path)}
+    sourced = subprocess.run(["bash", "--norc", "-c", f". {shlex.quote(str(rc))}"], cwd=tmp_path, env=env,
+                             capture_output=True, text=True, timeout=30)
+    assert sourced.returncode == 0, sourced.stderr
+    assert not list(tmp_path.rglob("PWNED*")), rc.read_text()
+    command = shlex.quote(str(odd / "bin" / "urchin"))
+    line = next(line for line in render("shell", command, "bash").splitlines() if "__urchin_bin=(" in line)
+    probe = f"set -u\n{line}\nprintf '%s' \"${{__urchin_bin[0]}}\""
+    ran = subprocess.run(["bash", "--norc", "-c", probe], cwd=tmp_path, capture_output=True, text=True, env=env,
+                         timeout=30)
+    assert ran.stdout == str(odd / "bin" / "urchin"), ran.stderr
+    assert not list(tmp_path.rglob("PWNED*"))
