@@ -1,20 +1,25 @@
 """The daemon's life: one per home, systemd notify, clean SIGTERM, no lost acknowledged write on
-SIGKILL, and views that follow writes made by other processes."""
+SIGKILL, views that follow writes made by other processes, and an embedded PostgreSQL that never
+outlives its daemon (a killed daemon's server is adopted by the next one)."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
 
 import httpx
 import orjson
+import pytest
 
 from tests.conftest import run_urchin
-from tests.daemon_fixture import DaemonProcess
+from tests.daemon_fixture import REPO, DaemonProcess
 
 
 def _writers(daemon: DaemonProcess, n: int, stop: threading.Event, acked: list[str],
@@ -215,3 +220,155 @@ def test_token_file_is_created_0600_once(tmp_path: Path) -> None:
     finally:
         again.stop()
     assert os.stat(home).st_mode & 0o777 == 0o700
+
+
+# ---- the embedded PostgreSQL follows its daemon ------------------------------------------------
+def _pg_folder(home: Path) -> Path:
+    return (home / "pg").resolve()   # as root a symlink into /var/lib/urchin/pg
+
+
+def _postmaster(home: Path) -> int | None:
+    """The pid postmaster.pid names once the server is ready, else None."""
+    try:
+        lines = (_pg_folder(home) / "postmaster.pid").read_text().splitlines()
+    except OSError:
+        return None
+    return int(lines[0]) if len(lines) >= 8 and lines[7].strip() == "ready" else None
+
+
+def _gone(pid: int) -> bool:
+    """Exited (a zombie waiting for init to reap it has exited too)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1].startswith("Z")
+    except FileNotFoundError:
+        return True
+
+
+def _indexing_daemon(home: Path) -> tuple[DaemonProcess, int]:
+    pytest.importorskip("psycopg", reason="the `postgres` extra is not installed")
+    daemon = DaemonProcess(home, "--with-index").start(90)
+    deadline = time.monotonic() + 90
+    while (pid := _postmaster(home)) is None:
+        assert time.monotonic() < deadline, daemon.log()
+        time.sleep(0.1)
+    time.sleep(1.0)   # the daemon registers as the server's user just after it is ready
+    return daemon, pid
+
+
+def _feed_a_little(daemon: DaemonProcess) -> None:
+    """Keep the feeder busy, so the stop races a feed as it does in real use."""
+    with daemon.client() as client:
+        events = [{"content": f"postgres lifecycle {i}"} for i in range(200)]
+        assert client.post("/ingest/batch", json={"events": events}).status_code == 200
+
+
+def _index_follower(home: Path) -> subprocess.Popen[bytes]:
+    """`urchin index --follow` in-process (no daemon): a CLI holding the embedded server."""
+    env = {**os.environ, "PYTHONPATH": str(REPO), "URCHIN_HOME": str(home), "URCHIN_NO_DAEMON": "1"}
+    proc = subprocess.Popen([sys.executable, "-m", "urchin", "index", "--follow"], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 90
+    while _postmaster(home) is None:
+        assert time.monotonic() < deadline and proc.poll() is None
+        time.sleep(0.1)
+    return proc
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_stopping_the_daemon_stops_its_postgres_every_time(tmp_path: Path, sig: int) -> None:
+    """Even after a holder died without a word: a SIGKILLed `urchin index --follow` left the server
+    running and its pid in the holders' list; every later daemon's stop must stop the server."""
+    pytest.importorskip("psycopg", reason="the `postgres` extra is not installed")
+    home = tmp_path / "home"
+    home.mkdir()
+    killed = _index_follower(home)
+    killed.kill()
+    killed.wait()
+    for _ in range(3):
+        daemon, pid = _indexing_daemon(home)
+        try:
+            _feed_a_little(daemon)
+            daemon.signal(sig)
+            assert daemon.wait(40) == 0, daemon.log()
+        finally:
+            daemon.stop()
+        assert _gone(pid), f"postgres {pid} outlived its daemon: {daemon.log()}"
+        assert not (_pg_folder(home) / "postmaster.pid").exists()
+
+
+def test_a_live_cli_keeps_the_server_until_it_exits(tmp_path: Path) -> None:
+    """Never stop a server in use: a CLI feeding the index outlasts the daemon, then its exit stops it."""
+    pytest.importorskip("psycopg", reason="the `postgres` extra is not installed")
+    home = tmp_path / "home"
+    home.mkdir()
+    daemon, pid = _indexing_daemon(home)
+    follower = _index_follower(home)
+    holders = _pg_folder(home).with_name(_pg_folder(home).name + ".holders")
+    deadline = time.monotonic() + 60
+    while str(follower.pid) not in (holders.read_text() if holders.exists() else ""):
+        assert time.monotonic() < deadline and follower.poll() is None
+        time.sleep(0.1)
+    try:
+        daemon.signal(signal.SIGTERM)
+        assert daemon.wait(40) == 0
+        assert _postmaster(home) == pid and not _gone(pid)
+        follower.send_signal(signal.SIGINT)
+        follower.wait(40)
+        assert _gone(pid)
+    finally:
+        daemon.stop()
+        if follower.poll() is None:
+            follower.kill()
+
+
+def test_a_killed_daemons_postgres_is_adopted_and_stopped_by_the_next(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    for _ in range(2):     # twice: the second round follows a daemon that adopted and stopped
+        killed, orphan = _indexing_daemon(home)
+        killed.signal(signal.SIGKILL)
+        killed.wait()
+        time.sleep(0.5)
+        assert not _gone(orphan)   # the server a SIGKILL leaves behind
+        nxt, pid = _indexing_daemon(home)
+        try:
+            assert pid == orphan, "the next daemon must adopt the running server, not start a second one"
+            _feed_a_little(nxt)
+            nxt.signal(signal.SIGTERM)
+            assert nxt.wait(40) == 0, nxt.log()
+        finally:
+            nxt.stop()
+        assert _gone(orphan), f"the adopted postgres {orphan} outlived the daemon that adopted it: {nxt.log()}"
+
+
+def test_a_daemon_without_the_index_stops_the_orphan_it_finds(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    killed, orphan = _indexing_daemon(home)
+    killed.signal(signal.SIGKILL)
+    killed.wait()
+    plain = DaemonProcess(home).start(60)     # --no-index
+    try:
+        assert _gone(orphan), plain.log()
+    finally:
+        plain.stop()
+        if not _gone(orphan):
+            os.kill(orphan, signal.SIGTERM)    # the starting code leaves it: do not leak it past the test
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only as root does the data live outside the home")
+def test_the_next_start_removes_the_postgres_of_a_removed_home(tmp_path: Path) -> None:
+    """A home removed after its daemon was SIGKILLed leaves a running server and its data under
+    /var/lib/urchin/pg: any daemon's next start stops that server and removes the folder."""
+    gone = tmp_path / "gone"
+    killed, orphan = _indexing_daemon(gone)
+    folder = _pg_folder(gone)
+    killed.signal(signal.SIGKILL)
+    killed.wait()
+    shutil.rmtree(gone)
+    fresh = DaemonProcess(tmp_path / "fresh").start(60)
+    try:
+        assert _gone(orphan) and not folder.exists(), fresh.log()
+        assert f"removed {folder}" in fresh.log()
+    finally:
+        fresh.stop()
+        if not _gone(orphan):
+            os.kill(orphan, signal.SIGINT)

@@ -1,9 +1,16 @@
-"""`urchin doctor` on real homes: healthy, loose permissions, torn lines, dead services, live daemon."""
+"""`urchin doctor` on real homes: healthy, loose permissions, torn lines, dead services, live daemon, where
+the embedded PostgreSQL keeps its data, and `--fix` removing what removed homes left (never what is in use)."""
 
 from __future__ import annotations
 
+import os
+import shutil
+import signal
 import socket
+import time
 from pathlib import Path
+
+import pytest
 
 from tests.conftest import run_urchin
 from tests.daemon_fixture import DaemonProcess
@@ -75,3 +82,70 @@ def test_live_daemon_ok_and_wrong_token_fails(tmp_path: Path) -> None:
         assert _levels(wrong)["daemon"] == "fail"
     finally:
         daemon.stop()
+
+
+def test_doctor_says_where_the_embedded_postgres_keeps_its_data(settings: Settings) -> None:
+    result = run_urchin("doctor", env={"URCHIN_HOME": str(settings.home)})
+    line = next(line for line in result.stdout.splitlines() if " postgres " in line)
+    if os.geteuid() == 0:   # the server runs as `embedded_postgres`, which cannot enter the 0700 home
+        assert "/var/lib/urchin/pg/" in line and "embedded_postgres" in line and str(settings.pg_dir) in line
+    else:
+        assert str(settings.pg_dir) in line
+
+
+def _indexing(home: Path) -> tuple[DaemonProcess, Path, int]:
+    daemon = DaemonProcess(home, "--with-index").start(90)
+    deadline = time.monotonic() + 90
+    while True:
+        folder = (home / "pg").resolve()   # as root, a symlink made when the server first starts
+        lines = (folder / "postmaster.pid").read_text().splitlines() if (folder / "postmaster.pid").exists() else []
+        if len(lines) >= 8 and lines[7].strip() == "ready":
+            break
+        assert time.monotonic() < deadline, daemon.log()
+        time.sleep(0.1)
+    time.sleep(1.0)
+    return daemon, folder, int(lines[0])
+
+
+def _exited(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1].startswith("Z")
+    except FileNotFoundError:
+        return True
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only as root does the data live outside the home")
+def test_fix_removes_what_removed_homes_left_and_nothing_in_use(tmp_path: Path) -> None:
+    pytest.importorskip("psycopg", reason="the `postgres` extra is not installed")
+    kept, kept_folder, _ = _indexing(tmp_path / "kept")                  # a live home: untouched
+    busy, busy_folder, busy_pid = _indexing(tmp_path / "busy")           # home removed under a live daemon
+    killed, killed_folder, killed_pid = _indexing(tmp_path / "killed")   # daemon SIGKILLed, then home removed
+    stopped, stopped_folder, _ = _indexing(tmp_path / "stopped")         # stopped cleanly, then home removed
+    try:
+        killed.signal(signal.SIGKILL)
+        killed.wait()
+        stopped.stop()
+        for name in ("busy", "killed", "stopped"):
+            shutil.rmtree(tmp_path / name)
+        other = {"URCHIN_HOME": str(tmp_path / "other")}
+        report = run_urchin("doctor", env=other)
+        orphans = next(line for line in report.stdout.splitlines() if " orphans " in line)
+        assert "warn" in orphans and killed_folder.name in orphans and stopped_folder.name in orphans
+        assert kept_folder.name not in orphans
+        assert killed_folder.exists() and not _exited(killed_pid)   # doctor alone changes nothing
+
+        fixed = run_urchin("doctor", "--fix", env=other)
+        assert f"removed {killed_folder}" in fixed.stdout and f"removed {stopped_folder}" in fixed.stdout
+        assert not killed_folder.exists() and not stopped_folder.exists() and _exited(killed_pid)
+        assert not killed_folder.with_name(killed_folder.name + ".owner").exists()
+        assert kept_folder.exists() and busy_folder.exists() and not _exited(busy_pid)   # in use: kept
+        with kept.client() as client:
+            assert client.get("/health").status_code == 200
+    finally:
+        for daemon in (kept, busy, killed, stopped):
+            daemon.stop()
+        if not _exited(killed_pid):
+            os.kill(killed_pid, signal.SIGINT)   # do not leak the orphan past a failed run
+    assert _exited(busy_pid)
+    again = run_urchin("doctor", "--fix", env={"URCHIN_HOME": str(tmp_path / "other")})
+    assert f"removed {busy_folder}" in again.stdout and not busy_folder.exists()   # once its daemon stopped

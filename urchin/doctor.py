@@ -1,7 +1,9 @@
-"""`urchin doctor`'s checks: journal, permissions, torn or invalid lines, daemon, token, embedder, database.
+"""`urchin doctor`'s checks: journal, permissions, torn or invalid lines, daemon, token, embedder, database,
+where the embedded PostgreSQL keeps its data, and what removed homes left behind.
 
 Each check returns a `Check` (ok, warn or fail, what it saw, and how to fix it). It sits beside the
-front ends (it asks the daemon over HTTP) and never changes anything it inspects.
+front ends (it asks the daemon over HTTP) and changes nothing it inspects; only `fix()` (`--fix`)
+removes the embedded PostgreSQL data of homes that no longer exist.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from urchin.daemon.client import daemon_alive
 from urchin.errors import UrchinError
 from urchin.journal import Journal
 
-__all__ = ["Check", "run_checks", "CHECKS"]
+__all__ = ["Check", "run_checks", "CHECKS", "fix"]
 
 Level = Literal["ok", "warn", "fail"]
 NET_TIMEOUT_S = 3.0
@@ -190,6 +192,61 @@ def check_database(settings: Settings) -> Check | None:
     return Check("database", "ok", f"{shown} (PostgreSQL {version[0] if version else '?'})")
 
 
+def check_postgres(settings: Settings) -> Check | None:
+    """Where the embedded PostgreSQL's data lives, and whether its server runs."""
+    if settings.database_url:
+        return None
+    from urchin.index.pgdata import ROOT_DATA, location, postmaster_pid
+
+    folder = location(settings.pg_dir)
+    why = ""
+    if folder != settings.pg_dir:
+        why = (f", linked from {settings.pg_dir}: as root the server runs as the system user embedded_postgres, "
+               f"which cannot enter the 0700 home, so the data lives under {ROOT_DATA}")
+    if not folder.exists():
+        return Check("postgres", "ok", f"embedded, not created yet; its data will live in {folder}{why}")
+    pid = postmaster_pid(folder)
+    state = f"running (pid {pid})" if pid else "stopped"
+    return Check("postgres", "ok", f"embedded, {state}; data in {folder}{why}")
+
+
+def check_orphans(settings: Settings) -> Check | None:
+    """PostgreSQL data folders under ROOT_DATA whose home was removed."""
+    from urchin.index.pgdata import ROOT_DATA, find_orphans
+
+    if not ROOT_DATA.is_dir():
+        return None
+    orphans, unknown = find_orphans()
+    if not orphans and not unknown:
+        return Check("orphans", "ok", f"no data left in {ROOT_DATA} by removed homes")
+    parts = []
+    if orphans:
+        size = sum(o.size for o in orphans) / 2**20
+        parts.append(f"{len(orphans)} PostgreSQL data folder(s) in {ROOT_DATA} belong to removed homes "
+                     f"({size:.0f} MiB): " + ", ".join(f"{o.folder.name} (was {o.link})" for o in orphans))
+    if unknown:
+        parts.append(f"{len(unknown)} folder(s) with no owner record, made by an older Urchin and not used "
+                     f"since: " + ", ".join(p.name for p in unknown))
+    hints = []
+    if orphans:
+        hints.append("`urchin doctor --fix` removes the folders of removed homes (stopping a server left running)")
+    if unknown:
+        hints.append(f"a folder with no owner record can be removed by hand (rm -rf {ROOT_DATA}/<name>) once unused")
+    hint = "; ".join(hints)
+    return Check("orphans", "warn", "; ".join(parts), hint)
+
+
+def fix(settings: Settings) -> list[str]:
+    """Remove the embedded PostgreSQL data folders of removed homes (never one in use); what was done."""
+    from urchin.index.embedded import remove_orphans
+    from urchin.index.pgdata import ROOT_DATA
+
+    if not ROOT_DATA.is_dir():
+        return []
+    return [f"removed {o.folder} ({o.size / 2**20:.0f} MiB): the PostgreSQL data of {o.link}, whose home is gone"
+            for o in remove_orphans()]
+
+
 def _redact_url(url: str) -> str:
     parts = urlsplit(url)
     if parts.password:
@@ -199,6 +256,7 @@ def _redact_url(url: str) -> str:
 
 CHECKS: list[Callable[[Settings], Check | None]] = [
     check_home, check_journal, check_lines, check_token, check_daemon, check_embedder, check_database,
+    check_postgres, check_orphans,
 ]
 
 

