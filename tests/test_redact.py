@@ -307,16 +307,81 @@ def test_clean_event_is_returned_as_the_same_object() -> None:
 
 
 def test_event_content_title_and_tags_are_redacted_with_counts() -> None:
+    given = {"tags": ["ci", GH["o"], GH["u"], AWS_ID]}
     event = _event(content="export GITHUB_TOKEN=" + GH["p"], title="token " + SLACK,
-                   tags=("ci", GH["o"].lower(), GH["u"].lower(), AWS_ID.lower()))
-    out = redact_event(event)
+                   tags=tuple(t.lower() for t in given["tags"]))
+    out = redact_event(event, given)
     assert out.content == "export GITHUB_TOKEN=[REDACTED:github_token]"
     assert out.title == "token [REDACTED:slack_token]"
-    # Tags stay lowercase and distinct; a lowercased AWS id no longer has its AKIA prefix but
-    # still looks random.
-    assert out.tags == ("ci", "[redacted:github_token]", "[redacted:high_entropy_secret]")
-    assert out.meta == {"redactions": {"github_token": 3, "slack_token": 1, "high_entropy_secret": 1}}
+    # Tags are checked as given (lowercasing would hide the AKIA prefix), then stay lowercase and distinct.
+    assert out.tags == ("ci", "[redacted:github_token]", "[redacted:aws_access_key_id]")
+    assert out.meta == {"redactions": {"github_token": 3, "slack_token": 1, "aws_access_key_id": 1}}
     assert out.id == event.id and out.timestamp == event.timestamp
+
+
+SHA = "3f9a2c1d8e7b6a5f4e3d2c1b0a9f8e7d6c5b4a3f"
+UUIDS = ("0192f5a4-7c3e-7d21-9b8a-2f4e6c8d0a1b", "7d444840-9dc0-11d1-b245-5ffdce74fad2")
+
+
+def test_commit_shas_and_uuids_pass_in_every_field() -> None:
+    # The tag rule used to call any long letters-and-digits tag a token: a SHA or a UUID was lost.
+    event = _event(id=UUIDS[0], session=UUIDS[1], workspace=SHA, brain=SHA, title=SHA,
+                   content=f"commit {SHA} in session {UUIDS[1]}", tags=(SHA, *UUIDS, SHA[:12]),
+                   actor={"account": UUIDS[0], "device": SHA}, meta={SHA: UUIDS[0], "commit": SHA, "ids": list(UUIDS)})
+    assert redact_event(event, {"tags": [SHA.upper(), *UUIDS, SHA[:12]]}) is event
+
+
+def test_every_string_of_an_event_is_redacted() -> None:
+    event = _event(workspace="ws " + GH["p"], session="s " + JWT, brain="b " + SLACK,
+                   actor={"account": "dev " + STRIPE_LIVE, "device": GOOGLE, "extra": {"k": AWS_ID}},
+                   meta={"note " + GH["o"]: {"nested " + GH["u"]: ["deep " + ANTHROPIC]}, "GITHUB_TOKEN=" + GH["s"]: 1})
+    out = redact_event(event)
+    assert out.workspace == "ws [REDACTED:github_token]"
+    assert out.session == "s [REDACTED:jwt]"
+    assert out.brain == "b [REDACTED:slack_token]"
+    assert out.actor == {"account": "dev [REDACTED:stripe_key]", "device": "[REDACTED:google_api_key]",
+                         "extra": {"k": "[REDACTED:aws_access_key_id]"}}
+    assert out.meta is not None
+    assert out.meta["note [REDACTED:github_token]"] == {
+        "nested [REDACTED:github_token]": ["deep [REDACTED:anthropic_key]"]}
+    assert out.meta["GITHUB_TOKEN=[REDACTED:github_token]"] == 1
+    assert out.meta["redactions"] == {"github_token": 4, "jwt": 1, "slack_token": 1, "stripe_key": 1,
+                                      "google_api_key": 1, "aws_access_key_id": 1, "anthropic_key": 1}
+
+
+def test_meta_keys_that_held_different_secrets_stay_apart() -> None:
+    out = redact_event(_event(meta={GH["p"]: 1, GH["o"]: 2}))
+    assert out.meta == {"[REDACTED:github_token]": 1, "[REDACTED:github_token]~2": 2,
+                        "redactions": {"github_token": 2}}
+
+
+def test_a_source_or_kind_holding_a_secret_becomes_a_valid_label() -> None:
+    given = {"source": AWS_ID, "kind": GH["p"]}
+    out = redact_event(_event(source=AWS_ID.lower(), kind=GH["p"].lower()), given)
+    assert (out.source, out.kind) == ("redacted-aws_access_key_id", "redacted-github_token")
+    assert Event.from_input(out.to_dict()).source == out.source  # still validates when read back or imported
+    assert out.meta == {"redactions": {"aws_access_key_id": 1, "github_token": 1}}
+
+
+def test_an_id_holding_a_secret_gets_a_stable_unique_keyed_id() -> None:
+    key = bytes(range(32))
+    redactor = Redactor(id_key=lambda: key)
+    first = redactor.redact_event(_event(id="deploy-" + GH["p"]))
+    again = Redactor(id_key=lambda: key).redact_event(_event(id="deploy-" + GH["p"]))
+    other = redactor.redact_event(_event(id="deploy-" + GH["o"]))
+    assert first.id == again.id  # a retried write dedupes
+    assert first.id != other.id  # two secrets never collide on one marker
+    assert first.id.startswith("redacted-") and len(first.id) == len("redacted-") + 32
+    assert GH["p"] not in first.id and first.meta == {"redactions": {"github_token": 1}}
+    assert Redactor(id_key=lambda: bytes(32)).redact_event(_event(id="deploy-" + GH["p"])).id != first.id
+    assert redactor.redact_id(first.id) == first.id and redactor.redact_id(UUIDS[0]) == UUIDS[0]
+
+
+def test_redacting_an_event_twice_changes_nothing_more() -> None:
+    event = _event(id="x" + GH["p"], session=JWT, tags=(GH["o"],), meta={GH["u"]: {"password": PASSWORD}},
+                   actor={"account": SLACK})
+    once = redact_event(event)
+    assert redact_event(once) is once
 
 
 def test_ordinary_tags_stay() -> None:

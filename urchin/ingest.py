@@ -18,6 +18,7 @@ from urchin.event import HARD_LIMIT_BYTES, Event
 from urchin.idindex import IdIndex, id_hash
 from urchin.journal import Journal
 from urchin.redact import Redactor
+from urchin.redact._idkey import IdKey
 
 __all__ = ["Ingestor", "IngestResult", "Status"]
 
@@ -51,7 +52,7 @@ class Ingestor:
         self.settings = settings
         self.journal = journal or Journal(settings.journal_path, settings.durability)
         self.ids = IdIndex(self.journal)
-        self.redactor = Redactor.from_config(settings.section("redact"))
+        self.redactor = Redactor.from_config(settings.section("redact"), IdKey(settings.home))
         self.ephemeral = Ephemeral(settings.home)
         self._actor = {"account": settings.account, "device": settings.device}
 
@@ -62,6 +63,7 @@ class Ingestor:
     def prepare(self, item: Mapping[str, Any] | Event, defaults: Mapping[str, Any] | None = None,
                 now: datetime | None = None) -> Event:
         """Validate, redact and stamp one item; raises `ValidationError`."""
+        given: Mapping[str, Any] | None = None
         if isinstance(item, Event):
             event = item
         else:
@@ -71,9 +73,11 @@ class Ingestor:
             # Redact the whole text before the soft cap cuts it: a secret cut in half at the cap
             # would no longer match its pattern, and its first half would reach the disk.
             event = Event.from_input(data, now=now, soft_cap=HARD_LIMIT_BYTES)
-        event = self.redactor.redact_event(event).capped(self.settings.soft_cap_bytes)
+            given = data
         if event.actor is None:
             event = event.replace(actor=dict(self._actor))
+        # Every string of the event, the stamped actor too, passes the redactor here, once.
+        event = self.redactor.redact_event(event, given).capped(self.settings.soft_cap_bytes)
         return event
 
     def ingest(self, items: Iterable[Mapping[str, Any] | Event], defaults: Mapping[str, Any] | None = None,
@@ -86,8 +90,10 @@ class Ingestor:
                 results.append(None)
             except ValidationError as exc:
                 rejected_id = item.get("id") if isinstance(item, Mapping) else None
-                results.append(IngestResult("rejected", rejected_id if isinstance(rejected_id, str) else None,
-                                            exc.message))
+                # The answer names the item and the rule; it must not carry a secret either.
+                results.append(IngestResult("rejected", self.redactor.redact_id(rejected_id)
+                                            if isinstance(rejected_id, str) else None,
+                                            self.redactor.redact_text(exc.message)[0]))
         for index, result in self._append(ready, now):
             results[index] = result
         return [r for r in results if r is not None]
