@@ -377,6 +377,19 @@ def test_an_id_holding_a_secret_gets_a_stable_unique_keyed_id() -> None:
     assert redactor.redact_id(first.id) == first.id and redactor.redact_id(UUIDS[0]) == UUIDS[0]
 
 
+def test_a_secret_found_in_one_field_is_removed_from_every_field() -> None:
+    # A collector derives its id from the session; there the YAML context that marks the value is gone.
+    session = "azure:\n  client_secret: " + SECRET
+    event = _event(id=f"claude:{session}:prompt:1f2e", session=session, workspace="ws " + SECRET.lower(),
+                   meta={"cwd": "/tmp/" + SECRET, "argv": [SECRET]}, tags=(SECRET.lower(),))
+    out = Redactor(id_key=lambda: bytes(32)).redact_event(event)
+    assert SECRET not in str(out.to_dict()) and SECRET.lower() not in str(out.to_dict())
+    assert out.id.startswith("redacted-")
+    assert out.session == "azure:\n  client_secret: [REDACTED:secret]"
+    assert out.workspace == "ws [REDACTED:secret]" and out.tags == ("[redacted:secret]",)
+    assert out.meta == {"cwd": "/tmp/[REDACTED:secret]", "argv": ["[REDACTED:secret]"], "redactions": {"secret": 6}}
+
+
 def test_redacting_an_event_twice_changes_nothing_more() -> None:
     event = _event(id="x" + GH["p"], session=JWT, tags=(GH["o"],), meta={GH["u"]: {"password": PASSWORD}},
                    actor={"account": SLACK})

@@ -15,7 +15,7 @@ from typing import Any
 
 from urchin.errors import ConfigError
 from urchin.event import Event
-from urchin.redact._event import MARKER, FieldRedactor
+from urchin.redact._event import MARKER, FieldRedactor, replace_spans
 from urchin.redact._rules import (
     AFTER_KEY,
     AUTH_SCHEME,
@@ -89,7 +89,7 @@ class Redactor:
                 raise ConfigError(f"redact.extra: type name {name!r} must be lowercase [a-z0-9_]")
             self._extra.append((name, _compile(pattern, f"redact.extra.{name}")))
         self._allow = [_compile(p, "redact.allow") for p in allow_patterns]
-        self._fields = FieldRedactor(self.redact_text, self.spans, id_key or _process_key)
+        self._fields = FieldRedactor(self.spans, id_key or _process_key)
 
     @classmethod
     def from_config(cls, section: Mapping[str, Any], id_key: Callable[[], bytes] | None = None) -> Redactor:
@@ -304,16 +304,7 @@ class Redactor:
         spans = self.spans(text)
         if not spans:
             return text, {}
-        parts: list[str] = []
-        counts: dict[str, int] = {}
-        pos = 0
-        for start, end, typ in spans:
-            parts.append(text[pos:start])
-            parts.append(MARKER.format(typ))
-            counts[typ] = counts.get(typ, 0) + 1
-            pos = end
-        parts.append(text[pos:])
-        return "".join(parts), counts
+        return replace_spans(text, spans)
 
     def scan_text(self, text: str) -> list[Finding]:
         """What `redact_text` would remove, with 1-based line and column and a masked value."""

@@ -8,168 +8,242 @@ Fields, as `Redactor.redact_event` applies them:
 - meta and actor: every key and every string value at any depth (a key that names a secret takes
   its whole string value);
 - id: an id holding a secret becomes `redacted-<keyed hash of the id>` (see `_idkey`).
-Every replacement is counted in `meta.redactions`. Look-alikes (commit SHAs, UUIDs) pass
-everywhere, as they do in content: there is one rule set.
+A secret found in one field is removed from every field (writers derive fields from each other:
+a collector's id embeds the session, a workspace is the last part of meta's cwd, where the
+context that made it recognisable may be gone). Every replacement is counted in
+`meta.redactions`. Look-alikes (commit SHAs, UUIDs) pass everywhere: there is one rule set.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from urchin.event import Event
 from urchin.redact._idkey import redacted_id
 from urchin.redact._rules import keep_value, key_type
 
-__all__ = ["FieldRedactor", "MARKER", "LABEL_MARKER"]
+__all__ = ["FieldRedactor", "MARKER", "LABEL_MARKER", "replace_spans"]
 
 MARKER = "[REDACTED:{}]"
 LABEL_MARKER = "redacted-{}"
-TextRule = Callable[[str], tuple[str, dict[str, int]]]
-Spans = Callable[[str], list[tuple[int, int, str]]]
+Span = tuple[int, int, str]
+Spans = Callable[[str], list[Span]]
 _CACHE_LIMIT = 8192
+_SPREAD_MIN = 8  # shorter secrets (`password=dev`) are not chased through other fields: `device`
+
+
+def replace_spans(text: str, spans: list[Span]) -> tuple[str, dict[str, int]]:
+    """`text` with each span replaced by `[REDACTED:<type>]`, and the count per type."""
+    parts: list[str] = []
+    counts: dict[str, int] = {}
+    pos = 0
+    for start, end, typ in spans:
+        parts.append(text[pos:start])
+        parts.append(MARKER.format(typ))
+        counts[typ] = counts.get(typ, 0) + 1
+        pos = end
+    parts.append(text[pos:])
+    return "".join(parts), counts
+
+
+@dataclass
+class _Found:
+    """What one event's pass has removed so far: counts per type, and the secrets themselves."""
+
+    counts: dict[str, int] = field(default_factory=dict)
+    secrets: dict[str, str] = field(default_factory=dict)  # secret text -> type
+
+    def add(self, counts: dict[str, int], secrets: dict[str, str]) -> None:
+        for typ, n in counts.items():
+            self.counts[typ] = self.counts.get(typ, 0) + n
+        self.secrets.update(secrets)
 
 
 class FieldRedactor:
-    """Applies one text rule to every field of an event; its only state is a cache of clean strings."""
+    """Applies one rule set to every field of an event; its only state is a cache of clean strings."""
 
-    def __init__(self, text_rule: TextRule, spans: Spans, id_key: Callable[[], bytes]) -> None:
-        self._text = text_rule
+    def __init__(self, spans: Spans, id_key: Callable[[], bytes]) -> None:
         self._spans = spans
         self._id_key = id_key
-        self._cache: dict[tuple[Any, str], tuple[str, dict[str, int]]] = {}
+        self._cache: dict[tuple[Any, str], str] = {}
 
     def event(self, event: Event, given: Mapping[str, Any] | None = None) -> Event:
         """The event with secrets removed everywhere; the same object when there was none."""
-        content, counts = self._text(event.content)  # a fresh dict: ours to extend
-        changes: dict[str, Any] = {}
+        found = _Found()
+        fields: dict[str, Any] = {"content": self.string(None, event.content, found)}
         for name in ("title", "workspace", "session", "brain"):
             value = getattr(event, name)
-            if value:
-                new = self.string(None, value, counts)
-                if new is not value:
-                    changes[name] = new
+            fields[name] = self.string(None, value, found) if value else value
         for name in ("source", "kind"):
-            label = self._label(getattr(event, name), _given(given, name), counts)
-            if label is not None:
-                changes[name] = label
-        tags = self._tags(event.tags, given.get("tags") if given else None, counts)
-        if tags is not None:
-            changes["tags"] = tags
-        if event.actor:
-            actor = self.walk(event.actor, counts)
-            if actor is not event.actor:
-                changes["actor"] = actor
-        new_id, id_counts = self.event_id(event.id)
-        if id_counts:
-            changes["id"] = new_id
-            _merge(counts, id_counts)
-        meta = self.walk(event.meta, counts) if event.meta else event.meta
-        if not counts:
+            fields[name] = self._label(getattr(event, name), _given(given, name), found)
+        fields["tags"] = self._tags(event.tags, given.get("tags") if given else None, found)
+        fields["actor"] = self.walk(event.actor, found) if event.actor else event.actor
+        fields["meta"] = self.walk(event.meta, found) if event.meta else event.meta
+        id_spans = self._spans(event.id)
+        if id_spans:
+            found.add(*_secrets(event.id, id_spans))
+        if not found.counts:
             return event
-        meta = dict(meta or {})
+        needles = sorted((s for s in found.secrets if len(s) >= _SPREAD_MIN), key=len, reverse=True)
+        if needles:
+            fields = _spread(fields, needles, found)
+        derived = None if id_spans else _holds(event.id, needles, found)
+        if id_spans or derived:
+            fields["id"] = redacted_id(self._id_key(), event.id)
+            if derived:
+                _count(found.counts, derived)
+        meta = dict(fields["meta"] or {})
         old = meta.get("redactions")
         merged = dict(old) if isinstance(old, dict) else {}
-        for typ, n in counts.items():
+        for typ, n in found.counts.items():
             prior = merged.get(typ)
             merged[typ] = (prior if isinstance(prior, int) else 0) + n
         meta["redactions"] = merged
-        return event.replace(content=content, meta=meta, **changes)
+        fields["meta"] = meta
+        changed = {k: v for k, v in fields.items() if v is not getattr(event, k)}
+        return event.replace(**changed)
 
     def event_id(self, event_id: str) -> tuple[str, dict[str, int]]:
         """An id holding a secret -> `redacted-<keyed hash>`, with the count of what it held."""
         spans = self._spans(event_id)
         if not spans:
             return event_id, {}
-        counts: dict[str, int] = {}
-        for _, _, typ in spans:
-            counts[typ] = counts.get(typ, 0) + 1
-        return redacted_id(self._id_key(), event_id), counts
+        return redacted_id(self._id_key(), event_id), _secrets(event_id, spans)[0]
 
-    def _label(self, label: str, given: str | None, counts: dict[str, int]) -> str | None:
+    def _label(self, label: str, given: str | None, found: _Found) -> str:
         """A new label when the source or kind (as given, before lowercasing) held a secret."""
         probe = given.strip() if given is not None and given.strip().lower() == label else label
         spans = self._spans(probe)
         if not spans:
-            return None
-        for _, _, typ in spans:
-            counts[typ] = counts.get(typ, 0) + 1
+            return label
+        found.add(*_secrets(probe, spans))
         return LABEL_MARKER.format(spans[0][2])
 
-    def _tags(self, tags: tuple[str, ...], given: Any, counts: dict[str, int]) -> tuple[str, ...] | None:
-        """New tags when any held a secret: checked as given, then lowercased and deduplicated as
-        validation does. None when nothing changed."""
+    def _tags(self, tags: tuple[str, ...], given: Any, found: _Found) -> tuple[str, ...]:
+        """Checked as given, then lowercased and deduplicated as validation does."""
         raw = [t.strip() for t in given if t.strip()] if _strings(given) else []
         if tuple(dict.fromkeys(t.lower() for t in raw)) != tags:
             raw = list(tags)  # not what validation made of `given`: check the tags themselves
-        if not raw:
-            return None
-        seen = sum(counts.values())
-        new = [self.string(None, tag, counts).lower() for tag in raw]
-        if sum(counts.values()) == seen:
-            return None
-        return tuple(dict.fromkeys(new))
+        seen = sum(found.counts.values())
+        new = [self.string(None, tag, found).lower() for tag in raw]
+        return tags if sum(found.counts.values()) == seen else tuple(dict.fromkeys(new))
 
-    def walk(self, value: Any, counts: dict[str, int]) -> Any:
+    def walk(self, value: Any, found: _Found) -> Any:
         """Redact every key and string in JSON-like data; unchanged containers are returned as is."""
         if isinstance(value, dict):
-            return self._walk_dict(value, counts)
+            pairs = [(self.string(None, k, found) if isinstance(k, str) else k,
+                      self.string(k, v, found) if isinstance(v, str) else self.walk(v, found))  # typed by the key
+                     for k, v in value.items()]
+            return _rebuilt(value, pairs)
         if isinstance(value, (list, tuple)):
-            items = [self.string(None, v, counts) if isinstance(v, str) else self.walk(v, counts) for v in value]
+            items = [self.string(None, v, found) if isinstance(v, str) else self.walk(v, found) for v in value]
             if any(a is not b for a, b in zip(items, value, strict=True)):
                 return tuple(items) if isinstance(value, tuple) else items
         return value
 
-    def _walk_dict(self, value: dict[Any, Any], counts: dict[str, int]) -> dict[Any, Any]:
-        pairs: list[tuple[Any, Any]] | None = None
-        for n, (k, v) in enumerate(value.items()):
-            nk = self.string(None, k, counts) if isinstance(k, str) else k
-            if isinstance(v, str):
-                nv: Any = self.string(k, v, counts)  # typed by the key as given: `api_key` takes its value
-            elif isinstance(v, (dict, list, tuple)):
-                nv = self.walk(v, counts)
-            else:
-                nv = v
-            if pairs is None and (nk is not k or nv is not v):
-                pairs = list(value.items())[:n]
-            if pairs is not None:
-                pairs.append((nk, nv))
-        if pairs is None:
-            return value
-        out: dict[Any, Any] = {}
-        for k, v in pairs:
-            key, n = k, 1
-            while key in out:  # two keys that held different secrets stay two keys
-                n += 1
-                key = f"{k}~{n}"
-            out[key] = v
-        return out
-
-    def string(self, key: Any, value: str, counts: dict[str, int]) -> str:
+    def string(self, key: Any, value: str, found: _Found) -> str:
         """A string under a key that names a secret goes whole (`{"api_key": "…"}`).
 
         Short clean (key, value) pairs repeat across events (`"tool": "Bash"`), so they are cached;
         a value that held a secret is never kept in the cache.
         """
         cache_key = (key, value)
-        hit = self._cache.get(cache_key)
-        if hit is None:
-            hit = self._string_uncached(key, value)
-            if len(value) < 256 and not hit[1]:
-                if len(self._cache) > _CACHE_LIMIT:
-                    self._cache.clear()
-                self._cache[cache_key] = hit
-        if hit[1]:
-            _merge(counts, hit[1])
-            return hit[0]
-        return value
-
-    def _string_uncached(self, key: Any, value: str) -> tuple[str, dict[str, int]]:
+        if cache_key in self._cache:
+            return value
         typed = key_type(key) if isinstance(key, str) else None
         if typed is not None and value and not keep_value(value, key, typed[1], typed[0], True):
             typ = typed[0] if typed[1] else "high_entropy_secret"
-            return MARKER.format(typ), {typ: 1}
-        return self._text(value)
+            found.add({typ: 1}, {value: typ})
+            return MARKER.format(typ)
+        spans = self._spans(value)
+        if spans:
+            found.add(*_secrets(value, spans))
+            return replace_spans(value, spans)[0]
+        if len(value) < 256:
+            if len(self._cache) > _CACHE_LIMIT:
+                self._cache.clear()
+            self._cache[cache_key] = value
+        return value
+
+
+def _secrets(text: str, spans: list[Span]) -> tuple[dict[str, int], dict[str, str]]:
+    counts: dict[str, int] = {}
+    secrets: dict[str, str] = {}
+    for start, end, typ in spans:
+        _count(counts, typ)
+        secrets[text[start:end]] = typ
+    return counts, secrets
+
+
+def _spread(fields: dict[str, Any], needles: list[str], found: _Found) -> dict[str, Any]:
+    """Remove every secret found anywhere from every field, as written or lowercased."""
+    def scrub(value: str) -> str:  # the same object when there was nothing to remove
+        for needle in needles:
+            typ = found.secrets[needle]
+            for form in dict.fromkeys((needle, needle.lower())):
+                if form in value:
+                    for _ in range(value.count(form)):
+                        _count(found.counts, typ)
+                    value = value.replace(form, MARKER.format(typ))
+        return value
+
+    out = dict(fields)
+    for name in ("content", "title", "workspace", "session", "brain"):
+        if out[name]:
+            out[name] = scrub(out[name])
+    for name in ("source", "kind"):
+        typ = _holds(out[name], needles, found)
+        if typ is not None:
+            _count(found.counts, typ)
+            out[name] = LABEL_MARKER.format(typ)
+    tags = [scrub(t) for t in out["tags"]]
+    if any(a is not b for a, b in zip(tags, out["tags"], strict=True)):
+        out["tags"] = tuple(dict.fromkeys(t.lower() for t in tags))
+    for name in ("actor", "meta"):
+        if out[name]:
+            out[name] = _map_strings(out[name], scrub)
+    return out
+
+
+def _holds(value: str, needles: list[str], found: _Found) -> str | None:
+    """The type of the first secret `value` holds, as written or lowercased; None when clean."""
+    for needle in needles:
+        if needle in value or needle.lower() in value:
+            return found.secrets[needle]
+    return None
+
+
+def _map_strings(value: Any, fn: Callable[[str], str]) -> Any:
+    """`fn` over every key and string in JSON-like data; unchanged containers returned as is."""
+    if isinstance(value, dict):
+        return _rebuilt(value, [(fn(k) if isinstance(k, str) else k,
+                                 fn(v) if isinstance(v, str) else _map_strings(v, fn)) for k, v in value.items()])
+    if isinstance(value, (list, tuple)):
+        items = [fn(v) if isinstance(v, str) else _map_strings(v, fn) for v in value]
+        if any(a is not b for a, b in zip(items, value, strict=True)):
+            return tuple(items) if isinstance(value, tuple) else items
+    return value
+
+
+def _rebuilt(value: dict[Any, Any], pairs: list[tuple[Any, Any]]) -> dict[Any, Any]:
+    """`value` itself when no key or value changed; else a new dict in which keys that held
+    different secrets stay different keys (`~2`)."""
+    if all(nk is k and nv is v for (nk, nv), (k, v) in zip(pairs, value.items(), strict=True)):
+        return value
+    out: dict[Any, Any] = {}
+    for k, v in pairs:
+        key, n = k, 1
+        while key in out:
+            n += 1
+            key = f"{k}~{n}"
+        out[key] = v
+    return out
+
+
+def _count(counts: dict[str, int], typ: str) -> None:
+    counts[typ] = counts.get(typ, 0) + 1
 
 
 def _given(given: Mapping[str, Any] | None, name: str) -> str | None:
@@ -179,8 +253,3 @@ def _given(given: Mapping[str, Any] | None, name: str) -> str | None:
 
 def _strings(value: Any) -> bool:
     return isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value)
-
-
-def _merge(into: dict[str, int], counts: dict[str, int]) -> None:
-    for typ, n in counts.items():
-        into[typ] = into.get(typ, 0) + n
