@@ -19,6 +19,7 @@ import sys
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 import orjson
@@ -173,7 +174,7 @@ def _http_answers(home: Path, url: str, headers: dict[str, str]) -> list[bytes]:
            httpx.get(url + "/semantic", params={**params, "q": f"{WORD} token"}, headers=headers).content,
            httpx.get(url + "/recent", params={"limit": "1000", "hours": HOURS}, headers=headers).content]
     for event in _journal(home)[::6]:
-        answer = httpx.get(url + "/events/" + event["id"], headers=headers)
+        answer = httpx.get(url + "/events/" + quote(event["id"], safe=""), headers=headers)
         assert answer.status_code == 200, answer.text
         out.append(answer.content)
     assert all(b'"id"' in blob for blob in out)
@@ -211,6 +212,21 @@ def test_cli_ingest_and_import(urchin_home: Path, tmp_path: Path) -> None:
     answers = _cli_answers(urchin_home)
     assert _found([*written, done.stdout.encode(), done.stderr.encode(), *answers]) == []
     _assert_clean(urchin_home, len(CORPUS) + 1)
+
+
+def test_look_alikes_are_stored_unchanged(urchin_home: Path, tmp_path: Path) -> None:
+    # A commit SHA or a UUID as a tag used to become `[redacted:high_entropy_secret]`.
+    done = run_urchin("ingest", "--id", UUIDS[1], "--session", UUIDS[0], "--tag", SHA, "--tag", UUIDS[0],
+                      "--workspace", SHA, f"{WORD} commit {SHA}")
+    assert done.returncode == 0, done.stderr
+    source = tmp_path / "look.jsonl"
+    source.write_bytes(orjson.dumps(LOOK_ALIKE_EVENT))
+    assert run_urchin("import", str(source)).returncode == 0
+    first, second = _journal(urchin_home)
+    assert (first["id"], first["session"], first["tags"], first["workspace"], first["content"]) == (
+        UUIDS[1], UUIDS[0], [SHA, UUIDS[0]], SHA, f"{WORD} commit {SHA}")
+    assert "redactions" not in first.get("meta", {})
+    assert {k: second[k] for k in LOOK_ALIKE_EVENT} == LOOK_ALIKE_EVENT
 
 
 def test_a_retried_event_whose_id_held_a_secret_is_a_duplicate(urchin_home: Path, tmp_path: Path) -> None:
