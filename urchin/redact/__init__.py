@@ -89,7 +89,7 @@ class Redactor:
                 raise ConfigError(f"redact.extra: type name {name!r} must be lowercase [a-z0-9_]")
             self._extra.append((name, _compile(pattern, f"redact.extra.{name}")))
         self._allow = [_compile(p, "redact.allow") for p in allow_patterns]
-        self._fields = FieldRedactor(self.spans, id_key or _process_key)
+        self._fields = FieldRedactor(self.spans, id_key or _process_key, plain_ids=not self._extra)
 
     @classmethod
     def from_config(cls, section: Mapping[str, Any], id_key: Callable[[], bytes] | None = None) -> Redactor:

@@ -16,6 +16,7 @@ context that made it recognisable may be gone). Every replacement is counted in
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,6 +32,7 @@ LABEL_MARKER = "redacted-{}"
 Span = tuple[int, int, str]
 Spans = Callable[[str], list[Span]]
 _CACHE_LIMIT = 8192
+_PLAIN_ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|[0-9a-f]{40}|[0-9a-f]{64}")
 _SPREAD_MIN = 8  # shorter secrets (`password=dev`) are not chased through other fields: `device`
 
 
@@ -64,24 +66,31 @@ class _Found:
 class FieldRedactor:
     """Applies one rule set to every field of an event; its only state is a cache of clean strings."""
 
-    def __init__(self, spans: Spans, id_key: Callable[[], bytes]) -> None:
+    def __init__(self, spans: Spans, id_key: Callable[[], bytes], plain_ids: bool = True) -> None:
+        """`plain_ids`: a UUID or hex digest id skips the rules (not when extra patterns might match)."""
         self._spans = spans
         self._id_key = id_key
+        self._plain_ids = plain_ids
         self._cache: dict[tuple[Any, str], str] = {}
+        self._clean_labels: set[str] = set()
 
     def event(self, event: Event, given: Mapping[str, Any] | None = None) -> Event:
-        """The event with secrets removed everywhere; the same object when there was none."""
+        """The event with secrets removed everywhere; the same object when there was none.
+
+        Clean strings are cached, so the usual event (a fresh UUID, repeated labels, tags, actor and
+        meta keys) costs one pass of the rules over its content and a few dictionary lookups."""
         found = _Found()
+        cache = self._cache
         fields: dict[str, Any] = {"content": self.string(None, event.content, found)}
         for name in ("title", "workspace", "session", "brain"):
             value = getattr(event, name)
-            fields[name] = self.string(None, value, found) if value else value
+            fields[name] = value if not value or (None, value) in cache else self.string(None, value, found)
         for name in ("source", "kind"):
             fields[name] = self._label(getattr(event, name), _given(given, name), found)
         fields["tags"] = self._tags(event.tags, given.get("tags") if given else None, found)
         fields["actor"] = self.walk(event.actor, found) if event.actor else event.actor
         fields["meta"] = self.walk(event.meta, found) if event.meta else event.meta
-        id_spans = self._spans(event.id)
+        id_spans = [] if self._plain_ids and _PLAIN_ID.fullmatch(event.id) else self._spans(event.id)
         if id_spans:
             found.add(*_secrets(event.id, id_spans))
         if not found.counts:
@@ -115,8 +124,13 @@ class FieldRedactor:
     def _label(self, label: str, given: str | None, found: _Found) -> str:
         """A new label when the source or kind (as given, before lowercasing) held a secret."""
         probe = given.strip() if given is not None and given.strip().lower() == label else label
+        if probe in self._clean_labels:
+            return label
         spans = self._spans(probe)
         if not spans:
+            if len(self._clean_labels) > _CACHE_LIMIT:
+                self._clean_labels.clear()
+            self._clean_labels.add(probe)
             return label
         found.add(*_secrets(probe, spans))
         return LABEL_MARKER.format(spans[0][2])
@@ -126,6 +140,9 @@ class FieldRedactor:
         raw = [t.strip() for t in given if t.strip()] if _strings(given) else []
         if tuple(dict.fromkeys(t.lower() for t in raw)) != tags:
             raw = list(tags)  # not what validation made of `given`: check the tags themselves
+        cache = self._cache
+        if all((None, tag) in cache for tag in raw):
+            return tags
         seen = sum(found.counts.values())
         new = [self.string(None, tag, found).lower() for tag in raw]
         return tags if sum(found.counts.values()) == seen else tuple(dict.fromkeys(new))
@@ -133,6 +150,8 @@ class FieldRedactor:
     def walk(self, value: Any, found: _Found) -> Any:
         """Redact every key and string in JSON-like data; unchanged containers are returned as is."""
         if isinstance(value, dict):
+            if self._clean_dict(value):
+                return value
             pairs = [(self.string(None, k, found) if isinstance(k, str) else k,
                       self.string(k, v, found) if isinstance(v, str) else self.walk(v, found))  # typed by the key
                      for k, v in value.items()]
@@ -142,6 +161,19 @@ class FieldRedactor:
             if any(a is not b for a, b in zip(items, value, strict=True)):
                 return tuple(items) if isinstance(value, tuple) else items
         return value
+
+    def _clean_dict(self, value: dict[Any, Any]) -> bool:
+        """Every key and value is a cached clean string (or a number, bool, null): nothing to do."""
+        cache = self._cache
+        for k, v in value.items():
+            if (None, k) not in cache:
+                return False
+            if isinstance(v, str):
+                if (k, v) not in cache:
+                    return False
+            elif isinstance(v, (dict, list, tuple)):
+                return False
+        return True
 
     def string(self, key: Any, value: str, found: _Found) -> str:
         """A string under a key that names a secret goes whole (`{"api_key": "…"}`).
