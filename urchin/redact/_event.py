@@ -79,8 +79,11 @@ class FieldRedactor:
 
         Clean strings are cached, so the usual event (a fresh UUID, repeated labels, tags, actor and
         meta keys) costs one pass of the rules over its content and a few dictionary lookups."""
-        found = _Found()
         cache = self._cache
+        if (self._rest_clean(event, given) and (not self._plain_ids or _PLAIN_ID.fullmatch(event.id))
+                and ((None, event.content) in cache or not self._spans(event.content))):
+            return event
+        found = _Found()
         fields: dict[str, Any] = {"content": self.string(None, event.content, found)}
         for name in ("title", "workspace", "session", "brain"):
             value = getattr(event, name)
@@ -114,6 +117,27 @@ class FieldRedactor:
         changed = {k: v for k, v in fields.items() if v is not getattr(event, k)}
         return event.replace(**changed)
 
+    def _rest_clean(self, event: Event, given: Mapping[str, Any] | None) -> bool:
+        """Lookups only: every field but content and id is a string already found clean."""
+        cache = self._cache
+        for value in (event.title, event.workspace, event.session, event.brain):
+            if value and (None, value) not in cache:
+                return False
+        labels = self._clean_labels
+        if event.source not in labels or event.kind not in labels:
+            return False
+        if given:
+            if given.get("source", event.source) != event.source or given.get("kind", event.kind) != event.kind:
+                return False  # given in another case: the full path checks that
+            tags = given.get("tags")
+            if tags and (not isinstance(tags, (list, tuple)) or tuple(tags) != event.tags):
+                return False
+        for tag in event.tags:
+            if (None, tag) not in cache:
+                return False
+        return not (event.actor and not self._clean_dict(event.actor)
+                    or event.meta and not self._clean_dict(event.meta))
+
     def event_id(self, event_id: str) -> tuple[str, dict[str, int]]:
         """An id holding a secret -> `redacted-<keyed hash>`, with the count of what it held."""
         spans = self._spans(event_id)
@@ -137,11 +161,18 @@ class FieldRedactor:
 
     def _tags(self, tags: tuple[str, ...], given: Any, found: _Found) -> tuple[str, ...]:
         """Checked as given, then lowercased and deduplicated as validation does."""
-        raw = [t.strip() for t in given if t.strip()] if _strings(given) else []
-        if tuple(dict.fromkeys(t.lower() for t in raw)) != tags:
-            raw = list(tags)  # not what validation made of `given`: check the tags themselves
+        if not tags:
+            return tags
+        raw: Any = tags
+        if given is not None and (not isinstance(given, (list, tuple)) or tuple(given) != tags):
+            raw = [t.strip() for t in given if t.strip()] if _strings(given) else []
+            if tuple(dict.fromkeys(t.lower() for t in raw)) != tags:
+                raw = tags  # not what validation made of `given`: check the tags themselves
         cache = self._cache
-        if all((None, tag) in cache for tag in raw):
+        for tag in raw:
+            if (None, tag) not in cache:
+                break
+        else:
             return tags
         seen = sum(found.counts.values())
         new = [self.string(None, tag, found).lower() for tag in raw]
@@ -163,15 +194,15 @@ class FieldRedactor:
         return value
 
     def _clean_dict(self, value: dict[Any, Any]) -> bool:
-        """Every key and value is a cached clean string (or a number, bool, null): nothing to do."""
+        """Every key and value is a cached clean string (or a number, bool, null): nothing to do.
+        A (key, value) pair is cached only once its key is, so one lookup answers for both."""
         cache = self._cache
         for k, v in value.items():
-            if (None, k) not in cache:
-                return False
-            if isinstance(v, str):
+            kind = type(v)
+            if kind is str:
                 if (k, v) not in cache:
                     return False
-            elif isinstance(v, (dict, list, tuple)):
+            elif kind is dict or kind is list or kind is tuple or (None, k) not in cache:
                 return False
         return True
 
@@ -193,7 +224,7 @@ class FieldRedactor:
         if spans:
             found.add(*_secrets(value, spans))
             return replace_spans(value, spans)[0]
-        if len(value) < 256:
+        if len(value) < 256 and (key is None or (None, key) in self._cache):
             if len(self._cache) > _CACHE_LIMIT:
                 self._cache.clear()
             self._cache[cache_key] = value
