@@ -229,6 +229,30 @@ def test_look_alikes_are_stored_unchanged(urchin_home: Path, tmp_path: Path) -> 
     assert {k: second[k] for k in LOOK_ALIKE_EVENT} == LOOK_ALIKE_EVENT
 
 
+def test_a_rejected_event_echoes_no_secret(urchin_home: Path, tmp_path: Path) -> None:
+    # A rule may quote what it refused (`timestamp: … got '…'`); an id names the rejected item.
+    bare = [secret for _, secret, _ in CORPUS if _label(secret)]
+    bad = [{"content": f"{WORD} {n}", "timestamp": secret} for n, secret in enumerate(bare)]
+    bad += [{"content": f"{WORD} {n}", "id": f"{n} {text}", "tags": "not a list"}
+            for n, (text, _, _) in enumerate(CORPUS)]
+    source = tmp_path / "bad.jsonl"
+    source.write_bytes(b"\n".join(orjson.dumps(e) for e in bad))
+    done = run_urchin("import", str(source))
+    assert "timestamp" in done.stdout + done.stderr and "tags" in done.stdout + done.stderr
+    from tests.daemon_fixture import DaemonProcess
+
+    daemon = DaemonProcess(urchin_home).start()
+    try:
+        headers = {"Authorization": f"Bearer {daemon.token}"}
+        replies = [httpx.post(daemon.url + "/ingest", json=e, headers=headers) for e in bad[::5]]
+        batch = httpx.post(daemon.url + "/ingest/batch", json={"events": bad}, headers=headers)
+    finally:
+        daemon.stop()
+    assert {r.status_code for r in replies} == {422} and batch.status_code == 200
+    assert _found([done.stdout.encode(), done.stderr.encode(), batch.content, *(r.content for r in replies)]) == []
+    assert _leaks(urchin_home) == []
+
+
 def test_a_retried_event_whose_id_held_a_secret_is_a_duplicate(urchin_home: Path, tmp_path: Path) -> None:
     events = _events()[:8]
     source = tmp_path / "twice.jsonl"

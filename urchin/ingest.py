@@ -72,7 +72,13 @@ class Ingestor:
                 data = {**data, "actor": dict(self._actor)}  # stamped here: one Event built, not two
             # Redact the whole text before the soft cap cuts it: a secret cut in half at the cap
             # would no longer match its pattern, and its first half would reach the disk.
-            event = Event.from_input(data, now=now, soft_cap=HARD_LIMIT_BYTES)
+            try:
+                event = Event.from_input(data, now=now, soft_cap=HARD_LIMIT_BYTES)
+            except ValidationError as exc:  # a rule may quote the value it refused: it must not carry a secret
+                rule = self.redactor.redact_text(exc.rule)[0]
+                if rule == exc.rule:
+                    raise
+                raise type(exc)(exc.field, rule) from None
             given = data
         if event.actor is None:
             event = event.replace(actor=dict(self._actor))
@@ -89,14 +95,16 @@ class Ingestor:
                 ready.append((len(results), self.prepare(item, defaults, now)))
                 results.append(None)
             except ValidationError as exc:
-                rejected_id = item.get("id") if isinstance(item, Mapping) else None
-                # The answer names the item and the rule; it must not carry a secret either.
-                results.append(IngestResult("rejected", self.redactor.redact_id(rejected_id)
-                                            if isinstance(rejected_id, str) else None,
-                                            self.redactor.redact_text(exc.message)[0]))
+                results.append(self.rejected(item, exc))
         for index, result in self._append(ready, now):
             results[index] = result
         return [r for r in results if r is not None]
+
+    def rejected(self, item: Any, exc: ValidationError) -> IngestResult:
+        """The answer for an item `prepare` refused: its id as it would be stored (never a secret)."""
+        rejected_id = item.get("id") if isinstance(item, Mapping) else None
+        return IngestResult("rejected", self.redactor.redact_id(rejected_id) if isinstance(rejected_id, str) else None,
+                            exc.message)
 
     def append_prepared(self, events: Sequence[Event], now: datetime | None = None) -> list[IngestResult]:
         """Append events already through `prepare` (the daemon's group commit): dedupe, ephemeral, one write."""

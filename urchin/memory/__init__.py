@@ -106,6 +106,10 @@ class Memory(CaptureOps, WorkspaceOps, IndexOps, HotOps):
         """Validate, redact and stamp one item without writing; raises `ValidationError` naming the field."""
         return self.ingestor.prepare(item, defaults)
 
+    def rejected(self, item: Any, exc: ValidationError) -> IngestResult:
+        """The result for an item `prepare` refused (the daemon's batches)."""
+        return self.ingestor.rejected(item, exc)
+
     def ingest_prepared(self, events: Sequence[Event]) -> list[IngestResult]:
         """Append events from `prepare` in one locked write and one fsync (the daemon's group commit)."""
         return self.ingestor.append_prepared(events)
