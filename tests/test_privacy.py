@@ -125,7 +125,9 @@ def _journal(home: Path) -> list[dict[str, Any]]:
 
 
 def _save_views(home: Path) -> None:
-    """The token-cosine index is saved every 10,000 events or when the daemon stops: save it now."""
+    """The token-cosine index is saved every 10,000 events or when the daemon stops: save it now.
+    Then embed every event (a stand-in embedder) so the vector cache, ids included, is written too."""
+    from tests.ollama_fake import fake_ollama
     from urchin.config import Settings
     from urchin.memory import Memory
 
@@ -135,12 +137,20 @@ def _save_views(home: Path) -> None:
         memory.save_views()
     finally:
         memory.close()
+    with fake_ollama() as server:
+        env = {"URCHIN_EMBEDDER_URL": server.url, "URCHIN_EMBEDDER_MODEL": "all-minilm", "URCHIN_EMBEDDER_API": "ollama"}
+        memory = Memory(Settings.resolve(home, env=env))
+        try:
+            assert memory.semantic(WORD, hours=float(HOURS)).mode.startswith("embedder")
+        finally:
+            memory.close()
 
 
 def _assert_clean(home: Path, expected: int) -> None:
     """Nothing on disk, the look-alikes intact, every event stored once with its counts."""
     _save_views(home)
     assert list(home.rglob("ids.npy")) and list(home.rglob("labels.json"))  # the cosine index was saved
+    assert [p.stat().st_size for p in home.rglob("vectors/*/ids.txt")] > [0]  # and the vector cache
     assert _leaks(home) == []
     events = _journal(home)
     assert len(events) == expected
@@ -375,6 +385,23 @@ def test_curated_memories_are_redacted_in_toml_and_answers(urchin_home: Path) ->
     assert len(list((urchin_home / "memories").glob("*.toml"))) == len(CORPUS)
     assert _found(answers) == []
     assert _found(_files(urchin_home)) == []
+
+
+def test_a_hand_edited_memory_is_served_redacted(urchin_home: Path) -> None:
+    # The TOML is meant to be edited by hand: whatever it holds, answers pass the redactor.
+    folder = urchin_home / "memories"
+    folder.mkdir(parents=True)
+    for n, (text, _, _) in enumerate(CORPUS[:20]):
+        body = {"slug": f"hand{n}", "title": text, "use_when": text, "created": "2026-05-04T10:00:00Z"}
+        lines = [f"{k} = {orjson.dumps(v).decode()}" for k, v in body.items()]
+        lines += ["", "[[members]]", 'type = "query"', f"query = {orjson.dumps(text).decode()}",
+                  f"source = {orjson.dumps(text).decode()}"]
+        (folder / f"hand{n}.toml").write_text("\n".join(lines) + "\n")
+    answers = [run_urchin("memory", "list", "--json"), *(run_urchin("memory", "show", f"hand{n}", "--json")
+                                                        for n in (0, 7, 13))]
+    assert all(done.returncode == 0 for done in answers), [done.stderr for done in answers]
+    assert answers[0].stdout.count("\n") == 20
+    assert _found(done.stdout.encode() for done in answers) == []
 
 
 def test_a_memory_name_holding_a_secret_is_refused(urchin_home: Path) -> None:
