@@ -26,7 +26,8 @@ import orjson
 import pytest
 
 from tests.conftest import REPO, run_urchin
-from tests.test_redact import CASES, SHA, UUIDS
+from tests.test_redact import CASES
+from tests.test_redact_event import SHA, UUIDS
 from urchin.redact import redact_text
 
 pytestmark = pytest.mark.slow
@@ -138,7 +139,8 @@ def _save_views(home: Path) -> None:
     finally:
         memory.close()
     with fake_ollama() as server:
-        env = {"URCHIN_EMBEDDER_URL": server.url, "URCHIN_EMBEDDER_MODEL": "all-minilm", "URCHIN_EMBEDDER_API": "ollama"}
+        env = {"URCHIN_EMBEDDER_URL": server.url, "URCHIN_EMBEDDER_MODEL": "all-minilm",
+               "URCHIN_EMBEDDER_API": "ollama"}
         memory = Memory(Settings.resolve(home, env=env))
         try:
             assert memory.semantic(WORD, hours=float(HOURS)).mode.startswith("embedder")
