@@ -5,7 +5,25 @@ The text rules themselves are tested in test_redact.py; its fake secrets are reu
 
 from __future__ import annotations
 
-from tests.test_redact import ANTHROPIC, API_KEY, AWS_ID, BEARER, GH, GOOGLE, JWT, PASSWORD, SECRET, SLACK, STRIPE_LIVE
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tests.test_redact import (
+    _TOKENS,
+    ANTHROPIC,
+    API_KEY,
+    AWS_ID,
+    BEARER,
+    GH,
+    GOOGLE,
+    JWT,
+    PASSWORD,
+    SECRET,
+    SLACK,
+    STRIPE_LIVE,
+)
 from urchin.event import Event
 from urchin.redact import Redactor, redact_event
 
@@ -151,3 +169,31 @@ def test_existing_redaction_counts_are_merged() -> None:
     event = _event(content="key " + AWS_ID, meta={"redactions": {"aws_access_key_id": 2, "jwt": 1}})
     out = redact_event(event)
     assert out.meta == {"redactions": {"aws_access_key_id": 3, "jwt": 1}}
+
+
+_FIELDS = ("id", "workspace", "session", "brain", "title", "content", "tag", "account", "meta_key", "meta_value")
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(_FIELDS), st.sampled_from(_TOKENS), st.sampled_from(["", "x ", "k="])),
+                min_size=1, max_size=6))
+def test_a_token_in_any_field_never_reaches_the_line(placed: list[tuple[str, str, str]]) -> None:
+    data: dict[str, Any] = {"id": "e1", "content": "ok", "tags": [], "actor": {}, "meta": {}}
+    for name, token, before in placed:
+        value = before + token
+        if name == "tag":
+            data["tags"].append(value)
+        elif name == "account":
+            data["actor"]["account"] = value
+        elif name == "meta_key":
+            data["meta"][value] = 1
+        elif name == "meta_value":
+            data["meta"]["v"] = {"deep": [value]}
+        else:
+            data[name] = value
+    event = Event.from_input(data)
+    out = Redactor(id_key=lambda: bytes(32)).redact_event(event, data)
+    line = out.to_json().decode()
+    assert not any(token in line or token.lower() in line for _, token, _ in placed)
+    assert out.meta is not None and sum(out.meta["redactions"].values()) >= 1
+    assert redact_event(out) is out
