@@ -275,6 +275,11 @@ def test_a_retried_event_whose_id_held_a_secret_is_a_duplicate(urchin_home: Path
     assert len({e["id"] for e in stored}) == len(stored) == 8  # distinct: secrets never collide on a marker
     assert all(e["id"].startswith("redacted-") for e in stored)
     assert oct((urchin_home / "redact-id.key").stat().st_mode & 0o777) == "0o600"
+    found = run_urchin("get", events[3]["id"])  # the id as the writer knows it still finds the event
+    assert found.returncode == 0 and orjson.loads(found.stdout)["id"] == stored[3]["id"]
+    missing = run_urchin("get", "99 " + CORPUS[0][0].replace("\n", " "))
+    assert missing.returncode == 1 and "no event with id 'redacted-" in missing.stderr
+    assert _found([found.stdout.encode(), missing.stdout.encode(), missing.stderr.encode()]) == []
 
 
 def test_http_intake(urchin_home: Path) -> None:

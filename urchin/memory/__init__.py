@@ -257,6 +257,9 @@ class Memory(CaptureOps, WorkspaceOps, IndexOps, HotOps):
     def get(self, event_id: str) -> Event:
         if not isinstance(event_id, str) or not event_id.strip():
             raise QueryError("id", "must not be empty")
+        stored = self.ingestor.redactor.redact_id(event_id.strip())
+        if stored != event_id.strip():
+            event_id = stored  # an id that held a secret is stored, and named, as its keyed hash
         event = self.locate(event_id)
         if event is None:
             raise NotFoundError(f"no event with id {event_id!r}")
