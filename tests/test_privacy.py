@@ -1,15 +1,25 @@
-"""No secret reaches disk, whatever path it comes in by: CLI, import, HTTP, MCP, hooks, collectors.
+"""No secret reaches disk or an answer, whatever path and whatever field it comes in by.
 
-Each write path gets the same corpus of realistic fake secrets embedded in realistic text; then
-every file under URCHIN_HOME (journal, sidecars, indexes, logs) is searched for each secret value.
+Every corpus value (realistic fake secrets in realistic text) is placed in every field of an event
+that a write path accepts: id, workspace, session, brain, actor.account/device, tags, title,
+content, source/kind, meta keys and (nested) values. Each path (CLI ingest, import, HTTP /ingest
+and batch, MCP ingest/remember, hooks, a collector) writes them; then every byte under
+URCHIN_HOME (journal, sidecars, token-cosine index incl. ids.npy and labels.json, TOML) and every
+answer (search, semantic, get, recent through the CLI, HTTP and MCP) is searched for each value,
+as written, lowercased, JSON-escaped and as UTF-32 (numpy string arrays); PostgreSQL's heap and WAL
+too. Look-alikes (commit SHAs, UUIDs) must come through unchanged.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
+from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import Any
+from urllib.parse import quote
 
 import httpx
 import orjson
@@ -17,58 +27,283 @@ import pytest
 
 from tests.conftest import REPO, run_urchin
 from tests.test_redact import CASES
+from tests.test_redact_event import SHA, UUIDS
+from urchin.redact import redact_text
 
 pytestmark = pytest.mark.slow
 
 # Secrets long enough that finding them on disk cannot be chance.
 CORPUS = [(text.format(s=secret), secret, kind) for text, secret, kind in CASES if len(secret) >= 12]
+WORD = "zebra"  # in every content, so every event answers one search
+HOURS = "100000"
+_LABEL = re.compile(r"[A-Za-z0-9._-]{1,64}")
+
+
+# ---- placing a corpus value in every field --------------------------------------------------------
+def _one_line(n: int, text: str) -> str:
+    """An id allows no line break and at most 256 characters: the text on one line, numbered."""
+    return f"{n:02d} " + text.replace("\n", " ").replace("\t", " ")[:250]
+
+
+def _session(n: int, text: str) -> str:
+    """A session id short enough that the ids agents derive from it (`claude:<session>:prompt:<hash>`)
+    still fit in 256 characters; a private key cut short is still a private key to the rules."""
+    return _one_line(n, text)[:200]
+
+
+def _label(secret: str) -> str | None:
+    """A source or kind is a short label: only a bare token that names itself fits in one."""
+    return secret if _LABEL.fullmatch(secret) and secret not in redact_text(secret)[0] else None
+
+
+def _event(n: int, text: str, secret: str) -> dict[str, Any]:
+    """One event carrying the value in every field the full event shape has."""
+    event: dict[str, Any] = {
+        "id": _one_line(n, text), "workspace": text, "session": text, "brain": text, "title": text,
+        "content": f"{WORD} {n}: {text}", "tags": [text, f"t{n}"],
+        "actor": {"account": text, "device": text},
+        "meta": {text: text, "nested": {"deep": [text, {text: 1}]}, "n": n},
+    }
+    label = _label(secret)
+    if label:
+        event.update(source=label, kind=label)
+    return event
+
+
+def _folder(n: int, text: str) -> str:
+    """A cwd whose last part is the text (a workspace is a folder's name), when the text, its `/`
+    gone, still shows what it holds; the rule set cannot see a secret whose context was cut away."""
+    name = text.replace("/", " ")
+    return "/tmp/proj/" + (name if CORPUS[n][1] not in redact_text(name)[0] else f"plain-{n}")
+
+
+def _events() -> list[dict[str, Any]]:
+    return [_event(n, text, secret) for n, (text, secret, _) in enumerate(CORPUS)]
+
+
+def _actor_env(n: int) -> dict[str, str]:
+    """The stamped identity (`actor`) comes from the environment: a corpus value there too."""
+    return {"URCHIN_ACCOUNT_ID": CORPUS[n % len(CORPUS)][0], "URCHIN_DEVICE_ID": CORPUS[(n + 7) % len(CORPUS)][0]}
+
+
+LOOK_ALIKE_EVENT = {"id": UUIDS[0], "session": UUIDS[1], "workspace": "shop", "tags": [SHA, UUIDS[1]],
+                    "content": f"{WORD} look-alikes: commit {SHA} in session {UUIDS[1]}",
+                    "meta": {"commit": SHA, SHA: UUIDS[0]}}
+
+
+# ---- finding values ---------------------------------------------------------------------------
+def _probes(secret: str) -> list[bytes]:
+    texts = [secret] + [line for line in secret.splitlines() if len(line) >= 16 and "PRIVATE KEY" not in line]
+    out: list[bytes] = []
+    for text in dict.fromkeys(texts + [t.lower() for t in texts]):
+        escaped = orjson.dumps(text)[1:-1].decode()  # JSON-escaped (newlines in PEM, quotes)
+        for form in dict.fromkeys((text, escaped)):
+            out += [form.encode(), form.encode("utf-32-le")]  # numpy `<U` arrays are UTF-32
+    return out
+
+
+PROBES = [(kind, _probes(secret)) for _, secret, kind in CORPUS]
+
+
+def _found(blobs: Iterable[bytes]) -> list[str]:
+    blobs = list(blobs)
+    return [kind for kind, probes in PROBES if any(p in blob for blob in blobs for p in probes)]
+
+
+def _files(folder: Path) -> Iterator[bytes]:
+    for path in folder.rglob("*"):
+        yield str(path.relative_to(folder)).encode()  # names too
+        if path.is_file():
+            yield path.read_bytes()
 
 
 def _leaks(home: Path) -> list[str]:
-    blobs = [p.read_bytes() for p in home.rglob("*") if p.is_file()]
-    leaked = []
-    for _, secret, kind in CORPUS:
-        needle = secret.encode()
-        probes = [needle, orjson.dumps(secret)[1:-1]]  # as written, and JSON-escaped (newlines in PEM)
-        for line in secret.splitlines():
-            if len(line) >= 16 and "PRIVATE KEY" not in line:
-                probes.append(line.encode())
-        if any(probe in blob for blob in blobs for probe in probes):
-            leaked.append(kind)
-    return leaked
+    return _found(_files(home))
 
 
-def _journal(home: Path) -> list[dict]:
+def _journal(home: Path) -> list[dict[str, Any]]:
     return [orjson.loads(line) for line in (home / "journal" / "events.jsonl").read_bytes().splitlines()]
 
 
+def _save_views(home: Path) -> None:
+    """The token-cosine index is saved every 10,000 events or when the daemon stops: save it now.
+    Then embed every event (a stand-in embedder) so the vector cache, ids included, is written too."""
+    from tests.ollama_fake import fake_ollama
+    from urchin.config import Settings
+    from urchin.memory import Memory
+
+    memory = Memory(Settings.resolve(home))
+    try:
+        memory.semantic(WORD, hours=float(HOURS))
+        memory.save_views()
+    finally:
+        memory.close()
+    with fake_ollama() as server:
+        env = {"URCHIN_EMBEDDER_URL": server.url, "URCHIN_EMBEDDER_MODEL": "all-minilm",
+               "URCHIN_EMBEDDER_API": "ollama"}
+        memory = Memory(Settings.resolve(home, env=env))
+        try:
+            assert memory.semantic(WORD, hours=float(HOURS)).mode.startswith("embedder")
+        finally:
+            memory.close()
+
+
+def _assert_clean(home: Path, expected: int) -> None:
+    """Nothing on disk, the look-alikes intact, every event stored once with its counts."""
+    _save_views(home)
+    assert list(home.rglob("ids.npy")) and list(home.rglob("labels.json"))  # the cosine index was saved
+    assert [p.stat().st_size for p in home.rglob("vectors/*/ids.txt")] > [0]  # and the vector cache
+    assert _leaks(home) == []
+    events = _journal(home)
+    assert len(events) == expected
+    assert all(e["meta"]["redactions"] for e in events if e["id"] != UUIDS[0])
+    look = next((e for e in events if e["id"] == UUIDS[0]), None)
+    if look is not None:
+        assert (look["session"], look["tags"], look["content"]) == (
+            UUIDS[1], [SHA, UUIDS[1]], LOOK_ALIKE_EVENT["content"])
+        assert {k: v for k, v in look["meta"].items() if k != "redactions"} == LOOK_ALIKE_EVENT["meta"]
+
+
+# ---- answers ----------------------------------------------------------------------------------
+def _cli_answers(home: Path, env: dict[str, str] | None = None) -> list[bytes]:
+    """search, semantic, recent and get through the CLI (the daemon when one runs)."""
+    out = []
+    for args in (("search", WORD), ("semantic", f"{WORD} token password key"), ("recent",)):
+        done = run_urchin(*args, "--json", "--limit", "1000", "--hours", HOURS, env=env)
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.count("\n") >= 10
+        out.append(done.stdout.encode())
+    for event in _journal(home)[::6]:
+        done = run_urchin("get", event["id"], env=env)
+        assert done.returncode == 0, done.stderr
+        out.append(done.stdout.encode())
+    return out
+
+
+def _http_answers(home: Path, url: str, headers: dict[str, str]) -> list[bytes]:
+    params = {"q": WORD, "limit": "1000", "hours": HOURS}
+    out = [httpx.get(url + "/search", params=params, headers=headers).content,
+           httpx.get(url + "/semantic", params={**params, "q": f"{WORD} token"}, headers=headers).content,
+           httpx.get(url + "/recent", params={"limit": "1000", "hours": HOURS}, headers=headers).content]
+    for event in _journal(home)[::6]:
+        answer = httpx.get(url + "/events/" + quote(event["id"], safe=""), headers=headers)
+        assert answer.status_code == 200, answer.text
+        out.append(answer.content)
+    assert all(b'"id"' in blob for blob in out)
+    return out
+
+
+async def _mcp_answers(session: Any, home: Path) -> list[bytes]:
+    out = []
+    calls = [("urchin_search", {"query": WORD, "limit": 1000, "hours": float(HOURS)}),
+             ("urchin_semantic_search", {"query": f"{WORD} token", "limit": 1000, "hours": float(HOURS)}),
+             ("urchin_recent_activity", {"limit": 1000, "hours": float(HOURS)})]
+    calls += [("urchin_get_event", {"id": e["id"]}) for e in _journal(home)[::6]]
+    for tool, args in calls:
+        result = await session.call_tool(tool, args)
+        assert not result.is_error, result
+        out.append(orjson.dumps(result.model_dump(mode="json")))
+    return out
+
+
+# ---- write paths ------------------------------------------------------------------------------
 def test_cli_ingest_and_import(urchin_home: Path, tmp_path: Path) -> None:
-    for text, _, _ in CORPUS[:12]:
-        assert run_urchin("ingest", "--title", "pasted", text).returncode == 0
+    written = []
+    for n, event in enumerate(_events()[:20]):
+        args = ["ingest", "--id", event["id"], "--workspace", event["workspace"], "--session", event["session"],
+                "--title", event["title"], "--tag", event["tags"][0], "--tag", event["tags"][1], "--json"]
+        if "source" in event:
+            args += ["--source", event["source"], "--kind", event["kind"]]
+        done = run_urchin(*args, event["content"], env=_actor_env(n))
+        assert done.returncode == 0, done.stderr
+        written.append(done.stdout.encode())
     source = tmp_path / "old.jsonl"
-    source.write_bytes(b"\n".join(orjson.dumps({"content": text, "meta": {"raw": text}, "tags": ["t"]})
-                                  for text, _, _ in CORPUS))
+    source.write_bytes(b"\n".join(orjson.dumps(e) for e in [*_events()[20:], LOOK_ALIKE_EVENT]))
+    done = run_urchin("import", str(source))
+    assert done.returncode == 0, done.stderr
+    answers = _cli_answers(urchin_home)
+    assert _found([*written, done.stdout.encode(), done.stderr.encode(), *answers]) == []
+    _assert_clean(urchin_home, len(CORPUS) + 1)
+
+
+def test_look_alikes_are_stored_unchanged(urchin_home: Path, tmp_path: Path) -> None:
+    # A commit SHA or a UUID as a tag used to become `[redacted:high_entropy_secret]`.
+    done = run_urchin("ingest", "--id", UUIDS[1], "--session", UUIDS[0], "--tag", SHA, "--tag", UUIDS[0],
+                      "--workspace", SHA, f"{WORD} commit {SHA}")
+    assert done.returncode == 0, done.stderr
+    source = tmp_path / "look.jsonl"
+    source.write_bytes(orjson.dumps(LOOK_ALIKE_EVENT))
     assert run_urchin("import", str(source)).returncode == 0
-    assert _leaks(urchin_home) == []
-    events = _journal(urchin_home)
-    assert len(events) == 12 + len(CORPUS)
-    assert all(e["meta"]["redactions"] for e in events)
+    first, second = _journal(urchin_home)
+    assert (first["id"], first["session"], first["tags"], first["workspace"], first["content"]) == (
+        UUIDS[1], UUIDS[0], [SHA, UUIDS[0]], SHA, f"{WORD} commit {SHA}")
+    assert "redactions" not in first.get("meta", {})
+    assert {k: second[k] for k in LOOK_ALIKE_EVENT} == LOOK_ALIKE_EVENT
 
 
-def test_http_intake(urchin_home: Path) -> None:
+def test_a_rejected_event_echoes_no_secret(urchin_home: Path, tmp_path: Path) -> None:
+    # A rule may quote what it refused (`timestamp: … got '…'`); an id names the rejected item.
+    bare = [secret for _, secret, _ in CORPUS if _label(secret)]
+    bad = [{"content": f"{WORD} {n}", "timestamp": secret} for n, secret in enumerate(bare)]
+    bad += [{"content": f"{WORD} {n}", "id": f"{n} {text}", "tags": "not a list"}
+            for n, (text, _, _) in enumerate(CORPUS)]
+    source = tmp_path / "bad.jsonl"
+    source.write_bytes(b"\n".join(orjson.dumps(e) for e in bad))
+    done = run_urchin("import", str(source))
+    assert "timestamp" in done.stdout + done.stderr and "tags" in done.stdout + done.stderr
     from tests.daemon_fixture import DaemonProcess
 
     daemon = DaemonProcess(urchin_home).start()
     try:
         headers = {"Authorization": f"Bearer {daemon.token}"}
-        for text, _, _ in CORPUS[:10]:
-            assert httpx.post(daemon.url + "/ingest", json={"content": text}, headers=headers).status_code == 200
-        batch = {"events": [{"content": text, "title": text[:80]} for text, _, _ in CORPUS[10:]]}
-        assert httpx.post(daemon.url + "/ingest/batch", json=batch, headers=headers).status_code == 200
+        replies = [httpx.post(daemon.url + "/ingest", json=e, headers=headers) for e in bad[::5]]
+        batch = httpx.post(daemon.url + "/ingest/batch", json={"events": bad}, headers=headers)
     finally:
         daemon.stop()
+    assert {r.status_code for r in replies} == {422} and batch.status_code == 200
+    assert _found([done.stdout.encode(), done.stderr.encode(), batch.content, *(r.content for r in replies)]) == []
     assert _leaks(urchin_home) == []
-    assert len(_journal(urchin_home)) == len(CORPUS)
+
+
+def test_a_retried_event_whose_id_held_a_secret_is_a_duplicate(urchin_home: Path, tmp_path: Path) -> None:
+    events = _events()[:8]
+    source = tmp_path / "twice.jsonl"
+    source.write_bytes(b"\n".join(orjson.dumps(e) for e in events))
+    assert run_urchin("import", str(source)).returncode == 0
+    assert run_urchin("import", str(source)).returncode == 0
+    stored = _journal(urchin_home)
+    assert len({e["id"] for e in stored}) == len(stored) == 8  # distinct: secrets never collide on a marker
+    assert all(e["id"].startswith("redacted-") for e in stored)
+    assert oct((urchin_home / "redact-id.key").stat().st_mode & 0o777) == "0o600"
+    found = run_urchin("get", events[3]["id"])  # the id as the writer knows it still finds the event
+    assert found.returncode == 0 and orjson.loads(found.stdout)["id"] == stored[3]["id"]
+    missing = run_urchin("get", "99 " + CORPUS[0][0].replace("\n", " "))
+    assert missing.returncode == 1 and "no event with id 'redacted-" in missing.stderr
+    assert _found([found.stdout.encode(), missing.stdout.encode(), missing.stderr.encode()]) == []
+
+
+def test_http_intake(urchin_home: Path) -> None:
+    from tests.daemon_fixture import DaemonProcess
+
+    events = _events()
+    daemon = DaemonProcess(urchin_home, env=_actor_env(3)).start()
+    try:
+        headers = {"Authorization": f"Bearer {daemon.token}"}
+        replies = []
+        for event in events[:30]:
+            reply = httpx.post(daemon.url + "/ingest", json=event, headers=headers)
+            assert reply.status_code == 200, reply.text
+            replies.append(reply.content)
+        unstamped = [{k: v for k, v in e.items() if k != "actor"} for e in events[30:]]  # the daemon's identity
+        reply = httpx.post(daemon.url + "/ingest/batch", json={"events": [*unstamped, LOOK_ALIKE_EVENT]},
+                           headers=headers)
+        assert reply.status_code == 200, reply.text
+        replies.append(reply.content)
+        answers = _http_answers(urchin_home, daemon.url, headers) + _cli_answers(urchin_home)
+    finally:
+        daemon.stop()
+    assert _found(replies + answers) == []
+    _assert_clean(urchin_home, len(CORPUS) + 1)
 
 
 def test_mcp_tools(urchin_home: Path) -> None:
@@ -76,28 +311,49 @@ def test_mcp_tools(urchin_home: Path) -> None:
 
     from tests.mcp_harness import stdio_session
 
+    answers: list[bytes] = []
+
     async def main() -> None:
-        async with stdio_session() as session:
-            for n, (text, _, _) in enumerate(CORPUS):
-                tool = "urchin_remember" if n % 2 else "urchin_ingest"
-                result = await session.call_tool(tool, {"content": text})
-                assert not result.is_error
+        async with stdio_session(_actor_env(5)) as session:
+            for n, event in enumerate(_events()):
+                if n % 2:
+                    tool = "urchin_remember"
+                    args = {k: event[k] for k in ("content", "tags", "workspace")}
+                else:
+                    tool = "urchin_ingest"
+                    args = {k: event[k] for k in ("content", "tags", "workspace", "session", "title", "source", "kind")
+                            if k in event}
+                result = await session.call_tool(tool, args)
+                assert not result.is_error, result
+                answers.append(orjson.dumps(result.model_dump(mode="json")))
+            answers.extend(await _mcp_answers(session, urchin_home))
 
     anyio.run(main)
-    assert _leaks(urchin_home) == []
-    assert len(_journal(urchin_home)) == len(CORPUS)
+    assert _found(answers + _cli_answers(urchin_home)) == []
+    _assert_clean(urchin_home, len(CORPUS))
 
 
-def test_agent_hooks(urchin_home: Path) -> None:
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
+def _hook(payload: dict[str, Any], env: dict[str, str]) -> None:
+    full = {**os.environ, "PYTHONPATH": str(REPO), **env}
+    done = subprocess.run([sys.executable, "-m", "urchin", "hook", "claude"], input=orjson.dumps(payload),
+                          env=full, capture_output=True, timeout=60)
+    assert (done.returncode, done.stdout) == (0, b"")
+
+
+def test_agent_hooks(urchin_home: Path, tmp_path: Path) -> None:
     for n, (text, _, _) in enumerate(CORPUS):
-        payload = {"session_id": f"s{n}", "transcript_path": "/nonexistent.jsonl", "cwd": "/tmp/proj",
-                   "hook_event_name": "UserPromptSubmit", "prompt": text}
-        done = subprocess.run([sys.executable, "-m", "urchin", "hook", "claude"], input=orjson.dumps(payload),
-                              env=env, capture_output=True, timeout=60)
-        assert (done.returncode, done.stdout) == (0, b"")
-    assert _leaks(urchin_home) == []
-    assert len(_journal(urchin_home)) == len(CORPUS)
+        base = {"session_id": _session(n, text), "transcript_path": "/nonexistent.jsonl", "cwd": _folder(n, text)}
+        if n % 2:
+            payload = {**base, "hook_event_name": "UserPromptSubmit", "prompt": f"{WORD} {n}: {text}"}
+        else:
+            tool_use = text.replace("\n", " ")  # the hook's id is `claude:<session>:tool:<tool_use_id>`
+            payload = {**base, "hook_event_name": "PostToolUse", "tool_name": "Bash",
+                       "tool_use_id": tool_use if len(base["session_id"] + tool_use) < 230 else f"t{n}",
+                       "tool_input": {"command": text, text: text}, "tool_response": {"stdout": f"{WORD} {text}"}}
+        _hook(payload, _actor_env(n))
+    assert _found(_cli_answers(urchin_home)) == []
+    assert (urchin_home / "hooks.log").exists() is False or _found([(urchin_home / "hooks.log").read_bytes()]) == []
+    _assert_clean(urchin_home, len(CORPUS))
 
 
 def test_collectors(urchin_home: Path, tmp_path: Path) -> None:
@@ -106,19 +362,96 @@ def test_collectors(urchin_home: Path, tmp_path: Path) -> None:
     project.mkdir(parents=True)
     lines = []
     for n, (text, _, _) in enumerate(CORPUS):
-        lines.append(orjson.dumps({
-            "type": "user", "uuid": f"00000000-0000-4000-8000-{n:012d}", "parentUuid": None,
-            "sessionId": "5f3c2a1e-0000-4000-8000-000000000001", "timestamp": "2026-05-04T10:00:00.000Z",
-            "cwd": "/tmp/proj", "message": {"role": "user", "content": text}}))
+        common = {"parentUuid": None, "sessionId": _session(n, text), "timestamp": "2026-05-04T10:00:00.000Z",
+                  "cwd": _folder(n, text), "gitBranch": text}
+        lines.append(orjson.dumps({**common, "type": "user", "uuid": f"u-{n}",
+                                   "message": {"role": "user", "content": f"{WORD} {n}: {text}"}}))
+        lines.append(orjson.dumps({**common, "type": "assistant", "uuid": _one_line(n, text),
+                                   "message": {"role": "assistant", "model": text,
+                                               "content": [{"type": "text", "text": f"{WORD} reply {text}"}]}}))
     (project / "5f3c2a1e-0000-4000-8000-000000000001.jsonl").write_bytes(b"\n".join(lines) + b"\n")
-    out = run_urchin("collect", "claude", env={"URCHIN_CLAUDE_DIR": str(claude)})
+    env = {"URCHIN_CLAUDE_DIR": str(claude), **_actor_env(9)}
+    out = run_urchin("collect", "claude", env=env)
     assert out.returncode == 0, out.stderr
-    assert _leaks(urchin_home) == []
-    assert len(_journal(urchin_home)) == len(CORPUS)
+    assert _found([out.stdout.encode(), *_cli_answers(urchin_home)]) == []
+    _assert_clean(urchin_home, 2 * len(CORPUS))
+
+
+# ---- curated memories -------------------------------------------------------------------------
+def test_curated_memories_are_redacted_in_toml_and_answers(urchin_home: Path) -> None:
+    answers = []
+    for n, (text, _, _) in enumerate(CORPUS):
+        done = run_urchin("memory", "create", f"m{n}", "--use-when", text, "--title", text, "--query", text,
+                          "--source", "claude")
+        assert done.returncode == 0, done.stderr
+        answers.append(done.stdout.encode())
+    for args in (("memory", "list", "--json"), ("memory", "show", "m3", "--json")):
+        done = run_urchin(*args)
+        assert done.returncode == 0, done.stderr
+        answers.append(done.stdout.encode())
+    assert len(list((urchin_home / "memories").glob("*.toml"))) == len(CORPUS)
+    assert _found(answers) == []
+    assert _found(_files(urchin_home)) == []
+
+
+def test_a_hand_edited_memory_is_served_redacted(urchin_home: Path) -> None:
+    # The TOML is meant to be edited by hand: whatever it holds, answers pass the redactor.
+    folder = urchin_home / "memories"
+    folder.mkdir(parents=True)
+    for n, (text, _, _) in enumerate(CORPUS[:20]):
+        body = {"slug": f"hand{n}", "title": text, "use_when": text, "created": "2026-05-04T10:00:00Z"}
+        lines = [f"{k} = {orjson.dumps(v).decode()}" for k, v in body.items()]
+        lines += ["", "[[members]]", 'type = "query"', f"query = {orjson.dumps(text).decode()}",
+                  f"source = {orjson.dumps(text).decode()}"]
+        (folder / f"hand{n}.toml").write_text("\n".join(lines) + "\n")
+    answers = [run_urchin("memory", "list", "--json"), *(run_urchin("memory", "show", f"hand{n}", "--json")
+                                                        for n in (0, 7, 13))]
+    assert all(done.returncode == 0 for done in answers), [done.stderr for done in answers]
+    assert answers[0].stdout.count("\n") == 20
+    assert _found(done.stdout.encode() for done in answers) == []
+
+
+def test_a_memory_name_holding_a_secret_is_refused(urchin_home: Path) -> None:
+    slug = "sk-" + "abcdef0123456789abcdef0123"
+    assert redact_text(slug)[0] != slug
+    done = run_urchin("memory", "create", slug, "--use-when", "never", "--query", "x")
+    assert done.returncode == 1 and "slug" in done.stderr and "secret" in done.stderr
+    assert not (urchin_home / "memories").exists() or not list((urchin_home / "memories").iterdir())
+
+
+# ---- PostgreSQL ---------------------------------------------------------------------------------
+def test_postgres_heap_and_wal_hold_no_value(pg_server: Any, pg_settings: Any, pg_url: str) -> None:
+    import psycopg
+
+    from urchin.memory import Memory
+
+    if pg_server is None:
+        pytest.skip("an external database: its data directory is not ours to read")
+    memory = Memory(pg_settings)
+    results = memory.ingest([*_events(), LOOK_ALIKE_EVENT])
+    assert [r.status for r in results] == ["appended"] * (len(CORPUS) + 1)
+    report = memory.index()
+    assert report.events == len(CORPUS) + 1
+    memory.close()
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        stored = conn.execute("SELECT count(*) FROM urchin_chunks").fetchone()
+        conn.execute("CHECKPOINT")
+    assert stored is not None and stored[0] >= len(CORPUS)
+    data = Path(pg_server.pg_dir)
+    assert (data / "pg_wal").is_dir() and (data / "base").is_dir()
+    assert _found(_files(data)) == []
+    assert _found(_files(pg_settings.home)) == []
+    wal = b"".join((data / "pg_wal" / name).read_bytes() for name in os.listdir(data / "pg_wal")
+                   if (data / "pg_wal" / name).is_file())
+    assert UUIDS[0].encode() in wal and SHA.encode() in wal  # the look-alikes went in as they are
 
 
 def test_the_corpus_really_contains_the_secrets() -> None:
-    """Guard against a test that cannot fail: without redaction, every secret would be found."""
+    """Guard against a test that cannot fail: without redaction, every value would be found."""
     assert len(CORPUS) >= 40
     for text, secret, _ in CORPUS:
         assert secret in text
+    event = _event(0, *CORPUS[0][:2])
+    assert _found([orjson.dumps(event)]) == [CORPUS[0][2]]
+    assert _found([CORPUS[5][1].lower().encode("utf-32-le")]) == [CORPUS[5][2]]
+    assert sum(1 for _, secret, _ in CORPUS if _label(secret)) >= 10

@@ -13,8 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from urchin.errors import ConfigError
-from urchin.event import Event
-from urchin.redact import Finding, Redactor, redact_event, redact_text, scan_text
+from urchin.redact import Finding, Redactor, redact_text, scan_text
 
 _RNG = random.Random(20260504)
 _AN = string.ascii_letters + string.digits
@@ -292,71 +291,6 @@ def test_look_alikes_stay_untouched(text: str) -> None:
 def test_changeme_is_still_a_password() -> None:
     # A weak default that is actually in use is a password; only syntax placeholders are kept.
     assert redact_text("POSTGRES_PASSWORD=changeme")[0] == "POSTGRES_PASSWORD=[REDACTED:password]"
-
-
-def _event(**fields: object) -> Event:
-    base: dict[str, object] = {"id": "e1", "timestamp": "2026-05-04T20:00:00.000Z", "source": "shell",
-                               "kind": "command", "content": "ls -la"}
-    base.update(fields)
-    return Event(**base)  # type: ignore[arg-type]
-
-
-def test_clean_event_is_returned_as_the_same_object() -> None:
-    event = _event(title="list files", tags=("shell",), meta={"cwd": "/home/dev", "exit_code": 0, "argv": ["ls"]})
-    assert redact_event(event) is event
-
-
-def test_event_content_title_and_tags_are_redacted_with_counts() -> None:
-    event = _event(content="export GITHUB_TOKEN=" + GH["p"], title="token " + SLACK,
-                   tags=("ci", GH["o"].lower(), GH["u"].lower(), AWS_ID.lower()))
-    out = redact_event(event)
-    assert out.content == "export GITHUB_TOKEN=[REDACTED:github_token]"
-    assert out.title == "token [REDACTED:slack_token]"
-    # Tags stay lowercase and distinct; a lowercased AWS id no longer has its AKIA prefix but
-    # still looks random.
-    assert out.tags == ("ci", "[redacted:github_token]", "[redacted:high_entropy_secret]")
-    assert out.meta == {"redactions": {"github_token": 3, "slack_token": 1, "high_entropy_secret": 1}}
-    assert out.id == event.id and out.timestamp == event.timestamp
-
-
-def test_ordinary_tags_stay() -> None:
-    event = _event(tags=("urchin", "bugfix", "release-2026-05-04", "python3.11", "issue-1234"))
-    assert redact_event(event) is event
-
-
-def test_meta_strings_are_redacted_recursively_and_keys_kept() -> None:
-    argv: list[object] = ["deploy", "--password=" + PASSWORD, 3]
-    meta = {
-        "tool": "Bash",
-        "exit_code": 0,
-        "input": {"command": "curl -H 'Authorization: Bearer " + BEARER + "' https://x.example",
-                  "env": {"GITHUB_TOKEN": "plain-looking-value-123", "HOME": "/home/dev"}},
-        "argv": argv,
-        "pairs": [{"api_key": API_KEY}],
-    }
-    out = redact_event(_event(meta=meta))
-    assert out.meta is not None
-    assert out.meta["tool"] == "Bash" and out.meta["exit_code"] == 0
-    assert out.meta["input"]["command"] == "curl -H 'Authorization: Bearer [REDACTED:bearer_token]' https://x.example"
-    assert out.meta["input"]["env"] == {"GITHUB_TOKEN": "[REDACTED:token]", "HOME": "/home/dev"}
-    assert out.meta["argv"] == ["deploy", "--password=[REDACTED:password]", 3]
-    assert out.meta["pairs"] == [{"api_key": "[REDACTED:api_key]"}]
-    assert out.meta["redactions"] == {"bearer_token": 1, "token": 1, "password": 1, "api_key": 1}
-    assert argv[1] == "--password=" + PASSWORD  # the caller's data is not mutated
-
-
-def test_the_same_secret_in_meta_twice_is_counted_twice() -> None:
-    # Clean strings are cached between events; secrets are not, so counts stay right.
-    redactor = Redactor()
-    for _ in range(2):
-        out = redactor.redact_event(_event(meta={"a": "ghp_x " + GH["p"], "b": "ghp_x " + GH["p"]}))
-        assert out.meta is not None and out.meta["redactions"] == {"github_token": 2}
-
-
-def test_existing_redaction_counts_are_merged() -> None:
-    event = _event(content="key " + AWS_ID, meta={"redactions": {"aws_access_key_id": 2, "jwt": 1}})
-    out = redact_event(event)
-    assert out.meta == {"redactions": {"aws_access_key_id": 3, "jwt": 1}}
 
 
 def test_allow_list_keeps_matching_values() -> None:

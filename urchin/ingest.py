@@ -20,6 +20,7 @@ from urchin.forget import ForgetLog, forget_hash
 from urchin.idindex import IdIndex, id_hash
 from urchin.journal import Journal
 from urchin.redact import Redactor
+from urchin.redact._idkey import IdKey
 
 __all__ = ["Ingestor", "IngestResult", "Status"]
 
@@ -54,7 +55,7 @@ class Ingestor:
         self.journal = journal or Journal(settings.journal_path, settings.durability)
         self.ids = IdIndex(self.journal)
         self.forgotten = ForgetLog(self.journal)
-        self.redactor = Redactor.from_config(settings.section("redact"))
+        self.redactor = Redactor.from_config(settings.section("redact"), IdKey(settings.home))
         self.ephemeral = Ephemeral(settings.home)
         self._actor = {"account": settings.account, "device": settings.device}
 
@@ -65,6 +66,7 @@ class Ingestor:
     def prepare(self, item: Mapping[str, Any] | Event, defaults: Mapping[str, Any] | None = None,
                 now: datetime | None = None) -> Event:
         """Validate, redact and stamp one item; raises `ValidationError`."""
+        given: Mapping[str, Any] | None = None
         if isinstance(item, Event):
             event = item
         else:
@@ -73,10 +75,18 @@ class Ingestor:
                 data = {**data, "actor": dict(self._actor)}  # stamped here: one Event built, not two
             # Redact the whole text before the soft cap cuts it: a secret cut in half at the cap
             # would no longer match its pattern, and its first half would reach the disk.
-            event = Event.from_input(data, now=now, soft_cap=HARD_LIMIT_BYTES)
-        event = self.redactor.redact_event(event).capped(self.settings.soft_cap_bytes)
+            try:
+                event = Event.from_input(data, now=now, soft_cap=HARD_LIMIT_BYTES)
+            except ValidationError as exc:  # a rule may quote the value it refused: it must not carry a secret
+                rule = self.redactor.redact_text(exc.rule)[0]
+                if rule == exc.rule:
+                    raise
+                raise type(exc)(exc.field, rule) from None
+            given = data
         if event.actor is None:
             event = event.replace(actor=dict(self._actor))
+        # Every string of the event, the stamped actor too, passes the redactor here, once.
+        event = self.redactor.redact_event(event, given).capped(self.settings.soft_cap_bytes)
         return event
 
     def ingest(self, items: Iterable[Mapping[str, Any] | Event], defaults: Mapping[str, Any] | None = None,
@@ -88,12 +98,16 @@ class Ingestor:
                 ready.append((len(results), self.prepare(item, defaults, now)))
                 results.append(None)
             except ValidationError as exc:
-                rejected_id = item.get("id") if isinstance(item, Mapping) else None
-                results.append(IngestResult("rejected", rejected_id if isinstance(rejected_id, str) else None,
-                                            exc.message))
+                results.append(self.rejected(item, exc))
         for index, result in self._append(ready, now):
             results[index] = result
         return [r for r in results if r is not None]
+
+    def rejected(self, item: Any, exc: ValidationError) -> IngestResult:
+        """The answer for an item `prepare` refused: its id as it would be stored (never a secret)."""
+        rejected_id = item.get("id") if isinstance(item, Mapping) else None
+        return IngestResult("rejected", self.redactor.redact_id(rejected_id) if isinstance(rejected_id, str) else None,
+                            exc.message)
 
     def append_prepared(self, events: Sequence[Event], now: datetime | None = None) -> list[IngestResult]:
         """Append events already through `prepare` (the daemon's group commit): dedupe, ephemeral, one write."""

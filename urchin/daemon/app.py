@@ -210,9 +210,7 @@ async def _ingest_batch(request: Request) -> Response:
             ready.append(state.memory.prepare(item, defaults))
             labels.append(None)
         except ValidationError as exc:
-            rejected_id = item.get("id") if isinstance(item, Mapping) else None
-            labels.append({"id": rejected_id if isinstance(rejected_id, str) else None,
-                           "status": f"rejected: {exc.message}", "reason": exc.message})
+            labels.append(state.memory.rejected(item, exc).to_dict())
     appended: list[IngestResult] = await asyncio.wrap_future(state.writer.submit(ready)) if ready else []
     written = iter(appended)
     results = [label if label is not None else next(written).to_dict() for label in labels]

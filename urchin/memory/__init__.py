@@ -109,6 +109,10 @@ class Memory(CaptureOps, WorkspaceOps, IndexOps, HotOps, ForgetOps):
         """Validate, redact and stamp one item without writing; raises `ValidationError` naming the field."""
         return self.ingestor.prepare(item, defaults)
 
+    def rejected(self, item: Any, exc: ValidationError) -> IngestResult:
+        """The result for an item `prepare` refused (the daemon's batches)."""
+        return self.ingestor.rejected(item, exc)
+
     def ingest_prepared(self, events: Sequence[Event]) -> list[IngestResult]:
         """Append events from `prepare` in one locked write and one fsync (the daemon's group commit)."""
         return self.ingestor.append_prepared(events)
@@ -256,6 +260,9 @@ class Memory(CaptureOps, WorkspaceOps, IndexOps, HotOps, ForgetOps):
     def get(self, event_id: str) -> Event:
         if not isinstance(event_id, str) or not event_id.strip():
             raise QueryError("id", "must not be empty")
+        stored = self.ingestor.redactor.redact_id(event_id.strip())
+        if stored != event_id.strip():
+            event_id = stored  # an id that held a secret is stored, and named, as its keyed hash
         event = self.locate(event_id)
         if event is None:
             raise NotFoundError(f"no event with id {event_id!r}")

@@ -64,19 +64,19 @@ class WorkspaceOps:
         for i, member in enumerate(members):
             if member.type in ("file", "folder") and member.path:
                 files.check_member(member.path, f"members[{i}].path")
-        return MemoryStore(self.settings.home).create(slug, use_when, members, title, replace)
+        return MemoryStore(self.settings.home, self.ingestor.redactor).create(slug, use_when, members, title, replace)
 
     def memory_list(self) -> list[MemoryDef]:
         from urchin.workspace.memories import MemoryStore
 
-        return MemoryStore(self.settings.home).list()
+        return MemoryStore(self.settings.home, self.ingestor.redactor).list()
 
     def memory_get(self, slug: str, token_budget: int = 8000) -> dict[str, Any]:
         """A curated memory with every member's current contents, and coverage notes."""
         from urchin.workspace.memories import MemoryStore, gather
 
         budget = check_limit(token_budget, 200_000) if token_budget != 8000 else token_budget
-        definition = MemoryStore(self.settings.home).get(slug)
+        definition = MemoryStore(self.settings.home, self.ingestor.redactor).get(slug)
 
         def run_query(member: Member) -> list[str]:
             result = self.search(member.query or "", hours=member.hours or 24 * 365, limit=50, source=member.source)

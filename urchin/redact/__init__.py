@@ -1,18 +1,21 @@
 """Secret redaction for the single write path: `[REDACTED:<type>]` in place of each secret.
 
-`Redactor.redact_event` runs on content, title, tags and every string in meta before anything is
-written; `scan_text` reports masked findings for `urchin redact --check`. Pure: no I/O.
+`Redactor.redact_event` runs on every string of an event (id, labels, tags, actor, meta keys and
+values: `_event.py`) before anything is written; `scan_text` reports masked findings for
+`urchin redact --check`. Pure: no I/O (the stored id key is `_idkey.IdKey`, given by the caller).
 """
 
 from __future__ import annotations
 
+import os
 import re
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from urchin.errors import ConfigError
 from urchin.event import Event
+from urchin.redact._event import MARKER, FieldRedactor, replace_spans
 from urchin.redact._rules import (
     AFTER_KEY,
     AUTH_SCHEME,
@@ -45,12 +48,21 @@ from urchin.redact._rules import (
     keep_value,
     key_type,
     mask,
-    random_tag,
 )
 
 __all__ = ["MARKER", "Finding", "Redactor", "redact_event", "redact_text", "scan_text"]
 
-MARKER = "[REDACTED:{}]"
+
+def _process_key() -> bytes:
+    """Without a stored key (`IdKey`), ids holding a secret are hashed with one random key per
+    process: unique and stable within it, never reversible."""
+    global _PROCESS_KEY
+    if _PROCESS_KEY is None:
+        _PROCESS_KEY = os.urandom(32)
+    return _PROCESS_KEY
+
+
+_PROCESS_KEY: bytes | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,17 +81,18 @@ Span = tuple[int, int, str]  # start, end, type
 class Redactor:
     """Compiled once, reused for every event; thread-safe (its only state is a cache of clean strings)."""
 
-    def __init__(self, extra_patterns: Mapping[str, str] | None = None, allow_patterns: Sequence[str] = ()) -> None:
+    def __init__(self, extra_patterns: Mapping[str, str] | None = None, allow_patterns: Sequence[str] = (),
+                 id_key: Callable[[], bytes] | None = None) -> None:
         self._extra: list[tuple[str, re.Pattern[str]]] = []
         for name, pattern in (extra_patterns or {}).items():
             if not isinstance(name, str) or not re.fullmatch(r"[a-z0-9_]+", name):
                 raise ConfigError(f"redact.extra: type name {name!r} must be lowercase [a-z0-9_]")
             self._extra.append((name, _compile(pattern, f"redact.extra.{name}")))
         self._allow = [_compile(p, "redact.allow") for p in allow_patterns]
-        self._cache: dict[tuple[Any, str], tuple[str, dict[str, int]]] = {}
+        self._fields = FieldRedactor(self.spans, id_key or _process_key, plain_ids=not self._extra)
 
     @classmethod
-    def from_config(cls, section: Mapping[str, Any]) -> Redactor:
+    def from_config(cls, section: Mapping[str, Any], id_key: Callable[[], bytes] | None = None) -> Redactor:
         """Build from the `[redact]` table: `extra = {name = "regex"}`, `allow = ["regex", ...]`."""
         if not isinstance(section, Mapping):
             raise ConfigError("redact: must be a table")
@@ -92,7 +105,7 @@ class Redactor:
             raise ConfigError("redact.extra: must be a table of name = \"regex\"")
         if not isinstance(allow, list) or not all(isinstance(v, str) for v in allow):
             raise ConfigError("redact.allow: must be a list of regex strings")
-        return cls(extra, allow)
+        return cls(extra, allow, id_key)
 
     # ---- finding spans ----------------------------------------------------------------------------
     def spans(self, text: str) -> list[Span]:
@@ -291,16 +304,7 @@ class Redactor:
         spans = self.spans(text)
         if not spans:
             return text, {}
-        parts: list[str] = []
-        counts: dict[str, int] = {}
-        pos = 0
-        for start, end, typ in spans:
-            parts.append(text[pos:start])
-            parts.append(MARKER.format(typ))
-            counts[typ] = counts.get(typ, 0) + 1
-            pos = end
-        parts.append(text[pos:])
-        return "".join(parts), counts
+        return replace_spans(text, spans)
 
     def scan_text(self, text: str) -> list[Finding]:
         """What `redact_text` would remove, with 1-based line and column and a masked value."""
@@ -329,91 +333,15 @@ class Redactor:
         for finding in self.scan_text("".join(chunk)):
             yield Finding(finding.type, finding.line + first - 1, finding.column, finding.masked)
 
-    def redact_event(self, event: Event) -> Event:
-        """The event with secrets removed everywhere; the same object when there was none."""
-        content, counts = self.redact_text(event.content)  # a fresh dict: ours to extend
-        title = event.title
-        if title:
-            title = self._meta_string(None, title, counts)
-        tags = event.tags
-        if tags:
-            seen = sum(counts.values())
-            new_tags = [self._tag(tag, counts) for tag in tags]
-            if sum(counts.values()) != seen:
-                tags = tuple(dict.fromkeys(new_tags))  # tags stay lowercase and distinct
-        meta = event.meta
-        if meta:
-            meta = self._walk(meta, counts)
-        if not counts:
-            return event
-        meta = dict(meta or {})
-        old = meta.get("redactions")
-        merged = dict(old) if isinstance(old, dict) else {}
-        for typ, n in counts.items():
-            prior = merged.get(typ)
-            merged[typ] = (prior if isinstance(prior, int) else 0) + n
-        meta["redactions"] = merged
-        return event.replace(content=content, title=title, tags=tags, meta=meta)
+    def redact_event(self, event: Event, given: Mapping[str, Any] | None = None) -> Event:
+        """The event with secrets removed from every field (see `urchin.redact._event`); the same
+        object when there was none. `given` is the input `event` was validated from, if any: its
+        tags, source and kind are checked in the case they were given."""
+        return self._fields.event(event, given)
 
-    def _tag(self, tag: str, counts: dict[str, int]) -> str:
-        """Tags arrive lowercased, which hides case-sensitive prefixes (`akia…`, `aiza…`), so a
-        tag that looks random (long, letters and digits, varied) goes too."""
-        new = self._meta_string(None, tag, counts)
-        if new is tag and random_tag(tag):
-            counts["high_entropy_secret"] = counts.get("high_entropy_secret", 0) + 1
-            new = MARKER.format("high_entropy_secret")
-        return tag if new is tag else new.lower()
-
-    def _walk(self, value: Any, counts: dict[str, int]) -> Any:
-        """Redact strings inside JSON-like data, keys kept; unchanged containers are returned as is."""
-        if isinstance(value, dict):
-            out: dict[Any, Any] | None = None
-            cache = self._cache
-            for k, v in value.items():
-                if isinstance(v, str):
-                    if (k, v) in cache:
-                        continue  # only clean strings are cached: nothing to do
-                    nv: Any = self._meta_string(k, v, counts)
-                elif isinstance(v, (dict, list, tuple)):
-                    nv = self._walk(v, counts)
-                else:
-                    continue
-                if nv is not v:
-                    if out is None:
-                        out = dict(value)
-                    out[k] = nv
-            return value if out is None else out
-        if isinstance(value, (list, tuple)):
-            items = [self._meta_string(None, v, counts) if isinstance(v, str) else self._walk(v, counts)
-                     for v in value]
-            if any(a is not b for a, b in zip(items, value, strict=True)):
-                return tuple(items) if isinstance(value, tuple) else items
-        return value
-
-    def _meta_string(self, key: Any, value: str, counts: dict[str, int]) -> str:
-        """A string under a key that names a secret goes whole (`{"api_key": "…"}`).
-
-        Short clean (key, value) pairs repeat across events (`"tool": "Bash"`), so they are cached;
-        a value that held a secret is never kept in the cache.
-        """
-        cache_key = (key, value)
-        hit = self._cache.get(cache_key)
-        if hit is None:
-            hit = self._meta_string_uncached(key, value)
-            if len(value) < 256 and not hit[1]:
-                if len(self._cache) > 8192:
-                    self._cache.clear()
-                self._cache[cache_key] = hit
-        if hit[1]:
-            _merge(counts, hit[1])
-        return hit[0]
-
-    def _meta_string_uncached(self, key: Any, value: str) -> tuple[str, dict[str, int]]:
-        typed = key_type(key) if isinstance(key, str) else None
-        if typed is not None and value and not keep_value(value, key, typed[1], typed[0], True):
-            typ = typed[0] if typed[1] else "high_entropy_secret"
-            return MARKER.format(typ), {typ: 1}
-        return self.redact_text(value)
+    def redact_id(self, event_id: str) -> str:
+        """The id an event given `event_id` is stored under (itself unless it holds a secret)."""
+        return self._fields.event_id(event_id)[0]
 
 
 def _compile(pattern: str, where: str) -> re.Pattern[str]:
@@ -435,11 +363,6 @@ def _inside_pem(chunk: list[str]) -> bool:
     return False
 
 
-def _merge(into: dict[str, int], counts: dict[str, int]) -> None:
-    for typ, n in counts.items():
-        into[typ] = into.get(typ, 0) + n
-
-
 _DEFAULT = Redactor()
 
 
@@ -448,8 +371,8 @@ def redact_text(text: str) -> tuple[str, dict[str, int]]:
     return _DEFAULT.redact_text(text)
 
 
-def redact_event(event: Event) -> Event:
-    return _DEFAULT.redact_event(event)
+def redact_event(event: Event, given: Mapping[str, Any] | None = None) -> Event:
+    return _DEFAULT.redact_event(event, given)
 
 
 def scan_text(text: str) -> list[Finding]:

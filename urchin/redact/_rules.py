@@ -140,12 +140,6 @@ def looks_like_code(value: str, key: str) -> bool:
     return "_" in value and value.islower() and value.isidentifier() and any(w in low for w in KEY_WORDS)
 
 
-def random_tag(tag: str) -> bool:
-    """A lowercased tag of 20+ characters mixing letters and digits with high entropy: a token."""
-    return (len(tag) >= 20 and not any(c.isspace() for c in tag) and any(c.isdigit() for c in tag)
-            and any(c.isalpha() for c in tag) and entropy(tag) >= 3.5)
-
-
 def mixed(value: str) -> bool:
     """Random tokens mix upper case, lower case and digits; slugs, hex digests and words do not."""
     return any(c.isupper() for c in value) and any(c.islower() for c in value) and any(c.isdigit() for c in value)

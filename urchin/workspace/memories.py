@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from urchin.config import write_private
 from urchin.errors import NotFoundError, ValidationError
+from urchin.redact import Redactor
 
 if TYPE_CHECKING:
     from urchin.workspace.access import FileAccess, Located
@@ -58,8 +59,9 @@ def _toml_str(value: str) -> str:
 
 
 class MemoryStore:
-    def __init__(self, home: Path) -> None:
+    def __init__(self, home: Path, redactor: Redactor | None = None) -> None:
         self.folder = home / "memories"
+        self.redactor = redactor or Redactor()
 
     def create(self, slug: str, use_when: str, members: list[Member], title: str | None = None,
                replace: bool = False) -> MemoryDef:
@@ -81,6 +83,7 @@ class MemoryStore:
             raise ValidationError("slug", f"a memory named {slug!r} exists already")
         definition = MemoryDef(slug, title or slug.replace("-", " ").capitalize(), use_when.strip(), tuple(members),
                                datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"), path)
+        definition = self._redacted(definition, refuse=True)
         write_private(path, self._render(definition).encode("utf-8"))
         return definition
 
@@ -114,8 +117,27 @@ class MemoryStore:
                 hours = raw.get("hours")
                 members.append(Member(raw["type"], raw.get("path"), raw.get("query"), raw.get("source"),
                                       float(hours) if isinstance(hours, (int, float)) else None))
-        return MemoryDef(str(data.get("slug", path.stem)), str(data.get("title", path.stem)),
-                         str(data.get("use_when", "")), tuple(members), str(data.get("created", "")), path)
+        return self._redacted(MemoryDef(str(data.get("slug", path.stem)), str(data.get("title", path.stem)),
+                                        str(data.get("use_when", "")), tuple(members), str(data.get("created", "")),
+                                        path))
+
+    def _redacted(self, d: MemoryDef, refuse: bool = False) -> MemoryDef:
+        """Every text field through the one redactor, before writing and when served. A name or a
+        path that holds a secret is refused when written (a redacted locator would find nothing)."""
+        def text(value: str) -> str:
+            return self.redactor.redact_text(value)[0]
+
+        def locator(value: str | None, field_name: str) -> str | None:
+            if value is None or not self.redactor.spans(value):
+                return value
+            if refuse:
+                raise ValidationError(field_name, "holds what looks like a secret; choose another")
+            return text(value)
+
+        locator(d.slug, "slug")
+        members = tuple(Member(m.type, locator(m.path, f"members[{i}].path"), m.query and text(m.query),
+                               m.source and text(m.source), m.hours) for i, m in enumerate(d.members))
+        return MemoryDef(text(d.slug), text(d.title), text(d.use_when), members, text(d.created), d.path)
 
     @staticmethod
     def _render(d: MemoryDef) -> str:
