@@ -7,6 +7,7 @@ Leaf module: imports nothing of the package but `errors`.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import time
@@ -29,6 +30,13 @@ __all__ = [
     "SOFT_CAP_BYTES",
     "HARD_LIMIT_BYTES",
     "TRUNCATION_MARKER",
+    "MIN_TIMESTAMP",
+    "MAX_TIMESTAMP",
+    "MAX_HOURS",
+    "MAX_META_DEPTH",
+    "MAX_META_BYTES",
+    "check_name",
+    "clean_text",
 ]
 
 SOFT_CAP_BYTES = 64 * 1024
@@ -36,6 +44,27 @@ HARD_LIMIT_BYTES = 1024 * 1024
 TRUNCATION_MARKER = "\n[… truncated by urchin: {dropped} bytes dropped]"
 MAX_ID_LENGTH = 256
 MAX_LABEL_LENGTH = 64
+MAX_NAME_LENGTH = 4096            # workspace, session, brain (a workspace may be a path), a tag, a meta key
+MAX_TITLE_LENGTH = 64 * 1024
+MAX_TAGS = 256
+MAX_META_DEPTH = 32               # meta itself is level 1
+MAX_META_BYTES = 256 * 1024       # serialised
+MAX_ACTOR_KEYS = 16
+# Every timestamp Urchin accepts, after conversion to UTC: formatting (4-digit years), arithmetic
+# and PostgreSQL timestamptz all work inside it.
+MIN_TIMESTAMP = datetime(1970, 1, 1, tzinfo=UTC)
+MAX_TIMESTAMP = datetime(9999, 12, 31, 23, 59, 59, 999000, tzinfo=UTC)
+MAX_HOURS = 10_000_000.0          # a time window of about 1,140 years reaches back before MIN_TIMESTAMP
+_INT_RANGE = (-(1 << 63), (1 << 64) - 1)   # what orjson (and any JSON reader with 64-bit ints) can hold
+
+# The one rule for characters, applied at the edge so that whatever validates can be serialised,
+# stored, indexed and fed (PostgreSQL text cannot hold NUL; UTF-8 cannot hold a lone surrogate):
+# names (ids, workspace, session, brain, tags, actor, meta keys) refuse every control character and
+# lone surrogates; free text (content, title, meta string values) keeps tabs, newlines and other
+# control characters (real tool output) and has NUL and lone surrogates replaced by U+FFFD.
+_NAME_BAD = re.compile(r"[\x00-\x1f\x7f\ud800-\udfff]")
+_TEXT_BAD = re.compile(r"[\x00\ud800-\udfff]")
+REPLACEMENT = "\ufffd"
 
 _LABEL = re.compile(r"[a-z0-9._-]+")
 _CANONICAL_TS = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z")
@@ -66,11 +95,17 @@ def parse_timestamp(value: Any, field_name: str = "timestamp") -> datetime:
         text = text[:-1] + "+00:00"
     try:
         parsed = datetime.fromisoformat(text.replace(" ", "T", 1) if "T" not in text else text)
+        if parsed.tzinfo is None:
+            parsed = parsed.replace(tzinfo=UTC)
+        moment = parsed.astimezone(UTC)
+    except OverflowError:   # 0001-01-01T00:00:00+01:00 is before year 1 in UTC
+        moment = None
     except ValueError:
         raise ValidationError(field_name, f"must be an RFC 3339 timestamp, got {value[:40]!r}") from None
-    if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=UTC)
-    return parsed.astimezone(UTC)
+    if moment is None or not MIN_TIMESTAMP <= moment <= MAX_TIMESTAMP:
+        raise ValidationError(field_name, f"must be between {format_timestamp(MIN_TIMESTAMP)} and "
+                                          f"{format_timestamp(MAX_TIMESTAMP)} (UTC), got {value[:40]!r}")
+    return moment
 
 
 def format_timestamp(moment: datetime) -> str:
@@ -99,19 +134,110 @@ def _label(value: Any, field_name: str) -> str:
     return text
 
 
+def check_name(value: str, field_name: str, limit: int = MAX_NAME_LENGTH) -> str:
+    """A name (id, workspace, session, tag, meta key ...): no control characters, no lone surrogates."""
+    bad = _NAME_BAD.search(value)
+    if bad:
+        raise ValidationError(field_name, f"must not contain control characters or lone surrogates "
+                                          f"(found U+{ord(bad.group()):04X})")
+    if len(value) > limit:
+        raise ValidationError(field_name, f"must be at most {limit} characters, got {len(value)}")
+    return value
+
+
+def clean_text(value: str) -> str:
+    """Free text with NUL and lone surrogates replaced by U+FFFD (everything else is kept)."""
+    if "\x00" not in value and (value.isascii() or not _TEXT_BAD.search(value)):
+        return value
+    return _TEXT_BAD.sub(REPLACEMENT, value)
+
+
 def _tags(value: Any) -> tuple[str, ...]:
     if value is None:
         return ()
     if isinstance(value, str) or not isinstance(value, (list, tuple)):
         raise ValidationError("tags", "must be a list of strings")
+    if len(value) > MAX_TAGS:
+        raise ValidationError("tags", f"must hold at most {MAX_TAGS} tags, got {len(value)}")
     seen: dict[str, None] = {}
-    for item in value:
+    for i, item in enumerate(value):
         if not isinstance(item, str):
             raise ValidationError("tags", "must be a list of strings")
-        tag = item.strip().lower()
+        tag = check_name(item.strip().lower(), f"tags[{i}]")
         if tag:
             seen.setdefault(tag, None)
     return tuple(seen)
+
+
+def _optional_string(name: str, text: str) -> str | None:
+    """`title` is free text; `workspace`, `session` and `brain` are names."""
+    if not text:
+        return None
+    if name != "title":
+        return check_name(text, name)
+    if len(text) > MAX_TITLE_LENGTH:
+        raise ValidationError(name, f"must be at most {MAX_TITLE_LENGTH} characters, got {len(text)}")
+    return clean_text(text)
+
+
+def _actor(value: Any) -> dict[str, Any] | None:
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise ValidationError("actor", "must be an object like {account, device}")
+    if len(value) > MAX_ACTOR_KEYS:
+        raise ValidationError("actor", f"must hold at most {MAX_ACTOR_KEYS} keys")
+    for key, item in value.items():
+        if not isinstance(key, str):
+            raise ValidationError("actor", "keys must be strings")
+        check_name(key, "actor", MAX_ID_LENGTH)
+        if item is not None and not isinstance(item, str):
+            raise ValidationError(f"actor.{key}", "must be a string")
+        if item is not None:
+            check_name(item, f"actor.{key}", MAX_NAME_LENGTH)
+    return value or None
+
+
+def _meta(value: Any) -> dict[str, Any] | None:
+    """Plain JSON, at most `MAX_META_DEPTH` levels and `MAX_META_BYTES` serialised; a cleaned copy."""
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise ValidationError("meta", "must be a JSON object")
+    cleaned = _json_value(value, "meta", 1)
+    size = len(orjson.dumps(cleaned))
+    if size > MAX_META_BYTES:
+        raise ValidationError("meta", f"is {size} bytes serialised, over the limit of {MAX_META_BYTES} bytes")
+    return cleaned or None
+
+
+def _json_value(value: Any, where: str, depth: int) -> Any:
+    if isinstance(value, str):
+        return clean_text(value)
+    if value is None or isinstance(value, bool):
+        return value
+    if isinstance(value, int):
+        if not _INT_RANGE[0] <= value <= _INT_RANGE[1]:
+            raise ValidationError(where, "must be an integer within 64 bits")
+        return value
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValidationError(where, "must be a finite number")
+        return value
+    if not isinstance(value, (dict, list, tuple)):
+        raise ValidationError(where, f"must be JSON (string, number, boolean, null, list or object), "
+                                     f"not {type(value).__name__}")
+    if depth > MAX_META_DEPTH:
+        raise ValidationError("meta", f"must be nested at most {MAX_META_DEPTH} levels deep")
+    if isinstance(value, dict):
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise ValidationError(where, "keys must be strings")
+            check_name(key, f"{where} key {key[:40]!r}")
+            out[key] = _json_value(item, f"{where}.{key[:40]}", depth + 1)
+        return out
+    return [_json_value(item, f"{where}[{i}]", depth + 1) for i, item in enumerate(value)]
 
 
 def _content(value: Any, soft_cap: int) -> tuple[str, bool]:
@@ -119,6 +245,7 @@ def _content(value: Any, soft_cap: int) -> tuple[str, bool]:
         raise ValidationError("content", "is required")
     if not isinstance(value, str):
         raise ValidationError("content", "must be a string")
+    value = clean_text(value)
     if not value.strip():
         raise ValidationError("content", "must not be blank")
     size = len(value) if value.isascii() else len(value.encode("utf-8"))
@@ -177,10 +304,8 @@ class Event:
             event_id = new_id()
         elif not isinstance(raw_id, str) or not raw_id.strip():
             raise ValidationError("id", "must be a non-blank string")
-        elif len(raw_id) > MAX_ID_LENGTH or "\n" in raw_id or "\r" in raw_id or "\t" in raw_id:
-            raise ValidationError("id", f"must be at most {MAX_ID_LENGTH} characters with no line breaks")
         else:
-            event_id = raw_id.strip()
+            event_id = check_name(raw_id.strip(), "id", MAX_ID_LENGTH)
         source = data.get("source")
         kind = data.get("kind")
         optional: dict[str, str | None] = {}
@@ -188,10 +313,8 @@ class Event:
             value = data.get(name)
             if value is not None and not isinstance(value, str):
                 raise ValidationError(name, "must be a string")
-            optional[name] = value.strip() or None if isinstance(value, str) else None
-        actor = data.get("actor")
-        if actor is not None and not isinstance(actor, dict):
-            raise ValidationError("actor", "must be an object like {account, device}")
+            optional[name] = _optional_string(name, value.strip()) if isinstance(value, str) else None
+        actor = _actor(data.get("actor"))
         meta = data.get("meta")
         if meta is not None and not isinstance(meta, dict):
             raise ValidationError("meta", "must be a JSON object")
@@ -202,6 +325,7 @@ class Event:
                 meta.setdefault(key, value)
             if truncated:
                 meta["truncated"] = True
+        meta = _meta(meta)
         return cls(
             id=event_id,
             timestamp=timestamp,
@@ -209,8 +333,8 @@ class Event:
             kind=_label(default_kind if kind is None else kind, "kind"),
             content=content,
             tags=_tags(data.get("tags")),
-            actor=actor or None,
-            meta=meta or None,
+            actor=actor,
+            meta=meta,
             ts_ms=_ms(moment),
             **optional,
         )

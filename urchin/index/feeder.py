@@ -7,6 +7,7 @@ one database; each has its own cursor per journal.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -24,9 +25,12 @@ from urchin.journal import Journal
 
 __all__ = ["Feeder", "FeedReport", "event_row", "BATCH_BYTES"]
 
+log = logging.getLogger("urchin.index.feeder")
 BATCH_BYTES = 2 * 1024 * 1024
 EMBED_BATCH = 64
 Progress = Callable[[int, int], None]      # (bytes done, bytes total)
+OnSkip = Callable[[str, str], None]        # (event id, why the database refused its row)
+MAX_SKIP_NOTES = 10
 
 
 @dataclass(slots=True)
@@ -36,11 +40,12 @@ class FeedReport:
     offset: int = 0          # the cursor after the run
     retries: int = 0
     embedded: int = 0
+    skipped: int = 0         # rows the database refused: skipped, counted, never retried forever
     notes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {"events": self.events, "inserted": self.inserted, "offset": self.offset, "retries": self.retries,
-                "embedded": self.embedded, "notes": self.notes}
+                "embedded": self.embedded, "skipped": self.skipped, "notes": self.notes}
 
 
 def _clean(text: str | None) -> str | None:
@@ -66,7 +71,7 @@ def event_row(event: Event, offset: int) -> ChunkRow:
 class Feeder:
     def __init__(self, backend: Any, journal: Journal, device: str, *, embedder: Embedder | None = None,
                  batch_bytes: int = BATCH_BYTES, retry_for: float | None = 60.0,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
+                 sleep: Callable[[float], None] = time.sleep, on_skip: OnSkip | None = None) -> None:
         self.backend = backend
         self.journal = journal
         self.device = device
@@ -75,6 +80,7 @@ class Feeder:
         self.batch_bytes = batch_bytes
         self.retry_for = retry_for           # None: retry outages forever (the daemon)
         self._sleep = sleep
+        self._on_skip = on_skip
 
     def run_once(self, on_progress: Progress | None = None, stop: threading.Event | None = None) -> FeedReport:
         """Feed everything the journal holds now; return when caught up.
@@ -93,8 +99,7 @@ class Feeder:
                     break
                 pending = pool.submit(self._prepare, end)
                 try:
-                    write = partial(self.backend.write_batch, rows, self.device, self.key, start, end)
-                    inserted = self._retry(write, report)
+                    inserted = self._write(rows, start, end, report)
                 except IndexError_ as exc:
                     if "moved by another feeder" not in exc.message:
                         raise
@@ -114,6 +119,39 @@ class Feeder:
             except EmbedderError as exc:       # rows stay pending; the next run embeds them
                 report.notes.append(f"embedding skipped: {exc.message}")
         return report
+
+    def _write(self, rows: list[ChunkRow], start: int, end: int, report: FeedReport) -> int:
+        """One batch in one transaction; when the database refuses it (not an outage: a value it
+        cannot hold), each row on its own, skipping and counting the refused ones, so one row can
+        never stop the feed."""
+        try:
+            return int(self._retry(partial(self.backend.write_batch, rows, self.device, self.key, start, end), report))
+        except IndexError_:
+            raise
+        except Exception:  # noqa: BLE001 - any refusal other than an outage: find the row
+            if not rows:
+                raise
+        inserted = 0
+        for row in rows:
+            try:
+                inserted += self._retry(partial(self.backend.write_batch, [row], self.device, self.key, start, start),
+                                        report)
+            except IndexError_:
+                raise
+            except Exception as exc:  # noqa: BLE001 - the row the database refuses
+                self._skip(row, exc, report)
+        return inserted + int(self._retry(partial(self.backend.write_batch, [], self.device, self.key, start, end),
+                                          report))
+
+    def _skip(self, row: ChunkRow, exc: Exception, report: FeedReport) -> None:
+        text = str(exc).strip()
+        reason = text.splitlines()[0][:200] if text else type(exc).__name__
+        report.skipped += 1
+        log.warning("index feed: event %r skipped, the database refused it: %s", row.chunk_id[:80], reason)
+        if len(report.notes) < MAX_SKIP_NOTES:
+            report.notes.append(f"event {row.chunk_id[:80]!r} skipped: the database refused it ({reason})")
+        if self._on_skip is not None:
+            self._on_skip(row.chunk_id, reason)
 
     def _prepare(self, offset: int) -> tuple[int, int, list[ChunkRow]]:
         result = self.journal.read_from(offset, self.batch_bytes)
