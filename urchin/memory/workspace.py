@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from urchin.config import Settings
 from urchin.errors import UrchinError
 from urchin.journal import Journal
-from urchin.search.query import check_limit, one_line
+from urchin.search.query import check_hours, check_limit, one_line
 
 if TYPE_CHECKING:
     from urchin.search.substring import SubstringSearcher
@@ -51,6 +51,9 @@ class WorkspaceOps:
                       replace: bool = False) -> MemoryDef:
         from urchin.workspace.memories import MemoryStore
 
+        for member in members:   # a saved window must be one `search` accepts, or every read would fail
+            if member.hours is not None:
+                check_hours(member.hours)
         return MemoryStore(self.settings.home).create(slug, use_when, members, title, replace)
 
     def memory_list(self) -> list[MemoryDef]:
