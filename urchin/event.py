@@ -56,6 +56,8 @@ MIN_TIMESTAMP = datetime(1970, 1, 1, tzinfo=UTC)
 MAX_TIMESTAMP = datetime(9999, 12, 31, 23, 59, 59, 999000, tzinfo=UTC)
 MAX_HOURS = 10_000_000.0          # a time window of about 1,140 years reaches back before MIN_TIMESTAMP
 _INT_RANGE = (-(1 << 63), (1 << 64) - 1)   # what orjson (and any JSON reader with 64-bit ints) can hold
+# meta is plain JSON: orjson must refuse (not convert) dataclasses, datetimes and subclasses
+_PASSTHROUGH = orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_SUBCLASS
 
 # The one rule for characters, applied at the edge so that whatever validates can be serialised,
 # stored, indexed and fed (PostgreSQL text cannot hold NUL; UTF-8 cannot hold a lone surrogate):
@@ -136,6 +138,8 @@ def _label(value: Any, field_name: str) -> str:
 
 def check_name(value: str, field_name: str, limit: int = MAX_NAME_LENGTH) -> str:
     """A name (id, workspace, session, tag, meta key ...): no control characters, no lone surrogates."""
+    if len(value) <= limit and value.isprintable():   # C speed; False for every control char and surrogate
+        return value
     bad = _NAME_BAD.search(value)
     if bad:
         raise ValidationError(field_name, f"must not contain control characters or lone surrogates "
@@ -188,6 +192,9 @@ def _actor(value: Any) -> dict[str, Any] | None:
     if len(value) > MAX_ACTOR_KEYS:
         raise ValidationError("actor", f"must hold at most {MAX_ACTOR_KEYS} keys")
     for key, item in value.items():
+        if (isinstance(key, str) and key.isprintable() and len(key) <= MAX_ID_LENGTH
+                and (item is None or isinstance(item, str) and item.isprintable() and len(item) <= MAX_NAME_LENGTH)):
+            continue   # the stamped {account, device} of every event: checked at C speed
         if not isinstance(key, str):
             raise ValidationError("actor", "keys must be strings")
         check_name(key, "actor", MAX_ID_LENGTH)
@@ -204,11 +211,21 @@ def _meta(value: Any) -> dict[str, Any] | None:
         return None
     if not isinstance(value, dict):
         raise ValidationError("meta", "must be a JSON object")
-    cleaned = _json_value(value, "meta", 1)
-    size = len(orjson.dumps(cleaned))
+    try:
+        blob: bytes | None = orjson.dumps(value, option=_PASSTHROUGH)
+    except TypeError:   # orjson.JSONEncodeError too: the walk below names the field and the rule
+        blob = None
+    # Fast path (almost every event): no escape at all means no control character, NUL or DEL in any
+    # key or string; no `null` means no NaN or infinity (orjson writes those as null); at most 32
+    # brackets means at most 32 levels. Anything else takes the walk, which decides.
+    if (blob is None or b"\\" in blob or b"null" in blob or b"\x7f" in blob
+            or blob.count(b"{") + blob.count(b"[") > MAX_META_DEPTH):
+        value = _json_value(value, "meta", 1)
+        blob = orjson.dumps(value)
+    size = len(blob)
     if size > MAX_META_BYTES:
         raise ValidationError("meta", f"is {size} bytes serialised, over the limit of {MAX_META_BYTES} bytes")
-    return cleaned or None
+    return value or None
 
 
 def _json_value(value: Any, where: str, depth: int) -> Any:
@@ -234,7 +251,7 @@ def _json_value(value: Any, where: str, depth: int) -> Any:
         for key, item in value.items():
             if not isinstance(key, str):
                 raise ValidationError(where, "keys must be strings")
-            check_name(key, f"{where} key {key[:40]!r}")
+            check_name(key, f"{where} key {key[:40]!r}", MAX_META_BYTES)
             out[key] = _json_value(item, f"{where}.{key[:40]}", depth + 1)
         return out
     return [_json_value(item, f"{where}[{i}]", depth + 1) for i, item in enumerate(value)]
