@@ -53,6 +53,14 @@ def _clean(text: str | None) -> str | None:
     return text.replace("\x00", "\ufffd") if text and "\x00" in text else text
 
 
+def _occurred_at(event: Event) -> datetime:
+    # From the canonical text, exactly: milliseconds through a float are off by microseconds in late years.
+    try:
+        return datetime.fromisoformat(event.timestamp[:-1] + "+00:00")
+    except ValueError:
+        return datetime.fromtimestamp(event.ts_ms / 1000, UTC)
+
+
 def event_row(event: Event, offset: int) -> ChunkRow:
     content = _clean(event.content) or ""
     title = _clean(event.title)
@@ -60,7 +68,7 @@ def event_row(event: Event, offset: int) -> ChunkRow:
     actor = event.actor or {}
     return ChunkRow(
         chunk_id=event.id, doc_id=event.id, source=event.source, kind=event.kind, content=content,
-        occurred_at=datetime.fromtimestamp(event.ts_ms / 1000, UTC), workspace=_clean(event.workspace),
+        occurred_at=_occurred_at(event), workspace=_clean(event.workspace),
         session=_clean(event.session), title=title, tags=[t for t in (_clean(t) for t in event.tags) if t],
         account=_clean(str(actor["account"])) if actor.get("account") else None,
         device=_clean(str(actor["device"])) if actor.get("device") else None,
