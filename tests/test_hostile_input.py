@@ -259,6 +259,24 @@ def test_one_unserialisable_event_never_fails_the_others_in_its_write(settings: 
     assert _journal_ids(settings.home) == ["ok-0", "ok-1", "ok-2", "ok-3"]
 
 
+def test_a_request_that_breaks_the_group_write_fails_alone(settings: Settings) -> None:
+    memory = Memory(settings)
+    broken = Event(id=None, timestamp="2026-05-04T20:00:00.000Z", source="x", kind="note",  # type: ignore[arg-type]
+                   content="an id that is not a string breaks the write itself")
+    writer = GroupWriter(memory, gather_s=0.05)
+    writer.start()
+    with memory.journal.locked():   # the writer waits for the lock while the next requests queue up behind it
+        first = writer.submit([memory.prepare({"id": "first", "content": "fine"})])
+        bad = writer.submit([broken])
+        after = writer.submit([memory.prepare({"id": "after", "content": "fine"})])
+    assert first.result(10)[0].status == "appended"
+    assert after.result(10)[0].status == "appended"
+    with pytest.raises(AttributeError):   # the request that carried it hears why
+        bad.result(10)
+    writer.close()
+    assert _journal_ids(settings.home) == ["first", "after"]
+
+
 # ---- the PostgreSQL feed --------------------------------------------------------------------------
 def test_the_feed_skips_a_row_the_database_refuses_and_moves_on(pg_settings: Settings) -> None:
     import psycopg

@@ -11,6 +11,7 @@ from urchin.workspace.roots import Roots, is_binary
 __all__ = ["FileRange", "read_range", "MAX_LINES"]
 
 MAX_LINES = 2000
+MAX_FROM_LINE = 1 << 31
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,7 +46,7 @@ def _int(value: Any, name: str, low: int, high: int | None = None) -> int:
 
 
 def read_range(roots: Roots, path: str, from_line: int = 1, max_lines: int = 200) -> FileRange:
-    from_line = _int(from_line, "fromLine", 1)
+    from_line = _int(from_line, "fromLine", 1, MAX_FROM_LINE)   # answers are JSON: 64-bit at most
     max_lines = _int(max_lines, "maxLines", 1, MAX_LINES)
     root, rel = roots.resolve(path)
     target = root.path / rel
