@@ -125,6 +125,14 @@ def test_a_memory_with_an_impossible_window_is_refused_and_a_saved_one_still_sho
     assert "hours: must be greater than 0 and at most" in shown.stdout
 
 
+def test_a_line_number_past_what_json_holds_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "proj").mkdir()
+    (tmp_path / "proj" / "a.txt").write_text("hi\n")
+    assert run_urchin("workspace", "add", str(tmp_path / "proj")).returncode == 0
+    out = run_urchin("get-file", "proj/a.txt", "--from-line", str(10 ** 24), "--json")
+    assert out.returncode == 1 and "fromLine: must be at most" in out.stderr and "Traceback" not in out.stderr
+
+
 @pytest.mark.parametrize("name, value", [
     ("URCHIN_EMBEDDER_TIMEOUT", "abc"), ("URCHIN_EMBEDDER_TIMEOUT", "inf"), ("URCHIN_EMBEDDER_TIMEOUT", "-1"),
     ("URCHIN_PORT", "99999"), ("URCHIN_PORT", "http"), ("URCHIN_SOFT_CAP_BYTES", "1e3"),

@@ -46,7 +46,9 @@ def _int(value: Any, name: str, low: int, high: int | None = None) -> int:
 
 
 def read_range(roots: Roots, path: str, from_line: int = 1, max_lines: int = 200) -> FileRange:
-    from_line = _int(from_line, "fromLine", 1, MAX_FROM_LINE)   # answers are JSON: 64-bit at most
+    from_line = _int(from_line, "fromLine", 1)
+    if from_line > MAX_FROM_LINE:   # answers are JSON: 64-bit integers at most
+        raise QueryError("fromLine", f"must be at most {MAX_FROM_LINE}, got {from_line}")
     max_lines = _int(max_lines, "maxLines", 1, MAX_LINES)
     root, rel = roots.resolve(path)
     target = root.path / rel
