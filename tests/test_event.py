@@ -181,3 +181,17 @@ def test_timestamps_at_the_edges_of_the_range_are_kept(ts: str, stored: str) -> 
 def test_stored_lines_with_impossible_timestamps_are_not_events_and_never_raise() -> None:
     for ts in ("0001-01-01T00:00:00+01:00", "9999-12-31T23:59:59-01:00"):
         assert Event.from_record({"id": "x", "timestamp": ts, "content": "c"}) is None
+
+
+def test_a_stored_line_nested_deeper_than_urchin_writes_is_not_an_event() -> None:
+    def line(levels: int) -> bytes:
+        return (b'{"id":"x","timestamp":"2026-05-04T20:00:00.000Z","content":"c","meta":'
+                + b'{"a":' * levels + b"1" + b"}" * levels + b"}")
+
+    kept = Event.from_json(line(32))
+    assert kept is not None and Event.from_json(kept.to_json()) == kept
+    for levels in (33, 300, 1000):          # orjson reads these, but could never write them back
+        assert Event.from_json(line(levels)) is None
+        assert Event.from_json(line(levels).decode()) is None
+    wide = b'{"id":"x","timestamp":"2026-05-04T20:00:00.000Z","content":"c","meta":{"l":[' + b"[1]," * 500 + b"[1]]}}"
+    assert Event.from_json(wide) is not None   # many brackets, little depth: kept

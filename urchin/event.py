@@ -401,9 +401,14 @@ class Event:
     @classmethod
     def from_json(cls, line: bytes | str) -> Event | None:
         try:
-            return cls.from_record(orjson.loads(line))
+            record = orjson.loads(line)
         except orjson.JSONDecodeError:
             return None
+        # orjson reads 1,024 levels but writes 254: a stored line nested deeper than Urchin ever writes
+        # (by hand, or by another tool) is not an event, or every answer holding it would fail.
+        if _brackets(line) > MAX_META_DEPTH and _nested_deeper(record, MAX_META_DEPTH + 1):
+            return None
+        return cls.from_record(record)
 
     # ---- serialisation ----------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
@@ -498,6 +503,26 @@ def _read_timestamp(ts: str) -> tuple[str, datetime] | None:
     except ValidationError:
         return None
     return format_timestamp(moment), moment
+
+
+def _brackets(line: bytes | str) -> int:
+    if isinstance(line, str):
+        return line.count("{") + line.count("[")
+    return line.count(b"{") + line.count(b"[")
+
+
+def _nested_deeper(value: Any, limit: int) -> bool:
+    """True when `value` holds objects or arrays more than `limit` levels deep (no recursion)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else None
+        if children is None:
+            continue
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in children)
+    return False
 
 
 def _str(value: Any) -> str | None:
