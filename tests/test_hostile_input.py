@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -309,3 +310,32 @@ def test_the_feed_skips_a_row_the_database_refuses_and_moves_on(pg_settings: Set
     found = memory.context(query="billing service", strategy="keyword")
     assert {hit["id"] for hit in found.to_dict()["results"]} >= {"before", "after"}
     memory.close()
+
+
+def test_the_daemon_feed_moves_past_a_refused_row_and_context_answers(urchin_home: Path, pg_url: str) -> None:
+    journal = urchin_home / "journal" / "events.jsonl"
+    journal.parent.mkdir(parents=True)
+    journal.write_bytes(b'{"id":"nul\\u0000id","timestamp":"2026-05-04T20:00:00.000Z","source":"x","kind":"note",'
+                        b'"content":"we deploy with blue-green switches, refused"}\n')
+    daemon = DaemonProcess(urchin_home, "--with-index", env={"URCHIN_DATABASE_URL": pg_url}).start()
+    try:
+        with daemon.client() as api:
+            written = api.post("/ingest", content=_json({"id": "ok", "content": "we deploy with blue-green switches"}),
+                               headers=JSON_TYPE)
+            assert written.status_code == 200
+
+            def context() -> list[str]:
+                answer = api.post("/context", content=_json({"query": "how do we deploy", "limit": 5}),
+                                  headers=JSON_TYPE)
+                assert answer.status_code == 200, answer.text
+                return [hit["id"] for hit in answer.json()["results"]]
+
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline and "ok" not in context():
+                time.sleep(0.2)
+            assert context() == ["ok"]
+            status = api.get("/status").json()
+        assert status["indexSkippedEvents"]["count"] == 1, status
+        assert "nul" in status["indexSkippedEvents"]["last"][0]["id"]
+    finally:
+        daemon.stop()

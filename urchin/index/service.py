@@ -160,9 +160,14 @@ class IndexService:
             out["database"] = "url" if self.settings.database_url else f"embedded ({self.settings.pg_dir})"
             cursor = self.backend.cursor(self.settings.device, str(self.journal.path))
             out["behindJournalBytes"] = max(0, self.journal.size() - cursor)
-            if self.skipped:
-                out["skippedEvents"] = {"count": self.skipped, "last": list(self._skips)}
+            skipped = self.skipped_events()
+            if skipped:
+                out["skippedEvents"] = skipped
             return out
+
+    def skipped_events(self) -> dict[str, Any] | None:
+        """Rows the database refused (skipped, the cursor moved on) in this process: count and the last few."""
+        return {"count": self.skipped, "last": list(self._skips)} if self.skipped else None
 
     def close(self) -> None:
         with self._lock:
