@@ -133,7 +133,9 @@ def test_names_refuse_control_characters_and_lone_surrogates(name: str, bad: str
     ({"meta": _nested(5000)}, "meta"),       # no RecursionError: the depth is checked before going down
     ({"meta": {"big": "x" * (256 * 1024)}}, "meta"),
     ({"id": "i" * 257}, "id"),
-    ({"workspace": "w" * 4097}, "workspace"),
+    ({"workspace": "w" * 1025}, "workspace"),
+    ({"session": "é" * 513}, "session"),         # 1,026 bytes: names are indexed, and index entries are small
+    ({"tags": ["t" * 1025]}, "tags[0]"),
     ({"title": "t" * (64 * 1024 + 1)}, "title"),
 ])
 def test_hostile_values_are_refused_naming_the_field(data: dict, field: str) -> None:

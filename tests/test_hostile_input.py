@@ -312,6 +312,30 @@ def test_the_feed_skips_a_row_the_database_refuses_and_moves_on(pg_settings: Set
     memory.close()
 
 
+def test_a_row_too_large_for_an_index_entry_is_skipped_not_retried_forever(pg_settings: Settings) -> None:
+    import random
+
+    memory = Memory(pg_settings)
+    words = random.Random(7).choices("abcdefghijklmnopqrstuvwxyz0123456789", k=6000)   # does not compress
+    pg_settings.journal_path.parent.mkdir(parents=True, exist_ok=True)
+    with pg_settings.journal_path.open("ab") as journal:   # past validation: an older version's line
+        journal.write(orjson.dumps({"id": "huge-session", "timestamp": "2026-05-04T20:00:00.000Z", "source": "x",
+                                    "kind": "note", "content": "fine", "session": "".join(words)}) + b"\n")
+    memory.ingest([{"id": "after", "content": "the line after it"}])
+    started = time.monotonic()
+    report = memory.index()
+    assert time.monotonic() - started < 30                 # not retried as an outage for 60 s
+    assert (report.skipped, report.inserted, report.offset) == (1, 1, memory.end_offset())
+    assert "huge-session" in report.notes[0]
+    memory.close()
+
+
+def test_a_name_too_large_for_an_index_entry_is_refused_at_the_edge(memory: Memory) -> None:
+    result = memory.ingest_one({"content": "x", "session": "s" * 3000})
+    assert result.status == "rejected" and result.reason is not None
+    assert result.reason.startswith("session: must be at most 1024 bytes")
+
+
 def test_the_daemon_feed_moves_past_a_refused_row_and_context_answers(urchin_home: Path, pg_url: str) -> None:
     journal = urchin_home / "journal" / "events.jsonl"
     journal.parent.mkdir(parents=True)

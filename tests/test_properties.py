@@ -39,7 +39,10 @@ hostile_text = st.lists(st.one_of(st.sampled_from(_DANGEROUS), st.text(_HOSTILE_
                         max_size=8).map("".join)
 _PLAIN_NAMES = st.from_regex(r"[a-zA-Z0-9é🦔][a-zA-Z0-9 ._:/é🦔-]{0,30}", fullmatch=True)
 _ONE_BAD_CHAR = st.tuples(_PLAIN_NAMES, st.sampled_from(_DANGEROUS), st.text(max_size=3)).map("".join)
-names = st.one_of(_PLAIN_NAMES, _ONE_BAD_CHAR, hostile_text)
+# long and hard to compress, around the 1,024-byte limit and past PostgreSQL's ~2,700-byte index entries
+_LONG_NAMES = st.tuples(st.randoms(use_true_random=False), st.integers(min_value=500, max_value=3500)).map(
+    lambda r: "".join(r[0].choices("abcdefghijklmnopqrstuvwxyzé0123456789", k=r[1])))
+names = st.one_of(_PLAIN_NAMES, _ONE_BAD_CHAR, hostile_text, _LONG_NAMES)
 numbers = st.one_of(st.integers(min_value=-(1 << 70), max_value=1 << 70),
                     st.floats(allow_nan=True, allow_infinity=True), st.sampled_from([1e308, -1e308, 1e301]))
 leaves = st.one_of(st.none(), st.booleans(), numbers, hostile_text)
@@ -59,9 +62,10 @@ metas = st.one_of(
     st.integers(min_value=0, max_value=400).map(lambda n: {f"k{i}": i for i in range(n)}),   # wide
 )
 _OFFSETS = st.integers(min_value=-23 * 60 - 59, max_value=23 * 60 + 59).map(lambda m: timezone(timedelta(minutes=m)))
+_VALID_TIMES = st.datetimes(min_value=datetime(1970, 1, 2), max_value=datetime(9999, 12, 30),
+                            timezones=st.one_of(st.none(), _OFFSETS)).map(lambda d: d.isoformat())
 timestamps = st.one_of(
-    st.datetimes(min_value=datetime(1970, 1, 2), max_value=datetime(9999, 12, 30),
-                 timezones=st.one_of(st.none(), _OFFSETS)).map(lambda d: d.isoformat()),
+    _VALID_TIMES,
     st.datetimes(min_value=datetime(1, 1, 1), max_value=datetime(9999, 12, 31, 23, 59, 59),
                  timezones=st.one_of(st.none(), _OFFSETS)).map(lambda d: d.isoformat()),
     st.sampled_from(["0001-01-01T00:00:00+01:00", "9999-12-31T23:59:59-01:00", "1970-01-01T00:00:00Z",
@@ -72,11 +76,12 @@ timestamps = st.one_of(
 
 
 @st.composite
-def event_inputs(draw: st.DrawFn, content: st.SearchStrategy[str] = hostile_text) -> dict[str, Any]:
+def event_inputs(draw: st.DrawFn, content: st.SearchStrategy[str] = hostile_text,
+                 names: st.SearchStrategy[str] = names, times: st.SearchStrategy[str] = timestamps) -> dict[str, Any]:
     item: dict[str, Any] = {"content": draw(content)}
     for name, strategy in (("id", names), ("workspace", names), ("session", names), ("brain", names),
                            ("title", hostile_text), ("tags", st.lists(names, max_size=5)), ("meta", metas),
-                           ("timestamp", timestamps),
+                           ("timestamp", times),
                            ("actor", st.dictionaries(st.sampled_from(["account", "device"]), names, max_size=2))):
         if draw(st.booleans()):
             item[name] = draw(strategy)
@@ -172,7 +177,9 @@ def pg_memory(pg_settings: Settings) -> Any:
 
 
 @SLOW
-@given(item=event_inputs(st.one_of(hostile_text, st.text(_HOSTILE_CHARS, max_size=200))))
+@given(item=event_inputs(st.one_of(hostile_text, st.text(_HOSTILE_CHARS, max_size=200)),
+                         names=st.one_of(_PLAIN_NAMES, _LONG_NAMES, _ONE_BAD_CHAR),
+                         times=st.one_of(_VALID_TIMES, timestamps)))
 def test_a_valid_event_goes_through_every_view_and_the_feed_intact(pg_memory: Memory, pg_url: str,
                                                                     item: dict[str, Any]) -> None:
     import psycopg

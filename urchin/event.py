@@ -44,7 +44,9 @@ HARD_LIMIT_BYTES = 1024 * 1024
 TRUNCATION_MARKER = "\n[… truncated by urchin: {dropped} bytes dropped]"
 MAX_ID_LENGTH = 256
 MAX_LABEL_LENGTH = 64
-MAX_NAME_LENGTH = 4096            # workspace, session, brain (a workspace may be a path), a tag, a meta key
+# workspace, session, brain, a tag, an actor value, in UTF-8 bytes: PostgreSQL's btree and GIN index
+# entries hold about 2,700 bytes at most, and these columns are indexed
+MAX_NAME_BYTES = 1024
 MAX_TITLE_LENGTH = 64 * 1024
 MAX_TAGS = 256
 MAX_META_DEPTH = 32               # meta itself is level 1
@@ -136,16 +138,19 @@ def _label(value: Any, field_name: str) -> str:
     return text
 
 
-def check_name(value: str, field_name: str, limit: int = MAX_NAME_LENGTH) -> str:
-    """A name (id, workspace, session, tag, meta key ...): no control characters, no lone surrogates."""
-    if len(value) <= limit and value.isprintable():   # C speed; False for every control char and surrogate
+def check_name(value: str, field_name: str, limit: int = MAX_NAME_BYTES) -> str:
+    """A name (id, workspace, session, tag, meta key ...): no control characters, no lone surrogates,
+    at most `limit` bytes of UTF-8."""
+    # C speed: isprintable() is False for every control character and surrogate
+    if value.isprintable() and (len(value) * 4 <= limit or len(value.encode("utf-8")) <= limit):
         return value
     bad = _NAME_BAD.search(value)
     if bad:
         raise ValidationError(field_name, f"must not contain control characters or lone surrogates "
                                           f"(found U+{ord(bad.group()):04X})")
-    if len(value) > limit:
-        raise ValidationError(field_name, f"must be at most {limit} characters, got {len(value)}")
+    size = len(value.encode("utf-8"))
+    if size > limit:
+        raise ValidationError(field_name, f"must be at most {limit} bytes (UTF-8), got {size}")
     return value
 
 
@@ -192,8 +197,8 @@ def _actor(value: Any) -> dict[str, Any] | None:
     if len(value) > MAX_ACTOR_KEYS:
         raise ValidationError("actor", f"must hold at most {MAX_ACTOR_KEYS} keys")
     for key, item in value.items():
-        if (isinstance(key, str) and key.isprintable() and len(key) <= MAX_ID_LENGTH
-                and (item is None or isinstance(item, str) and item.isprintable() and len(item) <= MAX_NAME_LENGTH)):
+        if (isinstance(key, str) and key.isprintable() and len(key) <= MAX_ID_LENGTH // 4 and (
+                item is None or isinstance(item, str) and item.isprintable() and len(item) <= MAX_NAME_BYTES // 4)):
             continue   # the stamped {account, device} of every event: checked at C speed
         if not isinstance(key, str):
             raise ValidationError("actor", "keys must be strings")
@@ -201,7 +206,7 @@ def _actor(value: Any) -> dict[str, Any] | None:
         if item is not None and not isinstance(item, str):
             raise ValidationError(f"actor.{key}", "must be a string")
         if item is not None:
-            check_name(item, f"actor.{key}", MAX_NAME_LENGTH)
+            check_name(item, f"actor.{key}")
     return value or None
 
 
@@ -322,7 +327,10 @@ class Event:
         elif not isinstance(raw_id, str) or not raw_id.strip():
             raise ValidationError("id", "must be a non-blank string")
         else:
-            event_id = check_name(raw_id.strip(), "id", MAX_ID_LENGTH)
+            event_id = raw_id.strip()
+            if len(event_id) > MAX_ID_LENGTH:
+                raise ValidationError("id", f"must be at most {MAX_ID_LENGTH} characters, got {len(event_id)}")
+            check_name(event_id, "id", 4 * MAX_ID_LENGTH)
         source = data.get("source")
         kind = data.get("kind")
         optional: dict[str, str | None] = {}

@@ -132,11 +132,10 @@ class Feeder:
         """One batch in one transaction; when the database refuses it (not an outage: a value it
         cannot hold), each row on its own, skipping and counting the refused ones, so one row can
         never stop the feed."""
+        refused = self.backend.refused_errors
         try:
             return int(self._retry(partial(self.backend.write_batch, rows, self.device, self.key, start, end), report))
-        except IndexError_:
-            raise
-        except Exception:  # noqa: BLE001 - any refusal other than an outage: find the row
+        except refused:
             if not rows:
                 raise
         inserted = 0
@@ -144,14 +143,12 @@ class Feeder:
             try:
                 inserted += self._retry(partial(self.backend.write_batch, [row], self.device, self.key, start, start),
                                         report)
-            except IndexError_:
-                raise
-            except Exception as exc:  # noqa: BLE001 - the row the database refuses
+            except refused as exc:
                 self._skip(row, exc, report)
         return inserted + int(self._retry(partial(self.backend.write_batch, [], self.device, self.key, start, end),
                                           report))
 
-    def _skip(self, row: ChunkRow, exc: Exception, report: FeedReport) -> None:
+    def _skip(self, row: ChunkRow, exc: BaseException, report: FeedReport) -> None:
         text = str(exc).strip()
         reason = text.splitlines()[0][:200] if text else type(exc).__name__
         report.skipped += 1
@@ -193,6 +190,8 @@ class Feeder:
             try:
                 return call()
             except self.backend.outage_errors as exc:
+                if isinstance(exc, self.backend.refused_errors):
+                    raise            # a value the database cannot hold is not an outage: retrying cannot help
                 self.backend.reset()
                 if deadline is not None and time.monotonic() + delay > deadline:
                     raise IndexError_(f"the index database is unreachable ({str(exc).strip() or type(exc).__name__}); "

@@ -18,10 +18,15 @@ from urchin.errors import IndexError_
 from urchin.index.base import MEMORY_KINDS, ChunkRow, ContextRow, Filter, LegHit
 from urchin.index.schema import MIGRATIONS, PGVECTOR_MIN, TS_CONFIG
 
-__all__ = ["PostgresIndex", "OUTAGE_ERRORS", "QUERY_SETTINGS"]
+__all__ = ["PostgresIndex", "OUTAGE_ERRORS", "REFUSED_ERRORS", "QUERY_SETTINGS"]
 
 # Errors that mean "the database went away": the feeder retries these with backoff.
 OUTAGE_ERRORS: tuple[type[BaseException], ...] = (psycopg.OperationalError, psycopg.InterfaceError)
+# Errors that mean "the database cannot hold this value" (NUL in text, an index entry too large, a
+# tsvector over 1 MB): the feeder skips that row instead of retrying it forever. ProgramLimitExceeded
+# is an OperationalError in psycopg, so it is checked before OUTAGE_ERRORS.
+REFUSED_ERRORS: tuple[type[BaseException], ...] = (psycopg.DataError, psycopg.IntegrityError,
+                                                   psycopg.errors.ProgramLimitExceeded)
 
 # HNSW: ef_search 100 (recall ~0.95+ at 1M for 384-d), iterative scans so filtered queries still
 # fill `limit` (relaxed order, re-sorted in SQL), bounded by max_scan_tuples.
@@ -39,6 +44,7 @@ class PostgresIndex:
     """One connection (reopened after an outage); `url` is called on each (re)connect."""
 
     outage_errors = OUTAGE_ERRORS
+    refused_errors = REFUSED_ERRORS
 
     def __init__(self, url: Callable[[], str] | str, connect_timeout: float = 5.0) -> None:
         self._url = url if callable(url) else (lambda: url)
