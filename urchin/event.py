@@ -256,7 +256,10 @@ def _json_value(value: Any, where: str, depth: int) -> Any:
         for key, item in value.items():
             if not isinstance(key, str):
                 raise ValidationError(where, "keys must be strings")
-            check_name(key, f"{where} key {key[:40]!r}", MAX_META_BYTES)
+            try:
+                check_name(key, where, MAX_META_BYTES)
+            except ValidationError as exc:
+                raise ValidationError(where, f"key {key[:40]!r} {exc.rule}") from None
             out[key] = _json_value(item, f"{where}.{key[:40]}", depth + 1)
         return out
     return [_json_value(item, f"{where}[{i}]", depth + 1) for i, item in enumerate(value)]
