@@ -65,7 +65,7 @@ def test_import_counts_and_reports_rejected_lines(tmp_path: Path) -> None:
     source.write_text('{"id":"a","content":"one"}\nnot json\n{"id":"a","content":"dup"}\n{"content":""}\n'
                       '{"id":"b","content":"two"}\n')
     out = run_urchin("import", str(source))
-    assert out.returncode == 0, out.stderr
+    assert out.returncode == 1, out.stderr   # every good line landed; the exit code says some did not
     assert out.stdout.startswith("appended 2, duplicate 1, suppressed 0, rejected 2")
     assert "line 2: rejected: not valid JSON" in out.stderr
     assert "line 4: rejected: content: must not be blank" in out.stderr

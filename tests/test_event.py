@@ -95,3 +95,105 @@ def test_rust_reference_line_reads_into_the_model() -> None:
                                   b'{"id":"x","timestamp":"never","content":"c"}', b'{"content":"no id"}'])
 def test_lines_that_are_not_events_read_as_none(line: bytes) -> None:
     assert Event.from_json(line) is None
+
+
+# ---- issue 12: whatever validates can be serialised, stored, indexed and fed -----------------------
+def _nested(levels: int) -> dict:
+    meta: dict = {"leaf": 1}
+    for _ in range(levels - 1):
+        meta = {"a": meta}
+    return meta
+
+
+@pytest.mark.parametrize("name", ["id", "workspace", "session", "brain"])
+@pytest.mark.parametrize("bad", ["\x00", "\x01", "\n", "\x1b", "\x7f", "\ud800"])
+def test_names_refuse_control_characters_and_lone_surrogates(name: str, bad: str) -> None:
+    with pytest.raises(ValidationError) as caught:
+        Event.from_input({"content": "x", name: f"a{bad}b"})
+    assert caught.value.field == name and "control characters" in caught.value.rule
+
+
+@pytest.mark.parametrize("data, field", [
+    ({"tags": ["fine", "t\x00"]}, "tags[1]"),
+    ({"tags": ["\ud83d"]}, "tags[0]"),
+    ({"tags": ["t"] * 257}, "tags"),
+    ({"actor": {"account": "a\x00"}}, "actor.account"),
+    ({"actor": {"account": 7}}, "actor.account"),
+    ({"meta": {"k\x00": 1}}, "meta"),
+    ({"meta": {"k": {"x\n": 1}}}, "meta.k"),
+    ({"meta": {"n": float("nan")}}, "meta.n"),
+    ({"meta": {"n": [1, float("inf")]}}, "meta.n[1]"),
+    ({"meta": {"n": 1 << 64}}, "meta.n"),
+    ({"meta": {"n": -(1 << 63) - 1}}, "meta.n"),
+    ({"meta": {"s": {1, 2}}}, "meta.s"),
+    ({"meta": {"b": b"bytes"}}, "meta.b"),
+    ({"meta": {1: "x"}}, "meta"),
+    ({"meta": _nested(33)}, "meta"),
+    ({"meta": _nested(300)}, "meta"),
+    ({"meta": _nested(5000)}, "meta"),       # no RecursionError: the depth is checked before going down
+    ({"meta": {"big": "x" * (256 * 1024)}}, "meta"),
+    ({"id": "i" * 257}, "id"),
+    ({"workspace": "w" * 1025}, "workspace"),
+    ({"session": "é" * 513}, "session"),         # 1,026 bytes: names are indexed, and index entries are small
+    ({"tags": ["t" * 1025]}, "tags[0]"),
+    ({"title": "t" * (64 * 1024 + 1)}, "title"),
+])
+def test_hostile_values_are_refused_naming_the_field(data: dict, field: str) -> None:
+    with pytest.raises(ValidationError) as caught:
+        Event.from_input({"content": "x", **data})
+    assert caught.value.field == field, caught.value.message
+
+
+def test_meta_at_the_depth_limit_is_kept_whole() -> None:
+    meta = _nested(32)
+    event = Event.from_input({"content": "x", "meta": meta})
+    assert event.meta == meta and Event.from_json(event.to_json()) == event
+
+
+def test_text_keeps_control_characters_and_replaces_nul_and_lone_surrogates() -> None:
+    event = Event.from_input({"content": "a\x00b\tc\x1b[31md\ud800e", "title": "t\x00",
+                              "meta": {"out": "x\x00y", "list": ["\udfff", "ok\n"]}})
+    assert event.content == "a\ufffdb\tc\x1b[31md\ufffde"
+    assert event.title == "t\ufffd"
+    assert event.meta == {"out": "x\ufffdy", "list": ["\ufffd", "ok\n"]}
+    assert Event.from_json(event.to_json()) == event
+
+
+def test_meta_is_plain_json_after_validation() -> None:
+    event = Event.from_input({"content": "x", "meta": {"t": (1, 2), "f": 1.5, "n": None, "i": (1 << 64) - 1}})
+    assert event.meta == {"t": [1, 2], "f": 1.5, "n": None, "i": (1 << 64) - 1}
+    assert Event.from_json(event.to_json()) == event
+
+
+@pytest.mark.parametrize("ts", ["0001-01-01T00:00:00+01:00", "9999-12-31T23:59:59-01:00", "1969-12-31T23:59:59Z",
+                                "0999-01-01T00:00:00.000Z", "0001-01-01T00:00:00Z", "9999-12-31T23:59:59.9999-00:01"])
+def test_timestamps_outside_1970_to_9999_utc_are_refused(ts: str) -> None:
+    with pytest.raises(ValidationError) as caught:
+        Event.from_input({"content": "x", "timestamp": ts})
+    assert caught.value.field == "timestamp" and "must be between 1970-01-01" in caught.value.rule
+
+
+@pytest.mark.parametrize("ts, stored", [("1970-01-01T00:00:00Z", "1970-01-01T00:00:00.000Z"),
+                                        ("9999-12-31T23:59:59.999Z", "9999-12-31T23:59:59.999Z"),
+                                        ("9999-12-31T23:59:59+00:00", "9999-12-31T23:59:59.000Z")])
+def test_timestamps_at_the_edges_of_the_range_are_kept(ts: str, stored: str) -> None:
+    assert Event.from_input({"content": "x", "timestamp": ts}).timestamp == stored
+
+
+def test_stored_lines_with_impossible_timestamps_are_not_events_and_never_raise() -> None:
+    for ts in ("0001-01-01T00:00:00+01:00", "9999-12-31T23:59:59-01:00"):
+        assert Event.from_record({"id": "x", "timestamp": ts, "content": "c"}) is None
+
+
+def test_a_stored_line_nested_deeper_than_urchin_writes_is_not_an_event() -> None:
+    def line(levels: int) -> bytes:
+        return (b'{"id":"x","timestamp":"2026-05-04T20:00:00.000Z","content":"c","meta":'
+                + b'{"a":' * levels + b"1" + b"}" * levels + b"}")
+
+    kept = Event.from_json(line(32))
+    assert kept is not None and Event.from_json(kept.to_json()) == kept
+    for levels in (33, 300, 1000):          # orjson reads these, but could never write them back
+        assert Event.from_json(line(levels)) is None
+        assert Event.from_json(line(levels).decode()) is None
+    wide = b'{"id":"x","timestamp":"2026-05-04T20:00:00.000Z","content":"c","meta":{"l":[' + b"[1]," * 500 + b"[1]]}}"
+    assert Event.from_json(wide) is not None   # many brackets, little depth: kept

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import getpass
+import math
 import os
 import tomllib
 from collections.abc import Mapping
@@ -14,8 +15,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from urchin.errors import ConfigError
-from urchin.event import SOFT_CAP_BYTES
+from urchin.errors import ConfigError, ValidationError
+from urchin.event import HARD_LIMIT_BYTES, SOFT_CAP_BYTES, check_name
 
 __all__ = ["Settings", "Durability", "DEFAULT_PORT", "ensure_private_dir", "resolve_home"]
 
@@ -152,34 +153,33 @@ class Settings:
         core = config.get("urchin", {}) if isinstance(config.get("urchin"), dict) else {}
         identity = config.get("identity", {}) if isinstance(config.get("identity"), dict) else {}
 
-        def pick(env_name: str, key: str, default: Any = None, table: Mapping[str, Any] = core) -> Any:
+        def pick(env_name: str, key: str, default: Any = None, table: Mapping[str, Any] = core,
+                 table_name: str = "urchin") -> tuple[Any, str]:
+            """(value, the name an error about it should give: the variable or the config key)."""
             if env.get(env_name):
-                return env[env_name]
-            return table.get(key, default)
+                return env[env_name], env_name
+            if key in table:
+                return table[key], f"{table_name}.{key} in {home_path / 'config.toml'}"
+            return default, env_name
 
-        journal = pick("URCHIN_EVENT_JOURNAL_PATH", "journal_path") or home_path / "journal" / "events.jsonl"
-        durability = str(pick("URCHIN_DURABILITY", "durability", "always")).lower()
-        if durability not in _DURABILITY:
-            raise ConfigError(f"durability: must be one of {', '.join(_DURABILITY)}, got {durability!r}")
-        api = pick("URCHIN_EMBEDDER_API", "embedder_api")
-        if api is not None and str(api).lower() not in _EMBEDDER_APIS:
-            raise ConfigError(f"URCHIN_EMBEDDER_API: must be openai or ollama, got {api!r}")
+        journal = _text(*pick("URCHIN_EVENT_JOURNAL_PATH", "journal_path"))
         values: dict[str, Any] = dict(
             home=home_path,
-            journal_path=Path(journal).expanduser().absolute(),
-            durability=durability,
-            soft_cap_bytes=_int(pick("URCHIN_SOFT_CAP_BYTES", "soft_cap_bytes", SOFT_CAP_BYTES), "soft_cap_bytes"),
-            embedder_url=pick("URCHIN_EMBEDDER_URL", "embedder_url") or None,
-            embedder_model=pick("URCHIN_EMBEDDER_MODEL", "embedder_model") or None,
-            embedder_api=str(api).lower() if api else None,
-            embedder_timeout_s=float(pick("URCHIN_EMBEDDER_TIMEOUT", "embedder_timeout_s", 10.0)),
-            database_url=pick("URCHIN_DATABASE_URL", "database_url") or None,
-            intake_token=pick("URCHIN_INTAKE_TOKEN", "intake_token") or None,
-            account=pick("URCHIN_ACCOUNT_ID", "account", None, identity) or _user_name(),
-            device=pick("URCHIN_DEVICE_ID", "device", None, identity) or _host_name(),
-            host=pick("URCHIN_HOST", "host", "127.0.0.1"),
-            port=_int(pick("URCHIN_PORT", "port", DEFAULT_PORT), "port"),
-            use_daemon=str(pick("URCHIN_NO_DAEMON", "no_daemon", "")).lower() not in ("1", "true", "yes"),
+            journal_path=Path(journal or home_path / "journal" / "events.jsonl").expanduser().absolute(),
+            durability=_choice(*pick("URCHIN_DURABILITY", "durability", "always"), _DURABILITY) or "always",
+            soft_cap_bytes=_int(*pick("URCHIN_SOFT_CAP_BYTES", "soft_cap_bytes", SOFT_CAP_BYTES), 1024,
+                                HARD_LIMIT_BYTES),
+            embedder_url=_text(*pick("URCHIN_EMBEDDER_URL", "embedder_url")),
+            embedder_model=_text(*pick("URCHIN_EMBEDDER_MODEL", "embedder_model")),
+            embedder_api=_choice(*pick("URCHIN_EMBEDDER_API", "embedder_api"), _EMBEDDER_APIS),
+            embedder_timeout_s=_float(*pick("URCHIN_EMBEDDER_TIMEOUT", "embedder_timeout_s", 10.0), 3600.0),
+            database_url=_text(*pick("URCHIN_DATABASE_URL", "database_url")),
+            intake_token=_text(*pick("URCHIN_INTAKE_TOKEN", "intake_token")),
+            account=_text(*pick("URCHIN_ACCOUNT_ID", "account", None, identity, "identity")) or _user_name(),
+            device=_text(*pick("URCHIN_DEVICE_ID", "device", None, identity, "identity")) or _host_name(),
+            host=_text(*pick("URCHIN_HOST", "host", "127.0.0.1")) or "127.0.0.1",
+            port=_int(*pick("URCHIN_PORT", "port", DEFAULT_PORT), 0, 65535),
+            use_daemon=not _flag(*pick("URCHIN_NO_DAEMON", "no_daemon", False)),
             notify_socket=env.get("NOTIFY_SOCKET") or None,
             config=config,
         )
@@ -247,11 +247,57 @@ def _host_name() -> str:
         return socket.gethostname()
 
 
-def _int(value: Any, name: str) -> int:
+def _int(value: Any, name: str, low: int, high: int) -> int:
+    if isinstance(value, str):
+        try:
+            value = int(value.strip())
+        except ValueError:
+            pass
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise ConfigError(f"{name}: must be a whole number from {low} to {high}, got {value!r}")
+    return value
+
+
+def _float(value: Any, name: str, high: float) -> float:
     try:
-        return int(value)
-    except (TypeError, ValueError):
-        raise ConfigError(f"{name}: must be a whole number, got {value!r}") from None
+        number = float(value) if isinstance(value, (int, float, str)) and not isinstance(value, bool) else math.nan
+    except (ValueError, OverflowError):
+        number = math.nan
+    if not 0 < number <= high:   # false for nan
+        raise ConfigError(f"{name}: must be a number of seconds greater than 0 and at most {high:g}, got {value!r}")
+    return number
+
+
+def _choice(value: Any, name: str, choices: tuple[str, ...]) -> Any:
+    if value is None or value == "":
+        return None
+    text = value.strip().lower() if isinstance(value, str) else value
+    if text not in choices:
+        raise ConfigError(f"{name}: must be one of {', '.join(choices)}, got {value!r}")
+    return text
+
+
+def _flag(value: Any, name: str) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("", "0", "false", "no", "off"):
+        return False
+    raise ConfigError(f"{name}: must be true or false (1/0, yes/no), got {value!r}")
+
+
+def _text(value: Any, name: str) -> str | None:
+    """A string setting (empty means unset); no control characters, which no URL, path or name holds."""
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str):
+        raise ConfigError(f"{name}: must be a string, got {value!r}")
+    try:
+        return check_name(value, name)
+    except ValidationError as exc:
+        raise ConfigError(exc.message) from None
 
 
 def _user_name() -> str:

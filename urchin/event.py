@@ -7,6 +7,7 @@ Leaf module: imports nothing of the package but `errors`.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import time
@@ -29,6 +30,13 @@ __all__ = [
     "SOFT_CAP_BYTES",
     "HARD_LIMIT_BYTES",
     "TRUNCATION_MARKER",
+    "MIN_TIMESTAMP",
+    "MAX_TIMESTAMP",
+    "MAX_HOURS",
+    "MAX_META_DEPTH",
+    "MAX_META_BYTES",
+    "check_name",
+    "clean_text",
 ]
 
 SOFT_CAP_BYTES = 64 * 1024
@@ -36,6 +44,31 @@ HARD_LIMIT_BYTES = 1024 * 1024
 TRUNCATION_MARKER = "\n[… truncated by urchin: {dropped} bytes dropped]"
 MAX_ID_LENGTH = 256
 MAX_LABEL_LENGTH = 64
+# workspace, session, brain, a tag, an actor value, in UTF-8 bytes: PostgreSQL's btree and GIN index
+# entries hold about 2,700 bytes at most, and these columns are indexed
+MAX_NAME_BYTES = 1024
+MAX_TITLE_LENGTH = 64 * 1024
+MAX_TAGS = 256
+MAX_META_DEPTH = 32               # meta itself is level 1
+MAX_META_BYTES = 256 * 1024       # serialised
+MAX_ACTOR_KEYS = 16
+# Every timestamp Urchin accepts, after conversion to UTC: formatting (4-digit years), arithmetic
+# and PostgreSQL timestamptz all work inside it.
+MIN_TIMESTAMP = datetime(1970, 1, 1, tzinfo=UTC)
+MAX_TIMESTAMP = datetime(9999, 12, 31, 23, 59, 59, 999000, tzinfo=UTC)
+MAX_HOURS = 10_000_000.0          # a time window of about 1,140 years reaches back before MIN_TIMESTAMP
+_INT_RANGE = (-(1 << 63), (1 << 64) - 1)   # what orjson (and any JSON reader with 64-bit ints) can hold
+# meta is plain JSON: orjson must refuse (not convert) dataclasses, datetimes and subclasses
+_PASSTHROUGH = orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_SUBCLASS
+
+# The one rule for characters, applied at the edge so that whatever validates can be serialised,
+# stored, indexed and fed (PostgreSQL text cannot hold NUL; UTF-8 cannot hold a lone surrogate):
+# names (ids, workspace, session, brain, tags, actor, meta keys) refuse every control character and
+# lone surrogates; free text (content, title, meta string values) keeps tabs, newlines and other
+# control characters (real tool output) and has NUL and lone surrogates replaced by U+FFFD.
+_NAME_BAD = re.compile(r"[\x00-\x1f\x7f\ud800-\udfff]")
+_TEXT_BAD = re.compile(r"[\x00\ud800-\udfff]")
+REPLACEMENT = "\ufffd"
 
 _LABEL = re.compile(r"[a-z0-9._-]+")
 _CANONICAL_TS = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z")
@@ -66,11 +99,17 @@ def parse_timestamp(value: Any, field_name: str = "timestamp") -> datetime:
         text = text[:-1] + "+00:00"
     try:
         parsed = datetime.fromisoformat(text.replace(" ", "T", 1) if "T" not in text else text)
+        if parsed.tzinfo is None:
+            parsed = parsed.replace(tzinfo=UTC)
+        moment = parsed.astimezone(UTC)
+    except OverflowError:   # 0001-01-01T00:00:00+01:00 is before year 1 in UTC
+        moment = None
     except ValueError:
         raise ValidationError(field_name, f"must be an RFC 3339 timestamp, got {value[:40]!r}") from None
-    if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=UTC)
-    return parsed.astimezone(UTC)
+    if moment is None or not MIN_TIMESTAMP <= moment <= MAX_TIMESTAMP:
+        raise ValidationError(field_name, f"must be between {format_timestamp(MIN_TIMESTAMP)} and "
+                                          f"{format_timestamp(MAX_TIMESTAMP)} (UTC), got {value[:40]!r}")
+    return moment
 
 
 def format_timestamp(moment: datetime) -> str:
@@ -99,19 +138,131 @@ def _label(value: Any, field_name: str) -> str:
     return text
 
 
+def check_name(value: str, field_name: str, limit: int = MAX_NAME_BYTES) -> str:
+    """A name (id, workspace, session, tag, meta key ...): no control characters, no lone surrogates,
+    at most `limit` bytes of UTF-8."""
+    # C speed: isprintable() is False for every control character and surrogate
+    if value.isprintable() and (len(value) * 4 <= limit or len(value.encode("utf-8")) <= limit):
+        return value
+    bad = _NAME_BAD.search(value)
+    if bad:
+        raise ValidationError(field_name, f"must not contain control characters or lone surrogates "
+                                          f"(found U+{ord(bad.group()):04X})")
+    size = len(value.encode("utf-8"))
+    if size > limit:
+        raise ValidationError(field_name, f"must be at most {limit} bytes (UTF-8), got {size}")
+    return value
+
+
+def clean_text(value: str) -> str:
+    """Free text with NUL and lone surrogates replaced by U+FFFD (everything else is kept)."""
+    if "\x00" not in value and (value.isascii() or not _TEXT_BAD.search(value)):
+        return value
+    return _TEXT_BAD.sub(REPLACEMENT, value)
+
+
 def _tags(value: Any) -> tuple[str, ...]:
     if value is None:
         return ()
     if isinstance(value, str) or not isinstance(value, (list, tuple)):
         raise ValidationError("tags", "must be a list of strings")
+    if len(value) > MAX_TAGS:
+        raise ValidationError("tags", f"must hold at most {MAX_TAGS} tags, got {len(value)}")
     seen: dict[str, None] = {}
-    for item in value:
+    for i, item in enumerate(value):
         if not isinstance(item, str):
             raise ValidationError("tags", "must be a list of strings")
-        tag = item.strip().lower()
+        tag = check_name(item.strip().lower(), f"tags[{i}]")
         if tag:
             seen.setdefault(tag, None)
     return tuple(seen)
+
+
+def _optional_string(name: str, text: str) -> str | None:
+    """`title` is free text; `workspace`, `session` and `brain` are names."""
+    if not text:
+        return None
+    if name != "title":
+        return check_name(text, name)
+    if len(text) > MAX_TITLE_LENGTH:
+        raise ValidationError(name, f"must be at most {MAX_TITLE_LENGTH} characters, got {len(text)}")
+    return clean_text(text)
+
+
+def _actor(value: Any) -> dict[str, Any] | None:
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise ValidationError("actor", "must be an object like {account, device}")
+    if len(value) > MAX_ACTOR_KEYS:
+        raise ValidationError("actor", f"must hold at most {MAX_ACTOR_KEYS} keys")
+    for key, item in value.items():
+        if (isinstance(key, str) and key.isprintable() and len(key) <= MAX_ID_LENGTH // 4 and (
+                item is None or isinstance(item, str) and item.isprintable() and len(item) <= MAX_NAME_BYTES // 4)):
+            continue   # the stamped {account, device} of every event: checked at C speed
+        if not isinstance(key, str):
+            raise ValidationError("actor", "keys must be strings")
+        check_name(key, "actor", MAX_ID_LENGTH)
+        if item is not None and not isinstance(item, str):
+            raise ValidationError(f"actor.{key}", "must be a string")
+        if item is not None:
+            check_name(item, f"actor.{key}")
+    return value or None
+
+
+def _meta(value: Any) -> dict[str, Any] | None:
+    """Plain JSON, at most `MAX_META_DEPTH` levels and `MAX_META_BYTES` serialised; a cleaned copy."""
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise ValidationError("meta", "must be a JSON object")
+    try:
+        blob: bytes | None = orjson.dumps(value, option=_PASSTHROUGH)
+    except TypeError:   # orjson.JSONEncodeError too: the walk below names the field and the rule
+        blob = None
+    # Fast path (almost every event): no escape at all means no control character, NUL or DEL in any
+    # key or string; no `null` means no NaN or infinity (orjson writes those as null); at most 32
+    # brackets means at most 32 levels. Anything else takes the walk, which decides.
+    if (blob is None or b"\\" in blob or b"null" in blob or b"\x7f" in blob
+            or blob.count(b"{") + blob.count(b"[") > MAX_META_DEPTH):
+        value = _json_value(value, "meta", 1)
+        blob = orjson.dumps(value)
+    size = len(blob)
+    if size > MAX_META_BYTES:
+        raise ValidationError("meta", f"is {size} bytes serialised, over the limit of {MAX_META_BYTES} bytes")
+    return value or None
+
+
+def _json_value(value: Any, where: str, depth: int) -> Any:
+    if isinstance(value, str):
+        return clean_text(value)
+    if value is None or isinstance(value, bool):
+        return value
+    if isinstance(value, int):
+        if not _INT_RANGE[0] <= value <= _INT_RANGE[1]:
+            raise ValidationError(where, "must be an integer within 64 bits")
+        return value
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValidationError(where, "must be a finite number")
+        return value
+    if not isinstance(value, (dict, list, tuple)):
+        raise ValidationError(where, f"must be JSON (string, number, boolean, null, list or object), "
+                                     f"not {type(value).__name__}")
+    if depth > MAX_META_DEPTH:
+        raise ValidationError("meta", f"must be nested at most {MAX_META_DEPTH} levels deep")
+    if isinstance(value, dict):
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise ValidationError(where, "keys must be strings")
+            try:
+                check_name(key, where, MAX_META_BYTES)
+            except ValidationError as exc:
+                raise ValidationError(where, f"key {key[:40]!r} {exc.rule}") from None
+            out[key] = _json_value(item, f"{where}.{key[:40]}", depth + 1)
+        return out
+    return [_json_value(item, f"{where}[{i}]", depth + 1) for i, item in enumerate(value)]
 
 
 def _content(value: Any, soft_cap: int) -> tuple[str, bool]:
@@ -119,6 +270,7 @@ def _content(value: Any, soft_cap: int) -> tuple[str, bool]:
         raise ValidationError("content", "is required")
     if not isinstance(value, str):
         raise ValidationError("content", "must be a string")
+    value = clean_text(value)
     if not value.strip():
         raise ValidationError("content", "must not be blank")
     size = len(value) if value.isascii() else len(value.encode("utf-8"))
@@ -177,10 +329,11 @@ class Event:
             event_id = new_id()
         elif not isinstance(raw_id, str) or not raw_id.strip():
             raise ValidationError("id", "must be a non-blank string")
-        elif len(raw_id) > MAX_ID_LENGTH or "\n" in raw_id or "\r" in raw_id or "\t" in raw_id:
-            raise ValidationError("id", f"must be at most {MAX_ID_LENGTH} characters with no line breaks")
         else:
             event_id = raw_id.strip()
+            if len(event_id) > MAX_ID_LENGTH:
+                raise ValidationError("id", f"must be at most {MAX_ID_LENGTH} characters, got {len(event_id)}")
+            check_name(event_id, "id", 4 * MAX_ID_LENGTH)
         source = data.get("source")
         kind = data.get("kind")
         optional: dict[str, str | None] = {}
@@ -188,10 +341,8 @@ class Event:
             value = data.get(name)
             if value is not None and not isinstance(value, str):
                 raise ValidationError(name, "must be a string")
-            optional[name] = value.strip() or None if isinstance(value, str) else None
-        actor = data.get("actor")
-        if actor is not None and not isinstance(actor, dict):
-            raise ValidationError("actor", "must be an object like {account, device}")
+            optional[name] = _optional_string(name, value.strip()) if isinstance(value, str) else None
+        actor = _actor(data.get("actor"))
         meta = data.get("meta")
         if meta is not None and not isinstance(meta, dict):
             raise ValidationError("meta", "must be a JSON object")
@@ -202,6 +353,7 @@ class Event:
                 meta.setdefault(key, value)
             if truncated:
                 meta["truncated"] = True
+        meta = _meta(meta)
         return cls(
             id=event_id,
             timestamp=timestamp,
@@ -209,8 +361,8 @@ class Event:
             kind=_label(default_kind if kind is None else kind, "kind"),
             content=content,
             tags=_tags(data.get("tags")),
-            actor=actor or None,
-            meta=meta or None,
+            actor=actor,
+            meta=meta,
             ts_ms=_ms(moment),
             **optional,
         )
@@ -260,9 +412,14 @@ class Event:
     @classmethod
     def from_json(cls, line: bytes | str) -> Event | None:
         try:
-            return cls.from_record(orjson.loads(line))
+            record = orjson.loads(line)
         except orjson.JSONDecodeError:
             return None
+        # orjson reads 1,024 levels but writes 254: a stored line nested deeper than Urchin ever writes
+        # (by hand, or by another tool) is not an event, or every answer holding it would fail.
+        if _brackets(line) > MAX_META_DEPTH and _nested_deeper(record, MAX_META_DEPTH + 1):
+            return None
+        return cls.from_record(record)
 
     # ---- serialisation ----------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
@@ -357,6 +514,26 @@ def _read_timestamp(ts: str) -> tuple[str, datetime] | None:
     except ValidationError:
         return None
     return format_timestamp(moment), moment
+
+
+def _brackets(line: bytes | str) -> int:
+    if isinstance(line, str):
+        return line.count("{") + line.count("[")
+    return line.count(b"{") + line.count(b"[")
+
+
+def _nested_deeper(value: Any, limit: int) -> bool:
+    """True when `value` holds objects or arrays more than `limit` levels deep (no recursion)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else None
+        if children is None:
+            continue
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in children)
+    return False
 
 
 def _str(value: Any) -> str | None:

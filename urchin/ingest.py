@@ -140,7 +140,9 @@ class Ingestor:
                 self.ephemeral.count_suppressed(len(fresh))
                 out.extend((i, IngestResult("suppressed", e.id, "ephemeral mode", e)) for i, e in fresh)
                 return out
-            lines = [event.to_json() for _, event in fresh]
+            fresh, hashes, lines = _serialise(fresh, hashes, out)
+            if not lines:
+                return out
             offset = writer.write(lines)
             placed: list[tuple[int, int]] = []
             for (index, event), line, h in zip(fresh, lines, hashes, strict=True):
@@ -150,3 +152,22 @@ class Ingestor:
             writer.finish()
             self.ids.record_hashed(placed, offset)
         return out
+
+
+def _serialise(fresh: list[tuple[int, Event]], hashes: list[int], out: list[tuple[int, IngestResult]]
+               ) -> tuple[list[tuple[int, Event]], list[int], list[bytes]]:
+    """Each event's journal line. Validation makes this always succeed; should it not, only the
+    event that cannot be serialised is rejected, never the others written with it."""
+    kept: list[tuple[int, Event]] = []
+    kept_hashes: list[int] = []
+    lines: list[bytes] = []
+    for (index, event), h in zip(fresh, hashes, strict=True):
+        try:
+            line = event.to_json()
+        except (TypeError, ValueError) as exc:  # orjson.JSONEncodeError is a TypeError
+            out.append((index, IngestResult("rejected", event.id, f"event: cannot be serialised ({exc})")))
+            continue
+        kept.append((index, event))
+        kept_hashes.append(h)
+        lines.append(line)
+    return kept, kept_hashes, lines

@@ -50,7 +50,8 @@ def ingest(app: AppContext, content: str, as_json: bool, event_id: str | None, t
 @click.argument("file", type=click.File("rb"))
 @click.pass_obj
 def import_(app: AppContext, file: Any) -> None:
-    """Import events from a JSONL FILE (or - for stdin). Bad lines are reported, never fatal."""
+    """Import events from a JSONL FILE (or - for stdin). Bad lines are reported by number and skipped;
+    every good line is imported, and the exit code is 1 if any line was bad."""
     memory = app.memory()
     started = time.perf_counter()
     total = _size(file)
@@ -66,6 +67,8 @@ def import_(app: AppContext, file: Any) -> None:
                f"rejected {len(report.rejected)} in {elapsed:.2f}s")
     if report.indexed_events:
         click.echo(f"search index: {report.indexed_events} events indexed in {report.index_seconds:.2f}s", err=True)
+    if report.rejected:   # every good line landed; the exit code still says some did not
+        raise click.exceptions.Exit(1)
 
 
 def _size(file: Any) -> int:

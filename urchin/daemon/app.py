@@ -165,6 +165,13 @@ async def _json_body(request: Request) -> Any:
         raise QueryError("body", f"not valid JSON: {exc}") from None
 
 
+def _size(item: Any) -> int:
+    try:
+        return len(orjson.dumps(item))
+    except TypeError:   # nested too deep to write back: `prepare` refuses it, naming the field
+        return 0
+
+
 class TooLarge(ValidationError):
     status = 413
 
@@ -200,7 +207,7 @@ async def _ingest_batch(request: Request) -> Response:
     if len(body) > MAX_BATCH_EVENTS:
         raise TooLarge("events", f"at most {MAX_BATCH_EVENTS} per batch, got {len(body)}")
     for index, item in enumerate(body):
-        if len(orjson.dumps(item)) > EVENT_LIMIT:
+        if _size(item) > EVENT_LIMIT:
             raise TooLarge(f"events[{index}]", f"over the limit of {EVENT_LIMIT} bytes per event")
     state = _state(request)
     labels: list[dict[str, Any] | None] = []

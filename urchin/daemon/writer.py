@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 
-from urchin.errors import DaemonError
+from urchin.errors import DaemonError, JournalError
 from urchin.event import Event
 from urchin.ingest import IngestResult
 from urchin.memory import Memory
@@ -125,11 +125,18 @@ class GroupWriter:
         events = [event for batch, _ in jobs for event in batch]
         try:
             results = self.memory.ingest_prepared(events)
+        except (JournalError, OSError) as exc:   # the journal itself failed: nobody's write landed
+            self._fail(jobs, exc)
+            return
         except BaseException as exc:  # noqa: BLE001 - every waiting request must hear about it
-            self.stats.failures += 1
-            log.error("journal write of %d events failed: %s", len(events), exc)
-            for _, future in jobs:
-                future.set_exception(exc)
+            if len(jobs) == 1:
+                self._fail(jobs, exc)
+            else:
+                # Nothing was written (lines are serialised before the write); whatever one request
+                # carried must not fail the others batched with it: write each request on its own.
+                log.warning("group write of %d requests failed (%s); writing them one by one", len(jobs), exc)
+                for job in jobs:
+                    self._write([job])
             return
         self.stats.batches += 1
         self.stats.events += len(events)
@@ -140,3 +147,9 @@ class GroupWriter:
         for batch, future in jobs:
             future.set_result(results[start:start + len(batch)])
             start += len(batch)
+
+    def _fail(self, jobs: list[_Job], exc: BaseException) -> None:
+        self.stats.failures += 1
+        log.error("journal write of %d events failed: %s", sum(len(batch) for batch, _ in jobs), exc)
+        for _, future in jobs:
+            future.set_exception(exc)

@@ -93,6 +93,7 @@ class Embedder(Protocol):
 
 class IndexBackend(Protocol):
     outage_errors: tuple[type[BaseException], ...]     # errors meaning "the database went away": retry
+    refused_errors: tuple[type[BaseException], ...]    # "cannot hold this value": skip the row, move on
 
     def reset(self) -> None: ...
 

@@ -8,6 +8,7 @@ deletes their rows and carries the cursor across a compaction (the forget log ma
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -26,9 +27,12 @@ from urchin.journal import Journal
 
 __all__ = ["Feeder", "FeedReport", "event_row", "BATCH_BYTES"]
 
+log = logging.getLogger("urchin.index.feeder")
 BATCH_BYTES = 2 * 1024 * 1024
 EMBED_BATCH = 64
 Progress = Callable[[int, int], None]      # (bytes done, bytes total)
+OnSkip = Callable[[str, str], None]        # (event id, why the database refused its row)
+MAX_SKIP_NOTES = 10
 
 
 @dataclass(slots=True)
@@ -38,16 +42,25 @@ class FeedReport:
     offset: int = 0          # the cursor after the run
     retries: int = 0
     embedded: int = 0
+    skipped: int = 0         # rows the database refused: skipped, counted, never retried forever
     notes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {"events": self.events, "inserted": self.inserted, "offset": self.offset, "retries": self.retries,
-                "embedded": self.embedded, "notes": self.notes}
+                "embedded": self.embedded, "skipped": self.skipped, "notes": self.notes}
 
 
 def _clean(text: str | None) -> str | None:
     # PostgreSQL text cannot hold NUL; the journal (JSON) can.
     return text.replace("\x00", "\ufffd") if text and "\x00" in text else text
+
+
+def _occurred_at(event: Event) -> datetime:
+    # From the canonical text, exactly: milliseconds through a float are off by microseconds in late years.
+    try:
+        return datetime.fromisoformat(event.timestamp[:-1] + "+00:00")
+    except ValueError:
+        return datetime.fromtimestamp(event.ts_ms / 1000, UTC)
 
 
 def event_row(event: Event, offset: int) -> ChunkRow:
@@ -57,7 +70,7 @@ def event_row(event: Event, offset: int) -> ChunkRow:
     actor = event.actor or {}
     return ChunkRow(
         chunk_id=event.id, doc_id=event.id, source=event.source, kind=event.kind, content=content,
-        occurred_at=datetime.fromtimestamp(event.ts_ms / 1000, UTC), workspace=_clean(event.workspace),
+        occurred_at=_occurred_at(event), workspace=_clean(event.workspace),
         session=_clean(event.session), title=title, tags=[t for t in (_clean(t) for t in event.tags) if t],
         account=_clean(str(actor["account"])) if actor.get("account") else None,
         device=_clean(str(actor["device"])) if actor.get("device") else None,
@@ -68,7 +81,7 @@ def event_row(event: Event, offset: int) -> ChunkRow:
 class Feeder:
     def __init__(self, backend: Any, journal: Journal, device: str, *, embedder: Embedder | None = None,
                  batch_bytes: int = BATCH_BYTES, retry_for: float | None = 60.0,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
+                 sleep: Callable[[float], None] = time.sleep, on_skip: OnSkip | None = None) -> None:
         self.backend = backend
         self.journal = journal
         self.device = device
@@ -77,6 +90,7 @@ class Feeder:
         self.batch_bytes = batch_bytes
         self.retry_for = retry_for           # None: retry outages forever (the daemon)
         self._sleep = sleep
+        self._on_skip = on_skip
         self.forgotten = ForgetLog(journal)
 
     def sync_forgotten(self, report: FeedReport | None = None) -> int:
@@ -124,8 +138,7 @@ class Feeder:
                     break  # caught up, or the journal was compacted under us: the next run maps the cursor
                 pending = pool.submit(self._prepare, end)
                 try:
-                    write = partial(self.backend.write_batch, rows, self.device, self.key, start, end)
-                    inserted = self._retry(write, report)
+                    inserted = self._write(rows, start, end, report)
                 except IndexError_ as exc:
                     if "moved by another feeder" not in exc.message:
                         raise
@@ -150,6 +163,36 @@ class Feeder:
             except EmbedderError as exc:       # rows stay pending; the next run embeds them
                 report.notes.append(f"embedding skipped: {exc.message}")
         return report
+
+    def _write(self, rows: list[ChunkRow], start: int, end: int, report: FeedReport) -> int:
+        """One batch in one transaction; when the database refuses it (not an outage: a value it
+        cannot hold), each row on its own, skipping and counting the refused ones, so one row can
+        never stop the feed."""
+        refused = self.backend.refused_errors
+        try:
+            return int(self._retry(partial(self.backend.write_batch, rows, self.device, self.key, start, end), report))
+        except refused:
+            if not rows:
+                raise
+        inserted = 0
+        for row in rows:
+            try:
+                inserted += self._retry(partial(self.backend.write_batch, [row], self.device, self.key, start, start),
+                                        report)
+            except refused as exc:
+                self._skip(row, exc, report)
+        return inserted + int(self._retry(partial(self.backend.write_batch, [], self.device, self.key, start, end),
+                                          report))
+
+    def _skip(self, row: ChunkRow, exc: BaseException, report: FeedReport) -> None:
+        text = str(exc).strip()
+        reason = text.splitlines()[0][:200] if text else type(exc).__name__
+        report.skipped += 1
+        log.warning("index feed: event %r skipped, the database refused it: %s", row.chunk_id[:80], reason)
+        if len(report.notes) < MAX_SKIP_NOTES:
+            report.notes.append(f"event {row.chunk_id[:80]!r} skipped: the database refused it ({reason})")
+        if self._on_skip is not None:
+            self._on_skip(row.chunk_id, reason)
 
     def _prepare(self, offset: int) -> tuple[int, int, list[ChunkRow]]:
         result = self.journal.read_from(offset, self.batch_bytes)
@@ -183,6 +226,8 @@ class Feeder:
             try:
                 return call()
             except self.backend.outage_errors as exc:
+                if isinstance(exc, self.backend.refused_errors):
+                    raise            # a value the database cannot hold is not an outage: retrying cannot help
                 self.backend.reset()
                 if deadline is not None and time.monotonic() + delay > deadline:
                     raise IndexError_(f"the index database is unreachable ({str(exc).strip() or type(exc).__name__}); "

@@ -13,7 +13,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from urchin.errors import QueryError, ValidationError
-from urchin.event import parse_timestamp
+from urchin.event import MAX_HOURS, check_name, clean_text, parse_timestamp
 
 __all__ = ["ContextParams", "SubQuery", "STRATEGIES", "SEARCH_TYPES", "MAX_SEARCHES", "MAX_CONTEXT_LIMIT"]
 
@@ -23,6 +23,7 @@ MAX_SEARCHES = 8
 MAX_CONTEXT_LIMIT = 100
 MAX_QUERY_CHARS = 4000
 MAX_TOKEN_BUDGET = 1_000_000
+MAX_WEIGHT = 1000.0   # fusion weights: finite, and their sums stay finite
 
 # wire name -> attribute; snake_case spellings are accepted too
 _NAMES = {
@@ -101,7 +102,7 @@ class ContextParams:
         until = _time(v.get("until"), "until")
         hours = v.get("hours")
         if hours is not None:
-            hours = _number(hours, "hours", minimum=0, exclusive=True)
+            hours = _number(hours, "hours", minimum=0, maximum=MAX_HOURS, exclusive=True)
             if since is not None:
                 raise QueryError("hours", "cannot be combined with since (give one window)")
             since = (now or datetime.now(UTC)) - timedelta(hours=hours)
@@ -113,8 +114,9 @@ class ContextParams:
             raise QueryError("includeConversations", "includeMemories and includeConversations cannot both be false")
         params = cls(
             query=query, strategy=strategy, searches=_searches(v.get("searches")),
-            full_text_weight=_number(v.get("full_text_weight", 1.0), "fullTextWeight", minimum=0),
-            semantic_weight=_number(v.get("semantic_weight", 1.0), "semanticWeight", minimum=0),
+            full_text_weight=_number(v.get("full_text_weight", 1.0), "fullTextWeight", minimum=0,
+                                     maximum=MAX_WEIGHT),
+            semantic_weight=_number(v.get("semantic_weight", 1.0), "semanticWeight", minimum=0, maximum=MAX_WEIGHT),
             k=_whole(v.get("k", 60), "k", 1, 1000),
             sources=_labels(v.get("sources"), "sources") + _labels(v.get("source_ids"), "sourceIds"),
             kinds=_labels(v.get("kinds"), "kinds"),
@@ -123,7 +125,7 @@ class ContextParams:
             tags=_labels(v.get("tags"), "tags"),
             since=since, until=until,
             include_memories=include_memories, include_conversations=include_conversations,
-            memory_weight=_number(v.get("memory_weight", 1.0), "memoryWeight", minimum=0),
+            memory_weight=_number(v.get("memory_weight", 1.0), "memoryWeight", minimum=0, maximum=MAX_WEIGHT),
             min_score=_number(v.get("min_score", 0.0), "minScore", minimum=0, maximum=1),
             limit=_whole(v.get("limit", 10), "limit", 1, MAX_CONTEXT_LIMIT),
             token_budget=(None if v.get("token_budget") is None
@@ -172,7 +174,14 @@ def _text(value: Any, name: str) -> str:
         raise QueryError(name, "must not be empty")
     if len(value) > MAX_QUERY_CHARS:
         raise QueryError(name, f"must be at most {MAX_QUERY_CHARS} characters, got {len(value)}")
-    return value.strip()
+    return clean_text(value.strip())   # NUL and lone surrogates as the events store them (U+FFFD)
+
+
+def _name(value: str, name: str) -> str:
+    try:
+        return check_name(value, name)
+    except ValidationError as exc:
+        raise QueryError(name, exc.rule) from None
 
 
 def _optional_text(value: Any, name: str) -> str | None:
@@ -180,7 +189,7 @@ def _optional_text(value: Any, name: str) -> str | None:
         return None
     if not isinstance(value, str):
         raise QueryError(name, "must be a string")
-    return value.strip() or None
+    return _name(value.strip(), name) or None
 
 
 def _choice(value: Any, name: str, choices: tuple[str, ...]) -> str:
@@ -202,7 +211,7 @@ def _number(value: Any, name: str, *, minimum: float | None = None, maximum: flo
         raise QueryError(name, f"must be a number, got {value!r}")
     try:
         number = float(value)
-    except ValueError:
+    except (ValueError, OverflowError):
         raise QueryError(name, f"must be a number, got {value!r}") from None
     if not math.isfinite(number):
         raise QueryError(name, "must be a finite number")
@@ -218,8 +227,11 @@ def _whole(value: Any, name: str, low: int, high: int) -> int:
         raise QueryError(name, f"must be a whole number from {low} to {high}, got {value!r}")
     if isinstance(value, float) and value.is_integer():
         value = int(value)
-    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
-        value = int(value)
+    if isinstance(value, str):
+        try:
+            value = int(value.strip())
+        except ValueError:
+            pass
     if not isinstance(value, int):
         raise QueryError(name, f"must be a whole number from {low} to {high}, got {value!r}")
     if not low <= value <= high:
@@ -237,7 +249,7 @@ def _labels(value: Any, name: str) -> tuple[str, ...]:
     for i, item in enumerate(items):
         if not isinstance(item, str) or not item.strip():
             raise QueryError(f"{name}[{i}]", "must be a non-empty string")
-        out.setdefault(item.strip().lower(), None)
+        out.setdefault(_name(item.strip().lower(), f"{name}[{i}]"), None)
     return tuple(out)
 
 

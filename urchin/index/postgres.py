@@ -18,7 +18,7 @@ from urchin.errors import IndexError_
 from urchin.index.base import MEMORY_KINDS, ChunkRow, ContextRow, Filter, LegHit
 from urchin.index.schema import MIGRATIONS, PGVECTOR_MIN, TS_CONFIG
 
-__all__ = ["PostgresIndex", "OUTAGE_ERRORS", "QUERY_SETTINGS", "GENERATION_MARK", "FORGOTTEN_MARK"]
+__all__ = ["PostgresIndex", "OUTAGE_ERRORS", "REFUSED_ERRORS", "QUERY_SETTINGS", "GENERATION_MARK", "FORGOTTEN_MARK"]
 
 # Rows of urchin_cursors beside a feeder's cursor: the journal generation its offset refers to,
 # and how many tombstones (`forget` records) it has applied. Not cursors: status leaves them out.
@@ -27,6 +27,11 @@ FORGOTTEN_MARK = " #forgotten"
 
 # Errors that mean "the database went away": the feeder retries these with backoff.
 OUTAGE_ERRORS: tuple[type[BaseException], ...] = (psycopg.OperationalError, psycopg.InterfaceError)
+# Errors that mean "the database cannot hold this value" (NUL in text, an index entry too large, a
+# tsvector over 1 MB): the feeder skips that row instead of retrying it forever. ProgramLimitExceeded
+# is an OperationalError in psycopg, so it is checked before OUTAGE_ERRORS.
+REFUSED_ERRORS: tuple[type[BaseException], ...] = (psycopg.DataError, psycopg.IntegrityError,
+                                                   psycopg.errors.ProgramLimitExceeded)
 
 # HNSW: ef_search 100 (recall ~0.95+ at 1M for 384-d), iterative scans so filtered queries still
 # fill `limit` (relaxed order, re-sorted in SQL), bounded by max_scan_tuples.
@@ -44,6 +49,7 @@ class PostgresIndex:
     """One connection (reopened after an outage); `url` is called on each (re)connect."""
 
     outage_errors = OUTAGE_ERRORS
+    refused_errors = REFUSED_ERRORS
 
     def __init__(self, url: Callable[[], str] | str, connect_timeout: float = 5.0) -> None:
         self._url = url if callable(url) else (lambda: url)

@@ -6,6 +6,7 @@ needs the database opens it (starting the embedded server if that is the one con
 
 from __future__ import annotations
 
+import collections
 import functools
 import threading
 from collections.abc import Callable
@@ -68,6 +69,8 @@ class IndexService:
         self._embedded: Any = None
         self._lock = threading.RLock()
         self._forget_synced: object = None  # the forget log's state this process last applied
+        self.skipped = 0                                    # rows the database refused, in this process
+        self._skips: collections.deque[dict[str, str]] = collections.deque(maxlen=10)
 
     # ---- wiring -------------------------------------------------------------------------------
     @property
@@ -91,7 +94,11 @@ class IndexService:
 
     def feeder(self, retry_for: float | None = 60.0, backend: Any = None) -> Feeder:
         return Feeder(backend or self.backend, self.journal, self.settings.device, embedder=self.embedder,
-                      retry_for=retry_for)
+                      retry_for=retry_for, on_skip=self._record_skip)
+
+    def _record_skip(self, event_id: str, reason: str) -> None:
+        self.skipped += 1
+        self._skips.append({"id": event_id[:80], "reason": reason})
 
     # ---- operations ---------------------------------------------------------------------------
     @_database_errors
@@ -169,7 +176,14 @@ class IndexService:
             out["database"] = "url" if self.settings.database_url else f"embedded ({self.settings.pg_dir})"
             cursor = self.backend.cursor(self.settings.device, str(self.journal.path))
             out["behindJournalBytes"] = max(0, self.journal.size() - cursor)
+            skipped = self.skipped_events()
+            if skipped:
+                out["skippedEvents"] = skipped
             return out
+
+    def skipped_events(self) -> dict[str, Any] | None:
+        """Rows the database refused (skipped, the cursor moved on) in this process: count and the last few."""
+        return {"count": self.skipped, "last": list(self._skips)} if self.skipped else None
 
     def close(self) -> None:
         with self._lock:

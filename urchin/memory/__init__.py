@@ -351,7 +351,7 @@ class Memory(CaptureOps, WorkspaceOps, IndexOps, HotOps, ForgetOps):
 
     def status(self) -> dict[str, Any]:
         stats = self.journal.stats()
-        return {
+        out = {
             "journal": stats.path,
             "sizeBytes": stats.size_bytes,
             "events": stats.events,
@@ -368,6 +368,10 @@ class Memory(CaptureOps, WorkspaceOps, IndexOps, HotOps, ForgetOps):
             "home": str(self.settings.home),
             "now": datetime.now(UTC).isoformat(timespec="seconds"),
         }
+        skipped = self._index.skipped_events() if self._index is not None else None
+        if skipped:   # rows the index database refused while this process fed it
+            out["indexSkippedEvents"] = skipped
+        return out
 
     def _daemon_state(self) -> dict[str, Any] | None:
         """The daemon named in daemon.json, when its pid is alive (cheap: no connection)."""

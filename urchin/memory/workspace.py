@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from urchin.config import Settings
 from urchin.errors import UrchinError
 from urchin.journal import Journal
-from urchin.search.query import check_limit, one_line
+from urchin.search.query import check_hours, check_limit, one_line
 
 if TYPE_CHECKING:
     from urchin.search.substring import SubstringSearcher
@@ -61,6 +61,9 @@ class WorkspaceOps:
         from urchin.workspace.memories import MemoryStore
 
         files = self.files
+        for member in members:   # a saved window must be one `search` accepts, or every read would fail
+            if member.hours is not None:
+                check_hours(member.hours)
         for i, member in enumerate(members):
             if member.type in ("file", "folder") and member.path:
                 files.check_member(member.path, f"members[{i}].path")

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from urchin.errors import QueryError
-from urchin.event import Event
+from urchin.event import MAX_HOURS, Event, clean_text
 
 __all__ = ["Filters", "Hit", "SearchResult", "check_query", "check_hours", "check_limit", "window_start_ms",
            "MAX_LIMIT", "one_line"]
@@ -18,16 +18,20 @@ MAX_LIMIT = 1000
 def check_query(text: Any) -> str:
     if not isinstance(text, str) or not text.strip():
         raise QueryError("query", "must not be empty")
-    return text
+    return clean_text(text)   # NUL and lone surrogates as the events store them (U+FFFD)
 
 
-def check_hours(hours: Any) -> float:
+def check_hours(hours: Any, name: str = "hours") -> float:
+    """A time window in hours: finite, greater than 0, at most `MAX_HOURS` (so `now - hours` is a date)."""
+    if isinstance(hours, bool):
+        raise QueryError(name, f"must be a number greater than 0, got {hours!r}")
     try:
         value = float(hours)
-    except (TypeError, ValueError):
-        raise QueryError("hours", f"must be a number greater than 0, got {hours!r}") from None
-    if not value > 0 or value != value or value == float("inf"):
-        raise QueryError("hours", f"must be greater than 0, got {hours!r}")
+    except (TypeError, ValueError, OverflowError):
+        raise QueryError(name, f"must be a number greater than 0, got {hours!r}") from None
+    if not 0 < value <= MAX_HOURS:   # false for nan too
+        raise QueryError(name, f"must be greater than 0 and at most {MAX_HOURS:.0f} (about 1,140 years), "
+                               f"got {hours!r}")
     return value
 
 

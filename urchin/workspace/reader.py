@@ -11,6 +11,7 @@ from urchin.workspace.access import FileAccess
 __all__ = ["FileRange", "read_range", "MAX_LINES"]
 
 MAX_LINES = 2000
+MAX_FROM_LINE = 1 << 31
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +48,8 @@ def _int(value: Any, name: str, low: int, high: int | None = None) -> int:
 def read_range(files: FileAccess, path: str, from_line: int = 1, max_lines: int = 200) -> FileRange:
     """Lines `from_line`.. of a checked workspace file, redacted (line numbers kept), and its line count."""
     from_line = _int(from_line, "fromLine", 1)
+    if from_line > MAX_FROM_LINE:   # answers are JSON: 64-bit integers at most
+        raise QueryError("fromLine", f"must be at most {MAX_FROM_LINE}, got {from_line}")
     max_lines = _int(max_lines, "maxLines", 1, MAX_LINES)
     loc = files.locate(path)
     if files.is_binary(loc):
