@@ -9,8 +9,9 @@ from typing import Any
 import pytest
 
 from urchin.errors import QueryError
-from urchin.index.hybrid import pack, split_websearch
+from urchin.index.hybrid import pack
 from urchin.index.params import ContextParams, SubQuery
+from urchin.index.websearch import split_websearch
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 

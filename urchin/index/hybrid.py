@@ -8,7 +8,6 @@ weights in play, so `minScore` means the same across queries. Packing and `expla
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -21,6 +20,7 @@ from urchin.index.live import live_leg
 from urchin.index.params import ContextParams
 from urchin.index.schema import TS_CONFIG
 from urchin.index.sparse import query_vector, term_ids, to_sparsevec, tokens
+from urchin.index.websearch import split_websearch
 
 if TYPE_CHECKING:
     from urchin.workspace.access import FileAccess
@@ -38,9 +38,6 @@ MAX_COMMON_DF = 5000              # and in a large one a word in 5,000 chunks al
 MAX_KEYWORDS = 12
 MAX_CANDIDATE_TERMS = 16          # the rarest query terms that pick token-cosine candidates (speed at 1M)
 COVERAGE_NOTE = "Coverage describes what was searched; it is not evidence."
-
-_PHRASE = re.compile(r'"([^"]*)"?')
-_WORD = re.compile(r"[^\W_]+", re.UNICODE)
 
 
 DENSE_SHARE = 0.5   # the embedder's lists weigh half the token-cosine ones (see _semantic_runs)
@@ -77,25 +74,6 @@ class ContextResult:
         """The object the MCP tool returns as structuredContent (and `urchin context --json` prints)."""
         return {"query": self.query, "results": self.results, "coverage": self.coverage,
                 "truncated": self.truncated, "tokensUsed": self.tokens_used}
-
-
-def split_websearch(text: str) -> tuple[list[str], str | None]:
-    """Bare words (ranked as any-of) and the websearch constraints that must hold (phrases, -words).
-
-    websearch_to_tsquery ANDs every word, which finds little for a natural-language question; an OR
-    of the words ranked by ts_rank finds far more (LoCoMo R@10 in bench/RESULTS.md).
-    """
-    phrases = [p.strip() for p in _PHRASE.findall(text) if p.strip()]
-    rest = _PHRASE.sub(" ", text).split()
-    excluded = [w for w in rest if w.startswith("-") and len(w) > 1]
-    words: dict[str, None] = {}
-    for w in rest:
-        if w.startswith("-") or w.lower() == "or":
-            continue
-        for piece in _WORD.findall(w.lower()):
-            words.setdefault(piece, None)
-    constraint = " ".join([f'"{p}"' for p in phrases] + excluded)
-    return list(words), constraint or None
 
 
 def _filter(p: ContextParams) -> Filter:

@@ -16,6 +16,7 @@ from urchin.index.base import Filter, LegHit
 from urchin.index.files import FILE_KIND, FILES_SOURCE, HEADING_JOIN
 from urchin.index.params import ContextParams
 from urchin.index.sparse import tokens
+from urchin.index.websearch import parse
 from urchin.workspace.chunking import chunk_text
 
 if TYPE_CHECKING:
@@ -27,8 +28,6 @@ __all__ = ["live_leg"]
 def live_leg(backend: Any, p: ContextParams, flt: Filter, files: FileAccess | None,
              limit: int) -> tuple[list[LegHit] | None, dict[str, dict[str, Any]], dict[str, Any]]:
     """(ranked hits or None when no file could be searched, rows by chunk id, the coverage block)."""
-    from urchin.index.hybrid import _PHRASE, split_websearch  # hybrid imports this module
-
     cov: dict[str, Any] = {"budgetBytes": p.live_byte_budget, "bytesRead": 0, "read": [], "skipped": []}
     if flt.sources and FILES_SOURCE not in flt.sources:
         cov["note"] = "no live reads: the sources filter excludes files"
@@ -36,10 +35,10 @@ def live_leg(backend: Any, p: ContextParams, flt: Filter, files: FileAccess | No
     if flt.kinds and FILE_KIND not in flt.kinds:
         cov["note"] = "no live reads: the kinds filter excludes files"
         return None, {}, cov
-    words, _ = split_websearch(p.query)
-    wanted = {t for w in words for t in tokens(w)}
-    phrases = [ph.lower() for ph in _PHRASE.findall(p.query) if ph.strip()]
-    excluded = {t for w in _PHRASE.sub(" ", p.query).split() if w.startswith("-") for t in tokens(w[1:])}
+    query = parse(p.query)
+    wanted = {t for w in query.words for t in tokens(w)}
+    phrases = [ph.lower() for ph in query.phrases]
+    excluded = {t for w in query.excluded for t in tokens(w)}
     names = [flt.workspace] if flt.workspace else None
     scored: list[tuple[float, str]] = []
     rows: dict[str, dict[str, Any]] = {}
