@@ -158,3 +158,18 @@ def test_hook_import_path_stays_light(urchin_home: Path) -> None:
                 if line.startswith("import time:")}
     assert not imported & set(HEAVY), f"heavy modules on the hook path: {sorted(imported & set(HEAVY))}"
     assert len(journal(urchin_home)) == 1
+
+
+def test_a_prompt_from_a_folder_whose_name_holds_a_control_character_is_kept(urchin_home: Path,
+                                                                            tmp_path: Path) -> None:
+    """A workspace derived from the cwd is made a valid name; the prompt is never lost over it."""
+    cwd = tmp_path / "odd\nname\x07x"
+    cwd.mkdir()
+    payload = {"session_id": SESSION, "transcript_path": "/nonexistent.jsonl", "cwd": str(cwd),
+               "hook_event_name": "UserPromptSubmit", "prompt": "fix the flaky checkout test"}
+    done = hook("claude", orjson.dumps(payload))
+    assert (done.returncode, done.stdout) == (0, b"")
+    [event] = journal(urchin_home)
+    assert event["content"] == "fix the flaky checkout test"
+    assert event["workspace"] == "odd\ufffdname\ufffdx"
+    assert not (urchin_home / "hooks.log").exists()

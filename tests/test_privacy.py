@@ -45,6 +45,11 @@ def _one_line(n: int, text: str) -> str:
     return f"{n:02d} " + text.replace("\n", " ").replace("\t", " ")[:250]
 
 
+def _name(text: str) -> str:
+    """A name (workspace, session, tag, actor, meta key) holds no control character."""
+    return text.replace("\n", " ").replace("\t", " ")
+
+
 def _session(n: int, text: str) -> str:
     """A session id short enough that the ids agents derive from it (`claude:<session>:prompt:<hash>`)
     still fit in 256 characters; a private key cut short is still a private key to the rules."""
@@ -58,11 +63,12 @@ def _label(secret: str) -> str | None:
 
 def _event(n: int, text: str, secret: str) -> dict[str, Any]:
     """One event carrying the value in every field the full event shape has."""
+    name = _name(text)  # names refuse control characters (validation): the value on one line
     event: dict[str, Any] = {
-        "id": _one_line(n, text), "workspace": text, "session": text, "brain": text, "title": text,
-        "content": f"{WORD} {n}: {text}", "tags": [text, f"t{n}"],
-        "actor": {"account": text, "device": text},
-        "meta": {text: text, "nested": {"deep": [text, {text: 1}]}, "n": n},
+        "id": _one_line(n, text), "workspace": name, "session": name, "brain": name, "title": text,
+        "content": f"{WORD} {n}: {text}", "tags": [name, f"t{n}"],
+        "actor": {"account": name, "device": name},
+        "meta": {name: text, "nested": {"deep": [text, {name: 1}]}, "n": n},
     }
     label = _label(secret)
     if label:
@@ -83,7 +89,8 @@ def _events() -> list[dict[str, Any]]:
 
 def _actor_env(n: int) -> dict[str, str]:
     """The stamped identity (`actor`) comes from the environment: a corpus value there too."""
-    return {"URCHIN_ACCOUNT_ID": CORPUS[n % len(CORPUS)][0], "URCHIN_DEVICE_ID": CORPUS[(n + 7) % len(CORPUS)][0]}
+    return {"URCHIN_ACCOUNT_ID": _name(CORPUS[n % len(CORPUS)][0]),
+            "URCHIN_DEVICE_ID": _name(CORPUS[(n + 7) % len(CORPUS)][0])}
 
 
 LOOK_ALIKE_EVENT = {"id": UUIDS[0], "session": UUIDS[1], "workspace": "shop", "tags": [SHA, UUIDS[1]],

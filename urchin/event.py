@@ -22,6 +22,7 @@ from urchin.errors import ValidationError
 
 __all__ = [
     "Event",
+    "as_name",
     "new_id",
     "searchable_fields",
     "SearchableFields",
@@ -151,6 +152,16 @@ def check_name(value: str, field_name: str, limit: int = MAX_NAME_BYTES) -> str:
     size = len(value.encode("utf-8"))
     if size > limit:
         raise ValidationError(field_name, f"must be at most {limit} bytes (UTF-8), got {size}")
+    return value
+
+
+def as_name(value: str, limit: int = MAX_NAME_BYTES) -> str:
+    """A name derived from data an adapter does not control (a folder name, a branch): control
+    characters and lone surrogates become U+FFFD and it is cut to `limit` bytes, so that what an
+    agent did is never lost because of where it did it. Names given by a caller are checked instead."""
+    value = _NAME_BAD.sub(REPLACEMENT, value)
+    if len(value.encode("utf-8")) > limit:
+        value = value.encode("utf-8")[:limit].decode("utf-8", "ignore")
     return value
 
 

@@ -19,7 +19,7 @@ from typing import Any
 import orjson
 
 from urchin.config import Settings, write_private
-from urchin.event import TRUNCATION_MARKER
+from urchin.event import TRUNCATION_MARKER, as_name
 from urchin.journal import complete_lines
 
 __all__ = [
@@ -158,6 +158,7 @@ def workspace_for(cwd: Any) -> str | None:
         if probe.parent == probe:
             break
         probe = probe.parent
+    name = as_name(name) if name else None
     _WORKSPACES[cwd] = name
     return name
 
