@@ -20,6 +20,8 @@ import httpx
 import pytest
 
 from tests.daemon_fixture import REPO, DaemonProcess
+from urchin.config import Settings
+from urchin.memory import Memory
 
 playwright_sync = pytest.importorskip("playwright.sync_api", reason="the `dev` extra (playwright) is not installed")
 expect = playwright_sync.expect  # waits by locator: the page's CSP forbids the eval that wait_for_function needs
@@ -30,8 +32,9 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-backg
 XSS = "<img src=x onerror=alert(1)>"
 SECRET_MARK = "[REDACTED:github_token]"
 EVENTS = [
-    {"id": "ev-plan", "content": "Plan: deploy the shop with blue-green switches", "source": "claude", "kind": "decision",
-     "workspace": "shop", "session": "sess-a", "tags": ["deploy"], "timestamp": "2026-01-10T09:00:00Z"},
+    {"id": "ev-plan", "content": "Plan: deploy the shop with blue-green switches", "source": "claude",
+     "kind": "decision", "workspace": "shop", "session": "sess-a", "tags": ["deploy"],
+     "timestamp": "2026-01-10T09:00:00Z"},
     {"id": "ev-reply", "content": "ok, the load balancer flips after health checks", "source": "copilot",
      "kind": "conversation", "workspace": "shop", "session": "sess-a", "timestamp": "2026-01-10T09:01:00Z"},
     {"id": "ev-xss", "content": XSS, "source": "shell", "kind": "command", "session": "sess-b",
@@ -41,7 +44,8 @@ EVENTS = [
     {"id": "ev-doomed", "content": "a scratch note about zebra crossings to forget", "source": "manual", "kind": "note",
      "timestamp": "2026-01-11T12:00:00Z"},
 ]
-DOC = "# Operations\n\n## Deploy\n\nWe deploy with blue-green switches behind the load balancer.\nRollback is one flip.\n"
+DOC = ("# Operations\n\n## Deploy\n\nWe deploy with blue-green switches behind the load balancer.\n"
+       "Rollback is one flip.\n")
 
 
 def _env(home: Path) -> dict[str, str]:
@@ -70,9 +74,7 @@ def daemon(tmp_path_factory: pytest.TempPathFactory, module_pg_url: str) -> Iter
     (root / "docs").mkdir(parents=True)
     (root / "docs" / "ops.md").write_text(DOC)
     home.mkdir()
-    added = subprocess.run([sys.executable, "-m", "urchin", "workspace", "add", str(root)], env=_env(home),
-                           capture_output=True, text=True, timeout=60)
-    assert added.returncode == 0, added.stderr
+    Memory(Settings.resolve(home)).workspace_add(str(root))
     proc = DaemonProcess(home, "--with-index", "--no-collect",
                          env={"URCHIN_DATABASE_URL": module_pg_url, "URCHIN_USER_HOME": str(base / "user-home")})
     proc.start()
@@ -247,14 +249,21 @@ def test_search_hybrid_context_cites_a_file_that_opens_ranged(page: Any) -> None
 def test_session_view_reads_as_a_conversation(page: Any) -> None:
     page.goto(page.url.split("#")[0] + "#/session/sess-a")
     page.wait_for_selector("#conversation li.event")
-    assert page.eval_on_selector_all("#conversation li.event", "n => n.map(x => x.dataset.id)") == ["ev-plan", "ev-reply"]
+    ids = page.eval_on_selector_all("#conversation li.event", "n => n.map(x => x.dataset.id)")
+    assert ids == ["ev-plan", "ev-reply"]
 
 
-def test_overview_draws_activity_and_roots(page: Any) -> None:
+def test_overview_draws_activity_and_roots(page: Any, daemon: DaemonProcess) -> None:
+    with daemon.client() as client:  # one event today (the seeded ones are older than the chart's 30 days)
+        assert client.post("/ingest", json={"id": "ev-today", "content": "fresh", "source": "gemini"}).status_code == 200
     page.goto(page.url.split("#")[0] + "#/overview")
     page.wait_for_selector("#chart svg")
-    assert "shop" in page.locator("#roots").text_content()
-    assert page.locator("#index-state").text_content() != ""
+    expect(page.locator("#roots")).to_contain_text("shop")
+    expect(page.locator("#index-state")).to_contain_text("behind journal")
+    expect(page.locator("#index-state")).to_contain_text("chunks")
+    assert page.locator("#chart svg rect").count() == 1
+    assert page.locator("#chart svg rect title").text_content().endswith(": gemini 1")
+    expect(page.locator("#legend")).to_have_text("gemini")
 
 
 # ---- control --------------------------------------------------------------------------------
@@ -318,7 +327,7 @@ def test_without_login_the_page_shows_no_events_and_the_api_answers_401(browser:
         stranger.goto(daemon.url + "/")
         stranger.wait_for_selector("#view-signin", state="visible")
         text = stranger.locator("body").text_content()
-        assert "blue-green" not in text and "li" and stranger.locator("li.event").count() == 0
+        assert "blue-green" not in text and stranger.locator("li.event").count() == 0
         status = stranger.evaluate("fetch('/timeline').then(r => r.status)")
         assert status == 401
         forged = stranger.evaluate("fetch('/timeline', {headers: {Cookie: 'urchin_session_1=x'}}).then(r => r.status)")
