@@ -96,8 +96,12 @@ def test_activity_counts_events_per_day_per_source(memory: Memory) -> None:
                                                   "2026-03-04"]
     assert result["sources"] == ["claude", "shell"] and result["total"] == 9
     assert result["days"][1]["counts"] == {"shell": 2, "claude": 1}
+    with memory.journal.path.open("ab") as raw:  # another writer's key order, and a line that is no event
+        raw.write(b'{"content":"x","source":"gemini","timestamp":"2026-03-01T09:00:00+00:00","id":"raw"}\nnot json\n')
+    assert memory.activity(days=5, now=datetime(2026, 3, 4, tzinfo=UTC))["days"][1]["counts"] == {
+        "shell": 2, "claude": 1, "gemini": 1}
     memory.forget(["e000"], confirm=True)  # a rewrite: counted again without it
-    assert memory.activity(days=5, now=datetime(2026, 3, 4, tzinfo=UTC))["total"] == 8
+    assert memory.activity(days=5, now=datetime(2026, 3, 4, tzinfo=UTC))["total"] == 9
     for bad in (0, 367, 1.5, True):
         with pytest.raises(QueryError):
             memory.activity(days=bad)  # type: ignore[arg-type]

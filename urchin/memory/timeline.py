@@ -15,8 +15,6 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import orjson
-
 from urchin.errors import QueryError
 from urchin.event import Event
 from urchin.search.query import Filters, check_limit
@@ -174,14 +172,20 @@ def _chunks(journal: Any, offset: int, end: int) -> Any:
 
 
 def _day_and_source(line: bytes) -> tuple[str, str] | None:
-    """The UTC day and source of a journal line (the tolerant `Event` parse only for unusual lines)."""
-    try:
-        record = orjson.loads(line)
-    except orjson.JSONDecodeError:
-        return None
-    if isinstance(record, dict):
-        stamp, source = record.get("timestamp"), record.get("source")
-        if isinstance(stamp, str) and stamp.endswith("Z") and len(stamp) >= 10 and isinstance(source, str):
-            return stamp[:10], source
+    """The UTC day and source of a journal line.
+
+    Lines Urchin writes begin `{"id":"…","timestamp":"YYYY-MM-DDT…Z","source":"…"`: read those by
+    position (about twice as fast as a JSON parse over a 1M-event journal); anything else takes
+    the tolerant `Event` parse.
+    """
+    if line.startswith(b'{"id":"'):
+        end_id = line.find(b'"', 7)
+        if line.startswith(b'","timestamp":"', end_id):
+            end_stamp = line.find(b'"', end_id + 15)
+            if line.startswith(b'","source":"', end_stamp) and line[end_stamp - 1:end_stamp] == b"Z":
+                end_source = line.find(b'"', end_stamp + 12)
+                if end_source > 0:
+                    return (line[end_id + 15:end_id + 25].decode("ascii", "replace"),
+                            line[end_stamp + 12:end_source].decode("utf-8", "replace"))
     event = Event.from_json(line)
     return (event.timestamp[:10], event.source) if event is not None else None

@@ -314,7 +314,7 @@ function chart(activity) {
       const title = svg("title"); title.textContent = `${d.day}: ${src} ${n}`; rect.append(title);
       root.append(rect);
     });
-    if (i % 7 === 0 || i === days.length - 1) {
+    if ((days.length - 1 - i) % 7 === 0) { // ticks a week apart, ending today
       const label = svg("text", { x: pad + i * barW, y: height - 8, class: "axis" }); label.textContent = d.day.slice(5);
       root.append(label);
     }
