@@ -255,7 +255,8 @@ def test_session_view_reads_as_a_conversation(page: Any) -> None:
 
 def test_overview_draws_activity_and_roots(page: Any, daemon: DaemonProcess) -> None:
     with daemon.client() as client:  # one event today (the seeded ones are older than the chart's 30 days)
-        assert client.post("/ingest", json={"id": "ev-today", "content": "fresh", "source": "gemini"}).status_code == 200
+        today = client.post("/ingest", json={"id": "ev-today", "content": "fresh", "source": "gemini"})
+        assert today.status_code == 200
     page.goto(page.url.split("#")[0] + "#/overview")
     page.wait_for_selector("#chart svg")
     expect(page.locator("#roots")).to_contain_text("shop")
@@ -293,13 +294,22 @@ def test_state_changes_need_the_csrf_header(page: Any, recorder: Recorder) -> No
     del recorder.errors[errors_before:]
 
 
-def test_live_updates_prepend_new_events(page: Any, daemon: DaemonProcess) -> None:
-    page.goto(page.url.split("#")[0] + "#/timeline")
-    with daemon.client() as client:
-        client.post("/ingest", json={"id": "ev-live", "content": "arrived while reading", "source": "codex",
-                                     "timestamp": "2026-01-12T08:00:00Z"})
-    page.wait_for_selector('#timeline li.event[data-id="ev-live"]', timeout=10_000)
-    assert page.eval_on_selector("#timeline li.event", "n => n.dataset.id") == "ev-live"
+def test_live_updates_prepend_new_events_and_keep_the_readers_place(page: Any, daemon: DaemonProcess) -> None:
+    page.set_viewport_size({"width": 1366, "height": 300})
+    try:
+        page.goto(page.url.split("#")[0] + "#/timeline")
+        anchor = page.locator('#timeline li.event[data-id="ev-plan"]')
+        anchor.scroll_into_view_if_needed()
+        top = anchor.bounding_box()["y"]
+        assert page.evaluate("window.scrollY") > 0
+        with daemon.client() as client:
+            client.post("/ingest", json={"id": "ev-live", "content": "arrived while reading", "source": "codex",
+                                         "timestamp": "2026-01-12T08:00:00Z"})
+        page.wait_for_selector('#timeline li.event[data-id="ev-live"]', state="attached", timeout=10_000)
+        assert page.eval_on_selector("#timeline li.event", "n => n.dataset.id") == "ev-live"
+        assert abs(anchor.bounding_box()["y"] - top) <= 2  # what the reader was looking at did not move
+    finally:
+        page.set_viewport_size({"width": 1366, "height": 768})
 
 
 def test_forget_an_event_and_watch_it_disappear(page: Any, daemon: DaemonProcess) -> None:
@@ -317,6 +327,22 @@ def test_forget_an_event_and_watch_it_disappear(page: Any, daemon: DaemonProcess
     page.reload()
     page.wait_for_selector("#timeline li.event")
     assert page.locator('#timeline li.event[data-id="ev-doomed"]').count() == 0
+
+
+def test_forget_a_session_after_a_confirmation_naming_it(page: Any, daemon: DaemonProcess) -> None:
+    page.goto(page.url.split("#")[0] + "#/session/sess-b")
+    page.wait_for_selector('#conversation li.event[data-id="ev-xss"]')
+    page.click("#forget-session")
+    expect(page.locator("#confirm-text")).to_contain_text("sess-b: 1 event?")
+    page.click("#confirm-cancel")  # cancelling keeps it
+    with daemon.client() as client:
+        assert client.get("/events/ev-xss").status_code == 200
+    page.click("#forget-session")
+    page.click("#confirm-ok")
+    expect(page.locator("#notice")).to_contain_text("Forgot session sess-b")
+    assert page.locator('#timeline li.event[data-id="ev-xss"]').count() == 0
+    with daemon.client() as client:
+        assert client.get("/events/ev-xss").status_code == 404
 
 
 # ---- closed to strangers ----------------------------------------------------------------------
