@@ -7,6 +7,7 @@ other client uses (`/search`, `/semantic`, `/context`, `/events/{id}`, `/forget`
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Mapping
 from importlib import resources
 from typing import Any
@@ -84,6 +85,9 @@ def viewer_routes(json: Callable[..., Response], memory_of: Callable[[Request], 
             raise Unauthorised("code: this login link is unknown, expired or already used; run `urchin open` "
                                "for a new one")
         session_id, _ = granted
+        # Count the activity chart's journal pass now, while the page loads its first timeline page.
+        threading.Thread(target=memory_of(request).activity, kwargs={"days": 1}, name="urchin-activity",
+                         daemon=True).start()
         server = request.scope.get("server")
         response = RedirectResponse("/", status_code=303, headers={"cache-control": "no-store"})
         response.set_cookie(cookie_name(server[1] if server else None), session_id, max_age=int(SESSION_TTL_S),
