@@ -315,7 +315,9 @@ function chart(activity) {
       root.append(rect);
     });
     if ((days.length - 1 - i) % 7 === 0) { // ticks a week apart, ending today
-      const label = svg("text", { x: pad + i * barW, y: height - 8, class: "axis" }); label.textContent = d.day.slice(5);
+      const last = i === days.length - 1;
+      const label = svg("text", { x: last ? width - 2 : pad + i * barW, y: height - 8, class: "axis", "text-anchor": last ? "end" : "start" });
+      label.textContent = d.day.slice(5);
       root.append(label);
     }
   });
