@@ -181,6 +181,25 @@ def test_page_headers_forbid_framing_and_inline_script(daemon: DaemonProcess) ->
     assert response.headers["x-frame-options"] == "DENY"
     assert "<script>" not in response.text and " style=" not in response.text and "onclick" not in response.text
     assert httpx.get(daemon.url + "/timeline").headers["x-frame-options"] == "DENY"
+    rebound = httpx.get(daemon.url + "/", headers={"host": "evil.example"})  # DNS rebinding: refused, page too
+    assert rebound.status_code == 403 and "<html" not in rebound.text
+    for other in ("/static/app.py", "/static/..%2F__init__.py", "/static/index.html%00"):  # only the listed assets
+        assert httpx.get(daemon.url + other).status_code == 404, other
+    assert httpx.get(daemon.url + "/static/app.js", headers={"origin": "http://evil.example"}).status_code == 403
+
+
+def test_controls_are_labelled_and_reachable_by_keyboard(page: Any) -> None:
+    page.goto(page.url.split("#")[0] + "#/search")
+    for label in ("Query", "Mode", "Source", "Kind", "Workspace", "Session", "Time range"):
+        assert page.locator("#search-form").get_by_label(label, exact=True).count() == 1, label
+    page.goto(page.url.split("#")[0] + "#/timeline")
+    page.reload()
+    page.wait_for_selector("#timeline li.event")
+    page.keyboard.press("Tab")
+    assert page.evaluate("document.activeElement.textContent") == "Skip to content"
+    page.keyboard.press("Tab")
+    page.keyboard.press("Tab")
+    assert page.evaluate("document.activeElement.getAttribute('href')") == "#/timeline"
 
 
 # ---- reading --------------------------------------------------------------------------------
