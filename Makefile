@@ -18,6 +18,7 @@ run: $(STAMP)
 	$(VENV)/bin/urchin serve
 
 test: $(STAMP)
+	sh scripts/browser.sh
 	$(PY) -m pytest -q
 
 lint: $(STAMP)

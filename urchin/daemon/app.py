@@ -25,7 +25,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
+from urchin.daemon.browser import BrowserSessions
 from urchin.daemon.security import AUTHORISED, BATCH_LIMIT, EVENT_LIMIT, SSE_IDLE_S, ASGIApp, Guard
+from urchin.daemon.viewer_routes import viewer_routes
 from urchin.daemon.workspace_routes import workspace_routes
 from urchin.daemon.writer import GroupWriter
 from urchin.errors import ConfigError, NotFoundError, QueryError, UrchinError, ValidationError
@@ -75,6 +77,7 @@ def build_app(state: DaemonState, token: str, *, extra_routes: Sequence[BaseRout
     same Host, token, Content-Type and size checks. `lifespans` are entered in order at start-up
     and left in reverse at shutdown (an MCP session manager's `run()` goes here).
     """
+    sessions = BrowserSessions()  # the viewer's sign-ins: in memory, so a restart signs every browser out
     routes: list[BaseRoute] = [
         Route("/health", _health, methods=["GET"]),
         Route("/ingest", _ingest, methods=["POST"]),
@@ -87,6 +90,7 @@ def build_app(state: DaemonState, token: str, *, extra_routes: Sequence[BaseRout
         Route("/status", _status, methods=["GET"]),
         Route("/context", _context, methods=["POST"]),
         *workspace_routes(JSON, lambda request: _state(request).memory),
+        *viewer_routes(JSON, lambda request: _state(request).memory, sessions),
         *extra_routes,
     ]
 
@@ -102,7 +106,7 @@ def build_app(state: DaemonState, token: str, *, extra_routes: Sequence[BaseRout
     app.router.redirect_slashes = False  # an API answers the path it was given: 404, not a 307 to a guess
     app.state.daemon = state
     return Guard(app, token, limit_for=lambda path: EVENT_LIMIT if path == "/ingest" else BATCH_LIMIT,
-                 sse_idle_s=sse_idle_seconds(state.memory.settings.section("daemon")))
+                 sse_idle_s=sse_idle_seconds(state.memory.settings.section("daemon")), sessions=sessions)
 
 
 def sse_idle_seconds(daemon_config: Mapping[str, Any]) -> float:

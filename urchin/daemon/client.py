@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from urchin.memory import Memory
     from urchin.search.query import SearchResult
 
-__all__ = ["DaemonInfo", "RemoteMemory", "find_daemon", "daemon_alive", "open_memory"]
+__all__ = ["DaemonInfo", "RemoteMemory", "find_daemon", "daemon_alive", "open_memory", "login_url"]
 
 _BATCH = 1000
 
@@ -86,6 +86,22 @@ def open_memory(settings: Settings, *, use_daemon: bool | None = None) -> Memory
     from urchin.memory import Memory
 
     return Memory(settings)
+
+
+def login_url(settings: Settings) -> tuple[str, float]:
+    """A one-time viewer login URL from the running daemon (asked with the token), and its lifetime."""
+    info = find_daemon(settings)
+    if info is None:
+        raise DaemonError("no daemon is running for this home: start it with `urchin serve`, then `urchin open`")
+    if info.uds:
+        raise DaemonError(f"the daemon listens on a Unix socket ({info.uds}); a browser needs it on TCP: "
+                          "`urchin serve --port PORT`")
+    remote = RemoteMemory(settings, info)
+    body = remote._call("POST", "/auth/code", json={}, parse=lambda b: b, fallback=lambda _m: None)
+    remote.close()
+    if not isinstance(body, dict) or not isinstance(body.get("path"), str):
+        raise DaemonError(f"the daemon at {info.address} did not hand out a login code (is it an older version?)")
+    return info.address.rstrip("/") + body["path"], float(body.get("expiresInS", 60))
 
 
 class RemoteMemory:

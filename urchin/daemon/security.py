@@ -19,16 +19,21 @@ import anyio
 import orjson
 
 from urchin.config import Settings, ensure_private_dir
+from urchin.daemon.browser import CSRF_HEADER, SECURITY_HEADERS, BrowserSessions, cookie_name
 from urchin.errors import ConfigError
 
 __all__ = ["Guard", "load_token", "ensure_token", "is_loopback_host", "own_origins", "EVENT_LIMIT", "BATCH_LIMIT",
-           "SSE_IDLE_S", "AUTHORISED"]
+           "SSE_IDLE_S", "AUTHORISED", "VIA", "SESSION"]
 
 EVENT_LIMIT = 1 << 20  # one event: 1 MiB
 BATCH_LIMIT = 16 << 20  # one request body of any kind: 16 MiB
-OPEN_PATHS = frozenset({"/health"})
+OPEN_PATHS = frozenset({"/health", "/", "/login", "/favicon.ico"})  # the page shell holds no event content
+OPEN_PREFIXES = ("/static/",)
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 SSE_IDLE_S = 300.0  # an event stream that carries no event (keep-alive pings aside) this long is ended
 AUTHORISED = "urchin.authorised"  # scope key: did the request carry the right token (an open path may ask)
+VIA = "urchin.via"  # scope key: "token", "cookie" (a signed-in viewer) or None
+SESSION = "urchin.session"  # scope key: the browser session id a cookie named (for /auth routes)
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -99,23 +104,29 @@ class Guard:
     """Refuses bad requests before the app runs; buffers POST bodies within the size limit.
 
     Order: Host (DNS rebinding) -> Origin (a browser page of another site) -> bearer token
-    (constant time) -> Content-Type on POST -> body size (Content-Length and the bytes actually
-    read). A Unix-socket request carries no usable Host, so only the token and the Origin check
-    apply to it (the socket itself is 0600). Open paths (`/health`) skip the token; the app sees
-    whether the right one came in `scope[AUTHORISED]`.
+    (constant time) or a viewer's session cookie (plus, on a state-changing call, its CSRF header
+    and a same-origin Origin) -> Content-Type on POST -> body size (Content-Length and the bytes
+    actually read). A Unix-socket request carries no usable Host, so only the token and the Origin
+    check apply to it (the socket itself is 0600). Open paths (`/health`, the page shell, static
+    assets, `/login`) skip the token; the app sees how the request was authorised in
+    `scope[AUTHORISED]` and `scope[VIA]`. Every response carries the page security headers (CSP).
     """
 
     def __init__(self, app: ASGIApp, token: str, limit_for: Callable[[str], int] | None = None,
-                 sse_idle_s: float = SSE_IDLE_S) -> None:
+                 sse_idle_s: float = SSE_IDLE_S, sessions: BrowserSessions | None = None) -> None:
         self.app = app
         self.token = token.encode("utf-8")
         self.limit_for = limit_for or (lambda path: BATCH_LIMIT)
         self.sse_idle_s = sse_idle_s
+        self.sessions = sessions
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        await self._guard(scope, receive, _with_security_headers(send))
+
+    async def _guard(self, scope: Scope, receive: Receive, send: Send) -> None:
         headers = _headers(scope)
         path = scope.get("path", "")
         server = scope.get("server")
@@ -131,7 +142,13 @@ class Guard:
                           "origin")
             return
         scope[AUTHORISED] = self._authorised(headers.get("authorization", ""))
-        if path not in OPEN_PATHS and not scope[AUTHORISED]:
+        scope[VIA] = "token" if scope[AUTHORISED] else None
+        if not scope[AUTHORISED] and self.sessions is not None and not unix:
+            refusal = self._cookie(scope, headers, origin)
+            if refusal:
+                await _refuse(send, 403, refusal, "csrf")
+                return
+        if not (path in OPEN_PATHS or path.startswith(OPEN_PREFIXES)) and not scope[AUTHORISED]:
             await _refuse(send, 401, "authorization: missing or wrong bearer token", "authorization",
                           [(b"www-authenticate", b'Bearer realm="urchin"')])
             return
@@ -155,6 +172,23 @@ class Guard:
             await _refuse(send, 413, f"body: over the limit of {limit} bytes", "body")
             return
         await self.app(scope, _replay(body, receive), send)
+
+    def _cookie(self, scope: Scope, headers: dict[str, str], origin: str | None) -> str | None:
+        """Authorise by a viewer's session cookie; a refusal message when a state-changing call lacks
+        its CSRF token or Origin. No cookie (or a stale one) leaves the request unauthorised."""
+        assert self.sessions is not None
+        server = scope.get("server")
+        session_id = _cookies(headers.get("cookie", "")).get(cookie_name(server[1] if server else None))
+        session = self.sessions.session(session_id)
+        if session is None:
+            return None
+        if scope["method"] not in SAFE_METHODS:
+            if origin is None:
+                return "origin: a signed-in page's state-changing call must carry its Origin"
+            if not self.sessions.csrf_ok(session, headers.get(CSRF_HEADER)):
+                return f"csrf: missing or wrong {CSRF_HEADER} header"
+        scope[AUTHORISED], scope[VIA], scope[SESSION] = True, "cookie", session_id
+        return None
 
     def _authorised(self, header: str) -> bool:
         scheme, _, given = header.partition(" ")
@@ -196,6 +230,25 @@ async def _idle_limited(app: ASGIApp, scope: Scope, receive: Receive, send: Send
     if timed_out:
         with anyio.move_on_after(1), suppress(OSError, RuntimeError):
             await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+def _with_security_headers(send: Send) -> Send:
+    async def secured(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            present = {k.lower() for k, _ in message.get("headers", [])}
+            message["headers"] = [*message.get("headers", []), *(h for h in SECURITY_HEADERS if h[0] not in present)]
+        await send(message)
+
+    return secured
+
+
+def _cookies(header: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for part in header.split(";"):
+        name, eq, value = part.strip().partition("=")
+        if eq and name not in out:
+            out[name] = value.strip()
+    return out
 
 
 def _header(message: Message, name: bytes) -> bytes:

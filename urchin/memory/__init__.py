@@ -24,6 +24,7 @@ from urchin.memory.capture import CaptureOps
 from urchin.memory.forget import ForgetOps, ForgetResult
 from urchin.memory.hot import HotOps, HotView
 from urchin.memory.index import MAX_DOCUMENT_BYTES, IndexOps
+from urchin.memory.timeline import TimelineOps, TimelinePage
 from urchin.memory.workspace import WorkspaceOps
 from urchin.search.query import (
     Filters,
@@ -44,7 +45,7 @@ if TYPE_CHECKING:
     from urchin.redact import Finding
     from urchin.search.semantic import EmbeddingView, TokenCosineView
 
-__all__ = ["Memory", "ImportReport", "HotView", "ForgetResult", "MAX_DOCUMENT_BYTES"]
+__all__ = ["Memory", "ImportReport", "HotView", "ForgetResult", "TimelinePage", "MAX_DOCUMENT_BYTES"]
 
 
 IMPORT_BATCH = 4096
@@ -66,7 +67,7 @@ class ImportReport:
 
 
 
-class Memory(CaptureOps, WorkspaceOps, IndexOps, HotOps, ForgetOps):
+class Memory(CaptureOps, WorkspaceOps, IndexOps, HotOps, ForgetOps, TimelineOps):
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.journal = Journal(settings.journal_path, settings.durability)

@@ -1,0 +1,161 @@
+"""Timeline pages by byte-offset cursor, activity per day per source, and the viewer's sign-in codes."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.conftest import run_urchin
+from tests.daemon_fixture import DaemonProcess
+from urchin.daemon.browser import BrowserSessions
+from urchin.errors import QueryError
+from urchin.memory import Memory
+
+
+def _fill(memory: Memory, n: int) -> list[str]:
+    ids = [f"e{i:03d}" for i in range(n)]
+    memory.ingest([{"id": i, "content": f"note {i}", "source": "claude" if k % 2 else "shell",
+                    "timestamp": f"2026-03-{1 + k % 3:02d}T10:00:{k % 60:02d}Z"} for k, i in enumerate(ids)])
+    return ids
+
+
+def _all_pages(memory: Memory, limit: int, **filters: str) -> list[str]:
+    seen: list[str] = []
+    page = memory.timeline(limit=limit, **filters)
+    while True:
+        seen += [e.id for e in page.events]
+        if page.older is None:
+            return seen
+        page = memory.timeline(before=page.older, limit=limit, **filters)
+
+
+def test_pages_walk_the_journal_newest_first_each_event_once(memory: Memory) -> None:
+    ids = _fill(memory, 23)
+    assert _all_pages(memory, 5) == ids[::-1]
+    assert _all_pages(memory, 100) == ids[::-1]
+    assert memory.timeline(limit=5).to_dict()["older"].startswith("g0.")
+
+
+def test_filters_apply_to_every_page(memory: Memory) -> None:
+    ids = _fill(memory, 12)
+    assert _all_pages(memory, 2, source="claude") == [i for k, i in enumerate(ids) if k % 2][::-1]
+
+
+def test_after_returns_only_newer_events_for_live_updates(memory: Memory) -> None:
+    _fill(memory, 4)
+    head = memory.timeline(limit=2).newer
+    assert memory.timeline(after=head).events == []
+    memory.ingest([{"id": "late1", "content": "later"}, {"id": "late2", "content": "later still"}])
+    page = memory.timeline(after=head)
+    assert [e.id for e in page.events] == ["late2", "late1"]
+    assert memory.timeline(after=page.newer).events == []
+
+
+def test_a_cursor_from_before_a_forget_still_pages_correctly(memory: Memory) -> None:
+    ids = _fill(memory, 10)
+    first = memory.timeline(limit=3)
+    assert [e.id for e in first.events] == ids[:-4:-1]
+    assert first.older is not None
+    memory.forget(["e005", "e008"], confirm=True)  # one on this page, one beyond: the journal is rewritten
+    assert memory.forget_log.generation() == 1 and first.older.startswith("g0.")
+    rest = _all_pages_from(memory, first.older)
+    assert rest == [i for i in ids[:7][::-1] if i != "e005"]
+
+
+def _all_pages_from(memory: Memory, cursor: str) -> list[str]:
+    seen: list[str] = []
+    older: str | None = cursor
+    while older is not None:
+        page = memory.timeline(before=older, limit=2)
+        seen += [e.id for e in page.events]
+        older = page.older
+    return seen
+
+
+@pytest.mark.parametrize("cursor", ["", "12", "g.1", "gx.1", "g0.-1", "g9.0", "g0.1" + "0" * 50])
+def test_a_bad_cursor_is_rejected_naming_it(memory: Memory, cursor: str) -> None:
+    _fill(memory, 2)
+    with pytest.raises(QueryError) as caught:
+        memory.timeline(before=cursor)
+    assert caught.value.field == "before"
+
+
+def test_before_and_after_together_are_rejected(memory: Memory) -> None:
+    with pytest.raises(QueryError) as caught:
+        memory.timeline(before="g0.0", after="g0.0")
+    assert caught.value.field == "after"
+
+
+def test_activity_counts_events_per_day_per_source(memory: Memory) -> None:
+    _fill(memory, 9)
+    result = memory.activity(days=5, now=datetime(2026, 3, 4, tzinfo=UTC))
+    assert [d["day"] for d in result["days"]] == ["2026-02-28", "2026-03-01", "2026-03-02", "2026-03-03",
+                                                  "2026-03-04"]
+    assert result["sources"] == ["claude", "shell"] and result["total"] == 9
+    assert result["days"][1]["counts"] == {"shell": 2, "claude": 1}
+    with memory.journal.path.open("ab") as raw:  # another writer's key order, and a line that is no event
+        raw.write(b'{"content":"x","source":"gemini","timestamp":"2026-03-01T09:00:00+00:00","id":"raw"}\nnot json\n')
+    assert memory.activity(days=5, now=datetime(2026, 3, 4, tzinfo=UTC))["days"][1]["counts"] == {
+        "shell": 2, "claude": 1, "gemini": 1}
+    memory.forget(["e000"], confirm=True)  # a rewrite: counted again without it
+    assert memory.activity(days=5, now=datetime(2026, 3, 4, tzinfo=UTC))["total"] == 9
+    for bad in (0, 367, 1.5, True):
+        with pytest.raises(QueryError):
+            memory.activity(days=bad)  # type: ignore[arg-type]
+
+
+def test_a_login_code_works_once() -> None:
+    sessions = BrowserSessions()
+    code, ttl = sessions.new_code()
+    assert ttl == 60
+    granted = sessions.exchange(code)
+    assert granted is not None and sessions.session(granted[0]) == granted[1]
+    assert sessions.exchange(code) is None
+    assert sessions.exchange("x" * 43) is None
+    assert not sessions.csrf_ok(granted[1], None) and sessions.csrf_ok(granted[1], granted[1].csrf)
+    sessions.end(granted[0])
+    assert sessions.session(granted[0]) is None
+
+
+def test_urchin_open_without_a_daemon_says_how_to_start_one(urchin_home: Path) -> None:
+    out = run_urchin("open", "--no-browser")
+    assert out.returncode == 1 and "urchin serve" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_viewer_routes_over_http(urchin_home: Path) -> None:
+    daemon = DaemonProcess(urchin_home, "--no-collect").start()
+    try:
+        with daemon.client() as client:
+            client.post("/ingest", json={"id": "a", "content": "hello"})
+            page = client.get("/timeline", params={"limit": 1}).json()
+            assert [e["id"] for e in page["events"]] == ["a"] and page["older"] is None
+            assert client.get("/timeline", params={"color": "red"}).json()["field"] == "color"
+            assert client.get("/timeline", params={"before": "nope"}).json()["field"] == "before"
+            assert client.get("/activity", params={"days": "x"}).json()["field"] == "days"
+            assert client.post("/ephemeral", json={"action": "maybe"}).json()["field"] == "action"
+            assert client.post("/ephemeral", json={"action": "on", "why": 1}).status_code == 400
+            assert client.post("/ephemeral", json={"action": "on"}).json()["on"] is True
+            assert client.post("/ephemeral", json={"action": "off"}).json()["on"] is False
+            code = client.post("/auth/code", json={}).json()
+            assert code["path"].startswith("/login?code=")
+            assert client.get("/auth/session").status_code == 403  # a token is not a browser session
+        out = run_urchin("open", "--no-browser", env={"URCHIN_HOME": str(urchin_home)})
+        assert out.returncode == 0, out.stderr
+        url = out.stdout.strip().splitlines()[-1]
+        assert url.startswith(daemon.url + "/login?code=") and daemon.token not in out.stdout
+        login = httpx.get(url, follow_redirects=False)
+        assert login.status_code == 303 and login.headers["location"] == "/"
+        cookie = login.headers["set-cookie"].lower()
+        assert "httponly" in cookie and "samesite=strict" in cookie and daemon.token not in cookie
+        assert httpx.get(url).status_code == 401
+        jar = dict(login.cookies)
+        assert httpx.get(daemon.url + "/timeline", cookies=jar).status_code == 200
+        assert httpx.post(daemon.url + "/auth/code", json={}, cookies=jar,
+                          headers={"origin": daemon.url}).status_code == 403  # no CSRF header
+        foreign = httpx.get(daemon.url + "/timeline", cookies=jar, headers={"origin": "http://evil.example"})
+        assert foreign.status_code == 403
+    finally:
+        daemon.stop()

@@ -1,0 +1,175 @@
+"""The browser viewer's routes: its static page, sign-in by one-time code, and the few API calls the
+page needs that the API lacked (timeline pages, activity per day, ephemeral on/off, index status).
+
+Each API route is one `Memory` call; the page reads events only through these and the routes every
+other client uses (`/search`, `/semantic`, `/context`, `/events/{id}`, `/forget`, `/overview`, ...).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping
+from importlib import resources
+from typing import Any
+
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response
+from starlette.routing import Route
+
+from urchin.daemon.browser import SESSION_TTL_S, BrowserSessions, cookie_name
+from urchin.daemon.security import SESSION, VIA
+from urchin.errors import QueryError, UrchinError, ValidationError
+
+__all__ = ["viewer_routes", "STATIC_FILES"]
+
+STATIC_FILES = {  # the page's whole surface: nothing else under /static is served
+    "app.js": "text/javascript; charset=utf-8",
+    "app.css": "text/css; charset=utf-8",
+    "icon.svg": "image/svg+xml",
+}
+_TIMELINE_PARAMS = ("before", "after", "limit", "source", "workspace", "session", "kind")
+
+
+class Unauthorised(UrchinError):
+    status = 401
+
+
+class Forbidden(UrchinError):
+    status = 403
+
+
+def _asset(name: str) -> bytes:
+    return resources.files("urchin.daemon").joinpath("static", name).read_bytes()
+
+
+def _params(request: Request, allowed: tuple[str, ...]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for key, value in request.query_params.multi_items():
+        if key not in allowed:
+            raise QueryError(key, f"unknown parameter (allowed: {', '.join(allowed) or 'none'})")
+        out[key] = value
+    return out
+
+
+def _int(value: str | None, name: str, default: int) -> int:
+    if value is None:
+        return default
+    try:
+        return int(value)
+    except ValueError:
+        raise QueryError(name, f"must be a whole number, got {value!r}") from None
+
+
+def viewer_routes(json: Callable[..., Response], memory_of: Callable[[Request], Any],
+                  sessions: BrowserSessions) -> list[Route]:
+    """`json(obj)` makes an API response; `memory_of(request)` is the daemon's Memory."""
+
+    async def page(request: Request) -> Response:
+        return Response(_asset("index.html"), media_type="text/html; charset=utf-8",
+                        headers={"cache-control": "no-store"})
+
+    async def static(request: Request) -> Response:
+        name = request.path_params["name"]
+        if name not in STATIC_FILES:
+            return json({"error": f"path: no such asset: {name}", "field": "path"}, status_code=404)
+        return Response(_asset(name), media_type=STATIC_FILES[name], headers={"cache-control": "no-cache"})
+
+    async def icon(request: Request) -> Response:
+        return Response(_asset("icon.svg"), media_type=STATIC_FILES["icon.svg"])
+
+    async def login(request: Request) -> Response:
+        """Exchange a one-time code for a session cookie, then land on `/` (the code leaves the URL)."""
+        granted = sessions.exchange(request.query_params.get("code", ""))
+        if granted is None:
+            raise Unauthorised("code: this login link is unknown, expired or already used; run `urchin open` "
+                               "for a new one")
+        session_id, _ = granted
+        # Count the activity chart's journal pass now, while the page loads its first timeline page.
+        threading.Thread(target=memory_of(request).activity, kwargs={"days": 1}, name="urchin-activity",
+                         daemon=True).start()
+        server = request.scope.get("server")
+        response = RedirectResponse("/", status_code=303, headers={"cache-control": "no-store"})
+        response.set_cookie(cookie_name(server[1] if server else None), session_id, max_age=int(SESSION_TTL_S),
+                            path="/", httponly=True, samesite="strict")
+        return response
+
+    async def new_code(request: Request) -> Response:
+        """A one-time login code, for `urchin open` (only with the bearer token, never a cookie)."""
+        if request.scope.get(VIA) != "token":
+            raise Forbidden("authorization: only the bearer token may mint login codes")
+        code, ttl = sessions.new_code()
+        return json({"code": code, "expiresInS": ttl, "path": f"/login?code={code}"})
+
+    async def session(request: Request) -> Response:
+        """Who the page is: its CSRF token (the page sends it back on every state-changing call)."""
+        if request.scope.get(VIA) != "cookie":
+            raise Forbidden("session: this is for a signed-in browser page")
+        found = sessions.session(request.scope.get(SESSION))
+        if found is None:
+            raise Unauthorised("session: signed out")
+        return json({"csrf": found.csrf})
+
+    async def logout(request: Request) -> Response:
+        sessions.end(request.scope.get(SESSION))
+        response = json({"signedOut": True})
+        server = request.scope.get("server")
+        response.delete_cookie(cookie_name(server[1] if server else None), path="/", httponly=True,
+                               samesite="strict")
+        return response
+
+    async def timeline(request: Request) -> Response:
+        params: dict[str, Any] = _params(request, _TIMELINE_PARAMS)
+        params["limit"] = _int(params.get("limit"), "limit", 50)
+        page = await run_in_threadpool(lambda: memory_of(request).timeline(**params))
+        return json(page.to_dict())
+
+    async def activity(request: Request) -> Response:
+        params = _params(request, ("days",))
+        days = _int(params.get("days"), "days", 30)
+        return json(await run_in_threadpool(lambda: memory_of(request).activity(days=days)))
+
+    async def ephemeral(request: Request) -> Response:
+        memory = memory_of(request)
+        if request.method == "GET":
+            _params(request, ())
+            return json((await run_in_threadpool(memory.ephemeral, "status")).to_dict())
+        body = await _body(request)
+        for key in body:
+            if key not in ("action", "minutes"):
+                raise QueryError(str(key), "unknown parameter (allowed: action, minutes)")
+        action = body.get("action")
+        if action not in ("on", "off", "start", "end"):
+            raise QueryError("action", f"must be on or off, got {action!r}")
+        state = await run_in_threadpool(memory.ephemeral, action, body.get("minutes"))
+        return json(state.to_dict())
+
+    async def index_status(request: Request) -> Response:
+        _params(request, ())
+        return json(await run_in_threadpool(memory_of(request).index_status))
+
+    return [
+        Route("/", page, methods=["GET"]),
+        Route("/favicon.ico", icon, methods=["GET"]),
+        Route("/static/{name}", static, methods=["GET"]),
+        Route("/login", login, methods=["GET"]),
+        Route("/auth/code", new_code, methods=["POST"]),
+        Route("/auth/session", session, methods=["GET"]),
+        Route("/auth/logout", logout, methods=["POST"]),
+        Route("/timeline", timeline, methods=["GET"]),
+        Route("/activity", activity, methods=["GET"]),
+        Route("/ephemeral", ephemeral, methods=["GET", "POST"]),
+        Route("/index/status", index_status, methods=["GET"]),
+    ]
+
+
+async def _body(request: Request) -> Mapping[str, Any]:
+    import orjson
+
+    try:
+        body = orjson.loads(await request.body() or b"{}")
+    except orjson.JSONDecodeError as exc:
+        raise QueryError("body", f"not valid JSON: {exc}") from None
+    if not isinstance(body, Mapping):
+        raise ValidationError("body", "must be a JSON object")
+    return body
