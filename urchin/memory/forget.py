@@ -105,7 +105,7 @@ class ForgetOps:
                query: str | None = None, since: str | None = None, until: str | None = None,
                confirm: bool = False) -> ForgetResult:
         """Forget every event matching all the given selectors; without `confirm` only preview them."""
-        selector = _selector(ids, session, query, since, until)
+        selector = self._as_stored(_selector(ids, session, query, since, until))
         if not isinstance(confirm, bool):
             raise QueryError("confirm", f"must be true or false, got {confirm!r}")
         log_ = self.forget_log
@@ -132,6 +132,15 @@ class ForgetOps:
         result.removed_bytes = sum(old - new for _, old, new in done.edits) if done else 0
         result.notes.extend(self._sync_index())
         return result
+
+    def _as_stored(self, selector: _Selector) -> _Selector:
+        """Selectors as the journal holds them: a secret in an id, session or query was redacted on
+        the way in, so it is matched (and a miss named) in its redacted form, never echoed."""
+        redactor = self.ingestor.redactor
+        ids = frozenset(redactor.redact_id(i.strip()) for i in selector.ids) if selector.ids else None
+        session = redactor.redact_text(selector.session)[0] if selector.session else None
+        query = redactor.redact_text(selector.query)[0].casefold() if selector.query else None
+        return _Selector(ids, session, query, selector.since_ms, selector.until_ms)
 
     def forget_from(self, params: Mapping[str, Any]) -> ForgetResult:
         """`forget` with wire-named parameters in one mapping (HTTP, MCP); an unknown key is an error."""
@@ -240,7 +249,7 @@ def _selector(ids: Sequence[str] | str | None, session: str | None, query: str |
         raise QueryError("until", "must not be before since")
     if ids is None and session is None and query is None and bounds == [None, None]:
         raise QueryError("ids", "say what to forget: ids, session, query, or a time range (since/until)")
-    return _Selector(frozenset(ids) if ids else None, session, query.casefold() if query else None, *bounds)
+    return _Selector(frozenset(ids) if ids else None, session, query, *bounds)
 
 
 def _ms(value: str | None, name: str) -> int | None:
