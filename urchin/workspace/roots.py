@@ -19,7 +19,7 @@ import orjson
 from urchin.config import write_private
 from urchin.errors import NotFoundError, ValidationError
 from urchin.workspace.ignore import IgnoreRules
-from urchin.workspace.policy import is_ignored, secret_rule
+from urchin.workspace.policy import is_ignored, secret_in_path, secret_rule
 
 __all__ = ["Root", "Roots", "WorkspaceFile", "DEFAULT_SIZE_CAP", "walk_files"]
 
@@ -120,6 +120,8 @@ def walk_files(root: Root) -> Iterator[WorkspaceFile]:
 
     def skipped(rel: str, is_dir: bool = False) -> bool:
         # a folder is skipped only when every file in it would be (`.ssh/`); `credentials/` may hold code
+        if secret_in_path(rel.rsplit("/", 1)[-1]) is not None:
+            return True  # a name that is a secret is never listed, whatever the root opts in to
         return not root.allow_secret_files and secret_rule(f"{rel}/-" if is_dir else rel) is not None
 
     def walk(rel_dir: str, rules: IgnoreRules) -> Iterator[WorkspaceFile]:
@@ -136,7 +138,8 @@ def walk_files(root: Root) -> Iterator[WorkspaceFile]:
                     continue
                 if entry.is_symlink():
                     real_rel = _inside(base, rel)
-                    if real_rel is None or skipped(real_rel) or is_ignored(base, real_rel):
+                    if (real_rel is None or skipped(real_rel) or secret_in_path(real_rel) is not None
+                            or is_ignored(base, real_rel)):
                         continue
                 if is_dir:
                     yield from walk(rel, rules)

@@ -1,0 +1,64 @@
+"""Adversarial checks of issue 12 ("trust by construction"): the next instance of each class."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+
+from tests.conftest import run_urchin
+from urchin.memory import Memory
+
+SECRET = "ghp_1234567890abcdefghijABCDEFGHIJ123456"
+
+
+def _import(home: Path, tmp_path: Path, rows: list[dict[str, object]]) -> None:
+    src = tmp_path / "in.jsonl"
+    src.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in rows))
+    done = run_urchin("import", str(src))
+    assert done.returncode == 0, done.stderr
+
+
+def test_forget_finds_events_by_the_secret_they_were_given_with(memory: Memory, urchin_home: Path,
+                                                                  tmp_path: Path) -> None:
+    """An id, session or query that held a secret is stored redacted: forget selects by what was
+    given (as `get` does), and neither a match nor a miss echoes the secret."""
+    _import(urchin_home, tmp_path, [
+        {"id": SECRET, "content": "alpha", "source": "manual", "session": f"sess-{SECRET}"},
+        {"id": "e2", "content": "beta", "source": "manual", "session": f"sess-{SECRET}"},
+        {"id": "e3", "content": f"token {SECRET} here", "source": "manual"},
+        {"id": "e4", "content": "gamma", "source": "manual"},
+    ])
+    by_id = run_urchin("forget", SECRET, "--json")
+    assert by_id.returncode == 0, by_id.stderr
+    assert orjson.loads(by_id.stdout)["forgotten"] == 1
+    assert SECRET not in by_id.stdout + by_id.stderr
+    by_session = run_urchin("forget", "--session", f"sess-{SECRET}", "--yes", "--json")
+    assert orjson.loads(by_session.stdout)["forgotten"] == 1, by_session.stdout
+    by_query = run_urchin("forget", "--query", f"token {SECRET}", "--yes", "--json")
+    assert orjson.loads(by_query.stdout)["forgotten"] == 1, by_query.stdout
+    miss = run_urchin("forget", "ghp_0000000000abcdefghijABCDEFGHIJ999999", "--json")
+    assert "ghp_0000000000" not in miss.stdout + miss.stderr
+    left = [orjson.loads(line)["id"] for line in memory.journal.path.read_bytes().splitlines()]
+    assert left == ["e4"]
+
+
+def test_a_file_named_after_a_secret_is_neither_listed_nor_served(tmp_path: Path, urchin_home: Path) -> None:
+    """A path is served (overview, citations, index rows) like content: a file or folder whose name
+    holds a secret stays out of every walk and every read, and errors never quote it."""
+    root = tmp_path / "shop"
+    (root / "src").mkdir(parents=True)
+    (root / "src" / f"{SECRET}.txt").write_text("pelican notes\n")
+    (root / f"dump-{SECRET}").mkdir()
+    (root / f"dump-{SECRET}" / "a.py").write_text("print('heron')\n")
+    (root / "src" / "ok.py").write_text("print(1)\n")
+    (root / "link.txt").symlink_to(root / "src" / f"{SECRET}.txt")
+    assert run_urchin("workspace", "add", str(root), "--name", "shop").returncode == 0
+    overview = run_urchin("overview", "--json")
+    assert overview.returncode == 0, overview.stderr
+    assert SECRET not in overview.stdout and "ok.py" in overview.stdout
+    for path in (f"shop/src/{SECRET}.txt", f"shop/dump-{SECRET}/a.py", "shop/link.txt", f"src/{SECRET}.md"):
+        got = run_urchin("get-file", path)
+        assert got.returncode == 1, (path, got.stdout)
+        assert SECRET not in got.stdout + got.stderr, (path, got.stderr)
+        assert "pelican" not in got.stdout
