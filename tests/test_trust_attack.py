@@ -62,3 +62,26 @@ def test_a_file_named_after_a_secret_is_neither_listed_nor_served(tmp_path: Path
         assert got.returncode == 1, (path, got.stdout)
         assert SECRET not in got.stdout + got.stderr, (path, got.stderr)
         assert "pelican" not in got.stdout
+
+
+def test_a_root_replaced_by_a_symlink_serves_nothing(tmp_path: Path, urchin_home: Path) -> None:
+    """A root is the real folder it was added as: once it (or a folder above it) becomes a symlink
+    elsewhere (a checkout replacing `sub/` by `sub -> /`), nothing is listed or read through it."""
+    repo = tmp_path / "repo"
+    (repo / "sub").mkdir(parents=True)
+    (repo / "sub" / "notes.txt").write_text("pelican\n")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "passwd").write_text("root:x:0:0:heron\n")
+    assert run_urchin("workspace", "add", str(repo / "sub"), "--name", "shop").returncode == 0
+    assert "pelican" in run_urchin("get-file", "shop/notes.txt").stdout
+    (repo / "sub" / "notes.txt").unlink()
+    (repo / "sub").rmdir()
+    (repo / "sub").symlink_to(outside)
+    got = run_urchin("get-file", "shop/passwd")
+    assert got.returncode == 1 and "heron" not in got.stdout, got.stdout
+    assert "shop" in got.stderr
+    overview = run_urchin("overview", "--json")
+    assert "passwd" not in overview.stdout
+    fetched = run_urchin("fetch-document", "shop/passwd")
+    assert "heron" not in fetched.stdout

@@ -276,26 +276,22 @@ def _resolve(root: Root, rel: str, asked: str, field: str) -> tuple[Path, os.sta
     target = root.path / rel if rel else root.path
     if not os.path.lexists(target):
         return None
+    base = root.real()
+    if base is None:
+        raise ValidationError(field, f"workspace root {root.name!r} is gone or is no longer the folder it was "
+                                     f"added as ({root.path}): add it again with `urchin workspace add`")
     try:
         real = Path(os.path.realpath(target, strict=True))
         info = os.stat(real)
     except (OSError, RuntimeError):
         raise ValidationError(field, f"{asked!r} cannot be resolved (a broken or looping symlink)") from None
-    base = _real(root.path)
-    if base is None or not (real == base or real.is_relative_to(base)):
+    if not (real == base or real.is_relative_to(base)):
         raise ValidationError(field, f"{asked!r} is outside the workspace roots")
     return real, info, base
 
 
-def _real(path: Path) -> Path | None:
-    try:
-        return Path(os.path.realpath(path, strict=True))
-    except (OSError, RuntimeError):
-        return None
-
-
 def _inside(root: Root, target: Path) -> bool:
-    base = _real(root.path)
+    base = root.real()
     real = Path(os.path.realpath(target))
     return base is not None and (real == base or real.is_relative_to(base))
 

@@ -33,6 +33,15 @@ class Root:
     path: Path
     allow_secret_files: bool = False   # opt-in: index and serve secret stores (`.env`, keys, credentials)
 
+    def real(self) -> Path | None:
+        """The root's real folder, or None when it is gone or is no longer the folder it was added as
+        (it, or a folder above it, became a symlink: a checkout can turn `sub/` into `sub -> /`)."""
+        try:
+            real = Path(os.path.realpath(self.path, strict=True))
+        except (OSError, RuntimeError):
+            return None
+        return real if real == self.path and real.is_dir() else None
+
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"name": self.name, "path": str(self.path)}
         if self.allow_secret_files:
@@ -116,7 +125,10 @@ def _inside(base: Path, rel: str) -> str | None:
 def walk_files(root: Root) -> Iterator[WorkspaceFile]:
     """Every file under the root that the ignore rules keep, not following symlinks out of it, and no
     secret store (`policy.secret_rule`) unless the root opts in."""
-    base = root.path.resolve()
+    real = root.real()
+    if real is None:
+        return
+    base = real
 
     def skipped(rel: str, is_dir: bool = False) -> bool:
         # a folder is skipped only when every file in it would be (`.ssh/`); `credentials/` may hold code
