@@ -85,3 +85,44 @@ def test_a_root_replaced_by_a_symlink_serves_nothing(tmp_path: Path, urchin_home
     assert "passwd" not in overview.stdout
     fetched = run_urchin("fetch-document", "shop/passwd")
     assert "heron" not in fetched.stdout
+
+
+def test_no_error_quotes_a_secret_back(urchin_home: Path) -> None:
+    """An error may quote what it refused (a field, a path, an id, a timestamp): at every edge (CLI,
+    HTTP, MCP) what it quotes passes the redactor first."""
+    import anyio
+    import httpx
+
+    from tests.daemon_fixture import DaemonProcess
+    from tests.mcp_harness import stdio_session
+
+    cli = [run_urchin("get", SECRET), run_urchin("forget", "--since", SECRET),
+           run_urchin("get-file", f"shop/{SECRET}"), run_urchin("memory", "show", SECRET)]
+    for done in cli:
+        assert done.returncode != 0
+        assert SECRET not in done.stdout + done.stderr, done.stderr
+    mcp_texts: list[str] = []
+
+    async def main() -> None:
+        async with stdio_session() as session:
+            for tool, args in (("urchin_forget", {"since": SECRET, "confirm": False}),
+                               ("urchin_get_event", {"id": f"id-{SECRET}"}),
+                               ("urchin_search", {"query": "x", "source": SECRET})):
+                result = await session.call_tool(tool, args)
+                mcp_texts.append(orjson.dumps(result.model_dump(mode="json")).decode())
+
+    anyio.run(main)
+    assert all(SECRET not in text for text in mcp_texts), mcp_texts
+    daemon = DaemonProcess(urchin_home).start()
+    try:
+        headers = {"Authorization": f"Bearer {daemon.token}"}
+        replies = [httpx.delete(f"{daemon.url}/events/{SECRET}", headers=headers),
+                   httpx.post(daemon.url + "/forget", json={"since": SECRET}, headers=headers),
+                   httpx.post(daemon.url + "/forget", json={f"k-{SECRET}": 1}, headers=headers),
+                   httpx.get(f"{daemon.url}/search", params={"q": "x", "source": SECRET}, headers=headers),
+                   httpx.get(f"{daemon.url}/nowhere/{SECRET}", headers=headers)]
+    finally:
+        daemon.stop()
+    assert [r.status_code >= 400 for r in replies] == [True, True, True, False, True]
+    for reply in replies:
+        assert SECRET not in reply.text, reply.text

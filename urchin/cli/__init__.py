@@ -24,7 +24,9 @@ class UrchinGroup(click.Group):
         try:
             return super().invoke(ctx)
         except UrchinError as exc:
-            click.echo(f"error: {exc.message}", err=True)
+            from urchin.redact import redact_message
+
+            click.echo(f"error: {redact_message(exc.message)}", err=True)
             ctx.exit(1)
         except BrokenPipeError:
             sys.stderr.close()

@@ -50,7 +50,7 @@ from urchin.redact._rules import (
     mask,
 )
 
-__all__ = ["MARKER", "Finding", "Redactor", "redact_event", "redact_text", "scan_text"]
+__all__ = ["MARKER", "Finding", "Redactor", "redact_event", "redact_message", "redact_text", "scan_text"]
 
 
 def _process_key() -> bytes:
@@ -369,6 +369,12 @@ _DEFAULT = Redactor()
 def redact_text(text: str) -> tuple[str, dict[str, int]]:
     """`Redactor().redact_text` with the built-in rules only."""
     return _DEFAULT.redact_text(text)
+
+
+def redact_message(text: str) -> str:
+    """An error message as a front end shows or logs it: what it quotes of the input (a field, a
+    path, an id, a timestamp) never carries a secret. Every edge (CLI, HTTP, MCP) calls this."""
+    return _DEFAULT.redact_text(text)[0] if text else text
 
 
 def redact_event(event: Event, given: Mapping[str, Any] | None = None) -> Event:
