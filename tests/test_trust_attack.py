@@ -126,3 +126,29 @@ def test_no_error_quotes_a_secret_back(urchin_home: Path) -> None:
     assert [r.status_code >= 400 for r in replies] == [True, True, True, False, True]
     for reply in replies:
         assert SECRET not in reply.text, reply.text
+
+
+def test_meta_values_read_as_fields_obey_the_name_rules(memory: Memory) -> None:
+    """The reader takes `workspace`, `sessionId` (and `summary`) from meta for reference-shaped lines:
+    a value validation would refuse as that field stays in meta, so no stored line bypasses the name
+    rules (a 200 KB session no PostgreSQL index entry can hold, terminal escapes in `session`)."""
+    from urchin.event import Event, searchable_fields
+
+    results = memory.ingest([
+        {"id": "L1", "content": "long pelican", "meta": {"sessionId": "s" * 200_000, "workspace": "W" * 3000}},
+        {"id": "L2", "content": "escape pelican", "meta": {"sessionId": "a\x1b[31mb\u2028", "workspace": "w\x85"}},
+        {"id": "L3", "content": "fine pelican", "meta": {"sessionId": "s-1", "workspace": "shop", "summary": "t"}},
+    ])
+    assert [r.status for r in results] == ["appended"] * 3
+    for line in memory.journal.path.read_bytes().splitlines():
+        event = Event.from_json(line)
+        assert event is not None
+        fields = searchable_fields(orjson.loads(line))
+        assert fields is not None
+        for name in (event.workspace, event.session, fields[5], fields[6]):
+            assert name is None or (name.isprintable() and len(name.encode()) <= 1024), name[:40]
+        if event.id == "L3":
+            assert (event.workspace, event.session, event.title) == ("shop", "s-1", "t")
+        else:
+            assert (event.workspace, event.session) == (None, None)
+            assert event.meta and "sessionId" in event.meta

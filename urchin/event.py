@@ -410,9 +410,9 @@ class Event:
             source=_str(record.get("source")) or "unknown",
             kind=_str(record.get("kind")) or "note",
             content=content,
-            workspace=_str(record.get("workspace")) or _str(meta.pop("workspace", None)),
-            session=_str(record.get("session")) or _str(meta.pop("sessionId", None)),
-            title=_str(record.get("title")) or _str(meta.pop("summary", None)),
+            workspace=_str(record.get("workspace")) or _from_meta(meta, "workspace", MAX_NAME_BYTES),
+            session=_str(record.get("session")) or _from_meta(meta, "sessionId", MAX_NAME_BYTES),
+            title=_str(record.get("title")) or _from_meta(meta, "summary", MAX_TITLE_LENGTH, name=False),
             brain=_str(record.get("brain")),
             tags=tuple(t for t in tags if isinstance(t, str)) if isinstance(tags, list) else (),
             actor=actor,
@@ -549,6 +549,19 @@ def _nested_deeper(value: Any, limit: int) -> bool:
 
 def _str(value: Any) -> str | None:
     return value if isinstance(value, str) and value else None
+
+
+def _from_meta(meta: dict[str, Any], key: str, limit: int, name: bool = True) -> str | None:
+    """A field the reference kept in meta (`workspace`, `sessionId`, `summary`), taken out only when
+    validation would accept it as that field; anything else stays in meta, so no stored line
+    bypasses the field's rules (a 200 KB session, a terminal escape in a name)."""
+    value = meta.get(key)
+    if not isinstance(value, str) or not value or (name and not value.isprintable()) or "\x00" in value:
+        return None
+    if len(value) * 4 > limit and len(value.encode("utf-8", "surrogatepass")) > limit:
+        return None
+    del meta[key]
+    return value
 
 
 def _actor_from_identity(identity: Any) -> dict[str, Any] | None:
