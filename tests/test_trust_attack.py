@@ -152,3 +152,25 @@ def test_meta_values_read_as_fields_obey_the_name_rules(memory: Memory) -> None:
         else:
             assert (event.workspace, event.session) == (None, None)
             assert event.meta and "sessionId" in event.meta
+
+
+def test_a_redaction_rule_added_later_reaches_indexed_workspace_files(tmp_path: Path, urchin_home: Path,
+                                                                      pg_url: str) -> None:
+    """Chunks in PostgreSQL were redacted with the rules of the day: once a rule is added, the next
+    index (and `redact --rewrite`) re-chunks every file, so no answer serves the new secret type."""
+    root = tmp_path / "shop"
+    root.mkdir()
+    (root / "deploy.txt").write_text("deploy key ZZSEC-abcdef123 for zanzibar\n")
+    env = {"URCHIN_DATABASE_URL": pg_url}
+    assert run_urchin("workspace", "add", str(root), "--name", "shop", env=env).returncode == 0
+    assert run_urchin("index", env=env).returncode == 0
+    assert "ZZSEC-abcdef123" in run_urchin("context", "zanzibar", env=env).stdout  # not a secret yet
+    (urchin_home / "config.toml").write_text('[redact.extra]\nzz = "ZZSEC-[a-z0-9]+"\n')
+    rewrite = run_urchin("redact", "--rewrite", env=env)
+    assert rewrite.returncode == 0, rewrite.stderr
+    for args in (("context", "zanzibar"), ("query-source", "shop", "zanzibar")):
+        answer = run_urchin(*args, env=env)
+        assert "zanzibar" in answer.stdout and "ZZSEC-abcdef123" not in answer.stdout, (args, answer.stdout)
+    (urchin_home / "config.toml").write_text('[redact.extra]\nzz = "ZZSEC-[a-z0-9]+"\nyy = "zanzibar"\n')
+    assert run_urchin("index", env=env).returncode == 0
+    assert "for [REDACTED:yy]" in run_urchin("context", "deploy key", env=env).stdout

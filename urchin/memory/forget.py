@@ -173,7 +173,7 @@ class ForgetOps:
         done = compact(self.journal, self.forget_log, rewrite=rewrite, hold=self.substring.index.held_before,
                        after=self._after_compaction)
         rewritten = sum(1 for _, _, new in done.edits if new) if done else 0
-        notes = self._sync_index() if done else []
+        notes = (self._sync_index() if done else []) + self._rechunk_files()
         return {"rewritten": rewritten, "dropped": sum(1 for _, _, new in done.edits if not new) if done else 0,
                 "notes": notes}
 
@@ -208,6 +208,16 @@ class ForgetOps:
                 cache.close()
         if self._embedding is not None:
             self._embedding._cache = None  # reopened (reloaded) on next use
+
+    def _rechunk_files(self) -> list[str]:
+        """Indexed workspace files are redacted text too: files indexed under other rules are re-chunked."""
+        if not (self.settings.database_url or self.settings.pg_dir.exists()) or not self.files.roots:
+            return []
+        try:
+            report = self.index_files()
+        except UrchinError as exc:
+            return [f"workspace files are re-chunked at the next `urchin index` ({exc.message})"]
+        return [f"re-chunked {report.indexed} workspace file(s) under the current rules"] if report.indexed else []
 
     def _sync_index(self) -> list[str]:
         """Delete forgotten rows from PostgreSQL now when an index exists; else the next feed does."""

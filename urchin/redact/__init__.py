@@ -7,6 +7,7 @@ values: `_event.py`) before anything is written; `scan_text` reports masked find
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -90,6 +91,15 @@ class Redactor:
             self._extra.append((name, _compile(pattern, f"redact.extra.{name}")))
         self._allow = [_compile(p, "redact.allow") for p in allow_patterns]
         self._fields = FieldRedactor(self.spans, id_key or _process_key, plain_ids=not self._extra)
+
+    @property
+    def fingerprint(self) -> str:
+        """"" with the built-in rules alone, else a short digest of the configured extra and allow
+        rules: what was redacted under other rules (indexed file chunks) is redone when it changes."""
+        if not self._extra and not self._allow:
+            return ""
+        spec = repr(([(n, p.pattern) for n, p in self._extra], [p.pattern for p in self._allow]))
+        return hashlib.sha256(spec.encode("utf-8", "surrogatepass")).hexdigest()[:12]
 
     @classmethod
     def from_config(cls, section: Mapping[str, Any], id_key: Callable[[], bytes] | None = None) -> Redactor:
