@@ -174,3 +174,32 @@ def test_a_redaction_rule_added_later_reaches_indexed_workspace_files(tmp_path: 
     (urchin_home / "config.toml").write_text('[redact.extra]\nzz = "ZZSEC-[a-z0-9]+"\nyy = "zanzibar"\n')
     assert run_urchin("index", env=env).returncode == 0
     assert "for [REDACTED:yy]" in run_urchin("context", "deploy key", env=env).stdout
+
+
+def test_redact_rewrite_refuses_while_a_daemon_runs_with_older_rules(urchin_home: Path) -> None:
+    """A daemon keeps the rules it started with: a rewrite it would undo at its next write is refused
+    with what to do; after a restart the rewrite runs and the daemon serves the redacted journal."""
+    import httpx
+
+    from tests.daemon_fixture import DaemonProcess
+
+    daemon = DaemonProcess(urchin_home).start()
+    try:
+        headers = {"Authorization": f"Bearer {daemon.token}"}
+        httpx.post(daemon.url + "/ingest", json={"id": "r1", "content": "key ZZSEC-abcdef1 pelican"}, headers=headers)
+        (urchin_home / "config.toml").write_text('[redact.extra]\nzz = "ZZSEC-[a-z0-9]+"\n')
+        refused = run_urchin("redact", "--rewrite")
+        assert refused.returncode == 1 and "restart" in refused.stderr, refused.stderr
+        assert b"ZZSEC-abcdef1" in (urchin_home / "journal" / "events.jsonl").read_bytes()
+    finally:
+        daemon.stop()
+    daemon = DaemonProcess(urchin_home).start()
+    try:
+        done = run_urchin("redact", "--rewrite")
+        assert done.returncode == 0 and "rewrote 1" in done.stdout, done.stdout + done.stderr
+        found = httpx.get(daemon.url + "/search", params={"q": "pelican"},
+                          headers={"Authorization": f"Bearer {daemon.token}"}).json()
+        assert "[REDACTED:zz]" in found["events"][0]["content"], found
+    finally:
+        daemon.stop()
+    assert b"ZZSEC-abcdef1" not in (urchin_home / "journal" / "events.jsonl").read_bytes()
