@@ -203,3 +203,14 @@ def test_redact_rewrite_refuses_while_a_daemon_runs_with_older_rules(urchin_home
     finally:
         daemon.stop()
     assert b"ZZSEC-abcdef1" not in (urchin_home / "journal" / "events.jsonl").read_bytes()
+
+
+def test_a_root_named_after_a_secret_is_refused(tmp_path: Path, urchin_home: Path) -> None:
+    """A root's name and path are written to workspaces.json and quoted in every citation."""
+    folder = tmp_path / f"dump-{SECRET}"
+    folder.mkdir()
+    for args in (("workspace", "add", str(folder)), ("workspace", "add", str(tmp_path), "--name", f"n-{SECRET}")):
+        done = run_urchin(*args)
+        assert done.returncode == 1, done.stdout
+        assert SECRET not in done.stdout + done.stderr
+    assert not (urchin_home / "workspaces.json").exists() or SECRET not in (urchin_home / "workspaces.json").read_text()

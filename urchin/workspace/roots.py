@@ -86,6 +86,11 @@ class Roots:
             raise ValidationError("path", f"must be an existing folder, got {str(path)!r}")
         folder = folder.resolve()
         name = name or folder.name
+        for field, value in (("path", str(folder)), ("name", name)):
+            found = secret_in_path(value)
+            if found is not None:  # written to workspaces.json and quoted in every citation: refused, never quoted
+                raise ValidationError(field, f"holds a secret ({found}): a workspace root's name and path are "
+                                             "stored and shown; rename the folder or give another --name")
         if not _NAME.fullmatch(name):
             raise ValidationError("name", f"must be letters, digits, '.', '_' or '-', got {name!r}")
         roots = [r for r in self.list() if r.name != name]
