@@ -214,3 +214,25 @@ def test_a_root_named_after_a_secret_is_refused(tmp_path: Path, urchin_home: Pat
         assert done.returncode == 1, done.stdout
         assert SECRET not in done.stdout + done.stderr
     assert not (urchin_home / "workspaces.json").exists() or SECRET not in (urchin_home / "workspaces.json").read_text()
+
+
+def test_a_rejection_quoting_a_cut_value_shows_no_part_of_a_secret(memory: Memory) -> None:
+    """Errors quote at most ~40 characters of a bad value: the cut must not fall inside a secret,
+    which the redactor would no longer recognise (its first 34 characters would be shown)."""
+    from urchin.errors import ValidationError
+
+    bad = [{"content": "x", "meta": {f"k\x01{SECRET}": 1}},
+           {"content": "x", "meta": {f"outer {SECRET}": {"k\x01": 1}}},
+           {"content": "x", "meta": {f"{SECRET}{SECRET}": {"k\x01": 1}}},
+           {"content": "x", "timestamp": f"at {SECRET}"},
+           {"content": "x", "timestamp": f"0001-01-01T00:00:00Z {SECRET}"}]
+    for item in bad:
+        result = memory.ingest([item])[0]
+        assert result.status == "rejected"
+        assert SECRET[:12] not in (result.reason or ""), result.reason
+        try:
+            memory.prepare(item, None)
+        except ValidationError as exc:
+            assert SECRET[:12] not in str(exc) and SECRET[:12] not in exc.field, str(exc)
+        else:
+            raise AssertionError("accepted")

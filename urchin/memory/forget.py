@@ -20,7 +20,7 @@ import orjson
 
 from urchin.config import Settings
 from urchin.errors import QueryError, UrchinError, ValidationError
-from urchin.event import Event, parse_timestamp
+from urchin.event import Event, parse_timestamp, quoted
 from urchin.forget import Compaction, ForgetLog, compact, forget_hash, line_id
 from urchin.journal import Journal
 
@@ -271,7 +271,7 @@ def _ms(value: str | None, name: str) -> int | None:
     except ValidationError as exc:
         raise QueryError(name, exc.message.split(": ", 1)[-1]) from None
     except (OverflowError, ValueError):
-        raise QueryError(name, f"must be an RFC 3339 timestamp in range, got {value[:40]!r}") from None
+        raise QueryError(name, f"must be an RFC 3339 timestamp in range, got {quoted(value)}") from None
 
 
 def _preview(event: Event) -> dict[str, Any]:
