@@ -236,3 +236,30 @@ def test_a_rejection_quoting_a_cut_value_shows_no_part_of_a_secret(memory: Memor
             assert SECRET[:12] not in str(exc) and SECRET[:12] not in exc.field, str(exc)
         else:
             raise AssertionError("accepted")
+
+
+def _claude_line(uuid: str, content: object, kind: str = "user") -> str:
+    return orjson.dumps({"parentUuid": None, "isSidechain": False, "userType": "external", "cwd": "/home/dev/shop",
+                         "sessionId": "sess1", "version": "2", "type": kind, "uuid": uuid,
+                         "timestamp": "2025-10-01T09:00:00.000Z",
+                         "message": {"role": kind, "content": content}}).decode()
+
+
+def test_one_hostile_transcript_line_costs_no_other_line(tmp_path: Path, urchin_home: Path) -> None:
+    """A tool call nested 900 deep (orjson writes 254) in a Claude transcript: the lines around it are
+    collected, the collector's cursor moves on, and the next run has nothing left to fail on."""
+    claude = tmp_path / "claude"
+    (claude / "projects" / "-p").mkdir(parents=True)
+    deep = "[" * 900 + "]" * 900
+    tool = [{"type": "tool_use", "id": "t1", "name": "Bash", "input": {"x": "DEEP"}}]
+    lines = [_claude_line("u1", "first pelican"),
+             _claude_line("u2", tool, "assistant").replace('"DEEP"', deep),
+             _claude_line("u3", "last heron")]
+    (claude / "projects" / "-p" / "sess1.jsonl").write_text("\n".join(lines) + "\n")
+    env = {"URCHIN_CLAUDE_DIR": str(claude)}
+    first = run_urchin("collect", "claude", "--json", env=env)
+    assert first.returncode == 0, first.stderr
+    journal = (urchin_home / "journal" / "events.jsonl").read_text()
+    assert "first pelican" in journal and "last heron" in journal, first.stdout
+    again = run_urchin("collect", "claude", "--json", env=env)
+    assert "error" not in again.stdout.replace('"errors":[]', ""), again.stdout

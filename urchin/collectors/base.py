@@ -126,7 +126,10 @@ def summarize_input(tool: str, args: Any, limit: int = 400) -> str:
                 return text[:limit]
     if args in (None, {}, []):
         return ""
-    return orjson.dumps(args).decode()[:limit]
+    try:
+        return orjson.dumps(args).decode()[:limit]
+    except TypeError:  # nested deeper than orjson writes (254 levels)
+        return "(input nested too deeply to show)"
 
 
 def cap_text(text: str, soft_cap: int) -> tuple[str, bool]:
@@ -358,12 +361,31 @@ class LineCollector(Collector):
         report.files += 1
         for lines, next_offset in complete_lines(path, cursor.offset, READ_CHUNK):
             state = dict(cursor.state)
-            items = self.parse(path, lines, state, report)
+            try:
+                items = self.parse(path, lines, state, report)
+            except Exception:  # noqa: BLE001 - a line an adapter did not foresee: find it, keep the rest
+                state = orjson.loads(orjson.dumps(cursor.state))   # the failed pass may have changed it
+                items = self._parse_each(path, lines, state, report)
             self.deliver(sink, items, report)   # durable (fsync'd) before the cursor moves
             cursor.offset = next_offset
             cursor.state = state
             cursor.head = _head(path, cursor.offset)
             checkpoints.save()
+
+
+    def _parse_each(self, path: Path, lines: list[tuple[int, bytes]], state: dict[str, Any],
+                     report: CollectReport) -> list[Item | None]:
+        """`parse` line by line: the one line it fails on is skipped (and counted), never the others."""
+        items: list[Item | None] = []
+        for line in lines:
+            before = orjson.dumps(state)
+            try:
+                items.extend(self.parse(path, [line], state, report))
+            except Exception:  # noqa: BLE001
+                state.clear()
+                state.update(orjson.loads(before))
+                report.skipped += 1
+        return items
 
 
 def loads(line: bytes, report: CollectReport) -> Any:
