@@ -263,3 +263,26 @@ def test_one_hostile_transcript_line_costs_no_other_line(tmp_path: Path, urchin_
     assert "first pelican" in journal and "last heron" in journal, first.stdout
     again = run_urchin("collect", "claude", "--json", env=env)
     assert "error" not in again.stdout.replace('"errors":[]', ""), again.stdout
+
+
+def test_one_unforeseen_gemini_message_costs_no_other(tmp_path: Path, urchin_home: Path) -> None:
+    """A whole-file transcript (Gemini's session-*.json) with one message the adapter cannot read
+    (`toolCalls: 5`): its other messages, and the files after it, are still collected."""
+    import os
+
+    chats = tmp_path / "gemini" / "tmp" / "abc" / "chats"
+    chats.mkdir(parents=True)
+    messages = [{"id": "g1", "timestamp": "2025-12-17T10:00:00.000Z", "type": "user", "content": "first pelican"},
+                {"id": "g2", "timestamp": "2025-12-17T10:00:01.000Z", "type": "gemini", "content": "ok",
+                 "toolCalls": 5},
+                {"id": "g3", "timestamp": "2025-12-17T10:00:02.000Z", "type": "user", "content": "last heron"}]
+    (chats / "session-1.json").write_bytes(orjson.dumps({"sessionId": "s1", "messages": messages}))
+    (chats / "session-2.json").write_bytes(orjson.dumps({"sessionId": "s2", "messages": [
+        {"id": "h1", "timestamp": "2025-12-17T11:00:00.000Z", "type": "user", "content": "second file egret"}]}))
+    for path in chats.iterdir():
+        os.utime(path, (1_700_000_000, 1_700_000_000))   # settled: read to the end
+    done = run_urchin("collect", "gemini", env={"URCHIN_GEMINI_DIR": str(tmp_path / "gemini")})
+    assert done.returncode == 0, done.stderr
+    journal = (urchin_home / "journal" / "events.jsonl").read_text()
+    for text in ("first pelican", "last heron", "second file egret"):
+        assert text in journal, done.stdout

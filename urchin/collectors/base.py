@@ -352,6 +352,8 @@ class LineCollector(Collector):
                 self.collect_file(path, sink, checkpoints, report)
             except OSError as exc:
                 report.errors.append(f"{path}: {exc.strerror or exc}")
+            except Exception as exc:  # noqa: BLE001 - one file an adapter did not foresee costs no other file
+                report.errors.append(f"{path}: {type(exc).__name__}: {exc}")
 
     def collect_file(self, path: Path, sink: Sink, checkpoints: Checkpoints, report: CollectReport) -> None:
         cursor = checkpoints.cursor(path)
