@@ -286,3 +286,25 @@ def test_one_unforeseen_gemini_message_costs_no_other(tmp_path: Path, urchin_hom
     journal = (urchin_home / "journal" / "events.jsonl").read_text()
     for text in ("first pelican", "last heron", "second file egret"):
         assert text in journal, done.stdout
+
+
+def test_a_hook_payload_with_hostile_names_still_records_the_prompt(urchin_home: Path) -> None:
+    """Names an adapter takes from an agent's payload (session id, cwd) are made valid, as the
+    workspace already is: a prompt is never lost over them, and hooks.log holds no secret."""
+    payloads = [
+        {"hook_event_name": "UserPromptSubmit", "session_id": "s\x00one", "cwd": "/tmp", "prompt": "nul pelican"},
+        {"hook_event_name": "UserPromptSubmit", "session_id": "s" * 5000, "cwd": "/tmp", "prompt": "long heron"},
+        {"hook_event_name": "UserPromptSubmit", "session_id": "s3", "cwd": "/x" * 3000, "prompt": "deep egret"},
+        {"hook_event_name": "UserPromptSubmit", "session_id": "s4", "cwd": "/tmp/a\x00b", "prompt": "nul cwd ibis"},
+    ]
+    for payload in payloads:
+        done = run_urchin("hook", "claude", input=orjson.dumps(payload).decode())
+        assert done.returncode == 0
+    journal = (urchin_home / "journal" / "events.jsonl").read_text()
+    missing = [p["prompt"] for p in payloads if p["prompt"] not in journal]
+    log = urchin_home / "hooks.log"
+    assert missing == [], log.read_text()[:2000] if log.exists() else ""
+    bad = {"hook_event_name": "UserPromptSubmit", "session_id": "s5", "cwd": f"/tmp/{SECRET}/" + "y/" * 3000,
+           "prompt": "secret cwd"}
+    run_urchin("hook", "claude", input=orjson.dumps(bad).decode())
+    assert not log.exists() or SECRET not in log.read_text()

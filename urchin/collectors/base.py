@@ -19,7 +19,7 @@ from typing import Any
 import orjson
 
 from urchin.config import Settings, write_private
-from urchin.event import TRUNCATION_MARKER, as_name
+from urchin.event import MAX_ID_LENGTH, TRUNCATION_MARKER, as_name
 from urchin.journal import complete_lines
 
 __all__ = [
@@ -46,6 +46,20 @@ _NOISE_TEXT = ("[Request interrupted by user", "<command-name>", "<local-command
 def short_hash(*parts: str, length: int = 16) -> str:
     digest = hashlib.sha256("\x1f".join(parts).encode("utf-8", "surrogatepass")).hexdigest()
     return digest[:length]
+
+
+def fit_names(item: Item) -> Item:
+    """Names an adapter took from an agent's data (session, workspace, and the id built from them)
+    made valid as `as_name` makes a folder's name: what an agent did is never lost because its
+    session id holds a NUL or runs to 5,000 characters. Deterministic, so dedupe still holds."""
+    for key in ("session", "workspace"):
+        value = item.get(key)
+        if isinstance(value, str):
+            item[key] = as_name(value) or None
+    event_id = item.get("id")
+    if isinstance(event_id, str) and (len(event_id) > MAX_ID_LENGTH or not event_id.isprintable()):
+        item["id"] = f"{as_name(event_id[:160])}~{short_hash(event_id, length=32)}"
+    return item
 
 
 def ms_to_iso(value: Any) -> str | None:
@@ -155,8 +169,11 @@ def workspace_for(cwd: Any) -> str | None:
     name = path.name or None
     probe = path
     for _ in range(40):
-        if (probe / ".git").exists():
-            name = probe.name or name
+        try:
+            if (probe / ".git").exists():
+                name = probe.name or name
+                break
+        except (OSError, ValueError):  # a name too long for the OS, a NUL: no git root to find
             break
         if probe.parent == probe:
             break
@@ -330,7 +347,7 @@ class Collector:
                 item["meta"] = {**(item.get("meta") or {}), "truncated": True}
             if item.get("meta") is not None:
                 item["meta"] = {k: v for k, v in item["meta"].items() if v is not None} or None
-            out.append({k: v for k, v in item.items() if v is not None})
+            out.append(fit_names({k: v for k, v in item.items() if v is not None}))
         return out
 
     def deliver(self, sink: Sink, items: Sequence[Item | None], report: CollectReport) -> None:
