@@ -19,7 +19,7 @@ from typing import Any
 import orjson
 
 from urchin.config import Settings, write_private
-from urchin.event import MAX_ID_LENGTH, TRUNCATION_MARKER, as_name
+from urchin.event import MAX_ID_LENGTH, TRUNCATION_MARKER, as_name, quoted
 from urchin.journal import complete_lines
 
 __all__ = [
@@ -52,13 +52,13 @@ def fit_names(item: Item) -> Item:
     """Names an adapter took from an agent's data (session, workspace, and the id built from them)
     made valid as `as_name` makes a folder's name: what an agent did is never lost because its
     session id holds a NUL or runs to 5,000 characters. Deterministic, so dedupe still holds."""
-    for key in ("session", "workspace"):
+    for key, limit in (("session", 512), ("workspace", 512), ("id", MAX_ID_LENGTH - 40)):
         value = item.get(key)
-        if isinstance(value, str):
-            item[key] = as_name(value) or None
-    event_id = item.get("id")
-    if isinstance(event_id, str) and (len(event_id) > MAX_ID_LENGTH or not event_id.isprintable()):
-        item["id"] = f"{as_name(event_id[:160])}~{short_hash(event_id, length=32)}"
+        if not isinstance(value, str) or (value.isprintable() and len(value) <= limit):
+            continue
+        # cut before the token a cut would go through (the redactor would miss half a secret)
+        short = as_name(quoted(value, limit, repr_=False) if len(value) > limit else value)
+        item[key] = f"{short}~{short_hash(value, length=32)}" if short != value else short or None
     return item
 
 
