@@ -308,3 +308,37 @@ def test_a_hook_payload_with_hostile_names_still_records_the_prompt(urchin_home:
            "prompt": "secret cwd"}
     run_urchin("hook", "claude", input=orjson.dumps(bad).decode())
     assert not log.exists() or SECRET not in log.read_text()
+
+
+def test_a_terminal_is_never_sent_control_sequences_from_stored_text(urchin_home: Path, tmp_path: Path) -> None:
+    """Events hold what tools printed, pages included: on a terminal, the CLI's text shows their control
+    characters as U+FFFD, so no stored escape sequence (OSC 52 writes the clipboard) reaches it."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO
+
+    hostile = "before \x1b]52;c;ZXZpbA==\x07 after \x1b[2J \x9b31m pelican"
+    _import(urchin_home, tmp_path, [{"id": "esc1", "content": hostile, "title": "t\x1b[31m"}])
+    out: dict[str, bytes] = {}
+    for args in (("search", "pelican"), ("recent",), ("get", "esc1"), ("semantic", "pelican")):
+        master, slave = os.openpty()
+        env = {**os.environ, "PYTHONPATH": str(REPO)}
+        proc = subprocess.Popen([sys.executable, "-m", "urchin", *args], stdout=slave, stderr=slave, env=env)
+        os.close(slave)
+        chunks = []
+        while True:
+            try:
+                data = os.read(master, 65536)
+            except OSError:
+                break
+            if not data:
+                break
+            chunks.append(data)
+        proc.wait(timeout=30)
+        os.close(master)
+        out[args[0]] = b"".join(chunks)
+    assert b"pelican" in out["search"] and b"pelican" in out["recent"]
+    for name, data in out.items():
+        assert b"\x1b" not in data and b"\x07" not in data and "\x9b".encode() not in data, (name, data[:300])
