@@ -53,9 +53,7 @@ class TerminalText:
         self._stream.write(_CONTROL.sub("\ufffd", text))
         return len(text)
 
-    def __getattr__(self, name: str) -> Any:
-        if name == "buffer":  # bytes written past `write` would skip the filter
-            raise AttributeError(name)
+    def __getattr__(self, name: str) -> Any:  # `buffer` too: binary writers (MCP stdio) write JSON
         return getattr(self._stream, name)
 
 
