@@ -38,6 +38,7 @@ __all__ = [
     "MAX_META_BYTES",
     "check_name",
     "clean_text",
+    "quoted",
 ]
 
 SOFT_CAP_BYTES = 64 * 1024
@@ -72,6 +73,7 @@ _TEXT_BAD = re.compile(r"[\x00\ud800-\udfff]")
 REPLACEMENT = "\ufffd"
 
 _LABEL = re.compile(r"[a-z0-9._-]+")
+_TOKEN_TAIL = re.compile(r"[A-Za-z0-9_\-+/=.~:]+$")  # the end of a cut value that may be part of a secret
 _CANONICAL_TS = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z")
 _FIELDS = ("id", "timestamp", "source", "kind", "content", "workspace", "session", "title",
            "brain", "tags", "actor", "meta")
@@ -106,10 +108,10 @@ def parse_timestamp(value: Any, field_name: str = "timestamp") -> datetime:
     except OverflowError:   # 0001-01-01T00:00:00+01:00 is before year 1 in UTC
         moment = None
     except ValueError:
-        raise ValidationError(field_name, f"must be an RFC 3339 timestamp, got {value[:40]!r}") from None
+        raise ValidationError(field_name, f"must be an RFC 3339 timestamp, got {quoted(value)}") from None
     if moment is None or not MIN_TIMESTAMP <= moment <= MAX_TIMESTAMP:
         raise ValidationError(field_name, f"must be between {format_timestamp(MIN_TIMESTAMP)} and "
-                                          f"{format_timestamp(MAX_TIMESTAMP)} (UTC), got {value[:40]!r}")
+                                          f"{format_timestamp(MAX_TIMESTAMP)} (UTC), got {quoted(value)}")
     return moment
 
 
@@ -117,6 +119,14 @@ def format_timestamp(moment: datetime) -> str:
     """UTC with `Z` and milliseconds: `2026-05-04T20:00:00.000Z`."""
     moment = moment.astimezone(UTC)
     return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+
+
+def quoted(value: str, limit: int = 40, repr_: bool = True) -> str:
+    """At most `limit` characters of a bad value, to quote in an error: a longer one is cut before the
+    token it would cut through, since the redactor at the edge no longer recognises half a secret."""
+    if len(value) > limit:
+        value = _TOKEN_TAIL.sub("", value[:limit]) + "…"
+    return repr(value) if repr_ else value
 
 
 def _ms(moment: datetime) -> int:
@@ -270,8 +280,8 @@ def _json_value(value: Any, where: str, depth: int) -> Any:
             try:
                 check_name(key, where, MAX_META_BYTES)
             except ValidationError as exc:
-                raise ValidationError(where, f"key {key[:40]!r} {exc.rule}") from None
-            out[key] = _json_value(item, f"{where}.{key[:40]}", depth + 1)
+                raise ValidationError(where, f"key {quoted(key)} {exc.rule}") from None
+            out[key] = _json_value(item, f"{where}.{quoted(key, repr_=False)}", depth + 1)
         return out
     return [_json_value(item, f"{where}[{i}]", depth + 1) for i, item in enumerate(value)]
 
@@ -410,9 +420,9 @@ class Event:
             source=_str(record.get("source")) or "unknown",
             kind=_str(record.get("kind")) or "note",
             content=content,
-            workspace=_str(record.get("workspace")) or _str(meta.pop("workspace", None)),
-            session=_str(record.get("session")) or _str(meta.pop("sessionId", None)),
-            title=_str(record.get("title")) or _str(meta.pop("summary", None)),
+            workspace=_str(record.get("workspace")) or _from_meta(meta, "workspace", MAX_NAME_BYTES),
+            session=_str(record.get("session")) or _from_meta(meta, "sessionId", MAX_NAME_BYTES),
+            title=_str(record.get("title")) or _from_meta(meta, "summary", MAX_TITLE_LENGTH, name=False),
             brain=_str(record.get("brain")),
             tags=tuple(t for t in tags if isinstance(t, str)) if isinstance(tags, list) else (),
             actor=actor,
@@ -549,6 +559,19 @@ def _nested_deeper(value: Any, limit: int) -> bool:
 
 def _str(value: Any) -> str | None:
     return value if isinstance(value, str) and value else None
+
+
+def _from_meta(meta: dict[str, Any], key: str, limit: int, name: bool = True) -> str | None:
+    """A field the reference kept in meta (`workspace`, `sessionId`, `summary`), taken out only when
+    validation would accept it as that field; anything else stays in meta, so no stored line
+    bypasses the field's rules (a 200 KB session, a terminal escape in a name)."""
+    value = meta.get(key)
+    if not isinstance(value, str) or not value or (name and not value.isprintable()) or "\x00" in value:
+        return None
+    if len(value) * 4 > limit and len(value.encode("utf-8", "surrogatepass")) > limit:
+        return None
+    del meta[key]
+    return value
 
 
 def _actor_from_identity(identity: Any) -> dict[str, Any] | None:

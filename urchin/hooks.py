@@ -35,7 +35,9 @@ def _on_alarm(signum: int, frame: FrameType | None) -> None:
 
 def _log(home: Path | None, agent: str, message: str) -> None:
     stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    line = f"{stamp} {agent}: {message}\n".encode("utf-8", "replace")
+    from urchin.redact import redact_message
+
+    line = f"{stamp} {agent}: {redact_message(message)}\n".encode("utf-8", "replace")  # a file: no secret
     if home is not None:
         try:
             home.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -77,7 +79,7 @@ def _payload(agent: str, raw: bytes, fields: Mapping[str, Any]) -> dict[str, Any
 
 def prepare_item(item: dict[str, Any], soft_cap: int) -> dict[str, Any]:
     """Drop unset fields and cap the content, as collectors do, so a big tool output is kept."""
-    from urchin.collectors.base import cap_text
+    from urchin.collectors.base import cap_text, fit_names
 
     item = {k: v for k, v in item.items() if v is not None}
     content, truncated = cap_text(str(item.get("content") or ""), soft_cap)
@@ -86,7 +88,7 @@ def prepare_item(item: dict[str, Any], soft_cap: int) -> dict[str, Any]:
     if truncated:
         meta["truncated"] = True
     item["meta"] = meta or None
-    return {k: v for k, v in item.items() if v is not None}
+    return fit_names({k: v for k, v in item.items() if v is not None})
 
 
 def run_hook(agent: str, raw: bytes, *, home: str | None = None, event: str | None = None,

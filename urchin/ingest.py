@@ -78,10 +78,10 @@ class Ingestor:
             try:
                 event = Event.from_input(data, now=now, soft_cap=HARD_LIMIT_BYTES)
             except ValidationError as exc:  # a rule may quote the value it refused: it must not carry a secret
-                rule = self.redactor.redact_text(exc.rule)[0]
-                if rule == exc.rule:
+                rule, field = self.redactor.redact_text(exc.rule)[0], self.redactor.redact_text(exc.field)[0]
+                if rule == exc.rule and field == exc.field:
                     raise
-                raise type(exc)(exc.field, rule) from None
+                raise type(exc)(field, rule) from None
             given = data
         if event.actor is None:
             event = event.replace(actor=dict(self._actor))

@@ -7,8 +7,9 @@ Commands live in one module per noun under `urchin/cli/` and register on the `ma
 
 from __future__ import annotations
 
+import re
 import sys
-from typing import Any
+from typing import Any, TextIO
 
 import click
 
@@ -24,7 +25,9 @@ class UrchinGroup(click.Group):
         try:
             return super().invoke(ctx)
         except UrchinError as exc:
-            click.echo(f"error: {exc.message}", err=True)
+            from urchin.redact import redact_message
+
+            click.echo(f"error: {redact_message(exc.message)}", err=True)
             ctx.exit(1)
         except BrokenPipeError:
             sys.stderr.close()
@@ -32,6 +35,38 @@ class UrchinGroup(click.Group):
         except KeyboardInterrupt:
             click.echo("interrupted", err=True)
             ctx.exit(130)
+
+
+# C0 (but tab and newline), DEL and C1: what a terminal may read as the start of a control sequence
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+class TerminalText:
+    """A terminal's stdout that shows control characters as U+FFFD: events hold what tools
+    and pages printed, and a stored escape sequence must not drive the user's terminal (OSC 52 writes
+    the clipboard, others retitle, clear or hide text). JSON output escapes them already."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        self._stream.write(_CONTROL.sub("\ufffd", text))
+        return len(text)
+
+    def __getattr__(self, name: str) -> Any:  # `buffer` too: binary writers (MCP stdio) write JSON
+        return getattr(self._stream, name)
+
+
+def _guard_terminal() -> None:
+    """stdout only: it carries stored text; stderr carries our own messages (quoted with repr) and
+    the progress bars, whose own control sequences must pass."""
+    stream = sys.stdout
+    try:
+        tty = stream.isatty() and not isinstance(stream, TerminalText)
+    except (AttributeError, ValueError):
+        return
+    if tty:
+        sys.stdout = TerminalText(stream)
 
 
 class AppContext:
@@ -62,6 +97,7 @@ class AppContext:
 @click.pass_context
 def main(ctx: click.Context, home: str | None) -> None:
     """Urchin: local memory for coding agents. Append events, search them back."""
+    _guard_terminal()
     ctx.obj = AppContext(home)
 
 

@@ -19,7 +19,7 @@ from typing import Any
 import orjson
 
 from urchin.config import Settings, write_private
-from urchin.event import TRUNCATION_MARKER, as_name
+from urchin.event import MAX_ID_LENGTH, TRUNCATION_MARKER, as_name, quoted
 from urchin.journal import complete_lines
 
 __all__ = [
@@ -46,6 +46,20 @@ _NOISE_TEXT = ("[Request interrupted by user", "<command-name>", "<local-command
 def short_hash(*parts: str, length: int = 16) -> str:
     digest = hashlib.sha256("\x1f".join(parts).encode("utf-8", "surrogatepass")).hexdigest()
     return digest[:length]
+
+
+def fit_names(item: Item) -> Item:
+    """Names an adapter took from an agent's data (session, workspace, and the id built from them)
+    made valid as `as_name` makes a folder's name: what an agent did is never lost because its
+    session id holds a NUL or runs to 5,000 characters. Deterministic, so dedupe still holds."""
+    for key, limit in (("session", 512), ("workspace", 512), ("id", MAX_ID_LENGTH - 40)):
+        value = item.get(key)
+        if not isinstance(value, str) or (value.isprintable() and len(value) <= limit):
+            continue
+        # cut before the token a cut would go through (the redactor would miss half a secret)
+        short = as_name(quoted(value, limit, repr_=False) if len(value) > limit else value)
+        item[key] = f"{short}~{short_hash(value, length=32)}" if short != value else short or None
+    return item
 
 
 def ms_to_iso(value: Any) -> str | None:
@@ -126,7 +140,10 @@ def summarize_input(tool: str, args: Any, limit: int = 400) -> str:
                 return text[:limit]
     if args in (None, {}, []):
         return ""
-    return orjson.dumps(args).decode()[:limit]
+    try:
+        return orjson.dumps(args).decode()[:limit]
+    except TypeError:  # nested deeper than orjson writes (254 levels)
+        return "(input nested too deeply to show)"
 
 
 def cap_text(text: str, soft_cap: int) -> tuple[str, bool]:
@@ -152,8 +169,11 @@ def workspace_for(cwd: Any) -> str | None:
     name = path.name or None
     probe = path
     for _ in range(40):
-        if (probe / ".git").exists():
-            name = probe.name or name
+        try:
+            if (probe / ".git").exists():
+                name = probe.name or name
+                break
+        except (OSError, ValueError):  # a name too long for the OS, a NUL: no git root to find
             break
         if probe.parent == probe:
             break
@@ -327,7 +347,7 @@ class Collector:
                 item["meta"] = {**(item.get("meta") or {}), "truncated": True}
             if item.get("meta") is not None:
                 item["meta"] = {k: v for k, v in item["meta"].items() if v is not None} or None
-            out.append({k: v for k, v in item.items() if v is not None})
+            out.append(fit_names({k: v for k, v in item.items() if v is not None}))
         return out
 
     def deliver(self, sink: Sink, items: Sequence[Item | None], report: CollectReport) -> None:
@@ -349,6 +369,8 @@ class LineCollector(Collector):
                 self.collect_file(path, sink, checkpoints, report)
             except OSError as exc:
                 report.errors.append(f"{path}: {exc.strerror or exc}")
+            except Exception as exc:  # noqa: BLE001 - one file an adapter did not foresee costs no other file
+                report.errors.append(f"{path}: {type(exc).__name__}: {exc}")
 
     def collect_file(self, path: Path, sink: Sink, checkpoints: Checkpoints, report: CollectReport) -> None:
         cursor = checkpoints.cursor(path)
@@ -358,12 +380,31 @@ class LineCollector(Collector):
         report.files += 1
         for lines, next_offset in complete_lines(path, cursor.offset, READ_CHUNK):
             state = dict(cursor.state)
-            items = self.parse(path, lines, state, report)
+            try:
+                items = self.parse(path, lines, state, report)
+            except Exception:  # noqa: BLE001 - a line an adapter did not foresee: find it, keep the rest
+                state = orjson.loads(orjson.dumps(cursor.state))   # the failed pass may have changed it
+                items = self._parse_each(path, lines, state, report)
             self.deliver(sink, items, report)   # durable (fsync'd) before the cursor moves
             cursor.offset = next_offset
             cursor.state = state
             cursor.head = _head(path, cursor.offset)
             checkpoints.save()
+
+
+    def _parse_each(self, path: Path, lines: list[tuple[int, bytes]], state: dict[str, Any],
+                     report: CollectReport) -> list[Item | None]:
+        """`parse` line by line: the one line it fails on is skipped (and counted), never the others."""
+        items: list[Item | None] = []
+        for line in lines:
+            before = orjson.dumps(state)
+            try:
+                items.extend(self.parse(path, [line], state, report))
+            except Exception:  # noqa: BLE001
+                state.clear()
+                state.update(orjson.loads(before))
+                report.skipped += 1
+        return items
 
 
 def loads(line: bytes, report: CollectReport) -> Any:

@@ -164,6 +164,8 @@ class GeminiCollector(LineCollector):
                     self.collect_file(path, sink, checkpoints, report)
             except OSError as exc:
                 report.errors.append(f"{path}: {exc.strerror or exc}")
+            except Exception as exc:  # noqa: BLE001 - one file an adapter did not foresee costs no other file
+                report.errors.append(f"{path}: {type(exc).__name__}: {exc}")
 
     @staticmethod
     def _settled(path: Path) -> bool:
@@ -192,7 +194,10 @@ class GeminiCollector(LineCollector):
         cwd = self._cwd(path)
         items: list[Item | None] = []
         for message in messages[done:final]:
-            items.extend(message_items(message, session, cwd))
+            try:
+                items.extend(message_items(message, session, cwd))
+            except Exception:  # noqa: BLE001 - one message an adapter did not foresee costs no other
+                report.skipped += 1
         self.deliver(sink, items, report)
         cursor.inode, cursor.size = st.st_ino, st.st_size
         cursor.state = {"done": final, "mtime_ns": st.st_mtime_ns, "settled": settled}

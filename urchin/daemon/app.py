@@ -33,6 +33,7 @@ from urchin.daemon.writer import GroupWriter
 from urchin.errors import ConfigError, NotFoundError, QueryError, UrchinError, ValidationError
 from urchin.ingest import IngestResult
 from urchin.memory import Memory
+from urchin.redact import redact_message
 
 __all__ = ["build_app", "DaemonState", "MAX_BATCH_EVENTS", "VERSION"]
 
@@ -120,9 +121,9 @@ def sse_idle_seconds(daemon_config: Mapping[str, Any]) -> float:
 # ---- errors -------------------------------------------------------------------------------------
 async def _error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, UrchinError)
-    body: dict[str, Any] = {"error": exc.message}
+    body: dict[str, Any] = {"error": redact_message(exc.message)}  # it may quote the input: never a secret
     if isinstance(exc, ValidationError) and exc.field:
-        body["field"] = exc.field
+        body["field"] = redact_message(exc.field)
     return JSON(body, status_code=exc.status)
 
 
@@ -137,11 +138,12 @@ async def _http_error(request: Request, exc: Exception) -> Response:
         body = {"error": f"method: not allowed: {where} (allowed: {allowed})", "field": "method"}
     else:
         body = {"error": f"request: {exc.detail}", "field": "request"}
+    body = {k: redact_message(v) for k, v in body.items()}
     return JSON(body, status_code=exc.status_code, headers=exc.headers)
 
 
 async def _crash(request: Request, exc: Exception) -> Response:
-    return JSON({"error": f"internal error: {type(exc).__name__}: {exc}"}, status_code=500)
+    return JSON({"error": redact_message(f"internal error: {type(exc).__name__}: {exc}")}, status_code=500)
 
 
 # ---- helpers ------------------------------------------------------------------------------------
@@ -286,6 +288,7 @@ async def _status(request: Request) -> Response:
     info = await run_in_threadpool(state.memory.status)
     offset, lines = state.memory.followed
     info["daemon"] = {"pid": os.getpid(), "address": state.address, "version": VERSION,
+                      "redaction": state.memory.ingestor.redactor.fingerprint,
                       "uptimeS": state.uptime_s(),
                       "followed": {"offset": offset, "lines": lines}, "writer": state.writer.stats.to_dict()}
     return JSON(info)

@@ -19,6 +19,7 @@ import orjson
 
 from urchin.config import Settings
 from urchin.errors import (
+    ConfigError,
     DaemonError,
     NotFoundError,
     QueryError,
@@ -185,6 +186,20 @@ class RemoteMemory:
         return self._call("POST", "/forget", json=body, parse=parse,
                           fallback=lambda m: m.forget(ids, session=session, query=query, since=since, until=until,
                                                       confirm=confirm))
+
+    def redact_rewrite(self) -> dict[str, Any]:
+        """Rewrites in-process (the daemon follows the compaction), but only when the daemon redacts
+        with the rules config.toml holds now: else its next writes and re-chunks would undo the rewrite."""
+        from urchin.redact import Redactor
+
+        answer = self._call("GET", "/status", parse=lambda body: dict(body), fallback=lambda m: {})
+        running = (answer.get("daemon") or {}).get("redaction")
+        current = Redactor.from_config(self.settings.section("redact")).fingerprint
+        if answer and running != current:
+            raise ConfigError(f"the daemon (pid {answer['daemon'].get('pid')}) still redacts with the rules it started "
+                              "with, not those config.toml holds now: restart it (stop it, then `urchin serve`), "
+                              "then run `urchin redact --rewrite` again")
+        return self.local().redact_rewrite()
 
     def status(self) -> dict[str, Any]:
         return self._call("GET", "/status", parse=lambda body: dict(body), fallback=lambda m: m.status())

@@ -77,8 +77,15 @@ class FileIndexReport:
                 "chunks": self.chunks, "binaries": self.binaries}
 
 
-def hash_file(data: bytes) -> str:
-    return HASH_EPOCH + hashlib.sha256(data).hexdigest()
+def hash_file(data: bytes, epoch: str = HASH_EPOCH) -> str:
+    return epoch + hashlib.sha256(data).hexdigest()
+
+
+def file_epoch(files: FileAccess) -> str:
+    """The prefix of stored file hashes: chunks are redacted text, so a change of the redaction rules
+    (a `[redact]` pattern added) makes every stored hash stale and every file is re-chunked."""
+    fingerprint = files.redactor.fingerprint
+    return f"{HASH_EPOCH[:-1]}.{fingerprint}:" if fingerprint else HASH_EPOCH
 
 
 def _hash_stream(files: FileAccess, loc: Located) -> str:
@@ -86,7 +93,7 @@ def _hash_stream(files: FileAccess, loc: Located) -> str:
     with files.open(loc) as handle:
         for block in iter(lambda: handle.read(1 << 20), b""):
             digest.update(block)
-    return HASH_EPOCH + digest.hexdigest()
+    return file_epoch(files) + digest.hexdigest()
 
 
 def file_rows(root: str, rel: str, text: str, mtime: float, content_hash: str | None = None,
@@ -117,12 +124,13 @@ def index_roots(backend: FileBackend, files: FileAccess, size_cap: int = DEFAULT
     for gone in backend.file_roots():
         if gone not in names:
             report.removed += backend.delete_files(gone)
+    epoch = file_epoch(files)
     for root in files.roots:
         known = backend.file_catalog(root.name)
         seen: set[str] = set()
         for wf in walk_files(root):
             stored = known.get(wf.rel)
-            if (stored is not None and stored[0].startswith(HASH_EPOCH) and stored[1] == wf.size
+            if (stored is not None and stored[0].startswith(epoch) and stored[1] == wf.size
                     and abs(stored[2] - wf.mtime) < 1e-3):
                 report.files += 1
                 report.unchanged += 1          # same size and mtime: not even opened (the daemon walks often)
@@ -163,7 +171,7 @@ def index_file(backend: FileBackend, files: FileAccess, loc: Located, wf: Worksp
                                        f"unreadable: {reason}"), [])
         report.failed += 1
         return
-    digest = hash_file(data)
+    digest = hash_file(data, file_epoch(files))
     if digest == known_hash:
         report.unchanged += 1
         return

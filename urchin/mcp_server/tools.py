@@ -20,6 +20,7 @@ from urchin.errors import UrchinError
 from urchin.event import Event
 from urchin.mcp_server import context_tool, workspace_tools
 from urchin.mcp_server.schemas import INPUT_SCHEMAS, OUTPUT_SCHEMAS, TOOL_DOCS
+from urchin.redact import redact_message
 from urchin.search.query import SearchResult, one_line
 
 __all__ = ["TOOL_NAMES", "run_tool", "check_arguments", "tool_list", "tool_error", "event_dict", "short"]
@@ -225,7 +226,8 @@ def _one_line(message: str) -> str:
 
 
 def tool_error(message: str) -> types.CallToolResult:
-    return types.CallToolResult(content=[types.TextContent(type="text", text=_one_line(message))], is_error=True)
+    text = _one_line(redact_message(message))  # an error may quote the input: never a secret
+    return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)
 
 
 def run_tool(memory: Any, name: str, args: Any) -> types.CallToolResult:

@@ -20,7 +20,7 @@ import orjson
 
 from urchin.config import Settings
 from urchin.errors import QueryError, UrchinError, ValidationError
-from urchin.event import Event, parse_timestamp
+from urchin.event import Event, parse_timestamp, quoted
 from urchin.forget import Compaction, ForgetLog, compact, forget_hash, line_id
 from urchin.journal import Journal
 
@@ -105,7 +105,7 @@ class ForgetOps:
                query: str | None = None, since: str | None = None, until: str | None = None,
                confirm: bool = False) -> ForgetResult:
         """Forget every event matching all the given selectors; without `confirm` only preview them."""
-        selector = _selector(ids, session, query, since, until)
+        selector = self._as_stored(_selector(ids, session, query, since, until))
         if not isinstance(confirm, bool):
             raise QueryError("confirm", f"must be true or false, got {confirm!r}")
         log_ = self.forget_log
@@ -132,6 +132,15 @@ class ForgetOps:
         result.removed_bytes = sum(old - new for _, old, new in done.edits) if done else 0
         result.notes.extend(self._sync_index())
         return result
+
+    def _as_stored(self, selector: _Selector) -> _Selector:
+        """Selectors as the journal holds them: a secret in an id, session or query was redacted on
+        the way in, so it is matched (and a miss named) in its redacted form, never echoed."""
+        redactor = self.ingestor.redactor
+        ids = frozenset(redactor.redact_id(i.strip()) for i in selector.ids) if selector.ids else None
+        session = redactor.redact_text(selector.session)[0] if selector.session else None
+        query = redactor.redact_text(selector.query)[0].casefold() if selector.query else None
+        return _Selector(ids, session, query, selector.since_ms, selector.until_ms)
 
     def forget_from(self, params: Mapping[str, Any]) -> ForgetResult:
         """`forget` with wire-named parameters in one mapping (HTTP, MCP); an unknown key is an error."""
@@ -164,7 +173,7 @@ class ForgetOps:
         done = compact(self.journal, self.forget_log, rewrite=rewrite, hold=self.substring.index.held_before,
                        after=self._after_compaction)
         rewritten = sum(1 for _, _, new in done.edits if new) if done else 0
-        notes = self._sync_index() if done else []
+        notes = (self._sync_index() if done else []) + self._rechunk_files()
         return {"rewritten": rewritten, "dropped": sum(1 for _, _, new in done.edits if not new) if done else 0,
                 "notes": notes}
 
@@ -199,6 +208,16 @@ class ForgetOps:
                 cache.close()
         if self._embedding is not None:
             self._embedding._cache = None  # reopened (reloaded) on next use
+
+    def _rechunk_files(self) -> list[str]:
+        """Indexed workspace files are redacted text too: files indexed under other rules are re-chunked."""
+        if not (self.settings.database_url or self.settings.pg_dir.exists()) or not self.files.roots:
+            return []
+        try:
+            report = self.index_files()
+        except UrchinError as exc:
+            return [f"workspace files are re-chunked at the next `urchin index` ({exc.message})"]
+        return [f"re-chunked {report.indexed} workspace file(s) under the current rules"] if report.indexed else []
 
     def _sync_index(self) -> list[str]:
         """Delete forgotten rows from PostgreSQL now when an index exists; else the next feed does."""
@@ -240,7 +259,7 @@ def _selector(ids: Sequence[str] | str | None, session: str | None, query: str |
         raise QueryError("until", "must not be before since")
     if ids is None and session is None and query is None and bounds == [None, None]:
         raise QueryError("ids", "say what to forget: ids, session, query, or a time range (since/until)")
-    return _Selector(frozenset(ids) if ids else None, session, query.casefold() if query else None, *bounds)
+    return _Selector(frozenset(ids) if ids else None, session, query, *bounds)
 
 
 def _ms(value: str | None, name: str) -> int | None:
@@ -252,7 +271,7 @@ def _ms(value: str | None, name: str) -> int | None:
     except ValidationError as exc:
         raise QueryError(name, exc.message.split(": ", 1)[-1]) from None
     except (OverflowError, ValueError):
-        raise QueryError(name, f"must be an RFC 3339 timestamp in range, got {value[:40]!r}") from None
+        raise QueryError(name, f"must be an RFC 3339 timestamp in range, got {quoted(value)}") from None
 
 
 def _preview(event: Event) -> dict[str, Any]:

@@ -7,6 +7,7 @@ values: `_event.py`) before anything is written; `scan_text` reports masked find
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -50,7 +51,7 @@ from urchin.redact._rules import (
     mask,
 )
 
-__all__ = ["MARKER", "Finding", "Redactor", "redact_event", "redact_text", "scan_text"]
+__all__ = ["MARKER", "Finding", "Redactor", "redact_event", "redact_message", "redact_text", "scan_text"]
 
 
 def _process_key() -> bytes:
@@ -90,6 +91,15 @@ class Redactor:
             self._extra.append((name, _compile(pattern, f"redact.extra.{name}")))
         self._allow = [_compile(p, "redact.allow") for p in allow_patterns]
         self._fields = FieldRedactor(self.spans, id_key or _process_key, plain_ids=not self._extra)
+
+    @property
+    def fingerprint(self) -> str:
+        """"" with the built-in rules alone, else a short digest of the configured extra and allow
+        rules: what was redacted under other rules (indexed file chunks) is redone when it changes."""
+        if not self._extra and not self._allow:
+            return ""
+        spec = repr(([(n, p.pattern) for n, p in self._extra], [p.pattern for p in self._allow]))
+        return hashlib.sha256(spec.encode("utf-8", "surrogatepass")).hexdigest()[:12]
 
     @classmethod
     def from_config(cls, section: Mapping[str, Any], id_key: Callable[[], bytes] | None = None) -> Redactor:
@@ -369,6 +379,12 @@ _DEFAULT = Redactor()
 def redact_text(text: str) -> tuple[str, dict[str, int]]:
     """`Redactor().redact_text` with the built-in rules only."""
     return _DEFAULT.redact_text(text)
+
+
+def redact_message(text: str) -> str:
+    """An error message as a front end shows or logs it: what it quotes of the input (a field, a
+    path, an id, a timestamp) never carries a secret. Every edge (CLI, HTTP, MCP) calls this."""
+    return _DEFAULT.redact_text(text)[0] if text else text
 
 
 def redact_event(event: Event, given: Mapping[str, Any] | None = None) -> Event:

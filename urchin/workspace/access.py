@@ -21,7 +21,7 @@ from typing import BinaryIO
 from urchin.config import Settings
 from urchin.errors import NotFoundError, ValidationError
 from urchin.redact import MARKER, Redactor
-from urchin.workspace.policy import is_ignored, secret_rule
+from urchin.workspace.policy import is_ignored, secret_in_path, secret_rule
 from urchin.workspace.roots import Root
 
 __all__ = ["FileAccess", "Located", "file_access", "redact_file_text", "redact_lines", "check_relative"]
@@ -56,6 +56,10 @@ def check_relative(path: object, field: str = "path") -> list[str]:
         raise ValidationError(field, "must not be empty")
     if "\x00" in path:
         raise ValidationError(field, "must not contain NUL characters")
+    found = secret_in_path(path)
+    if found is not None:  # refused before any lookup, and never quoted back
+        raise ValidationError(field, f"holds a secret ({found}): paths naming a secret are neither indexed "
+                                     "nor served")
     text = path.strip().replace("\\", "/")
     if text.startswith("/") or (len(text) > 1 and text[1] == ":" and text[0].isalpha()):
         raise ValidationError(field, f"{path!r} must be relative to a workspace root "
@@ -151,6 +155,9 @@ class FileAccess:
     @staticmethod
     def _policy(loc: Located, field: str) -> Located:
         base = loc.base
+        if secret_in_path(loc.real_rel) is not None:
+            raise ValidationError(field, f"{loc.display!r} leads to a file whose path holds a secret: "
+                                         "such files are neither indexed nor served")
         for rel in dict.fromkeys((loc.rel, loc.real_rel)):
             rule = secret_rule(rel)
             if rule is not None and not loc.root.allow_secret_files:
@@ -269,26 +276,22 @@ def _resolve(root: Root, rel: str, asked: str, field: str) -> tuple[Path, os.sta
     target = root.path / rel if rel else root.path
     if not os.path.lexists(target):
         return None
+    base = root.real()
+    if base is None:
+        raise ValidationError(field, f"workspace root {root.name!r} is gone or is no longer the folder it was "
+                                     f"added as ({root.path}): add it again with `urchin workspace add`")
     try:
         real = Path(os.path.realpath(target, strict=True))
         info = os.stat(real)
     except (OSError, RuntimeError):
         raise ValidationError(field, f"{asked!r} cannot be resolved (a broken or looping symlink)") from None
-    base = _real(root.path)
-    if base is None or not (real == base or real.is_relative_to(base)):
+    if not (real == base or real.is_relative_to(base)):
         raise ValidationError(field, f"{asked!r} is outside the workspace roots")
     return real, info, base
 
 
-def _real(path: Path) -> Path | None:
-    try:
-        return Path(os.path.realpath(path, strict=True))
-    except (OSError, RuntimeError):
-        return None
-
-
 def _inside(root: Root, target: Path) -> bool:
-    base = _real(root.path)
+    base = root.real()
     real = Path(os.path.realpath(target))
     return base is not None and (real == base or real.is_relative_to(base))
 

@@ -11,9 +11,10 @@ import fnmatch
 import re
 from pathlib import Path
 
+from urchin.redact import redact_text
 from urchin.workspace.ignore import IgnoreRules
 
-__all__ = ["SECRET_FILE_RULES", "SECRET_FOLDERS", "secret_rule", "is_ignored"]
+__all__ = ["SECRET_FILE_RULES", "SECRET_FOLDERS", "secret_rule", "secret_in_path", "is_ignored"]
 
 # Matched case-insensitively against a file's name (its last path component).
 SECRET_FILE_RULES: tuple[str, ...] = (
@@ -48,6 +49,15 @@ def secret_rule(rel: str) -> str | None:
         if fnmatch.fnmatchcase(name, rule):
             return rule
     return None
+
+
+def secret_in_path(path: str) -> str | None:
+    """The type of a secret in a path itself (a file or folder named after a token), or None.
+
+    Paths are served and stored like content (overview, citations, index rows, error messages), so
+    such a file is neither indexed nor served, whatever the root opts in to."""
+    counts = redact_text(path)[1]
+    return next(iter(counts)) if counts else None
 
 
 def is_ignored(base: Path, rel: str) -> bool:

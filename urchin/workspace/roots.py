@@ -19,7 +19,7 @@ import orjson
 from urchin.config import write_private
 from urchin.errors import NotFoundError, ValidationError
 from urchin.workspace.ignore import IgnoreRules
-from urchin.workspace.policy import is_ignored, secret_rule
+from urchin.workspace.policy import is_ignored, secret_in_path, secret_rule
 
 __all__ = ["Root", "Roots", "WorkspaceFile", "DEFAULT_SIZE_CAP", "walk_files"]
 
@@ -32,6 +32,15 @@ class Root:
     name: str
     path: Path
     allow_secret_files: bool = False   # opt-in: index and serve secret stores (`.env`, keys, credentials)
+
+    def real(self) -> Path | None:
+        """The root's real folder, or None when it is gone or is no longer the folder it was added as
+        (it, or a folder above it, became a symlink: a checkout can turn `sub/` into `sub -> /`)."""
+        try:
+            real = Path(os.path.realpath(self.path, strict=True))
+        except (OSError, RuntimeError):
+            return None
+        return real if real == self.path and real.is_dir() else None
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"name": self.name, "path": str(self.path)}
@@ -77,6 +86,11 @@ class Roots:
             raise ValidationError("path", f"must be an existing folder, got {str(path)!r}")
         folder = folder.resolve()
         name = name or folder.name
+        for field, value in (("path", str(folder)), ("name", name)):
+            found = secret_in_path(value)
+            if found is not None:  # written to workspaces.json and quoted in every citation: refused, never quoted
+                raise ValidationError(field, f"holds a secret ({found}): a workspace root's name and path are "
+                                             "stored and shown; rename the folder or give another --name")
         if not _NAME.fullmatch(name):
             raise ValidationError("name", f"must be letters, digits, '.', '_' or '-', got {name!r}")
         roots = [r for r in self.list() if r.name != name]
@@ -116,10 +130,15 @@ def _inside(base: Path, rel: str) -> str | None:
 def walk_files(root: Root) -> Iterator[WorkspaceFile]:
     """Every file under the root that the ignore rules keep, not following symlinks out of it, and no
     secret store (`policy.secret_rule`) unless the root opts in."""
-    base = root.path.resolve()
+    real = root.real()
+    if real is None:
+        return
+    base = real
 
     def skipped(rel: str, is_dir: bool = False) -> bool:
         # a folder is skipped only when every file in it would be (`.ssh/`); `credentials/` may hold code
+        if secret_in_path(rel.rsplit("/", 1)[-1]) is not None:
+            return True  # a name that is a secret is never listed, whatever the root opts in to
         return not root.allow_secret_files and secret_rule(f"{rel}/-" if is_dir else rel) is not None
 
     def walk(rel_dir: str, rules: IgnoreRules) -> Iterator[WorkspaceFile]:
@@ -136,7 +155,8 @@ def walk_files(root: Root) -> Iterator[WorkspaceFile]:
                     continue
                 if entry.is_symlink():
                     real_rel = _inside(base, rel)
-                    if real_rel is None or skipped(real_rel) or is_ignored(base, real_rel):
+                    if (real_rel is None or skipped(real_rel) or secret_in_path(real_rel) is not None
+                            or is_ignored(base, real_rel)):
                         continue
                 if is_dir:
                     yield from walk(rel, rules)
