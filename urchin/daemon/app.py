@@ -28,7 +28,7 @@ from starlette.routing import BaseRoute, Route
 from urchin.daemon.security import AUTHORISED, BATCH_LIMIT, EVENT_LIMIT, SSE_IDLE_S, ASGIApp, Guard
 from urchin.daemon.workspace_routes import workspace_routes
 from urchin.daemon.writer import GroupWriter
-from urchin.errors import ConfigError, NotFoundError, QueryError, UrchinError, ValidationError
+from urchin.errors import ConfigError, NotFoundError, QueryError, TooLarge, UrchinError, ValidationError
 from urchin.ingest import IngestResult
 from urchin.memory import Memory
 
@@ -170,10 +170,6 @@ def _size(item: Any) -> int:
         return len(orjson.dumps(item))
     except TypeError:   # nested too deep to write back: `prepare` refuses it, naming the field
         return 0
-
-
-class TooLarge(ValidationError):
-    status = 413
 
 
 # ---- routes -------------------------------------------------------------------------------------

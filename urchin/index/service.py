@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from urchin.config import Settings
-from urchin.errors import EmbedderError, IndexError_, UrchinError
+from urchin.errors import DatabaseError, EmbedderError, UrchinError
 from urchin.index.base import Embedder
 from urchin.index.feeder import Feeder, FeedReport
 from urchin.index.hybrid import ContextResult, run_context
@@ -41,7 +41,7 @@ def _configured_embedder(settings: Settings) -> Embedder | None:
 
 
 def _database_errors(method: Callable[..., Any]) -> Callable[..., Any]:
-    """Driver errors leave the index as `IndexError_` naming the database, never as a traceback."""
+    """Driver errors leave the index as `DatabaseError` naming the database, never as a traceback."""
 
     @functools.wraps(method)
     def wrapper(self: IndexService, *args: Any, **kwargs: Any) -> Any:
@@ -55,7 +55,7 @@ def _database_errors(method: Callable[..., Any]) -> Callable[..., Any]:
             where = ("URCHIN_DATABASE_URL" if self.settings.database_url
                      else f"the embedded PostgreSQL ({self.settings.pg_dir})")
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise IndexError_(f"database: {where} failed: {first}") from None
+            raise DatabaseError(f"database: {where} failed: {first}") from None
 
     return wrapper
 
