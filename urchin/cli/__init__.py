@@ -54,6 +54,13 @@ class AppContext:
             self._memory = open_memory(self.settings())
         return self._memory
 
+    def close(self) -> None:
+        """Called when the command ends, however it ends: the index connection, an embedded
+        PostgreSQL this process started and the daemon connection are released."""
+        if self._memory is not None:
+            memory, self._memory = self._memory, None
+            memory.close()
+
 
 @click.group(cls=UrchinGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--home", envvar="URCHIN_HOME", type=click.Path(file_okay=False), default=None,
@@ -63,6 +70,7 @@ class AppContext:
 def main(ctx: click.Context, home: str | None) -> None:
     """Urchin: local memory for coding agents. Append events, search them back."""
     ctx.obj = AppContext(home)
+    ctx.call_on_close(ctx.obj.close)
 
 
 from urchin.cli import collect as _collect  # noqa: E402,F401  (registers commands)

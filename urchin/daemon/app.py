@@ -29,7 +29,7 @@ from urchin.daemon.security import AUTHORISED, BATCH_LIMIT, EVENT_LIMIT, SSE_IDL
 from urchin.daemon.workspace_routes import workspace_routes
 from urchin.daemon.writer import GroupWriter
 from urchin.errors import ConfigError, NotFoundError, QueryError, TooLarge, UrchinError, ValidationError
-from urchin.ingest import IngestResult
+from urchin.ingest import BatchReport, IngestResult
 from urchin.memory import Memory
 
 __all__ = ["build_app", "DaemonState", "MAX_BATCH_EVENTS", "VERSION"]
@@ -206,21 +206,10 @@ async def _ingest_batch(request: Request) -> Response:
         if _size(item) > EVENT_LIMIT:
             raise TooLarge(f"events[{index}]", f"over the limit of {EVENT_LIMIT} bytes per event")
     state = _state(request)
-    labels: list[dict[str, Any] | None] = []
-    ready = []
-    for item in body:
-        try:
-            ready.append(state.memory.prepare(item, defaults))
-            labels.append(None)
-        except ValidationError as exc:
-            labels.append(state.memory.rejected(item, exc).to_dict())
-    appended: list[IngestResult] = await asyncio.wrap_future(state.writer.submit(ready)) if ready else []
-    written = iter(appended)
-    results = [label if label is not None else next(written).to_dict() for label in labels]
-    counts = {"appended": 0, "duplicate": 0, "suppressed": 0, "rejected": 0}
-    for result in results:
-        counts[str(result["status"]).split(":", 1)[0]] += 1
-    return JSON({"results": results, **counts})
+    batch = state.memory.prepare_batch(body, defaults)
+    appended: list[IngestResult] = await asyncio.wrap_future(state.writer.submit(batch.events)) if batch.events else []
+    results = batch.merge(appended)
+    return JSON({"results": [r.to_dict() for r in results], **BatchReport.of(results).counts()})
 
 
 async def _search(request: Request) -> Response:

@@ -439,6 +439,10 @@ class Memory:
         """Each collector: folders, found, events collected, last run, last error."""
         return self._capture.status()
 
+    def collector_changes(self, stop: threading.Event) -> Iterator[set[str]]:
+        """Names of collectors whose folders changed, batch by batch, until `stop` (the daemon runs them)."""
+        return self._capture.changes(stop)
+
     def install_hooks(self, target: str, *, path: str | None = None, dry_run: bool = False,
                       shell: str | None = None) -> Any:
         """Merge Urchin's hooks into an agent's (or shell's) config; an `InstallResult`."""

@@ -6,7 +6,8 @@ for the 150 ms budget); nothing here duplicates it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from urchin.config import Settings
@@ -35,6 +36,11 @@ class Capture:
         from urchin import collectors
 
         return collectors.status(self._settings)
+
+    def changes(self, stop: threading.Event) -> Iterator[set[str]]:
+        from urchin.collectors.watch import watch_collectors
+
+        return watch_collectors(self._settings, stop)
 
     def install_hooks(self, target: str, path: str | None, dry_run: bool, shell: str | None) -> Any:
         from pathlib import Path

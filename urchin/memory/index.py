@@ -6,6 +6,8 @@ here once (`update`), for the CLI and the daemon alike.
 
 from __future__ import annotations
 
+import logging
+import os
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -24,7 +26,9 @@ if TYPE_CHECKING:
     from urchin.index.hybrid import ContextResult
     from urchin.index.service import IndexService
 
-__all__ = ["HybridIndex", "IndexRun", "MAX_DOCUMENT_BYTES"]
+__all__ = ["HybridIndex", "IndexRun", "MAX_DOCUMENT_BYTES", "adopt_embedded", "stop_embedded"]
+
+log = logging.getLogger("urchin.index")
 
 MAX_DOCUMENT_BYTES = 4 * 1024 * 1024     # fetch_source_document returns whole files up to this size
 
@@ -153,3 +157,29 @@ class HybridIndex:
         if self._service is not None:
             self._service.close()
             self._service = None
+
+
+# ---- the embedded PostgreSQL across daemon lifetimes -----------------------------------------------
+def adopt_embedded(settings: Settings, use: bool) -> None:
+    """The embedded PostgreSQL a killed daemon left running is this daemon's now (held, so its stop
+    stops it), or stopped when this daemon will not use it; as root, folders of removed homes go."""
+    from urchin.index import embedded, pgdata
+
+    try:
+        pid = embedded.adopt_or_stop(settings.pg_dir, use=use)
+        if pid is not None:
+            log.info("embedded PostgreSQL found running (pid %d): %s", pid, "adopted" if use else "stopped")
+        if os.name == "posix" and os.geteuid() == 0 and pgdata.ROOT_DATA.is_dir():
+            for orphan in embedded.remove_orphans():
+                log.info("removed %s: the PostgreSQL data of %s, whose home is gone", orphan.folder, orphan.link)
+    except OSError as exc:
+        log.warning("checking the embedded PostgreSQL's data failed: %s", exc)
+
+
+def stop_embedded(settings: Settings) -> None:
+    from urchin.index import embedded
+
+    try:
+        embedded.shutdown(settings.pg_dir)
+    except OSError as exc:
+        log.warning("stopping the embedded PostgreSQL failed: %s", exc)
