@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from urchin.cli import AppContext, main
+from urchin.cli.group import AppContext, main
 from urchin.cli.options import print_result
 from urchin.config import Settings
 

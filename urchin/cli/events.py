@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from urchin.cli import AppContext, main
+from urchin.cli.group import AppContext, main
 from urchin.cli.options import filter_options, json_option, print_json, print_result, window_options
 from urchin.errors import UrchinError
 

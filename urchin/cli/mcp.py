@@ -10,7 +10,7 @@ import sys
 
 import click
 
-from urchin.cli import AppContext, main
+from urchin.cli.group import AppContext, main
 
 
 @main.command("mcp")
