@@ -7,8 +7,8 @@ checks that `/mcp` is mounted.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
