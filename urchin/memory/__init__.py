@@ -1,15 +1,16 @@
-"""`Memory`: the one facade every front end calls (CLI, MCP tools, HTTP routes, hooks).
+"""`Memory`: the one facade every front end calls (CLI, MCP tools, HTTP routes, the daemon).
 
 It owns the write path (`Ingestor`) and the read views, validates query parameters once, and
-returns result objects the front ends only format. Construction does no I/O. The class is split by
-noun: events (here), capture, workspace, the hybrid index and hot views (`urchin/memory/*.py`).
+returns result objects the front ends only format. Construction does no I/O. It is composed of
+parts, one per noun (`urchin/memory/*.py`): writing (batches, imports), the journal's events (by
+id, tail, follow), hot views, semantic views, the hybrid index, workspace, capture, forgetting;
+each sits behind thin methods here and is private to it.
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -21,11 +22,13 @@ from urchin.errors import NotFoundError, QueryError, ValidationError
 from urchin.event import Event
 from urchin.journal import Journal
 from urchin.memory.capture import Capture
+from urchin.memory.events import JournalEvents
 from urchin.memory.forget import ForgetResult, Forgetting
 from urchin.memory.hot import HotView, HotViews
 from urchin.memory.index import MAX_DOCUMENT_BYTES, HybridIndex, IndexRun
 from urchin.memory.semantic import SemanticViews
 from urchin.memory.workspace import Workspace
+from urchin.memory.writing import PreparedBatch, import_lines, prepare_batch
 from urchin.search.query import (
     Filters,
     Hit,
@@ -57,7 +60,6 @@ if TYPE_CHECKING:
 __all__ = ["Memory", "ImportReport", "PreparedBatch", "HotView", "ForgetResult", "IndexRun", "MAX_DOCUMENT_BYTES"]
 
 
-IMPORT_BATCH = 4096
 FOLLOW_POLL_S = 0.25
 
 
@@ -69,19 +71,6 @@ def __getattr__(name: str) -> Any:
 
         return BatchReport
     raise AttributeError(f"module 'urchin.memory' has no attribute {name!r}")
-
-
-@dataclass(slots=True)
-class PreparedBatch:
-    """A batch split by `Memory.prepare_batch`: events ready to append, and each item's place or refusal."""
-
-    events: list[Event]
-    refused: list[IngestResult | None]
-
-    def merge(self, appended: Sequence[IngestResult]) -> list[IngestResult]:
-        """One result per item, in the batch's order: the refusals, and the appends' results between them."""
-        written = iter(appended)
-        return [result if result is not None else next(written) for result in self.refused]
 
 
 class Memory:
@@ -101,7 +90,7 @@ class Memory:
         self._capture = Capture(settings, lambda: self.ingestor.ingest)
         self._forgetting = Forgetting(settings, self._journal, self._substring, lambda: self.ingestor,
                                       self._semantic, self._index)
-        self._follow_generation: int | None = None
+        self._events = JournalEvents(self._journal, self._substring.forgotten, lambda: self.ingestor.ids)
 
     @classmethod
     def open(cls, home: str | None = None, **overrides: Any) -> Memory:
@@ -174,15 +163,7 @@ class Memory:
 
     def prepare_batch(self, items: Sequence[Any], defaults: Mapping[str, Any] | None = None) -> PreparedBatch:
         """Prepare every item of a batch; a refused one is answered, never costs the others."""
-        events: list[Event] = []
-        refused: list[IngestResult | None] = []
-        for item in items:
-            try:
-                events.append(self.ingestor.prepare(item, defaults))
-                refused.append(None)
-            except ValidationError as exc:
-                refused.append(self.ingestor.rejected(item, exc))
-        return PreparedBatch(events, refused)
+        return prepare_batch(self.ingestor, items, defaults)
 
     def ingest_prepared(self, events: Sequence[Event]) -> list[IngestResult]:
         """Append events from `prepare` in one locked write and one fsync (the daemon's group commit)."""
@@ -191,44 +172,7 @@ class Memory:
     def import_lines(self, lines: Iterable[bytes | str],
                      on_progress: Callable[[int], None] | None = None) -> BatchReport:
         """Import JSONL; a bad line is reported with its number and never stops the rest."""
-        from urchin.ingest import BatchReport
-
-        self.ingestor.keep_ids_in_memory()
-        report = BatchReport()
-        batch: list[Mapping[str, Any]] = []
-        numbers: list[int] = []
-        for number, line in enumerate(lines, 1):
-            if not line.strip():
-                continue
-            try:
-                record = orjson.loads(line)
-            except orjson.JSONDecodeError as exc:
-                report.rejected.append((number, f"not valid JSON: {exc}"))
-                continue
-            if not isinstance(record, dict):
-                report.rejected.append((number, "event: must be a JSON object"))
-                continue
-            batch.append(record)
-            numbers.append(number)
-            if len(batch) >= IMPORT_BATCH:
-                self._import_batch(batch, numbers, report, on_progress)
-                batch, numbers = [], []
-        self._import_batch(batch, numbers, report, on_progress)
-        report.rejected.sort()
-        if report.appended:
-            # Index now, in one pass, rather than surprising the first search after a big import.
-            caught = self._substring.catch_up()
-            report.indexed_events, report.index_seconds = caught.events, caught.seconds
-        return report
-
-    def _import_batch(self, batch: list[Mapping[str, Any]], numbers: list[int], report: BatchReport,
-                      on_progress: Callable[[int], None] | None) -> None:
-        if not batch:
-            return
-        for number, result in zip(numbers, self.ingestor.ingest(batch), strict=False):
-            report.add(result, number)
-        if on_progress:
-            on_progress(len(batch))
+        return import_lines(self.ingestor, self._substring, lines, on_progress)
 
     # ---- reading ------------------------------------------------------------------------------
     def search(self, query: str, *, hours: float = 168, limit: int = 20, source: str | None = None,
@@ -303,34 +247,11 @@ class Memory:
 
     def locate(self, event_id: str) -> Event | None:
         """The event with this id: through the id sidecar, then the tail it does not cover yet."""
-        if self.forget_log.hides(event_id):
-            return None
-        ids = self.ingestor.ids
-        offset = ids.lookup(event_id)
-        if offset is not None:
-            line = self._journal.read_line_at(offset)
-            return Event.from_json(line) if line is not None else None
-        needle = event_id.encode("utf-8")
-        for _, line in self._journal.iter_lines(ids.covered()):
-            if needle in line:
-                event = Event.from_json(line)
-                if event is not None and event.id == event_id:
-                    return event
-        return None
+        return self._events.locate(event_id)
 
     def tail(self, n: int = 10) -> list[Event]:
         """The last `n` events in journal (arrival) order, oldest first."""
-        n = check_limit(n, 100_000)
-        out: list[Event] = []
-        hides = self.forget_log.hides
-        for _, line in self._journal.reverse_lines():
-            event = Event.from_json(line)
-            if event is not None and not hides(event.id):
-                out.append(event)
-                if len(out) >= n:
-                    break
-        out.reverse()
-        return out
+        return self._events.tail(check_limit(n, 100_000))
 
     def end_offset(self) -> int:
         """Where the journal ends now: the offset a follower starts from."""
@@ -341,30 +262,11 @@ class Memory:
 
         A compaction between two calls moves every offset: `offset` is mapped onto the new file.
         """
-        log = self.forget_log
-        while True:
-            generation = log.generation()
-            if self._follow_generation is not None:
-                for done in log.compactions_since(self._follow_generation):
-                    offset = done.map_offset(offset)
-            self._follow_generation = generation
-            result = self._journal.read_from(offset)
-            if log.generation() == generation:
-                break  # else the journal was rewritten while we read: map and read again
-        hides = self.forget_log.hides
-        events = [e for e in (Event.from_json(line) for _, line in result.lines) if e is not None and not hides(e.id)]
-        return events, result.next_offset
+        return self._events.follow(offset)
 
     def follow_events(self, stop: threading.Event | None = None, poll_s: float = FOLLOW_POLL_S) -> Iterator[Event]:
         """`tail -f`: every event appended from now on, as it lands, until `stop` is set."""
-        import time
-
-        offset = self.end_offset()
-        while stop is None or not stop.is_set():
-            events, offset = self.follow(offset)
-            yield from events
-            if not events:
-                time.sleep(poll_s)
+        return self._events.follow_events(self.end_offset(), stop, poll_s)
 
     # ---- privacy ------------------------------------------------------------------------------
     def ephemeral(self, action: str = "status", minutes: float | None = None) -> EphemeralState:
