@@ -47,3 +47,20 @@ def test_no_runtime_dir_warning_without_xdg_runtime_dir() -> None:
                               timeout=120)
         assert done.returncode == 0, done.stderr
         assert "Warning" not in done.stderr and "warn" not in done.stderr.lower(), (args, done.stderr)
+
+
+@pytest.mark.slow
+def test_no_runtime_dir_warning_in_the_daemon_log(urchin_home: Path) -> None:
+    from tests.daemon_fixture import DaemonProcess
+
+    daemon = DaemonProcess(urchin_home, "--with-index")
+    daemon.env.pop("XDG_RUNTIME_DIR", None)
+    daemon.start()
+    try:
+        with daemon.client(timeout=120) as client:
+            client.post("/ingest", json={"content": "hello runtime daemon"})
+            answer = client.post("/context", json={"query": "hello"})   # starts the embedded PostgreSQL
+            assert answer.status_code == 200, answer.text
+    finally:
+        daemon.stop()
+    assert "Warning" not in daemon.log(), daemon.log()
