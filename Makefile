@@ -1,10 +1,15 @@
-# The two commands the README promises: `make run` and `make test`. Both set themselves up.
+# The commands the README promises: `make run`, `make test` and `make install`. Each sets itself up.
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint bench clean
+.PHONY: run test lint bench install uninstall clean
+
+# `make install`: the `urchin` command for your user, pipx-style: a venv of its own (not the repo's
+# .venv, so `make clean` cannot break it) with a non-editable install, linked into BIN_DIR.
+BIN_DIR ?= $(HOME)/.local/bin
+INSTALL_VENV ?= $(or $(XDG_DATA_HOME),$(HOME)/.local/share)/urchin-cli/venv
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -14,7 +19,8 @@ $(STAMP): pyproject.toml
 
 # The main job: the daemon in the foreground (HTTP API on 127.0.0.1:18799, hot views).
 run: $(STAMP)
-	@echo "urchin serve: API on http://127.0.0.1:$${URCHIN_PORT:-18799}; token in $${URCHIN_HOME:-~/.local/share/urchin}/token; stop with Ctrl-C"
+	@echo "urchin serve: API on http://127.0.0.1:$${URCHIN_PORT:-18799}; token in $${URCHIN_HOME:-~/.local/share/urchin}/token"
+	@echo "this terminal now runs the daemon (stop with Ctrl-C); in another one: make install, then urchin ..."
 	$(VENV)/bin/urchin serve
 
 test: $(STAMP)
@@ -24,6 +30,23 @@ test: $(STAMP)
 lint: $(STAMP)
 	$(VENV)/bin/ruff check urchin tests bench
 	$(VENV)/bin/mypy urchin
+
+bench: $(STAMP)
+	$(PY) -m pip install --quiet -e '.[postgres,dev,bench]'
+	@echo "benchmarks: $(PY) bench/<name>.py (bench/RESULTS.md lists them); rg: $(VENV)/bin/rg"
+
+install:
+	$(PYTHON) -m venv $(INSTALL_VENV)
+	$(INSTALL_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(INSTALL_VENV)/bin/python -m pip install --quiet '.[postgres]'
+	mkdir -p $(BIN_DIR)
+	ln -sf $(INSTALL_VENV)/bin/urchin $(BIN_DIR)/urchin
+	@echo "installed $(BIN_DIR)/urchin -> $(INSTALL_VENV)/bin/urchin"
+	@case ":$$PATH:" in *":$(BIN_DIR):"*) ;; *) echo "note: $(BIN_DIR) is not on your PATH; add it (e.g. export PATH=\"$(BIN_DIR):\$$PATH\")";; esac
+
+uninstall:
+	rm -f $(BIN_DIR)/urchin
+	rm -rf $(dir $(INSTALL_VENV))
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -105,3 +105,12 @@ def test_every_command_has_help_text() -> None:
 
     for name, command in walk(main):
         assert command.help and command.help.strip(), f"`urchin {name}` has no help text"
+
+
+def test_demo_leaves_no_temp_folder(tmp_path: Path) -> None:
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    done = run_urchin("demo", input="fsync\n", env={"TMPDIR": str(scratch)})
+    assert done.returncode == 0, done.stderr
+    assert "group commit" in done.stdout.lower()
+    assert list(scratch.iterdir()) == []

@@ -122,3 +122,38 @@ def test_vanished_daemon_falls_back_to_in_process(tmp_path: Path) -> None:
     assert remote.search("before the stop").events[0].id == "v-1"
     assert remote.fell_back
     remote.close()
+
+
+# What only the daemon itself uses (hot views, group commit, the write path's parts): not a client's API.
+_DAEMON_ONLY = {"add_view", "warm", "refresh", "save_views", "followed", "ingest_prepared", "prepare_batch",
+                "rejected", "compact", "locate", "open", "cosine_view", "embedding_view", "ingestor", "substring",
+                "journal", "forget_log", "index_service", "files", "roots", "settings", "collector_changes",
+                "timeline", "activity", "redaction_fingerprint"}  # the viewer routes run in the daemon
+
+
+def test_remote_memory_has_every_front_end_method_explicitly() -> None:
+    assert "__getattr__" not in vars(RemoteMemory)
+    wanted = {name for name in dir(Memory) if not name.startswith("_")} - _DAEMON_ONLY
+    assert sorted(name for name in wanted if name not in vars(RemoteMemory)) == []
+
+
+def test_remote_memory_is_a_context_manager_that_closes_its_local_part(daemon: DaemonProcess) -> None:
+    with open_memory(Settings.resolve(daemon.home)) as remote:
+        assert isinstance(remote, RemoteMemory)
+        assert remote.tail(1)                      # runs in-process: opens the local Memory
+        local = remote._local
+        assert local is not None
+        closed: list[bool] = []
+        original = local.close
+        local.close = lambda: (closed.append(True), original())[1]  # type: ignore[method-assign]
+    assert closed == [True] and remote._local is None
+
+
+def test_semantic_through_the_daemon_says_whose_settings_answered(daemon: DaemonProcess) -> None:
+    env = {"URCHIN_HOME": str(daemon.home), "URCHIN_EMBEDDER_URL": "http://127.0.0.1:9/v1",
+           "URCHIN_EMBEDDER_MODEL": "m"}
+    done = run_urchin("semantic", "alpha", env=env)
+    assert done.returncode == 0, done.stderr
+    assert f"answered by the daemon (pid {daemon.proc.pid}) with its own settings" in done.stderr  # type: ignore[union-attr]
+    assert "URCHIN_EMBEDDER_URL in this shell is not used" in done.stderr
+    assert "mode: token-cosine" in done.stderr

@@ -45,3 +45,29 @@ def test_index_status_reports_the_cursor(pg_url: str) -> None:
     run_urchin("index", env=env)
     status = orjson.loads(run_urchin("index", "--status", env=env).stdout)
     assert status["chunks"] == 1 and status["behindJournalBytes"] == 0 and status["cursors"][0]["device"] == "dev"
+
+
+def test_index_follow_prints_progress_while_it_runs(pg_url: str) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from tests.conftest import REPO
+
+    env = {**os.environ, "PYTHONPATH": str(REPO), "URCHIN_DATABASE_URL": pg_url, "URCHIN_DEVICE_ID": "d"}
+    assert run_urchin("ingest", "before following", env=env).returncode == 0
+    proc = subprocess.Popen([sys.executable, "-m", "urchin", "index", "--follow"], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        time.sleep(3)
+        assert run_urchin("ingest", "while following", env=env).returncode == 0
+        time.sleep(3)
+    finally:
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+    assert "following the journal" in err
+    progress = [line for line in err.splitlines() if line.startswith("indexed up to byte")]
+    assert len(progress) >= 2, err   # the backlog, then the event ingested while following
+    assert "Traceback" not in err

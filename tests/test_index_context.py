@@ -212,3 +212,12 @@ def test_hybrid_with_a_real_embedder_adds_dense_lists_and_survives_its_outage(ur
         assert any("embedder lists skipped" in note for note in result["coverage"]["skipped"])
     finally:
         down.close()
+
+
+def test_memory_is_a_context_manager_that_releases_the_index(pg_settings: Settings) -> None:
+    with Memory(pg_settings) as memory:
+        memory.ingest_one({"content": "closing time", "id": "close-1"})
+        assert [r["id"] for r in memory.context(query="closing").to_dict()["results"]] == ["close-1"]
+        backend = memory.index_service.backend
+        assert backend._conn is not None
+    assert backend._conn is None                     # the connection was closed on exit

@@ -10,7 +10,7 @@ import psycopg
 import pytest
 
 from urchin.config import Settings
-from urchin.errors import IndexError_
+from urchin.errors import DatabaseError
 from urchin.index.feeder import Feeder
 from urchin.index.postgres import PostgresIndex
 from urchin.memory import Memory
@@ -114,7 +114,7 @@ def test_a_cursor_moved_by_another_feeder_is_reread_not_overwritten(pg_settings:
     backend = PostgresIndex(pg_url)
     key = str(pg_settings.journal_path)
     assert backend.write_batch([], "test-device", key, expected=0, new_offset=5) == 0
-    with pytest.raises(IndexError_, match="moved by another feeder"):
+    with pytest.raises(DatabaseError, match="moved by another feeder"):
         backend.write_batch([], "test-device", key, expected=0, new_offset=10)
     assert backend.cursor("test-device", key) == 5
     backend.close()
@@ -126,7 +126,7 @@ def test_an_unreachable_database_is_retried_then_reported(urchin_home: Any) -> N
     memory.ingest(_events(1))
     naps: list[float] = []
     feeder = Feeder(memory.index_service.backend, memory.journal, "d", retry_for=1.0, sleep=naps.append)
-    with pytest.raises(IndexError_, match="unreachable"):
+    with pytest.raises(DatabaseError, match="unreachable"):
         feeder.run_once()
     assert naps[:3] == [0.1, 0.2, 0.4]
 

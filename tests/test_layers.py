@@ -1,8 +1,12 @@
-"""The layering in DESIGN.md holds: imports point down the stack, leaves import nothing of ours."""
+"""The layering in DESIGN.md holds: imports point down the stack, no module takes part in an import
+circle (imports inside functions count), and front ends reach nothing below `Memory` but the error
+tree, the settings and the result types they format."""
 
 from __future__ import annotations
 
 import ast
+import functools
+from collections.abc import Iterator
 from pathlib import Path
 
 import urchin
@@ -12,12 +16,34 @@ PACKAGE = Path(urchin.__file__).parent
 # Lower number = lower layer. A module may import only from its own layer or below.
 LAYERS = [
     ("urchin.errors", 0), ("urchin.event", 1), ("urchin.config", 2), ("urchin.journal", 3),
-    ("urchin.idindex", 4), ("urchin.forget", 4), ("urchin.ephemeral", 4), ("urchin.redact", 4), ("urchin.ingest", 4),
-    ("urchin.search", 5), ("urchin.index", 5), ("urchin.workspace", 5), ("urchin.collectors", 5),
-    ("urchin.hooks", 5), ("urchin.memory", 6),
-    ("urchin.cli", 7), ("urchin.mcp_server", 7), ("urchin.daemon", 7), ("urchin.doctor", 7),
-    ("urchin.__main__", 8), ("urchin", 9),
+    # the journal's companions, and the redactor every write passes
+    ("urchin.idindex", 4), ("urchin.forget", 4), ("urchin.ephemeral", 4), ("urchin.redact", 4),
+    ("urchin.ingest", 5),                                   # the one write path
+    ("urchin.search", 6), ("urchin.workspace", 6), ("urchin.collectors", 6),   # views and sources
+    ("urchin.index", 7),                                    # the hybrid index (uses search and workspace)
+    # `urchin hook`: an agent's hook payload straight onto the write path (the 150 ms budget keeps
+    # `Memory` and its imports out of it); the one hook path.
+    ("urchin.hooks", 8),
+    ("urchin.memory", 9),                                   # the facade
+    ("urchin.mcp_server", 10), ("urchin.daemon", 10),       # front ends
+    ("urchin.doctor", 11),                                  # diagnostics (asks the daemon, reads the files)
+    ("urchin.cli", 12), ("urchin.__main__", 13), ("urchin", 14),
 ]
+
+FRONT_ENDS = ("urchin.cli", "urchin.mcp_server", "urchin.daemon")
+MEMORY_LAYER = 9
+# What a front end may take from below `Memory`: whole modules, or (module, name) result and parameter types.
+ALLOWED_BELOW = {"urchin.errors", "urchin.config"}
+ALLOWED_NAMES = {
+    ("urchin.event", "Event"), ("urchin.event", "new_id"),
+    ("urchin.ingest", "IngestResult"), ("urchin.ingest", "BatchReport"),
+    ("urchin.search.query", "SearchResult"), ("urchin.search.query", "Hit"), ("urchin.search.query", "one_line"),
+    ("urchin.search.query", "MAX_LIMIT"),
+    ("urchin.index.hybrid", "ContextResult"),
+    ("urchin.workspace.memories", "Member"),
+    ("urchin.redact", "redact_message"),   # every edge redacts the error text it shows (errors echo input)
+    ("urchin.hooks", "run_hook"),          # `urchin hook`: the one hook path (see LAYERS)
+}
 
 
 def _layer(module: str) -> int:
@@ -28,41 +54,150 @@ def _layer(module: str) -> int:
     return best[1]
 
 
-def _modules() -> list[tuple[str, Path]]:
-    out = []
+def _modules() -> dict[str, Path]:
+    out = {}
     for path in PACKAGE.rglob("*.py"):
-        rel = path.relative_to(PACKAGE.parent).with_suffix("")
-        name = ".".join(rel.parts)
-        out.append((name[: -len(".__init__")] if name.endswith(".__init__") else name, path))
+        name = ".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+        out[name[: -len(".__init__")] if name.endswith(".__init__") else name] = path
     return out
+
+
+def _type_checking_only(tree: ast.AST) -> set[int]:
+    """Nodes under `if TYPE_CHECKING:` (never imported at run time)."""
+    skip: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            skip.update(id(sub) for sub in ast.walk(node))
+    return skip
+
+
+@functools.cache
+def _import_nodes(path: Path) -> list[ast.Import | ast.ImportFrom]:
+    tree = ast.parse(path.read_text())
+    skip = _type_checking_only(tree)
+    return [node for node in ast.walk(tree) if isinstance(node, (ast.Import, ast.ImportFrom)) and id(node) not in skip]
+
+
+def _imports(name: str, path: Path, modules: dict[str, Path]) -> Iterator[tuple[str, str | None]]:
+    """(module imported, name taken from it or None for the whole module), function-level ones too."""
+    for node in _import_nodes(path):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield alias.name, None
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+                for _ in range(node.level - 1):
+                    package = package.rsplit(".", 1)[0]
+                base = f"{package}.{base}" if base else package
+            for alias in node.names:
+                submodule = f"{base}.{alias.name}"
+                # `from urchin import collectors` imports the submodule `urchin.collectors`
+                yield (submodule, None) if submodule in modules else (base, alias.name)
+
+
+def _owner(target: str, modules: dict[str, Path]) -> str | None:
+    while target and target not in modules:
+        target = target.rpartition(".")[0]
+    return target or None
+
+
+@functools.cache
+def _graph() -> dict[str, set[str]]:
+    modules = _modules()
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        targets = {_owner(t, modules) for t, _ in _imports(name, path, modules) if t.startswith("urchin")}
+        graph[name] = {t for t in targets if t is not None and t != name}
+    return graph
+
+
+def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph.get(child, ())))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return found
 
 
 def test_imports_point_down_the_stack() -> None:
     upward = []
-    for name, path in _modules():
+    for name, targets in _graph().items():
         if name == "urchin":
             continue
-        for node in ast.walk(ast.parse(path.read_text())):
-            targets = []
-            if isinstance(node, ast.Import):
-                targets = [alias.name for alias in node.names]
-            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                # `from urchin import collectors` imports the submodule `urchin.collectors`
-                targets = ([f"urchin.{alias.name}" for alias in node.names] if node.module == "urchin"
-                           else [node.module])
-            for target in targets:
-                if target.startswith("urchin") and _layer(target) > _layer(name):
-                    upward.append(f"{name} imports {target}")
+        upward.extend(f"{name} imports {target}" for target in sorted(targets) if _layer(target) > _layer(name))
     assert not upward, "upward imports: " + "; ".join(upward)
 
 
+def test_no_import_circles() -> None:
+    assert _circles(_graph()) == []
+
+
+def test_the_circle_finder_finds_circles() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "e": {"e"}}
+    assert _circles(graph) == [["a", "b", "c"]]
+
+
+def test_front_ends_reach_nothing_below_memory_but_errors_settings_and_result_types() -> None:
+    modules = _modules()
+    reached = []
+    for name, path in modules.items():
+        if not name.startswith(FRONT_ENDS):
+            continue
+        for target, imported in _imports(name, path, modules):
+            owner = _owner(target, modules) if target.startswith("urchin") else None
+            if owner is None or _layer(owner) >= MEMORY_LAYER or owner in ALLOWED_BELOW:
+                continue
+            if imported is None or (owner, imported) not in ALLOWED_NAMES:
+                reached.append(f"{name} imports {target}{'.' + imported if imported else ''}")
+    assert not reached, "front ends reaching below Memory: " + "; ".join(sorted(reached))
+
+
 def test_every_module_has_a_layer() -> None:
-    assert [name for name, _ in _modules() if _layer(name) == 99] == []
+    assert [name for name in _modules() if _layer(name) == 99] == []
 
 
 def test_public_api_is_exported() -> None:
     for name in urchin.__all__:
         assert getattr(urchin, name) is not None
+    from urchin.errors import __all__ as errors
+
+    assert set(errors) <= set(urchin.__all__), "every error of the tree is exported from urchin"
     from urchin.memory import Memory
 
     assert urchin.Memory is Memory

@@ -7,6 +7,7 @@ checks that `/mcp` is mounted.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -61,3 +62,20 @@ async def test_stdio_server_routes_through_the_running_daemon(daemon: Any) -> No
     async with stdio_session() as session:
         text, data = await call(session, "urchin_status")
     assert "daemon" in data, "urchin mcp did not reach the daemon"
+
+
+async def test_the_daemon_logs_as_urchin_and_quietly_after_mcp_calls(urchin_home: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "XDG_RUNTIME_DIR"}
+    process = daemon_fixture.DaemonProcess(urchin_home, env=env)
+    process.env.pop("XDG_RUNTIME_DIR", None)
+    process.start()
+    try:
+        async with http_session(process.url + "/mcp", process.token) as session:
+            await call(session, "urchin_status", {})
+        process.client().get("/status")
+    finally:
+        process.stop()
+    log = process.log()
+    assert "Terminating session" not in log
+    assert "uvicorn" not in log and "RuntimeDirWarning" not in log, log
+    assert " INFO urchin" in log, log

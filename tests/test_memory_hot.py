@@ -76,3 +76,37 @@ def test_hot_search_reads_its_own_writes(settings: Settings) -> None:
     Memory(settings).ingest_one({"content": "needle written elsewhere"})
     assert hot.search("needle").events[0].content == "needle written elsewhere"
     assert hot.followed[1] == 1  # the search caught the views up first
+
+
+def test_follow_events_yields_what_lands_after_it_starts(memory: Memory) -> None:
+    import threading
+
+    memory.ingest_one({"content": "before", "id": "f-0"})
+    stop = threading.Event()
+    seen: list[str] = []
+
+    def write() -> None:
+        for i in (1, 2):
+            memory.ingest_one({"content": f"after {i}", "id": f"f-{i}"})
+
+    events = memory.follow_events(stop, poll_s=0.01)
+    threading.Timer(0.05, write).start()
+    for event in events:
+        seen.append(event.id)
+        if len(seen) == 2:
+            stop.set()
+    assert seen == ["f-1", "f-2"]
+
+
+def test_a_journal_rewritten_in_place_restarts_every_hot_view(memory: Memory) -> None:
+    view = RecordingView()
+    memory.add_view(view)
+    memory.warm()
+    memory.ingest([{"content": "one", "id": "r-1"}, {"content": "two", "id": "r-2"}])
+    memory.refresh()
+    path = memory.journal.path
+    data = path.read_bytes()
+    with path.open("r+b") as handle:   # same file, same size: only the bytes differ (a restored copy, an editor)
+        handle.write(data.replace(b'"one"', b'"uno"'))
+    memory.refresh()
+    assert view.resets == 1 and memory.followed[1] == 2

@@ -175,3 +175,24 @@ def test_overview_says_when_the_index_is_unavailable(memory: Memory, project: Pa
     info = broken.overview()
     assert info["index"]["available"] is False and info["index"]["reason"]
     assert info["roots"][0]["name"] == "proj"
+
+
+def test_memory_edit_and_delete_through_the_cli(memory: Memory, project: Path) -> None:
+    from tests.conftest import run_urchin
+
+    memory.workspace_add(str(project), "proj")
+    assert run_urchin("memory", "create", "notes", "--use-when", "reading notes", "--query", "alpha").returncode == 0
+    edited = run_urchin("memory", "edit", "notes", "--title", "Release notes", "--file", "proj/README.md")
+    assert edited.returncode == 0, edited.stderr
+    definition = memory.memory_list()[0]
+    assert (definition.title, definition.use_when) == ("Release notes", "reading notes")   # the rest stays
+    assert [m.type for m in definition.members] == ["file"]
+    assert run_urchin("memory", "edit", "notes").returncode == 2                 # nothing to change: usage
+    outside = run_urchin("memory", "edit", "notes", "--file", "/etc/passwd")
+    assert outside.returncode == 1 and "members[0].path" in outside.stderr
+    assert memory.memory_list()[0].members == definition.members                 # a refused edit changes nothing
+    deleted = run_urchin("memory", "delete", "notes")
+    assert deleted.returncode == 0 and deleted.stdout.strip() == "deleted notes"
+    assert memory.memory_list() == []
+    missing = run_urchin("memory", "delete", "notes")
+    assert missing.returncode == 1 and "no memory named 'notes'" in missing.stderr

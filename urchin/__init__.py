@@ -18,10 +18,12 @@ __all__ = [
     "UrchinError",
     "ValidationError",
     "QueryError",
+    "TooLarge",
     "NotFoundError",
     "JournalError",
     "ConfigError",
     "EmbedderError",
+    "DatabaseError",
     "DaemonError",
     "__version__",
 ]
@@ -30,8 +32,9 @@ _WHERE = {
     "Memory": "urchin.memory",
     "Event": "urchin.event",
     "Settings": "urchin.config",
-    **{name: "urchin.errors" for name in ("UrchinError", "ValidationError", "QueryError", "NotFoundError",
-                                          "JournalError", "ConfigError", "EmbedderError", "DaemonError")},
+    **{name: "urchin.errors" for name in ("UrchinError", "ValidationError", "QueryError", "TooLarge",
+                                          "NotFoundError", "JournalError", "ConfigError", "EmbedderError",
+                                          "DatabaseError", "DaemonError")},
 }
 
 if TYPE_CHECKING:
@@ -39,10 +42,12 @@ if TYPE_CHECKING:
     from urchin.errors import (
         ConfigError,
         DaemonError,
+        DatabaseError,
         EmbedderError,
         JournalError,
         NotFoundError,
         QueryError,
+        TooLarge,
         UrchinError,
         ValidationError,
     )

@@ -18,7 +18,8 @@ from typing import Any, Literal
 from urchin.errors import ConfigError, ValidationError
 from urchin.event import HARD_LIMIT_BYTES, SOFT_CAP_BYTES, check_name
 
-__all__ = ["Settings", "Durability", "DEFAULT_PORT", "ensure_private_dir", "resolve_home"]
+__all__ = ["Settings", "Durability", "DEFAULT_PORT", "ensure_private_dir", "resolve_home", "runtime_dir",
+           "use_runtime_dir"]
 
 Durability = Literal["always", "batch", "never"]
 DEFAULT_PORT = 18799
@@ -235,6 +236,52 @@ def _default_home() -> str:
     import platformdirs
 
     return platformdirs.user_data_dir("urchin")
+
+
+def runtime_dir(env: Mapping[str, str] | None = None) -> Path:
+    """Where per-user runtime files (locks, sockets) go: `$XDG_RUNTIME_DIR` when it is a private
+    folder of ours, else `/run/user/<uid>` when it is, else `<tmp>/urchin-runtime-<uid>` (created 0700).
+
+    Chosen here so that no library falls back on its own and prints a warning about it (platformdirs
+    does when `XDG_RUNTIME_DIR` is unset: containers, ssh, cron, CI)."""
+    env = os.environ if env is None else env
+    uid = os.geteuid()
+    for candidate in (env.get("XDG_RUNTIME_DIR"), f"/run/user/{uid}"):
+        if candidate and _private_dir(Path(candidate), uid):
+            return Path(candidate)
+    import tempfile
+
+    base = Path(env.get("TMPDIR") or tempfile.gettempdir())
+    folder = base / f"urchin-runtime-{uid}"
+    try:
+        folder.mkdir(mode=0o700)
+    except FileExistsError:
+        pass
+    except OSError as exc:
+        raise ConfigError(f"runtime folder {folder}: cannot create: {exc.strerror}") from None
+    if not _private_dir(folder, uid):
+        raise ConfigError(f"runtime folder {folder}: must be a folder owned by uid {uid} with mode 0700 "
+                          "(set XDG_RUNTIME_DIR to one)")
+    return folder
+
+
+def use_runtime_dir() -> Path:
+    """Point `XDG_RUNTIME_DIR` of this process (and its children) at `runtime_dir()`: called before a
+    library that reads it is imported (the embedded PostgreSQL keeps its lock file there)."""
+    folder = runtime_dir()
+    if os.environ.get("XDG_RUNTIME_DIR") != str(folder):
+        os.environ["XDG_RUNTIME_DIR"] = str(folder)
+    return folder
+
+
+def _private_dir(path: Path, uid: int) -> bool:
+    import stat
+
+    try:
+        info = os.lstat(path)
+    except OSError:
+        return False
+    return stat.S_ISDIR(info.st_mode) and info.st_uid == uid and stat.S_IMODE(info.st_mode) == 0o700
 
 
 def _host_name() -> str:

@@ -2,12 +2,13 @@
 
     UrchinError                 base; front ends turn it into exit code 1, HTTP 4xx/5xx, MCP isError
     ├── ValidationError         bad input: names the field and the rule (HTTP 422)
-    │   └── QueryError          bad query parameters (HTTP 400)
+    │   ├── QueryError          bad query parameters (HTTP 400)
+    │   └── TooLarge            input over a size limit (HTTP 413)
     ├── NotFoundError           an id or path that does not exist (HTTP 404)
     ├── JournalError            the journal cannot be read or written (names the path)
     ├── ConfigError             a setting or the config file is wrong
     ├── EmbedderError           the embedding server failed or refused
-    ├── IndexError_             the Postgres index failed (named so it does not shadow the builtin)
+    ├── DatabaseError           the PostgreSQL index (or the embedded server) failed
     └── DaemonError             the daemon is unreachable, refused, or already running
 
 Leaf module: imports nothing of the package.
@@ -19,11 +20,12 @@ __all__ = [
     "UrchinError",
     "ValidationError",
     "QueryError",
+    "TooLarge",
     "NotFoundError",
     "JournalError",
     "ConfigError",
     "EmbedderError",
-    "IndexError_",
+    "DatabaseError",
     "DaemonError",
 ]
 
@@ -58,6 +60,12 @@ class QueryError(ValidationError):
     status = 400
 
 
+class TooLarge(ValidationError):
+    """Input over a size limit (a batch's count, an event's bytes)."""
+
+    status = 413
+
+
 class NotFoundError(UrchinError):
     status = 404
 
@@ -74,7 +82,9 @@ class EmbedderError(UrchinError):
     status = 502
 
 
-class IndexError_(UrchinError):
+class DatabaseError(UrchinError):
+    """The PostgreSQL index failed: unreachable, refused, missing pgvector, or the embedded server."""
+
     status = 503
 
 

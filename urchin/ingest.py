@@ -8,7 +8,7 @@ Each item gets one `IngestResult`: appended, duplicate, suppressed or rejected w
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
@@ -22,7 +22,7 @@ from urchin.journal import Journal
 from urchin.redact import Redactor
 from urchin.redact._idkey import IdKey
 
-__all__ = ["Ingestor", "IngestResult", "Status"]
+__all__ = ["Ingestor", "IngestResult", "BatchReport", "Status"]
 
 Status = Literal["appended", "duplicate", "suppressed", "rejected"]
 
@@ -45,6 +45,49 @@ class IngestResult:
         if self.reason:
             out["reason"] = self.reason
         return out
+
+
+@dataclass(slots=True)
+class BatchReport:
+    """The tally of a batch of writes (an import, an HTTP batch, the daemon writer's running totals):
+    counts by status, and each rejected item's place (line number or index) and reason."""
+
+    appended: int = 0
+    duplicate: int = 0
+    suppressed: int = 0
+    rejected: list[tuple[int, str]] = field(default_factory=list)
+    indexed_events: int = 0       # an import indexes what it appended, in one pass, before it returns
+    index_seconds: float = 0.0
+
+    def add(self, result: IngestResult, where: int = 0) -> None:
+        if result.status == "rejected":
+            self.rejected.append((where, result.reason or "rejected"))
+        elif result.status == "appended":
+            self.appended += 1
+        elif result.status == "duplicate":
+            self.duplicate += 1
+        else:
+            self.suppressed += 1
+
+    @classmethod
+    def of(cls, results: Iterable[IngestResult]) -> BatchReport:
+        report = cls()
+        for index, result in enumerate(results):
+            report.add(result, index)
+        return report
+
+    def counts(self) -> dict[str, int]:
+        return {"appended": self.appended, "duplicate": self.duplicate, "suppressed": self.suppressed,
+                "rejected": len(self.rejected)}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"appended": self.appended, "duplicate": self.duplicate, "suppressed": self.suppressed,
+                "rejected": [{"line": n, "reason": r} for n, r in self.rejected],
+                "index": {"events": self.indexed_events, "seconds": round(self.index_seconds, 2)}}
+
+    def render(self) -> str:
+        return (f"appended {self.appended}, duplicate {self.duplicate}, suppressed {self.suppressed}, "
+                f"rejected {len(self.rejected)}")
 
 
 class Ingestor:

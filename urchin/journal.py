@@ -23,7 +23,7 @@ from urchin.config import Durability, ensure_private_dir, write_private
 from urchin.errors import JournalError
 from urchin.event import Event
 
-__all__ = ["Journal", "JournalStats", "ReadResult", "BATCH_SYNC_INTERVAL_S", "complete_lines"]
+__all__ = ["Journal", "JournalMark", "JournalStats", "ReadResult", "BATCH_SYNC_INTERVAL_S", "complete_lines"]
 
 BATCH_SYNC_INTERVAL_S = 1.0
 _READ_CHUNK = 1 << 20
@@ -35,6 +35,37 @@ class ReadResult:
 
     lines: list[tuple[int, bytes]]
     next_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class JournalMark:
+    """Which journal file, and which prefix of it, a view covers: (device, inode, head digest, offset).
+
+    The one test every view uses for "the journal was replaced" (a compaction renames a new file
+    over it, a user restores a backup) or "cut" (truncated below what the view covers): then the
+    view starts over. A journal that only grew still matches.
+    """
+
+    device: int
+    inode: int
+    head: str     # blake2b of the first (up to) 4 KiB of the covered prefix
+    offset: int
+
+    def to_dict(self) -> dict[str, int | str]:
+        return {"device": self.device, "inode": self.inode, "head": self.head, "offset": self.offset}
+
+    @classmethod
+    def from_dict(cls, data: object) -> JournalMark | None:
+        """A mark read back from a cache file; None when it is not one."""
+        if not isinstance(data, dict):
+            return None
+        try:
+            return cls(int(data["device"]), int(data["inode"]), str(data["head"]), int(data["offset"]))
+        except (KeyError, TypeError, ValueError):
+            return None
+
+
+_MARK_HEAD = 4096
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,6 +168,38 @@ class Journal:
         except OSError as exc:
             raise JournalError(f"{self.path}: cannot read: {exc.strerror}") from None
 
+    def mark(self, offset: int) -> JournalMark:
+        """The mark of the journal as it is now, covering its first `offset` bytes (0 0 "" 0: no file)."""
+        try:
+            with self.path.open("rb") as handle:
+                info = os.fstat(handle.fileno())
+                head = os.pread(handle.fileno(), min(_MARK_HEAD, offset), 0)
+        except FileNotFoundError:
+            return JournalMark(0, 0, "", 0)
+        except OSError as exc:
+            raise JournalError(f"{self.path}: cannot read: {exc.strerror}") from None
+        return JournalMark(info.st_dev, info.st_ino, hashlib.blake2b(head, digest_size=8).hexdigest(), offset)
+
+    def replaced(self, mark: JournalMark) -> str | None:
+        """Why the journal no longer holds what `mark` covers (another file, or shorter), else None."""
+        if mark.offset == 0 and mark.inode == 0:
+            return None   # nothing covered yet: anything matches
+        try:
+            with self.path.open("rb") as handle:
+                info = os.fstat(handle.fileno())
+                if (info.st_dev, info.st_ino) != (mark.device, mark.inode):
+                    return "journal replaced (another file at the same path)"
+                if info.st_size < mark.offset:
+                    return f"journal is shorter ({info.st_size} bytes) than what was covered ({mark.offset})"
+                head = os.pread(handle.fileno(), min(_MARK_HEAD, mark.offset), 0)
+        except FileNotFoundError:
+            return "journal removed"
+        except OSError as exc:
+            raise JournalError(f"{self.path}: cannot read: {exc.strerror}") from None
+        if hashlib.blake2b(head, digest_size=8).hexdigest() != mark.head:
+            return "journal rewritten (its first bytes differ)"
+        return None
+
     def read_from(self, offset: int, max_bytes: int | None = None) -> ReadResult:
         """Complete lines from `offset` on (at most about `max_bytes`); a partial tail is left."""
         try:
@@ -229,8 +292,8 @@ class Journal:
             cached = orjson.loads(cache_path.read_bytes())
             covered, events, invalid = int(cached["covered"]), int(cached["events"]), int(cached["invalid"])
             first, last = cached["first"], cached["last"]
-            head = cached.get("head")
-            if covered > size or (covered and head != self._head_digest()):
+            mark = JournalMark.from_dict(cached.get("mark"))
+            if covered and (mark is None or mark.offset != covered or self.replaced(mark) is not None):
                 raise ValueError("journal replaced or shortened")
         except (OSError, ValueError, KeyError, TypeError, orjson.JSONDecodeError):
             covered, events, invalid, first, last = 0, 0, 0, None, None
@@ -248,20 +311,12 @@ class Journal:
                 last = event.timestamp
         if covered != start and self.path.exists():
             record = {"covered": covered, "events": events, "invalid": invalid, "first": first, "last": last,
-                      "head": self._head_digest()}
+                      "mark": self.mark(covered).to_dict()}
             try:
                 write_private(cache_path, orjson.dumps(record), sync=False)
             except OSError:
                 pass  # a read-only folder: stats are still right, just not cached
         return JournalStats(str(self.path), size, events, invalid, self.torn_records(), first, last)
-
-    def _head_digest(self) -> str:
-        """The first line's bytes, hashed: tells a replaced journal from a grown one."""
-        try:
-            with self.path.open("rb") as handle:
-                return hashlib.blake2b(handle.readline(4096), digest_size=8).hexdigest()
-        except OSError:
-            return ""
 
     def torn_records(self) -> int:
         try:

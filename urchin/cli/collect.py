@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from urchin.cli import AppContext, main
+from urchin.cli.group import AppContext, main
 from urchin.cli.options import json_option, print_json
 
 COLLECTOR_NAMES = ("claude", "copilot", "gemini", "codex", "shell", "git")

@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from urchin.cli import AppContext, main
+from urchin.cli.group import AppContext, main
 from urchin.cli.options import print_json
 
 

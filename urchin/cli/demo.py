@@ -6,8 +6,9 @@ import sys
 
 import click
 
-from urchin.cli import AppContext, main
+from urchin.cli.group import AppContext, main
 from urchin.cli.options import print_result
+from urchin.config import Settings
 
 SAMPLES = [
     ("claude", "decision", "Decided to keep the journal append-only and rebuild every index from it."),
@@ -25,30 +26,37 @@ SAMPLES = [
 def demo(app: AppContext, keep: bool) -> None:
     """Ingest a few sample events and search them interactively (Ctrl-D to quit)."""
     import tempfile
+
+    if keep:
+        _tour(app.settings())
+        return
+    with tempfile.TemporaryDirectory(prefix="urchin-demo-") as home:   # removed however the tour ends
+        _tour(Settings.resolve(home))
+
+
+def _tour(settings: Settings) -> None:
     from datetime import UTC, datetime, timedelta
 
-    from urchin.config import Settings
     from urchin.memory import Memory
 
-    home = app.home if keep else tempfile.mkdtemp(prefix="urchin-demo-")
-    memory = Memory(Settings.resolve(home))
     now = datetime.now(UTC)
     items = [{"source": s, "kind": k, "content": c, "workspace": "demo",
               "timestamp": (now - timedelta(minutes=10 * (len(SAMPLES) - i))).isoformat()}
              for i, (s, k, c) in enumerate(SAMPLES)]
-    for result in memory.ingest(items):
-        click.echo(f"{result.label:>10}  {result.id}")
-    click.echo(f"\nJournal: {memory.settings.journal_path}\nTry: STRASSE, fsync, deploy, race (Ctrl-D quits)\n")
-    while True:
-        try:
-            query = click.prompt("search", prompt_suffix="> ", default="", show_default=False)
-        except (EOFError, click.Abort):
-            click.echo()
-            return
-        if not query.strip():
-            continue
-        found = memory.search(query)
-        print_result(found, as_json=False)
-        if not found.hits:
-            click.echo("(no match)")
-        sys.stdout.flush()
+    with Memory(settings) as memory:
+        for result in memory.ingest(items):
+            click.echo(f"{result.label:>10}  {result.id}")
+        click.echo(f"\nJournal: {settings.journal_path}\nTry: STRASSE, fsync, deploy, race (Ctrl-D quits)\n")
+        while True:
+            try:
+                query = click.prompt("search", prompt_suffix="> ", default="", show_default=False)
+            except (EOFError, click.Abort):
+                click.echo()
+                return
+            if not query.strip():
+                continue
+            found = memory.search(query)
+            print_result(found, as_json=False)
+            if not found.hits:
+                click.echo("(no match)")
+            sys.stdout.flush()

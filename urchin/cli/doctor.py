@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from urchin.cli import AppContext, main
+from urchin.cli.group import AppContext, main
 from urchin.cli.options import json_option, print_json
 
 _MARK = {"ok": "ok  ", "warn": "warn", "fail": "FAIL"}

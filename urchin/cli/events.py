@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from urchin.cli import AppContext, main
+from urchin.cli.group import AppContext, main
 from urchin.cli.options import filter_options, json_option, print_json, print_result, window_options
 from urchin.errors import UrchinError
 
@@ -131,13 +131,10 @@ def tail(app: AppContext, count: int, follow: bool, as_json: bool) -> None:
         show(event)
     if not follow:
         return
-    offset = memory.end_offset()
-    while True:
-        events, offset = memory.follow(offset)
-        for event in events:
-            show(event)
+    sys.stdout.flush()
+    for event in memory.follow_events():
+        show(event)
         sys.stdout.flush()
-        time.sleep(0.25)
 
 
 @main.command()
@@ -167,6 +164,8 @@ def semantic(app: AppContext, query: str, as_json: bool, **params: Any) -> None:
     for note in result.notes:
         click.echo(f"warning: {note}", err=True)
     print_result(result, as_json, with_score=True)
+    if not as_json:
+        click.echo(f"mode: {result.mode}", err=True)
 
 
 @main.command()

@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from urchin.cli import AppContext, main
+from urchin.cli.group import AppContext, main
 from urchin.cli.options import print_json
 
 
@@ -22,43 +22,45 @@ from urchin.cli.options import print_json
 def index(app: AppContext, rebuild: bool, follow: bool, show_status: bool, as_json: bool) -> None:
     """Feed the journal into the Postgres index (URCHIN_DATABASE_URL, else the embedded server)."""
     memory = app.memory()
+    if show_status:
+        print_json(memory.index_status())
+        return
+    stop = threading.Event()
+    progress = _Progress(follow and not as_json, sys.stderr.isatty() and not as_json, memory.end_offset())
+    if follow and not as_json:
+        click.echo("following the journal into the index (Ctrl-C stops)", err=True)
     try:
-        if show_status:
-            print_json(memory.index_status())
-            return
-        started = time.perf_counter()
-        stop = threading.Event()
-        bar: Any = None
-        if sys.stderr.isatty() and not as_json:
-            bar = click.progressbar(length=max(1, memory.end_offset()), label="indexing", file=sys.stderr)
-            bar.__enter__()
-
-        def progress(done: int, total: int) -> None:
-            if bar is not None:
-                bar.length = max(total, 1)
-                bar.update(done - bar.pos)
-
-        try:
-            report = memory.index(rebuild=rebuild, follow=follow, on_progress=progress, stop=stop)
-        except KeyboardInterrupt:
-            stop.set()
-            return
-        finally:
-            if bar is not None:
-                bar.__exit__(None, None, None)
-        files = memory.index_files() if not follow and memory.workspace_list() else None
-        elapsed = time.perf_counter() - started
-        if as_json:
-            print_json({**report.to_dict(), "seconds": round(elapsed, 3),
-                        **({"files": files.to_dict()} if files is not None else {})})
-        else:
-            rate = report.events / elapsed if elapsed > 0 else 0.0
-            click.echo(f"indexed {report.events} events ({report.inserted} new) in {elapsed:.1f} s "
-                       f"({rate:,.0f}/s); cursor at byte {report.offset}"
-                       + (f"; {report.retries} retries" if report.retries else ""))
-            if files is not None:
-                click.echo(f"workspace files: {files.indexed} indexed ({files.chunks} chunks), {files.unchanged} "
-                           f"unchanged, {files.cataloged} cataloged (over the size cap), {files.failed} failed, "
-                           f"{files.removed} removed")
+        run = memory.update_index(rebuild=rebuild, follow=follow, on_progress=progress, stop=stop)
+    except KeyboardInterrupt:
+        stop.set()
+        return
     finally:
-        memory.close()
+        progress.close()
+    if as_json:
+        print_json(run.to_dict())
+    else:
+        click.echo(run.render())
+
+
+class _Progress:
+    """A bar on a terminal; when following, a line per second that the cursor moved (logs, pipes too)."""
+
+    def __init__(self, lines: bool, bar: bool, total: int) -> None:
+        self._lines = lines
+        self._bar: Any = click.progressbar(length=max(1, total), label="indexing", file=sys.stderr) if bar else None
+        if self._bar is not None:
+            self._bar.__enter__()
+        self._said = 0.0
+
+    def __call__(self, done: int, total: int) -> None:
+        if self._bar is not None:
+            self._bar.length = max(total, 1)
+            self._bar.update(done - self._bar.pos)
+        elif self._lines and (done >= total or time.monotonic() - self._said >= 1.0):
+            self._said = time.monotonic()
+            click.echo(f"indexed up to byte {done:,} of {total:,}", err=True)
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.__exit__(None, None, None)
+            self._bar = None

@@ -10,7 +10,7 @@ import sys
 
 import click
 
-from urchin.cli import AppContext, main
+from urchin.cli.group import AppContext, main
 
 
 @main.command("mcp")
@@ -28,15 +28,6 @@ def mcp_command(app: AppContext, log_level: str) -> None:
     logging.basicConfig(stream=sys.stderr, level=log_level.upper(),
                         format="urchin mcp: %(levelname)s %(name)s: %(message)s")
     try:
-        anyio.run(serve_stdio, _open_memory(app))
+        anyio.run(serve_stdio, app.memory())   # the daemon's when one runs; closed with the command
     except KeyboardInterrupt:
         pass
-
-
-def _open_memory(app: AppContext) -> object:
-    """The daemon's memory when a daemon runs (RemoteMemory), else an in-process `Memory`."""
-    try:
-        from urchin.daemon.client import open_memory
-    except ImportError:
-        return app.memory()
-    return open_memory(app.settings())

@@ -6,7 +6,7 @@ import re
 
 import click
 
-from urchin.cli import AppContext, main
+from urchin.cli.group import AppContext, main
 from urchin.cli.options import json_option, print_json
 from urchin.errors import QueryError
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from urchin.cli import AppContext, main
+from urchin.cli.group import AppContext, main
 
 
 @main.command()

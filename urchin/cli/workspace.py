@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from urchin.cli import AppContext, main
+from urchin.cli.group import AppContext, main
 from urchin.cli.options import json_option, print_json
 
 
@@ -116,6 +116,38 @@ def memory_create(app: AppContext, slug: str, use_when: str, title: str | None, 
                + [Member("query", query=q, source=source, hours=hours) for q in queries])
     created = app.memory().memory_create(slug, use_when, members, title, replace)
     click.echo(f"created {created.slug} ({len(created.members)} members) in {created.path}")
+
+
+@memory.command("edit")
+@click.argument("slug")
+@click.option("--use-when", default=None, help="New text for when an agent should read it.")
+@click.option("--title", default=None, help="A new title.")
+@click.option("--file", "files", multiple=True, help="A workspace file (repeatable; members given replace all).")
+@click.option("--folder", "folders", multiple=True, help="A whole workspace folder (repeatable).")
+@click.option("--query", "queries", multiple=True, help="A saved journal search (repeatable).")
+@click.option("--source", default=None, help="With --query: only this source.")
+@click.option("--hours", default=None, type=float, help="With --query: window in hours (default: a year).")
+@click.pass_obj
+def memory_edit(app: AppContext, slug: str, use_when: str | None, title: str | None, files: tuple[str, ...],
+                folders: tuple[str, ...], queries: tuple[str, ...], source: str | None, hours: float | None) -> None:
+    """Change the curated memory SLUG: what you give replaces what it held (members as a whole)."""
+    from urchin.workspace.memories import Member
+
+    members = ([Member("file", path=f) for f in files] + [Member("folder", path=f) for f in folders]
+               + [Member("query", query=q, source=source, hours=hours) for q in queries])
+    if not (members or use_when is not None or title is not None):
+        raise click.UsageError("say what to change: --use-when, --title, or members (--file, --folder, --query)")
+    edited = app.memory().memory_edit(slug, use_when=use_when, members=members or None, title=title)
+    click.echo(f"edited {edited.slug} ({len(edited.members)} members) in {edited.path}")
+
+
+@memory.command("delete")
+@click.argument("slug")
+@click.pass_obj
+def memory_delete(app: AppContext, slug: str) -> None:
+    """Delete the curated memory SLUG (its definition only: files and events stay)."""
+    deleted = app.memory().memory_delete(slug)
+    click.echo(f"deleted {deleted.slug}")
 
 
 @memory.command("list")

@@ -30,8 +30,8 @@ from urchin.daemon.security import AUTHORISED, BATCH_LIMIT, EVENT_LIMIT, SSE_IDL
 from urchin.daemon.viewer_routes import viewer_routes
 from urchin.daemon.workspace_routes import workspace_routes
 from urchin.daemon.writer import GroupWriter
-from urchin.errors import ConfigError, NotFoundError, QueryError, UrchinError, ValidationError
-from urchin.ingest import IngestResult
+from urchin.errors import ConfigError, NotFoundError, QueryError, TooLarge, UrchinError, ValidationError
+from urchin.ingest import BatchReport, IngestResult
 from urchin.memory import Memory
 from urchin.redact import redact_message
 
@@ -178,10 +178,6 @@ def _size(item: Any) -> int:
         return 0
 
 
-class TooLarge(ValidationError):
-    status = 413
-
-
 # ---- routes -------------------------------------------------------------------------------------
 async def _health(request: Request) -> Response:
     """Alive, to anyone on this machine; counts, version and uptime only to a holder of the token."""
@@ -216,21 +212,10 @@ async def _ingest_batch(request: Request) -> Response:
         if _size(item) > EVENT_LIMIT:
             raise TooLarge(f"events[{index}]", f"over the limit of {EVENT_LIMIT} bytes per event")
     state = _state(request)
-    labels: list[dict[str, Any] | None] = []
-    ready = []
-    for item in body:
-        try:
-            ready.append(state.memory.prepare(item, defaults))
-            labels.append(None)
-        except ValidationError as exc:
-            labels.append(state.memory.rejected(item, exc).to_dict())
-    appended: list[IngestResult] = await asyncio.wrap_future(state.writer.submit(ready)) if ready else []
-    written = iter(appended)
-    results = [label if label is not None else next(written).to_dict() for label in labels]
-    counts = {"appended": 0, "duplicate": 0, "suppressed": 0, "rejected": 0}
-    for result in results:
-        counts[str(result["status"]).split(":", 1)[0]] += 1
-    return JSON({"results": results, **counts})
+    batch = state.memory.prepare_batch(body, defaults)
+    appended: list[IngestResult] = await asyncio.wrap_future(state.writer.submit(batch.events)) if batch.events else []
+    results = batch.merge(appended)
+    return JSON({"results": [r.to_dict() for r in results], **BatchReport.of(results).counts()})
 
 
 async def _search(request: Request) -> Response:
@@ -288,7 +273,7 @@ async def _status(request: Request) -> Response:
     info = await run_in_threadpool(state.memory.status)
     offset, lines = state.memory.followed
     info["daemon"] = {"pid": os.getpid(), "address": state.address, "version": VERSION,
-                      "redaction": state.memory.ingestor.redactor.fingerprint,
+                      "redaction": state.memory.redaction_fingerprint(),
                       "uptimeS": state.uptime_s(),
                       "followed": {"offset": offset, "lines": lines}, "writer": state.writer.stats.to_dict()}
     return JSON(info)

@@ -52,9 +52,7 @@ class CollectorLoop(_Job):
     name = "collectors"
 
     def run(self) -> None:
-        from urchin.collectors.watch import watch_collectors
-
-        for names in watch_collectors(self.memory.settings, self.stop_event):
+        for names in self.memory.collector_changes(self.stop_event):
             for name in sorted(names):
                 if self.stop_event.is_set():
                     return
@@ -77,7 +75,7 @@ class EmbedderLoop(_Job):
     def run(self) -> None:
         while not self.stop_event.is_set():
             try:
-                added = self.memory.embedding_view().catch_up(limit=self.BATCH)
+                added = self.memory.embed(limit=self.BATCH)["embedded"]
                 self.last_error = None
             except UrchinError as exc:
                 if self.last_error != exc.message:

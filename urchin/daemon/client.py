@@ -10,7 +10,7 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
@@ -142,8 +142,23 @@ class RemoteMemory:
                                                       workspace=workspace, session=session, kind=kind))
 
     def semantic(self, query: str, **params: Any) -> SearchResult:
-        return self._call("GET", "/semantic", params=_drop_none(query=query, **params), parse=_search_result,
-                          fallback=lambda m: m.semantic(query, **params))
+        result: SearchResult = self._call("GET", "/semantic", params=_drop_none(query=query, **params),
+                                          parse=_search_result, fallback=lambda m: m.semantic(query, **params))
+        if not self.fell_back:
+            result.notes.extend(self._settings_notes(result.mode))
+        return result
+
+    def _settings_notes(self, mode: str) -> list[str]:
+        """The daemon searched with its own settings: say so when this shell's differ (else silently ignored)."""
+        ours = self.settings.embedder_url
+        used_embedder = mode.startswith("embedder")
+        if ours and not used_embedder and "unreachable" not in mode:
+            return [f"answered by the daemon (pid {self.info.pid}) with its own settings: it has no embedder, so "
+                    f"URCHIN_EMBEDDER_URL in this shell is not used; restart `urchin serve` with it, or set "
+                    f"URCHIN_NO_DAEMON=1 to search in-process"]
+        if not ours and used_embedder:
+            return [f"answered by the daemon (pid {self.info.pid}) with its embedder ({mode})"]
+        return []
 
     def context(self, params: Mapping[str, Any] | None = None, /, **kwargs: Any) -> Any:
         """`search_context` through the daemon, which holds the index connection."""
@@ -190,16 +205,26 @@ class RemoteMemory:
     def redact_rewrite(self) -> dict[str, Any]:
         """Rewrites in-process (the daemon follows the compaction), but only when the daemon redacts
         with the rules config.toml holds now: else its next writes and re-chunks would undo the rewrite."""
-        from urchin.redact import Redactor
-
         answer = self._call("GET", "/status", parse=lambda body: dict(body), fallback=lambda m: {})
         running = (answer.get("daemon") or {}).get("redaction")
-        current = Redactor.from_config(self.settings.section("redact")).fingerprint
+        current = self.local().redaction_fingerprint()
         if answer and running != current:
             raise ConfigError(f"the daemon (pid {answer['daemon'].get('pid')}) still redacts with the rules it started "
                               "with, not those config.toml holds now: restart it (stop it, then `urchin serve`), "
                               "then run `urchin redact --rewrite` again")
         return self.local().redact_rewrite()
+
+    def forget_from(self, params: Mapping[str, Any]) -> Any:
+        """`Memory.forget_from` (wire-named parameters) through the daemon's route."""
+        if not isinstance(params, Mapping):
+            return self.local().forget_from(params)   # the same error, named the same way
+
+        def parse(answer: Any) -> Any:
+            from urchin.memory.forget import ForgetResult
+
+            return ForgetResult.from_dict(answer)
+
+        return self._call("POST", "/forget", json=dict(params), parse=parse, fallback=lambda m: m.forget_from(params))
 
     def status(self) -> dict[str, Any]:
         return self._call("GET", "/status", parse=lambda body: dict(body), fallback=lambda m: m.status())
@@ -222,9 +247,19 @@ class RemoteMemory:
         return self.ingest([item], defaults)[0]
 
     def close(self) -> None:
+        """Close the HTTP connection and the in-process `Memory` behind this client, if either was opened."""
         if self._client is not None:
             self._client.close()
             self._client = None
+        if self._local is not None:
+            self._local.close()
+            self._local = None
+
+    def __enter__(self) -> RemoteMemory:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def local(self) -> Memory:
         """The in-process `Memory` behind this client, opened on first use."""
@@ -234,11 +269,102 @@ class RemoteMemory:
             self._local = Memory(self.settings)
         return self._local
 
-    def __getattr__(self, name: str) -> Any:
-        # Everything without a route (import_lines, tail, follow, contexts, ...) runs in-process.
-        if name.startswith("_"):
-            raise AttributeError(name)
-        return getattr(self.local(), name)
+    # ---- run in-process: no route (the journal is the same; the daemon's views follow it) -------
+    def prepare(self, item: Mapping[str, Any], defaults: Mapping[str, Any] | None = None) -> Event:
+        return self.local().prepare(item, defaults)
+
+    def import_lines(self, lines: Iterable[bytes | str], on_progress: Callable[[int], None] | None = None) -> Any:
+        return self.local().import_lines(lines, on_progress)
+
+    def embed(self, progress: Callable[[int], None] | None = None, *, limit: int | None = None) -> dict[str, Any]:
+        return self.local().embed(progress, limit=limit)
+
+    def session_context(self, session: str, **params: Any) -> SearchResult:
+        return self.local().session_context(session, **params)
+
+    def workspace_context(self, workspace: str, **params: Any) -> SearchResult:
+        return self.local().workspace_context(workspace, **params)
+
+    def tail(self, n: int = 10) -> list[Event]:
+        return self.local().tail(n)
+
+    def end_offset(self) -> int:
+        return self.local().end_offset()
+
+    def follow(self, offset: int) -> tuple[list[Event], int]:
+        return self.local().follow(offset)
+
+    def follow_events(self, stop: Any = None, poll_s: float = 0.25) -> Iterator[Event]:
+        return self.local().follow_events(stop, poll_s)
+
+    def ephemeral(self, action: str = "status", minutes: float | None = None) -> Any:
+        return self.local().ephemeral(action, minutes)
+
+    def redact_check(self, path: str) -> Iterator[Any]:
+        return self.local().redact_check(path)
+
+
+    def identity(self) -> dict[str, str]:
+        return self.local().identity()
+
+    def collect(self, which: str = "all") -> list[Any]:
+        return self.local().collect(which)
+
+    def collectors_status(self) -> list[dict[str, Any]]:
+        return self.local().collectors_status()
+
+    def install_hooks(self, target: str, **params: Any) -> Any:
+        return self.local().install_hooks(target, **params)
+
+    def workspace_add(self, path: str, name: str | None = None, allow_secret_files: bool = False) -> Any:
+        return self.local().workspace_add(path, name, allow_secret_files)
+
+    def workspace_remove(self, name: str) -> Any:
+        return self.local().workspace_remove(name)
+
+    def workspace_list(self) -> list[Any]:
+        return self.local().workspace_list()
+
+    def get_file(self, path: str, from_line: int = 1, max_lines: int = 200) -> Any:
+        return self.local().get_file(path, from_line, max_lines)
+
+    def memory_create(self, slug: str, use_when: str, members: list[Any], title: str | None = None,
+                      replace: bool = False) -> Any:
+        return self.local().memory_create(slug, use_when, members, title, replace)
+
+    def memory_edit(self, slug: str, **changes: Any) -> Any:
+        return self.local().memory_edit(slug, **changes)
+
+    def memory_delete(self, slug: str) -> Any:
+        return self.local().memory_delete(slug)
+
+    def memory_list(self) -> list[Any]:
+        return self.local().memory_list()
+
+    def memory_get(self, slug: str, token_budget: int = 8000) -> dict[str, Any]:
+        return self.local().memory_get(slug, token_budget)
+
+    def overview(self) -> dict[str, Any]:
+        return self.local().overview()
+
+    def index(self, *args: Any, **kwargs: Any) -> Any:
+        return self.local().index(*args, **kwargs)
+
+    def update_index(self, *args: Any, **kwargs: Any) -> Any:
+        return self.local().update_index(*args, **kwargs)
+
+    def index_files(self) -> Any:
+        return self.local().index_files()
+
+    def index_status(self) -> dict[str, Any]:
+        return self.local().index_status()
+
+    def query_source(self, source: str, query: str, limit: int = 10) -> Any:
+        return self.local().query_source(source, query, limit)
+
+    def fetch_source_document(self, source: str, doc_id: str) -> dict[str, Any]:
+        return self.local().fetch_source_document(source, doc_id)
+
 
     # ---- transport ----------------------------------------------------------------------------
     def _http(self) -> Any:

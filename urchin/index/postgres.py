@@ -14,7 +14,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from urchin.errors import IndexError_
+from urchin.errors import DatabaseError
 from urchin.index.base import MEMORY_KINDS, ChunkRow, ContextRow, Filter, LegHit
 from urchin.index.schema import MIGRATIONS, PGVECTOR_MIN, TS_CONFIG
 
@@ -117,7 +117,8 @@ class PostgresIndex:
                 "ON CONFLICT (device, journal) DO UPDATE SET byte_offset = excluded.byte_offset, updated_at = now() "
                 "WHERE urchin_cursors.byte_offset = %s", (device, journal, new_offset, expected)).rowcount
             if moved != 1:
-                raise IndexError_(f"index cursor for {device}:{journal} was moved by another feeder; re-reading it")
+                raise DatabaseError(f"index cursor for {device}:{journal} was moved by another feeder; "
+                                    "re-reading it")
         return len(inserted)
 
     # ---- forgetting ----------------------------------------------------------------------------
@@ -149,7 +150,8 @@ class PostgresIndex:
                                      "WHERE device = %s AND journal = %s AND byte_offset = %s",
                                      (moves[1], device, journal, moves[0])).rowcount
                 if moved != 1 and moves[0] != 0:
-                    raise IndexError_(f"index cursor for {device}:{journal} was moved by another feeder; re-reading it")
+                    raise DatabaseError(f"index cursor for {device}:{journal} was moved by another feeder; "
+                                        "re-reading it")
             for mark, value in ((GENERATION_MARK, generation), (FORGOTTEN_MARK, applied)):
                 conn.execute("INSERT INTO urchin_cursors (device, journal, byte_offset) VALUES (%s, %s, %s) "
                              "ON CONFLICT (device, journal) DO UPDATE SET byte_offset = "
@@ -445,21 +447,21 @@ def _migrate(conn: psycopg.Connection[Any]) -> None:
         installed = conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'").fetchone()
         if installed is None:
             if available is None:
-                raise IndexError_("pgvector is not installed on this PostgreSQL server: urchin needs the `vector` "
-                                  f"extension >= {'.'.join(map(str, PGVECTOR_MIN))} "
-                                  "(https://github.com/pgvector/pgvector)")
+                raise DatabaseError("pgvector is not installed on this PostgreSQL server: urchin needs the `vector` "
+                                    f"extension >= {'.'.join(map(str, PGVECTOR_MIN))} "
+                                    "(https://github.com/pgvector/pgvector)")
             try:
                 with conn.transaction():
                     conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
             except psycopg.errors.InsufficientPrivilege:
-                raise IndexError_("pgvector is available but not enabled in this database, and this user may not "
-                                  "enable it: run `CREATE EXTENSION vector;` as an owner") from None
+                raise DatabaseError("pgvector is available but not enabled in this database, and this user may not "
+                                    "enable it: run `CREATE EXTENSION vector;` as an owner") from None
             installed = conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'").fetchone()
         version = tuple(int(p) for p in str(installed[0]).split(".")[:2]) if installed else (0, 0)
         if version < PGVECTOR_MIN:
-            raise IndexError_(f"pgvector {installed[0] if installed else '?'} is installed; urchin needs >= "
-                              f"{'.'.join(map(str, PGVECTOR_MIN))} for sparsevec and halfvec "
-                              "(ALTER EXTENSION vector UPDATE)")
+            raise DatabaseError(f"pgvector {installed[0] if installed else '?'} is installed; urchin needs >= "
+                                f"{'.'.join(map(str, PGVECTOR_MIN))} for sparsevec and halfvec "
+                                "(ALTER EXTENSION vector UPDATE)")
         conn.execute("CREATE TABLE IF NOT EXISTS urchin_migrations (version integer PRIMARY KEY, name text NOT NULL, "
                      "applied_at timestamptz NOT NULL DEFAULT now())")
         applied = {r[0] for r in conn.execute("SELECT version FROM urchin_migrations").fetchall()}

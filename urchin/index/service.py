@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from urchin.config import Settings
-from urchin.errors import EmbedderError, IndexError_, UrchinError
+from urchin.errors import DatabaseError, EmbedderError, UrchinError
 from urchin.index.base import Embedder
 from urchin.index.feeder import Feeder, FeedReport
 from urchin.index.hybrid import ContextResult, run_context
@@ -30,18 +30,8 @@ __all__ = ["IndexService", "INLINE_CATCH_UP_BYTES"]
 INLINE_CATCH_UP_BYTES = 32 * 1024 * 1024   # a query feeds up to this much backlog itself; more needs `urchin index`
 
 
-def _configured_embedder(settings: Settings) -> Embedder | None:
-    """The embedder of URCHIN_EMBEDDER_URL/MODEL (no I/O until it is used), else None: token-cosine."""
-    if not (settings.embedder_url and settings.embedder_model):
-        return None
-    from urchin.search.embedder import Embedder as Client
-
-    return Client(settings.embedder_url, settings.embedder_model, settings.embedder_api,  # type: ignore[arg-type]
-                  timeout=settings.embedder_timeout_s)
-
-
 def _database_errors(method: Callable[..., Any]) -> Callable[..., Any]:
-    """Driver errors leave the index as `IndexError_` naming the database, never as a traceback."""
+    """Driver errors leave the index as `DatabaseError` naming the database, never as a traceback."""
 
     @functools.wraps(method)
     def wrapper(self: IndexService, *args: Any, **kwargs: Any) -> Any:
@@ -55,7 +45,7 @@ def _database_errors(method: Callable[..., Any]) -> Callable[..., Any]:
             where = ("URCHIN_DATABASE_URL" if self.settings.database_url
                      else f"the embedded PostgreSQL ({self.settings.pg_dir})")
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise IndexError_(f"database: {where} failed: {first}") from None
+            raise DatabaseError(f"database: {where} failed: {first}") from None
 
     return wrapper
 
@@ -64,7 +54,11 @@ class IndexService:
     def __init__(self, settings: Settings, journal: Journal, embedder: Embedder | None = None) -> None:
         self.settings = settings
         self.journal = journal
-        self.embedder = embedder if embedder is not None else _configured_embedder(settings)
+        if embedder is None and settings.embedder_url and settings.embedder_model:
+            from urchin.search.embedder import configured_embedder  # httpx and numpy load only then
+
+            embedder = configured_embedder(settings)
+        self.embedder = embedder
         self._backend: Any = None
         self._embedded: Any = None
         self._lock = threading.RLock()

@@ -1,68 +1,22 @@
 """Token-cosine vectors for the semantic leg when no embedder is set: hashed tokens -> `sparsevec`.
 
-Tokens come from one swappable function (`tokens`); the shared tokeniser of `urchin.search.tokens`
-is used when it exists, else a small fallback. Token ids are hashed into `DIM` dimensions (crc32).
+Tokens come from the shared tokeniser of `urchin.search.tokens` (the same tokens as `urchin semantic`);
+token ids are hashed into `DIM` dimensions (crc32).
 """
 
 from __future__ import annotations
 
 import math
-import re
 import zlib
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+
+from urchin.search.tokens import tokenize as tokens
 
 __all__ = ["DIM", "MAX_NONZERO", "tokens", "term_ids", "int_array", "doc_vector", "query_vector", "to_sparsevec", "idf"]
 
 DIM = 1 << 20
 MAX_NONZERO = 1000          # keep vectors small; a 64 KiB tool output has thousands of distinct tokens
-
-_WORD = re.compile(r"[^\W_]+", re.UNICODE)
-_STOP = frozenset("""a about above after again against all am an and any are as at be because been before being
-below between both but by can could did do does doing down during each few for from further had has have having
-he her here hers herself him himself his how i if in into is it its itself just me more most my myself no nor not
-now of off on once only or other our ours ourselves out over own same she should so some such than that the their
-theirs them themselves then there these they this those through to too under until up very was we were what when
-where which while who whom why will with would you your yours yourself yourselves""".split())
-_SUFFIXES = ("ingly", "edly", "ings", "ing", "ies", "ied", "ed", "es", "ly", "s")
-
-
-def _stem(word: str) -> str:
-    # A deliberately light suffix stripper; the shared tokeniser (Snowball-like) replaces it when present.
-    for suffix in _SUFFIXES:
-        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
-            stem = word[: -len(suffix)]
-            return stem + "y" if suffix in ("ies", "ied") else stem
-    return word
-
-
-_STEMS: dict[str, str | None] = {}
-
-
-def _fallback_tokens(text: str) -> list[str]:
-    out = []
-    for word in _WORD.findall(text.lower()):
-        stem = _STEMS.get(word, "")
-        if stem == "":
-            stem = None if len(word) < 2 or word in _STOP else _stem(word)
-            if len(_STEMS) > 500_000:      # agent text is repetitive: a bounded cache pays for itself
-                _STEMS.clear()
-            _STEMS[word] = stem
-        if stem is not None:
-            out.append(stem)
-    return out
-
-
-def _pick_tokeniser() -> Callable[[str], list[str]]:
-    try:  # the token-cosine tokeniser (Porter2 stems, identifiers split): same tokens as `urchin semantic`
-        from urchin.search.tokens import tokenize as shared  # type: ignore[import-not-found,unused-ignore]
-    except ImportError:
-        return _fallback_tokens
-    return shared  # type: ignore[no-any-return,unused-ignore]
-
-
-tokens: Callable[[str], list[str]] = _pick_tokeniser()
-
 
 _TERMS: dict[str, int] = {}
 _LOG = [0.0] + [math.log(n) for n in range(1, 64)]

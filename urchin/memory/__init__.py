@@ -1,15 +1,16 @@
-"""`Memory`: the one facade every front end calls (CLI, MCP tools, HTTP routes, hooks).
+"""`Memory`: the one facade every front end calls (CLI, MCP tools, HTTP routes, the daemon).
 
 It owns the write path (`Ingestor`) and the read views, validates query parameters once, and
-returns result objects the front ends only format. Construction does no I/O. The class is split by
-noun: events (here), capture, workspace, the hybrid index and hot views (`urchin/memory/*.py`).
+returns result objects the front ends only format. Construction does no I/O. It is composed of
+parts, one per noun (`urchin/memory/*.py`): writing (batches, imports), the journal's events (by
+id, tail, follow), hot views, semantic views, the hybrid index, workspace, capture, forgetting;
+each sits behind thin methods here and is private to it.
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -17,15 +18,18 @@ import orjson
 
 from urchin.config import Settings
 from urchin.ephemeral import EphemeralState
-from urchin.errors import EmbedderError, NotFoundError, QueryError, ValidationError
+from urchin.errors import NotFoundError, QueryError, ValidationError
 from urchin.event import Event
 from urchin.journal import Journal
-from urchin.memory.capture import CaptureOps
-from urchin.memory.forget import ForgetOps, ForgetResult
-from urchin.memory.hot import HotOps, HotView
-from urchin.memory.index import MAX_DOCUMENT_BYTES, IndexOps
-from urchin.memory.timeline import TimelineOps, TimelinePage
-from urchin.memory.workspace import WorkspaceOps
+from urchin.memory.capture import Capture
+from urchin.memory.events import JournalEvents
+from urchin.memory.forget import ForgetResult, Forgetting
+from urchin.memory.hot import HotView, HotViews
+from urchin.memory.index import MAX_DOCUMENT_BYTES, HybridIndex, IndexRun
+from urchin.memory.semantic import SemanticViews
+from urchin.memory.timeline import Timeline, TimelinePage
+from urchin.memory.workspace import Workspace
+from urchin.memory.writing import PreparedBatch, import_lines, prepare_batch
 from urchin.search.query import (
     Filters,
     Hit,
@@ -33,6 +37,7 @@ from urchin.search.query import (
     check_hours,
     check_limit,
     check_query,
+    one_line,
     window_start_ms,
 )
 from urchin.search.substring import SubstringSearcher
@@ -40,54 +45,82 @@ from urchin.search.substring import SubstringSearcher
 if TYPE_CHECKING:
     # Imported where used: numpy and httpx cost ~0.3 s, the write path (redaction rules) ~15 ms and the
     # workspace modules ~8 ms, and a cold `urchin search` needs none of them.
+    from urchin.forget import Compaction, ForgetLog
+    from urchin.index.feeder import FeedReport
+    from urchin.index.files import FileIndexReport
+    from urchin.index.hybrid import ContextResult
     from urchin.index.service import IndexService
-    from urchin.ingest import Ingestor, IngestResult
+    from urchin.ingest import BatchReport, Ingestor, IngestResult
     from urchin.redact import Finding
     from urchin.search.semantic import EmbeddingView, TokenCosineView
+    from urchin.workspace.access import FileAccess
+    from urchin.workspace.memories import Member, MemoryDef
+    from urchin.workspace.reader import FileRange
+    from urchin.workspace.roots import Root, Roots
 
-__all__ = ["Memory", "ImportReport", "HotView", "ForgetResult", "TimelinePage", "MAX_DOCUMENT_BYTES"]
-
-
-IMPORT_BATCH = 4096
-
-
-@dataclass(slots=True)
-class ImportReport:
-    appended: int = 0
-    duplicate: int = 0
-    suppressed: int = 0
-    rejected: list[tuple[int, str]] = field(default_factory=list)
-    indexed_events: int = 0
-    index_seconds: float = 0.0
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"appended": self.appended, "duplicate": self.duplicate, "suppressed": self.suppressed,
-                "rejected": [{"line": n, "reason": r} for n, r in self.rejected],
-                "index": {"events": self.indexed_events, "seconds": round(self.index_seconds, 2)}}
+__all__ = ["Memory", "ImportReport", "PreparedBatch", "HotView", "ForgetResult", "IndexRun", "TimelinePage",
+           "MAX_DOCUMENT_BYTES"]
 
 
+FOLLOW_POLL_S = 0.25
 
-class Memory(CaptureOps, WorkspaceOps, IndexOps, HotOps, ForgetOps, TimelineOps):
+
+def __getattr__(name: str) -> Any:
+    # `ImportReport` is the ingest layer's `BatchReport` (one tally for import, HTTP batches, the writer);
+    # resolved lazily so that readers never load the write path.
+    if name == "ImportReport":
+        from urchin.ingest import BatchReport
+
+        return BatchReport
+    raise AttributeError(f"module 'urchin.memory' has no attribute {name!r}")
+
+
+class Memory:
+    """The one facade. Composed of parts (hot views, workspace, hybrid index, semantic views, capture,
+    forgetting), each behind thin methods here; a context manager (`with Memory(settings) as m:`) that
+    releases the index connection and the embedded PostgreSQL it started on exit."""
+
     def __init__(self, settings: Settings) -> None:
-        self.settings = settings
-        self.journal = Journal(settings.journal_path, settings.durability)
+        self._settings = settings
+        self._journal = Journal(settings.journal_path, settings.durability)
         self._ingestor: Ingestor | None = None
-        self.substring = SubstringSearcher(self.journal)
-        self._index: IndexService | None = None
-        self._cosine: TokenCosineView | None = None
-        self._embedding: EmbeddingView | None = None
-        self._views: list[HotView] = []
-        self._view_offsets: list[int] = []
-        self._hot = False
-        self._followed = 0
-        self._lines_followed = 0
-        self._followed_inode: int | None = None
-        self._follow_generation: int | None = None
-        self._refresh_lock = threading.Lock()
+        self._substring = SubstringSearcher(self._journal)
+        self._hot = HotViews(self._journal)
+        self._workspace = Workspace(settings, lambda: self.ingestor.redactor)
+        self._semantic = SemanticViews(settings, self._journal, self.locate)
+        self._index = HybridIndex(settings, self._journal, self._workspace, self.get)
+        self._capture = Capture(settings, lambda: self.ingestor.ingest)
+        self._forgetting = Forgetting(settings, self._journal, self._substring, lambda: self.ingestor,
+                                      self._semantic, self._index)
+        self._events = JournalEvents(self._journal, self._substring.forgotten, lambda: self.ingestor.ids)
+        self._timeline = Timeline(self._journal, lambda: self.forget_log, self._hot.catch_up)
 
     @classmethod
     def open(cls, home: str | None = None, **overrides: Any) -> Memory:
         return cls(Settings.resolve(home, **overrides))
+
+    def __enter__(self) -> Memory:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Release the index connection and stop the embedded PostgreSQL this process started."""
+        self._index.close()
+
+    # ---- read-only handles (the daemon, tests and benchmarks look; nothing outside writes through them)
+    @property
+    def settings(self) -> Settings:
+        return self._settings
+
+    @property
+    def journal(self) -> Journal:
+        return self._journal
+
+    @property
+    def substring(self) -> SubstringSearcher:
+        return self._substring
 
     @property
     def ingestor(self) -> Ingestor:
@@ -95,8 +128,25 @@ class Memory(CaptureOps, WorkspaceOps, IndexOps, HotOps, ForgetOps, TimelineOps)
         if self._ingestor is None:
             from urchin.ingest import Ingestor
 
-            self._ingestor = Ingestor(self.settings, self.journal)
+            self._ingestor = Ingestor(self._settings, self._journal)
         return self._ingestor
+
+    @property
+    def forget_log(self) -> ForgetLog:
+        return self._substring.forgotten
+
+    @property
+    def index_service(self) -> IndexService:
+        return self._index.service
+
+    @property
+    def roots(self) -> Roots:
+        return self._workspace.roots
+
+    @property
+    def files(self) -> FileAccess:
+        """The one reader of workspace files (resolve, check, open what was checked, redact)."""
+        return self._workspace.files
 
     # ---- writing ------------------------------------------------------------------------------
     def ingest(self, items: Iterable[Mapping[str, Any] | Event],
@@ -114,56 +164,18 @@ class Memory(CaptureOps, WorkspaceOps, IndexOps, HotOps, ForgetOps, TimelineOps)
         """The result for an item `prepare` refused (the daemon's batches)."""
         return self.ingestor.rejected(item, exc)
 
+    def prepare_batch(self, items: Sequence[Any], defaults: Mapping[str, Any] | None = None) -> PreparedBatch:
+        """Prepare every item of a batch; a refused one is answered, never costs the others."""
+        return prepare_batch(self.ingestor, items, defaults)
+
     def ingest_prepared(self, events: Sequence[Event]) -> list[IngestResult]:
         """Append events from `prepare` in one locked write and one fsync (the daemon's group commit)."""
         return self.ingestor.append_prepared(events)
 
     def import_lines(self, lines: Iterable[bytes | str],
-                     on_progress: Callable[[int], None] | None = None) -> ImportReport:
+                     on_progress: Callable[[int], None] | None = None) -> BatchReport:
         """Import JSONL; a bad line is reported with its number and never stops the rest."""
-        self.ingestor.keep_ids_in_memory()
-        report = ImportReport()
-        batch: list[Mapping[str, Any]] = []
-        numbers: list[int] = []
-        for number, line in enumerate(lines, 1):
-            if not line.strip():
-                continue
-            try:
-                record = orjson.loads(line)
-            except orjson.JSONDecodeError as exc:
-                report.rejected.append((number, f"not valid JSON: {exc}"))
-                continue
-            if not isinstance(record, dict):
-                report.rejected.append((number, "event: must be a JSON object"))
-                continue
-            batch.append(record)
-            numbers.append(number)
-            if len(batch) >= IMPORT_BATCH:
-                self._import_batch(batch, numbers, report, on_progress)
-                batch, numbers = [], []
-        self._import_batch(batch, numbers, report, on_progress)
-        report.rejected.sort()
-        if report.appended:
-            # Index now, in one pass, rather than surprising the first search after a big import.
-            caught = self.substring.catch_up()
-            report.indexed_events, report.index_seconds = caught.events, caught.seconds
-        return report
-
-    def _import_batch(self, batch: list[Mapping[str, Any]], numbers: list[int], report: ImportReport,
-                      on_progress: Callable[[int], None] | None) -> None:
-        if not batch:
-            return
-        for number, result in zip(numbers, self.ingestor.ingest(batch), strict=False):
-            if result.status == "appended":
-                report.appended += 1
-            elif result.status == "duplicate":
-                report.duplicate += 1
-            elif result.status == "suppressed":
-                report.suppressed += 1
-            else:
-                report.rejected.append((number, result.reason or "rejected"))
-        if on_progress:
-            on_progress(len(batch))
+        return import_lines(self.ingestor, self._substring, lines, on_progress)
 
     # ---- reading ------------------------------------------------------------------------------
     def search(self, query: str, *, hours: float = 168, limit: int = 20, source: str | None = None,
@@ -172,9 +184,9 @@ class Memory(CaptureOps, WorkspaceOps, IndexOps, HotOps, ForgetOps, TimelineOps)
         """Literal, case-insensitive search over content; newest first."""
         query = check_query(query)
         since = window_start_ms(check_hours(hours), now)
-        self._catch_up()
-        events = self.substring.search(query, since_ms=since, limit=check_limit(limit),
-                                       filters=Filters.of(source, workspace, session, kind))
+        self._hot.catch_up()
+        events = self._substring.search(query, since_ms=since, limit=check_limit(limit),
+                                        filters=Filters.of(source, workspace, session, kind))
         return SearchResult([Hit(e) for e in events], query, "substring")
 
     def semantic(self, query: str, *, hours: float = 168, limit: int = 10, source: str | None = None,
@@ -187,59 +199,26 @@ class Memory(CaptureOps, WorkspaceOps, IndexOps, HotOps, ForgetOps, TimelineOps)
         """
         query = check_query(query)
         since = window_start_ms(check_hours(hours), now)
-        limit = check_limit(limit)
-        filters = Filters.of(source, workspace, session, kind)
-        from urchin.search.semantic import TokenCosineView
-
-        mode = TokenCosineView.mode
-        notes: list[str] = []
-        if self.settings.embedder_url:
-            try:
-                view = self.embedding_view()
-                hits, notes = view.search(query, since_ms=since, limit=limit, filters=filters)
-                return SearchResult(hits, query, view.mode, notes)
-            except EmbedderError as exc:
-                mode = f"token-cosine (embedder unreachable: {exc.message})"
-                notes = [f"embedder unreachable, fell back to token-cosine: {exc.message}"]
-        hits = self.cosine_view().search(query, since_ms=since, limit=limit, filters=filters)
-        return SearchResult(hits, query, mode, notes)
+        return self._semantic.search(query, since, check_limit(limit), Filters.of(source, workspace, session, kind))
 
     def embedding_view(self) -> EmbeddingView:
         """The embedder's view; raises `EmbedderError` when the embedder is not configured fully."""
-        if self._embedding is None:
-            if not self.settings.embedder_model:
-                raise EmbedderError("URCHIN_EMBEDDER_MODEL: must be set when URCHIN_EMBEDDER_URL is")
-            from urchin.search.embedder import Embedder
-            from urchin.search.semantic import EmbeddingView
-
-            embedder = Embedder(self.settings.embedder_url or "", self.settings.embedder_model,
-                                self.settings.embedder_api, timeout=self.settings.embedder_timeout_s)  # type: ignore[arg-type]
-            self._embedding = EmbeddingView(self.journal, self.settings.home, embedder, self.locate)
-        return self._embedding
-
-    def embed(self, progress: Callable[[int], None] | None = None) -> dict[str, Any]:
-        """Backfill the embedder's vector cache with every event it lacks."""
-        if not self.settings.embedder_url:
-            raise EmbedderError("no embedder configured: set URCHIN_EMBEDDER_URL and URCHIN_EMBEDDER_MODEL")
-        view = self.embedding_view()
-        added = view.catch_up(progress=progress)
-        return {"embedded": added, "cached": len(view.cache()), "model": view.embedder.model,
-                "fingerprint": view.embedder.fingerprint}
+        return self._semantic.embedding()
 
     def cosine_view(self) -> TokenCosineView:
-        if self._cosine is None:
-            from urchin.search.semantic import TokenCosineView
+        return self._semantic.cosine()
 
-            self._cosine = TokenCosineView(self.journal, self.settings.index_dir / "cosine")
-        return self._cosine
+    def embed(self, progress: Callable[[int], None] | None = None, *, limit: int | None = None) -> dict[str, Any]:
+        """Backfill the embedder's vector cache with every event it lacks (at most `limit` this call)."""
+        return self._semantic.embed(progress, limit)
 
     def recent(self, *, hours: float = 24, limit: int = 20, source: str | None = None,
                workspace: str | None = None, session: str | None = None, kind: str | None = None,
                now: datetime | None = None) -> SearchResult:
         since = window_start_ms(check_hours(hours), now)
-        self._catch_up()
-        events = self.substring.search(None, since_ms=since, limit=check_limit(limit),
-                                       filters=Filters.of(source, workspace, session, kind))
+        self._hot.catch_up()
+        events = self._substring.search(None, since_ms=since, limit=check_limit(limit),
+                                        filters=Filters.of(source, workspace, session, kind))
         return SearchResult([Hit(e) for e in events], None, "recent")
 
     def session_context(self, session: str, *, hours: float = 168, limit: int = 50,
@@ -248,8 +227,8 @@ class Memory(CaptureOps, WorkspaceOps, IndexOps, HotOps, ForgetOps, TimelineOps)
         if not isinstance(session, str) or not session.strip():
             raise QueryError("session", "must not be empty")
         since = window_start_ms(check_hours(hours), now)
-        events = self.substring.search(None, since_ms=since, limit=check_limit(limit),
-                                       filters=Filters.of(session=session), oldest_first=True)
+        events = self._substring.search(None, since_ms=since, limit=check_limit(limit),
+                                        filters=Filters.of(session=session), oldest_first=True)
         return SearchResult([Hit(e) for e in events], None, "session")
 
     def workspace_context(self, workspace: str, *, hours: float = 168, limit: int = 40,
@@ -271,57 +250,26 @@ class Memory(CaptureOps, WorkspaceOps, IndexOps, HotOps, ForgetOps, TimelineOps)
 
     def locate(self, event_id: str) -> Event | None:
         """The event with this id: through the id sidecar, then the tail it does not cover yet."""
-        if self.forget_log.hides(event_id):
-            return None
-        ids = self.ingestor.ids
-        offset = ids.lookup(event_id)
-        if offset is not None:
-            line = self.journal.read_line_at(offset)
-            return Event.from_json(line) if line is not None else None
-        needle = event_id.encode("utf-8")
-        for _, line in self.journal.iter_lines(ids.covered()):
-            if needle in line:
-                event = Event.from_json(line)
-                if event is not None and event.id == event_id:
-                    return event
-        return None
+        return self._events.locate(event_id)
 
     def tail(self, n: int = 10) -> list[Event]:
         """The last `n` events in journal (arrival) order, oldest first."""
-        n = check_limit(n, 100_000)
-        out: list[Event] = []
-        hides = self.forget_log.hides
-        for _, line in self.journal.reverse_lines():
-            event = Event.from_json(line)
-            if event is not None and not hides(event.id):
-                out.append(event)
-                if len(out) >= n:
-                    break
-        out.reverse()
-        return out
+        return self._events.tail(check_limit(n, 100_000))
 
     def end_offset(self) -> int:
         """Where the journal ends now: the offset a follower starts from."""
-        return self.journal.size()
+        return self._journal.size()
 
     def follow(self, offset: int) -> tuple[list[Event], int]:
         """Events appended at or after `offset`, and the offset to continue from.
 
         A compaction between two calls moves every offset: `offset` is mapped onto the new file.
         """
-        log = self.forget_log
-        while True:
-            generation = log.generation()
-            if self._follow_generation is not None:
-                for done in log.compactions_since(self._follow_generation):
-                    offset = done.map_offset(offset)
-            self._follow_generation = generation
-            result = self.journal.read_from(offset)
-            if log.generation() == generation:
-                break  # else the journal was rewritten while we read: map and read again
-        hides = self.forget_log.hides
-        events = [e for e in (Event.from_json(line) for _, line in result.lines) if e is not None and not hides(e.id)]
-        return events, result.next_offset
+        return self._events.follow(offset)
+
+    def follow_events(self, stop: threading.Event | None = None, poll_s: float = FOLLOW_POLL_S) -> Iterator[Event]:
+        """`tail -f`: every event appended from now on, as it lands, until `stop` is set."""
+        return self._events.follow_events(self.end_offset(), stop, poll_s)
 
     # ---- privacy ------------------------------------------------------------------------------
     def ephemeral(self, action: str = "status", minutes: float | None = None) -> EphemeralState:
@@ -346,12 +294,16 @@ class Memory(CaptureOps, WorkspaceOps, IndexOps, HotOps, ForgetOps, TimelineOps)
         with handle:
             yield from self.ingestor.redactor.scan_lines(handle)
 
+    def redaction_fingerprint(self) -> str:
+        """Which redaction rules this process applies (a daemon started before a rule change differs)."""
+        return str(self.ingestor.redactor.fingerprint)
+
     def identity(self) -> dict[str, str]:
         """Who this machine's events are stamped with, and where each value came from."""
-        return {"account": self.settings.account, "device": self.settings.device}
+        return {"account": self._settings.account, "device": self._settings.device}
 
     def status(self) -> dict[str, Any]:
-        stats = self.journal.stats()
+        stats = self._journal.stats()
         out = {
             "journal": stats.path,
             "sizeBytes": stats.size_bytes,
@@ -361,15 +313,17 @@ class Memory(CaptureOps, WorkspaceOps, IndexOps, HotOps, ForgetOps, TimelineOps)
             "invalidLines": stats.invalid_lines,
             "tornRecords": stats.torn_records,
             "ephemeral": self.ingestor.ephemeral.state().to_dict(),
-            "substringIndex": self.substring.index_state(),
+            "substringIndex": self._substring.index_state(),
             "daemon": self._daemon_state(),
-            "embedder": self._embedder_state(),
-            "database": (("URCHIN_DATABASE_URL" if self.settings.database_url else f"embedded ({self.settings.pg_dir})")
+            "embedder": self._semantic.state(),
+            "database": (("URCHIN_DATABASE_URL" if self._settings.database_url
+                          else f"embedded ({self._settings.pg_dir})")
                          + "; `urchin index --status` for the hybrid index"),
-            "home": str(self.settings.home),
+            "home": str(self._settings.home),
             "now": datetime.now(UTC).isoformat(timespec="seconds"),
         }
-        skipped = self._index.skipped_events() if self._index is not None else None
+        service = self._index.opened
+        skipped = service.skipped_events() if service is not None else None
         if skipped:   # rows the index database refused while this process fed it
             out["indexSkippedEvents"] = skipped
         return out
@@ -379,16 +333,186 @@ class Memory(CaptureOps, WorkspaceOps, IndexOps, HotOps, ForgetOps, TimelineOps)
         import os
 
         try:
-            info = orjson.loads(self.settings.daemon_file.read_bytes())
+            info = orjson.loads(self._settings.daemon_file.read_bytes())
             os.kill(int(info["pid"]), 0)
         except (OSError, ValueError, KeyError, TypeError, orjson.JSONDecodeError):
             return None
         return {"pid": info["pid"], "address": info.get("address"), "started": info.get("started")}
 
-    def _embedder_state(self) -> dict[str, Any] | None:
-        if not self.settings.embedder_url:
-            return None
-        out: dict[str, Any] = {"url": self.settings.embedder_url, "model": self.settings.embedder_model}
-        if self._embedding is not None and self._embedding._cache is not None:
-            out["embeddedEvents"] = len(self._embedding._cache)
-        return out
+    # ---- capture: collectors and hook installation ---------------------------------------------
+    def collect(self, which: str = "all") -> list[Any]:
+        """Run one collector, or `all` whose folders exist; a `CollectReport` each."""
+        return self._capture.collect(which)
+
+    def collectors_status(self) -> list[dict[str, Any]]:
+        """Each collector: folders, found, events collected, last run, last error."""
+        return self._capture.status()
+
+    def collector_changes(self, stop: threading.Event) -> Iterator[set[str]]:
+        """Names of collectors whose folders changed, batch by batch, until `stop` (the daemon runs them)."""
+        return self._capture.changes(stop)
+
+    def install_hooks(self, target: str, *, path: str | None = None, dry_run: bool = False,
+                      shell: str | None = None) -> Any:
+        """Merge Urchin's hooks into an agent's (or shell's) config; an `InstallResult`."""
+        return self._capture.install_hooks(target, path, dry_run, shell)
+
+    # ---- workspace files and curated memories -------------------------------------------------
+    def workspace_add(self, path: str, name: str | None = None, allow_secret_files: bool = False) -> Root:
+        return self._workspace.roots.add(path, name, allow_secret_files)
+
+    def workspace_remove(self, name: str) -> Root:
+        return self._workspace.roots.remove(name)
+
+    def workspace_list(self) -> list[Root]:
+        return self._workspace.roots.list()
+
+    def get_file(self, path: str, from_line: int = 1, max_lines: int = 200) -> FileRange:
+        """A window of numbered lines of a workspace file; paths outside the roots are refused."""
+        return self._workspace.get_file(path, from_line, max_lines)
+
+    def memory_create(self, slug: str, use_when: str, members: list[Member], title: str | None = None,
+                      replace: bool = False) -> MemoryDef:
+        """Save a curated memory; a file or folder member must lie inside a root (it may not exist yet)."""
+        return self._workspace.memory_create(slug, use_when, members, title, replace)
+
+    def memory_edit(self, slug: str, *, use_when: str | None = None, members: list[Member] | None = None,
+                    title: str | None = None) -> MemoryDef:
+        """Change a curated memory: what is given replaces what it held (members as a whole list)."""
+        return self._workspace.memory_edit(slug, use_when, members, title)
+
+    def memory_delete(self, slug: str) -> MemoryDef:
+        """Delete a curated memory; returns what it held."""
+        return self._workspace.memory_delete(slug)
+
+    def memory_list(self) -> list[MemoryDef]:
+        return self._workspace.memory_list()
+
+    def memory_get(self, slug: str, token_budget: int = 8000) -> dict[str, Any]:
+        """A curated memory with every member's current contents, and coverage notes."""
+
+        def run_query(member: Member) -> list[str]:
+            result = self.search(member.query or "", hours=member.hours or 24 * 365, limit=50, source=member.source)
+            return [one_line(hit.event, width=2000) for hit in result.hits]
+
+        return self._workspace.memory_get(slug, token_budget, run_query)
+
+    def overview(self) -> dict[str, Any]:
+        """Where an agent new to a workspace starts: files, recent changes, sources, memories."""
+        journal = {k: v for k, v in self.status().items() if k in ("events", "firstTimestamp", "lastTimestamp")}
+        return self._workspace.overview(journal, self.collectors_status(), self.index_status)
+
+    # ---- the Postgres hybrid index (extra `postgres`; the driver loads on first use) ----------
+    def context(self, params: Mapping[str, Any] | None = None, /, *, now: datetime | None = None,
+                **kwargs: Any) -> ContextResult:
+        """`search_context`: wire-named parameters as one mapping (MCP, HTTP), or snake_case keywords (CLI).
+
+        Raises `QueryError` naming the bad field. The index first catches up with the journal when it
+        is only a little behind; the coverage block says when it is not.
+        """
+        return self._index.context(params, now, kwargs)
+
+    def index(self, rebuild: bool = False, follow: bool = False,
+              on_progress: Callable[[int, int], None] | None = None,
+              stop: threading.Event | None = None) -> FeedReport:
+        """Feed the journal into the index; `rebuild` empties it first; `follow` runs until `stop` is set."""
+        return self._index.feed(rebuild, follow, on_progress, stop)
+
+    def update_index(self, rebuild: bool = False, follow: bool = False,
+                     on_progress: Callable[[int, int], None] | None = None,
+                     stop: threading.Event | None = None) -> IndexRun:
+        """`urchin index`: the journal, then (when not following and roots exist) the workspace files."""
+        return self._index.update(rebuild, follow, on_progress, stop)
+
+    def query_source(self, source: str, query: str, limit: int = 10) -> ContextResult:
+        """`search_context` on one source only: a journal source (claude, git, ...) or a workspace root's files."""
+        return self._index.query_source(source, query, limit)
+
+    def fetch_source_document(self, source: str, doc_id: str) -> dict[str, Any]:
+        """One whole document: an event by id (of that source), or a file of a workspace root (its whole text).
+
+        For a root, `doc_id` is the path inside it (or `<root>/<path>`; source `files` takes `<root>/<path>`).
+        Paths that leave the root are refused; files over MAX_DOCUMENT_BYTES are refused (read ranges instead).
+        """
+        return self._index.fetch_source_document(source, doc_id)
+
+    def index_files(self) -> FileIndexReport:
+        """Index the workspace roots' files (changed ones re-chunked, vanished ones removed)."""
+        return self._index.index_files()
+
+    def index_status(self) -> dict[str, Any]:
+        return self._index.status()
+
+    # ---- hot views (long-lived processes: the daemon) ------------------------------------------
+    def add_view(self, view: HotView) -> None:
+        """Keep `view` current from the next `refresh` on; it is fed from offset 0 first."""
+        self._hot.add(view)
+
+    def warm(self) -> None:
+        """Switch to hot mode: ids in memory, every view fed to the journal's end, reads catch up first."""
+        self.ingestor.keep_ids_in_memory()
+        if self.forget_log.pending():  # a forget a crash interrupted: finish its compaction first
+            self.compact()
+        with self._journal.locked():  # load the id index now, not inside the first write's latency
+            self.ingestor.ids.catch_up()
+        # The substring block index follows the journal by itself; build what it lacks in the
+        # background (about 15 s per million events) while everything else serves.
+        threading.Thread(target=self._substring.catch_up, name="urchin-substring-index", daemon=True).start()
+        self._hot.refresh()
+        # Created now, built by the follower's first refresh() in the background: a large journal
+        # takes minutes to index, and the daemon should not wait for that to serve everything else.
+        self._semantic.cosine()
+        self._hot.hot = True
+
+    def refresh(self) -> int:
+        """Bring every view up to the journal's end (whoever appended); returns the offset reached.
+
+        Cheap when nothing changed (a `stat` or two). The daemon's follower calls it on every
+        journal change and every half second; hot reads refresh the fed views first, so a client
+        reads its own writes. The token-cosine view follows the journal by itself (its own lock).
+        """
+        end = self._hot.refresh()
+        self._semantic.refresh()
+        return end
+
+    def save_views(self) -> bool:
+        """Persist the views that keep a copy on disk (the token-cosine index); the daemon calls this
+        at shutdown (catch-up also saves every so often by itself). False when nothing was written."""
+        return self._semantic.save()
+
+    @property
+    def followed(self) -> tuple[int, int]:
+        """(offset, complete lines) that `refresh` has reached: the hot views' position."""
+        return self._hot.followed
+
+    # ---- timeline (the viewer) -----------------------------------------------------------------
+    def timeline(self, *, before: str | None = None, after: str | None = None, limit: int = 50,
+                 source: str | None = None, workspace: str | None = None, session: str | None = None,
+                 kind: str | None = None) -> TimelinePage:
+        """One page of events, newest first: the newest (no cursor), older than `before`, or newer than `after`."""
+        return self._timeline.timeline(before=before, after=after, limit=limit, source=source,
+                                       workspace=workspace, session=session, kind=kind)
+
+    def activity(self, *, days: int = 30, now: datetime | None = None) -> dict[str, Any]:
+        """Events per UTC day per source over the last `days` days (the overview's chart)."""
+        return self._timeline.activity(days=days, now=now)
+
+    # ---- forgetting ---------------------------------------------------------------------------
+    def forget(self, ids: Sequence[str] | str | None = None, *, session: str | None = None,
+               query: str | None = None, since: str | None = None, until: str | None = None,
+               confirm: bool = False) -> ForgetResult:
+        """Forget every event matching all the given selectors; without `confirm` only preview them."""
+        return self._forgetting.forget(ids, session=session, query=query, since=since, until=until, confirm=confirm)
+
+    def forget_from(self, params: Mapping[str, Any]) -> ForgetResult:
+        """`forget` with wire-named parameters in one mapping (HTTP, MCP); an unknown key is an error."""
+        return self._forgetting.forget_from(params)
+
+    def compact(self) -> Compaction | None:
+        """Rewrite the journal without forgotten events, if any are left in it; views follow."""
+        return self._forgetting.compact()
+
+    def redact_rewrite(self) -> dict[str, Any]:
+        """Apply the current redaction rules to every journal line; lines they change are rewritten,
+        every other line stays byte-identical, and every view is refreshed."""
+        return self._forgetting.redact_rewrite()

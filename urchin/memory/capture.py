@@ -1,54 +1,51 @@
-# mypy: disable-error-code="attr-defined"
-# (a mixin of `Memory`: the attributes and methods it uses are Memory's own)
-"""Memory's capture operations: collectors and agent hooks (logic in `urchin.collectors`, `urchin.hooks`)."""
+"""Memory's capture part: collectors and hook installation (the logic lives in `urchin.collectors`).
+
+Agent hooks are recorded by `urchin hook` through `urchin.hooks` (the one hook path, light enough
+for the 150 ms budget); nothing here duplicates it.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from urchin.config import Settings
-from urchin.journal import Journal
 
 if TYPE_CHECKING:
     from urchin.ingest import IngestResult
-    from urchin.search.substring import SubstringSearcher
+
+__all__ = ["Capture"]
+
+Ingest = Callable[[Iterable[Mapping[str, Any]]], "list[IngestResult]"]
 
 
-class CaptureOps:
-    """Mixed into `Memory`; uses its settings, journal and views."""
+class Capture:
+    """Collectors and hook installation. Part of `Memory`, which passes its write path."""
 
-    settings: Settings
-    journal: Journal
-    substring: SubstringSearcher
+    def __init__(self, settings: Settings, ingest: Callable[[], Ingest]) -> None:
+        self._settings = settings
+        self._ingest = ingest
 
-    # ---- capture: collectors and hooks (the logic lives in urchin/collectors/) -----------------
-    def collect(self, which: str = "all") -> list[Any]:
-        """Run one collector, or `all` whose folders exist; a `CollectReport` each."""
+    def collect(self, which: str) -> list[Any]:
         from urchin import collectors
 
-        return collectors.run(which, self.settings, self.ingestor.ingest)
+        return collectors.run(which, self._settings, self._ingest())
 
-    def collectors_status(self) -> list[dict[str, Any]]:
-        """Each collector: folders, found, events collected, last run, last error."""
+    def status(self) -> list[dict[str, Any]]:
         from urchin import collectors
 
-        return collectors.status(self.settings)
+        return collectors.status(self._settings)
 
-    def hook(self, agent: str, payload: Mapping[str, Any], event: str | None = None) -> IngestResult | None:
-        """Record one agent hook payload; None when the adapter found nothing worth keeping."""
-        from urchin.collectors import adapt_hook
-        from urchin.hooks import prepare_item
+    def changes(self, stop: threading.Event) -> Iterator[set[str]]:
+        from urchin.collectors.watch import watch_collectors
 
-        item = adapt_hook(agent, payload, event)
-        return None if item is None else self.ingest_one(prepare_item(item, self.settings.soft_cap_bytes))
+        return watch_collectors(self._settings, stop)
 
-    def install_hooks(self, target: str, *, path: str | None = None, dry_run: bool = False,
-                      shell: str | None = None) -> Any:
-        """Merge Urchin's hooks into an agent's (or shell's) config; an `InstallResult`."""
+    def install_hooks(self, target: str, path: str | None, dry_run: bool, shell: str | None) -> Any:
         from pathlib import Path
 
         from urchin.collectors.install import install
 
-        return install(target, self.settings, path=Path(path).expanduser() if path else None, dry_run=dry_run,
+        return install(target, self._settings, path=Path(path).expanduser() if path else None, dry_run=dry_run,
                        shell=shell)

@@ -1,5 +1,3 @@
-# mypy: disable-error-code="attr-defined"
-# (a mixin of `Memory`: the attributes and methods it uses are Memory's own)
 """Forgetting and rewriting: `Memory.forget` (tombstone, then compaction) and `Memory.redact_rewrite`.
 
 Selection scans the journal once (ids, session, query, time range: all given must hold). The
@@ -11,7 +9,7 @@ PostgreSQL rows through the feeder).
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -25,9 +23,12 @@ from urchin.forget import Compaction, ForgetLog, compact, forget_hash, line_id
 from urchin.journal import Journal
 
 if TYPE_CHECKING:
+    from urchin.ingest import Ingestor
+    from urchin.memory.index import HybridIndex
+    from urchin.memory.semantic import SemanticViews
     from urchin.search.substring import SubstringSearcher
 
-__all__ = ["ForgetOps", "ForgetResult", "FORGET_PARAMS", "PREVIEW_LIMIT"]
+__all__ = ["Forgetting", "ForgetResult", "FORGET_PARAMS", "PREVIEW_LIMIT"]
 
 log = logging.getLogger("urchin.forget")
 FORGET_PARAMS = ("ids", "session", "query", "since", "until", "confirm")
@@ -90,12 +91,17 @@ class _Selector:
                 and (self.query is None or self.query in event.content.casefold()))
 
 
-class ForgetOps:
-    """Mixed into `Memory`."""
+class Forgetting:
+    """Forget and rewrite; every derived view follows. Part of `Memory`, which passes its parts."""
 
-    settings: Settings
-    journal: Journal
-    substring: SubstringSearcher
+    def __init__(self, settings: Settings, journal: Journal, substring: SubstringSearcher,
+                 ingestor: Callable[[], Ingestor], semantic: SemanticViews, index: HybridIndex) -> None:
+        self.settings = settings
+        self.journal = journal
+        self.substring = substring
+        self._ingestor = ingestor
+        self._semantic = semantic
+        self._index = index
 
     @property
     def forget_log(self) -> ForgetLog:
@@ -136,7 +142,7 @@ class ForgetOps:
     def _as_stored(self, selector: _Selector) -> _Selector:
         """Selectors as the journal holds them: a secret in an id, session or query was redacted on
         the way in, so it is matched (and a miss named) in its redacted form, never echoed."""
-        redactor = self.ingestor.redactor
+        redactor = self._ingestor().redactor
         ids = frozenset(redactor.redact_id(i.strip()) for i in selector.ids) if selector.ids else None
         session = redactor.redact_text(selector.session)[0] if selector.session else None
         query = redactor.redact_text(selector.query)[0].casefold() if selector.query else None
@@ -161,7 +167,7 @@ class ForgetOps:
     def redact_rewrite(self) -> dict[str, Any]:
         """Apply the current redaction rules to every journal line; lines they change are rewritten,
         every other line stays byte-identical, and every view is refreshed."""
-        redactor = self.ingestor.redactor
+        redactor = self._ingestor().redactor
 
         def rewrite(line: bytes) -> bytes | None:
             event = Event.from_json(line)
@@ -180,7 +186,7 @@ class ForgetOps:
     # ---- the views follow ---------------------------------------------------------------------
     def _after_compaction(self, done: Compaction) -> None:
         """Under the journal lock, the new file in place: derived views drop what they hold of the old one."""
-        self.ingestor.ids.catch_up()  # the sidecar names the old file's inode: rebuilt now
+        self._ingestor().ids.catch_up()  # the sidecar names the old file's inode: rebuilt now
         self.journal.path.with_name(self.journal.path.name + ".stats").unlink(missing_ok=True)
         from urchin.search import cosine_store
 
@@ -206,15 +212,14 @@ class ForgetOps:
                 (folder / "journal.offset").unlink(missing_ok=True)  # offsets of the old file: check all again
             finally:
                 cache.close()
-        if self._embedding is not None:
-            self._embedding._cache = None  # reopened (reloaded) on next use
+        self._semantic.drop_vector_cache()
 
     def _rechunk_files(self) -> list[str]:
         """Indexed workspace files are redacted text too: files indexed under other rules are re-chunked."""
-        if not (self.settings.database_url or self.settings.pg_dir.exists()) or not self.files.roots:
+        if not (self.settings.database_url or self.settings.pg_dir.exists()) or not self._index.files.roots:
             return []
         try:
-            report = self.index_files()
+            report = self._index.index_files()
         except UrchinError as exc:
             return [f"workspace files are re-chunked at the next `urchin index` ({exc.message})"]
         return [f"re-chunked {report.indexed} workspace file(s) under the current rules"] if report.indexed else []
@@ -224,7 +229,7 @@ class ForgetOps:
         if not (self.settings.database_url or self.settings.pg_dir.exists()):
             return []
         try:
-            deleted = self.index_service.sync_forgotten()
+            deleted = self._index.service.sync_forgotten()
         except UrchinError as exc:
             return [f"PostgreSQL rows are removed at the next `urchin index` ({exc.message})"]
         return [f"removed {deleted} row(s) from the PostgreSQL index"] if deleted else []

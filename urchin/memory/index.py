@@ -1,116 +1,190 @@
-# mypy: disable-error-code="attr-defined"
-# (a mixin of `Memory`: the attributes and methods it uses are Memory's own)
-"""Memory's Postgres hybrid index operations: feed, `search_context`, single sources (driver loads on first use)."""
+"""Memory's hybrid-index part: feeding the journal then the files, `search_context`, single sources.
+
+The PostgreSQL driver loads on first use. "Index the journal, then the workspace files" is decided
+here once (`update`), for the CLI and the daemon alike.
+"""
 
 from __future__ import annotations
 
+import logging
+import os
 import threading
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from urchin.config import Settings
 from urchin.errors import NotFoundError, QueryError, ValidationError
+from urchin.event import Event
 from urchin.journal import Journal
+from urchin.memory.workspace import Workspace
 
 if TYPE_CHECKING:
     from urchin.index.feeder import FeedReport
     from urchin.index.files import FileIndexReport
     from urchin.index.hybrid import ContextResult
     from urchin.index.service import IndexService
-    from urchin.search.substring import SubstringSearcher
+    from urchin.workspace.access import FileAccess
+
+__all__ = ["HybridIndex", "IndexRun", "MAX_DOCUMENT_BYTES", "adopt_embedded", "stop_embedded"]
+
+log = logging.getLogger("urchin.index")
 
 MAX_DOCUMENT_BYTES = 4 * 1024 * 1024     # fetch_source_document returns whole files up to this size
 
 
-class IndexOps:
-    """Mixed into `Memory`; uses its settings, journal and views."""
+@dataclass(slots=True)
+class IndexRun:
+    """One `urchin index`: the journal's feed, then (when roots exist and it is not following) the files."""
 
-    settings: Settings
-    journal: Journal
-    substring: SubstringSearcher
-    _index: IndexService | None
+    feed: FeedReport
+    files: FileIndexReport | None
+    seconds: float
 
-    # ---- the Postgres hybrid index (extra `postgres`; the driver loads on first use) ----------
+    def to_dict(self) -> dict[str, Any]:
+        out = {**self.feed.to_dict(), "seconds": round(self.seconds, 3)}
+        if self.files is not None:
+            out["files"] = self.files.to_dict()
+        return out
+
+    def render(self) -> str:
+        feed, rate = self.feed, self.feed.events / self.seconds if self.seconds > 0 else 0.0
+        lines = [f"indexed {feed.events} event{'s' if feed.events != 1 else ''} ({feed.inserted} new) in "
+                 f"{self.seconds:.1f} s ({rate:,.0f}/s); cursor at byte {feed.offset}"
+                 + (f"; {feed.retries} retries" if feed.retries else "")]
+        if self.files is not None:
+            f = self.files
+            lines.append(f"workspace files: {f.indexed} indexed ({f.chunks} chunks), {f.unchanged} unchanged, "
+                         f"{f.cataloged} cataloged (over the size cap), {f.failed} failed, {f.removed} removed")
+        return "\n".join(lines)
+
+
+class HybridIndex:
+    """The PostgreSQL hybrid index as `Memory` uses it. Part of `Memory`; `close()` releases it."""
+
+    def __init__(self, settings: Settings, journal: Journal, workspace: Workspace,
+                 get: Callable[[str], Event]) -> None:
+        self._settings = settings
+        self._journal = journal
+        self._workspace = workspace
+        self._get = get
+        self._service: IndexService | None = None
+
     @property
-    def index_service(self) -> IndexService:
-        if self._index is None:
+    def service(self) -> IndexService:
+        if self._service is None:
             from urchin.index.service import IndexService
 
-            self._index = IndexService(self.settings, self.journal)
-        return self._index
+            self._service = IndexService(self._settings, self._journal)
+        return self._service
 
-    def context(self, params: Mapping[str, Any] | None = None, /, *, now: datetime | None = None,
-                **kwargs: Any) -> ContextResult:
-        """`search_context`: wire-named parameters as one mapping (MCP, HTTP), or snake_case keywords (CLI).
+    @property
+    def opened(self) -> IndexService | None:
+        """The service if this process opened it (status reads it without opening a database)."""
+        return self._service
 
-        Raises `QueryError` naming the bad field. The index first catches up with the journal when it
-        is only a little behind; the coverage block says when it is not.
-        """
+    def context(self, params: Mapping[str, Any] | None, now: datetime | None, kwargs: Mapping[str, Any]
+                ) -> ContextResult:
         from urchin.index.params import ContextParams
 
         parsed = ContextParams.parse(params, now=now) if params is not None else ContextParams.build(now=now, **kwargs)
-        return self.index_service.context(parsed, files=self.files)
+        return self.service.context(parsed, files=self._workspace.files)
 
-    def index(self, rebuild: bool = False, follow: bool = False,
-              on_progress: Callable[[int, int], None] | None = None,
-              stop: threading.Event | None = None) -> FeedReport:
-        """Feed the journal into the index; `rebuild` empties it first; `follow` runs until `stop` is set."""
-        return self.index_service.index(rebuild=rebuild, follow=follow, on_progress=on_progress, stop=stop)
+    def feed(self, rebuild: bool, follow: bool, on_progress: Callable[[int, int], None] | None,
+             stop: threading.Event | None) -> FeedReport:
+        return self.service.index(rebuild=rebuild, follow=follow, on_progress=on_progress, stop=stop)
 
-    def query_source(self, source: str, query: str, limit: int = 10) -> ContextResult:
-        """`search_context` on one source only: a journal source (claude, git, ...) or a workspace root's files."""
+    def update(self, rebuild: bool, follow: bool, on_progress: Callable[[int, int], None] | None,
+               stop: threading.Event | None) -> IndexRun:
+        """The journal first (it is what search_context mostly answers from), then the roots' files."""
+        import time
+
+        started = time.perf_counter()
+        feed = self.feed(rebuild, follow, on_progress, stop)
+        files = self.index_files() if not follow and self._workspace.roots.list() else None
+        return IndexRun(feed, files, time.perf_counter() - started)
+
+    @property
+    def files(self) -> FileAccess:
+        return self._workspace.files
+
+    def index_files(self) -> FileIndexReport:
+        return self.service.index_files(self._workspace.files)
+
+    def status(self) -> dict[str, Any]:
+        return self.service.status()
+
+    def query_source(self, source: str, query: str, limit: int) -> ContextResult:
         if not isinstance(source, str) or not source.strip():
             raise QueryError("source", "must not be empty")
         source = source.strip()
-        if any(r.name == source for r in self.workspace_list()):
-            return self.context(query=query, limit=limit, sources=["files"], workspace=source)
-        return self.context(query=query, limit=limit, sources=[source])
+        if any(r.name == source for r in self._workspace.roots.list()):
+            return self.context(None, None, {"query": query, "limit": limit, "sources": ["files"],
+                                             "workspace": source})
+        return self.context(None, None, {"query": query, "limit": limit, "sources": [source]})
 
     def fetch_source_document(self, source: str, doc_id: str) -> dict[str, Any]:
-        """One whole document: an event by id (of that source), or a file of a workspace root (its whole text).
-
-        For a root, `doc_id` is the path inside it (or `<root>/<path>`; source `files` takes `<root>/<path>`).
-        Paths that leave the root are refused; files over MAX_DOCUMENT_BYTES are refused (read ranges instead).
-        """
         if not isinstance(source, str) or not source.strip():
             raise QueryError("source", "must not be empty")
         if not isinstance(doc_id, str) or not doc_id.strip():
             raise QueryError("id", "must not be empty")
         source, doc_id = source.strip(), doc_id.strip()
-        names = {r.name for r in self.workspace_list()}
+        names = {r.name for r in self._workspace.roots.list()}
         if source in names or source == "files":
-            from urchin.workspace.access import check_relative
-
-            check_relative(doc_id, "id")           # an absolute id stays absolute: refused, never re-rooted
-            wanted = doc_id if source == "files" or doc_id.startswith(source + "/") else f"{source}/{doc_id}"
-            files = self.files
-            loc = files.locate(wanted, "id")
-            if source != "files" and loc.root.name != source:
-                raise NotFoundError(f"no file {doc_id!r} in workspace root {source!r}")
-            if files.is_binary(loc):
-                raise ValidationError("id", f"{doc_id!r} is a binary file")
-            if loc.size > MAX_DOCUMENT_BYTES:
-                raise ValidationError("id", f"{doc_id!r} has {loc.size} bytes, more than {MAX_DOCUMENT_BYTES}: "
-                                            "read ranges with get_file")
-            text = files.read_text(loc, MAX_DOCUMENT_BYTES)
-            return {"source": loc.root.name, "id": loc.display, "type": "file", "content": text,
-                    "totalLines": len(text.splitlines()), "size": loc.size,
-                    "updatedAt": datetime.fromtimestamp(loc.mtime, UTC).isoformat(timespec="seconds")}
-        event = self.get(doc_id)
+            return self._fetch_file(source, doc_id)
+        event = self._get(doc_id)
         if event.source != source:
             raise NotFoundError(f"event {doc_id!r} is not from source {source!r} (it is from {event.source!r})")
         return {"source": source, "id": event.id, "type": "event", "content": event.content, "event": event.to_dict()}
 
-    def index_files(self) -> FileIndexReport:
-        """Index the workspace roots' files (changed ones re-chunked, vanished ones removed)."""
-        return self.index_service.index_files(self.files)
+    def _fetch_file(self, source: str, doc_id: str) -> dict[str, Any]:
+        from urchin.workspace.access import check_relative
 
-    def index_status(self) -> dict[str, Any]:
-        return self.index_service.status()
+        check_relative(doc_id, "id")           # an absolute id stays absolute: refused, never re-rooted
+        wanted = doc_id if source == "files" or doc_id.startswith(source + "/") else f"{source}/{doc_id}"
+        files = self._workspace.files
+        loc = files.locate(wanted, "id")
+        if source != "files" and loc.root.name != source:
+            raise NotFoundError(f"no file {doc_id!r} in workspace root {source!r}")
+        if files.is_binary(loc):
+            raise ValidationError("id", f"{doc_id!r} is a binary file")
+        if loc.size > MAX_DOCUMENT_BYTES:
+            raise ValidationError("id", f"{doc_id!r} has {loc.size} bytes, more than {MAX_DOCUMENT_BYTES}: "
+                                        "read ranges with get_file")
+        text = files.read_text(loc, MAX_DOCUMENT_BYTES)
+        return {"source": loc.root.name, "id": loc.display, "type": "file", "content": text,
+                "totalLines": len(text.splitlines()), "size": loc.size,
+                "updatedAt": datetime.fromtimestamp(loc.mtime, UTC).isoformat(timespec="seconds")}
 
     def close(self) -> None:
         """Release the index connection and stop the embedded PostgreSQL this process started."""
-        if self._index is not None:
-            self._index.close()
-            self._index = None
+        if self._service is not None:
+            self._service.close()
+            self._service = None
+
+
+# ---- the embedded PostgreSQL across daemon lifetimes -----------------------------------------------
+def adopt_embedded(settings: Settings, use: bool) -> None:
+    """The embedded PostgreSQL a killed daemon left running is this daemon's now (held, so its stop
+    stops it), or stopped when this daemon will not use it; as root, folders of removed homes go."""
+    from urchin.index import embedded, pgdata
+
+    try:
+        pid = embedded.adopt_or_stop(settings.pg_dir, use=use)
+        if pid is not None:
+            log.info("embedded PostgreSQL found running (pid %d): %s", pid, "adopted" if use else "stopped")
+        if os.name == "posix" and os.geteuid() == 0 and pgdata.ROOT_DATA.is_dir():
+            for orphan in embedded.remove_orphans():
+                log.info("removed %s: the PostgreSQL data of %s, whose home is gone", orphan.folder, orphan.link)
+    except OSError as exc:
+        log.warning("checking the embedded PostgreSQL's data failed: %s", exc)
+
+
+def stop_embedded(settings: Settings) -> None:
+    from urchin.index import embedded
+
+    try:
+        embedded.shutdown(settings.pg_dir)
+    except OSError as exc:
+        log.warning("stopping the embedded PostgreSQL failed: %s", exc)

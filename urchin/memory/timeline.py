@@ -1,5 +1,3 @@
-# mypy: disable-error-code="attr-defined"
-# (a mixin of `Memory`: the attributes and methods it uses are Memory's own)
 """The timeline: the journal newest first, paged by byte offset, and activity per day per source.
 
 A page reads backwards from a cursor (`g<generation>.<offset>`: a line boundary of the journal as
@@ -10,16 +8,20 @@ forwards from the head cursor a page handed out (live updates). Forgotten events
 
 from __future__ import annotations
 
+import os
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from urchin.errors import QueryError
 from urchin.event import Event
+from urchin.forget import ForgetLog
+from urchin.journal import Journal
 from urchin.search.query import Filters, check_limit
 
-__all__ = ["TimelineOps", "TimelinePage", "MAX_SCAN_LINES", "MAX_ACTIVITY_DAYS"]
+__all__ = ["Timeline", "TimelinePage", "MAX_SCAN_LINES", "MAX_ACTIVITY_DAYS"]
 
 MAX_SCAN_LINES = 20_000  # a filtered page stops after this many lines and hands back a cursor to go on
 MAX_ACTIVITY_DAYS = 366
@@ -48,8 +50,18 @@ class _Activity:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
-class TimelineOps:
-    """Mixed into `Memory`."""
+class Timeline:
+    """`Memory`'s timeline part: pages over the journal and the activity counts, hiding forgotten events."""
+
+    def __init__(self, journal: Journal, forget_log: Callable[[], ForgetLog], catch_up: Callable[[], None]) -> None:
+        self.journal = journal
+        self._forget_log = forget_log
+        self._catch_up = catch_up
+        self._activity = _Activity()
+
+    @property
+    def forget_log(self) -> ForgetLog:
+        return self._forget_log()
 
     def timeline(self, *, before: str | None = None, after: str | None = None, limit: int = 50,
                  source: str | None = None, workspace: str | None = None, session: str | None = None,
@@ -130,7 +142,7 @@ class TimelineOps:
         """Events per UTC day per source over the last `days` days (for the overview's chart)."""
         if isinstance(days, bool) or not isinstance(days, int) or not 1 <= days <= MAX_ACTIVITY_DAYS:
             raise QueryError("days", f"must be a whole number from 1 to {MAX_ACTIVITY_DAYS}, got {days!r}")
-        state = self._activity_state()
+        state = self._activity
         with state.lock:
             self._count_activity(state)
             counts = dict(state.counts)
@@ -142,11 +154,11 @@ class TimelineOps:
         return {"days": [{"day": day, "counts": c} for day, c in zip(labels, per_day, strict=True)],
                 "sources": sources, "total": sum(sum(c.values()) for c in per_day)}
 
-    def _activity_state(self) -> _Activity:
-        state: _Activity | None = getattr(self, "_activity", None)
-        if state is None:
-            state = self._activity = _Activity()
-        return state
+    def _journal_inode(self) -> int:
+        try:
+            return os.stat(self.journal.path).st_ino
+        except FileNotFoundError:
+            return 0
 
     def _count_activity(self, state: _Activity) -> None:
         inode = self._journal_inode()

@@ -1,65 +1,59 @@
-# mypy: disable-error-code="attr-defined"
-# (a mixin of `Memory`: the attributes and methods it uses are Memory's own)
-"""Memory's workspace operations: roots, ranged reads, curated memories and the overview."""
+"""Memory's workspace part: roots, ranged reads of files, curated memories and the overview."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from urchin.config import Settings
 from urchin.errors import UrchinError
-from urchin.journal import Journal
-from urchin.search.query import check_hours, check_limit, one_line
+from urchin.search.query import check_hours, check_limit
 
 if TYPE_CHECKING:
-    from urchin.search.substring import SubstringSearcher
+    from urchin.redact import Redactor
     from urchin.workspace.access import FileAccess
-    from urchin.workspace.memories import Member, MemoryDef
+    from urchin.workspace.memories import Member, MemoryDef, MemoryStore
     from urchin.workspace.reader import FileRange
-    from urchin.workspace.roots import Root, Roots
+    from urchin.workspace.roots import Roots
+
+__all__ = ["Workspace"]
+
+DEFAULT_TOKEN_BUDGET = 8000
 
 
-class WorkspaceOps:
-    """Mixed into `Memory`; uses its settings, journal and views."""
+class Workspace:
+    """Workspace roots and what lives in them. Part of `Memory` (which passes the redactor and queries)."""
 
-    settings: Settings
-    journal: Journal
-    substring: SubstringSearcher
+    def __init__(self, settings: Settings, redactor: Callable[[], Redactor]) -> None:
+        self._settings = settings
+        self._redactor = redactor
 
-    # ---- workspace files and curated memories -------------------------------------------------
     @property
     def roots(self) -> Roots:
         from urchin.workspace.roots import Roots
 
-        return Roots(self.settings.home)
+        return Roots(self._settings.home)
 
     @property
     def files(self) -> FileAccess:
         """The one reader of workspace files (resolve, check, open what was checked, redact)."""
         from urchin.workspace.access import file_access
 
-        return file_access(self.settings, self.roots.list())
+        return file_access(self._settings, self.roots.list())
 
-    def workspace_add(self, path: str, name: str | None = None, allow_secret_files: bool = False) -> Root:
-        return self.roots.add(path, name, allow_secret_files)
-
-    def workspace_remove(self, name: str) -> Root:
-        return self.roots.remove(name)
-
-    def workspace_list(self) -> list[Root]:
-        return self.roots.list()
-
-    def get_file(self, path: str, from_line: int = 1, max_lines: int = 200) -> FileRange:
-        """A window of numbered lines of a workspace file; paths outside the roots are refused."""
+    def get_file(self, path: str, from_line: int, max_lines: int) -> FileRange:
         from urchin.workspace.reader import read_range
 
         return read_range(self.files, path, from_line, max_lines)
 
-    def memory_create(self, slug: str, use_when: str, members: list[Member], title: str | None = None,
-                      replace: bool = False) -> MemoryDef:
-        """Save a curated memory; a file or folder member must lie inside a root (it may not exist yet)."""
+    # ---- curated memories -----------------------------------------------------------------------
+    def _store(self) -> MemoryStore:
         from urchin.workspace.memories import MemoryStore
 
+        return MemoryStore(self._settings.home, self._redactor())
+
+    def memory_create(self, slug: str, use_when: str, members: list[Member], title: str | None,
+                      replace: bool) -> MemoryDef:
         files = self.files
         for member in members:   # a saved window must be one `search` accepts, or every read would fail
             if member.hours is not None:
@@ -67,47 +61,49 @@ class WorkspaceOps:
         for i, member in enumerate(members):
             if member.type in ("file", "folder") and member.path:
                 files.check_member(member.path, f"members[{i}].path")
-        return MemoryStore(self.settings.home, self.ingestor.redactor).create(slug, use_when, members, title, replace)
+        return self._store().create(slug, use_when, members, title, replace)
 
     def memory_list(self) -> list[MemoryDef]:
-        from urchin.workspace.memories import MemoryStore
+        return self._store().list()
 
-        return MemoryStore(self.settings.home, self.ingestor.redactor).list()
+    def memory_get(self, slug: str, token_budget: int, run_query: Callable[[Member], list[str]]) -> dict[str, Any]:
+        from urchin.workspace.memories import gather
 
-    def memory_get(self, slug: str, token_budget: int = 8000) -> dict[str, Any]:
-        """A curated memory with every member's current contents, and coverage notes."""
-        from urchin.workspace.memories import MemoryStore, gather
+        budget = check_limit(token_budget, 200_000) if token_budget != DEFAULT_TOKEN_BUDGET else token_budget
+        return gather(self._store().get(slug), self.files, run_query, budget)
 
-        budget = check_limit(token_budget, 200_000) if token_budget != 8000 else token_budget
-        definition = MemoryStore(self.settings.home, self.ingestor.redactor).get(slug)
+    def memory_delete(self, slug: str) -> MemoryDef:
+        """Remove a curated memory; its definition is returned (NotFoundError when there is none)."""
+        return self._store().delete(slug)
 
-        def run_query(member: Member) -> list[str]:
-            result = self.search(member.query or "", hours=member.hours or 24 * 365, limit=50, source=member.source)
-            return [one_line(hit.event, width=2000) for hit in result.hits]
+    def memory_edit(self, slug: str, use_when: str | None, members: list[Member] | None,
+                    title: str | None) -> MemoryDef:
+        """Change what is given (when to use, title, the whole member list); the rest stays."""
+        old = self._store().get(slug)
+        return self.memory_create(slug, old.use_when if use_when is None else use_when,
+                                  list(old.members) if members is None else members,
+                                  old.title if title is None else title, replace=True)
 
-        return gather(definition, self.files, run_query, budget)
-
-    def overview(self) -> dict[str, Any]:
+    # ---- the overview ---------------------------------------------------------------------------
+    def overview(self, journal: dict[str, Any], sources: list[dict[str, Any]],
+                 index_status: Callable[[], dict[str, Any]]) -> dict[str, Any]:
         """Where an agent new to a workspace starts: files, recent changes, sources, memories."""
         from urchin.workspace.overview import root_overview
 
         files = self.files
-        roots = files.roots
-        out: dict[str, Any] = {
-            "roots": [root_overview(root, files) for root in roots],
+        return {
+            "roots": [root_overview(root, files) for root in files.roots],
             "memories": [m.summary() for m in self.memory_list()],
-            "journal": {k: v for k, v in self.status().items() if k in ("events", "firstTimestamp", "lastTimestamp")},
+            "journal": journal,
             "sources": [{"name": c["name"], "found": c.get("found"), "events": c.get("events", 0),
-                         "lastRun": c.get("lastRun"), "lastError": c.get("lastError")}
-                        for c in self.collectors_status()],
+                         "lastRun": c.get("lastRun"), "lastError": c.get("lastError")} for c in sources],
+            "index": self._file_index_state(files, index_status),
         }
-        out["index"] = self._file_index_state(files)
-        return out
 
-    def _file_index_state(self, files: FileAccess) -> dict[str, Any]:
+    def _file_index_state(self, files: FileAccess, index_status: Callable[[], dict[str, Any]]) -> dict[str, Any]:
         """Per root: files indexed, cataloged (over the size cap), pending (not yet seen), failed."""
         try:
-            status = self.index_status()
+            status = index_status()
         except (UrchinError, ImportError) as exc:
             return {"available": False, "reason": str(exc)}
         from urchin.workspace.overview import binary_file

@@ -18,9 +18,10 @@ from typing import Any, Literal
 import httpx
 import numpy as np
 
+from urchin.config import Settings
 from urchin.errors import EmbedderError
 
-__all__ = ["Embedder", "Api", "fingerprint"]
+__all__ = ["Embedder", "Api", "fingerprint", "configured_embedder"]
 
 Api = Literal["openai", "ollama"]
 APIS: tuple[Api, ...] = ("openai", "ollama")
@@ -326,3 +327,12 @@ def _server_message(response: httpx.Response) -> str:
             return str(body["message"])
     text = response.text.strip()
     return text[:300] if text else response.reason_phrase
+
+
+def configured_embedder(settings: Settings) -> Embedder | None:
+    """The one embedder factory: URCHIN_EMBEDDER_URL/MODEL/API (no I/O until it is used), or None when
+    either of URL and model is unset (then ranked search is token-cosine)."""
+    if not (settings.embedder_url and settings.embedder_model):
+        return None
+    return Embedder(settings.embedder_url, settings.embedder_model, settings.embedder_api,  # type: ignore[arg-type]
+                    timeout=settings.embedder_timeout_s)

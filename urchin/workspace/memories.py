@@ -106,6 +106,12 @@ class MemoryStore:
             raise NotFoundError(f"no memory named {slug!r}")
         return self._load(path)
 
+    def delete(self, slug: str) -> MemoryDef:
+        """Remove a memory's file; returns what it held (NotFoundError when there is none)."""
+        definition = self.get(slug)
+        (self.folder / f"{slug}.toml").unlink(missing_ok=True)
+        return definition
+
     def _load(self, path: Path) -> MemoryDef:
         try:
             data = tomllib.loads(path.read_text(encoding="utf-8"))
