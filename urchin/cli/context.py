@@ -8,6 +8,7 @@ import click
 
 from urchin.cli import AppContext, main
 from urchin.cli.options import print_json
+from urchin.contract.render import render_context
 
 
 def _searches(values: tuple[str, ...]) -> list[dict[str, str]] | None:
@@ -66,21 +67,5 @@ def context(app: AppContext, query: str, searches: tuple[str, ...], as_json: boo
 
 
 def print_context(result: Any, as_json: bool) -> None:
-    """A `search_context` result: the MCP object with --json, else cited excerpts and a coverage line."""
-    if as_json:
-        print_json(result.to_dict())
-        return
-    for r in result.results:
-        click.echo(f"[{r['updatedAt']}] {r['source']} ({r['score']:.3f}) {r['citation']}")
-        for line in r["content"].splitlines() or [""]:
-            click.echo(f"    {line}")
-        if "explain" in r:
-            legs = ", ".join(f"{x['leg']}/{x['origin']} #{x['rank']} +{x['contribution']:.4f}"
-                             for x in r["explain"]["legs"])
-            click.echo(f"    explain: {legs}; fused {r['explain']['fused']:.4f}")
-    cov = result.coverage
-    legs = ", ".join(f"{leg['leg']}/{leg['origin']} {leg['candidates']}" for leg in cov["legs"])
-    notes = "; ".join(cov["skipped"] + ([cov["index"]["note"]] if cov.get("index", {}).get("note") else []))
-    click.echo(f"-- {len(result.results)} results; candidates: {legs}; ~{result.tokens_used} tokens "
-               f"({cov['tokenEstimate']}){'; truncated' if result.truncated else ''}{'; ' + notes if notes else ''}",
-               err=True)
+    """A `search_context` result: the MCP tool's object with --json, else the MCP tool's text."""
+    print_json(result.to_dict()) if as_json else click.echo(render_context(result.to_dict()))

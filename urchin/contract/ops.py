@@ -9,8 +9,10 @@ from __future__ import annotations
 
 from urchin.contract.spec import Operation, Param
 from urchin.event import MAX_HOURS
+from urchin.index.params import MAX_TOKEN_BUDGET as CONTEXT_MAX_TOKEN_BUDGET
 
-__all__ = ["OPERATIONS", "MAX_LIMIT", "MAX_LINES", "MAX_FROM_LINE", "MAX_TOKEN_BUDGET", "MAX_SOURCE_LIMIT"]
+__all__ = ["OPERATIONS", "MAX_LIMIT", "MAX_LINES", "MAX_FROM_LINE", "MAX_TOKEN_BUDGET", "MAX_SOURCE_LIMIT",
+           "CONTEXT_MAX_TOKEN_BUDGET"]
 
 MAX_LIMIT = 1000                # events per answer of search, semantic, recent
 MAX_LINES = 2000                # lines per get_file answer

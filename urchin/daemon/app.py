@@ -25,6 +25,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
+from urchin.contract import OPERATIONS
 from urchin.daemon.security import AUTHORISED, BATCH_LIMIT, EVENT_LIMIT, SSE_IDLE_S, ASGIApp, Guard
 from urchin.daemon.workspace_routes import workspace_routes
 from urchin.daemon.writer import GroupWriter
@@ -35,8 +36,6 @@ from urchin.memory import Memory
 __all__ = ["build_app", "DaemonState", "MAX_BATCH_EVENTS", "VERSION"]
 
 MAX_BATCH_EVENTS = 1000
-_SEARCH_PARAMS = ("query", "hours", "limit", "source", "workspace", "session", "kind")
-_RECENT_PARAMS = ("hours", "limit", "source", "workspace", "session", "kind")
 
 try:
     VERSION = metadata.version("urchin-memory")
@@ -146,15 +145,9 @@ def _state(request: Request) -> DaemonState:
     return state
 
 
-def _params(request: Request, allowed: Sequence[str]) -> dict[str, str]:
-    """Query parameters by the Memory keyword they feed; an unknown one is an error, as in the CLI."""
-    out: dict[str, str] = {}
-    for key, value in request.query_params.multi_items():
-        name = "query" if key == "q" else key
-        if name not in allowed:
-            raise QueryError(key, f"unknown parameter (allowed: {', '.join(allowed)})")
-        out[name] = value
-    return out
+def params(request: Request, operation: str) -> dict[str, Any]:
+    """The query string, checked by the operation's one validator: Memory keywords, defaults filled."""
+    return OPERATIONS[operation].parse(dict(request.query_params.multi_items()), "wire", from_text=True)
 
 
 async def _json_body(request: Request) -> Any:
@@ -228,19 +221,12 @@ async def _ingest_batch(request: Request) -> Response:
 
 
 async def _search(request: Request) -> Response:
-    params = _params(request, _SEARCH_PARAMS)
-    memory = _state(request).memory
-    result = await run_in_threadpool(memory.search, params.pop("query", ""), **params)  # type: ignore[arg-type]
+    result = await run_in_threadpool(lambda: _state(request).memory.search(**params(request, "search")))
     return JSON(result.to_dict())
 
 
 async def _semantic(request: Request) -> Response:
-    params = _params(request, _SEARCH_PARAMS)
-    semantic = getattr(_state(request).memory, "semantic", None)
-    if semantic is None:
-        return JSON({"error": "semantic: not available in this build of urchin", "field": "semantic"},
-                    status_code=501)
-    result = await run_in_threadpool(semantic, params.pop("query", ""), **params)
+    result = await run_in_threadpool(lambda: _state(request).memory.semantic(**params(request, "semantic")))
     return JSON(result.to_dict())
 
 
@@ -254,8 +240,7 @@ async def _context(request: Request) -> Response:
 
 
 async def _recent(request: Request) -> Response:
-    params = _params(request, _RECENT_PARAMS)
-    result = await run_in_threadpool(_state(request).memory.recent, **params)  # type: ignore[arg-type]
+    result = await run_in_threadpool(lambda: _state(request).memory.recent(**params(request, "recent")))
     return JSON(result.to_dict())
 
 
@@ -266,6 +251,7 @@ async def _event(request: Request) -> Response:
         if not result.matched:
             raise NotFoundError(f"no event with id {request.path_params['event_id']!r}")
         return JSON(result.to_dict())
+    params(request, "get")   # no query parameters: an unknown one is an error
     event = await run_in_threadpool(memory.get, request.path_params["event_id"])
     return JSON(event.to_dict())
 
@@ -279,6 +265,7 @@ async def _forget(request: Request) -> Response:
 
 async def _status(request: Request) -> Response:
     state = _state(request)
+    params(request, "status")
     info = await run_in_threadpool(state.memory.status)
     offset, lines = state.memory.followed
     info["daemon"] = {"pid": os.getpid(), "address": state.address, "version": VERSION,

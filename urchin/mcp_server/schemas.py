@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from urchin.search.query import MAX_LIMIT
+from urchin.contract import OPERATIONS, input_schema
 
-__all__ = ["TOOL_DOCS", "INPUT_SCHEMAS", "OUTPUT_SCHEMAS", "SERVER_INSTRUCTIONS"]
+__all__ = ["TOOL_DOCS", "TOOL_OPS", "INPUT_SCHEMAS", "OUTPUT_SCHEMAS", "SERVER_INSTRUCTIONS", "EVENT_SCHEMA"]
 
 SERVER_INSTRUCTIONS = (
     "Urchin is the user's local memory of coding-agent activity: conversations, decisions, commands, "
@@ -19,80 +19,43 @@ SERVER_INSTRUCTIONS = (
 )
 
 
-def _string(description: str, **extra: Any) -> dict[str, Any]:
-    return {"type": "string", "description": description, **extra}
+# Tool name -> the operation it runs; its input schema is generated from the operation's parameters.
+TOOL_OPS: dict[str, str] = {
+    "urchin_search": "search", "urchin_semantic_search": "semantic", "urchin_recent_activity": "recent",
+    "urchin_session_context": "session_context", "urchin_workspace_context": "workspace_context",
+    "urchin_get_event": "get", "urchin_ingest": "ingest", "urchin_remember": "remember",
+    "urchin_ephemeral": "ephemeral", "urchin_status": "status",
+    "get_file": "get_file", "get_workspace_overview": "overview", "list_memories": "memories",
+    "get_memory": "get_memory", "query_source": "query_source", "fetch_source_document": "fetch_document",
+}
 
 
-def _hours(default: float) -> dict[str, Any]:
-    return {"type": "number", "exclusiveMinimum": 0, "default": default,
-            "description": f"Only events from the last N hours (default {default:g})."}
+def _nullable(schema: dict[str, Any]) -> dict[str, Any]:
+    """A value that may be null, in the form every MCP client accepts (no `"type": [..., "null"]`)."""
+    return {"anyOf": [schema, {"type": "null"}]}
 
 
-def _limit(default: int) -> dict[str, Any]:
-    return {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT, "default": default,
-            "description": f"Most events to return, 1-{MAX_LIMIT} (default {default})."}
-
-
-_QUERY = _string("Text to look for; must not be blank.", minLength=1)
-_SOURCE = _string("Only events from this source: claude, copilot, gemini, codex, shell, git, mcp, ... "
-                  "(default: any).")
-_WORKSPACE = _string("Only events from this workspace (project) (default: any).")
-_TAGS = {"type": "array", "items": {"type": "string"}, "description": "Tags, lowercased (default: none)."}
-
-
-def _object(properties: dict[str, Any], required: tuple[str, ...] = ()) -> dict[str, Any]:
-    out: dict[str, Any] = {"type": "object", "properties": properties, "additionalProperties": False}
-    if required:
-        out["required"] = list(required)
-    return out
-
-
-INPUT_SCHEMAS: dict[str, dict[str, Any]] = {
-    "urchin_search": _object({"query": _QUERY, "hours": _hours(168), "limit": _limit(20), "source": _SOURCE,
-                              "workspace": _WORKSPACE}, ("query",)),
-    "urchin_semantic_search": _object({"query": _QUERY, "hours": _hours(168), "limit": _limit(10),
-                                       "source": _SOURCE, "workspace": _WORKSPACE}, ("query",)),
-    "urchin_recent_activity": _object({"hours": _hours(24), "limit": _limit(20), "source": _SOURCE}),
-    "urchin_session_context": _object({"session": _string("The session id.", minLength=1), "hours": _hours(168),
-                                       "limit": _limit(50)}, ("session",)),
-    "urchin_workspace_context": _object({"workspace": _string("The workspace (project) name.", minLength=1),
-                                         "hours": _hours(168), "limit": _limit(40)}, ("workspace",)),
-    "urchin_get_event": _object({"id": _string("The event id, as returned by the other tools.", minLength=1)},
-                                ("id",)),
-    "urchin_ingest": _object({
-        "content": _string("The text to store; must not be blank.", minLength=1),
-        "source": _string("Who wrote it (default \"mcp\").", default="mcp"),
-        "kind": _string("conversation, decision, note, tool_use, ... (default \"conversation\").",
-                        default="conversation"),
-        "workspace": _string("Project or workspace name (default: none)."),
-        "session": _string("Session id (default: none)."),
-        "title": _string("A short title (default: none)."),
-        "tags": _TAGS,
-    }, ("content",)),
-    "urchin_remember": _object({
-        "content": _string("The decision or fact to remember, in a sentence or two; must not be blank.",
-                           minLength=1),
-        "tags": _TAGS,
-        "workspace": _string("Project or workspace it applies to (default: none)."),
-    }, ("content",)),
-    "urchin_ephemeral": _object({
-        "action": {"type": "string", "enum": ["start", "end", "status"],
-                   "description": "start: stop storing anything; end: store again; status: show the mode."},
-        "minutes": {"type": "number", "exclusiveMinimum": 0,
-                    "description": "With start: switch itself off after N minutes (default: until end)."},
-    }, ("action",)),
-    "urchin_status": _object({}),
-    "urchin_forget": _object({
+_FORGET_INPUT: dict[str, Any] = {
+    "type": "object", "additionalProperties": False,
+    "properties": {
         "ids": {"type": "array", "items": {"type": "string", "minLength": 1}, "minItems": 1, "maxItems": 10000,
                 "description": "Event ids to forget (default: none)."},
-        "session": _string("Forget every event of this session (default: any).", minLength=1),
-        "query": _string("Forget events whose content contains this text, case-insensitive (default: any).",
-                         minLength=1),
-        "since": _string("Only events at or after this time, RFC 3339 (default: no bound).", minLength=1),
-        "until": _string("Only events at or before this time, RFC 3339 (default: no bound).", minLength=1),
+        "session": {"type": "string", "minLength": 1,
+                    "description": "Forget every event of this session (default: any)."},
+        "query": {"type": "string", "minLength": 1,
+                  "description": "Forget events whose content contains this text, case-insensitive (default: any)."},
+        "since": {"type": "string", "minLength": 1,
+                  "description": "Only events at or after this time, RFC 3339 (default: no bound)."},
+        "until": {"type": "string", "minLength": 1,
+                  "description": "Only events at or before this time, RFC 3339 (default: no bound)."},
         "confirm": {"type": "boolean", "default": False,
                     "description": "true forgets; anything else only previews what would be forgotten."},
-    }),
+    },
+}
+
+INPUT_SCHEMAS: dict[str, dict[str, Any]] = {
+    **{tool: input_schema(OPERATIONS[op]) for tool, op in TOOL_OPS.items()},
+    "urchin_forget": _FORGET_INPUT,
 }
 
 EVENT_SCHEMA: dict[str, Any] = {
@@ -100,11 +63,11 @@ EVENT_SCHEMA: dict[str, Any] = {
     "properties": {
         "id": {"type": "string"}, "timestamp": {"type": "string"}, "source": {"type": "string"},
         "kind": {"type": "string"}, "content": {"type": "string"},
-        "workspace": {"type": ["string", "null"]}, "session": {"type": ["string", "null"]},
-        "title": {"type": ["string", "null"]}, "tags": {"type": "array", "items": {"type": "string"}},
-        "score": {"type": "number"},
+        "workspace": {"type": "string"}, "session": {"type": "string"}, "title": {"type": "string"},
+        "brain": {"type": "string"}, "tags": {"type": "array", "items": {"type": "string"}},
+        "actor": {"type": "object"}, "meta": {"type": "object"}, "score": {"type": "number"},
     },
-    "required": ["id", "timestamp", "source", "kind", "content", "workspace", "session", "title", "tags"],
+    "required": ["id", "timestamp", "source", "kind", "content"],
 }
 
 _EVENTS_RESULT: dict[str, Any] = {
@@ -121,8 +84,8 @@ _EVENTS_RESULT: dict[str, Any] = {
 _QUERY_RESULT = {**_EVENTS_RESULT, "required": ["events", "totalResults", "mode", "query"]}
 _WRITE_RESULT: dict[str, Any] = {
     "type": "object",
-    "properties": {"id": {"type": ["string", "null"]},
-                   "status": {"type": "string", "enum": ["appended", "duplicate", "suppressed"]},
+    "properties": {"id": _nullable({"type": "string"}),
+                   "status": {"type": "string"},
                    "reason": {"type": "string"}},
     "required": ["id", "status"],
 }
@@ -133,13 +96,13 @@ OUTPUT_SCHEMAS: dict[str, dict[str, Any]] = {
     "urchin_recent_activity": _EVENTS_RESULT,
     "urchin_session_context": _EVENTS_RESULT,
     "urchin_workspace_context": _EVENTS_RESULT,
-    "urchin_get_event": {"type": "object", "properties": {"event": EVENT_SCHEMA}, "required": ["event"]},
+    "urchin_get_event": EVENT_SCHEMA,
     "urchin_ingest": _WRITE_RESULT,
     "urchin_remember": _WRITE_RESULT,
     "urchin_ephemeral": {
         "type": "object",
-        "properties": {"on": {"type": "boolean"}, "startedAt": {"type": ["string", "null"]},
-                       "until": {"type": ["string", "null"]}, "suppressedTotal": {"type": "integer"}},
+        "properties": {"on": {"type": "boolean"}, "startedAt": _nullable({"type": "string"}),
+                       "until": _nullable({"type": "string"}), "suppressedTotal": {"type": "integer"}},
         "required": ["on", "startedAt", "until", "suppressedTotal"],
     },
     "urchin_status": {
