@@ -75,7 +75,8 @@ OPERATIONS: dict[str, Operation] = {op.name: op for op in (
         _required("id", "The event id or file path to return whole."))),
     Operation("status"),
     Operation("ingest", (
-        Param("content", help="The text to store; must not be blank.", required=True, positional=True),
+        Param("content", help="The text to store; must not be blank.", required=True, positional=True,
+              blank_ok=True),
         Param("source", help="Who wrote it: claude, shell, git, manual, mcp, ..."),
         Param("kind", help="conversation, decision, note, tool_use, ..."),
         Param("workspace", help="Project or workspace name."),
@@ -86,7 +87,7 @@ OPERATIONS: dict[str, Operation] = {op.name: op for op in (
         Param("id", help="Event id (default: a new UUIDv7)."))),
     Operation("remember", (
         Param("content", help="The decision or fact to remember, in a sentence or two; must not be blank.",
-              required=True, positional=True),
+              required=True, positional=True, blank_ok=True),
         Param("tags", "texts", "Tags, lowercased.", flag="--tag"),
         Param("workspace", help="Project or workspace it applies to."))),
     Operation("ephemeral", (

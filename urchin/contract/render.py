@@ -135,11 +135,11 @@ def render_context(result: Mapping[str, Any]) -> str:
     coverage = result["coverage"]
     legs = ", ".join(f"{leg['leg']}/{leg['origin']} {plural(leg['candidates'], 'candidate')}"
                      for leg in coverage.get("legs", []))
-    lines.append(f"{plural(len(result['results']), 'result')}; {coverage.get('strategy')} ({legs or 'no legs'}); "
-                 f"~{plural(result.get('tokensUsed', 0), 'token')}")
-    lines += [f"skipped: {item}" for item in coverage.get("skipped", [])]
+    lines.append(f"coverage: {plural(len(result['results']), 'result')}, {coverage.get('strategy')} "
+                 f"({legs or 'no legs'}), ~{plural(result.get('tokensUsed', 0), 'token')}")
+    lines += [f"coverage: skipped {item}" for item in coverage.get("skipped", [])]
     if coverage.get("index", {}).get("note"):
-        lines.append(f"note: {coverage['index']['note']}")
+        lines.append(f"coverage: {coverage['index']['note']}")
     if result.get("truncated"):
-        lines.append("truncated at the token budget")
+        lines.append("coverage: truncated at the token budget")
     return "\n".join(lines)

@@ -46,6 +46,7 @@ class Param:
     flag: str = ""                         # CLI flag; default: --name-with-dashes; "" with positional
     positional: bool = False               # a CLI argument, not a flag (then the CLI calls it `name`)
     max_chars: int | None = None
+    blank_ok: bool = False                 # required, but blank is checked later (event content: one rule)
 
     @property
     def wire_name(self) -> str:
@@ -100,9 +101,6 @@ class Operation:
             if param.name in given:
                 out[param.name] = check(param, given[param.name], param.spelled(caller), from_text)
             elif param.required:
-                if param.kind == "text":
-                    raise QueryError(param.spelled(caller), "must not be empty",
-                                     message=f"{param.spelled(caller)} must not be empty")
                 raise QueryError(param.spelled(caller), "is required")
             else:
                 out[param.name] = param.default
@@ -114,8 +112,9 @@ def check(param: Param, value: Any, name: str, from_text: bool = False) -> Any:
     if param.kind == "text":
         return _text(param, value, name)
     if param.kind == "texts":
-        items = value if isinstance(value, list | tuple) else [value]
-        return [_text(param, item, f"{name}[{i}]") for i, item in enumerate(items)] or None
+        if not isinstance(value, list | tuple):
+            raise QueryError(name, f"must be an array of strings, got {describe(value)}")
+        return [_text(param, item, f"{name}[{i}]") for i, item in enumerate(value)] or None
     if param.kind == "bool":
         return _bool(value, name, from_text)
     number = _number(param, value, name, from_text)
@@ -127,7 +126,7 @@ def check(param: Param, value: Any, name: str, from_text: bool = False) -> Any:
 def _text(param: Param, value: Any, name: str) -> str:
     if not isinstance(value, str):
         raise QueryError(name, f"must be a string, got {describe(value)}")
-    if param.required and not value.strip():
+    if param.required and not param.blank_ok and not value.strip():
         raise QueryError(name, "must not be empty", message=f"{name} must not be empty")
     if param.max_chars is not None and len(value) > param.max_chars:
         raise QueryError(name, f"must be at most {param.max_chars} characters, got {len(value)}")

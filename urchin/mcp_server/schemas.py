@@ -10,7 +10,8 @@ from typing import Any
 
 from urchin.contract import OPERATIONS, input_schema
 
-__all__ = ["TOOL_DOCS", "TOOL_OPS", "INPUT_SCHEMAS", "OUTPUT_SCHEMAS", "SERVER_INSTRUCTIONS", "EVENT_SCHEMA"]
+__all__ = ["TOOL_DOCS", "TOOL_OPS", "INPUT_SCHEMAS", "OUTPUT_SCHEMAS", "SERVER_INSTRUCTIONS", "EVENT_SCHEMA",
+           "INGEST_DEFAULTS"]
 
 SERVER_INSTRUCTIONS = (
     "Urchin is the user's local memory of coding-agent activity: conversations, decisions, commands, "
@@ -53,10 +54,23 @@ _FORGET_INPUT: dict[str, Any] = {
     },
 }
 
+# What an MCP write is when the agent does not say: the writer's identity (the CLI writes manual/note).
+INGEST_DEFAULTS = {"source": "mcp", "kind": "conversation"}
+
+
+def _with_defaults(schema: dict[str, Any], defaults: dict[str, str]) -> dict[str, Any]:
+    props = {k: dict(v) for k, v in schema["properties"].items()}
+    for key, default in defaults.items():
+        props[key]["default"] = default
+        props[key]["description"] = props[key]["description"].replace("(default: none)", f'(default "{default}")')
+    return {**schema, "properties": props}
+
+
 INPUT_SCHEMAS: dict[str, dict[str, Any]] = {
     **{tool: input_schema(OPERATIONS[op]) for tool, op in TOOL_OPS.items()},
     "urchin_forget": _FORGET_INPUT,
 }
+INPUT_SCHEMAS["urchin_ingest"] = _with_defaults(INPUT_SCHEMAS["urchin_ingest"], INGEST_DEFAULTS)
 
 EVENT_SCHEMA: dict[str, Any] = {
     "type": "object",

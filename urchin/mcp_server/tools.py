@@ -16,7 +16,7 @@ from urchin.contract import OPERATIONS, describe
 from urchin.contract.render import rejection, render_event, render_events, render_ingest, render_status
 from urchin.errors import UrchinError, ValidationError
 from urchin.mcp_server import context_tool, workspace_tools
-from urchin.mcp_server.schemas import INPUT_SCHEMAS, OUTPUT_SCHEMAS, TOOL_DOCS, TOOL_OPS
+from urchin.mcp_server.schemas import INGEST_DEFAULTS, INPUT_SCHEMAS, OUTPUT_SCHEMAS, TOOL_DOCS, TOOL_OPS
 from urchin.search.query import SearchResult
 
 __all__ = ["TOOL_NAMES", "run_tool", "check_arguments", "parse_arguments", "tool_list", "tool_error", "short"]
@@ -65,7 +65,7 @@ def _write_reply(result: Any) -> Reply:
 
 def _ingest(memory: Any, a: dict[str, Any]) -> Reply:
     item = {k: v for k, v in a.items() if v is not None}
-    return _write_reply(memory.ingest_one(item, {"source": "mcp", "kind": "conversation"}))
+    return _write_reply(memory.ingest_one(item, INGEST_DEFAULTS))
 
 
 def _remember(memory: Any, a: dict[str, Any]) -> Reply:
