@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import click
@@ -9,6 +10,7 @@ import click
 from urchin.cli import AppContext, main
 from urchin.cli.options import print_json
 from urchin.contract.render import render_context
+from urchin.errors import QueryError
 
 
 def _searches(values: tuple[str, ...]) -> list[dict[str, str]] | None:
@@ -61,9 +63,28 @@ def context(app: AppContext, query: str, searches: tuple[str, ...], as_json: boo
     try:
         result = memory.context(query=query, searches=_searches(searches),
                                 **{k: (list(v) or None) if isinstance(v, tuple) else v for k, v in flags.items()})
+    except QueryError as exc:
+        raise _as_flag(exc, click.get_current_context().command) from None
     finally:
         memory.close()
     print_context(result, as_json)
+
+
+def _as_flag(exc: QueryError, command: click.Command) -> QueryError:
+    """The same error, naming the flag the user typed (`--k`, `--search[0].type`) instead of the wire name."""
+    head = re.match(r"[A-Za-z_]+", exc.field or "")
+    if head is None:
+        return exc
+    flags = {}
+    for param in command.params:
+        if isinstance(param, click.Option) and param.name:
+            camel = re.sub(r"_(\w)", lambda m: m.group(1).upper(), param.name)
+            flags[camel] = flags[param.name] = param.opts[0]
+    flag = flags.get(head.group(0))
+    if flag is None:
+        return exc
+    field = flag + exc.field[head.end():]
+    return QueryError(field, exc.rule, message=exc.message.replace(exc.field, field, 1))
 
 
 def print_context(result: Any, as_json: bool) -> None:

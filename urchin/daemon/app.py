@@ -25,9 +25,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from urchin.contract import OPERATIONS
 from urchin.daemon.security import AUTHORISED, BATCH_LIMIT, EVENT_LIMIT, SSE_IDLE_S, ASGIApp, Guard
-from urchin.daemon.workspace_routes import workspace_routes
+from urchin.daemon.workspace_routes import request_args, workspace_routes
 from urchin.daemon.writer import GroupWriter
 from urchin.errors import ConfigError, NotFoundError, QueryError, UrchinError, ValidationError
 from urchin.ingest import IngestResult
@@ -145,9 +144,7 @@ def _state(request: Request) -> DaemonState:
     return state
 
 
-def params(request: Request, operation: str) -> dict[str, Any]:
-    """The query string, checked by the operation's one validator: Memory keywords, defaults filled."""
-    return OPERATIONS[operation].parse(dict(request.query_params.multi_items()), "wire", from_text=True)
+params = request_args   # the query string, checked by the operation's one validator, defaults filled
 
 
 async def _json_body(request: Request) -> Any:
@@ -251,8 +248,8 @@ async def _event(request: Request) -> Response:
         if not result.matched:
             raise NotFoundError(f"no event with id {request.path_params['event_id']!r}")
         return JSON(result.to_dict())
-    params(request, "get")   # no query parameters: an unknown one is an error
-    event = await run_in_threadpool(memory.get, request.path_params["event_id"])
+    event_id = params(request, "get", id=request.path_params["event_id"])["id"]
+    event = await run_in_threadpool(memory.get, event_id)
     return JSON(event.to_dict())
 
 

@@ -14,19 +14,22 @@ from starlette.routing import Route
 from urchin.contract import OPERATIONS
 from urchin.errors import QueryError
 
-__all__ = ["workspace_routes"]
+__all__ = ["workspace_routes", "request_args"]
+
+
+def request_args(request: Request, operation: str, **path: str) -> dict[str, Any]:
+    """Query string and path parameters, checked together by the operation's one validator."""
+    query = {k: v for k, v in request.query_params.multi_items() if k not in path}
+    if len(query) != len(request.query_params):
+        raise QueryError(next(k for k in request.query_params if k in path), "is given by the path")
+    return OPERATIONS[operation].parse({**query, **path}, "wire", from_text=True)
 
 
 def workspace_routes(json: Any, memory_of: Any) -> list[Route]:
     """`json(obj)` makes the response; `memory_of(request)` is the daemon's Memory. Query parameters
     and path parameters are checked together by the operation's one validator."""
 
-    def args(request: Request, operation: str, **path: str) -> dict[str, Any]:
-        query = {k: v for k, v in request.query_params.multi_items() if k not in path}
-        if len(query) != len(request.query_params):
-            raise QueryError(next(k for k in request.query_params if k in path), "is given by the path")
-        return OPERATIONS[operation].parse({**query, **path}, "wire", from_text=True)
-
+    args = request_args
     async def get_file(request: Request) -> Response:
         a = args(request, "get_file", path=request.path_params["path"])
         window = await run_in_threadpool(memory_of(request).get_file, a["path"], a["from_line"], a["max_lines"])
