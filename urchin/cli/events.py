@@ -10,7 +10,7 @@ from typing import Any
 import click
 
 from urchin.cli import AppContext, main
-from urchin.cli.options import json_option, operation_options, parse, print_json, print_text
+from urchin.cli.options import as_flag, json_option, operation_options, parse, print_json, print_text
 from urchin.contract.render import rejection, render_event, render_events, render_ingest, render_status
 
 # What the CLI writes when no flag says otherwise: a person typing a note (MCP writes source mcp).
@@ -28,7 +28,7 @@ def ingest(app: AppContext, as_json: bool, **params: Any) -> None:
     item = {k: v for k, v in parse("ingest", params).items() if v is not None}
     result = app.memory().ingest_one(item, _WRITER)
     if result.status == "rejected":
-        raise rejection(result.reason)
+        raise as_flag(rejection(result.reason), "ingest")
     print_json(result.to_dict()) if as_json else click.echo(render_ingest(result.to_dict()))
 
 

@@ -14,10 +14,11 @@ import click
 import orjson
 
 from urchin.contract import OPERATIONS, Param
+from urchin.errors import ValidationError
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-__all__ = ["operation_options", "parse", "json_option", "print_json", "print_text"]
+__all__ = ["operation_options", "parse", "as_flag", "json_option", "print_json", "print_text"]
 
 _TYPES: dict[str, Any] = {"text": str, "int": int, "number": float, "bool": bool, "texts": str}
 
@@ -44,6 +45,16 @@ def parse(operation: str, params: dict[str, Any]) -> dict[str, Any]:
     """What click parsed, validated: Memory keywords with the contract's defaults."""
     given = {k: (list(v) or None) if isinstance(v, tuple) else v for k, v in params.items()}
     return OPERATIONS[operation].parse(given, "cli")
+
+
+def as_flag(exc: ValidationError, operation: str) -> ValidationError:
+    """An error from below (event validation), naming the flag the user typed: `--source: ...`."""
+    head = exc.field.split("[", 1)[0].split(".", 1)[0] if exc.field else ""
+    param = next((p for p in OPERATIONS[operation].params if p.wire_name == head), None)
+    if param is None or param.positional:
+        return exc
+    field = param.flag_name + exc.field[len(head):]
+    return type(exc)(field, exc.rule, message=exc.message.replace(exc.field, field, 1))
 
 
 def json_option(func: F) -> F:
