@@ -111,3 +111,17 @@ def test_every_command_has_help_text() -> None:
 
     for name, command in walk(main):
         assert command.help and command.help.strip(), f"`urchin {name}` has no help text"
+
+
+def test_hook_help_prints_usage() -> None:
+    out = run_urchin("hook", "--help", input="")
+    assert out.returncode == 0 and out.stdout.startswith("Usage: ") and "AGENT" in out.stdout
+
+
+def test_every_command_reads_its_defaults_from_the_contract() -> None:
+    """The help shows the contract's defaults (search 168 h / 20), declared once in urchin/contract/ops.py."""
+    from urchin.contract import OPERATIONS
+
+    help_text = " ".join(run_urchin("search", "--help").stdout.split())
+    assert OPERATIONS["search"].param("hours").default == 168 and "(default 168)" in help_text
+    assert OPERATIONS["search"].param("limit").default == 20 and "(default 20)" in help_text

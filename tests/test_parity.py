@@ -236,3 +236,8 @@ def test_cli_text_and_mcp_text_are_one_render(answers: dict[str, Case], name: st
     assert cli_text == mcp_text
     for repr_ in ("None", "{'", "='", "0.0 MB", " 1 files", " 1 results", " 1 events", " 1 members"):
         assert repr_ not in cli_text, (repr_, cli_text)
+
+
+def test_get_file_text_tells_no_one_to_use_a_cli_flag(answers: dict[str, Case]) -> None:
+    _, mcp_text = RENDERS["get-file"]
+    assert "--from-line" not in mcp_text and "read on from line 3" in mcp_text
