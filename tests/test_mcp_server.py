@@ -181,3 +181,25 @@ async def test_search_context_over_stdio(memory: Memory, pg_url: str) -> None:
         assert "searches" in message
         message = await call_error(session, "search_context", {"query": "x", "limit": 0})
         assert message.startswith("limit")
+
+
+def _walk(schema: Any) -> Any:
+    if isinstance(schema, dict):
+        yield schema
+        for value in schema.values():
+            yield from _walk(value)
+    elif isinstance(schema, list):
+        for value in schema:
+            yield from _walk(value)
+
+
+def test_schemas_are_portable_no_type_lists() -> None:
+    """What Inspector --strict and Gemini-style function declarations refuse: `"type": [..., "null"]`."""
+    from urchin.mcp_server.tools import tool_list
+
+    for tool in tool_list():
+        for part in (tool.input_schema, tool.output_schema):
+            for node in _walk(part):
+                assert not isinstance(node.get("type"), list), (tool.name, node)
+    ephemeral = next(t for t in tool_list() if t.name == "urchin_ephemeral").output_schema or {}
+    assert ephemeral["properties"]["until"] == {"anyOf": [{"type": "string"}, {"type": "null"}]}

@@ -139,30 +139,29 @@ TOOL_DOCS: dict[str, tuple[str, str]] = {
     "urchin_search": ("Search memory (literal)", (
         "Find past events whose content contains the exact text, case-insensitive, newest first. Use it for "
         "names, error messages, file paths, commands and other literal strings; use urchin_semantic_search "
-        "when you only know what it was about. Defaults: hours 168, limit 20. Returns one line per event, "
+        "when you only know what it was about. Returns one line per event, "
         "[timestamp] source — content, or an empty text when nothing matches.")),
     "urchin_semantic_search": ("Search memory by meaning", (
         "Find past events about a topic even when the words differ, best match first with a score. Use it "
         "for questions like 'what did we decide about caching'; use urchin_search for exact strings. "
-        "Defaults: hours 168, limit 10. The first line says which mode ran (token-cosine, or embedder when "
+        "The first line says which mode ran (token-cosine, or embedder when "
         "an embedding server is configured).")),
     "urchin_recent_activity": ("Recent activity", (
         "The newest events across all agents, newest first: use it to catch up on what happened lately, "
-        "optionally from one source. Defaults: hours 24, limit 20.")),
+        "optionally from one source.")),
     "urchin_session_context": ("Session context", (
         "Everything recorded in one session, oldest first, to resume or summarise it. Needs the session "
-        "id. Defaults: hours 168, limit 50 (the session's latest events).")),
+        "id; it returns the session's latest events.")),
     "urchin_workspace_context": ("Workspace context", (
         "The latest events in one workspace (project), newest first: use it when starting work on a "
-        "project to learn what was done and decided there. Defaults: hours 168, limit 40.")),
+        "project to learn what was done and decided there.")),
     "urchin_get_event": ("Get one event", (
         "The whole event for an id returned by another tool (full content, tags, metadata); search results "
         "cut long content in their text lines.")),
     "urchin_ingest": ("Store an event", (
         "Append one event to the journal; it is searchable at once. Use it to record conversation, notes "
-        "or tool output worth finding later; use urchin_remember for decisions. Defaults: source \"mcp\", "
-        "kind \"conversation\". Returns the id and status: appended, duplicate, or suppressed (ephemeral "
-        "mode is on).")),
+        "or tool output worth finding later; use urchin_remember for decisions. Returns the id and "
+        "status: appended, duplicate, or suppressed with the reason (ephemeral mode, or forgotten).")),
     "urchin_remember": ("Remember a decision", (
         "Store a decision or durable fact (kind \"decision\", source \"mcp\") so future sessions find it: "
         "'we use uv, not pip', 'API v2 drops XML'. Keep it to a sentence or two. Returns the id and status.")),
@@ -177,3 +176,20 @@ TOOL_DOCS: dict[str, tuple[str, str]] = {
         "time range (all given must hold). Only when the user asks to forget something. Without confirm: "
         "true it changes nothing and previews the matches; call again with confirm: true to forget them.")),
 }
+
+
+def _defaults_sentence(schema: dict[str, Any]) -> str:
+    """`Defaults: hours 168, limit 20.` from the schema, itself generated from the contract."""
+    parts = []
+    for name, prop in schema.get("properties", {}).items():
+        if "default" in prop and not isinstance(prop["default"], bool):
+            shown = f'"{prop["default"]}"' if isinstance(prop["default"], str) else f'{prop["default"]:g}'
+            parts.append(f"{name} {shown}")
+    return f" Defaults: {', '.join(parts)}." if parts else ""
+
+
+def with_defaults(docs: dict[str, tuple[str, str]], schemas: dict[str, dict[str, Any]]) -> None:
+    """Append each tool's defaults to its description, so prose and schema cannot disagree."""
+    for name, (title, text) in docs.items():
+        if name in TOOL_OPS:
+            docs[name] = (title, text + _defaults_sentence(schemas[name]))

@@ -16,7 +16,14 @@ from urchin.contract import OPERATIONS, describe
 from urchin.contract.render import rejection, render_event, render_events, render_ingest, render_status
 from urchin.errors import UrchinError, ValidationError
 from urchin.mcp_server import context_tool, workspace_tools
-from urchin.mcp_server.schemas import INGEST_DEFAULTS, INPUT_SCHEMAS, OUTPUT_SCHEMAS, TOOL_DOCS, TOOL_OPS
+from urchin.mcp_server.schemas import (
+    INGEST_DEFAULTS,
+    INPUT_SCHEMAS,
+    OUTPUT_SCHEMAS,
+    TOOL_DOCS,
+    TOOL_OPS,
+    with_defaults,
+)
 from urchin.search.query import SearchResult
 
 __all__ = ["TOOL_NAMES", "run_tool", "check_arguments", "parse_arguments", "tool_list", "tool_error", "short"]
@@ -109,6 +116,7 @@ INPUT_SCHEMAS.update(context_tool.INPUT)
 for _module in (workspace_tools, context_tool):
     OUTPUT_SCHEMAS.update(_module.OUTPUT)
     TOOL_DOCS.update(_module.DOCS)
+with_defaults(TOOL_DOCS, INPUT_SCHEMAS)
 TOOL_NAMES = tuple(_RUNNERS)
 _READ_ONLY = {"urchin_search", "urchin_semantic_search", "urchin_recent_activity", "urchin_session_context",
               "urchin_workspace_context", "urchin_get_event", "urchin_status", *workspace_tools.READ_ONLY,

@@ -76,7 +76,7 @@ OUTPUT: dict[str, dict[str, Any]] = {
 DOCS: dict[str, tuple[str, str]] = {
     "get_file": ("Read lines of a workspace file", (
         "Read a range of lines of a file in a workspace root, with line numbers and the file's total line "
-        "count (defaults: fromLine 1, maxLines 200, at most 2000). Search first (search_context or "
+        "count (at most 2000 lines). Search first (search_context or "
         "urchin_search) and read only the ranges the results point at; never read whole files. Paths "
         "outside the workspace roots (and '..') are refused, and so are ignored files and secret stores "
         "(.env, keys, credentials) unless the root opts in; secrets read as [REDACTED:type], line numbers kept.")),
@@ -88,11 +88,11 @@ DOCS: dict[str, tuple[str, str]] = {
         "such as a release checklist. Lists each slug, title, when to use it and its member count.")),
     "get_memory": ("Get a curated memory", (
         "Every member of a curated memory, with its current contents, within a token budget (4 characters "
-        "per token; default tokenBudget 8000). Use it when a task matches the memory's 'use when'. Members left out "
+        "per token). Use it when a task matches the memory's 'use when'. Members left out "
         "(missing, unreadable, over budget) are listed under coverage.")),
     "query_source": ("Search one source", (
         "Search one source only, ranked like search_context: a journal source (`claude`, `git`, ...) or one "
-        "workspace root's files (default limit 10). Results carry citations; read file ranges with get_file.")),
+        "workspace root's files. Results carry citations; read file ranges with get_file.")),
     "fetch_source_document": ("Fetch one whole document", (
         "Return one whole document by its id: an event (source = its journal source) or a workspace file "
         "(source = the root's name, id = the path inside it). Prefer get_file ranges for long files; files "
