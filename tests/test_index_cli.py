@@ -43,5 +43,7 @@ def test_index_status_reports_the_cursor(pg_url: str) -> None:
     env = {"URCHIN_DATABASE_URL": pg_url, "URCHIN_DEVICE_ID": "dev"}
     run_urchin("ingest", "hello index", env=env)
     run_urchin("index", env=env)
-    status = orjson.loads(run_urchin("index", "--status", env=env).stdout)
+    status = orjson.loads(run_urchin("index", "--status", "--json", env=env).stdout)
     assert status["chunks"] == 1 and status["behindJournalBytes"] == 0 and status["cursors"][0]["device"] == "dev"
+    text = run_urchin("index", "--status", env=env).stdout   # for people: key: value lines, no JSON, no reprs
+    assert "chunks: 1" in text.splitlines() and "{" not in text and "None" not in text

@@ -11,6 +11,7 @@ import click
 
 from urchin.cli import AppContext, main
 from urchin.cli.options import print_json
+from urchin.contract.render import render_status
 
 
 @main.command("index")
@@ -24,7 +25,8 @@ def index(app: AppContext, rebuild: bool, follow: bool, show_status: bool, as_js
     memory = app.memory()
     try:
         if show_status:
-            print_json(memory.index_status())
+            info = memory.index_status()
+            print_json(info) if as_json else click.echo(render_status(info))
             return
         started = time.perf_counter()
         stop = threading.Event()
