@@ -135,6 +135,7 @@ TEXTS: dict[str, tuple[list[str], str, dict[str, Any]]] = {
     "get-file": (["get-file", "docs/a.md", "--max-lines", "2"], "get_file", {"path": "docs/a.md", "maxLines": 2}),
 }
 RENDERS: dict[str, tuple[str, str]] = {}
+ROUTES: dict[str, tuple[int, str | None, Any]] = {}
 
 
 def _cli_text(home: Path, args: list[str]) -> str:
@@ -193,6 +194,9 @@ def answers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Case
                 case.answers["http"] = (reply.status_code, reply.json())
                 case.answers["cli"] = _cli(home, case.cli)
                 case.answers["mcp"] = mcp[case.name]
+            for method, path in (("GET", "/no/such/route"), ("DELETE", "/search"), ("GET", "/search/")):
+                reply = http.request(method, path)
+                ROUTES[f"{method} {path}"] = (reply.status_code, reply.headers.get("content-type"), reply.json())
         for name, (args, _, _) in TEXTS.items():
             RENDERS[name] = (_cli_text(home, args), mcp["text:" + name][1])
         yield {case.name: case for case in CASES}
@@ -241,3 +245,12 @@ def test_cli_text_and_mcp_text_are_one_render(answers: dict[str, Case], name: st
 def test_get_file_text_tells_no_one_to_use_a_cli_flag(answers: dict[str, Case]) -> None:
     _, mcp_text = RENDERS["get-file"]
     assert "--from-line" not in mcp_text and "read on from line 3" in mcp_text
+
+
+def test_unknown_routes_and_methods_answer_the_json_error_shape(answers: dict[str, Case]) -> None:
+    assert ROUTES["GET /no/such/route"] == (404, "application/json",
+                                            {"error": "path: no such route: GET /no/such/route", "field": "path"})
+    status, kind, body = ROUTES["DELETE /search"]
+    assert (status, kind, body["field"]) == (405, "application/json", "method")
+    assert body["error"].startswith("method: not allowed: DELETE /search (allowed: GET")
+    assert ROUTES["GET /search/"][0] == 404
