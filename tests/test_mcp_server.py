@@ -203,3 +203,16 @@ def test_schemas_are_portable_no_type_lists() -> None:
                 assert not isinstance(node.get("type"), list), (tool.name, node)
     ephemeral = next(t for t in tool_list() if t.name == "urchin_ephemeral").output_schema or {}
     assert ephemeral["properties"]["until"] == {"anyOf": [{"type": "string"}, {"type": "null"}]}
+
+
+@pytest.mark.parametrize("args, message", [
+    ({"query": "x", "searches": [{"type": "lex", "query": "a", "weight": 2}]},
+     "searches[0].weight: unknown field (known: type, query)"),
+    ({"query": "x", "searches": []}, "searches: must hold 1 to 8 sub-queries, got 0"),
+    ({"query": "x", "k": 5000}, "k: must be from 1 to 1000, got 5000"),
+    ({"query": "   "}, "query must not be empty"),
+])
+def test_search_context_errors_name_nested_fields_never_validator_text(memory: Memory, args: dict[str, Any],
+                                                                       message: str) -> None:
+    result = run_tool(memory, "search_context", args)
+    assert result.is_error and result.content[0].text == message  # type: ignore[union-attr]
