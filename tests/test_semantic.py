@@ -63,7 +63,7 @@ def test_events_appended_by_another_process_are_found(filled: Memory) -> None:
 
 
 def test_bad_parameters(memory: Memory) -> None:
-    with pytest.raises(QueryError, match="query: must not be empty"):
+    with pytest.raises(QueryError, match="query must not be empty"):
         memory.semantic("   ")
     with pytest.raises(QueryError, match="limit"):
         memory.semantic("x", limit=0)
