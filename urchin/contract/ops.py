@@ -9,14 +9,18 @@ from __future__ import annotations
 
 from urchin.contract.spec import Operation, Param
 from urchin.event import MAX_HOURS
-from urchin.index.params import MAX_TOKEN_BUDGET as CONTEXT_MAX_TOKEN_BUDGET
+from urchin.search.query import MAX_LIMIT  # events per answer of search, semantic, recent
+from urchin.workspace.reader import MAX_FROM_LINE, MAX_LINES  # bounds of a get_file window
 
 __all__ = ["OPERATIONS", "MAX_LIMIT", "MAX_LINES", "MAX_FROM_LINE", "MAX_TOKEN_BUDGET", "MAX_SOURCE_LIMIT",
            "CONTEXT_MAX_TOKEN_BUDGET"]
 
-MAX_LIMIT = 1000                # events per answer of search, semantic, recent
-MAX_LINES = 2000                # lines per get_file answer
-MAX_FROM_LINE = 1 << 31         # answers are JSON: 64-bit integers at most
+# The bounds the layers below enforce too (tests/test_contract.py keeps them equal); stated here so the
+# CLI need not import the workspace and index modules (~100 ms) to print its help.
+MAX_LIMIT = 1000                # events per answer of search, semantic, recent (search.query)
+MAX_LINES = 2000                # lines per get_file answer (workspace.reader)
+MAX_FROM_LINE = 1 << 31         # answers are JSON: 64-bit integers at most (workspace.reader)
+CONTEXT_MAX_TOKEN_BUDGET = 1_000_000   # search_context's tokenBudget (index.params)
 MAX_TOKEN_BUDGET = 200_000      # get_memory
 MAX_SOURCE_LIMIT = 100          # query_source, like search_context's limit
 

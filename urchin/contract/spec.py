@@ -175,7 +175,7 @@ def describe(value: Any) -> str:
     if isinstance(value, bool):
         text = "true" if value else "false"
     elif isinstance(value, float):
-        text = f"{value:g}"
+        text = str(int(value)) if value.is_integer() and abs(value) < 1e15 else f"{value:g}"
     elif isinstance(value, int):
         text = str(value)
     elif isinstance(value, str):
