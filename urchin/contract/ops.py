@@ -9,8 +9,6 @@ from __future__ import annotations
 
 from urchin.contract.spec import Operation, Param
 from urchin.event import MAX_HOURS
-from urchin.search.query import MAX_LIMIT  # events per answer of search, semantic, recent
-from urchin.workspace.reader import MAX_FROM_LINE, MAX_LINES  # bounds of a get_file window
 
 __all__ = ["OPERATIONS", "MAX_LIMIT", "MAX_LINES", "MAX_FROM_LINE", "MAX_TOKEN_BUDGET", "MAX_SOURCE_LIMIT",
            "CONTEXT_MAX_TOKEN_BUDGET"]
