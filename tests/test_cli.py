@@ -45,6 +45,7 @@ def test_nothing_matches_prints_nothing() -> None:
     (("search", "x", "--hours", "0"), "error: --hours: must be greater than 0, got 0\n"),
     (("search", "x", "--limit", "5000"), "error: --limit: must be from 1 to 1000, got 5000\n"),
     (("recent", "--limit", "0"), "error: --limit: must be from 1 to 1000, got 0\n"),
+    (("tail", "-n", "0"), "error: -n: must be from 1 to 1000, got 0\n"),
     (("memory", "show", "m", "--token-budget", "0"), "error: --token-budget: must be from 1 to 200000, got 0\n"),
     (("get-file", "a.md", "--from-line", "0"), "error: --from-line: must be from 1 to 2147483648, got 0\n"),
     (("context", "x", "--min-score", "2"), "error: --min-score: must be at most 1"),

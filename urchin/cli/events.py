@@ -104,14 +104,15 @@ def get(app: AppContext, as_json: bool, **params: Any) -> None:
 
 
 @main.command()
-@click.option("-n", "count", default=10, show_default=True, help="How many of the last events.")
+@operation_options("tail")
 @click.option("-f", "--follow", is_flag=True, help="Keep printing events as they are appended.")
-@json_option
+@click.option("--json", "as_json", is_flag=True, help="Print each event as one JSON object per line.")
 @click.pass_obj
-def tail(app: AppContext, count: int, follow: bool, as_json: bool) -> None:
+def tail(app: AppContext, follow: bool, as_json: bool, **params: Any) -> None:
     """The last events in the order they were appended."""
     from urchin.search.query import one_line
 
+    count = parse("tail", params)["count"]
     memory = app.memory()
 
     def show(event: Any) -> None:

@@ -76,6 +76,8 @@ OPERATIONS: dict[str, Operation] = {op.name: op for op in (
                             "root's name (then `id` is a path inside it) or `files` (then `id` is `<root>/<path>`)."),
         _required("id", "The event id or file path to return whole."))),
     Operation("status"),
+    Operation("tail", (Param("count", "int", "How many of the last events.", 10, minimum=1, maximum=MAX_LIMIT,
+                             flag="-n"),)),
     Operation("ingest", (
         Param("content", help="The text to store; must not be blank.", required=True, positional=True,
               blank_ok=True),
