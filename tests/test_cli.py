@@ -20,8 +20,10 @@ def test_ingest_search_get_round_trip() -> None:
     assert found.returncode == 0
     line = found.stdout.strip()
     assert line.startswith("[") and line.endswith("] claude — Chose pgvector for the index")
-    as_json = orjson.loads(run_urchin("search", "pgvector", "--json").stdout)
-    assert (as_json["id"], as_json["tags"], as_json["workspace"]) == ("e1", ["db"], "api")
+    as_json = orjson.loads(run_urchin("search", "pgvector", "--json").stdout)   # the HTTP and MCP object
+    assert (as_json["totalResults"], as_json["mode"], as_json["query"]) == (1, "substring", "pgvector")
+    hit = as_json["events"][0]
+    assert (hit["id"], hit["tags"], hit["workspace"]) == ("e1", ["db"], "api") and "session" not in hit
     assert orjson.loads(run_urchin("get", "e1").stdout)["content"] == "Chose pgvector for the index"
     again = run_urchin("ingest", "--id", "e1", "other")
     assert again.stdout.strip() == "duplicate e1"
@@ -39,12 +41,17 @@ def test_nothing_matches_prints_nothing() -> None:
 
 
 @pytest.mark.parametrize("args, message", [
-    (("search", "  "), "error: query: must not be empty"),
-    (("search", "x", "--hours", "0"), "error: hours: must be greater than 0"),
-    (("search", "x", "--limit", "5000"), "error: limit: must be from 1 to 1000"),
+    (("search", "  "), "error: query must not be empty\n"),
+    (("search", "x", "--hours", "0"), "error: --hours: must be greater than 0, got 0\n"),
+    (("search", "x", "--limit", "5000"), "error: --limit: must be from 1 to 1000, got 5000\n"),
+    (("recent", "--limit", "0"), "error: --limit: must be from 1 to 1000, got 0\n"),
+    (("tail", "-n", "0"), "error: -n: must be from 1 to 1000, got 0\n"),
+    (("memory", "show", "m", "--token-budget", "0"), "error: --token-budget: must be from 1 to 200000, got 0\n"),
+    (("get-file", "a.md", "--from-line", "0"), "error: --from-line: must be from 1 to 2147483648, got 0\n"),
+    (("context", "x", "--min-score", "2"), "error: --min-score: must be at most 1"),
     (("ingest", " "), "error: content: must not be blank"),
-    (("ingest", "x", "--timestamp", "soon"), "error: timestamp: must be an RFC 3339 timestamp"),
-    (("ingest", "x", "--source", "Bad Source"), "error: source: must be lowercase"),
+    (("ingest", "x", "--timestamp", "soon"), "error: --timestamp: must be an RFC 3339 timestamp"),
+    (("ingest", "x", "--source", "Bad Source"), "error: --source: must be lowercase"),
     (("get", "missing"), "error: no event with id 'missing'"),
 ])
 def test_user_errors_exit_1_with_one_clear_line(args: tuple[str, ...], message: str) -> None:
@@ -114,3 +121,17 @@ def test_demo_leaves_no_temp_folder(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert "group commit" in done.stdout.lower()
     assert list(scratch.iterdir()) == []
+
+
+def test_hook_help_prints_usage() -> None:
+    out = run_urchin("hook", "--help", input="")
+    assert out.returncode == 0 and out.stdout.startswith("Usage: ") and "AGENT" in out.stdout
+
+
+def test_every_command_reads_its_defaults_from_the_contract() -> None:
+    """The help shows the contract's defaults (search 168 h / 20), declared once in urchin/contract/ops.py."""
+    from urchin.contract import OPERATIONS
+
+    help_text = " ".join(run_urchin("search", "--help").stdout.split())
+    assert OPERATIONS["search"].param("hours").default == 168 and "(default 168)" in help_text
+    assert OPERATIONS["search"].param("limit").default == 20 and "(default 20)" in help_text

@@ -40,7 +40,7 @@ def test_blank_query_is_rejected() -> None:
     index = TokenCosineIndex()
     index.add(ev("a", "hello world"))
     for blank in ("", "   ", "\n\t"):
-        with pytest.raises(QueryError, match="query: must not be empty"):
+        with pytest.raises(QueryError, match="query must not be empty"):
             index.search(blank)
 
 

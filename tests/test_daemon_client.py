@@ -154,6 +154,7 @@ def test_semantic_through_the_daemon_says_whose_settings_answered(daemon: Daemon
            "URCHIN_EMBEDDER_MODEL": "m"}
     done = run_urchin("semantic", "alpha", env=env)
     assert done.returncode == 0, done.stderr
-    assert f"answered by the daemon (pid {daemon.proc.pid}) with its own settings" in done.stderr  # type: ignore[union-attr]
-    assert "URCHIN_EMBEDDER_URL in this shell is not used" in done.stderr
-    assert "mode: token-cosine" in done.stderr
+    # the one render (CLI text = MCP text): the mode, then notes, before the results
+    assert f"note: answered by the daemon (pid {daemon.proc.pid}) with its own settings" in done.stdout  # type: ignore[union-attr]
+    assert "URCHIN_EMBEDDER_URL in this shell is not used" in done.stdout
+    assert done.stdout.startswith("mode: token-cosine")

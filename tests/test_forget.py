@@ -206,7 +206,7 @@ def test_cli_forget_by_id_session_query_and_range(memory: Memory, urchin_home: P
     bad = run_urchin("forget", "--since", "not-a-time", "--yes")
     assert bad.returncode == 1 and bad.stderr.startswith("error: since:") and "Traceback" not in bad.stderr
     found = run_urchin("search", "note", "--hours", "100000", "--limit", "100", "--json")
-    assert {orjson.loads(line)["id"] for line in found.stdout.splitlines()} == set(left)
+    assert {e["id"] for e in orjson.loads(found.stdout)["events"]} == set(left)
 
 
 def test_a_collector_rerun_does_not_bring_a_forgotten_event_back(tmp_path: Path, memory: Memory) -> None:

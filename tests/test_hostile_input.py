@@ -91,7 +91,7 @@ def test_import_reports_each_bad_line_and_every_good_line_lands(urchin_home: Pat
 @pytest.mark.parametrize("args, field", [
     (("ingest", "x", "--session", "a\x01b"), "session"),
     (("ingest", "x", "--id", "a\x7fb"), "id"),
-    (("ingest", "x", "--tag", "ok", "--tag", "t\x1b[31m"), "tags[1]"),
+    (("ingest", "x", "--tag", "ok", "--tag", "t\x1b[31m"), "--tag[1]"),
     (("ingest", "x", "--workspace", "w\nx"), "workspace"),
     (("ingest", "x", "--timestamp", "0001-01-01T00:00:00+01:00"), "timestamp"),
     (("ingest", "x", "--timestamp", "9999-12-31T23:59:59-01:00"), "timestamp"),
@@ -131,7 +131,7 @@ def test_a_line_number_past_what_json_holds_is_refused(tmp_path: Path) -> None:
     (tmp_path / "proj" / "a.txt").write_text("hi\n")
     assert run_urchin("workspace", "add", str(tmp_path / "proj")).returncode == 0
     out = run_urchin("get-file", "proj/a.txt", "--from-line", str(10 ** 24), "--json")
-    assert out.returncode == 1 and "fromLine: must be at most" in out.stderr and "Traceback" not in out.stderr
+    assert out.returncode == 1 and "--from-line: must be from 1 to" in out.stderr and "Traceback" not in out.stderr
 
 
 @pytest.mark.parametrize("name, value", [

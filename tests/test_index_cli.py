@@ -34,17 +34,19 @@ def test_bad_flags_give_a_clear_error(pg_url: str) -> None:
     env = {"URCHIN_DATABASE_URL": pg_url}
     bad = run_urchin("context", "x", "--search", "sql:drop table", env=env)
     assert bad.returncode == 1
-    assert bad.stderr.strip() == "error: searches[0].type: must be lex, vec or hyde, got 'sql'"
+    assert bad.stderr.strip() == "error: --search[0].type: must be lex, vec or hyde, got 'sql'"
     assert run_urchin("context", "x", "--min-score", "2", env=env).stderr.strip() == (
-        "error: minScore: must be at most 1, got 2.0")
+        "error: --min-score: must be at most 1, got 2.0")
 
 
 def test_index_status_reports_the_cursor(pg_url: str) -> None:
     env = {"URCHIN_DATABASE_URL": pg_url, "URCHIN_DEVICE_ID": "dev"}
     run_urchin("ingest", "hello index", env=env)
     run_urchin("index", env=env)
-    status = orjson.loads(run_urchin("index", "--status", env=env).stdout)
+    status = orjson.loads(run_urchin("index", "--status", "--json", env=env).stdout)
     assert status["chunks"] == 1 and status["behindJournalBytes"] == 0 and status["cursors"][0]["device"] == "dev"
+    text = run_urchin("index", "--status", env=env).stdout   # for people: key: value lines, no JSON, no reprs
+    assert "chunks: 1" in text.splitlines() and "{" not in text and "None" not in text
 
 
 def test_index_follow_prints_progress_while_it_runs(pg_url: str) -> None:

@@ -217,14 +217,15 @@ def test_fetch_source_document_refuses_traversal_and_symlinks_out(memory: Memory
 
 
 def test_cli_and_mcp_faces(memory: Memory, pg_settings: Settings) -> None:
-    from urchin.mcp_server.tools import check_arguments
-    from urchin.mcp_server.workspace_tools import RUNNERS
+    from urchin.mcp_server.tools import check_arguments, run_tool
 
     index(memory)
-    text, data = RUNNERS["query_source"](memory, {"source": "shop", "query": "rollback grafana"})
-    assert data["results"][0]["citation"] == "shop/docs/deploy.md#L11-L13" and "make rollback" in text
-    text, data = RUNNERS["fetch_source_document"](memory, {"source": "shop", "id": "src/app.py"})
-    assert text == APP_PY
+    found = run_tool(memory, "query_source", {"source": "shop", "query": "rollback grafana"})
+    text, data = found.content[0].text, found.structured_content  # type: ignore[union-attr]
+    assert data is not None and data["results"][0]["citation"] == "shop/docs/deploy.md#L11-L13"
+    assert "make rollback" in text
+    fetched = run_tool(memory, "fetch_source_document", {"source": "shop", "id": "src/app.py"})
+    assert fetched.content[0].text == APP_PY  # type: ignore[union-attr]
     assert check_arguments("query_source", {"source": "shop"}) is not None
     assert check_arguments("fetch_source_document", {"source": "shop", "id": "x", "extra": 1}) is not None
 

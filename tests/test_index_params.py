@@ -41,15 +41,15 @@ def test_hours_becomes_a_since_from_now() -> None:
 
 
 @pytest.mark.parametrize(("params", "message"), [
-    ({}, "query: must not be empty"),
-    ({"query": "  "}, "query: must not be empty"),
+    ({}, "query must not be empty"),
+    ({"query": "  "}, "query must not be empty"),
     ({"query": "q", "strategy": "fuzzy"}, "strategy: must be hybrid, keyword or semantic, got 'fuzzy'"),
     ({"query": "q", "searches": []}, "searches: must hold 1 to 8 sub-queries, got 0"),
     ({"query": "q", "searches": [{"type": "lex", "query": "a"}] * 9}, "searches: must hold 1 to 8 sub-queries, got 9"),
     ({"query": "q", "searches": "lex:a"}, "searches: must be a list of {type, query} objects"),
     ({"query": "q", "searches": [{"type": "lex", "query": "a"}, {"type": "lex", "query": "b"},
                                  {"type": "sql", "query": "c"}]}, "searches[2].type: must be lex, vec or hyde"),
-    ({"query": "q", "searches": [{"type": "vec", "query": ""}]}, "searches[0].query: must not be empty"),
+    ({"query": "q", "searches": [{"type": "vec", "query": ""}]}, "searches[0].query must not be empty"),
     ({"query": "q", "searches": [{"type": "vec", "query": "a", "weight": 2}]}, "searches[0].weight: unknown field"),
     ({"query": "q", "fullTextWeight": -1}, "fullTextWeight: must be at least 0"),
     ({"query": "q", "semanticWeight": "heavy"}, "semanticWeight: must be a number"),

@@ -25,9 +25,10 @@ LAYERS = [
     # `Memory` and its imports out of it); the one hook path.
     ("urchin.hooks", 8),
     ("urchin.memory", 9),                                   # the facade
-    ("urchin.mcp_server", 10), ("urchin.daemon", 10),       # front ends
-    ("urchin.doctor", 11),                                  # diagnostics (asks the daemon, reads the files)
-    ("urchin.cli", 12), ("urchin.__main__", 13), ("urchin", 14),
+    ("urchin.contract", 10),                                # every operation's parameters and renders, once
+    ("urchin.mcp_server", 11), ("urchin.daemon", 11),       # front ends
+    ("urchin.doctor", 12),                                  # diagnostics (asks the daemon, reads the files)
+    ("urchin.cli", 13), ("urchin.__main__", 14), ("urchin", 15),
 ]
 
 FRONT_ENDS = ("urchin.cli", "urchin.mcp_server", "urchin.daemon")

@@ -149,8 +149,9 @@ def test_stdout_carries_nothing_but_protocol(memory: Memory) -> None:
 
 
 def test_every_tool_has_a_runner_schema_and_docs(memory: Memory) -> None:
-    for name in TOOL_NAMES:
-        assert check_arguments(name, {"__nope__": 1}) is not None
+    for name in TOOL_NAMES:   # declared operations refuse it statically; the others in Memory, at the call
+        assert (check_arguments(name, {"__nope__": 1}) is not None
+                or run_tool(memory, name, {"__nope__": 1}).is_error), name
     result = run_tool(memory, "urchin_status", {})
     assert not result.is_error and result.structured_content is not None
 
@@ -174,9 +175,44 @@ async def test_search_context_over_stdio(memory: Memory, pg_url: str) -> None:
                                                             "limit": 1, "explain": True})
         assert data["results"][0]["content"].startswith("Releases are cut")
         assert data["results"][0]["citation"].startswith("urchin://events/") and "explain" in data["results"][0]
-        assert text.startswith("[1] urchin://events/") and "coverage: hybrid" in text
+        assert text.startswith("[1] urchin://events/") and "coverage: 1 result, hybrid" in text
         message = await call_error(session, "search_context", {"query": "x", "searches": [{"type": "sql",
                                                                                           "query": "y"}]})
         assert "searches" in message
         message = await call_error(session, "search_context", {"query": "x", "limit": 0})
         assert message.startswith("limit")
+
+
+def _walk(schema: Any) -> Any:
+    if isinstance(schema, dict):
+        yield schema
+        for value in schema.values():
+            yield from _walk(value)
+    elif isinstance(schema, list):
+        for value in schema:
+            yield from _walk(value)
+
+
+def test_schemas_are_portable_no_type_lists() -> None:
+    """What Inspector --strict and Gemini-style function declarations refuse: `"type": [..., "null"]`."""
+    from urchin.mcp_server.tools import tool_list
+
+    for tool in tool_list():
+        for part in (tool.input_schema, tool.output_schema):
+            for node in _walk(part):
+                assert not isinstance(node.get("type"), list), (tool.name, node)
+    ephemeral = next(t for t in tool_list() if t.name == "urchin_ephemeral").output_schema or {}
+    assert ephemeral["properties"]["until"] == {"anyOf": [{"type": "string"}, {"type": "null"}]}
+
+
+@pytest.mark.parametrize("args, message", [
+    ({"query": "x", "searches": [{"type": "lex", "query": "a", "weight": 2}]},
+     "searches[0].weight: unknown field (known: type, query)"),
+    ({"query": "x", "searches": []}, "searches: must hold 1 to 8 sub-queries, got 0"),
+    ({"query": "x", "k": 5000}, "k: must be from 1 to 1000, got 5000"),
+    ({"query": "   "}, "query must not be empty"),
+])
+def test_search_context_errors_name_nested_fields_never_validator_text(memory: Memory, args: dict[str, Any],
+                                                                       message: str) -> None:
+    result = run_tool(memory, "search_context", args)
+    assert result.is_error and result.content[0].text == message  # type: ignore[union-attr]

@@ -80,8 +80,8 @@ def test_ties_break_by_id(memory: Memory) -> None:
 
 
 @pytest.mark.parametrize("kwargs, message", [
-    ({"query": "  "}, "query: must not be empty"),
-    ({"query": ""}, "query: must not be empty"),
+    ({"query": "  "}, "query must not be empty"),
+    ({"query": ""}, "query must not be empty"),
     ({"query": "x", "hours": 0}, "hours: must be greater than 0"),
     ({"query": "x", "hours": -5}, "hours: must be greater than 0"),
     ({"query": "x", "limit": 0}, "limit: must be from 1 to 1000"),

@@ -63,7 +63,7 @@ def test_events_appended_by_another_process_are_found(filled: Memory) -> None:
 
 
 def test_bad_parameters(memory: Memory) -> None:
-    with pytest.raises(QueryError, match="query: must not be empty"):
+    with pytest.raises(QueryError, match="query must not be empty"):
         memory.semantic("   ")
     with pytest.raises(QueryError, match="limit"):
         memory.semantic("x", limit=0)
@@ -73,7 +73,9 @@ def test_cli_prints_scores() -> None:
     run_urchin("ingest", "the deploy pipeline uses blue green")
     out = run_urchin("semantic", "deploy pipeline")
     assert out.returncode == 0
-    assert re.fullmatch(r"\[[0-9T:-]+Z\] manual \(0\.\d{3}\) — the deploy pipeline uses blue green\n", out.stdout)
+    # the MCP tool's text: which mode ran, then one scored line per event
+    line = r"\[[0-9T:-]+Z\] manual \(0\.\d{3}\) — the deploy pipeline uses blue green"
+    assert re.fullmatch(rf"mode: token-cosine\n{line}\n", out.stdout)
 
 
 def _embedder_env(url: str) -> dict[str, str]:
@@ -95,8 +97,9 @@ def test_unreachable_embedder_falls_back_to_token_cosine_and_says_so(urchin_home
     assert result.mode.startswith("token-cosine (embedder unreachable: ")
     assert [h.event.content for h in result.hits] == ["the deploy pipeline uses blue green"]
     out = run_urchin("semantic", "deploy pipeline", env=env)
-    assert out.returncode == 0 and out.stderr.startswith("warning: embedder unreachable, fell back to token-cosine")
-    assert "blue green" in out.stdout
+    lines = out.stdout.splitlines()
+    assert out.returncode == 0 and lines[0].startswith("mode: token-cosine (embedder unreachable: ")
+    assert lines[1].startswith("note: embedder unreachable, fell back to token-cosine") and "blue green" in lines[2]
 
 
 @pytest.mark.slow

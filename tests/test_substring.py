@@ -325,7 +325,7 @@ def test_block_target_is_what_the_tests_assume() -> None:
 def test_cold_query_path_does_not_import_numpy(memory: Memory) -> None:
     add(memory, {"content": "numpy free"})
     done = run_urchin("search", "numpy", "--json")  # first use builds (small: pure Python)
-    assert done.returncode == 0 and orjson.loads(done.stdout)["content"] == "numpy free"
+    assert done.returncode == 0 and orjson.loads(done.stdout)["events"][0]["content"] == "numpy free"
     probe = run_urchin_python("import sys; from urchin.memory import Memory; m = Memory.open(); "
                               "m.search('numpy'); print('numpy' in sys.modules)")
     assert probe.strip() == "False"

@@ -8,7 +8,8 @@ import sys
 
 
 def entry() -> None:
-    if sys.argv[1:2] == ["hook"]:
+    # `hook --help` (or no agent) is a person asking: click prints the usage.
+    if sys.argv[1:2] == ["hook"] and not {"-h", "--help"} & set(sys.argv[2:]) and len(sys.argv) > 2:
         from urchin.hooks import main as hook_main
 
         sys.exit(hook_main(sys.argv[2:]))

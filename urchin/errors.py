@@ -48,8 +48,8 @@ class ValidationError(UrchinError):
 
     status = 422
 
-    def __init__(self, field: str, rule: str) -> None:
-        super().__init__(f"{field}: {rule}" if field else rule)
+    def __init__(self, field: str, rule: str, *, message: str | None = None) -> None:
+        super().__init__(message or (f"{field}: {rule}" if field else rule))
         self.field = field
         self.rule = rule
 

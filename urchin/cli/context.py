@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import click
 
 from urchin.cli.group import AppContext, main
 from urchin.cli.options import print_json
+from urchin.contract.render import render_context
+from urchin.errors import QueryError
 
 
 def _searches(values: tuple[str, ...]) -> list[dict[str, str]] | None:
@@ -60,27 +63,30 @@ def context(app: AppContext, query: str, searches: tuple[str, ...], as_json: boo
     try:
         result = memory.context(query=query, searches=_searches(searches),
                                 **{k: (list(v) or None) if isinstance(v, tuple) else v for k, v in flags.items()})
+    except QueryError as exc:
+        raise _as_flag(exc, click.get_current_context().command) from None
     finally:
         memory.close()
     print_context(result, as_json)
 
 
+def _as_flag(exc: QueryError, command: click.Command) -> QueryError:
+    """The same error, naming the flag the user typed (`--k`, `--search[0].type`) instead of the wire name."""
+    head = re.match(r"[A-Za-z_]+", exc.field or "")
+    if head is None:
+        return exc
+    flags = {}
+    for param in command.params:
+        if isinstance(param, click.Option) and param.name:
+            camel = re.sub(r"_(\w)", lambda m: m.group(1).upper(), param.name)
+            flags[camel] = flags[param.name] = param.opts[0]
+    flag = flags.get(head.group(0))
+    if flag is None:
+        return exc
+    field = flag + exc.field[head.end():]
+    return QueryError(field, exc.rule, message=exc.message.replace(exc.field, field, 1))
+
+
 def print_context(result: Any, as_json: bool) -> None:
-    """A `search_context` result: the MCP object with --json, else cited excerpts and a coverage line."""
-    if as_json:
-        print_json(result.to_dict())
-        return
-    for r in result.results:
-        click.echo(f"[{r['updatedAt']}] {r['source']} ({r['score']:.3f}) {r['citation']}")
-        for line in r["content"].splitlines() or [""]:
-            click.echo(f"    {line}")
-        if "explain" in r:
-            legs = ", ".join(f"{x['leg']}/{x['origin']} #{x['rank']} +{x['contribution']:.4f}"
-                             for x in r["explain"]["legs"])
-            click.echo(f"    explain: {legs}; fused {r['explain']['fused']:.4f}")
-    cov = result.coverage
-    legs = ", ".join(f"{leg['leg']}/{leg['origin']} {leg['candidates']}" for leg in cov["legs"])
-    notes = "; ".join(cov["skipped"] + ([cov["index"]["note"]] if cov.get("index", {}).get("note") else []))
-    click.echo(f"-- {len(result.results)} results; candidates: {legs}; ~{result.tokens_used} tokens "
-               f"({cov['tokenEstimate']}){'; truncated' if result.truncated else ''}{'; ' + notes if notes else ''}",
-               err=True)
+    """A `search_context` result: the MCP tool's object with --json, else the MCP tool's text."""
+    print_json(result.to_dict()) if as_json else click.echo(render_context(result.to_dict()))

@@ -7,8 +7,9 @@ import sys
 import click
 
 from urchin.cli.group import AppContext, main
-from urchin.cli.options import print_result
+from urchin.cli.options import print_text
 from urchin.config import Settings
+from urchin.contract.render import render_events
 
 SAMPLES = [
     ("claude", "decision", "Decided to keep the journal append-only and rebuild every index from it."),
@@ -56,7 +57,7 @@ def _tour(settings: Settings) -> None:
             if not query.strip():
                 continue
             found = memory.search(query)
-            print_result(found, as_json=False)
+            print_text(render_events(found))
             if not found.hits:
                 click.echo("(no match)")
             sys.stdout.flush()

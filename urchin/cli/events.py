@@ -10,40 +10,26 @@ from typing import Any
 import click
 
 from urchin.cli.group import AppContext, main
-from urchin.cli.options import filter_options, json_option, print_json, print_result, window_options
-from urchin.errors import UrchinError
+from urchin.cli.options import as_flag, json_option, operation_options, parse, print_json, print_text
+from urchin.contract.render import rejection, render_event, render_events, render_ingest, render_status
+
+# What the CLI writes when no flag says otherwise: a person typing a note (MCP writes source mcp).
+_WRITER = {"source": "manual", "kind": "note"}
 
 
 @main.command()
-@click.argument("content")
-@click.option("--source", default="manual", show_default=True, help="Who wrote it.")
-@click.option("--kind", default="note", show_default=True, help="conversation, decision, note, ...")
-@click.option("--workspace", default=None, help="Project or workspace name.")
-@click.option("--session", default=None, help="Session id.")
-@click.option("--title", default=None, help="A short title.")
-@click.option("--tag", "tags", multiple=True, help="A tag (repeatable).")
-@click.option("--timestamp", default=None, help="RFC 3339 time (default: now).")
-@click.option("--id", "event_id", default=None, help="Event id (default: a new UUIDv7).")
+@operation_options("ingest")
 @json_option
 @click.pass_obj
-def ingest(app: AppContext, content: str, as_json: bool, event_id: str | None, tags: tuple[str, ...],
-           **fields: Any) -> None:
-    """Append one event. CONTENT is the text, or - to read it from stdin."""
-    if content == "-":
-        content = sys.stdin.read()
-    item = {k: v for k, v in fields.items() if v is not None}
-    item["content"] = content
-    if tags:
-        item["tags"] = list(tags)
-    if event_id is not None:
-        item["id"] = event_id
-    result = app.memory().ingest_one(item)
+def ingest(app: AppContext, as_json: bool, **params: Any) -> None:
+    """Append one event. CONTENT is the text, or - to read it from stdin (default source manual, kind note)."""
+    if params.get("content") == "-":
+        params["content"] = sys.stdin.read()
+    item = {k: v for k, v in parse("ingest", params).items() if v is not None}
+    result = app.memory().ingest_one(item, _WRITER)
     if result.status == "rejected":
-        raise UrchinError(result.reason or "rejected")
-    if as_json:
-        print_json(result.to_dict())
-    else:
-        click.echo(f"{result.label} {result.id}")
+        raise as_flag(rejection(result.reason), "ingest")
+    print_json(result.to_dict()) if as_json else click.echo(render_ingest(result.to_dict()))
 
 
 @main.command("import")
@@ -84,44 +70,49 @@ def _metered(file: Any, update: Any) -> Any:
         yield line
 
 
+def print_events(result: Any, as_json: bool) -> None:
+    """A search result: the same object HTTP and MCP return with --json, else its one render."""
+    print_json(result.to_dict()) if as_json else print_text(render_events(result))
+
+
 @main.command()
-@click.argument("query")
-@window_options(hours=168, limit=20)
-@filter_options
+@operation_options("search")
 @json_option
 @click.pass_obj
-def search(app: AppContext, query: str, as_json: bool, **params: Any) -> None:
+def search(app: AppContext, as_json: bool, **params: Any) -> None:
     """Literal, case-insensitive search over event content, newest first."""
-    print_result(app.memory().search(query, **params), as_json)
+    print_events(app.memory().search(**parse("search", params)), as_json)
 
 
 @main.command()
-@window_options(hours=24, limit=20)
-@click.option("--source", default=None, help="Only this source.")
+@operation_options("recent")
 @json_option
 @click.pass_obj
 def recent(app: AppContext, as_json: bool, **params: Any) -> None:
     """The newest events."""
-    print_result(app.memory().recent(**params), as_json)
+    print_events(app.memory().recent(**parse("recent", params)), as_json)
 
 
 @main.command()
-@click.argument("event_id", metavar="ID")
-@click.pass_obj
-def get(app: AppContext, event_id: str) -> None:
-    """Print one whole event as JSON."""
-    print_json(app.memory().get(event_id).to_dict())
-
-
-@main.command()
-@click.option("-n", "count", default=10, show_default=True, help="How many of the last events.")
-@click.option("-f", "--follow", is_flag=True, help="Keep printing events as they are appended.")
+@operation_options("get")
 @json_option
 @click.pass_obj
-def tail(app: AppContext, count: int, follow: bool, as_json: bool) -> None:
+def get(app: AppContext, as_json: bool, **params: Any) -> None:
+    """Print one whole event as JSON (--json: on one line)."""
+    event = app.memory().get(parse("get", params)["id"]).to_dict()
+    print_json(event) if as_json else click.echo(render_event(event))
+
+
+@main.command()
+@operation_options("tail")
+@click.option("-f", "--follow", is_flag=True, help="Keep printing events as they are appended.")
+@click.option("--json", "as_json", is_flag=True, help="Print each event as one JSON object per line.")
+@click.pass_obj
+def tail(app: AppContext, follow: bool, as_json: bool, **params: Any) -> None:
     """The last events in the order they were appended."""
     from urchin.search.query import one_line
 
+    count = parse("tail", params)["count"]
     memory = app.memory()
 
     def show(event: Any) -> None:
@@ -143,29 +134,16 @@ def tail(app: AppContext, count: int, follow: bool, as_json: bool) -> None:
 def status(app: AppContext, as_json: bool) -> None:
     """Journal path, size, events, time span, torn and invalid lines."""
     info = app.memory().status()
-    if as_json:
-        print_json(info)
-        return
-    for key, value in info.items():
-        if isinstance(value, dict):
-            value = ", ".join(f"{k}={v}" for k, v in value.items())
-        click.echo(f"{key:>16}: {value}")
+    print_json(info) if as_json else click.echo(render_status(info))
 
 
 @main.command()
-@click.argument("query")
-@window_options(hours=168, limit=10)
-@filter_options
+@operation_options("semantic")
 @json_option
 @click.pass_obj
-def semantic(app: AppContext, query: str, as_json: bool, **params: Any) -> None:
+def semantic(app: AppContext, as_json: bool, **params: Any) -> None:
     """Ranked search for what QUERY is about (token-cosine, or the embedder when one is set), best first."""
-    result = app.memory().semantic(query, **params)
-    for note in result.notes:
-        click.echo(f"warning: {note}", err=True)
-    print_result(result, as_json, with_score=True)
-    if not as_json:
-        click.echo(f"mode: {result.mode}", err=True)
+    print_events(app.memory().semantic(**parse("semantic", params)), as_json)
 
 
 @main.command()

@@ -11,6 +11,7 @@ import click
 
 from urchin.cli.group import AppContext, main
 from urchin.cli.options import print_json
+from urchin.contract.render import render_status
 
 
 @main.command("index")
@@ -23,7 +24,8 @@ def index(app: AppContext, rebuild: bool, follow: bool, show_status: bool, as_js
     """Feed the journal into the Postgres index (URCHIN_DATABASE_URL, else the embedded server)."""
     memory = app.memory()
     if show_status:
-        print_json(memory.index_status())
+        info = memory.index_status()
+        print_json(info) if as_json else click.echo(render_status(info))
         return
     stop = threading.Event()
     progress = _Progress(follow and not as_json, sys.stderr.isatty() and not as_json, memory.end_offset())

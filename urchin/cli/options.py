@@ -1,4 +1,9 @@
-"""Flags shared by several commands, as decorators, and the output helpers they pair with."""
+"""Click options generated from the contract (`urchin/contract/`), and the output helpers.
+
+`operation_options("search")` adds the operation's arguments and flags; the command body passes
+what click parsed to `parse("search", params)`, which checks it with the operation's one validator
+and names a bad value by its flag (`--limit: must be from 1 to 1000, got 0`).
+"""
 
 from __future__ import annotations
 
@@ -8,44 +13,59 @@ from typing import Any, TypeVar
 import click
 import orjson
 
+from urchin.contract import OPERATIONS, Param
+from urchin.errors import ValidationError
+
 F = TypeVar("F", bound=Callable[..., Any])
 
-__all__ = ["window_options", "filter_options", "json_option", "print_result", "print_json"]
+__all__ = ["operation_options", "parse", "as_flag", "json_option", "print_json", "print_text"]
+
+_TYPES: dict[str, Any] = {"text": str, "int": int, "number": float, "bool": bool, "texts": str}
 
 
-def window_options(hours: float, limit: int) -> Callable[[F], F]:
+def _decorator(param: Param) -> Callable[[F], F]:
+    if param.positional:
+        return click.argument(param.name, required=param.required)
+    help_text = f"{param.help.rstrip('.')} ({param.default_text()})."
+    return click.option(param.flag_name, param.name, type=_TYPES[param.kind], default=None,
+                        multiple=param.kind == "texts", help=help_text)
+
+
+def operation_options(operation: str, skip: tuple[str, ...] = ()) -> Callable[[F], F]:
+    """The operation's parameters as click arguments and options (all defaulting to `None`)."""
     def decorate(func: F) -> F:
-        func = click.option("--limit", default=limit, show_default=True, type=int,
-                            help="Most results to return (1-1000).")(func)
-        func = click.option("--hours", default=hours, show_default=True, type=float,
-                            help="Only events from the last N hours.")(func)
+        for param in reversed(OPERATIONS[operation].params):
+            if param.name not in skip:
+                func = _decorator(param)(func)
         return func
     return decorate
 
 
-def filter_options(func: F) -> F:
-    for name, text in (("kind", "Only this kind (conversation, decision, tool_use, ...)."),
-                       ("session", "Only this session."), ("workspace", "Only this workspace."),
-                       ("source", "Only this source (claude, shell, git, ...).")):
-        func = click.option(f"--{name}", default=None, help=text)(func)
-    return func
+def parse(operation: str, params: dict[str, Any]) -> dict[str, Any]:
+    """What click parsed, validated: Memory keywords with the contract's defaults."""
+    given = {k: (list(v) or None) if isinstance(v, tuple) else v for k, v in params.items()}
+    return OPERATIONS[operation].parse(given, "cli")
+
+
+def as_flag(exc: ValidationError, operation: str) -> ValidationError:
+    """An error from below (event validation), naming the flag the user typed: `--source: ...`."""
+    head = exc.field.split("[", 1)[0].split(".", 1)[0] if exc.field else ""
+    param = next((p for p in OPERATIONS[operation].params if p.wire_name == head), None)
+    if param is None or param.positional:
+        return exc
+    field = param.flag_name + exc.field[len(head):]
+    return type(exc)(field, exc.rule, message=exc.message.replace(exc.field, field, 1))
 
 
 def json_option(func: F) -> F:
-    return click.option("--json", "as_json", is_flag=True, help="Print one JSON object per line.")(func)
+    return click.option("--json", "as_json", is_flag=True,
+                        help="Print the result as one JSON object (the same as HTTP and MCP return).")(func)
 
 
 def print_json(obj: Any) -> None:
     click.echo(orjson.dumps(obj).decode())
 
 
-def print_result(result: Any, as_json: bool, with_score: bool = False) -> None:
-    """Events one per line: JSON objects with --json, else `[time] source — content`."""
-    from urchin.search.query import one_line
-
-    if as_json:
-        for hit in result.hits:
-            print_json(hit.to_dict())
-        return
-    for hit in result.hits:
-        click.echo(one_line(hit.event, score=hit.score if with_score else None))
+def print_text(text: str) -> None:
+    if text:
+        click.echo(text)

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from urchin.cli.group import AppContext, main
-from urchin.cli.options import json_option, print_json
+from urchin.cli.options import json_option, operation_options, parse, print_json, print_text
+from urchin.contract.render import render_context, render_memories, render_memory, render_overview
 
 
 @main.group()
@@ -50,43 +53,39 @@ def workspace_remove(app: AppContext, name: str) -> None:
 
 
 @main.command("get-file")
-@click.argument("path")
-@click.option("--from-line", default=1, show_default=True, type=int, help="First line to show (1-based).")
-@click.option("--max-lines", default=200, show_default=True, type=int, help="Lines to show (at most 2000).")
+@operation_options("get_file")
 @json_option
 @click.pass_obj
-def get_file(app: AppContext, path: str, from_line: int, max_lines: int, as_json: bool) -> None:
+def get_file(app: AppContext, as_json: bool, **params: Any) -> None:
     """Read a range of lines of a workspace file: `<root>/<path>`, or `<path>` when one root holds it."""
-    window = app.memory().get_file(path, from_line, max_lines)
+    a = parse("get_file", params)
+    window = app.memory().get_file(a["path"], a["from_line"], a["max_lines"])
     print_json(window.to_dict()) if as_json else click.echo(window.render())
 
 
 @main.command("query-source")
-@click.argument("source")
-@click.argument("query")
-@click.option("--limit", default=10, show_default=True, type=int, help="Most results.")
+@operation_options("query_source")
 @json_option
 @click.pass_obj
-def query_source(app: AppContext, source: str, query: str, limit: int, as_json: bool) -> None:
+def query_source(app: AppContext, as_json: bool, **params: Any) -> None:
     """Search one source only: a journal source (claude, git, ...) or a workspace root's files."""
+    a = parse("query_source", params)
     memory = app.memory()
     try:
-        result = memory.query_source(source, query, limit)
+        result = memory.query_source(a["source"], a["query"], a["limit"])
     finally:
         memory.close()
-    from urchin.cli.context import print_context
-
-    print_context(result, as_json)
+    print_json(result.to_dict()) if as_json else click.echo(render_context(result.to_dict()))
 
 
 @main.command("fetch-document")
-@click.argument("source")
-@click.argument("doc_id", metavar="ID")
+@operation_options("fetch_document")
 @json_option
 @click.pass_obj
-def fetch_document(app: AppContext, source: str, doc_id: str, as_json: bool) -> None:
+def fetch_document(app: AppContext, as_json: bool, **params: Any) -> None:
     """Print one whole document: an event by id, or a workspace root's file by its path."""
-    doc = app.memory().fetch_source_document(source, doc_id)
+    a = parse("fetch_document", params)
+    doc = app.memory().fetch_source_document(a["source"], a["id"])
     print_json(doc) if as_json else click.echo(doc["content"])
 
 
@@ -155,30 +154,19 @@ def memory_delete(app: AppContext, slug: str) -> None:
 @click.pass_obj
 def memory_list(app: AppContext, as_json: bool) -> None:
     """List curated memories: slug, title, when to use, member count."""
-    for item in app.memory().memory_list():
-        summary = item.summary()
-        if as_json:
-            print_json(summary)
-        else:
-            click.echo(f"{item.slug}\t{item.title} ({summary['members']} members) — use when: {item.use_when}")
+    items = [item.summary() for item in app.memory().memory_list()]
+    print_json({"memories": items}) if as_json else print_text(render_memories(items))
 
 
 @memory.command("show")
-@click.argument("slug")
-@click.option("--token-budget", default=8000, show_default=True, type=int, help="Most tokens (4 chars each).")
+@operation_options("get_memory")
 @json_option
 @click.pass_obj
-def memory_show(app: AppContext, slug: str, token_budget: int, as_json: bool) -> None:
+def memory_show(app: AppContext, as_json: bool, **params: Any) -> None:
     """Every member's current contents, with notes on what was left out."""
-    result = app.memory().memory_get(slug, token_budget)
-    if as_json:
-        print_json(result)
-        return
-    click.echo(f"# {result['title']} — use when: {result['useWhen']}")
-    for part in result["members"]:
-        click.echo(f"\n## {part['member']}\n{part['content']}")
-    for note in result["coverage"]:
-        click.echo(f"\n[coverage] {note['member']}: {note['status']} ({note['reason']})")
+    a = parse("get_memory", params)
+    result = app.memory().memory_get(a["slug"], a["token_budget"])
+    print_json(result) if as_json else click.echo(render_memory(result))
 
 
 @main.command()
@@ -187,22 +175,4 @@ def memory_show(app: AppContext, slug: str, token_budget: int, as_json: bool) ->
 def overview(app: AppContext, as_json: bool) -> None:
     """Start here in a new workspace: files and folders, recent changes, sources, memories."""
     info = app.memory().overview()
-    if as_json:
-        print_json(info)
-        return
-    for root in info["roots"]:
-        click.echo(f"{root['name']} ({root['path']}): {root['files']} files in {root['folders']} folders, "
-                   f"{root['bytes'] / 1e6:.1f} MB")
-        for folder in root["largestFolders"]:
-            click.echo(f"  {folder['folder']:<24} {folder['files']:>6} files {folder['bytes'] / 1e6:>8.1f} MB")
-        click.echo("  recently changed:")
-        for change in root["recentChanges"][:5]:
-            click.echo(f"    {change['updatedAt']}  {change['path']}")
-    journal = info["journal"]
-    click.echo(f"journal: {journal['events']} events ({journal['firstTimestamp']} … {journal['lastTimestamp']})")
-    for memory in info["memories"]:
-        click.echo(f"memory {memory['slug']}: {memory['title']} — use when: {memory['useWhen']}")
-    for source in info.get("sources", []):
-        click.echo(f"source {source['name']}: {source.get('events', 0)} events, last run {source.get('lastRun')}")
-    if "index" in info:
-        click.echo("index: " + ", ".join(f"{k}={v}" for k, v in info["index"].items()))
+    print_json(info) if as_json else print_text(render_overview(info))

@@ -28,7 +28,7 @@ from starlette.routing import BaseRoute, Route
 from urchin.daemon.browser import BrowserSessions
 from urchin.daemon.security import AUTHORISED, BATCH_LIMIT, EVENT_LIMIT, SSE_IDLE_S, ASGIApp, Guard
 from urchin.daemon.viewer_routes import viewer_routes
-from urchin.daemon.workspace_routes import workspace_routes
+from urchin.daemon.workspace_routes import request_args, workspace_routes
 from urchin.daemon.writer import GroupWriter
 from urchin.errors import ConfigError, NotFoundError, QueryError, TooLarge, UrchinError, ValidationError
 from urchin.ingest import BatchReport, IngestResult
@@ -38,8 +38,6 @@ from urchin.redact import redact_message
 __all__ = ["build_app", "DaemonState", "MAX_BATCH_EVENTS", "VERSION"]
 
 MAX_BATCH_EVENTS = 1000
-_SEARCH_PARAMS = ("query", "hours", "limit", "source", "workspace", "session", "kind")
-_RECENT_PARAMS = ("hours", "limit", "source", "workspace", "session", "kind")
 
 try:
     VERSION = metadata.version("urchin-memory")
@@ -134,7 +132,8 @@ async def _http_error(request: Request, exc: Exception) -> Response:
     if exc.status_code == 404:
         body = {"error": f"path: no such route: {where}", "field": "path"}
     elif exc.status_code == 405:
-        allowed = (exc.headers or {}).get("Allow", "")
+        methods = [m.strip() for m in (exc.headers or {}).get("Allow", "").split(",") if m.strip()]
+        allowed = ", ".join(sorted(methods, key=lambda m: (m == "HEAD", m)))   # a stable order, HEAD last
         body = {"error": f"method: not allowed: {where} (allowed: {allowed})", "field": "method"}
     else:
         body = {"error": f"request: {exc.detail}", "field": "request"}
@@ -152,15 +151,7 @@ def _state(request: Request) -> DaemonState:
     return state
 
 
-def _params(request: Request, allowed: Sequence[str]) -> dict[str, str]:
-    """Query parameters by the Memory keyword they feed; an unknown one is an error, as in the CLI."""
-    out: dict[str, str] = {}
-    for key, value in request.query_params.multi_items():
-        name = "query" if key == "q" else key
-        if name not in allowed:
-            raise QueryError(key, f"unknown parameter (allowed: {', '.join(allowed)})")
-        out[name] = value
-    return out
+params = request_args   # the query string, checked by the operation's one validator, defaults filled
 
 
 async def _json_body(request: Request) -> Any:
@@ -219,19 +210,12 @@ async def _ingest_batch(request: Request) -> Response:
 
 
 async def _search(request: Request) -> Response:
-    params = _params(request, _SEARCH_PARAMS)
-    memory = _state(request).memory
-    result = await run_in_threadpool(memory.search, params.pop("query", ""), **params)  # type: ignore[arg-type]
+    result = await run_in_threadpool(lambda: _state(request).memory.search(**params(request, "search")))
     return JSON(result.to_dict())
 
 
 async def _semantic(request: Request) -> Response:
-    params = _params(request, _SEARCH_PARAMS)
-    semantic = getattr(_state(request).memory, "semantic", None)
-    if semantic is None:
-        return JSON({"error": "semantic: not available in this build of urchin", "field": "semantic"},
-                    status_code=501)
-    result = await run_in_threadpool(semantic, params.pop("query", ""), **params)
+    result = await run_in_threadpool(lambda: _state(request).memory.semantic(**params(request, "semantic")))
     return JSON(result.to_dict())
 
 
@@ -245,8 +229,7 @@ async def _context(request: Request) -> Response:
 
 
 async def _recent(request: Request) -> Response:
-    params = _params(request, _RECENT_PARAMS)
-    result = await run_in_threadpool(_state(request).memory.recent, **params)  # type: ignore[arg-type]
+    result = await run_in_threadpool(lambda: _state(request).memory.recent(**params(request, "recent")))
     return JSON(result.to_dict())
 
 
@@ -257,7 +240,8 @@ async def _event(request: Request) -> Response:
         if not result.matched:
             raise NotFoundError(f"no event with id {request.path_params['event_id']!r}")
         return JSON(result.to_dict())
-    event = await run_in_threadpool(memory.get, request.path_params["event_id"])
+    event_id = params(request, "get", id=request.path_params["event_id"])["id"]
+    event = await run_in_threadpool(memory.get, event_id)
     return JSON(event.to_dict())
 
 
@@ -270,6 +254,7 @@ async def _forget(request: Request) -> Response:
 
 async def _status(request: Request) -> Response:
     state = _state(request)
+    params(request, "status")
     info = await run_in_threadpool(state.memory.status)
     offset, lines = state.memory.followed
     info["daemon"] = {"pid": os.getpid(), "address": state.address, "version": VERSION,

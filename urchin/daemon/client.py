@@ -450,7 +450,7 @@ def _error(status: int, body: Any, address: str) -> UrchinError:
     message = str(message or f"the daemon at {address} answered HTTP {status}")
     if status in (400, 413, 422) and field:
         rule = message[len(field) + 2:] if message.startswith(f"{field}: ") else message
-        return (QueryError if status == 400 else ValidationError)(str(field), rule)
+        return (QueryError if status == 400 else ValidationError)(str(field), rule, message=message)
     if status == 404:
         return NotFoundError(message)
     if status == 401:

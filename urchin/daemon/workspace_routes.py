@@ -11,60 +11,51 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from urchin.contract import OPERATIONS
 from urchin.errors import QueryError
 
-__all__ = ["workspace_routes"]
+__all__ = ["workspace_routes", "request_args"]
 
 
-def _int(request: Request, name: str, default: int) -> int:
-    raw = request.query_params.get(name)
-    if raw is None:
-        return default
-    try:
-        return int(raw)
-    except ValueError:
-        raise QueryError(name, f"must be a whole number, got {raw!r}") from None
-
-
-def _only(request: Request, allowed: tuple[str, ...]) -> None:
-    for key in request.query_params:
-        if key not in allowed:
-            raise QueryError(key, f"unknown parameter (allowed: {', '.join(allowed) or 'none'})")
+def request_args(request: Request, operation: str, **path: str) -> dict[str, Any]:
+    """Query string and path parameters, checked together by the operation's one validator."""
+    query = {k: v for k, v in request.query_params.multi_items() if k not in path}
+    if len(query) != len(request.query_params):
+        raise QueryError(next(k for k in request.query_params if k in path), "is given by the path")
+    return OPERATIONS[operation].parse({**query, **path}, "wire", from_text=True)
 
 
 def workspace_routes(json: Any, memory_of: Any) -> list[Route]:
-    """`json(obj)` makes the response; `memory_of(request)` is the daemon's Memory."""
+    """`json(obj)` makes the response; `memory_of(request)` is the daemon's Memory. Query parameters
+    and path parameters are checked together by the operation's one validator."""
 
+    args = request_args
     async def get_file(request: Request) -> Response:
-        _only(request, ("fromLine", "maxLines"))
-        window = await run_in_threadpool(memory_of(request).get_file, request.path_params["path"],
-                                         _int(request, "fromLine", 1), _int(request, "maxLines", 200))
+        a = args(request, "get_file", path=request.path_params["path"])
+        window = await run_in_threadpool(memory_of(request).get_file, a["path"], a["from_line"], a["max_lines"])
         return json(window.to_dict())
 
     async def overview(request: Request) -> Response:
-        _only(request, ())
+        args(request, "overview")
         return json(await run_in_threadpool(memory_of(request).overview))
 
     async def memories(request: Request) -> Response:
-        _only(request, ())
+        args(request, "memories")
         items = await run_in_threadpool(memory_of(request).memory_list)
         return json({"memories": [m.summary() for m in items]})
 
     async def memory(request: Request) -> Response:
-        _only(request, ("tokenBudget",))
-        return json(await run_in_threadpool(memory_of(request).memory_get, request.path_params["slug"],
-                                            _int(request, "tokenBudget", 8000)))
+        a = args(request, "get_memory", slug=request.path_params["slug"])
+        return json(await run_in_threadpool(memory_of(request).memory_get, a["slug"], a["token_budget"]))
 
     async def query_source(request: Request) -> Response:
-        _only(request, ("query", "limit"))
-        result = await run_in_threadpool(memory_of(request).query_source, request.path_params["source"],
-                                         request.query_params.get("query", ""), _int(request, "limit", 10))
+        a = args(request, "query_source", source=request.path_params["source"])
+        result = await run_in_threadpool(memory_of(request).query_source, a["source"], a["query"], a["limit"])
         return json(result.to_dict())
 
     async def fetch_document(request: Request) -> Response:
-        _only(request, ())
-        return json(await run_in_threadpool(memory_of(request).fetch_source_document,
-                                            request.path_params["source"], request.path_params["doc_id"]))
+        a = args(request, "fetch_document", source=request.path_params["source"], id=request.path_params["doc_id"])
+        return json(await run_in_threadpool(memory_of(request).fetch_source_document, a["source"], a["id"]))
 
     return [
         Route("/files/{path:path}", get_file, methods=["GET"]),

@@ -171,7 +171,7 @@ def _iso(moment: datetime | None) -> str | None:
 
 def _text(value: Any, name: str) -> str:
     if not isinstance(value, str) or not value.strip():
-        raise QueryError(name, "must not be empty")
+        raise QueryError(name, "must not be empty", message=f"{name} must not be empty")
     if len(value) > MAX_QUERY_CHARS:
         raise QueryError(name, f"must be at most {MAX_QUERY_CHARS} characters, got {len(value)}")
     return clean_text(value.strip())   # NUL and lone surrogates as the events store them (U+FFFD)

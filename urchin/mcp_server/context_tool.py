@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from urchin.contract.ops import CONTEXT_MAX_TOKEN_BUDGET
+from urchin.contract.render import render_context
+
 __all__ = ["RUNNERS", "INPUT", "OUTPUT", "DOCS", "READ_ONLY"]
 
 _STRINGS = {"type": "array", "items": {"type": "string"}}
@@ -11,19 +14,7 @@ _STRINGS = {"type": "array", "items": {"type": "string"}}
 
 def _search_context(memory: Any, a: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     result = memory.context(a).to_dict()
-    lines = []
-    for n, item in enumerate(result["results"], 1):
-        lines.append(f"[{n}] {item['citation']} (score {item['score']:.3f}, {item.get('source')})")
-        lines.append(item["content"])
-    coverage = result["coverage"]
-    legs = ", ".join(f"{leg['leg']}/{leg['origin']} {leg['candidates']}" for leg in coverage.get("legs", []))
-    lines.append(f"coverage: {coverage.get('strategy')} ({legs})")
-    lines += [f"coverage: skipped {item}" for item in coverage.get("skipped", [])]
-    if coverage.get("index", {}).get("note"):
-        lines.append(f"coverage: {coverage['index']['note']}")
-    if result.get("truncated"):
-        lines.append(f"(truncated at the token budget; {result.get('tokensUsed')} tokens used)")
-    return "\n".join(lines), result
+    return render_context(result), result
 
 
 INPUT: dict[str, dict[str, Any]] = {"search_context": {
@@ -44,7 +35,7 @@ INPUT: dict[str, dict[str, Any]] = {"search_context": {
                            "description": "Weight of the full-text list in the fusion (default 1.0)."},
         "semanticWeight": {"type": "number", "minimum": 0, "default": 1.0,
                            "description": "Weight of the semantic list in the fusion (default 1.0)."},
-        "k": {"type": "integer", "minimum": 1, "default": 60,
+        "k": {"type": "integer", "minimum": 1, "maximum": 1000, "default": 60,
               "description": "RRF constant: weight/(k+rank) (default 60)."},
         "sources": {**_STRINGS, "description": "Only these sources (default: any)."},
         "sourceIds": {**_STRINGS, "description": "Alias of sources (default: any)."},
@@ -66,7 +57,7 @@ INPUT: dict[str, dict[str, Any]] = {"search_context": {
                      "description": "Drop results under this calibrated 0-1 score (default 0)."},
         "limit": {"type": "integer", "minimum": 1, "maximum": 100, "default": 10,
                   "description": "Most results (default 10)."},
-        "tokenBudget": {"type": "integer", "minimum": 1, "description": (
+        "tokenBudget": {"type": "integer", "minimum": 1, "maximum": CONTEXT_MAX_TOKEN_BUDGET, "description": (
             "Pack results best first into this many tokens (4 characters each), cutting the last at a line "
             "(default: no budget).")},
         "explain": {"type": "boolean", "default": False,

@@ -7,97 +7,42 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["RUNNERS", "INPUT", "OUTPUT", "DOCS", "READ_ONLY"]
+from urchin.contract.render import render_context, render_memories, render_memory, render_overview
+
+__all__ = ["RUNNERS", "OUTPUT", "DOCS", "READ_ONLY"]
 
 Reply = tuple[str, dict[str, Any]]
 
 
-def _obj(properties: dict[str, Any], required: tuple[str, ...] = ()) -> dict[str, Any]:
-    out: dict[str, Any] = {"type": "object", "properties": properties, "additionalProperties": False}
-    if required:
-        out["required"] = list(required)
-    return out
-
-
 def _get_file(memory: Any, a: dict[str, Any]) -> Reply:
-    window = memory.get_file(a["path"], int(a.get("fromLine", 1)), int(a.get("maxLines", 200)))
+    window = memory.get_file(a["path"], a["from_line"], a["max_lines"])
     return window.render(), window.to_dict()
 
 
 def _overview(memory: Any, a: dict[str, Any]) -> Reply:
     info = memory.overview()
-    lines = []
-    for root in info["roots"]:
-        lines.append(f"{root['name']} ({root['path']}): {root['files']} files, {root['folders']} folders")
-        lines += [f"  {f['folder']}: {f['files']} files" for f in root["largestFolders"]]
-        lines += [f"  changed {c['updatedAt']}: {c['path']}" for c in root["recentChanges"][:5]]
-    if "index" in info:
-        lines.append("index: " + ", ".join(f"{k}={v}" for k, v in info["index"].items()))
-    for source in info.get("sources", []):
-        lines.append(f"source {source['name']}: last run {source.get('lastRun')}")
-    lines += [f"memory {m['slug']}: use when {m['useWhen']}" for m in info["memories"]]
-    return "\n".join(lines), info
+    return render_overview(info), info
 
 
 def _list_memories(memory: Any, a: dict[str, Any]) -> Reply:
     items = [m.summary() for m in memory.memory_list()]
-    text = "\n".join(f"{m['slug']}: {m['title']} ({m['members']} members) — use when: {m['useWhen']}"
-                     for m in items)
-    return text, {"memories": items}
+    return render_memories(items), {"memories": items}
 
 
 def _get_memory(memory: Any, a: dict[str, Any]) -> Reply:
-    result = memory.memory_get(a["slug"], int(a.get("tokenBudget", 8000)))
-    parts = [f"# {result['title']} — use when: {result['useWhen']}"]
-    parts += [f"## {p['member']}\n{p['content']}" for p in result["members"]]
-    parts += [f"[coverage] {c['member']}: {c['status']} ({c['reason']})" for c in result["coverage"]]
-    return "\n\n".join(parts), result
+    result = memory.memory_get(a["slug"], a["token_budget"])
+    return render_memory(result), result
 
 
 def _query_source(memory: Any, a: dict[str, Any]) -> Reply:
-    result = memory.query_source(a["source"], a["query"], int(a.get("limit", 10)))
-    lines = [f"{r['citation']} ({r['score']:.3f})\n{r['content']}" for r in result.results]
-    return "\n\n".join(lines) or "no results", result.to_dict()
+    result = memory.query_source(a["source"], a["query"], a["limit"]).to_dict()
+    return render_context(result), result
 
 
 def _fetch_document(memory: Any, a: dict[str, Any]) -> Reply:
     doc = memory.fetch_source_document(a["source"], a["id"])
     return doc["content"], doc
 
-
-_PATH = {"type": "string", "minLength": 1,
-         "description": "`<root name>/<path>`, or just `<path>` when only one workspace root holds it."}
-
-INPUT: dict[str, dict[str, Any]] = {
-    "get_file": _obj({
-        "path": _PATH,
-        "fromLine": {"type": "integer", "minimum": 1, "default": 1, "description": "First line (default 1)."},
-        "maxLines": {"type": "integer", "minimum": 1, "maximum": 2000, "default": 200,
-                     "description": "Lines to return (default 200, at most 2000)."},
-    }, ("path",)),
-    "get_workspace_overview": _obj({}),
-    "list_memories": _obj({}),
-    "get_memory": _obj({
-        "slug": {"type": "string", "minLength": 1, "description": "The memory's slug, from list_memories."},
-        "tokenBudget": {"type": "integer", "minimum": 1, "maximum": 200000, "default": 8000,
-                        "description": "Most tokens to return, at 4 characters each (default 8000)."},
-    }, ("slug",)),
-    "query_source": _obj({
-        "source": {"type": "string", "minLength": 1, "description": (
-            "One source: a journal source such as `claude`, `git` or `shell`, or a workspace root's name "
-            "(its files only).")},
-        "query": {"type": "string", "minLength": 1, "maxLength": 4000,
-                  "description": "What to look for (websearch syntax: \"phrases\", -excluded, or)."},
-        "limit": {"type": "integer", "minimum": 1, "maximum": 100, "default": 10,
-                  "description": "Most results (default 10)."},
-    }, ("source", "query")),
-    "fetch_source_document": _obj({
-        "source": {"type": "string", "minLength": 1, "description": (
-            "The result's source: a journal source (then `id` is an event id), a workspace root's name "
-            "(then `id` is a path inside it) or `files` (then `id` is `<root>/<path>`).")},
-        "id": {"type": "string", "minLength": 1, "description": "The event id or file path to return whole."},
-    }, ("source", "id")),
-}
 
 _RANGE_OUT = {"type": "object", "properties": {
     "path": {"type": "string"}, "fromLine": {"type": "integer"}, "toLine": {"type": "integer"},
@@ -131,7 +76,7 @@ OUTPUT: dict[str, dict[str, Any]] = {
 DOCS: dict[str, tuple[str, str]] = {
     "get_file": ("Read lines of a workspace file", (
         "Read a range of lines of a file in a workspace root, with line numbers and the file's total line "
-        "count (defaults: fromLine 1, maxLines 200, at most 2000). Search first (search_context or "
+        "count (at most 2000 lines). Search first (search_context or "
         "urchin_search) and read only the ranges the results point at; never read whole files. Paths "
         "outside the workspace roots (and '..') are refused, and so are ignored files and secret stores "
         "(.env, keys, credentials) unless the root opts in; secrets read as [REDACTED:type], line numbers kept.")),
@@ -143,11 +88,11 @@ DOCS: dict[str, tuple[str, str]] = {
         "such as a release checklist. Lists each slug, title, when to use it and its member count.")),
     "get_memory": ("Get a curated memory", (
         "Every member of a curated memory, with its current contents, within a token budget (4 characters "
-        "per token; default tokenBudget 8000). Use it when a task matches the memory's 'use when'. Members left out "
+        "per token). Use it when a task matches the memory's 'use when'. Members left out "
         "(missing, unreadable, over budget) are listed under coverage.")),
     "query_source": ("Search one source", (
         "Search one source only, ranked like search_context: a journal source (`claude`, `git`, ...) or one "
-        "workspace root's files (default limit 10). Results carry citations; read file ranges with get_file.")),
+        "workspace root's files. Results carry citations; read file ranges with get_file.")),
     "fetch_source_document": ("Fetch one whole document", (
         "Return one whole document by its id: an event (source = its journal source) or a workspace file "
         "(source = the root's name, id = the path inside it). Prefer get_file ranges for long files; files "

@@ -17,7 +17,7 @@ MAX_LIMIT = 1000
 
 def check_query(text: Any) -> str:
     if not isinstance(text, str) or not text.strip():
-        raise QueryError("query", "must not be empty")
+        raise QueryError("query", "must not be empty", message="query must not be empty")
     return clean_text(text)   # NUL and lone surrogates as the events store them (U+FFFD)
 
 

@@ -31,7 +31,7 @@ class FileRange:
     def render(self) -> str:
         width = len(str(max(self.to_line, 1)))
         body = "\n".join(f"{self.from_line + i:>{width}}  {text}" for i, text in enumerate(self.lines))
-        more = (f"\n… lines {self.to_line + 1}-{self.total_lines} not shown (use --from-line {self.to_line + 1})"
+        more = (f"\n… lines {self.to_line + 1}-{self.total_lines} not shown (read on from line {self.to_line + 1})"
                 if self.to_line < self.total_lines else "")
         return f"{self.path} (lines {self.from_line}-{self.to_line} of {self.total_lines})\n{body}{more}"
 

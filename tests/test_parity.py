@@ -1,0 +1,256 @@
+"""One contract: every operation answers the same through the CLI (`--json`, a real process), HTTP
+(a real daemon) and MCP (a real stdio server), errors included.
+
+Results must be identical dicts; error messages identical except the field's spelling, which follows
+the caller: the CLI names its flag (`--from-line`), HTTP and MCP the wire name (`fromLine`). One
+daemon serves the whole module; every case runs once per front end.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+import orjson
+import pytest
+
+from tests.daemon_fixture import DaemonProcess
+from tests.mcp_harness import stdio_session
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@dataclass
+class Case:
+    """One call, spelled for each front end; `error` is the HTTP/MCP message (None: must succeed)."""
+
+    name: str
+    cli: list[str]
+    http: tuple[str, str, Any]          # method, path (with query string), JSON body or None
+    mcp: tuple[str, dict[str, Any]]
+    error: str | None = None
+    cli_error: str | None = None        # the same message with the CLI's field spelling (default: error)
+    same: bool = True                   # results must be equal (False: compare `keys` only)
+    keys: tuple[str, ...] = ()
+    answers: dict[str, Any] = field(default_factory=dict)
+
+
+SEED = [
+    {"id": "p-1", "timestamp": "2026-11-30T10:00:00.000Z", "source": "claude", "kind": "decision",
+     "content": "We chose Postgres for the parity index", "workspace": "alpha", "session": "s-1", "tags": ["db"]},
+    {"id": "p-2", "timestamp": "2026-11-30T11:00:00.000Z", "source": "shell", "kind": "command",
+     "content": "pytest -q tests/test_parity.py", "workspace": "alpha", "session": "s-1"},
+    {"id": "p-3", "timestamp": "2026-11-30T12:00:00.000Z", "source": "claude", "kind": "conversation",
+     "content": "Postgres parity is fast now", "title": "perf"},
+]
+
+W = 24 * 365   # a window that holds the seed events whatever today is
+
+CASES = [
+    Case("search", ["search", "postgres", "--hours", str(W)], ("GET", f"/search?query=postgres&hours={W}", None),
+         ("urchin_search", {"query": "postgres", "hours": W})),
+    Case("search-filtered", ["search", "postgres", "--hours", str(W), "--source", "claude", "--workspace", "alpha"],
+         ("GET", f"/search?q=postgres&hours={W}&source=claude&workspace=alpha", None),
+         ("urchin_search", {"query": "postgres", "hours": W, "source": "claude", "workspace": "alpha"})),
+    Case("search-blank", ["search", "  "], ("GET", "/search?query=%20%20", None), ("urchin_search", {"query": "  "}),
+         error="query must not be empty"),
+    Case("search-limit", ["search", "x", "--limit", "0"], ("GET", "/search?query=x&limit=0", None),
+         ("urchin_search", {"query": "x", "limit": 0}), error="limit: must be from 1 to 1000, got 0",
+         cli_error="--limit: must be from 1 to 1000, got 0"),
+    Case("search-hours", ["search", "x", "--hours", "-1"], ("GET", "/search?query=x&hours=-1", None),
+         ("urchin_search", {"query": "x", "hours": -1}), error="hours: must be greater than 0, got -1",
+         cli_error="--hours: must be greater than 0, got -1"),
+    Case("semantic", ["semantic", "postgres index", "--hours", str(W)],
+         ("GET", f"/semantic?query=postgres%20index&hours={W}", None),
+         ("urchin_semantic_search", {"query": "postgres index", "hours": W})),
+    Case("semantic-blank", ["semantic", ""], ("GET", "/semantic?query=", None),
+         ("urchin_semantic_search", {"query": ""}), error="query must not be empty"),
+    Case("recent", ["recent", "--hours", str(W), "--limit", "2"], ("GET", f"/recent?hours={W}&limit=2", None),
+         ("urchin_recent_activity", {"hours": W, "limit": 2})),
+    Case("recent-limit", ["recent", "--limit", "5000"], ("GET", "/recent?limit=5000", None),
+         ("urchin_recent_activity", {"limit": 5000}), error="limit: must be from 1 to 1000, got 5000",
+         cli_error="--limit: must be from 1 to 1000, got 5000"),
+    Case("get", ["get", "p-1"], ("GET", "/events/p-1", None), ("urchin_get_event", {"id": "p-1"})),
+    Case("get-missing", ["get", "nope"], ("GET", "/events/nope", None), ("urchin_get_event", {"id": "nope"}),
+         error="no event with id 'nope'"),
+    Case("ingest-duplicate", ["ingest", "again", "--id", "p-1"], ("POST", "/ingest", {"content": "again", "id": "p-1"}),
+         ("urchin_ingest", {"content": "again", "id": "p-1"})),
+    Case("ingest-blank", ["ingest", "   "], ("POST", "/ingest", {"content": "   "}),
+         ("urchin_ingest", {"content": "   "}), error="content: must not be blank"),
+    Case("ingest-bad-source", ["ingest", "x", "--source", "Bad Source!"],
+         ("POST", "/ingest", {"content": "x", "source": "Bad Source!"}),
+         ("urchin_ingest", {"content": "x", "source": "Bad Source!"}),
+         error="source: must be lowercase [a-z0-9._-], at most 64 characters",
+         cli_error="--source: must be lowercase [a-z0-9._-], at most 64 characters"),
+    Case("status", ["status"], ("GET", "/status", None), ("urchin_status", {}), same=False,
+         keys=("journal", "events", "firstTimestamp", "lastTimestamp", "ephemeral")),
+    Case("status-extra", ["status"], ("GET", "/status?verbose=1", None), ("urchin_status", {"verbose": 1}),
+         error="verbose: unknown parameter (allowed: none)", cli_error=""),
+    Case("get-file", ["get-file", "docs/a.md", "--from-line", "2", "--max-lines", "2"],
+         ("GET", "/files/docs/a.md?fromLine=2&maxLines=2", None),
+         ("get_file", {"path": "docs/a.md", "fromLine": 2, "maxLines": 2})),
+    Case("get-file-from", ["get-file", "docs/a.md", "--from-line", "0"], ("GET", "/files/docs/a.md?fromLine=0", None),
+         ("get_file", {"path": "docs/a.md", "fromLine": 0}), error="fromLine: must be from 1 to 2147483648, got 0",
+         cli_error="--from-line: must be from 1 to 2147483648, got 0"),
+    Case("get-file-outside", ["get-file", "../etc/passwd"], ("GET", "/files/..%2Fetc%2Fpasswd", None),
+         ("get_file", {"path": "../etc/passwd"}), same=False),
+    Case("overview", ["overview"], ("GET", "/overview", None), ("get_workspace_overview", {}), same=False,
+         keys=("roots", "memories", "journal")),
+    Case("memories", ["memory", "list"], ("GET", "/memories", None), ("list_memories", {})),
+    Case("memory", ["memory", "show", "parity-mem"], ("GET", "/memories/parity-mem", None),
+         ("get_memory", {"slug": "parity-mem"})),
+    Case("memory-budget", ["memory", "show", "parity-mem", "--token-budget", "0"],
+         ("GET", "/memories/parity-mem?tokenBudget=0", None), ("get_memory", {"slug": "parity-mem", "tokenBudget": 0}),
+         error="tokenBudget: must be from 1 to 200000, got 0",
+         cli_error="--token-budget: must be from 1 to 200000, got 0"),
+    Case("fetch-document", ["fetch-document", "claude", "p-1"], ("GET", "/sources/claude/documents/p-1", None),
+         ("fetch_source_document", {"source": "claude", "id": "p-1"})),
+    Case("query-source-blank", ["query-source", "claude", " "], ("GET", "/sources/claude/search?query=%20", None),
+         ("query_source", {"source": "claude", "query": " "}), error="query must not be empty"),
+    Case("context-blank", ["context", " "], ("POST", "/context", {"query": " "}), ("search_context", {"query": " "}),
+         error="query must not be empty"),
+    Case("context-k", ["context", "x", "--k", "0"], ("POST", "/context", {"query": "x", "k": 0}),
+         ("search_context", {"query": "x", "k": 0}), error="k: must be from 1 to 1000, got 0",
+         cli_error="--k: must be from 1 to 1000, got 0"),
+    Case("forget-preview", ["forget", "--query", "pytest"], ("POST", "/forget", {"query": "pytest"}),
+         ("urchin_forget", {"query": "pytest"})),
+]
+
+
+# Human output, CLI text against MCP text (both through the same daemon).
+TEXTS: dict[str, tuple[list[str], str, dict[str, Any]]] = {
+    "search": (["search", "postgres", "--hours", str(W)], "urchin_search", {"query": "postgres", "hours": W}),
+    "semantic": (["semantic", "postgres", "--hours", str(W)], "urchin_semantic_search",
+                 {"query": "postgres", "hours": W}),
+    "overview": (["overview"], "get_workspace_overview", {}),
+    "memories": (["memory", "list"], "list_memories", {}),
+    "memory": (["memory", "show", "parity-mem"], "get_memory", {"slug": "parity-mem"}),
+    "get-file": (["get-file", "docs/a.md", "--max-lines", "2"], "get_file", {"path": "docs/a.md", "maxLines": 2}),
+}
+RENDERS: dict[str, tuple[str, str]] = {}
+ROUTES: dict[str, tuple[int, str | None, Any]] = {}
+
+
+def _cli_text(home: Path, args: list[str]) -> str:
+    env = {**os.environ, "PYTHONPATH": str(REPO), "URCHIN_HOME": str(home)}
+    env.pop("URCHIN_NO_DAEMON", None)
+    done = subprocess.run([sys.executable, "-m", "urchin", *args], env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.rstrip("\n")
+
+
+def _cli(home: Path, args: list[str]) -> tuple[int, Any, str]:
+    env = {**os.environ, "PYTHONPATH": str(REPO), "URCHIN_HOME": str(home)}
+    env.pop("URCHIN_NO_DAEMON", None)
+    json_flag = [] if "--json" in args else ["--json"]
+    done = subprocess.run([sys.executable, "-m", "urchin", *args, *json_flag], env=env, capture_output=True,
+                          text=True, timeout=120)
+    if done.returncode != 0:
+        return done.returncode, None, done.stderr.strip().removeprefix("error: ")
+    return 0, orjson.loads(done.stdout), ""
+
+
+async def _mcp_all(home: Path) -> dict[str, tuple[bool, Any]]:
+    out: dict[str, tuple[bool, Any]] = {}
+    async with stdio_session({"URCHIN_HOME": str(home)}) as session:
+        for case in CASES:
+            tool, args = case.mcp
+            result = await session.call_tool(tool, args)
+            text = result.content[0].text if result.content else ""  # type: ignore[union-attr]
+            out[case.name] = (result.is_error, text if result.is_error else result.structured_content)
+        for name, (_, tool, args) in TEXTS.items():
+            result = await session.call_tool(tool, args)
+            out["text:" + name] = (result.is_error, result.content[0].text)  # type: ignore[union-attr]
+    return out
+
+
+@pytest.fixture(scope="module")
+def answers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Case]]:
+    home = tmp_path_factory.mktemp("parity") / "home"
+    root = home.parent / "proj"
+    (root / "docs").mkdir(parents=True)
+    (root / "docs" / "a.md").write_text("one\ntwo\nthree\nfour\n")
+    daemon = DaemonProcess(home).start()
+    patch = pytest.MonkeyPatch()
+    patch.setenv("URCHIN_HOME", str(home))   # the module fixture runs before the per-test home
+    try:
+        with daemon.client() as http:
+            assert http.post("/ingest/batch", json={"events": SEED}).json()["appended"] == 3
+        _cli_text(home, ["workspace", "add", str(root), "--name", "proj"])
+        _cli_text(home, ["memory", "create", "parity-mem", "--use-when", "testing", "--file", "proj/docs/a.md"])
+        mcp = anyio.run(_mcp_all, home)
+        with daemon.client() as http:
+            for case in CASES:
+                method, path, body = case.http
+                reply = http.request(method, path, json=body) if body is not None else http.request(method, path)
+                case.answers["http"] = (reply.status_code, reply.json())
+                case.answers["cli"] = _cli(home, case.cli)
+                case.answers["mcp"] = mcp[case.name]
+            for method, path in (("GET", "/no/such/route"), ("DELETE", "/search"), ("GET", "/search/")):
+                reply = http.request(method, path)
+                ROUTES[f"{method} {path}"] = (reply.status_code, reply.headers.get("content-type"), reply.json())
+        for name, (args, _, _) in TEXTS.items():
+            RENDERS[name] = (_cli_text(home, args), mcp["text:" + name][1])
+        yield {case.name: case for case in CASES}
+    finally:
+        patch.undo()
+        daemon.stop()
+
+
+def _pick(data: Any, keys: tuple[str, ...]) -> Any:
+    return {k: data.get(k) for k in keys} if keys else None
+
+
+@pytest.mark.parametrize("name", [case.name for case in CASES])
+def test_every_front_end_answers_the_same(answers: dict[str, Case], name: str) -> None:
+    case = answers[name]
+    status, http = case.answers["http"]
+    code, cli, cli_message = case.answers["cli"]
+    mcp_failed, mcp = case.answers["mcp"]
+    if case.error is not None:
+        assert status >= 400 and http["error"] == case.error, http
+        assert mcp_failed and mcp == case.error, mcp
+        if case.cli_error != "":   # "" : the CLI has no such flag (click refuses it as a usage error)
+            assert code == 1 and cli_message == (case.cli_error or case.error), cli_message
+        return
+    if not case.same and not case.keys:    # both fail or both succeed, with one message
+        assert mcp_failed == (status >= 400) == (code != 0)
+        if status >= 400:
+            assert http["error"] == mcp == cli_message, (http, mcp, cli_message)
+        return
+    assert status == 200 and not mcp_failed and code == 0, (http, mcp, cli_message)
+    if case.same:
+        assert cli == http == mcp
+    else:
+        assert _pick(cli, case.keys) == _pick(http, case.keys) == _pick(mcp, case.keys)
+
+
+@pytest.mark.parametrize("name", sorted(TEXTS))
+def test_cli_text_and_mcp_text_are_one_render(answers: dict[str, Case], name: str) -> None:
+    """The CLI's human output is the MCP tool's text, with no Python reprs and proper plurals."""
+    cli_text, mcp_text = (re.sub(r"\d\d:\d\d:\d\d", "hh:mm:ss", text.rstrip("\n")) for text in RENDERS[name])
+    assert cli_text == mcp_text
+    for repr_ in ("None", "{'", "='", "0.0 MB", " 1 files", " 1 results", " 1 events", " 1 members"):
+        assert repr_ not in cli_text, (repr_, cli_text)
+
+
+def test_get_file_text_tells_no_one_to_use_a_cli_flag(answers: dict[str, Case]) -> None:
+    _, mcp_text = RENDERS["get-file"]
+    assert "--from-line" not in mcp_text and "read on from line 3" in mcp_text
+
+
+def test_unknown_routes_and_methods_answer_the_json_error_shape(answers: dict[str, Case]) -> None:
+    assert ROUTES["GET /no/such/route"] == (404, "application/json",
+                                            {"error": "path: no such route: GET /no/such/route", "field": "path"})
+    status, kind, body = ROUTES["DELETE /search"]
+    assert (status, kind, body["field"]) == (405, "application/json", "method")
+    assert body["error"].startswith("method: not allowed: DELETE /search (allowed: GET")
+    assert ROUTES["GET /search/"][0] == 404

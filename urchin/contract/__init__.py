@@ -1,0 +1,46 @@
+"""The front-end contract: every operation's parameters declared once (`OPERATIONS`), one validator
+(`Operation.parse`), and the JSON Schema generated from them (`input_schema`).
+
+Sits just below the front ends (CLI, MCP, HTTP) and above nothing but errors and the event model.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from urchin.contract.ops import OPERATIONS
+from urchin.contract.spec import MISSING, Caller, Operation, Param, describe
+
+__all__ = ["OPERATIONS", "Operation", "Param", "Caller", "MISSING", "describe", "input_schema"]
+
+_TYPES = {"text": "string", "int": "integer", "number": "number", "bool": "boolean"}
+
+
+def _property(param: Param) -> dict[str, Any]:
+    if param.kind == "texts":
+        out: dict[str, Any] = {"type": "array", "items": {"type": "string"}}
+    else:
+        out = {"type": _TYPES[param.kind]}
+    if param.required and param.kind == "text":
+        out["minLength"] = 1
+    if param.max_chars is not None:
+        out["maxLength"] = param.max_chars
+    if param.choices:
+        out["enum"] = list(param.choices)
+    for key, value in (("minimum", param.minimum), ("maximum", param.maximum), ("exclusiveMinimum", param.above)):
+        if value is not None:
+            out[key] = value
+    if param.default is not None:
+        out["default"] = param.default
+    out["description"] = param.help if param.required else f"{param.help.rstrip('.')} ({param.default_text()})."
+    return out
+
+
+def input_schema(op: Operation) -> dict[str, Any]:
+    """The JSON Schema of an operation's wire parameters (strict: no other property)."""
+    out: dict[str, Any] = {"type": "object", "properties": {p.wire_name: _property(p) for p in op.params},
+                           "additionalProperties": False}
+    required = [p.wire_name for p in op.params if p.required]
+    if required:
+        out["required"] = required
+    return out

@@ -1,0 +1,145 @@
+"""One human rendering per result type, shared by the CLI's text output and the MCP tools' text.
+
+Each takes the result's `to_dict()` (or the object that has one) and returns plain text: no Python
+reprs (`None`, `{...}`), sizes in human units, and proper singular and plural.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import orjson
+
+from urchin.errors import ValidationError
+
+__all__ = ["plural", "size", "value", "render_events", "render_event", "render_ingest", "render_status",
+           "render_overview", "render_memory", "render_memories", "render_context", "rejection"]
+
+
+def plural(count: int, noun: str, nouns: str | None = None) -> str:
+    """`1 file`, `2 files`, `0 files`."""
+    return f"{count} {noun if count == 1 else (nouns or noun + 's')}"
+
+
+def size(count: float) -> str:
+    """Bytes for people: `512 B`, `3.4 KB`, `12.0 MB`, `1.2 GB`."""
+    amount = float(count)
+    for unit in ("B", "KB", "MB", "GB"):
+        if amount < 1000 or unit == "GB":
+            return f"{amount:.0f} {unit}" if unit == "B" else f"{amount:.1f} {unit}"
+        amount /= 1000
+    return f"{amount:.1f} GB"
+
+
+def value(item: Any) -> str:
+    """A JSON value for people: `none` for null, `yes`/`no`, nested objects as `key value, ...`."""
+    if item is None:
+        return "none"
+    if isinstance(item, bool):
+        return "yes" if item else "no"
+    if isinstance(item, Mapping):
+        return ", ".join(f"{k} {value(v)}" for k, v in item.items()) or "none"
+    if isinstance(item, list | tuple):
+        return ", ".join(value(v) for v in item) or "none"
+    return str(item)
+
+
+def render_events(result: Any) -> str:
+    """Search results one per line; ranked results first say which mode ran, and any notes."""
+    from urchin.search.query import one_line
+
+    ranked = result.mode not in ("substring", "recent", "session")
+    lines = [one_line(hit.event, score=hit.score if ranked else None) for hit in result.hits]
+    if ranked:
+        lines[:0] = [f"mode: {result.mode}", *(f"note: {note}" for note in result.notes)]
+    return "\n".join(lines)
+
+
+def render_event(event: Mapping[str, Any]) -> str:
+    return orjson.dumps(event, option=orjson.OPT_INDENT_2).decode()
+
+
+def render_ingest(result: Mapping[str, Any]) -> str:
+    """`appended <id>`, `duplicate <id>`, `suppressed: ephemeral mode <id>`."""
+    return f"{result['status']} {result['id']}"
+
+
+def rejection(reason: str | None) -> ValidationError:
+    """A rejected write as the error HTTP's 422 gives: `field: rule`, the field named."""
+    field, sep, rule = (reason or "event: rejected").partition(": ")
+    return ValidationError(field, rule) if sep and " " not in field else ValidationError("", reason or "rejected")
+
+
+def render_status(info: Mapping[str, Any]) -> str:
+    """`key: value` lines; nested blocks indented one level, null as `none`."""
+    lines: list[str] = []
+    for key, item in info.items():
+        if key == "sizeBytes" and isinstance(item, int):
+            lines.append(f"{key}: {size(item)}")
+        elif isinstance(item, Mapping) and item:
+            lines.append(f"{key}:")
+            lines += [f"  {k}: {value(v)}" for k, v in item.items()]
+        else:
+            lines.append(f"{key}: {value(item)}")
+    return "\n".join(lines)
+
+
+def render_overview(info: Mapping[str, Any]) -> str:
+    lines: list[str] = []
+    for root in info.get("roots", []):
+        lines.append(f"{root['name']} ({root['path']}): {plural(root['files'], 'file')} in "
+                     f"{plural(root['folders'], 'folder')}, {size(root['bytes'])}")
+        for folder in root.get("largestFolders", []):
+            lines.append(f"  {folder['folder']}: {plural(folder['files'], 'file')}, {size(folder['bytes'])}")
+        changes = root.get("recentChanges", [])[:5]
+        if changes:
+            lines.append("  recently changed:")
+            lines += [f"    {change['updatedAt']}  {change['path']}" for change in changes]
+    journal = info.get("journal")
+    if journal:
+        span = (f" ({journal['firstTimestamp']} to {journal['lastTimestamp']})"
+                if journal.get("firstTimestamp") else "")
+        lines.append(f"journal: {plural(journal['events'], 'event')}{span}")
+    lines += [f"memory {m['slug']}: {m['title']} — use when: {m['useWhen']}" for m in info.get("memories", [])]
+    for source in info.get("sources", []):
+        last = f"last run {source['lastRun']}" if source.get("lastRun") else "never run"
+        lines.append(f"source {source['name']}: {plural(source.get('events') or 0, 'event')}, {last}")
+    if "index" in info:
+        lines.append("index: " + value(info["index"]))
+    return "\n".join(lines)
+
+
+def render_memories(items: list[Mapping[str, Any]]) -> str:
+    return "\n".join(f"{m['slug']}: {m['title']} ({plural(m['members'], 'member')}) — use when: {m['useWhen']}"
+                     for m in items)
+
+
+def render_memory(result: Mapping[str, Any]) -> str:
+    parts = [f"# {result['title']} — use when: {result['useWhen']}"]
+    parts += [f"## {p['member']}\n{p['content']}" for p in result["members"]]
+    parts += [f"[coverage] {c['member']}: {c['status']} ({c['reason']})" for c in result["coverage"]]
+    return "\n\n".join(parts)
+
+
+def render_context(result: Mapping[str, Any]) -> str:
+    """`search_context` and `query_source`: cited excerpts, best first, then what was searched."""
+    lines: list[str] = []
+    for n, item in enumerate(result["results"], 1):
+        lines.append(f"[{n}] {item['citation']} (score {item['score']:.3f}, {item.get('source')})")
+        lines.append(item["content"])
+        if "explain" in item:
+            legs = ", ".join(f"{x['leg']}/{x['origin']} #{x['rank']} +{x['contribution']:.4f}"
+                             for x in item["explain"]["legs"])
+            lines.append(f"explain: {legs}; fused {item['explain']['fused']:.4f}")
+    coverage = result["coverage"]
+    legs = ", ".join(f"{leg['leg']}/{leg['origin']} {plural(leg['candidates'], 'candidate')}"
+                     for leg in coverage.get("legs", []))
+    lines.append(f"coverage: {plural(len(result['results']), 'result')}, {coverage.get('strategy')} "
+                 f"({legs or 'no legs'}), ~{plural(result.get('tokensUsed', 0), 'token')}")
+    lines += [f"coverage: skipped {item}" for item in coverage.get("skipped", [])]
+    if coverage.get("index", {}).get("note"):
+        lines.append(f"coverage: {coverage['index']['note']}")
+    if result.get("truncated"):
+        lines.append("coverage: truncated at the token budget")
+    return "\n".join(lines)

@@ -1,0 +1,192 @@
+"""Parameters declared once: `Param` and `Operation`, and the one function that validates them.
+
+A `Param` names a parameter three ways (the `Memory` keyword, the wire name of HTTP and MCP, the
+CLI flag) and states its type, default, bounds and help once. `Operation.parse` checks a caller's
+values against them and names a bad field the way that caller spelled it: `--from-line` in the
+CLI, `fromLine` over HTTP and MCP. Front ends generate their schemas and options from these.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from urchin.errors import QueryError
+
+__all__ = ["Param", "Operation", "Caller", "describe", "MISSING"]
+
+Caller = Literal["cli", "wire"]
+Kind = Literal["text", "int", "number", "bool", "texts"]
+
+
+class _Missing:
+    def __repr__(self) -> str:
+        return "MISSING"
+
+
+MISSING: Any = _Missing()
+
+
+@dataclass(frozen=True, slots=True)
+class Param:
+    """One parameter of one operation; `default` MISSING means required (or `None`: optional, no default)."""
+
+    name: str                              # the Memory keyword
+    kind: Kind = "text"
+    help: str = ""
+    default: Any = None
+    required: bool = False
+    minimum: float | None = None
+    maximum: float | None = None
+    above: float | None = None             # exclusive minimum (hours > 0)
+    choices: tuple[str, ...] = ()
+    wire: str = ""                         # HTTP and MCP name; default: `name`
+    flag: str = ""                         # CLI flag; default: --name-with-dashes; "" with positional
+    positional: bool = False               # a CLI argument, not a flag (then the CLI calls it `name`)
+    max_chars: int | None = None
+    blank_ok: bool = False                 # required, but blank is checked later (event content: one rule)
+
+    @property
+    def wire_name(self) -> str:
+        return self.wire or self.name
+
+    @property
+    def flag_name(self) -> str:
+        return self.flag or "--" + self.name.replace("_", "-")
+
+    def spelled(self, caller: Caller) -> str:
+        """The field name an error gives this caller."""
+        if caller == "cli":
+            return self.name if self.positional else self.flag_name
+        return self.wire_name
+
+    def default_text(self) -> str:
+        if self.required:
+            return "required"
+        if self.default is None:
+            return "default: none"
+        return f"default {describe(self.default)}"
+
+
+@dataclass(frozen=True, slots=True)
+class Operation:
+    """One operation: its parameters in order, and the aliases HTTP accepts (`q` for `query`)."""
+
+    name: str
+    params: tuple[Param, ...] = ()
+    aliases: Mapping[str, str] = field(default_factory=dict)
+
+    def param(self, name: str) -> Param:
+        return next(p for p in self.params if p.name == name)
+
+    def parse(self, values: Mapping[str, Any], caller: Caller, *, from_text: bool = False) -> dict[str, Any]:
+        """Validated keyword arguments for `Memory`, defaults filled in.
+
+        `values` are keyed by wire name (HTTP, MCP) or by `Param.name` (CLI, where click already
+        rejected unknown flags); `None` means not given. `from_text`: values are query-string text.
+        """
+        by_key = {(p.name if caller == "cli" else p.wire_name): p for p in self.params}
+        given: dict[str, Any] = {}
+        for key, value in values.items():
+            param = by_key.get(self.aliases.get(key, key)) if caller == "wire" else by_key.get(key)
+            if param is None:
+                allowed = ", ".join(p.wire_name for p in self.params) or "none"
+                raise QueryError(str(key), f"unknown parameter (allowed: {allowed})")
+            if value is not None:
+                given[param.name] = value
+        out: dict[str, Any] = {}
+        for param in self.params:
+            if param.name in given:
+                out[param.name] = check(param, given[param.name], param.spelled(caller), from_text)
+            elif param.required:
+                raise QueryError(param.spelled(caller), "is required")
+            else:
+                out[param.name] = param.default
+        return out
+
+
+def check(param: Param, value: Any, name: str, from_text: bool = False) -> Any:
+    """One value against its parameter's type and bounds; `QueryError` naming `name` and the rule."""
+    if param.kind == "text":
+        return _text(param, value, name)
+    if param.kind == "texts":
+        if not isinstance(value, list | tuple):
+            raise QueryError(name, f"must be an array of strings, got {describe(value)}")
+        return [_text(param, item, f"{name}[{i}]") for i, item in enumerate(value)] or None
+    if param.kind == "bool":
+        return _bool(value, name, from_text)
+    number = _number(param, value, name, from_text)
+    if param.choices and str(number) not in param.choices:
+        raise QueryError(name, f"must be one of {', '.join(param.choices)}, got {describe(value)}")
+    return number
+
+
+def _text(param: Param, value: Any, name: str) -> str:
+    if not isinstance(value, str):
+        raise QueryError(name, f"must be a string, got {describe(value)}")
+    if param.required and not param.blank_ok and not value.strip():
+        raise QueryError(name, "must not be empty", message=f"{name} must not be empty")
+    if param.max_chars is not None and len(value) > param.max_chars:
+        raise QueryError(name, f"must be at most {param.max_chars} characters, got {len(value)}")
+    if param.choices and value.strip().lower() not in param.choices:
+        raise QueryError(name, f"must be one of {', '.join(param.choices)}, got {describe(value)}")
+    return value.strip().lower() if param.choices else value
+
+
+def _bool(value: Any, name: str, from_text: bool) -> bool:
+    if from_text and isinstance(value, str) and value.lower() in ("true", "false", "1", "0"):
+        return value.lower() in ("true", "1")
+    if not isinstance(value, bool):
+        raise QueryError(name, f"must be true or false, got {describe(value)}")
+    return value
+
+
+def _number(param: Param, value: Any, name: str, from_text: bool) -> int | float:
+    whole = param.kind == "int"
+    wanted = "a whole number" if whole else "a number"
+    number: Any = value
+    if from_text and isinstance(value, str):
+        try:
+            number = int(value) if whole else float(value)
+        except ValueError:
+            raise QueryError(name, f"must be {wanted}, got {describe(value)}") from None
+    if isinstance(number, bool) or not isinstance(number, int | float) or not math.isfinite(number):
+        raise QueryError(name, f"must be {wanted}, got {describe(value)}")
+    if whole:
+        if isinstance(number, float) and not number.is_integer():
+            raise QueryError(name, f"must be {wanted}, got {describe(value)}")
+        number = int(number)
+    low, high = param.minimum, param.maximum
+    if param.above is not None and number <= param.above:
+        raise QueryError(name, f"must be greater than {describe(param.above)}, got {describe(number)}")
+    if low is not None and high is not None and not low <= number <= high:
+        raise QueryError(name, f"must be from {describe(low)} to {describe(high)}, got {describe(number)}")
+    if low is not None and number < low:
+        raise QueryError(name, f"must be at least {describe(low)}, got {describe(number)}")
+    if high is not None and number > high:
+        raise QueryError(name, f"must be at most {describe(high)}, got {describe(number)}")
+    return number
+
+
+def describe(value: Any) -> str:
+    """A value as a person reads it in an error: `-1`, `0.5`, `"abc"`, `true`, `[1, 2]` (cut at 60)."""
+    if isinstance(value, bool):
+        text = "true" if value else "false"
+    elif isinstance(value, float):
+        text = str(int(value)) if value.is_integer() and abs(value) < 1e15 else f"{value:g}"
+    elif isinstance(value, int):
+        text = str(value)
+    elif isinstance(value, str):
+        text = '"' + value + '"'
+    elif value is None:
+        text = "null"
+    else:
+        import orjson
+
+        try:
+            text = orjson.dumps(value).decode()
+        except TypeError:
+            text = type(value).__name__
+    return text if len(text) <= 60 else text[:57] + "..."
