@@ -16,6 +16,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from urchin.event import Event
+from urchin.search.assoc import Associations
 from urchin.search.extract import LABELS, Batch, TermExtractor
 from urchin.search.postings import Codes, Column, Segment, Triples
 from urchin.search.query import check_limit, check_query
@@ -75,12 +76,18 @@ class TokenCosineIndex:
     freeze_postings = _FREEZE_POSTINGS
     max_merge_postings = _MAX_MERGE_POSTINGS
 
-    def __init__(self, *, context: float = 0.5, context_turns: int = 2) -> None:
-        """`context` weighs a session neighbour's match, times `context` per step of distance."""
-        if not 0.0 <= context <= 1.0 or context_turns < 0:
-            raise ValueError("context must be in [0, 1] and context_turns >= 0")
+    def __init__(self, *, context: float = 0.5, context_turns: int = 2, expand: float = 0.0,
+                 expand_terms: int = 10) -> None:
+        """`context` weighs a session neighbour's match, times `context` per step of distance.
+        `expand` weighs the terms `assoc` (learned associations, see `assoc.py`) relates to a query,
+        times their similarity, relative to the query's own terms; 0 or no `assoc`: no expansion."""
+        if not 0.0 <= context <= 1.0 or context_turns < 0 or expand < 0 or expand_terms < 0:
+            raise ValueError("context must be in [0, 1], context_turns, expand and expand_terms >= 0")
         self.context = context
         self.context_turns = context_turns if context > 0 else 0
+        self.expand = expand
+        self.expand_terms = expand_terms
+        self.assoc: Associations | None = None
         self._vocab: dict[str, int] = {}
         self._extractor = TermExtractor(self._vocab)
         self._maps: dict[int, Column] = {}  # worker pid -> its term ids -> ours (parallel builds)
@@ -318,14 +325,14 @@ class TokenCosineIndex:
                 if code is None:
                     return []
                 codes[name] = code
-        terms = Counter(self._vocab[t] for t in tokenize(query) if t in self._vocab)
-        if not terms or not len(self):
+        weights = self._query_weights(tokenize(query))
+        if not weights or not len(self):
             return []
         self.refresh_if_stale()
         lo, hi, late = self._row_range(since_ms, until_ms)
         if lo >= hi:
             return []
-        scores = self._cosines(terms, lo, hi)
+        scores = self._cosines(weights, lo, hi)
         outside = None
         if late:  # rows in range whose own time is outside the window: no score, no context
             ts = self._ts.data[lo:hi]
@@ -369,10 +376,22 @@ class TokenCosineIndex:
         a, b = np.searchsorted(late, (lo, hi))
         return lo, hi, bool(b > a)
 
-    def _cosines(self, terms: Counter[int], lo: int, hi: int) -> np.ndarray:
+    def _query_weights(self, tokens: list[str]) -> dict[int, float]:
+        """Term id -> tf weight of the query (1 + ln tf); related terms from `assoc` are added with
+        weight `expand` times their similarity (never more than a query term's own weight)."""
+        terms = Counter(self._vocab[t] for t in tokens if t in self._vocab)
+        weights = {t: 1.0 + float(np.log(c)) for t, c in terms.items()}
+        if self.assoc is not None and self.expand > 0 and self.expand_terms:
+            for term, sim in self.assoc.expand(tokens, n=self.expand_terms):
+                tid = self._vocab.get(term)
+                if tid is not None and tid not in weights:
+                    weights[tid] = min(self.expand * sim, 1.0)
+        return weights
+
+    def _cosines(self, terms: dict[int, float], lo: int, hi: int) -> np.ndarray:
         """Cosine of the query with rows lo..hi-1 (one spare zero slot at the end, for context)."""
         idf = self._idf()
-        qw = {t: (1.0 + np.log(c)) * float(idf[t]) for t, c in terms.items()}
+        qw = {t: tfw * float(idf[t]) for t, tfw in terms.items()}
         qnorm = float(np.sqrt(sum(w * w for w in qw.values())))
         acc = np.zeros(hi - lo + 1, dtype=np.float32)
         pending = self._pending() if self._pending_rows else None
