@@ -163,6 +163,8 @@ def semantic(app: AppContext, query: str, as_json: bool, **params: Any) -> None:
     result = app.memory().semantic(query, **params)
     for note in result.notes:
         click.echo(f"warning: {note}", err=True)
+    if result.weak:
+        click.echo(f"hint: {result.hint}", err=True)
     print_result(result, as_json, with_score=True)
 
 

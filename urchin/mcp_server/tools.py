@@ -46,14 +46,15 @@ def event_dict(event: Event, score: float | None = None, whole: bool = False) ->
 
 def _events_reply(result: SearchResult, with_score: bool = False, mode_line: bool = False) -> Reply:
     lines = [one_line(hit.event, score=hit.score if with_score else None) for hit in result.hits]
+    notes = [*result.notes, *([result.hint] if result.weak and result.hint else [])]
     if mode_line:
-        lines[:0] = [f"mode: {result.mode}", *(f"note: {note}" for note in result.notes)]
+        lines[:0] = [f"mode: {result.mode}", *(f"note: {note}" for note in notes)]
     data: dict[str, Any] = {"events": [event_dict(h.event, h.score) for h in result.hits],
                             "totalResults": len(result.hits), "mode": result.mode}
     if result.query is not None:
         data["query"] = result.query
-    if result.notes:
-        data["notes"] = list(result.notes)
+    if notes:
+        data["notes"] = notes
     return "\n".join(lines), data
 
 

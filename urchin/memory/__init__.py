@@ -181,7 +181,7 @@ class Memory(CaptureOps, WorkspaceOps, IndexOps, HotOps):
         since = window_start_ms(check_hours(hours), now)
         limit = check_limit(limit)
         filters = Filters.of(source, workspace, session, kind)
-        from urchin.search.semantic import TokenCosineView
+        from urchin.search.semantic import TokenCosineView, weakness
 
         mode = TokenCosineView.mode
         notes: list[str] = []
@@ -189,12 +189,14 @@ class Memory(CaptureOps, WorkspaceOps, IndexOps, HotOps):
             try:
                 view = self.embedding_view()
                 hits, notes = view.search(query, since_ms=since, limit=limit, filters=filters)
-                return SearchResult(hits, query, view.mode, notes)
+                hint = weakness(hits, view.mode)
+                return SearchResult(hits, query, view.mode, notes, weak=hint is not None, hint=hint)
             except EmbedderError as exc:
                 mode = f"token-cosine (embedder unreachable: {exc.message})"
                 notes = [f"embedder unreachable, fell back to token-cosine: {exc.message}"]
         hits = self.cosine_view().search(query, since_ms=since, limit=limit, filters=filters)
-        return SearchResult(hits, query, mode, notes)
+        hint = weakness(hits, mode)
+        return SearchResult(hits, query, mode, notes, weak=hint is not None, hint=hint)
 
     def embedding_view(self) -> EmbeddingView:
         """The embedder's view; raises `EmbedderError` when the embedder is not configured fully."""

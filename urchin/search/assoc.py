@@ -74,8 +74,8 @@ class Associations:
         return out[:n]
 
     def stale(self, rows: int) -> bool:
-        """Worth rebuilding: the index has grown by half since (or from nothing past 100 rows)."""
-        return rows >= 100 and rows >= 1.5 * max(self.rows, 1)
+        """Worth rebuilding: the index has grown by half since (past 100 rows), or was rebuilt smaller."""
+        return rows < self.rows or (rows >= 100 and rows >= 1.5 * max(self.rows, 1))
 
     def memory_bytes(self) -> int:
         return self.vectors.nbytes + sum(49 + len(t) for t in self.terms) + 100 * len(self.terms)

@@ -77,12 +77,20 @@ class TokenCosineIndex:
     max_merge_postings = _MAX_MERGE_POSTINGS
 
     def __init__(self, *, context: float = 0.5, context_turns: int = 2, expand: float = 0.0,
-                 expand_terms: int = 10) -> None:
+                 expand_terms: int = 10, session: float = 0.0, session_slots: float = 0.0,
+                 kind: float = 0.0) -> None:
         """`context` weighs a session neighbour's match, times `context` per step of distance.
         `expand` weighs the terms `assoc` (learned associations, see `assoc.py`) relates to a query,
-        times their similarity, relative to the query's own terms; 0 or no `assoc`: no expansion."""
-        if not 0.0 <= context <= 1.0 or context_turns < 0 or expand < 0 or expand_terms < 0:
-            raise ValueError("context must be in [0, 1], context_turns, expand and expand_terms >= 0")
+        times their similarity, relative to the query's own terms; 0 or no `assoc`: no expansion.
+        `session` adds, to every event of a session, that weight times the session's match (its events'
+        cosines summed, over the square root of its length): what a whole session is about; that
+        ranking fills `session_slots` of every 10 results (after the best by match, see `_merge`).
+        `kind` raises by that share the events whose kind the query names ("decisions" -> `decision`)."""
+        if not 0.0 <= context <= 1.0 or min(context_turns, expand, expand_terms, session, session_slots, kind) < 0:
+            raise ValueError("context must be in [0, 1]; context_turns, expand, expand_terms, session, kind >= 0")
+        self.session = session
+        self.session_slots = session_slots
+        self.kind = kind
         self.context = context
         self.context_turns = context_turns if context > 0 else 0
         self.expand = expand
@@ -325,7 +333,8 @@ class TokenCosineIndex:
                 if code is None:
                     return []
                 codes[name] = code
-        weights = self._query_weights(tokenize(query))
+        tokens = tokenize(query)
+        weights = self._query_weights(tokens)
         if not weights or not len(self):
             return []
         self.refresh_if_stale()
@@ -342,10 +351,27 @@ class TokenCosineIndex:
             if until_ms is not None:
                 outside[:-1] |= ts > until_ms
             scores[outside] = 0
+        named = set(tokens)
+        ranked = self._ranked(scores, lo, hi, named, outside, codes, limit, with_session=False)
+        slots = min(limit, round(self.session_slots * limit / 10)) if self.session > 0 else 0
+        if not slots:
+            return ranked
+        by_session = self._ranked(scores, lo, hi, named, outside, codes, limit, with_session=True)
+        return _merge(ranked, by_session, limit, slots)
+
+    def _ranked(self, scores: np.ndarray, lo: int, hi: int, named: set[str], outside: np.ndarray | None,
+                codes: dict[str, int], limit: int, *, with_session: bool) -> list[Scored]:
+        """Cosines -> the `limit` best rows, with context (and the session leg when asked)."""
+        if with_session:
+            scores = self._with_session(scores, lo, hi)
         if self.context_turns:
             scores = self._with_context(scores, lo, hi)
-            if outside is not None:
-                scores[outside] = 0
+        elif not with_session:
+            scores = scores.copy()
+        if self.kind > 0:
+            self._kind_prior(scores, lo, hi, named)
+        if outside is not None:
+            scores[outside] = 0
         cand = np.flatnonzero(scores[: hi - lo])
         rows = cand + lo
         keep = np.ones(len(rows), dtype=bool)
@@ -412,6 +438,36 @@ class TokenCosineIndex:
                 acc[rows[inside] - lo] += _TF_WEIGHT[tf[inside]] * scale
         acc[:-1] /= self._norm.data[lo:hi]
         return acc
+
+    def _with_session(self, scores: np.ndarray, lo: int, hi: int) -> np.ndarray:
+        """Add to each row `session` times its session's match: the sum of the session's cosines over
+        the square root of its length in the window (long sessions do not win by length alone)."""
+        codes = self._fields["session"].column.data[lo:hi]
+        hit = np.flatnonzero(scores[:-1])
+        hit = hit[codes[hit] >= 0]
+        if not len(hit):
+            return scores
+        touched = np.unique(codes[hit])
+        size = len(self._fields["session"])
+        sums = np.bincount(codes[hit], scores[hit], minlength=size)
+        in_touched = np.zeros(size + 1, dtype=bool)
+        in_touched[touched] = True
+        members = np.flatnonzero(in_touched[codes])  # rows of the sessions that matched (-1 -> last: False)
+        lengths = np.bincount(codes[members], minlength=size)
+        level = np.zeros(size, dtype=np.float32)
+        level[touched] = sums[touched] / np.sqrt(lengths[touched])
+        out = scores.copy()
+        out[members] += np.float32(self.session) * level[codes[members]]
+        return out
+
+    def _kind_prior(self, scores: np.ndarray, lo: int, hi: int, terms: set[str]) -> None:
+        """Raise rows whose kind the query names: any kind, its name matched like words."""
+        named = [code for value, code in self._fields["kind"].items()
+                 if value is not None and terms.intersection(tokenize(value))]
+        if not named:
+            return
+        kinds = self._fields["kind"].column.data[lo:hi]
+        scores[:-1][np.isin(kinds, named)] *= np.float32(1.0 + self.kind)
 
     def _with_context(self, scores: np.ndarray, lo: int, hi: int) -> np.ndarray:
         """Add each row's session neighbours' cosines, weighted context ** distance, then rescale."""
@@ -515,6 +571,22 @@ class TokenCosineIndex:
         arrays += sum(c.data.nbytes for c in cols) + len(self._id_bytes)
         vocab = sum(49 + len(t) for t in self._vocab) + 100 * len(self._vocab)
         return arrays + vocab
+
+
+def _merge(ranked: list[Scored], by_session: list[Scored], limit: int, slots: int) -> list[Scored]:
+    """The best `limit - slots` by match, then the session leg's best not yet in, then the rest by match.
+    A session pick's score is capped at the last score before it, so scores never rise down the list."""
+    out = ranked[:limit - slots]
+    seen = {s.row for s in out}
+    for extra in (by_session, ranked[limit - slots:]):
+        for s in extra:
+            if len(out) >= limit:
+                return out
+            if s.row not in seen:
+                seen.add(s.row)
+                cap = out[-1].score if out else 1.0
+                out.append(s if s.score <= cap else Scored(s.id, cap, s.row))
+    return out
 
 
 def _check_state(state: IndexState, n: int, n_terms: int) -> None:
