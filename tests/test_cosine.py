@@ -180,7 +180,7 @@ def test_a_reply_is_found_through_the_turn_it_answers() -> None:
 
 
 def test_late_events_are_linked_in_timestamp_order() -> None:
-    index = TokenCosineIndex(context=0.5, context_turns=1)
+    index = TokenCosineIndex(context=0.5, context_turns=1, session=0.0)
     index.add_many([ev("first", "kubernetes upgrade", t=0, session="s"), ev("third", "ok", t=5, session="s")])
     index.add(ev("second", "fine", t=2, session="s"))  # arrives last, belongs in the middle
     assert ids(index.search("kubernetes")) == ["first", "second"]
@@ -220,11 +220,11 @@ def test_windows_are_exact_with_backfilled_events(since: int | None, until: int 
     events = _backfilled()
     lo = None if since is None else BASE + since * 1000
     hi = None if until is None else BASE + until * 1000
-    index = TokenCosineIndex(context=0.0)
+    index = TokenCosineIndex(context=0.0, session=0.0)
     index.add_many(events)
     assert len(index._late.view()) > 5
-    # Without context a score does not depend on the window: windowed results are the unwindowed ones
-    # whose own time is inside the window.
+    # Without context (neighbours' or the session's) a score does not depend on the window: windowed
+    # results are the unwindowed ones whose own time is inside the window.
     for q in QUERIES:
         everything = index.search(q, limit=1000)
         inside = [h for h in everything
@@ -307,14 +307,14 @@ def test_associations_save_and_load(tmp_path) -> None:  # type: ignore[no-untype
     index = TokenCosineIndex()
     index.add_many(_project_journal())
     model = assoc.build(index, dim=8)
-    path = model.save(tmp_path)
+    path = model.save(tmp_path / "cosine.assoc.npz")
     assert path.stat().st_mode & 0o777 == 0o600
-    loaded = assoc.load(tmp_path)
+    loaded = assoc.load(path)
     assert loaded is not None and loaded.terms == model.terms and loaded.rows == model.rows
     assert loaded.related("authent", 3)[0][0] == model.related("authent", 3)[0][0]
     path.write_bytes(b"not an npz")
-    assert assoc.load(tmp_path) is None  # damaged: the caller rebuilds
-    assert assoc.load(tmp_path / "missing") is None
+    assert assoc.load(path) is None  # damaged: the caller rebuilds
+    assert assoc.load(tmp_path / "missing.npz") is None
 
 
 def test_associations_stay_bounded() -> None:
@@ -333,7 +333,8 @@ def test_the_session_leg_finds_the_turn_a_session_was_about() -> None:
               *[ev(f"x{i}", f"routine step {i}", t=1 + i, session="s1") for i in range(4)],
               ev("t", "authentication tests failing again", t=6, session="s1"),
               ev("d", "moved sign in to an identity provider", t=9, session="s1"),
-              *[ev(f"o{i}-{j}", "authentication came up during the long quarterly roadmap review with sales" if not j else f"other work {i}",
+              *[ev(f"o{i}-{j}", f"other work {i}" if j else
+                   "authentication came up during the long quarterly roadmap review with sales",
                    t=20 + 3 * i + j, session=f"o{i}") for i in range(5) for j in range(3)]]
     without = TokenCosineIndex(session=0.0, context=0.0)
     without.add_many(events)

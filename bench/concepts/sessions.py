@@ -1,3 +1,4 @@
+# ruff: noqa: E501  (data: one journal line per line)
 """The concept set's journal, as sessions of (kind, source, content); `make.py` turns it into events.
 
 Five projects, written the way coding agents and developers write in a journal. Lines marked with a

@@ -9,13 +9,15 @@ space and the nearest vocabulary terms are added to the query with weights below
 Bounded whatever the journal's size: at most `max_terms` terms (the most frequent with df >= 2,
 minus the most common 1%) and the newest `max_docs` events are used, so memory is
 O(max_docs * dim + max_terms * dim) and the vectors kept are max_terms * dim float16 values.
-Built from the token-cosine index (`build`), saved beside it (`save` / `load`, `assoc.npz`),
+Built from the token-cosine index (`build`), saved beside it (`save` / `load`, `<index dir>.assoc.npz`),
 rebuilt when the index has grown by half (`stale`).
 """
 
 from __future__ import annotations
 
+import io
 import os
+import zipfile
 from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -27,13 +29,17 @@ from urchin.config import write_private
 if TYPE_CHECKING:
     from urchin.search.cosine import TokenCosineIndex
 
-__all__ = ["Associations", "build", "load", "FILENAME"]
+__all__ = ["Associations", "build", "load", "path_beside"]
 
-FILENAME = "assoc.npz"
 MAX_TERMS = 20_000
 MAX_DOCS = 100_000
 DIM = 64
 _FORMAT = 1
+
+
+def path_beside(index_dir: Path) -> Path:
+    """Where the model of the index saved in `index_dir` lives: a sibling file, `<dir>.assoc.npz`."""
+    return index_dir.with_name(index_dir.name + ".assoc.npz")
 
 
 class Associations:
@@ -80,13 +86,10 @@ class Associations:
     def memory_bytes(self) -> int:
         return self.vectors.nbytes + sum(49 + len(t) for t in self.terms) + 100 * len(self.terms)
 
-    def save(self, directory: Path) -> Path:
-        """Write `assoc.npz` (0600) atomically into `directory`."""
-        path = directory / FILENAME
-        tmp = directory / f".{FILENAME}.{os.getpid()}.tmp"
+    def save(self, path: Path) -> Path:
+        """Write the model to `path` (0600), atomically."""
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
         blob = "\n".join(self.terms).encode("utf-8")
-        import io
-
         buffer = io.BytesIO()
         np.savez(buffer, format=np.array([_FORMAT, self.rows], dtype=np.int64),
                  terms=np.frombuffer(blob, dtype=np.uint8), vectors=self.vectors.astype(np.float16))
@@ -95,15 +98,14 @@ class Associations:
         return path
 
 
-def load(directory: Path) -> Associations | None:
-    """The saved model, or None when there is none or it is unreadable (callers rebuild)."""
-    path = directory / FILENAME
+def load(path: Path) -> Associations | None:
+    """The model saved at `path`, or None when there is none or it is unreadable (callers rebuild)."""
     try:
         with np.load(path, allow_pickle=False) as data:
             fmt, rows = (int(x) for x in data["format"])
             terms_blob = bytes(data["terms"])
             vectors = np.asarray(data["vectors"], dtype=np.float32)
-    except (OSError, ValueError, KeyError, EOFError):
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):
         return None
     if fmt != _FORMAT:
         return None

@@ -76,9 +76,9 @@ class TokenCosineIndex:
     freeze_postings = _FREEZE_POSTINGS
     max_merge_postings = _MAX_MERGE_POSTINGS
 
-    def __init__(self, *, context: float = 0.5, context_turns: int = 2, expand: float = 0.0,
-                 expand_terms: int = 10, session: float = 0.0, session_slots: float = 0.0,
-                 kind: float = 0.0) -> None:
+    def __init__(self, *, context: float = 0.5, context_turns: int = 3, expand: float = 0.3,
+                 expand_terms: int = 5, session: float = 1.0, session_slots: float = 2,
+                 kind: float = 0.5) -> None:
         """`context` weighs a session neighbour's match, times `context` per step of distance.
         `expand` weighs the terms `assoc` (learned associations, see `assoc.py`) relates to a query,
         times their similarity, relative to the query's own terms; 0 or no `assoc`: no expansion.

@@ -174,7 +174,7 @@ class TokenCosineView:
         self._saved = (len(index), saved.mark.offset)
         self._reuse = saved.reuse
         self.loaded_from_disk = True
-        self.index.assoc = assoc.load(self.index_dir)
+        self.index.assoc = assoc.load(assoc.path_beside(self.index_dir))
 
     def save(self) -> bool:
         """Persist the index now (False: no index directory, or nothing new since the last save).
@@ -202,14 +202,16 @@ class TokenCosineView:
     def _save_assoc(self, state: IndexState) -> None:
         """Rebuild the associations from the saved copy when they are stale (outside the lock: queries
         go on with the old ones), then save them beside the index."""
-        current = self.index.assoc
+        current, folder = self.index.assoc, self.index_dir
         rows = int(state.meta["rows"])
-        if not self.index.expand or (current is not None and not current.stale(rows)):
-            if current is not None and not (self.index_dir / assoc.FILENAME).exists():
-                current.save(self.index_dir)  # type: ignore[operator]
+        if folder is None or not self.index.expand:
+            return
+        if current is not None and not current.stale(rows):
+            if not assoc.path_beside(folder).exists():
+                current.save(assoc.path_beside(folder))
             return
         model = assoc.build(TokenCosineIndex.from_state(state))
-        model.save(self.index_dir)  # type: ignore[operator]
+        model.save(assoc.path_beside(folder))
         with self._lock:
             self.index.assoc = model
 
