@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 __all__ = ["Associations", "build", "load", "path_beside"]
 
 MAX_TERMS = 20_000
-MAX_DOCS = 100_000
+MAX_DOCS = 50_000
 DIM = 64
 _FORMAT = 1
 

@@ -28,6 +28,7 @@ _FREEZE_POSTINGS = 1 << 18  # pending postings frozen into a CSR segment beyond 
 _MAX_MERGE_POSTINGS = 1 << 22  # segments are not merged beyond this: a merge needs old + new in memory
 _EXACT_REFRESH_POSTINGS = 1 << 21  # below this, document norms are refreshed at every query
 _REFRESH_GROWTH = 0.01  # above it, norms are refreshed once the index has grown by 1%
+_EXPAND_DF = 0.02  # related terms in more than this share of events are not added to a query (cost)
 _TF_WEIGHT = (1.0 + np.log(np.maximum(np.arange(256, dtype=np.float64), 1.0))).astype(np.float32)
 _TF_WEIGHT[0] = 0.0
 
@@ -408,10 +409,16 @@ class TokenCosineIndex:
         terms = Counter(self._vocab[t] for t in tokens if t in self._vocab)
         weights = {t: 1.0 + float(np.log(c)) for t, c in terms.items()}
         if self.assoc is not None and self.expand > 0 and self.expand_terms:
-            for term, sim in self.assoc.expand(tokens, n=self.expand_terms):
+            # Related terms as common as a tenth of the journal's words add little and cost postings:
+            # only those in at most EXPAND_DF of the events (and at least 50) are added.
+            cap = max(50, int(_EXPAND_DF * len(self)))
+            df = self._df.data
+            for term, sim in self.assoc.expand(tokens, n=self.expand_terms * 3):
                 tid = self._vocab.get(term)
-                if tid is not None and tid not in weights:
+                if tid is not None and tid not in weights and df[tid] <= cap:
                     weights[tid] = min(self.expand * sim, 1.0)
+                    if len(weights) >= len(terms) + self.expand_terms:
+                        break
         return weights
 
     def _cosines(self, terms: dict[int, float], lo: int, hi: int) -> np.ndarray:
