@@ -450,21 +450,16 @@ class TokenCosineIndex:
         """Add to each row `session` times its session's match: the sum of the session's cosines over
         the square root of its length in the window (long sessions do not win by length alone)."""
         codes = self._fields["session"].column.data[lo:hi]
-        hit = np.flatnonzero(scores[:-1])
-        hit = hit[codes[hit] >= 0]
-        if not len(hit):
+        valid = codes >= 0
+        if not valid.any():
             return scores
-        touched = np.unique(codes[hit])
+        sessions = codes[valid]
         size = len(self._fields["session"])
-        sums = np.bincount(codes[hit], scores[hit], minlength=size)
-        in_touched = np.zeros(size + 1, dtype=bool)
-        in_touched[touched] = True
-        members = np.flatnonzero(in_touched[codes])  # rows of the sessions that matched (-1 -> last: False)
-        lengths = np.bincount(codes[members], minlength=size)
-        level = np.zeros(size, dtype=np.float32)
-        level[touched] = sums[touched] / np.sqrt(lengths[touched])
+        sums = np.bincount(sessions, scores[:-1][valid], minlength=size)
+        lengths = np.bincount(sessions, minlength=size)
+        level = (sums / np.sqrt(np.maximum(lengths, 1))).astype(np.float32)
         out = scores.copy()
-        out[members] += np.float32(self.session) * level[codes[members]]
+        out[:-1][valid] += np.float32(self.session) * level[sessions]
         return out
 
     def _kind_prior(self, scores: np.ndarray, lo: int, hi: int, terms: set[str]) -> None:
