@@ -352,25 +352,23 @@ class TokenCosineIndex:
             if until_ms is not None:
                 outside[:-1] |= ts > until_ms
             scores[outside] = 0
-        named = set(tokens)
-        ranked = self._ranked(scores, lo, hi, named, outside, codes, limit, with_session=False)
-        slots = min(limit, round(self.session_slots * limit / 10)) if self.session > 0 else 0
-        if not slots:
-            return ranked
-        by_session = self._ranked(scores, lo, hi, named, outside, codes, limit, with_session=True)
-        return _merge(ranked, by_session, limit, slots)
-
-    def _ranked(self, scores: np.ndarray, lo: int, hi: int, named: set[str], outside: np.ndarray | None,
-                codes: dict[str, int], limit: int, *, with_session: bool) -> list[Scored]:
-        """Cosines -> the `limit` best rows, with context (and the session leg when asked)."""
-        if with_session:
-            scores = self._with_session(scores, lo, hi)
         if self.context_turns:
-            scores = self._with_context(scores, lo, hi)
-        elif not with_session:
-            scores = scores.copy()
+            smoothed = self._with_context(scores, lo, hi)
+        else:
+            smoothed = scores.copy()
+        named = set(tokens)
         if self.kind > 0:
-            self._kind_prior(scores, lo, hi, named)
+            self._kind_prior(smoothed, lo, hi, named)
+        slots = min(limit, round(self.session_slots * limit / 10)) if self.session > 0 else 0
+        boosted = self._with_session(scores, smoothed, lo, hi) if slots else None
+        ranked = self._ranked(smoothed, lo, hi, outside, codes, limit)
+        if boosted is None:
+            return ranked
+        return _merge(ranked, self._ranked(boosted, lo, hi, outside, codes, limit), limit, slots)
+
+    def _ranked(self, scores: np.ndarray, lo: int, hi: int, outside: np.ndarray | None,
+                codes: dict[str, int], limit: int) -> list[Scored]:
+        """Final scores of rows lo..hi-1 -> the `limit` best that pass the filters."""
         if outside is not None:
             scores[outside] = 0
         cand = np.flatnonzero(scores[: hi - lo])
@@ -446,19 +444,19 @@ class TokenCosineIndex:
         acc[:-1] /= self._norm.data[lo:hi]
         return acc
 
-    def _with_session(self, scores: np.ndarray, lo: int, hi: int) -> np.ndarray:
+    def _with_session(self, scores: np.ndarray, smoothed: np.ndarray, lo: int, hi: int) -> np.ndarray:
         """Add to each row `session` times its session's match: the sum of the session's cosines over
         the square root of its length in the window (long sessions do not win by length alone)."""
         codes = self._fields["session"].column.data[lo:hi]
         valid = codes >= 0
         if not valid.any():
-            return scores
+            return smoothed.copy()
         sessions = codes[valid]
         size = len(self._fields["session"])
         sums = np.bincount(sessions, scores[:-1][valid], minlength=size)
         lengths = np.bincount(sessions, minlength=size)
         level = (sums / np.sqrt(np.maximum(lengths, 1))).astype(np.float32)
-        out = scores.copy()
+        out = smoothed.copy()
         out[:-1][valid] += np.float32(self.session) * level[sessions]
         return out
 
