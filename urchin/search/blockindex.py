@@ -83,12 +83,17 @@ class View:
         self.ends = zones[1::5]
         self.mins = zones[2::5]
         self.maxs = zones[3::5]
+        self.stamps = zones[4::5]  # lines << 32 | tail CRC: with the range, names a block's bytes
         self._bits = bits
         if n:
             self.ends[n - 1] = min(self.ends[n - 1], end)
 
     def block_range(self, block: int) -> tuple[int, int]:
         return self.starts[block], self.ends[block]
+
+    def block_key(self, block: int) -> tuple[int, int, int]:
+        """(start, end, lines and tail CRC): equal keys in one journal file mean equal bytes."""
+        return self.starts[block], self.ends[block], self.stamps[block]
 
     def candidates(self, hashes: set[int], since_ms: int, until_ms: int | None) -> Iterator[int]:
         """Blocks that may hold a match in the window, newest (by max timestamp) first, lazily.
