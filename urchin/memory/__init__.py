@@ -58,6 +58,7 @@ class ImportReport:
     rejected: list[tuple[int, str]] = field(default_factory=list)
     indexed_events: int = 0
     index_seconds: float = 0.0
+    workers: int = 0  # processes that validated and redacted (0: all in this one)
 
     def to_dict(self) -> dict[str, Any]:
         return {"appended": self.appended, "duplicate": self.duplicate, "suppressed": self.suppressed,
@@ -119,50 +120,47 @@ class Memory(CaptureOps, WorkspaceOps, IndexOps, HotOps, ForgetOps):
 
     def import_lines(self, lines: Iterable[bytes | str],
                      on_progress: Callable[[int], None] | None = None) -> ImportReport:
-        """Import JSONL; a bad line is reported with its number and never stops the rest."""
+        """Import JSONL; a bad line is reported with its number and never stops the rest.
+
+        A large import is validated and redacted in worker processes and written here, in order
+        (urchin/memory/bulk.py); the journal and the report are the same as one process makes."""
+        from itertools import chain
+
+        from urchin.memory import bulk
+
         self.ingestor.keep_ids_in_memory()
         report = ImportReport()
-        batch: list[Mapping[str, Any]] = []
-        numbers: list[int] = []
-        for number, line in enumerate(lines, 1):
-            if not line.strip():
-                continue
-            try:
-                record = orjson.loads(line)
-            except orjson.JSONDecodeError as exc:
-                report.rejected.append((number, f"not valid JSON: {exc}"))
-                continue
-            if not isinstance(record, dict):
-                report.rejected.append((number, "event: must be a JSON object"))
-                continue
-            batch.append(record)
-            numbers.append(number)
-            if len(batch) >= IMPORT_BATCH:
-                self._import_batch(batch, numbers, report, on_progress)
-                batch, numbers = [], []
-        self._import_batch(batch, numbers, report, on_progress)
+
+        def record(done: list[Any], results: list[Any]) -> None:
+            for number, status, reason, _ in done:
+                if status == "rejected":
+                    report.rejected.append((number, reason))
+            for result in results:
+                if result.status == "appended":
+                    report.appended += 1
+                elif result.status == "duplicate":
+                    report.duplicate += 1
+                elif result.status == "suppressed":
+                    report.suppressed += 1
+                else:
+                    report.rejected.append((0, result.reason or "rejected"))
+            if on_progress:
+                on_progress(len(done))
+
+        batches = bulk.numbered_batches(lines, IMPORT_BATCH)
+        first = next(batches, [])
+        workers = bulk.parallel_workers() if len(first) >= IMPORT_BATCH else 0
+        report.workers = workers
+        if workers:
+            bulk.import_parallel(self.ingestor, chain([first], batches), workers, record)
+        else:
+            bulk.import_serial(self.ingestor, chain([first], batches), record)
         report.rejected.sort()
         if report.appended:
             # Index now, in one pass, rather than surprising the first search after a big import.
             caught = self.substring.catch_up()
             report.indexed_events, report.index_seconds = caught.events, caught.seconds
         return report
-
-    def _import_batch(self, batch: list[Mapping[str, Any]], numbers: list[int], report: ImportReport,
-                      on_progress: Callable[[int], None] | None) -> None:
-        if not batch:
-            return
-        for number, result in zip(numbers, self.ingestor.ingest(batch), strict=False):
-            if result.status == "appended":
-                report.appended += 1
-            elif result.status == "duplicate":
-                report.duplicate += 1
-            elif result.status == "suppressed":
-                report.suppressed += 1
-            else:
-                report.rejected.append((number, result.reason or "rejected"))
-        if on_progress:
-            on_progress(len(batch))
 
     # ---- reading ------------------------------------------------------------------------------
     def search(self, query: str, *, hours: float = 168, limit: int = 20, source: str | None = None,
