@@ -39,9 +39,11 @@ def timed(cmd: list[str], env: dict[str, str]) -> float:
     return elapsed * 1000
 
 
-def start_daemon(home: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
-    proc = subprocess.Popen([sys.executable, "-m", "urchin", "serve", "--port", "0", "--log-level", "warning"],
-                            env=env)
+def start_daemon(home: Path, env: dict[str, str], busy: bool = False) -> subprocess.Popen[bytes]:
+    """`urchin serve` ready with its hot views; `busy` leaves its Postgres feed running (first start)."""
+    flags = [] if busy else ["--no-index"]
+    proc = subprocess.Popen([sys.executable, "-m", "urchin", "serve", "--port", "0", "--log-level", "warning",
+                             *flags], env=env)
     while not (home / "daemon.json").exists():
         if proc.poll() is not None:
             raise SystemExit("daemon exited")
@@ -60,23 +62,27 @@ def start_daemon(home: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--journal", type=Path, default=REPO / "bench" / "data" / "journal-1000000.jsonl")
+    parser.add_argument("--home", type=Path, default=None,
+                        help="reuse this home (its journal/events.jsonl, indexes saved by earlier runs)")
     parser.add_argument("--repeat", type=int, default=7)
+    parser.add_argument("--busy", action="store_true", help="leave the daemon's Postgres feed on (background work)")
     args = parser.parse_args()
     rg = shutil.which("rg", path=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
     if not rg or not args.journal.exists():
         raise SystemExit("needs rg and the journal (bench/gen_journal.py 1000000)")
     print(f"load average before: {os.getloadavg()[0]:.2f}; journal {args.journal.stat().st_size / 1e6:,.0f} MB")
     with tempfile.TemporaryDirectory(dir=args.journal.parent) as tmp:
-        home = Path(tmp) / "home"
-        (home / "journal").mkdir(parents=True)
+        home = args.home or Path(tmp) / "home"
         journal = home / "journal" / "events.jsonl"
-        os.link(args.journal, journal)
+        if not journal.exists():
+            journal.parent.mkdir(parents=True)
+            os.link(args.journal, journal)
         journal.read_bytes()
         env = {**os.environ, "PYTHONPATH": str(REPO), "URCHIN_HOME": str(home)}
         env.pop("URCHIN_NO_DAEMON", None)
         local_env = {**env, "URCHIN_NO_DAEMON": "1"}
         subprocess.run([sys.executable, "-m", "urchin", "search", "warm"], env=local_env, capture_output=True)
-        daemon = start_daemon(home, env)
+        daemon = start_daemon(home, env, args.busy)
         try:
             run(rg, journal, env, local_env, args.repeat)
         finally:

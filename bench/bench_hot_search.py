@@ -40,18 +40,23 @@ def pct(values: list[float], q: float) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--journal", type=Path, default=REPO / "bench" / "data" / "journal-1000000.jsonl")
+    parser.add_argument("--home", type=Path, default=None,
+                        help="reuse this home (its journal/events.jsonl, indexes saved by earlier runs)")
     parser.add_argument("--repeat", type=int, default=21)
+    parser.add_argument("--busy", action="store_true",
+                        help="leave the daemon's Postgres feed on: latency while background work runs")
     parser.add_argument("--route", default="/search", choices=("/search", "/semantic"))
     args = parser.parse_args()
     print(f"load average before: {os.getloadavg()[0]:.2f}")
     with tempfile.TemporaryDirectory(dir=args.journal.parent) as tmp:
-        home = Path(tmp) / "home"
-        (home / "journal").mkdir(parents=True)
+        home = args.home or Path(tmp) / "home"
         journal = home / "journal" / "events.jsonl"
-        os.link(args.journal, journal)
+        if not journal.exists():
+            journal.parent.mkdir(parents=True)
+            os.link(args.journal, journal)
         env = {**os.environ, "PYTHONPATH": str(REPO), "URCHIN_HOME": str(home)}
         env.pop("URCHIN_NO_DAEMON", None)
-        daemon = start_daemon(home, env)
+        daemon = start_daemon(home, env, args.busy)
         try:
             measure(home, journal, args.route, args.repeat)
         finally:

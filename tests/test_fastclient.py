@@ -16,7 +16,7 @@ from tests.daemon_fixture import DaemonProcess
 
 HEAVY = ("click", "httpx", "numpy", "orjson", "starlette", "urchin.cli", "urchin.memory", "urchin.config")
 
-CASES: list[tuple[str, ...]] = [
+ANSWERS: list[tuple[str, ...]] = [
     ("search", "alpha"),
     ("search", "ALPHA", "--limit", "3"),
     ("search", "alpha", "--limit=4", "--hours=1e9"),
@@ -34,7 +34,9 @@ CASES: list[tuple[str, ...]] = [
     ("recent", "--source", "shell", "--hours", "1e9"),
     ("semantic", "alpha shared words", "--limit", "5", "--hours", "1000000"),
     ("semantic", "beta", "--workspace", "ws-1", "--hours", "1e9"),
-    # errors and everything else: the full CLI's own text and exit code
+]
+# errors and everything else: the full CLI's own text and exit code (human output only: same path)
+FALLBACKS: list[tuple[str, ...]] = [
     ("search", ""),
     ("search", "   "),
     ("search", "x", "--limit", "0"),
@@ -106,8 +108,11 @@ def _same(fast: subprocess.CompletedProcess[str], full: subprocess.CompletedProc
     assert (fast.returncode, fast.stdout, fast.stderr) == (full.returncode, full.stdout, full.stderr)
 
 
-@pytest.mark.parametrize("as_json", [False, True], ids=["human", "json"])
-@pytest.mark.parametrize("args", CASES, ids=[" ".join(c) or "empty" for c in CASES])
+CASES = [(args, as_json) for args in ANSWERS for as_json in (False, True)] + [(args, False) for args in FALLBACKS]
+
+
+@pytest.mark.parametrize(("args", "as_json"), CASES,
+                         ids=[" ".join(c) + (" --json" if j else "") for c, j in CASES])
 def test_fast_path_prints_what_the_full_cli_prints(daemon: DaemonProcess, args: tuple[str, ...],
                                                    as_json: bool) -> None:
     env = {"URCHIN_HOME": str(daemon.home)}
