@@ -414,7 +414,7 @@ def test_a_hand_edited_memory_is_served_redacted(urchin_home: Path) -> None:
     answers = [run_urchin("memory", "list", "--json"), *(run_urchin("memory", "show", f"hand{n}", "--json")
                                                         for n in (0, 7, 13))]
     assert all(done.returncode == 0 for done in answers), [done.stderr for done in answers]
-    assert answers[0].stdout.count("\n") == 20
+    assert len(orjson.loads(answers[0].stdout)["memories"]) == 20
     assert _found(done.stdout.encode() for done in answers) == []
 
 
