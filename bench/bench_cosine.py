@@ -21,6 +21,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from urchin.event import Event  # noqa: E402
+from urchin.search import assoc  # noqa: E402
 from urchin.search.cosine import TokenCosineIndex  # noqa: E402
 
 _ENGLISH = """run test fix build error fail pass change file add remove update config deploy server client
@@ -118,6 +119,12 @@ def main() -> None:
     print(f"built in {build:.1f} s ({len(events) / build:,.0f} events/s); {index.nnz:,} postings, "
           f"{len(index._vocab):,} terms; index memory ~{index.memory_bytes() / 2**20:.0f} MiB "
           f"(peak RSS grew {(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss0) / 1024:.0f} MiB)")
+    t = time.perf_counter()
+    rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    index.assoc = assoc.build(index)
+    print(f"associations built in {time.perf_counter() - t:.1f} s: {len(index.assoc):,} terms, "
+          f"~{index.assoc.memory_bytes() / 2**20:.1f} MiB (peak RSS grew "
+          f"{(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss0) / 1024:.0f} MiB)")
     qs = queries(args.queries, args.seed)
     now = events[-1].ts_ms
     week = now - 168 * 3_600_000
@@ -135,6 +142,16 @@ def main() -> None:
     index.context_turns = turns
     print(f"peer, plain cosine (no session context), no window: p50 {p50p:7.1f} ms  p95 {p95p:7.1f} ms; "
           f"context costs x{p50n / p50p:.2f}")
+    before = {"context_turns": 2, "expand": 0.0, "session": 0.0, "kind": 0.0}  # the constants before issue 15
+    after = {name: getattr(index, name) for name in before}
+    for name, value in before.items():
+        setattr(index, name, value)
+    p50b, p95b = timed(lambda q: index.search(q, since_ms=week, until_ms=now), qs)
+    p50bn, p95bn = timed(lambda q: index.search(q), qs)
+    for name, value in after.items():
+        setattr(index, name, value)
+    print(f"before issue 15 (2 turns, no associations, session leg or kind prior): 168 h p50 {p50b:7.1f} ms "
+          f"p95 {p95b:7.1f} ms; no window p50 {p50bn:7.1f} ms p95 {p95bn:7.1f} ms")
 
 if __name__ == "__main__":
     main()

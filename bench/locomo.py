@@ -1,6 +1,10 @@
 """Evidence recall on LoCoMo (dev split): R@5, R@10 and MRR per retrieval method, as README says.
 
-    python bench/locomo.py [--data PATH] [--method token-cosine ...] [--split conv-26,conv-30 ...]
+    python bench/locomo.py [--data PATH] [--method token-cosine ...] [--split conv-26,conv-30 ...] [--cv]
+
+`--cv`: leave-one-conversation-out cross-validation of every token-cosine constant in GRID (session
+context, context turns, association expansion): tune on four conversations, score the fifth, rotate;
+prints the CV figure next to the in-sample best and the shipped defaults.
 
 Methods live in METHODS (name -> factory(events) -> rank(question, workspace) -> ranked ids), so an
 embedder or hybrid method plugs in beside token-cosine and the two peers measured in the same run.
@@ -18,11 +22,13 @@ from collections.abc import Callable, Iterable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import numpy as np
 import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from urchin.event import Event, format_timestamp  # noqa: E402
+from urchin.search import assoc  # noqa: E402
 from urchin.search.cosine import TokenCosineIndex  # noqa: E402
 from urchin.search.tokens import tokenize  # noqa: E402
 
@@ -86,8 +92,15 @@ def _window(events: list[Event]) -> dict[str, tuple[int, int]]:
 
 
 def token_cosine(events: list[Event], **params: float) -> Ranker:
+    """The shipped index, with associations built the way the daemon builds them."""
     index = TokenCosineIndex(**params)  # type: ignore[arg-type]
     index.add_many(events)
+    if index.expand > 0:
+        index.assoc = assoc.build(index)
+    return _ranker(index, events)
+
+
+def _ranker(index: TokenCosineIndex, events: list[Event]) -> Ranker:
     spans = _window(events)
 
     def rank(question: str, workspace: str) -> list[str]:
@@ -193,6 +206,68 @@ def split_check(events: list[Event], questions: list[Question], tune: set[str]) 
         print(f"  {name:<13} R@5 {mean['R@5']:.3f}  R@10 {mean['R@10']:.3f}  MRR {mean['MRR']:.3f}")
 
 
+GRID = {"context": (0.4, 0.5, 0.6), "context_turns": (2, 3), "expand": (0.0, 0.3, 0.5), "expand_terms": (5, 10),
+        "session": (0.0, 1.0, 2.0), "session_slots": (2, 3)}
+_NEEDS = {"expand_terms": "expand", "session_slots": "session"}  # meaningless when the other is 0
+
+
+def _grid() -> list[dict[str, float]]:
+    configs: list[dict[str, float]] = [{}]
+    for name, values in GRID.items():
+        configs = [{**c, name: v} for c in configs for v in values]
+    return [c for c in configs if all(c[need] or c[name] == GRID[name][0] for name, need in _NEEDS.items())]
+
+
+def per_question(rank: Ranker, questions: list[Question]) -> np.ndarray:
+    """R@10 of each question."""
+    out = []
+    for q in questions:
+        evidence = set(q.evidence)
+        out.append(len(evidence & set(rank(q.text, q.workspace)[:10])) / len(evidence))
+    return np.array(out)
+
+
+def _loco(scores: np.ndarray, convs: np.ndarray, configs: list[dict[str, float]], show: bool) -> float:
+    """Leave one conversation out over `scores` (configs x questions): the CV mean R@10."""
+    held = np.zeros(scores.shape[1])
+    for conv in sorted(set(convs)):
+        out = convs == conv
+        best = int(np.argmax(scores[:, ~out].mean(axis=1)))
+        held[out] = scores[best, out]
+        if show:
+            print(f"  held out {conv}: tuned on the other four -> {configs[best]}  R@10 {held[out].mean():.3f}")
+    return float(held.mean())
+
+
+def cross_validate(events: list[Event], questions: list[Question]) -> None:
+    """Leave one conversation out: pick the GRID point best on four, score it on the fifth."""
+    index = TokenCosineIndex()
+    index.add_many(events)
+    index.assoc = assoc.build(index)
+    configs = _grid()
+    table = []
+    started = time.perf_counter()
+    for config in configs:
+        for name, value in config.items():
+            setattr(index, name, value)
+        index.context_turns = int(config["context_turns"])
+        table.append(per_question(_ranker(index, events), questions))
+    scores = np.array(table)  # configs x questions
+    convs = np.array([q.workspace for q in questions])
+    print(f"cross-validation over {len(configs)} configurations ({time.perf_counter() - started:.0f} s):")
+    cv = _loco(scores, convs, configs, True)
+    old = [i for i, c in enumerate(configs) if not c["expand"] and not c["session"]]
+    cv_old = _loco(scores[old], convs, [configs[i] for i in old], False)
+    shipped = TokenCosineIndex()
+    at = next(i for i, c in enumerate(configs) if all(
+        getattr(shipped, k) == v for k, v in c.items() if k not in _NEEDS or c[_NEEDS[k]]))
+    best = int(np.argmax(scores.mean(axis=1)))
+    print(f"token-cosine R@10: CV {cv:.3f}   in-sample best {scores[best].mean():.3f} {configs[best]}\n"
+          f"  shipped defaults (in-sample) {scores[at].mean():.3f} {configs[at]}\n"
+          f"  context and turns only (the parameters before associations and sessions): CV {cv_old:.3f}, "
+          f"in-sample best {scores[old].mean(axis=1).max():.3f}")
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=None)
@@ -200,6 +275,7 @@ def main(argv: list[str] | None = None) -> None:
                         help="methods to measure (repeatable); the peers are always measured too")
     parser.add_argument("--split", metavar="CONVS", action="append",
                         help="comma-separated conversations to tune the context on; the rest are held out")
+    parser.add_argument("--cv", action="store_true", help="leave-one-conversation-out cross-validation")
     args = parser.parse_args(argv)
     args.data = args.data or _default_data()
     events, questions = load(args.data)
@@ -217,6 +293,8 @@ def main(argv: list[str] | None = None) -> None:
               + " ".join(f"{per[c]:.3f}" for c in convs))
     for tune in args.split or []:
         split_check(events, questions, set(tune.split(",")))
+    if args.cv:
+        cross_validate(events, questions)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,10 @@
 """LoCoMo evidence recall of the Postgres index legs: `keyword`, `semantic`, `hybrid` (R@5, R@10, MRR).
 
     python bench/locomo_hybrid.py [--data PATH] [--k 60] [--full-text-weight 1] [--semantic-weight 1]
-                                  [--tune conv-26,conv-30]
+                                  [--tune conv-26,conv-30] [--cv]
+
+`--cv`: leave-one-conversation-out cross-validation of the fusion constants in CV_GRID (k, the two
+weights): tuned on four conversations, scored on the fifth, rotated; printed beside the in-sample best.
 
 Events are built exactly as shared/data/locomo/README.md says, written to a journal, fed by the real
 feeder into a fresh database (embedded PostgreSQL in a temp folder, or $URCHIN_BENCH_DATABASE_URL),
@@ -21,6 +24,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -118,6 +122,33 @@ def ranker(backend: Any, events: list[Event], strategy: str, embedder: Any = Non
     return rank
 
 
+CV_GRID = {"k": (20, 60), "full_text_weight": (0.5, 1.0, 1.5), "semantic_weight": (1.0,)}
+
+
+def cross_validate(backend: Any, events: list[Event], questions: list[tuple[str, str, list[str]]],
+                   embedder: Any = None) -> None:
+    """Hybrid R@10, leave one conversation out over CV_GRID; per question, then chosen per fold."""
+    configs: list[dict[str, Any]] = [{}]
+    for name, values in CV_GRID.items():
+        configs = [{**c, name: v} for c in configs for v in values]
+    table = []
+    for config in configs:
+        rank = ranker(backend, events, "hybrid", embedder, **config)
+        table.append([len(set(ev) & set(rank(text, ws)[:10])) / len(set(ev)) for text, ws, ev in questions])
+    scores = np.array(table)
+    convs = np.array([q[1] for q in questions])
+    held = np.zeros(len(questions))
+    for conv in sorted(set(convs)):
+        out = convs == conv
+        best = int(np.argmax(scores[:, ~out].mean(axis=1)))
+        held[out] = scores[best, out]
+        print(f"  held out {conv}: tuned on the other four -> {configs[best]}  R@10 {held[out].mean():.3f}")
+    best = int(np.argmax(scores.mean(axis=1)))
+    default = next(i for i, c in enumerate(configs) if c == {"k": 60, "full_text_weight": 1.0, "semantic_weight": 1.0})
+    print(f"hybrid R@10: CV {held.mean():.3f}   in-sample best {scores[best].mean():.3f} {configs[best]}   "
+          f"defaults {scores[default].mean():.3f}")
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=None)
@@ -130,6 +161,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--full-text-weight", type=float, default=1.0)
     parser.add_argument("--semantic-weight", type=float, default=1.0)
     parser.add_argument("--method", action="append", choices=METHODS)
+    parser.add_argument("--cv", action="store_true", help="leave-one-conversation-out CV of the fusion constants")
     parser.add_argument("--split", default="conv-26,conv-30",
                         help="conversations reported apart from the rest (the rest are the check)")
     args = parser.parse_args(argv)
@@ -155,6 +187,8 @@ def main(argv: list[str] | None = None) -> None:
                 per_query = (time.perf_counter() - started) / max(len(subset), 1) * 1000
                 print(f"{method:<9} {label:<16} R@5 {mean['R@5']:.3f}  R@10 {mean['R@10']:.3f}  "
                       f"MRR {mean['MRR']:.3f}  ({len(subset)} questions, {per_query:.1f} ms/query)")
+        if args.cv:
+            cross_validate(backend, events, questions, embedder)
         backend.close()
 
 

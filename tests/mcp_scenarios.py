@@ -144,10 +144,10 @@ async def check_read_tools(session: ClientSession, memory: Memory) -> None:
     scores = [e["score"] for e in data["events"]]
     assert scores == sorted(scores, reverse=True) and data["query"] == "Postgres indexes"
     lines = text.splitlines()
-    notes = data.get("notes", [])
-    assert lines[0] == f"mode: {data['mode']}" and lines[1:1 + len(notes)] == [f"note: {n}" for n in notes]
-    assert lines[1 + len(notes):] == [one_line(memory.get(i), score=sc) for i, sc in zip(found, scores, strict=True)]
-    assert "(" + f"{scores[0]:.3f}" + ") — " in lines[1 + len(notes)]
+    said = [f"note: {n}" for n in data.get("notes", [])] + ([f"hint: {data['hint']}"] if data.get("weak") else [])
+    assert lines[0] == f"mode: {data['mode']}" and lines[1:1 + len(said)] == said
+    assert lines[1 + len(said):] == [one_line(memory.get(i), score=sc) for i, sc in zip(found, scores, strict=True)]
+    assert "(" + f"{scores[0]:.3f}" + ") — " in lines[1 + len(said)]
 
     text, data = await call(session, "urchin_get_event", {"id": "e-old"})
     assert data["content"] == "We chose Postgres for the index" and data["tags"] == ["db"]

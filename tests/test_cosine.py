@@ -180,7 +180,7 @@ def test_a_reply_is_found_through_the_turn_it_answers() -> None:
 
 
 def test_late_events_are_linked_in_timestamp_order() -> None:
-    index = TokenCosineIndex(context=0.5, context_turns=1)
+    index = TokenCosineIndex(context=0.5, context_turns=1, session=0.0)
     index.add_many([ev("first", "kubernetes upgrade", t=0, session="s"), ev("third", "ok", t=5, session="s")])
     index.add(ev("second", "fine", t=2, session="s"))  # arrives last, belongs in the middle
     assert ids(index.search("kubernetes")) == ["first", "second"]
@@ -220,11 +220,11 @@ def test_windows_are_exact_with_backfilled_events(since: int | None, until: int 
     events = _backfilled()
     lo = None if since is None else BASE + since * 1000
     hi = None if until is None else BASE + until * 1000
-    index = TokenCosineIndex(context=0.0)
+    index = TokenCosineIndex(context=0.0, session=0.0)
     index.add_many(events)
     assert len(index._late.view()) > 5
-    # Without context a score does not depend on the window: windowed results are the unwindowed ones
-    # whose own time is inside the window.
+    # Without context (neighbours' or the session's) a score does not depend on the window: windowed
+    # results are the unwindowed ones whose own time is inside the window.
     for q in QUERIES:
         everything = index.search(q, limit=1000)
         inside = [h for h in everything
@@ -255,3 +255,104 @@ def test_one_backfilled_event_does_not_widen_recent_windows() -> None:
     assert (lo, hi, late) == (990, 1001, True)  # the late row is scored but checked on its own time
     assert ids(index.search("deploy", since_ms=BASE + 990_000, limit=20)) == [f"e{i}" for i in range(999, 989, -1)]
     assert "old" in ids(index.search("deploy", since_ms=BASE + 2000, until_ms=BASE + 4000))
+
+
+# ---- associations, the session leg, the kind prior -------------------------------------------------
+def _project_journal(sessions: int = 30, seed: int = 7) -> list[Event]:
+    """Sessions on three topics; each topic's words spread over different turns of a session."""
+    rng = random.Random(seed)
+    topics = [["authentication", "login", "oauth", "pkce", "token", "idp"],
+              ["invoice", "billing", "stripe", "webhook", "refund", "ledger"],
+              ["kubernetes", "helm", "ingress", "pod", "cluster", "node"]]
+    filler = ["git", "status", "pytest", "passed", "read", "edit", "file", "diff"]
+    out: list[Event] = []
+    t = 0
+    for s in range(sessions):
+        words = topics[s % 3]
+        for turn in range(6):
+            t += 1
+            text = rng.sample(words, 2) + rng.sample(filler, 3)
+            out.append(ev(f"s{s}-{turn}", " ".join(text), t=t, session=f"s{s}"))
+    return out
+
+
+def test_associations_relate_words_that_share_sessions_not_events() -> None:
+    from urchin.search import assoc
+
+    index = TokenCosineIndex()
+    index.add_many(_project_journal())
+    model = assoc.build(index, dim=8)
+    near = [t for t, _ in model.related("authent", 5)]
+    assert set(near) & {"login", "oauth", "pkce", "idp"}
+    assert not set(near) & {"invoic", "stripe", "kubernet", "helm"}
+
+
+def test_expansion_finds_an_event_that_shares_no_word_with_the_query() -> None:
+    from urchin.search import assoc
+
+    journal = _project_journal()
+    target = ev("answer", "we switched to oauth with pkce through the idp", t=10_000, session="late")
+    plain = TokenCosineIndex(session=0.0)
+    plain.add_many([*journal, target])
+    assert plain.search("authentication", session="late") == []
+    expanded = TokenCosineIndex(session=0.0, expand=0.5, expand_terms=5)
+    expanded.add_many([*journal, target])
+    expanded.assoc = assoc.build(expanded, dim=8)
+    assert ids(expanded.search("authentication", session="late")) == ["answer"]
+
+
+def test_associations_save_and_load(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from urchin.search import assoc
+
+    index = TokenCosineIndex()
+    index.add_many(_project_journal())
+    model = assoc.build(index, dim=8)
+    path = model.save(tmp_path / "cosine.assoc.npz")
+    assert path.stat().st_mode & 0o777 == 0o600
+    loaded = assoc.load(path)
+    assert loaded is not None and loaded.terms == model.terms and loaded.rows == model.rows
+    assert loaded.related("authent", 3)[0][0] == model.related("authent", 3)[0][0]
+    path.write_bytes(b"not an npz")
+    assert assoc.load(path) is None  # damaged: the caller rebuilds
+    assert assoc.load(tmp_path / "missing.npz") is None
+
+
+def test_associations_stay_bounded() -> None:
+    from urchin.search import assoc
+
+    index = TokenCosineIndex()
+    index.add_many(corpus(3000))
+    model = assoc.build(index, dim=6, max_terms=20, max_docs=500)
+    assert len(model) <= 20 and model.vectors.shape[1] <= 6
+    assert model.memory_bytes() < 20 * 6 * 4 + 20 * 200
+    assert not model.stale(3000) and model.stale(4500) and model.stale(10)
+
+
+def test_the_session_leg_finds_the_turn_a_session_was_about() -> None:
+    events = [ev("p", "the dashboard authentication flow is a mess", t=0, session="s1"),
+              *[ev(f"x{i}", f"routine step {i}", t=1 + i, session="s1") for i in range(4)],
+              ev("t", "authentication tests failing again", t=6, session="s1"),
+              ev("d", "moved sign in to an identity provider", t=9, session="s1"),
+              *[ev(f"o{i}-{j}", f"other work {i}" if j else
+                   "authentication came up during the long quarterly roadmap review with sales",
+                   t=20 + 3 * i + j, session=f"o{i}") for i in range(5) for j in range(3)]]
+    without = TokenCosineIndex(session=0.0, context=0.0)
+    without.add_many(events)
+    assert "d" not in ids(without.search("authentication", limit=10))
+    with_leg = TokenCosineIndex(session=2.0, session_slots=3, context=0.0)
+    with_leg.add_many(events)
+    hits = with_leg.search("authentication", limit=10)
+    assert "d" in ids(hits)
+    assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+
+
+def test_a_query_naming_a_kind_favours_events_of_that_kind() -> None:
+    events = [ev("n", "cache eviction for the ranker", t=1, kind="note"),
+              ev("z", "cache eviction for the ranker", t=0, kind="decision")]
+    index = TokenCosineIndex(kind=0.5)
+    index.add_many(events)
+    assert ids(index.search("decisions about cache eviction")) == ["z", "n"]
+    assert ids(index.search("cache eviction")) == ["n", "z"]  # no kind named: the newer first
+    plain = TokenCosineIndex(kind=0.0)
+    plain.add_many(events)
+    assert ids(plain.search("decisions about cache eviction")) == ["n", "z"]

@@ -108,3 +108,32 @@ def test_the_daemon_feeds_the_hybrid_index_and_answers_context(urchin_home: Path
         assert orjson.loads(out.stdout)["results"][0]["citation"] == results[0]["citation"]
     finally:
         daemon.stop()
+
+
+def _nice_values(pid: int) -> list[int]:
+    """The nice value of each thread of `pid` (field 19 of /proc/PID/task/TID/stat)."""
+    out = []
+    for stat in Path(f"/proc/{pid}/task").glob("*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:  # the thread ended meanwhile
+            continue
+        out.append(int(fields[16]))
+    return out
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="per-thread nice values are Linux's")
+def test_background_jobs_run_at_a_lower_priority_than_queries(urchin_home: Path) -> None:
+    """A collector or feed thread yields the CPU to the threads that answer queries (issue 16)."""
+    daemon = DaemonProcess(urchin_home).start()
+    try:
+        assert daemon.proc is not None
+        deadline = time.monotonic() + 10
+        while 10 not in _nice_values(daemon.proc.pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        values = _nice_values(daemon.proc.pid)
+        assert 10 in values and values.count(0) >= 1  # the jobs are lowered, the server is not
+        with daemon.client() as client:
+            assert client.get("/search", params={"query": "x"}).status_code == 200
+    finally:
+        daemon.stop()

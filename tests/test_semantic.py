@@ -122,3 +122,58 @@ def test_semantic_search_with_a_real_embedder(embedder_url: str, urchin_home) ->
     assert "late" in [h.event.id for h in memory.semantic("single sign-on authentication", limit=2).hits]
     best = memory.semantic("postgres database for the index", source="manual", limit=1)
     assert [h.event.id for h in best.hits] == ["db"]
+
+
+# ---- saying when it is weak ------------------------------------------------------------------------
+def test_no_match_is_weak_and_says_what_to_try(filled: Memory) -> None:
+    result = filled.semantic("zebra giraffe")
+    assert result.hits == [] and result.weak
+    assert result.hint and "urchin search" in result.hint and "embedder" in result.hint
+    assert result.to_dict()["weak"] is True and result.to_dict()["hint"] == result.hint
+
+
+@freeze_time(NOW)
+def test_a_strong_match_is_not_weak(filled: Memory) -> None:
+    result = filled.semantic("PostgreSQL pgvector HNSW vectors")
+    assert result.hits and not result.weak and result.hint is None and "weak" not in result.to_dict()
+
+
+def test_cli_and_mcp_print_the_hint(memory: Memory) -> None:
+    from urchin.mcp_server import run_tool
+
+    out = run_urchin("semantic", "zebra giraffe")
+    assert out.returncode == 0 and "hint: no match" in out.stdout and "urchin search" in out.stdout
+    memory.ingest([{"id": "a", "content": "we picked postgres for the hybrid index"}])
+    reply = run_tool(memory, "urchin_semantic_search", {"query": "zebra giraffe"})
+    text = reply.content[0].text  # type: ignore[union-attr]
+    assert "hint: no match" in text and "urchin search" in text   # the CLI's render, the same text
+    assert reply.structured_content["weak"] is True  # type: ignore[index]
+    assert "urchin search" in reply.structured_content["hint"]  # type: ignore[index]
+
+
+# ---- associations beside the saved index --------------------------------------------------------
+def _sessions(memory: Memory, n: int, start: int = 0) -> None:
+    topics = [("authentication login oauth", "pkce idp token refresh"), ("invoice stripe webhook", "ledger refund")]
+    memory.ingest([{"id": f"e{i}-{j}", "content": f"{topics[i % 2][j]} step {i}", "session": f"s{i}",
+                    "timestamp": _at(100 - (i * 2 + j) / 100)} for i in range(start, start + n) for j in range(2)])
+
+
+@freeze_time(NOW)
+def test_associations_are_built_saved_beside_the_index_and_reloaded(memory: Memory) -> None:
+    from urchin.search import assoc
+    from urchin.search.semantic import TokenCosineView
+
+    _sessions(memory, 60)
+    view = memory.cosine_view()
+    folder = view.index_dir
+    assert folder is not None
+    memory.semantic("authentication")
+    model = view.index.assoc
+    assert model is not None and model.rows == 120  # small journal: built before the query
+    assert view.save() and assoc.path_beside(folder).stat().st_mode & 0o777 == 0o600
+    again = TokenCosineView(view.journal, folder)
+    again.catch_up()
+    assert again.loaded_from_disk and again.index.assoc is not None and again.index.assoc.rows == 120
+    _sessions(memory, 40, start=60)  # grown by more than half: rebuilt at the next query
+    memory.semantic("authentication")
+    assert view.index.assoc is not None and view.index.assoc.rows == 200

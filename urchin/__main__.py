@@ -1,7 +1,9 @@
 """`python -m urchin` and the `urchin` script.
 
 `urchin hook ...` skips click and the command modules: agents run it on every prompt and tool
-call, and it must finish in well under 150 ms (bench/bench_hook.py). Everything else is click.
+call, and it must finish in well under 150 ms (bench/bench_hook.py). `urchin search|semantic|recent`
+beside a running daemon skip them too (urchin/daemon/fastclient.py answers with the standard
+library, or hands back to click). Everything else is click.
 """
 
 import sys
@@ -13,6 +15,12 @@ def entry() -> None:
         from urchin.hooks import main as hook_main
 
         sys.exit(hook_main(sys.argv[2:]))
+    if any(arg in ("search", "semantic", "recent") for arg in sys.argv[1:4]):
+        from urchin.daemon.fastclient import run
+
+        code = run(sys.argv[1:])
+        if code is not None:
+            sys.exit(code)
     from urchin.cli import main
 
     main()

@@ -22,7 +22,7 @@ from urchin.journal import Journal
 from urchin.redact import Redactor
 from urchin.redact._idkey import IdKey
 
-__all__ = ["Ingestor", "IngestResult", "BatchReport", "Status"]
+__all__ = ["Ingestor", "IngestResult", "BatchReport", "Prepared", "Status"]
 
 Status = Literal["appended", "duplicate", "suppressed", "rejected"]
 
@@ -58,6 +58,7 @@ class BatchReport:
     rejected: list[tuple[int, str]] = field(default_factory=list)
     indexed_events: int = 0       # an import indexes what it appended, in one pass, before it returns
     index_seconds: float = 0.0
+    workers: int = 0              # an import: processes that validated and redacted (0: all in this one)
 
     def add(self, result: IngestResult, where: int = 0) -> None:
         if result.status == "rejected":
@@ -159,29 +160,38 @@ class Ingestor:
             results[index] = result
         return [r for r in results if r is not None]
 
-    def _append(self, ready: Sequence[tuple[int, Event]], now: datetime | None) -> list[tuple[int, IngestResult]]:
+    def append_lines(self, prepared: Sequence[tuple[str, bytes]], now: datetime | None = None) -> list[IngestResult]:
+        """Append `(id, journal line)` pairs a worker process made with `prepare(...).to_json()` (a
+        parallel import, urchin/memory/bulk.py): the same dedupe, ephemeral check and one write."""
+        results: list[IngestResult | None] = [None] * len(prepared)
+        for index, result in self._append([(i, Prepared(*pair)) for i, pair in enumerate(prepared)], now):
+            results[index] = result
+        return [r for r in results if r is not None]
+
+    def _append(self, ready: Sequence[tuple[int, Event | Prepared]],
+                now: datetime | None) -> list[tuple[int, IngestResult]]:
         if not ready:
             return []
         out: list[tuple[int, IngestResult]] = []
         with self.journal.locked() as writer:
             self.ids.catch_up()
-            fresh: list[tuple[int, Event]] = []
+            fresh: list[tuple[int, Event | Prepared]] = []
             hashes: list[int] = []
             seen: set[str] = set()
             forgotten = self.forgotten.hashes()
             for index, event in ready:
                 h = id_hash(event.id)
                 if forgotten and forget_hash(event.id) in forgotten:
-                    out.append((index, IngestResult("suppressed", event.id, "forgotten", event)))
+                    out.append((index, IngestResult("suppressed", event.id, "forgotten", _event(event))))
                 elif event.id in seen or self.ids.contains(event.id, h):
-                    out.append((index, IngestResult("duplicate", event.id, event=event)))
+                    out.append((index, IngestResult("duplicate", event.id, event=_event(event))))
                 else:
                     seen.add(event.id)
                     fresh.append((index, event))
                     hashes.append(h)
             if fresh and self.ephemeral.is_on(now):
                 self.ephemeral.count_suppressed(len(fresh))
-                out.extend((i, IngestResult("suppressed", e.id, "ephemeral mode", e)) for i, e in fresh)
+                out.extend((i, IngestResult("suppressed", e.id, "ephemeral mode", _event(e))) for i, e in fresh)
                 return out
             fresh, hashes, lines = _serialise(fresh, hashes, out)
             if not lines:
@@ -189,7 +199,7 @@ class Ingestor:
             offset = writer.write(lines)
             placed: list[tuple[int, int]] = []
             for (index, event), line, h in zip(fresh, lines, hashes, strict=True):
-                out.append((index, IngestResult("appended", event.id, event=event, offset=offset)))
+                out.append((index, IngestResult("appended", event.id, event=_event(event), offset=offset)))
                 placed.append((h, offset))
                 offset += len(line) + 1
             writer.finish()
@@ -197,11 +207,11 @@ class Ingestor:
         return out
 
 
-def _serialise(fresh: list[tuple[int, Event]], hashes: list[int], out: list[tuple[int, IngestResult]]
-               ) -> tuple[list[tuple[int, Event]], list[int], list[bytes]]:
+def _serialise(fresh: list[tuple[int, Event | Prepared]], hashes: list[int], out: list[tuple[int, IngestResult]]
+               ) -> tuple[list[tuple[int, Event | Prepared]], list[int], list[bytes]]:
     """Each event's journal line. Validation makes this always succeed; should it not, only the
     event that cannot be serialised is rejected, never the others written with it."""
-    kept: list[tuple[int, Event]] = []
+    kept: list[tuple[int, Event | Prepared]] = []
     kept_hashes: list[int] = []
     lines: list[bytes] = []
     for (index, event), h in zip(fresh, hashes, strict=True):
@@ -214,3 +224,20 @@ def _serialise(fresh: list[tuple[int, Event]], hashes: list[int], out: list[tupl
         kept_hashes.append(h)
         lines.append(line)
     return kept, kept_hashes, lines
+
+
+class Prepared:
+    """An event a worker process validated, redacted and serialised: its id and its journal line."""
+
+    __slots__ = ("id", "line")
+
+    def __init__(self, id: str, line: bytes) -> None:
+        self.id = id
+        self.line = line
+
+    def to_json(self) -> bytes:
+        return self.line
+
+
+def _event(item: Event | Prepared) -> Event | None:
+    return item if isinstance(item, Event) else None

@@ -52,7 +52,8 @@ def render_events(result: Any) -> str:
     ranked = result.mode not in ("substring", "recent", "session")
     lines = [one_line(hit.event, score=hit.score if ranked else None) for hit in result.hits]
     if ranked:
-        lines[:0] = [f"mode: {result.mode}", *(f"note: {note}" for note in result.notes)]
+        hint = [f"hint: {result.hint}"] if getattr(result, "weak", False) and result.hint else []
+        lines[:0] = [f"mode: {result.mode}", *(f"note: {note}" for note in result.notes), *hint]
     return "\n".join(lines)
 
 

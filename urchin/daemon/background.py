@@ -6,6 +6,7 @@ Each job is a thread that stops when asked; a failure is logged and retried late
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 
@@ -15,6 +16,15 @@ from urchin.memory import Memory
 __all__ = ["CollectorLoop", "EmbedderLoop", "IndexLoop", "WorkspaceIndexLoop"]
 
 log = logging.getLogger("urchin.daemon.background")
+
+
+def _lower_priority(niceness: int = 10) -> None:
+    """Run the calling thread at a lower CPU priority (Linux: each thread has its own nice value),
+    so a query thread gets a core first when a feed or backfill keeps one busy."""
+    try:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), niceness)
+    except (AttributeError, OSError):  # not Linux, or not allowed: run as is
+        pass
 
 
 class _Job:
@@ -36,6 +46,7 @@ class _Job:
             self._thread.join(timeout)
 
     def _guarded(self) -> None:
+        _lower_priority()
         try:
             self.run()
         except Exception as exc:  # noqa: BLE001 - a background job must never take the daemon down

@@ -430,7 +430,8 @@ def _search_result(body: Any) -> SearchResult:
         event = Event.from_record(record)
         if event is not None:
             hits.append(Hit(event, score))
-    return SearchResult(hits, body.get("query"), body.get("mode", "substring"), list(body.get("notes", [])))
+    return SearchResult(hits, body.get("query"), body.get("mode", "substring"), list(body.get("notes", [])),
+                        weak=bool(body.get("weak", False)), hint=body.get("hint"))
 
 
 def _ingest_results(body: Any) -> list[IngestResult]:

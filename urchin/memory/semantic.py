@@ -30,7 +30,7 @@ class SemanticViews:
     def search(self, query: str, since_ms: int, limit: int, filters: Filters) -> SearchResult:
         """The embedder when one is configured; when it is down or misconfigured, token-cosine, saying
         so in `mode` and `notes`. Scores of the two are never mixed."""
-        from urchin.search.semantic import TokenCosineView
+        from urchin.search.semantic import TokenCosineView, weakness
 
         mode = TokenCosineView.mode
         notes: list[str] = []
@@ -38,12 +38,14 @@ class SemanticViews:
             try:
                 view = self.embedding()
                 hits, notes = view.search(query, since_ms=since_ms, limit=limit, filters=filters)
-                return SearchResult(hits, query, view.mode, notes)
+                hint = weakness(hits, view.mode)
+                return SearchResult(hits, query, view.mode, notes, weak=hint is not None, hint=hint)
             except EmbedderError as exc:
                 mode = f"token-cosine (embedder unreachable: {exc.message})"
                 notes = [f"embedder unreachable, fell back to token-cosine: {exc.message}"]
         hits = self.cosine().search(query, since_ms=since_ms, limit=limit, filters=filters)
-        return SearchResult(hits, query, mode, notes)
+        hint = weakness(hits, mode)
+        return SearchResult(hits, query, mode, notes, weak=hint is not None, hint=hint)
 
     def cosine(self) -> TokenCosineView:
         if self._cosine is None:

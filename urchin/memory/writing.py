@@ -9,8 +9,6 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import orjson
-
 from urchin.errors import ValidationError
 from urchin.event import Event
 from urchin.search.substring import SubstringSearcher
@@ -50,31 +48,36 @@ def prepare_batch(ingestor: Ingestor, items: Sequence[Any], defaults: Mapping[st
 
 def import_lines(ingestor: Ingestor, substring: SubstringSearcher, lines: Iterable[bytes | str],
                  on_progress: Callable[[int], None] | None) -> BatchReport:
-    """Import JSONL in batches; a bad line is reported with its number and never stops the rest; what
-    was appended is indexed for substring search before this returns."""
+    """Import JSONL; a bad line is reported with its number and never stops the rest; what was
+    appended is indexed for substring search before this returns.
+
+    A large import is validated and redacted in worker processes and written here, in order
+    (urchin/memory/bulk.py); the journal and the report are the same as one process makes."""
+    from itertools import chain
+
     from urchin.ingest import BatchReport
+    from urchin.memory import bulk
 
     ingestor.keep_ids_in_memory()
     report = BatchReport()
-    batch: list[Mapping[str, Any]] = []
-    numbers: list[int] = []
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            record = orjson.loads(line)
-        except orjson.JSONDecodeError as exc:
-            report.rejected.append((number, f"not valid JSON: {exc}"))
-            continue
-        if not isinstance(record, dict):
-            report.rejected.append((number, "event: must be a JSON object"))
-            continue
-        batch.append(record)
-        numbers.append(number)
-        if len(batch) >= IMPORT_BATCH:
-            _write(ingestor, batch, numbers, report, on_progress)
-            batch, numbers = [], []
-    _write(ingestor, batch, numbers, report, on_progress)
+
+    def record(done: list[Any], results: list[Any]) -> None:
+        for number, status, reason, _ in done:
+            if status == "rejected":
+                report.rejected.append((number, reason))
+        for result in results:
+            report.add(result)
+        if on_progress:
+            on_progress(len(done))
+
+    batches = bulk.numbered_batches(lines, IMPORT_BATCH)
+    first = next(batches, [])
+    workers = bulk.parallel_workers() if len(first) >= IMPORT_BATCH else 0
+    report.workers = workers
+    if workers:
+        bulk.import_parallel(ingestor, chain([first], batches), workers, record)
+    else:
+        bulk.import_serial(ingestor, chain([first], batches), record)
     report.rejected.sort()
     if report.appended:
         # Index now, in one pass, rather than surprising the first search after a big import.

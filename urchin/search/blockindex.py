@@ -52,6 +52,7 @@ _HEAD = 4096
 _READ = 16 << 20
 _NUMPY_FROM = 1 << 20  # below this many new bytes, hashing in pure Python beats importing numpy
 _EAGER = 48  # newest blocks checked row by row before one AND over all
+_COLUMNS = 2048  # bitmap columns a view keeps as ints between queries (n bytes each)
 _PARALLEL_FROM = 64 << 20  # a build this big is shared out to worker processes (one per core)
 _TASK_BLOCKS = 128
 
@@ -83,12 +84,24 @@ class View:
         self.ends = zones[1::5]
         self.mins = zones[2::5]
         self.maxs = zones[3::5]
+        self.stamps = zones[4::5]  # lines << 32 | tail CRC: with the range, names a block's bytes
         self._bits = bits
         if n:
             self.ends[n - 1] = min(self.ends[n - 1], end)
+        self._order: list[int] | None = None  # blocks by max timestamp, newest first (built on first use)
+        self._columns: dict[int, int] = {}  # bitmap byte -> that byte of every block, as one int
+
+    def _newest_first(self) -> list[int]:
+        if self._order is None:
+            self._order = sorted(range(self.n), key=self.maxs.__getitem__, reverse=True)
+        return self._order
 
     def block_range(self, block: int) -> tuple[int, int]:
         return self.starts[block], self.ends[block]
+
+    def block_key(self, block: int) -> tuple[int, int, int]:
+        """(start, end, lines and tail CRC): equal keys in one journal file mean equal bytes."""
+        return self.starts[block], self.ends[block], self.stamps[block]
 
     def candidates(self, hashes: set[int], since_ms: int, until_ms: int | None) -> Iterator[int]:
         """Blocks that may hold a match in the window, newest (by max timestamp) first, lazily.
@@ -103,8 +116,16 @@ class View:
         since = since_ms - 1
         until = until_ms + 1 if until_ms is not None else FAR
         mins, maxs = self.mins, self.maxs
-        window = [b for b in range(n) if maxs[b] >= since and mins[b] <= until]
-        window.sort(key=maxs.__getitem__, reverse=True)
+        # the view's blocks newest-max first (sorted once per view): the window is a prefix by max
+        order = self._newest_first()
+        lo, hi = 0, n
+        while lo < hi:  # the first block whose max is older than the window
+            mid = (lo + hi) // 2
+            if maxs[order[mid]] >= since:
+                lo = mid + 1
+            else:
+                hi = mid
+        window = order[:lo] if until == FAR else [b for b in order[:lo] if mins[b] <= until]
         if not hashes or self._bits is None:
             yield from window
             return
@@ -125,8 +146,13 @@ class View:
         n = self.n
         ones = int.from_bytes(b"\x01" * n, "little")
         acc = ones
+        columns = self._columns
+        if len(columns) > _COLUMNS:
+            columns.clear()
         for byte, mask in masks:
-            column = int.from_bytes(self._bits[byte:n * ROW:ROW], "little")
+            column = columns.get(byte)
+            if column is None:
+                column = columns[byte] = int.from_bytes(self._bits[byte:n * ROW:ROW], "little")
             for bit in range(8):
                 if mask >> bit & 1:
                     acc &= column >> bit

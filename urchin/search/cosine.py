@@ -16,6 +16,8 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from urchin.event import Event
+from urchin.search.assoc import TF_WEIGHT as _TF_WEIGHT
+from urchin.search.assoc import Associations
 from urchin.search.extract import LABELS, Batch, TermExtractor
 from urchin.search.postings import Codes, Column, Segment, Triples
 from urchin.search.query import check_limit, check_query
@@ -27,8 +29,7 @@ _FREEZE_POSTINGS = 1 << 18  # pending postings frozen into a CSR segment beyond 
 _MAX_MERGE_POSTINGS = 1 << 22  # segments are not merged beyond this: a merge needs old + new in memory
 _EXACT_REFRESH_POSTINGS = 1 << 21  # below this, document norms are refreshed at every query
 _REFRESH_GROWTH = 0.01  # above it, norms are refreshed once the index has grown by 1%
-_TF_WEIGHT = (1.0 + np.log(np.maximum(np.arange(256, dtype=np.float64), 1.0))).astype(np.float32)
-_TF_WEIGHT[0] = 0.0
+_EXPAND_DF = 0.02  # related terms in more than this share of events are not added to a query (cost)
 
 
 @dataclass(slots=True)
@@ -75,12 +76,26 @@ class TokenCosineIndex:
     freeze_postings = _FREEZE_POSTINGS
     max_merge_postings = _MAX_MERGE_POSTINGS
 
-    def __init__(self, *, context: float = 0.5, context_turns: int = 2) -> None:
-        """`context` weighs a session neighbour's match, times `context` per step of distance."""
-        if not 0.0 <= context <= 1.0 or context_turns < 0:
-            raise ValueError("context must be in [0, 1] and context_turns >= 0")
+    def __init__(self, *, context: float = 0.5, context_turns: int = 3, expand: float = 0.3,
+                 expand_terms: int = 5, session: float = 1.0, session_slots: float = 2,
+                 kind: float = 0.5) -> None:
+        """`context` weighs a session neighbour's match, times `context` per step of distance.
+        `expand` weighs the terms `assoc` (learned associations, see `assoc.py`) relates to a query,
+        times their similarity, relative to the query's own terms; 0 or no `assoc`: no expansion.
+        `session` adds, to every event of a session, that weight times the session's match (its events'
+        cosines summed, over the square root of its length): what a whole session is about; that
+        ranking fills `session_slots` of every 10 results (after the best by match, see `_merge`).
+        `kind` raises by that share the events whose kind the query names ("decisions" -> `decision`)."""
+        if not 0.0 <= context <= 1.0 or min(context_turns, expand, expand_terms, session, session_slots, kind) < 0:
+            raise ValueError("context must be in [0, 1]; context_turns, expand, expand_terms, session, kind >= 0")
+        self.session = session
+        self.session_slots = session_slots
+        self.kind = kind
         self.context = context
         self.context_turns = context_turns if context > 0 else 0
+        self.expand = expand
+        self.expand_terms = expand_terms
+        self.assoc: Associations | None = None
         self._vocab: dict[str, int] = {}
         self._extractor = TermExtractor(self._vocab)
         self._maps: dict[int, Column] = {}  # worker pid -> its term ids -> ours (parallel builds)
@@ -318,14 +333,15 @@ class TokenCosineIndex:
                 if code is None:
                     return []
                 codes[name] = code
-        terms = Counter(self._vocab[t] for t in tokenize(query) if t in self._vocab)
-        if not terms or not len(self):
+        tokens = tokenize(query)
+        weights = self._query_weights(tokens)
+        if not weights or not len(self):
             return []
         self.refresh_if_stale()
         lo, hi, late = self._row_range(since_ms, until_ms)
         if lo >= hi:
             return []
-        scores = self._cosines(terms, lo, hi)
+        scores = self._cosines(weights, lo, hi)
         outside = None
         if late:  # rows in range whose own time is outside the window: no score, no context
             ts = self._ts.data[lo:hi]
@@ -336,9 +352,24 @@ class TokenCosineIndex:
                 outside[:-1] |= ts > until_ms
             scores[outside] = 0
         if self.context_turns:
-            scores = self._with_context(scores, lo, hi)
-            if outside is not None:
-                scores[outside] = 0
+            smoothed = self._with_context(scores, lo, hi)
+        else:
+            smoothed = scores.copy()
+        named = set(tokens)
+        if self.kind > 0:
+            self._kind_prior(smoothed, lo, hi, named)
+        slots = min(limit, round(self.session_slots * limit / 10)) if self.session > 0 else 0
+        boosted = self._with_session(scores, smoothed, lo, hi) if slots else None
+        ranked = self._ranked(smoothed, lo, hi, outside, codes, limit)
+        if boosted is None:
+            return ranked
+        return _merge(ranked, self._ranked(boosted, lo, hi, outside, codes, limit), limit, slots)
+
+    def _ranked(self, scores: np.ndarray, lo: int, hi: int, outside: np.ndarray | None,
+                codes: dict[str, int], limit: int) -> list[Scored]:
+        """Final scores of rows lo..hi-1 -> the `limit` best that pass the filters."""
+        if outside is not None:
+            scores[outside] = 0
         cand = np.flatnonzero(scores[: hi - lo])
         rows = cand + lo
         keep = np.ones(len(rows), dtype=bool)
@@ -369,10 +400,28 @@ class TokenCosineIndex:
         a, b = np.searchsorted(late, (lo, hi))
         return lo, hi, bool(b > a)
 
-    def _cosines(self, terms: Counter[int], lo: int, hi: int) -> np.ndarray:
+    def _query_weights(self, tokens: list[str]) -> dict[int, float]:
+        """Term id -> tf weight of the query (1 + ln tf); related terms from `assoc` are added with
+        weight `expand` times their similarity (never more than a query term's own weight)."""
+        terms = Counter(self._vocab[t] for t in tokens if t in self._vocab)
+        weights = {t: 1.0 + float(np.log(c)) for t, c in terms.items()}
+        if self.assoc is not None and self.expand > 0 and self.expand_terms:
+            # Related terms as common as a tenth of the journal's words add little and cost postings:
+            # only those in at most EXPAND_DF of the events (and at least 50) are added.
+            cap = max(50, int(_EXPAND_DF * len(self)))
+            df = self._df.data
+            for term, sim in self.assoc.expand(tokens, n=self.expand_terms * 3):
+                tid = self._vocab.get(term)
+                if tid is not None and tid not in weights and df[tid] <= cap:
+                    weights[tid] = min(self.expand * sim, 1.0)
+                    if len(weights) >= len(terms) + self.expand_terms:
+                        break
+        return weights
+
+    def _cosines(self, terms: dict[int, float], lo: int, hi: int) -> np.ndarray:
         """Cosine of the query with rows lo..hi-1 (one spare zero slot at the end, for context)."""
         idf = self._idf()
-        qw = {t: (1.0 + np.log(c)) * float(idf[t]) for t, c in terms.items()}
+        qw = {t: tfw * float(idf[t]) for t, tfw in terms.items()}
         qnorm = float(np.sqrt(sum(w * w for w in qw.values())))
         acc = np.zeros(hi - lo + 1, dtype=np.float32)
         pending = self._pending() if self._pending_rows else None
@@ -393,6 +442,31 @@ class TokenCosineIndex:
                 acc[rows[inside] - lo] += _TF_WEIGHT[tf[inside]] * scale
         acc[:-1] /= self._norm.data[lo:hi]
         return acc
+
+    def _with_session(self, scores: np.ndarray, smoothed: np.ndarray, lo: int, hi: int) -> np.ndarray:
+        """Add to each row `session` times its session's match: the sum of the session's cosines over
+        the square root of its length in the window (long sessions do not win by length alone)."""
+        codes = self._fields["session"].column.data[lo:hi]
+        valid = codes >= 0
+        if not valid.any():
+            return smoothed.copy()
+        sessions = codes[valid]
+        size = len(self._fields["session"])
+        sums = np.bincount(sessions, scores[:-1][valid], minlength=size)
+        lengths = np.bincount(sessions, minlength=size)
+        level = (sums / np.sqrt(np.maximum(lengths, 1))).astype(np.float32)
+        out = smoothed.copy()
+        out[:-1][valid] += np.float32(self.session) * level[sessions]
+        return out
+
+    def _kind_prior(self, scores: np.ndarray, lo: int, hi: int, terms: set[str]) -> None:
+        """Raise rows whose kind the query names: any kind, its name matched like words."""
+        named = [code for value, code in self._fields["kind"].items()
+                 if value is not None and terms.intersection(tokenize(value))]
+        if not named:
+            return
+        kinds = self._fields["kind"].column.data[lo:hi]
+        scores[:-1][np.isin(kinds, named)] *= np.float32(1.0 + self.kind)
 
     def _with_context(self, scores: np.ndarray, lo: int, hi: int) -> np.ndarray:
         """Add each row's session neighbours' cosines, weighted context ** distance, then rescale."""
@@ -496,6 +570,22 @@ class TokenCosineIndex:
         arrays += sum(c.data.nbytes for c in cols) + len(self._id_bytes)
         vocab = sum(49 + len(t) for t in self._vocab) + 100 * len(self._vocab)
         return arrays + vocab
+
+
+def _merge(ranked: list[Scored], by_session: list[Scored], limit: int, slots: int) -> list[Scored]:
+    """The best `limit - slots` by match, then the session leg's best not yet in, then the rest by match.
+    A session pick's score is capped at the last score before it, so scores never rise down the list."""
+    out = ranked[:limit - slots]
+    seen = {s.row for s in out}
+    for extra in (by_session, ranked[limit - slots:]):
+        for s in extra:
+            if len(out) >= limit:
+                return out
+            if s.row not in seen:
+                seen.add(s.row)
+                cap = out[-1].score if out else 1.0
+                out.append(s if s.score <= cap else Scored(s.id, cap, s.row))
+    return out
 
 
 def _check_state(state: IndexState, n: int, n_terms: int) -> None:

@@ -97,6 +97,8 @@ class SearchResult:
     query: str | None = None
     mode: str = "substring"
     notes: list[str] = field(default_factory=list)
+    weak: bool = False  # ranked search only: the best match is poor (or there is none); `hint` says what to try
+    hint: str | None = None
 
     @property
     def events(self) -> list[Event]:
@@ -109,6 +111,9 @@ class SearchResult:
             out["query"] = self.query
         if self.notes:
             out["notes"] = self.notes
+        if self.weak:
+            out["weak"] = True
+            out["hint"] = self.hint
         return out
 
 

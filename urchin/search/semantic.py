@@ -24,20 +24,36 @@ import numpy as np
 from urchin.event import Event
 from urchin.forget import ForgetLog
 from urchin.journal import Journal
-from urchin.search import cosine_store
-from urchin.search.cosine import TokenCosineIndex
+from urchin.search import assoc, cosine_store
+from urchin.search.cosine import IndexState, TokenCosineIndex
 from urchin.search.embedder import Embedder
 from urchin.search.extract import WorkerError, extract_parallel, line_aligned_end
 from urchin.search.query import Filters, Hit
 from urchin.search.vectors import VectorCache, embed_events
 
-__all__ = ["TokenCosineView", "EmbeddingView", "SAVE_EVERY", "BULK_BYTES"]
+__all__ = ["TokenCosineView", "EmbeddingView", "SAVE_EVERY", "BULK_BYTES", "WEAK_SCORE", "weakness"]
 
 log = logging.getLogger(__name__)
 
 _CATCH_UP_BYTES = 4 << 20
 SAVE_EVERY = 10_000  # events indexed since the last save (and 5% of the saved) that make `catch_up` save
 BULK_BYTES = 64 << 20  # a backlog this large is tokenised by worker processes, in bulk mode
+# Below this best token-cosine score a match is weak: on LoCoMo, a sixth of the questions, whose top 10
+# holds evidence half as often as the rest's.
+WEAK_SCORE = 0.15
+INLINE_ASSOC_ROWS = 20_000  # up to this many events, associations are (re)built before a query; beyond, at save
+
+
+def weakness(hits: list[Hit], mode: str) -> str | None:
+    """A hint when ranked search found nothing or only a poor match (None: the results look sound)."""
+    if hits and (not mode.startswith("token-cosine") or (hits[0].score or 0.0) >= WEAK_SCORE):
+        return None
+    found = "no match" if not hits else "only weak matches"
+    if mode.startswith("token-cosine"):
+        return (f"{found}: token-cosine finds events that share words with the query (and words the journal "
+                "uses alongside them); try `urchin search` for an exact word or phrase, or configure an embedder "
+                "(URCHIN_EMBEDDER_URL) to search by meaning")
+    return f"{found}: try `urchin search` for an exact word or phrase"
 
 
 class TokenCosineView:
@@ -160,6 +176,7 @@ class TokenCosineView:
         self._saved = (len(index), saved.mark.offset)
         self._reuse = saved.reuse
         self.loaded_from_disk = True
+        self.index.assoc = assoc.load(assoc.path_beside(self.index_dir))
 
     def save(self) -> bool:
         """Persist the index now (False: no index directory, or nothing new since the last save).
@@ -181,7 +198,32 @@ class TokenCosineView:
                 return False  # replaced under us: the next catch-up rebuilds
             self._reuse = cosine_store.save(self.index_dir, state, offsets, mark, self._reuse)
             self._saved = covered
+            self._save_assoc(state)
             return True
+
+    def _save_assoc(self, state: IndexState) -> None:
+        """Rebuild the associations from the saved copy when they are stale (outside the lock: queries
+        go on with the old ones), then save them beside the index."""
+        current, folder = self.index.assoc, self.index_dir
+        rows = int(state.meta["rows"])
+        if folder is None or not self.index.expand:
+            return
+        if current is not None and not current.stale(rows):
+            if not assoc.path_beside(folder).exists():
+                current.save(assoc.path_beside(folder))
+            return
+        model = assoc.build(TokenCosineIndex.from_state(state))
+        model.save(assoc.path_beside(folder))
+        with self._lock:
+            self.index.assoc = model
+
+    def _assoc_if_stale(self) -> None:
+        """Small journals: (re)build the associations before a query; large ones wait for `save`."""
+        index = self.index
+        if not index.expand or len(index) > INLINE_ASSOC_ROWS:
+            return
+        if index.assoc is None or index.assoc.stale(len(index)):
+            index.assoc = assoc.build(index)
 
     def _save_if_due(self) -> None:
         saved = max(self._saved[0], 0)
@@ -203,6 +245,7 @@ class TokenCosineView:
                   "workspace": filters.workspace, "session": filters.session, "kind": filters.kind}
         with self._lock:
             self._catch_up()
+            self._assoc_if_stale()
             try:
                 scored = self.index.search(query, **params)  # type: ignore[arg-type]
                 offsets = [self.offsets[s.row] for s in scored]

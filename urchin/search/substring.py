@@ -21,6 +21,7 @@ from urchin.event import Event
 from urchin.forget import ForgetLog, forget_hash
 from urchin.journal import Journal
 from urchin.search.blockindex import BlockIndex, CatchUp, View, query_hashes
+from urchin.search.foldcache import FoldCache, fold_block
 from urchin.search.query import Filters
 
 __all__ = ["SubstringSearcher"]
@@ -42,6 +43,7 @@ class SubstringSearcher:
         self.journal = journal
         self.index = BlockIndex(journal, index_dir)
         self.forgotten = ForgetLog(journal)
+        self.folds = FoldCache()  # casefolded blocks, reused by the next queries (the daemon's)
 
     def search(self, query: str | None, *, since_ms: int, limit: int, filters: Filters = _ANY,
                until_ms: int | None = None, oldest_first: bool = False) -> list[Event]:
@@ -89,12 +91,17 @@ class SubstringSearcher:
         except OSError as exc:
             raise JournalError(f"{self.journal.path}: cannot read the journal: {exc.strerror}") from None
         try:
+            stat = os.fstat(fd)
+            owner = (stat.st_dev, stat.st_ino)
             for block in blocks:
                 # blocks come newest-max first: once the oldest kept hit beats this block, it beats the rest
                 if len(best) >= limit and maxs[block] + 1 < best[0][0]:
                     break
                 start, end = view.block_range(block)
-                lines = prefilter.lines(os.pread(fd, end - start, start))
+                if prefilter.utf8 is not None:
+                    lines = prefilter.folded_lines(fd, start, end, self.folds, owner, view.block_key(block))
+                else:
+                    lines = prefilter.lines(os.pread(fd, end - start, start))
                 _keep_best((Event.from_json(line) for line in lines), folded, since_ms, until_ms, limit,
                            filters, best, hidden)
         finally:
@@ -167,11 +174,33 @@ class _Prefilter:
     def __init__(self, folded: str | None, filters: Filters) -> None:
         self.query = folded if folded and not (set(folded) & _ESCAPABLE) else None
         self.ascii = self.query.encode("ascii") if self.query is not None and self.query.isascii() else None
+        self.utf8 = _utf8(self.query)
         self.needles = [orjson.dumps(value) for name, value in filters.to_dict().items()
                         if value != _DEFAULTS.get(name) and not set(value) & _ESCAPABLE]
         # writers use `\\u` only for non-ASCII and control characters: it cannot hide an ASCII
         # filter value, only content the query may match after decoding and folding
         self.escapes_matter = self.query is not None or any(not n.isascii() for n in self.needles)
+
+    def folded_lines(self, fd: int, start: int, end: int, cache: FoldCache, owner: Any, key: Any) -> list[bytes]:
+        """`lines`, finding the query in the block's casefolded copy (cached: foldcache.py)."""
+        assert self.utf8 is not None
+        data: bytes | None = None
+        folded = cache.get(owner, key)
+        if folded is None:
+            data = os.pread(fd, end - start, start)
+            folded = fold_block(data)
+            cache.put(owner, key, folded)
+        keep = _line_numbers(folded, self.utf8, b"\n")
+        if keep and self.needles:
+            data = data if data is not None else os.pread(fd, end - start, start)
+            escaped = _line_numbers(data, b"\\u", b"\n") if b"\\u" in data else set()
+            for needle in self.needles:  # a non-ASCII value may hide behind `\\u` escapes: parse those
+                keep &= _line_numbers(data, needle, b"\n") | (escaped if not needle.isascii() else set())
+        # no `\\u` rule here: a folded line holds its decoded content too (foldcache.fold_block)
+        if not keep:
+            return []
+        lines = (data if data is not None else os.pread(fd, end - start, start)).split(b"\n")
+        return [lines[i] for i in keep if i < len(lines)]
 
     def lines(self, data: bytes) -> list[bytes]:
         if self.query is None and not self.needles:
@@ -198,6 +227,13 @@ class _Prefilter:
         if lines is None:
             lines = data.split(b"\n")
         return [lines[i] for i in keep]
+
+
+def _utf8(query: str | None) -> bytes | None:
+    try:
+        return query.encode("utf-8") if query else None
+    except UnicodeEncodeError:  # a lone surrogate: the per-block path handles it
+        return None
 
 
 def _line_numbers(haystack: Any, needle: Any, newline: Any) -> set[int]:

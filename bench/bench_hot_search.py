@@ -1,0 +1,101 @@
+"""Hot `/search` (and `/semantic`) through a running daemon at 1M events, on realistic queries.
+
+Starts `urchin serve` on the gen_journal file (hard-linked, never written), waits for its views,
+then times each query over one keep-alive connection: p50/p95 of `--repeat` calls, wall ms as the
+client sees it (routing, the search, JSON). Queries: the planted rare and common terms, everyday
+words that fill 20 hits at once, keywords of natural questions, and an absent phrase, over 24 h,
+168 h and 90 days. The peer is `rg -i -F -c` over the same file, timed in the same run.
+
+    python bench/bench_hot_search.py [--journal bench/data/journal-1000000.jsonl] [--repeat 21]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_cli_daemon import REPO, start_daemon  # noqa: E402
+
+QUERIES = ("Zanzibar-Quokka", "retry budget", "the", "error", "connection pool", "database migration",
+           "timeout", "how do we retry", "fix", "xylophone nebula")
+WINDOWS = (24, 168, 2160)
+
+
+def pct(values: list[float], q: float) -> float:
+    values = sorted(values)
+    return values[min(len(values) - 1, int(q * len(values)))]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--journal", type=Path, default=REPO / "bench" / "data" / "journal-1000000.jsonl")
+    parser.add_argument("--home", type=Path, default=None,
+                        help="reuse this home (its journal/events.jsonl, indexes saved by earlier runs)")
+    parser.add_argument("--repeat", type=int, default=21)
+    parser.add_argument("--busy", action="store_true",
+                        help="leave the daemon's Postgres feed on: latency while background work runs")
+    parser.add_argument("--route", default="/search", choices=("/search", "/semantic"))
+    args = parser.parse_args()
+    print(f"load average before: {os.getloadavg()[0]:.2f}")
+    with tempfile.TemporaryDirectory(dir=args.journal.parent) as tmp:
+        home = args.home or Path(tmp) / "home"
+        journal = home / "journal" / "events.jsonl"
+        if not journal.exists():
+            journal.parent.mkdir(parents=True)
+            os.link(args.journal, journal)
+        env = {**os.environ, "PYTHONPATH": str(REPO), "URCHIN_HOME": str(home)}
+        env.pop("URCHIN_NO_DAEMON", None)
+        daemon = start_daemon(home, env, args.busy)
+        try:
+            measure(home, journal, args.route, args.repeat)
+        finally:
+            daemon.send_signal(signal.SIGTERM)
+            daemon.wait(60)
+
+
+def measure(home: Path, journal: Path, route: str, repeat: int) -> None:
+    import orjson
+
+    info = orjson.loads((home / "daemon.json").read_bytes())
+    token = (home / "token").read_text().strip()
+    rg = shutil.which("rg", path=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    worst = 0.0
+    with httpx.Client(base_url=info["address"], headers={"authorization": f"Bearer {token}"}, timeout=300,
+                      trust_env=False) as client:
+        print(f"{'query':<20} {'hours':>6} {'hits':>5} {'p50 ms':>8} {'p95 ms':>8}")
+        for query in QUERIES:
+            for hours in WINDOWS:
+                params = {"query": query, "hours": hours, "limit": 20}
+                hits = len(client.get(route, params=params).json()["events"])
+                times = []
+                for _ in range(repeat):
+                    started = time.perf_counter()
+                    client.get(route, params=params).raise_for_status()
+                    times.append((time.perf_counter() - started) * 1000)
+                p50 = statistics.median(times)
+                worst = max(worst, p50)
+                print(f"{query:<20} {hours:>6} {hits:>5} {p50:8.1f} {pct(times, 0.95):8.1f}")
+    rg_ms = statistics.median(_timed([rg, "-i", "-F", "-c", "retry budget", str(journal)]) for _ in range(5))
+    print(f"worst p50 {worst:.1f} ms (target <= 20 ms); rg -i -F -c 'retry budget' {rg_ms:.0f} ms "
+          f"({rg_ms / worst:.1f}x the worst p50); load average after: {os.getloadavg()[0]:.2f}")
+
+
+def _timed(cmd: list[str]) -> float:
+    started = time.perf_counter()
+    subprocess.run(cmd, capture_output=True)
+    return (time.perf_counter() - started) * 1000
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,108 @@
+"""Concept queries: success@10 when the answer shares no word with the question (bench/concepts/).
+
+    python bench/concepts.py [--embedder-url URL] [--embedder-model all-MiniLM-L6-v2]
+
+The journal (`bench/concepts/events.jsonl`, built by `make.py`) holds five projects' sessions; each
+question has one answer event. Every method searches the whole journal (no workspace filter).
+Reported per split: "dev" (developed on) and "test" (held out: not looked at while tuning).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(HERE / "concepts"))
+
+from make import build  # noqa: E402
+from questions import QUESTIONS  # noqa: E402
+
+from urchin.event import Event  # noqa: E402
+from urchin.search import assoc  # noqa: E402
+from urchin.search.cosine import TokenCosineIndex  # noqa: E402
+from urchin.search.cosine import event_terms as _terms  # noqa: E402
+from urchin.search.tokens import tokenize  # noqa: E402
+
+Ranker = Callable[[str], list[str]]
+
+
+def bm25(events: list[Event], k1: float = 1.5, b: float = 0.75) -> Ranker:
+    docs = [Counter(_terms(e)) for e in events]
+    df = Counter(t for d in docs for t in d)
+    n, avg = len(docs), sum(sum(d.values()) for d in docs) / len(docs)
+    idf = {t: math.log(1 + (n - c + 0.5) / (c + 0.5)) for t, c in df.items()}
+
+    def rank(question: str) -> list[str]:
+        q = [t for t in set(tokenize(question)) if t in idf]
+        scored = []
+        for e, d in zip(events, docs, strict=True):
+            length = sum(d.values())
+            s = sum(idf[t] * d[t] * (k1 + 1) / (d[t] + k1 * (1 - b + b * length / avg)) for t in q if t in d)
+            if s > 0:
+                scored.append((-s, e.id))
+        return [i for _, i in sorted(scored)[:10]]
+    return rank
+
+
+def token_cosine(events: list[Event], with_assoc: bool, **params: float) -> Ranker:
+    index = TokenCosineIndex(**params)  # type: ignore[arg-type]
+    index.add_many(events)
+    if with_assoc:
+        index.assoc = assoc.build(index)
+    else:
+        index.expand = 0.0
+    return lambda q: [h.id for h in index.search(q, limit=10)]
+
+
+def embedder_ranker(events: list[Event], url: str, model: str) -> Ranker:
+    from urchin.search.embedder import Embedder
+
+    embedder = Embedder(url, model, "openai", timeout=60)
+    matrix = np.array(embedder.embed([e.content for e in events]), dtype=np.float32)
+    matrix /= np.linalg.norm(matrix, axis=1, keepdims=True)
+
+    def rank(question: str) -> list[str]:
+        v = np.array(embedder.embed_query(question), dtype=np.float32)
+        order = np.argsort(-(matrix @ (v / np.linalg.norm(v))))[:10]
+        return [events[i].id for i in order]
+    return rank
+
+
+def success(rank: Ranker, answers: dict[str, str], split: str) -> tuple[float, int]:
+    picked = [(key, q) for key, q, s in QUESTIONS if s == split or split == "all"]
+    hits = sum(answers[key] in rank(q) for key, q in picked)
+    return hits / len(picked), len(picked)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--embedder-url", default=None)
+    parser.add_argument("--embedder-model", default="all-MiniLM-L6-v2")
+    args = parser.parse_args(argv)
+    events, answers = build()
+    print(f"{len(events)} events, {len(QUESTIONS)} questions; success@10 (share of questions whose answer "
+          "is in the top 10)")
+    methods: dict[str, Ranker] = {
+        "bm25": bm25(events),
+        "token-cosine before (context only)": token_cosine(events, False, context_turns=2, session=0.0, kind=0.0),
+        "token-cosine (no associations)": token_cosine(events, False),
+        "token-cosine": token_cosine(events, True),
+    }
+    if args.embedder_url:
+        methods[f"embedder {args.embedder_model}"] = embedder_ranker(events, args.embedder_url, args.embedder_model)
+    print(f"{'method':<34} {'dev':>6} {'test':>6} {'all':>6}")
+    for name, rank in methods.items():
+        cells = [success(rank, answers, split)[0] for split in ("dev", "test", "all")]
+        print(f"{name:<34} " + " ".join(f"{c:6.3f}" for c in cells))
+
+
+if __name__ == "__main__":
+    main()

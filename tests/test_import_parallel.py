@@ -1,0 +1,73 @@
+"""A large `urchin import` is validated and redacted in worker processes and written by one: the
+journal and the report are exactly what one process makes (urchin/memory/bulk.py)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+
+from tests.conftest import REPO
+from urchin.config import Settings
+from urchin.memory.writing import IMPORT_BATCH
+
+SECRET = "ghp_" + "A1b2C3d4E5" * 4
+IMPORT = """
+import sys, orjson
+from urchin.config import Settings
+from urchin.memory import Memory
+with open(sys.argv[2], "rb") as handle:
+    report = Memory(Settings.resolve(sys.argv[1])).import_lines(handle)
+print(orjson.dumps({**report.to_dict(), "workers": report.workers}).decode())
+"""
+SERIAL = IMPORT.replace("with open", "import threading, time\nthreading.Thread(target=time.sleep, args=(30,), "
+                                     "daemon=True).start()  # another thread: stay in one process\nwith open")
+
+
+def _lines(n: int) -> list[bytes]:
+    out = []
+    for i in range(n):
+        record: object = {"id": f"p-{i % (n - 500)}", "timestamp": f"2026-01-01T00:00:{i % 60:02d}Z",
+                          "content": f"event {i} token {SECRET if i % 97 == 0 else 'none'} ünï", "source": "shell"}
+        if i % 1000 == 7:
+            out.append(b"{broken json " + str(i).encode())
+        elif i % 1000 == 8:
+            out.append(b"[1, 2]")
+        elif i % 1000 == 9:
+            out.append(orjson.dumps({"id": f"bad-{i}", "content": ""}))
+        elif i % 1000 == 10:
+            out.append(b"   ")
+        else:
+            out.append(orjson.dumps(record))
+    return out
+
+
+def _run(code: str, home: Path, source: Path) -> dict[str, object]:
+    proc = subprocess.run([sys.executable, "-c", code, str(home), str(source)], capture_output=True, text=True,
+                          env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin", "HOME": str(home.parent)},
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    return orjson.loads(proc.stdout)
+
+
+def test_parallel_import_writes_what_a_serial_import_writes(tmp_path: Path) -> None:
+    source = tmp_path / "in.jsonl"
+    source.write_bytes(b"\n".join(_lines(3 * IMPORT_BATCH + 777)) + b"\n")
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    key = tmp_path / "a" / "home"
+    parallel = _run(IMPORT, key, source)
+    serial_home = tmp_path / "b" / "home"
+    serial_home.mkdir()
+    for name in [p.name for p in key.iterdir() if p.is_file() and "key" in p.name]:  # same keyed ids
+        (serial_home / name).write_bytes((key / name).read_bytes())
+    serial = _run(SERIAL, serial_home, source)
+    assert parallel.pop("workers") >= 2 and serial.pop("workers") == 0
+    parallel.pop("index"), serial.pop("index")
+    assert parallel == serial
+    assert parallel["duplicate"] and len(parallel["rejected"]) == 3 * 14  # type: ignore[arg-type]
+    journal = Settings.resolve(key).journal_path.read_bytes()
+    assert journal == Settings.resolve(serial_home).journal_path.read_bytes()
+    assert SECRET.encode() not in journal and journal.count(b"\n") == parallel["appended"]

@@ -1,0 +1,303 @@
+"""`urchin search|semantic|recent` beside a running daemon, without click, httpx or orjson.
+
+The daemon holds the hot index, so the whole cost of such a command is the client's start-up:
+`urchin/__main__.py` calls `run(argv)` before it imports click, and this module answers with the
+standard library alone (json, socket, fcntl): one HTTP/1.1 request over the daemon's Unix socket or
+loopback port, found through `$URCHIN_HOME/daemon.json` exactly as `client.find_daemon` finds it.
+
+It answers only what it can answer byte for byte as the full CLI would (`tests/test_fastclient.py`
+runs both): any other flag, `--help`, a repeated option, a config file or environment setting it
+does not resolve itself, no daemon, a refused connection and every non-200 answer return None, and
+`__main__` runs the full CLI, which then prints the same output, error text and exit code it always
+did. Nothing here writes anywhere; an error answer costs one extra request, never a different one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import Any
+
+__all__ = ["run"]
+
+# command -> (route, options taking a value, takes a query argument, prints the score)
+_COMMANDS: dict[str, tuple[str, tuple[str, ...], bool, bool]] = {
+    "search": ("/search", ("hours", "limit", "source", "workspace", "session", "kind"), True, False),
+    "semantic": ("/semantic", ("hours", "limit", "source", "workspace", "session", "kind"), True, True),
+    "recent": ("/recent", ("hours", "limit", "source"), False, False),
+}
+_DEFAULTS = {"search": (168.0, 20), "semantic": (168.0, 10), "recent": (24.0, 20)}
+# Settings.resolve validates these (and config.toml): when any is present, it resolves them itself.
+_VALIDATED_ENV = ("URCHIN_DURABILITY", "URCHIN_EMBEDDER_API", "URCHIN_SOFT_CAP_BYTES", "URCHIN_EMBEDDER_TIMEOUT",
+                  "URCHIN_PORT", "URCHIN_SHELL_HISTORY", "URCHIN_GIT_ROOTS")
+_UNRESERVED = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
+_TIMEOUT_S = 30.0
+_EVENTS_PREFIX = '{"events":['
+
+
+class _Fallback(Exception):
+    """Not ours to answer: the full CLI will."""
+
+
+def run(argv: list[str]) -> int | None:
+    """Answer `argv` (without the program name) through the daemon, or None for the full CLI."""
+    try:
+        home, command, query, options, as_json = _parse(argv)
+        token, address = _daemon(home)
+        params = ([("query", query)] if query is not None else []) + options
+        body = _request(address, token, _COMMANDS[command][0], params)
+        lines, notes = _format(body, as_json, with_score=_COMMANDS[command][3])
+        if not all(_utf8(stream) for stream in (sys.stdout, sys.stderr)):
+            raise _Fallback  # click re-wraps a misconfigured stream; only it knows how
+    except _Fallback:
+        return None
+    return _emit(lines, notes)
+
+
+# ---- the command line, as click would read it ------------------------------------------------------
+def _parse(argv: list[str]) -> tuple[str | None, str, str | None, list[tuple[str, str]], bool]:
+    args = list(argv)
+    home = None
+    while args and args[0].startswith("--home"):  # the group's only option we take
+        home, args = _option_value(args, "--home")
+    if not args or args[0] not in _COMMANDS:
+        raise _Fallback
+    command, args = args[0], args[1:]
+    _, names, wants_query, _ = _COMMANDS[command]
+    values: dict[str, str] = {}
+    positional: list[str] = []
+    as_json = False
+    while args:
+        arg = args[0]
+        if arg == "--json":
+            if as_json:
+                raise _Fallback
+            as_json, args = True, args[1:]
+        elif arg.startswith("--") and arg[2:].partition("=")[0] in names:
+            name = arg[2:].partition("=")[0]
+            if name in values:
+                raise _Fallback
+            values[name], args = _option_value(args, "--" + name)
+        elif arg.startswith("-") and arg != "-":
+            raise _Fallback  # --help, -h, --, an unknown flag: click's own message
+        else:
+            positional.append(arg)
+            args = args[1:]
+    if len(positional) != (1 if wants_query else 0):
+        raise _Fallback
+    return home, command, positional[0] if wants_query else None, _typed(command, values), as_json
+
+
+def _option_value(args: list[str], flag: str) -> tuple[str, list[str]]:
+    name, eq, inline = args[0].partition("=")
+    if name != flag:
+        raise _Fallback
+    if eq:
+        if not inline:
+            raise _Fallback
+        return inline, args[1:]
+    if len(args) < 2 or not args[1] or args[1].startswith("-"):
+        raise _Fallback
+    return args[1], args[2:]
+
+
+def _typed(command: str, values: dict[str, str]) -> list[tuple[str, str]]:
+    """The query string httpx sends for the full CLI's call (click's FLOAT and INT, then str())."""
+    hours, limit = _DEFAULTS[command]
+    try:
+        hours = float(values.pop("hours")) if "hours" in values else hours
+        limit = int(values.pop("limit")) if "limit" in values else limit
+    except ValueError:
+        raise _Fallback from None
+    out = [("hours", str(hours)), ("limit", str(limit))]
+    order = ("source", "workspace", "session", "kind")
+    return out + [(name, values[name]) for name in order if name in values]
+
+
+# ---- finding the daemon, as client.find_daemon does -------------------------------------------------
+def _daemon(home: str | None) -> tuple[str, str]:
+    """The token and address of the live daemon for this home, or _Fallback."""
+    env = os.environ
+    home = home or env.get("URCHIN_HOME") or None
+    if home is not None and os.path.isfile(home):
+        raise _Fallback  # click.Path(file_okay=False) reports it
+    if home is None:
+        import platformdirs
+
+        home = platformdirs.user_data_dir("urchin")
+    root = os.path.abspath(os.path.expanduser(home))
+    if os.path.exists(os.path.join(root, "config.toml")) or any(env.get(name) for name in _VALIDATED_ENV):
+        raise _Fallback  # Settings.resolve reads and checks these; the full CLI goes through it
+    if env.get("URCHIN_NO_DAEMON", "").lower() in ("1", "true", "yes"):
+        raise _Fallback
+    try:
+        with open(os.path.join(root, "daemon.json"), "rb") as handle:
+            info = json.loads(handle.read())
+    except (OSError, ValueError):
+        raise _Fallback from None
+    if not isinstance(info, dict) or not isinstance(info.get("address"), str) or not _alive(root):
+        raise _Fallback
+    token = env.get("URCHIN_INTAKE_TOKEN") or _token_file(root)
+    return token, info["address"]
+
+
+def _alive(root: str) -> bool:
+    """`client.daemon_alive`: some `urchin serve` holds this home's lock."""
+    import errno
+    import fcntl
+
+    try:
+        fd = os.open(os.path.join(root, "daemon.lock"), os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError as exc:
+        return exc.errno in (errno.EAGAIN, errno.EACCES)
+    finally:
+        os.close(fd)
+    return False
+
+
+def _token_file(root: str) -> str:
+    try:
+        with open(os.path.join(root, "token"), encoding="utf-8") as handle:
+            token = handle.read().strip()
+    except OSError:
+        raise _Fallback from None
+    if not token:
+        raise _Fallback
+    return token
+
+
+# ---- one request ------------------------------------------------------------------------------------
+def _quote(text: str) -> str:
+    try:
+        raw = text.encode("utf-8")
+    except UnicodeEncodeError:  # an undecodable argv byte: let the full CLI deal with it
+        raise _Fallback from None
+    return "".join(chr(b) if b in _UNRESERVED else f"%{b:02X}" for b in raw)
+
+
+def _request(address: str, token: str, route: str, params: list[tuple[str, str]]) -> str:
+    """GET `route` and return the 200 answer's body; anything else is the full CLI's to report."""
+    import socket
+
+    if any(c in token for c in "\r\n"):
+        raise _Fallback
+    query = "&".join(f"{_quote(k)}={_quote(v)}" for k, v in params)
+    try:
+        if address.startswith("unix:"):
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            target: Any = address[5:]
+            host = "localhost"
+        elif address.startswith("http://"):
+            host = address[7:].rstrip("/")
+            name, _, port = host.rpartition(":")
+            sock = socket.socket(socket.AF_INET6 if name.startswith("[") else socket.AF_INET, socket.SOCK_STREAM)
+            target = (name.strip("[]"), int(port))
+        else:
+            raise _Fallback
+        with sock:
+            sock.settimeout(_TIMEOUT_S)
+            sock.connect(target)
+            sock.sendall(f"GET {route}?{query} HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {token}\r\n"
+                         "Accept: application/json\r\nConnection: close\r\n\r\n".encode("latin-1"))
+            chunks = []
+            while chunk := sock.recv(1 << 16):
+                chunks.append(chunk)
+    except (OSError, ValueError, UnicodeEncodeError):
+        raise _Fallback from None
+    return _body(b"".join(chunks))
+
+
+def _body(raw: bytes) -> str:
+    head, sep, body = raw.partition(b"\r\n\r\n")
+    lines = head.split(b"\r\n")
+    if not sep or not lines[0].startswith(b"HTTP/1.1 200 "):
+        raise _Fallback
+    headers = dict(line.lower().partition(b":")[::2] for line in lines[1:])
+    length = headers.get(b"content-length", b"").strip()
+    if b"transfer-encoding" in headers or not length.isdigit() or int(length) != len(body):
+        raise _Fallback
+    try:
+        return body.decode("utf-8")
+    except UnicodeDecodeError:
+        raise _Fallback from None
+
+
+# ---- the full CLI's output --------------------------------------------------------------------------
+def _format(body: str, as_json: bool, *, with_score: bool) -> tuple[list[str], list[str]]:
+    """What the full CLI prints: with --json the result object HTTP and MCP return (the daemon's body,
+    which is that object), else `contract.render.render_events`: for ranked results a `mode:` line,
+    `note:` and `hint:` lines, then one line per hit."""
+    if not body.startswith(_EVENTS_PREFIX):
+        raise _Fallback
+    try:
+        result = json.loads(body)
+        records = result["events"]
+        if not all(isinstance(record, dict) for record in records):
+            raise _Fallback
+        mode = str(result.get("mode", "substring"))
+        lines = [_one_line(record, with_score) for record in records]
+        if as_json:
+            return [body.rstrip("\n")], []
+        if mode not in ("substring", "recent", "session"):
+            hint = [f"hint: {result['hint']}"] if result.get("weak") and result.get("hint") else []
+            lines[:0] = [f"mode: {mode}", *(f"note: {note}" for note in result.get("notes", [])), *hint]
+    except (ValueError, IndexError, KeyError, TypeError, AttributeError):
+        raise _Fallback from None
+    return lines, []
+
+
+def _one_line(record: dict[str, Any], with_score: bool, width: int = 200) -> str:
+    """`urchin.search.query.one_line`, on the record the daemon sent."""
+    text = " ".join(record["content"].split())
+    if len(text) > width:
+        text = text[: width - 1] + "…"
+    prefix = f"[{record['timestamp'][:19]}Z] {record['source']}"
+    score = record.get("score")
+    if with_score and score is not None:
+        prefix += f" ({float(score):.3f})"
+    return f"{prefix} — {text}"
+
+
+def _emit(lines: list[str], notes: list[str]) -> int:
+    """Print as click.echo does: one flushed write per line, ANSI codes stripped off a non-terminal."""
+    try:
+        for note in notes:
+            _echo(sys.stderr, f"warning: {note}")
+        for line in lines:
+            _echo(sys.stdout, line)
+    except BrokenPipeError:
+        sys.stderr.close()
+    return 0
+
+
+# C0 (but tab and newline), DEL and C1: shown as U+FFFD on a terminal, as the full CLI's stdout does
+_CONTROL = "".join(chr(c) for c in (*range(0x00, 0x09), *range(0x0b, 0x20), *range(0x7f, 0xa0)))
+_ON_TERMINAL = str.maketrans(dict.fromkeys(_CONTROL, "\ufffd"))
+
+
+def _echo(stream: Any, text: str) -> None:
+    if stream is sys.stdout and _isatty(stream):
+        text = text.translate(_ON_TERMINAL)   # a stored escape sequence must not drive the terminal
+    text += "\n"
+    if "\x1b" in text and not _isatty(stream):
+        import re
+
+        text = re.sub(r"\033\[[0-?]*[ -/]*[@-~]", "", text)
+    stream.write(text)
+    stream.flush()
+
+
+def _utf8(stream: Any) -> bool:
+    return str(getattr(stream, "encoding", "") or "").lower().replace("-", "").replace("_", "") == "utf8"
+
+
+def _isatty(stream: Any) -> bool:
+    try:
+        return bool(stream.isatty())
+    except Exception:  # noqa: BLE001 - click's isatty
+        return False
