@@ -20,8 +20,9 @@ from urchin.index.schema import MIGRATIONS, PGVECTOR_MIN, TS_CONFIG
 
 __all__ = ["PostgresIndex", "OUTAGE_ERRORS", "QUERY_SETTINGS", "GENERATION_MARK", "FORGOTTEN_MARK"]
 
-# Rows of urchin_cursors beside a feeder's cursor: the journal generation its offset refers to,
-# and how many tombstones (`forget` records) it has applied. Not cursors: status leaves them out.
+# Rows of urchin_cursors beside a feeder's cursor (named `<journal> #<mark>`): the journal generation
+# its offset refers to, and how many tombstones (`forget` records) it has applied. Not cursors:
+# status leaves them out.
 GENERATION_MARK = " #generation"
 FORGOTTEN_MARK = " #forgotten"
 
@@ -124,6 +125,20 @@ class PostgresIndex:
         return (int(found.get(journal, 0)), int(found.get(journal + GENERATION_MARK, 0)),
                 int(found.get(journal + FORGOTTEN_MARK, 0)))
 
+    def journal_head(self, device: str, journal: str) -> tuple[int, int] | None:
+        """(head, forget generation) recorded for one feeder's journal, or None (see Feeder)."""
+        with self.conn.transaction():
+            row = self.conn.execute("SELECT head, generation FROM urchin_journal_heads WHERE device = %s "
+                                    "AND journal = %s", (device, journal)).fetchone()
+        return (int(row[0]), int(row[1])) if row else None
+
+    def set_journal_head(self, device: str, journal: str, head: int, generation: int) -> None:
+        with self.conn.transaction():
+            self.conn.execute("INSERT INTO urchin_journal_heads (device, journal, head, generation) "
+                              "VALUES (%s, %s, %s, %s) ON CONFLICT (device, journal) DO UPDATE SET "
+                              "head = excluded.head, generation = excluded.generation",
+                              (device, journal, head, generation))
+
     def apply_forget(self, device: str, journal: str, hashes: Sequence[bytes], moves: tuple[int, int] | None,
                      generation: int, applied: int) -> int:
         """In one transaction: delete the event rows whose id hashes (sha256, first 16 bytes) are in
@@ -170,7 +185,8 @@ class PostgresIndex:
     def rebuild(self) -> None:
         """Empty the index and every cursor: each feeder (this device's and others') replays from 0."""
         with self.conn.transaction():
-            self.conn.execute("TRUNCATE urchin_chunks, urchin_embeddings, urchin_terms, urchin_cursors, urchin_files")
+            self.conn.execute("TRUNCATE urchin_chunks, urchin_embeddings, urchin_terms, urchin_cursors, urchin_files, "
+                              "urchin_journal_heads")
             self.conn.execute("UPDATE urchin_stats SET value = 0 WHERE key = 'chunks'")
 
     # ---- workspace files (issue 9) ------------------------------------------------------------
@@ -263,6 +279,8 @@ class PostgresIndex:
             rows = self.conn.execute(
                 "SELECT c.chunk_id, coalesce(c.title || E'\\n', '') || c.content FROM urchin_chunks c "
                 "WHERE NOT EXISTS (SELECT 1 FROM urchin_embeddings e WHERE e.chunk_id = c.chunk_id AND e.model = %s) "
+                # a feeder role embeds its own device's rows (row-level security refuses the others)
+                "AND (urchin_device() IS NULL OR c.device = urchin_device()) "
                 "ORDER BY c.occurred_at DESC LIMIT %s", (model, limit)).fetchall()
         return [(r[0], r[1]) for r in rows]
 
@@ -360,10 +378,7 @@ class PostgresIndex:
         with self.conn.transaction():
             chunks = self.conn.execute("SELECT count(*) FROM urchin_chunks").fetchone()
             cursors = self.conn.execute("SELECT device, journal, byte_offset, updated_at FROM urchin_cursors "
-                                        "WHERE right(journal, %s) <> %s AND right(journal, %s) <> %s "
-                                        "ORDER BY device, journal",
-                                        (len(GENERATION_MARK), GENERATION_MARK, len(FORGOTTEN_MARK),
-                                         FORGOTTEN_MARK)).fetchall()
+                                        "WHERE journal !~ ' #[a-z]+$' ORDER BY device, journal").fetchall()
             version = self.conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'").fetchone()
             schema = self.conn.execute("SELECT max(version) FROM urchin_migrations").fetchone()
             files = self.conn.execute("SELECT root, state, count(*) FROM urchin_files GROUP BY root, state").fetchall()
@@ -454,10 +469,18 @@ def _migrate(conn: psycopg.Connection[Any]) -> None:
             raise IndexError_(f"pgvector {installed[0] if installed else '?'} is installed; urchin needs >= "
                               f"{'.'.join(map(str, PGVECTOR_MIN))} for sparsevec and halfvec "
                               "(ALTER EXTENSION vector UPDATE)")
-        conn.execute("CREATE TABLE IF NOT EXISTS urchin_migrations (version integer PRIMARY KEY, name text NOT NULL, "
-                     "applied_at timestamptz NOT NULL DEFAULT now())")
+        # A reader or feeder role may not CREATE in the schema: look before creating.
+        if conn.execute("SELECT to_regclass('urchin_migrations')").fetchone() == (None,):
+            conn.execute("CREATE TABLE urchin_migrations (version integer PRIMARY KEY, name text NOT NULL, "
+                         "applied_at timestamptz NOT NULL DEFAULT now())")
         applied = {r[0] for r in conn.execute("SELECT version FROM urchin_migrations").fetchall()}
         for version_no, name, body in MIGRATIONS:
             if version_no not in applied:
-                conn.execute(body)
+                try:
+                    with conn.transaction():
+                        conn.execute(body)
+                except psycopg.errors.InsufficientPrivilege:
+                    raise IndexError_(f"the index schema needs migration {version_no} ({name}), which this role may "
+                                      "not apply: run `urchin index status` (or `urchin db setup`) with the "
+                                      "owner's URCHIN_DATABASE_URL first") from None
                 conn.execute("INSERT INTO urchin_migrations (version, name) VALUES (%s, %s)", (version_no, name))

@@ -92,4 +92,58 @@ CREATE TABLE urchin_files (
     PRIMARY KEY (root, path)
 );
 """),
+    (3, "team: literal search (pg_trgm), feeder devices, row-level security on device", """
+-- Literal substring search over the shared database (`urchin search --team`): ILIKE on content uses it.
+CREATE EXTENSION IF NOT EXISTS pg_trgm;
+CREATE INDEX urchin_chunks_trgm ON urchin_chunks USING gin (content gin_trgm_ops);
+CREATE INDEX urchin_chunks_device ON urchin_chunks (device, occurred_at);
+
+-- Each feeder's journal head (crc32 of its first line) and the forget generation it was seen at: a
+-- journal replaced under a cursor is recognised and fed again from 0 (see Feeder._check_replaced).
+CREATE TABLE urchin_journal_heads (
+    device      text NOT NULL,
+    journal     text NOT NULL,
+    head        bigint NOT NULL,
+    generation  bigint NOT NULL,
+    PRIMARY KEY (device, journal)
+);
+
+-- Which device each feeder role may write (`urchin db feeder DEVICE`). Only the owner writes it.
+CREATE TABLE urchin_feeders (
+    role    name PRIMARY KEY,
+    device  text NOT NULL UNIQUE
+);
+-- The device the connected role feeds; NULL for the owner, a superuser or a reader.
+CREATE FUNCTION urchin_device() RETURNS text LANGUAGE sql STABLE
+    AS $$ SELECT device FROM urchin_feeders WHERE role = current_user $$;
+
+-- Row-level security: everyone who may read reads every row; a feeder role inserts, updates and
+-- deletes only the rows (and cursors) of its own device. The owner (migrations) is not subject to it.
+ALTER TABLE urchin_chunks ENABLE ROW LEVEL SECURITY;
+CREATE POLICY urchin_read ON urchin_chunks FOR SELECT USING (true);
+CREATE POLICY urchin_feed_insert ON urchin_chunks FOR INSERT WITH CHECK (device = urchin_device());
+CREATE POLICY urchin_feed_update ON urchin_chunks FOR UPDATE USING (device = urchin_device())
+    WITH CHECK (device = urchin_device());
+CREATE POLICY urchin_feed_delete ON urchin_chunks FOR DELETE USING (device = urchin_device());
+
+ALTER TABLE urchin_cursors ENABLE ROW LEVEL SECURITY;
+CREATE POLICY urchin_read ON urchin_cursors FOR SELECT USING (true);
+CREATE POLICY urchin_feed_insert ON urchin_cursors FOR INSERT WITH CHECK (device = urchin_device());
+CREATE POLICY urchin_feed_update ON urchin_cursors FOR UPDATE USING (device = urchin_device())
+    WITH CHECK (device = urchin_device());
+CREATE POLICY urchin_feed_delete ON urchin_cursors FOR DELETE USING (device = urchin_device());
+
+ALTER TABLE urchin_journal_heads ENABLE ROW LEVEL SECURITY;
+CREATE POLICY urchin_read ON urchin_journal_heads FOR SELECT USING (true);
+CREATE POLICY urchin_feed_all ON urchin_journal_heads FOR ALL USING (device = urchin_device())
+    WITH CHECK (device = urchin_device());
+
+ALTER TABLE urchin_embeddings ENABLE ROW LEVEL SECURITY;
+CREATE POLICY urchin_read ON urchin_embeddings FOR SELECT USING (true);
+CREATE POLICY urchin_feed_all ON urchin_embeddings FOR ALL
+    USING (EXISTS (SELECT 1 FROM urchin_chunks c WHERE c.chunk_id = urchin_embeddings.chunk_id
+                   AND c.device = urchin_device()))
+    WITH CHECK (EXISTS (SELECT 1 FROM urchin_chunks c WHERE c.chunk_id = urchin_embeddings.chunk_id
+                        AND c.device = urchin_device()));
+"""),
 )
