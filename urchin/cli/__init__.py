@@ -67,6 +67,7 @@ def main(ctx: click.Context, home: str | None) -> None:
 
 from urchin.cli import collect as _collect  # noqa: E402,F401  (registers commands)
 from urchin.cli import context as _context  # noqa: E402,F401
+from urchin.cli import db as _db  # noqa: E402,F401
 from urchin.cli import demo as _demo  # noqa: E402,F401
 from urchin.cli import doctor as _doctor  # noqa: E402,F401
 from urchin.cli import events as _events  # noqa: E402,F401

@@ -52,6 +52,8 @@ def _searches(values: tuple[str, ...]) -> list[dict[str, str]] | None:
               help="live: also read cataloged (over-cap) files at query time (default indexed).")
 @click.option("--live-byte-budget", type=int, default=None,
               help="Bytes read live per query in live mode (default 8 MiB).")
+@click.option("--device", "devices", multiple=True, help="Only events fed by this machine (repeatable; default all).")
+@click.option("--account", "accounts", multiple=True, help="Only events of this account (repeatable; default all).")
 @click.option("--json", "as_json", is_flag=True, help="Print the same object the MCP tool search_context returns.")
 @click.pass_obj
 def context(app: AppContext, query: str, searches: tuple[str, ...], as_json: bool, **flags: Any) -> None:
@@ -71,7 +73,8 @@ def print_context(result: Any, as_json: bool) -> None:
         print_json(result.to_dict())
         return
     for r in result.results:
-        click.echo(f"[{r['updatedAt']}] {r['source']} ({r['score']:.3f}) {r['citation']}")
+        where = f" @{r['device']}" if r.get("device") else ""
+        click.echo(f"[{r['updatedAt']}] {r['source']}{where} ({r['score']:.3f}) {r['citation']}")
         for line in r["content"].splitlines() or [""]:
             click.echo(f"    {line}")
         if "explain" in r:

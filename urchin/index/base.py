@@ -77,6 +77,9 @@ class Filter:
     until: datetime | None = None
     memories: bool = True
     conversations: bool = True
+    devices: tuple[str, ...] = ()
+    accounts: tuple[str, ...] = ()
+    workspaces: tuple[str, ...] = ()     # any of these (a workspace-scoped token); `workspace` still narrows
 
 
 class Embedder(Protocol):

@@ -34,6 +34,7 @@ _NAMES = {
     "memoryWeight": "memory_weight", "minScore": "min_score", "limit": "limit",
     "tokenBudget": "token_budget", "explain": "explain",
     "perFileCap": "per_file_cap", "mode": "mode", "liveByteBudget": "live_byte_budget",
+    "devices": "devices", "accounts": "accounts",
 }
 MODES = ("indexed", "live")
 DEFAULT_LIVE_BYTE_BUDGET = 8 * 1024 * 1024
@@ -77,6 +78,9 @@ class ContextParams:
     mode: str = "indexed"                 # live: also read cataloged (over-cap) files at query time
     live_byte_budget: int = DEFAULT_LIVE_BYTE_BUDGET
     hours: float | None = field(default=None, compare=False)
+    devices: tuple[str, ...] = ()         # team: only events fed by these machines (default: every device)
+    accounts: tuple[str, ...] = ()
+    workspaces: tuple[str, ...] = ()      # not on the wire: a workspace-scoped token's workspaces (daemon)
 
     @classmethod
     def parse(cls, data: Mapping[str, Any], now: datetime | None = None) -> ContextParams:
@@ -134,6 +138,9 @@ class ContextParams:
             live_byte_budget=_whole(v.get("live_byte_budget", DEFAULT_LIVE_BYTE_BUDGET), "liveByteBudget", 0,
                                     MAX_LIVE_BYTE_BUDGET),
             hours=hours,
+            devices=_names(v.get("devices"), "devices"),
+            accounts=_names(v.get("accounts"), "accounts"),
+            workspaces=_names(v.get("workspaces"), "workspaces"),
         )
         params._check_weights()
         return params
@@ -153,7 +160,8 @@ class ContextParams:
         out: dict[str, Any] = {}
         for name, value in (("sources", list(self.sources)), ("kinds", list(self.kinds)),
                             ("workspace", self.workspace), ("session", self.session), ("tags", list(self.tags)),
-                            ("since", _iso(self.since)), ("until", _iso(self.until))):
+                            ("since", _iso(self.since)), ("until", _iso(self.until)),
+                            ("devices", list(self.devices)), ("accounts", list(self.accounts))):
             if value:
                 out[name] = value
         if not self.include_memories:
@@ -238,6 +246,21 @@ def _labels(value: Any, name: str) -> tuple[str, ...]:
         if not isinstance(item, str) or not item.strip():
             raise QueryError(f"{name}[{i}]", "must be a non-empty string")
         out.setdefault(item.strip().lower(), None)
+    return tuple(out)
+
+
+def _names(value: Any, name: str) -> tuple[str, ...]:
+    """Like `_labels` but case kept: device and account names are compared as they were written."""
+    if value is None:
+        return ()
+    items = [value] if isinstance(value, str) else value
+    if not isinstance(items, (list, tuple)):
+        raise QueryError(name, "must be a list of strings")
+    out: dict[str, None] = {}
+    for i, item in enumerate(items):
+        if not isinstance(item, str) or not item.strip() or "\x00" in item or len(item) > 256:
+            raise QueryError(f"{name}[{i}]", "must be a non-empty string of at most 256 characters, without NUL")
+        out.setdefault(item.strip(), None)
     return tuple(out)
 
 

@@ -38,7 +38,7 @@ _COLUMNS = ("chunk_id", "doc_id", "doc_type", "source", "kind", "workspace", "se
             "occurred_at", "account", "device", "journal_offset", "path", "heading_path", "start_line", "end_line",
             "content_hash", "terms", "tvec")
 _FETCH = ("chunk_id", "doc_id", "doc_type", "source", "kind", "workspace", "session", "title", "tags", "content",
-          "occurred_at", "journal_offset", "path", "heading_path", "start_line", "end_line")
+          "occurred_at", "journal_offset", "path", "heading_path", "start_line", "end_line", "device", "account")
 
 
 class PostgresIndex:
@@ -437,6 +437,10 @@ def _where(flt: Filter, alias: str = "") -> tuple[str, dict[str, Any]]:
     if flt.until is not None:
         clauses.append(f"{alias}occurred_at < %(f_until)s")
         args["f_until"] = flt.until
+    for name in ("devices", "accounts", "workspaces"):
+        if getattr(flt, name):
+            clauses.append(f"{alias}{name[:-1]} = ANY(%(f_{name})s)")
+            args[f"f_{name}"] = list(getattr(flt, name))
     if not flt.memories:
         clauses.append(f"{alias}kind <> ALL(%(f_memory_kinds)s)")
         args["f_memory_kinds"] = list(MEMORY_KINDS)

@@ -171,6 +171,27 @@ class IndexService:
             out["behindJournalBytes"] = max(0, self.journal.size() - cursor)
             return out
 
+    # ---- least privilege on a shared server (`urchin db`) --------------------------------------
+    def _admin_url(self) -> str:
+        if not self.settings.database_url:
+            raise IndexError_("urchin db: set URCHIN_DATABASE_URL to the shared server's administrator URL "
+                              "(roles are for a shared PostgreSQL, not the embedded one)")
+        return self.settings.database_url
+
+    @_database_errors
+    def db_setup(self, owner_password: str | None = None, reader_password: str | None = None) -> dict[str, Any]:
+        """Owner, reader and feeder-group roles; tables handed to the owner and migrated as it; grants."""
+        from urchin.index.pg_roles import setup_roles
+
+        return setup_roles(self._admin_url(), owner_password, reader_password)
+
+    @_database_errors
+    def db_feeder(self, device: str, password: str | None = None) -> dict[str, Any]:
+        """A login role that may write only `device`'s rows (row-level security)."""
+        from urchin.index.pg_roles import add_feeder
+
+        return add_feeder(self._admin_url(), device, password)
+
     def close(self) -> None:
         with self._lock:
             if self._backend is not None:

@@ -106,6 +106,14 @@ class IndexOps:
         """Index the workspace roots' files (changed ones re-chunked, vanished ones removed)."""
         return self.index_service.index_files(self.files)
 
+    def db_setup(self, owner_password: str | None = None, reader_password: str | None = None) -> dict[str, Any]:
+        """`urchin db setup`: the shared server's roles (owner, reader, feeder group); needs an admin URL."""
+        return self.index_service.db_setup(owner_password, reader_password)
+
+    def db_feeder(self, device: str, password: str | None = None) -> dict[str, Any]:
+        """`urchin db feeder DEVICE`: a role that may write only that device's rows."""
+        return self.index_service.db_feeder(device, password)
+
     def index_status(self) -> dict[str, Any]:
         return self.index_service.status()
 
