@@ -76,4 +76,5 @@ from urchin.cli import index as _index  # noqa: E402,F401
 from urchin.cli import mcp as _mcp  # noqa: E402,F401
 from urchin.cli import privacy as _privacy  # noqa: E402,F401
 from urchin.cli import serve as _serve  # noqa: E402,F401
+from urchin.cli import token as _token  # noqa: E402,F401
 from urchin.cli import workspace as _workspace  # noqa: E402,F401

@@ -19,16 +19,19 @@ import anyio
 import orjson
 
 from urchin.config import Settings, ensure_private_dir
+from urchin.daemon.scopes import Refusal, check
 from urchin.errors import ConfigError
+from urchin.tokens import ADMIN_GRANT, Grant, TokenStore
 
 __all__ = ["Guard", "load_token", "ensure_token", "is_loopback_host", "own_origins", "EVENT_LIMIT", "BATCH_LIMIT",
-           "SSE_IDLE_S", "AUTHORISED"]
+           "SSE_IDLE_S", "AUTHORISED", "GRANT"]
 
 EVENT_LIMIT = 1 << 20  # one event: 1 MiB
 BATCH_LIMIT = 16 << 20  # one request body of any kind: 16 MiB
 OPEN_PATHS = frozenset({"/health"})
 SSE_IDLE_S = 300.0  # an event stream that carries no event (keep-alive pings aside) this long is ended
 AUTHORISED = "urchin.authorised"  # scope key: did the request carry the right token (an open path may ask)
+GRANT = "urchin.grant"  # scope key: the token's Grant (scope, workspaces), None without a token
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -99,16 +102,19 @@ class Guard:
     """Refuses bad requests before the app runs; buffers POST bodies within the size limit.
 
     Order: Host (DNS rebinding) -> Origin (a browser page of another site) -> bearer token
-    (constant time) -> Content-Type on POST -> body size (Content-Length and the bytes actually
-    read). A Unix-socket request carries no usable Host, so only the token and the Origin check
-    apply to it (the socket itself is 0600). Open paths (`/health`) skip the token; the app sees
-    whether the right one came in `scope[AUTHORISED]`.
+    (constant time; the single token is admin, others are scoped tokens) -> Content-Type on POST
+    -> body size (Content-Length and the bytes actually read) -> the token's scope (scopes.py:
+    ingest, read or admin per route and MCP tool; workspaces filled in or refused). A Unix-socket
+    request carries no usable Host, so only the token and the Origin check apply to it (the socket
+    itself is 0600). Open paths (`/health`) skip the token; the app sees whether one that may read
+    everything came in `scope[AUTHORISED]`, and the token's grant in `scope[GRANT]`.
     """
 
     def __init__(self, app: ASGIApp, token: str, limit_for: Callable[[str], int] | None = None,
-                 sse_idle_s: float = SSE_IDLE_S) -> None:
+                 sse_idle_s: float = SSE_IDLE_S, tokens: TokenStore | None = None) -> None:
         self.app = app
         self.token = token.encode("utf-8")
+        self.tokens = tokens          # scoped tokens (`urchin token create`); the single token is admin
         self.limit_for = limit_for or (lambda path: BATCH_LIMIT)
         self.sse_idle_s = sse_idle_s
 
@@ -130,12 +136,18 @@ class Guard:
                                      "(only the daemon's own http://127.0.0.1:PORT or http://localhost:PORT)",
                           "origin")
             return
-        scope[AUTHORISED] = self._authorised(headers.get("authorization", ""))
-        if path not in OPEN_PATHS and not scope[AUTHORISED]:
+        grant = self._grant(headers.get("authorization", ""))
+        scope[GRANT] = grant
+        # an open path shows more to a token that may read everything
+        scope[AUTHORISED] = grant is not None and grant.allows("read") and not grant.workspaces
+        if path not in OPEN_PATHS and grant is None:
             await _refuse(send, 401, "authorization: missing or wrong bearer token", "authorization",
                           [(b"www-authenticate", b'Bearer realm="urchin"')])
             return
+        scoped = grant is not None and path not in OPEN_PATHS
         if scope["method"] not in ("POST", "PUT", "PATCH"):
+            if scoped and not await _scope_ok(scope, send, grant, None):
+                return
             if "text/event-stream" in headers.get("accept", ""):
                 await _idle_limited(self.app, scope, receive, send, self.sse_idle_s)
             else:
@@ -154,13 +166,32 @@ class Guard:
         if body is None:
             await _refuse(send, 413, f"body: over the limit of {limit} bytes", "body")
             return
+        if scoped:
+            body = await _scope_ok(scope, send, grant, body)
+            if body is None:
+                return
         await self.app(scope, _replay(body, receive), send)
 
-    def _authorised(self, header: str) -> bool:
+    def _grant(self, header: str) -> Grant | None:
+        """The single token is admin; otherwise a scoped token of the store, or None."""
         scheme, _, given = header.partition(" ")
         if scheme.lower() != "bearer":
-            return False
-        return hmac.compare_digest(given.strip().encode("utf-8"), self.token)
+            return None
+        given = given.strip()
+        if hmac.compare_digest(given.encode("utf-8"), self.token):
+            return ADMIN_GRANT
+        return self.tokens.verify(given) if self.tokens is not None else None
+
+
+async def _scope_ok(scope: Scope, send: Send, grant: Any, body: bytes | None) -> Any:
+    """Check the request against the token's scope (see scopes.py): False/None after a 403, else the
+    body to pass on (True for a request without one); the query string may be rewritten in `scope`."""
+    outcome = check(grant, scope["method"], scope.get("path", ""), scope.get("query_string", b""), body)
+    if isinstance(outcome, Refusal):
+        await _refuse(send, 403, outcome.message, outcome.field)
+        return None if body is not None else False
+    scope["query_string"] = outcome[0]
+    return outcome[1] if body is not None else True
 
 
 async def _idle_limited(app: ASGIApp, scope: Scope, receive: Receive, send: Send, idle_s: float) -> None:

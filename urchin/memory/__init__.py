@@ -35,6 +35,7 @@ from urchin.search.query import (
     window_start_ms,
 )
 from urchin.search.substring import SubstringSearcher
+from urchin.tokens import TokenStore
 
 if TYPE_CHECKING:
     # Imported where used: numpy and httpx cost ~0.3 s, the write path (redaction rules) ~15 ms and the
@@ -348,6 +349,19 @@ class Memory(CaptureOps, WorkspaceOps, IndexOps, HotOps, ForgetOps):
     def identity(self) -> dict[str, str]:
         """Who this machine's events are stamped with, and where each value came from."""
         return {"account": self.settings.account, "device": self.settings.device}
+
+    # ---- scoped API tokens of the daemon (urchin/tokens.py) ------------------------------------
+    def token_create(self, scope: str, workspaces: Sequence[str] = (), expires: str | None = None,
+                     name: str | None = None) -> dict[str, Any]:
+        """A new token (in the result once; only its hash is kept) and its record."""
+        token, record = TokenStore(self.settings.home).create(scope, workspaces, expires, name)
+        return {"token": token, **record}
+
+    def token_list(self) -> list[dict[str, Any]]:
+        return TokenStore(self.settings.home).entries()
+
+    def token_revoke(self, token_id: str) -> None:
+        TokenStore(self.settings.home).revoke(token_id)
 
     def status(self) -> dict[str, Any]:
         stats = self.journal.stats()
