@@ -13,6 +13,7 @@ PACKAGE = Path(urchin.__file__).parent
 LAYERS = [
     ("urchin.errors", 0), ("urchin.event", 1), ("urchin.config", 2), ("urchin.journal", 3),
     ("urchin.idindex", 4), ("urchin.forget", 4), ("urchin.ephemeral", 4), ("urchin.redact", 4), ("urchin.ingest", 4),
+    ("urchin.tokens", 4),
     ("urchin.search", 5), ("urchin.index", 5), ("urchin.workspace", 5), ("urchin.collectors", 5),
     ("urchin.hooks", 5), ("urchin.memory", 6),
     ("urchin.cli", 7), ("urchin.mcp_server", 7), ("urchin.daemon", 7), ("urchin.doctor", 7),

@@ -288,3 +288,45 @@ def test_feeding_stays_exact_while_queries_run(tmp_path: Path, team_db: str) -> 
     _exact(team_db, {"laptop": memory})
     memory.close()
     reader.close()
+
+
+# ---- team literal search ------------------------------------------------------------------------
+def test_search_team_finds_other_devices_events_literally_newest_first(tmp_path: Path, team_db: str) -> None:
+    from urchin.mcp_server.tools import run_tool
+
+    laptop, desktop = _home(tmp_path, "laptop", team_db), _home(tmp_path, "desktop", team_db)
+    desktop.ingest([{"content": f"Quokka 50%_off deal {i}", "timestamp": f"2026-11-30T10:0{i}:00Z",
+                     "workspace": "shop"} for i in range(4)])
+    desktop.ingest([{"content": "quokka 50 off without the literal", "workspace": "shop"}])
+    desktop.index()
+    laptop.ingest(_events(2, "zanzibar"))
+    try:
+        found = laptop.search("QUOKKA 50%_OFF", scope="team", hours=24 * 365 * 10)
+        assert [h.event.content for h in found.hits] == [f"Quokka 50%_off deal {i}" for i in (3, 2, 1, 0)]
+        assert {h.event.actor["device"] for h in found.hits} == {"desktop"}          # type: ignore[index]
+        assert len(laptop.search("quokka", scope="team", limit=2, hours=24 * 365 * 10).hits) == 2
+        assert laptop.search("quokka 50%_off", scope="team", hours=1).hits == []          # window applies
+        assert laptop.search("quokka", scope="local", hours=24 * 365 * 10).hits == []     # not in this journal
+        own = laptop.search("zanzibar", scope="team")                                     # own feed caught up
+        assert len(own.hits) == 2
+        tool = run_tool(laptop, "urchin_search", {"query": "quokka 50%_off", "scope": "team", "hours": 87600})
+        assert not tool.is_error and len(tool.structured_content["events"]) == 4   # type: ignore[index]
+    finally:
+        laptop.close()
+        desktop.close()
+    assert _sql(team_db, "SELECT indexdef LIKE '%%gin_trgm_ops%%' FROM pg_indexes "
+                         "WHERE indexname = 'urchin_chunks_trgm'") == [(True,)]
+
+
+def test_search_team_cli_keeps_the_local_contract(tmp_path: Path, team_db: str) -> None:
+    desktop = _home(tmp_path, "desktop", team_db)
+    desktop.ingest(_events(3, "quokka"))
+    desktop.index()
+    desktop.close()
+    env = {"URCHIN_HOME": str(tmp_path / "laptop"), "URCHIN_DATABASE_URL": team_db, "URCHIN_DEVICE_ID": "laptop"}
+    found = run_urchin("search", "QUOKKA event", "--team", "--json", env=env)
+    assert found.returncode == 0, found.stderr
+    assert found.stdout.count('"device":"desktop"') == 3
+    for args in (("",), ("x", "--hours", "0"), ("x", "--limit", "0"), ("x", "--limit", "5000")):
+        local, team = run_urchin("search", *args, env=env), run_urchin("search", *args, "--team", env=env)
+        assert (local.returncode, local.stderr) == (team.returncode, team.stderr) and local.returncode != 0

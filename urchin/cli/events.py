@@ -85,11 +85,12 @@ def _metered(file: Any, update: Any) -> Any:
 @click.argument("query")
 @window_options(hours=168, limit=20)
 @filter_options
+@click.option("--team", is_flag=True, help="Search every device's events in the shared database instead.")
 @json_option
 @click.pass_obj
-def search(app: AppContext, query: str, as_json: bool, **params: Any) -> None:
+def search(app: AppContext, query: str, as_json: bool, team: bool, **params: Any) -> None:
     """Literal, case-insensitive search over event content, newest first."""
-    print_result(app.memory().search(query, **params), as_json)
+    print_result(app.memory().search(query, **params, **({"scope": "team"} if team else {})), as_json)
 
 
 @main.command()

@@ -37,6 +37,7 @@ __all__ = ["build_app", "DaemonState", "MAX_BATCH_EVENTS", "VERSION"]
 
 MAX_BATCH_EVENTS = 1000
 _SEARCH_PARAMS = ("query", "hours", "limit", "source", "workspace", "session", "kind")
+_TEAM_SEARCH_PARAMS = (*_SEARCH_PARAMS, "scope")     # scope=team: the shared database (every device)
 _RECENT_PARAMS = ("hours", "limit", "source", "workspace", "session", "kind")
 
 try:
@@ -223,7 +224,7 @@ async def _ingest_batch(request: Request) -> Response:
 
 
 async def _search(request: Request) -> Response:
-    params = _params(request, _SEARCH_PARAMS)
+    params = _params(request, _TEAM_SEARCH_PARAMS)
     memory = _state(request).memory
     result = await run_in_threadpool(memory.search, params.pop("query", ""), **params)  # type: ignore[arg-type]
     return JSON(result.to_dict())

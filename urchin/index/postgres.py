@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Sequence
+from datetime import datetime
 from typing import Any
 
 import psycopg
@@ -367,6 +368,24 @@ class PostgresIndex:
                 self.conn.execute("SELECT set_config(%s, %s, true)", (name, value))
             rows = self.conn.execute(query, args).fetchall()
         return [LegHit(r[0], float(r[1]), r[2], r[3]) for r in rows]
+
+    def literal(self, query: str, since: datetime | None, limit: int, filters: dict[str, str | None]
+                ) -> list[dict[str, Any]]:
+        """Events whose content holds `query` (ILIKE, the pg_trgm GIN index), newest first: the team's
+        `urchin search` over every device's rows. `filters` are exact matches (source, workspace, ...)."""
+        pattern = "%" + query.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+        where = ["doc_type = 'event'", "content ILIKE %(p)s"]
+        args: dict[str, Any] = {"p": pattern, "since": since, "limit": limit}
+        if since is not None:
+            where.append("occurred_at >= %(since)s")
+        for name, value in filters.items():
+            if value is not None:
+                where.append(f"{name} = %(f_{name})s")
+                args[f"f_{name}"] = value
+        with self.conn.transaction():
+            rows = self.conn.execute(f"SELECT {', '.join(_FETCH)} FROM urchin_chunks WHERE {' AND '.join(where)} "
+                                     "ORDER BY occurred_at DESC, chunk_id DESC LIMIT %(limit)s", args).fetchall()
+        return [dict(zip(_FETCH, r, strict=True)) for r in rows]
 
     def fetch(self, chunk_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
         with self.conn.transaction():

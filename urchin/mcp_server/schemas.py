@@ -49,7 +49,11 @@ def _object(properties: dict[str, Any], required: tuple[str, ...] = ()) -> dict[
 
 INPUT_SCHEMAS: dict[str, dict[str, Any]] = {
     "urchin_search": _object({"query": _QUERY, "hours": _hours(168), "limit": _limit(20), "source": _SOURCE,
-                              "workspace": _WORKSPACE}, ("query",)),
+                              "workspace": _WORKSPACE,
+                              "scope": {"type": "string", "enum": ["local", "team"], "default": "local",
+                                        "description": "local: this machine's journal; team: every device's "
+                                                       "events in the shared database (default local)."}},
+                             ("query",)),
     "urchin_semantic_search": _object({"query": _QUERY, "hours": _hours(168), "limit": _limit(10),
                                        "source": _SOURCE, "workspace": _WORKSPACE}, ("query",)),
     "urchin_recent_activity": _object({"hours": _hours(24), "limit": _limit(20), "source": _SOURCE}),

@@ -79,8 +79,9 @@ def _window(args: dict[str, Any], hours: float, limit: int) -> dict[str, Any]:
 
 # ---- the tools: one Memory call each ---------------------------------------------------------------
 def _search(memory: Any, a: dict[str, Any]) -> Reply:
+    team = {"scope": "team"} if a.get("scope") == "team" else {}
     return _events_reply(memory.search(a["query"], **_window(a, 168, 20), source=a.get("source"),
-                                       workspace=a.get("workspace")))
+                                       workspace=a.get("workspace"), **team))
 
 
 def _semantic(memory: Any, a: dict[str, Any]) -> Reply:

@@ -168,10 +168,18 @@ class Memory(CaptureOps, WorkspaceOps, IndexOps, HotOps, ForgetOps):
     # ---- reading ------------------------------------------------------------------------------
     def search(self, query: str, *, hours: float = 168, limit: int = 20, source: str | None = None,
                workspace: str | None = None, session: str | None = None, kind: str | None = None,
-               now: datetime | None = None) -> SearchResult:
-        """Literal, case-insensitive search over content; newest first."""
+               scope: str = "local", now: datetime | None = None) -> SearchResult:
+        """Literal, case-insensitive search over content; newest first. `scope="team"` searches every
+        device's events in the shared database (URCHIN_DATABASE_URL) instead of this journal."""
         query = check_query(query)
         since = window_start_ms(check_hours(hours), now)
+        if scope not in ("local", "team"):
+            raise QueryError("scope", f"must be local or team, got {scope!r}")
+        if scope == "team":
+            flt = Filters.of(source, workspace, session, kind)
+            events = self.index_service.search_team(query, since, check_limit(limit), {
+                "source": flt.source, "workspace": flt.workspace, "session": flt.session, "kind": flt.kind})
+            return SearchResult([Hit(e) for e in events], query, "substring")
         self._catch_up()
         events = self.substring.search(query, since_ms=since, limit=check_limit(limit),
                                        filters=Filters.of(source, workspace, session, kind))
