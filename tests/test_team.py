@@ -330,3 +330,66 @@ def test_search_team_cli_keeps_the_local_contract(tmp_path: Path, team_db: str) 
     for args in (("",), ("x", "--hours", "0"), ("x", "--limit", "0"), ("x", "--limit", "5000")):
         local, team = run_urchin("search", *args, env=env), run_urchin("search", *args, "--team", env=env)
         assert (local.returncode, local.stderr) == (team.returncode, team.stderr) and local.returncode != 0
+
+
+def test_search_context_tool_and_http_narrow_by_device(tmp_path: Path, team_db: str) -> None:
+    from urchin.mcp_server.tools import run_tool
+
+    laptop, desktop = _home(tmp_path, "laptop", team_db), _home(tmp_path, "desktop", team_db)
+    laptop.ingest(_events(2, "zanzibar"))
+    desktop.ingest(_events(3, "quokka"))
+    desktop.index()
+    try:
+        every = run_tool(laptop, "search_context", {"query": "payments rollout", "limit": 20})
+        assert {r["device"] for r in every.structured_content["results"]} == {"laptop", "desktop"}  # type: ignore[index]
+        one = run_tool(laptop, "search_context", {"query": "payments rollout", "devices": ["desktop"]})
+        assert {r["device"] for r in one.structured_content["results"]} == {"desktop"}  # type: ignore[index]
+        bad = run_tool(laptop, "search_context", {"query": "x", "devices": [""]})
+        assert bad.is_error and "devices[0]" in bad.content[0].text  # type: ignore[union-attr]
+    finally:
+        laptop.close()
+        desktop.close()
+
+
+# ---- growth path: monthly partitions ------------------------------------------------------------
+def test_chunks_are_partitioned_by_month_and_every_unique_key_holds_the_partition_key(
+        tmp_path: Path, team_db: str) -> None:
+    memory = _home(tmp_path, "laptop", team_db)
+    memory.ingest([{"content": f"partitioned event {i}", "timestamp": f"2026-{m:02d}-15T12:00:00Z"}
+                   for i, m in enumerate((1, 1, 2, 11))])
+    memory.index()
+    assert memory.index().events == 0
+    memory.close()
+    assert _sql(team_db, "SELECT partstrat FROM pg_partitioned_table WHERE partrelid = 'urchin_chunks'::regclass") \
+        == [("r",)]
+    parts = _sql(team_db, "SELECT c.relname, count(x.*) FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid "
+                          "LEFT JOIN urchin_chunks x ON x.tableoid = c.oid "
+                          "WHERE i.inhparent = 'urchin_chunks'::regclass GROUP BY 1 ORDER BY 1")
+    assert parts == [("urchin_chunks_2026m01", 2), ("urchin_chunks_2026m02", 1), ("urchin_chunks_2026m11", 1)]
+    uniques = _sql(team_db, "SELECT indexdef FROM pg_indexes WHERE tablename = 'urchin_chunks' "
+                            "AND indexdef LIKE 'CREATE UNIQUE%%'")
+    assert uniques and all("occurred_at" in u[0] for u in uniques)
+    found = _home(tmp_path, "desktop", team_db).context(query="partitioned event", limit=10).results
+    assert len(found) == 4
+
+
+def test_an_existing_database_is_migrated_to_partitions_with_its_rows(tmp_path: Path, team_db: str,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    import urchin.index.postgres as pg
+
+    monkeypatch.setattr(pg, "MIGRATIONS", MIGRATIONS[:3])        # a database of the release before
+    pg.PostgresIndex(team_db).status()
+    memory = _home(tmp_path, "laptop", team_db)
+    memory.ingest(_events(5, "legacy"))
+    with psycopg.connect(team_db) as conn:
+        for event in memory.tail(5):
+            conn.execute("INSERT INTO urchin_chunks (chunk_id, doc_id, source, kind, content, occurred_at, device, "
+                         "journal_offset) VALUES (%s, %s, 'claude', 'note', %s, %s, 'laptop', 0)",
+                         (event.id, event.id, event.content, event.timestamp))
+    assert _sql(team_db, "SELECT count(*) FROM pg_partitioned_table") == [(0,)]
+    monkeypatch.setattr(pg, "MIGRATIONS", MIGRATIONS)
+    memory.index()                                                # migrates, then feeds idempotently
+    assert _sql(team_db, "SELECT count(*), count(DISTINCT chunk_id) FROM urchin_chunks") == [(5, 5)]
+    assert _sql(team_db, "SELECT count(*) FROM pg_partitioned_table") == [(1,)]
+    assert _sql(team_db, "SELECT to_regclass('urchin_chunks_unpartitioned')") == [(None,)]
+    memory.close()

@@ -102,6 +102,8 @@ def _grant(conn: psycopg.Connection[Any]) -> None:
                                                                                         ident(FEEDERS)))
     conn.execute(sql.SQL("GRANT INSERT, UPDATE, DELETE ON {} TO {}").format(
         sql.SQL(", ").join(map(ident, _FEEDER_WRITES)), ident(FEEDERS)))
+    conn.execute(sql.SQL("GRANT EXECUTE ON FUNCTION urchin_ensure_partition(timestamptz) TO {}").format(
+        ident(FEEDERS)))
     # tables and partitions the owner creates later are readable without another `urchin db setup`
     conn.execute(sql.SQL("ALTER DEFAULT PRIVILEGES FOR ROLE {} IN SCHEMA public GRANT SELECT ON TABLES TO {}, {}")
                  .format(ident(OWNER), ident(READER), ident(FEEDERS)))

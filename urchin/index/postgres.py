@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 import psycopg
@@ -51,6 +51,7 @@ class PostgresIndex:
         self._url = url if callable(url) else (lambda: url)
         self._timeout = connect_timeout
         self._conn: psycopg.Connection[Any] | None = None
+        self._months: set[tuple[int, int]] = set()   # monthly partitions of urchin_chunks known to exist
 
     # ---- connection ---------------------------------------------------------------------------
     @property
@@ -68,6 +69,7 @@ class PostgresIndex:
 
     def reset(self) -> None:
         """Drop the connection (after an outage); the next call reconnects."""
+        self._months.clear()
         if self._conn is not None:
             try:
                 self._conn.close()
@@ -93,6 +95,7 @@ class PostgresIndex:
         NOTHING for events, which never change); term statistics count only new rows.
         """
         conn = self.conn
+        self._ensure_partitions(rows)
         with conn.transaction():
             inserted: set[str] = set()
             if rows:
@@ -104,7 +107,7 @@ class PostgresIndex:
                             copy.write_row(tuple(getattr(row, name) for name in _COLUMNS))
                     cur.execute(f"INSERT INTO urchin_chunks ({', '.join(_COLUMNS)}) "
                                 f"SELECT {', '.join(_COLUMNS)} FROM urchin_feed "
-                                "ON CONFLICT (chunk_id) DO NOTHING RETURNING chunk_id")
+                                "ON CONFLICT (chunk_id, occurred_at) DO NOTHING RETURNING chunk_id")
                     inserted = {r[0] for r in cur.fetchall()}
                 if inserted:
                     self._count_terms([r for r in rows if r.chunk_id in inserted])
@@ -115,6 +118,19 @@ class PostgresIndex:
             if moved != 1:
                 raise IndexError_(f"index cursor for {device}:{journal} was moved by another feeder; re-reading it")
         return len(inserted)
+
+    def _ensure_partitions(self, rows: Sequence[ChunkRow]) -> None:
+        """Create the monthly partitions `rows` need (each in its own short transaction, before the
+        batch's: creating a partition locks the parent). Months known to exist are remembered."""
+        months: dict[tuple[int, int], Any] = {}
+        for row in rows:
+            moment = row.occurred_at.astimezone(UTC)
+            months.setdefault((moment.year, moment.month), moment)
+        for month, moment in sorted(months.items()):
+            if month not in self._months:
+                with self.conn.transaction():
+                    self.conn.execute("SELECT urchin_ensure_partition(%s)", (moment,))
+                self._months.add(month)
 
     # ---- forgetting ----------------------------------------------------------------------------
     def marks(self, device: str, journal: str) -> tuple[int, int, int]:
@@ -149,6 +165,11 @@ class PostgresIndex:
         with conn.transaction():
             rows = []
             if hashes:
+                # vectors first: row-level security lets a feeder delete them while their chunk is there
+                conn.execute("DELETE FROM urchin_embeddings e USING urchin_chunks c WHERE e.chunk_id = c.chunk_id "
+                             "AND c.doc_type = 'event' AND "
+                             "substring(sha256(convert_to(c.chunk_id, 'UTF8')) from 1 for 16) = ANY(%s)",
+                             (list(hashes),))
                 rows = conn.execute(
                     "DELETE FROM urchin_chunks WHERE doc_type = 'event' AND "
                     "substring(sha256(convert_to(chunk_id, 'UTF8')) from 1 for 16) = ANY(%s) RETURNING terms",
@@ -215,10 +236,10 @@ class PostgresIndex:
 
     def replace_file(self, entry: Any, rows: Sequence[ChunkRow]) -> None:
         """One transaction: the file's old chunks out (term statistics decremented), new ones in, catalog row."""
-        from datetime import UTC, datetime
 
         doc_id = f"{entry.root}/{entry.path}"
         conn = self.conn
+        self._ensure_partitions(rows)
         with conn.transaction():
             self._delete_docs([doc_id])
             if rows:
@@ -250,6 +271,8 @@ class PostgresIndex:
     def _delete_docs(self, doc_ids: Sequence[str]) -> None:
         if not doc_ids:
             return
+        self.conn.execute("DELETE FROM urchin_embeddings e USING urchin_chunks c WHERE e.chunk_id = c.chunk_id "
+                          "AND c.doc_id = ANY(%s) AND c.doc_type = 'file'", (list(doc_ids),))
         rows = self.conn.execute("DELETE FROM urchin_chunks WHERE doc_id = ANY(%s) AND doc_type = 'file' "
                                  "RETURNING terms", (list(doc_ids),)).fetchall()
         self._uncount(rows)
