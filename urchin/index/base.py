@@ -79,7 +79,6 @@ class Filter:
     conversations: bool = True
     devices: tuple[str, ...] = ()
     accounts: tuple[str, ...] = ()
-    workspaces: tuple[str, ...] = ()     # any of these (a workspace-scoped token); `workspace` still narrows
 
 
 class Embedder(Protocol):

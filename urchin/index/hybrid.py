@@ -101,7 +101,7 @@ def split_websearch(text: str) -> tuple[list[str], str | None]:
 def _filter(p: ContextParams) -> Filter:
     return Filter(sources=p.sources, kinds=p.kinds, workspace=p.workspace, session=p.session, tags=p.tags,
                   since=p.since, until=p.until, memories=p.include_memories, conversations=p.include_conversations,
-                  devices=p.devices, accounts=p.accounts, workspaces=p.workspaces)
+                  devices=p.devices, accounts=p.accounts)
 
 
 def run_context(backend: IndexBackend, p: ContextParams, embedder: Embedder | None = None,

@@ -80,7 +80,6 @@ class ContextParams:
     hours: float | None = field(default=None, compare=False)
     devices: tuple[str, ...] = ()         # team: only events fed by these machines (default: every device)
     accounts: tuple[str, ...] = ()
-    workspaces: tuple[str, ...] = ()      # not on the wire: a workspace-scoped token's workspaces (daemon)
 
     @classmethod
     def parse(cls, data: Mapping[str, Any], now: datetime | None = None) -> ContextParams:
@@ -140,7 +139,6 @@ class ContextParams:
             hours=hours,
             devices=_names(v.get("devices"), "devices"),
             accounts=_names(v.get("accounts"), "accounts"),
-            workspaces=_names(v.get("workspaces"), "workspaces"),
         )
         params._check_weights()
         return params

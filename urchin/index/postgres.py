@@ -479,7 +479,7 @@ def _where(flt: Filter, alias: str = "") -> tuple[str, dict[str, Any]]:
     if flt.until is not None:
         clauses.append(f"{alias}occurred_at < %(f_until)s")
         args["f_until"] = flt.until
-    for name in ("devices", "accounts", "workspaces"):
+    for name in ("devices", "accounts"):
         if getattr(flt, name):
             clauses.append(f"{alias}{name[:-1]} = ANY(%(f_{name})s)")
             args[f"f_{name}"] = list(getattr(flt, name))
