@@ -393,3 +393,21 @@ def test_an_existing_database_is_migrated_to_partitions_with_its_rows(tmp_path: 
     assert _sql(team_db, "SELECT count(*) FROM pg_partitioned_table") == [(1,)]
     assert _sql(team_db, "SELECT to_regclass('urchin_chunks_unpartitioned')") == [(None,)]
     memory.close()
+
+
+def test_two_processes_of_one_device_both_see_a_replaced_journal(tmp_path: Path, team_db: str) -> None:
+    memory = _home(tmp_path, "laptop", team_db)
+    memory.ingest(_events(30, "first"))
+    memory.index()
+    memory.journal.path.write_bytes(memory.journal.path.read_bytes().split(b"\n", 1)[1])
+    memory.close()
+    homes = {"laptop": _home(tmp_path, "laptop", team_db)}
+    homes["laptop"].ingest(_events(5, "second"))
+    procs = [_index_proc(tmp_path / "laptop", team_db, "laptop") for _ in range(3)]
+    results = [p.communicate(timeout=120) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0, 0], [r[1] for r in results]
+    assert _sql(team_db, "SELECT count(*), count(DISTINCT chunk_id) FROM urchin_chunks") == [(35, 35)]
+    cursor = _sql(team_db, "SELECT byte_offset FROM urchin_cursors WHERE device = 'laptop' AND journal = %s",
+                  (str(homes["laptop"].settings.journal_path),))
+    assert cursor == [(homes["laptop"].end_offset(),)]
+    homes["laptop"].close()

@@ -170,8 +170,13 @@ class Feeder:
         if replaced:
             report.notes.append(f"journal {self.key} was replaced or truncated (cursor {offset}, size {total}): "
                                 "fed again from the start")
-            self._retry(partial(self.backend.write_batch, [], self.device, self.key, offset, 0), report)
-            offset = 0
+            try:
+                self._retry(partial(self.backend.write_batch, [], self.device, self.key, offset, 0), report)
+                offset = 0
+            except IndexError_ as exc:     # another process of this device moved it first (to 0, or on)
+                if "moved by another feeder" not in exc.message:
+                    raise
+                offset = self._retry(lambda: self.backend.cursor(self.device, self.key), report)
         if seen != (head, generation):
             self._retry(partial(self.backend.set_journal_head, self.device, self.key, head, generation), report)
         return offset
