@@ -411,3 +411,16 @@ def test_two_processes_of_one_device_both_see_a_replaced_journal(tmp_path: Path,
                   (str(homes["laptop"].settings.journal_path),))
     assert cursor == [(homes["laptop"].end_offset(),)]
     homes["laptop"].close()
+
+
+def test_a_feeder_role_indexes_its_workspace_files_as_its_device(tmp_path: Path, team_db: str,
+                                                                 roles: dict[str, Any]) -> None:
+    root = tmp_path / "project"
+    root.mkdir()
+    (root / "NOTES.md").write_text("# Rollout\n\nThe quokka rollout plan lives here.\n")
+    laptop = _home(tmp_path, "laptop", roles["laptop"])
+    laptop.workspace_add(str(root))
+    report = laptop.index_files()
+    assert report.indexed == 1
+    laptop.close()
+    assert _sql(team_db, "SELECT DISTINCT device FROM urchin_chunks WHERE doc_type = 'file'") == [("laptop",)]
