@@ -375,10 +375,11 @@ def test_chunks_are_partitioned_by_month_and_every_unique_key_holds_the_partitio
 
 def test_an_existing_database_is_migrated_to_partitions_with_its_rows(tmp_path: Path, team_db: str,
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
-    import urchin.index.postgres as pg
+    import urchin.index.pg_migrate as pg
+    import urchin.index.postgres as backend
 
     monkeypatch.setattr(pg, "MIGRATIONS", MIGRATIONS[:3])        # a database of the release before
-    pg.PostgresIndex(team_db).status()
+    backend.PostgresIndex(team_db).status()
     memory = _home(tmp_path, "laptop", team_db)
     memory.ingest(_events(5, "legacy"))
     with psycopg.connect(team_db) as conn:

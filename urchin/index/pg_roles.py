@@ -18,7 +18,7 @@ from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
 from urchin.errors import IndexError_, ValidationError
-from urchin.index.postgres import _migrate
+from urchin.index.pg_migrate import migrate as _migrate
 
 __all__ = ["setup_roles", "add_feeder", "feeder_role", "OWNER", "READER", "FEEDERS"]
 
