@@ -50,4 +50,11 @@ def run_urchin(*args: str, input: str | bytes | None = None, env: dict[str, str]
     return subprocess.run([sys.executable, "-m", "urchin", *args], input=input, env=full_env,
                           capture_output=True, text=isinstance(input, str) or input is None, timeout=timeout)
 
-from tests.pg_fixture import pg_server, pg_server_url, pg_settings, pg_url  # noqa: E402,F401  (index tests)
+from tests.pg_fixture import (  # noqa: E402,F401  (index tests; the team tests' TCP server)
+    pg_server,
+    pg_server_url,
+    pg_settings,
+    pg_url,
+    team_db,
+    team_server,
+)

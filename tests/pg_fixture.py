@@ -15,7 +15,7 @@ import pytest
 
 from urchin.config import Settings
 
-__all__ = ["pg_server", "pg_server_url", "pg_url", "pg_settings"]
+__all__ = ["pg_server", "pg_server_url", "pg_url", "pg_settings", "team_server", "team_db"]
 
 _EXTERNAL = os.environ.get("URCHIN_TEST_DATABASE_URL")   # read once, before the per-test env cleaning
 
@@ -63,3 +63,28 @@ def pg_url(pg_server: Any, pg_server_url: str) -> Iterator[str]:
 @pytest.fixture
 def pg_settings(urchin_home: Path, pg_url: str) -> Settings:
     return Settings.resolve(urchin_home, database_url=pg_url, device="test-device")
+
+
+@pytest.fixture(scope="session")
+def team_server() -> Iterator[Any]:
+    """The shared server of the team tests: standalone PostgreSQL over TCP, scram-sha-256 (tests/pg_tcp.py)."""
+    pytest.importorskip("psycopg", reason="the `postgres` extra is not installed")
+    from tests.pg_tcp import TcpPostgres
+
+    server = TcpPostgres().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def team_db(team_server: Any) -> Iterator[str]:
+    """A fresh database on the TCP server (admin URL); dropped afterwards."""
+    import psycopg
+    from psycopg.conninfo import make_conninfo
+
+    name = f"urchin_team_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(team_server.url(), autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    yield make_conninfo(team_server.url(), dbname=name)
+    with psycopg.connect(team_server.url(), autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

@@ -13,6 +13,7 @@ from urchin.config import Settings
 from urchin.errors import DatabaseError
 from urchin.index.feeder import Feeder
 from urchin.index.postgres import PostgresIndex
+from urchin.index.schema import MIGRATIONS
 from urchin.memory import Memory
 
 
@@ -51,7 +52,7 @@ def test_feed_indexes_every_event_and_moves_the_cursor(pg_settings: Settings, pg
 def test_migrations_are_recorded_and_applied_once(pg_url: str) -> None:
     PostgresIndex(pg_url).status()
     PostgresIndex(pg_url).status()
-    assert _sql(pg_url, "SELECT version FROM urchin_migrations ORDER BY version") == [(1,), (2,)]
+    assert _sql(pg_url, "SELECT version FROM urchin_migrations ORDER BY version") == [(v,) for v, _, _ in MIGRATIONS]
     assert _sql(pg_url, "SELECT extversion >= '0.7' FROM pg_extension WHERE extname = 'vector'") == [(True,)]
 
 

@@ -18,6 +18,7 @@ LAYERS = [
     ("urchin.errors", 0), ("urchin.event", 1), ("urchin.config", 2), ("urchin.journal", 3),
     # the journal's companions, and the redactor every write passes
     ("urchin.idindex", 4), ("urchin.forget", 4), ("urchin.ephemeral", 4), ("urchin.redact", 4),
+    ("urchin.tokens", 4),
     ("urchin.ingest", 5),                                   # the one write path
     ("urchin.search", 6), ("urchin.workspace", 6), ("urchin.collectors", 6),   # views and sources
     ("urchin.index", 7),                                    # the hybrid index (uses search and workspace)
@@ -34,7 +35,8 @@ LAYERS = [
 FRONT_ENDS = ("urchin.cli", "urchin.mcp_server", "urchin.daemon")
 MEMORY_LAYER = 9
 # What a front end may take from below `Memory`: whole modules, or (module, name) result and parameter types.
-ALLOWED_BELOW = {"urchin.errors", "urchin.config"}
+# errors, settings, and the daemon's credentials (the bearer token is config's; scoped tokens are tokens')
+ALLOWED_BELOW = {"urchin.errors", "urchin.config", "urchin.tokens"}
 ALLOWED_NAMES = {
     ("urchin.event", "Event"), ("urchin.event", "new_id"),
     ("urchin.ingest", "IngestResult"), ("urchin.ingest", "BatchReport"),

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from urchin.cli import collect as _collect  # noqa: F401  (imported to register its commands)
 from urchin.cli import context as _context  # noqa: F401
+from urchin.cli import db as _db  # noqa: F401
 from urchin.cli import demo as _demo  # noqa: F401
 from urchin.cli import doctor as _doctor  # noqa: F401
 from urchin.cli import events as _events  # noqa: F401
@@ -17,6 +18,7 @@ from urchin.cli import index as _index  # noqa: F401
 from urchin.cli import mcp as _mcp  # noqa: F401
 from urchin.cli import privacy as _privacy  # noqa: F401
 from urchin.cli import serve as _serve  # noqa: F401
+from urchin.cli import token as _token  # noqa: F401
 from urchin.cli import viewer as _viewer  # noqa: F401
 from urchin.cli import workspace as _workspace  # noqa: F401
 from urchin.cli.group import AppContext, main

@@ -55,6 +55,8 @@ def _searches(values: tuple[str, ...]) -> list[dict[str, str]] | None:
               help="live: also read cataloged (over-cap) files at query time (default indexed).")
 @click.option("--live-byte-budget", type=int, default=None,
               help="Bytes read live per query in live mode (default 8 MiB).")
+@click.option("--device", "devices", multiple=True, help="Only events fed by this machine (repeatable; default all).")
+@click.option("--account", "accounts", multiple=True, help="Only events of this account (repeatable; default all).")
 @click.option("--json", "as_json", is_flag=True, help="Print the same object the MCP tool search_context returns.")
 @click.pass_obj
 def context(app: AppContext, query: str, searches: tuple[str, ...], as_json: bool, **flags: Any) -> None:

@@ -77,10 +77,13 @@ def print_events(result: Any, as_json: bool) -> None:
 
 @main.command()
 @operation_options("search")
+@click.option("--team", is_flag=True, help="Search every device's events in the shared database (--scope team).")
 @json_option
 @click.pass_obj
-def search(app: AppContext, as_json: bool, **params: Any) -> None:
+def search(app: AppContext, as_json: bool, team: bool, **params: Any) -> None:
     """Literal, case-insensitive search over event content, newest first."""
+    if team:
+        params["scope"] = "team"
     print_events(app.memory().search(**parse("search", params)), as_json)
 
 

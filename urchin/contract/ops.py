@@ -47,7 +47,10 @@ def _required(name: str, help_text: str, wire: str = "") -> Param:
 
 
 OPERATIONS: dict[str, Operation] = {op.name: op for op in (
-    Operation("search", (_query(), _hours(168), _limit(20), *_filters()), aliases={"q": "query"}),
+    Operation("search", (_query(), _hours(168), _limit(20), *_filters(),
+                         Param("scope", help="local: this machine's journal; team: every device's events in the "
+                                             "shared database (URCHIN_DATABASE_URL).", default="local",
+                               choices=("local", "team"))), aliases={"q": "query"}),
     Operation("semantic", (_query(), _hours(168), _limit(10), *_filters()), aliases={"q": "query"}),
     Operation("recent", (_hours(24), _limit(20), *_filters())),
     Operation("session_context", (_required("session", "The session id."), _hours(168), _limit(50))),

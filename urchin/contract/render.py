@@ -127,7 +127,8 @@ def render_context(result: Mapping[str, Any]) -> str:
     """`search_context` and `query_source`: cited excerpts, best first, then what was searched."""
     lines: list[str] = []
     for n, item in enumerate(result["results"], 1):
-        lines.append(f"[{n}] {item['citation']} (score {item['score']:.3f}, {item.get('source')})")
+        where = f" @{item['device']}" if item.get("device") else ""   # team: the machine that fed it
+        lines.append(f"[{n}] {item['citation']} (score {item['score']:.3f}, {item.get('source')}{where})")
         lines.append(item["content"])
         if "explain" in item:
             legs = ", ".join(f"{x['leg']}/{x['origin']} #{x['rank']} +{x['contribution']:.4f}"

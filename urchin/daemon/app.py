@@ -34,6 +34,7 @@ from urchin.errors import ConfigError, NotFoundError, QueryError, TooLarge, Urch
 from urchin.ingest import BatchReport, IngestResult
 from urchin.memory import Memory
 from urchin.redact import redact_message
+from urchin.tokens import TokenStore
 
 __all__ = ["build_app", "DaemonState", "MAX_BATCH_EVENTS", "VERSION"]
 
@@ -105,7 +106,8 @@ def build_app(state: DaemonState, token: str, *, extra_routes: Sequence[BaseRout
     app.router.redirect_slashes = False  # an API answers the path it was given: 404, not a 307 to a guess
     app.state.daemon = state
     return Guard(app, token, limit_for=lambda path: EVENT_LIMIT if path == "/ingest" else BATCH_LIMIT,
-                 sse_idle_s=sse_idle_seconds(state.memory.settings.section("daemon")), sessions=sessions)
+                 sse_idle_s=sse_idle_seconds(state.memory.settings.section("daemon")), sessions=sessions,
+                 tokens=TokenStore(state.memory.settings.home))
 
 
 def sse_idle_seconds(daemon_config: Mapping[str, Any]) -> float:

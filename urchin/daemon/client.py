@@ -120,15 +120,15 @@ class RemoteMemory:
     # ---- the API ------------------------------------------------------------------------------
     def search(self, query: str, *, hours: float = 168, limit: int = 20, source: str | None = None,
                workspace: str | None = None, session: str | None = None, kind: str | None = None,
-               now: Any = None) -> SearchResult:
+               scope: str = "local", now: Any = None) -> SearchResult:
         if now is not None:  # the HTTP API always means "now"
             return self.local().search(query, hours=hours, limit=limit, source=source, workspace=workspace,
-                                       session=session, kind=kind, now=now)
+                                       session=session, kind=kind, scope=scope, now=now)
         params = _drop_none(query=query, hours=hours, limit=limit, source=source, workspace=workspace,
-                            session=session, kind=kind)
+                            session=session, kind=kind, scope=None if scope == "local" else scope)
         return self._call("GET", "/search", params=params, parse=_search_result,
                           fallback=lambda m: m.search(query, hours=hours, limit=limit, source=source,
-                                                      workspace=workspace, session=session, kind=kind))
+                                                      workspace=workspace, session=session, kind=kind, scope=scope))
 
     def recent(self, *, hours: float = 24, limit: int = 20, source: str | None = None,
                workspace: str | None = None, session: str | None = None, kind: str | None = None,

@@ -20,10 +20,12 @@ import orjson
 
 from urchin.config import Settings, ensure_private_dir
 from urchin.daemon.browser import CSRF_HEADER, SECURITY_HEADERS, BrowserSessions, cookie_name
+from urchin.daemon.scopes import Refusal, check
 from urchin.errors import ConfigError
+from urchin.tokens import ADMIN_GRANT, Grant, TokenStore
 
 __all__ = ["Guard", "load_token", "ensure_token", "is_loopback_host", "own_origins", "EVENT_LIMIT", "BATCH_LIMIT",
-           "SSE_IDLE_S", "AUTHORISED", "VIA", "SESSION"]
+           "SSE_IDLE_S", "AUTHORISED", "VIA", "SESSION", "GRANT"]
 
 EVENT_LIMIT = 1 << 20  # one event: 1 MiB
 BATCH_LIMIT = 16 << 20  # one request body of any kind: 16 MiB
@@ -33,6 +35,7 @@ SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 SSE_IDLE_S = 300.0  # an event stream that carries no event (keep-alive pings aside) this long is ended
 AUTHORISED = "urchin.authorised"  # scope key: did the request carry the right token (an open path may ask)
 VIA = "urchin.via"  # scope key: "token", "cookie" (a signed-in viewer) or None
+GRANT = "urchin.grant"  # scope key: the request's Grant (scope, workspaces), None when unauthorised
 SESSION = "urchin.session"  # scope key: the browser session id a cookie named (for /auth routes)
 
 Scope = MutableMapping[str, Any]
@@ -104,18 +107,23 @@ class Guard:
     """Refuses bad requests before the app runs; buffers POST bodies within the size limit.
 
     Order: Host (DNS rebinding) -> Origin (a browser page of another site) -> bearer token
-    (constant time) or a viewer's session cookie (plus, on a state-changing call, its CSRF header
-    and a same-origin Origin) -> Content-Type on POST -> body size (Content-Length and the bytes
-    actually read). A Unix-socket request carries no usable Host, so only the token and the Origin
-    check apply to it (the socket itself is 0600). Open paths (`/health`, the page shell, static
-    assets, `/login`) skip the token; the app sees how the request was authorised in
-    `scope[AUTHORISED]` and `scope[VIA]`. Every response carries the page security headers (CSP).
+    (constant time; the single token is admin, others are scoped tokens) or a viewer's session
+    cookie (admin, as only the admin token signs a browser in; on a state-changing call also its CSRF
+    header and a same-origin Origin) -> Content-Type on POST -> body size (Content-Length and the
+    bytes actually read) -> the grant's scope (scopes.py: ingest, read or admin per route and MCP
+    tool; workspaces filled in or refused). A Unix-socket request carries no usable Host, so only the
+    token and the Origin check apply to it (the socket itself is 0600). Open paths (`/health`, the
+    page shell, static assets, `/login`) skip the token; the app sees how the request was authorised
+    in `scope[AUTHORISED]` (it may read everything), `scope[VIA]` and `scope[GRANT]`. Every response
+    carries the page security headers (CSP).
     """
 
     def __init__(self, app: ASGIApp, token: str, limit_for: Callable[[str], int] | None = None,
-                 sse_idle_s: float = SSE_IDLE_S, sessions: BrowserSessions | None = None) -> None:
+                 sse_idle_s: float = SSE_IDLE_S, sessions: BrowserSessions | None = None,
+                 tokens: TokenStore | None = None) -> None:
         self.app = app
         self.token = token.encode("utf-8")
+        self.tokens = tokens          # scoped tokens (`urchin token create`); the single token is admin
         self.limit_for = limit_for or (lambda path: BATCH_LIMIT)
         self.sse_idle_s = sse_idle_s
         self.sessions = sessions
@@ -141,18 +149,27 @@ class Guard:
                                      "(only the daemon's own http://127.0.0.1:PORT or http://localhost:PORT)",
                           "origin")
             return
-        scope[AUTHORISED] = self._authorised(headers.get("authorization", ""))
-        scope[VIA] = "token" if scope[AUTHORISED] else None
-        if not scope[AUTHORISED] and self.sessions is not None and not unix:
+        grant = self._grant(headers.get("authorization", ""))
+        scope[VIA] = "token" if grant is not None else None
+        if grant is None and self.sessions is not None and not unix:
             refusal = self._cookie(scope, headers, origin)
             if refusal:
                 await _refuse(send, 403, refusal, "csrf")
                 return
-        if not (path in OPEN_PATHS or path.startswith(OPEN_PREFIXES)) and not scope[AUTHORISED]:
+            if scope[VIA] == "cookie":
+                grant = ADMIN_GRANT
+        scope[GRANT] = grant
+        # an open path shows more to a grant that may read everything
+        scope[AUTHORISED] = grant is not None and grant.allows("read") and not grant.workspaces
+        open_path = path in OPEN_PATHS or path.startswith(OPEN_PREFIXES)
+        if not open_path and grant is None:
             await _refuse(send, 401, "authorization: missing or wrong bearer token", "authorization",
                           [(b"www-authenticate", b'Bearer realm="urchin"')])
             return
+        scoped = grant is not None and not open_path
         if scope["method"] not in ("POST", "PUT", "PATCH"):
+            if scoped and not await _scope_ok(scope, send, grant, None):
+                return
             if "text/event-stream" in headers.get("accept", ""):
                 await _idle_limited(self.app, scope, receive, send, self.sse_idle_s)
             else:
@@ -171,6 +188,10 @@ class Guard:
         if body is None:
             await _refuse(send, 413, f"body: over the limit of {limit} bytes", "body")
             return
+        if scoped:
+            body = await _scope_ok(scope, send, grant, body)
+            if body is None:
+                return
         await self.app(scope, _replay(body, receive), send)
 
     def _cookie(self, scope: Scope, headers: dict[str, str], origin: str | None) -> str | None:
@@ -187,14 +208,29 @@ class Guard:
                 return "origin: a signed-in page's state-changing call must carry its Origin"
             if not self.sessions.csrf_ok(session, headers.get(CSRF_HEADER)):
                 return f"csrf: missing or wrong {CSRF_HEADER} header"
-        scope[AUTHORISED], scope[VIA], scope[SESSION] = True, "cookie", session_id
+        scope[VIA], scope[SESSION] = "cookie", session_id
         return None
 
-    def _authorised(self, header: str) -> bool:
+    def _grant(self, header: str) -> Grant | None:
+        """The single token is admin; otherwise a scoped token of the store, or None."""
         scheme, _, given = header.partition(" ")
         if scheme.lower() != "bearer":
-            return False
-        return hmac.compare_digest(given.strip().encode("utf-8"), self.token)
+            return None
+        given = given.strip()
+        if hmac.compare_digest(given.encode("utf-8"), self.token):
+            return ADMIN_GRANT
+        return self.tokens.verify(given) if self.tokens is not None else None
+
+
+async def _scope_ok(scope: Scope, send: Send, grant: Any, body: bytes | None) -> Any:
+    """Check the request against the grant's scope (see scopes.py): False/None after a 403, else the
+    body to pass on (True for a request without one); the query string may be rewritten in `scope`."""
+    outcome = check(grant, scope["method"], scope.get("path", ""), scope.get("query_string", b""), body)
+    if isinstance(outcome, Refusal):
+        await _refuse(send, 403, outcome.message, outcome.field)
+        return None if body is not None else False
+    scope["query_string"] = outcome[0]
+    return outcome[1] if body is not None else True
 
 
 async def _idle_limited(app: ASGIApp, scope: Scope, receive: Receive, send: Send, idle_s: float) -> None:

@@ -77,6 +77,8 @@ class Filter:
     until: datetime | None = None
     memories: bool = True
     conversations: bool = True
+    devices: tuple[str, ...] = ()
+    accounts: tuple[str, ...] = ()
 
 
 class Embedder(Protocol):

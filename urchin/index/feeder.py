@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import zlib
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -29,6 +30,7 @@ __all__ = ["Feeder", "FeedReport", "event_row", "BATCH_BYTES"]
 
 log = logging.getLogger("urchin.index.feeder")
 BATCH_BYTES = 2 * 1024 * 1024
+HEAD_BYTES = 64 * 1024      # the journal's first line (up to this) fingerprints it (see _check_replaced)
 EMBED_BATCH = 64
 Progress = Callable[[int, int], None]      # (bytes done, bytes total)
 OnSkip = Callable[[str, str], None]        # (event id, why the database refused its row)
@@ -130,6 +132,7 @@ class Feeder:
         generation = self.forgotten.generation()
         offset = self._retry(lambda: self.backend.cursor(self.device, self.key), report)
         total = self.journal.size()
+        offset = self._check_replaced(offset, total, generation, report)
         with ThreadPoolExecutor(1, thread_name_prefix="urchin-feed") as pool:
             pending = pool.submit(self._prepare, offset)
             while not (stop and stop.is_set()):
@@ -194,9 +197,41 @@ class Feeder:
         if self._on_skip is not None:
             self._on_skip(row.chunk_id, reason)
 
+    def _check_replaced(self, offset: int, total: int, generation: int, report: FeedReport) -> int:
+        """The cursor to feed from: 0 when the journal was replaced (or truncated) under the cursor.
+
+        A journal shorter than the cursor, or whose first line changed while no compaction (forget)
+        happened since the head was recorded, is another file: it is fed again from 0. Upserts are
+        idempotent (keyed by event id), so rows already stored are not duplicated.
+        """
+        if not hasattr(self.backend, "journal_head"):
+            return offset
+        head = self._head()
+        seen = self._retry(lambda: self.backend.journal_head(self.device, self.key), report)
+        replaced = offset > total or (seen is not None and seen[0] not in (0, head) and seen[1] == generation
+                                      and offset > 0)
+        if replaced:
+            report.notes.append(f"journal {self.key} was replaced or truncated (cursor {offset}, size {total}): "
+                                "fed again from the start")
+            try:
+                self._retry(partial(self.backend.write_batch, [], self.device, self.key, offset, 0), report)
+                offset = 0
+            except DatabaseError as exc:     # another process of this device moved it first (to 0, or on)
+                if "moved by another feeder" not in exc.message:
+                    raise
+                offset = self._retry(lambda: self.backend.cursor(self.device, self.key), report)
+        if seen != (head, generation):
+            self._retry(partial(self.backend.set_journal_head, self.device, self.key, head, generation), report)
+        return offset
+
+    def _head(self) -> int:
+        """A fingerprint of the journal's first line (crc32), or 0 while it is empty."""
+        first = self.journal.read_from(0, HEAD_BYTES)
+        return zlib.crc32(first.lines[0][1]) if first.lines else 0
+
     def _prepare(self, offset: int) -> tuple[int, int, list[ChunkRow]]:
         result = self.journal.read_from(offset, self.batch_bytes)
-        return offset, result.next_offset, _rows(result.lines, self.forgotten.hashes())
+        return offset, result.next_offset, _rows(result.lines, self.forgotten.hashes(), self.device)
 
     def follow(self, stop: threading.Event, poll_s: float = 0.5, on_progress: Progress | None = None) -> None:
         """Feed until `stop` is set (the daemon's loop)."""
@@ -238,10 +273,16 @@ class Feeder:
                 delay = min(delay * 2, 5.0)
 
 
-def _rows(lines: Sequence[tuple[int, bytes]], hidden: frozenset[bytes] = frozenset()) -> list[ChunkRow]:
+def _rows(lines: Sequence[tuple[int, bytes]], hidden: frozenset[bytes] = frozenset(),
+          device: str | None = None) -> list[ChunkRow]:
+    """Rows of a batch; `device` (the feeding machine, whose journal holds the event) is each row's
+    device: row-level security lets a feeder role write only its own device's rows."""
     rows: dict[str, ChunkRow] = {}
     for offset, line in lines:
         event = Event.from_json(line)
         if event is not None and event.id not in rows and not (hidden and forget_hash(event.id) in hidden):
-            rows[event.id] = event_row(event, offset)
+            row = event_row(event, offset)
+            if device:
+                row.device = device
+            rows[event.id] = row
     return list(rows.values())

@@ -78,7 +78,8 @@ class ContextResult:
 
 def _filter(p: ContextParams) -> Filter:
     return Filter(sources=p.sources, kinds=p.kinds, workspace=p.workspace, session=p.session, tags=p.tags,
-                  since=p.since, until=p.until, memories=p.include_memories, conversations=p.include_conversations)
+                  since=p.since, until=p.until, memories=p.include_memories, conversations=p.include_conversations,
+                  devices=p.devices, accounts=p.accounts)
 
 
 def run_context(backend: IndexBackend, p: ContextParams, embedder: Embedder | None = None,
@@ -271,6 +272,10 @@ def _result(row: dict[str, Any], fused: dict[str, Any], explain: bool) -> dict[s
         "session": row["session"], "title": row["title"], "tags": list(row["tags"] or []),
         "updatedAt": _iso(row["occurred_at"]), "location": location,
     }
+    if row.get("device") is not None:       # team: the machine whose journal fed it
+        out["device"] = row["device"]
+    if row.get("account") is not None:
+        out["account"] = row["account"]
     if row["doc_type"] == "file":
         out["folder"] = row["doc_id"].rsplit("/", 1)[0] if "/" in row["path"] else row["workspace"]
     if row.get("live"):

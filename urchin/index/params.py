@@ -35,6 +35,7 @@ _NAMES = {
     "memoryWeight": "memory_weight", "minScore": "min_score", "limit": "limit",
     "tokenBudget": "token_budget", "explain": "explain",
     "perFileCap": "per_file_cap", "mode": "mode", "liveByteBudget": "live_byte_budget",
+    "devices": "devices", "accounts": "accounts",
 }
 MODES = ("indexed", "live")
 DEFAULT_LIVE_BYTE_BUDGET = 8 * 1024 * 1024
@@ -78,6 +79,8 @@ class ContextParams:
     mode: str = "indexed"                 # live: also read cataloged (over-cap) files at query time
     live_byte_budget: int = DEFAULT_LIVE_BYTE_BUDGET
     hours: float | None = field(default=None, compare=False)
+    devices: tuple[str, ...] = ()         # team: only events fed by these machines (default: every device)
+    accounts: tuple[str, ...] = ()
 
     @classmethod
     def parse(cls, data: Mapping[str, Any], now: datetime | None = None) -> ContextParams:
@@ -136,6 +139,8 @@ class ContextParams:
             live_byte_budget=_whole(v.get("live_byte_budget", DEFAULT_LIVE_BYTE_BUDGET), "liveByteBudget", 0,
                                     MAX_LIVE_BYTE_BUDGET),
             hours=hours,
+            devices=_names(v.get("devices"), "devices"),
+            accounts=_names(v.get("accounts"), "accounts"),
         )
         params._check_weights()
         return params
@@ -155,7 +160,8 @@ class ContextParams:
         out: dict[str, Any] = {}
         for name, value in (("sources", list(self.sources)), ("kinds", list(self.kinds)),
                             ("workspace", self.workspace), ("session", self.session), ("tags", list(self.tags)),
-                            ("since", _iso(self.since)), ("until", _iso(self.until))):
+                            ("since", _iso(self.since)), ("until", _iso(self.until)),
+                            ("devices", list(self.devices)), ("accounts", list(self.accounts))):
             if value:
                 out[name] = value
         if not self.include_memories:
@@ -250,6 +256,21 @@ def _labels(value: Any, name: str) -> tuple[str, ...]:
         if not isinstance(item, str) or not item.strip():
             raise QueryError(f"{name}[{i}]", "must be a non-empty string")
         out.setdefault(_name(item.strip().lower(), f"{name}[{i}]"), None)
+    return tuple(out)
+
+
+def _names(value: Any, name: str) -> tuple[str, ...]:
+    """Like `_labels` but case kept: device and account names are compared as they were written."""
+    if value is None:
+        return ()
+    items = [value] if isinstance(value, str) else value
+    if not isinstance(items, (list, tuple)):
+        raise QueryError(name, "must be a list of strings")
+    out: dict[str, None] = {}
+    for i, item in enumerate(items):
+        if not isinstance(item, str) or not item.strip() or "\x00" in item or len(item) > 256:
+            raise QueryError(f"{name}[{i}]", "must be a non-empty string of at most 256 characters, without NUL")
+        out.setdefault(item.strip(), None)
     return tuple(out)
 
 

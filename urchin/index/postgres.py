@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 import psycopg
@@ -16,12 +17,14 @@ from psycopg import sql
 
 from urchin.errors import DatabaseError
 from urchin.index.base import MEMORY_KINDS, ChunkRow, ContextRow, Filter, LegHit
-from urchin.index.schema import MIGRATIONS, PGVECTOR_MIN, TS_CONFIG
+from urchin.index.pg_migrate import migrate as _migrate
+from urchin.index.schema import TS_CONFIG
 
 __all__ = ["PostgresIndex", "OUTAGE_ERRORS", "REFUSED_ERRORS", "QUERY_SETTINGS", "GENERATION_MARK", "FORGOTTEN_MARK"]
 
-# Rows of urchin_cursors beside a feeder's cursor: the journal generation its offset refers to,
-# and how many tombstones (`forget` records) it has applied. Not cursors: status leaves them out.
+# Rows of urchin_cursors beside a feeder's cursor (named `<journal> #<mark>`): the journal generation
+# its offset refers to, and how many tombstones (`forget` records) it has applied. Not cursors:
+# status leaves them out.
 GENERATION_MARK = " #generation"
 FORGOTTEN_MARK = " #forgotten"
 
@@ -42,7 +45,7 @@ _COLUMNS = ("chunk_id", "doc_id", "doc_type", "source", "kind", "workspace", "se
             "occurred_at", "account", "device", "journal_offset", "path", "heading_path", "start_line", "end_line",
             "content_hash", "terms", "tvec")
 _FETCH = ("chunk_id", "doc_id", "doc_type", "source", "kind", "workspace", "session", "title", "tags", "content",
-          "occurred_at", "journal_offset", "path", "heading_path", "start_line", "end_line")
+          "occurred_at", "journal_offset", "path", "heading_path", "start_line", "end_line", "device", "account")
 
 
 class PostgresIndex:
@@ -55,6 +58,7 @@ class PostgresIndex:
         self._url = url if callable(url) else (lambda: url)
         self._timeout = connect_timeout
         self._conn: psycopg.Connection[Any] | None = None
+        self._months: set[tuple[int, int]] = set()   # monthly partitions of urchin_chunks known to exist
 
     # ---- connection ---------------------------------------------------------------------------
     @property
@@ -72,6 +76,7 @@ class PostgresIndex:
 
     def reset(self) -> None:
         """Drop the connection (after an outage); the next call reconnects."""
+        self._months.clear()
         if self._conn is not None:
             try:
                 self._conn.close()
@@ -97,6 +102,7 @@ class PostgresIndex:
         NOTHING for events, which never change); term statistics count only new rows.
         """
         conn = self.conn
+        self._ensure_partitions(rows)
         with conn.transaction():
             inserted: set[str] = set()
             if rows:
@@ -108,7 +114,7 @@ class PostgresIndex:
                             copy.write_row(tuple(getattr(row, name) for name in _COLUMNS))
                     cur.execute(f"INSERT INTO urchin_chunks ({', '.join(_COLUMNS)}) "
                                 f"SELECT {', '.join(_COLUMNS)} FROM urchin_feed "
-                                "ON CONFLICT (chunk_id) DO NOTHING RETURNING chunk_id")
+                                "ON CONFLICT (chunk_id, occurred_at) DO NOTHING RETURNING chunk_id")
                     inserted = {r[0] for r in cur.fetchall()}
                 if inserted:
                     self._count_terms([r for r in rows if r.chunk_id in inserted])
@@ -121,6 +127,19 @@ class PostgresIndex:
                                     "re-reading it")
         return len(inserted)
 
+    def _ensure_partitions(self, rows: Sequence[ChunkRow]) -> None:
+        """Create the monthly partitions `rows` need (each in its own short transaction, before the
+        batch's: creating a partition locks the parent). Months known to exist are remembered."""
+        months: dict[tuple[int, int], Any] = {}
+        for row in rows:
+            moment = row.occurred_at.astimezone(UTC)
+            months.setdefault((moment.year, moment.month), moment)
+        for month, moment in sorted(months.items()):
+            if month not in self._months:
+                with self.conn.transaction():
+                    self.conn.execute("SELECT urchin_ensure_partition(%s)", (moment,))
+                self._months.add(month)
+
     # ---- forgetting ----------------------------------------------------------------------------
     def marks(self, device: str, journal: str) -> tuple[int, int, int]:
         """(cursor, journal generation it refers to, tombstones applied) of one feeder."""
@@ -131,6 +150,20 @@ class PostgresIndex:
         return (int(found.get(journal, 0)), int(found.get(journal + GENERATION_MARK, 0)),
                 int(found.get(journal + FORGOTTEN_MARK, 0)))
 
+    def journal_head(self, device: str, journal: str) -> tuple[int, int] | None:
+        """(head, forget generation) recorded for one feeder's journal, or None (see Feeder)."""
+        with self.conn.transaction():
+            row = self.conn.execute("SELECT head, generation FROM urchin_journal_heads WHERE device = %s "
+                                    "AND journal = %s", (device, journal)).fetchone()
+        return (int(row[0]), int(row[1])) if row else None
+
+    def set_journal_head(self, device: str, journal: str, head: int, generation: int) -> None:
+        with self.conn.transaction():
+            self.conn.execute("INSERT INTO urchin_journal_heads (device, journal, head, generation) "
+                              "VALUES (%s, %s, %s, %s) ON CONFLICT (device, journal) DO UPDATE SET "
+                              "head = excluded.head, generation = excluded.generation",
+                              (device, journal, head, generation))
+
     def apply_forget(self, device: str, journal: str, hashes: Sequence[bytes], moves: tuple[int, int] | None,
                      generation: int, applied: int) -> int:
         """In one transaction: delete the event rows whose id hashes (sha256, first 16 bytes) are in
@@ -140,6 +173,11 @@ class PostgresIndex:
         with conn.transaction():
             rows = []
             if hashes:
+                # vectors first: row-level security lets a feeder delete them while their chunk is there
+                conn.execute("DELETE FROM urchin_embeddings e USING urchin_chunks c WHERE e.chunk_id = c.chunk_id "
+                             "AND c.doc_type = 'event' AND "
+                             "substring(sha256(convert_to(c.chunk_id, 'UTF8')) from 1 for 16) = ANY(%s)",
+                             (list(hashes),))
                 rows = conn.execute(
                     "DELETE FROM urchin_chunks WHERE doc_type = 'event' AND "
                     "substring(sha256(convert_to(chunk_id, 'UTF8')) from 1 for 16) = ANY(%s) RETURNING terms",
@@ -178,7 +216,8 @@ class PostgresIndex:
     def rebuild(self) -> None:
         """Empty the index and every cursor: each feeder (this device's and others') replays from 0."""
         with self.conn.transaction():
-            self.conn.execute("TRUNCATE urchin_chunks, urchin_embeddings, urchin_terms, urchin_cursors, urchin_files")
+            self.conn.execute("TRUNCATE urchin_chunks, urchin_embeddings, urchin_terms, urchin_cursors, urchin_files, "
+                              "urchin_journal_heads")
             self.conn.execute("UPDATE urchin_stats SET value = 0 WHERE key = 'chunks'")
 
     # ---- workspace files (issue 9) ------------------------------------------------------------
@@ -206,17 +245,24 @@ class PostgresIndex:
 
     def replace_file(self, entry: Any, rows: Sequence[ChunkRow]) -> None:
         """One transaction: the file's old chunks out (term statistics decremented), new ones in, catalog row."""
-        from datetime import UTC, datetime
 
         doc_id = f"{entry.root}/{entry.path}"
         conn = self.conn
+        self._ensure_partitions(rows)
         with conn.transaction():
             self._delete_docs([doc_id])
             if rows:
+                # through the feed table: PostgreSQL refuses COPY into a table with row-level security;
+                # a file chunk is the feeding role's device's (NULL for the owner, as before)
+                conn.execute("CREATE TEMP TABLE IF NOT EXISTS urchin_feed (LIKE urchin_chunks INCLUDING DEFAULTS)"
+                             " ON COMMIT DELETE ROWS")
                 with conn.cursor() as cur:
-                    with cur.copy(f"COPY urchin_chunks ({', '.join(_COLUMNS)}) FROM STDIN") as copy:
+                    with cur.copy(f"COPY urchin_feed ({', '.join(_COLUMNS)}) FROM STDIN") as copy:
                         for row in rows:
                             copy.write_row(tuple(getattr(row, name) for name in _COLUMNS))
+                    stamped = ", ".join("coalesce(device, urchin_device())" if c == "device" else c for c in _COLUMNS)
+                    cur.execute(f"INSERT INTO urchin_chunks ({', '.join(_COLUMNS)}) SELECT {stamped} FROM urchin_feed")
+                    cur.execute("TRUNCATE urchin_feed")
                 self._count_terms(rows)
             conn.execute(
                 "INSERT INTO urchin_files (root, path, size, mtime, hash, state, error) "
@@ -241,6 +287,8 @@ class PostgresIndex:
     def _delete_docs(self, doc_ids: Sequence[str]) -> None:
         if not doc_ids:
             return
+        self.conn.execute("DELETE FROM urchin_embeddings e USING urchin_chunks c WHERE e.chunk_id = c.chunk_id "
+                          "AND c.doc_id = ANY(%s) AND c.doc_type = 'file'", (list(doc_ids),))
         rows = self.conn.execute("DELETE FROM urchin_chunks WHERE doc_id = ANY(%s) AND doc_type = 'file' "
                                  "RETURNING terms", (list(doc_ids),)).fetchall()
         self._uncount(rows)
@@ -271,6 +319,8 @@ class PostgresIndex:
             rows = self.conn.execute(
                 "SELECT c.chunk_id, coalesce(c.title || E'\\n', '') || c.content FROM urchin_chunks c "
                 "WHERE NOT EXISTS (SELECT 1 FROM urchin_embeddings e WHERE e.chunk_id = c.chunk_id AND e.model = %s) "
+                # a feeder role embeds its own device's rows (row-level security refuses the others)
+                "AND (urchin_device() IS NULL OR c.device = urchin_device()) "
                 "ORDER BY c.occurred_at DESC LIMIT %s", (model, limit)).fetchall()
         return [(r[0], r[1]) for r in rows]
 
@@ -358,6 +408,24 @@ class PostgresIndex:
             rows = self.conn.execute(query, args).fetchall()
         return [LegHit(r[0], float(r[1]), r[2], r[3]) for r in rows]
 
+    def literal(self, query: str, since: datetime | None, limit: int, filters: dict[str, str | None]
+                ) -> list[dict[str, Any]]:
+        """Events whose content holds `query` (ILIKE, the pg_trgm GIN index), newest first: the team's
+        `urchin search` over every device's rows. `filters` are exact matches (source, workspace, ...)."""
+        pattern = "%" + query.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+        where = ["doc_type = 'event'", "content ILIKE %(p)s"]
+        args: dict[str, Any] = {"p": pattern, "since": since, "limit": limit}
+        if since is not None:
+            where.append("occurred_at >= %(since)s")
+        for name, value in filters.items():
+            if value is not None:
+                where.append(f"{name} = %(f_{name})s")
+                args[f"f_{name}"] = value
+        with self.conn.transaction():
+            rows = self.conn.execute(f"SELECT {', '.join(_FETCH)} FROM urchin_chunks WHERE {' AND '.join(where)} "
+                                     "ORDER BY occurred_at DESC, chunk_id DESC LIMIT %(limit)s", args).fetchall()
+        return [dict(zip(_FETCH, r, strict=True)) for r in rows]
+
     def fetch(self, chunk_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
         with self.conn.transaction():
             rows = self.conn.execute(f"SELECT {', '.join(_FETCH)} FROM urchin_chunks WHERE chunk_id = ANY(%s)",
@@ -368,10 +436,7 @@ class PostgresIndex:
         with self.conn.transaction():
             chunks = self.conn.execute("SELECT count(*) FROM urchin_chunks").fetchone()
             cursors = self.conn.execute("SELECT device, journal, byte_offset, updated_at FROM urchin_cursors "
-                                        "WHERE right(journal, %s) <> %s AND right(journal, %s) <> %s "
-                                        "ORDER BY device, journal",
-                                        (len(GENERATION_MARK), GENERATION_MARK, len(FORGOTTEN_MARK),
-                                         FORGOTTEN_MARK)).fetchall()
+                                        "WHERE journal !~ ' #[a-z]+$' ORDER BY device, journal").fetchall()
             version = self.conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'").fetchone()
             schema = self.conn.execute("SELECT max(version) FROM urchin_migrations").fetchone()
             files = self.conn.execute("SELECT root, state, count(*) FROM urchin_files GROUP BY root, state").fetchall()
@@ -430,6 +495,10 @@ def _where(flt: Filter, alias: str = "") -> tuple[str, dict[str, Any]]:
     if flt.until is not None:
         clauses.append(f"{alias}occurred_at < %(f_until)s")
         args["f_until"] = flt.until
+    for name in ("devices", "accounts"):
+        if getattr(flt, name):
+            clauses.append(f"{alias}{name[:-1]} = ANY(%(f_{name})s)")
+            args[f"f_{name}"] = list(getattr(flt, name))
     if not flt.memories:
         clauses.append(f"{alias}kind <> ALL(%(f_memory_kinds)s)")
         args["f_memory_kinds"] = list(MEMORY_KINDS)
@@ -437,35 +506,3 @@ def _where(flt: Filter, alias: str = "") -> tuple[str, dict[str, Any]]:
         clauses.append(f"{alias}kind = ANY(%(f_memory_kinds)s)")
         args["f_memory_kinds"] = list(MEMORY_KINDS)
     return "".join(f" AND {c}" for c in clauses), args
-
-
-def _migrate(conn: psycopg.Connection[Any]) -> None:
-    """Check pgvector, then apply the missing migrations under an advisory lock (several feeders may race)."""
-    with conn.transaction():
-        conn.execute("SELECT pg_advisory_xact_lock(hashtext('urchin_migrations'))")
-        available = conn.execute("SELECT default_version FROM pg_available_extensions WHERE name = 'vector'").fetchone()
-        installed = conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'").fetchone()
-        if installed is None:
-            if available is None:
-                raise DatabaseError("pgvector is not installed on this PostgreSQL server: urchin needs the `vector` "
-                                    f"extension >= {'.'.join(map(str, PGVECTOR_MIN))} "
-                                    "(https://github.com/pgvector/pgvector)")
-            try:
-                with conn.transaction():
-                    conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
-            except psycopg.errors.InsufficientPrivilege:
-                raise DatabaseError("pgvector is available but not enabled in this database, and this user may not "
-                                    "enable it: run `CREATE EXTENSION vector;` as an owner") from None
-            installed = conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'").fetchone()
-        version = tuple(int(p) for p in str(installed[0]).split(".")[:2]) if installed else (0, 0)
-        if version < PGVECTOR_MIN:
-            raise DatabaseError(f"pgvector {installed[0] if installed else '?'} is installed; urchin needs >= "
-                                f"{'.'.join(map(str, PGVECTOR_MIN))} for sparsevec and halfvec "
-                                "(ALTER EXTENSION vector UPDATE)")
-        conn.execute("CREATE TABLE IF NOT EXISTS urchin_migrations (version integer PRIMARY KEY, name text NOT NULL, "
-                     "applied_at timestamptz NOT NULL DEFAULT now())")
-        applied = {r[0] for r in conn.execute("SELECT version FROM urchin_migrations").fetchall()}
-        for version_no, name, body in MIGRATIONS:
-            if version_no not in applied:
-                conn.execute(body)
-                conn.execute("INSERT INTO urchin_migrations (version, name) VALUES (%s, %s)", (version_no, name))

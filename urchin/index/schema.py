@@ -92,4 +92,119 @@ CREATE TABLE urchin_files (
     PRIMARY KEY (root, path)
 );
 """),
+    (3, "team: literal search (pg_trgm), feeder devices, row-level security on device", """
+-- Literal substring search over the shared database (`urchin search --team`): ILIKE on content uses it.
+CREATE EXTENSION IF NOT EXISTS pg_trgm;
+CREATE INDEX urchin_chunks_trgm ON urchin_chunks USING gin (content gin_trgm_ops);
+CREATE INDEX urchin_chunks_device ON urchin_chunks (device, occurred_at);
+
+-- Each feeder's journal head (crc32 of its first line) and the forget generation it was seen at: a
+-- journal replaced under a cursor is recognised and fed again from 0 (see Feeder._check_replaced).
+CREATE TABLE urchin_journal_heads (
+    device      text NOT NULL,
+    journal     text NOT NULL,
+    head        bigint NOT NULL,
+    generation  bigint NOT NULL,
+    PRIMARY KEY (device, journal)
+);
+
+-- Which device each feeder role may write (`urchin db feeder DEVICE`). Only the owner writes it.
+CREATE TABLE urchin_feeders (
+    role    name PRIMARY KEY,
+    device  text NOT NULL UNIQUE
+);
+-- The device the connected role feeds; NULL for the owner, a superuser or a reader.
+CREATE FUNCTION urchin_device() RETURNS text LANGUAGE sql STABLE
+    AS $$ SELECT device FROM urchin_feeders WHERE role = current_user $$;
+
+-- Row-level security: everyone who may read reads every row; a feeder role inserts, updates and
+-- deletes only the rows (and cursors) of its own device. The owner (migrations) is not subject to it.
+ALTER TABLE urchin_chunks ENABLE ROW LEVEL SECURITY;
+CREATE POLICY urchin_read ON urchin_chunks FOR SELECT USING (true);
+CREATE POLICY urchin_feed_insert ON urchin_chunks FOR INSERT WITH CHECK (device = urchin_device());
+CREATE POLICY urchin_feed_update ON urchin_chunks FOR UPDATE USING (device = urchin_device())
+    WITH CHECK (device = urchin_device());
+CREATE POLICY urchin_feed_delete ON urchin_chunks FOR DELETE USING (device = urchin_device());
+
+ALTER TABLE urchin_cursors ENABLE ROW LEVEL SECURITY;
+CREATE POLICY urchin_read ON urchin_cursors FOR SELECT USING (true);
+CREATE POLICY urchin_feed_insert ON urchin_cursors FOR INSERT WITH CHECK (device = urchin_device());
+CREATE POLICY urchin_feed_update ON urchin_cursors FOR UPDATE USING (device = urchin_device())
+    WITH CHECK (device = urchin_device());
+CREATE POLICY urchin_feed_delete ON urchin_cursors FOR DELETE USING (device = urchin_device());
+
+ALTER TABLE urchin_journal_heads ENABLE ROW LEVEL SECURITY;
+CREATE POLICY urchin_read ON urchin_journal_heads FOR SELECT USING (true);
+CREATE POLICY urchin_feed_all ON urchin_journal_heads FOR ALL USING (device = urchin_device())
+    WITH CHECK (device = urchin_device());
+
+ALTER TABLE urchin_embeddings ENABLE ROW LEVEL SECURITY;
+CREATE POLICY urchin_read ON urchin_embeddings FOR SELECT USING (true);
+CREATE POLICY urchin_feed_all ON urchin_embeddings FOR ALL
+    USING (EXISTS (SELECT 1 FROM urchin_chunks c WHERE c.chunk_id = urchin_embeddings.chunk_id
+                   AND c.device = urchin_device()))
+    WITH CHECK (EXISTS (SELECT 1 FROM urchin_chunks c WHERE c.chunk_id = urchin_embeddings.chunk_id
+                        AND c.device = urchin_device()));
+"""),
+    (4, "chunks partitioned by month of occurred_at (native partitioning)", """
+-- Growth path: urchin_chunks becomes a table partitioned by month (range on occurred_at). Every
+-- unique key includes the partition key: the primary key is (chunk_id, occurred_at); an event's id
+-- and time never change, so idempotent upserts still conflict on the same row. Embeddings lose their
+-- foreign key (a partitioned table's key would need occurred_at): deletes take them out explicitly.
+-- Partitions are created on demand by urchin_ensure_partition (SECURITY DEFINER: feeders may call it).
+ALTER TABLE urchin_embeddings DROP CONSTRAINT IF EXISTS urchin_embeddings_chunk_id_fkey;
+DROP POLICY urchin_feed_all ON urchin_embeddings;
+ALTER TABLE urchin_chunks RENAME TO urchin_chunks_unpartitioned;
+CREATE TABLE urchin_chunks (LIKE urchin_chunks_unpartitioned INCLUDING DEFAULTS INCLUDING GENERATED)
+    PARTITION BY RANGE (occurred_at);
+
+CREATE FUNCTION urchin_ensure_partition(moment timestamptz) RETURNS void LANGUAGE plpgsql
+    SECURITY DEFINER SET search_path = public, pg_temp AS $$
+DECLARE
+    lo timestamp := date_trunc('month', moment AT TIME ZONE 'UTC');
+    name text := 'urchin_chunks_' || to_char(lo, 'YYYY"m"MM');
+BEGIN
+    IF to_regclass(name) IS NULL THEN
+        BEGIN
+            EXECUTE format('CREATE TABLE %I PARTITION OF urchin_chunks FOR VALUES FROM (%L) TO (%L)', name,
+                           lo AT TIME ZONE 'UTC', (lo + interval '1 month') AT TIME ZONE 'UTC');
+        EXCEPTION WHEN duplicate_table THEN NULL;  -- another feeder made it first
+        END;
+    END IF;
+END $$;
+REVOKE ALL ON FUNCTION urchin_ensure_partition(timestamptz) FROM PUBLIC;
+
+SELECT urchin_ensure_partition(min(occurred_at)) FROM urchin_chunks_unpartitioned
+    GROUP BY date_trunc('month', occurred_at AT TIME ZONE 'UTC');
+INSERT INTO urchin_chunks (chunk_id, doc_id, doc_type, source, kind, workspace, session, title, tags, content,
+                           occurred_at, account, device, journal_offset, path, heading_path, start_line, end_line,
+                           content_hash, terms, tvec)
+    SELECT chunk_id, doc_id, doc_type, source, kind, workspace, session, title, tags, content, occurred_at, account,
+           device, journal_offset, path, heading_path, start_line, end_line, content_hash, terms, tvec
+    FROM urchin_chunks_unpartitioned;
+DROP TABLE urchin_chunks_unpartitioned;
+
+ALTER TABLE urchin_chunks ADD PRIMARY KEY (chunk_id, occurred_at);
+CREATE INDEX urchin_chunks_tsv ON urchin_chunks USING gin (tsv);
+CREATE INDEX urchin_chunks_tags ON urchin_chunks USING gin (tags);
+CREATE INDEX urchin_chunks_terms ON urchin_chunks USING gin (terms);
+CREATE INDEX urchin_chunks_ws_time ON urchin_chunks (workspace, occurred_at);
+CREATE INDEX urchin_chunks_time ON urchin_chunks (occurred_at);
+CREATE INDEX urchin_chunks_session ON urchin_chunks (session, occurred_at);
+CREATE INDEX urchin_chunks_doc ON urchin_chunks (doc_id);
+CREATE INDEX urchin_chunks_trgm ON urchin_chunks USING gin (content gin_trgm_ops);
+CREATE INDEX urchin_chunks_device ON urchin_chunks (device, occurred_at);
+
+ALTER TABLE urchin_chunks ENABLE ROW LEVEL SECURITY;
+CREATE POLICY urchin_read ON urchin_chunks FOR SELECT USING (true);
+CREATE POLICY urchin_feed_insert ON urchin_chunks FOR INSERT WITH CHECK (device = urchin_device());
+CREATE POLICY urchin_feed_update ON urchin_chunks FOR UPDATE USING (device = urchin_device())
+    WITH CHECK (device = urchin_device());
+CREATE POLICY urchin_feed_delete ON urchin_chunks FOR DELETE USING (device = urchin_device());
+CREATE POLICY urchin_feed_all ON urchin_embeddings FOR ALL
+    USING (EXISTS (SELECT 1 FROM urchin_chunks c WHERE c.chunk_id = urchin_embeddings.chunk_id
+                   AND c.device = urchin_device()))
+    WITH CHECK (EXISTS (SELECT 1 FROM urchin_chunks c WHERE c.chunk_id = urchin_embeddings.chunk_id
+                        AND c.device = urchin_device()));
+"""),
 )

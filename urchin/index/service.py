@@ -10,10 +10,12 @@ import collections
 import functools
 import threading
 from collections.abc import Callable
+from datetime import UTC
 from typing import TYPE_CHECKING, Any
 
 from urchin.config import Settings
 from urchin.errors import DatabaseError, EmbedderError, UrchinError
+from urchin.event import Event
 from urchin.index.base import Embedder
 from urchin.index.feeder import Feeder, FeedReport
 from urchin.index.hybrid import ContextResult, run_context
@@ -26,6 +28,17 @@ if TYPE_CHECKING:
     from urchin.workspace.access import FileAccess
 
 __all__ = ["IndexService", "INLINE_CATCH_UP_BYTES"]
+
+
+def _event(row: dict[str, Any]) -> Event | None:
+    """An event row of the shared database as an `Event` (meta is not stored there)."""
+    actor = {k: row[k] for k in ("account", "device") if row.get(k)}
+    moment = row["occurred_at"].astimezone(UTC)
+    stamp = moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+    return Event.from_record({
+        "id": row["chunk_id"], "timestamp": stamp,
+        "source": row["source"], "kind": row["kind"], "content": row["content"], "workspace": row["workspace"],
+        "session": row["session"], "title": row["title"], "tags": list(row["tags"] or []), "actor": actor or None})
 
 INLINE_CATCH_UP_BYTES = 32 * 1024 * 1024   # a query feeds up to this much backlog itself; more needs `urchin index`
 
@@ -149,6 +162,34 @@ class IndexService:
             return run_context(backend, params, self.embedder, info, files)
 
     @_database_errors
+    def search_team(self, query: str, since_ms: int, limit: int, filters: dict[str, str | None]) -> list[Event]:
+        """Literal, case-insensitive search over every device's events in the shared database, newest
+        first (the journal's own feed is caught up first, as for `context`). Each event's `actor.device`
+        is the machine that fed it."""
+        from datetime import UTC, datetime
+
+        with self._lock:
+            self._sync_forgotten()
+            self._catch_up()
+            since = datetime.fromtimestamp(since_ms / 1000, UTC)
+            rows = self.backend.literal(query.replace("\x00", "\ufffd"), since, limit, filters)
+        events = []
+        folded = query.casefold()
+        for row in rows:
+            event = _event(row)
+            if event is not None and folded in event.content.casefold():
+                events.append(event)
+        return events
+
+    def _catch_up(self) -> int:
+        """Feed a small backlog inline; returns the bytes still behind."""
+        cursor = self.backend.cursor(self.settings.device, str(self.journal.path))
+        behind = self.journal.size() - cursor
+        if 0 < behind <= INLINE_CATCH_UP_BYTES:
+            cursor = self.feeder().run_once().offset
+        return self.journal.size() - cursor
+
+    @_database_errors
     def sync_forgotten(self) -> int:
         """Delete rows of forgotten events now, and carry the cursor over a compaction (see Feeder)."""
         with self._lock:
@@ -178,6 +219,27 @@ class IndexService:
     def skipped_events(self) -> dict[str, Any] | None:
         """Rows the database refused (skipped, the cursor moved on) in this process: count and the last few."""
         return {"count": self.skipped, "last": list(self._skips)} if self.skipped else None
+
+    # ---- least privilege on a shared server (`urchin db`) --------------------------------------
+    def _admin_url(self) -> str:
+        if not self.settings.database_url:
+            raise DatabaseError("urchin db: set URCHIN_DATABASE_URL to the shared server's administrator URL "
+                              "(roles are for a shared PostgreSQL, not the embedded one)")
+        return self.settings.database_url
+
+    @_database_errors
+    def db_setup(self, owner_password: str | None = None, reader_password: str | None = None) -> dict[str, Any]:
+        """Owner, reader and feeder-group roles; tables handed to the owner and migrated as it; grants."""
+        from urchin.index.pg_roles import setup_roles
+
+        return setup_roles(self._admin_url(), owner_password, reader_password)
+
+    @_database_errors
+    def db_feeder(self, device: str, password: str | None = None) -> dict[str, Any]:
+        """A login role that may write only `device`'s rows (row-level security)."""
+        from urchin.index.pg_roles import add_feeder
+
+        return add_feeder(self._admin_url(), device, password)
 
     def close(self) -> None:
         with self._lock:

@@ -43,6 +43,8 @@ INPUT: dict[str, dict[str, Any]] = {"search_context": {
         "workspace": {"type": "string", "description": "Only this workspace (default: any)."},
         "session": {"type": "string", "description": "Only this session (default: any)."},
         "tags": {**_STRINGS, "description": "Results must carry ALL these tags (default: none)."},
+        "devices": {**_STRINGS, "description": "Team: only events fed by these machines (default: every device)."},
+        "accounts": {**_STRINGS, "description": "Team: only events of these accounts (default: every account)."},
         "since": {"type": "string", "description": "RFC 3339 lower time bound (default: no window)."},
         "until": {"type": "string", "description": "RFC 3339 upper time bound (default: no window)."},
         "hours": {"type": "number", "exclusiveMinimum": 0,

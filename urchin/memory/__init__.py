@@ -41,6 +41,7 @@ from urchin.search.query import (
     window_start_ms,
 )
 from urchin.search.substring import SubstringSearcher
+from urchin.tokens import TokenStore
 
 if TYPE_CHECKING:
     # Imported where used: numpy and httpx cost ~0.3 s, the write path (redaction rules) ~15 ms and the
@@ -180,13 +181,21 @@ class Memory:
     # ---- reading ------------------------------------------------------------------------------
     def search(self, query: str, *, hours: float = 168, limit: int = 20, source: str | None = None,
                workspace: str | None = None, session: str | None = None, kind: str | None = None,
-               now: datetime | None = None) -> SearchResult:
-        """Literal, case-insensitive search over content; newest first."""
+               scope: str = "local", now: datetime | None = None) -> SearchResult:
+        """Literal, case-insensitive search over content; newest first. `scope="team"` searches every
+        device's events in the shared database (URCHIN_DATABASE_URL) instead of this journal."""
         query = check_query(query)
         since = window_start_ms(check_hours(hours), now)
+        if scope not in ("local", "team"):
+            raise QueryError("scope", f"must be local or team, got {scope!r}")
+        filters = Filters.of(source, workspace, session, kind)
+        if scope == "team":
+            events = self.index_service.search_team(query, since, check_limit(limit), {
+                "source": filters.source, "workspace": filters.workspace, "session": filters.session,
+                "kind": filters.kind})
+            return SearchResult([Hit(e) for e in events], query, "substring")
         self._hot.catch_up()
-        events = self._substring.search(query, since_ms=since, limit=check_limit(limit),
-                                        filters=Filters.of(source, workspace, session, kind))
+        events = self._substring.search(query, since_ms=since, limit=check_limit(limit), filters=filters)
         return SearchResult([Hit(e) for e in events], query, "substring")
 
     def semantic(self, query: str, *, hours: float = 168, limit: int = 10, source: str | None = None,
@@ -301,6 +310,19 @@ class Memory:
     def identity(self) -> dict[str, str]:
         """Who this machine's events are stamped with, and where each value came from."""
         return {"account": self._settings.account, "device": self._settings.device}
+
+    # ---- scoped API tokens of the daemon (urchin/tokens.py) ------------------------------------
+    def token_create(self, scope: str, workspaces: Sequence[str] = (), expires: str | None = None,
+                     name: str | None = None) -> dict[str, Any]:
+        """A new token (in the result once; only its hash is kept) and its record."""
+        token, record = TokenStore(self.settings.home).create(scope, workspaces, expires, name)
+        return {"token": token, **record}
+
+    def token_list(self) -> list[dict[str, Any]]:
+        return TokenStore(self.settings.home).entries()
+
+    def token_revoke(self, token_id: str) -> None:
+        TokenStore(self.settings.home).revoke(token_id)
 
     def status(self) -> dict[str, Any]:
         stats = self._journal.stats()
@@ -442,6 +464,14 @@ class Memory:
 
     def index_status(self) -> dict[str, Any]:
         return self._index.status()
+
+    def db_setup(self, owner_password: str | None = None, reader_password: str | None = None) -> dict[str, Any]:
+        """`urchin db setup`: the shared server's roles (owner, reader, feeder group); needs an admin URL."""
+        return self._index.db_setup(owner_password, reader_password)
+
+    def db_feeder(self, device: str, password: str | None = None) -> dict[str, Any]:
+        """`urchin db feeder DEVICE`: a role that may write only that device's rows."""
+        return self._index.db_feeder(device, password)
 
     # ---- hot views (long-lived processes: the daemon) ------------------------------------------
     def add_view(self, view: HotView) -> None:

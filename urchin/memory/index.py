@@ -157,6 +157,12 @@ class HybridIndex:
                 "totalLines": len(text.splitlines()), "size": loc.size,
                 "updatedAt": datetime.fromtimestamp(loc.mtime, UTC).isoformat(timespec="seconds")}
 
+    def db_setup(self, owner_password: str | None, reader_password: str | None) -> dict[str, Any]:
+        return self.service.db_setup(owner_password, reader_password)
+
+    def db_feeder(self, device: str, password: str | None) -> dict[str, Any]:
+        return self.service.db_feeder(device, password)
+
     def close(self) -> None:
         """Release the index connection and stop the embedded PostgreSQL this process started."""
         if self._service is not None:

@@ -1,0 +1,155 @@
+"""Scoped API tokens: ingest only writes, read only queries, workspace tokens stay in their workspaces.
+
+Against the real daemon (routes and `/mcp`); tokens made with the real `urchin token` command.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import run_urchin
+from tests.daemon_fixture import DaemonProcess
+from tests.mcp_harness import http_session
+from urchin.daemon.scopes import TOOL_NEEDS
+from urchin.tokens import TokenStore
+
+pytestmark = [pytest.mark.anyio]
+
+READ_ROUTES = [("GET", "/search?q=deploy"), ("GET", "/semantic?q=deploy"), ("GET", "/recent"),
+               ("GET", "/events/abc"), ("GET", "/status"), ("POST", "/context"), ("GET", "/overview"),
+               ("GET", "/memories"), ("GET", "/memories/x"), ("GET", "/files/a.txt"),
+               ("GET", "/sources/claude/search?q=x"), ("GET", "/sources/claude/documents/x"),
+               ("POST", "/forget"), ("DELETE", "/events/abc")]
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+def daemon(urchin_home: Path) -> Iterator[Any]:
+    process = DaemonProcess(urchin_home).start()
+    try:
+        yield process
+    finally:
+        process.stop()
+
+
+def _token(home: Path, *args: str) -> str:
+    made = run_urchin("token", "create", *args, env={"URCHIN_HOME": str(home)})
+    assert made.returncode == 0, made.stderr
+    return made.stdout.strip()
+
+
+def _mcp_call(name: str, arguments: dict[str, Any]) -> bytes:
+    return json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                       "params": {"name": name, "arguments": arguments}}).encode()
+
+
+_MCP_HEADERS = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
+
+
+def test_tokens_are_kept_hashed_in_a_private_file(urchin_home: Path) -> None:
+    token = _token(urchin_home, "--scope", "read", "--expires", "30d")
+    path = urchin_home / "tokens.json"
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert token.split("_")[-1] not in path.read_text() and token not in path.read_text()
+    listed = run_urchin("token", "list", "--json", env={"URCHIN_HOME": str(urchin_home)})
+    assert '"scope":"read"' in listed.stdout and token not in listed.stdout
+    bad = run_urchin("token", "create", "--scope", "read", "--expires", "soon", env={"URCHIN_HOME": str(urchin_home)})
+    assert bad.returncode == 1 and bad.stderr.startswith("error: expires:")
+
+
+def test_an_ingest_token_writes_and_gets_403_on_every_read_route_and_tool(daemon: DaemonProcess) -> None:
+    token = _token(daemon.home, "--scope", "ingest")
+    with daemon.client(token) as http:
+        assert http.post("/ingest", json={"content": "deploy notes", "source": "claude"}).status_code == 200
+        for method, path in READ_ROUTES:
+            answer = http.request(method, path, json={"query": "x"} if method == "POST" else None)
+            assert answer.status_code == 403, (method, path, answer.text)
+            assert answer.json()["field"] == "authorization" and "needs" in answer.json()["error"]
+        assert http.get("/health").json() == {"status": "ok"}          # no counts for a write-only token
+        for name, (need, _) in TOOL_NEEDS.items():
+            answer = http.post("/mcp", content=_mcp_call(name, {"query": "x"}), headers=_MCP_HEADERS)
+            assert (answer.status_code == 403) == (need != "ingest"), (name, answer.status_code)
+        for rpc in ("resources/list", "resources/read", "prompts/list"):
+            body = json.dumps({"jsonrpc": "2.0", "id": 2, "method": rpc, "params": {}}).encode()
+            assert http.post("/mcp", content=body, headers=_MCP_HEADERS).status_code == 403
+        batch = json.dumps([json.loads(_mcp_call("urchin_ingest", {"content": "a"})),
+                            json.loads(_mcp_call("urchin_search", {"query": "a"}))]).encode()
+        assert http.post("/mcp", content=batch, headers=_MCP_HEADERS).status_code == 403
+        unparsable = b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"urchin_forget"},"n":' \
+                     + b"9" * 30 + b"}"
+        assert http.post("/mcp", content=unparsable, headers=_MCP_HEADERS).status_code == 403
+
+
+async def test_an_ingest_token_ingests_through_mcp(daemon: DaemonProcess) -> None:
+    token = _token(daemon.home, "--scope", "ingest")
+    async with http_session(daemon.url + "/mcp", token) as session:
+        stored = await session.call_tool("urchin_ingest", {"content": "from an ingest-only agent"})
+        assert not stored.is_error
+    assert b"from an ingest-only agent" in daemon.journal_bytes()
+
+
+def test_a_read_token_queries_and_cannot_write(daemon: DaemonProcess) -> None:
+    token = _token(daemon.home, "--scope", "read")
+    with daemon.client() as admin:         # the single token of $URCHIN_HOME/token stays admin
+        assert admin.post("/ingest", json={"content": "deploy the api"}).status_code == 200
+    with daemon.client(token) as http:
+        assert http.get("/search", params={"q": "deploy"}).json()["events"]
+        for path in ("/ingest", "/ingest/batch", "/forget"):
+            assert http.post(path, json={"content": "x"}).status_code == 403
+        assert http.delete("/events/x").status_code == 403
+        answer = http.post("/mcp", content=_mcp_call("urchin_remember", {"content": "x"}), headers=_MCP_HEADERS)
+        assert answer.status_code == 403
+
+
+def test_a_workspace_token_sees_and_writes_only_its_workspaces(daemon: DaemonProcess) -> None:
+    with daemon.client() as admin:
+        for ws in ("alpha", "beta"):
+            assert admin.post("/ingest", json={"content": f"deploy {ws} service", "workspace": ws}).status_code == 200
+    reader = _token(daemon.home, "--scope", "read", "--workspace", "alpha")
+    writer = _token(daemon.home, "--scope", "ingest", "--workspace", "alpha")
+    with daemon.client(reader) as http:
+        hits = http.get("/search", params={"q": "deploy"}).json()["events"]
+        assert [h["workspace"] for h in hits] == ["alpha"]
+        refused = http.get("/search", params={"q": "deploy", "workspace": "beta"})
+        assert refused.status_code == 403 and refused.json()["field"] == "workspace"
+        assert http.get("/recent").status_code == 403                      # spans every workspace
+        assert http.get("/events/x").status_code == 403
+        tool = http.post("/mcp", content=_mcp_call("urchin_search", {"query": "deploy", "workspace": "beta"}),
+                         headers=_MCP_HEADERS)
+        assert tool.status_code == 403
+    with daemon.client(writer) as http:
+        assert http.post("/ingest", json={"content": "sneaky", "workspace": "beta"}).status_code == 403
+        batch = http.post("/ingest/batch", json={"events": [{"content": "ok"}, {"content": "no", "workspace": "beta"}]})
+        assert batch.status_code == 403
+        assert http.post("/ingest", json={"content": "filled in"}).status_code == 200
+    lines = [json.loads(line) for line in daemon.journal_bytes().splitlines()]
+    assert {e["workspace"] for e in lines if e["content"] == "filled in"} == {"alpha"}
+    assert not any(e["content"] in ("sneaky", "no", "ok") for e in lines)
+
+
+def test_revoked_and_expired_tokens_are_refused(daemon: DaemonProcess) -> None:
+    token = _token(daemon.home, "--scope", "admin")
+    with daemon.client(token) as http:
+        assert http.get("/status").status_code == 200
+        token_id = token.split("_")[1]
+        assert run_urchin("token", "revoke", token_id, env={"URCHIN_HOME": str(daemon.home)}).returncode == 0
+        assert http.get("/status").status_code == 401
+    store = TokenStore(daemon.home)
+    expired, _ = store.create("read", expires="1h", now=0.0)
+    assert store.verify(expired) is None
+    with daemon.client(expired) as http:
+        assert http.get("/status").status_code == 401
+    missing = run_urchin("token", "revoke", "nope", env={"URCHIN_HOME": str(daemon.home)})
+    assert missing.returncode == 1 and "no token" in missing.stderr
+    assert os.stat(daemon.home / "tokens.json").st_mode & 0o077 == 0

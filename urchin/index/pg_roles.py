@@ -1,0 +1,131 @@
+"""Least privilege on a shared PostgreSQL (`urchin db`): an owner that migrates, a reader, a feeder per device.
+
+The PostgreSQL backend's second module (with `postgres.py`, the only ones importing psycopg). Run with
+an administrator's URL (a superuser, or a role with CREATEROLE that owns the database). Row-level
+security on `device` (migration 3) is what confines a feeder: the database refuses another device's
+rows, whatever the client sends. Roles are cluster-wide; the grants are per database.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import secrets
+from typing import Any
+
+import psycopg
+from psycopg import sql
+from psycopg.conninfo import make_conninfo
+
+from urchin.errors import DatabaseError, ValidationError
+from urchin.index.pg_migrate import migrate as _migrate
+
+__all__ = ["setup_roles", "add_feeder", "feeder_role", "OWNER", "READER", "FEEDERS"]
+
+OWNER, READER, FEEDERS = "urchin_owner", "urchin_reader", "urchin_feeder"
+# what a feeder writes: its rows and cursors (row-level security on device), shared term statistics
+_FEEDER_WRITES = ("urchin_chunks", "urchin_cursors", "urchin_embeddings", "urchin_journal_heads", "urchin_terms",
+                  "urchin_stats", "urchin_files")
+_DEVICE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,127}$")
+
+
+def feeder_role(device: str) -> str:
+    """`urchin_feeder_<slug>_<8 hex>`: readable, and distinct for devices whose slugs collide."""
+    slug = re.sub(r"[^a-z0-9_]", "_", device.lower())[:30]
+    return f"{FEEDERS}_{slug}_{hashlib.sha256(device.encode()).hexdigest()[:8]}"
+
+
+def _ensure_role(conn: psycopg.Connection[Any], role: str, login: bool, password: str | None) -> str | None:
+    """Create `role` (a new login role gets `password` or a generated one); returns the password set, if any."""
+    exists = conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (role,)).fetchone() is not None
+    if not login:
+        if not exists:
+            conn.execute(sql.SQL("CREATE ROLE {} NOLOGIN").format(sql.Identifier(role)))
+        return None
+    if exists and password is None:
+        return None
+    password = password or secrets.token_urlsafe(24)
+    verb = "ALTER" if exists else "CREATE"
+    conn.execute(sql.SQL(verb + " ROLE {} LOGIN PASSWORD {}").format(sql.Identifier(role), sql.Literal(password)))
+    return password
+
+
+def _url(admin_url: str, role: str, password: str | None) -> str | None:
+    return make_conninfo(admin_url, user=role, password=password) if password else None
+
+
+def setup_roles(admin_url: str, owner_password: str | None = None,
+                reader_password: str | None = None) -> dict[str, Any]:
+    """Create the owner, reader and feeder group roles, hand the urchin tables to the owner, migrate as
+    the owner (under the migration advisory lock) and grant. Idempotent: run it again after an upgrade.
+
+    Passwords are set for roles created now (generated unless given) or when given; the result carries
+    them once, with ready URLs.
+    """
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        try:
+            with conn.transaction():
+                owner_pw = _ensure_role(conn, OWNER, True, owner_password)
+                reader_pw = _ensure_role(conn, READER, True, reader_password)
+                _ensure_role(conn, FEEDERS, False, None)
+                conn.execute(sql.SQL("GRANT {} TO CURRENT_USER").format(sql.Identifier(OWNER)))
+                db = conn.execute("SELECT current_database()").fetchone()[0]  # type: ignore[index]
+                conn.execute(sql.SQL("GRANT CREATE, CONNECT ON DATABASE {} TO {}").format(
+                    sql.Identifier(db), sql.Identifier(OWNER)))
+                conn.execute(sql.SQL("GRANT USAGE, CREATE ON SCHEMA public TO {}").format(sql.Identifier(OWNER)))
+                conn.execute(sql.SQL("GRANT USAGE ON SCHEMA public TO {}, {}").format(
+                    sql.Identifier(READER), sql.Identifier(FEEDERS)))
+                conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+                conn.execute("CREATE EXTENSION IF NOT EXISTS pg_trgm")
+                for (table,) in conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = 'public' "
+                                             "AND tablename LIKE 'urchin\\_%%'").fetchall():
+                    conn.execute(sql.SQL("ALTER TABLE {} OWNER TO {}").format(sql.Identifier(table),
+                                                                              sql.Identifier(OWNER)))
+                if conn.execute("SELECT to_regprocedure('urchin_device()')").fetchone() != (None,):
+                    conn.execute(sql.SQL("ALTER FUNCTION urchin_device() OWNER TO {}").format(sql.Identifier(OWNER)))
+                conn.execute(sql.SQL("SET ROLE {}").format(sql.Identifier(OWNER)))
+            _migrate(conn)   # as the owner: every object it creates is the owner's
+            with conn.transaction():
+                conn.execute("RESET ROLE")
+                _grant(conn)
+        except psycopg.errors.InsufficientPrivilege as exc:
+            raise DatabaseError(f"urchin db setup needs an administrator's URCHIN_DATABASE_URL (a superuser, or a "
+                              f"role with CREATEROLE owning the database): {str(exc).strip()}") from None
+    return {"owner": {"role": OWNER, "password": owner_pw, "url": _url(admin_url, OWNER, owner_pw)},
+            "reader": {"role": READER, "password": reader_pw, "url": _url(admin_url, READER, reader_pw)},
+            "feeders": FEEDERS}
+
+
+def _grant(conn: psycopg.Connection[Any]) -> None:
+    ident = sql.Identifier
+    conn.execute(sql.SQL("GRANT SELECT ON ALL TABLES IN SCHEMA public TO {}, {}").format(ident(READER),
+                                                                                        ident(FEEDERS)))
+    conn.execute(sql.SQL("GRANT INSERT, UPDATE, DELETE ON {} TO {}").format(
+        sql.SQL(", ").join(map(ident, _FEEDER_WRITES)), ident(FEEDERS)))
+    conn.execute(sql.SQL("GRANT EXECUTE ON FUNCTION urchin_ensure_partition(timestamptz) TO {}").format(
+        ident(FEEDERS)))
+    # tables and partitions the owner creates later are readable without another `urchin db setup`
+    conn.execute(sql.SQL("ALTER DEFAULT PRIVILEGES FOR ROLE {} IN SCHEMA public GRANT SELECT ON TABLES TO {}, {}")
+                 .format(ident(OWNER), ident(READER), ident(FEEDERS)))
+
+
+def add_feeder(admin_url: str, device: str, password: str | None = None) -> dict[str, Any]:
+    """A login role that may write only `device`'s rows (a member of the feeder group), mapped in
+    `urchin_feeders`. Run `setup_roles` first."""
+    if not isinstance(device, str) or not _DEVICE.match(device):
+        raise ValidationError("device", "must be 1-128 characters of letters, digits, '.', '_', '@' or '-', "
+                                        "starting with a letter or digit")
+    role = feeder_role(device)
+    with psycopg.connect(admin_url, autocommit=True) as conn, conn.transaction():
+        if conn.execute("SELECT to_regclass('urchin_feeders')").fetchone() == (None,) or \
+                conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (FEEDERS,)).fetchone() is None:
+            raise DatabaseError("run `urchin db setup` first: the feeder group and the urchin_feeders table "
+                                "are missing")
+        password = _ensure_role(conn, role, True, password)
+        conn.execute(sql.SQL("GRANT {} TO {}").format(sql.Identifier(FEEDERS), sql.Identifier(role)))
+        taken = conn.execute("SELECT role FROM urchin_feeders WHERE device = %s", (device,)).fetchone()
+        if taken is not None and taken[0] != role:
+            raise DatabaseError(f"device {device!r} is already fed by role {taken[0]!r}")
+        conn.execute("INSERT INTO urchin_feeders (role, device) VALUES (%s, %s) ON CONFLICT (role) DO NOTHING",
+                     (role, device))
+    return {"device": device, "role": role, "password": password, "url": _url(admin_url, role, password)}

@@ -1,0 +1,160 @@
+"""Scoped API tokens of the daemon: `ingest` (write only), `read` (query only), `admin` (everything).
+
+A token may be limited to workspaces and may expire. Only a hash is kept: `$URCHIN_HOME/tokens.json`
+(0600, replaced atomically under a lock) holds id, sha256 of the token, scope, workspaces, times. A
+token reads `urchin_<id>_<secret>`; the id names it in `urchin token list|revoke`. The single token of
+`URCHIN_INTAKE_TOKEN` / `$URCHIN_HOME/token` keeps working as an admin token (daemon/security.py).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import hmac
+import os
+import re
+import secrets
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from urchin.config import ensure_private_dir
+from urchin.errors import ConfigError, NotFoundError, ValidationError
+
+__all__ = ["Grant", "TokenStore", "SCOPES", "ADMIN_GRANT", "parse_expires"]
+
+SCOPES = ("ingest", "read", "admin")
+_TOKEN = re.compile(r"^urchin_([0-9a-f]{12})_[A-Za-z0-9_-]{43}$")
+_EXPIRES = re.compile(r"^(\d{1,6})([hdw])$")
+_UNIT_S = {"h": 3600, "d": 86400, "w": 7 * 86400}
+_WORKSPACE = re.compile(r"^[^\x00-\x1f]{1,256}$")
+
+
+@dataclass(frozen=True, slots=True)
+class Grant:
+    """What one request's token allows: its scope, and the workspaces it is limited to (empty: all)."""
+
+    scope: str
+    workspaces: tuple[str, ...] = ()
+    token_id: str = "default"
+
+    def allows(self, need: str) -> bool:
+        """`need` is ingest, read or admin; admin holds all, each other scope only itself."""
+        return self.scope == "admin" or self.scope == need
+
+
+ADMIN_GRANT = Grant("admin")
+
+
+def parse_expires(value: str | None) -> int | None:
+    """`30d`, `12h`, `2w` -> seconds; None or `never` -> no expiry."""
+    if value is None or value == "never":
+        return None
+    match = _EXPIRES.match(value.strip()) if isinstance(value, str) else None
+    if not match or int(match.group(1)) == 0:
+        raise ValidationError("expires", f"must be a duration like 12h, 30d or 2w (or never), got {value!r}")
+    return int(match.group(1)) * _UNIT_S[match.group(2)]
+
+
+def _hash(token: str) -> str:
+    return hashlib.sha256(token.encode("utf-8")).hexdigest()
+
+
+class TokenStore:
+    """The token file of one home; reloads it when it changes (revocation takes effect at once)."""
+
+    def __init__(self, home: Path) -> None:
+        self.home = home
+        self.path = home / "tokens.json"
+        self._cache: tuple[Any, dict[str, dict[str, Any]]] | None = None
+
+    # ---- reading ------------------------------------------------------------------------------
+    def _records(self) -> dict[str, dict[str, Any]]:
+        try:
+            stat = self.path.stat()
+        except FileNotFoundError:
+            return {}
+        key = (stat.st_mtime_ns, stat.st_size, stat.st_ino)
+        if self._cache is None or self._cache[0] != key:
+            try:
+                data = orjson.loads(self.path.read_bytes())
+            except (OSError, orjson.JSONDecodeError) as exc:
+                raise ConfigError(f"{self.path}: cannot read the tokens: {exc}") from None
+            records = {r["id"]: r for r in data.get("tokens", []) if isinstance(r, dict) and "id" in r}
+            self._cache = (key, records)
+        return self._cache[1]
+
+    def verify(self, token: str, now: float | None = None) -> Grant | None:
+        """The grant of `token`, or None (unknown, revoked, expired, malformed). Constant-time compare."""
+        match = _TOKEN.match(token)
+        if not match:
+            return None
+        record = self._records().get(match.group(1))
+        if record is None or not hmac.compare_digest(str(record.get("sha256", "")), _hash(token)):
+            return None
+        expires = record.get("expires")
+        if expires is not None and (now if now is not None else time.time()) >= float(expires):
+            return None
+        return Grant(str(record["scope"]), tuple(record.get("workspaces") or ()), str(record["id"]))
+
+    def entries(self, now: float | None = None) -> list[dict[str, Any]]:
+        now = now if now is not None else time.time()
+        out = []
+        for record in sorted(self._records().values(), key=lambda r: (r.get("created", 0), r["id"])):
+            view = {k: record.get(k) for k in ("id", "scope", "workspaces", "created", "expires", "name")}
+            view["expired"] = record.get("expires") is not None and now >= float(record["expires"])
+            out.append(view)
+        return out
+
+    # ---- writing ------------------------------------------------------------------------------
+    def create(self, scope: str, workspaces: Sequence[str] = (), expires: str | None = None,
+               name: str | None = None, now: float | None = None) -> tuple[str, dict[str, Any]]:
+        """A new token (returned once, never stored) and its record."""
+        if scope not in SCOPES:
+            raise ValidationError("scope", f"must be one of {', '.join(SCOPES)}, got {scope!r}")
+        for i, ws in enumerate(workspaces):
+            if not isinstance(ws, str) or not _WORKSPACE.match(ws):
+                raise ValidationError(f"workspace[{i}]", "must be 1-256 characters without control characters")
+        ttl = parse_expires(expires)
+        now = now if now is not None else time.time()
+        token_id = secrets.token_hex(6)
+        token = f"urchin_{token_id}_{secrets.token_urlsafe(32)}"
+        record = {"id": token_id, "sha256": _hash(token), "scope": scope, "workspaces": sorted(set(workspaces)),
+                  "created": round(now, 3), "expires": None if ttl is None else round(now + ttl, 3), "name": name}
+        with self._locked() as records:
+            records.append(record)
+        return token, {k: v for k, v in record.items() if k != "sha256"}
+
+    def revoke(self, token_id: str) -> None:
+        with self._locked() as records:
+            kept = [r for r in records if r.get("id") != token_id]
+            if len(kept) == len(records):
+                raise NotFoundError(f"no token with id {token_id!r} (see `urchin token list`)")
+            records[:] = kept
+
+    @contextmanager
+    def _locked(self) -> Iterator[list[dict[str, Any]]]:
+        """The records, to change in place; written back 0600 (temp file, fsync, rename) under a lock."""
+        ensure_private_dir(self.home)
+        fd = os.open(self.home / "tokens.lock", os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            self._cache = None
+            records = list(self._records().values())
+            yield records
+            tmp = self.path.with_name(f".tokens.{os.getpid()}.tmp")
+            out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(out, "wb") as handle:
+                handle.write(orjson.dumps({"tokens": records}, option=orjson.OPT_INDENT_2))
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.chmod(tmp, 0o600)
+            os.replace(tmp, self.path)
+            self._cache = None
+        finally:
+            os.close(fd)
