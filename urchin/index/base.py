@@ -77,6 +77,7 @@ class Filter:
     until: datetime | None = None
     memories: bool = True
     conversations: bool = True
+    constraint: str | None = None   # the question's "phrases" and -exclusions (websearch syntax): must hold
 
 
 class Embedder(Protocol):
@@ -107,12 +108,14 @@ class IndexBackend(Protocol):
     def term_stats(self, terms: Sequence[int]) -> tuple[dict[int, int], int]: ...
 
     def keyword(self, words: Sequence[str], constraints: str | None, flt: Filter, limit: int,
-                context_turns: int = 0) -> list[ContextRow]: ...
+                context_turns: int = 0, every: str | None = None) -> list[ContextRow]: ...
 
     def sparse(self, vector: str, terms: Sequence[int], flt: Filter, limit: int,
                context_turns: int = 0) -> list[ContextRow]: ...
 
     def dense(self, model: str, vector: Sequence[float], flt: Filter, limit: int) -> list[LegHit]: ...
+
+    def coverage(self, chunk_ids: Sequence[str], weights: dict[int, float]) -> dict[str, float]: ...
 
     def fetch(self, chunk_ids: Sequence[str]) -> dict[str, dict[str, Any]]: ...
 

@@ -287,8 +287,9 @@ class PostgresIndex:
         return {int(t): int(d) for t, d in rows}, int(n[0]) if n else 0
 
     def keyword(self, words: Sequence[str], constraints: str | None, flt: Filter, limit: int,
-                context_turns: int = 0) -> list[ContextRow]:
-        """Full-text leg: any of `words` (OR, ranked) AND the websearch `constraints` (phrases, -exclusions)."""
+                context_turns: int = 0, every: str | None = None) -> list[ContextRow]:
+        """Full-text leg: any of `words` (OR, ranked) AND the websearch `constraints` (phrases, -exclusions);
+        a chunk holding `every` word (to_tsquery syntax) ranks above any that holds only some."""
         parts = []
         args: dict[str, Any] = {"cfg": TS_CONFIG}
         if words:
@@ -299,11 +300,30 @@ class PostgresIndex:
             args["constraints"] = constraints
         if not parts:
             return []
-        query = f"(SELECT {' && '.join(parts)} AS q) AS qq"
+        score = "ts_rank({t}tsv, q)"
+        every_q = "NULL::tsquery"
+        if every and words:
+            every_q = "to_tsquery(%(cfg)s::regconfig, %(every)s)"
+            args["every"] = every
+            score = "ts_rank({t}tsv, q) + CASE WHEN {t}tsv @@ qa THEN 1 ELSE 0 END"
+        query = f"(SELECT {' && '.join(parts)} AS q, {every_q} AS qa) AS qq"
         # With phrases or -exclusions, a neighbour must satisfy them too: context never smuggles in a
         # turn the query excluded. Without, any neighbour may carry context.
         near = " AND y.tsv @@ q" if constraints else ""
-        return self._leg(query, "tsv @@ q", "ts_rank({t}tsv, q)", flt, limit, context_turns, args, near)
+        return self._leg(query, "tsv @@ q", score, flt, limit, context_turns, args, near)
+
+    def coverage(self, chunk_ids: Sequence[str], weights: dict[int, float]) -> dict[str, float]:
+        """Each chunk's share of the query's term weight (1.0: it holds every query term)."""
+        total = sum(weights.values())
+        if not chunk_ids or total <= 0:
+            return {}
+        terms, values = list(weights), [weights[t] for t in weights]
+        with self.conn.transaction():
+            rows = self.conn.execute(
+                "SELECT c.chunk_id, (SELECT coalesce(sum(x.w), 0) FROM unnest(%(t)s::integer[], %(w)s::float8[]) "
+                "AS x(t, w) WHERE x.t = ANY(c.terms)) FROM urchin_chunks c WHERE c.chunk_id = ANY(%(ids)s)",
+                {"t": terms, "w": values, "ids": list(chunk_ids)}).fetchall()
+        return {r[0]: min(1.0, float(r[1]) / total) for r in rows}
 
     def sparse(self, vector: str, terms: Sequence[int], flt: Filter, limit: int,
                context_turns: int = 0) -> list[ContextRow]:
@@ -434,6 +454,10 @@ def _where(flt: Filter, alias: str = "") -> tuple[str, dict[str, Any]]:
     elif not flt.conversations:
         clauses.append(f"{alias}kind = ANY(%(f_memory_kinds)s)")
         args["f_memory_kinds"] = list(MEMORY_KINDS)
+    if flt.constraint:
+        # phrases and -exclusions filter the candidates of every leg (and their context neighbours)
+        clauses.append(f"{alias}tsv @@ websearch_to_tsquery('{TS_CONFIG}'::regconfig, %(f_constraint)s)")
+        args["f_constraint"] = flt.constraint
     return "".join(f" AND {c}" for c in clauses), args
 
 
