@@ -142,6 +142,11 @@ class RemoteMemory:
         return self._call("POST", "/context", json=dict(params), parse=parse,
                           fallback=lambda m: m.context(params))
 
+    def document_search(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        """textrawl's `search` through the daemon, which holds the index connection."""
+        return self._call("POST", "/documents/search", json=dict(params), parse=lambda body: body,
+                          fallback=lambda m: m.document_search(params))
+
     def get(self, event_id: str) -> Event:
         if not isinstance(event_id, str) or not event_id.strip():
             raise QueryError("id", "must not be empty")

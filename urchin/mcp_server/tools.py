@@ -18,7 +18,7 @@ from jsonschema.exceptions import best_match
 
 from urchin.errors import UrchinError
 from urchin.event import Event
-from urchin.mcp_server import context_tool, workspace_tools
+from urchin.mcp_server import context_tool, search_tool, workspace_tools
 from urchin.mcp_server.schemas import INPUT_SCHEMAS, OUTPUT_SCHEMAS, TOOL_DOCS
 from urchin.search.query import SearchResult, one_line
 
@@ -156,15 +156,16 @@ _RUNNERS: dict[str, Callable[[Any, dict[str, Any]], Reply]] = {
     "urchin_forget": _forget,
     **workspace_tools.RUNNERS,
     **context_tool.RUNNERS,
+    **search_tool.RUNNERS,
 }
-for _module in (workspace_tools, context_tool):
+for _module in (workspace_tools, context_tool, search_tool):
     INPUT_SCHEMAS.update(_module.INPUT)
     OUTPUT_SCHEMAS.update(_module.OUTPUT)
     TOOL_DOCS.update(_module.DOCS)
 TOOL_NAMES = tuple(_RUNNERS)
 _READ_ONLY = {"urchin_search", "urchin_semantic_search", "urchin_recent_activity", "urchin_session_context",
               "urchin_workspace_context", "urchin_get_event", "urchin_status", *workspace_tools.READ_ONLY,
-              *context_tool.READ_ONLY}
+              *context_tool.READ_ONLY, *search_tool.READ_ONLY}
 _VALIDATORS = {name: Draft202012Validator(INPUT_SCHEMAS[name]) for name in TOOL_NAMES}
 
 

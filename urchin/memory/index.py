@@ -52,6 +52,13 @@ class IndexOps:
         parsed = ContextParams.parse(params, now=now) if params is not None else ContextParams.build(now=now, **kwargs)
         return self.index_service.context(parsed, files=self.files)
 
+    def document_search(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        """textrawl's `search` (wire-named parameters) over the same hybrid query as `context`."""
+        from urchin.index.docsearch import run_search
+
+        curated = self.memory_list() if params.get("includeMemories") is True else []
+        return run_search(self.context, curated, params)
+
     def index(self, rebuild: bool = False, follow: bool = False,
               on_progress: Callable[[int, int], None] | None = None,
               stop: threading.Event | None = None) -> FeedReport:
