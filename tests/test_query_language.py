@@ -158,3 +158,16 @@ def test_search_and_exclusions_over_http(memory: Memory, urchin_home: Path, pg_u
         assert bad.status_code == 400 and bad.json()["field"] == "sourceType"
     finally:
         daemon.stop()
+
+
+def test_urchin_semantic_over_events_applies_exclusions_and_phrases(urchin_home: Path) -> None:
+    from tests.conftest import run_urchin
+
+    memory = Memory.open()
+    memory.ingest(EVENTS)
+    found = [h.event.id for h in memory.semantic("staging -mysql", limit=20).hits]
+    assert "q-mysql" not in found and "q-pg" in found
+    found = [h.event.id for h in memory.semantic('"blue green deployment"', limit=20).hits]
+    assert found == ["q-bg"]
+    out = run_urchin("semantic", "staging -mysql", "--json")
+    assert out.returncode == 0 and "q-mysql" not in out.stdout and "q-pg" in out.stdout
