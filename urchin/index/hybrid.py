@@ -127,6 +127,9 @@ def run_context(backend: IndexBackend, p: ContextParams, embedder: Embedder | No
         "filters": p.filters_dict(), "skipped": skipped, "bestPossibleScore": best,
         "tokenEstimate": f"{CHARS_PER_TOKEN} characters per token", "note": COVERAGE_NOTE,
     }
+    warnings = backend.unmatched(flt) if (flt.sources or flt.kinds or flt.workspace) else []
+    if warnings:
+        coverage["warnings"] = warnings
     if live_cov is not None:
         coverage["live"] = live_cov
     if index_info:
@@ -341,6 +344,19 @@ def estimate_tokens(text: str) -> int:
     return math.ceil(len(text) / CHARS_PER_TOKEN)
 
 
+def _fit(content: str, room: int, first: bool) -> str:
+    """The longest head of `content` within `room` characters ending at a line boundary; the best result
+    (`first`) is never dropped: with no line boundary in reach it is cut at a space, or at `room`."""
+    text = content[:room]
+    cut = text.rfind("\n")
+    if cut > 0:
+        return text[:cut]
+    if not first:
+        return ""
+    space = text.rfind(" ")
+    return text[:space] if space > 0 else text
+
+
 def pack(results: list[dict[str, Any]], budget: int | None) -> tuple[list[dict[str, Any]], bool, int]:
     """Best first until the budget; the one that overflows is cut at a line boundary, the rest dropped."""
     used = 0
@@ -354,11 +370,10 @@ def pack(results: list[dict[str, Any]], budget: int | None) -> tuple[list[dict[s
             used += cost
             continue
         room = (budget - used) * CHARS_PER_TOKEN
-        text = result["content"][:room]
-        cut = text.rfind("\n")
-        if cut > 0:
-            result = {**result, "content": text[:cut], "cut": True}
+        text = _fit(result["content"], room, first=not out)
+        if text:
+            result = {**result, "content": text, "cut": True}
             out.append(result)
-            used += estimate_tokens(result["content"])
+            used += estimate_tokens(text)
         return out, True, used
     return out, False, used

@@ -312,6 +312,28 @@ class PostgresIndex:
         near = " AND y.tsv @@ q" if constraints else ""
         return self._leg(query, "tsv @@ q", score, flt, limit, context_turns, args, near)
 
+    def known_sources(self) -> list[str]:
+        """Every source the index holds (a loose index scan: one probe per distinct source)."""
+        with self.conn.transaction():
+            rows = self.conn.execute(
+                "WITH RECURSIVE s(v) AS (SELECT min(source) FROM urchin_chunks UNION ALL "
+                "SELECT (SELECT min(source) FROM urchin_chunks WHERE source > s.v) FROM s WHERE s.v IS NOT NULL) "
+                "SELECT v FROM s WHERE v IS NOT NULL").fetchall()
+        return [r[0] for r in rows]
+
+    def unmatched(self, flt: Filter) -> list[str]:
+        """Warnings for each source, kind or workspace filter that no indexed chunk carries."""
+        probes = ([("source", "sources", v) for v in flt.sources] + [("kind", "kinds", v) for v in flt.kinds]
+                  + ([("workspace", "workspace", flt.workspace)] if flt.workspace else []))
+        out = []
+        with self.conn.transaction():
+            for column, name, value in probes:
+                row = self.conn.execute(f"SELECT EXISTS (SELECT 1 FROM urchin_chunks WHERE {column} = %s)",
+                                        (value,)).fetchone()
+                if row is not None and not row[0]:
+                    out.append(f"{name}: nothing indexed has {column} {value!r}")
+        return out
+
     def coverage(self, chunk_ids: Sequence[str], weights: dict[int, float]) -> dict[str, float]:
         """Each chunk's share of the query's term weight (1.0: it holds every query term)."""
         total = sum(weights.values())

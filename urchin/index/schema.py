@@ -92,4 +92,9 @@ CREATE TABLE urchin_files (
     PRIMARY KEY (root, path)
 );
 """),
+    (3, "source and kind lookup", """
+-- Filters naming a source or kind that matches nothing are warned about (issue 14), and query_source
+-- lists the known sources: both read this index (a loose scan for the list, an index probe per name).
+CREATE INDEX urchin_chunks_source_kind ON urchin_chunks (source, kind);
+"""),
 )

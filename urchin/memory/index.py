@@ -66,12 +66,21 @@ class IndexOps:
         return self.index_service.index(rebuild=rebuild, follow=follow, on_progress=on_progress, stop=stop)
 
     def query_source(self, source: str, query: str, limit: int = 10) -> ContextResult:
-        """`search_context` on one source only: a journal source (claude, git, ...) or a workspace root's files."""
+        """`search_context` on one source only: a journal source (claude, git, ...) or a workspace root's files.
+
+        A root searches its indexed chunks and reads its cataloged (over-cap) files live, under the same
+        byte budget as `mode: live`; an unknown source is an error listing the known ones.
+        """
         if not isinstance(source, str) or not source.strip():
             raise QueryError("source", "must not be empty")
         source = source.strip()
-        if any(r.name == source for r in self.workspace_list()):
-            return self.context(query=query, limit=limit, sources=["files"], workspace=source)
+        roots = [r.name for r in self.workspace_list()]
+        if source in roots:
+            return self.context(query=query, limit=limit, sources=["files"], workspace=source, mode="live")
+        known = self.index_service.known_sources()
+        if source not in known:
+            names = sorted(set(known) | set(roots))
+            raise QueryError("source", f"unknown source {source!r} (known: {', '.join(names) or 'none yet'})")
         return self.context(query=query, limit=limit, sources=[source])
 
     def fetch_source_document(self, source: str, doc_id: str) -> dict[str, Any]:
