@@ -70,6 +70,7 @@ from urchin.cli import context as _context  # noqa: E402,F401
 from urchin.cli import demo as _demo  # noqa: E402,F401
 from urchin.cli import doctor as _doctor  # noqa: E402,F401
 from urchin.cli import events as _events  # noqa: E402,F401
+from urchin.cli import find as _find  # noqa: E402,F401
 from urchin.cli import forget as _forget  # noqa: E402,F401
 from urchin.cli import index as _index  # noqa: E402,F401
 from urchin.cli import mcp as _mcp  # noqa: E402,F401

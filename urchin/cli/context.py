@@ -69,6 +69,8 @@ def print_context(result: Any, as_json: bool) -> None:
     """A `search_context` result: the MCP object with --json, else cited excerpts and a coverage line."""
     if as_json:
         print_json(result.to_dict())
+        for warning in result.coverage.get("warnings", []):
+            click.echo(f"warning: {warning}", err=True)
         return
     for r in result.results:
         click.echo(f"[{r['updatedAt']}] {r['source']} ({r['score']:.3f}) {r['citation']}")
@@ -79,6 +81,8 @@ def print_context(result: Any, as_json: bool) -> None:
                              for x in r["explain"]["legs"])
             click.echo(f"    explain: {legs}; fused {r['explain']['fused']:.4f}")
     cov = result.coverage
+    for warning in cov.get("warnings", []):
+        click.echo(f"warning: {warning}", err=True)
     legs = ", ".join(f"{leg['leg']}/{leg['origin']} {leg['candidates']}" for leg in cov["legs"])
     notes = "; ".join(cov["skipped"] + ([cov["index"]["note"]] if cov.get("index", {}).get("note") else []))
     click.echo(f"-- {len(result.results)} results; candidates: {legs}; ~{result.tokens_used} tokens "

@@ -62,9 +62,10 @@ def workspace_routes(json: Any, memory_of: Any) -> list[Route]:
         return json(result.to_dict())
 
     async def fetch_document(request: Request) -> Response:
-        _only(request, ())
+        _only(request, ("contentHash",))
         return json(await run_in_threadpool(memory_of(request).fetch_source_document,
-                                            request.path_params["source"], request.path_params["doc_id"]))
+                                            request.path_params["source"], request.path_params["doc_id"],
+                                            request.query_params.get("contentHash")))
 
     return [
         Route("/files/{path:path}", get_file, methods=["GET"]),

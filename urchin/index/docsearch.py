@@ -19,7 +19,7 @@ from urchin.index.params import MAX_CONTEXT_LIMIT, ContextParams
 from urchin.index.sparse import term_ids, tokens
 from urchin.index.websearch import parse
 
-__all__ = ["SearchParams", "run_search", "NAMES", "file_type"]
+__all__ = ["SearchParams", "run_search", "render", "NAMES", "file_type"]
 
 NAMES = ("query", "limit", "fullTextWeight", "semanticWeight", "tags", "sourceType", "minScore",
          "includeMemories", "includeConversations", "memoryWeight")
@@ -161,3 +161,26 @@ def run_search(context: ContextFn, curated: Sequence[Any], data: Mapping[str, An
     return {"query": p.context.query,
             "counts": {"documents": len(documents), "memories": len(memories), "conversations": len(conversations)},
             "results": mixed[: p.context.limit]}
+
+
+def render(result: dict[str, Any]) -> str:
+    """The compact text; structuredContent always carries the whole verbose object."""
+    lines = []
+    if "totalResults" in result:
+        lines.append(f"{result['totalResults']} documents for {result['query']!r}")
+        for n, d in enumerate(result["results"], 1):
+            lines.append(f"[{n}] {d['citation']} ({d['sourceType']}, score {d['score']:.3f})")
+            lines.append(d["content"])
+        return "\n".join(lines)
+    counts = result["counts"]
+    lines.append(f"{counts['documents']} documents, {counts['memories']} memories, "
+                 f"{counts['conversations']} conversations for {result['query']!r}")
+    for n, item in enumerate(result["results"], 1):
+        data = item["data"]
+        label = data.get("citation") or data.get("sessionKey")
+        lines.append(f"[{n}] {item['type']} {label} (score {item['score']:.3f})")
+        if item["type"] == "conversation":
+            lines += [t["content"] for t in data["turns"]]
+        else:
+            lines.append(data["content"])
+    return "\n".join(lines)

@@ -319,7 +319,8 @@ def _result(row: dict[str, Any], fused: dict[str, Any], explain: bool) -> dict[s
     if row["doc_type"] == "file":
         citation = f"{row['doc_id']}#L{row['start_line']}-L{row['end_line']}"
         location: dict[str, Any] = {"path": row["doc_id"], "startLine": row["start_line"],
-                                    "endLine": row["end_line"], "headingPath": list(row["heading_path"] or [])}
+                                    "endLine": row["end_line"], "headingPath": list(row["heading_path"] or []),
+                                    "contentHash": row.get("content_hash")}
     else:
         citation = f"urchin://events/{row['doc_id']}"
         location = {"journalOffset": row["journal_offset"]}

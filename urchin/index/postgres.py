@@ -42,7 +42,7 @@ _COLUMNS = ("chunk_id", "doc_id", "doc_type", "source", "kind", "workspace", "se
             "occurred_at", "account", "device", "journal_offset", "path", "heading_path", "start_line", "end_line",
             "content_hash", "terms", "tvec")
 _FETCH = ("chunk_id", "doc_id", "doc_type", "source", "kind", "workspace", "session", "title", "tags", "content",
-          "occurred_at", "journal_offset", "path", "heading_path", "start_line", "end_line")
+          "occurred_at", "journal_offset", "path", "heading_path", "start_line", "end_line", "content_hash")
 
 
 class PostgresIndex:

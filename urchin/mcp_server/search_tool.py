@@ -4,30 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["RUNNERS", "INPUT", "OUTPUT", "DOCS", "READ_ONLY", "render"]
+from urchin.index.docsearch import render
 
-
-def render(result: dict[str, Any]) -> str:
-    """The compact text; structuredContent always carries the whole verbose object."""
-    lines = []
-    if "totalResults" in result:
-        lines.append(f"{result['totalResults']} documents for {result['query']!r}")
-        for n, d in enumerate(result["results"], 1):
-            lines.append(f"[{n}] {d['citation']} ({d['sourceType']}, score {d['score']:.3f})")
-            lines.append(d["content"])
-        return "\n".join(lines)
-    counts = result["counts"]
-    lines.append(f"{counts['documents']} documents, {counts['memories']} memories, "
-                 f"{counts['conversations']} conversations for {result['query']!r}")
-    for n, item in enumerate(result["results"], 1):
-        data = item["data"]
-        label = data.get("citation") or data.get("sessionKey")
-        lines.append(f"[{n}] {item['type']} {label} (score {item['score']:.3f})")
-        if item["type"] == "conversation":
-            lines += [t["content"] for t in data["turns"]]
-        else:
-            lines.append(data["content"])
-    return "\n".join(lines)
+__all__ = ["RUNNERS", "INPUT", "OUTPUT", "DOCS", "READ_ONLY"]
 
 
 def _search(memory: Any, a: dict[str, Any]) -> tuple[str, dict[str, Any]]:

@@ -61,7 +61,7 @@ def _query_source(memory: Any, a: dict[str, Any]) -> Reply:
 
 
 def _fetch_document(memory: Any, a: dict[str, Any]) -> Reply:
-    doc = memory.fetch_source_document(a["source"], a["id"])
+    doc = memory.fetch_source_document(a["source"], a["id"], a.get("contentHash"))
     return doc["content"], doc
 
 
@@ -96,6 +96,9 @@ INPUT: dict[str, dict[str, Any]] = {
             "The result's source: a journal source (then `id` is an event id), a workspace root's name "
             "(then `id` is a path inside it) or `files` (then `id` is `<root>/<path>`).")},
         "id": {"type": "string", "minLength": 1, "description": "The event id or file path to return whole."},
+        "contentHash": {"type": "string", "minLength": 1, "description": (
+            "A file result's location.contentHash: return the file only if it is still that version, else an "
+            "error says it changed (default: the current version).")},
     }, ("source", "id")),
 }
 

@@ -83,11 +83,13 @@ class IndexOps:
             raise QueryError("source", f"unknown source {source!r} (known: {', '.join(names) or 'none yet'})")
         return self.context(query=query, limit=limit, sources=[source])
 
-    def fetch_source_document(self, source: str, doc_id: str) -> dict[str, Any]:
+    def fetch_source_document(self, source: str, doc_id: str, content_hash: str | None = None) -> dict[str, Any]:
         """One whole document: an event by id (of that source), or a file of a workspace root (its whole text).
 
         For a root, `doc_id` is the path inside it (or `<root>/<path>`; source `files` takes `<root>/<path>`).
         Paths that leave the root are refused; files over MAX_DOCUMENT_BYTES are refused (read ranges instead).
+        `content_hash` (a file result's `location.contentHash`) asks for the version that was indexed: the
+        file is returned only while its bytes still hash to it, else an error says it changed.
         """
         if not isinstance(source, str) or not source.strip():
             raise QueryError("source", "must not be empty")
@@ -109,9 +111,19 @@ class IndexOps:
             if loc.size > MAX_DOCUMENT_BYTES:
                 raise ValidationError("id", f"{doc_id!r} has {loc.size} bytes, more than {MAX_DOCUMENT_BYTES}: "
                                             "read ranges with get_file")
-            text = files.read_text(loc, MAX_DOCUMENT_BYTES)
+            from urchin.index.files import hash_file
+
+            data = files.read_bytes(loc, MAX_DOCUMENT_BYTES + 1)
+            if len(data) > MAX_DOCUMENT_BYTES:
+                raise ValidationError("id", f"{doc_id!r} grew past {MAX_DOCUMENT_BYTES} bytes: read ranges "
+                                            "with get_file")
+            digest = hash_file(data)
+            if content_hash is not None and content_hash != digest:
+                raise QueryError("contentHash", f"{loc.display!r} changed since it was indexed (indexed "
+                                                f"{content_hash}, now {digest}): search again for its current text")
+            text = files.text_of(data)
             return {"source": loc.root.name, "id": loc.display, "type": "file", "content": text,
-                    "totalLines": len(text.splitlines()), "size": loc.size,
+                    "totalLines": len(text.splitlines()), "size": len(data), "contentHash": digest,
                     "updatedAt": datetime.fromtimestamp(loc.mtime, UTC).isoformat(timespec="seconds")}
         event = self.get(doc_id)
         if event.source != source:
