@@ -27,6 +27,8 @@ EVENTS: list[dict[str, Any]] = [
      "session": "d", "kind": "conversation"},
     {"id": "q-roll", "content": "to roll back a deploy run make rollback deploy", "workspace": "ops",
      "session": "e", "kind": "conversation"},
+    {"id": "q-many", "title": "deploy deploy deploy", "content": "deploy deploy deploy deploy deploy checklist",
+     "workspace": "ops", "session": "h", "kind": "note"},
     {"id": "q-back", "content": "I am back from lunch", "workspace": "ops", "session": "f", "kind": "conversation"},
     {"id": "q-decide", "content": "Decision: staging deploys need a review", "workspace": "ops", "session": "g",
      "kind": "decision", "source": "mcp"},

@@ -52,7 +52,9 @@ DOCS: dict[str, tuple[str, str]] = {"search": ("Search (documents, memories, con
     "memories and conversations too; the same hybrid query as search_context. Document-only by default: "
     "{query, totalResults, results:[{documentId, documentTitle, sourceType, tags, chunkId, content, score}]}; "
     "with includeMemories or includeConversations: {query, counts, results:[{type, score, data}]}. "
-    "documentId works with fetch_source_document (source: the result's source)."))}
+    "documentId works with fetch_source_document (source: the result's source). Defaults: limit 10, "
+    "fullTextWeight 1.0, semanticWeight 1.0, minScore 0, includeMemories false, includeConversations false, "
+    "memoryWeight 1.0."))}
 
 RUNNERS = {"search": _search}
 READ_ONLY = set(RUNNERS)
