@@ -17,9 +17,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from locomo_hybrid import _default_data, load, open_backend, ranker  # noqa: E402
+from locomo_hybrid import _default_data, load, open_backend  # noqa: E402
 
-from urchin.index.hybrid import run_context  # noqa: E402, F401  (the code under measure)
+from urchin.index.hybrid import run_context  # noqa: E402
 
 THRESHOLDS = tuple(round(0.1 * i, 1) for i in range(1, 10))
 
@@ -50,6 +50,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--data", type=Path, default=None)
     parser.add_argument("--database-url", default=None)
     parser.add_argument("--limit", type=int, default=10)
+    parser.add_argument("--also", type=float, action="append", default=[],
+                        help="more thresholds to print (e.g. --also 0.25)")
     args = parser.parse_args(argv)
     events, questions = load(args.data or _default_data())
     with tempfile.TemporaryDirectory(prefix="urchin-minscore-") as tmp:
@@ -61,11 +63,10 @@ def main(argv: list[str] | None = None) -> None:
     print(f"{len(questions)} questions, top {args.limit}: {len(evidence)} evidence results, {len(other)} others")
     print("| minScore | evidence kept | non-evidence dropped |")
     print("|---|---|---|")
-    for t in THRESHOLDS:
+    for t in sorted(set(THRESHOLDS) | set(args.also)):
         kept = sum(1 for s in evidence if s >= t) / max(len(evidence), 1)
         dropped = sum(1 for s in other if s < t) / max(len(other), 1)
-        print(f"| {t:.1f} | {kept:.3f} | {dropped:.3f} |")
-    _ = ranker  # the same ranking helper bench/locomo_hybrid.py measures R@k with
+        print(f"| {t:g} | {kept:.3f} | {dropped:.3f} |")
 
 
 if __name__ == "__main__":
