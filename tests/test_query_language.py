@@ -136,6 +136,10 @@ async def test_search_and_exclusions_over_mcp(memory: Memory, pg_url: str, anyio
     async with stdio_session({"URCHIN_DATABASE_URL": pg_url}) as session:
         text, data = await call(session, "search_context", {"query": "staging -mysql", "strategy": "semantic"})
         assert "q-mysql" not in [r["id"] for r in data["results"]]
+        _, data = await call(session, "urchin_semantic_search", {"query": "staging -mysql", "limit": 20})
+        assert "q-mysql" not in [e["id"] for e in data["events"]] and data["events"]
+        _, data = await call(session, "query_source", {"source": "manual", "query": "staging -mysql"})
+        assert "q-mysql" not in [r["id"] for r in data["results"]] and data["results"]
         text, data = await call(session, "search", SEED_DOCUMENTS)
         assert set(data) == {"query", "totalResults", "results"} and data["results"]
         assert text.startswith(f"{data['totalResults']} documents")
@@ -152,6 +156,12 @@ def test_search_and_exclusions_over_http(memory: Memory, urchin_home: Path, pg_u
         answer = httpx.post(daemon.url + "/context", headers=headers,
                             json={"query": '"blue green deployment"', "limit": 20})
         assert answer.status_code == 200 and [r["id"] for r in answer.json()["results"]] == ["q-bg"]
+        answer = httpx.get(daemon.url + "/semantic", headers=headers, params={"query": "staging -mysql", "limit": 20})
+        found = [e["id"] for e in answer.json()["events"]]
+        assert answer.status_code == 200 and "q-mysql" not in found and "q-pg" in found, answer.text
+        answer = httpx.get(daemon.url + "/sources/manual/search", headers=headers, params={"query": "staging -mysql"})
+        found = [r["id"] for r in answer.json()["results"]]
+        assert answer.status_code == 200 and "q-mysql" not in found and "q-pg" in found, answer.text
         answer = httpx.post(daemon.url + "/documents/search", headers=headers, json=SEED_DOCUMENTS)
         assert answer.status_code == 200 and answer.json()["totalResults"] >= 1, answer.text
         answer = httpx.post(daemon.url + "/documents/search", headers=headers, json=SEED_ALL)
