@@ -124,3 +124,13 @@ def test_sources_and_edges_over_http(memory: Memory, urchin_home: Path, pg_url: 
             assert stale.status_code == 400 and stale.json()["field"] == "contentHash"
     finally:
         daemon.stop()
+
+
+def test_a_memory_member_outside_every_root_is_refused_at_create_time(tmp_path: Path) -> None:
+    root = tmp_path / "proj"
+    root.mkdir()
+    assert run_urchin("workspace", "add", str(root)).returncode == 0
+    for bad in ("../../etc/passwd", "/etc/passwd"):
+        out = run_urchin("memory", "create", "leak", "--use-when", "never", "--file", bad)
+        assert out.returncode == 1 and "outside the workspace roots" in out.stderr, out.stderr
+    assert run_urchin("memory", "list", "--json").stdout.count("leak") == 0
