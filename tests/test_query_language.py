@@ -183,3 +183,14 @@ def test_urchin_semantic_over_events_applies_exclusions_and_phrases(urchin_home:
     assert found == ["q-bg"]
     out = run_urchin("semantic", "staging -mysql", "--json")
     assert out.returncode == 0 and "q-mysql" not in out.stdout and "q-pg" in out.stdout
+
+
+def test_search_finds_curated_memories_and_keeps_their_exclusions(memory: Memory) -> None:
+    from urchin.workspace.memories import Member
+
+    memory.memory_create("staging-db", "questions about the staging database", [Member("query", query="staging")])
+    out = memory.document_search({"query": "staging database", "includeMemories": True})
+    curated = [r["data"] for r in out["results"] if r["type"] == "memory" and r["data"]["kind"] == "curated"]
+    assert [m["memoryId"] for m in curated] == ["staging-db"] and curated[0]["score"] == 1.0
+    out = memory.document_search({"query": "staging -database", "includeMemories": True})
+    assert all(r["data"].get("kind") != "curated" for r in out["results"])

@@ -12,7 +12,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from urchin.errors import QueryError
+from urchin.errors import QueryError, ValidationError
+from urchin.event import check_label
 from urchin.index.base import MEMORY_KINDS
 from urchin.index.files import FILE_KIND
 from urchin.index.params import MAX_CONTEXT_LIMIT, ContextParams
@@ -45,15 +46,18 @@ class SearchParams:
         if unknown:
             raise QueryError(str(unknown[0]), f"unknown parameter (known: {', '.join(NAMES)})")
         source_type = data.get("sourceType")
-        if source_type is not None and (not isinstance(source_type, str) or not source_type.strip()):
-            raise QueryError("sourceType", "must be a non-empty string: an event kind, file, markdown or code")
+        if source_type is not None:
+            try:
+                source_type = check_label(source_type, "sourceType")
+            except ValidationError as exc:
+                raise QueryError("sourceType", f"{exc.rule}: an event kind, or file, markdown or code") from None
         memories, conversations = data.get("includeMemories", False), data.get("includeConversations", False)
         for name, value in (("includeMemories", memories), ("includeConversations", conversations)):
             if not isinstance(value, bool):
                 raise QueryError(name, f"must be true or false, got {value!r}")
         shared = {k: data[k] for k in ("query", "limit", "fullTextWeight", "semanticWeight", "tags", "minScore",
                                        "memoryWeight") if data.get(k) is not None}
-        return cls(ContextParams.parse(shared), source_type.strip().lower() if source_type else None,
+        return cls(ContextParams.parse(shared), source_type or None,
                    memories, conversations)
 
 
@@ -108,15 +112,14 @@ def _memories(context: ContextFn, curated: Sequence[Any], p: SearchParams) -> li
     out = [{"memoryId": r["id"], "kind": "event", "title": r.get("title"), "content": r["content"],
             "tags": r.get("tags", []), "score": r["score"], "citation": r.get("citation")}
            for r in context(query).results]
-    wanted = parse(p.context.query)
+    wanted = parse(p.context.query)     # the same language: phrases must occur, -words must not
     terms = set(term_ids(tokens(wanted.positive)))
+    excluded = set(term_ids(t for w in wanted.excluded for t in tokens(w)))
     for d in curated:
         text = f"{d.title} {d.use_when} {d.slug}"
         held = set(term_ids(tokens(text)))
-        lowered = text.lower()
-        if not terms or any(w.lower() in held_words(lowered) for w in wanted.excluded):
-            continue
-        if not all(ph.lower() in lowered for ph in wanted.phrases):
+        flat = " ".join(text.lower().split())
+        if not terms or excluded & held or not all(" ".join(ph.lower().split()) in flat for ph in wanted.phrases):
             continue
         score = len(terms & held) / len(terms)
         if score > 0 and score >= p.context.min_score and not p.context.tags:
@@ -124,10 +127,6 @@ def _memories(context: ContextFn, curated: Sequence[Any], p: SearchParams) -> li
                         "tags": [], "score": round(score, 4), "citation": f"urchin://memories/{d.slug}"})
     out.sort(key=lambda m: (-m["score"], m["memoryId"]))
     return out[: p.context.limit]
-
-
-def held_words(text: str) -> set[str]:
-    return set(tokens(text)) | set(text.split())
 
 
 def _conversations(context: ContextFn, p: SearchParams) -> list[dict[str, Any]]:
