@@ -90,8 +90,10 @@ def test_markdown_results_carry_heading_path_and_exact_lines(memory: Memory) -> 
     result = memory.context(query="rollback grafana board", sources=["files"])
     first = result.results[0]
     assert first["citation"] == "shop/docs/deploy.md#L11-L13"
+    indexed = {f["path"]: f["hash"] for f in memory.index_service.backend.files("indexed")}
     assert first["location"] == {"path": "shop/docs/deploy.md", "startLine": 11, "endLine": 13,
-                                 "headingPath": ["Deploy", "Production", "Rollback"]}
+                                 "headingPath": ["Deploy", "Production", "Rollback"],
+                                 "contentHash": indexed["docs/deploy.md"]}
     assert first["title"] == "Deploy › Production › Rollback"
     assert first["content"].splitlines() == DEPLOY_MD.splitlines()[10:13]
     assert first["source"] == "files" and first["workspace"] == "shop"

@@ -11,7 +11,7 @@ import pytest
 from urchin.errors import QueryError
 from urchin.index.hybrid import pack
 from urchin.index.params import ContextParams, SubQuery
-from urchin.index.websearch import split_websearch
+from urchin.search.websearch import split_websearch
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 
@@ -23,15 +23,18 @@ def test_defaults_follow_the_issue() -> None:
     assert p.include_memories and p.include_conversations and p.memory_weight == 1.0
 
 
+PASSAGE = " ".join(["word"] * 30)
+
+
 def test_wire_names_and_snake_case_both_parse() -> None:
     wire = ContextParams.parse({"query": "q", "fullTextWeight": 0.5, "sourceIds": ["Git"], "sources": "claude",
                                 "tokenBudget": 100, "minScore": 0.25, "includeMemories": False,
-                                "searches": [{"type": "hyde", "query": "a passage"}]})
+                                "searches": [{"type": "hyde", "query": PASSAGE}]})
     snake = ContextParams.parse({"query": "q", "full_text_weight": 0.5, "source_ids": ["git"], "sources": ["claude"],
                                  "token_budget": 100, "min_score": 0.25, "include_memories": False,
-                                 "searches": [{"type": "hyde", "query": "a passage"}]})
+                                 "searches": [{"type": "hyde", "query": PASSAGE}]})
     assert wire == snake
-    assert wire.sources == ("claude", "git") and wire.searches == (SubQuery("hyde", "a passage"),)
+    assert wire.sources == ("claude", "git") and wire.searches == (SubQuery("hyde", PASSAGE),)
 
 
 def test_hours_becomes_a_since_from_now() -> None:

@@ -89,8 +89,8 @@ def test_ranged_reads(memory: Memory, project: Path) -> None:
     assert (window.path, window.from_line, window.to_line, window.total_lines) == ("proj/docs/guide.md", 3, 4, 18)
     assert window.lines == ["# Deploy", "Run the deploy script."]
     assert memory.get_file("proj/docs/guide.md", from_line=18).lines == ["make test"]
-    beyond = memory.get_file("docs/guide.md", from_line=50)
-    assert beyond.lines == [] and beyond.total_lines == 18
+    with pytest.raises(QueryError, match="fromLine: 'proj/docs/guide.md' has 18 lines: fromLine 50 is past its end"):
+        memory.get_file("docs/guide.md", from_line=50)
     with pytest.raises(QueryError, match="maxLines: must be from 1 to 2000"):
         memory.get_file("docs/guide.md", max_lines=5000)
     with pytest.raises(QueryError, match="fromLine: must be at least 1"):

@@ -23,6 +23,7 @@ from urchin.errors import ValidationError
 __all__ = [
     "Event",
     "as_name",
+    "check_label",
     "new_id",
     "searchable_fields",
     "SearchableFields",
@@ -147,6 +148,11 @@ def _label(value: Any, field_name: str) -> str:
     if len(_LABELS) < 4096:
         _LABELS[value] = text
     return text
+
+
+def check_label(value: Any, field_name: str) -> str:
+    """A source or kind as events store it (lowercase [a-z0-9._-]); a filter naming another can match nothing."""
+    return _label(value, field_name)
 
 
 def check_name(value: str, field_name: str, limit: int = MAX_NAME_BYTES) -> str:

@@ -13,6 +13,7 @@ from urchin.cli import db as _db  # noqa: F401
 from urchin.cli import demo as _demo  # noqa: F401
 from urchin.cli import doctor as _doctor  # noqa: F401
 from urchin.cli import events as _events  # noqa: F401
+from urchin.cli import find as _find  # noqa: F401
 from urchin.cli import forget as _forget  # noqa: F401
 from urchin.cli import index as _index  # noqa: F401
 from urchin.cli import mcp as _mcp  # noqa: F401

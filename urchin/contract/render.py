@@ -13,8 +13,8 @@ import orjson
 
 from urchin.errors import ValidationError
 
-__all__ = ["plural", "size", "value", "render_events", "render_event", "render_ingest", "render_status",
-           "render_overview", "render_memory", "render_memories", "render_context", "rejection"]
+__all__ = ["plural", "size", "value", "render_document_search", "render_events", "render_event", "render_ingest",
+           "render_status", "render_overview", "render_memory", "render_memories", "render_context", "rejection"]
 
 
 def plural(count: int, noun: str, nouns: str | None = None) -> str:
@@ -144,4 +144,27 @@ def render_context(result: Mapping[str, Any]) -> str:
         lines.append(f"coverage: {coverage['index']['note']}")
     if result.get("truncated"):
         lines.append("coverage: truncated at the token budget")
+    return "\n".join(lines)
+
+
+def render_document_search(result: Mapping[str, Any]) -> str:
+    """textrawl's `search`: the compact text; structuredContent always carries the whole verbose object."""
+    lines = []
+    if "totalResults" in result:
+        lines.append(f"{result['totalResults']} documents for {result['query']!r}")
+        for n, d in enumerate(result["results"], 1):
+            lines.append(f"[{n}] {d['citation']} ({d['sourceType']}, score {d['score']:.3f})")
+            lines.append(d["content"])
+        return "\n".join(lines)
+    counts = result["counts"]
+    lines.append(f"{counts['documents']} documents, {counts['memories']} memories, "
+                 f"{counts['conversations']} conversations for {result['query']!r}")
+    for n, item in enumerate(result["results"], 1):
+        data = item["data"]
+        label = data.get("citation") or data.get("sessionKey")
+        lines.append(f"[{n}] {item['type']} {label} (score {item['score']:.3f})")
+        if item["type"] == "conversation":
+            lines += [t["content"] for t in data["turns"]]
+        else:
+            lines.append(data["content"])
     return "\n".join(lines)

@@ -89,6 +89,7 @@ def build_app(state: DaemonState, token: str, *, extra_routes: Sequence[BaseRout
         Route("/forget", _forget, methods=["POST"]),
         Route("/status", _status, methods=["GET"]),
         Route("/context", _context, methods=["POST"]),
+        Route("/documents/search", _document_search, methods=["POST"]),
         *workspace_routes(JSON, lambda request: _state(request).memory),
         *viewer_routes(JSON, lambda request: _state(request).memory, sessions),
         *extra_routes,
@@ -228,6 +229,14 @@ async def _context(request: Request) -> Response:
         raise ValidationError("body", "must be a JSON object of search_context parameters")
     result = await run_in_threadpool(_state(request).memory.context, body)
     return JSON(result.to_dict())
+
+
+async def _document_search(request: Request) -> Response:
+    """textrawl's `search` over HTTP: the same parameters and result object as the MCP tool `search`."""
+    body = await _json_body(request)
+    if not isinstance(body, Mapping):
+        raise ValidationError("body", "must be a JSON object of search parameters")
+    return JSON(await run_in_threadpool(_state(request).memory.document_search, body))
 
 
 async def _recent(request: Request) -> Response:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
@@ -173,6 +173,11 @@ class RemoteMemory:
 
         return self._call("POST", "/context", json=dict(params), parse=parse,
                           fallback=lambda m: m.context(params))
+
+    def document_search(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        """textrawl's `search` through the daemon, which holds the index connection."""
+        return self._call("POST", "/documents/search", json=dict(params), parse=lambda body: body,
+                          fallback=lambda m: m.document_search(params))
 
     def get(self, event_id: str) -> Event:
         if not isinstance(event_id, str) or not event_id.strip():
@@ -362,8 +367,25 @@ class RemoteMemory:
     def query_source(self, source: str, query: str, limit: int = 10) -> Any:
         return self.local().query_source(source, query, limit)
 
-    def fetch_source_document(self, source: str, doc_id: str) -> dict[str, Any]:
-        return self.local().fetch_source_document(source, doc_id)
+    def fetch_source_document(self, source: str, doc_id: str, content_hash: str | None = None) -> dict[str, Any]:
+        return self.local().fetch_source_document(source, doc_id, content_hash)
+
+    # Local by nature: scoped tokens are a file of this home, roles are set up on the database directly.
+    def token_create(self, scope: str, workspaces: Sequence[str] = (), expires: str | None = None,
+                     name: str | None = None) -> dict[str, Any]:
+        return self.local().token_create(scope, workspaces, expires, name)
+
+    def token_list(self) -> list[dict[str, Any]]:
+        return self.local().token_list()
+
+    def token_revoke(self, token_id: str) -> None:
+        self.local().token_revoke(token_id)
+
+    def db_setup(self, owner_password: str | None = None, reader_password: str | None = None) -> dict[str, Any]:
+        return self.local().db_setup(owner_password, reader_password)
+
+    def db_feeder(self, device: str, password: str | None = None) -> dict[str, Any]:
+        return self.local().db_feeder(device, password)
 
 
     # ---- transport ----------------------------------------------------------------------------

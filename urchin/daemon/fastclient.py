@@ -29,8 +29,10 @@ _COMMANDS: dict[str, tuple[str, tuple[str, ...], bool, bool]] = {
 }
 _DEFAULTS = {"search": (168.0, 20), "semantic": (168.0, 10), "recent": (24.0, 20)}
 # Settings.resolve validates these (and config.toml): when any is present, it resolves them itself.
+# URCHIN_EMBEDDER_URL/MODEL too: the full CLI then says whether the daemon's own settings answered.
 _VALIDATED_ENV = ("URCHIN_DURABILITY", "URCHIN_EMBEDDER_API", "URCHIN_SOFT_CAP_BYTES", "URCHIN_EMBEDDER_TIMEOUT",
-                  "URCHIN_PORT", "URCHIN_SHELL_HISTORY", "URCHIN_GIT_ROOTS")
+                  "URCHIN_PORT", "URCHIN_SHELL_HISTORY", "URCHIN_GIT_ROOTS", "URCHIN_EMBEDDER_URL",
+                  "URCHIN_EMBEDDER_MODEL")
 _UNRESERVED = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
 _TIMEOUT_S = 30.0
 _EVENTS_PREFIX = '{"events":['

@@ -55,7 +55,8 @@ def workspace_routes(json: Any, memory_of: Any) -> list[Route]:
 
     async def fetch_document(request: Request) -> Response:
         a = args(request, "fetch_document", source=request.path_params["source"], id=request.path_params["doc_id"])
-        return json(await run_in_threadpool(memory_of(request).fetch_source_document, a["source"], a["id"]))
+        return json(await run_in_threadpool(memory_of(request).fetch_source_document, a["source"], a["id"],
+                                            a.get("content_hash")))
 
     return [
         Route("/files/{path:path}", get_file, methods=["GET"]),

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -20,7 +20,7 @@ from urchin.index.live import live_leg
 from urchin.index.params import ContextParams
 from urchin.index.schema import TS_CONFIG
 from urchin.index.sparse import query_vector, term_ids, to_sparsevec, tokens
-from urchin.index.websearch import split_websearch
+from urchin.search.websearch import WebQuery, parse, split_websearch
 
 if TYPE_CHECKING:
     from urchin.workspace.access import FileAccess
@@ -77,9 +77,18 @@ class ContextResult:
 
 
 def _filter(p: ContextParams) -> Filter:
+    """The filters of every leg, the question's phrases and -exclusions among them (sub-queries inherit them)."""
     return Filter(sources=p.sources, kinds=p.kinds, workspace=p.workspace, session=p.session, tags=p.tags,
                   since=p.since, until=p.until, memories=p.include_memories, conversations=p.include_conversations,
-                  devices=p.devices, accounts=p.accounts)
+                  devices=p.devices, accounts=p.accounts, constraint=parse(p.query).constraint)
+
+
+def _with_own(flt: Filter, sub: WebQuery) -> Filter:
+    """A sub-query's filter: the question's constraints and its own."""
+    own = sub.constraint
+    if not own or own == flt.constraint:
+        return flt
+    return replace(flt, constraint=f"{flt.constraint} {own}" if flt.constraint else own)
 
 
 def run_context(backend: IndexBackend, p: ContextParams, embedder: Embedder | None = None,
@@ -105,6 +114,7 @@ def run_context(backend: IndexBackend, p: ContextParams, embedder: Embedder | No
             runs.append(LegRun("live", "query", p.query, p.full_text_weight or 1.0,
                                "live read of cataloged files (any word, phrases and -words hold)", live_hits))
     fused = _fuse(runs, p, best)
+    _calibrate(backend, fused, parse(p.query).positive, live_rows)
     kept = _cap_per_file([f for f in fused if f["normalised"] >= p.min_score], p.per_file_cap)[: p.limit]
     wanted = [f["id"] for f in kept if f["id"] not in live_rows]
     rows = {**(backend.fetch(wanted) if wanted else {}), **live_rows}
@@ -117,6 +127,9 @@ def run_context(backend: IndexBackend, p: ContextParams, embedder: Embedder | No
         "filters": p.filters_dict(), "skipped": skipped, "bestPossibleScore": best,
         "tokenEstimate": f"{CHARS_PER_TOKEN} characters per token", "note": COVERAGE_NOTE,
     }
+    warnings = backend.unmatched(flt) if (flt.sources or flt.kinds or flt.workspace) else []
+    if warnings:
+        coverage["warnings"] = warnings
     if live_cov is not None:
         coverage["live"] = live_cov
     if index_info:
@@ -143,11 +156,12 @@ def _keyword_runs(backend: IndexBackend, p: ContextParams, flt: Filter, depth: i
     subs += [("lex", s.query, p.full_text_weight) for s in p.searches if s.type == "lex"]
     runs = []
     for origin, text, weight in subs:
-        words, constraint = split_websearch(text)
-        run = LegRun("keyword", origin, text, weight, f"full-text ({TS_CONFIG}, any word, ts_rank)")
-        words = _distinctive(backend, words)
-        run.hits = with_context(backend.keyword(words, constraint, flt, depth, _turns("keyword")),
-                                CONTEXT["keyword"], depth)
+        sub = parse(text)
+        run = LegRun("keyword", origin, text, weight,
+                     f"full-text ({TS_CONFIG}, any word, every word first, ts_rank)")
+        words = _distinctive(backend, list(sub.words))
+        rows = backend.keyword(words, sub.constraint, _with_own(flt, sub), depth, _turns("keyword"), sub.every)
+        run.hits = with_context(rows, CONTEXT["keyword"], depth)
         runs.append(run)
     return runs
 
@@ -180,26 +194,36 @@ def _semantic_runs(backend: IndexBackend, p: ContextParams, flt: Filter, depth: 
     runs = [LegRun("semantic", origin, text, weight, "") for origin, text, weight in subs]
     for run in runs:
         run.method = "token-cosine (sparsevec, tf x idf^2)"
-        counts = term_ids(tokens(run.query))
-        df, n_docs = backend.term_stats(list(counts))
-        weights = query_vector(run.query, df, n_docs)
-        by_df = sorted(weights, key=lambda t: (df.get(t, 0), t))
-        cap = max(min(COMMON_SHARE * n_docs, MAX_COMMON_DF), MIN_COMMON_DF)
-        rare = ([t for t in by_df if df.get(t, 0) <= cap] or by_df[:1])[:MAX_CANDIDATE_TERMS]
-        rows = backend.sparse(to_sparsevec(weights), rare, flt, depth, _turns("semantic")) if weights else []
+        sub = parse(run.query)     # -exclusions and OR are no scoring terms: they filter (see _filter)
+        weights, df, n_docs = _query_weights(backend, sub.positive)
+        rows = []
+        if weights:
+            by_df = sorted(weights, key=lambda t: (df.get(t, 0), t))
+            cap = max(min(COMMON_SHARE * n_docs, MAX_COMMON_DF), MIN_COMMON_DF)
+            rare = ([t for t in by_df if df.get(t, 0) <= cap] or by_df[:1])[:MAX_CANDIDATE_TERMS]
+            rows = backend.sparse(to_sparsevec(weights), rare, _with_own(flt, sub), depth, _turns("semantic"))
         run.hits = with_context(rows, CONTEXT["semantic"], depth)
     if embedder is None:
         return runs
     dense = [LegRun("semantic", origin, text, weight * DENSE_SHARE, "") for origin, text, weight in subs]
     try:
-        vectors = embedder.embed([r.query for r in dense])
+        vectors = embedder.embed([parse(r.query).positive or r.query for r in dense])
     except EmbedderError as exc:
         skipped.append(f"embedder lists skipped, token-cosine only: the embedder failed ({exc.message})")
         return runs
     for run, vector in zip(dense, vectors, strict=True):
         run.method = f"embeddings ({embedder.fingerprint}, HNSW cosine)"
-        run.hits = backend.dense(embedder.fingerprint, vector, flt, depth)
+        run.hits = backend.dense(embedder.fingerprint, vector, _with_own(flt, parse(run.query)), depth)
     return runs + dense
+
+
+def _query_weights(backend: IndexBackend, text: str) -> tuple[dict[int, float], dict[int, int], int]:
+    """The query's term weights (tf x idf^2), with the index's document frequencies they came from."""
+    counts = term_ids(tokens(text))
+    if not counts:
+        return {}, {}, 0
+    df, n_docs = backend.term_stats(list(counts))
+    return query_vector(text, df, n_docs), df, n_docs
 
 
 def _turns(leg: str) -> int:
@@ -238,13 +262,46 @@ def _fuse(runs: Sequence[LegRun], p: ContextParams, best: float) -> list[dict[st
                                                     "score": 0.0, "legs": []})
             contribution = run.weight / (p.k + rank)
             entry["score"] += contribution
-            entry["legs"].append({"leg": run.leg, "origin": run.origin, "rank": rank, "raw": round(hit.raw, 6),
-                                  "weight": run.weight, "contribution": contribution})
+            leg = {"leg": run.leg, "origin": run.origin, "rank": rank, "raw": round(hit.raw, 6),
+                   "weight": run.weight, "contribution": contribution}
+            if run.method.startswith("embeddings"):
+                leg["dense"] = True
+            entry["legs"].append(leg)
     for entry in table.values():
         entry["classWeight"] = p.memory_weight if entry["kind"] in MEMORY_KINDS else 1.0
         entry["fused"] = entry["score"] * entry["classWeight"]
         entry["normalised"] = min(1.0, entry["fused"] / best) if best > 0 else 0.0
     return sorted(table.values(), key=lambda e: (-e["fused"], -_ts(e["at"]), e["id"]))
+
+
+STRENGTH_SHARE = 0.75   # the absolute score: this share is match strength, the rest rank agreement
+
+
+def _calibrate(backend: IndexBackend, fused: list[dict[str, Any]], text: str,
+               live_rows: dict[str, dict[str, Any]]) -> None:
+    """Give every fused candidate an absolute 0-1 score; the RRF order is kept as it is.
+
+    strength = the share of the question's term weight (tf x idf^2) the chunk holds (1.0 when it holds
+    every word: what a perfect keyword or token-cosine match gets), or the embedder's cosine when its
+    list found the chunk and that is higher. score = STRENGTH_SHARE x strength + the rest x the RRF
+    score divided by the best possible. A chunk sharing one common word scores low however both legs
+    rank it; one holding every rare word scores high, on any corpus size.
+    """
+    if not fused:
+        return
+    weights, _, _ = _query_weights(backend, text)
+    stored = [f["id"] for f in fused if f["id"] not in live_rows]
+    share = backend.coverage(stored, weights) if weights and stored else {}
+    total = sum(weights.values())
+    for f in fused:
+        if f["id"] in live_rows and total > 0:
+            held = set(term_ids(tokens(live_rows[f["id"]]["content"])))
+            share[f["id"]] = sum(w for t, w in weights.items() if t in held) / total
+        dense = max((leg["raw"] for leg in f["legs"] if leg.get("dense")), default=0.0)
+        strength = max(share.get(f["id"], 0.0), min(1.0, max(0.0, dense)))
+        f["rankScore"] = f["normalised"]
+        f["strength"] = strength
+        f["normalised"] = STRENGTH_SHARE * strength + (1 - STRENGTH_SHARE) * f["rankScore"]
 
 
 def _ts(moment: datetime) -> float:
@@ -262,7 +319,8 @@ def _result(row: dict[str, Any], fused: dict[str, Any], explain: bool) -> dict[s
     if row["doc_type"] == "file":
         citation = f"{row['doc_id']}#L{row['start_line']}-L{row['end_line']}"
         location: dict[str, Any] = {"path": row["doc_id"], "startLine": row["start_line"],
-                                    "endLine": row["end_line"], "headingPath": list(row["heading_path"] or [])}
+                                    "endLine": row["end_line"], "headingPath": list(row["heading_path"] or []),
+                                    "contentHash": row.get("content_hash")}
     else:
         citation = f"urchin://events/{row['doc_id']}"
         location = {"journalOffset": row["journal_offset"]}
@@ -282,12 +340,26 @@ def _result(row: dict[str, Any], fused: dict[str, Any], explain: bool) -> dict[s
         out["live"] = True
     if explain:
         out["explain"] = {"legs": fused["legs"], "classWeight": fused["classWeight"], "fused": fused["fused"],
-                          "normalised": fused["normalised"]}
+                          "rankScore": fused.get("rankScore", fused["normalised"]),
+                          "strength": fused.get("strength"), "normalised": fused["normalised"]}
     return out
 
 
 def estimate_tokens(text: str) -> int:
     return math.ceil(len(text) / CHARS_PER_TOKEN)
+
+
+def _fit(content: str, room: int, first: bool) -> str:
+    """The longest head of `content` within `room` characters ending at a line boundary; the best result
+    (`first`) is never dropped: with no line boundary in reach it is cut at a space, or at `room`."""
+    text = content[:room]
+    cut = text.rfind("\n")
+    if cut > 0:
+        return text[:cut]
+    if not first:
+        return ""
+    space = text.rfind(" ")
+    return text[:space] if space > 0 else text
 
 
 def pack(results: list[dict[str, Any]], budget: int | None) -> tuple[list[dict[str, Any]], bool, int]:
@@ -303,11 +375,10 @@ def pack(results: list[dict[str, Any]], budget: int | None) -> tuple[list[dict[s
             used += cost
             continue
         room = (budget - used) * CHARS_PER_TOKEN
-        text = result["content"][:room]
-        cut = text.rfind("\n")
-        if cut > 0:
-            result = {**result, "content": text[:cut], "cut": True}
+        text = _fit(result["content"], room, first=not out)
+        if text:
+            result = {**result, "content": text, "cut": True}
             out.append(result)
-            used += estimate_tokens(result["content"])
+            used += estimate_tokens(text)
         return out, True, used
     return out, False, used

@@ -16,7 +16,7 @@ from urchin.index.base import Filter, LegHit
 from urchin.index.files import FILE_KIND, FILES_SOURCE, HEADING_JOIN
 from urchin.index.params import ContextParams
 from urchin.index.sparse import tokens
-from urchin.index.websearch import parse
+from urchin.search.websearch import parse
 from urchin.workspace.chunking import chunk_text
 
 if TYPE_CHECKING:
@@ -86,7 +86,7 @@ def live_leg(backend: Any, p: ContextParams, flt: Filter, files: FileAccess | No
                          "title": HEADING_JOIN.join(chunk.heading_path) or None, "tags": [], "content": chunk.text,
                          "occurred_at": mtime, "journal_offset": None, "path": entry["path"],
                          "heading_path": list(chunk.heading_path), "start_line": chunk.start_line,
-                         "end_line": chunk.end_line, "live": True}
+                         "end_line": chunk.end_line, "live": True, "content_hash": entry.get("hash")}
             scored.append((score, cid))
     scored.sort(key=lambda item: (-item[0], item[1]))
     hits = [LegHit(cid, score, FILE_KIND, rows[cid]["occurred_at"]) for score, cid in scored[:limit]]

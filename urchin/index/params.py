@@ -22,6 +22,7 @@ SEARCH_TYPES = ("lex", "vec", "hyde")
 MAX_SEARCHES = 8
 MAX_CONTEXT_LIMIT = 100
 MAX_QUERY_CHARS = 4000
+HYDE_WORDS = (30, 80)   # a hyde sub-query is a hypothetical answer passage, not a keyword list
 MAX_TOKEN_BUDGET = 1_000_000
 MAX_WEIGHT = 1000.0   # fusion weights: finite, and their sums stay finite
 
@@ -302,5 +303,10 @@ def _searches(value: Any) -> tuple[SubQuery, ...]:
         kind = item.get("type")
         if kind not in SEARCH_TYPES:
             raise QueryError(f"searches[{i}].type", f"must be lex, vec or hyde, got {kind!r}")
-        out.append(SubQuery(kind, _text(item.get("query"), f"searches[{i}].query")))
+        text = _text(item.get("query"), f"searches[{i}].query")
+        words = len(text.split())
+        if kind == "hyde" and not HYDE_WORDS[0] <= words <= HYDE_WORDS[1]:
+            raise QueryError(f"searches[{i}].query", f"a hyde passage must be {HYDE_WORDS[0]}-{HYDE_WORDS[1]} words "
+                                                     f"(a hypothetical answer), got {words}")
+        out.append(SubQuery(kind, text))
     return tuple(out)

@@ -45,7 +45,8 @@ _COLUMNS = ("chunk_id", "doc_id", "doc_type", "source", "kind", "workspace", "se
             "occurred_at", "account", "device", "journal_offset", "path", "heading_path", "start_line", "end_line",
             "content_hash", "terms", "tvec")
 _FETCH = ("chunk_id", "doc_id", "doc_type", "source", "kind", "workspace", "session", "title", "tags", "content",
-          "occurred_at", "journal_offset", "path", "heading_path", "start_line", "end_line", "device", "account")
+          "occurred_at", "journal_offset", "path", "heading_path", "start_line", "end_line", "device", "account",
+          "content_hash")
 
 
 class PostgresIndex:
@@ -339,8 +340,9 @@ class PostgresIndex:
         return {int(t): int(d) for t, d in rows}, int(n[0]) if n else 0
 
     def keyword(self, words: Sequence[str], constraints: str | None, flt: Filter, limit: int,
-                context_turns: int = 0) -> list[ContextRow]:
-        """Full-text leg: any of `words` (OR, ranked) AND the websearch `constraints` (phrases, -exclusions)."""
+                context_turns: int = 0, every: str | None = None) -> list[ContextRow]:
+        """Full-text leg: any of `words` (OR, ranked) AND the websearch `constraints` (phrases, -exclusions);
+        a chunk holding `every` word (to_tsquery syntax) ranks above any that holds only some."""
         parts = []
         args: dict[str, Any] = {"cfg": TS_CONFIG}
         if words:
@@ -351,11 +353,52 @@ class PostgresIndex:
             args["constraints"] = constraints
         if not parts:
             return []
-        query = f"(SELECT {' && '.join(parts)} AS q) AS qq"
+        score = "ts_rank({t}tsv, q)"
+        every_q = "NULL::tsquery"
+        if every and words:
+            every_q = "to_tsquery(%(cfg)s::regconfig, %(every)s)"
+            args["every"] = every
+            score = "ts_rank({t}tsv, q) + CASE WHEN {t}tsv @@ qa THEN 1 ELSE 0 END"
+        query = f"(SELECT {' && '.join(parts)} AS q, {every_q} AS qa) AS qq"
         # With phrases or -exclusions, a neighbour must satisfy them too: context never smuggles in a
         # turn the query excluded. Without, any neighbour may carry context.
         near = " AND y.tsv @@ q" if constraints else ""
-        return self._leg(query, "tsv @@ q", "ts_rank({t}tsv, q)", flt, limit, context_turns, args, near)
+        return self._leg(query, "tsv @@ q", score, flt, limit, context_turns, args, near)
+
+    def known_sources(self) -> list[str]:
+        """Every source the index holds (a loose index scan: one probe per distinct source)."""
+        with self.conn.transaction():
+            rows = self.conn.execute(
+                "WITH RECURSIVE s(v) AS (SELECT min(source) FROM urchin_chunks UNION ALL "
+                "SELECT (SELECT min(source) FROM urchin_chunks WHERE source > s.v) FROM s WHERE s.v IS NOT NULL) "
+                "SELECT v FROM s WHERE v IS NOT NULL").fetchall()
+        return [r[0] for r in rows]
+
+    def unmatched(self, flt: Filter) -> list[str]:
+        """Warnings for each source, kind or workspace filter that no indexed chunk carries."""
+        probes = ([("source", "sources", v) for v in flt.sources] + [("kind", "kinds", v) for v in flt.kinds]
+                  + ([("workspace", "workspace", flt.workspace)] if flt.workspace else []))
+        out = []
+        with self.conn.transaction():
+            for column, name, value in probes:
+                row = self.conn.execute(f"SELECT EXISTS (SELECT 1 FROM urchin_chunks WHERE {column} = %s)",
+                                        (value,)).fetchone()
+                if row is not None and not row[0]:
+                    out.append(f"{name}: nothing indexed has {column} {value!r}")
+        return out
+
+    def coverage(self, chunk_ids: Sequence[str], weights: dict[int, float]) -> dict[str, float]:
+        """Each chunk's share of the query's term weight (1.0: it holds every query term)."""
+        total = sum(weights.values())
+        if not chunk_ids or total <= 0:
+            return {}
+        terms, values = list(weights), [weights[t] for t in weights]
+        with self.conn.transaction():
+            rows = self.conn.execute(
+                "SELECT c.chunk_id, (SELECT coalesce(sum(x.w), 0) FROM unnest(%(t)s::integer[], %(w)s::float8[]) "
+                "AS x(t, w) WHERE x.t = ANY(c.terms)) FROM urchin_chunks c WHERE c.chunk_id = ANY(%(ids)s)",
+                {"t": terms, "w": values, "ids": list(chunk_ids)}).fetchall()
+        return {r[0]: min(1.0, float(r[1]) / total) for r in rows}
 
     def sparse(self, vector: str, terms: Sequence[int], flt: Filter, limit: int,
                context_turns: int = 0) -> list[ContextRow]:
@@ -505,4 +548,8 @@ def _where(flt: Filter, alias: str = "") -> tuple[str, dict[str, Any]]:
     elif not flt.conversations:
         clauses.append(f"{alias}kind = ANY(%(f_memory_kinds)s)")
         args["f_memory_kinds"] = list(MEMORY_KINDS)
+    if flt.constraint:
+        # phrases and -exclusions filter the candidates of every leg (and their context neighbours)
+        clauses.append(f"{alias}tsv @@ websearch_to_tsquery('{TS_CONFIG}'::regconfig, %(f_constraint)s)")
+        args["f_constraint"] = flt.constraint
     return "".join(f" AND {c}" for c in clauses), args

@@ -207,4 +207,9 @@ CREATE POLICY urchin_feed_all ON urchin_embeddings FOR ALL
     WITH CHECK (EXISTS (SELECT 1 FROM urchin_chunks c WHERE c.chunk_id = urchin_embeddings.chunk_id
                         AND c.device = urchin_device()));
 """),
+    (5, "source and kind lookup", """
+-- Filters naming a source or kind that matches nothing are warned about (issue 14), and query_source
+-- lists the known sources: both read this index (a loose scan for the list, an index probe per name).
+CREATE INDEX urchin_chunks_source_kind ON urchin_chunks (source, kind);
+"""),
 )

@@ -205,6 +205,16 @@ class IndexService:
         return deleted
 
     @_database_errors
+    def known_sources(self) -> list[str]:
+        """The sources the index holds (after catching up with the journal a little, as `context` does)."""
+        with self._lock:
+            backend = self.backend
+            behind = self.journal.size() - backend.cursor(self.settings.device, str(self.journal.path))
+            if 0 < behind <= INLINE_CATCH_UP_BYTES:
+                self.feeder().run_once()
+            return backend.known_sources()
+
+    @_database_errors
     def status(self) -> dict[str, Any]:
         with self._lock:
             out: dict[str, Any] = self.backend.status(self.embedder.fingerprint if self.embedder else None)

@@ -15,7 +15,7 @@ import mcp_types as types
 from urchin.contract import OPERATIONS, describe
 from urchin.contract.render import rejection, render_event, render_events, render_ingest, render_status
 from urchin.errors import UrchinError, ValidationError
-from urchin.mcp_server import context_tool, workspace_tools
+from urchin.mcp_server import context_tool, search_tool, workspace_tools
 from urchin.mcp_server.schemas import (
     INGEST_DEFAULTS,
     INPUT_SCHEMAS,
@@ -112,16 +112,18 @@ _RUNNERS: dict[str, Callable[[Any, dict[str, Any]], Reply]] = {
     "urchin_forget": _forget,
     **workspace_tools.RUNNERS,
     **context_tool.RUNNERS,
+    **search_tool.RUNNERS,
 }
 INPUT_SCHEMAS.update(context_tool.INPUT)
-for _module in (workspace_tools, context_tool):
+INPUT_SCHEMAS.update(search_tool.INPUT)
+for _module in (workspace_tools, context_tool, search_tool):
     OUTPUT_SCHEMAS.update(_module.OUTPUT)
     TOOL_DOCS.update(_module.DOCS)
 with_defaults(TOOL_DOCS, INPUT_SCHEMAS)
 TOOL_NAMES = tuple(_RUNNERS)
 _READ_ONLY = {"urchin_search", "urchin_semantic_search", "urchin_recent_activity", "urchin_session_context",
               "urchin_workspace_context", "urchin_get_event", "urchin_status", *workspace_tools.READ_ONLY,
-              *context_tool.READ_ONLY}
+              *context_tool.READ_ONLY, *search_tool.READ_ONLY}
 
 
 def tool_list() -> list[types.Tool]:

@@ -40,7 +40,7 @@ def _query_source(memory: Any, a: dict[str, Any]) -> Reply:
 
 
 def _fetch_document(memory: Any, a: dict[str, Any]) -> Reply:
-    doc = memory.fetch_source_document(a["source"], a["id"])
+    doc = memory.fetch_source_document(a["source"], a["id"], a.get("content_hash"))
     return doc["content"], doc
 
 

@@ -450,13 +450,19 @@ class Memory:
         """`search_context` on one source only: a journal source (claude, git, ...) or a workspace root's files."""
         return self._index.query_source(source, query, limit)
 
-    def fetch_source_document(self, source: str, doc_id: str) -> dict[str, Any]:
+    def fetch_source_document(self, source: str, doc_id: str, content_hash: str | None = None) -> dict[str, Any]:
         """One whole document: an event by id (of that source), or a file of a workspace root (its whole text).
 
         For a root, `doc_id` is the path inside it (or `<root>/<path>`; source `files` takes `<root>/<path>`).
         Paths that leave the root are refused; files over MAX_DOCUMENT_BYTES are refused (read ranges instead).
+        `content_hash` (a file result's `location.contentHash`) asks for the version that was indexed.
         """
-        return self._index.fetch_source_document(source, doc_id)
+        return self._index.fetch_source_document(source, doc_id, content_hash)
+
+    def document_search(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        """textrawl's `search` (wire-named parameters) over the same hybrid query as `context`."""
+        curated = self.memory_list() if params.get("includeMemories") is True else []
+        return self._index.document_search(params, curated)
 
     def index_files(self) -> FileIndexReport:
         """Index the workspace roots' files (changed ones re-chunked, vanished ones removed)."""

@@ -115,16 +115,32 @@ class HybridIndex:
     def status(self) -> dict[str, Any]:
         return self.service.status()
 
+    def document_search(self, params: Mapping[str, Any], curated: list[Any]) -> dict[str, Any]:
+        """textrawl's `search` (wire-named parameters) over the same hybrid query as `context`."""
+        from urchin.index.docsearch import run_search
+
+        return run_search(lambda query: self.context(query, None, {}), curated, params)
+
     def query_source(self, source: str, query: str, limit: int) -> ContextResult:
+        """`search_context` on one source only: a journal source (claude, git, ...) or a workspace root's files.
+
+        A root searches its indexed chunks and reads its cataloged (over-cap) files live, under the same
+        byte budget as `mode: live`; an unknown source is an error listing the known ones.
+        """
         if not isinstance(source, str) or not source.strip():
             raise QueryError("source", "must not be empty")
         source = source.strip()
-        if any(r.name == source for r in self._workspace.roots.list()):
+        roots = [r.name for r in self._workspace.roots.list()]
+        if source in roots:
             return self.context(None, None, {"query": query, "limit": limit, "sources": ["files"],
-                                             "workspace": source})
+                                             "workspace": source, "mode": "live"})
+        known = self.service.known_sources()
+        if source not in known:
+            names = sorted(set(known) | set(roots))
+            raise QueryError("source", f"unknown source {source!r} (known: {', '.join(names) or 'none yet'})")
         return self.context(None, None, {"query": query, "limit": limit, "sources": [source]})
 
-    def fetch_source_document(self, source: str, doc_id: str) -> dict[str, Any]:
+    def fetch_source_document(self, source: str, doc_id: str, content_hash: str | None = None) -> dict[str, Any]:
         if not isinstance(source, str) or not source.strip():
             raise QueryError("source", "must not be empty")
         if not isinstance(doc_id, str) or not doc_id.strip():
@@ -132,13 +148,16 @@ class HybridIndex:
         source, doc_id = source.strip(), doc_id.strip()
         names = {r.name for r in self._workspace.roots.list()}
         if source in names or source == "files":
-            return self._fetch_file(source, doc_id)
+            return self._fetch_file(source, doc_id, content_hash)
         event = self._get(doc_id)
         if event.source != source:
             raise NotFoundError(f"event {doc_id!r} is not from source {source!r} (it is from {event.source!r})")
         return {"source": source, "id": event.id, "type": "event", "content": event.content, "event": event.to_dict()}
 
-    def _fetch_file(self, source: str, doc_id: str) -> dict[str, Any]:
+    def _fetch_file(self, source: str, doc_id: str, content_hash: str | None) -> dict[str, Any]:
+        """A workspace file whole; with `content_hash` (a result's location.contentHash), only while its
+        bytes still hash to it, else an error says it changed."""
+        from urchin.index.files import hash_file
         from urchin.workspace.access import check_relative
 
         check_relative(doc_id, "id")           # an absolute id stays absolute: refused, never re-rooted
@@ -152,9 +171,16 @@ class HybridIndex:
         if loc.size > MAX_DOCUMENT_BYTES:
             raise ValidationError("id", f"{doc_id!r} has {loc.size} bytes, more than {MAX_DOCUMENT_BYTES}: "
                                         "read ranges with get_file")
-        text = files.read_text(loc, MAX_DOCUMENT_BYTES)
+        data = files.read_bytes(loc, MAX_DOCUMENT_BYTES + 1)
+        if len(data) > MAX_DOCUMENT_BYTES:
+            raise ValidationError("id", f"{doc_id!r} grew past {MAX_DOCUMENT_BYTES} bytes: read ranges with get_file")
+        digest = hash_file(data)
+        if content_hash is not None and content_hash != digest:
+            raise QueryError("contentHash", f"{loc.display!r} changed since it was indexed (indexed "
+                                            f"{content_hash}, now {digest}): search again for its current text")
+        text = files.text_of(data)
         return {"source": loc.root.name, "id": loc.display, "type": "file", "content": text,
-                "totalLines": len(text.splitlines()), "size": loc.size,
+                "totalLines": len(text.splitlines()), "size": len(data), "contentHash": digest,
                 "updatedAt": datetime.fromtimestamp(loc.mtime, UTC).isoformat(timespec="seconds")}
 
     def db_setup(self, owner_password: str | None, reader_password: str | None) -> dict[str, Any]:

@@ -6,8 +6,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from urchin.errors import QueryError
-from urchin.event import MAX_HOURS, Event, clean_text
+from urchin.errors import QueryError, ValidationError
+from urchin.event import MAX_HOURS, Event, check_label, clean_text
 
 __all__ = ["Filters", "Hit", "SearchResult", "check_query", "check_hours", "check_limit", "window_start_ms",
            "MAX_LIMIT", "one_line"]
@@ -63,8 +63,7 @@ class Filters:
     @classmethod
     def of(cls, source: str | None = None, workspace: str | None = None, session: str | None = None,
            kind: str | None = None) -> Filters:
-        return cls(source.lower() if source else None, workspace or None, session or None,
-                   kind.lower() if kind else None)
+        return cls(_label(source, "source"), workspace or None, session or None, _label(kind, "kind"))
 
     def match(self, event: Event) -> bool:
         return ((self.source is None or event.source == self.source)
@@ -75,6 +74,16 @@ class Filters:
     def to_dict(self) -> dict[str, str]:
         return {k: v for k, v in (("source", self.source), ("workspace", self.workspace),
                                   ("session", self.session), ("kind", self.kind)) if v is not None}
+
+
+def _label(value: str | None, name: str) -> str | None:
+    """A source/kind filter in the form events store (lowercase [a-z0-9._-]): another could match nothing."""
+    if not value:
+        return None
+    try:
+        return check_label(value, name)
+    except ValidationError as exc:
+        raise QueryError(name, f"{exc.rule}, got {value!r}") from None
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,7 +29,9 @@ from urchin.search.cosine import IndexState, TokenCosineIndex
 from urchin.search.embedder import Embedder
 from urchin.search.extract import WorkerError, extract_parallel, line_aligned_end
 from urchin.search.query import Filters, Hit
+from urchin.search.tokens import tokenize
 from urchin.search.vectors import VectorCache, embed_events
+from urchin.search.websearch import parse
 
 __all__ = ["TokenCosineView", "EmbeddingView", "SAVE_EVERY", "BULK_BYTES", "WEAK_SCORE", "weakness"]
 
@@ -237,10 +239,13 @@ class TokenCosineView:
     # ---- querying -----------------------------------------------------------------------------
     def search(self, query: str, *, since_ms: int | None, limit: int, filters: Filters,
                until_ms: int | None = None) -> list[Hit]:
+        query, holds = constraints(query)
         forgotten = self.forgotten
         hidden = forgotten.hashes()
         # until a compaction drops them, forgotten rows may hold some of the top places: ask for more
         wanted = limit + min(len(hidden), 1000) if hidden else limit
+        if holds is not None:
+            wanted += CONSTRAINED_EXTRA     # phrases and -words filter the ranked candidates
         params = {"since_ms": since_ms, "until_ms": until_ms, "source": filters.source, "limit": wanted,
                   "workspace": filters.workspace, "session": filters.session, "kind": filters.kind}
         with self._lock:
@@ -266,7 +271,7 @@ class TokenCosineView:
                 break
             line = self.journal.read_line_at(offset)
             event = Event.from_json(line) if line is not None else None
-            if event is not None and not (hidden and forgotten.hides(event.id)):
+            if event is not None and not (hidden and forgotten.hides(event.id)) and (holds is None or holds(event)):
                 hits.append(Hit(event, s.score))
         self._save_if_due()
         return hits
@@ -338,6 +343,7 @@ class EmbeddingView:
         left, _ = self.pending(1)
         if left:
             notes.append("some events are not embedded yet and were not searched: run `urchin embed`")
+        query, holds = constraints(query)
         vector = self.embedder.embed_query(query)
         events: dict[str, Event | None] = {}
 
@@ -345,11 +351,34 @@ class EmbeddingView:
             if event_id not in events:
                 events[event_id] = self.locate(event_id)
             event = events[event_id]
-            return event is not None and filters.match(event)
+            return event is not None and filters.match(event) and (holds is None or holds(event))
 
         ranked = self.cache().search(vector, since_ms=since_ms, until_ms=until_ms, accept=accept, limit=limit)
         hits = [Hit(event, score) for event_id, score in ranked if (event := events.get(event_id)) is not None]
         return hits, notes
+
+
+CONSTRAINED_EXTRA = 500   # token-cosine candidates ranked beyond `limit` when phrases or -words filter them
+
+
+def constraints(query: str) -> tuple[str, Callable[[Event], bool] | None]:
+    """(what to rank by: the query without -words and OR, a test every hit must pass or None).
+
+    The websearch language of every leg: a "phrase" must occur (case and spacing aside), an -excluded
+    word must not (as a term, so `-deploy` drops "deploys" too).
+    """
+    q = parse(query)
+    if not q.phrases and not q.excluded:
+        return q.positive or query, None
+    phrases = [" ".join(p.lower().split()) for p in q.phrases]
+    excluded = {t for w in q.excluded for t in tokenize(w)}
+
+    def holds(event: Event) -> bool:
+        text = f"{event.title or ''} {event.content}"
+        flat = " ".join(text.lower().split())
+        return all(p in flat for p in phrases) and not (excluded & set(tokenize(text)))
+
+    return q.positive or query, holds
 
 
 def _write_private(path: Path, data: bytes) -> None:

@@ -211,6 +211,10 @@ class FileAccess:
         data = self.read_bytes(loc, None if max_bytes is None else max_bytes + 1)
         if max_bytes is not None and len(data) > max_bytes:
             raise ValidationError("path", f"{loc.display!r} has more than {max_bytes} bytes: read ranges instead")
+        return self.text_of(data)
+
+    def text_of(self, data: bytes) -> str:
+        """Bytes already read, decoded and redacted as `read_text` serves them."""
         with io.TextIOWrapper(io.BytesIO(data), encoding="utf-8", errors="replace") as handle:
             return "".join(redact_lines(self.redactor, handle))
 

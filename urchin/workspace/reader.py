@@ -59,5 +59,8 @@ def read_range(files: FileAccess, path: str, from_line: int = 1, max_lines: int 
     for total, line in enumerate(files.lines(loc), 1):
         if from_line <= total < from_line + max_lines:
             lines.append(line.rstrip("\n").rstrip("\r"))
+    if from_line > max(total, 1):
+        raise QueryError("fromLine", f"{loc.display!r} has {total} line{'s' if total != 1 else ''}: "
+                                     f"fromLine {from_line} is past its end")
     to_line = from_line + len(lines) - 1 if lines else min(from_line - 1, total)
     return FileRange(loc.display, from_line, to_line, total, lines)

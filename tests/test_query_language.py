@@ -1,0 +1,196 @@
+"""The websearch query language in every leg, and textrawl's `search` tool: in-process, MCP and HTTP."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.daemon_fixture import DaemonProcess
+from tests.mcp_harness import stdio_session
+from tests.mcp_scenarios import call, call_error
+from urchin.config import Settings
+from urchin.errors import QueryError
+from urchin.memory import Memory
+from urchin.search.websearch import parse
+
+EVENTS: list[dict[str, Any]] = [
+    {"id": "q-mysql", "content": "staging runs mysql 8 behind the staging proxy", "workspace": "ops",
+     "session": "a", "kind": "note", "tags": ["db"]},
+    {"id": "q-pg", "content": "staging moved to postgres last week, staging is green", "workspace": "ops",
+     "session": "b", "kind": "note", "tags": ["db", "ops"]},
+    {"id": "q-bg", "content": "we use a blue green deployment for the api", "workspace": "ops", "session": "c",
+     "kind": "conversation"},
+    {"id": "q-green", "content": "the deployment board is green and blue today", "workspace": "ops",
+     "session": "d", "kind": "conversation"},
+    {"id": "q-roll", "content": "to roll back a deploy run make rollback deploy", "workspace": "ops",
+     "session": "e", "kind": "conversation"},
+    {"id": "q-many", "title": "deploy deploy deploy", "content": "deploy deploy deploy deploy deploy checklist",
+     "workspace": "ops", "session": "h", "kind": "note"},
+    {"id": "q-back", "content": "I am back from lunch", "workspace": "ops", "session": "f", "kind": "conversation"},
+    {"id": "q-decide", "content": "Decision: staging deploys need a review", "workspace": "ops", "session": "g",
+     "kind": "decision", "source": "mcp"},
+]
+
+
+@pytest.fixture
+def memory(pg_settings: Settings) -> Any:
+    memory = Memory(pg_settings)
+    memory.ingest(EVENTS)
+    memory.index()
+    yield memory
+    memory.close()
+
+
+def ids(result: Any) -> list[str]:
+    return [r["id"] for r in result.results]
+
+
+def test_parser_yields_words_phrases_exclusions_and_or_groups() -> None:
+    q = parse('staging OR prod deploy -mysql "blue green"')
+    assert q.words == ("staging", "prod", "deploy") and q.phrases == ("blue green",) and q.excluded == ("mysql",)
+    assert q.groups == (("staging", "prod"), ("deploy",))
+    assert "mysql" not in q.positive and q.every == "((staging) | (prod)) & ((deploy))"
+
+
+@pytest.mark.parametrize("strategy", ["semantic", "keyword", "hybrid"])
+def test_exclusions_filter_every_strategy(memory: Memory, strategy: str) -> None:
+    found = ids(memory.context(query="staging -mysql", strategy=strategy, limit=20))
+    assert "q-mysql" not in found and "q-pg" in found
+
+
+@pytest.mark.parametrize("strategy", ["semantic", "hybrid"])
+def test_phrases_filter_every_strategy(memory: Memory, strategy: str) -> None:
+    found = ids(memory.context(query='"blue green deployment"', strategy=strategy, limit=20))
+    assert found == ["q-bg"]
+
+
+def test_sub_queries_inherit_the_questions_exclusions(memory: Memory) -> None:
+    result = memory.context(query="staging -mysql", limit=20,
+                            searches=[{"type": "vec", "query": "mysql staging proxy"},
+                                      {"type": "lex", "query": "mysql proxy"}])
+    assert "q-mysql" not in ids(result)
+
+
+def test_query_source_applies_exclusions(memory: Memory) -> None:
+    found = ids(memory.query_source("manual", "staging -mysql"))
+    assert "q-mysql" not in found and "q-pg" in found
+
+
+def test_a_document_holding_every_word_outranks_one_holding_some(memory: Memory) -> None:
+    found = ids(memory.context(query="roll back deploy", strategy="keyword", limit=20))
+    assert found[0] == "q-roll"
+
+
+def test_min_score_half_drops_a_one_shared_word_match_and_keeps_a_strong_one(memory: Memory) -> None:
+    everything = memory.context(query="roll back a deploy", limit=20, explain=True)
+    assert "q-back" in ids(everything)
+    strict = ids(memory.context(query="roll back a deploy", limit=20, min_score=0.5))
+    assert "q-roll" in strict and "q-back" not in strict
+
+
+# ---- textrawl's `search` ---------------------------------------------------------------------
+def test_search_is_document_only_by_default(memory: Memory) -> None:
+    out = memory.document_search({"query": "staging", "limit": 10})
+    assert set(out) == {"query", "totalResults", "results"} and out["totalResults"] == len(out["results"])
+    first = out["results"][0]
+    assert {"documentId", "documentTitle", "sourceType", "tags", "chunkId", "content", "score"} <= set(first)
+    assert "q-decide" not in [r["chunkId"] for r in out["results"]]      # memories are not documents
+    doc = memory.fetch_source_document(first["source"], first["documentId"])
+    assert doc["content"] == first["content"]
+
+
+def test_search_filters_by_source_type_and_all_tags(memory: Memory) -> None:
+    out = memory.document_search({"query": "staging", "sourceType": "note", "tags": ["db", "ops"]})
+    assert [r["chunkId"] for r in out["results"]] == ["q-pg"] and out["results"][0]["sourceType"] == "note"
+
+
+def test_search_across_sources_answers_type_score_data(memory: Memory) -> None:
+    out = memory.document_search({"query": "staging deploys review", "includeMemories": True,
+                                  "includeConversations": True, "memoryWeight": 2})
+    assert set(out) == {"query", "counts", "results"} and set(out["counts"]) == {"documents", "memories",
+                                                                              "conversations"}
+    assert {r["type"] for r in out["results"]} <= {"document", "memory", "conversation"}
+    assert out["results"][0]["type"] == "memory" and out["results"][0]["data"]["memoryId"] == "q-decide"
+    scores = [r["score"] for r in out["results"]]
+    assert scores == sorted(scores, reverse=True)
+
+
+def test_search_refuses_unknown_parameters(memory: Memory) -> None:
+    with pytest.raises(QueryError) as err:
+        memory.document_search({"query": "x", "strategy": "semantic"})
+    assert err.value.field == "strategy"
+
+
+SEED_DOCUMENTS = {"query": "staging database", "limit": 5, "fullTextWeight": 0.7, "semanticWeight": 0.3,
+                  "minScore": 0.1, "includeMemories": False, "includeConversations": False}
+SEED_ALL = {"query": "staging deploys", "limit": 10, "includeMemories": True, "includeConversations": True,
+            "memoryWeight": 1.5, "tags": []}
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_search_and_exclusions_over_mcp(memory: Memory, pg_url: str, anyio_backend: str) -> None:
+    async with stdio_session({"URCHIN_DATABASE_URL": pg_url}) as session:
+        text, data = await call(session, "search_context", {"query": "staging -mysql", "strategy": "semantic"})
+        assert "q-mysql" not in [r["id"] for r in data["results"]]
+        _, data = await call(session, "urchin_semantic_search", {"query": "staging -mysql", "limit": 20})
+        assert "q-mysql" not in [e["id"] for e in data["events"]] and data["events"]
+        _, data = await call(session, "query_source", {"source": "manual", "query": "staging -mysql"})
+        assert "q-mysql" not in [r["id"] for r in data["results"]] and data["results"]
+        text, data = await call(session, "search", SEED_DOCUMENTS)
+        assert set(data) == {"query", "totalResults", "results"} and data["results"]
+        assert text.startswith(f"{data['totalResults']} documents")
+        text, data = await call(session, "search", SEED_ALL)
+        assert set(data["counts"]) == {"documents", "memories", "conversations"}
+        assert all(set(r) == {"type", "score", "data"} for r in data["results"])
+        assert (await call_error(session, "search", {"query": "x", "sourceIds": ["a"]}))
+
+
+def test_search_and_exclusions_over_http(memory: Memory, urchin_home: Path, pg_url: str) -> None:
+    daemon = DaemonProcess(urchin_home, "--with-index", env={"URCHIN_DATABASE_URL": pg_url}).start()
+    try:
+        headers = {"Authorization": f"Bearer {daemon.token}"}
+        answer = httpx.post(daemon.url + "/context", headers=headers,
+                            json={"query": '"blue green deployment"', "limit": 20})
+        assert answer.status_code == 200 and [r["id"] for r in answer.json()["results"]] == ["q-bg"]
+        answer = httpx.get(daemon.url + "/semantic", headers=headers, params={"query": "staging -mysql", "limit": 20})
+        found = [e["id"] for e in answer.json()["events"]]
+        assert answer.status_code == 200 and "q-mysql" not in found and "q-pg" in found, answer.text
+        answer = httpx.get(daemon.url + "/sources/manual/search", headers=headers, params={"query": "staging -mysql"})
+        found = [r["id"] for r in answer.json()["results"]]
+        assert answer.status_code == 200 and "q-mysql" not in found and "q-pg" in found, answer.text
+        answer = httpx.post(daemon.url + "/documents/search", headers=headers, json=SEED_DOCUMENTS)
+        assert answer.status_code == 200 and answer.json()["totalResults"] >= 1, answer.text
+        answer = httpx.post(daemon.url + "/documents/search", headers=headers, json=SEED_ALL)
+        assert answer.status_code == 200 and "counts" in answer.json(), answer.text
+        bad = httpx.post(daemon.url + "/documents/search", headers=headers, json={"query": "x", "sourceType": 3})
+        assert bad.status_code == 400 and bad.json()["field"] == "sourceType"
+    finally:
+        daemon.stop()
+
+
+def test_urchin_semantic_over_events_applies_exclusions_and_phrases(urchin_home: Path) -> None:
+    from tests.conftest import run_urchin
+
+    memory = Memory.open()
+    memory.ingest(EVENTS)
+    found = [h.event.id for h in memory.semantic("staging -mysql", limit=20).hits]
+    assert "q-mysql" not in found and "q-pg" in found
+    found = [h.event.id for h in memory.semantic('"blue green deployment"', limit=20).hits]
+    assert found == ["q-bg"]
+    out = run_urchin("semantic", "staging -mysql", "--json")
+    assert out.returncode == 0 and "q-mysql" not in out.stdout and "q-pg" in out.stdout
+
+
+def test_search_finds_curated_memories_and_keeps_their_exclusions(memory: Memory) -> None:
+    from urchin.workspace.memories import Member
+
+    memory.memory_create("staging-db", "questions about the staging database", [Member("query", query="staging")])
+    out = memory.document_search({"query": "staging database", "includeMemories": True})
+    curated = [r["data"] for r in out["results"] if r["type"] == "memory" and r["data"]["kind"] == "curated"]
+    assert [m["memoryId"] for m in curated] == ["staging-db"] and curated[0]["score"] == 1.0
+    out = memory.document_search({"query": "staging -database", "includeMemories": True})
+    assert all(r["data"].get("kind") != "curated" for r in out["results"])
