@@ -23,9 +23,12 @@ run: $(STAMP)
 	@echo "this terminal now runs the daemon (stop with Ctrl-C); in another one: make install, then urchin ..."
 	$(VENV)/bin/urchin serve
 
+# Two workers (the machine has two cores; most tests wait on real processes). The test embedder is
+# installed first, once, so the workers' session fixtures only start it.
 test: $(STAMP)
 	sh scripts/browser.sh
-	$(PY) -m pytest -q
+	bash scripts/test-embedder.sh install
+	$(PY) -m pytest -q -n 2
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check urchin tests bench
