@@ -48,7 +48,7 @@ def test_nothing_matches_prints_nothing() -> None:
     (("tail", "-n", "0"), "error: -n: must be from 1 to 1000, got 0\n"),
     (("memory", "show", "m", "--token-budget", "0"), "error: --token-budget: must be from 1 to 200000, got 0\n"),
     (("get-file", "a.md", "--from-line", "0"), "error: --from-line: must be from 1 to 2147483648, got 0\n"),
-    (("context", "x", "--min-score", "2"), "error: --min-score: must be at most 1"),
+    (("context", "x", "--min-score", "2"), "error: --min-score: must be from 0 to 1, got 2"),
     (("ingest", " "), "error: content: must not be blank"),
     (("ingest", "x", "--timestamp", "soon"), "error: --timestamp: must be an RFC 3339 timestamp"),
     (("ingest", "x", "--source", "Bad Source"), "error: --source: must be lowercase"),

@@ -36,7 +36,7 @@ def test_bad_flags_give_a_clear_error(pg_url: str) -> None:
     assert bad.returncode == 1
     assert bad.stderr.strip() == "error: --search[0].type: must be lex, vec or hyde, got 'sql'"
     assert run_urchin("context", "x", "--min-score", "2", env=env).stderr.strip() == (
-        "error: --min-score: must be at most 1, got 2.0")
+        "error: --min-score: must be from 0 to 1, got 2")
 
 
 def test_index_status_reports_the_cursor(pg_url: str) -> None:

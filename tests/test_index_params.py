@@ -40,7 +40,7 @@ def test_wire_names_and_snake_case_both_parse() -> None:
 def test_hours_becomes_a_since_from_now() -> None:
     p = ContextParams.parse({"query": "q", "hours": 2}, now=NOW)
     assert p.since == NOW - timedelta(hours=2) and p.until is None
-    assert p.filters_dict() == {"since": "2026-03-01T10:00:00Z"}
+    assert p.filters_dict() == {"since": "2026-03-01T10:00:00.000Z"}
 
 
 @pytest.mark.parametrize(("params", "message"), [
@@ -54,7 +54,7 @@ def test_hours_becomes_a_since_from_now() -> None:
                                  {"type": "sql", "query": "c"}]}, "searches[2].type: must be lex, vec or hyde"),
     ({"query": "q", "searches": [{"type": "vec", "query": ""}]}, "searches[0].query must not be empty"),
     ({"query": "q", "searches": [{"type": "vec", "query": "a", "weight": 2}]}, "searches[0].weight: unknown field"),
-    ({"query": "q", "fullTextWeight": -1}, "fullTextWeight: must be at least 0"),
+    ({"query": "q", "fullTextWeight": -1}, "fullTextWeight: must be from 0 to 1000, got -1"),
     ({"query": "q", "semanticWeight": "heavy"}, "semanticWeight: must be a number"),
     ({"query": "q", "fullTextWeight": 0, "semanticWeight": 0}, "fullTextWeight: fullTextWeight and semanticWeight"),
     ({"query": "q", "strategy": "keyword", "fullTextWeight": 0}, "fullTextWeight: must be greater than 0"),
@@ -70,9 +70,9 @@ def test_hours_becomes_a_since_from_now() -> None:
     ({"query": "q", "hours": 1, "since": "2026-01-01T00:00:00Z"}, "hours: cannot be combined with since"),
     ({"query": "q", "includeMemories": False, "includeConversations": False}, "includeConversations: includeMemories"),
     ({"query": "q", "includeMemories": "yes"}, "includeMemories: must be true or false"),
-    ({"query": "q", "memoryWeight": -0.5}, "memoryWeight: must be at least 0"),
+    ({"query": "q", "memoryWeight": -0.5}, "memoryWeight: must be from 0 to 1000, got -0.5"),
     ({"query": "q", "includeConversations": False, "memoryWeight": 0}, "memoryWeight: must be greater than 0"),
-    ({"query": "q", "minScore": 1.5}, "minScore: must be at most 1"),
+    ({"query": "q", "minScore": 1.5}, "minScore: must be from 0 to 1, got 1.5"),
     ({"query": "q", "limit": 0}, "limit: must be from 1 to 100, got 0"),
     ({"query": "q", "limit": True}, "limit: must be a whole number"),
     ({"query": "q", "tokenBudget": 0}, "tokenBudget: must be from 1 to 1000000, got 0"),

@@ -15,7 +15,7 @@ PACKAGE = Path(urchin.__file__).parent
 
 # Lower number = lower layer. A module may import only from its own layer or below.
 LAYERS = [
-    ("urchin.errors", 0), ("urchin.event", 1), ("urchin.config", 2), ("urchin.journal", 3),
+    ("urchin.errors", 0), ("urchin.checks", 1), ("urchin.event", 1), ("urchin.config", 2), ("urchin.journal", 3),
     # the journal's companions, and the redactor every write passes
     ("urchin.idindex", 4), ("urchin.forget", 4), ("urchin.ephemeral", 4), ("urchin.redact", 4),
     ("urchin.tokens", 4),
@@ -36,9 +36,9 @@ FRONT_ENDS = ("urchin.cli", "urchin.mcp_server", "urchin.daemon")
 MEMORY_LAYER = 9
 # What a front end may take from below `Memory`: whole modules, or (module, name) result and parameter types.
 # errors, settings, and the daemon's credentials (the bearer token is config's; scoped tokens are tokens')
-ALLOWED_BELOW = {"urchin.errors", "urchin.config", "urchin.tokens"}
+ALLOWED_BELOW = {"urchin.errors", "urchin.checks", "urchin.config", "urchin.tokens"}
 ALLOWED_NAMES = {
-    ("urchin.event", "Event"), ("urchin.event", "new_id"),
+    ("urchin.event", "Event"), ("urchin.event", "new_id"), ("urchin.event", "format_timestamp"),
     ("urchin.ingest", "IngestResult"), ("urchin.ingest", "BatchReport"),
     ("urchin.search.query", "SearchResult"), ("urchin.search.query", "Hit"), ("urchin.search.query", "one_line"),
     ("urchin.search.query", "MAX_LIMIT"),

@@ -15,7 +15,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from urchin.errors import ConfigError, ValidationError
+from urchin.checks import check_number
+from urchin.errors import ConfigError, QueryError, ValidationError
 from urchin.event import HARD_LIMIT_BYTES, SOFT_CAP_BYTES, check_name
 
 __all__ = ["Settings", "Durability", "DEFAULT_PORT", "ensure_private_dir", "resolve_home", "runtime_dir",
@@ -295,14 +296,10 @@ def _host_name() -> str:
 
 
 def _int(value: Any, name: str, low: int, high: int) -> int:
-    if isinstance(value, str):
-        try:
-            value = int(value.strip())
-        except ValueError:
-            pass
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise ConfigError(f"{name}: must be a whole number from {low} to {high}, got {value!r}")
-    return value
+    try:
+        return int(check_number(value, name, whole=True, low=low, high=high, from_text=True))
+    except QueryError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def _float(value: Any, name: str, high: float) -> float:

@@ -116,9 +116,13 @@ def parse_timestamp(value: Any, field_name: str = "timestamp") -> datetime:
     return moment
 
 
-def format_timestamp(moment: datetime) -> str:
-    """UTC with `Z` and milliseconds: `2026-05-04T20:00:00.000Z`."""
-    moment = moment.astimezone(UTC)
+def format_timestamp(moment: datetime | None = None, *, ms: bool = True) -> str:
+    """The one way Urchin writes a time: UTC with `Z`, milliseconds unless `ms=False`
+    (`2026-05-04T20:00:00.000Z`); `moment` defaults to now. A naive `moment` is taken as UTC."""
+    moment = datetime.now(UTC) if moment is None else (
+        moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC))
+    if not ms:
+        return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
     return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
 
 

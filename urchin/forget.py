@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
@@ -25,6 +24,7 @@ import orjson
 
 from urchin.config import ensure_private_dir
 from urchin.errors import JournalError
+from urchin.event import format_timestamp
 from urchin.journal import Journal, _fsync_dir
 
 __all__ = ["ForgetLog", "Compaction", "Rewrite", "forget_hash", "line_id", "compact"]
@@ -379,4 +379,4 @@ def _unhex(values: object) -> Iterator[bytes]:
 
 
 def _now() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    return format_timestamp(ms=False)

@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import signal
 import sys
-import time
 from collections.abc import Mapping
 from pathlib import Path
 from types import FrameType
@@ -34,9 +33,10 @@ def _on_alarm(signum: int, frame: FrameType | None) -> None:
 
 
 def _log(home: Path | None, agent: str, message: str) -> None:
-    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    from urchin.event import format_timestamp
     from urchin.redact import redact_message
 
+    stamp = format_timestamp(ms=False)
     line = f"{stamp} {agent}: {redact_message(message)}\n".encode("utf-8", "replace")  # a file: no secret
     if home is not None:
         try:

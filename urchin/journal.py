@@ -21,7 +21,7 @@ import orjson
 
 from urchin.config import Durability, ensure_private_dir, write_private
 from urchin.errors import JournalError
-from urchin.event import Event
+from urchin.event import Event, format_timestamp
 
 __all__ = ["Journal", "JournalMark", "JournalStats", "ReadResult", "BATCH_SYNC_INTERVAL_S", "complete_lines"]
 
@@ -350,7 +350,7 @@ class _Writer:
         record = {
             "offset": keep,
             "length": len(torn),
-            "detected_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "detected_at": format_timestamp(ms=False),
             "data_b64": base64.b64encode(torn).decode("ascii"),
         }
         torn_fd = os.open(self.journal.torn_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)

@@ -10,6 +10,7 @@ from urchin.cli.group import AppContext, main
 from urchin.cli.options import print_text
 from urchin.config import Settings
 from urchin.contract.render import render_events
+from urchin.event import format_timestamp
 
 SAMPLES = [
     ("claude", "decision", "Decided to keep the journal append-only and rebuild every index from it."),
@@ -42,7 +43,7 @@ def _tour(settings: Settings) -> None:
 
     now = datetime.now(UTC)
     items = [{"source": s, "kind": k, "content": c, "workspace": "demo",
-              "timestamp": (now - timedelta(minutes=10 * (len(SAMPLES) - i))).isoformat()}
+              "timestamp": format_timestamp(now - timedelta(minutes=10 * (len(SAMPLES) - i)))}
              for i, (s, k, c) in enumerate(SAMPLES)]
     with Memory(settings) as memory:
         for result in memory.ingest(items):

@@ -8,10 +8,11 @@ import click
 
 from urchin.cli.group import AppContext, main
 from urchin.cli.options import print_json
+from urchin.event import format_timestamp
 
 
 def _when(epoch: float | None) -> str:
-    return "never" if epoch is None else dt.datetime.fromtimestamp(epoch, dt.UTC).isoformat(timespec="seconds")
+    return "never" if epoch is None else format_timestamp(dt.datetime.fromtimestamp(epoch, dt.UTC), ms=False)
 
 
 @main.group("token")

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import re
-import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -19,7 +18,7 @@ from typing import Any
 import orjson
 
 from urchin.config import Settings, write_private
-from urchin.event import MAX_ID_LENGTH, TRUNCATION_MARKER, as_name, quoted
+from urchin.event import MAX_ID_LENGTH, TRUNCATION_MARKER, as_name, format_timestamp, quoted
 from urchin.journal import complete_lines
 
 __all__ = [
@@ -70,8 +69,7 @@ def ms_to_iso(value: Any) -> str | None:
         return None
     if ms <= 0:
         return None
-    moment = datetime.fromtimestamp(ms / 1000, UTC)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{int(ms) % 1000:03d}Z"
+    return format_timestamp(datetime.fromtimestamp(ms / 1000, UTC))
 
 
 def text_of(content: Any) -> str:
@@ -321,7 +319,7 @@ class Collector:
         except Exception as exc:  # noqa: BLE001 - one collector's failure must not stop the others
             report.errors.append(f"{type(exc).__name__}: {exc}")
         checkpoints.stats["events"] = int(checkpoints.stats.get("events") or 0) + report.appended
-        checkpoints.stats["lastRun"] = datetime.now(UTC).isoformat(timespec="seconds")
+        checkpoints.stats["lastRun"] = format_timestamp(ms=False)
         checkpoints.stats["lastError"] = report.errors[-1] if report.errors else None
         checkpoints.stats["lastReport"] = report.to_dict()
         checkpoints.save()
@@ -426,4 +424,4 @@ def remember(pending: dict[str, Any], key: str, value: Any) -> None:
 
 
 def now_iso() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.") + f"{int(time.time() * 1000) % 1000:03d}Z"
+    return format_timestamp()

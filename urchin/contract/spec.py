@@ -8,11 +8,11 @@ CLI, `fromLine` over HTTP and MCP. Front ends generate their schemas and options
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from urchin.checks import check_bool, check_number, describe
 from urchin.errors import QueryError
 
 __all__ = ["Param", "Operation", "Caller", "describe", "MISSING"]
@@ -136,57 +136,9 @@ def _text(param: Param, value: Any, name: str) -> str:
 
 
 def _bool(value: Any, name: str, from_text: bool) -> bool:
-    if from_text and isinstance(value, str) and value.lower() in ("true", "false", "1", "0"):
-        return value.lower() in ("true", "1")
-    if not isinstance(value, bool):
-        raise QueryError(name, f"must be true or false, got {describe(value)}")
-    return value
+    return check_bool(value, name, from_text=from_text)
 
 
 def _number(param: Param, value: Any, name: str, from_text: bool) -> int | float:
-    whole = param.kind == "int"
-    wanted = "a whole number" if whole else "a number"
-    number: Any = value
-    if from_text and isinstance(value, str):
-        try:
-            number = int(value) if whole else float(value)
-        except ValueError:
-            raise QueryError(name, f"must be {wanted}, got {describe(value)}") from None
-    if isinstance(number, bool) or not isinstance(number, int | float) or not math.isfinite(number):
-        raise QueryError(name, f"must be {wanted}, got {describe(value)}")
-    if whole:
-        if isinstance(number, float) and not number.is_integer():
-            raise QueryError(name, f"must be {wanted}, got {describe(value)}")
-        number = int(number)
-    low, high = param.minimum, param.maximum
-    if param.above is not None and number <= param.above:
-        raise QueryError(name, f"must be greater than {describe(param.above)}, got {describe(number)}")
-    if low is not None and high is not None and not low <= number <= high:
-        raise QueryError(name, f"must be from {describe(low)} to {describe(high)}, got {describe(number)}")
-    if low is not None and number < low:
-        raise QueryError(name, f"must be at least {describe(low)}, got {describe(number)}")
-    if high is not None and number > high:
-        raise QueryError(name, f"must be at most {describe(high)}, got {describe(number)}")
-    return number
-
-
-def describe(value: Any) -> str:
-    """A value as a person reads it in an error: `-1`, `0.5`, `"abc"`, `true`, `[1, 2]` (cut at 60)."""
-    if isinstance(value, bool):
-        text = "true" if value else "false"
-    elif isinstance(value, float):
-        text = str(int(value)) if value.is_integer() and abs(value) < 1e15 else f"{value:g}"
-    elif isinstance(value, int):
-        text = str(value)
-    elif isinstance(value, str):
-        text = '"' + value + '"'
-    elif value is None:
-        text = "null"
-    else:
-        import orjson
-
-        try:
-            text = orjson.dumps(value).decode()
-        except TypeError:
-            text = type(value).__name__
-    return text if len(text) <= 60 else text[:57] + "..."
+    return check_number(value, name, whole=param.kind == "int", low=param.minimum, high=param.maximum,
+                        above=param.above, from_text=from_text)

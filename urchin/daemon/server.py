@@ -18,7 +18,6 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Generator, Sequence
-from datetime import UTC, datetime
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -34,6 +33,7 @@ from urchin.daemon.follower import Follower
 from urchin.daemon.security import ensure_token, is_loopback_host
 from urchin.daemon.writer import GroupWriter
 from urchin.errors import ConfigError, DaemonError
+from urchin.event import format_timestamp
 from urchin.memory import Memory
 from urchin.memory.index import adopt_embedded, stop_embedded
 
@@ -270,7 +270,7 @@ class Daemon:
         info: dict[str, Any] = {
             "pid": os.getpid(),
             "address": self.address,
-            "started": datetime.now(UTC).isoformat(timespec="seconds"),
+            "started": format_timestamp(ms=False),
             "version": VERSION,
             "token_path": None if self.settings.intake_token else str(self.settings.token_path),
         }

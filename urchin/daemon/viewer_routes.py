@@ -17,6 +17,7 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
+from urchin.checks import check_number
 from urchin.daemon.browser import SESSION_TTL_S, BrowserSessions, cookie_name
 from urchin.daemon.security import SESSION, VIA
 from urchin.errors import QueryError, UrchinError, ValidationError
@@ -53,12 +54,7 @@ def _params(request: Request, allowed: tuple[str, ...]) -> dict[str, str]:
 
 
 def _int(value: str | None, name: str, default: int) -> int:
-    if value is None:
-        return default
-    try:
-        return int(value)
-    except ValueError:
-        raise QueryError(name, f"must be a whole number, got {value!r}") from None
+    return default if value is None else int(check_number(value, name, whole=True, from_text=True))
 
 
 def viewer_routes(json: Callable[..., Response], memory_of: Callable[[Request], Any],

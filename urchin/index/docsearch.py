@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from urchin.checks import check_bool
 from urchin.errors import QueryError, ValidationError
 from urchin.event import check_label
 from urchin.index.base import MEMORY_KINDS
@@ -52,9 +53,8 @@ class SearchParams:
             except ValidationError as exc:
                 raise QueryError("sourceType", f"{exc.rule}: an event kind, or file, markdown or code") from None
         memories, conversations = data.get("includeMemories", False), data.get("includeConversations", False)
-        for name, value in (("includeMemories", memories), ("includeConversations", conversations)):
-            if not isinstance(value, bool):
-                raise QueryError(name, f"must be true or false, got {value!r}")
+        memories = check_bool(memories, "includeMemories")
+        conversations = check_bool(conversations, "includeConversations")
         shared = {k: data[k] for k in ("query", "limit", "fullTextWeight", "semanticWeight", "tags", "minScore",
                                        "memoryWeight") if data.get(k) is not None}
         return cls(ContextParams.parse(shared), source_type or None,

@@ -7,19 +7,21 @@ weights in play, so `minScore` means the same across queries. Packing and `expla
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from urchin.errors import EmbedderError
+from urchin.event import format_timestamp
 from urchin.index.base import MEMORY_KINDS, ContextRow, Embedder, Filter, IndexBackend, LegHit
 from urchin.index.files import FILE_KIND
 from urchin.index.live import live_leg
 from urchin.index.params import ContextParams
 from urchin.index.schema import TS_CONFIG
 from urchin.index.sparse import query_vector, term_ids, to_sparsevec, tokens
+from urchin.search.budget import CHARS_PER_TOKEN, TokenBudget
+from urchin.search.cosine import neighbour_weights
 from urchin.search.websearch import WebQuery, parse, split_websearch
 
 if TYPE_CHECKING:
@@ -27,7 +29,6 @@ if TYPE_CHECKING:
 
 __all__ = ["ContextResult", "run_context", "split_websearch", "pack", "CHARS_PER_TOKEN", "candidates_for"]
 
-CHARS_PER_TOKEN = 4               # the token estimate, stated in every response's coverage block
 # Session context: a result's score adds its session neighbours' scores, CONTEXT ** distance, up to
 # CONTEXT_TURNS on each side (a question's evidence is often the turns around the best match).
 CONTEXT = {"keyword": 0.5, "semantic": 0.6}
@@ -227,11 +228,12 @@ def _query_weights(backend: IndexBackend, text: str) -> tuple[dict[int, float], 
 
 
 def _turns(leg: str) -> int:
-    return CONTEXT_TURNS if CONTEXT[leg] > 0 else 0
+    return len(neighbour_weights(CONTEXT[leg], CONTEXT_TURNS))
 
 
-def with_context(rows: Sequence[ContextRow], weight: float, limit: int) -> list[LegHit]:
-    """Rank the leg's candidates and their neighbours by own score + sum of weight ** |d| x neighbour's."""
+def with_context(rows: Sequence[ContextRow], context: float, limit: int) -> list[LegHit]:
+    """Rank the leg's candidates and their neighbours by own score + each neighbour's, weighted by
+    `neighbour_weights` (the rule token-cosine uses)."""
     score: dict[str, float] = {}
     meta: dict[str, tuple[str, datetime]] = {}
     around: dict[str, dict[str, int]] = {}
@@ -240,7 +242,10 @@ def with_context(rows: Sequence[ContextRow], weight: float, limit: int) -> list[
         meta[row.chunk_id] = (row.kind, row.occurred_at)
         if row.distance:
             around.setdefault(row.anchor, {})[row.chunk_id] = row.distance
-    if weight <= 0 or not around:
+    # two neighbours on either side of one anchor are up to twice its reach apart
+    reach = 2 * max((abs(d) for sides in around.values() for d in sides.values()), default=0)
+    weights = neighbour_weights(context, reach)
+    if not weights:
         return [LegHit(r.chunk_id, r.score, r.kind, r.occurred_at) for r in rows if r.distance == 0][:limit]
     links: dict[str, dict[str, int]] = {}
     for anchor, sides in around.items():
@@ -249,7 +254,7 @@ def with_context(rows: Sequence[ContextRow], weight: float, limit: int) -> list[
             for b, db in group.items():
                 if a != b:
                     links.setdefault(a, {})[b] = db - da
-    total = {c: s + sum(weight ** abs(d) * score[n] for n, d in links.get(c, {}).items()) for c, s in score.items()}
+    total = {c: s + sum(weights[abs(d) - 1] * score[n] for n, d in links.get(c, {}).items()) for c, s in score.items()}
     ranked = sorted(total, key=lambda c: (-total[c], -meta[c][1].timestamp(), c))[:limit]
     return [LegHit(c, total[c], meta[c][0], meta[c][1]) for c in ranked]
 
@@ -309,10 +314,7 @@ def _ts(moment: datetime) -> float:
 
 
 def _iso(moment: datetime | None) -> str | None:
-    if moment is None:
-        return None
-    moment = moment.astimezone(UTC)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+    return None if moment is None else format_timestamp(moment)
 
 
 def _result(row: dict[str, Any], fused: dict[str, Any], explain: bool) -> dict[str, Any]:
@@ -345,40 +347,14 @@ def _result(row: dict[str, Any], fused: dict[str, Any], explain: bool) -> dict[s
     return out
 
 
-def estimate_tokens(text: str) -> int:
-    return math.ceil(len(text) / CHARS_PER_TOKEN)
-
-
-def _fit(content: str, room: int, first: bool) -> str:
-    """The longest head of `content` within `room` characters ending at a line boundary; the best result
-    (`first`) is never dropped: with no line boundary in reach it is cut at a space, or at `room`."""
-    text = content[:room]
-    cut = text.rfind("\n")
-    if cut > 0:
-        return text[:cut]
-    if not first:
-        return ""
-    space = text.rfind(" ")
-    return text[:space] if space > 0 else text
-
-
 def pack(results: list[dict[str, Any]], budget: int | None) -> tuple[list[dict[str, Any]], bool, int]:
     """Best first until the budget; the one that overflows is cut at a line boundary, the rest dropped."""
-    used = 0
-    if budget is None:
-        return results, False, sum(estimate_tokens(r["content"]) for r in results)
+    tokens = TokenBudget(budget)
     out: list[dict[str, Any]] = []
     for result in results:
-        cost = estimate_tokens(result["content"])
-        if used + cost <= budget:
-            out.append(result)
-            used += cost
-            continue
-        room = (budget - used) * CHARS_PER_TOKEN
-        text = _fit(result["content"], room, first=not out)
+        text = tokens.take(result["content"])
         if text:
-            result = {**result, "content": text, "cut": True}
-            out.append(result)
-            used += estimate_tokens(text)
-        return out, True, used
-    return out, False, used
+            out.append(result if text is result["content"] else {**result, "content": text, "cut": True})
+        if tokens.cut:
+            break
+    return out, tokens.cut, tokens.used

@@ -6,14 +6,14 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from urchin.checks import check_bool, check_number
 from urchin.errors import QueryError, ValidationError
-from urchin.event import MAX_HOURS, check_name, clean_text, parse_timestamp
+from urchin.event import MAX_HOURS, check_name, clean_text, format_timestamp, parse_timestamp
 
 __all__ = ["ContextParams", "SubQuery", "STRATEGIES", "SEARCH_TYPES", "MAX_SEARCHES", "MAX_CONTEXT_LIMIT"]
 
@@ -173,7 +173,7 @@ class ContextParams:
 
 
 def _iso(moment: datetime | None) -> str | None:
-    return None if moment is None else moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
+    return None if moment is None else format_timestamp(moment)
 
 
 def _text(value: Any, name: str) -> str:
@@ -207,43 +207,17 @@ def _choice(value: Any, name: str, choices: tuple[str, ...]) -> str:
 
 
 def _bool(value: Any, name: str) -> bool:
-    if not isinstance(value, bool):
-        raise QueryError(name, f"must be true or false, got {value!r}")
-    return value
+    return check_bool(value, name)
 
 
 def _number(value: Any, name: str, *, minimum: float | None = None, maximum: float | None = None,
             exclusive: bool = False) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-        raise QueryError(name, f"must be a number, got {value!r}")
-    try:
-        number = float(value)
-    except (ValueError, OverflowError):
-        raise QueryError(name, f"must be a number, got {value!r}") from None
-    if not math.isfinite(number):
-        raise QueryError(name, "must be a finite number")
-    if minimum is not None and (number <= minimum if exclusive else number < minimum):
-        raise QueryError(name, f"must be {'greater than' if exclusive else 'at least'} {minimum:g}, got {value!r}")
-    if maximum is not None and number > maximum:
-        raise QueryError(name, f"must be at most {maximum:g}, got {value!r}")
-    return number
+    return float(check_number(value, name, whole=False, low=None if exclusive else minimum, high=maximum,
+                              above=minimum if exclusive else None, from_text=True))
 
 
 def _whole(value: Any, name: str, low: int, high: int) -> int:
-    if isinstance(value, bool):
-        raise QueryError(name, f"must be a whole number from {low} to {high}, got {value!r}")
-    if isinstance(value, float) and value.is_integer():
-        value = int(value)
-    if isinstance(value, str):
-        try:
-            value = int(value.strip())
-        except ValueError:
-            pass
-    if not isinstance(value, int):
-        raise QueryError(name, f"must be a whole number from {low} to {high}, got {value!r}")
-    if not low <= value <= high:
-        raise QueryError(name, f"must be from {low} to {high}, got {value}")
-    return value
+    return int(check_number(value, name, whole=True, low=low, high=high, from_text=True))
 
 
 def _labels(value: Any, name: str) -> tuple[str, ...]:

@@ -16,6 +16,7 @@ import psycopg
 from psycopg import sql
 
 from urchin.errors import DatabaseError
+from urchin.event import format_timestamp
 from urchin.index.base import MEMORY_KINDS, ChunkRow, ContextRow, Filter, LegHit
 from urchin.index.pg_migrate import migrate as _migrate
 from urchin.index.schema import TS_CONFIG
@@ -492,7 +493,7 @@ class PostgresIndex:
             "chunks": int(chunks[0]) if chunks else 0,
             "schemaVersion": schema[0] if schema else None,
             "pgvector": version[0] if version else None,
-            "cursors": [{"device": d, "journal": j, "offset": int(o), "updatedAt": u.isoformat()}
+            "cursors": [{"device": d, "journal": j, "offset": int(o), "updatedAt": format_timestamp(u)}
                         for d, j, o, u in cursors],
             "files": {},
         }

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from urchin.config import Settings
 from urchin.errors import DatabaseError, EmbedderError, UrchinError
-from urchin.event import Event
+from urchin.event import Event, format_timestamp
 from urchin.index.base import Embedder
 from urchin.index.feeder import Feeder, FeedReport
 from urchin.index.hybrid import ContextResult, run_context
@@ -33,8 +33,7 @@ __all__ = ["IndexService", "INLINE_CATCH_UP_BYTES"]
 def _event(row: dict[str, Any]) -> Event | None:
     """An event row of the shared database as an `Event` (meta is not stored there)."""
     actor = {k: row[k] for k in ("account", "device") if row.get(k)}
-    moment = row["occurred_at"].astimezone(UTC)
-    stamp = moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+    stamp = format_timestamp(row["occurred_at"])
     return Event.from_record({
         "id": row["chunk_id"], "timestamp": stamp,
         "source": row["source"], "kind": row["kind"], "content": row["content"], "workspace": row["workspace"],
@@ -166,7 +165,7 @@ class IndexService:
         """Literal, case-insensitive search over every device's events in the shared database, newest
         first (the journal's own feed is caught up first, as for `context`). Each event's `actor.device`
         is the machine that fed it."""
-        from datetime import UTC, datetime
+        from datetime import datetime
 
         with self._lock:
             self._sync_forgotten()

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -19,7 +19,7 @@ import orjson
 from urchin.config import Settings
 from urchin.ephemeral import EphemeralState
 from urchin.errors import NotFoundError, QueryError, ValidationError
-from urchin.event import Event
+from urchin.event import Event, format_timestamp
 from urchin.journal import Journal
 from urchin.memory.capture import Capture
 from urchin.memory.events import JournalEvents
@@ -342,7 +342,7 @@ class Memory:
                           else f"embedded ({self._settings.pg_dir})")
                          + "; `urchin index --status` for the hybrid index"),
             "home": str(self._settings.home),
-            "now": datetime.now(UTC).isoformat(timespec="seconds"),
+            "now": format_timestamp(ms=False),
         }
         service = self._index.opened
         skipped = service.skipped_events() if service is not None else None

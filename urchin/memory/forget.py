@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from urchin.checks import check_bool
 from urchin.config import Settings
 from urchin.errors import QueryError, UrchinError, ValidationError
 from urchin.event import Event, parse_timestamp, quoted
@@ -112,8 +113,7 @@ class Forgetting:
                confirm: bool = False) -> ForgetResult:
         """Forget every event matching all the given selectors; without `confirm` only preview them."""
         selector = self._as_stored(_selector(ids, session, query, since, until))
-        if not isinstance(confirm, bool):
-            raise QueryError("confirm", f"must be true or false, got {confirm!r}")
+        confirm = check_bool(confirm, "confirm")
         log_ = self.forget_log
         result = ForgetResult(confirmed=confirm)
         hashes: list[bytes] = []

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from urchin.config import Settings
 from urchin.errors import NotFoundError, QueryError, ValidationError
-from urchin.event import Event
+from urchin.event import Event, format_timestamp
 from urchin.journal import Journal
 from urchin.memory.workspace import Workspace
 
@@ -181,7 +181,7 @@ class HybridIndex:
         text = files.text_of(data)
         return {"source": loc.root.name, "id": loc.display, "type": "file", "content": text,
                 "totalLines": len(text.splitlines()), "size": len(data), "contentHash": digest,
-                "updatedAt": datetime.fromtimestamp(loc.mtime, UTC).isoformat(timespec="seconds")}
+                "updatedAt": format_timestamp(datetime.fromtimestamp(loc.mtime, UTC), ms=False)}
 
     def db_setup(self, owner_password: str | None, reader_password: str | None) -> dict[str, Any]:
         return self.service.db_setup(owner_password, reader_password)

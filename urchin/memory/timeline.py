@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from urchin.checks import check_number
 from urchin.errors import QueryError
 from urchin.event import Event
 from urchin.forget import ForgetLog
@@ -140,8 +141,7 @@ class Timeline:
     # ---- activity ------------------------------------------------------------------------------
     def activity(self, *, days: int = 30, now: datetime | None = None) -> dict[str, Any]:
         """Events per UTC day per source over the last `days` days (for the overview's chart)."""
-        if isinstance(days, bool) or not isinstance(days, int) or not 1 <= days <= MAX_ACTIVITY_DAYS:
-            raise QueryError("days", f"must be a whole number from 1 to {MAX_ACTIVITY_DAYS}, got {days!r}")
+        days = int(check_number(days, "days", whole=True, low=1, high=MAX_ACTIVITY_DAYS))
         state = self._activity
         with state.lock:
             self._count_activity(state)

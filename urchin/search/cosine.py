@@ -60,6 +60,12 @@ def event_terms(event: Event) -> list[str]:
     return tokenize(" ".join(p for p in parts if p))
 
 
+def neighbour_weights(context: float, turns: int) -> list[float]:
+    """The one session-context rule, shared by token-cosine and the hybrid legs: a neighbour `d` turns
+    away (1 <= d <= `turns`) adds `context ** d` times its own match; `context` 0 adds nothing."""
+    return [context ** d for d in range(1, turns + 1)] if context > 0 else []
+
+
 class TokenCosineIndex:
     """Events in, ranked `Scored` ids out. Add events in any batch size, without rebuilding.
 
@@ -478,17 +484,14 @@ class TokenCosineIndex:
             return np.append(rel, spare)
 
         out = scores.copy()
-        total = 1.0
+        weights = neighbour_weights(self.context, self.context_turns)
         for links in (self._prev.data[lo:hi], self._next.data[lo:hi]):
             step = relative(links)
             hop = step
-            weight = 1.0
-            for _ in range(self.context_turns):
-                weight *= self.context
+            for weight in weights:
                 out += weight * scores[hop]
                 hop = step[hop]
-                total += weight
-        out /= total
+        out /= 1.0 + 2 * sum(weights)
         return out
 
     def _top(self, rows: np.ndarray, scores: np.ndarray, limit: int) -> list[Scored]:

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from urchin.checks import check_number
 from urchin.errors import QueryError, ValidationError
 from urchin.event import MAX_HOURS, Event, check_label, clean_text
 
@@ -36,14 +37,7 @@ def check_hours(hours: Any, name: str = "hours") -> float:
 
 
 def check_limit(limit: Any, maximum: int = MAX_LIMIT) -> int:
-    if isinstance(limit, bool) or not isinstance(limit, int):
-        try:
-            limit = int(str(limit))
-        except ValueError:
-            raise QueryError("limit", f"must be a whole number from 1 to {maximum}, got {limit!r}") from None
-    if not 1 <= limit <= maximum:
-        raise QueryError("limit", f"must be from 1 to {maximum}, got {limit}")
-    return limit
+    return int(check_number(limit, "limit", whole=True, low=1, high=maximum, from_text=True))
 
 
 def window_start_ms(hours: float, now: datetime | None = None) -> int:

@@ -11,20 +11,20 @@ import json
 import re
 import tomllib
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from urchin.config import write_private
 from urchin.errors import NotFoundError, ValidationError
+from urchin.event import format_timestamp
 from urchin.redact import Redactor
+from urchin.search.budget import TokenBudget
 
 if TYPE_CHECKING:
     from urchin.workspace.access import FileAccess, Located
 
-__all__ = ["Member", "MemoryDef", "MemoryStore", "CHARS_PER_TOKEN"]
+__all__ = ["Member", "MemoryDef", "MemoryStore"]
 
-CHARS_PER_TOKEN = 4  # a stated, honest estimate for English text and code
 _SLUG = re.compile(r"[a-z0-9][a-z0-9-]{0,63}")
 
 
@@ -82,7 +82,7 @@ class MemoryStore:
         if path.exists() and not replace:
             raise ValidationError("slug", f"a memory named {slug!r} exists already")
         definition = MemoryDef(slug, title or slug.replace("-", " ").capitalize(), use_when.strip(), tuple(members),
-                               datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"), path)
+                               format_timestamp(ms=False), path)
         definition = self._redacted(definition, refuse=True)
         write_private(path, self._render(definition).encode("utf-8"))
         return definition
@@ -164,21 +164,18 @@ def gather(definition: MemoryDef, files: FileAccess, run_query: Any, token_budge
     """
     from urchin.workspace.roots import walk_files
 
-    budget = token_budget * CHARS_PER_TOKEN
+    budget = TokenBudget(token_budget)
     parts: list[dict[str, Any]] = []
     coverage: list[dict[str, str]] = []
 
     def add(label: str, text: str, kind: str) -> None:
-        nonlocal budget
-        if budget <= 0:
+        head = budget.take(text)
+        if text and not head:
             coverage.append({"member": label, "status": "excluded", "reason": "token budget spent"})
             return
-        if len(text) > budget:
-            cut = text.rfind("\n", 0, budget)
-            text = text[: cut if cut > 0 else budget]
+        if head is not text:
             coverage.append({"member": label, "status": "truncated", "reason": "token budget"})
-        budget -= len(text)
-        parts.append({"member": label, "type": kind, "content": text})
+        parts.append({"member": label, "type": kind, "content": head})
 
     def add_file(loc: Located) -> None:
         if files.is_binary(loc):
@@ -206,7 +203,6 @@ def gather(definition: MemoryDef, files: FileAccess, run_query: Any, token_budge
             coverage.append({"member": label, "status": "unreadable", "reason": str(exc)})
         except OSError as exc:
             coverage.append({"member": label, "status": "unreadable", "reason": exc.strerror or str(exc)})
-    used = token_budget * CHARS_PER_TOKEN - budget
     return {"slug": definition.slug, "title": definition.title, "useWhen": definition.use_when,
-            "members": parts, "coverage": coverage, "tokensUsed": (used + CHARS_PER_TOKEN - 1) // CHARS_PER_TOKEN,
+            "members": parts, "coverage": coverage, "tokensUsed": budget.used,
             "truncated": any(c["status"] in ("truncated", "excluded") and "budget" in c["reason"] for c in coverage)}

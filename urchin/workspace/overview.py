@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from urchin.errors import UrchinError
+from urchin.event import format_timestamp
 from urchin.workspace.roots import DEFAULT_SIZE_CAP, Root, walk_files
 
 if TYPE_CHECKING:
@@ -45,8 +46,9 @@ def root_overview(root: Root, access: FileAccess, recent: int = 10, largest: int
         "largestFolders": [{"folder": name, "files": folders[name], "bytes": size}
                            for name, size in folder_bytes.most_common(largest)],
         "extensions": dict(extensions.most_common(10)),
-        "recentChanges": [{"path": f.display, "updatedAt": datetime.fromtimestamp(f.mtime, UTC)
-                           .strftime("%Y-%m-%dT%H:%M:%SZ"), "bytes": f.size} for f in newest],
+        "recentChanges": [{"path": f.display, "bytes": f.size,
+                           "updatedAt": format_timestamp(datetime.fromtimestamp(f.mtime, UTC), ms=False)}
+                          for f in newest],
     }
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from urchin.checks import check_number
 from urchin.errors import QueryError, ValidationError
 from urchin.workspace.access import FileAccess
 
@@ -37,12 +38,7 @@ class FileRange:
 
 
 def _int(value: Any, name: str, low: int, high: int | None = None) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise QueryError(name, f"must be a whole number, got {value!r}")
-    if value < low or (high is not None and value > high):
-        raise QueryError(name, f"must be from {low} to {high}, got {value}" if high else
-                         f"must be at least {low}, got {value}")
-    return value
+    return int(check_number(value, name, whole=True, low=low, high=high))
 
 
 def read_range(files: FileAccess, path: str, from_line: int = 1, max_lines: int = 200) -> FileRange:
