@@ -2,12 +2,14 @@
 
 A collector turns files an agent already keeps (transcripts, histories) into event dicts and hands
 them to a sink (the single write path, `Ingestor.ingest`); a file's checkpoint moves only after
-the sink has returned, so events are durable before the offset that covers them is saved.
+the sink has returned, so events are durable before the offset that covers them is saved. The
+checkpoint counts lines too, so an event read from a line cites it (`meta.origin`, see `origin.py`).
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -17,14 +19,16 @@ from typing import Any
 
 import orjson
 
+from urchin.collectors.origin import origin_hash
 from urchin.config import Settings, write_private
 from urchin.event import MAX_ID_LENGTH, TRUNCATION_MARKER, as_name, format_timestamp, quoted
 from urchin.journal import complete_lines
+from urchin.redact._idkey import IdKey
 
 __all__ = [
-    "Item", "Sink", "Checkpoints", "Collector", "LineCollector", "CollectReport", "FileCursor",
-    "workspace_for", "short_hash", "cap_text", "is_noise", "summarize_input", "text_of", "ms_to_iso",
-    "complete_lines",
+    "Item", "Sink", "Checkpoints", "Collector", "LineCollector", "Lines", "CollectReport", "FileCursor",
+    "with_origin", "count_lines", "workspace_for", "short_hash", "cap_text", "is_noise", "summarize_input",
+    "text_of", "ms_to_iso", "complete_lines",
 ]
 
 Item = dict[str, Any]
@@ -184,25 +188,29 @@ def workspace_for(cwd: Any) -> str | None:
 # ---- checkpoints ------------------------------------------------------------------------------
 @dataclass
 class FileCursor:
-    """Where reading one file stopped: offset after the last complete line consumed."""
+    """Where reading one file stopped: offset after the last complete line consumed, and how many
+    lines lie before it (None in a checkpoint from before line numbers: counted once when next read)."""
 
     offset: int = 0
     inode: int = 0
     size: int = 0
     head: str = ""
     state: dict[str, Any] = field(default_factory=dict)
+    line: int | None = 0
 
     def to_dict(self) -> dict[str, Any]:
-        return {"offset": self.offset, "inode": self.inode, "size": self.size, "head": self.head,
-                "state": self.state}
+        return {"offset": self.offset, "line": self.line, "inode": self.inode, "size": self.size,
+                "head": self.head, "state": self.state}
 
     @classmethod
     def from_dict(cls, data: Any) -> FileCursor:
         if not isinstance(data, dict):
             return cls()
         state = data.get("state")
+        line = data.get("line")
         return cls(int(data.get("offset") or 0), int(data.get("inode") or 0), int(data.get("size") or 0),
-                   str(data.get("head") or ""), state if isinstance(state, dict) else {})
+                   str(data.get("head") or ""), state if isinstance(state, dict) else {},
+                   line if type(line) is int and line >= 0 else None)
 
 
 class Checkpoints:
@@ -250,10 +258,55 @@ def check_rotation(path: Path, cursor: FileCursor) -> bool:
     if not rotated and cursor.offset and cursor.head and _head(path, cursor.offset) != cursor.head:
         rotated = True
     if rotated:
-        cursor.offset, cursor.state = 0, {}
+        cursor.offset, cursor.line, cursor.state = 0, 0, {}
     cursor.inode = st.st_ino
     cursor.size = st.st_size
     return bool(rotated)
+
+
+def count_lines(path: Path, upto: int) -> int:
+    """Newlines in the first `upto` bytes of `path`: the line count an older checkpoint lacks."""
+    count = 0
+    with path.open("rb") as handle:
+        while upto > 0 and (chunk := handle.read(min(READ_CHUNK, upto))):
+            count += chunk.count(b"\n")
+            upto -= len(chunk)
+    return count
+
+
+# ---- where an event came from ------------------------------------------------------------------
+class Lines(list[tuple[int, bytes]]):
+    """A batch of complete lines as (byte offset, bytes) pairs, the first being line `first` (1-based)
+    of `path`: what `LineCollector.parse` reads, and what the events it makes cite (`origin.py`)."""
+
+    def __init__(self, lines: Iterable[tuple[int, bytes]], path: str, first: int, key: Callable[[], bytes]) -> None:
+        super().__init__(lines)
+        self.path = path
+        self.first = first
+        self.key = key
+
+    def origin(self, index: int) -> dict[str, Any]:
+        """`meta.origin` of an event made from line `index` of the batch (the raw bytes, before redaction)."""
+        number = self.first + index
+        return {"path": self.path, "lines": [number, number], "hash": origin_hash(self.key(), self[index][1])}
+
+    def cite(self, index: int, items: Iterable[Item | None]) -> list[Item | None]:
+        """`items`, made from line `index`, each with that line as its origin (hashed only if there are any)."""
+        items = list(items)
+        return with_origin(items, self.origin(index)) if any(items) else items
+
+    def one(self, index: int) -> Lines:
+        return Lines([self[index]], self.path, self.first + index, self.key)
+
+
+def with_origin(items: Iterable[Item | None], origin: dict[str, Any] | None) -> list[Item | None]:
+    """`items` with `meta.origin` set (left alone when `origin` is None)."""
+    out = list(items)
+    if origin is not None:
+        for item in out:
+            if item:
+                item["meta"] = {**(item.get("meta") or {}), "origin": {**origin}}
+    return out
 
 
 # ---- reports and the collector base -------------------------------------------------------------
@@ -357,8 +410,11 @@ class Collector:
 class LineCollector(Collector):
     """A collector over append-only JSONL (or line) files, read forward from a checkpoint."""
 
-    def parse(self, path: Path, lines: list[tuple[int, bytes]], state: dict[str, Any],
-              report: CollectReport) -> list[Item | None]:
+    def __init__(self, settings: Settings) -> None:
+        super().__init__(settings)
+        self._key = IdKey(settings.home)    # origins' hashes (read on first use)
+
+    def parse(self, path: Path, lines: Lines, state: dict[str, Any], report: CollectReport) -> list[Item | None]:
         raise NotImplementedError
 
     def collect_into(self, sink: Sink, checkpoints: Checkpoints, report: CollectReport) -> None:
@@ -376,7 +432,11 @@ class LineCollector(Collector):
         if cursor.offset >= cursor.size:
             return
         report.files += 1
-        for lines, next_offset in complete_lines(path, cursor.offset, READ_CHUNK):
+        if cursor.line is None:
+            cursor.line = count_lines(path, cursor.offset)
+        cited = os.path.abspath(path)
+        for batch, next_offset in complete_lines(path, cursor.offset, READ_CHUNK):
+            lines = Lines(batch, cited, cursor.line + 1, self._key)
             state = dict(cursor.state)
             try:
                 items = self.parse(path, lines, state, report)
@@ -385,19 +445,20 @@ class LineCollector(Collector):
                 items = self._parse_each(path, lines, state, report)
             self.deliver(sink, items, report)   # durable (fsync'd) before the cursor moves
             cursor.offset = next_offset
+            cursor.line += len(lines)
             cursor.state = state
             cursor.head = _head(path, cursor.offset)
             checkpoints.save()
 
 
-    def _parse_each(self, path: Path, lines: list[tuple[int, bytes]], state: dict[str, Any],
+    def _parse_each(self, path: Path, lines: Lines, state: dict[str, Any],
                      report: CollectReport) -> list[Item | None]:
         """`parse` line by line: the one line it fails on is skipped (and counted), never the others."""
         items: list[Item | None] = []
-        for line in lines:
+        for index in range(len(lines)):
             before = orjson.dumps(state)
             try:
-                items.extend(self.parse(path, [line], state, report))
+                items.extend(self.parse(path, lines.one(index), state, report))
             except Exception:  # noqa: BLE001
                 state.clear()
                 state.update(orjson.loads(before))

@@ -17,6 +17,7 @@ from urchin.collectors.base import (
     CollectReport,
     Item,
     LineCollector,
+    Lines,
     is_noise,
     loads,
     ms_to_iso,
@@ -248,12 +249,14 @@ class ClaudeCollector(LineCollector):
         history = root / "history.jsonl"
         return found + ([history] if history.is_file() else [])
 
-    def parse(self, path: Path, lines: list[tuple[int, bytes]], state: dict[str, Any],
-              report: CollectReport) -> list[Item | None]:
-        if path.name == "history.jsonl" and path.parent == self.settings.claude_dir:
-            return [parse_history(loads(line, report)) for _, line in lines]
-        pending = state.setdefault("pending", {})
+    def parse(self, path: Path, lines: Lines, state: dict[str, Any], report: CollectReport) -> list[Item | None]:
         items: list[Item | None] = []
-        for _, line in lines:
-            items.extend(parse_line(loads(line, report), pending))
+        if path.name == "history.jsonl" and path.parent == self.settings.claude_dir:
+            for index, (_, line) in enumerate(lines):
+                items.extend(lines.cite(index, [parse_history(loads(line, report))]))
+            return items
+        pending = state.setdefault("pending", {})
+        for index, (_, line) in enumerate(lines):
+            # a tool result cites its own line (the call's input summary came from an earlier one)
+            items.extend(lines.cite(index, parse_line(loads(line, report), pending)))
         return items

@@ -17,6 +17,7 @@ from urchin.collectors.base import (
     CollectReport,
     Item,
     LineCollector,
+    Lines,
     is_noise,
     loads,
     remember,
@@ -114,9 +115,11 @@ class CodexCollector(LineCollector):
     def files(self) -> list[Path]:
         return sorted(self.folders()[0].glob("**/*.jsonl"))
 
-    def parse(self, path: Path, lines: list[tuple[int, bytes]], state: dict[str, Any],
-              report: CollectReport) -> list[Item | None]:
+    def parse(self, path: Path, lines: Lines, state: dict[str, Any], report: CollectReport) -> list[Item | None]:
         if "session" not in state:
             # rollout-2025-10-29T00-59-38-<uuid>.jsonl: the uuid is the session, if meta is missing.
             state["session"] = "-".join(path.stem.split("-")[-5:]) if path.stem.startswith("rollout-") else path.stem
-        return [parse_record(loads(line, report), offset, state) for offset, line in lines]
+        items: list[Item | None] = []
+        for index, (offset, line) in enumerate(lines):
+            items.extend(lines.cite(index, [parse_record(loads(line, report), offset, state)]))
+        return items

@@ -15,6 +15,7 @@ from urchin.collectors.base import (
     CollectReport,
     Item,
     LineCollector,
+    Lines,
     is_noise,
     loads,
     ms_to_iso,
@@ -159,8 +160,10 @@ class CopilotCollector(LineCollector):
         root = self.folders()[0]
         return sorted(root.glob("*/events.jsonl")) + sorted(root.glob("*.jsonl"))
 
-    def parse(self, path: Path, lines: list[tuple[int, bytes]], state: dict[str, Any],
-              report: CollectReport) -> list[Item | None]:
+    def parse(self, path: Path, lines: Lines, state: dict[str, Any], report: CollectReport) -> list[Item | None]:
         # The folder (or file) is named after the session: a fallback when session.start is missing.
         state.setdefault("session", path.parent.name if path.name == "events.jsonl" else path.stem)
-        return [parse_event(loads(line, report), state) for _, line in lines]
+        items: list[Item | None] = []
+        for index, (_, line) in enumerate(lines):
+            items.extend(lines.cite(index, [parse_event(loads(line, report), state)]))
+        return items

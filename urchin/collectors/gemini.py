@@ -21,12 +21,14 @@ from urchin.collectors.base import (
     CollectReport,
     Item,
     LineCollector,
+    Lines,
     Sink,
     check_rotation,
     is_noise,
     loads,
     short_hash,
     summarize_input,
+    with_origin,
     workspace_for,
 )
 
@@ -209,19 +211,18 @@ class GeminiCollector(LineCollector):
         if cursor.offset >= cursor.size and cursor.state.get("open") and self._settled(path):
             # Nothing new, but the last message has now been quiet long enough to keep.
             open_message = cursor.state.pop("open")
-            self.deliver(sink, list(message_items(open_message, cursor.state.get("session") or path.stem,
-                                                  cursor.state.get("cwd"))), report)
+            items = message_items(open_message, cursor.state.get("session") or path.stem, cursor.state.get("cwd"))
+            self.deliver(sink, with_origin(items, cursor.state.pop("open_origin", None)), report)
             checkpoints.save()
             return
         super().collect_file(path, sink, checkpoints, report)
 
-    def parse(self, path: Path, lines: list[tuple[int, bytes]], state: dict[str, Any],
-              report: CollectReport) -> list[Item | None]:
+    def parse(self, path: Path, lines: Lines, state: dict[str, Any], report: CollectReport) -> list[Item | None]:
         state.setdefault("session", path.stem)
         if "cwd" not in state:
             state["cwd"] = self._cwd(path)
         items: list[Item | None] = []
-        for _, line in lines:
+        for index, (_, line) in enumerate(lines):
             record = loads(line, report)
             if not isinstance(record, dict):
                 continue
@@ -234,8 +235,11 @@ class GeminiCollector(LineCollector):
                 continue
             open_message = state.get("open")
             if open_message and open_message.get("id") != record["id"]:
-                items.extend(message_items(open_message, state["session"], state.get("cwd")))
-            state["open"] = record   # the same id again replaces it: the last copy wins
+                items.extend(with_origin(message_items(open_message, state["session"], state.get("cwd")),
+                                         state.get("open_origin")))
+            state["open"] = record   # the same id again replaces it: the last copy wins (and is cited)
+            state["open_origin"] = lines.origin(index)
         if state.get("open") and self._settled(path):
-            items.extend(message_items(state.pop("open"), state["session"], state.get("cwd")))
+            items.extend(with_origin(message_items(state.pop("open"), state["session"], state.get("cwd")),
+                                     state.pop("open_origin", None)))
         return items

@@ -78,8 +78,11 @@ OPERATIONS: dict[str, Operation] = {op.name: op for op in (
         _required("source", "The result's source: a journal source (then `id` is an event id), a workspace "
                             "root's name (then `id` is a path inside it) or `files` (then `id` is `<root>/<path>`)."),
         _required("id", "The event id or file path to return whole."),
-        Param("content_hash", help="A file result's location.contentHash: return the file only while it is still "
-                                   "that version, else an error says it changed (default: the current version).",
+        Param("content_hash", help="A result's location.contentHash: return the file only while it is still "
+                                   "that version, else an error says it changed (default: the current version). "
+                                   "For a collected event, its location.upstream.contentHash: the event is "
+                                   "returned as indexed, with `upstream.status` saying whether its transcript "
+                                   "lines still hold it.",
               wire="contentHash"))),
     Operation("status"),
     Operation("tail", (Param("count", "int", "How many of the last events.", 10, minimum=1, maximum=MAX_LIMIT,

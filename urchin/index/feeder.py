@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 from functools import partial
 from typing import Any
 
+from urchin.collectors.origin import origin_of
 from urchin.errors import DatabaseError, EmbedderError
 from urchin.event import Event
 from urchin.forget import ForgetLog, forget_hash
@@ -66,10 +67,13 @@ def _occurred_at(event: Event) -> datetime:
 
 
 def event_row(event: Event, offset: int) -> ChunkRow:
+    """An event's row; a collected one keeps its upstream citation in the columns a file chunk uses
+    for its own (path, start_line, end_line, content_hash), which are empty for events otherwise."""
     content = _clean(event.content) or ""
     title = _clean(event.title)
     weights = doc_vector(f"{title or ''}\n{content}\n{event.source}")
     actor = event.actor or {}
+    origin = origin_of(event.meta)
     return ChunkRow(
         chunk_id=event.id, doc_id=event.id, source=event.source, kind=event.kind, content=content,
         occurred_at=_occurred_at(event), workspace=_clean(event.workspace),
@@ -77,6 +81,8 @@ def event_row(event: Event, offset: int) -> ChunkRow:
         account=_clean(str(actor["account"])) if actor.get("account") else None,
         device=_clean(str(actor["device"])) if actor.get("device") else None,
         journal_offset=offset, terms=int_array(sorted(weights)), tvec=to_sparsevec(weights),
+        path=origin.path if origin else None, start_line=origin.first if origin else None,
+        end_line=origin.last if origin else None, content_hash=origin.hash if origin else None,
     )
 
 

@@ -326,6 +326,9 @@ def _result(row: dict[str, Any], fused: dict[str, Any], explain: bool) -> dict[s
     else:
         citation = f"urchin://events/{row['doc_id']}"
         location = {"journalOffset": row["journal_offset"]}
+        if row.get("path") and row.get("content_hash"):     # a collected event: the transcript lines it came from
+            location["upstream"] = {"path": row["path"], "startLine": row["start_line"],
+                                    "endLine": row["end_line"], "contentHash": row["content_hash"]}
     out: dict[str, Any] = {
         "id": row["chunk_id"], "content": row["content"], "score": round(fused["normalised"], 4),
         "citation": citation, "source": row["source"], "kind": row["kind"], "workspace": row["workspace"],

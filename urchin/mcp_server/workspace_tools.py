@@ -70,7 +70,8 @@ OUTPUT: dict[str, dict[str, Any]] = {
         "required": ["query", "results", "coverage", "truncated", "tokensUsed"]},
     "fetch_source_document": {"type": "object", "properties": {
         "source": {"type": "string"}, "id": {"type": "string"}, "type": {"type": "string", "enum": ["event", "file"]},
-        "content": {"type": "string"}}, "required": ["source", "id", "type", "content"]},
+        "content": {"type": "string"}, "upstream": {"type": "object"}},
+        "required": ["source", "id", "type", "content"]},
 }
 
 DOCS: dict[str, tuple[str, str]] = {
@@ -97,7 +98,9 @@ DOCS: dict[str, tuple[str, str]] = {
         "Return one whole document by its id: an event (source = its journal source) or a workspace file "
         "(source = the root's name, id = the path inside it). Prefer get_file ranges for long files; files "
         "outside the workspace roots, ignored files, secret stores (unless the root opts in) and files over "
-        "4 MiB are refused; secrets read as [REDACTED:type].")),
+        "4 MiB are refused; secrets read as [REDACTED:type]. A collected event's `upstream` names the "
+        "transcript lines it came from and whether they still hold what was indexed (status unchanged, "
+        "changed or missing); pass a result's contentHash to insist on that version.")),
 }
 
 RUNNERS = {"get_file": _get_file, "get_workspace_overview": _overview, "list_memories": _list_memories,

@@ -456,6 +456,8 @@ class Memory:
         For a root, `doc_id` is the path inside it (or `<root>/<path>`; source `files` takes `<root>/<path>`).
         Paths that leave the root are refused; files over MAX_DOCUMENT_BYTES are refused (read ranges instead).
         `content_hash` (a file result's `location.contentHash`) asks for the version that was indexed.
+        A collected event is the version indexed; it carries `upstream` (its transcript lines, and whether
+        they still hold it), and `content_hash` must then be its `location.upstream.contentHash`.
         """
         return self._index.fetch_source_document(source, doc_id, content_hash)
 

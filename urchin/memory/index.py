@@ -152,7 +152,36 @@ class HybridIndex:
         event = self._get(doc_id)
         if event.source != source:
             raise NotFoundError(f"event {doc_id!r} is not from source {source!r} (it is from {event.source!r})")
-        return {"source": source, "id": event.id, "type": "event", "content": event.content, "event": event.to_dict()}
+        out = {"source": source, "id": event.id, "type": "event", "content": event.content, "event": event.to_dict()}
+        upstream = self._upstream(event, content_hash)
+        if upstream is not None:
+            out["upstream"] = upstream
+        return out
+
+    def _upstream(self, event: Event, content_hash: str | None) -> dict[str, Any] | None:
+        """A collected event's citation and whether its transcript still holds those lines. The event
+        itself is the version indexed (the journal is immutable); `content_hash` must be its citation's."""
+        from urchin import collectors
+        from urchin.collectors.origin import TRANSCRIPT_SOURCES, origin_of, upstream_status
+        from urchin.redact._idkey import IdKey
+
+        origin = origin_of(event.meta)
+        if origin is None:
+            if content_hash is not None:
+                raise QueryError("contentHash", f"event {event.id!r} has no upstream citation to compare with (it "
+                                                "was not collected from a transcript): fetch it without contentHash")
+            return None
+        if content_hash is not None and content_hash != origin.hash:
+            lines = f"{origin.path} lines {origin.first}-{origin.last}"
+            raise QueryError("contentHash", f"event {event.id!r} was indexed from {lines} at content hash "
+                                            f"{origin.hash}, not {content_hash}: that version changed (or the hash "
+                                            "is another event's); search again for its current citation")
+        folders = collectors.collector(event.source, self._settings).folders() \
+            if event.source in TRANSCRIPT_SOURCES else []
+        key = IdKey(self._settings.home).stored()
+        status, reason = upstream_status(origin, folders, key) if key is not None else \
+            ("unchecked", "this install has no key to check the hash with (it was made elsewhere)")
+        return {**origin.location(), "status": status, **({"reason": reason} if reason else {})}
 
     def _fetch_file(self, source: str, doc_id: str, content_hash: str | None) -> dict[str, Any]:
         """A workspace file whole; with `content_hash` (a result's location.contentHash), only while its

@@ -45,6 +45,12 @@ class IdKey:
                     self._key = self._load() or self._create()
         return self._key
 
+    def stored(self) -> bytes | None:
+        """The key if one was ever created here, else None; never creates one (a reader's question)."""
+        if self._key is None:
+            self._key = self._load()
+        return self._key
+
     def _load(self) -> bytes | None:
         try:
             text = self.path.read_text("ascii").strip()

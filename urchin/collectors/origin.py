@@ -1,0 +1,135 @@
+"""Where a collected event came from: its upstream file, line range and a keyed hash of those bytes.
+
+A transcript collector records `meta.origin = {"path", "lines": [first, last], "hash"}` on every
+event it reads: `path` the upstream file (absolute), `lines` 1-based, `hash` 128 bits (hex) of
+HMAC-SHA256 over the exact upstream bytes of those lines (the newlines between them, none after).
+The hash is keyed with the install's key (`redact-id.key`) because those bytes are read before
+redaction: a plain digest of a line whose other parts the event shows would let anyone holding the
+journal confirm a guessed password, and an `origin` forged over HTTP could probe transcripts.
+
+`upstream_status` says whether the file still holds those bytes. It reads only a file inside the
+collector's configured folders (checked as written, then resolved once and checked again, and
+opened exactly as resolved), and returns a status, never the bytes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import os
+import re
+import stat
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, BinaryIO
+
+__all__ = ["Origin", "origin_hash", "origin_of", "upstream_status", "TRANSCRIPT_SOURCES"]
+
+TRANSCRIPT_SOURCES = ("claude", "codex", "copilot", "gemini")   # the collectors that cite their lines
+_DOMAIN = b"urchin-origin-v1\x00"     # the id key also names redacted ids: a hash here is never one there
+_HASH = re.compile(r"[0-9a-f]{32}")
+_CHUNK = 1 << 20
+_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOCK", 0)
+
+
+def origin_hash(key: bytes, data: bytes) -> str:
+    """The `hash` of an origin: keyed, so it confirms nothing to someone without the key."""
+    return hmac.new(key, _DOMAIN + data, hashlib.sha256).hexdigest()[:32]
+
+
+@dataclass(frozen=True, slots=True)
+class Origin:
+    path: str
+    first: int
+    last: int
+    hash: str
+
+    def location(self) -> dict[str, Any]:
+        """The `upstream` block of a citation (wire names)."""
+        return {"path": self.path, "startLine": self.first, "endLine": self.last, "contentHash": self.hash}
+
+
+def origin_of(meta: Mapping[str, Any] | None) -> Origin | None:
+    """`meta.origin` when it has the shape a collector writes; anything else (an event from before
+    origins, or a hand-made one) counts as no origin."""
+    raw = meta.get("origin") if isinstance(meta, Mapping) else None
+    if not isinstance(raw, Mapping):
+        return None
+    path, lines, digest = raw.get("path"), raw.get("lines"), raw.get("hash")
+    if not (isinstance(path, str) and os.path.isabs(path) and "\x00" not in path
+            and isinstance(digest, str) and _HASH.fullmatch(digest) and isinstance(lines, list) and len(lines) == 2
+            and all(type(n) is int for n in lines) and 1 <= lines[0] <= lines[1]):
+        return None
+    return Origin(path, lines[0], lines[1], digest)
+
+
+def upstream_status(origin: Origin, folders: Sequence[Path], key: bytes) -> tuple[str, str | None]:
+    """(`unchanged` | `changed` | `missing` | `unchecked`, why when unchecked) for `origin`'s lines.
+
+    Only a path inside `folders` (a collector's transcript folders) is ever resolved or opened.
+    """
+    outside = ("unchecked", "the path is outside the transcript folders of this event's collector")
+    if not _inside(origin.path, [os.path.abspath(f) for f in folders]):
+        return outside                         # not even looked at: no lstat of /etc/passwd
+    try:
+        real = os.path.realpath(origin.path, strict=True)
+        info = os.stat(real)
+    except FileNotFoundError:
+        return "missing", None
+    except (OSError, RuntimeError) as exc:
+        return "unchecked", f"the path cannot be resolved: {getattr(exc, 'strerror', None) or exc}"
+    if not _inside(real, [os.path.realpath(f) for f in folders]):
+        return outside                         # a symlink leading out
+    if not stat.S_ISREG(info.st_mode):
+        return "missing", None
+    try:
+        fd = os.open(real, _OPEN_FLAGS)        # O_NOFOLLOW: a symlink swapped in since is refused
+    except FileNotFoundError:
+        return "missing", None
+    except OSError as exc:
+        return "unchecked", f"the file cannot be opened: {exc.strerror or exc}"
+    with os.fdopen(fd, "rb") as handle:
+        now = os.fstat(handle.fileno())
+        if not stat.S_ISREG(now.st_mode) or (now.st_dev, now.st_ino) != (info.st_dev, info.st_ino):
+            return "unchecked", "the file changed while it was opened"
+        digest = _span_hash(handle, origin.first, origin.last, key)
+    return ("unchanged" if digest == origin.hash else "changed"), None
+
+
+def _inside(path: str, bases: Sequence[str]) -> bool:
+    """`path` is one of `bases` or below one, as written: absolute, no `.`/`..` or empty parts."""
+    if not os.path.isabs(path) or "\x00" in path:
+        return False
+    parts = path.split(os.sep)[1:]
+    if any(p in ("", ".", "..") for p in parts):
+        return False
+    return any(path == base or path.startswith(base.rstrip(os.sep) + os.sep) for base in bases)
+
+
+def _span_hash(handle: BinaryIO, first: int, last: int, key: bytes) -> str | None:
+    """`origin_hash` of lines `first`..`last` (complete ones only), streamed; None when the file ends first."""
+    mac = hmac.new(key, _DOMAIN, hashlib.sha256)
+    line = 1
+    while chunk := handle.read(_CHUNK):
+        pos = 0
+        if line < first:
+            ahead = chunk.count(b"\n")
+            if line + ahead < first:            # the whole chunk lies before the span
+                line += ahead
+                continue
+            while line < first:
+                pos = chunk.index(b"\n", pos) + 1
+                line += 1
+        while pos < len(chunk):
+            nl = chunk.find(b"\n", pos)
+            if nl < 0:
+                mac.update(chunk[pos:])
+                break
+            mac.update(chunk[pos:nl])
+            if line == last:
+                return mac.hexdigest()[:32]
+            mac.update(b"\n")
+            line += 1
+            pos = nl + 1
+    return None
