@@ -1,6 +1,6 @@
 """The one number check every edge uses (contract parameters, context parameters, file ranges, settings,
 the viewer's query strings) and the one way an error shows a value, so a bound reads the same wherever
-it is broken: `limit: must be from 1 to 1000, got 0`."""
+it is broken: `limit: must be from 1 to 1000, got 0`; and the one rule from a keyword to its wire name."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 
 from urchin.errors import QueryError
 
-__all__ = ["check_bool", "check_number", "describe"]
+__all__ = ["check_bool", "check_number", "describe", "camel"]
 
 
 def describe(value: Any) -> str:
@@ -68,3 +68,9 @@ def check_bool(value: Any, name: str, *, from_text: bool = False) -> bool:
     if not isinstance(value, bool):
         raise QueryError(name, f"must be true or false, got {describe(value)}")
     return value
+
+
+def camel(name: str) -> str:
+    """A snake_case keyword's camelCase wire name: `full_text_weight` -> `fullTextWeight`."""
+    head, *rest = name.split("_")
+    return head + "".join(word.title() for word in rest)

@@ -2,7 +2,9 @@
 
 `operation_options("search")` adds the operation's arguments and flags; the command body passes
 what click parsed to `parse("search", params)`, which checks it with the operation's one validator
-and names a bad value by its flag (`--limit: must be from 1 to 1000, got 0`).
+and names a bad value by its flag (`--limit: must be from 1 to 1000, got 0`). For an operation checked
+below (`context`, `document_search`), `parse` only names the values, the index checks them, and `as_flag`
+respells its error for the flag (`--search[0].type: ...`).
 """
 
 from __future__ import annotations
@@ -20,22 +22,38 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 __all__ = ["operation_options", "parse", "as_flag", "json_option", "print_json", "print_text"]
 
-_TYPES: dict[str, Any] = {"text": str, "int": int, "number": float, "bool": bool, "texts": str}
+_TYPES: dict[str, Any] = {"text": str, "int": int, "number": float, "texts": str, "objects": str}
+
+
+def _help(param: Param) -> str:
+    """The parameter's help with its bounds and default, all from the declaration."""
+    extras = [param.bounds_text(), "repeatable" if param.kind in ("texts", "objects") else "",
+              f"up to {param.max_items}" if param.max_items is not None else ""]
+    said = ", ".join(extra for extra in extras if extra)
+    return f"{param.help.rstrip('.')}{'; ' + said if said else ''} ({param.default_text()})."
 
 
 def _decorator(param: Param) -> Callable[[F], F]:
     if param.positional:
         return click.argument(param.name, required=param.required)
-    help_text = f"{param.help.rstrip('.')} ({param.default_text()})."
-    return click.option(param.flag_name, param.name, type=_TYPES[param.kind], default=None,
-                        multiple=param.kind == "texts", help=help_text)
+    if param.kind == "bool":   # a flag: --explain, or --include-memories/--no-include-memories
+        if param.negatable:
+            return click.option(f"{param.flag_name}/--no-{param.flag_name[2:]}", param.name, default=None,
+                                help=_help(param))
+        return click.option(param.flag_name, param.name, is_flag=True, default=None, help=_help(param))
+    # choices are shown, not enforced by click: the one validator says what is wrong (`--mode: must be ...`)
+    metavar = param.metavar or ("[" + "|".join(param.choices) + "]" if param.choices else None)
+    convert = param.from_flag   # `--search lex:docs` -> {"type": "lex", "query": "docs"}
+    callback = None if convert is None else (lambda _ctx, _param, values: tuple(convert(v) for v in values))
+    return click.option(param.flag_name, param.name, type=_TYPES[param.kind], default=None, help=_help(param),
+                        multiple=param.kind in ("texts", "objects"), metavar=metavar, callback=callback)
 
 
 def operation_options(operation: str, skip: tuple[str, ...] = ()) -> Callable[[F], F]:
     """The operation's parameters as click arguments and options (all defaulting to `None`)."""
     def decorate(func: F) -> F:
         for param in reversed(OPERATIONS[operation].params):
-            if param.name not in skip:
+            if param.name not in skip and not param.wire_only:
                 func = _decorator(param)(func)
         return func
     return decorate
@@ -48,12 +66,13 @@ def parse(operation: str, params: dict[str, Any]) -> dict[str, Any]:
 
 
 def as_flag(exc: ValidationError, operation: str) -> ValidationError:
-    """An error from below (event validation), naming the flag the user typed: `--source: ...`."""
+    """An error from below, which names wire names (event validation, the index's `ContextParams`), naming
+    the flag the user typed instead: `--source: ...`, `--search[0].type: ...`."""
     head = exc.field.split("[", 1)[0].split(".", 1)[0] if exc.field else ""
     param = next((p for p in OPERATIONS[operation].params if p.wire_name == head), None)
-    if param is None or param.positional:
+    if param is None or param.spelled("cli") == head:
         return exc
-    field = param.flag_name + exc.field[len(head):]
+    field = param.spelled("cli") + exc.field[len(head):]
     return type(exc)(field, exc.rule, message=exc.message.replace(exc.field, field, 1))
 
 

@@ -19,8 +19,13 @@ _TYPES = {"text": "string", "int": "integer", "number": "number", "bool": "boole
 def _property(param: Param) -> dict[str, Any]:
     if param.kind == "texts":
         out: dict[str, Any] = {"type": "array", "items": {"type": "string"}}
+    elif param.kind == "objects":   # an array of objects, each of the declared nested schema (searches)
+        out = {"type": "array", "items": dict(param.items or {"type": "object"})}
     else:
         out = {"type": _TYPES[param.kind]}
+    for key, count in (("minItems", param.min_items), ("maxItems", param.max_items)):
+        if count is not None:
+            out[key] = count
     if param.required and param.kind == "text":
         out["minLength"] = 1
     if param.max_chars is not None:

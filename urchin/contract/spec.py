@@ -8,7 +8,7 @@ CLI, `fromLine` over HTTP and MCP. Front ends generate their schemas and options
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -18,7 +18,7 @@ from urchin.errors import QueryError
 __all__ = ["Param", "Operation", "Caller", "describe", "MISSING"]
 
 Caller = Literal["cli", "wire"]
-Kind = Literal["text", "int", "number", "bool", "texts"]
+Kind = Literal["text", "int", "number", "bool", "texts", "objects"]
 
 
 class _Missing:
@@ -47,6 +47,14 @@ class Param:
     positional: bool = False               # a CLI argument, not a flag (then the CLI calls it `name`)
     max_chars: int | None = None
     blank_ok: bool = False                 # required, but blank is checked later (event content: one rule)
+    unset: str = "none"                    # what no value means, for "(default: ...)": "any", "no window"
+    negatable: bool = False                # a bool flag with its --no- form (--include-memories/--no-...)
+    wire_only: bool = False                # no CLI flag (an alias kept for the wire: sourceIds)
+    items: Mapping[str, Any] | None = field(default=None, hash=False)   # objects: one item's JSON Schema
+    min_items: int | None = None           # objects: how many items
+    max_items: int | None = None
+    metavar: str = ""                      # CLI: how the flag's value is written (TYPE:TEXT)
+    from_flag: Callable[[str], Any] | None = None   # CLI: one flag value as the wire's (TYPE:TEXT -> object)
 
     @property
     def wire_name(self) -> str:
@@ -58,7 +66,7 @@ class Param:
 
     def spelled(self, caller: Caller) -> str:
         """The field name an error gives this caller."""
-        if caller == "cli":
+        if caller == "cli" and not self.wire_only:
             return self.name if self.positional else self.flag_name
         return self.wire_name
 
@@ -66,17 +74,33 @@ class Param:
         if self.required:
             return "required"
         if self.default is None:
-            return "default: none"
+            return f"default: {self.unset}"
         return f"default {describe(self.default)}"
+
+    def bounds_text(self) -> str:
+        """The bounds as the CLI help states them: `1 to 1000`, `at least 0`, `over 0, at most 10000000`."""
+        low, high = self.minimum, self.maximum
+        if low is not None and high is not None:
+            return f"{describe(low)} to {describe(high)}"
+        parts = [f"over {describe(self.above)}"] if self.above is not None else []
+        parts += [f"at least {describe(low)}"] if low is not None else []
+        parts += [f"at most {describe(high)}"] if high is not None else []
+        return ", ".join(parts)
 
 
 @dataclass(frozen=True, slots=True)
 class Operation:
-    """One operation: its parameters in order, and the aliases HTTP accepts (`q` for `query`)."""
+    """One operation: its parameters in order, and the aliases HTTP accepts (`q` for `query`).
+
+    `checked_below`: the layer below holds the one validator of the values (`ContextParams`, whose rules
+    span fields: hours or since, both legs' weights); the contract declares the parameters, knows their
+    names, refuses unknown ones, and front ends respell the layer's errors for their caller.
+    """
 
     name: str
     params: tuple[Param, ...] = ()
     aliases: Mapping[str, str] = field(default_factory=dict)
+    checked_below: bool = False
 
     def param(self, name: str) -> Param:
         return next(p for p in self.params if p.name == name)
@@ -86,6 +110,8 @@ class Operation:
 
         `values` are keyed by wire name (HTTP, MCP) or by `Param.name` (CLI, where click already
         rejected unknown flags); `None` means not given. `from_text`: values are query-string text.
+        For an operation `checked_below`, the given values keyed by wire name, unchecked, for the
+        layer's own validator (whose errors name wire names).
         """
         by_key = {(p.name if caller == "cli" else p.wire_name): p for p in self.params}
         given: dict[str, Any] = {}
@@ -96,6 +122,8 @@ class Operation:
                 raise QueryError(str(key), f"unknown parameter (allowed: {allowed})")
             if value is not None:
                 given[param.name] = value
+        if self.checked_below:
+            return {p.wire_name: given[p.name] for p in self.params if p.name in given}
         out: dict[str, Any] = {}
         for param in self.params:
             if param.name in given:
@@ -115,6 +143,10 @@ def check(param: Param, value: Any, name: str, from_text: bool = False) -> Any:
         if not isinstance(value, list | tuple):
             raise QueryError(name, f"must be an array of strings, got {describe(value)}")
         return [_text(param, item, f"{name}[{i}]") for i, item in enumerate(value)] or None
+    if param.kind == "objects":
+        if not isinstance(value, list | tuple) or not all(isinstance(item, Mapping) for item in value):
+            raise QueryError(name, f"must be an array of objects, got {describe(value)}")
+        return list(value)
     if param.kind == "bool":
         return _bool(value, name, from_text)
     number = _number(param, value, name, from_text)
