@@ -49,6 +49,12 @@ def test_nothing_matches_prints_nothing() -> None:
     (("memory", "show", "m", "--token-budget", "0"), "error: --token-budget: must be from 1 to 200000, got 0\n"),
     (("get-file", "a.md", "--from-line", "0"), "error: --from-line: must be from 1 to 2147483648, got 0\n"),
     (("context", "x", "--min-score", "2"), "error: --min-score: must be from 0 to 1, got 2"),
+    (("context", "x", "--search", "vec"), "error: --search[0].query must not be empty"),
+    (("context", "x", "--strategy", "magic"), "error: --strategy: must be hybrid, keyword or semantic, got 'magic'"),
+    (("context", "x", "--hours", "1", "--since", "2026-01-01T00:00:00Z"),
+     "error: --hours: cannot be combined with since"),
+    (("find", "x", "--min-score", "2"), "error: --min-score: must be from 0 to 1, got 2"),
+    (("find", "x", "--limit", "101"), "error: --limit: must be from 1 to 100, got 101"),
     (("ingest", " "), "error: content: must not be blank"),
     (("ingest", "x", "--timestamp", "soon"), "error: --timestamp: must be an RFC 3339 timestamp"),
     (("ingest", "x", "--source", "Bad Source"), "error: --source: must be lowercase"),
@@ -135,3 +141,9 @@ def test_every_command_reads_its_defaults_from_the_contract() -> None:
     help_text = " ".join(run_urchin("search", "--help").stdout.split())
     assert OPERATIONS["search"].param("hours").default == 168 and "(default 168)" in help_text
     assert OPERATIONS["search"].param("limit").default == 20 and "(default 20)" in help_text
+    help_text = " ".join(run_urchin("context", "--help").stdout.split())
+    assert "Most results; 1 to 100 (default 10)." in help_text and "--search TYPE:TEXT" in help_text
+    assert "--include-memories / --no-include-memories" in help_text and "(default 8388608)" in help_text
+    assert "--source-ids" not in help_text and "--strategy [hybrid|keyword|semantic]" in help_text
+    help_text = " ".join(run_urchin("find", "--help").stdout.split())
+    assert "--memories Also search memories" in help_text and "(default false)" in help_text

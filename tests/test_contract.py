@@ -35,6 +35,10 @@ def test_bounds_equal_the_layers_below() -> None:
     ("recent", {"query": "x"}, "wire", "query: unknown parameter (allowed: hours, limit, source, workspace,"),
     ("ingest", {"content": "x", "tags": ["a", 7]}, "wire", "tags[1]: must be a string, got 7"),
     ("ephemeral", {"action": "Pause"}, "wire", 'action: must be one of start, end, status, got "Pause"'),
+    ("context", {"query": "x", "color": 1}, "wire", "color: unknown parameter (allowed: query, strategy, searches, "),
+    ("context", {"query": "x", "full_text_weight": 1}, "wire", "full_text_weight: unknown parameter (allowed: "),
+    ("document_search", {"query": "x", "sourceIds": ["a"]}, "wire",
+     "sourceIds: unknown parameter (allowed: query, limit, fullTextWeight, "),
 ])
 def test_errors_name_the_field_as_the_caller_spelled_it(op: str, values: dict[str, Any], caller: Any,
                                                         message: str) -> None:
@@ -50,3 +54,97 @@ def test_defaults_come_from_one_place() -> None:
     schema = input_schema(OPERATIONS["search"])
     assert schema["properties"]["hours"]["default"] == 168 and schema["properties"]["limit"]["default"] == 20
     assert schema["properties"]["limit"]["maximum"] == 1000 and schema["additionalProperties"] is False
+
+
+def _layer_default(value: Any) -> Any:
+    return None if value == () else value     # the index's empty tuples are the contract's "not given"
+
+
+def _bounds(param: Any) -> tuple[Any, Any]:
+    low = param.above if param.above is not None else param.minimum   # hours: over 0 (exclusive)
+    return low, param.maximum
+
+
+def test_search_context_is_declared_as_the_index_checks_it() -> None:
+    """Every search_context parameter: the same names, defaults and bounds in the contract and the index."""
+    from urchin.index import params as index
+
+    op = OPERATIONS["context"]
+    assert op.checked_below and {p.wire_name: p.name for p in op.params} == index.WIRE_NAMES
+    for param in op.params:
+        assert param.default == _layer_default(index.DEFAULTS[param.name]), param.name
+        assert _bounds(param) == index.BOUNDS.get(param.name, (None, None)), param.name
+        assert (param.above is not None) == (param.name == "hours"), param.name
+    assert op.param("strategy").choices == index.STRATEGIES and op.param("mode").choices == index.MODES
+    assert op.param("query").max_chars == index.MAX_QUERY_CHARS
+    searches = op.param("searches")
+    assert (searches.min_items, searches.max_items) == (1, index.MAX_SEARCHES)
+    assert searches.items is not None and searches.items["properties"]["type"]["enum"] == list(index.SEARCH_TYPES)
+    assert contract_ops.HYDE_WORDS == index.HYDE_WORDS
+    for name in ("CONTEXT_MAX_LIMIT", "MAX_WEIGHT", "MAX_K", "DEFAULT_LIVE_BYTE_BUDGET", "MAX_LIVE_BYTE_BUDGET"):
+        assert getattr(contract_ops, name) == getattr(index, name.replace("CONTEXT_MAX", "MAX_CONTEXT")), name
+
+
+def test_document_search_is_declared_as_the_index_checks_it() -> None:
+    """textrawl's search: its own parameters from SearchParams, the shared ones from ContextParams."""
+    from urchin.index import docsearch
+    from urchin.index import params as index
+
+    op = OPERATIONS["document_search"]
+    assert op.checked_below and tuple(p.wire_name for p in op.params) == docsearch.NAMES
+    for param in op.params:
+        default = docsearch.DEFAULTS.get(param.name, index.DEFAULTS.get(param.name))
+        assert param.default == _layer_default(default), param.name
+        assert _bounds(param) == index.BOUNDS.get(param.name, (None, None)), param.name
+    assert op.param("query").max_chars == index.MAX_QUERY_CHARS
+
+
+def test_an_operation_checked_below_is_named_not_checked() -> None:
+    """The contract names the values (wire names, for the index's validator) and refuses unknown ones only."""
+    op = OPERATIONS["context"]
+    assert op.parse({"query": " ", "k": 0, "sourceIds": ["a"], "since": None}, "wire") == {
+        "query": " ", "k": 0, "sourceIds": ["a"]}
+    assert op.parse({"query": "x", "full_text_weight": 2, "sources": ["a"], "include_memories": False}, "cli") == {
+        "query": "x", "fullTextWeight": 2, "sources": ["a"], "includeMemories": False}
+
+
+def test_search_context_and_search_schemas_come_from_the_declaration() -> None:
+    from urchin.mcp_server.tools import INPUT_SCHEMAS
+
+    context = INPUT_SCHEMAS["search_context"]
+    assert context == input_schema(OPERATIONS["context"]) and context["required"] == ["query"]
+    searches = context["properties"]["searches"]
+    assert (searches["type"], searches["minItems"], searches["maxItems"]) == ("array", 1, 8)
+    assert searches["items"]["required"] == ["type", "query"] and searches["items"]["additionalProperties"] is False
+    budget = context["properties"]["tokenBudget"]
+    assert (budget["minimum"], budget["maximum"], "default" in budget) == (1, 1_000_000, False)
+    assert "(default: no budget)" in budget["description"]
+    assert context["properties"]["liveByteBudget"]["default"] == 8 * 1024 * 1024
+    assert context["properties"]["includeMemories"]["default"] is True
+    search = INPUT_SCHEMAS["search"]
+    assert search == input_schema(OPERATIONS["document_search"])
+    assert search["properties"]["includeMemories"]["default"] is False
+    assert search["properties"]["limit"]["maximum"] == 100
+
+
+def test_cli_flags_of_context_and_find_are_generated_with_every_spelling() -> None:
+    import click
+
+    from urchin.cli import main
+
+    def flags(name: str) -> dict[str | None, list[str]]:
+        command = main.commands[name]
+        return {p.name: [*p.opts, *getattr(p, "secondary_opts", [])] for p in command.params
+                if isinstance(p, click.Option)}
+
+    context = flags("context")
+    assert context["sources"] == ["--source"] and context["tags"] == ["--tag"] and context["kinds"] == ["--kind"]
+    assert context["devices"] == ["--device"] and context["accounts"] == ["--account"]
+    assert context["searches"] == ["--search"] and context["k"] == ["--k"] and "source_ids" not in context
+    assert context["include_memories"] == ["--include-memories", "--no-include-memories"]
+    assert context["include_conversations"] == ["--include-conversations", "--no-include-conversations"]
+    assert set(context) == {p.name for p in OPERATIONS["context"].params
+                            if not p.positional and not p.wire_only} | {"as_json"}
+    found = flags("find")
+    assert found["include_memories"] == ["--memories"] and found["include_conversations"] == ["--conversations"]
+    assert found["source_type"] == ["--source-type"] and found["tags"] == ["--tag"]

@@ -7,20 +7,36 @@ generated from this table. To add a parameter, add one `Param` here.
 
 from __future__ import annotations
 
+from typing import Any
+
+from urchin.checks import camel
 from urchin.contract.spec import Operation, Param
 from urchin.event import MAX_HOURS
 
 __all__ = ["OPERATIONS", "MAX_LIMIT", "MAX_LINES", "MAX_FROM_LINE", "MAX_TOKEN_BUDGET", "MAX_SOURCE_LIMIT",
-           "CONTEXT_MAX_TOKEN_BUDGET"]
+           "CONTEXT_MAX_TOKEN_BUDGET", "CONTEXT_MAX_LIMIT", "MAX_QUERY_CHARS", "MAX_WEIGHT", "MAX_K", "STRATEGIES",
+           "MODES", "SEARCH_TYPES", "MAX_SEARCHES", "HYDE_WORDS", "DEFAULT_LIVE_BYTE_BUDGET", "MAX_LIVE_BYTE_BUDGET"]
 
 # The bounds the layers below enforce too (tests/test_contract.py keeps them equal); stated here so the
 # CLI need not import the workspace and index modules (~100 ms) to print its help.
 MAX_LIMIT = 1000                # events per answer of search, semantic, recent (search.query)
 MAX_LINES = 2000                # lines per get_file answer (workspace.reader)
 MAX_FROM_LINE = 1 << 31         # answers are JSON: 64-bit integers at most (workspace.reader)
-CONTEXT_MAX_TOKEN_BUDGET = 1_000_000   # search_context's tokenBudget (index.params)
 MAX_TOKEN_BUDGET = 200_000      # get_memory
-MAX_SOURCE_LIMIT = 100          # query_source, like search_context's limit
+# search_context and textrawl's search (index.params, index.docsearch)
+CONTEXT_MAX_TOKEN_BUDGET = 1_000_000   # tokenBudget
+CONTEXT_MAX_LIMIT = 100         # results per answer, and passages per workspace file
+MAX_SOURCE_LIMIT = CONTEXT_MAX_LIMIT   # query_source runs search_context
+MAX_QUERY_CHARS = 4000
+MAX_WEIGHT = 1000.0             # fusion weights: finite, and their sums stay finite
+MAX_K = 1000                    # the RRF constant
+STRATEGIES = ("hybrid", "keyword", "semantic")
+MODES = ("indexed", "live")
+SEARCH_TYPES = ("lex", "vec", "hyde")
+MAX_SEARCHES = 8
+HYDE_WORDS = (30, 80)           # a hyde sub-query is a hypothetical answer passage, not a keyword list
+DEFAULT_LIVE_BYTE_BUDGET = 8 * 1024 * 1024
+MAX_LIVE_BYTE_BUDGET = 1024 * 1024 * 1024
 
 
 def _query(help_text: str = "Text to look for; must not be blank.") -> Param:
@@ -44,6 +60,99 @@ def _filters() -> tuple[Param, ...]:
 
 def _required(name: str, help_text: str, wire: str = "") -> Param:
     return Param(name, help=help_text, required=True, positional=True, wire=wire)
+
+
+# ---- search_context and textrawl's search: the index checks the values (index/params.py `ContextParams`,
+# whose rules span fields: hours or since, both legs' weights); these declare them, and
+# tests/test_contract.py keeps every default and bound equal to the index's own.
+def _hybrid(name: str, kind: Any = "text", help_text: str = "", default: Any = None, **more: Any) -> Param:
+    """A parameter of the hybrid query: its wire name is camelCase (`full_text_weight` -> `fullTextWeight`)."""
+    return Param(name, kind, help_text, default, wire=camel(name), **more)
+
+
+def _weight(name: str, help_text: str) -> Param:
+    return _hybrid(name, "number", help_text, 1.0, minimum=0, maximum=MAX_WEIGHT)
+
+
+def _sub_query(text: str) -> dict[str, str]:
+    """`--search TYPE:TEXT` as the wire's `{type, query}` (the index says what is wrong with it)."""
+    kind, _, query = text.partition(":")
+    return {"type": kind.strip().lower(), "query": query}
+
+
+_SUB_QUERY: dict[str, Any] = {
+    "type": "object", "additionalProperties": False, "required": ["type", "query"],
+    "properties": {
+        "type": {"type": "string", "enum": list(SEARCH_TYPES),
+                 "description": "lex: the keyword leg; vec: the semantic leg; hyde: a passage, embedded."},
+        "query": {"type": "string", "minLength": 1, "maxLength": MAX_QUERY_CHARS,
+                  "description": "The sub-query's text."}}}
+_LIMIT = _hybrid("limit", "int", "Most results.", 10, minimum=1, maximum=CONTEXT_MAX_LIMIT)
+_TAGS = _hybrid("tags", "texts", "Only results carrying ALL these tags.", flag="--tag")
+
+_CONTEXT: tuple[Param, ...] = (
+    Param("query", help="The question, in websearch syntax: \"quoted phrases\", -excluded words, or.",
+          required=True, positional=True, max_chars=MAX_QUERY_CHARS),
+    _hybrid("strategy", "text", "Which legs run: hybrid for both, keyword for full text only, semantic for "
+                        "vectors only.", "hybrid", choices=STRATEGIES),
+    _hybrid("searches", "objects", (
+        "Typed sub-queries that add recall: lex (keyword leg), vec (semantic leg), hyde (a hypothetical "
+        f"answer passage of {HYDE_WORDS[0]}-{HYDE_WORDS[1]} words, embedded); the question keeps double weight."),
+        flag="--search", metavar="TYPE:TEXT", from_flag=_sub_query, items=_SUB_QUERY, min_items=1,
+        max_items=MAX_SEARCHES),
+    _weight("full_text_weight", "Weight of the full-text (keyword) leg in the fusion."),
+    _weight("semantic_weight", "Weight of the semantic leg in the fusion."),
+    _hybrid("k", "int", "RRF constant: score = sum of weight / (k + rank).", 60, minimum=1, maximum=MAX_K),
+    _hybrid("sources", "texts", "Only these sources.", flag="--source", unset="any"),
+    _hybrid("source_ids", "texts", "Alias of sources.", wire_only=True, unset="any"),
+    _hybrid("kinds", "texts", "Only these kinds.", flag="--kind", unset="any"),
+    _hybrid("workspace", help_text="Only this workspace.", unset="any"),
+    _hybrid("session", help_text="Only this session.", unset="any"),
+    _TAGS,
+    _hybrid("devices", "texts", "Team: only events fed by these machines.", flag="--device", unset="every device"),
+    _hybrid("accounts", "texts", "Team: only events of these accounts.", flag="--account", unset="every account"),
+    _hybrid("since", help_text="Only events at or after this RFC 3339 time.", unset="no window"),
+    _hybrid("until", help_text="Only events before this RFC 3339 time.", unset="no window"),
+    _hybrid("hours", "number", "Only the last N hours; not with since.", above=0, maximum=MAX_HOURS,
+            unset="no window"),
+    _hybrid("include_memories", "bool", "Search memories: decisions stored with urchin_remember.", True,
+            negatable=True),
+    _hybrid("include_conversations", "bool", "Search every event that is not a memory.", True, negatable=True),
+    _weight("memory_weight", "Fusion weight of memories against conversations."),
+    _hybrid("min_score", "number", "Drop results under this calibrated score.", 0.0, minimum=0, maximum=1),
+    _LIMIT,
+    _hybrid("token_budget", "int", "Pack results best first into this many tokens (4 characters each), cutting "
+                                   "the last at a line.", minimum=1, maximum=CONTEXT_MAX_TOKEN_BUDGET,
+            unset="no budget"),
+    _hybrid("explain", "bool", "Add each leg's rank, raw score, weight and contribution.", False),
+    _hybrid("per_file_cap", "int", "Most passages of one workspace file, applied after fusion.", 3, minimum=1,
+            maximum=CONTEXT_MAX_LIMIT),
+    _hybrid("mode", "text", "indexed searches what the index holds; live also reads workspace files over the "
+                            "size cap (cataloged, bodies not stored) at query time, within the live byte budget; "
+                            "coverage.live says what was read and what was skipped and why.", "indexed",
+            choices=MODES),
+    _hybrid("live_byte_budget", "int", "Bytes read live per query in live mode.", DEFAULT_LIVE_BYTE_BUDGET,
+            minimum=0, maximum=MAX_LIVE_BYTE_BUDGET),
+)
+
+# textrawl's `search` (index/docsearch.py `SearchParams`, which hands the shared ones to `ContextParams`)
+_DOCUMENT_SEARCH: tuple[Param, ...] = (
+    Param("query", help="What to find, in websearch syntax: words (every word ranks first), \"quoted phrases\" "
+                        "and -excluded words (filters in every leg), a OR b.",
+          required=True, positional=True, max_chars=MAX_QUERY_CHARS),
+    _LIMIT,
+    _weight("full_text_weight", "Weight of the full-text (keyword) leg in the fusion."),
+    _weight("semantic_weight", "Weight of the semantic leg in the fusion."),
+    _TAGS,
+    _hybrid("source_type", help_text="Only documents of this type: an event kind (note, command, ...) or file, "
+                                     "markdown, code.", unset="any"),
+    _hybrid("min_score", "number", "Drop results under this absolute score.", 0.0, minimum=0, maximum=1),
+    _hybrid("include_memories", "bool", "Also search memories: curated memories and urchin_remember decisions.",
+            False, flag="--memories"),
+    _hybrid("include_conversations", "bool", "Also search conversations: agent sessions, each with its best "
+                                             "turns.", False, flag="--conversations"),
+    _weight("memory_weight", "Weight of memories against documents and conversations."),
+)
 
 
 OPERATIONS: dict[str, Operation] = {op.name: op for op in (
@@ -72,18 +181,18 @@ OPERATIONS: dict[str, Operation] = {op.name: op for op in (
         _required("source", "One source: a journal source such as `claude`, `git` or `shell`, or a workspace "
                             "root's name (its files only)."),
         Param("query", help="What to look for (websearch syntax: \"phrases\", -excluded, or).", required=True,
-              positional=True, max_chars=4000),
+              positional=True, max_chars=MAX_QUERY_CHARS),
         _limit(10, MAX_SOURCE_LIMIT))),
     Operation("fetch_document", (
         _required("source", "The result's source: a journal source (then `id` is an event id), a workspace "
                             "root's name (then `id` is a path inside it) or `files` (then `id` is `<root>/<path>`)."),
         _required("id", "The event id or file path to return whole."),
         Param("content_hash", help="A result's location.contentHash: return the file only while it is still "
-                                   "that version, else an error says it changed (default: the current version). "
+                                   "that version, else an error says it changed. "
                                    "For a collected event, its location.upstream.contentHash: the event is "
                                    "returned as indexed, with `upstream.status` saying whether its transcript "
                                    "lines still hold it.",
-              wire="contentHash"))),
+              wire="contentHash", unset="the current version"))),
     Operation("status"),
     Operation("tail", (Param("count", "int", "How many of the last events.", 10, minimum=1, maximum=MAX_LIMIT,
                              flag="-n"),)),
@@ -96,8 +205,8 @@ OPERATIONS: dict[str, Operation] = {op.name: op for op in (
         Param("session", help="Session id."),
         Param("title", help="A short title."),
         Param("tags", "texts", "Tags, lowercased.", flag="--tag"),
-        Param("timestamp", help="RFC 3339 time (default: now)."),
-        Param("id", help="Event id (default: a new UUIDv7)."))),
+        Param("timestamp", help="RFC 3339 time.", unset="now"),
+        Param("id", help="Event id.", unset="a new UUIDv7"))),
     Operation("remember", (
         Param("content", help="The decision or fact to remember, in a sentence or two; must not be blank.",
               required=True, positional=True, blank_ok=True),
@@ -106,6 +215,8 @@ OPERATIONS: dict[str, Operation] = {op.name: op for op in (
     Operation("ephemeral", (
         Param("action", help="start: stop storing anything; end: store again; status: show the mode.",
               required=True, positional=True, choices=("start", "end", "status")),
-        Param("minutes", "number", "With start: switch itself off after N minutes (default: until end).",
-              above=0, maximum=7 * 24 * 60))),
+        Param("minutes", "number", "With start: switch itself off after N minutes.", above=0,
+              maximum=7 * 24 * 60, unset="until end"))),
+    Operation("context", _CONTEXT, checked_below=True),
+    Operation("document_search", _DOCUMENT_SEARCH, checked_below=True),
 )}

@@ -25,6 +25,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
+from urchin.contract import OPERATIONS
 from urchin.daemon.browser import BrowserSessions
 from urchin.daemon.security import AUTHORISED, BATCH_LIMIT, EVENT_LIMIT, SSE_IDLE_S, ASGIApp, Guard
 from urchin.daemon.viewer_routes import viewer_routes
@@ -227,7 +228,7 @@ async def _context(request: Request) -> Response:
     body = await _json_body(request)
     if not isinstance(body, Mapping):
         raise ValidationError("body", "must be a JSON object of search_context parameters")
-    result = await run_in_threadpool(_state(request).memory.context, body)
+    result = await run_in_threadpool(_state(request).memory.context, OPERATIONS["context"].parse(body, "wire"))
     return JSON(result.to_dict())
 
 
@@ -236,7 +237,8 @@ async def _document_search(request: Request) -> Response:
     body = await _json_body(request)
     if not isinstance(body, Mapping):
         raise ValidationError("body", "must be a JSON object of search parameters")
-    return JSON(await run_in_threadpool(_state(request).memory.document_search, body))
+    args = OPERATIONS["document_search"].parse(body, "wire")
+    return JSON(await run_in_threadpool(_state(request).memory.document_search, args))
 
 
 async def _recent(request: Request) -> Response:

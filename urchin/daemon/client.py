@@ -18,6 +18,7 @@ from urllib.parse import quote
 import orjson
 
 from urchin.config import Settings
+from urchin.contract import OPERATIONS
 from urchin.errors import (
     ConfigError,
     DaemonError,
@@ -162,8 +163,8 @@ class RemoteMemory:
 
     def context(self, params: Mapping[str, Any] | None = None, /, **kwargs: Any) -> Any:
         """`search_context` through the daemon, which holds the index connection."""
-        if params is None:  # snake_case keywords (the CLI): the route's parser takes those names too
-            params = {k: v for k, v in kwargs.items() if v is not None}
+        if params is None:  # Memory's snake_case keywords: the route takes the contract's wire names
+            params = OPERATIONS["context"].parse(kwargs, "cli")
 
         def parse(body: Any) -> Any:
             from urchin.index.hybrid import ContextResult

@@ -9,7 +9,7 @@ conversations, `{query, counts, results:[{type, score, data}]}` fused by weighte
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 from urchin.checks import check_bool
@@ -21,7 +21,7 @@ from urchin.index.params import MAX_CONTEXT_LIMIT, ContextParams
 from urchin.index.sparse import term_ids, tokens
 from urchin.search.websearch import parse
 
-__all__ = ["SearchParams", "run_search", "NAMES", "file_type"]
+__all__ = ["SearchParams", "run_search", "NAMES", "DEFAULTS", "file_type"]
 
 NAMES = ("query", "limit", "fullTextWeight", "semanticWeight", "tags", "sourceType", "minScore",
          "includeMemories", "includeConversations", "memoryWeight")
@@ -34,10 +34,12 @@ ContextFn = Callable[[Mapping[str, Any]], Any]
 
 @dataclass(frozen=True, slots=True)
 class SearchParams:
+    """Validated; the contract's `document_search` declares the same names and defaults (tests/test_contract.py)."""
+
     context: ContextParams          # the shared validation: query, limit, weights, tags, minScore
-    source_type: str | None
-    include_memories: bool
-    include_conversations: bool
+    source_type: str | None = None
+    include_memories: bool = False
+    include_conversations: bool = False
 
     @classmethod
     def parse(cls, data: Mapping[str, Any]) -> SearchParams:
@@ -45,20 +47,23 @@ class SearchParams:
             raise QueryError("params", "must be an object")
         unknown = [k for k in data if k not in NAMES]
         if unknown:
-            raise QueryError(str(unknown[0]), f"unknown parameter (known: {', '.join(NAMES)})")
+            raise QueryError(str(unknown[0]), f"unknown parameter (allowed: {', '.join(NAMES)})")
         source_type = data.get("sourceType")
         if source_type is not None:
             try:
                 source_type = check_label(source_type, "sourceType")
             except ValidationError as exc:
                 raise QueryError("sourceType", f"{exc.rule}: an event kind, or file, markdown or code") from None
-        memories, conversations = data.get("includeMemories", False), data.get("includeConversations", False)
-        memories = check_bool(memories, "includeMemories")
-        conversations = check_bool(conversations, "includeConversations")
+        memories = check_bool(data.get("includeMemories", DEFAULTS["include_memories"]), "includeMemories")
+        conversations = check_bool(data.get("includeConversations", DEFAULTS["include_conversations"]),
+                                   "includeConversations")
         shared = {k: data[k] for k in ("query", "limit", "fullTextWeight", "semanticWeight", "tags", "minScore",
                                        "memoryWeight") if data.get(k) is not None}
         return cls(ContextParams.parse(shared), source_type or None,
                    memories, conversations)
+
+
+DEFAULTS: dict[str, Any] = {f.name: f.default for f in fields(SearchParams) if f.name != "context"}
 
 
 def file_type(path: str | None) -> str:

@@ -1,46 +1,46 @@
 """`search_context` parameters: one parser shared by the CLI, the MCP tool and `POST /context`.
 
 `ContextParams.parse(mapping)` accepts the camelCase wire names (and snake_case) and raises a
-`QueryError` naming the field and the rule (`searches[2].type: must be lex, vec or hyde`).
+`QueryError` naming the field and the rule (`searches[2].type: must be lex, vec or hyde`). The contract's
+`context` operation declares the same parameters for the front ends' schemas and flags.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass, field, fields
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from urchin.checks import check_bool, check_number
+from urchin.checks import camel, check_bool, check_number
 from urchin.errors import QueryError, ValidationError
 from urchin.event import MAX_HOURS, check_name, clean_text, format_timestamp, parse_timestamp
 
-__all__ = ["ContextParams", "SubQuery", "STRATEGIES", "SEARCH_TYPES", "MAX_SEARCHES", "MAX_CONTEXT_LIMIT"]
+__all__ = ["ContextParams", "SubQuery", "STRATEGIES", "SEARCH_TYPES", "MAX_SEARCHES", "MAX_CONTEXT_LIMIT", "BOUNDS",
+           "DEFAULTS", "WIRE_NAMES"]
 
+# The contract (urchin/contract/ops.py) declares these parameters with the same defaults and bounds for
+# the front ends' schemas and flags; tests/test_contract.py keeps the two equal.
 STRATEGIES = ("hybrid", "keyword", "semantic")
 SEARCH_TYPES = ("lex", "vec", "hyde")
+MODES = ("indexed", "live")
 MAX_SEARCHES = 8
 MAX_CONTEXT_LIMIT = 100
 MAX_QUERY_CHARS = 4000
 HYDE_WORDS = (30, 80)   # a hyde sub-query is a hypothetical answer passage, not a keyword list
 MAX_TOKEN_BUDGET = 1_000_000
 MAX_WEIGHT = 1000.0   # fusion weights: finite, and their sums stay finite
-
-# wire name -> attribute; snake_case spellings are accepted too
-_NAMES = {
-    "query": "query", "strategy": "strategy", "searches": "searches",
-    "fullTextWeight": "full_text_weight", "semanticWeight": "semantic_weight", "k": "k",
-    "sources": "sources", "sourceIds": "source_ids", "kinds": "kinds", "workspace": "workspace",
-    "session": "session", "tags": "tags", "since": "since", "until": "until", "hours": "hours",
-    "includeMemories": "include_memories", "includeConversations": "include_conversations",
-    "memoryWeight": "memory_weight", "minScore": "min_score", "limit": "limit",
-    "tokenBudget": "token_budget", "explain": "explain",
-    "perFileCap": "per_file_cap", "mode": "mode", "liveByteBudget": "live_byte_budget",
-    "devices": "devices", "accounts": "accounts",
-}
-MODES = ("indexed", "live")
+MAX_K = 1000
 DEFAULT_LIVE_BYTE_BUDGET = 8 * 1024 * 1024
 MAX_LIVE_BYTE_BUDGET = 1024 * 1024 * 1024
+
+# (minimum, maximum) of each number, by attribute; hours' minimum is exclusive
+BOUNDS: dict[str, tuple[float, float]] = {
+    "full_text_weight": (0, MAX_WEIGHT), "semantic_weight": (0, MAX_WEIGHT), "memory_weight": (0, MAX_WEIGHT),
+    "k": (1, MAX_K), "hours": (0, MAX_HOURS), "min_score": (0, 1), "limit": (1, MAX_CONTEXT_LIMIT),
+    "token_budget": (1, MAX_TOKEN_BUDGET), "per_file_cap": (1, MAX_CONTEXT_LIMIT),
+    "live_byte_budget": (0, MAX_LIVE_BYTE_BUDGET),
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,9 +89,9 @@ class ContextParams:
             raise QueryError("params", "must be an object")
         values: dict[str, Any] = {}
         for key, value in data.items():
-            attr = _NAMES.get(key) or (key if key in _NAMES.values() else None)
+            attr = WIRE_NAMES.get(key) or (key if key in WIRE_NAMES.values() else None)
             if attr is None:
-                raise QueryError(str(key), f"unknown parameter (known: {', '.join(_NAMES)})")
+                raise QueryError(str(key), f"unknown parameter (allowed: {', '.join(WIRE_NAMES)})")
             if value is not None:
                 values[attr] = value
         return cls.build(now=now, **values)
@@ -100,28 +100,35 @@ class ContextParams:
     def build(cls, *, now: datetime | None = None, **v: Any) -> ContextParams:
         """Validate keyword arguments (snake_case); `None` means the default."""
         v = {key: value for key, value in v.items() if value is not None}
+        d = DEFAULTS
+
+        def number(attr: str) -> float:
+            return _number(v.get(attr, d[attr]), camel(attr), minimum=BOUNDS[attr][0], maximum=BOUNDS[attr][1])
+
+        def whole(attr: str) -> int:
+            low, high = BOUNDS[attr]
+            return _whole(v.get(attr, d[attr]), camel(attr), int(low), int(high))
+
         query = _text(v.get("query"), "query")
-        strategy = _choice(v.get("strategy", "hybrid"), "strategy", STRATEGIES)
+        strategy = _choice(v.get("strategy", d["strategy"]), "strategy", STRATEGIES)
         since = _time(v.get("since"), "since")
         until = _time(v.get("until"), "until")
         hours = v.get("hours")
         if hours is not None:
-            hours = _number(hours, "hours", minimum=0, maximum=MAX_HOURS, exclusive=True)
+            hours = _number(hours, "hours", minimum=BOUNDS["hours"][0], maximum=BOUNDS["hours"][1], exclusive=True)
             if since is not None:
                 raise QueryError("hours", "cannot be combined with since (give one window)")
             since = (now or datetime.now(UTC)) - timedelta(hours=hours)
         if since is not None and until is not None and until <= since:
             raise QueryError("until", "must be later than since")
-        include_memories = _bool(v.get("include_memories", True), "includeMemories")
-        include_conversations = _bool(v.get("include_conversations", True), "includeConversations")
+        include_memories = _bool(v.get("include_memories", d["include_memories"]), "includeMemories")
+        include_conversations = _bool(v.get("include_conversations", d["include_conversations"]),
+                                      "includeConversations")
         if not include_memories and not include_conversations:
             raise QueryError("includeConversations", "includeMemories and includeConversations cannot both be false")
         params = cls(
             query=query, strategy=strategy, searches=_searches(v.get("searches")),
-            full_text_weight=_number(v.get("full_text_weight", 1.0), "fullTextWeight", minimum=0,
-                                     maximum=MAX_WEIGHT),
-            semantic_weight=_number(v.get("semantic_weight", 1.0), "semanticWeight", minimum=0, maximum=MAX_WEIGHT),
-            k=_whole(v.get("k", 60), "k", 1, 1000),
+            full_text_weight=number("full_text_weight"), semantic_weight=number("semantic_weight"), k=whole("k"),
             sources=_labels(v.get("sources"), "sources") + _labels(v.get("source_ids"), "sourceIds"),
             kinds=_labels(v.get("kinds"), "kinds"),
             workspace=_optional_text(v.get("workspace"), "workspace"),
@@ -129,16 +136,12 @@ class ContextParams:
             tags=_labels(v.get("tags"), "tags"),
             since=since, until=until,
             include_memories=include_memories, include_conversations=include_conversations,
-            memory_weight=_number(v.get("memory_weight", 1.0), "memoryWeight", minimum=0, maximum=MAX_WEIGHT),
-            min_score=_number(v.get("min_score", 0.0), "minScore", minimum=0, maximum=1),
-            limit=_whole(v.get("limit", 10), "limit", 1, MAX_CONTEXT_LIMIT),
-            token_budget=(None if v.get("token_budget") is None
-                          else _whole(v["token_budget"], "tokenBudget", 1, MAX_TOKEN_BUDGET)),
-            explain=_bool(v.get("explain", False), "explain"),
-            per_file_cap=_whole(v.get("per_file_cap", 3), "perFileCap", 1, MAX_CONTEXT_LIMIT),
-            mode=_choice(v.get("mode", "indexed"), "mode", MODES),
-            live_byte_budget=_whole(v.get("live_byte_budget", DEFAULT_LIVE_BYTE_BUDGET), "liveByteBudget", 0,
-                                    MAX_LIVE_BYTE_BUDGET),
+            memory_weight=number("memory_weight"), min_score=number("min_score"), limit=whole("limit"),
+            token_budget=None if v.get("token_budget") is None else whole("token_budget"),
+            explain=_bool(v.get("explain", d["explain"]), "explain"),
+            per_file_cap=whole("per_file_cap"),
+            mode=_choice(v.get("mode", d["mode"]), "mode", MODES),
+            live_byte_budget=whole("live_byte_budget"),
             hours=hours,
             devices=_names(v.get("devices"), "devices"),
             accounts=_names(v.get("accounts"), "accounts"),
@@ -170,6 +173,13 @@ class ContextParams:
         if not self.include_conversations:
             out["includeConversations"] = False
         return out
+
+
+# Each attribute's default (`None`: not given), and wire name -> attribute (snake_case is accepted too);
+# `sourceIds` adds to `sources`.
+DEFAULTS: dict[str, Any] = {f.name: None if f.default is MISSING else f.default
+                            for f in fields(ContextParams)} | {"source_ids": None}
+WIRE_NAMES: dict[str, str] = {camel(attr): attr for attr in DEFAULTS}
 
 
 def _iso(moment: datetime | None) -> str | None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from urchin.contract import OPERATIONS, input_schema
+from urchin.contract import OPERATIONS, describe, input_schema
 
 __all__ = ["TOOL_DOCS", "TOOL_OPS", "INPUT_SCHEMAS", "OUTPUT_SCHEMAS", "SERVER_INSTRUCTIONS", "EVENT_SCHEMA",
            "INGEST_DEFAULTS"]
@@ -28,6 +28,7 @@ TOOL_OPS: dict[str, str] = {
     "urchin_ephemeral": "ephemeral", "urchin_status": "status",
     "get_file": "get_file", "get_workspace_overview": "overview", "list_memories": "memories",
     "get_memory": "get_memory", "query_source": "query_source", "fetch_source_document": "fetch_document",
+    "search_context": "context", "search": "document_search",
 }
 
 
@@ -183,8 +184,7 @@ def _defaults_sentence(schema: dict[str, Any]) -> str:
     parts = []
     for name, prop in schema.get("properties", {}).items():
         if "default" in prop and not isinstance(prop["default"], bool):
-            shown = f'"{prop["default"]}"' if isinstance(prop["default"], str) else f'{prop["default"]:g}'
-            parts.append(f"{name} {shown}")
+            parts.append(f"{name} {describe(prop['default'])}")
     return f" Defaults: {', '.join(parts)}." if parts else ""
 
 

@@ -114,8 +114,6 @@ _RUNNERS: dict[str, Callable[[Any, dict[str, Any]], Reply]] = {
     **context_tool.RUNNERS,
     **search_tool.RUNNERS,
 }
-INPUT_SCHEMAS.update(context_tool.INPUT)
-INPUT_SCHEMAS.update(search_tool.INPUT)
 for _module in (workspace_tools, context_tool, search_tool):
     OUTPUT_SCHEMAS.update(_module.OUTPUT)
     TOOL_DOCS.update(_module.DOCS)
