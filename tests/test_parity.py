@@ -121,6 +121,19 @@ CASES = [
          cli_error="--k: must be from 1 to 1000, got 0"),
     Case("forget-preview", ["forget", "--query", "pytest"], ("POST", "/forget", {"query": "pytest"}),
          ("urchin_forget", {"query": "pytest"})),
+    Case("context", ["context", "postgres parity"], ("POST", "/context", {"query": "postgres parity"}),
+         ("search_context", {"query": "postgres parity"}), same=False, keys=("results", "query")),
+    Case("context-min-score", ["context", "x", "--min-score", "2"], ("POST", "/context", {"query": "x", "minScore": 2}),
+         ("search_context", {"query": "x", "minScore": 2}), error="minScore: must be from 0 to 1, got 2",
+         cli_error="--min-score: must be from 0 to 1, got 2"),
+    Case("find", ["find", "postgres parity"], ("POST", "/documents/search", {"query": "postgres parity"}),
+         ("search", {"query": "postgres parity"})),
+    Case("find-everything", ["find", "postgres", "--memories", "--conversations"],
+         ("POST", "/documents/search", {"query": "postgres", "includeMemories": True, "includeConversations": True}),
+         ("search", {"query": "postgres", "includeMemories": True, "includeConversations": True})),
+    Case("find-limit", ["find", "x", "--limit", "0"], ("POST", "/documents/search", {"query": "x", "limit": 0}),
+         ("search", {"query": "x", "limit": 0}), error="limit: must be from 1 to 100, got 0",
+         cli_error="--limit: must be from 1 to 100, got 0"),
 ]
 
 
@@ -135,6 +148,15 @@ TEXTS: dict[str, tuple[list[str], str, dict[str, Any]]] = {
     "get-file": (["get-file", "docs/a.md", "--max-lines", "2"], "get_file", {"path": "docs/a.md", "maxLines": 2}),
 }
 RENDERS: dict[str, tuple[str, str]] = {}
+# An ingest batch: a new event, a duplicate and a blank one, through HTTP /ingest/batch, `urchin import
+# --json` and MCP (which writes one event per call: the same three, one at a time).
+BATCH: dict[str, Any] = {}
+
+
+def _batch(new_id: str) -> list[dict[str, Any]]:
+    return [{"id": new_id, "source": "claude", "content": "batch parity"},
+            {"id": "p-1", "source": "claude", "content": "We chose Postgres for the parity index"},
+            {"id": new_id + "-blank", "source": "claude", "content": "  "}]
 ROUTES: dict[str, tuple[int, str | None, Any]] = {}
 
 
@@ -153,9 +175,20 @@ def _cli(home: Path, args: list[str]) -> tuple[int, Any, str]:
     json_flag = [] if "--json" in args else ["--json"]
     done = subprocess.run([sys.executable, "-m", "urchin", *args, *json_flag], env=env, capture_output=True,
                           text=True, timeout=120)
-    if done.returncode != 0:
-        return done.returncode, None, done.stderr.strip().removeprefix("error: ")
+    if done.returncode != 0:   # `import --json` reports rejected lines on stdout and exits 1
+        return (done.returncode, orjson.loads(done.stdout) if done.stdout.strip() else None,
+                done.stderr.strip().removeprefix("error: "))
     return 0, orjson.loads(done.stdout), ""
+
+
+async def _mcp_batch(home: Path) -> list[tuple[bool, Any]]:
+    out: list[tuple[bool, Any]] = []
+    async with stdio_session({"URCHIN_HOME": str(home)}) as session:
+        for event in _batch("b-mcp"):
+            result = await session.call_tool("urchin_ingest", event)
+            text = result.content[0].text if result.content else ""  # type: ignore[union-attr]
+            out.append((result.is_error, text if result.is_error else result.structured_content))
+    return out
 
 
 async def _mcp_all(home: Path) -> dict[str, tuple[bool, Any]]:
@@ -199,6 +232,13 @@ def answers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Case
                 ROUTES[f"{method} {path}"] = (reply.status_code, reply.headers.get("content-type"), reply.json())
         for name, (args, _, _) in TEXTS.items():
             RENDERS[name] = (_cli_text(home, args), mcp["text:" + name][1])
+        # last: the writes change what the reads above would answer
+        BATCH["mcp"] = anyio.run(_mcp_batch, home)
+        with daemon.client() as http:
+            BATCH["http"] = http.post("/ingest/batch", json={"events": _batch("b-http")}).json()
+        batch_file = home.parent / "batch.jsonl"
+        batch_file.write_bytes(b"".join(orjson.dumps(e) + b"\n" for e in _batch("b-cli")))
+        BATCH["cli"] = _cli(home, ["import", str(batch_file), "--json"])
         yield {case.name: case for case in CASES}
     finally:
         patch.undo()
@@ -254,3 +294,20 @@ def test_unknown_routes_and_methods_answer_the_json_error_shape(answers: dict[st
     assert (status, kind, body["field"]) == (405, "application/json", "method")
     assert body["error"].startswith("method: not allowed: DELETE /search (allowed: GET")
     assert ROUTES["GET /search/"][0] == 404
+
+
+def test_an_ingest_batch_answers_the_same_through_every_front_end(answers: dict[str, Case]) -> None:
+    """HTTP /ingest/batch, `urchin import --json` and MCP (one urchin_ingest per event): the same
+    statuses, counts and rejection reason for the same three writes."""
+    http = BATCH["http"]
+    reason = "content: must not be blank"
+    assert [r["status"] for r in http["results"]] == ["appended", "duplicate", "rejected: " + reason]
+    assert http["results"][2]["reason"] == reason
+    code, cli, _ = BATCH["cli"]
+    assert code == 1   # a rejected line: the exit code says so, and the report still prints
+    assert {k: http[k] for k in ("appended", "duplicate", "suppressed")} == \
+        {k: cli[k] for k in ("appended", "duplicate", "suppressed")}
+    assert cli["rejected"] == [{"line": 3, "reason": reason}] and http["rejected"] == 1
+    (ok1, first), (ok2, second), (failed, third) = BATCH["mcp"]
+    assert not ok1 and not ok2 and failed
+    assert (first["status"], second["status"], third) == ("appended", "duplicate", reason)

@@ -34,10 +34,12 @@ def ingest(app: AppContext, as_json: bool, **params: Any) -> None:
 
 @main.command("import")
 @click.argument("file", type=click.File("rb"))
+@json_option
 @click.pass_obj
-def import_(app: AppContext, file: Any) -> None:
+def import_(app: AppContext, file: Any, as_json: bool) -> None:
     """Import events from a JSONL FILE (or - for stdin). Bad lines are reported by number and skipped;
-    every good line is imported, and the exit code is 1 if any line was bad."""
+    every good line is imported, and the exit code is 1 if any line was bad. --json prints the report
+    (counts, and each rejected line's number and reason: the reasons HTTP /ingest/batch gives)."""
     memory = app.memory()
     started = time.perf_counter()
     total = _size(file)
@@ -47,6 +49,11 @@ def import_(app: AppContext, file: Any) -> None:
     else:
         report = memory.import_lines(file)
     elapsed = time.perf_counter() - started
+    if as_json:
+        print_json(report.to_dict())
+        if report.rejected:
+            raise click.exceptions.Exit(1)
+        return
     for number, reason in report.rejected:
         click.echo(f"line {number}: rejected: {reason}", err=True)
     click.echo(f"appended {report.appended}, duplicate {report.duplicate}, suppressed {report.suppressed}, "
