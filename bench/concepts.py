@@ -1,10 +1,12 @@
 """Concept queries: success@10 when the answer shares no word with the question (bench/concepts/).
 
-    python bench/concepts.py [--embedder-url URL] [--embedder-model all-MiniLM-L6-v2]
+    python bench/concepts.py [--embedder-url URL] [--embedder-model all-MiniLM-L6-v2] [--hybrid]
 
 The journal (`bench/concepts/events.jsonl`, built by `make.py`) holds five projects' sessions; each
 question has one answer event. Every method searches the whole journal (no workspace filter).
 Reported per split: "dev" (developed on) and "test" (held out: not looked at while tuning).
+`--hybrid` adds the product path: the events fed into a fresh embedded PostgreSQL and ranked by
+`run_context` (strategy hybrid, limit 10), without a model and, given `--embedder-url`, with it.
 """
 
 from __future__ import annotations
@@ -12,9 +14,11 @@ from __future__ import annotations
 import argparse
 import math
 import sys
+import tempfile
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -76,6 +80,21 @@ def embedder_ranker(events: list[Event], url: str, model: str) -> Ranker:
     return rank
 
 
+def hybrid_ranker(backend: Any, embedder: Any, dense_share: float | None = None) -> Ranker:
+    import urchin.index.hybrid as hybrid
+    from urchin.index.params import ContextParams
+
+    def rank(question: str) -> list[str]:
+        shipped = hybrid.DENSE_SHARE
+        hybrid.DENSE_SHARE = shipped if dense_share is None else dense_share
+        try:
+            params = ContextParams.build(query=question, strategy="hybrid", limit=10)
+            return [r["id"] for r in hybrid.run_context(backend, params, embedder).results]
+        finally:
+            hybrid.DENSE_SHARE = shipped
+    return rank
+
+
 def success(rank: Ranker, answers: dict[str, str], split: str) -> tuple[float, int]:
     picked = [(key, q) for key, q, s in QUESTIONS if s == split or split == "all"]
     hits = sum(answers[key] in rank(q) for key, q in picked)
@@ -86,6 +105,12 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--embedder-url", default=None)
     parser.add_argument("--embedder-model", default="all-MiniLM-L6-v2")
+    parser.add_argument("--hybrid", action="store_true",
+                        help="also rank through run_context over a fresh embedded PostgreSQL (with and without the "
+                             "embedder)")
+    parser.add_argument("--dense-share", type=float, action="append", default=[],
+                        help="with --hybrid and an embedder: also rank with urchin.index.hybrid.DENSE_SHARE set to "
+                             "this (repeatable; a bench knob)")
     args = parser.parse_args(argv)
     events, answers = build()
     print(f"{len(events)} events, {len(QUESTIONS)} questions; success@10 (share of questions whose answer "
@@ -98,10 +123,28 @@ def main(argv: list[str] | None = None) -> None:
     }
     if args.embedder_url:
         methods[f"embedder {args.embedder_model}"] = embedder_ranker(events, args.embedder_url, args.embedder_model)
-    print(f"{'method':<34} {'dev':>6} {'test':>6} {'all':>6}")
-    for name, rank in methods.items():
-        cells = [success(rank, answers, split)[0] for split in ("dev", "test", "all")]
-        print(f"{name:<34} " + " ".join(f"{c:6.3f}" for c in cells))
+    with tempfile.TemporaryDirectory(prefix="urchin-concepts-") as tmp:
+        backend = None
+        if args.hybrid:
+            from locomo_hybrid import open_backend
+
+            embedder = None
+            if args.embedder_url:
+                from urchin.search.embedder import Embedder
+
+                embedder = Embedder(args.embedder_url, args.embedder_model, "openai", timeout=60)
+            backend = open_backend(events, Path(tmp), None, embedder)
+            methods["hybrid (Postgres, no model)"] = hybrid_ranker(backend, None)
+            if embedder is not None:
+                methods[f"hybrid (Postgres, + {args.embedder_model})"] = hybrid_ranker(backend, embedder)
+                for share in args.dense_share:
+                    methods[f"  same, dense share {share}"] = hybrid_ranker(backend, embedder, share)
+        print(f"{'method':<40} {'dev':>6} {'test':>6} {'all':>6}")
+        for name, rank in methods.items():
+            cells = [success(rank, answers, split)[0] for split in ("dev", "test", "all")]
+            print(f"{name:<40} " + " ".join(f"{c:6.3f}" for c in cells))
+        if backend is not None:
+            backend.close()
 
 
 if __name__ == "__main__":

@@ -4,7 +4,9 @@
                                   [--tune conv-26,conv-30] [--cv]
 
 `--cv`: leave-one-conversation-out cross-validation of the fusion constants in CV_GRID (k, the two
-weights): tuned on four conversations, scored on the fifth, rotated; printed beside the in-sample best.
+weights, and with an embedder `DENSE_SHARE`, the weight of its lists): tuned on four conversations,
+scored on the fifth, rotated; printed beside the in-sample best. `--dense-share` overrides
+`urchin.index.hybrid.DENSE_SHARE` for the whole run (a bench knob, not a product setting).
 
 Events are built exactly as shared/data/locomo/README.md says, written to a journal, fed by the real
 feeder into a fresh database (embedded PostgreSQL in a temp folder, or $URCHIN_BENCH_DATABASE_URL),
@@ -29,6 +31,7 @@ import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+import urchin.index.hybrid as hybrid_module  # noqa: E402
 from urchin.event import Event, format_timestamp  # noqa: E402
 from urchin.index.feeder import Feeder  # noqa: E402
 from urchin.index.hybrid import run_context  # noqa: E402
@@ -123,18 +126,48 @@ def ranker(backend: Any, events: list[Event], strategy: str, embedder: Any = Non
 
 
 CV_GRID = {"k": (20, 60), "full_text_weight": (0.5, 1.0, 1.5), "semantic_weight": (1.0,)}
+DENSE_GRID = (0.0, 0.25, 0.5, 1.0)     # DENSE_SHARE, searched only with an embedder
+
+
+class CachedEmbedder:
+    """The query side of an embedder, memoised: the CV asks the same questions once per grid point."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.cache: dict[str, Any] = {}
+
+    @property
+    def fingerprint(self) -> str:
+        return str(self.inner.fingerprint)
+
+    @property
+    def dim(self) -> int:
+        return int(self.inner.dim)
+
+    def embed(self, texts: list[str]) -> Any:
+        missing = [t for t in dict.fromkeys(texts) if t not in self.cache]
+        if missing:
+            self.cache.update(zip(missing, self.inner.embed(missing), strict=True))
+        return np.array([self.cache[t] for t in texts])
 
 
 def cross_validate(backend: Any, events: list[Event], questions: list[tuple[str, str, list[str]]],
                    embedder: Any = None) -> None:
     """Hybrid R@10, leave one conversation out over CV_GRID; per question, then chosen per fold."""
     configs: list[dict[str, Any]] = [{}]
-    for name, values in CV_GRID.items():
+    shares = tuple(sorted({*DENSE_GRID, hybrid_module.DENSE_SHARE})) if embedder is not None else ()
+    grid = {**CV_GRID, "dense_share": shares or (hybrid_module.DENSE_SHARE,)}
+    for name, values in grid.items():
         configs = [{**c, name: v} for c in configs for v in values]
+    cached = CachedEmbedder(embedder) if embedder is not None else None
     table = []
+    shipped = hybrid_module.DENSE_SHARE
     for config in configs:
-        rank = ranker(backend, events, "hybrid", embedder, **config)
+        hybrid_module.DENSE_SHARE = config["dense_share"]
+        weights = {k: v for k, v in config.items() if k != "dense_share"}
+        rank = ranker(backend, events, "hybrid", cached, **weights)
         table.append([len(set(ev) & set(rank(text, ws)[:10])) / len(set(ev)) for text, ws, ev in questions])
+    hybrid_module.DENSE_SHARE = shipped
     scores = np.array(table)
     convs = np.array([q[1] for q in questions])
     held = np.zeros(len(questions))
@@ -144,9 +177,23 @@ def cross_validate(backend: Any, events: list[Event], questions: list[tuple[str,
         held[out] = scores[best, out]
         print(f"  held out {conv}: tuned on the other four -> {configs[best]}  R@10 {held[out].mean():.3f}")
     best = int(np.argmax(scores.mean(axis=1)))
-    default = next(i for i, c in enumerate(configs) if c == {"k": 60, "full_text_weight": 1.0, "semantic_weight": 1.0})
+    default = next(i for i, c in enumerate(configs) if c == {"k": 60, "full_text_weight": 1.0, "semantic_weight": 1.0,
+                                                              "dense_share": shipped})
     print(f"hybrid R@10: CV {held.mean():.3f}   in-sample best {scores[best].mean():.3f} {configs[best]}   "
           f"defaults {scores[default].mean():.3f}")
+    if embedder is not None:     # the dense share alone, the other constants at their defaults
+        for share in shares:
+            rows = [i for i, c in enumerate(configs) if c == {"k": 60, "full_text_weight": 1.0,
+                                                                "semantic_weight": 1.0, "dense_share": share}]
+            print(f"  defaults with dense_share {share}: R@10 {scores[rows[0]].mean():.3f}")
+        for share in shares:   # CV over k and the weights with the dense share held fixed
+            ids = [i for i, c in enumerate(configs) if c["dense_share"] == share]
+            fixed = np.zeros(len(questions))
+            for conv in sorted(set(convs)):
+                out = convs == conv
+                pick = ids[int(np.argmax(scores[ids][:, ~out].mean(axis=1)))]
+                fixed[out] = scores[pick, out]
+            print(f"  dense_share {share} fixed, k and weights chosen per fold: CV R@10 {fixed.mean():.3f}")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -162,9 +209,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--semantic-weight", type=float, default=1.0)
     parser.add_argument("--method", action="append", choices=METHODS)
     parser.add_argument("--cv", action="store_true", help="leave-one-conversation-out CV of the fusion constants")
+    parser.add_argument("--dense-share", type=float, default=None,
+                        help="override urchin.index.hybrid.DENSE_SHARE (the embedder lists' weight) for this run")
     parser.add_argument("--split", default="conv-26,conv-30",
                         help="conversations reported apart from the rest (the rest are the check)")
     args = parser.parse_args(argv)
+    if args.dense_share is not None:
+        hybrid_module.DENSE_SHARE = args.dense_share
+        print(f"DENSE_SHARE {args.dense_share} (shipped: see urchin/index/hybrid.py)")
     events, questions = load(args.data or _default_data())
     print(f"{len(events)} events, {len(questions)} questions")
     with tempfile.TemporaryDirectory(prefix="urchin-locomo-") as tmp:
