@@ -4,13 +4,21 @@ Starts a real daemon (`python -m urchin serve --port 0`) on a fresh home, then r
 threads from this process. Every counted event got HTTP 200, i.e. it was fsync'd. Peers measured
 in the same run: one in-process writer doing an fsync per event, and the raw fsync latency.
 
-    python bench/bench_http_ingest.py [--writers 8] [--seconds 5] [--batch 1 --batch 10]
+    python bench/bench_http_ingest.py [--writers 8] [--seconds 5] [--batch 1 --batch 10] [--no-index]
+
+The writers are Python threads with httpx, so the client's own CPU shares the 2 cores with the
+daemon. When `wrk` (Debian's package) is on PATH, the one-event-per-request load is also sent by
+wrk (C, 2 threads, the same number of connections, every event unique) to show what the daemon
+itself sustains. `--no-index`: the daemon runs without its background PostgreSQL feed
+(`serve --no-index`), to show that feed's share of the cost.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import re
+import shutil
 import signal
 import statistics
 import subprocess
@@ -26,11 +34,11 @@ import orjson
 REPO = Path(__file__).resolve().parent.parent
 
 
-def start_daemon(home: Path) -> tuple[subprocess.Popen[bytes], str, str]:
+def start_daemon(home: Path, no_index: bool = False) -> tuple[subprocess.Popen[bytes], str, str]:
     env = {**os.environ, "PYTHONPATH": str(REPO), "URCHIN_HOME": str(home)}
     env.pop("URCHIN_NO_DAEMON", None)
-    proc = subprocess.Popen([sys.executable, "-m", "urchin", "serve", "--port", "0", "--log-level", "warning"],
-                            env=env)
+    proc = subprocess.Popen([sys.executable, "-m", "urchin", "serve", "--port", "0", "--log-level", "warning",
+                             *(["--no-index"] if no_index else [])], env=env)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         try:
@@ -80,6 +88,44 @@ def run_writers(url: str, token: str, writers: int, seconds: float, batch: int) 
     return sum(counts), [x for per in latencies for x in per]
 
 
+_WRK_SCRIPT = """
+local counter = 0
+local next_id = 0
+function setup(thread) thread:set("tid", next_id); next_id = next_id + 1 end
+function init(args) token = os.getenv("URCHIN_TOKEN") end
+request = function()
+  counter = counter + 1
+  local body = string.format('{"content":"bench event: a tool ran and printed a modest amount of output %d-%d",'
+    .. '"source":"bench"}', tid, counter)
+  local headers = {["Content-Type"]="application/json", ["Authorization"]="Bearer " .. token}
+  return wrk.format("POST", "/ingest", headers, body)
+end
+done = function(summary, latency, requests)
+  local e = summary.errors
+  io.write(string.format("URCHIN requests=%d errors=%d p50=%.3f p99=%.3f\\n", summary.requests,
+    e.status + e.connect + e.read + e.write + e.timeout, latency:percentile(50) / 1000, latency:percentile(99) / 1000))
+end
+"""
+
+
+def run_wrk(url: str, token: str, connections: int, seconds: float) -> tuple[float, float, float]:
+    """(acknowledged events/s, p50 ms, p99 ms) of one event per request sent by wrk; every request must get 200."""
+    with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as script:
+        script.write(_WRK_SCRIPT)
+    try:
+        done = subprocess.run(["wrk", "-t2", f"-c{connections}", f"-d{seconds:g}s", "-s", script.name, url],
+                              env={**os.environ, "URCHIN_TOKEN": token}, capture_output=True, text=True, timeout=600)
+    finally:
+        os.unlink(script.name)
+    found = re.search(r"URCHIN requests=(\d+) errors=(\d+) p50=([\d.]+) p99=([\d.]+)", done.stdout)
+    if not found:
+        raise SystemExit(f"wrk: {done.stdout}{done.stderr}")
+    requests, errors = int(found.group(1)), int(found.group(2))
+    if errors:
+        raise SystemExit(f"wrk: {errors} of {requests} requests failed")
+    return requests / seconds, float(found.group(3)), float(found.group(4))
+
+
 def in_process_peer(seconds: float) -> float:
     """One in-process writer, fsync per event: what a writer gets without group commit."""
     sys.path.insert(0, str(REPO))
@@ -114,6 +160,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--batch", type=int, action="append", help="events per request (repeatable)")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--no-index", action="store_true", help="the daemon without its PostgreSQL feed")
     args = parser.parse_args()
     batches = args.batch or [1, 10]
     fsync_ms = fsync_latency_ms()
@@ -123,7 +170,9 @@ def main() -> None:
     print(f"peer, in-process, fsync per event: {peer:,.0f} events/s")
     with tempfile.TemporaryDirectory() as tmp:
         home = Path(tmp) / "home"
-        proc, url, token = start_daemon(home)
+        proc, url, token = start_daemon(home, args.no_index)
+        print(f"daemon: {'no index feed' if args.no_index else 'with its background PostgreSQL feed'}; "
+              f"load average {os.getloadavg()[0]:.1f}")
         try:
             run_writers(url, token, args.writers, 1.0, 1)  # warm up: connections, id index
             for batch in batches:
@@ -140,6 +189,14 @@ def main() -> None:
                       f"events/s over {args.rounds} x {args.seconds:g}s (runs: {runs}); "
                       f"request p50 {statistics.median(p50s):.1f} ms p99 {statistics.median(p99s):.1f} ms; "
                       f"{rate / peer:.1f}x the in-process peer; target 3,000: {'met' if rate >= 3000 else 'NOT met'}")
+            if shutil.which("wrk") and 1 in batches:
+                runs3 = [run_wrk(url, token, args.writers, args.seconds) for _ in range(args.rounds)]
+                rate = statistics.median(r[0] for r in runs3)
+                print(f"wrk, {args.writers} connections, 1 event/request: median {rate:,.0f} acknowledged events/s "
+                      f"(runs: {', '.join(f'{r[0]:,.0f}' for r in runs3)}); request p50 "
+                      f"{statistics.median(r[1] for r in runs3):.1f} ms "
+                      f"p99 {statistics.median(r[2] for r in runs3):.1f} ms; "
+                      f"target 3,000: {'met' if rate >= 3000 else 'NOT met'}")
             status = httpx.get(url + "/status", headers={"authorization": f"Bearer {token}"}, trust_env=False,
                                timeout=120).json()
             writer = status["daemon"]["writer"]
