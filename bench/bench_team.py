@@ -158,6 +158,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--events", type=int, default=100_000, help="events per device")
     parser.add_argument("--queries", type=int, default=100, help="search_context queries after the feed")
     parser.add_argument("--kill", action="store_true", help="also the run with device 0 killed twice")
+    parser.add_argument("--keep", action="store_true", help="leave the server running (to EXPLAIN its queries)")
     args = parser.parse_args(argv)
     server = TcpPostgres(durable=True).start()
     try:
@@ -174,7 +175,10 @@ def main(argv: list[str] | None = None) -> None:
         if args.kill:
             print("kill:", run(server, homes, args.events, True, args.queries), flush=True)
     finally:
-        server.stop()
+        if args.keep:
+            print(f"kept: {server.url()} (folder {server.folder}; stop: pg_ctl -D {server.data} stop)", flush=True)
+        else:
+            server.stop()
 
 
 if __name__ == "__main__":
