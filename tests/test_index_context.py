@@ -229,3 +229,18 @@ def test_memory_is_a_context_manager_that_releases_the_index(pg_settings: Settin
         backend = memory.index_service.backend
         assert backend._conn is not None
     assert backend._conn is None                     # the connection was closed on exit
+
+
+def test_a_word_in_no_chunk_does_not_leave_the_legs_searching_for_it_alone(pg_settings: Settings) -> None:
+    """Every indexed word of the question is common (in more than MIN_COMMON_DF chunks), one is in no
+    chunk at all: the legs fall back to the rarest indexed word, not to the absent one (which found
+    nothing: 0 keyword candidates for half the team bench's questions at 1M)."""
+    events = [{"id": f"c-{i}", "content": f"deploy the server number {i}", "source": "claude",
+               "timestamp": f"2026-01-01T10:{i:02d}:00Z"} for i in range(30)]
+    with Memory(pg_settings) as memory:
+        memory.ingest(events)
+        memory.index()
+        result = memory.context(query="how do we deploy the server flakyzork", explain=True)
+        legs = {leg["leg"]: leg["candidates"] for leg in result.coverage["legs"] if leg["origin"] == "query"}
+        assert legs["keyword"] > 0 and legs["semantic"] > 0, result.coverage["legs"]
+        assert len(result.results) == 10

@@ -179,6 +179,9 @@ def _distinctive(backend: IndexBackend, words: list[str]) -> list[str]:
     words = [w for w in words if ids[w]] or words          # stop words carry no information
     df, n_docs = backend.term_stats([t for ts in ids.values() for t in ts])
     freq = {w: max((df.get(t, 0) for t in ts), default=0) for w, ts in ids.items()}
+    # a word in no chunk matches nothing: it is not "the rarer word that remains" (it would leave the
+    # leg searching for it alone, and finding nothing, while the question's other words are indexed)
+    words = [w for w in words if freq[w] > 0] or words
     ranked = sorted(words, key=lambda w: freq[w])
     common = max(min(COMMON_SHARE * n_docs, MAX_COMMON_DF), MIN_COMMON_DF)
     kept = [w for w in ranked if freq[w] <= common] or ranked[:1]
@@ -203,10 +206,12 @@ def _semantic_runs(backend: IndexBackend, p: ContextParams, flt: Filter, depth: 
         weights, df, n_docs = _query_weights(backend, sub.positive)
         rows = []
         if weights:
-            by_df = sorted(weights, key=lambda t: (df.get(t, 0), t))
+            # terms in no chunk pick no candidates (see _distinctive): the rarest indexed ones do
+            by_df = sorted((t for t in weights if df.get(t, 0) > 0), key=lambda t: (df[t], t))
             cap = max(min(COMMON_SHARE * n_docs, MAX_COMMON_DF), MIN_COMMON_DF)
-            rare = ([t for t in by_df if df.get(t, 0) <= cap] or by_df[:1])[:MAX_CANDIDATE_TERMS]
-            rows = backend.sparse(to_sparsevec(weights), rare, _with_own(flt, sub), depth, _turns("semantic"))
+            rare = ([t for t in by_df if df[t] <= cap] or by_df[:1])[:MAX_CANDIDATE_TERMS]
+            if rare:
+                rows = backend.sparse(to_sparsevec(weights), rare, _with_own(flt, sub), depth, _turns("semantic"))
         run.hits = with_context(rows, CONTEXT["semantic"], depth)
     if embedder is None:
         return runs
