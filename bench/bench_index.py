@@ -68,10 +68,10 @@ def generate(path: Path, n: int, seed: int = 7) -> list[str]:
     return vocab
 
 
-def feed(backend: Any, journal: Journal) -> float:
+def feed(backend: Any, journal: Journal, bulk: bool = True) -> float:
     backend.rebuild()
     started = time.perf_counter()
-    report = Feeder(backend, journal, "bench").run_once()
+    report = Feeder(backend, journal, "bench", **({} if bulk else {"bulk_bytes": None})).run_once()
     elapsed = time.perf_counter() - started
     return report.events / elapsed
 
@@ -104,6 +104,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--events", type=int, default=1_000_000)
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--database-url", default=None)
+    parser.add_argument("--no-bulk", action="store_true", help="feed row by row into the indexes (no backfill path)")
     args = parser.parse_args(argv)
     from urchin.index.postgres import PostgresIndex
 
@@ -123,7 +124,7 @@ def main(argv: list[str] | None = None) -> None:
 
             server = EmbeddedPostgres(folder / "pg", relocate_as_root=False)
             backend = PostgresIndex(server.url)
-        rate = feed(backend, journal)
+        rate = feed(backend, journal, bulk=not args.no_bulk)
         peer = copy_peer(backend, journal, min(args.events, 100_000))
         print(f"feed: {rate:,.0f} events/s (target >= 10,000); raw COPY peer {peer:,.0f} rows/s "
               f"(feed / peer = {rate / peer:.2f})")

@@ -13,7 +13,8 @@ from urchin.config import Settings
 from urchin.errors import DatabaseError
 from urchin.index.feeder import Feeder
 from urchin.index.postgres import PostgresIndex
-from urchin.index.schema import MIGRATIONS
+from urchin.index.schema import GIN_INDEXES, MIGRATIONS
+from urchin.index.sparse import doc_columns, doc_vector, int_array, to_sparsevec
 from urchin.memory import Memory
 
 
@@ -180,3 +181,83 @@ def test_queries_beside_a_following_feeder_use_their_own_connection(pg_settings:
         thread.join(20)
     assert not thread.is_alive()
     memory.close()
+
+
+# ---- backfills: GIN indexes dropped, built once at the end (issue 16) -----------------------------
+def _gin_defs(url: str) -> list[tuple[Any, ...]]:
+    return _sql(url, "SELECT c.relname, pg_get_indexdef(c.oid) FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
+                     "JOIN pg_class t ON t.oid = i.indrelid JOIN pg_am a ON a.oid = c.relam "
+                     "WHERE a.amname = 'gin' AND t.relname LIKE 'urchin\\_chunks%%' ORDER BY 2")
+
+
+def test_the_backfill_knows_every_gin_index_the_migrations_make(pg_url: str) -> None:
+    PostgresIndex(pg_url).status()
+    parent = [(name, d) for name, d in _gin_defs(pg_url) if " ON ONLY public.urchin_chunks " in d]
+    assert {name: d.split(" ON ONLY public.urchin_chunks ")[1] for name, d in parent} == GIN_INDEXES
+
+
+def test_a_backfill_drops_the_gin_indexes_and_ends_with_the_same_index(pg_settings: Settings, pg_url: str) -> None:
+    memory = Memory(pg_settings)
+    memory.ingest(_events(300) + [{"content": "a zeppelin over the harbour", "workspace": "ws", "id": "z"},
+                                  {"content": "the Zeppelin again", "workspace": "ws", "id": "z2", "title": "airship"}])
+    backend = memory.index_service.backend
+    Feeder(backend, memory.journal, "d", bulk_bytes=None).run_once()     # row by row
+    row_by_row, defs = _snapshot(pg_url), _gin_defs(pg_url)
+    assert len(defs) == 8                                  # 4 on the table, 4 on its one partition
+    backend.rebuild()
+    seen: list[int] = []
+
+    def during(done: int, total: int) -> None:
+        seen.append(_sql(pg_url, "SELECT count(*) FROM unnest(ARRAY['urchin_chunks_tsv', 'urchin_chunks_tags', "
+                                 "'urchin_chunks_terms', 'urchin_chunks_trgm']) n WHERE to_regclass(n) IS NULL")[0][0])
+        # a query during the backfill still answers (by scanning)
+        assert len(_sql(pg_url, "SELECT chunk_id FROM urchin_chunks WHERE tsv @@ 'zeppelin'::tsquery")) <= 2
+    report = Feeder(backend, memory.journal, "d", batch_bytes=4096, bulk_bytes=1).run_once(during)
+    assert (report.events, report.inserted) == (302, 302) and report.offset == memory.end_offset()
+    assert len(seen) > 3 and set(seen) == {4}            # every batch went in without the GIN indexes
+    assert _gin_defs(pg_url) == defs                      # ...which are back, on every partition, as migrated
+    assert _snapshot(pg_url) == row_by_row
+    assert _sql(pg_url, "SELECT count(*) FROM urchin_chunks WHERE content ILIKE '%%zeppelin%%'") == [(2,)]
+    hits = [r["id"] for r in memory.context(query="zeppelin airship", strategy="keyword").results]
+    assert hits[0] == "z2" and set(hits) == {"z", "z2"}
+    again = Feeder(backend, memory.journal, "d", bulk_bytes=1).run_once()   # replay: nothing to feed, no drop
+    assert (again.events, again.inserted) == (0, 0) and _gin_defs(pg_url) == defs
+    memory.close()
+
+
+def test_no_backfill_path_when_the_index_already_holds_more_rows_than_are_coming(pg_url: str) -> None:
+    backend = PostgresIndex(pg_url)
+    backend.status()
+    with psycopg.connect(pg_url) as conn:
+        conn.execute("UPDATE urchin_stats SET value = 5000 WHERE key = 'chunks'")
+    assert backend.begin_bulk(4000) is False
+    assert len(_gin_defs(pg_url)) >= 4
+    backend.close()
+
+
+def test_one_backfill_at_a_time_and_a_dead_ones_indexes_are_built_by_the_next_feed(
+        pg_settings: Settings, pg_url: str) -> None:
+    memory = Memory(pg_settings)
+    memory.ingest(_events(20))
+    first, second = PostgresIndex(pg_url), PostgresIndex(pg_url)
+    first.status()
+    defs = _gin_defs(pg_url)
+    assert first.begin_bulk(1000) is True
+    assert second.begin_bulk(1000) is False               # the bulk lock is taken
+    assert second.restore_indexes() == []                  # ...and the backfill builds them, not this session
+    assert _gin_defs(pg_url) == []
+    first.reset()                                          # the backfilling process dies: its lock goes with it
+    report = memory.index()                                # a small feed: no backfill, but it builds them first
+    after = _gin_defs(pg_url)
+    assert report.inserted == 20 and [d for d in after if " ON ONLY " in d[1]] == defs and len(after) == 8
+    assert [r["id"] for r in memory.context(query="deploying", strategy="keyword", limit=1).results]
+    second.close()
+    memory.close()
+
+
+def test_the_feeds_one_pass_columns_equal_the_vector_and_its_text_forms() -> None:
+    texts = ["", "a", "Deploy the billing service; deploy again", "word " * 70 + "other " * 3,
+             " ".join(f"term{i}" for i in range(1500)) + " term7" * 5, "snake_case camelCase src/path.py it's"]
+    for text in texts:
+        weights = doc_vector(text)
+        assert doc_columns(text) == (int_array(sorted(weights)), to_sparsevec(weights))

@@ -24,15 +24,20 @@ from urchin.errors import DatabaseError, EmbedderError
 from urchin.event import Event
 from urchin.forget import ForgetLog, forget_hash
 from urchin.index.base import ChunkRow, Embedder
-from urchin.index.sparse import doc_vector, int_array, to_sparsevec
+from urchin.index.sparse import doc_columns
 from urchin.journal import Journal
 
-__all__ = ["Feeder", "FeedReport", "event_row", "BATCH_BYTES"]
+__all__ = ["Feeder", "FeedReport", "event_row", "BATCH_BYTES", "BULK_BYTES"]
 
 log = logging.getLogger("urchin.index.feeder")
 BATCH_BYTES = 2 * 1024 * 1024
 HEAD_BYTES = 64 * 1024      # the journal's first line (up to this) fingerprints it (see _check_replaced)
 EMBED_BATCH = 64
+# A feed with at least this much journal to go is a backfill: the backend may drop its GIN indexes and
+# build them once at the end (PostgresIndex.begin_bulk), when more rows are coming than it holds
+# (rows estimated at AVG_EVENT_BYTES of journal each).
+BULK_BYTES = 32 * 1024 * 1024
+AVG_EVENT_BYTES = 512
 Progress = Callable[[int, int], None]      # (bytes done, bytes total)
 OnSkip = Callable[[str, str], None]        # (event id, why the database refused its row)
 MAX_SKIP_NOTES = 10
@@ -71,7 +76,7 @@ def event_row(event: Event, offset: int) -> ChunkRow:
     for its own (path, start_line, end_line, content_hash), which are empty for events otherwise."""
     content = _clean(event.content) or ""
     title = _clean(event.title)
-    weights = doc_vector(f"{title or ''}\n{content}\n{event.source}")
+    terms, tvec = doc_columns(f"{title or ''}\n{content}\n{event.source}")
     actor = event.actor or {}
     origin = origin_of(event.meta)
     return ChunkRow(
@@ -80,7 +85,7 @@ def event_row(event: Event, offset: int) -> ChunkRow:
         session=_clean(event.session), title=title, tags=[t for t in (_clean(t) for t in event.tags) if t],
         account=_clean(str(actor["account"])) if actor.get("account") else None,
         device=_clean(str(actor["device"])) if actor.get("device") else None,
-        journal_offset=offset, terms=int_array(sorted(weights)), tvec=to_sparsevec(weights),
+        journal_offset=offset, terms=terms, tvec=tvec,
         path=origin.path if origin else None, start_line=origin.first if origin else None,
         end_line=origin.last if origin else None, content_hash=origin.hash if origin else None,
     )
@@ -89,13 +94,15 @@ def event_row(event: Event, offset: int) -> ChunkRow:
 class Feeder:
     def __init__(self, backend: Any, journal: Journal, device: str, *, embedder: Embedder | None = None,
                  batch_bytes: int = BATCH_BYTES, retry_for: float | None = 60.0,
-                 sleep: Callable[[float], None] = time.sleep, on_skip: OnSkip | None = None) -> None:
+                 sleep: Callable[[float], None] = time.sleep, on_skip: OnSkip | None = None,
+                 bulk_bytes: int | None = BULK_BYTES) -> None:
         self.backend = backend
         self.journal = journal
         self.device = device
         self.key = str(journal.path)
         self.embedder = embedder
         self.batch_bytes = batch_bytes
+        self.bulk_bytes = bulk_bytes         # None: never the backfill path
         self.retry_for = retry_for           # None: retry outages forever (the daemon)
         self._sleep = sleep
         self._on_skip = on_skip
@@ -139,27 +146,32 @@ class Feeder:
         offset = self._retry(lambda: self.backend.cursor(self.device, self.key), report)
         total = self.journal.size()
         offset = self._check_replaced(offset, total, generation, report)
-        with ThreadPoolExecutor(1, thread_name_prefix="urchin-feed") as pool:
-            pending = pool.submit(self._prepare, offset)
-            while not (stop and stop.is_set()):
-                start, end, rows = pending.result()
-                if end == start or self.forgotten.generation() != generation:
-                    break  # caught up, or the journal was compacted under us: the next run maps the cursor
-                pending = pool.submit(self._prepare, end)
-                try:
-                    inserted = self._write(rows, start, end, report)
-                except DatabaseError as exc:
-                    if "moved by another feeder" not in exc.message:
-                        raise
-                    pending.result()
-                    offset = self._retry(lambda: self.backend.cursor(self.device, self.key), report)
-                    pending = pool.submit(self._prepare, offset)
-                    continue
-                report.events += len(rows)
-                report.inserted += inserted
-                offset = end
-                if on_progress:
-                    on_progress(offset, max(total, offset))
+        bulk = self._begin_bulk(total - offset, report)
+        try:
+            with ThreadPoolExecutor(1, thread_name_prefix="urchin-feed") as pool:
+                pending = pool.submit(self._prepare, offset)
+                while not (stop and stop.is_set()):
+                    start, end, rows = pending.result()
+                    if end == start or self.forgotten.generation() != generation:
+                        break  # caught up, or the journal was compacted under us: the next run maps the cursor
+                    pending = pool.submit(self._prepare, end)
+                    try:
+                        inserted = self._write(rows, start, end, report)
+                    except DatabaseError as exc:
+                        if "moved by another feeder" not in exc.message:
+                            raise
+                        pending.result()
+                        offset = self._retry(lambda: self.backend.cursor(self.device, self.key), report)
+                        pending = pool.submit(self._prepare, offset)
+                        continue
+                    report.events += len(rows)
+                    report.inserted += inserted
+                    offset = end
+                    if on_progress:
+                        on_progress(offset, max(total, offset))
+        finally:
+            if bulk and not (stop and stop.is_set()):     # stopping (daemon exit): the next feed builds them
+                self._end_bulk(report)
         report.offset = offset
         if self.forgotten.forget_count() != forgets:
             # forgotten while this run fed: a batch read before the tombstone may hold them
@@ -172,6 +184,28 @@ class Feeder:
             except EmbedderError as exc:       # rows stay pending; the next run embeds them
                 report.notes.append(f"embedding skipped: {exc.message}")
         return report
+
+    def _begin_bulk(self, pending: int, report: FeedReport) -> bool:
+        """Before a feed: build GIN indexes a dead backfill left dropped; for a backfill, let the backend
+        drop them (it decides whether that pays and is safe). Returns whether this feed is a backfill."""
+        if not hasattr(self.backend, "begin_bulk"):
+            return False
+        self._retry(self.backend.restore_indexes, report)
+        if self.bulk_bytes is None or pending < self.bulk_bytes:
+            return False
+        bulk = bool(self._retry(partial(self.backend.begin_bulk, pending // AVG_EVENT_BYTES), report))
+        if bulk:
+            log.info("index feed: backfill of %d journal bytes, GIN indexes built at its end", pending)
+        return bulk
+
+    def _end_bulk(self, report: FeedReport) -> None:
+        started = time.monotonic()
+        try:
+            built = self._retry(self.backend.restore_indexes, report)
+        except DatabaseError as exc:     # the next feed (or the next owner's) builds them
+            log.warning("index feed: GIN indexes not rebuilt after the backfill (%s)", exc.message)
+            return
+        log.info("index feed: built %s in %.1f s", ", ".join(built) or "nothing", time.monotonic() - started)
 
     def _write(self, rows: list[ChunkRow], start: int, end: int, report: FeedReport) -> int:
         """One batch in one transaction; when the database refuses it (not an outage: a value it

@@ -19,7 +19,7 @@ from urchin.errors import DatabaseError
 from urchin.event import format_timestamp
 from urchin.index.base import MEMORY_KINDS, ChunkRow, ContextRow, Filter, LegHit
 from urchin.index.pg_migrate import migrate as _migrate
-from urchin.index.schema import TS_CONFIG
+from urchin.index.schema import GIN_INDEXES, TS_CONFIG
 
 __all__ = ["PostgresIndex", "OUTAGE_ERRORS", "REFUSED_ERRORS", "QUERY_SETTINGS", "GENERATION_MARK", "FORGOTTEN_MARK"]
 
@@ -45,6 +45,10 @@ QUERY_SETTINGS = {"hnsw.ef_search": "100", "hnsw.iterative_scan": "relaxed_order
 _COLUMNS = ("chunk_id", "doc_id", "doc_type", "source", "kind", "workspace", "session", "title", "tags", "content",
             "occurred_at", "account", "device", "journal_offset", "path", "heading_path", "start_line", "end_line",
             "content_hash", "terms", "tvec")
+# One backfill at a time holds this session-level advisory lock while the GIN indexes are dropped.
+_BULK_LOCK = "hashtext('urchin_bulk_feed')"
+BULK_MAINTENANCE_MEM = "256MB"   # the GIN builds' accumulator: fewer, larger merges (measured at 20k-200k rows)
+
 _FETCH = ("chunk_id", "doc_id", "doc_type", "source", "kind", "workspace", "session", "title", "tags", "content",
           "occurred_at", "journal_offset", "path", "heading_path", "start_line", "end_line", "device", "account",
           "content_hash")
@@ -61,6 +65,7 @@ class PostgresIndex:
         self._timeout = connect_timeout
         self._conn: psycopg.Connection[Any] | None = None
         self._months: set[tuple[int, int]] = set()   # monthly partitions of urchin_chunks known to exist
+        self._bulk = False                            # this session holds the bulk lock (begin_bulk)
 
     # ---- connection ---------------------------------------------------------------------------
     @property
@@ -77,8 +82,9 @@ class PostgresIndex:
         return self._conn
 
     def reset(self) -> None:
-        """Drop the connection (after an outage); the next call reconnects."""
+        """Drop the connection (after an outage); the next call reconnects (the bulk lock goes with it)."""
         self._months.clear()
+        self._bulk = False
         if self._conn is not None:
             try:
                 self._conn.close()
@@ -221,6 +227,71 @@ class PostgresIndex:
             self.conn.execute("TRUNCATE urchin_chunks, urchin_embeddings, urchin_terms, urchin_cursors, urchin_files, "
                               "urchin_journal_heads")
             self.conn.execute("UPDATE urchin_stats SET value = 0 WHERE key = 'chunks'")
+
+    # ---- backfills: GIN indexes built once at the end (issue 16) --------------------------------
+    def begin_bulk(self, expected_rows: int) -> bool:
+        """Drop the GIN indexes of urchin_chunks for a backfill of about `expected_rows` rows, when that
+        pays and is safe: this role owns the table (a feeder role never does), no other backfill holds
+        the bulk lock, the index holds fewer rows than are coming, and no query holds the table for
+        long (lock_timeout). The session keeps the bulk lock until `restore_indexes`. Queries meanwhile
+        give the same answers, by scanning. Returns whether the indexes were dropped."""
+        conn = self.conn
+        with conn.transaction():
+            row = conn.execute("SELECT pg_has_role(c.relowner, 'USAGE'), (SELECT value FROM urchin_stats "
+                               "WHERE key = 'chunks') FROM pg_class c WHERE c.oid = 'urchin_chunks'::regclass"
+                               ).fetchone()
+            if row is None or not row[0] or int(row[1] or 0) >= expected_rows:
+                return False
+            if not conn.execute(f"SELECT pg_try_advisory_lock({_BULK_LOCK})").fetchone()[0]:  # type: ignore[index]
+                return False
+        try:
+            with conn.transaction():
+                conn.execute("SET LOCAL lock_timeout = '2s'")
+                for name in GIN_INDEXES:
+                    conn.execute(sql.SQL("DROP INDEX IF EXISTS {}").format(sql.Identifier(name)))
+        except psycopg.errors.LockNotAvailable:
+            self._unlock_bulk()
+            return False
+        except BaseException:
+            self.reset()          # the session (and its lock) goes; the indexes stay as they were
+            raise
+        self._bulk = True
+        return True
+
+    def restore_indexes(self) -> list[str]:
+        """Build the GIN indexes that are missing (a backfill's end, or one that died), one bulk build
+        each; only the table's owner can, and not while another session's backfill holds the bulk lock.
+        Returns the names built."""
+        conn = self.conn
+        with conn.transaction():
+            missing = [r[0] for r in conn.execute("SELECT n FROM unnest(%s::text[]) AS n WHERE to_regclass(n) IS NULL",
+                                                  (list(GIN_INDEXES),)).fetchall()]
+            if not missing:
+                if self._bulk:
+                    self._unlock_bulk()
+                return []
+            owner = conn.execute("SELECT pg_has_role(relowner, 'USAGE') FROM pg_class "
+                                 "WHERE oid = 'urchin_chunks'::regclass").fetchone()
+            if not (owner and owner[0]):
+                return []
+            if not self._bulk and not conn.execute(f"SELECT pg_try_advisory_lock({_BULK_LOCK})").fetchone()[0]:  # type: ignore[index]
+                return []     # another session is backfilling: it builds them at its end
+            self._bulk = True
+        try:
+            with conn.transaction():
+                conn.execute(f"SET LOCAL maintenance_work_mem = '{BULK_MAINTENANCE_MEM}'")
+                for name in missing:
+                    conn.execute(sql.SQL("CREATE INDEX IF NOT EXISTS {} ON urchin_chunks " + GIN_INDEXES[name])
+                                 .format(sql.Identifier(name)))
+        finally:
+            self._unlock_bulk()
+        return missing
+
+    def _unlock_bulk(self) -> None:
+        self._bulk = False
+        if self._conn is not None and not self._conn.closed and not self._conn.broken:
+            with self._conn.transaction():
+                self._conn.execute(f"SELECT pg_advisory_unlock({_BULK_LOCK})")
 
     # ---- workspace files (issue 9) ------------------------------------------------------------
     def file_catalog(self, root: str) -> dict[str, tuple[str, int, float]]:

@@ -6,10 +6,20 @@ A migration is never edited once released; changes go in a new one. Chunks are k
 
 from __future__ import annotations
 
-__all__ = ["MIGRATIONS", "TS_CONFIG", "PGVECTOR_MIN"]
+__all__ = ["MIGRATIONS", "TS_CONFIG", "PGVECTOR_MIN", "GIN_INDEXES"]
 
 TS_CONFIG = "english"          # one explicit text search config, so results never depend on the server default
 PGVECTOR_MIN = (0, 7)          # sparsevec and halfvec arrived in 0.7
+
+# The GIN indexes of urchin_chunks as migrations 3-4 create them: a backfill drops them and builds them
+# again at its end (PostgresIndex.begin_bulk / restore_indexes), which costs less than keeping them
+# up to date row by row. tests/test_index_feed.py checks these against the migrated schema.
+GIN_INDEXES = {
+    "urchin_chunks_tsv": "USING gin (tsv)",
+    "urchin_chunks_tags": "USING gin (tags)",
+    "urchin_chunks_terms": "USING gin (terms)",
+    "urchin_chunks_trgm": "USING gin (content gin_trgm_ops)",
+}
 
 MIGRATIONS: tuple[tuple[int, str, str], ...] = (
     (1, "chunks, cursors, term statistics, embeddings", """

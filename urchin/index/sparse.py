@@ -13,27 +13,31 @@ from collections.abc import Iterable, Mapping
 
 from urchin.search.tokens import tokenize as tokens
 
-__all__ = ["DIM", "MAX_NONZERO", "tokens", "term_ids", "int_array", "doc_vector", "query_vector", "to_sparsevec", "idf"]
+__all__ = ["DIM", "MAX_NONZERO", "tokens", "term_ids", "int_array", "doc_vector", "doc_columns", "query_vector",
+           "to_sparsevec", "idf"]
 
 DIM = 1 << 20
 MAX_NONZERO = 1000          # keep vectors small; a 64 KiB tool output has thousands of distinct tokens
 
-_TERMS: dict[str, int] = {}
 _LOG = [0.0] + [math.log(n) for n in range(1, 64)]
+_WEIGHT_TEXT = [""] + [f"{1.0 + _LOG[tf]:.4g}" for tf in range(1, 64)]   # to_sparsevec's text of 1 + ln tf
 
 
-def _term(token: str) -> int:
-    term = _TERMS.get(token)
-    if term is None:
-        term = (zlib.crc32(token.encode("utf-8")) & (DIM - 1)) + 1   # sparsevec indices start at 1
-        if len(_TERMS) > 500_000:
-            _TERMS.clear()
-        _TERMS[token] = term
-    return term
+class _Terms(dict[str, int]):
+    """token -> hashed term id; a dict whose misses compute, so lookups stay in C (the feed's hot loop)."""
+
+    def __missing__(self, token: str) -> int:
+        if len(self) > 500_000:
+            self.clear()
+        term = self[token] = (zlib.crc32(token.encode("utf-8")) & (DIM - 1)) + 1   # sparsevec indices start at 1
+        return term
+
+
+_TERMS = _Terms()
 
 
 def term_ids(words: Iterable[str]) -> Counter[int]:
-    return Counter(map(_term, words))
+    return Counter(map(_TERMS.__getitem__, words))
 
 
 def int_array(values: Iterable[int]) -> str:
@@ -41,12 +45,25 @@ def int_array(values: Iterable[int]) -> str:
     return "{" + ",".join(map(str, values)) + "}"
 
 
+def _top(counts: Counter[int]) -> Counter[int]:
+    return Counter(dict(counts.most_common(MAX_NONZERO))) if len(counts) > MAX_NONZERO else counts
+
+
 def doc_vector(text: str) -> dict[int, float]:
     """Sublinear tf weights (1 + ln tf) of the text's hashed tokens, the strongest MAX_NONZERO kept."""
-    counts = term_ids(tokens(text))
-    if len(counts) > MAX_NONZERO:
-        counts = Counter(dict(counts.most_common(MAX_NONZERO)))
+    counts = _top(term_ids(tokens(text)))
     return {term: 1.0 + _LOG[tf] if tf < 64 else 1.0 + math.log(tf) for term, tf in counts.items()}
+
+
+def doc_columns(text: str) -> tuple[str, str]:
+    """`(int_array(sorted(w)), to_sparsevec(w))` of `w = doc_vector(text)`, the same text, made in one
+    pass from the term counts (the weights' text comes from a table): the feed's per-row cost."""
+    counts = _top(term_ids(tokens(text)))
+    order = sorted(counts)
+    text_of = _WEIGHT_TEXT
+    body = ",".join([f"{term}:{text_of[tf]}" if tf < 64 else f"{term}:{1.0 + math.log(tf):.4g}"
+                     for term, tf in zip(order, map(counts.__getitem__, order), strict=True)])
+    return "{" + ",".join(map(str, order)) + "}", "{" + body + "}/" + str(DIM)
 
 
 def idf(df: int, n_docs: int) -> float:
