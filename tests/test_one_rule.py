@@ -70,3 +70,10 @@ def test_pack_and_memories_share_the_budget_rule() -> None:
 def test_neighbour_weights_decay_by_distance_and_vanish_at_zero() -> None:
     assert neighbour_weights(0.5, 3) == [0.5, 0.25, 0.125]
     assert neighbour_weights(0.0, 3) == [] and neighbour_weights(0.5, 0) == []
+
+
+def test_numbers_booleans_and_unknown_parameters_are_checked_in_one_place() -> None:
+    rules = ("must be a whole number", "must be true or false, got", "unknown parameter (")
+    offenders = [(name, rule) for name, text in _sources().items() for rule in rules
+                 if rule in text and name != "checks.py"]
+    assert offenders == [], f"use urchin.checks (check_number, check_bool, unknown_parameter): {offenders}"

@@ -5,11 +5,12 @@ it is broken: `limit: must be from 1 to 1000, got 0`; and the one rule from a ke
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from typing import Any
 
 from urchin.errors import QueryError
 
-__all__ = ["check_bool", "check_number", "describe", "camel"]
+__all__ = ["unknown_parameter", "check_bool", "check_number", "describe", "camel"]
 
 
 def describe(value: Any) -> str:
@@ -60,6 +61,11 @@ def check_number(value: Any, name: str, *, whole: bool, low: float | None = None
     if high is not None and number > high:
         raise QueryError(name, f"must be at most {describe(high)}, got {describe(number)}")
     return number
+
+
+def unknown_parameter(key: Any, allowed: Iterable[str]) -> QueryError:
+    """The one error for a parameter an operation does not take, listing the ones it does."""
+    return QueryError(str(key), f"unknown parameter (allowed: {', '.join(allowed) or 'none'})")
 
 
 def check_bool(value: Any, name: str, *, from_text: bool = False) -> bool:

@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from urchin.checks import check_bool, check_number, describe
+from urchin.checks import check_bool, check_number, describe, unknown_parameter
 from urchin.errors import QueryError
 
 __all__ = ["Param", "Operation", "Caller", "describe", "MISSING"]
@@ -118,8 +118,7 @@ class Operation:
         for key, value in values.items():
             param = by_key.get(self.aliases.get(key, key)) if caller == "wire" else by_key.get(key)
             if param is None:
-                allowed = ", ".join(p.wire_name for p in self.params) or "none"
-                raise QueryError(str(key), f"unknown parameter (allowed: {allowed})")
+                raise unknown_parameter(key, (p.wire_name for p in self.params))
             if value is not None:
                 given[param.name] = value
         if self.checked_below:

@@ -17,7 +17,7 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
-from urchin.checks import check_number
+from urchin.checks import check_number, unknown_parameter
 from urchin.daemon.browser import SESSION_TTL_S, BrowserSessions, cookie_name
 from urchin.daemon.security import SESSION, VIA
 from urchin.errors import QueryError, UrchinError, ValidationError
@@ -48,7 +48,7 @@ def _params(request: Request, allowed: tuple[str, ...]) -> dict[str, str]:
     out: dict[str, str] = {}
     for key, value in request.query_params.multi_items():
         if key not in allowed:
-            raise QueryError(key, f"unknown parameter (allowed: {', '.join(allowed) or 'none'})")
+            raise unknown_parameter(key, allowed)
         out[key] = value
     return out
 
@@ -133,7 +133,7 @@ def viewer_routes(json: Callable[..., Response], memory_of: Callable[[Request], 
         body = await _body(request)
         for key in body:
             if key not in ("action", "minutes"):
-                raise QueryError(str(key), "unknown parameter (allowed: action, minutes)")
+                raise unknown_parameter(key, ("action", "minutes"))
         action = body.get("action")
         if action not in ("on", "off", "start", "end"):
             raise QueryError("action", f"must be on or off, got {action!r}")

@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any
 
-from urchin.checks import check_bool
+from urchin.checks import check_bool, unknown_parameter
 from urchin.errors import QueryError, ValidationError
 from urchin.event import check_label
 from urchin.index.base import MEMORY_KINDS
@@ -47,7 +47,7 @@ class SearchParams:
             raise QueryError("params", "must be an object")
         unknown = [k for k in data if k not in NAMES]
         if unknown:
-            raise QueryError(str(unknown[0]), f"unknown parameter (allowed: {', '.join(NAMES)})")
+            raise unknown_parameter(unknown[0], NAMES)
         source_type = data.get("sourceType")
         if source_type is not None:
             try:

@@ -12,7 +12,7 @@ from dataclasses import MISSING, dataclass, field, fields
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from urchin.checks import camel, check_bool, check_number
+from urchin.checks import camel, check_bool, check_number, unknown_parameter
 from urchin.errors import QueryError, ValidationError
 from urchin.event import MAX_HOURS, check_name, clean_text, format_timestamp, parse_timestamp
 
@@ -91,7 +91,7 @@ class ContextParams:
         for key, value in data.items():
             attr = WIRE_NAMES.get(key) or (key if key in WIRE_NAMES.values() else None)
             if attr is None:
-                raise QueryError(str(key), f"unknown parameter (allowed: {', '.join(WIRE_NAMES)})")
+                raise unknown_parameter(key, WIRE_NAMES)
             if value is not None:
                 values[attr] = value
         return cls.build(now=now, **values)

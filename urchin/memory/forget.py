@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from urchin.checks import check_bool
+from urchin.checks import check_bool, unknown_parameter
 from urchin.config import Settings
 from urchin.errors import QueryError, UrchinError, ValidationError
 from urchin.event import Event, parse_timestamp, quoted
@@ -154,7 +154,7 @@ class Forgetting:
             raise QueryError("body", "must be a JSON object with ids, session, query, since, until, confirm")
         for key in params:
             if key not in FORGET_PARAMS:
-                raise QueryError(str(key), f"unknown parameter (allowed: {', '.join(FORGET_PARAMS)})")
+                raise unknown_parameter(key, FORGET_PARAMS)
         return self.forget(params.get("ids"), session=params.get("session"), query=params.get("query"),
                            since=params.get("since"), until=params.get("until"),
                            confirm=params.get("confirm", False))
