@@ -142,7 +142,7 @@ def test_a_journal_path_change_is_rebuilt(saved: list, settings: Settings, tmp_p
     other = tmp_path / "elsewhere.jsonl"
     other.write_bytes(settings.journal_path.read_bytes())
     moved = Settings.resolve(settings.home, env={"URCHIN_EVENT_JOURNAL_PATH": str(other)})
-    _rebuilds(moved, "path changed", saved)
+    _rebuilds(moved, "replaced", saved)      # another file: the one journal mark tells by its inode
 
 
 def _corrupt_manifest(settings: Settings) -> str:

@@ -157,3 +157,30 @@ def test_stats_are_cached_and_stay_right_after_appends_repairs_and_replacement(s
     settings.journal_path.write_bytes(b'{"id":"x","timestamp":"2025-01-01T00:00:00Z","content":"replaced"}\n')
     stats = memory.journal.stats()
     assert (stats.events, stats.invalid_lines, stats.first_timestamp[:10]) == (1, 0, "2025-01-01")
+
+
+def test_the_journal_mark_tells_grown_from_replaced_cut_and_rewritten(tmp_path: Path) -> None:
+    from urchin.journal import Journal, JournalMark
+
+    path = tmp_path / "events.jsonl"
+    path.write_bytes(b"".join(b'{"n":%d,"pad":"%s"}\n' % (i, b"x" * 200) for i in range(100)))
+    journal = Journal(path)
+    mark = journal.mark(path.stat().st_size)
+    assert journal.replaced(mark) is None
+    with path.open("ab") as handle:
+        handle.write(b'{"n":100}\n')
+    assert journal.replaced(mark) is None                       # grew: still the same prefix
+    data = bytearray(path.read_bytes())
+    data[mark.offset - 20:mark.offset - 10] = b"X" * 10           # same file, same size, other tail bytes
+    with path.open("r+b") as handle:
+        handle.write(bytes(data))
+    assert "last bytes" in (journal.replaced(mark) or "")
+    assert JournalMark.from_dict({**mark.to_dict(), "tail": ""}) is not None   # marks saved before tails
+    old = JournalMark.from_dict({k: v for k, v in mark.to_dict().items() if k != "tail"})
+    assert old is not None and journal.replaced(old) is None     # ...still check the head, size and file
+    os.truncate(path, mark.offset - 1)
+    assert "shorter" in (journal.replaced(mark) or "")
+    copy = tmp_path / "copy.jsonl"
+    copy.write_bytes(path.read_bytes())
+    os.replace(copy, path)
+    assert "replaced" in (journal.replaced(mark) or "")

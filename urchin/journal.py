@@ -39,20 +39,24 @@ class ReadResult:
 
 @dataclass(frozen=True, slots=True)
 class JournalMark:
-    """Which journal file, and which prefix of it, a view covers: (device, inode, head digest, offset).
+    """Which journal file, and which prefix of it, a view covers: (device, inode, head and tail digests,
+    offset).
 
     The one test every view uses for "the journal was replaced" (a compaction renames a new file
-    over it, a user restores a backup) or "cut" (truncated below what the view covers): then the
-    view starts over. A journal that only grew still matches.
+    over it, a user restores a backup), "cut" (truncated below what the view covers) or "rewritten"
+    in place (same file, other bytes at either end of the covered prefix): then the view starts
+    over. A journal that only grew still matches.
     """
 
     device: int
     inode: int
     head: str     # blake2b of the first (up to) 4 KiB of the covered prefix
     offset: int
+    tail: str = ""   # blake2b of its last (up to) 4 KiB ("": a mark saved before tails were kept)
 
     def to_dict(self) -> dict[str, int | str]:
-        return {"device": self.device, "inode": self.inode, "head": self.head, "offset": self.offset}
+        return {"device": self.device, "inode": self.inode, "head": self.head, "offset": self.offset,
+                "tail": self.tail}
 
     @classmethod
     def from_dict(cls, data: object) -> JournalMark | None:
@@ -60,12 +64,21 @@ class JournalMark:
         if not isinstance(data, dict):
             return None
         try:
-            return cls(int(data["device"]), int(data["inode"]), str(data["head"]), int(data["offset"]))
+            return cls(int(data["device"]), int(data["inode"]), str(data["head"]), int(data["offset"]),
+                       str(data.get("tail", "")))
         except (KeyError, TypeError, ValueError):
             return None
 
 
 _MARK_HEAD = 4096
+
+
+def _ends(fd: int, offset: int) -> tuple[str, str]:
+    """Digests of the first and the last (up to) 4 KiB of the journal's first `offset` bytes."""
+    head = os.pread(fd, min(_MARK_HEAD, offset), 0)
+    start = max(0, offset - _MARK_HEAD)
+    tail = os.pread(fd, offset - start, start)
+    return hashlib.blake2b(head, digest_size=8).hexdigest(), hashlib.blake2b(tail, digest_size=8).hexdigest()
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,12 +186,12 @@ class Journal:
         try:
             with self.path.open("rb") as handle:
                 info = os.fstat(handle.fileno())
-                head = os.pread(handle.fileno(), min(_MARK_HEAD, offset), 0)
+                head, tail = _ends(handle.fileno(), offset)
         except FileNotFoundError:
             return JournalMark(0, 0, "", 0)
         except OSError as exc:
             raise JournalError(f"{self.path}: cannot read: {exc.strerror}") from None
-        return JournalMark(info.st_dev, info.st_ino, hashlib.blake2b(head, digest_size=8).hexdigest(), offset)
+        return JournalMark(info.st_dev, info.st_ino, head, offset, tail)
 
     def replaced(self, mark: JournalMark) -> str | None:
         """Why the journal no longer holds what `mark` covers (another file, or shorter), else None."""
@@ -191,13 +204,15 @@ class Journal:
                     return "journal replaced (another file at the same path)"
                 if info.st_size < mark.offset:
                     return f"journal is shorter ({info.st_size} bytes) than what was covered ({mark.offset})"
-                head = os.pread(handle.fileno(), min(_MARK_HEAD, mark.offset), 0)
+                head, tail = _ends(handle.fileno(), mark.offset)
         except FileNotFoundError:
             return "journal removed"
         except OSError as exc:
             raise JournalError(f"{self.path}: cannot read: {exc.strerror}") from None
-        if hashlib.blake2b(head, digest_size=8).hexdigest() != mark.head:
+        if head != mark.head:
             return "journal rewritten (its first bytes differ)"
+        if mark.tail and tail != mark.tail:
+            return "journal rewritten (the last bytes covered differ)"
         return None
 
     def read_from(self, offset: int, max_bytes: int | None = None) -> ReadResult:

@@ -8,7 +8,6 @@ a new generation in a temporary directory, fsyncs it, renames it, then swaps the
 from __future__ import annotations
 
 import fcntl
-import hashlib
 import os
 import shutil
 import time
@@ -16,7 +15,7 @@ import weakref
 import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,14 +23,14 @@ import numpy as np
 import orjson
 
 from urchin.config import ensure_private_dir, write_private
+from urchin.journal import Journal, JournalMark
 from urchin.search.cosine import IndexState
 
-__all__ = ["FORMAT", "JournalMark", "Reuse", "Saved", "StoreError", "discard", "load", "save"]
+__all__ = ["FORMAT", "Reuse", "Saved", "StoreError", "discard", "load", "save"]
 
-FORMAT = 1
+FORMAT = 2   # 2: the journal is marked by urchin.journal.JournalMark, the one mark every view uses
 _MANIFEST = "manifest.json"
 _LOCK = ".lock"
-_HASHED = 4096  # bytes hashed at each end of the covered journal prefix
 _MMAP_PREFIXES = ("seg",)  # immutable: mapped read-only; the rest is mapped copy-on-write
 _CHECKSUMMED = ("vocab.bin", "labels.json")
 _MMAP_MIN = 1 << 16
@@ -44,50 +43,6 @@ Reuse = dict[int, tuple["weakref.ref[np.ndarray]", Path]]
 
 class StoreError(Exception):
     """The saved index is missing, stale or damaged; the message says which (callers rebuild)."""
-
-
-@dataclass(frozen=True, slots=True)
-class JournalMark:
-    """Which journal, and which prefix of it, an index covers: a replaced, truncated or rewritten
-    journal no longer matches."""
-
-    path: str
-    device: int
-    inode: int
-    offset: int
-    head: str  # sha256 of the first (up to) 4 KiB of the covered prefix
-    tail: str  # sha256 of its last (up to) 4 KiB
-
-    @classmethod
-    def of(cls, path: Path, offset: int) -> JournalMark:
-        with path.open("rb") as handle:
-            info = os.fstat(handle.fileno())
-            head, tail = _ends(handle.fileno(), offset)
-        return cls(str(path), info.st_dev, info.st_ino, offset, head, tail)
-
-    def mismatch(self, path: Path) -> str | None:
-        """Why the journal at `path` is not the one this mark was taken of (None: it is)."""
-        if str(path) != self.path:
-            return f"journal path changed ({self.path} -> {path})"
-        try:
-            with path.open("rb") as handle:
-                info = os.fstat(handle.fileno())
-                if (info.st_dev, info.st_ino) != (self.device, self.inode):
-                    return "journal replaced (another file at the same path)"
-                if info.st_size < self.offset:
-                    return f"journal is shorter ({info.st_size} bytes) than the index covers ({self.offset})"
-                if _ends(handle.fileno(), self.offset) != (self.head, self.tail):
-                    return "journal rewritten (checksums of the covered bytes differ)"
-        except OSError as exc:
-            return f"journal unreadable: {exc.strerror}"
-        return None
-
-
-def _ends(fd: int, offset: int) -> tuple[str, str]:
-    head = os.pread(fd, min(_HASHED, offset), 0)
-    start = max(0, offset - _HASHED)
-    tail = os.pread(fd, offset - start, start)
-    return hashlib.sha256(head).hexdigest(), hashlib.sha256(tail).hexdigest()
 
 
 @dataclass(slots=True)
@@ -147,7 +102,7 @@ def save(directory: Path, state: IndexState, offsets: np.ndarray, mark: JournalM
         _fsync_dir(tmp)
         final = directory / name
         os.rename(tmp, final)
-        manifest = {"format": FORMAT, "generation": name, "journal": asdict(mark), "meta": state.meta,
+        manifest = {"format": FORMAT, "generation": name, "journal": mark.to_dict(), "meta": state.meta,
                     "segments": len(state.segments), "files": files}
         write_private(directory / _MANIFEST, orjson.dumps(manifest, option=orjson.OPT_INDENT_2))
         _fsync_dir(directory)
@@ -212,8 +167,10 @@ def _load(directory: Path, journal: Path) -> Saved:
     manifest = orjson.loads((directory / _MANIFEST).read_bytes())
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
         raise StoreError(f"format {manifest.get('format') if isinstance(manifest, dict) else '?'} is not {FORMAT}")
-    mark = JournalMark(**manifest["journal"])
-    reason = mark.mismatch(journal)
+    mark = JournalMark.from_dict(manifest["journal"])
+    if mark is None:
+        raise StoreError("the journal mark is damaged")
+    reason = Journal(journal).replaced(mark)
     if reason:
         raise StoreError(reason)
     gen = directory / str(manifest["generation"])

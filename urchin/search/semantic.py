@@ -195,7 +195,7 @@ class TokenCosineView:
                 state = self.index.state()
                 offsets = np.frombuffer(self.offsets, dtype=np.int64).copy()
                 covered = (len(self.index), self.next_offset)
-                mark = cosine_store.JournalMark.of(self.journal.path, self.next_offset)
+                mark = self.journal.mark(self.next_offset)
             if (mark.device, mark.inode) != self._identity:
                 return False  # replaced under us: the next catch-up rebuilds
             self._reuse = cosine_store.save(self.index_dir, state, offsets, mark, self._reuse)
