@@ -112,6 +112,11 @@ CASES = [
          cli_error="--token-budget: must be from 1 to 200000, got 0"),
     Case("fetch-document", ["fetch-document", "claude", "p-1"], ("GET", "/sources/claude/documents/p-1", None),
          ("fetch_source_document", {"source": "claude", "id": "p-1"})),
+    Case("query-source", ["query-source", "claude", "postgres parity"],
+         ("GET", "/sources/claude/search?query=postgres%20parity", None),
+         ("query_source", {"source": "claude", "query": "postgres parity"}), same=False, keys=("results", "query")),
+    Case("query-source-unknown", ["query-source", "nosuch", "x"], ("GET", "/sources/nosuch/search?query=x", None),
+         ("query_source", {"source": "nosuch", "query": "x"}), same=False),
     Case("query-source-blank", ["query-source", "claude", " "], ("GET", "/sources/claude/search?query=%20", None),
          ("query_source", {"source": "claude", "query": " "}), error="query must not be empty"),
     Case("context-blank", ["context", " "], ("POST", "/context", {"query": " "}), ("search_context", {"query": " "}),
@@ -271,6 +276,8 @@ def test_every_front_end_answers_the_same(answers: dict[str, Case], name: str) -
         assert cli == http == mcp
     else:
         assert _pick(cli, case.keys) == _pick(http, case.keys) == _pick(mcp, case.keys)
+        if "results" in case.keys:    # an answer worth comparing, not three empty lists
+            assert http["results"], http
 
 
 @pytest.mark.parametrize("name", sorted(TEXTS))
