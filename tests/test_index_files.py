@@ -269,7 +269,7 @@ def test_daemon_loop_reindexes_changed_and_deleted_files_within_seconds(memory: 
                 time.sleep(0.2)
             raise AssertionError(f"not indexed within 15 s (last error: {loop.last_error})")
 
-        wait_for(lambda: memory.index_service.backend.files())
+        wait_for(lambda: memory.index_service.status()["files"])   # through the service's lock: the loop shares it
         (workspace / "docs" / "new.md").write_text("# Fresh\n\nthe okapi-teapot runbook\n")
         wait_for(lambda: memory.context(query="okapi-teapot", sources=["files"]).results)
         (workspace / "docs" / "new.md").unlink()
