@@ -236,3 +236,15 @@ def test_citations_over_http(indexed: Memory, urchin_home: Path, pg_url: str, tm
             assert "private line" not in doc.text
     finally:
         daemon.stop()
+
+
+def test_an_origin_past_what_the_index_holds_is_no_origin_and_the_event_is_still_indexed(indexed: Memory) -> None:
+    """Line numbers beyond PostgreSQL's integer validate as event meta (64-bit); as an origin they
+    would make the row unstorable, so they are no citation, and the event is indexed and served."""
+    indexed.ingest([{"id": "huge-line", "source": "claude", "content": "the quokka-zeppelin citation",
+                     "meta": {"origin": {"path": "/tmp/x.jsonl", "lines": [1, 2**40], "hash": "0" * 32}}}])
+    indexed.index()
+    results = indexed.context(query="quokka-zeppelin").results
+    assert [r["id"] for r in results] == ["huge-line"]
+    assert "upstream" not in results[0]["location"]
+    assert "upstream" not in indexed.fetch_source_document("claude", "huge-line")

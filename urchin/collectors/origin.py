@@ -29,6 +29,7 @@ __all__ = ["Origin", "origin_hash", "origin_of", "upstream_status", "TRANSCRIPT_
 TRANSCRIPT_SOURCES = ("claude", "codex", "copilot", "gemini")   # the collectors that cite their lines
 _DOMAIN = b"urchin-origin-v1\x00"     # the id key also names redacted ids: a hash here is never one there
 _HASH = re.compile(r"[0-9a-f]{32}")
+MAX_LINE = 2**31 - 1      # line numbers are stored as PostgreSQL integers: a larger one is no origin
 _CHUNK = 1 << 20
 _OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOCK", 0)
 
@@ -59,7 +60,7 @@ def origin_of(meta: Mapping[str, Any] | None) -> Origin | None:
     path, lines, digest = raw.get("path"), raw.get("lines"), raw.get("hash")
     if not (isinstance(path, str) and os.path.isabs(path) and "\x00" not in path
             and isinstance(digest, str) and _HASH.fullmatch(digest) and isinstance(lines, list) and len(lines) == 2
-            and all(type(n) is int for n in lines) and 1 <= lines[0] <= lines[1]):
+            and all(type(n) is int for n in lines) and 1 <= lines[0] <= lines[1] <= MAX_LINE):
         return None
     return Origin(path, lines[0], lines[1], digest)
 
