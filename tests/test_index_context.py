@@ -227,8 +227,8 @@ def test_memory_is_a_context_manager_that_releases_the_index(pg_settings: Settin
         memory.ingest_one({"content": "closing time", "id": "close-1"})
         assert [r["id"] for r in memory.context(query="closing").to_dict()["results"]] == ["close-1"]
         backend = memory.index_service.backend
-        assert backend._conn is not None
-    assert backend._conn is None                     # the connection was closed on exit
+        assert backend._conn is not None and backend._twin is not None and backend._twin._conn is not None
+    assert backend._conn is None and backend._twin._conn is None     # both connections closed on exit
 
 
 def test_a_word_in_no_chunk_does_not_leave_the_legs_searching_for_it_alone(pg_settings: Settings) -> None:
@@ -244,3 +244,57 @@ def test_a_word_in_no_chunk_does_not_leave_the_legs_searching_for_it_alone(pg_se
         legs = {leg["leg"]: leg["candidates"] for leg in result.coverage["legs"] if leg["origin"] == "query"}
         assert legs["keyword"] > 0 and legs["semantic"] > 0, result.coverage["legs"]
         assert len(result.results) == 10
+
+
+def test_plan_ranks_the_rare_words_and_gathers_in_tiers_only_past_the_budget() -> None:
+    from urchin.index.base import Tier
+    from urchin.index.hybrid import RANK_BUDGET, plan
+
+    # the usual question: its rare words' chunks fit the budget; the common word is dropped
+    assert plan({"rollback": 30, "billing": 400, "the": 0, "deploy": 90_000}, 1_000_000, 12) == \
+        (["rollback", "billing"], [])
+    # every word common: rank by all of them, gather every-word chunks first, then fewer, then the rarest
+    words, tiers = plan({"deploy": 131_000, "server": 137_000, "config": 143_000}, 1_000_000, 12)
+    assert words == ["deploy", "server", "config"]
+    assert tiers == [Tier(("deploy", "server", "config"), True), Tier(("deploy", "server"), True),
+                     Tier(("deploy",), False)]
+    # rare words, but together in more chunks than a leg may rank
+    many = {f"w{i}": RANK_BUDGET // 3 + i for i in range(4)}
+    words, tiers = plan(many, 1_000_000, 12)
+    assert words == ["w0", "w1", "w2", "w3"] and tiers[0] == Tier(("w0", "w1", "w2", "w3"), True)
+    assert tiers[-1] == Tier(("w0", "w1", "w2", "w3"), False)
+
+
+def test_a_question_of_common_words_ranks_a_bounded_set_newest_and_fullest_first(
+        pg_settings: Settings, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every word of the question is in most chunks (at 1M events: each leg ranked 130k chunks, 1.2 s):
+    each leg ranks at most RANK_BUDGET, gathered from the chunks holding every word, the newest first."""
+    from datetime import UTC, datetime, timedelta
+
+    from urchin.event import format_timestamp
+    from urchin.index import hybrid
+
+    monkeypatch.setattr(hybrid, "RANK_BUDGET", 25)
+    now = datetime.now(UTC)
+    def at(days: float) -> str:
+        return format_timestamp(now - timedelta(days=days))
+    events = ([{"id": f"old-{i}", "content": f"deploy the server config, try {i}", "timestamp": at(300 + i)}
+               for i in range(20)]
+              + [{"id": f"new-{i}", "content": f"deploy the server config, try {i}", "timestamp": at(1 + i / 10)}
+                 for i in range(20)]
+              + [{"id": f"part-{i}", "content": f"deploy the server, try {i}", "timestamp": at(i / 100)}
+                 for i in range(30)]
+              + [{"id": f"one-{i}", "content": f"deploy it, try {i}", "timestamp": at(i / 100)} for i in range(30)])
+    with Memory(pg_settings) as memory:
+        memory.ingest([{**e, "source": "claude"} for e in events])
+        memory.index()
+        result = memory.context(query="how do we deploy the server config", limit=10)
+        legs = [leg for leg in result.coverage["legs"] if leg["origin"] == "query"]
+        assert {leg["leg"] for leg in legs} == {"keyword", "semantic"}
+        for leg in legs:
+            assert "gathered in tiers" in leg["method"] and 0 < leg["candidates"] <= 25, leg
+        assert all(r["id"].startswith("new-") for r in result.results), ids(result)
+        # the same question over a window of old events still finds its every-word chunks there
+        old = memory.context(query="how do we deploy the server config", limit=5,
+                             until=at(200))
+        assert {r["id"][:4] for r in old.results} == {"old-"}, ids(old)

@@ -82,6 +82,15 @@ class Filter:
     constraint: str | None = None   # the question's "phrases" and -exclusions (websearch syntax): must hold
 
 
+@dataclass(frozen=True, slots=True)
+class Tier:
+    """One step of a leg's gathering of candidates: the chunks holding every one (or any) of `items`
+    (words for the keyword leg, term ids for token-cosine), the last RECENT first."""
+
+    items: tuple[Any, ...]
+    every: bool
+
+
 class Embedder(Protocol):
     """What the index needs of an embedding client (urchin/search/embedder.py provides one)."""
 
@@ -109,11 +118,14 @@ class IndexBackend(Protocol):
 
     def term_stats(self, terms: Sequence[int]) -> tuple[dict[int, int], int]: ...
 
+    def twin(self) -> IndexBackend: ...     # another connection, for a leg run at the same time
+
     def keyword(self, words: Sequence[str], constraints: str | None, flt: Filter, limit: int,
-                context_turns: int = 0, every: str | None = None) -> list[ContextRow]: ...
+                context_turns: int = 0, every: str | None = None, tiers: Sequence[Tier] = (),
+                budget: int = 0) -> list[ContextRow]: ...
 
     def sparse(self, vector: str, terms: Sequence[int], flt: Filter, limit: int,
-               context_turns: int = 0) -> list[ContextRow]: ...
+               context_turns: int = 0, tiers: Sequence[Tier] = (), budget: int = 0) -> list[ContextRow]: ...
 
     def dense(self, model: str, vector: Sequence[float], flt: Filter, limit: int) -> list[LegHit]: ...
 

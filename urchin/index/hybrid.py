@@ -7,14 +7,16 @@ weights in play, so `minScore` means the same across queries. Packing and `expla
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from urchin.errors import EmbedderError
 from urchin.event import format_timestamp
-from urchin.index.base import MEMORY_KINDS, ContextRow, Embedder, Filter, IndexBackend, LegHit
+from urchin.index.base import MEMORY_KINDS, ContextRow, Embedder, Filter, IndexBackend, LegHit, Tier
 from urchin.index.files import FILE_KIND
 from urchin.index.live import live_leg
 from urchin.index.params import ContextParams
@@ -38,6 +40,7 @@ MIN_COMMON_DF = 20                # ...but in a small index no word is "common",
 MAX_COMMON_DF = 5000              # and in a large one a word in 5,000 chunks already costs ~50 ms to rank
 MAX_KEYWORDS = 12
 MAX_CANDIDATE_TERMS = 16          # the rarest query terms that pick token-cosine candidates (speed at 1M)
+RANK_BUDGET = 1000                # the most candidates a leg ranks (see `plan`)
 COVERAGE_NOTE = "Coverage describes what was searched; it is not evidence."
 
 
@@ -80,6 +83,23 @@ class ContextResult:
                 "truncated": self.truncated, "tokensUsed": self.tokens_used}
 
 
+class _Stats:
+    """The index's document frequencies, read once per question (each leg and the calibration need
+    them): all the question's terms at once, before the legs start."""
+
+    def __init__(self, backend: IndexBackend) -> None:
+        self.backend, self.df, self.n_docs = backend, dict[int, int](), -1
+        self.lock = threading.Lock()
+
+    def get(self, terms: Sequence[int]) -> tuple[dict[int, int], int]:
+        with self.lock:
+            missing = [t for t in terms if t not in self.df]
+            if missing or self.n_docs < 0:
+                df, self.n_docs = self.backend.term_stats(missing)
+                self.df.update({t: df.get(t, 0) for t in missing})
+            return {t: self.df[t] for t in terms if self.df[t]}, self.n_docs
+
+
 def _filter(p: ContextParams) -> Filter:
     """The filters of every leg, the question's phrases and -exclusions among them (sub-queries inherit them)."""
     return Filter(sources=p.sources, kinds=p.kinds, workspace=p.workspace, session=p.session, tags=p.tags,
@@ -97,16 +117,25 @@ def _with_own(flt: Filter, sub: WebQuery) -> Filter:
 
 def run_context(backend: IndexBackend, p: ContextParams, embedder: Embedder | None = None,
                 index_info: dict[str, Any] | None = None, files: FileAccess | None = None) -> ContextResult:
-    flt, depth, skipped = _filter(p), candidates_for(p.limit), []
-    runs: list[LegRun] = []
-    if p.strategy in ("hybrid", "keyword") and p.full_text_weight > 0:
-        runs += _keyword_runs(backend, p, flt, depth)
-    elif any(s.type == "lex" for s in p.searches):
+    flt, depth, skipped, stats = _filter(p), candidates_for(p.limit), [], _Stats(backend)
+    keyword = p.strategy in ("hybrid", "keyword") and p.full_text_weight > 0
+    semantic = p.strategy in ("hybrid", "semantic") and p.semantic_weight > 0
+    if not keyword and any(s.type == "lex" for s in p.searches):
         skipped.append(f"lex sub-queries skipped: strategy {p.strategy} runs no keyword leg")
-    if p.strategy in ("hybrid", "semantic") and p.semantic_weight > 0:
-        runs += _semantic_runs(backend, p, flt, depth, embedder, skipped)
-    elif any(s.type in ("vec", "hyde") for s in p.searches):
+    if not semantic and any(s.type in ("vec", "hyde") for s in p.searches):
         skipped.append(f"vec/hyde sub-queries skipped: strategy {p.strategy} runs no semantic leg")
+    stats.get(sorted({t for text in [p.query, *(s.query for s in p.searches)] for t in term_ids(tokens(text))}))
+    runs: list[LegRun] = []
+    if keyword and semantic:
+        # the legs run at once, each on its own connection (the database works on two cores)
+        with ThreadPoolExecutor(1) as pool:
+            other = pool.submit(_semantic_runs, backend.twin(), stats, p, flt, depth, embedder, skipped)
+            runs += _keyword_runs(backend, stats, p, flt, depth)
+            runs += other.result()
+    elif keyword:
+        runs += _keyword_runs(backend, stats, p, flt, depth)
+    elif semantic:
+        runs += _semantic_runs(backend, stats, p, flt, depth, embedder, skipped)
     classes = ([p.memory_weight] if p.include_memories else []) + ([1.0] if p.include_conversations else [])
     # The live leg is left out of the best possible score: scores mean the same in both modes.
     best = max(classes) * sum(run.weight / (p.k + 1) for run in runs) if runs else 0.0
@@ -118,7 +147,7 @@ def run_context(backend: IndexBackend, p: ContextParams, embedder: Embedder | No
             runs.append(LegRun("live", "query", p.query, p.full_text_weight or 1.0,
                                "live read of cataloged files (any word, phrases and -words hold)", live_hits))
     fused = _fuse(runs, p, best)
-    _calibrate(backend, fused, parse(p.query).positive, live_rows)
+    _calibrate(backend, stats, fused, parse(p.query).positive, live_rows)
     kept = _cap_per_file([f for f in fused if f["normalised"] >= p.min_score], p.per_file_cap)[: p.limit]
     wanted = [f["id"] for f in kept if f["id"] not in live_rows]
     rows = {**(backend.fetch(wanted) if wanted else {}), **live_rows}
@@ -155,7 +184,7 @@ def _cap_per_file(fused: list[dict[str, Any]], cap: int) -> list[dict[str, Any]]
     return out
 
 
-def _keyword_runs(backend: IndexBackend, p: ContextParams, flt: Filter, depth: int) -> list[LegRun]:
+def _keyword_runs(backend: IndexBackend, stats: _Stats, p: ContextParams, flt: Filter, depth: int) -> list[LegRun]:
     subs = [("query", p.query, 2 * p.full_text_weight)]
     subs += [("lex", s.query, p.full_text_weight) for s in p.searches if s.type == "lex"]
     runs = []
@@ -163,33 +192,56 @@ def _keyword_runs(backend: IndexBackend, p: ContextParams, flt: Filter, depth: i
         sub = parse(text)
         run = LegRun("keyword", origin, text, weight,
                      f"full-text ({TS_CONFIG}, any word, every word first, ts_rank)")
-        words = _distinctive(backend, list(sub.words))
-        rows = backend.keyword(words, sub.constraint, _with_own(flt, sub), depth, _turns("keyword"), sub.every)
+        words, tiers = _distinctive(stats, list(sub.words))
+        if tiers:
+            run.method += f", the best {RANK_BUDGET} candidates gathered in tiers"
+        rows = backend.keyword(words, sub.constraint, _with_own(flt, sub), depth, _turns("keyword"), sub.every,
+                               tiers, RANK_BUDGET)
         run.hits = with_context(rows, CONTEXT["keyword"], depth)
         runs.append(run)
     return runs
 
 
-def _distinctive(backend: IndexBackend, words: list[str]) -> list[str]:
-    """Drop words in more than COMMON_SHARE of the chunks (while a rarer one remains), rarest
-    MAX_KEYWORDS kept: ts_rank has no idf, and an OR of very common words ranks everything slowly."""
+def _distinctive(stats: _Stats, words: list[str]) -> tuple[list[str], list[Tier]]:
+    """The words the keyword leg ranks by, and how it gathers candidates (see `plan`): ts_rank has no
+    idf, so a word in more than COMMON_SHARE of the chunks is dropped while a rarer one remains."""
     if len(words) <= 1:
-        return words
+        return words, []
     ids = {w: list(term_ids(tokens(w))) for w in words}
-    words = [w for w in words if ids[w]] or words          # stop words carry no information
-    df, n_docs = backend.term_stats([t for ts in ids.values() for t in ts])
+    df, n_docs = stats.get([t for ts in ids.values() for t in ts])
+    # stop words (no term) carry no information, and a word in no chunk matches nothing: neither is
+    # "the rarer word that remains" (the leg would search for it alone, and find nothing)
     freq = {w: max((df.get(t, 0) for t in ts), default=0) for w, ts in ids.items()}
-    # a word in no chunk matches nothing: it is not "the rarer word that remains" (it would leave the
-    # leg searching for it alone, and finding nothing, while the question's other words are indexed)
-    words = [w for w in words if freq[w] > 0] or words
-    ranked = sorted(words, key=lambda w: freq[w])
+    if not any(freq.values()):
+        return ([w for w in words if ids[w]] or words)[:MAX_KEYWORDS], []
+    return plan(freq, n_docs, MAX_KEYWORDS)
+
+
+def plan(df: dict[Any, int], n_docs: int, most: int) -> tuple[list[Any], list[Tier]]:
+    """Which of a question's items (words, or term ids) a leg ranks by, and how it gathers candidates.
+
+    Items in more than COMMON_SHARE of the chunks (at most MAX_COMMON_DF) are dropped while a rarer
+    one remains, and the rarest `most` kept: the leg ranks every chunk holding any of them. But it
+    never ranks more than RANK_BUDGET chunks (at 1M chunks each costs ~8 us): when the kept items'
+    chunks number more, or every item is common (each word of "how do we deploy the server config"
+    is in 13% of a 1M-event journal), it ranks by all the items and gathers its candidates in tiers,
+    best first, until the budget is full: the chunks holding every item, all but the commonest, ...,
+    then any kept item (or the rarest alone), each tier's newest first (see PostgresIndex._leg).
+    A question whose kept items' chunks fit the budget - the common case - runs no tier.
+    """
+    ranked = sorted((k for k in df if df[k] > 0), key=lambda k: (df[k], str(k)))[:most]
+    if not ranked:
+        return [], []
     common = max(min(COMMON_SHARE * n_docs, MAX_COMMON_DF), MIN_COMMON_DF)
-    kept = [w for w in ranked if freq[w] <= common] or ranked[:1]
-    return kept[:MAX_KEYWORDS]
+    kept = [k for k in ranked if df[k] <= common]
+    if kept and sum(df[k] for k in kept) <= RANK_BUDGET:
+        return kept, []
+    tiers = [Tier(tuple(ranked[:n]), every=True) for n in range(len(ranked), 1, -1)]
+    return ranked, [*tiers, Tier(tuple(kept or ranked[:1]), every=False)]
 
 
-def _semantic_runs(backend: IndexBackend, p: ContextParams, flt: Filter, depth: int, embedder: Embedder | None,
-                   skipped: list[str]) -> list[LegRun]:
+def _semantic_runs(backend: IndexBackend, stats: _Stats, p: ContextParams, flt: Filter, depth: int,
+                   embedder: Embedder | None, skipped: list[str]) -> list[LegRun]:
     """Token-cosine lists always; with an embedder, its dense lists too, at `DENSE_SHARE` of the weight.
 
     A small general-purpose model alone ranks conversational evidence far below token-cosine
@@ -203,15 +255,16 @@ def _semantic_runs(backend: IndexBackend, p: ContextParams, flt: Filter, depth: 
     for run in runs:
         run.method = "token-cosine (sparsevec, tf x idf^2)"
         sub = parse(run.query)     # -exclusions and OR are no scoring terms: they filter (see _filter)
-        weights, df, n_docs = _query_weights(backend, sub.positive)
+        weights, df, n_docs = _query_weights(stats, sub.positive)
         rows = []
         if weights:
-            # terms in no chunk pick no candidates (see _distinctive): the rarest indexed ones do
-            by_df = sorted((t for t in weights if df.get(t, 0) > 0), key=lambda t: (df[t], t))
-            cap = max(min(COMMON_SHARE * n_docs, MAX_COMMON_DF), MIN_COMMON_DF)
-            rare = ([t for t in by_df if df[t] <= cap] or by_df[:1])[:MAX_CANDIDATE_TERMS]
-            if rare:
-                rows = backend.sparse(to_sparsevec(weights), rare, _with_own(flt, sub), depth, _turns("semantic"))
+            # the terms that pick candidates (every term still scores): see `plan`
+            terms, tiers = plan({t: df.get(t, 0) for t in weights}, n_docs, MAX_CANDIDATE_TERMS)
+            if tiers:
+                run.method += f", the best {RANK_BUDGET} candidates gathered in tiers"
+            if terms:
+                rows = backend.sparse(to_sparsevec(weights), [] if tiers else terms, _with_own(flt, sub), depth,
+                                      _turns("semantic"), tiers, RANK_BUDGET)
         run.hits = with_context(rows, CONTEXT["semantic"], depth)
     if embedder is None:
         return runs
@@ -227,12 +280,12 @@ def _semantic_runs(backend: IndexBackend, p: ContextParams, flt: Filter, depth: 
     return runs + dense
 
 
-def _query_weights(backend: IndexBackend, text: str) -> tuple[dict[int, float], dict[int, int], int]:
+def _query_weights(stats: _Stats, text: str) -> tuple[dict[int, float], dict[int, int], int]:
     """The query's term weights (tf x idf^2), with the index's document frequencies they came from."""
     counts = term_ids(tokens(text))
     if not counts:
         return {}, {}, 0
-    df, n_docs = backend.term_stats(list(counts))
+    df, n_docs = stats.get(list(counts))
     return query_vector(text, df, n_docs), df, n_docs
 
 
@@ -291,7 +344,7 @@ def _fuse(runs: Sequence[LegRun], p: ContextParams, best: float) -> list[dict[st
 STRENGTH_SHARE = 0.75   # the absolute score: this share is match strength, the rest rank agreement
 
 
-def _calibrate(backend: IndexBackend, fused: list[dict[str, Any]], text: str,
+def _calibrate(backend: IndexBackend, stats: _Stats, fused: list[dict[str, Any]], text: str,
                live_rows: dict[str, dict[str, Any]]) -> None:
     """Give every fused candidate an absolute 0-1 score; the RRF order is kept as it is.
 
@@ -303,7 +356,7 @@ def _calibrate(backend: IndexBackend, fused: list[dict[str, Any]], text: str,
     """
     if not fused:
         return
-    weights, _, _ = _query_weights(backend, text)
+    weights, _, _ = _query_weights(stats, text)
     stored = [f["id"] for f in fused if f["id"] not in live_rows]
     share = backend.coverage(stored, weights) if weights and stored else {}
     total = sum(weights.values())

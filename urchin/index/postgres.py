@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import psycopg
@@ -17,7 +17,7 @@ from psycopg import sql
 
 from urchin.errors import DatabaseError
 from urchin.event import format_timestamp
-from urchin.index.base import MEMORY_KINDS, ChunkRow, ContextRow, Filter, LegHit
+from urchin.index.base import MEMORY_KINDS, ChunkRow, ContextRow, Filter, LegHit, Tier
 from urchin.index.pg_migrate import migrate as _migrate
 from urchin.index.schema import GIN_INDEXES, TS_CONFIG
 
@@ -45,6 +45,9 @@ QUERY_SETTINGS = {"hnsw.ef_search": "100", "hnsw.iterative_scan": "relaxed_order
 _COLUMNS = ("chunk_id", "doc_id", "doc_type", "source", "kind", "workspace", "session", "title", "tags", "content",
             "occurred_at", "account", "device", "journal_offset", "path", "heading_path", "start_line", "end_line",
             "content_hash", "terms", "tvec")
+# A leg that gathers its candidates in tiers reads each tier's last RECENT_DAYS first: when more chunks
+# qualify than it may rank, the newer ones are the ones ranked (memory is asked about recent work).
+RECENT_DAYS = 30
 # One backfill at a time holds this session-level advisory lock while the GIN indexes are dropped.
 _BULK_LOCK = "hashtext('urchin_bulk_feed')"
 BULK_MAINTENANCE_MEM = "256MB"   # the GIN builds' accumulator: fewer, larger merges (measured at 20k-200k rows)
@@ -66,6 +69,7 @@ class PostgresIndex:
         self._conn: psycopg.Connection[Any] | None = None
         self._months: set[tuple[int, int]] = set()   # monthly partitions of urchin_chunks known to exist
         self._bulk = False                            # this session holds the bulk lock (begin_bulk)
+        self._twin: PostgresIndex | None = None
 
     # ---- connection ---------------------------------------------------------------------------
     @property
@@ -81,8 +85,18 @@ class PostgresIndex:
             self._conn = conn
         return self._conn
 
+    def twin(self) -> PostgresIndex:
+        """A second connection to the same database, kept: `search_context` runs its semantic leg on it
+        while the keyword leg runs on this one (two server processes, two cores). Only one thread uses
+        it at a time (the caller's, serialised like this connection)."""
+        if self._twin is None:
+            self._twin = PostgresIndex(self._url, self._timeout)
+        return self._twin
+
     def reset(self) -> None:
         """Drop the connection (after an outage); the next call reconnects (the bulk lock goes with it)."""
+        if self._twin is not None:
+            self._twin.reset()
         self._months.clear()
         self._bulk = False
         if self._conn is not None:
@@ -412,9 +426,11 @@ class PostgresIndex:
         return {int(t): int(d) for t, d in rows}, int(n[0]) if n else 0
 
     def keyword(self, words: Sequence[str], constraints: str | None, flt: Filter, limit: int,
-                context_turns: int = 0, every: str | None = None) -> list[ContextRow]:
+                context_turns: int = 0, every: str | None = None, tiers: Sequence[Tier] = (),
+                budget: int = 0) -> list[ContextRow]:
         """Full-text leg: any of `words` (OR, ranked) AND the websearch `constraints` (phrases, -exclusions);
-        a chunk holding `every` word (to_tsquery syntax) ranks above any that holds only some."""
+        a chunk holding `every` word (to_tsquery syntax) ranks above any that holds only some. With
+        `tiers`, only the first `budget` chunks they gather are ranked (see `_leg`)."""
         parts = []
         args: dict[str, Any] = {"cfg": TS_CONFIG}
         if words:
@@ -435,7 +451,11 @@ class PostgresIndex:
         # With phrases or -exclusions, a neighbour must satisfy them too: context never smuggles in a
         # turn the query excluded. Without, any neighbour may carry context.
         near = " AND y.tsv @@ q" if constraints else ""
-        return self._leg(query, "tsv @@ q", score, flt, limit, context_turns, args, near)
+        steps = []
+        for i, tier in enumerate(tiers):
+            args[f"tier{i}"] = (" & " if tier.every else " | ").join(tier.items)
+            steps.append(f"tsv @@ to_tsquery(%(cfg)s::regconfig, %(tier{i})s)")
+        return self._leg(query, "tsv @@ q", score, flt, limit, context_turns, args, near, steps, budget)
 
     def known_sources(self) -> list[str]:
         """Every source the index holds (a loose index scan: one probe per distinct source)."""
@@ -473,23 +493,40 @@ class PostgresIndex:
         return {r[0]: min(1.0, float(r[1]) / total) for r in rows}
 
     def sparse(self, vector: str, terms: Sequence[int], flt: Filter, limit: int,
-               context_turns: int = 0) -> list[ContextRow]:
-        """Token-cosine leg: exact cosine over the chunks sharing a term (GIN on `terms`)."""
-        if not terms:
+               context_turns: int = 0, tiers: Sequence[Tier] = (), budget: int = 0) -> list[ContextRow]:
+        """Token-cosine leg: exact cosine over the chunks sharing a term (GIN on `terms`); with `tiers`,
+        over the first `budget` chunks they gather (see `_leg`)."""
+        if not terms and not tiers:
             return []
-        args = {"v": vector, "terms": list(terms)}
+        args: dict[str, Any] = {"v": vector, "terms": list(terms)}
+        steps = []
+        for i, tier in enumerate(tiers):
+            args[f"tier{i}"] = list(tier.items)
+            steps.append(f"terms {'@>' if tier.every else '&&'} %(tier{i})s::integer[]")
         return self._leg("(SELECT %(v)s::sparsevec AS q) AS qq", "terms && %(terms)s::integer[]",
-                         "1 - ({t}tvec <=> q)", flt, limit, context_turns, args)
+                         "1 - ({t}tvec <=> q)", flt, limit, context_turns, args, "", steps, budget)
 
     def _leg(self, source: str, match: str, score: str, flt: Filter, limit: int, turns: int,
-             args: dict[str, Any], near: str = "") -> list[ContextRow]:
+             args: dict[str, Any], near: str = "", steps: Sequence[str] = (), budget: int = 0) -> list[ContextRow]:
         """Top `limit` by `score`, plus each one's `turns` session neighbours on either side (with their
-        own score, filters applied) as rows (anchor, chunk, distance, score, kind, occurred_at)."""
+        own score, filters applied) as rows (anchor, chunk, distance, score, kind, occurred_at).
+
+        With `steps` (conditions, best first), the candidates are not every chunk `match`ing but the
+        first `budget` that the steps gather in order, each step's last RECENT_DAYS first: a UNION ALL
+        under one LIMIT, so PostgreSQL stops reading (and scoring) once the budget is full."""
         where, fargs = _where(flt)
         args = {**args, **fargs, "limit": limit, "turns": turns}
-        base = (f"WITH c AS MATERIALIZED (SELECT chunk_id, session, occurred_at, kind, {score.format(t='')} AS s "
-                f"FROM urchin_chunks, {source} WHERE {match} {where} "
-                f"ORDER BY s DESC, occurred_at DESC, chunk_id LIMIT %(limit)s) "
+        if steps:
+            args.update({"budget": budget, "recent": timedelta(days=RECENT_DAYS)})
+            gather = " UNION ALL ".join(
+                f"(SELECT chunk_id, session, occurred_at, kind, {score.format(t='')} AS s FROM urchin_chunks, "
+                f"{source} WHERE {step}{window} {where} LIMIT %(budget)s)"
+                for step in steps for window in (" AND occurred_at >= now() - %(recent)s", ""))
+            ranked = f"SELECT DISTINCT chunk_id, session, occurred_at, kind, s FROM ({gather} LIMIT %(budget)s) AS g"
+        else:
+            ranked = (f"SELECT chunk_id, session, occurred_at, kind, {score.format(t='')} AS s "
+                      f"FROM urchin_chunks, {source} WHERE {match} {where}")
+        base = (f"WITH c AS MATERIALIZED ({ranked} ORDER BY s DESC, occurred_at DESC, chunk_id LIMIT %(limit)s) "
                 "SELECT chunk_id, chunk_id, 0, s, kind, occurred_at FROM c")
         if turns > 0:
             ywhere, _ = _where(flt, alias="y.")
