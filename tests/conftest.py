@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.embedder_fixture import embedder_url  # noqa: F401  (session fixture: a real embedding server)
+from tests.embedder_fixture import embedder_url, start_shared, stop_shared  # noqa: F401  (a real embedding server)
 from urchin.config import Settings
 from urchin.memory import Memory
 
@@ -20,6 +20,14 @@ _CLEAN_ENV = ("URCHIN_EVENT_JOURNAL_PATH", "URCHIN_EMBEDDER_URL", "URCHIN_EMBEDD
               "URCHIN_DEVICE_ID", "URCHIN_PORT", "URCHIN_HOST", "URCHIN_CLAUDE_DIR", "URCHIN_COPILOT_DIR",
               "URCHIN_GEMINI_DIR", "URCHIN_CODEX_DIR", "URCHIN_SHELL_HISTORY", "URCHIN_GIT_ROOTS", "CLAUDE_CONFIG_DIR",
               "COPILOT_HOME", "CODEX_HOME", "XDG_DATA_HOME", "URCHIN_NO_DAEMON", "NOTIFY_SOCKET")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    start_shared(config)   # under xdist: one test embedder for all workers
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    stop_shared(config)
 
 
 @pytest.fixture(autouse=True)
