@@ -3,8 +3,10 @@
 Whatever happens (empty stdin, malformed JSON, an unwritable home, a full disk, a held lock),
 `run_hook` returns 0, prints nothing on stdout (agents read it as hook output) and writes the
 reason to `$URCHIN_HOME/hooks.log` (0600), or to stderr when even that cannot be written.
-It writes through `Ingestor` (the single write path) and imports only what that needs, so a
-call stays well under the 150 ms budget; see bench/bench_hook.py.
+With a daemon running it hands the event to the daemon over HTTP with the hooks' ingest-only token
+(`$URCHIN_HOME/hooks.token`, made by `urchin install-hooks`), else writes through `Ingestor` (the
+single write path); either way it imports only what that needs, so a call stays well under the
+150 ms budget; see bench/bench_hook.py.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from typing import Any
 __all__ = ["run_hook", "main", "HOOK_TIMEOUT_S", "prepare_item"]
 
 HOOK_TIMEOUT_S = 10
+HOOK_HTTP_TIMEOUT_S = 5      # then the hook writes the journal itself, within HOOK_TIMEOUT_S
 MAX_PAYLOAD_BYTES = 8 * 1024 * 1024
 _LOG_LIMIT = 1024 * 1024
 
@@ -113,9 +116,12 @@ def run_hook(agent: str, raw: bytes, *, home: str | None = None, event: str | No
         item = adapt_hook(agent, _payload(agent, raw, fields or {}), event)
         if item is None:
             return 0
+        item = prepare_item(item, settings.soft_cap_bytes)
+        if _send(settings.home, agent, item):
+            return 0
         from urchin.ingest import Ingestor
 
-        result = Ingestor(settings).ingest([prepare_item(item, settings.soft_cap_bytes)])[0]
+        result = Ingestor(settings).ingest([item])[0]
         if result.status == "rejected":
             _log(home_path, agent, f"event rejected: {result.reason}")
     except _TimedOut:
@@ -128,6 +134,51 @@ def run_hook(agent: str, raw: bytes, *, home: str | None = None, event: str | No
         signal.signal(signal.SIGALRM, previous)
     return 0
 
+
+
+def _send(home: Path, agent: str, item: dict[str, Any]) -> bool:
+    """Give the event to the daemon with the hooks' ingest-only token; False: write it here instead.
+
+    The daemon is `URCHIN_HOOK_URL` (a hook in a container or sandbox that cannot write the journal)
+    or the live daemon of this home; the token is `URCHIN_HOOK_TOKEN` or `$URCHIN_HOME/hooks.token`,
+    which `urchin install-hooks` creates. A hook thus never needs the admin token. No daemon, no
+    token, an unreachable one or any answer but 2xx: the caller writes the journal itself; the
+    event's id is set first, so an event the daemon took whose answer was lost is stored once.
+    """
+    from urchin.tokens import HOOK_TOKEN_FILE
+    from urchin.wire import WireError, daemon_address, request
+
+    address = os.environ.get("URCHIN_HOOK_URL") or daemon_address(str(home))
+    token = os.environ.get("URCHIN_HOOK_TOKEN", "").strip()
+    if not token:
+        try:
+            token = (home / HOOK_TOKEN_FILE).read_text(encoding="utf-8").strip()
+        except (OSError, UnicodeDecodeError):
+            return False
+    if not address or not token:
+        return False
+    import orjson
+
+    from urchin.event import new_id
+
+    item.setdefault("id", new_id())
+    try:
+        status, _, body = request(address, token, "POST", "/ingest", orjson.dumps(item), timeout=HOOK_HTTP_TIMEOUT_S)
+    except WireError as exc:
+        _log(home, agent, f"the daemon at {address} did not answer ({exc}); written to the journal directly")
+        return False
+    if 200 <= status < 300:
+        try:
+            answer = orjson.loads(body)
+        except orjson.JSONDecodeError:
+            answer = None
+        if isinstance(answer, dict) and answer.get("status") == "rejected":
+            _log(home, agent, f"event rejected: {answer.get('reason')}")
+        return True
+    if status in (401, 403):
+        _log(home, agent, f"the daemon refused the hooks' token (HTTP {status}; run `urchin install-hooks` "
+                          "again); written to the journal directly")
+    return False
 
 
 def _home_or_none(home: str | None) -> Path | None:

@@ -23,12 +23,14 @@ from typing import Any
 
 import orjson
 
-from urchin.config import ensure_private_dir
+from urchin.config import ensure_private_dir, write_private
 from urchin.errors import ConfigError, NotFoundError, ValidationError
 
-__all__ = ["Grant", "TokenStore", "SCOPES", "ADMIN_GRANT", "parse_expires"]
+__all__ = ["Grant", "TokenStore", "SCOPES", "ADMIN_GRANT", "parse_expires", "ensure_hook_token", "HOOK_TOKEN_FILE"]
 
 SCOPES = ("ingest", "read", "admin")
+HOOK_TOKEN_FILE = "hooks.token"
+HOOK_TOKEN_NAME = "hooks"
 _TOKEN = re.compile(r"^urchin_([0-9a-f]{12})_[A-Za-z0-9_-]{43}$")
 _EXPIRES = re.compile(r"^(\d{1,6})([hdw])$")
 _UNIT_S = {"h": 3600, "d": 86400, "w": 7 * 86400}
@@ -158,3 +160,27 @@ class TokenStore:
             self._cache = None
         finally:
             os.close(fd)
+
+
+def ensure_hook_token(home: Path) -> tuple[Path, bool]:
+    """The ingest-only token agent hooks send their events with: `$home/hooks.token` (0600).
+
+    Kept while it still verifies as an ingest token for every workspace; else (missing, revoked,
+    expired) a new one is created (`name: hooks` in `urchin token list`) and earlier hook tokens'
+    records are revoked. Returns the file and whether a token was created.
+    """
+    path = home / HOOK_TOKEN_FILE
+    store = TokenStore(home)
+    try:
+        current = path.read_text(encoding="utf-8").strip()
+    except (FileNotFoundError, UnicodeDecodeError):
+        current = ""
+    grant = store.verify(current) if current else None
+    if grant is not None and grant.scope == "ingest" and not grant.workspaces:
+        return path, False
+    token, record = store.create("ingest", name=HOOK_TOKEN_NAME)
+    write_private(path, (token + "\n").encode("ascii"))
+    for entry in store.entries():
+        if entry.get("name") == HOOK_TOKEN_NAME and entry["id"] != record["id"]:
+            store.revoke(entry["id"])
+    return path, True

@@ -25,6 +25,7 @@ import orjson
 
 from urchin.config import Settings, ensure_private_dir
 from urchin.errors import ConfigError, ValidationError
+from urchin.tokens import ensure_hook_token
 
 __all__ = ["TARGETS", "render", "default_path", "install", "InstallResult", "hook_command", "write_keeping_mode",
            "SHELL_BASH", "SHELL_ZSH"]
@@ -254,14 +255,16 @@ class InstallResult:
     diff: str
     backup: Path | None = None
     written: bool = False
+    token: Path | None = None           # the hooks' ingest-only token, when this install created it
 
     def describe(self) -> str:
+        token = f"; hooks send with the ingest-only token in {self.token}" if self.token else ""
         if not self.changed:
-            return f"{self.target}: already installed in {self.path}"
+            return f"{self.target}: already installed in {self.path}{token}"
         if not self.written:
             return f"{self.target}: would change {self.path} (dry run)"
         backup = f" (backup: {self.backup})" if self.backup else ""
-        return f"{self.target}: installed in {self.path}{backup}"
+        return f"{self.target}: installed in {self.path}{backup}{token}"
 
 
 def _new_text(target: str, path: Path, old: str, command: str, settings: Settings, shell: str) -> str:
@@ -368,10 +371,12 @@ def install(target: str, settings: Settings, *, path: Path | None = None, dry_ru
     script = _shell_script(settings, shell) if target == "shell" else None
     script_text = render("shell", command, shell) if script is not None else ""
     script_stale = script is not None and _read(script)[0] != script_text
-    if new == old and not script_stale:
-        return InstallResult(target, shown, False, "")
     if dry_run:
-        return InstallResult(target, shown, True, diff)
+        return InstallResult(target, shown, new != old or script_stale, diff)
+    token, created = ensure_hook_token(settings.home)
+    token_note = token if created else None
+    if new == old and not script_stale:
+        return InstallResult(target, shown, False, "", token=token_note)
     backup = None
     if script is not None and script_stale:
         ensure_private_dir(script.parent)
@@ -381,4 +386,4 @@ def install(target: str, settings: Settings, *, path: Path | None = None, dry_ru
             backup = real.with_name(f"{real.name}.urchin-backup-{time.strftime('%Y%m%d%H%M%S')}")
             write_keeping_mode(backup, old.encode(), like)    # never more readable than the original
         write_keeping_mode(real, new.encode(), like)
-    return InstallResult(target, shown, True, diff, backup, True)
+    return InstallResult(target, shown, True, diff, backup, True, token_note)

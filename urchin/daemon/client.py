@@ -7,9 +7,6 @@ daemon is one `stat` when none runs; httpx is imported only when one does (it co
 
 from __future__ import annotations
 
-import errno
-import fcntl
-import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -17,6 +14,7 @@ from urllib.parse import quote
 
 import orjson
 
+from urchin import wire
 from urchin.config import Settings
 from urchin.contract import OPERATIONS
 from urchin.errors import (
@@ -54,17 +52,7 @@ class DaemonInfo:
 
 def daemon_alive(settings: Settings) -> bool:
     """True while some `urchin serve` holds this home's lock (exact, unlike a pid check)."""
-    try:
-        fd = os.open(settings.home / "daemon.lock", os.O_RDONLY | os.O_CLOEXEC)
-    except OSError:
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except OSError as exc:
-        return exc.errno in (errno.EAGAIN, errno.EACCES)
-    finally:
-        os.close(fd)  # also drops our momentary shared lock
-    return False
+    return wire.daemon_alive(str(settings.home))
 
 
 def find_daemon(settings: Settings) -> DaemonInfo | None:

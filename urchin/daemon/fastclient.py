@@ -133,33 +133,13 @@ def _daemon(home: str | None) -> tuple[str, str]:
         raise _Fallback  # Settings.resolve reads and checks these; the full CLI goes through it
     if env.get("URCHIN_NO_DAEMON", "").lower() in ("1", "true", "yes"):
         raise _Fallback
-    try:
-        with open(os.path.join(root, "daemon.json"), "rb") as handle:
-            info = json.loads(handle.read())
-    except (OSError, ValueError):
-        raise _Fallback from None
-    if not isinstance(info, dict) or not isinstance(info.get("address"), str) or not _alive(root):
+    from urchin.wire import daemon_address
+
+    address = daemon_address(root)
+    if address is None:
         raise _Fallback
     token = env.get("URCHIN_INTAKE_TOKEN") or _token_file(root)
-    return token, info["address"]
-
-
-def _alive(root: str) -> bool:
-    """`client.daemon_alive`: some `urchin serve` holds this home's lock."""
-    import errno
-    import fcntl
-
-    try:
-        fd = os.open(os.path.join(root, "daemon.lock"), os.O_RDONLY | os.O_CLOEXEC)
-    except OSError:
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except OSError as exc:
-        return exc.errno in (errno.EAGAIN, errno.EACCES)
-    finally:
-        os.close(fd)
-    return False
+    return token, address
 
 
 def _token_file(root: str) -> str:
@@ -184,48 +164,15 @@ def _quote(text: str) -> str:
 
 def _request(address: str, token: str, route: str, params: list[tuple[str, str]]) -> str:
     """GET `route` and return the 200 answer's body; anything else is the full CLI's to report."""
-    import socket
+    from urchin.wire import WireError, request
 
-    if any(c in token for c in "\r\n"):
-        raise _Fallback
     query = "&".join(f"{_quote(k)}={_quote(v)}" for k, v in params)
     try:
-        if address.startswith("unix:"):
-            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            target: Any = address[5:]
-            host = "localhost"
-        elif address.startswith("http://"):
-            host = address[7:].rstrip("/")
-            name, _, port = host.rpartition(":")
-            sock = socket.socket(socket.AF_INET6 if name.startswith("[") else socket.AF_INET, socket.SOCK_STREAM)
-            target = (name.strip("[]"), int(port))
-        else:
+        status, _, body = request(address, token, "GET", f"{route}?{query}", timeout=_TIMEOUT_S)
+        if status != 200:
             raise _Fallback
-        with sock:
-            sock.settimeout(_TIMEOUT_S)
-            sock.connect(target)
-            sock.sendall(f"GET {route}?{query} HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {token}\r\n"
-                         "Accept: application/json\r\nConnection: close\r\n\r\n".encode("latin-1"))
-            chunks = []
-            while chunk := sock.recv(1 << 16):
-                chunks.append(chunk)
-    except (OSError, ValueError, UnicodeEncodeError):
-        raise _Fallback from None
-    return _body(b"".join(chunks))
-
-
-def _body(raw: bytes) -> str:
-    head, sep, body = raw.partition(b"\r\n\r\n")
-    lines = head.split(b"\r\n")
-    if not sep or not lines[0].startswith(b"HTTP/1.1 200 "):
-        raise _Fallback
-    headers = dict(line.lower().partition(b":")[::2] for line in lines[1:])
-    length = headers.get(b"content-length", b"").strip()
-    if b"transfer-encoding" in headers or not length.isdigit() or int(length) != len(body):
-        raise _Fallback
-    try:
         return body.decode("utf-8")
-    except UnicodeDecodeError:
+    except (WireError, UnicodeDecodeError):
         raise _Fallback from None
 
 

@@ -1,0 +1,106 @@
+"""Hooks hold an ingest-only token, never the admin one (issue 18): `install-hooks` makes it, the hook
+hands its event to the daemon with it, and without a daemon (or with the token refused) the hook
+still records the event itself, once."""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from tests.conftest import run_urchin
+from tests.daemon_fixture import DaemonProcess
+
+PROMPT = Path(__file__).parent / "fixtures" / "claude" / "hooks" / "UserPromptSubmit.json"
+
+
+@pytest.fixture
+def daemon(urchin_home: Path) -> Iterator[DaemonProcess]:
+    process = DaemonProcess(urchin_home).start()
+    try:
+        yield process
+    finally:
+        process.stop()
+
+
+def _install(home: Path, config: Path) -> Any:
+    done = run_urchin("install-hooks", "claude", "--config", str(config), env={"URCHIN_HOME": str(home)})
+    assert done.returncode == 0, done.stderr
+    return done
+
+
+def _tokens(home: Path) -> list[dict[str, Any]]:
+    done = run_urchin("token", "list", "--json", env={"URCHIN_HOME": str(home)})
+    assert done.returncode == 0, done.stderr
+    return [orjson.loads(line) for line in done.stdout.splitlines()]     # one JSON object a line
+
+
+def _events(path: Path) -> list[dict[str, Any]]:
+    return [orjson.loads(line) for line in path.read_bytes().splitlines()] if path.exists() else []
+
+
+def test_install_hooks_makes_one_private_ingest_only_token_and_keeps_it(urchin_home: Path, tmp_path: Path) -> None:
+    done = _install(urchin_home, tmp_path / "settings.json")
+    file = urchin_home / "hooks.token"
+    assert f"ingest-only token in {file}" in done.stdout
+    assert stat.S_IMODE(file.stat().st_mode) == 0o600
+    token = file.read_text().strip()
+    listed = _tokens(urchin_home)
+    assert [(t["scope"], t["name"], t["workspaces"]) for t in listed] == [("ingest", "hooks", [])]
+    assert token.startswith(f"urchin_{listed[0]['id']}_")
+    again = _install(urchin_home, tmp_path / "gemini.json")           # another agent: the same token
+    assert "ingest-only token" not in again.stdout and file.read_text().strip() == token
+    assert len(_tokens(urchin_home)) == 1
+    revoked = run_urchin("token", "revoke", listed[0]["id"], env={"URCHIN_HOME": str(urchin_home)})
+    assert revoked.returncode == 0, revoked.stderr
+    _install(urchin_home, tmp_path / "settings.json")                 # refused now: a new one replaces it
+    assert file.read_text().strip() != token and [t["name"] for t in _tokens(urchin_home)] == ["hooks"]
+    dry = run_urchin("install-hooks", "claude", "--config", str(tmp_path / "new.json"), "--dry-run",
+                     env={"URCHIN_HOME": str(tmp_path / "dry-home")})
+    assert dry.returncode == 0 and not (tmp_path / "dry-home" / "hooks.token").exists()
+
+
+def test_a_hook_in_a_sandbox_reaches_the_daemon_with_only_the_ingest_token(daemon: DaemonProcess,
+                                                                          tmp_path: Path) -> None:
+    """A hook whose own home cannot hold the journal (a container, an agent's sandbox) is given the
+    daemon's address and the ingest token, nothing else: the event lands in the daemon's journal."""
+    _install(daemon.home, tmp_path / "settings.json")
+    token = (daemon.home / "hooks.token").read_text().strip()
+    sandbox = tmp_path / "sandbox-home"
+    done = run_urchin("hook", "claude", input=PROMPT.read_bytes(),
+                      env={"URCHIN_HOME": str(sandbox), "URCHIN_HOOK_URL": daemon.url, "URCHIN_HOOK_TOKEN": token})
+    assert (done.returncode, done.stdout) == (0, b"")
+    stored = _events(daemon.journal)
+    assert [e["kind"] for e in stored] == ["conversation"] and "checkout bug" in stored[0]["content"]
+    assert not (sandbox / "journal" / "events.jsonl").exists() and not (sandbox / "hooks.log").exists()
+    with daemon.client(token) as http:                                # and that token reads nothing
+        assert http.get("/search", params={"q": "checkout"}).status_code == 403
+        assert http.get("/recent").status_code == 403
+
+
+def test_a_hook_beside_the_daemon_sends_its_event_once_and_falls_back_when_refused(daemon: DaemonProcess,
+                                                                                  tmp_path: Path) -> None:
+    _install(daemon.home, tmp_path / "settings.json")
+    env = {"URCHIN_HOME": str(daemon.home)}
+    payload = orjson.loads(PROMPT.read_bytes())
+    assert run_urchin("hook", "claude", input=orjson.dumps(payload), env=env).returncode == 0
+    assert len(_events(daemon.journal)) == 1 and not (daemon.home / "hooks.log").exists()
+    # the token revoked: the daemon refuses it, the hook writes the journal itself, and says why
+    token_id = _tokens(daemon.home)[0]["id"]
+    assert run_urchin("token", "revoke", token_id, env=env).returncode == 0
+    payload["prompt"] = "the second prompt, after the revocation"
+    assert run_urchin("hook", "claude", input=orjson.dumps(payload), env=env).returncode == 0
+    stored = _events(daemon.journal)
+    assert [e["content"] for e in stored][-1] == "the second prompt, after the revocation" and len(stored) == 2
+    assert "refused the hooks' token (HTTP 401" in (daemon.home / "hooks.log").read_text()
+
+
+def test_without_a_daemon_the_hook_writes_the_journal_and_needs_no_token(urchin_home: Path) -> None:
+    done = run_urchin("hook", "claude", input=PROMPT.read_bytes(), env={"URCHIN_HOME": str(urchin_home)})
+    assert done.returncode == 0 and len(_events(urchin_home / "journal" / "events.jsonl")) == 1
+    assert not (urchin_home / "hooks.log").exists() and not os.path.exists(urchin_home / "hooks.token")
