@@ -104,3 +104,11 @@ def test_without_a_daemon_the_hook_writes_the_journal_and_needs_no_token(urchin_
     done = run_urchin("hook", "claude", input=PROMPT.read_bytes(), env={"URCHIN_HOME": str(urchin_home)})
     assert done.returncode == 0 and len(_events(urchin_home / "journal" / "events.jsonl")) == 1
     assert not (urchin_home / "hooks.log").exists() and not os.path.exists(urchin_home / "hooks.token")
+
+
+def test_a_hook_never_sends_an_event_off_the_machine(urchin_home: Path, tmp_path: Path) -> None:
+    _install(urchin_home, tmp_path / "settings.json")
+    env = {"URCHIN_HOME": str(urchin_home), "URCHIN_HOOK_URL": "http://192.0.2.1:18799"}
+    assert run_urchin("hook", "claude", input=PROMPT.read_bytes(), env=env).returncode == 0
+    assert len(_events(urchin_home / "journal" / "events.jsonl")) == 1            # kept here instead
+    assert "URCHIN_HOOK_URL must be unix:/path or http://127.0.0.1" in (urchin_home / "hooks.log").read_text()

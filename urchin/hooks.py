@@ -149,6 +149,10 @@ def _send(home: Path, agent: str, item: dict[str, Any]) -> bool:
     from urchin.wire import WireError, daemon_address, request
 
     address = os.environ.get("URCHIN_HOOK_URL") or daemon_address(str(home))
+    if address and not _local(address):
+        _log(home, agent, "URCHIN_HOOK_URL must be unix:/path or http://127.0.0.1:PORT (the daemon listens on "
+                          "loopback only; an event is never sent across a network); written to the journal")
+        return False
     token = os.environ.get("URCHIN_HOOK_TOKEN", "").strip()
     if not token:
         try:
@@ -179,6 +183,14 @@ def _send(home: Path, agent: str, item: dict[str, Any]) -> bool:
         _log(home, agent, f"the daemon refused the hooks' token (HTTP {status}; run `urchin install-hooks` "
                           "again); written to the journal directly")
     return False
+
+
+def _local(address: str) -> bool:
+    """A Unix socket, or a loopback address, as the daemon serves (`urchin serve` binds nothing else)."""
+    if address.startswith("unix:"):
+        return True
+    host = address[7:].rpartition(":")[0] if address.startswith("http://") else ""
+    return host in ("127.0.0.1", "[::1]", "localhost") or host.startswith("127.")
 
 
 def _home_or_none(home: str | None) -> Path | None:
