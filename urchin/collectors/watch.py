@@ -46,8 +46,16 @@ def collectors_for(changed: set[str], watched: dict[str, list[Path]]) -> set[str
 
 
 def watch_collectors(settings: Settings, stop_event: threading.Event, *, names: list[str] | None = None,
-                     debounce_ms: int = 1000, rescan_s: float = 30.0) -> Iterator[set[str]]:
-    """Yield sets of collector names to run; the first yield is every collector found (catch-up)."""
+                     debounce_ms: int = 1000, rescan_s: float = 30.0, tick_ms: int = 1000) -> Iterator[set[str]]:
+    """Yield sets of collector names to run; the first yield is every collector found (catch-up).
+
+    One watcher stays armed for as long as the watched folders stay the same, also while the caller
+    runs the collectors it was given, so a change made meanwhile is reported next, not lost until the
+    rescan. Once armed (within `tick_ms`), every collector is due once more: a file written between
+    the catch-up and the arming is collected within seconds, not at the first rescan.
+    """
+    import time
+
     import watchfiles
 
     watched = watched_paths(settings, names)
@@ -61,16 +69,21 @@ def watch_collectors(settings: Settings, stop_event: threading.Event, *, names: 
                 yield set(watched)
             continue
         roots = sorted({str(p) for paths in watched.values() for p in paths})
-        changed: set[str] = set()
-        for batch in watchfiles.watch(*roots, stop_event=stop_event, debounce=debounce_ms,
-                                      rust_timeout=int(rescan_s * 1000), yield_on_timeout=True,
-                                      raise_interrupt=False):
-            changed = {path for _, path in batch}
-            break
-        if stop_event.is_set():
-            return
-        current = watched_paths(settings, names)
-        due = collectors_for(changed, watched) if changed else set(current)
-        watched = current
-        if due:
-            yield due
+        armed, rescan_at = False, time.monotonic() + rescan_s
+        for batch in watchfiles.watch(*roots, stop_event=stop_event, debounce=debounce_ms, rust_timeout=tick_ms,
+                                      yield_on_timeout=True, raise_interrupt=False):
+            if stop_event.is_set():
+                return
+            rescan = not armed or time.monotonic() >= rescan_at
+            if not batch and not rescan:
+                continue
+            armed = True
+            current = watched_paths(settings, names)
+            due = set(current) if rescan else collectors_for({path for _, path in batch}, watched)
+            if rescan:
+                rescan_at = time.monotonic() + rescan_s
+            moved, watched = current != watched, current
+            if due:
+                yield due
+            if moved:
+                break          # folders appeared or went: watch the new set
