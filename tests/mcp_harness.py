@@ -26,8 +26,8 @@ REPO = Path(__file__).resolve().parent.parent
 
 def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     """What the server process needs: the test's URCHIN_HOME and this checkout on PYTHONPATH."""
-    env = {"PYTHONPATH": str(REPO), "URCHIN_HOME": os.environ["URCHIN_HOME"]}
-    return {**env, **(extra or {})}
+    extra = extra or {}
+    return {"PYTHONPATH": str(REPO), "URCHIN_HOME": extra.get("URCHIN_HOME") or os.environ["URCHIN_HOME"], **extra}
 
 
 @asynccontextmanager

@@ -22,6 +22,7 @@ from tests.mcp_scenarios import (
     check_write_tools,
 )
 from tests.test_mcp_stdio_wire import MALFORMED
+from urchin.config import Settings
 from urchin.memory import Memory
 
 pytestmark = pytest.mark.anyio
@@ -71,11 +72,20 @@ def test_http_endpoint_refuses_without_token_and_foreign_hosts(url: str) -> None
     assert rebinding.status_code in (403, 421)
 
 
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Memory]]:
+    """One server for the malformed bodies (each case is one request; none may store anything)."""
+    home = tmp_path_factory.mktemp("mcp-http-malformed") / "urchin-home"
+    with http_server(TOKEN, {"URCHIN_HOME": str(home)}) as base:
+        yield base + "/mcp", Memory(Settings.resolve(home))
+
+
 @pytest.mark.parametrize(("body", "code", "echo"), [m[1:] for m in MALFORMED], ids=[m[0] for m in MALFORMED])
-def test_a_malformed_body_gets_the_same_json_rpc_error_as_over_stdio(url: str, memory: Memory, body: bytes,
+def test_a_malformed_body_gets_the_same_json_rpc_error_as_over_stdio(shared: tuple[str, Memory], body: bytes,
                                                                       code: int, echo: Any) -> None:
     """One rule for both transports: a body that is not one JSON-RPC 2.0 message is answered 400 with
     -32700 (id null) or -32600 (its id echoed when readable), never 202-and-silence."""
+    url, memory = shared
     headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json",
                "Authorization": f"Bearer {TOKEN}"}
     response = httpx2.post(url, content=body, headers=headers)
