@@ -28,7 +28,11 @@ import pytest
 from tests.conftest import REPO, run_urchin
 from tests.test_redact import CASES
 from tests.test_redact_event import SHA, UUIDS
+from urchin.config import Settings
+from urchin.hooks import run_hook
+from urchin.memory import Memory
 from urchin.redact import redact_text
+from urchin.workspace.memories import Member
 
 pytestmark = pytest.mark.slow
 
@@ -357,7 +361,13 @@ def test_agent_hooks(urchin_home: Path, tmp_path: Path) -> None:
             payload = {**base, "hook_event_name": "PostToolUse", "tool_name": "Bash",
                        "tool_use_id": tool_use if len(base["session_id"] + tool_use) < 230 else f"t{n}",
                        "tool_input": {"command": text, text: text}, "tool_response": {"stdout": f"{WORD} {text}"}}
-        _hook(payload, _actor_env(n))
+        if n % 3 == 0:                     # a third as agents run them: a process each
+            _hook(payload, _actor_env(n))
+        else:                              # the rest through the same function, in this process
+            with pytest.MonkeyPatch.context() as patch:
+                for name, value in _actor_env(n).items():
+                    patch.setenv(name, value)
+                assert run_hook("claude", orjson.dumps(payload)) == 0
     assert _found(_cli_answers(urchin_home)) == []
     assert (urchin_home / "hooks.log").exists() is False or _found([(urchin_home / "hooks.log").read_bytes()]) == []
     _assert_clean(urchin_home, len(CORPUS))
@@ -387,7 +397,12 @@ def test_collectors(urchin_home: Path, tmp_path: Path) -> None:
 # ---- curated memories -------------------------------------------------------------------------
 def test_curated_memories_are_redacted_in_toml_and_answers(urchin_home: Path) -> None:
     answers = []
+    memory = Memory(Settings.resolve(urchin_home))
     for n, (text, _, _) in enumerate(CORPUS):
+        if n % 3:                          # two thirds in this process, through the same facade call
+            created = memory.memory_create(f"m{n}", text, [Member("query", query=text, source="claude")], title=text)
+            answers.append(orjson.dumps(created.summary()))
+            continue
         done = run_urchin("memory", "create", f"m{n}", "--use-when", text, "--title", text, "--query", text,
                           "--source", "claude")
         assert done.returncode == 0, done.stderr

@@ -172,24 +172,32 @@ def _anchors_hold(vault: Path, hits: list[dict[str, Any]]) -> None:
     assert checked
 
 
-def test_secret_stores_and_ignored_files_are_refused_unless_the_root_opts_in(vault: Path) -> None:
+def test_secret_stores_and_ignored_files_are_refused_unless_the_root_opts_in(vault: Path, urchin_home: Path) -> None:
+    """Every store name, in-process (the rule); the CLI for one of each kind (its exit code and words)."""
     assert run_urchin("workspace", "add", str(vault)).returncode == 0
+    memory = Memory(Settings.resolve(urchin_home))
     for name in STORES:
-        for args in (("get-file", f"vault/{name}"), ("fetch-document", "vault", name)):
-            done = run_urchin(*args)
-            assert done.returncode == 1, (args, done.stdout)
-            assert "secret store" in done.stderr and "--allow-secret-files" in done.stderr, done.stderr
-            assert "STORE-MARKER" not in done.stdout and leaked(done.stdout) == []
+        for read, arg in ((memory.get_file, (f"vault/{name}",)), (memory.fetch_source_document, ("vault", name))):
+            with pytest.raises(ValidationError) as refused:
+                read(*arg)
+            assert "secret store" in refused.value.message and "--allow-secret-files" in refused.value.message
+    for args in (("get-file", "vault/.env"), ("fetch-document", "vault", "deploy.pem")):
+        done = run_urchin(*args)
+        assert done.returncode == 1, (args, done.stdout)
+        assert "secret store" in done.stderr and "--allow-secret-files" in done.stderr, done.stderr
+        assert "STORE-MARKER" not in done.stdout and leaked(done.stdout) == []
     for name in ("local/notes.txt", "debug.log"):
         done = run_urchin("get-file", f"vault/{name}")
         assert done.returncode == 1 and "ignored" in done.stderr and "IGNORED-MARKER" not in done.stdout, done.stderr
     assert "API_URL" in run_urchin("get-file", "vault/.env.example").stdout      # a template holds no secret
     assert run_urchin("workspace", "add", str(vault), "--allow-secret-files").returncode == 0
     assert "allowSecretFiles" in (vault.parent / "urchin-home" / "workspaces.json").read_text()
+    memory = Memory(Settings.resolve(urchin_home))
     for name in STORES:
-        done = run_urchin("get-file", f"vault/{name}")
-        assert done.returncode == 0 and "STORE-MARKER" in done.stdout, done.stderr
-        assert leaked(done.stdout) == [] and "[REDACTED:" in done.stdout      # opted in, still redacted
+        text = "\n".join(memory.get_file(f"vault/{name}").lines)
+        assert "STORE-MARKER" in text and leaked(text) == [] and "[REDACTED:" in text, name   # still redacted
+    done = run_urchin("get-file", "vault/server.key")
+    assert done.returncode == 0 and "STORE-MARKER" in done.stdout and leaked(done.stdout) == [], done.stderr
     assert run_urchin("get-file", "vault/local/notes.txt").returncode == 1    # ignored stays ignored
     assert run_urchin("workspace", "add", str(vault)).returncode == 0          # withdrawn again
     assert run_urchin("get-file", "vault/.env").returncode == 1
