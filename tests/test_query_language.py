@@ -67,6 +67,21 @@ def test_phrases_filter_every_strategy(memory: Memory, strategy: str) -> None:
     assert found == ["q-bg"]
 
 
+@pytest.mark.parametrize("strategy", ["semantic", "keyword", "hybrid"])
+def test_a_phrase_in_no_chunk_is_searched_as_words_and_the_answer_says_so(memory: Memory, strategy: str) -> None:
+    """A phrase some chunk holds filters (above); one that no chunk within the filters holds would
+    leave nothing: its words are searched instead, exclusions still hold, and coverage says so."""
+    strict = memory.context(query='"blue green deployment" -mysql', strategy=strategy)
+    assert ids(strict) == ["q-bg"] and "relaxed" not in strict.coverage
+    loose = memory.context(query='"green blue rollout" -board', strategy=strategy, limit=20)
+    assert "q-bg" in ids(loose) and "q-green" not in ids(loose), ids(loose)
+    assert loose.coverage["relaxed"]["phrases"] == ["green blue rollout"]
+    assert loose.query == '"green blue rollout" -board'
+    assert "not the phrase" in loose.coverage["relaxed"]["note"]
+    nothing = memory.context(query='"zebra quokka"', strategy=strategy)        # no word of it either: empty
+    assert nothing.results == [] and "relaxed" not in nothing.coverage
+
+
 def test_sub_queries_inherit_the_questions_exclusions(memory: Memory) -> None:
     result = memory.context(query="staging -mysql", limit=20,
                             searches=[{"type": "vec", "query": "mysql staging proxy"},
@@ -147,6 +162,8 @@ async def test_search_and_exclusions_over_mcp(memory: Memory, pg_url: str, anyio
         assert set(data["counts"]) == {"documents", "memories", "conversations"}
         assert all(set(r) == {"type", "score", "data"} for r in data["results"])
         assert (await call_error(session, "search", {"query": "x", "sourceIds": ["a"]}))
+        _, data = await call(session, "search_context", {"query": '"green blue rollout"'})
+        assert data["coverage"]["relaxed"]["phrases"] == ["green blue rollout"] and data["results"]
 
 
 def test_search_and_exclusions_over_http(memory: Memory, urchin_home: Path, pg_url: str) -> None:
@@ -156,6 +173,8 @@ def test_search_and_exclusions_over_http(memory: Memory, urchin_home: Path, pg_u
         answer = httpx.post(daemon.url + "/context", headers=headers,
                             json={"query": '"blue green deployment"', "limit": 20})
         assert answer.status_code == 200 and [r["id"] for r in answer.json()["results"]] == ["q-bg"]
+        answer = httpx.post(daemon.url + "/context", headers=headers, json={"query": '"green blue rollout"'})
+        assert answer.status_code == 200 and answer.json()["coverage"]["relaxed"]["phrases"] == ["green blue rollout"]
         answer = httpx.get(daemon.url + "/semantic", headers=headers, params={"query": "staging -mysql", "limit": 20})
         found = [e["id"] for e in answer.json()["events"]]
         assert answer.status_code == 200 and "q-mysql" not in found and "q-pg" in found, answer.text

@@ -42,6 +42,8 @@ MAX_KEYWORDS = 12
 MAX_CANDIDATE_TERMS = 16          # the rarest query terms that pick token-cosine candidates (speed at 1M)
 RANK_BUDGET = 1000                # the most candidates a leg ranks (see `plan`)
 COVERAGE_NOTE = "Coverage describes what was searched; it is not evidence."
+RELAXED_NOTE = ("no result within the filters holds the quoted phrase(s): these results hold their words, "
+                "not the phrase")
 
 
 # The embedder's lists weigh a quarter of the token-cosine ones (see _semantic_runs). Chosen by
@@ -117,6 +119,23 @@ def _with_own(flt: Filter, sub: WebQuery) -> Filter:
 
 def run_context(backend: IndexBackend, p: ContextParams, embedder: Embedder | None = None,
                 index_info: dict[str, Any] | None = None, files: FileAccess | None = None) -> ContextResult:
+    """The answer; "quoted phrases" filter every leg, but an answer that no result survives is not
+    silently empty: when no chunk within the filters holds a phrase, the phrases' words are searched
+    as bare words instead (-exclusions still hold) and `coverage.relaxed` says so."""
+    result = _run_context(backend, p, embedder, index_info, files)
+    phrases = parse(p.query).phrases
+    if result.results or not phrases or '-"' in p.query:
+        return result
+    loose = _run_context(backend, replace(p, query=p.query.replace('"', " ")), embedder, index_info, files)
+    if not loose.results:
+        return result
+    loose.query = p.query
+    loose.coverage["relaxed"] = {"phrases": list(phrases), "note": RELAXED_NOTE}
+    return loose
+
+
+def _run_context(backend: IndexBackend, p: ContextParams, embedder: Embedder | None,
+                 index_info: dict[str, Any] | None, files: FileAccess | None) -> ContextResult:
     flt, depth, skipped, stats = _filter(p), candidates_for(p.limit), [], _Stats(backend)
     keyword = p.strategy in ("hybrid", "keyword") and p.full_text_weight > 0
     semantic = p.strategy in ("hybrid", "semantic") and p.semantic_weight > 0
