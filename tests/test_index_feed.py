@@ -139,7 +139,7 @@ def test_an_outage_mid_feed_loses_and_duplicates_nothing(pg_server: Any, pg_url:
         pytest.skip("needs the embedded server (URCHIN_TEST_DATABASE_URL is set)")
     settings = Settings.resolve(urchin_home, database_url=pg_url, device="d", durability="never")
     memory = Memory(settings)
-    memory.import_lines(f'{{"content": "outage event {i} with some words", "workspace": "w"}}' for i in range(30000))
+    memory.import_lines(f'{{"content": "outage event {i} with some words", "workspace": "w"}}' for i in range(12000))
     feeder = Feeder(memory.index_service.backend, memory.journal, "d", batch_bytes=64 * 1024, retry_for=120)
     feeder.backend.status()               # schema in place before we watch the cursor table
     done: dict[str, Any] = {}
@@ -157,8 +157,8 @@ def test_an_outage_mid_feed_loses_and_duplicates_nothing(pg_server: Any, pg_url:
     report = done["report"]
     assert report.retries >= 1
     assert report.offset == memory.end_offset()
-    assert _sql(pg_url, "SELECT count(*), count(DISTINCT content) FROM urchin_chunks") == [(30000, 30000)]
-    assert _sql(pg_url, "SELECT value FROM urchin_stats WHERE key = 'chunks'") == [(30000,)]
+    assert _sql(pg_url, "SELECT count(*), count(DISTINCT content) FROM urchin_chunks") == [(12000, 12000)]
+    assert _sql(pg_url, "SELECT value FROM urchin_stats WHERE key = 'chunks'") == [(12000,)]
     memory.close()
 
 
