@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import orjson
 
 from tests.conftest import run_urchin
@@ -60,16 +62,33 @@ def test_index_follow_prints_progress_while_it_runs(pg_url: str) -> None:
 
     env = {**os.environ, "PYTHONPATH": str(REPO), "URCHIN_DATABASE_URL": pg_url, "URCHIN_DEVICE_ID": "d"}
     assert run_urchin("ingest", "before following", env=env).returncode == 0
+    import threading
+
     proc = subprocess.Popen([sys.executable, "-m", "urchin", "index", "--follow"], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    lines: list[str] = []
+    assert proc.stderr is not None
+    reader = threading.Thread(target=lambda: lines.extend(proc.stderr or ()), daemon=True)
+    reader.start()
+
+    def progress() -> list[str]:
+        return [line for line in list(lines) if line.startswith("indexed up to byte")]
+
+    def wait_for(ok: Any) -> None:
+        deadline = time.monotonic() + 30
+        while not ok() and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.05)
+
     try:
-        time.sleep(3)
+        wait_for(lambda: any("following the journal" in line for line in list(lines)) and progress())
+        before = len(progress())
         assert run_urchin("ingest", "while following", env=env).returncode == 0
-        time.sleep(3)
+        wait_for(lambda: len(progress()) > before)
     finally:
         proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=30)
+        proc.wait(30)
+        reader.join(10)
+    err = "".join(lines)
     assert "following the journal" in err
-    progress = [line for line in err.splitlines() if line.startswith("indexed up to byte")]
-    assert len(progress) >= 2, err   # the backlog, then the event ingested while following
+    assert before >= 1 and len(progress()) > before, err   # the backlog, then the event ingested while following
     assert "Traceback" not in err
