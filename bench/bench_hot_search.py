@@ -58,7 +58,11 @@ def main() -> None:
         env.pop("URCHIN_NO_DAEMON", None)
         daemon = start_daemon(home, env, args.busy)
         try:
+            if args.busy:
+                print(f"feed: {_fed(home, journal, wait=True)} when the queries start")
             measure(home, journal, args.route, args.repeat)
+            if args.busy:
+                print(f"feed: {_fed(home, journal)} when they end (below 100%: the feed ran throughout)")
         finally:
             daemon.send_signal(signal.SIGTERM)
             daemon.wait(60)
@@ -89,6 +93,28 @@ def measure(home: Path, journal: Path, route: str, repeat: int) -> None:
     rg_ms = statistics.median(_timed([rg, "-i", "-F", "-c", "retry budget", str(journal)]) for _ in range(5))
     print(f"worst p50 {worst:.1f} ms (target <= 20 ms); rg -i -F -c 'retry budget' {rg_ms:.0f} ms "
           f"({rg_ms / worst:.1f}x the worst p50); load average after: {os.getloadavg()[0]:.2f}")
+
+
+def _fed(home: Path, journal: Path, wait: bool = False) -> str:
+    """How much of the journal the daemon's first feed has committed (its cursor), waiting with `wait`
+    until it has begun (the queries must run while it works, not before it starts)."""
+    import psycopg
+
+    sys.path.insert(0, str(REPO))
+    from urchin.index.embedded import EmbeddedPostgres
+
+    deadline = time.monotonic() + 180
+    while True:
+        offset = 0
+        try:
+            with psycopg.connect(EmbeddedPostgres(home / "pg", stop_at_exit=False).url(), connect_timeout=5) as conn:
+                row = conn.execute("SELECT max(byte_offset) FROM urchin_cursors").fetchone()
+                offset = int(row[0] or 0) if row else 0
+        except Exception:  # noqa: BLE001 - not started, or its tables not made yet
+            pass
+        if offset > 0 or not wait or time.monotonic() > deadline:
+            return f"{offset / journal.stat().st_size:.0%} of the journal fed"
+        time.sleep(0.5)
 
 
 def _timed(cmd: list[str]) -> float:
