@@ -112,3 +112,67 @@ def test_a_hook_never_sends_an_event_off_the_machine(urchin_home: Path, tmp_path
     assert run_urchin("hook", "claude", input=PROMPT.read_bytes(), env=env).returncode == 0
     assert len(_events(urchin_home / "journal" / "events.jsonl")) == 1            # kept here instead
     assert "URCHIN_HOOK_URL must be unix:/path or http://127.0.0.1" in (urchin_home / "hooks.log").read_text()
+
+
+@pytest.mark.parametrize(("address", "local"), [
+    ("unix:/run/urchin.sock", True), ("http://127.0.0.1:18799", True), ("http://127.8.9.10:1", True),
+    ("http://[::1]:18799", True), ("http://localhost:18799", True),
+    ("http://127.0.0.1.evil.example:80", False), ("http://127.evil.example:8080", False),
+    ("http://127.0.0.1:80@evil.example:80", False), ("http://[::1]@evil:1", False),
+    ("http://localhost.evil.example:80", False), ("HTTP://127.0.0.1:1", False), ("http://0.0.0.0:1", False),
+    ("http://127.0.0.1:80/ingest", False), ("http://127.0.0.1", False), ("unix:", False),
+])
+def test_only_a_socket_or_a_loopback_literal_is_local(address: str, local: bool) -> None:
+    from urchin.wire import is_local
+
+    assert is_local(address) is local
+
+
+def test_two_installs_at_once_leave_one_working_token(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO
+    from urchin.tokens import TokenStore
+
+    code = "import sys; from pathlib import Path; from urchin.tokens import ensure_hook_token; " \
+           "ensure_hook_token(Path(sys.argv[1]))"
+    for n in range(4):
+        home = tmp_path / f"home-{n}"
+        procs = [subprocess.Popen([sys.executable, "-c", code, str(home)], env={**os.environ, "PYTHONPATH": str(REPO)})
+                 for _ in range(3)]
+        assert [p.wait(60) for p in procs] == [0, 0, 0]
+        token = (home / "hooks.token").read_text().strip()
+        assert TokenStore(home).verify(token) is not None and len(TokenStore(home).entries()) == 1
+
+
+def test_an_answer_that_is_not_the_daemons_is_not_taken_as_stored(urchin_home: Path, tmp_path: Path) -> None:
+    """Something else listening where the hook looks (a 200 with another body): the hook keeps the
+    event itself rather than believing it was stored."""
+    import http.server
+    import threading
+
+    class Other(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_POST(self) -> None:  # noqa: N802 - http.server's name
+            self.rfile.read(int(self.headers.get("Content-Length", "0")))
+            body = b"<html>ok</html>"
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Other)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        env = {"URCHIN_HOME": str(urchin_home), "URCHIN_HOOK_URL": f"http://127.0.0.1:{server.server_port}",
+               "URCHIN_HOOK_TOKEN": "urchin_000000000000_" + "x" * 43}
+        assert run_urchin("hook", "claude", input=PROMPT.read_bytes(), env=env).returncode == 0
+    finally:
+        server.shutdown()
+    assert len(_events(urchin_home / "journal" / "events.jsonl")) == 1
+    assert "not as the daemon does" in (urchin_home / "hooks.log").read_text()

@@ -298,3 +298,29 @@ def test_a_question_of_common_words_ranks_a_bounded_set_newest_and_fullest_first
         old = memory.context(query="how do we deploy the server config", limit=5,
                              until=at(200))
         assert {r["id"][:4] for r in old.results} == {"old-"}, ids(old)
+
+
+def test_a_tiered_leg_ranks_as_many_distinct_chunks_as_its_budget(pg_settings: Settings) -> None:
+    """The gathering's parts are disjoint: a chunk in the every-word tier is not counted again by the
+    tier under it, nor by the older half of its own tier, so the budget is filled with distinct
+    chunks and the next tier gets the rest (found by an attack review: 100 of 200 ranked)."""
+    from datetime import UTC, datetime, timedelta
+
+    from urchin.event import format_timestamp
+    from urchin.index.base import Filter, Tier
+
+    now = datetime.now(UTC)
+    events = [{"id": f"e{i}", "content": ("deploy server config" if i < 100 else "deploy server") + f" x{i}",
+               "source": "manual", "kind": "note", "timestamp": format_timestamp(now - timedelta(days=i % 60))}
+              for i in range(400)]
+    with Memory(pg_settings) as memory:
+        memory.ingest(events)
+        memory.index()
+        backend = memory.index_service.backend
+        words = ["deploy", "server", "config"]
+        tiers = [Tier(tuple(words), True), Tier(tuple(words[:2]), True), Tier(tuple(words), False)]
+        for budget in (100, 200, 300):
+            rows = backend.keyword(words, None, Filter(), 100_000, 0, None, tiers, budget)
+            assert len({r.chunk_id for r in rows}) == len(rows) == budget, budget
+        rows = backend.keyword(words, None, Filter(), 100_000, 0, None, tiers, 200)
+        assert {r.chunk_id for r in rows} >= {f"e{i}" for i in range(100)}     # the fullest tier first

@@ -82,6 +82,13 @@ def test_a_phrase_in_no_chunk_is_searched_as_words_and_the_answer_says_so(memory
     assert nothing.results == [] and "relaxed" not in nothing.coverage
 
 
+def test_min_score_never_turns_a_held_phrase_into_a_relaxed_one(memory: Memory) -> None:
+    """A phrase some chunk holds, whose chunks minScore drops: the answer is empty, not the phrase's
+    words found elsewhere under a note saying no chunk holds it (found by an attack review)."""
+    strict = memory.context(query='"blue green deployment" board', min_score=0.99)
+    assert strict.results == [] and "relaxed" not in strict.coverage, strict.coverage
+
+
 def test_sub_queries_inherit_the_questions_exclusions(memory: Memory) -> None:
     result = memory.context(query="staging -mysql", limit=20,
                             searches=[{"type": "vec", "query": "mysql staging proxy"},

@@ -146,10 +146,10 @@ def _send(home: Path, agent: str, item: dict[str, Any]) -> bool:
     event's id is set first, so an event the daemon took whose answer was lost is stored once.
     """
     from urchin.tokens import HOOK_TOKEN_FILE
-    from urchin.wire import WireError, daemon_address, request
+    from urchin.wire import WireError, daemon_address, is_local, request
 
     address = os.environ.get("URCHIN_HOOK_URL") or daemon_address(str(home))
-    if address and not _local(address):
+    if address and not is_local(address):
         _log(home, agent, "URCHIN_HOOK_URL must be unix:/path or http://127.0.0.1:PORT (the daemon listens on "
                           "loopback only; an event is never sent across a network); written to the journal")
         return False
@@ -176,21 +176,17 @@ def _send(home: Path, agent: str, item: dict[str, Any]) -> bool:
             answer = orjson.loads(body)
         except orjson.JSONDecodeError:
             answer = None
-        if isinstance(answer, dict) and answer.get("status") == "rejected":
+        outcome = answer.get("status") if isinstance(answer, dict) else None
+        if outcome not in ("appended", "duplicate", "suppressed", "rejected"):
+            _log(home, agent, f"{address} answered {status}, not as the daemon does; written to the journal directly")
+            return False
+        if outcome == "rejected":
             _log(home, agent, f"event rejected: {answer.get('reason')}")
         return True
     if status in (401, 403):
         _log(home, agent, f"the daemon refused the hooks' token (HTTP {status}; run `urchin install-hooks` "
                           "again); written to the journal directly")
     return False
-
-
-def _local(address: str) -> bool:
-    """A Unix socket, or a loopback address, as the daemon serves (`urchin serve` binds nothing else)."""
-    if address.startswith("unix:"):
-        return True
-    host = address[7:].rpartition(":")[0] if address.startswith("http://") else ""
-    return host in ("127.0.0.1", "[::1]", "localhost") or host.startswith("127.")
 
 
 def _home_or_none(home: str | None) -> Path | None:

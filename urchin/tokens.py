@@ -171,16 +171,29 @@ def ensure_hook_token(home: Path) -> tuple[Path, bool]:
     """
     path = home / HOOK_TOKEN_FILE
     store = TokenStore(home)
+    ensure_private_dir(home)
+    fd = os.open(home / "hooks.token.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
     try:
-        current = path.read_text(encoding="utf-8").strip()
-    except (FileNotFoundError, UnicodeDecodeError):
-        current = ""
-    grant = store.verify(current) if current else None
-    if grant is not None and grant.scope == "ingest" and not grant.workspaces:
-        return path, False
-    token, record = store.create("ingest", name=HOOK_TOKEN_NAME)
-    write_private(path, (token + "\n").encode("ascii"))
-    for entry in store.entries():
-        if entry.get("name") == HOOK_TOKEN_NAME and entry["id"] != record["id"]:
-            store.revoke(entry["id"])
-    return path, True
+        fcntl.flock(fd, fcntl.LOCK_EX)     # two installs at once: the second keeps the first's token
+        try:
+            current = path.read_text(encoding="utf-8").strip()
+        except (FileNotFoundError, UnicodeDecodeError):
+            current = ""
+        except OSError as exc:
+            raise ConfigError(f"{path}: cannot read the hooks' token ({exc.strerror}); remove it and "
+                              "run install-hooks again") from None
+        grant = store.verify(current) if current else None
+        if grant is not None and grant.scope == "ingest" and not grant.workspaces:
+            return path, False
+        token, record = store.create("ingest", name=HOOK_TOKEN_NAME)
+        try:
+            write_private(path, (token + "\n").encode("ascii"))
+        except OSError as exc:
+            store.revoke(record["id"])
+            raise ConfigError(f"{path}: cannot write the hooks' token ({exc.strerror})") from None
+        for entry in store.entries():
+            if entry.get("name") == HOOK_TOKEN_NAME and entry["id"] != record["id"]:
+                store.revoke(entry["id"])
+        return path, True
+    finally:
+        os.close(fd)

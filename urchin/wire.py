@@ -13,7 +13,7 @@ import json
 import os
 from typing import Any
 
-__all__ = ["daemon_address", "daemon_alive", "request", "WireError"]
+__all__ = ["daemon_address", "daemon_alive", "request", "is_local", "WireError"]
 
 
 class WireError(Exception):
@@ -50,25 +50,54 @@ def daemon_alive(root: str) -> bool:
     return False
 
 
+def _tcp(address: str) -> tuple[str, str, int] | None:
+    """`http://HOST:PORT` (nothing else: no path, no user) -> (Host header, host to connect, port)."""
+    if not address.startswith("http://"):
+        return None
+    netloc = address[7:].rstrip("/")
+    name, _, port = netloc.rpartition(":")
+    if not name or any(c in netloc for c in "/@?#\\ ") or not port.isdigit() or not 0 < int(port) < 65536:
+        return None
+    return netloc, name[1:-1] if name.startswith("[") and name.endswith("]") else name, int(port)
+
+
+def is_local(address: str) -> bool:
+    """A Unix socket, or `http://` to a loopback IP literal or `localhost`: where the daemon listens
+    (it binds nothing else). A name such as 127.0.0.1.example.com is not local, whatever it resolves to."""
+    if address.startswith("unix:"):
+        return len(address) > 5
+    parsed = _tcp(address)
+    if parsed is None:
+        return False
+    host = parsed[1]
+    if host == "localhost":
+        return True
+    import ipaddress
+
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
 def request(address: str, token: str, method: str, target: str, body: bytes | None = None,
             timeout: float = 30.0) -> tuple[int, dict[bytes, bytes], bytes]:
-    """Send one request (`Connection: close`) and return (status, lower-cased headers, body)."""
+    """Send one request (`Connection: close`) and return (status, lower-cased headers, body);
+    `timeout` bounds the whole exchange, not each read."""
     import socket
+    import time
 
     if any(c in token for c in "\r\n") or any(c in target for c in "\r\n "):
         raise WireError("a header value holds a line break")
+    deadline = time.monotonic() + timeout
     sock_target: Any
     if address.startswith("unix:"):
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         sock_target, host = address[5:], "localhost"
-    elif address.startswith("http://"):
-        host = address[7:].rstrip("/")
-        name, _, port = host.rpartition(":")
-        try:
-            sock_target = (name.strip("[]"), int(port))
-        except ValueError:
-            raise WireError(f"not a daemon address: {address!r}") from None
-        sock = socket.socket(socket.AF_INET6 if name.startswith("[") else socket.AF_INET, socket.SOCK_STREAM)
+    elif (parsed := _tcp(address)) is not None:
+        host, name, port = parsed
+        sock_target = (name, port)
+        sock = socket.socket(socket.AF_INET6 if ":" in name else socket.AF_INET, socket.SOCK_STREAM)
     else:
         raise WireError(f"not a daemon address: {address!r}")
     head = f"{method} {target} HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {token}\r\n" \
@@ -81,7 +110,14 @@ def request(address: str, token: str, method: str, target: str, body: bytes | No
             sock.connect(sock_target)
             sock.sendall(head.encode("latin-1") + b"\r\n" + (body or b""))
             chunks = []
-            while chunk := sock.recv(1 << 16):
+            while True:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise WireError(f"no whole answer within {timeout:g} s")
+                sock.settimeout(left)
+                chunk = sock.recv(1 << 16)
+                if not chunk:
+                    break
                 chunks.append(chunk)
     except (OSError, UnicodeEncodeError) as exc:
         raise WireError(str(exc) or type(exc).__name__) from None

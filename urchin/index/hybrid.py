@@ -124,7 +124,8 @@ def run_context(backend: IndexBackend, p: ContextParams, embedder: Embedder | No
     as bare words instead (-exclusions still hold) and `coverage.relaxed` says so."""
     result = _run_context(backend, p, embedder, index_info, files)
     phrases = parse(p.query).phrases
-    if result.results or not phrases or '-"' in p.query:
+    # only when no candidate held the phrases at all (not when minScore or a cap dropped them)
+    if result.coverage["fusedCandidates"] or not phrases or '-"' in p.query:
         return result
     loose = _run_context(backend, replace(p, query=p.query.replace('"', " ")), embedder, index_info, files)
     if not loose.results:

@@ -513,16 +513,21 @@ class PostgresIndex:
 
         With `steps` (conditions, best first), the candidates are not every chunk `match`ing but the
         first `budget` that the steps gather in order, each step's last RECENT_DAYS first: a UNION ALL
-        under one LIMIT, so PostgreSQL stops reading (and scoring) once the budget is full."""
+        under one LIMIT, so PostgreSQL stops reading (and scoring) once the budget is full. The parts
+        are disjoint (a step leaves out what the step before it held, and the older half what the
+        recent half held), so the budget counts distinct chunks."""
         where, fargs = _where(flt)
         args = {**args, **fargs, "limit": limit, "turns": turns}
         if steps:
             args.update({"budget": budget, "recent": timedelta(days=RECENT_DAYS)})
-            gather = " UNION ALL ".join(
-                f"(SELECT chunk_id, session, occurred_at, kind, {score.format(t='')} AS s FROM urchin_chunks, "
-                f"{source} WHERE {step}{window} {where} LIMIT %(budget)s)"
-                for step in steps for window in (" AND occurred_at >= now() - %(recent)s", ""))
-            ranked = f"SELECT DISTINCT chunk_id, session, occurred_at, kind, s FROM ({gather} LIMIT %(budget)s) AS g"
+            parts = []
+            for i, step in enumerate(steps):
+                own = f"{step} AND NOT ({steps[i - 1]})" if i else step
+                for window in ("occurred_at >= now() - %(recent)s", "occurred_at < now() - %(recent)s"):
+                    parts.append(f"(SELECT chunk_id, session, occurred_at, kind, {score.format(t='')} AS s "
+                                 f"FROM urchin_chunks, {source} WHERE {own} AND {window} {where} LIMIT %(budget)s)")
+            ranked = f"SELECT chunk_id, session, occurred_at, kind, s FROM ({' UNION ALL '.join(parts)} " \
+                     "LIMIT %(budget)s) AS g"
         else:
             ranked = (f"SELECT chunk_id, session, occurred_at, kind, {score.format(t='')} AS s "
                       f"FROM urchin_chunks, {source} WHERE {match} {where}")
