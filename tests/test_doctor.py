@@ -128,14 +128,20 @@ def test_fix_removes_what_removed_homes_left_and_nothing_in_use(tmp_path: Path) 
         for name in ("busy", "killed", "stopped"):
             shutil.rmtree(tmp_path / name)
         other = {"URCHIN_HOME": str(tmp_path / "other")}
+        # The data folders are machine-wide: a daemon or CLI of a test running beside this one sweeps
+        # the same orphans when it starts its server, and may remove one first (seen in `make test`).
+        # So: each orphan is listed unless already gone; this doctor removes it or finds it removed.
         report = run_urchin("doctor", env=other)
         orphans = next(line for line in report.stdout.splitlines() if " orphans " in line)
-        assert "warn" in orphans and killed_folder.name in orphans and stopped_folder.name in orphans
-        assert kept_folder.name not in orphans
-        assert killed_folder.exists() and not _exited(killed_pid)   # doctor alone changes nothing
+        assert "warn" in orphans and kept_folder.name not in orphans
+        for folder in (killed_folder, stopped_folder):
+            assert folder.name in orphans or not folder.exists(), orphans
+        assert not any(f"removed {f}" in report.stdout for f in (killed_folder, stopped_folder))  # no --fix
+        assert not killed_folder.exists() or not _exited(killed_pid)
 
         fixed = run_urchin("doctor", "--fix", env=other)
-        assert f"removed {killed_folder}" in fixed.stdout and f"removed {stopped_folder}" in fixed.stdout
+        for folder in (killed_folder, stopped_folder):
+            assert f"removed {folder}" in fixed.stdout or not folder.exists(), fixed.stdout
         assert not killed_folder.exists() and not stopped_folder.exists() and _exited(killed_pid)
         assert not killed_folder.with_name(killed_folder.name + ".owner").exists()
         assert kept_folder.exists() and busy_folder.exists() and not _exited(busy_pid)   # in use: kept

@@ -93,11 +93,13 @@ class _Stats:
         self.backend, self.df, self.n_docs = backend, dict[int, int](), -1
         self.lock = threading.Lock()
 
-    def get(self, terms: Sequence[int]) -> tuple[dict[int, int], int]:
+    def get(self, terms: Sequence[int], via: IndexBackend | None = None) -> tuple[dict[int, int], int]:
+        """`via`: the caller's own connection, for a term not read yet (a leg on another thread must
+        never use the other leg's connection)."""
         with self.lock:
             missing = [t for t in terms if t not in self.df]
             if missing or self.n_docs < 0:
-                df, self.n_docs = self.backend.term_stats(missing)
+                df, self.n_docs = (via or self.backend).term_stats(missing)
                 self.df.update({t: df.get(t, 0) for t in missing})
             return {t: self.df[t] for t in terms if self.df[t]}, self.n_docs
 
@@ -275,7 +277,7 @@ def _semantic_runs(backend: IndexBackend, stats: _Stats, p: ContextParams, flt: 
     for run in runs:
         run.method = "token-cosine (sparsevec, tf x idf^2)"
         sub = parse(run.query)     # -exclusions and OR are no scoring terms: they filter (see _filter)
-        weights, df, n_docs = _query_weights(stats, sub.positive)
+        weights, df, n_docs = _query_weights(stats, sub.positive, backend)
         rows = []
         if weights:
             # the terms that pick candidates (every term still scores): see `plan`
@@ -300,12 +302,13 @@ def _semantic_runs(backend: IndexBackend, stats: _Stats, p: ContextParams, flt: 
     return runs + dense
 
 
-def _query_weights(stats: _Stats, text: str) -> tuple[dict[int, float], dict[int, int], int]:
+def _query_weights(stats: _Stats, text: str, via: IndexBackend | None = None
+                   ) -> tuple[dict[int, float], dict[int, int], int]:
     """The query's term weights (tf x idf^2), with the index's document frequencies they came from."""
     counts = term_ids(tokens(text))
     if not counts:
         return {}, {}, 0
-    df, n_docs = stats.get(list(counts))
+    df, n_docs = stats.get(list(counts), via)
     return query_vector(text, df, n_docs), df, n_docs
 
 
