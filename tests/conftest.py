@@ -59,6 +59,7 @@ def run_urchin(*args: str, input: str | bytes | None = None, env: dict[str, str]
                           capture_output=True, text=isinstance(input, str) or input is None, timeout=timeout)
 
 from tests.pg_fixture import (  # noqa: E402,F401  (index tests; the team tests' TCP server)
+    own_pg,
     pg_server,
     pg_server_url,
     pg_settings,

@@ -65,6 +65,21 @@ def pg_settings(urchin_home: Path, pg_url: str) -> Settings:
     return Settings.resolve(urchin_home, database_url=pg_url, device="test-device")
 
 
+@pytest.fixture
+def own_pg() -> Iterator[tuple[str, Path]]:
+    """An embedded PostgreSQL of this test alone: its data directory holds nothing but what we write."""
+    pytest.importorskip("psycopg", reason="the `postgres` extra is not installed")
+    from urchin.index.embedded import EmbeddedPostgres
+
+    folder = Path(tempfile.mkdtemp(prefix="urchin-test-pg-"))
+    server = EmbeddedPostgres(folder / "data", relocate_as_root=False)
+    try:
+        yield server.url(), folder / "data"
+    finally:
+        server.stop()
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 @pytest.fixture(scope="session")
 def team_server() -> Iterator[Any]:
     """The shared server of the team tests: standalone PostgreSQL over TCP, scram-sha-256 (tests/pg_tcp.py)."""

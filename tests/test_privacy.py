@@ -442,13 +442,16 @@ def test_a_memory_name_holding_a_secret_is_refused(urchin_home: Path) -> None:
 
 
 # ---- PostgreSQL ---------------------------------------------------------------------------------
-def test_postgres_heap_and_wal_hold_no_value(pg_server: Any, pg_settings: Any, pg_url: str) -> None:
+def test_postgres_heap_and_wal_hold_no_value(own_pg: tuple[str, Path], urchin_home: Path) -> None:
+    """A server of this test alone: its data directory holds only what this test wrote (the session's
+    shared server holds every other test's databases, and scanning them cost seconds)."""
     import psycopg
 
+    from urchin.config import Settings
     from urchin.memory import Memory
 
-    if pg_server is None:
-        pytest.skip("an external database: its data directory is not ours to read")
+    pg_url, data = own_pg
+    pg_settings = Settings.resolve(urchin_home, database_url=pg_url, device="test-device")
     memory = Memory(pg_settings)
     results = memory.ingest([*_events(), LOOK_ALIKE_EVENT])
     assert [r.status for r in results] == ["appended"] * (len(CORPUS) + 1)
@@ -459,7 +462,6 @@ def test_postgres_heap_and_wal_hold_no_value(pg_server: Any, pg_settings: Any, p
         stored = conn.execute("SELECT count(*) FROM urchin_chunks").fetchone()
         conn.execute("CHECKPOINT")
     assert stored is not None and stored[0] >= len(CORPUS)
-    data = Path(pg_server.pg_dir)
     assert (data / "pg_wal").is_dir() and (data / "base").is_dir()
     assert _found(_files(data)) == []
     assert _found(_files(pg_settings.home)) == []

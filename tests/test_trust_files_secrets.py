@@ -9,9 +9,6 @@ the root opts in. PostgreSQL is checked twice: its tables, and the raw bytes of 
 from __future__ import annotations
 
 import json
-import shutil
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -73,21 +70,6 @@ def vault(tmp_path: Path) -> Path:
 
 def _after_key_line(root: Path) -> int:
     return (root / "notes.md").read_text().splitlines().index("AFTER_THE_KEY marker line") + 1
-
-
-@pytest.fixture
-def own_pg() -> Iterator[tuple[str, Path]]:
-    """An embedded PostgreSQL of this test alone: its data directory holds nothing but what we write."""
-    pytest.importorskip("psycopg", reason="the `postgres` extra is not installed")
-    from urchin.index.embedded import EmbeddedPostgres
-
-    folder = Path(tempfile.mkdtemp(prefix="urchin-test-pg-"))
-    server = EmbeddedPostgres(folder / "data", relocate_as_root=False)
-    try:
-        yield server.url(), folder / "data"
-    finally:
-        server.stop()
-        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _tables(url: str) -> tuple[str, list[str]]:
