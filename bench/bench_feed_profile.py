@@ -21,7 +21,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.bench_index import generate  # noqa: E402
+from bench.bench_index import copy_into, generate  # noqa: E402
 from urchin.index.feeder import _rows  # noqa: E402
 from urchin.index.postgres import _COLUMNS as COLUMNS  # noqa: E402
 from urchin.journal import Journal  # noqa: E402
@@ -99,11 +99,7 @@ def main(argv: list[str] | None = None) -> None:
         backend._ensure_partitions(rows)
         with conn.transaction():
             conn.execute("CREATE TEMP TABLE stage (LIKE urchin_chunks INCLUDING DEFAULTS)")
-            started = time.perf_counter()
-            with conn.cursor() as cur, cur.copy(f"COPY stage ({', '.join(COLUMNS)}) FROM STDIN") as copy:
-                for r in rows:
-                    copy.write_row(tuple(getattr(r, name) for name in COLUMNS))
-            took = time.perf_counter() - started
+            took = copy_into(conn, "stage", rows)
         print(f"COPY into the unindexed temp table: {took / len(rows) * 1e6:.0f} us/row")
         with conn.transaction():
             conn.execute("ANALYZE stage")

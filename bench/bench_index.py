@@ -76,17 +76,22 @@ def feed(backend: Any, journal: Journal, bulk: bool = True) -> float:
     return report.events / elapsed
 
 
+def copy_into(conn: Any, table: str, rows: list[Any]) -> float:
+    """COPY `rows` into `table` (inside the caller's transaction); the seconds it took."""
+    started = time.perf_counter()
+    with conn.cursor() as cur, cur.copy(f"COPY {table} ({', '.join(COLUMNS)}) FROM STDIN") as copy:
+        for r in rows:
+            copy.write_row(tuple(getattr(r, name) for name in COLUMNS))
+    return time.perf_counter() - started
+
+
 def copy_peer(backend: Any, journal: Journal, limit: int) -> float:
     """The same rows (vectors included) COPYed into an unindexed table: what the disk and driver allow."""
     conn = backend.conn
     rows = [event_row(e, o) for o, e in islice(journal.iter_events(0), limit)]
     with conn.transaction():
         conn.execute("CREATE TEMP TABLE peer (LIKE urchin_chunks) ON COMMIT DROP")
-        started = time.perf_counter()
-        with conn.cursor() as cur, cur.copy(f"COPY peer ({', '.join(COLUMNS)}) FROM STDIN") as copy:
-            for r in rows:
-                copy.write_row(tuple(getattr(r, name) for name in COLUMNS))
-        return len(rows) / (time.perf_counter() - started)
+        return len(rows) / copy_into(conn, "peer", rows)
 
 
 def time_queries(backend: Any, queries: list[str], **params: Any) -> list[float]:
