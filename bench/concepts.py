@@ -117,7 +117,10 @@ def main(argv: list[str] | None = None) -> None:
           "is in the top 10)")
     methods: dict[str, Ranker] = {
         "bm25": bm25(events),
-        "token-cosine before (context only)": token_cosine(events, False, context_turns=2, session=0.0, kind=0.0),
+        "token-cosine before (context only)": token_cosine(events, False, context_turns=2, session=0.0, kind=0.0,
+                                                          related=0.0, pivot=1.0),
+        "token-cosine round 2 (no thesaurus)": token_cosine(events, True, related=0.0, pivot=1.0, session_slots=2),
+        "token-cosine (no thesaurus)": token_cosine(events, True, related=0.0),
         "token-cosine (no associations)": token_cosine(events, False),
         "token-cosine": token_cosine(events, True),
     }

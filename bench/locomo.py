@@ -3,7 +3,8 @@
     python bench/locomo.py [--data PATH] [--method token-cosine ...] [--split conv-26,conv-30 ...] [--cv]
 
 `--cv`: leave-one-conversation-out cross-validation of every token-cosine constant in GRID (session
-context, context turns, association expansion): tune on four conversations, score the fifth, rotate;
+context, context turns, association expansion, session leg, length-normalisation pivot): tune on
+four conversations, score the fifth, rotate;
 prints the CV figure next to the in-sample best and the shipped defaults.
 
 Methods live in METHODS (name -> factory(events) -> rank(question, workspace) -> ranked ids), so an
@@ -206,9 +207,9 @@ def split_check(events: list[Event], questions: list[Question], tune: set[str]) 
         print(f"  {name:<13} R@5 {mean['R@5']:.3f}  R@10 {mean['R@10']:.3f}  MRR {mean['MRR']:.3f}")
 
 
-GRID = {"context": (0.4, 0.5, 0.6), "context_turns": (2, 3), "expand": (0.0, 0.3, 0.5), "expand_terms": (5, 10),
-        "session": (0.0, 1.0, 2.0), "session_slots": (2, 3)}
-_NEEDS = {"expand_terms": "expand", "session_slots": "session"}  # meaningless when the other is 0
+GRID = {"context": (0.4, 0.5, 0.6), "context_turns": (2, 3), "expand": (0.0, 0.3), "session": (0.0, 1.0),
+        "session_slots": (1, 2), "pivot": (1.0, 0.5, 0.3, 0.2)}
+_NEEDS = {"session_slots": "session"}  # meaningless when the other is 0
 
 
 def _grid() -> list[dict[str, float]]:
@@ -256,7 +257,7 @@ def cross_validate(events: list[Event], questions: list[Question]) -> None:
     convs = np.array([q.workspace for q in questions])
     print(f"cross-validation over {len(configs)} configurations ({time.perf_counter() - started:.0f} s):")
     cv = _loco(scores, convs, configs, True)
-    old = [i for i, c in enumerate(configs) if not c["expand"] and not c["session"]]
+    old = [i for i, c in enumerate(configs) if not c["expand"] and not c["session"] and c["pivot"] == 1.0]
     cv_old = _loco(scores[old], convs, [configs[i] for i in old], False)
     shipped = TokenCosineIndex()
     at = next(i for i, c in enumerate(configs) if all(

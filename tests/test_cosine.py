@@ -109,7 +109,7 @@ def test_incremental_adds_score_like_a_fresh_build(context: float) -> None:
 
 
 def test_idf_follows_new_events() -> None:
-    index = TokenCosineIndex(context=0.0)
+    index = TokenCosineIndex(context=0.0, pivot=1.0)  # the plain cosine, to check its value
     index.add_many([ev("a", "alpha beta"), ev("b", "gamma delta")])
     before = index.search("alpha gamma")
     index.add_many([ev(f"x{i}", "alpha filler") for i in range(10)])
@@ -292,10 +292,10 @@ def test_expansion_finds_an_event_that_shares_no_word_with_the_query() -> None:
 
     journal = _project_journal()
     target = ev("answer", "we switched to oauth with pkce through the idp", t=10_000, session="late")
-    plain = TokenCosineIndex(session=0.0)
+    plain = TokenCosineIndex(session=0.0, related=0.0)  # learned associations only: no thesaurus
     plain.add_many([*journal, target])
     assert plain.search("authentication", session="late") == []
-    expanded = TokenCosineIndex(session=0.0, expand=0.5, expand_terms=5)
+    expanded = TokenCosineIndex(session=0.0, expand=0.5, expand_terms=5, related=0.0)
     expanded.add_many([*journal, target])
     expanded.assoc = assoc.build(expanded, dim=8)
     assert ids(expanded.search("authentication", session="late")) == ["answer"]
@@ -336,10 +336,10 @@ def test_the_session_leg_finds_the_turn_a_session_was_about() -> None:
               *[ev(f"o{i}-{j}", f"other work {i}" if j else
                    "authentication came up during the long quarterly roadmap review with sales",
                    t=20 + 3 * i + j, session=f"o{i}") for i in range(5) for j in range(3)]]
-    without = TokenCosineIndex(session=0.0, context=0.0)
+    without = TokenCosineIndex(session=0.0, context=0.0, related=0.0)
     without.add_many(events)
     assert "d" not in ids(without.search("authentication", limit=10))
-    with_leg = TokenCosineIndex(session=2.0, session_slots=3, context=0.0)
+    with_leg = TokenCosineIndex(session=2.0, session_slots=3, context=0.0, related=0.0)
     with_leg.add_many(events)
     hits = with_leg.search("authentication", limit=10)
     assert "d" in ids(hits)

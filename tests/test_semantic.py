@@ -177,3 +177,11 @@ def test_associations_are_built_saved_beside_the_index_and_reloaded(memory: Memo
     _sessions(memory, 40, start=60)  # grown by more than half: rebuilt at the next query
     memory.semantic("authentication")
     assert view.index.assoc is not None and view.index.assoc.rows == 200
+
+
+def test_the_seed_example_finds_a_decision_sharing_no_word_with_the_question() -> None:
+    # urchin_semantic_search's own example, through the CLI: no model, the shipped thesaurus
+    run_urchin("ingest", "--kind", "decision", "We switched login to OAuth with PKCE")
+    out = run_urchin("semantic", "decisions about authentication")
+    assert out.returncode == 0, out.stderr
+    assert "We switched login to OAuth with PKCE" in out.stdout

@@ -16,11 +16,13 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from urchin.event import Event
+from urchin.search import thesaurus
 from urchin.search.assoc import TF_WEIGHT as _TF_WEIGHT
 from urchin.search.assoc import Associations
 from urchin.search.extract import LABELS, Batch, TermExtractor
 from urchin.search.postings import Codes, Column, Segment, Triples
 from urchin.search.query import check_limit, check_query
+from urchin.search.thesaurus import Thesaurus
 from urchin.search.tokens import tokenize
 
 __all__ = ["IndexState", "Scored", "TokenCosineIndex", "event_terms"]
@@ -83,17 +85,26 @@ class TokenCosineIndex:
     max_merge_postings = _MAX_MERGE_POSTINGS
 
     def __init__(self, *, context: float = 0.5, context_turns: int = 3, expand: float = 0.3,
-                 expand_terms: int = 5, session: float = 1.0, session_slots: float = 2,
-                 kind: float = 0.5) -> None:
+                 expand_terms: int = 5, session: float = 1.0, session_slots: float = 1,
+                 kind: float = 0.5, related: float = 0.5, related_terms: int = 24, pivot: float = 0.3) -> None:
         """`context` weighs a session neighbour's match, times `context` per step of distance.
         `expand` weighs the terms `assoc` (learned associations, see `assoc.py`) relates to a query,
         times their similarity, relative to the query's own terms; 0 or no `assoc`: no expansion.
         `session` adds, to every event of a session, that weight times the session's match (its events'
         cosines summed, over the square root of its length): what a whole session is about; that
         ranking fills `session_slots` of every 10 results (after the best by match, see `_merge`).
-        `kind` raises by that share the events whose kind the query names ("decisions" -> `decision`)."""
-        if not 0.0 <= context <= 1.0 or min(context_turns, expand, expand_terms, session, session_slots, kind) < 0:
-            raise ValueError("context must be in [0, 1]; context_turns, expand, expand_terms, session, kind >= 0")
+        `kind` raises by that share the events whose kind the query names ("decisions" -> `decision`).
+        `related` weighs the words of software work the shipped thesaurus relates to a query's words
+        (`thesaurus.py`), at most `related_terms` of them, relative to the query's own terms.
+        `pivot` is the length normalisation's slope (pivoted normalisation, Singhal et al. 1996): a
+        document's weight vector is divided by `(1 - pivot) * mean norm + pivot * its norm`; 1 is the
+        plain cosine, which favours short events (a one-word turn matches a one-word query best)."""
+        if not 0.0 < pivot <= 1.0:
+            raise ValueError("pivot must be in (0, 1]")
+        if not 0.0 <= context <= 1.0 or min(context_turns, expand, expand_terms, session, session_slots, kind,
+                                             related, related_terms) < 0:
+            raise ValueError("context must be in [0, 1]; context_turns, expand, expand_terms, session, kind, "
+                             "related, related_terms >= 0")
         self.session = session
         self.session_slots = session_slots
         self.kind = kind
@@ -101,6 +112,10 @@ class TokenCosineIndex:
         self.context_turns = context_turns if context > 0 else 0
         self.expand = expand
         self.expand_terms = expand_terms
+        self.related = related
+        self.related_terms = related_terms
+        self.pivot = pivot
+        self.thesaurus: Thesaurus | None = thesaurus.default() if related > 0 else None
         self.assoc: Associations | None = None
         self._vocab: dict[str, int] = {}
         self._extractor = TermExtractor(self._vocab)
@@ -117,6 +132,7 @@ class TokenCosineIndex:
         self._ts_max = Column(np.int64)
         self._late = Column(np.int32)
         self._norm = Column(np.float32, 1)
+        self._norm_total = 0.0  # sum of the document norms (their mean pivots the length normalisation)
         self._prev = Column(np.int32, -1)
         self._next = Column(np.int32, -1)
         self._fields = {name: Codes() for name in LABELS}
@@ -154,7 +170,9 @@ class TokenCosineIndex:
         self._append_rows(batch, start)
         weights = _TF_WEIGHT[tf] * self._idf()[terms]
         norms = np.sqrt(np.bincount(rows - start, weights * weights, minlength=len(batch)))
-        self._norm.data[start:start + len(batch)] = np.where(norms > 0, norms, 1.0)
+        norms = np.where(norms > 0, norms, 1.0)
+        self._norm.data[start:start + len(batch)] = norms
+        self._norm_total += float(norms.sum())
         self._pending_terms.frombytes(terms.astype(np.int32, copy=False).tobytes())
         self._pending_rows.frombytes(rows.tobytes())
         self._pending_tf.frombytes(tf.tobytes())
@@ -291,6 +309,7 @@ class TokenCosineIndex:
             norm2 += np.bincount(rows, w * w, minlength=n)
         norms = np.sqrt(norm2).astype(np.float32)
         self._norm.data[:n] = np.where(norms > 0, norms, 1.0)
+        self._norm_total = float(self._norm.data[:n].sum(dtype=np.float64))
         self._refreshed_at = n
 
     def _all_postings(self, chunk: int = 1 << 21) -> Iterable[tuple[np.ndarray, np.ndarray, np.ndarray]]:
@@ -340,14 +359,14 @@ class TokenCosineIndex:
                     return []
                 codes[name] = code
         tokens = tokenize(query)
-        weights = self._query_weights(tokens)
+        weights, own = self._query_weights(tokens)
         if not weights or not len(self):
             return []
         self.refresh_if_stale()
         lo, hi, late = self._row_range(since_ms, until_ms)
         if lo >= hi:
             return []
-        scores = self._cosines(weights, lo, hi)
+        scores = self._cosines(weights, own, lo, hi)
         outside = None
         if late:  # rows in range whose own time is outside the window: no score, no context
             ts = self._ts.data[lo:hi]
@@ -406,35 +425,51 @@ class TokenCosineIndex:
         a, b = np.searchsorted(late, (lo, hi))
         return lo, hi, bool(b > a)
 
-    def _query_weights(self, tokens: list[str]) -> dict[int, float]:
-        """Term id -> tf weight of the query (1 + ln tf); related terms from `assoc` are added with
-        weight `expand` times their similarity (never more than a query term's own weight)."""
+    def _query_weights(self, tokens: list[str]) -> tuple[dict[int, float], int]:
+        """Term id -> tf weight of the query (1 + ln tf), and how many of them are the query's own (the
+        first, in order). Related terms follow: the thesaurus's, weight `related` times their nearness,
+        then `assoc`'s, weight `expand` times their similarity (never more than 1)."""
         terms = Counter(self._vocab[t] for t in tokens if t in self._vocab)
         weights = {t: 1.0 + float(np.log(c)) for t, c in terms.items()}
+        own = len(weights)
+        # Related terms as common as a tenth of the journal's words add little and cost postings:
+        # only those in at most EXPAND_DF of the events (and at least 50) are added.
+        cap = max(50, int(_EXPAND_DF * len(self)))
+        df = self._df.data
+        if self.thesaurus is not None and self.related > 0 and self.related_terms:
+            for term, near in self.thesaurus.expand(tokens, n=self.related_terms):
+                tid = self._vocab.get(term)
+                if tid is not None and tid not in weights and df[tid] <= cap:
+                    weights[tid] = self.related * near
+        told = len(weights)
         if self.assoc is not None and self.expand > 0 and self.expand_terms:
-            # Related terms as common as a tenth of the journal's words add little and cost postings:
-            # only those in at most EXPAND_DF of the events (and at least 50) are added.
-            cap = max(50, int(_EXPAND_DF * len(self)))
-            df = self._df.data
             for term, sim in self.assoc.expand(tokens, n=self.expand_terms * 3):
                 tid = self._vocab.get(term)
                 if tid is not None and tid not in weights and df[tid] <= cap:
                     weights[tid] = min(self.expand * sim, 1.0)
-                    if len(weights) >= len(terms) + self.expand_terms:
+                    if len(weights) >= told + self.expand_terms:
                         break
-        return weights
+        return weights, own
 
-    def _cosines(self, terms: dict[int, float], lo: int, hi: int) -> np.ndarray:
-        """Cosine of the query with rows lo..hi-1 (one spare zero slot at the end, for context)."""
+    def _cosines(self, terms: dict[int, float], own: int, lo: int, hi: int) -> np.ndarray:
+        """Cosine of the query with rows lo..hi-1 (one spare zero slot at the end, for context); the
+        first `own` terms are the query's, the rest related ones. A related term's idf, on both sides,
+        is capped at the mean idf of the query's own terms: a rare related word must not outweigh the
+        words the user typed (in a small journal, "postgresql" would beat "database" itself)."""
         idf = self._idf()
-        qw = {t: tfw * float(idf[t]) for t, tfw in terms.items()}
+        ids = list(terms)
+        mine = [float(idf[t]) for t in ids[:own]]
+        cap = sum(mine) / len(mine) if mine else float("inf")
+        qidf = {t: float(idf[t]) if i < own else min(float(idf[t]), cap) for i, t in enumerate(ids)}
+        qw = {t: tfw * qidf[t] for t, tfw in terms.items()}
         qnorm = float(np.sqrt(sum(w * w for w in qw.values())))
         acc = np.zeros(hi - lo + 1, dtype=np.float32)
         pending = self._pending() if self._pending_rows else None
         for term, weight in qw.items():
             if weight <= 0:
                 continue
-            scale = np.float32(weight * float(idf[term]) / qnorm)
+            # the document's weight is tf x idf: a capped term's is scaled down by the same factor
+            scale = np.float32(weight * qidf[term] / qnorm)
             for seg in self._segments:
                 rows, tf = seg.postings(term)
                 if lo > 0 or hi < len(self):
@@ -446,7 +481,11 @@ class TokenCosineIndex:
                 rows, tf = pending[1][hit], pending[2][hit]
                 inside = (rows >= lo) & (rows < hi)
                 acc[rows[inside] - lo] += _TF_WEIGHT[tf[inside]] * scale
-        acc[:-1] /= self._norm.data[lo:hi]
+        norms = self._norm.data[lo:hi]
+        if self.pivot < 1.0:
+            pivoted = np.float32((1.0 - self.pivot) * self._norm_total / max(len(self), 1))
+            norms = pivoted + np.float32(self.pivot) * norms
+        acc[:-1] /= norms
         return acc
 
     def _with_session(self, scores: np.ndarray, smoothed: np.ndarray, lo: int, hi: int) -> np.ndarray:
@@ -561,6 +600,7 @@ class TokenCosineIndex:
         ends = np.flatnonzero((sessions >= 0) & (nxt < 0))
         index._session_last = dict(zip(sessions[ends].tolist(), ends.tolist(), strict=True))
         index._refreshed_at = int(meta["refreshed_at"])
+        index._norm_total = float(index._norm.data[:n].sum(dtype=np.float64))
         index._extractor = TermExtractor(index._vocab)
         return index
 
