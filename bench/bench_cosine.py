@@ -79,6 +79,13 @@ def synthetic_events(n: int, seed: int) -> list[Event]:
     return events
 
 
+# natural questions as an agent asks them (bench_team's, which bench_context times too)
+QUESTIONS = ["what is the retry budget after a timeout", "why did the database migration take a lock on the table",
+             "how do we deploy the server config", "which test was flaky in the journal index",
+             "how did we fix the cache bug", "what was the error about", "when does the session token refresh",
+             "how do I rebase onto the release branch"]
+
+
 def queries(count: int, seed: int) -> list[str]:
     rng = np.random.default_rng(seed + 1)
     words = vocabulary(60_000, np.random.default_rng(seed))
@@ -142,7 +149,8 @@ def main() -> None:
     index.context_turns = turns
     print(f"peer, plain cosine (no session context), no window: p50 {p50p:7.1f} ms  p95 {p95p:7.1f} ms; "
           f"context costs x{p50n / p50p:.2f}")
-    before = {"context_turns": 2, "expand": 0.0, "session": 0.0, "kind": 0.0}  # the constants before issue 15
+    before = {"context_turns": 2, "expand": 0.0, "session": 0.0, "kind": 0.0, "related": 0.0, "pivot": 1.0,
+              "memory": 0.0}  # the constants before issue 15
     after = {name: getattr(index, name) for name in before}
     for name, value in before.items():
         setattr(index, name, value)
@@ -152,6 +160,19 @@ def main() -> None:
         setattr(index, name, value)
     print(f"before issue 15 (2 turns, no associations, session leg or kind prior): 168 h p50 {p50b:7.1f} ms "
           f"p95 {p95b:7.1f} ms; no window p50 {p50bn:7.1f} ms p95 {p95bn:7.1f} ms")
+    round2 = {"related": 0.0, "pivot": 1.0, "memory": 0.0, "session_slots": 2}  # before the thesaurus (round 3)
+    now_set = {name: getattr(index, name) for name in round2}
+    for q in QUESTIONS:
+        index.search(q)  # warm up
+    rows = {}
+    for label, values in (("before the thesaurus, pivot and memory prior", round2), ("shipped", now_set)):
+        for name, value in values.items():
+            setattr(index, name, value)
+        rows[label] = (timed(lambda q: index.search(q, since_ms=week, until_ms=now), qs + QUESTIONS),
+                       timed(lambda q: index.search(q), qs + QUESTIONS))
+    for label, ((a50, a95), (b50, b95)) in rows.items():
+        print(f"{label} ({len(qs)} word queries + {len(QUESTIONS)} natural questions): 168 h p50 {a50:7.1f} ms "
+              f"p95 {a95:7.1f} ms; no window p50 {b50:7.1f} ms p95 {b95:7.1f} ms")
 
 if __name__ == "__main__":
     main()

@@ -26,8 +26,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE / "concepts"))
 
-from make import build  # noqa: E402
-from questions import QUESTIONS  # noqa: E402
+from make import build, questions  # noqa: E402
 
 from urchin.event import Event  # noqa: E402
 from urchin.search import assoc  # noqa: E402
@@ -95,8 +94,8 @@ def hybrid_ranker(backend: Any, embedder: Any, dense_share: float | None = None)
     return rank
 
 
-def success(rank: Ranker, answers: dict[str, str], split: str) -> tuple[float, int]:
-    picked = [(key, q) for key, q, s in QUESTIONS if s == split or split == "all"]
+def success(rank: Ranker, answers: dict[str, str], split: str, which: str = "main") -> tuple[float, int]:
+    picked = [(key, q) for key, q, s in questions(which) if s == split or split == "all"]
     hits = sum(answers[key] in rank(q) for key, q in picked)
     return hits / len(picked), len(picked)
 
@@ -111,15 +110,20 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--dense-share", type=float, action="append", default=[],
                         help="with --hybrid and an embedder: also rank with urchin.index.hybrid.DENSE_SHARE set to "
                              "this (repeatable; a bench knob)")
+    parser.add_argument("--set", choices=("main", "unseen", "unseen2"), default="main",
+                        help="unseen, unseen2: sets written by other authors, who saw neither the search code nor "
+                             "the thesaurus nor the other sets' questions (one split each, named as the set)")
     args = parser.parse_args(argv)
-    events, answers = build()
-    print(f"{len(events)} events, {len(QUESTIONS)} questions; success@10 (share of questions whose answer "
-          "is in the top 10)")
+    events, answers = build(args.set)
+    print(f"{args.set} set: {len(events)} events, {len(questions(args.set))} questions; success@10 (share of "
+          "questions whose answer is in the top 10)")
+    splits = ("dev", "test", "all") if args.set == "main" else (args.set,)
     methods: dict[str, Ranker] = {
         "bm25": bm25(events),
         "token-cosine before (context only)": token_cosine(events, False, context_turns=2, session=0.0, kind=0.0,
-                                                          related=0.0, pivot=1.0),
-        "token-cosine round 2 (no thesaurus)": token_cosine(events, True, related=0.0, pivot=1.0, session_slots=2),
+                                                          related=0.0, pivot=1.0, memory=0.0),
+        "token-cosine round 2": token_cosine(events, True, related=0.0, pivot=1.0, session_slots=2, memory=0.0),
+        "token-cosine (no memory prior)": token_cosine(events, True, memory=0.0),
         "token-cosine (no thesaurus)": token_cosine(events, True, related=0.0),
         "token-cosine (no associations)": token_cosine(events, False),
         "token-cosine": token_cosine(events, True),
@@ -142,9 +146,9 @@ def main(argv: list[str] | None = None) -> None:
                 methods[f"hybrid (Postgres, + {args.embedder_model})"] = hybrid_ranker(backend, embedder)
                 for share in args.dense_share:
                     methods[f"  same, dense share {share}"] = hybrid_ranker(backend, embedder, share)
-        print(f"{'method':<40} {'dev':>6} {'test':>6} {'all':>6}")
+        print(f"{'method':<40} " + " ".join(f"{s:>6}" for s in splits))
         for name, rank in methods.items():
-            cells = [success(rank, answers, split)[0] for split in ("dev", "test", "all")]
+            cells = [success(rank, answers, split, args.set)[0] for split in splits]
             print(f"{name:<40} " + " ".join(f"{c:6.3f}" for c in cells))
         if backend is not None:
             backend.close()

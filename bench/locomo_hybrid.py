@@ -125,7 +125,7 @@ def ranker(backend: Any, events: list[Event], strategy: str, embedder: Any = Non
     return rank
 
 
-CV_GRID = {"k": (20, 60), "full_text_weight": (0.5, 1.0, 1.5), "semantic_weight": (1.0,)}
+CV_GRID = {"k": (20, 60), "full_text_weight": (0.25, 0.5, 1.0, 1.5), "semantic_weight": (1.0,)}
 DENSE_GRID = (0.0, 0.25, 0.5, 1.0)     # DENSE_SHARE, searched only with an embedder
 
 
@@ -177,13 +177,14 @@ def cross_validate(backend: Any, events: list[Event], questions: list[tuple[str,
         held[out] = scores[best, out]
         print(f"  held out {conv}: tuned on the other four -> {configs[best]}  R@10 {held[out].mean():.3f}")
     best = int(np.argmax(scores.mean(axis=1)))
-    default = next(i for i, c in enumerate(configs) if c == {"k": 60, "full_text_weight": 1.0, "semantic_weight": 1.0,
+    k = ContextParams(query="x").k     # the shipped RRF constant
+    default = next(i for i, c in enumerate(configs) if c == {"k": k, "full_text_weight": 1.0, "semantic_weight": 1.0,
                                                               "dense_share": shipped})
     print(f"hybrid R@10: CV {held.mean():.3f}   in-sample best {scores[best].mean():.3f} {configs[best]}   "
           f"defaults {scores[default].mean():.3f}")
     if embedder is not None:     # the dense share alone, the other constants at their defaults
         for share in shares:
-            rows = [i for i, c in enumerate(configs) if c == {"k": 60, "full_text_weight": 1.0,
+            rows = [i for i, c in enumerate(configs) if c == {"k": k, "full_text_weight": 1.0,
                                                                 "semantic_weight": 1.0, "dense_share": share}]
             print(f"  defaults with dense_share {share}: R@10 {scores[rows[0]].mean():.3f}")
         for share in shares:   # CV over k and the weights with the dense share held fixed
@@ -204,7 +205,7 @@ def main(argv: list[str] | None = None) -> None:
                         help="an OpenAI-compatible embedding server (e.g. scripts/test-embedder.sh start PORT): the "
                              "semantic leg uses its vectors instead of token-cosine")
     parser.add_argument("--embedder-model", default="all-MiniLM-L6-v2")
-    parser.add_argument("--k", type=int, default=60)
+    parser.add_argument("--k", type=int, default=20)
     parser.add_argument("--full-text-weight", type=float, default=1.0)
     parser.add_argument("--semantic-weight", type=float, default=1.0)
     parser.add_argument("--method", action="append", choices=METHODS)

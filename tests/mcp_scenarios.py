@@ -32,7 +32,7 @@ DEFAULTS = {"urchin_search": {"hours": 168, "limit": 20}, "urchin_semantic_searc
             "urchin_ingest": {"source": "mcp", "kind": "conversation"},
             "get_file": {"fromLine": 1, "maxLines": 200}, "get_memory": {"tokenBudget": 8000},
             "query_source": {"limit": 10},
-            "search_context": {"strategy": "hybrid", "limit": 10, "k": 60},
+            "search_context": {"strategy": "hybrid", "limit": 10, "k": 20},
             "search": {"limit": 10}}
 REQUIRED_FIELDS = {"id", "timestamp", "source", "kind", "content"}   # unset optional fields are omitted
 EVENT_FIELDS = REQUIRED_FIELDS | {"workspace", "session", "title", "tags", "brain", "actor", "meta"}
@@ -140,7 +140,9 @@ async def check_read_tools(session: ClientSession, memory: Memory) -> None:
 
     text, data = await call(session, "urchin_semantic_search", {"query": "Postgres indexes"})
     found = ids(data)
-    assert set(found[:2]) == {"e-new", "e-old"} and "e-week" in found[2:], found
+    # both events naming Postgres and an index first ("pytest ... test_index.py" may sit between them:
+    # it shares "index" and is e-old's session neighbour); the older commit naming Postgres only later
+    assert found[0] == "e-old" and "e-new" in found[1:3] and "e-week" in found[2:], found
     assert all(REQUIRED_FIELDS | {"score"} <= set(e) <= EVENT_FIELDS | {"score"} for e in data["events"])
     scores = [e["score"] for e in data["events"]]
     assert scores == sorted(scores, reverse=True) and data["query"] == "Postgres indexes"

@@ -349,10 +349,14 @@ def test_the_session_leg_finds_the_turn_a_session_was_about() -> None:
 def test_a_query_naming_a_kind_favours_events_of_that_kind() -> None:
     events = [ev("n", "cache eviction for the ranker", t=1, kind="note"),
               ev("z", "cache eviction for the ranker", t=0, kind="decision")]
-    index = TokenCosineIndex(kind=0.5)
+    index = TokenCosineIndex(kind=0.5, memory=0.0)
     index.add_many(events)
     assert ids(index.search("decisions about cache eviction")) == ["z", "n"]
     assert ids(index.search("cache eviction")) == ["n", "z"]  # no kind named: the newer first
-    plain = TokenCosineIndex(kind=0.0)
+    plain = TokenCosineIndex(kind=0.0, memory=0.0)
     plain.add_many(events)
     assert ids(plain.search("decisions about cache eviction")) == ["n", "z"]
+    remembered = TokenCosineIndex(kind=0.0)  # the memory prior: a decision counts double, whatever the query
+    remembered.add_many(events)
+    hits = remembered.search("cache eviction")
+    assert ids(hits) == ["z", "n"] and hits[0].score == pytest.approx(min(1.0, 2 * hits[1].score), rel=1e-5)

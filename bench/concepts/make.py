@@ -15,6 +15,17 @@ sys.path.insert(0, str(HERE))
 
 from questions import QUESTIONS  # noqa: E402
 from sessions import SESSIONS  # noqa: E402
+from unseen2_questions import QUESTIONS as UNSEEN2_QUESTIONS  # noqa: E402
+from unseen2_sessions import SESSIONS as UNSEEN2_SESSIONS  # noqa: E402
+from unseen_questions import QUESTIONS as UNSEEN_QUESTIONS  # noqa: E402
+from unseen_sessions import SESSIONS as UNSEEN_SESSIONS  # noqa: E402
+
+# name -> (sessions, questions). "main": written with the search code (its "test" split was read
+# before the thesaurus was written); "unseen" and "unseen2": each by another author who saw neither
+# the search code nor the thesaurus nor the other sets' questions (unseen2 also varies the answers'
+# kinds: 17 decisions, 10 notes, 5 commits, 5 conversation turns).
+SETS = {"main": (SESSIONS, QUESTIONS), "unseen": (UNSEEN_SESSIONS, UNSEEN_QUESTIONS),
+        "unseen2": (UNSEEN2_SESSIONS, UNSEEN2_QUESTIONS)}
 
 from urchin.event import Event, format_timestamp  # noqa: E402
 from urchin.search.tokens import tokenize  # noqa: E402
@@ -40,17 +51,19 @@ PROJECT = {
 }
 
 
-def build() -> tuple[list[Event], dict[str, str]]:
-    """Events in time order, and question key -> answer event id."""
+def build(which: str = "main") -> tuple[list[Event], dict[str, str]]:
+    """Events in time order, and question key -> answer event id. `which`: a name in SETS ("main" gets
+    routine lines added; the others hold their own)."""
     rng = random.Random(15)
     events: list[Event] = []
     answers: dict[str, str] = {}
-    for number, (project, start, lines) in enumerate(SESSIONS):
+    sessions = SETS[which][0]
+    for number, (project, start, lines) in enumerate(sessions):
         moment = datetime.fromisoformat(start.replace("Z", "+00:00"))
         agent = next((line[1] for line in lines if line[1] != "dev"), "claude")
         session = f"{project}-{number:02d}"
         body = list(lines)
-        for _ in range(5):  # routine lines at random places after the opening prompt
+        for _ in range(5 if which == "main" else 0):  # routine lines at random places after the opening prompt
             kind, text = rng.choice(ROUTINE)
             text = text.format(file=rng.choice(PROJECT[project]["file"]), ext=PROJECT[project]["ext"],
                                test=PROJECT[project]["test"], n=rng.randint(3, 400), agent=agent)
@@ -67,15 +80,22 @@ def build() -> tuple[list[Event], dict[str, str]]:
     return events, answers
 
 
-def check(events: list[Event], answers: dict[str, str]) -> None:
+def questions(which: str = "main") -> list[tuple[str, str, str]]:
+    return SETS[which][1]
+
+
+def check(events: list[Event], answers: dict[str, str], which: str = "main") -> None:
     text = {e.id: e.content for e in events}
-    for key, question, _split in QUESTIONS:
+    for key, question, _split in questions(which):
         common = set(tokenize(question)) & set(tokenize(text[answers[key]]))
         if common:
             raise SystemExit(f"{key}: question shares {sorted(common)} with its answer")
 
 
 if __name__ == "__main__":
+    for name in SETS:
+        if name != "main":
+            check(*build(name), name)
     events, answers = build()
     check(events, answers)
     (HERE / "events.jsonl").write_bytes(b"".join(e.to_json() + b"\n" for e in events))

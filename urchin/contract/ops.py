@@ -102,7 +102,7 @@ _CONTEXT: tuple[Param, ...] = (
         max_items=MAX_SEARCHES),
     _weight("full_text_weight", "Weight of the full-text (keyword) leg in the fusion."),
     _weight("semantic_weight", "Weight of the semantic leg in the fusion."),
-    _hybrid("k", "int", "RRF constant: score = sum of weight / (k + rank).", 60, minimum=1, maximum=MAX_K),
+    _hybrid("k", "int", "RRF constant: score = sum of weight / (k + rank).", 20, minimum=1, maximum=MAX_K),
     _hybrid("sources", "texts", "Only these sources.", flag="--source", unset="any"),
     _hybrid("source_ids", "texts", "Alias of sources.", wire_only=True, unset="any"),
     _hybrid("kinds", "texts", "Only these kinds.", flag="--kind", unset="any"),

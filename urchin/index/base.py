@@ -11,9 +11,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
+from urchin.event import MEMORY_KINDS  # re-exported: memories = the events urchin_remember writes
+
 __all__ = ["IndexBackend", "ChunkRow", "LegHit", "ContextRow", "Filter", "Embedder", "MEMORY_KINDS"]
 
-MEMORY_KINDS = ("decision",)   # memories = events from urchin_remember; conversations = the rest
 
 
 @dataclass(slots=True)
@@ -125,7 +126,10 @@ class IndexBackend(Protocol):
                 budget: int = 0) -> list[ContextRow]: ...
 
     def sparse(self, vector: str, terms: Sequence[int], flt: Filter, limit: int,
-               context_turns: int = 0, tiers: Sequence[Tier] = (), budget: int = 0) -> list[ContextRow]: ...
+               context_turns: int = 0, tiers: Sequence[Tier] = (), budget: int = 0,
+               pivot: tuple[float, float] = (0.0, 1.0)) -> list[ContextRow]: ...
+
+    def norm_mean(self) -> float: ...      # the mean length (l2 norm) of the chunks' token vectors
 
     def dense(self, model: str, vector: Sequence[float], flt: Filter, limit: int) -> list[LegHit]: ...
 

@@ -7,6 +7,7 @@ weights in play, so `minScore` means the same across queries. Packing and `expla
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -21,7 +22,8 @@ from urchin.index.files import FILE_KIND
 from urchin.index.live import live_leg
 from urchin.index.params import ContextParams
 from urchin.index.schema import TS_CONFIG
-from urchin.index.sparse import query_vector, term_ids, to_sparsevec, tokens
+from urchin.index.sparse import idf, query_vector, term_id, term_ids, to_sparsevec, tokens
+from urchin.search import thesaurus
 from urchin.search.budget import CHARS_PER_TOKEN, TokenBudget
 from urchin.search.cosine import neighbour_weights
 from urchin.search.websearch import WebQuery, parse, split_websearch
@@ -41,6 +43,20 @@ MAX_COMMON_DF = 5000              # and in a large one a word in 5,000 chunks al
 MAX_KEYWORDS = 12
 MAX_CANDIDATE_TERMS = 16          # the rarest query terms that pick token-cosine candidates (speed at 1M)
 RANK_BUDGET = 1000                # the most candidates a leg ranks (see `plan`)
+# The token-cosine leg as `urchin semantic` ranks (urchin.search.cosine): pivoted length normalisation
+# (a chunk's length counts PIVOT, the mean length the rest), and the thesaurus's related words at
+# RELATED of the weight, at most RELATED_TERMS, their idf capped at the mean of the question's own.
+PIVOT = 0.3
+RELATED = 0.5
+RELATED_TERMS = 80
+RELATED_MAX_SHARE = 0.02          # related words in more of the chunks than this add cost, not evidence
+# What an agent chose to remember (MEMORY_KINDS) counts this much more in each leg, as in token-cosine;
+# `memoryWeight` weighs memories again, in the fusion, as the caller asks.
+MEMORY_PRIOR = 1.0
+# The keyword lists weigh this share of `fullTextWeight` in the fusion: ts_rank has no idf, and at equal
+# weight its lists pulled the hybrid under the token-cosine leg (LoCoMo R@10 0.714 vs 0.723). Chosen by
+# leave-one-conversation-out CV on LoCoMo (bench/locomo_hybrid.py --cv: 0.25 and k 20 in all 5 folds).
+KEYWORD_SHARE = 0.25
 COVERAGE_NOTE = "Coverage describes what was searched; it is not evidence."
 RELAXED_NOTE = ("no result within the filters holds the quoted phrase(s): these results hold their words, "
                 "not the phrase")
@@ -207,8 +223,8 @@ def _cap_per_file(fused: list[dict[str, Any]], cap: int) -> list[dict[str, Any]]
 
 
 def _keyword_runs(backend: IndexBackend, stats: _Stats, p: ContextParams, flt: Filter, depth: int) -> list[LegRun]:
-    subs = [("query", p.query, 2 * p.full_text_weight)]
-    subs += [("lex", s.query, p.full_text_weight) for s in p.searches if s.type == "lex"]
+    subs = [("query", p.query, 2 * p.full_text_weight * KEYWORD_SHARE)]
+    subs += [("lex", s.query, p.full_text_weight * KEYWORD_SHARE) for s in p.searches if s.type == "lex"]
     runs = []
     for origin, text, weight in subs:
         sub = parse(text)
@@ -279,14 +295,26 @@ def _semantic_runs(backend: IndexBackend, stats: _Stats, p: ContextParams, flt: 
         sub = parse(run.query)     # -exclusions and OR are no scoring terms: they filter (see _filter)
         weights, df, n_docs = _query_weights(stats, sub.positive, backend)
         rows = []
-        if weights:
+        related = _related_weights(stats, sub.positive, weights, backend)
+        if weights or related:
             # the terms that pick candidates (every term still scores): see `plan`
             terms, tiers = plan({t: df.get(t, 0) for t in weights}, n_docs, MAX_CANDIDATE_TERMS)
             if tiers:
                 run.method += f", the best {RANK_BUDGET} candidates gathered in tiers"
+            elif related:
+                # related words pick candidates too (an answer may hold none of the question's words),
+                # rarest first, while the budget lasts
+                room = RANK_BUDGET - sum(df.get(t, 0) for t in terms)
+                for term in sorted(related, key=lambda t: (stats.df.get(t, 0), t)):
+                    if stats.df.get(term, 0) <= room:
+                        terms.append(term)
+                        room -= stats.df.get(term, 0)
+            if related:
+                run.method += f", {len(related)} related words (thesaurus)"
             if terms:
-                rows = backend.sparse(to_sparsevec(weights), [] if tiers else terms, _with_own(flt, sub), depth,
-                                      _turns("semantic"), tiers, RANK_BUDGET)
+                pivot = ((1 - PIVOT) * backend.norm_mean(), PIVOT)
+                rows = backend.sparse(to_sparsevec({**related, **weights}), [] if tiers else terms,
+                                      _with_own(flt, sub), depth, _turns("semantic"), tiers, RANK_BUDGET, pivot)
         run.hits = with_context(rows, CONTEXT["semantic"], depth)
     if embedder is None:
         return runs
@@ -312,13 +340,37 @@ def _query_weights(stats: _Stats, text: str, via: IndexBackend | None = None
     return query_vector(text, df, n_docs), df, n_docs
 
 
+def _related_weights(stats: _Stats, text: str, own: dict[int, float], via: IndexBackend | None = None
+                     ) -> dict[int, float]:
+    """The thesaurus's words related to the question (see urchin.search.thesaurus), as token-cosine
+    query weights: RELATED x nearness x idf^2, the idf capped at the mean of the question's own words
+    (a rare related word never outweighs the words typed; uncapped when no word of the question is
+    indexed); words in no chunk, or in more than RELATED_MAX_SHARE of them, are left out."""
+    if RELATED <= 0:
+        return {}
+    near: dict[int, float] = {}
+    for term, closeness in thesaurus.default().expand(tokens(text), n=RELATED_TERMS):
+        tid = term_id(term)
+        if tid not in own:
+            near.setdefault(tid, closeness)
+    if not near:
+        return {}
+    df, n_docs = stats.get(list(near), via)
+    own_df, _ = stats.get(list(own), via)
+    own_idf = [idf(own_df[t], n_docs) for t in own if t in own_df]
+    cap = sum(own_idf) / len(own_idf) if own_idf else math.inf
+    most = max(RELATED_MAX_SHARE * n_docs, 50)
+    return {t: RELATED * closeness * min(idf(df[t], n_docs), cap) ** 2
+            for t, closeness in near.items() if 0 < df.get(t, 0) <= most}
+
+
 def _turns(leg: str) -> int:
     return len(neighbour_weights(CONTEXT[leg], CONTEXT_TURNS))
 
 
 def with_context(rows: Sequence[ContextRow], context: float, limit: int) -> list[LegHit]:
     """Rank the leg's candidates and their neighbours by own score + each neighbour's, weighted by
-    `neighbour_weights` (the rule token-cosine uses)."""
+    `neighbour_weights` (the rule token-cosine uses); a memory's total counts 1 + MEMORY_PRIOR times."""
     score: dict[str, float] = {}
     meta: dict[str, tuple[str, datetime]] = {}
     around: dict[str, dict[str, int]] = {}
@@ -330,16 +382,20 @@ def with_context(rows: Sequence[ContextRow], context: float, limit: int) -> list
     # two neighbours on either side of one anchor are up to twice its reach apart
     reach = 2 * max((abs(d) for sides in around.values() for d in sides.values()), default=0)
     weights = neighbour_weights(context, reach)
-    if not weights:
-        return [LegHit(r.chunk_id, r.score, r.kind, r.occurred_at) for r in rows if r.distance == 0][:limit]
-    links: dict[str, dict[str, int]] = {}
-    for anchor, sides in around.items():
-        group = {anchor: 0, **sides}           # every pair in one window knows its distance
-        for a, da in group.items():
-            for b, db in group.items():
-                if a != b:
-                    links.setdefault(a, {})[b] = db - da
-    total = {c: s + sum(weights[abs(d) - 1] * score[n] for n, d in links.get(c, {}).items()) for c, s in score.items()}
+    if weights:
+        links: dict[str, dict[str, int]] = {}
+        for anchor, sides in around.items():
+            group = {anchor: 0, **sides}           # every pair in one window knows its distance
+            for a, da in group.items():
+                for b, db in group.items():
+                    if a != b:
+                        links.setdefault(a, {})[b] = db - da
+        total = {c: s + sum(weights[abs(d) - 1] * score[n] for n, d in links.get(c, {}).items())
+                 for c, s in score.items()}
+    else:
+        total = {r.chunk_id: r.score for r in rows if r.distance == 0}
+    if MEMORY_PRIOR > 0:
+        total = {c: s * (1 + MEMORY_PRIOR) if meta[c][0] in MEMORY_KINDS else s for c, s in total.items()}
     ranked = sorted(total, key=lambda c: (-total[c], -meta[c][1].timestamp(), c))[:limit]
     return [LegHit(c, total[c], meta[c][0], meta[c][1]) for c in ranked]
 

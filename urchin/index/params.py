@@ -61,7 +61,7 @@ class ContextParams:
     searches: tuple[SubQuery, ...] = ()
     full_text_weight: float = 1.0
     semantic_weight: float = 1.0
-    k: int = 60
+    k: int = 20                           # RRF constant, by leave-one-conversation-out CV on LoCoMo
     sources: tuple[str, ...] = ()
     kinds: tuple[str, ...] = ()
     workspace: str | None = None

@@ -7,6 +7,7 @@ transaction.
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
@@ -48,6 +49,8 @@ _COLUMNS = ("chunk_id", "doc_id", "doc_type", "source", "kind", "workspace", "se
 # A leg that gathers its candidates in tiers reads each tier's last RECENT_DAYS first: when more chunks
 # qualify than it may rank, the newer ones are the ones ranked (memory is asked about recent work).
 RECENT_DAYS = 30
+NORM_SAMPLE = 2000    # the newest chunks whose mean token-vector length pivots the length normalisation
+NORM_TTL = 300.0      # seconds that mean is kept
 # One backfill at a time holds this session-level advisory lock while the GIN indexes are dropped.
 _BULK_LOCK = "hashtext('urchin_bulk_feed')"
 BULK_MAINTENANCE_MEM = "256MB"   # the GIN builds' accumulator: fewer, larger merges (measured at 20k-200k rows)
@@ -70,6 +73,7 @@ class PostgresIndex:
         self._months: set[tuple[int, int]] = set()   # monthly partitions of urchin_chunks known to exist
         self._bulk = False                            # this session holds the bulk lock (begin_bulk)
         self._twin: PostgresIndex | None = None
+        self._norm_mean: tuple[float, float] | None = None   # (value, when read)
 
     # ---- connection ---------------------------------------------------------------------------
     @property
@@ -493,18 +497,33 @@ class PostgresIndex:
         return {r[0]: min(1.0, float(r[1]) / total) for r in rows}
 
     def sparse(self, vector: str, terms: Sequence[int], flt: Filter, limit: int,
-               context_turns: int = 0, tiers: Sequence[Tier] = (), budget: int = 0) -> list[ContextRow]:
-        """Token-cosine leg: exact cosine over the chunks sharing a term (GIN on `terms`); with `tiers`,
-        over the first `budget` chunks they gather (see `_leg`)."""
+               context_turns: int = 0, tiers: Sequence[Tier] = (), budget: int = 0,
+               pivot: tuple[float, float] = (0.0, 1.0)) -> list[ContextRow]:
+        """Token-cosine leg over the chunks sharing a term (GIN on `terms`); with `tiers`, over the first
+        `budget` chunks they gather (see `_leg`). A chunk's score is its inner product with the query
+        over the query's length times `a + b x its own length`, `pivot` = (a, b): (0, 1) is the cosine."""
         if not terms and not tiers:
             return []
-        args: dict[str, Any] = {"v": vector, "terms": list(terms)}
+        args: dict[str, Any] = {"v": vector, "terms": list(terms), "pa": float(pivot[0]), "pb": float(pivot[1])}
         steps = []
         for i, tier in enumerate(tiers):
             args[f"tier{i}"] = list(tier.items)
             steps.append(f"terms {'@>' if tier.every else '&&'} %(tier{i})s::integer[]")
-        return self._leg("(SELECT %(v)s::sparsevec AS q) AS qq", "terms && %(terms)s::integer[]",
-                         "1 - ({t}tvec <=> q)", flt, limit, context_turns, args, "", steps, budget)
+        score = "(-({t}tvec <#> q) / greatest(qn * (%(pa)s + %(pb)s * l2_norm({t}tvec)), 1e-9))"
+        return self._leg("(SELECT %(v)s::sparsevec AS q, l2_norm(%(v)s::sparsevec) AS qn) AS qq",
+                         "terms && %(terms)s::integer[]", score, flt, limit, context_turns, args, "", steps, budget)
+
+    def norm_mean(self) -> float:
+        """The mean l2 norm of the newest NORM_SAMPLE chunks' token vectors (1.0 when there are none),
+        read at most every NORM_TTL seconds: the pivot of the token-cosine leg's length normalisation."""
+        now = time.monotonic()
+        if self._norm_mean is None or now - self._norm_mean[1] > NORM_TTL:
+            with self.conn.transaction():
+                row = self.conn.execute("SELECT avg(l2_norm(tvec)) FROM (SELECT tvec FROM urchin_chunks "
+                                        "ORDER BY occurred_at DESC LIMIT %s) AS s", (NORM_SAMPLE,)).fetchone()
+            value = float(row[0]) if row and row[0] else 1.0
+            self._norm_mean = (value, now)
+        return self._norm_mean[0]
 
     def _leg(self, source: str, match: str, score: str, flt: Filter, limit: int, turns: int,
              args: dict[str, Any], near: str = "", steps: Sequence[str] = (), budget: int = 0) -> list[ContextRow]:

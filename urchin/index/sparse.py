@@ -13,8 +13,8 @@ from collections.abc import Iterable, Mapping
 
 from urchin.search.tokens import tokenize as tokens
 
-__all__ = ["DIM", "MAX_NONZERO", "tokens", "term_ids", "int_array", "doc_vector", "doc_columns", "query_vector",
-           "to_sparsevec", "idf"]
+__all__ = ["DIM", "MAX_NONZERO", "tokens", "term_id", "term_ids", "int_array", "doc_vector", "doc_columns",
+           "query_vector", "to_sparsevec", "idf"]
 
 DIM = 1 << 20
 MAX_NONZERO = 1000          # keep vectors small; a 64 KiB tool output has thousands of distinct tokens
@@ -34,6 +34,10 @@ class _Terms(dict[str, int]):
 
 
 _TERMS = _Terms()
+
+
+def term_id(word: str) -> int:
+    return _TERMS[word]
 
 
 def term_ids(words: Iterable[str]) -> Counter[int]:

@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from urchin.event import Event
+from urchin.event import MEMORY_KINDS, Event
 from urchin.search import thesaurus
 from urchin.search.assoc import TF_WEIGHT as _TF_WEIGHT
 from urchin.search.assoc import Associations
@@ -86,7 +86,8 @@ class TokenCosineIndex:
 
     def __init__(self, *, context: float = 0.5, context_turns: int = 3, expand: float = 0.3,
                  expand_terms: int = 5, session: float = 1.0, session_slots: float = 1,
-                 kind: float = 0.5, related: float = 0.5, related_terms: int = 24, pivot: float = 0.3) -> None:
+                 kind: float = 0.5, related: float = 0.5, related_terms: int = 80, pivot: float = 0.3,
+                 memory: float = 1.0) -> None:
         """`context` weighs a session neighbour's match, times `context` per step of distance.
         `expand` weighs the terms `assoc` (learned associations, see `assoc.py`) relates to a query,
         times their similarity, relative to the query's own terms; 0 or no `assoc`: no expansion.
@@ -98,16 +99,20 @@ class TokenCosineIndex:
         (`thesaurus.py`), at most `related_terms` of them, relative to the query's own terms.
         `pivot` is the length normalisation's slope (pivoted normalisation, Singhal et al. 1996): a
         document's weight vector is divided by `(1 - pivot) * mean norm + pivot * its norm`; 1 is the
-        plain cosine, which favours short events (a one-word turn matches a one-word query best)."""
+        plain cosine, which favours short events (a one-word turn matches a one-word query best).
+        `memory` raises by that share every memory (`MEMORY_KINDS`: what an agent chose to remember,
+        `urchin_remember`'s decisions), whatever the query: a later question most often wants what was
+        decided, not the file reads and test runs around it."""
         if not 0.0 < pivot <= 1.0:
             raise ValueError("pivot must be in (0, 1]")
         if not 0.0 <= context <= 1.0 or min(context_turns, expand, expand_terms, session, session_slots, kind,
-                                             related, related_terms) < 0:
+                                             related, related_terms, memory) < 0:
             raise ValueError("context must be in [0, 1]; context_turns, expand, expand_terms, session, kind, "
-                             "related, related_terms >= 0")
+                             "related, related_terms, memory >= 0")
         self.session = session
         self.session_slots = session_slots
         self.kind = kind
+        self.memory = memory
         self.context = context
         self.context_turns = context_turns if context > 0 else 0
         self.expand = expand
@@ -381,7 +386,7 @@ class TokenCosineIndex:
         else:
             smoothed = scores.copy()
         named = set(tokens)
-        if self.kind > 0:
+        if self.kind > 0 or self.memory > 0:
             self._kind_prior(smoothed, lo, hi, named)
         slots = min(limit, round(self.session_slots * limit / 10)) if self.session > 0 else 0
         boosted = self._with_session(scores, smoothed, lo, hi) if slots else None
@@ -505,13 +510,19 @@ class TokenCosineIndex:
         return out
 
     def _kind_prior(self, scores: np.ndarray, lo: int, hi: int, terms: set[str]) -> None:
-        """Raise rows whose kind the query names: any kind, its name matched like words."""
-        named = [code for value, code in self._fields["kind"].items()
-                 if value is not None and terms.intersection(tokenize(value))]
-        if not named:
+        """Raise rows whose kind the query names (any kind, its name matched like words) by `kind`, and
+        memories by `memory`."""
+        field = self._fields["kind"]
+        named = [code for value, code in field.items()
+                 if value is not None and terms.intersection(tokenize(value))] if self.kind > 0 else []
+        memories = [code for value in MEMORY_KINDS if (code := field.get(value)) is not None] if self.memory else []
+        if not named and not memories:
             return
-        kinds = self._fields["kind"].column.data[lo:hi]
-        scores[:-1][np.isin(kinds, named)] *= np.float32(1.0 + self.kind)
+        kinds = field.column.data[lo:hi]
+        if named:
+            scores[:-1][np.isin(kinds, named)] *= np.float32(1.0 + self.kind)
+        if memories:
+            scores[:-1][np.isin(kinds, memories)] *= np.float32(1.0 + self.memory)
 
     def _with_context(self, scores: np.ndarray, lo: int, hi: int) -> np.ndarray:
         """Add each row's session neighbours' cosines, weighted context ** distance, then rescale."""

@@ -52,8 +52,9 @@ def weakness(hits: list[Hit], mode: str) -> str | None:
         return None
     found = "no match" if not hits else "only weak matches"
     if mode.startswith("token-cosine"):
-        return (f"{found}: token-cosine finds events that share words with the query (and words the journal "
-                "uses alongside them); try `urchin search` for an exact word or phrase, or configure an embedder "
+        return (f"{found}: token-cosine finds events that share words with the query, or words related to them "
+                "(a thesaurus of software work, and words the journal uses alongside them); try `urchin search` for "
+                "an exact word or phrase, or configure an embedder "
                 "(URCHIN_EMBEDDER_URL) to search by meaning")
     return f"{found}: try `urchin search` for an exact word or phrase"
 

@@ -1,0 +1,52 @@
+"""Held-out concept questions for `unseen_sessions.py`: each shares no term with its answer line."""
+
+QUESTIONS: list[tuple[str, str, str]] = [
+    # warehouse-etl
+    ("e-schedule", "why was the nightly job pushed back to later in the morning?", "unseen"),
+    ("e-schedule", "what was causing the Monday import failures?", "unseen"),
+    ("e-dedup", "how do we stop a backfill from inflating revenue totals?", "unseen"),
+    ("e-cost", "what did we do about the data platform bill getting out of hand?", "unseen"),
+    ("e-cost", "how are we keeping spending down on the analytics database?", "unseen"),
+    ("e-pii", "how do we protect personal information for privacy?", "unseen"),
+    ("e-pii", "what did we do for GDPR compliance on customer contact details?", "unseen"),
+    ("e-connectors", "where do we set up the syncs that pull data from third-party SaaS tools?", "unseen"),
+    ("e-freshness", "how would we find out sooner if an upstream feed silently goes stale?", "unseen"),
+    ("e-speed", "what sped up the transformation step?", "unseen"),
+    ("e-tz", "why didn't the per-day figures agree with the payment provider?", "unseen"),
+    # forge-cli
+    ("c-startup", "why does the tool launch so fast now?", "unseen"),
+    ("c-startup", "what fixed the sluggish startup?", "unseen"),
+    ("c-config", "which setting wins when the same option is given in several places?", "unseen"),
+    ("c-windows", "how did we fix the bug Microsoft users had with folder names?", "unseen"),
+    ("c-release", "how do we publish a new version of the binary?", "unseen"),
+    ("c-telemetry", "what's our stance on gathering usage statistics from people's machines?", "unseen"),
+    ("c-colors", "why do escape codes no longer show up in build logs?", "unseen"),
+    ("c-errors", "what does someone see when the program blows up unexpectedly?", "unseen"),
+    # arena-server
+    ("g-cheat", "how do we keep players from cheating on the rankings?", "unseen"),
+    ("g-cheat", "what stops people from faking their standings?", "unseen"),
+    ("g-mm", "how do we pair up opponents of similar skill?", "unseen"),
+    ("g-mm", "why are newbies no longer crushed by experienced players?", "unseen"),
+    ("g-netcode", "what did we do about rubber-banding on bad connections?", "unseen"),
+    ("g-reconnect", "what happens if a player's internet cuts out mid-game?", "unseen"),
+    ("g-autoscale", "how do we cope with weekend traffic spikes?", "unseen"),
+    ("g-dupe", "how did we stop people copying loot by swapping simultaneously?", "unseen"),
+    ("g-proto", "where are the network packet schemas defined?", "unseen"),
+    ("g-proto", "why is bandwidth so much lower now?", "unseen"),
+    # vision-train
+    ("m-nan", "why did the big model diverge halfway, and how was it stabilised?", "unseen"),
+    ("m-repro", "how do we get identical numbers when we re-run an experiment?", "unseen"),
+    ("m-oom", "what did we do when the GPU kept running out of RAM?", "unseen"),
+    ("m-leak", "why were the evaluation scores suspiciously high?", "unseen"),
+    ("m-tracking", "where can I find the outcomes of past experiments?", "unseen"),
+    ("m-spot", "how did we cut cloud spending on tuning?", "unseen"),
+    ("m-aug", "what helped the classifier generalise better?", "unseen"),
+    # ui-kit
+    ("d-theme", "how does switching to a night look work?", "unseen"),
+    ("d-a11y", "what are we doing for screen reader and keyboard users?", "unseen"),
+    ("d-visual", "how do we notice unintended look-and-feel regressions before they ship?", "unseen"),
+    ("d-version", "how do version numbers and the list of what changed get produced for each publish?", "unseen"),
+    ("d-bundle", "how do we stop our library from bloating other teams' JavaScript?", "unseen"),
+    ("d-ssr", "why were there console mismatch warnings with server-side rendering?", "unseen"),
+    ("d-cssjs", "why did we abandon CSS-in-JS, what was the problem?", "unseen"),
+]
