@@ -379,6 +379,37 @@ def test_the_token_cosine_leg_pivots_its_length_normalisation(pg_settings: Setti
         cosine = dict(backend.conn.execute(
             "SELECT chunk_id, 1 - (tvec <=> %s::sparsevec) FROM urchin_chunks", (vector,)).fetchall())
         assert plain == pytest.approx(cosine)
-        mean = backend.norm_mean()
+        mean = backend.norm_mean(n)
         pivoted = {r.chunk_id: r.score for r in backend.sparse(vector, ids_, Filter(), 10, pivot=(0.7 * mean, 0.3))}
         assert pivoted["long"] / pivoted["short"] > plain["long"] / plain["short"]
+        # the mean follows the index: read again as soon as the chunk count moves (small index), never stale
+        memory.ingest([{"id": f"w{i}", "content": " ".join(f"word{j}" for j in range(40)),
+                        "timestamp": f"2026-01-02T10:{i:02d}:00Z"} for i in range(5)])
+        memory.index()
+        _, grown = backend.term_stats(ids_)
+        fresh = backend.conn.execute("SELECT avg(l2_norm(tvec)) FROM urchin_chunks").fetchone()[0]
+        assert grown == n + 5 and backend.norm_mean(grown) == pytest.approx(float(fresh)) != pytest.approx(mean)
+
+
+def test_the_memory_prior_ranks_before_the_cut_off_so_the_limit_does_not_change_the_top(
+        pg_settings: Settings) -> None:
+    """A leg keeps its best `depth` candidates in SQL; a memory whose doubled score wins must be among
+    them whatever `limit` asks (it was not: the prior was applied after the cut-off)."""
+    events = [{"id": f"c{i}", "content": "cache eviction policy " + " ".join(f"p{i}x{j}" for j in range(5)),
+               "kind": "conversation", "timestamp": f"2026-01-{1 + i % 20:02d}T10:{i % 60:02d}:00Z"} for i in range(80)]
+    events.append({"id": "dec", "content": "cache eviction dx0 dx1 dx2", "kind": "decision",
+                   "timestamp": "2026-01-22T10:00:00Z"})
+    events += [{"id": f"n{i}", "content": f"unrelated words here {i}", "timestamp": "2026-01-23T10:00:00Z"}
+               for i in range(3000)]
+    with Memory(pg_settings) as memory:
+        memory.ingest(events)
+        memory.index()
+        for strategy in ("semantic", "keyword", "hybrid"):
+            tops = {limit: ids(memory.context(query="cache eviction policy", strategy=strategy, limit=limit))[0]
+                    for limit in (1, 10, 80)}
+            assert len(set(tops.values())) == 1, (strategy, tops)
+        assert ids(memory.context(query="cache eviction policy", strategy="semantic", limit=1)) == ["dec"]
+        assert "dec" in ids(memory.context(query="cache eviction policy", limit=10))
+        # memoryWeight 0: memories weigh nothing, so the legs give them no prior either
+        plain = ids(memory.context(query="cache eviction policy", strategy="semantic", memory_weight=0, limit=80))
+        assert plain[0] != "dec"

@@ -77,3 +77,19 @@ def test_pivoted_length_normalisation(pivot: float) -> None:
     assert got == pytest.approx({i: min(v, 1.0) for i, v in expected.items()}, rel=1e-4)
     with pytest.raises(ValueError, match="pivot"):
         TokenCosineIndex(pivot=0.0)
+
+
+def test_an_excluded_word_is_not_added_back_as_a_related_one() -> None:
+    events = [ev(f"l{i}", f"login form tweak {i}", t=i) for i in range(20)]
+    events.append(ev("oauth", "we moved to oauth with pkce", t=30))
+    index = TokenCosineIndex(session=0.0)
+    index.add_many(events)
+    assert any(h.id.startswith("l") for h in index.search("authentication", limit=30))   # "login" is related
+    hits = index.search("authentication", exclude={"login"}, limit=30)
+    assert ids(hits) == ["oauth"]
+
+
+def test_semantic_search_with_a_minus_word_keeps_what_it_did_not_exclude(memory) -> None:  # type: ignore[no-untyped-def]
+    memory.ingest([{"content": f"login form tweak {i}", "id": f"l{i}"} for i in range(20)]
+                  + [{"content": "we moved to oauth with pkce", "id": "oauth"}])
+    assert [h.event.id for h in memory.semantic("authentication -login", limit=1).hits] == ["oauth"]

@@ -47,7 +47,7 @@ class ChunkRow:
 @dataclass(frozen=True, slots=True)
 class LegHit:
     chunk_id: str
-    raw: float          # the leg's own score (ts_rank, cosine similarity)
+    raw: float          # the leg's own score (ts_rank, or the pivoted cosine: may pass 1), with context and prior
     kind: str
     occurred_at: datetime
 
@@ -123,13 +123,13 @@ class IndexBackend(Protocol):
 
     def keyword(self, words: Sequence[str], constraints: str | None, flt: Filter, limit: int,
                 context_turns: int = 0, every: str | None = None, tiers: Sequence[Tier] = (),
-                budget: int = 0) -> list[ContextRow]: ...
+                budget: int = 0, prior: float = 0.0) -> list[ContextRow]: ...
 
     def sparse(self, vector: str, terms: Sequence[int], flt: Filter, limit: int,
                context_turns: int = 0, tiers: Sequence[Tier] = (), budget: int = 0,
-               pivot: tuple[float, float] = (0.0, 1.0)) -> list[ContextRow]: ...
+               pivot: tuple[float, float] = (0.0, 1.0), prior: float = 0.0) -> list[ContextRow]: ...
 
-    def norm_mean(self) -> float: ...      # the mean length (l2 norm) of the chunks' token vectors
+    def norm_mean(self, chunks: int) -> float: ...   # the mean length (l2 norm) of the chunks' token vectors
 
     def dense(self, model: str, vector: Sequence[float], flt: Filter, limit: int) -> list[LegHit]: ...
 

@@ -182,7 +182,7 @@ def _run_context(backend: IndexBackend, p: ContextParams, embedder: Embedder | N
     if p.mode == "live":
         live_hits, live_rows, live_cov = live_leg(backend, p, flt, files, depth)
         if live_hits is not None:
-            runs.append(LegRun("live", "query", p.query, p.full_text_weight or 1.0,
+            runs.append(LegRun("live", "query", p.query, (p.full_text_weight or 1.0) * KEYWORD_SHARE,
                                "live read of cataloged files (any word, phrases and -words hold)", live_hits))
     fused = _fuse(runs, p, best)
     _calibrate(backend, stats, fused, parse(p.query).positive, live_rows)
@@ -234,8 +234,8 @@ def _keyword_runs(backend: IndexBackend, stats: _Stats, p: ContextParams, flt: F
         if tiers:
             run.method += f", the best {RANK_BUDGET} candidates gathered in tiers"
         rows = backend.keyword(words, sub.constraint, _with_own(flt, sub), depth, _turns("keyword"), sub.every,
-                               tiers, RANK_BUDGET)
-        run.hits = with_context(rows, CONTEXT["keyword"], depth)
+                               tiers, RANK_BUDGET, _prior(p))
+        run.hits = with_context(rows, CONTEXT["keyword"], depth, _prior(p))
         runs.append(run)
     return runs
 
@@ -295,7 +295,7 @@ def _semantic_runs(backend: IndexBackend, stats: _Stats, p: ContextParams, flt: 
         sub = parse(run.query)     # -exclusions and OR are no scoring terms: they filter (see _filter)
         weights, df, n_docs = _query_weights(stats, sub.positive, backend)
         rows = []
-        related = _related_weights(stats, sub.positive, weights, backend)
+        related = _related_weights(stats, sub, weights, backend)
         if weights or related:
             # the terms that pick candidates (every term still scores): see `plan`
             terms, tiers = plan({t: df.get(t, 0) for t in weights}, n_docs, MAX_CANDIDATE_TERMS)
@@ -312,10 +312,11 @@ def _semantic_runs(backend: IndexBackend, stats: _Stats, p: ContextParams, flt: 
             if related:
                 run.method += f", {len(related)} related words (thesaurus)"
             if terms:
-                pivot = ((1 - PIVOT) * backend.norm_mean(), PIVOT)
+                pivot = ((1 - PIVOT) * backend.norm_mean(n_docs or stats.n_docs), PIVOT)
                 rows = backend.sparse(to_sparsevec({**related, **weights}), [] if tiers else terms,
-                                      _with_own(flt, sub), depth, _turns("semantic"), tiers, RANK_BUDGET, pivot)
-        run.hits = with_context(rows, CONTEXT["semantic"], depth)
+                                      _with_own(flt, sub), depth, _turns("semantic"), tiers, RANK_BUDGET, pivot,
+                                      _prior(p))
+        run.hits = with_context(rows, CONTEXT["semantic"], depth, _prior(p))
     if embedder is None:
         return runs
     dense = [LegRun("semantic", origin, text, weight * DENSE_SHARE, "") for origin, text, weight in subs]
@@ -340,18 +341,25 @@ def _query_weights(stats: _Stats, text: str, via: IndexBackend | None = None
     return query_vector(text, df, n_docs), df, n_docs
 
 
-def _related_weights(stats: _Stats, text: str, own: dict[int, float], via: IndexBackend | None = None
+def _prior(p: ContextParams) -> float:
+    """The memory prior of this question's legs: none when memories weigh nothing in the fusion."""
+    return MEMORY_PRIOR if p.include_memories and p.memory_weight > 0 else 0.0
+
+
+def _related_weights(stats: _Stats, sub: WebQuery, own: dict[int, float], via: IndexBackend | None = None
                      ) -> dict[int, float]:
     """The thesaurus's words related to the question (see urchin.search.thesaurus), as token-cosine
     query weights: RELATED x nearness x idf^2, the idf capped at the mean of the question's own words
     (a rare related word never outweighs the words typed; uncapped when no word of the question is
-    indexed); words in no chunk, or in more than RELATED_MAX_SHARE of them, are left out."""
+    indexed); words in no chunk, or in more than RELATED_MAX_SHARE of them, or among the -words, are
+    left out."""
     if RELATED <= 0:
         return {}
+    excluded = {t for w in sub.excluded for t in tokens(w)}
     near: dict[int, float] = {}
-    for term, closeness in thesaurus.default().expand(tokens(text), n=RELATED_TERMS):
+    for term, closeness in thesaurus.default().expand(tokens(sub.positive), n=RELATED_TERMS):
         tid = term_id(term)
-        if tid not in own:
+        if tid not in own and term not in excluded:
             near.setdefault(tid, closeness)
     if not near:
         return {}
@@ -368,9 +376,9 @@ def _turns(leg: str) -> int:
     return len(neighbour_weights(CONTEXT[leg], CONTEXT_TURNS))
 
 
-def with_context(rows: Sequence[ContextRow], context: float, limit: int) -> list[LegHit]:
+def with_context(rows: Sequence[ContextRow], context: float, limit: int, prior: float = 0.0) -> list[LegHit]:
     """Rank the leg's candidates and their neighbours by own score + each neighbour's, weighted by
-    `neighbour_weights` (the rule token-cosine uses); a memory's total counts 1 + MEMORY_PRIOR times."""
+    `neighbour_weights` (the rule token-cosine uses); a memory's total counts 1 + `prior` times."""
     score: dict[str, float] = {}
     meta: dict[str, tuple[str, datetime]] = {}
     around: dict[str, dict[str, int]] = {}
@@ -394,8 +402,8 @@ def with_context(rows: Sequence[ContextRow], context: float, limit: int) -> list
                  for c, s in score.items()}
     else:
         total = {r.chunk_id: r.score for r in rows if r.distance == 0}
-    if MEMORY_PRIOR > 0:
-        total = {c: s * (1 + MEMORY_PRIOR) if meta[c][0] in MEMORY_KINDS else s for c, s in total.items()}
+    if prior > 0:
+        total = {c: s * (1 + prior) if meta[c][0] in MEMORY_KINDS else s for c, s in total.items()}
     ranked = sorted(total, key=lambda c: (-total[c], -meta[c][1].timestamp(), c))[:limit]
     return [LegHit(c, total[c], meta[c][0], meta[c][1]) for c in ranked]
 

@@ -7,7 +7,6 @@ transaction.
 
 from __future__ import annotations
 
-import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
@@ -50,7 +49,7 @@ _COLUMNS = ("chunk_id", "doc_id", "doc_type", "source", "kind", "workspace", "se
 # qualify than it may rank, the newer ones are the ones ranked (memory is asked about recent work).
 RECENT_DAYS = 30
 NORM_SAMPLE = 2000    # the newest chunks whose mean token-vector length pivots the length normalisation
-NORM_TTL = 300.0      # seconds that mean is kept
+NORM_DRIFT = 0.01     # ...read again once the index's chunk count has moved by this share (any move when small)
 # One backfill at a time holds this session-level advisory lock while the GIN indexes are dropped.
 _BULK_LOCK = "hashtext('urchin_bulk_feed')"
 BULK_MAINTENANCE_MEM = "256MB"   # the GIN builds' accumulator: fewer, larger merges (measured at 20k-200k rows)
@@ -73,7 +72,7 @@ class PostgresIndex:
         self._months: set[tuple[int, int]] = set()   # monthly partitions of urchin_chunks known to exist
         self._bulk = False                            # this session holds the bulk lock (begin_bulk)
         self._twin: PostgresIndex | None = None
-        self._norm_mean: tuple[float, float] | None = None   # (value, when read)
+        self._norm_mean: tuple[float, int] | None = None   # (value, the chunk count it was read at)
 
     # ---- connection ---------------------------------------------------------------------------
     @property
@@ -431,7 +430,7 @@ class PostgresIndex:
 
     def keyword(self, words: Sequence[str], constraints: str | None, flt: Filter, limit: int,
                 context_turns: int = 0, every: str | None = None, tiers: Sequence[Tier] = (),
-                budget: int = 0) -> list[ContextRow]:
+                budget: int = 0, prior: float = 0.0) -> list[ContextRow]:
         """Full-text leg: any of `words` (OR, ranked) AND the websearch `constraints` (phrases, -exclusions);
         a chunk holding `every` word (to_tsquery syntax) ranks above any that holds only some. With
         `tiers`, only the first `budget` chunks they gather are ranked (see `_leg`)."""
@@ -459,7 +458,7 @@ class PostgresIndex:
         for i, tier in enumerate(tiers):
             args[f"tier{i}"] = (" & " if tier.every else " | ").join(tier.items)
             steps.append(f"tsv @@ to_tsquery(%(cfg)s::regconfig, %(tier{i})s)")
-        return self._leg(query, "tsv @@ q", score, flt, limit, context_turns, args, near, steps, budget)
+        return self._leg(query, "tsv @@ q", score, flt, limit, context_turns, args, near, steps, budget, prior)
 
     def known_sources(self) -> list[str]:
         """Every source the index holds (a loose index scan: one probe per distinct source)."""
@@ -498,7 +497,7 @@ class PostgresIndex:
 
     def sparse(self, vector: str, terms: Sequence[int], flt: Filter, limit: int,
                context_turns: int = 0, tiers: Sequence[Tier] = (), budget: int = 0,
-               pivot: tuple[float, float] = (0.0, 1.0)) -> list[ContextRow]:
+               pivot: tuple[float, float] = (0.0, 1.0), prior: float = 0.0) -> list[ContextRow]:
         """Token-cosine leg over the chunks sharing a term (GIN on `terms`); with `tiers`, over the first
         `budget` chunks they gather (see `_leg`). A chunk's score is its inner product with the query
         over the query's length times `a + b x its own length`, `pivot` = (a, b): (0, 1) is the cosine."""
@@ -511,22 +510,28 @@ class PostgresIndex:
             steps.append(f"terms {'@>' if tier.every else '&&'} %(tier{i})s::integer[]")
         score = "(-({t}tvec <#> q) / greatest(qn * (%(pa)s + %(pb)s * l2_norm({t}tvec)), 1e-9))"
         return self._leg("(SELECT %(v)s::sparsevec AS q, l2_norm(%(v)s::sparsevec) AS qn) AS qq",
-                         "terms && %(terms)s::integer[]", score, flt, limit, context_turns, args, "", steps, budget)
+                         "terms && %(terms)s::integer[]", score, flt, limit, context_turns, args, "", steps, budget,
+                         prior)
 
-    def norm_mean(self) -> float:
-        """The mean l2 norm of the newest NORM_SAMPLE chunks' token vectors (1.0 when there are none),
-        read at most every NORM_TTL seconds: the pivot of the token-cosine leg's length normalisation."""
-        now = time.monotonic()
-        if self._norm_mean is None or now - self._norm_mean[1] > NORM_TTL:
+    def norm_mean(self, chunks: int) -> float:
+        """The mean l2 norm of the newest NORM_SAMPLE chunks' token vectors (1.0 when there are none): the
+        pivot of the token-cosine leg's length normalisation. `chunks` is the index's chunk count as the
+        question read it (`term_stats`): the mean is read again when that has moved (by NORM_DRIFT, or at
+        all below NORM_SAMPLE / NORM_DRIFT chunks), so every connection ranks alike and a feed in
+        between is seen at once."""
+        cached = self._norm_mean
+        small = chunks < NORM_SAMPLE / NORM_DRIFT
+        if cached is None or (cached[1] != chunks and (small or abs(chunks - cached[1]) > NORM_DRIFT * cached[1])):
             with self.conn.transaction():
                 row = self.conn.execute("SELECT avg(l2_norm(tvec)) FROM (SELECT tvec FROM urchin_chunks "
-                                        "ORDER BY occurred_at DESC LIMIT %s) AS s", (NORM_SAMPLE,)).fetchone()
+                                        "ORDER BY occurred_at DESC, chunk_id LIMIT %s) AS s", (NORM_SAMPLE,)).fetchone()
             value = float(row[0]) if row and row[0] else 1.0
-            self._norm_mean = (value, now)
-        return self._norm_mean[0]
+            self._norm_mean = cached = (value, chunks)
+        return cached[0]
 
     def _leg(self, source: str, match: str, score: str, flt: Filter, limit: int, turns: int,
-             args: dict[str, Any], near: str = "", steps: Sequence[str] = (), budget: int = 0) -> list[ContextRow]:
+             args: dict[str, Any], near: str = "", steps: Sequence[str] = (), budget: int = 0,
+             prior: float = 0.0) -> list[ContextRow]:
         """Top `limit` by `score`, plus each one's `turns` session neighbours on either side (with their
         own score, filters applied) as rows (anchor, chunk, distance, score, kind, occurred_at).
 
@@ -550,7 +555,13 @@ class PostgresIndex:
         else:
             ranked = (f"SELECT chunk_id, session, occurred_at, kind, {score.format(t='')} AS s "
                       f"FROM urchin_chunks, {source} WHERE {match} {where}")
-        base = (f"WITH c AS MATERIALIZED ({ranked} ORDER BY s DESC, occurred_at DESC, chunk_id LIMIT %(limit)s) "
+        # the top `limit` by the score the caller ranks by: a memory's counts 1 + prior (see hybrid.MEMORY_PRIOR)
+        order = "s"
+        if prior > 0:
+            args.update({"memory_kinds": list(MEMORY_KINDS), "prior": 1.0 + prior})
+            order = "s * CASE WHEN kind = ANY(%(memory_kinds)s) THEN %(prior)s ELSE 1 END"
+        base = (f"WITH c AS MATERIALIZED (SELECT * FROM ({ranked}) AS r "
+                f"ORDER BY {order} DESC, occurred_at DESC, chunk_id LIMIT %(limit)s) "
                 "SELECT chunk_id, chunk_id, 0, s, kind, occurred_at FROM c")
         if turns > 0:
             ywhere, _ = _where(flt, alias="y.")

@@ -32,6 +32,7 @@ _MAX_MERGE_POSTINGS = 1 << 22  # segments are not merged beyond this: a merge ne
 _EXACT_REFRESH_POSTINGS = 1 << 21  # below this, document norms are refreshed at every query
 _REFRESH_GROWTH = 0.01  # above it, norms are refreshed once the index has grown by 1%
 _EXPAND_DF = 0.02  # related terms in more than this share of events are not added to a query (cost)
+MEMORY_PRIOR = 1.0  # a memory's score counts 1 + this (see TokenCosineIndex's `memory`)
 
 
 @dataclass(slots=True)
@@ -87,7 +88,7 @@ class TokenCosineIndex:
     def __init__(self, *, context: float = 0.5, context_turns: int = 3, expand: float = 0.3,
                  expand_terms: int = 5, session: float = 1.0, session_slots: float = 1,
                  kind: float = 0.5, related: float = 0.5, related_terms: int = 80, pivot: float = 0.3,
-                 memory: float = 1.0) -> None:
+                 memory: float = MEMORY_PRIOR) -> None:
         """`context` weighs a session neighbour's match, times `context` per step of distance.
         `expand` weighs the terms `assoc` (learned associations, see `assoc.py`) relates to a query,
         times their similarity, relative to the query's own terms; 0 or no `assoc`: no expansion.
@@ -347,11 +348,13 @@ class TokenCosineIndex:
         session: str | None = None,
         kind: str | None = None,
         limit: int = 10,
+        exclude: Iterable[str] = (),
     ) -> list[Scored]:
         """The `limit` best events for `query`, best first; ties go to the newer, then the lower id.
 
         Filters select results; a neighbour's match still counts as context when the neighbour
-        itself is filtered out, but only neighbours inside the time window count.
+        itself is filtered out, but only neighbours inside the time window count. `exclude`: terms
+        (the query's -words) that the thesaurus and the associations must not add back.
         """
         check_query(query)
         limit = check_limit(limit)
@@ -364,7 +367,7 @@ class TokenCosineIndex:
                     return []
                 codes[name] = code
         tokens = tokenize(query)
-        weights, own = self._query_weights(tokens)
+        weights, own = self._query_weights(tokens, frozenset(exclude))
         if not weights or not len(self):
             return []
         self.refresh_if_stale()
@@ -430,7 +433,7 @@ class TokenCosineIndex:
         a, b = np.searchsorted(late, (lo, hi))
         return lo, hi, bool(b > a)
 
-    def _query_weights(self, tokens: list[str]) -> tuple[dict[int, float], int]:
+    def _query_weights(self, tokens: list[str], exclude: frozenset[str] = frozenset()) -> tuple[dict[int, float], int]:
         """Term id -> tf weight of the query (1 + ln tf), and how many of them are the query's own (the
         first, in order). Related terms follow: the thesaurus's, weight `related` times their nearness,
         then `assoc`'s, weight `expand` times their similarity (never more than 1)."""
@@ -444,13 +447,13 @@ class TokenCosineIndex:
         if self.thesaurus is not None and self.related > 0 and self.related_terms:
             for term, near in self.thesaurus.expand(tokens, n=self.related_terms):
                 tid = self._vocab.get(term)
-                if tid is not None and tid not in weights and df[tid] <= cap:
+                if tid is not None and tid not in weights and df[tid] <= cap and term not in exclude:
                     weights[tid] = self.related * near
         told = len(weights)
         if self.assoc is not None and self.expand > 0 and self.expand_terms:
             for term, sim in self.assoc.expand(tokens, n=self.expand_terms * 3):
                 tid = self._vocab.get(term)
-                if tid is not None and tid not in weights and df[tid] <= cap:
+                if tid is not None and tid not in weights and df[tid] <= cap and term not in exclude:
                     weights[tid] = min(self.expand * sim, 1.0)
                     if len(weights) >= told + self.expand_terms:
                         break

@@ -21,11 +21,11 @@ from pathlib import Path
 
 import numpy as np
 
-from urchin.event import Event
+from urchin.event import MEMORY_KINDS, Event
 from urchin.forget import ForgetLog
 from urchin.journal import Journal
 from urchin.search import assoc, cosine_store
-from urchin.search.cosine import IndexState, TokenCosineIndex
+from urchin.search.cosine import MEMORY_PRIOR, IndexState, TokenCosineIndex
 from urchin.search.embedder import Embedder
 from urchin.search.extract import WorkerError, extract_parallel, line_aligned_end
 from urchin.search.query import Filters, Hit
@@ -46,9 +46,15 @@ WEAK_SCORE = 0.15
 INLINE_ASSOC_ROWS = 20_000  # up to this many events, associations are (re)built before a query; beyond, at save
 
 
+def _match(hit: Hit) -> float:
+    """A hit's token-cosine score without the memory prior: how well it matches, which is what "weak" means."""
+    score = hit.score or 0.0
+    return score / (1.0 + MEMORY_PRIOR) if hit.event.kind in MEMORY_KINDS else score
+
+
 def weakness(hits: list[Hit], mode: str) -> str | None:
     """A hint when ranked search found nothing or only a poor match (None: the results look sound)."""
-    if hits and (not mode.startswith("token-cosine") or (hits[0].score or 0.0) >= WEAK_SCORE):
+    if hits and (not mode.startswith("token-cosine") or _match(hits[0]) >= WEAK_SCORE):
         return None
     found = "no match" if not hits else "only weak matches"
     if mode.startswith("token-cosine"):
@@ -240,6 +246,7 @@ class TokenCosineView:
     # ---- querying -----------------------------------------------------------------------------
     def search(self, query: str, *, since_ms: int | None, limit: int, filters: Filters,
                until_ms: int | None = None) -> list[Hit]:
+        original = query
         query, holds = constraints(query)
         forgotten = self.forgotten
         hidden = forgotten.hashes()
@@ -248,7 +255,8 @@ class TokenCosineView:
         if holds is not None:
             wanted += CONSTRAINED_EXTRA     # phrases and -words filter the ranked candidates
         params = {"since_ms": since_ms, "until_ms": until_ms, "source": filters.source, "limit": wanted,
-                  "workspace": filters.workspace, "session": filters.session, "kind": filters.kind}
+                  "workspace": filters.workspace, "session": filters.session, "kind": filters.kind,
+                  "exclude": excluded_terms(original)}
         with self._lock:
             self._catch_up()
             self._assoc_if_stale()
@@ -360,6 +368,11 @@ class EmbeddingView:
 
 
 CONSTRAINED_EXTRA = 500   # token-cosine candidates ranked beyond `limit` when phrases or -words filter them
+
+
+def excluded_terms(query: str) -> frozenset[str]:
+    """The terms of the query's -words (expansion must not add them back)."""
+    return frozenset(t for w in parse(query).excluded for t in tokenize(w))
 
 
 def constraints(query: str) -> tuple[str, Callable[[Event], bool] | None]:
