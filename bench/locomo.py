@@ -3,7 +3,7 @@
     python bench/locomo.py [--data PATH] [--method token-cosine ...] [--split conv-26,conv-30 ...] [--cv]
 
 `--cv`: leave-one-conversation-out cross-validation of every token-cosine constant in GRID (session
-context, context turns, association expansion, session leg, length-normalisation pivot): tune on
+context, context turns, association expansion, session leg, length-normalisation pivot, source prior): tune on
 four conversations, score the fifth, rotate;
 prints the CV figure next to the in-sample best and the shipped defaults.
 
@@ -208,7 +208,7 @@ def split_check(events: list[Event], questions: list[Question], tune: set[str]) 
 
 
 GRID = {"context": (0.4, 0.5, 0.6), "context_turns": (2, 3), "expand": (0.0, 0.3), "session": (0.0, 1.0),
-        "session_slots": (1, 2), "pivot": (1.0, 0.5, 0.3, 0.2)}
+        "session_slots": (1, 2), "pivot": (1.0, 0.3, 0.2), "named_source": (0.0, 0.5, 1.0)}
 _NEEDS = {"session_slots": "session"}  # meaningless when the other is 0
 
 
@@ -257,7 +257,8 @@ def cross_validate(events: list[Event], questions: list[Question]) -> None:
     convs = np.array([q.workspace for q in questions])
     print(f"cross-validation over {len(configs)} configurations ({time.perf_counter() - started:.0f} s):")
     cv = _loco(scores, convs, configs, True)
-    old = [i for i, c in enumerate(configs) if not c["expand"] and not c["session"] and c["pivot"] == 1.0]
+    old = [i for i, c in enumerate(configs) if not c["expand"] and not c["session"] and c["pivot"] == 1.0
+           and not c["named_source"]]
     cv_old = _loco(scores[old], convs, [configs[i] for i in old], False)
     shipped = TokenCosineIndex()
     at = next(i for i, c in enumerate(configs) if all(

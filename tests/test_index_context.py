@@ -413,3 +413,25 @@ def test_the_memory_prior_ranks_before_the_cut_off_so_the_limit_does_not_change_
         # memoryWeight 0: memories weigh nothing, so the legs give them no prior either
         plain = ids(memory.context(query="cache eviction policy", strategy="semantic", memory_weight=0, limit=80))
         assert plain[0] != "dec"
+
+
+def test_a_question_naming_a_source_favours_its_chunks_in_each_leg(pg_settings: Settings,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    import urchin.index.postgres as postgres
+
+    # "c" holds one more of the question's words ("say") than "g" holds ("gemini", its source): without the
+    # prior they tie on words and the newer, "c", leads; with it, the named source's chunk does
+    events = [{"id": "c", "content": "they say the cache eviction plan is ready", "source": "claude",
+               "timestamp": "2026-01-02T10:00:00Z"},
+              {"id": "g", "content": "the cache eviction plan is ready", "source": "gemini",
+               "timestamp": "2026-01-01T10:00:00Z"},
+              *[{"id": f"n{i}", "content": f"unrelated note {i}", "source": "shell",
+                 "timestamp": "2026-01-03T10:00:00Z"} for i in range(3)]]
+    question = "what did gemini say about the cache eviction plan"
+    with Memory(pg_settings) as memory:
+        memory.ingest(events)
+        memory.index()
+        for strategy in ("keyword", "semantic", "hybrid"):
+            assert ids(memory.context(query=question, strategy=strategy))[0] == "g", strategy
+        monkeypatch.setattr(postgres, "NAMED_SOURCE_PRIOR", 0.0)
+        assert ids(memory.context(query=question, strategy="keyword"))[0] == "c"

@@ -93,3 +93,18 @@ def test_semantic_search_with_a_minus_word_keeps_what_it_did_not_exclude(memory)
     memory.ingest([{"content": f"login form tweak {i}", "id": f"l{i}"} for i in range(20)]
                   + [{"content": "we moved to oauth with pkce", "id": "oauth"}])
     assert [h.event.id for h in memory.semantic("authentication -login", limit=1).hits] == ["oauth"]
+
+
+def test_a_query_naming_a_source_favours_its_events() -> None:
+    events = [ev("c", "the cache eviction plan", t=1, source="claude"),
+              ev("g", "the cache eviction plan", t=0, source="gemini")]
+    index = TokenCosineIndex()
+    index.add_many(events)
+    assert ids(index.search("cache eviction plan")) == ["c", "g"]            # the newer first
+    hits = index.search("what did gemini say about the cache eviction plan")
+    assert ids(hits) == ["g", "c"]
+    off = TokenCosineIndex(named_source=0.0)
+    off.add_many(events)
+    # without the prior, the name counts only as a word of the event (its source is indexed)
+    plain = off.search("what did gemini say about the cache eviction plan")
+    assert ids(plain)[0] == "g" and hits[0].score / hits[1].score > plain[0].score / plain[1].score

@@ -123,11 +123,12 @@ class IndexBackend(Protocol):
 
     def keyword(self, words: Sequence[str], constraints: str | None, flt: Filter, limit: int,
                 context_turns: int = 0, every: str | None = None, tiers: Sequence[Tier] = (),
-                budget: int = 0, prior: float = 0.0) -> list[ContextRow]: ...
+                budget: int = 0, prior: float = 0.0, named: Sequence[str] = ()) -> list[ContextRow]: ...
 
     def sparse(self, vector: str, terms: Sequence[int], flt: Filter, limit: int,
                context_turns: int = 0, tiers: Sequence[Tier] = (), budget: int = 0,
-               pivot: tuple[float, float] = (0.0, 1.0), prior: float = 0.0) -> list[ContextRow]: ...
+               pivot: tuple[float, float] = (0.0, 1.0), prior: float = 0.0,
+               named: Sequence[str] = ()) -> list[ContextRow]: ...
 
     def norm_mean(self, chunks: int) -> float: ...   # the mean length (l2 norm) of the chunks' token vectors
 

@@ -107,6 +107,7 @@ class _Stats:
 
     def __init__(self, backend: IndexBackend) -> None:
         self.backend, self.df, self.n_docs = backend, dict[int, int](), -1
+        self.named: list[str] = []      # the sources the question names (see _named_sources)
         self.lock = threading.Lock()
 
     def get(self, terms: Sequence[int], via: IndexBackend | None = None) -> tuple[dict[int, int], int]:
@@ -163,6 +164,7 @@ def _run_context(backend: IndexBackend, p: ContextParams, embedder: Embedder | N
     if not semantic and any(s.type in ("vec", "hyde") for s in p.searches):
         skipped.append(f"vec/hyde sub-queries skipped: strategy {p.strategy} runs no semantic leg")
     stats.get(sorted({t for text in [p.query, *(s.query for s in p.searches)] for t in term_ids(tokens(text))}))
+    stats.named = _named_sources(backend, p.query)
     runs: list[LegRun] = []
     if keyword and semantic:
         # the legs run at once, each on its own connection (the database works on two cores)
@@ -234,7 +236,7 @@ def _keyword_runs(backend: IndexBackend, stats: _Stats, p: ContextParams, flt: F
         if tiers:
             run.method += f", the best {RANK_BUDGET} candidates gathered in tiers"
         rows = backend.keyword(words, sub.constraint, _with_own(flt, sub), depth, _turns("keyword"), sub.every,
-                               tiers, RANK_BUDGET, _prior(p))
+                               tiers, RANK_BUDGET, _prior(p), stats.named)
         run.hits = with_context(rows, CONTEXT["keyword"], depth, _prior(p))
         runs.append(run)
     return runs
@@ -315,7 +317,7 @@ def _semantic_runs(backend: IndexBackend, stats: _Stats, p: ContextParams, flt: 
                 pivot = ((1 - PIVOT) * backend.norm_mean(n_docs or stats.n_docs), PIVOT)
                 rows = backend.sparse(to_sparsevec({**related, **weights}), [] if tiers else terms,
                                       _with_own(flt, sub), depth, _turns("semantic"), tiers, RANK_BUDGET, pivot,
-                                      _prior(p))
+                                      _prior(p), stats.named)
         run.hits = with_context(rows, CONTEXT["semantic"], depth, _prior(p))
     if embedder is None:
         return runs
@@ -339,6 +341,13 @@ def _query_weights(stats: _Stats, text: str, via: IndexBackend | None = None
         return {}, {}, 0
     df, n_docs = stats.get(list(counts), via)
     return query_vector(text, df, n_docs), df, n_docs
+
+
+def _named_sources(backend: IndexBackend, query: str) -> list[str]:
+    """The indexed sources the question names, matched like words ("what did Caroline say" -> caroline):
+    their chunks count more in each leg (PostgresIndex NAMED_SOURCE_PRIOR), as in token-cosine."""
+    words = set(tokens(parse(query).positive))
+    return [s for s in backend.known_sources() if words.intersection(tokens(s))] if words else []
 
 
 def _prior(p: ContextParams) -> float:

@@ -48,6 +48,9 @@ _COLUMNS = ("chunk_id", "doc_id", "doc_type", "source", "kind", "workspace", "se
 # A leg that gathers its candidates in tiers reads each tier's last RECENT_DAYS first: when more chunks
 # qualify than it may rank, the newer ones are the ones ranked (memory is asked about recent work).
 RECENT_DAYS = 30
+# A chunk from a source the question names ("what did Caroline say", "what did codex decide") counts
+# 1 + this (token-cosine's `named_source`; chosen by leave-one-conversation-out CV on LoCoMo)
+NAMED_SOURCE_PRIOR = 1.0
 NORM_SAMPLE = 2000    # the newest chunks whose mean token-vector length pivots the length normalisation
 NORM_DRIFT = 0.01     # ...read again once the index's chunk count has moved by this share (any move when small)
 # One backfill at a time holds this session-level advisory lock while the GIN indexes are dropped.
@@ -430,7 +433,7 @@ class PostgresIndex:
 
     def keyword(self, words: Sequence[str], constraints: str | None, flt: Filter, limit: int,
                 context_turns: int = 0, every: str | None = None, tiers: Sequence[Tier] = (),
-                budget: int = 0, prior: float = 0.0) -> list[ContextRow]:
+                budget: int = 0, prior: float = 0.0, named: Sequence[str] = ()) -> list[ContextRow]:
         """Full-text leg: any of `words` (OR, ranked) AND the websearch `constraints` (phrases, -exclusions);
         a chunk holding `every` word (to_tsquery syntax) ranks above any that holds only some. With
         `tiers`, only the first `budget` chunks they gather are ranked (see `_leg`)."""
@@ -458,7 +461,8 @@ class PostgresIndex:
         for i, tier in enumerate(tiers):
             args[f"tier{i}"] = (" & " if tier.every else " | ").join(tier.items)
             steps.append(f"tsv @@ to_tsquery(%(cfg)s::regconfig, %(tier{i})s)")
-        return self._leg(query, "tsv @@ q", score, flt, limit, context_turns, args, near, steps, budget, prior)
+        return self._leg(query, "tsv @@ q", score, flt, limit, context_turns, args, near, steps, budget, prior,
+                         named)
 
     def known_sources(self) -> list[str]:
         """Every source the index holds (a loose index scan: one probe per distinct source)."""
@@ -497,7 +501,8 @@ class PostgresIndex:
 
     def sparse(self, vector: str, terms: Sequence[int], flt: Filter, limit: int,
                context_turns: int = 0, tiers: Sequence[Tier] = (), budget: int = 0,
-               pivot: tuple[float, float] = (0.0, 1.0), prior: float = 0.0) -> list[ContextRow]:
+               pivot: tuple[float, float] = (0.0, 1.0), prior: float = 0.0,
+               named: Sequence[str] = ()) -> list[ContextRow]:
         """Token-cosine leg over the chunks sharing a term (GIN on `terms`); with `tiers`, over the first
         `budget` chunks they gather (see `_leg`). A chunk's score is its inner product with the query
         over the query's length times `a + b x its own length`, `pivot` = (a, b): (0, 1) is the cosine."""
@@ -511,7 +516,7 @@ class PostgresIndex:
         score = "(-({t}tvec <#> q) / greatest(qn * (%(pa)s + %(pb)s * l2_norm({t}tvec)), 1e-9))"
         return self._leg("(SELECT %(v)s::sparsevec AS q, l2_norm(%(v)s::sparsevec) AS qn) AS qq",
                          "terms && %(terms)s::integer[]", score, flt, limit, context_turns, args, "", steps, budget,
-                         prior)
+                         prior, named)
 
     def norm_mean(self, chunks: int) -> float:
         """The mean l2 norm of the newest NORM_SAMPLE chunks' token vectors (1.0 when there are none): the
@@ -531,7 +536,7 @@ class PostgresIndex:
 
     def _leg(self, source: str, match: str, score: str, flt: Filter, limit: int, turns: int,
              args: dict[str, Any], near: str = "", steps: Sequence[str] = (), budget: int = 0,
-             prior: float = 0.0) -> list[ContextRow]:
+             prior: float = 0.0, named: Sequence[str] = ()) -> list[ContextRow]:
         """Top `limit` by `score`, plus each one's `turns` session neighbours on either side (with their
         own score, filters applied) as rows (anchor, chunk, distance, score, kind, occurred_at).
 
@@ -539,9 +544,13 @@ class PostgresIndex:
         first `budget` that the steps gather in order, each step's last RECENT_DAYS first: a UNION ALL
         under one LIMIT, so PostgreSQL stops reading (and scoring) once the budget is full. The parts
         are disjoint (a step leaves out what the step before it held, and the older half what the
-        recent half held), so the budget counts distinct chunks."""
+        recent half held), so the budget counts distinct chunks. A chunk whose source is one of `named`
+        (the sources the question names) scores 1 + NAMED_SOURCE_PRIOR times its own score."""
         where, fargs = _where(flt)
         args = {**args, **fargs, "limit": limit, "turns": turns}
+        if named and NAMED_SOURCE_PRIOR > 0:
+            args.update({"named_sources": list(named), "source_prior": 1.0 + NAMED_SOURCE_PRIOR})
+            score = f"({score}) * CASE WHEN {{t}}source = ANY(%(named_sources)s) THEN %(source_prior)s ELSE 1 END"
         if steps:
             args.update({"budget": budget, "recent": timedelta(days=RECENT_DAYS)})
             parts = []

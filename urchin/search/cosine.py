@@ -88,7 +88,7 @@ class TokenCosineIndex:
     def __init__(self, *, context: float = 0.5, context_turns: int = 3, expand: float = 0.3,
                  expand_terms: int = 5, session: float = 1.0, session_slots: float = 1,
                  kind: float = 0.5, related: float = 0.5, related_terms: int = 80, pivot: float = 0.3,
-                 memory: float = MEMORY_PRIOR) -> None:
+                 memory: float = MEMORY_PRIOR, named_source: float = 1.0) -> None:
         """`context` weighs a session neighbour's match, times `context` per step of distance.
         `expand` weighs the terms `assoc` (learned associations, see `assoc.py`) relates to a query,
         times their similarity, relative to the query's own terms; 0 or no `assoc`: no expansion.
@@ -103,17 +103,19 @@ class TokenCosineIndex:
         plain cosine, which favours short events (a one-word turn matches a one-word query best).
         `memory` raises by that share every memory (`MEMORY_KINDS`: what an agent chose to remember,
         `urchin_remember`'s decisions), whatever the query: a later question most often wants what was
-        decided, not the file reads and test runs around it."""
+        decided, not the file reads and test runs around it. `named_source` raises by that share the
+        events whose source the query names ("what did Caroline say", "what did codex decide")."""
         if not 0.0 < pivot <= 1.0:
             raise ValueError("pivot must be in (0, 1]")
         if not 0.0 <= context <= 1.0 or min(context_turns, expand, expand_terms, session, session_slots, kind,
-                                             related, related_terms, memory) < 0:
+                                             related, related_terms, memory, named_source) < 0:
             raise ValueError("context must be in [0, 1]; context_turns, expand, expand_terms, session, kind, "
-                             "related, related_terms, memory >= 0")
+                             "related, related_terms, memory, named_source >= 0")
         self.session = session
         self.session_slots = session_slots
         self.kind = kind
         self.memory = memory
+        self.named_source = named_source
         self.context = context
         self.context_turns = context_turns if context > 0 else 0
         self.expand = expand
@@ -389,7 +391,7 @@ class TokenCosineIndex:
         else:
             smoothed = scores.copy()
         named = set(tokens)
-        if self.kind > 0 or self.memory > 0:
+        if self.kind > 0 or self.memory > 0 or self.named_source > 0:
             self._kind_prior(smoothed, lo, hi, named)
         slots = min(limit, round(self.session_slots * limit / 10)) if self.session > 0 else 0
         boosted = self._with_session(scores, smoothed, lo, hi) if slots else None
@@ -513,19 +515,22 @@ class TokenCosineIndex:
         return out
 
     def _kind_prior(self, scores: np.ndarray, lo: int, hi: int, terms: set[str]) -> None:
-        """Raise rows whose kind the query names (any kind, its name matched like words) by `kind`, and
-        memories by `memory`."""
+        """Raise rows whose kind the query names (any kind, its name matched like words) by `kind`,
+        memories by `memory`, and rows whose source the query names by `named_source`."""
         field = self._fields["kind"]
         named = [code for value, code in field.items()
                  if value is not None and terms.intersection(tokenize(value))] if self.kind > 0 else []
         memories = [code for value in MEMORY_KINDS if (code := field.get(value)) is not None] if self.memory else []
-        if not named and not memories:
-            return
+        sources = self._fields["source"]
+        speakers = [code for value, code in sources.items()
+                    if value is not None and terms.intersection(tokenize(value))] if self.named_source > 0 else []
         kinds = field.column.data[lo:hi]
         if named:
             scores[:-1][np.isin(kinds, named)] *= np.float32(1.0 + self.kind)
         if memories:
             scores[:-1][np.isin(kinds, memories)] *= np.float32(1.0 + self.memory)
+        if speakers:
+            scores[:-1][np.isin(sources.column.data[lo:hi], speakers)] *= np.float32(1.0 + self.named_source)
 
     def _with_context(self, scores: np.ndarray, lo: int, hi: int) -> np.ndarray:
         """Add each row's session neighbours' cosines, weighted context ** distance, then rescale."""
