@@ -26,6 +26,7 @@ from urchin.index.sparse import idf, query_vector, term_id, term_ids, to_sparsev
 from urchin.search import thesaurus
 from urchin.search.budget import CHARS_PER_TOKEN, TokenBudget
 from urchin.search.cosine import neighbour_weights
+from urchin.search.tokens import named, terms_of
 from urchin.search.websearch import WebQuery, parse, split_websearch
 
 if TYPE_CHECKING:
@@ -347,7 +348,7 @@ def _named_sources(backend: IndexBackend, query: str) -> list[str]:
     """The indexed sources the question names, matched like words ("what did Caroline say" -> caroline):
     their chunks count more in each leg (PostgresIndex NAMED_SOURCE_PRIOR), as in token-cosine."""
     words = set(tokens(parse(query).positive))
-    return [s for s in backend.known_sources() if words.intersection(tokens(s))] if words else []
+    return named(backend.known_sources(), words) if words else []
 
 
 def _prior(p: ContextParams) -> float:
@@ -364,7 +365,7 @@ def _related_weights(stats: _Stats, sub: WebQuery, own: dict[int, float], via: I
     left out."""
     if RELATED <= 0:
         return {}
-    excluded = {t for w in sub.excluded for t in tokens(w)}
+    excluded = terms_of(sub.excluded)
     near: dict[int, float] = {}
     for term, closeness in thesaurus.default().expand(tokens(sub.positive), n=RELATED_TERMS):
         tid = term_id(term)

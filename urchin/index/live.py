@@ -16,6 +16,7 @@ from urchin.index.base import Filter, LegHit
 from urchin.index.files import FILE_KIND, FILES_SOURCE, HEADING_JOIN
 from urchin.index.params import ContextParams
 from urchin.index.sparse import tokens
+from urchin.search.tokens import terms_of
 from urchin.search.websearch import parse
 from urchin.workspace.chunking import chunk_text
 
@@ -38,7 +39,7 @@ def live_leg(backend: Any, p: ContextParams, flt: Filter, files: FileAccess | No
     query = parse(p.query)
     wanted = {t for w in query.words for t in tokens(w)}
     phrases = [ph.lower() for ph in query.phrases]
-    excluded = {t for w in query.excluded for t in tokens(w)}
+    excluded = terms_of(query.excluded)
     names = [flt.workspace] if flt.workspace else None
     scored: list[tuple[float, str]] = []
     rows: dict[str, dict[str, Any]] = {}

@@ -23,7 +23,7 @@ from urchin.search.extract import LABELS, Batch, TermExtractor
 from urchin.search.postings import Codes, Column, Segment, Triples
 from urchin.search.query import check_limit, check_query
 from urchin.search.thesaurus import Thesaurus
-from urchin.search.tokens import tokenize
+from urchin.search.tokens import named, tokenize
 
 __all__ = ["IndexState", "Scored", "TokenCosineIndex", "event_terms"]
 
@@ -390,9 +390,9 @@ class TokenCosineIndex:
             smoothed = self._with_context(scores, lo, hi)
         else:
             smoothed = scores.copy()
-        named = set(tokens)
+        words = set(tokens)
         if self.kind > 0 or self.memory > 0 or self.named_source > 0:
-            self._kind_prior(smoothed, lo, hi, named)
+            self._kind_prior(smoothed, lo, hi, words)
         slots = min(limit, round(self.session_slots * limit / 10)) if self.session > 0 else 0
         boosted = self._with_session(scores, smoothed, lo, hi) if slots else None
         ranked = self._ranked(smoothed, lo, hi, outside, codes, limit)
@@ -517,16 +517,13 @@ class TokenCosineIndex:
     def _kind_prior(self, scores: np.ndarray, lo: int, hi: int, terms: set[str]) -> None:
         """Raise rows whose kind the query names (any kind, its name matched like words) by `kind`,
         memories by `memory`, and rows whose source the query names by `named_source`."""
-        field = self._fields["kind"]
-        named = [code for value, code in field.items()
-                 if value is not None and terms.intersection(tokenize(value))] if self.kind > 0 else []
+        field, sources = self._fields["kind"], self._fields["source"]
+        kinds_named = [field[v] for v in named(field, terms)] if self.kind > 0 else []
         memories = [code for value in MEMORY_KINDS if (code := field.get(value)) is not None] if self.memory else []
-        sources = self._fields["source"]
-        speakers = [code for value, code in sources.items()
-                    if value is not None and terms.intersection(tokenize(value))] if self.named_source > 0 else []
+        speakers = [sources[v] for v in named(sources, terms)] if self.named_source > 0 else []
         kinds = field.column.data[lo:hi]
-        if named:
-            scores[:-1][np.isin(kinds, named)] *= np.float32(1.0 + self.kind)
+        if kinds_named:
+            scores[:-1][np.isin(kinds, kinds_named)] *= np.float32(1.0 + self.kind)
         if memories:
             scores[:-1][np.isin(kinds, memories)] *= np.float32(1.0 + self.memory)
         if speakers:

@@ -29,7 +29,7 @@ from urchin.search.cosine import MEMORY_PRIOR, IndexState, TokenCosineIndex
 from urchin.search.embedder import Embedder
 from urchin.search.extract import WorkerError, extract_parallel, line_aligned_end
 from urchin.search.query import Filters, Hit
-from urchin.search.tokens import tokenize
+from urchin.search.tokens import terms_of, tokenize
 from urchin.search.vectors import VectorCache, embed_events
 from urchin.search.websearch import parse
 
@@ -256,7 +256,7 @@ class TokenCosineView:
             wanted += CONSTRAINED_EXTRA     # phrases and -words filter the ranked candidates
         params = {"since_ms": since_ms, "until_ms": until_ms, "source": filters.source, "limit": wanted,
                   "workspace": filters.workspace, "session": filters.session, "kind": filters.kind,
-                  "exclude": excluded_terms(original)}
+                  "exclude": terms_of(parse(original).excluded)}
         with self._lock:
             self._catch_up()
             self._assoc_if_stale()
@@ -370,11 +370,6 @@ class EmbeddingView:
 CONSTRAINED_EXTRA = 500   # token-cosine candidates ranked beyond `limit` when phrases or -words filter them
 
 
-def excluded_terms(query: str) -> frozenset[str]:
-    """The terms of the query's -words (expansion must not add them back)."""
-    return frozenset(t for w in parse(query).excluded for t in tokenize(w))
-
-
 def constraints(query: str) -> tuple[str, Callable[[Event], bool] | None]:
     """(what to rank by: the query without -words and OR, a test every hit must pass or None).
 
@@ -385,7 +380,7 @@ def constraints(query: str) -> tuple[str, Callable[[Event], bool] | None]:
     if not q.phrases and not q.excluded:
         return q.positive or query, None
     phrases = [" ".join(p.lower().split()) for p in q.phrases]
-    excluded = {t for w in q.excluded for t in tokenize(w)}
+    excluded = terms_of(q.excluded)
 
     def holds(event: Event) -> bool:
         text = f"{event.title or ''} {event.content}"

@@ -69,7 +69,7 @@ class Thesaurus:
         from each query term's list, so no one word of the question takes every slot. A term related
         to several of the query's terms comes first, weight 1; the rest have weight 1 / (1 + rank / 8)
         in their own list (the first words of a group are its closest)."""
-        own = list(dict.fromkeys(query_terms))
+        own = dict.fromkeys(query_terms)     # in order, and a set for the test below
         lists = [[t for t in dict.fromkeys(self.related(q)) if t not in own] for q in own]
         lists = [x for x in lists if x]
         if not lists:

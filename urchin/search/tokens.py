@@ -7,11 +7,12 @@ the whole identifier, unstemmed, so both `cosine` and `urchin/search/cosine.py` 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Set
 from itertools import chain
 
 from urchin.search.stem import stem
 
-__all__ = ["tokenize", "word_terms", "STOP_WORDS", "MAX_TERM_LENGTH", "WORD_PATTERN"]
+__all__ = ["tokenize", "word_terms", "terms_of", "named", "STOP_WORDS", "MAX_TERM_LENGTH", "WORD_PATTERN"]
 
 MAX_TERM_LENGTH = 64  # longer runs are blobs (base64, minified code), not words anyone searches
 
@@ -88,3 +89,14 @@ _CACHE = _Cache()
 def tokenize(text: str) -> list[str]:
     """Terms of `text` in order, repeated as often as they occur (callers count them)."""
     return list(chain.from_iterable(map(_CACHE.__getitem__, _RAW.findall(text))))
+
+
+def terms_of(words: Iterable[str]) -> frozenset[str]:
+    """The terms of several words as one set (a query's -words: what a result must not hold)."""
+    return frozenset(chain.from_iterable(map(tokenize, words)))
+
+
+def named(values: Iterable[str | None], terms: Set[str]) -> list[str]:
+    """The values (kinds, sources) a query's `terms` name: one of a value's terms is among them
+    ("decisions" names `decision`, "what did Caroline say" names `caroline`)."""
+    return [v for v in values if v is not None and not terms.isdisjoint(tokenize(v))]
