@@ -83,6 +83,28 @@ class DaemonProcess:
         assert self.proc is not None
         self.proc.send_signal(sig)
 
+    def index_process(self, timeout: float = 30.0) -> int:
+        """The pid of the daemon's index process (`python -m urchin.daemon.indexer`, started `--with-index`)."""
+        assert self.proc is not None
+        deadline = time.monotonic() + timeout
+        while True:
+            for task in Path(f"/proc/{self.proc.pid}/task").glob("*/children"):
+                try:
+                    for pid in task.read_text().split():
+                        if b"urchin.daemon.indexer" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                            return int(pid)
+                except OSError:
+                    continue
+            if time.monotonic() > deadline:
+                raise AssertionError(f"no index process: {self.log()}")
+            time.sleep(0.1)
+
+    def kill_all(self) -> None:
+        """SIGKILL the daemon and its index process at once (as `kill -9` of the group would)."""
+        os.kill(self.index_process(), signal.SIGKILL)
+        self.signal(signal.SIGKILL)
+        self.wait()
+
     def wait(self, timeout: float = 10.0) -> int:
         assert self.proc is not None
         return self.proc.wait(timeout)

@@ -244,6 +244,16 @@ def _gone(pid: int) -> bool:
         return True
 
 
+def _exits(pid: int, seconds: float = 10.0) -> bool:
+    """`pid` is gone, or goes within `seconds` (a stopped server removes its pid file just before it exits)."""
+    deadline = time.monotonic() + seconds
+    while not _gone(pid):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
 def _indexing_daemon(home: Path) -> tuple[DaemonProcess, int]:
     pytest.importorskip("psycopg", reason="the `postgres` extra is not installed")
     daemon = DaemonProcess(home, "--with-index").start(90)
@@ -321,12 +331,77 @@ def test_a_live_cli_keeps_the_server_until_it_exits(tmp_path: Path) -> None:
             follower.kill()
 
 
+def _nice(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[16])
+
+
+def _policy(pid: int) -> int:
+    """The scheduling class (field 41 of /proc/PID/stat): 0 normal, 5 SCHED_IDLE."""
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[38])
+
+
+def _server_processes(postmaster: int) -> list[int]:
+    """The processes the postmaster forked (one backend per connection, and its own helpers)."""
+    out = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == postmaster:
+                out.append(int(stat.parent.name))
+        except (OSError, ValueError, IndexError):
+            continue
+    return out
+
+
+def test_the_feed_runs_in_a_process_at_the_lowest_priority_with_its_backends(tmp_path: Path) -> None:
+    """Background work never slows a query: the feed and its server processes run at nice 19, the
+    daemon's query threads at 0 (issue 16)."""
+    home = tmp_path / "home"
+    daemon, postmaster = _indexing_daemon(home)
+    try:
+        child = daemon.index_process()
+        assert _nice(child) == 19 and _policy(child) == os.SCHED_IDLE
+        assert daemon.proc is not None and _nice(daemon.proc.pid) == 0 and _policy(daemon.proc.pid) == 0
+        _feed_a_little(daemon)
+        deadline = time.monotonic() + 30     # the feed's connection: a backend reniced with it
+        while 19 not in [_nice(pid) for pid in _server_processes(postmaster) if not _gone(pid)]:
+            assert time.monotonic() < deadline, daemon.log()
+            time.sleep(0.2)
+        with daemon.client() as client:      # a query's backend is not lowered
+            assert client.post("/context", json={"query": "postgres lifecycle"}).status_code == 200
+        niceness = {_nice(pid) for pid in _server_processes(postmaster) if not _gone(pid)}
+        assert niceness >= {0, 19}
+        assert _nice(postmaster) == 0 and _policy(postmaster) == 0
+        assert {_policy(pid) for pid in _server_processes(postmaster) if not _gone(pid)} == {0}
+    finally:
+        daemon.stop()
+
+
+def test_a_killed_daemons_index_process_stops_and_its_server_with_it(tmp_path: Path) -> None:
+    """SIGKILL leaves no feed running alone: the index process sees its daemon gone and stops,
+    releasing the embedded server, which then stops (nobody else holds it)."""
+    home = tmp_path / "home"
+    killed, postmaster = _indexing_daemon(home)
+    child = killed.index_process()
+    _feed_a_little(killed)
+    killed.signal(signal.SIGKILL)
+    killed.wait()
+    deadline = time.monotonic() + 30
+    while not (_gone(child) and _gone(postmaster)):
+        assert time.monotonic() < deadline, f"index process {child} or postgres {postmaster} outlived a killed daemon"
+        time.sleep(0.2)
+    nxt, _ = _indexing_daemon(home)    # and the next daemon starts one again
+    try:
+        with nxt.client() as client:
+            assert client.post("/context", json={"query": "postgres lifecycle"}).status_code == 200
+    finally:
+        nxt.stop()
+
+
 def test_a_killed_daemons_postgres_is_adopted_and_stopped_by_the_next(tmp_path: Path) -> None:
     home = tmp_path / "home"
     for _ in range(2):     # twice: the second round follows a daemon that adopted and stopped
         killed, orphan = _indexing_daemon(home)
-        killed.signal(signal.SIGKILL)
-        killed.wait()
+        killed.kill_all()      # the daemon and its index process at once: nobody releases the server
         time.sleep(0.5)
         assert not _gone(orphan)   # the server a SIGKILL leaves behind
         nxt, pid = _indexing_daemon(home)
@@ -343,11 +418,11 @@ def test_a_killed_daemons_postgres_is_adopted_and_stopped_by_the_next(tmp_path: 
 def test_a_daemon_without_the_index_stops_the_orphan_it_finds(tmp_path: Path) -> None:
     home = tmp_path / "home"
     killed, orphan = _indexing_daemon(home)
-    killed.signal(signal.SIGKILL)
-    killed.wait()
+    killed.kill_all()
+    assert not _gone(orphan)
     plain = DaemonProcess(home).start(60)     # --no-index
     try:
-        assert _gone(orphan), plain.log()
+        assert _exits(orphan), plain.log()
     finally:
         plain.stop()
         if not _gone(orphan):
@@ -361,13 +436,14 @@ def test_the_next_start_removes_the_postgres_of_a_removed_home(tmp_path: Path) -
     gone = tmp_path / "gone"
     killed, orphan = _indexing_daemon(gone)
     folder = _pg_folder(gone)
-    killed.signal(signal.SIGKILL)
-    killed.wait()
+    killed.kill_all()
+    assert not _gone(orphan)
     shutil.rmtree(gone)
     fresh = DaemonProcess(tmp_path / "fresh").start(60)
     try:
-        assert _gone(orphan) and not folder.exists(), fresh.log()
-        assert f"removed {folder}" in fresh.log()
+        # the data folders are machine-wide: a daemon of a test running beside this one sweeps the same
+        # orphans at its start and may remove this one first, so "gone" is what is asserted
+        assert _exits(orphan) and not folder.exists(), fresh.log()
     finally:
         fresh.stop()
         if not _gone(orphan):

@@ -122,8 +122,7 @@ def test_fix_removes_what_removed_homes_left_and_nothing_in_use(tmp_path: Path) 
     killed, killed_folder, killed_pid = _indexing(tmp_path / "killed")   # daemon SIGKILLed, then home removed
     stopped, stopped_folder, _ = _indexing(tmp_path / "stopped")         # stopped cleanly, then home removed
     try:
-        killed.signal(signal.SIGKILL)
-        killed.wait()
+        killed.kill_all()    # with its index process: nobody releases the server, which runs on
         stopped.stop()
         for name in ("busy", "killed", "stopped"):
             shutil.rmtree(tmp_path / name)

@@ -13,22 +13,26 @@ import time
 from urchin.errors import UrchinError
 from urchin.memory import Memory
 
-__all__ = ["CollectorLoop", "EmbedderLoop", "IndexLoop", "WorkspaceIndexLoop"]
+__all__ = ["CollectorLoop", "EmbedderLoop", "IndexLoop", "WorkspaceIndexLoop", "lower_priority"]
 
 log = logging.getLogger("urchin.daemon.background")
 
 
-def _lower_priority(niceness: int = 10) -> None:
-    """Run the calling thread at a lower CPU priority (Linux: each thread has its own nice value),
-    so a query thread gets a core first when a feed or backfill keeps one busy."""
+def lower_priority(niceness: int = 10) -> None:
+    """Run the calling thread at a lower CPU priority (Linux: each thread has its own nice value, and
+    threads it starts inherit it), so a query thread gets a core first when background work keeps one
+    busy. Never raises the priority: a thread already nicer stays so."""
     try:
-        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), niceness)
+        tid = threading.get_native_id()
+        if os.getpriority(os.PRIO_PROCESS, tid) < niceness:
+            os.setpriority(os.PRIO_PROCESS, tid, niceness)
     except (AttributeError, OSError):  # not Linux, or not allowed: run as is
         pass
 
 
 class _Job:
     name = "job"
+    niceness = 10     # the job thread's nice value (0: as the daemon's own threads)
 
     def __init__(self, memory: Memory) -> None:
         self.memory = memory
@@ -46,7 +50,8 @@ class _Job:
             self._thread.join(timeout)
 
     def _guarded(self) -> None:
-        _lower_priority()
+        if self.niceness:
+            lower_priority(self.niceness)
         try:
             self.run()
         except Exception as exc:  # noqa: BLE001 - a background job must never take the daemon down

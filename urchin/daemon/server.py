@@ -14,7 +14,6 @@ import logging
 import os
 import signal
 import socket
-import sys
 import threading
 import time
 from collections.abc import Callable, Generator, Sequence
@@ -28,8 +27,10 @@ from starlette.routing import BaseRoute
 
 from urchin.config import Settings, ensure_private_dir, write_private
 from urchin.daemon.app import VERSION, DaemonState, Lifespan, build_app
-from urchin.daemon.background import CollectorLoop, EmbedderLoop, IndexLoop, WorkspaceIndexLoop
+from urchin.daemon.background import CollectorLoop, EmbedderLoop, IndexLoop
 from urchin.daemon.follower import Follower
+from urchin.daemon.indexer import IndexProcess
+from urchin.daemon.logs import LOG_FORMAT, setup_logging
 from urchin.daemon.security import ensure_token, is_loopback_host
 from urchin.daemon.writer import GroupWriter
 from urchin.errors import ConfigError, DaemonError
@@ -40,7 +41,6 @@ from urchin.memory.index import adopt_embedded, stop_embedded
 __all__ = ["Daemon", "DaemonLock", "Extension", "sd_notify", "lock_path", "LOG_FORMAT"]
 
 log = logging.getLogger("urchin.daemon")
-LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 GRACE_S = 3.0  # in-flight requests get this long; the rest of the 5 s budget is the final flush
 
 # Adds routes or mounts to the daemon, built on its one hot `Memory` (e.g. the MCP server's
@@ -209,15 +209,13 @@ class Daemon:
                                 access_log=self.log_level == "debug", lifespan="on",
                                 timeout_graceful_shutdown=int(GRACE_S), server_header=False)
         server = self._server = _Server(config, self)
-        jobs: list[CollectorLoop | EmbedderLoop | IndexLoop | WorkspaceIndexLoop] = []
+        jobs: list[CollectorLoop | EmbedderLoop | IndexProcess] = []
         if self.collect:
             jobs.append(CollectorLoop(memory))
-        if uses_index:
-            jobs.append(IndexLoop(memory))
+        if uses_index:     # the journal feed and the workspace files, in a process at the lowest priority
+            jobs.append(IndexProcess(memory, self.log_level))
         if self.settings.embedder_url:
             jobs.append(EmbedderLoop(memory))
-        if uses_index:
-            jobs.append(WorkspaceIndexLoop(memory))     # workspace files, within seconds of a change
         writer.start()
         follower.start()
         for job in jobs:
@@ -293,28 +291,3 @@ class Daemon:
         if isinstance(info, dict) and info.get("pid") == os.getpid():
             with contextlib.suppress(FileNotFoundError):
                 self.settings.daemon_file.unlink()
-
-
-def _as_urchin(record: logging.LogRecord) -> bool:
-    """uvicorn's records ("Uvicorn running on ...", errors) are the daemon's own: name them so."""
-    if record.name in ("uvicorn", "uvicorn.error"):
-        record.name = "urchin"
-    elif record.name.startswith("uvicorn."):
-        record.name = "urchin." + record.name[len("uvicorn."):]
-    return True
-
-
-def setup_logging(level: str) -> None:
-    """One line per record on stderr (journald stores each line as one entry)."""
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter(LOG_FORMAT))
-    handler.addFilter(_as_urchin)
-    root = logging.getLogger()
-    root.handlers[:] = [handler]
-    root.setLevel(level.upper())
-    logging.getLogger("watchfiles").setLevel(logging.WARNING)  # it logs every batch of changes at info
-    # The MCP SDK logs every stateless request's end ("Terminating session: None") at info.
-    logging.getLogger("mcp").setLevel(max(logging.WARNING, root.level))
-    for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):
-        logging.getLogger(name).handlers.clear()
-        logging.getLogger(name).propagate = True

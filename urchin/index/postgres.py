@@ -7,6 +7,7 @@ transaction.
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
@@ -62,15 +63,33 @@ _FETCH = ("chunk_id", "doc_id", "doc_type", "source", "kind", "workspace", "sess
           "content_hash")
 
 
+def _lower_backend(conn: psycopg.Connection[Any], niceness: int) -> None:
+    """Run the server process behind `conn` at `niceness` (never raising its priority), one core only."""
+    with conn.transaction():
+        row = conn.execute("SELECT pg_backend_pid()").fetchone()
+        conn.execute("SET max_parallel_maintenance_workers = 0")
+        conn.execute("SET max_parallel_workers_per_gather = 0")
+    try:
+        pid = int(row[0]) if row else 0
+        if pid > 0 and os.getpriority(os.PRIO_PROCESS, pid) < niceness:
+            os.setpriority(os.PRIO_PROCESS, pid, niceness)
+    except (AttributeError, OSError):   # not Linux, or another user's server: it runs as it is
+        pass
+
+
 class PostgresIndex:
     """One connection (reopened after an outage); `url` is called on each (re)connect."""
 
     outage_errors = OUTAGE_ERRORS
     refused_errors = REFUSED_ERRORS
 
-    def __init__(self, url: Callable[[], str] | str, connect_timeout: float = 5.0) -> None:
+    def __init__(self, url: Callable[[], str] | str, connect_timeout: float = 5.0, niceness: int | None = None) -> None:
+        """`niceness`: the server process behind each connection is reniced to it (only for a server on
+        this machine: the embedded one) and builds indexes without parallel workers, which would run at
+        the server's own priority. For background work that must not slow the queries served beside it."""
         self._url = url if callable(url) else (lambda: url)
         self._timeout = connect_timeout
+        self._niceness = niceness
         self._conn: psycopg.Connection[Any] | None = None
         self._months: set[tuple[int, int]] = set()   # monthly partitions of urchin_chunks known to exist
         self._bulk = False                            # this session holds the bulk lock (begin_bulk)
@@ -85,6 +104,8 @@ class PostgresIndex:
             conn = psycopg.connect(self._url(), connect_timeout=max(1, int(self._timeout)), autocommit=False)
             try:
                 _migrate(conn)
+                if self._niceness:
+                    _lower_backend(conn, self._niceness)
             except BaseException:
                 conn.close()
                 raise
@@ -96,7 +117,7 @@ class PostgresIndex:
         while the keyword leg runs on this one (two server processes, two cores). Only one thread uses
         it at a time (the caller's, serialised like this connection)."""
         if self._twin is None:
-            self._twin = PostgresIndex(self._url, self._timeout)
+            self._twin = PostgresIndex(self._url, self._timeout, self._niceness)
         return self._twin
 
     def reset(self) -> None:

@@ -77,6 +77,8 @@ class IndexService:
         self._forget_synced: object = None  # the forget log's state this process last applied
         self.skipped = 0                                    # rows the database refused, in this process
         self._skips: collections.deque[dict[str, str]] = collections.deque(maxlen=10)
+        self.skip_listeners: list[Callable[[str, str], None]] = []   # the daemon's index process reports them
+        self.niceness = 0      # > 0: the embedded server serves this process's connections at this nice value
 
     # ---- wiring -------------------------------------------------------------------------------
     @property
@@ -92,19 +94,33 @@ class IndexService:
 
         if self.settings.database_url:
             return PostgresIndex(self.settings.database_url)
+        # The embedded server's processes are this machine's: those serving a background process's
+        # connections (the daemon's index process sets `niceness`) run at its lower CPU priority too.
+        return PostgresIndex(self._embedded_server().url, niceness=self.niceness or None)
+
+    def _embedded_server(self) -> Any:
         if self._embedded is None:
             from urchin.index.embedded import EmbeddedPostgres
 
-            self._embedded = EmbeddedPostgres(self.settings.pg_dir)
-        return PostgresIndex(self._embedded.url)
+            # A process at a lowered priority never starts the server: it and every backend would inherit it.
+            self._embedded = EmbeddedPostgres(self.settings.pg_dir, start=not self.niceness)
+        return self._embedded
+
+    def start_server(self) -> None:
+        """Start (or adopt) the embedded server now, at this thread's priority; nothing with a database URL."""
+        if not self.settings.database_url:
+            self._embedded_server().url()
 
     def feeder(self, retry_for: float | None = 60.0, backend: Any = None) -> Feeder:
         return Feeder(backend or self.backend, self.journal, self.settings.device, embedder=self.embedder,
-                      retry_for=retry_for, on_skip=self._record_skip)
+                      retry_for=retry_for, on_skip=self.record_skip)
 
-    def _record_skip(self, event_id: str, reason: str) -> None:
+    def record_skip(self, event_id: str, reason: str) -> None:
+        """A row the database refused (this process's feed, or the daemon's index process)."""
         self.skipped += 1
         self._skips.append({"id": event_id[:80], "reason": reason})
+        for listener in self.skip_listeners:
+            listener(event_id, reason)
 
     # ---- operations ---------------------------------------------------------------------------
     @_database_errors

@@ -1,0 +1,74 @@
+"""A daemon's first PostgreSQL feed, end to end: `urchin serve` on a fresh home until the cursor is at
+the journal's end and the GIN indexes are built (the backfill path builds them last).
+
+    python bench/bench_first_feed.py [--journal bench/data/journal-200k.jsonl] [--repo PATH]
+
+`--repo` runs another checkout's daemon (a worktree of an older commit) for a before/after pair.
+Prints events/s over the whole wall time; no queries run meanwhile.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--journal", type=Path, default=REPO / "bench" / "data" / "journal-200k.jsonl")
+    parser.add_argument("--repo", type=Path, default=REPO)
+    args = parser.parse_args()
+    sys.path.insert(0, str(REPO))
+    import psycopg
+
+    from urchin.index.embedded import EmbeddedPostgres
+
+    home = Path(tempfile.mkdtemp(prefix="first-feed-", dir=args.journal.parent)) / "home"
+    (home / "journal").mkdir(parents=True)
+    os.link(args.journal, home / "journal" / "events.jsonl")
+    env = {**os.environ, "PYTHONPATH": str(args.repo), "URCHIN_HOME": str(home)}
+    env.pop("URCHIN_NO_DAEMON", None)
+    size, lines = args.journal.stat().st_size, sum(1 for _ in args.journal.open("rb"))
+    print(f"load average before: {os.getloadavg()[0]:.2f}; {lines:,} events; daemon from {args.repo}")
+    started = time.perf_counter()
+    daemon = subprocess.Popen([sys.executable, "-m", "urchin", "serve", "--port", "0", "--log-level", "warning"],
+                              env=env)
+    try:
+        while True:
+            time.sleep(1)
+            try:
+                with psycopg.connect(EmbeddedPostgres(home / "pg", stop_at_exit=False, start=False).url(),
+                                     connect_timeout=5) as conn:
+                    offset = conn.execute("SELECT coalesce(max(byte_offset), 0) FROM urchin_cursors").fetchone()
+                    gins = conn.execute("SELECT count(*) FROM pg_indexes WHERE tablename = 'urchin_chunks' "
+                                        "AND indexdef ILIKE '%USING gin%'").fetchone()
+            except Exception:  # noqa: BLE001 - not started yet, or its tables not made yet
+                continue
+            if offset and gins and offset[0] >= size and gins[0] >= 4:
+                break
+        seconds = time.perf_counter() - started
+        print(f"first feed: {lines:,} events in {seconds:.1f} s ({lines / seconds:,.0f}/s, whole wall time); "
+              f"load average after: {os.getloadavg()[0]:.2f}")
+    finally:
+        daemon.send_signal(signal.SIGTERM)
+        daemon.wait(120)
+        link = home / "pg"
+        if link.is_symlink():
+            target = link.resolve()
+            shutil.rmtree(target, ignore_errors=True)
+            for extra in (target.with_name(target.name + ".owner"), target.with_name(target.name + ".holders")):
+                extra.unlink(missing_ok=True)
+        shutil.rmtree(home.parent, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,164 @@
+"""The daemon's PostgreSQL work in a process of its own, at the lowest CPU priority.
+
+The journal feed and the workspace walk keep a core busy for minutes on a first start (row building,
+`to_tsvector`, GIN builds). In the daemon's process they took the GIL from the threads answering
+queries, and a lowered thread holding the GIL made a query wait behind it; the server process doing
+the feed's SQL was not lowered at all. Here they run in a child (`python -m urchin.daemon.indexer`)
+at nice 19 in the SCHED_IDLE class, whose embedded-server backends are reniced to 19 (not idle-class:
+a query's backend may wait on a buffer lock one of them holds) and build indexes on one core: the
+kernel gives a query's threads the CPU first, and no lock is shared with them.
+
+The daemon's side (`IndexProcess`) starts the child, relays what it reports (rows the database
+refused, for `urchin status`), restarts it after a crash, and stops it with the daemon. The child
+stops when asked (SIGTERM), and on its own when the daemon is gone (even after a SIGKILL). Killing
+it at any moment loses nothing: each batch commits its rows with the journal cursor.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import pickle
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import IO
+
+import orjson
+
+from urchin.daemon.background import IndexLoop, WorkspaceIndexLoop, _Job
+from urchin.daemon.logs import setup_logging
+from urchin.errors import UrchinError
+from urchin.memory import Memory
+
+__all__ = ["IndexProcess", "NICENESS", "main"]
+
+log = logging.getLogger("urchin.daemon.indexer")
+
+NICENESS = 19
+PARENT_POLL_S = 0.5
+
+
+class IndexProcess(_Job):
+    """Runs the child and relays its reports; a child that dies is started again after RESTART_S."""
+
+    name = "index"
+    niceness = 0      # it only waits on the child, and starts the embedded server: at the daemon's priority
+    RESTART_S = 30.0
+    STOP_WAIT_S = 5.0
+
+    def __init__(self, memory: Memory, log_level: str = "info") -> None:
+        super().__init__(memory)
+        self.log_level = log_level
+        self.process: subprocess.Popen[bytes] | None = None
+        self._spawn_lock = threading.Lock()
+
+    def run(self) -> None:
+        while not self.stop_event.is_set():
+            try:
+                self.memory.index_service.start_server()   # here, at nice 0: the child never starts it
+            except UrchinError as exc:
+                self.last_error = exc.message
+                log.warning("starting the index database failed: %s (retrying in %.0fs)", exc.message, self.RESTART_S)
+                self.stop_event.wait(self.RESTART_S)
+                continue
+            with self._spawn_lock:
+                if self.stop_event.is_set():
+                    return
+                self.process = _spawn(self.memory, self.log_level)
+            assert self.process.stdout is not None
+            for line in self.process.stdout:
+                self._relay(line)
+            code = self.process.wait()
+            if self.stop_event.is_set():
+                return
+            self.last_error = f"the index process exited with status {code}"
+            log.warning("%s; starting it again in %.0fs", self.last_error, self.RESTART_S)
+            self.stop_event.wait(self.RESTART_S)
+
+    def stop(self, timeout: float = STOP_WAIT_S) -> None:
+        with self._spawn_lock:
+            self.stop_event.set()
+            process = self.process
+        if process is not None and process.poll() is None:
+            process.terminate()    # the child finishes the batch it is writing (or not: nothing is lost)
+            try:
+                process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        super().stop(timeout)
+
+    def _relay(self, line: bytes) -> None:
+        try:
+            report = orjson.loads(line)
+            event_id, reason = report["skip"]
+        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+            return
+        if isinstance(event_id, str) and isinstance(reason, str):
+            self.memory.index_service.record_skip(event_id, reason)
+
+
+def _spawn(memory: Memory, log_level: str) -> subprocess.Popen[bytes]:
+    package_root = str(Path(__file__).resolve().parent.parent.parent)
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
+    process = subprocess.Popen([sys.executable, "-m", "urchin.daemon.indexer"], stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE, env=env, close_fds=True)
+    assert process.stdin is not None
+    with process.stdin:
+        process.stdin.write(pickle.dumps((memory.settings, log_level, os.getpid())))
+    return process
+
+
+# ---- the child ----------------------------------------------------------------------------------
+def _lowest_priority() -> None:
+    """nice 19, and on Linux the SCHED_IDLE class: the kernel runs this process only on a core nothing
+    else wants (it still gets a trickle under constant load, so a feed is slowed, never stopped). With
+    nice 19 alone, 0 of 6 busy runs kept every query cell within 1.5x of idle; with SCHED_IDLE, 3 of 5."""
+    try:
+        os.nice(NICENESS - os.nice(0))
+        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+    except (AttributeError, OSError):   # no such class (macOS), or not allowed: as low as it got
+        pass
+
+
+def main(stdin: IO[bytes], stdout: IO[bytes]) -> int:
+    _lowest_priority()     # first, before any thread starts: they all inherit it
+    settings, log_level, parent = pickle.load(stdin)
+    setup_logging(log_level)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, signal.SIG_IGN)      # Ctrl-C reaches the whole group: the daemon decides
+    memory = Memory(settings)
+    service = memory.index_service
+    service.niceness = NICENESS
+    lock = threading.Lock()
+
+    def report(event_id: str, reason: str) -> None:
+        with lock:
+            try:
+                stdout.write(orjson.dumps({"skip": [event_id, reason]}) + b"\n")
+                stdout.flush()
+            except (OSError, ValueError):   # the daemon is gone: the parent watch stops us
+                pass
+
+    service.skip_listeners.append(report)
+    jobs = [IndexLoop(memory), WorkspaceIndexLoop(memory)]
+    for job in jobs:
+        job.start()
+    try:
+        while not stop.wait(PARENT_POLL_S):
+            if os.getppid() != parent:       # the daemon died (SIGKILL): do not feed on alone
+                break
+    finally:
+        for job in jobs:
+            job.stop()
+        memory.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.stdin.buffer, sys.stdout.buffer))
