@@ -360,6 +360,10 @@ def test_the_feed_runs_in_a_process_at_the_lowest_priority_with_its_backends(tmp
     try:
         child = daemon.index_process()
         assert _nice(child) == 19 and _policy(child) == os.SCHED_IDLE
+        # its own process group (a terminal's Ctrl-C is the daemon's), the daemon's session (its autogroup)
+        assert daemon.proc is not None and os.getpgid(child) == child != os.getpgid(daemon.proc.pid)
+        assert os.getsid(child) == os.getsid(daemon.proc.pid)
+        assert b"-P" in Path(f"/proc/{child}/cmdline").read_bytes().split(b"\0")   # never the cwd's modules
         assert daemon.proc is not None and _nice(daemon.proc.pid) == 0 and _policy(daemon.proc.pid) == 0
         _feed_a_little(daemon)
         deadline = time.monotonic() + 30     # the feed's connection: a backend reniced with it
@@ -370,8 +374,43 @@ def test_the_feed_runs_in_a_process_at_the_lowest_priority_with_its_backends(tmp
             assert client.post("/context", json={"query": "postgres lifecycle"}).status_code == 200
         niceness = {_nice(pid) for pid in _server_processes(postmaster) if not _gone(pid)}
         assert niceness >= {0, 19}
+        for pid in _server_processes(postmaster):   # a backend is its own session: its autogroup is lowered too
+            group = Path(f"/proc/{pid}/autogroup")
+            if not _gone(pid) and _nice(pid) == 19 and group.exists():
+                assert group.read_text().split()[-1] == "19"
         assert _nice(postmaster) == 0 and _policy(postmaster) == 0
         assert {_policy(pid) for pid in _server_processes(postmaster) if not _gone(pid)} == {0}
+    finally:
+        daemon.stop()
+
+
+def test_an_embedded_server_that_stops_is_started_again_and_the_feed_goes_on(tmp_path: Path) -> None:
+    """The index process may not start the server (it would inherit the idle priority): the daemon
+    does, within seconds, and the feed resumes."""
+    home = tmp_path / "home"
+    daemon, postmaster = _indexing_daemon(home)
+    try:
+        os.kill(postmaster, signal.SIGQUIT)          # the postmaster's "immediate shutdown": a crash
+        deadline = time.monotonic() + 30
+        while (again := _postmaster(home)) in (None, postmaster):
+            assert time.monotonic() < deadline, daemon.log()
+            time.sleep(0.2)
+        assert _nice(again) == 0 and _policy(again) == 0
+        with daemon.client() as client:
+            written = client.post("/ingest", json={"id": "after-crash", "content": "fed after the crash"})
+            assert written.status_code == 200
+        import psycopg
+
+        from urchin.index.embedded import EmbeddedPostgres
+
+        url = EmbeddedPostgres(home / "pg", stop_at_exit=False, start=False).url()
+        deadline = time.monotonic() + 40      # fed by the index process, not by a query's catch-up
+        while True:
+            with psycopg.connect(url) as conn:
+                if conn.execute("SELECT 1 FROM urchin_chunks WHERE chunk_id = 'after-crash'").fetchone():
+                    break
+            assert time.monotonic() < deadline, daemon.log()
+            time.sleep(0.5)
     finally:
         daemon.stop()
 

@@ -435,3 +435,23 @@ def test_a_question_naming_a_source_favours_its_chunks_in_each_leg(pg_settings: 
             assert ids(memory.context(query=question, strategy=strategy))[0] == "g", strategy
         monkeypatch.setattr(postgres, "NAMED_SOURCE_PRIOR", 0.0)
         assert ids(memory.context(query=question, strategy="keyword"))[0] == "c"
+
+
+def test_a_query_never_waits_behind_another_feeders_locks(pg_settings: Settings) -> None:
+    """The inline catch-up of a query gives up on a lock another feeder holds (the daemon's index
+    process, at the lowest priority, may hold it for long) and answers from the index as it is."""
+    import time
+
+    import psycopg
+
+    with Memory(pg_settings) as memory:
+        memory.ingest([{"id": "first", "content": "the billing service refused"}])
+        memory.index()
+        memory.ingest([{"id": "second", "content": "the billing service after a retry"}])
+        with psycopg.connect(pg_settings.database_url or "") as other:
+            other.execute("LOCK TABLE urchin_chunks IN SHARE MODE")     # what an index build holds
+            started = time.monotonic()
+            result = memory.context(query="billing service")
+            assert time.monotonic() - started < 5
+            assert ids(result) == ["first"] and result.coverage["index"]["behindJournalBytes"] > 0
+        assert set(ids(memory.context(query="billing service"))) == {"first", "second"}   # caught up once free

@@ -88,5 +88,10 @@ class DatabaseError(UrchinError):
     status = 503
 
 
+class IndexBusyError(DatabaseError):
+    """A write that may not wait found a row or table locked by another feeder (an inline catch-up
+    beside the daemon's feed): the caller answers from the index as it is."""
+
+
 class DaemonError(UrchinError):
     status = 503

@@ -19,7 +19,9 @@ from __future__ import annotations
 import logging
 import os
 import pickle
+import selectors
 import signal
+import site
 import subprocess
 import sys
 import threading
@@ -42,12 +44,14 @@ PARENT_POLL_S = 0.5
 
 
 class IndexProcess(_Job):
-    """Runs the child and relays its reports; a child that dies is started again after RESTART_S."""
+    """Runs the child and relays its reports; a child that dies is started again after RESTART_S, and
+    an embedded server that stopped is started again here (the child may not)."""
 
     name = "index"
     niceness = 0      # it only waits on the child, and starts the embedded server: at the daemon's priority
     RESTART_S = 30.0
-    STOP_WAIT_S = 5.0
+    STOP_WAIT_S = 1.5  # then SIGKILL: nothing is lost, and a starved idle-class child may not run its handler
+    WATCH_S = 2.0      # how often the embedded server is checked while the child runs
 
     def __init__(self, memory: Memory, log_level: str = "info") -> None:
         super().__init__(memory)
@@ -59,24 +63,45 @@ class IndexProcess(_Job):
         while not self.stop_event.is_set():
             try:
                 self.memory.index_service.start_server()   # here, at nice 0: the child never starts it
-            except UrchinError as exc:
-                self.last_error = exc.message
-                log.warning("starting the index database failed: %s (retrying in %.0fs)", exc.message, self.RESTART_S)
+                with self._spawn_lock:
+                    if self.stop_event.is_set():
+                        return
+                    self.process = _spawn(self.memory, self.log_level)
+            except (UrchinError, OSError) as exc:
+                self.last_error = exc.message if isinstance(exc, UrchinError) else f"{type(exc).__name__}: {exc}"
+                log.warning("starting the index process failed: %s (retrying in %.0fs)", self.last_error,
+                            self.RESTART_S)
                 self.stop_event.wait(self.RESTART_S)
                 continue
-            with self._spawn_lock:
-                if self.stop_event.is_set():
-                    return
-                self.process = _spawn(self.memory, self.log_level)
-            assert self.process.stdout is not None
-            for line in self.process.stdout:
-                self._relay(line)
+            self._serve(self.process)
             code = self.process.wait()
             if self.stop_event.is_set():
                 return
             self.last_error = f"the index process exited with status {code}"
-            log.warning("%s; starting it again in %.0fs", self.last_error, self.RESTART_S)
+            log.log(logging.INFO if code == 0 else logging.WARNING, "%s; starting it again in %.0fs",
+                    self.last_error, self.RESTART_S)
             self.stop_event.wait(self.RESTART_S)
+
+    def _serve(self, process: subprocess.Popen[bytes]) -> None:
+        """Relay the child's reports until it exits; meanwhile keep the embedded server running."""
+        assert process.stdout is not None
+        pending = b""
+        with selectors.DefaultSelector() as selector:
+            selector.register(process.stdout, selectors.EVENT_READ)
+            while True:
+                if selector.select(self.WATCH_S):
+                    chunk = os.read(process.stdout.fileno(), 65536)
+                    if not chunk:
+                        return
+                    *lines, pending = (pending + chunk).split(b"\n")
+                    for line in lines:
+                        self._relay(line)
+                elif not self.stop_event.is_set() and self.memory.index_service.server_stopped():
+                    log.warning("the embedded PostgreSQL stopped; starting it again")
+                    try:
+                        self.memory.index_service.start_server()
+                    except UrchinError as exc:
+                        self.last_error = exc.message
 
     def stop(self, timeout: float = STOP_WAIT_S) -> None:
         with self._spawn_lock:
@@ -102,14 +127,23 @@ class IndexProcess(_Job):
 
 
 def _spawn(memory: Memory, log_level: str) -> subprocess.Popen[bytes]:
-    package_root = str(Path(__file__).resolve().parent.parent.parent)
+    """`python -P -m urchin.daemon.indexer` (-P: never the working directory's modules), in its own
+    process group (a terminal's Ctrl-C is the daemon's to handle) but the daemon's session (its
+    scheduling group: a session of its own would undo the lowered priority under autogroup)."""
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
-    process = subprocess.Popen([sys.executable, "-m", "urchin.daemon.indexer"], stdin=subprocess.PIPE,
-                               stdout=subprocess.PIPE, env=env, close_fds=True)
+    package_root = str(Path(__file__).resolve().parent.parent.parent)
+    if package_root not in {*site.getsitepackages(), site.getusersitepackages()}:   # a source checkout
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
+    process = subprocess.Popen([sys.executable, "-P", "-m", "urchin.daemon.indexer"], stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE, env=env, close_fds=True, process_group=0)
     assert process.stdin is not None
-    with process.stdin:
-        process.stdin.write(pickle.dumps((memory.settings, log_level, os.getpid())))
+    try:
+        with process.stdin:
+            process.stdin.write(pickle.dumps((memory.settings, log_level, os.getpid())))
+    except OSError:
+        process.kill()
+        process.wait()
+        raise
     return process
 
 
@@ -146,7 +180,9 @@ def main(stdin: IO[bytes], stdout: IO[bytes]) -> int:
                 pass
 
     service.skip_listeners.append(report)
-    jobs = [IndexLoop(memory), WorkspaceIndexLoop(memory)]
+    feed = IndexLoop(memory)
+    feed.BACKOFF_S = 5.0      # an embedded server that stopped is back within WATCH_S (the daemon starts it)
+    jobs = [feed, WorkspaceIndexLoop(memory)]
     for job in jobs:
         job.start()
     try:

@@ -95,14 +95,17 @@ class Feeder:
     def __init__(self, backend: Any, journal: Journal, device: str, *, embedder: Embedder | None = None,
                  batch_bytes: int = BATCH_BYTES, retry_for: float | None = 60.0,
                  sleep: Callable[[float], None] = time.sleep, on_skip: OnSkip | None = None,
-                 bulk_bytes: int | None = BULK_BYTES) -> None:
+                 bulk_bytes: int | None = BULK_BYTES, wait: bool = True) -> None:
+        """`wait=False`: a query's inline catch-up, which never waits for another feeder's locks (the
+        backend raises IndexBusyError) and never takes the backfill path."""
         self.backend = backend
         self.journal = journal
         self.device = device
         self.key = str(journal.path)
         self.embedder = embedder
         self.batch_bytes = batch_bytes
-        self.bulk_bytes = bulk_bytes         # None: never the backfill path
+        self.bulk_bytes = bulk_bytes if wait else None     # None: never the backfill path
+        self.wait = wait
         self.retry_for = retry_for           # None: retry outages forever (the daemon)
         self._sleep = sleep
         self._on_skip = on_skip
@@ -213,19 +216,20 @@ class Feeder:
         never stop the feed."""
         refused = self.backend.refused_errors
         try:
-            return int(self._retry(partial(self.backend.write_batch, rows, self.device, self.key, start, end), report))
+            return int(self._retry(partial(self.backend.write_batch, rows, self.device, self.key, start, end,
+                                           self.wait), report))
         except refused:
             if not rows:
                 raise
         inserted = 0
         for row in rows:
             try:
-                inserted += self._retry(partial(self.backend.write_batch, [row], self.device, self.key, start, start),
-                                        report)
+                inserted += self._retry(partial(self.backend.write_batch, [row], self.device, self.key, start, start,
+                                                self.wait), report)
             except refused as exc:
                 self._skip(row, exc, report)
-        return inserted + int(self._retry(partial(self.backend.write_batch, [], self.device, self.key, start, end),
-                                          report))
+        return inserted + int(self._retry(partial(self.backend.write_batch, [], self.device, self.key, start, end,
+                                                  self.wait), report))
 
     def _skip(self, row: ChunkRow, exc: BaseException, report: FeedReport) -> None:
         text = str(exc).strip()

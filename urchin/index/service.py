@@ -14,7 +14,7 @@ from datetime import UTC
 from typing import TYPE_CHECKING, Any
 
 from urchin.config import Settings
-from urchin.errors import DatabaseError, EmbedderError, UrchinError
+from urchin.errors import DatabaseError, EmbedderError, IndexBusyError, UrchinError
 from urchin.event import Event, format_timestamp
 from urchin.index.base import Embedder
 from urchin.index.feeder import Feeder, FeedReport
@@ -106,14 +106,32 @@ class IndexService:
             self._embedded = EmbeddedPostgres(self.settings.pg_dir, start=not self.niceness)
         return self._embedded
 
+    def server_stopped(self) -> bool:
+        """Whether the embedded server this service started or adopted is no longer running (it crashed,
+        or was stopped from outside); False with a database URL."""
+        if self.settings.database_url or self._embedded is None:
+            return False
+        from urchin.index.embedded import running_pid
+
+        return running_pid(self.settings.pg_dir) is None
+
     def start_server(self) -> None:
         """Start (or adopt) the embedded server now, at this thread's priority; nothing with a database URL."""
         if not self.settings.database_url:
             self._embedded_server().url()
 
-    def feeder(self, retry_for: float | None = 60.0, backend: Any = None) -> Feeder:
+    def feeder(self, retry_for: float | None = 60.0, backend: Any = None, wait: bool = True) -> Feeder:
         return Feeder(backend or self.backend, self.journal, self.settings.device, embedder=self.embedder,
-                      retry_for=retry_for, on_skip=self.record_skip)
+                      retry_for=retry_for, on_skip=self.record_skip, wait=wait)
+
+    def _feed_inline(self, cursor: int) -> int:
+        """A query feeds a small backlog itself, never waiting behind another feeder's locks (the
+        daemon's index process, at the lowest priority, may hold them for long on a busy machine): when
+        one is in the way the query answers from the index as it is. Returns the cursor after."""
+        try:
+            return self.feeder(wait=False).run_once().offset
+        except IndexBusyError:
+            return self.backend.cursor(self.settings.device, str(self.journal.path))
 
     def record_skip(self, event_id: str, reason: str) -> None:
         """A row the database refused (this process's feed, or the daemon's index process)."""
@@ -169,7 +187,7 @@ class IndexService:
             cursor = backend.cursor(self.settings.device, key)
             behind = self.journal.size() - cursor
             if catch_up and 0 < behind <= INLINE_CATCH_UP_BYTES:
-                cursor = self.feeder().run_once().offset
+                cursor = self._feed_inline(cursor)
                 behind = self.journal.size() - cursor
             info: dict[str, Any] = {"behindJournalBytes": max(0, behind)}
             if behind > 0:
@@ -201,7 +219,7 @@ class IndexService:
         cursor = self.backend.cursor(self.settings.device, str(self.journal.path))
         behind = self.journal.size() - cursor
         if 0 < behind <= INLINE_CATCH_UP_BYTES:
-            cursor = self.feeder().run_once().offset
+            cursor = self._feed_inline(cursor)
         return self.journal.size() - cursor
 
     @_database_errors
@@ -224,9 +242,9 @@ class IndexService:
         """The sources the index holds (after catching up with the journal a little, as `context` does)."""
         with self._lock:
             backend = self.backend
-            behind = self.journal.size() - backend.cursor(self.settings.device, str(self.journal.path))
-            if 0 < behind <= INLINE_CATCH_UP_BYTES:
-                self.feeder().run_once()
+            cursor = backend.cursor(self.settings.device, str(self.journal.path))
+            if 0 < self.journal.size() - cursor <= INLINE_CATCH_UP_BYTES:
+                self._feed_inline(cursor)
             return backend.known_sources()
 
     @_database_errors
