@@ -4,8 +4,9 @@
                                   [--tune conv-26,conv-30] [--cv]
 
 `--cv`: leave-one-conversation-out cross-validation of the fusion constants in CV_GRID (k, the two
-weights, and with an embedder `DENSE_SHARE`, the weight of its lists): tuned on four conversations,
-scored on the fifth, rotated; printed beside the in-sample best. `--dense-share` overrides
+weights), the session-context constants in CONSTANT_GRID (the token-cosine leg's neighbour weight,
+the turns on each side of each leg), and with an embedder `DENSE_SHARE`, the weight of its lists:
+tuned on four conversations, scored on the fifth, rotated; printed beside the in-sample best. `--dense-share` overrides
 `urchin.index.hybrid.DENSE_SHARE` for the whole run (a bench knob, not a product setting).
 
 Events are built exactly as shared/data/locomo/README.md says, written to a journal, fed by the real
@@ -125,7 +126,16 @@ def ranker(backend: Any, events: list[Event], strategy: str, embedder: Any = Non
     return rank
 
 
-CV_GRID = {"k": (20, 60), "full_text_weight": (0.25, 0.5, 1.0, 1.5), "semantic_weight": (1.0,)}
+# k: every fold of every CV run so far picked 20 over 60 (RESULTS.md), so it is no longer searched
+CV_GRID = {"k": (20,), "full_text_weight": (0.25, 0.5, 1.0, 1.5), "semantic_weight": (1.0,)}
+# module constants searched with them (set on urchin.index.hybrid for each grid point)
+CONSTANT_GRID = {"semantic_context": (0.5, 0.6), "semantic_turns": (2, 3), "keyword_turns": (2, 3)}
+
+
+def _set_constants(config: dict[str, Any]) -> None:
+    hybrid_module.DENSE_SHARE = config["dense_share"]
+    hybrid_module.CONTEXT["semantic"] = config["semantic_context"]
+    hybrid_module.CONTEXT_TURNS = {"keyword": config["keyword_turns"], "semantic": config["semantic_turns"]}
 DENSE_GRID = (0.0, 0.25, 0.5, 1.0)     # DENSE_SHARE, searched only with an embedder
 
 
@@ -156,18 +166,20 @@ def cross_validate(backend: Any, events: list[Event], questions: list[tuple[str,
     """Hybrid R@10, leave one conversation out over CV_GRID; per question, then chosen per fold."""
     configs: list[dict[str, Any]] = [{}]
     shares = tuple(sorted({*DENSE_GRID, hybrid_module.DENSE_SHARE})) if embedder is not None else ()
-    grid = {**CV_GRID, "dense_share": shares or (hybrid_module.DENSE_SHARE,)}
+    grid = {**CV_GRID, **CONSTANT_GRID, "dense_share": shares or (hybrid_module.DENSE_SHARE,)}
     for name, values in grid.items():
         configs = [{**c, name: v} for c in configs for v in values]
     cached = CachedEmbedder(embedder) if embedder is not None else None
     table = []
-    shipped = hybrid_module.DENSE_SHARE
+    shipped = {"dense_share": hybrid_module.DENSE_SHARE, "semantic_context": hybrid_module.CONTEXT["semantic"],
+               "keyword_turns": hybrid_module.CONTEXT_TURNS["keyword"],
+               "semantic_turns": hybrid_module.CONTEXT_TURNS["semantic"]}
     for config in configs:
-        hybrid_module.DENSE_SHARE = config["dense_share"]
-        weights = {k: v for k, v in config.items() if k != "dense_share"}
+        _set_constants(config)
+        weights = {k: v for k, v in config.items() if k in CV_GRID}
         rank = ranker(backend, events, "hybrid", cached, **weights)
         table.append([len(set(ev) & set(rank(text, ws)[:10])) / len(set(ev)) for text, ws, ev in questions])
-    hybrid_module.DENSE_SHARE = shipped
+    _set_constants(shipped)
     scores = np.array(table)
     convs = np.array([q[1] for q in questions])
     held = np.zeros(len(questions))
@@ -178,14 +190,13 @@ def cross_validate(backend: Any, events: list[Event], questions: list[tuple[str,
         print(f"  held out {conv}: tuned on the other four -> {configs[best]}  R@10 {held[out].mean():.3f}")
     best = int(np.argmax(scores.mean(axis=1)))
     k = ContextParams(query="x").k     # the shipped RRF constant
-    default = next(i for i, c in enumerate(configs) if c == {"k": k, "full_text_weight": 1.0, "semantic_weight": 1.0,
-                                                              "dense_share": shipped})
+    defaults = {"k": k, "full_text_weight": 1.0, "semantic_weight": 1.0, **shipped}
+    default = next((i for i, c in enumerate(configs) if c == defaults), best)
     print(f"hybrid R@10: CV {held.mean():.3f}   in-sample best {scores[best].mean():.3f} {configs[best]}   "
           f"defaults {scores[default].mean():.3f}")
     if embedder is not None:     # the dense share alone, the other constants at their defaults
         for share in shares:
-            rows = [i for i, c in enumerate(configs) if c == {"k": k, "full_text_weight": 1.0,
-                                                                "semantic_weight": 1.0, "dense_share": share}]
+            rows = [i for i, c in enumerate(configs) if c == {**defaults, "dense_share": share}]
             print(f"  defaults with dense_share {share}: R@10 {scores[rows[0]].mean():.3f}")
         for share in shares:   # CV over k and the weights with the dense share held fixed
             ids = [i for i, c in enumerate(configs) if c["dense_share"] == share]

@@ -35,9 +35,10 @@ if TYPE_CHECKING:
 __all__ = ["ContextResult", "run_context", "split_websearch", "pack", "CHARS_PER_TOKEN", "candidates_for"]
 
 # Session context: a result's score adds its session neighbours' scores, CONTEXT ** distance, up to
-# CONTEXT_TURNS on each side (a question's evidence is often the turns around the best match).
+# CONTEXT_TURNS on each side (a question's evidence is often the turns around the best match). Chosen
+# by leave-one-conversation-out CV on LoCoMo (bench/locomo_hybrid.py --cv).
 CONTEXT = {"keyword": 0.5, "semantic": 0.6}
-CONTEXT_TURNS = 2
+CONTEXT_TURNS = {"keyword": 2, "semantic": 3}
 COMMON_SHARE = 0.05               # keyword leg: words in more than this share of chunks are dropped
 MIN_COMMON_DF = 20                # ...but in a small index no word is "common",
 MAX_COMMON_DF = 5000              # and in a large one a word in 5,000 chunks already costs ~50 ms to rank
@@ -56,17 +57,20 @@ RELATED_MAX_SHARE = 0.02          # related words in more of the chunks than thi
 MEMORY_PRIOR = 1.0
 # The keyword lists weigh this share of `fullTextWeight` in the fusion: ts_rank has no idf, and at equal
 # weight its lists pulled the hybrid under the token-cosine leg (LoCoMo R@10 0.714 vs 0.723). Chosen by
-# leave-one-conversation-out CV on LoCoMo (bench/locomo_hybrid.py --cv: 0.25 and k 20 in all 5 folds).
-KEYWORD_SHARE = 0.25
+# leave-one-conversation-out CV on LoCoMo (bench/locomo_hybrid.py --cv): 0.25 in all 5 folds with two
+# turns of context in each leg; with three in the token-cosine leg, half of that (fullTextWeight 0.5
+# at 0.25) in 4 of 5 folds, and k 20 in all.
+KEYWORD_SHARE = 0.125
 COVERAGE_NOTE = "Coverage describes what was searched; it is not evidence."
 RELAXED_NOTE = ("no result within the filters holds the quoted phrase(s): these results hold their words, "
                 "not the phrase")
 
 
-# The embedder's lists weigh a quarter of the token-cosine ones (see _semantic_runs). Chosen by
+# The embedder's lists weigh an eighth of the token-cosine ones (see _semantic_runs). Chosen by
 # leave-one-conversation-out CV on LoCoMo with all-MiniLM-L6-v2 (bench/locomo_hybrid.py --cv, picked
-# in 4 of 5 folds; CV R@10 0.714): at 0.5 the hybrid fell under the no-model one (0.705 vs 0.708).
-DENSE_SHARE = 0.25
+# in 4 of 5 folds once the token-cosine leg took three turns of context; a quarter before): at a
+# quarter the hybrid fell under the no-model one (R@10 0.738 vs 0.743), at an eighth it is level.
+DENSE_SHARE = 0.125
 
 
 def candidates_for(limit: int) -> int:
@@ -287,8 +291,9 @@ def _semantic_runs(backend: IndexBackend, stats: _Stats, p: ContextParams, flt: 
 
     A small general-purpose model alone ranks conversational evidence far below token-cosine
     (LoCoMo R@10 0.30 vs 0.70), and fused as an equal leg it drags the hybrid under its best leg
-    (0.61 vs keyword 0.68); at half weight it still pulls the hybrid under the no-model one. At a
-    quarter the dense lists add what they find (concept queries) without outvoting the others.
+    (0.61 vs keyword 0.68); at a half or a quarter of the weight it still pulls the hybrid under the
+    no-model one. At an eighth the dense lists add what they find (concept queries) without outvoting
+    the others.
     """
     subs = [("query", p.query, 2 * p.semantic_weight)]
     subs += [(s.type, s.query, p.semantic_weight) for s in p.searches if s.type in ("vec", "hyde")]
@@ -383,7 +388,7 @@ def _related_weights(stats: _Stats, sub: WebQuery, own: dict[int, float], via: I
 
 
 def _turns(leg: str) -> int:
-    return len(neighbour_weights(CONTEXT[leg], CONTEXT_TURNS))
+    return len(neighbour_weights(CONTEXT[leg], CONTEXT_TURNS[leg]))
 
 
 def with_context(rows: Sequence[ContextRow], context: float, limit: int, prior: float = 0.0) -> list[LegHit]:
