@@ -9,9 +9,10 @@ a query's backend may wait on a buffer lock one of them holds) and build indexes
 kernel gives a query's threads the CPU first, and no lock is shared with them.
 
 The daemon's side (`IndexProcess`) starts the child, relays what it reports (rows the database
-refused, for `urchin status`), restarts it after a crash, and stops it with the daemon. The child
-stops when asked (SIGTERM), and on its own when the daemon is gone (even after a SIGKILL). Killing
-it at any moment loses nothing: each batch commits its rows with the journal cursor.
+refused, for `urchin status`), restarts it after a crash, keeps the embedded server running, and
+stops it with the daemon. The child ends on SIGTERM, and on its own when the daemon is gone (even
+after a SIGKILL). Killing it at any moment loses nothing: each batch commits its rows with the
+journal cursor.
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ class IndexProcess(_Job):
     name = "index"
     niceness = 0      # it only waits on the child, and starts the embedded server: at the daemon's priority
     RESTART_S = 30.0
-    STOP_WAIT_S = 1.5  # then SIGKILL: nothing is lost, and a starved idle-class child may not run its handler
+    STOP_WAIT_S = 1.5  # then SIGKILL
     WATCH_S = 2.0      # how often the embedded server is checked while the child runs
 
     def __init__(self, memory: Memory, log_level: str = "info") -> None:
@@ -108,7 +109,7 @@ class IndexProcess(_Job):
             self.stop_event.set()
             process = self.process
         if process is not None and process.poll() is None:
-            process.terminate()    # the child finishes the batch it is writing (or not: nothing is lost)
+            process.terminate()    # it ends at once (its batch rolls back: nothing is lost)
             try:
                 process.wait(timeout)
             except subprocess.TimeoutExpired:
@@ -163,9 +164,10 @@ def main(stdin: IO[bytes], stdout: IO[bytes]) -> int:
     _lowest_priority()     # first, before any thread starts: they all inherit it
     settings, log_level, parent = pickle.load(stdin)
     setup_logging(log_level)
+    # SIGTERM keeps its default action: the child ends at once, even starved (killing it loses nothing:
+    # each batch commits with its cursor, an index build left unfinished is built at the next start).
     stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    signal.signal(signal.SIGINT, signal.SIG_IGN)      # Ctrl-C reaches the whole group: the daemon decides
+    signal.signal(signal.SIGINT, signal.SIG_IGN)      # the daemon decides what Ctrl-C means
     memory = Memory(settings)
     service = memory.index_service
     service.niceness = NICENESS
@@ -181,7 +183,7 @@ def main(stdin: IO[bytes], stdout: IO[bytes]) -> int:
 
     service.skip_listeners.append(report)
     feed = IndexLoop(memory)
-    feed.BACKOFF_S = 5.0      # an embedded server that stopped is back within WATCH_S (the daemon starts it)
+    feed.BACKOFF_S = 3.0      # an embedded server that stopped is back within WATCH_S (the daemon starts it)
     jobs = [feed, WorkspaceIndexLoop(memory)]
     for job in jobs:
         job.start()
