@@ -3,10 +3,11 @@
 The journal feed and the workspace walk keep a core busy for minutes on a first start (row building,
 `to_tsvector`, GIN builds). In the daemon's process they took the GIL from the threads answering
 queries, and a lowered thread holding the GIL made a query wait behind it; the server process doing
-the feed's SQL was not lowered at all. Here they run in a child (`python -m urchin.daemon.indexer`)
-at nice 19 in the SCHED_IDLE class, whose embedded-server backends are reniced to 19 (not idle-class:
-a query's backend may wait on a buffer lock one of them holds) and build indexes on one core: the
-kernel gives a query's threads the CPU first, and no lock is shared with them.
+the feed's SQL was not lowered at all. Here they run in a child (`python -P -m urchin.daemon.indexer`)
+at nice 19 in the SCHED_IDLE class, whose embedded-server backends are reniced to 19 with their
+autogroups (not idle-class: a query's backend may wait on a buffer lock one of them holds) and build
+indexes on one core: the kernel gives a query's threads the CPU first, no Python lock is shared with
+them, and a query's inline catch-up never waits for a lock the feed holds (IndexBusyError).
 
 The daemon's side (`IndexProcess`) starts the child, relays what it reports (rows the database
 refused, for `urchin status`), restarts it after a crash, keeps the embedded server running, and
