@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from array import array
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -406,12 +406,12 @@ class TokenCosineIndex:
         if outside is not None:
             scores[outside] = 0
         cand = np.flatnonzero(scores[: hi - lo])
-        rows = cand + lo
-        keep = np.ones(len(rows), dtype=bool)
-        for name, code in codes.items():
-            keep &= self._fields[name].column.data[rows] == code
-        rows, found = rows[keep], scores[cand[keep]]
-        return self._top(rows, found, limit)
+        if codes:
+            keep = np.ones(len(cand), dtype=bool)
+            for name, code in codes.items():
+                keep &= self._fields[name].column.data[cand + lo] == code
+            cand = cand[keep]
+        return self._top(cand + lo, scores[cand], limit)
 
     def _row_range(self, since_ms: int | None, until_ms: int | None) -> tuple[int, int, bool]:
         """Rows to score, lo..hi-1, and whether late rows among them need their own time checked.
@@ -523,11 +523,12 @@ class TokenCosineIndex:
         speakers = [sources[v] for v in named(sources, terms)] if self.named_source > 0 else []
         kinds = field.column.data[lo:hi]
         if kinds_named:
-            scores[:-1][np.isin(kinds, kinds_named)] *= np.float32(1.0 + self.kind)
+            scores[:-1][_member(kinds, kinds_named, len(field))] *= np.float32(1.0 + self.kind)
         if memories:
-            scores[:-1][np.isin(kinds, memories)] *= np.float32(1.0 + self.memory)
+            scores[:-1][_member(kinds, memories, len(field))] *= np.float32(1.0 + self.memory)
         if speakers:
-            scores[:-1][np.isin(sources.column.data[lo:hi], speakers)] *= np.float32(1.0 + self.named_source)
+            named_rows = _member(sources.column.data[lo:hi], speakers, len(sources))
+            scores[:-1][named_rows] *= np.float32(1.0 + self.named_source)
 
     def _with_context(self, scores: np.ndarray, lo: int, hi: int) -> np.ndarray:
         """Add each row's session neighbours' cosines, weighted context ** distance, then rescale."""
@@ -539,12 +540,15 @@ class TokenCosineIndex:
             return np.append(rel, spare)
 
         out = scores.copy()
+        gathered = np.empty_like(scores)      # one buffer for every step (no temporaries per step)
         weights = neighbour_weights(self.context, self.context_turns)
         for links in (self._prev.data[lo:hi], self._next.data[lo:hi]):
             step = relative(links)
             hop = step
             for weight in weights:
-                out += weight * scores[hop]
+                np.take(scores, hop, out=gathered)
+                gathered *= weight
+                out += gathered
                 hop = step[hop]
         out /= 1.0 + 2 * sum(weights)
         return out
@@ -629,6 +633,14 @@ class TokenCosineIndex:
         arrays += sum(c.data.nbytes for c in cols) + len(self._id_bytes)
         vocab = sum(49 + len(t) for t in self._vocab) + 100 * len(self._vocab)
         return arrays + vocab
+
+
+def _member(codes: np.ndarray, wanted: Sequence[int], size: int) -> np.ndarray:
+    """`np.isin(codes, wanted)` through a lookup table over the `size` codes (a code of -1, none, is
+    never wanted): one gather instead of a sort of the whole column."""
+    table = np.zeros(size + 1, dtype=bool)
+    table[np.asarray(wanted, dtype=np.int64)] = True
+    return table[codes]
 
 
 def _merge(ranked: list[Scored], by_session: list[Scored], limit: int, slots: int) -> list[Scored]:
