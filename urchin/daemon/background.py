@@ -13,12 +13,12 @@ import time
 from urchin.errors import UrchinError
 from urchin.memory import Memory
 
-__all__ = ["CollectorLoop", "EmbedderLoop", "IndexLoop", "WorkspaceIndexLoop", "lower_priority"]
+__all__ = ["CollectorLoop", "EmbedderLoop", "IndexLoop", "WorkspaceIndexLoop", "Job"]
 
 log = logging.getLogger("urchin.daemon.background")
 
 
-def lower_priority(niceness: int = 10) -> None:
+def _lower_priority(niceness: int = 10) -> None:
     """Run the calling thread at a lower CPU priority (Linux: each thread has its own nice value, and
     threads it starts inherit it), so a query thread gets a core first when background work keeps one
     busy. Never raises the priority: a thread already nicer stays so."""
@@ -30,7 +30,7 @@ def lower_priority(niceness: int = 10) -> None:
         pass
 
 
-class _Job:
+class Job:
     name = "job"
     niceness = 10     # the job thread's nice value (0: as the daemon's own threads)
 
@@ -51,7 +51,7 @@ class _Job:
 
     def _guarded(self) -> None:
         if self.niceness:
-            lower_priority(self.niceness)
+            _lower_priority(self.niceness)
         try:
             self.run()
         except Exception as exc:  # noqa: BLE001 - a background job must never take the daemon down
@@ -62,7 +62,7 @@ class _Job:
         raise NotImplementedError
 
 
-class CollectorLoop(_Job):
+class CollectorLoop(Job):
     """Runs each collector within seconds of a change under its folders (and every 30 s)."""
 
     name = "collectors"
@@ -80,7 +80,7 @@ class CollectorLoop(_Job):
                     log.warning("collector %s failed: %s", name, exc.message)
 
 
-class EmbedderLoop(_Job):
+class EmbedderLoop(Job):
     """Embeds new events in the background so searches find them without waiting."""
 
     name = "embedder"
@@ -104,7 +104,7 @@ class EmbedderLoop(_Job):
                 self.stop_event.wait(self.IDLE_S)
 
 
-class IndexLoop(_Job):
+class IndexLoop(Job):
     """Feeds the Postgres hybrid index from the journal continuously (when the extra is installed)."""
 
     name = "index"
@@ -127,7 +127,7 @@ class IndexLoop(_Job):
                 self.stop_event.wait(self.BACKOFF_S)
 
 
-class WorkspaceIndexLoop(_Job):
+class WorkspaceIndexLoop(Job):
     """Keeps the workspace roots' files in the Postgres index: a walk at start, then one within seconds
     of any change under a root (watchfiles), and every RECHECK_S (new or removed roots). Walks are cheap:
     files whose size and mtime match the catalog are not read."""

@@ -32,7 +32,7 @@ from typing import IO
 
 import orjson
 
-from urchin.daemon.background import IndexLoop, WorkspaceIndexLoop, _Job
+from urchin.daemon.background import IndexLoop, Job, WorkspaceIndexLoop
 from urchin.daemon.logs import setup_logging
 from urchin.errors import UrchinError
 from urchin.memory import Memory
@@ -45,7 +45,7 @@ NICENESS = 19
 PARENT_POLL_S = 0.5
 
 
-class IndexProcess(_Job):
+class IndexProcess(Job):
     """Runs the child and relays its reports; a child that dies is started again after RESTART_S, and
     an embedded server that stopped is started again here (the child may not)."""
 

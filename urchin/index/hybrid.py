@@ -25,7 +25,7 @@ from urchin.index.schema import TS_CONFIG
 from urchin.index.sparse import idf, query_vector, term_id, term_ids, to_sparsevec, tokens
 from urchin.search import thesaurus
 from urchin.search.budget import CHARS_PER_TOKEN, TokenBudget
-from urchin.search.cosine import neighbour_weights
+from urchin.search.cosine import MEMORY_PRIOR, neighbour_weights
 from urchin.search.tokens import named, terms_of
 from urchin.search.websearch import WebQuery, parse, split_websearch
 
@@ -52,9 +52,8 @@ PIVOT = 0.3
 RELATED = 0.5
 RELATED_TERMS = 80
 RELATED_MAX_SHARE = 0.02          # related words in more of the chunks than this add cost, not evidence
-# What an agent chose to remember (MEMORY_KINDS) counts this much more in each leg, as in token-cosine;
-# `memoryWeight` weighs memories again, in the fusion, as the caller asks.
-MEMORY_PRIOR = 1.0
+# What an agent chose to remember (MEMORY_KINDS) counts MEMORY_PRIOR more in each leg, as in token-cosine
+# (the same constant); `memoryWeight` weighs memories again, in the fusion, as the caller asks.
 # The keyword lists weigh this share of `fullTextWeight` in the fusion: ts_rank has no idf, and at equal
 # weight its lists pulled the hybrid under the token-cosine leg (LoCoMo R@10 0.714 vs 0.723). Chosen by
 # leave-one-conversation-out CV on LoCoMo (bench/locomo_hybrid.py --cv): 0.25 in all 5 folds with two

@@ -21,6 +21,7 @@ from urchin.event import format_timestamp
 from urchin.index.base import MEMORY_KINDS, ChunkRow, ContextRow, Filter, LegHit, Tier
 from urchin.index.pg_migrate import migrate as _migrate
 from urchin.index.schema import GIN_INDEXES, TS_CONFIG
+from urchin.search.cosine import NAMED_SOURCE_PRIOR
 
 __all__ = ["PostgresIndex", "OUTAGE_ERRORS", "REFUSED_ERRORS", "QUERY_SETTINGS", "GENERATION_MARK", "FORGOTTEN_MARK"]
 
@@ -50,8 +51,7 @@ _COLUMNS = ("chunk_id", "doc_id", "doc_type", "source", "kind", "workspace", "se
 # qualify than it may rank, the newer ones are the ones ranked (memory is asked about recent work).
 RECENT_DAYS = 30
 # A chunk from a source the question names ("what did Caroline say", "what did codex decide") counts
-# 1 + this (token-cosine's `named_source`; chosen by leave-one-conversation-out CV on LoCoMo)
-NAMED_SOURCE_PRIOR = 1.0
+# 1 + NAMED_SOURCE_PRIOR, token-cosine's constant (chosen by leave-one-conversation-out CV on LoCoMo).
 NORM_SAMPLE = 2000    # the newest chunks whose mean token-vector length pivots the length normalisation
 NORM_DRIFT = 0.01     # ...read again once the index's chunk count has moved by this share (any move when small)
 # One backfill at a time holds this session-level advisory lock while the GIN indexes are dropped.

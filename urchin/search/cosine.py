@@ -25,7 +25,7 @@ from urchin.search.query import check_limit, check_query
 from urchin.search.thesaurus import Thesaurus
 from urchin.search.tokens import named, tokenize
 
-__all__ = ["IndexState", "Scored", "TokenCosineIndex", "event_terms"]
+__all__ = ["IndexState", "Scored", "TokenCosineIndex", "event_terms", "MEMORY_PRIOR", "NAMED_SOURCE_PRIOR"]
 
 _FREEZE_POSTINGS = 1 << 18  # pending postings frozen into a CSR segment beyond this
 _MAX_MERGE_POSTINGS = 1 << 22  # segments are not merged beyond this: a merge needs old + new in memory
@@ -33,6 +33,7 @@ _EXACT_REFRESH_POSTINGS = 1 << 21  # below this, document norms are refreshed at
 _REFRESH_GROWTH = 0.01  # above it, norms are refreshed once the index has grown by 1%
 _EXPAND_DF = 0.02  # related terms in more than this share of events are not added to a query (cost)
 MEMORY_PRIOR = 1.0  # a memory's score counts 1 + this (see TokenCosineIndex's `memory`)
+NAMED_SOURCE_PRIOR = 1.0  # an event from a source the query names counts 1 + this (`named_source`)
 
 
 @dataclass(slots=True)
@@ -88,7 +89,7 @@ class TokenCosineIndex:
     def __init__(self, *, context: float = 0.5, context_turns: int = 3, expand: float = 0.3,
                  expand_terms: int = 5, session: float = 1.0, session_slots: float = 1,
                  kind: float = 0.5, related: float = 0.5, related_terms: int = 80, pivot: float = 0.3,
-                 memory: float = MEMORY_PRIOR, named_source: float = 1.0) -> None:
+                 memory: float = MEMORY_PRIOR, named_source: float = NAMED_SOURCE_PRIOR) -> None:
         """`context` weighs a session neighbour's match, times `context` per step of distance.
         `expand` weighs the terms `assoc` (learned associations, see `assoc.py`) relates to a query,
         times their similarity, relative to the query's own terms; 0 or no `assoc`: no expansion.
