@@ -3,6 +3,7 @@ and close() writes everything already queued."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
 
 import orjson
@@ -11,6 +12,7 @@ import pytest
 from urchin.config import Settings
 from urchin.daemon.writer import GroupWriter
 from urchin.errors import DaemonError
+from urchin.event import Event
 from urchin.memory import Memory
 
 
@@ -78,3 +80,78 @@ def test_a_request_cancelled_before_its_write_is_not_written(settings: Settings)
     writer.close()
     journal = settings.journal_path.read_bytes()
     assert b'"kept"' in journal and b'"gone"' not in journal
+
+
+def test_event_loop_writers_share_fsyncs_and_wake_once_per_write(settings: Settings) -> None:
+    """`append` from coroutines: each gets its own results after the fsync, and a write's waiters on
+    one loop are completed by one callback, not one cross-thread wake-up each."""
+    memory = Memory(settings)
+    memory.warm()
+    writer = GroupWriter(memory, gather_s=0.05)
+    writer.start()
+
+    async def main() -> tuple[list[str], int]:
+        loop = asyncio.get_running_loop()
+        wakeups = 0
+        original = loop.call_soon_threadsafe
+
+        def counted(*args: object, **kwargs: object) -> object:
+            nonlocal wakeups
+            wakeups += 1
+            return original(*args, **kwargs)  # type: ignore[arg-type]
+
+        loop.call_soon_threadsafe = counted  # type: ignore[method-assign]
+        events = [memory.prepare({"id": f"a{i}", "content": f"loop {i}"}) for i in range(64)]
+        results = await asyncio.gather(*(writer.append([event]) for event in events))
+        return [f"{r[0].id}:{r[0].status}" for r in results], wakeups
+
+    outcomes, wakeups = asyncio.run(main())
+    writer.close()
+    assert outcomes == [f"a{i}:appended" for i in range(64)]
+    assert wakeups == writer.stats.batches < 64       # one per write, and writes were shared
+    journal = settings.journal_path.read_bytes()
+    assert sorted(orjson.loads(line)["id"] for line in journal.splitlines()) == sorted(f"a{i}" for i in range(64))
+
+
+def test_an_event_loop_request_cancelled_before_its_write_is_not_written(settings: Settings) -> None:
+    memory = Memory(settings)
+    writer = GroupWriter(memory)
+    writer._thread = threading.Thread(target=lambda: None)  # accept submissions, drain nothing yet
+
+    async def main() -> str:
+        gone = asyncio.ensure_future(writer.append([memory.prepare({"content": "went away", "id": "gone"})]))
+        kept = asyncio.ensure_future(writer.append([memory.prepare({"content": "waits", "id": "kept"})]))
+        await asyncio.sleep(0)      # both queued
+        gone.cancel()
+        await asyncio.sleep(0)
+        writer._thread = None
+        writer.start()
+        return (await kept)[0].status
+
+    assert asyncio.run(main()) == "appended"
+    writer.close()
+    journal = settings.journal_path.read_bytes()
+    assert b'"kept"' in journal and b'"gone"' not in journal
+
+
+def test_a_failed_write_reaches_its_event_loop_waiter_and_no_other(settings: Settings) -> None:
+    memory = Memory(settings)
+    broken = Event(id=None, timestamp="2026-05-04T20:00:00.000Z", source="x", kind="note",  # type: ignore[arg-type]
+                   content="an id that is not a string breaks the write itself")
+    writer = GroupWriter(memory, gather_s=0.05)
+    writer.start()
+
+    async def main() -> list[object]:
+        with memory.journal.locked():   # the three requests queue up behind the lock: one group write
+            waiting = [asyncio.ensure_future(writer.append([memory.prepare({"id": "first", "content": "ok"})])),
+                       asyncio.ensure_future(writer.append([broken])),
+                       asyncio.ensure_future(writer.append([memory.prepare({"id": "after", "content": "ok"})]))]
+            await asyncio.sleep(0.1)
+        return await asyncio.wait_for(asyncio.gather(*waiting, return_exceptions=True), 10)
+
+    first, bad, after = asyncio.run(main())
+    writer.close()
+    assert isinstance(bad, AttributeError)   # the request that carried it hears why
+    assert [r[0].status for r in (first, after)] == ["appended", "appended"]  # type: ignore[index]
+    ids = [orjson.loads(line)["id"] for line in settings.journal_path.read_bytes().splitlines()]
+    assert ids == ["first", "after"]

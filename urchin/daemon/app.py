@@ -8,7 +8,6 @@ mounts streamable HTTP at `/mcp` this way).
 
 from __future__ import annotations
 
-import asyncio
 import os
 import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
@@ -27,7 +26,17 @@ from starlette.routing import BaseRoute, Route
 
 from urchin.contract import OPERATIONS
 from urchin.daemon.browser import BrowserSessions
-from urchin.daemon.security import AUTHORISED, BATCH_LIMIT, EVENT_LIMIT, SSE_IDLE_S, ASGIApp, Guard
+from urchin.daemon.security import (
+    AUTHORISED,
+    BATCH_LIMIT,
+    EVENT_LIMIT,
+    SSE_IDLE_S,
+    ASGIApp,
+    Guard,
+    Receive,
+    Scope,
+    Send,
+)
 from urchin.daemon.viewer_routes import viewer_routes
 from urchin.daemon.workspace_routes import request_args, workspace_routes
 from urchin.daemon.writer import GroupWriter
@@ -107,7 +116,7 @@ def build_app(state: DaemonState, token: str, *, extra_routes: Sequence[BaseRout
                     exception_handlers={UrchinError: _error, HTTPException: _http_error, Exception: _crash})
     app.router.redirect_slashes = False  # an API answers the path it was given: 404, not a 307 to a guess
     app.state.daemon = state
-    return Guard(app, token, limit_for=lambda path: EVENT_LIMIT if path == "/ingest" else BATCH_LIMIT,
+    return Guard(_Intake(app, state), token, limit_for=lambda path: EVENT_LIMIT if path == "/ingest" else BATCH_LIMIT,
                  sse_idle_s=sse_idle_seconds(state.memory.settings.section("daemon")), sessions=sessions,
                  tokens=TokenStore(state.memory.settings.home))
 
@@ -123,10 +132,14 @@ def sse_idle_seconds(daemon_config: Mapping[str, Any]) -> float:
 # ---- errors -------------------------------------------------------------------------------------
 async def _error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, UrchinError)
+    return JSON(_error_body(exc), status_code=exc.status)
+
+
+def _error_body(exc: UrchinError) -> dict[str, Any]:
     body: dict[str, Any] = {"error": redact_message(exc.message)}  # it may quote the input: never a secret
     if isinstance(exc, ValidationError) and exc.field:
         body["field"] = redact_message(exc.field)
-    return JSON(body, status_code=exc.status)
+    return body
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:
@@ -146,7 +159,11 @@ async def _http_error(request: Request, exc: Exception) -> Response:
 
 
 async def _crash(request: Request, exc: Exception) -> Response:
-    return JSON({"error": redact_message(f"internal error: {type(exc).__name__}: {exc}")}, status_code=500)
+    return JSON(_crash_body(exc), status_code=500)
+
+
+def _crash_body(exc: Exception) -> dict[str, Any]:
+    return {"error": redact_message(f"internal error: {type(exc).__name__}: {exc}")}
 
 
 # ---- helpers ------------------------------------------------------------------------------------
@@ -184,11 +201,61 @@ async def _health(request: Request) -> Response:
 
 
 async def _ingest(request: Request) -> Response:
-    item = await _json_body(request)
-    state = _state(request)
+    """`POST /ingest` in the route table (a GET gets its 405 from it); `_Intake` answers POSTs before the router."""
+    return JSON(await _ingest_one(_state(request), await request.body()))
+
+
+async def _ingest_one(state: DaemonState, body: bytes) -> dict[str, Any]:
+    try:
+        item = orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        raise QueryError("body", f"not valid JSON: {exc}") from None
     event = state.memory.prepare(item)  # a non-object is rejected here too, naming `event`
-    results = await asyncio.wrap_future(state.writer.submit([event]))
-    return JSON(results[0].to_dict())
+    results = await state.writer.append([event])
+    return results[0].to_dict()
+
+
+class _Intake:
+    """`POST /ingest`, the one route agents call per event, answered without Starlette's stack.
+
+    Behind the Guard (Host, Origin, token, scope, Content-Type and size already checked, the body
+    buffered), one event costs a JSON parse, `Memory.prepare` and the group writer's fsync; the
+    router, middleware and Request/Response objects around it cost as much again at thousands of
+    requests a second. Errors have the shape and status `_error` and `_crash` give every other route.
+    """
+
+    def __init__(self, app: ASGIApp, state: DaemonState) -> None:
+        self.app = app
+        self.state = state
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["path"] != "/ingest" or scope["method"] != "POST":
+            await self.app(scope, receive, send)
+            return
+        body = await _body(receive)
+        status = 200
+        try:
+            answer = await _ingest_one(self.state, body)
+        except UrchinError as exc:
+            status, answer = exc.status, _error_body(exc)
+        except Exception as exc:  # noqa: BLE001 - a 500 in the shape of every other error
+            status, answer = 500, _crash_body(exc)
+        payload = orjson.dumps(answer)
+        await send({"type": "http.response.start", "status": status,
+                    "headers": [(b"content-length", str(len(payload)).encode()),
+                                (b"content-type", b"application/json")]})
+        await send({"type": "http.response.body", "body": payload})
+
+
+async def _body(receive: Receive) -> bytes:
+    parts: list[bytes] = []
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            return b"".join(parts)
+        parts.append(message.get("body", b""))
+        if not message.get("more_body", False):
+            return b"".join(parts)
 
 
 async def _ingest_batch(request: Request) -> Response:
@@ -208,7 +275,7 @@ async def _ingest_batch(request: Request) -> Response:
             raise TooLarge(f"events[{index}]", f"over the limit of {EVENT_LIMIT} bytes per event")
     state = _state(request)
     batch = state.memory.prepare_batch(body, defaults)
-    appended: list[IngestResult] = await asyncio.wrap_future(state.writer.submit(batch.events)) if batch.events else []
+    appended: list[IngestResult] = await state.writer.append(batch.events) if batch.events else []
     results = batch.merge(appended)
     return JSON({"results": [r.to_dict() for r in results], **BatchReport.of(results).counts()})
 

@@ -7,6 +7,7 @@ also ends a server-sent-event stream (`GET /mcp`) that has carried no event for 
 
 from __future__ import annotations
 
+import functools
 import hmac
 import ipaddress
 import os
@@ -73,6 +74,7 @@ def ensure_token(settings: Settings) -> str:
     return token
 
 
+@functools.lru_cache(maxsize=256)   # one or two Host values per client, every request
 def is_loopback_host(value: str) -> bool:
     """`localhost`, `127.x.y.z` or `::1`, with or without a port (`[::1]:8080`, `localhost:18799`)."""
     host = value.strip().lower()

@@ -1,14 +1,18 @@
 """Group commit: concurrent requests share one locked write and one fsync.
 
-Requests hand validated events to `GroupWriter.submit` and await the returned future. One thread
-drains everything queued since its last write and passes it to `Memory.ingest_prepared` (one
-lock, one `write`, one `fsync`), then completes every future. A future completes only after the
-fsync, so an acknowledged event is durable; while one fsync runs, the next batch gathers.
+Requests hand validated events to `GroupWriter.append` (from the event loop) or `submit` (from any
+thread) and await the result. One thread drains everything queued since its last write and passes
+it to `Memory.ingest_prepared` (one lock, one `write`, one `fsync`), then completes every waiter: a
+thread's future directly, an event loop's with one wake-up per write for all of them (not one per
+request). A waiter completes only after the fsync, so an acknowledged event is durable; while one
+fsync runs, the next batch gathers.
 """
 
 from __future__ import annotations
 
+import asyncio
 import collections
+import contextlib
 import logging
 import queue
 import threading
@@ -42,7 +46,8 @@ class WriterStats:
                 "failures": self.failures, **self.by_status}
 
 
-_Job = tuple[Sequence[Event], "Future[list[IngestResult]]"]
+_Waiter = Future[list[IngestResult]] | asyncio.Future[list[IngestResult]]
+_Job = tuple[Sequence[Event], _Waiter]
 _STOP = object()
 
 
@@ -67,11 +72,20 @@ class GroupWriter:
     def submit(self, events: Sequence[Event]) -> Future[list[IngestResult]]:
         """Queue `events` (appended together, in order); the future holds one result per event."""
         future: Future[list[IngestResult]] = Future()
+        self._put((events, future))
+        return future
+
+    async def append(self, events: Sequence[Event]) -> list[IngestResult]:
+        """`submit` for a coroutine on an event loop: one result per event, once they are fsync'd."""
+        future: asyncio.Future[list[IngestResult]] = asyncio.get_running_loop().create_future()
+        self._put((events, future))
+        return await future
+
+    def _put(self, job: _Job) -> None:
         with self._submit_lock:  # no job may slip in behind the stop marker
             if self._closing or self._thread is None:
                 raise DaemonError("the daemon is shutting down; retry shortly")
-            self._queue.put((events, future))
-        return future
+            self._queue.put(job)
 
     def close(self, timeout: float = 5.0) -> None:
         """Write everything already queued, fsync, and stop the thread."""
@@ -100,9 +114,9 @@ class GroupWriter:
                     stop = True
                     break
                 job: _Job = item  # type: ignore[assignment]
-                # Running futures can no longer be cancelled; a request that went away before
-                # this point is dropped unwritten (it was never acknowledged).
-                if job[1].set_running_or_notify_cancel():
+                # A request that went away before this point is dropped unwritten (it was never
+                # acknowledged); a thread's future can no longer be cancelled from here on.
+                if _still_wanted(job[1]):
                     jobs.append(job)
                     count += len(job[0])
                 if count >= self.max_group:
@@ -144,13 +158,46 @@ class GroupWriter:
         for status, count in BatchReport.of(results).counts().items():
             if count:
                 self.stats.by_status[status] = self.stats.by_status.get(status, 0) + count
+        outcomes: list[tuple[_Waiter, list[IngestResult] | BaseException]] = []
         start = 0
         for batch, future in jobs:
-            future.set_result(results[start:start + len(batch)])
+            outcomes.append((future, results[start:start + len(batch)]))
             start += len(batch)
+        _settle(outcomes)
 
     def _fail(self, jobs: list[_Job], exc: BaseException) -> None:
         self.stats.failures += 1
         log.error("journal write of %d events failed: %s", sum(len(batch) for batch, _ in jobs), exc)
-        for _, future in jobs:
-            future.set_exception(exc)
+        _settle([(future, exc) for _, future in jobs])
+
+
+def _still_wanted(waiter: _Waiter) -> bool:
+    if isinstance(waiter, Future):
+        return waiter.set_running_or_notify_cancel()
+    return not waiter.cancelled()   # an event loop's future: cancelled only on its loop, read here
+
+
+def _settle(outcomes: list[tuple[_Waiter, list[IngestResult] | BaseException]]) -> None:
+    """Complete every waiter: threads' futures here, each event loop's in one callback on that loop."""
+    by_loop: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[list[IngestResult]], object]]] = {}
+    for waiter, outcome in outcomes:
+        if isinstance(waiter, Future):
+            if isinstance(outcome, BaseException):
+                waiter.set_exception(outcome)
+            else:
+                waiter.set_result(outcome)
+        else:
+            by_loop.setdefault(waiter.get_loop(), []).append((waiter, outcome))
+    for loop, waiters in by_loop.items():
+        with contextlib.suppress(RuntimeError):   # the loop closed: nobody is waiting any more
+            loop.call_soon_threadsafe(_complete, waiters)
+
+
+def _complete(waiters: list[tuple[asyncio.Future[list[IngestResult]], object]]) -> None:
+    for future, outcome in waiters:
+        if future.done():        # cancelled while the write ran: written, but nobody to tell
+            continue
+        if isinstance(outcome, BaseException):
+            future.set_exception(outcome)
+        else:
+            future.set_result(outcome)  # type: ignore[arg-type]
