@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import random
 
+import numpy as np
 import pytest
 
 from urchin.errors import QueryError
@@ -360,3 +361,41 @@ def test_a_query_naming_a_kind_favours_events_of_that_kind() -> None:
     remembered.add_many(events)
     hits = remembered.search("cache eviction")
     assert ids(hits) == ["z", "n"] and hits[0].score == pytest.approx(min(1.0, 2 * hits[1].score), rel=1e-5)
+
+
+@pytest.mark.parametrize("since,until", WINDOWS)
+def test_shortcuts_give_the_same_floats_as_the_full_passes(monkeypatch: pytest.MonkeyPatch, since: int | None,
+                                                           until: int | None) -> None:
+    """Context walked from the matches and the top found above a sampled floor are exact: the same
+    scores, bit for bit, and the same hits as the passes over every row of the window."""
+    import urchin.search.cosine as cosine
+
+    events = _backfilled(n=1500, seed=9, late=0.1)
+    lo = None if since is None else BASE + since * 1000
+    hi = None if until is None else BASE + until * 1000
+    index = TokenCosineIndex()
+    index.add_many(events)
+    queries = [*QUERIES, "w1", "w2 w3 w4 w5 w6 w7 w8 w9 w10 w11 w12"]   # rare, and matching most rows
+
+    def run() -> list[list[tuple[str, float]]]:
+        return [[(h.id, h.score) for h in index.search(q, since_ms=lo, until_ms=hi, limit=limit)]
+                for q in queries for limit in (1, 7, 30)]
+
+    monkeypatch.setattr(cosine, "_SPARSE_CONTEXT", 10**9)    # always the dense context pass
+    monkeypatch.setattr(cosine, "_SAMPLED_TOP", 10**9)       # always a partition of every candidate
+    full = run()
+    row_lo, row_hi, _ = index._row_range(lo, hi)
+    for q in queries:
+        weights, own = index._query_weights(cosine.tokenize(q))
+        if not weights or row_lo >= row_hi:
+            continue
+        scores = index._cosines(weights, own, row_lo, row_hi)
+        hit = np.flatnonzero(scores[:-1])
+        dense = index._with_context(scores, row_lo, row_hi, hit)
+        monkeypatch.setattr(cosine, "_SPARSE_CONTEXT", 0)
+        assert np.array_equal(index._with_context(scores, row_lo, row_hi, hit), dense)
+        monkeypatch.setattr(cosine, "_SPARSE_CONTEXT", 10**9)
+    monkeypatch.setattr(cosine, "_SPARSE_CONTEXT", 0)        # always from the matches
+    monkeypatch.setattr(cosine, "_SAMPLED_TOP", 1)           # always above a sampled floor
+    assert run() == full
+    assert any(full) or (since, until) == (1234, 1236)    # that window holds no match

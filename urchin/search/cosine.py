@@ -31,6 +31,8 @@ _FREEZE_POSTINGS = 1 << 18  # pending postings frozen into a CSR segment beyond 
 _MAX_MERGE_POSTINGS = 1 << 22  # segments are not merged beyond this: a merge needs old + new in memory
 _EXACT_REFRESH_POSTINGS = 1 << 21  # below this, document norms are refreshed at every query
 _REFRESH_GROWTH = 0.01  # above it, norms are refreshed once the index has grown by 1%
+_SPARSE_CONTEXT = 2   # context walks from the matches when they are under half the window (same floats)
+_SAMPLED_TOP = 64     # a ranking over more than this many rows per result looks for its floor in a sample
 _EXPAND_DF = 0.02  # related terms in more than this share of events are not added to a query (cost)
 MEMORY_PRIOR = 1.0  # a memory's score counts 1 + this (see TokenCosineIndex's `memory`)
 NAMED_SOURCE_PRIOR = 1.0  # an event from a source the query names counts 1 + this (`named_source`)
@@ -387,15 +389,16 @@ class TokenCosineIndex:
             if until_ms is not None:
                 outside[:-1] |= ts > until_ms
             scores[outside] = 0
+        hit = np.flatnonzero(scores[:-1])
         if self.context_turns:
-            smoothed = self._with_context(scores, lo, hi)
+            smoothed = self._with_context(scores, lo, hi, hit)
         else:
             smoothed = scores.copy()
         words = set(tokens)
         if self.kind > 0 or self.memory > 0 or self.named_source > 0:
             self._kind_prior(smoothed, lo, hi, words)
         slots = min(limit, round(self.session_slots * limit / 10)) if self.session > 0 else 0
-        boosted = self._with_session(scores, smoothed, lo, hi) if slots else None
+        boosted = self._with_session(scores, smoothed, lo, hi, hit) if slots else None
         ranked = self._ranked(smoothed, lo, hi, outside, codes, limit)
         if boosted is None:
             return ranked
@@ -406,7 +409,16 @@ class TokenCosineIndex:
         """Final scores of rows lo..hi-1 -> the `limit` best that pass the filters."""
         if outside is not None:
             scores[outside] = 0
-        cand = np.flatnonzero(scores[: hi - lo])
+        view = scores[: hi - lo]
+        if not codes and len(view) > _SAMPLED_TOP * limit:
+            # The limit-th best of a sample is at most the limit-th best of all: only rows scoring
+            # at least that can be in the top, and they are few (~sqrt(rows x limit)).
+            sample = view[:: max(1, int(np.sqrt(len(view) / limit)))]
+            floor = np.partition(sample, len(sample) - limit)[len(sample) - limit]
+            if floor > 0:
+                cand = np.flatnonzero(view >= floor)
+                return self._top(cand + lo, view[cand], limit)
+        cand = np.flatnonzero(view)
         if codes:
             keep = np.ones(len(cand), dtype=bool)
             for name, code in codes.items():
@@ -499,20 +511,23 @@ class TokenCosineIndex:
         acc[:-1] /= norms
         return acc
 
-    def _with_session(self, scores: np.ndarray, smoothed: np.ndarray, lo: int, hi: int) -> np.ndarray:
+    def _with_session(self, scores: np.ndarray, smoothed: np.ndarray, lo: int, hi: int,
+                      hit: np.ndarray) -> np.ndarray:
         """Add to each row `session` times its session's match: the sum of the session's cosines over
-        the square root of its length in the window (long sessions do not win by length alone)."""
+        the square root of its length in the window (long sessions do not win by length alone).
+        `hit`: the rows (relative to lo) whose cosine is not zero; only their sessions' sums change."""
         codes = self._fields["session"].column.data[lo:hi]
-        valid = codes >= 0
-        if not valid.any():
-            return smoothed.copy()
-        sessions = codes[valid]
         size = len(self._fields["session"])
-        sums = np.bincount(sessions, scores[:-1][valid], minlength=size)
-        lengths = np.bincount(sessions, minlength=size)
-        level = (sums / np.sqrt(np.maximum(lengths, 1))).astype(np.float32)
+        hit_codes = codes[hit]
+        matched = hit_codes >= 0
         out = smoothed.copy()
-        out[:-1][valid] += np.float32(self.session) * level[sessions]
+        if not matched.any():
+            return out
+        sums = np.bincount(hit_codes[matched], scores[hit[matched]], minlength=size)  # zeros add nothing
+        lengths = np.bincount(codes + 1, minlength=size + 1)      # slot 0: rows without a session
+        level = np.zeros(size + 1, dtype=np.float32)
+        level[1:] = sums / np.sqrt(np.maximum(lengths[1:], 1))
+        out[:-1] += np.float32(self.session) * level[codes + 1]   # + 0 where the session has no match
         return out
 
     def _kind_prior(self, scores: np.ndarray, lo: int, hi: int, terms: set[str]) -> None:
@@ -531,8 +546,15 @@ class TokenCosineIndex:
             named_rows = _member(sources.column.data[lo:hi], speakers, len(sources))
             scores[:-1][named_rows] *= np.float32(1.0 + self.named_source)
 
-    def _with_context(self, scores: np.ndarray, lo: int, hi: int) -> np.ndarray:
-        """Add each row's session neighbours' cosines, weighted context ** distance, then rescale."""
+    def _with_context(self, scores: np.ndarray, lo: int, hi: int, hit: np.ndarray) -> np.ndarray:
+        """Add each row's session neighbours' cosines, weighted context ** distance, then rescale.
+
+        A row gathers from neighbours 1..turns away while every step stays in the window. When few
+        rows match (`hit`, relative to lo), each instead adds its cosine to the rows it is a
+        neighbour of, walking the inverse links: the same sums, added in the same order, so the
+        same floats, at a cost that follows the matches instead of the window."""
+        if len(hit) * _SPARSE_CONTEXT < hi - lo:
+            return self._scatter_context(scores, lo, hi, hit)
         spare = hi - lo  # index of the zero slot: neighbours that are missing or outside the window
 
         def relative(links: np.ndarray) -> np.ndarray:
@@ -551,6 +573,21 @@ class TokenCosineIndex:
                 gathered *= weight
                 out += gathered
                 hop = step[hop]
+        out /= 1.0 + 2 * sum(weights)
+        return out
+
+    def _scatter_context(self, scores: np.ndarray, lo: int, hi: int, hit: np.ndarray) -> np.ndarray:
+        out = scores.copy()
+        weights = neighbour_weights(self.context, self.context_turns)
+        values = scores[hit]
+        # gathering from previous turns is giving to next ones, and then the other way round
+        for links in (self._next.data, self._prev.data):
+            rows, carried = hit + lo, values
+            for weight in weights:
+                rows = links[rows]
+                inside = (rows >= lo) & (rows < hi)
+                rows, carried = rows[inside], carried[inside]
+                out[rows - lo] += carried * weight    # a session is a chain: no row twice in one step
         out /= 1.0 + 2 * sum(weights)
         return out
 
