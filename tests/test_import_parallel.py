@@ -68,6 +68,9 @@ def test_parallel_import_writes_what_a_serial_import_writes(tmp_path: Path) -> N
     parallel.pop("index"), serial.pop("index")
     assert parallel == serial
     assert parallel["duplicate"] and len(parallel["rejected"]) == 3 * 14  # type: ignore[arg-type]
+    # each refusal names its own line (blank lines are skipped, not refused, and still counted)
+    assert [r["line"] for r in parallel["rejected"]] == sorted(  # type: ignore[attr-defined]
+        i + 1 for i in range(3 * IMPORT_BATCH + 777) if i % 1000 in (7, 8, 9))
     journal = Settings.resolve(key).journal_path.read_bytes()
     assert journal == Settings.resolve(serial_home).journal_path.read_bytes()
     assert SECRET.encode() not in journal and journal.count(b"\n") == parallel["appended"]

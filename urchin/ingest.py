@@ -160,16 +160,22 @@ class Ingestor:
             results[index] = result
         return [r for r in results if r is not None]
 
-    def append_lines(self, prepared: Sequence[tuple[str, bytes]], now: datetime | None = None) -> list[IngestResult]:
-        """Append `(id, journal line)` pairs a worker process made with `prepare(...).to_json()` (a
-        parallel import, urchin/memory/bulk.py): the same dedupe, ephemeral check and one write."""
-        results: list[IngestResult | None] = [None] * len(prepared)
-        for index, result in self._append([(i, Prepared(*pair)) for i, pair in enumerate(prepared)], now):
-            results[index] = result
-        return [r for r in results if r is not None]
+    def append_lines(self, ids: Sequence[str], lines: Sequence[bytes], hashes: Sequence[int],
+                     now: datetime | None = None) -> BatchReport:
+        """Append the journal lines a worker process made with `prepare(...).to_json()`, with their
+        events' ids and `id_hash`es (a parallel import, urchin/memory/bulk.py): the same dedupe,
+        ephemeral check and one write. Returns the tally (an import reports counts, not each event)."""
+        report = BatchReport()
+        ready = list(enumerate(map(Prepared, ids, lines)))
+        for index, result in self._append(ready, now, hashes, tally=report):
+            report.add(result, index)
+        return report
 
-    def _append(self, ready: Sequence[tuple[int, Event | Prepared]],
-                now: datetime | None) -> list[tuple[int, IngestResult]]:
+    def _append(self, ready: Sequence[tuple[int, Event | Prepared]], now: datetime | None,
+                hashes_given: Sequence[int] | None = None, tally: BatchReport | None = None
+                ) -> list[tuple[int, IngestResult]]:
+        """Dedupe, check and write `ready`; the result of each. With `tally`, appended events are only
+        counted there (no result each: an import of millions)."""
         if not ready:
             return []
         out: list[tuple[int, IngestResult]] = []
@@ -179,8 +185,8 @@ class Ingestor:
             hashes: list[int] = []
             seen: set[str] = set()
             forgotten = self.forgotten.hashes()
-            for index, event in ready:
-                h = id_hash(event.id)
+            given = hashes_given if hashes_given is not None else [id_hash(event.id) for _, event in ready]
+            for (index, event), h in zip(ready, given, strict=True):
                 if forgotten and forget_hash(event.id) in forgotten:
                     out.append((index, IngestResult("suppressed", event.id, "forgotten", _event(event))))
                 elif event.id in seen or self.ids.contains(event.id, h):
@@ -198,8 +204,11 @@ class Ingestor:
                 return out
             offset = writer.write(lines)
             placed: list[tuple[int, int]] = []
+            if tally is not None:
+                tally.appended += len(fresh)
             for (index, event), line, h in zip(fresh, lines, hashes, strict=True):
-                out.append((index, IngestResult("appended", event.id, event=_event(event), offset=offset)))
+                if tally is None:
+                    out.append((index, IngestResult("appended", event.id, event=_event(event), offset=offset)))
                 placed.append((h, offset))
                 offset += len(line) + 1
             writer.finish()

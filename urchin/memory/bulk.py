@@ -22,12 +22,15 @@ import orjson
 
 from urchin.config import Settings
 from urchin.errors import ValidationError
-from urchin.ingest import Ingestor
+from urchin.idindex import id_hash
+from urchin.ingest import BatchReport, Ingestor
 
 __all__ = ["parallel_workers", "import_parallel", "import_serial", "prepare_batch", "numbered_batches"]
 
-_Line = tuple[int, bytes | str]
-_Done = tuple[int, str, str, bytes]  # number, "ok" | "rejected", id or reason, journal line
+_Lines = tuple[list[int], list[bytes | str]]   # line numbers, and the lines (two flat lists pickle fast)
+# what a batch became: how many lines, each rejected line's (number, reason), then the accepted
+# events' ids, journal lines and id hashes, in input order
+_Done = tuple[int, list[tuple[int, str]], list[str], list[bytes], list[int]]
 
 _worker: Ingestor | None = None
 
@@ -46,34 +49,37 @@ def _init(settings: Settings) -> None:
     _worker = Ingestor(settings)
 
 
-def prepare_batch(ingestor: Ingestor, lines: list[_Line]) -> list[_Done]:
+def prepare_batch(ingestor: Ingestor, lines: _Lines) -> _Done:
     """Each numbered raw line -> its journal line, or the reason it is rejected (as `import_lines` says it)."""
-    out: list[_Done] = []
-    for number, line in lines:
+    rejected: list[tuple[int, str]] = []
+    ids: list[str] = []
+    out: list[bytes] = []
+    for number, line in zip(*lines, strict=True):
         try:
             record = orjson.loads(line)
         except orjson.JSONDecodeError as exc:
-            out.append((number, "rejected", f"not valid JSON: {exc}", b""))
+            rejected.append((number, f"not valid JSON: {exc}"))
             continue
         if not isinstance(record, dict):
-            out.append((number, "rejected", "event: must be a JSON object", b""))
+            rejected.append((number, "event: must be a JSON object"))
             continue
         try:
             event = ingestor.prepare(record)
         except ValidationError as exc:
-            out.append((number, "rejected", ingestor.rejected(record, exc).reason or "rejected", b""))
+            rejected.append((number, ingestor.rejected(record, exc).reason or "rejected"))
             continue
-        out.append((number, "ok", event.id, event.to_json()))
-    return out
+        ids.append(event.id)
+        out.append(event.to_json())
+    return len(lines[0]), rejected, ids, out, list(map(id_hash, ids))
 
 
-def _prepare(lines: list[_Line]) -> list[_Done]:
+def _prepare(lines: _Lines) -> _Done:
     assert _worker is not None
     return prepare_batch(_worker, lines)
 
 
-def import_parallel(ingestor: Ingestor, batches: Iterator[list[_Line]], workers: int,
-                    record: Callable[[list[_Done], list[Any]], None]) -> None:
+def import_parallel(ingestor: Ingestor, batches: Iterator[_Lines], workers: int,
+                    record: Callable[[_Done, BatchReport], None]) -> None:
     """Prepare `batches` in `workers` processes; append each, in order, here; `record` counts."""
     context = multiprocessing.get_context("fork")
     with context.Pool(workers, initializer=_init, initargs=(ingestor.settings,)) as pool:
@@ -86,27 +92,29 @@ def import_parallel(ingestor: Ingestor, batches: Iterator[list[_Line]], workers:
             _append(ingestor, pending.popleft().get(), record)
 
 
-def import_serial(ingestor: Ingestor, batches: Iterable[list[_Line]],
-                  record: Callable[[list[_Done], list[Any]], None]) -> None:
+def import_serial(ingestor: Ingestor, batches: Iterable[_Lines],
+                  record: Callable[[_Done, BatchReport], None]) -> None:
     """The same steps in this process (small imports, one core, or a process with other threads)."""
     for batch in batches:
         _append(ingestor, prepare_batch(ingestor, batch), record)
 
 
-def _append(ingestor: Ingestor, done: list[_Done], record: Callable[[list[_Done], list[Any]], None]) -> None:
-    ready = [(name, line) for _, status, name, line in done if status == "ok"]
-    record(done, ingestor.append_lines(ready) if ready else [])
+def _append(ingestor: Ingestor, done: _Done, record: Callable[[_Done, BatchReport], None]) -> None:
+    _, _, ids, lines, hashes = done
+    record(done, ingestor.append_lines(ids, lines, hashes) if ids else BatchReport())
 
 
-def numbered_batches(lines: Iterable[bytes | str], size: int) -> Iterator[list[_Line]]:
+def numbered_batches(lines: Iterable[bytes | str], size: int) -> Iterator[_Lines]:
     """Non-blank lines with their 1-based numbers, `size` at a time."""
-    batch: list[_Line] = []
+    numbers: list[int] = []
+    kept: list[bytes | str] = []
     for number, line in enumerate(lines, 1):
-        if not line.strip():
+        if not line or line.isspace():   # what strip() would empty, without copying the line
             continue
-        batch.append((number, line))
-        if len(batch) >= size:
-            yield batch
-            batch = []
-    if batch:
-        yield batch
+        numbers.append(number)
+        kept.append(line)
+        if len(kept) >= size:
+            yield numbers, kept
+            numbers, kept = [], []
+    if kept:
+        yield numbers, kept

@@ -61,18 +61,18 @@ def import_lines(ingestor: Ingestor, substring: SubstringSearcher, lines: Iterab
     ingestor.keep_ids_in_memory()
     report = BatchReport()
 
-    def record(done: list[Any], results: list[Any]) -> None:
-        for number, status, reason, _ in done:
-            if status == "rejected":
-                report.rejected.append((number, reason))
-        for result in results:
-            report.add(result)
+    def record(done: tuple[int, list[tuple[int, str]], Any, Any, Any], tally: BatchReport) -> None:
+        report.rejected.extend(done[1])
+        report.rejected.extend(tally.rejected)
+        report.appended += tally.appended
+        report.duplicate += tally.duplicate
+        report.suppressed += tally.suppressed
         if on_progress:
-            on_progress(len(done))
+            on_progress(done[0])
 
     batches = bulk.numbered_batches(lines, IMPORT_BATCH)
-    first = next(batches, [])
-    workers = bulk.parallel_workers() if len(first) >= IMPORT_BATCH else 0
+    first: tuple[list[int], list[bytes | str]] = next(batches, ([], []))
+    workers = bulk.parallel_workers() if len(first[0]) >= IMPORT_BATCH else 0
     report.workers = workers
     if workers:
         bulk.import_parallel(ingestor, chain([first], batches), workers, record)
