@@ -16,6 +16,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -28,6 +29,7 @@ from urchin.index.hybrid import run_context  # noqa: E402
 from urchin.index.params import ContextParams  # noqa: E402
 from urchin.index.postgres import PostgresIndex  # noqa: E402
 from urchin.journal import Journal  # noqa: E402
+from urchin.search.semantic import TokenCosineView  # noqa: E402
 from urchin.search.substring import SubstringSearcher  # noqa: E402
 
 
@@ -52,12 +54,24 @@ def _prepare(folder: Path, events: int) -> tuple[EmbeddedPostgres, PostgresIndex
     return server, backend, journal
 
 
-def _time(backend: PostgresIndex, question: str, rounds: int, **params: object) -> tuple[float, dict]:
+def _learned(folder: Path, journal: Journal) -> Any:
+    """The associations the daemon's token-cosine view would pass to its leg: the model saved beside
+    that view's index (built and saved here on the first run, as the daemon's view saves it)."""
+    view = TokenCosineView(journal, folder / "cosine")
+    model = view.associations()
+    if model is None:
+        view.save()
+        model = view.associations()
+    return model
+
+
+def _time(backend: PostgresIndex, question: str, rounds: int, model: Any = None, **params: object
+          ) -> tuple[float, dict]:
     p = ContextParams.build(query=question, limit=10, **params)
     times, result = [], None
     for _ in range(rounds):
         started = time.perf_counter()
-        result = run_context(backend, p)
+        result = run_context(backend, p, assoc=model)
         times.append((time.perf_counter() - started) * 1000)
     assert result is not None
     return statistics.median(times), result.coverage
@@ -77,16 +91,17 @@ def main(argv: list[str] | None = None) -> None:
         folder = args.keep
         folder.mkdir(parents=True, exist_ok=True)
     server, backend, journal = _prepare(folder, args.events)
+    model = _learned(folder, journal)
     try:
         for q in QUERIES:                                         # warm the caches
-            run_context(backend, ContextParams.build(query=q, limit=10))
+            run_context(backend, ContextParams.build(query=q, limit=10), assoc=model)
         searcher = SubstringSearcher(journal)
         medians: dict[str, list[float]] = {"hybrid": [], "keyword": [], "semantic": [], "peer": []}
         print(f"{'question':<58} {'hybrid':>8} {'keyword':>8} {'semantic':>8} {'peer':>7}  candidates")
         for q in QUERIES:
-            hybrid, cov = _time(backend, q, args.rounds)
-            keyword, _ = _time(backend, q, args.rounds, strategy="keyword")
-            semantic, _ = _time(backend, q, args.rounds, strategy="semantic")
+            hybrid, cov = _time(backend, q, args.rounds, model)
+            keyword, _ = _time(backend, q, args.rounds, model, strategy="keyword")
+            semantic, _ = _time(backend, q, args.rounds, model, strategy="semantic")
             word = max(q.split(), key=len)
             times = []
             for _ in range(args.rounds):

@@ -79,7 +79,7 @@ def embedder_ranker(events: list[Event], url: str, model: str) -> Ranker:
     return rank
 
 
-def hybrid_ranker(backend: Any, embedder: Any, dense_share: float | None = None) -> Ranker:
+def hybrid_ranker(backend: Any, embedder: Any, dense_share: float | None = None, learned: Any = None) -> Ranker:
     import urchin.index.hybrid as hybrid
     from urchin.index.params import ContextParams
 
@@ -88,7 +88,7 @@ def hybrid_ranker(backend: Any, embedder: Any, dense_share: float | None = None)
         hybrid.DENSE_SHARE = shipped if dense_share is None else dense_share
         try:
             params = ContextParams.build(query=question, strategy="hybrid", limit=10)
-            return [r["id"] for r in hybrid.run_context(backend, params, embedder).results]
+            return [r["id"] for r in hybrid.run_context(backend, params, embedder, assoc=learned).results]
         finally:
             hybrid.DENSE_SHARE = shipped
     return rank
@@ -141,11 +141,17 @@ def main(argv: list[str] | None = None) -> None:
 
                 embedder = Embedder(args.embedder_url, args.embedder_model, "openai", timeout=60)
             backend = open_backend(events, Path(tmp), None, embedder)
-            methods["hybrid (Postgres, no model)"] = hybrid_ranker(backend, None)
+            # the associations the daemon's token-cosine view learns from the same journal
+            index = TokenCosineIndex()
+            index.add_many(events)
+            learned = assoc.build(index)
+            methods["hybrid (Postgres, no model, no associations)"] = hybrid_ranker(backend, None)
+            methods["hybrid (Postgres, no model)"] = hybrid_ranker(backend, None, learned=learned)
             if embedder is not None:
-                methods[f"hybrid (Postgres, + {args.embedder_model})"] = hybrid_ranker(backend, embedder)
+                methods[f"hybrid (Postgres, + {args.embedder_model})"] = hybrid_ranker(backend, embedder,
+                                                                                        learned=learned)
                 for share in args.dense_share:
-                    methods[f"  same, dense share {share}"] = hybrid_ranker(backend, embedder, share)
+                    methods[f"  same, dense share {share}"] = hybrid_ranker(backend, embedder, share, learned)
         print(f"{'method':<40} " + " ".join(f"{s:>6}" for s in splits))
         for name, rank in methods.items():
             cells = [success(rank, answers, split, args.set)[0] for split in splits]

@@ -110,7 +110,23 @@ def measure(rank: Callable[[str, str], list[str]], questions: list[tuple[str, st
     return {k: sum(v) / len(v) for k, v in totals.items()}
 
 
-def ranker(backend: Any, events: list[Event], strategy: str, embedder: Any = None,
+def learned(events: list[Event]) -> Any:
+    """The associations the daemon's token-cosine view learns from the same journal (the product passes
+    its view's model to `run_context`); None with --no-associations."""
+    if not LEARNED:
+        return None
+    from urchin.search import assoc
+    from urchin.search.cosine import TokenCosineIndex
+
+    index = TokenCosineIndex()
+    index.add_many(events)
+    return assoc.build(index)
+
+
+LEARNED = True
+
+
+def ranker(backend: Any, events: list[Event], strategy: str, embedder: Any = None, model: Any = None,
            **weights: Any) -> Callable[[str, str], list[str]]:
     spans: dict[str, tuple[int, int]] = {}
     for e in events:
@@ -122,20 +138,24 @@ def ranker(backend: Any, events: list[Event], strategy: str, embedder: Any = Non
         params = ContextParams.build(query=question, strategy=strategy, workspace=workspace,
                                      since=datetime.fromtimestamp(lo / 1000, UTC).isoformat(),
                                      until=datetime.fromtimestamp(hi / 1000 + 1, UTC).isoformat(), limit=10, **weights)
-        return [r["id"] for r in run_context(backend, params, embedder).results]
+        return [r["id"] for r in run_context(backend, params, embedder, assoc=model).results]
     return rank
 
 
 # k: every fold of every CV run so far picked 20 over 60 (RESULTS.md), so it is no longer searched
 CV_GRID = {"k": (20,), "full_text_weight": (0.25, 0.5, 1.0, 1.5), "semantic_weight": (1.0,)}
 # module constants searched with them (set on urchin.index.hybrid for each grid point)
-CONSTANT_GRID = {"semantic_context": (0.5, 0.6), "semantic_turns": (2, 3), "keyword_turns": (2, 3)}
+# (the turns on each side, searched over {2, 3} until round four, are fixed at the choice of 5/5 and 4/5
+# folds; the learned associations' weight in the token-cosine leg joined the search in round five)
+CONSTANT_GRID = {"semantic_context": (0.5, 0.6), "semantic_turns": (3,), "keyword_turns": (2,),
+                 "learned": (0.0, 0.1, 0.2, 0.3)}
 
 
 def _set_constants(config: dict[str, Any]) -> None:
     hybrid_module.DENSE_SHARE = config["dense_share"]
     hybrid_module.CONTEXT["semantic"] = config["semantic_context"]
     hybrid_module.CONTEXT_TURNS = {"keyword": config["keyword_turns"], "semantic": config["semantic_turns"]}
+    hybrid_module.LEARNED = config["learned"]
 DENSE_GRID = (0.0, 0.25, 0.5, 1.0)     # DENSE_SHARE, searched only with an embedder
 
 
@@ -170,14 +190,15 @@ def cross_validate(backend: Any, events: list[Event], questions: list[tuple[str,
     for name, values in grid.items():
         configs = [{**c, name: v} for c in configs for v in values]
     cached = CachedEmbedder(embedder) if embedder is not None else None
+    model = learned(events)
     table = []
     shipped = {"dense_share": hybrid_module.DENSE_SHARE, "semantic_context": hybrid_module.CONTEXT["semantic"],
                "keyword_turns": hybrid_module.CONTEXT_TURNS["keyword"],
-               "semantic_turns": hybrid_module.CONTEXT_TURNS["semantic"]}
+               "semantic_turns": hybrid_module.CONTEXT_TURNS["semantic"], "learned": hybrid_module.LEARNED}
     for config in configs:
         _set_constants(config)
         weights = {k: v for k, v in config.items() if k in CV_GRID}
-        rank = ranker(backend, events, "hybrid", cached, **weights)
+        rank = ranker(backend, events, "hybrid", cached, model, **weights)
         table.append([len(set(ev) & set(rank(text, ws)[:10])) / len(set(ev)) for text, ws, ev in questions])
     _set_constants(shipped)
     scores = np.array(table)
@@ -223,9 +244,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--cv", action="store_true", help="leave-one-conversation-out CV of the fusion constants")
     parser.add_argument("--dense-share", type=float, default=None,
                         help="override urchin.index.hybrid.DENSE_SHARE (the embedder lists' weight) for this run")
+    parser.add_argument("--no-associations", action="store_true",
+                        help="the token-cosine leg without the associations learned from the journal")
     parser.add_argument("--split", default="conv-26,conv-30",
                         help="conversations reported apart from the rest (the rest are the check)")
     args = parser.parse_args(argv)
+    global LEARNED
+    LEARNED = not args.no_associations
     if args.dense_share is not None:
         hybrid_module.DENSE_SHARE = args.dense_share
         print(f"DENSE_SHARE {args.dense_share} (shipped: see urchin/index/hybrid.py)")
@@ -243,8 +268,9 @@ def main(argv: list[str] | None = None) -> None:
         first = set(args.split.split(","))
         parts = {"all": questions, args.split: [q for q in questions if q[1] in first],
                  "rest": [q for q in questions if q[1] not in first]}
+        model = learned(events)
         for method in args.method or METHODS:
-            rank = ranker(backend, events, method, embedder, **weights)
+            rank = ranker(backend, events, method, embedder, model, **weights)
             for label, subset in parts.items():
                 started = time.perf_counter()
                 mean = measure(rank, subset)

@@ -437,6 +437,76 @@ def test_a_question_naming_a_source_favours_its_chunks_in_each_leg(pg_settings: 
         assert ids(memory.context(query=question, strategy="keyword"))[0] == "c"
 
 
+def test_priors_multiply_a_total_after_context_as_in_token_cosine() -> None:
+    """A named speaker's turn counts double, but the reply after it gets context from its plain score:
+    the prior is not passed on to neighbours (token-cosine multiplies its smoothed scores the same way)."""
+    from datetime import UTC, datetime
+
+    from urchin.index.base import ContextRow
+    from urchin.index.hybrid import with_context
+
+    at = datetime(2026, 1, 1, tzinfo=UTC)
+    rows = [ContextRow("named", "named", 0, 1.0, "conversation", at, prior=2.0),      # the named speaker
+            ContextRow("named", "reply", 1, 0.0, "conversation", at),                 # holds no word
+            ContextRow("other", "other", 0, 0.4, "conversation", at)]
+    hits = with_context(rows, 0.5, 10)
+    assert [(h.chunk_id, h.raw) for h in hits] == [("named", 2.0), ("reply", 0.5), ("other", 0.4)]
+    # the leg's rows carry plain scores and the factor apart
+    assert with_context([*rows[:2], ContextRow("other", "other", 0, 0.6, "conversation", at)], 0.5, 10)[1].chunk_id \
+        == "other"
+
+
+def test_the_legs_rows_carry_plain_scores_and_their_prior_apart(pg_settings: Settings) -> None:
+    from urchin.index.base import Filter
+    from urchin.index.postgres import PostgresIndex
+    from urchin.index.sparse import term_ids, to_sparsevec, tokens
+
+    events = [{"id": "g", "content": "the cache eviction plan is ready", "source": "gemini", "session": "s",
+               "timestamp": "2026-01-01T10:00:00Z"},
+              {"id": "r", "content": "great, thanks", "source": "claude", "session": "s",
+               "timestamp": "2026-01-01T10:01:00Z"}]
+    with Memory(pg_settings) as memory:
+        memory.ingest(events)
+        memory.index()
+    backend = PostgresIndex(pg_settings.database_url or "")
+    try:
+        terms = list(term_ids(tokens("cache eviction")))
+        vector = to_sparsevec(dict.fromkeys(terms, 1.0))
+        plain = {r.chunk_id: r for r in backend.sparse(vector, terms, Filter(), 10, 1)}
+        named = {r.chunk_id: r for r in backend.sparse(vector, terms, Filter(), 10, 1, named=["gemini"])}
+    finally:
+        backend.close()
+    assert named["g"].score == plain["g"].score > 0 and named["r"].score == plain["r"].score == 0
+    assert (named["g"].prior, named["r"].prior, plain["g"].prior) == (2.0, 1.0, 1.0)
+
+
+def test_the_token_cosine_leg_uses_the_associations_learned_from_the_journal(
+        pg_settings: Settings, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A question's word that the answer lacks, but that shares sessions with the answer's words, finds
+    it through the token-cosine view's learned associations (made-up words: no thesaurus entry)."""
+    import random
+
+    import urchin.index.hybrid as hybrid
+
+    rng = random.Random(7)
+    topics = [["zorblat", "quenmix", "vandrel", "plixor", "drumvel", "oskarn"],
+              ["fennack", "glorbit", "hastrel", "ivmora", "jextil", "kolvane"],
+              ["lumbrix", "morvash", "nektal", "orbisk", "prazzle", "quintor"]]
+    filler = ["git", "status", "pytest", "passed", "read", "edit", "file", "diff"]
+    events = [{"id": f"s{s}-{turn}", "content": " ".join(rng.sample(topics[s % 3], 2) + rng.sample(filler, 3)),
+               "session": f"s{s}", "timestamp": f"2026-01-{1 + s % 28:02d}T10:{turn:02d}:00Z"}
+              for s in range(24) for turn in range(4)]    # a topic's word in fewer than 20 chunks: not "common"
+    events.append({"id": "answer", "content": "quenmix with vandrel through the plixor", "session": "late",
+                   "timestamp": "2026-02-01T10:00:00Z"})
+    with Memory(pg_settings) as memory:
+        memory.ingest(events)
+        memory.index()
+        found = ids(memory.context(query="zorblat", strategy="semantic", session="late"))
+        monkeypatch.setattr(hybrid, "LEARNED", 0.0)
+        without = ids(memory.context(query="zorblat", strategy="semantic", session="late"))
+    assert found == ["answer"] and without == []
+
+
 def test_a_query_never_waits_behind_another_feeders_locks(pg_settings: Settings) -> None:
     """The inline catch-up of a query gives up on a lock another feeder holds (the daemon's index
     process, at the lowest priority, may hold it for long) and answers from the index as it is."""

@@ -179,6 +179,30 @@ def test_associations_are_built_saved_beside_the_index_and_reloaded(memory: Memo
     assert view.index.assoc is not None and view.index.assoc.rows == 200
 
 
+@freeze_time(NOW)
+def test_another_ranking_gets_the_associations_a_query_would_use(memory: Memory,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """`associations()` (search_context's token-cosine leg): a small journal's model built inline; a
+    large one's read from beside the saved index without loading the view; none for a large journal
+    whose model was never saved (one question must not build the whole view)."""
+    import urchin.search.semantic as semantic
+    from urchin.search.semantic import TokenCosineView
+
+    _sessions(memory, 60)
+    view = memory.cosine_view()
+    assert view.index_dir is not None
+    model = view.associations()
+    assert model is not None and model.rows == 120
+    assert view.save()
+    monkeypatch.setattr(semantic, "INLINE_ASSOC_ROWS", 100)      # 120 rows count as large from here on
+    cold = TokenCosineView(view.journal, view.index_dir)
+    saved = cold.associations()
+    assert saved is not None and saved.rows == 120 and not cold._opened   # the file alone was read
+    monkeypatch.setattr(semantic, "INLINE_ASSOC_BYTES", 1000)
+    never_saved = TokenCosineView(view.journal, view.index_dir.parent / "elsewhere")
+    assert never_saved.associations() is None and not never_saved._opened
+
+
 def test_the_seed_example_finds_a_decision_sharing_no_word_with_the_question() -> None:
     # urchin_semantic_search's own example, through the CLI: no model, the shipped thesaurus
     run_urchin("ingest", "--kind", "decision", "We switched login to OAuth with PKCE")

@@ -55,7 +55,9 @@ class LegHit:
 @dataclass(frozen=True, slots=True)
 class ContextRow:
     """A leg's candidate (`anchor == chunk_id`, distance 0) or one of its session neighbours (distance
-    -n / +n turns), each with its own score; `hybrid.with_context` turns these into ranked hits."""
+    -n / +n turns), each with its own score; `hybrid.with_context` turns these into ranked hits.
+    `prior`: what the chunk's total (its score and its neighbours') is multiplied by: 1 + the memory
+    prior for a memory, times 1 + the named-source prior for a source the question names."""
 
     anchor: str
     chunk_id: str
@@ -63,6 +65,7 @@ class ContextRow:
     score: float
     kind: str
     occurred_at: datetime
+    prior: float = 1.0
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,11 +25,12 @@ from urchin.index.schema import TS_CONFIG
 from urchin.index.sparse import idf, query_vector, term_id, term_ids, to_sparsevec, tokens
 from urchin.search import thesaurus
 from urchin.search.budget import CHARS_PER_TOKEN, TokenBudget
-from urchin.search.cosine import MEMORY_PRIOR, neighbour_weights
+from urchin.search.cosine import EXPAND_TERMS, MEMORY_PRIOR, neighbour_weights
 from urchin.search.tokens import named, terms_of
 from urchin.search.websearch import WebQuery, parse, split_websearch
 
 if TYPE_CHECKING:
+    from urchin.search.assoc import Associations
     from urchin.workspace.access import FileAccess
 
 __all__ = ["ContextResult", "run_context", "split_websearch", "pack", "CHARS_PER_TOKEN", "candidates_for"]
@@ -51,6 +52,7 @@ RANK_BUDGET = 1000                # the most candidates a leg ranks (see `plan`)
 PIVOT = 0.3
 RELATED = 0.5
 RELATED_TERMS = 80
+LEARNED = 0.1         # the learned associations in the token-cosine leg, per similarity (LoCoMo CV, round five)
 RELATED_MAX_SHARE = 0.02          # related words in more of the chunks than this add cost, not evidence
 # What an agent chose to remember (MEMORY_KINDS) counts MEMORY_PRIOR more in each leg, as in token-cosine
 # (the same constant); `memoryWeight` weighs memories again, in the fusion, as the caller asks.
@@ -141,16 +143,17 @@ def _with_own(flt: Filter, sub: WebQuery) -> Filter:
 
 
 def run_context(backend: IndexBackend, p: ContextParams, embedder: Embedder | None = None,
-                index_info: dict[str, Any] | None = None, files: FileAccess | None = None) -> ContextResult:
+                index_info: dict[str, Any] | None = None, files: FileAccess | None = None,
+                assoc: Associations | None = None) -> ContextResult:
     """The answer; "quoted phrases" filter every leg, but an answer that no result survives is not
     silently empty: when no chunk within the filters holds a phrase, the phrases' words are searched
     as bare words instead (-exclusions still hold) and `coverage.relaxed` says so."""
-    result = _run_context(backend, p, embedder, index_info, files)
+    result = _run_context(backend, p, embedder, index_info, files, assoc)
     phrases = parse(p.query).phrases
     # only when no candidate held the phrases at all (not when minScore or a cap dropped them)
     if result.coverage["fusedCandidates"] or not phrases or '-"' in p.query:
         return result
-    loose = _run_context(backend, replace(p, query=p.query.replace('"', " ")), embedder, index_info, files)
+    loose = _run_context(backend, replace(p, query=p.query.replace('"', " ")), embedder, index_info, files, assoc)
     if not loose.results:
         return result
     loose.query = p.query
@@ -159,7 +162,8 @@ def run_context(backend: IndexBackend, p: ContextParams, embedder: Embedder | No
 
 
 def _run_context(backend: IndexBackend, p: ContextParams, embedder: Embedder | None,
-                 index_info: dict[str, Any] | None, files: FileAccess | None) -> ContextResult:
+                 index_info: dict[str, Any] | None, files: FileAccess | None,
+                 assoc: Associations | None) -> ContextResult:
     flt, depth, skipped, stats = _filter(p), candidates_for(p.limit), [], _Stats(backend)
     keyword = p.strategy in ("hybrid", "keyword") and p.full_text_weight > 0
     semantic = p.strategy in ("hybrid", "semantic") and p.semantic_weight > 0
@@ -173,13 +177,13 @@ def _run_context(backend: IndexBackend, p: ContextParams, embedder: Embedder | N
     if keyword and semantic:
         # the legs run at once, each on its own connection (the database works on two cores)
         with ThreadPoolExecutor(1) as pool:
-            other = pool.submit(_semantic_runs, backend.twin(), stats, p, flt, depth, embedder, skipped)
+            other = pool.submit(_semantic_runs, backend.twin(), stats, p, flt, depth, embedder, skipped, assoc)
             runs += _keyword_runs(backend, stats, p, flt, depth)
             runs += other.result()
     elif keyword:
         runs += _keyword_runs(backend, stats, p, flt, depth)
     elif semantic:
-        runs += _semantic_runs(backend, stats, p, flt, depth, embedder, skipped)
+        runs += _semantic_runs(backend, stats, p, flt, depth, embedder, skipped, assoc)
     classes = ([p.memory_weight] if p.include_memories else []) + ([1.0] if p.include_conversations else [])
     # The live leg is left out of the best possible score: scores mean the same in both modes.
     best = max(classes) * sum(run.weight / (p.k + 1) for run in runs) if runs else 0.0
@@ -241,7 +245,7 @@ def _keyword_runs(backend: IndexBackend, stats: _Stats, p: ContextParams, flt: F
             run.method += f", the best {RANK_BUDGET} candidates gathered in tiers"
         rows = backend.keyword(words, sub.constraint, _with_own(flt, sub), depth, _turns("keyword"), sub.every,
                                tiers, RANK_BUDGET, _prior(p), stats.named)
-        run.hits = with_context(rows, CONTEXT["keyword"], depth, _prior(p))
+        run.hits = with_context(rows, CONTEXT["keyword"], depth)
         runs.append(run)
     return runs
 
@@ -285,7 +289,8 @@ def plan(df: dict[Any, int], n_docs: int, most: int) -> tuple[list[Any], list[Ti
 
 
 def _semantic_runs(backend: IndexBackend, stats: _Stats, p: ContextParams, flt: Filter, depth: int,
-                   embedder: Embedder | None, skipped: list[str]) -> list[LegRun]:
+                   embedder: Embedder | None, skipped: list[str], assoc: Associations | None = None
+                   ) -> list[LegRun]:
     """Token-cosine lists always; with an embedder, its dense lists too, at `DENSE_SHARE` of the weight.
 
     A small general-purpose model alone ranks conversational evidence far below token-cosine
@@ -302,7 +307,7 @@ def _semantic_runs(backend: IndexBackend, stats: _Stats, p: ContextParams, flt: 
         sub = parse(run.query)     # -exclusions and OR are no scoring terms: they filter (see _filter)
         weights, df, n_docs = _query_weights(stats, sub.positive, backend)
         rows = []
-        related = _related_weights(stats, sub, weights, backend)
+        related = _related_weights(stats, sub, weights, backend, assoc)
         if weights or related:
             # the terms that pick candidates (every term still scores): see `plan`
             terms, tiers = plan({t: df.get(t, 0) for t in weights}, n_docs, MAX_CANDIDATE_TERMS)
@@ -317,13 +322,13 @@ def _semantic_runs(backend: IndexBackend, stats: _Stats, p: ContextParams, flt: 
                         terms.append(term)
                         room -= stats.df.get(term, 0)
             if related:
-                run.method += f", {len(related)} related words (thesaurus)"
+                run.method += f", {len(related)} related words (thesaurus{', learned' if assoc else ''})"
             if terms:
                 pivot = ((1 - PIVOT) * backend.norm_mean(n_docs or stats.n_docs), PIVOT)
                 rows = backend.sparse(to_sparsevec({**related, **weights}), [] if tiers else terms,
                                       _with_own(flt, sub), depth, _turns("semantic"), tiers, RANK_BUDGET, pivot,
                                       _prior(p), stats.named)
-        run.hits = with_context(rows, CONTEXT["semantic"], depth, _prior(p))
+        run.hits = with_context(rows, CONTEXT["semantic"], depth)
     if embedder is None:
         return runs
     dense = [LegRun("semantic", origin, text, weight * DENSE_SHARE, "") for origin, text, weight in subs]
@@ -360,45 +365,54 @@ def _prior(p: ContextParams) -> float:
     return MEMORY_PRIOR if p.include_memories and p.memory_weight > 0 else 0.0
 
 
-def _related_weights(stats: _Stats, sub: WebQuery, own: dict[int, float], via: IndexBackend | None = None
-                     ) -> dict[int, float]:
-    """The thesaurus's words related to the question (see urchin.search.thesaurus), as token-cosine
-    query weights: RELATED x nearness x idf^2, the idf capped at the mean of the question's own words
-    (a rare related word never outweighs the words typed; uncapped when no word of the question is
-    indexed); words in no chunk, or in more than RELATED_MAX_SHARE of them, or among the -words, are
-    left out."""
-    if RELATED <= 0:
-        return {}
+def _related_weights(stats: _Stats, sub: WebQuery, own: dict[int, float], via: IndexBackend | None = None,
+                     assoc: Associations | None = None) -> dict[int, float]:
+    """Words related to the question, as token-cosine query weights, the way token-cosine adds them:
+    the thesaurus's (see urchin.search.thesaurus) at RELATED x nearness, then up to EXPAND_TERMS of the
+    associations learned from the journal (`assoc`, the token-cosine view's) at EXPAND x similarity
+    (at most 1); each times idf^2, the idf capped at the mean of the question's own words (a rare
+    related word never outweighs the words typed; uncapped when no word of the question is indexed).
+    Words in no chunk, or in more than RELATED_MAX_SHARE of them, or among the -words, are left out."""
     excluded = terms_of(sub.excluded)
+    words = tokens(sub.positive)
     near: dict[int, float] = {}
-    for term, closeness in thesaurus.default().expand(tokens(sub.positive), n=RELATED_TERMS):
-        tid = term_id(term)
-        if tid not in own and term not in excluded:
-            near.setdefault(tid, closeness)
-    if not near:
+    if RELATED > 0:
+        for term, closeness in thesaurus.default().expand(words, n=RELATED_TERMS):
+            tid = term_id(term)
+            if tid not in own and term not in excluded:
+                near.setdefault(tid, RELATED * closeness)
+    learned: list[tuple[int, float]] = []
+    if assoc is not None and LEARNED > 0:
+        learned = [(tid, min(LEARNED * sim, 1.0)) for term, sim in assoc.expand(words, n=EXPAND_TERMS * 3)
+                   if (tid := term_id(term)) not in own and tid not in near and term not in excluded]
+    if not near and not learned:
         return {}
-    df, n_docs = stats.get(list(near), via)
+    df, n_docs = stats.get([*near, *(t for t, _ in learned)], via)
+    most = max(RELATED_MAX_SHARE * n_docs, 50)
+    for tid, weight in [(t, w) for t, w in learned if 0 < df.get(t, 0) <= most][:EXPAND_TERMS]:
+        near.setdefault(tid, weight)
     own_df, _ = stats.get(list(own), via)
     own_idf = [idf(own_df[t], n_docs) for t in own if t in own_df]
     cap = sum(own_idf) / len(own_idf) if own_idf else math.inf
-    most = max(RELATED_MAX_SHARE * n_docs, 50)
-    return {t: RELATED * closeness * min(idf(df[t], n_docs), cap) ** 2
-            for t, closeness in near.items() if 0 < df.get(t, 0) <= most}
+    return {t: weight * min(idf(df[t], n_docs), cap) ** 2 for t, weight in near.items() if 0 < df.get(t, 0) <= most}
 
 
 def _turns(leg: str) -> int:
     return len(neighbour_weights(CONTEXT[leg], CONTEXT_TURNS[leg]))
 
 
-def with_context(rows: Sequence[ContextRow], context: float, limit: int, prior: float = 0.0) -> list[LegHit]:
+def with_context(rows: Sequence[ContextRow], context: float, limit: int) -> list[LegHit]:
     """Rank the leg's candidates and their neighbours by own score + each neighbour's, weighted by
-    `neighbour_weights` (the rule token-cosine uses); a memory's total counts 1 + `prior` times."""
+    `neighbour_weights` (the rule token-cosine uses), times the row's prior (memory, named source)."""
     score: dict[str, float] = {}
     meta: dict[str, tuple[str, datetime]] = {}
     around: dict[str, dict[str, int]] = {}
+    factor: dict[str, float] = {}
     for row in rows:
         score[row.chunk_id] = row.score
         meta[row.chunk_id] = (row.kind, row.occurred_at)
+        if row.prior != 1.0:
+            factor[row.chunk_id] = row.prior
         if row.distance:
             around.setdefault(row.anchor, {})[row.chunk_id] = row.distance
     # two neighbours on either side of one anchor are up to twice its reach apart
@@ -416,8 +430,8 @@ def with_context(rows: Sequence[ContextRow], context: float, limit: int, prior: 
                  for c, s in score.items()}
     else:
         total = {r.chunk_id: r.score for r in rows if r.distance == 0}
-    if prior > 0:
-        total = {c: s * (1 + prior) if meta[c][0] in MEMORY_KINDS else s for c, s in total.items()}
+    if factor:
+        total = {c: s * factor.get(c, 1.0) for c, s in total.items()}
     ranked = sorted(total, key=lambda c: (-total[c], -meta[c][1].timestamp(), c))[:limit]
     return [LegHit(c, total[c], meta[c][0], meta[c][1]) for c in ranked]
 

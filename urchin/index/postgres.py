@@ -586,46 +586,51 @@ class PostgresIndex:
         first `budget` that the steps gather in order, each step's last RECENT_DAYS first: a UNION ALL
         under one LIMIT, so PostgreSQL stops reading (and scoring) once the budget is full. The parts
         are disjoint (a step leaves out what the step before it held, and the older half what the
-        recent half held), so the budget counts distinct chunks. A chunk whose source is one of `named`
-        (the sources the question names) scores 1 + NAMED_SOURCE_PRIOR times its own score."""
+        recent half held), so the budget counts distinct chunks.
+
+        Priors multiply a chunk's total after its neighbours' scores are added (as token-cosine
+        multiplies its smoothed scores): each row carries its factor, 1 + `prior` for a memory times
+        1 + NAMED_SOURCE_PRIOR when its source is one of `named` (the sources the question names); the
+        top `limit` are chosen by score times factor. A neighbour of a named speaker's turn gets the
+        context of that turn's plain score, not of its boosted one."""
         where, fargs = _where(flt)
         args = {**args, **fargs, "limit": limit, "turns": turns}
+        factor = "1.0"
+        if prior > 0:
+            args.update({"memory_kinds": list(MEMORY_KINDS), "prior": 1.0 + prior})
+            factor = "CASE WHEN {t}kind = ANY(%(memory_kinds)s) THEN %(prior)s ELSE 1 END"
         if named and NAMED_SOURCE_PRIOR > 0:
             args.update({"named_sources": list(named), "source_prior": 1.0 + NAMED_SOURCE_PRIOR})
-            score = f"({score}) * CASE WHEN {{t}}source = ANY(%(named_sources)s) THEN %(source_prior)s ELSE 1 END"
+            factor += " * CASE WHEN {t}source = ANY(%(named_sources)s) THEN %(source_prior)s ELSE 1 END"
         if steps:
             args.update({"budget": budget, "recent": timedelta(days=RECENT_DAYS)})
             parts = []
             for i, step in enumerate(steps):
                 own = f"{step} AND NOT ({steps[i - 1]})" if i else step
                 for window in ("occurred_at >= now() - %(recent)s", "occurred_at < now() - %(recent)s"):
-                    parts.append(f"(SELECT chunk_id, session, occurred_at, kind, {score.format(t='')} AS s "
-                                 f"FROM urchin_chunks, {source} WHERE {own} AND {window} {where} LIMIT %(budget)s)")
-            ranked = f"SELECT chunk_id, session, occurred_at, kind, s FROM ({' UNION ALL '.join(parts)} " \
+                    parts.append(f"(SELECT chunk_id, session, occurred_at, kind, {score.format(t='')} AS s, "
+                                 f"{factor.format(t='')} AS f FROM urchin_chunks, {source} "
+                                 f"WHERE {own} AND {window} {where} LIMIT %(budget)s)")
+            ranked = f"SELECT chunk_id, session, occurred_at, kind, s, f FROM ({' UNION ALL '.join(parts)} " \
                      "LIMIT %(budget)s) AS g"
         else:
-            ranked = (f"SELECT chunk_id, session, occurred_at, kind, {score.format(t='')} AS s "
-                      f"FROM urchin_chunks, {source} WHERE {match} {where}")
-        # the top `limit` by the score the caller ranks by: a memory's counts 1 + prior (see hybrid.MEMORY_PRIOR)
-        order = "s"
-        if prior > 0:
-            args.update({"memory_kinds": list(MEMORY_KINDS), "prior": 1.0 + prior})
-            order = "s * CASE WHEN kind = ANY(%(memory_kinds)s) THEN %(prior)s ELSE 1 END"
+            ranked = (f"SELECT chunk_id, session, occurred_at, kind, {score.format(t='')} AS s, "
+                      f"{factor.format(t='')} AS f FROM urchin_chunks, {source} WHERE {match} {where}")
         base = (f"WITH c AS MATERIALIZED (SELECT * FROM ({ranked}) AS r "
-                f"ORDER BY {order} DESC, occurred_at DESC, chunk_id LIMIT %(limit)s) "
-                "SELECT chunk_id, chunk_id, 0, s, kind, occurred_at FROM c")
+                f"ORDER BY s * f DESC, occurred_at DESC, chunk_id LIMIT %(limit)s) "
+                "SELECT chunk_id, chunk_id, 0, s, kind, occurred_at, f FROM c")
         if turns > 0:
             ywhere, _ = _where(flt, alias="y.")
             side = ("(SELECT y.chunk_id, {sign} row_number() OVER (ORDER BY y.occurred_at {dir}) AS dist, "
-                    f"{score.format(t='y.')} AS s, y.kind, y.occurred_at FROM urchin_chunks y "
-                    "WHERE y.session = c.session AND y.occurred_at {op} c.occurred_at " + ywhere + near +
-                    " ORDER BY y.occurred_at {dir} LIMIT %(turns)s)")
-            base += (f" UNION ALL SELECT c.chunk_id, x.chunk_id, x.dist, x.s, x.kind, x.occurred_at "
+                    f"{score.format(t='y.')} AS s, y.kind, y.occurred_at, {factor.format(t='y.')} AS f "
+                    "FROM urchin_chunks y WHERE y.session = c.session AND y.occurred_at {op} c.occurred_at "
+                    + ywhere + near + " ORDER BY y.occurred_at {dir} LIMIT %(turns)s)")
+            base += (f" UNION ALL SELECT c.chunk_id, x.chunk_id, x.dist, x.s, x.kind, x.occurred_at, x.f "
                      f"FROM c, {source}, LATERAL ({side.format(sign='-', dir='DESC', op='<')} UNION ALL "
                      f"{side.format(sign='', dir='ASC', op='>')}) AS x WHERE c.session IS NOT NULL")
         with self.conn.transaction():
             rows = self.conn.execute(base, args).fetchall()
-        return [ContextRow(r[0], r[1], int(r[2]), float(r[3]), r[4], r[5]) for r in rows]
+        return [ContextRow(r[0], r[1], int(r[2]), float(r[3]), r[4], r[5], float(r[6])) for r in rows]
 
     def dense(self, model: str, vector: Sequence[float], flt: Filter, limit: int,
               dim: int | None = None) -> list[LegHit]:

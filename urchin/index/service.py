@@ -25,6 +25,7 @@ from urchin.workspace.roots import DEFAULT_SIZE_CAP
 
 if TYPE_CHECKING:
     from urchin.index.files import FileIndexReport
+    from urchin.search.assoc import Associations
     from urchin.workspace.access import FileAccess
 
 __all__ = ["IndexService", "INLINE_CATCH_UP_BYTES"]
@@ -178,8 +179,8 @@ class IndexService:
             return report
 
     @_database_errors
-    def context(self, params: ContextParams, catch_up: bool = True,
-                files: FileAccess | None = None) -> ContextResult:
+    def context(self, params: ContextParams, catch_up: bool = True, files: FileAccess | None = None,
+                assoc: Associations | None = None) -> ContextResult:
         with self._lock:
             backend = self.backend
             key = str(self.journal.path)
@@ -192,7 +193,7 @@ class IndexService:
             info: dict[str, Any] = {"behindJournalBytes": max(0, behind)}
             if behind > 0:
                 info["note"] = "the index is behind the journal; run `urchin index` (the daemon feeds it continuously)"
-            return run_context(backend, params, self.embedder, info, files)
+            return run_context(backend, params, self.embedder, info, files, assoc)
 
     @_database_errors
     def search_team(self, query: str, since_ms: int, limit: int, filters: dict[str, str | None]) -> list[Event]:

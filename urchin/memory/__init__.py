@@ -89,7 +89,8 @@ class Memory:
         self._hot = HotViews(self._journal)
         self._workspace = Workspace(settings, lambda: self.ingestor.redactor)
         self._semantic = SemanticViews(settings, self._journal, self.locate)
-        self._index = HybridIndex(settings, self._journal, self._workspace, self.get)
+        self._index = HybridIndex(settings, self._journal, self._workspace, self.get,
+                                  lambda: self._semantic.cosine().associations())
         self._capture = Capture(settings, lambda: self.ingestor.ingest)
         self._forgetting = Forgetting(settings, self._journal, self._substring, lambda: self.ingestor,
                                       self._semantic, self._index)

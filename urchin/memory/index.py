@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from urchin.index.files import FileIndexReport
     from urchin.index.hybrid import ContextResult
     from urchin.index.service import IndexService
+    from urchin.search.assoc import Associations
     from urchin.workspace.access import FileAccess
 
 __all__ = ["HybridIndex", "IndexRun", "MAX_DOCUMENT_BYTES", "adopt_embedded", "stop_embedded"]
@@ -64,11 +65,12 @@ class HybridIndex:
     """The PostgreSQL hybrid index as `Memory` uses it. Part of `Memory`; `close()` releases it."""
 
     def __init__(self, settings: Settings, journal: Journal, workspace: Workspace,
-                 get: Callable[[str], Event]) -> None:
+                 get: Callable[[str], Event], associations: Callable[[], Associations | None] = lambda: None) -> None:
         self._settings = settings
         self._journal = journal
         self._workspace = workspace
         self._get = get
+        self._associations = associations    # the token-cosine view's learned associations, for its leg
         self._service: IndexService | None = None
 
     @property
@@ -89,7 +91,8 @@ class HybridIndex:
         from urchin.index.params import ContextParams
 
         parsed = ContextParams.parse(params, now=now) if params is not None else ContextParams.build(now=now, **kwargs)
-        return self.service.context(parsed, files=self._workspace.files)
+        learned = self._associations() if parsed.strategy in ("hybrid", "semantic") else None
+        return self.service.context(parsed, files=self._workspace.files, assoc=learned)
 
     def feed(self, rebuild: bool, follow: bool, on_progress: Callable[[int, int], None] | None,
              stop: threading.Event | None) -> FeedReport:

@@ -25,7 +25,8 @@ from urchin.search.query import check_limit, check_query
 from urchin.search.thesaurus import Thesaurus
 from urchin.search.tokens import named, tokenize
 
-__all__ = ["IndexState", "Scored", "TokenCosineIndex", "event_terms", "MEMORY_PRIOR", "NAMED_SOURCE_PRIOR"]
+__all__ = ["IndexState", "Scored", "TokenCosineIndex", "event_terms", "MEMORY_PRIOR", "NAMED_SOURCE_PRIOR", "EXPAND",
+           "EXPAND_TERMS"]
 
 _FREEZE_POSTINGS = 1 << 18  # pending postings frozen into a CSR segment beyond this
 _MAX_MERGE_POSTINGS = 1 << 22  # segments are not merged beyond this: a merge needs old + new in memory
@@ -36,6 +37,7 @@ _SAMPLED_TOP = 64     # a ranking over more than this many rows per result looks
 _EXPAND_DF = 0.02  # related terms in more than this share of events are not added to a query (cost)
 MEMORY_PRIOR = 1.0  # a memory's score counts 1 + this (see TokenCosineIndex's `memory`)
 NAMED_SOURCE_PRIOR = 1.0  # an event from a source the query names counts 1 + this (`named_source`)
+EXPAND, EXPAND_TERMS = 0.3, 5   # learned associations: weight per similarity, and how many a query gets
 
 
 @dataclass(slots=True)
@@ -88,8 +90,8 @@ class TokenCosineIndex:
     freeze_postings = _FREEZE_POSTINGS
     max_merge_postings = _MAX_MERGE_POSTINGS
 
-    def __init__(self, *, context: float = 0.5, context_turns: int = 3, expand: float = 0.3,
-                 expand_terms: int = 5, session: float = 1.0, session_slots: float = 1,
+    def __init__(self, *, context: float = 0.5, context_turns: int = 3, expand: float = EXPAND,
+                 expand_terms: int = EXPAND_TERMS, session: float = 1.0, session_slots: float = 1,
                  kind: float = 0.5, related: float = 0.5, related_terms: int = 80, pivot: float = 0.3,
                  memory: float = MEMORY_PRIOR, named_source: float = NAMED_SOURCE_PRIOR) -> None:
         """`context` weighs a session neighbour's match, times `context` per step of distance.

@@ -44,6 +44,7 @@ BULK_BYTES = 64 << 20  # a backlog this large is tokenised by worker processes, 
 # holds evidence half as often as the rest's.
 WEAK_SCORE = 0.15
 INLINE_ASSOC_ROWS = 20_000  # up to this many events, associations are (re)built before a query; beyond, at save
+INLINE_ASSOC_BYTES = 16 << 20  # a journal past this (~30k events) is not loaded only for its associations
 
 
 def _match(hit: Hit) -> float:
@@ -233,6 +234,25 @@ class TokenCosineView:
             return
         if index.assoc is None or index.assoc.stale(len(index)):
             index.assoc = assoc.build(index)
+
+    def associations(self) -> assoc.Associations | None:
+        """The learned associations a token-cosine query would use now, for another ranking (the token-
+        cosine leg of `search_context`). A large journal's model is the one saved beside the index
+        (rebuilt at each save), read alone when this view is not loaded, and none until one is saved
+        (building the whole view for one question would take minutes); a small journal's is built
+        inline, as a query here would."""
+        if not self.index.expand:
+            return None
+        with self._lock:
+            if not self._opened:
+                saved = assoc.load(assoc.path_beside(self.index_dir)) if self.index_dir is not None else None
+                if saved is not None and saved.rows > INLINE_ASSOC_ROWS:
+                    return saved
+                if self.journal.size() > INLINE_ASSOC_BYTES:
+                    return None
+            self._catch_up()
+            self._assoc_if_stale()
+            return self.index.assoc
 
     def _save_if_due(self) -> None:
         saved = max(self._saved[0], 0)
