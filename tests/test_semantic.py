@@ -201,6 +201,10 @@ def test_another_ranking_gets_the_associations_a_query_would_use(memory: Memory,
     monkeypatch.setattr(semantic, "INLINE_ASSOC_BYTES", 1000)
     never_saved = TokenCosineView(view.journal, view.index_dir.parent / "elsewhere")
     assert never_saved.associations() is None and not never_saved._opened
+    with view._lock:      # the view is catching up (another thread): no waiting, the model it has
+        assert view.associations() is model
+    _sessions(memory, 40, start=60)                   # a backlog past the inline size: not caught up here
+    assert view.associations() is model and view.next_offset < view.journal.size()
 
 
 def test_the_seed_example_finds_a_decision_sharing_no_word_with_the_question() -> None:

@@ -237,22 +237,30 @@ class TokenCosineView:
 
     def associations(self) -> assoc.Associations | None:
         """The learned associations a token-cosine query would use now, for another ranking (the token-
-        cosine leg of `search_context`). A large journal's model is the one saved beside the index
-        (rebuilt at each save), read alone when this view is not loaded, and none until one is saved
-        (building the whole view for one question would take minutes); a small journal's is built
-        inline, as a query here would."""
+        cosine leg of `search_context`), without ever making that ranking wait on this view's work.
+        A large journal's model is the one saved beside the index (rebuilt at each save), read alone
+        when this view is not loaded, and none until one is saved (building the whole view for one
+        question would take minutes); a small journal's is built inline, as a query here would. While
+        the view is busy (a catch-up, a large backlog) the model it has is the answer."""
         if not self.index.expand:
             return None
-        with self._lock:
+        if not self._lock.acquire(blocking=False):
+            return self.index.assoc
+        try:
+            backlog = self.journal.size() - self.next_offset
             if not self._opened:
                 saved = assoc.load(assoc.path_beside(self.index_dir)) if self.index_dir is not None else None
                 if saved is not None and saved.rows > INLINE_ASSOC_ROWS:
                     return saved
-                if self.journal.size() > INLINE_ASSOC_BYTES:
+                if backlog > INLINE_ASSOC_BYTES:
                     return None
+            elif backlog > INLINE_ASSOC_BYTES:
+                return self.index.assoc
             self._catch_up()
             self._assoc_if_stale()
             return self.index.assoc
+        finally:
+            self._lock.release()
 
     def _save_if_due(self) -> None:
         saved = max(self._saved[0], 0)
