@@ -60,6 +60,7 @@ def _learned(folder: Path, journal: Journal) -> Any:
     view = TokenCosineView(journal, folder / "cosine")
     model = view.associations()
     if model is None:
+        view.catch_up()
         view.save()
         model = view.associations()
     return model

@@ -501,6 +501,9 @@ def test_the_token_cosine_leg_uses_the_associations_learned_from_the_journal(
     with Memory(pg_settings) as memory:
         memory.ingest(events)
         memory.index()
+        assert ids(memory.context(query="zorblat", strategy="semantic", session="late")) == []   # none saved yet
+        memory.semantic("zorblat")
+        assert memory.save_views()                  # what the daemon does every so often and at exit
         found = ids(memory.context(query="zorblat", strategy="semantic", session="late"))
         monkeypatch.setattr(hybrid, "LEARNED", 0.0)
         without = ids(memory.context(query="zorblat", strategy="semantic", session="late"))

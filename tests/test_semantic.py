@@ -180,31 +180,27 @@ def test_associations_are_built_saved_beside_the_index_and_reloaded(memory: Memo
 
 
 @freeze_time(NOW)
-def test_another_ranking_gets_the_associations_a_query_would_use(memory: Memory,
-                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    """`associations()` (search_context's token-cosine leg): a small journal's model built inline; a
-    large one's read from beside the saved index without loading the view; none for a large journal
-    whose model was never saved (one question must not build the whole view)."""
-    import urchin.search.semantic as semantic
+def test_another_ranking_gets_the_saved_associations_while_they_cover_the_journal(memory: Memory) -> None:
+    """`associations()` (search_context's token-cosine leg) reads the model a save wrote, never builds
+    or waits: none before a save, the same model in another process's view, none once the journal
+    is compacted (a forget: the model may hold forgotten words) until the next save."""
     from urchin.search.semantic import TokenCosineView
 
     _sessions(memory, 60)
     view = memory.cosine_view()
     assert view.index_dir is not None
-    model = view.associations()
-    assert model is not None and model.rows == 120
+    assert view.associations() is None                       # nothing saved yet
+    memory.semantic("authentication")
     assert view.save()
-    monkeypatch.setattr(semantic, "INLINE_ASSOC_ROWS", 100)      # 120 rows count as large from here on
-    cold = TokenCosineView(view.journal, view.index_dir)
-    saved = cold.associations()
-    assert saved is not None and saved.rows == 120 and not cold._opened   # the file alone was read
-    monkeypatch.setattr(semantic, "INLINE_ASSOC_BYTES", 1000)
-    never_saved = TokenCosineView(view.journal, view.index_dir.parent / "elsewhere")
-    assert never_saved.associations() is None and not never_saved._opened
-    with view._lock:      # the view is catching up (another thread): no waiting, the model it has
+    model = view.associations()
+    assert model is not None and model.rows == 120 and view.associations() is model   # read once
+    cold = TokenCosineView(view.journal, view.index_dir)     # another process: the view not loaded
+    other = cold.associations()
+    assert other is not None and other.terms == model.terms and not cold._opened
+    with view._lock:                                          # the view busy: no waiting
         assert view.associations() is model
-    _sessions(memory, 40, start=60)                   # a backlog past the inline size: not caught up here
-    assert view.associations() is model and view.next_offset < view.journal.size()
+    memory.forget_from({"query": "login", "confirm": True})  # compacts the journal: both files go
+    assert view.associations() is None and cold.associations() is None
 
 
 def test_the_seed_example_finds_a_decision_sharing_no_word_with_the_question() -> None:

@@ -8,6 +8,7 @@ mounts streamable HTTP at `/mcp` this way).
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
@@ -49,6 +50,7 @@ from urchin.tokens import TokenStore
 __all__ = ["build_app", "DaemonState", "MAX_BATCH_EVENTS", "VERSION"]
 
 MAX_BATCH_EVENTS = 1000
+log = logging.getLogger("urchin.daemon.app")
 
 try:
     VERSION = metadata.version("urchin-memory")
@@ -238,8 +240,9 @@ class _Intake:
             answer = await _ingest_one(self.state, body)
         except UrchinError as exc:
             status, answer = exc.status, _error_body(exc)
-        except Exception as exc:  # noqa: BLE001 - a 500 in the shape of every other error
+        except Exception as exc:  # noqa: BLE001 - a 500 in the shape of every other error, and logged
             status, answer = 500, _crash_body(exc)
+            log.error("POST /ingest failed: %s", answer["error"])   # redacted: the message may quote the event
         payload = orjson.dumps(answer)
         await send({"type": "http.response.start", "status": status,
                     "headers": [(b"content-length", str(len(payload)).encode()),

@@ -24,9 +24,10 @@ import orjson
 
 from urchin.config import ensure_private_dir, write_private
 from urchin.journal import Journal, JournalMark
+from urchin.search.assoc import path_beside
 from urchin.search.cosine import IndexState
 
-__all__ = ["FORMAT", "Reuse", "Saved", "StoreError", "discard", "load", "save"]
+__all__ = ["FORMAT", "Reuse", "Saved", "StoreError", "covers", "discard", "load", "save"]
 
 FORMAT = 2   # 2: the journal is marked by urchin.journal.JournalMark, the one mark every view uses
 _MANIFEST = "manifest.json"
@@ -113,11 +114,13 @@ def save(directory: Path, state: IndexState, offsets: np.ndarray, mark: JournalM
 
 
 def discard(directory: Path) -> bool:
-    """Delete the saved index (after a compaction it may hold forgotten events); False if none."""
+    """Delete the saved index and the associations learned from it (after a compaction they may hold
+    forgotten events); False if none."""
     if not directory.is_dir():
         return False
     with _locked(directory, fcntl.LOCK_EX):
         (directory / _MANIFEST).unlink(missing_ok=True)
+        path_beside(directory).unlink(missing_ok=True)
         for old in directory.iterdir():
             if old.is_dir() and old.name.startswith(("gen-", "tmp-gen-")):
                 shutil.rmtree(old, ignore_errors=True)
@@ -150,6 +153,17 @@ def _fsync_dir(path: Path) -> None:
 
 
 # ---- loading ------------------------------------------------------------------------------------
+def covers(directory: Path, journal: Journal) -> bool:
+    """Whether an index is saved in `directory` for `journal` as the file is now (same file, the part
+    it covered unchanged): a manifest read and the journal's ends, not the index."""
+    try:
+        manifest = orjson.loads((directory / _MANIFEST).read_bytes())
+        mark = JournalMark.from_dict(manifest["journal"]) if isinstance(manifest, dict) else None
+    except (OSError, orjson.JSONDecodeError, KeyError):
+        return False
+    return mark is not None and manifest.get("format") == FORMAT and not journal.replaced(mark)
+
+
 def load(directory: Path, journal: Path) -> Saved:
     """The saved index for `journal`; raises StoreError saying why there is none usable."""
     if not (directory / _MANIFEST).is_file():

@@ -44,7 +44,6 @@ BULK_BYTES = 64 << 20  # a backlog this large is tokenised by worker processes, 
 # holds evidence half as often as the rest's.
 WEAK_SCORE = 0.15
 INLINE_ASSOC_ROWS = 20_000  # up to this many events, associations are (re)built before a query; beyond, at save
-INLINE_ASSOC_BYTES = 16 << 20  # a journal past this (~30k events) is not loaded only for its associations
 
 
 def _match(hit: Hit) -> float:
@@ -95,6 +94,7 @@ class TokenCosineView:
         self._identity: tuple[int, int] | None = None  # (device, inode) of the journal followed
         self._saved = (-1, -1)  # (rows, next_offset) of the index on disk
         self._reuse: cosine_store.Reuse = {}
+        self._learned: tuple[tuple[int, int, int], assoc.Associations | None] | None = None  # see associations()
         self.forgotten = ForgetLog(journal)
 
     # ---- following the journal --------------------------------------------------------------
@@ -236,31 +236,26 @@ class TokenCosineView:
             index.assoc = assoc.build(index)
 
     def associations(self) -> assoc.Associations | None:
-        """The learned associations a token-cosine query would use now, for another ranking (the token-
-        cosine leg of `search_context`), without ever making that ranking wait on this view's work.
-        A large journal's model is the one saved beside the index (rebuilt at each save), read alone
-        when this view is not loaded, and none until one is saved (building the whole view for one
-        question would take minutes); a small journal's is built inline, as a query here would. While
-        the view is busy (a catch-up, a large backlog) the model it has is the answer."""
-        if not self.index.expand:
+        """The learned associations saved beside this view's index, for another ranking (the token-
+        cosine leg of `search_context`), while that saved index still covers the journal (not after a
+        compaction, which deletes both, or a replaced journal). Read from the file and kept until it
+        changes; never built, caught up or waited for here, so a question never waits on this view and
+        a daemon and a CLI get the same model. None until a save wrote one (catch-up saves every
+        SAVE_EVERY events, the daemon at its exit)."""
+        if not self.index.expand or self.index_dir is None:
             return None
-        if not self._lock.acquire(blocking=False):
-            return self.index.assoc
+        path = assoc.path_beside(self.index_dir)
         try:
-            backlog = self.journal.size() - self.next_offset
-            if not self._opened:
-                saved = assoc.load(assoc.path_beside(self.index_dir)) if self.index_dir is not None else None
-                if saved is not None and saved.rows > INLINE_ASSOC_ROWS:
-                    return saved
-                if backlog > INLINE_ASSOC_BYTES:
-                    return None
-            elif backlog > INLINE_ASSOC_BYTES:
-                return self.index.assoc
-            self._catch_up()
-            self._assoc_if_stale()
-            return self.index.assoc
-        finally:
-            self._lock.release()
+            info = path.stat()
+            if not cosine_store.covers(self.index_dir, self.journal):
+                return None
+        except OSError:
+            return None
+        key = (info.st_mtime_ns, info.st_size, info.st_ino)
+        cached = self._learned
+        if cached is None or cached[0] != key:
+            cached = self._learned = (key, assoc.load(path))
+        return cached[1]
 
     def _save_if_due(self) -> None:
         saved = max(self._saved[0], 0)
