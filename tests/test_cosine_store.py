@@ -27,7 +27,8 @@ def _items(start: int, n: int) -> list[dict]:
 
 
 def _view(settings: Settings, **kw: int) -> TokenCosineView:
-    return TokenCosineView(Memory(settings).journal, settings.index_dir / "cosine", **kw)
+    """A view that saves when asked only (save_every 0), unless a test sets its own cadence."""
+    return TokenCosineView(Memory(settings).journal, settings.index_dir / "cosine", **{"save_every": 0, **kw})
 
 
 def _results(view: TokenCosineView) -> list[list[tuple[str, float | None]]]:
@@ -281,3 +282,19 @@ def test_a_damaged_posting_found_at_query_time_rebuilds(memory: Memory, settings
     assert damaged.catch_up() == 0 and damaged.loaded_from_disk
     assert _results(damaged) == expected
     assert not damaged.loaded_from_disk and "damaged postings" in (damaged.rebuild_reason or "")
+
+
+def test_a_young_index_saves_at_doubling_sizes_so_its_associations_exist_early(memory: Memory,
+                                                                                settings: Settings) -> None:
+    """search_context reads the associations a save wrote: a young index saves at 256, 512, ... rows
+    (then every SAVE_EVERY events), not only once 10,000 events are in."""
+    view = TokenCosineView(memory.journal, _cosine_dir(settings))
+    memory.ingest(_items(0, 300))
+    view.catch_up()
+    assert view._saved[0] == 300 and view.associations() is not None      # saved by the catch-up itself
+    memory.ingest(_items(300, 200))
+    view.catch_up()
+    assert view._saved[0] == 300                                          # 500 rows: the next save is at 600
+    memory.ingest(_items(500, 100))
+    view.catch_up()
+    assert view._saved[0] == 600

@@ -39,6 +39,7 @@ log = logging.getLogger(__name__)
 
 _CATCH_UP_BYTES = 4 << 20
 SAVE_EVERY = 10_000  # events indexed since the last save (and 5% of the saved) that make `catch_up` save
+FIRST_SAVE = 256     # ...but a young index saves at 256, 512, 1,024 ... rows first
 BULK_BYTES = 64 << 20  # a backlog this large is tokenised by worker processes, in bulk mode
 # Below this best token-cosine score a match is weak: on LoCoMo, a sixth of the questions, whose top 10
 # holds evidence half as often as the rest's.
@@ -259,7 +260,10 @@ class TokenCosineView:
 
     def _save_if_due(self) -> None:
         saved = max(self._saved[0], 0)
-        due = len(self.index) - saved >= max(self.save_every, saved // 20)  # large: at most every 5%
+        # a young index saves at doubling sizes from FIRST_SAVE rows (search_context reads the learned
+        # associations a save writes), then every save_every events, and a large one at most every 5%
+        step = max(min(self.save_every, max(saved, FIRST_SAVE)), saved // 20)
+        due = len(self.index) - saved >= step
         if self.save_every and self.index_dir is not None and due:
             try:
                 self.save()
