@@ -12,7 +12,6 @@ import pytest
 from urchin.config import Settings
 from urchin.daemon.writer import GroupWriter
 from urchin.errors import DaemonError
-from urchin.event import Event
 from urchin.memory import Memory
 
 
@@ -132,26 +131,3 @@ def test_an_event_loop_request_cancelled_before_its_write_is_not_written(setting
     writer.close()
     journal = settings.journal_path.read_bytes()
     assert b'"kept"' in journal and b'"gone"' not in journal
-
-
-def test_a_failed_write_reaches_its_event_loop_waiter_and_no_other(settings: Settings) -> None:
-    memory = Memory(settings)
-    broken = Event(id=None, timestamp="2026-05-04T20:00:00.000Z", source="x", kind="note",  # type: ignore[arg-type]
-                   content="an id that is not a string breaks the write itself")
-    writer = GroupWriter(memory, gather_s=0.05)
-    writer.start()
-
-    async def main() -> list[object]:
-        with memory.journal.locked():   # the three requests queue up behind the lock: one group write
-            waiting = [asyncio.ensure_future(writer.append([memory.prepare({"id": "first", "content": "ok"})])),
-                       asyncio.ensure_future(writer.append([broken])),
-                       asyncio.ensure_future(writer.append([memory.prepare({"id": "after", "content": "ok"})]))]
-            await asyncio.sleep(0.1)
-        return await asyncio.wait_for(asyncio.gather(*waiting, return_exceptions=True), 10)
-
-    first, bad, after = asyncio.run(main())
-    writer.close()
-    assert isinstance(bad, AttributeError)   # the request that carried it hears why
-    assert [r[0].status for r in (first, after)] == ["appended", "appended"]  # type: ignore[index]
-    ids = [orjson.loads(line)["id"] for line in settings.journal_path.read_bytes().splitlines()]
-    assert ids == ["first", "after"]

@@ -268,10 +268,15 @@ def test_one_unserialisable_event_never_fails_the_others_in_its_write(settings: 
     assert _journal_ids(settings.home) == ["ok-0", "ok-1", "ok-2", "ok-3"]
 
 
+def _write_breaker() -> Event:
+    """Built past validation: an id that is not a string breaks the group write itself."""
+    return Event(id=None, timestamp="2026-05-04T20:00:00.000Z", source="x", kind="note",  # type: ignore[arg-type]
+                 content="an id that is not a string breaks the write itself")
+
+
 def test_a_request_that_breaks_the_group_write_fails_alone(settings: Settings) -> None:
     memory = Memory(settings)
-    broken = Event(id=None, timestamp="2026-05-04T20:00:00.000Z", source="x", kind="note",  # type: ignore[arg-type]
-                   content="an id that is not a string breaks the write itself")
+    broken = _write_breaker()
     writer = GroupWriter(memory, gather_s=0.05)
     writer.start()
     with memory.journal.locked():   # the writer waits for the lock while the next requests queue up behind it
@@ -283,6 +288,27 @@ def test_a_request_that_breaks_the_group_write_fails_alone(settings: Settings) -
     with pytest.raises(AttributeError):   # the request that carried it hears why
         bad.result(10)
     writer.close()
+    assert _journal_ids(settings.home) == ["first", "after"]
+
+
+def test_a_failed_write_reaches_its_event_loop_waiter_and_no_other(settings: Settings) -> None:
+    memory = Memory(settings)
+    broken = _write_breaker()
+    writer = GroupWriter(memory, gather_s=0.05)
+    writer.start()
+
+    async def main() -> list[object]:
+        with memory.journal.locked():   # the three requests queue up behind the lock: one group write
+            waiting = [asyncio.ensure_future(writer.append([memory.prepare({"id": "first", "content": "ok"})])),
+                       asyncio.ensure_future(writer.append([broken])),
+                       asyncio.ensure_future(writer.append([memory.prepare({"id": "after", "content": "ok"})]))]
+            await asyncio.sleep(0.1)
+        return await asyncio.wait_for(asyncio.gather(*waiting, return_exceptions=True), 10)
+
+    first, bad, after = asyncio.run(main())
+    writer.close()
+    assert isinstance(bad, AttributeError)   # the request that carried it hears why
+    assert [r[0].status for r in (first, after)] == ["appended", "appended"]  # type: ignore[index]
     assert _journal_ids(settings.home) == ["first", "after"]
 
 

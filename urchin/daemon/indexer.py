@@ -27,6 +27,7 @@ import site
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import IO
 
@@ -167,7 +168,6 @@ def main(stdin: IO[bytes], stdout: IO[bytes]) -> int:
     setup_logging(log_level)
     # SIGTERM keeps its default action: the child ends at once, even starved (killing it loses nothing:
     # each batch commits with its cursor, an index build left unfinished is built at the next start).
-    stop = threading.Event()
     signal.signal(signal.SIGINT, signal.SIG_IGN)      # the daemon decides what Ctrl-C means
     memory = Memory(settings)
     service = memory.index_service
@@ -189,7 +189,8 @@ def main(stdin: IO[bytes], stdout: IO[bytes]) -> int:
     for job in jobs:
         job.start()
     try:
-        while not stop.wait(PARENT_POLL_S):
+        while True:
+            time.sleep(PARENT_POLL_S)
             if os.getppid() != parent:       # the daemon died (SIGKILL): do not feed on alone
                 break
     finally:

@@ -125,14 +125,6 @@ class IndexService:
         return Feeder(backend or self.backend, self.journal, self.settings.device, embedder=self.embedder,
                       retry_for=retry_for, on_skip=self.record_skip, wait=wait)
 
-    def _feed_inline(self, cursor: int) -> int:
-        """A query feeds a small backlog itself, never waiting behind another feeder's locks (the
-        daemon's index process, at the lowest priority, may hold them for long on a busy machine): when
-        one is in the way the query answers from the index as it is. Returns the cursor after."""
-        try:
-            return self.feeder(wait=False).run_once().offset
-        except IndexBusyError:
-            return self.backend.cursor(self.settings.device, str(self.journal.path))
 
     def record_skip(self, event_id: str, reason: str) -> None:
         """A row the database refused (this process's feed, or the daemon's index process)."""
@@ -183,13 +175,9 @@ class IndexService:
                 assoc: Associations | None = None) -> ContextResult:
         with self._lock:
             backend = self.backend
-            key = str(self.journal.path)
             self._sync_forgotten()  # a forgotten event leaves the answers at once
-            cursor = backend.cursor(self.settings.device, key)
-            behind = self.journal.size() - cursor
-            if catch_up and 0 < behind <= INLINE_CATCH_UP_BYTES:
-                cursor = self._feed_inline(cursor)
-                behind = self.journal.size() - cursor
+            behind = self._catch_up() if catch_up else (
+                self.journal.size() - backend.cursor(self.settings.device, str(self.journal.path)))
             info: dict[str, Any] = {"behindJournalBytes": max(0, behind)}
             if behind > 0:
                 info["note"] = "the index is behind the journal; run `urchin index` (the daemon feeds it continuously)"
@@ -216,11 +204,16 @@ class IndexService:
         return events
 
     def _catch_up(self) -> int:
-        """Feed a small backlog inline; returns the bytes still behind."""
-        cursor = self.backend.cursor(self.settings.device, str(self.journal.path))
-        behind = self.journal.size() - cursor
-        if 0 < behind <= INLINE_CATCH_UP_BYTES:
-            cursor = self._feed_inline(cursor)
+        """Feed a small backlog inline; returns the bytes still behind. A query never waits behind
+        another feeder's locks (the daemon's index process, at the lowest priority, may hold them for
+        long on a busy machine): when one is in the way it answers from the index as it is."""
+        key = str(self.journal.path)
+        cursor = self.backend.cursor(self.settings.device, key)
+        if 0 < self.journal.size() - cursor <= INLINE_CATCH_UP_BYTES:
+            try:
+                cursor = self.feeder(wait=False).run_once().offset
+            except IndexBusyError:
+                cursor = self.backend.cursor(self.settings.device, key)
         return self.journal.size() - cursor
 
     @_database_errors
@@ -242,11 +235,8 @@ class IndexService:
     def known_sources(self) -> list[str]:
         """The sources the index holds (after catching up with the journal a little, as `context` does)."""
         with self._lock:
-            backend = self.backend
-            cursor = backend.cursor(self.settings.device, str(self.journal.path))
-            if 0 < self.journal.size() - cursor <= INLINE_CATCH_UP_BYTES:
-                self._feed_inline(cursor)
-            return backend.known_sources()
+            self._catch_up()
+            return self.backend.known_sources()
 
     @_database_errors
     def status(self) -> dict[str, Any]:
