@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 import random
 
 import numpy as np
@@ -399,3 +400,50 @@ def test_shortcuts_give_the_same_floats_as_the_full_passes(monkeypatch: pytest.M
     monkeypatch.setattr(cosine, "_SAMPLED_TOP", 1)           # always above a sampled floor
     assert run() == full
     assert any(full) or (since, until) == (1234, 1236)    # that window holds no match
+
+
+_FORK_RACE = """
+import subprocess, sys, threading, time
+import urchin.search.assoc as assoc
+import numpy as np
+from urchin.event import Event
+from urchin.search.cosine import TokenCosineIndex
+
+words = [f"w{i}" for i in range(400)]
+rng = np.random.default_rng(1)
+index = TokenCosineIndex()
+for n in range(3000):
+    text = " ".join(words[j] for j in rng.integers(0, len(words), 12))
+    index.add(Event(id=f"e{n}", timestamp="", content=text, ts_ms=1_700_000_000_000 + n, source="shell",
+                    kind="command", workspace=None, session=f"s{n // 20}"))
+done = []
+def build():
+    while not done:
+        assoc.build(index, dim=32)
+        print("built", flush=True)
+thread = threading.Thread(target=build, daemon=True)
+thread.start()
+end = time.monotonic() + float(sys.argv[1])
+while time.monotonic() < end:   # forks that run atfork handlers, as pg_ctl with user= does
+    subprocess.run(["true"], preexec_fn=lambda: None, check=True)
+done.append(1)
+thread.join(10)
+print("hung" if thread.is_alive() else "ok", flush=True)
+"""
+
+
+def test_blas_in_a_thread_survives_forks_from_another(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A fork running OpenBLAS's fork handlers while another thread is inside a threaded BLAS call hung
+    that call forever (the daemon's follower, building the associations while pg_ctl started). Every
+    Urchin process keeps BLAS on one thread: this fails (hangs, then times out) without that."""
+    script = tmp_path / "race.py"
+    script.write_text(_FORK_RACE)
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}  # even if a user set it
+    env["OPENBLAS_NUM_THREADS"] = "4"
+    done = subprocess.run([sys.executable, str(script), "1.5"], env=env, capture_output=True, text=True, timeout=60)
+    lines = done.stdout.split()
+    assert done.returncode == 0, done.stderr
+    assert lines[-1] == "ok" and lines.count("built") >= 2, done.stdout

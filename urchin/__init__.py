@@ -6,8 +6,17 @@ they use: `Memory`, `Event`, `Settings` and the error tree.
 
 from __future__ import annotations
 
+import os
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
+
+# BLAS runs on one thread in every Urchin process, set before numpy loads. OpenBLAS stops its worker
+# threads in a fork handler; a fork that runs such handlers (a subprocess started with `user=` or
+# `preexec_fn`, as the embedded server's pg_ctl is) while another thread is inside a threaded BLAS call
+# leaves that call waiting, at 100% of a core, for threads that are gone, forever. The daemon's
+# follower hung so in the associations' SVD (its views stopped, SIGTERM waited on it). Our BLAS work is
+# small and runs beside queries on few cores, where more threads only contend (tests/test_cosine.py).
+os.environ["OPENBLAS_NUM_THREADS"] = "1"
 
 __version__ = "0.1.0"
 
