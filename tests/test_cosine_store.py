@@ -298,3 +298,71 @@ def test_a_young_index_saves_at_doubling_sizes_so_its_associations_exist_early(m
     memory.ingest(_items(500, 100))
     view.catch_up()
     assert view._saved[0] == 600
+
+
+def test_a_daemon_view_learns_its_associations_in_a_child_process(memory: Memory, settings: Settings,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """`learn_apart` (the daemon): the associations' build held the GIL for seconds, so every query and
+    write waited. A save starts a child at the lowest priority that builds them from the saved index;
+    they are installed beside it and used: the model an in-process build makes, and none was built here
+    (nor before a query). A daemon's last save (learn=False) starts no child."""
+    import numpy as np
+
+    from urchin.search import assoc
+    from urchin.search.cosine import TokenCosineIndex
+
+    def in_this_process(*args: object, **kwargs: object) -> None:
+        raise AssertionError("associations built in the daemon's process")
+
+    memory.ingest(_items(0, 400))
+    view = _view(settings)
+    view.learn_apart = True
+    monkeypatch.setattr(assoc, "build", in_this_process)
+    assert view.catch_up() == 400
+    assert view.search("deploy cache", since_ms=None, limit=5, filters=Filters())
+    assert view.index.assoc is None
+    assert view.save() is True and view._learning is not None
+    view._learning.join(120)
+    learned = view.index.assoc
+    assert learned is not None and len(learned) > 0
+    assert assoc.path_beside(_cosine_dir(settings)).exists()
+    assert not list(settings.index_dir.glob(".cosine.learned.tmp"))
+    assert view.associations() is not None
+    monkeypatch.undo()
+    expected = assoc.build(TokenCosineIndex.from_state(view.index.state()))
+    assert learned.terms == expected.terms
+    assert np.array_equal(learned.vectors, expected.vectors.astype(np.float16).astype(np.float32))
+
+    memory.ingest(_items(400, 400))       # stale again (grown by half)
+    view.catch_up()
+    thread = view._learning
+    assert view.save(learn=False) is True and view._learning is thread        # no new child
+
+
+def test_associations_learned_for_an_index_since_gone_are_not_installed(memory: Memory, settings: Settings,
+                                                                       tmp_path: Path) -> None:
+    """A model learned from an index this view has since started over from, or one a compaction
+    discarded (it may hold forgotten words), is never installed; a child that finds no index fails
+    quietly and leaves nothing behind."""
+    from urchin.search import assoc, cosine_store
+
+    memory.ingest(_items(0, 400))
+    view = _view(settings)
+    view.learn_apart = True
+    view.catch_up()
+    assert view.save(learn=False) is True
+    model_path = assoc.path_beside(_cosine_dir(settings))
+    view._learn(view._generation - 1)     # a child started before the view started over
+    assert view.index.assoc is None and not model_path.exists()
+    view._learn(view._generation)         # the same, current: installed
+    assert view.index.assoc is not None and model_path.exists()
+
+    other = tmp_path / "model.npz"
+    view.index.assoc.save(other)
+    cosine_store.discard(_cosine_dir(settings))
+    assert not model_path.exists()
+    assert cosine_store.install_beside(_cosine_dir(settings), memory.journal, other) is False and other.exists()
+    view.index.assoc = None
+    view._learn(view._generation)         # no saved index to learn from: nothing, no error
+    assert view.index.assoc is None and not model_path.exists()
+    assert not list(settings.index_dir.glob(".cosine.learned.tmp"))

@@ -16,6 +16,7 @@ PACKAGE = Path(urchin.__file__).parent
 # Lower number = lower layer. A module may import only from its own layer or below.
 LAYERS = [
     ("urchin.errors", 0), ("urchin.checks", 1), ("urchin.event", 1), ("urchin.wire", 1), ("urchin.config", 2),
+    ("urchin.children", 1),                                 # how Urchin starts its own child processes
     ("urchin.journal", 3),
     # the journal's companions, and the redactor every write passes
     ("urchin.idindex", 4), ("urchin.forget", 4), ("urchin.ephemeral", 4), ("urchin.redact", 4),
@@ -37,8 +38,10 @@ FRONT_ENDS = ("urchin.cli", "urchin.mcp_server", "urchin.daemon")
 MEMORY_LAYER = 9
 # What a front end may take from below `Memory`: whole modules, or (module, name) result and parameter types.
 # errors, settings, the daemon's credentials (the bearer token is config's; scoped tokens are tokens') and
-# its wire (how a client finds the daemon and sends it one request; hooks use it too)
-ALLOWED_BELOW = {"urchin.errors", "urchin.checks", "urchin.config", "urchin.tokens", "urchin.wire"}
+# its wire (how a client finds the daemon and sends it one request; hooks use it too), and how Urchin starts
+# its own child processes (the daemon's index feed runs in one)
+ALLOWED_BELOW = {"urchin.errors", "urchin.checks", "urchin.config", "urchin.tokens", "urchin.wire",
+                 "urchin.children"}
 ALLOWED_NAMES = {
     ("urchin.event", "Event"), ("urchin.event", "new_id"), ("urchin.event", "format_timestamp"),
     ("urchin.ingest", "IngestResult"), ("urchin.ingest", "BatchReport"),

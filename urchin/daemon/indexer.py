@@ -23,16 +23,15 @@ import os
 import pickle
 import selectors
 import signal
-import site
 import subprocess
 import sys
 import threading
 import time
-from pathlib import Path
 from typing import IO
 
 import orjson
 
+from urchin.children import NICENESS, PARENT_POLL_S, lowest_priority, python_child
 from urchin.daemon.background import IndexLoop, Job, WorkspaceIndexLoop
 from urchin.daemon.logs import setup_logging
 from urchin.errors import UrchinError
@@ -42,8 +41,6 @@ __all__ = ["IndexProcess", "NICENESS", "main"]
 
 log = logging.getLogger("urchin.daemon.indexer")
 
-NICENESS = 19
-PARENT_POLL_S = 0.5
 
 
 class IndexProcess(Job):
@@ -133,12 +130,9 @@ def _spawn(memory: Memory, log_level: str) -> subprocess.Popen[bytes]:
     """`python -P -m urchin.daemon.indexer` (-P: never the working directory's modules), in its own
     process group (a terminal's Ctrl-C is the daemon's to handle) but the daemon's session (its
     scheduling group: a session of its own would undo the lowered priority under autogroup)."""
-    env = dict(os.environ)
-    package_root = str(Path(__file__).resolve().parent.parent.parent)
-    if package_root not in {*site.getsitepackages(), site.getusersitepackages()}:   # a source checkout
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
-    process = subprocess.Popen([sys.executable, "-P", "-m", "urchin.daemon.indexer"], stdin=subprocess.PIPE,
-                               stdout=subprocess.PIPE, env=env, close_fds=True, process_group=0)
+    command, env = python_child("urchin.daemon.indexer")
+    process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, close_fds=True,
+                               process_group=0)
     assert process.stdin is not None
     try:
         with process.stdin:
@@ -151,19 +145,8 @@ def _spawn(memory: Memory, log_level: str) -> subprocess.Popen[bytes]:
 
 
 # ---- the child ----------------------------------------------------------------------------------
-def _lowest_priority() -> None:
-    """nice 19, and on Linux the SCHED_IDLE class: the kernel runs this process only on a core nothing
-    else wants (it still gets a trickle under constant load, so a feed is slowed, never stopped). With
-    nice 19 alone, 0 of 6 busy runs kept every query cell within 1.5x of idle; with SCHED_IDLE, 3 of 5."""
-    try:
-        os.nice(NICENESS - os.nice(0))
-        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
-    except (AttributeError, OSError):   # no such class (macOS), or not allowed: as low as it got
-        pass
-
-
 def main(stdin: IO[bytes], stdout: IO[bytes]) -> int:
-    _lowest_priority()     # first, before any thread starts: they all inherit it
+    lowest_priority()      # first, before any thread starts: they all inherit it
     settings, log_level, parent = pickle.load(stdin)
     setup_logging(log_level)
     # SIGTERM keeps its default action: the child ends at once, even starved (killing it loses nothing:

@@ -500,7 +500,9 @@ class Memory:
         self._hot.refresh()
         # Created now, built by the follower's first refresh() in the background: a large journal
         # takes minutes to index, and the daemon should not wait for that to serve everything else.
-        self._semantic.cosine()
+        # Its learned associations are built by a child process at the lowest priority: seconds of CPU
+        # that held the GIL, so every query and write waited behind them.
+        self._semantic.cosine().learn_apart = True
         self._hot.hot = True
 
     def refresh(self) -> int:

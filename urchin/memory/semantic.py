@@ -82,7 +82,8 @@ class SemanticViews:
             self._cosine.catch_up()
 
     def save(self) -> bool:
-        return self._cosine.save() if self._cosine is not None else False
+        """The daemon's last save: no association build is started (it would outlive the daemon)."""
+        return self._cosine.save(learn=False) if self._cosine is not None else False
 
     def drop_vector_cache(self) -> None:
         """After a compaction: the embedder's cache is reopened (reloaded) on next use."""

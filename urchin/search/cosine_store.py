@@ -27,7 +27,7 @@ from urchin.journal import Journal, JournalMark
 from urchin.search.assoc import path_beside
 from urchin.search.cosine import IndexState
 
-__all__ = ["FORMAT", "Reuse", "Saved", "StoreError", "covers", "discard", "load", "save"]
+__all__ = ["FORMAT", "Reuse", "Saved", "StoreError", "covers", "discard", "install_beside", "load", "save"]
 
 FORMAT = 2   # 2: the journal is marked by urchin.journal.JournalMark, the one mark every view uses
 _MANIFEST = "manifest.json"
@@ -124,6 +124,19 @@ def discard(directory: Path) -> bool:
         for old in directory.iterdir():
             if old.is_dir() and old.name.startswith(("gen-", "tmp-gen-")):
                 shutil.rmtree(old, ignore_errors=True)
+    return True
+
+
+def install_beside(directory: Path, journal: Journal, model: Path) -> bool:
+    """Move the associations at `model` (built from this index elsewhere) beside the index saved in
+    `directory`, if one is still saved there for `journal` as it is now; False, `model` left, if not.
+    Checked and moved under the store's lock, so a `discard` (a compaction) cannot fall in between."""
+    if not directory.is_dir():
+        return False
+    with _locked(directory, fcntl.LOCK_EX):
+        if not covers(directory, journal):
+            return False
+        os.replace(model, path_beside(directory))
     return True
 
 

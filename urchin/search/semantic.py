@@ -13,6 +13,7 @@ import ctypes
 import logging
 import os
 import pickle
+import subprocess
 import sys
 import threading
 from array import array
@@ -21,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
+from urchin.children import python_child
 from urchin.event import MEMORY_KINDS, Event
 from urchin.forget import ForgetLog
 from urchin.journal import Journal
@@ -45,6 +47,7 @@ BULK_BYTES = 64 << 20  # a backlog this large is tokenised by worker processes, 
 # holds evidence half as often as the rest's.
 WEAK_SCORE = 0.15
 INLINE_ASSOC_ROWS = 20_000  # up to this many events, associations are (re)built before a query; beyond, at save
+LEARN_TIMEOUT_S = 600.0     # a child building the associations (learn_apart) is given up after this
 
 
 def _match(hit: Hit) -> float:
@@ -96,6 +99,11 @@ class TokenCosineView:
         self._saved = (-1, -1)  # (rows, next_offset) of the index on disk
         self._reuse: cosine_store.Reuse = {}
         self._learned: tuple[tuple[int, int, int], assoc.Associations | None] | None = None  # see associations()
+        # The daemon: associations are built by a child process at the lowest priority, never in this
+        # one (see urchin/search/learn.py), and only at saves, never before a query.
+        self.learn_apart = False
+        self._learning: threading.Thread | None = None
+        self._generation = 0    # bumped when the index starts over: a model learned before is not installed
         self.forgotten = ForgetLog(journal)
 
     # ---- following the journal --------------------------------------------------------------
@@ -166,6 +174,7 @@ class TokenCosineView:
         self.offsets = array("q")
         self.next_offset = 0
         self._saved = (-1, -1)
+        self._generation += 1
 
     # ---- persistence ------------------------------------------------------------------------
     def _open(self) -> None:
@@ -189,11 +198,12 @@ class TokenCosineView:
         self.loaded_from_disk = True
         self.index.assoc = assoc.load(assoc.path_beside(self.index_dir))
 
-    def save(self) -> bool:
+    def save(self, learn: bool = True) -> bool:
         """Persist the index now (False: no index directory, or nothing new since the last save).
 
         The copy is taken under the lock (O(rows + terms)); the writing happens outside it, so
-        queries and catch-up go on meanwhile."""
+        queries and catch-up go on meanwhile. Stale associations are rebuilt after (with
+        `learn_apart`, by a child, unless `learn` is False: a daemon's last save does not start one)."""
         if self.index_dir is None:
             return False
         with self._save_lock:
@@ -209,10 +219,10 @@ class TokenCosineView:
                 return False  # replaced under us: the next catch-up rebuilds
             self._reuse = cosine_store.save(self.index_dir, state, offsets, mark, self._reuse)
             self._saved = covered
-            self._save_assoc(state)
+            self._save_assoc(state, learn)
             return True
 
-    def _save_assoc(self, state: IndexState) -> None:
+    def _save_assoc(self, state: IndexState, learn: bool = True) -> None:
         """Rebuild the associations from the saved copy when they are stale (outside the lock: queries
         go on with the old ones), then save them beside the index."""
         current, folder = self.index.assoc, self.index_dir
@@ -223,15 +233,52 @@ class TokenCosineView:
             if not assoc.path_beside(folder).exists():
                 current.save(assoc.path_beside(folder))
             return
+        if self.learn_apart:
+            if learn and not (self._learning and self._learning.is_alive()):   # one child at a time
+                self._learning = threading.Thread(target=self._learn, args=(self._generation,),
+                                                  name="urchin-learn", daemon=True)
+                self._learning.start()
+            return
         model = assoc.build(TokenCosineIndex.from_state(state))
         model.save(assoc.path_beside(folder))
         with self._lock:
             self.index.assoc = model
 
+    def _learn(self, generation: int) -> None:
+        """Build the associations of the index just saved in a child process at the lowest priority
+        (`urchin.search.learn`), then install them beside it, if this view has not started over since
+        and the saved index still covers the journal; whatever fails leaves the old model in use."""
+        folder = self.index_dir
+        assert folder is not None
+        out = folder.with_name(f".{folder.name}.learned.tmp")
+        command, env = python_child("urchin.search.learn")
+        try:
+            done = subprocess.run([*command, str(folder), str(self.journal.path), str(out)], env=env,
+                                  stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                  timeout=LEARN_TIMEOUT_S, check=False)
+            failed = done.stderr.decode("utf-8", "replace").strip().splitlines()[-1:] if done.returncode else []
+        except (OSError, subprocess.SubprocessError) as exc:
+            failed = [str(exc) or type(exc).__name__]
+        try:
+            if failed:
+                log.warning("token-cosine: learning the associations failed: %s", failed[0])
+                return
+            model = assoc.load(out)
+            with self._save_lock:       # not beside a save; the same lock order as save()
+                if model is None or generation != self._generation:
+                    return
+                if cosine_store.install_beside(folder, self.journal, out):
+                    with self._lock:
+                        if generation == self._generation:
+                            self.index.assoc = model
+        finally:
+            out.unlink(missing_ok=True)
+
     def _assoc_if_stale(self) -> None:
-        """Small journals: (re)build the associations before a query; large ones wait for `save`."""
+        """Small journals: (re)build the associations before a query; large ones wait for `save` (and
+        with `learn_apart`, all of them: a question never waits for a build)."""
         index = self.index
-        if not index.expand or len(index) > INLINE_ASSOC_ROWS:
+        if not index.expand or len(index) > INLINE_ASSOC_ROWS or self.learn_apart:
             return
         if index.assoc is None or index.assoc.stale(len(index)):
             index.assoc = assoc.build(index)
