@@ -126,6 +126,15 @@ def run_wrk(url: str, token: str, connections: int, seconds: float) -> tuple[flo
     return requests / seconds, float(found.group(3)), float(found.group(4))
 
 
+def process_cpu_s(pid: int) -> float:
+    """User + system CPU seconds of process `pid` so far (Linux /proc; 0 elsewhere)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def in_process_peer(seconds: float) -> float:
     """One in-process writer, fsync per event: what a writer gets without group commit."""
     sys.path.insert(0, str(REPO))
@@ -190,12 +199,17 @@ def main() -> None:
                       f"request p50 {statistics.median(p50s):.1f} ms p99 {statistics.median(p99s):.1f} ms; "
                       f"{rate / peer:.1f}x the in-process peer; target 3,000: {'met' if rate >= 3000 else 'NOT met'}")
             if shutil.which("wrk") and 1 in batches:
-                runs3 = [run_wrk(url, token, args.writers, args.seconds) for _ in range(args.rounds)]
+                runs3, cpu = [], []
+                for _ in range(args.rounds):
+                    before = process_cpu_s(proc.pid)
+                    runs3.append(run_wrk(url, token, args.writers, args.seconds))
+                    cpu.append((process_cpu_s(proc.pid) - before) / (runs3[-1][0] * args.seconds) * 1e6)
                 rate = statistics.median(r[0] for r in runs3)
                 print(f"wrk, {args.writers} connections, 1 event/request: median {rate:,.0f} acknowledged events/s "
                       f"(runs: {', '.join(f'{r[0]:,.0f}' for r in runs3)}); request p50 "
                       f"{statistics.median(r[1] for r in runs3):.1f} ms "
-                      f"p99 {statistics.median(r[2] for r in runs3):.1f} ms; "
+                      f"p99 {statistics.median(r[2] for r in runs3):.1f} ms; daemon process CPU "
+                      f"{statistics.median(cpu):.0f} us/event (the index feed's child and its server not counted); "
                       f"target 3,000: {'met' if rate >= 3000 else 'NOT met'}")
             status = httpx.get(url + "/status", headers={"authorization": f"Bearer {token}"}, trust_env=False,
                                timeout=120).json()

@@ -365,3 +365,41 @@ def test_any_origin_is_refused_on_the_unix_socket(tmp_path: Path) -> None:
                 assert response.status_code == 403 and response.json()["field"] == "origin"
     finally:
         daemon.stop()
+
+
+def test_a_response_goes_out_in_one_write_and_a_close_sends_what_is_pending() -> None:
+    """uvicorn writes a response's head and body separately (two sends, each crossing loopback TCP);
+    the daemon's protocol joins the writes of one event-loop step. Over a real socket pair: two writes
+    in one step reach the transport as one, in order; a close first sends what is pending."""
+    import asyncio
+
+    from urchin.daemon.protocol import _JoinedWrites
+
+    async def scenario() -> tuple[list[bytes], bytes]:
+        loop = asyncio.get_running_loop()
+        ours, theirs = socket.socketpair()
+        transport, _ = await loop.connect_accepted_socket(asyncio.Protocol, ours)
+        sent: list[bytes] = []
+        real_write = transport.write
+
+        def recording(data: bytes) -> None:
+            sent.append(bytes(data))
+            real_write(data)
+
+        transport.write = recording  # type: ignore[method-assign]
+        joined = _JoinedWrites(transport, loop)
+        joined.write(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n")
+        joined.write(b"{}")
+        await asyncio.sleep(0)                       # the end of the step: one write
+        joined.write(b"last")
+        joined.close()                               # pending bytes first, then the close
+        theirs.settimeout(5)
+        received = b""
+        while chunk := await loop.run_in_executor(None, theirs.recv, 4096):
+            received += chunk
+        theirs.close()
+        return sent, received
+
+    sent, received = asyncio.run(scenario())
+    assert sent == [b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n{}", b"last"]
+    assert received == b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n{}last"

@@ -104,6 +104,16 @@ class DaemonLock:
             self.fd = None
 
 
+def _http_protocol() -> Any:
+    """httptools with a response's writes joined (urchin/daemon/protocol.py), or uvicorn's choice
+    ("auto": h11) where httptools does not install."""
+    try:
+        from urchin.daemon.protocol import JoinedWritesProtocol
+    except ImportError:
+        return "auto"
+    return JoinedWritesProtocol
+
+
 class _Server(uvicorn.Server):
     """uvicorn's server with start/stop hooks, and signals that end in exit code 0.
 
@@ -208,7 +218,7 @@ class Daemon:
         # loop and http "auto": uvloop and httptools (dependencies) where they install, asyncio and h11
         # elsewhere; one event per request runs ~1.9x as fast with them (bench/RESULTS.md, issue 16)
         config = uvicorn.Config(app, log_config=None, log_level=self.log_level,
-                                access_log=self.log_level == "debug", lifespan="on",
+                                access_log=self.log_level == "debug", lifespan="on", http=_http_protocol(),
                                 timeout_graceful_shutdown=int(GRACE_S), server_header=False)
         server = self._server = _Server(config, self)
         jobs: list[CollectorLoop | EmbedderLoop | IndexProcess] = []
