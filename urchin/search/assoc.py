@@ -178,17 +178,19 @@ def _lsa(r: np.ndarray, t: np.ndarray, w: np.ndarray, docs: int, n_terms: int, d
     width = min(k + 10, n_terms, docs)
     rng = np.random.default_rng(seed)
 
+    # A column at a time, each gathered from a contiguous row of m.T (a column of m is strided: its
+    # gather touches a cache line per entry); the sums are the same, in the same order.
     def times_docs(m: np.ndarray) -> np.ndarray:  # X @ m: (terms x docs) @ (docs x width)
-        out = np.empty((n_terms, m.shape[1]), dtype=np.float32)
-        for j in range(m.shape[1]):
-            out[:, j] = np.bincount(t, w * m[r, j], minlength=n_terms)
-        return out
+        out = np.empty((m.shape[1], n_terms), dtype=np.float32)
+        for j, column in enumerate(np.ascontiguousarray(m.T)):
+            out[j] = np.bincount(t, w * column[r], minlength=n_terms)
+        return out.T
 
     def times_terms(m: np.ndarray) -> np.ndarray:  # X.T @ m: (docs x terms) @ (terms x width)
-        out = np.empty((docs, m.shape[1]), dtype=np.float32)
-        for j in range(m.shape[1]):
-            out[:, j] = np.bincount(r, w * m[t, j], minlength=docs)
-        return out
+        out = np.empty((m.shape[1], docs), dtype=np.float32)
+        for j, column in enumerate(np.ascontiguousarray(m.T)):
+            out[j] = np.bincount(r, w * column[t], minlength=docs)
+        return out.T
 
     q, _ = np.linalg.qr(times_docs(rng.standard_normal((docs, width)).astype(np.float32)))
     for _ in range(2):
