@@ -28,6 +28,9 @@ import httpx
 import orjson
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "bench"))
+from bench_http_ingest import process_cpu_s  # noqa: E402
+
 QUERIES = ("retry budget", "the", "error", "connection pool", "how do we retry", "fix", "database migration")
 
 
@@ -62,6 +65,7 @@ def main() -> None:
                 client.get("/semantic", params={"query": "warm up", "limit": 5}).raise_for_status()
                 first = (time.perf_counter() - t) * 1000
                 started = time.perf_counter()
+                cpu_start = process_cpu_s(proc.pid)
                 busy: list[float] = []
                 idle: list[float] = []
                 built_at = None
@@ -75,9 +79,11 @@ def main() -> None:
                         busy.append(elapsed)
                         if next(home.glob("**/cosine.assoc.npz"), None) is not None:
                             built_at = time.perf_counter()
+                            cpu_built = process_cpu_s(proc.pid)
                     else:
                         idle.append(elapsed)
                         if time.perf_counter() - built_at > max(built_at - started, 5.0):
+                            cpu_end, ended = process_cpu_s(proc.pid), time.perf_counter()
                             break
                     if time.perf_counter() - started > 600:
                         raise SystemExit("no model written in 10 minutes")
@@ -96,6 +102,8 @@ def main() -> None:
           f"{first:,.0f} ms")
     print(f"while the associations were built ({built_at - started:.1f} s after the views were ready): {summary(busy)}")
     print(f"after (idle, same daemon): {summary(idle)}")
+    print(f"the daemon process's CPU: {(cpu_built - cpu_start) / (built_at - started):.2f} s/s during the build, "
+          f"{(cpu_end - cpu_built) / (ended - built_at):.2f} s/s after (its own queries; a child's CPU not counted)")
     print(f"busy/idle: p50 {statistics.median(busy) / statistics.median(idle):.2f}x, "
           f"p95 {sorted(busy)[int(0.95 * (len(busy) - 1))] / sorted(idle)[int(0.95 * (len(idle) - 1))]:.2f}x")
 

@@ -7,6 +7,7 @@ import os
 import stat
 from pathlib import Path
 
+import numpy as np
 import orjson
 import pytest
 
@@ -322,7 +323,7 @@ def test_a_daemon_view_learns_its_associations_in_a_child_process(memory: Memory
     assert view.search("deploy cache", since_ms=None, limit=5, filters=Filters())
     assert view.index.assoc is None
     assert view.save() is True and view._learning is not None
-    view._learning.join(120)
+    _wait_learning(view)
     learned = view.index.assoc
     assert learned is not None and len(learned) > 0
     assert assoc.path_beside(_cosine_dir(settings)).exists()
@@ -335,8 +336,69 @@ def test_a_daemon_view_learns_its_associations_in_a_child_process(memory: Memory
 
     memory.ingest(_items(400, 400))       # stale again (grown by half)
     view.catch_up()
-    thread = view._learning
-    assert view.save(learn=False) is True and view._learning is thread        # no new child
+    assert view.save(learn=False) is True and view._learning is None        # no new child
+
+
+def _wait_learning(view: TokenCosineView, timeout: float = 120.0) -> None:
+    import time
+
+    deadline = time.monotonic() + timeout
+    while view._learning is not None:
+        assert time.monotonic() < deadline, "the learning thread did not finish"
+        time.sleep(0.05)
+
+
+def test_a_view_that_starts_over_while_a_child_learns_gets_a_model_of_its_new_index(memory: Memory,
+                                                                                   settings: Settings) -> None:
+    """A compaction (the view starts over) while a child learns: that child's model is refused, and the
+    save of the new index, asked while the child ran, is learned right after it, not 10,000 events later."""
+    from urchin.search import assoc
+
+    memory.ingest(_items(0, 400))
+    view = _view(settings)
+    view.learn_apart = True
+    view.catch_up()
+    assert view.save() is True and view._learning is not None
+    view._reset()                         # as a compaction or a replaced journal does
+    view.catch_up()
+    assert view.save() is True
+    _wait_learning(view)
+    assert view.index.assoc is not None and assoc.path_beside(_cosine_dir(settings)).exists()
+    assert view.index.assoc.rows == len(view.index)
+
+
+def test_a_child_that_dies_silently_installs_nothing(memory: Memory, settings: Settings) -> None:
+    """A child killed before it says anything (the OOM killer) is a failure, whatever a dead child left
+    at an output path; leftovers of dead children are removed."""
+    from urchin.search import assoc
+
+    memory.ingest(_items(0, 400))
+    view = _view(settings)
+    view.learn_apart = True
+    view.catch_up()
+    assert view.save(learn=False) is True
+    stale = assoc.Associations(["secret-from-before", "other"], np.ones((2, 4), np.float32), 10)
+    folder = _cosine_dir(settings)
+    leftover = folder.with_name(f".{folder.name}.learned.1-1.tmp")
+    stale.save(leftover)
+    stale.save(folder.with_name(f".{folder.name}.learned.{os.getpid()}-{view._generation}.tmp"))
+    import sys
+
+    def killed_child(module: str) -> tuple[list[str], dict[str, str]]:     # dies before a word, as OOM kills
+        return [sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"], dict(os.environ)
+
+    import urchin.children as children
+
+    original = children.python_child
+    import urchin.search.semantic as semantic
+
+    semantic.python_child = killed_child    # type: ignore[assignment]
+    try:
+        view._learn_once(view._generation)
+    finally:
+        semantic.python_child = original    # type: ignore[assignment]
+    assert view.index.assoc is None and not assoc.path_beside(folder).exists()
+    assert not list(folder.parent.glob(f"*.{folder.name}.learned.*"))
 
 
 def test_associations_learned_for_an_index_since_gone_are_not_installed(memory: Memory, settings: Settings,
@@ -352,9 +414,9 @@ def test_associations_learned_for_an_index_since_gone_are_not_installed(memory: 
     view.catch_up()
     assert view.save(learn=False) is True
     model_path = assoc.path_beside(_cosine_dir(settings))
-    view._learn(view._generation - 1)     # a child started before the view started over
+    view._learn_once(view._generation - 1)     # a child started before the view started over
     assert view.index.assoc is None and not model_path.exists()
-    view._learn(view._generation)         # the same, current: installed
+    view._learn_once(view._generation)         # the same, current: installed
     assert view.index.assoc is not None and model_path.exists()
 
     other = tmp_path / "model.npz"
@@ -363,6 +425,6 @@ def test_associations_learned_for_an_index_since_gone_are_not_installed(memory: 
     assert not model_path.exists()
     assert cosine_store.install_beside(_cosine_dir(settings), memory.journal, other) is False and other.exists()
     view.index.assoc = None
-    view._learn(view._generation)         # no saved index to learn from: nothing, no error
+    view._learn_once(view._generation)         # no saved index to learn from: nothing, no error
     assert view.index.assoc is None and not model_path.exists()
     assert not list(settings.index_dir.glob(".cosine.learned.tmp"))

@@ -3,15 +3,15 @@
 The build (`assoc.build`: a randomised SVD over up to 50,000 events) takes seconds of CPU, most of it
 in numpy calls that hold the GIL; in the daemon's process it made every query and write wait behind
 it (a growing journal rebuilds at each half again of its size). The daemon's view runs
-`python -P -m urchin.search.learn INDEX_DIR JOURNAL OUT` at the lowest priority instead: it loads the
-index saved in INDEX_DIR for the journal at JOURNAL, builds the model and writes it to OUT (0600,
-atomically); the view installs it beside the index if that index still stands
-(`TokenCosineView._learn`). The child ends with its parent.
+`python -P -m urchin.search.learn INDEX_DIR JOURNAL OUT PARENT` at the lowest priority instead: it
+loads the index saved in INDEX_DIR for the journal at JOURNAL, builds the model and writes it to OUT
+(0600, atomically); the view installs it beside the index if that index still stands
+(`TokenCosineView._learn_once`). The child ends as soon as PARENT (the daemon's pid) is not its parent,
+even when the daemon died before the child got this far.
 """
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
@@ -24,11 +24,11 @@ __all__ = ["main"]
 
 def main(argv: list[str]) -> int:
     lowest_priority()
-    end_with_parent(os.getppid())
-    if len(argv) != 3:
-        print("usage: python -m urchin.search.learn INDEX_DIR JOURNAL OUT", file=sys.stderr)
+    if len(argv) != 4 or not argv[3].isdigit():
+        print("usage: python -m urchin.search.learn INDEX_DIR JOURNAL OUT PARENT_PID", file=sys.stderr)
         return 2
-    index_dir, journal, out = (Path(arg) for arg in argv)
+    end_with_parent(int(argv[3]))
+    index_dir, journal, out = (Path(arg) for arg in argv[:3])
     try:
         saved = cosine_store.load(index_dir, journal)
     except cosine_store.StoreError as exc:

@@ -102,7 +102,8 @@ class TokenCosineView:
         # The daemon: associations are built by a child process at the lowest priority, never in this
         # one (see urchin/search/learn.py), and only at saves, never before a query.
         self.learn_apart = False
-        self._learning: threading.Thread | None = None
+        self._learning: threading.Thread | None = None   # the thread waiting on a child (None: none)
+        self._learn_pending = False   # a save asked for a model since the running child started
         self._generation = 0    # bumped when the index starts over: a model learned before is not installed
         self.forgotten = ForgetLog(journal)
 
@@ -234,29 +235,45 @@ class TokenCosineView:
                 current.save(assoc.path_beside(folder))
             return
         if self.learn_apart:
-            if learn and not (self._learning and self._learning.is_alive()):   # one child at a time
-                self._learning = threading.Thread(target=self._learn, args=(self._generation,),
-                                                  name="urchin-learn", daemon=True)
-                self._learning.start()
+            if learn:       # one child at a time; a request made while one runs starts the next after it
+                self._learn_pending = True
+                if self._learning is None:
+                    self._learning = threading.Thread(target=self._learn, name="urchin-learn", daemon=True)
+                    self._learning.start()
             return
         model = assoc.build(TokenCosineIndex.from_state(state))
         model.save(assoc.path_beside(folder))
         with self._lock:
             self.index.assoc = model
 
-    def _learn(self, generation: int) -> None:
-        """Build the associations of the index just saved in a child process at the lowest priority
+    def _learn(self) -> None:
+        """The learning thread: a child for each request, the newest index each time, until none is left."""
+        while True:
+            with self._save_lock:
+                if not self._learn_pending:
+                    self._learning = None
+                    return
+                self._learn_pending = False
+                generation = self._generation
+            self._learn_once(generation)
+
+    def _learn_once(self, generation: int) -> None:
+        """Build the associations of the index last saved in a child process at the lowest priority
         (`urchin.search.learn`), then install them beside it, if this view has not started over since
         and the saved index still covers the journal; whatever fails leaves the old model in use."""
         folder = self.index_dir
         assert folder is not None
-        out = folder.with_name(f".{folder.name}.learned.tmp")
+        for old in folder.parent.glob(f"*.{folder.name}.learned.*"):   # a dead child's (one daemon per home)
+            old.unlink(missing_ok=True)
+        out = folder.with_name(f".{folder.name}.learned.{os.getpid()}-{generation}.tmp")
         command, env = python_child("urchin.search.learn")
         try:
-            done = subprocess.run([*command, str(folder), str(self.journal.path), str(out)], env=env,
-                                  stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                  timeout=LEARN_TIMEOUT_S, check=False)
-            failed = done.stderr.decode("utf-8", "replace").strip().splitlines()[-1:] if done.returncode else []
+            done = subprocess.run([*command, str(folder), str(self.journal.path), str(out), str(os.getpid())],
+                                  env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.PIPE, timeout=LEARN_TIMEOUT_S, check=False,
+                                  process_group=0)    # a terminal's Ctrl-C is the daemon's to handle
+            failed = None if done.returncode == 0 else (
+                done.stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or [f"exit status {done.returncode}"])
         except (OSError, subprocess.SubprocessError) as exc:
             failed = [str(exc) or type(exc).__name__]
         try:
