@@ -254,8 +254,9 @@ class TokenCosineView:
                     self._learning = None
                     return
                 self._learn_pending = False
-                generation = self._generation
-            self._learn_once(generation)
+                generation, current, rows = self._generation, self.index.assoc, max(self._saved[0], 0)
+            if current is None or current.stale(rows):   # the last child's model may already do
+                self._learn_once(generation)
 
     def _learn_once(self, generation: int) -> None:
         """Build the associations of the index last saved in a child process at the lowest priority
