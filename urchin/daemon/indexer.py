@@ -42,7 +42,6 @@ __all__ = ["IndexProcess", "NICENESS", "main"]
 log = logging.getLogger("urchin.daemon.indexer")
 
 
-
 class IndexProcess(Job):
     """Runs the child and relays its reports; a child that dies is started again after RESTART_S, and
     an embedded server that stopped is started again here (the child may not)."""

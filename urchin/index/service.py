@@ -125,7 +125,6 @@ class IndexService:
         return Feeder(backend or self.backend, self.journal, self.settings.device, embedder=self.embedder,
                       retry_for=retry_for, on_skip=self.record_skip, wait=wait)
 
-
     def record_skip(self, event_id: str, reason: str) -> None:
         """A row the database refused (this process's feed, or the daemon's index process)."""
         self.skipped += 1

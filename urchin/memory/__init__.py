@@ -501,7 +501,7 @@ class Memory:
         # Created now, built by the follower's first refresh() in the background: a large journal
         # takes minutes to index, and the daemon should not wait for that to serve everything else.
         # Its learned associations are built by a child process at the lowest priority: seconds of CPU
-        # that held the GIL, so every query and write waited behind them.
+        # that, in the follower's thread, stalled the views' updates and ran at the daemon's priority.
         self._semantic.cosine().learn_apart = True
         self._hot.hot = True
 

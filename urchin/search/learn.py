@@ -1,8 +1,8 @@
 """The learned associations of a saved token-cosine index, built in a process of their own.
 
-The build (`assoc.build`: a randomised SVD over up to 50,000 events) takes seconds of CPU, most of it
-in numpy calls that hold the GIL; in the daemon's process it made every query and write wait behind
-it (a growing journal rebuilds at each half again of its size). The daemon's view runs
+The build (`assoc.build`: a randomised SVD over up to 50,000 events) takes seconds of CPU (a growing
+journal rebuilds at each half again of its size); in the daemon's follower thread it stalled the
+views' updates for that long and competed with queries and writes at the daemon's priority. The daemon's view runs
 `python -P -m urchin.search.learn INDEX_DIR JOURNAL OUT PARENT` at the lowest priority instead: it
 loads the index saved in INDEX_DIR for the journal at JOURNAL, builds the model and writes it to OUT
 (0600, atomically); the view installs it beside the index if that index still stands
