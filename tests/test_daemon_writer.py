@@ -131,3 +131,43 @@ def test_an_event_loop_request_cancelled_before_its_write_is_not_written(setting
     writer.close()
     journal = settings.journal_path.read_bytes()
     assert b'"kept"' in journal and b'"gone"' not in journal
+
+
+def test_one_loop_steps_requests_reach_the_writer_together(settings: Settings) -> None:
+    """Requests made in one event-loop step are handed to the writer thread as one item, so it is
+    woken once for them all; a hand-over per request woke it per request, and with a short gather
+    it took them one write at a time."""
+    memory = Memory(settings)
+    writer = GroupWriter(memory, gather_s=0)
+    writer._thread = threading.Thread(target=lambda: None)  # accept submissions, drain nothing yet
+    events = [memory.prepare({"id": f"s{i}", "content": f"step {i}"}) for i in range(32)]
+
+    async def main() -> list[str]:
+        pending = [asyncio.ensure_future(writer.append([event])) for event in events]
+        await asyncio.sleep(0)      # all 32 appended in this step
+        await asyncio.sleep(0)      # ... and handed over at its end
+        assert writer._queue.qsize() == 1
+        writer._thread = None
+        writer.start()
+        return [(await p)[0].status for p in pending]
+
+    statuses = asyncio.run(main())
+    writer.close()
+    assert statuses == ["appended"] * 32
+    assert (writer.stats.batches, writer.stats.events) == (1, 32)
+
+
+def test_a_loop_step_queued_as_the_writer_closes_hears_so(settings: Settings) -> None:
+    memory = Memory(settings)
+    writer = GroupWriter(memory)
+    writer.start()
+
+    async def main() -> None:
+        pending = asyncio.ensure_future(writer.append([memory.prepare({"content": "late", "id": "late"})]))
+        await asyncio.sleep(0)      # queued on this step, not yet handed to the writer
+        writer.close()
+        await pending
+
+    with pytest.raises(DaemonError, match="shutting down"):
+        asyncio.run(main())
+    assert not settings.journal_path.exists()    # nothing was written

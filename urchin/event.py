@@ -126,9 +126,9 @@ def format_timestamp(moment: datetime | None = None, *, ms: bool = True) -> str:
     (`2026-05-04T20:00:00.000Z`); `moment` defaults to now. A naive `moment` is taken as UTC."""
     moment = datetime.now(UTC) if moment is None else (
         moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC))
-    if not ms:
-        return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+    # isoformat of an aware UTC time ends in "+00:00"; it always writes four year digits
+    # (strftime's %Y does not below 1000) and costs half as much (once per event written).
+    return moment.isoformat(timespec="milliseconds" if ms else "seconds")[:-6] + "Z"
 
 
 def quoted(value: str, limit: int = 40, repr_: bool = True) -> str:

@@ -219,7 +219,8 @@ class Daemon:
         # elsewhere; one event per request runs ~1.9x as fast with them (bench/RESULTS.md, issue 16)
         config = uvicorn.Config(app, log_config=None, log_level=self.log_level,
                                 access_log=self.log_level == "debug", lifespan="on", http=_http_protocol(),
-                                timeout_graceful_shutdown=int(GRACE_S), server_header=False)
+                                timeout_graceful_shutdown=int(GRACE_S), server_header=False,
+                                proxy_headers=False)   # no proxy stands in front: X-Forwarded-* is not believed
         server = self._server = _Server(config, self)
         jobs: list[CollectorLoop | EmbedderLoop | IndexProcess] = []
         if self.collect:
