@@ -157,6 +157,27 @@ def test_one_loop_steps_requests_reach_the_writer_together(settings: Settings) -
     assert (writer.stats.batches, writer.stats.events) == (1, 32)
 
 
+def test_a_large_loop_step_is_handed_over_in_parts_of_at_most_max_group(settings: Settings) -> None:
+    memory = Memory(settings)
+    writer = GroupWriter(memory, max_group=10, gather_s=0)
+    writer._thread = threading.Thread(target=lambda: None)  # accept submissions, drain nothing yet
+    requests = [[memory.prepare({"content": f"part {r} {i}"}) for i in range(4)] for r in range(5)]
+
+    async def main() -> list[int]:
+        pending = [asyncio.ensure_future(writer.append(events)) for events in requests]
+        await asyncio.sleep(0)
+        await asyncio.sleep(0)
+        assert writer._queue.qsize() == 3       # 4+4, 4+4, 4 events: a part never passes 10
+        writer._thread = None
+        writer.start()
+        return [len(await p) for p in pending]
+
+    assert asyncio.run(main()) == [4] * 5
+    writer.close()
+    assert writer.stats.events == 20 and writer.stats.largest < 2 * 10
+    assert len(settings.journal_path.read_bytes().splitlines()) == 20
+
+
 def test_a_loop_step_queued_as_the_writer_closes_hears_so(settings: Settings) -> None:
     memory = Memory(settings)
     writer = GroupWriter(memory)

@@ -94,14 +94,25 @@ class GroupWriter:
         return await future
 
     def _put_step(self, loop: asyncio.AbstractEventLoop) -> None:
-        """On `loop`, at the end of the step that queued its first request: hand the step's requests over."""
-        jobs = self._stepping.pop(loop)
-        try:
-            self._put(jobs)
-        except DaemonError as exc:      # closed in between: nothing of this step was written
-            for _, future in jobs:
-                if not future.done():
-                    future.set_exception(exc)
+        """On `loop`, at the end of the step that queued its first request: hand the step's requests
+        over, in parts of at most `max_group` events (a part may be one larger request)."""
+        parts: list[_Jobs] = [[]]
+        size = 0
+        for job in self._stepping.pop(loop):
+            if parts[-1] and size + len(job[0]) > self.max_group:
+                parts.append([])
+                size = 0
+            parts[-1].append(job)
+            size += len(job[0])
+        for n, part in enumerate(parts):
+            try:
+                self._put(part)
+            except DaemonError as exc:      # closed in between: the rest of this step is not written
+                for rest in parts[n:]:
+                    for _, future in rest:
+                        if not future.done():
+                            future.set_exception(exc)
+                return
 
     def _put(self, job: _Job | _Jobs) -> None:
         with self._submit_lock:  # no job may slip in behind the stop marker
