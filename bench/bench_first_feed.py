@@ -41,7 +41,7 @@ def main() -> None:
     print(f"load average before: {os.getloadavg()[0]:.2f}; {lines:,} events; daemon from {args.repo}")
     started = time.perf_counter()
     daemon = subprocess.Popen([sys.executable, "-m", "urchin", "serve", "--port", "0", "--log-level", "warning"],
-                              env=env)
+                              env=env, cwd=args.repo)   # `-m` imports from the working directory first
     try:
         while True:
             time.sleep(1)

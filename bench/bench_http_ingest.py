@@ -37,8 +37,10 @@ REPO = Path(__file__).resolve().parent.parent
 def start_daemon(home: Path, no_index: bool = False) -> tuple[subprocess.Popen[bytes], str, str]:
     env = {**os.environ, "PYTHONPATH": str(REPO), "URCHIN_HOME": str(home)}
     env.pop("URCHIN_NO_DAEMON", None)
+    # cwd: `python -m` puts the working directory first on sys.path, ahead of PYTHONPATH, so a run from
+    # another checkout's root would import that checkout's code
     proc = subprocess.Popen([sys.executable, "-m", "urchin", "serve", "--port", "0", "--log-level", "warning",
-                             *(["--no-index"] if no_index else [])], env=env)
+                             *(["--no-index"] if no_index else [])], env=env, cwd=REPO)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         try:

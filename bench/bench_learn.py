@@ -52,7 +52,7 @@ def main() -> None:
         env = {**os.environ, "PYTHONPATH": str(args.repo), "URCHIN_HOME": str(home)}
         env.pop("URCHIN_NO_DAEMON", None)
         proc = subprocess.Popen([sys.executable, "-m", "urchin", "serve", "--port", "0", "--log-level", "warning",
-                                 "--no-index"], env=env)
+                                 "--no-index"], env=env, cwd=args.repo)  # -m imports from the cwd first
         try:
             while not (home / "daemon.json").exists():
                 if proc.poll() is not None:
