@@ -1,10 +1,7 @@
 """Group commit: concurrent requests share one locked write and one fsync.
 
 Requests hand validated events to `GroupWriter.append` (from the event loop) or `submit` (from any
-thread) and await the result. Requests on an event loop are queued together at the end of the loop
-step that made them, so the writer thread is woken once for all of them (a wake per request had it
-take the GIL from the loop, find one request, and sleep again, eight times per write at 8
-connections). One thread drains everything queued since its last write and passes
+thread) and await the result. One thread drains everything queued since its last write and passes
 it to `Memory.ingest_prepared` (one lock, one `write`, one `fsync`), then completes every waiter: a
 thread's future directly, an event loop's with one wake-up per write for all of them (not one per
 request). A waiter completes only after the fsync, so an acknowledged event is durable; while one
@@ -51,7 +48,6 @@ class WriterStats:
 
 _Waiter = Future[list[IngestResult]] | asyncio.Future[list[IngestResult]]
 _Job = tuple[Sequence[Event], _Waiter]
-_Jobs = list[_Job]      # one loop step's requests, queued as one item
 _STOP = object()
 
 
@@ -64,8 +60,7 @@ class GroupWriter:
         self.gather_s = gather_s
         self._recent: collections.deque[int] = collections.deque([0], maxlen=16)  # requests per recent write
         self.stats = WriterStats()
-        self._queue: queue.SimpleQueue[_Job | _Jobs | object] = queue.SimpleQueue()
-        self._stepping: dict[asyncio.AbstractEventLoop, _Jobs] = {}   # each loop's requests of this step
+        self._queue: queue.SimpleQueue[_Job | object] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._closing = False
         self._submit_lock = threading.Lock()
@@ -82,39 +77,11 @@ class GroupWriter:
 
     async def append(self, events: Sequence[Event]) -> list[IngestResult]:
         """`submit` for a coroutine on an event loop: one result per event, once they are fsync'd."""
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[list[IngestResult]] = loop.create_future()
-        if self._closing or self._thread is None:
-            raise DaemonError("the daemon is shutting down; retry shortly")
-        step = self._stepping.get(loop)
-        if step is None:
-            step = self._stepping[loop] = []
-            loop.call_soon(self._put_step, loop)
-        step.append((events, future))
+        future: asyncio.Future[list[IngestResult]] = asyncio.get_running_loop().create_future()
+        self._put((events, future))
         return await future
 
-    def _put_step(self, loop: asyncio.AbstractEventLoop) -> None:
-        """On `loop`, at the end of the step that queued its first request: hand the step's requests
-        over, in parts of at most `max_group` events (a part may be one larger request)."""
-        parts: list[_Jobs] = [[]]
-        size = 0
-        for job in self._stepping.pop(loop):
-            if parts[-1] and size + len(job[0]) > self.max_group:
-                parts.append([])
-                size = 0
-            parts[-1].append(job)
-            size += len(job[0])
-        for n, part in enumerate(parts):
-            try:
-                self._put(part)
-            except DaemonError as exc:      # closed in between: the rest of this step is not written
-                for rest in parts[n:]:
-                    for _, future in rest:
-                        if not future.done():
-                            future.set_exception(exc)
-                return
-
-    def _put(self, job: _Job | _Jobs) -> None:
+    def _put(self, job: _Job) -> None:
         with self._submit_lock:  # no job may slip in behind the stop marker
             if self._closing or self._thread is None:
                 raise DaemonError("the daemon is shutting down; retry shortly")
@@ -146,13 +113,12 @@ class GroupWriter:
                 if item is _STOP:
                     stop = True
                     break
-                given: _Jobs = item if isinstance(item, list) else [item]  # type: ignore[list-item]
-                for job in given:
-                    # A request that went away before this point is dropped unwritten (it was never
-                    # acknowledged); a thread's future can no longer be cancelled from here on.
-                    if _still_wanted(job[1]):
-                        jobs.append(job)
-                        count += len(job[0])
+                job: _Job = item  # type: ignore[assignment]
+                # A request that went away before this point is dropped unwritten (it was never
+                # acknowledged); a thread's future can no longer be cancelled from here on.
+                if _still_wanted(job[1]):
+                    jobs.append(job)
+                    count += len(job[0])
                 if count >= self.max_group:
                     break
                 try:
