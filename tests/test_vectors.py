@@ -13,7 +13,7 @@ import pytest
 
 from urchin.errors import EmbedderError
 from urchin.search.embedder import Embedder, fingerprint
-from urchin.search.vectors import VectorCache, embed_events
+from urchin.search.vectors import CacheBusy, VectorCache, embed_events
 
 DIM = 16
 HOUR = 3_600_000
@@ -88,6 +88,84 @@ def test_ids_ahead_of_the_matrix_are_dropped(tmp_path: Path) -> None:
     os.truncate(path / "matrix.f32", 2 * DIM * 4)  # as if the file system lost the last rows
     with VectorCache(tmp_path, "fp", DIM) as cache:
         assert len(cache) == 2 and cache.missing(["a", "b", "c"]) == ["c"]
+
+
+def test_a_second_writer_sees_the_firsts_rows_and_never_adds_them_again(tmp_path: Path) -> None:
+    """Two writers of one model's cache (the daemon's embedder loop, its index process): each loads
+    what the other appended before it answers or adds, and hands back the other's vectors."""
+    first = VectorCache(tmp_path, "fp", DIM).open()
+    second = VectorCache(tmp_path, "fp", DIM).open()
+    vectors = rand(3)
+    assert first.add(["a", "b"], [1, 2], vectors[:2]) == 2
+    assert second.missing(["a", "b", "c"]) == ["c"]
+    assert second.add(["b", "c"], [2, 3], rand(2, 7)) == 1      # b is the first's: kept once
+    got = second.vectors_of(["a", "b", "zz"])
+    assert sorted(got) == ["a", "b"]
+    assert np.allclose(got["a"], vectors[0] / np.linalg.norm(vectors[0]), atol=1e-6)
+    assert first.search(rand(2, 7)[1], limit=1)[0][0] == "c"     # the second's row, found by the first
+    assert first.drop(lambda event_id: event_id == "a") == 1
+    assert second.missing(["a", "b", "c"]) == ["a"] and sorted(second.vectors_of(["a", "b", "c"])) == ["b", "c"]
+    assert (first.path / "ids.txt").read_bytes() == b"b\nc\n"
+
+
+def test_a_reader_never_trims_a_writers_append_in_progress(tmp_path: Path) -> None:
+    writer = VectorCache(tmp_path, "fp", DIM).open()
+    reader = VectorCache(tmp_path, "fp", DIM).open()
+    writer.add(["a"], [1], rand(1))
+    with writer.exclusive():        # mid-append: matrix and rows written, the ids line not yet
+        with open(writer.path / "matrix.f32", "ab") as f:
+            f.write(rand(1, 3).tobytes())
+        with open(writer.path / "rows.bin", "ab") as f:
+            f.write(b"\x00" * 16)
+        assert reader.missing(["a", "b"]) == ["b"] and len(reader.search(rand(1, 3)[0], limit=5)) == 1
+        assert os.path.getsize(writer.path / "matrix.f32") == 2 * DIM * 4   # nothing trimmed under it
+    # the writer died there: the next writer trims the torn append before adding
+    assert reader.add(["b"], [2], rand(1, 4)) == 1
+    assert (writer.path / "ids.txt").read_bytes() == b"a\nb\n"
+    assert os.path.getsize(writer.path / "matrix.f32") == 2 * DIM * 4
+
+
+def test_opening_beside_a_writer_mid_request_does_not_wait(tmp_path: Path) -> None:
+    """A query process opens the cache while the daemon's index process holds the writers' lock for an
+    embedding request: it reads what is there at once, leaving the append in progress alone. A cache
+    still being created cannot be read: `wait=False` says so at once instead of waiting."""
+    writer = VectorCache(tmp_path, "fp", DIM).open()
+    writer.add(["a"], [1], rand(1))
+    with writer.exclusive():
+        with open(writer.path / "matrix.f32", "ab") as f:
+            f.write(rand(1, 3).tobytes())
+        reader = VectorCache(tmp_path, "fp", DIM).open(wait=False)
+        assert reader.missing(["a", "b"]) == ["b"] and [h[0] for h in reader.search(rand(1)[0], limit=5)] == ["a"]
+        assert os.path.getsize(writer.path / "matrix.f32") == 2 * DIM * 4
+        with pytest.raises(CacheBusy), reader.exclusive(wait=False):
+            pass
+    creator = VectorCache(tmp_path, "fp-new", DIM)
+    with creator.exclusive():
+        with pytest.raises(CacheBusy):
+            VectorCache(tmp_path, "fp-new", DIM).open(wait=False)
+    assert VectorCache(tmp_path, "fp-new", DIM).open(wait=False).missing(["a"]) == ["a"]
+
+
+def test_writers_in_two_processes_store_each_id_once(tmp_path: Path) -> None:
+    """Two processes add overlapping ids at once; every id is stored once, with a vector one of them gave."""
+    script = (
+        "import sys, numpy as np\n"
+        "from urchin.search.vectors import VectorCache\n"
+        "cache = VectorCache(sys.argv[1], 'fp', 16).open()\n"
+        "for start in range(0, 400, 20):\n"
+        "    ids = [f'id-{i}' for i in range(start, start + 40)]\n"
+        "    v = np.array([[hash(i) % 97 + 1.0] + [float(len(i))] * 15 for i in ids], np.float32)\n"
+        "    cache.add(ids, list(range(len(ids))), v)\n"
+    )
+    import subprocess
+    import sys
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    procs = [subprocess.Popen([sys.executable, "-c", script, str(tmp_path)], env=env) for _ in range(2)]
+    assert [p.wait(60) for p in procs] == [0, 0]
+    with VectorCache(tmp_path, "fp", DIM) as cache:
+        ids = (cache.path / "ids.txt").read_bytes().decode().split()
+        assert sorted(ids) == sorted({f"id-{i}" for i in range(420)}) and len(ids) == 420
+        assert os.path.getsize(cache.path / "matrix.f32") == 420 * DIM * 4
 
 
 @pytest.mark.parametrize("in_order", [True, False])

@@ -17,6 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 from urchin.collectors.origin import origin_of
@@ -26,6 +27,7 @@ from urchin.forget import ForgetLog, forget_hash
 from urchin.index.base import ChunkRow, Embedder
 from urchin.index.sparse import doc_columns
 from urchin.journal import Journal
+from urchin.search.vectors import VectorCache, embed_events
 
 __all__ = ["Feeder", "FeedReport", "event_row", "BATCH_BYTES", "BULK_BYTES"]
 
@@ -49,13 +51,14 @@ class FeedReport:
     inserted: int = 0        # rows that were new to the index
     offset: int = 0          # the cursor after the run
     retries: int = 0
-    embedded: int = 0
+    embedded: int = 0        # rows given a vector for the embedder's model
+    reused: int = 0          # ... of which events whose vector the vector cache already held (no request)
     skipped: int = 0         # rows the database refused: skipped, counted, never retried forever
     notes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {"events": self.events, "inserted": self.inserted, "offset": self.offset, "retries": self.retries,
-                "embedded": self.embedded, "skipped": self.skipped, "notes": self.notes}
+                "embedded": self.embedded, "reused": self.reused, "skipped": self.skipped, "notes": self.notes}
 
 
 def _clean(text: str | None) -> str | None:
@@ -95,9 +98,11 @@ class Feeder:
     def __init__(self, backend: Any, journal: Journal, device: str, *, embedder: Embedder | None = None,
                  batch_bytes: int = BATCH_BYTES, retry_for: float | None = 60.0,
                  sleep: Callable[[float], None] = time.sleep, on_skip: OnSkip | None = None,
-                 bulk_bytes: int | None = BULK_BYTES, wait: bool = True) -> None:
+                 bulk_bytes: int | None = BULK_BYTES, wait: bool = True, vectors_home: Path | None = None) -> None:
         """`wait=False`: a query's inline catch-up, which never waits for another feeder's locks (the
-        backend raises IndexBusyError) and never takes the backfill path."""
+        backend raises IndexBusyError) and never takes the backfill path. `vectors_home`: the home whose
+        vector cache (`urchin semantic`'s, filled by the daemon's embedder loop too) holds the events'
+        vectors for the embedder's model: an event is embedded once, for both."""
         self.backend = backend
         self.journal = journal
         self.device = device
@@ -110,6 +115,8 @@ class Feeder:
         self._sleep = sleep
         self._on_skip = on_skip
         self.forgotten = ForgetLog(journal)
+        self.vectors_home = vectors_home
+        self._vectors: VectorCache | None = None
 
     def sync_forgotten(self, report: FeedReport | None = None) -> int:
         """Delete rows of events forgotten since the last sync, and move the cursor onto a compacted
@@ -292,11 +299,50 @@ class Feeder:
             todo = self._retry(lambda: self.backend.pending_embeddings(model, EMBED_BATCH), report)
             if not todo:
                 break
-            vectors = self.embedder.embed([text for _, text in todo])
-            items = [(cid, vec) for (cid, _), vec in zip(todo, vectors, strict=True)]
+            items = self._vectors_for(todo, report)
             self._retry(partial(self.backend.write_embeddings, model, items), report)
             done += len(items)
         return done
+
+    def _vectors_for(self, todo: Sequence[tuple[str, str, bool, datetime]], report: FeedReport
+                     ) -> list[tuple[str, Any]]:
+        """A vector for each pending row. An event's comes from the vector cache, embedded into it first
+        when missing (under the cache's writers' lock, so the daemon's embedder loop does not embed it
+        again); a file chunk's from the embedder."""
+        assert self.embedder is not None
+        cache = self._vector_cache()
+        events = [_Embeddable(cid, text, _ms(at)) for cid, text, is_event, at in todo if is_event]
+        found: dict[str, Any] = {}
+        if cache is not None and events:     # (an empty cache is falsy: it has a length)
+            found = cache.vectors_of(e.id for e in events)
+            # Checked under the lock a compaction's drop of forgotten vectors takes after writing its
+            # tombstone: a vector added here is dropped with the others, or is never added. (A row
+            # forgotten during this run is embedded for the index as before and deleted with its row.)
+            # A query's inline feed (`wait=False`) does not wait for another writer either: CacheBusy
+            # is an EmbedderError, so the rows stay pending and the run says embedding was skipped.
+            with cache.exclusive(self.wait):
+                added = embed_events(self.embedder, cache,
+                                     [e for e in events if e.id not in found and not self.forgotten.hides(e.id)],
+                                     wait=self.wait)
+            found.update(cache.vectors_of(e.id for e in events if e.id not in found))
+            report.reused += len(found) - added
+        rest = [(cid, text) for cid, text, _, _ in todo if cid not in found]
+        vectors = self.embedder.embed([text for _, text in rest]) if rest else []
+        by_id = {**found, **{cid: vec for (cid, _), vec in zip(rest, vectors, strict=True)}}
+        return [(cid, by_id[cid]) for cid, _, _, _ in todo]
+
+    def _vector_cache(self) -> VectorCache | None:
+        if self.vectors_home is None or self.embedder is None:
+            return None
+        if self._vectors is None:
+            try:
+                cache = VectorCache(self.vectors_home, self.embedder.fingerprint, self.embedder.dim)
+                self._vectors = cache.open(self.wait)
+            except OSError as exc:     # e.g. a read-only home: the index still gets its vectors
+                log.warning("vector cache under %s not usable (%s); the feed embeds on its own", self.vectors_home, exc)
+                self.vectors_home = None
+                return None
+        return self._vectors
 
     def _retry(self, call: Callable[[], Any], report: FeedReport) -> Any:
         """Run `call`; on a database outage reconnect with backoff (0.1 s doubling to 5 s)."""
@@ -315,6 +361,19 @@ class Feeder:
                 report.retries += 1
                 self._sleep(delay)
                 delay = min(delay * 2, 5.0)
+
+
+@dataclass(frozen=True, slots=True)
+class _Embeddable:
+    """A pending event row as the vector cache embeds one: its text is already title, then content."""
+    id: str
+    content: str
+    ts_ms: int
+    title: None = None
+
+
+def _ms(moment: datetime) -> int:
+    return int(moment.timestamp() * 1000)
 
 
 def _rows(lines: Sequence[tuple[int, bytes]], hidden: frozenset[bytes] = frozenset(),

@@ -449,15 +449,18 @@ class PostgresIndex:
                                       "((embedding::halfvec({})) halfvec_cosine_ops) WHERE model = {}").format(
                 sql.Identifier(name), sql.Literal(int(dim)), sql.Literal(model)))
 
-    def pending_embeddings(self, model: str, limit: int) -> list[tuple[str, str]]:
+    def pending_embeddings(self, model: str, limit: int) -> list[tuple[str, str, bool, datetime]]:
+        """Rows without a vector for `model`, newest first: (chunk id, the text to embed, whether it is
+        an event, when it occurred). The text is what the vector cache embeds an event as."""
         with self.conn.transaction():
             rows = self.conn.execute(
-                "SELECT c.chunk_id, coalesce(c.title || E'\\n', '') || c.content FROM urchin_chunks c "
+                "SELECT c.chunk_id, coalesce(c.title || E'\\n', '') || c.content, c.doc_type = 'event', "
+                "c.occurred_at FROM urchin_chunks c "
                 "WHERE NOT EXISTS (SELECT 1 FROM urchin_embeddings e WHERE e.chunk_id = c.chunk_id AND e.model = %s) "
                 # a feeder role embeds its own device's rows (row-level security refuses the others)
                 "AND (urchin_device() IS NULL OR c.device = urchin_device()) "
                 "ORDER BY c.occurred_at DESC LIMIT %s", (model, limit)).fetchall()
-        return [(r[0], r[1]) for r in rows]
+        return [(r[0], r[1], bool(r[2]), r[3]) for r in rows]
 
     def write_embeddings(self, model: str, items: Sequence[tuple[str, Sequence[float]]]) -> None:
         with self.conn.transaction(), self.conn.cursor() as cur:

@@ -123,7 +123,7 @@ class IndexService:
 
     def feeder(self, retry_for: float | None = 60.0, backend: Any = None, wait: bool = True) -> Feeder:
         return Feeder(backend or self.backend, self.journal, self.settings.device, embedder=self.embedder,
-                      retry_for=retry_for, on_skip=self.record_skip, wait=wait)
+                      retry_for=retry_for, on_skip=self.record_skip, wait=wait, vectors_home=self.settings.home)
 
     def record_skip(self, event_id: str, reason: str) -> None:
         """A row the database refused (this process's feed, or the daemon's index process)."""

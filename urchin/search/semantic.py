@@ -9,6 +9,7 @@ tail is indexed); a saved index that does not match the journal is rebuilt, neve
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import logging
 import os
@@ -32,7 +33,7 @@ from urchin.search.embedder import Embedder
 from urchin.search.extract import WorkerError, extract_parallel, line_aligned_end
 from urchin.search.query import Filters, Hit
 from urchin.search.tokens import terms_of, tokenize
-from urchin.search.vectors import VectorCache, embed_events
+from urchin.search.vectors import CacheBusy, VectorCache, embed_events
 from urchin.search.websearch import parse
 
 __all__ = ["TokenCosineView", "EmbeddingView", "SAVE_EVERY", "BULK_BYTES", "WEAK_SCORE", "weakness"]
@@ -429,18 +430,21 @@ class EmbeddingView:
                     break
         return missing, end
 
-    def catch_up(self, limit: int | None = None, progress: Callable[[int], None] | None = None) -> int:
-        """Embed what the cache lacks (up to `limit` events); returns how many were embedded."""
+    def catch_up(self, limit: int | None = None, progress: Callable[[int], None] | None = None,
+                 wait: bool = True) -> int:
+        """Embed what the cache lacks (up to `limit` events); returns how many were embedded.
+        `wait=False`: `CacheBusy` rather than wait for another writer of the cache (a query)."""
         with self._lock:
             events, end = self.pending(limit)
-            added = embed_events(self.embedder, self.cache(), events, progress=progress) if events else 0
+            added = embed_events(self.embedder, self.cache(), events, progress=progress, wait=wait) if events else 0
             _write_private(self._offset_file(), str(end).encode())
             return added
 
     def search(self, query: str, *, since_ms: int | None, limit: int, filters: Filters,
                until_ms: int | None = None) -> tuple[list[Hit], list[str]]:
         notes: list[str] = []
-        self.catch_up(self.sync_limit)
+        with contextlib.suppress(CacheBusy):     # the daemon's index process is embedding: answer now
+            self.catch_up(self.sync_limit, wait=False)
         left, _ = self.pending(1)
         if left:
             notes.append("some events are not embedded yet and were not searched: run `urchin embed`")

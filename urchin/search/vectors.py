@@ -2,14 +2,22 @@
 
 Rows are appended as events arrive (each event embedded once, ever), memory-mapped on load, and
 searched with one matrix product over a time window plus an `argpartition` top-k.
+
+Two processes may write one model's cache (the daemon's embedder loop and its index process, which
+takes an event's vector from here instead of embedding it again): appends, drops and repairs hold an
+exclusive `flock` on `lock`, and load what the other appended first. Readers take no lock: appends
+write the matrix, then the rows, then the ids, so every complete line of `ids.txt` has its row, and a
+reader loads that prefix, never repairing what a writer may still be appending.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import os
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -19,7 +27,7 @@ import orjson
 from urchin.config import write_private
 from urchin.errors import EmbedderError
 
-__all__ = ["VectorCache", "embed_events", "event_text"]
+__all__ = ["VectorCache", "CacheBusy", "embed_events", "event_text"]
 
 FORMAT = 1
 # float32, not float16: numpy has no fast half-precision matrix product, and converting 1M x 384
@@ -29,6 +37,10 @@ DTYPE = np.dtype("<f4")
 # the id (membership without holding a million Python strings).
 ROW = np.dtype([("ts", "<i8"), ("key", "<u8")])
 MERGE_AT = 65536  # recent keys kept in a set until they are merged into the sorted array
+
+
+class CacheBusy(EmbedderError):
+    """Another writer holds the cache's lock (a query does not wait for it; see `exclusive`)."""
 
 
 def _key(event_id: str) -> int:
@@ -52,12 +64,16 @@ class VectorCache:
         self.fingerprint = fingerprint
         self.dim = dim
         self.fsync = fsync
-        self._lock = threading.RLock()
+        self._lock = threading.RLock()     # this object's state; never held while waiting for `exclusive`
+        self._writer = threading.RLock()   # this process's half of `exclusive`
+        self._lock_fd = -1
+        self._depth = 0
         self._n = 0
         self._matrix: np.ndarray = np.zeros((0, dim), DTYPE)
         self._ts = np.zeros(0, np.int64)
         self._sorted_keys = np.zeros(0, np.uint64)
-        self._recent: set[int] = set()
+        self._sorted_rows = np.zeros(0, np.int64)   # the row of each sorted key
+        self._recent: dict[int, int] = {}           # key -> row, merged into the sorted arrays in bulk
         self._ids = bytearray()
         self._offsets: list[int] = [0]  # start of each id in _ids, plus the end
         self._ts_sorted = True
@@ -66,29 +82,81 @@ class VectorCache:
 
     # -- opening and repair ----------------------------------------------------------------
 
-    def open(self) -> VectorCache:
+    @contextlib.contextmanager
+    def exclusive(self, wait: bool = True) -> Iterator[None]:
+        """The writers' lock, across processes (`flock`) and threads; re-entrant in one thread. Hold it
+        from "which ids are missing" to "added" so two writers never embed the same event. `wait=False`
+        (a query's inline catch-up) raises `CacheBusy` instead of waiting for another writer: the index
+        process holds it while its embedding request runs, at the lowest CPU priority."""
+        if not self._writer.acquire(blocking=wait):
+            raise CacheBusy(f"vector cache {self.path}: another writer is embedding")
+        try:
+            if self._depth == 0:
+                _mkdir_private(self.path)
+                fd = os.open(self.path / "lock", os.O_RDWR | os.O_CREAT, 0o600)
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    os.close(fd)
+                    raise CacheBusy(f"vector cache {self.path}: another writer is embedding") from None
+                except BaseException:
+                    os.close(fd)
+                    raise
+                self._lock_fd = fd
+            self._depth += 1
+            try:
+                yield
+            finally:
+                self._depth -= 1
+                if self._depth == 0:
+                    os.close(self._lock_fd)     # releases the flock
+                    self._lock_fd = -1
+        finally:
+            self._writer.release()
+
+    def open(self, wait: bool = True) -> VectorCache:
+        """Open (creating) the cache, finishing a drop and trimming a torn append under the writers'
+        lock. While another writer holds that lock (it is alive: a dead one's `flock` is released), a
+        cache that exists is opened as a reader opens it, without waiting; one being created or mid-way
+        through a drop's swap of its files is waited for, or with `wait=False` is `CacheBusy`."""
+        try:
+            with self.exclusive(wait=False), self._lock:
+                self._open_files(repair=True)
+                return self
+        except CacheBusy:
+            present = all((self.path / name).exists() for name in ("meta.json", "ids.txt", "matrix.f32", "rows.bin"))
+            if not present or (self.path / "drop.commit").exists():     # being created, or files mid-swap
+                if not wait:
+                    raise
+                with self.exclusive(), self._lock:
+                    self._open_files(repair=True)
+                    return self
         with self._lock:
-            _mkdir_private(self.path)
-            meta_path = self.path / "meta.json"
-            meta = {"format": FORMAT, "fingerprint": self.fingerprint, "dim": self.dim,
-                    "dtype": DTYPE.str}
-            if meta_path.exists():
-                found = orjson.loads(meta_path.read_bytes())
-                if found.get("dim") != self.dim or found.get("dtype") != DTYPE.str:
-                    raise EmbedderError(
-                        f"vector cache {self.path}: holds {found.get('dim')}-dim "
-                        f"{found.get('dtype')} vectors, asked for {self.dim}-dim {DTYPE.str}"
-                    )
-            else:
-                _write_private(meta_path, orjson.dumps(meta))
+            self._open_files(repair=False)
+        return self
+
+    def _open_files(self, repair: bool) -> None:
+        meta_path = self.path / "meta.json"
+        if meta_path.exists():
+            found = orjson.loads(meta_path.read_bytes())
+            if found.get("dim") != self.dim or found.get("dtype") != DTYPE.str:
+                raise EmbedderError(
+                    f"vector cache {self.path}: holds {found.get('dim')}-dim "
+                    f"{found.get('dtype')} vectors, asked for {self.dim}-dim {DTYPE.str}"
+                )
+        else:
+            meta = {"format": FORMAT, "fingerprint": self.fingerprint, "dim": self.dim, "dtype": DTYPE.str}
+            _write_private(meta_path, orjson.dumps(meta))
+        if repair:
             self._finish_drop()
             for name in ("matrix.f32", "rows.bin", "ids.txt"):
                 _touch_private(self.path / name)
-            self._repair_and_load()
-            self._opened = True
-        return self
+        self._repair_and_load(repair)
+        self._opened = True
 
-    def _repair_and_load(self) -> None:
+    def _repair_and_load(self, repair: bool = True) -> None:
+        """Load the files; `repair` (only under `exclusive`) also trims a torn append, which only a
+        writer that died mid-append leaves, as no writer runs while the lock is held."""
         ids = (self.path / "ids.txt").read_bytes()
         complete = ids.rfind(b"\n") + 1  # a partial last line is a torn append
         n_ids = ids.count(b"\n", 0, complete)
@@ -97,14 +165,18 @@ class VectorCache:
                 os.path.getsize(self.path / "rows.bin") // ROW.itemsize)
         if n < n_ids:  # only if the file system reordered writes; keep the first n
             complete = _nth_newline_end(ids, n)
-        os.truncate(self.path / "ids.txt", complete)
-        os.truncate(self.path / "matrix.f32", n * row_bytes)
-        os.truncate(self.path / "rows.bin", n * ROW.itemsize)
+        if repair:
+            os.truncate(self.path / "ids.txt", complete)
+            os.truncate(self.path / "matrix.f32", n * row_bytes)
+            os.truncate(self.path / "rows.bin", n * ROW.itemsize)
         self._ids_inode = os.stat(self.path / "ids.txt").st_ino
         rows = np.fromfile(self.path / "rows.bin", dtype=ROW, count=n)
         self._ts = rows["ts"].astype(np.int64)
-        self._sorted_keys = np.sort(rows["key"].astype(np.uint64))
-        self._recent = set()
+        keys = rows["key"].astype(np.uint64)
+        order = np.argsort(keys, kind="stable")
+        self._sorted_keys = keys[order]
+        self._sorted_rows = order.astype(np.int64)
+        self._recent = {}
         self._ids = bytearray(ids[:complete])
         ends = np.flatnonzero(np.frombuffer(bytes(self._ids), dtype=np.uint8) == 10) + 1
         self._offsets = [0, *ends.tolist()]
@@ -122,7 +194,8 @@ class VectorCache:
         disagree about which row is which.
         """
         self._require_open()
-        with self._lock:
+        with self.exclusive(), self._lock:
+            self._follow(repair=True)
             gone = [row for row in range(self._n) if should_drop(self.id_at(row))]
             if not gone:
                 return 0
@@ -180,16 +253,33 @@ class VectorCache:
         return isinstance(event_id, str) and self._has_key(_key(event_id))
 
     def _has_key(self, key: int) -> bool:
-        if key in self._recent:
-            return True
+        return self._row_of(key) is not None
+
+    def _row_of(self, key: int) -> int | None:
+        row = self._recent.get(key)
+        if row is not None:
+            return row
         keys = self._sorted_keys
         i = int(np.searchsorted(keys, np.uint64(key)))
-        return i < len(keys) and int(keys[i]) == key
+        return int(self._sorted_rows[i]) if i < len(keys) and int(keys[i]) == key else None
+
+    def vectors_of(self, ids: Iterable[str]) -> dict[str, np.ndarray]:
+        """The cached (unit-length) vectors of those of `ids` the cache holds, another process's too."""
+        self._require_open()
+        with self._lock:
+            out = {}
+            for event_id in ids:
+                row = self._row_of(_key(event_id))
+                if row is not None:
+                    out[event_id] = np.array(self._matrix[row])
+            return out
 
     def missing(self, ids: Iterable[str]) -> list[str]:
         """The ids not cached yet, in order, each once: what still needs an embedding request."""
         seen: set[str] = set()
         out = []
+        if self._opened:
+            self._refresh()
         with self._lock:
             for event_id in ids:
                 if event_id not in seen and not self._has_key(_key(event_id)):
@@ -211,7 +301,8 @@ class VectorCache:
         for event_id in ids:
             if not event_id or "\n" in event_id:
                 raise EmbedderError(f"vector cache add: id must be one non-empty line: {event_id!r}")
-        with self._lock:
+        with self.exclusive(), self._lock:
+            self._follow(repair=True)       # rows another process appended: not added twice
             keep, keys = [], []
             batch_keys: set[int] = set()
             for i, event_id in enumerate(ids):
@@ -244,11 +335,14 @@ class VectorCache:
         self._ids += id_bytes
         ends = np.flatnonzero(np.frombuffer(id_bytes, dtype=np.uint8) == 10) + 1 + base
         self._offsets.extend(ends.tolist())
-        self._recent.update(keys)
+        self._recent.update(zip(keys, range(self._n, self._n + len(keys)), strict=True))
         if len(self._recent) >= MERGE_AT:
-            merged = np.concatenate([self._sorted_keys, np.fromiter(self._recent, np.uint64)])
-            self._sorted_keys = np.sort(merged)
-            self._recent = set()
+            merged = np.concatenate([self._sorted_keys, np.fromiter(self._recent, np.uint64, len(self._recent))])
+            merged_rows = np.concatenate([self._sorted_rows,
+                                          np.fromiter(self._recent.values(), np.int64, len(self._recent))])
+            order = np.argsort(merged, kind="stable")
+            self._sorted_keys, self._sorted_rows = merged[order], merged_rows[order]
+            self._recent = {}
         self._n += len(rows)
         self._remap()
 
@@ -341,17 +435,63 @@ class VectorCache:
     def _require_open(self) -> None:
         if not self._opened:
             raise EmbedderError(f"vector cache {self.path}: not open")
-        with self._lock:
-            if self._files_replaced():  # another process dropped forgotten rows: load its files
-                self._matrix = np.zeros((0, self.dim), DTYPE)
-                self._finish_drop()
-                self._repair_and_load()
+        self._refresh()
+
+    def _refresh(self) -> None:
+        """Before reading: load the rows another process appended; after its drop of forgotten rows,
+        its new files, under the writers' lock (its swap of the three files holds it)."""
+        if self._files_replaced():
+            with self.exclusive(), self._lock:
+                self._follow(repair=True)
+        else:
+            with self._lock:
+                self._follow(repair=False)
 
     def _files_replaced(self) -> bool:
         try:
             return os.stat(self.path / "ids.txt").st_ino != self._ids_inode
         except FileNotFoundError:
             return False
+
+    def _follow(self, repair: bool) -> None:
+        """Load what another process changed: its appended rows, or (`repair`, only under `exclusive`)
+        its files after a drop, and trim what a writer that died mid-append left."""
+        try:
+            st = os.stat(self.path / "ids.txt")
+        except FileNotFoundError:
+            return
+        if st.st_ino != self._ids_inode:
+            if repair:      # a reader waits for `_refresh` to take the lock: the files may be mid-swap
+                self._matrix = np.zeros((0, self.dim), DTYPE)
+                self._finish_drop()
+                self._repair_and_load(True)
+            return
+        if st.st_size != len(self._ids):
+            self._load_appended()
+        if repair and not self._files_agree():   # a writer died mid-append: trim it, as open does
+            self._matrix = np.zeros((0, self.dim), DTYPE)
+            self._repair_and_load(True)
+
+    def _files_agree(self) -> bool:
+        return (os.path.getsize(self.path / "ids.txt") == len(self._ids)
+                and os.path.getsize(self.path / "matrix.f32") == self._n * self.dim * DTYPE.itemsize
+                and os.path.getsize(self.path / "rows.bin") == self._n * ROW.itemsize)
+
+    def _load_appended(self) -> None:
+        with (self.path / "ids.txt").open("rb") as f:
+            f.seek(len(self._ids))
+            tail = f.read()
+        complete = tail.rfind(b"\n") + 1
+        k = tail.count(b"\n", 0, complete)
+        n, row_bytes = self._n, self.dim * DTYPE.itemsize
+        have = min(os.path.getsize(self.path / "matrix.f32") // row_bytes,
+                   os.path.getsize(self.path / "rows.bin") // ROW.itemsize) - n
+        if have < k:        # not expected (the ids are written last): load the rows both files have
+            k = max(0, have)
+            complete = _nth_newline_end(tail, k)
+        if k:
+            rows = np.fromfile(self.path / "rows.bin", dtype=ROW, count=k, offset=n * ROW.itemsize)
+            self._commit(rows, tail[:complete], [int(key) for key in rows["key"]])
 
 
 class _EventLike(Protocol):
@@ -372,11 +512,12 @@ def event_text(event: _EventLike) -> str:
 
 
 def embed_events(embedder: Any, cache: VectorCache, events: Iterable[_EventLike], *,
-                 chunk: int = 512, progress: Callable[[int], None] | None = None) -> int:
+                 chunk: int = 512, progress: Callable[[int], None] | None = None, wait: bool = True) -> int:
     """Embed the events the cache lacks, `chunk` at a time; returns how many were added.
 
     `embedder` is an `Embedder` (or anything with `embed(texts) -> ndarray`). Events already
     cached cost no request; an embedder failure leaves every chunk done so far in the cache.
+    `wait=False`: `CacheBusy` when another writer holds the cache (see `VectorCache.exclusive`).
     """
     added = 0
     pending: list[_EventLike] = []
@@ -384,13 +525,16 @@ def embed_events(embedder: Any, cache: VectorCache, events: Iterable[_EventLike]
     def flush() -> None:
         nonlocal added
         by_id = {e.id: e for e in pending}  # a repeated id is embedded once
-        batch = [by_id[i] for i in cache.missing(by_id)]
         pending.clear()
-        if batch:
-            vectors = embedder.embed([event_text(e) for e in batch])
-            added += cache.add([e.id for e in batch], [e.ts_ms for e in batch], vectors)
-            if progress is not None:
-                progress(len(batch))
+        # Held from "missing" to "added": another writer (the daemon's index process) waits, then
+        # finds these cached instead of embedding them too.
+        with cache.exclusive(wait):
+            batch = [by_id[i] for i in cache.missing(by_id)]
+            if batch:
+                vectors = embedder.embed([event_text(e) for e in batch])
+                added += cache.add([e.id for e in batch], [e.ts_ms for e in batch], vectors)
+        if batch and progress is not None:
+            progress(len(batch))
 
     for event in events:
         pending.append(event)
