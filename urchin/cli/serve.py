@@ -27,8 +27,8 @@ def serve(app: AppContext, host: str | None, port: int | None, uds: str | None, 
     Clients (the CLI, the MCP server) find it through $URCHIN_HOME/daemon.json; requests need
     `Authorization: Bearer <token>` from $URCHIN_INTAKE_TOKEN or $URCHIN_HOME/token.
     """
+    from urchin.daemon.deferred import mcp_extension
     from urchin.daemon.server import Daemon
-    from urchin.mcp_server.server import daemon_extension
 
-    Daemon(app.settings(), host=host, port=port, uds=uds, log_level=log_level, extensions=[daemon_extension],
+    Daemon(app.settings(), host=host, port=port, uds=uds, log_level=log_level, extensions=[mcp_extension],
            collect=not no_collect, feed_index=not no_index).run()

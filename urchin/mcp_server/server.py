@@ -161,8 +161,3 @@ def _replay(body: bytes, receive: Any) -> Any:
 
     return replay
 
-
-def daemon_extension(memory: Any) -> tuple[list[Route], list[Any]]:
-    """Mount the tools at `/mcp` inside the daemon, which already checks the token and Host."""
-    mcp_http = streamable_http_app(memory, host_check=False)
-    return mcp_http.routes("/mcp"), [mcp_http.lifespan]

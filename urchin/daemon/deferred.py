@@ -1,0 +1,91 @@
+"""A route whose app is built in a thread once the daemon starts, not before it is ready.
+
+The MCP SDK's import (pydantic models for two protocol versions) is 0.8 s of a 1.4 s daemon start:
+the daemon takes requests without it, and a request to `/mcp` made before it is built waits for it.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import Any, Protocol
+
+import anyio
+from starlette.responses import JSONResponse
+from starlette.routing import BaseRoute, Route
+
+__all__ = ["DeferredApp", "mcp_extension"]
+
+log = logging.getLogger("urchin.daemon")
+
+
+class Built(Protocol):
+    """What the builder returns: an ASGI app and the lifespan it needs (as `McpHttp` has)."""
+
+    app: Any
+
+    def lifespan(self, app: Any = None) -> AbstractAsyncContextManager[None]: ...
+
+
+class DeferredApp:
+    """An ASGI app built by `build` in a worker thread when the daemon's lifespan starts; requests
+    wait until it is built, then pass through. A build that fails is logged, and answered 503."""
+
+    def __init__(self, name: str, build: Callable[[], Built]) -> None:
+        self.name = name
+        self._build = build
+        self._app: Any = None
+        self._failed = ""
+        self._done: anyio.Event | None = None
+
+    @asynccontextmanager
+    async def lifespan(self, app: Any = None) -> AsyncIterator[None]:
+        self._done = anyio.Event()
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(self._run)
+            try:
+                yield
+            finally:
+                tasks.cancel_scope.cancel()
+
+    async def _run(self) -> None:
+        assert self._done is not None
+        started = time.perf_counter()
+        try:
+            built = await anyio.to_thread.run_sync(self._build)
+            async with built.lifespan():
+                self._app = built.app
+                self._done.set()
+                log.info("%s ready in %.2fs", self.name, time.perf_counter() - started)
+                await anyio.sleep_forever()
+        except Exception as exc:     # noqa: BLE001 - the rest of the daemon serves on without it
+            log.error("%s did not start: %s", self.name, exc)
+            self._failed = f"{self.name} did not start: {exc}"
+        finally:
+            self._app = None
+            self._done.set()         # nobody waits for a build that will not come
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if self._done is not None:
+            await self._done.wait()
+        app = self._app
+        if app is None:
+            error = self._failed or f"{self.name} is not running (the daemon is stopping)"
+            await JSONResponse({"error": error}, status_code=503)(scope, receive, send)
+            return
+        await app(scope, receive, send)
+
+
+def mcp_extension(memory: Any) -> tuple[list[BaseRoute], list[Any]]:
+    """The MCP tools over streamable HTTP at `/mcp`, on the daemon's one `Memory` (the daemon already
+    checks the token and Host, so the SDK's own Host check is off)."""
+
+    def build() -> Built:
+        from urchin.mcp_server.server import streamable_http_app
+
+        return streamable_http_app(memory, host_check=False)
+
+    deferred = DeferredApp("the MCP endpoint (/mcp)", build)
+    return [Route("/mcp", endpoint=deferred)], [deferred.lifespan]
