@@ -8,6 +8,7 @@ import shutil
 import signal
 import socket
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -117,10 +118,18 @@ def _exited(pid: int) -> bool:
 @pytest.mark.skipif(os.geteuid() != 0, reason="only as root does the data live outside the home")
 def test_fix_removes_what_removed_homes_left_and_nothing_in_use(tmp_path: Path) -> None:
     pytest.importorskip("psycopg", reason="the `postgres` extra is not installed")
-    kept, kept_folder, _ = _indexing(tmp_path / "kept")                  # a live home: untouched
-    busy, busy_folder, busy_pid = _indexing(tmp_path / "busy")           # home removed under a live daemon
-    killed, killed_folder, killed_pid = _indexing(tmp_path / "killed")   # daemon SIGKILLed, then home removed
-    stopped, stopped_folder, _ = _indexing(tmp_path / "stopped")         # stopped cleanly, then home removed
+    # kept: a live home, untouched; busy: home removed under a live daemon; killed: daemon SIGKILLed, then
+    # home removed; stopped: stopped cleanly, then home removed. The four start at once (each its server).
+    with ThreadPoolExecutor(4) as pool:
+        futures = [pool.submit(_indexing, tmp_path / n) for n in ("kept", "busy", "killed", "stopped")]
+    if any(f.exception() for f in futures):     # stop the ones that started before failing
+        for f in futures:
+            if not f.exception():
+                f.result()[0].stop()
+        raise next(e for e in (f.exception() for f in futures) if e)
+    started = [f.result() for f in futures]
+    (kept, kept_folder, _), (busy, busy_folder, busy_pid), (killed, killed_folder, killed_pid), \
+        (stopped, stopped_folder, _) = started
     try:
         killed.kill_all()    # with its index process: nobody releases the server, which runs on
         stopped.stop()
