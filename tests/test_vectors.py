@@ -6,6 +6,7 @@ import os
 import stat
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 import numpy as np
@@ -144,6 +145,44 @@ def test_opening_beside_a_writer_mid_request_does_not_wait(tmp_path: Path) -> No
         with pytest.raises(CacheBusy):
             VectorCache(tmp_path, "fp-new", DIM).open(wait=False)
     assert VectorCache(tmp_path, "fp-new", DIM).open(wait=False).missing(["a"]) == ["a"]
+
+
+def test_a_reader_never_pairs_an_id_with_another_rows_vector_while_a_drop_swaps_the_files(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A drop replaces matrix, rows, then ids: a reader that loads between those renames (here, frozen
+    right before the ids' rename) must not pair an id with a shifted row; once the swap is done it
+    reads the new files without the writers' lock, so a later query does not wait for an embedding."""
+    import threading
+
+    reader = VectorCache(tmp_path, "fp", DIM).open()
+    reader.add([f"a{i}" for i in range(10)], list(range(10)), np.eye(DIM, dtype=np.float32)[:10])
+    writer = VectorCache(tmp_path, "fp", DIM).open()
+    writer.add([f"a{i}" for i in range(10, 15)], list(range(10, 15)), np.eye(DIM, dtype=np.float32)[10:15])
+    real_replace, paused, resume = os.replace, threading.Event(), threading.Event()
+
+    def replace(src: Any, dst: Any) -> None:
+        if str(dst).endswith("ids.txt") and threading.current_thread().name == "dropper":
+            paused.set()
+            resume.wait(10)
+        real_replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", replace)
+    dropper = threading.Thread(target=writer.drop, args=(lambda event_id: event_id == "a0",), name="dropper")
+    dropper.start()
+    assert paused.wait(10)
+    try:
+        got = reader.vectors_of(["a5", "a12"])   # mid-swap: waited out for 2 s, then CacheBusy, never wrong
+        assert {k: int(np.argmax(v)) for k, v in got.items()} == {"a5": 5, "a12": 12}
+    except CacheBusy:
+        pass
+    finally:
+        resume.set()
+        dropper.join(10)
+    with writer.exclusive():                    # the writers' lock held, as by an embedding request
+        assert {k: int(np.argmax(v)) for k, v in reader.vectors_of(["a0", "a5", "a12"]).items()} == {"a5": 5, "a12": 12}
+        assert reader.search(np.eye(DIM, dtype=np.float32)[5], limit=1)[0][0] == "a5"
+        fresh = VectorCache(tmp_path, "fp", DIM).open(wait=False)
+        assert fresh.missing(["a0", "a1", "a14"]) == ["a0"]
 
 
 def test_writers_in_two_processes_store_each_id_once(tmp_path: Path) -> None:

@@ -17,6 +17,7 @@ import fcntl
 import hashlib
 import os
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Protocol
@@ -68,6 +69,7 @@ class VectorCache:
         self._writer = threading.RLock()   # this process's half of `exclusive`
         self._lock_fd = -1
         self._depth = 0
+        self._owner = 0        # the thread holding `exclusive`
         self._n = 0
         self._matrix: np.ndarray = np.zeros((0, dim), DTYPE)
         self._ts = np.zeros(0, np.int64)
@@ -78,7 +80,7 @@ class VectorCache:
         self._offsets: list[int] = [0]  # start of each id in _ids, plus the end
         self._ts_sorted = True
         self._opened = False
-        self._ids_inode = -1
+        self._gen: tuple[int, ...] = ()   # the three files' inodes when loaded (a drop replaces them)
 
     # -- opening and repair ----------------------------------------------------------------
 
@@ -103,12 +105,14 @@ class VectorCache:
                     os.close(fd)
                     raise
                 self._lock_fd = fd
+                self._owner = threading.get_ident()
             self._depth += 1
             try:
                 yield
             finally:
                 self._depth -= 1
                 if self._depth == 0:
+                    self._owner = 0
                     os.close(self._lock_fd)     # releases the flock
                     self._lock_fd = -1
         finally:
@@ -125,7 +129,7 @@ class VectorCache:
                 return self
         except CacheBusy:
             present = all((self.path / name).exists() for name in ("meta.json", "ids.txt", "matrix.f32", "rows.bin"))
-            if not present or (self.path / "drop.commit").exists():     # being created, or files mid-swap
+            if not present:      # being created
                 if not wait:
                     raise
                 with self.exclusive(), self._lock:
@@ -151,12 +155,16 @@ class VectorCache:
             self._finish_drop()
             for name in ("matrix.f32", "rows.bin", "ids.txt"):
                 _touch_private(self.path / name)
-        self._repair_and_load(repair)
+            self._repair_and_load(True)
+        else:
+            self._read_stable(full=True)
         self._opened = True
 
     def _repair_and_load(self, repair: bool = True) -> None:
         """Load the files; `repair` (only under `exclusive`) also trims a torn append, which only a
-        writer that died mid-append leaves, as no writer runs while the lock is held."""
+        writer that died mid-append leaves, as no writer runs while the lock is held. A reader calls
+        it through `_read_stable`, which checks that no drop swapped the files meanwhile."""
+        self._gen = self._generation()[:3]
         ids = (self.path / "ids.txt").read_bytes()
         complete = ids.rfind(b"\n") + 1  # a partial last line is a torn append
         n_ids = ids.count(b"\n", 0, complete)
@@ -169,7 +177,6 @@ class VectorCache:
             os.truncate(self.path / "ids.txt", complete)
             os.truncate(self.path / "matrix.f32", n * row_bytes)
             os.truncate(self.path / "rows.bin", n * ROW.itemsize)
-        self._ids_inode = os.stat(self.path / "ids.txt").st_ino
         rows = np.fromfile(self.path / "rows.bin", dtype=ROW, count=n)
         self._ts = rows["ts"].astype(np.int64)
         keys = rows["key"].astype(np.uint64)
@@ -195,7 +202,7 @@ class VectorCache:
         """
         self._require_open()
         with self.exclusive(), self._lock:
-            self._follow(repair=True)
+            self._follow()
             gone = [row for row in range(self._n) if should_drop(self.id_at(row))]
             if not gone:
                 return 0
@@ -302,7 +309,7 @@ class VectorCache:
             if not event_id or "\n" in event_id:
                 raise EmbedderError(f"vector cache add: id must be one non-empty line: {event_id!r}")
         with self.exclusive(), self._lock:
-            self._follow(repair=True)       # rows another process appended: not added twice
+            self._follow()       # rows another process appended: not added twice
             keep, keys = [], []
             batch_keys: set[int] = set()
             for i, event_id in enumerate(ids):
@@ -438,37 +445,61 @@ class VectorCache:
         self._refresh()
 
     def _refresh(self) -> None:
-        """Before reading: load the rows another process appended; after its drop of forgotten rows,
-        its new files, under the writers' lock (its swap of the three files holds it)."""
-        if self._files_replaced():
-            with self.exclusive(), self._lock:
-                self._follow(repair=True)
-        else:
-            with self._lock:
-                self._follow(repair=False)
+        """Before reading: load the rows another process appended, or after its drop of forgotten
+        rows its new files, without the writers' lock (a query never waits for an embedding request)."""
+        with self._lock:
+            if self._owner == threading.get_ident():    # this thread is the writer: the files are its own
+                self._follow()
+            else:
+                self._read_stable(full=False)
 
-    def _files_replaced(self) -> bool:
-        try:
-            return os.stat(self.path / "ids.txt").st_ino != self._ids_inode
-        except FileNotFoundError:
-            return False
+    def _generation(self) -> tuple[int, ...]:
+        """The inodes of the three files (a drop replaces each), and 1 while a drop's swap is under way."""
+        out = []
+        for name in ("matrix.f32", "rows.bin", "ids.txt"):
+            try:
+                out.append(os.stat(self.path / name).st_ino)
+            except FileNotFoundError:
+                out.append(-1)
+        return (*out, int((self.path / "drop.commit").exists()))
 
-    def _follow(self, repair: bool) -> None:
-        """Load what another process changed: its appended rows, or (`repair`, only under `exclusive`)
-        its files after a drop, and trim what a writer that died mid-append left."""
-        try:
-            st = os.stat(self.path / "ids.txt")
-        except FileNotFoundError:
-            return
-        if st.st_ino != self._ids_inode:
-            if repair:      # a reader waits for `_refresh` to take the lock: the files may be mid-swap
+    def _read_stable(self, full: bool) -> None:
+        """A reader's load, without the writers' lock: the rows appended since (or everything, when
+        `full` or the files were replaced), checked against a drop swapping the files meanwhile. A read
+        that a swap tore is read again in full; a swap under way is waited out (it is three renames);
+        a drop that a dead writer left half-swapped is finished under the lock, as `open` would."""
+        for _ in range(400):    # 2 s
+            before = self._generation()
+            if before[3]:
+                try:
+                    with self.exclusive(wait=False):
+                        self._follow()    # no live writer: a dead one's drop, finished here
+                        return
+                except CacheBusy:
+                    time.sleep(0.005)
+                    continue
+            if full or before[:3] != self._gen:
                 self._matrix = np.zeros((0, self.dim), DTYPE)
-                self._finish_drop()
-                self._repair_and_load(True)
+                self._repair_and_load(repair=False)
+            elif os.path.getsize(self.path / "ids.txt") != len(self._ids):
+                self._load_appended()
+            if self._generation() == before:
+                self._gen = before[:3]
+                return
+            full = True              # torn by a swap: what was read may mix two generations
+        raise CacheBusy(f"vector cache {self.path}: a drop of forgotten rows is under way")
+
+    def _follow(self) -> None:
+        """Under `exclusive`: load what another process changed (its appended rows, or its files
+        after a drop) and trim what a writer that died mid-append left."""
+        if self._generation()[:3] != self._gen or (self.path / "drop.commit").exists():
+            self._matrix = np.zeros((0, self.dim), DTYPE)
+            self._finish_drop()
+            self._repair_and_load(True)
             return
-        if st.st_size != len(self._ids):
+        if os.path.getsize(self.path / "ids.txt") != len(self._ids):
             self._load_appended()
-        if repair and not self._files_agree():   # a writer died mid-append: trim it, as open does
+        if not self._files_agree():   # a writer died mid-append: trim it, as open does
             self._matrix = np.zeros((0, self.dim), DTYPE)
             self._repair_and_load(True)
 
