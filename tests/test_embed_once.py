@@ -4,7 +4,9 @@ Real parts: the embedded PostgreSQL and the test embedding server."""
 
 from __future__ import annotations
 
+import contextlib
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +46,14 @@ def _cache(memory: Memory) -> VectorCache:
 
 def _same_direction(a: np.ndarray, b: np.ndarray) -> bool:
     return float(a @ b / np.linalg.norm(a) / np.linalg.norm(b)) > 0.9999   # halfvec keeps ~3 digits
+
+
+@contextlib.contextmanager
+def _another_writer(memory: Memory, home: Path) -> Iterator[None]:
+    """The cache's writers' lock held elsewhere, as the daemon's index process holds it mid-request."""
+    view = memory.embedding_view()
+    with VectorCache(home, view.embedder.fingerprint, view.embedder.dim).open().exclusive():
+        yield
 
 
 def test_the_feed_takes_the_vectors_urchin_embed_made(urchin_home: Path, pg_url: str, embedder_url: str) -> None:
@@ -90,9 +100,7 @@ def test_a_query_does_not_wait_for_another_writer_of_the_cache(urchin_home: Path
         memory.ingest(EVENTS[:2])
         memory.embed()
         memory.ingest(EVENTS[2:])
-        view = memory.embedding_view()
-        other = VectorCache(urchin_home, view.embedder.fingerprint, view.embedder.dim).open()
-        with other.exclusive():
+        with _another_writer(memory, urchin_home):
             started = time.monotonic()
             found = memory.semantic("OAuth refresh tokens", limit=1)
             assert time.monotonic() - started < 20
@@ -110,9 +118,7 @@ def test_a_context_query_feeds_inline_without_waiting_for_another_writer(urchin_
         memory.ingest(EVENTS[:2])
         memory.index()
         memory.ingest(EVENTS[2:])
-        view = memory.embedding_view()
-        other = VectorCache(urchin_home, view.embedder.fingerprint, view.embedder.dim).open()
-        with other.exclusive():
+        with _another_writer(memory, urchin_home):
             started = time.monotonic()
             result = memory.context(query="blue green releases for billing")
             assert time.monotonic() - started < 20
