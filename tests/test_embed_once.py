@@ -128,3 +128,25 @@ def test_a_context_query_feeds_inline_without_waiting_for_another_writer(urchin_
         report = memory.index()
         assert report.embedded == len(EVENTS) - 2
         assert sorted(_index_vectors(memory)) == IDS == sorted(_cache(memory).vectors_of(IDS))
+
+
+@pytest.mark.parametrize("damage", [b"{not json", b"[384]"])
+def test_a_damaged_cache_meta_file_costs_neither_the_feed_nor_the_query(urchin_home: Path, pg_url: str,
+                                                                        embedder_url: str, damage: bytes) -> None:
+    """A sidecar damaged on disk is named, not a traceback: the index still gets every vector (the feed
+    embeds on its own), and a semantic query falls back to token-cosine, saying which file and why."""
+    with Memory(_settings(urchin_home, pg_url, embedder_url)) as memory:
+        memory.ingest(EVENTS)
+        memory.embed()
+        fingerprint = memory.embedding_view().embedder.fingerprint
+    meta = urchin_home / "vectors" / fingerprint / "meta.json"
+    assert meta.exists()
+    meta.write_bytes(damage)
+    with Memory(_settings(urchin_home, pg_url, embedder_url)) as memory:
+        report = memory.index()
+        assert (report.embedded, report.reused) == (len(EVENTS), 0)
+        assert sorted(_index_vectors(memory)) == IDS
+        found = memory.semantic("OAuth refresh tokens", limit=1)
+        assert found.mode.startswith("token-cosine") and [e.id for e in found.events] == ["once-0"]
+        assert any("meta.json" in note for note in found.notes), found.notes
+    assert meta.read_bytes() == damage          # nothing stored was touched

@@ -27,7 +27,7 @@ from urchin.forget import ForgetLog, forget_hash
 from urchin.index.base import ChunkRow, Embedder
 from urchin.index.sparse import doc_columns
 from urchin.journal import Journal
-from urchin.search.vectors import VectorCache, embed_events
+from urchin.search.vectors import CacheBusy, VectorCache, embed_events
 
 __all__ = ["Feeder", "FeedReport", "event_row", "BATCH_BYTES", "BULK_BYTES"]
 
@@ -338,8 +338,12 @@ class Feeder:
             try:
                 cache = VectorCache(self.vectors_home, self.embedder.fingerprint, self.embedder.dim)
                 self._vectors = cache.open(self.wait)
-            except OSError as exc:     # e.g. a read-only home: the index still gets its vectors
-                log.warning("vector cache under %s not usable (%s); the feed embeds on its own", self.vectors_home, exc)
+            except CacheBusy:          # being created by another writer: this run's rows stay pending
+                raise
+            except (OSError, EmbedderError) as exc:   # a read-only home, a damaged meta.json: the index
+                reason = exc.message if isinstance(exc, EmbedderError) else str(exc)   # still gets its vectors
+                log.warning("vector cache under %s not usable (%s); the feed embeds on its own", self.vectors_home,
+                            reason)
                 self.vectors_home = None
                 return None
         return self._vectors

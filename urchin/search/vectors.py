@@ -142,7 +142,14 @@ class VectorCache:
     def _open_files(self, repair: bool) -> None:
         meta_path = self.path / "meta.json"
         if meta_path.exists():
-            found = orjson.loads(meta_path.read_bytes())
+            try:
+                found = orjson.loads(meta_path.read_bytes())
+            except orjson.JSONDecodeError as exc:
+                raise EmbedderError(f"vector cache {self.path}: meta.json is not valid JSON ({exc}); remove the "
+                                    "folder to embed its events again") from None
+            if not isinstance(found, dict):
+                raise EmbedderError(f"vector cache {self.path}: meta.json must hold a JSON object; remove the "
+                                    "folder to embed its events again")
             if found.get("dim") != self.dim or found.get("dtype") != DTYPE.str:
                 raise EmbedderError(
                     f"vector cache {self.path}: holds {found.get('dim')}-dim "
