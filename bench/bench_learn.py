@@ -40,6 +40,16 @@ def first_lines(source: Path, target: Path, n: int) -> None:
         out.writelines(itertools.islice(src, n))
 
 
+def daemon_address(proc: subprocess.Popen[bytes], home: Path) -> tuple[str, dict[str, str]]:
+    """The address of the daemon `proc` serving `home`, once it wrote daemon.json, and its auth header."""
+    while not (home / "daemon.json").exists():
+        if proc.poll() is not None:
+            raise SystemExit("daemon exited")
+        time.sleep(0.05)
+    info = orjson.loads((home / "daemon.json").read_bytes())
+    return info["address"], {"authorization": f"Bearer {(home / 'token').read_text().strip()}"}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--journal", type=Path, default=REPO / "bench" / "data" / "journal-200k.jsonl")
@@ -54,13 +64,8 @@ def main() -> None:
         proc = subprocess.Popen([sys.executable, "-m", "urchin", "serve", "--port", "0", "--log-level", "warning",
                                  "--no-index"], env=env, cwd=args.repo)  # -m imports from the cwd first
         try:
-            while not (home / "daemon.json").exists():
-                if proc.poll() is not None:
-                    raise SystemExit("daemon exited")
-                time.sleep(0.05)
-            info = orjson.loads((home / "daemon.json").read_bytes())
-            headers = {"authorization": f"Bearer {(home / 'token').read_text().strip()}"}
-            with httpx.Client(base_url=info["address"], headers=headers, timeout=300, trust_env=False) as client:
+            address, headers = daemon_address(proc, home)
+            with httpx.Client(base_url=address, headers=headers, timeout=300, trust_env=False) as client:
                 t = time.perf_counter()
                 client.get("/semantic", params={"query": "warm up", "limit": 5}).raise_for_status()
                 first = (time.perf_counter() - t) * 1000

@@ -72,6 +72,11 @@ def test_the_embedder_backfills_in_the_background(urchin_home: Path, embedder_ur
         headers = {"Authorization": f"Bearer {daemon.token}"}
         events = [{"content": f"note {i}: the release train leaves on thursdays"} for i in range(300)]
         assert httpx.post(daemon.url + "/ingest/batch", json={"events": events}, headers=headers).status_code == 200
+        # a query meanwhile answers from what is cached: the backlog is the loop's, not the query's
+        early = _search(daemon, "when does the release train leave", "/semantic")
+        assert early["mode"] == "embedder (all-MiniLM-L6-v2)"
+        assert early["notes"] == ["some events are not embedded yet and were not searched: "
+                                  "the daemon is embedding them"], early
         vectors = urchin_home / "vectors"
         cached = _wait_for(lambda: any(vectors.rglob("ids.txt")) and
                            sum(len(p.read_bytes().splitlines()) for p in vectors.rglob("ids.txt")) >= 300, 60)

@@ -128,7 +128,8 @@ def test_vanished_daemon_falls_back_to_in_process(tmp_path: Path) -> None:
 _DAEMON_ONLY = {"add_view", "warm", "refresh", "save_views", "followed", "ingest_prepared", "prepare_batch",
                 "rejected", "compact", "locate", "open", "cosine_view", "embedding_view", "ingestor", "substring",
                 "journal", "forget_log", "index_service", "files", "roots", "settings", "collector_changes",
-                "timeline", "activity", "redaction_fingerprint"}  # the viewer routes run in the daemon
+                "timeline", "activity", "redaction_fingerprint",  # the viewer routes run in the daemon
+                "embed_in_background"}
 
 
 def test_remote_memory_has_every_front_end_method_explicitly() -> None:

@@ -177,6 +177,45 @@ def test_vector_cache_drops_forgotten_rows(memory: Memory, settings: Settings) -
     assert [reopened.id_at(r) for r in range(5)] == ["ev-000", "ev-002", "ev-003", "ev-005", "ev-new"]
 
 
+def test_a_compaction_never_holds_up_appends_while_it_waits_for_the_vector_cache(memory: Memory,
+                                                                                  settings: Settings) -> None:
+    """The drop of forgotten vectors waits for the cache's writers' lock, which the daemon's index
+    process holds across an embedding request (seconds, or an unreachable embedder's timeout): it runs
+    once the journal lock is released, so appends never wait for an embedder."""
+    import threading
+    import time
+
+    import numpy as np
+
+    from urchin.search.vectors import VectorCache
+
+    memory.ingest(_events(4))
+    holder = VectorCache(settings.home, "m", 4).open()
+    holder.add([f"ev-{i:03d}" for i in range(4)], list(range(4)), np.eye(4, dtype=np.float32))
+    (holder.path / "journal.offset").write_text("999 0")
+    forgetting = threading.Thread(target=memory.forget, args=(["ev-001"],), kwargs={"confirm": True})
+    appending = threading.Thread(target=memory.ingest_one, args=({"id": "late", "content": "appended meanwhile"},))
+    with holder.exclusive():                  # another writer, mid-request
+        forgetting.start()
+        deadline = time.monotonic() + 20
+        while b"ev-001" in memory.journal.path.read_bytes() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert b"ev-001" not in memory.journal.path.read_bytes()     # rewritten; the drop waits
+        appending.start()
+        appending.join(10)
+        assert not appending.is_alive(), "an append waited for the vector cache's writer"
+        assert forgetting.is_alive() and memory.forget_log.pending()   # not recorded as cleaned yet
+        assert (holder.path / "journal.offset").exists()
+    forgetting.join(20)
+    assert not forgetting.is_alive()
+    holder.close()
+    reopened = VectorCache(settings.home, "m", 4).open()
+    assert "ev-001" not in reopened and len(reopened) == 3
+    assert not (reopened.path / "journal.offset").exists()           # every event is checked again
+    assert not memory.forget_log.pending()
+    assert memory.get("late").content == "appended meanwhile"
+
+
 # ---- through the real front ends --------------------------------------------------------------------
 def _ingest_file(memory: Memory, n: int) -> None:
     memory.ingest(_events(n))

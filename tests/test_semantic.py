@@ -124,6 +124,55 @@ def test_semantic_search_with_a_real_embedder(embedder_url: str, urchin_home) ->
     assert [h.event.id for h in best.hits] == ["db"]
 
 
+@pytest.mark.slow
+def test_beside_the_daemons_embedder_loop_a_query_never_embeds_a_backlog(embedder_url: str, urchin_home) -> None:
+    """Background work never holds up a query (issue 16): beside the embedder loop, a query embeds a few
+    new events itself, one small request, but leaves a backlog to the loop and never waits for the loop;
+    it answers from the vectors cached and says the rest is being embedded."""
+    from urchin.config import Settings
+
+    memory = Memory(Settings.resolve(urchin_home, env=_embedder_env(embedder_url)))
+    memory.embed_in_background()
+    memory.ingest([{"id": f"n{i}", "content": f"note {i} on the release train"} for i in range(20)])
+    result = memory.semantic("when does the release train leave")
+    assert result.mode == "embedder (all-MiniLM-L6-v2)" and result.hits == []
+    assert result.notes == ["some events are not embedded yet and were not searched: the daemon is embedding them"]
+    view = memory.embedding_view()
+    assert len(view.cache()) == 0                      # the query embedded none of the 20
+    assert memory.embed()["embedded"] == 20            # the loop's call
+    memory.ingest_one({"id": "late", "content": "SSO login via SAML was approved"})
+    result = memory.semantic("single sign-on authentication", limit=1)
+    assert [h.event.id for h in result.hits] == ["late"] and result.notes == []   # a few new: embedded inline
+    memory.ingest_one({"id": "later", "content": "The cafeteria serves soup on Fridays"})
+    with view._lock:                                   # the loop mid-catch-up: the query does not wait for it
+        result = memory.semantic("what is for lunch on friday", limit=1)
+    assert "later" not in [h.event.id for h in result.hits] and "the daemon is embedding them" in result.notes[0]
+    assert [h.event.id for h in memory.semantic("what is for lunch on friday", limit=1).hits] == ["later"]
+
+
+@pytest.mark.slow
+def test_what_a_writer_checked_before_a_compaction_is_not_trusted_after_it(embedder_url: str, urchin_home) -> None:
+    """The embedder loop does not take the journal lock: it may record how far it checked the journal
+    after a compaction rewrote it, or after a drop took rewritten lines' vectors out. Neither record
+    may skip an event: the first names the journal generation it was made in, the second is refused."""
+    from urchin.config import Settings
+
+    memory = Memory(Settings.resolve(urchin_home, env=_embedder_env(embedder_url)))
+    memory.ingest([{"id": f"n{i}", "content": f"note {i} on the release train"} for i in range(6)])
+    view = memory.embedding_view()
+    generation, stamp = 0, view.cache().stamp()
+    assert memory.embed()["embedded"] == 6
+    stale = view._offset_file().read_text()
+    memory.forget(["n0"], confirm=True)
+    memory.ingest([{"id": f"m{i}", "content": f"a later note {i}"} for i in range(3)])
+    view._offset_file().write_text(stale)           # written late, by a loop that scanned the old journal
+    assert sorted(e.id for e in view.pending()[0]) == ["m0", "m1", "m2"]
+    view._offset_file().unlink()
+    view._checked(memory.journal.size(), generation + 1, stamp, wait=True)   # scanned before the drop
+    assert not view._offset_file().exists()
+    assert memory.embed()["embedded"] == 3
+
+
 # ---- saying when it is weak ------------------------------------------------------------------------
 def test_no_match_is_weak_and_says_what_to_try(filled: Memory) -> None:
     result = filled.semantic("zebra giraffe")

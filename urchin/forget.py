@@ -231,12 +231,16 @@ class ForgetLog:
 
 def compact(journal: Journal, log: ForgetLog, rewrite: Rewrite | None = None,
             hold: Callable[[int], AbstractContextManager[object]] | None = None,
-            after: Callable[[Compaction], None] | None = None) -> Compaction | None:
+            after: Callable[[Compaction], None] | None = None,
+            settle: Callable[[Compaction], None] | None = None) -> Compaction | None:
     """Rewrite the journal without its forgotten events (and through `rewrite`, when given).
 
     Runs under the journal lock; returns None when no line changes. `hold(first_changed_offset)` is
     entered just before the rename and left after it (a view truncates itself there, under its own
-    lock); `after` runs once the new file is in place, still under the journal lock.
+    lock); `after` runs once the new file is in place, still under the journal lock. `settle` runs
+    then, with the lock released (clean-up that may wait for others, such as the vector cache's
+    writers, without holding up appends); the rewrite is recorded as cleaned only after it. A crash
+    before that record: the next compaction runs `after` and `settle` again, under the lock.
     """
     with journal.locked():
         log.settle()
@@ -250,7 +254,8 @@ def compact(journal: Journal, log: ForgetLog, rewrite: Rewrite | None = None,
             return None
         leftover = log.state().uncleaned
         if leftover is not None:  # the journal was rewritten, then a crash: the views follow now
-            _follow(log, leftover, after)
+            _follow(leftover, after, settle)
+            _cleaned(log, leftover)
             if rewrite is None and not log.pending():
                 return None
         edits, replaced = _write_rewritten(target, tmp, hashes, rewrite)
@@ -270,14 +275,25 @@ def compact(journal: Journal, log: ForgetLog, rewrite: Rewrite | None = None,
             _fsync_dir(target.parent)
         log._state = _State()
         done = Compaction(gen, tuple(edits), frozenset(replaced), token)
-        _follow(log, done, after)
-        return done
+        _follow(done, after)
+        if settle is None:
+            _cleaned(log, done)
+            return done
+    settle(done)
+    with journal.locked():
+        _cleaned(log, done)
+    return done
 
 
-def _follow(log: ForgetLog, done: Compaction, after: Callable[[Compaction], None] | None) -> None:
-    """Let the views follow a rewrite, then record that they did (a crash before: the next compaction)."""
-    if after is not None:
-        after(done)
+def _follow(done: Compaction, *steps: Callable[[Compaction], None] | None) -> None:
+    """Let the views follow a rewrite; `_cleaned` records that they did (a crash before: the next
+    compaction runs the steps again)."""
+    for step in steps:
+        if step is not None:
+            step(done)
+
+
+def _cleaned(log: ForgetLog, done: Compaction) -> None:
     log._append({"op": "cleaned", "at": _now(), "token": done.token})
 
 

@@ -88,6 +88,10 @@ class EmbedderLoop(Job):
     IDLE_S = 2.0
     BACKOFF_S = 30.0
 
+    def start(self) -> None:
+        self.memory.embed_in_background()     # before the daemon serves a query: backlogs are the loop's
+        super().start()
+
     def run(self) -> None:
         while not self.stop_event.is_set():
             try:

@@ -27,7 +27,7 @@ from urchin.forget import ForgetLog, forget_hash
 from urchin.index.base import ChunkRow, Embedder
 from urchin.index.sparse import doc_columns
 from urchin.journal import Journal
-from urchin.search.vectors import CacheBusy, VectorCache, embed_events
+from urchin.search.vectors import BACKGROUND_CHUNK, CacheBusy, VectorCache, embed_events
 
 __all__ = ["Feeder", "FeedReport", "event_row", "BATCH_BYTES", "BULK_BYTES"]
 
@@ -320,14 +320,19 @@ class Feeder:
             # forgotten during this run is embedded for the index as before and deleted with its row.)
             # A query's inline feed (`wait=False`) does not wait for another writer either: CacheBusy
             # is an EmbedderError, so the rows stay pending and the run says embedding was skipped.
-            with cache.exclusive(self.wait):
-                added = embed_events(self.embedder, cache,
-                                     [e for e in events if e.id not in found and not self.forgotten.hides(e.id)],
-                                     wait=self.wait)
+            # One small request per hold of the lock: a compaction's drop and the embedder loop wait
+            # for it, and a query's request queues behind it at the embedder.
+            missing = [e for e in events if e.id not in found]
+            added = 0
+            for start in range(0, len(missing), BACKGROUND_CHUNK):
+                with cache.exclusive(self.wait):
+                    added += embed_events(self.embedder, cache, [e for e in missing[start:start + BACKGROUND_CHUNK]
+                                                                 if not self.forgotten.hides(e.id)], wait=self.wait)
             found.update(cache.vectors_of(e.id for e in events if e.id not in found))
             report.reused += len(found) - added
         rest = [(cid, text) for cid, text, _, _ in todo if cid not in found]
-        vectors = self.embedder.embed([text for _, text in rest]) if rest else []
+        vectors = [vector for i in range(0, len(rest), BACKGROUND_CHUNK)
+                   for vector in self.embedder.embed([text for _, text in rest[i:i + BACKGROUND_CHUNK]])]
         by_id = {**found, **{cid: vec for (cid, _), vec in zip(rest, vectors, strict=True)}}
         return [(cid, by_id[cid]) for cid, _, _, _ in todo]
 

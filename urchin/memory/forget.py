@@ -162,7 +162,7 @@ class Forgetting:
     def compact(self) -> Compaction | None:
         """Rewrite the journal without forgotten events, if any are left in it; views follow."""
         return compact(self.journal, self.forget_log, hold=self.substring.index.held_before,
-                       after=self._after_compaction)
+                       after=self._after_compaction, settle=self._drop_vectors)
 
     def redact_rewrite(self) -> dict[str, Any]:
         """Apply the current redaction rules to every journal line; lines they change are rewritten,
@@ -177,7 +177,7 @@ class Forgetting:
             return redacted.to_json() if redacted != event else None
 
         done = compact(self.journal, self.forget_log, rewrite=rewrite, hold=self.substring.index.held_before,
-                       after=self._after_compaction)
+                       after=self._after_compaction, settle=self._drop_vectors)
         rewritten = sum(1 for _, _, new in done.edits if new) if done else 0
         notes = (self._sync_index() if done else []) + self._rechunk_files()
         return {"rewritten": rewritten, "dropped": sum(1 for _, _, new in done.edits if not new) if done else 0,
@@ -191,9 +191,12 @@ class Forgetting:
         from urchin.search import cosine_store
 
         cosine_store.discard(self.settings.index_dir / "cosine")
-        self._drop_vectors(done)
 
     def _drop_vectors(self, done: Compaction) -> None:
+        """After the journal lock is released (it waits for the vector caches' writers, one embedding
+        request long): drop the vectors of forgotten events, and of rewritten lines, which are embedded
+        again. A cache's `journal.offset` goes with them under its writers' lock: every event is
+        checked again (see `EmbeddingView.pending`)."""
         root = self.settings.home / "vectors"
         if not root.is_dir():
             return
@@ -208,8 +211,9 @@ class Forgetting:
                 log.warning("vector cache %s not cleaned: %s", folder, exc)
                 continue
             try:
-                cache.drop(lambda event_id: forget_hash(event_id) in hidden)
-                (folder / "journal.offset").unlink(missing_ok=True)  # offsets of the old file: check all again
+                with cache.exclusive():
+                    cache.drop(lambda event_id: forget_hash(event_id) in hidden)
+                    (folder / "journal.offset").unlink(missing_ok=True)
             finally:
                 cache.close()
         self._semantic.drop_vector_cache()

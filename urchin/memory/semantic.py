@@ -26,6 +26,7 @@ class SemanticViews:
         self._locate = locate
         self._cosine: TokenCosineView | None = None
         self._embedding: EmbeddingView | None = None
+        self._background = False
 
     def search(self, query: str, since_ms: int, limit: int, filters: Filters) -> SearchResult:
         """The embedder when one is configured; when it is down or misconfigured, token-cosine, saying
@@ -66,7 +67,15 @@ class SemanticViews:
                                     if not self._settings.embedder_url
                                     else "URCHIN_EMBEDDER_MODEL: must be set when URCHIN_EMBEDDER_URL is")
             self._embedding = EmbeddingView(self._journal, self._settings.home, embedder, self._locate)
+            self._embedding.background = self._background
         return self._embedding
+
+    def embed_in_background(self) -> None:
+        """This process embeds new events in the background (the daemon's loop): a query no longer
+        embeds a backlog before it answers, and `embed` sends small requests one at a time."""
+        self._background = True
+        if self._embedding is not None:
+            self._embedding.background = True
 
     def embed(self, progress: Callable[[int], None] | None, limit: int | None = None) -> dict[str, Any]:
         if not self._settings.embedder_url:

@@ -22,6 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
+import orjson
 
 from urchin.children import python_child
 from urchin.event import MEMORY_KINDS, Event
@@ -33,7 +34,7 @@ from urchin.search.embedder import Embedder
 from urchin.search.extract import WorkerError, extract_parallel, line_aligned_end
 from urchin.search.query import Filters, Hit
 from urchin.search.tokens import terms_of, tokenize
-from urchin.search.vectors import CacheBusy, VectorCache, embed_events
+from urchin.search.vectors import BACKGROUND_CHUNK, CacheBusy, VectorCache, embed_events
 from urchin.search.websearch import parse
 
 __all__ = ["TokenCosineView", "EmbeddingView", "SAVE_EVERY", "BULK_BYTES", "WEAK_SCORE", "weakness"]
@@ -41,6 +42,7 @@ __all__ = ["TokenCosineView", "EmbeddingView", "SAVE_EVERY", "BULK_BYTES", "WEAK
 log = logging.getLogger(__name__)
 
 _CATCH_UP_BYTES = 4 << 20
+_PENDING_CHUNK = 64 << 10   # the first read of `EmbeddingView.pending` (a query's): then 4x each time
 SAVE_EVERY = 10_000  # events indexed since the last save (and 5% of the saved) that make `catch_up` save
 FIRST_SAVE = 256     # ...but a young index saves at 256, 512, 1,024 ... rows first
 BULK_BYTES = 64 << 20  # a backlog this large is tokenised by worker processes, in bulk mode
@@ -49,6 +51,9 @@ BULK_BYTES = 64 << 20  # a backlog this large is tokenised by worker processes, 
 WEAK_SCORE = 0.15
 INLINE_ASSOC_ROWS = 20_000  # up to this many events, associations are (re)built before a query; beyond, at save
 LEARN_TIMEOUT_S = 600.0     # a child building the associations (learn_apart) is given up after this
+# Beside the daemon's embedder loop a query embeds at most this many new events itself (one small
+# request); a longer backlog is the loop's, which sends BACKGROUND_CHUNK texts per request.
+INLINE_BESIDE_LOOP = 16
 
 
 def _match(hit: Hit) -> float:
@@ -394,8 +399,12 @@ class EmbeddingView:
         self.embedder = embedder
         self.locate = locate
         self.sync_limit = sync_limit
+        # The daemon's embedder loop follows the journal (`SemanticViews.embed_in_background`): queries
+        # then leave backlogs to it, and it embeds BACKGROUND_CHUNK texts per request.
+        self.background = False
         self._cache: VectorCache | None = None
         self._lock = threading.Lock()
+        self._forgotten = ForgetLog(journal)
         self.backlog = 0
 
     @property
@@ -411,43 +420,103 @@ class EmbeddingView:
         return self.cache().path / "journal.offset"
 
     def pending(self, limit: int | None = None) -> tuple[list[Event], int]:
-        """Events the cache lacks (oldest first, at most `limit`), and the offset they reach."""
+        """Events the cache lacks (oldest first, at most `limit`), and the offset they reach. Lines are
+        read in growing chunks and only the ids parsed, but for the events missing: a query asks for a
+        few, and a backlog's first ones are near its start."""
         cache = self.cache()
-        try:
-            start = int(self._offset_file().read_text() or 0)
-        except (FileNotFoundError, ValueError):
-            start = 0
-        if start > self.journal.size():
-            start = 0  # the journal was replaced or repaired: check every event again
+        cache.refresh()      # another process's appends, or its drop (a compaction's)
+        start = self._checked_to()
         missing: list[Event] = []
-        end = start
-        for offset, line in self.journal.iter_lines(start):
-            event = Event.from_json(line)
-            end = offset + len(line) + 1
-            if event is not None and event.id not in cache:
-                missing.append(event)
-                if limit is not None and len(missing) >= limit:
-                    break
-        return missing, end
+        end, chunk = start, _PENDING_CHUNK
+        while True:
+            result = self.journal.read_from(end, chunk)
+            if result.next_offset == end:
+                return missing, end
+            for offset, line in result.lines:
+                try:
+                    record = orjson.loads(line)
+                except orjson.JSONDecodeError:
+                    continue
+                event_id = record.get("id") if isinstance(record, dict) else None
+                if isinstance(event_id, str) and event_id in cache:
+                    continue
+                event = Event.from_json(line)
+                if event is not None and event.id not in cache:
+                    missing.append(event)
+                    if limit is not None and len(missing) >= limit:
+                        return missing, offset + len(line) + 1
+            end, chunk = result.next_offset, min(chunk * 4, _CATCH_UP_BYTES)
+
+    def _checked_to(self) -> int:
+        """Where `pending` starts: `journal.offset` holds "OFFSET GENERATION", the journal offset up to
+        which every event is cached, in the journal its forget generation names. Another generation
+        (a compaction rewrote the journal since), a journal shorter than the offset (replaced or
+        repaired), or no file: every event is checked again."""
+        try:
+            offset, _, generation = self._offset_file().read_text().partition(" ")
+            start, seen = int(offset or 0), int(generation or 0)
+        except (FileNotFoundError, ValueError):
+            return 0
+        return start if seen == self._forgotten.generation() and start <= self.journal.size() else 0
+
+    def _checked(self, end: int, generation: int, stamp: tuple[int, ...], wait: bool) -> None:
+        """Record that every event before `end` is cached, as `pending` found in the journal of forget
+        `generation` while the cache had `stamp`. Under the writers' lock, and only if no drop came
+        between: a drop takes vectors out (rewritten lines) and resets the record after it."""
+        cache = self.cache()
+        with contextlib.suppress(CacheBusy), cache.exclusive(wait):
+            if cache.stamp() == stamp:
+                _write_private(self._offset_file(), f"{end} {generation}".encode())
 
     def catch_up(self, limit: int | None = None, progress: Callable[[int], None] | None = None,
                  wait: bool = True) -> int:
         """Embed what the cache lacks (up to `limit` events); returns how many were embedded.
         `wait=False`: `CacheBusy` rather than wait for another writer of the cache (a query)."""
         with self._lock:
-            events, end = self.pending(limit)
-            added = embed_events(self.embedder, self.cache(), events, progress=progress, wait=wait) if events else 0
-            _write_private(self._offset_file(), str(end).encode())
-            return added
+            return self._catch_up(limit, progress, wait)
+
+    def _catch_up(self, limit: int | None, progress: Callable[[int], None] | None, wait: bool) -> int:
+        generation, stamp = self._forgotten.generation(), self.cache().stamp()
+        events, end = self.pending(limit)
+        chunk = BACKGROUND_CHUNK if self.background else 512
+        added = embed_events(self.embedder, self.cache(), events, chunk=chunk, progress=progress,
+                             wait=wait) if events else 0
+        self._checked(end, generation, stamp, wait)
+        return added
+
+    def _embed_for_query(self) -> bool:
+        """What a query embeds before it answers, never waiting for anyone: not for the embedder loop
+        (this view's lock), nor for another writer of the cache (the index process mid-request). A
+        process on its own (the CLI) embeds up to `sync_limit` events; beside the daemon's loop a query
+        embeds a few new events (one small request), and none of a backlog: the loop is working through
+        it, and the query answers from what is cached. Returns whether events are left not embedded."""
+        if not self._lock.acquire(blocking=False):
+            return bool(self.pending(1)[0])
+        try:
+            if not self.background:
+                with contextlib.suppress(CacheBusy):
+                    self._catch_up(self.sync_limit, None, wait=False)
+                return bool(self.pending(1)[0])
+            generation, stamp = self._forgotten.generation(), self.cache().stamp()
+            missing, end = self.pending(INLINE_BESIDE_LOOP + 1)
+            if len(missing) > INLINE_BESIDE_LOOP:
+                return True
+            if missing:     # (none: the offset is the loop's to move, a query writes nothing)
+                try:
+                    embed_events(self.embedder, self.cache(), missing, wait=False)
+                except CacheBusy:
+                    return True
+                self._checked(end, generation, stamp, wait=False)
+            return False
+        finally:
+            self._lock.release()
 
     def search(self, query: str, *, since_ms: int | None, limit: int, filters: Filters,
                until_ms: int | None = None) -> tuple[list[Hit], list[str]]:
         notes: list[str] = []
-        with contextlib.suppress(CacheBusy):     # the daemon's index process is embedding: answer now
-            self.catch_up(self.sync_limit, wait=False)
-        left, _ = self.pending(1)
-        if left:
-            notes.append("some events are not embedded yet and were not searched: run `urchin embed`")
+        if self._embed_for_query():
+            notes.append("some events are not embedded yet and were not searched: "
+                         + ("the daemon is embedding them" if self.background else "run `urchin embed`"))
         query, holds = constraints(query)
         vector = self.embedder.embed_query(query)
         events: dict[str, Event | None] = {}

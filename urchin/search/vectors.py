@@ -28,7 +28,7 @@ import orjson
 from urchin.config import write_private
 from urchin.errors import EmbedderError
 
-__all__ = ["VectorCache", "CacheBusy", "embed_events", "event_text"]
+__all__ = ["VectorCache", "CacheBusy", "embed_events", "event_text", "BACKGROUND_CHUNK"]
 
 FORMAT = 1
 # float32, not float16: numpy has no fast half-precision matrix product, and converting 1M x 384
@@ -38,6 +38,12 @@ DTYPE = np.dtype("<f4")
 # the id (membership without holding a million Python strings).
 ROW = np.dtype([("ts", "<i8"), ("key", "<u8")])
 MERGE_AT = 65536  # recent keys kept in a set until they are merged into the sorted array
+
+
+# Texts per embedding request of background work (the daemon's embedder loop, the index feed), one
+# request at a time: the cache's writers' lock is held across a request, and a query's own request at
+# the embedder queues behind it, so each stays one small batch long.
+BACKGROUND_CHUNK = 16
 
 
 class CacheBusy(EmbedderError):
@@ -459,6 +465,16 @@ class VectorCache:
                 self._follow()
             else:
                 self._read_stable(full=False)
+
+    def refresh(self) -> None:
+        """Load what other processes appended or dropped since (membership tests do not look)."""
+        if self._opened:
+            self._refresh()
+
+    def stamp(self) -> tuple[int, ...]:
+        """Changes when a drop replaces the files (appends leave it): a writer that checked ids before
+        can tell, under the writers' lock, whether a drop came between."""
+        return self._generation()[:3]
 
     def _generation(self) -> tuple[int, ...]:
         """The inodes of the three files (a drop replaces each), and 1 while a drop's swap is under way."""
