@@ -171,6 +171,9 @@ def test_what_a_writer_checked_before_a_compaction_is_not_trusted_after_it(embed
     view._checked(memory.journal.size(), generation + 1, stamp, wait=True)   # scanned before the drop
     assert not view._offset_file().exists()
     assert memory.embed()["embedded"] == 3
+    for damaged in ("-5 1", "x 1", "9 9 9", ""):            # a damaged record: every event checked again
+        view._offset_file().write_text(damaged)
+        assert view.pending() == ([], memory.journal.size())
 
 
 # ---- saying when it is weak ------------------------------------------------------------------------

@@ -457,7 +457,7 @@ class EmbeddingView:
             start, seen = int(offset or 0), int(generation or 0)
         except (FileNotFoundError, ValueError):
             return 0
-        return start if seen == self._forgotten.generation() and start <= self.journal.size() else 0
+        return start if seen == self._forgotten.generation() and 0 <= start <= self.journal.size() else 0
 
     def _checked(self, end: int, generation: int, stamp: tuple[int, ...], wait: bool) -> None:
         """Record that every event before `end` is cached, as `pending` found in the journal of forget
