@@ -142,3 +142,29 @@ def test_background_jobs_run_at_a_lower_priority_than_queries(urchin_home: Path)
             assert client.get("/search", params={"query": "x"}).status_code == 200
     finally:
         daemon.stop()
+
+
+@pytest.mark.slow
+def test_the_embedder_loop_outlives_a_failure_that_is_not_the_embedders(urchin_home: Path, embedder_url: str) -> None:
+    """Queries beside the loop leave a backlog to it, so it must not end on a failure of its own (a
+    full disk, an unwritable folder): it logs it, backs off and goes on once the cause is gone."""
+    from urchin.config import Settings
+    from urchin.daemon.background import EmbedderLoop
+    from urchin.memory import Memory
+
+    memory = Memory(Settings.resolve(urchin_home, env={"URCHIN_EMBEDDER_URL": embedder_url,
+                                                       "URCHIN_EMBEDDER_MODEL": "all-MiniLM-L6-v2"}))
+    memory.ingest([{"id": f"n{i}", "content": f"note {i}: the release train leaves on thursdays"} for i in range(40)])
+    (urchin_home / "vectors").write_text("not a folder")      # the cache cannot be created: an OSError
+    loop = EmbedderLoop(memory)
+    loop.BACKOFF_S = loop.IDLE_S = 0.2
+    loop.start()
+    try:
+        assert _wait_for(lambda: loop.last_error)
+        assert "NotADirectoryError" in loop.last_error or "FileExistsError" in loop.last_error, loop.last_error
+        assert loop._thread is not None and loop._thread.is_alive()
+        (urchin_home / "vectors").unlink()
+        assert _wait_for(lambda: loop.last_error is None and len(memory.embedding_view().cache()) == 40, 60)
+        assert memory.semantic("when does the release train leave").notes == []
+    finally:
+        loop.stop()

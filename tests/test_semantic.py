@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from datetime import UTC, datetime, timedelta
 
+import numpy as np
 import pytest
 from freezegun import freeze_time
 
@@ -171,9 +172,58 @@ def test_what_a_writer_checked_before_a_compaction_is_not_trusted_after_it(embed
     view._checked(memory.journal.size(), generation + 1, stamp, wait=True)   # scanned before the drop
     assert not view._offset_file().exists()
     assert memory.embed()["embedded"] == 3
-    for damaged in ("-5 1", "x 1", "9 9 9", ""):            # a damaged record: every event checked again
+    middle = memory.journal.size() - 5                       # inside the last line
+    for damaged in ("-5 1", "x 1", "9 9 9", "", "\u0663 1", f"{middle} 1"):   # every event checked again
         view._offset_file().write_text(damaged)
         assert view.pending() == ([], memory.journal.size())
+    memory.ingest_one({"id": "m3", "content": "the last note"})
+    view._offset_file().write_text(f"{memory.journal.size() - 5} 1")
+    assert [e.id for e in view.pending()[0]] == ["m3"]
+    view._offset_file().unlink()
+    view._offset_file().mkdir()
+    assert [e.id for e in view.pending()[0]] == ["m3"]
+    assert memory.embed()["embedded"] == 1 and view.pending()[0] == []
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("change", ["forget", "redact"])
+def test_the_embedder_loop_never_caches_an_event_forgotten_or_rewritten_while_it_runs(
+        embedder_url: str, urchin_home, change: str) -> None:
+    """The loop reads a backlog once, then embeds it 16 events per request. A compaction between two
+    requests (a forget, or a redaction rule applied to the journal) drops vectors: the loop must not
+    add the forgotten event's vector after it, nor the rewritten line's old text under its id."""
+    from urchin.config import Settings
+    from urchin.search.vectors import VectorCache
+
+    settings = Settings.resolve(urchin_home, env=_embedder_env(embedder_url))
+    memory = Memory(settings)
+    memory.embed_in_background()
+    memory.ingest([{"id": f"n{i}", "content": f"note {i} on the release train"} for i in range(40)]
+                  + [{"id": "f", "content": "the door code is ZQX-7734-SECRET"}])
+    done: list[int] = []
+
+    def between_requests(_: int) -> None:
+        if done:
+            return
+        done.append(1)
+        if change == "forget":
+            Memory(settings).forget(["f"], confirm=True)
+        else:
+            (urchin_home / "config.toml").write_text('[redact]\nextra = { door_code = "ZQX-[0-9]{4}-[A-Z-]+" }\n')
+            rules = Settings.resolve(urchin_home, env=_embedder_env(embedder_url))    # reads the new rule
+            assert Memory(rules).redact_rewrite()["rewritten"] == 1
+
+    memory.embed(between_requests, limit=256)
+    view = memory.embedding_view()
+    cache = VectorCache(urchin_home, view.embedder.fingerprint, view.embedder.dim).open()
+    assert done and "f" not in cache
+    memory.embed()                                     # the loop's next calls: every event checked again
+    cache = VectorCache(urchin_home, view.embedder.fingerprint, view.embedder.dim).open()
+    assert len(cache) == (40 if change == "forget" else 41)
+    if change == "redact":
+        expected = view.embedder.embed(["the door code is [REDACTED:door_code]"])[0]
+        cached = cache.vectors_of(["f"])["f"]
+        assert float(cached @ expected / np.linalg.norm(expected)) > 0.9999
 
 
 # ---- saying when it is weak ------------------------------------------------------------------------

@@ -128,6 +128,17 @@ class ForgetLog:
     def generation(self) -> int:
         return len(self.state().compactions)
 
+    def keep_current(self, generation: int) -> Callable[[list[Any]], list[Any]]:
+        """A filter for things with an `id` read from the journal of `generation`: none once a
+        compaction rewrote it since (their text may be a redacted line's old one), never a forgotten
+        one. For vectors: a writer asks it under the cache's writers' lock, which a compaction's drop
+        takes after the rename (see `embed_events`)."""
+        def keep(batch: list[Any]) -> list[Any]:
+            if self.generation() != generation:
+                return []
+            return [item for item in batch if not self.hides(item.id)]
+        return keep
+
     def compactions_since(self, generation: int) -> list[Compaction]:
         return self.state().compactions[generation:]
 
@@ -281,7 +292,8 @@ def compact(journal: Journal, log: ForgetLog, rewrite: Rewrite | None = None,
             return done
     settle(done)
     with journal.locked():
-        _cleaned(log, done)
+        log.settle()     # another process's compact record its crash left uncommitted meanwhile is voided
+        _cleaned(log, done)   # first: a record after it would no longer be the log's last, and count
     return done
 
 

@@ -93,19 +93,27 @@ class EmbedderLoop(Job):
         super().start()
 
     def run(self) -> None:
-        while not self.stop_event.is_set():
-            try:
-                added = self.memory.embed(limit=self.BATCH)["embedded"]
-                self.last_error = None
-            except UrchinError as exc:
-                if self.last_error != exc.message:
-                    log.warning("embedding in the background failed: %s (retrying every %.0fs)", exc.message,
-                                self.BACKOFF_S)
-                self.last_error = exc.message
-                self.stop_event.wait(self.BACKOFF_S)
-                continue
-            if added < self.BATCH:
-                self.stop_event.wait(self.IDLE_S)
+        """Queries leave backlogs to this loop, so it never ends but when asked: any failure (an
+        embedder outage, a full disk) is logged and retried; should it end anyway, queries embed for
+        themselves again."""
+        try:
+            while not self.stop_event.is_set():
+                try:
+                    added = self.memory.embed(limit=self.BATCH)["embedded"]
+                    self.last_error = None
+                except Exception as exc:  # noqa: BLE001 - retried: the loop must outlive what failed
+                    message = exc.message if isinstance(exc, UrchinError) else f"{type(exc).__name__}: {exc}"
+                    if self.last_error != message:
+                        log.warning("embedding in the background failed: %s (retrying every %.0fs)", message,
+                                    self.BACKOFF_S)
+                    self.last_error = message
+                    self.stop_event.wait(self.BACKOFF_S)
+                    continue
+                if added < self.BATCH:
+                    self.stop_event.wait(self.IDLE_S)
+        finally:
+            if not self.stop_event.is_set():
+                self.memory.embed_in_background(False)
 
 
 class IndexLoop(Job):

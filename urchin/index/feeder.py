@@ -296,38 +296,42 @@ class Feeder:
         model, done = self.embedder.fingerprint, 0
         self._retry(lambda: self.backend.ensure_model(model, self.embedder.dim), report)  # type: ignore[union-attr]
         while not (stop and stop.is_set()):
+            generation = self.forgotten.generation()     # the rows' text is this journal generation's
             todo = self._retry(lambda: self.backend.pending_embeddings(model, EMBED_BATCH), report)
             if not todo:
                 break
-            items = self._vectors_for(todo, report)
+            items = self._vectors_for(todo, report, generation)
             self._retry(partial(self.backend.write_embeddings, model, items), report)
             done += len(items)
         return done
 
-    def _vectors_for(self, todo: Sequence[tuple[str, str, bool, datetime]], report: FeedReport
-                     ) -> list[tuple[str, Any]]:
+    def _vectors_for(self, todo: Sequence[tuple[str, str, bool, datetime]], report: FeedReport,
+                     generation: int) -> list[tuple[str, Any]]:
         """A vector for each pending row. An event's comes from the vector cache, embedded into it first
         when missing (under the cache's writers' lock, so the daemon's embedder loop does not embed it
-        again); a file chunk's from the embedder."""
+        again); a file chunk's from the embedder. Rows read before a compaction of forget `generation`
+        are embedded for the index only, never into the cache: their text may be a redacted line's old
+        one (the rows are deleted and fed again)."""
         assert self.embedder is not None
         cache = self._vector_cache()
         events = [_Embeddable(cid, text, _ms(at)) for cid, text, is_event, at in todo if is_event]
         found: dict[str, Any] = {}
         if cache is not None and events:     # (an empty cache is falsy: it has a length)
             found = cache.vectors_of(e.id for e in events)
-            # Checked under the lock a compaction's drop of forgotten vectors takes after writing its
-            # tombstone: a vector added here is dropped with the others, or is never added. (A row
+            # Checked under the lock a compaction's drop of forgotten vectors takes after its rename
+            # (`keep`): a vector added here is dropped with the others, or is never added. (A row
             # forgotten during this run is embedded for the index as before and deleted with its row.)
             # A query's inline feed (`wait=False`) does not wait for another writer either: CacheBusy
             # is an EmbedderError, so the rows stay pending and the run says embedding was skipped.
             # One small request per hold of the lock: a compaction's drop and the embedder loop wait
             # for it, and a query's request queues behind it at the embedder.
             missing = [e for e in events if e.id not in found]
+            keep = self.forgotten.keep_current(generation)
             added = 0
             for start in range(0, len(missing), BACKGROUND_CHUNK):
                 with cache.exclusive(self.wait):
-                    added += embed_events(self.embedder, cache, [e for e in missing[start:start + BACKGROUND_CHUNK]
-                                                                 if not self.forgotten.hides(e.id)], wait=self.wait)
+                    added += embed_events(self.embedder, cache, missing[start:start + BACKGROUND_CHUNK],
+                                          wait=self.wait, keep=keep)
             found.update(cache.vectors_of(e.id for e in events if e.id not in found))
             report.reused += len(found) - added
         rest = [(cid, text) for cid, text, _, _ in todo if cid not in found]

@@ -222,10 +222,10 @@ class Memory:
         """Backfill the embedder's vector cache with every event it lacks (at most `limit` this call)."""
         return self._semantic.embed(progress, limit)
 
-    def embed_in_background(self) -> None:
+    def embed_in_background(self, on: bool = True) -> None:
         """Called by the daemon's embedder loop: queries leave a backlog of events to embed to it and
-        answer from the vectors cached (saying so), and its requests stay small."""
-        self._semantic.embed_in_background()
+        answer from the vectors cached (saying so), and its requests stay small. Off: as without it."""
+        self._semantic.embed_in_background(on)
 
     def recent(self, *, hours: float = 24, limit: int = 20, source: str | None = None,
                workspace: str | None = None, session: str | None = None, kind: str | None = None,

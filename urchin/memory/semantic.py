@@ -70,12 +70,12 @@ class SemanticViews:
             self._embedding.background = self._background
         return self._embedding
 
-    def embed_in_background(self) -> None:
+    def embed_in_background(self, on: bool = True) -> None:
         """This process embeds new events in the background (the daemon's loop): a query no longer
         embeds a backlog before it answers, and `embed` sends small requests one at a time."""
-        self._background = True
+        self._background = on
         if self._embedding is not None:
-            self._embedding.background = True
+            self._embedding.background = on
 
     def embed(self, progress: Callable[[int], None] | None, limit: int | None = None) -> dict[str, Any]:
         if not self._settings.embedder_url:

@@ -453,11 +453,18 @@ class EmbeddingView:
         (a compaction rewrote the journal since), a journal shorter than the offset (replaced or
         repaired), or no file: every event is checked again."""
         try:
-            offset, _, generation = self._offset_file().read_text().partition(" ")
+            offset, _, generation = self._offset_file().read_text("ascii").partition(" ")
             start, seen = int(offset or 0), int(generation or 0)
-        except (FileNotFoundError, ValueError):
+        except (OSError, ValueError):      # none, not a file, not ASCII digits: check every event
             return 0
-        return start if seen == self._forgotten.generation() and 0 <= start <= self.journal.size() else 0
+        if seen != self._forgotten.generation() or not 0 < start <= self.journal.size():
+            return 0
+        try:      # the start of a line, or the journal is not the one the record was made in
+            with self.journal.path.open("rb") as handle:
+                handle.seek(start - 1)
+                return start if handle.read(1) == b"\n" else 0
+        except OSError:
+            return 0
 
     def _checked(self, end: int, generation: int, stamp: tuple[int, ...], wait: bool) -> None:
         """Record that every event before `end` is cached, as `pending` found in the journal of forget
@@ -466,7 +473,10 @@ class EmbeddingView:
         cache = self.cache()
         with contextlib.suppress(CacheBusy), cache.exclusive(wait):
             if cache.stamp() == stamp:
-                _write_private(self._offset_file(), f"{end} {generation}".encode())
+                try:
+                    _write_private(self._offset_file(), f"{end} {generation}".encode())
+                except OSError as exc:   # e.g. a folder in its place: the next pass checks every event
+                    log.warning("%s not written (%s); every event is checked again", self._offset_file(), exc)
 
     def catch_up(self, limit: int | None = None, progress: Callable[[int], None] | None = None,
                  wait: bool = True) -> int:
@@ -479,10 +489,11 @@ class EmbeddingView:
         generation, stamp = self._forgotten.generation(), self.cache().stamp()
         events, end = self.pending(limit)
         chunk = BACKGROUND_CHUNK if self.background else 512
-        added = embed_events(self.embedder, self.cache(), events, chunk=chunk, progress=progress,
-                             wait=wait) if events else 0
+        added = embed_events(self.embedder, self.cache(), events, chunk=chunk, progress=progress, wait=wait,
+                             keep=self._forgotten.keep_current(generation)) if events else 0
         self._checked(end, generation, stamp, wait)
         return added
+
 
     def _embed_for_query(self) -> bool:
         """What a query embeds before it answers, never waiting for anyone: not for the embedder loop
@@ -503,7 +514,8 @@ class EmbeddingView:
                 return True
             if missing:     # (none: the offset is the loop's to move, a query writes nothing)
                 try:
-                    embed_events(self.embedder, self.cache(), missing, wait=False)
+                    embed_events(self.embedder, self.cache(), missing, wait=False,
+                                 keep=self._forgotten.keep_current(generation))
                 except CacheBusy:
                     return True
                 self._checked(end, generation, stamp, wait=False)

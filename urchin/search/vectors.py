@@ -566,12 +566,17 @@ def event_text(event: _EventLike) -> str:
 
 
 def embed_events(embedder: Any, cache: VectorCache, events: Iterable[_EventLike], *,
-                 chunk: int = 512, progress: Callable[[int], None] | None = None, wait: bool = True) -> int:
+                 chunk: int = 512, progress: Callable[[int], None] | None = None, wait: bool = True,
+                 keep: Callable[[list[_EventLike]], list[_EventLike]] | None = None) -> int:
     """Embed the events the cache lacks, `chunk` at a time; returns how many were added.
 
     `embedder` is an `Embedder` (or anything with `embed(texts) -> ndarray`). Events already
     cached cost no request; an embedder failure leaves every chunk done so far in the cache.
     `wait=False`: `CacheBusy` when another writer holds the cache (see `VectorCache.exclusive`).
+    `keep(batch)`, asked under the writers' lock before each request: those of the batch still to be
+    embedded. A compaction drops forgotten and rewritten events' vectors under that lock, after its
+    journal is in place, so events read before it (forgotten since, or their text rewritten) are
+    refused there or dropped by it (`ForgetLog.keep_current`).
     """
     added = 0
     pending: list[_EventLike] = []
@@ -584,6 +589,8 @@ def embed_events(embedder: Any, cache: VectorCache, events: Iterable[_EventLike]
         # finds these cached instead of embedding them too.
         with cache.exclusive(wait):
             batch = [by_id[i] for i in cache.missing(by_id)]
+            if batch and keep is not None:
+                batch = keep(batch)
             if batch:
                 vectors = embedder.embed([event_text(e) for e in batch])
                 added += cache.add([e.id for e in batch], [e.ts_ms for e in batch], vectors)
