@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from collections import Counter
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -20,7 +21,7 @@ from urchin.errors import DatabaseError, IndexBusyError
 from urchin.event import format_timestamp
 from urchin.index.base import MEMORY_KINDS, ChunkRow, ContextRow, Filter, LegHit, Tier
 from urchin.index.pg_migrate import migrate as _migrate
-from urchin.index.schema import GIN_INDEXES, TS_CONFIG
+from urchin.index.schema import GIN_INDEXES, TRIGRAM_INDEX, TS_CONFIG
 from urchin.search.cosine import NAMED_SOURCE_PRIOR
 
 __all__ = ["PostgresIndex", "OUTAGE_ERRORS", "REFUSED_ERRORS", "QUERY_SETTINGS", "GENERATION_MARK", "FORGOTTEN_MARK"]
@@ -62,6 +63,16 @@ BULK_MAINTENANCE_MEM = "256MB"   # the GIN builds' accumulator: fewer, larger me
 _FETCH = ("chunk_id", "doc_id", "doc_type", "source", "kind", "workspace", "session", "title", "tags", "content",
           "occurred_at", "journal_offset", "path", "heading_path", "start_line", "end_line", "device", "account",
           "content_hash")
+
+
+def _build_indexes(conn: psycopg.Connection[Any], names: Sequence[str]) -> None:
+    """Build the GIN indexes `names` of urchin_chunks in one transaction, one bulk build each."""
+    with conn.transaction():
+        conn.execute(f"SET LOCAL maintenance_work_mem = '{BULK_MAINTENANCE_MEM}'")
+        conn.execute("SET LOCAL max_parallel_maintenance_workers = 0")
+        for name in names:
+            conn.execute(sql.SQL("CREATE INDEX IF NOT EXISTS {} ON urchin_chunks " + GIN_INDEXES[name])
+                         .format(sql.Identifier(name)))
 
 
 def _lower_backend(conn: psycopg.Connection[Any], niceness: int) -> None:
@@ -339,12 +350,19 @@ class PostgresIndex:
             if not self._bulk and not conn.execute(f"SELECT pg_try_advisory_lock({_BULK_LOCK})").fetchone()[0]:  # type: ignore[index]
                 return []     # another session is backfilling: it builds them at its end
             self._bulk = True
+        # Two sessions, each building its share one index at a time: the trigram index (two thirds of
+        # the work) on this one, the others on a second beside it, so both cores build. No parallel
+        # workers: they cost half as much CPU again, and run at the server's priority, not the feed's.
+        mine = [n for n in missing if n == TRIGRAM_INDEX] or missing[:1]
+        theirs = [n for n in missing if n not in mine]
         try:
-            with conn.transaction():
-                conn.execute(f"SET LOCAL maintenance_work_mem = '{BULK_MAINTENANCE_MEM}'")
-                for name in missing:
-                    conn.execute(sql.SQL("CREATE INDEX IF NOT EXISTS {} ON urchin_chunks " + GIN_INDEXES[name])
-                                 .format(sql.Identifier(name)))
+            with ThreadPoolExecutor(1, thread_name_prefix="urchin-gin") as pool:
+                beside = pool.submit(_build_indexes, self.twin().conn, theirs) if theirs else None
+                try:
+                    _build_indexes(conn, mine)
+                finally:
+                    if beside is not None:
+                        beside.result()
         finally:
             self._unlock_bulk()
         return missing
