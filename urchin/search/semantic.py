@@ -494,7 +494,6 @@ class EmbeddingView:
         self._checked(end, generation, stamp, wait)
         return added
 
-
     def _embed_for_query(self) -> bool:
         """What a query embeds before it answers, never waiting for anyone: not for the embedder loop
         (this view's lock), nor for another writer of the cache (the index process mid-request). A
