@@ -318,20 +318,14 @@ class Feeder:
         found: dict[str, Any] = {}
         if cache is not None and events:     # (an empty cache is falsy: it has a length)
             found = cache.vectors_of(e.id for e in events)
-            # Checked under the lock a compaction's drop of forgotten vectors takes after its rename
-            # (`keep`): a vector added here is dropped with the others, or is never added. (A row
-            # forgotten during this run is embedded for the index as before and deleted with its row.)
-            # A query's inline feed (`wait=False`) does not wait for another writer either: CacheBusy
-            # is an EmbedderError, so the rows stay pending and the run says embedding was skipped.
-            # One small request per hold of the lock: a compaction's drop and the embedder loop wait
-            # for it, and a query's request queues behind it at the embedder.
-            missing = [e for e in events if e.id not in found]
-            keep = self.forgotten.keep_current(generation)
-            added = 0
-            for start in range(0, len(missing), BACKGROUND_CHUNK):
-                with cache.exclusive(self.wait):
-                    added += embed_events(self.embedder, cache, missing[start:start + BACKGROUND_CHUNK],
-                                          wait=self.wait, keep=keep)
+            # One small request per hold of the cache's writers' lock (a compaction's drop and the
+            # embedder loop wait for it), `keep` asked under it: a vector added here is dropped with the
+            # others, or never added. (A row forgotten during this run is embedded for the index as
+            # before and deleted with its row.) A query's inline feed (`wait=False`) does not wait for
+            # another writer: CacheBusy is an EmbedderError, so the rows stay pending.
+            added = embed_events(self.embedder, cache, [e for e in events if e.id not in found],
+                                 chunk=BACKGROUND_CHUNK, wait=self.wait,
+                                 keep=self.forgotten.keep_current(generation))
             found.update(cache.vectors_of(e.id for e in events if e.id not in found))
             report.reused += len(found) - added
         rest = [(cid, text) for cid, text, _, _ in todo if cid not in found]

@@ -298,8 +298,7 @@ class VectorCache:
         """The ids not cached yet, in order, each once: what still needs an embedding request."""
         seen: set[str] = set()
         out = []
-        if self._opened:
-            self._refresh()
+        self.refresh()
         with self._lock:
             for event_id in ids:
                 if event_id not in seen and not self._has_key(_key(event_id)):
