@@ -24,6 +24,7 @@ from psycopg.conninfo import make_conninfo
 
 from tests.conftest import REPO, run_urchin
 from urchin.config import Settings
+from urchin.errors import DatabaseError
 from urchin.index.pg_roles import add_feeder, feeder_role, setup_roles
 from urchin.index.postgres import PostgresIndex
 from urchin.index.schema import MIGRATIONS
@@ -75,7 +76,8 @@ def _embed(url: str, device: str) -> None:
 @pytest.fixture
 def feeders(team_db: str) -> dict[str, str]:
     setup_roles(team_db, owner_password="owner-pw", reader_password="reader-pw")
-    return {name: add_feeder(team_db, name, f"{name}-pw", account)["url"] for name, account in ACCOUNTS.items()}
+    urls = {name: add_feeder(team_db, name, f"{name}-pw", account)["url"] for name, account in ACCOUNTS.items()}
+    return {**urls, "reader": make_conninfo(team_db, user="urchin_reader", password="reader-pw")}
 
 
 # ---- every table, from the catalog -------------------------------------------------------------
@@ -110,8 +112,10 @@ def _attack(admin: str, attacker: str, me: str, victim: str) -> list[str]:
         # a temporary table is found before the schema's: a shadow map claiming the victim's device
         # must not be what row-level security reads
         conn.execute("CREATE TEMP TABLE urchin_feeders AS SELECT * FROM public.urchin_feeders")
-        conn.execute("UPDATE pg_temp.urchin_feeders SET device = %s, account = %s WHERE role = current_user",
-                     (victim, ACCOUNTS.get(victim)))
+        conn.execute("DELETE FROM pg_temp.urchin_feeders WHERE role = current_user")
+        conn.execute("INSERT INTO pg_temp.urchin_feeders (role, device, account) VALUES (current_user, %s, %s)",
+                     (victim, ACCOUNTS[victim]))
+
         def must_fail(table: str, statement: sql.Composable, zero_ok: bool) -> None:
             try:
                 cur = conn.execute(statement)
@@ -155,7 +159,10 @@ def _attack(admin: str, attacker: str, me: str, victim: str) -> list[str]:
             must_fail(table, sql.SQL("TRUNCATE {}").format(t), False)
         for table in tables:           # what the issue's attacker ran: its own rows may go, no one else's
             if table in ("urchin_terms", "urchin_stats", "urchin_embeddings", "urchin_files", "urchin_chunks"):
-                conn.execute(sql.SQL("DELETE FROM {}").format(sql.Identifier("public", table)))
+                try:
+                    conn.execute(sql.SQL("DELETE FROM {}").format(sql.Identifier("public", table)))
+                except psycopg.errors.InsufficientPrivilege:
+                    pass                 # the reader: nothing at all
     return allowed
 
 
@@ -185,6 +192,8 @@ def _check_isolation(tmp_path: Path, admin: str, urls: dict[str, str], victim_id
             "urchin_cursors", "urchin_journal_heads"} <= set(keyed)
     allowed = _attack(admin, urls["laptop"], "laptop", "desktop")
     assert allowed == []
+    if "reader" in urls:                                      # and the reader changes nothing at all
+        assert _attack(admin, urls["reader"], "laptop", "desktop") == []
     assert _theirs(admin, "desktop") == before
     _own_answers(tmp_path, urls["desktop"], victim_ids)
 
@@ -304,6 +313,8 @@ def test_a_database_of_the_release_before_migrates_and_is_then_protected(tmp_pat
     assert before["vectors"] == [(6, 7)]
     assert before["files"] == [(1,)]             # one catalogue row for two machines' `project/NOTES.md`
     urls = {name: make_conninfo(team_db, user=feeder_role(name), password=f"{name}-pw") for name in ACCOUNTS}
+    with pytest.raises(DatabaseError, match="urchin db setup"):   # binding an account needs the new schema
+        add_feeder(team_db, "laptop", account="ana")
 
     PostgresIndex(team_db).status()               # the next connection with the rights migrates by itself
     assert _sql(team_db, "SELECT max(version) FROM urchin_migrations") == [(MIGRATIONS[-1][0],)]

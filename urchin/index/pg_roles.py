@@ -129,6 +129,10 @@ def add_feeder(admin_url: str, device: str, password: str | None = None,
                 conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (FEEDERS,)).fetchone() is None:
             raise DatabaseError("run `urchin db setup` first: the feeder group and the urchin_feeders table "
                                 "are missing")
+        if conn.execute("SELECT 1 FROM pg_attribute WHERE attrelid = 'urchin_feeders'::regclass "
+                        "AND attname = 'account' AND NOT attisdropped").fetchone() is None:
+            raise DatabaseError("run `urchin db setup` first: the shared database predates this release's "
+                                "schema (migration 6, rows keyed by device)")
         password = _ensure_role(conn, role, True, password)
         conn.execute(sql.SQL("GRANT {} TO {}").format(sql.Identifier(FEEDERS), sql.Identifier(role)))
         taken = conn.execute("SELECT role FROM urchin_feeders WHERE device = %s", (device,)).fetchone()
