@@ -61,7 +61,7 @@ def run_variant(conn: Any, drop: tuple[str, ...], no_tsv: bool, settings: dict[s
             conn.execute("ALTER TABLE urchin_chunks ALTER COLUMN tsv DROP EXPRESSION")
         started = time.perf_counter()
         conn.execute(f"INSERT INTO urchin_chunks ({', '.join(COLUMNS)}) SELECT {', '.join(COLUMNS)} FROM stage "
-                     "ON CONFLICT (chunk_id, occurred_at) DO NOTHING")
+                     "ON CONFLICT (device, chunk_id, occurred_at) DO NOTHING")
         if after == "flush":
             conn.execute("SELECT gin_clean_pending_list(i.indexrelid) FROM pg_index i JOIN pg_class c "
                          "ON c.oid = i.indexrelid JOIN pg_am a ON a.oid = c.relam "

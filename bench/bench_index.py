@@ -89,6 +89,8 @@ def copy_peer(backend: Any, journal: Journal, limit: int) -> float:
     """The same rows (vectors included) COPYed into an unindexed table: what the disk and driver allow."""
     conn = backend.conn
     rows = [event_row(e, o) for o, e in islice(journal.iter_events(0), limit)]
+    for row in rows:
+        row.device = row.device or ""       # as the feeder stamps it: the key's device is never NULL
     with conn.transaction():
         conn.execute("CREATE TEMP TABLE peer (LIKE urchin_chunks) ON COMMIT DROP")
         return len(rows) / copy_into(conn, "peer", rows)

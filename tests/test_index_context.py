@@ -9,6 +9,7 @@ import pytest
 
 from urchin.config import Settings
 from urchin.errors import QueryError
+from urchin.index.base import split_key
 from urchin.index.hybrid import KEYWORD_SHARE
 from urchin.memory import Memory
 
@@ -326,7 +327,7 @@ def test_a_tiered_leg_ranks_as_many_distinct_chunks_as_its_budget(pg_settings: S
             rows = backend.keyword(words, None, Filter(), 100_000, 0, None, tiers, budget)
             assert len({r.chunk_id for r in rows}) == len(rows) == budget, budget
         rows = backend.keyword(words, None, Filter(), 100_000, 0, None, tiers, 200)
-        assert {r.chunk_id for r in rows} >= {f"e{i}" for i in range(100)}     # the fullest tier first
+        assert {split_key(r.chunk_id)[1] for r in rows} >= {f"e{i}" for i in range(100)}   # the fullest tier first
 
 
 def test_search_context_finds_an_answer_sharing_no_word_with_the_question(pg_settings: Settings) -> None:
@@ -375,12 +376,13 @@ def test_the_token_cosine_leg_pivots_its_length_normalisation(pg_settings: Setti
         ids_ = list(term_ids(tokens("budget")))
         df, n = backend.term_stats(ids_)
         vector = to_sparsevec(query_vector("budget", df, n))
-        plain = {r.chunk_id: r.score for r in backend.sparse(vector, ids_, Filter(), 10)}
+        plain = {split_key(r.chunk_id)[1]: r.score for r in backend.sparse(vector, ids_, Filter(), 10)}
         cosine = dict(backend.conn.execute(
             "SELECT chunk_id, 1 - (tvec <=> %s::sparsevec) FROM urchin_chunks", (vector,)).fetchall())
         assert plain == pytest.approx(cosine)
         mean = backend.norm_mean(n)
-        pivoted = {r.chunk_id: r.score for r in backend.sparse(vector, ids_, Filter(), 10, pivot=(0.7 * mean, 0.3))}
+        pivoted = {split_key(r.chunk_id)[1]: r.score
+                   for r in backend.sparse(vector, ids_, Filter(), 10, pivot=(0.7 * mean, 0.3))}
         assert pivoted["long"] / pivoted["short"] > plain["long"] / plain["short"]
         # the mean follows the index: read again as soon as the chunk count moves (small index), never stale
         memory.ingest([{"id": f"w{i}", "content": " ".join(f"word{j}" for j in range(40)),
@@ -472,8 +474,8 @@ def test_the_legs_rows_carry_plain_scores_and_their_prior_apart(pg_settings: Set
     try:
         terms = list(term_ids(tokens("cache eviction")))
         vector = to_sparsevec(dict.fromkeys(terms, 1.0))
-        plain = {r.chunk_id: r for r in backend.sparse(vector, terms, Filter(), 10, 1)}
-        named = {r.chunk_id: r for r in backend.sparse(vector, terms, Filter(), 10, 1, named=["gemini"])}
+        plain = {split_key(r.chunk_id)[1]: r for r in backend.sparse(vector, terms, Filter(), 10, 1)}
+        named = {split_key(r.chunk_id)[1]: r for r in backend.sparse(vector, terms, Filter(), 10, 1, named=["gemini"])}
     finally:
         backend.close()
     assert named["g"].score == plain["g"].score > 0 and named["r"].score == plain["r"].score == 0

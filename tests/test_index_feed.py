@@ -31,7 +31,7 @@ def _sql(url: str, query: str) -> list[tuple[Any, ...]]:
 def _snapshot(url: str) -> tuple[Any, ...]:
     return (_sql(url, "SELECT count(*), count(DISTINCT chunk_id) FROM urchin_chunks")[0],
             _sql(url, "SELECT sum(df), count(*) FROM urchin_terms")[0],
-            _sql(url, "SELECT value FROM urchin_stats WHERE key = 'chunks'")[0],
+            _sql(url, "SELECT sum(value) FROM urchin_stats WHERE key = 'chunks'")[0],
             _sql(url, "SELECT md5(string_agg(chunk_id || content || tvec::text, ',' ORDER BY chunk_id)) "
                       "FROM urchin_chunks")[0])
 
@@ -229,7 +229,7 @@ def test_no_backfill_path_when_the_index_already_holds_more_rows_than_are_coming
     backend = PostgresIndex(pg_url)
     backend.status()
     with psycopg.connect(pg_url) as conn:
-        conn.execute("UPDATE urchin_stats SET value = 5000 WHERE key = 'chunks'")
+        conn.execute("INSERT INTO urchin_stats (device, key, value) VALUES ('other', 'chunks', 5000)")
     assert backend.begin_bulk(4000) is False
     assert len(_gin_defs(pg_url)) >= 4
     backend.close()

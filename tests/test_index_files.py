@@ -11,6 +11,7 @@ import pytest
 
 from urchin.config import Settings
 from urchin.errors import QueryError, ValidationError
+from urchin.index.base import chunk_key
 from urchin.memory import Memory
 
 DEPLOY_MD = """# Deploy
@@ -117,7 +118,7 @@ def test_code_chunks_found_and_ignored_files_absent(memory: Memory) -> None:
 def test_unchanged_files_are_not_rechunked_and_changes_replace_old_chunks(memory: Memory, workspace: Path) -> None:
     index(memory)
     backend = memory.index_service.backend
-    before = backend.fetch(["shop/src/app.py#0"])["shop/src/app.py#0"]
+    before = backend.fetch([chunk_key("", "shop/src/app.py#0")])[chunk_key("", "shop/src/app.py#0")]
     again = index(memory)
     assert (again.indexed, again.unchanged, again.chunks) == (0, 4, 0)
     os.utime(workspace / "src" / "app.py", (1, 1))            # new mtime, same bytes: the hash says unchanged
@@ -126,7 +127,7 @@ def test_unchanged_files_are_not_rechunked_and_changes_replace_old_chunks(memory
     (workspace / "docs" / "deploy.md").write_text("# Deploy\n\nNow we use the zebra-walrus pipeline.\n")
     third = index(memory)
     assert (third.indexed, third.unchanged) == (1, 3)
-    assert backend.fetch(["shop/src/app.py#0"])["shop/src/app.py#0"] == before
+    assert backend.fetch([chunk_key("", "shop/src/app.py#0")])[chunk_key("", "shop/src/app.py#0")] == before
     # the old chunk is gone (the new one may still be found through a word related to "latency")
     assert not any("quokka" in r["content"] for r in memory.context(query="quokka-latency", sources=["files"]).results)
     hit = memory.context(query="zebra-walrus", sources=["files"]).results[0]

@@ -196,8 +196,8 @@ def test_concurrent_feeders_lose_duplicate_and_reorder_nothing(tmp_path: Path, t
     results = [p.communicate(timeout=120) for p in procs]
     assert [p.returncode for p in procs] == [0] * 5, [r[1] for r in results]
     _exact(team_db, homes)
-    assert _sql(team_db, "SELECT value FROM urchin_stats WHERE key = 'chunks'") == [(sum(300 + 50 * i
-                                                                                        for i in range(4)),)]
+    assert _sql(team_db, "SELECT device, value FROM urchin_stats WHERE key = 'chunks' ORDER BY 1") == [
+        (f"dev{i}", 300 + 50 * i) for i in range(4)]
     for memory in homes.values():
         memory.close()
 
@@ -376,10 +376,10 @@ def test_chunks_are_partitioned_by_month_and_every_unique_key_holds_the_partitio
 def test_an_existing_database_is_migrated_to_partitions_with_its_rows(tmp_path: Path, team_db: str,
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     import urchin.index.pg_migrate as pg
-    import urchin.index.postgres as backend
 
     monkeypatch.setattr(pg, "MIGRATIONS", MIGRATIONS[:3])        # a database of the release before
-    backend.PostgresIndex(team_db).status()
+    with psycopg.connect(team_db) as conn:
+        pg.migrate(conn)
     memory = _home(tmp_path, "laptop", team_db)
     memory.ingest(_events(5, "legacy"))
     with psycopg.connect(team_db) as conn:

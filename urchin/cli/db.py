@@ -20,7 +20,7 @@ def _show(result: dict[str, Any], as_json: bool) -> None:
             click.echo(f"{name}: role {role['role']}" + (f"; URL (shown once): {role['url']}" if role["url"] else
                                                          " (exists; password unchanged)"))
     if "device" in result:
-        click.echo(f"feeder of device {result['device']}: role {result['role']}"
+        click.echo(f"feeder of device {result['device']} (account {result['account'] or 'none'}): role {result['role']}"
                    + (f"; URL (shown once): {result['url']}" if result["url"] else " (exists; password unchanged)"))
 
 
@@ -48,14 +48,16 @@ def setup(app: AppContext, owner_password: str | None, reader_password: str | No
 @db.command("feeder")
 @click.argument("device")
 @click.option("--password", default=None, help="The role's password (default: generated when created).")
+@click.option("--account", default=None,
+              help="The account its rows carry (URCHIN_ACCOUNT_ID of that machine); given again, it rebinds the role.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @click.pass_obj
-def feeder(app: AppContext, device: str, password: str | None, as_json: bool) -> None:
-    """Create the role that feeds DEVICE: the database lets it write only that device's rows."""
+def feeder(app: AppContext, device: str, password: str | None, account: str | None, as_json: bool) -> None:
+    """Create the role that feeds DEVICE: the database lets it write only that device's rows, as its account."""
     from urchin.memory import Memory
 
     memory = Memory(app.settings())
     try:
-        _show(memory.db_feeder(device, password), as_json)
+        _show(memory.db_feeder(device, password, account), as_json)
     finally:
         memory.close()

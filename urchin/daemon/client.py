@@ -373,8 +373,8 @@ class RemoteMemory:
     def db_setup(self, owner_password: str | None = None, reader_password: str | None = None) -> dict[str, Any]:
         return self.local().db_setup(owner_password, reader_password)
 
-    def db_feeder(self, device: str, password: str | None = None) -> dict[str, Any]:
-        return self.local().db_feeder(device, password)
+    def db_feeder(self, device: str, password: str | None = None, account: str | None = None) -> dict[str, Any]:
+        return self.local().db_feeder(device, password, account)
 
 
     # ---- transport ----------------------------------------------------------------------------

@@ -13,8 +13,23 @@ from typing import Any, Protocol
 
 from urchin.event import MEMORY_KINDS  # re-exported: memories = the events urchin_remember writes
 
-__all__ = ["IndexBackend", "ChunkRow", "LegHit", "ContextRow", "Filter", "Embedder", "MEMORY_KINDS"]
+__all__ = ["IndexBackend", "ChunkRow", "LegHit", "ContextRow", "Filter", "Embedder", "MEMORY_KINDS",
+           "chunk_key", "split_key"]
 
+# A chunk is (device, chunk id): an id is unique per device only (issue 34). Legs, fusion and fetch pass
+# a chunk around as one string, its key `<length of device>:<device><chunk id>` (exact whatever either
+# holds; the backend builds the same string in SQL).
+
+
+def chunk_key(device: str, chunk_id: str) -> str:
+    return f"{len(device)}:{device}{chunk_id}"
+
+
+def split_key(key: str) -> tuple[str, str]:
+    """(device, chunk id) of a key made by `chunk_key` or `KEY_SQL`."""
+    size, _, rest = key.partition(":")
+    n = int(size)
+    return rest[:n], rest[n:]
 
 
 @dataclass(slots=True)
@@ -46,7 +61,7 @@ class ChunkRow:
 
 @dataclass(frozen=True, slots=True)
 class LegHit:
-    chunk_id: str
+    chunk_id: str       # the chunk's key (`chunk_key`), or a live file chunk's own id
     raw: float          # the leg's own score (ts_rank, or the pivoted cosine: may pass 1), with context and prior
     kind: str
     occurred_at: datetime
@@ -57,7 +72,8 @@ class ContextRow:
     """A leg's candidate (`anchor == chunk_id`, distance 0) or one of its session neighbours (distance
     -n / +n turns), each with its own score; `hybrid.with_context` turns these into ranked hits.
     `prior`: what the chunk's total (its score and its neighbours') is multiplied by: 1 + the memory
-    prior for a memory, times 1 + the named-source prior for a source the question names."""
+    prior for a memory, times 1 + the named-source prior for a source the question names. `anchor` and
+    `chunk_id` are keys (`chunk_key`)."""
 
     anchor: str
     chunk_id: str
@@ -137,13 +153,13 @@ class IndexBackend(Protocol):
 
     def dense(self, model: str, vector: Sequence[float], flt: Filter, limit: int) -> list[LegHit]: ...
 
-    def coverage(self, chunk_ids: Sequence[str], weights: dict[int, float]) -> dict[str, float]: ...
+    def coverage(self, chunk_ids: Sequence[str], weights: dict[int, float]) -> dict[str, float]: ...  # by key
 
     def known_sources(self) -> list[str]: ...
 
     def unmatched(self, flt: Filter) -> list[str]: ...
 
-    def fetch(self, chunk_ids: Sequence[str]) -> dict[str, dict[str, Any]]: ...
+    def fetch(self, chunk_ids: Sequence[str]) -> dict[str, dict[str, Any]]: ...   # rows by key (`chunk_key`)
 
     def status(self) -> dict[str, Any]: ...
 

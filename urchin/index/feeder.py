@@ -24,7 +24,7 @@ from urchin.collectors.origin import origin_of
 from urchin.errors import DatabaseError, EmbedderError
 from urchin.event import Event
 from urchin.forget import ForgetLog, forget_hash
-from urchin.index.base import ChunkRow, Embedder
+from urchin.index.base import ChunkRow, Embedder, split_key
 from urchin.index.sparse import doc_columns
 from urchin.journal import Journal
 from urchin.search.vectors import BACKGROUND_CHUNK, CacheBusy, VectorCache, embed_events
@@ -297,7 +297,7 @@ class Feeder:
         self._retry(lambda: self.backend.ensure_model(model, self.embedder.dim), report)  # type: ignore[union-attr]
         while not (stop and stop.is_set()):
             generation = self.forgotten.generation()     # the rows' text is this journal generation's
-            todo = self._retry(lambda: self.backend.pending_embeddings(model, EMBED_BATCH), report)
+            todo = self._retry(lambda: self.backend.pending_embeddings(model, EMBED_BATCH, self.device), report)
             if not todo:
                 break
             items = self._vectors_for(todo, report, generation)
@@ -314,7 +314,9 @@ class Feeder:
         one (the rows are deleted and fed again)."""
         assert self.embedder is not None
         cache = self._vector_cache()
-        events = [_Embeddable(cid, text, _ms(at)) for cid, text, is_event, at in todo if is_event]
+        # `todo` is keyed by chunk key (device and id); this device's events are in the cache by id
+        ids = {key: split_key(key)[1] for key, _, is_event, _ in todo if is_event}
+        events = [_Embeddable(ids[key], text, _ms(at)) for key, text, is_event, at in todo if is_event]
         found: dict[str, Any] = {}
         if cache is not None and events:     # (an empty cache is falsy: it has a length)
             found = cache.vectors_of(e.id for e in events)
@@ -328,11 +330,12 @@ class Feeder:
                                  keep=self.forgotten.keep_current(generation))
             found.update(cache.vectors_of(e.id for e in events if e.id not in found))
             report.reused += len(found) - added
-        rest = [(cid, text) for cid, text, _, _ in todo if cid not in found]
+        by_key = {key: found[ids[key]] for key in ids if ids[key] in found}
+        rest = [(key, text) for key, text, _, _ in todo if key not in by_key]
         vectors = [vector for i in range(0, len(rest), BACKGROUND_CHUNK)
                    for vector in self.embedder.embed([text for _, text in rest[i:i + BACKGROUND_CHUNK]])]
-        by_id = {**found, **{cid: vec for (cid, _), vec in zip(rest, vectors, strict=True)}}
-        return [(cid, by_id[cid]) for cid, _, _, _ in todo]
+        by_key.update({key: vec for (key, _), vec in zip(rest, vectors, strict=True)})
+        return [(key, by_key[key]) for key, _, _, _ in todo]
 
     def _vector_cache(self) -> VectorCache | None:
         if self.vectors_home is None or self.embedder is None:

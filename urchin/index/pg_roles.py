@@ -2,8 +2,9 @@
 
 The PostgreSQL backend's second module (with `postgres.py`, the only ones importing psycopg). Run with
 an administrator's URL (a superuser, or a role with CREATEROLE that owns the database). Row-level
-security on `device` (migration 3) is what confines a feeder: the database refuses another device's
-rows, whatever the client sends. Roles are cluster-wide; the grants are per database.
+security on `device` (migrations 3 and 6) is what confines a feeder: every table it may write has it,
+so the database refuses another device's rows (and, in chunks, another account than the one its
+mapping names), whatever the client sends. Roles are cluster-wide; the grants are per database.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from urchin.index.pg_migrate import migrate as _migrate
 __all__ = ["setup_roles", "add_feeder", "feeder_role", "OWNER", "READER", "FEEDERS"]
 
 OWNER, READER, FEEDERS = "urchin_owner", "urchin_reader", "urchin_feeder"
-# what a feeder writes: its rows and cursors (row-level security on device), shared term statistics
+# what a feeder writes: its own device's rows of each (row-level security on device in every one)
 _FEEDER_WRITES = ("urchin_chunks", "urchin_cursors", "urchin_embeddings", "urchin_journal_heads", "urchin_terms",
                   "urchin_stats", "urchin_files")
 _DEVICE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,127}$")
@@ -81,8 +82,10 @@ def setup_roles(admin_url: str, owner_password: str | None = None,
                                              "AND tablename LIKE 'urchin\\_%%'").fetchall():
                     conn.execute(sql.SQL("ALTER TABLE {} OWNER TO {}").format(sql.Identifier(table),
                                                                               sql.Identifier(OWNER)))
-                if conn.execute("SELECT to_regprocedure('urchin_device()')").fetchone() != (None,):
-                    conn.execute(sql.SQL("ALTER FUNCTION urchin_device() OWNER TO {}").format(sql.Identifier(OWNER)))
+                for function in ("urchin_device", "urchin_account"):
+                    if conn.execute("SELECT to_regprocedure(%s)", (function + "()",)).fetchone() != (None,):
+                        conn.execute(sql.SQL("ALTER FUNCTION {}() OWNER TO {}").format(sql.Identifier(function),
+                                                                                      sql.Identifier(OWNER)))
                 conn.execute(sql.SQL("SET ROLE {}").format(sql.Identifier(OWNER)))
             _migrate(conn)   # as the owner: every object it creates is the owner's
             with conn.transaction():
@@ -109,23 +112,34 @@ def _grant(conn: psycopg.Connection[Any]) -> None:
                  .format(ident(OWNER), ident(READER), ident(FEEDERS)))
 
 
-def add_feeder(admin_url: str, device: str, password: str | None = None) -> dict[str, Any]:
+def add_feeder(admin_url: str, device: str, password: str | None = None,
+               account: str | None = None) -> dict[str, Any]:
     """A login role that may write only `device`'s rows (a member of the feeder group), mapped in
-    `urchin_feeders`. Run `setup_roles` first."""
+    `urchin_feeders`, its rows carrying `account` (given: bound to it, also for an existing role;
+    omitted: a new role has none, an existing one keeps its own). Run `setup_roles` first."""
     if not isinstance(device, str) or not _DEVICE.match(device):
         raise ValidationError("device", "must be 1-128 characters of letters, digits, '.', '_', '@' or '-', "
                                         "starting with a letter or digit")
+    if account is not None and (not isinstance(account, str) or not _DEVICE.match(account)):
+        raise ValidationError("account", "must be 1-128 characters of letters, digits, '.', '_', '@' or '-', "
+                                         "starting with a letter or digit")
     role = feeder_role(device)
     with psycopg.connect(admin_url, autocommit=True) as conn, conn.transaction():
         if conn.execute("SELECT to_regclass('urchin_feeders')").fetchone() == (None,) or \
                 conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (FEEDERS,)).fetchone() is None:
             raise DatabaseError("run `urchin db setup` first: the feeder group and the urchin_feeders table "
                                 "are missing")
+        if conn.execute("SELECT 1 FROM pg_attribute WHERE attrelid = 'urchin_feeders'::regclass "
+                        "AND attname = 'account' AND NOT attisdropped").fetchone() is None:
+            raise DatabaseError("run `urchin db setup` first: the shared database predates this release's "
+                                "schema (migration 6, rows keyed by device)")
         password = _ensure_role(conn, role, True, password)
         conn.execute(sql.SQL("GRANT {} TO {}").format(sql.Identifier(FEEDERS), sql.Identifier(role)))
         taken = conn.execute("SELECT role FROM urchin_feeders WHERE device = %s", (device,)).fetchone()
         if taken is not None and taken[0] != role:
             raise DatabaseError(f"device {device!r} is already fed by role {taken[0]!r}")
-        conn.execute("INSERT INTO urchin_feeders (role, device) VALUES (%s, %s) ON CONFLICT (role) DO NOTHING",
-                     (role, device))
-    return {"device": device, "role": role, "password": password, "url": _url(admin_url, role, password)}
+        conn.execute("INSERT INTO urchin_feeders (role, device, account) VALUES (%s, %s, %s) ON CONFLICT (role) DO "
+                     "UPDATE SET account = coalesce(excluded.account, urchin_feeders.account)", (role, device, account))
+        bound = conn.execute("SELECT account FROM urchin_feeders WHERE role = %s", (role,)).fetchone()
+    return {"device": device, "role": role, "account": bound[0] if bound else None, "password": password,
+            "url": _url(admin_url, role, password)}

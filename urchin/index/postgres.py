@@ -19,7 +19,7 @@ from psycopg import sql
 
 from urchin.errors import DatabaseError, IndexBusyError
 from urchin.event import format_timestamp
-from urchin.index.base import MEMORY_KINDS, ChunkRow, ContextRow, Filter, LegHit, Tier
+from urchin.index.base import MEMORY_KINDS, ChunkRow, ContextRow, Filter, LegHit, Tier, split_key
 from urchin.index.pg_migrate import migrate as _migrate
 from urchin.index.schema import GIN_INDEXES, TRIGRAM_INDEX, TS_CONFIG
 from urchin.search.cosine import NAMED_SOURCE_PRIOR
@@ -63,6 +63,10 @@ BULK_MAINTENANCE_MEM = "256MB"   # the GIN builds' accumulator: fewer, larger me
 _FETCH = ("chunk_id", "doc_id", "doc_type", "source", "kind", "workspace", "session", "title", "tags", "content",
           "occurred_at", "journal_offset", "path", "heading_path", "start_line", "end_line", "device", "account",
           "content_hash")
+# '' is the device of the rows a role with no feeder mapping (the owner, single user) writes with none
+_FETCH_SQL = ", ".join("NULLIF({t}device, '')" if name == "device" else "{t}" + name for name in _FETCH)
+# A chunk's key (base.chunk_key) from its row; `{t}` is the table's alias and a dot, or ''.
+KEY_SQL = "(length({t}device) || ':' || {t}device || {t}chunk_id)"
 
 
 def _build_indexes(conn: psycopg.Connection[Any], names: Sequence[str]) -> None:
@@ -116,6 +120,7 @@ class PostgresIndex:
         self._bulk = False                            # this session holds the bulk lock (begin_bulk)
         self._twin: PostgresIndex | None = None
         self._norm_mean: tuple[float, int] | None = None   # (value, the chunk count it was read at)
+        self._bound: tuple[str, str | None] | None = None   # a feeder role's (device, account), see `bound`
 
     # ---- connection ---------------------------------------------------------------------------
     @property
@@ -125,6 +130,10 @@ class PostgresIndex:
             conn = psycopg.connect(self._url(), connect_timeout=max(1, int(self._timeout)), autocommit=False)
             try:
                 _migrate(conn)
+                with conn.transaction():
+                    row = conn.execute("SELECT device, account FROM urchin_feeders WHERE role = current_user"
+                                       ).fetchone()
+                self._bound = (row[0], row[1]) if row else None
                 if self._niceness:
                     _lower_backend(conn, self._niceness)
             except BaseException:
@@ -132,6 +141,21 @@ class PostgresIndex:
                 raise
             self._conn = conn
         return self._conn
+
+    @property
+    def bound(self) -> tuple[str, str | None] | None:
+        """(device, account) the connected role is a feeder of (`urchin db feeder`), or None (the owner,
+        a superuser, a reader). A feeder's rows carry that account whatever the events say; row-level
+        security refuses any other device or account."""
+        _ = self.conn
+        return self._bound
+
+    @property
+    def own_device(self) -> str:
+        """The device of the rows this connection writes with no device of their own (workspace files):
+        its feeder's device, else '' (the owner's)."""
+        bound = self.bound
+        return bound[0] if bound else ""
 
     def twin(self) -> PostgresIndex:
         """A second connection to the same database, kept: `search_context` runs its semantic leg on it
@@ -187,18 +211,14 @@ class PostgresIndex:
                 conn.execute(f"SET LOCAL lock_timeout = '{LOCK_WAIT}'")
             inserted: set[str] = set()
             if rows:
-                conn.execute("CREATE TEMP TABLE IF NOT EXISTS urchin_feed (LIKE urchin_chunks INCLUDING DEFAULTS)"
-                             " ON COMMIT DELETE ROWS")
                 with conn.cursor() as cur:
-                    with cur.copy(f"COPY urchin_feed ({', '.join(_COLUMNS)}) FROM STDIN") as copy:
-                        for row in rows:
-                            copy.write_row(tuple(getattr(row, name) for name in _COLUMNS))
+                    self._copy_feed(cur, rows, device)
                     cur.execute(f"INSERT INTO urchin_chunks ({', '.join(_COLUMNS)}) "
                                 f"SELECT {', '.join(_COLUMNS)} FROM urchin_feed "
-                                "ON CONFLICT (chunk_id, occurred_at) DO NOTHING RETURNING chunk_id")
+                                "ON CONFLICT (device, chunk_id, occurred_at) DO NOTHING RETURNING chunk_id")
                     inserted = {r[0] for r in cur.fetchall()}
                 if inserted:
-                    self._count_terms([r for r in rows if r.chunk_id in inserted])
+                    self._count_terms([r for r in rows if r.chunk_id in inserted], device)
             moved = conn.execute(
                 "INSERT INTO urchin_cursors (device, journal, byte_offset) VALUES (%s, %s, %s) "
                 "ON CONFLICT (device, journal) DO UPDATE SET byte_offset = excluded.byte_offset, updated_at = now() "
@@ -207,6 +227,18 @@ class PostgresIndex:
                 raise DatabaseError(f"index cursor for {device}:{journal} was moved by another feeder; "
                                     "re-reading it")
         return len(inserted)
+
+    def _copy_feed(self, cur: psycopg.Cursor[Any], rows: Sequence[ChunkRow], device: str) -> None:
+        """COPY `rows` into this session's feed table as `device`'s (a batch is its feeding device's rows),
+        with a feeder role's bound account. Through a table: PostgreSQL refuses COPY into a table with
+        row-level security; the INSERT from it is checked."""
+        cur.execute("CREATE TEMP TABLE IF NOT EXISTS urchin_feed (LIKE urchin_chunks INCLUDING DEFAULTS)"
+                    " ON COMMIT DELETE ROWS")
+        bound = self._bound
+        stamped = {"device": device, **({"account": bound[1]} if bound else {})}
+        with cur.copy(f"COPY urchin_feed ({', '.join(_COLUMNS)}) FROM STDIN") as copy:
+            for row in rows:
+                copy.write_row(tuple(stamped[name] if name in stamped else getattr(row, name) for name in _COLUMNS))
 
     def _ensure_partitions(self, rows: Sequence[ChunkRow]) -> None:
         """Create the monthly partitions `rows` need (each in its own short transaction, before the
@@ -255,15 +287,16 @@ class PostgresIndex:
             rows = []
             if hashes:
                 # vectors first: row-level security lets a feeder delete them while their chunk is there
-                conn.execute("DELETE FROM urchin_embeddings e USING urchin_chunks c WHERE e.chunk_id = c.chunk_id "
-                             "AND c.doc_type = 'event' AND "
+                # this device's rows only: another device's event may carry the same id
+                conn.execute("DELETE FROM urchin_embeddings e USING urchin_chunks c WHERE e.device = %s "
+                             "AND c.device = e.device AND e.chunk_id = c.chunk_id AND c.doc_type = 'event' AND "
                              "substring(sha256(convert_to(c.chunk_id, 'UTF8')) from 1 for 16) = ANY(%s)",
-                             (list(hashes),))
+                             (device, list(hashes)))
                 rows = conn.execute(
-                    "DELETE FROM urchin_chunks WHERE doc_type = 'event' AND "
+                    "DELETE FROM urchin_chunks WHERE device = %s AND doc_type = 'event' AND "
                     "substring(sha256(convert_to(chunk_id, 'UTF8')) from 1 for 16) = ANY(%s) RETURNING terms",
-                    (list(hashes),)).fetchall()
-                self._uncount(rows)
+                    (device, list(hashes))).fetchall()
+                self._uncount(rows, device)
             if moves is not None:
                 moved = conn.execute("UPDATE urchin_cursors SET byte_offset = %s, updated_at = now() "
                                      "WHERE device = %s AND journal = %s AND byte_offset = %s",
@@ -278,7 +311,8 @@ class PostgresIndex:
                              (device, journal + mark, value))
         return len(rows)
 
-    def _count_terms(self, rows: Sequence[ChunkRow]) -> None:
+    def _count_terms(self, rows: Sequence[ChunkRow], device: str) -> None:
+        """Add `rows` (new chunks of `device`) to that device's term statistics."""
         df: Counter[int] = Counter()
         for row in rows:
             df.update(map(int, row.terms.strip("{}").split(",")) if row.terms != "{}" else ())
@@ -290,16 +324,17 @@ class PostgresIndex:
                 for term, count in df.items():
                     copy.write_row((term, count))
             # sorted, so two feeders updating the same terms lock them in the same order (no deadlock)
-            cur.execute("INSERT INTO urchin_terms (term, df) SELECT term, df FROM urchin_feed_terms ORDER BY term "
-                        "ON CONFLICT (term) DO UPDATE SET df = urchin_terms.df + excluded.df")
-            cur.execute("UPDATE urchin_stats SET value = value + %s WHERE key = 'chunks'", (len(rows),))
+            cur.execute("INSERT INTO urchin_terms (term, device, df) SELECT term, %s, df FROM urchin_feed_terms "
+                        "ORDER BY term ON CONFLICT (term, device) DO UPDATE SET df = urchin_terms.df + excluded.df",
+                        (device,))
+            cur.execute("INSERT INTO urchin_stats (device, key, value) VALUES (%s, 'chunks', %s) ON CONFLICT "
+                        "(device, key) DO UPDATE SET value = urchin_stats.value + excluded.value", (device, len(rows)))
 
     def rebuild(self) -> None:
         """Empty the index and every cursor: each feeder (this device's and others') replays from 0."""
         with self.conn.transaction():
-            self.conn.execute("TRUNCATE urchin_chunks, urchin_embeddings, urchin_terms, urchin_cursors, urchin_files, "
-                              "urchin_journal_heads")
-            self.conn.execute("UPDATE urchin_stats SET value = 0 WHERE key = 'chunks'")
+            self.conn.execute("TRUNCATE urchin_chunks, urchin_embeddings, urchin_terms, urchin_stats, urchin_cursors, "
+                              "urchin_files, urchin_journal_heads")
 
     # ---- backfills: GIN indexes built once at the end (issue 16) --------------------------------
     def begin_bulk(self, expected_rows: int) -> bool:
@@ -310,7 +345,7 @@ class PostgresIndex:
         give the same answers, by scanning. Returns whether the indexes were dropped."""
         conn = self.conn
         with conn.transaction():
-            row = conn.execute("SELECT pg_has_role(c.relowner, 'USAGE'), (SELECT value FROM urchin_stats "
+            row = conn.execute("SELECT pg_has_role(c.relowner, 'USAGE'), (SELECT sum(value) FROM urchin_stats "
                                "WHERE key = 'chunks') FROM pg_class c WHERE c.oid = 'urchin_chunks'::regclass"
                                ).fetchone()
             if row is None or not row[0] or int(row[1] or 0) >= expected_rows:
@@ -373,27 +408,30 @@ class PostgresIndex:
             with self._conn.transaction():
                 self._conn.execute(f"SELECT pg_advisory_unlock({_BULK_LOCK})")
 
-    # ---- workspace files (issue 9) ------------------------------------------------------------
+    # ---- workspace files (issue 9): each device's own catalogue (`own_device`) ---------------------
     def file_catalog(self, root: str) -> dict[str, tuple[str, int, float]]:
         with self.conn.transaction():
             # a failed file reports size -1, so the next walk tries it again
             rows = self.conn.execute("SELECT path, hash, CASE WHEN state = 'failed' THEN -1 ELSE size END, "
-                                     "extract(epoch FROM mtime)::float8 FROM urchin_files WHERE root = %s",
-                                     (root,)).fetchall()
+                                     "extract(epoch FROM mtime)::float8 FROM urchin_files WHERE device = %s "
+                                     "AND root = %s", (self.own_device, root)).fetchall()
         return {r[0]: (r[1], int(r[2]), float(r[3])) for r in rows}
 
     def file_roots(self) -> list[str]:
         with self.conn.transaction():
-            return [r[0] for r in self.conn.execute("SELECT DISTINCT root FROM urchin_files").fetchall()]
+            return [r[0] for r in self.conn.execute("SELECT DISTINCT root FROM urchin_files WHERE device = %s",
+                                                    (self.own_device,)).fetchall()]
 
     def files(self, state: str | None = None, roots: Sequence[str] | None = None) -> list[dict[str, Any]]:
-        """Catalog rows (optionally one state, some roots), largest last so a byte budget reads many."""
+        """This device's catalog rows (optionally one state, some roots), largest last so a byte budget
+        reads many."""
         with self.conn.transaction():
             rows = self.conn.execute(
-                "SELECT root, path, size, mtime, hash, state, error FROM urchin_files "
-                "WHERE (%(state)s::text IS NULL OR state = %(state)s) "
+                "SELECT root, path, size, mtime, hash, state, error FROM urchin_files WHERE device = %(device)s "
+                "AND (%(state)s::text IS NULL OR state = %(state)s) "
                 "AND (%(roots)s::text[] IS NULL OR root = ANY(%(roots)s)) ORDER BY size, root, path",
-                {"state": state, "roots": list(roots) if roots is not None else None}).fetchall()
+                {"state": state, "roots": list(roots) if roots is not None else None,
+                 "device": self.own_device}).fetchall()
         return [dict(zip(("root", "path", "size", "mtime", "hash", "state", "error"), r, strict=True)) for r in rows]
 
     def replace_file(self, entry: Any, rows: Sequence[ChunkRow]) -> None:
@@ -401,53 +439,53 @@ class PostgresIndex:
 
         doc_id = f"{entry.root}/{entry.path}"
         conn = self.conn
+        device = self.own_device     # a file chunk is the feeding role's device's ('' for the owner)
         self._ensure_partitions(rows)
         with conn.transaction():
             self._delete_docs([doc_id])
             if rows:
-                # through the feed table: PostgreSQL refuses COPY into a table with row-level security;
-                # a file chunk is the feeding role's device's (NULL for the owner, as before)
-                conn.execute("CREATE TEMP TABLE IF NOT EXISTS urchin_feed (LIKE urchin_chunks INCLUDING DEFAULTS)"
-                             " ON COMMIT DELETE ROWS")
                 with conn.cursor() as cur:
-                    with cur.copy(f"COPY urchin_feed ({', '.join(_COLUMNS)}) FROM STDIN") as copy:
-                        for row in rows:
-                            copy.write_row(tuple(getattr(row, name) for name in _COLUMNS))
-                    stamped = ", ".join("coalesce(device, urchin_device())" if c == "device" else c for c in _COLUMNS)
-                    cur.execute(f"INSERT INTO urchin_chunks ({', '.join(_COLUMNS)}) SELECT {stamped} FROM urchin_feed")
+                    self._copy_feed(cur, rows, device)
+                    cur.execute(f"INSERT INTO urchin_chunks ({', '.join(_COLUMNS)}) "
+                                f"SELECT {', '.join(_COLUMNS)} FROM urchin_feed")
                     cur.execute("TRUNCATE urchin_feed")
-                self._count_terms(rows)
+                self._count_terms(rows, device)
             conn.execute(
-                "INSERT INTO urchin_files (root, path, size, mtime, hash, state, error) "
-                "VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT (root, path) DO UPDATE SET size = excluded.size, "
-                "mtime = excluded.mtime, hash = excluded.hash, state = excluded.state, error = excluded.error",
-                (entry.root, entry.path, entry.size, datetime.fromtimestamp(entry.mtime, UTC), entry.hash,
+                "INSERT INTO urchin_files (device, root, path, size, mtime, hash, state, error) "
+                "VALUES (%s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (device, root, path) DO UPDATE SET "
+                "size = excluded.size, mtime = excluded.mtime, hash = excluded.hash, state = excluded.state, "
+                "error = excluded.error",
+                (device, entry.root, entry.path, entry.size, datetime.fromtimestamp(entry.mtime, UTC), entry.hash,
                  entry.state, entry.error))
 
     def delete_files(self, root: str, paths: Sequence[str] | None = None) -> int:
         """Remove files (all of `root` when `paths` is None) from the catalog and the chunk table."""
+        device = self.own_device
         with self.conn.transaction():
             if paths is None:
-                gone = [r[0] for r in self.conn.execute("DELETE FROM urchin_files WHERE root = %s RETURNING path",
-                                                        (root,)).fetchall()]
+                gone = [r[0] for r in self.conn.execute("DELETE FROM urchin_files WHERE device = %s AND root = %s "
+                                                        "RETURNING path", (device, root)).fetchall()]
             else:
                 gone = [r[0] for r in self.conn.execute(
-                    "DELETE FROM urchin_files WHERE root = %s AND path = ANY(%s) RETURNING path",
-                    (root, list(paths))).fetchall()]
+                    "DELETE FROM urchin_files WHERE device = %s AND root = %s AND path = ANY(%s) RETURNING path",
+                    (device, root, list(paths))).fetchall()]
             self._delete_docs([f"{root}/{p}" for p in gone])
         return len(gone)
 
     def _delete_docs(self, doc_ids: Sequence[str]) -> None:
+        """Delete this device's chunks of the files `doc_ids` (another device may hold the same paths)."""
         if not doc_ids:
             return
-        self.conn.execute("DELETE FROM urchin_embeddings e USING urchin_chunks c WHERE e.chunk_id = c.chunk_id "
-                          "AND c.doc_id = ANY(%s) AND c.doc_type = 'file'", (list(doc_ids),))
-        rows = self.conn.execute("DELETE FROM urchin_chunks WHERE doc_id = ANY(%s) AND doc_type = 'file' "
-                                 "RETURNING terms", (list(doc_ids),)).fetchall()
-        self._uncount(rows)
+        device = self.own_device
+        self.conn.execute("DELETE FROM urchin_embeddings e USING urchin_chunks c WHERE e.device = %s AND "
+                          "c.device = e.device AND e.chunk_id = c.chunk_id AND c.doc_id = ANY(%s) "
+                          "AND c.doc_type = 'file'", (device, list(doc_ids)))
+        rows = self.conn.execute("DELETE FROM urchin_chunks WHERE device = %s AND doc_id = ANY(%s) "
+                                 "AND doc_type = 'file' RETURNING terms", (device, list(doc_ids))).fetchall()
+        self._uncount(rows, device)
 
-    def _uncount(self, rows: Sequence[Any]) -> None:
-        """Take deleted rows (their `terms`) out of the term statistics."""
+    def _uncount(self, rows: Sequence[Any], device: str) -> None:
+        """Take deleted rows of `device` (their `terms`) out of its term statistics."""
         if not rows:
             return
         df: Counter[int] = Counter()
@@ -455,9 +493,10 @@ class PostgresIndex:
             df.update(terms or ())
         # sorted, as in _count_terms, so concurrent writers lock terms in one order
         self.conn.execute("UPDATE urchin_terms t SET df = greatest(t.df - d.n, 0) FROM "
-                          "unnest(%s::integer[], %s::bigint[]) AS d(term, n) WHERE t.term = d.term",
-                          (sorted(df), [df[t] for t in sorted(df)]))
-        self.conn.execute("UPDATE urchin_stats SET value = greatest(value - %s, 0) WHERE key = 'chunks'", (len(rows),))
+                          "unnest(%s::integer[], %s::bigint[]) AS d(term, n) WHERE t.term = d.term AND t.device = %s",
+                          (sorted(df), [df[t] for t in sorted(df)], device))
+        self.conn.execute("UPDATE urchin_stats SET value = greatest(value - %s, 0) WHERE device = %s "
+                          "AND key = 'chunks'", (len(rows), device))
 
     # ---- embeddings ---------------------------------------------------------------------------
     def ensure_model(self, model: str, dim: int) -> None:
@@ -467,32 +506,36 @@ class PostgresIndex:
                                       "((embedding::halfvec({})) halfvec_cosine_ops) WHERE model = {}").format(
                 sql.Identifier(name), sql.Literal(int(dim)), sql.Literal(model)))
 
-    def pending_embeddings(self, model: str, limit: int) -> list[tuple[str, str, bool, datetime]]:
-        """Rows without a vector for `model`, newest first: (chunk id, the text to embed, whether it is
-        an event, when it occurred). The text is what the vector cache embeds an event as."""
+    def pending_embeddings(self, model: str, limit: int, device: str) -> list[tuple[str, str, bool, datetime]]:
+        """This device's rows without a vector for `model`, newest first: (chunk key, the text to embed,
+        whether it is an event, when it occurred). `device` feeds the events; the files are `own_device`'s.
+        The text is what the vector cache embeds an event as (the cache holds this journal's events)."""
         with self.conn.transaction():
             rows = self.conn.execute(
-                "SELECT c.chunk_id, coalesce(c.title || E'\\n', '') || c.content, c.doc_type = 'event', "
-                "c.occurred_at FROM urchin_chunks c "
-                "WHERE NOT EXISTS (SELECT 1 FROM urchin_embeddings e WHERE e.chunk_id = c.chunk_id AND e.model = %s) "
-                # a feeder role embeds its own device's rows (row-level security refuses the others)
-                "AND (urchin_device() IS NULL OR c.device = urchin_device()) "
-                "ORDER BY c.occurred_at DESC LIMIT %s", (model, limit)).fetchall()
+                f"SELECT {KEY_SQL.format(t='c.')}, coalesce(c.title || E'\\n', '') || c.content, "
+                "c.doc_type = 'event', c.occurred_at FROM urchin_chunks c "
+                "WHERE ((c.device = %s AND c.doc_type = 'event') OR (c.device = %s AND c.doc_type = 'file')) "
+                "AND NOT EXISTS (SELECT 1 FROM urchin_embeddings e WHERE e.device = c.device "
+                "AND e.chunk_id = c.chunk_id AND e.model = %s) ORDER BY c.occurred_at DESC LIMIT %s",
+                (device, self.own_device, model, limit)).fetchall()
         return [(r[0], r[1], bool(r[2]), r[3]) for r in rows]
 
     def write_embeddings(self, model: str, items: Sequence[tuple[str, Sequence[float]]]) -> None:
+        """Store vectors by chunk key (`pending_embeddings`)."""
         with self.conn.transaction(), self.conn.cursor() as cur:
-            cur.executemany("INSERT INTO urchin_embeddings (chunk_id, model, embedding) VALUES (%s, %s, %s::halfvec) "
-                            "ON CONFLICT (chunk_id, model) DO UPDATE SET embedding = excluded.embedding",
-                            [(cid, model, _dense(vec)) for cid, vec in items])
+            cur.executemany("INSERT INTO urchin_embeddings (device, chunk_id, model, embedding) "
+                            "VALUES (%s, %s, %s, %s::halfvec) ON CONFLICT (device, chunk_id, model) "
+                            "DO UPDATE SET embedding = excluded.embedding",
+                            [(*split_key(key), model, _dense(vec)) for key, vec in items])
 
     # ---- querying -----------------------------------------------------------------------------
     def term_stats(self, terms: Sequence[int]) -> tuple[dict[int, int], int]:
         with self.conn.transaction():
-            rows = self.conn.execute("SELECT term, df FROM urchin_terms WHERE term = ANY(%s)",
+            # kept per device (each feeder writes its own), summed here
+            rows = self.conn.execute("SELECT term, sum(df) FROM urchin_terms WHERE term = ANY(%s) GROUP BY term",
                                      (list(terms),)).fetchall()
-            n = self.conn.execute("SELECT value FROM urchin_stats WHERE key = 'chunks'").fetchone()
-        return {int(t): int(d) for t, d in rows}, int(n[0]) if n else 0
+            n = self.conn.execute("SELECT sum(value) FROM urchin_stats WHERE key = 'chunks'").fetchone()
+        return {int(t): int(d) for t, d in rows}, int(n[0]) if n and n[0] is not None else 0
 
     def keyword(self, words: Sequence[str], constraints: str | None, flt: Filter, limit: int,
                 context_turns: int = 0, every: str | None = None, tiers: Sequence[Tier] = (),
@@ -555,11 +598,14 @@ class PostgresIndex:
         if not chunk_ids or total <= 0:
             return {}
         terms, values = list(weights), [weights[t] for t in weights]
+        devices, ids = _split_keys(chunk_ids)
         with self.conn.transaction():
             rows = self.conn.execute(
-                "SELECT c.chunk_id, (SELECT coalesce(sum(x.w), 0) FROM unnest(%(t)s::integer[], %(w)s::float8[]) "
-                "AS x(t, w) WHERE x.t = ANY(c.terms)) FROM urchin_chunks c WHERE c.chunk_id = ANY(%(ids)s)",
-                {"t": terms, "w": values, "ids": list(chunk_ids)}).fetchall()
+                f"SELECT {KEY_SQL.format(t='c.')}, (SELECT coalesce(sum(x.w), 0) FROM unnest(%(t)s::integer[], "
+                "%(w)s::float8[]) AS x(t, w) WHERE x.t = ANY(c.terms)) FROM urchin_chunks c "
+                "JOIN unnest(%(d)s::text[], %(ids)s::text[]) AS k(device, chunk_id) "
+                "ON c.device = k.device AND c.chunk_id = k.chunk_id",
+                {"t": terms, "w": values, "d": devices, "ids": ids}).fetchall()
         return {r[0]: min(1.0, float(r[1]) / total) for r in rows}
 
     def sparse(self, vector: str, terms: Sequence[int], flt: Filter, limit: int,
@@ -629,24 +675,26 @@ class PostgresIndex:
             for i, step in enumerate(steps):
                 own = f"{step} AND NOT ({steps[i - 1]})" if i else step
                 for window in ("occurred_at >= now() - %(recent)s", "occurred_at < now() - %(recent)s"):
-                    parts.append(f"(SELECT chunk_id, session, occurred_at, kind, {score.format(t='')} AS s, "
+                    parts.append(f"(SELECT device, chunk_id, session, occurred_at, kind, {score.format(t='')} AS s, "
                                  f"{factor.format(t='')} AS f FROM urchin_chunks, {source} "
                                  f"WHERE {own} AND {window} {where} LIMIT %(budget)s)")
-            ranked = f"SELECT chunk_id, session, occurred_at, kind, s, f FROM ({' UNION ALL '.join(parts)} " \
+            ranked = f"SELECT device, chunk_id, session, occurred_at, kind, s, f FROM ({' UNION ALL '.join(parts)} " \
                      "LIMIT %(budget)s) AS g"
         else:
-            ranked = (f"SELECT chunk_id, session, occurred_at, kind, {score.format(t='')} AS s, "
+            ranked = (f"SELECT device, chunk_id, session, occurred_at, kind, {score.format(t='')} AS s, "
                       f"{factor.format(t='')} AS f FROM urchin_chunks, {source} WHERE {match} {where}")
         base = (f"WITH c AS MATERIALIZED (SELECT * FROM ({ranked}) AS r "
                 f"ORDER BY s * f DESC, occurred_at DESC, chunk_id LIMIT %(limit)s) "
-                "SELECT chunk_id, chunk_id, 0, s, kind, occurred_at, f FROM c")
+                f"SELECT {KEY_SQL.format(t='')} AS k, {KEY_SQL.format(t='')}, 0, s, kind, occurred_at, f FROM c")
         if turns > 0:
             ywhere, _ = _where(flt, alias="y.")
-            side = ("(SELECT y.chunk_id, {sign} row_number() OVER (ORDER BY y.occurred_at {dir}) AS dist, "
-                    f"{score.format(t='y.')} AS s, y.kind, y.occurred_at, {factor.format(t='y.')} AS f "
-                    "FROM urchin_chunks y WHERE y.session = c.session AND y.occurred_at {op} c.occurred_at "
+            # a session's turns are its device's: another device's rows never join them as context
+            side = (f"(SELECT {KEY_SQL.format(t='y.')} AS k, {{sign}} row_number() OVER (ORDER BY y.occurred_at "
+                    f"{{dir}}) AS dist, {score.format(t='y.')} AS s, y.kind, y.occurred_at, "
+                    f"{factor.format(t='y.')} AS f FROM urchin_chunks y WHERE y.session = c.session "
+                    "AND y.device = c.device AND y.occurred_at {op} c.occurred_at "
                     + ywhere + near + " ORDER BY y.occurred_at {dir} LIMIT %(turns)s)")
-            base += (f" UNION ALL SELECT c.chunk_id, x.chunk_id, x.dist, x.s, x.kind, x.occurred_at, x.f "
+            base += (f" UNION ALL SELECT {KEY_SQL.format(t='c.')}, x.k, x.dist, x.s, x.kind, x.occurred_at, x.f "
                      f"FROM c, {source}, LATERAL ({side.format(sign='-', dir='DESC', op='<')} UNION ALL "
                      f"{side.format(sign='', dir='ASC', op='>')}) AS x WHERE c.session IS NOT NULL")
         with self.conn.transaction():
@@ -659,13 +707,13 @@ class PostgresIndex:
         dim = dim or len(vector)
         where, args = _where(flt, alias="c.")
         args.update({"v": _dense(vector), "model": model, "limit": limit})
-        query = (f"WITH hits AS MATERIALIZED (SELECT c.chunk_id, c.kind, c.occurred_at, "
+        query = (f"WITH hits AS MATERIALIZED (SELECT {KEY_SQL.format(t='c.')} AS k, c.kind, c.occurred_at, "
                  f"e.embedding::halfvec({dim}) <=> %(v)s::halfvec({dim}) AS distance "
-                 f"FROM urchin_embeddings e JOIN urchin_chunks c USING (chunk_id) "
+                 f"FROM urchin_embeddings e JOIN urchin_chunks c ON c.device = e.device AND c.chunk_id = e.chunk_id "
                  f"WHERE e.model = %(model)s {where} "
                  f"ORDER BY e.embedding::halfvec({dim}) <=> %(v)s::halfvec({dim}) LIMIT %(limit)s) "
-                 "SELECT chunk_id, 1 - distance, kind, occurred_at FROM hits "
-                 "ORDER BY distance, occurred_at DESC, chunk_id")
+                 "SELECT k, 1 - distance, kind, occurred_at FROM hits "
+                 "ORDER BY distance, occurred_at DESC, k")
         with self.conn.transaction():
             for name, value in QUERY_SETTINGS.items():
                 self.conn.execute("SELECT set_config(%s, %s, true)", (name, value))
@@ -686,15 +734,18 @@ class PostgresIndex:
                 where.append(f"{name} = %(f_{name})s")
                 args[f"f_{name}"] = value
         with self.conn.transaction():
-            rows = self.conn.execute(f"SELECT {', '.join(_FETCH)} FROM urchin_chunks WHERE {' AND '.join(where)} "
+            rows = self.conn.execute(f"SELECT {_FETCH_SQL.format(t='')} FROM urchin_chunks WHERE {' AND '.join(where)} "
                                      "ORDER BY occurred_at DESC, chunk_id DESC LIMIT %(limit)s", args).fetchall()
         return [dict(zip(_FETCH, r, strict=True)) for r in rows]
 
     def fetch(self, chunk_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """The rows of chunk keys (`chunk_key`), by key."""
+        devices, ids = _split_keys(chunk_ids)
         with self.conn.transaction():
-            rows = self.conn.execute(f"SELECT {', '.join(_FETCH)} FROM urchin_chunks WHERE chunk_id = ANY(%s)",
-                                     (list(chunk_ids),)).fetchall()
-        return {r[0]: dict(zip(_FETCH, r, strict=True)) for r in rows}
+            rows = self.conn.execute(f"SELECT {KEY_SQL.format(t='c.')}, {_FETCH_SQL.format(t='c.')} "
+                                     "FROM urchin_chunks c JOIN unnest(%s::text[], %s::text[]) AS k(device, chunk_id) "
+                                     "ON c.device = k.device AND c.chunk_id = k.chunk_id", (devices, ids)).fetchall()
+        return {r[0]: dict(zip(_FETCH, r[1:], strict=True)) for r in rows}
 
     def status(self, model: str | None = None) -> dict[str, Any]:
         with self.conn.transaction():
@@ -708,7 +759,7 @@ class PostgresIndex:
             if model:
                 pending = self.conn.execute(
                     "SELECT count(*) FROM urchin_chunks c WHERE NOT EXISTS (SELECT 1 FROM urchin_embeddings e "
-                    "WHERE e.chunk_id = c.chunk_id AND e.model = %s)", (model,)).fetchone()
+                    "WHERE e.device = c.device AND e.chunk_id = c.chunk_id AND e.model = %s)", (model,)).fetchone()
         out: dict[str, Any] = {
             "chunks": int(chunks[0]) if chunks else 0,
             "schemaVersion": schema[0] if schema else None,
@@ -728,6 +779,12 @@ def hash_text(text: str) -> int:
     import zlib
 
     return zlib.crc32(text.encode("utf-8"))
+
+
+def _split_keys(keys: Sequence[str]) -> tuple[list[str], list[str]]:
+    """Chunk keys as two parallel arrays (devices, chunk ids), for a join on both."""
+    pairs = [split_key(key) for key in keys]
+    return [d for d, _ in pairs], [c for _, c in pairs]
 
 
 def _dense(vector: Sequence[float]) -> str:

@@ -1,7 +1,8 @@
 """The index schema as numbered migrations, applied in order at connect (table `urchin_migrations`).
 
 A migration is never edited once released; changes go in a new one. Chunks are keyed by
-`chunk_id` (the event id for events; `<root>/<path>#<n>` for workspace-file chunks, issue 9).
+(`device`, `chunk_id`): the feeding device, and the event id for events or `<root>/<path>#<n>` for
+workspace-file chunks (issue 9). An id is unique per device only (migration 6, issue 34).
 """
 
 from __future__ import annotations
@@ -222,5 +223,93 @@ CREATE POLICY urchin_feed_all ON urchin_embeddings FOR ALL
 -- Filters naming a source or kind that matches nothing are warned about (issue 14), and query_source
 -- lists the known sources: both read this index (a loose scan for the list, an index probe per name).
 CREATE INDEX urchin_chunks_source_kind ON urchin_chunks (source, kind);
+"""),
+    (6, "team: every row keyed by its device, per-device statistics, accounts bound to feeder roles", """
+-- Issue 34: a feeder could change another device's data. Every row a feeder writes is now keyed by
+-- its device (an id is unique per device: a feeder's event carrying another device's id is another
+-- row), every table a feeder writes has row-level security on device, and a feeder role's rows carry
+-- the account its mapping names. Existing rows keep their data; NULL devices become '' (the owner's).
+
+-- Chunks: the device leads the primary key.
+UPDATE urchin_chunks SET device = '' WHERE device IS NULL;
+ALTER TABLE urchin_chunks ALTER COLUMN device SET DEFAULT '', ALTER COLUMN device SET NOT NULL;
+DO $$
+DECLARE key name := (SELECT conname FROM pg_constraint WHERE conrelid = 'urchin_chunks'::regclass AND contype = 'p');
+BEGIN
+    EXECUTE format('ALTER TABLE urchin_chunks DROP CONSTRAINT %I', key);
+END $$;
+ALTER TABLE urchin_chunks ADD PRIMARY KEY (device, chunk_id, occurred_at);
+
+-- Embeddings: keyed by (device, chunk_id, model). A vector whose chunk id more than one device holds
+-- cannot be told apart: it is dropped, and embedded again as pending.
+ALTER TABLE urchin_embeddings ADD COLUMN device text;
+UPDATE urchin_embeddings e SET device = c.device
+    FROM (SELECT chunk_id, min(device) AS device FROM urchin_chunks
+          WHERE chunk_id IN (SELECT chunk_id FROM urchin_embeddings)
+          GROUP BY chunk_id HAVING count(DISTINCT device) = 1) AS c
+    WHERE c.chunk_id = e.chunk_id;
+DELETE FROM urchin_embeddings WHERE device IS NULL;
+ALTER TABLE urchin_embeddings ALTER COLUMN device SET NOT NULL;
+ALTER TABLE urchin_embeddings DROP CONSTRAINT urchin_embeddings_pkey;
+ALTER TABLE urchin_embeddings ADD PRIMARY KEY (device, chunk_id, model);
+
+-- Term statistics per device, summed at query time, counted again from the chunks (which also
+-- repairs any counts a feeder changed before this migration).
+ALTER TABLE urchin_terms ADD COLUMN device text NOT NULL DEFAULT '';
+ALTER TABLE urchin_terms DROP CONSTRAINT urchin_terms_pkey;
+DELETE FROM urchin_terms;
+INSERT INTO urchin_terms (term, device, df)
+    SELECT t, device, count(*) FROM urchin_chunks, unnest(terms) AS t GROUP BY t, device;
+ALTER TABLE urchin_terms ADD PRIMARY KEY (term, device);
+ALTER TABLE urchin_stats ADD COLUMN device text NOT NULL DEFAULT '';
+ALTER TABLE urchin_stats DROP CONSTRAINT urchin_stats_pkey;
+DELETE FROM urchin_stats WHERE key = 'chunks';
+INSERT INTO urchin_stats (device, key, value) SELECT device, 'chunks', count(*) FROM urchin_chunks GROUP BY device;
+ALTER TABLE urchin_stats ADD PRIMARY KEY (device, key);
+
+-- The file catalogue per device: a row goes to the device whose chunks the file (or else its root) has.
+ALTER TABLE urchin_files ADD COLUMN device text NOT NULL DEFAULT '';
+UPDATE urchin_files f SET device = coalesce(
+    (SELECT min(c.device) FROM urchin_chunks c WHERE c.doc_type = 'file' AND c.doc_id = f.root || '/' || f.path),
+    (SELECT min(c.device) FROM urchin_chunks c WHERE c.doc_type = 'file' AND c.workspace = f.root), '');
+ALTER TABLE urchin_files DROP CONSTRAINT urchin_files_pkey;
+ALTER TABLE urchin_files ADD PRIMARY KEY (device, root, path);
+
+-- The account a feeder role writes (`urchin db feeder DEVICE --account NAME`); an existing feeder
+-- is bound to the one account its rows carry, if they carry exactly one.
+ALTER TABLE urchin_feeders ADD COLUMN account text;
+UPDATE urchin_feeders f SET account = (SELECT min(c.account) FROM urchin_chunks c WHERE c.device = f.device
+                                       HAVING count(DISTINCT c.account) = 1);
+-- The policies' functions get standard SQL bodies, resolved once, here: a body in quotes is resolved
+-- at each call on the caller's search_path, where a temporary table named urchin_feeders (any role may
+-- create one) would come first and name another device.
+CREATE OR REPLACE FUNCTION urchin_device() RETURNS text LANGUAGE sql STABLE
+    RETURN (SELECT device FROM urchin_feeders WHERE role = current_user);
+CREATE FUNCTION urchin_account() RETURNS text LANGUAGE sql STABLE
+    RETURN (SELECT account FROM urchin_feeders WHERE role = current_user);
+
+-- Row-level security on device for every table a feeder writes; chunks also check the account.
+-- (urchin_feeders and urchin_migrations are written by the owner only: a feeder may only read them.)
+DROP POLICY urchin_feed_insert ON urchin_chunks;
+DROP POLICY urchin_feed_update ON urchin_chunks;
+CREATE POLICY urchin_feed_insert ON urchin_chunks FOR INSERT
+    WITH CHECK (device = urchin_device() AND account IS NOT DISTINCT FROM urchin_account());
+CREATE POLICY urchin_feed_update ON urchin_chunks FOR UPDATE USING (device = urchin_device())
+    WITH CHECK (device = urchin_device() AND account IS NOT DISTINCT FROM urchin_account());
+DROP POLICY urchin_feed_all ON urchin_embeddings;
+CREATE POLICY urchin_feed_all ON urchin_embeddings FOR ALL USING (device = urchin_device())
+    WITH CHECK (device = urchin_device());
+ALTER TABLE urchin_terms ENABLE ROW LEVEL SECURITY;
+CREATE POLICY urchin_read ON urchin_terms FOR SELECT USING (true);
+CREATE POLICY urchin_feed_all ON urchin_terms FOR ALL USING (device = urchin_device())
+    WITH CHECK (device = urchin_device());
+ALTER TABLE urchin_stats ENABLE ROW LEVEL SECURITY;
+CREATE POLICY urchin_read ON urchin_stats FOR SELECT USING (true);
+CREATE POLICY urchin_feed_all ON urchin_stats FOR ALL USING (device = urchin_device())
+    WITH CHECK (device = urchin_device());
+ALTER TABLE urchin_files ENABLE ROW LEVEL SECURITY;
+CREATE POLICY urchin_read ON urchin_files FOR SELECT USING (true);
+CREATE POLICY urchin_feed_all ON urchin_files FOR ALL USING (device = urchin_device())
+    WITH CHECK (device = urchin_device());
 """),
 )

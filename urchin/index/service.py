@@ -268,11 +268,11 @@ class IndexService:
         return setup_roles(self._admin_url(), owner_password, reader_password)
 
     @_database_errors
-    def db_feeder(self, device: str, password: str | None = None) -> dict[str, Any]:
+    def db_feeder(self, device: str, password: str | None = None, account: str | None = None) -> dict[str, Any]:
         """A login role that may write only `device`'s rows (row-level security)."""
         from urchin.index.pg_roles import add_feeder
 
-        return add_feeder(self._admin_url(), device, password)
+        return add_feeder(self._admin_url(), device, password, account)
 
     def close(self) -> None:
         with self._lock:

@@ -483,9 +483,9 @@ class Memory:
         """`urchin db setup`: the shared server's roles (owner, reader, feeder group); needs an admin URL."""
         return self._index.db_setup(owner_password, reader_password)
 
-    def db_feeder(self, device: str, password: str | None = None) -> dict[str, Any]:
-        """`urchin db feeder DEVICE`: a role that may write only that device's rows."""
-        return self._index.db_feeder(device, password)
+    def db_feeder(self, device: str, password: str | None = None, account: str | None = None) -> dict[str, Any]:
+        """`urchin db feeder DEVICE`: a role that may write only that device's rows, as `account`."""
+        return self._index.db_feeder(device, password, account)
 
     # ---- hot views (long-lived processes: the daemon) ------------------------------------------
     def add_view(self, view: HotView) -> None:

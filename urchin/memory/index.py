@@ -218,8 +218,8 @@ class HybridIndex:
     def db_setup(self, owner_password: str | None, reader_password: str | None) -> dict[str, Any]:
         return self.service.db_setup(owner_password, reader_password)
 
-    def db_feeder(self, device: str, password: str | None) -> dict[str, Any]:
-        return self.service.db_feeder(device, password)
+    def db_feeder(self, device: str, password: str | None, account: str | None = None) -> dict[str, Any]:
+        return self.service.db_feeder(device, password, account)
 
     def close(self) -> None:
         """Release the index connection and stop the embedded PostgreSQL this process started."""
