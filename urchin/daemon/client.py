@@ -75,7 +75,9 @@ def open_memory(settings: Settings, *, use_daemon: bool | None = None) -> Memory
             return RemoteMemory(settings, info)
     from urchin.memory import Memory
 
-    return Memory(settings)
+    memory = Memory(settings)
+    memory.finish_forget()    # a forget killed mid-compaction is finished by the next command, daemon or not
+    return memory
 
 
 def login_url(settings: Settings) -> tuple[str, float]:

@@ -25,7 +25,7 @@ def main(argv: list[str]) -> int:
         signal.signal(sig, signal.SIG_IGN)
     folder, owner = Path(argv[0]), int(argv[1])
     wait_for_parent(owner)
-    from urchin.index.embedded import release_dead   # loaded once needed: the watch itself costs nothing
+    from urchin.index.embedded import release_dead  # loaded once needed: the watch itself costs nothing
 
     try:
         release_dead(folder, owner)

@@ -495,8 +495,7 @@ class Memory:
     def warm(self) -> None:
         """Switch to hot mode: ids in memory, every view fed to the journal's end, reads catch up first."""
         self.ingestor.keep_ids_in_memory()
-        if self.forget_log.pending():  # a forget a crash interrupted: finish its compaction first
-            self.compact()
+        self.finish_forget()
         with self._journal.locked():  # load the id index now, not inside the first write's latency
             self.ingestor.ids.catch_up()
         # The substring block index follows the journal by itself; build what it lacks in the
@@ -557,6 +556,11 @@ class Memory:
     def compact(self) -> Compaction | None:
         """Rewrite the journal without forgotten events, if any are left in it; views follow."""
         return self._forgetting.compact()
+
+    def finish_forget(self) -> Compaction | None:
+        """Finish a forget a crash interrupted (cheap when there is none): every command opening the
+        journal in-process, and the daemon's start, call this first."""
+        return self._forgetting.finish()
 
     def redact_rewrite(self) -> dict[str, Any]:
         """Apply the current redaction rules to every journal line; lines they change are rewritten,

@@ -164,6 +164,19 @@ class Forgetting:
         return compact(self.journal, self.forget_log, hold=self.substring.index.held_before,
                        after=self._after_compaction, settle=self._drop_vectors)
 
+    def finish(self) -> Compaction | None:
+        """Finish a forget a crash (SIGKILL, power loss) interrupted: its tombstone already hides the
+        events, but the journal may still hold their lines until this compaction. Every command that
+        opens the journal calls it first; nothing to finish costs one `stat` (or a read of the forget
+        log's tail). A failure (a read-only home) leaves the tombstone hiding them, and is logged."""
+        if not self.forget_log.unfinished():
+            return None
+        try:
+            return self.compact()
+        except (UrchinError, OSError) as exc:
+            log.warning("an interrupted forget is not finished yet: %s", getattr(exc, "message", exc))
+            return None
+
     def redact_rewrite(self) -> dict[str, Any]:
         """Apply the current redaction rules to every journal line; lines they change are rewritten,
         every other line stays byte-identical, and every view is refreshed."""
