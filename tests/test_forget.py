@@ -698,3 +698,54 @@ def test_the_log_tail_tells_what_the_whole_log_does() -> None:
                 log.path.write_bytes(b"\n".join(lines) + (b"\n" if rng.random() < 0.8 else b""))
             fresh = ForgetLog(journal)
             assert fresh.unfinished() == fresh.pending(), lines[-3:]
+
+
+# ---- what PostgreSQL keeps of a forgotten row -----------------------------------------------------------
+def _data_files(folder: Path) -> bytes:
+    """Every data file of a server but its WAL (tables, indexes, TOAST, catalogs, free space maps)."""
+    return b"".join(p.read_bytes() for p in folder.rglob("*") if p.is_file() and "pg_wal" not in p.parts)
+
+
+def test_a_forget_on_urchins_own_postgres_vacuums_and_purge_leaves_no_byte(urchin_home: Path) -> None:
+    """Urchin's own (embedded) server: every forget VACUUMs the tables it deleted from, and `purge`
+    rewrites them (VACUUM FULL, statistics included) so no data file keeps the forgotten text (issue 34 I)."""
+    pytest.importorskip("psycopg", reason="the `postgres` extra is not installed")
+    import random
+    import string
+
+    import psycopg
+
+    from urchin.index.embedded import EmbeddedPostgres
+    from urchin.index.pg_vacuum import FORGET_TABLES
+
+    rng = random.Random()
+    plain, strong = (prefix + "".join(rng.choices(string.ascii_lowercase, k=16)) for prefix in ("plain", "strong"))
+    memory = Memory(Settings.resolve(urchin_home))     # no database URL: the embedded server, Urchin's own
+    try:
+        memory.ingest(_events(20) + [{"id": "plain", "content": f"the door code is {plain}"},
+                                     {"id": "strong", "content": f"the safe code is {strong}", "title": strong}])
+        assert memory.index().inserted == 22
+        folder = memory.settings.pg_dir.resolve()
+        url = EmbeddedPostgres(memory.settings.pg_dir, stop_at_exit=False, start=False).url()
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute("ANALYZE")      # as autovacuum would: pg_statistic now samples the columns' values
+            conn.execute("CHECKPOINT")
+        assert plain.encode() in _data_files(folder) and strong.encode() in _data_files(folder)
+
+        assert memory.forget(["plain"], confirm=True).forgotten == 1
+        with psycopg.connect(url, autocommit=True) as conn:
+            leaves = [r[0] for r in conn.execute(
+                "SELECT c.oid::regclass::text FROM pg_class c WHERE c.relkind = 'r' AND (c.relname = ANY(%s) OR "
+                "c.oid IN (SELECT inhrelid FROM pg_inherits WHERE inhparent = 'urchin_chunks'::regclass))",
+                (list(FORGET_TABLES),)).fetchall()]
+            vacuumed = dict(conn.execute("SELECT relname, last_vacuum IS NOT NULL AND n_dead_tup = 0 "
+                                         "FROM pg_stat_user_tables WHERE relname = ANY(%s)", (leaves,)).fetchall())
+        assert len(leaves) >= len(FORGET_TABLES) and vacuumed == dict.fromkeys(leaves, True)
+
+        result = memory.forget(["strong"], confirm=True, purge=True)
+        assert result.forgotten == 1 and any("purged" in note for note in result.notes), result.notes
+        files = _data_files(folder)
+        assert strong.encode() not in files and plain.encode() not in files
+        assert memory.context(query="note number 5").results     # the index still serves
+    finally:
+        memory.close()

@@ -184,10 +184,11 @@ class RemoteMemory:
                           fallback=lambda m: m.get(event_id))
 
     def forget(self, ids: Any = None, *, session: str | None = None, query: str | None = None,
-               since: str | None = None, until: str | None = None, confirm: bool = False) -> Any:
+               since: str | None = None, until: str | None = None, confirm: bool = False,
+               purge: bool = False) -> Any:
         """`Memory.forget` through the daemon, so its hot views drop the events at once."""
         body = _drop_none(ids=[ids] if isinstance(ids, str) else ids, session=session, query=query, since=since,
-                          until=until, confirm=confirm)
+                          until=until, confirm=confirm, purge=purge or None)
 
         def parse(answer: Any) -> Any:
             from urchin.memory.forget import ForgetResult
@@ -196,7 +197,7 @@ class RemoteMemory:
 
         return self._call("POST", "/forget", json=body, parse=parse,
                           fallback=lambda m: m.forget(ids, session=session, query=query, since=since, until=until,
-                                                      confirm=confirm))
+                                                      confirm=confirm, purge=purge))
 
     def redact_rewrite(self) -> dict[str, Any]:
         """Rewrites in-process (the daemon follows the compaction), but only when the daemon redacts

@@ -545,9 +545,11 @@ class Memory:
     # ---- forgetting ---------------------------------------------------------------------------
     def forget(self, ids: Sequence[str] | str | None = None, *, session: str | None = None,
                query: str | None = None, since: str | None = None, until: str | None = None,
-               confirm: bool = False) -> ForgetResult:
-        """Forget every event matching all the given selectors; without `confirm` only preview them."""
-        return self._forgetting.forget(ids, session=session, query=query, since=since, until=until, confirm=confirm)
+               confirm: bool = False, purge: bool = False) -> ForgetResult:
+        """Forget every event matching all the given selectors; without `confirm` only preview them.
+        `purge`: also rewrite the PostgreSQL tables, so no data file keeps the deleted rows' bytes."""
+        return self._forgetting.forget(ids, session=session, query=query, since=since, until=until, confirm=confirm,
+                                       purge=purge)
 
     def forget_from(self, params: Mapping[str, Any]) -> ForgetResult:
         """`forget` with wire-named parameters in one mapping (HTTP, MCP); an unknown key is an error."""

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 __all__ = ["Forgetting", "ForgetResult", "FORGET_PARAMS", "PREVIEW_LIMIT"]
 
 log = logging.getLogger("urchin.forget")
-FORGET_PARAMS = ("ids", "session", "query", "since", "until", "confirm")
+FORGET_PARAMS = ("ids", "session", "query", "since", "until", "confirm", "purge")
 PREVIEW_LIMIT = 20
 MAX_IDS = 10_000
 
@@ -110,10 +110,12 @@ class Forgetting:
 
     def forget(self, ids: Sequence[str] | str | None = None, *, session: str | None = None,
                query: str | None = None, since: str | None = None, until: str | None = None,
-               confirm: bool = False) -> ForgetResult:
-        """Forget every event matching all the given selectors; without `confirm` only preview them."""
+               confirm: bool = False, purge: bool = False) -> ForgetResult:
+        """Forget every event matching all the given selectors; without `confirm` only preview them.
+        `purge`: also rewrite the PostgreSQL tables, so no data file keeps the deleted rows' bytes."""
         selector = self._as_stored(_selector(ids, session, query, since, until))
         confirm = check_bool(confirm, "confirm")
+        purge = check_bool(purge, "purge")
         log_ = self.forget_log
         result = ForgetResult(confirmed=confirm)
         hashes: list[bytes] = []
@@ -137,6 +139,8 @@ class Forgetting:
         result.compacted = done is not None
         result.removed_bytes = sum(old - new for _, old, new in done.edits) if done else 0
         result.notes.extend(self._sync_index())
+        if purge:
+            result.notes.extend(self._purge_index())
         return result
 
     def _as_stored(self, selector: _Selector) -> _Selector:
@@ -157,7 +161,7 @@ class Forgetting:
                 raise unknown_parameter(key, FORGET_PARAMS)
         return self.forget(params.get("ids"), session=params.get("session"), query=params.get("query"),
                            since=params.get("since"), until=params.get("until"),
-                           confirm=params.get("confirm", False))
+                           confirm=params.get("confirm", False), purge=params.get("purge", False))
 
     def compact(self) -> Compaction | None:
         """Rewrite the journal without forgotten events, if any are left in it; views follow."""
@@ -250,6 +254,20 @@ class Forgetting:
         except UrchinError as exc:
             return [f"PostgreSQL rows are removed at the next `urchin index` ({exc.message})"]
         return [f"removed {deleted} row(s) from the PostgreSQL index"] if deleted else []
+
+
+    def _purge_index(self) -> list[str]:
+        """`purge`: VACUUM FULL on Urchin's own server; on a shared one, say who does it."""
+        if not (self.settings.database_url or self.settings.pg_dir.exists()):
+            return []
+        try:
+            purged = self._index.service.purge()
+        except UrchinError as exc:
+            return [f"the PostgreSQL index was not purged ({exc.message})"]
+        if not purged:
+            return ["the shared database keeps the deleted rows' bytes until its owner runs VACUUM FULL "
+                    "(docs/TEAM.md)"]
+        return ["purged the PostgreSQL index (VACUUM FULL, CHECKPOINT): no data file holds the forgotten rows"]
 
 
 def _candidates(journal: Journal, selector: _Selector) -> Iterator[Event]:
