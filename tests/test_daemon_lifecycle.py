@@ -477,6 +477,33 @@ def test_a_killed_cli_leaves_no_postgres_running(tmp_path: Path, args: tuple[str
             os.kill(postmaster, signal.SIGINT)    # do not leak it past the test
 
 
+def test_a_watchdog_never_stops_a_server_another_process_uses(tmp_path: Path) -> None:
+    """Two CLIs hold the server; the one SIGKILLed leaves it running for the other, whose exit stops it."""
+    pytest.importorskip("psycopg", reason="the `postgres` extra is not installed")
+    home = tmp_path / "home"
+    home.mkdir()
+    killed = _holding_cli(home, "index", "--follow")
+    postmaster = _postmaster(home)
+    survivor = _holding_cli(home, "index", "--follow")
+    try:
+        killed.kill()
+        killed.wait()
+        deadline = time.monotonic() + 3.0      # the watchdog's poll, its release, a stop would be done by then
+        while str(killed.pid) in _holders(home):
+            assert time.monotonic() < deadline, "the dead holder was never dropped"
+            time.sleep(0.05)
+        time.sleep(0.5)
+        assert postmaster is not None and _postmaster(home) == postmaster and not _gone(postmaster)
+        survivor.send_signal(signal.SIGINT)
+        survivor.wait(40)
+        assert _exits(postmaster, 8.0)
+    finally:
+        for proc in (killed, survivor):
+            proc.kill()
+        if postmaster is not None and not _gone(postmaster):
+            os.kill(postmaster, signal.SIGINT)
+
+
 def test_a_killed_daemon_and_its_index_process_leave_no_postgres_running(tmp_path: Path) -> None:
     """Both holders killed at once (their watchdogs live on): the server stops by itself."""
     killed, postmaster = _indexing_daemon(tmp_path / "home")
