@@ -720,11 +720,13 @@ def test_a_forget_on_urchins_own_postgres_vacuums_and_purge_leaves_no_byte(urchi
     touched = ["urchin_chunks", "urchin_embeddings", "urchin_terms", "urchin_stats"]   # what a forget changes
     rng = random.Random()
     plain, strong = (prefix + "".join(rng.choices(string.ascii_lowercase, k=16)) for prefix in ("plain", "strong"))
+    code = "ZQX-7734-" + "".join(rng.choices(string.ascii_uppercase, k=16))    # a secret a rule added later finds
     memory = Memory(Settings.resolve(urchin_home))     # no database URL: the embedded server, Urchin's own
     try:
         memory.ingest(_events(20) + [{"id": "plain", "content": f"the door code is {plain}"},
-                                     {"id": "strong", "content": f"the safe code is {strong}", "title": strong}])
-        assert memory.index().inserted == 22
+                                     {"id": "strong", "content": f"the safe code is {strong}", "title": strong},
+                                     {"id": "leaky", "content": f"the gate code is {code}"}])
+        assert memory.index().inserted == 23
         folder = memory.settings.pg_dir.resolve()
         url = EmbeddedPostgres(memory.settings.pg_dir, stop_at_exit=False, start=False).url()
         with psycopg.connect(url, autocommit=True) as conn:
@@ -747,5 +749,30 @@ def test_a_forget_on_urchins_own_postgres_vacuums_and_purge_leaves_no_byte(urchi
         files = _data_files(folder)
         assert strong.encode() not in files and plain.encode() not in files
         assert memory.context(query="note number 5").results     # the index still serves
+
+        # the redact rewrite's class: a row's old text, replaced by the rewrite, leaves the files too
+        (urchin_home / "config.toml").write_text('[redact]\nextra = { gate_code = "ZQX-[0-9]{4}-[A-Z]+" }\n')
+        assert code.encode() in _data_files(folder)
+        again = Memory(Settings.resolve(urchin_home))
+        try:
+            done = again.redact_rewrite(purge=True)
+            assert done["rewritten"] == 1 and any("purged" in note for note in done["notes"]), done
+            assert code.encode() not in _data_files(folder)
+        finally:
+            again.close()
+    finally:
+        memory.close()
+
+
+def test_a_feeder_of_a_shared_database_never_vacuums(pg_settings: Settings, pg_url: str) -> None:
+    """URCHIN_DATABASE_URL: the rows go, the VACUUM is the owner's (docs/TEAM.md), even with purge."""
+    memory = Memory(pg_settings)
+    try:
+        memory.ingest(_events(6))
+        memory.index()
+        result = memory.forget(["ev-001", "ev-002"], confirm=True, purge=True)
+        assert result.forgotten == 2 and any("docs/TEAM.md" in note for note in result.notes), result.notes
+        assert _sql(pg_url, "SELECT count(*) FROM urchin_chunks WHERE chunk_id IN ('ev-001', 'ev-002')") == [(0,)]
+        assert _sql(pg_url, "SELECT count(*) FROM pg_stat_user_tables WHERE last_vacuum IS NOT NULL") == [(0,)]
     finally:
         memory.close()

@@ -199,7 +199,7 @@ class RemoteMemory:
                           fallback=lambda m: m.forget(ids, session=session, query=query, since=since, until=until,
                                                       confirm=confirm, purge=purge))
 
-    def redact_rewrite(self) -> dict[str, Any]:
+    def redact_rewrite(self, purge: bool = False) -> dict[str, Any]:
         """Rewrites in-process (the daemon follows the compaction), but only when the daemon redacts
         with the rules config.toml holds now: else its next writes and re-chunks would undo the rewrite."""
         answer = self._call("GET", "/status", parse=lambda body: dict(body), fallback=lambda m: {})
@@ -209,7 +209,7 @@ class RemoteMemory:
             raise ConfigError(f"the daemon (pid {answer['daemon'].get('pid')}) still redacts with the rules it started "
                               "with, not those config.toml holds now: restart it (stop it, then `urchin serve`), "
                               "then run `urchin redact --rewrite` again")
-        return self.local().redact_rewrite()
+        return self.local().redact_rewrite(purge)
 
     def forget_from(self, params: Mapping[str, Any]) -> Any:
         """`Memory.forget_from` (wire-named parameters) through the daemon's route."""

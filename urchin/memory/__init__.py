@@ -564,7 +564,7 @@ class Memory:
         journal in-process, and the daemon's start, call this first."""
         return self._forgetting.finish()
 
-    def redact_rewrite(self) -> dict[str, Any]:
+    def redact_rewrite(self, purge: bool = False) -> dict[str, Any]:
         """Apply the current redaction rules to every journal line; lines they change are rewritten,
-        every other line stays byte-identical, and every view is refreshed."""
-        return self._forgetting.redact_rewrite()
+        every other line stays byte-identical, and every view is refreshed (`purge`: as for `forget`)."""
+        return self._forgetting.redact_rewrite(purge)

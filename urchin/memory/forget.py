@@ -181,9 +181,10 @@ class Forgetting:
             log.warning("an interrupted forget is not finished yet: %s", getattr(exc, "message", exc))
             return None
 
-    def redact_rewrite(self) -> dict[str, Any]:
+    def redact_rewrite(self, purge: bool = False) -> dict[str, Any]:
         """Apply the current redaction rules to every journal line; lines they change are rewritten,
-        every other line stays byte-identical, and every view is refreshed."""
+        every other line stays byte-identical, and every view is refreshed. `purge`: the PostgreSQL
+        tables are rewritten too, so no data file keeps the rows' old, unredacted text."""
         redactor = self._ingestor().redactor
 
         def rewrite(line: bytes) -> bytes | None:
@@ -197,6 +198,8 @@ class Forgetting:
                        after=self._after_compaction, settle=self._drop_vectors)
         rewritten = sum(1 for _, _, new in done.edits if new) if done else 0
         notes = (self._sync_index() if done else []) + self._rechunk_files()
+        if purge:
+            notes += self._purge_index()
         return {"rewritten": rewritten, "dropped": sum(1 for _, _, new in done.edits if not new) if done else 0,
                 "notes": notes}
 
