@@ -87,21 +87,21 @@ class DaemonProcess:
         """The pid of the daemon's index process (`python -m urchin.daemon.indexer`, started `--with-index`)."""
         assert self.proc is not None
         deadline = time.monotonic() + timeout
-        while True:
-            for task in Path(f"/proc/{self.proc.pid}/task").glob("*/children"):
-                try:
-                    for pid in task.read_text().split():
-                        if b"urchin.daemon.indexer" in Path(f"/proc/{pid}/cmdline").read_bytes():
-                            return int(pid)
-                except OSError:
-                    continue
+        while not (found := _children(self.proc.pid, b"urchin.daemon.indexer")):
             if time.monotonic() > deadline:
                 raise AssertionError(f"no index process: {self.log()}")
             time.sleep(0.1)
+        return found[0]
 
-    def kill_all(self) -> None:
-        """SIGKILL the daemon and its index process at once (as `kill -9` of the group would)."""
-        os.kill(self.index_process(), signal.SIGKILL)
+    def kill_all(self, watchdogs: bool = True) -> None:
+        """SIGKILL the daemon and its index process at once, and (`watchdogs`) the embedded PostgreSQL's
+        watchdogs they started (as the OOM killer or `kill -9` of every process might): nobody is left
+        to stop the server."""
+        index = self.index_process()
+        assert self.proc is not None
+        dogs = [pid for parent in (self.proc.pid, index) for pid in _children(parent, b"urchin.index.pgwatch")]
+        for pid in [index, *dogs] if watchdogs else [index]:
+            os.kill(pid, signal.SIGKILL)
         self.signal(signal.SIGKILL)
         self.wait()
 
@@ -117,3 +117,16 @@ class DaemonProcess:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+
+
+def _children(parent: int, module: bytes) -> list[int]:
+    """The child processes of `parent` running `module` (`python -m module ...`)."""
+    found = []
+    for task in Path(f"/proc/{parent}/task").glob("*/children"):
+        try:
+            for pid in task.read_text().split():
+                if module in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0"):
+                    found.append(int(pid))
+        except OSError:
+            continue
+    return found

@@ -428,6 +428,93 @@ def test_a_killed_daemons_index_process_stops_and_its_server_with_it(tmp_path: P
         nxt.stop()
 
 
+def _holding_cli(home: Path, *args: str) -> subprocess.Popen[bytes]:
+    """`urchin ARGS` in-process (no daemon), once it holds the embedded server (listed as a holder)."""
+    env = {**os.environ, "PYTHONPATH": str(REPO), "URCHIN_HOME": str(home), "URCHIN_NO_DAEMON": "1"}
+    proc = subprocess.Popen([sys.executable, "-m", "urchin", *args], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 90
+    while _postmaster(home) is None or str(proc.pid) not in _holders(home):
+        if time.monotonic() > deadline or proc.poll() is not None:
+            proc.kill()
+            raise AssertionError(f"urchin {args} never held the server")
+        time.sleep(0.05)
+    return proc
+
+
+def _holders(home: Path) -> str:
+    """The holders' list beside the data (as root the data's place is known once the server started)."""
+    try:
+        return _pg_folder(home).with_name(_pg_folder(home).name + ".holders").read_text()
+    except OSError:
+        return ""
+
+
+@pytest.mark.parametrize("args", [("index", "--follow"), ("index", "--rebuild")], ids=["follow", "rebuild"])
+def test_a_killed_cli_leaves_no_postgres_running(tmp_path: Path, args: tuple[str, ...]) -> None:
+    """A CLI SIGKILLed while it holds the embedded server runs no clean-up of its own: the server stops
+    within seconds anyway (its watchdog), not at the next command, minutes later (issue 34 I)."""
+    pytest.importorskip("psycopg", reason="the `postgres` extra is not installed")
+    from urchin.config import Settings
+    from urchin.memory import Memory
+
+    home = tmp_path / "home"
+    home.mkdir()
+    if "--rebuild" in args:     # seconds of feeding: the kill lands mid-rebuild
+        Memory(Settings.resolve(home)).import_lines(
+            orjson.dumps({"id": f"ev-{i:06d}", "content": f"rebuild me {i} " + "word " * 40}) for i in range(30_000))
+    proc = _holding_cli(home, *args)
+    postmaster = _postmaster(home)
+    try:
+        assert postmaster is not None and proc.poll() is None, "the command ended before the kill: feed it more"
+        proc.kill()
+        proc.wait()
+        assert _exits(postmaster, 8.0), f"postgres {postmaster} outlived the killed `urchin {' '.join(args)}`"
+        assert not (_pg_folder(home) / "postmaster.pid").exists()
+    finally:
+        proc.kill()
+        if postmaster is not None and not _gone(postmaster):
+            os.kill(postmaster, signal.SIGINT)    # do not leak it past the test
+
+
+def test_a_watchdog_never_stops_a_server_another_process_uses(tmp_path: Path) -> None:
+    """Two CLIs hold the server; the one SIGKILLed leaves it running for the other, whose exit stops it."""
+    pytest.importorskip("psycopg", reason="the `postgres` extra is not installed")
+    home = tmp_path / "home"
+    home.mkdir()
+    killed = _holding_cli(home, "index", "--follow")
+    postmaster = _postmaster(home)
+    survivor = _holding_cli(home, "index", "--follow")
+    try:
+        killed.kill()
+        killed.wait()
+        deadline = time.monotonic() + 3.0      # the watchdog's poll, its release, a stop would be done by then
+        while str(killed.pid) in _holders(home):
+            assert time.monotonic() < deadline, "the dead holder was never dropped"
+            time.sleep(0.05)
+        time.sleep(0.5)
+        assert postmaster is not None and _postmaster(home) == postmaster and not _gone(postmaster)
+        survivor.send_signal(signal.SIGINT)
+        survivor.wait(40)
+        assert _exits(postmaster, 8.0)
+    finally:
+        for proc in (killed, survivor):
+            proc.kill()
+        if postmaster is not None and not _gone(postmaster):
+            os.kill(postmaster, signal.SIGINT)
+
+
+def test_a_killed_daemon_and_its_index_process_leave_no_postgres_running(tmp_path: Path) -> None:
+    """Both holders killed at once (their watchdogs live on): the server stops by itself."""
+    killed, postmaster = _indexing_daemon(tmp_path / "home")
+    try:
+        killed.kill_all(watchdogs=False)
+        assert _exits(postmaster, 8.0), f"postgres {postmaster} outlived its killed daemon: {killed.log()}"
+    finally:
+        if not _gone(postmaster):
+            os.kill(postmaster, signal.SIGTERM)
+
+
 def test_a_killed_daemons_postgres_is_adopted_and_stopped_by_the_next(tmp_path: Path) -> None:
     home = tmp_path / "home"
     for _ in range(2):     # twice: the second round follows a daemon that adopted and stopped

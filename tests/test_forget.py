@@ -604,3 +604,98 @@ def test_views_follow_a_rewrite_a_crash_interrupted(memory: Memory, settings: Se
     assert fresh.compact() is None  # nothing left to rewrite; the views caught up
     assert b"ev-001" not in (settings.home / "vectors" / "m" / "ids.txt").read_bytes()
     assert not ForgetLog(memory.journal).pending()
+
+
+# ---- the next command finishes a forget a crash interrupted ---------------------------------------------
+# `python -c _CRASHING_CLI POINT urchin-args...`: the real CLI, SIGKILLed right after a crash point of the
+# compaction: `forget` (the tombstone is written), `compact` (the rewrite's intent record, before the rename),
+# `rename` (the new journal is in place, before the views followed).
+_CRASHING_CLI = """
+import os, signal, sys
+import urchin.forget as forget
+point, append, rename = sys.argv[1], forget.ForgetLog._append, os.rename
+def append_then_die(self, record):
+    append(self, record)
+    if record.get("op") == point:
+        os.kill(os.getpid(), signal.SIGKILL)
+def rename_then_die(source, target):
+    rename(source, target)
+    if point == "rename" and str(target).endswith("events.jsonl"):
+        os.kill(os.getpid(), signal.SIGKILL)
+forget.ForgetLog._append, os.rename = append_then_die, rename_then_die
+sys.argv = ["urchin", *sys.argv[2:]]
+from urchin.__main__ import entry
+entry()
+"""
+
+
+@pytest.mark.parametrize(("point", "command"), [("forget", ("search", "note")), ("compact", ("ingest", "a new note")),
+                                               ("rename", ("tail", "-n", "2"))], ids=["forget-search",
+                                                                                     "compact-ingest", "rename-tail"])
+def test_the_next_command_finishes_a_forget_killed_mid_compaction(urchin_home: Path, point: str,
+                                                                   command: tuple[str, ...]) -> None:
+    """Not only the next daemon start: any command that opens the journal, without a daemon (issue 34 I)."""
+    import signal
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO, run_urchin
+
+    memory = Memory(Settings.resolve(urchin_home))
+    memory.ingest(_events(10))
+    before = _lines(memory.journal.path)
+    env = {"URCHIN_HOME": str(urchin_home), "URCHIN_NO_DAEMON": "1"}
+    killed = subprocess.run([sys.executable, "-c", _CRASHING_CLI, point, "forget", "ev-004"], capture_output=True,
+                            env={**os.environ, "PYTHONPATH": str(REPO), **env}, timeout=60)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    assert ForgetLog(memory.journal).pending()
+    assert (b'"ev-004"' in memory.journal.path.read_bytes()) == (point != "rename")
+    done = run_urchin(*command, env=env)
+    assert done.returncode == 0, done.stderr
+    after = _lines(memory.journal.path)
+    assert b'"ev-004"' not in memory.journal.path.read_bytes()
+    assert after[:9] == [line for line in before if b'"ev-004"' not in line]   # every other line as it was
+    assert not ForgetLog(memory.journal).pending()      # the views followed too
+    assert memory.locate("ev-004") is None and memory.get("ev-005").id == "ev-005"
+
+
+def test_the_log_tail_tells_what_the_whole_log_does() -> None:
+    """`unfinished` (the tail of the forget log) answers as `pending` (the whole log) for any log: random
+    sequences of forget, compact (committed or not, with or without edits), void and cleaned records,
+    torn lines, and logs longer than the tail it reads."""
+    import random
+    import tempfile
+
+    from urchin.journal import Journal
+
+    rng = random.Random(3434)
+    with tempfile.TemporaryDirectory() as folder:
+        journal = Journal(Path(folder) / "events.jsonl")
+        journal.path.write_bytes(b"")
+        here = os.stat(journal.path)
+        log = ForgetLog(journal)
+        for round_ in range(400):
+            log.path.unlink(missing_ok=True)
+            tokens: list[str] = []
+            lines: list[bytes] = []
+            for _ in range(rng.randint(0, 8)):
+                op = rng.choice(["forget", "compact", "compact", "void", "cleaned", "torn"])
+                if op == "forget":
+                    many = rng.random() < 0.05       # a big forget: the log outgrows the tail
+                    hashes = [os.urandom(16).hex() for _ in range(4000 if many else 2)]
+                    lines.append(orjson.dumps({"op": "forget", "count": len(hashes), "hashes": hashes}))
+                elif op == "compact":
+                    tokens.append(f"t{round_}-{len(tokens)}")
+                    ino = here.st_ino if rng.random() < 0.7 else here.st_ino + 1
+                    edits = [[0, 10, 0]] if rng.random() < 0.7 else []
+                    lines.append(orjson.dumps({"op": "compact", "token": tokens[-1], "dev": here.st_dev, "ino": ino,
+                                               "edits": edits}))
+                elif op in ("void", "cleaned") and tokens:
+                    lines.append(orjson.dumps({"op": op, "token": rng.choice(tokens)}))
+                elif op == "torn":
+                    lines.append(b'{"op": "forg')
+            if lines:
+                log.path.write_bytes(b"\n".join(lines) + (b"\n" if rng.random() < 0.8 else b""))
+            fresh = ForgetLog(journal)
+            assert fresh.unfinished() == fresh.pending(), lines[-3:]
+

@@ -2,7 +2,8 @@
 
 The daemon runs its heavy background work in children: the PostgreSQL feed (`urchin.daemon.indexer`)
 and the learned associations' build (`urchin.search.learn`). Both run at the lowest CPU priority and
-end on their own when their parent is gone.
+end on their own when their parent is gone. Every holder of the embedded PostgreSQL has a watchdog
+child (`urchin.index.pgwatch`) that waits for its parent's death the same way, then stops the server.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import threading
 import time
 from pathlib import Path
 
-__all__ = ["NICENESS", "PARENT_POLL_S", "python_child", "lowest_priority", "end_with_parent"]
+__all__ = ["NICENESS", "PARENT_POLL_S", "python_child", "lowest_priority", "wait_for_parent", "end_with_parent"]
 
 NICENESS = 19
 PARENT_POLL_S = 0.5
@@ -42,12 +43,18 @@ def lowest_priority() -> None:
         pass
 
 
+def wait_for_parent(parent: int) -> None:
+    """Return once `parent` is no longer this process's parent: it died, even by SIGKILL (which runs
+    no clean-up of its own), and the kernel gave this process to another."""
+    while os.getppid() == parent:
+        time.sleep(PARENT_POLL_S)
+
+
 def end_with_parent(parent: int) -> None:
     """Exit this process (status 1) as soon as `parent` is no longer its parent (it died, even by
     SIGKILL): a watch on a thread of its own, so the work on the others need not look."""
     def watch() -> None:
-        while os.getppid() == parent:
-            time.sleep(PARENT_POLL_S)
+        wait_for_parent(parent)
         os._exit(1)
 
     threading.Thread(target=watch, name="urchin-parent-watch", daemon=True).start()

@@ -30,6 +30,7 @@ from urchin.journal import Journal, _fsync_dir
 __all__ = ["ForgetLog", "Compaction", "Rewrite", "forget_hash", "line_id", "compact"]
 
 _READ = 4 << 20
+_TAIL = 64 << 10     # how much of the forget log's end `unfinished` reads
 
 # What a rewrite does to one journal line: None keeps it byte-identical, b"" drops it, other bytes replace it.
 Rewrite = Callable[[bytes], bytes | None]
@@ -160,17 +161,50 @@ class ForgetLog:
         state = self.state()
         return state.pending or state.void is not None or state.uncleaned is not None
 
+    def unfinished(self) -> bool:
+        """`pending()` read from the log's tail alone (its last records, up to `_TAIL` bytes), for a
+        command's start: no forget log, one `stat`; else one small read. Walking back from the end, a
+        `forget` before any committed `compact` is pending, and so is that `compact` itself when it
+        never committed (the last record, naming another file) or was never `cleaned`."""
+        try:
+            size = os.stat(self.path).st_size
+            with self.path.open("rb") as handle:
+                handle.seek(max(0, size - _TAIL))
+                data = handle.read(_TAIL)
+        except FileNotFoundError:
+            return False
+        lines = data.split(b"\n")[0 if size <= _TAIL else 1:]   # past the tail's first, cut line
+        records = [r for r in map(_record, lines) if r is not None]
+        voided: set[object] = set()
+        cleaned: set[object] = set()
+        for index in range(len(records) - 1, -1, -1):
+            record = records[index]
+            op, token = record.get("op"), record.get("token")
+            if op == "forget":
+                return True
+            if op in ("void", "cleaned"):
+                (voided if op == "void" else cleaned).add(token)
+            elif op == "compact" and token not in voided:
+                if index == len(records) - 1 and (record.get("dev"), record.get("ino")) != self._journal_identity():
+                    return True      # a rewrite a crash stopped before its rename
+                return bool(record.get("edits")) and token not in cleaned
+        return self.pending() if size > _TAIL else False   # the tail did not decide: read it all
+
+    def _journal_identity(self) -> tuple[int, int]:
+        try:
+            info = os.stat(self.journal.path)
+        except FileNotFoundError:
+            return (-1, -1)
+        return info.st_dev, info.st_ino
+
     def _records(self) -> Iterator[dict[str, Any]]:
         try:
             data = self.path.read_bytes()
         except FileNotFoundError:
             return
         for line in data.split(b"\n"):
-            try:
-                record = orjson.loads(line)
-            except orjson.JSONDecodeError:
-                continue  # a torn last record: it was never acknowledged
-            if isinstance(record, dict):
+            record = _record(line)
+            if record is not None:
                 yield record
 
     def _read(self, key: tuple[int, int, int, int]) -> _State:
@@ -179,11 +213,7 @@ class ForgetLog:
         records = list(self._records())
         voided = {r.get("token") for r in records if r.get("op") == "void"}
         cleaned = {r.get("token") for r in records if r.get("op") == "cleaned"}
-        try:
-            identity = os.stat(self.journal.path)
-            current = (identity.st_dev, identity.st_ino)
-        except FileNotFoundError:
-            current = (-1, -1)
+        current = self._journal_identity()
         for index, record in enumerate(records):
             op = record.get("op")
             if op == "forget":
@@ -394,6 +424,14 @@ def _last_byte(path: Path, size: int) -> bytes:
     with path.open("rb") as handle:
         handle.seek(size - 1)
         return handle.read(1)
+
+
+def _record(line: bytes) -> dict[str, Any] | None:
+    try:
+        record = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return None   # a torn last record: it was never acknowledged
+    return record if isinstance(record, dict) else None
 
 
 def _unhex(values: object) -> Iterator[bytes]:

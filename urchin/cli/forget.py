@@ -16,10 +16,12 @@ from urchin.cli.options import json_option, print_json
 @click.option("--until", default=None, help="Only events at or before this time (RFC 3339).")
 @click.option("--yes", is_flag=True, help="Really forget (without it, --session, --query and a time range "
                                           "only preview what would go).")
+@click.option("--purge", is_flag=True, help="Also rewrite Urchin's own PostgreSQL tables (VACUUM FULL, then a "
+                                              "CHECKPOINT), so no data file keeps the forgotten rows' bytes.")
 @json_option
 @click.pass_obj
 def forget(app: AppContext, ids: tuple[str, ...], session: str | None, query: str | None, since: str | None,
-           until: str | None, yes: bool, as_json: bool) -> None:
+           until: str | None, yes: bool, purge: bool, as_json: bool) -> None:
     """Forget events by id, session, query or time range: hidden at once, then removed from the journal
     (every other line kept byte-identical) and from every index. Selectors given together must all hold.
 
@@ -29,7 +31,7 @@ def forget(app: AppContext, ids: tuple[str, ...], session: str | None, query: st
         raise click.UsageError("say what to forget: ids, --session, --query, --since/--until")
     confirm = yes or not (session or query or since or until)
     result = app.memory().forget(list(ids) or None, session=session, query=query, since=since, until=until,
-                                 confirm=confirm)
+                                 confirm=confirm, purge=purge)
     if as_json:
         print_json(result.to_dict())
     else:

@@ -57,15 +57,19 @@ def identity(app: AppContext, as_json: bool) -> None:
 @click.option("--rewrite", is_flag=True,
               help="Apply the current rules to the whole journal: changed lines are rewritten (all others kept "
                    "byte-identical) and every index is refreshed.")
+@click.option("--purge", is_flag=True, help="With --rewrite: also rewrite Urchin's own PostgreSQL tables (VACUUM "
+                                              "FULL, then a CHECKPOINT), so no data file keeps the old text.")
 @json_option
 @click.pass_obj
-def redact(app: AppContext, path: str | None, rewrite: bool, as_json: bool) -> None:
+def redact(app: AppContext, path: str | None, rewrite: bool, purge: bool, as_json: bool) -> None:
     """Audit a file (--check: what redaction would remove, by type, line and column; values masked; exits 1
     when anything would be), or --rewrite the journal with the current rules (a secret type added later)."""
     if (path is None) == (not rewrite):
         raise click.UsageError("give one of --check FILE or --rewrite")
+    if purge and not rewrite:
+        raise click.UsageError("--purge goes with --rewrite")
     if rewrite:
-        done = app.memory().redact_rewrite()
+        done = app.memory().redact_rewrite(purge)
         if as_json:
             print_json(done)
         else:

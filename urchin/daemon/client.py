@@ -75,7 +75,9 @@ def open_memory(settings: Settings, *, use_daemon: bool | None = None) -> Memory
             return RemoteMemory(settings, info)
     from urchin.memory import Memory
 
-    return Memory(settings)
+    memory = Memory(settings)
+    memory.finish_forget()    # a forget killed mid-compaction is finished by the next command, daemon or not
+    return memory
 
 
 def login_url(settings: Settings) -> tuple[str, float]:
@@ -182,10 +184,11 @@ class RemoteMemory:
                           fallback=lambda m: m.get(event_id))
 
     def forget(self, ids: Any = None, *, session: str | None = None, query: str | None = None,
-               since: str | None = None, until: str | None = None, confirm: bool = False) -> Any:
+               since: str | None = None, until: str | None = None, confirm: bool = False,
+               purge: bool = False) -> Any:
         """`Memory.forget` through the daemon, so its hot views drop the events at once."""
         body = _drop_none(ids=[ids] if isinstance(ids, str) else ids, session=session, query=query, since=since,
-                          until=until, confirm=confirm)
+                          until=until, confirm=confirm, purge=purge or None)
 
         def parse(answer: Any) -> Any:
             from urchin.memory.forget import ForgetResult
@@ -194,9 +197,9 @@ class RemoteMemory:
 
         return self._call("POST", "/forget", json=body, parse=parse,
                           fallback=lambda m: m.forget(ids, session=session, query=query, since=since, until=until,
-                                                      confirm=confirm))
+                                                      confirm=confirm, purge=purge))
 
-    def redact_rewrite(self) -> dict[str, Any]:
+    def redact_rewrite(self, purge: bool = False) -> dict[str, Any]:
         """Rewrites in-process (the daemon follows the compaction), but only when the daemon redacts
         with the rules config.toml holds now: else its next writes and re-chunks would undo the rewrite."""
         answer = self._call("GET", "/status", parse=lambda body: dict(body), fallback=lambda m: {})
@@ -206,7 +209,7 @@ class RemoteMemory:
             raise ConfigError(f"the daemon (pid {answer['daemon'].get('pid')}) still redacts with the rules it started "
                               "with, not those config.toml holds now: restart it (stop it, then `urchin serve`), "
                               "then run `urchin redact --rewrite` again")
-        return self.local().redact_rewrite()
+        return self.local().redact_rewrite(purge)
 
     def forget_from(self, params: Mapping[str, Any]) -> Any:
         """`Memory.forget_from` (wire-named parameters) through the daemon's route."""

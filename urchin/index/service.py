@@ -97,7 +97,7 @@ class IndexService:
             return PostgresIndex(self.settings.database_url)
         # The embedded server's processes are this machine's: those serving a background process's
         # connections (the daemon's index process sets `niceness`) run at its lower CPU priority too.
-        return PostgresIndex(self._embedded_server().url, niceness=self.niceness or None)
+        return PostgresIndex(self._embedded_server().url, niceness=self.niceness or None, owned=True)
 
     def _embedded_server(self) -> Any:
         if self._embedded is None:
@@ -229,6 +229,16 @@ class IndexService:
         deleted = int(feeder.sync_forgotten())
         self._forget_synced = seen
         return deleted
+
+    @_database_errors
+    def purge(self) -> bool:
+        """VACUUM FULL what forgets deleted, on Urchin's own server; False on a shared database, whose
+        owner does it (a feeder may not: contrib/team/TEAM.md)."""
+        if self.settings.database_url:
+            return False
+        with self._lock:
+            self.backend.purge()
+        return True
 
     @_database_errors
     def known_sources(self) -> list[str]:

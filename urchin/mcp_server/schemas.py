@@ -52,6 +52,9 @@ _FORGET_INPUT: dict[str, Any] = {
                   "description": "Only events at or before this time, RFC 3339 (default: no bound)."},
         "confirm": {"type": "boolean", "default": False,
                     "description": "true forgets; anything else only previews what would be forgotten."},
+        "purge": {"type": "boolean", "default": False,
+                  "description": "true also rewrites Urchin's own PostgreSQL tables (VACUUM FULL), so no data file "
+                                 "keeps the forgotten rows' bytes; slower, blocks the index meanwhile."},
     },
 }
 

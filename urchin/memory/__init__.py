@@ -495,8 +495,7 @@ class Memory:
     def warm(self) -> None:
         """Switch to hot mode: ids in memory, every view fed to the journal's end, reads catch up first."""
         self.ingestor.keep_ids_in_memory()
-        if self.forget_log.pending():  # a forget a crash interrupted: finish its compaction first
-            self.compact()
+        self.finish_forget()
         with self._journal.locked():  # load the id index now, not inside the first write's latency
             self.ingestor.ids.catch_up()
         # The substring block index follows the journal by itself; build what it lacks in the
@@ -546,9 +545,11 @@ class Memory:
     # ---- forgetting ---------------------------------------------------------------------------
     def forget(self, ids: Sequence[str] | str | None = None, *, session: str | None = None,
                query: str | None = None, since: str | None = None, until: str | None = None,
-               confirm: bool = False) -> ForgetResult:
-        """Forget every event matching all the given selectors; without `confirm` only preview them."""
-        return self._forgetting.forget(ids, session=session, query=query, since=since, until=until, confirm=confirm)
+               confirm: bool = False, purge: bool = False) -> ForgetResult:
+        """Forget every event matching all the given selectors; without `confirm` only preview them.
+        `purge`: also rewrite the PostgreSQL tables, so no data file keeps the deleted rows' bytes."""
+        return self._forgetting.forget(ids, session=session, query=query, since=since, until=until, confirm=confirm,
+                                       purge=purge)
 
     def forget_from(self, params: Mapping[str, Any]) -> ForgetResult:
         """`forget` with wire-named parameters in one mapping (HTTP, MCP); an unknown key is an error."""
@@ -558,7 +559,12 @@ class Memory:
         """Rewrite the journal without forgotten events, if any are left in it; views follow."""
         return self._forgetting.compact()
 
-    def redact_rewrite(self) -> dict[str, Any]:
+    def finish_forget(self) -> Compaction | None:
+        """Finish a forget a crash interrupted (cheap when there is none): every command opening the
+        journal in-process, and the daemon's start, call this first."""
+        return self._forgetting.finish()
+
+    def redact_rewrite(self, purge: bool = False) -> dict[str, Any]:
         """Apply the current redaction rules to every journal line; lines they change are rewritten,
-        every other line stays byte-identical, and every view is refreshed."""
-        return self._forgetting.redact_rewrite()
+        every other line stays byte-identical, and every view is refreshed (`purge`: as for `forget`)."""
+        return self._forgetting.redact_rewrite(purge)

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 __all__ = ["Forgetting", "ForgetResult", "FORGET_PARAMS", "PREVIEW_LIMIT"]
 
 log = logging.getLogger("urchin.forget")
-FORGET_PARAMS = ("ids", "session", "query", "since", "until", "confirm")
+FORGET_PARAMS = ("ids", "session", "query", "since", "until", "confirm", "purge")
 PREVIEW_LIMIT = 20
 MAX_IDS = 10_000
 
@@ -110,10 +110,12 @@ class Forgetting:
 
     def forget(self, ids: Sequence[str] | str | None = None, *, session: str | None = None,
                query: str | None = None, since: str | None = None, until: str | None = None,
-               confirm: bool = False) -> ForgetResult:
-        """Forget every event matching all the given selectors; without `confirm` only preview them."""
+               confirm: bool = False, purge: bool = False) -> ForgetResult:
+        """Forget every event matching all the given selectors; without `confirm` only preview them.
+        `purge`: also rewrite the PostgreSQL tables, so no data file keeps the deleted rows' bytes."""
         selector = self._as_stored(_selector(ids, session, query, since, until))
         confirm = check_bool(confirm, "confirm")
+        purge = check_bool(purge, "purge")
         log_ = self.forget_log
         result = ForgetResult(confirmed=confirm)
         hashes: list[bytes] = []
@@ -137,6 +139,8 @@ class Forgetting:
         result.compacted = done is not None
         result.removed_bytes = sum(old - new for _, old, new in done.edits) if done else 0
         result.notes.extend(self._sync_index())
+        if purge:
+            result.notes.extend(self._purge_index())
         return result
 
     def _as_stored(self, selector: _Selector) -> _Selector:
@@ -157,16 +161,30 @@ class Forgetting:
                 raise unknown_parameter(key, FORGET_PARAMS)
         return self.forget(params.get("ids"), session=params.get("session"), query=params.get("query"),
                            since=params.get("since"), until=params.get("until"),
-                           confirm=params.get("confirm", False))
+                           confirm=params.get("confirm", False), purge=params.get("purge", False))
 
     def compact(self) -> Compaction | None:
         """Rewrite the journal without forgotten events, if any are left in it; views follow."""
         return compact(self.journal, self.forget_log, hold=self.substring.index.held_before,
                        after=self._after_compaction, settle=self._drop_vectors)
 
-    def redact_rewrite(self) -> dict[str, Any]:
+    def finish(self) -> Compaction | None:
+        """Finish a forget a crash (SIGKILL, power loss) interrupted: its tombstone already hides the
+        events, but the journal may still hold their lines until this compaction. Every command that
+        opens the journal calls it first; nothing to finish costs one `stat` (or a read of the forget
+        log's tail). A failure (a read-only home) leaves the tombstone hiding them, and is logged."""
+        if not self.forget_log.unfinished():
+            return None
+        try:
+            return self.compact()
+        except (UrchinError, OSError) as exc:
+            log.warning("an interrupted forget is not finished yet: %s", getattr(exc, "message", exc))
+            return None
+
+    def redact_rewrite(self, purge: bool = False) -> dict[str, Any]:
         """Apply the current redaction rules to every journal line; lines they change are rewritten,
-        every other line stays byte-identical, and every view is refreshed."""
+        every other line stays byte-identical, and every view is refreshed. `purge`: the PostgreSQL
+        tables are rewritten too, so no data file keeps the rows' old, unredacted text."""
         redactor = self._ingestor().redactor
 
         def rewrite(line: bytes) -> bytes | None:
@@ -180,6 +198,8 @@ class Forgetting:
                        after=self._after_compaction, settle=self._drop_vectors)
         rewritten = sum(1 for _, _, new in done.edits if new) if done else 0
         notes = (self._sync_index() if done else []) + self._rechunk_files()
+        if purge:
+            notes += self._purge_index()
         return {"rewritten": rewritten, "dropped": sum(1 for _, _, new in done.edits if not new) if done else 0,
                 "notes": notes}
 
@@ -237,6 +257,20 @@ class Forgetting:
         except UrchinError as exc:
             return [f"PostgreSQL rows are removed at the next `urchin index` ({exc.message})"]
         return [f"removed {deleted} row(s) from the PostgreSQL index"] if deleted else []
+
+
+    def _purge_index(self) -> list[str]:
+        """`purge`: VACUUM FULL on Urchin's own server; on a shared one, say who does it."""
+        if not (self.settings.database_url or self.settings.pg_dir.exists()):
+            return []
+        try:
+            purged = self._index.service.purge()
+        except UrchinError as exc:
+            return [f"the PostgreSQL index was not purged ({exc.message})"]
+        if not purged:
+            return ["the shared database keeps the deleted rows' bytes until its owner runs VACUUM FULL "
+                    "(contrib/team/TEAM.md)"]
+        return ["purged the PostgreSQL index (VACUUM FULL, CHECKPOINT): no data file holds the forgotten rows"]
 
 
 def _candidates(journal: Journal, selector: _Selector) -> Iterator[Event]:
