@@ -195,6 +195,8 @@ class _Scan:
                 self.skip(1)
                 return head, True
             if not self._fill():
+                if self._end() > end:           # the end of the file lets a held-back `\r` go
+                    continue
                 if self.pos >= len(self.buf):
                     return None
                 rest = self.buf[self.pos:]
