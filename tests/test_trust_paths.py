@@ -12,7 +12,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
@@ -65,7 +65,7 @@ def _swapper(root: Path, seconds: float) -> subprocess.Popen[bytes]:
     return subprocess.Popen([sys.executable, "-c", SWAPPER, str(root / "d"), str(root / "dl"), str(seconds)])
 
 
-def _loop(read: callable, seconds: float) -> tuple[int, int, list[str]]:  # type: ignore[valid-type]
+def _loop(read: Callable[[], str], seconds: float) -> tuple[int, int, list[str]]:
     """(inside answers, refusals, outside answers) of `read()` called until `seconds` pass."""
     inside = refused = 0
     leaks: list[str] = []
@@ -125,7 +125,8 @@ def test_a_swap_race_never_reads_outside_the_root_through_the_daemon(urchin_home
     root = _race_root(tmp_path)
     local = Memory.open(str(urchin_home))
     local.workspace_add(str(root))
-    local.memory_create("race", "always", [Member("file", path="shop/d/shadow")] * 500 + [Member("folder", path="shop/d")])
+    members = [Member("file", path="shop/d/shadow")] * 500 + [Member("folder", path="shop/d")]
+    local.memory_create("race", "always", members)
     daemon = DaemonProcess(urchin_home).start()
     swapper = None
     try:
