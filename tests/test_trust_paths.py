@@ -8,6 +8,7 @@ may ever hold the outside bytes. The resolver itself is checked on every kind of
 
 from __future__ import annotations
 
+import errno
 import os
 import subprocess
 import sys
@@ -184,14 +185,16 @@ def test_the_resolver_follows_symlinks_only_while_they_stay_inside(tree_root: Pa
         for rel in ("abs_out", "rel_out", "abs_out_dir/f.txt", "via_parent", "a/b/high", "a/../../out/f.txt"):
             with pytest.raises(Outside):
                 tree.open(rel)
-        with pytest.raises(OSError, match="symlink"):
+        with pytest.raises(OSError) as looped:
             tree.open("loop")
+        assert looped.value.errno == errno.ELOOP
         with pytest.raises(Dangling):
             tree.open("dangling")
         with pytest.raises(FileNotFoundError):
             tree.open("a/missing.txt")
-        with pytest.raises(OSError, match="symlink"):
+        with pytest.raises(OSError) as refused:
             tree.open("rel", follow=False)          # `open exactly what was checked`: no symlink at all
+        assert refused.value.errno == errno.ELOOP
         assert tree.stat("dir")[1] == "a" and tree.read("rel", 3, follow=True) == b"ins"
     with pytest.raises(OSError):
         Tree.at(tree_root / "dir")                   # a root reached through a symlink is not the root

@@ -18,6 +18,7 @@ import stat
 from collections import deque
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 __all__ = ["Tree", "Outside", "Dangling", "openat2_available", "use_openat2", "read_regular"]
 
@@ -49,17 +50,7 @@ class _How(ctypes.Structure):
 
 
 _state: dict[str, object] = {"openat2": None}   # None: not probed yet; False: forced off or missing
-_libc: ctypes.CDLL | None = None
-
-
-def _syscall() -> ctypes.CDLL | None:
-    global _libc
-    if _libc is None:
-        try:
-            _libc = ctypes.CDLL(None, use_errno=True)
-        except OSError:
-            return None
-    return _libc
+_call: list[Any] = []                # libc's `syscall`, once loaded
 
 
 def use_openat2(enabled: bool) -> None:
@@ -71,31 +62,34 @@ def use_openat2(enabled: bool) -> None:
 def openat2_available() -> bool:
     """Does the kernel (and seccomp) let us call `openat2`? Probed once per process."""
     if _state["openat2"] is None:
-        fd = _openat2(os.open("/", os.O_RDONLY | os.O_DIRECTORY | _CLOEXEC), ".", os.O_RDONLY | _CLOEXEC,
-                      RESOLVE_BENEATH, close_dir=True)
-        if fd >= 0:
-            os.close(fd)
-        _state["openat2"] = fd >= 0
+        ok = False
+        if os.uname().sysname == "Linux":
+            try:
+                _call.append(ctypes.CDLL(None, use_errno=True).syscall)
+                root = os.open("/", os.O_RDONLY | os.O_DIRECTORY | _CLOEXEC)
+                try:
+                    fd = _openat2(root, ".", os.O_RDONLY | _CLOEXEC, RESOLVE_BENEATH)
+                finally:
+                    os.close(root)
+                if fd >= 0:
+                    os.close(fd)
+                ok = fd >= 0
+            except (OSError, AttributeError):
+                ok = False
+        _state["openat2"] = ok
     return bool(_state["openat2"])
 
 
-def _openat2(dir_fd: int, path: str, flags: int, resolve: int, close_dir: bool = False) -> int:
+def _openat2(dir_fd: int, path: str, flags: int, resolve: int) -> int:
     """The new fd, or -1 when `openat2` is not there; raises OSError for the kernel's refusals."""
-    libc = _syscall()
-    try:
-        if libc is None or os.uname().sysname != "Linux":
-            return -1
-        how = _How(flags, 0, resolve)
-        fd = int(libc.syscall(_SYS_OPENAT2, dir_fd, os.fsencode(path), ctypes.byref(how), ctypes.sizeof(how)))
-        if fd >= 0:
-            return fd
-        err = ctypes.get_errno()
-        if err in (errno.ENOSYS, errno.EPERM, errno.E2BIG, errno.EINVAL, errno.EOPNOTSUPP):
-            return -1                # no openat2 here (old kernel, seccomp, an unknown flag)
-        raise OSError(err, os.strerror(err), path)
-    finally:
-        if close_dir:
-            os.close(dir_fd)
+    how = _How(flags, 0, resolve)
+    fd = int(_call[-1](_SYS_OPENAT2, dir_fd, os.fsencode(path), ctypes.byref(how), ctypes.sizeof(how)))
+    if fd >= 0:
+        return fd
+    err = ctypes.get_errno()
+    if err in (errno.ENOSYS, errno.EPERM, errno.E2BIG, errno.EINVAL, errno.EOPNOTSUPP):
+        return -1                    # no openat2 here (old kernel, seccomp, an unknown flag)
+    raise OSError(err, os.strerror(err), path)
 
 
 def _parts(rel: str) -> list[str]:
@@ -120,8 +114,7 @@ class Tree:
             raise OSError(errno.EINVAL, "must be an absolute path", str(path))
         flags = os.O_RDONLY | os.O_DIRECTORY | _CLOEXEC
         if openat2_available():
-            fd = _openat2(os.open("/", os.O_RDONLY | os.O_DIRECTORY | _CLOEXEC), str(path), flags,
-                          RESOLVE_NO_SYMLINKS, close_dir=True)
+            fd = _openat2(-100, str(path), flags, RESOLVE_NO_SYMLINKS)      # AT_FDCWD: the path is absolute
             if fd >= 0:
                 return cls(fd, path)
         fd = os.open("/", os.O_RDONLY | os.O_DIRECTORY | _CLOEXEC)
@@ -186,7 +179,9 @@ class Tree:
         resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS | (0 if follow else RESOLVE_NO_SYMLINKS)
         try:
             fd = _openat2(self.fd, rel or ".", flags, resolve)
-        except OSError:
+        except OSError as exc:
+            if not follow and exc.errno in (errno.ENOENT, errno.ENOTDIR, errno.ELOOP):
+                raise                # no symlink was followed: the walk would say just the same
             return None              # EXDEV, ELOOP, ENOENT, EAGAIN (a rename raced): the walk says why
         if fd < 0:
             _state["openat2"] = False

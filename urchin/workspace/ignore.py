@@ -12,6 +12,7 @@ follow them either), and at most `MAX_IGNORE_BYTES` of each.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import stat
@@ -75,7 +76,11 @@ def _translate(pattern: str) -> str:
     return "".join(out)
 
 
-def _parse(data: bytes | None, base: str, above: str = "") -> list[_Rule]:
+@functools.lru_cache(maxsize=256)
+def _parse(data: bytes | None, base: str, above: str = "") -> tuple[_Rule, ...]:
+    """The rules of one ignore file (cached: the walker reads the same files again and again)."""
+    if not data:
+        return ()
     rules: list[_Rule] = []
     for raw in (data or b"").decode("utf-8", "replace").splitlines():
         line = raw.rstrip()
@@ -93,7 +98,7 @@ def _parse(data: bytes | None, base: str, above: str = "") -> list[_Rule]:
         body = _translate(line)
         regex = re.compile(("^" if anchored else "^(?:.*/)?") + body + "$")
         rules.append(_Rule(base, regex, negate, dir_only, above))
-    return rules
+    return tuple(rules)
 
 
 def _git_folder(dot_git: bytes | None, folder: Path) -> Path | None:
@@ -146,13 +151,13 @@ class IgnoreRules:
                 continue
             git = dot_git if stat.S_ISDIR(info.st_mode) else _git_folder(read_regular(dot_git, 4096), top)
             data = _exclude_of(git) if git is not None else None
-            return cls(_parse(data, "", root.relative_to(top).as_posix()))
+            return cls(list(_parse(data, "", root.relative_to(top).as_posix())))
         return cls()
 
     def with_folder(self, folder: Tree, rel_dir: str) -> IgnoreRules:
         """These rules plus those of `folder` (the tree at `rel_dir` inside the root): its
         repository's `info/exclude` when it is a repository's top, then its ignore files."""
-        added = _parse(_exclude_in(folder), rel_dir)
+        added = list(_parse(_exclude_in(folder), rel_dir))
         for name in IGNORE_FILES:
             added += _parse(folder.read(name, MAX_IGNORE_BYTES), rel_dir)
         return IgnoreRules(self.rules + added) if added else self
