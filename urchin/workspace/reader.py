@@ -158,26 +158,27 @@ class _Scan:
         """Pass `n` line breaks (None: all); returns how many were passed before the file or the scan ended."""
         done = 0
         while n is None or done < n:
-            end = self._end()
-            region = self.buf[self.pos:end]
-            found = region.count(b"\n") + region.count(b"\r") - region.count(b"\r\n")
+            buf, pos, end = self.buf, self.pos, self._end()
+            found = buf.count(b"\n", pos, end)
+            returns = buf.count(b"\r", pos, end)
+            if returns:                         # `\r\n` is one break (most files have no `\r` at all)
+                found += returns - buf.count(b"\r\n", pos, end)
             if n is not None and found >= n - done:
-                for i, match in enumerate(_BREAK.finditer(self.buf, self.pos, end), done + 1):
+                for i, match in enumerate(_BREAK.finditer(buf, pos, end), done + 1):
                     if i == n:
-                        self._passed(self.buf[self.pos:match.end()], n - done)
-                        self.pos = match.end()
+                        self._passed(match.end(), n - done)
                         return n
             done += found
-            self._passed(region, found)
-            self.pos = end
+            self._passed(end, found)
             if not self._fill() and self._end() == self.pos:   # (at the end, a held-back `\r` is let go)
                 return done
         return done
 
-    def _passed(self, data: bytes, breaks: int) -> None:
+    def _passed(self, to: int, breaks: int) -> None:
         self.breaks += breaks
-        if data:
-            self.tail = (self.tail + data[-_LOOKBACK:])[-_LOOKBACK:]
+        if to > self.pos:
+            self.tail = (self.tail + self.buf[max(self.pos, to - _LOOKBACK):to])[-_LOOKBACK:]
+        self.pos = to
 
     def line(self) -> tuple[bytes, bool] | None:
         """The next line without its break: (its first `_KEEP` bytes, whether it was cut); None past the end."""
