@@ -213,3 +213,36 @@ def test_reads_refuse_every_way_out_and_keep_inside_symlinks(memory: Memory, tre
     from urchin.workspace.roots import walk_files
     walked = sorted(f.rel for f in walk_files(memory.workspace_list()[0]))
     assert walked == ["a/b/back", "a/b/f.txt", "abs_in", "rel", "up"]
+
+
+def test_workspace_files_are_opened_only_beneath_a_root_fd() -> None:
+    """The class, not the instance: the modules that read workspace files resolve or open no path by
+    name (`realpath`, `open`, `stat`, `scandir`, `read_bytes`...); only `beneath.Tree` opens, below
+    a directory fd. The few lines that remain read Urchin's own files or git's metadata."""
+    import re
+
+    import urchin
+
+    package = Path(urchin.__file__).parent
+    pattern = re.compile(r"realpath\(|os\.open\(|[^.\w]open\(|\.read_bytes\(\)|\.read_text\(encoding|os\.stat\("
+                         r"|scandir\(|os\.walk\(|\.exists\(\)|lexists\(|\.is_dir\(\)|\.is_file\(\)|\.resolve\(")
+    allowed = {
+        ("workspace/ignore.py", 'os.stat(".git", dir_fd=folder.fd'),    # relative to the folder's fd
+        ("workspace/ignore.py", "os.stat(dot_git, follow_symlinks=False)"),   # git's metadata above the root
+        ("workspace/roots.py", "self.file.read_bytes()"),              # $URCHIN_HOME/workspaces.json
+        ("workspace/roots.py", "os.scandir(folder.fd)"),               # a folder's fd
+        ("workspace/roots.py", "folder.is_dir()"), ("workspace/roots.py", "folder.resolve()"),   # `workspace add`
+        ("workspace/memories.py", "path.exists()"), ("workspace/memories.py", "path.read_text(encoding"),  # its TOML
+        ("workspace/memories.py", "self.folder.is_dir()"),
+        ("workspace/access.py", "os.path.lexists(root.path)"),         # is the root itself still there?
+    }
+    offenders = []
+    for name in [*(f"workspace/{p.name}" for p in (package / "workspace").glob("*.py")),
+                 "index/files.py", "index/live.py", "memory/workspace.py"]:
+        if name == "workspace/beneath.py":
+            continue
+        for line in (package / name).read_text("utf-8").splitlines():
+            if pattern.search(line) and not line.lstrip().startswith(("def ", "#", '"""')) \
+                    and not any(name == module and snippet in line for module, snippet in allowed):
+                offenders.append(f"{name}: {line.strip()}")
+    assert offenders == [], "open workspace files through FileAccess / beneath.Tree:\n" + "\n".join(offenders)

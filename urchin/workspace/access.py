@@ -313,7 +313,7 @@ def _resolve(root: Root, rel: str, asked: str, field: str) -> tuple[os.stat_resu
         with _tree(root, field) as tree:
             return tree.stat(rel)
     except ValidationError:
-        if not os.path.lexists(root.path / rel):    # not there at all: another root may hold it
+        if not os.path.lexists(root.path):    # the root is gone: another root may hold the file
             return None
         raise
     except Outside:
