@@ -19,7 +19,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from urchin.errors import UrchinError, ValidationError
+from urchin.errors import NotFoundError, UrchinError, ValidationError
 from urchin.memory import Memory
 from urchin.workspace import beneath
 from urchin.workspace.beneath import Dangling, Outside, Tree
@@ -190,8 +190,10 @@ def test_the_resolver_follows_symlinks_only_while_they_stay_inside(tree_root: Pa
         assert looped.value.errno == errno.ELOOP
         with pytest.raises(Dangling):
             tree.open("dangling")
-        with pytest.raises(FileNotFoundError):
-            tree.open("a/missing.txt")
+        for missing in ("a/missing.txt", "dir/missing.txt", "abs_dir_in/b/missing.txt"):
+            with pytest.raises(FileNotFoundError) as gone:
+                tree.open(missing)
+            assert not isinstance(gone.value, Dangling), missing
         with pytest.raises(OSError) as refused:
             tree.open("rel", follow=False)          # `open exactly what was checked`: no symlink at all
         assert refused.value.errno == errno.ELOOP
@@ -210,6 +212,8 @@ def test_reads_refuse_every_way_out_and_keep_inside_symlinks(memory: Memory, tre
             memory.get_file(path)
     with pytest.raises(ValidationError, match="broken or looping"):
         memory.get_file("root/dangling")
+    with pytest.raises(NotFoundError):
+        memory.get_file("root/dir/missing.md")          # through a symlink that is fine: just not there
     from urchin.workspace.roots import walk_files
     walked = sorted(f.rel for f in walk_files(memory.workspace_list()[0]))
     assert walked == ["a/b/back", "a/b/f.txt", "abs_in", "rel", "up"]

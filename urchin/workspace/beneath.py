@@ -212,8 +212,11 @@ class Tree:
             return os.open(".", flags, dir_fd=self.fd), ""
         stack: list[tuple[int, str]] = []     # folders below the tree's own fd, held open
         links = 0
+        own = len(todo)          # components of `rel` itself still to walk (a link's target goes in front)
         try:
             while todo:
+                from_link = len(todo) > own
+                own -= 0 if from_link else 1
                 name = todo.popleft()
                 if name in ("", "."):
                     continue
@@ -229,7 +232,7 @@ class Tree:
                 except OSError as exc:
                     target = _link(name, here) if exc.errno in (errno.ELOOP, errno.ENOTDIR, errno.EMLINK) else None
                     if target is None:
-                        if links and exc.errno == errno.ENOENT:
+                        if from_link and exc.errno == errno.ENOENT:
                             raise Dangling(errno.ENOENT, "a symlink leads to nothing", rel) from None
                         raise
                     fd = -1
