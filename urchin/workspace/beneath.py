@@ -187,7 +187,11 @@ class Tree:
             _state["openat2"] = False
             return None
         if not follow:
-            return fd, "/".join(_parts(rel))
+            parts = _parts(rel)
+            if ".." not in parts:
+                return fd, "/".join(parts)
+            os.close(fd)             # the walk names the folder `..` led to
+            return None
         real = self._inside(fd)
         if real is None:
             os.close(fd)
