@@ -22,7 +22,9 @@ from typing import Any
 
 __all__ = ["Tree", "Outside", "Dangling", "openat2_available", "use_openat2", "read_regular"]
 
-_SYS_OPENAT2 = 437           # the same number on x86_64 and aarch64 (the generic syscall table)
+_SYS_OPENAT2 = 437           # the same number on x86_64, aarch64 and the others of the unified table
+_GENERIC_TABLE = frozenset({"x86_64", "aarch64", "arm64", "i686", "i386", "armv7l", "armv8l", "riscv64",
+                            "ppc64le", "ppc64", "s390x", "loongarch64"})    # not alpha, ia64 or mips
 RESOLVE_NO_MAGICLINKS = 0x02
 RESOLVE_NO_SYMLINKS = 0x04
 RESOLVE_BENEATH = 0x08
@@ -63,7 +65,7 @@ def openat2_available() -> bool:
     """Does the kernel (and seccomp) let us call `openat2`? Probed once per process."""
     if _state["openat2"] is None:
         ok = False
-        if os.uname().sysname == "Linux":
+        if os.uname().sysname == "Linux" and os.uname().machine in _GENERIC_TABLE:
             try:
                 _call.append(ctypes.CDLL(None, use_errno=True).syscall)
                 root = os.open("/", os.O_RDONLY | os.O_DIRECTORY | _CLOEXEC)
@@ -83,7 +85,9 @@ def openat2_available() -> bool:
 def _openat2(dir_fd: int, path: str, flags: int, resolve: int) -> int:
     """The new fd, or -1 when `openat2` is not there; raises OSError for the kernel's refusals."""
     how = _How(flags, 0, resolve)
-    fd = int(_call[-1](_SYS_OPENAT2, dir_fd, os.fsencode(path), ctypes.byref(how), ctypes.sizeof(how)))
+    long = ctypes.c_long          # `syscall` is variadic: every argument a full register
+    fd = int(_call[-1](long(_SYS_OPENAT2), long(dir_fd), ctypes.c_char_p(os.fsencode(path)), ctypes.byref(how),
+                       long(ctypes.sizeof(how))))
     if fd >= 0:
         return fd
     err = ctypes.get_errno()
