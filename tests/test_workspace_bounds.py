@@ -159,6 +159,18 @@ def test_a_read_past_the_scan_bound_says_so(memory: Memory, tmp_path: Path) -> N
     window = memory.get_file("big/sparse.txt", max_lines=1)
     assert window.lines == ["first"] and window.total_lines is None and "scan stopped" in (window.note or "")
     assert "not counted" in window.render()
+    import anyio
+
+    from tests.mcp_harness import stdio_session
+
+    async def main() -> None:
+        async with stdio_session() as session:
+            result = await session.call_tool("get_file", {"path": "big/sparse.txt", "maxLines": 1})
+            assert not result.is_error, result.content
+            assert result.structured_content is not None and "totalLines" not in result.structured_content
+            assert "scan stopped" in result.structured_content["totalLinesNote"]
+
+    anyio.run(main)
     assert memory.get_file("big/sparse.txt", from_line=3).lines == ["\x00" * LINE_CHARS + LINE_CUT.format(LINE_CHARS)]
     with pytest.raises(QueryError, match="past what one read scans"):
         memory.get_file("big/sparse.txt", from_line=4)
