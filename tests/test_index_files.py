@@ -293,3 +293,16 @@ def test_cli_context_flags_for_files(memory: Memory, pg_url: str) -> None:
     out = orjson.loads(shown.stdout)
     assert out["coverage"]["mode"] == "live" and out["coverage"]["perFileCap"] == 1
     assert out["coverage"]["live"]["read"] == []       # files were not indexed in this test: nothing is cataloged
+
+
+def test_files_excluded_in_git_info_exclude_are_not_indexed(memory: Memory, workspace: Path) -> None:
+    """`.git/info/exclude` hides files as `.gitignore` does: an indexed file excluded later goes."""
+    index(memory)
+    assert "docs/deploy.md" in {f["path"] for f in memory.index_service.backend.files()}
+    (workspace / ".git" / "info").mkdir(parents=True)
+    (workspace / ".git" / "info" / "exclude").write_text("docs/\n")
+    report = index(memory)
+    assert report.removed == 1
+    assert "docs/deploy.md" not in {f["path"] for f in memory.index_service.backend.files()}
+    paths = {r["location"].get("path") for r in memory.context(query="rollback grafana board", limit=50).results}
+    assert "shop/docs/deploy.md" not in paths

@@ -196,3 +196,60 @@ def test_memory_edit_and_delete_through_the_cli(memory: Memory, project: Path) -
     assert memory.memory_list() == []
     missing = run_urchin("memory", "delete", "notes")
     assert missing.returncode == 1 and "no memory named 'notes'" in missing.stderr
+
+
+def _repo(root: Path, exclude: str) -> Path:
+    (root / ".git" / "info").mkdir(parents=True)
+    (root / ".git" / "info" / "exclude").write_text("# git ls-files --others --exclude-from=.git/info/exclude\n"
+                                                    + exclude)
+    return root
+
+
+def test_git_info_exclude_is_honoured_by_every_reader(memory: Memory, tmp_path: Path) -> None:
+    """As git does: a repository's `info/exclude` hides files like `.gitignore` (patterns relative to
+    the repository's top, overridden by `.gitignore` below), for a root that is the top, a worktree
+    (`.git` a file naming a git folder whose `commondir` holds `info/exclude`), a folder inside a
+    repository, and a repository nested in a root."""
+    from urchin.workspace.roots import Root
+
+    shop = _repo(tmp_path / "shop", "private.md\nscratch/\n/src/local_*.py\n")
+    for rel in ("README.md", "private.md", "docs/private.md", "scratch/notes.md", "src/app.py",
+                "src/local_hack.py", "docs/kept.md"):
+        (shop / rel).parent.mkdir(parents=True, exist_ok=True)
+        (shop / rel).write_text(f"# {rel}\n")
+    (shop / "docs" / ".gitignore").write_text("!private.md\n")          # a .gitignore below overrides it
+    main = _repo(tmp_path / "main", "wip.md\n")
+    (main / ".git" / "worktrees" / "wt").mkdir(parents=True)
+    (main / ".git" / "worktrees" / "wt" / "commondir").write_text("../..\n")
+    worktree = tmp_path / "wt"
+    worktree.mkdir()
+    (worktree / ".git").write_text(f"gitdir: {main / '.git' / 'worktrees' / 'wt'}\n")
+    for rel in ("wip.md", "done.md"):
+        (worktree / rel).write_text(f"# {rel}\n")
+    outer = _repo(tmp_path / "outer", "sub/hidden.md\n")
+    (outer / "sub" / "inner").mkdir(parents=True)
+    for rel in ("sub/hidden.md", "sub/shown.md", "sub/inner/draft.md", "sub/draft.md"):
+        (outer / rel).write_text(f"# {rel}\n")
+    _repo(outer / "sub" / "inner", "draft.md\n")
+    for root in (shop, worktree, outer / "sub"):
+        memory.workspace_add(str(root))
+    memory.memory_create("all", "always", [Member("folder", path="shop"), Member("folder", path="wt"),
+                                           Member("folder", path="sub")])
+
+    walked = {r.name: sorted(f.rel for f in walk_files(r)) for r in memory.workspace_list()}
+    assert walked == {"shop": ["README.md", "docs/.gitignore", "docs/kept.md", "docs/private.md", "src/app.py"],
+                      "wt": ["done.md"], "sub": ["draft.md", "shown.md"]}
+    for path in ("shop/private.md", "shop/scratch/notes.md", "shop/src/local_hack.py", "wt/wip.md",
+                 "sub/hidden.md", "sub/inner/draft.md"):
+        with pytest.raises(ValidationError, match=r"ignored \(.gitignore, .git/info/exclude"):
+            memory.get_file(path)
+        with pytest.raises(ValidationError, match="ignored"):
+            memory.fetch_source_document("files", path)
+    assert memory.get_file("shop/docs/private.md").lines == ["# docs/private.md"]
+    got = memory.memory_get("all")
+    assert sorted(p["member"] for p in got["members"]) == sorted(
+        f"{name}/{rel}" for name, rels in walked.items() for rel in rels)
+    from urchin.workspace.overview import root_overview
+    overview = {r.name: root_overview(r, memory.files)["files"] for r in memory.workspace_list()}
+    assert overview == {name: len(rels) for name, rels in walked.items()}
+    assert sorted(f.rel for f in walk_files(Root("plain", shop / "docs"))) == [".gitignore", "kept.md", "private.md"]

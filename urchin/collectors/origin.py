@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from urchin.workspace.beneath import Outside, Tree
+
 __all__ = ["Origin", "origin_hash", "origin_of", "upstream_status", "TRANSCRIPT_SOURCES"]
 
 TRANSCRIPT_SOURCES = ("claude", "codex", "copilot", "gemini")   # the collectors that cite their lines
@@ -31,7 +33,7 @@ _DOMAIN = b"urchin-origin-v1\x00"     # the id key also names redacted ids: a ha
 _HASH = re.compile(r"[0-9a-f]{32}")
 MAX_LINE = 2**31 - 1      # line numbers are stored as PostgreSQL integers: a larger one is no origin
 _CHUNK = 1 << 20
-_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOCK", 0)
+_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)   # a FIFO swapped in does not hang the open
 
 
 def origin_hash(key: bytes, data: bytes) -> str:
@@ -68,34 +70,37 @@ def origin_of(meta: Mapping[str, Any] | None) -> Origin | None:
 def upstream_status(origin: Origin, folders: Sequence[Path], key: bytes) -> tuple[str, str | None]:
     """(`unchanged` | `changed` | `missing` | `unchecked`, why when unchecked) for `origin`'s lines.
 
-    Only a path inside `folders` (a collector's transcript folders) is ever resolved or opened.
+    Only a path inside `folders` (a collector's transcript folders) is ever opened, and it is opened
+    beneath the folder's fd (`workspace.beneath`): a symlink swapped in on the way cannot lead out.
     """
     outside = ("unchecked", "the path is outside the transcript folders of this event's collector")
-    if not _inside(origin.path, [os.path.abspath(f) for f in folders]):
+    base = next((b for b in (os.path.abspath(f) for f in folders) if _inside(origin.path, [b])), None)
+    if base is None:
         return outside                         # not even looked at: no lstat of /etc/passwd
+    rel = origin.path[len(base):].lstrip(os.sep)
     try:
-        real = os.path.realpath(origin.path, strict=True)
-        info = os.stat(real)
+        fd = _open_below(base, rel)
+    except Outside:
+        return outside                         # a symlink leading out
     except FileNotFoundError:
         return "missing", None
     except (OSError, RuntimeError) as exc:
-        return "unchecked", f"the path cannot be resolved: {getattr(exc, 'strerror', None) or exc}"
-    if not _inside(real, [os.path.realpath(f) for f in folders]):
-        return outside                         # a symlink leading out
-    if not stat.S_ISREG(info.st_mode):
-        return "missing", None
-    try:
-        fd = os.open(real, _OPEN_FLAGS)        # O_NOFOLLOW: a symlink swapped in since is refused
-    except FileNotFoundError:
-        return "missing", None
-    except OSError as exc:
-        return "unchecked", f"the file cannot be opened: {exc.strerror or exc}"
+        return "unchecked", f"the file cannot be opened: {getattr(exc, 'strerror', None) or exc}"
     with os.fdopen(fd, "rb") as handle:
-        now = os.fstat(handle.fileno())
-        if not stat.S_ISREG(now.st_mode) or (now.st_dev, now.st_ino) != (info.st_dev, info.st_ino):
-            return "unchecked", "the file changed while it was opened"
+        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+            return "missing", None
         digest = _span_hash(handle, origin.first, origin.last, key)
     return ("unchanged" if digest == origin.hash else "changed"), None
+
+
+def _open_below(base: str, rel: str) -> int:
+    """`rel` opened beneath the collector's folder `base` (as configured, symlinks in it resolved);
+    `base` itself when it is the collector's file (`~/.claude/history.jsonl`)."""
+    real = os.path.realpath(base, strict=True)
+    if not rel:
+        return os.open(real, _OPEN_FLAGS | getattr(os, "O_NOFOLLOW", 0))
+    with Tree(os.open(real, os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_CLOEXEC", 0)), Path(real)) as tree:
+        return tree.open(rel, _OPEN_FLAGS)[0]
 
 
 def _inside(path: str, bases: Sequence[str]) -> bool:

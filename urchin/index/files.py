@@ -156,7 +156,8 @@ def index_file(backend: FileBackend, files: FileAccess, loc: Located, wf: Worksp
                size_cap: int, report: FileIndexReport) -> None:
     """Index, catalog or mark failed one file; skip it when its hash is the one stored."""
     try:
-        if wf.size > size_cap:
+        data = None if wf.size > size_cap else files.read_bytes(loc, size_cap + 1)
+        if data is None or len(data) > size_cap:        # (it may have grown since the walk)
             digest = _hash_stream(files, loc)
             if digest == known_hash:
                 report.unchanged += 1
@@ -164,7 +165,6 @@ def index_file(backend: FileBackend, files: FileAccess, loc: Located, wf: Worksp
             backend.replace_file(FileEntry(wf.root.name, wf.rel, wf.size, wf.mtime, digest, "cataloged"), [])
             report.cataloged += 1
             return
-        data = files.read_bytes(loc)
     except (OSError, UrchinError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         backend.replace_file(FileEntry(wf.root.name, wf.rel, wf.size, wf.mtime, "", "failed",

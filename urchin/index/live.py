@@ -62,7 +62,10 @@ def live_leg(backend: Any, p: ContextParams, flt: Filter, files: FileAccess | No
         try:
             # the one resolver, with the serving policy: a file that became a secret store or
             # ignored since it was cataloged is not read
-            data = files.read_bytes(files.locate_in(root, entry["path"]), budget)
+            data = files.read_bytes(files.locate_in(root, entry["path"]), budget + 1)
+            if len(data) > budget:     # it grew since it was cataloged: a cut could halve a secret
+                cov["skipped"].append({"path": doc_id, "reason": "budget: the file grew past the byte budget"})
+                continue
             text = files.redact(data.decode("utf-8"))
         except (OSError, UnicodeDecodeError, UrchinError) as exc:
             cov["skipped"].append({"path": doc_id, "reason": f"unreadable: {exc}"})

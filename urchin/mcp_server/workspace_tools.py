@@ -46,10 +46,10 @@ def _fetch_document(memory: Any, a: dict[str, Any]) -> Reply:
 
 _RANGE_OUT = {"type": "object", "properties": {
     "path": {"type": "string"}, "fromLine": {"type": "integer"}, "toLine": {"type": "integer"},
-    "totalLines": {"type": "integer"}, "truncated": {"type": "boolean"},
+    "totalLines": {"type": "integer"}, "totalLinesNote": {"type": "string"}, "truncated": {"type": "boolean"},
     "lines": {"type": "array", "items": {"type": "object", "properties": {
         "n": {"type": "integer"}, "text": {"type": "string"}}, "required": ["n", "text"]}}},
-    "required": ["path", "fromLine", "toLine", "totalLines", "lines"]}
+    "required": ["path", "fromLine", "toLine", "lines"]}        # totalLines: absent past the scan bound
 
 OUTPUT: dict[str, dict[str, Any]] = {
     "get_file": _RANGE_OUT,
@@ -77,7 +77,8 @@ OUTPUT: dict[str, dict[str, Any]] = {
 DOCS: dict[str, tuple[str, str]] = {
     "get_file": ("Read lines of a workspace file", (
         "Read a range of lines of a file in a workspace root, with line numbers and the file's total line "
-        "count (at most 2000 lines). Search first (search_context or "
+        "count (at most 2000 lines; a line over 4096 characters is cut, and past 64 MiB the count is left out "
+        "with totalLinesNote). Search first (search_context or "
         "urchin_search) and read only the ranges the results point at; never read whole files. Paths "
         "outside the workspace roots (and '..') are refused, and so are ignored files and secret stores "
         "(.env, keys, credentials) unless the root opts in; secrets read as [REDACTED:type], line numbers kept.")),

@@ -1,35 +1,42 @@
-"""The one way to read a workspace file: resolve once, check once, open exactly what was checked, redact.
+"""The one way to read a workspace file: resolve beneath the root, check once, open exactly what was
+checked, bounded, redacted.
 
-`FileAccess.locate` turns `<root>/<path>` (or `<path>`) into a `Located` file: the real path with
-every symlink resolved, checked to lie inside its root's real folder, and the file's identity
-(device, inode). `FileAccess.open` opens that real path without following a last symlink and refuses
-unless the opened file is that same file, so a path swapped in between cannot redirect the read.
-`..` is refused outright: with symlinks it means two different places, and Urchin does not guess.
-Every text read here passes the redactor, keeping line breaks so line anchors stay true.
+`FileAccess.locate` turns `<root>/<path>` (or `<path>`) into a `Located` file: its path inside the
+root once symlinks are resolved (`real_rel`) and its identity (device, inode). Every lookup and every
+open goes through the root's directory fd (`beneath.Tree`: `openat2` with `RESOLVE_BENEATH`, or a
+walk one component at a time), so no swap of a folder for a symlink, at any moment, leads a read
+outside the root. `FileAccess.open` opens `real_rel` again following no symlink at all and refuses
+unless it is the same file. `..` is refused outright: with symlinks it means two different places,
+and Urchin does not guess. Every read is bounded in bytes; every text read passes the redactor,
+keeping line breaks so line anchors stay true.
 """
 
 from __future__ import annotations
 
+import errno
 import io
 import os
 import stat
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import BinaryIO
 
 from urchin.config import Settings
 from urchin.errors import NotFoundError, ValidationError
 from urchin.redact import MARKER, Redactor
+from urchin.workspace.beneath import Dangling, Outside, Tree
 from urchin.workspace.policy import is_ignored, secret_in_path, secret_rule
 from urchin.workspace.roots import Root
 
-__all__ = ["FileAccess", "Located", "file_access", "redact_file_text", "redact_lines", "check_relative"]
+__all__ = ["FileAccess", "Located", "file_access", "redact_file_text", "redact_lines", "check_relative",
+           "MAX_TEXT_BYTES"]
 
 # Every character some reader counts as a line break (str.splitlines, universal newlines).
 _BREAKS = frozenset("\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029")
 _BLOCK_LINES = 2048
-_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOCK", 0)
+# O_NONBLOCK: a FIFO swapped in does not hang the open (it is then refused: not a regular file).
+_READ_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)
+MAX_TEXT_BYTES = 4 * 1024 * 1024     # `read_text` without a smaller bound
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,9 +45,7 @@ class Located:
 
     root: Root
     rel: str          # the path inside the root as asked (no `..`, no `.`)
-    real: Path        # every symlink resolved: what is opened
-    base: Path        # the root's real folder, as checked
-    real_rel: str     # `real` inside `base`
+    real_rel: str     # inside the root once symlinks are resolved: what is opened
     identity: tuple[int, int]
     size: int
     mtime: float
@@ -119,9 +124,16 @@ class FileAccess:
         for root in self.roots:
             rels = [parts[1:]] if parts and parts[0] == root.name and len(parts) > 1 else []
             for rel in [*rels, parts]:
-                target = root.path.joinpath(*rel)
-                if os.path.lexists(target) and not _inside(root, target):
-                    raise ValidationError(field, f"{path!r} is outside the workspace roots")
+                tree = root.tree()
+                if tree is None:
+                    continue
+                with tree:
+                    try:
+                        tree.stat("/".join(rel))
+                    except Outside:
+                        raise ValidationError(field, f"{path!r} is outside the workspace roots") from None
+                    except OSError:
+                        continue     # not there yet (read when shown), or unreadable: checked when read
 
     def locate_folder(self, path: str, field: str = "path") -> tuple[Root, str]:
         """`<root>/<folder>` or `<folder>` -> (root, folder inside it), checked like a file; "" is the root."""
@@ -134,7 +146,7 @@ class FileAccess:
         for root, rel in tries:
             found = _resolve(root, "/".join(rel), path, field)
             if found is not None:
-                if not stat.S_ISDIR(found[1].st_mode):
+                if not stat.S_ISDIR(found[0].st_mode):
                     raise ValidationError(field, f"{path!r} is a file, not a folder")
                 return root, "/".join(rel)
         raise NotFoundError(f"no folder {path!r} in the workspace roots")
@@ -144,17 +156,15 @@ class FileAccess:
         found = _resolve(root, rel, asked, field)
         if found is None:
             return None
-        real, info, base = found
+        info, real_rel = found
         if stat.S_ISDIR(info.st_mode):
             raise ValidationError(field, f"{asked!r} is a folder, not a file")
         if not stat.S_ISREG(info.st_mode):
             raise ValidationError(field, f"{asked!r} is not a regular file")
-        return Located(root, rel, real, base, real.relative_to(base).as_posix(), (info.st_dev, info.st_ino),
-                       info.st_size, info.st_mtime)
+        return Located(root, rel, real_rel, (info.st_dev, info.st_ino), info.st_size, info.st_mtime)
 
     @staticmethod
     def _policy(loc: Located, field: str) -> Located:
-        base = loc.base
         if secret_in_path(loc.real_rel) is not None:
             raise ValidationError(field, f"{loc.display!r} leads to a file whose path holds a secret: "
                                          "such files are neither indexed nor served")
@@ -165,16 +175,21 @@ class FileAccess:
                     f"{loc.display!r} looks like a secret store ({rule}): Urchin neither indexes nor serves "
                     f"such files unless the root opts in: `urchin workspace add {loc.root.path} --name "
                     f"{loc.root.name} --allow-secret-files`"))
-            if is_ignored(base, rel):
-                raise ValidationError(field, f"{loc.display!r} is ignored (.gitignore, .urchinignore or an "
-                                             "always-ignored folder): Urchin does not index or serve ignored files")
+        with _tree(loc.root, field) as tree:
+            for rel in dict.fromkeys((loc.rel, loc.real_rel)):
+                if is_ignored(tree, rel):
+                    raise ValidationError(field, f"{loc.display!r} is ignored (.gitignore, .git/info/exclude, "
+                                                 ".urchinignore or an always-ignored folder): Urchin does not "
+                                                 "index or serve ignored files")
         return loc
 
     # ---- reading --------------------------------------------------------------------------------
     def open(self, loc: Located) -> BinaryIO:
-        """The file `loc` names, opened by its real path and verified to be that same file."""
+        """The file `loc` names, opened beneath its root by its real path following no symlink, and
+        verified to be that same file."""
         try:
-            fd = os.open(loc.real, _OPEN_FLAGS)      # O_NOFOLLOW: a symlink swapped in is refused (ELOOP)
+            with _tree(loc.root, "path") as tree:
+                fd, _ = tree.open(loc.real_rel, _READ_FLAGS, follow=False)   # a symlink swapped in: ELOOP
         except OSError as exc:
             raise ValidationError("path", f"{loc.display!r} cannot be opened: {exc.strerror or exc}") from None
         try:
@@ -186,10 +201,11 @@ class FileAccess:
             os.close(fd)
             raise
 
-    def read_bytes(self, loc: Located, limit: int | None = None) -> bytes:
-        """Raw bytes (for hashing and decoding); callers redact the text before it goes anywhere."""
+    def read_bytes(self, loc: Located, limit: int) -> bytes:
+        """At most `limit` raw bytes (for hashing and decoding); callers redact the text before it goes
+        anywhere, and check the length: a file may have grown since it was located."""
         with self.open(loc) as handle:
-            return handle.read() if limit is None else handle.read(limit)
+            return handle.read(limit)
 
     def is_binary(self, loc: Located) -> bool:
         with self.open(loc) as handle:
@@ -205,11 +221,11 @@ class FileAccess:
     def redact(self, text: str) -> str:
         return redact_file_text(self.redactor, text)
 
-    def read_text(self, loc: Located, max_bytes: int | None = None) -> str:
-        """The whole file, decoded (bad bytes replaced, newlines normalised) and redacted; a file that
-        grew past `max_bytes` since it was checked is refused (a cut could halve a secret)."""
-        data = self.read_bytes(loc, None if max_bytes is None else max_bytes + 1)
-        if max_bytes is not None and len(data) > max_bytes:
+    def read_text(self, loc: Located, max_bytes: int = MAX_TEXT_BYTES) -> str:
+        """The whole file, decoded (bad bytes replaced, newlines normalised) and redacted; a file of
+        more than `max_bytes` is refused (a cut could halve a secret)."""
+        data = self.read_bytes(loc, max_bytes + 1)
+        if len(data) > max_bytes:
             raise ValidationError("path", f"{loc.display!r} has more than {max_bytes} bytes: read ranges instead")
         return self.text_of(data)
 
@@ -217,11 +233,6 @@ class FileAccess:
         """Bytes already read, decoded and redacted as `read_text` serves them."""
         with io.TextIOWrapper(io.BytesIO(data), encoding="utf-8", errors="replace") as handle:
             return "".join(redact_lines(self.redactor, handle))
-
-    def lines(self, loc: Located) -> Iterator[str]:
-        """Redacted lines (each ending in `\\n` but maybe the last), read block by block."""
-        with self.open(loc) as raw, io.TextIOWrapper(raw, encoding="utf-8", errors="replace") as handle:
-            yield from redact_lines(self.redactor, handle)
 
 
 def redact_file_text(redactor: Redactor, text: str) -> str:
@@ -274,30 +285,47 @@ def _inside_key(block: list[str]) -> bool:
     return False
 
 
-def _resolve(root: Root, rel: str, asked: str, field: str) -> tuple[Path, os.stat_result, Path] | None:
-    """(real path, its stat, the root's real folder) of `rel` inside `root`; None when nothing is
-    there; refused when it leaves the root."""
-    target = root.path / rel if rel else root.path
-    if not os.path.lexists(target):
-        return None
-    base = root.real()
-    if base is None:
-        raise ValidationError(field, f"workspace root {root.name!r} is gone or is no longer the folder it was "
-                                     f"added as ({root.path}): add it again with `urchin workspace add`")
+class _tree:  # noqa: N801 (a context manager used like a function)
+    """The root's folder held open, or a `ValidationError` naming `field` when it is gone."""
+
+    def __init__(self, root: Root, field: str) -> None:
+        self.root = root
+        self.field = field
+        self.tree: Tree | None = None
+
+    def __enter__(self) -> Tree:
+        self.tree = self.root.tree()
+        if self.tree is None:
+            raise ValidationError(self.field, f"workspace root {self.root.name!r} is gone or is no longer the folder "
+                                              f"it was added as ({self.root.path}): add it again with "
+                                              "`urchin workspace add`")
+        return self.tree
+
+    def __exit__(self, *exc: object) -> None:
+        if self.tree is not None:
+            self.tree.close()
+
+
+def _resolve(root: Root, rel: str, asked: str, field: str) -> tuple[os.stat_result, str] | None:
+    """(stat, the path inside the root) of `rel` resolved beneath the root's fd; None when nothing
+    is there; refused when it leads outside or cannot be resolved."""
     try:
-        real = Path(os.path.realpath(target, strict=True))
-        info = os.stat(real)
-    except (OSError, RuntimeError):
+        with _tree(root, field) as tree:
+            return tree.stat(rel)
+    except ValidationError:
+        if not os.path.lexists(root.path):    # the root is gone: another root may hold the file
+            return None
+        raise
+    except Outside:
+        raise ValidationError(field, f"{asked!r} is outside the workspace roots") from None
+    except Dangling:
         raise ValidationError(field, f"{asked!r} cannot be resolved (a broken or looping symlink)") from None
-    if not (real == base or real.is_relative_to(base)):
-        raise ValidationError(field, f"{asked!r} is outside the workspace roots")
-    return real, info, base
-
-
-def _inside(root: Root, target: Path) -> bool:
-    base = root.real()
-    real = Path(os.path.realpath(target))
-    return base is not None and (real == base or real.is_relative_to(base))
+    except OSError as exc:
+        if exc.errno in (errno.ENOENT, errno.ENOTDIR):
+            return None
+        if exc.errno == errno.ELOOP:
+            raise ValidationError(field, f"{asked!r} cannot be resolved (a broken or looping symlink)") from None
+        raise ValidationError(field, f"{asked!r} cannot be resolved: {exc.strerror or exc}") from None
 
 
 def file_access(settings: Settings, roots: Sequence[Root]) -> FileAccess:

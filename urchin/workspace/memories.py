@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 __all__ = ["Member", "MemoryDef", "MemoryStore"]
 
 _SLUG = re.compile(r"[a-z0-9][a-z0-9-]{0,63}")
+MAX_MEMBER_BYTES = 1024 * 1024     # a file member larger than this is listed in coverage, not read
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,8 +181,11 @@ def gather(definition: MemoryDef, files: FileAccess, run_query: Any, token_budge
     def add_file(loc: Located) -> None:
         if files.is_binary(loc):
             coverage.append({"member": loc.display, "status": "excluded", "reason": "binary file"})
+        elif loc.size > MAX_MEMBER_BYTES:      # every read is bounded: a member is read whole or not at all
+            coverage.append({"member": loc.display, "status": "excluded",
+                             "reason": f"over {MAX_MEMBER_BYTES} bytes: read it in ranges with get_file"})
         else:
-            add(loc.display, files.read_text(loc), "file")
+            add(loc.display, files.read_text(loc, MAX_MEMBER_BYTES), "file")
 
     for member in definition.members:
         label = member.path or member.query or "?"

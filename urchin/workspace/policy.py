@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import fnmatch
 import re
-from pathlib import Path
 
 from urchin.redact import redact_text
+from urchin.workspace.beneath import Tree
 from urchin.workspace.ignore import IgnoreRules
 
 __all__ = ["SECRET_FILE_RULES", "SECRET_FOLDERS", "secret_rule", "secret_in_path", "is_ignored"]
@@ -60,15 +60,27 @@ def secret_in_path(path: str) -> str | None:
     return next(iter(counts)) if counts else None
 
 
-def is_ignored(base: Path, rel: str) -> bool:
-    """Would the walker skip `rel`? Its folders and itself against every ignore file on the way down."""
+def is_ignored(tree: Tree, rel: str) -> bool:
+    """Would the walker skip `rel` (inside the root `tree`)? Its folders and itself against every
+    ignore file on the way down, each folder opened beneath the root."""
     parts = [p for p in rel.split("/") if p]
-    rules = IgnoreRules()
+    rules = IgnoreRules.for_root(tree.path)
     folder = ""
     for part in parts[:-1]:
-        rules = rules.with_folder(base, folder)
+        rules = _with_folder(rules, tree, folder)
         folder = f"{folder}/{part}" if folder else part
         if rules.ignored(folder, True):
             return True
-    rules = rules.with_folder(base, folder)
+    rules = _with_folder(rules, tree, folder)
     return rules.ignored("/".join(parts), False)
+
+
+def _with_folder(rules: IgnoreRules, tree: Tree, folder: str) -> IgnoreRules:
+    if not folder:
+        return rules.with_folder(tree, "")
+    try:
+        sub = tree.sub(folder)
+    except OSError:
+        return rules             # gone or outside: the read that follows refuses it
+    with sub:
+        return rules.with_folder(sub, folder)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import builtins
 import os
 import re
+import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +19,7 @@ import orjson
 
 from urchin.config import write_private
 from urchin.errors import NotFoundError, ValidationError
+from urchin.workspace.beneath import Tree
 from urchin.workspace.ignore import IgnoreRules
 from urchin.workspace.policy import is_ignored, secret_in_path, secret_rule
 
@@ -33,14 +35,14 @@ class Root:
     path: Path
     allow_secret_files: bool = False   # opt-in: index and serve secret stores (`.env`, keys, credentials)
 
-    def real(self) -> Path | None:
-        """The root's real folder, or None when it is gone or is no longer the folder it was added as
-        (it, or a folder above it, became a symlink: a checkout can turn `sub/` into `sub -> /`)."""
+    def tree(self) -> Tree | None:
+        """The root's folder held open (every read below it goes through this fd), or None when it
+        is gone or is no longer the folder it was added as (it, or a folder above it, became a
+        symlink: a checkout can turn `sub/` into `sub -> /`)."""
         try:
-            real = Path(os.path.realpath(self.path, strict=True))
-        except (OSError, RuntimeError):
+            return Tree.at(self.path)
+        except OSError:
             return None
-        return real if real == self.path and real.is_dir() else None
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"name": self.name, "path": str(self.path)}
@@ -118,22 +120,14 @@ class Roots:
         write_private(self.file, orjson.dumps({"roots": [r.to_dict() for r in roots]}, option=orjson.OPT_INDENT_2))
 
 
-def _inside(base: Path, rel: str) -> str | None:
-    """`rel`'s path inside `base` (a real folder) once symlinks are resolved, or None when it leaves it."""
-    try:
-        real = Path(os.path.realpath(base / rel, strict=True))
-    except (OSError, RuntimeError):
-        return None
-    return real.relative_to(base).as_posix() if real == base or real.is_relative_to(base) else None
-
-
 def walk_files(root: Root) -> Iterator[WorkspaceFile]:
     """Every file under the root that the ignore rules keep, not following symlinks out of it, and no
-    secret store (`policy.secret_rule`) unless the root opts in."""
-    real = root.real()
-    if real is None:
+    secret store (`policy.secret_rule`) unless the root opts in. Each folder is listed through its
+    fd, opened from its parent's without following a symlink: a folder swapped for a symlink while
+    the walk runs is skipped, never listed."""
+    tree = root.tree()
+    if tree is None:
         return
-    base = real
 
     def skipped(rel: str, is_dir: bool = False) -> bool:
         # a folder is skipped only when every file in it would be (`.ssh/`); `credentials/` may hold code
@@ -141,10 +135,22 @@ def walk_files(root: Root) -> Iterator[WorkspaceFile]:
             return True  # a name that is a secret is never listed, whatever the root opts in to
         return not root.allow_secret_files and secret_rule(f"{rel}/-" if is_dir else rel) is not None
 
-    def walk(rel_dir: str, rules: IgnoreRules) -> Iterator[WorkspaceFile]:
-        rules = rules.with_folder(base, rel_dir)
+    def linked(rel: str) -> WorkspaceFile | None:
+        """A symlinked file, when it leads to a regular file inside the root that is served."""
         try:
-            entries = sorted(os.scandir(base / rel_dir if rel_dir else base), key=lambda e: e.name)
+            info, real_rel = tree.stat(rel)
+        except OSError:
+            return None
+        if (not stat.S_ISREG(info.st_mode) or skipped(real_rel) or secret_in_path(real_rel) is not None
+                or is_ignored(tree, real_rel)):
+            return None
+        return WorkspaceFile(root, rel, info.st_size, info.st_mtime)
+
+    def walk(folder: Tree, rel_dir: str, rules: IgnoreRules) -> Iterator[WorkspaceFile]:
+        rules = rules.with_folder(folder, rel_dir)
+        try:
+            with os.scandir(folder.fd) as listing:
+                entries = sorted(listing, key=lambda e: e.name)
         except OSError:
             return
         for entry in entries:
@@ -154,16 +160,17 @@ def walk_files(root: Root) -> Iterator[WorkspaceFile]:
                 if rules.ignored(rel, is_dir) or skipped(rel, is_dir):
                     continue
                 if entry.is_symlink():
-                    real_rel = _inside(base, rel)
-                    if (real_rel is None or skipped(real_rel) or secret_in_path(real_rel) is not None
-                            or is_ignored(base, real_rel)):
-                        continue
-                if is_dir:
-                    yield from walk(rel, rules)
-                elif entry.is_file():
-                    stat = entry.stat()
-                    yield WorkspaceFile(root, rel, stat.st_size, stat.st_mtime)
+                    found = linked(rel)
+                    if found is not None:
+                        yield found
+                elif is_dir:
+                    with folder.sub(entry.name, follow=False) as sub:
+                        yield from walk(sub, rel, rules)
+                elif entry.is_file(follow_symlinks=False):
+                    info = entry.stat(follow_symlinks=False)
+                    yield WorkspaceFile(root, rel, info.st_size, info.st_mtime)
             except OSError:
                 continue
 
-    yield from walk("", IgnoreRules())
+    with tree:
+        yield from walk(tree, "", IgnoreRules.for_root(root.path))
