@@ -50,6 +50,7 @@ from urchin.redact._rules import (
     key_type,
     mask,
 )
+from urchin.redact._views import may_hide, views
 
 __all__ = ["MARKER", "Finding", "Redactor", "redact_event", "redact_message", "redact_text", "scan_text"]
 
@@ -121,6 +122,20 @@ class Redactor:
     def spans(self, text: str) -> list[Span]:
         """Secret spans in `text`, non-overlapping and sorted; allow-listed ones removed.
 
+        The rules run on the text and on each decoded view of it (URL, JSON, HTML escapes and
+        look-alike separators, see `_views`); a span found in a view covers the escapes it came from.
+        """
+        found = self._rules(text)
+        if may_hide(text):
+            for view in views(text):
+                found.extend((*view.to_original(start, end), typ) for start, end, typ in self._rules(view.text))
+        if not found:
+            return found
+        return self._settle(text, found)
+
+    def _rules(self, text: str) -> list[Span]:
+        """Every rule's spans in `text` as it stands, unsorted.
+
         Every rule sits behind `in` checks (one-character ones are a memchr), so ordinary text
         costs a few microseconds; the regexes start with a literal so `re` skips ahead fast.
         """
@@ -172,9 +187,7 @@ class Redactor:
             for m in pattern.finditer(text):
                 if m.end() > m.start():
                     add((m.start(), m.end(), name))
-        if not found:
-            return found
-        return self._settle(text, found)
+        return found
 
     @staticmethod
     def _flags(text: str, add: Any) -> None:
