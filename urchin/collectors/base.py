@@ -28,8 +28,8 @@ from urchin.redact._idkey import IdKey
 
 __all__ = [
     "Item", "Sink", "Checkpoints", "Collector", "LineCollector", "Lines", "CollectReport", "FileCursor",
-    "with_origin", "count_lines", "workspace_for", "short_hash", "cap_text", "cap_content", "is_noise", "summarize_input",
-    "text_of", "ms_to_iso", "complete_lines",
+    "with_origin", "count_lines", "workspace_for", "short_hash", "cap_text", "cap_content", "is_noise",
+    "summarize_input", "text_of", "ms_to_iso", "complete_lines",
 ]
 
 Item = dict[str, Any]
@@ -179,7 +179,8 @@ def cap_content(item: Item, soft_cap: int, redactor: Callable[[], Redactor]) -> 
         given = meta.get("redactions")
         merged = dict(given) if isinstance(given, dict) else {}
         for typ, n in counts.items():
-            merged[typ] = (merged.get(typ) if isinstance(merged.get(typ), int) else 0) + n
+            prior = merged.get(typ)
+            merged[typ] = (prior if isinstance(prior, int) else 0) + n
         meta["redactions"] = merged
     item["content"] = text
     item["meta"] = meta

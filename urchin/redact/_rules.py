@@ -76,7 +76,7 @@ PROSE_WORDS = frozenset({
     "revoked", "updated", "reset", "disabled", "handled", "unknown", "ignored", "masked", "supplied",
     "not", "no", "optional", "needed", "given", "set", "ok",
 })
-PROSE_WORD = re.compile(r"\(?(?:[A-Za-z][a-z]{0,19}|[A-Z]{2,8}|[a-z]+'[a-z]+)[.,;:!?)]?")
+PROSE_WORD = re.compile(r"\(?(?:[A-Za-z][a-z]{0,19}|[A-Z]{2,8}|[a-z]+'[a-z]+|[0-9]{1,6})[.,;:!?)]?")
 ENTROPY_CHARS = re.compile(r"[A-Za-z0-9+/=_.~-]{32,}\Z")
 
 # ---- the type of a token-shaped value whose prefix tells who issued it ---------------------------
@@ -142,15 +142,14 @@ def keep_value(value: str, key: str, strict: bool, kind: str, quoted: bool) -> b
 def prose(value: str) -> bool:
     """`handled by the gateway`, `see RFC 6750`, `missing or wrong bearer token`: plainly words.
 
-    A word of `PROSE_WORDS` first, or three words or more, each letters only (a capitalised or
-    short upper-case word too). Only for an authorization: a quoted password may be a passphrase.
+    Words of letters (a capitalised or short upper-case word, a short number too), three or more,
+    or two after a word of `PROSE_WORDS`. Only for an authorization: a quoted password may be a
+    passphrase, and `Custom <letters>` is a scheme and its credential.
     """
     words = value.split()
-    if len(words) < 2:
+    if len(words) < 2 or not all(PROSE_WORD.fullmatch(word) for word in words):
         return False
-    if words[0].lower() in PROSE_WORDS:
-        return True
-    return len(words) >= 3 and all(PROSE_WORD.fullmatch(word) for word in words)
+    return len(words) >= 3 or words[0].lower() in PROSE_WORDS
 
 
 def looks_like_code(value: str, key: str) -> bool:
