@@ -126,8 +126,9 @@ class Redactor:
         look-alike separators, see `_views`); a span found in a view covers the escapes it came from.
         """
         found = self._rules(text)
-        for view in views(text):  # none for text without an escape: a few `in` checks
-            found.extend((*view.to_original(start, end), typ) for start, end, typ in self._rules(view.text))
+        if "%" in text or "\\" in text or "&" in text or not text.isascii():  # `_views.may_hide`, inlined
+            for view in views(text):
+                found.extend((*view.to_original(start, end), typ) for start, end, typ in self._rules(view.text))
         if not found:
             return found
         return self._settle(text, found)
