@@ -208,9 +208,7 @@ def as_name(value: str, limit: int = MAX_NAME_BYTES) -> str:
     characters and lone surrogates become U+FFFD and it is cut to `limit` bytes, so that what an
     agent did is never lost because of where it did it. Names given by a caller are checked instead."""
     value = _NAME_BAD.sub(REPLACEMENT, value)
-    if len(value.encode("utf-8")) > limit:
-        value = value.encode("utf-8")[:limit].decode("utf-8", "ignore")
-    return value
+    return clip(value, limit, in_bytes=True)
 
 
 def clean_text(value: str) -> str:
