@@ -384,6 +384,7 @@ PROSE_AFTER_LABELS = [
     "Authorization: handled by the gateway",
     "Authorization: see RFC 6750",
     "authorization: missing or wrong bearer token",
+    "refused our token (authorization: missing or wrong bearer token); check URCHIN_INTAKE_TOKEN",
     "> Authorization: not required for the health check",
     '{"Authorization": "handled by the API gateway"}',
     "passwd: changed",

@@ -23,6 +23,7 @@ from urchin.redact._rules import (
     AWS_GOOGLE,
     BEARER,
     BEFORE_SEP,
+    CLAUSE,
     CURL_USER,
     DASH_GATE,
     FLAG,
@@ -49,6 +50,7 @@ from urchin.redact._rules import (
     keep_value,
     key_type,
     mask,
+    prose,
 )
 from urchin.redact._views import views
 
@@ -280,9 +282,15 @@ class Redactor:
             if kind == "authorization" and text[start:start + 1] not in ("\"", "'", "\\"):
                 # An unknown scheme (`AWS4-HMAC-SHA256 Credential=…, Signature=…`): the rest of the line.
                 rest = REST_OF_LINE.match(text, start)
-                if rest is not None and not keep_value(rest.group().rstrip(), key, True, kind, False):
-                    add((start, start + len(rest.group().rstrip()), kind))
-                return start if rest is None else rest.end()
+                if rest is None:
+                    return start
+                value = rest.group().rstrip()
+                clause = CLAUSE.match(value).group().rstrip()  # type: ignore[union-attr]  # matches ""
+                if prose(clause):
+                    return start + len(clause)  # `(authorization: missing or wrong token); check …`
+                if not keep_value(value, key, True, kind, False):
+                    add((start, start + len(value), kind))
+                return rest.end()
         value_match = VALUE.match(text, start)
         if value_match is None:
             return start

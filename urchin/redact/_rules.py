@@ -43,6 +43,7 @@ BEFORE_SEP = "\"' \t\\"
 AFTER_KEY = frozenset("\"' \t:=\\")
 KEY_CHARS = re.compile(r"[A-Za-z0-9_.-]+")  # matched on the reversed text before a separator
 REST_OF_LINE = re.compile(r"[^\n\r\"'`\\]+")
+CLAUSE = re.compile(r"[^;()]*")  # the part of a line `prose` judges: up to `;`, `(` or `)`
 FLAG = re.compile(r"--([A-Za-z][\w-]*)[ \t]+(?:\"([^\"\n]*)\"|'([^'\n]*)'|([^\s\"'`;|&<>()-][^\s\"'`;|&<>()]*))")
 COMPOUND_KEY = re.compile(
     r"(?:api|access|private|secret|signing|encryption|master|account|auth|app|client|service"
