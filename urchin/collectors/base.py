@@ -170,11 +170,12 @@ def cap_content(item: Item, soft_cap: int, redactor: Callable[[], Redactor]) -> 
     window = content[:soft_cap + _CUT_CONTEXT]
     text, counts = redactor().redact_text(window)
     text, cut = cap_text(text, soft_cap)
-    if not cut:  # redaction made the window short enough, but the rest of the content is gone
-        dropped = len(content.encode("utf-8")) - len(window.encode("utf-8"))
-        text += TRUNCATION_MARKER.format(dropped=dropped)
+    if not cut and len(window) < len(content):  # redaction made the window short enough; the rest is gone
+        text += TRUNCATION_MARKER.format(dropped=len(content.encode("utf-8")) - len(window.encode("utf-8")))
+        cut = True
     meta = dict(item.get("meta") or {})
-    meta["truncated"] = True
+    if cut:
+        meta["truncated"] = True
     if counts:
         given = meta.get("redactions")
         merged = dict(given) if isinstance(given, dict) else {}

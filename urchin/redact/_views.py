@@ -2,10 +2,10 @@
 
 Tool output is often URL-encoded (`%3D`, twice: `%253D`), JSON-escaped (`\\n`, `\\"`, `\\u0022`, twice:
 `\\\\n`), HTML-escaped (`&quot;`, `&#61;`), wrapped with backslash continuations, or written with
-look-alike separators (a non-breaking space, a full-width `＝`). `views` yields each decoded layer with
-a map back to the original text; the redactor scans every view and widens what it finds there to
-whole escapes of the original: a false positive on a boundary rather than a leak. Plain text costs a
-few `in` checks.
+look-alike separators (a non-breaking space, a full-width `＝`). `views` returns each decoded layer
+with a map back to the original text; the redactor scans every view and widens what it finds there
+to whole escapes of the original: a false positive on a boundary rather than a leak. Plain text
+costs a few `in` checks.
 """
 
 from __future__ import annotations
