@@ -44,6 +44,13 @@ _ADVERSARIAL = {
     "PEM headers": "-----BEGIN RSA PRIVATE KEY-----\n" * 30_000,
     "Authorization lines": "Authorization: Bearer " * 45_000,
     "colons": ":" * 1_000_000,
+    # decoded views (`urchin.redact._views`): every character an escape, and escapes of escapes
+    "%41 runs": "%41" * 340_000,
+    "backslashes": "\\" * 1_000_000,
+    "\\n runs": "\\n" * 500_000,
+    "&amp; runs": "&amp;" * 200_000,
+    "NBSP runs": "\u00a0" * 1_000_000,
+    "URL-encoded key: x": "password%3A%20x%0A" * 55_000,
 }
 
 

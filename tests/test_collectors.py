@@ -280,3 +280,30 @@ def test_collect_list_shows_folders_and_counts(user_home: Path) -> None:
 def test_unknown_collector_is_a_usage_error() -> None:
     done = run_urchin("collect", "emacs")
     assert done.returncode == 2 and "emacs" in done.stderr
+
+
+def test_a_transcript_cut_at_the_soft_cap_keeps_no_part_of_a_secret(user_home: Path, memory: Memory) -> None:
+    # Redact, then cap: the collector's cut goes through each secret at three depths.
+    from tests.test_hooks import _assert_no_prefix_survives, _cut_through, _prefixed
+
+    transcript = user_home / ".claude" / "projects" / "-home-dev-big" / "cut-session.jsonl"
+    transcript.parent.mkdir(parents=True)
+    common = {"sessionId": "cut-session", "cwd": "/home/dev/big", "timestamp": "2025-10-02T10:00:00.000Z"}
+    lines, expected = [], {}
+    for n, (prefix, secret) in enumerate(_prefixed()):
+        for into in (len(prefix) + 4, len(secret) // 2, len(secret) - 1):
+            use_id = f"toolu_{n}_{into}"
+            expected[use_id] = (prefix, secret)
+            call = {"type": "tool_use", "id": use_id, "name": "Bash", "input": {"command": "cat big.log"}}
+            result = {"type": "tool_result", "tool_use_id": use_id,
+                      "content": _cut_through(secret, into, "Bash: cat big.log")}
+            lines.append({**common, "type": "assistant", "uuid": f"a-{use_id}",
+                          "message": {"role": "assistant", "content": [call]}})
+            lines.append({**common, "type": "user", "uuid": f"u-{use_id}",
+                          "message": {"role": "user", "content": [result]}})
+    transcript.write_bytes(b"\n".join(orjson.dumps(line) for line in lines) + b"\n")
+    [report] = memory.collect("claude")
+    assert report.rejected == 0
+    for use_id, (prefix, secret) in expected.items():
+        event = memory.get(f"claude:cut-session:tool:{use_id}")
+        _assert_no_prefix_survives([event.to_dict()], prefix, secret)

@@ -407,3 +407,15 @@ def test_a_response_goes_out_in_one_write_and_a_close_sends_what_is_pending() ->
     sent, received = asyncio.run(scenario())
     assert sent[0] == b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n{}" and sent[-1] == b"last"
     assert received == b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n{}head" + b"x" * FLUSH_AT + b"last"
+
+
+def test_the_cli_shows_the_daemons_refusal_as_written(daemon: DaemonProcess) -> None:
+    # The answer passes the redactor on its way to the terminal; `authorization: missing or wrong
+    # bearer token` is prose after a credential label, not a credential.
+    from tests.conftest import run_urchin
+
+    for command in (["search", "x"], ["ingest", "a note"]):
+        done = run_urchin(*command, env={"URCHIN_HOME": str(daemon.home), "URCHIN_INTAKE_TOKEN": "wrong-token"})
+        assert done.returncode != 0
+        assert "authorization: missing or wrong bearer token" in done.stderr, done.stderr
+        assert "REDACTED" not in done.stderr

@@ -197,3 +197,22 @@ def test_a_stored_line_nested_deeper_than_urchin_writes_is_not_an_event() -> Non
         assert Event.from_json(line(levels).decode()) is None
     wide = b'{"id":"x","timestamp":"2026-05-04T20:00:00.000Z","content":"c","meta":{"l":[' + b"[1]," * 500 + b"[1]]}}"
     assert Event.from_json(wide) is not None   # many brackets, little depth: kept
+
+
+def test_no_cut_leaves_a_recognisable_start_of_a_token() -> None:
+    # Every cut Urchin makes before redaction (names, summaries, titles, the soft cap) goes through
+    # `clip`: a token the cut goes through loses its kept part, so its prefix + 4 characters never stay.
+    from tests.test_hooks import _prefixed
+    from urchin.collectors.base import summarize_input
+    from urchin.event import as_name, clip
+
+    for prefix, secret in _prefixed():
+        start = secret[:len(prefix) + 4]
+        for into in range(len(prefix) + 4, len(secret)):
+            text = "ok é " + secret + " tail"
+            limit = len("ok é ") + into
+            assert start not in clip(text, limit)
+            assert start not in clip(text, limit + 1, in_bytes=True)  # é is two bytes
+            assert start not in as_name(text, limit + 1)
+            assert start not in summarize_input("Bash", {"command": "y" * (400 - into - 1) + " " + secret})
+        assert clip("ok " + secret + " tail", len(secret) + 3) == "ok " + secret  # a cut between words keeps both

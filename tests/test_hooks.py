@@ -173,3 +173,51 @@ def test_a_prompt_from_a_folder_whose_name_holds_a_control_character_is_kept(urc
     assert event["content"] == "fix the flaky checkout test"
     assert event["workspace"] == "odd\ufffdname\ufffdx"
     assert not (urchin_home / "hooks.log").exists()
+
+
+# ---- redact, then cap ----------------------------------------------------------------------------
+def _cut_through(secret: str, into: int, head: str) -> str:
+    """Tool output whose secret the soft cap's cut (64 KiB less room for the marker) goes through,
+    `into` characters in, when the event's content is `head` + "\\n" + the output."""
+    room = 64 * 1024 - 80
+    return "y" * (room - len(head) - 2 - into) + " " + secret + "\n" + "z" * 400
+
+
+def _prefixed() -> list[tuple[str, str]]:
+    from tests.test_redact import ANTHROPIC, AWS_ID, GH, GOOGLE, SLACK, STRIPE_LIVE
+
+    return [("AKIA", AWS_ID), ("ghp_", GH["p"]), ("sk-ant-", ANTHROPIC), ("xoxb-", SLACK),
+            ("sk_live_", STRIPE_LIVE), ("AIza", GOOGLE)]
+
+
+def _post_tool_use(stdout: str, use_id: str) -> bytes:
+    return orjson.dumps({"session_id": SESSION, "hook_event_name": "PostToolUse", "cwd": "/home/dev/shop",
+                         "tool_name": "Bash", "tool_input": {"command": "cat big.log"}, "tool_use_id": use_id,
+                         "tool_response": {"stdout": stdout, "stderr": "", "interrupted": False}})
+
+
+def _assert_no_prefix_survives(events: list[dict], prefix: str, secret: str) -> None:
+    for event in events:
+        assert secret[:len(prefix) + 4] not in orjson.dumps(event).decode()
+        assert event["meta"]["truncated"] is True and event["meta"]["redactions"]
+
+
+def test_a_cut_at_the_soft_cap_keeps_no_part_of_a_secret(urchin_home: Path) -> None:
+    # The issue's instance, through the real `urchin hook claude` process.
+    from tests.test_redact import AWS_ID
+
+    done = hook("claude", _post_tool_use(_cut_through(AWS_ID, 19, "Bash: cat big.log"), "toolu_cut"))
+    assert done.returncode == 0
+    [event] = journal(urchin_home)
+    _assert_no_prefix_survives([event], "AKIA", AWS_ID)
+
+
+def test_no_cut_keeps_a_recognisable_start_of_any_prefixed_secret(urchin_home: Path) -> None:
+    from urchin.hooks import run_hook
+
+    for n, (prefix, secret) in enumerate(_prefixed()):
+        for into in (len(prefix) + 4, len(secret) // 2, len(secret) - 1):
+            run_hook("claude", _post_tool_use(_cut_through(secret, into, "Bash: cat big.log"), f"toolu_{n}_{into}"))
+        events = [e for e in journal(urchin_home) if e["id"].startswith(f"claude:{SESSION}:tool:toolu_{n}_")]
+        assert len(events) == 3
+        _assert_no_prefix_survives(events, prefix, secret)

@@ -376,3 +376,65 @@ def test_a_token_survives_no_surrounding_text(before: str, token: str, after: st
 def test_any_text_redacts_without_error_and_is_stable(text: str) -> None:
     once, _ = redact_text(text)
     assert redact_text(once)[0] == once
+
+
+# A value after a credential label is redacted unless it is plainly prose: a word that says what
+# became of it, or (for an authorization) a sentence of words.
+PROSE_AFTER_LABELS = [
+    "Authorization: handled by the gateway",
+    "Authorization: see RFC 6750",
+    "authorization: missing or wrong bearer token",
+    "refused our token (authorization: missing or wrong bearer token); check URCHIN_INTAKE_TOKEN",
+    "> Authorization: not required for the health check",
+    '{"Authorization": "handled by the API gateway"}',
+    "passwd: changed",
+    "password: changed\nuser: root",
+    "root password: unset",
+    "token: missing",
+    "api_key: see docs",
+    "secret: rotated",
+    "DB_PASSWORD=n/a",
+    "client_secret: hidden",
+]
+SECRETS_AFTER_LABELS = [
+    ("password=hunter2", "hunter2"),
+    ("passwd: hunter2", "hunter2"),
+    ("Authorization: Bearer " + BEARER, BEARER),
+    ("Authorization: Custom " + HIGH_ENTROPY, HIGH_ENTROPY),
+    ("Authorization: handled " + PASSWORD, PASSWORD),  # two words, one of them a secret
+    ("Authorization: " + AWS4, AWS4),
+    ('password: "correct horse battery staple"', "correct horse battery staple"),  # quoted: a passphrase
+    ("token: changedXq81", "changedXq81"),
+    ("secret: Rotated2026!", "Rotated2026!"),
+]
+
+
+@pytest.mark.parametrize("text", PROSE_AFTER_LABELS)
+def test_prose_after_a_credential_label_stays(text: str) -> None:
+    assert redact_text(text) == (text, {})
+
+
+@pytest.mark.parametrize(("text", "secret"), SECRETS_AFTER_LABELS)
+def test_a_value_after_a_credential_label_that_is_not_prose_goes(text: str, secret: str) -> None:
+    redacted, counts = redact_text(text)
+    assert secret not in redacted and counts
+
+
+def test_urchins_own_messages_about_credentials_pass_the_redactor_unchanged() -> None:
+    # Every message Urchin writes that starts with a credential label (the daemon's 401 and 403
+    # answers, say) is shown through `redact_message`: it must read as written.
+    import ast
+    import re
+    from pathlib import Path
+
+    import urchin
+    from urchin.redact import redact_message
+
+    label = re.compile(r"[\w.-]*(?:authorization|password|passwd|secret|token|api[_-]?key|auth)\s*[:=]\s*\w", re.I)
+    messages = []
+    for path in Path(urchin.__file__).parent.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and label.match(node.value):
+                messages.append(node.value)
+    assert "authorization: missing or wrong bearer token" in messages
+    assert [m for m in messages if redact_message(m) != m] == []

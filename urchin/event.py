@@ -40,6 +40,7 @@ __all__ = [
     "check_name",
     "clean_text",
     "quoted",
+    "clip",
     "MEMORY_KINDS",
 ]
 
@@ -80,6 +81,9 @@ REPLACEMENT = "\ufffd"
 
 _LABEL = re.compile(r"[a-z0-9._-]+")
 _TOKEN_TAIL = re.compile(r"[A-Za-z0-9_\-+/=.~:]+$")  # the end of a cut value that may be part of a secret
+# What a secret (or an escape inside one, `%2F`, `\u0022`) is made of; `clip` drops a cut run of them.
+_TOKEN_CHARS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-+/=.~:%\\"
+_MAX_TOKEN = 8192  # a longer run is data (a base64 blob), not a secret: only its last 8 KiB go
 _CANONICAL_TS = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z")
 _FIELDS = ("id", "timestamp", "source", "kind", "content", "workspace", "session", "title",
            "brain", "tags", "actor", "meta")
@@ -139,6 +143,25 @@ def quoted(value: str, limit: int = 40, repr_: bool = True) -> str:
     return repr(value) if repr_ else value
 
 
+def clip(text: str, limit: int, in_bytes: bool = False) -> str:
+    """At most `limit` characters (UTF-8 bytes with `in_bytes`) of `text`, whole characters; a cut
+    through a token drops the token's kept part (up to `_MAX_TOKEN` characters), so no cut leaves a
+    recognisable start of a secret (`ghp_…`, `AKIA…`, `password: hunt…`) that the rules no longer
+    match. The cut is the caller's to mark."""
+    if in_bytes:
+        if (len(text) if text.isascii() else len(text.encode("utf-8"))) <= limit:
+            return text
+        kept = text.encode("utf-8")[:limit].decode("utf-8", "ignore")
+    elif len(text) <= limit:
+        return text
+    else:
+        kept = text[:limit]
+    if kept and kept[-1] in _TOKEN_CHARS and text[len(kept)] in _TOKEN_CHARS:
+        tail = kept[-_MAX_TOKEN:]
+        kept = kept[:len(kept) - len(tail)] + tail.rstrip(_TOKEN_CHARS)
+    return kept
+
+
 def _ms(moment: datetime) -> int:
     return int(moment.timestamp() * 1000)
 
@@ -185,9 +208,7 @@ def as_name(value: str, limit: int = MAX_NAME_BYTES) -> str:
     characters and lone surrogates become U+FFFD and it is cut to `limit` bytes, so that what an
     agent did is never lost because of where it did it. Names given by a caller are checked instead."""
     value = _NAME_BAD.sub(REPLACEMENT, value)
-    if len(value.encode("utf-8")) > limit:
-        value = value.encode("utf-8")[:limit].decode("utf-8", "ignore")
-    return value
+    return clip(value, limit, in_bytes=True)
 
 
 def clean_text(value: str) -> str:
@@ -314,7 +335,7 @@ def _content(value: Any, soft_cap: int) -> tuple[str, bool]:
         raise ValidationError("content", f"is {size} bytes, over the hard limit of {HARD_LIMIT_BYTES} bytes")
     if size <= soft_cap:
         return value, False
-    kept = value.encode("utf-8")[:soft_cap].decode("utf-8", "ignore")
+    kept = clip(value, soft_cap, in_bytes=True)
     return kept + TRUNCATION_MARKER.format(dropped=size - len(kept.encode("utf-8"))), True
 
 

@@ -17,7 +17,11 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from urchin.config import Settings
+    from urchin.redact import Redactor
 
 __all__ = ["run_hook", "main", "HOOK_TIMEOUT_S", "prepare_item"]
 
@@ -80,17 +84,21 @@ def _payload(agent: str, raw: bytes, fields: Mapping[str, Any]) -> dict[str, Any
     return {**fields, **payload}
 
 
-def prepare_item(item: dict[str, Any], soft_cap: int) -> dict[str, Any]:
-    """Drop unset fields and cap the content, as collectors do, so a big tool output is kept."""
-    from urchin.collectors.base import cap_text, fit_names
+def prepare_item(item: dict[str, Any], settings: Settings) -> dict[str, Any]:
+    """Drop unset fields, redact and cap the content as collectors do, so a big tool output is kept."""
+    from urchin.collectors.base import cap_content, fit_names
+
+    def redactor() -> Redactor:  # built only for content over the soft cap
+        from urchin.redact import Redactor
+        from urchin.redact._idkey import IdKey
+
+        return Redactor.from_config(settings.section("redact"), IdKey(settings.home))
 
     item = {k: v for k, v in item.items() if v is not None}
-    content, truncated = cap_text(str(item.get("content") or ""), soft_cap)
-    item["content"] = content
-    meta = {k: v for k, v in (item.get("meta") or {}).items() if v is not None}
-    if truncated:
-        meta["truncated"] = True
-    item["meta"] = meta or None
+    item["content"] = str(item.get("content") or "")
+    item["meta"] = {k: v for k, v in (item.get("meta") or {}).items() if v is not None}
+    item = cap_content(item, settings.soft_cap_bytes, redactor)
+    item["meta"] = item["meta"] or None
     return fit_names({k: v for k, v in item.items() if v is not None})
 
 
@@ -116,7 +124,7 @@ def run_hook(agent: str, raw: bytes, *, home: str | None = None, event: str | No
         item = adapt_hook(agent, _payload(agent, raw, fields or {}), event)
         if item is None:
             return 0
-        item = prepare_item(item, settings.soft_cap_bytes)
+        item = prepare_item(item, settings)
         if _send(settings.home, agent, item):
             return 0
         from urchin.ingest import Ingestor

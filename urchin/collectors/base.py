@@ -21,14 +21,15 @@ import orjson
 
 from urchin.collectors.origin import origin_hash
 from urchin.config import Settings, write_private
-from urchin.event import MAX_ID_LENGTH, TRUNCATION_MARKER, as_name, format_timestamp, quoted
+from urchin.event import MAX_ID_LENGTH, TRUNCATION_MARKER, as_name, clip, format_timestamp, quoted
 from urchin.journal import complete_lines
+from urchin.redact import Redactor
 from urchin.redact._idkey import IdKey
 
 __all__ = [
     "Item", "Sink", "Checkpoints", "Collector", "LineCollector", "Lines", "CollectReport", "FileCursor",
-    "with_origin", "count_lines", "workspace_for", "short_hash", "cap_text", "is_noise", "summarize_input",
-    "text_of", "ms_to_iso", "complete_lines",
+    "with_origin", "count_lines", "workspace_for", "short_hash", "cap_text", "cap_content", "is_noise",
+    "summarize_input", "text_of", "ms_to_iso", "complete_lines",
 ]
 
 Item = dict[str, Any]
@@ -37,6 +38,7 @@ Sink = Callable[[Sequence[Mapping[str, Any]]], Sequence[Any]]
 READ_CHUNK = 4 << 20          # bytes of a file read per step; a longer line grows the step
 MAX_PENDING_TOOLS = 256       # tool calls waiting for their result, kept per file
 _HEAD_BYTES = 256             # fingerprint of a file's start, to notice it was rewritten
+_CUT_CONTEXT = 64 * 1024      # characters read past a cut: a secret the cut goes through ends in them
 
 _PASTE_MARKER = re.compile(r"\[(?:Pasted text|Image) #\d+(?: \+\d+ lines)?\]")
 _NOISE_COMMANDS = {"/clear", "/compact", "/exit", "/quit", "/help", "/cost", "/status", "/resume",
@@ -129,7 +131,7 @@ def summarize_input(tool: str, args: Any, limit: int = 400) -> str:
         try:
             args = orjson.loads(args)
         except orjson.JSONDecodeError:
-            return args[:limit]
+            return clip(args, limit)
     if isinstance(args, dict):
         for key in ("command", "cmd", "pattern", "query", "file_path", "path", "absolute_path", "url",
                     "prompt", "description"):
@@ -139,23 +141,51 @@ def summarize_input(tool: str, args: Any, limit: int = 400) -> str:
             if isinstance(value, str) and value.strip():
                 extra = args.get("path") if key == "pattern" and isinstance(args.get("path"), str) else None
                 text = f"{value} (in {extra})" if extra else value
-                return text[:limit]
+                return clip(text, limit)
     if args in (None, {}, []):
         return ""
     try:
-        return orjson.dumps(args).decode()[:limit]
+        return clip(orjson.dumps(args).decode(), limit)
     except TypeError:  # nested deeper than orjson writes (254 levels)
         return "(input nested too deeply to show)"
 
 
 def cap_text(text: str, soft_cap: int) -> tuple[str, bool]:
-    """Cut `text` to at most `soft_cap` bytes including the marker, so the write path keeps it whole."""
+    """Cut `text` to at most `soft_cap` bytes including the marker, so the write path keeps it whole.
+    Redact first (`cap_content`): a secret cut in half no longer matches its rule."""
     size = len(text) if text.isascii() else len(text.encode("utf-8"))
     if size <= soft_cap:
         return text, False
-    room = max(soft_cap - 80, soft_cap // 2)
-    kept = text.encode("utf-8")[:room].decode("utf-8", "ignore")
+    kept = clip(text, max(soft_cap - 80, soft_cap // 2), in_bytes=True)
     return kept + TRUNCATION_MARKER.format(dropped=size - len(kept.encode("utf-8"))), True
+
+
+def cap_content(item: Item, soft_cap: int, redactor: Callable[[], Redactor]) -> Item:
+    """Redact, then cap: content over the soft cap is redacted before it is cut, and what was found
+    is counted in `meta.redactions` (the write path adds its own count). Only what a cut keeps and
+    `_CUT_CONTEXT` characters after it are read: a hook payload may hold 8 MiB."""
+    content = item.get("content")
+    if not isinstance(content, str) or len(content) <= soft_cap // 4 or len(content.encode("utf-8")) <= soft_cap:
+        return item
+    window = content[:soft_cap + _CUT_CONTEXT]
+    text, counts = redactor().redact_text(window)
+    text, cut = cap_text(text, soft_cap)
+    if not cut and len(window) < len(content):  # redaction made the window short enough; the rest is gone
+        text += TRUNCATION_MARKER.format(dropped=len(content.encode("utf-8")) - len(window.encode("utf-8")))
+        cut = True
+    meta = dict(item.get("meta") or {})
+    if cut:
+        meta["truncated"] = True
+    if counts:
+        given = meta.get("redactions")
+        merged = dict(given) if isinstance(given, dict) else {}
+        for typ, n in counts.items():
+            prior = merged.get(typ)
+            merged[typ] = (prior if isinstance(prior, int) else 0) + n
+        meta["redactions"] = merged
+    item["content"] = text
+    item["meta"] = meta
+    return item
 
 
 _WORKSPACES: dict[str, str | None] = {}
@@ -352,6 +382,12 @@ class Collector:
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
+        self._redactor: Redactor | None = None   # for content over the soft cap (`cap_content`)
+
+    def redactor(self) -> Redactor:
+        if self._redactor is None:
+            self._redactor = Redactor.from_config(self.settings.section("redact"), IdKey(self.settings.home))
+        return self._redactor
 
     def folders(self) -> list[Path]:
         """The folders (or files) this collector reads; the daemon watches them."""
@@ -391,11 +427,8 @@ class Collector:
             content = item.get("content")
             if not isinstance(content, str) or not content.strip():
                 continue
-            content, truncated = cap_text(content, self.settings.soft_cap_bytes)
-            item["content"] = content
+            item = cap_content(item, self.settings.soft_cap_bytes, self.redactor)
             item.setdefault("source", self.source or self.name)
-            if truncated:
-                item["meta"] = {**(item.get("meta") or {}), "truncated": True}
             if item.get("meta") is not None:
                 item["meta"] = {k: v for k, v in item["meta"].items() if v is not None} or None
             out.append(fit_names({k: v for k, v in item.items() if v is not None}))

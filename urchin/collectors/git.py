@@ -13,6 +13,7 @@ import subprocess
 from pathlib import Path
 
 from urchin.collectors.base import Checkpoints, Collector, CollectReport, Item, Sink
+from urchin.event import clip
 
 __all__ = ["GitCollector", "find_repositories", "parse_log"]
 
@@ -58,7 +59,7 @@ def parse_log(output: str, repo: Path) -> list[Item]:
             more = f"\n… and {len(files) - len(listed)} more" if len(files) > len(listed) else ""
             text += "\n\nFiles:\n" + "\n".join(listed) + more
         items.append({"id": f"git:{name}:{sha}", "source": SOURCE, "kind": "commit", "content": text,
-                      "title": subject.strip()[:200] or None, "timestamp": date, "workspace": name,
+                      "title": clip(subject.strip(), 200) or None, "timestamp": date, "workspace": name,
                       "meta": {"sha": sha, "author": author, "email": email, "repo": str(repo),
                                "files": len(files)}})
     return items

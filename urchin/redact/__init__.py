@@ -23,6 +23,7 @@ from urchin.redact._rules import (
     AWS_GOOGLE,
     BEARER,
     BEFORE_SEP,
+    CLAUSE,
     CURL_USER,
     DASH_GATE,
     FLAG,
@@ -49,7 +50,9 @@ from urchin.redact._rules import (
     keep_value,
     key_type,
     mask,
+    prose,
 )
+from urchin.redact._views import views
 
 __all__ = ["MARKER", "Finding", "Redactor", "redact_event", "redact_message", "redact_text", "scan_text"]
 
@@ -121,6 +124,20 @@ class Redactor:
     def spans(self, text: str) -> list[Span]:
         """Secret spans in `text`, non-overlapping and sorted; allow-listed ones removed.
 
+        The rules run on the text and on each decoded view of it (URL, JSON, HTML escapes and
+        look-alike separators, see `_views`); a span found in a view covers the escapes it came from.
+        """
+        found = self._rules(text)
+        if "%" in text or "\\" in text or "&" in text or not text.isascii():  # `_views.may_hide`, inlined
+            for view in views(text):
+                found.extend((*view.to_original(start, end), typ) for start, end, typ in self._rules(view.text))
+        if not found:
+            return found
+        return self._settle(text, found)
+
+    def _rules(self, text: str) -> list[Span]:
+        """Every rule's spans in `text` as it stands, unsorted.
+
         Every rule sits behind `in` checks (one-character ones are a memchr), so ordinary text
         costs a few microseconds; the regexes start with a literal so `re` skips ahead fast.
         """
@@ -172,9 +189,7 @@ class Redactor:
             for m in pattern.finditer(text):
                 if m.end() > m.start():
                     add((m.start(), m.end(), name))
-        if not found:
-            return found
-        return self._settle(text, found)
+        return found
 
     @staticmethod
     def _flags(text: str, add: Any) -> None:
@@ -267,9 +282,15 @@ class Redactor:
             if kind == "authorization" and text[start:start + 1] not in ("\"", "'", "\\"):
                 # An unknown scheme (`AWS4-HMAC-SHA256 Credential=…, Signature=…`): the rest of the line.
                 rest = REST_OF_LINE.match(text, start)
-                if rest is not None and not keep_value(rest.group().rstrip(), key, True, kind, False):
-                    add((start, start + len(rest.group().rstrip()), kind))
-                return start if rest is None else rest.end()
+                if rest is None:
+                    return start
+                value = rest.group().rstrip()
+                clause = CLAUSE.match(value).group().rstrip()  # type: ignore[union-attr]  # matches ""
+                if prose(clause):
+                    return start + len(clause)  # `(authorization: missing or wrong token); check …`
+                if not keep_value(value, key, True, kind, False):
+                    add((start, start + len(value), kind))
+                return rest.end()
         value_match = VALUE.match(text, start)
         if value_match is None:
             return start

@@ -43,6 +43,7 @@ BEFORE_SEP = "\"' \t\\"
 AFTER_KEY = frozenset("\"' \t:=\\")
 KEY_CHARS = re.compile(r"[A-Za-z0-9_.-]+")  # matched on the reversed text before a separator
 REST_OF_LINE = re.compile(r"[^\n\r\"'`\\]+")
+CLAUSE = re.compile(r"[^;()]*")  # the part of a line `prose` judges: up to `;`, `(` or `)`
 FLAG = re.compile(r"--([A-Za-z][\w-]*)[ \t]+(?:\"([^\"\n]*)\"|'([^'\n]*)'|([^\s\"'`;|&<>()-][^\s\"'`;|&<>()]*))")
 COMPOUND_KEY = re.compile(
     r"(?:api|access|private|secret|signing|encryption|master|account|auth|app|client|service"
@@ -69,6 +70,14 @@ AUTH_METHODS = frozenset({
     "password", "apikey", "api_key", "none", "digest", "mtls", "iam", "github", "google", "azure",
     "aws", "local", "anonymous", "session", "cookie",
 })
+# A single word that says what became of a credential, or points elsewhere: not the credential.
+PROSE_WORDS = frozenset({
+    "none", "null", "changed", "see", "required", "missing", "unset", "n/a", "redacted", "hidden",
+    "empty", "invalid", "expired", "wrong", "incorrect", "provided", "omitted", "removed", "rotated",
+    "revoked", "updated", "reset", "disabled", "handled", "unknown", "ignored", "masked", "supplied",
+    "not", "no", "optional", "needed", "given", "set", "ok",
+})
+PROSE_WORD = re.compile(r"\(?(?:[A-Za-z][a-z]{0,19}|[A-Z]{2,8}|[a-z]+'[a-z]+|[0-9]{1,6})[.,;:!?)]?")
 ENTROPY_CHARS = re.compile(r"[A-Za-z0-9+/=_.~-]{32,}\Z")
 
 # ---- the type of a token-shaped value whose prefix tells who issued it ---------------------------
@@ -112,8 +121,11 @@ def key_type(key: str) -> tuple[str, bool] | None:
 
 
 def keep_value(value: str, key: str, strict: bool, kind: str, quoted: bool) -> bool:
-    """Values that are obviously not secrets: placeholders, references, code, counts, methods."""
+    """Values that are obviously not secrets: placeholders, references, code, counts, methods, a
+    word of prose (`passwd: changed`), and for an authorization a sentence (`see RFC 6750`)."""
     if len(value) < 3 or PLACEHOLDER.match(value):
+        return True
+    if value.lower().rstrip(".,;:!") in PROSE_WORDS or kind == "authorization" and prose(value):
         return True
     if value.isdigit() and len(value) < 8 and kind != "password":
         return True
@@ -126,6 +138,19 @@ def keep_value(value: str, key: str, strict: bool, kind: str, quoted: bool) -> b
     if not strict:
         return not (ENTROPY_CHARS.match(value) and mixed(value) and entropy(value) >= 4.0)
     return False
+
+
+def prose(value: str) -> bool:
+    """`handled by the gateway`, `see RFC 6750`, `missing or wrong bearer token`: plainly words.
+
+    Words of letters (a capitalised or short upper-case word, a short number too), three or more,
+    or two after a word of `PROSE_WORDS`. Only for an authorization: a quoted password may be a
+    passphrase, and `Custom <letters>` is a scheme and its credential.
+    """
+    words = value.split()
+    if len(words) < 2 or not all(PROSE_WORD.fullmatch(word) for word in words):
+        return False
+    return len(words) >= 3 or words[0].lower() in PROSE_WORDS
 
 
 def looks_like_code(value: str, key: str) -> bool:
@@ -146,11 +171,18 @@ def mixed(value: str) -> bool:
 
 
 def clean_left(text: str, start: int, extra: str = "") -> bool:
-    """A token starts at a word edge: `xghp_…` or `task-…` is not a token."""
+    """A token starts at a word edge: `xghp_…` or `task-…` is not a token, but `%3Dghp_…`,
+    `\\nghp_…` and `\\u0022ghp_…` are: the letter before is the end of an escape."""
     if start == 0:
         return True
     before = text[start - 1]
-    return not (before.isalnum() or before == "_" or before in extra)
+    if not (before.isalnum() or before == "_" or before in extra):
+        return True
+    return ESCAPE_END.search(text, max(0, start - 6), start) is not None
+
+
+# An escape that ends where a token starts: `%3D`, `\n`, `\u0022`, `\x3d`.
+ESCAPE_END = re.compile(r"(?:%[0-9A-Fa-f]{2}|\\[nrtbf]|\\u[0-9A-Fa-f]{4}|\\x[0-9A-Fa-f]{2})\Z")
 
 
 def mask(value: str) -> str:
