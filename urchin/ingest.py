@@ -40,6 +40,15 @@ class IngestResult:
         """`appended`, `duplicate`, `suppressed: ephemeral mode` or `rejected: <reason>`."""
         return f"{self.status}: {self.reason}" if self.reason else self.status
 
+    def for_writer(self) -> IngestResult:
+        """The answer for a caller that may write but not read (the hooks' ingest-only token): whether
+        an id was already held, or forgotten, is for readers to learn, else posting a guessed id
+        would confirm it. A duplicate or a forgotten id answers as an append does; the event is
+        still stored once and a forgotten one still not."""
+        if self.status == "duplicate" or (self.status == "suppressed" and self.reason == "forgotten"):
+            return IngestResult("appended", self.id)
+        return self
+
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"id": self.id, "status": self.label}
         if self.reason:
