@@ -99,6 +99,25 @@ async def test_an_ingest_token_ingests_through_mcp(daemon: DaemonProcess) -> Non
     assert b"from an ingest-only agent" in daemon.journal_bytes()
 
 
+async def test_an_ingest_token_cannot_tell_through_mcp_whether_an_id_was_held(daemon: DaemonProcess) -> None:
+    """Issue 34 H: `duplicate` / `suppressed: forgotten` only to a caller that may read every event."""
+    with daemon.client() as admin:
+        for event_id in ("mcp-held", "mcp-gone"):
+            assert admin.post("/ingest", json={"id": event_id, "content": "x"}).status_code == 200
+        assert admin.post("/forget", json={"ids": ["mcp-gone"], "confirm": True}).status_code == 200
+    answers = {}
+    for scope in ("ingest", "admin"):
+        token = _token(daemon.home, "--scope", scope)
+        async with http_session(daemon.url + "/mcp", token) as session:
+            for event_id in ("mcp-held", "mcp-gone", f"mcp-new-{scope}"):
+                reply = await session.call_tool("urchin_ingest", {"id": event_id, "content": "probe"})
+                assert not reply.is_error
+                answers[scope, event_id] = reply.structured_content["status"]
+    assert [answers["ingest", i] for i in ("mcp-held", "mcp-gone", "mcp-new-ingest")] == ["appended"] * 3
+    assert [answers["admin", i] for i in ("mcp-held", "mcp-gone")] == ["duplicate", "suppressed: forgotten"]
+    assert daemon.journal_bytes().count(b'"id":"mcp-held"') == 1 and b'"id":"mcp-gone"' not in daemon.journal_bytes()
+
+
 def test_a_read_token_queries_and_cannot_write(daemon: DaemonProcess) -> None:
     token = _token(daemon.home, "--scope", "read")
     with daemon.client() as admin:         # the single token of $URCHIN_HOME/token stays admin

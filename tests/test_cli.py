@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import click
 import orjson
 import pytest
+from click.testing import CliRunner
 
 from tests.conftest import run_urchin
+from tests.test_redact import GH, _pem
 from urchin.cli import main
 
 
@@ -71,6 +74,84 @@ def test_usage_errors_exit_2() -> None:
     assert run_urchin("search").returncode == 2
     assert run_urchin("search", "x", "--limit", "many").returncode == 2
     assert run_urchin("no-such-command").returncode == 2
+
+
+PEM = _pem("RSA ")
+_PEM_BODY = PEM.splitlines()[1:-1]          # the key itself: the BEGIN/END lines are no secret
+TOKEN = GH["p"]
+
+
+def _fragments(parts: list[str], n: int = 8) -> set[str]:
+    return {part[i:i + n] for part in parts for i in range(len(part) - n + 1)}
+
+
+def _leaves(group: click.Group, path: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], click.Command]]:
+    for name, command in sorted(group.commands.items()):
+        if isinstance(command, click.Group):
+            yield from _leaves(command, (*path, name))
+        else:
+            yield (*path, name), command
+
+
+def _valid(param: click.Parameter, folder: Path) -> str:
+    """A value `param` accepts, so that the next argument is the one click refuses."""
+    kind = param.type
+    if isinstance(kind, click.Choice):
+        return str(kind.choices[0])
+    if isinstance(kind, click.File):
+        return "-"
+    if isinstance(kind, click.Path):
+        return str(folder)
+    return "1" if isinstance(kind, click.types._NumberParamTypeBase) else "x"
+
+
+def _usage_errors(folder: Path) -> Iterator[tuple[str, ...]]:
+    """For every command of the group (a new one is covered by itself): the key as a stray option,
+    the token as the value of each typed option, and the token as a stray extra argument."""
+    yield (PEM,)
+    yield (TOKEN,)
+    yield ("--" + TOKEN,)
+    for path, command in _leaves(main):
+        if command.context_settings.get("ignore_unknown_options"):
+            continue     # `urchin hook` takes any argument; it logs through the redactor (test_hooks)
+        yield (*path, PEM)
+        yield (*path, f"--{PEM}")
+        filled: list[str] = []
+        variadic = False
+        for param in command.params:
+            if isinstance(param, click.Option) and not param.is_flag:
+                if isinstance(param.type, click.Choice | click.types._NumberParamTypeBase):
+                    yield (*path, param.opts[0], TOKEN)
+                if param.required:
+                    filled += [param.opts[0], _valid(param, folder)]
+            elif isinstance(param, click.Argument):
+                variadic = variadic or param.nargs < 0
+                if isinstance(param.type, click.Choice):
+                    yield (*path, TOKEN)
+                if param.required or isinstance(param.type, click.Choice):
+                    filled.append(_valid(param, folder))
+        if not variadic:
+            yield (*path, *filled, TOKEN)
+
+
+def test_a_usage_error_prints_no_fragment_of_a_secret_it_quotes(tmp_path: Path) -> None:
+    secrets = _fragments(_PEM_BODY) | _fragments([TOKEN[4:]])
+    runner = CliRunner()
+    cases = list(_usage_errors(tmp_path))
+    assert len(cases) > 80
+    for args in cases:
+        out = runner.invoke(main, list(args), input="")
+        assert out.exit_code == 2, (args[:3], out.output)
+        assert "Error" in out.output and "Traceback" not in out.output, out.output
+        leaked = {piece for piece in secrets if piece in out.output}
+        assert not leaked, (args[:3], out.output)
+
+
+def test_the_real_command_redacts_its_usage_errors() -> None:
+    for args in (("ingest", PEM), ("search", PEM), ("search", "x", "--limit", TOKEN), ("get", "x", TOKEN)):
+        out = run_urchin(*args)
+        assert out.returncode == 2 and "[REDACTED:" in out.stderr, out.stderr
+        assert not {piece for piece in _fragments(_PEM_BODY + [TOKEN[4:]]) if piece in out.stderr}, out.stderr
 
 
 def test_import_counts_and_reports_rejected_lines(tmp_path: Path) -> None:

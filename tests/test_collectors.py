@@ -307,3 +307,40 @@ def test_a_transcript_cut_at_the_soft_cap_keeps_no_part_of_a_secret(user_home: P
     for use_id, (prefix, secret) in expected.items():
         event = memory.get(f"claude:cut-session:tool:{use_id}")
         _assert_no_prefix_survives([event.to_dict()], prefix, secret)
+
+
+def test_derived_ids_are_keyed_and_what_was_collected_before_is_not_stored_again(
+        user_home: Path, memory: Memory, settings: Settings) -> None:
+    """Issue 34 H: a prompt's id held sha256(text)[:16], which anyone can compute to confirm a guess;
+    it is an HMAC under the install key now. What was collected before (plain ids), read again
+    from the start after the upgrade, adds nothing, and what was forgotten stays forgotten."""
+    import hashlib
+    import re
+
+    from urchin.collectors import COLLECTORS, collector
+    from urchin.collectors.base import Checkpoints, CollectReport
+
+    derived = re.compile(r":(prompt|reply|history):|^shell:")
+    # before the upgrade: the same collectors, ids not keyed (what `run` did until now)
+    for name in COLLECTORS:
+        old = collector(name, settings)
+        if old.found():
+            old.collect_into(memory.ingest, Checkpoints(settings, name).load(), CollectReport(name))
+    before = {e["id"]: e for e in events(memory)}
+    plain = [e for e in before.values() if derived.search(e["id"])]
+    assert len(plain) >= 10
+    assert any(e["id"].endswith(hashlib.sha256(e["content"].strip().encode()).hexdigest()[:16]) for e in plain)
+    gone = plain[0]["id"]
+    assert memory.forget([gone], confirm=True).forgotten == 1
+    shutil.rmtree(settings.collectors_dir)                   # every file is read again from its start
+    again = memory.collect("all")
+    assert sum(r.appended for r in again) == 0, [r.summary() for r in again]
+    assert sum(r.duplicate + r.suppressed for r in again) >= len(before)
+    assert gone not in {e["id"] for e in events(memory)}
+    # a new home: the same events, under keyed ids that share no digest with the plain ones
+    fresh = Memory(Settings.resolve(settings.home.parent / "fresh-home"))
+    fresh.collect("all")
+    keyed = [e["id"] for e in events(fresh) if derived.search(e["id"])]
+    assert len(keyed) == len(plain) and not set(keyed) & set(before)
+    digests = {i.rsplit(":", 1)[-1] for i in keyed}
+    assert not digests & {i.rsplit(":", 1)[-1] for i in before}

@@ -419,3 +419,21 @@ def test_the_cli_shows_the_daemons_refusal_as_written(daemon: DaemonProcess) -> 
         assert done.returncode != 0
         assert "authorization: missing or wrong bearer token" in done.stderr, done.stderr
         assert "REDACTED" not in done.stderr
+
+
+def test_the_daemon_log_carries_no_secret(tmp_path: Path) -> None:
+    """uvicorn's access log quotes the request line, an error its cause: every line is redacted."""
+    from tests.test_redact import GH
+
+    token = GH["o"]
+    daemon = DaemonProcess(tmp_path / "logged-home", "--log-level", "debug").start()
+    try:
+        with daemon.client() as api:
+            assert api.get("/search", params={"q": f"deploy {token}"}).status_code == 200
+            api.post("/ingest", content=b'{"content": "x", "timestamp": "' + token.encode() + b'"}')
+            api.get(f"/events/{token}")
+    finally:
+        daemon.stop()
+    log = daemon.log_path.read_text(errors="replace")
+    assert "GET /search?q=deploy" in log and "[REDACTED:github_token]" in log, log[-2000:]
+    assert token[4:12] not in log and token[-8:] not in log

@@ -176,3 +176,40 @@ def test_an_answer_that_is_not_the_daemons_is_not_taken_as_stored(urchin_home: P
         server.shutdown()
     assert len(_events(urchin_home / "journal" / "events.jsonl")) == 1
     assert "not as the daemon does" in (urchin_home / "hooks.log").read_text()
+
+
+def test_the_hooks_token_cannot_tell_a_held_or_forgotten_id_from_a_new_one(daemon: DaemonProcess,
+                                                                            tmp_path: Path) -> None:
+    """Issue 34 H: an ingest-only token was an existence oracle (`duplicate` for a recorded prompt's
+    id, `suppressed: forgotten` for a forgotten one). It gets one answer now; a reader still sees which."""
+    import hashlib
+
+    _install(daemon.home, tmp_path / "settings.json")
+    hooks = (daemon.home / "hooks.token").read_text().strip()
+    payload = orjson.loads(PROMPT.read_bytes())
+    hooked = run_urchin("hook", "claude", input=PROMPT.read_bytes(), env={"URCHIN_HOME": str(daemon.home)})
+    assert hooked.returncode == 0
+    [prompt] = _events(daemon.journal)
+    plain = hashlib.sha256(payload["prompt"].strip().encode()).hexdigest()[:16]
+    assert prompt["id"].startswith(f"claude:{payload['session_id']}:prompt:")
+    assert not prompt["id"].endswith(plain)          # keyed: a guessed prompt's id is not computable
+    with daemon.client() as admin:
+        assert admin.post("/ingest", json={"id": "held", "content": "held"}).json()["status"] == "appended"
+        assert admin.post("/ingest", json={"id": "gone", "content": "gone"}).json()["status"] == "appended"
+        assert admin.post("/forget", json={"ids": ["gone"], "confirm": True}).status_code == 200
+    probes = [prompt["id"], "held", "gone", f"claude:{payload['session_id']}:prompt:{plain}", "never-seen"]
+    with daemon.client(hooks) as writer:
+        answers = []
+        for probe in probes:
+            reply = writer.post("/ingest", json={"id": probe, "content": "probe"})
+            body = reply.content.replace(probe.encode(), b"ID")
+            answers.append((reply.status_code, reply.headers["content-type"], body))
+        batch = writer.post("/ingest/batch", json=[{"id": p, "content": "probe"} for p in probes])
+    assert answers == [(200, "application/json", b'{"id":"ID","status":"appended"}')] * len(probes)
+    assert batch.status_code == 200 and batch.json()["results"] == [{"id": p, "status": "appended"} for p in probes]
+    assert (batch.json()["appended"], batch.json()["duplicate"], batch.json()["suppressed"]) == (len(probes), 0, 0)
+    stored = [e["id"] for e in _events(daemon.journal)]
+    assert stored.count(prompt["id"]) == stored.count("held") == 1 and "gone" not in stored   # nothing stored twice
+    with daemon.client() as admin:                                    # a token that reads learns what it may
+        assert admin.post("/ingest", json={"id": "held", "content": "x"}).json()["status"] == "duplicate"
+        assert admin.post("/ingest", json={"id": "gone", "content": "x"}).json()["status"] == "suppressed: forgotten"

@@ -20,7 +20,7 @@ LAYERS = [
     ("urchin.journal", 3),
     # the journal's companions, and the redactor every write passes
     ("urchin.idindex", 4), ("urchin.forget", 4), ("urchin.ephemeral", 4), ("urchin.redact", 4),
-    ("urchin.tokens", 4),
+    ("urchin.tokens", 4), ("urchin.proof", 4),               # the write path's proof on each line
     ("urchin.ingest", 5),                                   # the one write path
     ("urchin.search", 6), ("urchin.workspace", 6), ("urchin.collectors", 6),   # views and sources
     ("urchin.index", 7),                                    # the hybrid index (uses search and workspace)

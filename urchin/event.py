@@ -22,6 +22,7 @@ from urchin.errors import ValidationError
 
 __all__ = [
     "Event",
+    "PROOF_FIELD",
     "as_name",
     "check_label",
     "new_id",
@@ -88,6 +89,7 @@ _CANONICAL_TS = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z")
 _FIELDS = ("id", "timestamp", "source", "kind", "content", "workspace", "session", "title",
            "brain", "tags", "actor", "meta")
 _FIELD_SET = frozenset(_FIELDS)
+PROOF_FIELD = "proof"   # the write path's mark on a line it made (urchin/proof.py); not part of the event
 _OPTIONAL_STRINGS = ("workspace", "session", "title", "brain")
 _META_FALLBACKS = ("workspace", "sessionId", "summary")  # meta keys `from_record` reads fields from
 _LABELS: dict[str, str] = {}  # label normalisation is pure; imports see the same few thousands of times
@@ -443,7 +445,7 @@ class Event:
         ts, moment = read
         meta = record.get("meta")
         meta = dict(meta) if isinstance(meta, dict) else {}
-        extra = {k: v for k, v in record.items() if k not in _FIELD_SET}
+        extra = {k: v for k, v in record.items() if k not in _FIELD_SET and k != PROOF_FIELD}
         if extra:
             _fold_reference_shape(extra, meta)
         tags = record.get("tags")

@@ -121,7 +121,7 @@ def run_hook(agent: str, raw: bytes, *, home: str | None = None, event: str | No
             return 0
         from urchin.collectors import adapt_hook
 
-        item = adapt_hook(agent, _payload(agent, raw, fields or {}), event)
+        item = adapt_hook(agent, _payload(agent, raw, fields or {}), event, key=_id_key(settings.home))
         if item is None:
             return 0
         item = prepare_item(item, settings)
@@ -195,6 +195,19 @@ def _send(home: Path, agent: str, item: dict[str, Any]) -> bool:
         _log(home, agent, f"the daemon refused the hooks' token (HTTP {status}; run `urchin install-hooks` "
                           "again); written to the journal directly")
     return False
+
+
+def _id_key(home: Path) -> bytes:
+    """The install key that derived ids are keyed by; in a home that cannot hold it (a read-only
+    sandbox) a one-off key: the event's id is then unique and confirms nothing, it only no longer
+    meets the same prompt read back from the transcript."""
+    from urchin.errors import ConfigError
+    from urchin.redact._idkey import IdKey
+
+    try:
+        return IdKey(home)()
+    except (ConfigError, OSError):
+        return os.urandom(32)
 
 
 def _home_or_none(home: str | None) -> Path | None:

@@ -7,7 +7,7 @@ Each item gets one `IngestResult`: appended, duplicate, suppressed or rejected w
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
@@ -19,6 +19,7 @@ from urchin.event import HARD_LIMIT_BYTES, Event
 from urchin.forget import ForgetLog, forget_hash
 from urchin.idindex import IdIndex, id_hash
 from urchin.journal import Journal
+from urchin.proof import LineProof
 from urchin.redact import Redactor
 from urchin.redact._idkey import IdKey
 
@@ -39,6 +40,15 @@ class IngestResult:
     def label(self) -> str:
         """`appended`, `duplicate`, `suppressed: ephemeral mode` or `rejected: <reason>`."""
         return f"{self.status}: {self.reason}" if self.reason else self.status
+
+    def for_writer(self) -> IngestResult:
+        """The answer for a caller that may write but not read (the hooks' ingest-only token): whether
+        an id was already held, or forgotten, is for readers to learn, else posting a guessed id
+        would confirm it. A duplicate or a forgotten id answers as an append does; the event is
+        still stored once and a forgotten one still not."""
+        if self.status == "duplicate" or (self.status == "suppressed" and self.reason == "forgotten"):
+            return IngestResult("appended", self.id)
+        return self
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"id": self.id, "status": self.label}
@@ -96,7 +106,7 @@ class Ingestor:
 
     def __init__(self, settings: Settings, journal: Journal | None = None) -> None:
         self.settings = settings
-        self.journal = journal or Journal(settings.journal_path, settings.durability)
+        self.journal = journal or Journal(settings.journal_path, settings.durability, LineProof(settings))
         self.ids = IdIndex(self.journal)
         self.forgotten = ForgetLog(self.journal)
         self.redactor = Redactor.from_config(settings.section("redact"), IdKey(settings.home))
@@ -199,7 +209,7 @@ class Ingestor:
                 self.ephemeral.count_suppressed(len(fresh))
                 out.extend((i, IngestResult("suppressed", e.id, "ephemeral mode", _event(e))) for i, e in fresh)
                 return out
-            fresh, hashes, lines = _serialise(fresh, hashes, out)
+            fresh, hashes, lines = _serialise(fresh, hashes, out, self.journal.proof.sign)
             if not lines:
                 return out
             offset = writer.write(lines)
@@ -216,16 +226,16 @@ class Ingestor:
         return out
 
 
-def _serialise(fresh: list[tuple[int, Event | Prepared]], hashes: list[int], out: list[tuple[int, IngestResult]]
-               ) -> tuple[list[tuple[int, Event | Prepared]], list[int], list[bytes]]:
-    """Each event's journal line. Validation makes this always succeed; should it not, only the
-    event that cannot be serialised is rejected, never the others written with it."""
+def _serialise(fresh: list[tuple[int, Event | Prepared]], hashes: list[int], out: list[tuple[int, IngestResult]],
+               sign: Callable[[bytes], bytes]) -> tuple[list[tuple[int, Event | Prepared]], list[int], list[bytes]]:
+    """Each event's journal line, signed (`Prepared` lines come signed). Validation makes this always
+    succeed; should it not, only the event that cannot be serialised is rejected, never the others."""
     kept: list[tuple[int, Event | Prepared]] = []
     kept_hashes: list[int] = []
     lines: list[bytes] = []
     for (index, event), h in zip(fresh, hashes, strict=True):
         try:
-            line = event.to_json()
+            line = event.to_json() if isinstance(event, Prepared) else sign(event.to_json())
         except (TypeError, ValueError) as exc:  # orjson.JSONEncodeError is a TypeError
             out.append((index, IngestResult("rejected", event.id, f"event: cannot be serialised ({exc})")))
             continue
@@ -236,7 +246,7 @@ def _serialise(fresh: list[tuple[int, Event | Prepared]], hashes: list[int], out
 
 
 class Prepared:
-    """An event a worker process validated, redacted and serialised: its id and its journal line."""
+    """An event a worker process validated, redacted, serialised and signed: its id and its journal line."""
 
     __slots__ = ("id", "line")
 

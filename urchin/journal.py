@@ -16,6 +16,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 import orjson
 
@@ -23,7 +24,8 @@ from urchin.config import Durability, ensure_private_dir, write_private
 from urchin.errors import JournalError
 from urchin.event import Event, format_timestamp
 
-__all__ = ["Journal", "JournalMark", "JournalStats", "ReadResult", "BATCH_SYNC_INTERVAL_S", "complete_lines"]
+__all__ = ["Journal", "JournalMark", "JournalStats", "ReadResult", "BATCH_SYNC_INTERVAL_S", "complete_lines",
+           "LineCheck"]
 
 BATCH_SYNC_INTERVAL_S = 1.0
 _READ_CHUNK = 1 << 20
@@ -121,12 +123,39 @@ def complete_lines(path: Path, offset: int, chunk: int = _READ_CHUNK) -> Iterato
             yield lines, base
 
 
-class Journal:
-    """One journal file. Construction does no I/O; the first append creates the file (0600)."""
+class LineCheck(Protocol):
+    """How the write path marks the lines it makes, and how a reader serves a line (urchin/proof.py)."""
 
-    def __init__(self, path: Path, durability: Durability = "always") -> None:
+    def sign(self, body: bytes) -> bytes: ...
+
+    def proven(self, line: bytes) -> bool: ...
+
+    def served(self, line: bytes, event: Event) -> Event: ...
+
+
+class _Unchecked:
+    """A journal with no proof installed (only bare `Journal` users: `Memory` and `Ingestor` install one)."""
+
+    def sign(self, body: bytes) -> bytes:
+        return body
+
+    def proven(self, line: bytes) -> bool:
+        return True
+
+    def served(self, line: bytes, event: Event) -> Event:
+        return event
+
+
+class Journal:
+    """One journal file. Construction does no I/O; the first append creates the file (0600).
+
+    `proof` signs the lines the write path makes and decides how a line read back may be served:
+    `event(line)` is what every reader that serves or indexes an event calls."""
+
+    def __init__(self, path: Path, durability: Durability = "always", proof: LineCheck | None = None) -> None:
         self.path = Path(path)
         self.durability = durability
+        self.proof: LineCheck = proof or _Unchecked()
         self.lock_path = self.path.with_name(self.path.name + ".lock")
         self.torn_path = self.path.with_name(self.path.name + ".torn")
         self._last_sync = 0.0
@@ -249,10 +278,15 @@ class Journal:
         except OSError as exc:
             raise JournalError(f"{self.path}: cannot read: {exc.strerror}") from None
 
+    def event(self, line: bytes | None) -> Event | None:
+        """The event of a stored line as it may be served or indexed (None: the line is no event)."""
+        event = Event.from_json(line) if line is not None else None
+        return self.proof.served(line, event) if event is not None and line is not None else event
+
     def iter_events(self, offset: int = 0, invalid: list[int] | None = None) -> Iterator[tuple[int, Event]]:
         """Events in file order; lines that are not events are skipped (their offsets go to `invalid`)."""
         for line_offset, line in self.iter_lines(offset):
-            event = Event.from_json(line)
+            event = self.event(line)
             if event is None:
                 if invalid is not None:
                     invalid.append(line_offset)

@@ -63,11 +63,17 @@ def status(settings: Settings) -> list[dict[str, Any]]:
     return out
 
 
-def adapt_hook(agent: str, payload: Mapping[str, Any], event: str | None = None) -> Item | None:
-    """One agent hook payload -> one event dict (None when the event is not worth keeping)."""
+def adapt_hook(agent: str, payload: Mapping[str, Any], event: str | None = None, *,
+               key: bytes) -> Item | None:
+    """One agent hook payload -> one event dict (None when the event is not worth keeping); ids
+    derived from its content are keyed by `key` (the install key: `base.keyed_ids`), as a
+    collector reading the same transcript keys them, so the two still meet."""
     if agent not in HOOK_AGENTS:
         raise ValidationError("agent", f"must be one of {', '.join(HOOK_AGENTS)}, got {agent!r}")
+    from urchin.collectors.ids import keyed_ids
+
     module = importlib.import_module(f"urchin.collectors.{agent}")
-    if agent == "copilot":
-        return module.from_hook(payload, event)
-    return module.from_hook(payload)
+    with keyed_ids(key):
+        if agent == "copilot":
+            return module.from_hook(payload, event)
+        return module.from_hook(payload)

@@ -4,6 +4,9 @@ A collector turns files an agent already keeps (transcripts, histories) into eve
 them to a sink (the single write path, `Ingestor.ingest`); a file's checkpoint moves only after
 the sink has returned, so events are durable before the offset that covers them is saved. The
 checkpoint counts lines too, so an event read from a line cites it (`meta.origin`, see `origin.py`).
+
+Ids derived from content are keyed (`ids.py`); `deliver` skips an item whose former, unkeyed id
+the journal already holds or forgot.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from typing import Any
 
 import orjson
 
+from urchin.collectors.ids import FormerIds, former_id, keyed_ids, pending_former, plain_hash, short_hash
 from urchin.collectors.origin import origin_hash
 from urchin.config import Settings, write_private
 from urchin.event import MAX_ID_LENGTH, TRUNCATION_MARKER, as_name, clip, format_timestamp, quoted
@@ -29,7 +33,7 @@ from urchin.redact._idkey import IdKey
 __all__ = [
     "Item", "Sink", "Checkpoints", "Collector", "LineCollector", "Lines", "CollectReport", "FileCursor",
     "with_origin", "count_lines", "workspace_for", "short_hash", "cap_text", "cap_content", "is_noise",
-    "summarize_input", "text_of", "ms_to_iso", "complete_lines",
+    "summarize_input", "text_of", "ms_to_iso", "complete_lines", "keyed_ids",
 ]
 
 Item = dict[str, Any]
@@ -48,9 +52,6 @@ _NOISE_TEXT = ("[Request interrupted by user", "<command-name>", "<local-command
 
 
 # ---- text helpers ----------------------------------------------------------------------------
-def short_hash(*parts: str, length: int = 16) -> str:
-    digest = hashlib.sha256("\x1f".join(parts).encode("utf-8", "surrogatepass")).hexdigest()
-    return digest[:length]
 
 
 def fit_names(item: Item) -> Item:
@@ -63,7 +64,7 @@ def fit_names(item: Item) -> Item:
             continue
         # cut before the token a cut would go through (the redactor would miss half a secret)
         short = as_name(quoted(value, limit, repr_=False) if len(value) > limit else value)
-        item[key] = f"{short}~{short_hash(value, length=32)}" if short != value else short or None
+        item[key] = f"{short}~{plain_hash(value, length=32)}" if short != value else short or None
     return item
 
 
@@ -383,6 +384,7 @@ class Collector:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self._redactor: Redactor | None = None   # for content over the soft cap (`cap_content`)
+        self._former = FormerIds(settings)
 
     def redactor(self) -> Redactor:
         if self._redactor is None:
@@ -404,7 +406,8 @@ class Collector:
         report = CollectReport(self.name)
         checkpoints = Checkpoints(self.settings, self.name).load()
         try:
-            self.collect_into(sink, checkpoints, report)
+            with keyed_ids(IdKey(self.settings.home)()):   # derived ids: see ids.py
+                self.collect_into(sink, checkpoints, report)
         except Exception as exc:  # noqa: BLE001 - one collector's failure must not stop the others
             report.errors.append(f"{type(exc).__name__}: {exc}")
         checkpoints.stats["events"] = int(checkpoints.stats.get("events") or 0) + report.appended
@@ -420,7 +423,12 @@ class Collector:
     # ---- shared by subclasses ------------------------------------------------------------------
     def finish(self, items: Iterable[Item | None]) -> list[Item]:
         """Drop noise and cap content so no collected event is rejected for its size."""
-        out: list[Item] = []
+        return [item for item, _ in self._finish(items)]
+
+    def _finish(self, items: Iterable[Item | None]) -> list[tuple[Item, str | None]]:
+        """`finish`, each item with its former (unkeyed) id, fitted as its id is (None: it has none)."""
+        former = pending_former()
+        out: list[tuple[Item, str | None]] = []
         for item in items:
             if not item:
                 continue
@@ -431,13 +439,23 @@ class Collector:
             item.setdefault("source", self.source or self.name)
             if item.get("meta") is not None:
                 item["meta"] = {k: v for k, v in item["meta"].items() if v is not None} or None
-            out.append(fit_names({k: v for k, v in item.items() if v is not None}))
+            before = former_id(item.get("id"), former)
+            out.append((fit_names({k: v for k, v in item.items() if v is not None}),
+                        fit_names({"id": before})["id"] if before else None))
+        former.clear()   # each batch's digests were made for it
         return out
 
     def deliver(self, sink: Sink, items: Sequence[Item | None], report: CollectReport) -> None:
-        ready = self.finish(items)
-        if ready:
-            report.add(sink(ready))
+        ready = self._finish(items)
+        held = self._former.held([before for _, before in ready]) if any(b for _, b in ready) else {}
+        for status in held.values():
+            if status == "duplicate":
+                report.duplicate += 1
+            else:
+                report.suppressed += 1
+        fresh = [item for index, (item, _) in enumerate(ready) if index not in held]
+        if fresh:
+            report.add(sink(fresh))
 
 
 class LineCollector(Collector):

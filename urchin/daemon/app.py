@@ -204,17 +204,23 @@ async def _health(request: Request) -> Response:
 
 async def _ingest(request: Request) -> Response:
     """`POST /ingest` in the route table (a GET gets its 405 from it); `_Intake` answers POSTs before the router."""
-    return JSON(await _ingest_one(_state(request), await request.body()))
+    return JSON(await _ingest_one(_state(request), await request.body(), _reader(request.scope)))
 
 
-async def _ingest_one(state: DaemonState, body: bytes) -> dict[str, Any]:
+def _reader(scope: Scope) -> bool:
+    """Whether the caller may read every event, and so learn from a write that its id was held or
+    forgotten; anyone else (an ingest-only or workspace-limited token) gets `IngestResult.for_writer`."""
+    return bool(scope.get(AUTHORISED))
+
+
+async def _ingest_one(state: DaemonState, body: bytes, reader: bool) -> dict[str, Any]:
     try:
         item = orjson.loads(body)
     except orjson.JSONDecodeError as exc:
         raise QueryError("body", f"not valid JSON: {exc}") from None
     event = state.memory.prepare(item)  # a non-object is rejected here too, naming `event`
-    results = await state.writer.append([event])
-    return results[0].to_dict()
+    result = (await state.writer.append([event]))[0]
+    return (result if reader else result.for_writer()).to_dict()
 
 
 class _Intake:
@@ -237,7 +243,7 @@ class _Intake:
         body = await _body(receive)
         status = 200
         try:
-            answer = await _ingest_one(self.state, body)
+            answer = await _ingest_one(self.state, body, _reader(scope))
         except UrchinError as exc:
             status, answer = exc.status, _error_body(exc)
         except Exception as exc:  # noqa: BLE001 - a 500 in the shape of every other error, and logged
@@ -280,6 +286,8 @@ async def _ingest_batch(request: Request) -> Response:
     batch = state.memory.prepare_batch(body, defaults)
     appended: list[IngestResult] = await state.writer.append(batch.events) if batch.events else []
     results = batch.merge(appended)
+    if not _reader(request.scope):
+        results = [result.for_writer() for result in results]
     return JSON({"results": [r.to_dict() for r in results], **BatchReport.of(results).counts()})
 
 

@@ -37,12 +37,22 @@ def build_server(memory: Any) -> Server[Any]:
     async def call_tool(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams) -> types.CallToolResult:
         args = params.arguments if params.arguments is not None else {}
         # Memory does blocking file I/O: keep it off the event loop (the daemon serves other requests).
-        return await anyio.to_thread.run_sync(run_tool, memory, params.name, args)
+        return await anyio.to_thread.run_sync(run_tool, memory, params.name, args, _reader(ctx))
 
     server: Server[Any] = Server("urchin", version=_version(), title="Urchin", instructions=SERVER_INSTRUCTIONS,
                                  on_list_tools=list_tools, on_call_tool=call_tool)
     server.middleware.append(_arguments_guard)
     return server
+
+
+def _reader(ctx: ServerRequestContext[Any]) -> bool:
+    """Whether the caller may read every event: over stdio yes (the user's own process); over the
+    daemon's HTTP, what its Guard decided for the request's token (`urchin.authorised` in the scope)."""
+    scope = getattr(ctx.request, "scope", None)
+    return not isinstance(scope, Mapping) or bool(scope.get(_AUTHORISED, True))
+
+
+_AUTHORISED = "urchin.authorised"   # daemon/security.py sets it on every request it lets through
 
 
 async def _arguments_guard(ctx: ServerRequestContext[Any], call_next: CallNext) -> HandlerResult:

@@ -65,21 +65,23 @@ def _get(memory: Any, a: dict[str, Any]) -> Reply:
     return render_event(event), event
 
 
-def _write_reply(result: Any) -> Reply:
+def _write_reply(result: Any, reader: bool = True) -> Reply:
     if result.status == "rejected":   # the same error HTTP's 422 gives, naming the field
         raise rejection(result.reason)
+    if not reader:                    # a caller that may not read learns nothing of ids held (as /ingest)
+        result = result.for_writer()
     return render_ingest(result.to_dict()), result.to_dict()
 
 
-def _ingest(memory: Any, a: dict[str, Any]) -> Reply:
+def _ingest(memory: Any, a: dict[str, Any], reader: bool = True) -> Reply:
     item = {k: v for k, v in a.items() if v is not None}
-    return _write_reply(memory.ingest_one(item, INGEST_DEFAULTS))
+    return _write_reply(memory.ingest_one(item, INGEST_DEFAULTS), reader)
 
 
-def _remember(memory: Any, a: dict[str, Any]) -> Reply:
+def _remember(memory: Any, a: dict[str, Any], reader: bool = True) -> Reply:
     item = {k: v for k, v in a.items() if v is not None}
     item.update(source="mcp", kind="decision")
-    return _write_reply(memory.ingest_one(item))
+    return _write_reply(memory.ingest_one(item), reader)
 
 
 def _ephemeral(memory: Any, a: dict[str, Any]) -> Reply:
@@ -168,12 +170,21 @@ def tool_error(message: str) -> types.CallToolResult:
     return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)
 
 
-def run_tool(memory: Any, name: str, args: Any) -> types.CallToolResult:
-    """Check, run and format one call, synchronously; every failure becomes an isError result."""
+_WRITERS_VIEW: dict[str, Callable[[Any, dict[str, Any]], Reply]] = {
+    "urchin_ingest": lambda memory, a: _ingest(memory, a, reader=False),
+    "urchin_remember": lambda memory, a: _remember(memory, a, reader=False),
+}
+
+
+def run_tool(memory: Any, name: str, args: Any, reader: bool = True) -> types.CallToolResult:
+    """Check, run and format one call, synchronously; every failure becomes an isError result.
+    `reader`: the caller may read every event (stdio, an admin token), so a write may tell it that
+    an id was already held or forgotten (`IngestResult.for_writer`)."""
     if name not in _RUNNERS:
         return tool_error(f"unknown tool {name!r} (tools: {', '.join(TOOL_NAMES)})")
+    runner = _RUNNERS[name] if reader else _WRITERS_VIEW.get(name, _RUNNERS[name])
     try:
-        text, data = _RUNNERS[name](memory, parse_arguments(name, args))
+        text, data = runner(memory, parse_arguments(name, args))
     except UrchinError as exc:
         return tool_error(exc.message)
     except Exception as exc:  # a bug must still reach the agent as one line; the traceback goes to the log

@@ -30,6 +30,7 @@ from urchin.memory.semantic import SemanticViews
 from urchin.memory.timeline import Timeline, TimelinePage
 from urchin.memory.workspace import Workspace
 from urchin.memory.writing import PreparedBatch, import_lines, prepare_batch
+from urchin.proof import LineProof
 from urchin.search.query import (
     Filters,
     Hit,
@@ -83,7 +84,7 @@ class Memory:
 
     def __init__(self, settings: Settings) -> None:
         self._settings = settings
-        self._journal = Journal(settings.journal_path, settings.durability)
+        self._journal = Journal(settings.journal_path, settings.durability, LineProof(settings))
         self._ingestor: Ingestor | None = None
         self._substring = SubstringSearcher(self._journal)
         self._hot = HotViews(self._journal)

@@ -69,7 +69,7 @@ def prepare_batch(ingestor: Ingestor, lines: _Lines) -> _Done:
             rejected.append((number, ingestor.rejected(record, exc).reason or "rejected"))
             continue
         ids.append(event.id)
-        out.append(event.to_json())
+        out.append(ingestor.journal.proof.sign(event.to_json()))
     return len(lines[0]), rejected, ids, out, list(map(id_hash, ids))
 
 

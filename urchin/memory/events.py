@@ -32,21 +32,20 @@ class JournalEvents:
         ids = self._ids()
         offset = ids.lookup(event_id)
         if offset is not None:
-            line = self._journal.read_line_at(offset)
-            return Event.from_json(line) if line is not None else None
+            return self._journal.event(self._journal.read_line_at(offset))
         needle = event_id.encode("utf-8")
         for _, line in self._journal.iter_lines(ids.covered()):
             if needle in line:
                 event = Event.from_json(line)
                 if event is not None and event.id == event_id:
-                    return event
+                    return self._journal.proof.served(line, event)
         return None
 
     def tail(self, n: int) -> list[Event]:
         out: list[Event] = []
         hides = self._forgotten.hides
         for _, line in self._journal.reverse_lines():
-            event = Event.from_json(line)
+            event = self._journal.event(line)
             if event is not None and not hides(event.id):
                 out.append(event)
                 if len(out) >= n:
@@ -66,7 +65,8 @@ class JournalEvents:
             if log.generation() == generation:
                 break  # else the journal was rewritten while we read: map and read again
         hides = log.hides
-        events = [e for e in (Event.from_json(line) for _, line in result.lines) if e is not None and not hides(e.id)]
+        events = [e for e in (self._journal.event(line) for _, line in result.lines)
+                  if e is not None and not hides(e.id)]
         return events, result.next_offset
 
     def follow_events(self, offset: int, stop: threading.Event | None, poll_s: float) -> Iterator[Event]:

@@ -52,7 +52,8 @@ class SemanticViews:
         if self._cosine is None:
             from urchin.search.semantic import TokenCosineView
 
-            self._cosine = TokenCosineView(self._journal, self._settings.index_dir / "cosine")
+            self._cosine = TokenCosineView(self._journal, self._settings.index_dir / "cosine",
+                                           home=self._settings.home)
         return self._cosine
 
     def embedding(self) -> EmbeddingView:

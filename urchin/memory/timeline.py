@@ -89,7 +89,7 @@ class Timeline:
                 newer = offset + len(line) + 1
             scanned += 1
             older = offset
-            event = Event.from_json(line)
+            event = self.journal.event(line)
             if event is not None and filters.match(event) and not hides(event.id):
                 events.append(event)
                 if len(events) >= limit:
@@ -111,7 +111,7 @@ class Timeline:
             for offset, line in result.lines:
                 scanned += 1
                 position = offset + len(line) + 1
-                event = Event.from_json(line)
+                event = self.journal.event(line)
                 if event is not None and filters.match(event) and not hides(event.id):
                     events.append(event)
                     if len(events) >= limit or scanned >= MAX_SCAN_LINES:

@@ -16,6 +16,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from urchin.event import MEMORY_KINDS, Event
+from urchin.journal import LineCheck
 from urchin.search import thesaurus
 from urchin.search.assoc import TF_WEIGHT as _TF_WEIGHT
 from urchin.search.assoc import Associations
@@ -192,9 +193,10 @@ class TokenCosineIndex:
         if len(self._pending_rows) >= self.freeze_postings:
             self._freeze()
 
-    def extract_lines(self, lines: Iterable[tuple[int, bytes]]) -> Batch:
-        """Journal lines -> a batch over this index's vocabulary (non-events are skipped)."""
-        return self._extractor.from_lines(lines)
+    def extract_lines(self, lines: Iterable[tuple[int, bytes]], proof: LineCheck | None = None) -> Batch:
+        """Journal lines -> a batch over this index's vocabulary (non-events are skipped; lines `proof`
+        does not find proven are redacted first)."""
+        return self._extractor.from_lines(lines, proof)
 
     def _map_terms(self, batch: Batch) -> np.ndarray:
         """A worker's term ids -> ours, interning the terms it saw first in this batch."""

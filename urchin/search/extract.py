@@ -22,6 +22,7 @@ import numpy as np
 import orjson
 
 from urchin.event import Event, searchable_fields
+from urchin.journal import LineCheck
 from urchin.search.tokens import WORD_PATTERN, word_terms
 
 __all__ = ["Batch", "TermExtractor", "LABELS", "WorkerError", "extract_parallel", "line_aligned_end"]
@@ -119,8 +120,9 @@ class TermExtractor:
         ts = np.fromiter((e.ts_ms for e in events), dtype=np.int64, count=len(events))
         return self._batch(texts, ts, [e.id for e in events], labels, np.zeros(0, dtype=np.int64))
 
-    def from_lines(self, lines: Iterable[tuple[int, bytes]]) -> Batch:
-        """Lines that are not events (bad JSON, other objects) are skipped, as `Event.from_json` does."""
+    def from_lines(self, lines: Iterable[tuple[int, bytes]], proof: LineCheck | None = None) -> Batch:
+        """Lines that are not events (bad JSON, other objects) are skipped, as `Event.from_json` does.
+        With `proof`, a line the write path did not prove is indexed as it is served: redacted."""
         loads, decode_error = orjson.loads, orjson.JSONDecodeError
         offsets: list[int] = []
         ts: list[int] = []
@@ -132,9 +134,13 @@ class TermExtractor:
         kinds: list[str | None] = []
         for offset, line in lines:
             try:
-                found = searchable_fields(loads(line))
+                record = loads(line)
             except decode_error:
                 continue
+            if proof is not None and not proof.proven(line):
+                event = Event.from_record(record)
+                record = proof.served(line, event).to_dict() if event is not None else None
+            found = searchable_fields(record)
             if found is None:
                 continue
             event_id, ms, source, kind, content, workspace, session, title, tags = found
@@ -216,13 +222,20 @@ def _tail(vocab: dict[str, int], start: int) -> Iterator[str]:
 
 # ---- cold builds in worker processes ------------------------------------------------------------
 _WORKER: TermExtractor | None = None
+_PROOF: LineCheck | None = None
 
 
-def _extract_range(path: str, start: int, end: int) -> Batch:
-    """Worker: the lines of path[start:end] (line-aligned) as a batch over this process's vocabulary."""
-    global _WORKER
+def _extract_range(path: str, start: int, end: int, home: str | None = None) -> Batch:
+    """Worker: the lines of path[start:end] (line-aligned) as a batch over this process's vocabulary;
+    with `home`, lines its write path did not prove are redacted first (as in-process)."""
+    global _WORKER, _PROOF
     if _WORKER is None:
         _WORKER = TermExtractor(worker=os.getpid())
+    if home is not None and _PROOF is None:
+        from urchin.config import Settings
+        from urchin.proof import LineProof
+
+        _PROOF = LineProof(Settings.resolve(home))
     with open(path, "rb") as handle:
         handle.seek(start)
         data = handle.read(end - start)
@@ -232,7 +245,7 @@ def _extract_range(path: str, start: int, end: int) -> Batch:
         if line:
             lines.append((start + pos, line))
         pos += len(line) + 1
-    batch = _WORKER.from_lines(lines)
+    batch = _WORKER.from_lines(lines, _PROOF if home is not None else None)
     batch.end = end
     return batch
 
@@ -272,7 +285,8 @@ def _bounds(path: Path, start: int, end: int, chunk: int) -> list[tuple[int, int
     return out
 
 
-def extract_parallel(path: Path, start: int, end: int, workers: int, chunk: int | None = None) -> Iterator[Batch]:
+def extract_parallel(path: Path, start: int, end: int, workers: int, chunk: int | None = None,
+                     home: Path | None = None) -> Iterator[Batch]:
     """Batches of path[start:end] (line-aligned), in file order, tokenised by `workers` processes.
 
     Plain `python -c` subprocesses, not `multiprocessing`: spawn would re-run the caller's main
@@ -296,7 +310,8 @@ def extract_parallel(path: Path, start: int, end: int, workers: int, chunk: int 
                 [sys.executable, "-I", "-c", code, paths], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
             procs.append(proc)
             assert proc.stdin is not None
-            proc.stdin.write(orjson.dumps({"path": str(path), "chunks": mine}))
+            proc.stdin.write(orjson.dumps({"path": str(path), "chunks": mine,
+                                           "home": str(home) if home is not None else None}))
             proc.stdin.close()
         for i in range(len(chunks)):
             yield _read_frame(procs[i % workers])
@@ -345,6 +360,6 @@ def _worker_main() -> None:
     sender = threading.Thread(target=send, daemon=True)
     sender.start()
     for a, b in job["chunks"]:
-        frames.put(pickle.dumps(_extract_range(job["path"], a, b), protocol=5))
+        frames.put(pickle.dumps(_extract_range(job["path"], a, b, job.get("home")), protocol=5))
     frames.put(None)
     sender.join()

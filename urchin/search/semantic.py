@@ -86,10 +86,12 @@ class TokenCosineView:
     mode = "token-cosine"
 
     def __init__(self, journal: Journal, index_dir: Path | None = None, *, save_every: int = SAVE_EVERY,
-                 workers: int | None = None) -> None:
+                 workers: int | None = None, home: Path | None = None) -> None:
         """`index_dir`: where to persist (None: memory only). `save_every` 0: save only when asked.
-        `workers`: processes for a large backlog (default: 2 when there are 2 CPUs; 1: none)."""
+        `workers`: processes for a large backlog (default: 2 when there are 2 CPUs; 1: none).
+        `home`: whose install key proves lines (workers check them as `journal.proof` does here)."""
         self.journal = journal
+        self.home = home
         self.index_dir = index_dir
         self.save_every = save_every
         self.workers = min(2, os.cpu_count() or 1) if workers is None else workers
@@ -141,7 +143,7 @@ class TokenCosineView:
             if not result.lines:
                 self.next_offset = result.next_offset
                 return added
-            batch = self.index.extract_lines(result.lines)
+            batch = self.index.extract_lines(result.lines, self.journal.proof)
             self.index.add_batch(batch)
             self.offsets.frombytes(batch.offsets.tobytes())
             added += len(batch)
@@ -152,7 +154,8 @@ class TokenCosineView:
         stop = line_aligned_end(self.journal.path, self.next_offset, self.journal.size())
         added = 0
         try:
-            for batch in extract_parallel(self.journal.path, self.next_offset, stop, self.workers):
+            for batch in extract_parallel(self.journal.path, self.next_offset, stop, self.workers,
+                                          home=self.home):
                 self.index.add_batch(batch)
                 self.offsets.frombytes(batch.offsets.tobytes())
                 added += len(batch)
@@ -376,8 +379,7 @@ class TokenCosineView:
         for s, offset in zip(scored, offsets, strict=True):
             if len(hits) >= limit:
                 break
-            line = self.journal.read_line_at(offset)
-            event = Event.from_json(line) if line is not None else None
+            event = self.journal.event(self.journal.read_line_at(offset))
             if event is not None and not (hidden and forgotten.hides(event.id)) and (holds is None or holds(event)):
                 hits.append(Hit(event, s.score))
         self._save_if_due()
@@ -440,7 +442,7 @@ class EmbeddingView:
                 event_id = record.get("id") if isinstance(record, dict) else None
                 if isinstance(event_id, str) and event_id in cache:
                     continue
-                event = Event.from_json(line)
+                event = self.journal.event(line)     # what is embedded (and cached) is redacted
                 if event is not None and event.id not in cache:
                     missing.append(event)
                     if limit is not None and len(missing) >= limit:

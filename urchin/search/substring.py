@@ -32,7 +32,7 @@ _ESCAPABLE = frozenset('"\\/') | frozenset(chr(c) for c in range(32)) | {"\u2028
 # what `Event.from_record` fills in when a field is missing: such a filter value need not be in the raw line
 _DEFAULTS = {"source": "unknown", "kind": "note"}
 
-_Best = list[tuple[int, str, Event]]
+_Best = list[tuple[int, str, Event, bytes | str]]   # ts, id, event, its journal line
 _ANY = Filters()
 
 
@@ -64,7 +64,21 @@ class SubstringSearcher:
             best = []
             _keep_best(self._scan(folded), folded, since_ms, until_ms, limit, filters, best, hidden)
         best.sort(key=lambda item: (item[0], item[1]), reverse=not oldest_first)
-        return [item[2] for item in best]
+        return self._served(best, folded, filters)
+
+    def _served(self, best: _Best, folded: str | None, filters: Filters) -> list[Event]:
+        """The hits as they may be served: a line the write path did not prove is redacted now (the
+        scan matched its raw bytes), and dropped if the query matched only inside what was removed.
+        Only the few returned lines pay for the check."""
+        out: list[Event] = []
+        for _, _, event, line in best:
+            raw = line if isinstance(line, bytes) else line.encode("utf-8", "surrogateescape")
+            served = self.journal.proof.served(raw, event)
+            if served is not event and ((folded is not None and folded not in served.content.casefold())
+                                        or not filters.match(served)):
+                continue
+            out.append(served)
+        return out
 
     def catch_up(self, on_progress: Callable[[int], None] | None = None) -> CatchUp:
         """Bring the index up to the journal's end now (after a bulk import, at daemon start)."""
@@ -102,19 +116,19 @@ class SubstringSearcher:
                     lines = prefilter.folded_lines(fd, start, end, self.folds, owner, view.block_key(block))
                 else:
                     lines = prefilter.lines(os.pread(fd, end - start, start))
-                _keep_best((Event.from_json(line) for line in lines), folded, since_ms, until_ms, limit,
+                _keep_best(((line, Event.from_json(line)) for line in lines), folded, since_ms, until_ms, limit,
                            filters, best, hidden)
         finally:
             os.close(fd)
 
     # ---- fallback: scan everything ------------------------------------------------------------
-    def _scan(self, folded: str | None) -> Iterator[Event | None]:
+    def _scan(self, folded: str | None) -> Iterator[tuple[str, Event | None]]:
         for chunk in self._chunks():
             text = chunk.decode("utf-8", "surrogateescape")
             if folded is not None and folded not in text.casefold() and "\\u" not in text:
                 continue
             for line in text.split("\n"):
-                yield Event.from_json(line)
+                yield line, Event.from_json(line)
 
     def _chunks(self) -> Iterator[bytes]:
         """The journal in large pieces that end on a line boundary; a partial tail is left out."""
@@ -139,10 +153,11 @@ class SubstringSearcher:
                 yield data[:cut]
 
 
-def _keep_best(events: Iterable[Event | None], folded: str | None, since_ms: int, until_ms: int | None,
-               limit: int, filters: Filters, best: _Best, hidden: frozenset[bytes] = frozenset()) -> None:
+def _keep_best(events: Iterable[tuple[bytes | str, Event | None]], folded: str | None, since_ms: int,
+               until_ms: int | None, limit: int, filters: Filters, best: _Best,
+               hidden: frozenset[bytes] = frozenset()) -> None:
     """Push matching events into the min-heap `best` of the `limit` newest (ts, id); forgotten ones never."""
-    for event in events:
+    for line, event in events:
         if event is None:
             continue
         if event.ts_ms < since_ms or (until_ms is not None and event.ts_ms > until_ms):
@@ -153,7 +168,7 @@ def _keep_best(events: Iterable[Event | None], folded: str | None, since_ms: int
             continue
         if hidden and forget_hash(event.id) in hidden:
             continue
-        item = (event.ts_ms, event.id, event)
+        item = (event.ts_ms, event.id, event, line)
         if len(best) < limit:
             heapq.heappush(best, item)
         elif item[:2] > best[0][:2]:
