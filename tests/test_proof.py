@@ -130,3 +130,41 @@ def test_redact_rewrite_adopts_lines_no_write_path_proved(settings: Settings, me
     assert all(LineProof(settings).proven(line) for line in lines) and len(lines) == 1 + len(hand)
     assert not _leaks(memory.journal.path.read_bytes().decode())
     assert memory.get("ok-1").to_json() == written.to_json()
+
+
+def test_no_answer_that_names_an_id_makes_a_proof_or_a_derived_id(settings: Settings, memory: Memory) -> None:
+    """The stored form of an id that holds a secret, or of a rejected one, is HMAC(install key, id),
+    and it is answered to anyone who may write (the hooks' ingest-only token too). A proof or a derived
+    id made with the same key from a message an id can spell could be forged through that answer: an
+    attacker sent `urchin-line-proof-v1\\0<line>` as an id and appended `<line>` with the answer as
+    its proof, served raw. Every other use of the key has its own subkey (`urchin/subkeys.py`)."""
+    import base64
+
+    from urchin.collectors.ids import keyed_ids, short_hash
+    from urchin.proof import LineProof
+    from urchin.redact._idkey import IdKey
+
+    memory.ingest_one({"content": "an ordinary proven note"})
+    stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.000Z")
+    proof = LineProof(settings)
+    for n, domain in enumerate(("", "urchin-line-proof-v1\x00", "line-proof-v2", "\x00")):
+        body = orjson.dumps({"id": f"oracle-{n}", "timestamp": stamp, "source": "manual", "kind": "note",
+                             "content": f"deploy canary with {GH['u']} today"})
+        answer = memory.ingest_one({"id": domain + body.decode(), "content": "x"})   # named, held or refused
+        assert answer.id and answer.id.startswith("redacted-"), answer
+        mac = base64.urlsafe_b64encode(bytes.fromhex(answer.id.removeprefix("redacted-"))[:12])
+        line = body[:-1] + b',"proof":"' + mac + b'"}'
+        assert not proof.proven(line), domain
+        with memory.journal.path.open("ab") as journal:
+            journal.write(line + b"\n")
+        served = Memory(settings).get(f"oracle-{n}")
+        assert not _leaks(served.content), served.content
+    key = IdKey(settings.home)()
+    prompt = "should we move the billing service to postgres"
+    with keyed_ids(key):
+        derived = short_hash(prompt)
+    for domain in ("", "urchin-derived-id-v1\x00", "derived-id-v2"):
+        answer = memory.ingest_one({"id": domain + prompt + " " + GH["u"], "content": "x"})
+        assert answer.id and answer.id.startswith("redacted-") and derived not in answer.id, domain
+        answer = memory.ingest_one({"id": domain + prompt, "content": "x"})
+        assert derived not in (answer.id or ""), domain

@@ -1,12 +1,13 @@
 """Proof that a journal line came out of the write path, so it need not be redacted again on read.
 
 The write path (`Ingestor`) ends each line it writes with `"proof":"<mac>"`: 96 bits of
-HMAC-SHA256, under the install key (`redact/_idkey.py`, its own domain), of the line without that
-field. Nobody without the key can make one, and a proof copied from another line fails, since it is
-bound to the rest of the line's bytes. A line without a valid proof (a reference Urchin's journal,
-a line appended by hand, an event written before proofs) is redacted before it is served or
-indexed (`LineProof.served`). Checking is a suffix compare and one HMAC of the line, done only for
-lines a reader is about to serve or index: literal search still scans raw bytes.
+HMAC-SHA256, under the install key's line-proof subkey (`subkeys.py`: no oracle that names ids can
+make it), of the line without that field. Nobody without the key can make one, and a proof copied
+from another line fails, since it is bound to the rest of the line's bytes. A line without a valid
+proof (a reference Urchin's journal, a line appended by hand, an event written before proofs) is
+redacted before it is served or indexed (`LineProof.served`). Checking is a suffix compare and one
+HMAC of the line, done only for lines a reader is about to serve or index: literal search still
+scans raw bytes.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from urchin.config import Settings
 from urchin.event import PROOF_FIELD, Event
+from urchin.subkeys import LINE_PROOF, subkey
 
 if TYPE_CHECKING:
     from urchin.redact import Redactor
@@ -25,7 +27,6 @@ if TYPE_CHECKING:
 
 __all__ = ["LineProof"]
 
-_DOMAIN = b"urchin-line-proof-v1\x00"   # the key also names redacted ids, derived ids and origins
 _HEAD = b',"' + PROOF_FIELD.encode() + b'":"'
 _MAC_CHARS = 16                          # 12 bytes of MAC, base64url
 _SUFFIX = len(_HEAD) + _MAC_CHARS + 2    # ,"proof":"<16>"}
@@ -39,6 +40,7 @@ class LineProof:
         self._settings = settings
         self._key: IdKey | None = None
         self._read: bytes | None = None   # the key as `_stored_key` read it (b"": unreadable)
+        self._subkey: tuple[bytes, bytes] | None = None   # (install key, its line-proof subkey)
         self._redactor: Redactor | None = None
         self._lock = threading.Lock()
 
@@ -93,7 +95,9 @@ class LineProof:
                     self._redactor = Redactor.from_config(self._settings.section("redact"), self._ids)
         return self._redactor
 
-    @staticmethod
-    def _mac(key: bytes, body: bytes) -> bytes:
+    def _mac(self, key: bytes, body: bytes) -> bytes:
+        made = self._subkey
+        if made is None or made[0] is not key:
+            made = self._subkey = (key, subkey(key, LINE_PROOF))
         # hmac.digest: the one-shot C path, several times faster than hmac.new(...).digest() per line
-        return base64.urlsafe_b64encode(hmac.digest(key, _DOMAIN + body, "sha256")[:_MAC_CHARS * 3 // 4])
+        return base64.urlsafe_b64encode(hmac.digest(made[1], body, "sha256")[:_MAC_CHARS * 3 // 4])

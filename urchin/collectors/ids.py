@@ -3,9 +3,9 @@
 
 A plain sha256 of the text let anyone holding the journal, or an ingest-only token posting a guessed
 id, confirm a guessed prompt. Within `keyed_ids` (every collector run, every hook) `short_hash` is an
-HMAC under the install key (`redact/_idkey.py`, the key of `meta.origin` and redacted ids, with its
-own domain), so the hook and the collector reading the same transcript still make the same id. An
-event collected before under its plain id is not stored again: `FormerIds` tells the collector.
+HMAC under the install key's derived-id subkey (`subkeys.py`: no oracle that names ids can make
+it), so the hook and the collector reading the same transcript still make the same id. An event
+collected before under its plain id is not stored again: `FormerIds` tells the collector.
 """
 
 from __future__ import annotations
@@ -19,10 +19,10 @@ from contextvars import ContextVar
 from typing import Any
 
 from urchin.config import Settings
+from urchin.subkeys import DERIVED_ID, subkey
 
 __all__ = ["keyed_ids", "short_hash", "plain_hash", "former_id", "pending_former", "FormerIds"]
 
-_ID_DOMAIN = b"urchin-derived-id-v1\x00"   # the same key hashes origins and redacted ids: never one of those
 _MAX_FORMER = 100_000                       # keyed -> plain digests remembered per `keyed_ids` (a bound)
 _HEX = re.compile(r"[0-9a-f]{16,64}")
 _KEYED: ContextVar[tuple[bytes, dict[str, str]] | None] = ContextVar("urchin_keyed_ids", default=None)
@@ -30,9 +30,10 @@ _KEYED: ContextVar[tuple[bytes, dict[str, str]] | None] = ContextVar("urchin_key
 
 @contextmanager
 def keyed_ids(key: bytes) -> Iterator[dict[str, str]]:
-    """Within: `short_hash` is keyed by `key`; yields {keyed digest: the plain one it replaces}."""
+    """Within: `short_hash` is keyed by `key` (the install key: its derived-id subkey is used);
+    yields {keyed digest: the plain one it replaces}."""
     former: dict[str, str] = {}
-    token = _KEYED.set((key, former))
+    token = _KEYED.set((subkey(key, DERIVED_ID), former))
     try:
         yield former
     finally:
@@ -48,7 +49,7 @@ def short_hash(*parts: str, length: int = 16) -> str:
     if keyed is None:
         return plain
     key, former = keyed
-    digest = hmac.new(key, _ID_DOMAIN + data, hashlib.sha256).hexdigest()[:length]
+    digest = hmac.new(key, data, hashlib.sha256).hexdigest()[:length]
     if len(former) < _MAX_FORMER:
         former[digest] = plain
     return digest

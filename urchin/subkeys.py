@@ -1,0 +1,23 @@
+"""Keys for each use of the install key (`$URCHIN_HOME/redact-id.key`), none derivable from another.
+
+The install key names redacted ids directly (`redacted-<HMAC(key, id)>`), and any caller who may
+write can have an id of their choosing named so (a rejected or duplicate id is answered with its
+stored form): HMAC under the bare key is a public oracle. Every other use (line proofs, derived ids)
+therefore MACs under `subkey(key, purpose)`: HMAC of 0xFF + purpose, a message that no id can be,
+since ids are hashed as UTF-8 and no UTF-8 text holds the byte 0xFF. A leaf: standard library only.
+"""
+
+from __future__ import annotations
+
+import hmac
+
+__all__ = ["subkey", "LINE_PROOF", "DERIVED_ID"]
+
+LINE_PROOF = b"line-proof-v2"     # `urchin.proof`: a journal line came out of the write path
+DERIVED_ID = b"derived-id-v2"     # `collectors.ids`: ids made from content (prompts, commands)
+_NOT_UTF8 = b"\xff"                # the byte no id's UTF-8 can hold: subkeys are outside the oracle
+
+
+def subkey(key: bytes, purpose: bytes) -> bytes:
+    """The key for `purpose`, from the install key: 32 bytes, one per purpose, stable."""
+    return hmac.digest(key, _NOT_UTF8 + purpose, "sha256")
