@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-__all__ = ["WebQuery", "parse", "split_websearch"]
+__all__ = ["WebQuery", "parse", "split_websearch", "unquoted", "unheld_phrases"]
 
 _PHRASE = re.compile(r'"([^"]*)"?')
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
@@ -77,6 +77,29 @@ def parse(text: str) -> WebQuery:
         join_next = False
     kept = " ".join([w for w in rest if not w.startswith("-") and w.lower() != "or"] + list(phrases))
     return WebQuery(tuple(words), phrases, excluded, tuple(tuple(g) for g in groups), kept)
+
+
+def unquoted(text: str) -> str:
+    """The query with its required "phrases" as bare words (a -"phrase" and -words kept): what to
+    suggest when no result holds a phrase. The language never relaxes a phrase by itself."""
+    return " ".join(_PHRASE.sub(lambda m: m.group(0) if _excluded_at(text, m.start()) else f" {m.group(1)} ",
+                                text).split())
+
+
+def _excluded_at(text: str, start: int) -> bool:
+    return start > 0 and text[start - 1] == "-"
+
+
+def unheld_phrases(text: str, where: str) -> dict[str, object] | None:
+    """What an empty answer says when the query has "phrases" no candidate held: the phrases, why the
+    answer is empty, and the unquoted query to try instead. None when the query has no phrase."""
+    phrases = parse(text).phrases
+    if not phrases:
+        return None
+    suggestion = unquoted(text)
+    return {"phrases": list(phrases), "suggestion": suggestion,
+            "note": (f"no {where} holds the quoted phrase(s) {', '.join(repr(p) for p in phrases)}: a phrase is "
+                     f"a requirement, so the answer is empty; to search its words instead, query {suggestion!r}")}
 
 
 def split_websearch(text: str) -> tuple[list[str], str | None]:
