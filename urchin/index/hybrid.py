@@ -129,7 +129,7 @@ def _filter(p: ContextParams) -> Filter:
     """The filters of every leg, the question's phrases and -exclusions among them (sub-queries inherit them)."""
     return Filter(sources=p.sources, kinds=p.kinds, workspace=p.workspace, session=p.session, tags=p.tags,
                   since=p.since, until=p.until, memories=p.include_memories, conversations=p.include_conversations,
-                  devices=p.devices, accounts=p.accounts, constraint=parse(p.query).constraint)
+                  devices=p.devices, accounts=p.accounts, constraint=parse(p.query).constraint, roots=p.roots)
 
 
 def _with_own(flt: Filter, sub: WebQuery) -> Filter:
