@@ -85,6 +85,18 @@ def test_a_phrase_no_result_holds_leaves_the_answer_empty_and_says_so(memory: Me
     assert "q-bg" in ids(followed) and "q-green" not in ids(followed)      # the suggestion answers
 
 
+@pytest.mark.parametrize("strategy", ["semantic", "keyword", "hybrid"])
+def test_an_excluded_phrase_excludes_in_every_leg(memory: Memory, strategy: str) -> None:
+    """-"phrase" is an exclusion, as -word is (it used to be read as a required phrase)."""
+    assert parse('deploy -"blue green" x').excluded_phrases == ("blue green",) and not parse('-"a b"').phrases
+    found = ids(memory.context(query='staging -"staging proxy"', strategy=strategy, limit=20))
+    assert "q-mysql" not in found and "q-pg" in found, found
+    found = ids(memory.context(query='deployment -"blue green"', strategy=strategy, limit=20))
+    assert "q-bg" not in found and "q-green" in found, found
+    found = [h.event.id for h in memory.semantic('staging -"staging proxy"', limit=20).hits]
+    assert "q-mysql" not in found and "q-pg" in found
+
+
 def test_query_source_never_drops_a_phrase(memory: Memory) -> None:
     """The issue's instance: query_source on one source, a phrase no event of it holds."""
     result = memory.query_source("manual", '"mysql directly" -prod')

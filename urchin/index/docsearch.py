@@ -124,7 +124,8 @@ def _memories(context: ContextFn, curated: Sequence[Any], p: SearchParams) -> li
         text = f"{d.title} {d.use_when} {d.slug}"
         held = set(term_ids(tokens(text)))
         flat = " ".join(text.lower().split())
-        if not terms or excluded & held or not all(" ".join(ph.lower().split()) in flat for ph in wanted.phrases):
+        if not terms or excluded & held or not all(" ".join(ph.lower().split()) in flat for ph in wanted.phrases) \
+                or any(" ".join(ph.lower().split()) in flat for ph in wanted.excluded_phrases):
             continue
         score = len(terms & held) / len(terms)
         if score > 0 and score >= p.context.min_score and not p.context.tags:

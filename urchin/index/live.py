@@ -40,6 +40,7 @@ def live_leg(backend: Any, p: ContextParams, flt: Filter, files: FileAccess | No
     query = parse(p.query)
     wanted = {t for w in query.words for t in tokens(w)}
     phrases = [ph.lower() for ph in query.phrases]
+    out_phrases = [ph.lower() for ph in query.excluded_phrases]
     excluded = terms_of(query.excluded)
     names = [flt.workspace] if flt.workspace else (list(flt.roots) if only_roots else None)
     scored: list[tuple[float, str]] = []
@@ -79,7 +80,7 @@ def live_leg(backend: Any, p: ContextParams, flt: Filter, files: FileAccess | No
         mtime = entry["mtime"].astimezone(UTC)
         for n, chunk in enumerate(chunk_text(entry["path"], text)):
             lowered = chunk.text.lower()
-            if phrases and not all(ph in lowered for ph in phrases):
+            if (phrases and not all(ph in lowered for ph in phrases)) or any(ph in lowered for ph in out_phrases):
                 continue
             counts = Counter(tokens(chunk.retrieval_text(doc_id)))
             if excluded & counts.keys():

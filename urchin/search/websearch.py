@@ -4,8 +4,8 @@ A leaf (imports nothing of the package), so every leg that reads a query - the k
 semantic legs, live file reads, `urchin semantic` over events - parses it the same way:
 - bare words rank (any of them finds a document; one holding every word outranks one holding some);
 - `a OR b` makes one group: either word satisfies it;
-- "quoted phrases" and -exclusions are filters: a candidate without the phrase, or with an excluded
-  word, is not a result of any leg (they are never scoring terms).
+- "quoted phrases" and -exclusions (-word, -"phrase") are filters: a candidate without the phrase, or
+  with an excluded word or phrase, is not a result of any leg (they are never scoring terms).
 """
 
 from __future__ import annotations
@@ -26,11 +26,13 @@ class WebQuery:
     excluded: tuple[str, ...]    # -words as written, without the leading '-'
     groups: tuple[tuple[str, ...], ...] = ()   # AND of OR groups; each alternative is a bare token's words
     kept: str = ""               # the text without -exclusions, OR and quote marks (repeats kept)
+    excluded_phrases: tuple[str, ...] = ()   # -"quoted phrases": a candidate holding one is no result
 
     @property
     def constraint(self) -> str | None:
         """The phrases and exclusions in websearch_to_tsquery syntax, or None when there are none."""
-        text = " ".join([f'"{p}"' for p in self.phrases] + [f"-{w}" for w in self.excluded])
+        text = " ".join([f'"{p}"' for p in self.phrases] + [f"-{w}" for w in self.excluded]
+                        + [f'-"{p}"' for p in self.excluded_phrases])
         return text or None
 
     @property
@@ -51,7 +53,9 @@ class WebQuery:
 
 
 def parse(text: str) -> WebQuery:
-    phrases = tuple(p.strip() for p in _PHRASE.findall(text) if p.strip())
+    quoted = [(m.group(1).strip(), _excluded_at(text, m.start())) for m in _PHRASE.finditer(text)]
+    phrases = tuple(p for p, out in quoted if p and not out)
+    excluded_phrases = tuple(p for p, out in quoted if p and out)
     rest = _PHRASE.sub(" ", text).split()
     excluded = tuple(w[1:] for w in rest if w.startswith("-") and len(w) > 1)
     words: dict[str, None] = {}
@@ -76,7 +80,7 @@ def parse(text: str) -> WebQuery:
             groups.append([alternative])
         join_next = False
     kept = " ".join([w for w in rest if not w.startswith("-") and w.lower() != "or"] + list(phrases))
-    return WebQuery(tuple(words), phrases, excluded, tuple(tuple(g) for g in groups), kept)
+    return WebQuery(tuple(words), phrases, excluded, tuple(tuple(g) for g in groups), kept, excluded_phrases)
 
 
 def unquoted(text: str) -> str:
