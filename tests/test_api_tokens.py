@@ -172,3 +172,44 @@ def test_revoked_and_expired_tokens_are_refused(daemon: DaemonProcess) -> None:
     missing = run_urchin("token", "revoke", "nope", env={"URCHIN_HOME": str(daemon.home)})
     assert missing.returncode == 1 and "no token" in missing.stderr
     assert os.stat(daemon.home / "tokens.json").st_mode & 0o077 == 0
+
+
+# Every MCP tool's REST route(s), as a client calls them; tools with no REST route are listed apart.
+REST_OF_TOOL: dict[str, list[tuple[str, str]]] = {
+    "urchin_search": [("GET", "/search?q=deploy")], "urchin_semantic_search": [("GET", "/semantic?q=deploy")],
+    "urchin_recent_activity": [("GET", "/recent")], "urchin_get_event": [("GET", "/events/abc")],
+    "urchin_status": [("GET", "/status")], "search_context": [("POST", "/context")],
+    "search": [("POST", "/documents/search")], "get_workspace_overview": [("GET", "/overview")],
+    "list_memories": [("GET", "/memories")], "get_memory": [("GET", "/memories/x")],
+    "get_file": [("GET", "/files/a.txt")], "query_source": [("GET", "/sources/claude/search?q=x")],
+    "fetch_source_document": [("GET", "/sources/claude/documents/x")],
+    "urchin_ingest": [("POST", "/ingest"), ("POST", "/ingest/batch")],
+    "urchin_forget": [("POST", "/forget"), ("DELETE", "/events/abc")], "urchin_ephemeral": [("POST", "/ephemeral")],
+}
+NO_REST_ROUTE = {"urchin_session_context", "urchin_workspace_context", "urchin_remember"}
+
+
+def test_every_operation_needs_the_same_scope_over_rest_and_mcp(daemon: DaemonProcess) -> None:
+    """An operation needs one scope on every front end (issue 32: a read token got 403 "needs admin" for
+    `search` over /mcp while POST /documents/search answered it): for every MCP tool and every kind of
+    token, its REST route refuses exactly when its tool call over /mcp does."""
+    from urchin.mcp_server.tools import tool_list
+
+    tools = {tool.name for tool in tool_list()}
+    assert set(REST_OF_TOOL) | NO_REST_ROUTE == tools and not set(REST_OF_TOOL) & NO_REST_ROUTE
+    grants = [("read",), ("ingest",), ("admin",), ("read", "--workspace", "alpha"),
+              ("ingest", "--workspace", "alpha")]
+    differ = []
+    for grant in grants:
+        token = _token(daemon.home, "--scope", *grant)
+        with daemon.client(token) as http:
+            for tool, routes in REST_OF_TOOL.items():
+                arguments = {"query": "x"} if tool != "urchin_ingest" else {"content": "x"}
+                over_mcp = http.post("/mcp", content=_mcp_call(tool, arguments), headers=_MCP_HEADERS)
+                for method, path in routes:
+                    # a body the route cannot use (400 once past the Guard): only the Guard's answer counts
+                    over_rest = http.request(method, path, content=b"{" if method == "POST" else None,
+                                             headers={"content-type": "application/json"})
+                    if (over_rest.status_code == 403) != (over_mcp.status_code == 403):
+                        differ.append((grant, tool, over_mcp.status_code, method, path, over_rest.status_code))
+    assert not differ, differ

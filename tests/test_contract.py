@@ -148,3 +148,26 @@ def test_cli_flags_of_context_and_find_are_generated_with_every_spelling() -> No
     found = flags("find")
     assert found["include_memories"] == ["--memories"] and found["include_conversations"] == ["--conversations"]
     assert found["source_type"] == ["--source-type"] and found["tags"] == ["--tag"]
+
+
+def test_every_operation_declares_one_scope_for_every_front_end() -> None:
+    """`ACCESS` is the one declaration the Guard's route and tool tables and the MCP tool map derive
+    from: every operation has one; a workspace-scoped one holds the workspace on each of its routes and
+    takes a `workspace`; the Guard's tables are exactly what it declares."""
+    from urchin.contract.access import ACCESS, NEEDS, tool_operations
+    from urchin.daemon.scopes import _ROUTES, TOOL_NEEDS
+    from urchin.mcp_server.schemas import TOOL_OPS
+    from urchin.mcp_server.tools import TOOL_NAMES
+
+    assert set(OPERATIONS) <= set(ACCESS)
+    for name, access in ACCESS.items():
+        assert access.need in NEEDS
+        assert all((route.where is not None) == access.scoped for route in access.routes), name
+        if access.scoped and name in OPERATIONS:
+            assert "workspace" in {p.name for p in OPERATIONS[name].params}, name
+    assert set(TOOL_NAMES) == set(tool_operations()) == set(TOOL_NEEDS)
+    for tool, op in tool_operations().items():
+        assert TOOL_NEEDS[tool] == (ACCESS[op].need, ACCESS[op].scoped)
+        assert TOOL_OPS.get(tool, op) == op
+    declared = {(r.method, r.path, a.need, r.where) for a in ACCESS.values() for r in a.routes}
+    assert declared <= {(m, p.pattern, need, where) for m, p, need, where in _ROUTES}

@@ -68,25 +68,58 @@ def test_phrases_filter_every_strategy(memory: Memory, strategy: str) -> None:
 
 
 @pytest.mark.parametrize("strategy", ["semantic", "keyword", "hybrid"])
-def test_a_phrase_in_no_chunk_is_searched_as_words_and_the_answer_says_so(memory: Memory, strategy: str) -> None:
-    """A phrase some chunk holds filters (above); one that no chunk within the filters holds would
-    leave nothing: its words are searched instead, exclusions still hold, and coverage says so."""
+def test_a_phrase_no_result_holds_leaves_the_answer_empty_and_says_so(memory: Memory, strategy: str) -> None:
+    """A phrase is a requirement in every leg (seed 000): when no result within the filters holds it,
+    the answer is empty, never its words found elsewhere; coverage says so and suggests the unquoted
+    query (issue 32: "mysql directly" -prod returned an event holding neither word)."""
     strict = memory.context(query='"blue green deployment" -mysql', strategy=strategy)
-    assert ids(strict) == ["q-bg"] and "relaxed" not in strict.coverage
-    loose = memory.context(query='"green blue rollout" -board', strategy=strategy, limit=20)
-    assert "q-bg" in ids(loose) and "q-green" not in ids(loose), ids(loose)
-    assert loose.coverage["relaxed"]["phrases"] == ["green blue rollout"]
-    assert loose.query == '"green blue rollout" -board'
-    assert "not the phrase" in loose.coverage["relaxed"]["note"]
-    nothing = memory.context(query='"zebra quokka"', strategy=strategy)        # no word of it either: empty
-    assert nothing.results == [] and "relaxed" not in nothing.coverage
+    assert ids(strict) == ["q-bg"] and "unheldPhrases" not in strict.coverage
+    for query, suggestion in (('"green blue rollout" -board', "green blue rollout -board"),
+                              ('"mysql directly" -prod', "mysql directly -prod"),
+                              ('staging "mysql directly"', "staging mysql directly")):
+        empty = memory.context(query=query, strategy=strategy, limit=20)
+        assert empty.results == [] and empty.query == query, ids(empty)
+        unheld = empty.coverage["unheldPhrases"]
+        assert unheld["suggestion"] == suggestion and suggestion in unheld["note"] and "relaxed" not in empty.coverage
+    followed = memory.context(query="green blue rollout -board", strategy=strategy, limit=20)
+    assert "q-bg" in ids(followed) and "q-green" not in ids(followed)      # the suggestion answers
+
+
+@pytest.mark.parametrize("strategy", ["semantic", "keyword", "hybrid"])
+def test_an_excluded_phrase_excludes_in_every_leg(memory: Memory, strategy: str) -> None:
+    """-"phrase" is an exclusion, as -word is (it used to be read as a required phrase)."""
+    assert parse('deploy -"blue green" x').excluded_phrases == ("blue green",) and not parse('-"a b"').phrases
+    found = ids(memory.context(query='staging -"staging proxy"', strategy=strategy, limit=20))
+    assert "q-mysql" not in found and "q-pg" in found, found
+    found = ids(memory.context(query='deployment -"blue green"', strategy=strategy, limit=20))
+    assert "q-bg" not in found and "q-green" in found, found
+    found = [h.event.id for h in memory.semantic('staging -"staging proxy"', limit=20).hits]
+    assert "q-mysql" not in found and "q-pg" in found
+
+
+def test_query_source_never_drops_a_phrase(memory: Memory) -> None:
+    """The issue's instance: query_source on one source, a phrase no event of it holds."""
+    result = memory.query_source("manual", '"mysql directly" -prod')
+    assert result.results == [] and result.coverage["unheldPhrases"]["suggestion"] == "mysql directly -prod"
+    assert ids(memory.query_source("manual", '"staging proxy"')) == ["q-mysql"]
+
+
+def test_semantic_and_search_never_drop_a_phrase(memory: Memory) -> None:
+    out = memory.semantic('"mysql directly" staging', limit=20)
+    assert out.hits == [] and any("'mysql directly staging'" in note for note in out.notes), out.notes
+    found = memory.document_search({"query": '"mysql directly" staging'})
+    assert found["results"] == [] and "'mysql directly staging'" in found["notes"][0]
+    found = memory.document_search({"query": '"mysql directly" staging', "includeMemories": True,
+                                    "includeConversations": True})
+    assert found["results"] == [] and found["notes"]
+    assert "notes" not in memory.document_search({"query": '"staging proxy"'})
 
 
 def test_min_score_never_turns_a_held_phrase_into_a_relaxed_one(memory: Memory) -> None:
     """A phrase some chunk holds, whose chunks minScore drops: the answer is empty, not the phrase's
     words found elsewhere under a note saying no chunk holds it (found by an attack review)."""
     strict = memory.context(query='"blue green deployment" board', min_score=0.99)
-    assert strict.results == [] and "relaxed" not in strict.coverage, strict.coverage
+    assert strict.results == [] and "unheldPhrases" not in strict.coverage, strict.coverage
 
 
 def test_sub_queries_inherit_the_questions_exclusions(memory: Memory) -> None:
@@ -169,19 +202,26 @@ async def test_search_and_exclusions_over_mcp(memory: Memory, pg_url: str, anyio
         assert set(data["counts"]) == {"documents", "memories", "conversations"}
         assert all(set(r) == {"type", "score", "data"} for r in data["results"])
         assert (await call_error(session, "search", {"query": "x", "sourceIds": ["a"]}))
-        _, data = await call(session, "search_context", {"query": '"green blue rollout"'})
-        assert data["coverage"]["relaxed"]["phrases"] == ["green blue rollout"] and data["results"]
+        text, data = await call(session, "query_source", {"source": "manual", "query": '"mysql directly" -prod'})
+        assert data["results"] == [] and data["coverage"]["unheldPhrases"]["suggestion"] == "mysql directly -prod"
+        assert "query 'mysql directly -prod'" in text
+        text, data = await call(session, "search", {"query": '"mysql directly" staging'})
+        assert data["results"] == [] and "note: no result" in text
 
 
 def test_search_and_exclusions_over_http(memory: Memory, urchin_home: Path, pg_url: str) -> None:
     daemon = DaemonProcess(urchin_home, "--with-index", env={"URCHIN_DATABASE_URL": pg_url}).start()
     try:
         headers = {"Authorization": f"Bearer {daemon.token}"}
+        answer = httpx.post(daemon.url + "/context", headers=headers, json={"query": '"green blue rollout"'})
+        assert answer.status_code == 200 and answer.json()["results"] == []
+        assert answer.json()["coverage"]["unheldPhrases"]["suggestion"] == "green blue rollout"
+        answer = httpx.get(daemon.url + "/sources/manual/search", headers=headers,
+                           params={"query": '"mysql directly" -prod'})
+        assert answer.status_code == 200 and answer.json()["results"] == [], answer.text
         answer = httpx.post(daemon.url + "/context", headers=headers,
                             json={"query": '"blue green deployment"', "limit": 20})
         assert answer.status_code == 200 and [r["id"] for r in answer.json()["results"]] == ["q-bg"]
-        answer = httpx.post(daemon.url + "/context", headers=headers, json={"query": '"green blue rollout"'})
-        assert answer.status_code == 200 and answer.json()["coverage"]["relaxed"]["phrases"] == ["green blue rollout"]
         answer = httpx.get(daemon.url + "/semantic", headers=headers, params={"query": "staging -mysql", "limit": 20})
         found = [e["id"] for e in answer.json()["events"]]
         assert answer.status_code == 200 and "q-mysql" not in found and "q-pg" in found, answer.text
@@ -220,3 +260,14 @@ def test_search_finds_curated_memories_and_keeps_their_exclusions(memory: Memory
     assert [m["memoryId"] for m in curated] == ["staging-db"] and curated[0]["score"] == 1.0
     out = memory.document_search({"query": "staging -database", "includeMemories": True})
     assert all(r["data"].get("kind") != "curated" for r in out["results"])
+
+
+def test_cli_context_and_semantic_say_a_phrase_is_held_by_nothing(memory: Memory, pg_url: str) -> None:
+    from tests.conftest import run_urchin
+
+    env = {"URCHIN_DATABASE_URL": pg_url, "URCHIN_NO_DAEMON": "1"}
+    out = run_urchin("context", '"mysql directly" -prod', env=env)
+    assert out.returncode == 0 and "query 'mysql directly -prod'" in out.stdout, out.stdout + out.stderr
+    assert "[1]" not in out.stdout
+    out = run_urchin("semantic", '"mysql directly" staging', env=env)
+    assert out.returncode == 0 and "note: no event" in out.stdout and "q-" not in out.stdout, out.stdout

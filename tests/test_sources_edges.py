@@ -42,6 +42,32 @@ def test_query_source_with_an_unknown_source_is_an_error_listing_the_known_ones(
     assert err.value.field == "source" and "claude" in err.value.rule and "shop" in err.value.rule
 
 
+def test_source_ids_accept_every_source_query_source_accepts(memory: Memory) -> None:
+    """sourceIds (seed 000) names sources as query_source does: journal sources and workspace roots
+    alike answer what query_source answers (issue 32: a root's name left the answer silently empty)."""
+    roots = [r.name for r in memory.workspace_list()]
+    known = memory.index_service.known_sources() + roots
+    assert {"claude", "files", "shop"} <= set(known)
+    for source in known:
+        mode = "live" if source in roots else "indexed"      # query_source reads a root's cataloged files
+        for query in ("quokka", "zanzibar-marmoset", "quokka pipeline"):
+            one = memory.query_source(source, query, limit=20)
+            ids = [r["id"] for r in memory.context(query=query, source_ids=[source], mode=mode, limit=20).results]
+            assert ids == [r["id"] for r in one.results], (source, query)
+    files = memory.context(query="quokka", source_ids=["shop"]).results
+    assert files and {r["source"] for r in files} == {"files"} and "warnings" not in files
+    both = memory.context(query="quokka", source_ids=["claude", "shop"], limit=20).results
+    assert {r["source"] for r in both} == {"files", "claude"}
+
+
+def test_an_unknown_source_id_is_an_error_naming_the_known_ones(memory: Memory) -> None:
+    for ids in (["nosuch"], ["claude", "nosuch"], ["Shop2"]):
+        with pytest.raises(QueryError) as err:
+            memory.context(query="quokka", source_ids=ids)
+        assert err.value.field == "sourceIds" and "claude" in err.value.rule and "shop" in err.value.rule
+        assert repr(ids[-1]) in err.value.rule
+
+
 def test_query_source_for_a_root_reads_its_cataloged_files_live(memory: Memory) -> None:
     result = memory.query_source("shop", "zanzibar-marmoset")
     assert [r["location"]["path"] for r in result.results] == ["shop/big.md"]
@@ -86,6 +112,10 @@ def test_file_citations_carry_the_indexed_hash_and_fetch_checks_it(memory: Memor
 async def test_sources_and_edges_over_mcp(memory: Memory, pg_url: str, anyio_backend: str) -> None:
     async with stdio_session({"URCHIN_DATABASE_URL": pg_url}) as session:
         assert (await call_error(session, "query_source", {"source": "nosuch", "query": "x"})).startswith("source:")
+        assert (await call_error(session, "search_context", {"query": "x", "sourceIds": ["nosuch"]})
+                ).startswith("sourceIds: unknown source 'nosuch' (known: claude, files, shop)")
+        _, data = await call(session, "search_context", {"query": "quokka", "sourceIds": ["shop"]})
+        assert data["results"] and {r["source"] for r in data["results"]} == {"files"}
         _, data = await call(session, "query_source", {"source": "shop", "query": "zanzibar-marmoset"})
         assert data["results"][0]["location"]["path"] == "shop/big.md"
         message = await call_error(session, "get_file", {"path": "shop/guide.md", "fromLine": 500})
@@ -108,6 +138,10 @@ def test_sources_and_edges_over_http(memory: Memory, urchin_home: Path, pg_url: 
         with daemon.client() as api:
             bad = api.get("/sources/nosuch/search", params={"query": "x"})
             assert bad.status_code == 400 and bad.json()["field"] == "source", bad.text
+            bad = api.post("/context", json={"query": "x", "sourceIds": ["nosuch"]})
+            assert bad.status_code == 400 and bad.json()["field"] == "sourceIds" and "shop" in bad.text, bad.text
+            rooted = api.post("/context", json={"query": "quokka", "sourceIds": ["shop"]}).json()
+            assert rooted["results"] and {r["source"] for r in rooted["results"]} == {"files"}, rooted
             live = api.get("/sources/shop/search", params={"query": "zanzibar-marmoset"})
             assert live.json()["results"][0]["location"]["path"] == "shop/big.md", live.text
             past = api.get("/files/shop/guide.md", params={"fromLine": 500})

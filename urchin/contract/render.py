@@ -140,6 +140,8 @@ def render_context(result: Mapping[str, Any]) -> str:
     lines.append(f"coverage: {plural(len(result['results']), 'result')}, {coverage.get('strategy')} "
                  f"({legs or 'no legs'}), ~{plural(result.get('tokensUsed', 0), 'token')}")
     lines += [f"coverage: skipped {item}" for item in coverage.get("skipped", [])]
+    if coverage.get("unheldPhrases"):
+        lines.append(f"coverage: {coverage['unheldPhrases']['note']}")
     if coverage.get("index", {}).get("note"):
         lines.append(f"coverage: {coverage['index']['note']}")
     if result.get("truncated"):
@@ -155,7 +157,7 @@ def render_document_search(result: Mapping[str, Any]) -> str:
         for n, d in enumerate(result["results"], 1):
             lines.append(f"[{n}] {d['citation']} ({d['sourceType']}, score {d['score']:.3f})")
             lines.append(d["content"])
-        return "\n".join(lines)
+        return "\n".join(lines + [f"note: {note}" for note in result.get("notes", [])])
     counts = result["counts"]
     lines.append(f"{counts['documents']} documents, {counts['memories']} memories, "
                  f"{counts['conversations']} conversations for {result['query']!r}")
@@ -167,4 +169,4 @@ def render_document_search(result: Mapping[str, Any]) -> str:
             lines += [t["content"] for t in data["turns"]]
         else:
             lines.append(data["content"])
-    return "\n".join(lines)
+    return "\n".join(lines + [f"note: {note}" for note in result.get("notes", [])])

@@ -1,10 +1,11 @@
 """What a scoped token may do: each route and MCP tool needs `ingest`, `read` or `admin`, checked by the Guard.
 
 One table for the HTTP routes, one for the MCP tools (`/mcp` bodies are JSON-RPC, checked message by
-message). A workspace-scoped token may use only operations that take a `workspace`: a workspace it
-names must be one of its own; when it names none, its only workspace is filled in (with several,
-it must name one). Operations that span every workspace (recent activity, an event by id, status,
-forget, files) are refused to it. A refusal is a 403 naming the field and the rule.
+message), both derived from the contract's one declaration per operation (`ACCESS`), so an operation
+needs the same scope on every front end. A workspace-scoped token may use only operations that take a
+`workspace`: a workspace it names must be one of its own; when it names none, its only workspace is
+filled in (with several, it must name one). Operations that span every workspace (recent activity, an
+event by id, status, forget, files) are refused to it. A refusal is a 403 naming the field and the rule.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from urllib.parse import parse_qsl, urlencode
 
 import orjson
 
+from urchin.contract.access import ACCESS, tool_operations
 from urchin.tokens import Grant
 
 __all__ = ["Refusal", "check", "TOOL_NEEDS", "MCP_OPEN_METHODS"]
@@ -28,36 +30,20 @@ class Refusal:
     field: str
 
 
-# (method, path pattern, need, where the workspace is: query | body | event | batch | None)
+# (method, path pattern, need, where the workspace is: query | body | event | batch | None): each
+# operation's routes as the contract declares them (urchin/contract/access.py), then the routes of no
+# operation. Every other path (the viewer's, unknown routes) needs read and spans workspaces.
 _ROUTES: tuple[tuple[str, re.Pattern[str], str, str | None], ...] = tuple(
-    (m, re.compile(p), need, ws) for m, p, need, ws in (
-        ("POST", r"/ingest", "ingest", "event"),
-        ("POST", r"/ingest/batch", "ingest", "batch"),
-        ("GET", r"/search", "read", "query"),
-        ("GET", r"/semantic", "read", "query"),
-        ("POST", r"/context", "read", "body"),
-        ("GET", r"/recent", "read", None),
-        ("GET", r"/events/.+", "read", None),
-        ("GET", r"/status", "read", None),
-        ("GET", r"/health", "read", None),
-        ("DELETE", r"/events/.+", "admin", None),
-        ("POST", r"/forget", "admin", None),
-        ("POST", r"/ephemeral", "admin", None),           # the viewer's switch: stops every writer
-        ("POST", r"/auth/code", "admin", None),           # a browser sign-in is an admin session
-    ))
-# every other path (workspace files, memories, sources, unknown routes) needs read and spans workspaces
+    (r.method, re.compile(r.path), access.need, r.where) for access in ACCESS.values() for r in access.routes
+) + tuple((m, re.compile(p), need, None) for m, p, need in (
+    ("GET", r"/health", "read"),
+    ("POST", r"/auth/code", "admin"),           # a browser sign-in is an admin session
+))
 
-# MCP tools: need, and whether the tool takes a `workspace` a scoped token can be held to
-TOOL_NEEDS: dict[str, tuple[str, bool]] = {
-    "urchin_ingest": ("ingest", True), "urchin_remember": ("ingest", True),
-    "urchin_search": ("read", True), "urchin_semantic_search": ("read", True),
-    "urchin_workspace_context": ("read", True), "search_context": ("read", True),
-    "urchin_recent_activity": ("read", False), "urchin_session_context": ("read", False),
-    "urchin_get_event": ("read", False), "urchin_status": ("read", False), "get_file": ("read", False),
-    "get_workspace_overview": ("read", False), "list_memories": ("read", False), "get_memory": ("read", False),
-    "query_source": ("read", False), "fetch_source_document": ("read", False),
-    "urchin_forget": ("admin", False), "urchin_ephemeral": ("admin", False),
-}
+# MCP tools: need, and whether the tool takes a `workspace` a scoped token can be held to (the same
+# declaration as the routes: an operation needs one scope on every front end)
+TOOL_NEEDS: dict[str, tuple[str, bool]] = {tool: (ACCESS[op].need, ACCESS[op].scoped)
+                                           for tool, op in tool_operations().items()}
 MCP_OPEN_METHODS = frozenset({"initialize", "ping", "tools/list"})   # plus notifications/*
 
 

@@ -100,6 +100,7 @@ class Filter:
     devices: tuple[str, ...] = ()
     accounts: tuple[str, ...] = ()
     constraint: str | None = None   # the question's "phrases" and -exclusions (websearch syntax): must hold
+    roots: tuple[str, ...] = ()     # workspace roots named as sources: their files (OR the sources above)
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,7 +19,7 @@ from urchin.index.base import MEMORY_KINDS
 from urchin.index.files import FILE_KIND
 from urchin.index.params import MAX_CONTEXT_LIMIT, ContextParams
 from urchin.index.sparse import term_ids, tokens
-from urchin.search.websearch import parse
+from urchin.search.websearch import parse, unheld_phrases
 
 __all__ = ["SearchParams", "run_search", "NAMES", "DEFAULTS", "file_type"]
 
@@ -124,7 +124,8 @@ def _memories(context: ContextFn, curated: Sequence[Any], p: SearchParams) -> li
         text = f"{d.title} {d.use_when} {d.slug}"
         held = set(term_ids(tokens(text)))
         flat = " ".join(text.lower().split())
-        if not terms or excluded & held or not all(" ".join(ph.lower().split()) in flat for ph in wanted.phrases):
+        if not terms or excluded & held or not all(" ".join(ph.lower().split()) in flat for ph in wanted.phrases) \
+                or any(" ".join(ph.lower().split()) in flat for ph in wanted.excluded_phrases):
             continue
         score = len(terms & held) / len(terms)
         if score > 0 and score >= p.context.min_score and not p.context.tags:
@@ -154,7 +155,7 @@ def run_search(context: ContextFn, curated: Sequence[Any], data: Mapping[str, An
     p = SearchParams.parse(data)
     documents = _documents(context, p)
     if not p.include_memories and not p.include_conversations:
-        return {"query": p.context.query, "totalResults": len(documents), "results": documents}
+        return _noted({"query": p.context.query, "totalResults": len(documents), "results": documents})
     memories = _memories(context, curated, p) if p.include_memories else []
     conversations = _conversations(context, p) if p.include_conversations else []
     weight = p.context.memory_weight
@@ -162,6 +163,14 @@ def run_search(context: ContextFn, curated: Sequence[Any], data: Mapping[str, An
              + [{"type": "memory", "score": round(m["score"] * weight, 4), "data": m} for m in memories]
              + [{"type": "conversation", "score": c["score"], "data": c} for c in conversations])
     mixed.sort(key=lambda x: -x["score"])
-    return {"query": p.context.query,
-            "counts": {"documents": len(documents), "memories": len(memories), "conversations": len(conversations)},
-            "results": mixed[: p.context.limit]}
+    return _noted({"query": p.context.query,
+                   "counts": {"documents": len(documents), "memories": len(memories),
+                              "conversations": len(conversations)},
+                   "results": mixed[: p.context.limit]})
+
+
+def _noted(out: dict[str, Any]) -> dict[str, Any]:
+    """An empty answer to a query with "phrases" says so in `notes` (after the seed's fields) and
+    suggests the unquoted query: a phrase is a requirement, never silently dropped."""
+    unheld = None if out["results"] else unheld_phrases(out["query"], "result within the filters")
+    return {**out, "notes": [unheld["note"]]} if unheld else out

@@ -27,7 +27,7 @@ from urchin.search import thesaurus
 from urchin.search.budget import CHARS_PER_TOKEN, TokenBudget
 from urchin.search.cosine import EXPAND_TERMS, MEMORY_PRIOR, neighbour_weights
 from urchin.search.tokens import named, terms_of
-from urchin.search.websearch import WebQuery, parse, split_websearch
+from urchin.search.websearch import WebQuery, parse, split_websearch, unheld_phrases
 
 if TYPE_CHECKING:
     from urchin.search.assoc import Associations
@@ -63,8 +63,6 @@ RELATED_MAX_SHARE = 0.02          # related words in more of the chunks than thi
 # at 0.25) in 4 of 5 folds, and k 20 in all.
 KEYWORD_SHARE = 0.125
 COVERAGE_NOTE = "Coverage describes what was searched; it is not evidence."
-RELAXED_NOTE = ("no result within the filters holds the quoted phrase(s): these results hold their words, "
-                "not the phrase")
 
 
 # The embedder's lists weigh an eighth of the token-cosine ones (see _semantic_runs). Chosen by
@@ -131,7 +129,7 @@ def _filter(p: ContextParams) -> Filter:
     """The filters of every leg, the question's phrases and -exclusions among them (sub-queries inherit them)."""
     return Filter(sources=p.sources, kinds=p.kinds, workspace=p.workspace, session=p.session, tags=p.tags,
                   since=p.since, until=p.until, memories=p.include_memories, conversations=p.include_conversations,
-                  devices=p.devices, accounts=p.accounts, constraint=parse(p.query).constraint)
+                  devices=p.devices, accounts=p.accounts, constraint=parse(p.query).constraint, roots=p.roots)
 
 
 def _with_own(flt: Filter, sub: WebQuery) -> Filter:
@@ -145,20 +143,15 @@ def _with_own(flt: Filter, sub: WebQuery) -> Filter:
 def run_context(backend: IndexBackend, p: ContextParams, embedder: Embedder | None = None,
                 index_info: dict[str, Any] | None = None, files: FileAccess | None = None,
                 assoc: Associations | None = None) -> ContextResult:
-    """The answer; "quoted phrases" filter every leg, but an answer that no result survives is not
-    silently empty: when no chunk within the filters holds a phrase, the phrases' words are searched
-    as bare words instead (-exclusions still hold) and `coverage.relaxed` says so."""
+    """The answer; "quoted phrases" are requirements in every leg and -words exclusions. When no
+    candidate within the filters holds a phrase, the answer is empty and `coverage.unheldPhrases` says
+    so and suggests the unquoted query: a phrase is never silently dropped (issue 32)."""
     result = _run_context(backend, p, embedder, index_info, files, assoc)
-    phrases = parse(p.query).phrases
     # only when no candidate held the phrases at all (not when minScore or a cap dropped them)
-    if result.coverage["fusedCandidates"] or not phrases or '-"' in p.query:
-        return result
-    loose = _run_context(backend, replace(p, query=p.query.replace('"', " ")), embedder, index_info, files, assoc)
-    if not loose.results:
-        return result
-    loose.query = p.query
-    loose.coverage["relaxed"] = {"phrases": list(phrases), "note": RELAXED_NOTE}
-    return loose
+    unheld = None if result.coverage["fusedCandidates"] else unheld_phrases(p.query, "result within the filters")
+    if unheld is not None:
+        result.coverage["unheldPhrases"] = unheld
+    return result
 
 
 def _run_context(backend: IndexBackend, p: ContextParams, embedder: Embedder | None,

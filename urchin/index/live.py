@@ -30,7 +30,8 @@ def live_leg(backend: Any, p: ContextParams, flt: Filter, files: FileAccess | No
              limit: int) -> tuple[list[LegHit] | None, dict[str, dict[str, Any]], dict[str, Any]]:
     """(ranked hits or None when no file could be searched, rows by chunk id, the coverage block)."""
     cov: dict[str, Any] = {"budgetBytes": p.live_byte_budget, "bytesRead": 0, "read": [], "skipped": []}
-    if flt.sources and FILES_SOURCE not in flt.sources:
+    only_roots = bool(flt.roots) and FILES_SOURCE not in flt.sources     # some roots' files, not every root's
+    if flt.sources and FILES_SOURCE not in flt.sources and not flt.roots:
         cov["note"] = "no live reads: the sources filter excludes files"
         return None, {}, cov
     if flt.kinds and FILE_KIND not in flt.kinds:
@@ -39,14 +40,17 @@ def live_leg(backend: Any, p: ContextParams, flt: Filter, files: FileAccess | No
     query = parse(p.query)
     wanted = {t for w in query.words for t in tokens(w)}
     phrases = [ph.lower() for ph in query.phrases]
+    out_phrases = [ph.lower() for ph in query.excluded_phrases]
     excluded = terms_of(query.excluded)
-    names = [flt.workspace] if flt.workspace else None
+    names = [flt.workspace] if flt.workspace else (list(flt.roots) if only_roots else None)
     scored: list[tuple[float, str]] = []
     rows: dict[str, dict[str, Any]] = {}
     budget = p.live_byte_budget
     roots = {r.name: r for r in files.roots} if files is not None else {}
     for entry in backend.files("cataloged", names):
         doc_id = f"{entry['root']}/{entry['path']}"
+        if only_roots and entry["root"] not in flt.roots:
+            continue
         if (flt.since and entry["mtime"] < flt.since) or (flt.until and entry["mtime"] >= flt.until):
             continue
         root = roots.get(entry["root"])
@@ -76,7 +80,7 @@ def live_leg(backend: Any, p: ContextParams, flt: Filter, files: FileAccess | No
         mtime = entry["mtime"].astimezone(UTC)
         for n, chunk in enumerate(chunk_text(entry["path"], text)):
             lowered = chunk.text.lower()
-            if phrases and not all(ph in lowered for ph in phrases):
+            if (phrases and not all(ph in lowered for ph in phrases)) or any(ph in lowered for ph in out_phrases):
                 continue
             counts = Counter(tokens(chunk.retrieval_text(doc_id)))
             if excluded & counts.keys():

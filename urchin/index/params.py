@@ -8,7 +8,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import MISSING, dataclass, field, fields
+from dataclasses import MISSING, dataclass, field, fields, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -82,6 +82,10 @@ class ContextParams:
     hours: float | None = field(default=None, compare=False)
     devices: tuple[str, ...] = ()         # team: only events fed by these machines (default: every device)
     accounts: tuple[str, ...] = ()
+    # sourceIds as given (they are in `sources` too) until `resolve_source_ids` checks them against the
+    # sources and workspace roots that exist; `roots`: the workspace roots among them (their files)
+    source_ids: tuple[str, ...] = field(default=(), compare=False)
+    roots: tuple[str, ...] = ()
 
     @classmethod
     def parse(cls, data: Mapping[str, Any], now: datetime | None = None) -> ContextParams:
@@ -130,6 +134,7 @@ class ContextParams:
             query=query, strategy=strategy, searches=_searches(v.get("searches")),
             full_text_weight=number("full_text_weight"), semantic_weight=number("semantic_weight"), k=whole("k"),
             sources=_labels(v.get("sources"), "sources") + _labels(v.get("source_ids"), "sourceIds"),
+            source_ids=_names(v.get("source_ids"), "sourceIds"),
             kinds=_labels(v.get("kinds"), "kinds"),
             workspace=_optional_text(v.get("workspace"), "workspace"),
             session=_optional_text(v.get("session"), "session"),
@@ -159,13 +164,30 @@ class ContextParams:
         if self.include_memories and not self.include_conversations and self.memory_weight == 0:
             raise QueryError("memoryWeight", "must be greater than 0 when only memories are searched")
 
+    def resolve_source_ids(self, known: list[str], roots: list[str]) -> ContextParams:
+        """`sourceIds` checked as `query_source` checks its source (issue 32): a workspace root's name
+        (its files; the root wins over a journal source of the same name, as there) or a source the
+        index holds; any other id is an error naming the known ones, never a silently empty answer."""
+        if not self.source_ids:
+            return self
+        unknown = [s for s in self.source_ids if s not in roots and s.lower() not in known]
+        if unknown:
+            names = sorted(set(known) | set(roots))
+            raise QueryError("sourceIds", f"unknown source {unknown[0]!r} (known: {', '.join(names) or 'none yet'})")
+        picked = tuple(s for s in self.source_ids if s in roots)
+        ids = {s.lower() for s in self.source_ids}
+        journal = {s.lower() for s in self.source_ids if s not in roots}
+        sources = tuple(s for s in self.sources if s not in ids or s in journal)
+        return replace(self, sources=sources, roots=picked, source_ids=())
+
     def filters_dict(self) -> dict[str, Any]:
         """The filters in play, in wire names, for the coverage block."""
         out: dict[str, Any] = {}
         for name, value in (("sources", list(self.sources)), ("kinds", list(self.kinds)),
                             ("workspace", self.workspace), ("session", self.session), ("tags", list(self.tags)),
                             ("since", _iso(self.since)), ("until", _iso(self.until)),
-                            ("devices", list(self.devices)), ("accounts", list(self.accounts))):
+                            ("devices", list(self.devices)), ("accounts", list(self.accounts)),
+                            ("roots", list(self.roots))):
             if value:
                 out[name] = value
         if not self.include_memories:
@@ -176,9 +198,9 @@ class ContextParams:
 
 
 # Each attribute's default (`None`: not given), and wire name -> attribute (snake_case is accepted too);
-# `sourceIds` adds to `sources`.
+# `sourceIds` adds to `sources`; `roots` is resolved from them, never given.
 DEFAULTS: dict[str, Any] = {f.name: None if f.default is MISSING else f.default
-                            for f in fields(ContextParams)} | {"source_ids": None}
+                            for f in fields(ContextParams) if f.name != "roots"}
 WIRE_NAMES: dict[str, str] = {camel(attr): attr for attr in DEFAULTS}
 
 

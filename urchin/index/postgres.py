@@ -20,6 +20,7 @@ from psycopg import sql
 from urchin.errors import DatabaseError, IndexBusyError
 from urchin.event import format_timestamp
 from urchin.index.base import MEMORY_KINDS, ChunkRow, ContextRow, Filter, LegHit, Tier, split_key
+from urchin.index.files import FILES_SOURCE
 from urchin.index.pg_migrate import migrate as _migrate
 from urchin.index.pg_vacuum import reclaim
 from urchin.index.schema import GIN_INDEXES, TRIGRAM_INDEX, TS_CONFIG
@@ -805,9 +806,12 @@ def _where(flt: Filter, alias: str = "") -> tuple[str, dict[str, Any]]:
     """` AND ...` for every filter in play; the same clause goes inside every leg."""
     clauses: list[str] = []
     args: dict[str, Any] = {}
-    if flt.sources:
-        clauses.append(f"{alias}source = ANY(%(f_sources)s)")
-        args["f_sources"] = list(flt.sources)
+    if flt.sources or flt.roots:
+        # a root named as a source is its files: source files, workspace the root
+        either = [f"{alias}source = ANY(%(f_sources)s)"] if flt.sources else []
+        either += [f"({alias}source = %(f_files)s AND {alias}workspace = ANY(%(f_roots)s))"] if flt.roots else []
+        clauses.append("(" + " OR ".join(either) + ")")
+        args.update(f_sources=list(flt.sources), f_files=FILES_SOURCE, f_roots=list(flt.roots))
     if flt.kinds:
         clauses.append(f"{alias}kind = ANY(%(f_kinds)s)")
         args["f_kinds"] = list(flt.kinds)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from urchin.contract import OPERATIONS, describe, input_schema
+from urchin.contract.access import tool_operations
 
 __all__ = ["TOOL_DOCS", "TOOL_OPS", "INPUT_SCHEMAS", "OUTPUT_SCHEMAS", "SERVER_INSTRUCTIONS", "EVENT_SCHEMA",
            "INGEST_DEFAULTS"]
@@ -20,16 +21,9 @@ SERVER_INSTRUCTIONS = (
 )
 
 
-# Tool name -> the operation it runs; its input schema is generated from the operation's parameters.
-TOOL_OPS: dict[str, str] = {
-    "urchin_search": "search", "urchin_semantic_search": "semantic", "urchin_recent_activity": "recent",
-    "urchin_session_context": "session_context", "urchin_workspace_context": "workspace_context",
-    "urchin_get_event": "get", "urchin_ingest": "ingest", "urchin_remember": "remember",
-    "urchin_ephemeral": "ephemeral", "urchin_status": "status",
-    "get_file": "get_file", "get_workspace_overview": "overview", "list_memories": "memories",
-    "get_memory": "get_memory", "query_source": "query_source", "fetch_source_document": "fetch_document",
-    "search_context": "context", "search": "document_search",
-}
+# Tool name -> the operation it runs (declared with the operation's scope in the contract's `ACCESS`);
+# its input schema is generated from the operation's parameters (urchin_forget's is written below).
+TOOL_OPS: dict[str, str] = {tool: op for tool, op in tool_operations().items() if op in OPERATIONS}
 
 
 def _nullable(schema: dict[str, Any]) -> dict[str, Any]:

@@ -91,6 +91,9 @@ class HybridIndex:
         from urchin.index.params import ContextParams
 
         parsed = ContextParams.parse(params, now=now) if params is not None else ContextParams.build(now=now, **kwargs)
+        if parsed.source_ids:
+            parsed = parsed.resolve_source_ids(self.service.known_sources(),
+                                               [r.name for r in self._workspace.roots.list()])
         learned = self._associations() if parsed.strategy in ("hybrid", "semantic") else None
         return self.service.context(parsed, files=self._workspace.files, assoc=learned)
 

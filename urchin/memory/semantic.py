@@ -40,13 +40,14 @@ class SemanticViews:
                 view = self.embedding()
                 hits, notes = view.search(query, since_ms=since_ms, limit=limit, filters=filters)
                 hint = weakness(hits, view.mode)
-                return SearchResult(hits, query, view.mode, notes, weak=hint is not None, hint=hint)
+                return SearchResult(hits, query, view.mode, notes + _unheld(query, hits), weak=hint is not None,
+                                    hint=hint)
             except EmbedderError as exc:
                 mode = f"token-cosine (embedder unreachable: {exc.message})"
                 notes = [f"embedder unreachable, fell back to token-cosine: {exc.message}"]
         hits = self.cosine().search(query, since_ms=since_ms, limit=limit, filters=filters)
         hint = weakness(hits, mode)
-        return SearchResult(hits, query, mode, notes, weak=hint is not None, hint=hint)
+        return SearchResult(hits, query, mode, notes + _unheld(query, hits), weak=hint is not None, hint=hint)
 
     def cosine(self) -> TokenCosineView:
         if self._cosine is None:
@@ -108,3 +109,11 @@ class SemanticViews:
         if self._embedding is not None and self._embedding._cache is not None:
             out["embeddedEvents"] = len(self._embedding._cache)
         return out
+
+
+def _unheld(query: str, hits: list[Any]) -> list[str]:
+    """An empty answer to a query with "phrases" says why and what to try (a phrase is never dropped)."""
+    from urchin.search.websearch import unheld_phrases
+
+    unheld = None if hits else unheld_phrases(query, "event within the filters and window")
+    return [str(unheld["note"])] if unheld else []

@@ -555,15 +555,17 @@ def constraints(query: str) -> tuple[str, Callable[[Event], bool] | None]:
     word must not (as a term, so `-deploy` drops "deploys" too).
     """
     q = parse(query)
-    if not q.phrases and not q.excluded:
+    if not q.phrases and not q.excluded and not q.excluded_phrases:
         return q.positive or query, None
     phrases = [" ".join(p.lower().split()) for p in q.phrases]
+    out_phrases = [" ".join(p.lower().split()) for p in q.excluded_phrases]
     excluded = terms_of(q.excluded)
 
     def holds(event: Event) -> bool:
         text = f"{event.title or ''} {event.content}"
         flat = " ".join(text.lower().split())
-        return all(p in flat for p in phrases) and not (excluded & set(tokenize(text)))
+        return (all(p in flat for p in phrases) and not any(p in flat for p in out_phrases)
+                and not (excluded & set(tokenize(text))))
 
     return q.positive or query, holds
 
