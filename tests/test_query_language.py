@@ -210,7 +210,9 @@ async def test_search_and_exclusions_over_mcp(memory: Memory, pg_url: str, anyio
 
 
 def test_search_and_exclusions_over_http(memory: Memory, urchin_home: Path, pg_url: str) -> None:
-    daemon = DaemonProcess(urchin_home, "--with-index", env={"URCHIN_DATABASE_URL": pg_url}).start()
+    # the device the fixture fed as: events are keyed by device, so another name would be a second copy
+    daemon = DaemonProcess(urchin_home, "--with-index",
+                           env={"URCHIN_DATABASE_URL": pg_url, "URCHIN_DEVICE_ID": "test-device"}).start()
     try:
         headers = {"Authorization": f"Bearer {daemon.token}"}
         answer = httpx.post(daemon.url + "/context", headers=headers, json={"query": '"green blue rollout"'})
