@@ -179,3 +179,33 @@ def test_viewer_routes_over_http(urchin_home: Path) -> None:
         assert foreign.status_code == 403
     finally:
         daemon.stop()
+
+
+def test_the_timeline_route_pages_an_out_of_order_journal_by_time(urchin_home: Path) -> None:
+    """`urchin import` of events not in time order, then a backfill of older ones: the routes the
+    viewer uses page them newest first by time, each once, and a bad cursor is a 400 naming it."""
+    days = ["2026-12-01", "2026-12-02", "2026-12-03", "2026-12-04", "2026-12-03", "2026-12-04", "2026-11-30"]
+    batch = urchin_home.parent / "import.jsonl"
+    batch.write_text("".join(f'{{"id": "i{k}", "content": "imported {k}", "timestamp": "{day}T1{k}:00:00Z"}}\n'
+                             for k, day in enumerate(days)))
+    daemon = DaemonProcess(urchin_home, "--no-collect").start()
+    try:
+        out = run_urchin("import", str(batch), env={"URCHIN_HOME": str(urchin_home)})
+        assert out.returncode == 0, out.stderr
+        with daemon.client() as client:
+            head = client.get("/timeline", params={"limit": 2}).json()
+            seen, page = [], head
+            while True:
+                seen += [(e["timestamp"], e["id"]) for e in page["events"]]
+                if page["older"] is None:
+                    break
+                page = client.get("/timeline", params={"limit": 2, "before": page["older"]}).json()
+            assert seen == sorted(seen, reverse=True) and len(seen) == len(days)
+            client.post("/ingest", json={"id": "back", "content": "backfill", "timestamp": "2026-11-29T00:00:00Z"})
+            arrived = client.get("/timeline", params={"after": head["newer"]}).json()
+            assert [e["id"] for e in arrived["events"]] == ["back"]
+            bad = client.get("/timeline", params={"before": head["newer"]})
+            assert bad.status_code == 400 and bad.json()["field"] == "before"
+            assert "`older` cursor" in bad.json()["error"]
+    finally:
+        daemon.stop()
