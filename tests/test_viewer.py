@@ -317,7 +317,7 @@ def test_state_changes_need_the_csrf_header(page: Any, recorder: Recorder) -> No
     del recorder.errors[errors_before:]
 
 
-def test_live_updates_prepend_new_events_and_keep_the_readers_place(page: Any, daemon: DaemonProcess) -> None:
+def test_live_updates_take_their_place_and_keep_the_readers_place(page: Any, daemon: DaemonProcess) -> None:
     page.set_viewport_size({"width": 1366, "height": 300})
     try:
         page.goto(page.url.split("#")[0] + "#/timeline")
@@ -329,7 +329,8 @@ def test_live_updates_prepend_new_events_and_keep_the_readers_place(page: Any, d
             client.post("/ingest", json={"id": "ev-live", "content": "arrived while reading", "source": "codex",
                                          "timestamp": "2026-01-12T08:00:00Z"})
         page.wait_for_selector('#timeline li.event[data-id="ev-live"]', state="attached", timeout=10_000)
-        assert page.eval_on_selector("#timeline li.event", "n => n.dataset.id") == "ev-live"
+        ids = page.eval_on_selector_all("#timeline li.event", "nodes => nodes.map(n => n.dataset.id)")
+        assert ids.index("ev-today") < ids.index("ev-live") < ids.index("ev-doomed")    # in its place by time
         assert abs(anchor.bounding_box()["y"] - top) <= 2  # what the reader was looking at did not move
     finally:
         page.set_viewport_size({"width": 1366, "height": 768})
