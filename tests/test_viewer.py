@@ -338,7 +338,8 @@ def test_live_updates_take_their_place_and_keep_the_readers_place(page: Any, dae
 
 def _timeline_order(page: Any) -> tuple[list[str], list[str]]:
     ids = page.eval_on_selector_all("#timeline li.event", "nodes => nodes.map(n => n.dataset.id)")
-    stamps = page.eval_on_selector_all("#timeline li.event", "nodes => nodes.map(n => n.dataset.ts + ' ' + n.dataset.id)")
+    stamps = page.eval_on_selector_all("#timeline li.event",
+                                       "nodes => nodes.map(n => n.dataset.ts + ' ' + n.dataset.id)")
     days = page.eval_on_selector_all("#timeline li.day h3", "nodes => nodes.map(n => n.textContent)")
     assert stamps == sorted(stamps, reverse=True), stamps     # newest first by time, across days
     assert days == sorted(set(days), reverse=True), days      # each day heading once, newest first
