@@ -210,3 +210,21 @@ def test_the_timeline_route_pages_an_out_of_order_journal_by_time(urchin_home: P
             assert "`older` cursor" in bad.json()["error"]
     finally:
         daemon.stop()
+
+
+def test_a_filter_that_skips_many_hands_back_a_cursor_and_loses_nothing(memory: Memory,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """A page reads at most MAX_SCAN_LINES lines (whole timestamps at a time): a rare filter gets a
+    short page and a cursor to go on, and walking on finds each match once, in time order."""
+    from urchin.memory import timeline
+
+    monkeypatch.setattr(timeline, "MAX_SCAN_LINES", 3)
+    newest_first = _fill(memory, 30)
+    pages = []
+    page = memory.timeline(limit=4, source="claude")
+    while True:
+        pages.append([e.id for e in page.events])
+        if page.older is None:
+            break
+        page = memory.timeline(before=page.older, limit=4, source="claude")
+    assert len(pages) > 4 and [i for p in pages for i in p] == [i for i in newest_first if int(i[1:]) % 2]

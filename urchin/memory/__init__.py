@@ -95,7 +95,7 @@ class Memory:
         self._forgetting = Forgetting(settings, self._journal, self._substring, lambda: self.ingestor,
                                       self._semantic, self._index)
         self._events = JournalEvents(self._journal, self._substring.forgotten, lambda: self.ingestor.ids)
-        self._timeline = Timeline(self._journal, lambda: self.forget_log, self._hot.catch_up, self._substring)
+        self._timeline = Timeline(self._journal, lambda: self.forget_log, self._hot.catch_up)
 
     @classmethod
     def open(cls, home: str | None = None, **overrides: Any) -> Memory:

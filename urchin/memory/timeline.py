@@ -1,9 +1,10 @@
 """The timeline: events newest first by event time, paged by a (timestamp, id) cursor, the events
 that arrived since a page (live updates), and activity per day per source.
 
-A page is the substring searcher's "newest events below a cursor" (the block index's zone maps:
-it reads the blocks whose time range reaches the page, never sorts the journal), so an import or a
-backfill of old events lands in its place, not on top. `newer` is another cursor, by arrival: the
+A page walks the time-ordered index (`timeorder.py`: every line's timestamp and offset, sorted,
+in memory) down from the cursor, reading `limit` + 1 lines, those sharing the last one's
+timestamp, and the ones a filter skips (at most MAX_SCAN_LINES, then a cursor to go on): an import
+or a backfill of old events lands in its place, not on top. `newer` is another cursor, by arrival: the
 journal offset a page was taken at (`g<generation>.<offset>`, mapped across compactions), from
 which `after=` reads what was appended since, whatever its timestamps. Forgotten events never show.
 """
@@ -24,15 +25,14 @@ from urchin.errors import QueryError
 from urchin.event import Event
 from urchin.forget import ForgetLog
 from urchin.journal import Journal
+from urchin.memory.timeorder import TimeOrder
 from urchin.search.query import Filters, check_limit
-from urchin.search.substring import SubstringSearcher
 
 __all__ = ["Timeline", "TimelinePage", "MAX_SCAN_LINES", "MAX_ACTIVITY_DAYS"]
 
-MAX_SCAN_LINES = 20_000  # a live-update read stops after this many lines and hands back a cursor to go on
+MAX_SCAN_LINES = 20_000  # a filtered page stops after this many lines and hands back a cursor to go on
 MAX_ACTIVITY_DAYS = 366
 _FORWARD_BYTES = 4 << 20
-_EARLIEST_MS = -(1 << 62)
 _MAX_CURSOR = 8192   # an id is at most 1,024 characters: its base64 fits well within
 
 
@@ -58,9 +58,9 @@ class _Activity:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
-def time_cursor(event: Event) -> str:
-    """The opaque cursor of the page after `event`: its (ts_ms, id), base64url."""
-    raw = f"{event.ts_ms}:{event.id}".encode("utf-8", "surrogatepass")
+def time_cursor(ts_ms: int, event_id: str) -> str:
+    """The opaque cursor of the page below (ts_ms, id), base64url; id "": below ts_ms itself."""
+    raw = f"{ts_ms}:{event_id}".encode("utf-8", "surrogatepass")
     return "t" + base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
 
 
@@ -74,7 +74,7 @@ def _read_time_cursor(cursor: object, name: str) -> tuple[int, str]:
         raise QueryError(name, rule) from None
     stamp, colon, event_id = text.partition(":")
     digits = stamp[1:] if stamp.startswith("-") else stamp
-    if not (colon and event_id and digits.isdigit() and digits.isascii() and len(digits) <= 19):
+    if not (colon and digits.isdigit() and digits.isascii() and len(digits) <= 19):
         raise QueryError(name, rule)
     return int(stamp), event_id
 
@@ -82,12 +82,11 @@ def _read_time_cursor(cursor: object, name: str) -> tuple[int, str]:
 class Timeline:
     """`Memory`'s timeline part: pages in event-time order and the activity counts, hiding forgotten events."""
 
-    def __init__(self, journal: Journal, forget_log: Callable[[], ForgetLog], catch_up: Callable[[], None],
-                 substring: SubstringSearcher) -> None:
+    def __init__(self, journal: Journal, forget_log: Callable[[], ForgetLog], catch_up: Callable[[], None]) -> None:
         self.journal = journal
         self._forget_log = forget_log
         self._catch_up = catch_up
-        self._substring = substring
+        self._order = TimeOrder(journal)
         self._activity = _Activity()
 
     @property
@@ -108,11 +107,32 @@ class Timeline:
         if after is not None:
             return self._arrived(self._cursor_offset(after, "after"), limit, filters)
         head = self._head()
-        # one more than the page: an `older` cursor only when an older event exists
-        events = self._substring.search(None, since_ms=_EARLIEST_MS, limit=limit + 1, filters=filters,
-                                        before=below)
-        older = time_cursor(events[limit - 1]) if len(events) > limit else None
-        return TimelinePage(events[:limit], older, self._cursor(head), len(events))
+        return self._page(below, limit, filters, head)
+
+    def _page(self, below: tuple[int, str] | None, limit: int, filters: Filters, head: int) -> TimelinePage:
+        hides = self.forget_log.hides
+        found: list[Event] = []
+        scanned, last, tie = 0, None, None
+        with self._order.lock:
+            self._order.catch_up()
+            for ts, offset in self._order.below(None if below is None else below[0]):
+                if tie is not None and ts < tie:
+                    break       # limit + 1 found, and every event sharing the last one's timestamp
+                if tie is None and last is not None and ts < last and scanned >= MAX_SCAN_LINES:
+                    found.sort(key=lambda e: (e.ts_ms, e.id), reverse=True)   # a filter skipped too many
+                    return TimelinePage(found, time_cursor(last, ""), self._cursor(head), scanned)
+                scanned, last = scanned + 1, ts
+                line = self.journal.read_line_at(offset)
+                event = Event.from_json(line) if line is not None else None
+                if (event is None or not filters.match(event) or hides(event.id)
+                        or (below is not None and (event.ts_ms, event.id) >= below)):
+                    continue
+                found.append(event)
+                if tie is None and len(found) > limit:
+                    tie = ts
+        found.sort(key=lambda e: (e.ts_ms, e.id), reverse=True)
+        older = time_cursor(found[limit - 1].ts_ms, found[limit - 1].id) if len(found) > limit else None
+        return TimelinePage(found[:limit], older, self._cursor(head), scanned)
 
     def _head(self) -> int:
         """The end of the journal's last complete line: where the next arrival will begin."""

@@ -46,12 +46,8 @@ class SubstringSearcher:
         self.folds = FoldCache()  # casefolded blocks, reused by the next queries (the daemon's)
 
     def search(self, query: str | None, *, since_ms: int, limit: int, filters: Filters = _ANY,
-               until_ms: int | None = None, oldest_first: bool = False,
-               before: tuple[int, str] | None = None) -> list[Event]:
-        """The `limit` newest events in the window whose content contains `query` (None: any);
-        `before`: only events whose (ts_ms, id) sorts below it (the timeline's page cursor)."""
-        if before is not None:
-            until_ms = before[0] if until_ms is None else min(until_ms, before[0])
+               until_ms: int | None = None, oldest_first: bool = False) -> list[Event]:
+        """The `limit` newest events in the window whose content contains `query` (None: any)."""
         folded = query.casefold() if query is not None else None
         if not self.journal.path.exists():
             return []
@@ -59,14 +55,14 @@ class SubstringSearcher:
         hidden = self.forgotten.hashes()
         try:
             with self.index.snapshot() as view:
-                self._search_view(view, folded, since_ms, until_ms, limit, filters, best, hidden, before)
+                self._search_view(view, folded, since_ms, until_ms, limit, filters, best, hidden)
         except OSError as exc:  # no usable index (read-only folder, disk full): scan instead
             import logging
 
             logging.getLogger("urchin.search").warning("substring index unusable (%s): scanning %s", exc,
                                                        self.journal.path)
             best = []
-            _keep_best(self._scan(folded), folded, since_ms, until_ms, limit, filters, best, hidden, before)
+            _keep_best(self._scan(folded), folded, since_ms, until_ms, limit, filters, best, hidden)
         best.sort(key=lambda item: (item[0], item[1]), reverse=not oldest_first)
         return [item[2] for item in best]
 
@@ -85,8 +81,7 @@ class SubstringSearcher:
 
     # ---- indexed path -------------------------------------------------------------------------
     def _search_view(self, view: View, folded: str | None, since_ms: int, until_ms: int | None, limit: int,
-                     filters: Filters, best: _Best, hidden: frozenset[bytes],
-                     before: tuple[int, str] | None = None) -> None:
+                     filters: Filters, best: _Best, hidden: frozenset[bytes]) -> None:
         hashes = query_hashes(folded.encode("utf-8", "surrogatepass")) if folded else set()
         blocks = view.candidates(hashes, since_ms, until_ms)
         prefilter = _Prefilter(folded, filters)
@@ -108,7 +103,7 @@ class SubstringSearcher:
                 else:
                     lines = prefilter.lines(os.pread(fd, end - start, start))
                 _keep_best((Event.from_json(line) for line in lines), folded, since_ms, until_ms, limit,
-                           filters, best, hidden, before)
+                           filters, best, hidden)
         finally:
             os.close(fd)
 
@@ -145,18 +140,14 @@ class SubstringSearcher:
 
 
 def _keep_best(events: Iterable[Event | None], folded: str | None, since_ms: int, until_ms: int | None,
-               limit: int, filters: Filters, best: _Best, hidden: frozenset[bytes] = frozenset(),
-               before: tuple[int, str] | None = None) -> None:
-    """Push matching events into the min-heap `best` of the `limit` newest (ts, id) below `before`;
-    forgotten ones never."""
+               limit: int, filters: Filters, best: _Best, hidden: frozenset[bytes] = frozenset()) -> None:
+    """Push matching events into the min-heap `best` of the `limit` newest (ts, id); forgotten ones never."""
     for event in events:
         if event is None:
             continue
         if event.ts_ms < since_ms or (until_ms is not None and event.ts_ms > until_ms):
             continue
         if not filters.match(event):
-            continue
-        if before is not None and (event.ts_ms, event.id) >= before:
             continue
         if folded is not None and folded not in event.content.casefold():
             continue
