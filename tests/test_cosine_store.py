@@ -432,25 +432,3 @@ def test_associations_learned_for_an_index_since_gone_are_not_installed(memory: 
     view._learn_once(view._generation)         # no saved index to learn from: nothing, no error
     assert view.index.assoc is None and not model_path.exists()
     assert not list(settings.index_dir.glob(".cosine.learned.tmp"))
-
-
-def test_a_daemon_view_and_an_in_process_view_rank_with_one_model(memory: Memory, settings: Settings) -> None:
-    """The associations a query ranks with depend on the index, not on the process: past
-    INLINE_ASSOC_ROWS both rank with the model saved beside the index, even when the journal has
-    grown enough since for an in-process view to have built a private, newer one (it used to)."""
-    from urchin.search.semantic import INLINE_ASSOC_ROWS
-
-    rows = INLINE_ASSOC_ROWS + 200
-    memory.ingest(_items(0, rows))
-    daemon = _view(settings)
-    daemon.learn_apart = True
-    daemon.catch_up()
-    assert daemon.save() is True
-    _wait_learning(daemon)
-    memory.ingest(_items(rows, rows))       # grown by half: stale, and not saved again yet
-    alone = _view(settings)                 # another process, with the daemon up (URCHIN_NO_DAEMON=1)
-    for query in ("deploy cache", "note", "why the cache"):
-        ranked = [[(h.event.id, round(h.score, 6)) for h in view.search(query, since_ms=None, limit=10,
-                                                                           filters=Filters())]
-                  for view in (daemon, alone)]
-        assert ranked[0] == ranked[1], query
