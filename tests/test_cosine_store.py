@@ -306,20 +306,24 @@ def test_a_daemon_view_learns_its_associations_in_a_child_process(memory: Memory
     """`learn_apart` (the daemon): the associations' build held the GIL for seconds, so every query and
     write waited. A save starts a child at the lowest priority that builds them from the saved index;
     they are installed beside it and used: the model an in-process build makes, and none was built here
-    (nor before a query). A daemon's last save (learn=False) starts no child."""
+    (nor before a query, past the small index a query builds for: INLINE_ASSOC_ROWS). A daemon's last
+    save (learn=False) starts no child."""
     import numpy as np
 
     from urchin.search import assoc
     from urchin.search.cosine import TokenCosineIndex
+    from urchin.search.semantic import INLINE_ASSOC_ROWS
+
+    rows = INLINE_ASSOC_ROWS + 200
 
     def in_this_process(*args: object, **kwargs: object) -> None:
         raise AssertionError("associations built in the daemon's process")
 
-    memory.ingest(_items(0, 400))
+    memory.ingest(_items(0, rows))
     view = _view(settings)
     view.learn_apart = True
     monkeypatch.setattr(assoc, "build", in_this_process)
-    assert view.catch_up() == 400
+    assert view.catch_up() == rows
     assert view.search("deploy cache", since_ms=None, limit=5, filters=Filters())
     assert view.index.assoc is None
     assert view.save() is True and view._learning is not None
@@ -334,7 +338,7 @@ def test_a_daemon_view_learns_its_associations_in_a_child_process(memory: Memory
     assert learned.terms == expected.terms
     assert np.array_equal(learned.vectors, expected.vectors.astype(np.float16).astype(np.float32))
 
-    memory.ingest(_items(400, 400))       # stale again (grown by half)
+    memory.ingest(_items(rows, rows))       # stale again (grown by half)
     view.catch_up()
     assert view.save(learn=False) is True and view._learning is None        # no new child
 

@@ -318,3 +318,59 @@ def test_an_ingest_batch_answers_the_same_through_every_front_end(answers: dict[
     (ok1, first), (ok2, second), (failed, third) = BATCH["mcp"]
     assert not ok1 and not ok2 and failed
     assert (first["status"], second["status"], third) == ("appended", "duplicate", reason)
+
+
+# ---- ranked answers by value: the daemon and the in-process road compute the same thing ------------
+CONCEPTS = REPO / "bench" / "concepts" / "events.jsonl"   # 254 events of real-looking work: statistics matter
+RANKED = {   # name: (CLI arguments, HTTP request); the list of ranked items and their key in the answer
+    "semantic": (["semantic", "auth decisions", "--hours", "1000000", "--limit", "10"],
+                 ("GET", "/semantic?query=auth%20decisions&hours=1000000&limit=10", None), "events"),
+    "semantic-concept": (["semantic", "why do users get logged out", "--hours", "1000000"],
+                         ("GET", "/semantic?query=why%20do%20users%20get%20logged%20out&hours=1000000", None),
+                         "events"),
+    "context": (["context", "auth decisions"], ("POST", "/context", {"query": "auth decisions"}), "results"),
+    "query-source": (["query-source", "dev", "auth decisions"],
+                     ("GET", "/sources/dev/search?query=auth%20decisions", None), "results"),
+    "find": (["find", "auth decisions"], ("POST", "/documents/search", {"query": "auth decisions"}), "results"),
+}
+
+
+def _ranked(answer: dict[str, Any], key: str) -> list[tuple[str, float]]:
+    return [(item.get("id") or item.get("documentId") or item.get("chunkId"), item["score"]) for item in answer[key]]
+
+
+@pytest.fixture(scope="module")
+def ranked(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, dict[str, Any]]]:
+    """Each ranked operation over the concepts journal: through the daemon (HTTP, and the CLI as its
+    client) and in-process (`URCHIN_NO_DAEMON=1`, the CLI on its own), with the daemon up."""
+    home = tmp_path_factory.mktemp("parity-ranked") / "home"
+    daemon = DaemonProcess(home).start()
+    env = {**os.environ, "PYTHONPATH": str(REPO), "URCHIN_HOME": str(home)}
+    try:
+        _cli(home, ["import", str(CONCEPTS)])
+        out: dict[str, dict[str, Any]] = {}
+        with daemon.client() as http:
+            for name, (args, (method, path, body), _key) in RANKED.items():
+                reply = http.request(method, path, json=body) if body is not None else http.request(method, path)
+                assert reply.status_code == 200, reply.text
+                alone = subprocess.run([sys.executable, "-m", "urchin", *args, "--json"], capture_output=True,
+                                       text=True, timeout=120, env={**env, "URCHIN_NO_DAEMON": "1"})
+                assert alone.returncode == 0, alone.stderr
+                out[name] = {"http": reply.json(), "cli": _cli(home, args)[1], "alone": orjson.loads(alone.stdout)}
+        yield out
+    finally:
+        daemon.stop()
+
+
+@pytest.mark.parametrize("name", sorted(RANKED))
+def test_ranked_answers_are_the_same_by_value_through_the_daemon_and_in_process(
+        ranked: dict[str, dict[str, Any]], name: str) -> None:
+    """Same ids, same order, same scores (to 1e-6) whichever road answers: the daemon's hot views
+    and a process of its own rank with the same statistics (IDF, thesaurus, learned associations)."""
+    key = RANKED[name][2]
+    answers = {road: _ranked(answer, key) for road, answer in ranked[name].items()}
+    assert len(answers["http"]) >= 3, answers["http"]    # an answer worth comparing
+    for road in ("cli", "alone"):
+        assert [i for i, _ in answers[road]] == [i for i, _ in answers["http"]], (road, answers)
+        assert all(abs(a - b) <= 1e-6 for (_, a), (_, b) in zip(answers[road], answers["http"], strict=True)), \
+            (road, answers)

@@ -16,10 +16,12 @@ from urchin.memory import Memory
 
 
 def _fill(memory: Memory, n: int) -> list[str]:
-    ids = [f"e{i:03d}" for i in range(n)]
-    memory.ingest([{"id": i, "content": f"note {i}", "source": "claude" if k % 2 else "shell",
-                    "timestamp": f"2026-03-{1 + k % 3:02d}T10:00:{k % 60:02d}Z"} for k, i in enumerate(ids)])
-    return ids
+    """`n` events whose timestamps are not in journal order (days 1, 2, 3, 1, 2, 3, ...); their ids
+    newest first by (timestamp, id), the order every timeline page must keep."""
+    events = [{"id": f"e{k:03d}", "content": f"note {k}", "source": "claude" if k % 2 else "shell",
+               "timestamp": f"2026-03-{1 + k % 3:02d}T10:00:{k % 60:02d}.000Z"} for k in range(n)]
+    memory.ingest(events)
+    return [e["id"] for e in sorted(events, key=lambda e: (e["timestamp"], e["id"]), reverse=True)]
 
 
 def _all_pages(memory: Memory, limit: int, **filters: str) -> list[str]:
@@ -32,37 +34,47 @@ def _all_pages(memory: Memory, limit: int, **filters: str) -> list[str]:
         page = memory.timeline(before=page.older, limit=limit, **filters)
 
 
-def test_pages_walk_the_journal_newest_first_each_event_once(memory: Memory) -> None:
-    ids = _fill(memory, 23)
-    assert _all_pages(memory, 5) == ids[::-1]
-    assert _all_pages(memory, 100) == ids[::-1]
-    assert memory.timeline(limit=5).to_dict()["older"].startswith("g0.")
+def test_pages_walk_the_events_newest_first_by_time_each_event_once(memory: Memory) -> None:
+    newest_first = _fill(memory, 23)
+    for limit in (1, 5, 23, 100):
+        assert _all_pages(memory, limit) == newest_first
+
+
+def test_events_sharing_a_timestamp_page_by_id_without_loss(memory: Memory) -> None:
+    """A bulk import often stamps many events alike: the cursor's id splits them across pages."""
+    memory.ingest([{"id": f"same{k * 5 % 17:02d}", "content": "x", "timestamp": "2026-03-01T10:00:00Z"}
+                   for k in range(17)])    # not in id order in the journal
+    assert _all_pages(memory, 4) == [f"same{k:02d}" for k in range(16, -1, -1)]
 
 
 def test_filters_apply_to_every_page(memory: Memory) -> None:
-    ids = _fill(memory, 12)
-    assert _all_pages(memory, 2, source="claude") == [i for k, i in enumerate(ids) if k % 2][::-1]
+    newest_first = _fill(memory, 12)
+    assert _all_pages(memory, 2, source="claude") == [i for i in newest_first if int(i[1:]) % 2]
 
 
-def test_after_returns_only_newer_events_for_live_updates(memory: Memory) -> None:
+def test_after_returns_what_arrived_since_in_time_order(memory: Memory) -> None:
+    """Live updates: what was appended after a page, whatever its timestamps (a backfill of old events
+    arrives too, for the page to place by its time), newest first by time."""
     _fill(memory, 4)
     head = memory.timeline(limit=2).newer
     assert memory.timeline(after=head).events == []
-    memory.ingest([{"id": "late1", "content": "later"}, {"id": "late2", "content": "later still"}])
+    memory.ingest([{"id": "late1", "content": "later", "timestamp": "2026-03-05T00:00:00Z"},
+                   {"id": "old1", "content": "backfilled", "timestamp": "2026-01-01T00:00:00Z"},
+                   {"id": "late2", "content": "later still", "timestamp": "2026-03-06T00:00:00Z"}])
     page = memory.timeline(after=head)
-    assert [e.id for e in page.events] == ["late2", "late1"]
+    assert [e.id for e in page.events] == ["late2", "late1", "old1"]
     assert memory.timeline(after=page.newer).events == []
 
 
 def test_a_cursor_from_before_a_forget_still_pages_correctly(memory: Memory) -> None:
-    ids = _fill(memory, 10)
+    newest_first = _fill(memory, 10)
     first = memory.timeline(limit=3)
-    assert [e.id for e in first.events] == ids[:-4:-1]
+    assert [e.id for e in first.events] == newest_first[:3]
     assert first.older is not None
-    memory.forget(["e005", "e008"], confirm=True)  # one on this page, one beyond: the journal is rewritten
-    assert memory.forget_log.generation() == 1 and first.older.startswith("g0.")
-    rest = _all_pages_from(memory, first.older)
-    assert rest == [i for i in ids[:7][::-1] if i != "e005"]
+    gone = {newest_first[1], newest_first[6]}   # one on this page, one beyond: the journal is rewritten
+    memory.forget(sorted(gone), confirm=True)
+    assert memory.forget_log.generation() == 1
+    assert _all_pages_from(memory, first.older) == [i for i in newest_first[3:] if i not in gone]
 
 
 def _all_pages_from(memory: Memory, cursor: str) -> list[str]:
@@ -75,17 +87,26 @@ def _all_pages_from(memory: Memory, cursor: str) -> list[str]:
     return seen
 
 
-@pytest.mark.parametrize("cursor", ["", "12", "g.1", "gx.1", "g0.-1", "g9.0", "g0.1" + "0" * 50])
-def test_a_bad_cursor_is_rejected_naming_it(memory: Memory, cursor: str) -> None:
+@pytest.mark.parametrize("cursor", ["", "12", "g0.1", "t", "t!!", "tMTIz", "tOmFi", "teDph", "t" + "A" * 9000,
+                                    "tMTIzNDU2Nzg5MDEyMzQ1Njc4OTAxMjM6YQ"])
+def test_a_bad_page_cursor_is_rejected_naming_it(memory: Memory, cursor: str) -> None:
     _fill(memory, 2)
     with pytest.raises(QueryError) as caught:
         memory.timeline(before=cursor)
-    assert caught.value.field == "before"
+    assert caught.value.field == "before" and "older" in caught.value.message
+
+
+@pytest.mark.parametrize("cursor", ["", "12", "g.1", "gx.1", "g0.-1", "g9.0", "g0.1" + "0" * 50, "tMTIzOmE"])
+def test_a_bad_arrival_cursor_is_rejected_naming_it(memory: Memory, cursor: str) -> None:
+    _fill(memory, 2)
+    with pytest.raises(QueryError) as caught:
+        memory.timeline(after=cursor)
+    assert caught.value.field == "after"
 
 
 def test_before_and_after_together_are_rejected(memory: Memory) -> None:
     with pytest.raises(QueryError) as caught:
-        memory.timeline(before="g0.0", after="g0.0")
+        memory.timeline(before="tMTIzOmE", after="g0.0")
     assert caught.value.field == "after"
 
 
@@ -159,3 +180,51 @@ def test_viewer_routes_over_http(urchin_home: Path) -> None:
         assert foreign.status_code == 403
     finally:
         daemon.stop()
+
+
+def test_the_timeline_route_pages_an_out_of_order_journal_by_time(urchin_home: Path) -> None:
+    """`urchin import` of events not in time order, then a backfill of older ones: the routes the
+    viewer uses page them newest first by time, each once, and a bad cursor is a 400 naming it."""
+    days = ["2026-12-01", "2026-12-02", "2026-12-03", "2026-12-04", "2026-12-03", "2026-12-04", "2026-11-30"]
+    batch = urchin_home.parent / "import.jsonl"
+    batch.write_text("".join(f'{{"id": "i{k}", "content": "imported {k}", "timestamp": "{day}T1{k}:00:00Z"}}\n'
+                             for k, day in enumerate(days)))
+    daemon = DaemonProcess(urchin_home, "--no-collect").start()
+    try:
+        out = run_urchin("import", str(batch), env={"URCHIN_HOME": str(urchin_home)})
+        assert out.returncode == 0, out.stderr
+        with daemon.client() as client:
+            head = client.get("/timeline", params={"limit": 2}).json()
+            seen, page = [], head
+            while True:
+                seen += [(e["timestamp"], e["id"]) for e in page["events"]]
+                if page["older"] is None:
+                    break
+                page = client.get("/timeline", params={"limit": 2, "before": page["older"]}).json()
+            assert seen == sorted(seen, reverse=True) and len(seen) == len(days)
+            client.post("/ingest", json={"id": "back", "content": "backfill", "timestamp": "2026-11-29T00:00:00Z"})
+            arrived = client.get("/timeline", params={"after": head["newer"]}).json()
+            assert [e["id"] for e in arrived["events"]] == ["back"]
+            bad = client.get("/timeline", params={"before": head["newer"]})
+            assert bad.status_code == 400 and bad.json()["field"] == "before"
+            assert "`older` cursor" in bad.json()["error"]
+    finally:
+        daemon.stop()
+
+
+def test_a_filter_that_skips_many_hands_back_a_cursor_and_loses_nothing(memory: Memory,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """A page reads at most MAX_SCAN_LINES lines (whole timestamps at a time): a rare filter gets a
+    short page and a cursor to go on, and walking on finds each match once, in time order."""
+    from urchin.memory import timeline
+
+    monkeypatch.setattr(timeline, "MAX_SCAN_LINES", 3)
+    newest_first = _fill(memory, 30)
+    pages = []
+    page = memory.timeline(limit=4, source="claude")
+    while True:
+        pages.append([e.id for e in page.events])
+        if page.older is None:
+            break
+        page = memory.timeline(before=page.older, limit=4, source="claude")
+    assert len(pages) > 4 and [i for p in pages for i in p] == [i for i in newest_first if int(i[1:]) % 2]

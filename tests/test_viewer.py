@@ -245,6 +245,8 @@ def test_search_literal_highlights_the_match(page: Any) -> None:
     _search(page, "Blue-Green", "literal")
     assert page.eval_on_selector_all("#results li.event", "n => n.map(x => x.dataset.id)") == ["ev-plan"]
     assert page.locator("#results mark").first.text_content() == "blue-green"
+    # a result list has no day headings: each card carries its date
+    assert page.locator("#results li.event time").first.text_content() == "2026-01-10 09:00:00"
 
 
 def test_search_semantic_ranks_events(page: Any) -> None:
@@ -270,6 +272,8 @@ def test_session_view_reads_as_a_conversation(page: Any) -> None:
     page.wait_for_selector("#conversation li.event")
     ids = page.eval_on_selector_all("#conversation li.event", "n => n.map(x => x.dataset.id)")
     assert ids == ["ev-plan", "ev-reply"]
+    times = page.eval_on_selector_all("#conversation li.event time", "n => n.map(x => x.textContent)")
+    assert times == ["2026-01-10 09:00:00", "2026-01-10 09:01:00"]   # a session may span days
 
 
 def test_overview_draws_activity_and_roots(page: Any, daemon: DaemonProcess) -> None:
@@ -313,7 +317,7 @@ def test_state_changes_need_the_csrf_header(page: Any, recorder: Recorder) -> No
     del recorder.errors[errors_before:]
 
 
-def test_live_updates_prepend_new_events_and_keep_the_readers_place(page: Any, daemon: DaemonProcess) -> None:
+def test_live_updates_take_their_place_and_keep_the_readers_place(page: Any, daemon: DaemonProcess) -> None:
     page.set_viewport_size({"width": 1366, "height": 300})
     try:
         page.goto(page.url.split("#")[0] + "#/timeline")
@@ -325,10 +329,42 @@ def test_live_updates_prepend_new_events_and_keep_the_readers_place(page: Any, d
             client.post("/ingest", json={"id": "ev-live", "content": "arrived while reading", "source": "codex",
                                          "timestamp": "2026-01-12T08:00:00Z"})
         page.wait_for_selector('#timeline li.event[data-id="ev-live"]', state="attached", timeout=10_000)
-        assert page.eval_on_selector("#timeline li.event", "n => n.dataset.id") == "ev-live"
+        ids = page.eval_on_selector_all("#timeline li.event", "nodes => nodes.map(n => n.dataset.id)")
+        assert ids.index("ev-today") < ids.index("ev-live") < ids.index("ev-doomed")    # in its place by time
         assert abs(anchor.bounding_box()["y"] - top) <= 2  # what the reader was looking at did not move
     finally:
         page.set_viewport_size({"width": 1366, "height": 768})
+
+
+def _timeline_order(page: Any) -> tuple[list[str], list[str]]:
+    ids = page.eval_on_selector_all("#timeline li.event", "nodes => nodes.map(n => n.dataset.id)")
+    stamps = page.eval_on_selector_all("#timeline li.event",
+                                       "nodes => nodes.map(n => n.dataset.ts + ' ' + n.dataset.id)")
+    days = page.eval_on_selector_all("#timeline li.day h3", "nodes => nodes.map(n => n.textContent)")
+    assert stamps == sorted(stamps, reverse=True), stamps     # newest first by time, across days
+    assert days == sorted(set(days), reverse=True), days      # each day heading once, newest first
+    return ids, days
+
+
+def test_a_backfilled_event_takes_its_place_by_time_live_and_after_a_reload(page: Any, daemon: DaemonProcess) -> None:
+    """A collector's backfill (or `urchin import`) appends events older than those shown: a live
+    update places each by its time, not on top, and a fresh page pages them in time order too."""
+    page.goto(page.url.split("#")[0] + "#/timeline")
+    page.wait_for_selector('#timeline li.event[data-id="ev-plan"]')
+    with daemon.client() as client:
+        assert client.post("/ingest/batch", json={"events": [
+            {"id": "ev-back", "content": "backfilled by a collector", "source": "git", "kind": "commit",
+             "timestamp": "2026-01-10T09:00:30Z"},
+            {"id": "ev-back-day", "content": "an older day, imported late", "source": "git", "kind": "commit",
+             "timestamp": "2026-01-09T18:00:00Z"}]}).status_code == 200
+    page.wait_for_selector('#timeline li.event[data-id="ev-back"]', state="attached", timeout=10_000)
+    page.wait_for_selector('#timeline li.event[data-id="ev-back-day"]', state="attached", timeout=10_000)
+    ids, days = _timeline_order(page)
+    assert ids.index("ev-reply") < ids.index("ev-back") < ids.index("ev-plan") < ids.index("ev-back-day")
+    assert days[-1] == "2026-01-09"
+    page.reload()
+    page.wait_for_selector('#timeline li.event[data-id="ev-back-day"]', state="attached")
+    assert _timeline_order(page)[0] == ids
 
 
 def test_forget_an_event_and_watch_it_disappear(page: Any, daemon: DaemonProcess) -> None:

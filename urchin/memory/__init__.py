@@ -535,7 +535,8 @@ class Memory:
     def timeline(self, *, before: str | None = None, after: str | None = None, limit: int = 50,
                  source: str | None = None, workspace: str | None = None, session: str | None = None,
                  kind: str | None = None) -> TimelinePage:
-        """One page of events, newest first: the newest (no cursor), older than `before`, or newer than `after`."""
+        """One page of events, newest first by event time: the newest, older than `before` (a page's `older`), or
+        those that arrived after `after` (a page's `newer`)."""
         return self._timeline.timeline(before=before, after=after, limit=limit, source=source,
                                        workspace=workspace, session=session, kind=kind)
 

@@ -1,13 +1,18 @@
-"""The timeline: the journal newest first, paged by byte offset, and activity per day per source.
+"""The timeline: events newest first by event time, paged by a (timestamp, id) cursor, the events
+that arrived since a page (live updates), and activity per day per source.
 
-A page reads backwards from a cursor (`g<generation>.<offset>`: a line boundary of the journal as
-it was after that many compactions), so the first page and every later one cost the same at any
-journal size; a cursor from before a forget is mapped onto the rewritten file. `newer` reads
-forwards from the head cursor a page handed out (live updates). Forgotten events are never shown.
+A page walks the time-ordered index (`timeorder.py`: every line's timestamp and offset, sorted,
+in memory) down from the cursor, reading `limit` + 1 lines, those sharing the last one's
+timestamp, and the ones a filter skips (at most MAX_SCAN_LINES, then a cursor to go on): an import
+or a backfill of old events lands in its place, not on top. `newer` is another cursor, by arrival: the
+journal offset a page was taken at (`g<generation>.<offset>`, mapped across compactions), from
+which `after=` reads what was appended since, whatever its timestamps. Forgotten events never show.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import os
 import threading
 from collections.abc import Callable
@@ -20,6 +25,7 @@ from urchin.errors import QueryError
 from urchin.event import Event
 from urchin.forget import ForgetLog
 from urchin.journal import Journal
+from urchin.memory.timeorder import TimeOrder
 from urchin.search.query import Filters, check_limit
 
 __all__ = ["Timeline", "TimelinePage", "MAX_SCAN_LINES", "MAX_ACTIVITY_DAYS"]
@@ -27,13 +33,14 @@ __all__ = ["Timeline", "TimelinePage", "MAX_SCAN_LINES", "MAX_ACTIVITY_DAYS"]
 MAX_SCAN_LINES = 20_000  # a filtered page stops after this many lines and hands back a cursor to go on
 MAX_ACTIVITY_DAYS = 366
 _FORWARD_BYTES = 4 << 20
+_MAX_CURSOR = 8192   # an id is at most 1,024 characters: its base64 fits well within
 
 
 @dataclass(slots=True)
 class TimelinePage:
     events: list[Event]
-    older: str | None  # where the next (older) page starts; None at the journal's start
-    newer: str  # where events newer than this page begin (poll with `after=`)
+    older: str | None  # the (timestamp, id) cursor of the next (older) page; None: no older event
+    newer: str  # where events that arrived after this page begin (poll with `after=`)
     scanned: int = 0
 
     def to_dict(self) -> dict[str, Any]:
@@ -51,13 +58,35 @@ class _Activity:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
+def time_cursor(ts_ms: int, event_id: str) -> str:
+    """The opaque cursor of the page below (ts_ms, id), base64url; id "": below ts_ms itself."""
+    raw = f"{ts_ms}:{event_id}".encode("utf-8", "surrogatepass")
+    return "t" + base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
+
+
+def _read_time_cursor(cursor: object, name: str) -> tuple[int, str]:
+    rule = f"must be the `older` cursor of an earlier timeline page, got {cursor!r}"[:200]
+    if not (isinstance(cursor, str) and cursor.startswith("t") and 1 < len(cursor) <= _MAX_CURSOR):
+        raise QueryError(name, rule)
+    try:
+        text = base64.urlsafe_b64decode(cursor[1:] + "=" * (-len(cursor[1:]) % 4)).decode("utf-8")
+    except (binascii.Error, UnicodeDecodeError, ValueError):
+        raise QueryError(name, rule) from None
+    stamp, colon, event_id = text.partition(":")
+    digits = stamp[1:] if stamp.startswith("-") else stamp
+    if not (colon and digits.isdigit() and digits.isascii() and len(digits) <= 19):
+        raise QueryError(name, rule)
+    return int(stamp), event_id
+
+
 class Timeline:
-    """`Memory`'s timeline part: pages over the journal and the activity counts, hiding forgotten events."""
+    """`Memory`'s timeline part: pages in event-time order and the activity counts, hiding forgotten events."""
 
     def __init__(self, journal: Journal, forget_log: Callable[[], ForgetLog], catch_up: Callable[[], None]) -> None:
         self.journal = journal
         self._forget_log = forget_log
         self._catch_up = catch_up
+        self._order = TimeOrder(journal)
         self._activity = _Activity()
 
     @property
@@ -67,39 +96,52 @@ class Timeline:
     def timeline(self, *, before: str | None = None, after: str | None = None, limit: int = 50,
                  source: str | None = None, workspace: str | None = None, session: str | None = None,
                  kind: str | None = None) -> TimelinePage:
-        """One page of events, newest first: the newest (no cursor), older than `before`, or newer than `after`."""
+        """One page of events, newest first by time: the newest (no cursor), those older than `before`
+        (a page's `older`), or those that arrived after `after` (a page's `newer`)."""
         if before is not None and after is not None:
             raise QueryError("after", "give `before` or `after`, not both")
         limit = check_limit(limit, 500)
         filters = Filters.of(source, workspace, session, kind)
+        below = None if before is None else _read_time_cursor(before, "before")
         self._catch_up()
         if after is not None:
-            return self._timeline_forward(self._cursor_offset(after, "after"), limit, filters)
-        end = None if before is None else self._cursor_offset(before, "before")
-        return self._timeline_back(end, limit, filters)
+            return self._arrived(self._cursor_offset(after, "after"), limit, filters)
+        head = self._head()
+        return self._page(below, limit, filters, head)
 
-    def _timeline_back(self, end: int | None, limit: int, filters: Filters) -> TimelinePage:
+    def _page(self, below: tuple[int, str] | None, limit: int, filters: Filters, head: int) -> TimelinePage:
         hides = self.forget_log.hides
-        events: list[Event] = []
-        newer: int | None = end
-        older: int | None = None
-        scanned = 0
-        for offset, line in self.journal.reverse_lines(end):
-            if newer is None:
-                newer = offset + len(line) + 1
-            scanned += 1
-            older = offset
-            event = self.journal.event(line)
-            if event is not None and filters.match(event) and not hides(event.id):
-                events.append(event)
-                if len(events) >= limit:
-                    break
-            if scanned >= MAX_SCAN_LINES:
-                break
-        return TimelinePage(events, self._cursor(older) if older else None,
-                            self._cursor(newer or 0), scanned)
+        found: list[Event] = []
+        scanned, last, tie = 0, None, None
+        with self._order.lock:
+            self._order.catch_up()
+            for ts, offset in self._order.below(None if below is None else below[0]):
+                if tie is not None and ts < tie:
+                    break       # limit + 1 found, and every event sharing the last one's timestamp
+                if tie is None and last is not None and ts < last and scanned >= MAX_SCAN_LINES:
+                    found.sort(key=lambda e: (e.ts_ms, e.id), reverse=True)   # a filter skipped too many
+                    return TimelinePage(found, time_cursor(last, ""), self._cursor(head), scanned)
+                scanned, last = scanned + 1, ts
+                line = self.journal.read_line_at(offset)
+                event = self.journal.event(line) if line is not None else None
+                if (event is None or not filters.match(event) or hides(event.id)
+                        or (below is not None and (event.ts_ms, event.id) >= below)):
+                    continue
+                found.append(event)
+                if tie is None and len(found) > limit:
+                    tie = ts
+        found.sort(key=lambda e: (e.ts_ms, e.id), reverse=True)
+        older = time_cursor(found[limit - 1].ts_ms, found[limit - 1].id) if len(found) > limit else None
+        return TimelinePage(found[:limit], older, self._cursor(head), scanned)
 
-    def _timeline_forward(self, start: int, limit: int, filters: Filters) -> TimelinePage:
+    def _head(self) -> int:
+        """The end of the journal's last complete line: where the next arrival will begin."""
+        for offset, line in self.journal.reverse_lines(None):
+            return offset + len(line) + 1
+        return 0
+
+    def _arrived(self, start: int, limit: int, filters: Filters) -> TimelinePage:
+        """Events appended from `start` on, newest first by time (the page places each by its time)."""
         hides = self.forget_log.hides
         events: list[Event] = []
         position = start
@@ -118,7 +160,7 @@ class Timeline:
                         break
             else:
                 position = result.next_offset
-        events.reverse()
+        events.sort(key=lambda e: (e.ts_ms, e.id), reverse=True)
         return TimelinePage(events, None, self._cursor(position), scanned)
 
     def _cursor(self, offset: int) -> str:
@@ -129,7 +171,8 @@ class Timeline:
         generation, dot, offset = cursor[1:].partition(".") if isinstance(cursor, str) else ("", "", "")
         if not (isinstance(cursor, str) and cursor.startswith("g") and dot and generation.isdigit()
                 and offset.isdigit() and len(cursor) <= 40):
-            raise QueryError(name, f"must be a cursor from an earlier page (g<generation>.<offset>), got {cursor!r}")
+            raise QueryError(name, f"must be the `newer` cursor of an earlier page (g<generation>.<offset>), "
+                                   f"got {cursor!r}")
         value, made = int(offset), int(generation)
         log = self.forget_log
         if made > log.generation():

@@ -49,7 +49,7 @@ BULK_BYTES = 64 << 20  # a backlog this large is tokenised by worker processes, 
 # Below this best token-cosine score a match is weak: on LoCoMo, a sixth of the questions, whose top 10
 # holds evidence half as often as the rest's.
 WEAK_SCORE = 0.15
-INLINE_ASSOC_ROWS = 20_000  # up to this many events, associations are (re)built before a query; beyond, at save
+INLINE_ASSOC_ROWS = 1_000  # up to this many events, associations are built for the rows a query sees; beyond, at save
 LEARN_TIMEOUT_S = 600.0     # a child building the associations (learn_apart) is given up after this
 # Beside the daemon's embedder loop a query embeds at most this many new events itself (one small
 # request); a longer backlog is the loop's, which sends BACKGROUND_CHUNK texts per request.
@@ -302,12 +302,21 @@ class TokenCosineView:
             out.unlink(missing_ok=True)
 
     def _assoc_if_stale(self) -> None:
-        """Small journals: (re)build the associations before a query; large ones wait for `save` (and
-        with `learn_apart`, all of them: a question never waits for a build)."""
+        """The associations a query ranks with are a function of the index, not of the process that
+        asks, so the daemon and an in-process CLI answer alike: up to INLINE_ASSOC_ROWS rows (a build
+        costs at most ~0.15 s there), the model of exactly the rows indexed, built when a row was added;
+        beyond, the model saved beside the index (read again when a save or the daemon's learning child
+        rewrote it). A view with no folder (benchmarks, tests) builds when stale, as it has no other."""
         index = self.index
-        if not index.expand or len(index) > INLINE_ASSOC_ROWS or self.learn_apart:
+        if not index.expand:
             return
-        if index.assoc is None or index.assoc.stale(len(index)):
+        rows = len(index)
+        if rows <= INLINE_ASSOC_ROWS:
+            if index.assoc is None or index.assoc.rows != rows:
+                index.assoc = assoc.build(index)
+        elif self.index_dir is not None:
+            index.assoc = self.associations()
+        elif index.assoc is None or index.assoc.stale(rows):
             index.assoc = assoc.build(index)
 
     def associations(self) -> assoc.Associations | None:

@@ -86,8 +86,10 @@ function richText(text, words) {
 function clip(text, n) { return text.length > n ? text.slice(0, n) + "…" : text; }
 
 // ---- event cards --------------------------------------------------------------------------
-function eventCard(ev, words) {
-  const time = (ev.timestamp || ev.updatedAt || "").slice(11, 19);
+// `dated`: the card shows its day too (search results and sessions have no day headings).
+function eventCard(ev, words, dated) {
+  const stamp = ev.timestamp || ev.updatedAt || "";
+  const time = dated ? stamp.slice(0, 10) + " " + stamp.slice(11, 19) : stamp.slice(11, 19);
   const meta = el("div", { class: "meta" },
     el("time", { datetime: ev.timestamp || ev.updatedAt || "", text: time }),
     el("span", { class: "badge", text: ev.source || "?" }),
@@ -96,7 +98,8 @@ function eventCard(ev, words) {
     ...(ev.tags || []).map((t) => el("span", { class: "tag", text: t })),
     typeof ev.score === "number" ? el("span", { text: "score " + ev.score.toFixed(3) }) : null,
   );
-  const card = el("li", { class: "event", "data-id": ev.id || "" }, meta);
+  const card = el("li", { class: "event", "data-id": ev.id || "", "data-ts": ev.timestamp || "",
+    "data-session": ev.session || "" }, meta);
   if (ev.title) card.append(el("p", { class: "title", text: ev.title }));
   const content = el("p", { class: "content" });
   content.append(richText(clip(ev.content || "", 600), words));
@@ -174,22 +177,61 @@ async function pollNewer() {
   try {
     const page = await api("GET", `/timeline?after=${encodeURIComponent(state.newer)}&limit=200`);
     state.newer = page.newer;
-    if (page.events.length) prepend(page.events);
+    if (page.events.length) place(page.events);
     await refreshEphemeral();
   } catch (err) {
     if (err.status === 401) signedOut();
   }
 }
 
-function prepend(events) {
+// Newest first by (timestamp, id), as the API pages them.
+function newer(a, b) {
+  return a.ts !== b.ts ? a.ts > b.ts : a.id > b.id;
+}
+
+function cardKey(node) { return { ts: node.getAttribute("data-ts") || "", id: node.getAttribute("data-id") || "" }; }
+
+// Live updates arrive in journal order with any timestamps (an import, a backfill): each goes in its
+// place by time. One older than every card shown is left to the next page while older pages remain.
+function place(events) {
   const list = $("timeline");
-  const before = document.documentElement.scrollHeight;
-  const y = window.scrollY;
-  const fresh = withHeadings(events, null);
-  list.insertBefore(fresh, list.firstChild);
-  shown.first = events[0];
-  if (y > 0) window.scrollTo(0, y + document.documentElement.scrollHeight - before); // keep the reader's place
-  notice(`${events.length} new event${events.length === 1 ? "" : "s"}`);
+  const cards = Array.from(list.querySelectorAll("li.event"));
+  const anchor = cards.find((node) => node.getBoundingClientRect().top >= 0);
+  const anchorTop = anchor ? anchor.getBoundingClientRect().top : 0;
+  let placed = 0;
+  for (const ev of events) {
+    if (!ev.id || cards.some((node) => node.getAttribute("data-id") === ev.id)) continue;
+    const key = { ts: ev.timestamp || "", id: ev.id };
+    const at = cards.findIndex((node) => newer(key, cardKey(node)));
+    if (at < 0 && state.older !== undefined) continue;
+    const card = eventCard(ev);
+    if (at < 0) list.append(card); else list.insertBefore(card, cards[at]);
+    cards.splice(at < 0 ? cards.length : at, 0, card);
+    placed += 1;
+  }
+  if (!placed) return;
+  headings(list);
+  shown.last = cards.length ? { timestamp: cardKey(cards[cards.length - 1]).ts, session: cards[cards.length - 1].getAttribute("data-session") } : null;
+  if (anchor && window.scrollY > 0) window.scrollBy(0, anchor.getBoundingClientRect().top - anchorTop); // keep the reader's place
+  notice(`${placed} new event${placed === 1 ? "" : "s"}`);
+}
+
+// Day and session headings again, from the cards as they now stand.
+function headings(list) {
+  for (const node of list.querySelectorAll("li.day, li.session-head")) node.remove();
+  let prev = null;
+  for (const card of Array.from(list.querySelectorAll("li.event"))) {
+    const ts = card.getAttribute("data-ts") || ""; const session = card.getAttribute("data-session") || "";
+    if (!prev || prev.ts.slice(0, 10) !== ts.slice(0, 10)) {
+      list.insertBefore(el("li", { class: "day", role: "presentation" }, el("h3", { text: ts.slice(0, 10) })), card);
+      prev = null;
+    }
+    if (session && (!prev || prev.session !== session)) {
+      list.insertBefore(el("li", { class: "session-head", role: "presentation" },
+        el("a", { href: "#/session/" + encodeURIComponent(session), text: "session " + session })), card);
+    }
+    prev = { ts, session };
+  }
 }
 
 function removeEvents(ids) {
@@ -232,7 +274,7 @@ async function runSearch(event) {
       items = result.events || []; label = result.mode;
     }
     const words = terms(query, mode === "literal");
-    for (const item of items) list.append(eventCard(item, words));
+    for (const item of items) list.append(eventCard(item, words, true));
     $("search-status").textContent = `${items.length} result${items.length === 1 ? "" : "s"} (${label})`;
   } catch (err) {
     $("search-status").textContent = "Search failed: " + err.message;
@@ -249,7 +291,7 @@ async function showSession(session) {
   const result = await api("GET", "/recent?" + params);
   const events = (result.events || []).slice().reverse(); // a conversation reads oldest first
   list.replaceChildren(...events.map((ev) => {
-    const card = eventCard(ev);
+    const card = eventCard(ev, [], true);
     if (["user", "human", "manual", "shell"].includes(ev.source) || (ev.meta && ev.meta.role === "user")) card.classList.add("right");
     return card;
   }));
