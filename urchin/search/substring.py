@@ -109,8 +109,10 @@ class SubstringSearcher:
                     lines = prefilter.folded_lines(fd, start, end, self.folds, owner, view.block_key(block))
                 else:
                     lines = prefilter.lines(os.pread(fd, end - start, start))
-                _keep_best(((line, Event.from_json(line)) for line in lines), folded, since_ms, until_ms, limit,
-                           filters, best, hidden, self._serve)
+                # a block's lines newest last, so read backwards: once `best` is full, few later
+                # lines beat its oldest, and only those pay for the proof check
+                _keep_best(((line, Event.from_json(line)) for line in reversed(lines)), folded, since_ms,
+                           until_ms, limit, filters, best, hidden, self._serve)
         finally:
             os.close(fd)
 
@@ -120,7 +122,7 @@ class SubstringSearcher:
             text = chunk.decode("utf-8", "surrogateescape")
             if folded is not None and folded not in text.casefold() and "\\u" not in text:
                 continue
-            for line in text.split("\n"):
+            for line in reversed(text.split("\n")):   # newest last: see `_search_view`
                 yield line, Event.from_json(line)
 
     def _chunks(self) -> Iterator[bytes]:
