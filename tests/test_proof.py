@@ -168,3 +168,142 @@ def test_no_answer_that_names_an_id_makes_a_proof_or_a_derived_id(settings: Sett
         assert answer.id and answer.id.startswith("redacted-") and derived not in answer.id, domain
         answer = memory.ingest_one({"id": domain + prompt, "content": "x"})
         assert derived not in (answer.id or ""), domain
+
+
+# ---- every reader, not only the ones that serve events (issue 34 G, second review) -------------------
+def _fielded_hand_line(stamp: str) -> bytes:
+    """A hand line with a secret in every field a view lists: id, source, session and content."""
+    secret = GH["u"]
+    return orjson.dumps({"id": f"hand-id-{secret}", "timestamp": stamp, "source": f"tool-{secret}",
+                         "session": f"sess-{secret}", "kind": "note", "content": f"deploy canary {secret}"})
+
+
+def _append(memory: Memory, *lines: bytes) -> None:
+    with memory.journal.path.open("ab") as journal:
+        journal.write(b"".join(line + b"\n" for line in lines))
+
+
+def test_the_forget_preview_and_its_count_serve_hand_lines_redacted(urchin_home: Path, settings: Settings,
+                                                                    memory: Memory) -> None:
+    from tests.conftest import run_urchin
+
+    _, hand = _journal_with_hand_lines(memory)
+    _append(memory, _fielded_hand_line(datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.000Z")))
+    again = Memory(settings)
+    preview = again.forget(since="2000-01-01T00:00:00Z")
+    assert preview.matched == 2 + len(hand) and not preview.confirmed
+    shown = orjson.dumps([preview.to_dict(), preview.render(), again.forget_from({"query": "canary"}).to_dict(),
+                          again.forget(session="sess-" + GH["u"]).to_dict()]).decode()
+    assert {e["id"] for e in preview.preview} >= set(hand)          # listed, redacted, not hidden
+    assert "[REDACTED:github_token]" in shown and not _leaks(shown), _leaks(shown)
+    cli = run_urchin("forget", "--since", "2000-01-01T00:00:00Z")  # the CLI (and HTTP, MCP) print the same
+    assert cli.returncode == 0 and "hand-github-bare" in cli.stdout and not _leaks(cli.stdout + cli.stderr)
+    for body in _BODIES.values():       # a query matching only inside what redaction removed selects nothing
+        assert again.forget(query=body[10:30]).matched == 0
+    # forgetting them by what is shown still removes the lines themselves from the journal
+    done = again.forget(since="2000-01-01T00:00:00Z", confirm=True)
+    assert done.forgotten == 2 + len(hand) and not _leaks(memory.journal.path.read_bytes().decode())
+
+
+def test_activity_lists_the_source_of_a_hand_line_redacted(settings: Settings, memory: Memory) -> None:
+    memory.ingest_one({"content": "proven", "source": "cli"})
+    _append(memory, _fielded_hand_line(datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.000Z")))
+    activity = Memory(settings).activity(days=3)
+    text = orjson.dumps(activity).decode()
+    assert activity["total"] == 2 and "cli" in activity["sources"]
+    assert "redacted-github_token" in activity["sources"] and not _leaks(text), activity["sources"]
+
+
+def test_literal_search_answers_as_if_only_the_served_lines_existed(settings: Settings, memory: Memory) -> None:
+    """The rule, not one query: for every query and limit, the hits are the `limit` newest of the lines
+    as served. A hand line matching only inside what redaction removed neither shows nor takes a
+    place: the count of hits tells nothing of a hidden secret (the prefix-by-prefix oracle). (A query
+    for the marker redaction inserts, `[REDACTED:…`, is matched on raw lines: it finds a hand line
+    only after `urchin redact --rewrite`, which tells nothing of what was removed.)"""
+    body = _BODIES["github"]
+    for n, ts in enumerate(("2029-01-01T00:00:00.000Z", "2029-06-01T00:00:00.000Z")):
+        memory.ingest_one({"id": f"decoy-{n}", "timestamp": ts, "content": f"decoy ghu_{body[:12]} end"})
+    _, hand = _journal_with_hand_lines(memory)
+    _append(memory, orjson.dumps({"id": "hand-newest", "timestamp": "2030-01-01T00:00:00.000Z", "source": "manual",
+                                  "kind": "note", "content": "token " + GH["u"]}))
+    again = Memory(settings)
+    served = sorted(again.tail(100), key=lambda e: (e.ts_ms, e.id), reverse=True)
+    queries = ["ghu_", *(f"ghu_{body[:k]}" for k in (1, 4, 8, 12)), f"ghu_{body[:13]}", body[12:24],
+               f"ghu_{body[:3]}!", "deploy canary", "token "]
+    for query in queries:
+        for limit in (1, 2, 3):
+            expected = [e.id for e in served if query.casefold() in e.content.casefold()][:limit]
+            found = [e.id for e in again.search(query, hours=24 * 365 * 30, limit=limit).events]
+            assert found == expected, (query, limit)
+    assert [e.id for e in again.search(f"ghu_{body[:12]}", hours=24 * 365 * 30, limit=1).events] == ["decoy-1"]
+
+
+def test_no_module_reads_journal_lines_past_the_proof_check() -> None:
+    """The class: journal lines are read through `Journal.event` (which redacts a line the write path
+    did not prove), never parsed where a view could serve what they hold. Every place that parses a
+    JSON line (`Event.from_json`, `loads(…line…)`) or picks fields out of raw bytes (`b'{"id":"'`) is
+    listed here with why it may; a new one fails until it reads through the journal (or is listed)."""
+    import ast
+
+    import urchin
+
+    package = Path(urchin.__file__).parent
+    # modules that scan raw lines for speed but serve only through the proof: they must call it
+    served_through_proof = {
+        ("search/substring.py", "SubstringSearcher._search_view", "Event.from_json"),  # hits: `_keep_best` serves
+        ("search/substring.py", "SubstringSearcher._scan", "Event.from_json"),         # (the fallback scan)
+        ("search/extract.py", "TermExtractor.from_lines", "loads(line)"),   # token-cosine rows: proof.served
+        ("search/semantic.py", "EmbeddingView.pending", "loads(line)"),     # ids only, then Journal.event
+        ("memory/timeline.py", "_day_and_source", "b'{\"id\":\"'"),         # proven lines only, else Journal.event
+    }
+    allowed = served_through_proof | {
+        ("event.py", "Event.from_json", "loads(line)"),                     # the parse itself
+        ("journal.py", "Journal.event", "Event.from_json"),                 # the checked reader
+        ("journal.py", "Journal.stats", "Event.from_json"),                 # counts and first/last timestamps
+        ("memory/timeorder.py", "_stamps", "Event.from_json"),              # timestamps and offsets only:
+        ("memory/timeorder.py", "_stamps", "b'{\"id\":\"'"),                 # the page reads via Journal.event
+        ("memory/forget.py", "Forgetting.redact_rewrite.rewrite", "Event.from_json"),  # redacts and signs
+        ("forget.py", "line_id", "loads(line)"), ("forget.py", "line_id", "b'{\"id\":\"'"),  # compaction
+        ("forget.py", "_record", "loads(line)"),                            # the forget log, not the journal
+        ("idindex.py", "_line_id", "loads(line)"),                          # id -> offset sidecar, never served
+        ("search/blockbuild.py", "scan_lines", "loads(line)"),              # trigram/zone maps: a prefilter
+        ("search/blockbuild.py", "worker_main", "loads(line)"),             # its worker's job line
+        ("search/foldcache.py", "_fold_line", "loads(line)"),               # casefolded copy: a prefilter
+        ("memory/bulk.py", "prepare_batch", "loads(line)"),                 # import input, not the journal
+        ("daemon/indexer.py", "IndexProcess._relay", "loads(line)"),        # a child's progress reports
+        ("collectors/base.py", "loads", "loads(line)"),                     # agents' transcripts, which
+        ("collectors/claude.py", "ClaudeCollector.parse", "loads(line)"),   # go through the write path
+        ("collectors/claude.py", "_last_reply", "loads(line)"),
+        ("collectors/codex.py", "CodexCollector.parse", "loads(line)"),
+        ("collectors/copilot.py", "CopilotCollector.parse", "loads(line)"),
+        ("collectors/gemini.py", "GeminiCollector.parse", "loads(line)"),
+    }
+    found = set()
+    for path in sorted(package.rglob("*.py")):
+        rel = path.relative_to(package).as_posix()
+
+        def visit(node: ast.AST, scope: str, rel: str = rel) -> None:
+            for child in ast.iter_child_nodes(node):
+                name = scope
+                if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                    name = f"{scope}.{child.name}" if scope else child.name
+                hit = None
+                if isinstance(child, ast.Attribute) and child.attr == "from_json" \
+                        and isinstance(child.value, ast.Name) and child.value.id == "Event":
+                    hit = "Event.from_json"
+                elif isinstance(child, ast.Call) and child.args and "line" in ast.unparse(child.args[0]) \
+                        and ast.unparse(child.func).split(".")[-1] == "loads":
+                    hit = "loads(line)"
+                elif isinstance(child, ast.Constant) and isinstance(child.value, bytes) \
+                        and child.value.startswith(b'{"id":"'):
+                    hit = "b'{\"id\":\"'"
+                if hit:
+                    found.add((rel, name or "<module>", hit))
+                visit(child, name)
+
+        visit(ast.parse(path.read_text("utf-8")), "")
+    assert sorted(found - allowed) == [], "read journal lines through Journal.event (urchin/journal.py)"
+    assert sorted(allowed - found) == [], "a listed reader is gone: drop it from the list"
+    for rel in {rel for rel, _, _ in served_through_proof}:
+        text = (package / rel).read_text("utf-8")
+        assert ".served(" in text or "journal.event(" in text, rel

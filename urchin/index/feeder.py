@@ -386,8 +386,8 @@ def _ms(moment: datetime) -> int:
     return int(moment.timestamp() * 1000)
 
 
-def _rows(lines: Sequence[tuple[int, bytes]], hidden: frozenset[bytes] = frozenset(),
-          device: str | None = None, read: Callable[[bytes], Event | None] = Event.from_json) -> list[ChunkRow]:
+def _rows(lines: Sequence[tuple[int, bytes]], hidden: frozenset[bytes], device: str | None,
+          read: Callable[[bytes], Event | None]) -> list[ChunkRow]:
     """Rows of a batch; `device` (the feeding machine, whose journal holds the event) is each row's
     device: row-level security lets a feeder role write only its own device's rows. `read` is the
     journal's `event`: a line the write path did not prove is redacted before it is fed."""

@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 from urchin.event import Event
-from urchin.forget import ForgetLog
+from urchin.forget import ForgetLog, line_id
 from urchin.journal import Journal
 
 if TYPE_CHECKING:
@@ -35,10 +35,8 @@ class JournalEvents:
             return self._journal.event(self._journal.read_line_at(offset))
         needle = event_id.encode("utf-8")
         for _, line in self._journal.iter_lines(ids.covered()):
-            if needle in line:
-                event = Event.from_json(line)
-                if event is not None and event.id == event_id:
-                    return self._journal.proof.served(line, event)
+            if needle in line and line_id(line) == event_id:
+                return self._journal.event(line)
         return None
 
     def tail(self, n: int) -> list[Event]:

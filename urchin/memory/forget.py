@@ -120,11 +120,11 @@ class Forgetting:
         result = ForgetResult(confirmed=confirm)
         hashes: list[bytes] = []
         found: set[str] = set()
-        for event in _candidates(self.journal, selector):
-            if not selector.match(event) or log_.hides(event.id) or event.id in found:
+        for stored_id, event in _candidates(self.journal, selector):
+            if not selector.match(event) or log_.hides(stored_id) or event.id in found:
                 continue
             found.add(event.id)
-            hashes.append(forget_hash(event.id))
+            hashes.append(forget_hash(stored_id))
             if len(result.preview) < PREVIEW_LIMIT:
                 result.preview.append(_preview(event))
         result.matched = len(hashes)
@@ -278,14 +278,18 @@ class Forgetting:
         return ["purged the PostgreSQL index (VACUUM FULL, CHECKPOINT): no data file holds the forgotten rows"]
 
 
-def _candidates(journal: Journal, selector: _Selector) -> Iterator[Event]:
-    """Events that may match; by ids, a line's id is read before the whole event is parsed."""
+def _candidates(journal: Journal, selector: _Selector) -> Iterator[tuple[str, Event]]:
+    """`(id in the line, event as served)` of the lines that may match; by ids, a line's id is read
+    before the whole event is parsed. The selector matches and the preview shows the served event (a
+    line the write path did not prove is redacted: neither the count nor the preview tells what was
+    removed); the line's own id is what the tombstone hashes, so compaction drops that line."""
     for _, line in journal.iter_lines():
-        if selector.ids is not None and line_id(line) not in selector.ids:
+        stored_id = line_id(line)
+        if selector.ids is not None and stored_id not in selector.ids:
             continue
-        event = Event.from_json(line)
+        event = journal.event(line)
         if event is not None:
-            yield event
+            yield stored_id or event.id, event
 
 
 def _selector(ids: Sequence[str] | str | None, session: str | None, query: str | None, since: str | None,

@@ -32,7 +32,8 @@ _ESCAPABLE = frozenset('"\\/') | frozenset(chr(c) for c in range(32)) | {"\u2028
 # what `Event.from_record` fills in when a field is missing: such a filter value need not be in the raw line
 _DEFAULTS = {"source": "unknown", "kind": "note"}
 
-_Best = list[tuple[int, str, Event, bytes | str]]   # ts, id, event, its journal line
+_Best = list[tuple[int, str, Event]]   # ts, id, the event as it may be served
+_Serve = Callable[[bytes | str, Event], Event]
 _ANY = Filters()
 
 
@@ -62,23 +63,15 @@ class SubstringSearcher:
             logging.getLogger("urchin.search").warning("substring index unusable (%s): scanning %s", exc,
                                                        self.journal.path)
             best = []
-            _keep_best(self._scan(folded), folded, since_ms, until_ms, limit, filters, best, hidden)
+            _keep_best(self._scan(folded), folded, since_ms, until_ms, limit, filters, best, hidden, self._serve)
         best.sort(key=lambda item: (item[0], item[1]), reverse=not oldest_first)
-        return self._served(best, folded, filters)
+        return [event for _, _, event in best]
 
-    def _served(self, best: _Best, folded: str | None, filters: Filters) -> list[Event]:
-        """The hits as they may be served: a line the write path did not prove is redacted now (the
-        scan matched its raw bytes), and dropped if the query matched only inside what was removed.
-        Only the few returned lines pay for the check."""
-        out: list[Event] = []
-        for _, _, event, line in best:
-            raw = line if isinstance(line, bytes) else line.encode("utf-8", "surrogateescape")
-            served = self.journal.proof.served(raw, event)
-            if served is not event and ((folded is not None and folded not in served.content.casefold())
-                                        or not filters.match(served)):
-                continue
-            out.append(served)
-        return out
+    def _serve(self, line: bytes | str, event: Event) -> Event:
+        """A raw hit as it may be served: a line the write path did not prove is redacted (the scan
+        matched its raw bytes); `_keep_best` then matches the query and filters again on the result."""
+        raw = line if isinstance(line, bytes) else line.encode("utf-8", "surrogateescape")
+        return self.journal.proof.served(raw, event)
 
     def catch_up(self, on_progress: Callable[[int], None] | None = None) -> CatchUp:
         """Bring the index up to the journal's end now (after a bulk import, at daemon start)."""
@@ -116,8 +109,10 @@ class SubstringSearcher:
                     lines = prefilter.folded_lines(fd, start, end, self.folds, owner, view.block_key(block))
                 else:
                     lines = prefilter.lines(os.pread(fd, end - start, start))
-                _keep_best(((line, Event.from_json(line)) for line in lines), folded, since_ms, until_ms, limit,
-                           filters, best, hidden)
+                # a block's lines newest last, so read backwards: once `best` is full, few later
+                # lines beat its oldest, and only those pay for the proof check
+                _keep_best(((line, Event.from_json(line)) for line in reversed(lines)), folded, since_ms,
+                           until_ms, limit, filters, best, hidden, self._serve)
         finally:
             os.close(fd)
 
@@ -127,7 +122,7 @@ class SubstringSearcher:
             text = chunk.decode("utf-8", "surrogateescape")
             if folded is not None and folded not in text.casefold() and "\\u" not in text:
                 continue
-            for line in text.split("\n"):
+            for line in reversed(text.split("\n")):   # newest last: see `_search_view`
                 yield line, Event.from_json(line)
 
     def _chunks(self) -> Iterator[bytes]:
@@ -155,8 +150,14 @@ class SubstringSearcher:
 
 def _keep_best(events: Iterable[tuple[bytes | str, Event | None]], folded: str | None, since_ms: int,
                until_ms: int | None, limit: int, filters: Filters, best: _Best,
-               hidden: frozenset[bytes] = frozenset()) -> None:
-    """Push matching events into the min-heap `best` of the `limit` newest (ts, id); forgotten ones never."""
+               hidden: frozenset[bytes], serve: _Serve) -> None:
+    """Push matching events into the min-heap `best` of the `limit` newest (ts, id); forgotten ones never.
+
+    The scan matches raw lines; a hit that would enter the heap is then `serve`d (a line the write
+    path did not prove comes back redacted) and must match again as served. So an unproven line
+    takes a place among the `limit` only if the query matches what may be shown of it, and the scan
+    goes on to fill the limit otherwise: the answer does not depend on what redaction removed.
+    Only such hits pay for the proof check (one HMAC), not every line scanned."""
     for line, event in events:
         if event is None:
             continue
@@ -166,9 +167,16 @@ def _keep_best(events: Iterable[tuple[bytes | str, Event | None]], folded: str |
             continue
         if folded is not None and folded not in event.content.casefold():
             continue
-        if hidden and forget_hash(event.id) in hidden:
+        if hidden and forget_hash(event.id) in hidden:   # the raw id: what a forget hashes and compaction drops
             continue
-        item = (event.ts_ms, event.id, event, line)
+        if len(best) >= limit and (event.ts_ms, event.id) <= best[0][:2]:
+            continue
+        served = serve(line, event)
+        if served is not event and (not filters.match(served) or (
+                folded is not None and folded not in served.content.casefold())):
+            continue
+        event = served
+        item = (event.ts_ms, event.id, event)
         if len(best) < limit:
             heapq.heappush(best, item)
         elif item[:2] > best[0][:2]:
