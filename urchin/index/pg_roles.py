@@ -4,7 +4,9 @@ The PostgreSQL backend's second module (with `postgres.py`, the only ones import
 an administrator's URL (a superuser, or a role with CREATEROLE that owns the database). Row-level
 security on `device` (migrations 3 and 6) is what confines a feeder: every table it may write has it,
 so the database refuses another device's rows (and, in chunks, another account than the one its
-mapping names), whatever the client sends. Roles are cluster-wide; the grants are per database.
+mapping names), whatever the client sends. The term statistics are the owner's alone, kept from the
+chunk rows by its trigger, and the partitions a feeder may have made are bounded (migration 7). Roles
+are cluster-wide; the grants are per database.
 """
 
 from __future__ import annotations
@@ -25,8 +27,11 @@ __all__ = ["setup_roles", "add_feeder", "feeder_role", "OWNER", "READER", "FEEDE
 
 OWNER, READER, FEEDERS = "urchin_owner", "urchin_reader", "urchin_feeder"
 # what a feeder writes: its own device's rows of each (row-level security on device in every one)
-_FEEDER_WRITES = ("urchin_chunks", "urchin_cursors", "urchin_embeddings", "urchin_journal_heads", "urchin_terms",
-                  "urchin_stats", "urchin_files")
+_FEEDER_WRITES = ("urchin_chunks", "urchin_cursors", "urchin_embeddings", "urchin_journal_heads", "urchin_files")
+# what only the owner writes: the term statistics, kept from the chunk rows by its trigger (migration 7)
+_OWNER_WRITES = ("urchin_terms", "urchin_stats")
+# the owner's functions (the SECURITY DEFINER ones run as it), by signature
+_FUNCTIONS = ("urchin_device()", "urchin_account()", "urchin_ensure_partition(timestamptz)", "urchin_count_chunks()")
 _DEVICE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,127}$")
 
 
@@ -82,10 +87,10 @@ def setup_roles(admin_url: str, owner_password: str | None = None,
                                              "AND tablename LIKE 'urchin\\_%%'").fetchall():
                     conn.execute(sql.SQL("ALTER TABLE {} OWNER TO {}").format(sql.Identifier(table),
                                                                               sql.Identifier(OWNER)))
-                for function in ("urchin_device", "urchin_account"):
-                    if conn.execute("SELECT to_regprocedure(%s)", (function + "()",)).fetchone() != (None,):
-                        conn.execute(sql.SQL("ALTER FUNCTION {}() OWNER TO {}").format(sql.Identifier(function),
-                                                                                      sql.Identifier(OWNER)))
+                for function in _FUNCTIONS:
+                    if conn.execute("SELECT to_regprocedure(%s)", (function,)).fetchone() != (None,):
+                        conn.execute(sql.SQL("ALTER FUNCTION {} OWNER TO {}").format(sql.SQL(function),
+                                                                                    sql.Identifier(OWNER)))
                 conn.execute(sql.SQL("SET ROLE {}").format(sql.Identifier(OWNER)))
             _migrate(conn)   # as the owner: every object it creates is the owner's
             with conn.transaction():
@@ -105,6 +110,8 @@ def _grant(conn: psycopg.Connection[Any]) -> None:
                                                                                         ident(FEEDERS)))
     conn.execute(sql.SQL("GRANT INSERT, UPDATE, DELETE ON {} TO {}").format(
         sql.SQL(", ").join(map(ident, _FEEDER_WRITES)), ident(FEEDERS)))
+    conn.execute(sql.SQL("REVOKE INSERT, UPDATE, DELETE, TRUNCATE ON {} FROM {}").format(
+        sql.SQL(", ").join(map(ident, _OWNER_WRITES)), ident(FEEDERS)))     # granted before migration 7
     conn.execute(sql.SQL("GRANT EXECUTE ON FUNCTION urchin_ensure_partition(timestamptz) TO {}").format(
         ident(FEEDERS)))
     # tables and partitions the owner creates later are readable without another `urchin db setup`
