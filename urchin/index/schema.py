@@ -388,7 +388,8 @@ CREATE TRIGGER urchin_count_insert AFTER INSERT ON urchin_chunks REFERENCING NEW
 CREATE TRIGGER urchin_count_delete AFTER DELETE ON urchin_chunks REFERENCING OLD TABLE AS urchin_old
     FOR EACH STATEMENT EXECUTE FUNCTION urchin_count_chunks();
 CREATE TRIGGER urchin_count_update AFTER UPDATE ON urchin_chunks
-    REFERENCING OLD TABLE AS urchin_old NEW TABLE AS urchin_new FOR EACH STATEMENT EXECUTE FUNCTION urchin_count_chunks();
+    REFERENCING OLD TABLE AS urchin_old NEW TABLE AS urchin_new
+    FOR EACH STATEMENT EXECUTE FUNCTION urchin_count_chunks();
 CREATE TRIGGER urchin_count_truncate AFTER TRUNCATE ON urchin_chunks
     FOR EACH STATEMENT EXECUTE FUNCTION urchin_count_chunks();
 -- the feeders' write grants of migration 3 (`urchin db setup` revokes them too)
