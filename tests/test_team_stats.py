@@ -85,6 +85,9 @@ def test_a_feeders_statistics_cannot_hide_another_devices_rows(tmp_path: Path, t
     assert _forge_stats(feeders["laptop"]) == []
     assert _desktop_hits(tmp_path, feeders["desktop"]) == {"keyword": 5, "semantic": 5, "hybrid": 5}
     _exact(team_db)
+    # nor around the counting trigger: a partition is the owner's, written only through urchin_chunks
+    assert _sql(feeders["laptop"], "SELECT c.relname FROM pg_class c JOIN pg_inherits i ON i.inhrelid = c.oid "
+                                   "WHERE has_table_privilege(c.oid, 'INSERT, UPDATE, DELETE, TRUNCATE')") == []
     with psycopg.connect(team_db, autocommit=True) as conn:        # not even the owner stores a negative count
         for statement in ("UPDATE urchin_stats SET value = -1", "UPDATE urchin_terms SET df = -1"):
             with pytest.raises(psycopg.errors.CheckViolation):
@@ -189,6 +192,9 @@ for name, account, word, n in (("laptop", "ana", "zanzibar", 1), ("desktop", "bo
     home = Memory(Settings.resolve(tmp / name, database_url=url, device=name, account=account))
     home.ingest([{"content": f"{word} decision {i} about the payments rollout", "source": "claude", "kind": "note"}
                  for i in range(n)])
+    if name == "laptop":    # its own partition, outside the window of schema 7
+        home.ingest([{"content": "wombat chronicle of 1985", "timestamp": "1985-03-04T00:00:00Z", "source": "claude",
+                      "kind": "note"}])
     home.index()
     home.close()
 """
@@ -215,7 +221,18 @@ def test_a_database_of_b0177b1_with_forged_counts_migrates_and_is_repaired(tmp_p
     assert _sql(team_db, "SELECT max(version) FROM urchin_migrations") == [(MIGRATIONS[-1][0],)]
     _exact(team_db)                                              # counted again from the rows
     assert _forge_stats(urls["laptop"]) == []                    # and no longer the feeder's to write
-    setup_roles(team_db)
+    old_months = "SELECT count(*) FROM pg_inherits WHERE inhparent = 'urchin_chunks'::regclass " \
+                 "AND inhrelid::regclass::text ~ '^urchin_chunks_(1000|1985)m'"
+    assert _sql(team_db, old_months) == [(2,)]
+    setup_roles(team_db)                                         # folds them into the default partition
+    assert _sql(team_db, old_months) == [(0,)]
+    assert _sql(team_db, "SELECT tableoid::regclass::text FROM urchin_chunks WHERE content LIKE 'wombat%%'") == \
+        [("urchin_chunks_default",)]
+    _exact(team_db)
+    laptop = _home(tmp_path, "laptop", urls["laptop"])
+    assert [r["content"] for r in laptop.context(query="wombat chronicle", limit=5).results] == \
+        ["wombat chronicle of 1985"]
+    laptop.close()
     assert _forge_stats(urls["laptop"]) == []
     assert _desktop_hits(tmp_path, urls["desktop"]) == {"keyword": 5, "semantic": 5, "hybrid": 5}
     before = _partitions(team_db)

@@ -93,6 +93,8 @@ def setup_roles(admin_url: str, owner_password: str | None = None,
                                                                                     sql.Identifier(OWNER)))
                 conn.execute(sql.SQL("SET ROLE {}").format(sql.Identifier(OWNER)))
             _migrate(conn)   # as the owner: every object it creates is the owner's
+            while _fold_partitions(conn):
+                pass
             with conn.transaction():
                 conn.execute("RESET ROLE")
                 _grant(conn)
@@ -102,6 +104,40 @@ def setup_roles(admin_url: str, owner_password: str | None = None,
     return {"owner": {"role": OWNER, "password": owner_pw, "url": _url(admin_url, OWNER, owner_pw)},
             "reader": {"role": READER, "password": reader_pw, "url": _url(admin_url, READER, reader_pw)},
             "feeders": FEEDERS}
+
+
+# Monthly partitions outside urchin_ensure_partition's window (migration 7): a feeder could make any
+# number before it. Folded into the default partition a batch per transaction (each holds locks on
+# its partitions and their indexes until it commits; the server's lock table is what they exhausted).
+_FOLD_BATCH = 50
+_OUTSIDE = """
+SELECT p FROM (SELECT c.oid::regclass::text AS p, substring(pg_get_expr(c.relpartbound, c.oid)
+                                                       FROM $$FROM [(]'([^']+)'[)]$$)::timestamptz AS lo
+               FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+               WHERE i.inhparent = 'urchin_chunks'::regclass AND c.oid <> 'urchin_chunks_default'::regclass) AS s
+WHERE lo AT TIME ZONE 'UTC' < date_trunc('month', now() AT TIME ZONE 'UTC') - interval '30 years'
+   OR lo AT TIME ZONE 'UTC' > date_trunc('month', now() AT TIME ZONE 'UTC') + interval '1 year'
+LIMIT %s"""
+
+
+def _fold_partitions(conn: psycopg.Connection[Any]) -> int:
+    """Fold up to _FOLD_BATCH partitions outside the window into the default one, as the owner; returns
+    how many. Rows go straight into the default partition: the parent's counting trigger does not
+    fire, and the term statistics (which already count them) stay exact."""
+    with conn.transaction():
+        if conn.execute("SELECT to_regclass('urchin_chunks_default')").fetchone() == (None,):
+            return 0
+        parts = [r[0] for r in conn.execute(_OUTSIDE, (_FOLD_BATCH,)).fetchall()]
+        columns = sql.SQL(", ").join(sql.Identifier(r[0]) for r in conn.execute(
+            "SELECT attname FROM pg_attribute WHERE attrelid = 'urchin_chunks'::regclass AND attnum > 0 "
+            "AND NOT attisdropped AND attgenerated = '' ORDER BY attnum").fetchall())
+        for part in parts:
+            name = sql.SQL(part)         # a regclass's text: already quoted as an identifier
+            conn.execute(sql.SQL("ALTER TABLE urchin_chunks DETACH PARTITION {}").format(name))
+            conn.execute(sql.SQL("INSERT INTO urchin_chunks_default ({}) SELECT {} FROM {}").format(
+                columns, columns, name))
+            conn.execute(sql.SQL("DROP TABLE {}").format(name))
+    return len(parts)
 
 
 def _grant(conn: psycopg.Connection[Any]) -> None:
