@@ -365,7 +365,8 @@ def test_chunks_are_partitioned_by_month_and_every_unique_key_holds_the_partitio
     parts = _sql(team_db, "SELECT c.relname, count(x.*) FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid "
                           "LEFT JOIN urchin_chunks x ON x.tableoid = c.oid "
                           "WHERE i.inhparent = 'urchin_chunks'::regclass GROUP BY 1 ORDER BY 1")
-    assert parts == [("urchin_chunks_2026m01", 2), ("urchin_chunks_2026m02", 1), ("urchin_chunks_2026m11", 1)]
+    assert parts == [("urchin_chunks_2026m01", 2), ("urchin_chunks_2026m02", 1), ("urchin_chunks_2026m11", 1),
+                     ("urchin_chunks_default", 0)]        # every month outside the window (schema 7)
     uniques = _sql(team_db, "SELECT indexdef FROM pg_indexes WHERE tablename = 'urchin_chunks' "
                             "AND indexdef LIKE 'CREATE UNIQUE%%'")
     assert uniques and all("occurred_at" in u[0] for u in uniques)

@@ -4,7 +4,9 @@ The PostgreSQL backend's second module (with `postgres.py`, the only ones import
 an administrator's URL (a superuser, or a role with CREATEROLE that owns the database). Row-level
 security on `device` (migrations 3 and 6) is what confines a feeder: every table it may write has it,
 so the database refuses another device's rows (and, in chunks, another account than the one its
-mapping names), whatever the client sends. Roles are cluster-wide; the grants are per database.
+mapping names), whatever the client sends. The term statistics are the owner's alone, kept from the
+chunk rows by its trigger, and the partitions a feeder may have made are bounded (migration 7). Roles
+are cluster-wide; the grants are per database.
 """
 
 from __future__ import annotations
@@ -25,8 +27,11 @@ __all__ = ["setup_roles", "add_feeder", "feeder_role", "OWNER", "READER", "FEEDE
 
 OWNER, READER, FEEDERS = "urchin_owner", "urchin_reader", "urchin_feeder"
 # what a feeder writes: its own device's rows of each (row-level security on device in every one)
-_FEEDER_WRITES = ("urchin_chunks", "urchin_cursors", "urchin_embeddings", "urchin_journal_heads", "urchin_terms",
-                  "urchin_stats", "urchin_files")
+_FEEDER_WRITES = ("urchin_chunks", "urchin_cursors", "urchin_embeddings", "urchin_journal_heads", "urchin_files")
+# what only the owner writes: the term statistics, kept from the chunk rows by its trigger (migration 7)
+_OWNER_WRITES = ("urchin_terms", "urchin_stats")
+# the owner's functions (the SECURITY DEFINER ones run as it), by signature
+_FUNCTIONS = ("urchin_device()", "urchin_account()", "urchin_ensure_partition(timestamptz)", "urchin_count_chunks()")
 _DEVICE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,127}$")
 
 
@@ -82,12 +87,14 @@ def setup_roles(admin_url: str, owner_password: str | None = None,
                                              "AND tablename LIKE 'urchin\\_%%'").fetchall():
                     conn.execute(sql.SQL("ALTER TABLE {} OWNER TO {}").format(sql.Identifier(table),
                                                                               sql.Identifier(OWNER)))
-                for function in ("urchin_device", "urchin_account"):
-                    if conn.execute("SELECT to_regprocedure(%s)", (function + "()",)).fetchone() != (None,):
-                        conn.execute(sql.SQL("ALTER FUNCTION {}() OWNER TO {}").format(sql.Identifier(function),
-                                                                                      sql.Identifier(OWNER)))
+                for function in _FUNCTIONS:
+                    if conn.execute("SELECT to_regprocedure(%s)", (function,)).fetchone() != (None,):
+                        conn.execute(sql.SQL("ALTER FUNCTION {} OWNER TO {}").format(sql.SQL(function),
+                                                                                    sql.Identifier(OWNER)))
                 conn.execute(sql.SQL("SET ROLE {}").format(sql.Identifier(OWNER)))
             _migrate(conn)   # as the owner: every object it creates is the owner's
+            while _fold_partitions(conn):
+                pass
             with conn.transaction():
                 conn.execute("RESET ROLE")
                 _grant(conn)
@@ -99,12 +106,48 @@ def setup_roles(admin_url: str, owner_password: str | None = None,
             "feeders": FEEDERS}
 
 
+# Monthly partitions outside urchin_ensure_partition's window (migration 7): a feeder could make any
+# number before it. Folded into the default partition a batch per transaction (each holds locks on
+# its partitions and their indexes until it commits; the server's lock table is what they exhausted).
+_FOLD_BATCH = 50
+_OUTSIDE = """
+SELECT p FROM (SELECT c.oid::regclass::text AS p, substring(pg_get_expr(c.relpartbound, c.oid)
+                                                       FROM $$FROM [(]'([^']+)'[)]$$)::timestamptz AS lo
+               FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+               WHERE i.inhparent = 'urchin_chunks'::regclass AND c.oid <> 'urchin_chunks_default'::regclass) AS s
+WHERE lo AT TIME ZONE 'UTC' < date_trunc('month', now() AT TIME ZONE 'UTC') - interval '30 years'
+   OR lo AT TIME ZONE 'UTC' > date_trunc('month', now() AT TIME ZONE 'UTC') + interval '1 year'
+LIMIT %s"""
+
+
+def _fold_partitions(conn: psycopg.Connection[Any]) -> int:
+    """Fold up to _FOLD_BATCH partitions outside the window into the default one, as the owner; returns
+    how many. Rows go straight into the default partition: the parent's counting trigger does not
+    fire, and the term statistics (which already count them) stay exact."""
+    with conn.transaction():
+        if conn.execute("SELECT to_regclass('urchin_chunks_default')").fetchone() == (None,):
+            return 0
+        parts = [r[0] for r in conn.execute(_OUTSIDE, (_FOLD_BATCH,)).fetchall()]
+        columns = sql.SQL(", ").join(sql.Identifier(r[0]) for r in conn.execute(
+            "SELECT attname FROM pg_attribute WHERE attrelid = 'urchin_chunks'::regclass AND attnum > 0 "
+            "AND NOT attisdropped AND attgenerated = '' ORDER BY attnum").fetchall())
+        for part in parts:
+            name = sql.SQL(part)         # a regclass's text: already quoted as an identifier
+            conn.execute(sql.SQL("ALTER TABLE urchin_chunks DETACH PARTITION {}").format(name))
+            conn.execute(sql.SQL("INSERT INTO urchin_chunks_default ({}) SELECT {} FROM {}").format(
+                columns, columns, name))
+            conn.execute(sql.SQL("DROP TABLE {}").format(name))
+    return len(parts)
+
+
 def _grant(conn: psycopg.Connection[Any]) -> None:
     ident = sql.Identifier
     conn.execute(sql.SQL("GRANT SELECT ON ALL TABLES IN SCHEMA public TO {}, {}").format(ident(READER),
                                                                                         ident(FEEDERS)))
     conn.execute(sql.SQL("GRANT INSERT, UPDATE, DELETE ON {} TO {}").format(
         sql.SQL(", ").join(map(ident, _FEEDER_WRITES)), ident(FEEDERS)))
+    conn.execute(sql.SQL("REVOKE INSERT, UPDATE, DELETE, TRUNCATE ON {} FROM {}").format(
+        sql.SQL(", ").join(map(ident, _OWNER_WRITES)), ident(FEEDERS)))     # granted before migration 7
     conn.execute(sql.SQL("GRANT EXECUTE ON FUNCTION urchin_ensure_partition(timestamptz) TO {}").format(
         ident(FEEDERS)))
     # tables and partitions the owner creates later are readable without another `urchin db setup`

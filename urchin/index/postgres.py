@@ -8,7 +8,6 @@ transaction.
 from __future__ import annotations
 
 import os
-from collections import Counter
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
@@ -221,9 +220,7 @@ class PostgresIndex:
                     cur.execute(f"INSERT INTO urchin_chunks ({', '.join(_COLUMNS)}) "
                                 f"SELECT {', '.join(_COLUMNS)} FROM urchin_feed "
                                 "ON CONFLICT (device, chunk_id, occurred_at) DO NOTHING RETURNING chunk_id")
-                    inserted = {r[0] for r in cur.fetchall()}
-                if inserted:
-                    self._count_terms([r for r in rows if r.chunk_id in inserted], device)
+                    inserted = {r[0] for r in cur.fetchall()}   # counted by the owner's trigger (schema 7)
             moved = conn.execute(
                 "INSERT INTO urchin_cursors (device, journal, byte_offset) VALUES (%s, %s, %s) "
                 "ON CONFLICT (device, journal) DO UPDATE SET byte_offset = excluded.byte_offset, updated_at = now() "
@@ -299,9 +296,8 @@ class PostgresIndex:
                              (device, list(hashes)))
                 rows = conn.execute(
                     "DELETE FROM urchin_chunks WHERE device = %s AND doc_type = 'event' AND "
-                    "substring(sha256(convert_to(chunk_id, 'UTF8')) from 1 for 16) = ANY(%s) RETURNING terms",
+                    "substring(sha256(convert_to(chunk_id, 'UTF8')) from 1 for 16) = ANY(%s) RETURNING 1",
                     (device, list(hashes))).fetchall()
-                self._uncount(rows, device)
             if moves is not None:
                 moved = conn.execute("UPDATE urchin_cursors SET byte_offset = %s, updated_at = now() "
                                      "WHERE device = %s AND journal = %s AND byte_offset = %s",
@@ -321,25 +317,6 @@ class PostgresIndex:
     def purge(self) -> None:
         """Rewrite the forget's tables so no data file keeps a deleted row (see `pg_vacuum.reclaim`)."""
         reclaim(self.conn, full=True)
-
-    def _count_terms(self, rows: Sequence[ChunkRow], device: str) -> None:
-        """Add `rows` (new chunks of `device`) to that device's term statistics."""
-        df: Counter[int] = Counter()
-        for row in rows:
-            df.update(map(int, row.terms.strip("{}").split(",")) if row.terms != "{}" else ())
-        conn = self.conn
-        conn.execute("CREATE TEMP TABLE IF NOT EXISTS urchin_feed_terms (term integer, df bigint) "
-                     "ON COMMIT DELETE ROWS")
-        with conn.cursor() as cur:
-            with cur.copy("COPY urchin_feed_terms (term, df) FROM STDIN") as copy:
-                for term, count in df.items():
-                    copy.write_row((term, count))
-            # sorted, so two feeders updating the same terms lock them in the same order (no deadlock)
-            cur.execute("INSERT INTO urchin_terms (term, device, df) SELECT term, %s, df FROM urchin_feed_terms "
-                        "ORDER BY term ON CONFLICT (term, device) DO UPDATE SET df = urchin_terms.df + excluded.df",
-                        (device,))
-            cur.execute("INSERT INTO urchin_stats (device, key, value) VALUES (%s, 'chunks', %s) ON CONFLICT "
-                        "(device, key) DO UPDATE SET value = urchin_stats.value + excluded.value", (device, len(rows)))
 
     def rebuild(self) -> None:
         """Empty the index and every cursor: each feeder (this device's and others') replays from 0."""
@@ -460,7 +437,6 @@ class PostgresIndex:
                     cur.execute(f"INSERT INTO urchin_chunks ({', '.join(_COLUMNS)}) "
                                 f"SELECT {', '.join(_COLUMNS)} FROM urchin_feed")
                     cur.execute("TRUNCATE urchin_feed")
-                self._count_terms(rows, device)
             conn.execute(
                 "INSERT INTO urchin_files (device, root, path, size, mtime, hash, state, error) "
                 "VALUES (%s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (device, root, path) DO UPDATE SET "
@@ -491,23 +467,8 @@ class PostgresIndex:
         self.conn.execute("DELETE FROM urchin_embeddings e USING urchin_chunks c WHERE e.device = %s AND "
                           "c.device = e.device AND e.chunk_id = c.chunk_id AND c.doc_id = ANY(%s) "
                           "AND c.doc_type = 'file'", (device, list(doc_ids)))
-        rows = self.conn.execute("DELETE FROM urchin_chunks WHERE device = %s AND doc_id = ANY(%s) "
-                                 "AND doc_type = 'file' RETURNING terms", (device, list(doc_ids))).fetchall()
-        self._uncount(rows, device)
-
-    def _uncount(self, rows: Sequence[Any], device: str) -> None:
-        """Take deleted rows of `device` (their `terms`) out of its term statistics."""
-        if not rows:
-            return
-        df: Counter[int] = Counter()
-        for (terms,) in rows:
-            df.update(terms or ())
-        # sorted, as in _count_terms, so concurrent writers lock terms in one order
-        self.conn.execute("UPDATE urchin_terms t SET df = greatest(t.df - d.n, 0) FROM "
-                          "unnest(%s::integer[], %s::bigint[]) AS d(term, n) WHERE t.term = d.term AND t.device = %s",
-                          (sorted(df), [df[t] for t in sorted(df)], device))
-        self.conn.execute("UPDATE urchin_stats SET value = greatest(value - %s, 0) WHERE device = %s "
-                          "AND key = 'chunks'", (len(rows), device))
+        self.conn.execute("DELETE FROM urchin_chunks WHERE device = %s AND doc_id = ANY(%s) AND doc_type = 'file'",
+                          (device, list(doc_ids)))
 
     # ---- embeddings ---------------------------------------------------------------------------
     def ensure_model(self, model: str, dim: int) -> None:
@@ -542,10 +503,14 @@ class PostgresIndex:
     # ---- querying -----------------------------------------------------------------------------
     def term_stats(self, terms: Sequence[int]) -> tuple[dict[int, int], int]:
         with self.conn.transaction():
-            # kept per device (each feeder writes its own), summed here
-            rows = self.conn.execute("SELECT term, sum(df) FROM urchin_terms WHERE term = ANY(%s) GROUP BY term",
+            # kept per device by the owner's trigger from the chunk rows (schema 7) and summed here, each
+            # device's df clamped to [0, its chunk count]: whatever a row says, one device's numbers can
+            # only lower another's terms' weight as much as that many real chunks of its own would
+            rows = self.conn.execute("SELECT t.term, sum(least(greatest(t.df, 0), greatest(s.value, 0))) "
+                                     "FROM urchin_terms t JOIN urchin_stats s ON s.device = t.device AND "
+                                     "s.key = 'chunks' WHERE t.term = ANY(%s) GROUP BY t.term",
                                      (list(terms),)).fetchall()
-            n = self.conn.execute("SELECT sum(value) FROM urchin_stats WHERE key = 'chunks'").fetchone()
+            n = self.conn.execute("SELECT sum(greatest(value, 0)) FROM urchin_stats WHERE key = 'chunks'").fetchone()
         return {int(t): int(d) for t, d in rows}, int(n[0]) if n and n[0] is not None else 0
 
     def keyword(self, words: Sequence[str], constraints: str | None, flt: Filter, limit: int,

@@ -312,4 +312,92 @@ CREATE POLICY urchin_read ON urchin_files FOR SELECT USING (true);
 CREATE POLICY urchin_feed_all ON urchin_files FOR ALL USING (device = urchin_device())
     WITH CHECK (device = urchin_device());
 """),
+    (7, "team: statistics kept from the chunk rows by the owner; monthly partitions within a window", """
+-- Issue 34 D, second round. (1) A feeder wrote its own statistics: a negative count, summed with the
+-- others', hid every device's rows. The statistics are now kept by a trigger of the owner from the
+-- chunk rows themselves (a feeder may no longer write them): a device's counts only ever describe
+-- its own rows, and are never negative. (2) A feeder could create a partition for any month:
+-- thousands of them exhausted the server's lock table for every query. A monthly partition is now
+-- created only for a month in a window (30 years before this month to a year after it); any
+-- other moment is stored in the default partition.
+
+CREATE TABLE urchin_chunks_default PARTITION OF urchin_chunks DEFAULT;
+
+CREATE OR REPLACE FUNCTION urchin_ensure_partition(moment timestamptz) RETURNS void LANGUAGE plpgsql
+    SECURITY DEFINER SET search_path = public, pg_temp AS $$
+DECLARE
+    lo timestamp := date_trunc('month', moment AT TIME ZONE 'UTC');
+    now_month timestamp := date_trunc('month', now() AT TIME ZONE 'UTC');
+    name text := 'urchin_chunks_' || to_char(lo, 'YYYY"m"MM');
+BEGIN
+    IF lo < now_month - interval '30 years' OR lo > now_month + interval '1 year' OR to_regclass(name) IS NOT NULL
+       -- a month the window reached after its rows were stored keeps them in the default partition
+       OR EXISTS (SELECT 1 FROM urchin_chunks_default WHERE occurred_at >= lo AT TIME ZONE 'UTC'
+                  AND occurred_at < (lo + interval '1 month') AT TIME ZONE 'UTC') THEN
+        RETURN;
+    END IF;
+    BEGIN
+        EXECUTE format('CREATE TABLE %I PARTITION OF urchin_chunks FOR VALUES FROM (%L) TO (%L)', name,
+                       lo AT TIME ZONE 'UTC', (lo + interval '1 month') AT TIME ZONE 'UTC');
+    EXCEPTION WHEN duplicate_table THEN NULL;  -- another feeder made it first
+    END;
+END $$;
+
+-- Counted again from the chunks: repairs whatever a feeder wrote before.
+DELETE FROM urchin_terms;
+INSERT INTO urchin_terms (term, device, df)
+    SELECT t, device, count(*) FROM urchin_chunks, unnest(terms) AS t GROUP BY t, device;
+DELETE FROM urchin_stats WHERE key = 'chunks';
+INSERT INTO urchin_stats (device, key, value) SELECT device, 'chunks', count(*) FROM urchin_chunks GROUP BY device;
+ALTER TABLE urchin_terms ADD CONSTRAINT urchin_terms_df_count CHECK (df >= 0);
+ALTER TABLE urchin_stats ADD CONSTRAINT urchin_stats_value_count CHECK (value >= 0);
+
+-- One statement-level trigger per operation (a transition table serves one event). Terms are locked
+-- in one order (device, term) by every writer, so two writers of a device never deadlock.
+CREATE FUNCTION urchin_count_chunks() RETURNS trigger LANGUAGE plpgsql
+    SECURITY DEFINER SET search_path = public, pg_temp AS $$
+BEGIN
+    IF TG_OP = 'TRUNCATE' THEN
+        DELETE FROM urchin_terms;
+        DELETE FROM urchin_stats WHERE key = 'chunks';
+        RETURN NULL;
+    END IF;
+    IF TG_OP IN ('DELETE', 'UPDATE') THEN
+        PERFORM 1 FROM urchin_terms t JOIN (SELECT DISTINCT o.device, x FROM urchin_old o, unnest(o.terms) AS x) AS d
+            ON t.device = d.device AND t.term = d.x ORDER BY t.device, t.term FOR UPDATE OF t;
+        UPDATE urchin_terms t SET df = greatest(t.df - d.n, 0)
+            FROM (SELECT o.device, x, count(*) AS n FROM urchin_old o, unnest(o.terms) AS x GROUP BY 1, 2) AS d
+            WHERE t.device = d.device AND t.term = d.x;
+        UPDATE urchin_stats s SET value = greatest(s.value - d.n, 0)
+            FROM (SELECT device, count(*) AS n FROM urchin_old GROUP BY device) AS d
+            WHERE s.device = d.device AND s.key = 'chunks';
+    END IF;
+    IF TG_OP IN ('INSERT', 'UPDATE') THEN
+        INSERT INTO urchin_terms (term, device, df)
+            SELECT x, n.device, count(*) FROM urchin_new n, unnest(n.terms) AS x GROUP BY 1, 2 ORDER BY 2, 1
+            ON CONFLICT (term, device) DO UPDATE SET df = urchin_terms.df + excluded.df;
+        INSERT INTO urchin_stats (device, key, value)
+            SELECT device, 'chunks', count(*) FROM urchin_new GROUP BY device ORDER BY device
+            ON CONFLICT (device, key) DO UPDATE SET value = urchin_stats.value + excluded.value;
+    END IF;
+    RETURN NULL;
+END $$;
+REVOKE ALL ON FUNCTION urchin_count_chunks() FROM PUBLIC;
+CREATE TRIGGER urchin_count_insert AFTER INSERT ON urchin_chunks REFERENCING NEW TABLE AS urchin_new
+    FOR EACH STATEMENT EXECUTE FUNCTION urchin_count_chunks();
+CREATE TRIGGER urchin_count_delete AFTER DELETE ON urchin_chunks REFERENCING OLD TABLE AS urchin_old
+    FOR EACH STATEMENT EXECUTE FUNCTION urchin_count_chunks();
+CREATE TRIGGER urchin_count_update AFTER UPDATE ON urchin_chunks
+    REFERENCING OLD TABLE AS urchin_old NEW TABLE AS urchin_new
+    FOR EACH STATEMENT EXECUTE FUNCTION urchin_count_chunks();
+CREATE TRIGGER urchin_count_truncate AFTER TRUNCATE ON urchin_chunks
+    FOR EACH STATEMENT EXECUTE FUNCTION urchin_count_chunks();
+-- the feeders' write grants of migration 3 (`urchin db setup` revokes them too)
+DO $$
+BEGIN
+    IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'urchin_feeder') THEN
+        REVOKE INSERT, UPDATE, DELETE, TRUNCATE ON urchin_terms, urchin_stats FROM urchin_feeder;
+    END IF;
+END $$;
+"""),
 )
