@@ -118,16 +118,20 @@ def _reveal(text: str) -> str:
     """What a reader recovers from `text`, by other means than the redactor's: every encoding of
     this file undone, repeatedly."""
     for _ in range(6):
-        text = html.unescape(unquote(text))
+        new = html.unescape(unquote(text))
         for pattern, repl in _REVEAL:
-            text = pattern.sub(repl, text)
-        text = "".join(c for c in unicodedata.normalize("NFKC", text)
-                       if unicodedata.category(c) != "Cf" and c not in "\u034f\u180e")
+            new = pattern.sub(repl, new)
+        if not new.isascii():
+            new = "".join(c for c in unicodedata.normalize("NFKC", new)
+                          if unicodedata.category(c) != "Cf" and c not in "\u034f\u180e")
+        if new == text:
+            break
+        text = new
     return text
 
 
-def _survivors(text: str, secret: str) -> list[str]:
-    text = _reveal(text)
+def _survivors(text: str, secret: str, revealed: bool = False) -> list[str]:
+    text = text if revealed else _reveal(text)
     return [f for f in _fragments(secret) if f in text]
 
 
@@ -216,8 +220,8 @@ def _journal_bytes(home: Path) -> bytes:
 
 
 def _assert_clean(data: bytes) -> None:
-    text = data.decode()
-    leaked = {secret[:4]: hits for _, secret, _ in CASES if (hits := _survivors(text, secret))}
+    text = _reveal(data.decode())
+    leaked = {secret[:4]: hits for _, secret, _ in CASES if (hits := _survivors(text, secret, revealed=True))}
     assert not leaked, f"fragments on disk: {leaked}"
 
 
@@ -232,9 +236,12 @@ def test_urchin_ingest_stores_no_encoded_secret(urchin_home: Path) -> None:
             batch = ""
         batch += piece + "\n"
     batches.append(batch)
-    for content in batches:
-        done = run_urchin("ingest", "-", "--source", "shell", input=content)
-        assert done.returncode == 0, done.stderr
+    done = run_urchin("ingest", "-", "--source", "shell", input=batches[0])  # the command of the issue
+    assert done.returncode == 0, done.stderr
+    # The rest in one process: the same write path, a fraction of the start-up time.
+    lines = b"\n".join(orjson.dumps({"content": content, "source": "shell"}) for content in batches[1:])
+    done = run_urchin("import", "-", input=lines)
+    assert done.returncode == 0, done.stderr
     _assert_clean(_journal_bytes(urchin_home))
     assert all(b'"redactions"' in line for line in _journal_bytes(urchin_home).splitlines())
 
