@@ -40,10 +40,10 @@ _WRAPPED = {"ghp_": 36, "gho_": 36, "ghu_": 36, "ghs_": 36, "ghr_": 36, "github_
             "ASIA": 16, "AIza": 35, "xoxa-": 10, "xoxb-": 10, "xoxp-": 10, "xoxo-": 10, "xoxs-": 10,
             "xoxr-": 10, "sk-ant-": 20, "sk-proj-": 20, "sk-svcacct-": 20, "sk-admin-": 20, "sk-": 20,
             "sk_live_": 16, "sk_test_": 16, "rk_live_": 16, "rk_test_": 16, "eyJ": 8}
-_PARTS = sorted({p[:n] for p in ("github_pat_", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "AKIA", "ASIA", "AIza", "xoxb-",
-                                   "xoxa-", "xoxp-", "xoxo-", "xoxs-", "xoxr-", "sk-", "sk_live_", "sk_test_",
-                                   "rk_live_", "rk_test_", "eyJ") for n in range(2, len(p) + 1)}, key=len, reverse=True)
-# The line may end inside the prefix itself (`github_pa` then `t_…`): any two characters of one start.
+_PARTS = sorted({p[:n] for p in _WRAPPED for n in range(3 if p[:3] != "git" else 6, len(p) + 1)}, key=len, reverse=True)
+# The line may end inside the prefix itself (`github_pa` then `t_…`) once three characters of it
+# (six of `github_pat_`) are on the first line: fewer are words (`git`, `sk`).
+_GATE = tuple(sorted({p[:3] if p[:3] != "git" else p[:6] for p in _PARTS}))
 _WRAP = re.compile(r"((?:" + "|".join(map(re.escape, _PARTS)) + r")[A-Za-z0-9_.-]*+(?:\r\n?|\n)[A-Za-z0-9_.-]++)"
                    r"(?=[\s\"'`,;)\]}>]|\Z)")
 _LEGACY = "|".join(sorted((k for k in html.entities.html5 if not k.endswith(";")), key=len, reverse=True))
@@ -132,8 +132,11 @@ def _wrapped(escape: str) -> str:
 
 
 def _wrap_gate(text: str) -> bool:
-    return ("\n" in text or "\r" in text) and any(p in text for p in ("gh", "gi", "AK", "AS", "AI", "xo", "k-",
-                                                                     "k_", "ey"))
+    if "\n" not in text and "\r" not in text:
+        return False
+    return ("gh" in text and ("ghp" in text or "gho" in text or "ghu" in text or "ghs" in text or "ghr" in text)
+            or "github" in text or "AKI" in text or "ASI" in text or "AIz" in text
+            or "xox" in text or "sk-" in text or "k_" in text or "eyJ" in text)  # `_GATE`, written out: hot
 
 
 _Family = tuple[Callable[[str], bool], Callable[[], re.Pattern[str]], Callable[[str], str]]
@@ -189,8 +192,15 @@ class View:
         """The parts of `text` where a rule can match otherwise than in the layer below: around each
         escape whose decoding is more than a `%`, `\\` or `&` for the next round, `WINDOW` wide and
         out to the ends of the tokens there. A secret that needs no such escape was found below."""
+        text, pieces = self.text, self._pieces
+        decoded = pieces[1::2]
+        inert = decoded.count("%") + decoded.count("\\") + decoded.count("&")  # C-level counts
+        if inert == len(decoded) and not any(c + e in text for c in _INERT for e in _EDGED):
+            return []  # `%252525` one round down: nothing for a rule yet
+        if (len(decoded) - inert) * WINDOW >= len(text):
+            return [(0, len(text))]  # dense: windows would cover it all anyway
         self._build()
-        text, inner, pieces, escapes = self.text, self._inner, self._pieces, self._escapes
+        inner, escapes = self._inner, self._escapes
         merged: list[list[int]] = []
         for k in range(1, len(pieces), 2):
             after = text[inner[k + 1]:inner[k + 1] + 1]
