@@ -52,7 +52,7 @@ from urchin.redact._rules import (
     mask,
     prose,
 )
-from urchin.redact._views import may_hide, views
+from urchin.redact._views import may_hide, scans
 
 __all__ = ["MARKER", "Finding", "Redactor", "redact_event", "redact_message", "redact_text", "scan_text"]
 
@@ -130,8 +130,8 @@ class Redactor:
         """
         found = self._rules(text)
         if may_hide(text):
-            for view in views(text):
-                for lo, hi in view.windows():
+            for view, windows in scans(text):
+                for lo, hi in windows:
                     found.extend((*view.to_original(lo + start, lo + end), typ)
                                  for start, end, typ in self._rules(view.text[lo:hi]))
         if not found:

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from functools import lru_cache
 from itertools import accumulate
 
-__all__ = ["MAX_ROUNDS", "View", "decode", "may_hide", "views"]
+__all__ = ["MAX_ROUNDS", "View", "decode", "may_hide", "scans", "views"]
 
 # Decode while a round still changes the text, up to this many rounds (`%25` four times over, then
 # `\\u0022`) and this many characters decoded in all per character of the text: bounded work.
@@ -134,9 +134,11 @@ def _wrapped(escape: str) -> str:
 def _wrap_gate(text: str) -> bool:
     if "\n" not in text and "\r" not in text:
         return False
+    # `_GATE`, written out and nested by a common first check: it runs on most texts.
     return ("gh" in text and ("ghp" in text or "gho" in text or "ghu" in text or "ghs" in text or "ghr" in text)
-            or "github" in text or "AKI" in text or "ASI" in text or "AIz" in text
-            or "xox" in text or "sk-" in text or "k_" in text or "eyJ" in text)  # `_GATE`, written out: hot
+            or "github" in text or "xox" in text or "sk-" in text or "eyJ" in text
+            or "k_" in text and ("k_l" in text or "k_t" in text or "k_\n" in text or "k_\r" in text)
+            or "A" in text and ("AKI" in text or "ASI" in text or "AIz" in text))
 
 
 _Family = tuple[Callable[[str], bool], Callable[[], re.Pattern[str]], Callable[[str], str]]
@@ -264,16 +266,33 @@ def decode(text: str, below: View | None = None) -> list[View]:
 def views(text: str) -> list[View]:
     """Each decoded layer of `text`, while a round still changes it: up to `MAX_ROUNDS` rounds and
     `MAX_WORK` characters decoded per character of `text`; none for text without escapes."""
-    out: list[View] = []
+    return [layer for layers in _rounds(text) for layer in layers]
+
+
+def scans(text: str) -> list[tuple[View, list[tuple[int, int]]]]:
+    """What the rules must read beyond `text`: each view and its windows. A round that changed most
+    of the text is read once, whole, in its last layer (which holds every family's decoding)."""
+    out: list[tuple[View, list[tuple[int, int]]]] = []
+    for layers in _rounds(text):
+        windows = [layer.windows() for layer in layers]
+        if any(w == [(0, len(layer.text))] for w, layer in zip(windows, layers, strict=True)):
+            out.append((layers[-1], [(0, len(layers[-1].text))]))
+        else:
+            out.extend((layer, w) for layer, w in zip(layers, windows, strict=True) if w)
+    return out
+
+
+def _rounds(text: str) -> list[list[View]]:
+    out: list[list[View]] = []
     budget = MAX_WORK * len(text) + 4096
     current = text
     for _ in range(MAX_ROUNDS):
         if budget <= 0 or not may_hide(current):
             break
-        layers = decode(current, out[-1] if out else None)
+        layers = decode(current, out[-1][-1] if out else None)
         if not layers:
             break
-        out.extend(layers)
+        out.append(layers)
         current = layers[-1].text
         budget -= sum(len(layer.text) for layer in layers)
     return out
