@@ -51,6 +51,15 @@ _ADVERSARIAL = {
     "&amp; runs": "&amp;" * 200_000,
     "NBSP runs": "\u00a0" * 1_000_000,
     "URL-encoded key: x": "password%3A%20x%0A" * 55_000,
+    # second round: terminal colours, octal, %u, HTML without `;`, invisible characters, wraps, nesting
+    "ANSI runs": "\x1b[01;31m\x1b[K" * 75_000,
+    "overstrike": "a\b" * 500_000,
+    "octal runs": "\\101" * 250_000,
+    "%u runs": "%u0041" * 170_000,
+    "&#61 runs": "&#61" * 250_000,
+    "soft hyphens": "\u00ad" * 1_000_000,
+    "wrapped ghp_ lines": "ghp_ab\nCD1 " * 100_000,
+    "secret: x %252525": "secret: x %252525 " * 58_000,
 }
 
 

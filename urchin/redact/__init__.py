@@ -52,7 +52,7 @@ from urchin.redact._rules import (
     mask,
     prose,
 )
-from urchin.redact._views import views
+from urchin.redact._views import may_hide, scans
 
 __all__ = ["MARKER", "Finding", "Redactor", "redact_event", "redact_message", "redact_text", "scan_text"]
 
@@ -124,13 +124,16 @@ class Redactor:
     def spans(self, text: str) -> list[Span]:
         """Secret spans in `text`, non-overlapping and sorted; allow-listed ones removed.
 
-        The rules run on the text and on each decoded view of it (URL, JSON, HTML escapes and
-        look-alike separators, see `_views`); a span found in a view covers the escapes it came from.
+        The rules run on the text and on each decoded view of it (URL, JSON, C, HTML escapes, terminal
+        colours, wraps and look-alikes, see `_views`), there only where decoding changed something;
+        a span found in a view covers the escapes it came from.
         """
         found = self._rules(text)
-        if "%" in text or "\\" in text or "&" in text or not text.isascii():  # `_views.may_hide`, inlined
-            for view in views(text):
-                found.extend((*view.to_original(start, end), typ) for start, end, typ in self._rules(view.text))
+        if may_hide(text):
+            for view, windows in scans(text):
+                for lo, hi in windows:
+                    found.extend((*view.to_original(lo + start, lo + end), typ)
+                                 for start, end, typ in self._rules(view.text[lo:hi]))
         if not found:
             return found
         return self._settle(text, found)
@@ -147,13 +150,12 @@ class Redactor:
             for m in PEM.finditer(text):
                 add((m.start(), m.end(), "private_key"))
         if "_" in text and UNDERSCORE_GATE.search(text):
-            for m in GITHUB.finditer(text):
-                if clean_left(text, m.start()):
-                    add((m.start(), m.end(), "github_token"))
+            for m in GITHUB.finditer(text):  # prefixes no word holds: no left edge to check
+                add((m.start(), m.end(), "github_token"))
             if "k_live_" in text or "k_test_" in text:
                 for m in STRIPE.finditer(text):
                     start = m.start() - 1
-                    if start >= 0 and text[start] in "sr" and clean_left(text, start):
+                    if start >= 0 and text[start] in "sr":
                         add((start, m.end(), "stripe_key"))
         if "-" in text and DASH_GATE.search(text):
             if "sk-" in text:
@@ -161,8 +163,7 @@ class Redactor:
                     self._sk(text, m, add)
             if "xox" in text:
                 for m in SLACK.finditer(text):
-                    if clean_left(text, m.start()):
-                        add((m.start(), m.end(), "slack_token"))
+                    add((m.start(), m.end(), "slack_token"))
             if "-u" in text:
                 for m in CURL_USER.finditer(text):
                     if not PLACEHOLDER.match(m.group(1)):
@@ -171,8 +172,7 @@ class Redactor:
                 self._flags(text, add)
         if "A" in text and AWS_GOOGLE.search(text):
             for m in AWS_GOOGLE.finditer(text):
-                if clean_left(text, m.start()):
-                    add((m.start(), m.end(), "google_api_key" if m.group().startswith("AIza") else "aws_access_key_id"))
+                add((m.start(), m.end(), "google_api_key" if m.group().startswith("AIza") else "aws_access_key_id"))
         if "J" in text and "eyJ" in text:
             for m in JWT.finditer(text):
                 add((m.start(), m.end(), "jwt"))
@@ -204,12 +204,12 @@ class Redactor:
 
     @staticmethod
     def _sk(text: str, m: re.Match[str], add: Any) -> None:
-        if not clean_left(text, m.start(), "-"):
-            return
+        kind = m.group(1)
+        if not kind and not clean_left(text, m.start(), "-"):
+            return  # a bare `sk-` is ambiguous (`task-…`): only at a word edge or after an escape
         body = m.group()
         if not any(c.isdigit() for c in body):
             return  # `sk-some-hyphenated-name` is prose, not a key
-        kind = m.group(1)
         if kind == "ant-":
             add((m.start(), m.end(), "anthropic_key"))
         elif kind or "T3BlbkFJ" in body:

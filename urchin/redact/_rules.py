@@ -23,9 +23,14 @@ DASH_GATE = re.compile(r"-(?:(?<=sk-)|(?<=xox[abposr]-)|(?=u\s)|(?=-[A-Za-z])(?<
 GITHUB = re.compile(r"g(?:h[pousr]_[A-Za-z0-9]{30,255}+|ithub_pat_[A-Za-z0-9_]{30,255}+)")
 SK = re.compile(r"sk-(ant-|proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,1024}+")
 STRIPE = re.compile(r"k_(?:live|test)_[A-Za-z0-9]{16,255}+")
-AWS_GOOGLE = re.compile(r"A(?:(?:KIA|SIA)[A-Z0-9]{16}(?![A-Za-z0-9])|Iza[0-9A-Za-z_-]{35})")
+AWS_GOOGLE = re.compile(r"A(?:(?:KIA|SIA)[A-Z0-9]{16}|Iza[0-9A-Za-z_-]{35})")  # no edges: `0x22AKIA…0x22`
 SLACK = re.compile(r"xox[abposr]-[A-Za-z0-9-]{10,512}+")
-JWT = re.compile(r"eyJ(?<![A-Za-z0-9_\-]eyJ)[A-Za-z0-9_-]{8,4096}+\.eyJ[A-Za-z0-9_-]{8,8192}+\.[A-Za-z0-9_-]{8,4096}+")
+# A JWT starts at a word edge (so `eyJeyJ…` costs linear time), or right after a terminal colour or `0x22`.
+JWT = re.compile(
+    r"eyJ(?:(?<![A-Za-z0-9_\-]eyJ)|(?<=\[[mK]eyJ)|(?<=[\[;][0-9][mK]eyJ)|(?<=[\[;][0-9][0-9][mK]eyJ)"
+    r"|(?<=0x[0-9A-Fa-f][0-9A-Fa-f]eyJ))"
+    r"[A-Za-z0-9_-]{8,4096}+\.eyJ[A-Za-z0-9_-]{8,8192}+\.[A-Za-z0-9_-]{8,4096}+"
+)
 URL_CRED = re.compile(r"://([^\s:/@'\"<>\[\]]*):([^\s/@'\"<>]+)@")
 BEARER = re.compile(r"Bearer\s+([A-Za-z0-9._~+/-]{16,8192}+=*)")
 CURL_USER = re.compile(r"(?:^|\s)(?:-u|--user)\s+['\"]?[^\s:'\"]+:([^\s'\"]+)")
@@ -171,18 +176,25 @@ def mixed(value: str) -> bool:
 
 
 def clean_left(text: str, start: int, extra: str = "") -> bool:
-    """A token starts at a word edge: `xghp_…` or `task-…` is not a token, but `%3Dghp_…`,
-    `\\nghp_…` and `\\u0022ghp_…` are: the letter before is the end of an escape."""
+    """An ambiguous token (a bare `sk-…`) starts at a word edge: `task-…` is not a token, but
+    `%3Dsk-…`, `\\nsk-…`, `\\042sk-…`, `&#34sk-…`, `\\x1b[32msk-…` and `0x22sk-…` are: the letter
+    before ends an escape. (Prefixes no word holds, `ghp_`, `AKIA`, `xoxb-`, need no edge at all.)"""
     if start == 0:
         return True
     before = text[start - 1]
     if not (before.isalnum() or before == "_" or before in extra):
         return True
-    return ESCAPE_END.search(text, max(0, start - 6), start) is not None
+    return ESCAPE_END.search(text, max(0, start - 12), start) is not None
 
 
-# An escape that ends where a token starts: `%3D`, `\n`, `\u0022`, `\x3d`.
-ESCAPE_END = re.compile(r"(?:%[0-9A-Fa-f]{2}|\\[nrtbf]|\\u[0-9A-Fa-f]{4}|\\x[0-9A-Fa-f]{2})\Z")
+# Any escape that may end where a token starts: URL (`%3D`, `%u0022`, `%2525` nested), C and JSON
+# (`\n`, `\042`, `\u0022`, `\U00000022`, `\x3d`), HTML with or without `;`, a terminal colour (also
+# with its ESC gone), a hex literal.
+ESCAPE_END = re.compile(
+    r"(?:%[0-9A-Fa-f]{2,}|%[uU][0-9A-Fa-f]{4}|\\[A-Za-z]|\\[0-7]{1,3}|\\[uUx]\{?[0-9A-Fa-f]{2,8}\}?"
+    r"|&#[0-9]{1,7};?|&#[xX][0-9A-Fa-f]{1,6};?|&(?:quot|amp|lt|gt|nbsp|[A-Za-z]{2,31};)|\[[0-9;?]*[mKHJGf]"
+    r"|0[xX][0-9A-Fa-f]{2})\Z"
+)
 
 
 def mask(value: str) -> str:
