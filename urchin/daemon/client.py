@@ -199,6 +199,11 @@ class RemoteMemory:
                           fallback=lambda m: m.forget(ids, session=session, query=query, since=since, until=until,
                                                       confirm=confirm, purge=purge))
 
+    def finish_forget(self) -> Any:
+        """The daemon finished any interrupted forget when it started; the journal's own check is
+        cheap and a compaction is idempotent, so this asks the in-process memory too."""
+        return self.local().finish_forget()
+
     def redact_rewrite(self, purge: bool = False) -> dict[str, Any]:
         """Rewrites in-process (the daemon follows the compaction), but only when the daemon redacts
         with the rules config.toml holds now: else its next writes and re-chunks would undo the rewrite."""

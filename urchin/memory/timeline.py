@@ -18,15 +18,17 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from urchin.checks import check_number
 from urchin.errors import QueryError
 from urchin.event import Event
 from urchin.forget import ForgetLog
 from urchin.journal import Journal
-from urchin.memory.timeorder import TimeOrder
 from urchin.search.query import Filters, check_limit
+
+if TYPE_CHECKING:
+    from urchin.memory.timeorder import TimeOrder
 
 __all__ = ["Timeline", "TimelinePage", "MAX_SCAN_LINES", "MAX_ACTIVITY_DAYS"]
 
@@ -86,8 +88,18 @@ class Timeline:
         self.journal = journal
         self._forget_log = forget_log
         self._catch_up = catch_up
-        self._order = TimeOrder(journal)
+        self._order_made: TimeOrder | None = None   # numpy, imported on the first page: not by a search
+        self._order_lock = threading.Lock()
         self._activity = _Activity()
+
+    @property
+    def _order(self) -> TimeOrder:
+        with self._order_lock:
+            if self._order_made is None:
+                from urchin.memory.timeorder import TimeOrder
+
+                self._order_made = TimeOrder(self.journal)
+            return self._order_made
 
     @property
     def forget_log(self) -> ForgetLog:
