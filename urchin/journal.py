@@ -244,6 +244,16 @@ class Journal:
             return "journal rewritten (the last bytes covered differ)"
         return None
 
+    def chunks(self, offset: int, end: int, max_bytes: int) -> Iterator[tuple[list[tuple[int, bytes]], int]]:
+        """Complete lines from `offset` up to `end`, about `max_bytes` a read: each read's (offset,
+        line) pairs and the offset after them."""
+        while offset < end:
+            result = self.read_from(offset, max_bytes)
+            if result.next_offset == offset:
+                return
+            yield result.lines, result.next_offset
+            offset = result.next_offset
+
     def read_from(self, offset: int, max_bytes: int | None = None) -> ReadResult:
         """Complete lines from `offset` on (at most about `max_bytes`); a partial tail is left."""
         try:

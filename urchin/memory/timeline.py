@@ -221,21 +221,13 @@ class Timeline:
         if inode != state.inode or size < state.offset:  # rewritten (a forget) or replaced: count again
             state.offset, state.inode, state.counts = 0, inode, {}
         counts = state.counts
-        for lines, next_offset in _chunks(self.journal, state.offset, size):
+        for lines, next_offset in self.journal.chunks(state.offset, size, _FORWARD_BYTES):
             for _, line in lines:
                 key = _day_and_source(self.journal, line)
                 if key is not None:
                     counts[key] = counts.get(key, 0) + 1
             state.offset = next_offset
 
-
-def _chunks(journal: Any, offset: int, end: int) -> Any:
-    while offset < end:
-        result = journal.read_from(offset, _FORWARD_BYTES)
-        if result.next_offset == offset:
-            return
-        yield result.lines, result.next_offset
-        offset = result.next_offset
 
 
 def _day_and_source(journal: Journal, line: bytes) -> tuple[str, str] | None:

@@ -43,7 +43,7 @@ class TimeOrder:
             self.ts, self.offsets, self._end, self._inode = np.zeros(0, np.int64), np.zeros(0, np.int64), 0, inode
         stamps: list[np.ndarray] = []
         offsets: list[np.ndarray] = []
-        for lines, next_offset in _chunks(self.journal, self._end, size):
+        for lines, next_offset in self.journal.chunks(self._end, size, _CHUNK):
             ts, at = _stamps(lines)
             stamps.append(ts)
             offsets.append(at)
@@ -73,14 +73,6 @@ def _inode(journal: Journal) -> int:
     except FileNotFoundError:
         return 0
 
-
-def _chunks(journal: Journal, offset: int, end: int) -> Iterator[tuple[list[tuple[int, bytes]], int]]:
-    while offset < end:
-        result = journal.read_from(offset, _CHUNK)
-        if result.next_offset == offset:
-            return
-        yield result.lines, result.next_offset
-        offset = result.next_offset
 
 
 def _stamps(lines: list[tuple[int, bytes]]) -> tuple[np.ndarray, np.ndarray]:
