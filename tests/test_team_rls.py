@@ -282,20 +282,21 @@ for name, account, word in (("laptop", "ana", "zanzibar"), ("desktop", "bo", "qu
 """
 
 
-def _release_before(tmp_path: Path) -> Path:
-    """The `urchin` package of MAIN, from this repository's history."""
-    if shutil.which("git") is None or subprocess.run(["git", "-C", str(REPO), "cat-file", "-e", MAIN + "^{commit}"],
+def urchin_package_at(commit: str, tmp_path: Path) -> Path:
+    """A folder holding the `urchin` package of `commit`, from this repository's history (a migration
+    test runs the code of an earlier release against the shared database)."""
+    if shutil.which("git") is None or subprocess.run(["git", "-C", str(REPO), "cat-file", "-e", commit + "^{commit}"],
                                                       capture_output=True).returncode != 0:
-        pytest.skip(f"commit {MAIN} is not in this checkout's history")
-    dest = tmp_path / "release-before"
+        pytest.skip(f"commit {commit} is not in this checkout's history")
+    dest = tmp_path / f"urchin-{commit}"
     dest.mkdir()
-    archive = subprocess.run(["git", "-C", str(REPO), "archive", MAIN, "urchin"], capture_output=True, check=True)
+    archive = subprocess.run(["git", "-C", str(REPO), "archive", commit, "urchin"], capture_output=True, check=True)
     subprocess.run(["tar", "-x", "-C", str(dest)], input=archive.stdout, check=True)
     return dest
 
 
 def test_a_database_of_the_release_before_migrates_and_is_then_protected(tmp_path: Path, team_db: str) -> None:
-    old = _release_before(tmp_path)
+    old = urchin_package_at(MAIN, tmp_path)
     env = {**os.environ, "PYTHONPATH": str(old), "URCHIN_NO_DAEMON": "1"}
     done = subprocess.run([sys.executable, "-c", _OLD_SETUP, team_db, str(tmp_path), str(old)], env=env, cwd=old,
                           capture_output=True, text=True, timeout=120)      # cwd: `-c` puts it first on the path

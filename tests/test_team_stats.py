@@ -19,8 +19,7 @@ import psycopg
 import pytest
 from psycopg.conninfo import make_conninfo
 
-from tests.conftest import REPO
-from tests.test_team_rls import ACCOUNTS, _home, _sql, feeders  # noqa: F401  (the two feeder roles)
+from tests.test_team_rls import ACCOUNTS, _home, _sql, feeders, urchin_package_at  # noqa: F401  (the two feeder roles)
 from urchin.index.pg_roles import feeder_role, setup_roles
 from urchin.index.postgres import PostgresIndex
 from urchin.index.schema import MIGRATIONS
@@ -201,13 +200,7 @@ for name, account, word, n in (("laptop", "ana", "zanzibar", 1), ("desktop", "bo
 
 
 def test_a_database_of_b0177b1_with_forged_counts_migrates_and_is_repaired(tmp_path: Path, team_db: str) -> None:
-    if subprocess.run(["git", "-C", str(REPO), "cat-file", "-e", _B0177B1 + "^{commit}"],
-                      capture_output=True).returncode != 0:
-        pytest.skip(f"commit {_B0177B1} is not in this checkout's history")
-    old = tmp_path / "b0177b1"
-    old.mkdir()
-    archive = subprocess.run(["git", "-C", str(REPO), "archive", _B0177B1, "urchin"], capture_output=True, check=True)
-    subprocess.run(["tar", "-x", "-C", str(old)], input=archive.stdout, check=True)
+    old = urchin_package_at(_B0177B1, tmp_path)
     env = {**os.environ, "PYTHONPATH": str(old), "URCHIN_NO_DAEMON": "1"}
     done = subprocess.run([sys.executable, "-c", _OLD_FEED, team_db, str(tmp_path), str(old)], env=env, cwd=old,
                           capture_output=True, text=True, timeout=120)
