@@ -12,6 +12,7 @@ folders, are `pgdata`'s business.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import logging
 import os
 import shutil
@@ -321,13 +322,15 @@ def _release_at_exit() -> None:
 atexit.register(_release_at_exit)
 
 
-def remove_orphans(orphans: list[Orphan] | None = None) -> list[Orphan]:
+def remove_orphans(orphans: list[Orphan] | None = None, wait: bool = True) -> list[Orphan]:
     """Remove the data folders whose home is gone; a server still running on one is stopped first,
-    unless a live process holds it (then the folder is in use and stays). Returns what was removed."""
+    unless a live process holds it (then the folder is in use and stays). Returns what was removed.
+    `wait=False` (a daemon's background sweep) skips a folder whose lock another process holds:
+    someone is starting, stopping or removing it, and a sweep never waits on other homes' work."""
     removed = []
-    for orphan in find_orphans()[0] if orphans is None else orphans:
-        with _lock, folder_lock(orphan.folder):
-            if not is_orphan(orphan.folder) or _live_holders(orphan.folder):
+    for orphan in find_orphans(measure=wait)[0] if orphans is None else orphans:
+        with _lock if wait else contextlib.nullcontext(), folder_lock(orphan.folder, wait=wait) as held:
+            if not held or not is_orphan(orphan.folder) or _live_holders(orphan.folder):
                 continue
             if postmaster_pid(orphan.folder) is not None:
                 _stop_server(orphan.folder)
@@ -337,5 +340,6 @@ def remove_orphans(orphans: list[Orphan] | None = None) -> list[Orphan]:
             for extra in (orphan.folder.with_name(f"{orphan.folder.name}.owner"), _holders_file(orphan.folder)):
                 extra.unlink(missing_ok=True)
             removed.append(orphan)
-        orphan.folder.with_name(f".{orphan.folder.name}.lock").unlink(missing_ok=True)
+        if held:
+            orphan.folder.with_name(f".{orphan.folder.name}.lock").unlink(missing_ok=True)
     return removed

@@ -57,12 +57,17 @@ def write_small(path: Path, data: bytes) -> None:
 
 
 @contextlib.contextmanager
-def folder_lock(folder: Path) -> Iterator[None]:
-    """An exclusive flock beside `folder`: starting, adopting, stopping and removing it take turns."""
+def folder_lock(folder: Path, wait: bool = True) -> Iterator[bool]:
+    """An exclusive flock beside `folder`: starting, adopting, stopping and removing it take turns.
+    Yields True once held; with `wait=False` it yields False at once when another holds it."""
     fd = os.open(folder.with_name(f".{folder.name}.lock"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        yield True
     finally:
         os.close(fd)
 
@@ -158,9 +163,10 @@ def folder_size(folder: Path) -> int:
     return total
 
 
-def find_orphans(root: Path = ROOT_DATA) -> tuple[list[Orphan], list[Path]]:
+def find_orphans(root: Path = ROOT_DATA, measure: bool = True) -> tuple[list[Orphan], list[Path]]:
     """Data folders whose recorded link no longer leads to them, and folders with no owner record
-    (made before records existed: their owner is unknown, so they are only reported)."""
+    (made before records existed: their owner is unknown, so they are only reported). `measure`
+    walks each orphan for its size (doctor shows it; a sweep need not pay for it)."""
     orphans: list[Orphan] = []
     unknown: list[Path] = []
     try:
@@ -172,7 +178,7 @@ def find_orphans(root: Path = ROOT_DATA) -> tuple[list[Orphan], list[Path]]:
         if link is None:
             unknown.append(folder)
         elif is_orphan(folder):
-            orphans.append(Orphan(folder, link, folder_size(folder), postmaster_pid(folder)))
+            orphans.append(Orphan(folder, link, folder_size(folder) if measure else 0, postmaster_pid(folder)))
     return orphans, unknown
 
 

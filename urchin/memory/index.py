@@ -241,11 +241,22 @@ def adopt_embedded(settings: Settings, use: bool) -> None:
         pid = embedded.adopt_or_stop(settings.pg_dir, use=use)
         if pid is not None:
             log.info("embedded PostgreSQL found running (pid %d): %s", pid, "adopted" if use else "stopped")
-        if os.name == "posix" and os.geteuid() == 0 and pgdata.ROOT_DATA.is_dir():
-            for orphan in embedded.remove_orphans():
-                log.info("removed %s: the PostgreSQL data of %s, whose home is gone", orphan.folder, orphan.link)
     except OSError as exc:
         log.warning("checking the embedded PostgreSQL's data failed: %s", exc)
+    if os.name == "posix" and os.geteuid() == 0 and pgdata.ROOT_DATA.is_dir():
+        # other homes' leftovers: swept beside the start, never before it (stopping a server can take
+        # STOP_WAIT_S, and a folder another process is starting or removing is skipped, not waited on)
+        threading.Thread(target=_sweep_orphans, name="urchin-pg-sweep", daemon=True).start()
+
+
+def _sweep_orphans() -> None:
+    from urchin.index import embedded
+
+    try:
+        for orphan in embedded.remove_orphans(wait=False):
+            log.info("removed %s: the PostgreSQL data of %s, whose home is gone", orphan.folder, orphan.link)
+    except OSError as exc:
+        log.warning("removing the PostgreSQL data of removed homes failed: %s", exc)
 
 
 def stop_embedded(settings: Settings) -> None:
