@@ -34,7 +34,7 @@ def _unchanged(daemon: DaemonProcess, before: bytes) -> None:
 def test_health_without_the_token_says_only_that_it_is_alive(daemon: DaemonProcess, api: httpx.Client) -> None:
     api.post("/ingest", json={"content": "something to count"})
     for headers in ({}, {"authorization": "Bearer wrong-token"}, {"authorization": "Basic abc"}):
-        response = httpx.get(daemon.url + "/health", headers=headers, trust_env=False)
+        response = httpx.get(daemon.url + "/health", headers=headers, trust_env=False, timeout=30)
         assert response.status_code == 200
         assert response.json() == {"status": "ok"}, headers  # no counts, no version, nothing of the journal
     body = api.get("/health").json()  # with the token it may say more
@@ -49,7 +49,7 @@ def test_missing_or_wrong_token_is_401_and_writes_nothing(daemon: DaemonProcess,
         headers["authorization"] = header
     for method, path in (("POST", "/ingest"), ("GET", "/search?query=x"), ("GET", "/status"), ("GET", "/recent")):
         response = httpx.request(method, daemon.url + path, headers=headers, content=b'{"content": "sneaky"}'
-                                 if method == "POST" else None, trust_env=False)
+                                 if method == "POST" else None, trust_env=False, timeout=30)
         assert response.status_code == 401, path
         assert response.json()["field"] == "authorization"
         assert response.headers["www-authenticate"].startswith("Bearer")
@@ -336,7 +336,7 @@ def test_a_foreign_origin_is_refused_everywhere(daemon: DaemonProcess, api: http
         assert response.status_code == 403, (method, path, response.text)
         assert response.json()["field"] == "origin"
         tokenless = httpx.request(method, daemon.url + path, json=body, headers={**headers, **MCP_ACCEPT},
-                                  trust_env=False)
+                                  trust_env=False, timeout=30)
         assert tokenless.status_code == 403, (method, path)
     _unchanged(daemon, before)
 

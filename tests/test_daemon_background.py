@@ -15,7 +15,7 @@ from tests.daemon_fixture import DaemonProcess
 
 def _search(daemon: DaemonProcess, query: str, path: str = "/search", hours: float = 168) -> dict:
     response = httpx.get(daemon.url + path, params={"query": query, "hours": hours},
-                         headers={"Authorization": f"Bearer {daemon.token}"})
+                         headers={"Authorization": f"Bearer {daemon.token}"}, timeout=30)
     assert response.status_code == 200, response.text
     return response.json()
 
@@ -71,7 +71,8 @@ def test_the_embedder_backfills_in_the_background(urchin_home: Path, embedder_ur
     try:
         headers = {"Authorization": f"Bearer {daemon.token}"}
         events = [{"content": f"note {i}: the release train leaves on thursdays"} for i in range(300)]
-        assert httpx.post(daemon.url + "/ingest/batch", json={"events": events}, headers=headers).status_code == 200
+        assert httpx.post(daemon.url + "/ingest/batch", json={"events": events}, headers=headers,
+                          timeout=30).status_code == 200
         # a query meanwhile answers from what is cached: the backlog is the loop's, not the query's
         early = _search(daemon, "when does the release train leave", "/semantic")
         assert early["mode"] == "embedder (all-MiniLM-L6-v2)"
@@ -93,18 +94,19 @@ def test_the_daemon_feeds_the_hybrid_index_and_answers_context(urchin_home: Path
         headers = {"Authorization": f"Bearer {daemon.token}"}
         events = [{"content": "We deploy with blue-green switches behind the load balancer", "workspace": "ops"},
                   {"content": "Lunch was pizza again", "workspace": "ops"}]
-        assert httpx.post(daemon.url + "/ingest/batch", json={"events": events}, headers=headers).status_code == 200
+        assert httpx.post(daemon.url + "/ingest/batch", json={"events": events}, headers=headers,
+                          timeout=30).status_code == 200
 
         def context() -> list:
             response = httpx.post(daemon.url + "/context", headers=headers,
-                                  json={"query": "how do we deploy", "workspace": "ops", "limit": 1})
+                                  json={"query": "how do we deploy", "workspace": "ops", "limit": 1}, timeout=30)
             assert response.status_code == 200, response.text
             return response.json()["results"]
 
         results = _wait_for(context, 30)
         assert results and "blue-green" in results[0]["content"]
         assert results[0]["citation"].startswith("urchin://events/")
-        bad = httpx.post(daemon.url + "/context", headers=headers, json={"query": "x", "strategy": "magic"})
+        bad = httpx.post(daemon.url + "/context", headers=headers, json={"query": "x", "strategy": "magic"}, timeout=30)
         assert bad.status_code == 400 and bad.json()["field"] == "strategy"
         # The CLI goes through the daemon for the same answer.
         out = run_urchin("context", "how do we deploy", "--workspace", "ops", "--limit", "1", "--json",

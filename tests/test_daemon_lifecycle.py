@@ -147,7 +147,7 @@ def test_systemd_notify_ready_then_stopping(tmp_path: Path) -> None:
         daemon = DaemonProcess(tmp_path / "home", env={"NOTIFY_SOCKET": path}).start()
         ready = sock.recv(4096).decode()
         assert "READY=1" in ready.splitlines() and f"MAINPID={daemon.proc.pid}" in ready  # type: ignore[union-attr]
-        assert httpx.get(daemon.url + "/health", trust_env=False).status_code == 200  # ready means serving
+        assert httpx.get(daemon.url + "/health", trust_env=False, timeout=30).status_code == 200  # ready means serving
         daemon.signal(signal.SIGTERM)
         assert sock.recv(4096).decode() == "STOPPING=1"
         assert daemon.wait(10) == 0

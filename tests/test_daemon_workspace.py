@@ -23,7 +23,7 @@ def test_files_overview_memories_and_sources_over_http(urchin_home: Path, tmp_pa
         auth = {"Authorization": f"Bearer {daemon.token}"}
 
         def get(path: str, **params: object) -> httpx.Response:
-            return httpx.get(daemon.url + path, params=params, headers=auth)
+            return httpx.get(daemon.url + path, params=params, headers=auth, timeout=30)
 
         window = get("/files/shop/docs/deploy.md", fromLine=2, maxLines=1)
         assert window.status_code == 200 and window.json()["lines"] == [{"n": 2, "text": "step one"}]
@@ -40,6 +40,6 @@ def test_files_overview_memories_and_sources_over_http(urchin_home: Path, tmp_pa
         assert (document["type"], document["content"]) == ("event", "deploy went fine")
         assert get("/sources/shop/documents/docs/deploy.md").json()["totalLines"] == 3
         assert get("/sources/git/documents/e1").status_code == 404
-        assert httpx.get(daemon.url + "/overview").status_code == 401
+        assert httpx.get(daemon.url + "/overview", timeout=30).status_code == 401
     finally:
         daemon.stop()

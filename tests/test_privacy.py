@@ -199,11 +199,11 @@ def _cli_answers(home: Path, env: dict[str, str] | None = None) -> list[bytes]:
 
 def _http_answers(home: Path, url: str, headers: dict[str, str]) -> list[bytes]:
     params = {"q": WORD, "limit": "1000", "hours": HOURS}
-    out = [httpx.get(url + "/search", params=params, headers=headers).content,
-           httpx.get(url + "/semantic", params={**params, "q": f"{WORD} token"}, headers=headers).content,
-           httpx.get(url + "/recent", params={"limit": "1000", "hours": HOURS}, headers=headers).content]
+    out = [httpx.get(url + "/search", params=params, headers=headers, timeout=30).content,
+           httpx.get(url + "/semantic", params={**params, "q": f"{WORD} token"}, headers=headers, timeout=30).content,
+           httpx.get(url + "/recent", params={"limit": "1000", "hours": HOURS}, headers=headers, timeout=30).content]
     for event in _journal(home)[::6]:
-        answer = httpx.get(url + "/events/" + quote(event["id"], safe=""), headers=headers)
+        answer = httpx.get(url + "/events/" + quote(event["id"], safe=""), headers=headers, timeout=30)
         assert answer.status_code == 200, answer.text
         out.append(answer.content)
     assert all(b'"id"' in blob for blob in out)
@@ -273,8 +273,8 @@ def test_a_rejected_event_echoes_no_secret(urchin_home: Path, tmp_path: Path) ->
     daemon = DaemonProcess(urchin_home).start()
     try:
         headers = {"Authorization": f"Bearer {daemon.token}"}
-        replies = [httpx.post(daemon.url + "/ingest", json=e, headers=headers) for e in bad[::5]]
-        batch = httpx.post(daemon.url + "/ingest/batch", json={"events": bad}, headers=headers)
+        replies = [httpx.post(daemon.url + "/ingest", json=e, headers=headers, timeout=30) for e in bad[::5]]
+        batch = httpx.post(daemon.url + "/ingest/batch", json={"events": bad}, headers=headers, timeout=30)
     finally:
         daemon.stop()
     assert {r.status_code for r in replies} == {422} and batch.status_code == 200
@@ -308,12 +308,12 @@ def test_http_intake(urchin_home: Path) -> None:
         headers = {"Authorization": f"Bearer {daemon.token}"}
         replies = []
         for event in events[:30]:
-            reply = httpx.post(daemon.url + "/ingest", json=event, headers=headers)
+            reply = httpx.post(daemon.url + "/ingest", json=event, headers=headers, timeout=30)
             assert reply.status_code == 200, reply.text
             replies.append(reply.content)
         unstamped = [{k: v for k, v in e.items() if k != "actor"} for e in events[30:]]  # the daemon's identity
         reply = httpx.post(daemon.url + "/ingest/batch", json={"events": [*unstamped, LOOK_ALIKE_EVENT]},
-                           headers=headers)
+                           headers=headers, timeout=30)
         assert reply.status_code == 200, reply.text
         replies.append(reply.content)
         answers = _http_answers(urchin_home, daemon.url, headers) + _cli_answers(urchin_home)

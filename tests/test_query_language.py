@@ -215,26 +215,30 @@ def test_search_and_exclusions_over_http(memory: Memory, urchin_home: Path, pg_u
                            env={"URCHIN_DATABASE_URL": pg_url, "URCHIN_DEVICE_ID": "test-device"}).start()
     try:
         headers = {"Authorization": f"Bearer {daemon.token}"}
-        answer = httpx.post(daemon.url + "/context", headers=headers, json={"query": '"green blue rollout"'})
+        answer = httpx.post(daemon.url + "/context", headers=headers, json={"query": '"green blue rollout"'},
+                            timeout=30)
         assert answer.status_code == 200 and answer.json()["results"] == []
         assert answer.json()["coverage"]["unheldPhrases"]["suggestion"] == "green blue rollout"
         answer = httpx.get(daemon.url + "/sources/manual/search", headers=headers,
-                           params={"query": '"mysql directly" -prod'})
+                           params={"query": '"mysql directly" -prod'}, timeout=30)
         assert answer.status_code == 200 and answer.json()["results"] == [], answer.text
         answer = httpx.post(daemon.url + "/context", headers=headers,
-                            json={"query": '"blue green deployment"', "limit": 20})
+                            json={"query": '"blue green deployment"', "limit": 20}, timeout=30)
         assert answer.status_code == 200 and [r["id"] for r in answer.json()["results"]] == ["q-bg"]
-        answer = httpx.get(daemon.url + "/semantic", headers=headers, params={"query": "staging -mysql", "limit": 20})
+        answer = httpx.get(daemon.url + "/semantic", headers=headers, params={"query": "staging -mysql", "limit": 20},
+                           timeout=30)
         found = [e["id"] for e in answer.json()["events"]]
         assert answer.status_code == 200 and "q-mysql" not in found and "q-pg" in found, answer.text
-        answer = httpx.get(daemon.url + "/sources/manual/search", headers=headers, params={"query": "staging -mysql"})
+        answer = httpx.get(daemon.url + "/sources/manual/search", headers=headers, params={"query": "staging -mysql"},
+                           timeout=30)
         found = [r["id"] for r in answer.json()["results"]]
         assert answer.status_code == 200 and "q-mysql" not in found and "q-pg" in found, answer.text
-        answer = httpx.post(daemon.url + "/documents/search", headers=headers, json=SEED_DOCUMENTS)
+        answer = httpx.post(daemon.url + "/documents/search", headers=headers, json=SEED_DOCUMENTS, timeout=30)
         assert answer.status_code == 200 and answer.json()["totalResults"] >= 1, answer.text
-        answer = httpx.post(daemon.url + "/documents/search", headers=headers, json=SEED_ALL)
+        answer = httpx.post(daemon.url + "/documents/search", headers=headers, json=SEED_ALL, timeout=30)
         assert answer.status_code == 200 and "counts" in answer.json(), answer.text
-        bad = httpx.post(daemon.url + "/documents/search", headers=headers, json={"query": "x", "sourceType": 3})
+        bad = httpx.post(daemon.url + "/documents/search", headers=headers, json={"query": "x", "sourceType": 3},
+                         timeout=30)
         assert bad.status_code == 400 and bad.json()["field"] == "sourceType"
     finally:
         daemon.stop()

@@ -167,16 +167,17 @@ def test_viewer_routes_over_http(urchin_home: Path) -> None:
         assert out.returncode == 0, out.stderr
         url = out.stdout.strip().splitlines()[-1]
         assert url.startswith(daemon.url + "/login?code=") and daemon.token not in out.stdout
-        login = httpx.get(url, follow_redirects=False)
+        login = httpx.get(url, follow_redirects=False, timeout=30)
         assert login.status_code == 303 and login.headers["location"] == "/"
         cookie = login.headers["set-cookie"].lower()
         assert "httponly" in cookie and "samesite=strict" in cookie and daemon.token not in cookie
-        assert httpx.get(url).status_code == 401
+        assert httpx.get(url, timeout=30).status_code == 401
         jar = dict(login.cookies)
-        assert httpx.get(daemon.url + "/timeline", cookies=jar).status_code == 200
+        assert httpx.get(daemon.url + "/timeline", cookies=jar, timeout=30).status_code == 200
         assert httpx.post(daemon.url + "/auth/code", json={}, cookies=jar,
-                          headers={"origin": daemon.url}).status_code == 403  # no CSRF header
-        foreign = httpx.get(daemon.url + "/timeline", cookies=jar, headers={"origin": "http://evil.example"})
+                          headers={"origin": daemon.url}, timeout=30).status_code == 403  # no CSRF header
+        foreign = httpx.get(daemon.url + "/timeline", cookies=jar, headers={"origin": "http://evil.example"},
+                            timeout=30)
         assert foreign.status_code == 403
     finally:
         daemon.stop()

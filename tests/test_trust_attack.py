@@ -116,11 +116,11 @@ def test_no_error_quotes_a_secret_back(urchin_home: Path) -> None:
     daemon = DaemonProcess(urchin_home).start()
     try:
         headers = {"Authorization": f"Bearer {daemon.token}"}
-        replies = [httpx.delete(f"{daemon.url}/events/{SECRET}", headers=headers),
-                   httpx.post(daemon.url + "/forget", json={"since": SECRET}, headers=headers),
-                   httpx.post(daemon.url + "/forget", json={f"k-{SECRET}": 1}, headers=headers),
-                   httpx.get(f"{daemon.url}/search", params={"q": "x", "source": SECRET}, headers=headers),
-                   httpx.get(f"{daemon.url}/nowhere/{SECRET}", headers=headers)]
+        replies = [httpx.delete(f"{daemon.url}/events/{SECRET}", headers=headers, timeout=30),
+                   httpx.post(daemon.url + "/forget", json={"since": SECRET}, headers=headers, timeout=30),
+                   httpx.post(daemon.url + "/forget", json={f"k-{SECRET}": 1}, headers=headers, timeout=30),
+                   httpx.get(f"{daemon.url}/search", params={"q": "x", "source": SECRET}, headers=headers, timeout=30),
+                   httpx.get(f"{daemon.url}/nowhere/{SECRET}", headers=headers, timeout=30)]
     finally:
         daemon.stop()
     assert [r.status_code >= 400 for r in replies] == [True, True, True, False, True]
@@ -186,7 +186,8 @@ def test_redact_rewrite_refuses_while_a_daemon_runs_with_older_rules(urchin_home
     daemon = DaemonProcess(urchin_home).start()
     try:
         headers = {"Authorization": f"Bearer {daemon.token}"}
-        httpx.post(daemon.url + "/ingest", json={"id": "r1", "content": "key ZZSEC-abcdef1 pelican"}, headers=headers)
+        httpx.post(daemon.url + "/ingest", json={"id": "r1", "content": "key ZZSEC-abcdef1 pelican"}, headers=headers,
+                   timeout=30)
         (urchin_home / "config.toml").write_text('[redact.extra]\nzz = "ZZSEC-[a-z0-9]+"\n')
         refused = run_urchin("redact", "--rewrite")
         assert refused.returncode == 1 and "restart" in refused.stderr, refused.stderr
@@ -198,7 +199,7 @@ def test_redact_rewrite_refuses_while_a_daemon_runs_with_older_rules(urchin_home
         done = run_urchin("redact", "--rewrite")
         assert done.returncode == 0 and "rewrote 1" in done.stdout, done.stdout + done.stderr
         found = httpx.get(daemon.url + "/search", params={"q": "pelican"},
-                          headers={"Authorization": f"Bearer {daemon.token}"}).json()
+                          headers={"Authorization": f"Bearer {daemon.token}"}, timeout=30).json()
         assert "[REDACTED:zz]" in found["events"][0]["content"], found
     finally:
         daemon.stop()

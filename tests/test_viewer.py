@@ -175,17 +175,19 @@ def test_login_through_the_one_time_url_and_the_code_works_once(page: Any, brows
 
 
 def test_page_headers_forbid_framing_and_inline_script(daemon: DaemonProcess) -> None:
-    response = httpx.get(daemon.url + "/")
+    response = httpx.get(daemon.url + "/", timeout=30)
     csp = response.headers["content-security-policy"]
     assert response.status_code == 200 and "default-src 'self'" in csp and "unsafe-inline" not in csp
     assert response.headers["x-frame-options"] == "DENY"
     assert "<script>" not in response.text and " style=" not in response.text and "onclick" not in response.text
-    assert httpx.get(daemon.url + "/timeline").headers["x-frame-options"] == "DENY"
-    rebound = httpx.get(daemon.url + "/", headers={"host": "evil.example"})  # DNS rebinding: refused, page too
+    assert httpx.get(daemon.url + "/timeline", timeout=30).headers["x-frame-options"] == "DENY"
+    rebound = httpx.get(daemon.url + "/", headers={"host": "evil.example"},
+                        timeout=30)  # DNS rebinding: refused, page too
     assert rebound.status_code == 403 and "<html" not in rebound.text
     for other in ("/static/app.py", "/static/..%2F__init__.py", "/static/index.html%00"):  # only the listed assets
-        assert httpx.get(daemon.url + other).status_code == 404, other
-    assert httpx.get(daemon.url + "/static/app.js", headers={"origin": "http://evil.example"}).status_code == 403
+        assert httpx.get(daemon.url + other, timeout=30).status_code == 404, other
+    assert httpx.get(daemon.url + "/static/app.js", headers={"origin": "http://evil.example"},
+                     timeout=30).status_code == 403
 
 
 def test_controls_are_labelled_and_reachable_by_keyboard(page: Any) -> None:
@@ -415,9 +417,9 @@ def test_without_login_the_page_shows_no_events_and_the_api_answers_401(browser:
         assert forged == 401
     finally:
         context.close()
-    assert httpx.get(daemon.url + "/timeline").status_code == 401
-    assert httpx.get(daemon.url + "/events/ev-plan").status_code == 401
-    assert httpx.post(daemon.url + "/auth/code", json={}).status_code == 401
+    assert httpx.get(daemon.url + "/timeline", timeout=30).status_code == 401
+    assert httpx.get(daemon.url + "/events/ev-plan", timeout=30).status_code == 401
+    assert httpx.post(daemon.url + "/auth/code", json={}, timeout=30).status_code == 401
 
 
 def test_no_request_left_loopback_and_no_console_errors(page: Any, recorder: Recorder, daemon: DaemonProcess) -> None:
