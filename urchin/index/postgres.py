@@ -555,6 +555,34 @@ class PostgresIndex:
                 "SELECT v FROM s WHERE v IS NOT NULL").fetchall()
         return [r[0] for r in rows]
 
+    def session_heads(self, sessions: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """Each session's title (its first event's that has one), first prompt (its first conversation
+        event, cut) and last event time: textrawl's conversation results name their session by these."""
+        with self.conn.transaction():
+            rows = self.conn.execute(
+                "SELECT s, (SELECT title FROM urchin_chunks WHERE session = s AND doc_type = 'event' AND title "
+                "IS NOT NULL ORDER BY occurred_at, chunk_id LIMIT 1), (SELECT left(content, 400) FROM urchin_chunks "
+                "WHERE session = s AND doc_type = 'event' AND kind = 'conversation' ORDER BY occurred_at, chunk_id "
+                "LIMIT 1), (SELECT max(occurred_at) FROM urchin_chunks WHERE session = s AND doc_type = 'event') "
+                "FROM unnest(%s::text[]) AS s", (list(sessions),)).fetchall()
+        return {r[0]: {"title": r[1], "firstPrompt": r[2], "updatedAt": format_timestamp(r[3]) if r[3] else None}
+                for r in rows}
+
+    def document_chunks(self, doc_id: str) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+        """A workspace file as this device indexed it: its catalog row and its chunks in line order
+        (no chunks: not retained, e.g. cataloged over the size cap)."""
+        root, _, path = doc_id.partition("/")
+        with self.conn.transaction():
+            entry = self.conn.execute("SELECT size, mtime, hash, state FROM urchin_files WHERE device = %s AND "
+                                      "root = %s AND path = %s", (self.own_device, root, path)).fetchone()
+            rows = self.conn.execute(
+                "SELECT chunk_id, content, start_line, end_line, heading_path, content_hash, occurred_at "
+                "FROM urchin_chunks WHERE device = %s AND doc_id = %s AND doc_type = 'file' ORDER BY start_line, "
+                "chunk_id", (self.own_device, doc_id)).fetchall()
+        names = ("chunk_id", "content", "start_line", "end_line", "heading_path", "content_hash", "occurred_at")
+        catalog = dict(zip(("size", "mtime", "hash", "state"), entry, strict=True)) if entry else None
+        return catalog, [dict(zip(names, r, strict=True)) for r in rows]
+
     def unmatched(self, flt: Filter) -> list[str]:
         """Warnings for each source, kind or workspace filter that no indexed chunk carries."""
         probes = ([("source", "sources", v) for v in flt.sources] + [("kind", "kinds", v) for v in flt.kinds]
