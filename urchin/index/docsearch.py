@@ -158,7 +158,11 @@ def _ranked(legs: Sequence[tuple[float, Sequence[Mapping[str, Any]]]]) -> list[t
 
 
 def _snippet(text: str) -> dict[str, Any]:
-    return {"content": text[:SNIPPET_CHARS], **({"contentTruncated": True} if len(text) > SNIPPET_CHARS else {})}
+    return {"content": text[:SNIPPET_CHARS], **_cut(text)}
+
+
+def _cut(text: str) -> dict[str, Any]:
+    return {"contentTruncated": True} if len(text) > SNIPPET_CHARS else {}
 
 
 # ---- documents ---------------------------------------------------------------------------------
@@ -194,9 +198,9 @@ def _document(r: Mapping[str, Any]) -> dict[str, Any]:
     loc = r.get("location", {})
     doc_id = loc.get("path") if r.get("kind") == FILE_KIND else r["id"]
     return {"documentId": doc_id, "documentTitle": r.get("title") or doc_id, "sourceType": _source_type(r),
-            "tags": r.get("tags", []), "chunkId": r["id"], **_snippet(r["content"]), "score": 0.0,
-            "contentType": content_type(r), "source": r.get("source"), "workspace": r.get("workspace"),
-            "citation": r.get("citation"), "updatedAt": r.get("updatedAt")}
+            "tags": r.get("tags", []), "chunkId": r["id"], "content": r["content"][:SNIPPET_CHARS], "score": 0.0,
+            **_cut(r["content"]), "contentType": content_type(r), "source": r.get("source"),
+            "workspace": r.get("workspace"), "citation": r.get("citation"), "updatedAt": r.get("updatedAt")}
 
 
 def _document_data(d: Mapping[str, Any]) -> dict[str, Any]:
