@@ -240,3 +240,14 @@ def test_a_file_the_index_does_not_hold_is_read_live(memory: Memory, root: Path)
 def test_fetch_mode_is_checked(memory: Memory) -> None:
     with pytest.raises(QueryError, match="mode: must be one of indexed, live"):
         memory.fetch_source_document("shop", "docs/design.md", mode="disk")
+
+
+def test_get_document_serves_nothing_outside_what_the_roots_indexed(memory: Memory, root: Path) -> None:
+    (root / ".env").write_text("API_KEY=abc\n")
+    for bad in ("../../etc/passwd", "/etc/passwd", "shop/../../etc/passwd", "shop/.env", "shop/./docs/../../x",
+                "other/docs/design.md", "shop", "a\x00b"):
+        with pytest.raises(NotFoundError):
+            memory.get_document(bad)
+    memory.workspace_remove("shop")          # a removed root's chunks are no longer served
+    with pytest.raises(NotFoundError):
+        memory.get_document("shop/docs/design.md")

@@ -569,19 +569,19 @@ class PostgresIndex:
                 for r in rows}
 
     def document_chunks(self, doc_id: str) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
-        """A workspace file as this device indexed it: its catalog row and its chunks in line order
-        (no chunks: not retained, e.g. cataloged over the size cap)."""
+        """A workspace file as this device indexed it: its catalog row (size, hash) and its chunks in line
+        order, read by one statement so both are of one version (no chunks: not retained, e.g. cataloged
+        over the size cap)."""
         root, _, path = doc_id.partition("/")
         with self.conn.transaction():
-            entry = self.conn.execute("SELECT size, mtime, hash, state FROM urchin_files WHERE device = %s AND "
-                                      "root = %s AND path = %s", (self.own_device, root, path)).fetchone()
             rows = self.conn.execute(
-                "SELECT chunk_id, content, start_line, end_line, heading_path, content_hash, occurred_at "
-                "FROM urchin_chunks WHERE device = %s AND doc_id = %s AND doc_type = 'file' ORDER BY start_line, "
-                "chunk_id", (self.own_device, doc_id)).fetchall()
+                "SELECT c.chunk_id, c.content, c.start_line, c.end_line, c.heading_path, c.content_hash, "
+                "c.occurred_at, f.size, f.hash FROM urchin_chunks c LEFT JOIN urchin_files f ON f.device = c.device "
+                "AND f.root = %s AND f.path = %s WHERE c.device = %s AND c.doc_id = %s AND c.doc_type = 'file' "
+                "ORDER BY c.start_line, c.chunk_id", (root, path, self.own_device, doc_id)).fetchall()
         names = ("chunk_id", "content", "start_line", "end_line", "heading_path", "content_hash", "occurred_at")
-        catalog = dict(zip(("size", "mtime", "hash", "state"), entry, strict=True)) if entry else None
-        return catalog, [dict(zip(names, r, strict=True)) for r in rows]
+        catalog = {"size": rows[0][7], "hash": rows[0][8]} if rows and rows[0][8] is not None else None
+        return catalog, [dict(zip(names, r[:7], strict=True)) for r in rows]
 
     def unmatched(self, flt: Filter) -> list[str]:
         """Warnings for each source, kind or workspace filter that no indexed chunk carries."""
