@@ -229,8 +229,7 @@ def test_cli_and_mcp_faces(memory: Memory, pg_settings: Settings) -> None:
     assert data is not None and data["results"][0]["citation"] == "shop/docs/deploy.md#L11-L13"
     assert "make rollback" in text
     fetched = run_tool(memory, "fetch_source_document", {"source": "shop", "id": "src/app.py"})
-    # indexed: from the index's chunks, which keep no final newline (urchin/index/documents.py)
-    assert fetched.content[0].text == APP_PY.rstrip("\n")  # type: ignore[union-attr]
+    assert fetched.content[0].text == APP_PY  # type: ignore[union-attr]
     assert check_arguments("query_source", {"source": "shop"}) is not None
     assert check_arguments("fetch_source_document", {"source": "shop", "id": "x", "extra": 1}) is not None
 
@@ -250,7 +249,7 @@ def test_cli_index_query_source_fetch_document(pg_settings: Settings, pg_url: st
     assert found.returncode == 0, found.stderr
     assert orjson.loads(found.stdout)["results"][0]["citation"] == "shop/docs/deploy.md#L11-L13"
     whole = run_urchin("fetch-document", "shop", "src/app.py", env=env)
-    assert whole.stdout == APP_PY      # from the index (no final newline), then the CLI's own
+    assert whole.stdout == APP_PY + "\n"
     refused = run_urchin("fetch-document", "shop", "../../etc/passwd", env=env)
     assert refused.returncode == 1 and "outside the workspace roots" in refused.stderr
 

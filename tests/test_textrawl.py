@@ -213,6 +213,9 @@ def test_get_document_returns_an_event_and_names_an_unknown_id(memory: Memory) -
 def test_fetch_source_document_returns_a_retained_file_as_indexed_after_an_edit(memory: Memory, root: Path) -> None:
     cited = memory.context({"query": "pgvector embeddings", "sources": ["files"]}).results[0]
     digest = cited["location"]["contentHash"]
+    unchanged = memory.fetch_source_document("shop", "docs/design.md", digest)
+    assert unchanged["content"] == memory.fetch_source_document("shop", "docs/design.md", mode="live")["content"]
+    assert unchanged["content"].endswith("embeddings.\n") and "hunter2" not in unchanged["content"]
     (root / "docs" / "design.md").write_text("# Rewritten\n\nnothing the index saw\n")
     doc = memory.fetch_source_document("shop", "docs/design.md", digest)
     assert doc["version"] == "indexed" and doc["contentHash"] == digest

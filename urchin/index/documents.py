@@ -2,7 +2,8 @@
 
 Chunks never overlap and carry their first and last line (urchin/workspace/chunking.py); what lies
 between two chunks was blank, so placing each chunk at its lines gives the indexed text back, redacted
-as the chunks are. Whitespace-only lines come back empty and the final newline is not kept.
+as the chunks are. Whitespace-only lines come back empty and the final newline is not kept (Memory
+serves the file's own bytes instead while they still hash to the version indexed).
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ def indexed_file(root: str, rel: str, catalog: Mapping[str, Any] | None, chunks:
     stamp = chunks[0]["occurred_at"]       # a file chunk's time is the file's mtime when indexed
     digest = chunks[0]["content_hash"] or (catalog or {}).get("hash")
     out: dict[str, Any] = {"source": root, "id": f"{root}/{rel}", "type": "file", "content": text,
-                           "totalLines": len(text.split("\n")) if text else 0,
+                           "totalLines": len(text.splitlines()),
                            "size": (catalog or {}).get("size"), "contentHash": digest,
                            "updatedAt": format_timestamp(stamp, ms=False) if isinstance(stamp, datetime) else None,
                            "version": "indexed"}

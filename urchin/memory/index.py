@@ -199,7 +199,32 @@ class HybridIndex:
             return None, []
         root, rel = parts[0], "/".join(parts[1:])
         catalog, chunks = self.service.document_chunks(f"{root}/{rel}")
-        return indexed_file(root, rel, catalog, chunks), chunks
+        found = indexed_file(root, rel, catalog, chunks)
+        if found is not None:
+            # the file's bytes while they still hash to the version indexed are that version, exactly
+            # (blank lines and the final newline included); else its chunks, put back at their lines, and
+            # redacted again in case the rules grew since they were indexed
+            exact = self._unchanged_text(f"{root}/{rel}", found["contentHash"])
+            found["content"] = exact if exact is not None else self._workspace.files.redact(found["content"])
+            found["totalLines"] = len(found["content"].splitlines())
+        return found, chunks
+
+    def _unchanged_text(self, wanted: str, digest: str | None) -> str | None:
+        """The file's text (redacted) when its bytes on disk still hash to `digest`, else None."""
+        from urchin.errors import UrchinError
+        from urchin.index.files import file_epoch, hash_file
+
+        files = self._workspace.files
+        try:
+            loc = files.locate(wanted, "id")
+            if loc.size > MAX_DOCUMENT_BYTES or files.is_binary(loc):
+                return None
+            data = files.read_bytes(loc, MAX_DOCUMENT_BYTES + 1)
+        except (OSError, UrchinError):
+            return None
+        if digest is None or hash_file(data, file_epoch(files)) != digest:
+            return None
+        return files.text_of(data)
 
     def _has_index(self) -> bool:
         """Whether an index can hold anything: a database URL, or the embedded server's data exists (a
