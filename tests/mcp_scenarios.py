@@ -21,7 +21,8 @@ TOOLS = {"urchin_search", "urchin_semantic_search", "urchin_recent_activity", "u
          "urchin_workspace_context", "urchin_get_event", "urchin_ingest", "urchin_remember", "urchin_ephemeral",
          "urchin_status", "get_file", "get_workspace_overview", "list_memories", "get_memory",
          "search_context", "query_source", "fetch_source_document", "urchin_forget", "search", "get_document"}
-REQUIRED = {"search": ["query"], "get_document": ["documentId"], "query_source": ["source", "query"], "fetch_source_document": ["source", "id"],
+REQUIRED = {"search": ["query"], "get_document": ["documentId"], "query_source": ["source", "query"],
+            "fetch_source_document": ["source", "id"],
             "get_file": ["path"], "get_memory": ["slug"], "search_context": ["query"], "urchin_search": ["query"],
             "urchin_semantic_search": ["query"], "urchin_session_context": ["session"],
             "urchin_workspace_context": ["workspace"], "urchin_get_event": ["id"], "urchin_ingest": ["content"],
