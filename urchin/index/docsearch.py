@@ -246,10 +246,14 @@ def _curated(curated: Sequence[Any], query: str) -> list[Any]:
 
 
 # ---- conversations -----------------------------------------------------------------------------
-def _conversations(context: ContextFn, p: SearchParams, sessions: SessionsFn) -> list[tuple[float, dict[str, Any]]]:
+def _conversations(context: ContextFn, p: SearchParams, sessions: SessionsFn, event_sources: Callable[[], list[str]]
+                   ) -> list[tuple[float, dict[str, Any]]]:
     """A session is ranked in each leg where its best event is (the leg's list read session by session),
     so one session is one result, whatever kind its events are (a decision included)."""
-    scope = {"includeMemories": True, "includeConversations": True, "memoryWeight": 1.0}
+    sources = [s for s in event_sources() if s != FILES_SOURCE]     # file chunks have no session
+    if not sources:
+        return []
+    scope = {"includeMemories": True, "includeConversations": True, "memoryWeight": 1.0, "sources": sources}
     legs = _legs(context, p, scope, lambda r: r.get("kind") != FILE_KIND and bool(r.get("session")))
     turns: dict[str, list[Mapping[str, Any]]] = {}
     for _, ranked in legs:
@@ -302,7 +306,7 @@ def run_search(context: ContextFn, curated: Sequence[Any], data: Mapping[str, An
     if p.include_memories:
         classes.append((p.memory_weight, "memory", _memories(context, curated, p)))
     if p.include_conversations:
-        classes.append((p.conversation_weight, "conversation", _conversations(context, p, sessions)))
+        classes.append((p.conversation_weight, "conversation", _conversations(context, p, sessions, event_sources)))
     best *= max(weight for weight, _, _ in classes)
     mixed: list[dict[str, Any]] = [
         {"type": kind, "score": round(weight * raw / best, 4), "data": item, "updatedAt": item.get("updatedAt")}
