@@ -20,8 +20,9 @@ from urchin.search.query import one_line
 TOOLS = {"urchin_search", "urchin_semantic_search", "urchin_recent_activity", "urchin_session_context",
          "urchin_workspace_context", "urchin_get_event", "urchin_ingest", "urchin_remember", "urchin_ephemeral",
          "urchin_status", "get_file", "get_workspace_overview", "list_memories", "get_memory",
-         "search_context", "query_source", "fetch_source_document", "urchin_forget", "search"}
-REQUIRED = {"search": ["query"], "query_source": ["source", "query"], "fetch_source_document": ["source", "id"],
+         "search_context", "query_source", "fetch_source_document", "urchin_forget", "search", "get_document"}
+REQUIRED = {"search": ["query"], "get_document": ["documentId"], "query_source": ["source", "query"],
+            "fetch_source_document": ["source", "id"],
             "get_file": ["path"], "get_memory": ["slug"], "search_context": ["query"], "urchin_search": ["query"],
             "urchin_semantic_search": ["query"], "urchin_session_context": ["session"],
             "urchin_workspace_context": ["workspace"], "urchin_get_event": ["id"], "urchin_ingest": ["content"],
@@ -33,7 +34,7 @@ DEFAULTS = {"urchin_search": {"hours": 168, "limit": 20}, "urchin_semantic_searc
             "get_file": {"fromLine": 1, "maxLines": 200}, "get_memory": {"tokenBudget": 8000},
             "query_source": {"limit": 10},
             "search_context": {"strategy": "hybrid", "limit": 10, "k": 20},
-            "search": {"limit": 10}}
+            "search": {"limit": 5, "conversationWeight": 0.5}, "fetch_source_document": {"mode": "indexed"}}
 REQUIRED_FIELDS = {"id", "timestamp", "source", "kind", "content"}   # unset optional fields are omitted
 EVENT_FIELDS = REQUIRED_FIELDS | {"workspace", "session", "title", "tags", "brain", "actor", "meta"}
 LINE = re.compile(r"^\[\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ\] [a-z0-9._-]+ — ")

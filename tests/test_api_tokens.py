@@ -182,7 +182,7 @@ REST_OF_TOOL: dict[str, list[tuple[str, str]]] = {
     "search": [("POST", "/documents/search")], "get_workspace_overview": [("GET", "/overview")],
     "list_memories": [("GET", "/memories")], "get_memory": [("GET", "/memories/x")],
     "get_file": [("GET", "/files/a.txt")], "query_source": [("GET", "/sources/claude/search?q=x")],
-    "fetch_source_document": [("GET", "/sources/claude/documents/x")],
+    "fetch_source_document": [("GET", "/sources/claude/documents/x")], "get_document": [("GET", "/documents/x")],
     "urchin_ingest": [("POST", "/ingest"), ("POST", "/ingest/batch")],
     "urchin_forget": [("POST", "/forget"), ("DELETE", "/events/abc")], "urchin_ephemeral": [("POST", "/ephemeral")],
 }

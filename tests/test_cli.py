@@ -57,7 +57,7 @@ def test_nothing_matches_prints_nothing() -> None:
     (("context", "x", "--hours", "1", "--since", "2026-01-01T00:00:00Z"),
      "error: --hours: cannot be combined with since"),
     (("find", "x", "--min-score", "2"), "error: --min-score: must be from 0 to 1, got 2"),
-    (("find", "x", "--limit", "101"), "error: --limit: must be from 1 to 100, got 101"),
+    (("find", "x", "--limit", "101"), "error: --limit: must be from 1 to 50, got 101"),
     (("ingest", " "), "error: content: must not be blank"),
     (("ingest", "x", "--timestamp", "soon"), "error: --timestamp: must be an RFC 3339 timestamp"),
     (("ingest", "x", "--source", "Bad Source"), "error: --source: must be lowercase"),

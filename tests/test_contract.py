@@ -95,8 +95,13 @@ def test_document_search_is_declared_as_the_index_checks_it() -> None:
     for param in op.params:
         default = docsearch.DEFAULTS.get(param.name, index.DEFAULTS.get(param.name))
         assert param.default == _layer_default(default), param.name
-        assert _bounds(param) == index.BOUNDS.get(param.name, (None, None)), param.name
+        assert _bounds(param) == docsearch.BOUNDS.get(param.name, (None, None)), param.name
     assert op.param("query").max_chars == index.MAX_QUERY_CHARS
+    assert op.param("source_type").choices == docsearch.SOURCE_TYPES
+    assert op.param("content_type").choices == docsearch.CONTENT_TYPES
+    from urchin.memory.index import FETCH_MODES
+
+    assert OPERATIONS["fetch_document"].param("mode").choices == FETCH_MODES
 
 
 def test_an_operation_checked_below_is_named_not_checked() -> None:
@@ -124,7 +129,7 @@ def test_search_context_and_search_schemas_come_from_the_declaration() -> None:
     search = INPUT_SCHEMAS["search"]
     assert search == input_schema(OPERATIONS["document_search"])
     assert search["properties"]["includeMemories"]["default"] is False
-    assert search["properties"]["limit"]["maximum"] == 100
+    assert search["properties"]["limit"]["maximum"] == 50
 
 
 def test_cli_flags_of_context_and_find_are_generated_with_every_spelling() -> None:

@@ -103,8 +103,11 @@ def test_file_citations_carry_the_indexed_hash_and_fetch_checks_it(memory: Memor
     doc = memory.fetch_source_document("files", "shop/guide.md", digest)
     assert doc["content"] == GUIDE and doc["contentHash"] == digest
     (tmp_path / "shop" / "guide.md").write_text(GUIDE + "New line.\n")
+    # issue 32: the cited version still comes back, from the index; only the live read says it changed
+    indexed = memory.fetch_source_document("files", "shop/guide.md", digest)
+    assert indexed["content"] == GUIDE.rstrip("\n") and indexed["version"] == "indexed"
     with pytest.raises(QueryError, match="changed since it was indexed"):
-        memory.fetch_source_document("files", "shop/guide.md", digest)
+        memory.fetch_source_document("files", "shop/guide.md", digest, mode="live")
 
 
 @pytest.mark.anyio

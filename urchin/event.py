@@ -43,11 +43,15 @@ __all__ = [
     "quoted",
     "clip",
     "MEMORY_KINDS",
+    "RECORDED_KINDS",
 ]
 
 # Memories: the kinds of event `urchin_remember` writes, what an agent chose to keep (the rest are
 # conversations). textrawl's `memoryWeight` and token-cosine's memory prior weigh them.
 MEMORY_KINDS = ("decision",)
+# The kinds Urchin's own writers record (collectors, hooks, remember, the CLI): textrawl's `contentType`
+# lists them. A caller's own kind (any label) is stored too; search_context's `kinds` filters by it.
+RECORDED_KINDS = ("conversation", "decision", "tool_use", "command", "commit", "note", "capture", "agent", "error")
 
 SOFT_CAP_BYTES = 64 * 1024
 HARD_LIMIT_BYTES = 1024 * 1024

@@ -1,4 +1,4 @@
-"""`urchin find QUERY`: textrawl's `search` tool (documents; memories and conversations on request)."""
+"""`urchin find QUERY` and `urchin get-document ID`: textrawl's `search` and `get_document` tools."""
 
 from __future__ import annotations
 
@@ -30,3 +30,20 @@ def find(app: AppContext, as_json: bool, **params: Any) -> None:
         print_json(result)
     else:
         click.echo(render(result))
+
+
+@main.command("get-document")
+@operation_options("get_document")
+@click.option("--json", "as_json", is_flag=True, help="Print the same object the MCP tool `get_document` returns.")
+@click.pass_obj
+def get_document(app: AppContext, as_json: bool, **params: Any) -> None:
+    """Print a search result's whole document (its documentId), at the version indexed."""
+    from urchin.contract.render import render_document
+
+    a = parse("get_document", params)
+    memory = app.memory()
+    try:
+        result = memory.get_document(a["document_id"], a["include_chunks"])
+    finally:
+        memory.close()
+    print_json(result) if as_json else click.echo(render_document(result))

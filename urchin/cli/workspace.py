@@ -85,7 +85,7 @@ def query_source(app: AppContext, as_json: bool, **params: Any) -> None:
 def fetch_document(app: AppContext, as_json: bool, **params: Any) -> None:
     """Print one whole document: an event by id, or a workspace root's file by its path."""
     a = parse("fetch_document", params)
-    doc = app.memory().fetch_source_document(a["source"], a["id"], a.get("content_hash"))
+    doc = app.memory().fetch_source_document(a["source"], a["id"], a.get("content_hash"), a["mode"])
     print_json(doc) if as_json else click.echo(doc["content"])
 
 

@@ -57,6 +57,7 @@ ACCESS: dict[str, Access] = {
     "get_memory": _read(("get_memory",), Route("GET", r"/memories/[^/]+")),
     "query_source": _read(("query_source",), Route("GET", r"/sources/[^/]+/search")),
     "fetch_document": _read(("fetch_source_document",), Route("GET", r"/sources/[^/]+/documents/.+")),
+    "get_document": _read(("get_document",), Route("GET", r"/documents/.+")),
     "status": _read(("urchin_status",), Route("GET", r"/status")),
     "tail": _read(()),
     "context": _read(("search_context",), Route("POST", r"/context", "body"), scoped=True),

@@ -15,7 +15,8 @@ from urchin.event import MAX_HOURS
 
 __all__ = ["OPERATIONS", "MAX_LIMIT", "MAX_LINES", "MAX_FROM_LINE", "MAX_TOKEN_BUDGET", "MAX_SOURCE_LIMIT",
            "CONTEXT_MAX_TOKEN_BUDGET", "CONTEXT_MAX_LIMIT", "MAX_QUERY_CHARS", "MAX_WEIGHT", "MAX_K", "STRATEGIES",
-           "MODES", "SEARCH_TYPES", "MAX_SEARCHES", "HYDE_WORDS", "DEFAULT_LIVE_BYTE_BUDGET", "MAX_LIVE_BYTE_BUDGET"]
+           "MODES", "SEARCH_TYPES", "SEARCH_SOURCE_TYPES", "SEARCH_CONTENT_TYPES", "MAX_SEARCHES", "HYDE_WORDS",
+           "DEFAULT_LIVE_BYTE_BUDGET", "MAX_LIVE_BYTE_BUDGET"]
 
 # The bounds the layers below enforce too (tests/test_contract.py keeps them equal); stated here so the
 # CLI need not import the workspace and index modules (~100 ms) to print its help.
@@ -135,25 +136,40 @@ _CONTEXT: tuple[Param, ...] = (
             minimum=0, maximum=MAX_LIVE_BYTE_BUDGET),
 )
 
-# textrawl's `search` (index/docsearch.py `SearchParams`, which hands the shared ones to `ContextParams`)
+# textrawl's `search` (index/docsearch.py `SearchParams`, its defaults and bounds the seed's own page's:
+# tests/test_contract.py keeps the two equal)
+_SEED_WEIGHT = 2.0
+SEARCH_SOURCE_TYPES = ("note", "file")
+SEARCH_CONTENT_TYPES = ("conversation", "decision", "tool_use", "command", "commit", "note", "capture", "agent",
+                        "error", "markdown", "code")
+
+
+def _seed_weight(name: str, help_text: str, default: float = 1.0) -> Param:
+    return _hybrid(name, "number", help_text, default, minimum=0, maximum=_SEED_WEIGHT)
+
+
 _DOCUMENT_SEARCH: tuple[Param, ...] = (
     Param("query", help="What to find, in websearch syntax: words (every word ranks first), \"quoted phrases\" "
                         "and -excluded words (filters in every leg), a OR b.",
           required=True, positional=True, max_chars=MAX_QUERY_CHARS),
-    _LIMIT,
-    _weight("full_text_weight", "Weight of the full-text (keyword) leg in the fusion."),
-    _weight("semantic_weight", "Weight of the semantic leg in the fusion."),
+    _hybrid("limit", "int", "Most results.", 5, minimum=1, maximum=50),
+    _seed_weight("full_text_weight", "Weight of the full-text (keyword) leg: score = fullTextWeight / (60 + its "
+                                     "rank) + semanticWeight / (60 + the semantic rank)."),
+    _seed_weight("semantic_weight", "Weight of the semantic leg in the fusion."),
     _TAGS,
-    _hybrid("source_type", help_text="Only documents of this type: an event kind (note, command, ...) or file, "
-                                     "markdown, code.", unset="any"),
-    _hybrid("min_score", "number", "Drop results under this absolute score.", 0.0, minimum=0, maximum=1),
+    _hybrid("source_type", help_text="Only documents of this source type: note (journal events) or file "
+                                     "(workspace files).", choices=SEARCH_SOURCE_TYPES, unset="any"),
+    _hybrid("content_type", help_text="Only documents of this content type: an event kind Urchin records, or "
+                                      "markdown or code (workspace files).", choices=SEARCH_CONTENT_TYPES, unset="any"),
+    _hybrid("min_score", "number", "Drop results under this score (relative: the fused score over the best "
+                                   "possible).", 0.0, minimum=0, maximum=1),
     _hybrid("include_memories", "bool", "Also search memories: curated memories and urchin_remember decisions.",
             False, flag="--memories"),
-    _hybrid("include_conversations", "bool", "Also search conversations: agent sessions, each with its best "
-                                             "turns.", False, flag="--conversations"),
-    _weight("memory_weight", "Weight of memories against documents and conversations."),
+    _hybrid("include_conversations", "bool", "Also search conversations: one result per session whose events "
+                                             "answer, with its best turns.", False, flag="--conversations"),
+    _seed_weight("memory_weight", "Weight of memory results (with includeMemories)."),
+    _seed_weight("conversation_weight", "Weight of conversation results (with includeConversations).", 0.5),
 )
-
 
 OPERATIONS: dict[str, Operation] = {op.name: op for op in (
     Operation("search", (_query(), _hours(168), _limit(20), *_filters(),
@@ -187,12 +203,20 @@ OPERATIONS: dict[str, Operation] = {op.name: op for op in (
         _required("source", "The result's source: a journal source (then `id` is an event id), a workspace "
                             "root's name (then `id` is a path inside it) or `files` (then `id` is `<root>/<path>`)."),
         _required("id", "The event id or file path to return whole."),
-        Param("content_hash", help="A result's location.contentHash: return the file only while it is still "
-                                   "that version, else an error says it changed. "
+        Param("mode", help="indexed: a workspace file the index holds comes from the index, at the version "
+                           "indexed (a file it does not hold is read from disk); live: read the file from disk "
+                           "as it is now. An event is the version indexed either way.", default="indexed",
+              choices=("indexed", "live")),
+        Param("content_hash", help="A result's location.contentHash: return the file only at that version, "
+                                   "else an error says it changed. "
                                    "For a collected event, its location.upstream.contentHash: the event is "
                                    "returned as indexed, with `upstream.status` saying whether its transcript "
                                    "lines still hold it.",
               wire="contentHash", unset="the current version"))),
+    Operation("get_document", (
+        _required("document_id", "A search result's documentId: an event id, or a workspace file <root>/<path>.",
+                  wire="documentId"),
+        Param("include_chunks", "bool", "Include the document's chunks.", False, wire="includeChunks"))),
     Operation("status"),
     Operation("tail", (Param("count", "int", "How many of the last events.", 10, minimum=1, maximum=MAX_LIMIT,
                              flag="-n"),)),

@@ -13,7 +13,8 @@ import orjson
 
 from urchin.errors import ValidationError
 
-__all__ = ["plural", "size", "value", "render_document_search", "render_events", "render_event", "render_ingest",
+__all__ = ["plural", "size", "value", "render_document_search", "render_document", "render_events", "render_event",
+           "render_ingest",
            "render_status", "render_overview", "render_memory", "render_memories", "render_context", "rejection"]
 
 
@@ -152,21 +153,36 @@ def render_context(result: Mapping[str, Any]) -> str:
 def render_document_search(result: Mapping[str, Any]) -> str:
     """textrawl's `search`: the compact text; structuredContent always carries the whole verbose object."""
     lines = []
-    if "totalResults" in result:
+    notes = [f"note: {note}" for note in result.get("notes", [])]
+    if "counts" not in result:
         lines.append(f"{result['totalResults']} documents for {result['query']!r}")
         for n, d in enumerate(result["results"], 1):
-            lines.append(f"[{n}] {d['citation']} ({d['sourceType']}, score {d['score']:.3f})")
+            lines.append(f"[{n}] {d['citation']} ({d['sourceType']} {d['contentType']}, score {d['score']:.3f})")
             lines.append(d["content"])
-        return "\n".join(lines + [f"note: {note}" for note in result.get("notes", [])])
+        return "\n".join(lines + notes)
     counts = result["counts"]
     lines.append(f"{counts['documents']} documents, {counts['memories']} memories, "
                  f"{counts['conversations']} conversations for {result['query']!r}")
     for n, item in enumerate(result["results"], 1):
         data = item["data"]
-        label = data.get("citation") or data.get("sessionKey")
+        label = data.get("citation") or f"session {data.get('sessionKey')}: {data.get('title')}"
         lines.append(f"[{n}] {item['type']} {label} (score {item['score']:.3f})")
         if item["type"] == "conversation":
             lines += [t["content"] for t in data["turns"]]
         else:
             lines.append(data["content"])
-    return "\n".join(lines + [f"note: {note}" for note in result.get("notes", [])])
+    return "\n".join(lines + notes)
+
+
+def render_document(result: Mapping[str, Any]) -> str:
+    """textrawl's `get_document`: the document's text, its chunks' line ranges when asked for."""
+    doc = result["document"]
+    head = f"{doc['id']} ({doc['sourceType']}, {doc['updatedAt']}"
+    head += f", {doc['contentHash']})" if doc.get("contentHash") else ")"
+    lines = [head, doc["content"]]
+    if doc.get("truncated"):
+        lines.append(f"(cut: {doc['fullLength']} characters in all)")
+    for chunk in result.get("chunks", []):
+        where = f" lines {chunk['startLine']}-{chunk['endLine']}" if "startLine" in chunk else ""
+        lines.append(f"chunk {chunk['index']} {chunk['id']}{where}")
+    return "\n".join(lines)

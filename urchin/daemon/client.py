@@ -364,8 +364,12 @@ class RemoteMemory:
     def query_source(self, source: str, query: str, limit: int = 10) -> Any:
         return self.local().query_source(source, query, limit)
 
-    def fetch_source_document(self, source: str, doc_id: str, content_hash: str | None = None) -> dict[str, Any]:
-        return self.local().fetch_source_document(source, doc_id, content_hash)
+    def fetch_source_document(self, source: str, doc_id: str, content_hash: str | None = None,
+                              mode: str = "indexed") -> dict[str, Any]:
+        return self.local().fetch_source_document(source, doc_id, content_hash, mode)
+
+    def get_document(self, document_id: str, include_chunks: bool = False) -> dict[str, Any]:
+        return self.local().get_document(document_id, include_chunks)
 
     # Local by nature: scoped tokens are a file of this home, roles are set up on the database directly.
     def token_create(self, scope: str, workspaces: Sequence[str] = (), expires: str | None = None,

@@ -1,6 +1,6 @@
 """HTTP routes over workspace files, curated memories and single sources: the same `Memory` calls
 as the MCP tools and the CLI (`get_file`, `get_workspace_overview`, `list_memories`, `get_memory`,
-`query_source`, `fetch_source_document`)."""
+`query_source`, `fetch_source_document`, `get_document`)."""
 
 from __future__ import annotations
 
@@ -56,7 +56,11 @@ def workspace_routes(json: Any, memory_of: Any) -> list[Route]:
     async def fetch_document(request: Request) -> Response:
         a = args(request, "fetch_document", source=request.path_params["source"], id=request.path_params["doc_id"])
         return json(await run_in_threadpool(memory_of(request).fetch_source_document, a["source"], a["id"],
-                                            a.get("content_hash")))
+                                            a.get("content_hash"), a["mode"]))
+
+    async def get_document(request: Request) -> Response:
+        a = args(request, "get_document", documentId=request.path_params["document_id"])
+        return json(await run_in_threadpool(memory_of(request).get_document, a["document_id"], a["include_chunks"]))
 
     return [
         Route("/files/{path:path}", get_file, methods=["GET"]),
@@ -65,4 +69,5 @@ def workspace_routes(json: Any, memory_of: Any) -> list[Route]:
         Route("/memories/{slug}", memory, methods=["GET"]),
         Route("/sources/{source}/search", query_source, methods=["GET"]),
         Route("/sources/{source}/documents/{doc_id:path}", fetch_document, methods=["GET"]),
+        Route("/documents/{document_id:path}", get_document, methods=["GET"]),
     ]

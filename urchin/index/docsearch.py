@@ -1,45 +1,72 @@
-"""textrawl's `search` tool (seed 003) over the one hybrid query (`run_context` via `Memory.context`).
+"""textrawl's `search` tool (seed 003): its parameters, its fusion and its shapes, over the hybrid legs.
 
-Documents are workspace file chunks and journal events (not memories); memories are curated
-memories and events written with `urchin_remember`; conversations are agent sessions (a result is the
-session with its best turns). Document-only answers `{query, totalResults, results}`; with memories or
-conversations, `{query, counts, results:[{type, score, data}]}` fused by weighted score.
+Each leg (full text; semantic: token-cosine, plus the embedder's vectors when one is set) ranks its
+candidates within the filters; the seed's fusion then scores a result
+`fullTextWeight / (k + fts_rank) + semanticWeight / (k + semantic_rank)` with k = 60 and the caller's
+weights as they are, and the score shown is that value over the best possible one (rank 1 in every leg
+that runs): relative, as the seed cautions, and the order of the list. Documents are workspace file
+chunks and journal events (not memories); memories are remembered decisions and curated memories;
+conversations are sessions, one result per session whose events answer the query.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any
 
-from urchin.checks import check_bool, unknown_parameter
-from urchin.errors import QueryError, ValidationError
-from urchin.event import check_label
+from urchin.checks import check_bool, check_number, describe, unknown_parameter
+from urchin.errors import QueryError
+from urchin.event import RECORDED_KINDS
 from urchin.index.base import MEMORY_KINDS
-from urchin.index.files import FILE_KIND
+from urchin.index.files import FILE_KIND, FILES_SOURCE
 from urchin.index.params import MAX_CONTEXT_LIMIT, ContextParams
 from urchin.index.sparse import term_ids, tokens
 from urchin.search.websearch import parse, unheld_phrases
 
-__all__ = ["SearchParams", "run_search", "NAMES", "DEFAULTS", "file_type"]
+__all__ = ["SearchParams", "run_search", "NAMES", "DEFAULTS", "BOUNDS", "file_type", "SOURCE_TYPES",
+           "CONTENT_TYPES", "K", "SNIPPET_CHARS"]
 
-NAMES = ("query", "limit", "fullTextWeight", "semanticWeight", "tags", "sourceType", "minScore",
-         "includeMemories", "includeConversations", "memoryWeight")
-FILE_TYPES = ("file", "markdown", "code")
+NAMES = ("query", "limit", "fullTextWeight", "semanticWeight", "tags", "sourceType", "contentType", "minScore",
+         "includeMemories", "includeConversations", "memoryWeight", "conversationWeight")
+K = 60                           # the seed's RRF constant ("standard"): not a parameter of this tool
+SNIPPET_CHARS = 500              # a result's content, as the seed's output schema cuts it
+# The seed's sourceType is note | file | url: Urchin has notes (journal events: what agents, hooks and
+# collectors wrote) and files (workspace files); it saves no web pages, so `url` is refused by name.
+SOURCE_TYPES = ("note", "file")
+FILE_TYPES = ("markdown", "code")
+CONTENT_TYPES = (*RECORDED_KINDS, *FILE_TYPES)
 _MARKDOWN = (".md", ".markdown", ".mdx", ".rst", ".txt")
 TURNS_PER_CONVERSATION = 3
+LEG_DEPTH = MAX_CONTEXT_LIMIT    # each leg's list: the candidates the fusion sees
+
+DEFAULTS: dict[str, Any] = {"limit": 5, "full_text_weight": 1.0, "semantic_weight": 1.0, "min_score": 0.0,
+                            "include_memories": False, "include_conversations": False, "memory_weight": 1.0,
+                            "conversation_weight": 0.5, "source_type": None, "content_type": None}
+BOUNDS: dict[str, tuple[float, float]] = {"limit": (1, 50), "full_text_weight": (0, 2), "semantic_weight": (0, 2),
+                                          "min_score": (0, 1), "memory_weight": (0, 2), "conversation_weight": (0, 2)}
 
 ContextFn = Callable[[Mapping[str, Any]], Any]
+SessionsFn = Callable[[Sequence[str]], Mapping[str, Mapping[str, Any]]]
 
 
 @dataclass(frozen=True, slots=True)
 class SearchParams:
-    """Validated; the contract's `document_search` declares the same names and defaults (tests/test_contract.py)."""
+    """Validated; the contract's `document_search` declares the same names, defaults and bounds
+    (tests/test_contract.py). Query and tags are checked by `ContextParams`, the one query checker."""
 
-    context: ContextParams          # the shared validation: query, limit, weights, tags, minScore
-    source_type: str | None = None
-    include_memories: bool = False
-    include_conversations: bool = False
+    query: str
+    tags: tuple[str, ...]
+    limit: int
+    full_text_weight: float
+    semantic_weight: float
+    min_score: float
+    include_memories: bool
+    include_conversations: bool
+    memory_weight: float
+    conversation_weight: float
+    source_type: str | None
+    content_type: str | None
 
     @classmethod
     def parse(cls, data: Mapping[str, Any]) -> SearchParams:
@@ -48,125 +75,247 @@ class SearchParams:
         unknown = [k for k in data if k not in NAMES]
         if unknown:
             raise unknown_parameter(unknown[0], NAMES)
-        source_type = data.get("sourceType")
-        if source_type is not None:
-            try:
-                source_type = check_label(source_type, "sourceType")
-            except ValidationError as exc:
-                raise QueryError("sourceType", f"{exc.rule}: an event kind, or file, markdown or code") from None
-        memories = check_bool(data.get("includeMemories", DEFAULTS["include_memories"]), "includeMemories")
-        conversations = check_bool(data.get("includeConversations", DEFAULTS["include_conversations"]),
-                                   "includeConversations")
-        shared = {k: data[k] for k in ("query", "limit", "fullTextWeight", "semanticWeight", "tags", "minScore",
-                                       "memoryWeight") if data.get(k) is not None}
-        return cls(ContextParams.parse(shared), source_type or None,
-                   memories, conversations)
+        given = {k: v for k, v in data.items() if v is not None}
+        shared = ContextParams.parse({k: given[k] for k in ("query", "tags") if k in given})
+        values: dict[str, Any] = {}
+        for attr, (low, high) in BOUNDS.items():
+            wire = _wire(attr)
+            values[attr] = check_number(given.get(wire, DEFAULTS[attr]), wire, whole=attr == "limit", low=low,
+                                        high=high)
+        if values["full_text_weight"] == 0 and values["semantic_weight"] == 0:
+            raise QueryError("semanticWeight", "must be over 0 when fullTextWeight is 0 (no leg would run)")
+        for attr in ("include_memories", "include_conversations"):
+            values[attr] = check_bool(given.get(_wire(attr), DEFAULTS[attr]), _wire(attr))
+        return cls(shared.query, shared.tags, source_type=_choice(given, "sourceType", SOURCE_TYPES),
+                   content_type=_choice(given, "contentType", CONTENT_TYPES), **values)
 
 
-DEFAULTS: dict[str, Any] = {f.name: f.default for f in fields(SearchParams) if f.name != "context"}
+def _wire(attr: str) -> str:
+    head, *rest = attr.split("_")
+    return head + "".join(word.title() for word in rest)
+
+
+def _choice(given: Mapping[str, Any], name: str, allowed: tuple[str, ...]) -> str | None:
+    value = given.get(name)
+    if value is None:
+        return None
+    if not isinstance(value, str) or value.strip().lower() not in allowed:
+        raise QueryError(name, f"must be one of {', '.join(allowed)}, got {describe(value)}")
+    return value.strip().lower()
 
 
 def file_type(path: str | None) -> str:
     return "markdown" if (path or "").lower().endswith(_MARKDOWN) else "code"
 
 
-def _source_type(result: Mapping[str, Any]) -> str:
+def content_type(result: Mapping[str, Any]) -> str:
     if result.get("kind") == FILE_KIND:
         return file_type(result.get("location", {}).get("path"))
     return str(result.get("kind"))
 
 
-def _wants(source_type: str | None, result: Mapping[str, Any]) -> bool:
-    if source_type in (None, "file"):
-        return source_type is None or result.get("kind") == FILE_KIND
-    return _source_type(result) == source_type
+def _source_type(result: Mapping[str, Any]) -> str:
+    return "file" if result.get("kind") == FILE_KIND else "note"
 
 
-def _base(p: SearchParams, limit: int) -> dict[str, Any]:
-    c = p.context
-    out: dict[str, Any] = {"query": c.query, "limit": limit, "fullTextWeight": c.full_text_weight,
-                           "semanticWeight": c.semantic_weight, "minScore": c.min_score}
-    if c.tags:
-        out["tags"] = list(c.tags)
+# ---- the legs and the seed's fusion ------------------------------------------------------------
+def _legs(context: ContextFn, p: SearchParams, scope: Mapping[str, Any],
+          keep: Callable[[Mapping[str, Any]], bool] = lambda r: True) -> list[tuple[float, list[dict[str, Any]]]]:
+    """Each leg that runs (weight over 0) as (weight, its results best first, within `scope`'s filters)."""
+    out = []
+    for strategy, weight in (("keyword", p.full_text_weight), ("semantic", p.semantic_weight)):
+        if weight > 0:
+            query = {"query": p.query, "strategy": strategy, "limit": LEG_DEPTH, "perFileCap": LEG_DEPTH, **scope}
+            if p.tags:
+                query["tags"] = list(p.tags)
+            out.append((weight, [r for r in context(query).results if keep(r)]))
     return out
 
 
-def _documents(context: ContextFn, p: SearchParams) -> list[dict[str, Any]]:
-    query = _base(p, MAX_CONTEXT_LIMIT if p.source_type in ("markdown", "code") else p.context.limit)
-    if p.source_type in FILE_TYPES:
-        query["kinds"] = [FILE_KIND]
-    elif p.source_type:
-        query["kinds"] = [p.source_type]
-    query["includeMemories"] = False          # documents are never memories (those are their own class)
-    if p.source_type in MEMORY_KINDS:
+def fuse(legs: Sequence[tuple[float, Sequence[Any]]]) -> dict[Any, float]:
+    """The seed's RRF: sum over the legs holding an item of weight / (K + its 1-based rank there)."""
+    score: dict[Any, float] = {}
+    for weight, ranked in legs:
+        for rank, item in enumerate(ranked, 1):
+            score[item] = score.get(item, 0.0) + weight / (K + rank)
+    return score
+
+
+def best_possible(p: SearchParams) -> float:
+    """What a result ranked first in every leg that runs scores: the 1.0 of the shown score."""
+    return (p.full_text_weight + p.semantic_weight) / (K + 1)
+
+
+def _key(r: Mapping[str, Any]) -> tuple[str, str]:
+    return (r.get("device") or "", r["id"])
+
+
+def _ranked(legs: Sequence[tuple[float, Sequence[Mapping[str, Any]]]]) -> list[tuple[float, Mapping[str, Any]]]:
+    """(raw RRF, row) of every row any leg holds."""
+    rows = {_key(r): r for _, ranked in legs for r in ranked}
+    raw = fuse([(w, [_key(r) for r in ranked]) for w, ranked in legs])
+    return [(raw[key], row) for key, row in rows.items()]
+
+
+def _snippet(text: str) -> dict[str, Any]:
+    return {"content": text[:SNIPPET_CHARS], **_cut(text)}
+
+
+def _cut(text: str) -> dict[str, Any]:
+    return {"contentTruncated": True} if len(text) > SNIPPET_CHARS else {}
+
+
+# ---- documents ---------------------------------------------------------------------------------
+def _document_scope(p: SearchParams, event_sources: Callable[[], list[str]]) -> dict[str, Any] | None:
+    """The filters of the document legs (None: nothing can match, e.g. a note that is markdown)."""
+    scope: dict[str, Any] = {"includeMemories": False}     # documents are never memories (their own class)
+    wants_file = p.source_type == "file" or p.content_type in FILE_TYPES
+    if p.content_type in MEMORY_KINDS or (p.source_type == "note" and p.content_type in FILE_TYPES):
+        return None
+    if wants_file:
+        scope["kinds"] = [FILE_KIND]
+    elif p.content_type:
+        scope["kinds"] = [p.content_type]
+    if p.source_type == "note" and not p.content_type:
+        sources = [s for s in event_sources() if s != FILES_SOURCE]
+        if not sources:
+            return None
+        scope["sources"] = sources
+    return scope
+
+
+def _documents(context: ContextFn, p: SearchParams, event_sources: Callable[[], list[str]]
+               ) -> list[tuple[float, dict[str, Any]]]:
+    scope = _document_scope(p, event_sources)
+    if scope is None:
         return []
-    rows = [r for r in context(query).results if _wants(p.source_type, r)]
-    return [_document(r) for r in rows[: p.context.limit]]
+    wanted = p.content_type
+    legs = _legs(context, p, scope, lambda r: wanted is None or content_type(r) == wanted)
+    return [(raw, _document(r)) for raw, r in _ranked(legs)]
 
 
 def _document(r: Mapping[str, Any]) -> dict[str, Any]:
     loc = r.get("location", {})
     doc_id = loc.get("path") if r.get("kind") == FILE_KIND else r["id"]
     return {"documentId": doc_id, "documentTitle": r.get("title") or doc_id, "sourceType": _source_type(r),
-            "source": r.get("source"), "tags": r.get("tags", []), "chunkId": r["id"], "content": r["content"],
-            "score": r["score"], "citation": r.get("citation")}
+            "tags": r.get("tags", []), "chunkId": r["id"], "content": r["content"][:SNIPPET_CHARS], "score": 0.0,
+            **_cut(r["content"]), "contentType": content_type(r), "source": r.get("source"),
+            "workspace": r.get("workspace"), "citation": r.get("citation"), "updatedAt": r.get("updatedAt")}
 
 
-def _memories(context: ContextFn, curated: Sequence[Any], p: SearchParams) -> list[dict[str, Any]]:
-    query = {**_base(p, p.context.limit), "includeConversations": False, "memoryWeight": 1.0}
-    out = [{"memoryId": r["id"], "kind": "event", "title": r.get("title"), "content": r["content"],
-            "tags": r.get("tags", []), "score": r["score"], "citation": r.get("citation")}
-           for r in context(query).results]
-    wanted = parse(p.context.query)     # the same language: phrases must occur, -words must not
+def _document_data(d: Mapping[str, Any]) -> dict[str, Any]:
+    """A document in the cross-source shape: the seed's {id, title, content}, then Urchin's fields."""
+    rest = {k: v for k, v in d.items() if k not in ("documentId", "documentTitle", "content", "score")}
+    return {"id": d["documentId"], "title": d["documentTitle"], "content": d["content"], **rest}
+
+
+# ---- memories ----------------------------------------------------------------------------------
+def _memories(context: ContextFn, curated: Sequence[Any], p: SearchParams) -> list[tuple[float, dict[str, Any]]]:
+    legs = _legs(context, p, {"includeMemories": True, "includeConversations": False, "memoryWeight": 1.0})
+    out = [(raw, {"entityName": r.get("title") or r.get("workspace") or r.get("source"), "content": r["content"],
+                  "entityType": r.get("kind"), "memoryId": r["id"], "kind": "event", "tags": r.get("tags", []),
+                  "source": r.get("source"), "citation": r.get("citation"), "updatedAt": r.get("updatedAt")})
+           for raw, r in _ranked(legs)]
+    if p.full_text_weight > 0 and not p.tags:     # curated memories carry no tags
+        ranked = _curated(curated, p.query)
+        out += [(p.full_text_weight / (K + rank), {
+            "entityName": d.title, "content": d.use_when, "entityType": "curated", "memoryId": d.slug,
+            "kind": "curated", "tags": [], "citation": f"urchin://memories/{d.slug}"})
+            for rank, d in enumerate(ranked, 1)]
+    return out
+
+
+def _curated(curated: Sequence[Any], query: str) -> list[Any]:
+    """Curated memories holding the query's words (its title, use-when and slug), most of them first:
+    their full-text rank (they have no vectors, so no semantic rank). Phrases must occur, -words not."""
+    wanted = parse(query)
     terms = set(term_ids(tokens(wanted.positive)))
     excluded = set(term_ids(t for w in wanted.excluded for t in tokens(w)))
+    held: list[tuple[float, str, Any]] = []
     for d in curated:
         text = f"{d.title} {d.use_when} {d.slug}"
-        held = set(term_ids(tokens(text)))
+        have = set(term_ids(tokens(text)))
         flat = " ".join(text.lower().split())
-        if not terms or excluded & held or not all(" ".join(ph.lower().split()) in flat for ph in wanted.phrases) \
+        if not terms or excluded & have or not all(" ".join(ph.lower().split()) in flat for ph in wanted.phrases) \
                 or any(" ".join(ph.lower().split()) in flat for ph in wanted.excluded_phrases):
             continue
-        score = len(terms & held) / len(terms)
-        if score > 0 and score >= p.context.min_score and not p.context.tags:
-            out.append({"memoryId": d.slug, "kind": "curated", "title": d.title, "content": d.use_when,
-                        "tags": [], "score": round(score, 4), "citation": f"urchin://memories/{d.slug}"})
-    out.sort(key=lambda m: (-m["score"], m["memoryId"]))
-    return out[: p.context.limit]
+        share = len(terms & have) / len(terms)
+        if share > 0:
+            held.append((-share, d.slug, d))
+    return [d for _, _, d in sorted(held, key=lambda x: (x[0], x[1]))]
 
 
-def _conversations(context: ContextFn, p: SearchParams) -> list[dict[str, Any]]:
-    query = {**_base(p, MAX_CONTEXT_LIMIT), "includeMemories": False}
-    sessions: dict[str, dict[str, Any]] = {}
-    for r in context(query).results:
-        if r.get("kind") == FILE_KIND or not r.get("session"):
-            continue
-        s = sessions.setdefault(r["session"], {"sessionKey": r["session"], "title": r.get("title") or r["session"],
-                                               "source": r.get("source"), "workspace": r.get("workspace"),
-                                               "score": r["score"], "turns": []})
-        if len(s["turns"]) < TURNS_PER_CONVERSATION:
-            s["turns"].append({"id": r["id"], "content": r["content"], "score": r["score"],
-                               "citation": r.get("citation"), "updatedAt": r.get("updatedAt")})
-    return list(sessions.values())[: p.context.limit]
+# ---- conversations -----------------------------------------------------------------------------
+def _conversations(context: ContextFn, p: SearchParams, sessions: SessionsFn, event_sources: Callable[[], list[str]]
+                   ) -> list[tuple[float, dict[str, Any]]]:
+    """A session is ranked in each leg where its best event is (the leg's list read session by session),
+    so one session is one result, whatever kind its events are (a decision included)."""
+    sources = [s for s in event_sources() if s != FILES_SOURCE]     # file chunks have no session
+    if not sources:
+        return []
+    scope = {"includeMemories": True, "includeConversations": True, "memoryWeight": 1.0, "sources": sources}
+    legs = _legs(context, p, scope, lambda r: r.get("kind") != FILE_KIND and bool(r.get("session")))
+    turns: dict[str, list[Mapping[str, Any]]] = {}
+    for _, ranked in legs:
+        for r in ranked:
+            seen = turns.setdefault(r["session"], [])
+            if len(seen) < TURNS_PER_CONVERSATION and all(t["id"] != r["id"] for t in seen):
+                seen.append(r)
+    raw = fuse([(w, list(dict.fromkeys(r["session"] for r in ranked))) for w, ranked in legs])
+    heads = sessions(list(raw)) if raw else {}
+    out = []
+    for key, value in raw.items():
+        head, first = heads.get(key, {}), turns[key][0]
+        title = head.get("title") or _clip(head.get("firstPrompt")) or key
+        out.append((value, {"sessionKey": key, "title": title, "sessionId": key, "source": first.get("source"),
+                            "workspace": first.get("workspace"), "updatedAt": head.get("updatedAt"),
+                            "turns": [{"id": t["id"], "kind": t.get("kind"), **_snippet(t["content"]),
+                                       "citation": t.get("citation"), "updatedAt": t.get("updatedAt")}
+                                      for t in turns[key]]}))
+    return out
 
 
-def run_search(context: ContextFn, curated: Sequence[Any], data: Mapping[str, Any]) -> dict[str, Any]:
-    """textrawl's `search`: `context` runs one search_context query (wire names), `curated` the memories."""
+def _clip(text: str | None, most: int = 80) -> str | None:
+    if not text:
+        return None
+    flat = " ".join(text.split())
+    return flat if len(flat) <= most else flat[: most - 1] + "…"
+
+
+# ---- the answer --------------------------------------------------------------------------------
+def _order(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Best score first; equal scores newer first, then by id: the score is what the list is sorted by."""
+    items.sort(key=lambda x: str(x.get("chunkId") or x.get("data", {}).get("id") or ""))
+    items.sort(key=lambda x: x.get("updatedAt") or "", reverse=True)
+    items.sort(key=lambda x: -x["score"])
+    return items
+
+
+def run_search(context: ContextFn, curated: Sequence[Any], data: Mapping[str, Any],
+               event_sources: Callable[[], list[str]] = lambda: [],
+               sessions: SessionsFn = lambda keys: {}) -> dict[str, Any]:
+    """textrawl's `search`: `context` runs one search_context query (wire names), `curated` are the
+    curated memories, `event_sources` the journal sources the index holds, `sessions` session titles."""
     p = SearchParams.parse(data)
-    documents = _documents(context, p)
+    best = best_possible(p)
     if not p.include_memories and not p.include_conversations:
-        return _noted({"query": p.context.query, "totalResults": len(documents), "results": documents})
-    memories = _memories(context, curated, p) if p.include_memories else []
-    conversations = _conversations(context, p) if p.include_conversations else []
-    weight = p.context.memory_weight
-    mixed = ([{"type": "document", "score": d["score"], "data": d} for d in documents]
-             + [{"type": "memory", "score": round(m["score"] * weight, 4), "data": m} for m in memories]
-             + [{"type": "conversation", "score": c["score"], "data": c} for c in conversations])
-    mixed.sort(key=lambda x: -x["score"])
-    return _noted({"query": p.context.query,
-                   "counts": {"documents": len(documents), "memories": len(memories),
-                              "conversations": len(conversations)},
-                   "results": mixed[: p.context.limit]})
+        docs = [{**d, "score": round(raw / best, 4)} for raw, d in _documents(context, p, event_sources)]
+        docs = _order([d for d in docs if d["score"] >= p.min_score])[: p.limit]
+        return _noted({"query": p.query, "totalResults": len(docs), "results": docs})
+    classes = [(1.0, "document", [(raw, _document_data(d)) for raw, d in _documents(context, p, event_sources)])]
+    if p.include_memories:
+        classes.append((p.memory_weight, "memory", _memories(context, curated, p)))
+    if p.include_conversations:
+        classes.append((p.conversation_weight, "conversation", _conversations(context, p, sessions, event_sources)))
+    best *= max(weight for weight, _, _ in classes)
+    mixed: list[dict[str, Any]] = [
+        {"type": kind, "score": round(weight * raw / best, 4), "data": item, "updatedAt": item.get("updatedAt")}
+        for weight, kind, items in classes for raw, item in items]
+    mixed = _order([m for m in mixed if m["score"] >= p.min_score])[: p.limit]
+    counts = {name: sum(1 for m in mixed if m["type"] == kind)
+              for name, kind in (("documents", "document"), ("memories", "memory"), ("conversations", "conversation"))}
+    results = [{k: v for k, v in m.items() if k != "updatedAt"} for m in mixed]
+    return _noted({"query": p.query, "counts": counts, "results": results, "totalResults": len(results)})
 
 
 def _noted(out: dict[str, Any]) -> dict[str, Any]:

@@ -555,6 +555,34 @@ class PostgresIndex:
                 "SELECT v FROM s WHERE v IS NOT NULL").fetchall()
         return [r[0] for r in rows]
 
+    def session_heads(self, sessions: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """Each session's title (its first event's that has one), first prompt (its first conversation
+        event, cut) and last event time: textrawl's conversation results name their session by these."""
+        with self.conn.transaction():
+            rows = self.conn.execute(
+                "SELECT s, (SELECT title FROM urchin_chunks WHERE session = s AND doc_type = 'event' AND title "
+                "IS NOT NULL ORDER BY occurred_at, chunk_id LIMIT 1), (SELECT left(content, 400) FROM urchin_chunks "
+                "WHERE session = s AND doc_type = 'event' AND kind = 'conversation' ORDER BY occurred_at, chunk_id "
+                "LIMIT 1), (SELECT max(occurred_at) FROM urchin_chunks WHERE session = s AND doc_type = 'event') "
+                "FROM unnest(%s::text[]) AS s", (list(sessions),)).fetchall()
+        return {r[0]: {"title": r[1], "firstPrompt": r[2], "updatedAt": format_timestamp(r[3]) if r[3] else None}
+                for r in rows}
+
+    def document_chunks(self, doc_id: str) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+        """A workspace file as this device indexed it: its catalog row (size, hash) and its chunks in line
+        order, read by one statement so both are of one version (no chunks: not retained, e.g. cataloged
+        over the size cap)."""
+        root, _, path = doc_id.partition("/")
+        with self.conn.transaction():
+            rows = self.conn.execute(
+                "SELECT c.chunk_id, c.content, c.start_line, c.end_line, c.heading_path, c.content_hash, "
+                "c.occurred_at, f.size, f.hash FROM urchin_chunks c LEFT JOIN urchin_files f ON f.device = c.device "
+                "AND f.root = %s AND f.path = %s WHERE c.device = %s AND c.doc_id = %s AND c.doc_type = 'file' "
+                "ORDER BY c.start_line, c.chunk_id", (root, path, self.own_device, doc_id)).fetchall()
+        names = ("chunk_id", "content", "start_line", "end_line", "heading_path", "content_hash", "occurred_at")
+        catalog = {"size": rows[0][7], "hash": rows[0][8]} if rows and rows[0][8] is not None else None
+        return catalog, [dict(zip(names, r[:7], strict=True)) for r in rows]
+
     def unmatched(self, flt: Filter) -> list[str]:
         """Warnings for each source, kind or workspace filter that no indexed chunk carries."""
         probes = ([("source", "sources", v) for v in flt.sources] + [("kind", "kinds", v) for v in flt.kinds]

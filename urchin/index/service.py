@@ -248,6 +248,19 @@ class IndexService:
             return self.backend.known_sources()
 
     @_database_errors
+    def session_heads(self, sessions: list[str]) -> dict[str, dict[str, Any]]:
+        """Sessions' titles, first prompts and last times (textrawl's conversation results)."""
+        with self._lock:
+            return dict(self.backend.session_heads(sessions))
+
+    @_database_errors
+    def document_chunks(self, doc_id: str) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+        """A workspace file as indexed: its catalog row and its chunks in line order."""
+        with self._lock:
+            catalog, chunks = self.backend.document_chunks(doc_id)
+            return catalog, chunks
+
+    @_database_errors
     def status(self) -> dict[str, Any]:
         with self._lock:
             out: dict[str, Any] = self.backend.status(self.embedder.fingerprint if self.embedder else None)

@@ -1,34 +1,69 @@
-"""textrawl's `search` MCP tool (seed 003): one `Memory.document_search` call, beside search_context.
+"""textrawl's `search` and `get_document` MCP tools (seed 003): one `Memory` call each, beside search_context.
 
-Its input schema is generated from the contract's `document_search` operation (`urchin/contract/ops.py`).
+Their input schemas are generated from the contract's `document_search` and `get_document` operations
+(`urchin/contract/ops.py`); their output schemas are the seed's, Urchin's own fields following.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from urchin.contract.render import render_document_search as render
+from urchin.contract.render import render_document, render_document_search
 
 __all__ = ["RUNNERS", "OUTPUT", "DOCS", "READ_ONLY"]
 
 
 def _search(memory: Any, a: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     result = memory.document_search(a)
-    return render(result), result
+    return render_document_search(result), result
 
 
-OUTPUT: dict[str, dict[str, Any]] = {"search": {
-    "type": "object",
-    "properties": {"query": {"type": "string"}, "totalResults": {"type": "integer"}, "counts": {"type": "object"},
-                   "results": {"type": "array"}},
-    "required": ["query", "results"]}}
+def _get_document(memory: Any, a: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    result = memory.get_document(a["document_id"], a["include_chunks"])
+    return render_document(result), result
 
-DOCS: dict[str, tuple[str, str]] = {"search": ("Search (documents, memories, conversations)", (
-    "textrawl-compatible search over workspace file chunks and journal events (documents), optionally "
-    "memories and conversations too; the same hybrid query as search_context. Document-only by default: "
-    "{query, totalResults, results:[{documentId, documentTitle, sourceType, tags, chunkId, content, score}]}; "
-    "with includeMemories or includeConversations: {query, counts, results:[{type, score, data}]}. "
-    "documentId works with fetch_source_document (source: the result's source)."))}
 
-RUNNERS = {"search": _search}
+_STRING = {"type": "string"}
+_COUNTS = {"type": "object", "properties": {"documents": {"type": "integer"}, "memories": {"type": "integer"},
+                                            "conversations": {"type": "integer"}},
+           "required": ["documents", "memories", "conversations"]}
+_RESULT = {"type": "object", "properties": {
+    "type": {"type": "string", "enum": ["document", "memory", "conversation"]}, "score": {"type": "number"},
+    "data": {"type": "object"}, "documentId": _STRING, "documentTitle": _STRING, "sourceType": _STRING,
+    "tags": {"type": "array", "items": _STRING}, "chunkId": _STRING, "content": _STRING},
+    "required": ["score"]}
+_DOCUMENT = {"type": "object", "properties": {
+    "id": _STRING, "title": _STRING, "sourceType": _STRING, "sourceUrl": {"anyOf": [_STRING, {"type": "null"}]},
+    "content": _STRING, "truncated": {"type": "boolean"}, "fullLength": {"type": "integer"},
+    "metadata": {"type": "object"}, "createdAt": _STRING, "updatedAt": _STRING},
+    "required": ["id", "title", "sourceType", "content", "truncated", "createdAt", "updatedAt"]}
+
+OUTPUT: dict[str, dict[str, Any]] = {
+    "search": {"type": "object", "properties": {
+        "query": _STRING, "totalResults": {"type": "integer"}, "counts": _COUNTS,
+        "results": {"type": "array", "items": _RESULT}, "notes": {"type": "array", "items": _STRING}},
+        "required": ["query", "totalResults", "results"]},
+    "get_document": {"type": "object", "properties": {
+        "document": _DOCUMENT, "chunks": {"type": "array", "items": {"type": "object", "properties": {
+            "id": _STRING, "index": {"type": "integer"}, "content": _STRING}, "required": ["id", "index", "content"]}}},
+        "required": ["document"]},
+}
+
+DOCS: dict[str, tuple[str, str]] = {
+    "search": ("Search (documents, memories, conversations)", (
+        "textrawl-compatible hybrid search over workspace file chunks and journal events (documents), "
+        "optionally memories and conversations too. Results are fused by RRF, score = fullTextWeight / "
+        "(60 + full-text rank) + semanticWeight / (60 + semantic rank), shown over the best possible score "
+        "(scores are relative: 1.0 is first in every leg). Document-only by default: "
+        "{query, totalResults, results:[{documentId, documentTitle, sourceType, tags, chunkId, content, score}]}; "
+        "with includeMemories or includeConversations: {query, counts, results:[{type, score, data}]}, data "
+        "being {id, title, content} (document), {entityName, content} (memory) or {sessionKey, title} "
+        "(conversation: one per session). Content is cut at 500 characters: get_document returns the whole.")),
+    "get_document": ("Get a whole document", (
+        "A search result's whole document by its documentId, at the version indexed: an event, or a "
+        "workspace file as the index holds it (redacted as indexed, with its contentHash). includeChunks "
+        "adds its chunks. A file the index does not hold is an error naming fetch_source_document's live mode.")),
+}
+
+RUNNERS = {"search": _search, "get_document": _get_document}
 READ_ONLY = set(RUNNERS)

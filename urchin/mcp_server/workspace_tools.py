@@ -40,7 +40,7 @@ def _query_source(memory: Any, a: dict[str, Any]) -> Reply:
 
 
 def _fetch_document(memory: Any, a: dict[str, Any]) -> Reply:
-    doc = memory.fetch_source_document(a["source"], a["id"], a.get("content_hash"))
+    doc = memory.fetch_source_document(a["source"], a["id"], a.get("content_hash"), a["mode"])
     return doc["content"], doc
 
 
@@ -70,7 +70,8 @@ OUTPUT: dict[str, dict[str, Any]] = {
         "required": ["query", "results", "coverage", "truncated", "tokensUsed"]},
     "fetch_source_document": {"type": "object", "properties": {
         "source": {"type": "string"}, "id": {"type": "string"}, "type": {"type": "string", "enum": ["event", "file"]},
-        "content": {"type": "string"}, "upstream": {"type": "object"}},
+        "content": {"type": "string"}, "upstream": {"type": "object"}, "contentHash": {"type": "string"},
+        "version": {"type": "string", "enum": ["indexed", "live"]}},
         "required": ["source", "id", "type", "content"]},
 }
 
@@ -99,9 +100,11 @@ DOCS: dict[str, tuple[str, str]] = {
         "Return one whole document by its id: an event (source = its journal source) or a workspace file "
         "(source = the root's name, id = the path inside it). Prefer get_file ranges for long files; files "
         "outside the workspace roots, ignored files, secret stores (unless the root opts in) and files over "
-        "4 MiB are refused; secrets read as [REDACTED:type]. A collected event's `upstream` names the "
-        "transcript lines it came from and whether they still hold what was indexed (status unchanged, "
-        "changed or missing); pass a result's contentHash to insist on that version.")),
+        "4 MiB are refused; secrets read as [REDACTED:type]. A file the index holds comes from the index, "
+        "at the version indexed (the one results cite), with its contentHash; mode live reads the file as it "
+        "is now (a file the index does not hold is always read live; `version` says which). A collected "
+        "event's `upstream` names the transcript lines it came from and whether they still hold what was "
+        "indexed (status unchanged, changed or missing); pass a result's contentHash to insist on that version.")),
 }
 
 RUNNERS = {"get_file": _get_file, "get_workspace_overview": _overview, "list_memories": _list_memories,

@@ -457,16 +457,23 @@ class Memory:
         """`search_context` on one source only: a journal source (claude, git, ...) or a workspace root's files."""
         return self._index.query_source(source, query, limit)
 
-    def fetch_source_document(self, source: str, doc_id: str, content_hash: str | None = None) -> dict[str, Any]:
+    def fetch_source_document(self, source: str, doc_id: str, content_hash: str | None = None,
+                              mode: str = "indexed") -> dict[str, Any]:
         """One whole document: an event by id (of that source), or a file of a workspace root (its whole text).
 
         For a root, `doc_id` is the path inside it (or `<root>/<path>`; source `files` takes `<root>/<path>`).
-        Paths that leave the root are refused; files over MAX_DOCUMENT_BYTES are refused (read ranges instead).
-        `content_hash` (a file result's `location.contentHash`) asks for the version that was indexed.
+        A file the hybrid index holds comes from the index at the version indexed (`mode` "indexed"); one it
+        does not hold, or any with `mode` "live", is read from disk: paths that leave the root are refused,
+        files over MAX_DOCUMENT_BYTES too (read ranges instead). `content_hash` (a file result's
+        `location.contentHash`) insists on that version.
         A collected event is the version indexed; it carries `upstream` (its transcript lines, and whether
         they still hold it), and `content_hash` must then be its `location.upstream.contentHash`.
         """
-        return self._index.fetch_source_document(source, doc_id, content_hash)
+        return self._index.fetch_source_document(source, doc_id, content_hash, mode)
+
+    def get_document(self, document_id: str, include_chunks: bool = False) -> dict[str, Any]:
+        """textrawl's `get_document`: a search result's whole document at the version indexed."""
+        return self._index.get_document(document_id, include_chunks)
 
     def document_search(self, params: Mapping[str, Any]) -> dict[str, Any]:
         """textrawl's `search` (wire-named parameters) over the same hybrid query as `context`."""

@@ -28,11 +28,18 @@ if TYPE_CHECKING:
     from urchin.search.assoc import Associations
     from urchin.workspace.access import FileAccess
 
-__all__ = ["HybridIndex", "IndexRun", "MAX_DOCUMENT_BYTES", "adopt_embedded", "stop_embedded"]
+__all__ = ["HybridIndex", "IndexRun", "MAX_DOCUMENT_BYTES", "FETCH_MODES", "adopt_embedded", "stop_embedded"]
 
 log = logging.getLogger("urchin.index")
 
 MAX_DOCUMENT_BYTES = 4 * 1024 * 1024     # fetch_source_document returns whole files up to this size
+FETCH_MODES = ("indexed", "live")        # a retained file from the index (as cited), or from disk
+
+
+def _file_type(doc_id: str) -> str:
+    from urchin.index.docsearch import file_type
+
+    return file_type(doc_id)
 
 
 @dataclass(slots=True)
@@ -125,7 +132,8 @@ class HybridIndex:
         """textrawl's `search` (wire-named parameters) over the same hybrid query as `context`."""
         from urchin.index.docsearch import run_search
 
-        return run_search(lambda query: self.context(query, None, {}), curated, params)
+        return run_search(lambda query: self.context(query, None, {}), curated, params,
+                          self.service.known_sources, self.service.session_heads)
 
     def query_source(self, source: str, query: str, limit: int) -> ContextResult:
         """`search_context` on one source only: a journal source (claude, git, ...) or a workspace root's files.
@@ -146,15 +154,28 @@ class HybridIndex:
             raise QueryError("source", f"unknown source {source!r} (known: {', '.join(names) or 'none yet'})")
         return self.context(None, None, {"query": query, "limit": limit, "sources": [source]})
 
-    def fetch_source_document(self, source: str, doc_id: str, content_hash: str | None = None) -> dict[str, Any]:
+    def fetch_source_document(self, source: str, doc_id: str, content_hash: str | None = None,
+                              mode: str = "indexed") -> dict[str, Any]:
+        """One whole document. A workspace file the index holds comes from the index at the version
+        indexed (`mode` "indexed", the default); one it does not hold, or any file with `mode` "live", is
+        read from disk. An event is the version indexed either way (the journal never changes)."""
         if not isinstance(source, str) or not source.strip():
             raise QueryError("source", "must not be empty")
         if not isinstance(doc_id, str) or not doc_id.strip():
             raise QueryError("id", "must not be empty")
+        if mode not in FETCH_MODES:
+            raise QueryError("mode", f"must be one of {', '.join(FETCH_MODES)}, got {mode!r}")
         source, doc_id = source.strip(), doc_id.strip()
         names = {r.name for r in self._workspace.roots.list()}
         if source in names or source == "files":
-            return self._fetch_file(source, doc_id, content_hash)
+            indexed = self._indexed_file(source, doc_id, names)[0] if mode == "indexed" else None
+            if indexed is None:
+                return {**self._fetch_file(source, doc_id, content_hash), "version": "live"}
+            if content_hash is not None and content_hash != indexed["contentHash"]:
+                raise QueryError("contentHash", f"{indexed['id']!r} is indexed at content hash "
+                                                f"{indexed['contentHash']}, not {content_hash}: search again for its "
+                                                "current citation, or ask for mode live to read the file as it is now")
+            return indexed
         event = self._get(doc_id)
         if event.source != source:
             raise NotFoundError(f"event {doc_id!r} is not from source {source!r} (it is from {event.source!r})")
@@ -163,6 +184,101 @@ class HybridIndex:
         if upstream is not None:
             out["upstream"] = upstream
         return out
+
+    def _indexed_file(self, source: str, doc_id: str, roots: set[str]
+                      ) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+        """The file as the index holds it and its chunks; None when the index holds none of it (or there
+        is no index)."""
+        from urchin.index.documents import indexed_file
+        from urchin.workspace.access import check_relative
+
+        parts = check_relative(doc_id, "id")   # an absolute or escaping id is refused, never re-rooted
+        if source != "files" and not (len(parts) > 1 and parts[0] == source):
+            parts = [source, *parts]
+        if len(parts) < 2 or parts[0] not in roots or not self._has_index():
+            return None, []
+        root, rel = parts[0], "/".join(parts[1:])
+        catalog, chunks = self.service.document_chunks(f"{root}/{rel}")
+        found = indexed_file(root, rel, catalog, chunks)
+        if found is not None:
+            # the file's bytes while they still hash to the version indexed are that version, exactly
+            # (blank lines and the final newline included); else its chunks, put back at their lines, and
+            # redacted again in case the rules grew since they were indexed
+            exact = self._unchanged_text(f"{root}/{rel}", found["contentHash"])
+            found["content"] = exact if exact is not None else self._workspace.files.redact(found["content"])
+            found["totalLines"] = len(found["content"].splitlines())
+        return found, chunks
+
+    def _unchanged_text(self, wanted: str, digest: str | None) -> str | None:
+        """The file's text (redacted) when its bytes on disk still hash to `digest`, else None."""
+        from urchin.errors import UrchinError
+        from urchin.index.files import file_epoch, hash_file
+
+        files = self._workspace.files
+        try:
+            loc = files.locate(wanted, "id")
+            if loc.size > MAX_DOCUMENT_BYTES or files.is_binary(loc):
+                return None
+            data = files.read_bytes(loc, MAX_DOCUMENT_BYTES + 1)
+        except (OSError, UrchinError):
+            return None
+        if digest is None or hash_file(data, file_epoch(files)) != digest:
+            return None
+        return files.text_of(data)
+
+    def _has_index(self) -> bool:
+        """Whether an index can hold anything: a database URL, or the embedded server's data exists (a
+        fetch never creates an embedded PostgreSQL just to find it empty)."""
+        return bool(self._settings.database_url) or self._settings.pg_dir.exists()
+
+    def get_document(self, document_id: str, include_chunks: bool = False) -> dict[str, Any]:
+        """textrawl's `get_document`: a search result's document whole, at the version indexed: a
+        workspace file (`<root>/<path>`) from the index's chunks, or an event from the journal."""
+        from urchin.index.documents import MAX_DOCUMENT_CHARS
+
+        if not isinstance(document_id, str) or not document_id.strip():
+            raise QueryError("documentId", "must not be empty")
+        document_id = document_id.strip()
+        doc, chunks = self._file_document(document_id)
+        if doc is None:
+            try:
+                event = self._get(document_id)
+            except NotFoundError:
+                raise NotFoundError(f"Document not found: no document with ID {document_id!r} (a search result's "
+                                    "documentId: an event id, or a workspace file <root>/<path> the index holds)"
+                                    ) from None
+            doc = {"id": event.id, "title": event.title or event.id, "sourceType": "note", "sourceUrl": None,
+                   "content": event.content, "contentType": event.kind, "source": event.source,
+                   "createdAt": event.timestamp, "updatedAt": event.timestamp,
+                   "metadata": {k: v for k, v in (("workspace", event.workspace), ("session", event.session),
+                                                  ("tags", list(event.tags))) if v}}
+            chunks = [{"id": event.id, "index": 0, "content": event.content}]
+        text = doc["content"]
+        doc["truncated"] = len(text) > MAX_DOCUMENT_CHARS
+        if doc["truncated"]:
+            doc.update(content=text[:MAX_DOCUMENT_CHARS], fullLength=len(text))
+        return {"document": doc, **({"chunks": chunks} if include_chunks else {})}
+
+    def _file_document(self, document_id: str) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+        roots = {r.name for r in self._workspace.roots.list()}
+        root, _, rel = document_id.partition("/")
+        if root not in roots or not rel:
+            return None, []
+        try:
+            found, rows = self._indexed_file("files", document_id, roots)
+        except ValidationError:
+            return None, []
+        if found is None:
+            raise NotFoundError(f"Document not found: the index holds no text of {document_id!r} (not indexed yet, "
+                                "or over the size cap): fetch_source_document with mode live reads it from disk")
+        doc = {"id": found["id"], "title": found["id"].split("/", 1)[1], "sourceType": "file", "sourceUrl": None,
+               "content": found["content"], "contentType": _file_type(found["id"]), "source": found["source"],
+               "createdAt": found["updatedAt"], "updatedAt": found["updatedAt"], "contentHash": found["contentHash"],
+               "metadata": {"root": found["source"], "totalLines": found["totalLines"],
+                            **({"size": found["size"]} if "size" in found else {})}}
+        chunks = [{"id": r["chunk_id"], "index": n, "content": r["content"], "startLine": r["start_line"],
+                   "endLine": r["end_line"]} for n, r in enumerate(rows)]
+        return doc, chunks
 
     def _upstream(self, event: Event, content_hash: str | None) -> dict[str, Any] | None:
         """A collected event's citation and whether its transcript still holds those lines. The event
