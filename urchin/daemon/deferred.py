@@ -6,11 +6,14 @@ the daemon takes requests without it, and a request to `/mcp` made before it is 
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
+import threading
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import anyio
 from starlette.responses import JSONResponse
@@ -54,7 +57,7 @@ class DeferredApp:
         assert self._done is not None
         started = time.perf_counter()
         try:
-            built = await anyio.to_thread.run_sync(self._build)
+            built = await self._built_off_the_loop()
             async with built.lifespan():
                 self._app = built.app
                 self._done.set()
@@ -66,6 +69,33 @@ class DeferredApp:
         finally:
             self._app = None
             self._done.set()         # nobody waits for a build that will not come
+
+    async def _built_off_the_loop(self) -> Built:
+        """`build()` in a daemon thread: a daemon stopped while it runs (the SDK's import takes
+        seconds) exits at once. anyio's worker threads are joined at exit, so a test or a user that
+        stopped a daemon just started waited for an import whose result nobody would use."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Built] = loop.create_future()
+
+        def settle(value: Built | None, error: BaseException | None) -> None:
+            if future.done():       # cancelled: the daemon is stopping
+                return
+            if error is not None:
+                future.set_exception(error)
+            else:
+                future.set_result(cast(Built, value))
+
+        def work() -> None:
+            value, error = None, None
+            try:
+                value = self._build()
+            except BaseException as exc:    # noqa: BLE001 - handed to the awaiting task, which logs it
+                error = exc
+            with contextlib.suppress(RuntimeError):    # the loop is closed: the daemon stopped meanwhile
+                loop.call_soon_threadsafe(settle, value, error)
+
+        threading.Thread(target=work, name=f"build {self.name}", daemon=True).start()
+        return await future
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if self._done is not None:
