@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint bench install uninstall clean
+.PHONY: run test test-fast lint bench install uninstall clean
 
 # `make install`: the `urchin` command for your user, pipx-style: a venv of its own (not the repo's
 # .venv, so `make clean` cannot break it) with a non-editable install, linked into BIN_DIR.
@@ -32,6 +32,11 @@ test: $(STAMP)
 	sh scripts/browser.sh
 	bash scripts/test-embedder.sh install
 	$(PY) -m pytest -q -n 2 --dist loadscope
+
+# The inner loop: in-process tests only (no daemon, PostgreSQL, embedder, browser or CLI process;
+# conftest marks those `slow`). `make test` before a commit.
+test-fast: $(STAMP)
+	$(PY) -m pytest -q -n 2 --dist loadscope -m "not slow"
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check urchin tests bench

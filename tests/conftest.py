@@ -23,7 +23,23 @@ _CLEAN_ENV = ("URCHIN_EVENT_JOURNAL_PATH", "URCHIN_EMBEDDER_URL", "URCHIN_EMBEDD
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    start_shared(config)   # under xdist: one test embedder for all workers
+    if "not slow" not in (config.option.markexpr or ""):   # `make test-fast` runs nothing that embeds
+        start_shared(config)   # under xdist: one test embedder for all workers
+
+
+# Tests that start real servers or processes are `slow` without saying so: `make test-fast` leaves them
+# out (the inner loop: in-process tests only); `make test` runs everything.
+_SERVER_FIXTURES = frozenset({"pg_server", "pg_url", "pg_settings", "own_pg", "team_server", "team_db",
+                              "embedder_url", "page", "browser"})
+_PROCESS_HELPERS = ("DaemonProcess", "run_urchin", "stdio_session")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        module = getattr(item, "module", None)
+        if _SERVER_FIXTURES & set(getattr(item, "fixturenames", ())) or \
+                any(hasattr(module, name) for name in _PROCESS_HELPERS):
+            item.add_marker(pytest.mark.slow)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

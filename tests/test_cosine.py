@@ -432,6 +432,7 @@ print("hung" if thread.is_alive() else "ok", flush=True)
 """
 
 
+@pytest.mark.slow
 def test_blas_in_a_thread_survives_forks_from_another(tmp_path) -> None:  # type: ignore[no-untyped-def]
     """A fork running OpenBLAS's fork handlers while another thread is inside a threaded BLAS call hung
     that call forever (the daemon's follower, building the associations while pg_ctl started). Every

@@ -454,6 +454,7 @@ def _check_old_or_new(after: bytes, before: bytes, forgotten: set[str]) -> str:
     return "old" if kept == old else "new"
 
 
+@pytest.mark.slow
 def test_sigkill_during_compaction_loses_nothing_and_brings_nothing_back(settings: Settings) -> None:
     import random
     import subprocess
