@@ -25,6 +25,7 @@ LAYERS = [
     ("urchin.ingest", 5),                                   # the one write path
     ("urchin.search", 6), ("urchin.workspace", 6), ("urchin.collectors", 6),   # views and sources
     ("urchin.index", 7),                                    # the hybrid index (uses search and workspace)
+    ("urchin.recall", 7),                                   # what an agent is told without asking (reads views)
     # `urchin hook`: an agent's hook payload straight onto the write path (the 150 ms budget keeps
     # `Memory` and its imports out of it); the one hook path.
     ("urchin.hooks", 8),
