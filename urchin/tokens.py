@@ -171,8 +171,8 @@ def ensure_hook_token(home: Path) -> tuple[Path, bool]:
     scope `hook` (ingest and recall only; recall reads only the workspace the hook's cwd maps to).
 
     Kept while it still verifies as a hook token for every workspace; else (missing, revoked, expired,
-    or an ingest-only token of an earlier install) a new one is created (`name: hooks` in `urchin token list`) and earlier hook tokens'
-    records are revoked. Returns the file and whether a token was created.
+    or an ingest-only token of an earlier install) a new one is created (`name: hooks` in `urchin token
+    list`) and earlier hook tokens' records are revoked. Returns the file and whether a token was created.
     """
     path = home / HOOK_TOKEN_FILE
     store = TokenStore(home)

@@ -255,10 +255,10 @@ class InstallResult:
     diff: str
     backup: Path | None = None
     written: bool = False
-    token: Path | None = None           # the hooks' ingest-only token, when this install created it
+    token: Path | None = None           # the hooks' token (ingest and recall), when this install created it
 
     def describe(self) -> str:
-        token = f"; hooks send with the ingest-only token in {self.token}" if self.token else ""
+        token = f"; hooks send and recall with the hook token in {self.token}" if self.token else ""
         if not self.changed:
             return f"{self.target}: already installed in {self.path}{token}"
         if not self.written:

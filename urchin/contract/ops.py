@@ -15,7 +15,8 @@ from urchin.event import MAX_HOURS
 
 __all__ = ["OPERATIONS", "MAX_LIMIT", "MAX_LINES", "MAX_FROM_LINE", "MAX_TOKEN_BUDGET", "MAX_SOURCE_LIMIT",
            "CONTEXT_MAX_TOKEN_BUDGET", "CONTEXT_MAX_LIMIT", "MAX_QUERY_CHARS", "MAX_WEIGHT", "MAX_K", "STRATEGIES",
-           "MODES", "SEARCH_TYPES", "MAX_SEARCHES", "HYDE_WORDS", "DEFAULT_LIVE_BYTE_BUDGET", "MAX_LIVE_BYTE_BUDGET", "MAX_RECALL_BUDGET"]
+           "MODES", "SEARCH_TYPES", "MAX_SEARCHES", "HYDE_WORDS", "DEFAULT_LIVE_BYTE_BUDGET", "MAX_LIVE_BYTE_BUDGET",
+           "MAX_RECALL_BUDGET"]
 
 # The bounds the layers below enforce too (tests/test_contract.py keeps them equal); stated here so the
 # CLI need not import the workspace and index modules (~100 ms) to print its help.

@@ -453,9 +453,11 @@ class Memory:
         def ranked(query: str, filters: Filters, since_ms: int, limit: int) -> list[Hit]:
             return self._semantic.cosine().search(query, since_ms=since_ms, limit=limit, filters=filters)
 
+        def record(item: Mapping[str, Any]) -> None:
+            self.ingestor.ingest([item])
+
         return Reader(recent, ranked, lambda: [(m.slug, m.title, m.use_when) for m in self.memory_list()],
-                      lambda text: self.ingestor.redactor.redact_text(text)[0],
-                      lambda item: self.ingestor.ingest([item]) and None,
+                      lambda text: self.ingestor.redactor.redact_text(text)[0], record,
                       lambda: self.ingestor.ephemeral.is_on(), self._settings.config)
 
     # ---- the Postgres hybrid index (extra `postgres`; the driver loads on first use) ----------

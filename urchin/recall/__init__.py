@@ -19,11 +19,11 @@ from urchin.recall.frame import Line, pack, tokens_of
 from urchin.recall.policy import Policy
 from urchin.recall.prompt import prompt_lines
 from urchin.recall.reader import Reader
-from urchin.search.query import Filters
+from urchin.search.query import AUDIT, Filters
 
 __all__ = ["RecallResult", "recall", "NO_WORKSPACE", "AUDIT_SOURCE", "AUDIT_KIND", "PROMPT_DAYS"]
 
-AUDIT_SOURCE, AUDIT_KIND = "urchin", "recall"
+AUDIT_SOURCE, AUDIT_KIND = AUDIT
 PROMPT_DAYS = 365           # how far back a prompt's items may come from
 NO_WORKSPACE = ("Urchin: this folder maps to no workspace, so no past records were recalled "
                 "(Urchin recalls only the workspace an agent runs in).")
