@@ -178,7 +178,6 @@ def test_each_injection_is_audited_by_ids_and_reasons_never_its_text_and_never_s
     assert all(h.event.source != "urchin" for h in memory.semantic("urchin recall records given", hours=1).hits)
     digest = memory.recall(workspace="alpha", session="s-10", budget=20000).to_dict()
     assert all(i["id"] != audits[0].id for i in digest["items"])
-    assert memory.recall(workspace="alpha", prompt="anything").to_dict()["items"] == [] or True
     assert len(memory.recent(hours=1, source="urchin", kind="recall").events) == 2   # no session: not recorded
 
 

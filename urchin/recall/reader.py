@@ -31,9 +31,10 @@ class Reader:
     config: Mapping[str, Any]
 
 
-def local(settings: Settings) -> Reader:
+def local(settings: Settings, *, save: bool = True) -> Reader:
     """A reader over this home's journal and views, built on first use of each part (a hook's
-    session start reads only `recent`)."""
+    session start reads only `recent`). `save` False: the token-cosine view is not saved by this
+    process (a hook under a deadline leaves that to the daemon and the CLI)."""
     from urchin.journal import Journal
     from urchin.proof import LineProof
 
@@ -53,7 +54,9 @@ def local(settings: Settings) -> Reader:
     def cosine() -> Any:
         from urchin.search.semantic import TokenCosineView
 
-        return TokenCosineView(journal, settings.index_dir / "cosine", home=settings.home)
+        if save:
+            return TokenCosineView(journal, settings.index_dir / "cosine", home=settings.home)
+        return TokenCosineView(journal, settings.index_dir / "cosine", save_every=0, home=settings.home)
 
     def ingestor() -> Any:
         from urchin.ingest import Ingestor
