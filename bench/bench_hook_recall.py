@@ -85,7 +85,11 @@ def main() -> None:
                 _run(env, _payload("session", 10_000 + n))
             print(f"{args.events} events; daemon warm after {time.perf_counter() - started:.1f} s")
             results: dict[str, tuple[list[float], int]] = {k: ([], 0) for k in ("capture", "session", "prompt")}
-            for n in range(args.calls):
+            bare: list[float] = []
+            for n in range(args.calls):     # interleaved with the bare interpreter: machine noise hits all alike
+                started = time.perf_counter()
+                subprocess.run([sys.executable, "-c", "pass"], env=env, check=False)
+                bare.append((time.perf_counter() - started) * 1000)
                 for kind in results:
                     ms, out = _run(env, _payload(kind, n))
                     times, printed = results[kind]
@@ -93,6 +97,7 @@ def main() -> None:
                     results[kind] = (times, printed + bool(out))
             names = {"capture": "capture only (PostToolUse)", "session": "capture + recall (SessionStart)",
                      "prompt": "capture + recall (UserPromptSubmit)"}
+            _stats("python -c pass (the floor)", bare, 0)
             for kind, (times, printed) in results.items():
                 _stats(names[kind] + ", daemon", times, printed)
         finally:

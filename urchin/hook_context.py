@@ -13,7 +13,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["CONTEXT_EVENTS", "ContextAsk", "context_ask", "agent_output"]
+__all__ = ["CONTEXT_EVENTS", "ContextAsk", "context_ask", "agent_output", "PROMPT_CHARS"]
+
+PROMPT_CHARS = 4000         # what recall's ranking reads of a prompt (a pasted log is ranked on its start)
 
 # agent -> hook event -> "session" (the session-start digest) or "prompt"
 CONTEXT_EVENTS: dict[str, dict[str, str]] = {
@@ -43,7 +45,7 @@ def context_ask(agent: str, payload: Mapping[str, Any]) -> ContextAsk | None:
     session = payload.get("session_id")
     cwd = payload.get("cwd")
     return ContextAsk(str(event), str(session) if session else None, cwd if isinstance(cwd, str) else None,
-                      prompt if mode == "prompt" else None)
+                      prompt[:PROMPT_CHARS] if mode == "prompt" else None)
 
 
 def agent_output(ask: ContextAsk, text: str) -> bytes:

@@ -14,7 +14,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from urchin.errors import QueryError
-from urchin.recall.digest import SCAN_LIMIT, WINDOW_DAYS, digest_lines
+from urchin.event import Event
+from urchin.recall.digest import DECISION_DAYS, DECISIONS, SCAN_LIMIT, WINDOW_DAYS, WORK, digest_lines
 from urchin.recall.frame import Line, pack, tokens_of
 from urchin.recall.policy import Policy
 from urchin.recall.prompt import prompt_lines
@@ -77,9 +78,12 @@ def recall(reader: Reader, *, workspace: str | None = None, cwd: str | None = No
     now_ms = int((now or datetime.now(UTC)).timestamp() * 1000)
     excluded = policy.exclude_sources
     if mode == "session":
-        events = [e for e in reader.recent(Filters(workspace=workspace), now_ms - WINDOW_DAYS * _DAY_MS, SCAN_LIMIT)
-                  if e.source not in excluded and e.source != AUDIT_SOURCE and e.workspace == workspace]
-        lines = digest_lines(events, session, reader.memories(), workspace, now_ms)
+        def read(kind: str | None, days: int, limit: int) -> list[Event]:
+            return [e for e in reader.recent(Filters(workspace=workspace, kind=kind), now_ms - days * _DAY_MS, limit)
+                    if e.source not in excluded and e.source != AUDIT_SOURCE and e.workspace == workspace]
+
+        lines = digest_lines(read(None, WINDOW_DAYS, SCAN_LIMIT), session, reader.memories(), workspace, now_ms,
+                             read("decision", DECISION_DAYS, DECISIONS), read("commit", WINDOW_DAYS, WORK))
         budget = budget or policy.session_budget
     else:
         assert prompt is not None

@@ -18,12 +18,13 @@ from collections.abc import Iterable, Sequence
 from urchin.event import Event
 from urchin.recall.frame import Line, cut, event_text, flagged, neutralise
 
-__all__ = ["digest_lines", "is_error", "thing", "WINDOW_DAYS", "OPEN_ERROR_DAYS"]
+__all__ = ["digest_lines", "is_error", "thing", "WINDOW_DAYS", "OPEN_ERROR_DAYS", "DECISION_DAYS", "DECISIONS",
+           "WORK", "SCAN_LIMIT"]
 
 WINDOW_DAYS = 30            # how far back the digest looks
 DECISION_DAYS = 21
 OPEN_ERROR_DAYS = 7
-SCAN_LIMIT = 2000           # events of the workspace read for the digest (newest first)
+SCAN_LIMIT = 250            # the workspace's latest events read for sessions, errors and work (newest first)
 SESSIONS = 3
 DECISIONS = 5
 OPEN_ERRORS = 3
@@ -133,8 +134,10 @@ def _files(events: Iterable[Event]) -> Line | None:
 
 
 def digest_lines(events: Sequence[Event], current: str | None, memories: Sequence[tuple[str, str, str]],
-                 workspace: str, now_ms: int) -> list[Line]:
-    """The digest's lines, most useful first; `events` newest first, of this workspace only."""
+                 workspace: str, now_ms: int, decisions: Sequence[Event] = (),
+                 commits: Sequence[Event] = ()) -> list[Line]:
+    """The digest's lines, most useful first; `events` (the latest), `decisions` and `commits`
+    newest first, of this workspace only (the last two read apart: older than the latest events)."""
     sessions: dict[str, list[Event]] = {}
     for event in events:
         if event.session and event.session != current:
@@ -143,8 +146,8 @@ def digest_lines(events: Sequence[Event], current: str | None, memories: Sequenc
     lines = [_session_line(s, evs) for s, evs in recent[:1]]
     lines += [_event_line(e, "error not followed by a success", "no success since") for e in
               open_errors(events, now_ms)[:OPEN_ERRORS]]
-    lines += [_event_line(e, "decision") for e in events
-              if e.kind == "decision" and e.ts_ms >= now_ms - DECISION_DAYS * _DAY_MS][:DECISIONS]
+    lines += [_event_line(e, "decision") for e in decisions[:DECISIONS]
+              if e.kind == "decision" and e.ts_ms >= now_ms - DECISION_DAYS * _DAY_MS]
     lines += [_session_line(s, evs) for s, evs in recent[1:]]
     files = _files(events)
     lines += [files] if files else []
@@ -153,7 +156,7 @@ def digest_lines(events: Sequence[Event], current: str | None, memories: Sequenc
         if event.kind == "command" and not is_error(event):
             commands.setdefault(" ".join(event.content.split()), event)
     lines += [_event_line(e, "command run last", width=160) for e in list(commands.values())[:WORK]]
-    lines += [_event_line(e, "commit", width=160) for e in events if e.kind == "commit"][:WORK]
+    lines += [_event_line(e, "commit", width=160) for e in commits[:WORK] if e.kind == "commit"]
     name = workspace.casefold()
     for slug, title, use_when in memories:
         if name in f"{slug} {title} {use_when}".casefold():
