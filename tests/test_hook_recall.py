@@ -105,6 +105,28 @@ def test_with_the_daemon_the_hook_captures_and_recalls_with_its_own_token(daemon
     assert "coupon" not in audits[0]["content"]
     again = _hook(daemon.home, "claude", orjson.dumps(payload))        # already given to this session
     assert again.returncode == 0 and again.stdout == b""
+    # the hook's start-up stays small beside a daemon: none of recall's, the facade's or the ranking's modules
+    start = orjson.loads((FIXTURES / "claude/hooks/SessionStart.json").read_bytes())
+    timed = _hook(daemon.home, "claude", orjson.dumps(start), {"PYTHONPROFILEIMPORTTIME": "1"})
+    assert timed.returncode == 0 and "session=old-shop" in _check(timed.stdout, "SessionStart", "session")
+    imported = {line.rsplit("|", 1)[-1].strip() for line in timed.stderr.decode().splitlines() if "|" in line}
+    heavy = {m for m in imported if m.startswith(("urchin.recall", "urchin.memory", "urchin.ingest", "urchin.search",
+                                                   "numpy", "httpx", "click"))}
+    assert "urchin.hook_context" in imported and not heavy, sorted(heavy)
+
+
+def test_install_hooks_codex_wires_only_the_context_events(urchin_home: Path, tmp_path: Path) -> None:
+    config = tmp_path / "hooks.json"
+    config.write_text('{"hooks": {"Stop": [{"hooks": [{"type": "command", "command": "mine"}]}]}}')
+    for _ in range(2):
+        done = run_urchin("install-hooks", "codex", "--config", str(config), env={"URCHIN_HOME": str(urchin_home)})
+        assert done.returncode == 0, done.stderr
+    hooks = orjson.loads(config.read_bytes())["hooks"]
+    assert sorted(hooks) == ["SessionStart", "Stop", "UserPromptSubmit"]
+    for event in ("SessionStart", "UserPromptSubmit"):
+        [entry] = hooks[event]
+        [hook] = entry["hooks"]
+        assert hook["command"].endswith(" hook codex") and hook["type"] == "command"
 
 
 def test_copilot_hooks_take_no_context_so_nothing_is_printed(urchin_home: Path) -> None:

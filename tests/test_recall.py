@@ -174,6 +174,7 @@ def test_each_injection_is_audited_by_ids_and_reasons_never_its_text_and_never_s
     assert audits[0].meta and audits[0].meta["ids"] == ["d-1"] and audits[0].meta["reasons"]
     assert "zebra" not in audits[0].content
     assert all(e.source != "urchin" for e in memory.recent(hours=1).events)
+    assert [e.id for e in memory.session_context("s-9").events] == [audits[0].id]     # the session's own view
     assert not memory.search("recall", hours=1).events
     assert all(h.event.source != "urchin" for h in memory.semantic("urchin recall records given", hours=1).hits)
     digest = memory.recall(workspace="alpha", session="s-10", budget=20000).to_dict()

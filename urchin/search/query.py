@@ -69,9 +69,10 @@ class Filters:
                 and (self.kind is None or event.kind == self.kind))
 
     def hides(self, event: Event) -> bool:
-        """Recall's audit events (source urchin, kind recall) are left out unless asked for by name."""
+        """Recall's audit events (source urchin, kind recall) are left out unless asked for by name, or
+        by their session (a session's own view shows what it was told: the viewer, session_context)."""
         return (event.kind == AUDIT[1] and event.source == AUDIT[0] and self.source != AUDIT[0]
-                and self.kind != AUDIT[1])
+                and self.kind != AUDIT[1] and self.session is None)
 
     def to_dict(self) -> dict[str, str]:
         return {k: v for k, v in (("source", self.source), ("workspace", self.workspace),
