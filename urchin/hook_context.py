@@ -39,13 +39,13 @@ def context_ask(agent: str, payload: Mapping[str, Any]) -> ContextAsk | None:
     mode = CONTEXT_EVENTS.get(agent, {}).get(event) if isinstance(event, str) else None
     if mode is None:
         return None
-    prompt = payload.get("prompt")
+    prompt = payload.get("prompt") if mode == "prompt" else None
     if mode == "prompt" and (not isinstance(prompt, str) or not prompt.strip()):
         return None
     session = payload.get("session_id")
     cwd = payload.get("cwd")
     return ContextAsk(str(event), str(session) if session else None, cwd if isinstance(cwd, str) else None,
-                      prompt[:PROMPT_CHARS] if mode == "prompt" else None)
+                      prompt[:PROMPT_CHARS] if isinstance(prompt, str) else None)
 
 
 def agent_output(ask: ContextAsk, text: str) -> bytes:
