@@ -20,7 +20,8 @@ from urchin.search.query import one_line
 TOOLS = {"urchin_search", "urchin_semantic_search", "urchin_recent_activity", "urchin_session_context",
          "urchin_workspace_context", "urchin_get_event", "urchin_ingest", "urchin_remember", "urchin_ephemeral",
          "urchin_status", "get_file", "get_workspace_overview", "list_memories", "get_memory",
-         "search_context", "query_source", "fetch_source_document", "urchin_forget", "search", "get_document"}
+         "search_context", "query_source", "fetch_source_document", "urchin_forget", "search", "get_document",
+         "urchin_recall"}
 REQUIRED = {"search": ["query"], "get_document": ["documentId"], "query_source": ["source", "query"],
             "fetch_source_document": ["source", "id"],
             "get_file": ["path"], "get_memory": ["slug"], "search_context": ["query"], "urchin_search": ["query"],

@@ -185,6 +185,7 @@ REST_OF_TOOL: dict[str, list[tuple[str, str]]] = {
     "fetch_source_document": [("GET", "/sources/claude/documents/x")], "get_document": [("GET", "/documents/x")],
     "urchin_ingest": [("POST", "/ingest"), ("POST", "/ingest/batch")],
     "urchin_forget": [("POST", "/forget"), ("DELETE", "/events/abc")], "urchin_ephemeral": [("POST", "/ephemeral")],
+    "urchin_recall": [("POST", "/recall")],
 }
 NO_REST_ROUTE = {"urchin_session_context", "urchin_workspace_context", "urchin_remember"}
 
@@ -198,7 +199,7 @@ def test_every_operation_needs_the_same_scope_over_rest_and_mcp(daemon: DaemonPr
     tools = {tool.name for tool in tool_list()}
     assert set(REST_OF_TOOL) | NO_REST_ROUTE == tools and not set(REST_OF_TOOL) & NO_REST_ROUTE
     grants = [("read",), ("ingest",), ("admin",), ("read", "--workspace", "alpha"),
-              ("ingest", "--workspace", "alpha")]
+              ("ingest", "--workspace", "alpha"), ("hook",)]
     differ = []
     for grant in grants:
         token = _token(daemon.home, "--scope", *grant)

@@ -47,14 +47,14 @@ def _events(path: Path) -> list[dict[str, Any]]:
 def test_install_hooks_makes_one_private_ingest_only_token_and_keeps_it(urchin_home: Path, tmp_path: Path) -> None:
     done = _install(urchin_home, tmp_path / "settings.json")
     file = urchin_home / "hooks.token"
-    assert f"ingest-only token in {file}" in done.stdout
+    assert f"recall with the hook token in {file}" in done.stdout
     assert stat.S_IMODE(file.stat().st_mode) == 0o600
     token = file.read_text().strip()
     listed = _tokens(urchin_home)
-    assert [(t["scope"], t["name"], t["workspaces"]) for t in listed] == [("ingest", "hooks", [])]
+    assert [(t["scope"], t["name"], t["workspaces"]) for t in listed] == [("hook", "hooks", [])]
     assert token.startswith(f"urchin_{listed[0]['id']}_")
     again = _install(urchin_home, tmp_path / "gemini.json")           # another agent: the same token
-    assert "ingest-only token" not in again.stdout and file.read_text().strip() == token
+    assert "hook token" not in again.stdout and file.read_text().strip() == token
     assert len(_tokens(urchin_home)) == 1
     revoked = run_urchin("token", "revoke", listed[0]["id"], env={"URCHIN_HOME": str(urchin_home)})
     assert revoked.returncode == 0, revoked.stderr

@@ -18,7 +18,8 @@ from tests.conftest import REPO, run_urchin
 from urchin.collectors.install import hook_command, render
 
 CONTRIB = {"claude": ("claude-code/settings.json", {}), "gemini": ("gemini-cli/settings.json", {}),
-           "copilot": ("copilot-cli/hooks.json", {}), "bash": ("shell/urchin.bash", {"shell": "bash"}),
+           "copilot": ("copilot-cli/hooks.json", {}), "codex": ("codex/hooks.json", {}),
+           "bash": ("shell/urchin.bash", {"shell": "bash"}),
            "zsh": ("shell/urchin.zsh", {"shell": "zsh"})}
 
 

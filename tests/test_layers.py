@@ -25,9 +25,10 @@ LAYERS = [
     ("urchin.ingest", 5),                                   # the one write path
     ("urchin.search", 6), ("urchin.workspace", 6), ("urchin.collectors", 6),   # views and sources
     ("urchin.index", 7),                                    # the hybrid index (uses search and workspace)
+    ("urchin.recall", 7),                                   # what an agent is told without asking (reads views)
     # `urchin hook`: an agent's hook payload straight onto the write path (the 150 ms budget keeps
     # `Memory` and its imports out of it); the one hook path.
-    ("urchin.hooks", 8),
+    ("urchin.hooks", 8), ("urchin.hook_context", 8),   # and which hook events take recall's context
     ("urchin.memory", 9),                                   # the facade
     ("urchin.contract", 10),                                # every operation's parameters and renders, once
     ("urchin.mcp_server", 11), ("urchin.daemon", 11),       # front ends

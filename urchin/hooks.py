@@ -1,12 +1,13 @@
-"""`urchin hook <agent>`: one hook payload on stdin -> one event, and never a broken agent.
+"""`urchin hook <agent>`: one hook payload on stdin -> one event, the agent's context, and never a broken agent.
 
-Whatever happens (empty stdin, malformed JSON, an unwritable home, a full disk, a held lock),
-`run_hook` returns 0, prints nothing on stdout (agents read it as hook output) and writes the
-reason to `$URCHIN_HOME/hooks.log` (0600), or to stderr when even that cannot be written.
-With a daemon running it hands the event to the daemon over HTTP with the hooks' ingest-only token
-(`$URCHIN_HOME/hooks.token`, made by `urchin install-hooks`), else writes through `Ingestor` (the
-single write path); either way it imports only what that needs, so a call stays well under the
-150 ms budget; see bench/bench_hook.py.
+Whatever happens (empty stdin, malformed JSON, an unwritable home, a full disk, a held lock, a slow
+recall), `run_hook` returns 0, prints on stdout only the agent's documented JSON for a context event
+(`urchin.hook_context`) and writes failures to `$URCHIN_HOME/hooks.log` (0600), or to stderr when
+even that cannot be written. With a daemon running it hands the event to the daemon over HTTP, and
+asks it for `recall`, with the hooks' token (scope `hook`: ingest and recall only;
+`$URCHIN_HOME/hooks.token`, made by `urchin install-hooks`); else it writes through `Ingestor` (the
+single write path) and recalls in-process within NO_DAEMON_DEADLINE_S, or prints nothing. Either way
+it imports only what that needs; see bench/bench_hook.py.
 """
 
 from __future__ import annotations
@@ -14,10 +15,11 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from types import FrameType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 if TYPE_CHECKING:
     from urchin.config import Settings
@@ -27,6 +29,9 @@ __all__ = ["run_hook", "main", "HOOK_TIMEOUT_S", "prepare_item"]
 
 HOOK_TIMEOUT_S = 10
 HOOK_HTTP_TIMEOUT_S = 5      # then the hook writes the journal itself, within HOOK_TIMEOUT_S
+HOOK_RECALL_TIMEOUT_S = 2.0  # the daemon's recall; then in-process, within NO_DAEMON_DEADLINE_S, or nothing
+NO_DAEMON_DEADLINE_S = 0.25  # from the hook's start: in-process recall answers by then or prints nothing
+CONTEXT_ONLY = ("codex",)    # agents whose hooks only take context (the Codex collector captures)
 MAX_PAYLOAD_BYTES = 8 * 1024 * 1024
 _LOG_LIMIT = 1024 * 1024
 
@@ -103,8 +108,11 @@ def prepare_item(item: dict[str, Any], settings: Settings) -> dict[str, Any]:
 
 
 def run_hook(agent: str, raw: bytes, *, home: str | None = None, event: str | None = None,
-             fields: Mapping[str, Any] | None = None) -> int:
-    """Record one hook payload. Always returns 0; failures go to hooks.log."""
+             fields: Mapping[str, Any] | None = None, out: BinaryIO | None = None) -> int:
+    """Record one hook payload and, for the events that take context, print what `recall` gives in
+    the agent's documented JSON on `out` (stdout). Always returns 0; failures go to hooks.log and
+    print nothing."""
+    started = time.monotonic()
     home_path: Path | None = None
     previous = signal.signal(signal.SIGALRM, _on_alarm)
     signal.alarm(HOOK_TIMEOUT_S)
@@ -119,29 +127,140 @@ def run_hook(agent: str, raw: bytes, *, home: str | None = None, event: str | No
         if len(raw) > MAX_PAYLOAD_BYTES:
             _log(home_path, agent, f"payload of {len(raw)} bytes is over {MAX_PAYLOAD_BYTES}; nothing recorded")
             return 0
-        from urchin.collectors import adapt_hook
+        payload = _payload(agent, raw, fields or {})
+        if agent not in CONTEXT_ONLY:
+            _capture(agent, payload, event, settings)
+        from urchin.hook_context import agent_output, context_ask
 
-        item = adapt_hook(agent, _payload(agent, raw, fields or {}), event, key=_id_key(settings.home))
-        if item is None:
-            return 0
-        item = prepare_item(item, settings)
-        if _send(settings.home, agent, item):
-            return 0
-        from urchin.ingest import Ingestor
-
-        result = Ingestor(settings).ingest([item])[0]
-        if result.status == "rejected":
-            _log(home_path, agent, f"event rejected: {result.reason}")
+        ask = context_ask(agent, payload)
+        if ask is not None:
+            reply = agent_output(ask, _recall(settings, agent, ask, started))
+            if reply:
+                stream = out if out is not None else sys.stdout.buffer
+                stream.write(reply + b"\n")
+                stream.flush()
     except _TimedOut:
-        _log(home_path, agent, f"timed out after {HOOK_TIMEOUT_S}s; nothing recorded")
+        _log(home_path, agent, f"timed out after {HOOK_TIMEOUT_S}s, or recall over its deadline; nothing printed")
     except Exception as exc:  # noqa: BLE001 - a hook must never fail the agent that runs it
         message = getattr(exc, "message", None) or str(exc) or type(exc).__name__
         _log(home_path or _home_or_none(home), agent, f"{type(exc).__name__}: {message}")
     finally:
-        signal.alarm(0)
+        signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
     return 0
 
+
+def _capture(agent: str, payload: dict[str, Any], event: str | None, settings: Settings) -> None:
+    """The payload as one event, to the daemon or the journal; a failure is logged, recall still runs."""
+    try:
+        from urchin.collectors import adapt_hook
+
+        item = adapt_hook(agent, payload, event, key=_id_key(settings.home))
+        if item is None:
+            return
+        item = prepare_item(item, settings)
+        if _send(settings.home, agent, item):
+            return
+        from urchin.ingest import Ingestor
+
+        result = Ingestor(settings).ingest([item])[0]
+        if result.status == "rejected":
+            _log(settings.home, agent, f"event rejected: {result.reason}")
+    except _TimedOut:
+        raise
+    except Exception as exc:  # noqa: BLE001 - logged; the agent is never failed
+        message = getattr(exc, "message", None) or str(exc) or type(exc).__name__
+        _log(settings.home, agent, f"{type(exc).__name__}: {message}")
+
+
+def _recall(settings: Settings, agent: str, ask: Any, started: float) -> str:
+    """The block for this hook event: from the daemon (hook token), else in-process within
+    NO_DAEMON_DEADLINE_S of the hook's start, else nothing."""
+    from urchin.collectors.base import workspace_for
+
+    body = {k: v for k, v in (("workspace", workspace_for(ask.cwd)), ("session", ask.session),
+                              ("prompt", ask.prompt)) if v is not None}
+    answer = _recall_from_daemon(settings.home, agent, body)
+    if answer is not None:
+        return answer
+    left = _deadline_s(settings) - (time.monotonic() - started)
+    if left <= 0:
+        return ""                        # no daemon and no time left: nothing, by design (not a failure)
+    signal.setitimer(signal.ITIMER_REAL, left)
+    try:
+        from dataclasses import replace
+
+        from urchin.recall import recall
+        from urchin.recall.reader import local
+
+        reader = local(settings, save=False)
+        write = reader.record
+
+        def record(item: Mapping[str, Any]) -> None:   # the audit append is never cut by the deadline
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            write(item)
+
+        return recall(replace(reader, record=record), workspace=body.get("workspace"), session=body.get("session"),
+                      prompt=body.get("prompt")).text
+    except _TimedOut:
+        return ""                        # over the deadline: nothing, by design
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+
+
+def _deadline_s(settings: Settings) -> float:
+    """`[recall] no_daemon_deadline_ms` (1 to 10000), else NO_DAEMON_DEADLINE_S."""
+    value = settings.section("recall").get("no_daemon_deadline_ms")
+    if isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= 10_000:
+        return value / 1000
+    return NO_DAEMON_DEADLINE_S
+
+
+def _recall_from_daemon(home: Path, agent: str, body: dict[str, Any]) -> str | None:
+    """The daemon's block (None: no daemon or token, or it did not answer as the daemon does)."""
+    found = _daemon(home, agent)
+    if found is None:
+        return None
+    import orjson
+
+    from urchin.wire import WireError, request
+
+    address, token = found
+    try:
+        status, _, reply = request(address, token, "POST", "/recall", orjson.dumps(body),
+                                   timeout=HOOK_RECALL_TIMEOUT_S)
+    except WireError as exc:
+        _log(home, agent, f"the daemon at {address} did not answer recall ({exc}); recalling in-process")
+        return None
+    try:
+        answer = orjson.loads(reply) if 200 <= status < 300 else None
+    except orjson.JSONDecodeError:
+        answer = None
+    if not isinstance(answer, dict) or not isinstance(answer.get("text"), str):
+        _log(home, agent, f"{address} answered recall with HTTP {status}; recalling in-process")
+        return None
+    return str(answer["text"])
+
+
+def _daemon(home: Path, agent: str) -> tuple[str, str] | None:
+    """The daemon to talk to and the hooks' token (see `_send`), or None."""
+    from urchin.tokens import HOOK_TOKEN_FILE
+    from urchin.wire import daemon_address, is_local
+
+    address = os.environ.get("URCHIN_HOOK_URL") or daemon_address(str(home))
+    if address and not is_local(address):
+        _log(home, agent, "URCHIN_HOOK_URL must be unix:/path or http://127.0.0.1:PORT (the daemon listens on "
+                          "loopback only; an event is never sent across a network); written to the journal")
+        return None
+    token = os.environ.get("URCHIN_HOOK_TOKEN", "").strip()
+    if not token:
+        try:
+            token = (home / HOOK_TOKEN_FILE).read_text(encoding="utf-8").strip()
+        except (OSError, UnicodeDecodeError):
+            return None
+    if not address or not token:
+        return None
+    return address, token
 
 
 def _send(home: Path, agent: str, item: dict[str, Any]) -> bool:
@@ -153,25 +272,14 @@ def _send(home: Path, agent: str, item: dict[str, Any]) -> bool:
     token, an unreachable one or any answer but 2xx: the caller writes the journal itself; the
     event's id is set first, so an event the daemon took whose answer was lost is stored once.
     """
-    from urchin.tokens import HOOK_TOKEN_FILE
-    from urchin.wire import WireError, daemon_address, is_local, request
-
-    address = os.environ.get("URCHIN_HOOK_URL") or daemon_address(str(home))
-    if address and not is_local(address):
-        _log(home, agent, "URCHIN_HOOK_URL must be unix:/path or http://127.0.0.1:PORT (the daemon listens on "
-                          "loopback only; an event is never sent across a network); written to the journal")
+    found = _daemon(home, agent)
+    if found is None:
         return False
-    token = os.environ.get("URCHIN_HOOK_TOKEN", "").strip()
-    if not token:
-        try:
-            token = (home / HOOK_TOKEN_FILE).read_text(encoding="utf-8").strip()
-        except (OSError, UnicodeDecodeError):
-            return False
-    if not address or not token:
-        return False
+    address, token = found
     import orjson
 
     from urchin.event import new_id
+    from urchin.wire import WireError, request
 
     item.setdefault("id", new_id())
     try:

@@ -1,4 +1,5 @@
-"""Scoped API tokens of the daemon: `ingest` (write only), `read` (query only), `admin` (everything).
+"""Scoped API tokens of the daemon: `ingest` (write only), `read` (query only), `hook` (an agent hook's:
+write and `recall`, nothing else), `admin` (everything).
 
 A token may be limited to workspaces and may expire. Only a hash is kept: `$URCHIN_HOME/tokens.json`
 (0600, replaced atomically under a lock) holds id, sha256 of the token, scope, workspaces, times. A
@@ -28,7 +29,7 @@ from urchin.errors import ConfigError, NotFoundError, ValidationError
 
 __all__ = ["Grant", "TokenStore", "SCOPES", "ADMIN_GRANT", "parse_expires", "ensure_hook_token", "HOOK_TOKEN_FILE"]
 
-SCOPES = ("ingest", "read", "admin")
+SCOPES = ("ingest", "read", "hook", "admin")
 HOOK_TOKEN_FILE = "hooks.token"
 HOOK_TOKEN_NAME = "hooks"
 _TOKEN = re.compile(r"^urchin_([0-9a-f]{12})_[A-Za-z0-9_-]{43}$")
@@ -46,8 +47,11 @@ class Grant:
     token_id: str = "default"
 
     def allows(self, need: str) -> bool:
-        """`need` is ingest, read or admin; admin holds all, each other scope only itself."""
-        return self.scope == "admin" or self.scope == need
+        """`need` is ingest, read, recall or admin; admin holds all; recall is read's and hook's; hook
+        also ingests; each other scope holds only itself."""
+        if self.scope == "admin" or self.scope == need:
+            return True
+        return (need == "recall" and self.scope in ("read", "hook")) or (need == "ingest" and self.scope == "hook")
 
 
 ADMIN_GRANT = Grant("admin")
@@ -163,11 +167,12 @@ class TokenStore:
 
 
 def ensure_hook_token(home: Path) -> tuple[Path, bool]:
-    """The ingest-only token agent hooks send their events with: `$home/hooks.token` (0600).
+    """The token agent hooks send their events and ask for recall with: `$home/hooks.token` (0600), of
+    scope `hook` (ingest and recall only; recall reads only the workspace the hook's cwd maps to).
 
-    Kept while it still verifies as an ingest token for every workspace; else (missing, revoked,
-    expired) a new one is created (`name: hooks` in `urchin token list`) and earlier hook tokens'
-    records are revoked. Returns the file and whether a token was created.
+    Kept while it still verifies as a hook token for every workspace; else (missing, revoked, expired,
+    or an ingest-only token of an earlier install) a new one is created (`name: hooks` in `urchin token
+    list`) and earlier hook tokens' records are revoked. Returns the file and whether a token was created.
     """
     path = home / HOOK_TOKEN_FILE
     store = TokenStore(home)
@@ -183,9 +188,9 @@ def ensure_hook_token(home: Path) -> tuple[Path, bool]:
             raise ConfigError(f"{path}: cannot read the hooks' token ({exc.strerror}); remove it and "
                               "run install-hooks again") from None
         grant = store.verify(current) if current else None
-        if grant is not None and grant.scope == "ingest" and not grant.workspaces:
+        if grant is not None and grant.scope == "hook" and not grant.workspaces:
             return path, False
-        token, record = store.create("ingest", name=HOOK_TOKEN_NAME)
+        token, record = store.create("hook", name=HOOK_TOKEN_NAME)
         try:
             write_private(path, (token + "\n").encode("ascii"))
         except OSError as exc:

@@ -18,6 +18,7 @@ from urchin.cli import forget as _forget  # noqa: F401
 from urchin.cli import index as _index  # noqa: F401
 from urchin.cli import mcp as _mcp  # noqa: F401
 from urchin.cli import privacy as _privacy  # noqa: F401
+from urchin.cli import recall as _recall  # noqa: F401
 from urchin.cli import serve as _serve  # noqa: F401
 from urchin.cli import token as _token  # noqa: F401
 from urchin.cli import viewer as _viewer  # noqa: F401

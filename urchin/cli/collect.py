@@ -59,7 +59,8 @@ def collect(app: AppContext, name: str | None, show_list: bool, as_json: bool) -
 @click.pass_obj
 def hook(app: AppContext, agent: str, extra: tuple[str, ...], event: str | None, shell_name: str | None,
          **shell: Any) -> None:
-    """Record one hook payload from stdin (AGENT: claude, gemini, copilot, shell). Always exits 0."""
+    """Record one hook payload from stdin (AGENT: claude, gemini, copilot, shell), and print the context
+    an agent takes at session start and at each prompt (claude, gemini; codex: context only). Always exits 0."""
     from urchin.hooks import run_hook
 
     try:
@@ -73,7 +74,7 @@ def hook(app: AppContext, agent: str, extra: tuple[str, ...], event: str | None,
 
 
 @main.command("install-hooks")
-@click.argument("target", type=click.Choice(("claude", "gemini", "copilot", "shell")))
+@click.argument("target", type=click.Choice(("claude", "gemini", "copilot", "codex", "shell")))
 @click.option("--config", "config_path", default=None, type=click.Path(dir_okay=False),
               help="The file to change (default: the agent's user settings, or ~/.bashrc / ~/.zshrc).")
 @click.option("--shell", "shell_name", default=None, type=click.Choice(("bash", "zsh")),

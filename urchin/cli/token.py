@@ -21,8 +21,9 @@ def token() -> None:
 
 
 @token.command("create")
-@click.option("--scope", required=True, type=click.Choice(["ingest", "read", "admin"]),
-              help="ingest: only write events; read: only query; admin: everything.")
+@click.option("--scope", required=True, type=click.Choice(["ingest", "read", "hook", "admin"]),
+              help="ingest: only write events; read: only query; hook: write events and recall "
+                   "(an agent hook's); admin: everything.")
 @click.option("--workspace", "workspaces", multiple=True,
               help="Limit the token to this workspace (repeatable; default: every workspace).")
 @click.option("--expires", default=None, help="Lifetime: 12h, 30d, 2w (default: never).")

@@ -30,7 +30,7 @@ from urchin.tokens import ensure_hook_token
 __all__ = ["TARGETS", "render", "default_path", "install", "InstallResult", "hook_command", "write_keeping_mode",
            "SHELL_BASH", "SHELL_ZSH"]
 
-TARGETS = ("claude", "gemini", "copilot", "shell")
+TARGETS = ("claude", "gemini", "copilot", "codex", "shell")
 MARK_BEGIN = "# >>> urchin >>>"
 MARK_END = "# <<< urchin <<<"
 
@@ -38,6 +38,8 @@ CLAUDE_EVENTS = {"UserPromptSubmit": None, "PostToolUse": "*", "PostToolUseFailu
                  "SessionStart": None, "SessionEnd": None, "PreCompact": None}
 GEMINI_EVENTS = ("BeforeAgent", "AfterAgent", "AfterTool", "SessionStart", "SessionEnd")
 COPILOT_EVENTS = ("userPromptSubmitted", "postToolUse", "sessionStart", "sessionEnd", "errorOccurred")
+# Codex: context only (recall at session start and at each prompt); its collector captures the sessions
+CODEX_EVENTS = ("SessionStart", "UserPromptSubmit")
 
 SHELL_BASH = r'''# Urchin for bash: record each command with its exit code, cwd and duration.
 # Source this from ~/.bashrc (`urchin install-hooks shell` does it). The recording runs in the
@@ -146,6 +148,11 @@ def _copilot(command: str) -> dict[str, Any]:
                                              "timeoutSec": 10}] for event in COPILOT_EVENTS}}
 
 
+def _codex(command: str) -> dict[str, Any]:
+    hook = {"type": "command", "command": f"{command} hook codex", "timeout": 10}
+    return {"hooks": {event: [{"hooks": [hook]}] for event in CODEX_EVENTS}}
+
+
 _FIND_ON_PATH = {"bash": '"$(type -P urchin)"', "zsh": '"$(whence -p urchin)"'}
 
 
@@ -161,6 +168,8 @@ def render(target: str, command: str = "urchin", shell: str = "bash") -> str:
         return orjson.dumps(_gemini(command), option=orjson.OPT_INDENT_2).decode() + "\n"
     if target == "copilot":
         return orjson.dumps(_copilot(command), option=orjson.OPT_INDENT_2).decode() + "\n"
+    if target == "codex":
+        return orjson.dumps(_codex(command), option=orjson.OPT_INDENT_2).decode() + "\n"
     if target == "shell":
         words = _FIND_ON_PATH[shell if shell == "zsh" else "bash"] if command == "urchin" else command
         return (SHELL_ZSH if shell == "zsh" else SHELL_BASH).replace("@COMMAND@", words)
@@ -193,6 +202,9 @@ def default_path(target: str, settings: Settings, shell: str = "bash") -> Path:
     if target == "copilot":
         assert settings.copilot_dir is not None
         return settings.copilot_dir / "hooks" / "urchin.json"
+    if target == "codex":
+        assert settings.codex_dir is not None
+        return settings.codex_dir / "hooks.json"
     if target == "shell":
         return home / (".zshrc" if shell == "zsh" else ".bashrc")
     raise ValidationError("target", f"must be one of {', '.join(TARGETS)}, got {target!r}")
@@ -200,7 +212,7 @@ def default_path(target: str, settings: Settings, shell: str = "bash") -> Path:
 
 # A hook command Urchin installed (any entry point): `urchin hook x`, `/venv/bin/urchin hook x`,
 # `'/usr/bin/python3' -m urchin hook x`, `python -I -m urchin hook x`.
-_OURS = re.compile(r"(?:^|[\s/'\"])urchin['\"]? hook (?:claude|gemini|copilot)\b")
+_OURS = re.compile(r"(?:^|[\s/'\"])urchin['\"]? hook (?:claude|gemini|copilot|codex)\b")
 
 
 def _commands(entry: Any) -> list[str]:
@@ -255,10 +267,10 @@ class InstallResult:
     diff: str
     backup: Path | None = None
     written: bool = False
-    token: Path | None = None           # the hooks' ingest-only token, when this install created it
+    token: Path | None = None           # the hooks' token (ingest and recall), when this install created it
 
     def describe(self) -> str:
-        token = f"; hooks send with the ingest-only token in {self.token}" if self.token else ""
+        token = f"; hooks send and recall with the hook token in {self.token}" if self.token else ""
         if not self.changed:
             return f"{self.target}: already installed in {self.path}{token}"
         if not self.written:
@@ -280,7 +292,7 @@ def _new_text(target: str, path: Path, old: str, command: str, settings: Setting
         raise ConfigError(f"{path}: not valid JSON ({exc}); add the hooks by hand from contrib/") from None
     if not isinstance(existing, dict):
         raise ConfigError(f"{path}: must hold a JSON object; not changed")
-    ours = {"claude": _claude, "gemini": _gemini, "copilot": _copilot}[target](command)
+    ours = {"claude": _claude, "gemini": _gemini, "copilot": _copilot, "codex": _codex}[target](command)
     merged = _merge_json(existing, ours, f"hook {target}")
     if merged == existing and old.strip():
         return old

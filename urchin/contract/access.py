@@ -14,8 +14,8 @@ from typing import Literal
 
 __all__ = ["Access", "Route", "ACCESS", "NEEDS", "tool_operations"]
 
-Need = Literal["ingest", "read", "admin"]
-NEEDS = ("ingest", "read", "admin")
+Need = Literal["ingest", "read", "recall", "admin"]
+NEEDS = ("ingest", "read", "recall", "admin")   # recall: read and hook tokens (urchin.tokens.Grant.allows)
 # Where a workspace-scoped token's workspace is held (checked, or filled in) on a route: the query
 # string, the JSON body, the event (a body), each event of a batch; None: the route spans every workspace.
 Where = Literal["query", "body", "event", "batch"] | None
@@ -62,6 +62,8 @@ ACCESS: dict[str, Access] = {
     "tail": _read(()),
     "context": _read(("search_context",), Route("POST", r"/context", "body"), scoped=True),
     "document_search": _read(("search",), Route("POST", r"/documents/search")),
+    # a hook's token (scope `hook`) may run this and ingest, nothing else; recall reads one workspace
+    "recall": Access("recall", True, ("urchin_recall",), (Route("POST", r"/recall", "body"),)),
     "ingest": Access("ingest", True, ("urchin_ingest",),
                      (Route("POST", r"/ingest", "event"), Route("POST", r"/ingest/batch", "batch"))),
     "remember": Access("ingest", True, ("urchin_remember",)),

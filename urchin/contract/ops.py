@@ -16,7 +16,7 @@ from urchin.event import MAX_HOURS
 __all__ = ["OPERATIONS", "MAX_LIMIT", "MAX_LINES", "MAX_FROM_LINE", "MAX_TOKEN_BUDGET", "MAX_SOURCE_LIMIT",
            "CONTEXT_MAX_TOKEN_BUDGET", "CONTEXT_MAX_LIMIT", "MAX_QUERY_CHARS", "MAX_WEIGHT", "MAX_K", "STRATEGIES",
            "MODES", "SEARCH_TYPES", "SEARCH_SOURCE_TYPES", "SEARCH_CONTENT_TYPES", "MAX_SEARCHES", "HYDE_WORDS",
-           "DEFAULT_LIVE_BYTE_BUDGET", "MAX_LIVE_BYTE_BUDGET"]
+           "DEFAULT_LIVE_BYTE_BUDGET", "MAX_LIVE_BYTE_BUDGET", "MAX_RECALL_BUDGET"]
 
 # The bounds the layers below enforce too (tests/test_contract.py keeps them equal); stated here so the
 # CLI need not import the workspace and index modules (~100 ms) to print its help.
@@ -171,6 +171,22 @@ _DOCUMENT_SEARCH: tuple[Param, ...] = (
     _seed_weight("conversation_weight", "Weight of conversation results (with includeConversations).", 0.5),
 )
 
+# `recall` (urchin/recall/): what an agent is told without asking; the budgets' defaults are [recall]'s
+MAX_RECALL_BUDGET = 20_000          # urchin.recall.policy.MAX_BUDGET
+MAX_PROMPT_CHARS = 100_000          # a hook passes the whole prompt; the ranking reads its start
+_RECALL: tuple[Param, ...] = (
+    Param("workspace", help="The workspace to recall from; not with a cwd in another workspace.",
+          unset="the cwd's"),
+    Param("cwd", help="A folder: its workspace, mapped as capture maps it (the git root's name, else the folder's).",
+          unset="none"),
+    Param("session", help="The agent's session: left out of prompt recall, with what it was given before; "
+                          "what is returned is recorded as given to it.", unset="none, nothing recorded"),
+    Param("prompt", help="The prompt: recall its few relevant past records (silence when none is); without it, "
+                         "the session-start digest.", max_chars=MAX_PROMPT_CHARS, unset="session start"),
+    Param("budget", "int", "Most tokens (4 characters each) of the block.", minimum=1, maximum=MAX_RECALL_BUDGET,
+          unset="[recall] session_budget 1200, prompt_budget 600"),
+)
+
 OPERATIONS: dict[str, Operation] = {op.name: op for op in (
     Operation("search", (_query(), _hours(168), _limit(20), *_filters(),
                          Param("scope", help="local: this machine's journal; team: every device's events in the "
@@ -242,5 +258,6 @@ OPERATIONS: dict[str, Operation] = {op.name: op for op in (
         Param("minutes", "number", "With start: switch itself off after N minutes.", above=0,
               maximum=7 * 24 * 60, unset="until end"))),
     Operation("context", _CONTEXT, checked_below=True),
+    Operation("recall", _RECALL),
     Operation("document_search", _DOCUMENT_SEARCH, checked_below=True),
 )}

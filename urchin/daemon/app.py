@@ -101,6 +101,7 @@ def build_app(state: DaemonState, token: str, *, extra_routes: Sequence[BaseRout
         Route("/forget", _forget, methods=["POST"]),
         Route("/status", _status, methods=["GET"]),
         Route("/context", _context, methods=["POST"]),
+        Route("/recall", _recall, methods=["POST"]),
         Route("/documents/search", _document_search, methods=["POST"]),
         *workspace_routes(JSON, lambda request: _state(request).memory),
         *viewer_routes(JSON, lambda request: _state(request).memory, sessions),
@@ -307,6 +308,16 @@ async def _context(request: Request) -> Response:
     if not isinstance(body, Mapping):
         raise ValidationError("body", "must be a JSON object of search_context parameters")
     result = await run_in_threadpool(_state(request).memory.context, OPERATIONS["context"].parse(body, "wire"))
+    return JSON(result.to_dict())
+
+
+async def _recall(request: Request) -> Response:
+    """`recall` over HTTP: the contract's parameters in a JSON body, the same object as the MCP tool."""
+    body = await _json_body(request)
+    if not isinstance(body, Mapping):
+        raise ValidationError("body", "must be a JSON object of recall parameters")
+    params = OPERATIONS["recall"].parse(body, "wire")
+    result = await run_in_threadpool(lambda: _state(request).memory.recall(**params))
     return JSON(result.to_dict())
 
 

@@ -165,6 +165,13 @@ class RemoteMemory:
         return self._call("POST", "/context", json=dict(params), parse=parse,
                           fallback=lambda m: m.context(params))
 
+    def recall(self, **params: Any) -> Any:
+        """`recall` through the daemon: its hot views answer, and its write path records the audit event."""
+        if params.get("now") is not None:
+            return self.local().recall(**params)
+        return self._call("POST", "/recall", json=_drop_none(**params), parse=_RecallAnswer,
+                          fallback=lambda m: m.recall(**params))
+
     def document_search(self, params: Mapping[str, Any]) -> dict[str, Any]:
         """textrawl's `search` through the daemon, which holds the index connection."""
         return self._call("POST", "/documents/search", json=dict(params), parse=lambda body: body,
@@ -441,6 +448,19 @@ def _with_id(item: Any) -> Any:
     if isinstance(item, Mapping) and item.get("id") is None:
         return {**item, "id": new_id()}
     return item
+
+
+class _RecallAnswer:
+    """The daemon's `recall` answer, as the CLI formats it (`text`, `to_dict`)."""
+
+    def __init__(self, body: Any) -> None:
+        if not isinstance(body, dict) or not isinstance(body.get("text"), str):
+            raise DaemonError("the daemon answered recall with something that is not a recall result")
+        self.text: str = body["text"]
+        self._body = body
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self._body)
 
 
 def _search_result(body: Any) -> SearchResult:

@@ -15,7 +15,7 @@ import mcp_types as types
 from urchin.contract import OPERATIONS, describe
 from urchin.contract.render import rejection, render_event, render_events, render_ingest, render_status
 from urchin.errors import UrchinError, ValidationError
-from urchin.mcp_server import context_tool, search_tool, workspace_tools
+from urchin.mcp_server import context_tool, recall_tool, search_tool, workspace_tools
 from urchin.mcp_server.schemas import (
     INGEST_DEFAULTS,
     INPUT_SCHEMAS,
@@ -115,8 +115,9 @@ _RUNNERS: dict[str, Callable[[Any, dict[str, Any]], Reply]] = {
     **workspace_tools.RUNNERS,
     **context_tool.RUNNERS,
     **search_tool.RUNNERS,
+    **recall_tool.RUNNERS,
 }
-for _module in (workspace_tools, context_tool, search_tool):
+for _module in (workspace_tools, context_tool, search_tool, recall_tool):
     OUTPUT_SCHEMAS.update(_module.OUTPUT)
     TOOL_DOCS.update(_module.DOCS)
 with_defaults(TOOL_DOCS, INPUT_SCHEMAS)

@@ -53,6 +53,8 @@ if TYPE_CHECKING:
     from urchin.index.hybrid import ContextResult
     from urchin.index.service import IndexService
     from urchin.ingest import BatchReport, Ingestor, IngestResult
+    from urchin.recall import RecallResult
+    from urchin.recall.reader import Reader
     from urchin.redact import Finding
     from urchin.search.semantic import EmbeddingView, TokenCosineView
     from urchin.workspace.access import FileAccess
@@ -430,6 +432,33 @@ class Memory:
         """Where an agent new to a workspace starts: files, recent changes, sources, memories."""
         journal = {k: v for k, v in self.status().items() if k in ("events", "firstTimestamp", "lastTimestamp")}
         return self._workspace.overview(journal, self.collectors_status(), self.index_status)
+
+    # ---- recall: what an agent is told without asking (urchin/recall/) -------------------------
+    def recall(self, *, workspace: str | None = None, cwd: str | None = None, session: str | None = None,
+               prompt: str | None = None, budget: int | None = None, now: datetime | None = None) -> RecallResult:
+        """The session-start digest (no `prompt`) or the prompt's relevant records of one workspace,
+        framed as quoted data; given to a `session`, recorded as an audit event."""
+        from urchin.recall import recall
+
+        return recall(self._recall_reader(), workspace=workspace, cwd=cwd, session=session, prompt=prompt,
+                      budget=budget, now=now)
+
+    def _recall_reader(self) -> Reader:
+        from urchin.recall.reader import Reader
+
+        def recent(filters: Filters, since_ms: int, limit: int) -> list[Event]:
+            self._hot.catch_up()
+            return self._substring.search(None, since_ms=since_ms, limit=limit, filters=filters)
+
+        def ranked(query: str, filters: Filters, since_ms: int, limit: int) -> list[Hit]:
+            return self._semantic.cosine().search(query, since_ms=since_ms, limit=limit, filters=filters)
+
+        def record(item: Mapping[str, Any]) -> None:
+            self.ingestor.ingest([item])
+
+        return Reader(recent, ranked, lambda: [(m.slug, m.title, m.use_when) for m in self.memory_list()],
+                      lambda text: self.ingestor.redactor.redact_text(text)[0], record,
+                      lambda: self.ingestor.ephemeral.is_on(), self._settings.config)
 
     # ---- the Postgres hybrid index (extra `postgres`; the driver loads on first use) ----------
     def context(self, params: Mapping[str, Any] | None = None, /, *, now: datetime | None = None,

@@ -14,6 +14,7 @@ __all__ = ["Filters", "Hit", "SearchResult", "check_query", "check_hours", "chec
            "MAX_LIMIT", "one_line"]
 
 MAX_LIMIT = 1000
+AUDIT = ("urchin", "recall")   # (source, kind) of recall's audit events: out of every search by default
 
 
 def check_query(text: Any) -> str:
@@ -60,10 +61,18 @@ class Filters:
         return cls(_label(source, "source"), workspace or None, session or None, _label(kind, "kind"))
 
     def match(self, event: Event) -> bool:
+        if self.hides(event):
+            return False
         return ((self.source is None or event.source == self.source)
                 and (self.workspace is None or event.workspace == self.workspace)
                 and (self.session is None or event.session == self.session)
                 and (self.kind is None or event.kind == self.kind))
+
+    def hides(self, event: Event) -> bool:
+        """Recall's audit events (source urchin, kind recall) are left out unless asked for by name, or
+        by their session (a session's own view shows what it was told: the viewer, session_context)."""
+        return (event.kind == AUDIT[1] and event.source == AUDIT[0] and self.source != AUDIT[0]
+                and self.kind != AUDIT[1] and self.session is None)
 
     def to_dict(self) -> dict[str, str]:
         return {k: v for k, v in (("source", self.source), ("workspace", self.workspace),

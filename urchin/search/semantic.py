@@ -389,7 +389,8 @@ class TokenCosineView:
             if len(hits) >= limit:
                 break
             event = self.journal.event(self.journal.read_line_at(offset))
-            if event is not None and not (hidden and forgotten.hides(event.id)) and (holds is None or holds(event)):
+            if (event is not None and not (hidden and forgotten.hides(event.id)) and (holds is None or holds(event))
+                    and not filters.hides(event)):
                 hits.append(Hit(event, s.score))
         self._save_if_due()
         return hits

@@ -1,0 +1,114 @@
+"""`recall`: what an agent is told without asking, at session start and at each prompt.
+
+No model: the digest is read from the workspace's journal events, the prompt's items are ranked by
+`prompt.rank` and kept over `prompt.THRESHOLD`. Every block is framed as quoted data
+(`frame.py`), passes the redactor again on the way out, and is recorded as an audit event
+(source `urchin`, kind `recall`: the cited ids and reasons, never the text) when it is given to a
+session. Only one workspace is ever read: the one named, or the one the cwd maps to.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from urchin.errors import QueryError
+from urchin.event import Event
+from urchin.recall.digest import DECISION_DAYS, DECISIONS, SCAN_LIMIT, WINDOW_DAYS, WORK, digest_lines
+from urchin.recall.frame import Line, pack, tokens_of
+from urchin.recall.policy import Policy
+from urchin.recall.prompt import prompt_lines
+from urchin.recall.reader import Reader
+from urchin.search.query import AUDIT, Filters
+
+__all__ = ["RecallResult", "recall", "NO_WORKSPACE", "AUDIT_SOURCE", "AUDIT_KIND", "PROMPT_DAYS"]
+
+AUDIT_SOURCE, AUDIT_KIND = AUDIT
+PROMPT_DAYS = 365           # how far back a prompt's items may come from
+NO_WORKSPACE = ("Urchin: this folder maps to no workspace, so no past records were recalled "
+                "(Urchin recalls only the workspace an agent runs in).")
+_DAY_MS = 86_400_000
+
+
+@dataclass(frozen=True)
+class RecallResult:
+    """The block exactly as the agent receives it, and the items it cites in the order they appear."""
+
+    text: str
+    items: list[Line] = field(default_factory=list)
+    workspace: str | None = None
+    mode: str = "session"
+    note: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"text": self.text, "items": [line.to_dict() for line in self.items],
+                               "tokens": tokens_of(self.text), "mode": self.mode, "workspace": self.workspace}
+        if self.note:
+            out["note"] = self.note
+        return out
+
+
+def _workspace(workspace: str | None, cwd: str | None) -> str | None:
+    """The one workspace read: named, or mapped from `cwd` as capture maps it; both must agree."""
+    if cwd is None:
+        return workspace or None
+    from urchin.collectors.base import workspace_for
+
+    mapped = workspace_for(cwd)
+    if workspace and mapped != workspace:
+        raise QueryError("cwd", f"is in workspace {mapped!r}, not {workspace!r}")
+    return workspace or mapped
+
+
+def recall(reader: Reader, *, workspace: str | None = None, cwd: str | None = None, session: str | None = None,
+           prompt: str | None = None, budget: int | None = None, now: datetime | None = None) -> RecallResult:
+    mode = "session" if prompt is None else "prompt"
+    if prompt is not None and not prompt.strip():
+        raise QueryError("prompt", "must not be empty")
+    workspace = _workspace(workspace, cwd)
+    if workspace is None:
+        text = NO_WORKSPACE if mode == "session" else ""
+        return RecallResult(text, [], None, mode, "no workspace")
+    policy = Policy.of(reader.config, workspace)
+    if not policy.enabled:
+        return RecallResult("", [], workspace, mode, "recall is off ([recall] enabled = false)")
+    if reader.ephemeral():
+        return RecallResult("", [], workspace, mode, "ephemeral mode is on: nothing is recalled")
+    now_ms = int((now or datetime.now(UTC)).timestamp() * 1000)
+    excluded = policy.exclude_sources
+    if mode == "session":
+        def read(kind: str | None, days: int, limit: int) -> list[Event]:
+            return [e for e in reader.recent(Filters(workspace=workspace, kind=kind), now_ms - days * _DAY_MS, limit)
+                    if e.source not in excluded and e.source != AUDIT_SOURCE and e.workspace == workspace]
+
+        lines = digest_lines(read(None, WINDOW_DAYS, SCAN_LIMIT), session, reader.memories(), workspace, now_ms,
+                             read("decision", DECISION_DAYS, DECISIONS), read("commit", WINDOW_DAYS, WORK))
+        budget = budget or policy.session_budget
+    else:
+        assert prompt is not None
+        lines = prompt_lines(reader, prompt, workspace, now_ms - PROMPT_DAYS * _DAY_MS, current=session,
+                             injected=_injected(reader, workspace, session, now_ms), excluded=excluded)
+        budget = budget or policy.prompt_budget
+    text, kept = pack(lines, budget, reader.redact)
+    if kept and session:
+        _record(reader, workspace, session, mode, kept)
+    return RecallResult(text, kept, workspace, mode)
+
+
+def _injected(reader: Reader, workspace: str, session: str | None, now_ms: int) -> set[str]:
+    """Ids already given to this session (its audit events say which)."""
+    if not session:
+        return set()
+    audits = reader.recent(Filters(source=AUDIT_SOURCE, kind=AUDIT_KIND, workspace=workspace, session=session),
+                           now_ms - WINDOW_DAYS * _DAY_MS, 500)
+    return {i for e in audits for i in (e.meta or {}).get("ids", []) if isinstance(i, str)}
+
+
+def _record(reader: Reader, workspace: str, session: str, mode: str, kept: list[Line]) -> None:
+    """The audit event: which records were given to the session, and why; never their text."""
+    ids = [i for line in kept for i in (line.ids or (line.id,))]
+    reader.record({"source": AUDIT_SOURCE, "kind": AUDIT_KIND, "workspace": workspace, "session": session,
+                   "content": f"Urchin recall ({mode}): {len(kept)} records given to the session",
+                   "meta": {"mode": mode, "ids": ids, "cited": [line.id for line in kept],
+                            "reasons": [line.reason for line in kept]}})

@@ -1,0 +1,58 @@
+"""Recall at a prompt: the few past events of this workspace most relevant to it, or nothing.
+
+`rank` is the one place the ranking is asked (today the in-process token-cosine view, whose score is
+the cosine of the prompt and the event). Silence is decided on the best score: under `THRESHOLD`,
+nothing is injected; over it, the events scoring at least `FLOOR` follow it, best first, as the
+budget allows. THRESHOLD is chosen by leave-one-conversation-out cross-validation on the LoCoMo dev
+split (bench/locomo_recall.py --cv); when the ranking's scores change meaning, re-run it and change it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Collection
+
+from urchin.recall.frame import Line, event_text
+from urchin.recall.reader import Reader
+from urchin.search.query import Filters, Hit
+
+__all__ = ["THRESHOLD", "FLOOR", "MAX_ITEMS", "rank", "prompt_lines"]
+
+THRESHOLD = 0.23            # the best score must reach it: bench/locomo_recall.py --cv (README: recall)
+FLOOR = 0.10                # the others must reach this (costs no evidence on LoCoMo; keeps weak matches out)
+MAX_ITEMS = 15
+CANDIDATES = 40             # ranked before the current session, injected ids and excluded sources are dropped
+WIDTH = 240                 # characters of content per item
+MAX_PROMPT_CHARS = 2000     # a pasted log is ranked on its start
+_SYNTAX = re.compile(r'["]|(?<!\S)-(?=\S)')   # websearch syntax a prompt does not mean: phrases, -words
+
+
+def rank(reader: Reader, prompt: str, workspace: str, since_ms: int, limit: int = CANDIDATES) -> list[Hit]:
+    """The workspace's events best first, each with its score: the one ranking recall uses."""
+    query = _SYNTAX.sub(" ", prompt[:MAX_PROMPT_CHARS]).strip()
+    if not query:
+        return []
+    return reader.ranked(query, Filters(workspace=workspace), since_ms, limit)
+
+
+def prompt_lines(reader: Reader, prompt: str, workspace: str, since_ms: int, *, current: str | None,
+                 injected: Collection[str], excluded: Collection[str],
+                 threshold: float | None = None, floor: float = FLOOR) -> list[Line]:
+    """Lines for the events that may be given, best first, when the best reaches `threshold` (default
+    THRESHOLD), else none; the others must reach `floor`. None of the current session, none injected
+    into it before, none from an excluded source, no audit record."""
+    lines: list[Line] = []
+    gate = THRESHOLD if threshold is None else threshold
+    for hit in rank(reader, prompt, workspace, since_ms):
+        event, score = hit.event, hit.score or 0.0
+        if score < (gate if not lines else floor):
+            break
+        if (event.workspace != workspace or (current and event.session == current) or event.id in injected
+                or event.source in excluded or event.source == "urchin"):
+            continue
+        text, flag = event_text(event, WIDTH)
+        reason = f"relevant to the prompt ({score:.2f})" + ("; flagged" if flag else "")
+        lines.append(Line(event.id, score, reason, text, "event", (event.id,)))
+        if len(lines) >= MAX_ITEMS:
+            break
+    return lines
