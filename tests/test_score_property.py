@@ -100,14 +100,16 @@ def _calls(query: str, workspace: str, extra: dict[str, Any]) -> dict[str, tuple
         out["find"] = (("POST", "/documents/search", body), ("search", body),
                        ["find", query, "--limit", "50", "--min-score", str(extra["minScore"])], "results", False)
         return out
-    out["find"] = (("POST", "/documents/search", {"query": query, "limit": 50}), ("search", {"query": query, "limit": 50}),
-                   ["find", query, "--limit", "50"], "results", False)
+    find = {"query": query, "limit": 50}
+    out["find"] = (("POST", "/documents/search", find), ("search", find), ["find", query, "--limit", "50"], "results",
+                   False)
     out["query_source"] = (("GET", f"/sources/codex/search?query={query}&limit=50", None),
                            ("query_source", {"source": "codex", "query": query, "limit": 50}),
                            ["query-source", "codex", query, "--limit", "50"], "results", True)
     out["semantic"] = (("GET", f"/semantic?query={query}&workspace={workspace}&hours={BIG}&limit=50", None),
                        ("urchin_semantic_search", {"query": query, "workspace": workspace, "hours": BIG, "limit": 50}),
-                       ["semantic", query, "--workspace", workspace, "--hours", str(BIG), "--limit", "50"], "events", True)
+                       ["semantic", query, "--workspace", workspace, "--hours", str(BIG), "--limit", "50"], "events",
+                       True)
     return out
 
 
@@ -135,7 +137,8 @@ def _check(items: list[tuple[str, str, float]], query: str, scope: list[dict[str
         first = held.index(False)
         assert True not in held[first:], (where, "a result not holding every word ranks above one that does", items)
         shown = {i for i, _, _ in items}
-        missing = [e["id"] for e in scope if _holds_every(f"{e['content']} {e['source']}", query) and e["id"] not in shown]
+        missing = [e["id"] for e in scope
+                   if _holds_every(f"{e['content']} {e['source']}", query) and e["id"] not in shown]
         assert not missing, (where, "left out while a result not holding every word is shown", missing, items)
 
 
@@ -169,7 +172,8 @@ def test_every_ranked_list_is_sorted_by_its_score_filters_on_it_and_puts_every_w
                 cuts = sorted({s for (n, q, w), items in seen.items() if q == query and w == workspace
                                and n.startswith("context") for _, _, s in items})
                 for cut in rng.sample(cuts, min(2, len(cuts))):
-                    for name, ((method, path, body), _, _, key, _) in _calls(query, workspace, {"minScore": cut}).items():
+                    calls = _calls(query, workspace, {"minScore": cut})
+                    for name, ((method, path, body), _, _, key, _) in calls.items():
                         kept = _items(http.request(method, path, json=body).json(), key)
                         everything = seen[(name, query, workspace)]
                         assert kept == [i for i in everything if i[2] >= cut], (name, query, cut, kept, everything)

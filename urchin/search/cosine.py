@@ -57,11 +57,13 @@ class IndexState:
 
 
 class Scored(NamedTuple):
-    """One ranked event: its id, its score in (0, 1], and its row in the index."""
+    """One ranked event: its id, its score (calibrated, urchin.search.score.TOKEN_COSINE), its row in
+    the index, and its match: the context-smoothed cosine with its priors, at most 1 (the rank part)."""
 
     id: str
     score: float
     row: int
+    match: float = 0.0
 
 
 def event_terms(event: Event) -> list[str]:
@@ -410,15 +412,16 @@ class TokenCosineIndex:
         boosted = self._with_session(scores, smoothed, lo, hi, hit) if slots else None
         every = self._every(groups if groups is not None else [[[t]] for t in dict.fromkeys(tokens)], lo, hi)
         base = evidence + every * np.float32(TOKEN_COSINE.every)
-        ranked = self._ranked(_raw(base, smoothed), lo, hi, outside, codes, limit)
+        ranked = self._ranked(_raw(base, smoothed), lo, hi, outside, codes, limit, smoothed)
         if boosted is None:
             return ranked
-        by_session = self._ranked(_raw(base, boosted), lo, hi, outside, codes, limit)
+        by_session = self._ranked(_raw(base, boosted), lo, hi, outside, codes, limit, boosted)
         return _merge(ranked, by_session, limit, slots, lambda row: bool(every[row - lo]))
 
     def _ranked(self, scores: np.ndarray, lo: int, hi: int, outside: np.ndarray | None,
-                codes: dict[str, int], limit: int) -> list[Scored]:
-        """Final scores of rows lo..hi-1 -> the `limit` best that pass the filters."""
+                codes: dict[str, int], limit: int, match: np.ndarray) -> list[Scored]:
+        """Final (raw) scores of rows lo..hi-1 -> the `limit` best that pass the filters; `match`: the
+        smoothed cosines they were made from (the hits carry them)."""
         if outside is not None:
             scores[outside] = 0
         view = scores[: hi - lo]
@@ -429,14 +432,14 @@ class TokenCosineIndex:
             floor = np.partition(sample, len(sample) - limit)[len(sample) - limit]
             if floor > 0:
                 cand = np.flatnonzero(view >= floor)
-                return self._top(cand + lo, view[cand], limit)
+                return self._top(cand + lo, view[cand], limit, match[cand])
         cand = np.flatnonzero(view)
         if codes:
             keep = np.ones(len(cand), dtype=bool)
             for name, code in codes.items():
                 keep &= self._fields[name].column.data[cand + lo] == code
             cand = cand[keep]
-        return self._top(cand + lo, scores[cand], limit)
+        return self._top(cand + lo, scores[cand], limit, match[cand])
 
     def _row_range(self, since_ms: int | None, until_ms: int | None) -> tuple[int, int, bool]:
         """Rows to score, lo..hi-1, and whether late rows among them need their own time checked.
@@ -503,10 +506,11 @@ class TokenCosineIndex:
         qnorm = float(np.sqrt(sum(w * w for w in qw.values())))
         acc = np.zeros(hi - lo + 1, dtype=np.float32)
         held = np.zeros(hi - lo + 1, dtype=np.float32)
-        mine_total = sum(terms[t] * qidf[t] ** 2 for t in ids[:own])
-        near_total = sum(terms[t] * qidf[t] ** 2 for t in ids[own:])
-        part = {t: (TOKEN_COSINE.share / mine_total if i < own else TOKEN_COSINE.related / near_total)
-                * terms[t] * qidf[t] ** 2 for i, t in enumerate(ids) if terms[t] > 0 and qidf[t] > 0}
+        mine_total = sum(terms[t] * qidf[t] ** 2 for t in ids[:own]) or 1.0
+        near_total = sum(terms[t] * qidf[t] ** 2 for t in ids[own:]) or 1.0
+        part = {t: w for i, t in enumerate(ids) if terms[t] > 0 and qidf[t] > 0
+                and (w := (TOKEN_COSINE.share / mine_total if i < own else TOKEN_COSINE.related / near_total)
+                     * terms[t] * qidf[t] ** 2) > 0}
         pending = self._pending() if self._pending_rows else None
         for term, weight in qw.items():
             if weight <= 0:
@@ -519,13 +523,15 @@ class TokenCosineIndex:
                     a, b = np.searchsorted(rows, (lo, hi))
                     rows, tf = rows[a:b], tf[a:b]
                 acc[rows - lo] += _TF_WEIGHT[tf] * scale
-                held[rows - lo] += np.float32(part.get(term, 0.0))
+                if term in part:
+                    held[rows - lo] += np.float32(part[term])
             if pending is not None:
                 hit = np.flatnonzero(pending[0] == term)
                 rows, tf = pending[1][hit], pending[2][hit]
                 inside = (rows >= lo) & (rows < hi)
                 acc[rows[inside] - lo] += _TF_WEIGHT[tf[inside]] * scale
-                held[rows[inside] - lo] += np.float32(part.get(term, 0.0))
+                if term in part:
+                    held[rows[inside] - lo] += np.float32(part[term])
         norms = self._norm.data[lo:hi]
         if self.pivot < 1.0:
             pivoted = np.float32((1.0 - self.pivot) * self._norm_total / max(len(self), 1))
@@ -650,11 +656,11 @@ class TokenCosineIndex:
         out /= 1.0 + 2 * sum(weights)
         return out
 
-    def _top(self, rows: np.ndarray, scores: np.ndarray, limit: int) -> list[Scored]:
+    def _top(self, rows: np.ndarray, scores: np.ndarray, limit: int, match: np.ndarray) -> list[Scored]:
         if len(rows) > limit:
             kth = np.partition(scores, len(scores) - limit)[len(scores) - limit]
             sel = scores >= kth  # everything tied with the k-th best stays for the tie-break
-            rows, scores = rows[sel], scores[sel]
+            rows, scores, match = rows[sel], scores[sel], match[sel]
         ts = self._ts.data[rows]
         order = np.lexsort((-ts, -scores))  # by score, then newer; ids settle exact ties below
         if len(order) > limit:
@@ -662,8 +668,9 @@ class TokenCosineIndex:
             tail = order[limit:]
             tied = tail[(scores[tail] == scores[last]) & (ts[tail] == ts[last])]
             order = np.concatenate([order[:limit], tied])
-        picked = sorted((-float(scores[i]), -int(ts[i]), self._id(int(rows[i])), int(rows[i])) for i in order)
-        return [Scored(eid, TOKEN_COSINE.shown_raw(-neg), row) for neg, _, eid, row in picked[:limit]]
+        picked = sorted((-float(scores[i]), -int(ts[i]), self._id(int(rows[i])), int(rows[i]), float(match[i]))
+                        for i in order)
+        return [Scored(eid, TOKEN_COSINE.shown_raw(-neg), row, min(m, 1.0)) for neg, _, eid, row, m in picked[:limit]]
 
     def _id(self, row: int) -> str:
         end = int(self._id_end.data[row])
@@ -767,7 +774,7 @@ def _merge(ranked: list[Scored], by_session: list[Scored], limit: int, slots: in
             if s.row not in seen:
                 seen.add(s.row)
                 cap = out[-1].score if out else 1.0
-                out.append(s if s.score <= cap else Scored(s.id, cap, s.row))
+                out.append(s if s.score <= cap else s._replace(score=cap))
     return out
 
 
