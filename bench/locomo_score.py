@@ -196,6 +196,12 @@ def shipped(qs: list[dict[str, Any]], scale: Any) -> None:
     r = np.mean([recall(q, w) for q in qs])
     print(f"shipped scale {scale}: R@10 {r:.3f}")
     table("shipped, in-sample", precision(qs, w, 1.0, scale.bias), len(qs))
+    counts = {t: (0, 0) for t in THRESHOLDS}
+    for conv in sorted({q["conv"] for q in qs}):     # the shipped ratios, the map fitted without the fold
+        a, b = fit_map([q for q in qs if q["conv"] != conv], w)
+        fold = precision([q for q in qs if q["conv"] == conv], w, a, b)
+        counts = {t: (counts[t][0] + fold[t][0], counts[t][1] + fold[t][1]) for t in THRESHOLDS}
+    table("shipped ratios, map by CV (held-out conversation)", counts, len(qs))
 
 
 class _Unrounded(score_module.Scale):
