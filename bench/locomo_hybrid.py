@@ -124,6 +124,7 @@ def learned(events: list[Event]) -> Any:
 
 
 LEARNED = True
+REASK = True      # re-ask the unquoted query an empty answer suggests (--no-reask: take the empty answer)
 
 
 def ranker(backend: Any, events: list[Event], strategy: str, embedder: Any = None, model: Any = None,
@@ -135,10 +136,19 @@ def ranker(backend: Any, events: list[Event], strategy: str, embedder: Any = Non
 
     def rank(question: str, workspace: str) -> list[str]:
         lo, hi = spans[workspace]
-        params = ContextParams.build(query=question, strategy=strategy, workspace=workspace,
-                                     since=datetime.fromtimestamp(lo / 1000, UTC).isoformat(),
-                                     until=datetime.fromtimestamp(hi / 1000 + 1, UTC).isoformat(), limit=10, **weights)
-        return [r["id"] for r in run_context(backend, params, embedder, assoc=model).results]
+        window = {"since": datetime.fromtimestamp(lo / 1000, UTC).isoformat(),
+                  "until": datetime.fromtimestamp(hi / 1000 + 1, UTC).isoformat()}
+        params = ContextParams.build(query=question, strategy=strategy, workspace=workspace, limit=10, **window,
+                                     **weights)
+        result = run_context(backend, params, embedder, assoc=model)
+        unheld = result.coverage.get("unheldPhrases")
+        if not result.results and unheld and REASK:
+            # a quoted title no turn holds gives an empty answer that suggests the unquoted query: an
+            # agent asks that (4 dev questions quote such a title)
+            params = ContextParams.build(query=unheld["suggestion"], strategy=strategy, workspace=workspace,
+                                         limit=10, **window, **weights)
+            result = run_context(backend, params, embedder, assoc=model)
+        return [r["id"] for r in result.results]
     return rank
 
 
@@ -248,9 +258,13 @@ def main(argv: list[str] | None = None) -> None:
                         help="the token-cosine leg without the associations learned from the journal")
     parser.add_argument("--split", default="conv-26,conv-30",
                         help="conversations reported apart from the rest (the rest are the check)")
+    parser.add_argument("--no-reask", action="store_true",
+                        help="take an empty answer to a quoted title as it is, instead of re-asking the unquoted "
+                             "query its coverage.unheldPhrases suggests")
     args = parser.parse_args(argv)
-    global LEARNED
+    global LEARNED, REASK
     LEARNED = not args.no_associations
+    REASK = not args.no_reask
     if args.dense_share is not None:
         hybrid_module.DENSE_SHARE = args.dense_share
         print(f"DENSE_SHARE {args.dense_share} (shipped: see urchin/index/hybrid.py)")

@@ -66,7 +66,7 @@ def test_identical_text_scores_one() -> None:
     index = TokenCosineIndex(context=0.0)
     index.add_many([ev("a", "rotate the signing keys"), ev("b", "keys of the piano")])
     # The source is part of what an event is found by, so the same text plus its source is a match.
-    assert index.search("rotate the signing keys claude")[0].score == pytest.approx(1.0, abs=1e-6)
+    assert index.search("rotate the signing keys claude")[0].match == pytest.approx(1.0, abs=1e-6)
 
 
 def test_query_with_only_unknown_words_finds_nothing() -> None:
@@ -122,7 +122,7 @@ def test_idf_follows_new_events() -> None:
     idf_alpha, idf_rare, idf_source = (math.log((n + 1) / (df + 0.5)) for df in (11, 1, 12))
     norm_b = math.sqrt(2 * idf_rare**2 + idf_source**2)
     expected = idf_rare**2 / (math.hypot(idf_alpha, idf_rare) * norm_b)
-    assert after[0].score == pytest.approx(expected, rel=1e-4)
+    assert after[0].match == pytest.approx(expected, rel=1e-4)
 
 
 def test_filters_select_results() -> None:
@@ -361,7 +361,7 @@ def test_a_query_naming_a_kind_favours_events_of_that_kind() -> None:
     remembered = TokenCosineIndex(kind=0.0)  # the memory prior: a decision counts double, whatever the query
     remembered.add_many(events)
     hits = remembered.search("cache eviction")
-    assert ids(hits) == ["z", "n"] and hits[0].score == pytest.approx(min(1.0, 2 * hits[1].score), rel=1e-5)
+    assert ids(hits) == ["z", "n"] and hits[0].match == pytest.approx(min(1.0, 2 * hits[1].match), rel=1e-5)
 
 
 @pytest.mark.parametrize("since,until", WINDOWS)
@@ -390,7 +390,7 @@ def test_shortcuts_give_the_same_floats_as_the_full_passes(monkeypatch: pytest.M
         weights, own = index._query_weights(cosine.tokenize(q))
         if not weights or row_lo >= row_hi:
             continue
-        scores = index._cosines(weights, own, row_lo, row_hi)
+        scores, _ = index._cosines(weights, own, row_lo, row_hi)
         hit = np.flatnonzero(scores[:-1])
         dense = index._with_context(scores, row_lo, row_hi, hit)
         monkeypatch.setattr(cosine, "_SPARSE_CONTEXT", 0)

@@ -73,7 +73,7 @@ def test_pivoted_length_normalisation(pivot: float) -> None:
     norms = {e.id: math.sqrt(sum(idf[t] ** 2 for t in set(tokenize(f"{e.content} {e.source}")))) for e in events}
     mean = sum(norms.values()) / n
     expected = {i: idf["budget"] / ((1 - pivot) * mean + pivot * norm) for i, norm in norms.items()}
-    got = {h.id: h.score for h in index.search("budget")}
+    got = {h.id: h.match for h in index.search("budget")}
     assert got == pytest.approx({i: min(v, 1.0) for i, v in expected.items()}, rel=1e-4)
     with pytest.raises(ValueError, match="pivot"):
         TokenCosineIndex(pivot=0.0)

@@ -134,7 +134,10 @@ def render_context(result: Mapping[str, Any]) -> str:
         if "explain" in item:
             legs = ", ".join(f"{x['leg']}/{x['origin']} #{x['rank']} +{x['contribution']:.4f}"
                              for x in item["explain"]["legs"])
-            lines.append(f"explain: {legs}; fused {item['explain']['fused']:.4f}")
+            why = item["explain"]
+            parts = " ".join(f"{k} {v:+.3f}" for k, v in why.get("parts", {}).items() if v)
+            lines.append(f"explain: {legs}; fused {why['fused']:.4f}, rank {why.get('rank', 0):.3f}; "
+                         f"raw = {parts or '0'} = {why.get('raw', 0):.3f}; {why.get('map', '')}")
     coverage = result["coverage"]
     legs = ", ".join(f"{leg['leg']}/{leg['origin']} {plural(leg['candidates'], 'candidate')}"
                      for leg in coverage.get("legs", []))

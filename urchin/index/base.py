@@ -154,7 +154,7 @@ class IndexBackend(Protocol):
 
     def dense(self, model: str, vector: Sequence[float], flt: Filter, limit: int) -> list[LegHit]: ...
 
-    def coverage(self, chunk_ids: Sequence[str], weights: dict[int, float]) -> dict[str, float]: ...  # by key
+    def held(self, chunk_ids: Sequence[str], terms: Sequence[int]) -> dict[str, set[int]]: ...  # by key
 
     def known_sources(self) -> list[str]: ...
 

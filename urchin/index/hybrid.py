@@ -1,8 +1,10 @@
-"""`search_context`: plan the legs, run them with the filters inside, fuse by weighted RRF.
+"""`search_context`: plan the legs, run them with the filters inside, fuse by weighted RRF, score.
 
-score = sum over the lists a result appears in of weight / (k + rank), times the class weight
-(memories vs conversations); the calibrated score divides it by the best score possible with the
-weights in play, so `minScore` means the same across queries. Packing and `explain` live here too.
+The fusion finds the candidates: sum over the lists a result appears in of weight / (k + rank), times
+the class weight (memories vs conversations), over the best possible with the weights in play (its
+`rank`, 0-1). The list is then ordered by one score made of the evidence each candidate holds (see
+urchin.search.score: every word, the share of the question's term weight, related words, that rank,
+the embedder's cosine), and `minScore` filters on that same shown number. Packing and `explain` live here too.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from urchin.index.sparse import idf, query_vector, term_id, term_ids, to_sparsev
 from urchin.search import thesaurus
 from urchin.search.budget import CHARS_PER_TOKEN, TokenBudget
 from urchin.search.cosine import EXPAND_TERMS, MEMORY_PRIOR, neighbour_weights
+from urchin.search.score import HYBRID, Evidence, shown
 from urchin.search.tokens import named, terms_of
 from urchin.search.websearch import WebQuery, parse, split_websearch, unheld_phrases
 
@@ -188,8 +191,8 @@ def _run_context(backend: IndexBackend, p: ContextParams, embedder: Embedder | N
             runs.append(LegRun("live", "query", p.query, (p.full_text_weight or 1.0) * KEYWORD_SHARE,
                                "live read of cataloged files (any word, phrases and -words hold)", live_hits))
     fused = _fuse(runs, p, best)
-    _calibrate(backend, stats, fused, parse(p.query).positive, live_rows)
-    kept = _cap_per_file([f for f in fused if f["normalised"] >= p.min_score], p.per_file_cap)[: p.limit]
+    _score(backend, stats, fused, parse(p.query), live_rows, assoc)
+    kept = _cap_per_file([f for f in fused if f["score"] >= p.min_score], p.per_file_cap)[: p.limit]
     wanted = [f["id"] for f in kept if f["id"] not in live_rows]
     rows = {**(backend.fetch(wanted) if wanted else {}), **live_rows}
     results = [_result(rows[f["id"]], f, p.explain) for f in kept if f["id"] in rows]
@@ -197,7 +200,7 @@ def _run_context(backend: IndexBackend, p: ContextParams, embedder: Embedder | N
     coverage: dict[str, Any] = {
         "strategy": p.strategy, "mode": p.mode, "legs": [r.to_dict() for r in runs], "k": p.k,
         "candidatesPerLeg": depth, "fusedCandidates": len(fused),
-        "aboveMinScore": sum(1 for f in fused if f["normalised"] >= p.min_score), "perFileCap": p.per_file_cap,
+        "aboveMinScore": sum(1 for f in fused if f["score"] >= p.min_score), "perFileCap": p.per_file_cap,
         "filters": p.filters_dict(), "skipped": skipped, "bestPossibleScore": best,
         "tokenEstimate": f"{CHARS_PER_TOKEN} characters per token", "note": COVERAGE_NOTE,
     }
@@ -445,38 +448,48 @@ def _fuse(runs: Sequence[LegRun], p: ContextParams, best: float) -> list[dict[st
     for entry in table.values():
         entry["classWeight"] = p.memory_weight if entry["kind"] in MEMORY_KINDS else 1.0
         entry["fused"] = entry["score"] * entry["classWeight"]
-        entry["normalised"] = min(1.0, entry["fused"] / best) if best > 0 else 0.0
-    return sorted(table.values(), key=lambda e: (-e["fused"], -_ts(e["at"]), e["id"]))
+        entry["rank"] = min(1.0, entry["fused"] / best) if best > 0 else 0.0
+    return list(table.values())
 
 
-STRENGTH_SHARE = 0.75   # the absolute score: this share is match strength, the rest rank agreement
+def _groups(query: WebQuery) -> list[list[frozenset[int]]]:
+    """The question's word groups as term sets: a result holds every word when, in each group, it
+    holds all the terms of one alternative (stop words are no terms; a group of only those is no group)."""
+    out = []
+    for group in query.groups:
+        alternatives = [frozenset(term_ids(tokens(alt))) for alt in group]
+        if any(alternatives):
+            out.append([a for a in alternatives if a])
+    return out
 
 
-def _calibrate(backend: IndexBackend, stats: _Stats, fused: list[dict[str, Any]], text: str,
-               live_rows: dict[str, dict[str, Any]]) -> None:
-    """Give every fused candidate an absolute 0-1 score; the RRF order is kept as it is.
-
-    strength = the share of the question's term weight (tf x idf^2) the chunk holds (1.0 when it holds
-    every word: what a perfect keyword or token-cosine match gets), or the embedder's cosine when its
-    list found the chunk and that is higher. score = STRENGTH_SHARE x strength + the rest x the RRF
-    score divided by the best possible. A chunk sharing one common word scores low however both legs
-    rank it; one holding every rare word scores high, on any corpus size.
-    """
+def _score(backend: IndexBackend, stats: _Stats, fused: list[dict[str, Any]], query: WebQuery,
+           live_rows: dict[str, dict[str, Any]], assoc: Associations | None) -> None:
+    """Give every fused candidate its evidence, raw score and shown score (urchin.search.score.HYBRID),
+    and order the candidates by it: the score is what the list is sorted by. A candidate's terms are
+    read from the index (a live row's from its text): which of the question's and related words it holds."""
     if not fused:
         return
-    weights, _, _ = _query_weights(stats, text)
+    weights, _, _ = _query_weights(stats, query.positive)
+    related = _related_weights(stats, query, weights, backend, assoc) if weights else {}
+    groups = _groups(query)
+    wanted = sorted({*weights, *related, *(t for g in groups for alt in g for t in alt)})
     stored = [f["id"] for f in fused if f["id"] not in live_rows]
-    share = backend.coverage(stored, weights) if weights and stored else {}
-    total = sum(weights.values())
+    held = backend.held(stored, wanted) if wanted and stored else {}
+    for key, row in live_rows.items():
+        held[key] = set(term_ids(tokens(row["content"]))) & set(wanted)
+    own, near = sum(weights.values()), sum(related.values())
     for f in fused:
-        if f["id"] in live_rows and total > 0:
-            held = set(term_ids(tokens(live_rows[f["id"]]["content"])))
-            share[f["id"]] = sum(w for t, w in weights.items() if t in held) / total
+        has = held.get(f["id"], set())
         dense = max((leg["raw"] for leg in f["legs"] if leg.get("dense")), default=0.0)
-        strength = max(share.get(f["id"], 0.0), min(1.0, max(0.0, dense)))
-        f["rankScore"] = f["normalised"]
-        f["strength"] = strength
-        f["normalised"] = STRENGTH_SHARE * strength + (1 - STRENGTH_SHARE) * f["rankScore"]
+        f["evidence"] = evidence = Evidence(
+            share=sum(w for t, w in weights.items() if t in has) / own if own > 0 else 0.0,
+            every=bool(groups) and all(any(alt <= has for alt in g) for g in groups),
+            related=sum(w for t, w in related.items() if t in has) / near if near > 0 else 0.0,
+            rank=f["rank"], dense=dense)
+        f["raw"] = HYBRID.raw(evidence)
+        f["score"] = shown(f["raw"])
+    fused.sort(key=lambda e: (-e["raw"], -e["fused"], -_ts(e["at"]), e["id"]))
 
 
 def _ts(moment: datetime) -> float:
@@ -500,7 +513,7 @@ def _result(row: dict[str, Any], fused: dict[str, Any], explain: bool) -> dict[s
             location["upstream"] = {"path": row["path"], "startLine": row["start_line"],
                                     "endLine": row["end_line"], "contentHash": row["content_hash"]}
     out: dict[str, Any] = {
-        "id": row["chunk_id"], "content": row["content"], "score": round(fused["normalised"], 4),
+        "id": row["chunk_id"], "content": row["content"], "score": fused["score"],
         "citation": citation, "source": row["source"], "kind": row["kind"], "workspace": row["workspace"],
         "session": row["session"], "title": row["title"], "tags": list(row["tags"] or []),
         "updatedAt": _iso(row["occurred_at"]), "location": location,
@@ -514,9 +527,9 @@ def _result(row: dict[str, Any], fused: dict[str, Any], explain: bool) -> dict[s
     if row.get("live"):
         out["live"] = True
     if explain:
+        # rank = fused / bestPossibleScore (coverage), fused = the legs' contributions x classWeight
         out["explain"] = {"legs": fused["legs"], "classWeight": fused["classWeight"], "fused": fused["fused"],
-                          "rankScore": fused.get("rankScore", fused["normalised"]),
-                          "strength": fused.get("strength"), "normalised": fused["normalised"]}
+                          "rank": fused["rank"], **HYBRID.explain(fused["evidence"])}
     return out
 
 

@@ -596,21 +596,19 @@ class PostgresIndex:
                     out.append(f"{name}: nothing indexed has {column} {value!r}")
         return out
 
-    def coverage(self, chunk_ids: Sequence[str], weights: dict[int, float]) -> dict[str, float]:
-        """Each chunk's share of the query's term weight (1.0: it holds every query term)."""
-        total = sum(weights.values())
-        if not chunk_ids or total <= 0:
+    def held(self, chunk_ids: Sequence[str], terms: Sequence[int]) -> dict[str, set[int]]:
+        """Which of `terms` each chunk holds, by key (the evidence a score is made of)."""
+        if not chunk_ids or not terms:
             return {}
-        terms, values = list(weights), [weights[t] for t in weights]
         devices, ids = _split_keys(chunk_ids)
         with self.conn.transaction():
             rows = self.conn.execute(
-                f"SELECT {KEY_SQL.format(t='c.')}, (SELECT coalesce(sum(x.w), 0) FROM unnest(%(t)s::integer[], "
-                "%(w)s::float8[]) AS x(t, w) WHERE x.t = ANY(c.terms)) FROM urchin_chunks c "
+                f"SELECT {KEY_SQL.format(t='c.')}, ARRAY(SELECT x.t FROM unnest(%(t)s::integer[]) AS x(t) "
+                "WHERE x.t = ANY(c.terms)) FROM urchin_chunks c "
                 "JOIN unnest(%(d)s::text[], %(ids)s::text[]) AS k(device, chunk_id) "
                 "ON c.device = k.device AND c.chunk_id = k.chunk_id",
-                {"t": terms, "w": values, "d": devices, "ids": ids}).fetchall()
-        return {r[0]: min(1.0, float(r[1]) / total) for r in rows}
+                {"t": list(terms), "d": devices, "ids": ids}).fetchall()
+        return {r[0]: set(r[1]) for r in rows}
 
     def sparse(self, vector: str, terms: Sequence[int], flt: Filter, limit: int,
                context_turns: int = 0, tiers: Sequence[Tier] = (), budget: int = 0,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from array import array
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -23,6 +23,7 @@ from urchin.search.assoc import Associations
 from urchin.search.extract import LABELS, Batch, TermExtractor
 from urchin.search.postings import Codes, Column, Segment, Triples
 from urchin.search.query import check_limit, check_query
+from urchin.search.score import TOKEN_COSINE
 from urchin.search.thesaurus import Thesaurus
 from urchin.search.tokens import named, tokenize
 
@@ -56,11 +57,13 @@ class IndexState:
 
 
 class Scored(NamedTuple):
-    """One ranked event: its id, its score in (0, 1], and its row in the index."""
+    """One ranked event: its id, its score (calibrated, urchin.search.score.TOKEN_COSINE), its row in
+    the index, and its match: the context-smoothed cosine with its priors, at most 1 (the rank part)."""
 
     id: str
     score: float
     row: int
+    match: float = 0.0
 
 
 def event_terms(event: Event) -> list[str]:
@@ -358,12 +361,16 @@ class TokenCosineIndex:
         kind: str | None = None,
         limit: int = 10,
         exclude: Iterable[str] = (),
+        groups: Sequence[Sequence[Sequence[str]]] | None = None,
     ) -> list[Scored]:
         """The `limit` best events for `query`, best first; ties go to the newer, then the lower id.
 
         Filters select results; a neighbour's match still counts as context when the neighbour
         itself is filtered out, but only neighbours inside the time window count. `exclude`: terms
-        (the query's -words) that the thesaurus and the associations must not add back.
+        (the query's -words) that the thesaurus and the associations must not add back. `groups`: the
+        query's words as OR groups of alternatives (each a list of tokens), for "holds every word"
+        (default: each token of `query` is a group). A score is urchin.search.score.TOKEN_COSINE's, made
+        of the evidence a row holds; the context-smoothed cosine with its priors is its `rank` part.
         """
         check_query(query)
         limit = check_limit(limit)
@@ -383,7 +390,7 @@ class TokenCosineIndex:
         lo, hi, late = self._row_range(since_ms, until_ms)
         if lo >= hi:
             return []
-        scores = self._cosines(weights, own, lo, hi)
+        scores, evidence = self._cosines(weights, own, lo, hi)
         outside = None
         if late:  # rows in range whose own time is outside the window: no score, no context
             ts = self._ts.data[lo:hi]
@@ -403,14 +410,18 @@ class TokenCosineIndex:
             self._kind_prior(smoothed, lo, hi, words)
         slots = min(limit, round(self.session_slots * limit / 10)) if self.session > 0 else 0
         boosted = self._with_session(scores, smoothed, lo, hi, hit) if slots else None
-        ranked = self._ranked(smoothed, lo, hi, outside, codes, limit)
+        every = self._every(groups if groups is not None else [[[t]] for t in dict.fromkeys(tokens)], lo, hi)
+        base = evidence + every * np.float32(TOKEN_COSINE.every)
+        ranked = self._ranked(_raw(base, smoothed), lo, hi, outside, codes, limit, smoothed)
         if boosted is None:
             return ranked
-        return _merge(ranked, self._ranked(boosted, lo, hi, outside, codes, limit), limit, slots)
+        by_session = self._ranked(_raw(base, boosted), lo, hi, outside, codes, limit, boosted)
+        return _merge(ranked, by_session, limit, slots, lambda row: bool(every[row - lo]))
 
     def _ranked(self, scores: np.ndarray, lo: int, hi: int, outside: np.ndarray | None,
-                codes: dict[str, int], limit: int) -> list[Scored]:
-        """Final scores of rows lo..hi-1 -> the `limit` best that pass the filters."""
+                codes: dict[str, int], limit: int, match: np.ndarray) -> list[Scored]:
+        """Final (raw) scores of rows lo..hi-1 -> the `limit` best that pass the filters; `match`: the
+        smoothed cosines they were made from (the hits carry them)."""
         if outside is not None:
             scores[outside] = 0
         view = scores[: hi - lo]
@@ -421,14 +432,14 @@ class TokenCosineIndex:
             floor = np.partition(sample, len(sample) - limit)[len(sample) - limit]
             if floor > 0:
                 cand = np.flatnonzero(view >= floor)
-                return self._top(cand + lo, view[cand], limit)
+                return self._top(cand + lo, view[cand], limit, match[cand])
         cand = np.flatnonzero(view)
         if codes:
             keep = np.ones(len(cand), dtype=bool)
             for name, code in codes.items():
                 keep &= self._fields[name].column.data[cand + lo] == code
             cand = cand[keep]
-        return self._top(cand + lo, scores[cand], limit)
+        return self._top(cand + lo, scores[cand], limit, match[cand])
 
     def _row_range(self, since_ms: int | None, until_ms: int | None) -> tuple[int, int, bool]:
         """Rows to score, lo..hi-1, and whether late rows among them need their own time checked.
@@ -478,11 +489,14 @@ class TokenCosineIndex:
                         break
         return weights, own
 
-    def _cosines(self, terms: dict[int, float], own: int, lo: int, hi: int) -> np.ndarray:
+    def _cosines(self, terms: dict[int, float], own: int, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
         """Cosine of the query with rows lo..hi-1 (one spare zero slot at the end, for context); the
         first `own` terms are the query's, the rest related ones. A related term's idf, on both sides,
         is capped at the mean idf of the query's own terms: a rare related word must not outweigh the
-        words the user typed (in a small journal, "postgresql" would beat "database" itself)."""
+        words the user typed (in a small journal, "postgresql" would beat "database" itself).
+        Also each row's evidence part of its raw score (the same slots): TOKEN_COSINE's `share` times
+        the share of the own terms' weight (tf x idf^2) it holds, plus `related` times the related
+        terms' share."""
         idf = self._idf()
         ids = list(terms)
         mine = [float(idf[t]) for t in ids[:own]]
@@ -491,6 +505,12 @@ class TokenCosineIndex:
         qw = {t: tfw * qidf[t] for t, tfw in terms.items()}
         qnorm = float(np.sqrt(sum(w * w for w in qw.values())))
         acc = np.zeros(hi - lo + 1, dtype=np.float32)
+        held = np.zeros(hi - lo + 1, dtype=np.float32)
+        mine_total = sum(terms[t] * qidf[t] ** 2 for t in ids[:own]) or 1.0
+        near_total = sum(terms[t] * qidf[t] ** 2 for t in ids[own:]) or 1.0
+        part = {t: w for i, t in enumerate(ids) if terms[t] > 0 and qidf[t] > 0
+                and (w := (TOKEN_COSINE.share / mine_total if i < own else TOKEN_COSINE.related / near_total)
+                     * terms[t] * qidf[t] ** 2) > 0}
         pending = self._pending() if self._pending_rows else None
         for term, weight in qw.items():
             if weight <= 0:
@@ -503,17 +523,58 @@ class TokenCosineIndex:
                     a, b = np.searchsorted(rows, (lo, hi))
                     rows, tf = rows[a:b], tf[a:b]
                 acc[rows - lo] += _TF_WEIGHT[tf] * scale
+                if term in part:
+                    held[rows - lo] += np.float32(part[term])
             if pending is not None:
                 hit = np.flatnonzero(pending[0] == term)
                 rows, tf = pending[1][hit], pending[2][hit]
                 inside = (rows >= lo) & (rows < hi)
                 acc[rows[inside] - lo] += _TF_WEIGHT[tf[inside]] * scale
+                if term in part:
+                    held[rows[inside] - lo] += np.float32(part[term])
         norms = self._norm.data[lo:hi]
         if self.pivot < 1.0:
             pivoted = np.float32((1.0 - self.pivot) * self._norm_total / max(len(self), 1))
             norms = pivoted + np.float32(self.pivot) * norms
         acc[:-1] /= norms
-        return acc
+        held[-1] = 0
+        return acc, held
+
+    def _rows_with(self, term: int, lo: int, hi: int) -> np.ndarray:
+        """The rows lo..hi-1 holding `term`, relative to lo."""
+        out = []
+        for seg in self._segments:
+            rows, _ = seg.postings(term)
+            a, b = np.searchsorted(rows, (lo, hi))
+            out.append(rows[a:b] - lo)
+        if self._pending_rows:
+            terms, rows, _ = self._pending()
+            rows = rows[terms == term]
+            out.append(rows[(rows >= lo) & (rows < hi)] - lo)
+        return np.concatenate(out) if out else np.zeros(0, dtype=np.int64)
+
+    def _every(self, groups: Sequence[Sequence[Sequence[str]]], lo: int, hi: int) -> np.ndarray:
+        """1.0 for the rows holding every word (in each group, every token of one alternative), else 0
+        (one spare slot, 0). Stop words are no terms; a group of only those asks nothing."""
+        every = np.zeros(hi - lo + 1, dtype=np.float32)
+        first = True
+        for group in groups:
+            alternatives = [[t for t in alt if t] for alt in group]
+            alternatives = [alt for alt in alternatives if alt]
+            if not alternatives:
+                continue
+            ok = np.zeros(hi - lo + 1, dtype=bool)
+            for alt in alternatives:
+                if any(t not in self._vocab for t in alt):
+                    continue
+                count = np.zeros(hi - lo + 1, dtype=np.int32)
+                for t in dict.fromkeys(alt):
+                    count[self._rows_with(self._vocab[t], lo, hi)] += 1
+                ok |= count == len(set(alt))
+            every = ok.astype(np.float32) if first else every * ok
+            first = False
+        every[-1] = 0
+        return every
 
     def _with_session(self, scores: np.ndarray, smoothed: np.ndarray, lo: int, hi: int,
                       hit: np.ndarray) -> np.ndarray:
@@ -595,11 +656,11 @@ class TokenCosineIndex:
         out /= 1.0 + 2 * sum(weights)
         return out
 
-    def _top(self, rows: np.ndarray, scores: np.ndarray, limit: int) -> list[Scored]:
+    def _top(self, rows: np.ndarray, scores: np.ndarray, limit: int, match: np.ndarray) -> list[Scored]:
         if len(rows) > limit:
             kth = np.partition(scores, len(scores) - limit)[len(scores) - limit]
             sel = scores >= kth  # everything tied with the k-th best stays for the tie-break
-            rows, scores = rows[sel], scores[sel]
+            rows, scores, match = rows[sel], scores[sel], match[sel]
         ts = self._ts.data[rows]
         order = np.lexsort((-ts, -scores))  # by score, then newer; ids settle exact ties below
         if len(order) > limit:
@@ -607,8 +668,9 @@ class TokenCosineIndex:
             tail = order[limit:]
             tied = tail[(scores[tail] == scores[last]) & (ts[tail] == ts[last])]
             order = np.concatenate([order[:limit], tied])
-        picked = sorted((-float(scores[i]), -int(ts[i]), self._id(int(rows[i])), int(rows[i])) for i in order)
-        return [Scored(eid, min(-neg, 1.0), row) for neg, _, eid, row in picked[:limit]]
+        picked = sorted((-float(scores[i]), -int(ts[i]), self._id(int(rows[i])), int(rows[i]), float(match[i]))
+                        for i in order)
+        return [Scored(eid, TOKEN_COSINE.shown_raw(-neg), row, min(m, 1.0)) for neg, _, eid, row, m in picked[:limit]]
 
     def _id(self, row: int) -> str:
         end = int(self._id_end.data[row])
@@ -685,19 +747,34 @@ def _member(codes: np.ndarray, wanted: Sequence[int], size: int) -> np.ndarray:
     return table[codes]
 
 
-def _merge(ranked: list[Scored], by_session: list[Scored], limit: int, slots: int) -> list[Scored]:
+def _raw(evidence: np.ndarray, rank: np.ndarray) -> np.ndarray:
+    """Each row's raw score without the bias (urchin.search.score.TOKEN_COSINE): its evidence (every
+    word, share, related words) plus `rank` times the smoothed cosine with its priors, at most 1. A row
+    the query does not reach at all stays 0 (it is no result)."""
+    out = evidence + np.float32(TOKEN_COSINE.rank) * np.minimum(rank, np.float32(1.0))
+    out[rank <= 0] = 0
+    return out
+
+
+def _merge(ranked: list[Scored], by_session: list[Scored], limit: int, slots: int,
+           every: Callable[[int], bool]) -> list[Scored]:
     """The best `limit - slots` by match, then the session leg's best not yet in, then the rest by match.
-    A session pick's score is capped at the last score before it, so scores never rise down the list."""
+    A session pick's score is capped at the last score before it, so scores never rise down the list;
+    one not holding every word never takes the place of one that does (`every`: those rows)."""
     out = ranked[:limit - slots]
     seen = {s.row for s in out}
-    for extra in (by_session, ranked[limit - slots:]):
+    rest = ranked[limit - slots:]
+    tiered = any(every(s.row) for s in rest)
+    for extra in (by_session, rest):
         for s in extra:
             if len(out) >= limit:
                 return out
+            if tiered and extra is by_session and not every(s.row):
+                continue
             if s.row not in seen:
                 seen.add(s.row)
                 cap = out[-1].score if out else 1.0
-                out.append(s if s.score <= cap else Scored(s.id, cap, s.row))
+                out.append(s if s.score <= cap else s._replace(score=cap))
     return out
 
 

@@ -25,11 +25,11 @@ import numpy as np
 import orjson
 
 from urchin.children import python_child
-from urchin.event import MEMORY_KINDS, Event
+from urchin.event import Event
 from urchin.forget import ForgetLog
 from urchin.journal import Journal
 from urchin.search import assoc, cosine_store
-from urchin.search.cosine import MEMORY_PRIOR, IndexState, TokenCosineIndex
+from urchin.search.cosine import IndexState, TokenCosineIndex
 from urchin.search.embedder import Embedder
 from urchin.search.extract import WorkerError, extract_parallel, line_aligned_end
 from urchin.search.query import Filters, Hit
@@ -46,9 +46,9 @@ _PENDING_CHUNK = 64 << 10   # the first read of `EmbeddingView.pending` (a query
 SAVE_EVERY = 10_000  # events indexed since the last save (and 5% of the saved) that make `catch_up` save
 FIRST_SAVE = 256     # ...but a young index saves at 256, 512, 1,024 ... rows first
 BULK_BYTES = 64 << 20  # a backlog this large is tokenised by worker processes, in bulk mode
-# Below this best token-cosine score a match is weak: on LoCoMo, a sixth of the questions, whose top 10
-# holds evidence half as often as the rest's.
-WEAK_SCORE = 0.15
+# Below this best token-cosine score (calibrated, urchin.search.score) a match is weak: on LoCoMo, a
+# sixth of the questions, whose top 10 holds evidence at R@10 0.55 against the rest's 0.80.
+WEAK_SCORE = 0.085
 INLINE_ASSOC_ROWS = 1_000  # up to this many events, associations are built for the rows a query sees; beyond, at save
 LEARN_TIMEOUT_S = 600.0     # a child building the associations (learn_apart) is given up after this
 # Beside the daemon's embedder loop a query embeds at most this many new events itself (one small
@@ -56,15 +56,9 @@ LEARN_TIMEOUT_S = 600.0     # a child building the associations (learn_apart) is
 INLINE_BESIDE_LOOP = 16
 
 
-def _match(hit: Hit) -> float:
-    """A hit's token-cosine score without the memory prior: how well it matches, which is what "weak" means."""
-    score = hit.score or 0.0
-    return score / (1.0 + MEMORY_PRIOR) if hit.event.kind in MEMORY_KINDS else score
-
-
 def weakness(hits: list[Hit], mode: str) -> str | None:
     """A hint when ranked search found nothing or only a poor match (None: the results look sound)."""
-    if hits and (not mode.startswith("token-cosine") or _match(hits[0]) >= WEAK_SCORE):
+    if hits and (not mode.startswith("token-cosine") or (hits[0].score or 0.0) >= WEAK_SCORE):
         return None
     found = "no match" if not hits else "only weak matches"
     if mode.startswith("token-cosine"):
@@ -366,7 +360,8 @@ class TokenCosineView:
             wanted += CONSTRAINED_EXTRA     # phrases and -words filter the ranked candidates
         params = {"since_ms": since_ms, "until_ms": until_ms, "source": filters.source, "limit": wanted,
                   "workspace": filters.workspace, "session": filters.session, "kind": filters.kind,
-                  "exclude": terms_of(parse(original).excluded)}
+                  "exclude": terms_of(parse(original).excluded),
+                  "groups": [[tokenize(alt) for alt in group] for group in parse(original).groups]}
         with self._lock:
             self._catch_up()
             self._assoc_if_stale()
