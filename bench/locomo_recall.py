@@ -35,7 +35,7 @@ from urchin.recall.policy import PROMPT_BUDGET  # noqa: E402
 from urchin.recall.prompt import FLOOR, THRESHOLD, prompt_lines  # noqa: E402
 
 CV_SILENCE = 0.97          # the silence a threshold must keep on the training folds (target 0.95, with margin)
-GRID = [round(0.01 * i, 2) for i in range(5, 81)]
+GRID = [round(0.005 * i, 3) for i in range(2, 161)]
 # Work no LoCoMo conversation touched: a coding agent's prompts in a workspace that never saw them.
 SILENCE = [
     "Add OAuth2 login with PKCE to the Flask API", "Why does the Kubernetes ingress return 502 after deploy?",

@@ -18,8 +18,8 @@ from urchin.search.query import Filters, Hit
 
 __all__ = ["THRESHOLD", "FLOOR", "MAX_ITEMS", "rank", "prompt_lines"]
 
-THRESHOLD = 0.23            # the best score must reach it: bench/locomo_recall.py --cv (README: recall)
-FLOOR = 0.10                # the others must reach this (costs no evidence on LoCoMo; keeps weak matches out)
+THRESHOLD = 0.07            # the best score must reach it: bench/locomo_recall.py --cv (README: recall)
+FLOOR = 0.04                # the others must reach this (costs no evidence on LoCoMo; keeps weak matches out)
 MAX_ITEMS = 15
 CANDIDATES = 40             # ranked before the current session, injected ids and excluded sources are dropped
 WIDTH = 240                 # characters of content per item
