@@ -307,3 +307,25 @@ def test_no_module_reads_journal_lines_past_the_proof_check() -> None:
     for rel in {rel for rel, _, _ in served_through_proof}:
         text = (package / rel).read_text("utf-8")
         assert ".served(" in text or "journal.event(" in text, rel
+
+
+def test_a_proof_is_hmac_sha256_of_the_line_under_the_subkey(settings: Settings, memory: Memory) -> None:
+    """The proof's definition is fixed (lines written by earlier releases must stay proven): the first
+    96 bits, base64url, of HMAC-SHA256 under the install key's line-proof subkey. `subkeys.Hmac` (one
+    key's padded states made once) gives `hmac.digest`'s bytes for every key and message length."""
+    import base64
+    import hmac
+    import os
+
+    from urchin.redact._idkey import IdKey
+    from urchin.subkeys import LINE_PROOF, Hmac, subkey
+
+    for size in (*range(0, 70), 128, 200):
+        key = os.urandom(size)
+        for message in (b"", b"x", os.urandom(63), os.urandom(64), os.urandom(65), os.urandom(5000)):
+            assert Hmac(key).digest(message) == hmac.digest(key, message, "sha256")
+    memory.ingest([{"id": "ok-1", "content": "deploy canary through the pipeline"}])
+    line = memory.journal.path.read_bytes().splitlines()[-1]
+    body, mac = line[:line.rfind(b',"proof":"')] + b"}", line[-18:-2]
+    expected = hmac.digest(subkey(IdKey(settings.home)(), LINE_PROOF), body, "sha256")[:12]
+    assert mac == base64.urlsafe_b64encode(expected)

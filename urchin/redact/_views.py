@@ -44,8 +44,14 @@ _PARTS = sorted({p[:n] for p in _WRAPPED for n in range(3 if p[:3] != "git" else
 # The line may end inside the prefix itself (`github_pa` then `t_…`) once three characters of it
 # (six of `github_pat_`) are on the first line: fewer are words (`git`, `sk`).
 _GATE = tuple(sorted({p[:3] if p[:3] != "git" else p[:6] for p in _PARTS}))
-_WRAP = re.compile(r"((?:" + "|".join(map(re.escape, _PARTS)) + r")[A-Za-z0-9_.-]*+(?:\r\n?|\n)[A-Za-z0-9_.-]++)"
-                   r"(?=[\s\"'`,;)\]}>]|\Z)")
+# Every part is its gate and then token characters, which the possessive run takes anyway: a match
+# from a part is the same match from its gate, so the regex names the gates only (an alternation of
+# every part, tried at each `s`, `e`, `g` of the text, cost ~0.4 us a character).
+_WRAP_TAIL = r"[A-Za-z0-9_.-]*+(?:\r\n?|\n)[A-Za-z0-9_.-]++)(?=[\s\"'`,;)\]}>]|\Z)"
+_WRAP = re.compile(r"((?:" + "|".join(map(re.escape, _GATE)) + r")" + _WRAP_TAIL)
+# The same, one pattern per gate: a literal start, which `re` finds at C speed (`_wrap_gate`).
+_WRAP_AT = tuple(re.compile("(" + re.escape(gate) + _WRAP_TAIL) for gate in _GATE)
+_NON_ASCII = re.compile(r"[^\x00-\x7f]+")
 _LEGACY = "|".join(sorted((k for k in html.entities.html5 if not k.endswith(";")), key=len, reverse=True))
 _SIMPLE = {"n": "\n", "r": "\r", "t": "\t", "b": "\b", "f": "\f", "e": "\x1b", '"': '"', "'": "'",
            "\\": "\\", "/": "/"}
@@ -93,7 +99,7 @@ def _look_alike(char: str) -> str:
 
 
 @lru_cache(maxsize=1)
-def _look_alikes() -> re.Pattern[str]:
+def _look_alike_set() -> frozenset[str]:
     """Every character `_look_alike` reads as ASCII or as nothing (built once, on the first
     non-ASCII text: ~0.1 s). Other non-ASCII text (CJK, Cyrillic, accents) is left alone."""
     ranges = (range(0x80, 0x10000), range(0x1D400, 0x1D800), range(0x1F100, 0x1F200), range(0xE0000, 0xE1000))
@@ -104,9 +110,27 @@ def _look_alikes() -> re.Pattern[str]:
             continue
         mapped = _look_alike(char)
         if mapped != char and mapped.isascii():
-            chars.append(code)
+            chars.append(char)
+    return frozenset(chars)
+
+
+def _look_alike_gate(text: str) -> bool:
+    """Does `text` hold a look-alike? Exact, and cheap on ASCII text with a few other characters:
+    only its non-ASCII runs are looked up (the regex over every look-alike, about 5,600 characters
+    mostly outside the BMP, cost ~0.6 us a character of any text)."""
+    return not text.isascii() and not _look_alike_set().isdisjoint("".join(_NON_ASCII.findall(text)))
+
+
+def _look_alikes(text: str) -> re.Pattern[str]:
+    """A pattern for the look-alikes `text` holds (the same splits as one over all of them)."""
+    present = _look_alike_set().intersection("".join(_NON_ASCII.findall(text)))
+    return _char_class(frozenset(present) if len(present) <= 256 else _look_alike_set())
+
+
+@lru_cache(maxsize=256)
+def _char_class(chars: frozenset[str]) -> re.Pattern[str]:
     spans: list[list[int]] = []
-    for code in chars:
+    for code in sorted(map(ord, chars)):
         if spans and spans[-1][1] == code - 1:
             spans[-1][1] = code
         else:
@@ -135,36 +159,47 @@ def _wrap_gate(text: str) -> bool:
     if "\n" not in text and "\r" not in text:
         return False
     # `_GATE`, written out and nested by a common first check: it runs on most texts.
-    return ("gh" in text and ("ghp" in text or "gho" in text or "ghu" in text or "ghs" in text or "ghr" in text)
+    if not ("gh" in text and ("ghp" in text or "gho" in text or "ghu" in text or "ghs" in text or "ghr" in text)
             or "github" in text or "xox" in text or "sk-" in text or "eyJ" in text
             or "k_" in text and ("k_l" in text or "k_t" in text or "k_\n" in text or "k_\r" in text)
-            or "A" in text and ("AKI" in text or "ASI" in text or "AIz" in text))
+            or "A" in text and ("AKI" in text or "ASI" in text or "AIz" in text)):
+        return False
+    # Then exactly: does `_WRAP` match anywhere, i.e. does one of its gates' patterns? ("throughput"
+    # holds `ghp`, and a line ends in most texts.) Each search skips to its literal in C, faster
+    # than `in` on text with wide characters.
+    return any(pattern.search(text) for pattern in _WRAP_AT)
 
 
-_Family = tuple[Callable[[str], bool], Callable[[], re.Pattern[str]], Callable[[str], str]]
-# One family of escapes per pattern, each behind a cheap gate and starting with a literal where it can
-# (`re` then skips ahead fast). One group around each: `split` keeps the escapes. The order matters
+def _once(build: Callable[[], re.Pattern[str]]) -> Callable[[str], re.Pattern[str]]:
+    """A family's pattern, the same for every text: compiled on first use."""
+    cached = lru_cache(1)(build)
+    return lambda text: cached()
+
+
+_Family = tuple[Callable[[str], bool], Callable[[str], re.Pattern[str]], Callable[[str], str]]
+# One family of escapes per pattern (for a given text), each behind a cheap gate and starting with a
+# literal where it can (`re` then skips ahead fast). One group around each: `split` keeps the escapes. The order matters
 # within a round: `\\u001b[32m` becomes ESC in the backslash family, then goes in the terminal family.
 _FAMILIES: tuple[_Family, ...] = (
-    (lambda t: "%" in t, lru_cache(1)(lambda: re.compile(
+    (lambda t: "%" in t, _once(lambda: re.compile(
         r"(%(?:[C-Fc-f][0-9A-Fa-f](?:%[89ABab][0-9A-Fa-f]){1,3}|[0-9A-Fa-f]{2}|[uU][0-9A-Fa-f]{4}))")), _decoded),
-    (lambda t: "\\" in t, lru_cache(1)(lambda: re.compile(
+    (lambda t: "\\" in t, _once(lambda: re.compile(
         r"(\\(?:u[0-9A-Fa-f]{4}|u\{[0-9A-Fa-f]{1,6}\}|U[0-9A-Fa-f]{8}|x[0-9A-Fa-f]{2}|[0-7]{3}"
         r"|[nrtbfe\"'\\/]|(?:\r\n?|\n)[ \t]*))")), _decoded),
-    (lambda t: "&" in t, lru_cache(1)(lambda: re.compile(
+    (lambda t: "&" in t, _once(lambda: re.compile(
         r"(&(?:#[0-9]{1,7};?|#[xX][0-9A-Fa-f]{1,6};?|[A-Za-z][A-Za-z0-9]{1,31};|(?:" + _LEGACY + ")))")), _decoded),
-    (lambda t: "\x1b" in t, lru_cache(1)(lambda: re.compile(
+    (lambda t: "\x1b" in t, _once(lambda: re.compile(
         r"(\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]{0,4096}(?:\x07|\x1b\\)|[@-Z\\-_]))")), lambda e: ""),
-    (lambda t: "\b" in t, lru_cache(1)(lambda: re.compile(r"([^\b]\x08)")), lambda e: ""),  # overstrike
-    (lambda t: not t.isascii(), _look_alikes, _decoded),
-    (_wrap_gate, lambda: _WRAP, _wrapped),
+    (lambda t: "\b" in t, _once(lambda: re.compile(r"([^\b]\x08)")), lambda e: ""),  # overstrike
+    (_look_alike_gate, _look_alikes, _decoded),
+    (_wrap_gate, lambda t: _WRAP, _wrapped),
 )
 
 
 def may_hide(text: str) -> bool:
     """Can `text` hold an escape or a look-alike at all? (`in` checks: plain text costs ~nothing)."""
     return ("%" in text or "\\" in text or "&" in text or "\x1b" in text or "\b" in text
-            or not text.isascii() or _wrap_gate(text))
+            or _look_alike_gate(text) or _wrap_gate(text))
 
 
 class View:
@@ -251,7 +286,7 @@ def decode(text: str, below: View | None = None) -> list[View]:
     out: list[View] = []
     for gate, pattern, decoded in _FAMILIES:
         if gate(text):
-            pieces = pattern().split(text)
+            pieces = pattern(text).split(text)
             if len(pieces) > 1:
                 escapes = pieces[1::2]
                 pieces[1::2] = map(decoded, escapes)
