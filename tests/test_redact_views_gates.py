@@ -60,3 +60,24 @@ def test_plain_text_with_other_characters_is_plain() -> None:
                  "see ghp docs\nnext line", "İstanbul\nσίσυφος throughput\n"):
         assert not may_hide(text), text
 
+
+
+def test_wrapped_tokens_are_found_as_the_regex_finds_them_in_linear_time() -> None:
+    """The wrap family searched as one regex costs the square of a run (`ghpghp…` after a line end:
+    60 KB took 2.2 s, a 1 MB event minutes, stalling every event behind it). It is found by the runs
+    that end a line instead: the same pieces as `_WRAP.split`, on texts built to wrap and not, and a
+    hostile 900 KB run in well under a second."""
+    import time
+
+    from urchin.redact import Redactor
+    from urchin.redact._views import _WRAP, _WRAP_SPLIT
+
+    rng = random.Random(3434)
+    for _ in range(4000):
+        text = "".join(rng.choice(_ATOMS) for _ in range(rng.randint(1, 40)))
+        assert _WRAP_SPLIT.split(text) == _WRAP.split(text), repr(text)
+    redactor = Redactor()
+    for hostile in ("x\ny " + "ghp" * 300_000, "ghp_" + "a" * 900_000 + "\n", ("sk-1 " * 4 + "\n") * 100_000):
+        started = time.process_time()
+        redactor.redact_text(hostile)
+        assert time.process_time() - started < 3, "a hostile run costs the square of its length again"

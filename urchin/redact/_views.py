@@ -17,9 +17,10 @@ import html.entities
 import re
 import unicodedata
 from bisect import bisect_right
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from functools import lru_cache
 from itertools import accumulate
+from typing import Any, Protocol
 
 __all__ = ["MAX_ROUNDS", "View", "decode", "may_hide", "scans", "views"]
 
@@ -49,8 +50,41 @@ _GATE = tuple(sorted({p[:3] if p[:3] != "git" else p[:6] for p in _PARTS}))
 # every part, tried at each `s`, `e`, `g` of the text, cost ~0.4 us a character).
 _WRAP_TAIL = r"[A-Za-z0-9_.-]*+(?:\r\n?|\n)[A-Za-z0-9_.-]++)(?=[\s\"'`,;)\]}>]|\Z)"
 _WRAP = re.compile(r"((?:" + "|".join(map(re.escape, _GATE)) + r")" + _WRAP_TAIL)
-# The same, one pattern per gate: a literal start, which `re` finds at C speed (`_wrap_gate`).
-_WRAP_AT = tuple(re.compile("(" + re.escape(gate) + _WRAP_TAIL) for gate in _GATE)
+# `_WRAP` searched as is costs the square of a run: at each gate of a long run (`ghpghpghp…`) the
+# possessive run goes to its end and finds no line end. Every gate of one run ends where the run does,
+# so all match or none does: only the runs that end a line are looked at (each once, from its start),
+# and `_WRAP` is tried at the first gate of each. Same matches as `_WRAP.finditer`, in linear time.
+_LINE_END_RUN = re.compile(r"(?<![A-Za-z0-9_.-])[A-Za-z0-9_.-]++(?=[\r\n])")
+_GATE_AT = re.compile("|".join(map(re.escape, _GATE)))
+
+
+def _wrap_matches(text: str) -> Iterator[re.Match[str]]:
+    done = 0
+    for run in _LINE_END_RUN.finditer(text):
+        if run.start() < done:
+            continue
+        gate = _GATE_AT.search(text, run.start(), run.end())
+        if gate is not None:
+            found = _WRAP.match(text, gate.start())
+            if found is not None:
+                done = found.end()
+                yield found
+
+
+class _WrapSplit:
+    """`_WRAP.split(text)` (the pieces `decode` wants), found by `_wrap_matches`."""
+
+    def split(self, text: str) -> list[str]:
+        pieces: list[str] = []
+        at = 0
+        for found in _wrap_matches(text):
+            pieces += [text[at:found.start()], found.group(1)]
+            at = found.end()
+        pieces.append(text[at:])
+        return pieces
+
+
+_WRAP_SPLIT = _WrapSplit()
 _NON_ASCII = re.compile(r"[^\x00-\x7f]+")
 _LEGACY = "|".join(sorted((k for k in html.entities.html5 if not k.endswith(";")), key=len, reverse=True))
 _SIMPLE = {"n": "\n", "r": "\r", "t": "\t", "b": "\b", "f": "\f", "e": "\x1b", '"': '"', "'": "'",
@@ -164,10 +198,9 @@ def _wrap_gate(text: str) -> bool:
             or "k_" in text and ("k_l" in text or "k_t" in text or "k_\n" in text or "k_\r" in text)
             or "A" in text and ("AKI" in text or "ASI" in text or "AIz" in text)):
         return False
-    # Then exactly: does `_WRAP` match anywhere, i.e. does one of its gates' patterns? ("throughput"
-    # holds `ghp`, and a line ends in most texts.) Each search skips to its literal in C, faster
-    # than `in` on text with wide characters.
-    return any(pattern.search(text) for pattern in _WRAP_AT)
+    # Then exactly: does `_WRAP` match anywhere? ("throughput" holds `ghp`, and a line ends in most
+    # texts.) In linear time: see `_wrap_matches`.
+    return next(_wrap_matches(text), None) is not None
 
 
 def _once(build: Callable[[], re.Pattern[str]]) -> Callable[[str], re.Pattern[str]]:
@@ -176,7 +209,11 @@ def _once(build: Callable[[], re.Pattern[str]]) -> Callable[[str], re.Pattern[st
     return lambda text: cached()
 
 
-_Family = tuple[Callable[[str], bool], Callable[[str], re.Pattern[str]], Callable[[str], str]]
+class _Splits(Protocol):
+    def split(self, string: str) -> list[Any]: ...
+
+
+_Family = tuple[Callable[[str], bool], Callable[[str], _Splits], Callable[[str], str]]
 # One family of escapes per pattern (for a given text), each behind a cheap gate and starting with a
 # literal where it can (`re` then skips ahead fast). One group around each: `split` keeps the escapes. The order matters
 # within a round: `\\u001b[32m` becomes ESC in the backslash family, then goes in the terminal family.
@@ -192,7 +229,7 @@ _FAMILIES: tuple[_Family, ...] = (
         r"(\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]{0,4096}(?:\x07|\x1b\\)|[@-Z\\-_]))")), lambda e: ""),
     (lambda t: "\b" in t, _once(lambda: re.compile(r"([^\b]\x08)")), lambda e: ""),  # overstrike
     (_look_alike_gate, _look_alikes, _decoded),
-    (_wrap_gate, lambda t: _WRAP, _wrapped),
+    (_wrap_gate, lambda t: _WRAP_SPLIT, _wrapped),
 )
 
 
