@@ -74,6 +74,13 @@ def run_urchin(*args: str, input: str | bytes | None = None, env: dict[str, str]
     return subprocess.run([sys.executable, "-m", "urchin", *args], input=input, env=full_env,
                           capture_output=True, text=isinstance(input, str) or input is None, timeout=timeout)
 
+
+def create_token(home: Path, *args: str) -> str:
+    """`urchin token create ARGS` on `home`: the new token."""
+    made = run_urchin("token", "create", *args, env={"URCHIN_HOME": str(home)})
+    assert made.returncode == 0, made.stderr
+    return made.stdout.strip()
+
 from tests.pg_fixture import (  # noqa: E402,F401  (index tests; the team tests' TCP server)
     own_pg,
     pg_server,

@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -130,3 +131,12 @@ def _children(parent: int, module: bytes) -> list[int]:
         except OSError:
             continue
     return found
+
+
+def running(home: Path, *args: str, env: dict[str, str] | None = None) -> Iterator[DaemonProcess]:
+    """A fixture's body (`yield from running(home)`): a daemon on `home` for the test, stopped after."""
+    process = DaemonProcess(home, *args, env=env).start()
+    try:
+        yield process
+    finally:
+        process.stop()

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import run_urchin
-from tests.daemon_fixture import DaemonProcess
+from tests.conftest import create_token, run_urchin
+from tests.daemon_fixture import DaemonProcess, running
 from tests.mcp_harness import http_session
 from urchin.daemon.scopes import TOOL_NEEDS
 from urchin.tokens import TokenStore
@@ -36,17 +36,7 @@ def anyio_backend() -> str:
 
 @pytest.fixture
 def daemon(urchin_home: Path) -> Iterator[Any]:
-    process = DaemonProcess(urchin_home).start()
-    try:
-        yield process
-    finally:
-        process.stop()
-
-
-def _token(home: Path, *args: str) -> str:
-    made = run_urchin("token", "create", *args, env={"URCHIN_HOME": str(home)})
-    assert made.returncode == 0, made.stderr
-    return made.stdout.strip()
+    yield from running(urchin_home)
 
 
 def _mcp_call(name: str, arguments: dict[str, Any]) -> bytes:
@@ -58,7 +48,7 @@ _MCP_HEADERS = {"content-type": "application/json", "accept": "application/json,
 
 
 def test_tokens_are_kept_hashed_in_a_private_file(urchin_home: Path) -> None:
-    token = _token(urchin_home, "--scope", "read", "--expires", "30d")
+    token = create_token(urchin_home, "--scope", "read", "--expires", "30d")
     path = urchin_home / "tokens.json"
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     assert token.split("_", 2)[2] not in path.read_text() and token not in path.read_text()   # the secret part
@@ -69,7 +59,7 @@ def test_tokens_are_kept_hashed_in_a_private_file(urchin_home: Path) -> None:
 
 
 def test_an_ingest_token_writes_and_gets_403_on_every_read_route_and_tool(daemon: DaemonProcess) -> None:
-    token = _token(daemon.home, "--scope", "ingest")
+    token = create_token(daemon.home, "--scope", "ingest")
     with daemon.client(token) as http:
         assert http.post("/ingest", json={"content": "deploy notes", "source": "claude"}).status_code == 200
         for method, path in READ_ROUTES:
@@ -92,7 +82,7 @@ def test_an_ingest_token_writes_and_gets_403_on_every_read_route_and_tool(daemon
 
 
 async def test_an_ingest_token_ingests_through_mcp(daemon: DaemonProcess) -> None:
-    token = _token(daemon.home, "--scope", "ingest")
+    token = create_token(daemon.home, "--scope", "ingest")
     async with http_session(daemon.url + "/mcp", token) as session:
         stored = await session.call_tool("urchin_ingest", {"content": "from an ingest-only agent"})
         assert not stored.is_error
@@ -107,7 +97,7 @@ async def test_an_ingest_token_cannot_tell_through_mcp_whether_an_id_was_held(da
         assert admin.post("/forget", json={"ids": ["mcp-gone"], "confirm": True}).status_code == 200
     answers = {}
     for scope in ("ingest", "admin"):
-        token = _token(daemon.home, "--scope", scope)
+        token = create_token(daemon.home, "--scope", scope)
         async with http_session(daemon.url + "/mcp", token) as session:
             for event_id in ("mcp-held", "mcp-gone", f"mcp-new-{scope}"):
                 reply = await session.call_tool("urchin_ingest", {"id": event_id, "content": "probe"})
@@ -119,7 +109,7 @@ async def test_an_ingest_token_cannot_tell_through_mcp_whether_an_id_was_held(da
 
 
 def test_a_read_token_queries_and_cannot_write(daemon: DaemonProcess) -> None:
-    token = _token(daemon.home, "--scope", "read")
+    token = create_token(daemon.home, "--scope", "read")
     with daemon.client() as admin:         # the single token of $URCHIN_HOME/token stays admin
         assert admin.post("/ingest", json={"content": "deploy the api"}).status_code == 200
     with daemon.client(token) as http:
@@ -135,8 +125,8 @@ def test_a_workspace_token_sees_and_writes_only_its_workspaces(daemon: DaemonPro
     with daemon.client() as admin:
         for ws in ("alpha", "beta"):
             assert admin.post("/ingest", json={"content": f"deploy {ws} service", "workspace": ws}).status_code == 200
-    reader = _token(daemon.home, "--scope", "read", "--workspace", "alpha")
-    writer = _token(daemon.home, "--scope", "ingest", "--workspace", "alpha")
+    reader = create_token(daemon.home, "--scope", "read", "--workspace", "alpha")
+    writer = create_token(daemon.home, "--scope", "ingest", "--workspace", "alpha")
     with daemon.client(reader) as http:
         hits = http.get("/search", params={"q": "deploy"}).json()["events"]
         assert [h["workspace"] for h in hits] == ["alpha"]
@@ -158,7 +148,7 @@ def test_a_workspace_token_sees_and_writes_only_its_workspaces(daemon: DaemonPro
 
 
 def test_revoked_and_expired_tokens_are_refused(daemon: DaemonProcess) -> None:
-    token = _token(daemon.home, "--scope", "admin")
+    token = create_token(daemon.home, "--scope", "admin")
     with daemon.client(token) as http:
         assert http.get("/status").status_code == 200
         token_id = token.split("_")[1]
@@ -202,7 +192,7 @@ def test_every_operation_needs_the_same_scope_over_rest_and_mcp(daemon: DaemonPr
               ("ingest", "--workspace", "alpha"), ("hook",)]
     differ = []
     for grant in grants:
-        token = _token(daemon.home, "--scope", *grant)
+        token = create_token(daemon.home, "--scope", *grant)
         with daemon.client(token) as http:
             for tool, routes in REST_OF_TOOL.items():
                 arguments = {"query": "x"} if tool != "urchin_ingest" else {"content": "x"}

@@ -13,7 +13,7 @@ import orjson
 import pytest
 
 from tests.conftest import run_urchin
-from tests.daemon_fixture import DaemonProcess
+from tests.daemon_fixture import DaemonProcess, running
 from urchin.recall import NO_WORKSPACE
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -69,11 +69,7 @@ def _check(stdout: bytes, event: str, mode: str) -> str:
 
 @pytest.fixture
 def daemon(urchin_home: Path) -> Iterator[DaemonProcess]:
-    process = DaemonProcess(urchin_home).start()
-    try:
-        yield process
-    finally:
-        process.stop()
+    yield from running(urchin_home)
 
 
 @pytest.mark.parametrize(("agent", "fixture", "event", "mode"), CONTEXT)

@@ -14,18 +14,14 @@ import orjson
 import pytest
 
 from tests.conftest import run_urchin
-from tests.daemon_fixture import DaemonProcess
+from tests.daemon_fixture import DaemonProcess, running
 
 PROMPT = Path(__file__).parent / "fixtures" / "claude" / "hooks" / "UserPromptSubmit.json"
 
 
 @pytest.fixture
 def daemon(urchin_home: Path) -> Iterator[DaemonProcess]:
-    process = DaemonProcess(urchin_home).start()
-    try:
-        yield process
-    finally:
-        process.stop()
+    yield from running(urchin_home)
 
 
 def _install(home: Path, config: Path) -> Any:

@@ -6,12 +6,11 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.conftest import run_urchin
+from tests.conftest import create_token
 from tests.daemon_fixture import DaemonProcess
 
 _STAMP = (datetime.now(UTC) - timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%S.000Z")
@@ -35,18 +34,12 @@ def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DaemonProcess]:
         process.stop()
 
 
-def _token(home: Path, *args: str) -> str:
-    made = run_urchin("token", "create", *args, env={"URCHIN_HOME": str(home)})
-    assert made.returncode == 0, made.stderr
-    return made.stdout.strip()
-
-
 def _ids(answer: dict[str, Any]) -> set[str]:
     return {i for item in answer["items"] for i in [item["id"], *item.get("ids", [])]}
 
 
 def test_a_workspace_scoped_token_never_recalls_another_workspace(daemon: DaemonProcess) -> None:
-    token = _token(daemon.home, "--scope", "read", "--workspace", "alpha")
+    token = create_token(daemon.home, "--scope", "read", "--workspace", "alpha")
     with daemon.client(token) as http:
         for body in ({}, {"prompt": PROMPT}, {"workspace": "alpha", "prompt": PROMPT, "budget": 5000}):
             reply = http.post("/recall", json=body)
@@ -68,7 +61,7 @@ def test_a_workspace_scoped_token_never_recalls_another_workspace(daemon: Daemon
 
 
 def test_the_hook_scope_may_ingest_and_recall_and_nothing_else(daemon: DaemonProcess) -> None:
-    token = _token(daemon.home, "--scope", "hook")
+    token = create_token(daemon.home, "--scope", "hook")
     with daemon.client(token) as http:
         answer = http.post("/recall", json={"workspace": "beta", "prompt": PROMPT}).json()
         assert answer["items"] and all(i.startswith("beta") for i in _ids(answer))
@@ -77,6 +70,6 @@ def test_the_hook_scope_may_ingest_and_recall_and_nothing_else(daemon: DaemonPro
                              ("GET", "/semantic?query=billing"), ("POST", "/forget"), ("GET", "/status")):
             reply = http.request(method, path, json={} if method == "POST" else None)
             assert reply.status_code == 403, (method, path, reply.text)
-    ingest_only = _token(daemon.home, "--scope", "ingest")
+    ingest_only = create_token(daemon.home, "--scope", "ingest")
     with daemon.client(ingest_only) as http:
         assert http.post("/recall", json={"workspace": "beta"}).status_code == 403
