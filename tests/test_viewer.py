@@ -449,22 +449,28 @@ def test_the_session_view_shows_what_the_agent_was_told_and_why_as_text(page: An
     with daemon.client() as client:
         assert client.post("/ingest/batch", json={"events": TOLD}).status_code == 200
         told = client.post("/recall", json={"workspace": "shop", "session": "sess-told"}).json()
-        assert client.post("/ingest/batch", json={"events": [forged]}).status_code == 200  # stored data, hostile
+        malformed = {**forged, "id": "ev-told-malformed", "meta": {"mode": XSS, "cited": XSS, "reasons": 5}}
+        assert client.post("/ingest/batch", json={"events": [forged, malformed]}).status_code == 200  # hostile
         assert client.delete("/events/ev-told-gone").status_code == 200
     cited = [(i["id"], i["reason"]) for i in told["items"]]
     assert {"ev-told-canary", "ev-told-hostile", "ev-told-gone"} <= {i for i, _ in cited}, cited
     page.goto(page.url.split("#")[0] + "#/session/sess-told")
     card = page.locator("#conversation li.audit").filter(has_text="(session start)")
-    expect(card.locator(".title")).to_have_text(re.compile(r"^Told the agent at \d{4}-\d\d-\d\d \d\d:\d\d:\d\d \(session start\)$"))
+    title = re.compile(r"^Told the agent at \d{4}-\d\d-\d\d \d\d:\d\d:\d\d \(session start\)$")
+    expect(card.locator(".title")).to_have_text(title)
     rows = card.locator("ol.told > li")
     assert rows.evaluate_all("n => n.map(x => x.dataset.cited)") == [i for i, _ in cited]
     assert [r.removeprefix(" — ") for r in card.locator(".reason").all_text_contents()] == [r for _, r in cited]
     expect(card.locator('li[data-cited="ev-told-gone"] .gone')).to_contain_text("forgotten")
     assert card.locator('li[data-cited="ev-told-gone"] a').count() == 0
-    assert card.locator('li[data-cited="ev-told-hostile"]').text_content().count(XSS) == 0  # ids and reasons, never text
+    assert XSS not in card.locator('li[data-cited="ev-told-hostile"]').text_content()  # ids and reasons, never text
     hostile = page.locator("#conversation li.audit").filter(has_text="(at a prompt)")
     assert hostile.locator(".reason").text_content() == " — " + XSS
     expect(hostile.locator("ol.told li")).to_contain_text(XSS + " — " + XSS)
+    malformed_card = page.locator('#conversation li.audit[data-id="ev-told-malformed"]')
+    expect(malformed_card.locator("ol.told")).to_have_text("no records listed")
+    expect(malformed_card.locator(".title")).to_contain_text(f"(mode {XSS})")
+    assert [e for e in recorder.errors if "Failed to load resource" not in e] == []   # only the forgotten ids' 404s
     assert page.locator("main img").count() == 0 and recorder.dialogs == []
     card.locator('li[data-cited="ev-told-canary"] a').click()
     expect(page.locator("#event-content")).to_have_text(TOLD[0]["content"])

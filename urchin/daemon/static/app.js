@@ -121,7 +121,7 @@ function auditCard(ev, time) {
   const told = el("ol", { class: "told", "aria-label": "Records given to the agent" });
   cited.forEach((id, i) => told.append(toldItem(String(id), reasons[i], scores[i], what[i])));
   if (!cited.length) told.append(el("li", { text: "no records listed" }));
-  const when = meta.mode === "prompt" ? "at a prompt" : "session start";
+  const when = meta.mode === "session" ? "session start" : meta.mode === "prompt" ? "at a prompt" : "mode " + String(meta.mode);
   return el("li", { class: "event audit", "data-id": ev.id || "", "data-ts": ev.timestamp || "", "data-session": ev.session || "" },
     el("div", { class: "meta" }, el("span", { class: "badge", text: "urchin" }), el("span", { text: "recall" })),
     el("p", { class: "title", text: `Told the agent at ${time} (${when})` }), told,
