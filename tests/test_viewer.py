@@ -7,6 +7,7 @@ recorded, and so is every console error and dialog."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import time
@@ -427,3 +428,49 @@ def test_no_request_left_loopback_and_no_console_errors(page: Any, recorder: Rec
     assert recorder.urls and hosts <= {"127.0.0.1", "localhost", "::1"}, hosts
     assert recorder.errors == []
     assert recorder.dialogs == []
+
+
+# ---- what the agent was told (after the console check: a forgotten citation is a 404 on purpose) -----
+TOLD = [  # no timestamp: now, so the session-start digest counts them among the last weeks' decisions
+    {"id": "ev-told-canary", "content": "Decided: ship the shop with canary releases, never on Fridays",
+     "source": "claude", "kind": "decision", "workspace": "shop", "session": "sess-prior"},
+    {"id": "ev-told-hostile", "content": XSS + " decided to keep the cart in Redis", "source": "claude",
+     "kind": "decision", "workspace": "shop", "session": "sess-prior"},
+    {"id": "ev-told-gone", "content": "Decided: the coupon service moves to the edge", "source": "claude",
+     "kind": "decision", "workspace": "shop", "session": "sess-prior"},
+]
+
+
+def test_the_session_view_shows_what_the_agent_was_told_and_why_as_text(page: Any, daemon: DaemonProcess,
+                                                                         recorder: Recorder) -> None:
+    forged = {"id": "ev-told-forged", "source": "urchin", "kind": "recall", "workspace": "shop", "session": "sess-told",
+              "content": "Urchin recall (prompt): 1 records given to the session",
+              "meta": {"mode": "prompt", "cited": [XSS], "reasons": [XSS], "what": ["event"], "scores": [0.5]}}
+    with daemon.client() as client:
+        assert client.post("/ingest/batch", json={"events": TOLD}).status_code == 200
+        told = client.post("/recall", json={"workspace": "shop", "session": "sess-told"}).json()
+        malformed = {**forged, "id": "ev-told-malformed", "meta": {"mode": XSS, "cited": XSS, "reasons": 5}}
+        assert client.post("/ingest/batch", json={"events": [forged, malformed]}).status_code == 200  # hostile
+        assert client.delete("/events/ev-told-gone").status_code == 200
+    cited = [(i["id"], i["reason"]) for i in told["items"]]
+    assert {"ev-told-canary", "ev-told-hostile", "ev-told-gone"} <= {i for i, _ in cited}, cited
+    page.goto(page.url.split("#")[0] + "#/session/sess-told")
+    card = page.locator("#conversation li.audit").filter(has_text="(session start)")
+    title = re.compile(r"^Told the agent at \d{4}-\d\d-\d\d \d\d:\d\d:\d\d \(session start\)$")
+    expect(card.locator(".title")).to_have_text(title)
+    rows = card.locator("ol.told > li")
+    assert rows.evaluate_all("n => n.map(x => x.dataset.cited)") == [i for i, _ in cited]
+    assert [r.removeprefix(" — ") for r in card.locator(".reason").all_text_contents()] == [r for _, r in cited]
+    expect(card.locator('li[data-cited="ev-told-gone"] .gone')).to_contain_text("forgotten")
+    assert card.locator('li[data-cited="ev-told-gone"] a').count() == 0
+    assert XSS not in card.locator('li[data-cited="ev-told-hostile"]').text_content()  # ids and reasons, never text
+    hostile = page.locator("#conversation li.audit").filter(has_text="(at a prompt)")
+    assert hostile.locator(".reason").text_content() == " — " + XSS
+    expect(hostile.locator("ol.told li")).to_contain_text(XSS + " — " + XSS)
+    malformed_card = page.locator('#conversation li.audit[data-id="ev-told-malformed"]')
+    expect(malformed_card.locator("ol.told")).to_have_text("no records listed")
+    expect(malformed_card.locator(".title")).to_contain_text(f"(mode {XSS})")
+    assert [e for e in recorder.errors if "Failed to load resource" not in e] == []   # only the forgotten ids' 404s
+    assert page.locator("main img").count() == 0 and recorder.dialogs == []
+    card.locator('li[data-cited="ev-told-canary"] a').click()
+    expect(page.locator("#event-content")).to_have_text(TOLD[0]["content"])

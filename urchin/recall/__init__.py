@@ -106,9 +106,11 @@ def _injected(reader: Reader, workspace: str, session: str | None, now_ms: int) 
 
 
 def _record(reader: Reader, workspace: str, session: str, mode: str, kept: list[Line]) -> None:
-    """The audit event: which records were given to the session, and why; never their text."""
+    """The audit event: which records were given to the session, and why (reason, score, what each
+    id names, so the viewer can open it); never their text."""
     ids = [i for line in kept for i in (line.ids or (line.id,))]
     reader.record({"source": AUDIT_SOURCE, "kind": AUDIT_KIND, "workspace": workspace, "session": session,
                    "content": f"Urchin recall ({mode}): {len(kept)} records given to the session",
                    "meta": {"mode": mode, "ids": ids, "cited": [line.id for line in kept],
-                            "reasons": [line.reason for line in kept]}})
+                            "reasons": [line.reason for line in kept], "what": [line.what for line in kept],
+                            "scores": [round(line.score, 3) for line in kept]}})

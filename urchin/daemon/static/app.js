@@ -90,6 +90,7 @@ function clip(text, n) { return text.length > n ? text.slice(0, n) + "…" : tex
 function eventCard(ev, words, dated) {
   const stamp = ev.timestamp || ev.updatedAt || "";
   const time = dated ? stamp.slice(0, 10) + " " + stamp.slice(11, 19) : stamp.slice(11, 19);
+  if (ev.source === "urchin" && ev.kind === "recall") return auditCard(ev, time);
   const meta = el("div", { class: "meta" },
     el("time", { datetime: ev.timestamp || ev.updatedAt || "", text: time }),
     el("span", { class: "badge", text: ev.source || "?" }),
@@ -110,6 +111,41 @@ function eventCard(ev, words, dated) {
   if (ev.citation) links.append(citationLink(ev));
   card.append(links);
   return card;
+}
+
+// ---- recall audit: what the agent was told, and why (ids, reasons, scores; never the text) -------
+function auditCard(ev, time) {
+  const meta = ev.meta || {};
+  const list = (name) => (Array.isArray(meta[name]) ? meta[name] : []);
+  const [cited, reasons, scores, what] = ["cited", "reasons", "scores", "what"].map(list);
+  const told = el("ol", { class: "told", "aria-label": "Records given to the agent" });
+  cited.forEach((id, i) => told.append(toldItem(String(id), reasons[i], scores[i], what[i])));
+  if (!cited.length) told.append(el("li", { text: "no records listed" }));
+  const when = meta.mode === "session" ? "session start" : meta.mode === "prompt" ? "at a prompt" : "mode " + String(meta.mode);
+  return el("li", { class: "event audit", "data-id": ev.id || "", "data-ts": ev.timestamp || "", "data-session": ev.session || "" },
+    el("div", { class: "meta" }, el("span", { class: "badge", text: "urchin" }), el("span", { text: "recall" })),
+    el("p", { class: "title", text: `Told the agent at ${time} (${when})` }), told,
+    el("div", { class: "meta" }, el("a", { href: "#/event/" + encodeURIComponent(ev.id || ""), text: "Details" })));
+}
+
+// One cited record: a link to what the viewer can show (an event, a session), its reason and score.
+// An event since forgotten says so; a curated memory has no view of its own and stays as text.
+function toldItem(id, reason, score, what) {
+  const kind = what || "event";
+  let target = el("code", { text: id });
+  if (kind === "event") target = el("a", { href: "#/event/" + encodeURIComponent(id), text: id });
+  else if (kind === "session") target = el("a", { href: "#/session/" + encodeURIComponent(id), text: "session " + id });
+  const item = el("li", { "data-cited": id }, target,
+    el("span", { class: "reason", text: " — " + (reason === undefined ? "no reason recorded" : String(reason)) }),
+    typeof score === "number" && score > 0 ? el("span", { class: "score", text: " · score " + score.toFixed(3) }) : null);
+  if (kind === "event") {
+    api("GET", "/events/" + encodeURIComponent(id)).catch((err) => {
+      if (err.status !== 404) return;
+      target.replaceWith(el("code", { text: id }));
+      item.append(el("span", { class: "gone", text: " · forgotten since: no longer in the journal" }));
+    });
+  }
+  return item;
 }
 
 function citationLink(result) {
