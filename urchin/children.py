@@ -31,14 +31,15 @@ def python_child(module: str) -> tuple[list[str], dict[str, str]]:
     return [sys.executable, "-P", "-m", module], env
 
 
-def lowest_priority() -> None:
+def lowest_priority(pid: int = 0) -> None:
     """nice 19, and on Linux the SCHED_IDLE class: the kernel runs this process only on a core nothing
     else wants (it still gets a trickle under constant load, so its work is slowed, never stopped). With
     nice 19 alone, 0 of 6 busy runs kept every query cell within 1.5x of idle; with SCHED_IDLE, 3 of 5.
-    Call it first, before any thread starts: they all inherit it."""
+    `pid` 0 is this process (call it first, before any thread starts: they all inherit it); a parent
+    calls it with a child's pid as soon as it is spawned, so the child's start-up runs low too."""
     try:
-        os.nice(NICENESS - os.nice(0))
-        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+        os.setpriority(os.PRIO_PROCESS, pid, NICENESS)
+        os.sched_setscheduler(pid, os.SCHED_IDLE, os.sched_param(0))
     except (AttributeError, OSError):   # no such class (macOS), or not allowed: as low as it got
         pass
 

@@ -132,6 +132,7 @@ def _spawn(memory: Memory, log_level: str) -> subprocess.Popen[bytes]:
     command, env = python_child("urchin.daemon.indexer")
     process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, close_fds=True,
                                process_group=0)
+    lowest_priority(process.pid)    # now, not once its imports are done (the child says so again first)
     assert process.stdin is not None
     try:
         with process.stdin:

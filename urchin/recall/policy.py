@@ -15,7 +15,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from urchin.errors import ConfigError
+from urchin.checks import check_bool, check_number
+from urchin.errors import ConfigError, QueryError
 
 __all__ = ["Policy", "SESSION_BUDGET", "PROMPT_BUDGET", "MAX_BUDGET"]
 
@@ -47,14 +48,14 @@ class Policy:
             return section.get(key, default), f"recall.{key}"
 
         enabled, name = pick("enabled", True)
-        if not isinstance(enabled, bool):
-            raise ConfigError(f"{name}: must be true or false, got {enabled!r}")
-        budgets = []
-        for key, default in (("session_budget", SESSION_BUDGET), ("prompt_budget", PROMPT_BUDGET)):
-            value, name = pick(key, default)
-            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_BUDGET:
-                raise ConfigError(f"{name}: must be a whole number of tokens from 1 to {MAX_BUDGET}, got {value!r}")
-            budgets.append(value)
+        try:
+            enabled = check_bool(enabled, name)
+            budgets = []
+            for key, default in (("session_budget", SESSION_BUDGET), ("prompt_budget", PROMPT_BUDGET)):
+                value, name = pick(key, default)
+                budgets.append(int(check_number(value, name, whole=True, low=1, high=MAX_BUDGET)))
+        except QueryError as exc:     # the one check of numbers and booleans, as a setting's error
+            raise ConfigError(str(exc)) from None
         sources, name = pick("exclude_sources", [])
         if not isinstance(sources, list) or not all(isinstance(s, str) for s in sources):
             raise ConfigError(f"{name}: must be a list of source names, got {sources!r}")
