@@ -128,13 +128,15 @@ def run_hook(agent: str, raw: bytes, *, home: str | None = None, event: str | No
             _log(home_path, agent, f"payload of {len(raw)} bytes is over {MAX_PAYLOAD_BYTES}; nothing recorded")
             return 0
         payload = _payload(agent, raw, fields or {})
-        if agent not in CONTEXT_ONLY:
-            _capture(agent, payload, event, settings)
         from urchin.hook_context import agent_output, context_ask
 
         ask = context_ask(agent, payload)
+        capture = agent not in CONTEXT_ONLY
+        daemon = _daemon(settings.home, agent) if capture or ask is not None else None   # found once
+        if capture:
+            _capture(agent, payload, event, settings, daemon)
         if ask is not None:
-            reply = agent_output(ask, _recall(settings, agent, ask, started))
+            reply = agent_output(ask, _recall(settings, agent, ask, started, daemon))
             if reply:
                 stream = out if out is not None else sys.stdout.buffer
                 stream.write(reply + b"\n")
@@ -150,7 +152,8 @@ def run_hook(agent: str, raw: bytes, *, home: str | None = None, event: str | No
     return 0
 
 
-def _capture(agent: str, payload: dict[str, Any], event: str | None, settings: Settings) -> None:
+def _capture(agent: str, payload: dict[str, Any], event: str | None, settings: Settings,
+             daemon: tuple[str, str] | None) -> None:
     """The payload as one event, to the daemon or the journal; a failure is logged, recall still runs."""
     try:
         from urchin.collectors import adapt_hook
@@ -159,7 +162,7 @@ def _capture(agent: str, payload: dict[str, Any], event: str | None, settings: S
         if item is None:
             return
         item = prepare_item(item, settings)
-        if _send(settings.home, agent, item):
+        if daemon is not None and _send(settings.home, agent, item, daemon):
             return
         from urchin.ingest import Ingestor
 
@@ -173,14 +176,14 @@ def _capture(agent: str, payload: dict[str, Any], event: str | None, settings: S
         _log(settings.home, agent, f"{type(exc).__name__}: {message}")
 
 
-def _recall(settings: Settings, agent: str, ask: Any, started: float) -> str:
+def _recall(settings: Settings, agent: str, ask: Any, started: float, daemon: tuple[str, str] | None) -> str:
     """The block for this hook event: from the daemon (hook token), else in-process within
     NO_DAEMON_DEADLINE_S of the hook's start, else nothing."""
     from urchin.collectors.base import workspace_for
 
     body = {k: v for k, v in (("workspace", workspace_for(ask.cwd)), ("session", ask.session),
                               ("prompt", ask.prompt)) if v is not None}
-    answer = _recall_from_daemon(settings.home, agent, body)
+    answer = None if daemon is None else _recall_from_daemon(settings.home, agent, body, daemon)
     if answer is not None:
         return answer
     left = _deadline_s(settings) - (time.monotonic() - started)
@@ -216,16 +219,13 @@ def _deadline_s(settings: Settings) -> float:
     return NO_DAEMON_DEADLINE_S
 
 
-def _recall_from_daemon(home: Path, agent: str, body: dict[str, Any]) -> str | None:
-    """The daemon's block (None: no daemon or token, or it did not answer as the daemon does)."""
-    found = _daemon(home, agent)
-    if found is None:
-        return None
+def _recall_from_daemon(home: Path, agent: str, body: dict[str, Any], daemon: tuple[str, str]) -> str | None:
+    """The daemon's block (None: it did not answer as the daemon does)."""
     import orjson
 
     from urchin.wire import WireError, request
 
-    address, token = found
+    address, token = daemon
     try:
         status, _, reply = request(address, token, "POST", "/recall", orjson.dumps(body),
                                    timeout=HOOK_RECALL_TIMEOUT_S)
@@ -263,7 +263,7 @@ def _daemon(home: Path, agent: str) -> tuple[str, str] | None:
     return address, token
 
 
-def _send(home: Path, agent: str, item: dict[str, Any]) -> bool:
+def _send(home: Path, agent: str, item: dict[str, Any], daemon: tuple[str, str]) -> bool:
     """Give the event to the daemon with the hooks' ingest-only token; False: write it here instead.
 
     The daemon is `URCHIN_HOOK_URL` (a hook in a container or sandbox that cannot write the journal)
@@ -272,10 +272,7 @@ def _send(home: Path, agent: str, item: dict[str, Any]) -> bool:
     token, an unreachable one or any answer but 2xx: the caller writes the journal itself; the
     event's id is set first, so an event the daemon took whose answer was lost is stored once.
     """
-    found = _daemon(home, agent)
-    if found is None:
-        return False
-    address, token = found
+    address, token = daemon
     import orjson
 
     from urchin.event import new_id
