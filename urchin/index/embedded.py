@@ -216,6 +216,10 @@ class EmbeddedPostgres:
     def folder(self) -> Path:
         """Where the data really lives (a symlink's target as root, see `pgdata`)."""
         if self._folder is None:
+            if self.relocate and not self.start:
+                # adopt-only (the index child): never makes a folder, an owner record or a link, so a
+                # home removed under a running daemon is not brought back by its child's last attempts
+                return location(self.pg_dir)
             self._folder = data_dir(self.pg_dir) if self.relocate else self.pg_dir
         return self._folder
 
