@@ -536,3 +536,18 @@ def test_a_query_never_waits_behind_another_feeders_locks(pg_settings: Settings)
             assert time.monotonic() - started < 5
             assert ids(result) == ["first"] and result.coverage["index"]["behindJournalBytes"] > 0
         assert set(ids(memory.context(query="billing service"))) == {"first", "second"}   # caught up once free
+
+
+def test_recall_audit_events_are_out_of_the_hybrid_index_answers_unless_asked_for(pg_settings: Settings) -> None:
+    """The rule of `Filters.hides` holds in PostgreSQL too: an audit event (source urchin, kind recall)
+    answers no question unless its source, its kind or its session is named."""
+    with Memory(pg_settings) as memory:
+        memory.ingest(EVENTS + [{"id": "e-audit", "source": "urchin", "kind": "recall", "workspace": "shop",
+                                 "session": "s9", "content": "Urchin recall (prompt): billing rollback records given",
+                                 "timestamp": "2026-01-06T09:00:00Z"}])
+        memory.index()
+        for strategy in ("hybrid", "keyword", "semantic"):
+            assert "e-audit" not in ids(memory.context(query="billing rollback records given", strategy=strategy))
+        assert "e-audit" in ids(memory.context(query="billing rollback records given", sources=["urchin"]))
+        assert "e-audit" in ids(memory.context(query="billing rollback records given", kinds=["recall"]))
+        assert "e-audit" in ids(memory.context(query="billing rollback records given", session="s9"))

@@ -24,6 +24,7 @@ from urchin.index.pg_migrate import migrate as _migrate
 from urchin.index.pg_vacuum import reclaim
 from urchin.index.schema import GIN_INDEXES, TRIGRAM_INDEX, TS_CONFIG
 from urchin.search.cosine import NAMED_SOURCE_PRIOR
+from urchin.search.query import AUDIT, hides_audit
 
 __all__ = ["PostgresIndex", "OUTAGE_ERRORS", "REFUSED_ERRORS", "QUERY_SETTINGS", "GENERATION_MARK", "FORGOTTEN_MARK"]
 
@@ -825,6 +826,9 @@ def _where(flt: Filter, alias: str = "") -> tuple[str, dict[str, Any]]:
         if getattr(flt, name):
             clauses.append(f"{alias}{name[:-1]} = ANY(%(f_{name})s)")
             args[f"f_{name}"] = list(getattr(flt, name))
+    if hides_audit(flt.sources, flt.kinds, flt.session):
+        clauses.append(f"NOT ({alias}source = %(f_audit_source)s AND {alias}kind = %(f_audit_kind)s)")
+        args.update(f_audit_source=AUDIT[0], f_audit_kind=AUDIT[1])
     if not flt.memories:
         clauses.append(f"{alias}kind <> ALL(%(f_memory_kinds)s)")
         args["f_memory_kinds"] = list(MEMORY_KINDS)

@@ -10,6 +10,7 @@ Tool output and fetched web content say what they are.
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -39,16 +40,29 @@ _INSTRUCTION = re.compile(
     re.IGNORECASE)
 
 
+# The frame's brackets as a reader may see them: ASCII, full-width and small forms, HTML character
+# references (with or without the `;` browsers forgive) and JSON escapes printed as text.
+_OPEN_LIKE = re.compile(r"[<\uff1c\ufe64]|&(?:lt|#0*60|#x0*3c);?|\\u003c", re.IGNORECASE)
+_CLOSE_LIKE = re.compile(r"[>\uff1e\ufe65]|&(?:gt|#0*62|#x0*3e);?|\\u003e", re.IGNORECASE)
+# Cyrillic and Greek letters that read as Latin ones, so `urсhin-recall` with a Cyrillic `с` is
+# still the frame's name to `flagged` (NFKC folds full-width and other compatibility forms).
+_CONFUSABLES = str.maketrans("аесһіјӏорѕухмтнαεικνορτυАВЕКМНОРСТХΑΒΕΗΙΚΜΝΟΡΤΥΧ",
+                             "aechijlopsyxmthaeikvoptuabekmhopctxabehikmnoptyx")
+
+
 def neutralise(text: str) -> str:
-    """One line that cannot break out of the frame: no control or invisible characters, no `<` `>`."""
+    """One line that cannot break out of the frame: no control or invisible characters, and no `<`
+    `>` in any form a reader takes for one (they become `‹` `›`)."""
     text = _INVISIBLE.sub("", _BREAKS.sub(" ", text))
-    text = text.replace("<", "‹").replace(">", "›")
+    text = _CLOSE_LIKE.sub("›", _OPEN_LIKE.sub("‹", text))
     return _SPACES.sub(" ", text).strip()
 
 
 def flagged(text: str) -> bool:
-    """True when neutralised text reads like an instruction, a role or tool-call tag, or the frame."""
-    return bool(_INSTRUCTION.search(text))
+    """True when neutralised text reads like an instruction, a role or tool-call tag, or the frame,
+    also when spelt in full-width or look-alike letters."""
+    skeleton = unicodedata.normalize("NFKC", text).translate(_CONFUSABLES)
+    return bool(_INSTRUCTION.search(text) or _INSTRUCTION.search(skeleton))
 
 
 _WEB_TOOLS = {"webfetch", "websearch", "web_fetch", "google_web_search", "fetch", "web-fetch", "browser"}

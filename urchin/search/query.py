@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -11,7 +12,7 @@ from urchin.errors import QueryError, ValidationError
 from urchin.event import MAX_HOURS, Event, check_label, clean_text
 
 __all__ = ["Filters", "Hit", "SearchResult", "check_query", "check_hours", "check_limit", "window_start_ms",
-           "MAX_LIMIT", "one_line"]
+           "MAX_LIMIT", "one_line", "AUDIT", "hides_audit"]
 
 MAX_LIMIT = 1000
 AUDIT = ("urchin", "recall")   # (source, kind) of recall's audit events: out of every search by default
@@ -46,6 +47,13 @@ def window_start_ms(hours: float, now: datetime | None = None) -> int:
     return int(now.timestamp() * 1000 - hours * 3_600_000)
 
 
+def hides_audit(sources: Sequence[str], kinds: Sequence[str], session: str | None) -> bool:
+    """Recall's audit events (source urchin, kind recall) are left out of every search (journal views
+    and the hybrid index alike) unless asked for by name, or by their session (a session's own view
+    shows what it was told: the viewer, session_context)."""
+    return AUDIT[0] not in sources and AUDIT[1] not in kinds and session is None
+
+
 @dataclass(frozen=True, slots=True)
 class Filters:
     """Exact-match filters on event fields; `None` means any."""
@@ -69,10 +77,9 @@ class Filters:
                 and (self.kind is None or event.kind == self.kind))
 
     def hides(self, event: Event) -> bool:
-        """Recall's audit events (source urchin, kind recall) are left out unless asked for by name, or
-        by their session (a session's own view shows what it was told: the viewer, session_context)."""
-        return (event.kind == AUDIT[1] and event.source == AUDIT[0] and self.source != AUDIT[0]
-                and self.kind != AUDIT[1] and self.session is None)
+        return (event.kind == AUDIT[1] and event.source == AUDIT[0]
+                and hides_audit((self.source,) if self.source else (), (self.kind,) if self.kind else (),
+                                self.session))
 
     def to_dict(self) -> dict[str, str]:
         return {k: v for k, v in (("source", self.source), ("workspace", self.workspace),
