@@ -67,9 +67,15 @@ install:
 	@echo "installed $(BIN_DIR)/urchin -> $(INSTALL_VENV)/bin/urchin"
 	@case ":$$PATH:" in *":$(BIN_DIR):"*) ;; *) echo "note: $(BIN_DIR) is not on your PATH; add it (e.g. export PATH=\"$(BIN_DIR):\$$PATH\")";; esac
 
+# Hooks first, while an `urchin` is still there to remove them (left behind, each would fail with exit
+# 127 on every prompt); the data stays (README: Uninstall).
 uninstall:
+	@for urchin in $(INSTALL_VENV)/bin/urchin $(VENV)/bin/urchin; do \
+	  if [ -x "$$urchin" ]; then "$$urchin" uninstall-hooks || exit 1; break; fi; \
+	done
 	rm -f $(BIN_DIR)/urchin
 	rm -rf $(dir $(INSTALL_VENV))
+	@echo "your events and settings stay in $${URCHIN_HOME:-~/.local/share/urchin} (README: Uninstall)"
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
