@@ -3,6 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+DEV_STAMP := $(VENV)/.installed-dev
 
 .PHONY: run test test-fast lint bench install uninstall clean
 
@@ -11,11 +12,17 @@ STAMP := $(VENV)/.installed
 BIN_DIR ?= $(HOME)/.local/bin
 INSTALL_VENV ?= $(or $(XDG_DATA_HOME),$(HOME)/.local/share)/urchin-cli/venv
 
+# `make run` needs the runtime (with the embedded PostgreSQL) only; tests, linters and browsers come
+# with the first `make test`, `make test-fast` or `make lint`.
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[postgres,dev]'
+	$(PY) -m pip install --quiet -e '.[postgres]'
 	touch $(STAMP)
+
+$(DEV_STAMP): $(STAMP)
+	$(PY) -m pip install --quiet -e '.[postgres,dev]'
+	touch $(DEV_STAMP)
 
 # The main job: the daemon in the foreground (HTTP API on 127.0.0.1:18799, hot views).
 run: $(STAMP)
@@ -29,36 +36,46 @@ run: $(STAMP)
 # 2026-12-04: 284 s from a clean clone, daemons ready without the MCP SDK's import; 23:00: 692 s,
 # 1,705 tests, a daemon's stop no longer waiting for that import). The
 # test embedder is installed first, once; pytest's controller starts it and both workers use it.
-test: $(STAMP)
+test: $(DEV_STAMP)
 	sh scripts/browser.sh
 	bash scripts/test-embedder.sh install
 	$(PY) -m pytest -q -n 2 --dist loadscope
 
 # The inner loop: in-process tests only (no daemon, PostgreSQL, embedder, browser or CLI process;
 # conftest marks those `slow`). `make test` before a commit.
-test-fast: $(STAMP)
+test-fast: $(DEV_STAMP)
 	$(PY) -m pytest -q -n 2 --dist loadscope -m "not slow"
 
-lint: $(STAMP)
+lint: $(DEV_STAMP)
 	$(VENV)/bin/ruff check urchin tests bench
 	$(VENV)/bin/mypy urchin
 
-bench: $(STAMP)
+bench: $(DEV_STAMP)
 	$(PY) -m pip install --quiet -e '.[postgres,dev,bench]'
 	@echo "benchmarks: $(PY) bench/<name>.py (bench/RESULTS.md lists them); rg: $(VENV)/bin/rg"
 
+# The wheel is built from a copy of the source (scripts/dist.sh): no build/ or *.egg-info is left here.
 install:
 	$(PYTHON) -m venv $(INSTALL_VENV)
 	$(INSTALL_VENV)/bin/python -m pip install --quiet --upgrade pip
-	$(INSTALL_VENV)/bin/python -m pip install --quiet '.[postgres]'
+	@dist=$$(mktemp -d) && trap 'rm -rf "$$dist"' EXIT && \
+	  sh scripts/dist.sh "$$dist" $(INSTALL_VENV)/bin/python >/dev/null && \
+	  whl=$$(ls "$$dist"/*.whl) && $(INSTALL_VENV)/bin/python -m pip install --quiet "$$whl[postgres]" && \
+	  $(INSTALL_VENV)/bin/python -m pip install --quiet --force-reinstall --no-deps "$$whl"
 	mkdir -p $(BIN_DIR)
 	ln -sf $(INSTALL_VENV)/bin/urchin $(BIN_DIR)/urchin
 	@echo "installed $(BIN_DIR)/urchin -> $(INSTALL_VENV)/bin/urchin"
 	@case ":$$PATH:" in *":$(BIN_DIR):"*) ;; *) echo "note: $(BIN_DIR) is not on your PATH; add it (e.g. export PATH=\"$(BIN_DIR):\$$PATH\")";; esac
 
+# Hooks first, while an `urchin` is still there to remove them (left behind, each would fail with exit
+# 127 on every prompt); the data stays (README: Uninstall).
 uninstall:
+	@for urchin in $(INSTALL_VENV)/bin/urchin $(VENV)/bin/urchin; do \
+	  if [ -x "$$urchin" ]; then "$$urchin" uninstall-hooks || exit 1; break; fi; \
+	done
 	rm -f $(BIN_DIR)/urchin
 	rm -rf $(dir $(INSTALL_VENV))
+	@echo "your events and settings stay in $${URCHIN_HOME:-~/.local/share/urchin} (README: Uninstall)"
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -18,6 +18,7 @@ LAYERS = [
     ("urchin.errors", 0), ("urchin.checks", 1), ("urchin.event", 1), ("urchin.wire", 1), ("urchin.config", 2),
     ("urchin.children", 1),                                 # how Urchin starts its own child processes
     ("urchin.subkeys", 1),                                  # one key per use of the install key
+    ("urchin.dsn", 1),                                      # connection strings: masked, written as URLs
     ("urchin.journal", 3),
     # the journal's companions, and the redactor every write passes
     ("urchin.idindex", 4), ("urchin.forget", 4), ("urchin.ephemeral", 4), ("urchin.redact", 4),

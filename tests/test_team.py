@@ -143,11 +143,16 @@ def test_db_cli_sets_up_roles_and_a_feeder(tmp_path: Path, team_db: str) -> None
     env = {"URCHIN_DATABASE_URL": team_db}
     first = run_urchin("db", "setup", "--owner-password", "pw-1", "--json", env=env)   # roles are cluster-wide:
     assert first.returncode == 0, first.stderr                                       # they may exist already
-    assert '"role":"urchin_owner"' in first.stdout and "password=pw-1" in first.stdout
+    assert '"role":"urchin_owner"' in first.stdout and '"url":"postgresql://urchin_owner:pw-1@' in first.stdout
     again = run_urchin("db", "setup", "--json", env=env)          # idempotent; existing passwords kept
     assert again.returncode == 0 and '"password":null' in again.stdout
-    feeder = run_urchin("db", "feeder", "ci-runner-1", env=env)
+    hostile = "p@ss w/'rd\\%20?&=#"                                 # the URL printed is real and percent-encoded
+    feeder = run_urchin("db", "feeder", "ci-runner-1", "--password", hostile, env=env)
     assert feeder.returncode == 0 and "urchin_feeder_ci_runner_1_" in feeder.stdout
+    url = feeder.stdout.split("URL (shown once): ", 1)[1].split()[0]
+    assert url.startswith("postgresql://urchin_feeder_ci_runner_1_") and hostile not in feeder.stdout
+    with psycopg.connect(url) as conn:
+        assert conn.execute("SELECT current_user").fetchone()[0].startswith("urchin_feeder_ci_runner_1_")
     bad = run_urchin("db", "feeder", "../x", env=env)
     assert bad.returncode == 1 and bad.stderr.startswith("error: device:")
     embedded = run_urchin("db", "setup")

@@ -19,6 +19,7 @@ from urllib.parse import urlsplit
 
 from urchin.config import Settings
 from urchin.daemon.client import daemon_alive
+from urchin.dsn import is_url, mask_dsn, scrub
 from urchin.errors import UrchinError
 from urchin.journal import Journal
 
@@ -172,13 +173,13 @@ def check_database(settings: Settings) -> Check | None:
     if not settings.database_url:
         return None
     url = settings.database_url
-    shown = _redact_url(url)
+    shown = mask_dsn(url)
     try:
         import psycopg
     except ImportError:
-        parts = urlsplit(url)
+        host, port = _address(url)
         try:
-            socket.create_connection((parts.hostname or "localhost", parts.port or 5432), NET_TIMEOUT_S).close()
+            socket.create_connection((host, port), NET_TIMEOUT_S).close()
         except OSError as exc:
             return Check("database", "fail", f"{shown} is not reachable: {exc}",
                          "start PostgreSQL or fix URCHIN_DATABASE_URL")
@@ -187,7 +188,8 @@ def check_database(settings: Settings) -> Check | None:
         with psycopg.connect(url, connect_timeout=int(NET_TIMEOUT_S)) as conn:
             version = conn.execute("show server_version").fetchone()
     except psycopg.Error as exc:
-        return Check("database", "fail", f"{shown}: {str(exc).strip().splitlines()[0]}",
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        return Check("database", "fail", f"{shown}: {scrub(first, url)}",
                      "start PostgreSQL, or fix URCHIN_DATABASE_URL (user, password, database name)")
     return Check("database", "ok", f"{shown} (PostgreSQL {version[0] if version else '?'})")
 
@@ -247,11 +249,15 @@ def fix(settings: Settings) -> list[str]:
             for o in remove_orphans()]
 
 
-def _redact_url(url: str) -> str:
-    parts = urlsplit(url)
-    if parts.password:
-        return url.replace(f":{parts.password}@", ":***@", 1)
-    return url
+def _address(dsn: str) -> tuple[str, int]:
+    """Host and port to try a TCP connection to, without the driver (a URL's; else the defaults)."""
+    if is_url(dsn):
+        try:
+            parts = urlsplit(dsn)
+            return parts.hostname or "localhost", parts.port or 5432
+        except ValueError:
+            pass
+    return "localhost", 5432
 
 
 CHECKS: list[Callable[[Settings], Check | None]] = [

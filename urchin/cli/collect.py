@@ -1,4 +1,4 @@
-"""Capture commands: `urchin collect`, `urchin hook`, `urchin install-hooks`."""
+"""Capture commands: `urchin collect`, `urchin hook`, `urchin install-hooks`, `urchin uninstall-hooks`."""
 
 from __future__ import annotations
 
@@ -88,3 +88,30 @@ def install_hooks(app: AppContext, target: str, config_path: str | None, shell_n
     if dry_run and result.diff:
         click.echo(result.diff, nl=False)
     click.echo(result.describe(), err=dry_run)
+
+
+@main.command("uninstall-hooks")
+@click.argument("target", required=False, type=click.Choice(("claude", "gemini", "copilot", "codex", "shell")))
+@click.option("--config", "config_path", default=None, type=click.Path(dir_okay=False),
+              help="The file to change (needs TARGET; default: the agent's user settings, or ~/.bashrc / ~/.zshrc).")
+@click.option("--shell", "shell_name", default=None, type=click.Choice(("bash", "zsh")),
+              help="For shell: which shell (default: both rc files when no --config).")
+@click.option("--dry-run", is_flag=True, help="Print the diff; change nothing.")
+@click.pass_obj
+def uninstall_hooks(app: AppContext, target: str | None, config_path: str | None, shell_name: str | None,
+                    dry_run: bool) -> None:
+    """Remove Urchin's hooks (every agent's, and the shells', without TARGET), keeping everything else in
+    each file, after a backup. Safe to run again."""
+    if config_path and not target:
+        raise click.UsageError("--config needs a TARGET (which agent's file it is)")
+    if target == "shell" and not config_path and not shell_name:
+        results = [r for shell in ("bash", "zsh")
+                   for r in app.memory().uninstall_hooks("shell", dry_run=dry_run, shell=shell)]
+    else:
+        results = app.memory().uninstall_hooks(target, path=config_path, dry_run=dry_run, shell=shell_name)
+    for result in results:
+        if dry_run and result.diff:
+            click.echo(result.diff, nl=False)
+        click.echo(result.describe(), err=bool(result.error) or dry_run)
+    if any(result.error for result in results):
+        sys.exit(1)

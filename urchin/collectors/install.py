@@ -28,7 +28,7 @@ from urchin.errors import ConfigError, ValidationError
 from urchin.tokens import ensure_hook_token
 
 __all__ = ["TARGETS", "render", "default_path", "install", "InstallResult", "hook_command", "write_keeping_mode",
-           "SHELL_BASH", "SHELL_ZSH"]
+           "backup_path", "SHELL_BASH", "SHELL_ZSH"]
 
 TARGETS = ("claude", "gemini", "copilot", "codex", "shell")
 MARK_BEGIN = "# >>> urchin >>>"
@@ -352,6 +352,15 @@ def _read(path: Path) -> tuple[str, os.stat_result | None]:
         raise ConfigError(f"{path}: not UTF-8 text; not changed") from None
 
 
+def backup_path(path: Path) -> Path:
+    """`NAME.urchin-backup-<time>`, never one that exists (two changes in one second keep both backups)."""
+    stamp = time.strftime("%Y%m%d%H%M%S")
+    candidate, n = path.with_name(f"{path.name}.urchin-backup-{stamp}"), 1
+    while candidate.exists() or candidate.is_symlink():
+        candidate, n = path.with_name(f"{path.name}.urchin-backup-{stamp}-{n}"), n + 1
+    return candidate
+
+
 def _target_file(target: str, settings: Settings, path: Path | None, shell: str) -> Path:
     """The file to change: `--config` must be in an existing folder; a symlinked config is changed
     where it points (the link stays)."""
@@ -395,7 +404,7 @@ def install(target: str, settings: Settings, *, path: Path | None = None, dry_ru
         write_keeping_mode(script, script_text.encode(), _read(script)[1])
     if new != old:
         if like is not None:
-            backup = real.with_name(f"{real.name}.urchin-backup-{time.strftime('%Y%m%d%H%M%S')}")
+            backup = backup_path(real)
             write_keeping_mode(backup, old.encode(), like)    # never more readable than the original
         write_keeping_mode(real, new.encode(), like)
     return InstallResult(target, shown, True, diff, backup, True, token_note)

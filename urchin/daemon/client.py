@@ -325,6 +325,9 @@ class RemoteMemory:
     def install_hooks(self, target: str, **params: Any) -> Any:
         return self.local().install_hooks(target, **params)
 
+    def uninstall_hooks(self, target: str | None = None, **params: Any) -> list[Any]:
+        return self.local().uninstall_hooks(target, **params)
+
     def workspace_add(self, path: str, name: str | None = None, allow_secret_files: bool = False) -> Any:
         return self.local().workspace_add(path, name, allow_secret_files)
 

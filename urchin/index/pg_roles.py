@@ -18,8 +18,9 @@ from typing import Any
 
 import psycopg
 from psycopg import sql
-from psycopg.conninfo import make_conninfo
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
+from urchin.dsn import scrub, to_url
 from urchin.errors import DatabaseError, ValidationError
 from urchin.index.pg_migrate import migrate as _migrate
 
@@ -57,7 +58,10 @@ def _ensure_role(conn: psycopg.Connection[Any], role: str, login: bool, password
 
 
 def _url(admin_url: str, role: str, password: str | None) -> str | None:
-    return make_conninfo(admin_url, user=role, password=password) if password else None
+    """The new role's `postgresql://` URL (the administrator's host, port, database and options)."""
+    if not password:
+        return None
+    return to_url(conninfo_to_dict(make_conninfo(admin_url, user=role, password=password)))
 
 
 def setup_roles(admin_url: str, owner_password: str | None = None,
@@ -100,7 +104,8 @@ def setup_roles(admin_url: str, owner_password: str | None = None,
                 _grant(conn)
         except psycopg.errors.InsufficientPrivilege as exc:
             raise DatabaseError(f"urchin db setup needs an administrator's URCHIN_DATABASE_URL (a superuser, or a "
-                              f"role with CREATEROLE owning the database): {str(exc).strip()}") from None
+                              f"role with CREATEROLE owning the database): "
+                              f"{scrub(str(exc).strip(), admin_url)}") from None
     return {"owner": {"role": OWNER, "password": owner_pw, "url": _url(admin_url, OWNER, owner_pw)},
             "reader": {"role": READER, "password": reader_pw, "url": _url(admin_url, READER, reader_pw)},
             "feeders": FEEDERS}

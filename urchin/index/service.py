@@ -14,6 +14,7 @@ from datetime import UTC
 from typing import TYPE_CHECKING, Any
 
 from urchin.config import Settings
+from urchin.dsn import scrub
 from urchin.errors import DatabaseError, EmbedderError, IndexBusyError, UrchinError
 from urchin.event import Event, format_timestamp
 from urchin.index.base import Embedder
@@ -58,7 +59,7 @@ def _database_errors(method: Callable[..., Any]) -> Callable[..., Any]:
             where = ("URCHIN_DATABASE_URL" if self.settings.database_url
                      else f"the embedded PostgreSQL ({self.settings.pg_dir})")
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise DatabaseError(f"database: {where} failed: {first}") from None
+            raise DatabaseError(f"database: {where} failed: {scrub(first, self.settings.database_url)}") from None
 
     return wrapper
 

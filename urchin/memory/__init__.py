@@ -388,6 +388,12 @@ class Memory:
         """Merge Urchin's hooks into an agent's (or shell's) config; an `InstallResult`."""
         return self._capture.install_hooks(target, path, dry_run, shell)
 
+    def uninstall_hooks(self, target: str | None = None, *, path: str | None = None, dry_run: bool = False,
+                        shell: str | None = None) -> list[Any]:
+        """Remove Urchin's hooks from one agent's (or shell's) config, or (no target) from every default
+        one; an `UninstallResult` each."""
+        return self._capture.uninstall_hooks(target, path, dry_run, shell)
+
     # ---- workspace files and curated memories -------------------------------------------------
     def workspace_add(self, path: str, name: str | None = None, allow_secret_files: bool = False) -> Root:
         return self._workspace.roots.add(path, name, allow_secret_files)

@@ -49,3 +49,13 @@ class Capture:
 
         return install(target, self._settings, path=Path(path).expanduser() if path else None, dry_run=dry_run,
                        shell=shell)
+
+    def uninstall_hooks(self, target: str | None, path: str | None, dry_run: bool, shell: str | None) -> list[Any]:
+        from pathlib import Path
+
+        from urchin.collectors.uninstall import uninstall, uninstall_all
+
+        if target is None:
+            return list(uninstall_all(self._settings, dry_run=dry_run))
+        return [uninstall(target, self._settings, path=Path(path).expanduser() if path else None, dry_run=dry_run,
+                          shell=shell)]
