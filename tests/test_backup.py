@@ -42,11 +42,12 @@ def _every_byte(home: Path) -> bytes:
     return b"".join(p.read_bytes() for p in home.rglob("*") if p.is_file() and not p.is_symlink())
 
 
-def test_a_backup_under_concurrent_ingest_restores_the_same_events_and_answers(daemon: DaemonProcess,
-                                                                               tmp_path: Path) -> None:
+def test_a_backup_under_concurrent_ingest_restores_the_same_events_and_answers(
+        daemon: DaemonProcess, tmp_path: Path) -> None:
     api = daemon.client()
     for n in range(20):
-        assert api.post("/ingest", json={"id": f"seed-{n}", "content": f"kestrel migration step {n}"}).status_code == 200
+        seed = {"id": f"seed-{n}", "content": f"kestrel migration step {n}"}
+        assert api.post("/ingest", json=seed).status_code == 200
     # forgotten through the daemon (tombstone, then compaction) ...
     api.post("/ingest", json={"id": "gone-compacted", "content": "kestrel plover-secret-one"})
     assert api.post("/forget", json={"ids": ["gone-compacted"], "confirm": True}).status_code == 200
@@ -65,7 +66,8 @@ def test_a_backup_under_concurrent_ingest_restores_the_same_events_and_answers(d
             n = 0
             while not stop.is_set():
                 event_id = f"w{worker}-{n}"
-                if client.post("/ingest", json={"id": event_id, "content": f"busy writer {worker} {n}"}).status_code == 200:
+                answer = client.post("/ingest", json={"id": event_id, "content": f"busy writer {worker} {n}"})
+                if answer.status_code == 200:
                     acked.append(event_id)
                 n += 1
 

@@ -221,7 +221,7 @@ class _Reader(io.RawIOBase):
         return out
 
 
-def _add(tar: tarfile.TarFile, name: str, data: IO[bytes], size: int) -> None:
+def _add(tar: tarfile.TarFile, name: str, data: IO[bytes] | io.RawIOBase, size: int) -> None:
     info = tarfile.TarInfo(name)
     info.size, info.mode, info.mtime = size, 0o600, int(time.time())
     tar.addfile(info, data)
@@ -252,7 +252,8 @@ def restore(settings: Settings, source: Path, force: bool = False) -> BackupRepo
     source = Path(source).expanduser().absolute()
     home = settings.home
     if daemon_alive(str(home)):
-        raise DaemonError(f"a daemon is running on {home}: stop it first (urchin serve, or systemctl --user stop urchin)")
+        raise DaemonError(f"a daemon is running on {home}: stop it first (systemctl --user stop urchin, "
+                          "or end its `urchin serve`)")
     with _open_backup(source) as tar:
         manifest, members = _check(tar, source)
         held = _held(settings)
@@ -305,7 +306,8 @@ def _check(tar: tarfile.TarFile, source: Path) -> tuple[dict[str, Any], dict[str
         manifest = orjson.loads(_extract(tar, members.pop(MANIFEST)))
     except orjson.JSONDecodeError:
         manifest = None
-    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT or not isinstance(manifest.get("files"), dict):
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT \
+            or not isinstance(manifest.get("files"), dict):
         raise BackupError("PATH", f"{source}: not a backup this Urchin reads (format {FORMAT} expected)")
     if set(manifest["files"]) != set(members):
         raise BackupError("PATH", f"{source}: damaged (its files differ from its manifest's list)")
