@@ -20,12 +20,15 @@ from urchin.errors import ConfigError, QueryError, ValidationError
 from urchin.event import HARD_LIMIT_BYTES, SOFT_CAP_BYTES, check_name
 
 __all__ = ["Settings", "Durability", "DEFAULT_PORT", "ensure_private_dir", "resolve_home", "runtime_dir",
-           "use_runtime_dir"]
+           "use_runtime_dir", "LIVE_SECTIONS", "config_stamp", "read_config", "changed_keys"]
 
 Durability = Literal["always", "batch", "never"]
 DEFAULT_PORT = 18799
 _DURABILITY = ("always", "batch", "never")
 _EMBEDDER_APIS = ("openai", "ollama")
+# config.toml tables a running daemon reads again when the file changes (or on SIGHUP): they apply from
+# the next write or query; every other key is read once, at start-up, and needs a restart.
+LIVE_SECTIONS = ("redact", "recall")
 
 
 def ensure_private_dir(path: Path) -> Path:
@@ -361,3 +364,33 @@ def _read_config(path: Path) -> dict[str, Any]:
         raise ConfigError(f"{path}: not valid TOML: {exc}") from None
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
+
+
+def read_config(path: Path) -> dict[str, Any]:
+    """config.toml as a dict ({} when there is none); `ConfigError` names the file and what is wrong."""
+    return _read_config(path)
+
+
+def config_stamp(path: Path) -> tuple[int, int, int, int] | None:
+    """What changes when config.toml is edited or replaced (inode, size, mtime, ctime); None: no file."""
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None
+    return info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns
+
+
+def changed_keys(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
+    """Dotted names (`urchin.port`, `redact.extra`) of the settings that differ between two configs."""
+    out: list[str] = []
+    for name in sorted(set(old) | set(new)):
+        before, after = old.get(name), new.get(name)
+        if before == after:
+            continue
+        if before is None and isinstance(after, Mapping) or after is None and isinstance(before, Mapping):
+            before, after = before or {}, after or {}   # a table added or removed: name its keys
+        if isinstance(before, Mapping) and isinstance(after, Mapping):
+            out.extend(f"{name}.{key}" for key in sorted(set(before) | set(after)) if before.get(key) != after.get(key))
+        else:
+            out.append(name)
+    return out

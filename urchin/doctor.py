@@ -152,6 +152,47 @@ def check_daemon(settings: Settings) -> Check:
     return Check("daemon", "ok", f"pid {info.pid} at {info.address} (version {info.version or '?'})")
 
 
+def check_config(settings: Settings) -> Check:
+    """The redaction rules in force (the running daemon's, else config.toml's), and config.toml keys
+    changed since the daemon started that it applies only after a restart."""
+    from urchin.redact import Redactor
+
+    try:
+        local = Redactor.from_config(settings.section("redact")).describe()
+    except UrchinError as exc:
+        return Check("config", "fail", f"[redact] in {settings.config_path}: {exc}", "fix the rule; until then the "
+                     "daemon keeps the rules it has")
+    state = _daemon_config(settings)
+    if state is None:
+        return Check("config", "ok", f"redaction: {local}")
+    running = f"redaction (daemon): {state.get('redaction') or '?'}"
+    if state.get("reloadError"):
+        return Check("config", "fail", f"{running}; config.toml was not reloaded: {state['reloadError']}",
+                     "fix config.toml: the daemon reads it again when it changes")
+    if state.get("restartNeeded"):
+        return Check("config", "warn", f"{running}; changed since the daemon started, not applied until it restarts: "
+                     f"{', '.join(state['restartNeeded'])}", "restart it: systemctl --user restart urchin "
+                     "(or stop `urchin serve` and start it again); [redact] and [recall] apply without one")
+    return Check("config", "ok", running)
+
+
+def _daemon_config(settings: Settings) -> dict[str, Any] | None:
+    """What the running daemon reports of its config (None: no daemon, or one too old to say)."""
+    from urchin.daemon.client import RemoteMemory, find_daemon
+
+    info = find_daemon(settings) if settings.daemon_file.exists() else None
+    if info is None:
+        return None
+    remote = RemoteMemory(settings, info, timeout_s=NET_TIMEOUT_S)
+    try:
+        state = (remote.status().get("daemon") or {}).get("config")
+    except UrchinError:
+        return None
+    finally:
+        remote.close()
+    return state if isinstance(state, dict) and not remote.fell_back else None
+
+
 def check_embedder(settings: Settings) -> Check | None:
     if not settings.embedder_url:
         return None
@@ -261,7 +302,7 @@ def _address(dsn: str) -> tuple[str, int]:
 
 
 CHECKS: list[Callable[[Settings], Check | None]] = [
-    check_home, check_journal, check_lines, check_token, check_daemon, check_embedder, check_database,
+    check_home, check_journal, check_lines, check_token, check_daemon, check_config, check_embedder, check_database,
     check_postgres, check_orphans,
 ]
 

@@ -22,7 +22,7 @@ from typing import Any
 
 import orjson
 
-from urchin.config import ensure_private_dir
+from urchin.config import ensure_private_dir, write_private
 from urchin.errors import JournalError
 from urchin.event import format_timestamp
 from urchin.journal import Journal, _fsync_dir
@@ -234,7 +234,23 @@ class ForgetLog:
         state.hashes = frozenset(hashes)
         return state
 
+    def forget_records(self) -> list[dict[str, Any]]:
+        """The log's `forget` records (a backup keeps them: the ids the write path refuses forever;
+        its `compact` records describe rewrites of a journal file the backup does not hold)."""
+        return [r for r in self._records() if r.get("op") == "forget"]
+
     # ---- writing (call with the journal lock held) -----------------------------------------
+    def adopt(self, records: Iterable[dict[str, Any]]) -> None:
+        """Start the log anew with `records` (`forget` records), closed by a rewrite with no edits that
+        names the journal as it is now: it holds none of their lines (a restore wrote it without them),
+        so no compaction is pending."""
+        dev, ino = _identity(self.journal.path)
+        lines = [orjson.dumps(r) for r in records if r.get("op") == "forget"]
+        lines.append(orjson.dumps({"op": "compact", "at": _now(), "token": os.urandom(8).hex(), "dev": dev,
+                                   "ino": ino, "edits": []}))
+        write_private(self.path, b"\n".join(lines) + b"\n")
+        self._state = _State()
+
     def settle(self) -> None:
         """Void a compact record a crash left uncommitted (the journal is still the old file)."""
         self._state = _State()

@@ -93,6 +93,11 @@ class LineProof:
             return event
         return self.redactor().redact_event(event)
 
+    def use(self, settings: Settings) -> None:
+        """Redact unproven lines with the `[redact]` rules of `settings` from now on (a config reload)."""
+        with self._lock:
+            self._settings, self._redactor = settings, None
+
     def redactor(self) -> Redactor:
         if self._redactor is None:
             from urchin.redact import Redactor

@@ -7,7 +7,8 @@ Commands live in one module per noun under `urchin/cli/` and register on the `ma
 
 from __future__ import annotations
 
-from urchin.cli import collect as _collect  # noqa: F401  (imported to register its commands)
+from urchin.cli import backup as _backup  # noqa: F401  (imported to register its commands)
+from urchin.cli import collect as _collect  # noqa: F401
 from urchin.cli import context as _context  # noqa: F401
 from urchin.cli import db as _db  # noqa: F401
 from urchin.cli import demo as _demo  # noqa: F401

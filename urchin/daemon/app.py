@@ -27,6 +27,7 @@ from starlette.routing import BaseRoute, Route
 
 from urchin.contract import OPERATIONS
 from urchin.daemon.browser import BrowserSessions
+from urchin.daemon.reload import reload_config
 from urchin.daemon.security import (
     AUTHORISED,
     BATCH_LIMIT,
@@ -238,6 +239,8 @@ class _Intake:
         self.state = state
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            reload_config(self.state.memory)   # [redact] and [recall] apply from this request on
         if scope["type"] != "http" or scope["path"] != "/ingest" or scope["method"] != "POST":
             await self.app(scope, receive, send)
             return
@@ -360,7 +363,7 @@ async def _status(request: Request) -> Response:
     info = await run_in_threadpool(state.memory.status)
     offset, lines = state.memory.followed
     info["daemon"] = {"pid": os.getpid(), "address": state.address, "version": VERSION,
-                      "redaction": state.memory.redaction_fingerprint(),
+                      "redaction": state.memory.redaction_fingerprint(), "config": state.memory.config_state(),
                       "uptimeS": state.uptime_s(),
                       "followed": {"offset": offset, "lines": lines}, "writer": state.writer.stats.to_dict()}
     return JSON(info)

@@ -10,6 +10,7 @@ import os
 import threading
 import time
 
+from urchin.daemon.reload import reload_config
 from urchin.errors import UrchinError
 from urchin.memory import Memory
 
@@ -72,6 +73,7 @@ class CollectorLoop(Job):
             for name in sorted(names):
                 if self.stop_event.is_set():
                     return
+                reload_config(self.memory)   # a new [redact] rule applies to what the collector writes next
                 try:
                     results = self.memory.collect(name)
                     log.debug("collected %s: %s", name, results)

@@ -31,6 +31,7 @@ from urchin.daemon.background import CollectorLoop, EmbedderLoop, IndexLoop
 from urchin.daemon.follower import Follower
 from urchin.daemon.indexer import IndexProcess
 from urchin.daemon.logs import LOG_FORMAT, setup_logging
+from urchin.daemon.reload import reload_config
 from urchin.daemon.security import ensure_token, is_loopback_host
 from urchin.daemon.writer import GroupWriter
 from urchin.errors import ConfigError, DaemonError
@@ -121,9 +122,18 @@ class _Server(uvicorn.Server):
     that drained and flushed cleanly should exit 0 instead (systemd reads that as a clean stop).
     """
 
-    def __init__(self, config: uvicorn.Config, daemon: Daemon) -> None:
+    def __init__(self, config: uvicorn.Config, daemon: Daemon, memory: Memory) -> None:
         super().__init__(config)
         self.daemon = daemon
+        self.memory = memory
+        self.reload_asked = False   # set by SIGHUP: config.toml is read again on the next tick
+
+    async def on_tick(self, counter: int) -> bool:
+        """Every 0.1 s: config.toml read again when SIGHUP asked, looked at (one stat) every second."""
+        if self.reload_asked or counter % 10 == 0:
+            force, self.reload_asked = self.reload_asked, False
+            reload_config(self.memory, force)
+        return await super().on_tick(counter)
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await super().startup(sockets)
@@ -141,11 +151,15 @@ class _Server(uvicorn.Server):
             return
         handled = (signal.SIGINT, signal.SIGTERM)
         original = {sig: signal.signal(sig, self.handle_exit) for sig in handled}
+        original[signal.SIGHUP] = signal.signal(signal.SIGHUP, self.handle_hup)
         try:
             yield
         finally:
             for sig, handler in original.items():
                 signal.signal(sig, handler)
+
+    def handle_hup(self, sig: int, frame: FrameType | None) -> None:
+        self.reload_asked = True
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         if self.should_exit:  # a second signal: stop waiting for slow requests
@@ -221,7 +235,7 @@ class Daemon:
                                 access_log=self.log_level == "debug", lifespan="on", http=_http_protocol(),
                                 timeout_graceful_shutdown=int(GRACE_S), server_header=False,
                                 proxy_headers=False)   # no proxy stands in front: X-Forwarded-* is not believed
-        server = self._server = _Server(config, self)
+        server = self._server = _Server(config, self, memory)
         jobs: list[CollectorLoop | EmbedderLoop | IndexProcess] = []
         if self.collect:
             jobs.append(CollectorLoop(memory))

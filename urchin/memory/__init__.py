@@ -53,6 +53,7 @@ if TYPE_CHECKING:
     from urchin.index.hybrid import ContextResult
     from urchin.index.service import IndexService
     from urchin.ingest import BatchReport, Ingestor, IngestResult
+    from urchin.memory.reload import ConfigReload, ConfigWatch
     from urchin.recall import RecallResult
     from urchin.recall.reader import Reader
     from urchin.redact import Finding
@@ -86,8 +87,10 @@ class Memory:
 
     def __init__(self, settings: Settings) -> None:
         self._settings = settings
-        self._journal = Journal(settings.journal_path, settings.durability, LineProof(settings))
+        self._proof = LineProof(settings)
+        self._journal = Journal(settings.journal_path, settings.durability, self._proof)
         self._ingestor: Ingestor | None = None
+        self._config_watch: ConfigWatch | None = None   # a daemon's: config.toml read again when it changes
         self._substring = SubstringSearcher(self._journal)
         self._hot = HotViews(self._journal)
         self._workspace = Workspace(settings, lambda: self.ingestor.redactor)
@@ -315,6 +318,31 @@ class Memory:
     def redaction_fingerprint(self) -> str:
         """Which redaction rules this process applies (a daemon started before a rule change differs)."""
         return str(self.ingestor.redactor.fingerprint)
+
+    def reload_config(self, force: bool = False) -> ConfigReload | None:
+        """Read config.toml again if it changed since the last look (`force`: anyway): its `[redact]` and
+        `[recall]` tables apply from the next write or query; what it says of other keys is reported.
+        One `stat` when nothing changed (a long-running process calls it before each request)."""
+        if self._config_watch is None:
+            from urchin.memory.reload import ConfigWatch
+
+            self._config_watch = ConfigWatch(self._settings)
+        change = self._config_watch.poll(force)
+        if change is not None and change.settings is not None:
+            settings = self._settings = change.settings
+            self._proof.use(settings)               # unproven lines are served through the new rules
+            for part in (self._workspace, self._capture):
+                part._settings = settings            # workspace files and collectors read them per call
+            if change.redactor is not None:
+                self.ingestor.redactor = change.redactor
+                self.ingestor.settings = settings
+        return change
+
+    def config_state(self) -> dict[str, Any]:
+        """The redaction rules in force, and config.toml keys changed since start-up that need a restart."""
+        watch = self._config_watch
+        return {"redaction": self.ingestor.redactor.describe(), "restartNeeded": list(watch.restart) if watch else [],
+                "reloadError": watch.error if watch else None}
 
     def identity(self) -> dict[str, str]:
         """Who this machine's events are stamped with, and where each value came from."""

@@ -104,6 +104,12 @@ class Redactor:
         spec = repr(([(n, p.pattern) for n, p in self._extra], [p.pattern for p in self._allow]))
         return hashlib.sha256(spec.encode("utf-8", "surrogatepass")).hexdigest()[:12]
 
+    def describe(self) -> str:
+        """The rules in force, in words (for `doctor` and the daemon's log): never a pattern's text."""
+        extra = f"; extra: {', '.join(name for name, _ in self._extra)}" if self._extra else "; no extra rules"
+        allow = f"; {len(self._allow)} allow pattern{'' if len(self._allow) == 1 else 's'}" if self._allow else ""
+        return f"built-in rules{extra}{allow}"
+
     @classmethod
     def from_config(cls, section: Mapping[str, Any], id_key: Callable[[], bytes] | None = None) -> Redactor:
         """Build from the `[redact]` table: `extra = {name = "regex"}`, `allow = ["regex", ...]`."""
