@@ -19,6 +19,7 @@ LAYERS = [
     ("urchin.children", 1),                                 # how Urchin starts its own child processes
     ("urchin.subkeys", 1),                                  # one key per use of the install key
     ("urchin.dsn", 1),                                      # connection strings: masked, written as URLs
+    ("urchin.config_keys", 1),                              # every config.toml key, declared once
     ("urchin.journal", 3),
     # the journal's companions, and the redactor every write passes
     ("urchin.idindex", 4), ("urchin.forget", 4), ("urchin.ephemeral", 4), ("urchin.redact", 4),

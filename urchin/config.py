@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from urchin.checks import check_number
+from urchin.config_keys import SCHEMA, Table, unknown_keys
 from urchin.errors import ConfigError, QueryError, ValidationError
 from urchin.event import HARD_LIMIT_BYTES, SOFT_CAP_BYTES, check_name
 
@@ -136,9 +137,19 @@ class Settings:
     def hooks_log(self) -> Path:
         return self.home / "hooks.log"
 
+    def __post_init__(self) -> None:
+        if not isinstance(self.config, Table):     # every read of it is checked against config_keys.SCHEMA
+            object.__setattr__(self, "config", Table(self.config))
+
+    def unknown_keys(self) -> list[str]:
+        """What config.toml holds that no setting reads, each with the nearest known key (doctor, start-up)."""
+        config = self.config.raw if isinstance(self.config, Table) else self.config
+        return [unknown.describe() for unknown in unknown_keys(config)]
+
     def section(self, name: str) -> Mapping[str, Any]:
+        """The table `[name]` (empty when absent or not a table); its reads are checked like the rest."""
         value = self.config.get(name, {})
-        return value if isinstance(value, Mapping) else {}
+        return value if isinstance(value, Table) else Table({}, SCHEMA[name], f"{name}.")
 
     def with_(self, **changes: Any) -> Settings:
         return replace(self, **changes)
@@ -154,9 +165,9 @@ class Settings:
         """Build the settings for one process run. Raises `ConfigError` naming the bad setting."""
         env = os.environ if env is None else env
         home_path = resolve_home(home, env)
-        config = _read_config(home_path / "config.toml")
-        core = config.get("urchin", {}) if isinstance(config.get("urchin"), dict) else {}
-        identity = config.get("identity", {}) if isinstance(config.get("identity"), dict) else {}
+        config = Table(_read_config(home_path / "config.toml"))
+        core = config.get("urchin", {}) if isinstance(config.get("urchin"), Mapping) else {}
+        identity = config.get("identity", {}) if isinstance(config.get("identity"), Mapping) else {}
 
         def pick(env_name: str, key: str, default: Any = None, table: Mapping[str, Any] = core,
                  table_name: str = "urchin") -> tuple[Any, str]:
@@ -196,7 +207,7 @@ class Settings:
 def _collector_paths(env: Mapping[str, str], config: Mapping[str, Any]) -> dict[str, Any]:
     """Collector folders: URCHIN_<AGENT>_DIR > the agent's own variable > [collectors] > ~/.<agent>."""
     raw_table = config.get("collectors")
-    table: dict[str, Any] = raw_table if isinstance(raw_table, dict) else {}
+    table: Mapping[str, Any] = raw_table if isinstance(raw_table, Mapping) else {}
     user_home = Path(env.get("URCHIN_USER_HOME") or env.get("HOME") or Path.home()).expanduser()
 
     def folder(ours: str, theirs: str | None, key: str, default: str) -> Path:
@@ -208,7 +219,7 @@ def _collector_paths(env: Mapping[str, str], config: Mapping[str, Any]) -> dict[
             items: list[Any] = [p for p in env[ours].split(os.pathsep) if p]
         else:
             raw_section = table.get(sub)
-            section: dict[str, Any] = raw_section if isinstance(raw_section, dict) else {}
+            section: Mapping[str, Any] = raw_section if isinstance(raw_section, Mapping) else {}
             raw = section.get(key, default)
             if not isinstance(raw, list) or not all(isinstance(p, (str, Path)) for p in raw):
                 raise ConfigError(f"collectors.{sub}.{key}: must be a list of paths")

@@ -57,6 +57,15 @@ def check_home(settings: Settings) -> Check:
     return Check("home", "ok", f"{home} ({mode:04o})")
 
 
+def check_config_keys(settings: Settings) -> Check | None:
+    """Keys of config.toml that no setting reads (a typo, a removed setting): named, with the nearest known."""
+    unknown = settings.unknown_keys()
+    if not unknown:
+        return None if not settings.config_path.exists() else Check("config-keys", "ok", f"{settings.config_path}")
+    return Check("config-keys", "warn", f"{settings.config_path}: " + "; ".join(unknown),
+                 "fix or remove these keys (README: Configuration lists every key)")
+
+
 def check_journal(settings: Settings) -> Check:
     path = settings.journal_path
     if not path.exists():
@@ -302,7 +311,8 @@ def _address(dsn: str) -> tuple[str, int]:
 
 
 CHECKS: list[Callable[[Settings], Check | None]] = [
-    check_home, check_journal, check_lines, check_token, check_daemon, check_config, check_embedder, check_database,
+    check_home, check_config_keys, check_journal, check_lines, check_token, check_daemon, check_config, check_embedder,
+    check_database,
     check_postgres, check_orphans,
 ]
 

@@ -197,6 +197,8 @@ class Daemon:
             raise ConfigError(f"host: must be a loopback address (127.0.0.1, ::1, localhost), got {self.host!r}; "
                               "the API is for this machine only")
         setup_logging(self.log_level)
+        for unknown in self.settings.unknown_keys():     # a typo is named, never a reason not to start
+            log.warning("%s: %s", self.settings.config_path, unknown)
         ensure_private_dir(self.settings.home)  # 0700, also when an earlier write made it with the umask
         self._lock.acquire()
         try:
