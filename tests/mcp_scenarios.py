@@ -188,7 +188,7 @@ async def check_write_tools(session: ClientSession, memory: Memory) -> None:
     assert data["on"] is True and data["until"] and text.startswith("ephemeral mode: on")
     text, data = await call(session, "urchin_ingest", {"content": "secret plan xyzzy"})
     assert data["status"] == "suppressed: ephemeral mode" and data["reason"] == "ephemeral mode"
-    assert text.startswith("suppressed: ephemeral mode ")
+    assert text == "suppressed: ephemeral mode, nothing stored" and data["id"] not in text
     _, data = await call(session, "urchin_remember", {"content": "secret decision xyzzy"})
     assert data["status"] == "suppressed: ephemeral mode"
     text, data = await call(session, "urchin_ephemeral", {"action": "end"})

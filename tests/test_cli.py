@@ -180,7 +180,7 @@ def test_recent_tail_and_status() -> None:
 def test_ephemeral_mode_across_processes() -> None:
     assert "on since" in run_urchin("ephemeral", "on", "--for", "10m").stdout
     out = run_urchin("ingest", "secret plans")
-    assert out.stdout.startswith("suppressed: ephemeral mode")
+    assert out.stdout == "suppressed: ephemeral mode, nothing stored\n"   # no id: nothing has one
     assert run_urchin("search", "secret").stdout == ""
     run_urchin("ephemeral", "off")
     assert run_urchin("ingest", "public plans").stdout.startswith("appended")

@@ -65,6 +65,11 @@ def test_a_key_that_needs_a_restart_is_named_in_the_log_and_by_doctor(daemon: Da
     api = daemon.client()
     assert api.post("/ingest", json={"content": "BADGE-999999"}).status_code == 200
     assert b"BADGE-999999" not in daemon.journal_bytes()
+    # `urchin status` through the daemon: the rules in words, no empty `key:` line
+    status = run_urchin("status", env={"URCHIN_HOME": str(daemon.home)}).stdout.splitlines()
+    assert "  redaction: built-in rules; extra: badge" in status
+    assert "  configRestartNeeded: urchin.durability" in status
+    assert not [line for line in status if line.rstrip().endswith(":") and line.startswith("  ")], status
     config.write_text('[redact.extra]\nbadge = "BADGE-[0-9]{6}"\n')   # put back: no restart owed any more
     time.sleep(1.2)
     doctor = run_urchin("doctor", env={"URCHIN_HOME": str(daemon.home)})

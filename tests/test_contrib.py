@@ -42,3 +42,24 @@ def test_codex_config_is_toml_for_urchin_mcp() -> None:
 def test_the_configured_command_exists() -> None:
     done = run_urchin("mcp", "--help")
     assert done.returncode == 0 and "stdin/stdout" in done.stdout
+
+
+def test_the_readme_tool_table_names_every_mcp_tool() -> None:
+    """Each tool the MCP server lists has its row in the README's tool table (a tool added later too)."""
+    import re
+
+    from urchin.mcp_server.schemas import TOOL_DOCS
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    rows = [line for line in readme.splitlines() if line.startswith("| `")]
+    listed = {name for row in rows for name in re.findall(r"`([a-z_]+)`", row.split("|")[1])}
+    assert set(TOOL_DOCS) - listed == set()
+
+
+def test_no_client_config_is_told_to_carry_the_admin_token() -> None:
+    """contrib/ shows scoped tokens: no example reads $URCHIN_HOME/token into a client's config."""
+    contrib = Path(__file__).resolve().parent.parent / "contrib"
+    for path in contrib.rglob("*"):
+        if path.is_file():
+            text = path.read_text(errors="replace")
+            assert "urchin/token)" not in text and "cat ~/.local/share/urchin/token" not in text, path

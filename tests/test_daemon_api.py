@@ -437,3 +437,20 @@ def test_the_daemon_log_carries_no_secret(tmp_path: Path) -> None:
     log = daemon.log_path.read_text(errors="replace")
     assert "GET /search?q=deploy" in log and "[REDACTED:github_token]" in log, log[-2000:]
     assert token[4:12] not in log and token[-8:] not in log
+
+
+def test_a_used_or_expired_login_link_shows_a_page_that_says_how_to_get_a_new_one(daemon: DaemonProcess,
+                                                                                  api: httpx.Client) -> None:
+    """A person followed the link: an HTML page saying what happened and what to run, not raw JSON."""
+    minted = api.post("/auth/code", json={})
+    assert minted.status_code == 200, minted.text
+    code = minted.json()["code"]
+    first = httpx.get(f"{daemon.url}/login?code={code}", timeout=30, trust_env=False, follow_redirects=False)
+    assert first.status_code == 303   # the link works once
+    for path in (f"/login?code={code}", f"/login?code={'x' * 43}", "/login"):   # used, unknown, none
+        response = httpx.get(daemon.url + path, timeout=30, trust_env=False, follow_redirects=False)
+        assert response.status_code == 401 and response.headers["content-type"].startswith("text/html")
+        text = response.text
+        assert "<h1>This login link no longer works</h1>" in text and "<pre>urchin open</pre>" in text
+        assert "already used" in text and "expired" in text and not text.lstrip().startswith("{")
+        assert "<script" not in text and "style=" not in text   # the page's CSP allows neither inline

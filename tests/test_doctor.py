@@ -56,7 +56,26 @@ def test_torn_tail_and_invalid_lines_warn(settings: Settings) -> None:
         handle.write(b"not json at all\n{\"content\": \"cut sh")
     check = next(c for c in run_checks(settings) if c.name == "lines")
     assert check.level == "warn"
-    assert "incomplete" in check.detail and "1 line(s) are not events" in check.detail
+    assert "incomplete" in check.detail and "1 line is not events" in check.detail
+    # the next write moves the torn tail aside: repaired, so no warning any more, only what was done
+    run_urchin("ingest", "after the crash", env={"URCHIN_HOME": str(settings.home)})
+    settings.journal_path.write_bytes(settings.journal_path.read_bytes().replace(b"not json at all\n", b""))
+    check = next(c for c in run_checks(settings) if c.name == "lines")
+    assert check.level == "ok" and "1 torn tail left by a crash moved aside" in check.detail, check
+
+
+def test_no_message_counts_with_a_parenthesised_plural() -> None:
+    """`1 event(s)`, `2 line(s)`: every count says its noun in the number it has (the class, by source)."""
+    import ast
+
+    import urchin
+
+    found = []
+    for path in Path(urchin.__file__).parent.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and "(s)" in node.value:
+                found.append(f"{path.name}:{node.lineno}: {node.value!r}")
+    assert not found, found
 
 
 def test_unreachable_embedder_and_database_fail(urchin_home: Path) -> None:

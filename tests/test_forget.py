@@ -231,13 +231,19 @@ def test_cli_forget_by_id_session_query_and_range(memory: Memory, urchin_home: P
     assert orjson.loads(done.stdout)["forgotten"] == 2
     preview = run_urchin("forget", "--session", "s3")
     assert preview.returncode == 0 and "would be forgotten" in preview.stdout and "ev-003" in preview.stdout
+    # each caller is told how it confirms: the CLI its flag, HTTP and MCP their parameter; counts in words
+    assert "(run again with --yes to forget them)" in preview.stdout and "confirm:" not in preview.stdout
+    wire = memory.forget_from({"session": "s3"}).render()
+    assert "(call again with confirm: true to forget them)" in wire and "--yes" not in wire
+    one = memory.forget("ev-005", confirm=True).render()
+    assert one.endswith("forgot 1 event and compacted the journal"), one
     assert b'"ev-003"' in journal.read_bytes()
     assert run_urchin("forget", "--session", "s3", "--yes").returncode == 0
     assert run_urchin("forget", "--query", "PELICAN", "--yes").returncode == 0
     assert run_urchin("forget", "--since", "2026-05-04T10:00:20Z", "--until", "2026-05-04T10:00:22Z",
                       "--yes").returncode == 0
     left = _ids(journal)
-    assert left == [f"ev-{i:03d}" for i in range(24) if i not in (1, 2, 20, 21, 22) and i % 4 != 3 and i % 3]
+    assert left == [f"ev-{i:03d}" for i in range(24) if i not in (1, 2, 5, 20, 21, 22) and i % 4 != 3 and i % 3]
     missing = run_urchin("forget", "nope")
     assert missing.returncode == 1 and "not found: nope" in missing.stdout
     usage = run_urchin("forget")

@@ -52,6 +52,8 @@ def test_index_status_reports_the_cursor(pg_url: str) -> None:
     assert status["chunks"] == 1 and status["behindJournalBytes"] == 0 and status["cursors"][0]["device"] == "dev"
     text = run_urchin("index", "--status", env=env).stdout   # for people: key: value lines, no JSON, no reprs
     assert "chunks: 1" in text.splitlines() and "{" not in text and "None" not in text
+    # which database, in words (never the URL: it may hold a password), not the bare word `url`
+    assert "database: shared, from URCHIN_DATABASE_URL (`urchin doctor` checks it)" in text.splitlines()
 
 
 def test_index_follow_prints_progress_while_it_runs(pg_url: str) -> None:

@@ -107,10 +107,11 @@ def check_lines(settings: Settings) -> Check:
     if torn_tail:
         notes.append("the last line is incomplete (a write was cut short)")
     if stats.invalid_lines:
-        notes.append(f"{stats.invalid_lines} line(s) are not events (skipped by every reader)")
-    if stats.torn_records:
-        notes.append(f"{stats.torn_records} torn record(s) were moved aside to {journal.torn_path.name}")
+        notes.append(f"{_plural(stats.invalid_lines, 'line is', 'lines are')} not events (skipped by every reader)")
     detail = f"{stats.events:,} events"
+    if stats.torn_records:   # repaired already: a write a crash cut short, never acknowledged, kept aside
+        detail += (f"; {_plural(stats.torn_records, 'torn tail', 'torn tails')} left by a crash moved aside to "
+                   f"{journal.torn_path.name} (never acknowledged: nothing lost)")
     if not notes:
         return Check("lines", "ok", detail)
     return Check("lines", "warn", f"{detail}; " + "; ".join(notes),
@@ -175,12 +176,12 @@ def check_config(settings: Settings) -> Check:
     if state is None:
         return Check("config", "ok", f"redaction: {local}")
     running = f"redaction (daemon): {state.get('redaction') or '?'}"
-    if state.get("reloadError"):
-        return Check("config", "fail", f"{running}; config.toml was not reloaded: {state['reloadError']}",
+    if state.get("configReloadError"):
+        return Check("config", "fail", f"{running}; config.toml was not reloaded: {state['configReloadError']}",
                      "fix config.toml: the daemon reads it again when it changes")
-    if state.get("restartNeeded"):
+    if state.get("configRestartNeeded"):
         return Check("config", "warn", f"{running}; changed since the daemon started, not applied until it restarts: "
-                     f"{', '.join(state['restartNeeded'])}", "restart it: systemctl --user restart urchin "
+                     f"{', '.join(state['configRestartNeeded'])}", "restart it: systemctl --user restart urchin "
                      "(or stop `urchin serve` and start it again); [redact] and [recall] apply without one")
     return Check("config", "ok", running)
 
@@ -194,12 +195,12 @@ def _daemon_config(settings: Settings) -> dict[str, Any] | None:
         return None
     remote = RemoteMemory(settings, info, timeout_s=NET_TIMEOUT_S)
     try:
-        state = (remote.status().get("daemon") or {}).get("config")
+        state = remote.status().get("daemon")
     except UrchinError:
         return None
     finally:
         remote.close()
-    return state if isinstance(state, dict) and not remote.fell_back else None
+    return state if isinstance(state, dict) and "redaction" in state and not remote.fell_back else None
 
 
 def check_embedder(settings: Settings) -> Check | None:
@@ -274,10 +275,12 @@ def check_orphans(settings: Settings) -> Check | None:
     parts = []
     if orphans:
         size = sum(o.size for o in orphans) / 2**20
-        parts.append(f"{len(orphans)} PostgreSQL data folder(s) in {ROOT_DATA} belong to removed homes "
+        parts.append(f"{_plural(len(orphans), 'PostgreSQL data folder', 'PostgreSQL data folders')} in {ROOT_DATA} "
+                     f"belong{'s' if len(orphans) == 1 else ''} to removed homes "
                      f"({size:.0f} MiB): " + ", ".join(f"{o.folder.name} (was {o.link})" for o in orphans))
     if unknown:
-        parts.append(f"{len(unknown)} folder(s) with no owner record, made by an older Urchin and not used "
+        parts.append(f"{_plural(len(unknown), 'folder', 'folders')} with no owner record, made by an older Urchin "
+                     "and not used "
                      f"since: " + ", ".join(p.name for p in unknown))
     hints = []
     if orphans:
@@ -308,6 +311,10 @@ def _address(dsn: str) -> tuple[str, int]:
         except ValueError:
             pass
     return "localhost", 5432
+
+
+def _plural(count: int, one: str, many: str) -> str:
+    return f"{count} {one if count == 1 else many}"
 
 
 CHECKS: list[Callable[[Settings], Check | None]] = [

@@ -35,6 +35,6 @@ def forget(app: AppContext, ids: tuple[str, ...], session: str | None, query: st
     if as_json:
         print_json(result.to_dict())
     else:
-        click.echo(result.render())
+        click.echo(result.render(confirm="run again with --yes"))
     if ids and result.not_found and not result.matched:
         raise SystemExit(1)

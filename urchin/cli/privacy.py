@@ -8,6 +8,7 @@ import click
 
 from urchin.cli.group import AppContext, main
 from urchin.cli.options import json_option, print_json
+from urchin.contract.render import plural
 from urchin.errors import QueryError
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$")
@@ -73,7 +74,7 @@ def redact(app: AppContext, path: str | None, rewrite: bool, purge: bool, as_jso
         if as_json:
             print_json(done)
         else:
-            click.echo("\n".join([f"rewrote {done['rewritten']} journal line(s)", *done["notes"]]))
+            click.echo("\n".join([f"rewrote {plural(done['rewritten'], 'journal line')}", *done["notes"]]))
         return
     assert path is not None
     found = 0

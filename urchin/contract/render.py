@@ -63,8 +63,14 @@ def render_event(event: Mapping[str, Any]) -> str:
 
 
 def render_ingest(result: Mapping[str, Any]) -> str:
-    """`appended <id>`, `duplicate <id>`, `suppressed: ephemeral mode <id>`."""
-    return f"{result['status']} {result['id']}"
+    """`appended <id>`, `duplicate <id>`; a write not stored names no id of its own (an id made up for it
+    leads nowhere): `suppressed: ephemeral mode, nothing stored`, `suppressed: <id> was forgotten`."""
+    status = str(result["status"])
+    if status == "suppressed: forgotten":
+        return f"suppressed: {result['id']} was forgotten, nothing stored"
+    if status.startswith("suppressed"):
+        return f"{status}, nothing stored"
+    return f"{status} {result['id']}"
 
 
 def rejection(reason: str | None) -> ValidationError:
@@ -81,9 +87,9 @@ def render_status(info: Mapping[str, Any]) -> str:
             lines.append(f"{key}: {size(item)}")
         elif isinstance(item, Mapping) and item:
             lines.append(f"{key}:")
-            lines += [f"  {k}: {value(v)}" for k, v in item.items()]
+            lines += [f"  {k}: {value(v) if v != '' else 'none'}" for k, v in item.items()]
         else:
-            lines.append(f"{key}: {value(item)}")
+            lines.append(f"{key}: {value(item) if item != '' else 'none'}")
     return "\n".join(lines)
 
 
@@ -158,14 +164,14 @@ def render_document_search(result: Mapping[str, Any]) -> str:
     lines = []
     notes = [f"note: {note}" for note in result.get("notes", [])]
     if "counts" not in result:
-        lines.append(f"{result['totalResults']} documents for {result['query']!r}")
+        lines.append(f"{plural(result['totalResults'], 'document')} for {result['query']!r}")
         for n, d in enumerate(result["results"], 1):
             lines.append(f"[{n}] {d['citation']} ({d['sourceType']} {d['contentType']}, score {d['score']:.3f})")
             lines.append(d["content"])
         return "\n".join(lines + notes)
     counts = result["counts"]
-    lines.append(f"{counts['documents']} documents, {counts['memories']} memories, "
-                 f"{counts['conversations']} conversations for {result['query']!r}")
+    lines.append(f"{plural(counts['documents'], 'document')}, {plural(counts['memories'], 'memory', 'memories')}, "
+                 f"{plural(counts['conversations'], 'conversation')} for {result['query']!r}")
     for n, item in enumerate(result["results"], 1):
         data = item["data"]
         label = data.get("citation") or f"session {data.get('sessionKey')}: {data.get('title')}"

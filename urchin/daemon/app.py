@@ -363,7 +363,7 @@ async def _status(request: Request) -> Response:
     info = await run_in_threadpool(state.memory.status)
     offset, lines = state.memory.followed
     info["daemon"] = {"pid": os.getpid(), "address": state.address, "version": VERSION,
-                      "redaction": state.memory.redaction_fingerprint(), "config": state.memory.config_state(),
+                      **state.memory.config_state(),
                       "uptimeS": state.uptime_s(),
                       "followed": {"offset": offset, "lines": lines}, "writer": state.writer.stats.to_dict()}
     return JSON(info)

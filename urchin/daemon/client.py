@@ -215,7 +215,7 @@ class RemoteMemory:
         """Rewrites in-process (the daemon follows the compaction), but only when the daemon redacts
         with the rules config.toml holds now: else its next writes and re-chunks would undo the rewrite."""
         answer = self._call("GET", "/status", parse=lambda body: dict(body), fallback=lambda m: {})
-        running = (answer.get("daemon") or {}).get("redaction")
+        running = (answer.get("daemon") or {}).get("redactionFingerprint")
         current = self.local().redaction_fingerprint()
         if answer and running != current:
             raise ConfigError(f"the daemon (pid {answer['daemon'].get('pid')}) still redacts with the rules it started "

@@ -18,7 +18,7 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
 from urchin.checks import check_number, unknown_parameter
-from urchin.daemon.browser import SESSION_TTL_S, BrowserSessions, cookie_name
+from urchin.daemon.browser import CODE_TTL_S, SESSION_TTL_S, BrowserSessions, cookie_name
 from urchin.daemon.security import SESSION, VIA
 from urchin.errors import QueryError, UrchinError, ValidationError
 
@@ -30,6 +30,18 @@ STATIC_FILES = {  # the page's whole surface: nothing else under /static is serv
     "icon.svg": "image/svg+xml",
 }
 _TIMELINE_PARAMS = ("before", "after", "limit", "source", "workspace", "session", "kind")
+_LOGIN_FAILED = f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>Urchin: this login link no longer works</title>
+<link rel="icon" href="/favicon.ico"></head>
+<body>
+<h1>This login link no longer works</h1>
+<p>A viewer login link works once, within {CODE_TTL_S:.0f} seconds of being made: this one was already used,
+has expired, or belongs to a daemon that has since restarted.</p>
+<p>For a new link, run this in a terminal on this machine:</p>
+<pre>urchin open</pre>
+<p>It opens the viewer signed in (<code>urchin open --no-browser</code> prints the link instead).</p>
+</body></html>
+""".encode()
 
 
 class Unauthorised(UrchinError):
@@ -77,9 +89,9 @@ def viewer_routes(json: Callable[..., Response], memory_of: Callable[[Request], 
     async def login(request: Request) -> Response:
         """Exchange a one-time code for a session cookie, then land on `/` (the code leaves the URL)."""
         granted = sessions.exchange(request.query_params.get("code", ""))
-        if granted is None:
-            raise Unauthorised("code: this login link is unknown, expired or already used; run `urchin open` "
-                               "for a new one")
+        if granted is None:   # a person followed this link: a page that says what to do, not a JSON error
+            return Response(_LOGIN_FAILED, status_code=401, media_type="text/html; charset=utf-8",
+                            headers={"cache-control": "no-store"})
         session_id, _ = granted
         # Count the activity chart's journal pass now, while the page loads its first timeline page.
         threading.Thread(target=memory_of(request).activity, kwargs={"days": 1}, name="urchin-activity",

@@ -290,7 +290,7 @@ def adopt_or_stop(pg_dir: Path, use: bool) -> int | None:
         others = [h for h in _live_holders(folder) if h[0] != os.getpid()]
         if use:
             _hold(folder)
-            log.info("adopted the embedded PostgreSQL already running on %s (pid %d, %d other holder(s))",
+            log.info("adopted the embedded PostgreSQL already running on %s (pid %d, other holders: %d)",
                      folder, pid, len(others))
         elif not others:
             _set_holders(folder, [])

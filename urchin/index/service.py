@@ -265,7 +265,8 @@ class IndexService:
     def status(self) -> dict[str, Any]:
         with self._lock:
             out: dict[str, Any] = self.backend.status(self.embedder.fingerprint if self.embedder else None)
-            out["database"] = "url" if self.settings.database_url else f"embedded ({self.settings.pg_dir})"
+            shared = "shared, from URCHIN_DATABASE_URL (`urchin doctor` checks it)"
+            out["database"] = shared if self.settings.database_url else f"embedded ({self.settings.pg_dir})"
             cursor = self.backend.cursor(self.settings.device, str(self.journal.path))
             out["behindJournalBytes"] = max(0, self.journal.size() - cursor)
             skipped = self.skipped_events()

@@ -339,10 +339,13 @@ class Memory:
         return change
 
     def config_state(self) -> dict[str, Any]:
-        """The redaction rules in force, and config.toml keys changed since start-up that need a restart."""
+        """The redaction rules in force (in words, and their fingerprint), config.toml keys changed since
+        start-up that need a restart, and why the last change was not applied (None: it was)."""
         watch = self._config_watch
-        return {"redaction": self.ingestor.redactor.describe(), "restartNeeded": list(watch.restart) if watch else [],
-                "reloadError": watch.error if watch else None}
+        redactor = self.ingestor.redactor
+        return {"redaction": redactor.describe(), "redactionFingerprint": redactor.fingerprint,
+                "configRestartNeeded": list(watch.restart) if watch else [],
+                "configReloadError": watch.error if watch else None}
 
     def identity(self) -> dict[str, str]:
         """Who this machine's events are stamped with, and where each value came from."""

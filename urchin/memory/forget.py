@@ -61,19 +61,28 @@ class ForgetResult:
                    list(body.get("preview", [])), list(body.get("notFound", [])), bool(body.get("compacted")),
                    int(body.get("removedBytes", 0)), list(body.get("notes", [])))
 
-    def render(self) -> str:
+    def render(self, confirm: str = "call again with confirm: true") -> str:
+        """The text every front end shows; `confirm` says how its caller confirms a preview (the CLI: --yes)."""
         lines = [f"{e['timestamp'][:19]}Z {e['source']} {e['id']} — {e['snippet']}" for e in self.preview]
         if self.matched > len(self.preview):
             lines.append(f"… and {self.matched - len(self.preview)} more")
         if self.not_found:
             lines.append("not found: " + ", ".join(self.not_found))
         if self.confirmed:
-            lines.append(f"forgot {self.forgotten} event(s)" + (" and compacted the journal" if self.compacted else ""))
+            lines.append(f"forgot {_events(self.forgotten)}" + (" and compacted the journal" if self.compacted else ""))
         else:
-            lines.append(f"{self.matched} event(s) would be forgotten; nothing was changed "
-                         "(confirm: --yes, or confirm: true)")
+            lines.append(f"{_events(self.matched)} would be forgotten; nothing was changed ({confirm} to forget "
+                         f"{'it' if self.matched == 1 else 'them'})")
         lines.extend(self.notes)
         return "\n".join(lines)
+
+
+def _plural(count: int, noun: str) -> str:
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
+def _events(count: int) -> str:
+    return _plural(count, "event")
 
 
 @dataclass(frozen=True, slots=True)
@@ -251,7 +260,8 @@ class Forgetting:
             report = self._index.index_files()
         except UrchinError as exc:
             return [f"workspace files are re-chunked at the next `urchin index` ({exc.message})"]
-        return [f"re-chunked {report.indexed} workspace file(s) under the current rules"] if report.indexed else []
+        files = f"{report.indexed} workspace file{'' if report.indexed == 1 else 's'}"
+        return [f"re-chunked {files} under the current rules"] if report.indexed else []
 
     def _sync_index(self) -> list[str]:
         """Delete forgotten rows from PostgreSQL now when an index exists; else the next feed does."""
@@ -261,7 +271,7 @@ class Forgetting:
             deleted = self._index.service.sync_forgotten()
         except UrchinError as exc:
             return [f"PostgreSQL rows are removed at the next `urchin index` ({exc.message})"]
-        return [f"removed {deleted} row(s) from the PostgreSQL index"] if deleted else []
+        return [f"removed {_plural(deleted, 'row')} from the PostgreSQL index"] if deleted else []
 
 
     def _purge_index(self) -> list[str]:

@@ -43,8 +43,8 @@ class SemanticViews:
                 return SearchResult(hits, query, view.mode, notes + _unheld(query, hits), weak=hint is not None,
                                     hint=hint)
             except EmbedderError as exc:
-                mode = f"token-cosine (embedder unreachable: {exc.message})"
-                notes = [f"embedder unreachable, fell back to token-cosine: {exc.message}"]
+                mode = "token-cosine (the embedder failed)"   # why, once: in the note
+                notes = [f"fell back to token-cosine: {exc.message}"]
         hits = self.cosine().search(query, since_ms=since_ms, limit=limit, filters=filters)
         hint = weakness(hits, mode)
         return SearchResult(hits, query, mode, notes + _unheld(query, hits), weak=hint is not None, hint=hint)

@@ -102,7 +102,8 @@ def unheld_phrases(text: str, where: str) -> dict[str, object] | None:
         return None
     suggestion = unquoted(text)
     return {"phrases": list(phrases), "suggestion": suggestion,
-            "note": (f"no {where} holds the quoted phrase(s) {', '.join(repr(p) for p in phrases)}: a phrase is "
+            "note": (f"no {where} holds the quoted phrase{'s' if len(phrases) > 1 else ''} "
+                     f"{', '.join(repr(p) for p in phrases)}: a phrase is "
                      f"a requirement, so the answer is empty; to search its words instead, query {suggestion!r}")}
 
 
