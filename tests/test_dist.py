@@ -97,8 +97,8 @@ def installed(dist: tuple[Path, set[str], set[str]], tmp_path_factory: pytest.Te
 def _lend_dependencies(venv: Path) -> None:
     """This interpreter's site-packages, after the venv's own, for the venv's interpreter."""
     site = Path(sysconfig.get_path("purelib", vars={"base": str(venv), "platbase": str(venv)}))
-    ours = {sysconfig.get_path("purelib"), sysconfig.get_path("platlib")}
-    (site / "zz-urchin-test-dependencies.pth").write_text("".join(f"{p}\n" for p in sorted(ours)))
+    ours = dict.fromkeys(p for p in sys.path if Path(p).name in ("site-packages", "dist-packages"))
+    (site / "zz-urchin-test-dependencies.pth").write_text("".join(f"{p}\n" for p in ours))
 
 
 def _user_env(home: Path) -> dict[str, str]:
