@@ -5,7 +5,9 @@ anywhere is declared once, in `urchin.config_keys.SCHEMA`."""
 from __future__ import annotations
 
 import ast
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -152,3 +154,18 @@ def test_the_daemon_starts_and_logs_the_unknown_keys(urchin_home: Path) -> None:
         assert "recall.prompt_budjet (did you mean recall.prompt_budget?)" in log and "deamon" in log
     finally:
         daemon.stop()
+
+
+def test_every_key_the_file_holds_reads_back_whatever_its_spelling(urchin_home: Path) -> None:
+    """Code that walks the user's file (reload, compare, copy) never trips on a typo; only a key read in
+    code that is neither declared nor in the file is refused."""
+    urchin_home.mkdir()
+    (urchin_home / "config.toml").write_text(TYPOS)
+    config = Settings.resolve(urchin_home).config
+
+    def walk(table: Any) -> Any:
+        return {k: walk(v) if isinstance(v, Mapping) else v for k, v in table.items()}
+
+    assert walk(config)["deamon"] == {"sse_idle_timeout_s": 30} and config.get("durabilty") == "batch"
+    with pytest.raises(UndeclaredSetting):
+        config.get("never_declared_anywhere")

@@ -89,8 +89,9 @@ def _nearest(key: str, schema: Mapping[str, Any], prefix: str) -> str | None:
 
 
 class Table(Mapping[str, Any]):
-    """A read-only view of a config table that refuses reads of undeclared keys (`UndeclaredSetting`).
-    Iterating shows every key the file holds, declared or not (the unknown-key check needs them)."""
+    """A read-only view of a config table that refuses reads of undeclared keys (`UndeclaredSetting`: a
+    setting read in code but not declared) unless the file holds them: iterating shows every key the file
+    holds, declared or not, and reading those back never fails (a user's typo is warned about, never fatal)."""
 
     __slots__ = ("_data", "_schema", "_where")
 
@@ -101,6 +102,8 @@ class Table(Mapping[str, Any]):
         if ANY in self._schema:
             return self._schema[ANY]
         if key not in self._schema:
+            if key in self._data:   # the user's unknown key, met by iterating the file: warned about, never fatal
+                return None
             raise UndeclaredSetting(f"config key {self._where}{key} is read but not declared in "
                                     "urchin/config_keys.py SCHEMA")
         return self._schema[key]

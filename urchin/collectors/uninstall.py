@@ -68,7 +68,8 @@ class UninstallResult:
             return f"{self.target}: {self.path} does not exist; nothing to remove"
         if not self.removed:
             return f"{self.target}: no Urchin hooks in {self.path}"
-        what = "the Urchin block" if self.target == "shell" else f"{self.removed} Urchin hook(s)"
+        what = "the Urchin block" if self.target == "shell" else (
+            f"{self.removed} Urchin hook" + ("" if self.removed == 1 else "s"))
         if not self.written:
             return f"{self.target}: would remove {what} from {self.path} (dry run)"
         done = f"removed {self.path}, which held only Urchin's hooks" if self.deleted else \
