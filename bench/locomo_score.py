@@ -77,8 +77,11 @@ def capture(backend: Any, events: list[Any], questions: list[Any], strategy: str
                 query = unheld["suggestion"]      # what an agent re-asks (see the module doc)
             fused = seen[-1] if seen else []
             x = np.array([[float(getattr(f["evidence"], n)) for n in FEATURES] for f in fused]).reshape(-1, 5)
+            # each leg's own view of each candidate (leg, origin, rank, raw score): the fusions of
+            # bench/locomo_fusion.py re-fuse from these
+            legs = [[(leg["leg"], leg["origin"], leg["rank"], leg["raw"]) for leg in f["legs"]] for f in fused]
             out.append({"conv": workspace, "evidence": set(evidence), "ids": [split_key(f["id"])[1] for f in fused],
-                        "x": x, "fused": np.array([f["fused"] for f in fused])})
+                        "x": x, "fused": np.array([f["fused"] for f in fused]), "legs": legs, "query": query})
     finally:
         hybrid_module._score = real
     return out
@@ -286,7 +289,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--cv", action="store_true")
     parser.add_argument("--wide", action="store_true", help="token-cosine: search the hybrid's grid of ratios")
     parser.add_argument("--cache", type=Path, default=None, help="keep the captured candidates in this file")
+    parser.add_argument("--depth", type=int, default=None,
+                        help="capture: each leg's candidates (default: the product's, candidates_for(10))")
     args = parser.parse_args(argv)
+    if args.depth is not None:
+        hybrid_module.candidates_for = lambda limit: args.depth
     if args.strategy == "token-cosine":
         token_cosine_cv(args.data or _default_data(), args.wide)
         return
