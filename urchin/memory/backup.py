@@ -41,6 +41,7 @@ FORGET_LOG = "journal/events.jsonl.forgotten"
 _FILES = ("config.toml", "redact-id.key", "tokens.json", "workspaces.json")   # whole files of the home
 _FOLDERS = {"collectors": ".json", "memories": ".toml"}                       # folder -> its files' suffix
 _CHUNK = 1 << 20
+_SMALL_LIMIT = 256 << 20    # bytes of any file but the journal (the forget log holds 16 bytes an event)
 _SIDECARS = (".ids", ".sidx", ".stats", ".torn", ".forgotten", ".lock")      # beside a journal: moved with it
 
 
@@ -268,11 +269,14 @@ def restore(settings: Settings, source: Path, force: bool = False) -> BackupRepo
             if name not in (JOURNAL, FORGET_LOG):
                 write_private(home / name, _member_bytes(tar, member, manifest, name))
         journal = Journal(settings.journal_path, settings.durability)
-        _write_journal(tar, members.get(JOURNAL), manifest, journal.path)
+        log = ForgetLog(journal)
         forget_data = _member_bytes(tar, members[FORGET_LOG], manifest, FORGET_LOG) if FORGET_LOG in members else b""
         records = [r for r in map(_record, forget_data.split(b"\n")) if r is not None]
+        # the tombstones first: a restore killed before its end leaves every forgotten id refused
+        write_private(log.path, b"".join(orjson.dumps(r) + b"\n" for r in records))
+        _write_journal(tar, members.get(JOURNAL), manifest, journal.path)
         with journal.locked():
-            ForgetLog(journal).adopt(records)
+            log.adopt(records)   # the journal holds none of their lines: no compaction is owed
     return BackupReport(str(source), str(home), int(manifest.get("events") or 0),
                         int(manifest.get("journalBytes") or 0), 0, tuple(sorted(members)),
                         str(manifest.get("created") or ""), moved)
@@ -323,6 +327,8 @@ def _allowed(name: str) -> bool:
 
 
 def _extract(tar: tarfile.TarFile, member: tarfile.TarInfo) -> bytes:
+    if member.size > _SMALL_LIMIT:   # only the journal is streamed; a huge "config.toml" is no backup of ours
+        raise BackupError("PATH", f"not an Urchin backup ({member.name} holds {member.size:,} bytes)")
     handle = tar.extractfile(member)
     if handle is None:
         raise BackupError("PATH", f"{member.name}: not a file")
