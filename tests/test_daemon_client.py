@@ -129,6 +129,7 @@ _DAEMON_ONLY = {"add_view", "warm", "refresh", "save_views", "followed", "ingest
                 "rejected", "compact", "locate", "open", "cosine_view", "embedding_view", "ingestor", "substring",
                 "journal", "forget_log", "index_service", "files", "roots", "settings", "collector_changes",
                 "timeline", "activity", "redaction_fingerprint",  # the viewer routes run in the daemon
+                "reload_config", "config_state",  # config.toml read again by the daemon itself
                 "embed_in_background"}
 
 

@@ -41,6 +41,7 @@ FORGET_LOG = "journal/events.jsonl.forgotten"
 _FILES = ("config.toml", "redact-id.key", "tokens.json", "workspaces.json")   # whole files of the home
 _FOLDERS = {"collectors": ".json", "memories": ".toml"}                       # folder -> its files' suffix
 _CHUNK = 1 << 20
+_SMALL_LIMIT = 256 << 20    # bytes of any file but the journal (the forget log holds 16 bytes an event)
 _SIDECARS = (".ids", ".sidx", ".stats", ".torn", ".forgotten", ".lock")      # beside a journal: moved with it
 
 
@@ -89,7 +90,7 @@ def backup(settings: Settings, target: Path) -> BackupReport:
             with _private_file(tmp) as out, \
                     tarfile.open(fileobj=out, mode="w:gz" if target.name.endswith((".gz", ".tgz")) else "w") as tar:
                 digest = hashlib.sha256()
-                _add(tar, JOURNAL, _Reader(_kept_lines(fd, end, hashes, digest)), kept)
+                _add(tar, JOURNAL, _Reader(_kept(fd, end, dropped, digest)), kept)
                 manifest["files"][JOURNAL] = digest.hexdigest()
                 for name, data in sorted(small.items()):
                     _add(tar, name, io.BytesIO(data), len(data))
@@ -103,7 +104,8 @@ def backup(settings: Settings, target: Path) -> BackupReport:
             raise
     finally:
         os.close(fd)
-    return BackupReport(str(target), str(home), events, kept, dropped, tuple(sorted([JOURNAL, *small])), created)
+    return BackupReport(str(target), str(home), events, kept, len(dropped), tuple(sorted([JOURNAL, *small])),
+                        created)
 
 
 def _target(target: Path) -> Path:
@@ -164,27 +166,25 @@ def _lines(fd: int, end: int) -> Iterator[bytes]:
 
 
 def _forgotten(line: bytes, hashes: frozenset[bytes]) -> bool:
-    if not hashes:
-        return False
     event_id = line_id(line[:-1])
     return event_id is not None and forget_hash(event_id) in hashes
 
 
-def _measure(fd: int, end: int, hashes: frozenset[bytes]) -> tuple[int, int, int]:
-    """(bytes kept, lines kept, forgotten lines left out) of the journal's first `end` bytes."""
-    if not hashes:
-        return end, sum(data.count(b"\n") for data in _chunks(fd, end)), 0
-    kept = lines = dropped = 0
-    for line in _lines(fd, end):
+def _measure(fd: int, end: int, hashes: frozenset[bytes]) -> tuple[int, int, list[tuple[int, int]]]:
+    """(bytes kept, lines kept, the forgotten lines' (offset, length)) of the journal's first `end` bytes."""
+    lines, dropped, offset = 0, [], 0
+    for line in _lines(fd, end) if hashes else ():
         if _forgotten(line, hashes):
-            dropped += 1
+            dropped.append((offset, len(line)))
         else:
-            kept, lines = kept + len(line), lines + 1
-    return kept, lines, dropped
+            lines += 1
+        offset += len(line)
+    if not hashes:
+        lines = sum(data.count(b"\n") for data in _chunks(fd, 0, end))
+    return end - sum(length for _, length in dropped), lines, dropped
 
 
-def _chunks(fd: int, end: int) -> Iterator[bytes]:
-    offset = 0
+def _chunks(fd: int, offset: int, end: int) -> Iterator[bytes]:
     while offset < end:
         data = os.pread(fd, min(_CHUNK, end - offset), offset)
         if not data:
@@ -193,12 +193,14 @@ def _chunks(fd: int, end: int) -> Iterator[bytes]:
         yield data
 
 
-def _kept_lines(fd: int, end: int, hashes: frozenset[bytes], digest: Any) -> Iterator[bytes]:
-    source = _lines(fd, end) if hashes else _chunks(fd, end)
-    for data in source:
-        if not _forgotten(data, hashes):
+def _kept(fd: int, end: int, dropped: list[tuple[int, int]], digest: Any) -> Iterator[bytes]:
+    """The journal's first `end` bytes in large reads, but for the forgotten lines (read once, by `_measure`)."""
+    offset = 0
+    for start, length in [*dropped, (end, 0)]:
+        for data in _chunks(fd, offset, start):
             digest.update(data)
             yield data
+        offset = start + length
 
 
 class _Reader(io.RawIOBase):
@@ -206,7 +208,7 @@ class _Reader(io.RawIOBase):
 
     def __init__(self, parts: Iterator[bytes]) -> None:
         self._parts = parts
-        self._buf = b""
+        self._buf = bytearray()   # taking from its front costs no copy of the rest (tarfile reads 16 KiB at a time)
 
     def readable(self) -> bool:
         return True
@@ -217,7 +219,9 @@ class _Reader(io.RawIOBase):
             if part is None:
                 break
             self._buf += part
-        out, self._buf = (self._buf, b"") if size < 0 else (self._buf[:size], self._buf[size:])
+        size = len(self._buf) if size < 0 else size
+        out = bytes(self._buf[:size])
+        del self._buf[:size]
         return out
 
 
@@ -268,11 +272,14 @@ def restore(settings: Settings, source: Path, force: bool = False) -> BackupRepo
             if name not in (JOURNAL, FORGET_LOG):
                 write_private(home / name, _member_bytes(tar, member, manifest, name))
         journal = Journal(settings.journal_path, settings.durability)
-        _write_journal(tar, members.get(JOURNAL), manifest, journal.path)
+        log = ForgetLog(journal)
         forget_data = _member_bytes(tar, members[FORGET_LOG], manifest, FORGET_LOG) if FORGET_LOG in members else b""
         records = [r for r in map(_record, forget_data.split(b"\n")) if r is not None]
+        # the tombstones first: a restore killed before its end leaves every forgotten id refused
+        write_private(log.path, b"".join(orjson.dumps(r) + b"\n" for r in records))
+        _write_journal(tar, members.get(JOURNAL), manifest, journal.path)
         with journal.locked():
-            ForgetLog(journal).adopt(records)
+            log.adopt(records)   # the journal holds none of their lines: no compaction is owed
     return BackupReport(str(source), str(home), int(manifest.get("events") or 0),
                         int(manifest.get("journalBytes") or 0), 0, tuple(sorted(members)),
                         str(manifest.get("created") or ""), moved)
@@ -323,6 +330,8 @@ def _allowed(name: str) -> bool:
 
 
 def _extract(tar: tarfile.TarFile, member: tarfile.TarInfo) -> bytes:
+    if member.size > _SMALL_LIMIT:   # only the journal is streamed; a huge "config.toml" is no backup of ours
+        raise BackupError("PATH", f"not an Urchin backup ({member.name} holds {member.size:,} bytes)")
     handle = tar.extractfile(member)
     if handle is None:
         raise BackupError("PATH", f"{member.name}: not a file")
