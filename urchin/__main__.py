@@ -46,7 +46,7 @@ def _hook(argv: list[str]) -> int:
     from urchin.hooks import run_hook
 
     return run_hook(call.agent, call.raw, home=call.home, event=call.event, fields=call.fields,
-                    event_id=call.event_id, use_daemon=answer != hook_fast.DIRECT)
+                    event_id=call.event_id, use_daemon=answer != hook_fast.DIRECT, started=call.started)
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 
 from urchin.home import home_dir
 from urchin.uuid7 import new_id
@@ -44,12 +45,14 @@ _ESCAPES = {**{i: f"\\u{i:04x}" for i in range(32)}, ord('"'): '\\"', ord("\\"):
 class HookCall:
     """One hook call as the command line and stdin gave it, and the id its event will carry."""
 
-    __slots__ = ("agent", "raw", "home", "event", "fields", "event_id")
+    __slots__ = ("agent", "raw", "home", "event", "fields", "event_id", "started")
 
     def __init__(self, agent: str, raw: bytes, home: str | None, event: str | None,
                  fields: dict[str, str]) -> None:
         self.agent, self.raw, self.home, self.event, self.fields = agent, raw, home, event, fields
         self.event_id = new_id()
+        self.started = time.monotonic()   # the no-daemon deadline counts from here (the interpreter's own
+        # start-up, 20-80 ms, cannot be read reliably: /proc/self/stat's start time is off in sandboxes)
 
 
 def parse(argv: list[str], stdin: BinaryIO | None = None) -> HookCall:

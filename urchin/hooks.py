@@ -34,7 +34,7 @@ __all__ = ["run_hook", "log_failure", "HOOK_TIMEOUT_S", "prepare_item", "plan", 
 
 HOOK_TIMEOUT_S = 10
 HOOK_RECALL_TIMEOUT_S = 2.0  # the daemon's recall; then in-process, within NO_DAEMON_DEADLINE_S, or nothing
-NO_DAEMON_DEADLINE_S = 0.25  # from the hook's start: in-process recall answers by then or prints nothing
+NO_DAEMON_DEADLINE_S = 0.25  # from the hook's entry: recall in-process by then or print nothing
 CONTEXT_ONLY = ("codex",)    # agents whose hooks only take context (the Codex collector captures)
 _LOG_LIMIT = 1024 * 1024
 
@@ -112,12 +112,13 @@ def prepare_item(item: dict[str, Any], settings: Settings) -> dict[str, Any]:
 
 def run_hook(agent: str, raw: bytes, *, home: str | None = None, event: str | None = None,
              fields: Mapping[str, Any] | None = None, out: BinaryIO | None = None, event_id: str | None = None,
-             use_daemon: bool = True) -> int:
+             use_daemon: bool = True, started: float | None = None) -> int:
     """Record one hook payload and, for the events that take context, print what `recall` gives in
     the agent's documented JSON on `out` (stdout). Always returns 0; failures go to hooks.log and
     print nothing. `event_id`: the id the event takes unless its adapter derives one (the fast path
-    sent it with that id already); `use_daemon` False: the daemon did not answer, do not wait on it again."""
-    started = time.monotonic()
+    sent it with that id already); `use_daemon` False: the daemon did not answer, do not wait on it
+    again; `started`: `time.monotonic()` at the hook's entry, which the no-daemon deadline counts from."""
+    started = time.monotonic() if started is None else started
     home_path: Path | None = None
     previous = signal.signal(signal.SIGALRM, _on_alarm)
     signal.alarm(HOOK_TIMEOUT_S)
