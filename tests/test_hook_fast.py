@@ -235,3 +235,17 @@ def test_the_hook_falls_back_when_the_daemon_is_gone(daemon: DaemonProcess) -> N
     done = run_urchin("hook", "claude", input=payload, env={"URCHIN_HOME": str(daemon.home)})
     assert done.returncode == 0 and done.stdout == b""
     assert [e["session"] for e in _events(daemon.home) if e.get("session") == "gone"] == ["gone"]
+
+
+def test_an_unreachable_daemon_is_not_waited_on_twice_and_the_log_says_so(urchin_home: Path) -> None:
+    import socket
+
+    with socket.socket() as probe:                  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = {"URCHIN_HOOK_URL": f"http://127.0.0.1:{port}", "URCHIN_HOOK_TOKEN": "t"}
+    done = run_urchin("hook", "claude", input=_fixture("claude/hooks/PostToolUse.json", session_id="closed"), env=env)
+    assert done.returncode == 0 and done.stdout == b""
+    assert [e["session"] for e in _events(urchin_home)] == ["closed"]
+    log = (urchin_home / "hooks.log").read_text()
+    assert log.count("did not answer") == 1 and "POST /hook" in log        # the full path did not ask again

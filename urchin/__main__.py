@@ -43,8 +43,10 @@ def _hook(argv: list[str]) -> int:
 
             log_failure(call.home, call.agent, f"{type(exc).__name__}: {exc}")
         return 0
-    from urchin.hooks import run_hook
+    from urchin.hooks import log_failure, run_hook
 
+    if call.note:
+        log_failure(call.home, call.agent, call.note)
     return run_hook(call.agent, call.raw, home=call.home, event=call.event, fields=call.fields,
                     event_id=call.event_id, use_daemon=answer != hook_fast.DIRECT, started=call.started)
 

@@ -45,7 +45,7 @@ _ESCAPES = {**{i: f"\\u{i:04x}" for i in range(32)}, ord('"'): '\\"', ord("\\"):
 class HookCall:
     """One hook call as the command line and stdin gave it, and the id its event will carry."""
 
-    __slots__ = ("agent", "raw", "home", "event", "fields", "event_id", "started")
+    __slots__ = ("agent", "raw", "home", "event", "fields", "event_id", "started", "note")
 
     def __init__(self, agent: str, raw: bytes, home: str | None, event: str | None,
                  fields: dict[str, str]) -> None:
@@ -53,6 +53,7 @@ class HookCall:
         self.event_id = new_id()
         self.started = time.monotonic()   # the no-daemon deadline counts from here (the interpreter's own
         # start-up, 20-80 ms, cannot be read reliably: /proc/self/stat's start time is off in sandboxes)
+        self.note = ""                    # why the daemon was not used, for hooks.log
 
 
 def parse(argv: list[str], stdin: BinaryIO | None = None) -> HookCall:
@@ -94,7 +95,8 @@ def forward(call: HookCall) -> bytes | str:
         if not token:
             return FULL
         status, headers, reply = request(address, token, "POST", _target(call), body, timeout=HOOK_HTTP_TIMEOUT_S)
-    except WireError:
+    except WireError as exc:
+        call.note = f"the daemon did not answer POST /hook ({exc}); written to the journal directly"
         return DIRECT
     except Exception:  # noqa: BLE001 - the full path runs, and logs what fails there
         return FULL
