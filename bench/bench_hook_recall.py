@@ -70,17 +70,31 @@ def _venv(folder: Path, checkout: Path) -> Path:
     return script
 
 
-def _run(cmd: list[str], env: dict[str, str], payload: bytes | None) -> tuple[float, bytes]:
+CPU: dict[str, list[float]] = {}   # the hook process's own CPU (user + system), by row: robust to load
+
+
+def _run(cmd: list[str], env: dict[str, str], payload: bytes | None, row: str | None = None) -> tuple[float, bytes]:
     started = time.perf_counter()
-    done = subprocess.run(cmd, input=payload, env=env, capture_output=True, check=False)
-    return (time.perf_counter() - started) * 1000, done.stdout
+    proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdin.write(payload or b"")      # a hook's payload fits the pipe: no deadlock with its stdout
+    proc.stdin.close()
+    out = proc.stdout.read()
+    _, status, usage = os.wait4(proc.pid, 0)   # reaped here, so its rusage is the hook's own
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    wall = (time.perf_counter() - started) * 1000
+    proc.stdout.close()
+    if row is not None:
+        CPU.setdefault(row, []).append((usage.ru_utime + usage.ru_stime) * 1000)
+    return wall, out
 
 
 def _stats(name: str, times: list[float], printed: int | None = None) -> None:
     times = sorted(times)
     p95 = times[max(0, int(round(len(times) * 0.95)) - 1)]
     tail = "" if printed is None else f", {printed} printed context"
-    print(f"| {name:44s} | {statistics.median(times):6.1f} | {p95:6.1f} | {len(times)} calls{tail} |")
+    cpu = f"{statistics.median(CPU[name]):6.1f}" if CPU.get(name) else "     -"
+    print(f"| {name:44s} | {statistics.median(times):6.1f} | {p95:6.1f} | {cpu} | {len(times)} calls{tail} |")
 
 
 def _home(work: Path, events: int, env: dict[str, str]) -> Path:
@@ -122,14 +136,15 @@ def _with_daemon(env: dict[str, str], home: Path, hooks: dict[str, list[str]], f
         printed: dict[str, int] = {}
         for n in range(calls):      # everything interleaved: machine noise hits all alike
             for name, cmd in floors.items():
-                times.setdefault(name, []).append(_run(cmd, env, b"")[0])
+                times.setdefault(name, []).append(_run(cmd, env, b"", name)[0])
             for label, cmd in hooks.items():
                 for kind in kinds:
-                    ms, out = _run(cmd, env, _payload(kind, n))
                     key = f"{kinds[kind]}, {label}"
+                    ms, out = _run(cmd, env, _payload(kind, n), key)
                     times.setdefault(key, []).append(ms)
                     printed[key] = printed.get(key, 0) + bool(out)
-        print("| with a daemon running                        | p50 ms | p95 ms | |\n|---|---:|---:|---|")
+        print("| with a daemon running                        | p50 ms | p95 ms | hook CPU p50 ms | |\n"
+              "|---|---:|---:|---:|---|")
         for key, values in times.items():
             _stats(key, values, printed.get(key))
     finally:
@@ -141,11 +156,12 @@ def _without_daemon(env: dict[str, str], hook: list[str], calls: int) -> None:
     alone: list[float] = []
     shown: list[float] = []
     for n in range(calls):
-        ms, out = _run(hook, env, _payload("session", 20_000 + n))
+        ms, out = _run(hook, env, _payload("session", 20_000 + n), "capture + recall (SessionStart), no daemon")
         alone.append(ms)
         if out:
             shown.append(ms)
-    print("\n| no daemon                                    | p50 ms | p95 ms | |\n|---|---:|---:|---|")
+    print("\n| no daemon                                    | p50 ms | p95 ms | hook CPU p50 ms | |\n"
+          "|---|---:|---:|---:|---|")
     _stats("capture + recall (SessionStart), no daemon", alone, len(shown))
     if shown:
         print(f"slowest call that printed a digest: {max(shown):.1f} ms")
