@@ -121,7 +121,8 @@ def run_hook(agent: str, raw: bytes, *, home: str | None = None, event: str | No
     started = time.monotonic() if started is None else started
     home_path: Path | None = None
     previous = signal.signal(signal.SIGALRM, _on_alarm)
-    signal.alarm(HOOK_TIMEOUT_S)
+    # HOOK_TIMEOUT_S from the hook's entry: a fast path that waited on the daemon has used some of it
+    signal.setitimer(signal.ITIMER_REAL, max(1.0, HOOK_TIMEOUT_S - (time.monotonic() - started)))
     try:
         from urchin.config import Settings
 
