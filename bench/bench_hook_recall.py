@@ -1,11 +1,23 @@
 """Hook latency with recall: the whole `urchin hook claude` process, start to exit, at N events.
 
-    PYTHONPATH=$PWD python bench/bench_hook_recall.py [--events 1000000] [--calls 40]
+    PYTHONPATH=$PWD python bench/bench_hook_recall.py [--events 1000000] [--calls 40] [--workdir DIR]
+        [--compare OTHER_CHECKOUT]
+
+The hook runs as it is installed: the `urchin` console script of a virtualenv that holds Urchin and its
+dependencies on plain `sys.path` entries (as a wheel install does; the checkout's editable install
+runs a meta-path finder from a .pth file at every start, ~35 ms of pathlib and re before any of ours).
+That venv is made in the work folder from this interpreter's site-packages; its `python -c pass` is
+the floor, measured interleaved with the hooks (machine noise hits all alike), beside this
+interpreter's own floor.
 
 With a daemon (`urchin serve --no-index`, the hooks' token installed): capture-only calls (PostToolUse),
-capture + session-start recall (SessionStart) and capture + prompt recall (UserPromptSubmit), interleaved;
-p50 and p95 of each (target p95 <= 100 ms). Then without a daemon: SessionStart calls, and how many printed
-a digest (the rule: a digest within the deadline, or nothing).
+capture + session-start recall (SessionStart) and capture + prompt recall (UserPromptSubmit),
+interleaved; p50 and p95 of each (target p95 <= 100 ms). `--compare DIR`: the same calls through
+another checkout's hook (e.g. a `git worktree` of the previous release), against the same daemon.
+Then without a daemon: SessionStart calls, and how many printed a digest, and the slowest that did
+(the rule: a digest within 300 ms of the process's start, or nothing).
+`--workdir DIR` keeps the generated journal and imported home there and reuses them (1M events take
+minutes to generate and import); hooks add their few events to it.
 """
 
 from __future__ import annotations
@@ -16,6 +28,7 @@ import os
 import statistics
 import subprocess
 import sys
+import sysconfig
 import tempfile
 import time
 from pathlib import Path
@@ -25,6 +38,8 @@ import orjson
 REPO = Path(__file__).resolve().parent.parent
 PROMPTS = ["why does the retry budget run out", "how do we deploy the index", "fix the flaky cache test",
            "what did we decide about the session token", "where is the workspace build configured"]
+SCRIPT = "#!{python}\nimport sys\nfrom urchin.__main__ import entry\nif __name__ == '__main__':\n" \
+         "    sys.exit(entry())\n"   # what pip writes for `urchin = "urchin.__main__:entry"`
 
 
 def _payload(kind: str, n: int) -> bytes:
@@ -39,77 +54,144 @@ def _payload(kind: str, n: int) -> bytes:
     return orjson.dumps({**base, "hook_event_name": "UserPromptSubmit", "prompt": f"{PROMPTS[n % 5]} ({n})"})
 
 
-def _run(env: dict[str, str], payload: bytes) -> tuple[float, bytes]:
+def _venv(folder: Path, checkout: Path) -> Path:
+    """A venv whose `urchin` script runs `checkout` with this interpreter's dependencies, no .pth hook."""
+    if not (folder / "bin" / "python").exists():
+        subprocess.run([getattr(sys, "_base_executable", sys.executable), "-m", "venv", "--without-pip",
+                        str(folder)], check=True)
+    site = Path(subprocess.run([str(folder / "bin" / "python"), "-c", "import sysconfig; print("
+                                "sysconfig.get_paths()['purelib'])"], capture_output=True, text=True,
+                               check=True).stdout.strip())
+    (site / "urchin-bench.pth").write_text(f"{checkout}\n{sysconfig.get_paths()['purelib']}\n")
+    script = folder / "bin" / "urchin"
+    script.write_text(SCRIPT.format(python=folder / "bin" / "python"))
+    script.chmod(0o755)
+    compileall.compile_dir(str(checkout / "urchin"), quiet=1)
+    return script
+
+
+CPU: dict[str, list[float]] = {}   # the hook process's own CPU (user + system), by row: robust to load
+
+
+def _run(cmd: list[str], env: dict[str, str], payload: bytes | None, row: str | None = None) -> tuple[float, bytes]:
     started = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "urchin", "hook", "claude"], input=payload, env=env,
-                          capture_output=True, check=False)
-    return (time.perf_counter() - started) * 1000, done.stdout
+    proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdin.write(payload or b"")      # a hook's payload fits the pipe: no deadlock with its stdout
+    proc.stdin.close()
+    out = proc.stdout.read()
+    _, status, usage = os.wait4(proc.pid, 0)   # reaped here, so its rusage is the hook's own
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    wall = (time.perf_counter() - started) * 1000
+    proc.stdout.close()
+    if row is not None:
+        CPU.setdefault(row, []).append((usage.ru_utime + usage.ru_stime) * 1000)
+    return wall, out
 
 
-def _stats(name: str, times: list[float], printed: int) -> None:
+def _stats(name: str, times: list[float], printed: int | None = None) -> None:
     times = sorted(times)
     p95 = times[max(0, int(round(len(times) * 0.95)) - 1)]
-    print(f"{name:34s} p50 {statistics.median(times):6.1f} ms  p95 {p95:6.1f} ms  ({len(times)} calls, "
-          f"{printed} printed context)")
+    tail = "" if printed is None else f", {printed} printed context"
+    cpu = f"{statistics.median(CPU[name]):6.1f}" if CPU.get(name) else "     -"
+    print(f"| {name:44s} | {statistics.median(times):6.1f} | {p95:6.1f} | {cpu} | {len(times)} calls{tail} |")
+
+
+def _home(work: Path, events: int, env: dict[str, str]) -> Path:
+    home = work / "home"
+    if (home / "journal" / "events.jsonl").exists():
+        return home
+    journal = work / "journal.jsonl"
+    subprocess.run([sys.executable, str(REPO / "bench" / "gen_journal.py"), str(events), "--out", str(journal)],
+                   check=True, env=env, stdout=subprocess.DEVNULL)
+    subprocess.run([sys.executable, "-m", "urchin", "import", str(journal)], check=True, env=env,
+                   stdout=subprocess.DEVNULL)
+    journal.unlink()
+    return home
+
+
+def _with_daemon(env: dict[str, str], home: Path, hooks: dict[str, list[str]], floors: dict[str, list[str]],
+                 calls: int) -> None:
+    from urchin.tokens import ensure_hook_token
+
+    ensure_hook_token(home)
+    daemon_env = {**env, "PYTHONPATH": str(REPO)}
+    daemon = subprocess.Popen([sys.executable, "-m", "urchin", "serve", "--no-index", "--port", "0"], env=daemon_env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 300
+        while not (home / "daemon.json").exists():
+            if time.monotonic() > deadline or daemon.poll() is not None:
+                raise SystemExit("the daemon did not start")
+            time.sleep(0.1)
+        started = time.perf_counter()
+        for n in range(3):      # warm: the daemon builds its views on first use
+            for cmd in hooks.values():
+                _run(cmd, env, _payload("prompt", 10_000 + n))
+                _run(cmd, env, _payload("session", 10_000 + n))
+        print(f"daemon warm after {time.perf_counter() - started:.1f} s\n")
+        kinds = {"capture": "capture only (PostToolUse)", "session": "capture + recall (SessionStart)",
+                 "prompt": "capture + recall (UserPromptSubmit)"}
+        times: dict[str, list[float]] = {}
+        printed: dict[str, int] = {}
+        for n in range(calls):      # everything interleaved: machine noise hits all alike
+            for name, cmd in floors.items():
+                times.setdefault(name, []).append(_run(cmd, env, b"", name)[0])
+            for label, cmd in hooks.items():
+                for kind in kinds:
+                    key = f"{kinds[kind]}, {label}"
+                    ms, out = _run(cmd, env, _payload(kind, n), key)
+                    times.setdefault(key, []).append(ms)
+                    printed[key] = printed.get(key, 0) + bool(out)
+        print("| with a daemon running                        | p50 ms | p95 ms | hook CPU p50 ms | |\n"
+              "|---|---:|---:|---:|---|")
+        for key, values in times.items():
+            _stats(key, values, printed.get(key))
+    finally:
+        daemon.terminate()
+        daemon.wait(60)
+
+
+def _without_daemon(env: dict[str, str], hook: list[str], calls: int) -> None:
+    alone: list[float] = []
+    shown: list[float] = []
+    for n in range(calls):
+        ms, out = _run(hook, env, _payload("session", 20_000 + n), "capture + recall (SessionStart), no daemon")
+        alone.append(ms)
+        if out:
+            shown.append(ms)
+    print("\n| no daemon                                    | p50 ms | p95 ms | hook CPU p50 ms | |\n"
+          "|---|---:|---:|---:|---|")
+    _stats("capture + recall (SessionStart), no daemon", alone, len(shown))
+    if shown:
+        print(f"slowest call that printed a digest: {max(shown):.1f} ms")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--events", type=int, default=1_000_000)
     parser.add_argument("--calls", type=int, default=40)
+    parser.add_argument("--workdir", type=Path, help="keep (and reuse) the journal and home here")
+    parser.add_argument("--compare", type=Path, help="another checkout whose hook runs beside this one's")
     args = parser.parse_args()
-    compileall.compile_dir(str(REPO / "urchin"), quiet=1)
     with tempfile.TemporaryDirectory(prefix="urchin-hook-recall-") as tmp:
-        home = Path(tmp) / "home"
-        env = {**os.environ, "URCHIN_HOME": str(home), "PYTHONPATH": str(REPO)}
+        work = args.workdir or Path(tmp)
+        work.mkdir(parents=True, exist_ok=True)
+        env = {**os.environ, "URCHIN_HOME": str(work / "home"), "PYTHONPATH": str(REPO)}
         env.pop("URCHIN_NO_DAEMON", None)
-        journal = Path(tmp) / "journal.jsonl"
-        subprocess.run([sys.executable, str(REPO / "bench" / "gen_journal.py"), str(args.events), "--out",
-                        str(journal)], check=True, env=env, stdout=subprocess.DEVNULL)
-        subprocess.run([sys.executable, "-m", "urchin", "import", str(journal)], check=True, env=env,
-                       stdout=subprocess.DEVNULL)
-        from urchin.tokens import ensure_hook_token
-
-        ensure_hook_token(home)
-        daemon = subprocess.Popen([sys.executable, "-m", "urchin", "serve", "--no-index", "--port", "0"], env=env,
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        try:
-            deadline = time.monotonic() + 120
-            while not (home / "daemon.json").exists():
-                if time.monotonic() > deadline or daemon.poll() is not None:
-                    raise SystemExit("the daemon did not start")
-                time.sleep(0.1)
-            started = time.perf_counter()
-            for n in range(3):      # warm: the daemon builds its views on first use
-                _run(env, _payload("prompt", 10_000 + n))
-                _run(env, _payload("session", 10_000 + n))
-            print(f"{args.events} events; daemon warm after {time.perf_counter() - started:.1f} s")
-            results: dict[str, tuple[list[float], int]] = {k: ([], 0) for k in ("capture", "session", "prompt")}
-            bare: list[float] = []
-            for n in range(args.calls):     # interleaved with the bare interpreter: machine noise hits all alike
-                started = time.perf_counter()
-                subprocess.run([sys.executable, "-c", "pass"], env=env, check=False)
-                bare.append((time.perf_counter() - started) * 1000)
-                for kind in results:
-                    ms, out = _run(env, _payload(kind, n))
-                    times, printed = results[kind]
-                    times.append(ms)
-                    results[kind] = (times, printed + bool(out))
-            names = {"capture": "capture only (PostToolUse)", "session": "capture + recall (SessionStart)",
-                     "prompt": "capture + recall (UserPromptSubmit)"}
-            _stats("python -c pass (the floor)", bare, 0)
-            for kind, (times, printed) in results.items():
-                _stats(names[kind] + ", daemon", times, printed)
-        finally:
-            daemon.terminate()
-            daemon.wait(60)
-        alone: list[float] = []
-        printed = 0
-        for n in range(max(10, args.calls // 2)):
-            ms, out = _run(env, _payload("session", 20_000 + n))
-            alone.append(ms)
-            printed += bool(out)
-        _stats("capture + recall (SessionStart), no daemon", alone, printed)
+        home = _home(work, args.events, env)
+        lines = (home / "journal" / "events.jsonl").read_bytes().count(b"\n")
+        print(f"{lines} events in the journal; {os.cpu_count()} cores; load {os.getloadavg()[0]:.1f}")
+        hooks = {"this checkout": [str(_venv(Path(tmp) / "venv", REPO)), "hook", "claude"]}
+        if args.compare:
+            hooks[f"{args.compare.name}"] = [str(_venv(Path(tmp) / "venv-compare", args.compare.resolve())),
+                                             "hook", "claude"]
+        hook_env = {k: v for k, v in env.items() if k != "PYTHONPATH"}   # the venvs' .pth say where Urchin is
+        floors = {"python -c pass (the floor: the hook's venv)": [str(Path(tmp) / "venv" / "bin" / "python"), "-c",
+                                                                  "pass"],
+                  "python -c pass (this venv, editable install)": [sys.executable, "-c", "pass"]}
+        _with_daemon(hook_env, home, hooks, floors, args.calls)
+        _without_daemon(hook_env, hooks["this checkout"], max(10, args.calls // 2))
 
 
 if __name__ == "__main__":

@@ -16,6 +16,8 @@ PACKAGE = Path(urchin.__file__).parent
 # Lower number = lower layer. A module may import only from its own layer or below.
 LAYERS = [
     ("urchin.errors", 0), ("urchin.checks", 1), ("urchin.event", 1), ("urchin.wire", 1), ("urchin.config", 2),
+    ("urchin.home", 1), ("urchin.uuid7", 1),                # the home's rule and new ids, standard library only
+    ("urchin.hook_fast", 2),                                # a hook beside a daemon: one request (stdlib only)
     ("urchin.children", 1),                                 # how Urchin starts its own child processes
     ("urchin.subkeys", 1),                                  # one key per use of the install key
     ("urchin.dsn", 1),                                      # connection strings: masked, written as URLs
@@ -55,6 +57,9 @@ ALLOWED_NAMES = {
     ("urchin.workspace.memories", "Member"),
     ("urchin.redact", "redact_message"),   # every edge redacts the error text it shows (errors echo input)
     ("urchin.hooks", "run_hook"),          # `urchin hook`: the one hook path (see LAYERS)
+    ("urchin.hooks", "plan"), ("urchin.hooks", "recall_args"),   # ... which the daemon's POST /hook runs
+    ("urchin.hook_context", "agent_output"),
+    ("urchin.hook_fast", "ANSWER_HEADER"), ("urchin.hook_fast", "FIELDS"), ("urchin.hook_fast", "MAX_PAYLOAD_BYTES"),
 }
 
 

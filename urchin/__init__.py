@@ -7,8 +7,8 @@ they use: `Memory`, `Event`, `Settings` and the error tree.
 from __future__ import annotations
 
 import os
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+
+TYPE_CHECKING = False   # not `typing`'s: its import costs an agent hook a few ms (urchin/hook_fast.py)
 
 # BLAS runs on one thread in every Urchin process, set before numpy loads. OpenBLAS stops its worker
 # threads in a fork handler; a fork that runs such handlers (a subprocess started with `user=` or
@@ -47,6 +47,8 @@ _WHERE = {
 }
 
 if TYPE_CHECKING:
+    from typing import Any
+
     from urchin.config import Settings
     from urchin.errors import (
         ConfigError,
@@ -66,5 +68,7 @@ if TYPE_CHECKING:
 
 def __getattr__(name: str) -> Any:
     if name in _WHERE:
+        from importlib import import_module
+
         return getattr(import_module(_WHERE[name]), name)
     raise AttributeError(f"module 'urchin' has no attribute {name!r}")

@@ -1,9 +1,11 @@
 """`python -m urchin` and the `urchin` script.
 
 `urchin hook ...` skips click and the command modules: agents run it on every prompt and tool
-call, and it must finish in well under 150 ms (bench/bench_hook.py). `urchin search|semantic|recent`
-beside a running daemon skip them too (urchin/daemon/fastclient.py answers with the standard
-library, or hands back to click). Everything else is click.
+call, and beside a daemon it must finish in 100 ms (bench/bench_hook_recall.py): `urchin.hook_fast`
+sends the whole call to the daemon with the standard library alone, and only when that fails is the
+full path (`urchin.hooks`) imported. `urchin search|semantic|recent` beside a running daemon skip
+click too (urchin/daemon/fastclient.py answers with the standard library, or hands back to click).
+Everything else is click.
 """
 
 import sys
@@ -12,9 +14,7 @@ import sys
 def entry() -> None:
     # `hook --help` (or no agent) is a person asking: click prints the usage.
     if sys.argv[1:2] == ["hook"] and not {"-h", "--help"} & set(sys.argv[2:]) and len(sys.argv) > 2:
-        from urchin.hooks import main as hook_main
-
-        sys.exit(hook_main(sys.argv[2:]))
+        sys.exit(_hook(sys.argv[2:]))
     if any(arg in ("search", "semantic", "recent") for arg in sys.argv[1:4]):
         from urchin.daemon.fastclient import run
 
@@ -24,6 +24,31 @@ def entry() -> None:
     from urchin.cli import main
 
     main()
+
+
+def _hook(argv: list[str]) -> int:
+    """One hook call: through the daemon's `POST /hook` when it answers as the daemon does, else the
+    full path with the same event id (it writes the journal itself when the daemon did not answer)."""
+    from urchin import hook_fast
+
+    call = hook_fast.parse(argv)
+    answer = hook_fast.forward(call)
+    if isinstance(answer, bytes):
+        try:
+            if answer:
+                sys.stdout.buffer.write(answer)
+                sys.stdout.buffer.flush()
+        except (OSError, ValueError) as exc:     # the agent closed our stdout: stored, nothing to tell
+            from urchin.hooks import log_failure
+
+            log_failure(call.home, call.agent, f"{type(exc).__name__}: {exc}")
+        return 0
+    from urchin.hooks import log_failure, run_hook
+
+    if call.note:
+        log_failure(call.home, call.agent, call.note)
+    return run_hook(call.agent, call.raw, home=call.home, event=call.event, fields=call.fields,
+                    event_id=call.event_id, use_daemon=answer != hook_fast.DIRECT, started=call.started)
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ from urchin.checks import check_number
 from urchin.config_keys import SCHEMA, Table, unknown_keys
 from urchin.errors import ConfigError, QueryError, ValidationError
 from urchin.event import HARD_LIMIT_BYTES, SOFT_CAP_BYTES, check_name
+from urchin.home import home_dir
 
 __all__ = ["Settings", "Durability", "DEFAULT_PORT", "ensure_private_dir", "resolve_home", "runtime_dir",
            "use_runtime_dir", "LIVE_SECTIONS", "config_stamp", "read_config", "changed_keys"]
@@ -241,16 +242,9 @@ def _collector_paths(env: Mapping[str, str], config: Mapping[str, Any]) -> dict[
 
 def resolve_home(home: str | os.PathLike[str] | None = None, env: Mapping[str, str] | None = None) -> Path:
     """Just the home folder (argument > URCHIN_HOME > platform default): where a hook logs even
-    when the rest of the settings cannot be resolved."""
-    env = os.environ if env is None else env
-    return Path(home or env.get("URCHIN_HOME") or _default_home()).expanduser().absolute()
-
-
-def _default_home() -> str:
-    # Imported here: platformdirs costs ~10 ms, and the hook path sets URCHIN_HOME or pays only then.
-    import platformdirs
-
-    return platformdirs.user_data_dir("urchin")
+    when the rest of the settings cannot be resolved. The rule itself is `urchin.home`'s, which a
+    hook's fast path shares."""
+    return Path(home_dir(home, env))
 
 
 def runtime_dir(env: Mapping[str, str] | None = None) -> Path:

@@ -8,9 +8,7 @@ Leaf module: imports nothing of the package but `errors`.
 from __future__ import annotations
 
 import math
-import os
 import re
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -19,6 +17,7 @@ from typing import Any
 import orjson
 
 from urchin.errors import ValidationError
+from urchin.uuid7 import new_id
 
 __all__ = [
     "Event",
@@ -97,16 +96,6 @@ PROOF_FIELD = "proof"   # the write path's mark on a line it made (urchin/proof.
 _OPTIONAL_STRINGS = ("workspace", "session", "title", "brain")
 _META_FALLBACKS = ("workspace", "sessionId", "summary")  # meta keys `from_record` reads fields from
 _LABELS: dict[str, str] = {}  # label normalisation is pure; imports see the same few thousands of times
-
-
-def new_id(now_ms: int | None = None) -> str:
-    """A UUIDv7: 48 bits of Unix milliseconds, then randomness, so ids sort by creation time."""
-    ms = int(time.time() * 1000) if now_ms is None else now_ms
-    rand = int.from_bytes(os.urandom(10), "big")
-    value = (ms & ((1 << 48) - 1)) << 80 | 0x7 << 76 | (rand >> 68 & 0xFFF) << 64
-    value |= 0b10 << 62 | rand & ((1 << 62) - 1)
-    h = f"{value:032x}"
-    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
 def parse_timestamp(value: Any, field_name: str = "timestamp") -> datetime:

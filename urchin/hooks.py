@@ -1,13 +1,15 @@
-"""`urchin hook <agent>`: one hook payload on stdin -> one event, the agent's context, and never a broken agent.
+"""`urchin hook <agent>`'s full path: one hook payload -> one event, the agent's context, and never a broken agent.
 
-Whatever happens (empty stdin, malformed JSON, an unwritable home, a full disk, a held lock, a slow
-recall), `run_hook` returns 0, prints on stdout only the agent's documented JSON for a context event
+Beside a running daemon the hook usually never gets here: `urchin.hook_fast` hands the whole call to
+the daemon (`POST /hook/<agent>`, which runs `plan` and `recall_args` below) and runs `run_hook` only
+when that fails. Whatever happens (empty stdin, malformed JSON, an unwritable home, a full disk, a
+held lock, a slow recall), `run_hook` returns 0, prints on stdout only the agent's documented JSON for a context event
 (`urchin.hook_context`) and writes failures to `$URCHIN_HOME/hooks.log` (0600), or to stderr when
 even that cannot be written. With a daemon running it hands the event to the daemon over HTTP, and
 asks it for `recall`, with the hooks' token (scope `hook`: ingest and recall only;
 `$URCHIN_HOME/hooks.token`, made by `urchin install-hooks`); else it writes through `Ingestor` (the
 single write path) and recalls in-process within NO_DAEMON_DEADLINE_S, or prints nothing. Either way
-it imports only what that needs; see bench/bench_hook.py.
+it imports only what that needs; see bench/bench_hook_recall.py.
 """
 
 from __future__ import annotations
@@ -21,18 +23,19 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any, BinaryIO
 
+from urchin.hook_fast import HOOK_HTTP_TIMEOUT_S, MAX_PAYLOAD_BYTES
+
 if TYPE_CHECKING:
     from urchin.config import Settings
+    from urchin.hook_context import ContextAsk
     from urchin.redact import Redactor
 
-__all__ = ["run_hook", "main", "HOOK_TIMEOUT_S", "prepare_item"]
+__all__ = ["run_hook", "log_failure", "HOOK_TIMEOUT_S", "prepare_item", "plan", "recall_args", "CONTEXT_ONLY"]
 
 HOOK_TIMEOUT_S = 10
-HOOK_HTTP_TIMEOUT_S = 5      # then the hook writes the journal itself, within HOOK_TIMEOUT_S
 HOOK_RECALL_TIMEOUT_S = 2.0  # the daemon's recall; then in-process, within NO_DAEMON_DEADLINE_S, or nothing
-NO_DAEMON_DEADLINE_S = 0.25  # from the hook's start: in-process recall answers by then or prints nothing
+NO_DAEMON_DEADLINE_S = 0.25  # from the hook's entry: recall in-process by then or print nothing
 CONTEXT_ONLY = ("codex",)    # agents whose hooks only take context (the Codex collector captures)
-MAX_PAYLOAD_BYTES = 8 * 1024 * 1024
 _LOG_LIMIT = 1024 * 1024
 
 
@@ -108,14 +111,18 @@ def prepare_item(item: dict[str, Any], settings: Settings) -> dict[str, Any]:
 
 
 def run_hook(agent: str, raw: bytes, *, home: str | None = None, event: str | None = None,
-             fields: Mapping[str, Any] | None = None, out: BinaryIO | None = None) -> int:
+             fields: Mapping[str, Any] | None = None, out: BinaryIO | None = None, event_id: str | None = None,
+             use_daemon: bool = True, started: float | None = None) -> int:
     """Record one hook payload and, for the events that take context, print what `recall` gives in
     the agent's documented JSON on `out` (stdout). Always returns 0; failures go to hooks.log and
-    print nothing."""
-    started = time.monotonic()
+    print nothing. `event_id`: the id the event takes unless its adapter derives one (the fast path
+    sent it with that id already); `use_daemon` False: the daemon did not answer, do not wait on it
+    again; `started`: `time.monotonic()` at the hook's entry, which the no-daemon deadline counts from."""
+    started = time.monotonic() if started is None else started
     home_path: Path | None = None
     previous = signal.signal(signal.SIGALRM, _on_alarm)
-    signal.alarm(HOOK_TIMEOUT_S)
+    # HOOK_TIMEOUT_S from the hook's entry: a fast path that waited on the daemon has used some of it
+    signal.setitimer(signal.ITIMER_REAL, max(1.0, HOOK_TIMEOUT_S - (time.monotonic() - started)))
     try:
         from urchin.config import Settings
 
@@ -132,9 +139,9 @@ def run_hook(agent: str, raw: bytes, *, home: str | None = None, event: str | No
 
         ask = context_ask(agent, payload)
         capture = agent not in CONTEXT_ONLY
-        daemon = _daemon(settings.home, agent) if capture or ask is not None else None   # found once
+        daemon = _daemon(settings.home, agent) if use_daemon and (capture or ask is not None) else None   # once
         if capture:
-            _capture(agent, payload, event, settings, daemon)
+            _capture(agent, payload, event, settings, daemon, event_id)
         if ask is not None:
             reply = agent_output(ask, _recall(settings, agent, ask, started, daemon))
             if reply:
@@ -152,16 +159,51 @@ def run_hook(agent: str, raw: bytes, *, home: str | None = None, event: str | No
     return 0
 
 
+def log_failure(home: str | None, agent: str, message: str) -> None:
+    """A line in hooks.log (redacted), for a failure outside `run_hook` (the fast path's)."""
+    _log(_home_or_none(home), agent, message)
+
+
+def plan(agent: str, raw: bytes, event: str | None, fields: Mapping[str, Any], settings: Settings,
+         event_id: str | None = None) -> tuple[dict[str, Any] | None, ContextAsk | None]:
+    """One hook call's event (adapted, capped, redacted over the soft cap; None: nothing to keep) and
+    what it asks recall for (None: its event takes no context). The daemon's `POST /hook` runs this.
+    Raises on a payload that is not a JSON object, or an agent with no adapter."""
+    from urchin.hook_context import context_ask
+
+    payload = _payload(agent, raw, fields)
+    item = _event_item(agent, payload, event, settings, event_id) if agent not in CONTEXT_ONLY else None
+    return item, context_ask(agent, payload)
+
+
+def _event_item(agent: str, payload: dict[str, Any], event: str | None, settings: Settings,
+                event_id: str | None) -> dict[str, Any] | None:
+    from urchin.collectors import adapt_hook
+
+    item = adapt_hook(agent, payload, event, key=_id_key(settings.home))
+    if item is None:
+        return None
+    item = prepare_item(item, settings)
+    if event_id:
+        item.setdefault("id", event_id)
+    return item
+
+
+def recall_args(ask: ContextAsk) -> dict[str, Any]:
+    """`recall`'s parameters for a hook's ask: the workspace its cwd maps to (as capture maps it)."""
+    from urchin.collectors.base import workspace_for
+
+    return {k: v for k, v in (("workspace", workspace_for(ask.cwd)), ("session", ask.session),
+                              ("prompt", ask.prompt)) if v is not None}
+
+
 def _capture(agent: str, payload: dict[str, Any], event: str | None, settings: Settings,
-             daemon: tuple[str, str] | None) -> None:
+             daemon: tuple[str, str] | None, event_id: str | None) -> None:
     """The payload as one event, to the daemon or the journal; a failure is logged, recall still runs."""
     try:
-        from urchin.collectors import adapt_hook
-
-        item = adapt_hook(agent, payload, event, key=_id_key(settings.home))
+        item = _event_item(agent, payload, event, settings, event_id)
         if item is None:
             return
-        item = prepare_item(item, settings)
         if daemon is not None and _send(settings.home, agent, item, daemon):
             return
         from urchin.ingest import Ingestor
@@ -179,10 +221,7 @@ def _capture(agent: str, payload: dict[str, Any], event: str | None, settings: S
 def _recall(settings: Settings, agent: str, ask: Any, started: float, daemon: tuple[str, str] | None) -> str:
     """The block for this hook event: from the daemon (hook token), else in-process within
     NO_DAEMON_DEADLINE_S of the hook's start, else nothing."""
-    from urchin.collectors.base import workspace_for
-
-    body = {k: v for k, v in (("workspace", workspace_for(ask.cwd)), ("session", ask.session),
-                              ("prompt", ask.prompt)) if v is not None}
+    body = recall_args(ask)
     answer = None if daemon is None else _recall_from_daemon(settings.home, agent, body, daemon)
     if answer is not None:
         return answer
@@ -244,7 +283,7 @@ def _recall_from_daemon(home: Path, agent: str, body: dict[str, Any], daemon: tu
 
 def _daemon(home: Path, agent: str) -> tuple[str, str] | None:
     """The daemon to talk to and the hooks' token (see `_send`), or None."""
-    from urchin.tokens import HOOK_TOKEN_FILE
+    from urchin.hook_fast import HOOK_TOKEN_FILE
     from urchin.wire import daemon_address, is_local
 
     address = os.environ.get("URCHIN_HOOK_URL") or daemon_address(str(home))
@@ -323,29 +362,3 @@ def _home_or_none(home: str | None) -> Path | None:
         return resolve_home(home)
     except Exception:  # noqa: BLE001
         return None
-
-
-_OPTIONS = {"--event": "event", "--shell": "shell", "--exit-code": "exit_code", "--cwd": "cwd",
-            "--started": "started", "--duration-ms": "duration_ms", "--session": "session", "--home": "home"}
-
-
-def main(argv: list[str]) -> int:
-    """`urchin hook AGENT [--event E] [--shell S --exit-code N --cwd D --started T --duration-ms M
-    --session P]` without click (see urchin/__main__.py); the same as the click command."""
-    values: dict[str, str] = {}
-    agent = ""
-    args = iter(argv)
-    for arg in args:
-        name, eq, inline = arg.partition("=")
-        if name in _OPTIONS:
-            values[_OPTIONS[name]] = inline if eq else next(args, "")
-        elif not agent and not arg.startswith("-"):
-            agent = arg
-    try:
-        raw = sys.stdin.buffer.read()
-    except (OSError, ValueError, AttributeError):
-        raw = b""
-    home = values.pop("home", None) or None
-    event = values.pop("event", None) or None
-    fields = {k: v for k, v in values.items() if v != ""}
-    return run_hook(agent or "unknown", raw, home=home, event=event, fields=fields)

@@ -26,11 +26,11 @@ import orjson
 
 from urchin.config import ensure_private_dir, write_private
 from urchin.errors import ConfigError, NotFoundError, ValidationError
+from urchin.hook_fast import HOOK_TOKEN_FILE
 
 __all__ = ["Grant", "TokenStore", "SCOPES", "ADMIN_GRANT", "parse_expires", "ensure_hook_token", "HOOK_TOKEN_FILE"]
 
 SCOPES = ("ingest", "read", "hook", "admin")
-HOOK_TOKEN_FILE = "hooks.token"
 HOOK_TOKEN_NAME = "hooks"
 _TOKEN = re.compile(r"^urchin_([0-9a-f]{12})_[A-Za-z0-9_-]{43}$")
 _EXPIRES = re.compile(r"^(\d{1,6})([hdw])$")

@@ -1,17 +1,15 @@
-"""One HTTP/1.1 request to the daemon with the standard library alone (socket, json, fcntl).
+"""One HTTP/1.1 request to the daemon with the standard library alone (`_socket`, fcntl).
 
-For the two callers that must start fast and import nothing heavy: the fast client
-(`urchin search|semantic|recent` beside a daemon, fastclient.py) and agent hooks (hooks.py, which
-send their event with an ingest-only token). `daemon_address(home)` finds the live daemon of a home
-exactly as `client.find_daemon` does: `daemon.json` names it and some `urchin serve` holds
-`daemon.lock`.
+For the callers that must start fast and import nothing heavy: the fast client (`urchin
+search|semantic|recent` beside a daemon, fastclient.py) and agent hooks (hook_fast.py, hooks.py).
+`daemon_address(home)` finds the live daemon of a home exactly as `client.find_daemon` does:
+`daemon.json` names it and some `urchin serve` holds `daemon.lock`. Nothing here imports `json`,
+`socket`, `re` or `typing` on the way (each costs a hook a few ms of start-up, mostly `enum`'s).
 """
 
 from __future__ import annotations
 
-import json
 import os
-from typing import Any
 
 __all__ = ["daemon_address", "daemon_alive", "request", "is_local", "WireError"]
 
@@ -24,12 +22,35 @@ def daemon_address(root: str) -> str | None:
     """`unix:/path` or `http://host:port` of the live daemon of home `root`, or None."""
     try:
         with open(os.path.join(root, "daemon.json"), "rb") as handle:
-            info = json.loads(handle.read())
-    except (OSError, ValueError):
+            raw = handle.read()
+    except OSError:
         return None
-    if not isinstance(info, dict) or not isinstance(info.get("address"), str) or not daemon_alive(root):
+    address = _address(raw)
+    if address is None or not daemon_alive(root):
         return None
-    return str(info["address"])
+    return address
+
+
+def _address(raw: bytes) -> str | None:
+    """`address` of daemon.json: read directly when it is a plain string (as the daemon writes it),
+    else through `json` (an escaped character, another layout)."""
+    head, found, tail = raw.partition(b'"address"')
+    value = tail.lstrip(b" \t\r\n")
+    if found and raw.lstrip()[:1] == b"{" and value[:1] == b":":
+        value = value[1:].lstrip(b" \t\r\n")
+        text, quote, _ = value[1:].partition(b'"')
+        if value[:1] == b'"' and quote and b"\\" not in text and head.count(b'"') % 2 == 0:
+            try:
+                return text.decode("utf-8")
+            except UnicodeDecodeError:
+                return None
+    import json
+
+    try:
+        info = json.loads(raw)
+    except ValueError:
+        return None
+    return str(info["address"]) if isinstance(info, dict) and isinstance(info.get("address"), str) else None
 
 
 def daemon_alive(root: str) -> bool:
@@ -84,20 +105,19 @@ def request(address: str, token: str, method: str, target: str, body: bytes | No
             timeout: float = 30.0) -> tuple[int, dict[bytes, bytes], bytes]:
     """Send one request (`Connection: close`) and return (status, lower-cased headers, body);
     `timeout` bounds the whole exchange, not each read."""
-    import socket
+    import _socket  # `socket` adds only what we do not use, at the cost of `enum`
     import time
 
     if any(c in token for c in "\r\n") or any(c in target for c in "\r\n "):
         raise WireError("a header value holds a line break")
     deadline = time.monotonic() + timeout
-    sock_target: Any
+    sock_target: str | tuple[str, int]
     if address.startswith("unix:"):
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        sock_target, host = address[5:], "localhost"
+        family, sock_target, host = _socket.AF_UNIX, address[5:], "localhost"
     elif (parsed := _tcp(address)) is not None:
         host, name, port = parsed
         sock_target = (name, port)
-        sock = socket.socket(socket.AF_INET6 if ":" in name else socket.AF_INET, socket.SOCK_STREAM)
+        family = _socket.AF_INET6 if ":" in name else _socket.AF_INET
     else:
         raise WireError(f"not a daemon address: {address!r}")
     head = f"{method} {target} HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {token}\r\n" \
@@ -105,7 +125,8 @@ def request(address: str, token: str, method: str, target: str, body: bytes | No
     if body is not None:
         head += f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n"
     try:
-        with sock:
+        sock = _socket.socket(family, _socket.SOCK_STREAM)
+        try:
             sock.settimeout(timeout)
             sock.connect(sock_target)
             sock.sendall(head.encode("latin-1") + b"\r\n" + (body or b""))
@@ -119,6 +140,8 @@ def request(address: str, token: str, method: str, target: str, body: bytes | No
                 if not chunk:
                     break
                 chunks.append(chunk)
+        finally:
+            sock.close()
     except (OSError, UnicodeEncodeError) as exc:
         raise WireError(str(exc) or type(exc).__name__) from None
     return _parse(b"".join(chunks))

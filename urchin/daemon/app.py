@@ -27,6 +27,7 @@ from starlette.routing import BaseRoute, Route
 
 from urchin.contract import OPERATIONS
 from urchin.daemon.browser import BrowserSessions
+from urchin.daemon.hook_route import hook_routes
 from urchin.daemon.reload import reload_config
 from urchin.daemon.security import (
     AUTHORISED,
@@ -104,6 +105,7 @@ def build_app(state: DaemonState, token: str, *, extra_routes: Sequence[BaseRout
         Route("/context", _context, methods=["POST"]),
         Route("/recall", _recall, methods=["POST"]),
         Route("/documents/search", _document_search, methods=["POST"]),
+        *hook_routes(_state),
         *workspace_routes(JSON, lambda request: _state(request).memory),
         *viewer_routes(JSON, lambda request: _state(request).memory, sessions),
         *extra_routes,

@@ -21,7 +21,7 @@ import orjson
 from urchin.contract.access import ACCESS, tool_operations
 from urchin.tokens import Grant
 
-__all__ = ["Refusal", "check", "TOOL_NEEDS", "MCP_OPEN_METHODS"]
+__all__ = ["Refusal", "check", "fill_workspace", "TOOL_NEEDS", "MCP_OPEN_METHODS"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,14 +30,17 @@ class Refusal:
     field: str
 
 
-# (method, path pattern, need, where the workspace is: query | body | event | batch | None): each
-# operation's routes as the contract declares them (urchin/contract/access.py), then the routes of no
-# operation. Every other path (the viewer's, unknown routes) needs read and spans workspaces.
+# (method, path pattern, need, where the workspace is: query | body | event | batch | route | None):
+# each operation's routes as the contract declares them (urchin/contract/access.py), then the routes
+# of no operation. Every other path (the viewer's, unknown routes) needs read and spans workspaces.
+# `route`: only the route can tell the workspace (a hook's is its cwd's); it holds the grant to it
+# with `fill_workspace`, as here, before anything is stored or read.
 _ROUTES: tuple[tuple[str, re.Pattern[str], str, str | None], ...] = tuple(
     (r.method, re.compile(r.path), access.need, r.where) for access in ACCESS.values() for r in access.routes
-) + tuple((m, re.compile(p), need, None) for m, p, need in (
-    ("GET", r"/health", "read"),
-    ("POST", r"/auth/code", "admin"),           # a browser sign-in is an admin session
+) + tuple((m, re.compile(p), need, where) for m, p, need, where in (
+    ("GET", r"/health", "read", None),
+    ("POST", r"/auth/code", "admin", None),           # a browser sign-in is an admin session
+    ("POST", r"/hook/[^/]+", "ingest", "route"),      # a whole hook call; recall too when it asks (hook_route.py)
 ))
 
 # MCP tools: need, and whether the tool takes a `workspace` a scoped token can be held to (the same
@@ -88,6 +91,8 @@ def check(grant: Grant, method: str, path: str, query: bytes,
         return refusal or (query, body)
     if where is None:
         return _spans(grant, what)
+    if where == "route":
+        return query, body
     if where == "query":
         pairs = parse_qsl(query.decode("latin-1"), keep_blank_values=True)
         given = [v for k, v in pairs if k == "workspace"]
@@ -107,7 +112,7 @@ def _rewrite_body(grant: Grant, where: str, what: str, query: bytes,
         return query, body                    # the route answers 400 for it; nothing can be written
     refusal: Refusal | None = None
     if where in ("body", "event") and isinstance(data, dict):
-        refusal = _fill(grant, data, what)
+        refusal = fill_workspace(grant, data, what)
     elif where == "batch":
         events = data.get("events") if isinstance(data, dict) else data
         defaults = data.get("defaults") if isinstance(data, dict) else None
@@ -116,11 +121,15 @@ def _rewrite_body(grant: Grant, where: str, what: str, query: bytes,
             if isinstance(item, dict):
                 if item.get("workspace") is None and fallback is not None:
                     item["workspace"] = fallback
-                refusal = refusal or _fill(grant, item, f"{what} events[{i}]")
+                refusal = refusal or fill_workspace(grant, item, f"{what} events[{i}]")
     return refusal or (query, orjson.dumps(data))
 
 
-def _fill(grant: Grant, data: dict[str, Any], what: str) -> Refusal | None:
+def fill_workspace(grant: Grant, data: dict[str, Any], what: str) -> Refusal | None:
+    """Hold `data["workspace"]` to a workspace-scoped grant: filled in when the grant has one and
+    `data` names none; a refusal when it names another (or none, and the grant has several)."""
+    if not grant.workspaces:
+        return None
     value, refusal = _scoped(grant, data.get("workspace"), what)
     if refusal is None:
         data["workspace"] = value
@@ -161,7 +170,7 @@ def _check_mcp(grant: Grant, method: str, query: bytes, body: bytes | None) -> R
             if args is None:
                 params["arguments"] = args = {}
             if isinstance(args, dict):
-                refusal = _fill(grant, args, what)
+                refusal = fill_workspace(grant, args, what)
                 if refusal:
                     return refusal
                 changed = True

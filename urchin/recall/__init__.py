@@ -9,6 +9,7 @@ session. Only one workspace is ever read: the one named, or the one the cwd maps
 
 from __future__ import annotations
 
+from collections.abc import Container
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -29,6 +30,7 @@ PROMPT_DAYS = 365           # how far back a prompt's items may come from
 NO_WORKSPACE = ("Urchin: this folder maps to no workspace, so no past records were recalled "
                 "(Urchin recalls only the workspace an agent runs in).")
 _DAY_MS = 86_400_000
+INJECTED_DAYS = 2           # how far back a session's own audit records are read (see `_Injected`)
 
 
 @dataclass(frozen=True)
@@ -96,13 +98,29 @@ def recall(reader: Reader, *, workspace: str | None = None, cwd: str | None = No
     return RecallResult(text, kept, workspace, mode)
 
 
-def _injected(reader: Reader, workspace: str, session: str | None, now_ms: int) -> set[str]:
-    """Ids already given to this session (its audit events say which)."""
-    if not session:
-        return set()
-    audits = reader.recent(Filters(source=AUDIT_SOURCE, kind=AUDIT_KIND, workspace=workspace, session=session),
-                           now_ms - WINDOW_DAYS * _DAY_MS, 500)
-    return {i for e in audits for i in (e.meta or {}).get("ids", []) if isinstance(i, str)}
+def _injected(reader: Reader, workspace: str, session: str | None, now_ms: int) -> Container[str]:
+    """Ids already given to this session (its audit events say which), read only when a hit first asks."""
+    return _Injected(reader, workspace, session, now_ms) if session else frozenset()
+
+
+class _Injected:
+    """The session's given ids, looked up on the first `in` (most prompts rank nothing over the
+    threshold and never ask). Its audit records are read from the last INJECTED_DAYS only: no index
+    holds sessions, so this read walks every block of its window, and a window of the journal's whole
+    month would cost a prompt in proportion to the journal (seconds at 1M events); a session that
+    outlives it may be given again what it was given days ago."""
+
+    def __init__(self, reader: Reader, workspace: str, session: str, now_ms: int) -> None:
+        self.args = (reader, workspace, session, now_ms)
+        self.ids: set[str] | None = None
+
+    def __contains__(self, item: object) -> bool:
+        if self.ids is None:
+            reader, workspace, session, now_ms = self.args
+            audits = reader.recent(Filters(source=AUDIT_SOURCE, kind=AUDIT_KIND, workspace=workspace, session=session),
+                                   now_ms - INJECTED_DAYS * _DAY_MS, 500)
+            self.ids = {i for e in audits for i in (e.meta or {}).get("ids", []) if isinstance(i, str)}
+        return item in self.ids
 
 
 def _record(reader: Reader, workspace: str, session: str, mode: str, kept: list[Line]) -> None:

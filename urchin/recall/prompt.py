@@ -10,7 +10,7 @@ split (bench/locomo_recall.py --cv); when the ranking's scores change meaning, r
 from __future__ import annotations
 
 import re
-from collections.abc import Collection
+from collections.abc import Collection, Container
 
 from urchin.recall.frame import Line, event_text
 from urchin.recall.reader import Reader
@@ -36,7 +36,7 @@ def rank(reader: Reader, prompt: str, workspace: str, since_ms: int, limit: int 
 
 
 def prompt_lines(reader: Reader, prompt: str, workspace: str, since_ms: int, *, current: str | None,
-                 injected: Collection[str], excluded: Collection[str],
+                 injected: Container[str], excluded: Collection[str],
                  threshold: float | None = None, floor: float = FLOOR) -> list[Line]:
     """Lines for the events that may be given, best first, when the best reaches `threshold` (default
     THRESHOLD), else none; the others must reach `floor`. None of the current session, none injected
