@@ -32,9 +32,10 @@ run: $(STAMP)
 
 # Two workers (the machine has two cores; most tests wait on real processes), a module to a worker
 # (--dist loadscope: a module's daemon, database or parity fixture starts once, not once per worker;
-# 2026-12-03: 294 s warm, 281-308 s from a clean clone; three workers were no faster, 323 s;
-# 2026-12-04: 284 s from a clean clone, daemons ready without the MCP SDK's import; 23:00: 692 s,
-# 1,705 tests, a daemon's stop no longer waiting for that import). The
+# 2026-12-04 23:00: 692-786 s from a clean clone, 1,705 tests, CPU-bound: ~21 CPU-minutes on two cores;
+# the costliest modules are test_daemon_lifecycle, test_privacy, test_trust_files_secrets and
+# test_trust_attack. 2026-12-05: a test's daemon loads the MCP SDK only where it asks `--with-mcp`,
+# 1-1.5 s of a core less per daemon start, about 100 of them). The
 # test embedder is installed first, once; pytest's controller starts it and both workers use it.
 test: $(DEV_STAMP)
 	sh scripts/browser.sh

@@ -34,6 +34,9 @@ class DaemonProcess:
         args = self.args if any(a in ("--port", "--uds") for a in self.args) else ("--port", "0", *self.args)
         # Each test home would start (and initdb) an embedded PostgreSQL: only where a test asks.
         args = tuple(a for a in args if a != "--with-index") if "--with-index" in args else (*args, "--no-index")
+        # The MCP endpoint's build loads the MCP SDK (~2.5 s of a core, beside every test): only where a
+        # test talks to /mcp (`--with-mcp`); test_daemon_deferred and test_mcp_daemon cover the build.
+        args = tuple(a for a in args if a != "--with-mcp") if "--with-mcp" in args else (*args, "--no-mcp")
         log = self.log_path.open("ab")
         self.proc = subprocess.Popen([sys.executable, "-m", "urchin", "serve", *args], env=self.env,
                                      stdout=log, stderr=log)

@@ -36,7 +36,7 @@ def anyio_backend() -> str:
 
 @pytest.fixture
 def daemon(urchin_home: Path) -> Iterator[Any]:
-    yield from running(urchin_home)
+    yield from running(urchin_home, "--with-mcp")
 
 
 def _mcp_call(name: str, arguments: dict[str, Any]) -> bytes:

@@ -16,7 +16,7 @@ from tests.daemon_fixture import DaemonProcess
 
 @pytest.fixture(scope="module")
 def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DaemonProcess]:
-    proc = DaemonProcess(tmp_path_factory.mktemp("api") / "home").start()
+    proc = DaemonProcess(tmp_path_factory.mktemp("api") / "home", "--with-mcp").start()
     yield proc
     proc.stop()
 

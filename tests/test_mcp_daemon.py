@@ -31,7 +31,7 @@ def anyio_backend() -> str:
 
 @pytest.fixture
 def daemon(urchin_home: Path) -> Iterator[Any]:
-    process = daemon_fixture.DaemonProcess(urchin_home).start()
+    process = daemon_fixture.DaemonProcess(urchin_home, "--with-mcp").start()
     try:
         yield process
     finally:
@@ -52,10 +52,12 @@ def test_the_daemons_mcp_endpoint_wants_the_token_and_a_local_host(daemon: Any) 
                              "clientInfo": {"name": "raw", "version": "1"}}}
     accept = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
     url = daemon.url + "/mcp"
-    assert httpx2.post(url, json=initialize, headers=accept).status_code == 401
+    # 30 s, not httpx's 5: the first /mcp request waits for the SDK's build, seconds on a loaded machine
+    assert httpx2.post(url, json=initialize, headers=accept, timeout=30).status_code == 401
     good = {**accept, "Authorization": f"Bearer {daemon.token}"}
-    assert httpx2.post(url, json=initialize, headers=good).status_code == 200
-    assert httpx2.post(url, json=initialize, headers={**good, "Host": "evil.example"}).status_code in (400, 403, 421)
+    assert httpx2.post(url, json=initialize, headers=good, timeout=30).status_code == 200
+    assert httpx2.post(url, json=initialize, headers={**good, "Host": "evil.example"},
+                       timeout=30).status_code in (400, 403, 421)
 
 
 async def test_stdio_server_routes_through_the_running_daemon(daemon: Any) -> None:
@@ -66,7 +68,7 @@ async def test_stdio_server_routes_through_the_running_daemon(daemon: Any) -> No
 
 async def test_the_daemon_logs_as_urchin_and_quietly_after_mcp_calls(urchin_home: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k != "XDG_RUNTIME_DIR"}
-    process = daemon_fixture.DaemonProcess(urchin_home, env=env)
+    process = daemon_fixture.DaemonProcess(urchin_home, "--with-mcp", env=env)
     process.env.pop("XDG_RUNTIME_DIR", None)
     process.start()
     try:
@@ -79,3 +81,18 @@ async def test_the_daemon_logs_as_urchin_and_quietly_after_mcp_calls(urchin_home
     assert "Terminating session" not in log
     assert "uvicorn" not in log and "RuntimeDirWarning" not in log, log
     assert " INFO urchin" in log, log
+
+
+def test_a_daemon_served_with_no_mcp_has_no_mcp_route_and_serves_the_rest(urchin_home: Path) -> None:
+    """`urchin serve --no-mcp` (what tests/daemon_fixture passes unless a test asks `--with-mcp`): no
+    /mcp route at all, the same JSON 404 as any unknown path, and every other route as usual."""
+    process = daemon_fixture.DaemonProcess(urchin_home).start()
+    try:
+        assert "--no-mcp" in process.proc.args
+        with process.client() as http:
+            answer = http.post("/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "ping"})
+            assert answer.status_code == 404 and answer.json()["field"] == "path", answer.text
+            assert http.get("/status").status_code == 200
+    finally:
+        process.stop()
+    assert "MCP endpoint" not in process.log()

@@ -25,7 +25,7 @@ PROMPT = "billing retry exponential backoff"
 
 @pytest.fixture(scope="module")
 def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DaemonProcess]:
-    process = DaemonProcess(tmp_path_factory.mktemp("recall-access") / "home").start()
+    process = DaemonProcess(tmp_path_factory.mktemp("recall-access") / "home", "--with-mcp").start()
     try:
         with process.client() as http:
             assert http.post("/ingest/batch", json={"events": SEED}).json()["appended"] == len(SEED)
