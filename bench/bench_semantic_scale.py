@@ -79,8 +79,8 @@ def main() -> None:
     print(f"--- {n2:,} / {n1:,} events")
     for label, a, b in (("reach", f1, f2), ("passes", s1, s2)):
         ratios = sorted(b[c] / a[c] for c in a)
-        print(f"{label:<7} median over cells {statistics.median(a.values()):6.1f} -> {statistics.median(b.values()):6.1f} ms "
-              f"(x{statistics.median(b.values()) / statistics.median(a.values()):.2f}); per cell ratio median "
+        ma, mb = statistics.median(a.values()), statistics.median(b.values())
+        print(f"{label:<7} median over cells {ma:6.1f} -> {mb:6.1f} ms (x{mb / ma:.2f}); per cell ratio median "
               f"x{statistics.median(ratios):.2f}, worst x{ratios[-1]:.2f}; worst cell {max(a.values()):.1f} -> "
               f"{max(b.values()):.1f} ms")
     for hours in WINDOWS:

@@ -393,7 +393,7 @@ class TokenCosineIndex:
         slots = min(limit, round(self.session_slots * limit / 10)) if self.session > 0 else 0
         asked = groups if groups is not None else [[[t]] for t in dict.fromkeys(tokens)]
         query_ = Query(weights, own, set(tokens), asked, Window(lo, hi, late, since_ms, until_ms), codes, limit,
-                       slots, neighbour_weights(self.context, self.context_turns))
+                       slots, neighbour_weights(self.context, self.context_turns), TOKEN_COSINE)
         if not self.reference:
             ranked = cosine_sparse.rank(self, query_)
             if ranked is not None:
@@ -424,10 +424,10 @@ class TokenCosineIndex:
         boosted = self._with_session(scores, smoothed, lo, hi, hit) if q.slots else None
         every = self._every(q.groups, lo, hi)
         base = evidence + every * np.float32(TOKEN_COSINE.every)
-        ranked = self._ranked(raw_scores(base, smoothed), lo, hi, outside, q.codes, q.limit, smoothed)
+        ranked = self._ranked(raw_scores(base, smoothed, TOKEN_COSINE), lo, hi, outside, q.codes, q.limit, smoothed)
         if boosted is None:
             return ranked
-        by_session = self._ranked(raw_scores(base, boosted), lo, hi, outside, q.codes, q.limit, boosted)
+        by_session = self._ranked(raw_scores(base, boosted, TOKEN_COSINE), lo, hi, outside, q.codes, q.limit, boosted)
         return merge(ranked, by_session, q.limit, q.slots, lambda row: bool(every[row - lo]))
 
     def _ranked(self, scores: np.ndarray, lo: int, hi: int, outside: np.ndarray | None,

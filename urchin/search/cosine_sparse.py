@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, NamedTuple
 import numpy as np
 
 from urchin.search.assoc import TF_WEIGHT
-from urchin.search.score import TOKEN_COSINE
+from urchin.search.score import Scale
 
 if TYPE_CHECKING:
     from urchin.search.cosine import TokenCosineIndex
@@ -29,10 +29,13 @@ Postings = list[tuple[int, np.float32, np.ndarray, np.ndarray]]   # (term, scale
 _DENSE_SHARE = 8       # matches over 1/8 of the window, few holding every word: the passes cost no more
 _SORT_SHARE = 16       # postings under 1/16 of the window: their rows by sorting, else by a scan
 _WALK_BUDGET = 20_000  # steps walking sessions back to their newest turns before the passes cost less
-_MAX_TIER = TOKEN_COSINE.share + TOKEN_COSINE.related + TOKEN_COSINE.rank  # the most a row without every word scores
-# Rows holding every word outscore all others (score.py's tier), and no row holds evidence but its terms'
-# (share and related are 0 for token-cosine): then only matches, their neighbours and sessions' newest turns rank.
-_EXACT = _MAX_TIER < TOKEN_COSINE.every and TOKEN_COSINE.share == 0 and TOKEN_COSINE.related == 0
+
+
+def _exact(scale: Scale) -> bool:
+    """Rows holding every word outscore all others (score.py's tier: the most a row without them can
+    score is under `every`), and no row holds evidence but its terms' (share and related are 0, as for
+    token-cosine): then only matches, their neighbours and sessions' newest turns can rank."""
+    return scale.share == 0 and scale.related == 0 and scale.rank < scale.every
 
 
 class Scored(NamedTuple):
@@ -75,6 +78,7 @@ class Query:
     limit: int
     slots: int                  # the session leg's places (0: none)
     context: list[float]        # neighbour weights per step (urchin.search.cosine.neighbour_weights)
+    scale: Scale                # the raw score's parts (urchin.search.score.TOKEN_COSINE)
 
 
 class Scratch:
@@ -104,11 +108,11 @@ def member(codes: np.ndarray, wanted: Sequence[int], size: int) -> np.ndarray:
     return table[codes]
 
 
-def raw_scores(evidence: np.ndarray, rank: np.ndarray) -> np.ndarray:
-    """Each row's raw score without the bias (urchin.search.score.TOKEN_COSINE): its evidence (every
-    word, share, related words) plus `rank` times the smoothed cosine with its priors, at most 1. A row
-    the query does not reach at all stays 0 (it is no result)."""
-    out = evidence + np.float32(TOKEN_COSINE.rank) * np.minimum(rank, np.float32(1.0))
+def raw_scores(evidence: np.ndarray, rank: np.ndarray, scale: Scale) -> np.ndarray:
+    """Each row's raw score without the bias (`scale`: urchin.search.score.TOKEN_COSINE): its evidence
+    (every word, share, related words) plus `rank` times the smoothed cosine with its priors, at most 1.
+    A row the query does not reach at all stays 0 (it is no result)."""
+    out = evidence + np.float32(scale.rank) * np.minimum(rank, np.float32(1.0))
     out[rank <= 0] = 0
     return out
 
@@ -140,7 +144,7 @@ def rank(index: TokenCosineIndex, q: Query) -> list[Scored] | None:
     due (they give the same results): a group word that is not a query term, or many matches of
     which few hold every word, or sessions too long to walk to their newest turns."""
     groups = _group_terms(index, q)
-    if groups is None or not _EXACT:
+    if groups is None or not _exact(q.scale):
         return None
     scratch = index.scratch()
     try:
@@ -330,13 +334,13 @@ class _Ranking:
         q, index = self.q, self.index
         smoothed = self._gathered(tier)
         self._priors(smoothed, tier)
-        base = np.full(len(tier), np.float32(TOKEN_COSINE.every), dtype=np.float32)
-        ranked = index._top(tier, raw_scores(base, smoothed), q.limit, smoothed)
+        base = np.full(len(tier), np.float32(q.scale.every), dtype=np.float32)
+        ranked = index._top(tier, raw_scores(base, smoothed, q.scale), q.limit, smoothed)
         levels = self._levels(hit, hit_scores) if q.slots else None
         if levels is None:
             return ranked if not q.slots else merge(ranked, ranked, q.limit, q.slots, lambda row: True)
         boosted = smoothed + levels.at(index._fields["session"].column.data[tier])
-        by_session = index._top(tier, raw_scores(base, boosted), q.limit, boosted)
+        by_session = index._top(tier, raw_scores(base, boosted, q.scale), q.limit, boosted)
         return merge(ranked, by_session, q.limit, q.slots, lambda row: True)
 
     def _gathered(self, rows: np.ndarray) -> np.ndarray:
@@ -373,14 +377,14 @@ class _Ranking:
             if q.window.late:
                 keep &= ~q.window.outside(index._ts.data[rows])
             rows, smoothed, every = rows[keep], smoothed[keep], every[keep]
-            base = np.where(every, np.float32(TOKEN_COSINE.every), np.float32(0)).astype(np.float32)
-            ranked = index._top(rows, raw_scores(base, smoothed), q.limit, smoothed)
+            base = np.where(every, np.float32(q.scale.every), np.float32(0)).astype(np.float32)
+            ranked = index._top(rows, raw_scores(base, smoothed, q.scale), q.limit, smoothed)
             levels = self._levels(hit, hit_scores) if q.slots else None
             holds = _flags(rows, every)
             if levels is None:
                 return ranked if not q.slots else merge(ranked, ranked, q.limit, q.slots, holds)
             boosted = smoothed + levels.at(index._fields["session"].column.data[rows])
-            raw = raw_scores(base, boosted)
+            raw = raw_scores(base, boosted, q.scale)
             newest = self._newest_turns(levels, raw)
             if newest is None:
                 return None
@@ -419,7 +423,7 @@ class _Ranking:
         None: the walk grew past its budget."""
         q, index, spread = self.q, self.index, self.scratch.b
         sessions, level = levels.sessions, levels.boost
-        alone = raw_scores(np.zeros(len(level), dtype=np.float32), level)   # what each session's other turns score
+        alone = raw_scores(np.zeros(len(level), dtype=np.float32), level, q.scale)   # each session's other turns
         best = raw if len(raw) <= q.limit else np.partition(raw, len(raw) - q.limit)[len(raw) - q.limit:]
         top = best.tolist()             # the limit best so far (a min-heap once full)
         heapq.heapify(top)

@@ -219,8 +219,9 @@ def _load(directory: Path, journal: Path) -> Saved:
             return np.load(gen / fname, allow_pickle=False)
         # plain ndarray views of the maps: np.memmap's Python-level indexing costs more than a
         # query's own work on a rare word (each slice and gather goes through memmap.__getitem__)
-        mode = "r" if fname.startswith(_MMAP_PREFIXES) else "c"
-        return np.load(gen / fname, mmap_mode=mode, allow_pickle=False).view(np.ndarray)
+        if fname.startswith(_MMAP_PREFIXES):
+            return np.load(gen / fname, mmap_mode="r", allow_pickle=False).view(np.ndarray)
+        return np.load(gen / fname, mmap_mode="c", allow_pickle=False).view(np.ndarray)
 
     text = blobs["vocab.bin"].decode("utf-8")
     vocab = text.split("\n") if text else []
