@@ -8,18 +8,19 @@ from __future__ import annotations
 
 from array import array
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 
 from urchin.event import MEMORY_KINDS, Event
 from urchin.journal import LineCheck
-from urchin.search import thesaurus
+from urchin.search import cosine_sparse, thesaurus
 from urchin.search.assoc import TF_WEIGHT as _TF_WEIGHT
 from urchin.search.assoc import Associations
+from urchin.search.cosine_sparse import Query, Scored, Scratch, Window, member, merge, raw_scores
 from urchin.search.extract import LABELS, Batch, TermExtractor
 from urchin.search.postings import Codes, Column, Segment, Triples
 from urchin.search.query import check_limit, check_query
@@ -56,16 +57,6 @@ class IndexState:
     segments: list[tuple[np.ndarray, np.ndarray, np.ndarray]]
 
 
-class Scored(NamedTuple):
-    """One ranked event: its id, its score (calibrated, urchin.search.score.TOKEN_COSINE), its row in
-    the index, and its match: the context-smoothed cosine with its priors, at most 1 (the rank part)."""
-
-    id: str
-    score: float
-    row: int
-    match: float = 0.0
-
-
 def event_terms(event: Event) -> list[str]:
     """Terms an event is found by: its content, title, tags, source and workspace."""
     parts = [event.content, event.title or "", " ".join(event.tags), event.source, event.workspace or ""]
@@ -93,6 +84,9 @@ class TokenCosineIndex:
 
     freeze_postings = _FREEZE_POSTINGS
     max_merge_postings = _MAX_MERGE_POSTINGS
+    # True: every query makes the passes over every row of its window (the reference that
+    # cosine_sparse's ranking over the rows a query reaches is tested against; same results)
+    reference = False
 
     def __init__(self, *, context: float = 0.5, context_turns: int = 3, expand: float = EXPAND,
                  expand_terms: int = EXPAND_TERMS, session: float = 1.0, session_slots: float = 1,
@@ -103,7 +97,7 @@ class TokenCosineIndex:
         times their similarity, relative to the query's own terms; 0 or no `assoc`: no expansion.
         `session` adds, to every event of a session, that weight times the session's match (its events'
         cosines summed, over the square root of its length): what a whole session is about; that
-        ranking fills `session_slots` of every 10 results (after the best by match, see `_merge`).
+        ranking fills `session_slots` of every 10 results (after the best by match, see `cosine_sparse.merge`).
         `kind` raises by that share the events whose kind the query names ("decisions" -> `decision`).
         `related` weighs the words of software work the shipped thesaurus relates to a query's words
         (`thesaurus.py`), at most `related_terms` of them, relative to the query's own terms.
@@ -154,6 +148,8 @@ class TokenCosineIndex:
         self._next = Column(np.int32, -1)
         self._fields = {name: Codes() for name in LABELS}
         self._session_last: dict[int, int] = {}
+        self._session_rows = Column(np.int64)  # rows per session code (the session leg's lengths)
+        self._scratch: Scratch | None = None   # zeroed buffers a query lends (cosine_sparse)
         self._id_bytes = bytearray()
         self._id_end = Column(np.int64)
         self._refreshed_at = 0  # rows whose norms reflect the idf of the last full refresh
@@ -247,7 +243,11 @@ class TokenCosineIndex:
             lengths = np.fromiter((len(i.encode("utf-8")) for i in batch.ids), dtype=np.int64, count=n)
         self._id_end.extend(len(self._id_bytes) + np.cumsum(lengths))
         self._id_bytes += joined
-        self._link_rows(start, self._fields["session"].column.data[start:start + n].tolist(), ts.tolist())
+        sessions = self._fields["session"]
+        new = sessions.column.data[start:start + n]
+        self._session_rows.extend(np.zeros(len(sessions) - 1 - self._session_rows.size, dtype=np.int64))
+        self._session_rows.data[:len(sessions) - 1] += np.bincount(new[new >= 0], minlength=len(sessions) - 1)
+        self._link_rows(start, new.tolist(), ts.tolist())
 
     def _link_rows(self, start: int, sessions: list[int], stamps: list[int]) -> None:
         last_of, ts_col = self._session_last, self._ts.data
@@ -390,7 +390,21 @@ class TokenCosineIndex:
         lo, hi, late = self._row_range(since_ms, until_ms)
         if lo >= hi:
             return []
-        scores, evidence = self._cosines(weights, own, lo, hi)
+        slots = min(limit, round(self.session_slots * limit / 10)) if self.session > 0 else 0
+        asked = groups if groups is not None else [[[t]] for t in dict.fromkeys(tokens)]
+        query_ = Query(weights, own, set(tokens), asked, Window(lo, hi, late, since_ms, until_ms), codes, limit,
+                       slots, neighbour_weights(self.context, self.context_turns), TOKEN_COSINE)
+        if not self.reference:
+            ranked = cosine_sparse.rank(self, query_)
+            if ranked is not None:
+                return ranked
+        return self._search_dense(query_)
+
+    def _search_dense(self, q: Query) -> list[Scored]:
+        """The passes over every row of the window (the reference; see `reference`)."""
+        lo, hi, late = q.window.lo, q.window.hi, q.window.late
+        since_ms, until_ms = q.window.since, q.window.until
+        scores, evidence = self._cosines(q.weights, q.own, lo, hi)
         outside = None
         if late:  # rows in range whose own time is outside the window: no score, no context
             ts = self._ts.data[lo:hi]
@@ -405,18 +419,16 @@ class TokenCosineIndex:
             smoothed = self._with_context(scores, lo, hi, hit)
         else:
             smoothed = scores.copy()
-        words = set(tokens)
-        if self.kind > 0 or self.memory > 0 or self.named_source > 0:
-            self._kind_prior(smoothed, lo, hi, words)
-        slots = min(limit, round(self.session_slots * limit / 10)) if self.session > 0 else 0
-        boosted = self._with_session(scores, smoothed, lo, hi, hit) if slots else None
-        every = self._every(groups if groups is not None else [[[t]] for t in dict.fromkeys(tokens)], lo, hi)
+        self._kind_prior(smoothed[:-1], self._fields["kind"].column.data[lo:hi],
+                         self._fields["source"].column.data[lo:hi], q.words)
+        boosted = self._with_session(scores, smoothed, lo, hi, hit) if q.slots else None
+        every = self._every(q.groups, lo, hi)
         base = evidence + every * np.float32(TOKEN_COSINE.every)
-        ranked = self._ranked(_raw(base, smoothed), lo, hi, outside, codes, limit, smoothed)
+        ranked = self._ranked(raw_scores(base, smoothed, TOKEN_COSINE), lo, hi, outside, q.codes, q.limit, smoothed)
         if boosted is None:
             return ranked
-        by_session = self._ranked(_raw(base, boosted), lo, hi, outside, codes, limit, boosted)
-        return _merge(ranked, by_session, limit, slots, lambda row: bool(every[row - lo]))
+        by_session = self._ranked(raw_scores(base, boosted, TOKEN_COSINE), lo, hi, outside, q.codes, q.limit, boosted)
+        return merge(ranked, by_session, q.limit, q.slots, lambda row: bool(every[row - lo]))
 
     def _ranked(self, scores: np.ndarray, lo: int, hi: int, outside: np.ndarray | None,
                 codes: dict[str, int], limit: int, match: np.ndarray) -> list[Scored]:
@@ -489,34 +501,46 @@ class TokenCosineIndex:
                         break
         return weights, own
 
-    def _cosines(self, terms: dict[int, float], own: int, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
-        """Cosine of the query with rows lo..hi-1 (one spare zero slot at the end, for context); the
-        first `own` terms are the query's, the rest related ones. A related term's idf, on both sides,
-        is capped at the mean idf of the query's own terms: a rare related word must not outweigh the
-        words the user typed (in a small journal, "postgresql" would beat "database" itself).
-        Also each row's evidence part of its raw score (the same slots): TOKEN_COSINE's `share` times
-        the share of the own terms' weight (tf x idf^2) it holds, plus `related` times the related
-        terms' share."""
-        idf = self._idf()
+    def _scales(self, terms: dict[int, float], own: int) -> tuple[list[tuple[int, np.float32]], dict[int, float]]:
+        """Per query term, in the order its postings are added, the factor its tf weights are multiplied
+        by (those of weight 0 left out); and each term's evidence part (see `_cosines`). The first `own`
+        terms are the query's, the rest related ones. A related term's idf, on both sides, is capped at
+        the mean idf of the query's own terms: a rare related word must not outweigh the words the
+        user typed (in a small journal, "postgresql" would beat "database" itself)."""
         ids = list(terms)
-        mine = [float(idf[t]) for t in ids[:own]]
+        n = len(self)
+        idf = np.log((n + 1.0) / (self._df.data[ids] + 0.5)).astype(np.float32)  # as _idf(), for these only
+        mine = [float(x) for x in idf[:own]]
         cap = sum(mine) / len(mine) if mine else float("inf")
-        qidf = {t: float(idf[t]) if i < own else min(float(idf[t]), cap) for i, t in enumerate(ids)}
+        qidf = {t: float(idf[i]) if i < own else min(float(idf[i]), cap) for i, t in enumerate(ids)}
         qw = {t: tfw * qidf[t] for t, tfw in terms.items()}
         qnorm = float(np.sqrt(sum(w * w for w in qw.values())))
-        acc = np.zeros(hi - lo + 1, dtype=np.float32)
-        held = np.zeros(hi - lo + 1, dtype=np.float32)
         mine_total = sum(terms[t] * qidf[t] ** 2 for t in ids[:own]) or 1.0
         near_total = sum(terms[t] * qidf[t] ** 2 for t in ids[own:]) or 1.0
         part = {t: w for i, t in enumerate(ids) if terms[t] > 0 and qidf[t] > 0
                 and (w := (TOKEN_COSINE.share / mine_total if i < own else TOKEN_COSINE.related / near_total)
                      * terms[t] * qidf[t] ** 2) > 0}
+        # the document's weight is tf x idf: a capped term's is scaled down by the same factor
+        scales = [(t, np.float32(w * qidf[t] / qnorm)) for t, w in qw.items() if w > 0]
+        return scales, part
+
+    def _norms_at(self, norms: np.ndarray) -> np.ndarray:
+        """Stored document norms -> the divisors of their cosines (pivoted length normalisation)."""
+        if self.pivot < 1.0:
+            pivoted = np.float32((1.0 - self.pivot) * self._norm_total / max(len(self), 1))
+            return pivoted + np.float32(self.pivot) * norms
+        return norms
+
+    def _cosines(self, terms: dict[int, float], own: int, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
+        """Cosine of the query with rows lo..hi-1 (one spare zero slot at the end, for context), see
+        `_scales`. Also each row's evidence part of its raw score (the same slots): TOKEN_COSINE's
+        `share` times the share of the own terms' weight (tf x idf^2) it holds, plus `related` times
+        the related terms' share."""
+        scales, part = self._scales(terms, own)
+        acc = np.zeros(hi - lo + 1, dtype=np.float32)
+        held = np.zeros(hi - lo + 1, dtype=np.float32)
         pending = self._pending() if self._pending_rows else None
-        for term, weight in qw.items():
-            if weight <= 0:
-                continue
-            # the document's weight is tf x idf: a capped term's is scaled down by the same factor
-            scale = np.float32(weight * qidf[term] / qnorm)
+        for term, scale in scales:
             for seg in self._segments:
                 rows, tf = seg.postings(term)
                 if lo > 0 or hi < len(self):
@@ -532,11 +556,7 @@ class TokenCosineIndex:
                 acc[rows[inside] - lo] += _TF_WEIGHT[tf[inside]] * scale
                 if term in part:
                     held[rows[inside] - lo] += np.float32(part[term])
-        norms = self._norm.data[lo:hi]
-        if self.pivot < 1.0:
-            pivoted = np.float32((1.0 - self.pivot) * self._norm_total / max(len(self), 1))
-            norms = pivoted + np.float32(self.pivot) * norms
-        acc[:-1] /= norms
+        acc[:-1] /= self._norms_at(self._norm.data[lo:hi])
         held[-1] = 0
         return acc, held
 
@@ -595,21 +615,39 @@ class TokenCosineIndex:
         out[:-1] += np.float32(self.session) * level[codes + 1]   # + 0 where the session has no match
         return out
 
-    def _kind_prior(self, scores: np.ndarray, lo: int, hi: int, terms: set[str]) -> None:
+    def _session_lengths(self, lo: int, hi: int) -> np.ndarray:
+        """Rows per session code in lo..hi-1 (late rows outside the window's time included, as the
+        reference counts them): kept for the whole index, counted over the window or over the rest."""
+        n, codes = len(self), self._fields["session"].column.data
+        size = len(self._fields["session"]) - 1
+        total = self._session_rows.data[:size]
+        if lo == 0 and hi == n:
+            return total
+        if 2 * (hi - lo) <= n:
+            return np.bincount(codes[lo:hi] + 1, minlength=size + 1)[1:]
+        return total - np.bincount(codes[:lo] + 1, minlength=size + 1)[1:] - np.bincount(
+            codes[hi:n] + 1, minlength=size + 1)[1:]
+
+    def scratch(self) -> Scratch:
+        """Zeroed buffers as long as the index, for one query (see `cosine_sparse.Scratch`)."""
+        if self._scratch is None or len(self._scratch) < len(self) + 1:
+            self._scratch = Scratch(len(self) + 1 + len(self) // 8)
+        return self._scratch
+
+    def _kind_prior(self, scores: np.ndarray, kinds: np.ndarray, sources: np.ndarray, terms: set[str]) -> None:
         """Raise rows whose kind the query names (any kind, its name matched like words) by `kind`,
-        memories by `memory`, and rows whose source the query names by `named_source`."""
-        field, sources = self._fields["kind"], self._fields["source"]
+        memories by `memory`, and rows whose source the query names by `named_source`. `kinds` and
+        `sources`: the rows' codes, beside `scores` (changed in place)."""
+        field, names = self._fields["kind"], self._fields["source"]
         kinds_named = [field[v] for v in named(field, terms)] if self.kind > 0 else []
         memories = [code for value in MEMORY_KINDS if (code := field.get(value)) is not None] if self.memory else []
-        speakers = [sources[v] for v in named(sources, terms)] if self.named_source > 0 else []
-        kinds = field.column.data[lo:hi]
+        speakers = [names[v] for v in named(names, terms)] if self.named_source > 0 else []
         if kinds_named:
-            scores[:-1][_member(kinds, kinds_named, len(field))] *= np.float32(1.0 + self.kind)
+            scores[member(kinds, kinds_named, len(field))] *= np.float32(1.0 + self.kind)
         if memories:
-            scores[:-1][_member(kinds, memories, len(field))] *= np.float32(1.0 + self.memory)
+            scores[member(kinds, memories, len(field))] *= np.float32(1.0 + self.memory)
         if speakers:
-            named_rows = _member(sources.column.data[lo:hi], speakers, len(sources))
-            scores[:-1][named_rows] *= np.float32(1.0 + self.named_source)
+            scores[member(sources, speakers, len(names))] *= np.float32(1.0 + self.named_source)
 
     def _with_context(self, scores: np.ndarray, lo: int, hi: int, hit: np.ndarray) -> np.ndarray:
         """Add each row's session neighbours' cosines, weighted context ** distance, then rescale.
@@ -723,6 +761,8 @@ class TokenCosineIndex:
         sessions, nxt = arrays["label_session"], arrays["next"]
         ends = np.flatnonzero((sessions >= 0) & (nxt < 0))
         index._session_last = dict(zip(sessions[ends].tolist(), ends.tolist(), strict=True))
+        index._session_rows = Column.of(np.bincount(sessions[sessions >= 0], minlength=len(state.labels["session"]))
+                                        .astype(np.int64))
         index._refreshed_at = int(meta["refreshed_at"])
         index._norm_total = float(index._norm.data[:n].sum(dtype=np.float64))
         index._extractor = TermExtractor(index._vocab)
@@ -733,49 +773,12 @@ class TokenCosineIndex:
         arrays = sum(s.indptr.nbytes + s.rows.nbytes + s.tf.nbytes for s in self._segments)
         arrays += len(self._pending_rows) * 9
         cols = [self._df, self._ts, self._ts_max, self._late, self._norm, self._prev, self._next, self._id_end]
-        cols += [f.column for f in self._fields.values()]
+        cols += [f.column for f in self._fields.values()] + [self._session_rows]
+        if self._scratch is not None:
+            arrays += self._scratch.nbytes
         arrays += sum(c.data.nbytes for c in cols) + len(self._id_bytes)
         vocab = sum(49 + len(t) for t in self._vocab) + 100 * len(self._vocab)
         return arrays + vocab
-
-
-def _member(codes: np.ndarray, wanted: Sequence[int], size: int) -> np.ndarray:
-    """`np.isin(codes, wanted)` through a lookup table over the `size` codes (a code of -1, none, is
-    never wanted): one gather instead of a sort of the whole column."""
-    table = np.zeros(size + 1, dtype=bool)
-    table[np.asarray(wanted, dtype=np.int64)] = True
-    return table[codes]
-
-
-def _raw(evidence: np.ndarray, rank: np.ndarray) -> np.ndarray:
-    """Each row's raw score without the bias (urchin.search.score.TOKEN_COSINE): its evidence (every
-    word, share, related words) plus `rank` times the smoothed cosine with its priors, at most 1. A row
-    the query does not reach at all stays 0 (it is no result)."""
-    out = evidence + np.float32(TOKEN_COSINE.rank) * np.minimum(rank, np.float32(1.0))
-    out[rank <= 0] = 0
-    return out
-
-
-def _merge(ranked: list[Scored], by_session: list[Scored], limit: int, slots: int,
-           every: Callable[[int], bool]) -> list[Scored]:
-    """The best `limit - slots` by match, then the session leg's best not yet in, then the rest by match.
-    A session pick's score is capped at the last score before it, so scores never rise down the list;
-    one not holding every word never takes the place of one that does (`every`: those rows)."""
-    out = ranked[:limit - slots]
-    seen = {s.row for s in out}
-    rest = ranked[limit - slots:]
-    tiered = any(every(s.row) for s in rest)
-    for extra in (by_session, rest):
-        for s in extra:
-            if len(out) >= limit:
-                return out
-            if tiered and extra is by_session and not every(s.row):
-                continue
-            if s.row not in seen:
-                seen.add(s.row)
-                cap = out[-1].score if out else 1.0
-                out.append(s if s.score <= cap else s._replace(score=cap))
-    return out
 
 
 def _check_state(state: IndexState, n: int, n_terms: int) -> None:

@@ -217,9 +217,11 @@ def _load(directory: Path, journal: Path) -> Saved:
             raise StoreError(f"{fname}: missing from the manifest")
         if files[fname][0] < _MMAP_MIN:  # small (and empty) arrays: read, mapping gains nothing
             return np.load(gen / fname, allow_pickle=False)
+        # plain ndarray views of the maps: np.memmap's Python-level indexing costs more than a
+        # query's own work on a rare word (each slice and gather goes through memmap.__getitem__)
         if fname.startswith(_MMAP_PREFIXES):
-            return np.load(gen / fname, mmap_mode="r", allow_pickle=False)
-        return np.load(gen / fname, mmap_mode="c", allow_pickle=False)
+            return np.load(gen / fname, mmap_mode="r", allow_pickle=False).view(np.ndarray)
+        return np.load(gen / fname, mmap_mode="c", allow_pickle=False).view(np.ndarray)
 
     text = blobs["vocab.bin"].decode("utf-8")
     vocab = text.split("\n") if text else []

@@ -1,0 +1,180 @@
+"""Token-cosine ranking over the rows a query reaches (urchin.search.cosine_sparse) is the reference's
+ranking: the same ids, order, scores and matches, bit for bit, as the passes over every row of the
+window; and a query's work follows its matches, not the rows there are."""
+
+from __future__ import annotations
+
+import itertools
+import random
+import time
+import tracemalloc
+from collections import Counter
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from urchin.event import Event
+from urchin.search import assoc, cosine_sparse
+from urchin.search.cosine import TokenCosineIndex
+
+BASE = 1_700_000_000_000
+COMMON = ["deploy", "cache", "token", "timeout", "database", "migration", "error", "fix"]
+RARE = ["zanzibar", "quokka", "kubernetes", "postgresql", "oauth", "flaky"]
+FILLER = [f"w{i}" for i in range(120)]
+SOURCES = ["claude", "codex", "shell"]
+KINDS = ["conversation", "decision", "command", "note"]
+DEADLINE_S = 9.0
+
+
+def _journal(seed: int, n: int) -> list[Event]:
+    """Sessions of varying length (some events in none), time ties inside sessions, ~8% backfilled
+    (late) events, ids that do not follow arrival order, kinds and sources a query can name."""
+    rng = random.Random(seed)
+    events, t, session = [], 0, "s0"
+    for i in range(n):
+        if rng.random() < 0.06:
+            session = f"s{i}"
+        t += rng.choice((0, 0, 1, 2, 5))            # ties in time
+        ts = t if rng.random() > 0.08 else rng.randrange(0, t + 1)   # a late arrival
+        words = rng.choices(FILLER, k=rng.randint(2, 9)) + rng.choices(COMMON, k=rng.randint(0, 3))
+        if rng.random() < 0.03:
+            words.append(rng.choice(RARE))
+        events.append(Event(id=f"{rng.getrandbits(40):010x}", timestamp="", content=" ".join(words),
+                            ts_ms=BASE + ts * 1000, source=rng.choice(SOURCES), kind=rng.choice(KINDS),
+                            workspace=rng.choice(["api", "web"]),
+                            session=None if rng.random() < 0.1 else session))
+    return events
+
+
+def _index(events: list[Event], **options: Any) -> TokenCosineIndex:
+    index = TokenCosineIndex(**options)
+    index.freeze_postings = 3000                     # several segments, and pending postings
+    for a in range(0, len(events), 137):
+        index.add_many(events[a:a + 137])
+    return index
+
+
+QUERIES: list[tuple[str, list[list[list[str]]] | None]] = [
+    ("deploy", None), ("error fix", None), ("cache timeout token", None), ("zanzibar", None),
+    ("quokka kubernetes", None), ("decisions about the database migration", None), ("what did codex say", None),
+    ("w3 w7 deploy", None), ("the", None), ("absentword", None), ("w1", None),
+    ("deploy cache", [[["deploy"], ["cache"]]]),          # one OR group
+    ("deploy w5", [[["deploy"]], [["absentword"]]]),      # a group nothing holds
+    ("database migration", [[["database", "migration"]]]),  # an alternative of two words
+    ("deploy", [[["staging"]]]),                          # a group word that is no query term: the passes
+]
+
+
+def _windows(events: list[Event]) -> list[tuple[int | None, int | None]]:
+    end = max(e.ts_ms for e in events)
+    span = end - BASE
+    return [(None, None), (end - span // 10, None), (BASE + span // 3, BASE + span // 2), (None, BASE + span // 5),
+            (end - span // 40, end), (BASE + span // 2, BASE + span // 2 + 3000)]
+
+
+FILTERS: list[dict[str, str]] = [{}, {"workspace": "api"}, {"source": "codex"}, {"kind": "decision"}]
+
+
+def _cases(events: list[Event]) -> Iterator[tuple[str, Any, int | None, int | None, dict[str, str], int]]:
+    sessions = sorted({e.session for e in events if e.session})
+    for (query, groups), (since, until) in itertools.product(QUERIES, _windows(events)):
+        for filters in [*FILTERS, {"session": sessions[len(sessions) // 2]}]:
+            for limit in (1, 10, 20, 60):
+                yield query, groups, since, until, filters, limit
+
+
+def _compare(index: TokenCosineIndex, cases: list[tuple[str, Any, int | None, int | None, dict[str, str], int]],
+             deadline: float, minimum: int = 60) -> int:
+    """Every case both ways, until the deadline once `minimum` cases are checked."""
+    checked = 0
+    for query, groups, since, until, filters, limit in cases:
+        if checked >= minimum and time.monotonic() > deadline:
+            break
+        kwargs = {"since_ms": since, "until_ms": until, "limit": limit, "groups": groups, **filters}
+        index.reference = False
+        fast = index.search(query, **kwargs)
+        index.reference = True
+        slow = index.search(query, **kwargs)
+        index.reference = False
+        assert fast == slow, (query, groups, since, until, filters, limit)
+        checked += 1
+    return checked
+
+
+@pytest.fixture
+def taken(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
+    """How often each way ran: the matches holding every word alone, the reach, or the passes."""
+    counts: Counter[str] = Counter()
+
+    def counting(name: str, method: Callable[..., Any]) -> Callable[..., Any]:
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            result = method(*args, **kwargs)
+            counts[name if result is not None else f"{name} declined"] += 1
+            return result
+        return wrapper
+
+    monkeypatch.setattr(cosine_sparse._Ranking, "_tiered", counting("tiered", cosine_sparse._Ranking._tiered))
+    monkeypatch.setattr(cosine_sparse._Ranking, "_reached", counting("reached", cosine_sparse._Ranking._reached))
+    monkeypatch.setattr(cosine_sparse, "rank", counting("rank", cosine_sparse.rank))
+    return counts
+
+
+@pytest.mark.parametrize("seed,options", [
+    (1, {}),                                                    # the shipped constants
+    (2, {"context_turns": 1, "session_slots": 3, "pivot": 1.0}),
+    (3, {"context": 0.0, "kind": 0.0, "memory": 0.0}),           # no context: matches alone
+])
+def test_reaching_rows_ranks_exactly_as_the_passes_over_the_window(seed: int, options: dict[str, Any],
+                                                                   taken: Counter[str]) -> None:
+    events = _journal(seed, 2500)
+    index = _index(events, **options)
+    assert len(index._segments) >= 2 and len(index._pending_rows) and len(index._late.view()) > 50
+    index.assoc = assoc.build(index, dim=16)                    # learned associations expand queries too
+    cases = list(_cases(events))
+    random.Random(seed).shuffle(cases)
+    checked = _compare(index, cases, time.monotonic() + DEADLINE_S / 3)
+    assert checked >= 60
+    # each way ran: many holding every word, few (then the neighbours and sessions' newest turns), declined
+    assert taken["tiered"] >= 10 and taken["reached"] >= 10 and taken["rank declined"] >= 1, taken
+
+
+def test_sessions_whose_turns_tie_in_time_give_their_newest_by_id(taken: Counter[str]) -> None:
+    """The session leg's other turns all score their session's level: the newest win, then the lower
+    id; long sessions of tied turns, walked back from their newest, give the same as the passes."""
+    rng = random.Random(7)
+    events = []
+    for i in range(1200):
+        text = "quokka deploy" if i % 97 == 0 else " ".join(rng.choices(FILLER, k=4))
+        events.append(Event(id=f"{rng.getrandbits(32):08x}", timestamp="", content=text, ts_ms=BASE + (i // 25) * 1000,
+                            source="claude", kind="note", workspace="api", session=f"s{i // 300}"))
+    index = _index(events)
+    end = BASE + (1199 // 25) * 1000
+    cases = [(q, None, since, until, filters, limit) for q in ("quokka", "quokka w1", "w2 quokka deploy")
+             for since, until in ((None, None), (BASE + 5000, None), (BASE + 3000, end - 4000))
+             for filters in ({}, {"source": "claude"}) for limit in (10, 20, 35)]
+    assert _compare(index, cases, time.monotonic() + DEADLINE_S / 3) == len(cases)
+    assert taken["reached"] >= 10
+
+
+def test_a_query_touches_its_matches_not_every_row() -> None:
+    """A rare word's query allocates less than a byte per row of the journal, over all of it or a
+    window of nearly all of it (the passes over every row allocate several floats per row)."""
+    rng = random.Random(11)
+    n = 40_000
+    events = [Event(id=f"e{i:06d}", timestamp="", content=" ".join(rng.choices(FILLER, k=3))
+                    + (" zanzibar" if i % 5000 == 0 else ""), ts_ms=BASE + i * 1000, source="claude",
+                    kind="note", workspace=None, session=f"s{i // 50}") for i in range(n)]
+    index = TokenCosineIndex()
+    index.freeze_postings = 2_000                               # pending postings are few (a daemon's: bounded)
+    index.add_many(events)
+    index.search("zanzibar")                                    # the first query lends its buffers
+    for query, since in (("zanzibar", None), ("zanzibar", BASE + 1000)):
+        tracemalloc.start()
+        try:
+            hits = index.search(query, since_ms=since, limit=20)
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        assert len(hits) == 20
+        assert peak < n, f"{query!r} since {since}: {peak:,} bytes allocated for {n:,} rows"

@@ -1,0 +1,465 @@
+"""Token-cosine ranking over the rows a query reaches, so its cost follows its terms, not the journal.
+
+A query reaches its terms' postings in the window (the matches), their session neighbours up to
+`context_turns` steps, and, for the session leg, the newest turns of each session it matches (that
+leg adds the session's match to every turn of it, and among equal scores the newest win). The
+scores are the same floats, added in the same order, as `TokenCosineIndex._search_dense`'s passes
+over every row of the window, so the results are identical (tests/test_cosine_sparse.py); `rank`
+declines, and the caller makes those passes, where they would cost no more or this could differ.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, NamedTuple
+
+import numpy as np
+
+from urchin.search.assoc import TF_WEIGHT
+from urchin.search.score import Scale
+
+if TYPE_CHECKING:
+    from urchin.search.cosine import TokenCosineIndex
+
+__all__ = ["Query", "Scored", "Scratch", "Window", "member", "merge", "rank", "raw_scores"]
+
+Postings = list[tuple[int, np.float32, np.ndarray, np.ndarray]]   # (term, scale, rows, tf) in adding order
+_DENSE_SHARE = 8       # matches over 1/8 of the window, few holding every word: the passes cost no more
+_SORT_SHARE = 16       # postings under 1/16 of the window: their rows by sorting, else by a scan
+_WALK_BUDGET = 20_000  # steps walking sessions back to their newest turns before the passes cost less
+
+
+def _exact(scale: Scale) -> bool:
+    """Rows holding every word outscore all others (score.py's tier: the most a row without them can
+    score is under `every`), and no row holds evidence but its terms' (share and related are 0, as for
+    token-cosine): then only matches, their neighbours and sessions' newest turns can rank."""
+    return scale.share == 0 and scale.related == 0 and scale.rank < scale.every
+
+
+class Scored(NamedTuple):
+    """One ranked event: its id, its score (calibrated, urchin.search.score.TOKEN_COSINE), its row in
+    the index, and its match: the context-smoothed cosine with its priors, at most 1 (the rank part)."""
+
+    id: str
+    score: float
+    row: int
+    match: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Window:
+    """Rows lo..hi-1 hold every row of the time window; with `late`, also some outside it (by ts)."""
+
+    lo: int
+    hi: int
+    late: bool
+    since: int | None
+    until: int | None
+
+    def outside(self, ts: np.ndarray) -> np.ndarray:
+        out = np.zeros(len(ts), dtype=bool)
+        if self.late and self.since is not None:
+            out |= ts < self.since
+        if self.late and self.until is not None:
+            out |= ts > self.until
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class Query:
+    weights: dict[int, float]   # term id -> query weight; the first `own` are the query's own terms
+    own: int
+    words: set[str]
+    groups: Sequence[Sequence[Sequence[str]]]
+    window: Window
+    codes: dict[str, int]       # label filters: field -> code
+    limit: int
+    slots: int                  # the session leg's places (0: none)
+    context: list[float]        # neighbour weights per step (urchin.search.cosine.neighbour_weights)
+    scale: Scale                # the raw score's parts (urchin.search.score.TOKEN_COSINE)
+
+
+class Scratch:
+    """Two float32 buffers as long as the index, zero everywhere between queries: a query scatters
+    into them, reads back what it wrote and zeroes it again, so it costs what it touches (a fresh
+    `np.zeros` of the window is a memset of it). A query that fails drops them (`index._scratch`)."""
+
+    __slots__ = ("a", "b")
+
+    def __init__(self, n: int) -> None:
+        self.a = np.zeros(n, dtype=np.float32)
+        self.b = np.zeros(n, dtype=np.float32)
+
+    def __len__(self) -> int:
+        return len(self.a)
+
+    @property
+    def nbytes(self) -> int:
+        return self.a.nbytes + self.b.nbytes
+
+
+def member(codes: np.ndarray, wanted: Sequence[int], size: int) -> np.ndarray:
+    """`np.isin(codes, wanted)` through a lookup table over the `size` codes (a code of -1, none, is
+    never wanted): one gather instead of a sort of the whole column."""
+    table = np.zeros(size + 1, dtype=bool)
+    table[np.asarray(wanted, dtype=np.int64)] = True
+    return table[codes]
+
+
+def raw_scores(evidence: np.ndarray, rank: np.ndarray, scale: Scale) -> np.ndarray:
+    """Each row's raw score without the bias (`scale`: urchin.search.score.TOKEN_COSINE): its evidence
+    (every word, share, related words) plus `rank` times the smoothed cosine with its priors, at most 1.
+    A row the query does not reach at all stays 0 (it is no result)."""
+    out = evidence + np.float32(scale.rank) * np.minimum(rank, np.float32(1.0))
+    out[rank <= 0] = 0
+    return out
+
+
+def merge(ranked: list[Scored], by_session: list[Scored], limit: int, slots: int,
+          every: Callable[[int], bool]) -> list[Scored]:
+    """The best `limit - slots` by match, then the session leg's best not yet in, then the rest by match.
+    A session pick's score is capped at the last score before it, so scores never rise down the list;
+    one not holding every word never takes the place of one that does (`every`: those rows)."""
+    out = ranked[:limit - slots]
+    seen = {s.row for s in out}
+    rest = ranked[limit - slots:]
+    tiered = any(every(s.row) for s in rest)
+    for extra in (by_session, rest):
+        for s in extra:
+            if len(out) >= limit:
+                return out
+            if tiered and extra is by_session and not every(s.row):
+                continue
+            if s.row not in seen:
+                seen.add(s.row)
+                cap = out[-1].score if out else 1.0
+                out.append(s if s.score <= cap else s._replace(score=cap))
+    return out
+
+
+def rank(index: TokenCosineIndex, q: Query) -> list[Scored] | None:
+    """The query's results from the rows it reaches, or None where the passes over the window are
+    due (they give the same results): a group word that is not a query term, or many matches of
+    which few hold every word, or sessions too long to walk to their newest turns."""
+    groups = _group_terms(index, q)
+    if groups is None or not _exact(q.scale):
+        return None
+    scratch = index.scratch()
+    try:
+        return _Ranking(index, q, scratch).run(groups)
+    except BaseException:
+        index._scratch = None  # written and not zeroed again: never lent again
+        raise
+
+
+def _group_terms(index: TokenCosineIndex, q: Query) -> list[list[tuple[int, ...]]] | None:
+    """The query's word groups as term ids (alternatives of unknown words dropped: nothing holds
+    them), or None when a group word is indexed but not one of the query's own terms (a row without
+    any match could then hold every word: the passes handle that)."""
+    own = set(list(q.weights)[:q.own])
+    out = []
+    for group in q.groups:
+        alternatives = [[t for t in alt if t] for alt in group]
+        alternatives = [alt for alt in alternatives if alt]
+        if not alternatives:
+            continue  # a group of stop words only asks nothing
+        ids = []
+        for alt in alternatives:
+            if any(t not in index._vocab for t in alt):
+                continue
+            terms = tuple(dict.fromkeys(index._vocab[t] for t in alt))
+            if not own.issuperset(terms):
+                return None
+            ids.append(terms)
+        out.append(ids)
+    return out
+
+
+class Levels(NamedTuple):
+    """Matched session codes, ascending, and the boost each adds to its rows."""
+
+    sessions: np.ndarray
+    boost: np.ndarray
+    size: int       # session codes there are
+
+    def at(self, codes: np.ndarray) -> np.ndarray:
+        """The boost of rows with these session codes (0: no session, or one not matched)."""
+        if len(codes) * 4 > self.size:      # many rows: through a table over every code
+            table = np.zeros(self.size + 1, dtype=np.float32)
+            table[self.sessions + 1] = self.boost
+            return table[codes + 1]
+        i = np.minimum(np.searchsorted(self.sessions, codes), len(self.sessions) - 1)
+        return np.where(self.sessions[i] == codes, self.boost[i], np.float32(0))
+
+
+def _flags(rows: np.ndarray, flags: np.ndarray) -> Callable[[int], bool]:
+    """row -> its flag, for rows ascending (False for a row not among them)."""
+    def flag(row: int) -> bool:
+        i = int(np.searchsorted(rows, row))
+        return i < len(rows) and int(rows[i]) == row and bool(flags[i])
+    return flag
+
+
+class _Ranking:
+    """One query's pass over the rows it reaches (absolute row numbers throughout)."""
+
+    def __init__(self, index: TokenCosineIndex, q: Query, scratch: Scratch) -> None:
+        self.index, self.q, self.scratch = index, q, scratch
+        self.lo, self.hi = q.window.lo, q.window.hi
+
+    def run(self, groups: list[list[tuple[int, ...]]]) -> list[Scored] | None:
+        q, acc = self.q, self.scratch.a
+        postings = self._postings()
+        for _, scale, rows, tf in postings:
+            acc[rows] += TF_WEIGHT[tf] * scale      # in the reference's order: the same float sums
+        matched = self._rows(postings)
+        try:
+            scores = acc[matched] / self.index._norms_at(self.index._norm.data[matched])
+            if q.window.late:
+                scores[q.window.outside(self.index._ts.data[matched])] = 0
+            acc[matched] = scores               # acc is now the reference's `scores`, absolute rows
+            every = self._every(groups, postings, matched)
+            hit, hit_scores, hit_every = matched, scores, every
+            if q.window.late:                   # else every match is in the window, its score > 0
+                keep = scores != 0
+                hit, hit_scores, hit_every = matched[keep], scores[keep], every[keep]
+            tier = hit[hit_every & self._eligible(hit)] if q.codes else hit[hit_every]
+            if len(tier) >= q.limit:
+                return self._tiered(tier, hit, hit_scores)
+            if len(hit) * _DENSE_SHARE >= self.hi - self.lo:
+                return None
+            acc[matched] = every                # from here on: the every-word flag of each match
+            return self._reached(hit, hit_scores)
+        finally:
+            acc[matched] = 0
+
+    # ---- the matches ----------------------------------------------------------------------------
+    def _postings(self) -> Postings:
+        """(term, scale, rows, tf) per term and segment, pending postings last, as the reference adds them."""
+        index, lo, hi = self.index, self.lo, self.hi
+        scales, _ = index._scales(self.q.weights, self.q.own)
+        whole = lo == 0 and hi == len(index)
+        pending = None
+        if index._pending_rows:
+            terms, rows, tf = index._pending()
+            wanted = member(terms, [t for t, _ in scales], len(index._vocab))
+            terms, rows, tf = terms[wanted], rows[wanted], tf[wanted]
+            inside = (rows >= lo) & (rows < hi)
+            pending = terms[inside], rows[inside], tf[inside]
+        out = []
+        for term, scale in scales:
+            for seg in index._segments:
+                rows, tf = seg.postings(term)
+                if not whole:
+                    a, b = np.searchsorted(rows, (lo, hi))
+                    rows, tf = rows[a:b], tf[a:b]
+                if len(rows):
+                    out.append((term, scale, rows, tf))
+            if pending is not None:
+                mine = pending[0] == term
+                if mine.any():
+                    out.append((term, scale, pending[1][mine], pending[2][mine]))
+        return out
+
+    def _rows(self, postings: Postings) -> np.ndarray:
+        """The rows holding any term, ascending: sorted when few, else found by a scan of the window."""
+        total = sum(len(p[2]) for p in postings)
+        if not total:
+            return np.zeros(0, dtype=np.int64)
+        if total * _SORT_SHARE < self.hi - self.lo:
+            return np.unique(np.concatenate([p[2] for p in postings])).astype(np.int64)
+        return np.flatnonzero(self.scratch.a[self.lo:self.hi]) + self.lo   # every posting added > 0
+
+    def _every(self, groups: list[list[tuple[int, ...]]], postings: Postings, matched: np.ndarray) -> np.ndarray:
+        """Whether each matched row holds every word (in each group, every term of one alternative);
+        counted in scratch b, zeroed again. No group asking anything: no row does."""
+        if not groups:
+            return np.zeros(len(matched), dtype=bool)
+        count = self.scratch.b
+        by_term: dict[int, list[np.ndarray]] = {}
+        for term, _, rows, _ in postings:
+            by_term.setdefault(term, []).append(rows)
+        every = np.ones(len(matched), dtype=bool)
+        for alternatives in groups:
+            ok = np.zeros(len(matched), dtype=bool)
+            for alt in alternatives:
+                parts = [rows for t in alt for rows in by_term.get(t, [])]
+                for rows in parts:
+                    count[rows] += 1
+                ok |= count[matched] == len(alt)
+                for rows in parts:
+                    count[rows] = 0
+            every &= ok
+        return every
+
+    def _eligible(self, rows: np.ndarray) -> np.ndarray:
+        """Rows passing the label filters."""
+        keep = np.ones(len(rows), dtype=bool)
+        for name, code in self.q.codes.items():
+            keep &= self.index._fields[name].column.data[rows] == code
+        return keep
+
+    def _priors(self, smoothed: np.ndarray, rows: np.ndarray) -> None:
+        fields = self.index._fields
+        self.index._kind_prior(smoothed, fields["kind"].column.data[rows], fields["source"].column.data[rows],
+                               self.q.words)
+
+    def _levels(self, hit: np.ndarray, hit_scores: np.ndarray) -> Levels | None:
+        """The matched sessions and what the reference's `_with_session` adds to each of their rows:
+        `session` times the session's cosines summed (in row order, as there) over the square root
+        of its length in the window. None when no match has a session."""
+        index = self.index
+        codes = index._fields["session"].column.data[hit]
+        has = codes >= 0
+        if not has.any():
+            return None
+        size = len(index._fields["session"]) - 1
+        if 4 * len(hit) < size:             # few matches: their sessions by sorting
+            sessions, which = np.unique(codes[has], return_inverse=True)
+            sums = np.bincount(which, hit_scores[has], minlength=len(sessions))
+        else:                               # many: a sum per session code
+            sums = np.bincount(codes[has], hit_scores[has], minlength=size)
+            sessions = np.flatnonzero(sums)
+            sums = sums[sessions]
+        lengths = index._session_lengths(self.lo, self.hi)[sessions]
+        level = (sums / np.sqrt(np.maximum(lengths, 1))).astype(np.float32)
+        return Levels(sessions, np.float32(index.session) * level, size)
+
+    # ---- many hold every word: only they can rank -----------------------------------------------
+    def _tiered(self, tier: np.ndarray, hit: np.ndarray, hit_scores: np.ndarray) -> list[Scored]:
+        """At least `limit` eligible rows hold every word: they outscore every other row in both
+        legs, so the ranking is theirs alone; their context is gathered from the scores in scratch a."""
+        q, index = self.q, self.index
+        smoothed = self._gathered(tier)
+        self._priors(smoothed, tier)
+        base = np.full(len(tier), np.float32(q.scale.every), dtype=np.float32)
+        ranked = index._top(tier, raw_scores(base, smoothed, q.scale), q.limit, smoothed)
+        levels = self._levels(hit, hit_scores) if q.slots else None
+        if levels is None:
+            return ranked if not q.slots else merge(ranked, ranked, q.limit, q.slots, lambda row: True)
+        boosted = smoothed + levels.at(index._fields["session"].column.data[tier])
+        by_session = index._top(tier, raw_scores(base, boosted, q.scale), q.limit, boosted)
+        return merge(ranked, by_session, q.limit, q.slots, lambda row: True)
+
+    def _gathered(self, rows: np.ndarray) -> np.ndarray:
+        """The reference's `_with_context` at `rows` (matches in the window): neighbours' scores gathered
+        step by step, in its order. The reference stops a walk where it leaves rows lo..hi-1; this one
+        walks on, adding only zeros: rows past that point are outside the window's time (a session's
+        links follow time, and every row outside lo..hi-1 has its time outside the window), so their
+        scores in scratch a are 0. Only a missing link (-1) must stop it (-1 would index the last row)."""
+        scores = self.scratch.a
+        out = scores[rows]
+        if not self.q.context:
+            return out
+        for links in (self.index._prev.data, self.index._next.data):
+            hop, ok = rows, None
+            for weight in self.q.context:
+                hop = links[hop]
+                linked = hop >= 0
+                ok = linked if ok is None else ok & linked
+                gathered = scores[hop] * weight
+                gathered *= ok                      # x 1 or x 0: the same floats as adding nothing
+                out += gathered
+        out /= 1.0 + 2 * sum(self.q.context)
+        return out
+
+    # ---- few hold every word: matches, their neighbours and the matched sessions' newest turns ---
+    def _reached(self, hit: np.ndarray, hit_scores: np.ndarray) -> list[Scored] | None:
+        q, index, flags, spread = self.q, self.index, self.scratch.a, self.scratch.b
+        rows = written = self._scattered(hit, hit_scores)
+        try:
+            smoothed = spread[rows] / (1.0 + 2 * sum(q.context)) if q.context else spread[rows]
+            self._priors(smoothed, rows)
+            every = flags[rows] > 0
+            keep = self._eligible(rows)
+            if q.window.late:
+                keep &= ~q.window.outside(index._ts.data[rows])
+            rows, smoothed, every = rows[keep], smoothed[keep], every[keep]
+            base = np.where(every, np.float32(q.scale.every), np.float32(0)).astype(np.float32)
+            ranked = index._top(rows, raw_scores(base, smoothed, q.scale), q.limit, smoothed)
+            levels = self._levels(hit, hit_scores) if q.slots else None
+            holds = _flags(rows, every)
+            if levels is None:
+                return ranked if not q.slots else merge(ranked, ranked, q.limit, q.slots, holds)
+            boosted = smoothed + levels.at(index._fields["session"].column.data[rows])
+            raw = raw_scores(base, boosted, q.scale)
+            newest = self._newest_turns(levels, raw)
+            if newest is None:
+                return None
+            extra, extra_raw, extra_match = newest
+            by_session = index._top(np.concatenate([rows, extra]), np.concatenate([raw, extra_raw]), q.limit,
+                                    np.concatenate([boosted, extra_match]))
+            return merge(ranked, by_session, q.limit, q.slots, holds)
+        finally:
+            spread[written] = 0
+
+    def _scattered(self, hit: np.ndarray, hit_scores: np.ndarray) -> np.ndarray:
+        """The reference's `_scatter_context` into scratch b (not yet divided); returns the rows it
+        wrote (the matches and their neighbours in the window), ascending."""
+        spread, lo, hi = self.scratch.b, self.lo, self.hi
+        spread[hit] = hit_scores
+        written = [hit]
+        # gathering from previous turns is giving to next ones, and then the other way round
+        for links in (self.index._next.data, self.index._prev.data):
+            rows, carried = hit, hit_scores
+            for weight in self.q.context:
+                rows = links[rows]
+                inside = (rows >= lo) & (rows < hi)
+                rows, carried = rows[inside], carried[inside]
+                spread[rows] += carried * weight   # a session is a chain: no row twice in one step
+                written.append(rows)
+        total = sum(len(w) for w in written)
+        if total * _SORT_SHARE < hi - lo:
+            return np.unique(np.concatenate(written)).astype(np.int64)
+        return np.flatnonzero(spread[lo:hi]) + lo   # every row written holds a positive sum
+
+    def _newest_turns(self, levels: Levels, raw: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        """The session leg's rows the matches do not reach: every in-window turn of a matched session
+        scores that session's level alone, so they tie within it and the newest win (then the lower id).
+        Per session, its newest `limit` eligible turns (and those tied with the last in time), walking
+        back from its newest turn; sessions in falling level, while one can still enter the top.
+        None: the walk grew past its budget."""
+        q, index, spread = self.q, self.index, self.scratch.b
+        sessions, level = levels.sessions, levels.boost
+        alone = raw_scores(np.zeros(len(level), dtype=np.float32), level, q.scale)   # each session's other turns
+        best = raw if len(raw) <= q.limit else np.partition(raw, len(raw) - q.limit)[len(raw) - q.limit:]
+        top = best.tolist()             # the limit best so far (a min-heap once full)
+        heapq.heapify(top)
+        since, until = q.window.since, q.window.until
+        ts, prev, last_of = index._ts.data, index._prev.data, index._session_last
+        filters = [(index._fields[name].column.data, code) for name, code in q.codes.items()]
+        rows: list[int] = []
+        scores: list[float] = []
+        matches: list[float] = []
+        steps = 0
+        for i in np.argsort(-alone, kind="stable").tolist():
+            value = float(alone[i])
+            if value <= 0 or (len(top) >= q.limit and value < top[0]):
+                break
+            row, got, edge = last_of[int(sessions[i])], 0, None
+            while row >= 0 and (since is None or ts[row] >= since):
+                steps += 1
+                if steps > _WALK_BUDGET:
+                    return None
+                stamp = int(ts[row])
+                if until is not None and stamp > until:
+                    row = int(prev[row])
+                    continue
+                if edge is not None and stamp < edge:
+                    break
+                if spread[row] == 0 and all(column[row] == code for column, code in filters):
+                    rows.append(row)
+                    scores.append(value)
+                    matches.append(float(level[i]))
+                    got += 1
+                    if got == q.limit:
+                        edge = stamp    # later ones only while tied in time
+                    if len(top) < q.limit:
+                        heapq.heappush(top, value)
+                    else:
+                        heapq.heappushpop(top, value)
+                row = int(prev[row])
+        return (np.asarray(rows, dtype=np.int64), np.asarray(scores, dtype=np.float32),
+                np.asarray(matches, dtype=np.float32))
