@@ -514,10 +514,15 @@ class Event:
             "kind": self.kind,
             "content": self.content,
         }
-        for name in _OPTIONAL_STRINGS:
-            value = getattr(self, name)
-            if value is not None:
-                out[name] = value
+        # written out, not a loop over `_OPTIONAL_STRINGS`: this runs once per line written
+        if self.workspace is not None:
+            out["workspace"] = self.workspace
+        if self.session is not None:
+            out["session"] = self.session
+        if self.title is not None:
+            out["title"] = self.title
+        if self.brain is not None:
+            out["brain"] = self.brain
         if self.tags:
             out["tags"] = list(self.tags)
         if self.actor:
