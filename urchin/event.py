@@ -397,9 +397,9 @@ class Event:
             timestamp = format_timestamp(moment)
         else:
             # already canonical (imports, replays): formatting again would give the same string
-            moment = _canonical_moment(ts_value)
-            if moment is not None:
-                timestamp = ts_value
+            canonical = _canonical_moment(ts_value)
+            if canonical is not None:
+                moment, timestamp = canonical, ts_value
             else:
                 moment = parse_timestamp(ts_value)
                 timestamp = format_timestamp(moment)
