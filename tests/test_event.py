@@ -216,3 +216,36 @@ def test_no_cut_leaves_a_recognisable_start_of_a_token() -> None:
             assert start not in as_name(text, limit + 1)
             assert start not in summarize_input("Bash", {"command": "y" * (400 - into - 1) + " " + secret})
         assert clip("ok " + secret + " tail", len(secret) + 3) == "ok " + secret  # a cut between words keeps both
+
+
+def test_timestamps_read_the_same_by_the_canonical_shortcut_and_the_general_parse() -> None:
+    """An import's timestamps are mostly written as Urchin writes them; those skip the general
+    parse. Every timestamp, canonical or near it (out of range, impossible dates, other digits,
+    offsets, spaces), gives the same stored text and milliseconds, or the same error, either way."""
+    import random
+
+    from urchin.event import format_timestamp, parse_timestamp
+
+    rng = random.Random(34)
+    digits = "0123456789" * 3 + "٣９"
+    samples = ["1970-01-01T00:00:00.000Z", "1969-12-31T23:59:59.999Z", "9999-12-31T23:59:59.999Z",
+               "2026-02-30T10:00:00.000Z", "2026-13-01T00:00:00.000Z", "0999-01-01T00:00:00.000Z",
+               "2026-09-05T18:41:50.563z", " 2026-09-05T18:41:50.563Z", "2026-09-05T18:41:50.563+00:00",
+               "2026-09-05 18:41:50.563Z", "٢٠٢٦-09-05T18:41:50.563Z", "2026-09-05T24:00:00.000Z"]
+    for _ in range(3000):
+        shape = "dddd-dd-ddTdd:dd:dd.dddZ"
+        samples.append("".join(rng.choice(digits) if c == "d" else c for c in shape))
+    for ts in samples:
+        try:
+            moment = parse_timestamp(ts)
+            canonical = ts[:1] != "0" and bool(__import__("re").fullmatch(
+                r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", ts))
+            expected: object = (ts if canonical else format_timestamp(moment), int(moment.timestamp() * 1000))
+        except ValidationError as exc:
+            expected = exc.message
+        try:
+            event = Event.from_input({"content": "x", "timestamp": ts})
+            got: object = (event.timestamp, event.ts_ms)
+        except ValidationError as exc:
+            got = exc.message
+        assert got == expected, ts

@@ -81,3 +81,22 @@ def test_wrapped_tokens_are_found_as_the_regex_finds_them_in_linear_time() -> No
         started = time.process_time()
         redactor.redact_text(hostile)
         assert time.process_time() - started < 3, "a hostile run costs the square of its length again"
+
+
+def test_wrap_gate_never_skips_a_join_the_wrap_family_would_make() -> None:
+    """The wrap gate tries each prefix found with a `find` and anchored matches (a few of them,
+    then the linear scan): on texts dense with prefixes, line ends and near-misses, whenever it
+    says no, decoding the wrap family changes nothing; and it says yes only where `_WRAP` matches."""
+    from urchin.redact._views import _FEW, _WRAP, _wrap_gate, _wrapped
+
+    rng = random.Random(3435)
+    atoms = ("ghp_", "ghp", "throughput", "github_pat_", "xoxb-", "sk-", "sk-proj-", "sk_", "sk_live_", "k_t", "rk_",
+             "AKIA", "ASI", "AIza", "eyJ", "Ab9", "x", "-", ".", "_", "\n", "\r\n", "\r", " ", '"', ")", "café")
+    texts = ["".join(rng.choice(atoms) for _ in range(rng.randint(1, 3 * _FEW + 30))) for _ in range(6000)]
+    for text in texts:
+        pieces = _WRAP.split(text)
+        pieces[1::2] = map(_wrapped, pieces[1::2])
+        if not _wrap_gate(text):
+            assert "".join(pieces) == text, repr(text)
+        else:
+            assert _WRAP.search(text) is not None, repr(text)

@@ -157,6 +157,18 @@ def clip(text: str, limit: int, in_bytes: bool = False) -> str:
     return kept
 
 
+def _canonical_moment(value: Any) -> datetime | None:
+    """The moment of a timestamp already written as Urchin writes it (`2026-09-05T18:41:50.563Z`, in
+    range), as `parse_timestamp` reads it, without its general steps; None for any other value."""
+    if not isinstance(value, str) or value[:1] == "0" or not _CANONICAL_TS.fullmatch(value):
+        return None
+    try:
+        moment = datetime.fromisoformat(value[:-1] + "+00:00")
+    except ValueError:
+        return None
+    return moment if MIN_TIMESTAMP <= moment <= MAX_TIMESTAMP else None
+
+
 def _ms(moment: datetime) -> int:
     return int(moment.timestamp() * 1000)
 
@@ -323,7 +335,7 @@ def _content(value: Any, soft_cap: int) -> tuple[str, bool]:
     if not isinstance(value, str):
         raise ValidationError("content", "must be a string")
     value = clean_text(value)
-    if not value.strip():
+    if not value or value.isspace():   # what strip() would empty, without copying the text
         raise ValidationError("content", "must not be blank")
     size = len(value) if value.isascii() else len(value.encode("utf-8"))
     if size > HARD_LIMIT_BYTES:
@@ -373,10 +385,13 @@ class Event:
             moment = now or datetime.now(UTC)
             timestamp = format_timestamp(moment)
         else:
-            moment = parse_timestamp(ts_value)
             # already canonical (imports, replays): formatting again would give the same string
-            canonical = isinstance(ts_value, str) and ts_value[:1] != "0" and _CANONICAL_TS.fullmatch(ts_value)
-            timestamp = ts_value if canonical else format_timestamp(moment)
+            canonical = _canonical_moment(ts_value)
+            if canonical is not None:
+                moment, timestamp = canonical, ts_value
+            else:
+                moment = parse_timestamp(ts_value)
+                timestamp = format_timestamp(moment)
         if raw_id is None:
             event_id = new_id()
         elif not isinstance(raw_id, str) or not raw_id.strip():
@@ -391,14 +406,20 @@ class Event:
         optional: dict[str, str | None] = {}
         for name in _OPTIONAL_STRINGS:
             value = data.get(name)
-            if value is not None and not isinstance(value, str):
+            if value is None:
+                optional[name] = None
+                continue
+            if not isinstance(value, str):
                 raise ValidationError(name, "must be a string")
-            optional[name] = _optional_string(name, value.strip()) if isinstance(value, str) else None
+            value = value.strip()
+            # a printable name short enough in any encoding: what `check_name` answers first, inline
+            ok = name != "title" and value and value.isprintable() and len(value) * 4 <= MAX_NAME_BYTES
+            optional[name] = value if ok else _optional_string(name, value)
         actor = _actor(data.get("actor"))
         meta = data.get("meta")
         if meta is not None and not isinstance(meta, dict):
             raise ValidationError("meta", "must be a JSON object")
-        unknown = {k: v for k, v in data.items() if k not in _FIELD_SET}
+        unknown = {} if data.keys() <= _FIELD_SET else {k: v for k, v in data.items() if k not in _FIELD_SET}
         if unknown or truncated:
             meta = dict(meta or {})
             for key, value in unknown.items():
@@ -482,10 +503,15 @@ class Event:
             "kind": self.kind,
             "content": self.content,
         }
-        for name in _OPTIONAL_STRINGS:
-            value = getattr(self, name)
-            if value is not None:
-                out[name] = value
+        # written out, not a loop over `_OPTIONAL_STRINGS`: this runs once per line written
+        if self.workspace is not None:
+            out["workspace"] = self.workspace
+        if self.session is not None:
+            out["session"] = self.session
+        if self.title is not None:
+            out["title"] = self.title
+        if self.brain is not None:
+            out["brain"] = self.brain
         if self.tags:
             out["tags"] = list(self.tags)
         if self.actor:
