@@ -265,6 +265,7 @@ def test_no_module_reads_journal_lines_past_the_proof_check() -> None:
         ("memory/forget.py", "Forgetting.redact_rewrite.rewrite", "Event.from_json"),  # redacts and signs
         ("forget.py", "line_id", "loads(line)"), ("forget.py", "line_id", "b'{\"id\":\"'"),  # compaction
         ("forget.py", "_record", "loads(line)"),                            # the forget log, not the journal
+        ("memory/backup.py", "_record", "loads(line)"),                     # the forget log, copied to a backup
         ("idindex.py", "_line_id", "loads(line)"),                          # id -> offset sidecar, never served
         ("search/blockbuild.py", "scan_lines", "loads(line)"),              # trigram/zone maps: a prefilter
         ("search/blockbuild.py", "worker_main", "loads(line)"),             # its worker's job line
