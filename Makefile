@@ -35,7 +35,8 @@ run: $(STAMP)
 # 2026-12-04 23:00: 692-786 s from a clean clone, 1,705 tests, CPU-bound: ~21 CPU-minutes on two cores;
 # the costliest modules are test_daemon_lifecycle, test_privacy, test_trust_files_secrets and
 # test_trust_attack. 2026-12-05: a test's daemon loads the MCP SDK only where it asks `--with-mcp`,
-# 1-1.5 s of a core less per daemon start, about 100 of them; 01:45: 662 s from a clean clone, 1,842 tests,
+# 1-1.5 s of a core less per daemon start, about 100 of them; 02:00: 659-662 s from a clean clone, 1,842 tests,
+# 19 CPU-minutes, so at least 570 s on two cores whatever the scheduling;
 # the budget missed by 182 s). The
 # test embedder is installed first, once; pytest's controller starts it and both workers use it.
 test: $(DEV_STAMP)
