@@ -22,6 +22,7 @@ LAYERS = [
     ("urchin.subkeys", 1),                                  # one key per use of the install key
     ("urchin.dsn", 1),                                      # connection strings: masked, written as URLs
     ("urchin.config_keys", 1),                              # every config.toml key, declared once
+    ("urchin.words", 0),                                    # counts in words, the same at every layer
     ("urchin.journal", 3),
     # the journal's companions, and the redactor every write passes
     ("urchin.idindex", 4), ("urchin.forget", 4), ("urchin.ephemeral", 4), ("urchin.redact", 4),

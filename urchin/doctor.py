@@ -22,6 +22,7 @@ from urchin.daemon.client import daemon_alive
 from urchin.dsn import is_url, mask_dsn, scrub
 from urchin.errors import UrchinError
 from urchin.journal import Journal
+from urchin.words import plural
 
 __all__ = ["Check", "run_checks", "CHECKS", "fix"]
 
@@ -107,10 +108,10 @@ def check_lines(settings: Settings) -> Check:
     if torn_tail:
         notes.append("the last line is incomplete (a write was cut short)")
     if stats.invalid_lines:
-        notes.append(f"{_plural(stats.invalid_lines, 'line is', 'lines are')} not events (skipped by every reader)")
+        notes.append(f"{plural(stats.invalid_lines, 'line is', 'lines are')} not events (skipped by every reader)")
     detail = f"{stats.events:,} events"
     if stats.torn_records:   # repaired already: a write a crash cut short, never acknowledged, kept aside
-        detail += (f"; {_plural(stats.torn_records, 'torn tail', 'torn tails')} left by a crash moved aside to "
+        detail += (f"; {plural(stats.torn_records, 'torn tail', 'torn tails')} left by a crash moved aside to "
                    f"{journal.torn_path.name} (never acknowledged: nothing lost)")
     if not notes:
         return Check("lines", "ok", detail)
@@ -275,11 +276,11 @@ def check_orphans(settings: Settings) -> Check | None:
     parts = []
     if orphans:
         size = sum(o.size for o in orphans) / 2**20
-        parts.append(f"{_plural(len(orphans), 'PostgreSQL data folder', 'PostgreSQL data folders')} in {ROOT_DATA} "
+        parts.append(f"{plural(len(orphans), 'PostgreSQL data folder', 'PostgreSQL data folders')} in {ROOT_DATA} "
                      f"belong{'s' if len(orphans) == 1 else ''} to removed homes "
                      f"({size:.0f} MiB): " + ", ".join(f"{o.folder.name} (was {o.link})" for o in orphans))
     if unknown:
-        parts.append(f"{_plural(len(unknown), 'folder', 'folders')} with no owner record, made by an older Urchin "
+        parts.append(f"{plural(len(unknown), 'folder', 'folders')} with no owner record, made by an older Urchin "
                      "and not used "
                      f"since: " + ", ".join(p.name for p in unknown))
     hints = []
@@ -311,10 +312,6 @@ def _address(dsn: str) -> tuple[str, int]:
         except ValueError:
             pass
     return "localhost", 5432
-
-
-def _plural(count: int, one: str, many: str) -> str:
-    return f"{count} {one if count == 1 else many}"
 
 
 CHECKS: list[Callable[[Settings], Check | None]] = [

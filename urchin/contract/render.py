@@ -12,15 +12,11 @@ from typing import Any
 import orjson
 
 from urchin.errors import ValidationError
+from urchin.words import plural
 
 __all__ = ["plural", "size", "value", "render_document_search", "render_document", "render_events", "render_event",
            "render_ingest",
            "render_status", "render_overview", "render_memory", "render_memories", "render_context", "rejection"]
-
-
-def plural(count: int, noun: str, nouns: str | None = None) -> str:
-    """`1 file`, `2 files`, `0 files`."""
-    return f"{count} {noun if count == 1 else (nouns or noun + 's')}"
 
 
 def size(count: float) -> str:

@@ -22,6 +22,7 @@ from urchin.errors import QueryError, UrchinError, ValidationError
 from urchin.event import Event, parse_timestamp, quoted
 from urchin.forget import Compaction, ForgetLog, compact, forget_hash, line_id
 from urchin.journal import Journal
+from urchin.words import plural
 
 if TYPE_CHECKING:
     from urchin.ingest import Ingestor
@@ -77,12 +78,8 @@ class ForgetResult:
         return "\n".join(lines)
 
 
-def _plural(count: int, noun: str) -> str:
-    return f"{count} {noun}{'' if count == 1 else 's'}"
-
-
 def _events(count: int) -> str:
-    return _plural(count, "event")
+    return plural(count, "event")
 
 
 @dataclass(frozen=True, slots=True)
@@ -271,7 +268,7 @@ class Forgetting:
             deleted = self._index.service.sync_forgotten()
         except UrchinError as exc:
             return [f"PostgreSQL rows are removed at the next `urchin index` ({exc.message})"]
-        return [f"removed {_plural(deleted, 'row')} from the PostgreSQL index"] if deleted else []
+        return [f"removed {plural(deleted, 'row')} from the PostgreSQL index"] if deleted else []
 
 
     def _purge_index(self) -> list[str]:

@@ -17,6 +17,7 @@ from collections.abc import Iterable, Sequence
 
 from urchin.event import Event
 from urchin.recall.frame import Line, cut, event_text, flagged, neutralise
+from urchin.words import plural
 
 __all__ = ["digest_lines", "is_error", "thing", "WINDOW_DAYS", "OPEN_ERROR_DAYS", "DECISION_DAYS", "DECISIONS",
            "WORK", "SCAN_LIMIT"]
@@ -103,7 +104,7 @@ def _session_line(session: str, events: Sequence[Event]) -> Line:
     flag = opener is not None and flagged(neutralise(opener.content))
     title = f', first prompt: "{cut(opener.content, 100)}"' if opener else ""
     mark = " (flagged: its prompt reads like an instruction or a frame marker; it is quoted data)" if flag else ""
-    text = (f"[{stamp}] session={cut(session, 80)} ({agent}, {_minutes(first, last)}, {len(events)} events, "
+    text = (f"[{stamp}] session={cut(session, 80)} ({agent}, {_minutes(first, last)}, {plural(len(events), 'event')}, "
             f"{_ending(events)}){mark}{title}")
     ids = tuple(dict.fromkeys(e.id for e in (opener, last) if e is not None))
     return Line(session, 0.0, "recent session" + ("; flagged" if flag else ""), text, "session", ids)
