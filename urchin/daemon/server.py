@@ -199,6 +199,9 @@ class Daemon:
         setup_logging(self.log_level)
         for unknown in self.settings.unknown_keys():     # a typo is named, never a reason not to start
             log.warning("%s: %s", self.settings.config_path, unknown)
+        # before the home is touched (lock, token): an older home is upgraded and said once in the log,
+        # a newer one refused untouched
+        Memory(self.settings).open_home()
         ensure_private_dir(self.settings.home)  # 0700, also when an earlier write made it with the umask
         self._lock.acquire()
         try:
