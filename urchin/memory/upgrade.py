@@ -55,6 +55,8 @@ _FIRST_LINE_MAX = 2 << 20        # an event line is at most about 1 MiB
 _PROOF_MARK = b',"' + PROOF_FIELD.encode() + b'":"'
 _PROOF_TAIL = len(_PROOF_MARK) + 18   # the proof is the line's last field: ,"proof":"<16 characters>"}
 _VERSION_OF_LEGACY = "0.1.0"   # what wrote a home that has no format.json
+_ASIDE = (" (the home is then taken as 0.1.0's if its journal's lines carry no proof, else as this "
+          "version's)")
 # ... and the formats it wrote (frozen: what 0.1.0 wrote does not change when FORMATS does)
 _LEGACY_FORMATS = {"journal": 1, "forget-log": 1, "tokens": 1, "memories": 1, "workspaces": 1,
                    "collector-checkpoints": 1, "id-index": 2, "block-index": 1, "journal-stats": 1,
@@ -95,24 +97,25 @@ def open_home(settings: Settings) -> str | None:
     if recorded is None:
         write_private(home / FORMAT_FILE, _body(_this_version()))   # a new home: recorded silently
         return None
-    version = _this_version()
     newer = {name: n for name, n in recorded.formats.items() if n > FORMATS.get(name, 0)}
     if newer:
-        raise FormatError(_refusal(home / FORMAT_FILE, recorded, newer, version))
+        raise FormatError(_refusal(home / FORMAT_FILE, recorded, newer, _this_version()))
     # a structure newer than the code that recorded the file did not exist then: nothing to upgrade
     older = sorted(name for name, n in FORMATS.items() if recorded.formats.get(name, n) < n)
     if not older and not recorded.legacy:
         return None
+    version = _this_version()
     done = [_upgrade(settings, name, recorded.formats[name]) for name in older]
     write_private(home / FORMAT_FILE, _body(version))
-    report = (f"upgraded this home ({home}) from Urchin {recorded.written_by} to {version}: "
-              + ("; ".join(done) if done else "every format is unchanged, nothing to rebuild (journal unchanged)"))
+    said = "; ".join(done) or "its formats are this version's, nothing to migrate or rebuild (journal unchanged)"
+    report = f"upgraded this home ({home}) from Urchin {recorded.written_by} to {version}: {said}"
     log.warning("%s", report)
     return report
 
 
 def _read(path: Path, settings: Settings) -> _Recorded | None:
-    """What format.json records; a home without it is a legacy one if it holds anything, else None."""
+    """What format.json records; without it, 0.1.0's formats if the journal says 0.1.0 wrote it, else
+    None (a new home, or one this code wrote before format.json existed: its formats are these)."""
     try:
         raw = orjson.loads(path.read_bytes())
     except FileNotFoundError:
@@ -121,13 +124,12 @@ def _read(path: Path, settings: Settings) -> _Recorded | None:
         return None
     except (OSError, orjson.JSONDecodeError) as exc:
         raise FormatError(f"{path}: cannot be read ({exc}); it records the formats of this home's files. "
-                          "Restore it from a backup, or move it aside to have it taken as Urchin 0.1.0's") from None
+                          f"Restore it from a backup, or move it aside{_ASIDE}") from None
     formats = raw.get("formats") if isinstance(raw, dict) else None
     if not isinstance(formats, dict) or not all(isinstance(v, int) and not isinstance(v, bool)
                                                 for v in formats.values()):
         raise FormatError(f"{path}: `formats` must map each structure to a whole number; it records the formats "
-                          "of this home's files. Restore it from a backup, or move it aside to have it taken as "
-                          "Urchin 0.1.0's")
+                          f"of this home's files. Restore it from a backup, or move it aside{_ASIDE}")
     return _Recorded({str(k): v for k, v in formats.items()}, str(raw.get("written_by") or "?"), False)
 
 
