@@ -31,6 +31,7 @@ __all__ = [
     "NotFoundError",
     "JournalError",
     "ConfigError",
+    "FormatError",
     "EmbedderError",
     "DatabaseError",
     "DaemonError",
@@ -42,8 +43,8 @@ _WHERE = {
     "Event": "urchin.event",
     "Settings": "urchin.config",
     **{name: "urchin.errors" for name in ("UrchinError", "ValidationError", "QueryError", "TooLarge",
-                                          "NotFoundError", "JournalError", "ConfigError", "EmbedderError",
-                                          "DatabaseError", "DaemonError")},
+                                          "NotFoundError", "JournalError", "ConfigError", "FormatError",
+                                          "EmbedderError", "DatabaseError", "DaemonError")},
 }
 
 if TYPE_CHECKING:
@@ -55,6 +56,7 @@ if TYPE_CHECKING:
         DaemonError,
         DatabaseError,
         EmbedderError,
+        FormatError,
         JournalError,
         NotFoundError,
         QueryError,

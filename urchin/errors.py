@@ -7,6 +7,7 @@
     ├── NotFoundError           an id or path that does not exist (HTTP 404)
     ├── JournalError            the journal cannot be read or written (names the path)
     ├── ConfigError             a setting or the config file is wrong
+    ├── FormatError             a home's file is in a format newer than this code knows (format.json)
     ├── EmbedderError           the embedding server failed or refused
     ├── DatabaseError           the PostgreSQL index (or the embedded server) failed
     └── DaemonError             the daemon is unreachable, refused, or already running
@@ -24,6 +25,7 @@ __all__ = [
     "NotFoundError",
     "JournalError",
     "ConfigError",
+    "FormatError",
     "EmbedderError",
     "DatabaseError",
     "DaemonError",
@@ -75,6 +77,13 @@ class JournalError(UrchinError):
 
 
 class ConfigError(UrchinError):
+    status = 500
+
+
+class FormatError(UrchinError):
+    """A file of the home records a format this code does not know (written by a newer Urchin): refused
+    untouched, naming the file and both versions."""
+
     status = 500
 
 

@@ -76,6 +76,7 @@ def open_memory(settings: Settings, *, use_daemon: bool | None = None) -> Memory
     from urchin.memory import Memory
 
     memory = Memory(settings)
+    memory.open_home()        # an older home is upgraded (and said once), a newer one refused, before any read
     memory.finish_forget()    # a forget killed mid-compaction is finished by the next command, daemon or not
     return memory
 

@@ -200,6 +200,9 @@ class Daemon:
         for unknown in self.settings.unknown_keys():     # a typo is named, never a reason not to start
             log.warning("%s: %s", self.settings.config_path, unknown)
         ensure_private_dir(self.settings.home)  # 0700, also when an earlier write made it with the umask
+        # before anything in the home is touched (lock, token): an older home is upgraded and said once in
+        # the log, a newer one refused untouched, a new one recorded
+        Memory(self.settings).open_home()
         self._lock.acquire()
         try:
             return self._serve()

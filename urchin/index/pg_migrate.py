@@ -7,6 +7,7 @@ second waits, then finds every migration applied.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import psycopg
@@ -15,6 +16,8 @@ from urchin.errors import DatabaseError
 from urchin.index.schema import MIGRATIONS, PGVECTOR_MIN
 
 __all__ = ["migrate"]
+
+log = logging.getLogger(__name__)
 
 
 def migrate(conn: psycopg.Connection[Any]) -> None:
@@ -45,6 +48,14 @@ def migrate(conn: psycopg.Connection[Any]) -> None:
             conn.execute("CREATE TABLE urchin_migrations (version integer PRIMARY KEY, name text NOT NULL, "
                          "applied_at timestamptz NOT NULL DEFAULT now())")
         applied = {r[0] for r in conn.execute("SELECT version FROM urchin_migrations").fetchall()}
+        known = MIGRATIONS[-1][0]
+        if applied and max(applied) > known:
+            # a newer Urchin (another machine of a team, or a downgrade here) changed the schema: its
+            # rows may mean what this code would misread, so refuse before touching anything
+            raise DatabaseError(f"the index database ({_where(conn)}) has schema migration {max(applied)}, newer than "
+                                f"this Urchin knows ({known}): it was written by a newer Urchin. Nothing was "
+                                "changed: upgrade Urchin on this machine")
+        done = []
         for version_no, name, body in MIGRATIONS:
             if version_no not in applied:
                 try:
@@ -55,3 +66,13 @@ def migrate(conn: psycopg.Connection[Any]) -> None:
                                       "not apply: run `urchin index status` (or `urchin db setup`) with the "
                                       "owner's URCHIN_DATABASE_URL first") from None
                 conn.execute("INSERT INTO urchin_migrations (version, name) VALUES (%s, %s)", (version_no, name))
+                done.append(f"{version_no} ({name})")
+    if applied and done:   # an existing schema brought up to date (a new one is no news): said once, as it runs once
+        log.warning("upgraded the index schema of %s from migration %d to %d: applied %s (journal unchanged)",
+                    _where(conn), max(applied), known, "; ".join(done))
+
+
+def _where(conn: psycopg.Connection[Any]) -> str:
+    """The database, named without credentials: its name, and host or socket folder."""
+    info = conn.info
+    return f"database {info.dbname} on {info.host or 'localhost'}"

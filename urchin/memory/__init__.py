@@ -634,6 +634,14 @@ class Memory:
         """Rewrite the journal without forgotten events, if any are left in it; views follow."""
         return self._forgetting.compact()
 
+    def open_home(self) -> str | None:
+        """Check the home's format versions before anything reads it (memory/upgrade.py): what is older
+        is upgraded and said once (returned, and logged); a newer one raises FormatError, untouched.
+        Called first by every command opening the journal in-process, and by the daemon's start."""
+        from urchin.memory.upgrade import open_home
+
+        return open_home(self._settings)
+
     def finish_forget(self) -> Compaction | None:
         """Finish a forget a crash interrupted (cheap when there is none): every command opening the
         journal in-process, and the daemon's start, call this first."""

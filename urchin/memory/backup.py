@@ -12,6 +12,7 @@ point, so none covers an event the copy lacks (a re-read event is a duplicate, r
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import os
@@ -38,7 +39,8 @@ FORMAT = 1
 MANIFEST = "urchin-backup.json"
 JOURNAL = "journal/events.jsonl"
 FORGET_LOG = "journal/events.jsonl.forgotten"
-_FILES = ("config.toml", "redact-id.key", "tokens.json", "workspaces.json")   # whole files of the home
+# whole files of the home (format.json: the formats the rest was written in, memory/upgrade.py)
+_FILES = ("config.toml", "redact-id.key", "tokens.json", "workspaces.json", "format.json")
 _FOLDERS = {"collectors": ".json", "memories": ".toml"}                       # folder -> its files' suffix
 _CHUNK = 1 << 20
 _SMALL_LIMIT = 256 << 20    # bytes of any file but the journal (the forget log holds 16 bytes an event)
@@ -268,6 +270,9 @@ def restore(settings: Settings, source: Path, force: bool = False) -> BackupRepo
                                   f"{' and more' if len(held) > 3 else ''}: restore into an empty home, or add "
                                   "--force to move the present one aside first")
             moved = _move_aside(settings)
+        if "format.json" not in members:   # a backup from before format versions: opened as one, upgraded
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(home / "format.json")
         for name, member in members.items():
             if name not in (JOURNAL, FORGET_LOG):
                 write_private(home / name, _member_bytes(tar, member, manifest, name))
@@ -387,7 +392,8 @@ def _held(settings: Settings) -> list[str]:
     forget = settings.journal_path.with_name(settings.journal_path.name + ".forgotten")
     held += [str(forget)] if forget.exists() else []
     names = _small_files(settings.home)
-    held += [str(settings.home / n) for n in sorted(names) if n != "redact-id.key" or held]
+    # format.json alone says nothing is held: any command opening a new home records it
+    held += [str(settings.home / n) for n in sorted(names) if n != "format.json" and (n != "redact-id.key" or held)]
     return held
 
 
