@@ -54,6 +54,14 @@ def render_events(result: Any) -> str:
     return "\n".join(lines)
 
 
+def older_note(hours: float, older: Mapping[str, Any]) -> str:
+    """`urchin search` found nothing in its window but the block index found an older match (stderr;
+    `daemon/fastclient.py` writes the same line)."""
+    window = str(int(hours)) if float(hours).is_integer() else str(hours)
+    return (f"no match in the last {window} h; older matches exist (the newest at {older['timestamp']}): "
+            f"try --hours {older['hours']}")
+
+
 def render_event(event: Mapping[str, Any]) -> str:
     return orjson.dumps(event, option=orjson.OPT_INDENT_2).decode()
 
