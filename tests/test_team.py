@@ -332,6 +332,8 @@ def test_search_team_cli_keeps_the_local_contract(tmp_path: Path, team_db: str) 
     found = run_urchin("search", "QUOKKA event", "--team", "--json", env=env)
     assert found.returncode == 0, found.stderr
     assert found.stdout.count('"device":"desktop"') == 3
+    lines = run_urchin("search", "QUOKKA event", "--team", env=env).stdout.splitlines()   # each names its device
+    assert len(lines) == 3 and all("] claude on desktop — " in line for line in lines), lines
     for args in (("",), ("x", "--hours", "0"), ("x", "--limit", "0"), ("x", "--limit", "5000")):
         local, team = run_urchin("search", *args, env=env), run_urchin("search", *args, "--team", env=env)
         assert (local.returncode, local.stderr) == (team.returncode, team.stderr) and local.returncode != 0

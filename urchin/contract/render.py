@@ -46,8 +46,9 @@ def render_events(result: Any) -> str:
     """Search results one per line; ranked results first say which mode ran, and any notes."""
     from urchin.search.query import one_line
 
-    ranked = result.mode not in ("substring", "recent", "session")
-    lines = [one_line(hit.event, score=hit.score if ranked else None) for hit in result.hits]
+    ranked = result.mode not in ("substring", "recent", "session", "team")
+    team = result.mode == "team"   # every device's events: each line names the machine it came from
+    lines = [one_line(hit.event, score=hit.score if ranked else None, device=team) for hit in result.hits]
     if ranked:
         hint = [f"hint: {result.hint}"] if getattr(result, "weak", False) and result.hint else []
         lines[:0] = [f"mode: {result.mode}", *(f"note: {note}" for note in result.notes), *hint]

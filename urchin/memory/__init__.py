@@ -201,7 +201,7 @@ class Memory:
             events = self.index_service.search_team(query, since, check_limit(limit), {
                 "source": filters.source, "workspace": filters.workspace, "session": filters.session,
                 "kind": filters.kind})
-            return SearchResult([Hit(e) for e in events], query, "substring")
+            return SearchResult([Hit(e) for e in events], query, "team")   # literal, every device's
         self._hot.catch_up()
         events = self._substring.search(query, since_ms=since, limit=check_limit(limit), filters=filters)
         older = None if events else self._substring.older_match(query, since, filters)   # "try --hours N"

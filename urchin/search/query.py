@@ -150,13 +150,16 @@ class SearchResult:
         return out
 
 
-def one_line(event: Event, width: int = 200, score: float | None = None) -> str:
-    """`[2026-05-04T20:00:00Z] claude — content on one line, cut at 200 chars`."""
+def one_line(event: Event, width: int = 200, score: float | None = None, device: bool = False) -> str:
+    """`[2026-05-04T20:00:00Z] claude — content on one line, cut at 200 chars`; with `device`, the
+    machine that wrote it too: `[...] claude on desk — ...` (team search)."""
     text = " ".join(event.content.split())
     if len(text) > width:
         text = text[: width - 1] + "…"
     stamp = event.timestamp[:19] + "Z"
     prefix = f"[{stamp}] {event.source}"
+    if device:
+        prefix += f" on {(event.actor or {}).get('device') or 'an unnamed device'}"
     if score is not None:
         prefix += f" ({score:.3f})"
     return f"{prefix} — {text}"
