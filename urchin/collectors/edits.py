@@ -9,13 +9,14 @@ Content goes through the one write path afterwards, so the redactor sees all of 
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import orjson
 
 from urchin.event import clip
 
-__all__ = ["describe", "body"]
+__all__ = ["describe", "body", "edited_path"]
 
 _PAIRS = (("old_string", "new_string"), ("old_str", "new_str"), ("oldString", "newString"))
 _PATHS = ("file_path", "path", "filePath", "absolute_path")
@@ -107,6 +108,14 @@ def describe(args: Any, limit: int = 400) -> str | None:
     if isinstance(args, dict) and args.get("replace_all") is True:
         what += ", every occurrence"
     return clip(f"{_path(args)} ({what})", limit)
+
+
+_SAID = re.compile(r" \((?:\d+ edits: )?(?:replaced|inserted|deleted) [^()]*\)$")
+
+
+def edited_path(summary: str) -> str:
+    """The path of a `describe` summary ("/x/redis.yaml (replaced 3 lines with 4)" -> "/x/redis.yaml")."""
+    return _SAID.sub("", summary)
 
 
 def body(args: Any, output: str) -> str:
