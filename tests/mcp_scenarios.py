@@ -124,7 +124,9 @@ async def check_read_tools(session: ClientSession, memory: Memory) -> None:
     _, data = await call(session, "urchin_search", {"query": "postgres", "limit": 1})
     assert ids(data) == ["e-new"]
     text, data = await call(session, "urchin_search", {"query": "no such words anywhere"})
-    assert text == "" and data["events"] == [] and data["totalResults"] == 0
+    assert text == "" and data["events"] == [] and data["totalResults"] == 0 and "olderMatch" not in data
+    text, data = await call(session, "urchin_search", {"query": "OLD COMMIT", "hours": 24})   # 30 h old
+    assert text == "" and data["events"] == [] and data["olderMatch"]["hours"] == 50   # seed 001: still ""
 
     text, data = await call(session, "urchin_recent_activity")
     assert ids(data) == ["e-new", "e-mid", "e-old"] and data["mode"] == "recent" and "query" not in data

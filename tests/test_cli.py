@@ -43,6 +43,22 @@ def test_nothing_matches_prints_nothing() -> None:
     assert (out.returncode, out.stdout, out.stderr) == (0, "", "")
 
 
+def test_nothing_in_the_window_says_on_stderr_that_older_matches_exist() -> None:
+    """stdout stays what it was (nothing: scripts see no match); stderr says where to look instead."""
+    run_urchin("ingest", "--timestamp", "2020-01-01T00:00:00Z", "a pelican crossed the road")
+    run_urchin("ingest", "a heron today")
+    out = run_urchin("search", "PELICAN")
+    assert (out.returncode, out.stdout) == (0, "")
+    assert out.stderr.startswith("no match in the last 168 h; older matches exist "
+                                 "(the newest at 2020-01-01T00:00:00Z): try --hours ")
+    hours = out.stderr.split("--hours ")[1].strip()
+    assert int(hours) in (100_000, 200_000)
+    wide = run_urchin("search", "pelican", "--hours", hours)
+    assert "a pelican crossed the road" in wide.stdout and wide.stderr == ""
+    assert run_urchin("search", "pelican", "--hours", "0.5").stderr.startswith("no match in the last 0.5 h;")
+    assert run_urchin("search", "heron").stderr == ""
+
+
 @pytest.mark.parametrize("args, message", [
     (("search", "  "), "error: query must not be empty\n"),
     (("search", "x", "--hours", "0"), "error: --hours: must be greater than 0, got 0\n"),

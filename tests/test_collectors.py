@@ -344,3 +344,13 @@ def test_derived_ids_are_keyed_and_what_was_collected_before_is_not_stored_again
     assert len(keyed) == len(plain) and not set(keyed) & set(before)
     digests = {i.rsplit(":", 1)[-1] for i in keyed}
     assert not digests & {i.rsplit(":", 1)[-1] for i in before}
+
+
+def test_a_codex_patch_says_which_files_and_how_many_lines() -> None:
+    from urchin.collectors.base import summarize_input
+
+    patch = ("*** Begin Patch\n*** Update File: src/a.py\n@@\n-x = 1\n+x = 2\n+y = 3\n"
+             "*** Add File: b.py\n+hi\n*** End Patch")
+    assert summarize_input("apply_patch", patch) == "updated src/a.py, added b.py (removed 1 line, added 3 lines)"
+    assert summarize_input("apply_patch", {"input": patch}) == summarize_input("apply_patch", patch)
+    assert summarize_input("shell", {"command": "ls"}) == "ls"   # not an edit: as before

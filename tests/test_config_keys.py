@@ -169,3 +169,32 @@ def test_every_key_the_file_holds_reads_back_whatever_its_spelling(urchin_home: 
     assert walk(config)["deamon"] == {"sse_idle_timeout_s": 30} and config.get("durabilty") == "batch"
     with pytest.raises(UndeclaredSetting):
         config.get("never_declared_anywhere")
+
+
+def test_the_readme_configuration_names_every_variable_and_key() -> None:
+    """The README's configuration reference is complete: every `URCHIN_*` variable the package reads
+    and every key `config.toml` may hold (SCHEMA) is named in it."""
+    import re
+    from pathlib import Path
+
+    from urchin.config_keys import SCHEMA
+
+    repo = Path(__file__).resolve().parent.parent
+    readme = (repo / "README.md").read_text()
+    section = readme.split("\n## Configuration\n", 1)[1].split("\n## ", 1)[0]
+    variables = {name for path in (repo / "urchin").rglob("*.py")
+                 for name in re.findall(r'"(URCHIN_[A-Z_]+)"', path.read_text())}
+    assert variables and {v for v in variables if f"`{v}`" not in section} == set()
+
+    def leaves(table: dict, prefix: str) -> list[tuple[str, str]]:
+        out = []
+        for key, child in table.items():
+            if isinstance(child, dict):
+                out += leaves(child, f"{prefix}.{key}" if prefix else key)
+            elif key != "*":
+                out.append((prefix, key))
+        return out
+
+    missing = [f"{table}.{key}" for table, key in leaves(SCHEMA, "") if f"{key}" not in section
+               or f"[{table.split('.*')[0].replace('.workspaces', '')}" not in section]
+    assert missing == []

@@ -63,3 +63,28 @@ def test_no_client_config_is_told_to_carry_the_admin_token() -> None:
         if path.is_file():
             text = path.read_text(errors="replace")
             assert "urchin/token)" not in text and "cat ~/.local/share/urchin/token" not in text, path
+
+
+def test_the_readme_reads_in_a_users_order_and_its_links_resolve() -> None:
+    """What it is, install, a tour, agents, what they are told, search, privacy, team, configuration,
+    removal; contributors' and maintainers' material lives in docs/, linked; the contents list is true."""
+    import re
+
+    repo = Path(__file__).resolve().parent.parent
+    readme = (repo / "README.md").read_text()
+    prose = re.sub(r"```.*?```", "", readme, flags=re.S)
+    headings = re.findall(r"^## (.+)$", prose, re.M)
+    wanted = ["Contents", "Install", "A quick tour", "Connect your agent (MCP)", "What your agent is told",
+              "Search and recall", "Privacy", "Team setup", "Configuration", "Uninstall"]
+    assert [h for h in headings if h in wanted] == wanted, headings
+    assert not {"Develop", "Development", "Threat model"} & set(headings)
+    assert prose.index("Urchin is a local memory daemon") < prose.index("## Install")
+    listed = re.findall(r"^- \[([^\]]+)\]\(#([^)]+)\)$", prose.split("## Contents", 1)[1].split("\n## ", 1)[0], re.M)
+    titles = [title for title, _ in listed]
+    assert titles == [h for h in headings if h in titles] and set(wanted) - {"Contents"} <= set(titles)
+    for title, anchor in listed:
+        assert anchor == re.sub(r"[^\w\- ]", "", title.lower()).replace(" ", "-"), title
+    for page in [repo / "README.md", *(repo / "docs").glob("*.md")]:
+        for target in re.findall(r"\]\(((?:\.\./|docs/)[^)#]+)", page.read_text()):
+            assert (page.parent / target).exists(), (page.name, target)
+    assert (repo / "docs" / "development.md").read_text().count("make test") >= 2

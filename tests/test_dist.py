@@ -21,6 +21,7 @@ import time
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -213,3 +214,103 @@ def _isolation() -> list[str]:
     except ImportError:
         return []
     return ["--no-build-isolation"] if int(setuptools.__version__.split(".")[0]) >= 77 else []
+
+
+# ---- the README, walked with the installed wheel -------------------------------------------------
+_ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+_TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z")
+_ACTOR = re.compile(r'"actor":\{[^{}]*\}')
+
+
+def _readme_blocks(lang: str) -> list[str]:
+    return re.findall(rf"```{lang}\n(.*?)```", (REPO / "README.md").read_text(), re.S)
+
+
+def _console_steps(block: str) -> list[tuple[str, list[str]]]:
+    """`$ command` lines (a trailing backslash continues one) with the lines printed after each."""
+    steps: list[tuple[str, list[str]]] = []
+    lines = block.splitlines()
+    while lines:
+        line = lines.pop(0)
+        if not line.startswith("$ "):
+            steps[-1][1].append(line)
+            continue
+        command = line[2:]
+        while command.endswith("\\") and lines:
+            command = command[:-1] + " " + lines.pop(0).strip()
+        steps.append((command, []))
+    return steps
+
+
+def _same_shape(text: str) -> str:
+    """What may differ between the README's run and this one: ids, times, who and where."""
+    return _ACTOR.sub('"actor":{}', _TIME.sub("<time>", _ID.sub("<id>", text)))
+
+
+def test_the_readme_walks_on_one_machine_with_the_installed_wheel(dist: tuple[Path, set[str], set[str]],
+                                                                  installed: Path, tmp_path: Path) -> None:
+    """The install block as far as it runs offline (this module built the wheel with the same
+    `scripts/dist.sh`; pipx would fetch the dependencies), then every console block in order, in a
+    fresh home, with the installed `urchin`: each command succeeds (or fails as shown) and prints what
+    the README shows, ids and times aside. The HTTP block runs against a daemon on a free port."""
+    import shlex
+
+    [install] = [b for b in _readme_blocks("sh") if "scripts/dist.sh" in b]
+    wheel = re.search(r"dist/(urchin_memory-)<version>(-py3-none-any\.whl)", install)
+    assert wheel and _wheel(dist[0]).name == f"{wheel[1]}{urchin.__version__}{wheel[2]}"
+    where, home = tmp_path / "elsewhere", tmp_path / "home"
+    where.mkdir()
+    env = {**_user_env(home), "PATH": f"{installed / 'bin'}:{os.environ['PATH']}", "URCHIN_NO_DAEMON": "1"}
+    assert "urchin --version" in install
+
+    def run(command: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["bash", "-c", command], cwd=where, env=env, capture_output=True, text=True,
+                              timeout=180)
+
+    assert run("urchin --version").stdout.strip() == f"urchin, version {urchin.__version__}"
+    walked = 0
+    for block in _readme_blocks("console"):
+        steps = _console_steps(block)
+        if any(command.startswith("curl") for command, _ in steps):
+            _walk_http(steps, run, env, home, where)
+            walked += len(steps)
+            continue
+        for command, shown in steps:
+            assert shlex.split(command, comments=True)[0] == "urchin", command
+            done = run(command)
+            expected_code = 1 if any(line.startswith("error: ") for line in shown) else 0
+            assert done.returncode == expected_code, (command, done.stderr)
+            if shown:
+                got = _same_shape(done.stdout + done.stderr).splitlines()
+                assert got == _same_shape("\n".join(shown)).splitlines(), command
+            walked += 1
+    assert walked >= 12
+
+
+def _walk_http(steps: list[tuple[str, list[str]]], run: Any, env: dict[str, str], home: Path, where: Path) -> None:
+    """The README's curl calls, against a daemon of this home on a free port (not 18799: tests share it)."""
+    daemon = subprocess.Popen(["urchin", "serve", "--port", "0", "--no-index"], cwd=where, env=env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 30
+        info: dict[str, Any] = {}
+        while info.get("pid") != daemon.pid:
+            assert daemon.poll() is None and time.monotonic() < deadline, "daemon not ready"
+            try:
+                info = json.loads((home / "daemon.json").read_text())
+            except (OSError, ValueError):
+                time.sleep(0.05)
+        script = "\n".join(command.replace("http://127.0.0.1:18799", info["address"]) for command, _ in steps)
+        done = run(script)
+        assert done.returncode == 0, done.stderr
+        decoder, text, answers = json.JSONDecoder(), done.stdout.strip(), []
+        while text:
+            answer, end = decoder.raw_decode(text)
+            answers.append(answer)
+            text = text[end:].strip()
+        ingested, found = answers
+        assert ingested["status"] == "appended"
+        assert [e["content"] for e in found["events"]] == ["decided to use flock"]
+    finally:
+        daemon.terminate()
+        daemon.wait(15)

@@ -27,6 +27,8 @@ ANSWERS: list[tuple[str, ...]] = [
     ("search", "ünïcødé"),
     ("search", "a&b=c?d%e+f#g"),
     ("search", "nothing matches this"),
+    ("search", "number 12"),                     # only older matches: a line on stderr says so
+    ("search", "number 12", "--hours", "0.5"),
     ("search", "shared", "--hours", " 0.5 "),
     ("search", "shared", "--hours", "1_000"),
     ("search", "wide", "--hours", "1e7"),
@@ -129,6 +131,8 @@ def test_the_cases_exercise_hits_and_ansi(daemon: DaemonProcess) -> None:
     assert "\\u001b[31m" in run_urchin("search", "colour", "--json", env=env).stdout
     assert "…" in run_urchin("search", "wide", "--hours", "1e7", env=env).stdout
     assert "(0." in run_urchin("semantic", "alpha", "--hours", "1e7", env=env).stdout
+    older = run_urchin("search", "number 12", env=env)
+    assert older.stdout == "" and older.stderr.startswith("no match in the last 168 h; older matches exist")
 
 
 @pytest.mark.parametrize("args", [("search", "alpha", "--json"), ("recent", "--limit", "3"),

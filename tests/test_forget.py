@@ -706,3 +706,27 @@ def test_the_log_tail_tells_what_the_whole_log_does() -> None:
             fresh = ForgetLog(journal)
             assert fresh.unfinished() == fresh.pending(), lines[-3:]
 
+
+
+def test_an_ordinary_forget_logs_no_warning_in_any_view(memory: Memory, caplog: pytest.LogCaptureFixture) -> None:
+    """A compaction is expected: views that find the journal replaced or shorter after one rebuild
+    quietly; only an unexplained change (the journal cut or swapped by hand) is a warning."""
+    from urchin.search.semantic import TokenCosineView
+
+    memory.ingest(_events(30))
+    follower = TokenCosineView(memory.journal)   # the daemon's view, in another process's place
+    assert follower.catch_up() == 30
+    memory.semantic("pelican", hours=1e6)
+    caplog.set_level("INFO", logger="urchin")
+    for forget in ({"ids": ["ev-004"]}, {"query": "heron"}):   # the shorter file, then many lines gone
+        memory.forget(**forget, confirm=True)  # type: ignore[arg-type]
+        follower.catch_up()
+        memory.search("note", hours=1e6)
+        memory.semantic("pelican", hours=1e6)
+        Memory(memory.settings).semantic("pelican", hours=1e6)
+    assert [r.getMessage() for r in caplog.records if r.levelname == "WARNING"] == []
+    assert len(follower.index) == 10 and follower.rebuild_reason == "journal compacted after a forget"
+    memory.journal.path.write_bytes(b"\n".join(_lines(memory.journal.path)[:3]) + b"\n")   # cut by hand
+    follower.catch_up()
+    assert [r.getMessage() for r in caplog.records if r.levelname == "WARNING"] == [
+        "token-cosine: journal shorter than the index; rebuilding"]

@@ -221,3 +221,48 @@ def test_no_cut_keeps_a_recognisable_start_of_any_prefixed_secret(urchin_home: P
         events = [e for e in journal(urchin_home) if e["id"].startswith(f"claude:{SESSION}:tool:toolu_{n}_")]
         assert len(events) == 3
         _assert_no_prefix_survives(events, prefix, secret)
+
+
+_SECRET = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
+_EDIT = {"path": "/home/dev/ops/redis.yaml", "old": "maxmemory: 1gb\npolicy: lru\nport: 6379",
+         "new": f"maxmemory: 2gb\npolicy: lfu\nport: 6379\ntoken: {_SECRET}"}
+
+
+def _edit_payloads() -> list[tuple[str, tuple[str, ...], dict]]:
+    """One file edit as each agent's hook sends it, with the answer that only restates the path."""
+    path, old, new = _EDIT["path"], _EDIT["old"], _EDIT["new"]
+    claude = orjson.loads((FIXTURES / "claude" / "hooks" / "PostToolUse.json").read_bytes())
+    claude.update(tool_input={"file_path": path, "old_string": old, "new_string": new},
+                  tool_response={"filePath": path, "oldString": old, "newString": new, "structuredPatch": []})
+    multi = {**claude, "tool_name": "MultiEdit", "tool_use_id": "toolu_multi",
+             "tool_input": {"file_path": path, "edits": [{"old_string": old, "new_string": new}]}}
+    gemini = orjson.loads((FIXTURES / "gemini" / "hooks" / "AfterTool.json").read_bytes())
+    gemini.update(tool_name="replace", tool_input={"file_path": path, "old_string": old, "new_string": new},
+                  tool_response={"llmContent": f"Successfully modified file: {path} (1 replacements).",
+                                 "returnDisplay": "ok"})
+    copilot = orjson.loads((FIXTURES / "copilot" / "hooks" / "postToolUse.json").read_bytes())
+    copilot.update(toolName="edit", toolArgs=orjson.dumps({"path": path, "old_str": old, "new_str": new}).decode(),
+                   toolResult={"resultType": "success", "textResultForLlm": f"File {path} updated with changes."})
+    return [("claude", (), claude), ("claude", (), multi), ("gemini", (), gemini),
+            ("copilot", ("--event", "postToolUse"), copilot)]
+
+
+@pytest.mark.parametrize("agent,args,payload", _edit_payloads(), ids=["claude-edit", "claude-multiedit",
+                                                                      "gemini-replace", "copilot-edit"])
+def test_an_edit_says_what_it_did_once_and_shows_the_change_redacted(
+        agent: str, args: tuple[str, ...], payload: dict, urchin_home: Path) -> None:
+    """Not "Edit: /x/redis.yaml updated /x/redis.yaml": the file once, what was replaced, the change."""
+    assert hook(agent, orjson.dumps(payload), *args).returncode == 0
+    [event] = journal(urchin_home)
+    head, _, body = event["content"].partition("\n")
+    assert head.endswith(f": {_EDIT['path']} (replaced 3 lines with 4)"), event["content"]
+    assert event["content"].count(_EDIT["path"]) == 1
+    assert "- policy: lru" in body and "+ policy: lfu" in body
+    assert _SECRET not in event["content"] and "+ token: " in body   # the one redactor saw the change
+
+
+def test_the_recorded_claude_edit_reads_plainly(urchin_home: Path) -> None:
+    hook("claude", (FIXTURES / "claude" / "hooks" / "PostToolUse.json").read_bytes())
+    [event] = journal(urchin_home)
+    assert event["content"] == ("Edit: /home/dev/shop/checkout.py (replaced 1 line with 1)\n"
+                                "- total = sum(prices)\n+ total = sum(prices) - coupon")

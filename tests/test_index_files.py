@@ -306,3 +306,34 @@ def test_files_excluded_in_git_info_exclude_are_not_indexed(memory: Memory, work
     assert "docs/deploy.md" not in {f["path"] for f in memory.index_service.backend.files()}
     paths = {r["location"].get("path") for r in memory.context(query="rollback grafana board", limit=50).results}
     assert "shop/docs/deploy.md" not in paths
+
+
+@pytest.mark.parametrize("first", [False, True], ids=["another-root", "the-first-root"])
+def test_a_root_added_while_the_daemon_runs_is_searchable_within_seconds(memory: Memory, workspace: Path,
+                                                                          tmp_path: Path, first: bool) -> None:
+    """`workspace add` from another process (the CLI writes workspaces.json): the loop notices the new
+    root within a tick and walks it, not at its next 30 s recheck; the first root of a new home too."""
+    import time
+
+    from urchin.daemon.background import WorkspaceIndexLoop
+
+    if first:
+        for root in memory.workspace_list():
+            memory.workspace_remove(root.name)
+    loop = WorkspaceIndexLoop(memory)
+    loop.start()
+    try:
+        deadline = time.monotonic() + (1 if first else 15)
+        while not memory.index_service.status()["files"] and time.monotonic() < deadline:
+            time.sleep(0.2)
+        second = tmp_path / "notes"
+        second.mkdir()
+        (second / "ideas.md").write_text("# Ideas\n\nthe capybara-lantern plan\n")
+        started = time.monotonic()
+        Memory(memory.settings).workspace_add(str(second))   # as `urchin workspace add` does, in its process
+        while not memory.context(query="capybara-lantern", sources=["files"]).results:
+            assert time.monotonic() - started < 6, f"not searchable after 6 s (last error: {loop.last_error})"
+            time.sleep(0.2)
+        print(f"searchable {time.monotonic() - started:.2f} s after workspace add")
+    finally:
+        loop.stop(5)

@@ -194,7 +194,8 @@ def _work(memory: Memory) -> None:
         _event("e-2", 160, "Bash: make docs\nsphinx failed", kind="error", session="s-1", meta={"tool": "Bash"}),
         _event("x-1", 150, "Bash: make docs\nbuilt", kind="tool_use", session="s-1", meta={"tool": "Bash"}),
         _event("d-1", 140, "Retries use exponential backoff capped at 30 s", kind="decision", session="s-1"),
-        _event("f-1", 130, "Edit: src/upload.py\nok", kind="tool_use", session="s-1", meta={"tool": "Edit"}),
+        _event("f-1", 130, "Edit: src/upload.py (replaced 1 line with 2)\n- a\n+ b\n+ c", kind="tool_use",
+               session="s-1", meta={"tool": "Edit"}),
         _event("g-1", 120, "abc123 Retry uploads on 503", kind="commit", session=None, source="git"),  # type: ignore[arg-type]
         _event("z-1", 110, "Claude Code session ended (exit)", kind="agent", session="s-1"),
         _event("p-2", 60, "Now document the retry policy", session="s-2", meta={"role": "user"}),

@@ -107,3 +107,28 @@ def test_get_returns_the_whole_event_or_not_found(memory: Memory) -> None:
     assert memory.get("x").meta == {"k": 1}
     with pytest.raises(NotFoundError):
         memory.get("missing")
+
+
+@freeze_time(NOW)
+def test_nothing_in_the_window_says_where_an_older_match_is(filled: Memory) -> None:
+    """Only when nothing matched, and only for a real match the block index finds (query, filters,
+    forgetting and redaction as the search applies them): its time and a round window reaching it."""
+    found = filled.search("deploy failed", hours=24)
+    assert found.hits == [] and found.older == {"timestamp": "2026-04-26T12:00:00Z", "hours": 500}
+    assert found.to_dict()["olderMatch"] == found.older
+    assert [e.id for e in filled.search("deploy failed", hours=found.older["hours"]).events] == ["old"]
+    assert filled.search("deploy", hours=24).older is None                 # something matched: nothing to say
+    assert filled.search("no such words", hours=24).older is None          # no older match either
+    assert filled.search("deploy failed", hours=24, source="codex").older is None   # filters hold
+    assert filled.search("deploy failed", hours=24, workspace="api").older is None
+    filled.forget(["old"], confirm=True)
+    assert filled.search("deploy failed", hours=24).older is None          # a forgotten match is no match
+
+
+def test_the_older_window_is_round_and_reaches_the_match() -> None:
+    from urchin.search.query import older_hint
+
+    now_ms = int(NOW.timestamp() * 1000)
+    for age_h, hours in ((0.5, 1), (30, 50), (199, 500), (900, 1000), (1000, 2000), (60_000, 100_000)):
+        hint = older_hint(now_ms - int(age_h * 3_600_000), NOW)
+        assert hint["hours"] == hours and hint["hours"] >= age_h, age_h

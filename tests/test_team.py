@@ -115,10 +115,11 @@ def test_a_feeder_role_cannot_touch_another_devices_rows(tmp_path: Path, team_db
             conn.execute("INSERT INTO urchin_feeders VALUES ('urchin_feeder_x', 'x')")
     assert _sql(team_db, "SELECT device, count(*) FROM urchin_chunks WHERE content LIKE '%%quokka%%' "
                          "GROUP BY 1") == [("desktop", 3)]
-    # a home that claims another device's name with the laptop's credentials is refused by the database
+    # a home that claims another device's name with the laptop's credentials is refused, and told why
+    # in plain words (the database's own refusal is the direct SQL above)
     impostor = Memory(Settings.resolve(tmp_path / "impostor", database_url=roles["laptop"], device="desktop"))
     impostor.ingest(_events(1, "forged"))
-    with pytest.raises(DatabaseError, match="row-level security"):
+    with pytest.raises(DatabaseError, match="this role feeds device laptop, not desktop"):
         impostor.index()
     impostor.close()
     assert _sql(team_db, "SELECT count(*) FROM urchin_chunks WHERE content LIKE 'forged%%'") == [(0,)]
@@ -332,6 +333,8 @@ def test_search_team_cli_keeps_the_local_contract(tmp_path: Path, team_db: str) 
     found = run_urchin("search", "QUOKKA event", "--team", "--json", env=env)
     assert found.returncode == 0, found.stderr
     assert found.stdout.count('"device":"desktop"') == 3
+    lines = run_urchin("search", "QUOKKA event", "--team", env=env).stdout.splitlines()   # each names its device
+    assert len(lines) == 3 and all("] claude on desktop — " in line for line in lines), lines
     for args in (("",), ("x", "--hours", "0"), ("x", "--limit", "0"), ("x", "--limit", "5000")):
         local, team = run_urchin("search", *args, env=env), run_urchin("search", *args, "--team", env=env)
         assert (local.returncode, local.stderr) == (team.returncode, team.stderr) and local.returncode != 0

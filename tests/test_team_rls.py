@@ -345,3 +345,70 @@ def test_a_database_of_the_release_before_migrates_and_is_then_protected(tmp_pat
     assert _sql(team_db, "SELECT device, count(*) FROM urchin_files GROUP BY 1 ORDER BY 1") == [
         ("desktop", 1), ("laptop", 1)]
     _check_isolation(tmp_path, team_db, urls, victim)
+
+
+def test_a_feeder_role_used_for_another_device_says_which_device_it_feeds(tmp_path: Path,
+                                                                          feeders: dict[str, str]) -> None:
+    """The laptop's role on the desktop: not PostgreSQL's row-level-security text, but which device the
+    role feeds and which this machine is, from the feed, the file walk and `urchin doctor`; nothing written."""
+    desk = _home(tmp_path, "desktop", feeders["laptop"])
+    desk.ingest([{"content": "quokka on the wrong role", "source": "manual"}])
+    root = tmp_path / "desk-files"
+    root.mkdir()
+    (root / "A.md").write_text("# A\n\nquokka notes\n")
+    desk.workspace_add(str(root))
+    said = "this role feeds device laptop, not desktop"
+    for run in (desk.index, desk.index_files):
+        with pytest.raises(DatabaseError) as caught:
+            run()
+        assert said in caught.value.message and "row-level security" not in caught.value.message
+    desk.close()
+    assert _sql(feeders["reader"], "SELECT count(*) FROM urchin_chunks") == [(0,)]
+    env = {"URCHIN_HOME": str(tmp_path / "desktop"), "URCHIN_DATABASE_URL": feeders["laptop"],
+           "URCHIN_DEVICE_ID": "desktop", "URCHIN_ACCOUNT_ID": "bo"}
+    doctor = run_urchin("doctor", "--json", env=env)
+    [check] = [c for c in map(json.loads, doctor.stdout.splitlines()) if c["check"] == "database"]
+    assert check["level"] == "fail" and said in check["detail"] and "laptop-pw" not in doctor.stdout
+    right = run_urchin("doctor", "--json", env={**env, "URCHIN_DEVICE_ID": "laptop"})
+    [check] = [c for c in map(json.loads, right.stdout.splitlines()) if c["check"] == "database"]
+    assert check["level"] == "ok" and check["detail"].endswith("feeding device laptop)")
+
+
+def test_team_md_sets_up_a_plain_postgresql_without_docker(team_db: str, tmp_path: Path) -> None:
+    """TEAM.md's SQL for a plain server, as a superuser runs it in psql (names made unique: roles are
+    cluster-wide), then `urchin db setup` as that administrator and a feeder role feeding its device."""
+    import re
+    import uuid
+
+    text = (REPO / "contrib" / "team" / "TEAM.md").read_text()
+    block = re.search(r"```sql\n(.*?)```", text, re.S).group(1)   # type: ignore[union-attr]
+    suffix = uuid.uuid4().hex[:8]
+    admin, db = f"urchin_admin_{suffix}", f"urchin_{suffix}"
+    block = block.replace("urchin_admin", admin).replace("DATABASE urchin ", f"DATABASE {db} ")
+    superuser = make_conninfo(team_db, dbname="postgres")
+    conn = psycopg.connect(superuser, autocommit=True)
+    try:
+        for line in (ln for ln in block.splitlines() if ln.strip() and not ln.startswith("--")):
+            if line.startswith("\\c "):
+                conn.close()
+                conn = psycopg.connect(make_conninfo(team_db, dbname=db), autocommit=True)
+            else:
+                conn.execute(line)
+        admin_url = make_conninfo(team_db, dbname=db, user=admin, password="a long random secret")
+        with psycopg.connect(superuser, autocommit=True) as su:   # other tests made the cluster's urchin_* roles:
+            for role in ("urchin_owner", "urchin_reader", "urchin_feeder"):   # as if this admin had
+                if su.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (role,)).fetchone():
+                    su.execute(sql.SQL("GRANT {} TO {} WITH ADMIN OPTION").format(
+                        sql.Identifier(role), sql.Identifier(admin)))
+        made = setup_roles(admin_url)
+        url = add_feeder(admin_url, f"laptop-{suffix}", "pw", "ana")["url"]
+        home = Memory(Settings.resolve(tmp_path / "home", database_url=url, device=f"laptop-{suffix}"))
+        home.ingest([{"content": "okapi plan on a plain server"}])
+        assert home.index().events == 1 and made["owner"]["role"] == "urchin_owner"
+        home.close()
+    finally:
+        conn.close()
+        with psycopg.connect(superuser, autocommit=True) as su:
+            su.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(db)))
+            for role in (feeder_role(f"laptop-{suffix}"), admin):   # the feeder's membership is the admin's grant
+                su.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(role)))

@@ -39,7 +39,8 @@ EVENTS = [
     {"id": "ev-reply", "content": "ok, the load balancer flips after health checks", "source": "copilot",
      "kind": "conversation", "workspace": "shop", "session": "sess-a", "timestamp": "2026-01-10T09:01:00Z"},
     {"id": "ev-xss", "content": XSS, "source": "shell", "kind": "command", "session": "sess-b",
-     "timestamp": "2026-01-11T10:00:00Z"},
+     "timestamp": "2026-01-11T10:00:00Z",
+     "meta": {"exit_code": 2, XSS: XSS, "files": ["a.py", "b.py"], "nested": {"deep": {"rows": [{"n": 1}]}}}},
     {"id": "ev-secret", "content": "token ghp_" + "a1B2" * 9 + " pushed", "source": "git", "kind": "commit",
      "timestamp": "2026-01-11T11:00:00Z"},
     {"id": "ev-doomed", "content": "a scratch note about zebra crossings to forget", "source": "manual", "kind": "note",
@@ -222,6 +223,20 @@ def test_an_xss_payload_renders_as_text(page: Any, recorder: Recorder) -> None:
     expect(page.locator("#event-content")).to_have_text(XSS)
     assert page.locator("#event-content").text_content() == XSS and page.locator("main img").count() == 0
     assert recorder.dialogs == []
+
+
+def test_event_metadata_reads_as_a_key_value_list_of_text(page: Any, recorder: Recorder) -> None:
+    """Not a raw JSON dump: one row per (dotted) key, plain lists joined, deeper values compact; every
+    key and value is text, so markup in either stays inert."""
+    page.goto(page.url.split("#")[0] + "#/event/ev-xss")
+    expect(page.locator("#event-meta dt").first).to_be_visible()
+    rows = page.evaluate("""() => [...document.querySelectorAll('#event-meta dt')]
+        .map((dt) => [dt.textContent, dt.nextElementSibling.textContent])""")
+    got = dict(rows)
+    assert got["meta.exit_code"] == "2" and got["meta.files"] == "a.py, b.py"
+    assert got["meta.nested.deep.rows"] == '[{"n":1}]'
+    assert got[f"meta.{XSS}"] == XSS and got["actor.device"]
+    assert page.locator("main img").count() == 0 and recorder.dialogs == []
 
 
 def test_event_view_shows_redaction_marks_citation_and_copies_json(page: Any) -> None:

@@ -221,6 +221,9 @@ def check_embedder(settings: Settings) -> Check | None:
     return Check("embedder", "ok", f"{url} answers (HTTP {response.status_code})")
 
 
+PG_MAJOR = 18   # the one PostgreSQL the tests run (contrib/team/TEAM.md states it)
+
+
 def check_database(settings: Settings) -> Check | None:
     if not settings.database_url:
         return None
@@ -236,14 +239,26 @@ def check_database(settings: Settings) -> Check | None:
             return Check("database", "fail", f"{shown} is not reachable: {exc}",
                          "start PostgreSQL or fix URCHIN_DATABASE_URL")
         return Check("database", "ok", f"{shown} accepts connections (install urchin-memory[postgres] to check more)")
+    from urchin.index.pg_roles import role_device, wrong_device
+
     try:
         with psycopg.connect(url, connect_timeout=int(NET_TIMEOUT_S)) as conn:
             version = conn.execute("show server_version").fetchone()
+            fed = role_device(conn)
     except psycopg.Error as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         return Check("database", "fail", f"{shown}: {scrub(first, url)}",
                      "start PostgreSQL, or fix URCHIN_DATABASE_URL (user, password, database name)")
-    return Check("database", "ok", f"{shown} (PostgreSQL {version[0] if version else '?'})")
+    problem = wrong_device(fed, settings.device)
+    if problem:
+        return Check("database", "fail", f"{shown}: {problem}", "a feeder role writes only its own device's rows")
+    feeds = f", feeding device {fed}" if fed else ""
+    shown_version = version[0] if version else "?"
+    if shown_version.split(".")[0].isdigit() and int(shown_version.split(".")[0]) < PG_MAJOR:
+        return Check("database", "warn", f"{shown} (PostgreSQL {shown_version}{feeds}): Urchin is tested "
+                     f"with PostgreSQL {PG_MAJOR}",
+                     f"upgrade the server to PostgreSQL {PG_MAJOR} (contrib/team/TEAM.md)")
+    return Check("database", "ok", f"{shown} (PostgreSQL {shown_version}{feeds})")
 
 
 def check_postgres(settings: Settings) -> Check | None:

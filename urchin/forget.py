@@ -91,6 +91,7 @@ class _State:
     pending: bool = False            # forget records after the last committed compaction
     void: str | None = None          # token of a trailing compact record that never committed
     uncleaned: Compaction | None = None  # the last rewrite, if a crash stopped its views' clean-up
+    files: frozenset[tuple[int, int]] = frozenset()   # (device, inode) of every journal a compaction wrote
 
 
 class ForgetLog:
@@ -128,6 +129,11 @@ class ForgetLog:
 
     def generation(self) -> int:
         return len(self.state().compactions)
+
+    def compacted_into(self, identity: tuple[int, int] | None) -> bool:
+        """Whether the journal file `identity` (device, inode) was written by a committed compaction:
+        a view that finds the journal replaced or shorter then knows a forget did it (no surprise)."""
+        return identity is not None and identity in self.state().files
 
     def keep_current(self, generation: int) -> Callable[[list[Any]], list[Any]]:
         """A filter for things with an `id` read from the journal of `generation`: none once a
@@ -214,6 +220,7 @@ class ForgetLog:
         voided = {r.get("token") for r in records if r.get("op") == "void"}
         cleaned = {r.get("token") for r in records if r.get("op") == "cleaned"}
         current = self._journal_identity()
+        files: set[tuple[int, int]] = set()
         for index, record in enumerate(records):
             op = record.get("op")
             if op == "forget":
@@ -229,9 +236,11 @@ class ForgetLog:
                 done = Compaction(len(state.compactions) + 1, edits, frozenset(_unhex(record.get("replaced"))),
                                   str(record.get("token")))
                 state.compactions.append(done)
+                files.add((record.get("dev"), record.get("ino")))  # type: ignore[arg-type]
                 state.pending = False
                 state.uncleaned = done if edits and done.token not in cleaned else None
         state.hashes = frozenset(hashes)
+        state.files = frozenset(files)
         return state
 
     def forget_records(self) -> list[dict[str, Any]]:

@@ -11,7 +11,14 @@ import click
 
 from urchin.cli.group import AppContext, main
 from urchin.cli.options import as_flag, json_option, operation_options, parse, print_json, print_text
-from urchin.contract.render import rejection, render_event, render_events, render_ingest, render_status
+from urchin.contract.render import (
+    older_note,
+    rejection,
+    render_event,
+    render_events,
+    render_ingest,
+    render_status,
+)
 
 # What the CLI writes when no flag says otherwise: a person typing a note (MCP writes source mcp).
 _WRITER = {"source": "manual", "kind": "note"}
@@ -91,7 +98,11 @@ def search(app: AppContext, as_json: bool, team: bool, **params: Any) -> None:
     """Literal, case-insensitive search over event content, newest first."""
     if team:
         params["scope"] = "team"
-    print_events(app.memory().search(**parse("search", params)), as_json)
+    args = parse("search", params)
+    result = app.memory().search(**args)
+    print_events(result, as_json)
+    if result.older and not result.hits:   # stderr: what is printed for the query stays empty
+        click.echo(older_note(args["hours"], result.older), err=True)
 
 
 @main.command()

@@ -22,6 +22,7 @@ from typing import Any
 
 import orjson
 
+from urchin.collectors.edits import describe as describe_edit
 from urchin.collectors.ids import FormerIds, former_id, keyed_ids, pending_former, plain_hash, short_hash
 from urchin.collectors.origin import origin_hash
 from urchin.config import Settings, write_private
@@ -127,7 +128,11 @@ def strip_paste_markers(text: str) -> str:
 
 
 def summarize_input(tool: str, args: Any, limit: int = 400) -> str:
-    """One compact line for a tool call's input: the command, the path or pattern, else the JSON."""
+    """One compact line for a tool call's input: what an edit did (`edits.describe`), the command,
+    the path or pattern, else the JSON."""
+    edit = describe_edit(args, limit)
+    if edit is not None:
+        return edit
     if isinstance(args, str):
         try:
             args = orjson.loads(args)

@@ -29,6 +29,7 @@ from urchin.collectors.base import (
     text_of,
     workspace_for,
 )
+from urchin.collectors.edits import body as edit_body
 
 __all__ = ["ClaudeCollector", "from_hook", "prompt_id", "tool_id", "response_text"]
 
@@ -88,7 +89,8 @@ def from_hook(payload: Mapping[str, Any]) -> Item | None:
     if name in ("PostToolUse", "PostToolUseFailure"):
         tool = str(payload.get("tool_name") or "tool")
         failed = name == "PostToolUseFailure"
-        output = str(payload.get("error") or "") if failed else response_text(payload.get("tool_response"))
+        output = str(payload.get("error") or "") if failed else edit_body(
+            payload.get("tool_input"), response_text(payload.get("tool_response")))
         if not failed and not output.strip():
             return None   # empty tool output is noise
         item = {**base, "kind": "error" if failed else "tool_use",

@@ -26,6 +26,7 @@ from urchin.collectors.base import (
     text_of,
     workspace_for,
 )
+from urchin.collectors.edits import body as edit_body
 
 __all__ = ["CopilotCollector", "from_hook", "hook_event"]
 
@@ -71,6 +72,7 @@ def from_hook(payload: Mapping[str, Any], event: str | None = None) -> Item | No
         result = result if isinstance(result, dict) else {}
         output = str(result.get("textResultForLlm") or payload.get("error") or "")
         failed = name == "postToolUseFailure" or result.get("resultType") in ("failure", "denied")
+        output = output if failed else edit_body(payload.get("toolArgs"), output)
         if not output.strip() and not failed:
             return None
         summary = summarize_input(tool, payload.get("toolArgs"))

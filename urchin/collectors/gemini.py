@@ -31,6 +31,7 @@ from urchin.collectors.base import (
     with_origin,
     workspace_for,
 )
+from urchin.collectors.edits import body as edit_body
 
 __all__ = ["GeminiCollector", "from_hook", "SETTLE_S"]
 
@@ -89,6 +90,8 @@ def from_hook(payload: Mapping[str, Any]) -> Item | None:
             response["returnDisplay"] if isinstance(response.get("returnDisplay"), str) else "")
         if error:
             output = str(error.get("message") if isinstance(error, dict) else error)
+        else:
+            output = edit_body(payload.get("tool_input"), output)
         if not output.strip() and not error:
             return None
         summary = summarize_input(tool, payload.get("tool_input"))
@@ -124,6 +127,7 @@ def message_items(message: Mapping[str, Any], session: str, cwd: str | None) -> 
             output = call["resultDisplay"] if isinstance(call.get("resultDisplay"), str) else ""
             output = output or _parts_text(call.get("result"))
             failed = call.get("status") in ("error", "cancelled")
+            output = output if failed else edit_body(call.get("args"), output)
             if not output.strip() and not failed:
                 continue
             summary = summarize_input(tool, call.get("args"))

@@ -46,12 +46,21 @@ def render_events(result: Any) -> str:
     """Search results one per line; ranked results first say which mode ran, and any notes."""
     from urchin.search.query import one_line
 
-    ranked = result.mode not in ("substring", "recent", "session")
-    lines = [one_line(hit.event, score=hit.score if ranked else None) for hit in result.hits]
+    ranked = result.mode not in ("substring", "recent", "session", "team")
+    team = result.mode == "team"   # every device's events: each line names the machine it came from
+    lines = [one_line(hit.event, score=hit.score if ranked else None, device=team) for hit in result.hits]
     if ranked:
         hint = [f"hint: {result.hint}"] if getattr(result, "weak", False) and result.hint else []
         lines[:0] = [f"mode: {result.mode}", *(f"note: {note}" for note in result.notes), *hint]
     return "\n".join(lines)
+
+
+def older_note(hours: float, older: Mapping[str, Any]) -> str:
+    """`urchin search` found nothing in its window but the block index found an older match (stderr;
+    `daemon/fastclient.py` writes the same line)."""
+    window = str(int(hours)) if float(hours).is_integer() else str(hours)
+    return (f"no match in the last {window} h; older matches exist (the newest at {older['timestamp']}): "
+            f"try --hours {older['hours']}")
 
 
 def render_event(event: Mapping[str, Any]) -> str:

@@ -143,8 +143,8 @@ class IndexLoop(Job):
 
 class WorkspaceIndexLoop(Job):
     """Keeps the workspace roots' files in the Postgres index: a walk at start, then one within seconds
-    of any change under a root (watchfiles), and every RECHECK_S (new or removed roots). Walks are cheap:
-    files whose size and mtime match the catalog are not read."""
+    of any change under a root (watchfiles) or to the set of roots (a new root is walked within a tick),
+    and every RECHECK_S. Walks are cheap: files whose size and mtime match the catalog are not read."""
 
     name = "workspace-index"
     RECHECK_S = 30.0
@@ -156,21 +156,39 @@ class WorkspaceIndexLoop(Job):
         from watchfiles import watch
 
         while not self.stop_event.is_set():
+            roots = self._roots_stamp()
             folders = [r.path for r in self.memory.workspace_list() if r.path.is_dir()]
             if not folders:
                 self._walk()
-                self.stop_event.wait(self.RECHECK_S)
+                self._wait_for_roots(roots)
                 continue
             # The watcher runs while a walk does, so a change made during a walk is seen by the next one.
             last = 0.0
             for changes in watch(*folders, stop_event=self.stop_event, debounce=self.DEBOUNCE_MS,
                                  rust_timeout=self.TICK_MS, yield_on_timeout=True, raise_interrupt=False):
+                if self._roots_stamp() != roots:
+                    break   # `workspace add|remove` (any process): watch the new set and walk it now
                 if changes or time.monotonic() - last >= self.RECHECK_S:
                     if not self._walk():
                         self.stop_event.wait(self.BACKOFF_S)
                     last = time.monotonic()
                     if [r.path for r in self.memory.workspace_list() if r.path.is_dir()] != folders:
-                        break          # roots added or removed: watch the new set
+                        break          # a root's folder appeared or went away: watch the new set
+
+    def _roots_stamp(self) -> tuple[int, int, int] | None:
+        """The roots file's identity, size and mtime: a cheap stat each tick notices `workspace add`."""
+        try:
+            info = os.stat(self.memory.roots.file)
+        except OSError:
+            return None
+        return info.st_ino, info.st_size, info.st_mtime_ns
+
+    def _wait_for_roots(self, roots: tuple[int, int, int] | None) -> None:
+        """No root yet: wait until one is added (checked every tick), or RECHECK_S."""
+        deadline = time.monotonic() + self.RECHECK_S
+        while time.monotonic() < deadline and self._roots_stamp() == roots:
+            if self.stop_event.wait(self.TICK_MS / 1000):
+                return
 
     def _walk(self) -> bool:
         try:

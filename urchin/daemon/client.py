@@ -478,7 +478,8 @@ def _search_result(body: Any) -> SearchResult:
         if event is not None:
             hits.append(Hit(event, score))
     return SearchResult(hits, body.get("query"), body.get("mode", "substring"), list(body.get("notes", [])),
-                        weak=bool(body.get("weak", False)), hint=body.get("hint"))
+                        weak=bool(body.get("weak", False)), hint=body.get("hint"),
+                        older=body.get("olderMatch") if isinstance(body.get("olderMatch"), dict) else None)
 
 
 def _ingest_results(body: Any) -> list[IngestResult]:

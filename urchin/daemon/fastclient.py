@@ -50,6 +50,8 @@ def run(argv: list[str]) -> int | None:
         params = ([("query", query)] if query is not None else []) + options
         body = _request(address, token, _COMMANDS[command][0], params)
         lines, notes = _format(body, as_json, with_score=_COMMANDS[command][3])
+        if command == "search":
+            notes = _older(body, options)
         if not all(_utf8(stream) for stream in (sys.stdout, sys.stderr)):
             raise _Fallback  # click re-wraps a misconfigured stream; only it knows how
     except _Fallback:
@@ -200,6 +202,22 @@ def _format(body: str, as_json: bool, *, with_score: bool) -> tuple[list[str], l
     return lines, []
 
 
+def _older(body: str, options: list[tuple[str, str]]) -> list[str]:
+    """`contract.render.older_note` when the search found nothing and an older match exists."""
+    if '"olderMatch"' not in body:
+        return []
+    try:
+        result = json.loads(body)
+        older, hours = result["olderMatch"], float(dict(options)["hours"])
+        if result["events"]:
+            return []
+        window = str(int(hours)) if hours.is_integer() else str(hours)
+        return [f"no match in the last {window} h; older matches exist (the newest at {older['timestamp']}): "
+                f"try --hours {older['hours']}"]
+    except (ValueError, KeyError, TypeError):
+        raise _Fallback from None
+
+
 def _one_line(record: dict[str, Any], with_score: bool, width: int = 200) -> str:
     """`urchin.search.query.one_line`, on the record the daemon sent."""
     text = " ".join(record["content"].split())
@@ -215,10 +233,10 @@ def _one_line(record: dict[str, Any], with_score: bool, width: int = 200) -> str
 def _emit(lines: list[str], notes: list[str]) -> int:
     """Print as click.echo does: one flushed write per line, ANSI codes stripped off a non-terminal."""
     try:
-        for note in notes:
-            _echo(sys.stderr, f"warning: {note}")
         for line in lines:
             _echo(sys.stdout, line)
+        for note in notes:   # after the results, as the full CLI writes them
+            _echo(sys.stderr, note)
     except BrokenPipeError:
         sys.stderr.close()
     return 0

@@ -24,7 +24,7 @@ from urchin.dsn import scrub, to_url
 from urchin.errors import DatabaseError, ValidationError
 from urchin.index.pg_migrate import migrate as _migrate
 
-__all__ = ["setup_roles", "add_feeder", "feeder_role", "OWNER", "READER", "FEEDERS"]
+__all__ = ["setup_roles", "add_feeder", "feeder_role", "role_device", "wrong_device", "OWNER", "READER", "FEEDERS"]
 
 OWNER, READER, FEEDERS = "urchin_owner", "urchin_reader", "urchin_feeder"
 # what a feeder writes: its own device's rows of each (row-level security on device in every one)
@@ -40,6 +40,24 @@ def feeder_role(device: str) -> str:
     """`urchin_feeder_<slug>_<8 hex>`: readable, and distinct for devices whose slugs collide."""
     slug = re.sub(r"[^a-z0-9_]", "_", device.lower())[:30]
     return f"{FEEDERS}_{slug}_{hashlib.sha256(device.encode()).hexdigest()[:8]}"
+
+
+def role_device(conn: psycopg.Connection[Any]) -> str | None:
+    """The device the connected role feeds (`urchin db feeder`), or None: not a feeder (the owner, a
+    superuser, a reader), or a database Urchin has not set up."""
+    if conn.execute("SELECT to_regclass('urchin_feeders')").fetchone() == (None,):
+        return None
+    row = conn.execute("SELECT device FROM urchin_feeders WHERE role = current_user").fetchone()
+    return str(row[0]) if row else None
+
+
+def wrong_device(fed: str | None, device: str) -> str | None:
+    """What to say when a feeder role is used on another machine than its own (None: it is not). The
+    database would refuse the first row with its row-level-security text; this names both devices."""
+    if fed is None or fed == device:
+        return None
+    return (f"this role feeds device {fed}, not {device}: on this machine use the URL of the role made with "
+            f"`urchin db feeder {device}`, or set URCHIN_DEVICE_ID={fed} if this machine is {fed}")
 
 
 def _ensure_role(conn: psycopg.Connection[Any], role: str, login: bool, password: str | None) -> str | None:

@@ -123,8 +123,18 @@ class IndexService:
             self._embedded_server().url()
 
     def feeder(self, retry_for: float | None = 60.0, backend: Any = None, wait: bool = True) -> Feeder:
+        self._check_role(backend or self.backend)
         return Feeder(backend or self.backend, self.journal, self.settings.device, embedder=self.embedder,
                       retry_for=retry_for, on_skip=self.record_skip, wait=wait, vectors_home=self.settings.home)
+
+    def _check_role(self, backend: Any) -> None:
+        """A feeder role bound to another device: say so before the database refuses a row."""
+        from urchin.index.pg_roles import wrong_device
+
+        bound = backend.bound
+        problem = wrong_device(bound[0] if bound else None, self.settings.device)
+        if problem:
+            raise DatabaseError(f"database: {problem}")
 
     def record_skip(self, event_id: str, reason: str) -> None:
         """A row the database refused (this process's feed, or the daemon's index process)."""
@@ -161,6 +171,7 @@ class IndexService:
         from urchin.index.files import index_roots
 
         with self._lock:
+            self._check_role(self.backend)
             report = index_roots(self.backend, files, size_cap)
             if self.embedder is not None and report.chunks:
                 feed = FeedReport()

@@ -90,6 +90,8 @@ _EVENTS_RESULT: dict[str, Any] = {
         "mode": {"type": "string"},
         "query": {"type": "string"},
         "notes": {"type": "array", "items": {"type": "string"}},
+        "olderMatch": {"type": "object", "properties": {"timestamp": {"type": "string"},
+                                                          "hours": {"type": "integer"}}},
     },
     "required": ["events", "totalResults", "mode"],
 }

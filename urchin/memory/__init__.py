@@ -38,6 +38,7 @@ from urchin.search.query import (
     check_hours,
     check_limit,
     check_query,
+    older_hint,
     one_line,
     window_start_ms,
 )
@@ -200,10 +201,12 @@ class Memory:
             events = self.index_service.search_team(query, since, check_limit(limit), {
                 "source": filters.source, "workspace": filters.workspace, "session": filters.session,
                 "kind": filters.kind})
-            return SearchResult([Hit(e) for e in events], query, "substring")
+            return SearchResult([Hit(e) for e in events], query, "team")   # literal, every device's
         self._hot.catch_up()
         events = self._substring.search(query, since_ms=since, limit=check_limit(limit), filters=filters)
-        return SearchResult([Hit(e) for e in events], query, "substring")
+        older = None if events else self._substring.older_match(query, since, filters)   # "try --hours N"
+        return SearchResult([Hit(e) for e in events], query, "substring",
+                            older=older_hint(older, now) if older is not None else None)
 
     def semantic(self, query: str, *, hours: float = 168, limit: int = 10, source: str | None = None,
                  workspace: str | None = None, session: str | None = None, kind: str | None = None,

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Sequence
 
+from urchin.collectors.edits import edited_path
 from urchin.event import Event
 from urchin.recall.frame import Line, cut, event_text, flagged, neutralise
 from urchin.words import plural
@@ -122,7 +123,7 @@ def _files(events: Iterable[Event]) -> Line | None:
         tool = str((event.meta or {}).get("tool") or "").lower()
         if tool in _EDIT_TOOLS and not is_error(event):
             head = event.content.split("\n", 1)[0]
-            path = head.split(":", 1)[1].strip() if ":" in head else ""
+            path = edited_path(head.split(":", 1)[1].strip()) if ":" in head else ""
             if path and path not in found:
                 found[path] = event.id
         if len(found) >= 5:

@@ -12,7 +12,7 @@ from urchin.errors import QueryError, ValidationError
 from urchin.event import MAX_HOURS, Event, check_label, clean_text
 
 __all__ = ["Filters", "Hit", "SearchResult", "check_query", "check_hours", "check_limit", "window_start_ms",
-           "MAX_LIMIT", "one_line", "AUDIT", "hides_audit"]
+           "MAX_LIMIT", "one_line", "AUDIT", "hides_audit", "older_hint"]
 
 MAX_LIMIT = 1000
 AUDIT = ("urchin", "recall")   # (source, kind) of recall's audit events: out of every search by default
@@ -45,6 +45,17 @@ def check_limit(limit: Any, maximum: int = MAX_LIMIT) -> int:
 def window_start_ms(hours: float, now: datetime | None = None) -> int:
     now = now or datetime.now(UTC)
     return int(now.timestamp() * 1000 - hours * 3_600_000)
+
+
+def older_hint(ts_ms: int, now: datetime | None = None) -> dict[str, Any]:
+    """`{timestamp, hours}` for a match older than the window: when it was, and a round window
+    (1, 2, 5 times a power of ten hours) that reaches it, for "try --hours 1000"."""
+    now = now or datetime.now(UTC)
+    age = max(0.0, now.timestamp() * 1000 - ts_ms) / 3_600_000 * 1.01   # a little room: time moves on
+    rounds = (step * 10 ** power for power in range(8) for step in (1, 2, 5))
+    hours = next((h for h in rounds if h >= age), MAX_HOURS)
+    stamp = datetime.fromtimestamp(ts_ms / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return {"timestamp": stamp, "hours": int(min(hours, MAX_HOURS))}
 
 
 def hides_audit(sources: Sequence[str], kinds: Sequence[str], session: str | None) -> bool:
@@ -118,6 +129,7 @@ class SearchResult:
     notes: list[str] = field(default_factory=list)
     weak: bool = False  # ranked search only: the best match is poor (or there is none); `hint` says what to try
     hint: str | None = None
+    older: dict[str, Any] | None = None  # substring search found nothing: `{timestamp, hours}` of an older match
 
     @property
     def events(self) -> list[Event]:
@@ -133,16 +145,21 @@ class SearchResult:
         if self.weak:
             out["weak"] = True
             out["hint"] = self.hint
+        if self.older:
+            out["olderMatch"] = self.older
         return out
 
 
-def one_line(event: Event, width: int = 200, score: float | None = None) -> str:
-    """`[2026-05-04T20:00:00Z] claude — content on one line, cut at 200 chars`."""
+def one_line(event: Event, width: int = 200, score: float | None = None, device: bool = False) -> str:
+    """`[2026-05-04T20:00:00Z] claude — content on one line, cut at 200 chars`; with `device`, the
+    machine that wrote it too: `[...] claude on desk — ...` (team search)."""
     text = " ".join(event.content.split())
     if len(text) > width:
         text = text[: width - 1] + "…"
     stamp = event.timestamp[:19] + "Z"
     prefix = f"[{stamp}] {event.source}"
+    if device:
+        prefix += f" on {(event.actor or {}).get('device') or 'an unnamed device'}"
     if score is not None:
         prefix += f" ({score:.3f})"
     return f"{prefix} — {text}"

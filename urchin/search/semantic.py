@@ -168,7 +168,11 @@ class TokenCosineView:
             identity, size = (info.st_dev, info.st_ino), info.st_size
         if self.next_offset and (size < self.next_offset or (identity and identity != self._identity)):
             reason = "journal replaced" if size >= self.next_offset else "journal shorter than the index"
-            log.warning("token-cosine: %s; rebuilding", reason)
+            if identity != self._identity and self.forgotten.compacted_into(identity):  # a forget's compaction
+                reason = "journal compacted after a forget"
+                log.info("token-cosine: %s; rebuilding", reason)
+            else:
+                log.warning("token-cosine: %s; rebuilding", reason)
             self.rebuild_reason = reason
             self._reset()
         self._identity = identity

@@ -9,8 +9,10 @@ answer. Without a usable index (read-only folder) it falls back to scanning the 
 from __future__ import annotations
 
 import heapq
+import itertools
 import os
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +22,7 @@ from urchin.errors import JournalError
 from urchin.event import Event
 from urchin.forget import ForgetLog, forget_hash
 from urchin.journal import Journal
+from urchin.search.blockbuild import FAR
 from urchin.search.blockindex import BlockIndex, CatchUp, View, query_hashes
 from urchin.search.foldcache import FoldCache, fold_block
 from urchin.search.query import Filters
@@ -27,6 +30,7 @@ from urchin.search.query import Filters
 __all__ = ["SubstringSearcher"]
 
 _CHUNK = 8 << 20
+_OLDER_BLOCKS = 4   # blocks `older_match` may read: a few 64 KiB reads, within what an empty search costs
 # characters a JSON writer may escape: a query holding one cannot be prefiltered on raw bytes
 _ESCAPABLE = frozenset('"\\/') | frozenset(chr(c) for c in range(32)) | {"\u2028", "\u2029", "\x7f"}
 # what `Event.from_record` fills in when a field is missing: such a filter value need not be in the raw line
@@ -67,6 +71,32 @@ class SubstringSearcher:
         best.sort(key=lambda item: (item[0], item[1]), reverse=not oldest_first)
         return [event for _, _, event in best]
 
+    def older_match(self, query: str, before_ms: int, filters: Filters = _ANY) -> int | None:
+        """The timestamp (ms) of a match older than `before_ms`, as far as the block index answers
+        cheaply: its trigram bitmaps pick the candidate blocks, and at most `_OLDER_BLOCKS` of them
+        are read to confirm a real match (redaction, forgetting and filters applied as in `search`).
+        None: no match found that way (there may still be one; nothing more is read to find out)."""
+        folded = query.casefold()
+        if not self.journal.path.exists():
+            return None
+        best: _Best = []
+        hidden = self.forgotten.hashes()
+        try:
+            with self.index.snapshot() as view:
+                hashes = query_hashes(folded.encode("utf-8", "surrogatepass"))
+                blocks = itertools.islice(view.candidates(hashes, -FAR, before_ms - 1), _OLDER_BLOCKS)
+                with _journal_fd(self.journal.path) as fd:
+                    for block in blocks:
+                        if best and view.maxs[block] + 1 < best[0][0]:
+                            break   # newest-max first: no later block holds a newer match
+                        start, end = view.block_range(block)
+                        lines = os.pread(fd, end - start, start).split(b"\n")
+                        _keep_best(((line, Event.from_json(line)) for line in reversed(lines)), folded, -FAR,
+                                   before_ms - 1, 1, filters, best, hidden, self._serve)
+        except OSError:   # no usable index: the answer would cost a scan of the journal
+            return None
+        return best[0][0] if best else None
+
     def _serve(self, line: bytes | str, event: Event) -> Event:
         """A raw hit as it may be served: a line the write path did not prove is redacted (the scan
         matched its raw bytes); `_keep_best` then matches the query and filters again on the result."""
@@ -93,11 +123,7 @@ class SubstringSearcher:
         blocks = view.candidates(hashes, since_ms, until_ms)
         prefilter = _Prefilter(folded, filters)
         maxs = view.maxs
-        try:
-            fd = os.open(self.journal.path, os.O_RDONLY)
-        except OSError as exc:
-            raise JournalError(f"{self.journal.path}: cannot read the journal: {exc.strerror}") from None
-        try:
+        with _journal_fd(self.journal.path) as fd:
             stat = os.fstat(fd)
             owner = (stat.st_dev, stat.st_ino)
             for block in blocks:
@@ -113,8 +139,6 @@ class SubstringSearcher:
                 # lines beat its oldest, and only those pay for the proof check
                 _keep_best(((line, Event.from_json(line)) for line in reversed(lines)), folded, since_ms,
                            until_ms, limit, filters, best, hidden, self._serve)
-        finally:
-            os.close(fd)
 
     # ---- fallback: scan everything ------------------------------------------------------------
     def _scan(self, folded: str | None) -> Iterator[tuple[str, Event | None]]:
@@ -146,6 +170,18 @@ class SubstringSearcher:
                     continue
                 carry = data[cut + 1:]
                 yield data[:cut]
+
+
+@contextmanager
+def _journal_fd(path: Path) -> Iterator[int]:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError as exc:
+        raise JournalError(f"{path}: cannot read the journal: {exc.strerror}") from None
+    try:
+        yield fd
+    finally:
+        os.close(fd)
 
 
 def _keep_best(events: Iterable[tuple[bytes | str, Event | None]], folded: str | None, since_ms: int,

@@ -353,7 +353,26 @@ async function showEvent(id) {
   const marks = (ev.content || "").match(REDACTION) || [];
   fields.append(el("dt", { text: "redactions" }), el("dd", { text: marks.length ? marks.join(", ") : "none" }));
   $("event-content").replaceChildren(richText(ev.content || ""));
-  $("event-meta").textContent = JSON.stringify({ actor: ev.actor, meta: ev.meta }, null, 2);
+  $("event-meta").replaceChildren(...metaRows({ actor: ev.actor, meta: ev.meta }));
+}
+
+// Metadata as a readable list: nested keys joined by dots (meta.redactions.github_token), a list of
+// plain values joined by commas, anything deeper as compact JSON; all of it text, never markup.
+function metaRows(value) {
+  const rows = [];
+  const walk = (prefix, item, depth) => {
+    if (item === undefined || item === null || item === "") return;
+    if (typeof item === "object" && !Array.isArray(item) && depth < 4) {
+      for (const [key, inner] of Object.entries(item)) walk(prefix ? prefix + "." + key : key, inner, depth + 1);
+      return;
+    }
+    const plain = (v) => v === null || ["string", "number", "boolean"].includes(typeof v);
+    const text = Array.isArray(item) && item.every(plain) ? item.map(String).join(", ")
+      : typeof item === "object" ? JSON.stringify(item) : String(item);
+    rows.push(el("dt", { text: prefix }), el("dd", { text: text }));
+  };
+  walk("", value, 0);
+  return rows.length ? rows : [el("dt", { text: "none" }), el("dd")];
 }
 
 async function showFile(path, from, to) {
@@ -522,7 +541,7 @@ function signedOut() {
   state.csrf = null;
   $("nav").hidden = true; $("controls").hidden = true; $("banner").hidden = true;
   for (const id of ["timeline", "results", "conversation", "event-fields", "file-lines"]) $(id).replaceChildren();
-  $("event-content").textContent = ""; $("event-meta").textContent = "";
+  $("event-content").textContent = ""; $("event-meta").replaceChildren();
   show("signin");
 }
 
