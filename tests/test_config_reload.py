@@ -81,3 +81,38 @@ def test_changed_keys_names_each_setting_that_differs() -> None:
     assert changed_keys({"urchin": {"port": 1, "host": "h"}}, {"urchin": {"port": 2, "host": "h"}}) == ["urchin.port"]
     assert changed_keys({"recall": {"budget": 1}}, {}) == ["recall.budget"]
     assert changed_keys({"x": 1}, {"x": 1}) == []
+
+
+def _count(url: str, pattern: str) -> int:
+    import psycopg
+
+    try:
+        with psycopg.connect(url) as conn:
+            row = conn.execute("SELECT count(*) FROM urchin_chunks WHERE content LIKE %s", (pattern,)).fetchone()
+    except psycopg.errors.UndefinedTable:     # the index process has not made its schema yet
+        return 0
+    return int(row[0]) if row else 0
+
+
+def test_a_new_redact_rule_reaches_the_files_the_index_process_chunks(urchin_home: Path, pg_url: str,
+                                                                       tmp_path: Path) -> None:
+    """The daemon's index process (a child chunking workspace files into PostgreSQL) takes a reloaded
+    `[redact]` rule too: the files it chunked before are chunked again under it, without a restart."""
+    root = tmp_path / "repo"
+    root.mkdir()
+    (root / "door.md").write_text("# Lab door\n\nThe lab door code is BADGE-123456, changed monthly.\n")
+    env = {"URCHIN_HOME": str(urchin_home), "URCHIN_DATABASE_URL": pg_url}
+    assert run_urchin("workspace", "add", str(root), env=env).returncode == 0
+    daemon = DaemonProcess(urchin_home, "--with-index", env={"URCHIN_DATABASE_URL": pg_url}).start()
+    try:
+        deadline = time.monotonic() + 60
+        while _count(pg_url, "%BADGE-123456%") == 0:
+            assert time.monotonic() < deadline, f"the file was never chunked: {daemon.log()}"
+            time.sleep(0.2)
+        (urchin_home / "config.toml").write_text('[redact.extra]\nbadge = "BADGE-[0-9]{6}"\n')
+        deadline = time.monotonic() + 30
+        while _count(pg_url, "%BADGE-123456%") or not _count(pg_url, "%[REDACTED:badge]%"):
+            assert time.monotonic() < deadline, f"the index process kept the old rules: {daemon.log()}"
+            time.sleep(0.2)
+    finally:
+        daemon.stop()

@@ -164,11 +164,14 @@ class WorkspaceIndexLoop(Job):
                 continue
             # The watcher runs while a walk does, so a change made during a walk is seen by the next one.
             last = 0.0
+            rules = self.memory.redaction_fingerprint()
             for changes in watch(*folders, stop_event=self.stop_event, debounce=self.DEBOUNCE_MS,
                                  rust_timeout=self.TICK_MS, yield_on_timeout=True, raise_interrupt=False):
                 if self._roots_stamp() != roots:
                     break   # `workspace add|remove` (any process): watch the new set and walk it now
-                if changes or time.monotonic() - last >= self.RECHECK_S:
+                # a `[redact]` rule reloaded: every file's stored hash is stale, chunk them again now
+                if changes or time.monotonic() - last >= self.RECHECK_S or self.memory.redaction_fingerprint() != rules:
+                    rules = self.memory.redaction_fingerprint()
                     if not self._walk():
                         self.stop_event.wait(self.BACKOFF_S)
                     last = time.monotonic()

@@ -176,11 +176,25 @@ def main(stdin: IO[bytes], stdout: IO[bytes]) -> int:
             time.sleep(PARENT_POLL_S)
             if os.getppid() != parent:       # the daemon died (SIGKILL): do not feed on alone
                 break
+            _reload_redaction(memory)
     finally:
         for job in jobs:
             job.stop()
         memory.close()
     return 0
+
+
+def _reload_redaction(memory: Memory) -> None:
+    """config.toml's `[redact]` rules, as the daemon applies them: the files walked next are chunked under
+    them (a changed rule changes the files' stored hashes, so each is chunked again). One `stat` when
+    nothing changed; the daemon itself logs what a change means (this child only says it applied it)."""
+    try:
+        change = memory.reload_config()
+    except UrchinError as exc:
+        log.error("index process: config.toml not reloaded: %s", exc.message)
+        return
+    if change is not None and "redact" in {key.split(".", 1)[0] for key in change.applied}:
+        log.info("index process: redaction rules reloaded; workspace files are chunked again under them")
 
 
 if __name__ == "__main__":
