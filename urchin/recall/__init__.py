@@ -105,10 +105,9 @@ def _injected(reader: Reader, workspace: str, session: str | None, now_ms: int) 
 
 class _Injected:
     """The session's given ids, looked up on the first `in` (most prompts rank nothing over the
-    threshold and never ask). Its audit records are read from the last INJECTED_DAYS only: no index
-    holds sessions, so this read walks every block of its window, and a window of the journal's whole
-    month would cost a prompt in proportion to the journal (seconds at 1M events); a session that
-    outlives it may be given again what it was given days ago."""
+    threshold and never ask). Its audit records are read from the last INJECTED_DAYS only (the
+    reader walks the session's own rows back in time, so the read costs what the session holds in
+    that window); a session that outlives it may be given again what it was given days ago."""
 
     def __init__(self, reader: Reader, workspace: str, session: str, now_ms: int) -> None:
         self.args = (reader, workspace, session, now_ms)

@@ -212,6 +212,8 @@ class _Ranking:
     def run(self, groups: list[list[tuple[int, ...]]]) -> list[Scored] | None:
         q, acc = self.q, self.scratch.a
         postings = self._postings()
+        if self._passes_cheaper(groups, postings):
+            return None
         for _, scale, rows, tf in postings:
             acc[rows] += TF_WEIGHT[tf] * scale      # in the reference's order: the same float sums
         matched = self._rows(postings)
@@ -235,10 +237,26 @@ class _Ranking:
         finally:
             acc[matched] = 0
 
+    def _passes_cheaper(self, groups: list[list[tuple[int, ...]]], postings: Postings) -> bool:
+        """Decided from the postings' lengths before any is added: the matches will be over 1/8 of the
+        window (one term alone has that many rows) and fewer than `limit` can hold every word (a group's
+        rarest term of its commonest alternative has fewer rows), so `run` would hand back anyway."""
+        sizes: dict[int, int] = {}
+        for term, _, rows, _ in postings:
+            sizes[term] = sizes.get(term, 0) + len(rows)
+        if max(sizes.values(), default=0) * _DENSE_SHARE < self.hi - self.lo:
+            return False
+        bound = min((max((min(sizes.get(t, 0) for t in alt) for alt in alternatives), default=0)
+                     for alternatives in groups), default=0)
+        return bound < self.q.limit
+
     # ---- the matches ----------------------------------------------------------------------------
     def _postings(self) -> Postings:
-        """(term, scale, rows, tf) per term and segment, pending postings last, as the reference adds them."""
+        """(term, scale, rows, tf) per term and segment, pending postings last, as the reference adds them;
+        with a workspace filter, only the rows of its scope (urchin.search.scope: the others cannot
+        change a score of its rows)."""
         index, lo, hi = self.index, self.lo, self.hi
+        scope = self._scope()
         scales, _ = index._scales(self.q.weights, self.q.own)
         whole = lo == 0 and hi == len(index)
         pending = None
@@ -247,6 +265,8 @@ class _Ranking:
             wanted = member(terms, [t for t, _ in scales], len(index._vocab))
             terms, rows, tf = terms[wanted], rows[wanted], tf[wanted]
             inside = (rows >= lo) & (rows < hi)
+            if scope is not None:
+                inside[inside] = scope(rows[inside])
             pending = terms[inside], rows[inside], tf[inside]
         out = []
         for term, scale in scales:
@@ -255,6 +275,9 @@ class _Ranking:
                 if not whole:
                     a, b = np.searchsorted(rows, (lo, hi))
                     rows, tf = rows[a:b], tf[a:b]
+                if scope is not None and len(rows):
+                    kept = scope(rows)
+                    rows, tf = rows[kept], tf[kept]
                 if len(rows):
                     out.append((term, scale, rows, tf))
             if pending is not None:
@@ -262,6 +285,17 @@ class _Ranking:
                 if mine.any():
                     out.append((term, scale, pending[1][mine], pending[2][mine]))
         return out
+
+    def _scope(self) -> Callable[[np.ndarray], np.ndarray] | None:
+        """rows -> whether each is in the filtered workspace's scope; None: no workspace filter."""
+        code = self.q.codes.get("workspace")
+        if code is None:
+            return None
+        index = self.index
+        fields = index._fields
+        workspaces, sessions = fields["workspace"].column.data, fields["session"].column.data
+        n_sessions = len(fields["session"]) - 1
+        return lambda rows: index._scopes.keep(rows, code, workspaces, sessions, n_sessions)
 
     def _rows(self, postings: Postings) -> np.ndarray:
         """The rows holding any term, ascending: sorted when few, else found by a scan of the window."""

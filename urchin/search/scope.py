@@ -1,0 +1,77 @@
+"""Which rows a query filtered to one workspace can be ranked from: that workspace's rows, and every
+row of a session that also holds rows of it.
+
+A token-cosine score reads only a row's own terms, its session neighbours' and its session's sum
+(urchin.search.cosine), so a workspace's rows score the same when every other row is left out,
+except where a session holds rows of several workspaces: those sessions' rows are kept whole. The
+index keeps, per session code, its rows' one workspace or that it is mixed (and then which).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from urchin.search.postings import Column
+
+__all__ = ["SessionScopes"]
+
+_UNSET, _MIXED = -3, -2     # a session code with no rows yet; with rows of several workspaces (-1: none)
+
+
+class SessionScopes:
+    """Per session code, the workspace code its rows share (or mixed, with the codes it holds)."""
+
+    __slots__ = ("_one", "_mixed")
+
+    def __init__(self) -> None:
+        self._one = Column(np.int32, _UNSET)
+        self._mixed: dict[int, set[int]] = {}
+
+    @classmethod
+    def of(cls, sessions: np.ndarray, workspaces: np.ndarray, n_sessions: int) -> SessionScopes:
+        scopes = cls()
+        scopes.add(sessions, workspaces, n_sessions)
+        return scopes
+
+    def add(self, sessions: np.ndarray, workspaces: np.ndarray, n_sessions: int) -> None:
+        """New rows' session and workspace codes (-1: none); `n_sessions`: session codes there are."""
+        one = self._one
+        one.extend(np.full(max(0, n_sessions - one.size), _UNSET, dtype=np.int32))
+        has = sessions >= 0
+        if not has.any():
+            return
+        pairs = np.unique((sessions[has].astype(np.int64) << 32) | (workspaces[has].astype(np.int64) + 1))
+        s, w = (pairs >> 32).astype(np.int64), ((pairs & 0xFFFFFFFF) - 1).astype(np.int32)
+        alone = np.ones(len(s), dtype=bool)         # the session's only pair in this batch
+        alone[1:] &= s[1:] != s[:-1]
+        alone[:-1] &= s[:-1] != s[1:]
+        current = one.data[s]
+        simple = alone & ((current == _UNSET) | (current == w))
+        one.data[s[simple]] = w[simple]
+        for i in np.flatnonzero(~simple).tolist():
+            self._join(int(s[i]), int(w[i]))
+
+    def _join(self, session: int, workspace: int) -> None:
+        current = int(self._one.data[session])
+        if current == _UNSET:
+            self._one.data[session] = workspace
+        elif current == _MIXED:
+            self._mixed[session].add(workspace)
+        elif current != workspace:
+            self._one.data[session] = _MIXED
+            self._mixed[session] = {current, workspace}
+
+    def keep(self, rows: np.ndarray, workspace: int, workspace_codes: np.ndarray, session_codes: np.ndarray,
+             n_sessions: int) -> np.ndarray:
+        """Which of `rows` are in `workspace`'s scope: its own, and those of mixed sessions holding it."""
+        keep = workspace_codes[rows] == workspace
+        touching = [s for s, held in self._mixed.items() if workspace in held]
+        if touching:
+            table = np.zeros(n_sessions + 1, dtype=bool)      # the last slot: no session (-1)
+            table[np.asarray(touching, dtype=np.int64)] = True
+            keep |= table[session_codes[rows]]
+        return keep
+
+    @property
+    def nbytes(self) -> int:
+        return int(self._one.data.nbytes) + 100 * sum(len(v) + 1 for v in self._mixed.values())
