@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from urchin.search.cosine_sparse import distinct
 from urchin.search.postings import Column
 
 __all__ = ["SessionScopes"]
@@ -40,7 +41,7 @@ class SessionScopes:
         has = sessions >= 0
         if not has.any():
             return
-        pairs = np.unique((sessions[has].astype(np.int64) << 32) | (workspaces[has].astype(np.int64) + 1))
+        pairs = distinct((sessions[has].astype(np.int64) << 32) | (workspaces[has].astype(np.int64) + 1))
         s, w = (pairs >> 32).astype(np.int64), ((pairs & 0xFFFFFFFF) - 1).astype(np.int32)
         alone = np.ones(len(s), dtype=bool)         # the session's only pair in this batch
         alone[1:] &= s[1:] != s[:-1]
@@ -64,12 +65,12 @@ class SessionScopes:
     def keep(self, rows: np.ndarray, workspace: int, workspace_codes: np.ndarray, session_codes: np.ndarray,
              n_sessions: int) -> np.ndarray:
         """Which of `rows` are in `workspace`'s scope: its own, and those of mixed sessions holding it."""
-        keep = workspace_codes[rows] == workspace
+        keep = np.take(workspace_codes, rows) == workspace      # take: ~3x fancy indexing's speed here
         touching = [s for s, held in self._mixed.items() if workspace in held]
         if touching:
             table = np.zeros(n_sessions + 1, dtype=bool)      # the last slot: no session (-1)
             table[np.asarray(touching, dtype=np.int64)] = True
-            keep |= table[session_codes[rows]]
+            keep |= np.take(table, np.take(session_codes, rows))
         return keep
 
     @property
