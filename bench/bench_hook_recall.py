@@ -13,7 +13,7 @@ interpreter's own floor.
 With a daemon (`urchin serve --no-index`, the hooks' token installed): capture-only calls (PostToolUse),
 capture + session-start recall (SessionStart) and capture + prompt recall (UserPromptSubmit),
 interleaved; p50 and p95 of each (target p95 <= 100 ms), and the daemon's CPU during each call (all
-its threads, /proc schedstat). `--compare DIR`: the same calls through another checkout's hook (e.g. a
+its threads, /proc/PID/stat: a mean over the calls). `--compare DIR`: the same calls through another checkout's hook (e.g. a
 `git worktree` of the previous release), against the same daemon; `--daemon-checkout DIR`: the
 daemon runs that checkout (run the bench once per checkout, alternating, to A/B the daemon's work).
 Then without a daemon: SessionStart calls, and how many printed a digest, and the slowest that did
@@ -44,13 +44,17 @@ SCRIPT = "#!{python}\nimport sys\nfrom urchin.__main__ import entry\nif __name__
          "    sys.exit(entry())\n"   # what pip writes for `urchin = "urchin.__main__:entry"`
 
 
+RUN = f"{os.getpid():x}{time.time_ns() % 1_000_000:x}"   # sessions new to each run: every call is stored
+# (a re-run's calls would otherwise be duplicates, stored by none, and its prompts silent: given before)
+
+
 def _payload(kind: str, n: int) -> bytes:
-    base = {"session_id": f"bench-{kind}-{n}", "transcript_path": "/nonexistent.jsonl",
+    base = {"session_id": f"bench-{kind}-{RUN}-{n}", "transcript_path": "/nonexistent.jsonl",
             "cwd": f"/nonexistent/bench/proj-{n % 12}", "permission_mode": "default"}
     if kind == "capture":
         return orjson.dumps({**base, "hook_event_name": "PostToolUse", "tool_name": "Bash",
                              "tool_input": {"command": f"pytest -q tests/test_{n}.py"},
-                             "tool_response": {"stdout": "ok\n" * 50, "stderr": ""}, "tool_use_id": f"toolu_{n}"})
+                             "tool_response": {"stdout": "ok\n" * 50, "stderr": ""}, "tool_use_id": f"toolu_{RUN}_{n}"})
     if kind == "session":
         return orjson.dumps({**base, "hook_event_name": "SessionStart", "source": "startup"})
     return orjson.dumps({**base, "hook_event_name": "UserPromptSubmit", "prompt": f"{PROMPTS[n % 5]} ({n})"})
@@ -78,17 +82,16 @@ DAEMON: list[int] = []                    # the daemon's pid while it runs
 
 
 def _daemon_cpu_ms() -> float:
-    """The daemon's CPU so far: its threads' run time (schedstat, ns) beside what ended threads left."""
+    """The daemon's CPU so far (user + system, every thread, ended ones too), in clock ticks: 10 ms
+    steps, so a row's figure is the mean over its calls (threads of a pool end: a sum over the
+    live threads' schedstat goes backwards)."""
     if not DAEMON:
         return 0.0
-    total = 0
-    task = Path(f"/proc/{DAEMON[0]}/task")
-    for thread in task.iterdir():
-        try:
-            total += int((thread / "schedstat").read_text().split()[0])
-        except (OSError, ValueError, IndexError):
-            continue
-    return total / 1e6
+    try:
+        fields = Path(f"/proc/{DAEMON[0]}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) * 1000 / os.sysconf("SC_CLK_TCK")
 
 
 def _run(cmd: list[str], env: dict[str, str], payload: bytes | None, row: str | None = None) -> tuple[float, bytes]:
@@ -116,8 +119,7 @@ def _stats(name: str, times: list[float], printed: int | None = None) -> None:
     tail = "" if printed is None else f", {printed} printed context"
     cpu = f"{statistics.median(CPU[name]):6.1f}" if CPU.get(name) else "     -"
     served = DAEMON_CPU.get(name)
-    daemon = f"{statistics.median(served):6.1f} / {sorted(served)[max(0, round(len(served) * 0.95) - 1)]:6.1f}" \
-        if served else "     -"
+    daemon = f"{statistics.mean(served):6.1f}" if served else "     -"
     print(f"| {name:44s} | {statistics.median(times):6.1f} | {p95:6.1f} | {cpu} | {daemon} | {len(times)} calls{tail} |")
 
 
@@ -140,8 +142,9 @@ def _with_daemon(env: dict[str, str], home: Path, hooks: dict[str, list[str]], f
 
     ensure_hook_token(home)
     daemon_env = {**env, "PYTHONPATH": str(checkout)}
+    # cwd: `python -m` puts it first on sys.path, before PYTHONPATH
     daemon = subprocess.Popen([sys.executable, "-m", "urchin", "serve", "--no-index", "--port", "0"], env=daemon_env,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                              cwd=checkout, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 300
         while not (home / "daemon.json").exists():
@@ -169,7 +172,7 @@ def _with_daemon(env: dict[str, str], home: Path, hooks: dict[str, list[str]], f
                     times.setdefault(key, []).append(ms)
                     printed[key] = printed.get(key, 0) + bool(out)
         print("| with a daemon running                        | p50 ms | p95 ms | hook CPU p50 ms "
-              "| daemon CPU p50 / p95 ms | |\n|---|---:|---:|---:|---:|---|")
+              "| daemon CPU mean ms | |\n|---|---:|---:|---:|---:|---|")
         for key, values in times.items():
             _stats(key, values, printed.get(key))
     finally:

@@ -298,6 +298,31 @@ class _Ranking:
                     out.append((term, scale, pending[1][mine], pending[2][mine]))
         return out
 
+    def _scope_rows(self) -> np.ndarray | None:
+        """The filtered workspace's scope rows in the window, ascending (None: no workspace filter)."""
+        code = self.q.codes.get("workspace")
+        if code is None:
+            return None
+        fields = self.index._fields
+        rows = self.index._scopes.rows(code, len(self.index), fields["workspace"].column.data,
+                                       fields["session"].column.data, len(fields["session"]) - 1)
+        a, b = np.searchsorted(rows, (self.lo, self.hi))
+        return rows[a:b]
+
+    def _written(self, buffer: np.ndarray, parts: list[np.ndarray]) -> np.ndarray:
+        """The rows of the window where `buffer` is not 0, ascending: the rows in `parts` (every row
+        written there holds a positive sum). By a look at the workspace's scope rows when they are
+        fewer than the parts' rows, else by sorting those when few, else by a scan of the window."""
+        total = sum(len(p) for p in parts)
+        if not total:
+            return np.zeros(0, dtype=np.int64)
+        scope = self._scope_rows()
+        if scope is not None and len(scope) <= total * _SORT_SHARE:
+            return scope[np.take(buffer, scope) != 0].astype(np.int64)
+        if total * _SORT_SHARE < self.hi - self.lo:
+            return distinct(np.concatenate(parts).astype(np.int64))
+        return np.flatnonzero(buffer[self.lo:self.hi]) + self.lo
+
     def _scope(self) -> Callable[[np.ndarray], np.ndarray] | None:
         """rows -> whether each is in the filtered workspace's scope; None: no workspace filter."""
         code = self.q.codes.get("workspace")
@@ -310,13 +335,8 @@ class _Ranking:
         return lambda rows: index._scopes.keep(rows, code, workspaces, sessions, n_sessions)
 
     def _rows(self, postings: Postings) -> np.ndarray:
-        """The rows holding any term, ascending: sorted when few, else found by a scan of the window."""
-        total = sum(len(p[2]) for p in postings)
-        if not total:
-            return np.zeros(0, dtype=np.int64)
-        if total * _SORT_SHARE < self.hi - self.lo:
-            return distinct(np.concatenate([p[2] for p in postings]).astype(np.int64))
-        return np.flatnonzero(self.scratch.a[self.lo:self.hi]) + self.lo   # every posting added > 0
+        """The rows holding any term, ascending (every posting added to scratch a is > 0)."""
+        return self._written(self.scratch.a, [p[2] for p in postings])
 
     def _every(self, groups: list[list[tuple[int, ...]]], postings: Postings, matched: np.ndarray) -> np.ndarray:
         """Whether each matched row holds every word (in each group, every term of one alternative);
@@ -457,10 +477,7 @@ class _Ranking:
                 rows, carried = rows[inside], carried[inside]
                 spread[rows] += carried * weight   # a session is a chain: no row twice in one step
                 written.append(rows)
-        total = sum(len(w) for w in written)
-        if total * _SORT_SHARE < hi - lo:
-            return distinct(np.concatenate(written).astype(np.int64))
-        return np.flatnonzero(spread[lo:hi]) + lo   # every row written holds a positive sum
+        return self._written(spread, written)      # every row written holds a positive sum
 
     def _newest_turns(self, levels: Levels, raw: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
         """The session leg's rows the matches do not reach: every in-window turn of a matched session

@@ -14,7 +14,10 @@ import numpy as np
 from urchin.search.cosine_sparse import distinct
 from urchin.search.postings import Column
 
-__all__ = ["SessionScopes"]
+__all__ = ["SessionScopes", "CACHED"]
+
+CACHED = 2                  # scope rows kept, in all, per row of the index (4 bytes each): scopes split
+                            # the rows, so this keeps every workspace's but where sessions cross a lot
 
 _UNSET, _MIXED = -3, -2     # a session code with no rows yet; with rows of several workspaces (-1: none)
 
@@ -22,11 +25,13 @@ _UNSET, _MIXED = -3, -2     # a session code with no rows yet; with rows of seve
 class SessionScopes:
     """Per session code, the workspace code its rows share (or mixed, with the codes it holds)."""
 
-    __slots__ = ("_one", "_mixed")
+    __slots__ = ("_one", "_mixed", "_version", "_rows")
 
     def __init__(self) -> None:
         self._one = Column(np.int32, _UNSET)
         self._mixed: dict[int, set[int]] = {}
+        self._version = 0       # bumped when a session's workspaces change: cached rows are then stale
+        self._rows: dict[int, tuple[int, int, np.ndarray]] = {}   # workspace -> (rows covered, version, rows)
 
     @classmethod
     def of(cls, sessions: np.ndarray, workspaces: np.ndarray, n_sessions: int) -> SessionScopes:
@@ -57,10 +62,30 @@ class SessionScopes:
         if current == _UNSET:
             self._one.data[session] = workspace
         elif current == _MIXED:
-            self._mixed[session].add(workspace)
+            if workspace not in self._mixed[session]:
+                self._mixed[session].add(workspace)
+                self._version += 1
         elif current != workspace:
             self._one.data[session] = _MIXED
             self._mixed[session] = {current, workspace}
+            self._version += 1
+
+    def rows(self, workspace: int, n: int, workspace_codes: np.ndarray, session_codes: np.ndarray,
+             n_sessions: int) -> np.ndarray:
+        """The rows 0..n-1 in `workspace`'s scope, ascending (int32): kept (the last asked first, up
+        to CACHED x n rows in all), extended by the rows added since, found again when a session's
+        workspaces changed."""
+        cached = self._rows.pop(workspace, None)
+        if cached is None or cached[1] != self._version or cached[0] > n:
+            cached = (0, self._version, np.zeros(0, dtype=np.int32))
+        done, _, rows = cached
+        if done < n:
+            new = np.arange(done, n, dtype=np.int32)
+            rows = np.concatenate([rows, new[self.keep(new, workspace, workspace_codes, session_codes, n_sessions)]])
+        self._rows[workspace] = (n, self._version, rows)
+        while sum(len(r) for _, _, r in self._rows.values()) > CACHED * n and len(self._rows) > 1:
+            del self._rows[next(iter(self._rows))]      # the least recently asked
+        return rows
 
     def keep(self, rows: np.ndarray, workspace: int, workspace_codes: np.ndarray, session_codes: np.ndarray,
              n_sessions: int) -> np.ndarray:
@@ -75,4 +100,5 @@ class SessionScopes:
 
     @property
     def nbytes(self) -> int:
-        return int(self._one.data.nbytes) + 100 * sum(len(v) + 1 for v in self._mixed.values())
+        return (int(self._one.data.nbytes) + 100 * sum(len(v) + 1 for v in self._mixed.values())
+                + sum(int(rows.nbytes) for _, _, rows in self._rows.values()))
