@@ -13,8 +13,8 @@ interpreter's own floor.
 With a daemon (`urchin serve --no-index`, the hooks' token installed): capture-only calls (PostToolUse),
 capture + session-start recall (SessionStart) and capture + prompt recall (UserPromptSubmit),
 interleaved; p50 and p95 of each (target p95 <= 100 ms), and the daemon's CPU during each call (all
-its threads, /proc/PID/stat: a mean over the calls). `--compare DIR`: the same calls through another checkout's hook (e.g. a
-`git worktree` of the previous release), against the same daemon; `--daemon-checkout DIR`: the
+its threads, /proc/PID/stat: a mean over the calls). `--compare DIR`: the same calls through another
+checkout's hook (e.g. a `git worktree` of the previous release), against the same daemon; `--daemon-checkout DIR`: the
 daemon runs that checkout (run the bench once per checkout, alternating, to A/B the daemon's work).
 Then without a daemon: SessionStart calls, and how many printed a digest, and the slowest that did
 (the rule: a digest within 300 ms of the process's start, or nothing).
@@ -120,7 +120,8 @@ def _stats(name: str, times: list[float], printed: int | None = None) -> None:
     cpu = f"{statistics.median(CPU[name]):6.1f}" if CPU.get(name) else "     -"
     served = DAEMON_CPU.get(name)
     daemon = f"{statistics.mean(served):6.1f}" if served else "     -"
-    print(f"| {name:44s} | {statistics.median(times):6.1f} | {p95:6.1f} | {cpu} | {daemon} | {len(times)} calls{tail} |")
+    print(f"| {name:44s} | {statistics.median(times):6.1f} | {p95:6.1f} | {cpu} | {daemon} | "
+          f"{len(times)} calls{tail} |")
 
 
 def _home(work: Path, events: int, env: dict[str, str]) -> Path:

@@ -82,14 +82,14 @@ def recall(reader: Reader, *, workspace: str | None = None, cwd: str | None = No
     if mode == "session":
         latest = reader.recent(Filters(workspace=workspace), now_ms - WINDOW_DAYS * _DAY_MS, SCAN_LIMIT)
 
-        def kept(events: list[Event]) -> list[Event]:
+        def mine(events: list[Event]) -> list[Event]:
             return [e for e in events
                     if e.source not in excluded and e.source != AUDIT_SOURCE and e.workspace == workspace]
 
-        lines = digest_lines(kept(latest), session, reader.memories(), workspace, now_ms,
-                             kept(_newest(reader, workspace, latest, "decision", now_ms - DECISION_DAYS * _DAY_MS,
+        lines = digest_lines(mine(latest), session, reader.memories(), workspace, now_ms,
+                             mine(_newest(reader, workspace, latest, "decision", now_ms - DECISION_DAYS * _DAY_MS,
                                           DECISIONS)),
-                             kept(_newest(reader, workspace, latest, "commit", now_ms - WINDOW_DAYS * _DAY_MS, WORK)))
+                             mine(_newest(reader, workspace, latest, "commit", now_ms - WINDOW_DAYS * _DAY_MS, WORK)))
         budget = budget or policy.session_budget
     else:
         assert prompt is not None
