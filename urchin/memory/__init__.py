@@ -583,6 +583,7 @@ class Memory:
         # Its learned associations are built by a child process at the lowest priority: seconds of CPU
         # that, in the follower's thread, stalled the views' updates and ran at the daemon's priority.
         self._semantic.cosine().learn_apart = True
+        self._semantic.cosine().save_in_queries = False     # the follower's catch-up saves (not a request)
         self._hot.hot = True
 
     def refresh(self) -> int:

@@ -183,7 +183,7 @@ class TokenCosineIndex:
         self._df.extend(np.zeros(vocab_size - self._df.size, dtype=np.int32))
         self._df.data[:vocab_size] += np.bincount(terms, minlength=vocab_size).astype(np.int32)
         self._append_rows(batch, start)
-        weights = _TF_WEIGHT[tf] * self._idf()[terms]
+        weights = _TF_WEIGHT[tf] * self._idf(terms)    # the batch's terms only (a daemon adds a few rows a call)
         norms = np.sqrt(np.bincount(rows - start, weights * weights, minlength=len(batch)))
         norms = np.where(norms > 0, norms, 1.0)
         self._norm.data[start:start + len(batch)] = norms
@@ -312,9 +312,11 @@ class TokenCosineIndex:
         self._segments.append(segment)
 
     # ---- statistics -------------------------------------------------------------------------
-    def _idf(self) -> np.ndarray:
+    def _idf(self, terms: np.ndarray | None = None) -> np.ndarray:
+        """Every term's idf, or those of `terms` (the same floats)."""
         n = len(self)
-        return np.log((n + 1.0) / (self._df.view() + 0.5)).astype(np.float32)
+        df = self._df.view() if terms is None else self._df.data[terms]
+        return np.log((n + 1.0) / (df + 0.5)).astype(np.float32)
 
     @property
     def nnz(self) -> int:

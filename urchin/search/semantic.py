@@ -105,6 +105,9 @@ class TokenCosineView:
         # The daemon: associations are built by a child process at the lowest priority, never in this
         # one (see urchin/search/learn.py), and only at saves, never before a query.
         self.learn_apart = False
+        # The daemon: saves are the follower's (its catch-up), never a query's, whose caller would
+        # wait for hundreds of megabytes written (seconds, the first save after a build).
+        self.save_in_queries = True
         self._learning: threading.Thread | None = None   # the thread waiting on a child (None: none)
         self._learn_pending = False   # a save asked for a model since the running child started
         self._generation = 0    # bumped when the index starts over: a model learned before is not installed
@@ -388,7 +391,8 @@ class TokenCosineView:
             if (event is not None and not (hidden and forgotten.hides(event.id)) and (holds is None or holds(event))
                     and not filters.hides(event)):
                 hits.append(Hit(event, s.score))
-        self._save_if_due()
+        if self.save_in_queries:
+            self._save_if_due()
         return hits
 
 
