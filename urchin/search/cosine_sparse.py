@@ -18,12 +18,14 @@ from typing import TYPE_CHECKING, NamedTuple
 import numpy as np
 
 from urchin.search.assoc import TF_WEIGHT
+from urchin.search.postings import distinct
+from urchin.search.scope import Scope
 from urchin.search.score import Scale
 
 if TYPE_CHECKING:
     from urchin.search.cosine import TokenCosineIndex
 
-__all__ = ["Query", "Scored", "Scratch", "Window", "distinct", "member", "merge", "rank", "raw_scores"]
+__all__ = ["Query", "Scored", "Scratch", "Window", "member", "merge", "rank", "raw_scores"]
 
 Postings = list[tuple[int, np.float32, np.ndarray, np.ndarray]]   # (term, scale, rows, tf) in adding order
 _DENSE_SHARE = 8       # matches over 1/8 of the window, few holding every word: the passes cost no more
@@ -106,18 +108,6 @@ def member(codes: np.ndarray, wanted: Sequence[int], size: int) -> np.ndarray:
     table = np.zeros(size + 1, dtype=bool)
     table[np.asarray(wanted, dtype=np.int64)] = True
     return table[codes]
-
-
-def distinct(values: np.ndarray) -> np.ndarray:
-    """`np.unique(values)` by a sort: numpy 2's `unique` of integers goes through a hash table and then
-    sorts, ~20x slower on the tens of thousands of rows a query reaches."""
-    out = np.sort(values)
-    if len(out) > 1:
-        keep = np.empty(len(out), dtype=bool)
-        keep[0] = True
-        np.not_equal(out[1:], out[:-1], out=keep[1:])
-        out = out[keep]
-    return out
 
 
 def raw_scores(evidence: np.ndarray, rank: np.ndarray, scale: Scale) -> np.ndarray:
@@ -220,6 +210,8 @@ class _Ranking:
     def __init__(self, index: TokenCosineIndex, q: Query, scratch: Scratch) -> None:
         self.index, self.q, self.scratch = index, q, scratch
         self.lo, self.hi = q.window.lo, q.window.hi
+        code = q.codes.get("workspace")      # a workspace filter: only its scope is read (scope.py)
+        self.scope = Scope(index, code) if code is not None else None
 
     def run(self, groups: list[list[tuple[int, ...]]]) -> list[Scored] | None:
         q, acc = self.q, self.scratch.a
@@ -268,7 +260,7 @@ class _Ranking:
         with a workspace filter, only the rows of its scope (urchin.search.scope: the others cannot
         change a score of its rows)."""
         index, lo, hi = self.index, self.lo, self.hi
-        scope = self._scope()
+        scope = self.scope.keep if self.scope is not None else None
         scales, _ = index._scales(self.q.weights, self.q.own)
         whole = lo == 0 and hi == len(index)
         pending = None
@@ -298,17 +290,6 @@ class _Ranking:
                     out.append((term, scale, pending[1][mine], pending[2][mine]))
         return out
 
-    def _scope_rows(self) -> np.ndarray | None:
-        """The filtered workspace's scope rows in the window, ascending (None: no workspace filter)."""
-        code = self.q.codes.get("workspace")
-        if code is None:
-            return None
-        fields = self.index._fields
-        rows = self.index._scopes.rows(code, len(self.index), fields["workspace"].column.data,
-                                       fields["session"].column.data, len(fields["session"]) - 1)
-        a, b = np.searchsorted(rows, (self.lo, self.hi))
-        return rows[a:b]
-
     def _written(self, buffer: np.ndarray, parts: list[np.ndarray]) -> np.ndarray:
         """The rows of the window where `buffer` is not 0, ascending: the rows in `parts` (every row
         written there holds a positive sum). By a look at the workspace's scope rows when they are
@@ -316,23 +297,12 @@ class _Ranking:
         total = sum(len(p) for p in parts)
         if not total:
             return np.zeros(0, dtype=np.int64)
-        scope = self._scope_rows()
+        scope = self.scope.rows(self.lo, self.hi) if self.scope is not None else None
         if scope is not None and len(scope) <= total * _SORT_SHARE:
             return scope[np.take(buffer, scope) != 0].astype(np.int64)
         if total * _SORT_SHARE < self.hi - self.lo:
             return distinct(np.concatenate(parts).astype(np.int64))
         return np.flatnonzero(buffer[self.lo:self.hi]) + self.lo
-
-    def _scope(self) -> Callable[[np.ndarray], np.ndarray] | None:
-        """rows -> whether each is in the filtered workspace's scope; None: no workspace filter."""
-        code = self.q.codes.get("workspace")
-        if code is None:
-            return None
-        index = self.index
-        fields = index._fields
-        workspaces, sessions = fields["workspace"].column.data, fields["session"].column.data
-        n_sessions = len(fields["session"]) - 1
-        return lambda rows: index._scopes.keep(rows, code, workspaces, sessions, n_sessions)
 
     def _rows(self, postings: Postings) -> np.ndarray:
         """The rows holding any term, ascending (every posting added to scratch a is > 0)."""

@@ -9,12 +9,16 @@ index keeps, per session code, its rows' one workspace or that it is mixed (and 
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
-from urchin.search.cosine_sparse import distinct
-from urchin.search.postings import Column
+from urchin.search.postings import Column, distinct
 
-__all__ = ["SessionScopes", "CACHED"]
+if TYPE_CHECKING:
+    from urchin.search.cosine import TokenCosineIndex
+
+__all__ = ["SessionScopes", "Scope", "CACHED"]
 
 CACHED = 2                  # scope rows kept, in all, per row of the index (4 bytes each): scopes split
                             # the rows, so this keeps every workspace's but where sessions cross a lot
@@ -102,3 +106,25 @@ class SessionScopes:
     def nbytes(self) -> int:
         return (int(self._one.data.nbytes) + 100 * sum(len(v) + 1 for v in self._mixed.values())
                 + sum(int(rows.nbytes) for _, _, rows in self._rows.values()))
+
+
+class Scope:
+    """One query's view of a workspace's scope in an index: which rows are in it, and its rows."""
+
+    __slots__ = ("index", "code")
+
+    def __init__(self, index: TokenCosineIndex, code: int) -> None:
+        self.index, self.code = index, code
+
+    def _columns(self) -> tuple[np.ndarray, np.ndarray, int]:
+        fields = self.index._fields
+        return fields["workspace"].column.data, fields["session"].column.data, len(fields["session"]) - 1
+
+    def keep(self, rows: np.ndarray) -> np.ndarray:
+        return self.index._scopes.keep(rows, self.code, *self._columns())
+
+    def rows(self, lo: int, hi: int) -> np.ndarray:
+        """The scope's rows in lo..hi-1, ascending."""
+        rows = self.index._scopes.rows(self.code, len(self.index), *self._columns())
+        a, b = np.searchsorted(rows, (lo, hi))
+        return rows[a:b]
