@@ -100,3 +100,19 @@ def test_the_digest_still_reads_decisions_and_commits_older_than_its_latest_even
     memory.ingest(items)
     text, reads = _digest_both_ways(memory, monkeypatch, scans)
     assert reads == 3 and "decided: keep the old parser" in text and "commit 1: vendor the parser" in text
+
+
+def test_a_daemons_query_never_saves_the_token_cosine_index_its_follower_does(memory: Memory) -> None:
+    """In hot mode (the daemon) a ranked query never writes the index (its caller, a hook, would wait
+    for the whole save); the follower's catch-up saves it when due."""
+    memory.ingest([_event(f"e-{i}", 100 + i, f"the release checklist, part {i}", session=f"s{i % 3}")
+                   for i in range(40)])
+    memory.warm()
+    view = memory.cosine_view()
+    view.save_every = 1                                  # due at every new row
+    assert view.index_dir is not None
+    manifest = view.index_dir / "manifest.json"
+    assert memory.recall(workspace="alpha", session="s-new", prompt="where is the release checklist").items
+    assert not manifest.exists()
+    memory.refresh()                                     # what the daemon's follower calls
+    assert manifest.exists()
