@@ -1,7 +1,7 @@
 """Hook latency with recall: the whole `urchin hook claude` process, start to exit, at N events.
 
     PYTHONPATH=$PWD python bench/bench_hook_recall.py [--events 1000000] [--calls 40] [--workdir DIR]
-        [--compare OTHER_CHECKOUT]
+        [--compare OTHER_CHECKOUT] [--daemon-checkout CHECKOUT] [--no-daemonless]
 
 The hook runs as it is installed: the `urchin` console script of a virtualenv that holds Urchin and its
 dependencies on plain `sys.path` entries (as a wheel install does; the checkout's editable install
@@ -12,8 +12,10 @@ interpreter's own floor.
 
 With a daemon (`urchin serve --no-index`, the hooks' token installed): capture-only calls (PostToolUse),
 capture + session-start recall (SessionStart) and capture + prompt recall (UserPromptSubmit),
-interleaved; p50 and p95 of each (target p95 <= 100 ms). `--compare DIR`: the same calls through
-another checkout's hook (e.g. a `git worktree` of the previous release), against the same daemon.
+interleaved; p50 and p95 of each (target p95 <= 100 ms), and the daemon's CPU during each call (all
+its threads, /proc/PID/stat: a mean over the calls). `--compare DIR`: the same calls through another
+checkout's hook (e.g. a `git worktree` of the previous release), against the same daemon; `--daemon-checkout DIR`: the
+daemon runs that checkout (run the bench once per checkout, alternating, to A/B the daemon's work).
 Then without a daemon: SessionStart calls, and how many printed a digest, and the slowest that did
 (the rule: a digest within 300 ms of the process's start, or nothing).
 `--workdir DIR` keeps the generated journal and imported home there and reuses them (1M events take
@@ -42,13 +44,17 @@ SCRIPT = "#!{python}\nimport sys\nfrom urchin.__main__ import entry\nif __name__
          "    sys.exit(entry())\n"   # what pip writes for `urchin = "urchin.__main__:entry"`
 
 
+RUN = f"{os.getpid():x}{time.time_ns() % 1_000_000:x}"   # sessions new to each run: every call is stored
+# (a re-run's calls would otherwise be duplicates, stored by none, and its prompts silent: given before)
+
+
 def _payload(kind: str, n: int) -> bytes:
-    base = {"session_id": f"bench-{kind}-{n}", "transcript_path": "/nonexistent.jsonl",
+    base = {"session_id": f"bench-{kind}-{RUN}-{n}", "transcript_path": "/nonexistent.jsonl",
             "cwd": f"/nonexistent/bench/proj-{n % 12}", "permission_mode": "default"}
     if kind == "capture":
         return orjson.dumps({**base, "hook_event_name": "PostToolUse", "tool_name": "Bash",
                              "tool_input": {"command": f"pytest -q tests/test_{n}.py"},
-                             "tool_response": {"stdout": "ok\n" * 50, "stderr": ""}, "tool_use_id": f"toolu_{n}"})
+                             "tool_response": {"stdout": "ok\n" * 50, "stderr": ""}, "tool_use_id": f"toolu_{RUN}_{n}"})
     if kind == "session":
         return orjson.dumps({**base, "hook_event_name": "SessionStart", "source": "startup"})
     return orjson.dumps({**base, "hook_event_name": "UserPromptSubmit", "prompt": f"{PROMPTS[n % 5]} ({n})"})
@@ -71,9 +77,25 @@ def _venv(folder: Path, checkout: Path) -> Path:
 
 
 CPU: dict[str, list[float]] = {}   # the hook process's own CPU (user + system), by row: robust to load
+DAEMON_CPU: dict[str, list[float]] = {}   # the daemon's CPU during each call (every thread), by row
+DAEMON: list[int] = []                    # the daemon's pid while it runs
+
+
+def _daemon_cpu_ms() -> float:
+    """The daemon's CPU so far (user + system, every thread, ended ones too), in clock ticks: 10 ms
+    steps, so a row's figure is the mean over its calls (threads of a pool end: a sum over the
+    live threads' schedstat goes backwards)."""
+    if not DAEMON:
+        return 0.0
+    try:
+        fields = Path(f"/proc/{DAEMON[0]}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) * 1000 / os.sysconf("SC_CLK_TCK")
 
 
 def _run(cmd: list[str], env: dict[str, str], payload: bytes | None, row: str | None = None) -> tuple[float, bytes]:
+    daemon_before = _daemon_cpu_ms()
     started = time.perf_counter()
     proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
     assert proc.stdin is not None and proc.stdout is not None
@@ -86,6 +108,8 @@ def _run(cmd: list[str], env: dict[str, str], payload: bytes | None, row: str | 
     proc.stdout.close()
     if row is not None:
         CPU.setdefault(row, []).append((usage.ru_utime + usage.ru_stime) * 1000)
+        if DAEMON:
+            DAEMON_CPU.setdefault(row, []).append(_daemon_cpu_ms() - daemon_before)
     return wall, out
 
 
@@ -94,7 +118,10 @@ def _stats(name: str, times: list[float], printed: int | None = None) -> None:
     p95 = times[max(0, int(round(len(times) * 0.95)) - 1)]
     tail = "" if printed is None else f", {printed} printed context"
     cpu = f"{statistics.median(CPU[name]):6.1f}" if CPU.get(name) else "     -"
-    print(f"| {name:44s} | {statistics.median(times):6.1f} | {p95:6.1f} | {cpu} | {len(times)} calls{tail} |")
+    served = DAEMON_CPU.get(name)
+    daemon = f"{statistics.mean(served):6.1f}" if served else "     -"
+    print(f"| {name:44s} | {statistics.median(times):6.1f} | {p95:6.1f} | {cpu} | {daemon} | "
+          f"{len(times)} calls{tail} |")
 
 
 def _home(work: Path, events: int, env: dict[str, str]) -> Path:
@@ -111,19 +138,21 @@ def _home(work: Path, events: int, env: dict[str, str]) -> Path:
 
 
 def _with_daemon(env: dict[str, str], home: Path, hooks: dict[str, list[str]], floors: dict[str, list[str]],
-                 calls: int) -> None:
+                 calls: int, checkout: Path) -> None:
     from urchin.tokens import ensure_hook_token
 
     ensure_hook_token(home)
-    daemon_env = {**env, "PYTHONPATH": str(REPO)}
+    daemon_env = {**env, "PYTHONPATH": str(checkout)}
+    # cwd: `python -m` puts it first on sys.path, before PYTHONPATH
     daemon = subprocess.Popen([sys.executable, "-m", "urchin", "serve", "--no-index", "--port", "0"], env=daemon_env,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                              cwd=checkout, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 300
         while not (home / "daemon.json").exists():
             if time.monotonic() > deadline or daemon.poll() is not None:
                 raise SystemExit("the daemon did not start")
             time.sleep(0.1)
+        DAEMON[:] = [daemon.pid]
         started = time.perf_counter()
         for n in range(3):      # warm: the daemon builds its views on first use
             for cmd in hooks.values():
@@ -143,11 +172,12 @@ def _with_daemon(env: dict[str, str], home: Path, hooks: dict[str, list[str]], f
                     ms, out = _run(cmd, env, _payload(kind, n), key)
                     times.setdefault(key, []).append(ms)
                     printed[key] = printed.get(key, 0) + bool(out)
-        print("| with a daemon running                        | p50 ms | p95 ms | hook CPU p50 ms | |\n"
-              "|---|---:|---:|---:|---|")
+        print("| with a daemon running                        | p50 ms | p95 ms | hook CPU p50 ms "
+              "| daemon CPU mean ms | |\n|---|---:|---:|---:|---:|---|")
         for key, values in times.items():
             _stats(key, values, printed.get(key))
     finally:
+        DAEMON.clear()
         daemon.terminate()
         daemon.wait(60)
 
@@ -173,6 +203,9 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=40)
     parser.add_argument("--workdir", type=Path, help="keep (and reuse) the journal and home here")
     parser.add_argument("--compare", type=Path, help="another checkout whose hook runs beside this one's")
+    parser.add_argument("--daemon-checkout", type=Path, default=REPO,
+                        help="the checkout the daemon runs (default this one; A/B the daemon's work with another)")
+    parser.add_argument("--no-daemonless", action="store_true", help="skip the calls without a daemon")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="urchin-hook-recall-") as tmp:
         work = args.workdir or Path(tmp)
@@ -190,8 +223,10 @@ def main() -> None:
         floors = {"python -c pass (the floor: the hook's venv)": [str(Path(tmp) / "venv" / "bin" / "python"), "-c",
                                                                   "pass"],
                   "python -c pass (this venv, editable install)": [sys.executable, "-c", "pass"]}
-        _with_daemon(hook_env, home, hooks, floors, args.calls)
-        _without_daemon(hook_env, hooks["this checkout"], max(10, args.calls // 2))
+        print(f"daemon: {args.daemon_checkout.resolve()}")
+        _with_daemon(hook_env, home, hooks, floors, args.calls, args.daemon_checkout.resolve())
+        if not args.no_daemonless:
+            _without_daemon(hook_env, hooks["this checkout"], max(10, args.calls // 2))
 
 
 if __name__ == "__main__":

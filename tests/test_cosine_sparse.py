@@ -178,3 +178,68 @@ def test_a_query_touches_its_matches_not_every_row() -> None:
             tracemalloc.stop()
         assert len(hits) == 20
         assert peak < n, f"{query!r} since {since}: {peak:,} bytes allocated for {n:,} rows"
+
+
+def _workspaces_journal(seed: int, n: int) -> list[Event]:
+    """Sessions each in one workspace of five but a few that move (their rows in two or three), rows
+    with no workspace or no session, and a session that starts in one workspace and is joined later."""
+    rng = random.Random(seed)
+    names = ["api", "web", "cli", "ops", "docs"]
+    events, t, session, home = [], 0, "s0", "api"
+    for i in range(n):
+        if rng.random() < 0.04:
+            session, home = f"s{i}", rng.choice(names)
+        t += rng.choice((0, 1, 2, 5))
+        ts = t if rng.random() > 0.08 else rng.randrange(0, t + 1)
+        workspace: str | None = home
+        if session in ("s0",) or rng.random() < 0.03:       # a session that moves between workspaces
+            workspace = rng.choice([*names, None])
+        words = rng.choices(FILLER, k=rng.randint(2, 9)) + rng.choices(COMMON, k=rng.randint(0, 3))
+        if rng.random() < 0.03:
+            words.append(rng.choice(RARE))
+        events.append(Event(id=f"{rng.getrandbits(40):010x}", timestamp="", content=" ".join(words),
+                            ts_ms=BASE + ts * 1000, source=rng.choice(SOURCES), kind=rng.choice(KINDS),
+                            workspace=workspace, session=None if rng.random() < 0.08 else session))
+    return events
+
+
+@pytest.mark.parametrize("seed,options", [(4, {}), (5, {"context_turns": 1, "session_slots": 3})])
+def test_a_workspace_query_ranks_its_scope_exactly_as_the_passes(seed: int, options: dict[str, Any],
+                                                                 taken: Counter[str]) -> None:
+    """Filtered to a workspace, the ranking reads only that workspace's rows and the sessions that
+    cross into it (urchin.search.scope), and gives what the passes over every row of the window give:
+    a neighbour or a session in another workspace still counts where its session crosses."""
+    events = _workspaces_journal(seed, 3000)
+    index = _index(events, **options)
+    mixed = {e.session for e in events if e.session} - {
+        s for s in {e.session for e in events} if len({e.workspace for e in events if e.session == s}) == 1}
+    assert len(mixed) >= 3, "the journal must hold sessions crossing workspaces"
+    cases = [(q, g, since, until, {"workspace": w, **extra}, limit)
+             for (q, g), (since, until) in itertools.product(QUERIES, _windows(events))
+             for w in ("api", "web", "ops") for extra in ({}, {"kind": "decision"}) for limit in (1, 10, 40)]
+    random.Random(seed).shuffle(cases)
+    assert _compare(index, cases, time.monotonic() + DEADLINE_S / 3) >= 60
+    assert taken["tiered"] >= 5 and taken["reached"] >= 5, taken
+
+
+def test_a_workspace_query_adds_only_its_scope_postings(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A common word in one workspace of twelve: the scores added are that workspace's matches, not
+    every match of the window (the cost follows the workspace, not the journal)."""
+    rng = random.Random(12)
+    events = [Event(id=f"e{i:06d}", timestamp="", content=" ".join(rng.choices(FILLER, k=3)) + " deploy cache",
+                    ts_ms=BASE + i * 1000, source="claude", kind="note", workspace=f"p{(i // 40) % 12}",
+                    session=f"s{i // 40}") for i in range(12_000)]
+    index = _index(events)
+    added: list[int] = []
+    postings = cosine_sparse._Ranking._postings
+
+    def counting(self: Any) -> Any:
+        out = postings(self)
+        added.append(sum(len(rows) for _, _, rows, _ in out))
+        return out
+
+    monkeypatch.setattr(cosine_sparse._Ranking, "_postings", counting)
+    fast = index.search("deploy cache", workspace="p3", limit=20)
+    index.reference = True
+    assert fast == index.search("deploy cache", workspace="p3", limit=20)
+    assert added and added[0] <= 2 * 1000 + 100, added    # p3's 1,000 rows, two words each

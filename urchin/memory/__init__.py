@@ -487,6 +487,8 @@ class Memory:
         from urchin.recall.reader import Reader
 
         def recent(filters: Filters, since_ms: int, limit: int) -> list[Event]:
+            if filters.session is not None:     # a session's own rows, not a scan of the window
+                return self._semantic.cosine().session_events(filters, since_ms, limit)
             self._hot.catch_up()
             return self._substring.search(None, since_ms=since_ms, limit=limit, filters=filters)
 
@@ -584,6 +586,7 @@ class Memory:
         # Its learned associations are built by a child process at the lowest priority: seconds of CPU
         # that, in the follower's thread, stalled the views' updates and ran at the daemon's priority.
         self._semantic.cosine().learn_apart = True
+        self._semantic.cosine().save_in_queries = False     # the follower's catch-up saves (not a request)
         self._hot.hot = True
 
     def refresh(self) -> int:

@@ -80,12 +80,16 @@ def recall(reader: Reader, *, workspace: str | None = None, cwd: str | None = No
     now_ms = int((now or datetime.now(UTC)).timestamp() * 1000)
     excluded = policy.exclude_sources
     if mode == "session":
-        def read(kind: str | None, days: int, limit: int) -> list[Event]:
-            return [e for e in reader.recent(Filters(workspace=workspace, kind=kind), now_ms - days * _DAY_MS, limit)
+        latest = reader.recent(Filters(workspace=workspace), now_ms - WINDOW_DAYS * _DAY_MS, SCAN_LIMIT)
+
+        def mine(events: list[Event]) -> list[Event]:
+            return [e for e in events
                     if e.source not in excluded and e.source != AUDIT_SOURCE and e.workspace == workspace]
 
-        lines = digest_lines(read(None, WINDOW_DAYS, SCAN_LIMIT), session, reader.memories(), workspace, now_ms,
-                             read("decision", DECISION_DAYS, DECISIONS), read("commit", WINDOW_DAYS, WORK))
+        lines = digest_lines(mine(latest), session, reader.memories(), workspace, now_ms,
+                             mine(_newest(reader, workspace, latest, "decision", now_ms - DECISION_DAYS * _DAY_MS,
+                                          DECISIONS)),
+                             mine(_newest(reader, workspace, latest, "commit", now_ms - WINDOW_DAYS * _DAY_MS, WORK)))
         budget = budget or policy.session_budget
     else:
         assert prompt is not None
@@ -98,6 +102,17 @@ def recall(reader: Reader, *, workspace: str | None = None, cwd: str | None = No
     return RecallResult(text, kept, workspace, mode)
 
 
+def _newest(reader: Reader, workspace: str, latest: list[Event], kind: str, since_ms: int, limit: int) -> list[Event]:
+    """The workspace's newest `limit` events of `kind` from `since_ms` on (newest first). `latest` is its
+    newest SCAN_LIMIT events of a window reaching back at least as far: when they hold `limit` such
+    events, or are the whole window, those are the answer (every event they leave out is older than
+    their last), and the journal is not read again."""
+    found = [e for e in latest if e.kind == kind and e.ts_ms >= since_ms][:limit]
+    if len(found) >= limit or len(latest) < SCAN_LIMIT:
+        return found
+    return reader.recent(Filters(workspace=workspace, kind=kind), since_ms, limit)
+
+
 def _injected(reader: Reader, workspace: str, session: str | None, now_ms: int) -> Container[str]:
     """Ids already given to this session (its audit events say which), read only when a hit first asks."""
     return _Injected(reader, workspace, session, now_ms) if session else frozenset()
@@ -105,10 +120,9 @@ def _injected(reader: Reader, workspace: str, session: str | None, now_ms: int) 
 
 class _Injected:
     """The session's given ids, looked up on the first `in` (most prompts rank nothing over the
-    threshold and never ask). Its audit records are read from the last INJECTED_DAYS only: no index
-    holds sessions, so this read walks every block of its window, and a window of the journal's whole
-    month would cost a prompt in proportion to the journal (seconds at 1M events); a session that
-    outlives it may be given again what it was given days ago."""
+    threshold and never ask). Its audit records are read from the last INJECTED_DAYS only (the
+    reader walks the session's own rows back in time, so the read costs what the session holds in
+    that window); a session that outlives it may be given again what it was given days ago."""
 
     def __init__(self, reader: Reader, workspace: str, session: str, now_ms: int) -> None:
         self.args = (reader, workspace, session, now_ms)

@@ -64,6 +64,8 @@ def local(settings: Settings, *, save: bool = True) -> Reader:
         return Ingestor(settings, journal)
 
     def recent(filters: Filters, since_ms: int, limit: int) -> list[Event]:
+        if filters.session is not None:     # a session's own rows (the prompt's ranking loaded the view)
+            return part("cosine", cosine).session_events(filters, since_ms, limit)
         return part("substring", substring).search(None, since_ms=since_ms, limit=limit, filters=filters)
 
     def ranked(query: str, filters: Filters, since_ms: int, limit: int) -> list[Hit]:

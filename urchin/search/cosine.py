@@ -24,6 +24,7 @@ from urchin.search.cosine_sparse import Query, Scored, Scratch, Window, member, 
 from urchin.search.extract import LABELS, Batch, TermExtractor
 from urchin.search.postings import Codes, Column, Segment, Triples
 from urchin.search.query import check_limit, check_query
+from urchin.search.scope import SessionScopes
 from urchin.search.score import TOKEN_COSINE
 from urchin.search.thesaurus import Thesaurus
 from urchin.search.tokens import named, tokenize
@@ -149,6 +150,7 @@ class TokenCosineIndex:
         self._fields = {name: Codes() for name in LABELS}
         self._session_last: dict[int, int] = {}
         self._session_rows = Column(np.int64)  # rows per session code (the session leg's lengths)
+        self._scopes = SessionScopes()         # what a workspace's query may leave out (scope.py)
         self._scratch: Scratch | None = None   # zeroed buffers a query lends (cosine_sparse)
         self._id_bytes = bytearray()
         self._id_end = Column(np.int64)
@@ -181,7 +183,7 @@ class TokenCosineIndex:
         self._df.extend(np.zeros(vocab_size - self._df.size, dtype=np.int32))
         self._df.data[:vocab_size] += np.bincount(terms, minlength=vocab_size).astype(np.int32)
         self._append_rows(batch, start)
-        weights = _TF_WEIGHT[tf] * self._idf()[terms]
+        weights = _TF_WEIGHT[tf] * self._idf(terms)    # the batch's terms only (a daemon adds a few rows a call)
         norms = np.sqrt(np.bincount(rows - start, weights * weights, minlength=len(batch)))
         norms = np.where(norms > 0, norms, 1.0)
         self._norm.data[start:start + len(batch)] = norms
@@ -247,6 +249,7 @@ class TokenCosineIndex:
         new = sessions.column.data[start:start + n]
         self._session_rows.extend(np.zeros(len(sessions) - 1 - self._session_rows.size, dtype=np.int64))
         self._session_rows.data[:len(sessions) - 1] += np.bincount(new[new >= 0], minlength=len(sessions) - 1)
+        self._scopes.add(new, self._fields["workspace"].column.data[start:start + n], len(sessions) - 1)
         self._link_rows(start, new.tolist(), ts.tolist())
 
     def _link_rows(self, start: int, sessions: list[int], stamps: list[int]) -> None:
@@ -309,9 +312,11 @@ class TokenCosineIndex:
         self._segments.append(segment)
 
     # ---- statistics -------------------------------------------------------------------------
-    def _idf(self) -> np.ndarray:
+    def _idf(self, terms: np.ndarray | None = None) -> np.ndarray:
+        """Every term's idf, or those of `terms` (the same floats)."""
         n = len(self)
-        return np.log((n + 1.0) / (self._df.view() + 0.5)).astype(np.float32)
+        df = self._df.view() if terms is None else self._df.data[terms]
+        return np.log((n + 1.0) / (df + 0.5)).astype(np.float32)
 
     @property
     def nnz(self) -> int:
@@ -628,6 +633,19 @@ class TokenCosineIndex:
         return total - np.bincount(codes[:lo] + 1, minlength=size + 1)[1:] - np.bincount(
             codes[hi:n] + 1, minlength=size + 1)[1:]
 
+    def session_rows(self, session: str, since_ms: int, labels: dict[str, str]) -> Iterator[int]:
+        """The rows of `session` from `since_ms` on whose label fields hold `labels`, newest first:
+        its rows are linked in time order, so this walks the session back from its newest row."""
+        code = self._fields["session"].get(session)
+        wanted = [(self._fields[name].column.data, self._fields[name].get(value)) for name, value in labels.items()]
+        if code is None or any(c is None for _, c in wanted):
+            return
+        row, ts, prev = self._session_last.get(code, -1), self._ts.data, self._prev.data
+        while row >= 0 and ts[row] >= since_ms:
+            if all(column[row] == c for column, c in wanted):
+                yield row
+            row = int(prev[row])
+
     def scratch(self) -> Scratch:
         """Zeroed buffers as long as the index, for one query (see `cosine_sparse.Scratch`)."""
         if self._scratch is None or len(self._scratch) < len(self) + 1:
@@ -763,6 +781,7 @@ class TokenCosineIndex:
         index._session_last = dict(zip(sessions[ends].tolist(), ends.tolist(), strict=True))
         index._session_rows = Column.of(np.bincount(sessions[sessions >= 0], minlength=len(state.labels["session"]))
                                         .astype(np.int64))
+        index._scopes = SessionScopes.of(sessions, arrays["label_workspace"], len(state.labels["session"]))
         index._refreshed_at = int(meta["refreshed_at"])
         index._norm_total = float(index._norm.data[:n].sum(dtype=np.float64))
         index._extractor = TermExtractor(index._vocab)
@@ -774,6 +793,7 @@ class TokenCosineIndex:
         arrays += len(self._pending_rows) * 9
         cols = [self._df, self._ts, self._ts_max, self._late, self._norm, self._prev, self._next, self._id_end]
         cols += [f.column for f in self._fields.values()] + [self._session_rows]
+        arrays += self._scopes.nbytes
         if self._scratch is not None:
             arrays += self._scratch.nbytes
         arrays += sum(c.data.nbytes for c in cols) + len(self._id_bytes)

@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING, NamedTuple
 import numpy as np
 
 from urchin.search.assoc import TF_WEIGHT
+from urchin.search.postings import distinct
+from urchin.search.scope import Scope
 from urchin.search.score import Scale
 
 if TYPE_CHECKING:
@@ -27,7 +29,7 @@ __all__ = ["Query", "Scored", "Scratch", "Window", "member", "merge", "rank", "r
 
 Postings = list[tuple[int, np.float32, np.ndarray, np.ndarray]]   # (term, scale, rows, tf) in adding order
 _DENSE_SHARE = 8       # matches over 1/8 of the window, few holding every word: the passes cost no more
-_SORT_SHARE = 16       # postings under 1/16 of the window: their rows by sorting, else by a scan
+_SORT_SHARE = 4        # postings under 1/4 of the window: their rows by sorting (`distinct`), else by a scan
 _WALK_BUDGET = 20_000  # steps walking sessions back to their newest turns before the passes cost less
 
 
@@ -208,10 +210,14 @@ class _Ranking:
     def __init__(self, index: TokenCosineIndex, q: Query, scratch: Scratch) -> None:
         self.index, self.q, self.scratch = index, q, scratch
         self.lo, self.hi = q.window.lo, q.window.hi
+        code = q.codes.get("workspace")      # a workspace filter: only its scope is read (scope.py)
+        self.scope = Scope(index, code) if code is not None else None
 
     def run(self, groups: list[list[tuple[int, ...]]]) -> list[Scored] | None:
         q, acc = self.q, self.scratch.a
         postings = self._postings()
+        if self._passes_cheaper(groups, postings):
+            return None
         for _, scale, rows, tf in postings:
             acc[rows] += TF_WEIGHT[tf] * scale      # in the reference's order: the same float sums
         matched = self._rows(postings)
@@ -235,10 +241,26 @@ class _Ranking:
         finally:
             acc[matched] = 0
 
+    def _passes_cheaper(self, groups: list[list[tuple[int, ...]]], postings: Postings) -> bool:
+        """Decided from the postings' lengths before any is added: the matches will be over 1/8 of the
+        window (one term alone has that many rows) and fewer than `limit` can hold every word (a group's
+        rarest term of its commonest alternative has fewer rows), so `run` would hand back anyway."""
+        sizes: dict[int, int] = {}
+        for term, _, rows, _ in postings:
+            sizes[term] = sizes.get(term, 0) + len(rows)
+        if max(sizes.values(), default=0) * _DENSE_SHARE < self.hi - self.lo:
+            return False
+        bound = min((max((min(sizes.get(t, 0) for t in alt) for alt in alternatives), default=0)
+                     for alternatives in groups), default=0)
+        return bound < self.q.limit
+
     # ---- the matches ----------------------------------------------------------------------------
     def _postings(self) -> Postings:
-        """(term, scale, rows, tf) per term and segment, pending postings last, as the reference adds them."""
+        """(term, scale, rows, tf) per term and segment, pending postings last, as the reference adds them;
+        with a workspace filter, only the rows of its scope (urchin.search.scope: the others cannot
+        change a score of its rows)."""
         index, lo, hi = self.index, self.lo, self.hi
+        scope = self.scope.keep if self.scope is not None else None
         scales, _ = index._scales(self.q.weights, self.q.own)
         whole = lo == 0 and hi == len(index)
         pending = None
@@ -247,6 +269,8 @@ class _Ranking:
             wanted = member(terms, [t for t, _ in scales], len(index._vocab))
             terms, rows, tf = terms[wanted], rows[wanted], tf[wanted]
             inside = (rows >= lo) & (rows < hi)
+            if scope is not None:
+                inside[inside] = scope(rows[inside])
             pending = terms[inside], rows[inside], tf[inside]
         out = []
         for term, scale in scales:
@@ -255,6 +279,9 @@ class _Ranking:
                 if not whole:
                     a, b = np.searchsorted(rows, (lo, hi))
                     rows, tf = rows[a:b], tf[a:b]
+                if scope is not None and len(rows):
+                    kept = scope(rows)
+                    rows, tf = rows[kept], tf[kept]
                 if len(rows):
                     out.append((term, scale, rows, tf))
             if pending is not None:
@@ -263,14 +290,23 @@ class _Ranking:
                     out.append((term, scale, pending[1][mine], pending[2][mine]))
         return out
 
-    def _rows(self, postings: Postings) -> np.ndarray:
-        """The rows holding any term, ascending: sorted when few, else found by a scan of the window."""
-        total = sum(len(p[2]) for p in postings)
+    def _written(self, buffer: np.ndarray, parts: list[np.ndarray]) -> np.ndarray:
+        """The rows of the window where `buffer` is not 0, ascending: the rows in `parts` (every row
+        written there holds a positive sum). By a look at the workspace's scope rows when they are
+        fewer than the parts' rows, else by sorting those when few, else by a scan of the window."""
+        total = sum(len(p) for p in parts)
         if not total:
             return np.zeros(0, dtype=np.int64)
+        scope = self.scope.rows(self.lo, self.hi) if self.scope is not None else None
+        if scope is not None and len(scope) <= total * _SORT_SHARE:
+            return scope[np.take(buffer, scope) != 0].astype(np.int64)
         if total * _SORT_SHARE < self.hi - self.lo:
-            return np.unique(np.concatenate([p[2] for p in postings])).astype(np.int64)
-        return np.flatnonzero(self.scratch.a[self.lo:self.hi]) + self.lo   # every posting added > 0
+            return distinct(np.concatenate(parts).astype(np.int64))
+        return np.flatnonzero(buffer[self.lo:self.hi]) + self.lo
+
+    def _rows(self, postings: Postings) -> np.ndarray:
+        """The rows holding any term, ascending (every posting added to scratch a is > 0)."""
+        return self._written(self.scratch.a, [p[2] for p in postings])
 
     def _every(self, groups: list[list[tuple[int, ...]]], postings: Postings, matched: np.ndarray) -> np.ndarray:
         """Whether each matched row holds every word (in each group, every term of one alternative);
@@ -317,7 +353,8 @@ class _Ranking:
             return None
         size = len(index._fields["session"]) - 1
         if 4 * len(hit) < size:             # few matches: their sessions by sorting
-            sessions, which = np.unique(codes[has], return_inverse=True)
+            sessions = distinct(codes[has])
+            which = np.searchsorted(sessions, codes[has])
             sums = np.bincount(which, hit_scores[has], minlength=len(sessions))
         else:                               # many: a sum per session code
             sums = np.bincount(codes[has], hit_scores[has], minlength=size)
@@ -410,10 +447,7 @@ class _Ranking:
                 rows, carried = rows[inside], carried[inside]
                 spread[rows] += carried * weight   # a session is a chain: no row twice in one step
                 written.append(rows)
-        total = sum(len(w) for w in written)
-        if total * _SORT_SHARE < hi - lo:
-            return np.unique(np.concatenate(written)).astype(np.int64)
-        return np.flatnonzero(spread[lo:hi]) + lo   # every row written holds a positive sum
+        return self._written(spread, written)      # every row written holds a positive sum
 
     def _newest_turns(self, levels: Levels, raw: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
         """The session leg's rows the matches do not reach: every in-window turn of a matched session

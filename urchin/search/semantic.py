@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import itertools
 import logging
 import os
 import pickle
@@ -104,6 +105,9 @@ class TokenCosineView:
         # The daemon: associations are built by a child process at the lowest priority, never in this
         # one (see urchin/search/learn.py), and only at saves, never before a query.
         self.learn_apart = False
+        # The daemon: saves are the follower's (its catch-up), never a query's, whose caller would
+        # wait for hundreds of megabytes written (seconds, the first save after a build).
+        self.save_in_queries = True
         self._learning: threading.Thread | None = None   # the thread waiting on a child (None: none)
         self._learn_pending = False   # a save asked for a model since the running child started
         self._generation = 0    # bumped when the index starts over: a model learned before is not installed
@@ -391,8 +395,30 @@ class TokenCosineView:
             if (event is not None and not (hidden and forgotten.hides(event.id)) and (holds is None or holds(event))
                     and not filters.hides(event)):
                 hits.append(Hit(event, s.score))
-        self._save_if_due()
+        if self.save_in_queries:
+            self._save_if_due()
         return hits
+
+
+    def session_events(self, filters: Filters, since_ms: int, limit: int) -> list[Event]:
+        """What substring search's `search(None, ...)` gives for a session filter, the newest `limit`
+        events of `filters.session` from `since_ms` on that pass `filters`, newest first, from the
+        session's own rows (`TokenCosineIndex.session_rows`) instead of a scan of the window."""
+        labels = filters.to_dict()
+        session = labels.pop("session")
+        forgotten = self.forgotten
+        hidden = forgotten.hashes()
+        wanted = limit + min(len(hidden), 1000)       # forgotten rows, until a compaction drops them
+        with self._lock:
+            self._catch_up()
+            offsets = [self.offsets[row] for row in
+                       itertools.islice(self.index.session_rows(session, since_ms, labels), wanted)]
+        events = []
+        for offset in offsets:
+            event = self.journal.event(self.journal.read_line_at(offset))
+            if event is not None and not (hidden and forgotten.hides(event.id)) and filters.match(event):
+                events.append(event)
+        return sorted(events, key=lambda e: e.ts_ms, reverse=True)[:limit]
 
 
 class EmbeddingView:

@@ -1,0 +1,118 @@
+"""What a recall reads: a prompt looks up what its session was given in that session's own records
+(not a scan of the journal's last days), and the session-start digest reads the journal once when
+the workspace's latest events already hold the decisions and commits it shows; the answers are the
+same as reading each apart."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import urchin.recall as recall_module
+from urchin.config import Settings
+from urchin.memory import Memory
+from urchin.search.query import Filters
+from urchin.search.substring import SubstringSearcher
+
+NOW = datetime.now(UTC)
+
+
+def _event(ident: str, minutes_ago: float, content: str, *, kind: str = "conversation", ws: str = "alpha",
+           session: str = "s-1", source: str = "claude") -> dict[str, Any]:
+    stamp = (NOW - timedelta(minutes=minutes_ago)).strftime("%Y-%m-%dT%H:%M:%S.000Z")
+    return {"id": ident, "timestamp": stamp, "source": source, "kind": kind, "content": content,
+            "workspace": ws, "session": session}
+
+
+@pytest.fixture
+def memory(urchin_home: Path) -> Iterator[Memory]:
+    with Memory(Settings.resolve(str(urchin_home))) as m:
+        yield m
+
+
+@pytest.fixture
+def scans(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """The filters of every substring search (a read of the journal's blocks)."""
+    seen: list[Any] = []
+    search = SubstringSearcher.search
+
+    def counting(self: SubstringSearcher, query: str | None, **kwargs: Any) -> Any:
+        seen.append(kwargs.get("filters"))
+        return search(self, query, **kwargs)
+
+    monkeypatch.setattr(SubstringSearcher, "search", counting)
+    return seen
+
+
+def test_a_prompt_looks_up_what_its_session_was_given_in_the_session_not_the_journal(
+        memory: Memory, scans: list[Any]) -> None:
+    memory.ingest([_event(f"noise-{i}", 60 + i, f"unrelated chatter number {i}", ws="other", session=f"n{i % 5}")
+                   for i in range(300)])
+    memory.ingest([_event("old-1", 300, "The release checklist lives in docs/release.md", kind="decision",
+                          session="s-old"),
+                   _event("old-2", 200, "Release checklist: tag, build the wheel, publish", session="s-old2")])
+    first = memory.recall(workspace="alpha", session="s-now", prompt="where is the release checklist")
+    assert {line.id for line in first.items} == {"old-1", "old-2"}
+    scans.clear()
+    again = memory.recall(workspace="alpha", session="s-now", prompt="where is the release checklist")
+    assert again.items == [] and again.text == ""          # given before: not again
+    assert [f for f in scans if f is not None and f.session is not None] == []
+    other = memory.recall(workspace="alpha", session="s-other", prompt="where is the release checklist")
+    assert {line.id for line in other.items} == {"old-1", "old-2"}
+
+
+def _digest_both_ways(memory: Memory, monkeypatch: pytest.MonkeyPatch, scans: list[Any]) -> tuple[str, int]:
+    """The digest as recall gives it (and how many reads it made), checked against each part read apart."""
+    scans.clear()
+    text = memory.recall(workspace="alpha").text
+    reads = len(scans)
+
+    def apart(reader: Any, workspace: str, latest: Any, kind: str, since_ms: int, limit: int) -> Any:
+        return reader.recent(Filters(workspace=workspace, kind=kind), since_ms, limit)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(recall_module, "_newest", apart)
+        assert memory.recall(workspace="alpha").text == text
+    return text, reads
+
+
+def test_the_digest_reads_the_journal_once_when_its_latest_events_hold_what_it_shows(
+        memory: Memory, monkeypatch: pytest.MonkeyPatch, scans: list[Any]) -> None:
+    items = [_event(f"c-{i}", 100 + i, f"talk {i}", session=f"s{i // 10}") for i in range(30)]
+    items += [_event(f"d-{i}", 50 + i, f"decided: option {i}", kind="decision", session="s9") for i in range(7)]
+    items += [_event(f"g-{i}", 40 + i, f"commit {i}: fix", kind="commit", source="git", session="s9")
+              for i in range(4)]
+    memory.ingest(items)
+    text, reads = _digest_both_ways(memory, monkeypatch, scans)
+    assert reads == 1 and "decided: option 0" in text and "commit 0: fix" in text
+
+
+def test_the_digest_still_reads_decisions_and_commits_older_than_its_latest_events(
+        memory: Memory, monkeypatch: pytest.MonkeyPatch, scans: list[Any]) -> None:
+    monkeypatch.setattr(recall_module, "SCAN_LIMIT", 20)
+    items = [_event("d-old", 3000, "decided: keep the old parser", kind="decision", session="s-a"),
+             _event("g-old", 2900, "commit 1: vendor the parser", kind="commit", source="git", session="s-a")]
+    items += [_event(f"c-{i}", 100 + i, f"talk {i}", session=f"s{i // 10}") for i in range(40)]
+    memory.ingest(items)
+    text, reads = _digest_both_ways(memory, monkeypatch, scans)
+    assert reads == 3 and "decided: keep the old parser" in text and "commit 1: vendor the parser" in text
+
+
+def test_a_daemons_query_never_saves_the_token_cosine_index_its_follower_does(memory: Memory) -> None:
+    """In hot mode (the daemon) a ranked query never writes the index (its caller, a hook, would wait
+    for the whole save); the follower's catch-up saves it when due."""
+    memory.ingest([_event(f"e-{i}", 100 + i, f"the release checklist, part {i}", session=f"s{i % 3}")
+                   for i in range(40)])
+    memory.warm()
+    view = memory.cosine_view()
+    view.save_every = 1                                  # due at every new row
+    assert view.index_dir is not None
+    manifest = view.index_dir / "manifest.json"
+    assert memory.recall(workspace="alpha", session="s-new", prompt="where is the release checklist").items
+    assert not manifest.exists()
+    memory.refresh()                                     # what the daemon's follower calls
+    assert manifest.exists()
