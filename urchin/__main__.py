@@ -4,7 +4,8 @@
 call, and beside a daemon it must finish in 100 ms (bench/bench_hook_recall.py): `urchin.hook_fast`
 sends the whole call to the daemon with the standard library alone, and only when that fails is the
 full path (`urchin.hooks`) imported. `urchin search|semantic|recent` beside a running daemon skip
-click too (urchin/daemon/fastclient.py answers with the standard library, or hands back to click).
+click too (urchin/daemon/fastclient.py answers with the standard library, or hands back to click),
+and so does `urchin mcp` (urchin/daemon/mcprelay.py relays the session to the daemon's `/mcp`).
 Everything else is click.
 """
 
@@ -19,6 +20,12 @@ def entry() -> None:
         from urchin.daemon.fastclient import run
 
         code = run(sys.argv[1:])
+        if code is not None:
+            sys.exit(code)
+    if "mcp" in sys.argv[1:4]:
+        from urchin.daemon.mcprelay import run as relay
+
+        code = relay(sys.argv[1:])
         if code is not None:
             sys.exit(code)
     from urchin.cli import main

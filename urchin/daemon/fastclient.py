@@ -17,9 +17,12 @@ from __future__ import annotations
 import json
 import os
 import sys
-from typing import Any
 
-__all__ = ["run"]
+TYPE_CHECKING = False   # not `typing`'s: a fast path pays for every import
+if TYPE_CHECKING:
+    from typing import Any
+
+__all__ = ["run", "locate", "home_option", "option_value", "Fallback"]
 
 # command -> (route, options taking a value, takes a query argument, prints the score)
 _COMMANDS: dict[str, tuple[str, tuple[str, ...], bool, bool]] = {
@@ -38,7 +41,7 @@ _TIMEOUT_S = 30.0
 _EVENTS_PREFIX = '{"events":['
 
 
-class _Fallback(Exception):
+class Fallback(Exception):
     """Not ours to answer: the full CLI will."""
 
 
@@ -51,20 +54,17 @@ def run(argv: list[str]) -> int | None:
         body = _request(address, token, _COMMANDS[command][0], params)
         lines, notes = _format(body, as_json, with_score=_COMMANDS[command][3])
         if not all(_utf8(stream) for stream in (sys.stdout, sys.stderr)):
-            raise _Fallback  # click re-wraps a misconfigured stream; only it knows how
-    except _Fallback:
+            raise Fallback  # click re-wraps a misconfigured stream; only it knows how
+    except Fallback:
         return None
     return _emit(lines, notes)
 
 
 # ---- the command line, as click would read it ------------------------------------------------------
 def _parse(argv: list[str]) -> tuple[str | None, str, str | None, list[tuple[str, str]], bool]:
-    args = list(argv)
-    home = None
-    while args and args[0].startswith("--home"):  # the group's only option we take
-        home, args = _option_value(args, "--home")
+    home, args = home_option(argv)
     if not args or args[0] not in _COMMANDS:
-        raise _Fallback
+        raise Fallback
     command, args = args[0], args[1:]
     _, names, wants_query, _ = _COMMANDS[command]
     values: dict[str, str] = {}
@@ -74,33 +74,42 @@ def _parse(argv: list[str]) -> tuple[str | None, str, str | None, list[tuple[str
         arg = args[0]
         if arg == "--json":
             if as_json:
-                raise _Fallback
+                raise Fallback
             as_json, args = True, args[1:]
         elif arg.startswith("--") and arg[2:].partition("=")[0] in names:
             name = arg[2:].partition("=")[0]
             if name in values:
-                raise _Fallback
-            values[name], args = _option_value(args, "--" + name)
+                raise Fallback
+            values[name], args = option_value(args, "--" + name)
         elif arg.startswith("-") and arg != "-":
-            raise _Fallback  # --help, -h, --, an unknown flag: click's own message
+            raise Fallback  # --help, -h, --, an unknown flag: click's own message
         else:
             positional.append(arg)
             args = args[1:]
     if len(positional) != (1 if wants_query else 0):
-        raise _Fallback
+        raise Fallback
     return home, command, positional[0] if wants_query else None, _typed(command, values), as_json
 
 
-def _option_value(args: list[str], flag: str) -> tuple[str, list[str]]:
+def home_option(argv: list[str]) -> tuple[str | None, list[str]]:
+    """The group's `--home` (the only group option a fast path takes), and the arguments after it."""
+    args = list(argv)
+    home = None
+    while args and args[0].startswith("--home"):
+        home, args = option_value(args, "--home")
+    return home, args
+
+
+def option_value(args: list[str], flag: str) -> tuple[str, list[str]]:
     name, eq, inline = args[0].partition("=")
     if name != flag:
-        raise _Fallback
+        raise Fallback
     if eq:
         if not inline:
-            raise _Fallback
+            raise Fallback
         return inline, args[1:]
     if len(args) < 2 or not args[1] or args[1].startswith("-"):
-        raise _Fallback
+        raise Fallback
     return args[1], args[2:]
 
 
@@ -111,7 +120,7 @@ def _typed(command: str, values: dict[str, str]) -> list[tuple[str, str]]:
         hours = float(values.pop("hours")) if "hours" in values else hours
         limit = int(values.pop("limit")) if "limit" in values else limit
     except ValueError:
-        raise _Fallback from None
+        raise Fallback from None
     out = [("hours", str(hours)), ("limit", str(limit))]
     order = ("source", "workspace", "session", "kind")
     return out + [(name, values[name]) for name in order if name in values]
@@ -119,27 +128,34 @@ def _typed(command: str, values: dict[str, str]) -> list[tuple[str, str]]:
 
 # ---- finding the daemon, as client.find_daemon does -------------------------------------------------
 def _daemon(home: str | None) -> tuple[str, str]:
-    """The token and address of the live daemon for this home, or _Fallback."""
+    """The token and address of the live daemon for this home, or Fallback."""
+    token, address, _ = locate(home)
+    return token, address
+
+
+def locate(home: str | None) -> tuple[str, str, str]:
+    """(token, address, home folder) of the live daemon for this home, when the full CLI would use it
+    with these very settings (else Fallback: a config file or setting only `Settings.resolve` reads)."""
     env = os.environ
     home = home or env.get("URCHIN_HOME") or None
     if home is not None and os.path.isfile(home):
-        raise _Fallback  # click.Path(file_okay=False) reports it
+        raise Fallback  # click.Path(file_okay=False) reports it
     if home is None:
         import platformdirs
 
         home = platformdirs.user_data_dir("urchin")
     root = os.path.abspath(os.path.expanduser(home))
     if os.path.exists(os.path.join(root, "config.toml")) or any(env.get(name) for name in _VALIDATED_ENV):
-        raise _Fallback  # Settings.resolve reads and checks these; the full CLI goes through it
+        raise Fallback  # Settings.resolve reads and checks these; the full CLI goes through it
     if env.get("URCHIN_NO_DAEMON", "").lower() in ("1", "true", "yes"):
-        raise _Fallback
+        raise Fallback
     from urchin.wire import daemon_address
 
     address = daemon_address(root)
     if address is None:
-        raise _Fallback
+        raise Fallback
     token = env.get("URCHIN_INTAKE_TOKEN") or _token_file(root)
-    return token, address
+    return token, address, root
 
 
 def _token_file(root: str) -> str:
@@ -147,9 +163,9 @@ def _token_file(root: str) -> str:
         with open(os.path.join(root, "token"), encoding="utf-8") as handle:
             token = handle.read().strip()
     except OSError:
-        raise _Fallback from None
+        raise Fallback from None
     if not token:
-        raise _Fallback
+        raise Fallback
     return token
 
 
@@ -158,7 +174,7 @@ def _quote(text: str) -> str:
     try:
         raw = text.encode("utf-8")
     except UnicodeEncodeError:  # an undecodable argv byte: let the full CLI deal with it
-        raise _Fallback from None
+        raise Fallback from None
     return "".join(chr(b) if b in _UNRESERVED else f"%{b:02X}" for b in raw)
 
 
@@ -170,10 +186,10 @@ def _request(address: str, token: str, route: str, params: list[tuple[str, str]]
     try:
         status, _, body = request(address, token, "GET", f"{route}?{query}", timeout=_TIMEOUT_S)
         if status != 200:
-            raise _Fallback
+            raise Fallback
         return body.decode("utf-8")
     except (WireError, UnicodeDecodeError):
-        raise _Fallback from None
+        raise Fallback from None
 
 
 # ---- the full CLI's output --------------------------------------------------------------------------
@@ -182,12 +198,12 @@ def _format(body: str, as_json: bool, *, with_score: bool) -> tuple[list[str], l
     which is that object), else `contract.render.render_events`: for ranked results a `mode:` line,
     `note:` and `hint:` lines, then one line per hit."""
     if not body.startswith(_EVENTS_PREFIX):
-        raise _Fallback
+        raise Fallback
     try:
         result = json.loads(body)
         records = result["events"]
         if not all(isinstance(record, dict) for record in records):
-            raise _Fallback
+            raise Fallback
         mode = str(result.get("mode", "substring"))
         lines = [_one_line(record, with_score) for record in records]
         if as_json:
@@ -196,7 +212,7 @@ def _format(body: str, as_json: bool, *, with_score: bool) -> tuple[list[str], l
             hint = [f"hint: {result['hint']}"] if result.get("weak") and result.get("hint") else []
             lines[:0] = [f"mode: {mode}", *(f"note: {note}" for note in result.get("notes", [])), *hint]
     except (ValueError, IndexError, KeyError, TypeError, AttributeError):
-        raise _Fallback from None
+        raise Fallback from None
     return lines, []
 
 
