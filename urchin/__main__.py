@@ -3,7 +3,7 @@
 `urchin hook ...` skips click and the command modules: agents run it on every prompt and tool
 call, and beside a daemon it must finish in 100 ms (bench/bench_hook_recall.py): `urchin.hook_fast`
 sends the whole call to the daemon with the standard library alone, and only when that fails is the
-full path (`urchin.hooks`) imported. `urchin search|semantic|recent` beside a running daemon skip
+full path (`urchin.hooks`) imported. `urchin search|semantic|recent|context|recall|get` beside a running daemon skip
 click too (urchin/daemon/fastclient.py answers with the standard library, or hands back to click),
 and so does `urchin mcp` (urchin/daemon/mcprelay.py relays the session to the daemon's `/mcp`).
 Everything else is click.
@@ -16,7 +16,7 @@ def entry() -> None:
     # `hook --help` (or no agent) is a person asking: click prints the usage.
     if sys.argv[1:2] == ["hook"] and not {"-h", "--help"} & set(sys.argv[2:]) and len(sys.argv) > 2:
         sys.exit(_hook(sys.argv[2:]))
-    if any(arg in ("search", "semantic", "recent") for arg in sys.argv[1:4]):
+    if any(arg in ("search", "semantic", "recent", "context", "recall", "get") for arg in sys.argv[1:4]):
         from urchin.daemon.fastclient import run
 
         code = run(sys.argv[1:])

@@ -1,4 +1,5 @@
-"""`urchin search|semantic|recent` beside a running daemon, without click, httpx or orjson.
+"""`urchin search|semantic|recent` beside a running daemon, without click, httpx or orjson
+(and `context|recall|get` through urchin/daemon/fastcalls.py, on the same rules).
 
 The daemon holds the hot index, so the whole cost of such a command is the client's start-up:
 `urchin/__main__.py` calls `run(argv)` before it imports click, and this module answers with the
@@ -9,7 +10,8 @@ It answers only what it can answer byte for byte as the full CLI would (`tests/t
 runs both): any other flag, `--help`, a repeated option, a config file or environment setting it
 does not resolve itself, no daemon, a refused connection and every non-200 answer return None, and
 `__main__` runs the full CLI, which then prints the same output, error text and exit code it always
-did. Nothing here writes anywhere; an error answer costs one extra request, never a different one.
+did. Nothing here writes anywhere (but `recall --session`, whose audit event the daemon records as
+it would for the full CLI); an error answer costs one extra request, never a different one.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ TYPE_CHECKING = False   # not `typing`'s: a fast path pays for every import
 if TYPE_CHECKING:
     from typing import Any
 
-__all__ = ["run", "locate", "home_option", "option_value", "Fallback"]
+__all__ = ["run", "locate", "home_option", "option_value", "read_args", "quote", "request_body", "Fallback"]
 
 # command -> (route, options taking a value, takes a query argument, prints the score)
 _COMMANDS: dict[str, tuple[str, tuple[str, ...], bool, bool]] = {
@@ -48,25 +50,36 @@ class Fallback(Exception):
 def run(argv: list[str]) -> int | None:
     """Answer `argv` (without the program name) through the daemon, or None for the full CLI."""
     try:
-        home, command, query, options, as_json = _parse(argv)
-        token, address = _daemon(home)
-        params = ([("query", query)] if query is not None else []) + options
-        body = _request(address, token, _COMMANDS[command][0], params)
-        lines, notes = _format(body, as_json, with_score=_COMMANDS[command][3])
         if not all(_utf8(stream) for stream in (sys.stdout, sys.stderr)):
             raise Fallback  # click re-wraps a misconfigured stream; only it knows how
+        home, args = home_option(argv)
+        if args and args[0] in _COMMANDS:
+            lines = _listing(home, args[0], args[1:])
+        elif args and args[0] in ("context", "recall", "get"):
+            from urchin.daemon.fastcalls import answer
+
+            lines = answer(home, args[0], args[1:])
+        else:
+            raise Fallback
     except Fallback:
         return None
-    return _emit(lines, notes)
+    return _emit(lines)
+
+
+def _listing(home: str | None, command: str, args: list[str]) -> list[str]:
+    """`search`, `semantic` or `recent`: one GET with the query string httpx would send."""
+    _, names, wants_query, with_score = _COMMANDS[command]
+    values, positional, as_json = read_args(args, names, 1 if wants_query else 0)
+    token, address, _ = locate(home)
+    params = [("query", positional[0])] if wants_query else []
+    body = request_body(address, token, "GET", f"{_COMMANDS[command][0]}?{_query(params + _typed(command, values))}")
+    return _format(body, as_json, with_score=with_score)
 
 
 # ---- the command line, as click would read it ------------------------------------------------------
-def _parse(argv: list[str]) -> tuple[str | None, str, str | None, list[tuple[str, str]], bool]:
-    home, args = home_option(argv)
-    if not args or args[0] not in _COMMANDS:
-        raise Fallback
-    command, args = args[0], args[1:]
-    _, names, wants_query, _ = _COMMANDS[command]
+def read_args(args: list[str], names: tuple[str, ...], positionals: int) -> tuple[dict[str, str], list[str], bool]:
+    """(options by name, positional arguments, --json) as click reads them, or Fallback for anything
+    else: another flag, a repeated option, the wrong number of arguments."""
     values: dict[str, str] = {}
     positional: list[str] = []
     as_json = False
@@ -86,9 +99,9 @@ def _parse(argv: list[str]) -> tuple[str | None, str, str | None, list[tuple[str
         else:
             positional.append(arg)
             args = args[1:]
-    if len(positional) != (1 if wants_query else 0):
+    if len(positional) != positionals:
         raise Fallback
-    return home, command, positional[0] if wants_query else None, _typed(command, values), as_json
+    return values, positional, as_json
 
 
 def home_option(argv: list[str]) -> tuple[str | None, list[str]]:
@@ -127,12 +140,6 @@ def _typed(command: str, values: dict[str, str]) -> list[tuple[str, str]]:
 
 
 # ---- finding the daemon, as client.find_daemon does -------------------------------------------------
-def _daemon(home: str | None) -> tuple[str, str]:
-    """The token and address of the live daemon for this home, or Fallback."""
-    token, address, _ = locate(home)
-    return token, address
-
-
 def locate(home: str | None) -> tuple[str, str, str]:
     """(token, address, home folder) of the live daemon for this home, when the full CLI would use it
     with these very settings (else Fallback: a config file or setting only `Settings.resolve` reads)."""
@@ -170,7 +177,7 @@ def _token_file(root: str) -> str:
 
 
 # ---- one request ------------------------------------------------------------------------------------
-def _quote(text: str) -> str:
+def quote(text: str) -> str:
     try:
         raw = text.encode("utf-8")
     except UnicodeEncodeError:  # an undecodable argv byte: let the full CLI deal with it
@@ -178,22 +185,25 @@ def _quote(text: str) -> str:
     return "".join(chr(b) if b in _UNRESERVED else f"%{b:02X}" for b in raw)
 
 
-def _request(address: str, token: str, route: str, params: list[tuple[str, str]]) -> str:
-    """GET `route` and return the 200 answer's body; anything else is the full CLI's to report."""
+def _query(params: list[tuple[str, str]]) -> str:
+    return "&".join(f"{quote(k)}={quote(v)}" for k, v in params)
+
+
+def request_body(address: str, token: str, method: str, target: str, body: bytes | None = None) -> str:
+    """The 200 answer's body to one request; anything else is the full CLI's to report."""
     from urchin.wire import WireError, request
 
-    query = "&".join(f"{_quote(k)}={_quote(v)}" for k, v in params)
     try:
-        status, _, body = request(address, token, "GET", f"{route}?{query}", timeout=_TIMEOUT_S)
+        status, _, answer = request(address, token, method, target, body, timeout=_TIMEOUT_S)
         if status != 200:
             raise Fallback
-        return body.decode("utf-8")
+        return answer.decode("utf-8")
     except (WireError, UnicodeDecodeError):
         raise Fallback from None
 
 
 # ---- the full CLI's output --------------------------------------------------------------------------
-def _format(body: str, as_json: bool, *, with_score: bool) -> tuple[list[str], list[str]]:
+def _format(body: str, as_json: bool, *, with_score: bool) -> list[str]:
     """What the full CLI prints: with --json the result object HTTP and MCP return (the daemon's body,
     which is that object), else `contract.render.render_events`: for ranked results a `mode:` line,
     `note:` and `hint:` lines, then one line per hit."""
@@ -207,13 +217,13 @@ def _format(body: str, as_json: bool, *, with_score: bool) -> tuple[list[str], l
         mode = str(result.get("mode", "substring"))
         lines = [_one_line(record, with_score) for record in records]
         if as_json:
-            return [body.rstrip("\n")], []
+            return [body.rstrip("\n")]
         if mode not in ("substring", "recent", "session"):
             hint = [f"hint: {result['hint']}"] if result.get("weak") and result.get("hint") else []
             lines[:0] = [f"mode: {mode}", *(f"note: {note}" for note in result.get("notes", [])), *hint]
     except (ValueError, IndexError, KeyError, TypeError, AttributeError):
         raise Fallback from None
-    return lines, []
+    return lines
 
 
 def _one_line(record: dict[str, Any], with_score: bool, width: int = 200) -> str:
@@ -228,11 +238,9 @@ def _one_line(record: dict[str, Any], with_score: bool, width: int = 200) -> str
     return f"{prefix} — {text}"
 
 
-def _emit(lines: list[str], notes: list[str]) -> int:
+def _emit(lines: list[str]) -> int:
     """Print as click.echo does: one flushed write per line, ANSI codes stripped off a non-terminal."""
     try:
-        for note in notes:
-            _echo(sys.stderr, f"warning: {note}")
         for line in lines:
             _echo(sys.stdout, line)
     except BrokenPipeError:
