@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 
-__all__ = ["daemon_address", "daemon_alive", "request", "is_local", "WireError"]
+__all__ = ["daemon_address", "daemon_alive", "request", "is_local", "code_stamp", "WireError"]
 
 
 class WireError(Exception):
@@ -56,6 +56,17 @@ def _address(raw: bytes) -> str | None:
     except ValueError:
         return None
     return str(info["address"]) if isinstance(info, dict) and isinstance(info.get("address"), str) else None
+
+
+def code_stamp() -> str:
+    """Which Urchin code this process runs: its package folder and when its `__init__.py` was written
+    (an upgrade rewrites it). The daemon says its own in daemon.json; a client that must run the same
+    code (`urchin mcp` relaying to it) compares, at the cost of one stat."""
+    package = os.path.dirname(os.path.abspath(__file__))
+    try:
+        return f"{package}:{os.stat(os.path.join(package, '__init__.py')).st_mtime_ns}"
+    except OSError:
+        return package
 
 
 def daemon_alive(root: str) -> bool:

@@ -56,7 +56,7 @@ def render_events(result: Any) -> str:
 
 
 def render_event(event: Mapping[str, Any]) -> str:
-    import orjson   # here: the fast client renders a context with the rest of this module, and no orjson
+    import orjson  # here: the fast client renders a context with the rest of this module, and no orjson
 
     return orjson.dumps(event, option=orjson.OPT_INDENT_2).decode()
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 
+from urchin.daemon import fastclient
 from urchin.daemon.fastclient import Fallback, locate, quote, read_args, request_body
 
 TYPE_CHECKING = False   # not `typing`'s: a fast path pays for every import
@@ -18,7 +19,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any
 
-__all__ = ["answer", "CALLS"]
+__all__ = ["run", "answer", "CALLS"]
 
 # command -> (options taking a value, with the click type that reads them; the positional argument)
 CALLS: dict[str, tuple[dict[str, Callable[[str], Any]], str | None]] = {
@@ -26,6 +27,11 @@ CALLS: dict[str, tuple[dict[str, Callable[[str], Any]], str | None]] = {
     "recall": ({"workspace": str, "cwd": str, "session": str, "prompt": str, "budget": int}, None),
     "get": ({}, "id"),
 }
+
+
+def run(argv: list[str]) -> int | None:
+    """Answer `argv` (without the program name) through the daemon, or None for the full CLI."""
+    return fastclient.run(argv, dict.fromkeys(CALLS, answer))
 
 
 def answer(home: str | None, command: str, args: list[str]) -> list[str]:
@@ -69,7 +75,7 @@ def _lines(command: str, body: str, as_json: bool) -> list[str]:
             return [body.rstrip("\n")] if as_json else [result["text"]] if result["text"] else []
         if not isinstance(result, dict) or not body.startswith('{"id":'):
             raise Fallback
-        import orjson   # the event's text is orjson's indented form; its import is a third of this path
+        import orjson  # the event's text is orjson's indented form; its import is a third of this path
 
         event = orjson.loads(body)
         return [orjson.dumps(event).decode()] if as_json else [orjson.dumps(event, option=orjson.OPT_INDENT_2).decode()]

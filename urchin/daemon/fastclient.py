@@ -22,6 +22,7 @@ import sys
 
 TYPE_CHECKING = False   # not `typing`'s: a fast path pays for every import
 if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
     from typing import Any
 
 __all__ = ["run", "locate", "home_option", "option_value", "read_args", "quote", "request_body", "Fallback"]
@@ -47,20 +48,18 @@ class Fallback(Exception):
     """Not ours to answer: the full CLI will."""
 
 
-def run(argv: list[str]) -> int | None:
-    """Answer `argv` (without the program name) through the daemon, or None for the full CLI."""
+def run(argv: list[str], commands: Mapping[str, Callable[[str | None, str, list[str]], list[str]]] | None = None
+        ) -> int | None:
+    """Answer `argv` (without the program name) through the daemon, or None for the full CLI.
+    `commands`: the answers of other commands on these rules (`fastcalls.run` passes its own)."""
+    commands = commands or dict.fromkeys(_COMMANDS, _listing)
     try:
         if not all(_utf8(stream) for stream in (sys.stdout, sys.stderr)):
             raise Fallback  # click re-wraps a misconfigured stream; only it knows how
         home, args = home_option(argv)
-        if args and args[0] in _COMMANDS:
-            lines = _listing(home, args[0], args[1:])
-        elif args and args[0] in ("context", "recall", "get"):
-            from urchin.daemon.fastcalls import answer
-
-            lines = answer(home, args[0], args[1:])
-        else:
+        if not args or args[0] not in commands:
             raise Fallback
+        lines = commands[args[0]](home, args[0], args[1:])
     except Fallback:
         return None
     return _emit(lines)

@@ -11,14 +11,14 @@ same `parse_line`). After `initialize` every POST carries `MCP-Protocol-Version`
 agreed, as the transport requires. Requests run concurrently, as over stdio; a cancelled request's
 answer is dropped, as the SDK drops it.
 
-Only a daemon whose daemon.json says it serves `/mcp` (not `--no-mcp`) and is of our version is used.
+Only a daemon whose daemon.json says it serves `/mcp` (not `--no-mcp`) and runs our code is used.
 Today's in-process server (a child `urchin mcp` that never relays) takes over, in the same session,
 when the daemon cannot serve it: `initialize` not answered 200 (a refused token, the endpoint failed
 to build), or no daemon left to connect to. The child is given the session's `initialize`
 again (its answer is dropped) and then every line still to come. A request the daemon may have
 received before it went away is answered with an error rather than run twice (it may have written).
 `run` returns None when the full CLI must answer: other flags, `--help`, settings only
-`Settings.resolve` reads, no daemon, or a daemon of another version (its tools may differ).
+`Settings.resolve` reads, no daemon, or a daemon running other code (its tools may differ).
 """
 
 from __future__ import annotations
@@ -28,9 +28,8 @@ import os
 import sys
 import threading
 
-from urchin import __version__
 from urchin.daemon.fastclient import Fallback, home_option, locate, option_value
-from urchin.wire import WireError, daemon_address, request
+from urchin.wire import WireError, code_stamp, daemon_address, request
 
 TYPE_CHECKING = False   # not `typing`'s: its import is a tenth of this path's start-up
 if TYPE_CHECKING:
@@ -71,14 +70,14 @@ def _log_level(args: list[str]) -> str:
 
 
 def _serves_our_mcp(root: str) -> bool:
-    """daemon.json says the daemon serves `/mcp`, and is of our version (else its tools may differ
-    from the ones the in-process server would list)."""
+    """daemon.json says the daemon serves `/mcp`, and runs our code (else, say after an upgrade, its
+    tools may differ from the ones the in-process server would list)."""
     try:
         with open(os.path.join(root, "daemon.json"), "rb") as handle:
             info = json.loads(handle.read())
     except (OSError, ValueError):
         return False
-    return isinstance(info, dict) and info.get("mcp") is True and info.get("version") == __version__
+    return isinstance(info, dict) and info.get("mcp") is True and info.get("code") == code_stamp()
 
 
 def _request_id(message: Any) -> tuple[str, Any] | None:
@@ -190,8 +189,9 @@ class Relay:
                                                  + (f": {said}" if isinstance(said, str) else ""))
         finally:
             with self._state:
-                self._in_flight.discard(key)   # type: ignore[arg-type]
-                self._cancelled.discard(key)   # type: ignore[arg-type]
+                if key is not None:
+                    self._in_flight.discard(key)
+                    self._cancelled.discard(key)
 
     def _exchange(self, line: bytes) -> tuple[int, bytes]:
         headers = (("MCP-Protocol-Version", self.version),) if self.version else ()
@@ -238,7 +238,8 @@ class Relay:
         import subprocess
 
         package_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-        code = f"import sys; sys.path.insert(0, {package_root!r}); from urchin.cli import main; main(prog_name='urchin')"
+        code = (f"import sys; sys.path.insert(0, {package_root!r}); "
+                "from urchin.cli import main; main(prog_name='urchin')")
         env = dict(os.environ, URCHIN_NO_DAEMON="1")   # the daemon failed this session: do not retry it
         self._child = subprocess.Popen([sys.executable, "-c", code, "--home", self.root, "mcp",
                                         "--log-level", self.log_level],

@@ -25,6 +25,7 @@ import orjson
 import uvicorn
 from starlette.routing import BaseRoute
 
+from urchin import wire
 from urchin.config import Settings, ensure_private_dir, write_private
 from urchin.daemon.app import VERSION, DaemonState, Lifespan, build_app
 from urchin.daemon.background import CollectorLoop, EmbedderLoop, IndexLoop
@@ -302,6 +303,7 @@ class Daemon:
             "started": format_timestamp(ms=False),
             "version": VERSION,
             "mcp": self.serves_mcp,
+            "code": wire.code_stamp(),
             "token_path": None if self.settings.intake_token else str(self.settings.token_path),
         }
         write_private(self.settings.daemon_file, orjson.dumps(info, option=orjson.OPT_INDENT_2) + b"\n", sync=False)
