@@ -57,7 +57,10 @@ def run(argv: list[str]) -> int | None:
 
     except Fallback:
         return None
-    return Relay(root, token, address, log_level).serve()
+    try:
+        return Relay(root, token, address, log_level).serve()
+    except KeyboardInterrupt:   # as the in-process server: Ctrl-C ends the session quietly
+        return 0
 
 
 def _log_level(args: list[str]) -> str:
@@ -136,7 +139,7 @@ class Relay:
             return
         try:
             message = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):
             message = None   # the daemon answers it with the parse error the line guard gives
         key = _request_id(message)
         if isinstance(message, dict) and message.get("method") == "notifications/cancelled":
@@ -280,7 +283,7 @@ class Relay:
 def _json(body: bytes) -> Any:
     try:
         return json.loads(body)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
 
 
