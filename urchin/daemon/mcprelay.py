@@ -40,6 +40,7 @@ __all__ = ["run", "Relay", "MAX_LINE_BYTES"]
 
 MAX_LINE_BYTES = 16 << 20   # `urchin.mcp_server.stdio.MAX_LINE_BYTES`, which imports the SDK
 CALL_TIMEOUT_S = 600.0      # a tool call's answer; the SDK's stdio server waits as long as it takes
+IN_FLIGHT = 32              # requests relayed at once; a burst beyond waits for one to finish (a thread each)
 _LEVELS = ("debug", "info", "warning", "error")
 _REPLAY_ID = "urchin-mcp-relay-initialize"   # the in-process child's answer to this id is dropped
 
@@ -113,6 +114,7 @@ class Relay:
         self._in_flight: set[tuple[str, Any]] = set()
         self._cancelled: set[tuple[str, Any]] = set()
         self._threads: list[threading.Thread] = []
+        self._slots = threading.BoundedSemaphore(IN_FLIGHT)
         self._child: subprocess.Popen[bytes] | None = None
         self._child_reader: threading.Thread | None = None
 
@@ -154,6 +156,7 @@ class Relay:
         if key is not None:
             with self._state:
                 self._in_flight.add(key)
+        self._slots.acquire()
         thread = threading.Thread(target=self._post, args=(line, message, key), daemon=True)
         self._threads = [t for t in self._threads if t.is_alive()] + [thread]
         thread.start()
@@ -195,6 +198,7 @@ class Relay:
                 if key is not None:
                     self._in_flight.discard(key)
                     self._cancelled.discard(key)
+            self._slots.release()
 
     def _exchange(self, line: bytes) -> tuple[int, bytes]:
         headers = (("MCP-Protocol-Version", self.version),) if self.version else ()
