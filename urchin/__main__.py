@@ -3,15 +3,21 @@
 `urchin hook ...` skips click and the command modules: agents run it on every prompt and tool
 call, and beside a daemon it must finish in 100 ms (bench/bench_hook_recall.py): `urchin.hook_fast`
 sends the whole call to the daemon with the standard library alone, and only when that fails is the
-full path (`urchin.hooks`) imported. `urchin search|semantic|recent` beside a running daemon skip
-click too (urchin/daemon/fastclient.py answers with the standard library, or hands back to click).
-Everything else is click.
+full path (`urchin.hooks`) imported. `urchin search|semantic|recent|context|recall|get` beside a running
+daemon skip click too (urchin/daemon/fastclient.py and fastcalls.py answer with the standard library, or
+hand back to click), and so does `urchin mcp` (urchin/daemon/mcprelay.py relays the session to the
+daemon's `/mcp`). `urchin --version` prints click's line without click. Everything else is click.
 """
 
 import sys
 
 
 def entry() -> None:
+    if sys.argv[1:] == ["--version"]:   # click's version_option, without click and the command modules
+        from importlib.metadata import version
+
+        print(f"urchin, version {version('urchin-memory')}")
+        return
     # `hook --help` (or no agent) is a person asking: click prints the usage.
     if sys.argv[1:2] == ["hook"] and not {"-h", "--help"} & set(sys.argv[2:]) and len(sys.argv) > 2:
         sys.exit(_hook(sys.argv[2:]))
@@ -19,6 +25,18 @@ def entry() -> None:
         from urchin.daemon.fastclient import run
 
         code = run(sys.argv[1:])
+        if code is not None:
+            sys.exit(code)
+    if any(arg in ("context", "recall", "get") for arg in sys.argv[1:4]):
+        from urchin.daemon.fastcalls import run as call
+
+        code = call(sys.argv[1:])
+        if code is not None:
+            sys.exit(code)
+    if "mcp" in sys.argv[1:4]:
+        from urchin.daemon.mcprelay import run as relay
+
+        code = relay(sys.argv[1:])
         if code is not None:
             sys.exit(code)
     from urchin.cli import main

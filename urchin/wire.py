@@ -11,11 +11,16 @@ from __future__ import annotations
 
 import os
 
-__all__ = ["daemon_address", "daemon_alive", "request", "is_local", "WireError"]
+__all__ = ["daemon_address", "daemon_alive", "request", "is_local", "code_stamp", "WireError"]
 
 
 class WireError(Exception):
-    """No answer: the daemon is unreachable, or what came back is not a whole HTTP/1.1 response."""
+    """No answer: the daemon is unreachable, or what came back is not a whole HTTP/1.1 response.
+    `sent`: the request may have reached the daemon (False: no connection was made, so nothing ran)."""
+
+    def __init__(self, message: str, sent: bool = True) -> None:
+        super().__init__(message)
+        self.sent = sent
 
 
 def daemon_address(root: str) -> str | None:
@@ -51,6 +56,17 @@ def _address(raw: bytes) -> str | None:
     except ValueError:
         return None
     return str(info["address"]) if isinstance(info, dict) and isinstance(info.get("address"), str) else None
+
+
+def code_stamp() -> str:
+    """Which Urchin code this process runs: its package folder and when its `__init__.py` was written
+    (an upgrade rewrites it). The daemon says its own in daemon.json; a client that must run the same
+    code (`urchin mcp` relaying to it) compares, at the cost of one stat."""
+    package = os.path.dirname(os.path.abspath(__file__))
+    try:
+        return f"{package}:{os.stat(os.path.join(package, '__init__.py')).st_mtime_ns}"
+    except OSError:
+        return package
 
 
 def daemon_alive(root: str) -> bool:
@@ -102,14 +118,14 @@ def is_local(address: str) -> bool:
 
 
 def request(address: str, token: str, method: str, target: str, body: bytes | None = None,
-            timeout: float = 30.0) -> tuple[int, dict[bytes, bytes], bytes]:
-    """Send one request (`Connection: close`) and return (status, lower-cased headers, body);
-    `timeout` bounds the whole exchange, not each read."""
+            timeout: float = 30.0, headers: tuple[tuple[str, str], ...] = ()) -> tuple[int, dict[bytes, bytes], bytes]:
+    """Send one request (`Connection: close`, plus `headers`) and return (status, lower-cased headers,
+    body); `timeout` bounds the whole exchange, not each read."""
     import _socket  # `socket` adds only what we do not use, at the cost of `enum`
     import time
 
-    if any(c in token for c in "\r\n") or any(c in target for c in "\r\n "):
-        raise WireError("a header value holds a line break")
+    if any(c in token + "".join(k + v for k, v in headers) for c in "\r\n") or any(c in target for c in "\r\n "):
+        raise WireError("a header value holds a line break", sent=False)
     deadline = time.monotonic() + timeout
     sock_target: str | tuple[str, int]
     if address.startswith("unix:"):
@@ -119,17 +135,20 @@ def request(address: str, token: str, method: str, target: str, body: bytes | No
         sock_target = (name, port)
         family = _socket.AF_INET6 if ":" in name else _socket.AF_INET
     else:
-        raise WireError(f"not a daemon address: {address!r}")
+        raise WireError(f"not a daemon address: {address!r}", sent=False)
     head = f"{method} {target} HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {token}\r\n" \
-           "Accept: application/json\r\nConnection: close\r\n"
+           "Accept: application/json\r\nConnection: close\r\n" + "".join(f"{k}: {v}\r\n" for k, v in headers)
     if body is not None:
         head += f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n"
+    sent = False
     try:
+        payload = head.encode("latin-1") + b"\r\n" + (body or b"")
         sock = _socket.socket(family, _socket.SOCK_STREAM)
         try:
             sock.settimeout(timeout)
             sock.connect(sock_target)
-            sock.sendall(head.encode("latin-1") + b"\r\n" + (body or b""))
+            sent = True
+            sock.sendall(payload)
             chunks = []
             while True:
                 left = deadline - time.monotonic()
@@ -143,7 +162,7 @@ def request(address: str, token: str, method: str, target: str, body: bytes | No
         finally:
             sock.close()
     except (OSError, UnicodeEncodeError) as exc:
-        raise WireError(str(exc) or type(exc).__name__) from None
+        raise WireError(str(exc) or type(exc).__name__, sent=sent) from None
     return _parse(b"".join(chunks))
 
 

@@ -6,12 +6,29 @@ Sits just below the front ends (CLI, MCP, HTTP) and above nothing but errors and
 
 from __future__ import annotations
 
-from typing import Any
+TYPE_CHECKING = False   # not `typing`'s: `contract.render` alone is on the CLI's fast path (daemon/fastclient.py)
+if TYPE_CHECKING:
+    from typing import Any
 
-from urchin.contract.ops import OPERATIONS
-from urchin.contract.spec import MISSING, Caller, Operation, Param, describe
+    from urchin.contract.ops import OPERATIONS
+    from urchin.contract.spec import MISSING, Caller, Operation, Param, describe
 
 __all__ = ["OPERATIONS", "Operation", "Param", "Caller", "MISSING", "describe", "input_schema"]
+
+# Loaded on first use: the declarations cost ~0.1 s of imports that a renderer alone does not need.
+_WHERE = {"OPERATIONS": "urchin.contract.ops",
+          **{name: "urchin.contract.spec" for name in ("MISSING", "Caller", "Operation", "Param", "describe")}}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _WHERE:
+        from importlib import import_module
+
+        value = getattr(import_module(_WHERE[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'urchin.contract' has no attribute {name!r}")
+
 
 _TYPES = {"text": "string", "int": "integer", "number": "number", "bool": "boolean"}
 

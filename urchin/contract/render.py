@@ -7,12 +7,13 @@ reprs (`None`, `{...}`), sizes in human units, and proper singular and plural.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
-
-import orjson
 
 from urchin.errors import ValidationError
 from urchin.words import plural
+
+TYPE_CHECKING = False   # not `typing`'s (see urchin/contract/__init__.py)
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["plural", "size", "value", "render_document_search", "render_document", "render_events", "render_event",
            "render_ingest",
@@ -64,6 +65,8 @@ def older_note(hours: float, older: Mapping[str, Any]) -> str:
 
 
 def render_event(event: Mapping[str, Any]) -> str:
+    import orjson  # here: the fast client renders a context with the rest of this module, and no orjson
+
     return orjson.dumps(event, option=orjson.OPT_INDENT_2).decode()
 
 

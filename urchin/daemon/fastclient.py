@@ -1,4 +1,5 @@
-"""`urchin search|semantic|recent` beside a running daemon, without click, httpx or orjson.
+"""`urchin search|semantic|recent` beside a running daemon, without click, httpx or orjson
+(and `context|recall|get` through urchin/daemon/fastcalls.py, on the same rules).
 
 The daemon holds the hot index, so the whole cost of such a command is the client's start-up:
 `urchin/__main__.py` calls `run(argv)` before it imports click, and this module answers with the
@@ -9,7 +10,8 @@ It answers only what it can answer byte for byte as the full CLI would (`tests/t
 runs both): any other flag, `--help`, a repeated option, a config file or environment setting it
 does not resolve itself, no daemon, a refused connection and every non-200 answer return None, and
 `__main__` runs the full CLI, which then prints the same output, error text and exit code it always
-did. Nothing here writes anywhere; an error answer costs one extra request, never a different one.
+did. Nothing here writes anywhere (but `recall --session`, whose audit event the daemon records as
+it would for the full CLI); an error answer costs one extra request, never a different one.
 """
 
 from __future__ import annotations
@@ -17,9 +19,13 @@ from __future__ import annotations
 import json
 import os
 import sys
-from typing import Any
 
-__all__ = ["run"]
+TYPE_CHECKING = False   # not `typing`'s: a fast path pays for every import
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+    from typing import Any
+
+__all__ = ["run", "locate", "home_option", "option_value", "read_args", "quote", "request_body", "Fallback"]
 
 # command -> (route, options taking a value, takes a query argument, prints the score)
 _COMMANDS: dict[str, tuple[str, tuple[str, ...], bool, bool]] = {
@@ -38,37 +44,45 @@ _TIMEOUT_S = 30.0
 _EVENTS_PREFIX = '{"events":['
 
 
-class _Fallback(Exception):
+class Fallback(Exception):
     """Not ours to answer: the full CLI will."""
 
 
-def run(argv: list[str]) -> int | None:
-    """Answer `argv` (without the program name) through the daemon, or None for the full CLI."""
+Answer = tuple[list[str], list[str]]     # the lines for stdout, then those for stderr
+
+
+def run(argv: list[str], commands: Mapping[str, Callable[[str | None, str, list[str]], Answer]] | None = None
+        ) -> int | None:
+    """Answer `argv` (without the program name) through the daemon, or None for the full CLI.
+    `commands`: the answers of other commands on these rules (`fastcalls.run` passes its own)."""
+    commands = commands or dict.fromkeys(_COMMANDS, _listing)
     try:
-        home, command, query, options, as_json = _parse(argv)
-        token, address = _daemon(home)
-        params = ([("query", query)] if query is not None else []) + options
-        body = _request(address, token, _COMMANDS[command][0], params)
-        lines, notes = _format(body, as_json, with_score=_COMMANDS[command][3])
-        if command == "search":
-            notes = _older(body, options)
         if not all(_utf8(stream) for stream in (sys.stdout, sys.stderr)):
-            raise _Fallback  # click re-wraps a misconfigured stream; only it knows how
-    except _Fallback:
+            raise Fallback  # click re-wraps a misconfigured stream; only it knows how
+        home, args = home_option(argv)
+        if not args or args[0] not in commands:
+            raise Fallback
+        lines, notes = commands[args[0]](home, args[0], args[1:])
+    except Fallback:
         return None
     return _emit(lines, notes)
 
 
+def _listing(home: str | None, command: str, args: list[str]) -> Answer:
+    """`search`, `semantic` or `recent`: one GET with the query string httpx would send."""
+    _, names, wants_query, with_score = _COMMANDS[command]
+    values, positional, as_json = read_args(args, names, 1 if wants_query else 0)
+    token, address, _ = locate(home)
+    params = [("query", positional[0])] if wants_query else []
+    options = _typed(command, values)
+    body = request_body(address, token, "GET", f"{_COMMANDS[command][0]}?{_query(params + options)}")
+    return _format(body, as_json, with_score=with_score), _older(body, options) if command == "search" else []
+
+
 # ---- the command line, as click would read it ------------------------------------------------------
-def _parse(argv: list[str]) -> tuple[str | None, str, str | None, list[tuple[str, str]], bool]:
-    args = list(argv)
-    home = None
-    while args and args[0].startswith("--home"):  # the group's only option we take
-        home, args = _option_value(args, "--home")
-    if not args or args[0] not in _COMMANDS:
-        raise _Fallback
-    command, args = args[0], args[1:]
-    _, names, wants_query, _ = _COMMANDS[command]
+def read_args(args: list[str], names: tuple[str, ...], positionals: int) -> tuple[dict[str, str], list[str], bool]:
+    """(options by name, positional arguments, --json) as click reads them, or Fallback for anything
+    else: another flag, a repeated option, the wrong number of arguments."""
     values: dict[str, str] = {}
     positional: list[str] = []
     as_json = False
@@ -76,33 +90,42 @@ def _parse(argv: list[str]) -> tuple[str | None, str, str | None, list[tuple[str
         arg = args[0]
         if arg == "--json":
             if as_json:
-                raise _Fallback
+                raise Fallback
             as_json, args = True, args[1:]
         elif arg.startswith("--") and arg[2:].partition("=")[0] in names:
             name = arg[2:].partition("=")[0]
             if name in values:
-                raise _Fallback
-            values[name], args = _option_value(args, "--" + name)
+                raise Fallback
+            values[name], args = option_value(args, "--" + name)
         elif arg.startswith("-") and arg != "-":
-            raise _Fallback  # --help, -h, --, an unknown flag: click's own message
+            raise Fallback  # --help, -h, --, an unknown flag: click's own message
         else:
             positional.append(arg)
             args = args[1:]
-    if len(positional) != (1 if wants_query else 0):
-        raise _Fallback
-    return home, command, positional[0] if wants_query else None, _typed(command, values), as_json
+    if len(positional) != positionals:
+        raise Fallback
+    return values, positional, as_json
 
 
-def _option_value(args: list[str], flag: str) -> tuple[str, list[str]]:
+def home_option(argv: list[str]) -> tuple[str | None, list[str]]:
+    """The group's `--home` (the only group option a fast path takes), and the arguments after it."""
+    args = list(argv)
+    home = None
+    while args and args[0].startswith("--home"):
+        home, args = option_value(args, "--home")
+    return home, args
+
+
+def option_value(args: list[str], flag: str) -> tuple[str, list[str]]:
     name, eq, inline = args[0].partition("=")
     if name != flag:
-        raise _Fallback
+        raise Fallback
     if eq:
         if not inline:
-            raise _Fallback
+            raise Fallback
         return inline, args[1:]
     if len(args) < 2 or not args[1] or args[1].startswith("-"):
-        raise _Fallback
+        raise Fallback
     return args[1], args[2:]
 
 
@@ -113,35 +136,36 @@ def _typed(command: str, values: dict[str, str]) -> list[tuple[str, str]]:
         hours = float(values.pop("hours")) if "hours" in values else hours
         limit = int(values.pop("limit")) if "limit" in values else limit
     except ValueError:
-        raise _Fallback from None
+        raise Fallback from None
     out = [("hours", str(hours)), ("limit", str(limit))]
     order = ("source", "workspace", "session", "kind")
     return out + [(name, values[name]) for name in order if name in values]
 
 
 # ---- finding the daemon, as client.find_daemon does -------------------------------------------------
-def _daemon(home: str | None) -> tuple[str, str]:
-    """The token and address of the live daemon for this home, or _Fallback."""
+def locate(home: str | None) -> tuple[str, str, str]:
+    """(token, address, home folder) of the live daemon for this home, when the full CLI would use it
+    with these very settings (else Fallback: a config file or setting only `Settings.resolve` reads)."""
     env = os.environ
     home = home or env.get("URCHIN_HOME") or None
     if home is not None and os.path.isfile(home):
-        raise _Fallback  # click.Path(file_okay=False) reports it
+        raise Fallback  # click.Path(file_okay=False) reports it
     if home is None:
         import platformdirs
 
         home = platformdirs.user_data_dir("urchin")
     root = os.path.abspath(os.path.expanduser(home))
     if os.path.exists(os.path.join(root, "config.toml")) or any(env.get(name) for name in _VALIDATED_ENV):
-        raise _Fallback  # Settings.resolve reads and checks these; the full CLI goes through it
+        raise Fallback  # Settings.resolve reads and checks these; the full CLI goes through it
     if env.get("URCHIN_NO_DAEMON", "").lower() in ("1", "true", "yes"):
-        raise _Fallback
+        raise Fallback
     from urchin.wire import daemon_address
 
     address = daemon_address(root)
     if address is None:
-        raise _Fallback
+        raise Fallback
     token = env.get("URCHIN_INTAKE_TOKEN") or _token_file(root)
-    return token, address
+    return token, address, root
 
 
 def _token_file(root: str) -> str:
@@ -149,59 +173,39 @@ def _token_file(root: str) -> str:
         with open(os.path.join(root, "token"), encoding="utf-8") as handle:
             token = handle.read().strip()
     except OSError:
-        raise _Fallback from None
+        raise Fallback from None
     if not token:
-        raise _Fallback
+        raise Fallback
     return token
 
 
 # ---- one request ------------------------------------------------------------------------------------
-def _quote(text: str) -> str:
+def quote(text: str) -> str:
     try:
         raw = text.encode("utf-8")
     except UnicodeEncodeError:  # an undecodable argv byte: let the full CLI deal with it
-        raise _Fallback from None
+        raise Fallback from None
     return "".join(chr(b) if b in _UNRESERVED else f"%{b:02X}" for b in raw)
 
 
-def _request(address: str, token: str, route: str, params: list[tuple[str, str]]) -> str:
-    """GET `route` and return the 200 answer's body; anything else is the full CLI's to report."""
+def _query(params: list[tuple[str, str]]) -> str:
+    return "&".join(f"{quote(k)}={quote(v)}" for k, v in params)
+
+
+def request_body(address: str, token: str, method: str, target: str, body: bytes | None = None) -> str:
+    """The 200 answer's body to one request; anything else is the full CLI's to report."""
     from urchin.wire import WireError, request
 
-    query = "&".join(f"{_quote(k)}={_quote(v)}" for k, v in params)
     try:
-        status, _, body = request(address, token, "GET", f"{route}?{query}", timeout=_TIMEOUT_S)
+        status, _, answer = request(address, token, method, target, body, timeout=_TIMEOUT_S)
         if status != 200:
-            raise _Fallback
-        return body.decode("utf-8")
+            raise Fallback
+        return answer.decode("utf-8")
     except (WireError, UnicodeDecodeError):
-        raise _Fallback from None
+        raise Fallback from None
 
 
 # ---- the full CLI's output --------------------------------------------------------------------------
-def _format(body: str, as_json: bool, *, with_score: bool) -> tuple[list[str], list[str]]:
-    """What the full CLI prints: with --json the result object HTTP and MCP return (the daemon's body,
-    which is that object), else `contract.render.render_events`: for ranked results a `mode:` line,
-    `note:` and `hint:` lines, then one line per hit."""
-    if not body.startswith(_EVENTS_PREFIX):
-        raise _Fallback
-    try:
-        result = json.loads(body)
-        records = result["events"]
-        if not all(isinstance(record, dict) for record in records):
-            raise _Fallback
-        mode = str(result.get("mode", "substring"))
-        lines = [_one_line(record, with_score) for record in records]
-        if as_json:
-            return [body.rstrip("\n")], []
-        if mode not in ("substring", "recent", "session"):
-            hint = [f"hint: {result['hint']}"] if result.get("weak") and result.get("hint") else []
-            lines[:0] = [f"mode: {mode}", *(f"note: {note}" for note in result.get("notes", [])), *hint]
-    except (ValueError, IndexError, KeyError, TypeError, AttributeError):
-        raise _Fallback from None
-    return lines, []
-
-
 def _older(body: str, options: list[tuple[str, str]]) -> list[str]:
     """`contract.render.older_note` when the search found nothing and an older match exists."""
     if '"olderMatch"' not in body:
@@ -215,7 +219,30 @@ def _older(body: str, options: list[tuple[str, str]]) -> list[str]:
         return [f"no match in the last {window} h; older matches exist (the newest at {older['timestamp']}): "
                 f"try --hours {older['hours']}"]
     except (ValueError, KeyError, TypeError):
-        raise _Fallback from None
+        raise Fallback from None
+
+
+def _format(body: str, as_json: bool, *, with_score: bool) -> list[str]:
+    """What the full CLI prints: with --json the result object HTTP and MCP return (the daemon's body,
+    which is that object), else `contract.render.render_events`: for ranked results a `mode:` line,
+    `note:` and `hint:` lines, then one line per hit."""
+    if not body.startswith(_EVENTS_PREFIX):
+        raise Fallback
+    try:
+        result = json.loads(body)
+        records = result["events"]
+        if not all(isinstance(record, dict) for record in records):
+            raise Fallback
+        mode = str(result.get("mode", "substring"))
+        lines = [_one_line(record, with_score) for record in records]
+        if as_json:
+            return [body.rstrip("\n")]
+        if mode not in ("substring", "recent", "session"):
+            hint = [f"hint: {result['hint']}"] if result.get("weak") and result.get("hint") else []
+            lines[:0] = [f"mode: {mode}", *(f"note: {note}" for note in result.get("notes", [])), *hint]
+    except (ValueError, IndexError, KeyError, TypeError, AttributeError):
+        raise Fallback from None
+    return lines
 
 
 def _one_line(record: dict[str, Any], with_score: bool, width: int = 200) -> str:
@@ -231,11 +258,12 @@ def _one_line(record: dict[str, Any], with_score: bool, width: int = 200) -> str
 
 
 def _emit(lines: list[str], notes: list[str]) -> int:
-    """Print as click.echo does: one flushed write per line, ANSI codes stripped off a non-terminal."""
+    """Print as click.echo does: one flushed write per line, ANSI codes stripped off a non-terminal;
+    notes on stderr after the results, as the full CLI writes them."""
     try:
         for line in lines:
             _echo(sys.stdout, line)
-        for note in notes:   # after the results, as the full CLI writes them
+        for note in notes:
             _echo(sys.stderr, note)
     except BrokenPipeError:
         sys.stderr.close()

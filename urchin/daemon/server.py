@@ -25,6 +25,7 @@ import orjson
 import uvicorn
 from starlette.routing import BaseRoute
 
+from urchin import wire
 from urchin.config import Settings, ensure_private_dir, write_private
 from urchin.daemon.app import VERSION, DaemonState, Lifespan, build_app
 from urchin.daemon.background import CollectorLoop, EmbedderLoop, IndexLoop
@@ -182,6 +183,7 @@ class Daemon:
         self.collect = collect
         self.feed_index = feed_index
         self.address = ""
+        self.serves_mcp = False     # said in daemon.json: `urchin mcp` relays its session only to such a daemon
         self._lock = DaemonLock(lock_path(settings))
         self._sock: socket.socket | None = None
         self._server: _Server | None = None
@@ -233,6 +235,7 @@ class Daemon:
             more_routes, more_lifespans = extend(memory)
             routes.extend(more_routes)
             lifespans.extend(more_lifespans)
+        self.serves_mcp = any(getattr(route, "path", None) == "/mcp" for route in routes)
         app = build_app(state, token, extra_routes=routes, lifespans=lifespans)
         # loop and http "auto": uvloop and httptools (dependencies) where they install, asyncio and h11
         # elsewhere; one event per request runs ~1.9x as fast with them (bench/RESULTS.md, issue 16)
@@ -302,6 +305,8 @@ class Daemon:
             "address": self.address,
             "started": format_timestamp(ms=False),
             "version": VERSION,
+            "mcp": self.serves_mcp,
+            "code": wire.code_stamp(),
             "token_path": None if self.settings.intake_token else str(self.settings.token_path),
         }
         write_private(self.settings.daemon_file, orjson.dumps(info, option=orjson.OPT_INDENT_2) + b"\n", sync=False)
