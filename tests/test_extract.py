@@ -59,7 +59,7 @@ _record = st.fixed_dictionaries(
               "tags": st.one_of(st.lists(st.one_of(st.text(max_size=5), st.integers()), max_size=3), st.text()),
               "meta": st.one_of(st.none(), st.dictionaries(st.sampled_from(["workspace", "sessionId", "summary", "x"]),
                                                            _label, max_size=2)),
-              "summary": _label, "provenance": st.text(max_size=5)})
+              "summary": _label, "provenance": st.text(max_size=5), "proof": st.one_of(st.text(max_size=16), _label)})
 
 
 @settings(max_examples=300, deadline=None)

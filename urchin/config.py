@@ -376,7 +376,7 @@ def read_config(path: Path) -> dict[str, Any]:
     return _read_config(path)
 
 
-def config_stamp(path: Path) -> tuple[int, int, int, int] | None:
+def config_stamp(path: str | os.PathLike[str]) -> tuple[int, int, int, int] | None:
     """What changes when config.toml is edited or replaced (inode, size, mtime, ctime); None: no file."""
     try:
         info = os.stat(path)

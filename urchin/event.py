@@ -93,6 +93,9 @@ _FIELDS = ("id", "timestamp", "source", "kind", "content", "workspace", "session
            "brain", "tags", "actor", "meta")
 _FIELD_SET = frozenset(_FIELDS)
 PROOF_FIELD = "proof"   # the write path's mark on a line it made (urchin/proof.py); not part of the event
+# the keys a stored line may have for `searchable_fields` to read it inline: `from_record` ignores the
+# proof, so a line the write path signed (every line it makes) need not take the slow path
+_STORED_KEYS = _FIELD_SET | {PROOF_FIELD}
 _OPTIONAL_STRINGS = ("workspace", "session", "title", "brain")
 _META_FALLBACKS = ("workspace", "sessionId", "summary")  # meta keys `from_record` reads fields from
 _LABELS: dict[str, str] = {}  # label normalisation is pure; imports see the same few thousands of times
@@ -548,7 +551,7 @@ def searchable_fields(record: Any) -> SearchableFields | None:
     if not isinstance(record, dict):
         return None
     meta = record.get("meta")
-    if not record.keys() <= _FIELD_SET or (isinstance(meta, dict) and not meta.keys().isdisjoint(_META_FALLBACKS)):
+    if not record.keys() <= _STORED_KEYS or (isinstance(meta, dict) and not meta.keys().isdisjoint(_META_FALLBACKS)):
         event = Event.from_record(record)  # the reference shape and meta fallbacks: the one slow path
         if event is None:
             return None

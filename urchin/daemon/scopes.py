@@ -43,6 +43,21 @@ _ROUTES: tuple[tuple[str, re.Pattern[str], str, str | None], ...] = tuple(
     ("POST", r"/hook/[^/]+", "ingest", "route"),      # a whole hook call; recall too when it asks (hook_route.py)
 ))
 
+
+
+def route_rule(method: str, path: str) -> tuple[str, str | None]:
+    """(need, where) of the first route in `_ROUTES` that `method path` matches; (read, None) for any other."""
+    for m, pattern, need, where in _ROUTES:
+        if m == method and pattern.fullmatch(path):
+            return need, where
+    return "read", None
+
+
+# Literal paths (`/ingest`, `/status`) by one lookup instead of a scan of every pattern before theirs
+# (~1.5 us of each `POST /ingest`), each with exactly what the scan gives it.
+_LITERAL: dict[tuple[str, str], tuple[str, str | None]] = {
+    (m, p.pattern): route_rule(m, p.pattern) for m, p, _, _ in _ROUTES if re.escape(p.pattern) == p.pattern}
+
 # MCP tools: need, and whether the tool takes a `workspace` a scoped token can be held to (the same
 # declaration as the routes: an operation needs one scope on every front end)
 TOOL_NEEDS: dict[str, tuple[str, bool]] = {tool: (ACCESS[op].need, ACCESS[op].scoped)
@@ -81,11 +96,7 @@ def check(grant: Grant, method: str, path: str, query: bytes,
     if path == "/mcp" or path.startswith("/mcp/"):
         return _check_mcp(grant, method, query, body)
     what = f"{method} {path}"
-    need, where = "read", None
-    for m, pattern, n, ws in _ROUTES:
-        if m == method and pattern.fullmatch(path):
-            need, where = n, ws
-            break
+    need, where = _LITERAL.get((method, path)) or route_rule(method, path)
     refusal = _need(grant, need, what)
     if refusal or not grant.workspaces:
         return refusal or (query, body)

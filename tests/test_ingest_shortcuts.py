@@ -1,0 +1,85 @@
+"""Shortcuts on the per-event ingest path read and decide exactly as the general path does.
+
+Each exists because it runs once per event (`POST /ingest`, the daemon's follower, index builds):
+the signed journal lines read inline by `searchable_fields`, the literal routes looked up instead of
+scanned by the scope check. The general path stays the reference; these tests compare the two.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+import pytest
+
+from urchin.daemon import scopes
+from urchin.event import PROOF_FIELD, Event, searchable_fields
+from urchin.memory import Memory
+from urchin.tokens import Grant
+
+
+def _fields(event: Event) -> tuple[Any, ...]:
+    return (event.id, event.ts_ms, event.source, event.kind, event.content, event.workspace, event.session,
+            event.title, event.tags)
+
+
+def test_lines_the_write_path_signs_are_read_inline_and_as_from_record_reads_them(
+        memory: Memory, monkeypatch: pytest.MonkeyPatch) -> None:
+    memory.ingest([{"content": "deploy the api", "workspace": "web", "session": "s1", "title": "t",
+                    "tags": ["ops", "x"], "meta": {"k": 1}},
+                   {"content": "plain note"},
+                   {"content": "with an actor", "source": "claude", "kind": "tool"}])
+    records = [orjson.loads(line) for _, line in memory.journal.iter_lines(0)]
+    assert records and all(PROOF_FIELD in r for r in records)   # every line the write path makes is signed
+    expected = [_fields(e) for e in map(Event.from_record, records) if e is not None]
+    slow: list[Any] = []
+    reference = Event.from_record.__func__  # type: ignore[attr-defined]
+    monkeypatch.setattr(Event, "from_record", classmethod(lambda cls, r: slow.append(r) or reference(cls, r)))
+    assert [searchable_fields(r) for r in records] == expected
+    assert slow == []   # a signed line in Urchin's own shape never takes the slow path
+
+
+@pytest.mark.parametrize("record", [
+    {"id": "a", "timestamp": "2026-05-04T20:00:00.000Z", "content": "c", PROOF_FIELD: "AAAAAAAAAAAAAAAA"},
+    {"id": "b", "timestamp": "2026-05-04T20:00:00.000Z", "content": "c", PROOF_FIELD: 7,
+     "meta": {"workspace": "from-meta"}},
+    {"id": "c", "timestamp": "2026-05-04T20:00:00.000Z", "content": "c", PROOF_FIELD: None, "summary": "s"},
+    {"id": "d", "timestamp": "yesterday", "content": "c", PROOF_FIELD: "x"},
+])
+def test_a_proof_key_changes_nothing_that_is_read(record: dict[str, Any]) -> None:
+    event = Event.from_record(record)
+    assert searchable_fields(record) == (None if event is None else _fields(event))
+
+
+_METHODS = ("GET", "POST", "DELETE", "PUT")
+
+
+def _paths() -> set[str]:
+    """Every literal route, and paths near them and the patterned ones."""
+    out = {"/", "/unknown", "/ingest/", "/ingestx", "/events/x", "/events/", "/hook/claude", "/hook/a/b", "/mcp",
+           "/files/r/a.txt", "/memories/m", "/sources/s/search", "/sources/s/documents/d", "/documents/d"}
+    for _, pattern, _, _ in scopes._ROUTES:
+        out.add(pattern.pattern)
+        out.add(pattern.pattern.replace(".+", "x").replace("[^/]+", "y"))
+    return out
+
+
+@pytest.mark.parametrize("grant", [Grant("admin"), Grant("ingest"), Grant("read", ("web",)),
+                                   Grant("ingest", ("web", "api"))], ids=lambda g: f"{g.scope}{g.workspaces}")
+def test_the_scope_check_decides_every_route_as_the_ordered_scan_does(grant: Grant) -> None:
+    for method in _METHODS:
+        for path in _paths():
+            if (method, path) in scopes._LITERAL:
+                assert scopes._LITERAL[method, path] == scopes.route_rule(method, path), (method, path)
+            body = orjson.dumps({"content": "c"}) if method == "POST" else None
+            assert scopes.check(grant, method, path, b"", body) == _scanned(grant, method, path, body), (method, path)
+
+
+def _scanned(grant: Grant, method: str, path: str, body: bytes | None) -> Any:
+    """`check` with the literal table emptied: the ordered scan alone decides."""
+    saved = dict(scopes._LITERAL)
+    scopes._LITERAL.clear()
+    try:
+        return scopes.check(grant, method, path, b"", body)
+    finally:
+        scopes._LITERAL.update(saved)
