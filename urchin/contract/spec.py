@@ -8,6 +8,7 @@ CLI, `fromLine` over HTTP and MCP. Front ends generate their schemas and options
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -122,6 +123,10 @@ class Operation:
             if value is not None:
                 given[param.name] = value
         if self.checked_below:
+            for param in self.params:   # NaN and infinity cannot travel as JSON to the daemon's validator
+                value = given.get(param.name)
+                if param.kind == "number" and isinstance(value, float) and not math.isfinite(value):
+                    raise QueryError(param.spelled(caller), f"must be a number, got {value}")
             return {p.wire_name: given[p.name] for p in self.params if p.name in given}
         out: dict[str, Any] = {}
         for param in self.params:
