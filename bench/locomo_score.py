@@ -44,9 +44,11 @@ GRID = {"share": (0.0, 0.25, 0.5, 1.0, 1.5, 2.0, 3.0), "related": (0.0, 0.25, 0.
 # urchin/search/score.py); pass --wide to search the hybrid's grid instead
 TC_GRID = {"share": (0.0,), "related": (0.0,), "rank": (4.0,)}
 THRESHOLDS = (0.3, 0.5, 0.7)
+DENSE_GRID: tuple[float, ...] = ()   # set by --embedder-url: the embedder's cosine weight (rank = 4) searched
 
 
-def capture(backend: Any, events: list[Any], questions: list[Any], strategy: str, model: Any) -> list[dict[str, Any]]:
+def capture(backend: Any, events: list[Any], questions: list[Any], strategy: str, model: Any,
+            embedder: Any = None) -> list[dict[str, Any]]:
     """Per question: the fused candidates' ids and evidence, and the evidence ids."""
     spans: dict[str, tuple[int, int]] = {}
     for e in events:
@@ -70,7 +72,7 @@ def capture(backend: Any, events: list[Any], questions: list[Any], strategy: str
             for _ in range(2):
                 seen.clear()
                 params = ContextParams.build(query=query, strategy=strategy, workspace=workspace, limit=10, **window)
-                result = hybrid_module.run_context(backend, params, assoc=model)
+                result = hybrid_module.run_context(backend, params, embedder, assoc=model)
                 unheld = result.coverage.get("unheldPhrases")
                 if result.results or not unheld:
                     break
@@ -163,8 +165,12 @@ def table(label: str, counts: dict[float, tuple[int, int]], questions: int) -> N
 def grid(space: dict[str, tuple[float, ...]] | None = None) -> list[dict[str, float]]:
     space = space or GRID
     names = list(space)
-    # no embedder here: only its share of the tier, at the shipped ratio to rank
+    # without an embedder only its share of the tier, at the shipped ratio to rank; with one (--embedder-url),
+    # DENSE_GRID's ratios to rank 4 are searched too
     dense = {"dense": 4.0 * score_module.HYBRID.dense / score_module.HYBRID.rank}
+    if DENSE_GRID:
+        return [{**dict(zip(names, values[:-1], strict=True)), "dense": values[-1]}
+                for values in itertools.product(*space.values(), DENSE_GRID) if values[1] <= values[0]]
     # a related word never weighs more than the words typed (on LoCoMo related 3 : share 0.5 scored 0.767
     # in-sample, but put a turn holding "deploy" above one holding the "rollback" that was asked)
     return [{**dict(zip(names, values, strict=True)), **dense} for values in itertools.product(*space.values())
@@ -291,7 +297,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--cache", type=Path, default=None, help="keep the captured candidates in this file")
     parser.add_argument("--depth", type=int, default=None,
                         help="capture: each leg's candidates (default: the product's, candidates_for(10))")
+    parser.add_argument("--embedder-url", default=None, help="an OpenAI-compatible embedding server: the hybrid with "
+                        "its dense lists (all-MiniLM-L6-v2), and the dense weight searched by --cv")
     args = parser.parse_args(argv)
+    embedder = None
+    if args.embedder_url:
+        from urchin.search.embedder import Embedder
+
+        global DENSE_GRID
+        DENSE_GRID = (0.0, 0.5, 1.0, 2.0, 4.0)
+        embedder = Embedder(args.embedder_url, "all-MiniLM-L6-v2", "openai", timeout=300, workers=1, batch_size=64)
     if args.depth is not None:
         hybrid_module.candidates_for = lambda limit: args.depth
     if args.strategy == "token-cosine":
@@ -304,8 +319,8 @@ def main(argv: list[str] | None = None) -> None:
     else:
         events, questions = load(args.data or _default_data())
         with tempfile.TemporaryDirectory(prefix="urchin-score-") as tmp:
-            backend = open_backend(events, Path(tmp), None)
-            qs = capture(backend, events, questions, args.strategy, learned(events))
+            backend = open_backend(events, Path(tmp), None, embedder)
+            qs = capture(backend, events, questions, args.strategy, learned(events), embedder)
             backend.close()
         if args.cache is not None:
             args.cache.write_bytes(pickle.dumps(qs))

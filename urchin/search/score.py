@@ -27,7 +27,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Evidence", "Scale", "HYBRID", "TOKEN_COSINE", "calibrated", "shown", "PLACES"]
+__all__ = ["Evidence", "Scale", "HYBRID", "TOKEN_COSINE", "EMBEDDER", "Z_SPAN", "z_unit", "calibrated", "shown",
+           "PLACES"]
 
 PLACES = 4          # scores are shown, and minScore compares, at this many decimal places
 
@@ -110,6 +111,23 @@ HYBRID = Scale("hybrid", share=0.1129, related=0.1129, rank=1.8057, dense=0.4514
 # (0.884 / 0.535 / 0.372 against 0.930 / 0.581 / 0.535), so rank alone, with the every-word tier
 # (LoCoMo 0.757, concepts unchanged); scale and bias by the logistic fit.
 TOKEN_COSINE = Scale("token-cosine", share=0.0, related=0.0, rank=2.1122, dense=0.0, bias=-3.0446)
+
+
+# `urchin semantic` with an embedder: a cosine means different things from one model to the next, and
+# from a broad question to a narrow one (a broad one's cosines all sit higher), so the evidence is the
+# cosine's z-score against the query's own background, z = (cosine - mean) / spread over a fixed sample
+# of the cache's rows (urchin.search.vectors.background), given as dense = z / Z_SPAN in 0-1 (z <= 0:
+# nothing). The map: logistic regression of "is an evidence turn" on z, fitted on LoCoMo dev with
+# all-MiniLM-L6-v2 (bench/locomo_dense_score.py; leave-one-conversation-out CV in bench/RESULTS.md,
+# "Round fourteen"). No every-word tier: an embedder-only ranking is exempt from that rule.
+Z_SPAN = 12.0
+# Fitted on all five dev conversations: 0.4802 x z - 5.3950 (the folds: 0.46-0.56 x z, -5.28 to -5.87).
+EMBEDDER = Scale("embedder", share=0.0, related=0.0, rank=0.0, dense=round(0.4802 * Z_SPAN, 4), bias=-5.3950)
+
+
+def z_unit(z: float) -> float:
+    """The embedder's evidence in 0-1: its z-score over Z_SPAN (the Scale's `dense` part)."""
+    return 0.0 if not z > 0 else min(1.0, z / Z_SPAN)
 
 
 def calibrated(e: Evidence, scale: Scale = HYBRID) -> float:

@@ -34,6 +34,7 @@ from urchin.search.cosine import IndexState, TokenCosineIndex
 from urchin.search.embedder import Embedder
 from urchin.search.extract import WorkerError, extract_parallel, line_aligned_end
 from urchin.search.query import Filters, Hit
+from urchin.search.score import EMBEDDER, Evidence, z_unit
 from urchin.search.tokens import terms_of, tokenize
 from urchin.search.vectors import BACKGROUND_CHUNK, CacheBusy, VectorCache, embed_events
 from urchin.search.websearch import parse
@@ -575,12 +576,27 @@ class EmbeddingView:
             event = events[event_id]
             return event is not None and filters.match(event) and (holds is None or holds(event))
 
-        ranked = self.cache().search(vector, since_ms=since_ms, until_ms=until_ms, accept=accept, limit=limit)
-        hits = [Hit(event, score) for event_id, score in ranked if (event := events.get(event_id)) is not None]
+        cache = self.cache()
+        ranked = cache.search(vector, since_ms=since_ms, until_ms=until_ms, accept=accept, limit=limit)
+        # The score shown is the cosine measured against the query's own background (score.EMBEDDER):
+        # a per-query increasing map of the cosine, so it keeps the cosine's order and ties.
+        mean, spread = cache.background(vector)
+        hits = [Hit(event, embedder_score(cosine, mean, spread)) for event_id, cosine in ranked
+                if (event := events.get(event_id)) is not None]
         return hits, notes
 
 
 CONSTRAINED_EXTRA = 500   # token-cosine candidates ranked beyond `limit` when phrases or -words filter them
+
+
+def embedder_evidence(cosine: float, mean: float, spread: float) -> Evidence:
+    """A cosine's evidence for score.EMBEDDER: its z-score against the query's background, in 0-1."""
+    return Evidence(share=0.0, every=False, dense=z_unit((cosine - mean) / spread))
+
+
+def embedder_score(cosine: float, mean: float, spread: float) -> float:
+    """The calibrated score `urchin semantic` shows for an embedder's cosine (score.EMBEDDER)."""
+    return EMBEDDER.score(embedder_evidence(cosine, mean, spread))
 
 
 def constraints(query: str) -> tuple[str, Callable[[Event], bool] | None]:

@@ -28,7 +28,8 @@ import orjson
 from urchin.config import write_private
 from urchin.errors import EmbedderError
 
-__all__ = ["VectorCache", "CacheBusy", "embed_events", "event_text", "BACKGROUND_CHUNK"]
+__all__ = ["VectorCache", "CacheBusy", "embed_events", "event_text", "background", "BACKGROUND_CHUNK",
+           "BACKGROUND_ROWS"]
 
 FORMAT = 1
 # float32, not float16: numpy has no fast half-precision matrix product, and converting 1M x 384
@@ -439,6 +440,13 @@ class VectorCache:
                 return [(self.id_at(row), score) for row, score in ranked[:limit]]
             k *= 4
 
+    def background(self, query: np.ndarray) -> tuple[float, float]:
+        """The query's cosines to a fixed sample of the cache (`background`): their mean and spread."""
+        self._require_open()
+        with self._lock:
+            matrix, n = self._matrix, self._n
+        return background(matrix[:n], _normalise(np.asarray(query, np.float32).reshape(1, -1))[0])
+
     def _ranked(self, scores: np.ndarray, rows: np.ndarray, ts: np.ndarray,
                 k: int) -> list[tuple[int, float]]:
         if not len(scores):
@@ -556,6 +564,23 @@ class _EventLike(Protocol):
     def content(self) -> str: ...
     @property
     def title(self) -> str | None: ...
+
+
+BACKGROUND_ROWS = 1024    # rows of the cache a query's cosines are measured against (see `background`)
+MIN_SPREAD = 0.02         # a spread floor: a few near-identical rows must not blow the z-score up
+
+
+def background(matrix: np.ndarray, query: np.ndarray) -> tuple[float, float]:
+    """Mean and standard deviation of a (normalised) query's cosines to at most BACKGROUND_ROWS rows
+    spread evenly over `matrix` (all of them when fewer): the query's own background, which the
+    embedder's score is measured against (urchin.search.score.EMBEDDER). The same rows for every
+    query and process (they depend on the cache alone), whatever the window or filters."""
+    n = len(matrix)
+    if n == 0:
+        return 0.0, MIN_SPREAD
+    rows = np.unique(np.linspace(0, n - 1, min(n, BACKGROUND_ROWS)).astype(np.int64))
+    cosines = matrix[rows].astype(np.float64) @ query.astype(np.float64)
+    return float(cosines.mean()), max(float(cosines.std()), MIN_SPREAD)
 
 
 def event_text(event: _EventLike) -> str:
