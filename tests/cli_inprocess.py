@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import subprocess
 import sys
+from collections.abc import Mapping
 
 from click.testing import CliRunner
 
@@ -22,8 +23,8 @@ __all__ = ["call_urchin"]
 
 
 def call_urchin(*args: str, input: str | bytes | None = None,
-                env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    """`urchin ARGS` in this process; `env` overrides the environment for the call only."""
+                env: Mapping[str, str | None] | None = None) -> subprocess.CompletedProcess[str]:
+    """`urchin ARGS` in this process; `env` overrides the environment for the call only (None: unset)."""
     from urchin.__main__ import entry
 
     text = isinstance(input, str) or input is None
