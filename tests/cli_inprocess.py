@@ -6,7 +6,9 @@ the same entry point (`urchin.__main__.entry`: the hook and fast-client routing,
 the same argv and writes to captured stdout/stderr. Use it where the rule is about what a command
 does with its input; keep `run_urchin` for what depends on being a process (interpreter start,
 exit status seen by a shell, signals, inherited descriptors, environment read at start-up, Python's
-own warnings), and keep at least one real-process test of every command a module checks. Usage errors
+own warnings), and keep at least one real-process test of every command a module checks. Never
+`urchin hook`: its time limit is a SIGALRM that would interrupt this process (an import cut short
+leaves a half-initialised module behind for every later test). Usage errors
 name the program as click finds it from pytest's `__main__` ("python -m pytest.urchin").
 """
 
@@ -27,6 +29,7 @@ def call_urchin(*args: str, input: str | bytes | None = None,
     """`urchin ARGS` in this process; `env` overrides the environment for the call only (None: unset)."""
     from urchin.__main__ import entry
 
+    assert args[:1] != ("hook",), "run `urchin hook` in a process of its own (run_urchin): it sets an alarm"
     text = isinstance(input, str) or input is None
     argv = sys.argv
     # A process has no logging handler, so warnings reach its stderr through logging's last resort

@@ -295,8 +295,8 @@ def test_a_hook_payload_with_hostile_names_still_records_the_prompt(urchin_home:
         {"hook_event_name": "UserPromptSubmit", "session_id": "s3", "cwd": "/x" * 3000, "prompt": "deep egret"},
         {"hook_event_name": "UserPromptSubmit", "session_id": "s4", "cwd": "/tmp/a\x00b", "prompt": "nul cwd ibis"},
     ]
-    for n, payload in enumerate(payloads):
-        done = (call_urchin if n else run_urchin)("hook", "claude", input=orjson.dumps(payload).decode())
+    for payload in payloads:
+        done = run_urchin("hook", "claude", input=orjson.dumps(payload).decode())
         assert done.returncode == 0
     journal = (urchin_home / "journal" / "events.jsonl").read_text()
     missing = [p["prompt"] for p in payloads if p["prompt"] not in journal]
@@ -304,7 +304,7 @@ def test_a_hook_payload_with_hostile_names_still_records_the_prompt(urchin_home:
     assert missing == [], log.read_text()[:2000] if log.exists() else ""
     bad = {"hook_event_name": "UserPromptSubmit", "session_id": "s5", "cwd": f"/tmp/{SECRET}/" + "y/" * 3000,
            "prompt": "secret cwd"}
-    call_urchin("hook", "claude", input=orjson.dumps(bad).decode())
+    run_urchin("hook", "claude", input=orjson.dumps(bad).decode())
     assert not log.exists() or SECRET not in log.read_text()
 
 
