@@ -37,7 +37,11 @@ run: $(STAMP)
 # test_trust_attack. 2026-12-05: a test's daemon loads the MCP SDK only where it asks `--with-mcp`,
 # 1-1.5 s of a core less per daemon start, about 100 of them; 02:00: 659-662 s from a clean clone, 1,842 tests,
 # 19 CPU-minutes, so at least 570 s on two cores whatever the scheduling;
-# the budget missed by 182 s). The
+# the budget missed by 182 s). 03:00-04:10, shared machine at load 10-16 (read CPU, not wall):
+# URCHIN_TEST_CPU=1 prints each module's CPU, its processes' included (tests/cpu_meter.py), and
+# `python scripts/cputime.py <command>` a whole run's, daemonized PostgreSQL and the embedder included:
+# 1,277 s (1,016 s inside modules); the privacy, trust and parity modules now make most CLI calls
+# in-process (tests/cli_inprocess.py), 184 -> ~96 s of them (about 7% of the run). The
 # test embedder is installed first, once; pytest's controller starts it and both workers use it.
 test: $(DEV_STAMP)
 	sh scripts/browser.sh

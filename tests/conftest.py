@@ -23,6 +23,10 @@ _CLEAN_ENV = ("URCHIN_EVENT_JOURNAL_PATH", "URCHIN_EMBEDDER_URL", "URCHIN_EMBEDD
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    if os.environ.get("URCHIN_TEST_CPU"):   # per-module CPU table (tests/cpu_meter.py)
+        from tests.cpu_meter import CpuMeter
+
+        config.pluginmanager.register(CpuMeter(), "urchin-cpu-meter")
     if "not slow" not in (config.option.markexpr or ""):   # `make test-fast` runs nothing that embeds
         start_shared(config)   # under xdist: one test embedder for all workers
 

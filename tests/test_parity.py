@@ -21,6 +21,7 @@ import anyio
 import orjson
 import pytest
 
+from tests.cli_inprocess import call_urchin
 from tests.daemon_fixture import DaemonProcess
 from tests.mcp_harness import stdio_session
 
@@ -213,12 +214,17 @@ def _cli_text(home: Path, args: list[str]) -> str:
     return done.stdout.rstrip("\n")
 
 
-def _cli(home: Path, args: list[str]) -> tuple[int, Any, str]:
-    env = {**os.environ, "PYTHONPATH": str(REPO), "URCHIN_HOME": str(home)}
-    env.pop("URCHIN_NO_DAEMON", None)
+def _cli(home: Path, args: list[str], process: bool = False) -> tuple[int, Any, str]:
+    """The CLI's answer: in this process (the same entry point; ~0.4 s of a core less a call), or
+    (`process`) in a new one, as for the batch import whose exit status is compared."""
     json_flag = [] if "--json" in args else ["--json"]
-    done = subprocess.run([sys.executable, "-m", "urchin", *args, *json_flag], env=env, capture_output=True,
-                          text=True, timeout=120)
+    if not process:
+        done = call_urchin(*args, *json_flag, env={"URCHIN_HOME": str(home), "URCHIN_NO_DAEMON": None})
+    else:
+        env = {**os.environ, "PYTHONPATH": str(REPO), "URCHIN_HOME": str(home)}
+        env.pop("URCHIN_NO_DAEMON", None)
+        done = subprocess.run([sys.executable, "-m", "urchin", *args, *json_flag], env=env, capture_output=True,
+                              text=True, timeout=120)
     if done.returncode != 0:   # `import --json` reports rejected lines on stdout and exits 1
         return (done.returncode, orjson.loads(done.stdout) if done.stdout.strip() else None,
                 done.stderr.strip().removeprefix("error: "))
@@ -283,7 +289,7 @@ def answers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Case
             BATCH["http"] = http.post("/ingest/batch", json={"events": _batch("b-http")}).json()
         batch_file = home.parent / "batch.jsonl"
         batch_file.write_bytes(b"".join(orjson.dumps(e) + b"\n" for e in _batch("b-cli")))
-        BATCH["cli"] = _cli(home, ["import", str(batch_file), "--json"])
+        BATCH["cli"] = _cli(home, ["import", str(batch_file), "--json"], process=True)
         yield {case.name: case for case in CASES}
     finally:
         patch.undo()
@@ -394,7 +400,6 @@ def ranked(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, dict[
     client) and in-process (`URCHIN_NO_DAEMON=1`, the CLI on its own), with the daemon up."""
     home = tmp_path_factory.mktemp("parity-ranked") / "home"
     daemon = DaemonProcess(home).start()
-    env = {**os.environ, "PYTHONPATH": str(REPO), "URCHIN_HOME": str(home)}
     try:
         _cli(home, ["import", str(CONCEPTS)])
         out: dict[str, dict[str, Any]] = {}
@@ -402,8 +407,7 @@ def ranked(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, dict[
             for name, (args, (method, path, body), _key) in RANKED.items():
                 reply = http.request(method, path, json=body) if body is not None else http.request(method, path)
                 assert reply.status_code == 200, reply.text
-                alone = subprocess.run([sys.executable, "-m", "urchin", *args, "--json"], capture_output=True,
-                                       text=True, timeout=120, env={**env, "URCHIN_NO_DAEMON": "1"})
+                alone = call_urchin(*args, "--json", env={"URCHIN_HOME": str(home), "URCHIN_NO_DAEMON": "1"})
                 assert alone.returncode == 0, alone.stderr
                 out[name] = {"http": reply.json(), "cli": _cli(home, args)[1], "alone": orjson.loads(alone.stdout)}
         yield out
@@ -415,7 +419,8 @@ def ranked(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, dict[
 def test_ranked_answers_are_the_same_by_value_through_the_daemon_and_in_process(
         ranked: dict[str, dict[str, Any]], name: str) -> None:
     """Same ids, same order, same scores (to 1e-6) whichever road answers: the daemon's hot views
-    and a process of its own rank with the same statistics (IDF, thesaurus, learned associations)."""
+    and the CLI on its own (here in the test's process) rank with the same statistics (IDF, thesaurus,
+    learned associations)."""
     key = RANKED[name][2]
     answers = {road: _ranked(answer, key) for road, answer in ranked[name].items()}
     assert len(answers["http"]) >= 3, answers["http"]    # an answer worth comparing

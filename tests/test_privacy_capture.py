@@ -13,6 +13,7 @@ from typing import Any
 import orjson
 import pytest
 
+from tests.cli_inprocess import call_urchin
 from tests.conftest import REPO, run_urchin
 from tests.test_privacy import (
     CORPUS,
@@ -99,12 +100,12 @@ def test_curated_memories_are_redacted_in_toml_and_answers(urchin_home: Path) ->
             created = memory.memory_create(f"m{n}", text, [Member("query", query=text, source="claude")], title=text)
             answers.append(orjson.dumps(created.summary()))
             continue
-        done = run_urchin("memory", "create", f"m{n}", "--use-when", text, "--title", text, "--query", text,
-                          "--source", "claude")
+        done = (call_urchin if n else run_urchin)("memory", "create", f"m{n}", "--use-when", text, "--title", text,
+                                                  "--query", text, "--source", "claude")
         assert done.returncode == 0, done.stderr
         answers.append(done.stdout.encode())
-    for args in (("memory", "list", "--json"), ("memory", "show", "m3", "--json")):
-        done = run_urchin(*args)
+    for run, args in ((run_urchin, ("memory", "list", "--json")), (call_urchin, ("memory", "show", "m3", "--json"))):
+        done = run(*args)
         assert done.returncode == 0, done.stderr
         answers.append(done.stdout.encode())
     assert len(list((urchin_home / "memories").glob("*.toml"))) == len(CORPUS)
@@ -122,7 +123,7 @@ def test_a_hand_edited_memory_is_served_redacted(urchin_home: Path) -> None:
         lines += ["", "[[members]]", 'type = "query"', f"query = {orjson.dumps(text).decode()}",
                   f"source = {orjson.dumps(text).decode()}"]
         (folder / f"hand{n}.toml").write_text("\n".join(lines) + "\n")
-    answers = [run_urchin("memory", "list", "--json"), *(run_urchin("memory", "show", f"hand{n}", "--json")
+    answers = [run_urchin("memory", "list", "--json"), *(call_urchin("memory", "show", f"hand{n}", "--json")
                                                         for n in (0, 7, 13))]
     assert all(done.returncode == 0 for done in answers), [done.stderr for done in answers]
     assert len(orjson.loads(answers[0].stdout)["memories"]) == 20

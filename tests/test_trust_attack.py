@@ -6,6 +6,7 @@ from pathlib import Path
 
 import orjson
 
+from tests.cli_inprocess import call_urchin
 from tests.conftest import run_urchin
 from urchin.memory import Memory
 
@@ -15,7 +16,7 @@ SECRET = "ghp_1234567890abcdefghijABCDEFGHIJ123456"
 def _import(home: Path, tmp_path: Path, rows: list[dict[str, object]]) -> None:
     src = tmp_path / "in.jsonl"
     src.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in rows))
-    done = run_urchin("import", str(src))
+    done = call_urchin("import", str(src))
     assert done.returncode == 0, done.stderr
 
 
@@ -33,11 +34,11 @@ def test_forget_finds_events_by_the_secret_they_were_given_with(memory: Memory, 
     assert by_id.returncode == 0, by_id.stderr
     assert orjson.loads(by_id.stdout)["forgotten"] == 1
     assert SECRET not in by_id.stdout + by_id.stderr
-    by_session = run_urchin("forget", "--session", f"sess-{SECRET}", "--yes", "--json")
+    by_session = call_urchin("forget", "--session", f"sess-{SECRET}", "--yes", "--json")
     assert orjson.loads(by_session.stdout)["forgotten"] == 1, by_session.stdout
-    by_query = run_urchin("forget", "--query", f"token {SECRET}", "--yes", "--json")
+    by_query = call_urchin("forget", "--query", f"token {SECRET}", "--yes", "--json")
     assert orjson.loads(by_query.stdout)["forgotten"] == 1, by_query.stdout
-    miss = run_urchin("forget", "ghp_0000000000abcdefghijABCDEFGHIJ999999", "--json")
+    miss = call_urchin("forget", "ghp_0000000000abcdefghijABCDEFGHIJ999999", "--json")
     assert "ghp_0000000000" not in miss.stdout + miss.stderr
     left = [orjson.loads(line)["id"] for line in memory.journal.path.read_bytes().splitlines()]
     assert left == ["e4"]
@@ -53,12 +54,13 @@ def test_a_file_named_after_a_secret_is_neither_listed_nor_served(tmp_path: Path
     (root / f"dump-{SECRET}" / "a.py").write_text("print('heron')\n")
     (root / "src" / "ok.py").write_text("print(1)\n")
     (root / "link.txt").symlink_to(root / "src" / f"{SECRET}.txt")
-    assert run_urchin("workspace", "add", str(root), "--name", "shop").returncode == 0
+    assert call_urchin("workspace", "add", str(root), "--name", "shop").returncode == 0
     overview = run_urchin("overview", "--json")
     assert overview.returncode == 0, overview.stderr
     assert SECRET not in overview.stdout and "ok.py" in overview.stdout
-    for path in (f"shop/src/{SECRET}.txt", f"shop/dump-{SECRET}/a.py", "shop/link.txt", f"src/{SECRET}.md"):
-        got = run_urchin("get-file", path)
+    for n, path in enumerate((f"shop/src/{SECRET}.txt", f"shop/dump-{SECRET}/a.py", "shop/link.txt",
+                              f"src/{SECRET}.md")):
+        got = (call_urchin if n else run_urchin)("get-file", path)
         assert got.returncode == 1, (path, got.stdout)
         assert SECRET not in got.stdout + got.stderr, (path, got.stderr)
         assert "pelican" not in got.stdout
@@ -73,17 +75,17 @@ def test_a_root_replaced_by_a_symlink_serves_nothing(tmp_path: Path, urchin_home
     outside = tmp_path / "outside"
     outside.mkdir()
     (outside / "passwd").write_text("root:x:0:0:heron\n")
-    assert run_urchin("workspace", "add", str(repo / "sub"), "--name", "shop").returncode == 0
-    assert "pelican" in run_urchin("get-file", "shop/notes.txt").stdout
+    assert call_urchin("workspace", "add", str(repo / "sub"), "--name", "shop").returncode == 0
+    assert "pelican" in call_urchin("get-file", "shop/notes.txt").stdout
     (repo / "sub" / "notes.txt").unlink()
     (repo / "sub").rmdir()
     (repo / "sub").symlink_to(outside)
     got = run_urchin("get-file", "shop/passwd")
     assert got.returncode == 1 and "heron" not in got.stdout, got.stdout
     assert "shop" in got.stderr
-    overview = run_urchin("overview", "--json")
+    overview = call_urchin("overview", "--json")
     assert "passwd" not in overview.stdout
-    fetched = run_urchin("fetch-document", "shop/passwd")
+    fetched = call_urchin("fetch-document", "shop/passwd")
     assert "heron" not in fetched.stdout
 
 
@@ -96,8 +98,8 @@ def test_no_error_quotes_a_secret_back(urchin_home: Path) -> None:
     from tests.daemon_fixture import DaemonProcess
     from tests.mcp_harness import stdio_session
 
-    cli = [run_urchin("get", SECRET), run_urchin("forget", "--since", SECRET),
-           run_urchin("get-file", f"shop/{SECRET}"), run_urchin("memory", "show", SECRET)]
+    cli = [run_urchin("get", SECRET), call_urchin("forget", "--since", SECRET),
+           call_urchin("get-file", f"shop/{SECRET}"), call_urchin("memory", "show", SECRET)]
     for done in cli:
         assert done.returncode != 0
         assert SECRET not in done.stdout + done.stderr, done.stderr
@@ -204,8 +206,9 @@ def test_a_root_named_after_a_secret_is_refused(tmp_path: Path, urchin_home: Pat
     """A root's name and path are written to workspaces.json and quoted in every citation."""
     folder = tmp_path / f"dump-{SECRET}"
     folder.mkdir()
-    for args in (("workspace", "add", str(folder)), ("workspace", "add", str(tmp_path), "--name", f"n-{SECRET}")):
-        done = run_urchin(*args)
+    for run, args in ((run_urchin, ("workspace", "add", str(folder))),
+                      (call_urchin, ("workspace", "add", str(tmp_path), "--name", f"n-{SECRET}"))):
+        done = run(*args)
         assert done.returncode == 1, done.stdout
         assert SECRET not in done.stdout + done.stderr
     assert not (urchin_home / "workspaces.json").exists() or SECRET not in (urchin_home / "workspaces.json").read_text()
@@ -256,7 +259,7 @@ def test_one_hostile_transcript_line_costs_no_other_line(tmp_path: Path, urchin_
     assert first.returncode == 0, first.stderr
     journal = (urchin_home / "journal" / "events.jsonl").read_text()
     assert "first pelican" in journal and "last heron" in journal, first.stdout
-    again = run_urchin("collect", "claude", "--json", env=env)
+    again = call_urchin("collect", "claude", "--json", env=env)
     assert "error" not in again.stdout.replace('"errors":[]', ""), again.stdout
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 import anyio
 import pytest
 
+from tests.cli_inprocess import call_urchin
 from tests.conftest import run_urchin
 from urchin.errors import ValidationError
 from urchin.memory import Memory
@@ -73,12 +74,13 @@ def test_the_escapes_are_real_on_disk(escape: Escape) -> None:
 
 
 def test_cli_get_file_and_fetch_document_refuse_symlink_dotdot_escapes(escape: Escape) -> None:
-    assert run_urchin("workspace", "add", str(escape.root)).returncode == 0
-    assert "hello" in run_urchin("get-file", "shop/README.md").stdout
-    for path in escape.paths:
+    """Each command form once in a real process (the first path), then in this one."""
+    assert call_urchin("workspace", "add", str(escape.root)).returncode == 0
+    assert "hello" in call_urchin("get-file", "shop/README.md").stdout
+    for n, path in enumerate(escape.paths):
         for args in (("get-file", path), ("get-file", escape.rel(path)), ("fetch-document", "files", path),
                      ("fetch-document", "shop", escape.rel(path))):
-            done = run_urchin(*args)
+            done = (call_urchin if n else run_urchin)(*args)
             assert done.returncode == 1, (args, done.stdout, done.stderr)
             assert "contains '..'" in done.stderr and "Traceback" not in done.stderr, done.stderr
             _clean(done.stdout + done.stderr)
@@ -116,7 +118,7 @@ def _encodings(path: str) -> list[str]:
 def test_http_files_and_documents_refuse_escapes_also_percent_encoded(escape: Escape, urchin_home: Path) -> None:
     from tests.daemon_fixture import DaemonProcess
 
-    assert run_urchin("workspace", "add", str(escape.root)).returncode == 0
+    assert call_urchin("workspace", "add", str(escape.root)).returncode == 0
     daemon = DaemonProcess(urchin_home).start()
     try:
         status, body = _raw_get(daemon.url, daemon.token, "/files/shop/README.md")
@@ -136,7 +138,7 @@ def test_http_files_and_documents_refuse_escapes_also_percent_encoded(escape: Es
 def test_mcp_get_file_and_fetch_source_document_refuse_escapes(escape: Escape) -> None:
     from tests.mcp_harness import stdio_session
 
-    assert run_urchin("workspace", "add", str(escape.root)).returncode == 0
+    assert call_urchin("workspace", "add", str(escape.root)).returncode == 0
 
     async def main() -> None:
         async with stdio_session() as session:
@@ -157,15 +159,16 @@ def test_mcp_get_file_and_fetch_source_document_refuse_escapes(escape: Escape) -
 
 def test_memory_members_outside_the_roots_are_refused_at_create_time(escape: Escape, urchin_home: Path,
                                                                      tmp_path: Path) -> None:
-    assert run_urchin("workspace", "add", str(escape.root)).returncode == 0
+    assert call_urchin("workspace", "add", str(escape.root)).returncode == 0
     (escape.root / "link.txt").symlink_to(tmp_path / "outside" / "secret.txt")
     for flag, path in (("--file", "../../etc/passwd"), ("--file", escape.paths[0]), ("--folder", "shop/deep2/../.."),
                        ("--file", "/etc/passwd"), ("--file", "shop/link.txt"), ("--folder", "../outside")):
-        done = run_urchin("memory", "create", "escape", "--use-when", "never", "--file", "shop/README.md", flag, path)
+        run = run_urchin if path == "../../etc/passwd" else call_urchin    # one real process, the rest here
+        done = run("memory", "create", "escape", "--use-when", "never", "--file", "shop/README.md", flag, path)
         assert done.returncode == 1, (path, done.stdout, done.stderr)
         assert "members[1].path" in done.stderr and "Traceback" not in done.stderr, done.stderr
         assert not (urchin_home / "memories" / "escape.toml").exists()
-    kept = run_urchin("memory", "create", "fine", "--use-when", "always", "--file", "shop/README.md",
+    kept = call_urchin("memory", "create", "fine", "--use-when", "always", "--file", "shop/README.md",
                       "--file", "docs/later.md")                      # may not exist yet: read when shown
     assert kept.returncode == 0, kept.stderr
 

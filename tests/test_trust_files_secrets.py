@@ -15,6 +15,7 @@ from typing import Any
 import orjson
 import pytest
 
+from tests.cli_inprocess import call_urchin
 from tests.conftest import run_urchin
 from tests.test_privacy import CORPUS
 from urchin.config import Settings
@@ -115,16 +116,16 @@ def test_cli_index_leaves_no_secret_in_postgres_tables_heap_or_wal(vault: Path, 
 
 def test_cli_answers_hold_no_secret_and_keep_line_numbers(vault: Path, pg_url: str) -> None:
     env = {"URCHIN_DATABASE_URL": pg_url, "URCHIN_DEVICE_ID": "test-device"}
-    assert run_urchin("workspace", "add", str(vault), env=env).returncode == 0
+    assert call_urchin("workspace", "add", str(vault), env=env).returncode == 0
     assert run_urchin("index", env=env).returncode == 0
-    answers = []
+    answers = []   # the first command in a real process, the others in this one
     for args in (("context", "deployment token password key secret", "--json", "--limit", "50"),
                  ("context", "rotate the token password", "--json", "--limit", "50", "--workspace", "vault"),
                  ("query-source", "vault", "deployment token password", "--json", "--limit", "50"),
                  ("get-file", "vault/config.py", "--max-lines", "2000"),
                  ("get-file", "notes.md", "--max-lines", "2000", "--json"),
                  ("fetch-document", "vault", "config.py"), ("fetch-document", "files", "vault/notes.md", "--json")):
-        done = run_urchin(*args, env=env)
+        done = (call_urchin if answers else run_urchin)(*args, env=env)
         assert done.returncode == 0, (args, done.stderr)
         answers.append(done.stdout)
     assert leaked(*answers) == []
@@ -156,33 +157,34 @@ def _anchors_hold(vault: Path, hits: list[dict[str, Any]]) -> None:
 
 def test_secret_stores_and_ignored_files_are_refused_unless_the_root_opts_in(vault: Path, urchin_home: Path) -> None:
     """Every store name, in-process (the rule); the CLI for one of each kind (its exit code and words)."""
-    assert run_urchin("workspace", "add", str(vault)).returncode == 0
+    assert call_urchin("workspace", "add", str(vault)).returncode == 0
     memory = Memory(Settings.resolve(urchin_home))
     for name in STORES:
         for read, arg in ((memory.get_file, (f"vault/{name}",)), (memory.fetch_source_document, ("vault", name))):
             with pytest.raises(ValidationError) as refused:
                 read(*arg)
             assert "secret store" in refused.value.message and "--allow-secret-files" in refused.value.message
-    for args in (("get-file", "vault/.env"), ("fetch-document", "vault", "deploy.pem")):
-        done = run_urchin(*args)
+    for run, args in ((run_urchin, ("get-file", "vault/.env")),
+                      (call_urchin, ("fetch-document", "vault", "deploy.pem"))):
+        done = run(*args)
         assert done.returncode == 1, (args, done.stdout)
         assert "secret store" in done.stderr and "--allow-secret-files" in done.stderr, done.stderr
         assert "STORE-MARKER" not in done.stdout and leaked(done.stdout) == []
     for name in ("local/notes.txt", "debug.log"):
-        done = run_urchin("get-file", f"vault/{name}")
+        done = (call_urchin if name == "debug.log" else run_urchin)("get-file", f"vault/{name}")
         assert done.returncode == 1 and "ignored" in done.stderr and "IGNORED-MARKER" not in done.stdout, done.stderr
-    assert "API_URL" in run_urchin("get-file", "vault/.env.example").stdout      # a template holds no secret
-    assert run_urchin("workspace", "add", str(vault), "--allow-secret-files").returncode == 0
+    assert "API_URL" in call_urchin("get-file", "vault/.env.example").stdout      # a template holds no secret
+    assert call_urchin("workspace", "add", str(vault), "--allow-secret-files").returncode == 0
     assert "allowSecretFiles" in (vault.parent / "urchin-home" / "workspaces.json").read_text()
     memory = Memory(Settings.resolve(urchin_home))
     for name in STORES:
         text = "\n".join(memory.get_file(f"vault/{name}").lines)
         assert "STORE-MARKER" in text and leaked(text) == [] and "[REDACTED:" in text, name   # still redacted
-    done = run_urchin("get-file", "vault/server.key")
+    done = call_urchin("get-file", "vault/server.key")
     assert done.returncode == 0 and "STORE-MARKER" in done.stdout and leaked(done.stdout) == [], done.stderr
-    assert run_urchin("get-file", "vault/local/notes.txt").returncode == 1    # ignored stays ignored
-    assert run_urchin("workspace", "add", str(vault)).returncode == 0          # withdrawn again
-    assert run_urchin("get-file", "vault/.env").returncode == 1
+    assert call_urchin("get-file", "vault/local/notes.txt").returncode == 1    # ignored stays ignored
+    assert call_urchin("workspace", "add", str(vault)).returncode == 0          # withdrawn again
+    assert call_urchin("get-file", "vault/.env").returncode == 1
 
 
 def test_a_symlink_to_a_secret_store_or_an_ignored_file_is_refused(memory: Memory, vault: Path) -> None:
@@ -203,7 +205,7 @@ def test_http_answers_hold_no_secret(vault: Path, pg_url: str, urchin_home: Path
     from tests.daemon_fixture import DaemonProcess
 
     env = {"URCHIN_DATABASE_URL": pg_url, "URCHIN_DEVICE_ID": "test-device"}
-    assert run_urchin("workspace", "add", str(vault), env=env).returncode == 0
+    assert call_urchin("workspace", "add", str(vault), env=env).returncode == 0
     assert run_urchin("index", env=env).returncode == 0
     daemon = DaemonProcess(urchin_home, env=env).start()
     try:
@@ -231,7 +233,7 @@ def test_mcp_answers_hold_no_secret(vault: Path, pg_url: str) -> None:
     from tests.mcp_harness import stdio_session
 
     env = {"URCHIN_DATABASE_URL": pg_url, "URCHIN_DEVICE_ID": "test-device"}
-    assert run_urchin("workspace", "add", str(vault), env=env).returncode == 0
+    assert call_urchin("workspace", "add", str(vault), env=env).returncode == 0
     assert run_urchin("index", env=env).returncode == 0
     texts: list[str] = []
 
@@ -264,7 +266,7 @@ def test_live_mode_reads_are_redacted(vault: Path, pg_url: str) -> None:
     filler = "".join(f"# filler line {i} of a generated table\n" for i in range(32_000))
     (vault / "big_settings.py").write_text(filler + (vault / "config.py").read_text())
     env = {"URCHIN_DATABASE_URL": pg_url, "URCHIN_DEVICE_ID": "test-device"}
-    assert run_urchin("workspace", "add", str(vault), env=env).returncode == 0
+    assert call_urchin("workspace", "add", str(vault), env=env).returncode == 0
     indexed = run_urchin("index", env=env)
     assert indexed.returncode == 0 and "1 cataloged" in indexed.stdout, indexed.stdout
     done = run_urchin("context", "deployment token password", "--mode", "live", "--workspace", "vault",
