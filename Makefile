@@ -41,17 +41,21 @@ run: $(STAMP)
 # URCHIN_TEST_CPU=1 prints each module's CPU, its processes' included (tests/cpu_meter.py), and
 # `python scripts/cputime.py <command>` a whole run's, daemonized PostgreSQL and the embedder included:
 # 1,277 s (1,016 s inside modules); the privacy, trust and parity modules now make most CLI calls
-# in-process (tests/cli_inprocess.py), 184 -> ~96 s of them (about 7% of the run). The
+# in-process (tests/cli_inprocess.py), 184 -> ~96 s of them (about 7% of the run). Every test
+# starts hundreds of Python processes (CLI calls, daemons, hooks): with PYTHONDONTWRITEBYTECODE set in
+# the environment (as on this machine) each one compiled Urchin's modules again (~0.1 s a CLI call, more
+# a daemon), so the package is compiled once first and the suite may write its bytecode. The
 # test embedder is installed first, once; pytest's controller starts it and both workers use it.
 test: $(DEV_STAMP)
 	sh scripts/browser.sh
 	bash scripts/test-embedder.sh install
-	$(PY) -m pytest -q -n 2 --dist loadscope
+	$(PY) -m compileall -q urchin tests
+	PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -q -n 2 --dist loadscope
 
 # The inner loop: in-process tests only (no daemon, PostgreSQL, embedder, browser or CLI process;
 # conftest marks those `slow`). `make test` before a commit.
 test-fast: $(DEV_STAMP)
-	$(PY) -m pytest -q -n 2 --dist loadscope -m "not slow"
+	PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -q -n 2 --dist loadscope -m "not slow"
 
 lint: $(DEV_STAMP)
 	$(VENV)/bin/ruff check urchin tests bench
