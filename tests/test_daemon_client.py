@@ -130,7 +130,8 @@ _DAEMON_ONLY = {"add_view", "warm", "refresh", "save_views", "followed", "ingest
                 "journal", "forget_log", "index_service", "files", "roots", "settings", "collector_changes",
                 "timeline", "activity", "redaction_fingerprint",  # the viewer routes run in the daemon
                 "reload_config", "config_state",  # config.toml read again by the daemon itself
-                "embed_in_background"}
+                "embed_in_background",
+                "open_home"}   # a home's formats, checked by the process opening it (the daemon, or in-process)
 
 
 def test_remote_memory_has_every_front_end_method_explicitly() -> None:

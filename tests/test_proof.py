@@ -252,6 +252,7 @@ def test_no_module_reads_journal_lines_past_the_proof_check() -> None:
     served_through_proof = {
         ("search/substring.py", "SubstringSearcher._search_view", "Event.from_json"),  # hits: `_keep_best` serves
         ("search/substring.py", "SubstringSearcher._scan", "Event.from_json"),         # (the fallback scan)
+        ("search/substring.py", "SubstringSearcher.older_match", "Event.from_json"),   # (an older match)
         ("search/extract.py", "TermExtractor.from_lines", "loads(line)"),   # token-cosine rows: proof.served
         ("search/semantic.py", "EmbeddingView.pending", "loads(line)"),     # ids only, then Journal.event
         ("memory/timeline.py", "_day_and_source", "b'{\"id\":\"'"),         # proven lines only, else Journal.event
@@ -272,6 +273,7 @@ def test_no_module_reads_journal_lines_past_the_proof_check() -> None:
         ("search/foldcache.py", "_fold_line", "loads(line)"),               # casefolded copy: a prefilter
         ("memory/bulk.py", "prepare_batch", "loads(line)"),                 # import input, not the journal
         ("daemon/indexer.py", "IndexProcess._relay", "loads(line)"),        # a child's progress reports
+        ("daemon/mcprelay.py", "Relay.take", "loads(line)"),                # an agent's JSON-RPC on stdin
         ("collectors/base.py", "loads", "loads(line)"),                     # agents' transcripts, which
         ("collectors/claude.py", "ClaudeCollector.parse", "loads(line)"),   # go through the write path
         ("collectors/claude.py", "_last_reply", "loads(line)"),

@@ -9,7 +9,7 @@ from typing import Any
 
 from urchin.checks import check_number
 from urchin.errors import QueryError, ValidationError
-from urchin.event import MAX_HOURS, Event, check_label, clean_text
+from urchin.event import MAX_HOURS, Event, check_label, clean_text, format_timestamp
 
 __all__ = ["Filters", "Hit", "SearchResult", "check_query", "check_hours", "check_limit", "window_start_ms",
            "MAX_LIMIT", "one_line", "AUDIT", "hides_audit", "older_hint"]
@@ -54,7 +54,7 @@ def older_hint(ts_ms: int, now: datetime | None = None) -> dict[str, Any]:
     age = max(0.0, now.timestamp() * 1000 - ts_ms) / 3_600_000 * 1.01   # a little room: time moves on
     rounds = (step * 10 ** power for power in range(8) for step in (1, 2, 5))
     hours = next((h for h in rounds if h >= age), MAX_HOURS)
-    stamp = datetime.fromtimestamp(ts_ms / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    stamp = format_timestamp(datetime.fromtimestamp(ts_ms / 1000, UTC), ms=False)
     return {"timestamp": stamp, "hours": int(min(hours, MAX_HOURS))}
 
 
