@@ -18,7 +18,7 @@ TYPE_CHECKING = False   # not `typing`'s: its import costs an agent hook a few m
 # small and runs beside queries on few cores, where more threads only contend (tests/test_cosine.py).
 os.environ["OPENBLAS_NUM_THREADS"] = "1"
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = [
     "Memory",
