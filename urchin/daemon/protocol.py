@@ -67,5 +67,8 @@ class _JoinedWrites:
 
 
 class JoinedWritesProtocol(HttpToolsProtocol):
+    """uvicorn's private class (its range is pinned in pyproject.toml); what is used of it: the constructor
+    as uvicorn calls it, and `connection_made(transport)`. The loop is the running one (called in it)."""
+
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        super().connection_made(_JoinedWrites(transport, self.loop))  # type: ignore[arg-type]
+        super().connection_made(_JoinedWrites(transport, asyncio.get_running_loop()))  # type: ignore[arg-type]
