@@ -58,7 +58,7 @@ def render_events(result: Any) -> str:
 
 def older_note(hours: float, older: Mapping[str, Any]) -> str:
     """`urchin search` found nothing in its window but the block index found an older match (stderr;
-    `daemon/fastclient.py` writes the same line)."""
+    the fast client's `daemon/fastclient.py` calls it too)."""
     window = str(int(hours)) if float(hours).is_integer() else str(hours)
     return (f"no match in the last {window} h; older matches exist (the newest at {older['timestamp']}): "
             f"try --hours {older['hours']}")

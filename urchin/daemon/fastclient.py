@@ -207,7 +207,8 @@ def request_body(address: str, token: str, method: str, target: str, body: bytes
 
 # ---- the full CLI's output --------------------------------------------------------------------------
 def _older(body: str, options: list[tuple[str, str]]) -> list[str]:
-    """`contract.render.older_note` when the search found nothing and an older match exists."""
+    """`contract.render.older_note` when the search found nothing and an older match exists (imported
+    only then: the rare case pays for it)."""
     if '"olderMatch"' not in body:
         return []
     try:
@@ -215,9 +216,9 @@ def _older(body: str, options: list[tuple[str, str]]) -> list[str]:
         older, hours = result["olderMatch"], float(dict(options)["hours"])
         if result["events"]:
             return []
-        window = str(int(hours)) if hours.is_integer() else str(hours)
-        return [f"no match in the last {window} h; older matches exist (the newest at {older['timestamp']}): "
-                f"try --hours {older['hours']}"]
+        from urchin.contract.render import older_note
+
+        return [older_note(hours, older)]
     except (ValueError, KeyError, TypeError):
         raise Fallback from None
 
