@@ -91,6 +91,13 @@ def test_semantic_with_an_embedder_shows_the_calibrated_score_and_is_sorted_by_i
     why = EMBEDDER.explain(embedder_evidence(0.61, 0.12, 0.08))
     assert math.isclose(sum(why["parts"].values()), why["raw"], abs_tol=1e-5)
     assert why["score"] == round(1 / (1 + math.exp(-why["raw"])), 4) and "exp(-raw)" in why["map"]
+    # ... and each hit's own, when asked: its cosine against the query's background, and the same score
+    for hit in memory.semantic(QUERIES[0], hours=float(W), limit=12, explain=True).hits:
+        why = hit.explain
+        assert why is not None and why["scale"] == EMBEDDER.name and why["score"] == hit.score, why
+        assert math.isclose(sum(why["parts"].values()), why["raw"], abs_tol=1e-5), why
+        c = why["cosine"]
+        assert math.isclose(c["z"], (c["value"] - c["backgroundMean"]) / c["backgroundSpread"], abs_tol=1e-4), c
 
 
 def _cli(home: Path, env: dict[str, str], args: list[str], alone: bool) -> Any:

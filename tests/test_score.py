@@ -94,6 +94,36 @@ def test_semantic_never_lifts_a_decision_holding_no_word_above_one_holding_them_
     _check_order([{"id": h.event.id, "content": h.event.content, "score": h.score} for h in hits])
 
 
+def test_semantic_explains_each_score_and_min_score_keeps_exactly_those_at_or_above_it(memory: Memory) -> None:
+    """`urchin semantic` takes minScore and explain, as search_context does: explain's parts add up to
+    its raw, the stated map of raw is the score shown (or it says the session leg capped it), and the
+    every-word tier is named where it applies."""
+    from urchin.search.score import TOKEN_COSINE, shown
+
+    memory.ingest(_events())
+    window = 24 * 365 * 100
+    for query in ("deploy key staging", "roll back a release", "release deploy", "pizza"):
+        hits = memory.semantic(query, hours=window, limit=50, explain=True).hits
+        assert hits, query
+        for hit in hits:
+            why = hit.explain
+            assert why is not None and why["scale"] == TOKEN_COSINE.name and why["score"] == hit.score
+            assert math.isclose(sum(why["parts"].values()), why["raw"], abs_tol=1e-5), why
+            assert shown(why["raw"]) == hit.score or ("capped" in why and hit.score < shown(why["raw"])), why
+        assert hits[0].explain is not None
+        if query == "deploy key staging":
+            assert hits[0].explain["evidence"]["every"] and not any(h.explain["evidence"]["every"] for h in hits[1:])
+        for cut in sorted({h.score for h in hits}):
+            kept = memory.semantic(query, hours=window, limit=50, min_score=cut).hits
+            assert [(h.event.id, h.score) for h in kept] == [(h.event.id, h.score) for h in hits if h.score >= cut]
+            assert all(h.explain is None for h in kept)     # only when asked
+    from urchin.errors import QueryError
+
+    for bad in (-0.1, 1.5, float("nan"), "high"):
+        with pytest.raises(QueryError, match="min_score"):
+            memory.semantic("deploy", min_score=bad)
+
+
 def test_the_every_word_part_outweighs_all_that_other_evidence_can_add() -> None:
     """Whatever the rest of two results' evidence, the one holding every word ranks first."""
     from urchin.search.score import HYBRID, TOKEN_COSINE, Evidence

@@ -88,28 +88,26 @@ def daemon(tmp_path_factory: pytest.TempPathFactory, pg_server: Any, pg_server_u
 
 # ---- the operations: name -> (HTTP request, MCP call, CLI arguments, list key, every-word rule applies)
 def _calls(query: str, workspace: str, extra: dict[str, Any]) -> dict[str, tuple[Any, Any, list[str], str, bool]]:
+    """`extra` is {} or {"minScore": cut}: every ranked operation takes it, on every front end."""
     out: dict[str, tuple[Any, Any, list[str], str, bool]] = {}
+    cut = extra.get("minScore")
+    flag = ["--min-score", str(cut)] if cut is not None else []
+    param = f"&minScore={cut}" if cut is not None else ""
     for strategy in ("hybrid", "keyword", "semantic"):
         body = {"query": query, "workspace": workspace, "strategy": strategy, "limit": 50, **extra}
-        cli = ["context", query, "--workspace", workspace, "--strategy", strategy, "--limit", "50"]
-        if "minScore" in extra:
-            cli += ["--min-score", str(extra["minScore"])]
+        cli = ["context", query, "--workspace", workspace, "--strategy", strategy, "--limit", "50", *flag]
         out[f"context-{strategy}"] = (("POST", "/context", body), ("search_context", body), cli, "results", True)
-    if extra:
-        body = {"query": query, "limit": 50, **extra}
-        out["find"] = (("POST", "/documents/search", body), ("search", body),
-                       ["find", query, "--limit", "50", "--min-score", str(extra["minScore"])], "results", False)
-        return out
-    find = {"query": query, "limit": 50}
-    out["find"] = (("POST", "/documents/search", find), ("search", find), ["find", query, "--limit", "50"], "results",
-                   False)
-    out["query_source"] = (("GET", f"/sources/codex/search?query={query}&limit=50", None),
-                           ("query_source", {"source": "codex", "query": query, "limit": 50}),
-                           ["query-source", "codex", query, "--limit", "50"], "results", True)
-    out["semantic"] = (("GET", f"/semantic?query={query}&workspace={workspace}&hours={BIG}&limit=50", None),
-                       ("urchin_semantic_search", {"query": query, "workspace": workspace, "hours": BIG, "limit": 50}),
-                       ["semantic", query, "--workspace", workspace, "--hours", str(BIG), "--limit", "50"], "events",
-                       True)
+    find = {"query": query, "limit": 50, **extra}
+    out["find"] = (("POST", "/documents/search", find), ("search", find), ["find", query, "--limit", "50", *flag],
+                   "results", False)
+    out["query_source"] = (("GET", f"/sources/codex/search?query={query}&limit=50{param}", None),
+                           ("query_source", {"source": "codex", "query": query, "limit": 50, **extra}),
+                           ["query-source", "codex", query, "--limit", "50", *flag], "results", True)
+    out["semantic"] = (("GET", f"/semantic?query={query}&workspace={workspace}&hours={BIG}&limit=50{param}", None),
+                       ("urchin_semantic_search", {"query": query, "workspace": workspace, "hours": BIG, "limit": 50,
+                                                   **extra}),
+                       ["semantic", query, "--workspace", workspace, "--hours", str(BIG), "--limit", "50", *flag],
+                       "events", True)
     return out
 
 
@@ -168,14 +166,17 @@ def test_every_ranked_list_is_sorted_by_its_score_filters_on_it_and_puts_every_w
                     _check(items, query, _scope(events, name, workspace), rule, f"http {name} {query!r}")
                     seen[(name, query, workspace)] = items
                     checked += 1
-                # minScore keeps exactly the results at or above it (search_context, find)
-                cuts = sorted({s for (n, q, w), items in seen.items() if q == query and w == workspace
-                               and n.startswith("context") for _, _, s in items})
-                for cut in rng.sample(cuts, min(2, len(cuts))):
-                    calls = _calls(query, workspace, {"minScore": cut})
-                    for name, ((method, path, body), _, _, key, _) in calls.items():
-                        kept = _items(http.request(method, path, json=body).json(), key)
-                        everything = seen[(name, query, workspace)]
+                # minScore keeps exactly the results at or above it, in every ranked operation: cut at
+                # scores of its own list
+                for name in _calls(query, workspace, {}):
+                    everything = seen[(name, query, workspace)]
+                    cuts = sorted({s for _, _, s in everything})
+                    for cut in rng.sample(cuts, min(2, len(cuts))):
+                        (method, path, body), _, _, key, _ = _calls(query, workspace, {"minScore": cut})[name]
+                        reply = http.request(method, path, json=body) if body is not None else http.request(method,
+                                                                                                              path)
+                        assert reply.status_code == 200, reply.text
+                        kept = _items(reply.json(), key)
                         assert kept == [i for i in everything if i[2] >= cut], (name, query, cut, kept, everything)
     assert checked >= 12, checked      # enough ground covered before the deadline
     _mcp_and_cli_agree(daemon, queries[0], WORKSPACES[0], seen)

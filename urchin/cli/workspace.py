@@ -72,7 +72,7 @@ def query_source(app: AppContext, as_json: bool, **params: Any) -> None:
     a = parse("query_source", params)
     memory = app.memory()
     try:
-        result = memory.query_source(a["source"], a["query"], a["limit"])
+        result = memory.query_source(a["source"], a["query"], a["limit"], a["min_score"])
     finally:
         memory.close()
     print_json(result.to_dict()) if as_json else click.echo(render_context(result.to_dict()))

@@ -192,7 +192,12 @@ OPERATIONS: dict[str, Operation] = {op.name: op for op in (
                          Param("scope", help="local: this machine's journal; team: every device's events in the "
                                              "shared database (URCHIN_DATABASE_URL).", default="local",
                                choices=("local", "team"))), aliases={"q": "query"}),
-    Operation("semantic", (_query(), _hours(168), _limit(10), *_filters()), aliases={"q": "query"}),
+    Operation("semantic", (_query(), _hours(168), _limit(10), *_filters(),
+                           _hybrid("min_score", "number", "Drop results under this calibrated score (the list is "
+                                                          "sorted by it).", 0.0, minimum=0, maximum=1),
+                           _hybrid("explain", "bool", "Add to each result how its score was made: the evidence, "
+                                                      "its parts, and the map to the score.", False)),
+              aliases={"q": "query"}),
     Operation("recent", (_hours(24), _limit(20), *_filters())),
     Operation("session_context", (_required("session", "The session id."), _hours(168), _limit(50))),
     Operation("workspace_context", (_required("workspace", "The workspace (project) name."), _hours(168),
@@ -214,7 +219,9 @@ OPERATIONS: dict[str, Operation] = {op.name: op for op in (
                             "root's name (its files only)."),
         Param("query", help="What to look for (websearch syntax: \"phrases\", -excluded, or).", required=True,
               positional=True, max_chars=MAX_QUERY_CHARS),
-        _limit(10, MAX_SOURCE_LIMIT))),
+        _limit(10, MAX_SOURCE_LIMIT),
+        _hybrid("min_score", "number", "Drop results under this calibrated score (the list is sorted by it).", 0.0,
+                minimum=0, maximum=1))),
     Operation("fetch_document", (
         _required("source", "The result's source: a journal source (then `id` is an event id), a workspace "
                             "root's name (then `id` is a path inside it) or `files` (then `id` is `<root>/<path>`)."),

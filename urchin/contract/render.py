@@ -49,11 +49,25 @@ def render_events(result: Any) -> str:
 
     ranked = result.mode not in ("substring", "recent", "session", "team")
     team = result.mode == "team"   # every device's events: each line names the machine it came from
-    lines = [one_line(hit.event, score=hit.score if ranked else None, device=team) for hit in result.hits]
+    lines: list[str] = []
+    for hit in result.hits:
+        lines.append(one_line(hit.event, score=hit.score if ranked else None, device=team))
+        if ranked and getattr(hit, "explain", None):
+            lines.append(_explained(hit.explain))
     if ranked:
         hint = [f"hint: {result.hint}"] if getattr(result, "weak", False) and result.hint else []
         lines[:0] = [f"mode: {result.mode}", *(f"note: {note}" for note in result.notes), *hint]
     return "\n".join(lines)
+
+
+def _explained(why: Mapping[str, Any]) -> str:
+    """`urchin semantic --explain`'s line under a hit: the evidence, the parts adding up to raw, the map."""
+    evidence = ", ".join(f"{k} {v}" if isinstance(v, bool) else f"{k} {v:.3f}"
+                         for k, v in why.get("evidence", {}).items() if v)
+    parts = " ".join(f"{k} {v:+.3f}" for k, v in why.get("parts", {}).items() if v)
+    capped = f"; {why['capped']}" if why.get("capped") else ""
+    return (f"  explain ({why.get('scale')}): {evidence or 'no evidence'}; raw = {parts or '0'} = "
+            f"{why.get('raw', 0):.3f}; {why.get('map', '')}{capped}")
 
 
 def older_note(hours: float, older: Mapping[str, Any]) -> str:

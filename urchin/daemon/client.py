@@ -134,7 +134,11 @@ class RemoteMemory:
                                                       workspace=workspace, session=session, kind=kind))
 
     def semantic(self, query: str, **params: Any) -> SearchResult:
-        result: SearchResult = self._call("GET", "/semantic", params=_drop_none(query=query, **params),
+        if params.get("now") is not None:
+            return self.local().semantic(query, **params)
+        op = OPERATIONS["semantic"]   # Memory's keywords, as the route names them (min_score -> minScore)
+        wired = {op.param(k).wire_name: v for k, v in _drop_none(**params).items() if k != "now"}
+        result: SearchResult = self._call("GET", "/semantic", params={"query": query, **wired},
                                           parse=_search_result, fallback=lambda m: m.semantic(query, **params))
         if not self.fell_back:
             result.notes.extend(self._settings_notes(result.mode))
@@ -372,8 +376,8 @@ class RemoteMemory:
     def index_status(self) -> dict[str, Any]:
         return self.local().index_status()
 
-    def query_source(self, source: str, query: str, limit: int = 10) -> Any:
-        return self.local().query_source(source, query, limit)
+    def query_source(self, source: str, query: str, limit: int = 10, min_score: float = 0.0) -> Any:
+        return self.local().query_source(source, query, limit, min_score)
 
     def fetch_source_document(self, source: str, doc_id: str, content_hash: str | None = None,
                               mode: str = "indexed") -> dict[str, Any]:
@@ -474,9 +478,10 @@ def _search_result(body: Any) -> SearchResult:
     for record in body.get("events", []):
         record = dict(record)
         score = record.pop("score", None)
+        explain = record.pop("explain", None)
         event = Event.from_record(record)
         if event is not None:
-            hits.append(Hit(event, score))
+            hits.append(Hit(event, score, explain if isinstance(explain, dict) else None))
     return SearchResult(hits, body.get("query"), body.get("mode", "substring"), list(body.get("notes", [])),
                         weak=bool(body.get("weak", False)), hint=body.get("hint"),
                         older=body.get("olderMatch") if isinstance(body.get("olderMatch"), dict) else None)

@@ -50,7 +50,8 @@ def workspace_routes(json: Any, memory_of: Any) -> list[Route]:
 
     async def query_source(request: Request) -> Response:
         a = args(request, "query_source", source=request.path_params["source"])
-        result = await run_in_threadpool(memory_of(request).query_source, a["source"], a["query"], a["limit"])
+        result = await run_in_threadpool(memory_of(request).query_source, a["source"], a["query"], a["limit"],
+                                          a["min_score"])
         return json(result.to_dict())
 
     async def fetch_document(request: Request) -> Response:

@@ -103,6 +103,10 @@ class ContextParams:
     @classmethod
     def build(cls, *, now: datetime | None = None, **v: Any) -> ContextParams:
         """Validate keyword arguments (snake_case); `None` means the default."""
+        known = [f.name for f in fields(cls)]
+        for key in v:   # a misspelt keyword is refused, never silently ignored
+            if key not in known:
+                raise unknown_parameter(key, known)
         v = {key: value for key, value in v.items() if value is not None}
         d = DEFAULTS
 

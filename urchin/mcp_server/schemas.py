@@ -78,6 +78,8 @@ EVENT_SCHEMA: dict[str, Any] = {
         "workspace": {"type": "string"}, "session": {"type": "string"}, "title": {"type": "string"},
         "brain": {"type": "string"}, "tags": {"type": "array", "items": {"type": "string"}},
         "actor": {"type": "object"}, "meta": {"type": "object"}, "score": {"type": "number"},
+        "explain": {"type": "object", "description": "How score was made (semantic search with explain): the "
+                                                     "evidence, parts that add up to raw, and the map to score."},
     },
     "required": ["id", "timestamp", "source", "kind", "content"],
 }

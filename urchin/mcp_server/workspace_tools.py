@@ -35,7 +35,7 @@ def _get_memory(memory: Any, a: dict[str, Any]) -> Reply:
 
 
 def _query_source(memory: Any, a: dict[str, Any]) -> Reply:
-    result = memory.query_source(a["source"], a["query"], a["limit"]).to_dict()
+    result = memory.query_source(a["source"], a["query"], a["limit"], a["min_score"]).to_dict()
     return render_context(result), result
 
 

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from urchin.checks import check_bool, check_number
 from urchin.config import Settings
 from urchin.ephemeral import EphemeralState
 from urchin.errors import NotFoundError, QueryError, ValidationError
@@ -210,15 +211,19 @@ class Memory:
 
     def semantic(self, query: str, *, hours: float = 168, limit: int = 10, source: str | None = None,
                  workspace: str | None = None, session: str | None = None, kind: str | None = None,
-                 now: datetime | None = None) -> SearchResult:
-        """Ranked search for what a query is about, best first, each hit with its score.
+                 min_score: float = 0.0, explain: bool = False, now: datetime | None = None) -> SearchResult:
+        """Ranked search for what a query is about, best first, each hit with its calibrated score.
 
         Uses the embedder when one is configured; when it is down or misconfigured, falls back to
-        token-cosine and says so in `mode` and `notes`. Scores of the two are never mixed.
+        token-cosine and says so in `mode` and `notes`. Scores of the two are never mixed. `min_score`
+        keeps the hits scored at or above it (the list is sorted by that score); `explain` adds to each
+        hit how its score was made.
         """
         query = check_query(query)
         since = window_start_ms(check_hours(hours), now)
-        return self._semantic.search(query, since, check_limit(limit), Filters.of(source, workspace, session, kind))
+        floor = float(check_number(min_score, "min_score", whole=False, low=0, high=1))
+        return self._semantic.search(query, since, check_limit(limit), Filters.of(source, workspace, session, kind),
+                                     min_score=floor, explain=check_bool(explain, "explain"))
 
     def embedding_view(self) -> EmbeddingView:
         """The embedder's view; raises `EmbedderError` when the embedder is not configured fully."""
@@ -524,9 +529,10 @@ class Memory:
         """`urchin index`: the journal, then (when not following and roots exist) the workspace files."""
         return self._index.update(rebuild, follow, on_progress, stop)
 
-    def query_source(self, source: str, query: str, limit: int = 10) -> ContextResult:
-        """`search_context` on one source only: a journal source (claude, git, ...) or a workspace root's files."""
-        return self._index.query_source(source, query, limit)
+    def query_source(self, source: str, query: str, limit: int = 10, min_score: float = 0.0) -> ContextResult:
+        """`search_context` on one source only: a journal source (claude, git, ...) or a workspace root's files;
+        `min_score` keeps the results scored at or above it."""
+        return self._index.query_source(source, query, limit, min_score)
 
     def fetch_source_document(self, source: str, doc_id: str, content_hash: str | None = None,
                               mode: str = "indexed") -> dict[str, Any]:

@@ -135,7 +135,7 @@ class HybridIndex:
         return run_search(lambda query: self.context(query, None, {}), curated, params,
                           self.service.known_sources, self.service.session_heads)
 
-    def query_source(self, source: str, query: str, limit: int) -> ContextResult:
+    def query_source(self, source: str, query: str, limit: int, min_score: float = 0.0) -> ContextResult:
         """`search_context` on one source only: a journal source (claude, git, ...) or a workspace root's files.
 
         A root searches its indexed chunks and reads its cataloged (over-cap) files live, under the same
@@ -147,12 +147,12 @@ class HybridIndex:
         roots = [r.name for r in self._workspace.roots.list()]
         if source in roots:
             return self.context(None, None, {"query": query, "limit": limit, "sources": ["files"],
-                                             "workspace": source, "mode": "live"})
+                                             "workspace": source, "mode": "live", "min_score": min_score})
         known = self.service.known_sources()
         if source not in known:
             names = sorted(set(known) | set(roots))
             raise QueryError("source", f"unknown source {source!r} (known: {', '.join(names) or 'none yet'})")
-        return self.context(None, None, {"query": query, "limit": limit, "sources": [source]})
+        return self.context(None, None, {"query": query, "limit": limit, "sources": [source], "min_score": min_score})
 
     def fetch_source_document(self, source: str, doc_id: str, content_hash: str | None = None,
                               mode: str = "indexed") -> dict[str, Any]:

@@ -9,7 +9,7 @@ from urchin.config import Settings
 from urchin.errors import EmbedderError
 from urchin.event import Event
 from urchin.journal import Journal
-from urchin.search.query import Filters, SearchResult
+from urchin.search.query import Filters, Hit, SearchResult
 
 if TYPE_CHECKING:
     from urchin.search.semantic import EmbeddingView, TokenCosineView
@@ -28,26 +28,29 @@ class SemanticViews:
         self._embedding: EmbeddingView | None = None
         self._background = False
 
-    def search(self, query: str, since_ms: int, limit: int, filters: Filters) -> SearchResult:
+    def search(self, query: str, since_ms: int, limit: int, filters: Filters, *, min_score: float = 0.0,
+               explain: bool = False) -> SearchResult:
         """The embedder when one is configured; when it is down or misconfigured, token-cosine, saying
-        so in `mode` and `notes`. Scores of the two are never mixed."""
+        so in `mode` and `notes`. Scores of the two are never mixed. The hint about a weak best match
+        is made before `min_score` drops any hit (it says why a list came back short)."""
         from urchin.search.semantic import TokenCosineView, weakness
 
         mode = TokenCosineView.mode
         notes: list[str] = []
+        hits: list[Hit] | None = None
         if self._settings.embedder_url:
             try:
                 view = self.embedding()
-                hits, notes = view.search(query, since_ms=since_ms, limit=limit, filters=filters)
-                hint = weakness(hits, view.mode)
-                return SearchResult(hits, query, view.mode, notes + _unheld(query, hits), weak=hint is not None,
-                                    hint=hint)
+                hits, notes = view.search(query, since_ms=since_ms, limit=limit, filters=filters, explain=explain)
+                mode = view.mode
             except EmbedderError as exc:
                 mode = "token-cosine (the embedder failed)"   # why, once: in the note
                 notes = [f"fell back to token-cosine: {exc.message}"]
-        hits = self.cosine().search(query, since_ms=since_ms, limit=limit, filters=filters)
+        if hits is None:
+            hits = self.cosine().search(query, since_ms=since_ms, limit=limit, filters=filters, explain=explain)
         hint = weakness(hits, mode)
-        return SearchResult(hits, query, mode, notes + _unheld(query, hits), weak=hint is not None, hint=hint)
+        kept = [hit for hit in hits if hit.score is not None and hit.score >= min_score] if min_score else hits
+        return SearchResult(kept, query, mode, notes + _unheld(query, kept), weak=hint is not None, hint=hint)
 
     def cosine(self) -> TokenCosineView:
         if self._cosine is None:

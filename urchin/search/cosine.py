@@ -726,7 +726,8 @@ class TokenCosineIndex:
             order = np.concatenate([order[:limit], tied])
         picked = sorted((-float(scores[i]), -int(ts[i]), self._id(int(rows[i])), int(rows[i]), float(match[i]))
                         for i in order)
-        return [Scored(eid, TOKEN_COSINE.shown_raw(-neg), row, min(m, 1.0)) for neg, _, eid, row, m in picked[:limit]]
+        return [Scored(eid, TOKEN_COSINE.shown_raw(-neg), row, min(m, 1.0), -neg)
+                for neg, _, eid, row, m in picked[:limit]]
 
     def _id(self, row: int) -> str:
         end = int(self._id_end.data[row])

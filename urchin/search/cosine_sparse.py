@@ -42,12 +42,14 @@ def _exact(scale: Scale) -> bool:
 
 class Scored(NamedTuple):
     """One ranked event: its id, its score (calibrated, urchin.search.score.TOKEN_COSINE), its row in
-    the index, and its match: the context-smoothed cosine with its priors, at most 1 (the rank part)."""
+    the index, its match: the context-smoothed cosine with its priors, at most 1 (the rank part), and
+    its raw score without the bias, as ranked (`score` is its map, or lower where `merge` capped it)."""
 
     id: str
     score: float
     row: int
     match: float = 0.0
+    raw: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)

@@ -111,11 +111,14 @@ def _label(value: str | None, name: str) -> str | None:
 class Hit:
     event: Event
     score: float | None = None
+    explain: dict[str, Any] | None = None   # how `score` was made, when asked (`urchin semantic --explain`)
 
     def to_dict(self) -> dict[str, Any]:
         out = self.event.to_dict()
         if self.score is not None:
             out["score"] = round(self.score, 6)
+        if self.explain is not None:
+            out["explain"] = self.explain
         return out
 
 

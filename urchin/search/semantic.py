@@ -21,6 +21,7 @@ import threading
 from array import array
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import orjson
@@ -30,11 +31,11 @@ from urchin.event import Event
 from urchin.forget import ForgetLog
 from urchin.journal import Journal
 from urchin.search import assoc, cosine_store
-from urchin.search.cosine import IndexState, TokenCosineIndex
+from urchin.search.cosine import IndexState, Scored, TokenCosineIndex
 from urchin.search.embedder import Embedder
 from urchin.search.extract import WorkerError, extract_parallel, line_aligned_end
 from urchin.search.query import Filters, Hit
-from urchin.search.score import EMBEDDER, Evidence, z_unit
+from urchin.search.score import EMBEDDER, TOKEN_COSINE, Z_SPAN, Evidence, z_unit
 from urchin.search.tokens import terms_of, tokenize
 from urchin.search.vectors import BACKGROUND_CHUNK, CacheBusy, VectorCache, embed_events
 from urchin.search.websearch import parse
@@ -358,7 +359,7 @@ class TokenCosineView:
 
     # ---- querying -----------------------------------------------------------------------------
     def search(self, query: str, *, since_ms: int | None, limit: int, filters: Filters,
-               until_ms: int | None = None) -> list[Hit]:
+               until_ms: int | None = None, explain: bool = False) -> list[Hit]:
         original = query
         query, holds = constraints(query)
         forgotten = self.forgotten
@@ -395,7 +396,7 @@ class TokenCosineView:
             event = self.journal.event(self.journal.read_line_at(offset))
             if (event is not None and not (hidden and forgotten.hides(event.id)) and (holds is None or holds(event))
                     and not filters.hides(event)):
-                hits.append(Hit(event, s.score))
+                hits.append(Hit(event, s.score, cosine_explain(s) if explain else None))
         if self.save_in_queries:
             self._save_if_due()
         return hits
@@ -561,7 +562,7 @@ class EmbeddingView:
             self._lock.release()
 
     def search(self, query: str, *, since_ms: int | None, limit: int, filters: Filters,
-               until_ms: int | None = None) -> tuple[list[Hit], list[str]]:
+               until_ms: int | None = None, explain: bool = False) -> tuple[list[Hit], list[str]]:
         notes: list[str] = []
         if self._embed_for_query():
             notes.append("some events are not embedded yet and were not searched: "
@@ -581,8 +582,9 @@ class EmbeddingView:
         # The score shown is the cosine measured against the query's own background (score.EMBEDDER):
         # a per-query increasing map of the cosine, so it keeps the cosine's order and ties.
         mean, spread = cache.background(vector)
-        hits = [Hit(event, embedder_score(cosine, mean, spread)) for event_id, cosine in ranked
-                if (event := events.get(event_id)) is not None]
+        hits = [Hit(event, embedder_score(cosine, mean, spread),
+                    embedder_explain(cosine, mean, spread) if explain else None)
+                for event_id, cosine in ranked if (event := events.get(event_id)) is not None]
         return hits, notes
 
 
@@ -597,6 +599,30 @@ def embedder_evidence(cosine: float, mean: float, spread: float) -> Evidence:
 def embedder_score(cosine: float, mean: float, spread: float) -> float:
     """The calibrated score `urchin semantic` shows for an embedder's cosine (score.EMBEDDER)."""
     return EMBEDDER.score(embedder_evidence(cosine, mean, spread))
+
+
+def embedder_explain(cosine: float, mean: float, spread: float) -> dict[str, Any]:
+    """How an embedder hit's score was made: its cosine, the query's background, and score.EMBEDDER's parts."""
+    out = EMBEDDER.explain(embedder_evidence(cosine, mean, spread))
+    out["cosine"] = {"value": round(cosine, 6), "backgroundMean": round(mean, 6), "backgroundSpread": round(spread, 6),
+                     "z": round((cosine - mean) / spread, 6), "dense": f"z / {Z_SPAN:g}, within 0-1"}
+    return out
+
+
+_CAPPED = "a session-leg pick: capped at the score above it, so scores never rise down the list"
+
+
+def cosine_explain(s: Scored) -> dict[str, Any]:
+    """How a token-cosine hit's score was made (score.TOKEN_COSINE's parts add up to `raw`): `rank` is
+    the context-smoothed cosine with its priors (decisions, a named source, learned associations), at
+    most 1; `every` the tier of a hit holding every word. `raw` is the ranker's own float32 sum."""
+    every = s.raw - TOKEN_COSINE.rank * s.match > TOKEN_COSINE.every / 2
+    out = TOKEN_COSINE.explain(Evidence(share=0.0, every=every, rank=s.match))
+    out["raw"] = round(s.raw + TOKEN_COSINE.bias, 6)
+    if s.score < TOKEN_COSINE.shown_raw(s.raw):
+        out["capped"] = _CAPPED
+    out["score"] = s.score
+    return out
 
 
 def constraints(query: str) -> tuple[str, Callable[[Event], bool] | None]:
