@@ -14,7 +14,9 @@ import pytest
 from tests.conftest import REPO, run_urchin
 from tests.daemon_fixture import DaemonProcess
 
-HEAVY = ("click", "httpx", "numpy", "orjson", "starlette", "urchin.cli", "urchin.memory", "urchin.config")
+# json and re: their import compiles regular expressions, more instructions than the rest of the fast path
+HEAVY = ("click", "httpx", "numpy", "orjson", "starlette", "urchin.cli", "urchin.memory", "urchin.config", "json",
+         "re", "enum")
 
 ANSWERS: list[tuple[str, ...]] = [
     ("search", "alpha"),
