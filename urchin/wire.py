@@ -4,14 +4,20 @@ For the callers that must start fast and import nothing heavy: the fast client (
 search|semantic|recent` beside a daemon, fastclient.py) and agent hooks (hook_fast.py, hooks.py).
 `daemon_address(home)` finds the live daemon of a home exactly as `client.find_daemon` does:
 `daemon.json` names it and some `urchin serve` holds `daemon.lock`. Nothing here imports `json`,
-`socket`, `re` or `typing` on the way (each costs a hook a few ms of start-up, mostly `enum`'s).
+`socket`, `re` or `typing` on the way (each costs a hook a few ms of start-up, mostly `enum`'s);
+`loads` and `dumps` are `json`'s, on its C scanner and encoder, without `json`'s `re` (its patterns
+compile at import: more instructions than the rest of a fast client's start-up).
 """
 
 from __future__ import annotations
 
 import os
 
-__all__ = ["daemon_address", "daemon_alive", "request", "is_local", "code_stamp", "WireError"]
+TYPE_CHECKING = False   # not `typing`'s: a hook pays for every import
+if TYPE_CHECKING:
+    from typing import Any
+
+__all__ = ["daemon_address", "daemon_alive", "request", "is_local", "code_stamp", "loads", "dumps", "WireError"]
 
 
 class WireError(Exception):
@@ -177,3 +183,66 @@ def _parse(raw: bytes) -> tuple[int, dict[bytes, bytes], bytes]:
     if b"transfer-encoding" in headers or not length.isdigit() or int(length) != len(body):
         raise WireError("the response is not whole (no Content-Length, or a different length)")
     return int(status[1]), headers, body
+
+
+# ---- JSON, as the `json` module reads and writes it -------------------------------------------------
+_BLANK = " \t\n\r"      # json's WHITESPACE
+
+
+class _Decoder:
+    """The attributes `_json.make_scanner` reads: those of `json.JSONDecoder()`."""
+
+    strict = True
+    object_hook = None
+    object_pairs_hook = None
+    parse_float = float
+    parse_int = int
+    parse_constant = {"-Infinity": float("-inf"), "Infinity": float("inf"), "NaN": float("nan")}.__getitem__
+
+
+_scan = None
+
+
+def loads(text: str) -> Any:
+    """`json.loads(text)`: the same value, or a ValueError where it raises one."""
+    global _scan
+    try:
+        import _json
+    except ImportError:      # an interpreter without the C accelerator: the module, whatever it costs
+        import json
+
+        return json.loads(text)
+    if _scan is None:
+        _scan = _json.make_scanner(_Decoder())   # type: ignore[arg-type]  # it reads these attributes
+    if text.startswith("\ufeff"):
+        raise ValueError("Unexpected UTF-8 BOM")
+    start = len(text) - len(text.lstrip(_BLANK))
+    try:
+        value, end = _scan(text, start)
+    except StopIteration:
+        raise ValueError("Expecting value") from None
+    if text[end:].strip(_BLANK):
+        raise ValueError("Extra data")
+    return value
+
+
+def dumps(value: dict[str, str | int | float]) -> str:
+    """`json.dumps(value, ensure_ascii=False, allow_nan=False)` of a flat object (a request's body):
+    a TypeError for any other value, a ValueError for nan and the infinities."""
+    try:
+        from _json import encode_basestring
+    except ImportError:
+        from json.encoder import py_encode_basestring as encode_basestring
+
+    parts = []
+    for key, item in value.items():
+        if isinstance(item, str):
+            text = encode_basestring(item)
+        elif isinstance(item, bool) or not isinstance(item, int | float):
+            raise TypeError(f"not a string or a number: {type(item).__name__}")
+        elif isinstance(item, float) and item - item != 0.0:
+            raise ValueError(f"Out of range float values are not JSON compliant: {item!r}")
+        else:
+            text = (float if isinstance(item, float) else int).__repr__(item)
+        parts.append(f"{encode_basestring(key)}: {text}")
+    return "{" + ", ".join(parts) + "}"

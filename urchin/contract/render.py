@@ -6,7 +6,9 @@ reprs (`None`, `{...}`), sizes in human units, and proper singular and plural.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+# `collections.abc`'s very Mapping, from the module it re-exports: `collections` itself (operator,
+# reprlib, ...) is most of `urchin context`'s fast path (daemon/fastcalls.py) otherwise
+from _collections_abc import Mapping
 
 from urchin.errors import ValidationError
 from urchin.words import plural

@@ -9,10 +9,9 @@ validator: any answer but 200 goes to the full CLI, which then reports it as it 
 
 from __future__ import annotations
 
-import json
-
 from urchin.daemon import fastclient
 from urchin.daemon.fastclient import Fallback, locate, quote, read_args, request_body
+from urchin.wire import dumps, loads
 
 TYPE_CHECKING = False   # not `typing`'s: a fast path pays for every import
 if TYPE_CHECKING:
@@ -48,7 +47,7 @@ def answer(home: str | None, command: str, args: list[str]) -> tuple[list[str], 
         body = request_body(address, token, "GET", "/events/" + quote(params["id"]))
     else:
         try:
-            payload = json.dumps(params, ensure_ascii=False, allow_nan=False).encode("utf-8")
+            payload = dumps(params).encode("utf-8")
         except (ValueError, UnicodeEncodeError):
             raise Fallback from None     # nan, an undecodable argv byte: the full CLI says what is wrong
         body = request_body(address, token, "POST", "/" + command, payload)
@@ -59,7 +58,7 @@ def _lines(command: str, body: str, as_json: bool) -> list[str]:
     """The full CLI's output: with --json the result object (the daemon's body, which is it, written
     by the same orjson), else `render_context`, the recall block (nothing when empty), the event."""
     try:
-        result = json.loads(body)
+        result = loads(body)
         if command == "context":
             if not body.startswith('{"query":') or list(result) != ["query", "results", "coverage", "truncated",
                                                                     "tokensUsed"]:

@@ -3,8 +3,9 @@
 
 The daemon holds the hot index, so the whole cost of such a command is the client's start-up:
 `urchin/__main__.py` calls `run(argv)` before it imports click, and this module answers with the
-standard library alone (json, socket, fcntl): one HTTP/1.1 request over the daemon's Unix socket or
-loopback port, found through `$URCHIN_HOME/daemon.json` exactly as `client.find_daemon` finds it.
+standard library alone (`_json`, `_socket`, fcntl: urchin/wire.py; no `json`, whose import compiles
+regular expressions): one HTTP/1.1 request over the daemon's Unix socket or loopback port, found
+through `$URCHIN_HOME/daemon.json` exactly as `client.find_daemon` finds it.
 
 It answers only what it can answer byte for byte as the full CLI would (`tests/test_fastclient.py`
 runs both): any other flag, `--help`, a repeated option, a config file or environment setting it
@@ -16,9 +17,10 @@ it would for the full CLI); an error answer costs one extra request, never a dif
 
 from __future__ import annotations
 
-import json
 import os
 import sys
+
+from urchin.wire import loads
 
 TYPE_CHECKING = False   # not `typing`'s: a fast path pays for every import
 if TYPE_CHECKING:
@@ -212,7 +214,7 @@ def _older(body: str, options: list[tuple[str, str]]) -> list[str]:
     if '"olderMatch"' not in body:
         return []
     try:
-        result = json.loads(body)
+        result = loads(body)
         older, hours = result["olderMatch"], float(dict(options)["hours"])
         if result["events"]:
             return []
@@ -230,7 +232,7 @@ def _format(body: str, as_json: bool, *, with_score: bool) -> list[str]:
     if not body.startswith(_EVENTS_PREFIX):
         raise Fallback
     try:
-        result = json.loads(body)
+        result = loads(body)
         records = result["events"]
         if not all(isinstance(record, dict) for record in records):
             raise Fallback
