@@ -17,18 +17,20 @@ import mmap
 import os
 import struct
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
-import numpy as np
 import orjson
 
 from urchin.journal import Journal
+
+if TYPE_CHECKING:      # numpy is imported by the long-lived processes that load the index (`load()`) only:
+    import numpy as np  # a hook or a CLI write maps the file and never pays for the import
 
 __all__ = ["IdIndex", "IdMemo", "id_hash"]
 
 _MAGIC = b"URCHINI2"
 _HEADER = struct.Struct("<8sQQ")
 _RECORD = struct.Struct("<QQ")
-_RECORDS = np.dtype([("hash", "<u8"), ("offset", "<u8")])   # _RECORD, as numpy reads the file
 _MERGE_AT = 1 << 15     # newest records kept in a dict up to this many, then merged into the arrays
 
 
@@ -177,8 +179,11 @@ class IdIndex:
             self._mem.add(h, offset)
 
     def _load_records(self, fd: int, records_end: int) -> None:
+        import numpy as np
+
         assert self._mem is not None
-        data = np.frombuffer(os.pread(fd, records_end - self._records_seen, self._records_seen), dtype=_RECORDS)
+        records = np.dtype([("hash", "<u8"), ("offset", "<u8")])   # _RECORD, as numpy reads it
+        data = np.frombuffer(os.pread(fd, records_end - self._records_seen, self._records_seen), dtype=records)
         self._mem.merge(data["hash"], data["offset"].astype(np.int64))
         del data
         self._records_seen = records_end
@@ -210,9 +215,11 @@ class IdMemo:
     arrays in one assignment before it empties the dict, so a reader never misses a record (it may
     see one twice, which a lookup tolerates: every offset is checked against its line)."""
 
-    __slots__ = ("_sorted", "_recent")
+    merge_at = _MERGE_AT
 
     def __init__(self) -> None:
+        import numpy as np
+
         self._sorted: tuple[np.ndarray, np.ndarray] = (np.empty(0, np.uint64), np.empty(0, np.int64))
         self._recent: dict[int, list[int]] = {}
 
@@ -223,20 +230,24 @@ class IdMemo:
         keys, offsets = self._sorted
         found = self._recent.get(h, [])
         if len(keys):
-            key = np.uint64(h)
-            a = int(np.searchsorted(keys, key, side="left"))
+            key = keys.dtype.type(h)
+            a = int(keys.searchsorted(key, side="left"))
             if a < len(keys) and keys[a] == key:
-                b = int(np.searchsorted(keys, key, side="right"))
+                b = int(keys.searchsorted(key, side="right"))
                 return offsets[a:b].tolist() + found
         return list(found)
 
     def add(self, h: int, offset: int) -> None:
         self._recent.setdefault(h, []).append(offset)
-        if len(self._recent) >= _MERGE_AT:
+        if len(self._recent) >= self.merge_at:
+            import numpy as np
+
             self.merge(np.empty(0, np.uint64), np.empty(0, np.int64))
 
     def merge(self, hashes: np.ndarray, offsets: np.ndarray) -> None:
         """Add records (the dict's too) to the sorted arrays: O(n) copies and a sort of the new ones."""
+        import numpy as np
+
         recent = self._recent      # still read by lookups until the new arrays hold its records
         if recent:
             more = [(k, o) for k, offs in recent.items() for o in offs]
