@@ -22,7 +22,7 @@ from urchin.search.assoc import TF_WEIGHT as _TF_WEIGHT
 from urchin.search.assoc import Associations
 from urchin.search.cosine_sparse import Query, Scored, Scratch, Window, member, merge, raw_scores
 from urchin.search.extract import LABELS, Batch, TermExtractor
-from urchin.search.postings import Codes, Column, Segment, Triples
+from urchin.search.postings import Blob, Codes, Column, Segment, Triples
 from urchin.search.query import check_limit, check_query
 from urchin.search.scope import SessionScopes
 from urchin.search.score import TOKEN_COSINE
@@ -152,7 +152,7 @@ class TokenCosineIndex:
         self._session_rows = Column(np.int64)  # rows per session code (the session leg's lengths)
         self._scopes = SessionScopes()         # what a workspace's query may leave out (scope.py)
         self._scratch: Scratch | None = None   # zeroed buffers a query lends (cosine_sparse)
-        self._id_bytes = bytearray()
+        self._id_bytes = Blob()
         self._id_end = Column(np.int64)
         self._refreshed_at = 0  # rows whose norms reflect the idf of the last full refresh
 
@@ -740,7 +740,7 @@ class TokenCosineIndex:
         """A copy to save; O(rows + terms) copying, segments shared (they never change)."""
         arrays = {name: getattr(self, f"_{name}").view().copy() for name in self._COLUMNS}
         arrays["df"] = self._df.view().copy()
-        arrays["ids"] = np.frombuffer(bytes(self._id_bytes), dtype=np.uint8)
+        arrays["ids"] = self._id_bytes.array()
         for name, codes in self._fields.items():
             arrays[f"label_{name}"] = codes.column.view().copy()
         for name, values in zip(("terms", "rows", "tf"), self._pending(), strict=True):
@@ -764,7 +764,7 @@ class TokenCosineIndex:
         fills = {"norm": 1, "prev": -1, "next": -1}
         for name in cls._COLUMNS:
             setattr(index, f"_{name}", Column.of(arrays[name], fills.get(name, 0)))
-        index._id_bytes = bytearray(arrays["ids"])
+        index._id_bytes = Blob(arrays["ids"])      # not copied: a saved index's map
         for name in LABELS:
             index._fields[name] = Codes(state.labels[name], arrays[f"label_{name}"])
             if len(index._fields[name]) != len(state.labels[name]) + 1:
