@@ -454,10 +454,28 @@ def test_a_loaded_index_keeps_its_ids_on_disk_and_grows_its_columns_by_an_eighth
     while not isinstance(base, mmap.mmap):
         base = base.base if hasattr(base, "base") else base._mmap
     assert len(ids) == len(view.index._id_bytes) + len("after-the-load")
-    assert [h.event.id for h in loaded.search("zeppelin", since_ms=None, limit=1, filters=Filters())] == ["after-the-load"]
+    found = loaded.search("zeppelin", since_ms=None, limit=1, filters=Filters())
+    assert [h.event.id for h in found] == ["after-the-load"]
     assert loaded.index._id(1999) == f"event-1999-{'x' * 40}"
+    # a daemon's follower releases the read-only maps of an idle view: they leave its resident set
+    assert _resident(_generation(settings), ("ids.npy", "seg")) > 0     # the query read its hits' ids
+    assert loaded.release_pages(idle_s=0) >= 1
+    assert _resident(_generation(settings), ("ids.npy", "seg")) == 0
     from urchin.search.postings import Column
 
     column = Column.of(np.zeros(800_000, dtype=np.int64))      # as a loaded 800k-row index's
     column.extend([7])
     assert column.size == 800_001 and len(column.data) == 900_000 and column.view()[-1] == 7
+
+
+def _resident(folder: Path, names: tuple[str, ...]) -> int:
+    """kB of this process's resident pages mapped from files in `folder` whose names start with `names`."""
+    total, counting = 0, False
+    for line in Path("/proc/self/smaps").read_text().splitlines():
+        fields = line.split()
+        if fields and "-" in fields[0] and len(fields[0]) > 8 and ":" not in fields[0]:   # a mapping's header
+            path = Path(fields[-1]) if len(fields) >= 6 else None
+            counting = path is not None and path.parent == folder and path.name.startswith(names)
+        elif counting and fields[:1] == ["Rss:"]:
+            total += int(fields[1])
+    return total

@@ -611,6 +611,13 @@ class Memory:
         self._semantic.refresh()
         return end
 
+    def release_pages(self, idle_s: float = 2.0) -> None:
+        """The daemon's follower, now and then: views idle for `idle_s` drop the pages of their
+        read-only maps (the block index's bits, the saved token-cosine postings and ids) from this
+        process; the page cache keeps them, so the next query maps them again for a minor fault."""
+        self._substring.index.release_pages(idle_s)
+        self._semantic.release_pages(idle_s)
+
     def save_views(self) -> bool:
         """Persist the views that keep a copy on disk (the token-cosine index); the daemon calls this
         at shutdown (catch-up also saves every so often by itself). False when nothing was written."""

@@ -113,6 +113,10 @@ class SemanticViews:
         if self._cosine is not None or self._hot:
             self.cosine().catch_up()
 
+    def release_pages(self, idle_s: float) -> None:
+        if self._cosine is not None:
+            self._cosine.release_pages(idle_s)
+
     def save(self) -> bool:
         """The daemon's last save: no association build is started (it would outlive the daemon)."""
         return self._cosine.save(learn=False) if self._cosine is not None else False

@@ -22,7 +22,7 @@ from urchin.search.assoc import TF_WEIGHT as _TF_WEIGHT
 from urchin.search.assoc import Associations
 from urchin.search.cosine_sparse import Query, Scored, Scratch, Window, member, merge, raw_scores
 from urchin.search.extract import LABELS, Batch, TermExtractor
-from urchin.search.postings import Blob, Codes, Column, Segment, Triples
+from urchin.search.postings import Blob, Codes, Column, Segment, Triples, release_pages
 from urchin.search.query import check_limit, check_query
 from urchin.search.scope import SessionScopes
 from urchin.search.score import TOKEN_COSINE
@@ -786,6 +786,12 @@ class TokenCosineIndex:
         index._norm_total = float(index._norm.data[:n].sum(dtype=np.float64))
         index._extractor = TermExtractor(index._vocab)
         return index
+
+    def release_pages(self) -> int:
+        """Drop the pages of the read-only maps (a saved index's postings and ids) from this process's
+        resident set; they stay in the page cache. Returns how many maps were released."""
+        arrays = [a for s in self._segments for a in (s.indptr, s.rows, s.tf)] + [self._id_bytes.base]
+        return sum(release_pages(a) for a in arrays)
 
     def memory_bytes(self) -> int:
         """Bytes held by the index's arrays (the vocabulary dict and id strings included roughly)."""

@@ -9,7 +9,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
-__all__ = ["Blob", "Codes", "Column", "Segment", "Triples", "distinct"]
+__all__ = ["Blob", "Codes", "Column", "Segment", "Triples", "distinct", "release_pages"]
 
 _MERGE_CHUNK = 1 << 20  # postings per step when building a segment (bounds the temporaries)
 Triples = tuple[np.ndarray, np.ndarray, np.ndarray]  # (terms, rows, tf), grouped by row
@@ -48,6 +48,26 @@ class Column:
         column = cls(values.dtype, fill)
         column.data, column.size = values, len(values)
         return column
+
+
+def release_pages(array: np.ndarray) -> bool:
+    """Drop the resident pages of a read-only memory-mapped array from this process (MADV_DONTNEED):
+    they stay in the page cache, and the next read maps them again (a minor fault per 64 KB). A
+    writable array (a private copy-on-write map may hold writes) or one not mapped is left alone."""
+    import mmap
+
+    if array.flags.writeable:
+        return False
+    base = array.base
+    while base is not None and not isinstance(base, mmap.mmap):
+        base = getattr(base, "base", None)
+    if base is None:
+        return False
+    try:
+        base.madvise(mmap.MADV_DONTNEED)
+    except (ValueError, OSError, AttributeError):   # closed, or not Linux
+        return False
+    return True
 
 
 class Blob:
