@@ -456,7 +456,8 @@ def test_a_loaded_index_keeps_its_ids_on_disk_and_grows_its_columns_by_an_eighth
     assert len(ids) == len(view.index._id_bytes) + len("after-the-load")
     found = loaded.search("zeppelin", since_ms=None, limit=1, filters=Filters())
     assert [h.event.id for h in found] == ["after-the-load"]
-    assert loaded.index._id(1999) == f"event-1999-{'x' * 40}"
+    assert loaded.index._id(1999) == f"event-1999-{'x' * 40}" and loaded.index._id(2000) == "after-the-load"
+    assert loaded.index._id_end.base.base is not None      # the ids' ends too stay as loaded
     # a daemon's follower releases the read-only maps of an idle view: they leave its resident set
     assert _resident(_generation(settings), ("ids.npy", "seg")) > 0     # the query read its hits' ids
     assert loaded.release_pages(idle_s=0) >= 1

@@ -22,7 +22,7 @@ from urchin.search.assoc import TF_WEIGHT as _TF_WEIGHT
 from urchin.search.assoc import Associations
 from urchin.search.cosine_sparse import Query, Scored, Scratch, Window, member, merge, raw_scores
 from urchin.search.extract import LABELS, Batch, TermExtractor
-from urchin.search.postings import Blob, Codes, Column, Segment, Triples, release_pages
+from urchin.search.postings import Blob, Codes, Column, Segment, SplitColumn, Triples, release_pages
 from urchin.search.query import check_limit, check_query
 from urchin.search.scope import SessionScopes
 from urchin.search.score import TOKEN_COSINE
@@ -153,7 +153,7 @@ class TokenCosineIndex:
         self._scopes = SessionScopes()         # what a workspace's query may leave out (scope.py)
         self._scratch: Scratch | None = None   # zeroed buffers a query lends (cosine_sparse)
         self._id_bytes = Blob()
-        self._id_end = Column(np.int64)
+        self._id_end: Column | SplitColumn = Column(np.int64)   # a SplitColumn once loaded (from_state)
         self._refreshed_at = 0  # rows whose norms reflect the idf of the last full refresh
 
     # ---- adding -----------------------------------------------------------------------------
@@ -729,8 +729,11 @@ class TokenCosineIndex:
         return [Scored(eid, TOKEN_COSINE.shown_raw(-neg), row, min(m, 1.0)) for neg, _, eid, row, m in picked[:limit]]
 
     def _id(self, row: int) -> str:
-        end = int(self._id_end.data[row])
-        start = int(self._id_end.data[row - 1]) if row else 0
+        ends = self._id_end
+        if isinstance(ends, SplitColumn):
+            end, start = ends.at(row), ends.at(row - 1) if row else 0
+        else:
+            end, start = int(ends.data[row]), int(ends.data[row - 1]) if row else 0
         return self._id_bytes[start:end].decode("utf-8")
 
     # ---- persistence ------------------------------------------------------------------------
@@ -764,6 +767,7 @@ class TokenCosineIndex:
         fills = {"norm": 1, "prev": -1, "next": -1}
         for name in cls._COLUMNS:
             setattr(index, f"_{name}", Column.of(arrays[name], fills.get(name, 0)))
+        index._id_end = SplitColumn(arrays["id_end"])   # read per result only: never copied to grow
         index._id_bytes = Blob(arrays["ids"])      # not copied: a saved index's map
         for name in LABELS:
             index._fields[name] = Codes(state.labels[name], arrays[f"label_{name}"])
@@ -791,14 +795,17 @@ class TokenCosineIndex:
         """Drop the pages of the read-only maps (a saved index's postings and ids) from this process's
         resident set; they stay in the page cache. Returns how many maps were released."""
         arrays = [a for s in self._segments for a in (s.indptr, s.rows, s.tf)] + [self._id_bytes.base]
+        if isinstance(self._id_end, SplitColumn):
+            arrays.append(self._id_end.base)
         return sum(release_pages(a) for a in arrays)
 
     def memory_bytes(self) -> int:
         """Bytes held by the index's arrays (the vocabulary dict and id strings included roughly)."""
         arrays = sum(s.indptr.nbytes + s.rows.nbytes + s.tf.nbytes for s in self._segments)
         arrays += len(self._pending_rows) * 9
-        cols = [self._df, self._ts, self._ts_max, self._late, self._norm, self._prev, self._next, self._id_end]
+        cols = [self._df, self._ts, self._ts_max, self._late, self._norm, self._prev, self._next]
         cols += [f.column for f in self._fields.values()] + [self._session_rows]
+        arrays += self._id_end.nbytes if isinstance(self._id_end, SplitColumn) else self._id_end.data.nbytes
         arrays += self._scopes.nbytes
         if self._scratch is not None:
             arrays += self._scratch.nbytes

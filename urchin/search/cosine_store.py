@@ -33,7 +33,7 @@ __all__ = ["FORMAT", "Reuse", "Saved", "StoreError", "covers", "discard", "insta
 FORMAT = 2   # 2: the journal is marked by urchin.journal.JournalMark, the one mark every view uses
 _MANIFEST = "manifest.json"
 _LOCK = ".lock"
-_MMAP_PREFIXES = ("seg", "ids")  # never written in place: mapped read-only; the rest copy-on-write
+_MMAP_PREFIXES = ("seg", "ids", "id_end")  # never written in place: mapped read-only; the rest copy-on-write
 _CHECKSUMMED = ("vocab.bin", "labels.json")
 _MMAP_MIN = 1 << 16
 

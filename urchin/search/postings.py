@@ -9,7 +9,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
-__all__ = ["Blob", "Codes", "Column", "Segment", "Triples", "distinct", "release_pages"]
+__all__ = ["Blob", "Codes", "Column", "Segment", "SplitColumn", "Triples", "distinct", "release_pages"]
 
 _MERGE_CHUNK = 1 << 20  # postings per step when building a segment (bounds the temporaries)
 Triples = tuple[np.ndarray, np.ndarray, np.ndarray]  # (terms, rows, tf), grouped by row
@@ -68,6 +68,34 @@ def release_pages(array: np.ndarray) -> bool:
     except (ValueError, OSError, AttributeError):   # closed, or not Linux
         return False
     return True
+
+
+class SplitColumn:
+    """A column read a value at a time (each result's id end): a frozen base (a saved index's map,
+    never copied, so a daemon's first new row does not copy it) and the rows added since, apart."""
+
+    def __init__(self, base: np.ndarray, fill: float = 0) -> None:
+        self.base = base
+        self.tail = Column(base.dtype, fill)
+
+    @property
+    def size(self) -> int:
+        return len(self.base) + self.tail.size
+
+    @property
+    def nbytes(self) -> int:
+        return self.base.nbytes + self.tail.data.nbytes
+
+    def extend(self, values: np.ndarray | list) -> None:
+        self.tail.extend(values)
+
+    def at(self, row: int) -> int:
+        frozen = len(self.base)
+        return int(self.base[row] if row < frozen else self.tail.data[row - frozen])
+
+    def view(self) -> np.ndarray:
+        """Every value as one array (a copy once rows were added)."""
+        return np.concatenate([self.base, self.tail.view()]) if self.tail.size else self.base
 
 
 class Blob:
