@@ -129,11 +129,15 @@ class HotViews:
         try:
             while True:
                 with self._lock:
-                    era, target = self._era, self._followed
-                    if self._counted >= target:
+                    era, target, start = self._era, self._followed, self._counted
+                    if start >= target:
                         self._counter = None
                         return
                 self._count(era, target, locked=False)
+                with self._lock:
+                    if self._era == era and self._counted == start:   # gone or cut: the next refresh sees it
+                        self._counter = None
+                        return
         except JournalError:
             with self._lock:
                 self._counter = None
