@@ -588,7 +588,7 @@ class Memory:
         # background (about 15 s per million events) while everything else serves.
         threading.Thread(target=self._substring.catch_up, name="urchin-substring-index", daemon=True).start()
         self._hot.refresh()
-        # Made and built by the follower's first refresh() in the background: a large journal takes
+        # Made in the background, then built by the follower's refresh(): a large journal takes
         # minutes to index, and the daemon should not wait for that to serve everything else.
         self._semantic.hot()
         self._hot.hot = True

@@ -64,12 +64,14 @@ class SemanticViews:
         return self._cosine
 
     def hot(self) -> None:
-        """A daemon's views: the token-cosine view is made by the follower's first `refresh` (its imports
-        and thesaurus take a second, which the daemon's start does not wait for) or the first query."""
+        """A daemon's views: the token-cosine view is made in a thread of its own (its imports and
+        thesaurus take a second, which neither the daemon's start nor the follower's refreshes of the
+        other views wait for), or by the first query if that comes first; the follower then keeps it."""
         with self._making:
             self._hot = True
             if self._cosine is not None:
                 self._daemon_view(self._cosine)
+        threading.Thread(target=self.cosine, name="urchin-cosine-view", daemon=True).start()
 
     @staticmethod
     def _daemon_view(view: TokenCosineView) -> None:
@@ -110,8 +112,8 @@ class SemanticViews:
 
     def refresh(self) -> None:
         """The token-cosine view follows the journal by itself (its own lock), once it exists."""
-        if self._cosine is not None or self._hot:
-            self.cosine().catch_up()
+        if self._cosine is not None:
+            self._cosine.catch_up()
 
     def release_pages(self, idle_s: float) -> None:
         if self._cosine is not None:
