@@ -432,3 +432,51 @@ def test_associations_learned_for_an_index_since_gone_are_not_installed(memory: 
     view._learn_once(view._generation)         # no saved index to learn from: nothing, no error
     assert view.index.assoc is None and not model_path.exists()
     assert not list(settings.index_dir.glob(".cosine.learned.tmp"))
+
+
+def test_a_loaded_index_keeps_its_ids_on_disk_and_grows_its_columns_by_an_eighth(memory: Memory,
+                                                                                  settings: Settings) -> None:
+    """A daemon's memory must not hold a second copy of what the saved index maps: the rows' ids stay
+    mapped after the load and after rows are added (they go to a tail of their own), and a loaded
+    column's first growth adds an eighth of it, not as much again (that doubled a 3M-event daemon's
+    columns to ~300 MB on its first new event)."""
+    import mmap
+
+    memory.ingest([{**item, "id": f"event-{i:04d}-{'x' * 40}"} for i, item in enumerate(_items(0, 2_000))])
+    view = _view(settings)
+    view.catch_up()
+    assert view.save() is True
+    memory.ingest([{"id": "after-the-load", "content": "zeppelin hangar inspection"}])
+    loaded = _view(settings)
+    assert loaded.catch_up() == 1 and loaded.loaded_from_disk
+    ids = loaded.index._id_bytes
+    base = ids.base
+    while not isinstance(base, mmap.mmap):
+        base = base.base if hasattr(base, "base") else base._mmap
+    assert len(ids) == len(view.index._id_bytes) + len("after-the-load")
+    found = loaded.search("zeppelin", since_ms=None, limit=1, filters=Filters())
+    assert [h.event.id for h in found] == ["after-the-load"]
+    assert loaded.index._id(1999) == f"event-1999-{'x' * 40}" and loaded.index._id(2000) == "after-the-load"
+    assert loaded.index._id_end.base.base is not None      # the ids' ends too stay as loaded
+    # a daemon's follower releases the read-only maps of an idle view: they leave its resident set
+    assert _resident(_generation(settings), ("ids.npy", "seg")) > 0     # the query read its hits' ids
+    assert loaded.release_pages(idle_s=0) >= 1
+    assert _resident(_generation(settings), ("ids.npy", "seg")) == 0
+    from urchin.search.postings import Column
+
+    column = Column.of(np.zeros(800_000, dtype=np.int64))      # as a loaded 800k-row index's
+    column.extend([7])
+    assert column.size == 800_001 and len(column.data) == 900_000 and column.view()[-1] == 7
+
+
+def _resident(folder: Path, names: tuple[str, ...]) -> int:
+    """kB of this process's resident pages mapped from files in `folder` whose names start with `names`."""
+    total, counting = 0, False
+    for line in Path("/proc/self/smaps").read_text().splitlines():
+        fields = line.split()
+        if fields and "-" in fields[0] and len(fields[0]) > 8 and ":" not in fields[0]:   # a mapping's header
+            path = Path(fields[-1]) if len(fields) >= 6 else None
+            counting = path is not None and path.parent == folder and path.name.startswith(names)
+        elif counting and fields[:1] == ["Rss:"]:
+            total += int(fields[1])
+    return total

@@ -126,6 +126,7 @@ def test_vanished_daemon_falls_back_to_in_process(tmp_path: Path) -> None:
 
 # What only the daemon itself uses (hot views, group commit, the write path's parts): not a client's API.
 _DAEMON_ONLY = {"add_view", "warm", "refresh", "save_views", "followed", "ingest_prepared", "prepare_batch",
+                "loading", "release_pages",    # the daemon's start and its follower
                 "rejected", "compact", "locate", "open", "cosine_view", "embedding_view", "ingestor", "substring",
                 "journal", "forget_log", "index_service", "files", "roots", "settings", "collector_changes",
                 "timeline", "activity", "redaction_fingerprint",  # the viewer routes run in the daemon

@@ -219,3 +219,38 @@ def test_token_file_is_created_0600_once(tmp_path: Path) -> None:
 
 
 # ---- the embedded PostgreSQL follows its daemon ------------------------------------------------
+
+
+def test_health_answers_while_an_import_holds_the_journal_and_says_what_is_loading(tmp_path: Path) -> None:
+    """What grows with the journal (its id index, its line count) is loaded behind the daemon's start,
+    never before it serves: a daemon started while another process holds the journal's lock (an
+    import) answers /health, saying it is still loading the id index, and takes its first write once
+    the lock is free."""
+    from urchin.journal import Journal
+
+    home = tmp_path / "home"
+    run_urchin("ingest", "before the daemon", "--id", "first", env={"URCHIN_HOME": str(home), "URCHIN_NO_DAEMON": "1"})
+    journal = Journal(home / "journal" / "events.jsonl")
+    held = journal.locked()
+    held.__enter__()
+    daemon = DaemonProcess(home, "--no-collect")
+    try:
+        daemon.start(timeout=30)
+        with daemon.client() as client:
+            health = client.get("/health").json()
+            assert health["status"] == "ok" and "ids" in health["loading"], health
+            found = client.get("/search", params={"query": "before the daemon"}).json()["events"]
+            assert [e["id"] for e in found] == ["first"]      # reads do not wait for the lock
+            held.__exit__(None, None, None)
+            held = None
+            deadline = time.monotonic() + 10
+            while "loading" in (health := client.get("/health").json()):
+                assert time.monotonic() < deadline, health
+                time.sleep(0.02)
+            assert health["events"] == 1
+            again = client.post("/ingest", json={"id": "first", "content": "before the daemon"}).json()
+            assert again["status"] == "duplicate", again
+    finally:
+        if held is not None:
+            held.__exit__(None, None, None)
+        daemon.stop()

@@ -110,3 +110,31 @@ def test_a_journal_rewritten_in_place_restarts_every_hot_view(memory: Memory) ->
         handle.write(data.replace(b'"one"', b'"uno"'))
     memory.refresh()
     assert view.resets == 1 and memory.followed[1] == 2
+
+
+def test_a_long_stretch_of_lines_is_counted_behind_the_refresh(settings: Settings) -> None:
+    """A daemon's start on a large journal does not wait for the line count (a scan that grows with
+    the journal): `refresh` reaches the end at once, the count follows in the background, stays a lower
+    bound meanwhile, and starts over when the journal is replaced."""
+    import time
+
+    from urchin.journal import Journal
+    from urchin.memory.hot import HotViews
+
+    path = settings.journal_path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(b"".join(b'{"id": "l-%d", "content": "line"}\n' % i for i in range(3000)))
+    hot = HotViews(Journal(path))
+    hot.COUNT_INLINE = 1024     # bytes: anything longer is counted by a thread
+    assert hot.refresh() == path.stat().st_size and hot.followed[0] == path.stat().st_size
+    deadline = time.monotonic() + 5
+    while hot.counting:
+        assert hot.followed[1] <= 3000 and time.monotonic() < deadline
+        time.sleep(0.01)
+    assert hot.followed == (path.stat().st_size, 3000)
+    path.write_bytes(b"".join(b'{"id": "n-%d", "content": "a new journal"}\n' % i for i in range(40)))
+    hot.refresh()
+    while hot.counting:
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    assert hot.followed == (path.stat().st_size, 40)

@@ -203,7 +203,11 @@ async def _health(request: Request) -> Response:
         return JSON({"status": "ok"})
     state = _state(request)
     _, lines = state.memory.followed
-    return JSON({"status": "ok", "version": VERSION, "events": lines, "uptime_s": state.uptime_s()})
+    answer = {"status": "ok", "version": VERSION, "events": lines, "uptime_s": state.uptime_s()}
+    loading = state.memory.loading()
+    if loading:     # serving already; these are still loaded in the background (see Memory.loading)
+        answer["loading"] = loading
+    return JSON(answer)
 
 
 async def _ingest(request: Request) -> Response:

@@ -62,6 +62,7 @@ class Follower:
     def _refresh(self) -> None:
         try:
             self.memory.refresh()
+            self.memory.release_pages()     # what idle views mapped leaves the daemon's resident set
             self.last_error = None
         except Exception as exc:  # noqa: BLE001 - a transient read error must not kill the follower
             if str(exc) != self.last_error:

@@ -9,6 +9,7 @@ each sits behind thin methods here and is private to it.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
@@ -19,7 +20,7 @@ import orjson
 from urchin.checks import check_bool, check_number
 from urchin.config import Settings
 from urchin.ephemeral import EphemeralState
-from urchin.errors import NotFoundError, QueryError, ValidationError
+from urchin.errors import NotFoundError, QueryError, UrchinError, ValidationError
 from urchin.event import Event, format_timestamp
 from urchin.journal import Journal
 from urchin.memory.capture import Capture
@@ -69,6 +70,8 @@ __all__ = ["Memory", "ImportReport", "PreparedBatch", "HotView", "ForgetResult",
            "MAX_DOCUMENT_BYTES"]
 
 
+log = logging.getLogger(__name__)
+
 FOLLOW_POLL_S = 0.25
 
 
@@ -95,6 +98,7 @@ class Memory:
         self._config_watch: ConfigWatch | None = None   # a daemon's: config.toml read again when it changes
         self._substring = SubstringSearcher(self._journal)
         self._hot = HotViews(self._journal)
+        self._ids_loading: threading.Thread | None = None
         self._workspace = Workspace(settings, lambda: self.ingestor.redactor)
         self._semantic = SemanticViews(settings, self._journal, self.locate)
         self._index = HybridIndex(settings, self._journal, self._workspace, self.get,
@@ -581,19 +585,26 @@ class Memory:
         """Switch to hot mode: ids in memory, every view fed to the journal's end, reads catch up first."""
         self.ingestor.keep_ids_in_memory()
         self.finish_forget()
-        with self._journal.locked():  # load the id index now, not inside the first write's latency
-            self.ingestor.ids.catch_up()
+        # The id index is loaded now, not inside the first write's latency, but in a thread: it waits for
+        # the journal's lock (an import may hold it) and grows with the journal, and the daemon serves
+        # meanwhile (a write that comes first loads it itself, under the same lock).
+        self._ids_loading = threading.Thread(target=self._load_ids, name="urchin-ids", daemon=True)
+        self._ids_loading.start()
         # The substring block index follows the journal by itself; build what it lacks in the
         # background (about 15 s per million events) while everything else serves.
         threading.Thread(target=self._substring.catch_up, name="urchin-substring-index", daemon=True).start()
         self._hot.refresh()
-        # Created now, built by the follower's first refresh() in the background: a large journal
-        # takes minutes to index, and the daemon should not wait for that to serve everything else.
-        # Its learned associations are built by a child process at the lowest priority: seconds of CPU
-        # that, in the follower's thread, stalled the views' updates and ran at the daemon's priority.
-        self._semantic.cosine().learn_apart = True
-        self._semantic.cosine().save_in_queries = False     # the follower's catch-up saves (not a request)
+        # Made in the background, then built by the follower's refresh(): a large journal takes
+        # minutes to index, and the daemon should not wait for that to serve everything else.
+        self._semantic.hot()
         self._hot.hot = True
+
+    def _load_ids(self) -> None:
+        try:
+            with self._journal.locked():
+                self.ingestor.ids.catch_up()
+        except UrchinError as exc:      # the next write tries again, and says why
+            log.warning("loading the id index failed: %s", exc.message)
 
     def refresh(self) -> int:
         """Bring every view up to the journal's end (whoever appended); returns the offset reached.
@@ -606,10 +617,25 @@ class Memory:
         self._semantic.refresh()
         return end
 
+    def release_pages(self, idle_s: float = 2.0) -> None:
+        """The daemon's follower, now and then: views idle for `idle_s` drop the pages of their
+        read-only maps (the block index's bits, the saved token-cosine postings and ids) from this
+        process; the page cache keeps them, so the next query maps them again for a minor fault."""
+        self._substring.index.release_pages(idle_s)
+        self._semantic.release_pages(idle_s)
+
     def save_views(self) -> bool:
         """Persist the views that keep a copy on disk (the token-cosine index); the daemon calls this
         at shutdown (catch-up also saves every so often by itself). False when nothing was written."""
         return self._semantic.save()
+
+    def loading(self) -> list[str]:
+        """What a hot process is still loading in the background: `events` (the line count `followed`
+        gives is so far a lower bound), `ids` (the id index: a write waits for it)."""
+        loading = ["events"] if self._hot.counting else []
+        if self._ids_loading is not None and self._ids_loading.is_alive():
+            loading.append("ids")
+        return loading
 
     @property
     def followed(self) -> tuple[int, int]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -27,6 +28,8 @@ class SemanticViews:
         self._cosine: TokenCosineView | None = None
         self._embedding: EmbeddingView | None = None
         self._background = False
+        self._hot = False       # a daemon's (see `hot`)
+        self._making = threading.Lock()
 
     def search(self, query: str, since_ms: int, limit: int, filters: Filters, *, min_score: float = 0.0,
                explain: bool = False) -> SearchResult:
@@ -53,12 +56,32 @@ class SemanticViews:
         return SearchResult(kept, query, mode, notes + _unheld(query, kept), weak=hint is not None, hint=hint)
 
     def cosine(self) -> TokenCosineView:
-        if self._cosine is None:
-            from urchin.search.semantic import TokenCosineView
+        with self._making:      # the follower's thread and a query may both be first
+            if self._cosine is None:
+                from urchin.search.semantic import TokenCosineView
 
-            self._cosine = TokenCosineView(self._journal, self._settings.index_dir / "cosine",
-                                           home=self._settings.home)
+                view = TokenCosineView(self._journal, self._settings.index_dir / "cosine", home=self._settings.home)
+                if self._hot:
+                    self._daemon_view(view)
+                self._cosine = view
         return self._cosine
+
+    def hot(self) -> None:
+        """A daemon's views: the token-cosine view is made in a thread of its own (its imports and
+        thesaurus take a second, which neither the daemon's start nor the follower's refreshes of the
+        other views wait for), or by the first query if that comes first; the follower then keeps it."""
+        with self._making:
+            self._hot = True
+            if self._cosine is not None:
+                self._daemon_view(self._cosine)
+        threading.Thread(target=self.cosine, name="urchin-cosine-view", daemon=True).start()
+
+    @staticmethod
+    def _daemon_view(view: TokenCosineView) -> None:
+        # Its learned associations are built by a child process at the lowest priority: seconds of CPU
+        # that, in the follower's thread, stalled the views' updates and ran at the daemon's priority.
+        view.learn_apart = True
+        view.save_in_queries = False     # the follower's catch-up saves (not a request)
 
     def embedding(self) -> EmbeddingView:
         """The embedder's view; `EmbedderError` when the embedder is not configured fully."""
@@ -94,6 +117,10 @@ class SemanticViews:
         """The token-cosine view follows the journal by itself (its own lock), once it exists."""
         if self._cosine is not None:
             self._cosine.catch_up()
+
+    def release_pages(self, idle_s: float) -> None:
+        if self._cosine is not None:
+            self._cosine.release_pages(idle_s)
 
     def save(self) -> bool:
         """The daemon's last save: no association build is started (it would outlive the daemon)."""

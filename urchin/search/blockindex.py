@@ -11,6 +11,7 @@ only bulk catch-up imports numpy.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import struct
@@ -183,6 +184,7 @@ class BlockIndex:
         self._cached: tuple[int, int, int] | None = None
         self._view: View | None = None
         self._bits_map: Any = None
+        self._used: float | None = None   # when a query last read the bits map (None: released since)
         self._ts_cache: dict[str, int] = {}
         self.parallel_blocks = 0  # blocks built by worker processes so far (observability, tests)
 
@@ -196,6 +198,7 @@ class BlockIndex:
             try:
                 self._catch_up_locked(None)
                 fcntl.flock(fd, fcntl.LOCK_SH)  # writers wait for this query; readers do not
+                self._used = time.monotonic()
                 yield self._load_view()
             finally:
                 fcntl.flock(fd, fcntl.LOCK_UN)
@@ -478,6 +481,20 @@ class BlockIndex:
         os.pwrite(zfd, zones, _HEADER_SIZE + n * _ZONE.size)
         return n + len(blocks)
 
+    def release_pages(self, idle_s: float) -> bool:
+        """After `idle_s` without a query: drop the bits map's pages from this process (they stay in
+        the page cache; the next query maps them again, a minor fault per 64 KB); skipped while a
+        query or a catch-up runs. True if released."""
+        if self._used is None or time.monotonic() - self._used < idle_s or not self._mutex.acquire(blocking=False):
+            return False
+        try:
+            if self._bits_map is not None:
+                release_map(self._bits_map)
+            self._used = None
+            return True
+        finally:
+            self._mutex.release()
+
     # ---- reading --------------------------------------------------------------------------
     def _load_view(self) -> View:
         """The current snapshot; reloaded only when another catch-up moved the header."""
@@ -504,6 +521,15 @@ class BlockIndex:
         self._view = View(n, end, zones, self._bits_map)
         self._cached = (n, end, changed)
         return self._view
+
+
+def release_map(mapping: Any) -> None:
+    """MADV_DONTNEED on a read-only map: its pages leave the process's resident set, not the page
+    cache. Never on a writable private map (it would drop what was written)."""
+    import mmap
+
+    with contextlib.suppress(ValueError, OSError, AttributeError):   # closed, or not Linux
+        mapping.madvise(mmap.MADV_DONTNEED)
 
 
 def _read_result(worker: Any) -> tuple[bytes, bytes, int]:

@@ -22,7 +22,7 @@ from urchin.search.assoc import TF_WEIGHT as _TF_WEIGHT
 from urchin.search.assoc import Associations
 from urchin.search.cosine_sparse import Query, Scored, Scratch, Window, member, merge, raw_scores
 from urchin.search.extract import LABELS, Batch, TermExtractor
-from urchin.search.postings import Codes, Column, Segment, Triples
+from urchin.search.postings import Blob, Codes, Column, Segment, SplitColumn, Triples, release_pages
 from urchin.search.query import check_limit, check_query
 from urchin.search.scope import SessionScopes
 from urchin.search.score import TOKEN_COSINE
@@ -152,8 +152,8 @@ class TokenCosineIndex:
         self._session_rows = Column(np.int64)  # rows per session code (the session leg's lengths)
         self._scopes = SessionScopes()         # what a workspace's query may leave out (scope.py)
         self._scratch: Scratch | None = None   # zeroed buffers a query lends (cosine_sparse)
-        self._id_bytes = bytearray()
-        self._id_end = Column(np.int64)
+        self._id_bytes = Blob()
+        self._id_end: Column | SplitColumn = Column(np.int64)   # a SplitColumn once loaded (from_state)
         self._refreshed_at = 0  # rows whose norms reflect the idf of the last full refresh
 
     # ---- adding -----------------------------------------------------------------------------
@@ -730,8 +730,11 @@ class TokenCosineIndex:
                 for neg, _, eid, row, m in picked[:limit]]
 
     def _id(self, row: int) -> str:
-        end = int(self._id_end.data[row])
-        start = int(self._id_end.data[row - 1]) if row else 0
+        ends = self._id_end
+        if isinstance(ends, SplitColumn):
+            end, start = ends.at(row), ends.at(row - 1) if row else 0
+        else:
+            end, start = int(ends.data[row]), int(ends.data[row - 1]) if row else 0
         return self._id_bytes[start:end].decode("utf-8")
 
     # ---- persistence ------------------------------------------------------------------------
@@ -741,7 +744,7 @@ class TokenCosineIndex:
         """A copy to save; O(rows + terms) copying, segments shared (they never change)."""
         arrays = {name: getattr(self, f"_{name}").view().copy() for name in self._COLUMNS}
         arrays["df"] = self._df.view().copy()
-        arrays["ids"] = np.frombuffer(bytes(self._id_bytes), dtype=np.uint8)
+        arrays["ids"] = self._id_bytes.array()
         for name, codes in self._fields.items():
             arrays[f"label_{name}"] = codes.column.view().copy()
         for name, values in zip(("terms", "rows", "tf"), self._pending(), strict=True):
@@ -765,7 +768,8 @@ class TokenCosineIndex:
         fills = {"norm": 1, "prev": -1, "next": -1}
         for name in cls._COLUMNS:
             setattr(index, f"_{name}", Column.of(arrays[name], fills.get(name, 0)))
-        index._id_bytes = bytearray(arrays["ids"])
+        index._id_end = SplitColumn(arrays["id_end"])   # read per result only: never copied to grow
+        index._id_bytes = Blob(arrays["ids"])      # not copied: a saved index's map
         for name in LABELS:
             index._fields[name] = Codes(state.labels[name], arrays[f"label_{name}"])
             if len(index._fields[name]) != len(state.labels[name]) + 1:
@@ -788,12 +792,21 @@ class TokenCosineIndex:
         index._extractor = TermExtractor(index._vocab)
         return index
 
+    def release_pages(self) -> int:
+        """Drop the pages of the read-only maps (a saved index's postings and ids) from this process's
+        resident set; they stay in the page cache. Returns how many maps were released."""
+        arrays = [a for s in self._segments for a in (s.indptr, s.rows, s.tf)] + [self._id_bytes.base]
+        if isinstance(self._id_end, SplitColumn):
+            arrays.append(self._id_end.base)
+        return sum(release_pages(a) for a in arrays)
+
     def memory_bytes(self) -> int:
         """Bytes held by the index's arrays (the vocabulary dict and id strings included roughly)."""
         arrays = sum(s.indptr.nbytes + s.rows.nbytes + s.tf.nbytes for s in self._segments)
         arrays += len(self._pending_rows) * 9
-        cols = [self._df, self._ts, self._ts_max, self._late, self._norm, self._prev, self._next, self._id_end]
+        cols = [self._df, self._ts, self._ts_max, self._late, self._norm, self._prev, self._next]
         cols += [f.column for f in self._fields.values()] + [self._session_rows]
+        arrays += self._id_end.nbytes if isinstance(self._id_end, SplitColumn) else self._id_end.data.nbytes
         arrays += self._scopes.nbytes
         if self._scratch is not None:
             arrays += self._scratch.nbytes

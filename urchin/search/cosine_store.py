@@ -7,6 +7,7 @@ a new generation in a temporary directory, fsyncs it, renames it, then swaps the
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import shutil
@@ -27,12 +28,12 @@ from urchin.journal import Journal, JournalMark
 from urchin.search.assoc import path_beside
 from urchin.search.cosine import IndexState
 
-__all__ = ["FORMAT", "Reuse", "Saved", "StoreError", "covers", "discard", "install_beside", "load", "save"]
+__all__ = ["FORMAT", "Reuse", "Saved", "StoreError", "covers", "discard", "install_beside", "load", "release", "save"]
 
 FORMAT = 2   # 2: the journal is marked by urchin.journal.JournalMark, the one mark every view uses
 _MANIFEST = "manifest.json"
 _LOCK = ".lock"
-_MMAP_PREFIXES = ("seg",)  # immutable: mapped read-only; the rest is mapped copy-on-write
+_MMAP_PREFIXES = ("seg", "ids", "id_end")  # never written in place: mapped read-only; the rest copy-on-write
 _CHECKSUMMED = ("vocab.bin", "labels.json")
 _MMAP_MIN = 1 << 16
 
@@ -175,6 +176,21 @@ def covers(directory: Path, journal: Journal) -> bool:
     except (OSError, orjson.JSONDecodeError, KeyError):
         return False
     return mark is not None and manifest.get("format") == FORMAT and not journal.replaced(mark)
+
+
+def release(saved: Saved) -> None:
+    """Right after a load: the pages its checks read (every row of most columns) leave the process's
+    resident set, copy-on-write maps included (nothing has written to them yet); queries map back
+    what they read. They stay in the page cache."""
+    import mmap
+
+    for array in [*saved.state.arrays.values(), saved.offsets, *(a for parts in saved.state.segments for a in parts)]:
+        base = array.base
+        while base is not None and not isinstance(base, mmap.mmap):
+            base = getattr(base, "base", None)
+        if base is not None:
+            with contextlib.suppress(ValueError, OSError):
+                base.madvise(mmap.MADV_DONTNEED)
 
 
 def load(directory: Path, journal: Path) -> Saved:

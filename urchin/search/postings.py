@@ -9,14 +9,19 @@ from collections.abc import Iterable
 
 import numpy as np
 
-__all__ = ["Codes", "Column", "Segment", "Triples", "distinct"]
+__all__ = ["Blob", "Codes", "Column", "Segment", "SplitColumn", "Triples", "distinct", "release_pages"]
 
 _MERGE_CHUNK = 1 << 20  # postings per step when building a segment (bounds the temporaries)
 Triples = tuple[np.ndarray, np.ndarray, np.ndarray]  # (terms, rows, tf), grouped by row
 
 
+_SLACK = 1 << 16   # rows a large column grows by at least (beyond that, by an eighth of its size)
+
+
 class Column:
-    """A growable 1-D numpy array (capacity doubles), so appends stay amortised O(1)."""
+    """A growable 1-D numpy array, so appends stay amortised O(1): its capacity doubles while it is
+    small, and grows by an eighth once large (a daemon's columns are loaded at their exact length from
+    a saved index, and the first row added copies them: doubling then held twice their bytes)."""
 
     def __init__(self, dtype: type | np.dtype, fill: float = 0) -> None:
         self.data = np.full(1024, fill, dtype=dtype)
@@ -27,7 +32,8 @@ class Column:
         values = np.asarray(values, dtype=self.data.dtype)
         need = self.size + len(values)
         if need > len(self.data):
-            grown = np.full(max(need, 2 * len(self.data)), self.fill, dtype=self.data.dtype)
+            have = len(self.data)
+            grown = np.full(max(need, have + max(min(have, _SLACK), have // 8)), self.fill, dtype=self.data.dtype)
             grown[: self.size] = self.data[: self.size]
             self.data = grown
         self.data[self.size:need] = values
@@ -42,6 +48,85 @@ class Column:
         column = cls(values.dtype, fill)
         column.data, column.size = values, len(values)
         return column
+
+
+def release_pages(array: np.ndarray) -> bool:
+    """Drop the resident pages of a read-only memory-mapped array from this process (MADV_DONTNEED):
+    they stay in the page cache, and the next read maps them again (a minor fault per 64 KB). A
+    writable array (a private copy-on-write map may hold writes) or one not mapped is left alone."""
+    import mmap
+
+    if array.flags.writeable:
+        return False
+    base = array.base
+    while base is not None and not isinstance(base, mmap.mmap):
+        base = getattr(base, "base", None)
+    if base is None:
+        return False
+    try:
+        base.madvise(mmap.MADV_DONTNEED)
+    except (ValueError, OSError, AttributeError):   # closed, or not Linux
+        return False
+    return True
+
+
+class SplitColumn:
+    """A column read a value at a time (each result's id end): a frozen base (a saved index's map,
+    never copied, so a daemon's first new row does not copy it) and the rows added since, apart."""
+
+    def __init__(self, base: np.ndarray, fill: float = 0) -> None:
+        self.base = base
+        self.tail = Column(base.dtype, fill)
+
+    @property
+    def size(self) -> int:
+        return len(self.base) + self.tail.size
+
+    @property
+    def nbytes(self) -> int:
+        return self.base.nbytes + self.tail.data.nbytes
+
+    def extend(self, values: np.ndarray | list) -> None:
+        self.tail.extend(values)
+
+    def at(self, row: int) -> int:
+        frozen = len(self.base)
+        return int(self.base[row] if row < frozen else self.tail.data[row - frozen])
+
+    def view(self) -> np.ndarray:
+        """Every value as one array (a copy once rows were added)."""
+        return np.concatenate([self.base, self.tail.view()]) if self.tail.size else self.base
+
+
+class Blob:
+    """Append-only bytes over a frozen base (a saved index's map, never copied): the ids of an index's
+    rows, read a few at a time (a query's results), so the base stays on disk but for the pages read."""
+
+    def __init__(self, base: np.ndarray | None = None) -> None:
+        self.base = np.empty(0, dtype=np.uint8) if base is None else base
+        self.tail = bytearray()
+
+    def __len__(self) -> int:
+        return len(self.base) + len(self.tail)
+
+    def __iadd__(self, more: bytes) -> Blob:
+        self.tail += more
+        return self
+
+    def __getitem__(self, part: slice) -> bytes:
+        start, stop, _ = part.indices(len(self))
+        frozen = len(self.base)
+        if stop <= frozen:
+            return self.base[start:stop].tobytes()
+        if start >= frozen:
+            return bytes(self.tail[start - frozen:stop - frozen])
+        return self.base[start:].tobytes() + bytes(self.tail[:stop - frozen])
+
+    def array(self) -> np.ndarray:
+        """All of it as one uint8 array (a copy when anything was appended)."""
+        if not self.tail:
+            return self.base
+        return np.concatenate([self.base, np.frombuffer(self.tail, dtype=np.uint8)])
 
 
 class Segment:

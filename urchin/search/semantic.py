@@ -18,6 +18,7 @@ import pickle
 import subprocess
 import sys
 import threading
+import time
 from array import array
 from collections.abc import Callable
 from pathlib import Path
@@ -113,6 +114,7 @@ class TokenCosineView:
         self._learning: threading.Thread | None = None   # the thread waiting on a child (None: none)
         self._learn_pending = False   # a save asked for a model since the running child started
         self._generation = 0    # bumped when the index starts over: a model learned before is not installed
+        self._used: float | None = None   # when a query last read the maps (None: released since)
         self.forgotten = ForgetLog(journal)
 
     # ---- following the journal --------------------------------------------------------------
@@ -198,6 +200,7 @@ class TokenCosineView:
         try:
             saved = cosine_store.load(self.index_dir, self.journal.path)
             index = TokenCosineIndex.from_state(saved.state)
+            cosine_store.release(saved)
         except Exception as exc:  # noqa: BLE001 - a derived view: whatever is wrong with it, rebuild
             if (self.index_dir / "manifest.json").exists():
                 log.warning("token-cosine: saved index not used (%s); rebuilding from the journal", exc)
@@ -357,6 +360,17 @@ class TokenCosineView:
             except OSError as exc:  # a view that cannot be saved still answers
                 log.warning("token-cosine: cannot save the index to %s: %s", self.index_dir, exc)
 
+    def release_pages(self, idle_s: float) -> int:
+        """After `idle_s` without a query: the saved index's read-only maps leave this process's
+        resident set (`TokenCosineIndex.release_pages`); skipped while the view is busy."""
+        if self._used is None or time.monotonic() - self._used < idle_s or not self._lock.acquire(blocking=False):
+            return 0
+        try:
+            self._used = None
+            return self.index.release_pages()
+        finally:
+            self._lock.release()
+
     # ---- querying -----------------------------------------------------------------------------
     def search(self, query: str, *, since_ms: int | None, limit: int, filters: Filters,
                until_ms: int | None = None, explain: bool = False) -> list[Hit]:
@@ -375,6 +389,7 @@ class TokenCosineView:
         with self._lock:
             self._catch_up()
             self._assoc_if_stale()
+            self._used = time.monotonic()
             try:
                 scored = self.index.search(query, **params)  # type: ignore[arg-type]
                 offsets = [self.offsets[s.row] for s in scored]
