@@ -488,7 +488,9 @@ class Memory:
 
         def recent(filters: Filters, since_ms: int, limit: int) -> list[Event]:
             if filters.session is not None:     # a session's own rows, not a scan of the window
-                return self._semantic.cosine().session_events(filters, since_ms, limit)
+                events = self._semantic.cosine().session_events(filters, since_ms, limit)
+                if events is not None:
+                    return events
             self._hot.catch_up()
             return self._substring.search(None, since_ms=since_ms, limit=limit, filters=filters)
 
@@ -587,6 +589,7 @@ class Memory:
         # that, in the follower's thread, stalled the views' updates and ran at the daemon's priority.
         self._semantic.cosine().learn_apart = True
         self._semantic.cosine().save_in_queries = False     # the follower's catch-up saves (not a request)
+        self._semantic.cosine().background = "thread"       # a large backlog builds while queries answer
         self._hot.hot = True
 
     def refresh(self) -> int:

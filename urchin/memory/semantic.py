@@ -45,7 +45,8 @@ class SemanticViews:
             except EmbedderError as exc:
                 mode = "token-cosine (the embedder failed)"   # why, once: in the note
                 notes = [f"fell back to token-cosine: {exc.message}"]
-        hits = self.cosine().search(query, since_ms=since_ms, limit=limit, filters=filters)
+        hits, left_out = self.cosine().ranked(query, since_ms=since_ms, limit=limit, filters=filters)
+        notes += left_out
         hint = weakness(hits, mode)
         return SearchResult(hits, query, mode, notes + _unheld(query, hits), weak=hint is not None, hint=hint)
 
@@ -55,6 +56,9 @@ class SemanticViews:
 
             self._cosine = TokenCosineView(self._journal, self._settings.index_dir / "cosine",
                                            home=self._settings.home)
+            # A process of its own never waits for a build: it answers from the newest events and a
+            # child builds the rest for the next one (the daemon builds in a thread: `Memory.warm`).
+            self._cosine.background = "process"
         return self._cosine
 
     def embedding(self) -> EmbeddingView:

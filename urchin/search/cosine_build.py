@@ -1,0 +1,98 @@
+"""A token-cosine build in a process of its own, for a process that cannot wait for one (the CLI).
+
+A query in a short-lived process answers from the newest events (`TokenCosineView`'s tail) and
+starts `python -P -m urchin.search.cosine_build INDEX_DIR JOURNAL [HOME]`, detached, at the lowest
+priority: it builds the index from what is saved in INDEX_DIR to the journal's end, saving as it
+goes, so the next process loads it (and resumes after a kill). One build per folder at a time: the
+builder holds `building()`'s lock, which the daemon's build thread takes too.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import logging
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+from urchin.children import lowest_priority, python_child
+from urchin.config import ensure_private_dir
+
+__all__ = ["building", "busy", "spawn", "main"]
+
+log = logging.getLogger(__name__)
+
+
+def _lock_path(index_dir: Path) -> Path:
+    return index_dir.parent / f".{index_dir.name}.build.lock"
+
+
+@contextlib.contextmanager
+def building(index_dir: Path | None, wait: bool = True) -> Iterator[bool]:
+    """Hold the folder's build lock (waiting for another builder when `wait`); yields whether it is held."""
+    if index_dir is None:
+        yield True
+        return
+    ensure_private_dir(index_dir.parent)
+    fd = os.open(_lock_path(index_dir), os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+        except BlockingIOError:
+            yield False
+            return
+        yield True
+    finally:
+        os.close(fd)
+
+
+def busy(index_dir: Path) -> bool:
+    """Whether a build of this folder runs now (in a child, or a daemon's thread)."""
+    with building(index_dir, wait=False) as held:
+        return not held
+
+
+def spawn(index_dir: Path, journal: Path, home: Path | None) -> bool:
+    """Start a detached builder for `index_dir` unless one runs; False when none was started."""
+    if busy(index_dir):
+        return False
+    command, env = python_child("urchin.search.cosine_build")
+    args = [str(index_dir), str(journal), *([str(home)] if home is not None else [])]
+    try:
+        subprocess.Popen([*command, *args], env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL, start_new_session=True)   # outlives this process
+    except OSError as exc:
+        log.warning("token-cosine: cannot start a background build (%s)", exc)
+        return False
+    return True
+
+
+def main(argv: list[str]) -> int:
+    lowest_priority()
+    if len(argv) not in (2, 3):
+        print("usage: python -m urchin.search.cosine_build INDEX_DIR JOURNAL [HOME]", file=sys.stderr)
+        return 2
+    from urchin.journal import Journal
+    from urchin.search.semantic import TokenCosineView
+
+    index_dir, path = Path(argv[0]), Path(argv[1])
+    home = Path(argv[2]) if len(argv) == 3 else None
+    proof = None
+    if home is not None:
+        from urchin.config import Settings
+        from urchin.proof import LineProof
+
+        proof = LineProof(Settings.resolve(str(home)))
+    with building(index_dir, wait=False) as held:
+        if not held:
+            return 0      # another builder got there first
+    view = TokenCosineView(Journal(path, proof=proof), index_dir, home=home)
+    view.build()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
