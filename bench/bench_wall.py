@@ -40,7 +40,7 @@ def imported(journal: Path, work: Path, src: Path) -> Path:
     if not (home / "journal" / "events.jsonl").exists():
         started = time.perf_counter()
         subprocess.run([sys.executable, "-m", "urchin", "import", str(journal)], env=_env(src, home), check=True,
-                       stdout=subprocess.DEVNULL)
+                       stdout=subprocess.DEVNULL, cwd=src)
         print(f"import: {time.perf_counter() - started:.1f} s")
     return home
 
@@ -52,7 +52,7 @@ def one_run(src: Path, imported_home: Path, work: Path, poll_s: float, limit_s: 
     log = (work / "daemon.log").open("ab")
     started = time.perf_counter()
     proc = subprocess.Popen([sys.executable, "-m", "urchin", "serve", "--port", "0", "--no-index", "--no-mcp"],
-                            env=_env(src, home), stdout=log, stderr=log)
+                            env=_env(src, home), stdout=log, stderr=log, cwd=src)   # -m: the cwd comes first
     out: dict[str, Any] = {}
     try:
         while not (home / "daemon.json").exists() or b"address" not in (home / "daemon.json").read_bytes():

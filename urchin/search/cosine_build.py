@@ -1,10 +1,11 @@
 """A token-cosine build in a process of its own, for a process that cannot wait for one (the CLI).
 
 A query in a short-lived process answers from the newest events (`TokenCosineView`'s tail) and
-starts `python -P -m urchin.search.cosine_build INDEX_DIR JOURNAL [HOME]`, detached, at the lowest
-priority: it builds the index from what is saved in INDEX_DIR to the journal's end, saving as it
-goes, so the next process loads it (and resumes after a kill). One build per folder at a time: the
-builder holds `building()`'s lock, which the daemon's build thread takes too.
+starts `python -P -m urchin.search.cosine_build INDEX_DIR JOURNAL [HOME]`, detached, at nice 10: it
+builds the index from what is saved in INDEX_DIR to the journal's end, saving as it goes, so the
+next process loads it (and resumes after a kill). One build per folder at a time: the builder holds
+`building()`'s lock, which the daemon's build thread waits for (then resumes from its saves); so not
+the lowest priority (SCHED_IDLE), under which a busy machine could starve it, and the daemon with it.
 """
 
 from __future__ import annotations
@@ -18,10 +19,12 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-from urchin.children import lowest_priority, python_child
+from urchin.children import python_child
 from urchin.config import ensure_private_dir
 
-__all__ = ["building", "busy", "spawn", "main"]
+__all__ = ["NICENESS", "building", "busy", "spawn", "main"]
+
+NICENESS = 10
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +74,8 @@ def spawn(index_dir: Path, journal: Path, home: Path | None) -> bool:
 
 
 def main(argv: list[str]) -> int:
-    lowest_priority()
+    with contextlib.suppress(OSError):
+        os.setpriority(os.PRIO_PROCESS, 0, NICENESS)
     if len(argv) not in (2, 3):
         print("usage: python -m urchin.search.cosine_build INDEX_DIR JOURNAL [HOME]", file=sys.stderr)
         return 2

@@ -52,6 +52,7 @@ SAVE_EVERY = 10_000  # events indexed since the last save (and 5% of the saved) 
 FIRST_SAVE = 256     # ...but a young index saves at 256, 512, 1,024 ... rows first
 BULK_BYTES = 64 << 20  # a backlog this large is tokenised by worker processes, in bulk mode
 BUILD_SAVE_S = 60.0    # a background build saves at least this often (a kill -9 loses no more of it)
+BUILD_RETRY_S = 60.0   # after a failed build, the next starts no sooner than this
 _SWAP_BYTES = 256 << 10  # a build swaps its index in once it is this close to the journal's end
 # Below this best token-cosine score (calibrated, urchin.search.score) a match is weak: on LoCoMo, a
 # sixth of the questions, whose top 10 holds evidence at R@10 0.55 against the rest's 0.80.
@@ -134,6 +135,7 @@ class TokenCosineView:
         self._builder: int | None = None     # the thread ident of the build running in this process
         self._build_thread: threading.Thread | None = None
         self._tail: Tail | None = None
+        self._build_failed_at = -BUILD_RETRY_S
 
     # ---- following the journal --------------------------------------------------------------
     def catch_up(self) -> int:
@@ -177,13 +179,19 @@ class TokenCosineView:
         return added
 
     def _start_build(self) -> None:
+        if time.monotonic() - self._build_failed_at < BUILD_RETRY_S:
+            return      # a build just failed (logged): queries go on from the tail meanwhile
         if self.background == "thread" and (self._build_thread is None or not self._build_thread.is_alive()):
             self._build_thread = threading.Thread(target=self._build_logged, name="urchin-cosine-build", daemon=True)
             self._build_thread.start()
         elif self.background == "process" and self.index_dir is not None and self.save_every:
             from urchin.search import cosine_build
 
-            cosine_build.spawn(self.index_dir, self.journal.path, self.home)
+            try:
+                cosine_build.spawn(self.index_dir, self.journal.path, self.home)
+            except OSError as exc:      # e.g. the index folder cannot be made: answer from the tail
+                log.warning("token-cosine: cannot start a background build (%s)", exc)
+                self._build_failed_at = time.monotonic()
 
     def _build_logged(self) -> None:
         try:
@@ -192,6 +200,7 @@ class TokenCosineView:
             log.exception("token-cosine: the background build failed")
             with self._lock:   # what the build left may be half a batch: start over, from the saved index
                 self._builder, self._behind, self._opened = None, False, False
+                self._build_failed_at = time.monotonic()
                 self._reset()
 
     def build(self) -> int:
