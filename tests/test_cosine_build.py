@@ -31,7 +31,8 @@ from urchin.search.cosine_tail import TAIL_BYTES
 from urchin.search.query import Filters
 from urchin.search.semantic import TokenCosineView
 
-EVENTS = 12_000       # ~5.5 MB: more than a tail holds (TAIL_BYTES)
+EVENTS = 12_000       # ~5.5 MB: more than a tail holds (TAIL_BYTES), for the daemon and the CLI
+SMALL, SMALL_TAIL = 3_000, 300_000   # ~1.4 MB, and a tail of ~650 events, where the test sets the tail
 OLD = 1_000           # the oldest: the best matches for QUERY, outside any tail
 QUERY = "quarantine pipeline"
 QUERIES = [QUERY, "nightly job step", "rollback canary deploy", "flaky fixture"]
@@ -55,7 +56,7 @@ def _import(home: Path, count: int = EVENTS) -> Path:
     with Memory(Settings.resolve(home)) as memory:
         memory.import_lines(orjson.dumps(e) for e in _events(count))
         path = memory.journal.path
-    assert path.stat().st_size > TAIL_BYTES
+    assert path.stat().st_size > (TAIL_BYTES if count == EVENTS else 3 * SMALL_TAIL)
     return path
 
 
@@ -90,10 +91,10 @@ def _newest(ids: list[str]) -> bool:
 
 
 def test_a_query_during_a_build_answers_from_the_newest_events_and_says_what_it_left_out(urchin_home) -> None:
-    journal = _import(urchin_home)
+    journal = _import(urchin_home, SMALL)
     index_dir = Settings.resolve(urchin_home).index_dir / "cosine"
     view = TokenCosineView(Journal(journal), index_dir)
-    view.background = "thread"
+    view.background, view.tail_bytes = "thread", SMALL_TAIL
     with cosine_build.building(index_dir):            # another build holds the folder: this one waits
         hits, notes = _in_time(lambda: _ranked(view, QUERY))
         assert hits and _newest([i for i, _ in hits])   # the best (oldest) matches are not indexed yet
@@ -112,9 +113,10 @@ def test_a_query_during_a_build_answers_from_the_newest_events_and_says_what_it_
 def test_a_finished_build_equals_a_build_from_scratch(urchin_home, workers: int) -> None:
     """Ids, order and scores, for several queries and filters, through worker processes or not, in
     many small batches with a save after each (what a resumed or a chunked build does)."""
-    journal = _import(urchin_home)
+    journal = _import(urchin_home, SMALL)
     view = TokenCosineView(Journal(journal), urchin_home / "cosine", workers=workers)
-    view.background, view.save_every_s, view.build_chunk, view.bulk_bytes = "thread", 0.0, 400_000, 1 << 20
+    view.background, view.tail_bytes, view.save_every_s = "thread", SMALL_TAIL, 0.0
+    view.build_chunk, view.bulk_bytes = 200_000, 500_000
     view.catch_up()
     view._build_thread.join(120)      # type: ignore[union-attr]
     assert not view._behind
@@ -132,13 +134,13 @@ _BUILDER = textwrap.dedent("""
     from urchin.journal import Journal
     from urchin.search.semantic import TokenCosineView
     view = TokenCosineView(Journal(Path(sys.argv[1])), Path(sys.argv[2]), workers=1)
-    view.save_every_s, view.build_chunk = 0.0, 200_000
+    view.save_every_s, view.build_chunk = 0.0, 100_000
     view.build()
 """)
 
 
 def test_a_build_killed_mid_way_is_resumed_and_ends_as_a_build_from_scratch(urchin_home) -> None:
-    journal = _import(urchin_home)
+    journal = _import(urchin_home, SMALL)
     index_dir = urchin_home / "cosine"
     child = subprocess.Popen([sys.executable, "-c", _BUILDER, str(journal), str(index_dir)],
                              env={**os.environ, "PYTHONPATH": str(REPO)})
@@ -153,7 +155,7 @@ def test_a_build_killed_mid_way_is_resumed_and_ends_as_a_build_from_scratch(urch
     covered = cosine_store.saved_offset(index_dir)
     assert 0 < covered < journal.stat().st_size
     view = TokenCosineView(Journal(journal), index_dir)
-    view.background = "thread"
+    view.background, view.tail_bytes = "thread", SMALL_TAIL
     view.catch_up()                   # loads what was saved, builds the rest
     view._build_thread.join(120)      # type: ignore[union-attr]
     assert view.loaded_from_disk and not view._behind
