@@ -250,45 +250,23 @@ class TokenCosineIndex:
         self._session_rows.extend(np.zeros(len(sessions) - 1 - self._session_rows.size, dtype=np.int64))
         self._session_rows.data[:len(sessions) - 1] += np.bincount(new[new >= 0], minlength=len(sessions) - 1)
         self._scopes.add(new, self._fields["workspace"].column.data[start:start + n], len(sessions) - 1)
-        self._link_rows(start, new, ts)
+        self._link_rows(start, new.tolist(), ts.tolist())
 
-    def _link_rows(self, start: int, sessions: np.ndarray, stamps: np.ndarray) -> None:
-        """Link each new row after its session's newest turn, as the rows arrive. A session whose new
-        rows all come in time order (the common case) is linked at once by numpy; one with a late row
-        (older than a turn before it) goes row by row, in arrival order (`_link` walks it back)."""
-        rows = np.flatnonzero(sessions >= 0)
-        if not len(rows):
-            return
-        codes = sessions[rows]
-        order = np.argsort(codes, kind="stable")      # by session, arrival order within each
-        rows, codes = rows[order] + start, codes[order]
-        first = np.ones(len(rows), dtype=bool)
-        np.not_equal(codes[1:], codes[:-1], out=first[1:])
+    def _link_rows(self, start: int, sessions: list[int], stamps: list[int]) -> None:
         last_of, ts_col = self._session_last, self._ts.data
-        before = np.empty_like(rows)
-        before[1:] = rows[:-1]
-        before[first] = np.fromiter((last_of.get(c, -1) for c in codes[first].tolist()), np.int64,
-                                    int(first.sum()))
-        late = (before >= 0) & (ts_col[np.maximum(before, 0)] > stamps[rows - start])
-        slow = np.isin(codes, codes[late]) if late.any() else np.zeros(len(rows), dtype=bool)
-        fast, ends = ~slow, np.append(first[1:], True)
-        self._prev.data[rows[fast]] = before[fast]
-        linked = fast & (before >= 0)
-        self._next.data[before[linked]] = rows[linked]
-        last_of.update(zip(codes[fast & ends].tolist(), rows[fast & ends].tolist(), strict=True))
-        for row in np.sort(rows[slow]).tolist():
-            self._link_one(int(sessions[row - start]), row, int(stamps[row - start]))
-
-    def _link_one(self, session: int, row: int, ts: int) -> None:
-        last = self._session_last.get(session)
-        if last is None:
-            self._session_last[session] = row
-        elif self._ts.data[last] <= ts:  # the session's newest turn so far
-            self._prev.data[row] = last
-            self._next.data[last] = row
-            self._session_last[session] = row
-        else:
-            self._link(session, row, ts)
+        prev_col, next_col = self._prev.data, self._next.data
+        for row, session, ts in zip(range(start, start + len(sessions)), sessions, stamps, strict=True):
+            if session < 0:
+                continue
+            last = last_of.get(session)
+            if last is None:
+                last_of[session] = row
+            elif ts_col[last] <= ts:  # the common case: the session's newest turn so far
+                prev_col[row] = last
+                next_col[last] = row
+                last_of[session] = row
+            else:
+                self._link(session, row, ts)
 
     def _link(self, session: int, row: int, ts: int) -> None:
         """Insert `row` into its session's list, ordered by timestamp (late arrivals walk back)."""

@@ -1,7 +1,7 @@
 """A token-cosine build in a process of its own, for a process that cannot wait for one (the CLI).
 
 A query in a short-lived process answers from the newest events (`TokenCosineView`'s tail) and
-starts `python -P -m urchin.search.cosine_build INDEX_DIR JOURNAL [HOME]`, detached, at nice 10: it
+starts `python -P -m urchin.search.build_child INDEX_DIR JOURNAL [HOME]`, detached, at nice 10: it
 builds the index from what is saved in INDEX_DIR to the journal's end, saving as it goes, so the
 next process loads it (and resumes after a kill). One build per folder at a time: the builder holds
 `building()`'s lock, which the daemon's build thread waits for (then resumes from its saves); so not
@@ -15,14 +15,13 @@ import fcntl
 import logging
 import os
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 from urchin.children import python_child
 from urchin.config import ensure_private_dir
 
-__all__ = ["NICENESS", "building", "busy", "spawn", "main"]
+__all__ = ["NICENESS", "building", "busy", "spawn"]
 
 NICENESS = 10
 
@@ -62,7 +61,7 @@ def spawn(index_dir: Path, journal: Path, home: Path | None) -> bool:
     """Start a detached builder for `index_dir` unless one runs; False when none was started."""
     if busy(index_dir):
         return False
-    command, env = python_child("urchin.search.cosine_build")
+    command, env = python_child("urchin.search.build_child")
     args = [str(index_dir), str(journal), *([str(home)] if home is not None else [])]
     try:
         subprocess.Popen([*command, *args], env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
@@ -71,32 +70,3 @@ def spawn(index_dir: Path, journal: Path, home: Path | None) -> bool:
         log.warning("token-cosine: cannot start a background build (%s)", exc)
         return False
     return True
-
-
-def main(argv: list[str]) -> int:
-    with contextlib.suppress(OSError):
-        os.setpriority(os.PRIO_PROCESS, 0, NICENESS)
-    if len(argv) not in (2, 3):
-        print("usage: python -m urchin.search.cosine_build INDEX_DIR JOURNAL [HOME]", file=sys.stderr)
-        return 2
-    from urchin.journal import Journal
-    from urchin.search.semantic import TokenCosineView
-
-    index_dir, path = Path(argv[0]), Path(argv[1])
-    home = Path(argv[2]) if len(argv) == 3 else None
-    proof = None
-    if home is not None:
-        from urchin.config import Settings
-        from urchin.proof import LineProof
-
-        proof = LineProof(Settings.resolve(str(home)))
-    with building(index_dir, wait=False) as held:
-        if not held:
-            return 0      # another builder got there first
-    view = TokenCosineView(Journal(path, proof=proof), index_dir, home=home)
-    view.build()
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
