@@ -497,7 +497,9 @@ class Memory:
 
         def recent(filters: Filters, since_ms: int, limit: int) -> list[Event]:
             if filters.session is not None:     # a session's own rows, not a scan of the window
-                return self._semantic.cosine().session_events(filters, since_ms, limit)
+                events = self._semantic.cosine().session_events(filters, since_ms, limit)
+                if events is not None:
+                    return events
             self._hot.catch_up()
             return self._substring.search(None, since_ms=since_ms, limit=limit, filters=filters)
 

@@ -50,7 +50,9 @@ class SemanticViews:
                 mode = "token-cosine (the embedder failed)"   # why, once: in the note
                 notes = [f"fell back to token-cosine: {exc.message}"]
         if hits is None:
-            hits = self.cosine().search(query, since_ms=since_ms, limit=limit, filters=filters, explain=explain)
+            hits, left_out = self.cosine().ranked(query, since_ms=since_ms, limit=limit, filters=filters,
+                                                  explain=explain)
+            notes += left_out
         hint = weakness(hits, mode)
         kept = [hit for hit in hits if hit.score is not None and hit.score >= min_score] if min_score else hits
         return SearchResult(kept, query, mode, notes + _unheld(query, kept), weak=hint is not None, hint=hint)
@@ -61,6 +63,9 @@ class SemanticViews:
                 from urchin.search.semantic import TokenCosineView
 
                 view = TokenCosineView(self._journal, self._settings.index_dir / "cosine", home=self._settings.home)
+                # A process of its own never waits for a build: it answers from the newest events and a
+                # child builds the rest for the next one (a daemon builds in a thread: `_daemon_view`).
+                view.background = "process"
                 if self._hot:
                     self._daemon_view(view)
                 self._cosine = view
@@ -82,6 +87,7 @@ class SemanticViews:
         # that, in the follower's thread, stalled the views' updates and ran at the daemon's priority.
         view.learn_apart = True
         view.save_in_queries = False     # the follower's catch-up saves (not a request)
+        view.background = "thread"       # a large backlog builds while queries answer from the newest events
 
     def embedding(self) -> EmbeddingView:
         """The embedder's view; `EmbedderError` when the embedder is not configured fully."""

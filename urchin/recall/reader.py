@@ -52,11 +52,12 @@ def local(settings: Settings, *, save: bool = True) -> Reader:
         return SubstringSearcher(journal)
 
     def cosine() -> Any:
-        from urchin.search.semantic import TokenCosineView
+        from urchin.search.semantic import SAVE_EVERY, TokenCosineView
 
-        if save:
-            return TokenCosineView(journal, settings.index_dir / "cosine", home=settings.home)
-        return TokenCosineView(journal, settings.index_dir / "cosine", save_every=0, home=settings.home)
+        view = TokenCosineView(journal, settings.index_dir / "cosine", save_every=SAVE_EVERY if save else 0,
+                               home=settings.home)
+        view.background = "process"     # a hook never waits for a build (a saving one starts a child's)
+        return view
 
     def ingestor() -> Any:
         from urchin.ingest import Ingestor
@@ -65,7 +66,9 @@ def local(settings: Settings, *, save: bool = True) -> Reader:
 
     def recent(filters: Filters, since_ms: int, limit: int) -> list[Event]:
         if filters.session is not None:     # a session's own rows (the prompt's ranking loaded the view)
-            return part("cosine", cosine).session_events(filters, since_ms, limit)
+            events = part("cosine", cosine).session_events(filters, since_ms, limit)
+            if events is not None:
+                return events
         return part("substring", substring).search(None, since_ms=since_ms, limit=limit, filters=filters)
 
     def ranked(query: str, filters: Filters, since_ms: int, limit: int) -> list[Hit]:

@@ -28,7 +28,8 @@ from urchin.journal import Journal, JournalMark
 from urchin.search.assoc import path_beside
 from urchin.search.cosine import IndexState
 
-__all__ = ["FORMAT", "Reuse", "Saved", "StoreError", "covers", "discard", "install_beside", "load", "release", "save"]
+__all__ = ["FORMAT", "Reuse", "Saved", "StoreError", "covers", "discard", "install_beside", "load", "release", "save",
+           "saved_offset"]
 
 FORMAT = 2   # 2: the journal is marked by urchin.journal.JournalMark, the one mark every view uses
 _MANIFEST = "manifest.json"
@@ -191,6 +192,15 @@ def release(saved: Saved) -> None:
         if base is not None:
             with contextlib.suppress(ValueError, OSError):
                 base.madvise(mmap.MADV_DONTNEED)
+
+
+def saved_offset(directory: Path) -> int:
+    """The journal offset the saved index covers, from its manifest alone (0: none readable)."""
+    try:
+        manifest = orjson.loads((directory / _MANIFEST).read_bytes())
+        return int(manifest["journal"]["offset"]) if isinstance(manifest, dict) else 0
+    except (OSError, orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+        return 0
 
 
 def load(directory: Path, journal: Path) -> Saved:

@@ -20,7 +20,7 @@ import sys
 import threading
 import time
 from array import array
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -33,8 +33,9 @@ from urchin.forget import ForgetLog
 from urchin.journal import Journal
 from urchin.search import assoc, cosine_store
 from urchin.search.cosine import IndexState, Scored, TokenCosineIndex
+from urchin.search.cosine_tail import TAIL_BYTES, Tail, identity_of
 from urchin.search.embedder import Embedder
-from urchin.search.extract import WorkerError, extract_parallel, line_aligned_end
+from urchin.search.extract import Batch, WorkerError, extract_parallel, line_aligned_end
 from urchin.search.query import Filters, Hit
 from urchin.search.score import EMBEDDER, TOKEN_COSINE, Z_SPAN, Evidence, z_unit
 from urchin.search.tokens import terms_of, tokenize
@@ -50,6 +51,9 @@ _PENDING_CHUNK = 64 << 10   # the first read of `EmbeddingView.pending` (a query
 SAVE_EVERY = 10_000  # events indexed since the last save (and 5% of the saved) that make `catch_up` save
 FIRST_SAVE = 256     # ...but a young index saves at 256, 512, 1,024 ... rows first
 BULK_BYTES = 64 << 20  # a backlog this large is tokenised by worker processes, in bulk mode
+BUILD_SAVE_S = 60.0    # a background build saves at least this often (a kill -9 loses no more of it)
+BUILD_RETRY_S = 60.0   # after a failed build, the next starts no sooner than this
+_SWAP_BYTES = 256 << 10  # a build swaps its index in once it is this close to the journal's end
 # Below this best token-cosine score (calibrated, urchin.search.score) a match is weak: on LoCoMo, a
 # sixth of the questions, whose top 10 holds evidence at R@10 0.55 against the rest's 0.80.
 WEAK_SCORE = 0.085
@@ -79,6 +83,13 @@ class TokenCosineView:
     For a daemon: call `catch_up()` on every journal change (it saves by itself once `save_every`
     events, and 5% of the saved ones, have been indexed since the last save) and `save()` at
     shutdown. Construction does no I/O; the first `catch_up` or `search` loads the saved index.
+
+    With `background` set, no caller waits for a build: a backlog over `tail_bytes` (an import, a
+    first start) is left to a build ("thread": one of this process's; "process": a child that saves
+    it for the next process, `urchin.search.cosine_build`), and until that is done queries answer
+    from a `Tail` of the newest events, saying how much they left out. The build owns the index
+    meanwhile (nothing else reads it), saves it every `save_every_s` (a kill resumes from there) and
+    swaps it in when it has caught up: the same index a build without a tail makes.
     """
 
     mode = "token-cosine"
@@ -116,6 +127,16 @@ class TokenCosineView:
         self._generation = 0    # bumped when the index starts over: a model learned before is not installed
         self._used: float | None = None   # when a query last read the maps (None: released since)
         self.forgotten = ForgetLog(journal)
+        self.background: str | None = None   # None: callers wait for builds; "thread" or "process" (above)
+        self.tail_bytes = TAIL_BYTES
+        self.save_every_s = BUILD_SAVE_S
+        self.build_chunk: int | None = None  # bytes per worker batch of a build (None: extract's default)
+        self.bulk_bytes = BULK_BYTES         # a build's backlog this large goes to worker processes
+        self._behind = False    # a build owns `index` (queries answer from `_tail`)
+        self._builder: int | None = None     # the thread ident of the build running in this process
+        self._build_thread: threading.Thread | None = None
+        self._tail: Tail | None = None
+        self._build_failed_at = -BUILD_RETRY_S
 
     # ---- following the journal --------------------------------------------------------------
     def catch_up(self) -> int:
@@ -128,8 +149,15 @@ class TokenCosineView:
     def _catch_up(self) -> int:
         if not self._opened:
             self._open()
+        if self._behind:
+            return self._follow_tail()
         self._check_journal()
         backlog = self.journal.size() - self.next_offset
+        if self.background is not None and backlog > self.tail_bytes:
+            self._behind = True
+            added = self._follow_tail()
+            self._start_build()
+            return added
         if backlog < BULK_BYTES:
             return self._read_tail()
         with self.index.bulk():
@@ -137,6 +165,144 @@ class TokenCosineView:
             added += self._read_tail()
         _release_free_memory()
         return added
+
+    # ---- building in the background ---------------------------------------------------------
+    def _follow_tail(self) -> int:
+        """Keep the tail of the newest events current (built again when it fell too far behind)."""
+        tail = self._tail
+        if tail is None or tail.stale(self.journal, self.tail_bytes):
+            self._tail = tail = Tail.newest(self.journal, self.tail_bytes)
+            self._assoc_if_stale(tail.index)
+            return len(tail)
+        added = tail.catch_up(self.journal)
+        if added:
+            self._assoc_if_stale(tail.index)
+        return added
+
+    def _start_build(self) -> None:
+        if time.monotonic() - self._build_failed_at < BUILD_RETRY_S:
+            return      # a build just failed (logged): queries go on from the tail meanwhile
+        if self.background == "thread" and (self._build_thread is None or not self._build_thread.is_alive()):
+            self._build_thread = threading.Thread(target=self._build_logged, name="urchin-cosine-build", daemon=True)
+            self._build_thread.start()
+        elif self.background == "process" and self.index_dir is not None and self.save_every:
+            from urchin.search import cosine_build
+
+            try:
+                cosine_build.spawn(self.index_dir, self.journal.path, self.home)
+            except OSError as exc:      # e.g. the index folder cannot be made: answer from the tail
+                log.warning("token-cosine: cannot start a background build (%s)", exc)
+                self._build_failed_at = time.monotonic()
+
+    def _build_logged(self) -> None:
+        try:
+            self.build()
+        except Exception:   # noqa: BLE001 - queries go on from the tail; the next catch-up starts another
+            log.exception("token-cosine: the background build failed")
+            with self._lock:   # what the build left may be half a batch: start over, from the saved index
+                self._builder, self._behind, self._opened = None, False, False
+                self._build_failed_at = time.monotonic()
+                self._reset()
+
+    def build(self) -> int:
+        """Index the journal to its end while queries answer from the tail; returns how many events
+        were added. Saves every `save_every_s` (without the associations, a partial index's) and at
+        the end. Waits first for another process's build of the same folder (it saves: resumed here)."""
+        from urchin.search import cosine_build
+
+        with cosine_build.building(self.index_dir):
+            with self._lock:
+                self._builder = threading.get_ident()
+                self._behind = True
+                self._reopen()
+            added, saved_at = 0, time.monotonic()
+            while True:
+                with self._lock:
+                    self._check_journal()
+                    if self.journal.size() - self.next_offset <= _SWAP_BYTES:
+                        break
+                added, saved_at = self._build_step(added, saved_at)
+            self.index.refresh_if_stale()   # outside the lock: O(postings) at the end of a large build
+            with self._lock:
+                added += self._read_tail()
+                self.index.refresh_if_stale()
+                self._behind, self._tail, self._builder = False, None, None
+        self._save_logged()
+        return added
+
+    def _reopen(self) -> None:
+        """Load the saved index again when another process saved more of the journal than this holds."""
+        if self.index_dir is None or not self._opened:
+            if not self._opened:
+                self._open()
+            return
+        if cosine_store.saved_offset(self.index_dir) > self.next_offset:
+            self._reset()
+            self._open()
+
+    def _build_step(self, added: int, saved_at: float) -> tuple[int, float]:
+        """Index up to the journal's end now, outside the lock (the build owns the index), saving on the way."""
+        stop = line_aligned_end(self.journal.path, self.next_offset, self.journal.size())
+        identity = self._identity
+        with self.index.bulk():
+            for batch in self._batches(stop):
+                if identity_of(self.journal) != identity:
+                    break      # replaced (a forget's compaction): the loop starts over
+                self.index.add_batch(batch)
+                self.offsets.frombytes(batch.offsets.tobytes())
+                self.next_offset = batch.end
+                added += len(batch)
+                if time.monotonic() - saved_at >= self.save_every_s:
+                    self._save_logged(learn=False)
+                    saved_at = time.monotonic()
+        _release_free_memory()
+        return added, saved_at
+
+    def _batches(self, stop: int) -> Iterator[Batch]:
+        """The journal's lines from `next_offset` to `stop` as batches: by worker processes when there
+        is much (and they start), else in this process."""
+        if self.workers > 1 and stop - self.next_offset >= self.bulk_bytes:
+            try:
+                yield from extract_parallel(self.journal.path, self.next_offset, stop, self.workers,
+                                            chunk=self.build_chunk, home=self.home)
+                return
+            except (OSError, WorkerError, RuntimeError, pickle.UnpicklingError) as exc:
+                log.warning("token-cosine: parallel build failed (%s); continuing in-process", exc)
+        while self.next_offset < stop:
+            result = self.journal.read_from(self.next_offset, min(self.build_chunk or _CATCH_UP_BYTES,
+                                                                  stop - self.next_offset))
+            if not result.lines:
+                return
+            batch = self.index.extract_lines(result.lines, self.journal.proof)
+            batch.end = result.next_offset
+            if len(batch):
+                yield batch
+            else:
+                self.next_offset = result.next_offset
+
+    def _save_logged(self, learn: bool = True) -> None:
+        try:
+            self.save(learn)
+        except OSError as exc:  # a view that cannot be saved still answers
+            log.warning("token-cosine: cannot save the index to %s: %s", self.index_dir, exc)
+
+    def coverage(self) -> str | None:
+        """While a build runs, what a query searched and left out (None: the whole journal)."""
+        tail = self._tail
+        if not self._behind or tail is None:
+            return None
+        size = max(self.journal.size(), 1)
+        covered = max(tail.next_offset - tail.start, 1)
+        older = round(tail.start * len(tail) / covered)
+        if self.background == "thread":
+            who, reached = "the daemon is indexing them", self.next_offset
+        else:   # a child's build: how far its last save got
+            who = "a background process is indexing them"
+            reached = cosine_store.saved_offset(self.index_dir) if self.index_dir is not None else 0
+        done = min(99, 100 * reached // size)
+        return (f"about {older:,} older events are not indexed yet and were not searched (only the newest "
+                f"{len(tail):,} were, the last {max(1, round(100 * covered / size))}% of the journal): "
+                f"{who}, {done}% done")
 
     def _read_tail(self) -> int:
         added = 0
@@ -227,7 +393,10 @@ class TokenCosineView:
             with self._lock:
                 if not self._opened or not self.next_offset or (len(self.index), self.next_offset) == self._saved:
                     return False
-                self.index.refresh_if_stale()  # saved norms are fresh: a load needs no O(postings) pass
+                if self._behind and self._builder != threading.get_ident():
+                    return False   # the build owns the index (and saves it)
+                if not self._behind:   # saved norms are fresh: a load needs no O(postings) pass
+                    self.index.refresh_if_stale()
                 state = self.index.state()
                 offsets = np.frombuffer(self.offsets, dtype=np.int64).copy()
                 covered = (len(self.index), self.next_offset)
@@ -308,13 +477,13 @@ class TokenCosineView:
         finally:
             out.unlink(missing_ok=True)
 
-    def _assoc_if_stale(self) -> None:
+    def _assoc_if_stale(self, index: TokenCosineIndex | None = None) -> None:
         """The associations a query ranks with are a function of the index, not of the process that
         asks, so the daemon and an in-process CLI answer alike: up to INLINE_ASSOC_ROWS rows (a build
         costs at most ~0.15 s there), the model of exactly the rows indexed, built when a row was added;
         beyond, the model saved beside the index (read again when a save or the daemon's learning child
         rewrote it). A view with no folder (benchmarks, tests) builds when stale, as it has no other."""
-        index = self.index
+        index = self.index if index is None else index
         if not index.expand:
             return
         rows = len(index)
@@ -349,6 +518,8 @@ class TokenCosineView:
         return cached[1]
 
     def _save_if_due(self) -> None:
+        if self._behind:
+            return   # the build saves
         saved = max(self._saved[0], 0)
         # a young index saves at doubling sizes from FIRST_SAVE rows (search_context reads the learned
         # associations a save writes), then every save_every events, and a large one at most every 5%
@@ -374,10 +545,16 @@ class TokenCosineView:
     # ---- querying -----------------------------------------------------------------------------
     def search(self, query: str, *, since_ms: int | None, limit: int, filters: Filters,
                until_ms: int | None = None, explain: bool = False) -> list[Hit]:
+        return self.ranked(query, since_ms=since_ms, limit=limit, filters=filters, until_ms=until_ms,
+                           explain=explain)[0]
+
+    def ranked(self, query: str, *, since_ms: int | None, limit: int, filters: Filters,
+               until_ms: int | None = None, explain: bool = False) -> tuple[list[Hit], list[str]]:
+        """The hits (each with how its score was made, with `explain`), and notes: what was left out
+        while the index builds (`coverage`)."""
         original = query
         query, holds = constraints(query)
-        forgotten = self.forgotten
-        hidden = forgotten.hashes()
+        hidden = self.forgotten.hashes()
         # until a compaction drops them, forgotten rows may hold some of the top places: ask for more
         wanted = limit + min(len(hidden), 1000) if hidden else limit
         if holds is not None:
@@ -388,22 +565,39 @@ class TokenCosineView:
                   "groups": [[tokenize(alt) for alt in group] for group in parse(original).groups]}
         with self._lock:
             self._catch_up()
-            self._assoc_if_stale()
-            self._used = time.monotonic()
-            try:
-                scored = self.index.search(query, **params)  # type: ignore[arg-type]
-                offsets = [self.offsets[s.row] for s in scored]
-            except IndexError as exc:
-                if not self.loaded_from_disk:
-                    raise
-                # Loading checks shapes and bounds of everything but the postings (that would read
-                # them all); a damaged posting surfaces here: rebuild from the journal, once.
-                log.warning("token-cosine: saved index damaged (%s); rebuilding", exc)
-                self.rebuild_reason, self.loaded_from_disk = f"damaged postings: {exc}", False
-                self._reset()
-                self._catch_up()
-                scored = self.index.search(query, **params)  # type: ignore[arg-type]
-                offsets = [self.offsets[s.row] for s in scored]
+            scored, offsets = self._ranking(query, params)
+            note = self.coverage()
+        hits = self._hits(scored, offsets, limit, filters, holds, explain)
+        if self.save_in_queries:
+            self._save_if_due()
+        return hits, [note] if note else []
+
+    def _ranking(self, query: str, params: dict[str, Any]) -> tuple[list[Scored], list[int]]:
+        """Under the lock, caught up: the ranking and its rows' offsets, from the tail of the newest
+        events while a build owns the index, else from the index."""
+        if self._behind and self._tail is not None:
+            scored = self._tail.index.search(query, **params)
+            return scored, [self._tail.offsets[s.row] for s in scored]
+        self._assoc_if_stale()
+        self._used = time.monotonic()
+        try:
+            scored = self.index.search(query, **params)
+            return scored, [self.offsets[s.row] for s in scored]
+        except IndexError as exc:
+            if not self.loaded_from_disk:
+                raise
+            # Loading checks shapes and bounds of everything but the postings (that would read
+            # them all); a damaged posting surfaces here: rebuild from the journal, once.
+            log.warning("token-cosine: saved index damaged (%s); rebuilding", exc)
+            self.rebuild_reason, self.loaded_from_disk = f"damaged postings: {exc}", False
+            self._reset()
+            self._catch_up()
+            return self._ranking(query, params)
+
+    def _hits(self, scored: list[Scored], offsets: list[int], limit: int, filters: Filters,
+              holds: Callable[[Event], bool] | None, explain: bool = False) -> list[Hit]:
+        forgotten = self.forgotten
+        hidden = forgotten.hashes()
         hits: list[Hit] = []
         for s, offset in zip(scored, offsets, strict=True):
             if len(hits) >= limit:
@@ -412,15 +606,14 @@ class TokenCosineView:
             if (event is not None and not (hidden and forgotten.hides(event.id)) and (holds is None or holds(event))
                     and not filters.hides(event)):
                 hits.append(Hit(event, s.score, cosine_explain(s) if explain else None))
-        if self.save_in_queries:
-            self._save_if_due()
         return hits
 
 
-    def session_events(self, filters: Filters, since_ms: int, limit: int) -> list[Event]:
+    def session_events(self, filters: Filters, since_ms: int, limit: int) -> list[Event] | None:
         """What substring search's `search(None, ...)` gives for a session filter, the newest `limit`
         events of `filters.session` from `since_ms` on that pass `filters`, newest first, from the
-        session's own rows (`TokenCosineIndex.session_rows`) instead of a scan of the window."""
+        session's own rows (`TokenCosineIndex.session_rows`) instead of a scan of the window. None
+        while a build owns the index (the tail may not hold the session's older events)."""
         labels = filters.to_dict()
         session = labels.pop("session")
         forgotten = self.forgotten
@@ -428,6 +621,8 @@ class TokenCosineView:
         wanted = limit + min(len(hidden), 1000)       # forgotten rows, until a compaction drops them
         with self._lock:
             self._catch_up()
+            if self._behind:
+                return None      # a build owns the index: the caller scans the window instead
             offsets = [self.offsets[row] for row in
                        itertools.islice(self.index.session_rows(session, since_ms, labels), wanted)]
         events = []

@@ -1,0 +1,208 @@
+"""No first-start wall: a token-cosine query never waits for a build of the view.
+
+With a large backlog (an import, a first start), queries answer from the newest events and say how
+many they left out, while a build (the daemon's thread, or a child of a process on its own) indexes
+the rest; what it swaps in equals an index built from scratch, and a kill -9 mid-build resumes.
+Builds are held by holding their lock (`cosine_build.building`), never by timing.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import orjson
+import pytest
+
+from tests.conftest import REPO, run_urchin
+from tests.daemon_fixture import DaemonProcess
+from urchin.config import Settings
+from urchin.journal import Journal
+from urchin.memory import Memory
+from urchin.search import cosine_build, cosine_store
+from urchin.search.cosine_tail import TAIL_BYTES
+from urchin.search.query import Filters
+from urchin.search.semantic import TokenCosineView
+
+EVENTS = 12_000       # ~5.5 MB: more than a tail holds (TAIL_BYTES), for the daemon and the CLI
+SMALL, SMALL_TAIL = 3_000, 300_000   # ~1.4 MB, and a tail of ~650 events, where the test sets the tail
+OLD = 1_000           # the oldest: the best matches for QUERY, outside any tail
+QUERY = "quarantine pipeline"
+QUERIES = [QUERY, "nightly job step", "rollback canary deploy", "flaky fixture"]
+_FILLER = ("the nightly job ran its steps on the build farm and wrote the usual report with timings, "
+           "warnings and the list of artifacts uploaded to the cache; nothing else of note happened here ") * 2
+
+
+def _events(count: int = EVENTS) -> list[dict[str, object]]:
+    start = datetime.now(UTC) - timedelta(hours=100)
+    out = []
+    for i in range(count):
+        words = "quarantine quarantine pipeline" if i < OLD else ("quarantine" if i % 7 == 0 else "canary deploy")
+        flaky = " flaky fixture" if i % 13 == 0 else ""
+        out.append({"id": f"e{i:06d}", "timestamp": (start + timedelta(seconds=20 * i)).isoformat(),
+                    "source": "claude" if i % 3 else "shell", "session": f"s{i // 40}",
+                    "content": f"step {i}: {words}{flaky}; {_FILLER}"})
+    return out
+
+
+def _import(home: Path, count: int = EVENTS) -> Path:
+    with Memory(Settings.resolve(home)) as memory:
+        memory.import_lines(orjson.dumps(e) for e in _events(count))
+        path = memory.journal.path
+    assert path.stat().st_size > (TAIL_BYTES if count == EVENTS else 3 * SMALL_TAIL)
+    return path
+
+
+_SCRATCH: dict[tuple[Path, int], TokenCosineView] = {}
+
+
+def _scratch(journal: Path, query: str, **filters: str) -> list[tuple[str, float]]:
+    """The ranking of an index built from scratch, in this process, before answering (built once per journal)."""
+    key = (journal, journal.stat().st_ino)
+    view = _SCRATCH.get(key) or _SCRATCH.setdefault(key, TokenCosineView(Journal(journal), None))
+    return [(h.event.id, h.score or 0.0)
+            for h in view.search(query, since_ms=None, limit=10, filters=Filters.of(**filters))]
+
+
+def _ranked(view: TokenCosineView, query: str, **filters: str) -> tuple[list[tuple[str, float]], list[str]]:
+    hits, notes = view.ranked(query, since_ms=None, limit=10, filters=Filters.of(**filters))
+    return [(h.event.id, h.score or 0.0) for h in hits], notes
+
+
+def _in_time(call, seconds: float = 60.0):   # noqa: ANN001, ANN202 - a deadline, not a timing
+    """Run `call` in a thread; fail when it has not returned by the deadline (it would be waiting for a build)."""
+    box: list[object] = []
+    worker = threading.Thread(target=lambda: box.append(call()), daemon=True)
+    worker.start()
+    worker.join(seconds)
+    assert box, "the query waited for the build"
+    return box[0]
+
+
+def _newest(ids: list[str]) -> bool:
+    return all(int(i[1:]) >= OLD for i in ids)
+
+
+def test_a_query_during_a_build_answers_from_the_newest_events_and_says_what_it_left_out(urchin_home) -> None:
+    journal = _import(urchin_home, SMALL)
+    index_dir = Settings.resolve(urchin_home).index_dir / "cosine"
+    view = TokenCosineView(Journal(journal), index_dir)
+    view.background, view.tail_bytes = "thread", SMALL_TAIL
+    with cosine_build.building(index_dir):            # another build holds the folder: this one waits
+        hits, notes = _in_time(lambda: _ranked(view, QUERY))
+        assert hits and _newest([i for i, _ in hits])   # the best (oldest) matches are not indexed yet
+        assert len(notes) == 1 and "older events are not indexed yet and were not searched" in notes[0]
+        assert "the daemon is indexing them" in notes[0]
+        assert view.session_events(Filters.of(session="s5"), 0, 5) is None   # the caller scans instead
+    deadline = time.monotonic() + 60
+    while _ranked(view, QUERY)[1] and time.monotonic() < deadline:
+        time.sleep(0.05)
+    for query in QUERIES:
+        assert _ranked(view, query) == (_scratch(journal, query), [])
+    assert not _newest([i for i, _ in _ranked(view, QUERY)[0]])
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_finished_build_equals_a_build_from_scratch(urchin_home, workers: int) -> None:
+    """Ids, order and scores, for several queries and filters, through worker processes or not, in
+    many small batches with a save after each (what a resumed or a chunked build does)."""
+    journal = _import(urchin_home, SMALL)
+    view = TokenCosineView(Journal(journal), urchin_home / "cosine", workers=workers)
+    view.background, view.tail_bytes, view.save_every_s = "thread", SMALL_TAIL, 0.0
+    view.build_chunk, view.bulk_bytes = 200_000, 500_000
+    view.catch_up()
+    view._build_thread.join(120)      # type: ignore[union-attr]
+    assert not view._behind
+    for query in QUERIES:
+        assert _ranked(view, query) == (_scratch(journal, query), [])
+    assert _ranked(view, QUERY, source="claude") == (_scratch(journal, QUERY, source="claude"), [])
+    again = TokenCosineView(Journal(journal), urchin_home / "cosine")   # what it saved, loaded
+    assert _ranked(again, "nightly job step") == (_scratch(journal, "nightly job step"), [])
+    assert again.loaded_from_disk
+
+
+_BUILDER = textwrap.dedent("""
+    import sys
+    from pathlib import Path
+    from urchin.journal import Journal
+    from urchin.search.semantic import TokenCosineView
+    view = TokenCosineView(Journal(Path(sys.argv[1])), Path(sys.argv[2]), workers=1)
+    view.save_every_s, view.build_chunk = 0.0, 100_000
+    view.build()
+""")
+
+
+def test_a_build_killed_mid_way_is_resumed_and_ends_as_a_build_from_scratch(urchin_home) -> None:
+    journal = _import(urchin_home, SMALL)
+    index_dir = urchin_home / "cosine"
+    child = subprocess.Popen([sys.executable, "-c", _BUILDER, str(journal), str(index_dir)],
+                             env={**os.environ, "PYTHONPATH": str(REPO)})
+    try:
+        deadline = time.monotonic() + 60
+        while cosine_store.saved_offset(index_dir) < journal.stat().st_size // 3 and time.monotonic() < deadline:
+            assert child.poll() is None, "the build ended before it was killed"
+            time.sleep(0.01)
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+    covered = cosine_store.saved_offset(index_dir)
+    assert 0 < covered < journal.stat().st_size
+    view = TokenCosineView(Journal(journal), index_dir)
+    view.background, view.tail_bytes = "thread", SMALL_TAIL
+    view.catch_up()                   # loads what was saved, builds the rest
+    view._build_thread.join(120)      # type: ignore[union-attr]
+    assert view.loaded_from_disk and not view._behind
+    for query in QUERIES:
+        assert _ranked(view, query) == (_scratch(journal, query), [])
+
+
+def test_the_daemon_answers_during_its_build_and_swaps_the_whole_index_in(urchin_home) -> None:
+    journal = _import(urchin_home)
+    index_dir = Settings.resolve(urchin_home).index_dir / "cosine"
+    daemon = DaemonProcess(urchin_home)
+    try:
+        with cosine_build.building(index_dir):         # the daemon's build waits for it
+            daemon.start(timeout=300)
+            with daemon.client(timeout=300) as http:
+                body = http.get("/semantic", params={"query": QUERY}).json()
+                assert body["events"] and _newest([r["id"] for r in body["events"]])
+                assert any("older events are not indexed yet" in n for n in body["notes"])
+                assert http.get("/health").status_code == 200
+                assert http.get("/search", params={"query": "quarantine"}).json()["events"]
+        with daemon.client(timeout=300) as http:
+            deadline = time.monotonic() + 300   # a deadline for a loaded machine, not a timing
+            while (body := http.get("/semantic", params={"query": QUERY}).json()).get("notes") and \
+                    time.monotonic() < deadline:
+                time.sleep(0.1)
+            assert not body.get("notes")
+            assert [(r["id"], r["score"]) for r in body["events"]] == _scratch(journal, QUERY)
+    finally:
+        daemon.stop()
+
+
+def _cli(env: dict[str, str]) -> dict[str, object]:
+    done = run_urchin("semantic", QUERY, "--json", env=env, timeout=300)
+    assert done.returncode == 0, done.stderr
+    return orjson.loads(done.stdout)
+
+
+def test_the_cli_on_its_own_answers_at_once_and_a_child_builds_for_the_next_call(urchin_home) -> None:
+    journal = _import(urchin_home)
+    index_dir = Settings.resolve(urchin_home).index_dir / "cosine"
+    env = {"URCHIN_HOME": str(urchin_home)}
+    with cosine_build.building(index_dir):             # a build already runs: no second one starts
+        body = _cli(env)
+        assert body["events"] and _newest([r["id"] for r in body["events"]])
+        assert any("a background process is indexing them" in n for n in body["notes"])
+    deadline = time.monotonic() + 300   # a deadline for a loaded machine, not a timing
+    while (body := _cli(env)).get("notes") and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not body.get("notes")
+    assert [(r["id"], r["score"]) for r in body["events"]] == _scratch(journal, QUERY)
