@@ -490,7 +490,7 @@ class Memory:
             if filters.session is not None:     # a session's own rows, not a scan of the window
                 return self._semantic.cosine().session_events(filters, since_ms, limit)
             self._hot.catch_up()
-            return self._substring.search(None, since_ms=since_ms, limit=limit, filters=filters)
+            return self._substring.newest(filters, since_ms=since_ms, limit=limit)   # kept between digests
 
         def ranked(query: str, filters: Filters, since_ms: int, limit: int) -> list[Hit]:
             return self._semantic.cosine().search(query, since_ms=since_ms, limit=limit, filters=filters)

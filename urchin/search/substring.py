@@ -11,6 +11,8 @@ from __future__ import annotations
 import heapq
 import itertools
 import os
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -39,6 +41,19 @@ _DEFAULTS = {"source": "unknown", "kind": "note"}
 _Best = list[tuple[int, str, Event]]   # ts, id, the event as it may be served
 _Serve = Callable[[bytes | str, Event], Event]
 _ANY = Filters()
+_REMEMBERED = 64           # `newest` answers kept (three per workspace a session-start digest reads)
+_TAIL_BYTES = 8 << 20      # what `newest` reads past a kept answer; more (an import) asks the index again
+
+
+class _Kept:
+    """A `newest` answer as computed: the journal file and the end it read to, the forgotten ids it
+    hid, its window's start, and its (ts, id, event) items."""
+
+    __slots__ = ("owner", "end", "hidden", "since_ms", "best")
+
+    def __init__(self, owner: tuple[int, int, int], end: int, hidden: frozenset[bytes], since_ms: int,
+                 best: _Best) -> None:
+        self.owner, self.end, self.hidden, self.since_ms, self.best = owner, end, hidden, since_ms, best
 
 
 class SubstringSearcher:
@@ -49,6 +64,8 @@ class SubstringSearcher:
         self.index = BlockIndex(journal, index_dir)
         self.forgotten = ForgetLog(journal)
         self.folds = FoldCache()  # casefolded blocks, reused by the next queries (the daemon's)
+        self._kept: OrderedDict[tuple[Filters, int], _Kept] = OrderedDict()   # `newest`'s answers
+        self._kept_lock = threading.Lock()
 
     def search(self, query: str | None, *, since_ms: int, limit: int, filters: Filters = _ANY,
                until_ms: int | None = None, oldest_first: bool = False) -> list[Event]:
@@ -70,6 +87,62 @@ class SubstringSearcher:
             _keep_best(self._scan(folded), folded, since_ms, until_ms, limit, filters, best, hidden, self._serve)
         best.sort(key=lambda item: (item[0], item[1]), reverse=not oldest_first)
         return [event for _, _, event in best]
+
+    def newest(self, filters: Filters, *, since_ms: int, limit: int) -> list[Event]:
+        """`search(None, ...)`'s answer, kept per (filters, limit) and brought up to date from what the
+        journal gained since: the session-start digest asks the same few each time (a workspace's
+        newest 250 events, decisions, commits), and reading them from the blocks again was most of its
+        cost (bench/RESULTS.md, round fifteen).
+
+        The same answer as `search`: the journal only grows at its end, so the newest `limit` of
+        everything are the newest of (the kept `limit`, within the window) and (the lines added, which
+        may be back-dated); a window that starts later keeps a prefix of them. A kept answer is not used
+        when the journal file changed (a forget's compaction), an id was forgotten since, the window
+        starts earlier, or an item came from a line the write path did not prove (its served form
+        follows the `[redact]` settings, which may change)."""
+        hidden = self.forgotten.hashes()
+        key = (filters, limit)
+        try:
+            with self.index.snapshot() as view, _journal_fd(self.journal.path) as fd:
+                stat = os.fstat(fd)      # and the compactions so far: a rewrite may reuse an inode
+                owner = (stat.st_dev, stat.st_ino, self.forgotten.generation())
+                with self._kept_lock:
+                    kept = self._kept.get(key)
+                proven = [True]
+                serve = self._noting(proven)
+                if (kept is not None and kept.owner == owner and kept.hidden == hidden and since_ms >= kept.since_ms
+                        and kept.end <= view.end and view.end - kept.end <= _TAIL_BYTES):
+                    best = [item for item in kept.best if item[0] >= since_ms]
+                    heapq.heapify(best)
+                    lines = os.pread(fd, view.end - kept.end, kept.end).split(b"\n") if view.end > kept.end else []
+                    _keep_best(((line, Event.from_json(line)) for line in reversed(lines)), None, since_ms, None,
+                               limit, filters, best, hidden, serve)
+                else:
+                    best = []
+                    self._search_view(view, None, since_ms, None, limit, filters, best, hidden, serve)
+                if proven[0]:
+                    with self._kept_lock:
+                        self._kept[key] = _Kept(owner, view.end, hidden, since_ms, list(best))
+                        self._kept.move_to_end(key)
+                        while len(self._kept) > _REMEMBERED:
+                            self._kept.popitem(last=False)
+        except OSError:   # no usable index: `search` scans (and says so)
+            return self.search(None, since_ms=since_ms, limit=limit, filters=filters)
+        best.sort(key=lambda item: (item[0], item[1]), reverse=True)
+        return [event for _, _, event in best]
+
+    def _noting(self, proven: list[bool]) -> _Serve:
+        """`_serve`, noting in `proven[0]` when a line served was not proven by the write path."""
+        check = self.journal.proof.proven
+
+        def serve(line: bytes | str, event: Event) -> Event:
+            raw = line if isinstance(line, bytes) else line.encode("utf-8", "surrogateescape")
+            if check(raw):
+                return event
+            proven[0] = False
+            return self.journal.proof.served(raw, event)
+
+        return serve
 
     def older_match(self, query: str, before_ms: int, filters: Filters = _ANY) -> int | None:
         """The timestamp (ms) of a match older than `before_ms`, as far as the block index answers
@@ -118,7 +191,7 @@ class SubstringSearcher:
 
     # ---- indexed path -------------------------------------------------------------------------
     def _search_view(self, view: View, folded: str | None, since_ms: int, until_ms: int | None, limit: int,
-                     filters: Filters, best: _Best, hidden: frozenset[bytes]) -> None:
+                     filters: Filters, best: _Best, hidden: frozenset[bytes], serve: _Serve | None = None) -> None:
         hashes = query_hashes(folded.encode("utf-8", "surrogatepass")) if folded else set()
         blocks = view.candidates(hashes, since_ms, until_ms)
         prefilter = _Prefilter(folded, filters)
@@ -138,7 +211,7 @@ class SubstringSearcher:
                 # a block's lines newest last, so read backwards: once `best` is full, few later
                 # lines beat its oldest, and only those pay for the proof check
                 _keep_best(((line, Event.from_json(line)) for line in reversed(lines)), folded, since_ms,
-                           until_ms, limit, filters, best, hidden, self._serve)
+                           until_ms, limit, filters, best, hidden, serve or self._serve)
 
     # ---- fallback: scan everything ------------------------------------------------------------
     def _scan(self, folded: str | None) -> Iterator[tuple[str, Event | None]]:
