@@ -104,3 +104,22 @@ def test_a_repeated_call_parses_only_what_the_journal_gained(memory: Memory,
     assert len(parsed) <= 4, len(parsed)                 # the three lines added (and the tail's empty end)
     assert {e.id for e in again[:3]} == {"b-0", "b-1", "b-2"}
     assert [e.id for e in again[3:]] == [e.id for e in first[:97]]
+
+
+def test_a_line_still_being_written_is_left_for_the_next_call(memory: Memory, urchin_home: Path) -> None:
+    rng = random.Random(10)
+    memory.ingest(_items(rng, 40, "a"))
+    filters = Filters(workspace="gamma")
+    memory.substring.newest(filters, since_ms=_since(6000), limit=10)
+    line = orjson.dumps({"id": "late-1", "timestamp": format_timestamp(NOW), "source": "shell", "kind": "command",
+                         "workspace": "gamma", "content": "make release"})
+    journal = urchin_home / "journal" / "events.jsonl"
+    with journal.open("ab") as handle:                  # half a line: another writer's write in progress
+        handle.write(line[:25])
+    for finish in (b"", line[25:] + b"\n"):
+        with journal.open("ab") as handle:
+            handle.write(finish)
+        kept = memory.substring.newest(filters, since_ms=_since(6000), limit=10)
+        fresh = memory.substring.search(None, since_ms=_since(6000), limit=10, filters=filters)
+        assert [e.id for e in kept] == [e.id for e in fresh]
+        assert ("late-1" in [e.id for e in kept]) == bool(finish)

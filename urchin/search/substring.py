@@ -102,34 +102,57 @@ class SubstringSearcher:
         follows the `[redact]` settings, which may change)."""
         hidden = self.forgotten.hashes()
         key = (filters, limit)
+        with self._kept_lock:
+            kept = self._kept.get(key)
+        if kept is not None and kept.hidden == hidden and since_ms >= kept.since_ms:
+            found = self._from_kept(key, kept, since_ms)
+            if found is not None:
+                return found
         try:
             with self.index.snapshot() as view, _journal_fd(self.journal.path) as fd:
-                stat = os.fstat(fd)      # and the compactions so far: a rewrite may reuse an inode
-                owner = (stat.st_dev, stat.st_ino, self.forgotten.generation())
-                with self._kept_lock:
-                    kept = self._kept.get(key)
                 proven = [True]
-                serve = self._noting(proven)
-                if (kept is not None and kept.owner == owner and kept.hidden == hidden and since_ms >= kept.since_ms
-                        and kept.end <= view.end and view.end - kept.end <= _TAIL_BYTES):
-                    best = [item for item in kept.best if item[0] >= since_ms]
-                    heapq.heapify(best)
-                    lines = os.pread(fd, view.end - kept.end, kept.end).split(b"\n") if view.end > kept.end else []
-                    _keep_best(((line, Event.from_json(line)) for line in reversed(lines)), None, since_ms, None,
-                               limit, filters, best, hidden, serve)
-                else:
-                    best = []
-                    self._search_view(view, None, since_ms, None, limit, filters, best, hidden, serve)
+                best: _Best = []
+                self._search_view(view, None, since_ms, None, limit, filters, best, hidden, self._noting(proven))
                 if proven[0]:
-                    with self._kept_lock:
-                        self._kept[key] = _Kept(owner, view.end, hidden, since_ms, list(best))
-                        self._kept.move_to_end(key)
-                        while len(self._kept) > _REMEMBERED:
-                            self._kept.popitem(last=False)
+                    self._keep(key, _Kept(self._owner(fd), view.end, hidden, since_ms, list(best)))
         except OSError:   # no usable index: `search` scans (and says so)
             return self.search(None, since_ms=since_ms, limit=limit, filters=filters)
-        best.sort(key=lambda item: (item[0], item[1]), reverse=True)
-        return [event for _, _, event in best]
+        return _newest_first(best)
+
+    def _from_kept(self, key: tuple[Filters, int], kept: _Kept, since_ms: int) -> list[Event] | None:
+        """A kept answer brought up to date from the journal's tail (read directly: the block index
+        need not catch up, nor sync its files, for a few lines); None when it cannot be used."""
+        filters, limit = key
+        try:
+            with _journal_fd(self.journal.path) as fd:
+                size = os.fstat(fd).st_size
+                if self._owner(fd) != kept.owner or not 0 <= size - kept.end <= _TAIL_BYTES:
+                    return None
+                tail = os.pread(fd, size - kept.end, kept.end)
+        except (OSError, JournalError):
+            return None
+        whole = tail.rfind(b"\n") + 1         # a line still being written is left for the next call
+        best = [item for item in kept.best if item[0] >= since_ms]
+        heapq.heapify(best)
+        proven = [True]
+        lines = tail[:whole].split(b"\n")
+        _keep_best(((line, Event.from_json(line)) for line in reversed(lines)), None, since_ms, None, limit,
+                   filters, best, kept.hidden, self._noting(proven))
+        if proven[0]:
+            self._keep(key, _Kept(kept.owner, kept.end + whole, kept.hidden, since_ms, list(best)))
+        return _newest_first(best)
+
+    def _owner(self, fd: int) -> tuple[int, int, int]:
+        """The journal file open at `fd`, and the compactions so far (a rewrite may reuse an inode)."""
+        stat = os.fstat(fd)
+        return stat.st_dev, stat.st_ino, self.forgotten.generation()
+
+    def _keep(self, key: tuple[Filters, int], kept: _Kept) -> None:
+        with self._kept_lock:
+            self._kept[key] = kept
+            self._kept.move_to_end(key)
+            while len(self._kept) > _REMEMBERED:
+                self._kept.popitem(last=False)
 
     def _noting(self, proven: list[bool]) -> _Serve:
         """`_serve`, noting in `proven[0]` when a line served was not proven by the write path."""
@@ -243,6 +266,11 @@ class SubstringSearcher:
                     continue
                 carry = data[cut + 1:]
                 yield data[:cut]
+
+
+def _newest_first(best: _Best) -> list[Event]:
+    best.sort(key=lambda item: (item[0], item[1]), reverse=True)
+    return [event for _, _, event in best]
 
 
 @contextmanager
