@@ -17,6 +17,7 @@ import pytest
 from urchin.config import Settings
 from urchin.event import Event, format_timestamp
 from urchin.memory import Memory
+from urchin.search import substring
 from urchin.search.query import Filters
 
 NOW = datetime.now(UTC)
@@ -123,3 +124,19 @@ def test_a_line_still_being_written_is_left_for_the_next_call(memory: Memory, ur
         fresh = memory.substring.search(None, since_ms=_since(6000), limit=10, filters=filters)
         assert [e.id for e in kept] == [e.id for e in fresh]
         assert ("late-1" in [e.id for e in kept]) == bool(finish)
+
+
+def test_what_is_kept_is_bounded_in_bytes_and_answers_stay_right(memory: Memory,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(substring, "_REMEMBERED_BYTES", 60_000)
+    rng = random.Random(11)
+    memory.ingest([{**item, "content": f"{item['content']} " + "tool output " * 400} for item in _items(rng, 90, "a")])
+    searcher = memory.substring
+    for limit in (3, 25, 3):                 # big answers (25 x ~5 KB) push the others out, never past the bound
+        for workspace in WORKSPACES:
+            filters = Filters(workspace=workspace)
+            kept = searcher.newest(filters, since_ms=_since(6000), limit=limit)
+            assert [e.id for e in kept] == [e.id for e in searcher.search(None, since_ms=_since(6000), limit=limit,
+                                                                           filters=filters)]
+            assert sum(k.size for k in searcher._kept.values()) <= 60_000
+    assert searcher._kept                    # the small ones are kept

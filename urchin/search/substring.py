@@ -42,6 +42,7 @@ _Best = list[tuple[int, str, Event]]   # ts, id, the event as it may be served
 _Serve = Callable[[bytes | str, Event], Event]
 _ANY = Filters()
 _REMEMBERED = 64           # `newest` answers kept (three per workspace a session-start digest reads)
+_REMEMBERED_BYTES = 24 << 20   # and their content at most (250 tool outputs of 64 KiB are 16 MiB)
 _TAIL_BYTES = 8 << 20      # what `newest` reads past a kept answer; more (an import) asks the index again
 
 
@@ -49,11 +50,12 @@ class _Kept:
     """A `newest` answer as computed: the journal file and the end it read to, the forgotten ids it
     hid, its window's start, and its (ts, id, event) items."""
 
-    __slots__ = ("owner", "end", "hidden", "since_ms", "best")
+    __slots__ = ("owner", "end", "hidden", "since_ms", "best", "size")
 
     def __init__(self, owner: tuple[int, int, int], end: int, hidden: frozenset[bytes], since_ms: int,
                  best: _Best) -> None:
         self.owner, self.end, self.hidden, self.since_ms, self.best = owner, end, hidden, since_ms, best
+        self.size = sum(len(event.content) + 256 for _, _, event in best)   # what it holds, roughly
 
 
 class SubstringSearcher:
@@ -148,11 +150,13 @@ class SubstringSearcher:
         return stat.st_dev, stat.st_ino, self.forgotten.generation()
 
     def _keep(self, key: tuple[Filters, int], kept: _Kept) -> None:
+        """Remember `kept`, dropping the least recently used answers beyond the count or the bytes."""
         with self._kept_lock:
             self._kept[key] = kept
             self._kept.move_to_end(key)
-            while len(self._kept) > _REMEMBERED:
-                self._kept.popitem(last=False)
+            total = sum(k.size for k in self._kept.values())
+            while self._kept and (len(self._kept) > _REMEMBERED or total > _REMEMBERED_BYTES):
+                total -= self._kept.popitem(last=False)[1].size
 
     def _noting(self, proven: list[bool]) -> _Serve:
         """`_serve`, noting in `proven[0]` when a line served was not proven by the write path."""
