@@ -146,7 +146,7 @@ def test_a_repeated_session_start_digest_parses_only_what_the_journal_gained(
     with monkeypatch.context() as patch:
         patch.setattr(Event, "from_json", staticmethod(counting))
         text = memory.recall(workspace="alpha").text
-    assert len(parsed) <= 3 * 3, len(parsed)      # three reads, each of the two lines added
+    assert len(parsed) <= 3 * 2, len(parsed)      # three reads, each of the two lines added
     assert "decided: option new" in text and "talk new" in text
 
     def afresh(self: SubstringSearcher, filters: Filters, *, since_ms: int, limit: int) -> Any:
