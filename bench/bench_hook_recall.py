@@ -1,7 +1,7 @@
 """Hook latency with recall: the whole `urchin hook claude` process, start to exit, at N events.
 
     PYTHONPATH=$PWD python bench/bench_hook_recall.py [--events 1000000] [--calls 40] [--workdir DIR]
-        [--compare OTHER_CHECKOUT] [--daemon-checkout CHECKOUT] [--no-daemonless]
+        [--compare OTHER_CHECKOUT] [--daemon-checkout CHECKOUT] [--no-daemonless] [--warm ROUNDS]
 
 The hook runs as it is installed: the `urchin` console script of a virtualenv that holds Urchin and its
 dependencies on plain `sys.path` entries (as a wheel install does; the checkout's editable install
@@ -138,7 +138,7 @@ def _home(work: Path, events: int, env: dict[str, str]) -> Path:
 
 
 def _with_daemon(env: dict[str, str], home: Path, hooks: dict[str, list[str]], floors: dict[str, list[str]],
-                 calls: int, checkout: Path) -> None:
+                 calls: int, checkout: Path, warm: int = 3) -> None:
     from urchin.tokens import ensure_hook_token
 
     ensure_hook_token(home)
@@ -154,7 +154,7 @@ def _with_daemon(env: dict[str, str], home: Path, hooks: dict[str, list[str]], f
             time.sleep(0.1)
         DAEMON[:] = [daemon.pid]
         started = time.perf_counter()
-        for n in range(3):      # warm: the daemon builds its views on first use
+        for n in range(warm):   # warm: the daemon builds its views on first use (and keeps what a digest read)
             for cmd in hooks.values():
                 _run(cmd, env, _payload("prompt", 10_000 + n))
                 _run(cmd, env, _payload("session", 10_000 + n))
@@ -206,6 +206,9 @@ def main() -> None:
     parser.add_argument("--daemon-checkout", type=Path, default=REPO,
                         help="the checkout the daemon runs (default this one; A/B the daemon's work with another)")
     parser.add_argument("--no-daemonless", action="store_true", help="skip the calls without a daemon")
+    parser.add_argument("--warm", type=int, default=3,
+                        help="warm-up rounds (a prompt and a session start each, workspace n %% 12); 12: every "
+                             "workspace's first digest after the daemon's start is not among the timed calls")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="urchin-hook-recall-") as tmp:
         work = args.workdir or Path(tmp)
@@ -224,7 +227,7 @@ def main() -> None:
                                                                   "pass"],
                   "python -c pass (this venv, editable install)": [sys.executable, "-c", "pass"]}
         print(f"daemon: {args.daemon_checkout.resolve()}")
-        _with_daemon(hook_env, home, hooks, floors, args.calls, args.daemon_checkout.resolve())
+        _with_daemon(hook_env, home, hooks, floors, args.calls, args.daemon_checkout.resolve(), args.warm)
         if not args.no_daemonless:
             _without_daemon(hook_env, hooks["this checkout"], max(10, args.calls // 2))
 

@@ -71,7 +71,7 @@ def _scored(memory: Memory, text: str, ws: str, now: datetime) -> tuple[list[tup
     """Every candidate line over 0 (score, id) best first, and how many of them the budget holds."""
     reader = memory._recall_reader()
     since = int(now.timestamp() * 1000) - PROMPT_DAYS * 86_400_000
-    lines = prompt_lines(reader, text, ws, since, current=None, injected=(), excluded=(), threshold=FLOOR)
+    lines = list(prompt_lines(reader, text, ws, since, current=None, injected=(), excluded=(), threshold=FLOOR))
     _, kept = pack(lines, PROMPT_BUDGET, reader.redact)
     return [(line.score, line.id) for line in lines], len(kept)
 

@@ -4,6 +4,10 @@ gets nothing; any failure or deadline prints nothing and exits 0."""
 
 from __future__ import annotations
 
+import fcntl
+import os
+import threading
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -17,6 +21,7 @@ from tests.daemon_fixture import DaemonProcess, running
 from urchin.recall import NO_WORKSPACE
 
 FIXTURES = Path(__file__).parent / "fixtures"
+JSON = {"content-type": "application/json"}
 # (agent, fixture, hook event, mode): the recorded payloads of every event that takes context
 CONTEXT = [("claude", "claude/hooks/SessionStart.json", "SessionStart", "session"),
            ("claude", "claude/hooks/UserPromptSubmit.json", "UserPromptSubmit", "prompt"),
@@ -48,6 +53,16 @@ def _seed(home: Path) -> None:
     lines.write_bytes(b"".join(orjson.dumps(e) + b"\n" for e in SEED))
     done = run_urchin("import", str(lines), env={"URCHIN_HOME": str(home)})
     assert done.returncode == 0, done.stderr
+
+
+def _audits(http: Any, count: int, within_s: float = 5.0) -> list[dict[str, Any]]:
+    """The recall audit records, once `count` are there (or the deadline passed)."""
+    deadline = time.monotonic() + within_s
+    while True:
+        found = http.get("/recent", params={"source": "urchin", "kind": "recall", "hours": 10}).json()["events"]
+        if len(found) >= count or time.monotonic() > deadline:
+            return list(found)
+        time.sleep(0.02)
 
 
 def _config(home: Path, text: str) -> None:
@@ -95,7 +110,7 @@ def test_with_the_daemon_the_hook_captures_and_recalls_with_its_own_token(daemon
     assert "id=shop-1" in _check(done.stdout, "UserPromptSubmit", "prompt")
     with daemon.client() as http:
         captured = http.get("/search", params={"query": "ignore the coupon", "hours": 10}).json()["events"]
-        audits = http.get("/recent", params={"source": "urchin", "kind": "recall", "hours": 10}).json()["events"]
+        audits = _audits(http, 1)              # written beside the answer, not before it
     assert [e["session"] for e in captured] == [payload["session_id"]]
     assert len(audits) == 1 and audits[0]["session"] == payload["session_id"] and "shop-1" in audits[0]["meta"]["ids"]
     assert "coupon" not in audits[0]["content"]
@@ -184,3 +199,32 @@ def test_any_failure_or_deadline_prints_nothing_and_exits_0(urchin_home: Path, t
         assert done.returncode == 0 and done.stdout == b"", (trouble, done.stdout)
     if trouble in ("broken-config", "daemon-garbage"):     # a failure is logged; a deadline is by design
         assert (urchin_home / "hooks.log").exists()
+
+
+def test_the_answer_does_not_wait_for_the_audit_record_but_the_sessions_next_prompt_does(
+        daemon: DaemonProcess) -> None:
+    """Recall's audit record is written beside the hook's answer, not before it (its fsync is not the
+    agent's wait): with the journal's lock held elsewhere (a long write), a context-only call (Codex:
+    the collector captures) still answers; the same session's next prompt waits for that record, so
+    it is not given the same records again; and the record is written once the lock is free."""
+    _seed(daemon.home)
+    body = orjson.dumps({**orjson.loads((FIXTURES / "codex/hooks/UserPromptSubmit.json").read_bytes()),
+                         "session_id": "held-1"})
+    second: list[Any] = []
+    lock = os.open(daemon.home / "journal" / "events.jsonl.lock", os.O_RDWR)
+    with daemon.client(timeout=3) as http:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            first = http.post("/hook/codex", content=body, headers=JSON)
+            assert first.status_code == 200 and b"id=shop-1" in first.content, first.text
+            again = threading.Thread(target=lambda: second.append(http.post("/hook/codex", content=body, headers=JSON)))
+            again.start()
+            again.join(0.5)
+            assert again.is_alive()                  # waiting for what the first call was given to be written
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+            os.close(lock)
+        again.join(10)
+        assert second and second[0].status_code == 200 and second[0].content == b""     # given before: nothing
+        audits = _audits(http, 1)
+    assert [a["session"] for a in audits] == ["held-1"] and "shop-1" in audits[0]["meta"]["ids"]

@@ -14,6 +14,7 @@ import pytest
 
 import urchin.recall as recall_module
 from urchin.config import Settings
+from urchin.event import Event
 from urchin.memory import Memory
 from urchin.search.query import Filters
 from urchin.search.substring import SubstringSearcher
@@ -36,7 +37,7 @@ def memory(urchin_home: Path) -> Iterator[Memory]:
 
 @pytest.fixture
 def scans(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
-    """The filters of every substring search (a read of the journal's blocks)."""
+    """The filters of every substring search (a read of the journal's blocks, or its kept answer's tail)."""
     seen: list[Any] = []
     search = SubstringSearcher.search
 
@@ -44,7 +45,13 @@ def scans(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
         seen.append(kwargs.get("filters"))
         return search(self, query, **kwargs)
 
+    def counting_newest(self: SubstringSearcher, filters: Filters, **kwargs: Any) -> Any:
+        seen.append(filters)
+        return newest(self, filters, **kwargs)
+
+    newest = SubstringSearcher.newest
     monkeypatch.setattr(SubstringSearcher, "search", counting)
+    monkeypatch.setattr(SubstringSearcher, "newest", counting_newest)
     return seen
 
 
@@ -116,3 +123,34 @@ def test_a_daemons_query_never_saves_the_token_cosine_index_its_follower_does(me
     assert not manifest.exists()
     memory.refresh()                                     # what the daemon's follower calls
     assert manifest.exists()
+
+
+def test_a_repeated_session_start_digest_parses_only_what_the_journal_gained(
+        memory: Memory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The daemon keeps the digest's reads (the workspace's newest events, decisions, commits) and
+    brings them up to date from the journal's tail: the next session start parses what was added,
+    not the workspace's latest 250 events again, and says the same as reading them afresh."""
+    items = [_event(f"c-{i}", 100 + i, f"talk {i}", session=f"s{i // 10}") for i in range(300)]
+    items += [_event(f"d-{i}", 50 + i, f"decided: option {i}", kind="decision", session="s9") for i in range(3)]
+    memory.ingest(items)
+    memory.recall(workspace="alpha")
+    memory.ingest([_event("c-new", 1, "talk new", session="s-last"),
+                   _event("d-new", 1, "decided: option new", kind="decision", session="s-last")])
+    parsed: list[Any] = []
+    parse = Event.from_json
+
+    def counting(line: Any) -> Event | None:
+        parsed.append(line)
+        return parse(line)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(Event, "from_json", staticmethod(counting))
+        text = memory.recall(workspace="alpha").text
+    assert len(parsed) <= 3 * 2, len(parsed)      # three reads, each of the two lines added
+    assert "decided: option new" in text and "talk new" in text
+
+    def afresh(self: SubstringSearcher, filters: Filters, *, since_ms: int, limit: int) -> Any:
+        return self.search(None, since_ms=since_ms, limit=limit, filters=filters)
+
+    monkeypatch.setattr(SubstringSearcher, "newest", afresh, raising=False)
+    assert memory.recall(workspace="alpha").text == text

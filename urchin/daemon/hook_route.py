@@ -4,7 +4,8 @@ The body is the hook's stdin as the agent gave it (urchin/hook_fast.py wraps a s
 `{"command": ...}`); the query string carries the command line's fields, the hook event (`event`) and
 the event's id (`id`, set by the hook so a retry is stored once). The daemon does what the full path
 (`urchin.hooks.run_hook`) does: adapt, cap, redact, store through the group writer, recall for the
-events that take context, and answers 200 with `x-urchin-hook: 1` and exactly the bytes the hook
+events that take context (the recall's audit record is queued to be written beside the answer, not
+before it: `_Audits`), and answers 200 with `x-urchin-hook: 1` and exactly the bytes the hook
 prints (the agent's JSON and a newline, or nothing). Scope: `ingest`, and `recall` when the call asks
 for context; a workspace-scoped token is held to its workspaces for the event and the recall alike,
 before anything is stored. Anything refused or failed answers 4xx/5xx JSON and stores nothing the
@@ -13,7 +14,11 @@ hook's retry (the full path, with the same id) would store twice.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable, Mapping
+from concurrent.futures import Future
 from typing import Any
 from urllib.parse import parse_qsl
 
@@ -26,6 +31,7 @@ from urchin.contract import OPERATIONS
 from urchin.daemon.scopes import fill_workspace
 from urchin.daemon.security import GRANT
 from urchin.errors import QueryError, TooLarge, ValidationError
+from urchin.event import Event
 from urchin.hook_context import agent_output
 from urchin.hook_fast import ANSWER_HEADER, FIELDS, MAX_PAYLOAD_BYTES
 from urchin.hooks import plan, recall_args
@@ -34,6 +40,7 @@ from urchin.tokens import Grant
 __all__ = ["hook_routes"]
 
 _QUERY = frozenset({"id", "event", *FIELDS})
+log = logging.getLogger("urchin.daemon.hook")
 
 
 class _Refused(ValidationError):
@@ -44,6 +51,7 @@ class _Refused(ValidationError):
 
 def hook_routes(state_of: Callable[[Request], Any]) -> list[Route]:
     """`state_of(request)` is the daemon's state (its `memory` and group `writer`)."""
+    audits = _Audits()
 
     async def hook(request: Request) -> Response:
         state = state_of(request)
@@ -67,12 +75,58 @@ def hook_routes(state_of: Callable[[Request], Any]) -> list[Route]:
         out = b""
         if ask is not None and args is not None:
             params = OPERATIONS["recall"].parse(args, "wire")
-            text = (await run_in_threadpool(lambda: memory.recall(**params))).text
+            session = params.get("session")
+            await audits.written(session)     # what this session was given before is in the journal
+            text, records = await run_in_threadpool(_recall, memory, params)
+            if records:
+                audits.write(session, state.writer.submit(records))
             reply = agent_output(ask, text)
             out = reply + b"\n" if reply else b""
         return Response(out, media_type="application/json", headers={ANSWER_HEADER.decode(): "1"})
 
     return [Route("/hook/{agent}", hook, methods=["POST"])]
+
+
+def _recall(memory: Any, params: dict[str, Any]) -> tuple[str, list[Event]]:
+    """The recall's text, and its audit event prepared for the group writer (not yet written)."""
+    items: list[Mapping[str, Any]] = []
+    text = memory.recall(**params, audit=items.append).text
+    records: list[Event] = []
+    for item in items:
+        try:
+            records.append(memory.prepare(item))
+        except ValidationError as exc:    # as `ingest` would have rejected it: logged, the answer stands
+            log.warning("recall's audit record was not written: %s", exc.message)
+    return text, records
+
+
+class _Audits:
+    """Recall's audit records, written after the hook's answer (their fsync is not the agent's wait).
+
+    A record is queued to the group writer before the answer is sent, so a stopping daemon still
+    writes it; only a crash within the few milliseconds of its write loses it (the agent was told,
+    the record of it is gone), which the capture itself, fsync'd before the answer, never is. The
+    next recall of the same session waits for it: what was given is never given twice for want of it.
+    """
+
+    MAX = 1024      # sessions whose last record is being written; done ones are dropped beyond that
+
+    def __init__(self) -> None:
+        self._pending: dict[str, Future[Any]] = {}
+
+    async def written(self, session: str | None) -> None:
+        future = self._pending.get(session) if session else None
+        if future is not None:
+            with contextlib.suppress(Exception):    # a failed write was logged by the writer
+                await asyncio.wrap_future(future)
+
+    def write(self, session: str | None, future: Future[Any]) -> None:
+        if not session:
+            return
+        self._pending[session] = future
+        if len(self._pending) > self.MAX:
+            for name in [name for name, f in self._pending.items() if f.done()]:
+                del self._pending[name]
 
 
 def _query(raw: bytes) -> dict[str, str]:

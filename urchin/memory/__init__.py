@@ -484,15 +484,17 @@ class Memory:
 
     # ---- recall: what an agent is told without asking (urchin/recall/) -------------------------
     def recall(self, *, workspace: str | None = None, cwd: str | None = None, session: str | None = None,
-               prompt: str | None = None, budget: int | None = None, now: datetime | None = None) -> RecallResult:
+               prompt: str | None = None, budget: int | None = None, now: datetime | None = None,
+               audit: Callable[[Mapping[str, Any]], None] | None = None) -> RecallResult:
         """The session-start digest (no `prompt`) or the prompt's relevant records of one workspace,
-        framed as quoted data; given to a `session`, recorded as an audit event."""
+        framed as quoted data; given to a `session`, recorded as an audit event (written before this
+        returns, or handed to `audit` to write: the daemon's hook route writes it beside its answer)."""
         from urchin.recall import recall
 
-        return recall(self._recall_reader(), workspace=workspace, cwd=cwd, session=session, prompt=prompt,
+        return recall(self._recall_reader(audit), workspace=workspace, cwd=cwd, session=session, prompt=prompt,
                       budget=budget, now=now)
 
-    def _recall_reader(self) -> Reader:
+    def _recall_reader(self, audit: Callable[[Mapping[str, Any]], None] | None = None) -> Reader:
         from urchin.recall.reader import Reader
 
         def recent(filters: Filters, since_ms: int, limit: int) -> list[Event]:
@@ -501,7 +503,7 @@ class Memory:
                 if events is not None:
                     return events
             self._hot.catch_up()
-            return self._substring.search(None, since_ms=since_ms, limit=limit, filters=filters)
+            return self._substring.newest(filters, since_ms=since_ms, limit=limit)   # kept between digests
 
         def ranked(query: str, filters: Filters, since_ms: int, limit: int) -> list[Hit]:
             return self._semantic.cosine().search(query, since_ms=since_ms, limit=limit, filters=filters)
@@ -510,7 +512,7 @@ class Memory:
             self.ingestor.ingest([item])
 
         return Reader(recent, ranked, lambda: [(m.slug, m.title, m.use_when) for m in self.memory_list()],
-                      lambda text: self.ingestor.redactor.redact_text(text)[0], record,
+                      lambda text: self.ingestor.redactor.redact_text(text)[0], audit or record,
                       lambda: self.ingestor.ephemeral.is_on(), self._settings.config)
 
     # ---- the Postgres hybrid index (extra `postgres`; the driver loads on first use) ----------

@@ -9,7 +9,7 @@ session. Only one workspace is ever read: the one named, or the one the cwd maps
 
 from __future__ import annotations
 
-from collections.abc import Container
+from collections.abc import Container, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -79,6 +79,7 @@ def recall(reader: Reader, *, workspace: str | None = None, cwd: str | None = No
         return RecallResult("", [], workspace, mode, "ephemeral mode is on: nothing is recalled")
     now_ms = int((now or datetime.now(UTC)).timestamp() * 1000)
     excluded = policy.exclude_sources
+    lines: Iterable[Line]
     if mode == "session":
         latest = reader.recent(Filters(workspace=workspace), now_ms - WINDOW_DAYS * _DAY_MS, SCAN_LIMIT)
 

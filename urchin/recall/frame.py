@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -61,8 +61,12 @@ def neutralise(text: str) -> str:
 def flagged(text: str) -> bool:
     """True when neutralised text reads like an instruction, a role or tool-call tag, or the frame,
     also when spelt in full-width or look-alike letters."""
+    if _INSTRUCTION.search(text):
+        return True
+    if text.isascii():          # NFKC and the look-alikes change no ASCII text: the skeleton is `text`
+        return False
     skeleton = unicodedata.normalize("NFKC", text).translate(_CONFUSABLES)
-    return bool(_INSTRUCTION.search(text) or _INSTRUCTION.search(skeleton))
+    return skeleton != text and bool(_INSTRUCTION.search(skeleton))
 
 
 _WEB_TOOLS = {"webfetch", "websearch", "web_fetch", "google_web_search", "fetch", "web-fetch", "browser"}
@@ -104,10 +108,10 @@ def tokens_of(text: str) -> int:
     return estimate_tokens(text)
 
 
-def pack(lines: Sequence[Line], budget: int, redact: Callable[[str], str]) -> tuple[str, list[Line]]:
+def pack(lines: Iterable[Line], budget: int, redact: Callable[[str], str]) -> tuple[str, list[Line]]:
     """The block of the lines that fit `budget` tokens, in order; the first that does not fit ends it
-    (the tail is cut, never the middle). Every line passes `redact` again on its way out. Empty when
-    no line fits."""
+    (the tail is cut, never the middle), and no line after it is asked for (`lines` may be made as they
+    are taken). Every line passes `redact` again on its way out. Empty when no line fits."""
     kept: list[Line] = []
     body: list[str] = []
     used = len(HEADER) + 1 + len(CLOSE)

@@ -10,7 +10,7 @@ split (bench/locomo_recall.py --cv); when the ranking's scores change meaning, r
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Container
+from collections.abc import Collection, Container, Iterator
 
 from urchin.recall.frame import Line, event_text
 from urchin.recall.reader import Reader
@@ -37,22 +37,24 @@ def rank(reader: Reader, prompt: str, workspace: str, since_ms: int, limit: int 
 
 def prompt_lines(reader: Reader, prompt: str, workspace: str, since_ms: int, *, current: str | None,
                  injected: Container[str], excluded: Collection[str],
-                 threshold: float | None = None, floor: float = FLOOR) -> list[Line]:
+                 threshold: float | None = None, floor: float = FLOOR) -> Iterator[Line]:
     """Lines for the events that may be given, best first, when the best reaches `threshold` (default
     THRESHOLD), else none; the others must reach `floor`. None of the current session, none injected
-    into it before, none from an excluded source, no audit record."""
-    lines: list[Line] = []
+    into it before, none from an excluded source, no audit record. Made as they are taken: `pack`
+    stops at the first that does not fit the budget, and a line's text (its whole content neutralised
+    and checked for instructions) is most of a prompt's cost after the ranking."""
+    made = 0
     gate = THRESHOLD if threshold is None else threshold
     for hit in rank(reader, prompt, workspace, since_ms):
         event, score = hit.event, hit.score or 0.0
-        if score < (gate if not lines else floor):
+        if score < (gate if not made else floor):
             break
         if (event.workspace != workspace or (current and event.session == current) or event.id in injected
                 or event.source in excluded or event.source == "urchin"):
             continue
         text, flag = event_text(event, WIDTH)
         reason = f"relevant to the prompt ({score:.2f})" + ("; flagged" if flag else "")
-        lines.append(Line(event.id, score, reason, text, "event", (event.id,)))
-        if len(lines) >= MAX_ITEMS:
+        yield Line(event.id, score, reason, text, "event", (event.id,))
+        made += 1
+        if made >= MAX_ITEMS:
             break
-    return lines

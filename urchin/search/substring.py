@@ -11,6 +11,8 @@ from __future__ import annotations
 import heapq
 import itertools
 import os
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -39,6 +41,21 @@ _DEFAULTS = {"source": "unknown", "kind": "note"}
 _Best = list[tuple[int, str, Event]]   # ts, id, the event as it may be served
 _Serve = Callable[[bytes | str, Event], Event]
 _ANY = Filters()
+_REMEMBERED = 64           # `newest` answers kept (three per workspace a session-start digest reads)
+_REMEMBERED_BYTES = 24 << 20   # and their content at most (250 tool outputs of 64 KiB are 16 MiB)
+_TAIL_BYTES = 8 << 20      # what `newest` reads past a kept answer; more (an import) asks the index again
+
+
+class _Kept:
+    """A `newest` answer as computed: the journal file and the end it read to, the forgotten ids it
+    hid, its window's start, and its (ts, id, event) items."""
+
+    __slots__ = ("owner", "end", "hidden", "since_ms", "best", "size")
+
+    def __init__(self, owner: tuple[int, int, int], end: int, hidden: frozenset[bytes], since_ms: int,
+                 best: _Best) -> None:
+        self.owner, self.end, self.hidden, self.since_ms, self.best = owner, end, hidden, since_ms, best
+        self.size = sum(len(event.content) + 256 for _, _, event in best)   # what it holds, roughly
 
 
 class SubstringSearcher:
@@ -49,6 +66,8 @@ class SubstringSearcher:
         self.index = BlockIndex(journal, index_dir)
         self.forgotten = ForgetLog(journal)
         self.folds = FoldCache()  # casefolded blocks, reused by the next queries (the daemon's)
+        self._kept: OrderedDict[tuple[Filters, int], _Kept] = OrderedDict()   # `newest`'s answers
+        self._kept_lock = threading.Lock()
 
     def search(self, query: str | None, *, since_ms: int, limit: int, filters: Filters = _ANY,
                until_ms: int | None = None, oldest_first: bool = False) -> list[Event]:
@@ -70,6 +89,87 @@ class SubstringSearcher:
             _keep_best(self._scan(folded), folded, since_ms, until_ms, limit, filters, best, hidden, self._serve)
         best.sort(key=lambda item: (item[0], item[1]), reverse=not oldest_first)
         return [event for _, _, event in best]
+
+    def newest(self, filters: Filters, *, since_ms: int, limit: int) -> list[Event]:
+        """`search(None, ...)`'s answer, kept per (filters, limit) and brought up to date from what the
+        journal gained since: the session-start digest asks the same few each time (a workspace's
+        newest 250 events, decisions, commits), and reading them from the blocks again was most of its
+        cost (bench/RESULTS.md, round fifteen).
+
+        The same answer as `search`: the journal only grows at its end, so the newest `limit` of
+        everything are the newest of (the kept `limit`, within the window) and (the lines added, which
+        may be back-dated); a window that starts later keeps a prefix of them. A kept answer is not used
+        when the journal file changed (a forget's compaction), an id was forgotten since, the window
+        starts earlier, or an item came from a line the write path did not prove (its served form
+        follows the `[redact]` settings, which may change)."""
+        hidden = self.forgotten.hashes()
+        key = (filters, limit)
+        with self._kept_lock:
+            kept = self._kept.get(key)
+        if kept is not None and kept.hidden == hidden and since_ms >= kept.since_ms:
+            found = self._from_kept(key, kept, since_ms)
+            if found is not None:
+                return found
+        try:
+            with self.index.snapshot() as view, _journal_fd(self.journal.path) as fd:
+                proven = [True]
+                best: _Best = []
+                self._search_view(view, None, since_ms, None, limit, filters, best, hidden, self._noting(proven))
+                if proven[0]:
+                    self._keep(key, _Kept(self._owner(fd), view.end, hidden, since_ms, list(best)))
+        except OSError:   # no usable index: `search` scans (and says so)
+            return self.search(None, since_ms=since_ms, limit=limit, filters=filters)
+        return _newest_first(best)
+
+    def _from_kept(self, key: tuple[Filters, int], kept: _Kept, since_ms: int) -> list[Event] | None:
+        """A kept answer brought up to date from the journal's tail (read directly: the block index
+        need not catch up, nor sync its files, for a few lines); None when it cannot be used."""
+        filters, limit = key
+        try:
+            with _journal_fd(self.journal.path) as fd:
+                size = os.fstat(fd).st_size
+                if self._owner(fd) != kept.owner or not 0 <= size - kept.end <= _TAIL_BYTES:
+                    return None
+                tail = os.pread(fd, size - kept.end, kept.end)
+        except (OSError, JournalError):
+            return None
+        whole = tail.rfind(b"\n") + 1         # a line still being written is left for the next call
+        best = [item for item in kept.best if item[0] >= since_ms]
+        heapq.heapify(best)
+        proven = [True]
+        lines = tail[:whole - 1].split(b"\n") if whole else []
+        _keep_best(((line, Event.from_json(line)) for line in reversed(lines)), None, since_ms, None, limit,
+                   filters, best, kept.hidden, self._noting(proven))
+        if proven[0]:
+            self._keep(key, _Kept(kept.owner, kept.end + whole, kept.hidden, since_ms, list(best)))
+        return _newest_first(best)
+
+    def _owner(self, fd: int) -> tuple[int, int, int]:
+        """The journal file open at `fd`, and the compactions so far (a rewrite may reuse an inode)."""
+        stat = os.fstat(fd)
+        return stat.st_dev, stat.st_ino, self.forgotten.generation()
+
+    def _keep(self, key: tuple[Filters, int], kept: _Kept) -> None:
+        """Remember `kept`, dropping the least recently used answers beyond the count or the bytes."""
+        with self._kept_lock:
+            self._kept[key] = kept
+            self._kept.move_to_end(key)
+            total = sum(k.size for k in self._kept.values())
+            while self._kept and (len(self._kept) > _REMEMBERED or total > _REMEMBERED_BYTES):
+                total -= self._kept.popitem(last=False)[1].size
+
+    def _noting(self, proven: list[bool]) -> _Serve:
+        """`_serve`, noting in `proven[0]` when a line served was not proven by the write path."""
+        check = self.journal.proof.proven
+
+        def serve(line: bytes | str, event: Event) -> Event:
+            raw = line if isinstance(line, bytes) else line.encode("utf-8", "surrogateescape")
+            if check(raw):
+                return event
+            proven[0] = False
+            return self.journal.proof.served(raw, event)
+
+        return serve
 
     def older_match(self, query: str, before_ms: int, filters: Filters = _ANY) -> int | None:
         """The timestamp (ms) of a match older than `before_ms`, as far as the block index answers
@@ -118,7 +218,7 @@ class SubstringSearcher:
 
     # ---- indexed path -------------------------------------------------------------------------
     def _search_view(self, view: View, folded: str | None, since_ms: int, until_ms: int | None, limit: int,
-                     filters: Filters, best: _Best, hidden: frozenset[bytes]) -> None:
+                     filters: Filters, best: _Best, hidden: frozenset[bytes], serve: _Serve | None = None) -> None:
         hashes = query_hashes(folded.encode("utf-8", "surrogatepass")) if folded else set()
         blocks = view.candidates(hashes, since_ms, until_ms)
         prefilter = _Prefilter(folded, filters)
@@ -138,7 +238,7 @@ class SubstringSearcher:
                 # a block's lines newest last, so read backwards: once `best` is full, few later
                 # lines beat its oldest, and only those pay for the proof check
                 _keep_best(((line, Event.from_json(line)) for line in reversed(lines)), folded, since_ms,
-                           until_ms, limit, filters, best, hidden, self._serve)
+                           until_ms, limit, filters, best, hidden, serve or self._serve)
 
     # ---- fallback: scan everything ------------------------------------------------------------
     def _scan(self, folded: str | None) -> Iterator[tuple[str, Event | None]]:
@@ -170,6 +270,11 @@ class SubstringSearcher:
                     continue
                 carry = data[cut + 1:]
                 yield data[:cut]
+
+
+def _newest_first(best: _Best) -> list[Event]:
+    best.sort(key=lambda item: (item[0], item[1]), reverse=True)
+    return [event for _, _, event in best]
 
 
 @contextmanager
