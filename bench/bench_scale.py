@@ -1,0 +1,240 @@
+"""Issue 37's scale bench: every row of its table and every goal's figure, at each size, in one run.
+
+    python bench/bench_scale.py --events 1000000,3000000 [--workdir /tmp/scale-bench] [--repeat 11]
+                                [--skip-feed] [--tree PATH] [--rg PATH] [--json]
+
+Per size: gen_journal's journal (one end time for all sizes; reused from --workdir), `urchin import`
+into a fresh home, the first `urchin serve` (--no-index) timed to `/health`, its first `/semantic`
+(blocked or partial) and when a whole-journal answer no longer says it is partial, then hot p50s of
+`/semantic` and `/search` (bench_hot_search's queries x windows), `/recent`, CLI `urchin search` vs rg
+(alternating), `urchin mcp` initialize and `urchin context` as whole processes (bench_startup), the
+daemon's RSS after queries and the peak of the daemon and its children (PostgreSQL excluded), then a
+restart to `/health` on the saved views. At the smallest size (unless --skip-feed) a daemon with the
+PostgreSQL index feeds it from scratch: events/s, `/search` and `/semantic` p50s during it over idle,
+and `search_context`'s token-cosine leg (strategy semantic) once fed. The report (markdown tables: the
+issue's rows with growth, then each goal with its target and met/missed) goes to stdout; progress
+to stderr. `--tree` measures another checkout's code. Daemons and their PostgreSQL stop on any exit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import re
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import scale_parts as sp  # noqa: E402
+from bench_daemon_start import spawn, stop  # noqa: E402
+from bench_hot_search import QUERIES, WINDOWS, _fed, measure  # noqa: E402
+from bench_startup import mcp_initialize, timed  # noqa: E402
+from scale_report import report  # noqa: E402
+
+FIRST_QUESTION = "how do we retry the connection pool"
+CONTEXT_QUESTION = "why did the retry budget change for the connection pool"
+CLI_TERMS = ("lake near the trail", "xylophone", "pytest")   # the issue's: a phrase, an absent word, 20 hits
+# A whole-journal /semantic answer that is partial says so in its notes (issue 37); today none is.
+PARTIAL = re.compile(r"not yet|partial|cover|so far|building", re.IGNORECASE)
+COVER_WAIT_S = 1800
+_daemons: list[tuple[Any, Path]] = []
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--events", default="1000000,3000000", help="sizes, comma-separated")
+    parser.add_argument("--workdir", type=Path, default=Path("/tmp/urchin-scale-bench"),
+                        help="journals kept here between runs (and end_ms, their one end time); homes made and removed")
+    parser.add_argument("--repeat", type=int, default=11, help="calls per p50, whole processes per row")
+    parser.add_argument("--skip-feed", action="store_true", help="no PostgreSQL feed (its rows say 'skipped')")
+    parser.add_argument("--tree", type=Path, default=sp.REPO, help="the checkout whose code is measured")
+    parser.add_argument("--rg", default=None, help="ripgrep binary (default: rg beside python or on PATH)")
+    parser.add_argument("--json", action="store_true", help="print the figures as one JSON object instead")
+    args = parser.parse_args()
+    sizes = sorted({int(s.replace("_", "")) for s in args.events.split(",") if s.strip()})
+    if not sizes or min(sizes) < 100 or args.repeat < 1:
+        parser.error("--events: sizes of at least 100 events; --repeat at least 1")
+    tree = args.tree.resolve()
+    if not (tree / "urchin" / "__init__.py").exists():
+        parser.error(f"--tree {tree}: no urchin package there")
+    signal.signal(signal.SIGTERM, _interrupted)
+    clean = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "URCHIN_NO_DAEMON")}
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(tree / "urchin")], env=clean, check=True)
+    commit = subprocess.run(["git", "-C", str(tree), "log", "-1", "--format=%h %s"], capture_output=True,
+                            text=True).stdout.strip()[:90]
+    results: dict[str, Any] = {"tree": str(tree), "commit": commit, "repeat": args.repeat,
+                               "started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+                               "load_start": os.getloadavg()[0], "sizes": {}}
+    rg = sp.find_rg(args.rg)
+    try:
+        for n in sizes:
+            results["sizes"][n] = run_size(n, args, tree, clean, rg, feed=not args.skip_feed and n == sizes[0])
+    except KeyboardInterrupt:
+        sp.log("interrupted: stopping the daemons")
+        raise SystemExit(130) from None
+    finally:
+        for proc, home in reversed(_daemons):
+            stop(proc)
+            sp.stop_pg(home)
+    results["load_end"] = os.getloadavg()[0]
+    results["ended"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    print(report(results, args.json))
+
+
+def _interrupted(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
+def _daemon(tree: Path, home: Path, env: dict[str, str], flags: tuple[str, ...], mem: sp.Memory
+            ) -> tuple[Any, dict[str, float]]:
+    proc, _, times = spawn(tree, home, flags, env, log=home.parent / "daemon.log")
+    _daemons.append((proc, home))
+    mem.watch(proc.pid)
+    return proc, times
+
+
+def _stop(proc: Any, home: Path) -> None:
+    stop(proc)
+    _daemons.remove((proc, home))
+    sp.stop_pg(home)
+
+
+def run_size(n: int, args: argparse.Namespace, tree: Path, clean: dict[str, str], rg: str | None,
+             feed: bool) -> dict[str, Any]:
+    out: dict[str, Any] = {"events": n, "load_start": os.getloadavg()[0]}
+    journal = sp.journal_for(args.workdir, n)
+    run = args.workdir / f"run-{n}"
+    shutil.rmtree(run, ignore_errors=True)
+    home = run / "home"
+    home.mkdir(parents=True)
+    env = {**clean, "PYTHONPATH": str(tree), "URCHIN_HOME": str(home)}
+    sp.log(f"{sp.label(n)}: urchin import {journal}")
+    wall, cpu = timed([sys.executable, "-m", "urchin", "import", str(journal)], env)
+    out["import"] = {"s": wall / 1000, "cpu_s": cpu / 1000, "events_per_s": n / wall * 1000}
+    mem = sp.Memory()
+    try:
+        first_start(n, home, tree, env, rg, args.repeat, mem, out)
+        out["restart_health_s"] = restart(home, tree, env, mem)
+        if feed:
+            out["feed"] = first_feed(home, tree, env, args.repeat, mem, out)
+    finally:
+        mem.close()
+    out["peak_rss_mb"] = mem.peak / sp.MB
+    out["load_end"] = os.getloadavg()[0]
+    shutil.rmtree(run, ignore_errors=True)
+    return out
+
+
+def first_start(n: int, home: Path, tree: Path, env: dict[str, str], rg: str | None, repeat: int,
+                mem: sp.Memory, out: dict[str, Any]) -> None:
+    """The first daemon after the import: /health, the first /semantic, then every hot figure."""
+    proc, times = _daemon(tree, home, env, ("--no-index", "--no-collect"), mem)
+    out["health_s"] = times["/health"]
+    sp.log(f"{sp.label(n)}: first start, /health after {times['/health']:.2f} s; first /semantic")
+    journal = home / "journal" / "events.jsonl"
+    with sp.client(home) as c:
+        params = {"query": FIRST_QUESTION, "hours": 2160, "limit": 20}
+        started = time.perf_counter()
+        answer = c.get("/semantic", params=params)
+        answer.raise_for_status()
+        out["first_semantic_s"] = time.perf_counter() - started
+        notes = [str(note) for note in answer.json().get("notes") or []]
+        out["first_semantic_notes"] = notes
+        while any(PARTIAL.search(note) for note in notes) and time.perf_counter() - started < COVER_WAIT_S:
+            time.sleep(1)
+            notes = [str(note) for note in c.get("/semantic", params=params).json().get("notes") or []]
+        out["covered_s"] = time.perf_counter() - started
+        started = time.perf_counter()
+        c.get("/search", params={"query": "warm", "hours": 1e6}).raise_for_status()
+        out["first_search_s"] = time.perf_counter() - started
+        sp.log(f"{sp.label(n)}: first /semantic {out['first_semantic_s']:.1f} s, covered {out['covered_s']:.1f} s; "
+               f"hot p50s")
+        with contextlib.redirect_stdout(sys.stderr):
+            out["semantic"] = _cells(measure(home, journal, "/semantic", repeat))
+            out["search"] = _cells(measure(home, journal, "/search", repeat))
+        out["recent"] = {str(h): sp.p50_ms(lambda h=h: c.get("/recent", params={"hours": h, "limit": 20})
+                                           .raise_for_status(), repeat) for h in WINDOWS}
+        c.post("/context", json={"query": CONTEXT_QUESTION}).raise_for_status()     # its first builds views
+        out["context_http_ms"] = sp.p50_ms(lambda: c.post("/context", json={"query": CONTEXT_QUESTION})
+                                           .raise_for_status(), repeat)
+    sp.log(f"{sp.label(n)}: whole processes (CLI vs rg, urchin mcp, urchin context)")
+    out["cli"] = {term: sp.versus_rg(rg, journal, env, term, repeat) for term in CLI_TERMS}
+    out["mcp_initialize"] = _processes(lambda: mcp_initialize(env), repeat)
+    out["context_process"] = _processes(
+        lambda: timed([sys.executable, "-m", "urchin", "context", CONTEXT_QUESTION], env), repeat)
+    out["rss_after_mb"], out["hwm_mb"] = (v / sp.MB for v in sp.rss(proc.pid))
+    out["daemon_cpu_s"] = sp.cpu_s(proc.pid)
+    _stop(proc, home)
+
+
+def restart(home: Path, tree: Path, env: dict[str, str], mem: sp.Memory) -> float:
+    """A second start on the same home (its views saved by the first daemon's stop): to /health."""
+    proc, times = _daemon(tree, home, env, ("--no-index", "--no-collect"), mem)
+    _stop(proc, home)
+    return times["/health"]
+
+
+def first_feed(home: Path, tree: Path, env: dict[str, str], repeat: int, mem: sp.Memory,
+               idle: dict[str, Any]) -> dict[str, Any]:
+    """A daemon feeding its empty PostgreSQL index from the journal: events/s over the whole wall time
+    (spawn to the GIN indexes built), the hot p50s while it feeds over idle, the token-cosine leg after."""
+    journal = home / "journal" / "events.jsonl"
+    size, events = journal.stat().st_size, idle["events"]
+    sp.log("first PostgreSQL feed")
+    started = time.perf_counter()
+    proc, _ = _daemon(tree, home, env, ("--no-collect",), mem)
+    out: dict[str, Any] = {"fed_at_start": _fed(home, journal, wait=True)}
+    busy_repeat = max(1, repeat // 2)
+    with contextlib.redirect_stdout(sys.stderr):
+        busy = {"semantic": _cells(measure(home, journal, "/semantic", busy_repeat)),
+                "search": _cells(measure(home, journal, "/search", busy_repeat))}
+    out["fed_at_end"] = _fed(home, journal)
+    out["busy_over_idle"] = {route: _ratios(busy[route], idle[route]) for route in busy}
+    while not sp.feed_done(home, size):
+        if proc.poll() is not None:
+            raise SystemExit(f"the feeding daemon exited {proc.returncode}; see {home.parent / 'daemon.log'}")
+        time.sleep(1)
+    out["s"] = time.perf_counter() - started
+    out["events_per_s"] = events / out["s"]
+    out["daemon_cpu_s"] = sp.cpu_s(proc.pid)
+    sp.log(f"fed {events:,} events in {out['s']:.0f} s; search_context's token-cosine leg")
+    with sp.client(home) as c:
+        legs = {q: sp.p50_ms(lambda q=q: c.post("/context", json={"query": q, "strategy": "semantic"})
+                             .raise_for_status(), repeat) for q in QUERIES}
+        out["context_leg_ms"] = {"median": statistics.median(legs.values()), "worst": max(legs.values())}
+        out["context_http_ms"] = sp.p50_ms(lambda: c.post("/context", json={"query": CONTEXT_QUESTION})
+                                           .raise_for_status(), repeat)
+    out["context_process"] = _processes(
+        lambda: timed([sys.executable, "-m", "urchin", "context", CONTEXT_QUESTION], env), repeat)
+    _stop(proc, home)
+    return out
+
+
+def _cells(p50s: dict[tuple[str, int], float]) -> dict[str, Any]:
+    worst = max(p50s, key=lambda cell: p50s[cell])
+    return {"median": statistics.median(p50s.values()), "worst": p50s[worst], "worst_cell": list(worst),
+            "cells": {f"{q} | {h}": v for (q, h), v in p50s.items()}}
+
+
+def _ratios(busy: dict[str, Any], idle: dict[str, Any]) -> dict[str, Any]:
+    ratios = {cell: busy["cells"][cell] / idle["cells"][cell] for cell in busy["cells"]}
+    worst = max(ratios, key=lambda cell: ratios[cell])
+    return {"median": statistics.median(ratios.values()), "worst": ratios[worst], "worst_cell": worst,
+            "within_1_5": sum(r <= 1.5 for r in ratios.values()), "cells": len(ratios)}
+
+
+def _processes(call: Any, repeat: int) -> dict[str, float]:
+    runs = [call() for _ in range(repeat)]
+    return {"p50_ms": statistics.median(w for w, _ in runs), "cpu_ms": statistics.median(c for _, c in runs)}
+
+
+if __name__ == "__main__":
+    main()
