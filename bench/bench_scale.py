@@ -31,6 +31,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import scale_parts as sp  # noqa: E402
@@ -45,6 +47,7 @@ CLI_TERMS = ("lake near the trail", "xylophone", "pytest")   # the issue's: a ph
 # A whole-journal /semantic answer that is partial says so in its notes (issue 37); today none is.
 PARTIAL = re.compile(r"not yet|partial|cover|so far|building", re.IGNORECASE)
 COVER_WAIT_S = 1800
+STOP_WAIT_S = 900     # a daemon saves its views at its stop: minutes at 3M on a loaded machine
 _daemons: list[tuple[Any, Path]] = []
 
 
@@ -58,7 +61,13 @@ def main() -> None:
     parser.add_argument("--tree", type=Path, default=sp.REPO, help="the checkout whose code is measured")
     parser.add_argument("--rg", default=None, help="ripgrep binary (default: rg beside python or on PATH)")
     parser.add_argument("--json", action="store_true", help="print the figures as one JSON object instead")
+    parser.add_argument("--report", type=Path, nargs="+", metavar="RESULTS_JSON",
+                        help="measure nothing: print the report of runs saved earlier (--workdir/results-*.json), "
+                             "their sizes merged (e.g. a 1M and a 3M run made apart)")
     args = parser.parse_args()
+    if args.report:
+        print(report(merge([orjson.loads(path.read_bytes()) for path in args.report]), args.json))
+        return
     sizes = sorted({int(s.replace("_", "")) for s in args.events.split(",") if s.strip()})
     if not sizes or min(sizes) < 100 or args.repeat < 1:
         parser.error("--events: sizes of at least 100 events; --repeat at least 1")
@@ -74,6 +83,9 @@ def main() -> None:
                                "started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
                                "load_start": os.getloadavg()[0], "sizes": {}}
     rg = sp.find_rg(args.rg)
+    if not rg:
+        parser.error("needs ripgrep (the CLI's peer): --rg PATH, or rg on PATH (pip install ripgrep==14.1.0)")
+    os.environ["PATH"] = f"{Path(rg).parent}{os.pathsep}{os.environ.get('PATH', '')}"   # bench_hot_search's rg
     try:
         for n in sizes:
             results["sizes"][n] = run_size(n, args, tree, clean, rg, feed=not args.skip_feed and n == sizes[0])
@@ -82,11 +94,26 @@ def main() -> None:
         raise SystemExit(130) from None
     finally:
         for proc, home in reversed(_daemons):
-            stop(proc)
+            stop(proc, STOP_WAIT_S)
             sp.stop_pg(home)
     results["load_end"] = os.getloadavg()[0]
     results["ended"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    names = "-".join(sp.label(n).replace(",", "") for n in sizes)
+    saved = args.workdir / f"results-{names}-{time.strftime('%Y%m%dT%H%M')}.json"
+    saved.write_bytes(orjson.dumps(results, option=orjson.OPT_NON_STR_KEYS))
+    sp.log(f"figures saved in {saved} (bench_scale.py --report FILE... prints them again, runs merged)")
     print(report(results, args.json))
+
+
+def merge(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Several saved runs as one: their sizes together (a later run's size replaces an earlier one's)."""
+    merged = {**runs[0], "sizes": {}}
+    for run in runs:
+        merged["sizes"].update({int(n): figures for n, figures in run["sizes"].items()})
+    if len(runs) > 1:
+        merged.update(commit=" + ".join(dict.fromkeys(r["commit"] for r in runs)), ended=runs[-1]["ended"],
+                      started=" / ".join(r["started"] for r in runs), load_end=runs[-1]["load_end"])
+    return merged
 
 
 def _interrupted(signum: int, frame: Any) -> None:
@@ -101,10 +128,11 @@ def _daemon(tree: Path, home: Path, env: dict[str, str], flags: tuple[str, ...],
     return proc, times
 
 
-def _stop(proc: Any, home: Path) -> None:
-    stop(proc)
+def _stop(proc: Any, home: Path) -> float:
+    seconds = stop(proc, STOP_WAIT_S)
     _daemons.remove((proc, home))
     sp.stop_pg(home)
+    return seconds
 
 
 def run_size(n: int, args: argparse.Namespace, tree: Path, clean: dict[str, str], rg: str | None,
@@ -172,7 +200,7 @@ def first_start(n: int, home: Path, tree: Path, env: dict[str, str], rg: str | N
         lambda: timed([sys.executable, "-m", "urchin", "context", CONTEXT_QUESTION], env), repeat)
     out["rss_after_mb"], out["hwm_mb"] = (v / sp.MB for v in sp.rss(proc.pid))
     out["daemon_cpu_s"] = sp.cpu_s(proc.pid)
-    _stop(proc, home)
+    out["stop_s"] = _stop(proc, home)
 
 
 def restart(home: Path, tree: Path, env: dict[str, str], mem: sp.Memory) -> float:

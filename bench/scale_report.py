@@ -144,7 +144,7 @@ def _conditions(sizes: dict[int, Size]) -> list[str]:
                         + (f"{c['rg_ms']:.0f} ms" if c["rg_ms"] is not None else "-") for t, c in s["cli"].items())
         lines.append(f"- {_label(n)}: load {s['load_start']:.1f} -> {s['load_end']:.1f}; "
                      f"import {s['import']['s']:.1f} s (CPU {s['import']['cpu_s']:.1f} s); "
-                     f"first daemon CPU {s['daemon_cpu_s']:.0f} s; worst cells "
+                     f"first daemon CPU {s['daemon_cpu_s']:.0f} s, its stop {s.get('stop_s', 0):.0f} s; worst cells "
                      f"/semantic {s['semantic']['worst_cell']}, /search {s['search']['worst_cell']}; "
                      f"/context over HTTP {s['context_http_ms']:.0f} ms; urchin mcp CPU "
                      f"{s['mcp_initialize']['cpu_ms']:.0f} ms, urchin context {s['context_process']['p50_ms']:.0f} ms "
