@@ -57,7 +57,9 @@ def main() -> None:
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/urchin-scale-bench"),
                         help="journals kept here between runs (and end_ms, their one end time); homes made and removed")
     parser.add_argument("--repeat", type=int, default=11, help="calls per p50, whole processes per row")
-    parser.add_argument("--skip-feed", action="store_true", help="no PostgreSQL feed (its rows say 'skipped')")
+    parser.add_argument("--skip-feed", action="store_true", help="no PostgreSQL feed (its goals: 'not measured')")
+    parser.add_argument("--feed-wait", type=float, default=3600,
+                        help="seconds to wait for the feed's end; then its rate is of the share fed (default 3600)")
     parser.add_argument("--tree", type=Path, default=sp.REPO, help="the checkout whose code is measured")
     parser.add_argument("--rg", default=None, help="ripgrep binary (default: rg beside python or on PATH)")
     parser.add_argument("--json", action="store_true", help="print the figures as one JSON object instead")
@@ -86,9 +88,13 @@ def main() -> None:
     if not rg:
         parser.error("needs ripgrep (the CLI's peer): --rg PATH, or rg on PATH (pip install ripgrep==14.1.0)")
     os.environ["PATH"] = f"{Path(rg).parent}{os.pathsep}{os.environ.get('PATH', '')}"   # bench_hot_search's rg
+    names = "-".join(sp.label(n).replace(",", "") for n in sizes)
+    saved = args.workdir / f"results-{names}-{time.strftime('%Y%m%dT%H%M')}.json"
     try:
         for n in sizes:
-            results["sizes"][n] = run_size(n, args, tree, clean, rg, feed=not args.skip_feed and n == sizes[0])
+            results["sizes"][n] = {}      # filled as it goes: an interrupted run saves what it measured
+            run_size(n, args, tree, clean, rg, not args.skip_feed and n == sizes[0], results["sizes"][n])
+        results["complete"] = True
     except KeyboardInterrupt:
         sp.log("interrupted: stopping the daemons")
         raise SystemExit(130) from None
@@ -96,12 +102,10 @@ def main() -> None:
         for proc, home in reversed(_daemons):
             stop(proc, STOP_WAIT_S)
             sp.stop_pg(home)
-    results["load_end"] = os.getloadavg()[0]
-    results["ended"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-    names = "-".join(sp.label(n).replace(",", "") for n in sizes)
-    saved = args.workdir / f"results-{names}-{time.strftime('%Y%m%dT%H%M')}.json"
-    saved.write_bytes(orjson.dumps(results, option=orjson.OPT_NON_STR_KEYS))
-    sp.log(f"figures saved in {saved} (bench_scale.py --report FILE... prints them again, runs merged)")
+        results["load_end"] = os.getloadavg()[0]
+        results["ended"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+        saved.write_bytes(orjson.dumps(results, option=orjson.OPT_NON_STR_KEYS))
+        sp.log(f"figures saved in {saved} (bench_scale.py --report FILE... prints them again, runs merged)")
     print(report(results, args.json))
 
 
@@ -136,8 +140,8 @@ def _stop(proc: Any, home: Path) -> float:
 
 
 def run_size(n: int, args: argparse.Namespace, tree: Path, clean: dict[str, str], rg: str | None,
-             feed: bool) -> dict[str, Any]:
-    out: dict[str, Any] = {"events": n, "load_start": os.getloadavg()[0]}
+             feed: bool, out: dict[str, Any]) -> None:
+    out.update(events=n, load_start=os.getloadavg()[0])
     journal = sp.journal_for(args.workdir, n)
     run = args.workdir / f"run-{n}"
     shutil.rmtree(run, ignore_errors=True)
@@ -152,13 +156,12 @@ def run_size(n: int, args: argparse.Namespace, tree: Path, clean: dict[str, str]
         first_start(n, home, tree, env, rg, args.repeat, mem, out)
         out["restart_health_s"] = restart(home, tree, env, mem)
         if feed:
-            out["feed"] = first_feed(home, tree, env, args.repeat, mem, out)
+            out["feed"] = first_feed(home, tree, env, args.repeat, mem, out, args.feed_wait)
     finally:
         mem.close()
     out["peak_rss_mb"] = mem.peak / sp.MB
     out["load_end"] = os.getloadavg()[0]
     shutil.rmtree(run, ignore_errors=True)
-    return out
 
 
 def first_start(n: int, home: Path, tree: Path, env: dict[str, str], rg: str | None, repeat: int,
@@ -211,9 +214,11 @@ def restart(home: Path, tree: Path, env: dict[str, str], mem: sp.Memory) -> floa
 
 
 def first_feed(home: Path, tree: Path, env: dict[str, str], repeat: int, mem: sp.Memory,
-               idle: dict[str, Any]) -> dict[str, Any]:
+               idle: dict[str, Any], feed_wait: float) -> dict[str, Any]:
     """A daemon feeding its empty PostgreSQL index from the journal: events/s over the whole wall time
-    (spawn to the GIN indexes built), the hot p50s while it feeds over idle, the token-cosine leg after."""
+    (spawn to the GIN indexes built, or to `feed_wait` s: then the share fed by then, GIN build not
+    included), the CPU per event of the feed (its child and PostgreSQL: steadier than the wall on a
+    shared machine), the hot p50s while it feeds over idle, the token-cosine leg after."""
     journal = home / "journal" / "events.jsonl"
     size, events = journal.stat().st_size, idle["events"]
     sp.log("first PostgreSQL feed")
@@ -226,14 +231,22 @@ def first_feed(home: Path, tree: Path, env: dict[str, str], repeat: int, mem: sp
                 "search": _cells(measure(home, journal, "/search", busy_repeat))}
     out["fed_at_end"] = _fed(home, journal)
     out["busy_over_idle"] = {route: _ratios(busy[route], idle[route]) for route in busy}
-    while not sp.feed_done(home, size):
+    deadline = started + feed_wait
+    while not sp.feed_done(home, size) and time.perf_counter() < deadline:
         if proc.poll() is not None:
             raise SystemExit(f"the feeding daemon exited {proc.returncode}; see {home.parent / 'daemon.log'}")
         time.sleep(1)
     out["s"] = time.perf_counter() - started
-    out["events_per_s"] = events / out["s"]
+    state = sp.pg_state(home)
+    out["done"] = sp.feed_done(home, size)
+    out["share"] = 1.0 if out["done"] else (state[0] if state else 0) / size
+    fed = events * out["share"]                 # events are spread evenly enough over the journal's bytes
+    out["events_per_s"] = fed / out["s"]
     out["daemon_cpu_s"] = sp.cpu_s(proc.pid)
-    sp.log(f"fed {events:,} events in {out['s']:.0f} s; search_context's token-cosine leg")
+    out["feed_cpu_s"] = sp.feed_cpu_s(proc.pid, home)
+    out["cpu_us_per_event"] = out["feed_cpu_s"] / max(fed, 1) * 1e6
+    sp.log(f"fed {out['share']:.0%} of {events:,} events in {out['s']:.0f} s "
+           f"({out['cpu_us_per_event']:.0f} us of CPU each); search_context's token-cosine leg")
     with sp.client(home) as c:
         legs = {q: sp.p50_ms(lambda q=q: c.post("/context", json={"query": q, "strategy": "semantic"})
                              .raise_for_status(), repeat) for q in QUERIES}

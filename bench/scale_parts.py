@@ -127,6 +127,31 @@ def cpu_s(pid: int) -> float:
     return t.user + t.system + t.children_user + t.children_system
 
 
+def feed_cpu_s(daemon: int, home: Path) -> float:
+    """User + system seconds of the daemon's feeding child (`urchin.daemon.indexer`) and of the home's
+    PostgreSQL (its server and the backends running now, and those it reaped)."""
+    sys.path.insert(0, str(REPO))
+    from urchin.index.embedded import running_pid
+
+    procs: list[psutil.Process] = []
+    try:
+        procs += [p for p in psutil.Process(daemon).children(recursive=True)
+                  if "urchin.daemon.indexer" in " ".join(p.cmdline())]
+        server = running_pid(home / "pg")
+        if server:
+            procs += [psutil.Process(server), *psutil.Process(server).children(recursive=True)]
+    except psutil.Error:
+        pass
+    total = 0.0
+    for p in procs:
+        try:
+            t = p.cpu_times()
+            total += t.user + t.system + t.children_user + t.children_system
+        except psutil.Error:
+            pass
+    return total
+
+
 @contextmanager
 def client(home: Path) -> Iterator[httpx.Client]:
     info = orjson.loads((home / "daemon.json").read_bytes())

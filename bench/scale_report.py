@@ -111,7 +111,11 @@ def _goals(sizes: dict[int, Size]) -> list[str]:
                   small["context_process"]["p50_ms"], 150, "ms", at_one),
             _goal("... the same, the daemon with its fed PostgreSQL index",
                   feed["context_process"]["p50_ms"] if feed else None, 150, "ms", at_feed),
-            _goal("PostgreSQL first feed", feed["events_per_s"] if feed else None, 6000, "ev/s", at_feed, higher=True),
+            _goal("PostgreSQL first feed, whole wall" + ("" if not feed or feed.get("done", True) else
+                  f" (only {feed['share']:.0%} fed in {feed['s']:.0f} s: GIN build not included)"),
+                  feed["events_per_s"] if feed else None, 6000, "ev/s", at_feed, higher=True),
+            _goal("... its CPU per event, feeding child + PostgreSQL (6,000/s on 2 cores: <= 333 us)",
+                  feed.get("cpu_us_per_event") if feed else None, 333, "us", at_feed),
             _goal("`/search` p50 during the feed / idle, worst cell",
                   feed["busy_over_idle"]["search"]["worst"] if feed else None, 1.5, "x", at_feed),
             _goal("`/semantic` p50 during the feed / idle, worst cell",

@@ -37,7 +37,9 @@ def _size(n: int, k: float, feed: bool) -> dict[str, Any]:
         ratios = {"median": 1.1, "worst": 1.4, "worst_cell": "the | 24", "within_1_5": 30, "cells": 30}
         out["feed"] = {"fed_at_start": "3% of the journal fed", "fed_at_end": "9% of the journal fed",
                        "busy_over_idle": {"search": ratios, "semantic": ratios}, "s": 150.0,
-                       "events_per_s": 6500.0, "daemon_cpu_s": 90.0, "context_leg_ms": {"median": 35, "worst": 60},
+                       "events_per_s": 6500.0, "daemon_cpu_s": 90.0,
+                       "done": True, "share": 1.0, "feed_cpu_s": 250.0, "cpu_us_per_event": 250.0,
+                       "context_leg_ms": {"median": 35, "worst": 60},
                        "context_http_ms": 45.0, "context_process": {"p50_ms": 145.0, "cpu_ms": 60.0}}
     return out
 
@@ -56,9 +58,9 @@ def test_report_shows_every_row_with_its_growth_and_every_goal_against_its_targe
         assert row.count("|") == 5, row            # 1M, 3M and the growth
     assert "| `/semantic` p50, median over 30 cells | 10.0 ms | 20.0 ms | 2.00x |" in lines
     goals = [line for line in lines if line.startswith("| ") and line.endswith(("| met |", "| **missed** |"))]
-    assert len(goals) == 17 + 2 * len(bench_scale.CLI_TERMS)      # CLI vs rg at 1M and at 3M
+    assert len(goals) == 18 + 2 * len(bench_scale.CLI_TERMS)      # CLI vs rg at 1M and at 3M
     assert "| `/semantic` p50 growth | 3M/1M | 2.00x | <= 1.3x | **missed** |" in lines
-    assert "| PostgreSQL first feed | 1M | 6,500/s | >= 6,000/s | met |" in lines
+    assert "| PostgreSQL first feed, whole wall | 1M | 6,500/s | >= 6,000/s | met |" in lines
     assert "| daemon RSS after queries | 3M | 600 MB | <= 600 MB | met |" in lines
 
 
@@ -66,7 +68,7 @@ def test_report_of_one_size_without_a_feed_says_what_was_not_measured() -> None:
     results = _results()
     results["sizes"] = {2000: _size(2000, 1.0, False)}
     text = report(results, as_json=False)
-    assert "| PostgreSQL first feed | - | not measured | >= 6,000/s | - |" in text
+    assert "| PostgreSQL first feed, whole wall | - | not measured | >= 6,000/s | - |" in text
     assert "growth" not in text.splitlines()[2]
     assert orjson.loads(report(results, as_json=True))["sizes"]["2000"]["events"] == 2000
 
