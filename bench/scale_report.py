@@ -133,7 +133,9 @@ def _goals(sizes: dict[int, Size]) -> list[str]:
     if feed:
         busy = feed["busy_over_idle"]
         rows.append("")
-        rows.append(f"feed: {feed['fed_at_start']} when the busy queries started, {feed['fed_at_end']} when they ended "
+        boosted = "feed boosted to normal priority (--feed-boost), not the daemon's SCHED_IDLE; "
+        rows.append((boosted if feed.get("boosted") else "") +
+                    f"feed: {feed['fed_at_start']} when the busy queries started, {feed['fed_at_end']} when they ended "
                     f"(they ran during its first part and slow it a little); cells within 1.5x: /search "
                     f"{busy['search']['within_1_5']}/{busy['search']['cells']}, /semantic "
                     f"{busy['semantic']['within_1_5']}/{busy['semantic']['cells']}; daemon CPU over the feed "
