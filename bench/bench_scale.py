@@ -28,6 +28,7 @@ import statistics
 import subprocess
 import sys
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -180,7 +181,7 @@ def first_start(n: int, home: Path, tree: Path, env: dict[str, str], rg: str | N
     sp.log(f"{sp.label(n)}: first start, /health after {times['/health']:.2f} s; first /semantic")
     journal = home / "journal" / "events.jsonl"
     with sp.client(home) as c:
-        params = {"query": FIRST_QUESTION, "hours": 2160, "limit": 20}
+        params: dict[str, str | int] = {"query": FIRST_QUESTION, "hours": 2160, "limit": 20}
         started = time.perf_counter()
         answer = c.get("/semantic", params=params)
         answer.raise_for_status()
@@ -199,8 +200,8 @@ def first_start(n: int, home: Path, tree: Path, env: dict[str, str], rg: str | N
         with contextlib.redirect_stdout(sys.stderr):
             out["semantic"] = _cells(measure(home, journal, "/semantic", repeat))
             out["search"] = _cells(measure(home, journal, "/search", repeat))
-        out["recent"] = {str(h): sp.p50_ms(lambda h=h: c.get("/recent", params={"hours": h, "limit": 20})
-                                           .raise_for_status(), repeat) for h in WINDOWS}
+        out["recent"] = {str(h): sp.p50_ms(partial(c.get, "/recent", params={"hours": h, "limit": 20}), repeat)
+                         for h in WINDOWS}
         c.post("/context", json={"query": CONTEXT_QUESTION}).raise_for_status()     # its first builds views
         out["context_http_ms"] = sp.p50_ms(lambda: c.post("/context", json={"query": CONTEXT_QUESTION})
                                            .raise_for_status(), repeat)
@@ -266,8 +267,8 @@ def _feeding(proc: Any, home: Path, env: dict[str, str], repeat: int, idle: dict
     sp.log(f"fed {out['share']:.0%} of {events:,} events in {out['s']:.0f} s "
            f"({out['cpu_us_per_event']:.0f} us of CPU each); search_context's token-cosine leg")
     with sp.client(home) as c:
-        legs = {q: sp.p50_ms(lambda q=q: c.post("/context", json={"query": q, "strategy": "semantic"})
-                             .raise_for_status(), repeat) for q in QUERIES}
+        legs = {q: sp.p50_ms(partial(c.post, "/context", json={"query": q, "strategy": "semantic"}), repeat)
+                for q in QUERIES}
         out["context_leg_ms"] = {"median": statistics.median(legs.values()), "worst": max(legs.values())}
         out["context_http_ms"] = sp.p50_ms(lambda: c.post("/context", json={"query": CONTEXT_QUESTION})
                                            .raise_for_status(), repeat)
