@@ -165,7 +165,8 @@ def run_size(n: int, args: argparse.Namespace, tree: Path, clean: dict[str, str]
         first_start(n, home, tree, env, rg, args.repeat, mem, out)
         out["restart_health_s"] = restart(home, tree, env, mem)
         if feed:
-            out["feed"] = first_feed(home, tree, env, args.repeat, mem, out, args.feed_wait, args.feed_boost)
+            out["feed"] = {}          # filled as it goes, like `out`
+            first_feed(home, tree, env, args.repeat, mem, out, args.feed_wait, args.feed_boost)
     finally:
         mem.close()
     out["peak_rss_mb"] = mem.peak / sp.MB
@@ -224,7 +225,7 @@ def restart(home: Path, tree: Path, env: dict[str, str], mem: sp.Memory) -> floa
 
 
 def first_feed(home: Path, tree: Path, env: dict[str, str], repeat: int, mem: sp.Memory,
-               idle: dict[str, Any], feed_wait: float, boosted: bool) -> dict[str, Any]:
+               idle: dict[str, Any], feed_wait: float, boosted: bool) -> None:
     """A daemon feeding its empty PostgreSQL index from the journal: events/s over the whole wall time
     (spawn to the GIN indexes built, or to `feed_wait` s: then the share fed by then, GIN build not
     included), the CPU per event of the feed (its child and PostgreSQL: steadier than the wall on a
@@ -234,17 +235,18 @@ def first_feed(home: Path, tree: Path, env: dict[str, str], repeat: int, mem: sp
     proc, _ = _daemon(tree, home, env, ("--no-collect",), mem)
     boost = sp.Boost(proc.pid, home) if boosted else None
     try:
-        return _feeding(proc, home, env, repeat, idle, feed_wait, started, boosted)
+        _feeding(proc, home, env, repeat, idle, feed_wait, started, boosted)
     finally:
         if boost:
             boost.close()
 
 
 def _feeding(proc: Any, home: Path, env: dict[str, str], repeat: int, idle: dict[str, Any], feed_wait: float,
-             started: float, boosted: bool) -> dict[str, Any]:
+             started: float, boosted: bool) -> None:
     journal = home / "journal" / "events.jsonl"
     size, events = journal.stat().st_size, idle["events"]
-    out: dict[str, Any] = {"boosted": boosted, "fed_at_start": _fed(home, journal, wait=True)}
+    out: dict[str, Any] = idle["feed"]
+    out.update(boosted=boosted, fed_at_start=_fed(home, journal, wait=True))
     busy_repeat = max(1, repeat // 2)
     with contextlib.redirect_stdout(sys.stderr):
         busy = {"semantic": _cells(measure(home, journal, "/semantic", busy_repeat)),
@@ -273,10 +275,12 @@ def _feeding(proc: Any, home: Path, env: dict[str, str], repeat: int, idle: dict
         out["context_leg_ms"] = {"median": statistics.median(legs.values()), "worst": max(legs.values())}
         out["context_http_ms"] = sp.p50_ms(lambda: c.post("/context", json={"query": CONTEXT_QUESTION})
                                            .raise_for_status(), repeat)
-    out["context_process"] = _processes(
-        lambda: timed([sys.executable, "-m", "urchin", "context", CONTEXT_QUESTION], env), repeat)
+    try:    # on a partly fed index `urchin context` may refuse (exit 1): say so, keep the rest
+        out["context_process"] = _processes(
+            lambda: timed([sys.executable, "-m", "urchin", "context", CONTEXT_QUESTION], env), repeat)
+    except SystemExit as exc:
+        out["context_process"] = {"p50_ms": None, "cpu_ms": None, "error": str(exc)[:300]}
     _stop(proc, home)
-    return out
 
 
 def _cells(p50s: dict[tuple[str, int], float]) -> dict[str, Any]:

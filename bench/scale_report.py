@@ -58,12 +58,20 @@ def _fmt(value: float | None, unit: str) -> str:
     return f"{value:,.0f} {unit}" if value >= 100 else f"{value:.1f} {unit}"
 
 
+def _get(get: Callable[[Size], float | None], size: Size) -> float | None:
+    """A figure, or None when that run stopped before measuring it (its saved figures are partial)."""
+    try:
+        return get(size)
+    except (KeyError, TypeError):
+        return None
+
+
 def _table(sizes: dict[int, Size]) -> list[str]:
     ns = sorted(sizes)
     head = f"| measure | {' | '.join(_label(n) for n in ns)} |" + (" growth |" if len(ns) > 1 else "")
     lines = [head, "|---" * (len(ns) + 1 + (len(ns) > 1)) + "|"]
     for name, get, unit in ROWS:
-        values = [get(sizes[n]) for n in ns]
+        values = [_get(get, sizes[n]) for n in ns]
         cells = " | ".join(_fmt(v, unit) for v in values)
         growth = ""
         if len(ns) > 1:
@@ -89,8 +97,9 @@ def _goals(sizes: dict[int, Size]) -> list[str]:
     at_big, at_one = _label(ns[-1]), _label(one)
     growth = f"{_label(ns[-1])}/{_label(ns[0])}"
     first = sizes[ns[0]]
-    feed = next((s["feed"] for s in sizes.values() if "feed" in s), None)
-    at_feed = next((_label(n) for n, s in sizes.items() if "feed" in s), "-")
+    fed = [n for n, s in sizes.items() if "context_process" in s.get("feed", {})]   # a feed measured to its end
+    feed = sizes[fed[0]]["feed"] if fed else None
+    at_feed = _label(fed[0]) if fed else "-"
 
     def ratio(get: Callable[[Size], float]) -> float | None:
         return get(big) / get(first) if len(ns) > 1 else None
@@ -104,8 +113,8 @@ def _goals(sizes: dict[int, Size]) -> list[str]:
             _goal("... the whole journal covered", big["covered_s"], 120, "s", at_big),
             _goal("daemon RSS after queries", big["rss_after_mb"], 600, "MB", at_big),
             _goal("daemon RSS growth", ratio(lambda s: s["rss_after_mb"]), 1.5, "x", growth),
-            _goal("peak RSS, daemon + children (PostgreSQL excluded)", max(s["peak_rss_mb"] for s in sizes.values()),
-                  1024, "MB", "any"),
+            _goal("peak RSS, daemon + children (PostgreSQL excluded)",
+                  max(s.get("peak_rss_mb", 0) for s in sizes.values()), 1024, "MB", "any"),
             _goal("`urchin mcp` initialize with a daemon, p50", big["mcp_initialize"]["p50_ms"], 300, "ms", at_big),
             _goal("`urchin context` whole process through the daemon (--no-index), p50",
                   small["context_process"]["p50_ms"], 150, "ms", at_one),
@@ -146,6 +155,7 @@ def _goals(sizes: dict[int, Size]) -> list[str]:
 def _conditions(sizes: dict[int, Size]) -> list[str]:
     lines = []
     for n, s in sorted(sizes.items()):
+        s = {"load_end": float("nan"), "daemon_cpu_s": float("nan"), **s}   # a partial run's figures
         cli = "; ".join(f"{t!r} urchin {c['urchin_ms']:.0f} ms (CPU {c['urchin_cpu_ms']:.0f}) vs rg "
                         + (f"{c['rg_ms']:.0f} ms" if c["rg_ms"] is not None else "-") for t, c in s["cli"].items())
         lines.append(f"- {_label(n)}: load {s['load_start']:.1f} -> {s['load_end']:.1f}; "
