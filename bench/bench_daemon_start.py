@@ -17,6 +17,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 import orjson
@@ -25,12 +26,21 @@ REPO = Path(__file__).resolve().parent.parent
 TOOLS_LIST = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
 
 
-def start_once(repo: Path, home: Path) -> dict[str, float]:
-    env = {**os.environ, "PYTHONPATH": str(repo), "URCHIN_HOME": str(home)}
-    env.pop("URCHIN_NO_DAEMON", None)
+def spawn(repo: Path, home: Path, flags: tuple[str, ...] = ("--no-index", "--no-collect"),
+          env: dict[str, str] | None = None, log: Path | None = None
+          ) -> tuple[subprocess.Popen[bytes], dict[str, Any], dict[str, float]]:
+    """`urchin serve` from `repo`'s code on `home` until `GET /health` answers: the process, its
+    daemon.json and the seconds from the spawn to each. It runs in a session of its own, so a Ctrl-C
+    at the terminal reaches only the caller, which stops it with one SIGTERM (two would force it).
+    `log`: a file for its stderr (else dropped)."""
+    env = env or {k: v for k, v in os.environ.items() if k != "URCHIN_NO_DAEMON"}
+    env = {**env, "PYTHONPATH": str(repo), "URCHIN_HOME": str(home)}
+    stderr = log.open("ab") if log else subprocess.DEVNULL
     started = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-m", "urchin", "serve", "--port", "0", "--no-index", "--no-collect"],
-                            env=env, cwd=repo, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen([sys.executable, "-m", "urchin", "serve", "--port", "0", *flags], env=env, cwd=repo,
+                            stdout=subprocess.DEVNULL, stderr=stderr, start_new_session=True)
+    if log:
+        stderr.close()  # type: ignore[union-attr]
     try:   # `-m` imports from the working directory first: each checkout runs its own code
         while True:
             try:
@@ -43,14 +53,39 @@ def start_once(repo: Path, home: Path) -> dict[str, float]:
                 raise SystemExit(f"daemon exited {proc.returncode}")
             time.sleep(0.005)
         out = {"daemon.json": time.perf_counter() - started}
+        with httpx.Client(base_url=info["address"], trust_env=False, timeout=600) as client:
+            assert client.get("/health").status_code == 200
+        out["/health"] = time.perf_counter() - started
+    except BaseException:
+        stop(proc)
+        raise
+    return proc, info, out
+
+
+def stop(proc: subprocess.Popen[bytes], timeout: float = 120) -> float:
+    """SIGTERM (the daemon stops its PostgreSQL and saves its views), SIGKILL after `timeout` s; the
+    seconds it took."""
+    started = time.perf_counter()
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    return time.perf_counter() - started
+
+
+def start_once(repo: Path, home: Path) -> dict[str, float]:
+    proc, info, out = spawn(repo, home)
+    healthy = time.perf_counter()
+    try:
         headers = {"authorization": f"Bearer {(home / 'token').read_text().strip()}",
                    "accept": "application/json, text/event-stream"}
         with httpx.Client(base_url=info["address"], headers=headers, trust_env=False, timeout=30) as client:
-            assert client.get("/health").status_code == 200
-            out["/health"] = time.perf_counter() - started
             answer = client.post("/mcp", json=TOOLS_LIST)
             assert answer.status_code == 200 and answer.json()["result"]["tools"], answer.text[:200]
-            out["/mcp tools/list"] = time.perf_counter() - started
+            out["/mcp tools/list"] = out["/health"] + time.perf_counter() - healthy
         stopping = time.perf_counter()
         proc.send_signal(signal.SIGTERM)
         proc.wait(30)

@@ -1,0 +1,80 @@
+"""bench/bench_scale.py stays runnable: the benches it reuses still export what it imports, its
+options are checked, and its report shows every row of issue 37's table and every goal, each figure
+beside its target with met or missed. (Running it, even at 2,000 events, costs ~12 s of CPU: the
+lead runs it, `python bench/bench_scale.py --events 2000 --skip-feed --repeat 1`, after merging.)"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+BENCH = Path(__file__).resolve().parent.parent / "bench"
+sys.path.insert(0, str(BENCH))
+
+import bench_scale  # noqa: E402
+from scale_report import ROWS, report  # noqa: E402
+
+
+def _size(n: int, k: float, feed: bool) -> dict[str, Any]:
+    """One size's figures as bench_scale records them, each `k` times a base value."""
+    cells = {f"{q} | {h}": 10.0 * k for q in bench_scale.QUERIES for h in bench_scale.WINDOWS}
+    hot = {"median": 10.0 * k, "worst": 30.0 * k, "worst_cell": ["the", 2160], "cells": cells}
+    out: dict[str, Any] = {
+        "events": n, "load_start": 1.0, "load_end": 1.5, "import": {"s": 2.0 * k, "cpu_s": 1.5 * k,
+                                                                    "events_per_s": n / (2.0 * k)},
+        "health_s": 1.0 * k, "restart_health_s": 0.5 * k, "first_semantic_s": 0.5 * k, "covered_s": 60.0 * k,
+        "first_semantic_notes": ["12% not yet covered"], "first_search_s": 0.2, "semantic": hot, "search": hot,
+        "recent": {"24": 3.0, "168": 4.0, "2160": 5.0}, "context_http_ms": 40.0,
+        "cli": {t: {"urchin_ms": 60.0, "urchin_cpu_ms": 50.0, "rg_ms": 50.0, "ratio": 1.2}
+                for t in bench_scale.CLI_TERMS},
+        "mcp_initialize": {"p50_ms": 200.0, "cpu_ms": 60.0}, "context_process": {"p50_ms": 140.0, "cpu_ms": 60.0},
+        "rss_after_mb": 300.0 * k, "hwm_mb": 400.0 * k, "daemon_cpu_s": 30.0, "peak_rss_mb": 700.0 * k}
+    if feed:
+        ratios = {"median": 1.1, "worst": 1.4, "worst_cell": "the | 24", "within_1_5": 30, "cells": 30}
+        out["feed"] = {"fed_at_start": "3% of the journal fed", "fed_at_end": "9% of the journal fed",
+                       "busy_over_idle": {"search": ratios, "semantic": ratios}, "s": 150.0,
+                       "events_per_s": 6500.0, "daemon_cpu_s": 90.0,
+                       "done": True, "share": 1.0, "feed_cpu_s": 250.0, "cpu_us_per_event": 250.0,
+                       "context_leg_ms": {"median": 35, "worst": 60},
+                       "context_http_ms": 45.0, "context_process": {"p50_ms": 145.0, "cpu_ms": 60.0}}
+    return out
+
+
+def _results() -> dict[str, Any]:
+    return {"tree": "/repo", "commit": "abc1234 subject", "repeat": 11, "started": "2026-12-05 06:00 UTC",
+            "ended": "2026-12-05 06:40 UTC", "load_start": 1.0, "load_end": 2.0,
+            "sizes": {1_000_000: _size(1_000_000, 1.0, True), 3_000_000: _size(3_000_000, 2.0, False)}}
+
+
+def test_report_shows_every_row_with_its_growth_and_every_goal_against_its_target() -> None:
+    text = report(_results(), as_json=False)
+    lines = text.splitlines()
+    for name, _, _ in ROWS:
+        row = next(line for line in lines if line.startswith(f"| {name} |"))
+        assert row.count("|") == 5, row            # 1M, 3M and the growth
+    assert "| `/semantic` p50, median over 30 cells | 10.0 ms | 20.0 ms | 2.00x |" in lines
+    goals = [line for line in lines if line.startswith("| ") and line.endswith(("| met |", "| **missed** |"))]
+    assert len(goals) == 18 + 2 * len(bench_scale.CLI_TERMS)      # CLI vs rg at 1M and at 3M
+    assert "| `/semantic` p50 growth | 3M/1M | 2.00x | <= 1.3x | **missed** |" in lines
+    assert "| PostgreSQL first feed, whole wall | 1M | 6,500/s | >= 6,000/s | met |" in lines
+    assert "| daemon RSS after queries | 3M | 600 MB | <= 600 MB | met |" in lines
+
+
+def test_report_of_one_size_without_a_feed_says_what_was_not_measured() -> None:
+    results = _results()
+    results["sizes"] = {2000: _size(2000, 1.0, False)}
+    text = report(results, as_json=False)
+    assert "| PostgreSQL first feed, whole wall | - | not measured | >= 6,000/s | - |" in text
+    assert "growth" not in text.splitlines()[2]
+    assert orjson.loads(report(results, as_json=True))["sizes"]["2000"]["events"] == 2000
+
+
+def test_bad_options_are_named() -> None:
+    for argv, message in ((["--events", "5"], "--events"), (["--repeat", "0"], "--repeat"),
+                          (["--tree", "/"], "--tree /: no urchin package")):
+        run = subprocess.run([sys.executable, str(BENCH / "bench_scale.py"), *argv], capture_output=True, text=True)
+        assert run.returncode == 2 and message in run.stderr, run.stderr
