@@ -47,7 +47,7 @@ FIRST_QUESTION = "how do we retry the connection pool"
 CONTEXT_QUESTION = "why did the retry budget change for the connection pool"
 CLI_TERMS = ("lake near the trail", "xylophone", "pytest")   # the issue's: a phrase, an absent word, 20 hits
 # A whole-journal /semantic answer that is partial says so in its notes (issue 37); today none is.
-PARTIAL = re.compile(r"not yet|partial|cover|so far|building", re.IGNORECASE)
+PARTIAL = re.compile(r"not (?:\w+ )?yet|partial|cover|so far|building|indexing", re.IGNORECASE)
 COVER_WAIT_S = 1800
 STOP_WAIT_S = 900     # a daemon saves its views at its stop: minutes at 3M on a loaded machine
 _daemons: list[tuple[Any, Path]] = []
