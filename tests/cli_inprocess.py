@@ -24,12 +24,19 @@ from click.testing import CliRunner
 __all__ = ["call_urchin"]
 
 
-def call_urchin(*args: str, input: str | bytes | None = None,
-                env: Mapping[str, str | None] | None = None) -> subprocess.CompletedProcess[str]:
-    """`urchin ARGS` in this process; `env` overrides the environment for the call only (None: unset)."""
+def call_urchin(*args: str, input: str | bytes | None = None, env: Mapping[str, str | None] | None = None,
+                click_only: bool = False) -> subprocess.CompletedProcess[str]:
+    """`urchin ARGS` in this process; `env` overrides the environment for the call only (None: unset).
+    `click_only`: the click CLI itself, never the daemon fast paths of `urchin.__main__` (named
+    "python -m urchin", as `python -c "from urchin.cli import main; main(prog_name=...)"` would be)."""
     from urchin.__main__ import entry
 
     assert args[:1] != ("hook",), "run `urchin hook` in a process of its own (run_urchin): it sets an alarm"
+    if click_only:
+        from urchin.cli import main
+
+        def entry() -> None:
+            main(prog_name="python -m urchin")
     text = isinstance(input, str) or input is None
     argv = sys.argv
     # A process has no logging handler, so warnings reach its stderr through logging's last resort

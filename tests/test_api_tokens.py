@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from tests.cli_inprocess import call_urchin
 from tests.conftest import create_token, run_urchin
 from tests.daemon_fixture import DaemonProcess, running
 from tests.mcp_harness import http_session
@@ -34,9 +35,18 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-@pytest.fixture
-def daemon(urchin_home: Path) -> Iterator[Any]:
-    yield from running(urchin_home, "--with-mcp")
+@pytest.fixture(scope="module")
+def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """One daemon for the module (a start with the MCP SDK is ~3 s of a core): every test makes its own
+    tokens and reads only the ids and contents it wrote (the admin tool calls of the last one forget none)."""
+    yield from running(tmp_path_factory.mktemp("tokens") / "home", "--with-mcp")
+
+
+def _token(home: Path, *args: str) -> str:
+    """`urchin token create ARGS`, in this process (the first test runs the command in a process)."""
+    made = call_urchin("token", "create", *args, env={"URCHIN_HOME": str(home)})
+    assert made.returncode == 0, made.stderr
+    return made.stdout.strip()
 
 
 def _mcp_call(name: str, arguments: dict[str, Any]) -> bytes:
@@ -59,7 +69,7 @@ def test_tokens_are_kept_hashed_in_a_private_file(urchin_home: Path) -> None:
 
 
 def test_an_ingest_token_writes_and_gets_403_on_every_read_route_and_tool(daemon: DaemonProcess) -> None:
-    token = create_token(daemon.home, "--scope", "ingest")
+    token = _token(daemon.home, "--scope", "ingest")
     with daemon.client(token) as http:
         assert http.post("/ingest", json={"content": "deploy notes", "source": "claude"}).status_code == 200
         for method, path in READ_ROUTES:
@@ -82,7 +92,7 @@ def test_an_ingest_token_writes_and_gets_403_on_every_read_route_and_tool(daemon
 
 
 async def test_an_ingest_token_ingests_through_mcp(daemon: DaemonProcess) -> None:
-    token = create_token(daemon.home, "--scope", "ingest")
+    token = _token(daemon.home, "--scope", "ingest")
     async with http_session(daemon.url + "/mcp", token) as session:
         stored = await session.call_tool("urchin_ingest", {"content": "from an ingest-only agent"})
         assert not stored.is_error
@@ -97,7 +107,7 @@ async def test_an_ingest_token_cannot_tell_through_mcp_whether_an_id_was_held(da
         assert admin.post("/forget", json={"ids": ["mcp-gone"], "confirm": True}).status_code == 200
     answers = {}
     for scope in ("ingest", "admin"):
-        token = create_token(daemon.home, "--scope", scope)
+        token = _token(daemon.home, "--scope", scope)
         async with http_session(daemon.url + "/mcp", token) as session:
             for event_id in ("mcp-held", "mcp-gone", f"mcp-new-{scope}"):
                 reply = await session.call_tool("urchin_ingest", {"id": event_id, "content": "probe"})
@@ -109,7 +119,7 @@ async def test_an_ingest_token_cannot_tell_through_mcp_whether_an_id_was_held(da
 
 
 def test_a_read_token_queries_and_cannot_write(daemon: DaemonProcess) -> None:
-    token = create_token(daemon.home, "--scope", "read")
+    token = _token(daemon.home, "--scope", "read")
     with daemon.client() as admin:         # the single token of $URCHIN_HOME/token stays admin
         assert admin.post("/ingest", json={"content": "deploy the api"}).status_code == 200
     with daemon.client(token) as http:
@@ -125,8 +135,8 @@ def test_a_workspace_token_sees_and_writes_only_its_workspaces(daemon: DaemonPro
     with daemon.client() as admin:
         for ws in ("alpha", "beta"):
             assert admin.post("/ingest", json={"content": f"deploy {ws} service", "workspace": ws}).status_code == 200
-    reader = create_token(daemon.home, "--scope", "read", "--workspace", "alpha")
-    writer = create_token(daemon.home, "--scope", "ingest", "--workspace", "alpha")
+    reader = _token(daemon.home, "--scope", "read", "--workspace", "alpha")
+    writer = _token(daemon.home, "--scope", "ingest", "--workspace", "alpha")
     with daemon.client(reader) as http:
         hits = http.get("/search", params={"q": "deploy"}).json()["events"]
         assert [h["workspace"] for h in hits] == ["alpha"]
@@ -148,7 +158,7 @@ def test_a_workspace_token_sees_and_writes_only_its_workspaces(daemon: DaemonPro
 
 
 def test_revoked_and_expired_tokens_are_refused(daemon: DaemonProcess) -> None:
-    token = create_token(daemon.home, "--scope", "admin")
+    token = _token(daemon.home, "--scope", "admin")
     with daemon.client(token) as http:
         assert http.get("/status").status_code == 200
         token_id = token.split("_")[1]
@@ -159,7 +169,7 @@ def test_revoked_and_expired_tokens_are_refused(daemon: DaemonProcess) -> None:
     assert store.verify(expired) is None
     with daemon.client(expired) as http:
         assert http.get("/status").status_code == 401
-    missing = run_urchin("token", "revoke", "nope", env={"URCHIN_HOME": str(daemon.home)})
+    missing = call_urchin("token", "revoke", "nope", env={"URCHIN_HOME": str(daemon.home)})
     assert missing.returncode == 1 and "no token" in missing.stderr
     assert os.stat(daemon.home / "tokens.json").st_mode & 0o077 == 0
 
@@ -192,7 +202,7 @@ def test_every_operation_needs_the_same_scope_over_rest_and_mcp(daemon: DaemonPr
               ("ingest", "--workspace", "alpha"), ("hook",)]
     differ = []
     for grant in grants:
-        token = create_token(daemon.home, "--scope", *grant)
+        token = _token(daemon.home, "--scope", *grant)
         with daemon.client(token) as http:
             for tool, routes in REST_OF_TOOL.items():
                 arguments = {"query": "x"} if tool != "urchin_ingest" else {"content": "x"}

@@ -11,6 +11,7 @@ from pathlib import Path
 import orjson
 import pytest
 
+from tests.cli_inprocess import call_urchin
 from tests.conftest import REPO, run_urchin
 from tests.daemon_fixture import DaemonProcess
 
@@ -100,7 +101,13 @@ def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DaemonProcess]:
 
 
 def run_full_cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    """The click CLI itself, never the fast path (what `urchin` ran before it existed)."""
+    """The click CLI itself, never the fast path (what `urchin` ran before it existed), in this process:
+    the fast path's own process is what is under test, the reference need not start one (~0.45 s of a
+    core each, 70 of them); test_the_reference_cli_in_process_is_the_cli_in_a_process checks it."""
+    return call_urchin(*args, env=env, click_only=True)
+
+
+def run_full_cli_process(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     code = "from urchin.cli import main; main(prog_name='python -m urchin')"
     return run_urchin_cmd([sys.executable, "-c", code, *args], env)
 
@@ -127,6 +134,16 @@ def test_fast_path_prints_what_the_full_cli_prints(daemon: DaemonProcess, args: 
     argv = [a.replace("{home}", str(daemon.home)) for a in args] + (["--json"] if as_json else [])
     fast = run_urchin(*argv, env=env)
     _same(fast, run_full_cli(*argv, env=env))
+
+
+def test_the_reference_cli_in_process_is_the_cli_in_a_process(daemon: DaemonProcess) -> None:
+    """The parity above compares with the click CLI run in the test's process: it prints what it prints
+    in a process of its own (hits, ANSI, older-match note, usage errors, help), or the parity is moot."""
+    env = {"URCHIN_HOME": str(daemon.home)}
+    for args in (("search", "colour"), ("search", "colour", "--json"), ("search", "number 12"),
+                 ("semantic", "beta", "--workspace", "ws-1", "--hours", "1e7"), ("recent", "--limit", "7", "--json"),
+                 ("search", "x", "--limit", "0"), ("search", "x", "--bogus"), ("search", "x", "--help"), ("--home",)):
+        _same(run_full_cli(*args, env=env), run_full_cli_process(*args, env=env))
 
 
 def test_the_cases_exercise_hits_and_ansi(daemon: DaemonProcess) -> None:

@@ -35,35 +35,26 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-async def test_initialize_names_the_server_and_lists_strict_tools() -> None:
-    async with stdio_session() as session:
+async def test_every_tool_over_stdio(memory: Memory, tmp_path: Path) -> None:
+    """One session (a server process is ~2.5 s of a core), as test_mcp_http's: it names itself and
+    lists strict tools, reads, turns bad arguments into clean tool errors (no traceback on stderr),
+    then writes."""
+    errlog = tmp_path / "stderr.txt"
+    async with stdio_session(errlog=errlog) as session:
         info = session.initialize_result
         assert info is not None and info.server_info.name == "urchin"
         assert info.instructions and "urchin_remember" in info.instructions
         assert info.capabilities.tools is not None
         await check_tool_list(session)
-
-
-async def test_read_tools_over_stdio(memory: Memory) -> None:
-    async with stdio_session() as session:
         await check_read_tools(session, memory)
-
-
-async def test_write_tools_over_stdio(memory: Memory) -> None:
-    async with stdio_session() as session:
+        await check_errors(session, memory)
         await check_write_tools(session, memory)
+    assert "Traceback" not in errlog.read_text()
 
 
 async def test_workspace_tools_over_stdio(memory: Memory, tmp_path: Path) -> None:
     async with stdio_session() as session:
         await check_workspace_tools(session, memory, tmp_path / "proj")
-
-
-async def test_bad_arguments_are_clean_tool_errors(memory: Memory, tmp_path: Path) -> None:
-    errlog = tmp_path / "stderr.txt"
-    async with stdio_session(errlog=errlog) as session:
-        await check_errors(session, memory)
-    assert "Traceback" not in errlog.read_text()
 
 
 async def test_unreadable_journal_is_an_error_naming_the_path(tmp_path: Path) -> None:
