@@ -13,7 +13,7 @@ from urchin.config import Settings
 from urchin.errors import DatabaseError
 from urchin.index.feeder import Feeder
 from urchin.index.postgres import PostgresIndex
-from urchin.index.schema import GIN_INDEXES, MIGRATIONS
+from urchin.index.schema import GIN_INDEXES, MIGRATIONS, TRIGRAM_INDEX
 from urchin.index.sparse import doc_columns, doc_vector, int_array, to_sparsevec
 from urchin.memory import Memory
 
@@ -193,7 +193,34 @@ def _gin_defs(url: str) -> list[tuple[Any, ...]]:
 def test_the_backfill_knows_every_gin_index_the_migrations_make(pg_url: str) -> None:
     PostgresIndex(pg_url).status()
     parent = [(name, d) for name, d in _gin_defs(pg_url) if " ON ONLY public.urchin_chunks " in d]
-    assert {name: d.split(" ON ONLY public.urchin_chunks ")[1] for name, d in parent} == GIN_INDEXES
+    single_user = {name: d for name, d in GIN_INDEXES.items() if name != TRIGRAM_INDEX}
+    assert {name: d.split(" ON ONLY public.urchin_chunks ")[1] for name, d in parent} == single_user
+
+
+def _trigram_indexes(url: str) -> list[tuple[Any, ...]]:
+    """Every trigram index of the chunks: the table's own and each partition's, whatever its name."""
+    return _sql(url, "SELECT indexname FROM pg_indexes WHERE indexdef LIKE '%%gin_trgm_ops%%'")
+
+
+def test_a_single_users_index_has_no_trigram_index_after_any_feed(pg_settings: Settings, pg_url: str) -> None:
+    # issue 37: the trigram GIN index served only `search --team` and cost a third of the feed's CPU
+    memory = Memory(pg_settings)
+    memory.ingest(_events(40) + [{"content": "the Zeppelin over the harbour", "workspace": "ws", "id": "z"}])
+    backend = memory.index_service.backend
+    Feeder(backend, memory.journal, "d", bulk_bytes=None).run_once()            # row by row
+    assert _trigram_indexes(pg_url) == [] and len(_gin_defs(pg_url)) == 9      # 3 GINs x (table + 2 partitions)
+    backend.rebuild()
+    Feeder(backend, memory.journal, "d", batch_bytes=4096, bulk_bytes=1).run_once()   # a backfill builds 3
+    assert _trigram_indexes(pg_url) == [] and len(_gin_defs(pg_url)) == 9
+    backend.rebuild()
+    assert backend.begin_bulk(1000) is True
+    backend.reset()                                            # a backfill died; the next feed builds what it
+    memory.index()                                             # dropped, and only what a single user has
+    assert _trigram_indexes(pg_url) == [] and len(_gin_defs(pg_url)) == 9
+    # a team search over a single user's own rows still finds substrings, by scanning
+    found = memory.search("ZEPPELIN OVER", scope="team", hours=24 * 365 * 30)
+    assert [h.event.id for h in found.hits] == ["z"]
+    memory.close()
 
 
 def test_a_backfill_drops_the_gin_indexes_and_ends_with_the_same_index(pg_settings: Settings, pg_url: str) -> None:
@@ -203,7 +230,7 @@ def test_a_backfill_drops_the_gin_indexes_and_ends_with_the_same_index(pg_settin
     backend = memory.index_service.backend
     Feeder(backend, memory.journal, "d", bulk_bytes=None).run_once()     # row by row
     row_by_row, defs = _snapshot(pg_url), _gin_defs(pg_url)
-    assert len(defs) == 12                       # 4 on the table, 4 on each partition: the month's and the default
+    assert len(defs) == 9                        # 3 on the table, 3 on each partition: the month's and the default
     backend.rebuild()
     seen: list[int] = []
 
@@ -214,7 +241,7 @@ def test_a_backfill_drops_the_gin_indexes_and_ends_with_the_same_index(pg_settin
         assert len(_sql(pg_url, "SELECT chunk_id FROM urchin_chunks WHERE tsv @@ 'zeppelin'::tsquery")) <= 2
     report = Feeder(backend, memory.journal, "d", batch_bytes=4096, bulk_bytes=1).run_once(during)
     assert (report.events, report.inserted) == (302, 302) and report.offset == memory.end_offset()
-    assert len(seen) > 3 and set(seen) == {4}            # every batch went in without the GIN indexes
+    assert len(seen) > 3 and set(seen) == {4}            # every batch went in without the GIN indexes (no trigram)
     assert _gin_defs(pg_url) == defs                      # ...which are back, on every partition, as migrated
     assert _snapshot(pg_url) == row_by_row
     assert _sql(pg_url, "SELECT count(*) FROM urchin_chunks WHERE content ILIKE '%%zeppelin%%'") == [(2,)]
@@ -231,7 +258,7 @@ def test_no_backfill_path_when_the_index_already_holds_more_rows_than_are_coming
     with psycopg.connect(pg_url) as conn:
         conn.execute("INSERT INTO urchin_stats (device, key, value) VALUES ('other', 'chunks', 5000)")
     assert backend.begin_bulk(4000) is False
-    assert len(_gin_defs(pg_url)) >= 4
+    assert len(_gin_defs(pg_url)) >= 3
     backend.close()
 
 
@@ -249,7 +276,7 @@ def test_one_backfill_at_a_time_and_a_dead_ones_indexes_are_built_by_the_next_fe
     first.reset()                                          # the backfilling process dies: its lock goes with it
     report = memory.index()                                # a small feed: no backfill, but it builds them first
     after = _gin_defs(pg_url)
-    assert report.inserted == 20 and [d for d in after if " ON ONLY " in d[1]] == defs and len(after) == 12
+    assert report.inserted == 20 and [d for d in after if " ON ONLY " in d[1]] == defs and len(after) == 9
     assert [r["id"] for r in memory.context(query="deploying", strategy="keyword", limit=1).results]
     second.close()
     memory.close()

@@ -300,6 +300,7 @@ def test_feeding_stays_exact_while_queries_run(tmp_path: Path, team_db: str) -> 
 def test_search_team_finds_other_devices_events_literally_newest_first(tmp_path: Path, team_db: str) -> None:
     from urchin.mcp_server.tools import run_tool
 
+    setup_roles(team_db)                      # a shared database, set up as contrib/team/TEAM.md says
     laptop, desktop = _home(tmp_path, "laptop", team_db), _home(tmp_path, "desktop", team_db)
     desktop.ingest([{"content": f"Quokka 50%_off deal {i}", "timestamp": f"2026-11-30T10:0{i}:00Z",
                      "workspace": "shop"} for i in range(4)])
@@ -322,6 +323,53 @@ def test_search_team_finds_other_devices_events_literally_newest_first(tmp_path:
         desktop.close()
     assert _sql(team_db, "SELECT indexdef LIKE '%%gin_trgm_ops%%' FROM pg_indexes "
                          "WHERE indexname = 'urchin_chunks_trgm'") == [(True,)]
+
+
+def _trigram_indexes(url: str) -> int:
+    """How many trigram indexes the chunks have: the table's own and one per partition."""
+    return int(_sql(url, "SELECT count(*) FROM pg_indexes WHERE indexdef LIKE '%%gin_trgm_ops%%'")[0][0])
+
+
+def _plan(url: str, query: str) -> str:
+    with psycopg.connect(url) as conn:
+        conn.execute("SET enable_seqscan = off")     # a few rows: the planner would scan them anyway
+        return "\n".join(r[0] for r in conn.execute("EXPLAIN " + query).fetchall())
+
+
+def test_db_setup_builds_the_trigram_index_a_single_users_index_lacks(tmp_path: Path, team_db: str) -> None:
+    # issue 37: only a database set up for a team (`urchin db setup`) keeps the trigram index
+    home = _home(tmp_path, "laptop", team_db)
+    home.ingest(_events(3, "quokka"))
+    home.index()
+    home.close()
+    assert _trigram_indexes(team_db) == 0                        # fed as one user: no trigram index
+    setup_roles(team_db)
+    assert _trigram_indexes(team_db) == 3                        # the table's, its month's and the default's
+    assert "Index Cond: (content ~~* '%kka ev%'" in _plan(team_db, "SELECT chunk_id FROM urchin_chunks "
+                                                                 "WHERE content ILIKE '%kka ev%'")   # served by it
+    desktop = _home(tmp_path, "desktop", add_feeder(team_db, "desktop", "desktop-pw")["url"])
+    desktop.ingest([{"content": "a Zeppelin-Quokka sighting", "workspace": "ws"}])
+    desktop.index()                                               # a feeder's backfill keeps it: it cannot drop it
+    found = desktop.search("zeppelin-quok", scope="team", hours=24 * 365 * 30)
+    assert [h.event.content for h in found.hits] == ["a Zeppelin-Quokka sighting"]
+    assert len(desktop.search("QUOKKA EVENT", scope="team", hours=24 * 365 * 30).hits) == 3
+    desktop.close()
+    setup_roles(team_db)                                          # idempotent
+    assert _trigram_indexes(team_db) == 3
+
+
+def test_the_owners_backfill_on_a_team_database_builds_the_trigram_index_again(tmp_path: Path,
+                                                                              roles: dict[str, Any]) -> None:
+    from urchin.index.feeder import Feeder
+    from urchin.index.postgres import PostgresIndex
+
+    home = _home(tmp_path, "laptop", roles["owner"])
+    home.ingest(_events(30, "quokka"))
+    backend = PostgresIndex(roles["owner"])
+    report = Feeder(backend, home.journal, "laptop", batch_bytes=2048, bulk_bytes=1).run_once()
+    assert report.inserted == 30 and _trigram_indexes(roles["owner"]) == 3   # dropped for the backfill, built again
+    backend.close()
+    home.close()
 
 
 def test_search_team_cli_keeps_the_local_contract(tmp_path: Path, team_db: str) -> None:
@@ -434,3 +482,30 @@ def test_a_feeder_role_indexes_its_workspace_files_as_its_device(tmp_path: Path,
     assert report.indexed == 1
     laptop.close()
     assert _sql(team_db, "SELECT DISTINCT device FROM urchin_chunks WHERE doc_type = 'file'") == [("laptop",)]
+
+
+def test_upgrading_keeps_the_trigram_index_on_a_team_database_and_drops_it_from_a_single_users(
+        tmp_path: Path, team_db: str, pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    import urchin.index.pg_migrate as pg
+    from urchin.index.postgres import PostgresIndex
+
+    monkeypatch.setattr(pg, "MIGRATIONS", MIGRATIONS[:7])        # databases of the release before issue 37
+    owner = setup_roles(team_db, owner_password="owner-pw")["owner"]["url"]
+    PostgresIndex(pg_url).status()                                # a single user's index
+    for n, url in enumerate((team_db, pg_url)):
+        home = _home(tmp_path, f"home-{n}", url)
+        home.ingest(_events(4, "quokka"))
+        home.index()
+        home.close()
+        assert _trigram_indexes(url) == 3                         # the table's, its month's and the default's
+    monkeypatch.setattr(pg, "MIGRATIONS", MIGRATIONS)
+    for url in (owner, pg_url):
+        PostgresIndex(url).status()                               # the upgrade, at the next connection
+    assert _trigram_indexes(team_db) == 3                         # team search keeps its index
+    assert _trigram_indexes(pg_url) == 0                          # a single user's loses it, by itself
+    for n, url in enumerate((team_db, pg_url)):
+        assert _sql(url, "SELECT max(version) FROM urchin_migrations") == [(MIGRATIONS[-1][0],)]
+        reader = _home(tmp_path, f"reader-{n}", url)
+        found = reader.search("QUOKKA EVENT 3", scope="team", hours=24 * 365 * 30)
+        assert [h.event.content for h in found.hits] == ["quokka event 3 about the payments rollout"]
+        reader.close()

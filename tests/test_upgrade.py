@@ -143,6 +143,8 @@ def test_a_0_1_0_index_migrates_and_keeps_answering(old_home: Path, pg_url: str)
     with psycopg.connect(pg_url) as conn:
         assert conn.execute("SELECT max(version) FROM urchin_migrations").fetchone() == (LATEST,)
         assert conn.execute("SELECT count(*) FROM urchin_chunks").fetchone() == (40,)
+        # issue 37: a single user's index loses 0.1.0's trigram index (the table's and its partition's)
+        assert conn.execute("SELECT count(*) FROM pg_indexes WHERE indexdef LIKE '%gin_trgm_ops%'").fetchone() == (0,)
     new = run_urchin("ingest", "--source", "manual", "written after the upgrade", env=env)
     assert new.returncode == 0, new.stderr
     fed = run_urchin("index", env=env)

@@ -23,6 +23,7 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from urchin.dsn import scrub, to_url
 from urchin.errors import DatabaseError, ValidationError
 from urchin.index.pg_migrate import migrate as _migrate
+from urchin.index.schema import TRIGRAM_DEF, TRIGRAM_INDEX
 
 __all__ = ["setup_roles", "add_feeder", "feeder_role", "role_device", "wrong_device", "OWNER", "READER", "FEEDERS"]
 
@@ -120,6 +121,7 @@ def setup_roles(admin_url: str, owner_password: str | None = None,
             with conn.transaction():
                 conn.execute("RESET ROLE")
                 _grant(conn)
+            _team_search_index(conn)
         except psycopg.errors.InsufficientPrivilege as exc:
             raise DatabaseError(f"urchin db setup needs an administrator's URCHIN_DATABASE_URL (a superuser, or a "
                               f"role with CREATEROLE owning the database): "
@@ -161,6 +163,16 @@ def _fold_partitions(conn: psycopg.Connection[Any]) -> int:
                 columns, columns, name))
             conn.execute(sql.SQL("DROP TABLE {}").format(name))
     return len(parts)
+
+
+def _team_search_index(conn: psycopg.Connection[Any]) -> None:
+    """The trigram index behind `urchin search --team`, built as the owner once the feeder group may
+    write (migration 8 keeps it only on such a database; a single user's index has none)."""
+    with conn.transaction():
+        conn.execute(sql.SQL("SET LOCAL ROLE {}").format(sql.Identifier(OWNER)))
+        conn.execute("SET LOCAL maintenance_work_mem = '256MB'")
+        conn.execute(sql.SQL("CREATE INDEX IF NOT EXISTS {} ON urchin_chunks " + TRIGRAM_DEF).format(
+            sql.Identifier(TRIGRAM_INDEX)))
 
 
 def _grant(conn: psycopg.Connection[Any]) -> None:

@@ -22,7 +22,7 @@ from urchin.index.base import MEMORY_KINDS, ChunkRow, ContextRow, Filter, LegHit
 from urchin.index.files import FILES_SOURCE
 from urchin.index.pg_migrate import migrate as _migrate
 from urchin.index.pg_vacuum import reclaim
-from urchin.index.schema import GIN_INDEXES, TRIGRAM_INDEX, TS_CONFIG
+from urchin.index.schema import GIN_INDEXES, TEAM_SQL, TRIGRAM_INDEX, TS_CONFIG
 from urchin.search.cosine import NAMED_SOURCE_PRIOR
 from urchin.search.query import AUDIT, hides_audit
 
@@ -358,11 +358,12 @@ class PostgresIndex:
     def restore_indexes(self) -> list[str]:
         """Build the GIN indexes that are missing (a backfill's end, or one that died), one bulk build
         each; only the table's owner can, and not while another session's backfill holds the bulk lock.
-        Returns the names built."""
+        The trigram index only on a team database (schema.TEAM_SQL). Returns the names built."""
         conn = self.conn
         with conn.transaction():
-            missing = [r[0] for r in conn.execute("SELECT n FROM unnest(%s::text[]) AS n WHERE to_regclass(n) IS NULL",
-                                                  (list(GIN_INDEXES),)).fetchall()]
+            missing = [r[0] for r in conn.execute("SELECT n FROM unnest(%s::text[]) AS n WHERE to_regclass(n) IS NULL "
+                                                  f"AND (n <> %s OR {TEAM_SQL})",
+                                                  (list(GIN_INDEXES), TRIGRAM_INDEX)).fetchall()]
             if not missing:
                 if self._bulk:
                     self._unlock_bulk()

@@ -7,7 +7,7 @@ workspace-file chunks (issue 9). An id is unique per device only (migration 6, i
 
 from __future__ import annotations
 
-__all__ = ["MIGRATIONS", "TS_CONFIG", "PGVECTOR_MIN", "GIN_INDEXES", "TRIGRAM_INDEX"]
+__all__ = ["MIGRATIONS", "TS_CONFIG", "PGVECTOR_MIN", "GIN_INDEXES", "TRIGRAM_INDEX", "TRIGRAM_DEF", "TEAM_SQL"]
 
 TS_CONFIG = "english"          # one explicit text search config, so results never depend on the server default
 PGVECTOR_MIN = (0, 7)          # sparsevec and halfvec arrived in 0.7
@@ -22,6 +22,13 @@ GIN_INDEXES = {
     "urchin_chunks_trgm": "USING gin (content gin_trgm_ops)",
 }
 TRIGRAM_INDEX = "urchin_chunks_trgm"    # two thirds of the four GINs' build (bench/RESULTS.md, round nine)
+TRIGRAM_DEF = GIN_INDEXES[TRIGRAM_INDEX]
+# Whether this database serves team search: it was set up with `urchin db setup`, whose feeder group
+# may write the chunks. Only there is the trigram index kept (migration 8); a single user's `search
+# --team` over its own rows scans them. One expression for the migration and for the backfill's
+# rebuild (PostgresIndex.restore_indexes), so the two never disagree.
+TEAM_SQL = ("EXISTS (SELECT 1 FROM pg_roles r WHERE r.rolname = 'urchin_feeder' "
+            "AND has_table_privilege(r.oid, 'urchin_chunks', 'INSERT'))")
 
 MIGRATIONS: tuple[tuple[int, str, str], ...] = (
     (1, "chunks, cursors, term statistics, embeddings", """
@@ -397,6 +404,17 @@ DO $$
 BEGIN
     IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'urchin_feeder') THEN
         REVOKE INSERT, UPDATE, DELETE, TRUNCATE ON urchin_terms, urchin_stats FROM urchin_feeder;
+    END IF;
+END $$;
+"""),
+    (8, "trigram index only on a team database", f"""
+-- Issue 37: the trigram GIN index on content serves only `urchin search --team` and was a third of
+-- the feed's CPU per row. It is kept where team search exists (a database set up with `urchin db
+-- setup`, which builds it) and dropped from a single user's index.
+DO $$
+BEGIN
+    IF NOT {TEAM_SQL} THEN
+        DROP INDEX IF EXISTS urchin_chunks_trgm;
     END IF;
 END $$;
 """),
