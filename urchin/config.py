@@ -6,11 +6,13 @@
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import getpass
 import math
 import os
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -55,6 +57,22 @@ def ensure_private_dir(path: Path) -> Path:
     except (PermissionError, FileNotFoundError):
         pass
     return path
+
+
+@contextlib.contextmanager
+def exclusive_lock(path: Path, wait: bool = True) -> Iterator[bool]:
+    """An exclusive flock on the file `path` (made 0600), held while the block runs; yields True once
+    held, or with `wait=False` False at once when another holds it. Not inherited by children."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        yield True
+    finally:
+        os.close(fd)
 
 
 def write_private(path: Path, data: bytes, *, sync: bool = True) -> None:

@@ -11,7 +11,6 @@ and by the next daemon start; never one whose server is in use. Pure file work: 
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import os
 import shutil
@@ -22,7 +21,7 @@ from typing import Any
 
 import orjson
 
-from urchin.config import ensure_private_dir
+from urchin.config import ensure_private_dir, exclusive_lock
 
 __all__ = ["ROOT_DATA", "data_dir", "location", "owner_record", "postmaster_pid", "folder_lock", "Orphan",
            "find_orphans", "is_orphan", "folder_size", "write_small"]
@@ -60,16 +59,8 @@ def write_small(path: Path, data: bytes) -> None:
 def folder_lock(folder: Path, wait: bool = True) -> Iterator[bool]:
     """An exclusive flock beside `folder`: starting, adopting, stopping and removing it take turns.
     Yields True once held; with `wait=False` it yields False at once when another holds it."""
-    fd = os.open(folder.with_name(f".{folder.name}.lock"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            yield False
-            return
-        yield True
-    finally:
-        os.close(fd)
+    with exclusive_lock(folder.with_name(f".{folder.name}.lock"), wait) as held:
+        yield held
 
 
 def location(pg_dir: Path) -> Path:

@@ -11,15 +11,13 @@ the lowest priority (SCHED_IDLE), under which a busy machine could starve it, an
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import logging
-import os
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 from urchin.children import python_child
-from urchin.config import ensure_private_dir
+from urchin.config import ensure_private_dir, exclusive_lock
 
 __all__ = ["NICENESS", "building", "busy", "spawn"]
 
@@ -39,16 +37,8 @@ def building(index_dir: Path | None, wait: bool = True) -> Iterator[bool]:
         yield True
         return
     ensure_private_dir(index_dir.parent)
-    fd = os.open(_lock_path(index_dir), os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
-        except BlockingIOError:
-            yield False
-            return
-        yield True
-    finally:
-        os.close(fd)
+    with exclusive_lock(_lock_path(index_dir), wait) as held:
+        yield held
 
 
 def busy(index_dir: Path) -> bool:
