@@ -41,12 +41,10 @@ _PROCESS_HELPERS = ("DaemonProcess", "run_urchin", "stdio_session")
 # `make test` hands whole modules to its two workers in collection order (--dist loadscope
 # --no-loadscope-reorder): the costliest first (URCHIN_TEST_CPU=1 measures them), so that no long
 # module starts last while the other worker has nothing left to do. The rest follow by name.
-LONG_MODULES = ("test_dist", "test_daemon_postgres_lifecycle", "test_mcp_relay", "test_team", "test_fastcalls",
-                "test_mcp_daemon", "test_parity", "test_fastclient", "test_privacy", "test_privacy_capture",
-                "test_team_rls", "test_mcp_inspector", "test_properties", "test_trust_files_secrets", "test_doctor",
-                "test_daemon_api", "test_forget", "test_mcp_server", "test_trust_attack", "test_hostile_input",
-                "test_index_context", "test_mcp_stdio_wire", "test_backup", "test_config_reload",
-                "test_daemon_lifecycle", "test_api_tokens")
+LONG_MODULES = ("test_daemon_postgres_lifecycle", "test_parity", "test_fastclient", "test_team", "test_daemon_api",
+                "test_forget", "test_index_context", "test_hostile_input", "test_dist", "test_mcp_server",
+                "test_substring", "test_viewer", "test_privacy_capture", "test_trust_attack", "test_query_language",
+                "test_mcp_stdio_wire", "test_properties", "test_doctor", "test_mcp_http", "test_mcp_daemon")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
