@@ -52,12 +52,12 @@ test: $(DEV_STAMP)
 	sh scripts/browser.sh
 	bash scripts/test-embedder.sh install
 	$(PY) -m compileall -q urchin tests
-	PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -q -n 2 --dist loadscope --no-loadscope-reorder
+	PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -q -n 2 --dist loadscope
 
 # The inner loop: in-process tests only (no daemon, PostgreSQL, embedder, browser or CLI process;
 # conftest marks those `slow`). `make test` before a commit.
 test-fast: $(DEV_STAMP)
-	PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -q -n 2 --dist loadscope --no-loadscope-reorder -m "not slow"
+	PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -q -n 2 --dist loadscope -m "not slow"
 
 lint: $(DEV_STAMP)
 	$(VENV)/bin/ruff check urchin tests bench

@@ -38,23 +38,12 @@ _SERVER_FIXTURES = frozenset({"pg_server", "pg_url", "pg_settings", "own_pg", "t
 _PROCESS_HELPERS = ("DaemonProcess", "run_urchin", "stdio_session")
 
 
-# `make test` hands whole modules to its two workers in collection order (--dist loadscope
-# --no-loadscope-reorder): the costliest first (URCHIN_TEST_CPU=1 measures them), so that no long
-# module starts last while the other worker has nothing left to do. The rest follow by name.
-LONG_MODULES = ("test_daemon_postgres_lifecycle", "test_parity", "test_fastclient", "test_team", "test_daemon_api",
-                "test_forget", "test_index_context", "test_hostile_input", "test_dist", "test_mcp_server",
-                "test_substring", "test_viewer", "test_privacy_capture", "test_trust_attack", "test_query_language",
-                "test_mcp_stdio_wire", "test_properties", "test_doctor", "test_mcp_http", "test_mcp_daemon")
-
-
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         module = getattr(item, "module", None)
         if _SERVER_FIXTURES & set(getattr(item, "fixturenames", ())) or \
                 any(hasattr(module, name) for name in _PROCESS_HELPERS):
             item.add_marker(pytest.mark.slow)
-    rank = {name: i for i, name in enumerate(LONG_MODULES)}
-    items.sort(key=lambda item: rank.get(item.path.stem, len(rank)))    # stable: a module's order stays
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
