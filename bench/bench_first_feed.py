@@ -28,9 +28,10 @@ def main() -> None:
     parser.add_argument("--repo", type=Path, default=REPO)
     args = parser.parse_args()
     sys.path.insert(0, str(REPO))
-    import psycopg
+    sys.path.insert(0, str(REPO / "bench"))
+    from scale_parts import feed_done
 
-    from urchin.index.embedded import EmbeddedPostgres, running_pid
+    from urchin.index.embedded import running_pid
 
     home = Path(tempfile.mkdtemp(prefix="first-feed-", dir=args.journal.parent)) / "home"
     (home / "journal").mkdir(parents=True)
@@ -43,20 +44,8 @@ def main() -> None:
     daemon = subprocess.Popen([sys.executable, "-m", "urchin", "serve", "--port", "0", "--log-level", "warning"],
                               env=env, cwd=args.repo)   # `-m` imports from the working directory first
     try:
-        while True:
+        while not feed_done(home, size):   # three GINs on a single user's index (issue 37), none building
             time.sleep(1)
-            try:
-                with psycopg.connect(EmbeddedPostgres(home / "pg", stop_at_exit=False, start=False).url(),
-                                     connect_timeout=5) as conn:
-                    offset = conn.execute("SELECT coalesce(max(byte_offset), 0) FROM urchin_cursors").fetchone()
-                    gins = conn.execute("SELECT count(*) FROM pg_indexes WHERE tablename = 'urchin_chunks' "
-                                        "AND indexdef ILIKE '%USING gin%'").fetchone()
-                    building = conn.execute("SELECT count(*) FROM pg_stat_progress_create_index").fetchone()
-            except Exception:  # noqa: BLE001 - not started yet, or its tables not made yet
-                continue
-            # three GINs on a single user's index (four before issue 37: the trigram one), none building
-            if offset and gins and building and offset[0] >= size and gins[0] >= 3 and building[0] == 0:
-                break
         seconds = time.perf_counter() - started
         daemon_cpu, server_cpu = _cpu(daemon.pid), _cpu(running_pid(home / "pg"))
         print(f"first feed: {lines:,} events in {seconds:.1f} s ({lines / seconds:,.0f}/s, whole wall time); "
