@@ -120,6 +120,7 @@ def test_a_finished_build_equals_a_build_from_scratch(urchin_home, workers: int)
     view.catch_up()
     view._build_thread.join(120)      # type: ignore[union-attr]
     assert not view._behind
+    assert view.loaded_from_disk       # the build's anonymous arrays swapped for the saved, mapped copy
     for query in QUERIES:
         assert _ranked(view, query) == (_scratch(journal, query), [])
     assert _ranked(view, QUERY, source="claude") == (_scratch(journal, QUERY, source="claude"), [])

@@ -36,6 +36,7 @@ from urchin.daemon.security import (
     SSE_IDLE_S,
     ASGIApp,
     Guard,
+    Message,
     Receive,
     Scope,
     Send,
@@ -47,6 +48,7 @@ from urchin.errors import ConfigError, NotFoundError, QueryError, TooLarge, Urch
 from urchin.ingest import BatchReport, IngestResult
 from urchin.memory import Memory
 from urchin.redact import redact_message
+from urchin.requests_first import Serving
 from urchin.tokens import TokenStore
 
 __all__ = ["build_app", "DaemonState", "MAX_BATCH_EVENTS", "VERSION"]
@@ -245,9 +247,26 @@ class _Intake:
         self.state = state
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
-            reload_config(self.state.memory)   # [redact] and [recall] apply from this request on
-        if scope["type"] != "http" or scope["path"] != "/ingest" or scope["method"] != "POST":
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        # Requests first: background loops in this process wait while a request is answered, until
+        # its response starts (an event stream's open body does not hold them back).
+        mark = Serving()
+
+        async def started(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                mark.done()
+            await send(message)
+
+        try:
+            await self._answer(scope, receive, started)
+        finally:
+            mark.done()
+
+    async def _answer(self, scope: Scope, receive: Receive, send: Send) -> None:
+        reload_config(self.state.memory)   # [redact] and [recall] apply from this request on
+        if scope["path"] != "/ingest" or scope["method"] != "POST":
             await self.app(scope, receive, send)
             return
         body = await _body(receive)

@@ -13,22 +13,11 @@ import time
 from urchin.daemon.reload import reload_config
 from urchin.errors import UrchinError
 from urchin.memory import Memory
+from urchin.requests_first import lower_thread_priority
 
 __all__ = ["CollectorLoop", "EmbedderLoop", "IndexLoop", "WorkspaceIndexLoop", "Job"]
 
 log = logging.getLogger("urchin.daemon.background")
-
-
-def _lower_priority(niceness: int = 10) -> None:
-    """Run the calling thread at a lower CPU priority (Linux: each thread has its own nice value, and
-    threads it starts inherit it), so a query thread gets a core first when background work keeps one
-    busy. Never raises the priority: a thread already nicer stays so."""
-    try:
-        tid = threading.get_native_id()
-        if os.getpriority(os.PRIO_PROCESS, tid) < niceness:
-            os.setpriority(os.PRIO_PROCESS, tid, niceness)
-    except (AttributeError, OSError):  # not Linux, or not allowed: run as is
-        pass
 
 
 class Job:
@@ -52,7 +41,7 @@ class Job:
 
     def _guarded(self) -> None:
         if self.niceness:
-            _lower_priority(self.niceness)
+            lower_thread_priority(self.niceness)
         try:
             self.run()
         except Exception as exc:  # noqa: BLE001 - a background job must never take the daemon down

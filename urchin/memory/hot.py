@@ -14,6 +14,7 @@ from typing import Protocol, runtime_checkable
 
 from urchin.errors import JournalError
 from urchin.journal import Journal, JournalMark
+from urchin.requests_first import give_way, lower_thread_priority
 
 __all__ = ["HotView", "HotViews"]
 
@@ -126,6 +127,7 @@ class HotViews:
 
     def _count_behind(self) -> None:
         """The background counter: until the count reaches the lines followed (which may move on)."""
+        lower_thread_priority()
         try:
             while True:
                 with self._lock:
@@ -151,6 +153,8 @@ class HotViews:
             with self._journal.path.open("rb") as handle:
                 handle.seek(position)
                 while position < end:
+                    if not locked:
+                        give_way()       # the background counter: requests first
                     chunk = handle.read(min(_FOLLOW_CHUNK, end - position))
                     if not chunk:
                         break

@@ -31,6 +31,7 @@ from urchin.children import python_child
 from urchin.event import Event
 from urchin.forget import ForgetLog
 from urchin.journal import Journal
+from urchin.requests_first import give_way, lower_thread_priority
 from urchin.search import assoc, cosine_store
 from urchin.search.cosine import IndexState, Scored, TokenCosineIndex
 from urchin.search.cosine_tail import TAIL_BYTES, Tail, identity_of
@@ -195,6 +196,7 @@ class TokenCosineView:
                 self._build_failed_at = time.monotonic()
 
     def _build_logged(self) -> None:
+        lower_thread_priority()      # and the worker processes it starts: requests get a core first
         try:
             self.build()
         except Exception:   # noqa: BLE001 - queries go on from the tail; the next catch-up starts another
@@ -228,7 +230,35 @@ class TokenCosineView:
                 self.index.refresh_if_stale()
                 self._behind, self._tail, self._builder = False, None, None
         self._save_logged()
+        if self.background == "thread":
+            self._map_saved()
         return added
+
+    def _map_saved(self) -> None:
+        """Swap the index a thread just built and saved for the saved copy: the same rows, with their
+        postings, ids and ids' ends memory-mapped (file pages, released when idle) instead of the build's
+        anonymous arrays, which go back to the OS. A daemon after its first build then holds what a
+        restart on the saved index would (3M events: ~1.4 GB -> ~0.45 GB). Rows the journal gained
+        since the save are read again onto the loaded copy; a copy that does not load is not used."""
+        if self.index_dir is None:
+            return
+        loaded = self._load_saved()      # outside the lock: queries go on with the built index
+        if loaded is None:
+            return
+        index, saved = loaded
+        with self._lock:
+            if self._behind or not self._opened or saved.mark.offset > self.next_offset or \
+                    (saved.mark.device, saved.mark.inode) != self._identity:
+                return          # started over, or replaced, meanwhile: the next catch-up sees to it
+            index.assoc = self.index.assoc
+            self.index = index
+            self.offsets = array("q", saved.offsets.astype(np.int64, copy=False).tobytes())
+            self.next_offset = saved.mark.offset
+            self._saved = (len(index), saved.mark.offset)
+            self._reuse = saved.reuse
+            self.loaded_from_disk = True
+            self._read_tail()
+        _release_free_memory()
 
     def _reopen(self) -> None:
         """Load the saved index again when another process saved more of the journal than this holds."""
@@ -248,6 +278,7 @@ class TokenCosineView:
             for batch in self._batches(stop):
                 if identity_of(self.journal) != identity:
                     break      # replaced (a forget's compaction): the loop starts over
+                give_way()
                 self.index.add_batch(batch)
                 self.offsets.frombytes(batch.offsets.tobytes())
                 self.next_offset = batch.end
@@ -363,15 +394,10 @@ class TokenCosineView:
         self._opened = True
         if self.index_dir is None:
             return
-        try:
-            saved = cosine_store.load(self.index_dir, self.journal.path)
-            index = TokenCosineIndex.from_state(saved.state)
-            cosine_store.release(saved)
-        except Exception as exc:  # noqa: BLE001 - a derived view: whatever is wrong with it, rebuild
-            if (self.index_dir / "manifest.json").exists():
-                log.warning("token-cosine: saved index not used (%s); rebuilding from the journal", exc)
-                self.rebuild_reason = str(exc)
+        loaded = self._load_saved()
+        if loaded is None:
             return
+        index, saved = loaded
         self.index = index
         self.offsets = array("q", saved.offsets.astype(np.int64, copy=False).tobytes())
         self.next_offset = saved.mark.offset
@@ -380,6 +406,20 @@ class TokenCosineView:
         self._reuse = saved.reuse
         self.loaded_from_disk = True
         self.index.assoc = assoc.load(assoc.path_beside(self.index_dir))
+
+    def _load_saved(self) -> tuple[TokenCosineIndex, cosine_store.Saved] | None:
+        """The saved index, loaded (None: none, or unusable: why is in `rebuild_reason`)."""
+        assert self.index_dir is not None
+        try:
+            saved = cosine_store.load(self.index_dir, self.journal.path)
+            index = TokenCosineIndex.from_state(saved.state)
+            cosine_store.release(saved)
+        except Exception as exc:  # noqa: BLE001 - a derived view: whatever is wrong with it, rebuild
+            if (self.index_dir / "manifest.json").exists():
+                log.warning("token-cosine: saved index not used (%s); rebuilding from the journal", exc)
+                self.rebuild_reason = str(exc)
+            return None
+        return index, saved
 
     def save(self, learn: bool = True) -> bool:
         """Persist the index now (False: no index directory, or nothing new since the last save).
