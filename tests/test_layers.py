@@ -23,6 +23,8 @@ LAYERS = [
     ("urchin.dsn", 1),                                      # connection strings: masked, written as URLs
     ("urchin.config_keys", 1),                              # every config.toml key, declared once
     ("urchin.words", 0),                                    # counts in words, the same at every layer
+    # operations' typed parameters and every limit, declared once: the contract and the layers below share them
+    ("urchin.params", 2),
     ("urchin.journal", 3),
     # the journal's companions, and the redactor every write passes
     ("urchin.idindex", 4), ("urchin.forget", 4), ("urchin.ephemeral", 4), ("urchin.redact", 4),
@@ -46,9 +48,9 @@ MEMORY_LAYER = 9
 # What a front end may take from below `Memory`: whole modules, or (module, name) result and parameter types.
 # errors, settings, the daemon's credentials (the bearer token is config's; scoped tokens are tokens') and
 # its wire (how a client finds the daemon and sends it one request; hooks use it too), and how Urchin starts
-# its own child processes (the daemon's index feed runs in one)
+# its own child processes (the daemon's index feed runs in one), and the operations' typed parameters
 ALLOWED_BELOW = {"urchin.errors", "urchin.checks", "urchin.config", "urchin.tokens", "urchin.wire",
-                 "urchin.children"}
+                 "urchin.children", "urchin.params"}
 ALLOWED_NAMES = {
     ("urchin.event", "Event"), ("urchin.event", "new_id"), ("urchin.event", "format_timestamp"),
     ("urchin.ingest", "IngestResult"), ("urchin.ingest", "BatchReport"),

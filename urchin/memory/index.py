@@ -19,6 +19,7 @@ from urchin.errors import NotFoundError, QueryError, ValidationError
 from urchin.event import Event, format_timestamp
 from urchin.journal import Journal
 from urchin.memory.workspace import Workspace
+from urchin.params.limits import FETCH_MODES
 
 if TYPE_CHECKING:
     from urchin.index.feeder import FeedReport
@@ -33,7 +34,6 @@ __all__ = ["HybridIndex", "IndexRun", "MAX_DOCUMENT_BYTES", "FETCH_MODES", "adop
 log = logging.getLogger("urchin.index")
 
 MAX_DOCUMENT_BYTES = 4 * 1024 * 1024     # fetch_source_document returns whole files up to this size
-FETCH_MODES = ("indexed", "live")        # a retained file from the index (as cited), or from disk
 
 
 def _file_type(doc_id: str) -> str:
@@ -95,7 +95,7 @@ class HybridIndex:
 
     def context(self, params: Mapping[str, Any] | None, now: datetime | None, kwargs: Mapping[str, Any]
                 ) -> ContextResult:
-        from urchin.index.params import ContextParams
+        from urchin.params.context import ContextParams
 
         parsed = ContextParams.parse(params, now=now) if params is not None else ContextParams.build(now=now, **kwargs)
         if parsed.source_ids:

@@ -1,8 +1,9 @@
-"""`search_context` parameters: one parser shared by the CLI, the MCP tool and `POST /context`.
+"""`search_context`'s typed parameters: `ContextParams`, validated when built.
 
 `ContextParams.parse(mapping)` accepts the camelCase wire names (and snake_case) and raises a
-`QueryError` naming the field and the rule (`searches[2].type: must be lex, vec or hyde`). The contract's
-`context` operation declares the same parameters for the front ends' schemas and flags.
+`QueryError` naming the field and the rule (`searches[2].type: must be lex, vec or hyde`); the contract's
+`context` operation calls it at the edge (naming the field as the caller spelled it), and the index takes
+the result as it is. `ContextParams.build(**keywords)` is the same validator for a Python caller.
 """
 
 from __future__ import annotations
@@ -15,30 +16,28 @@ from typing import Any
 from urchin.checks import camel, check_bool, check_number, unknown_parameter
 from urchin.errors import QueryError, ValidationError
 from urchin.event import MAX_HOURS, check_name, clean_text, format_timestamp, parse_timestamp
+from urchin.params.limits import (
+    DEFAULT_LIVE_BYTE_BUDGET,
+    HYDE_WORDS,
+    MAX_CONTEXT_LIMIT,
+    MAX_CONTEXT_TOKEN_BUDGET,
+    MAX_K,
+    MAX_LIVE_BYTE_BUDGET,
+    MAX_QUERY_CHARS,
+    MAX_SEARCHES,
+    MAX_WEIGHT,
+    MODES,
+    SEARCH_TYPES,
+    STRATEGIES,
+)
 
-__all__ = ["ContextParams", "SubQuery", "STRATEGIES", "SEARCH_TYPES", "MAX_SEARCHES", "MAX_CONTEXT_LIMIT", "BOUNDS",
-           "DEFAULTS", "WIRE_NAMES"]
-
-# The contract (urchin/contract/ops.py) declares these parameters with the same defaults and bounds for
-# the front ends' schemas and flags; tests/test_contract.py keeps the two equal.
-STRATEGIES = ("hybrid", "keyword", "semantic")
-SEARCH_TYPES = ("lex", "vec", "hyde")
-MODES = ("indexed", "live")
-MAX_SEARCHES = 8
-MAX_CONTEXT_LIMIT = 100
-MAX_QUERY_CHARS = 4000
-HYDE_WORDS = (30, 80)   # a hyde sub-query is a hypothetical answer passage, not a keyword list
-MAX_TOKEN_BUDGET = 1_000_000
-MAX_WEIGHT = 1000.0   # fusion weights: finite, and their sums stay finite
-MAX_K = 1000
-DEFAULT_LIVE_BYTE_BUDGET = 8 * 1024 * 1024
-MAX_LIVE_BYTE_BUDGET = 1024 * 1024 * 1024
+__all__ = ["ContextParams", "SubQuery", "BOUNDS", "DEFAULTS", "WIRE_NAMES"]
 
 # (minimum, maximum) of each number, by attribute; hours' minimum is exclusive
 BOUNDS: dict[str, tuple[float, float]] = {
     "full_text_weight": (0, MAX_WEIGHT), "semantic_weight": (0, MAX_WEIGHT), "memory_weight": (0, MAX_WEIGHT),
     "k": (1, MAX_K), "hours": (0, MAX_HOURS), "min_score": (0, 1), "limit": (1, MAX_CONTEXT_LIMIT),
-    "token_budget": (1, MAX_TOKEN_BUDGET), "per_file_cap": (1, MAX_CONTEXT_LIMIT),
+    "token_budget": (1, MAX_CONTEXT_TOKEN_BUDGET), "per_file_cap": (1, MAX_CONTEXT_LIMIT),
     "live_byte_budget": (0, MAX_LIVE_BYTE_BUDGET),
 }
 
