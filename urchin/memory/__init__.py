@@ -50,6 +50,9 @@ from urchin.tokens import TokenStore
 if TYPE_CHECKING:
     # Imported where used: numpy and httpx cost ~0.3 s, the write path (redaction rules) ~15 ms and the
     # workspace modules ~8 ms, and a cold `urchin search` needs none of them.
+    from urchin.collectors.base import CollectReport
+    from urchin.collectors.install import InstallResult
+    from urchin.collectors.uninstall import UninstallResult
     from urchin.forget import Compaction, ForgetLog
     from urchin.index.feeder import FeedReport
     from urchin.index.files import FileIndexReport
@@ -414,7 +417,7 @@ class Memory:
         return {"pid": info["pid"], "address": info.get("address"), "started": info.get("started")}
 
     # ---- capture: collectors and hook installation ---------------------------------------------
-    def collect(self, which: str = "all") -> list[Any]:
+    def collect(self, which: str = "all") -> list[CollectReport]:
         """Run one collector, or `all` whose folders exist; a `CollectReport` each."""
         return self._capture.collect(which)
 
@@ -427,12 +430,12 @@ class Memory:
         return self._capture.changes(stop)
 
     def install_hooks(self, target: str, *, path: str | None = None, dry_run: bool = False,
-                      shell: str | None = None) -> Any:
+                      shell: str | None = None) -> InstallResult:
         """Merge Urchin's hooks into an agent's (or shell's) config; an `InstallResult`."""
         return self._capture.install_hooks(target, path, dry_run, shell)
 
     def uninstall_hooks(self, target: str | None = None, *, path: str | None = None, dry_run: bool = False,
-                        shell: str | None = None) -> list[Any]:
+                        shell: str | None = None) -> list[UninstallResult]:
         """Remove Urchin's hooks from one agent's (or shell's) config, or (no target) from every default
         one; an `UninstallResult` each."""
         return self._capture.uninstall_hooks(target, path, dry_run, shell)
