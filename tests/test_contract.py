@@ -51,18 +51,28 @@ def test_limits_are_declared_once() -> None:
     ("context", {"query": "x", "full_text_weight": 1}, "wire", "full_text_weight: unknown parameter (allowed: "),
     ("document_search", {"query": "x", "sourceIds": ["a"]}, "wire",
      "sourceIds: unknown parameter (allowed: query, limit, fullTextWeight, "),
+    ("search", {"query": "x", "scope": "Everyone"}, "cli", '--scope: must be one of local, team, got "Everyone"'),
+    ("search", {"query": "x", "source": "Bad Source!"}, "cli", "source: must be lowercase [a-z0-9._-]"),
+    ("context", {"query": "x", "searches": [{"type": "sql", "query": "q"}]}, "cli", "--search[0].type: must be "),
+    ("context", {"query": "x", "fullTextWeight": float("nan")}, "wire", "fullTextWeight: must be a number, got nan"),
+    ("context", {"query": "x", "full_text_weight": float("inf")}, "cli",
+     "--full-text-weight: must be a number, got inf"),
 ])
 def test_errors_name_the_field_as_the_caller_spelled_it(op: str, values: dict[str, Any], caller: Any,
                                                         message: str) -> None:
+    operation = OPERATIONS[op]
     with pytest.raises(QueryError) as caught:
-        OPERATIONS[op].parse(values, caller, from_text=caller == "wire" and op != "ingest")
+        if operation.typed:
+            operation.build(values, caller, from_text=caller == "wire")
+        else:
+            operation.parse(values, caller, from_text=caller == "wire" and op != "ingest")
     assert caught.value.message.startswith(message)
     assert "None" not in caught.value.message
 
 
 def test_defaults_come_from_one_place() -> None:
-    parsed = OPERATIONS["search"].parse({"query": "x"}, "wire")
-    assert (parsed["hours"], parsed["limit"]) == (168, 20)
+    parsed = OPERATIONS["search"].build({"query": "x"}, "wire")
+    assert (parsed.hours, parsed.limit) == (168, 20)
     schema = input_schema(OPERATIONS["search"])
     assert schema["properties"]["hours"]["default"] == 168 and schema["properties"]["limit"]["default"] == 20
     assert schema["properties"]["limit"]["maximum"] == 1000 and schema["additionalProperties"] is False
@@ -81,11 +91,24 @@ def test_search_context_and_search_declare_the_typed_parameters_names() -> None:
 
 def test_an_operation_checked_below_is_named_not_checked() -> None:
     """The contract names the values (wire names, for the index's validator) and refuses unknown ones only."""
-    op = OPERATIONS["context"]
-    assert op.parse({"query": " ", "k": 0, "sourceIds": ["a"], "since": None}, "wire") == {
-        "query": " ", "k": 0, "sourceIds": ["a"]}
-    assert op.parse({"query": "x", "full_text_weight": 2, "sources": ["a"], "include_memories": False}, "cli") == {
-        "query": "x", "fullTextWeight": 2, "sources": ["a"], "includeMemories": False}
+    op = OPERATIONS["document_search"]
+    assert op.parse({"query": " ", "limit": 0, "tags": ["a"], "sourceType": None}, "wire") == {
+        "query": " ", "limit": 0, "tags": ["a"]}
+    assert op.parse({"query": "x", "full_text_weight": 2, "include_memories": False}, "cli") == {
+        "query": "x", "fullTextWeight": 2, "includeMemories": False}
+
+
+def test_typed_operations_are_built_once_at_the_edge() -> None:
+    """`search` and `context` come out of the contract as their typed parameters, named from either caller."""
+    from urchin.params.context import ContextParams
+    from urchin.params.search import SearchParams
+
+    search = OPERATIONS["search"].build({"q": "Deploy", "limit": "5", "source": "Claude"}, "wire", from_text=True)
+    assert search == SearchParams("Deploy", limit=5, source="claude")
+    context = OPERATIONS["context"].build({"query": "x", "full_text_weight": 2, "sources": ["A"]}, "cli")
+    assert isinstance(context, ContextParams) and (context.full_text_weight, context.sources) == (2.0, ("a",))
+    assert context.to_wire() == {"query": "x", "fullTextWeight": 2, "sources": ["A"]}
+    assert ContextParams.parse(context.to_wire()) == context
 
 
 def test_search_context_and_search_schemas_come_from_the_declaration() -> None:

@@ -14,6 +14,7 @@ from urchin.contract.spec import Operation, Param
 from urchin.event import MAX_HOURS
 from urchin.params.context import BOUNDS as CONTEXT_BOUNDS
 from urchin.params.context import DEFAULTS as CONTEXT_DEFAULTS
+from urchin.params.context import ContextParams
 from urchin.params.limits import (
     DOCUMENT_CONTENT_TYPES,
     DOCUMENT_SEARCH_BOUNDS,
@@ -37,6 +38,7 @@ from urchin.params.limits import (
     SEARCH_TYPES,
     STRATEGIES,
 )
+from urchin.params.search import SearchParams
 
 __all__ = ["OPERATIONS"]
 
@@ -185,7 +187,8 @@ OPERATIONS: dict[str, Operation] = {op.name: op for op in (
     Operation("search", (_query(), _hours(SEARCH_HOURS), _limit(SEARCH_LIMIT), *_filters(),
                          Param("scope", help="local: this machine's journal; team: every device's events in the "
                                              "shared database (URCHIN_DATABASE_URL).", default="local",
-                               choices=SEARCH_SCOPES)), aliases={"q": "query"}),
+                               choices=SEARCH_SCOPES)), aliases={"q": "query"},
+              typed=SearchParams, respell_free_text=False),   # `source: must be lowercase ...`, as it always was
     Operation("semantic", (_query(), _hours(168), _limit(10), *_filters(),
                            _hybrid("min_score", "number", "Drop results under this calibrated score (the list is "
                                                           "sorted by it).", 0.0, minimum=0, maximum=1),
@@ -258,7 +261,7 @@ OPERATIONS: dict[str, Operation] = {op.name: op for op in (
               required=True, positional=True, choices=("start", "end", "status")),
         Param("minutes", "number", "With start: switch itself off after N minutes.", above=0,
               maximum=7 * 24 * 60, unset="until end"))),
-    Operation("context", _CONTEXT, checked_below=True),
+    Operation("context", _CONTEXT, typed=ContextParams),
     Operation("recall", _RECALL),
     Operation("document_search", _DOCUMENT_SEARCH, checked_below=True),
 )}

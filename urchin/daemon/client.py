@@ -43,6 +43,8 @@ if TYPE_CHECKING:
     from urchin.memory.facade import Facade, RecallAnswer
     from urchin.memory.forget import ForgetResult
     from urchin.memory.index import IndexRun
+    from urchin.params.context import ContextParams
+    from urchin.params.search import SearchParams
     from urchin.redact import Finding
     from urchin.search.query import SearchResult
     from urchin.workspace.memories import Member, MemoryDef
@@ -127,17 +129,19 @@ class RemoteMemory:
         self.fell_back = False  # set when the daemon vanished and a call ran in-process
 
     # ---- the API ------------------------------------------------------------------------------
-    def search(self, query: str, *, hours: float = 168, limit: int = 20, source: str | None = None,
-               workspace: str | None = None, session: str | None = None, kind: str | None = None,
-               scope: str = "local", now: datetime | None = None) -> SearchResult:
+    def search(self, query: str | SearchParams, *, hours: float | None = None, limit: int | None = None,
+               source: str | None = None, workspace: str | None = None, session: str | None = None,
+               kind: str | None = None, scope: str | None = None, now: datetime | None = None) -> SearchResult:
+        """`Memory.search` through the daemon: the typed parameters, sent as `GET /search` names them."""
+        from urchin.params.search import SearchParams
+
+        p = query if isinstance(query, SearchParams) else SearchParams.of(
+            query, hours=hours, limit=limit, source=source, workspace=workspace, session=session, kind=kind,
+            scope=scope)
         if now is not None:  # the HTTP API always means "now"
-            return self.local().search(query, hours=hours, limit=limit, source=source, workspace=workspace,
-                                       session=session, kind=kind, scope=scope, now=now)
-        params = _drop_none(query=query, hours=hours, limit=limit, source=source, workspace=workspace,
-                            session=session, kind=kind, scope=None if scope == "local" else scope)
-        return self._call("GET", "/search", params=params, parse=_search_result,
-                          fallback=lambda m: m.search(query, hours=hours, limit=limit, source=source,
-                                                      workspace=workspace, session=session, kind=kind, scope=scope))
+            return self.local().search(p, now=now)
+        return self._call("GET", "/search", params=p.to_wire(), parse=_search_result,
+                          fallback=lambda m: m.search(p))
 
     def recent(self, *, hours: float = 24, limit: int = 20, source: str | None = None,
                workspace: str | None = None, session: str | None = None, kind: str | None = None,
@@ -177,10 +181,17 @@ class RemoteMemory:
             return [f"answered by the daemon (pid {self.info.pid}) with its embedder ({mode})"]
         return []
 
-    def context(self, params: Mapping[str, Any] | None = None, /, **kwargs: Any) -> ContextResult:
+    def context(self, params: ContextParams | None = None, /, *, now: datetime | None = None,
+                **keywords: Any) -> ContextResult:
         """`search_context` through the daemon, which holds the index connection."""
-        if params is None:  # Memory's snake_case keywords: the route takes the contract's wire names
-            params = OPERATIONS["context"].parse(kwargs, "cli")
+        if params is None:
+            from urchin.params.context import ContextParams
+
+            params = ContextParams.build(now=now, **keywords)
+        elif keywords or now is not None:
+            raise TypeError("context() takes ContextParams, or keywords, not both")
+        if now is not None:  # the daemon's window is its own "now"
+            return self.local().context(params)
 
         def parse(body: Any) -> ContextResult:
             from urchin.index.hybrid import ContextResult
@@ -188,8 +199,8 @@ class RemoteMemory:
             return ContextResult(body["query"], body["results"], body["coverage"], body["truncated"],
                                  body["tokensUsed"])
 
-        return self._call("POST", "/context", json=dict(params), parse=parse,
-                          fallback=lambda m: m.context(params))
+        typed = params
+        return self._call("POST", "/context", json=typed.to_wire(), parse=parse, fallback=lambda m: m.context(typed))
 
     def recall(self, *, workspace: str | None = None, cwd: str | None = None, session: str | None = None,
                prompt: str | None = None, budget: int | None = None,

@@ -29,6 +29,7 @@ from urchin.search.query import SearchResult
 
 if TYPE_CHECKING:
     from urchin.memory.facade import Facade
+    from urchin.params.search import SearchParams
 
 __all__ = ["TOOL_NAMES", "run_tool", "check_arguments", "parse_arguments", "tool_list", "tool_error", "short"]
 
@@ -43,8 +44,8 @@ def _events(result: SearchResult) -> Reply:
     return render_events(result), result.to_dict()
 
 
-def _search(memory: Facade, a: dict[str, Any]) -> Reply:
-    return _events(memory.search(**a))
+def _search(memory: Facade, a: SearchParams) -> Reply:
+    return _events(memory.search(a))
 
 
 def _semantic(memory: Facade, a: dict[str, Any]) -> Reply:
@@ -103,7 +104,7 @@ def _forget(memory: Facade, a: dict[str, Any]) -> Reply:
     return result.render(), result.to_dict()
 
 
-_RUNNERS: dict[str, Callable[[Facade, dict[str, Any]], Reply]] = {
+_RUNNERS: dict[str, Callable[[Facade, Any], Reply]] = {
     "urchin_search": _search,
     "urchin_semantic_search": _semantic,
     "urchin_recent_activity": _recent,
@@ -153,12 +154,15 @@ def check_arguments(name: str, args: Any) -> str | None:
     return None
 
 
-def parse_arguments(name: str, args: Any) -> dict[str, Any]:
-    """Validated arguments with defaults; tools without a declared operation check in `Memory`."""
+def parse_arguments(name: str, args: Any) -> Any:
+    """Validated arguments with defaults (an operation's typed parameters when it has them); tools
+    without a declared operation check in `Memory`."""
     if not isinstance(args, dict):
         raise ValidationError("arguments", f"must be an object, got {describe(args)}")
     op = TOOL_OPS.get(name)
-    return OPERATIONS[op].parse(args, "wire") if op else dict(args)
+    if op is None:
+        return dict(args)
+    return OPERATIONS[op].build(args, "wire") if OPERATIONS[op].typed else OPERATIONS[op].parse(args, "wire")
 
 
 def short(value: Any) -> str:
@@ -174,7 +178,7 @@ def tool_error(message: str) -> types.CallToolResult:
     return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)
 
 
-_WRITERS_VIEW: dict[str, Callable[[Facade, dict[str, Any]], Reply]] = {
+_WRITERS_VIEW: dict[str, Callable[[Facade, Any], Reply]] = {
     "urchin_ingest": lambda memory, a: _ingest(memory, a, reader=False),
     "urchin_remember": lambda memory, a: _remember(memory, a, reader=False),
 }

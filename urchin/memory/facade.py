@@ -1,6 +1,7 @@
 """`Facade`: the API every front end calls, as a Protocol that `Memory` (in-process) and the daemon
 client `RemoteMemory` (urchin/daemon/client.py) both satisfy.
 
+`search` and `context` take their typed parameters (`urchin/params/`), built and checked at the edge.
 Front ends hold a `Facade`, never `Any`: `open_memory` and `AppContext.memory()` return one, so mypy
 checks both implementations against it and a method that drifts in either (a renamed keyword, a
 different result type) fails the type check rather than a user's call. Only types, no run-time cost:
@@ -28,6 +29,8 @@ if TYPE_CHECKING:
     from urchin.ingest import BatchReport, IngestResult
     from urchin.memory.forget import ForgetResult
     from urchin.memory.index import IndexRun
+    from urchin.params.context import ContextParams
+    from urchin.params.search import SearchParams
     from urchin.redact import Finding
     from urchin.search.query import SearchResult
     from urchin.workspace.memories import Member, MemoryDef
@@ -67,9 +70,7 @@ class Facade(Protocol):
                      on_progress: Callable[[int], None] | None = None) -> BatchReport: ...
 
     # ---- reading the journal
-    def search(self, query: str, *, hours: float = ..., limit: int = ..., source: str | None = None,
-               workspace: str | None = None, session: str | None = None, kind: str | None = None,
-               scope: str = ..., now: datetime | None = None) -> SearchResult: ...
+    def search(self, query: SearchParams, /, *, now: datetime | None = None) -> SearchResult: ...
 
     def semantic(self, query: str, *, hours: float = ..., limit: int = ..., source: str | None = None,
                  workspace: str | None = None, session: str | None = None, kind: str | None = None,
@@ -106,7 +107,7 @@ class Facade(Protocol):
                now: datetime | None = None) -> RecallAnswer: ...
 
     # ---- the hybrid index
-    def context(self, params: Mapping[str, Any], /) -> ContextResult: ...
+    def context(self, params: ContextParams, /) -> ContextResult: ...
 
     def document_search(self, params: Mapping[str, Any]) -> dict[str, Any]: ...
 

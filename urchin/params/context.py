@@ -85,9 +85,14 @@ class ContextParams:
     # sources and workspace roots that exist; `roots`: the workspace roots among them (their files)
     source_ids: tuple[str, ...] = field(default=(), compare=False)
     roots: tuple[str, ...] = ()
+    # the values given, by wire name, as JSON: what a client sends the daemon (`to_wire`)
+    given: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
-    def parse(cls, data: Mapping[str, Any], now: datetime | None = None) -> ContextParams:
+    def parse(cls, data: Mapping[str, Any], now: datetime | None = None, *, from_text: bool = False
+              ) -> ContextParams:
+        """From wire names (or snake_case); numbers are read from text either way (`from_text` is the
+        contract's flag for query strings, which this needs not)."""
         if not isinstance(data, Mapping):
             raise QueryError("params", "must be an object")
         values: dict[str, Any] = {}
@@ -102,7 +107,7 @@ class ContextParams:
     @classmethod
     def build(cls, *, now: datetime | None = None, **v: Any) -> ContextParams:
         """Validate keyword arguments (snake_case); `None` means the default."""
-        known = [f.name for f in fields(cls)]
+        known = [f.name for f in fields(cls) if f.name != "given"]
         for key in v:   # a misspelt keyword is refused, never silently ignored
             if key not in known:
                 raise unknown_parameter(key, known)
@@ -153,9 +158,14 @@ class ContextParams:
             hours=hours,
             devices=_names(v.get("devices"), "devices"),
             accounts=_names(v.get("accounts"), "accounts"),
+            given={camel(key): _jsonable(value) for key, value in v.items()},
         )
         params._check_weights()
         return params
+
+    def to_wire(self) -> dict[str, Any]:
+        """The parameters as given, by wire name (`POST /context`'s body): the daemon builds the same."""
+        return dict(self.given)
 
     def _check_weights(self) -> None:
         if self.strategy == "keyword" and self.full_text_weight == 0:
@@ -203,8 +213,19 @@ class ContextParams:
 # Each attribute's default (`None`: not given), and wire name -> attribute (snake_case is accepted too);
 # `sourceIds` adds to `sources`; `roots` is resolved from them, never given.
 DEFAULTS: dict[str, Any] = {f.name: None if f.default is MISSING else f.default
-                            for f in fields(ContextParams) if f.name != "roots"}
+                            for f in fields(ContextParams) if f.name not in ("roots", "given")}
 WIRE_NAMES: dict[str, str] = {camel(attr): attr for attr in DEFAULTS}
+
+
+def _jsonable(value: Any) -> Any:
+    """A given value as JSON holds it: times as RFC 3339, sub-queries as objects, tuples as lists."""
+    if isinstance(value, datetime):
+        return format_timestamp(value)
+    if isinstance(value, SubQuery):
+        return value.to_dict()
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(item) for item in value]
+    return value
 
 
 def _iso(moment: datetime | None) -> str | None:
