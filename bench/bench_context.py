@@ -26,9 +26,9 @@ from bench.gen_journal import generate  # noqa: E402
 from urchin.index.embedded import EmbeddedPostgres  # noqa: E402
 from urchin.index.feeder import Feeder  # noqa: E402
 from urchin.index.hybrid import run_context  # noqa: E402
-from urchin.index.params import ContextParams  # noqa: E402
 from urchin.index.postgres import PostgresIndex  # noqa: E402
 from urchin.journal import Journal  # noqa: E402
+from urchin.params.context import ContextParams  # noqa: E402
 from urchin.search.semantic import TokenCosineView  # noqa: E402
 from urchin.search.substring import SubstringSearcher  # noqa: E402
 

@@ -81,7 +81,7 @@ def embedder_ranker(events: list[Event], url: str, model: str) -> Ranker:
 
 def hybrid_ranker(backend: Any, embedder: Any, dense_share: float | None = None, learned: Any = None) -> Ranker:
     import urchin.index.hybrid as hybrid
-    from urchin.index.params import ContextParams
+    from urchin.params.context import ContextParams
 
     def rank(question: str) -> list[str]:
         shipped = hybrid.DENSE_SHARE

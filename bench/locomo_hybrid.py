@@ -36,8 +36,8 @@ import urchin.index.hybrid as hybrid_module  # noqa: E402
 from urchin.event import Event, format_timestamp  # noqa: E402
 from urchin.index.feeder import Feeder  # noqa: E402
 from urchin.index.hybrid import run_context  # noqa: E402
-from urchin.index.params import ContextParams  # noqa: E402
 from urchin.journal import Journal  # noqa: E402
+from urchin.params.context import ContextParams  # noqa: E402
 
 _EVIDENCE = re.compile(r"D\d+:\d+")
 _DATA_REL = Path("shared/data/locomo/locomo-dev.json")

@@ -28,7 +28,7 @@ def scored(backend: object, events: list, questions: list, limit: int) -> list[t
     """(score, is evidence) of every result of every question."""
     from datetime import UTC, datetime
 
-    from urchin.index.params import ContextParams
+    from urchin.params.context import ContextParams
 
     spans: dict[str, tuple[int, int]] = {}
     for e in events:

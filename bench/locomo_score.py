@@ -35,7 +35,7 @@ from locomo_hybrid import _default_data, learned, load, open_backend  # noqa: E4
 
 import urchin.index.hybrid as hybrid_module  # noqa: E402
 from urchin.index.base import split_key  # noqa: E402
-from urchin.index.params import ContextParams  # noqa: E402
+from urchin.params.context import ContextParams  # noqa: E402
 from urchin.search import score as score_module  # noqa: E402
 
 FEATURES = ("every", "share", "related", "rank", "dense")

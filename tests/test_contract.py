@@ -8,18 +8,30 @@ from typing import Any
 import pytest
 
 from urchin.contract import OPERATIONS, input_schema
-from urchin.contract import ops as contract_ops
 from urchin.errors import QueryError
 
 
-def test_bounds_equal_the_layers_below() -> None:
-    from urchin.index.params import MAX_TOKEN_BUDGET
-    from urchin.search.query import MAX_LIMIT
-    from urchin.workspace.reader import MAX_FROM_LINE, MAX_LINES
+def test_limits_are_declared_once() -> None:
+    """Every bound, default and choice of `urchin/params/limits.py` is assigned there only: the contract and
+    the layers below import it, so no second copy can drift (a module may alias it on import)."""
+    import ast
+    from pathlib import Path
 
-    assert (contract_ops.MAX_LIMIT, contract_ops.MAX_LINES, contract_ops.MAX_FROM_LINE) == (
-        MAX_LIMIT, MAX_LINES, MAX_FROM_LINE)
-    assert contract_ops.CONTEXT_MAX_TOKEN_BUDGET == MAX_TOKEN_BUDGET
+    import urchin
+    from urchin.params import limits
+
+    package = Path(urchin.__file__).parent
+    declared = set(limits.__all__)
+    again = []
+    for path in package.rglob("*.py"):
+        if path == Path(limits.__file__):
+            continue
+        for node in ast.parse(path.read_text()).body:
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(
+                node, ast.AnnAssign) else []
+            again += [f"{path.relative_to(package)}: {t.id}" for t in targets
+                      if isinstance(t, ast.Name) and t.id in declared]
+    assert again == []
 
 
 @pytest.mark.parametrize("op, values, caller, message", [
@@ -39,78 +51,64 @@ def test_bounds_equal_the_layers_below() -> None:
     ("context", {"query": "x", "full_text_weight": 1}, "wire", "full_text_weight: unknown parameter (allowed: "),
     ("document_search", {"query": "x", "sourceIds": ["a"]}, "wire",
      "sourceIds: unknown parameter (allowed: query, limit, fullTextWeight, "),
+    ("search", {"query": "x", "scope": "Everyone"}, "cli", '--scope: must be one of local, team, got "Everyone"'),
+    ("search", {"query": "x", "source": "Bad Source!"}, "cli", "source: must be lowercase [a-z0-9._-]"),
+    ("context", {"query": "x", "searches": [{"type": "sql", "query": "q"}]}, "cli", "--search[0].type: must be "),
+    ("context", {"query": "x", "fullTextWeight": float("nan")}, "wire", "fullTextWeight: must be a number, got nan"),
+    ("context", {"query": "x", "full_text_weight": float("inf")}, "cli",
+     "--full-text-weight: must be a number, got inf"),
 ])
 def test_errors_name_the_field_as_the_caller_spelled_it(op: str, values: dict[str, Any], caller: Any,
                                                         message: str) -> None:
+    operation = OPERATIONS[op]
     with pytest.raises(QueryError) as caught:
-        OPERATIONS[op].parse(values, caller, from_text=caller == "wire" and op != "ingest")
+        if operation.typed:
+            operation.build(values, caller, from_text=caller == "wire")
+        else:
+            operation.parse(values, caller, from_text=caller == "wire" and op != "ingest")
     assert caught.value.message.startswith(message)
     assert "None" not in caught.value.message
 
 
 def test_defaults_come_from_one_place() -> None:
-    parsed = OPERATIONS["search"].parse({"query": "x"}, "wire")
-    assert (parsed["hours"], parsed["limit"]) == (168, 20)
+    parsed = OPERATIONS["search"].build({"query": "x"}, "wire")
+    assert (parsed.hours, parsed.limit) == (168, 20)
     schema = input_schema(OPERATIONS["search"])
     assert schema["properties"]["hours"]["default"] == 168 and schema["properties"]["limit"]["default"] == 20
     assert schema["properties"]["limit"]["maximum"] == 1000 and schema["additionalProperties"] is False
 
 
-def _layer_default(value: Any) -> Any:
-    return None if value == () else value     # the index's empty tuples are the contract's "not given"
-
-
-def _bounds(param: Any) -> tuple[Any, Any]:
-    low = param.above if param.above is not None else param.minimum   # hours: over 0 (exclusive)
-    return low, param.maximum
-
-
-def test_search_context_is_declared_as_the_index_checks_it() -> None:
-    """Every search_context parameter: the same names, defaults and bounds in the contract and the index."""
-    from urchin.index import params as index
+def test_search_context_and_search_declare_the_typed_parameters_names() -> None:
+    """The contract spells the typed parameters' fields (their defaults and bounds are the same objects)."""
+    from urchin.index import docsearch
+    from urchin.params import context
 
     op = OPERATIONS["context"]
-    assert op.checked_below and {p.wire_name: p.name for p in op.params} == index.WIRE_NAMES
-    for param in op.params:
-        assert param.default == _layer_default(index.DEFAULTS[param.name]), param.name
-        assert _bounds(param) == index.BOUNDS.get(param.name, (None, None)), param.name
-        assert (param.above is not None) == (param.name == "hours"), param.name
-    assert op.param("strategy").choices == index.STRATEGIES and op.param("mode").choices == index.MODES
-    assert op.param("query").max_chars == index.MAX_QUERY_CHARS
-    searches = op.param("searches")
-    assert (searches.min_items, searches.max_items) == (1, index.MAX_SEARCHES)
-    assert searches.items is not None and searches.items["properties"]["type"]["enum"] == list(index.SEARCH_TYPES)
-    assert contract_ops.HYDE_WORDS == index.HYDE_WORDS
-    for name in ("CONTEXT_MAX_LIMIT", "MAX_WEIGHT", "MAX_K", "DEFAULT_LIVE_BYTE_BUDGET", "MAX_LIVE_BYTE_BUDGET"):
-        assert getattr(contract_ops, name) == getattr(index, name.replace("CONTEXT_MAX", "MAX_CONTEXT")), name
-
-
-def test_document_search_is_declared_as_the_index_checks_it() -> None:
-    """textrawl's search: its own parameters from SearchParams, the shared ones from ContextParams."""
-    from urchin.index import docsearch
-    from urchin.index import params as index
-
-    op = OPERATIONS["document_search"]
-    assert op.checked_below and tuple(p.wire_name for p in op.params) == docsearch.NAMES
-    for param in op.params:
-        default = docsearch.DEFAULTS.get(param.name, index.DEFAULTS.get(param.name))
-        assert param.default == _layer_default(default), param.name
-        assert _bounds(param) == docsearch.BOUNDS.get(param.name, (None, None)), param.name
-    assert op.param("query").max_chars == index.MAX_QUERY_CHARS
-    assert op.param("source_type").choices == docsearch.SOURCE_TYPES
-    assert op.param("content_type").choices == docsearch.CONTENT_TYPES
-    from urchin.memory.index import FETCH_MODES
-
-    assert OPERATIONS["fetch_document"].param("mode").choices == FETCH_MODES
+    assert {p.wire_name: p.name for p in op.params} == context.WIRE_NAMES
+    assert tuple(p.wire_name for p in OPERATIONS["document_search"].params) == docsearch.NAMES
+    assert op.param("hours").above == 0 and op.param("hours").minimum is None
 
 
 def test_an_operation_checked_below_is_named_not_checked() -> None:
     """The contract names the values (wire names, for the index's validator) and refuses unknown ones only."""
-    op = OPERATIONS["context"]
-    assert op.parse({"query": " ", "k": 0, "sourceIds": ["a"], "since": None}, "wire") == {
-        "query": " ", "k": 0, "sourceIds": ["a"]}
-    assert op.parse({"query": "x", "full_text_weight": 2, "sources": ["a"], "include_memories": False}, "cli") == {
-        "query": "x", "fullTextWeight": 2, "sources": ["a"], "includeMemories": False}
+    op = OPERATIONS["document_search"]
+    assert op.parse({"query": " ", "limit": 0, "tags": ["a"], "sourceType": None}, "wire") == {
+        "query": " ", "limit": 0, "tags": ["a"]}
+    assert op.parse({"query": "x", "full_text_weight": 2, "include_memories": False}, "cli") == {
+        "query": "x", "fullTextWeight": 2, "includeMemories": False}
+
+
+def test_typed_operations_are_built_once_at_the_edge() -> None:
+    """`search` and `context` come out of the contract as their typed parameters, named from either caller."""
+    from urchin.params.context import ContextParams
+    from urchin.params.search import SearchParams
+
+    search = OPERATIONS["search"].build({"q": "Deploy", "limit": "5", "source": "Claude"}, "wire", from_text=True)
+    assert search == SearchParams("Deploy", limit=5, source="claude")
+    context = OPERATIONS["context"].build({"query": "x", "full_text_weight": 2, "sources": ["A"]}, "cli")
+    assert isinstance(context, ContextParams) and (context.full_text_weight, context.sources) == (2.0, ("a",))
+    assert context.to_wire() == {"query": "x", "fullTextWeight": 2, "sources": ["A"]}
+    assert ContextParams.parse(context.to_wire()) == context
 
 
 def test_search_context_and_search_schemas_come_from_the_declaration() -> None:

@@ -12,6 +12,7 @@ from urchin.errors import QueryError
 from urchin.index.base import split_key
 from urchin.index.hybrid import KEYWORD_SHARE
 from urchin.memory import Memory
+from urchin.params.context import ContextParams
 
 EVENTS: list[dict[str, Any]] = [
     {"id": "e-deploy", "content": "We deploy the billing service with blue green releases on Fridays",
@@ -57,7 +58,7 @@ def test_hybrid_finds_by_words_with_any_word_semantics(memory: Memory) -> None:
 
 
 def test_result_object_has_the_mcp_shape(memory: Memory) -> None:
-    out = memory.context({"query": "deploy billing", "limit": 3}).to_dict()
+    out = memory.context(ContextParams.parse({"query": "deploy billing", "limit": 3})).to_dict()
     assert set(out) == {"query", "results", "coverage", "truncated", "tokensUsed"}
     assert len(out["results"]) == 3
     legs = out["coverage"]["legs"]
@@ -147,7 +148,7 @@ def test_sub_queries_of_a_leg_not_run_are_reported_skipped(memory: Memory) -> No
     ({"includeConversations": False}, {"e-decision"}),
 ])
 def test_filters_apply_inside_both_legs(memory: Memory, params: dict[str, Any], expected: set[str]) -> None:
-    result = memory.context({"query": "deploy billing rollback releases kubectl blog", **params})
+    result = memory.context(ContextParams.parse({"query": "deploy billing rollback releases kubectl blog", **params}))
     assert set(ids(result)) == expected
     assert all(leg["candidates"] <= len(expected) for leg in result.coverage["legs"])
 
@@ -193,7 +194,7 @@ def test_nothing_matching_returns_no_results(memory: Memory) -> None:
 
 def test_bad_parameters_are_refused_before_the_database(memory: Memory) -> None:
     with pytest.raises(QueryError, match=r"searches\[0\]\.type: must be lex, vec or hyde"):
-        memory.context({"query": "x", "searches": [{"type": "sql", "query": "drop"}]})
+        memory.context(ContextParams.parse({"query": "x", "searches": [{"type": "sql", "query": "drop"}]}))
     with pytest.raises(QueryError, match="query must not be empty"):
         memory.context(query="  ")
 

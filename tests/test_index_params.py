@@ -10,7 +10,7 @@ import pytest
 
 from urchin.errors import QueryError
 from urchin.index.hybrid import pack
-from urchin.index.params import ContextParams, SubQuery
+from urchin.params.context import ContextParams, SubQuery
 from urchin.search.websearch import split_websearch
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)

@@ -11,6 +11,7 @@ import pytest
 
 from urchin.config import Settings
 from urchin.memory import Memory
+from urchin.params.context import ContextParams
 
 # A session where a decision holding none of the words sits among turns holding some of them (its
 # neighbours and the decision prior lift it), and one event holding all three words, on its own.
@@ -60,7 +61,8 @@ def indexed(pg_settings: Settings) -> Any:
 @pytest.mark.parametrize("strategy", ["hybrid", "keyword", "semantic"])
 def test_context_puts_the_result_holding_every_word_first_and_sorts_by_its_score(indexed: Memory,
                                                                                    strategy: str) -> None:
-    result = indexed.context({"query": "deploy key staging", "strategy": strategy, "explain": True})
+    result = indexed.context(ContextParams.parse({"query": "deploy key staging", "strategy": strategy,
+                                                  "explain": True}))
     assert result.results[0]["id"] == "all", [(r["id"], r["score"]) for r in result.results]
     _check_order(result.results)
     from urchin.search import score
@@ -75,7 +77,7 @@ def test_context_puts_the_result_holding_every_word_first_and_sorts_by_its_score
 @pytest.mark.parametrize("query", ["how do we roll back a release?", "deploy key staging", "release deploy"])
 def test_every_ranked_answer_is_sorted_by_its_score_and_min_score_filters_that_number(indexed: Memory,
                                                                                        query: str) -> None:
-    answers = [indexed.context({"query": query, "strategy": s, "limit": 50}).results
+    answers = [indexed.context(ContextParams.parse({"query": query, "strategy": s, "limit": 50})).results
                for s in ("hybrid", "keyword", "semantic")]
     answers.append(indexed.query_source("claude", query, 50).results)
     for results in answers:
@@ -83,7 +85,7 @@ def test_every_ranked_answer_is_sorted_by_its_score_and_min_score_filters_that_n
         assert scores == sorted(scores, reverse=True), scores
     everything = answers[0]
     for cut in sorted({r["score"] for r in everything}):
-        kept = indexed.context({"query": query, "limit": 50, "minScore": cut}).results
+        kept = indexed.context(ContextParams.parse({"query": query, "limit": 50, "minScore": cut})).results
         assert [r["id"] for r in kept] == [r["id"] for r in everything if r["score"] >= cut]
 
 

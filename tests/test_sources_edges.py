@@ -13,8 +13,8 @@ from tests.mcp_harness import stdio_session
 from tests.mcp_scenarios import call, call_error
 from urchin.config import Settings
 from urchin.errors import QueryError
-from urchin.index.params import ContextParams
 from urchin.memory import Memory
+from urchin.params.context import ContextParams
 
 GUIDE = "# Guide\n\nDeploy with the quokka pipeline.\n\nRoll back with make rollback.\n"
 

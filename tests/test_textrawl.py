@@ -11,6 +11,7 @@ import pytest
 from urchin.config import Settings
 from urchin.errors import NotFoundError, QueryError
 from urchin.memory import Memory
+from urchin.params.context import ContextParams
 
 EVENTS: list[dict[str, Any]] = [
     # the seed's cross-source example: a decision recorded in session db-planning
@@ -70,7 +71,8 @@ def _legs(memory: Memory, query: str, scope: dict[str, Any]) -> dict[str, dict[s
     """Each leg's ranks as search_context's single-leg strategies give them (the lists the seed fuses)."""
     out = {}
     for strategy in ("keyword", "semantic"):
-        found = memory.context({"query": query, "strategy": strategy, "limit": 100, "perFileCap": 100, **scope})
+        found = memory.context(ContextParams.parse({"query": query, "strategy": strategy, "limit": 100,
+                                                    "perFileCap": 100, **scope}))
         out[strategy] = {r["id"]: rank for rank, r in enumerate(found.results, 1)}
     return out
 
@@ -211,7 +213,7 @@ def test_get_document_returns_an_event_and_names_an_unknown_id(memory: Memory) -
 
 # ---- item 4: fetch_source_document at the version indexed -----------------------------------------
 def test_fetch_source_document_returns_a_retained_file_as_indexed_after_an_edit(memory: Memory, root: Path) -> None:
-    cited = memory.context({"query": "pgvector embeddings", "sources": ["files"]}).results[0]
+    cited = memory.context(ContextParams.parse({"query": "pgvector embeddings", "sources": ["files"]})).results[0]
     digest = cited["location"]["contentHash"]
     unchanged = memory.fetch_source_document("shop", "docs/design.md", digest)
     assert unchanged["content"] == memory.fetch_source_document("shop", "docs/design.md", mode="live")["content"]

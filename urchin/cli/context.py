@@ -7,7 +7,7 @@ from typing import Any
 import click
 
 from urchin.cli.group import AppContext, main
-from urchin.cli.options import as_flag, operation_options, parse, print_json
+from urchin.cli.options import as_flag, build, operation_options, print_json
 from urchin.contract.render import render_context
 from urchin.errors import ValidationError
 
@@ -20,7 +20,7 @@ def context(app: AppContext, as_json: bool, **params: Any) -> None:
     """Find the most relevant events for QUERY: full-text and semantic legs fused by weighted RRF."""
     memory = app.memory()
     try:
-        result = memory.context(parse("context", params))
+        result = memory.context(build("context", params))
     except ValidationError as exc:
         raise as_flag(exc, "context") from None
     finally:

@@ -10,7 +10,7 @@ from typing import Any
 import click
 
 from urchin.cli.group import AppContext, main
-from urchin.cli.options import as_flag, json_option, operation_options, parse, print_json, print_text
+from urchin.cli.options import as_flag, build, json_option, operation_options, parse, print_json, print_text
 from urchin.contract.render import (
     older_note,
     rejection,
@@ -98,11 +98,11 @@ def search(app: AppContext, as_json: bool, team: bool, **params: Any) -> None:
     """Literal, case-insensitive search over event content, newest first."""
     if team:
         params["scope"] = "team"
-    args = parse("search", params)
-    result = app.memory().search(**args)
+    typed = build("search", params)
+    result = app.memory().search(typed)
     print_events(result, as_json)
     if result.older and not result.hits:   # stderr: what is printed for the query stays empty
-        click.echo(older_note(args["hours"], result.older), err=True)
+        click.echo(older_note(typed.hours, result.older), err=True)
 
 
 @main.command()

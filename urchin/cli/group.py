@@ -8,11 +8,15 @@ from __future__ import annotations
 
 import re
 import sys
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 import click
 
 from urchin.errors import UrchinError
+
+if TYPE_CHECKING:
+    from urchin.config import Settings
+    from urchin.memory.facade import Facade
 
 __all__ = ["main", "AppContext", "UrchinGroup"]
 
@@ -171,14 +175,14 @@ class AppContext:
 
     def __init__(self, home: str | None) -> None:
         self.home = home
-        self._memory: Any = None
+        self._memory: Facade | None = None
 
-    def settings(self) -> Any:
+    def settings(self) -> Settings:
         from urchin.config import Settings
 
         return Settings.resolve(self.home)
 
-    def memory(self) -> Any:
+    def memory(self) -> Facade:
         """The daemon's API when one runs for this home, else an in-process `Memory` (same results)."""
         if self._memory is None:
             from urchin.daemon.client import open_memory

@@ -1,10 +1,10 @@
 """Click options generated from the contract (`urchin/contract/`), and the output helpers.
 
 `operation_options("search")` adds the operation's arguments and flags; the command body passes
-what click parsed to `parse("search", params)`, which checks it with the operation's one validator
-and names a bad value by its flag (`--limit: must be from 1 to 1000, got 0`). For an operation checked
-below (`context`, `document_search`), `parse` only names the values, the index checks them, and `as_flag`
-respells its error for the flag (`--search[0].type: ...`).
+what click parsed to `build("search", params)` (an operation with typed parameters: `search`, `context`)
+or `parse("recent", params)`, which check it once and name a bad value by its flag (`--limit: must be
+from 1 to 1000, got 0`, `--search[0].type: ...`). For an operation checked below (`document_search`),
+`parse` only names the values, the index checks them, and `as_flag` respells its error for the flag.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from urchin.errors import ValidationError
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-__all__ = ["operation_options", "parse", "as_flag", "json_option", "print_json", "print_text"]
+__all__ = ["operation_options", "parse", "build", "as_flag", "json_option", "print_json", "print_text"]
 
 _TYPES: dict[str, Any] = {"text": str, "int": int, "number": float, "texts": str, "objects": str}
 
@@ -63,6 +63,12 @@ def parse(operation: str, params: dict[str, Any]) -> dict[str, Any]:
     """What click parsed, validated: Memory keywords with the contract's defaults."""
     given = {k: (list(v) or None) if isinstance(v, tuple) else v for k, v in params.items()}
     return OPERATIONS[operation].parse(given, "cli")
+
+
+def build(operation: str, params: dict[str, Any]) -> Any:
+    """What click parsed, as the operation's typed parameters (checked once, here; errors name flags)."""
+    given = {k: (list(v) or None) if isinstance(v, tuple) else v for k, v in params.items()}
+    return OPERATIONS[operation].build(given, "cli")
 
 
 def as_flag(exc: ValidationError, operation: str) -> ValidationError:

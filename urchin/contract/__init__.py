@@ -1,7 +1,9 @@
 """The front-end contract: every operation's parameters declared once (`OPERATIONS`), one validator
-(`Operation.parse`), and the JSON Schema generated from them (`input_schema`).
+(`Operation.parse`, or `Operation.build` for an operation's typed parameters), and the JSON Schema
+generated from them (`input_schema`).
 
-Sits just below the front ends (CLI, MCP, HTTP) and above nothing but errors and the event model.
+Sits just below the front ends (CLI, MCP, HTTP) and above the typed parameters and their limits
+(`urchin/params/`), the errors and the event model.
 """
 
 from __future__ import annotations

@@ -12,32 +12,39 @@ from typing import Any
 from urchin.checks import camel
 from urchin.contract.spec import Operation, Param
 from urchin.event import MAX_HOURS
+from urchin.params.context import BOUNDS as CONTEXT_BOUNDS
+from urchin.params.context import DEFAULTS as CONTEXT_DEFAULTS
+from urchin.params.context import ContextParams
+from urchin.params.limits import (
+    DOCUMENT_CONTENT_TYPES,
+    DOCUMENT_SEARCH_BOUNDS,
+    DOCUMENT_SEARCH_DEFAULTS,
+    DOCUMENT_SOURCE_TYPES,
+    FETCH_MODES,
+    HYDE_WORDS,
+    MAX_CONTEXT_LIMIT,
+    MAX_FROM_LINE,
+    MAX_LIMIT,
+    MAX_LINES,
+    MAX_MEMORY_TOKEN_BUDGET,
+    MAX_QUERY_CHARS,
+    MAX_RECALL_BUDGET,
+    MAX_RECALL_PROMPT_CHARS,
+    MAX_SEARCHES,
+    MODES,
+    SEARCH_HOURS,
+    SEARCH_LIMIT,
+    SEARCH_SCOPES,
+    SEARCH_TYPES,
+    STRATEGIES,
+)
+from urchin.params.search import SearchParams
 
-__all__ = ["OPERATIONS", "MAX_LIMIT", "MAX_LINES", "MAX_FROM_LINE", "MAX_TOKEN_BUDGET", "MAX_SOURCE_LIMIT",
-           "CONTEXT_MAX_TOKEN_BUDGET", "CONTEXT_MAX_LIMIT", "MAX_QUERY_CHARS", "MAX_WEIGHT", "MAX_K", "STRATEGIES",
-           "MODES", "SEARCH_TYPES", "SEARCH_SOURCE_TYPES", "SEARCH_CONTENT_TYPES", "MAX_SEARCHES", "HYDE_WORDS",
-           "DEFAULT_LIVE_BYTE_BUDGET", "MAX_LIVE_BYTE_BUDGET", "MAX_RECALL_BUDGET"]
+__all__ = ["OPERATIONS"]
 
-# The bounds the layers below enforce too (tests/test_contract.py keeps them equal); stated here so the
-# CLI need not import the workspace and index modules (~100 ms) to print its help.
-MAX_LIMIT = 1000                # events per answer of search, semantic, recent (search.query)
-MAX_LINES = 2000                # lines per get_file answer (workspace.reader)
-MAX_FROM_LINE = 1 << 31         # answers are JSON: 64-bit integers at most (workspace.reader)
-MAX_TOKEN_BUDGET = 200_000      # get_memory
-# search_context and textrawl's search (index.params, index.docsearch)
-CONTEXT_MAX_TOKEN_BUDGET = 1_000_000   # tokenBudget
-CONTEXT_MAX_LIMIT = 100         # results per answer, and passages per workspace file
-MAX_SOURCE_LIMIT = CONTEXT_MAX_LIMIT   # query_source runs search_context
-MAX_QUERY_CHARS = 4000
-MAX_WEIGHT = 1000.0             # fusion weights: finite, and their sums stay finite
-MAX_K = 1000                    # the RRF constant
-STRATEGIES = ("hybrid", "keyword", "semantic")
-MODES = ("indexed", "live")
-SEARCH_TYPES = ("lex", "vec", "hyde")
-MAX_SEARCHES = 8
-HYDE_WORDS = (30, 80)           # a hyde sub-query is a hypothetical answer passage, not a keyword list
-DEFAULT_LIVE_BYTE_BUDGET = 8 * 1024 * 1024
-MAX_LIVE_BYTE_BUDGET = 1024 * 1024 * 1024
+# Bounds, defaults and choices are `urchin/params/limits.py`'s (and `ContextParams`'s): the layers below
+# hold to the same objects, so there is no copy here to keep equal.
+MAX_SOURCE_LIMIT = MAX_CONTEXT_LIMIT   # query_source runs search_context
 
 
 def _query(help_text: str = "Text to look for; must not be blank.") -> Param:
@@ -63,16 +70,25 @@ def _required(name: str, help_text: str, wire: str = "") -> Param:
     return Param(name, help=help_text, required=True, positional=True, wire=wire)
 
 
-# ---- search_context and textrawl's search: the index checks the values (index/params.py `ContextParams`,
-# whose rules span fields: hours or since, both legs' weights); these declare them, and
-# tests/test_contract.py keeps every default and bound equal to the index's own.
+# ---- search_context and textrawl's search: wire names are camelCase; defaults and bounds are those of
+# the typed parameters (`urchin/params/context.py` `ContextParams`, `urchin/params/limits.py`).
 def _hybrid(name: str, kind: Any = "text", help_text: str = "", default: Any = None, **more: Any) -> Param:
     """A parameter of the hybrid query: its wire name is camelCase (`full_text_weight` -> `fullTextWeight`)."""
     return Param(name, kind, help_text, default, wire=camel(name), **more)
 
 
-def _weight(name: str, help_text: str) -> Param:
-    return _hybrid(name, "number", help_text, 1.0, minimum=0, maximum=MAX_WEIGHT)
+def _ctx(name: str, kind: Any = "text", help_text: str = "", **more: Any) -> Param:
+    """A `search_context` parameter with `ContextParams`'s default and bounds (hours: over its minimum)."""
+    default = CONTEXT_DEFAULTS[name]
+    low, high = CONTEXT_BOUNDS.get(name, (None, None))
+    bounds = {"above": low, "maximum": high} if name == "hours" else {"minimum": low, "maximum": high}
+    return _hybrid(name, kind, help_text, None if default == () else default, **bounds, **more)
+
+
+def _doc(name: str, kind: Any = "text", help_text: str = "", **more: Any) -> Param:
+    """A parameter of textrawl's `search` with its default and bounds (`urchin/params/limits.py`)."""
+    low, high = DOCUMENT_SEARCH_BOUNDS.get(name, (None, None))
+    return _hybrid(name, kind, help_text, DOCUMENT_SEARCH_DEFAULTS.get(name), minimum=low, maximum=high, **more)
 
 
 def _sub_query(text: str) -> dict[str, str]:
@@ -88,92 +104,72 @@ _SUB_QUERY: dict[str, Any] = {
                  "description": "lex: the keyword leg; vec: the semantic leg; hyde: a passage, embedded."},
         "query": {"type": "string", "minLength": 1, "maxLength": MAX_QUERY_CHARS,
                   "description": "The sub-query's text."}}}
-_LIMIT = _hybrid("limit", "int", "Most results.", 10, minimum=1, maximum=CONTEXT_MAX_LIMIT)
 _TAGS = _hybrid("tags", "texts", "Only results carrying ALL these tags.", flag="--tag")
 
 _CONTEXT: tuple[Param, ...] = (
     Param("query", help="The question, in websearch syntax: \"quoted phrases\", -excluded words, or.",
           required=True, positional=True, max_chars=MAX_QUERY_CHARS),
-    _hybrid("strategy", "text", "Which legs run: hybrid for both, keyword for full text only, semantic for "
-                        "vectors only.", "hybrid", choices=STRATEGIES),
-    _hybrid("searches", "objects", (
+    _ctx("strategy", "text", "Which legs run: hybrid for both, keyword for full text only, semantic for "
+                     "vectors only.", choices=STRATEGIES),
+    _ctx("searches", "objects", (
         "Typed sub-queries that add recall: lex (keyword leg), vec (semantic leg), hyde (a hypothetical "
         f"answer passage of {HYDE_WORDS[0]}-{HYDE_WORDS[1]} words, embedded); the question keeps double weight."),
         flag="--search", metavar="TYPE:TEXT", from_flag=_sub_query, items=_SUB_QUERY, min_items=1,
         max_items=MAX_SEARCHES),
-    _weight("full_text_weight", "Weight of the full-text (keyword) leg in the fusion."),
-    _weight("semantic_weight", "Weight of the semantic leg in the fusion."),
-    _hybrid("k", "int", "RRF constant: score = sum of weight / (k + rank).", 20, minimum=1, maximum=MAX_K),
-    _hybrid("sources", "texts", "Only these sources.", flag="--source", unset="any"),
-    _hybrid("source_ids", "texts", "Alias of sources.", wire_only=True, unset="any"),
-    _hybrid("kinds", "texts", "Only these kinds.", flag="--kind", unset="any"),
-    _hybrid("workspace", help_text="Only this workspace.", unset="any"),
-    _hybrid("session", help_text="Only this session.", unset="any"),
+    _ctx("full_text_weight", "number", "Weight of the full-text (keyword) leg in the fusion."),
+    _ctx("semantic_weight", "number", "Weight of the semantic leg in the fusion."),
+    _ctx("k", "int", "RRF constant: score = sum of weight / (k + rank)."),
+    _ctx("sources", "texts", "Only these sources.", flag="--source", unset="any"),
+    _ctx("source_ids", "texts", "Alias of sources.", wire_only=True, unset="any"),
+    _ctx("kinds", "texts", "Only these kinds.", flag="--kind", unset="any"),
+    _ctx("workspace", help_text="Only this workspace.", unset="any"),
+    _ctx("session", help_text="Only this session.", unset="any"),
     _TAGS,
-    _hybrid("devices", "texts", "Team: only events fed by these machines.", flag="--device", unset="every device"),
-    _hybrid("accounts", "texts", "Team: only events of these accounts.", flag="--account", unset="every account"),
-    _hybrid("since", help_text="Only events at or after this RFC 3339 time.", unset="no window"),
-    _hybrid("until", help_text="Only events before this RFC 3339 time.", unset="no window"),
-    _hybrid("hours", "number", "Only the last N hours; not with since.", above=0, maximum=MAX_HOURS,
-            unset="no window"),
-    _hybrid("include_memories", "bool", "Search memories: decisions stored with urchin_remember.", True,
-            negatable=True),
-    _hybrid("include_conversations", "bool", "Search every event that is not a memory.", True, negatable=True),
-    _weight("memory_weight", "Fusion weight of memories against conversations."),
-    _hybrid("min_score", "number", "Drop results under this calibrated score.", 0.0, minimum=0, maximum=1),
-    _LIMIT,
-    _hybrid("token_budget", "int", "Pack results best first into this many tokens (4 characters each), cutting "
-                                   "the last at a line.", minimum=1, maximum=CONTEXT_MAX_TOKEN_BUDGET,
-            unset="no budget"),
-    _hybrid("explain", "bool", "Add each leg's rank, raw score, weight and contribution.", False),
-    _hybrid("per_file_cap", "int", "Most passages of one workspace file, applied after fusion.", 3, minimum=1,
-            maximum=CONTEXT_MAX_LIMIT),
-    _hybrid("mode", "text", "indexed searches what the index holds; live also reads workspace files over the "
-                            "size cap (cataloged, bodies not stored) at query time, within the live byte budget; "
-                            "coverage.live says what was read and what was skipped and why.", "indexed",
-            choices=MODES),
-    _hybrid("live_byte_budget", "int", "Bytes read live per query in live mode.", DEFAULT_LIVE_BYTE_BUDGET,
-            minimum=0, maximum=MAX_LIVE_BYTE_BUDGET),
+    _ctx("devices", "texts", "Team: only events fed by these machines.", flag="--device", unset="every device"),
+    _ctx("accounts", "texts", "Team: only events of these accounts.", flag="--account", unset="every account"),
+    _ctx("since", help_text="Only events at or after this RFC 3339 time.", unset="no window"),
+    _ctx("until", help_text="Only events before this RFC 3339 time.", unset="no window"),
+    _ctx("hours", "number", "Only the last N hours; not with since.", unset="no window"),
+    _ctx("include_memories", "bool", "Search memories: decisions stored with urchin_remember.", negatable=True),
+    _ctx("include_conversations", "bool", "Search every event that is not a memory.", negatable=True),
+    _ctx("memory_weight", "number", "Fusion weight of memories against conversations."),
+    _ctx("min_score", "number", "Drop results under this calibrated score."),
+    _ctx("limit", "int", "Most results."),
+    _ctx("token_budget", "int", "Pack results best first into this many tokens (4 characters each), cutting "
+                                "the last at a line.", unset="no budget"),
+    _ctx("explain", "bool", "Add each leg's rank, raw score, weight and contribution."),
+    _ctx("per_file_cap", "int", "Most passages of one workspace file, applied after fusion."),
+    _ctx("mode", "text", "indexed searches what the index holds; live also reads workspace files over the "
+                         "size cap (cataloged, bodies not stored) at query time, within the live byte budget; "
+                         "coverage.live says what was read and what was skipped and why.", choices=MODES),
+    _ctx("live_byte_budget", "int", "Bytes read live per query in live mode."),
 )
 
-# textrawl's `search` (index/docsearch.py `SearchParams`, its defaults and bounds the seed's own page's:
-# tests/test_contract.py keeps the two equal)
-_SEED_WEIGHT = 2.0
-SEARCH_SOURCE_TYPES = ("note", "file")
-SEARCH_CONTENT_TYPES = ("conversation", "decision", "tool_use", "command", "commit", "note", "capture", "agent",
-                        "error", "markdown", "code")
-
-
-def _seed_weight(name: str, help_text: str, default: float = 1.0) -> Param:
-    return _hybrid(name, "number", help_text, default, minimum=0, maximum=_SEED_WEIGHT)
-
-
+# textrawl's `search` (index/docsearch.py `SearchParams`; its defaults and bounds are the seed's own page's)
 _DOCUMENT_SEARCH: tuple[Param, ...] = (
     Param("query", help="What to find, in websearch syntax: words (every word ranks first), \"quoted phrases\" "
                         "and -excluded words (filters in every leg), a OR b.",
           required=True, positional=True, max_chars=MAX_QUERY_CHARS),
-    _hybrid("limit", "int", "Most results.", 5, minimum=1, maximum=50),
-    _seed_weight("full_text_weight", "Weight of the full-text (keyword) leg: score = fullTextWeight / (60 + its "
-                                     "rank) + semanticWeight / (60 + the semantic rank)."),
-    _seed_weight("semantic_weight", "Weight of the semantic leg in the fusion."),
+    _doc("limit", "int", "Most results."),
+    _doc("full_text_weight", "number", "Weight of the full-text (keyword) leg: score = fullTextWeight / (60 + its "
+                                       "rank) + semanticWeight / (60 + the semantic rank)."),
+    _doc("semantic_weight", "number", "Weight of the semantic leg in the fusion."),
     _TAGS,
-    _hybrid("source_type", help_text="Only documents of this source type: note (journal events) or file "
-                                     "(workspace files).", choices=SEARCH_SOURCE_TYPES, unset="any"),
-    _hybrid("content_type", help_text="Only documents of this content type: an event kind Urchin records, or "
-                                      "markdown or code (workspace files).", choices=SEARCH_CONTENT_TYPES, unset="any"),
-    _hybrid("min_score", "number", "Drop results under this score (relative: the fused score over the best "
-                                   "possible).", 0.0, minimum=0, maximum=1),
-    _hybrid("include_memories", "bool", "Also search memories: curated memories and urchin_remember decisions.",
-            False, flag="--memories"),
-    _hybrid("include_conversations", "bool", "Also search conversations: one result per session whose events "
-                                             "answer, with its best turns.", False, flag="--conversations"),
-    _seed_weight("memory_weight", "Weight of memory results (with includeMemories)."),
-    _seed_weight("conversation_weight", "Weight of conversation results (with includeConversations).", 0.5),
+    _doc("source_type", help_text="Only documents of this source type: note (journal events) or file "
+                                  "(workspace files).", choices=DOCUMENT_SOURCE_TYPES, unset="any"),
+    _doc("content_type", help_text="Only documents of this content type: an event kind Urchin records, or "
+                                   "markdown or code (workspace files).", choices=DOCUMENT_CONTENT_TYPES, unset="any"),
+    _doc("min_score", "number", "Drop results under this score (relative: the fused score over the best "
+                                "possible)."),
+    _doc("include_memories", "bool", "Also search memories: curated memories and urchin_remember decisions.",
+         flag="--memories"),
+    _doc("include_conversations", "bool", "Also search conversations: one result per session whose events "
+                                          "answer, with its best turns.", flag="--conversations"),
+    _doc("memory_weight", "number", "Weight of memory results (with includeMemories)."),
+    _doc("conversation_weight", "number", "Weight of conversation results (with includeConversations)."),
 )
 
 # `recall` (urchin/recall/): what an agent is told without asking; the budgets' defaults are [recall]'s
-MAX_RECALL_BUDGET = 20_000          # urchin.recall.policy.MAX_BUDGET
-MAX_PROMPT_CHARS = 100_000          # a hook passes the whole prompt; the ranking reads its start
 _RECALL: tuple[Param, ...] = (
     Param("workspace", help="The workspace to recall from; not with a cwd in another workspace.",
           unset="the cwd's"),
@@ -182,16 +178,17 @@ _RECALL: tuple[Param, ...] = (
     Param("session", help="The agent's session: left out of prompt recall, with what it was given before; "
                           "what is returned is recorded as given to it.", unset="none, nothing recorded"),
     Param("prompt", help="The prompt: recall its few relevant past records (silence when none is); without it, "
-                         "the session-start digest.", max_chars=MAX_PROMPT_CHARS, unset="session start"),
+                         "the session-start digest.", max_chars=MAX_RECALL_PROMPT_CHARS, unset="session start"),
     Param("budget", "int", "Most tokens (4 characters each) of the block.", minimum=1, maximum=MAX_RECALL_BUDGET,
           unset="[recall] session_budget 1200, prompt_budget 600"),
 )
 
 OPERATIONS: dict[str, Operation] = {op.name: op for op in (
-    Operation("search", (_query(), _hours(168), _limit(20), *_filters(),
+    Operation("search", (_query(), _hours(SEARCH_HOURS), _limit(SEARCH_LIMIT), *_filters(),
                          Param("scope", help="local: this machine's journal; team: every device's events in the "
                                              "shared database (URCHIN_DATABASE_URL).", default="local",
-                               choices=("local", "team"))), aliases={"q": "query"}),
+                               choices=SEARCH_SCOPES)), aliases={"q": "query"},
+              typed=SearchParams, respell_free_text=False),   # `source: must be lowercase ...`, as it always was
     Operation("semantic", (_query(), _hours(168), _limit(10), *_filters(),
                            _hybrid("min_score", "number", "Drop results under this calibrated score (the list is "
                                                           "sorted by it).", 0.0, minimum=0, maximum=1),
@@ -213,7 +210,7 @@ OPERATIONS: dict[str, Operation] = {op.name: op for op in (
     Operation("get_memory", (
         _required("slug", "The memory's slug, from list_memories."),
         Param("token_budget", "int", "Most tokens to return, at 4 characters each.", 8000, minimum=1,
-              maximum=MAX_TOKEN_BUDGET, wire="tokenBudget"))),
+              maximum=MAX_MEMORY_TOKEN_BUDGET, wire="tokenBudget"))),
     Operation("query_source", (
         _required("source", "One source: a journal source such as `claude`, `git` or `shell`, or a workspace "
                             "root's name (its files only)."),
@@ -229,7 +226,7 @@ OPERATIONS: dict[str, Operation] = {op.name: op for op in (
         Param("mode", help="indexed: a workspace file the index holds comes from the index, at the version "
                            "indexed (a file it does not hold is read from disk); live: read the file from disk "
                            "as it is now. An event is the version indexed either way.", default="indexed",
-              choices=("indexed", "live")),
+              choices=FETCH_MODES),
         Param("content_hash", help="A result's location.contentHash: return the file only at that version, "
                                    "else an error says it changed. "
                                    "For a collected event, its location.upstream.contentHash: the event is "
@@ -264,7 +261,7 @@ OPERATIONS: dict[str, Operation] = {op.name: op for op in (
               required=True, positional=True, choices=("start", "end", "status")),
         Param("minutes", "number", "With start: switch itself off after N minutes.", above=0,
               maximum=7 * 24 * 60, unset="until end"))),
-    Operation("context", _CONTEXT, checked_below=True),
+    Operation("context", _CONTEXT, typed=ContextParams),
     Operation("recall", _RECALL),
     Operation("document_search", _DOCUMENT_SEARCH, checked_below=True),
 )}

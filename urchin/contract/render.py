@@ -15,6 +15,7 @@ from urchin.words import plural
 
 TYPE_CHECKING = False   # not `typing`'s (see urchin/contract/__init__.py)
 if TYPE_CHECKING:
+    from collections.abc import Sequence
     from typing import Any
 
 __all__ = ["plural", "size", "value", "render_document_search", "render_document", "render_events", "render_event",
@@ -142,7 +143,7 @@ def render_overview(info: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def render_memories(items: list[Mapping[str, Any]]) -> str:
+def render_memories(items: Sequence[Mapping[str, Any]]) -> str:
     return "\n".join(f"{m['slug']}: {m['title']} ({plural(m['members'], 'member')}) — use when: {m['useWhen']}"
                      for m in items)
 

@@ -3,7 +3,9 @@
 A `Param` names a parameter three ways (the `Memory` keyword, the wire name of HTTP and MCP, the
 CLI flag) and states its type, default, bounds and help once. `Operation.parse` checks a caller's
 values against them and names a bad field the way that caller spelled it: `--from-line` in the
-CLI, `fromLine` over HTTP and MCP. Front ends generate their schemas and options from these.
+CLI, `fromLine` over HTTP and MCP; for an operation with typed parameters (`search`, `context`:
+`urchin/params/`), `Operation.build` makes them instead, the one check of their values. Front ends
+generate their schemas and options from these.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from urchin.checks import check_bool, check_number, describe, unknown_parameter
 from urchin.errors import QueryError
@@ -89,22 +91,69 @@ class Param:
         return ", ".join(parts)
 
 
+class Typed(Protocol):
+    """An operation's typed parameters (`urchin/params/`): built from values keyed by field name, checked
+    when built; `QueryError`s name the field by its wire name."""
+
+    @classmethod
+    def parse(cls, values: Mapping[str, Any], /, *, from_text: bool = False) -> Any: ...
+
+
 @dataclass(frozen=True, slots=True)
 class Operation:
     """One operation: its parameters in order, and the aliases HTTP accepts (`q` for `query`).
 
-    `checked_below`: the layer below holds the one validator of the values (`ContextParams`, whose rules
-    span fields: hours or since, both legs' weights); the contract declares the parameters, knows their
-    names, refuses unknown ones, and front ends respell the layer's errors for their caller.
+    `typed`: the operation's typed parameters; `build` makes them at the edge and the layers below take
+    them as they are. `checked_below`: the layer below holds the one validator of the values (textrawl's
+    `SearchParams`); the contract declares the parameters, knows their names, refuses unknown ones, and
+    front ends respell the layer's errors for their caller.
     """
 
     name: str
     params: tuple[Param, ...] = ()
     aliases: Mapping[str, str] = field(default_factory=dict)
     checked_below: bool = False
+    typed: type[Typed] | None = None
+    respell_free_text: bool = True   # False: a free-text field's error keeps its wire name on every caller
 
     def param(self, name: str) -> Param:
         return next(p for p in self.params if p.name == name)
+
+    def build(self, values: Mapping[str, Any], caller: Caller, *, from_text: bool = False) -> Any:
+        """The operation's typed parameters, checked once, here at the edge: names as `parse` reads them
+        (unknown ones refused), the values checked by the typed parameters, and a bad field named the way
+        this caller spells it (`--limit`, `--search[0].type`)."""
+        assert self.typed is not None, f"{self.name} has no typed parameters"
+        given = self._named(values, caller)
+        try:
+            return self.typed.parse(given, from_text=from_text)
+        except QueryError as exc:
+            raise self._respelled(exc, caller) from None
+
+    def _named(self, values: Mapping[str, Any], caller: Caller) -> dict[str, Any]:
+        """The given values (not `None`) keyed by `Param.name`; an unknown name is an error."""
+        by_key = {(p.name if caller == "cli" else p.wire_name): p for p in self.params}
+        given: dict[str, Any] = {}
+        for key, value in values.items():
+            param = by_key.get(self.aliases.get(key, key)) if caller == "wire" else by_key.get(key)
+            if param is None:
+                raise unknown_parameter(key, (p.wire_name for p in self.params))
+            if value is not None:
+                given[param.name] = value
+        return given
+
+    def _respelled(self, exc: QueryError, caller: Caller) -> QueryError:
+        """`exc`, which names a wire name (`searches[0].type`), naming the field as `caller` spells it."""
+        head = exc.field.split("[", 1)[0].split(".", 1)[0]
+        param = next((p for p in self.params if p.wire_name == head), None)
+        if param is None or (not self.respell_free_text and param.kind == "text"
+                             and not (param.required or param.choices or param.max_chars)):
+            return exc
+        spelled = param.spelled(caller)
+        if spelled == head:
+            return exc
+        field_name = spelled + exc.field[len(head):]
+        return QueryError(field_name, exc.rule, message=exc.message.replace(exc.field, field_name, 1))
 
     def parse(self, values: Mapping[str, Any], caller: Caller, *, from_text: bool = False) -> dict[str, Any]:
         """Validated keyword arguments for `Memory`, defaults filled in.
@@ -114,14 +163,7 @@ class Operation:
         For an operation `checked_below`, the given values keyed by wire name, unchecked, for the
         layer's own validator (whose errors name wire names).
         """
-        by_key = {(p.name if caller == "cli" else p.wire_name): p for p in self.params}
-        given: dict[str, Any] = {}
-        for key, value in values.items():
-            param = by_key.get(self.aliases.get(key, key)) if caller == "wire" else by_key.get(key)
-            if param is None:
-                raise unknown_parameter(key, (p.wire_name for p in self.params))
-            if value is not None:
-                given[param.name] = value
+        given = self._named(values, caller)
         if self.checked_below:
             for param in self.params:   # NaN and infinity cannot travel as JSON to the daemon's validator
                 value = given.get(param.name)

@@ -42,7 +42,7 @@ from urchin.daemon.security import (
     Send,
 )
 from urchin.daemon.viewer_routes import viewer_routes
-from urchin.daemon.workspace_routes import request_args, workspace_routes
+from urchin.daemon.workspace_routes import request_args, request_params, workspace_routes
 from urchin.daemon.writer import GroupWriter
 from urchin.errors import ConfigError, NotFoundError, QueryError, TooLarge, UrchinError, ValidationError
 from urchin.ingest import BatchReport, IngestResult
@@ -321,7 +321,7 @@ async def _ingest_batch(request: Request) -> Response:
 
 
 async def _search(request: Request) -> Response:
-    result = await run_in_threadpool(lambda: _state(request).memory.search(**params(request, "search")))
+    result = await run_in_threadpool(_state(request).memory.search, request_params(request, "search"))
     return JSON(result.to_dict())
 
 
@@ -335,7 +335,7 @@ async def _context(request: Request) -> Response:
     body = await _json_body(request)
     if not isinstance(body, Mapping):
         raise ValidationError("body", "must be a JSON object of search_context parameters")
-    result = await run_in_threadpool(_state(request).memory.context, OPERATIONS["context"].parse(body, "wire"))
+    result = await run_in_threadpool(_state(request).memory.context, OPERATIONS["context"].build(body, "wire"))
     return JSON(result.to_dict())
 
 

@@ -7,8 +7,10 @@ daemon is one `stat` when none runs; httpx is imported only when one does (it co
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
@@ -28,9 +30,26 @@ from urchin.errors import (
 from urchin.event import Event, new_id
 
 if TYPE_CHECKING:
-    from urchin.ingest import IngestResult
+    from urchin.collectors.base import CollectReport
+    from urchin.collectors.install import InstallResult
+    from urchin.collectors.uninstall import UninstallResult
+    from urchin.ephemeral import EphemeralState
+    from urchin.forget import Compaction
+    from urchin.index.feeder import FeedReport
+    from urchin.index.files import FileIndexReport
+    from urchin.index.hybrid import ContextResult
+    from urchin.ingest import BatchReport, IngestResult
     from urchin.memory import Memory
+    from urchin.memory.facade import Facade, RecallAnswer
+    from urchin.memory.forget import ForgetResult
+    from urchin.memory.index import IndexRun
+    from urchin.params.context import ContextParams
+    from urchin.params.search import SearchParams
+    from urchin.redact import Finding
     from urchin.search.query import SearchResult
+    from urchin.workspace.memories import Member, MemoryDef
+    from urchin.workspace.reader import FileRange
+    from urchin.workspace.roots import Root
 
 __all__ = ["DaemonInfo", "RemoteMemory", "find_daemon", "daemon_alive", "open_memory", "login_url"]
 
@@ -67,7 +86,7 @@ def find_daemon(settings: Settings) -> DaemonInfo | None:
                       version=str(raw.get("version", "")), token_path=raw.get("token_path"))
 
 
-def open_memory(settings: Settings, *, use_daemon: bool | None = None) -> Memory | RemoteMemory:
+def open_memory(settings: Settings, *, use_daemon: bool | None = None) -> Facade:
     """The daemon's API when one runs for this home (and `use_daemon` allows), else in-process."""
     if settings.use_daemon if use_daemon is None else use_daemon:
         info = find_daemon(settings)
@@ -110,21 +129,23 @@ class RemoteMemory:
         self.fell_back = False  # set when the daemon vanished and a call ran in-process
 
     # ---- the API ------------------------------------------------------------------------------
-    def search(self, query: str, *, hours: float = 168, limit: int = 20, source: str | None = None,
-               workspace: str | None = None, session: str | None = None, kind: str | None = None,
-               scope: str = "local", now: Any = None) -> SearchResult:
+    def search(self, query: str | SearchParams, *, hours: float | None = None, limit: int | None = None,
+               source: str | None = None, workspace: str | None = None, session: str | None = None,
+               kind: str | None = None, scope: str | None = None, now: datetime | None = None) -> SearchResult:
+        """`Memory.search` through the daemon: the typed parameters, sent as `GET /search` names them."""
+        from urchin.params.search import SearchParams
+
+        p = query if isinstance(query, SearchParams) else SearchParams.of(
+            query, hours=hours, limit=limit, source=source, workspace=workspace, session=session, kind=kind,
+            scope=scope)
         if now is not None:  # the HTTP API always means "now"
-            return self.local().search(query, hours=hours, limit=limit, source=source, workspace=workspace,
-                                       session=session, kind=kind, scope=scope, now=now)
-        params = _drop_none(query=query, hours=hours, limit=limit, source=source, workspace=workspace,
-                            session=session, kind=kind, scope=None if scope == "local" else scope)
-        return self._call("GET", "/search", params=params, parse=_search_result,
-                          fallback=lambda m: m.search(query, hours=hours, limit=limit, source=source,
-                                                      workspace=workspace, session=session, kind=kind, scope=scope))
+            return self.local().search(p, now=now)
+        return self._call("GET", "/search", params=p.to_wire(), parse=_search_result,
+                          fallback=lambda m: m.search(p))
 
     def recent(self, *, hours: float = 24, limit: int = 20, source: str | None = None,
                workspace: str | None = None, session: str | None = None, kind: str | None = None,
-               now: Any = None) -> SearchResult:
+               now: datetime | None = None) -> SearchResult:
         if now is not None:
             return self.local().recent(hours=hours, limit=limit, source=source, workspace=workspace,
                                        session=session, kind=kind, now=now)
@@ -133,11 +154,15 @@ class RemoteMemory:
                           fallback=lambda m: m.recent(hours=hours, limit=limit, source=source,
                                                       workspace=workspace, session=session, kind=kind))
 
-    def semantic(self, query: str, **params: Any) -> SearchResult:
-        if params.get("now") is not None:
-            return self.local().semantic(query, **params)
+    def semantic(self, query: str, *, hours: float = 168, limit: int = 10, source: str | None = None,
+                 workspace: str | None = None, session: str | None = None, kind: str | None = None,
+                 min_score: float = 0.0, explain: bool = False, now: datetime | None = None) -> SearchResult:
+        params: dict[str, Any] = dict(hours=hours, limit=limit, source=source, workspace=workspace,
+                                      session=session, kind=kind, min_score=min_score, explain=explain)
+        if now is not None:
+            return self.local().semantic(query, now=now, **params)
         op = OPERATIONS["semantic"]   # Memory's keywords, as the route names them (min_score -> minScore)
-        wired = {op.param(k).wire_name: v for k, v in _drop_none(**params).items() if k != "now"}
+        wired = {op.param(k).wire_name: v for k, v in _drop_none(**params).items()}
         result: SearchResult = self._call("GET", "/semantic", params={"query": query, **wired},
                                           parse=_search_result, fallback=lambda m: m.semantic(query, **params))
         if not self.fell_back:
@@ -156,26 +181,39 @@ class RemoteMemory:
             return [f"answered by the daemon (pid {self.info.pid}) with its embedder ({mode})"]
         return []
 
-    def context(self, params: Mapping[str, Any] | None = None, /, **kwargs: Any) -> Any:
+    def context(self, params: ContextParams | None = None, /, *, now: datetime | None = None,
+                **keywords: Any) -> ContextResult:
         """`search_context` through the daemon, which holds the index connection."""
-        if params is None:  # Memory's snake_case keywords: the route takes the contract's wire names
-            params = OPERATIONS["context"].parse(kwargs, "cli")
+        if params is None:
+            from urchin.params.context import ContextParams
 
-        def parse(body: Any) -> Any:
+            params = ContextParams.build(now=now, **keywords)
+        elif keywords or now is not None:
+            raise TypeError("context() takes ContextParams, or keywords, not both")
+        if now is not None:  # the daemon's window is its own "now"
+            return self.local().context(params)
+
+        def parse(body: Any) -> ContextResult:
             from urchin.index.hybrid import ContextResult
 
             return ContextResult(body["query"], body["results"], body["coverage"], body["truncated"],
                                  body["tokensUsed"])
 
-        return self._call("POST", "/context", json=dict(params), parse=parse,
-                          fallback=lambda m: m.context(params))
+        typed = params
+        return self._call("POST", "/context", json=typed.to_wire(), parse=parse, fallback=lambda m: m.context(typed))
 
-    def recall(self, **params: Any) -> Any:
+    def recall(self, *, workspace: str | None = None, cwd: str | None = None, session: str | None = None,
+               prompt: str | None = None, budget: int | None = None,
+               now: datetime | None = None) -> RecallAnswer:
         """`recall` through the daemon: its hot views answer, and its write path records the audit event."""
-        if params.get("now") is not None:
-            return self.local().recall(**params)
-        return self._call("POST", "/recall", json=_drop_none(**params), parse=_RecallAnswer,
-                          fallback=lambda m: m.recall(**params))
+        def run(m: Memory) -> RecallAnswer:
+            return m.recall(workspace=workspace, cwd=cwd, session=session, prompt=prompt, budget=budget, now=now)
+
+        if now is not None:
+            return run(self.local())
+        body = _drop_none(workspace=workspace, cwd=cwd, session=session, prompt=prompt, budget=budget)
+        answer: RecallAnswer = self._call("POST", "/recall", json=body, parse=_RecallAnswer, fallback=run)
+        return answer
 
     def document_search(self, params: Mapping[str, Any]) -> dict[str, Any]:
         """textrawl's `search` through the daemon, which holds the index connection."""
@@ -195,14 +233,14 @@ class RemoteMemory:
         return self._call("GET", "/events/" + quote(event_id, safe=""), parse=parse,
                           fallback=lambda m: m.get(event_id))
 
-    def forget(self, ids: Any = None, *, session: str | None = None, query: str | None = None,
-               since: str | None = None, until: str | None = None, confirm: bool = False,
-               purge: bool = False) -> Any:
+    def forget(self, ids: Sequence[str] | str | None = None, *, session: str | None = None,
+               query: str | None = None, since: str | None = None, until: str | None = None,
+               confirm: bool = False, purge: bool = False) -> ForgetResult:
         """`Memory.forget` through the daemon, so its hot views drop the events at once."""
         body = _drop_none(ids=[ids] if isinstance(ids, str) else ids, session=session, query=query, since=since,
                           until=until, confirm=confirm, purge=purge or None)
 
-        def parse(answer: Any) -> Any:
+        def parse(answer: Any) -> ForgetResult:
             from urchin.memory.forget import ForgetResult
 
             return ForgetResult.from_dict(answer)
@@ -211,7 +249,7 @@ class RemoteMemory:
                           fallback=lambda m: m.forget(ids, session=session, query=query, since=since, until=until,
                                                       confirm=confirm, purge=purge))
 
-    def finish_forget(self) -> Any:
+    def finish_forget(self) -> Compaction | None:
         """The daemon finished any interrupted forget when it started; the journal's own check is
         cheap and a compaction is idempotent, so this asks the in-process memory too."""
         return self.local().finish_forget()
@@ -228,12 +266,12 @@ class RemoteMemory:
                               "then run `urchin redact --rewrite` again")
         return self.local().redact_rewrite(purge)
 
-    def forget_from(self, params: Mapping[str, Any]) -> Any:
+    def forget_from(self, params: Mapping[str, Any]) -> ForgetResult:
         """`Memory.forget_from` (wire-named parameters) through the daemon's route."""
         if not isinstance(params, Mapping):
             return self.local().forget_from(params)   # the same error, named the same way
 
-        def parse(answer: Any) -> Any:
+        def parse(answer: Any) -> ForgetResult:
             from urchin.memory.forget import ForgetResult
 
             return ForgetResult.from_dict(answer)
@@ -287,17 +325,20 @@ class RemoteMemory:
     def prepare(self, item: Mapping[str, Any], defaults: Mapping[str, Any] | None = None) -> Event:
         return self.local().prepare(item, defaults)
 
-    def import_lines(self, lines: Iterable[bytes | str], on_progress: Callable[[int], None] | None = None) -> Any:
+    def import_lines(self, lines: Iterable[bytes | str],
+                     on_progress: Callable[[int], None] | None = None) -> BatchReport:
         return self.local().import_lines(lines, on_progress)
 
     def embed(self, progress: Callable[[int], None] | None = None, *, limit: int | None = None) -> dict[str, Any]:
         return self.local().embed(progress, limit=limit)
 
-    def session_context(self, session: str, **params: Any) -> SearchResult:
-        return self.local().session_context(session, **params)
+    def session_context(self, session: str, *, hours: float = 168, limit: int = 50,
+                        now: datetime | None = None) -> SearchResult:
+        return self.local().session_context(session, hours=hours, limit=limit, now=now)
 
-    def workspace_context(self, workspace: str, **params: Any) -> SearchResult:
-        return self.local().workspace_context(workspace, **params)
+    def workspace_context(self, workspace: str, *, hours: float = 168, limit: int = 40,
+                          now: datetime | None = None) -> SearchResult:
+        return self.local().workspace_context(workspace, hours=hours, limit=limit, now=now)
 
     def tail(self, n: int = 10) -> list[Event]:
         return self.local().tail(n)
@@ -308,54 +349,56 @@ class RemoteMemory:
     def follow(self, offset: int) -> tuple[list[Event], int]:
         return self.local().follow(offset)
 
-    def follow_events(self, stop: Any = None, poll_s: float = 0.25) -> Iterator[Event]:
+    def follow_events(self, stop: threading.Event | None = None, poll_s: float = 0.25) -> Iterator[Event]:
         return self.local().follow_events(stop, poll_s)
 
-    def ephemeral(self, action: str = "status", minutes: float | None = None) -> Any:
+    def ephemeral(self, action: str = "status", minutes: float | None = None) -> EphemeralState:
         return self.local().ephemeral(action, minutes)
 
-    def redact_check(self, path: str) -> Iterator[Any]:
+    def redact_check(self, path: str) -> Iterator[Finding]:
         return self.local().redact_check(path)
-
 
     def identity(self) -> dict[str, str]:
         return self.local().identity()
 
-    def collect(self, which: str = "all") -> list[Any]:
+    def collect(self, which: str = "all") -> list[CollectReport]:
         return self.local().collect(which)
 
     def collectors_status(self) -> list[dict[str, Any]]:
         return self.local().collectors_status()
 
-    def install_hooks(self, target: str, **params: Any) -> Any:
-        return self.local().install_hooks(target, **params)
+    def install_hooks(self, target: str, *, path: str | None = None, dry_run: bool = False,
+                      shell: str | None = None) -> InstallResult:
+        return self.local().install_hooks(target, path=path, dry_run=dry_run, shell=shell)
 
-    def uninstall_hooks(self, target: str | None = None, **params: Any) -> list[Any]:
-        return self.local().uninstall_hooks(target, **params)
+    def uninstall_hooks(self, target: str | None = None, *, path: str | None = None, dry_run: bool = False,
+                        shell: str | None = None) -> list[UninstallResult]:
+        return self.local().uninstall_hooks(target, path=path, dry_run=dry_run, shell=shell)
 
-    def workspace_add(self, path: str, name: str | None = None, allow_secret_files: bool = False) -> Any:
+    def workspace_add(self, path: str, name: str | None = None, allow_secret_files: bool = False) -> Root:
         return self.local().workspace_add(path, name, allow_secret_files)
 
-    def workspace_remove(self, name: str) -> Any:
+    def workspace_remove(self, name: str) -> Root:
         return self.local().workspace_remove(name)
 
-    def workspace_list(self) -> list[Any]:
+    def workspace_list(self) -> list[Root]:
         return self.local().workspace_list()
 
-    def get_file(self, path: str, from_line: int = 1, max_lines: int = 200) -> Any:
+    def get_file(self, path: str, from_line: int = 1, max_lines: int = 200) -> FileRange:
         return self.local().get_file(path, from_line, max_lines)
 
-    def memory_create(self, slug: str, use_when: str, members: list[Any], title: str | None = None,
-                      replace: bool = False) -> Any:
+    def memory_create(self, slug: str, use_when: str, members: list[Member], title: str | None = None,
+                      replace: bool = False) -> MemoryDef:
         return self.local().memory_create(slug, use_when, members, title, replace)
 
-    def memory_edit(self, slug: str, **changes: Any) -> Any:
-        return self.local().memory_edit(slug, **changes)
+    def memory_edit(self, slug: str, *, use_when: str | None = None, members: list[Member] | None = None,
+                    title: str | None = None) -> MemoryDef:
+        return self.local().memory_edit(slug, use_when=use_when, members=members, title=title)
 
-    def memory_delete(self, slug: str) -> Any:
+    def memory_delete(self, slug: str) -> MemoryDef:
         return self.local().memory_delete(slug)
 
-    def memory_list(self) -> list[Any]:
+    def memory_list(self) -> list[MemoryDef]:
         return self.local().memory_list()
 
     def memory_get(self, slug: str, token_budget: int = 8000) -> dict[str, Any]:
@@ -364,19 +407,23 @@ class RemoteMemory:
     def overview(self) -> dict[str, Any]:
         return self.local().overview()
 
-    def index(self, *args: Any, **kwargs: Any) -> Any:
-        return self.local().index(*args, **kwargs)
+    def index(self, rebuild: bool = False, follow: bool = False,
+              on_progress: Callable[[int, int], None] | None = None,
+              stop: threading.Event | None = None) -> FeedReport:
+        return self.local().index(rebuild, follow, on_progress, stop)
 
-    def update_index(self, *args: Any, **kwargs: Any) -> Any:
-        return self.local().update_index(*args, **kwargs)
+    def update_index(self, rebuild: bool = False, follow: bool = False,
+                     on_progress: Callable[[int, int], None] | None = None,
+                     stop: threading.Event | None = None) -> IndexRun:
+        return self.local().update_index(rebuild, follow, on_progress, stop)
 
-    def index_files(self) -> Any:
+    def index_files(self) -> FileIndexReport:
         return self.local().index_files()
 
     def index_status(self) -> dict[str, Any]:
         return self.local().index_status()
 
-    def query_source(self, source: str, query: str, limit: int = 10, min_score: float = 0.0) -> Any:
+    def query_source(self, source: str, query: str, limit: int = 10, min_score: float = 0.0) -> ContextResult:
         return self.local().query_source(source, query, limit, min_score)
 
     def fetch_source_document(self, source: str, doc_id: str, content_hash: str | None = None,
@@ -402,7 +449,6 @@ class RemoteMemory:
 
     def db_feeder(self, device: str, password: str | None = None, account: str | None = None) -> dict[str, Any]:
         return self.local().db_feeder(device, password, account)
-
 
     # ---- transport ----------------------------------------------------------------------------
     def _http(self) -> Any:

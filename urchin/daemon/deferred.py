@@ -13,11 +13,14 @@ import threading
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import Any, Protocol, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import anyio
 from starlette.responses import JSONResponse
 from starlette.routing import BaseRoute, Route
+
+if TYPE_CHECKING:
+    from urchin.memory.facade import Facade
 
 __all__ = ["DeferredApp", "mcp_extension"]
 
@@ -108,7 +111,7 @@ class DeferredApp:
         await app(scope, receive, send)
 
 
-def mcp_extension(memory: Any) -> tuple[list[BaseRoute], list[Any]]:
+def mcp_extension(memory: Facade) -> tuple[list[BaseRoute], list[Any]]:
     """The MCP tools over streamable HTTP at `/mcp`, on the daemon's one `Memory` (the daemon already
     checks the token and Host, so the SDK's own Host check is off)."""
 

@@ -19,7 +19,7 @@ import contextlib
 import logging
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl
 
 from starlette.concurrency import run_in_threadpool
@@ -36,6 +36,9 @@ from urchin.hook_context import agent_output
 from urchin.hook_fast import ANSWER_HEADER, FIELDS, MAX_PAYLOAD_BYTES
 from urchin.hooks import plan, recall_args
 from urchin.tokens import Grant
+
+if TYPE_CHECKING:
+    from urchin.memory import Memory
 
 __all__ = ["hook_routes"]
 
@@ -87,7 +90,7 @@ def hook_routes(state_of: Callable[[Request], Any]) -> list[Route]:
     return [Route("/hook/{agent}", hook, methods=["POST"])]
 
 
-def _recall(memory: Any, params: dict[str, Any]) -> tuple[str, list[Event]]:
+def _recall(memory: Memory, params: dict[str, Any]) -> tuple[str, list[Event]]:
     """The recall's text, and its audit event prepared for the group writer (not yet written)."""
     items: list[Mapping[str, Any]] = []
     text = memory.recall(**params, audit=items.append).text

@@ -14,15 +14,24 @@ from starlette.routing import Route
 from urchin.contract import OPERATIONS
 from urchin.errors import QueryError
 
-__all__ = ["workspace_routes", "request_args"]
+__all__ = ["workspace_routes", "request_args", "request_params"]
 
 
 def request_args(request: Request, operation: str, **path: str) -> dict[str, Any]:
     """Query string and path parameters, checked together by the operation's one validator."""
+    return OPERATIONS[operation].parse(_given(request, path), "wire", from_text=True)
+
+
+def request_params(request: Request, operation: str) -> Any:
+    """The query string as the operation's typed parameters (an operation with `typed`), checked here."""
+    return OPERATIONS[operation].build(_given(request, {}), "wire", from_text=True)
+
+
+def _given(request: Request, path: dict[str, str]) -> dict[str, Any]:
     query = {k: v for k, v in request.query_params.multi_items() if k not in path}
     if len(query) != len(request.query_params):
         raise QueryError(next(k for k in request.query_params if k in path), "is given by the path")
-    return OPERATIONS[operation].parse({**query, **path}, "wire", from_text=True)
+    return {**query, **path}
 
 
 def workspace_routes(json: Any, memory_of: Any) -> list[Route]:

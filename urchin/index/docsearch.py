@@ -17,34 +17,27 @@ from typing import Any
 
 from urchin.checks import check_bool, check_number, describe, unknown_parameter
 from urchin.errors import QueryError
-from urchin.event import RECORDED_KINDS
 from urchin.index.base import MEMORY_KINDS
 from urchin.index.files import FILE_KIND, FILES_SOURCE
-from urchin.index.params import MAX_CONTEXT_LIMIT, ContextParams
 from urchin.index.sparse import term_ids, tokens
+from urchin.params.context import ContextParams
+from urchin.params.limits import DOCUMENT_CONTENT_TYPES as CONTENT_TYPES
+from urchin.params.limits import DOCUMENT_FILE_TYPES as FILE_TYPES
+from urchin.params.limits import DOCUMENT_SEARCH_BOUNDS as BOUNDS
+from urchin.params.limits import DOCUMENT_SEARCH_DEFAULTS as DEFAULTS
+from urchin.params.limits import DOCUMENT_SEARCH_NAMES as NAMES
+from urchin.params.limits import DOCUMENT_SOURCE_TYPES as SOURCE_TYPES
+from urchin.params.limits import MAX_CONTEXT_LIMIT
 from urchin.search.websearch import parse, unheld_phrases
 
 __all__ = ["SearchParams", "run_search", "NAMES", "DEFAULTS", "BOUNDS", "file_type", "SOURCE_TYPES",
            "CONTENT_TYPES", "K", "SNIPPET_CHARS"]
 
-NAMES = ("query", "limit", "fullTextWeight", "semanticWeight", "tags", "sourceType", "contentType", "minScore",
-         "includeMemories", "includeConversations", "memoryWeight", "conversationWeight")
 K = 60                           # the seed's RRF constant ("standard"): not a parameter of this tool
 SNIPPET_CHARS = 500              # a result's content, as the seed's output schema cuts it
-# The seed's sourceType is note | file | url: Urchin has notes (journal events: what agents, hooks and
-# collectors wrote) and files (workspace files); it saves no web pages, so `url` is refused by name.
-SOURCE_TYPES = ("note", "file")
-FILE_TYPES = ("markdown", "code")
-CONTENT_TYPES = (*RECORDED_KINDS, *FILE_TYPES)
 _MARKDOWN = (".md", ".markdown", ".mdx", ".rst", ".txt")
 TURNS_PER_CONVERSATION = 3
 LEG_DEPTH = MAX_CONTEXT_LIMIT    # each leg's list: the candidates the fusion sees
-
-DEFAULTS: dict[str, Any] = {"limit": 5, "full_text_weight": 1.0, "semantic_weight": 1.0, "min_score": 0.0,
-                            "include_memories": False, "include_conversations": False, "memory_weight": 1.0,
-                            "conversation_weight": 0.5, "source_type": None, "content_type": None}
-BOUNDS: dict[str, tuple[float, float]] = {"limit": (1, 50), "full_text_weight": (0, 2), "semantic_weight": (0, 2),
-                                          "min_score": (0, 1), "memory_weight": (0, 2), "conversation_weight": (0, 2)}
 
 ContextFn = Callable[[Mapping[str, Any]], Any]
 SessionsFn = Callable[[Sequence[str]], Mapping[str, Mapping[str, Any]]]
@@ -52,8 +45,8 @@ SessionsFn = Callable[[Sequence[str]], Mapping[str, Mapping[str, Any]]]
 
 @dataclass(frozen=True, slots=True)
 class SearchParams:
-    """Validated; the contract's `document_search` declares the same names, defaults and bounds
-    (tests/test_contract.py). Query and tags are checked by `ContextParams`, the one query checker."""
+    """Validated; names, defaults and bounds are `urchin/params/limits.py`'s, as the contract's
+    `document_search` declares them. Query and tags are checked by `ContextParams`, the one query checker."""
 
     query: str
     tags: tuple[str, ...]

@@ -22,9 +22,9 @@ from urchin.event import format_timestamp
 from urchin.index.base import MEMORY_KINDS, ContextRow, Embedder, Filter, IndexBackend, LegHit, Tier
 from urchin.index.files import FILE_KIND
 from urchin.index.live import live_leg
-from urchin.index.params import ContextParams
 from urchin.index.schema import TS_CONFIG
 from urchin.index.sparse import idf, query_vector, term_id, term_ids, to_sparsevec, tokens
+from urchin.params.context import ContextParams
 from urchin.search import thesaurus
 from urchin.search.budget import CHARS_PER_TOKEN, TokenBudget
 from urchin.search.cosine import EXPAND_TERMS, MEMORY_PRIOR, neighbour_weights

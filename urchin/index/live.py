@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any
 from urchin.errors import UrchinError
 from urchin.index.base import Filter, LegHit
 from urchin.index.files import FILE_KIND, FILES_SOURCE, HEADING_JOIN
-from urchin.index.params import ContextParams
 from urchin.index.sparse import tokens
+from urchin.params.context import ContextParams
 from urchin.search.tokens import terms_of
 from urchin.search.websearch import parse
 from urchin.workspace.chunking import chunk_text

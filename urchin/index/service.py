@@ -20,8 +20,8 @@ from urchin.event import Event, format_timestamp
 from urchin.index.base import Embedder
 from urchin.index.feeder import Feeder, FeedReport
 from urchin.index.hybrid import ContextResult, run_context
-from urchin.index.params import ContextParams
 from urchin.journal import Journal
+from urchin.params.context import ContextParams
 from urchin.workspace.roots import DEFAULT_SIZE_CAP
 
 if TYPE_CHECKING:

@@ -5,14 +5,18 @@ Its input schema is generated from the contract's `context` operation (`urchin/c
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from urchin.contract.render import render_context
+
+if TYPE_CHECKING:
+    from urchin.memory.facade import Facade
+    from urchin.params.context import ContextParams
 
 __all__ = ["RUNNERS", "OUTPUT", "DOCS", "READ_ONLY"]
 
 
-def _search_context(memory: Any, a: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+def _search_context(memory: Facade, a: ContextParams) -> tuple[str, dict[str, Any]]:
     result = memory.context(a).to_dict()
     return render_context(result), result
 

@@ -5,12 +5,15 @@ Its input schema is generated from the contract's `recall` operation (`urchin/co
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from urchin.memory.facade import Facade
 
 __all__ = ["RUNNERS", "OUTPUT", "DOCS", "READ_ONLY"]
 
 
-def _recall(memory: Any, a: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+def _recall(memory: Facade, a: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     result = memory.recall(**a).to_dict()
     return result["text"], result
 

@@ -6,19 +6,22 @@ Their input schemas are generated from the contract's `document_search` and `get
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from urchin.contract.render import render_document, render_document_search
+
+if TYPE_CHECKING:
+    from urchin.memory.facade import Facade
 
 __all__ = ["RUNNERS", "OUTPUT", "DOCS", "READ_ONLY"]
 
 
-def _search(memory: Any, a: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+def _search(memory: Facade, a: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     result = memory.document_search(a)
     return render_document_search(result), result
 
 
-def _get_document(memory: Any, a: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+def _get_document(memory: Facade, a: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     result = memory.get_document(a["document_id"], a["include_chunks"])
     return render_document(result), result
 

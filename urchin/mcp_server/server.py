@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import mcp_types as types
@@ -24,10 +24,13 @@ from urchin.mcp_server.schemas import SERVER_INSTRUCTIONS
 from urchin.mcp_server.stdio import MAX_LINE_BYTES, BadLine, parse_line, serve_lines
 from urchin.mcp_server.tools import run_tool, short, tool_error, tool_list
 
+if TYPE_CHECKING:
+    from urchin.memory.facade import Facade
+
 __all__ = ["build_server", "serve_stdio", "streamable_http_app", "McpHttp", "LOOPBACK"]
 
 
-def build_server(memory: Any) -> Server[Any]:
+def build_server(memory: Facade) -> Server[Any]:
     """An MCP server whose tools call `memory` (a `Memory`, or anything with the same methods)."""
 
     async def list_tools(ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
@@ -73,7 +76,7 @@ def _version() -> str:
         return "0.0.0+source"
 
 
-async def serve_stdio(memory: Any) -> None:
+async def serve_stdio(memory: Facade) -> None:
     """Serve the tools on this process's stdin/stdout until the client closes stdin.
 
     Every line gets one answer and every request read before EOF is answered before this returns
@@ -109,7 +112,7 @@ class McpHttp:
         return [Route(path, endpoint=self.app)]
 
 
-def streamable_http_app(memory: Any, *, host_check: bool = True, stateless: bool = True,
+def streamable_http_app(memory: Facade, *, host_check: bool = True, stateless: bool = True,
                         json_response: bool = True) -> McpHttp:
     """The tools over streamable HTTP.
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import mcp_types as types
 
@@ -27,6 +27,10 @@ from urchin.mcp_server.schemas import (
 from urchin.redact import redact_message
 from urchin.search.query import SearchResult
 
+if TYPE_CHECKING:
+    from urchin.memory.facade import Facade
+    from urchin.params.search import SearchParams
+
 __all__ = ["TOOL_NAMES", "run_tool", "check_arguments", "parse_arguments", "tool_list", "tool_error", "short"]
 
 log = logging.getLogger("urchin.mcp")
@@ -40,27 +44,27 @@ def _events(result: SearchResult) -> Reply:
     return render_events(result), result.to_dict()
 
 
-def _search(memory: Any, a: dict[str, Any]) -> Reply:
-    return _events(memory.search(**a))
+def _search(memory: Facade, a: SearchParams) -> Reply:
+    return _events(memory.search(a))
 
 
-def _semantic(memory: Any, a: dict[str, Any]) -> Reply:
+def _semantic(memory: Facade, a: dict[str, Any]) -> Reply:
     return _events(memory.semantic(**a))
 
 
-def _recent(memory: Any, a: dict[str, Any]) -> Reply:
+def _recent(memory: Facade, a: dict[str, Any]) -> Reply:
     return _events(memory.recent(**a))
 
 
-def _session(memory: Any, a: dict[str, Any]) -> Reply:
+def _session(memory: Facade, a: dict[str, Any]) -> Reply:
     return _events(memory.session_context(a.pop("session"), **a))
 
 
-def _workspace(memory: Any, a: dict[str, Any]) -> Reply:
+def _workspace(memory: Facade, a: dict[str, Any]) -> Reply:
     return _events(memory.workspace_context(a.pop("workspace"), **a))
 
 
-def _get(memory: Any, a: dict[str, Any]) -> Reply:
+def _get(memory: Facade, a: dict[str, Any]) -> Reply:
     event = memory.get(a["id"]).to_dict()
     return render_event(event), event
 
@@ -73,34 +77,34 @@ def _write_reply(result: Any, reader: bool = True) -> Reply:
     return render_ingest(result.to_dict()), result.to_dict()
 
 
-def _ingest(memory: Any, a: dict[str, Any], reader: bool = True) -> Reply:
+def _ingest(memory: Facade, a: dict[str, Any], reader: bool = True) -> Reply:
     item = {k: v for k, v in a.items() if v is not None}
     return _write_reply(memory.ingest_one(item, INGEST_DEFAULTS), reader)
 
 
-def _remember(memory: Any, a: dict[str, Any], reader: bool = True) -> Reply:
+def _remember(memory: Facade, a: dict[str, Any], reader: bool = True) -> Reply:
     item = {k: v for k, v in a.items() if v is not None}
     item.update(source="mcp", kind="decision")
     return _write_reply(memory.ingest_one(item), reader)
 
 
-def _ephemeral(memory: Any, a: dict[str, Any]) -> Reply:
+def _ephemeral(memory: Facade, a: dict[str, Any]) -> Reply:
     state = memory.ephemeral(a["action"], a.get("minutes"))
     data: dict[str, Any] = state.to_dict()
     return state.describe(), data
 
 
-def _status(memory: Any, a: dict[str, Any]) -> Reply:
+def _status(memory: Facade, a: dict[str, Any]) -> Reply:
     info = memory.status()
     return render_status(info), info
 
 
-def _forget(memory: Any, a: dict[str, Any]) -> Reply:
+def _forget(memory: Facade, a: dict[str, Any]) -> Reply:
     result = memory.forget_from(a)
     return result.render(), result.to_dict()
 
 
-_RUNNERS: dict[str, Callable[[Any, dict[str, Any]], Reply]] = {
+_RUNNERS: dict[str, Callable[[Facade, Any], Reply]] = {
     "urchin_search": _search,
     "urchin_semantic_search": _semantic,
     "urchin_recent_activity": _recent,
@@ -150,12 +154,15 @@ def check_arguments(name: str, args: Any) -> str | None:
     return None
 
 
-def parse_arguments(name: str, args: Any) -> dict[str, Any]:
-    """Validated arguments with defaults; tools without a declared operation check in `Memory`."""
+def parse_arguments(name: str, args: Any) -> Any:
+    """Validated arguments with defaults (an operation's typed parameters when it has them); tools
+    without a declared operation check in `Memory`."""
     if not isinstance(args, dict):
         raise ValidationError("arguments", f"must be an object, got {describe(args)}")
     op = TOOL_OPS.get(name)
-    return OPERATIONS[op].parse(args, "wire") if op else dict(args)
+    if op is None:
+        return dict(args)
+    return OPERATIONS[op].build(args, "wire") if OPERATIONS[op].typed else OPERATIONS[op].parse(args, "wire")
 
 
 def short(value: Any) -> str:
@@ -171,13 +178,13 @@ def tool_error(message: str) -> types.CallToolResult:
     return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)
 
 
-_WRITERS_VIEW: dict[str, Callable[[Any, dict[str, Any]], Reply]] = {
+_WRITERS_VIEW: dict[str, Callable[[Facade, Any], Reply]] = {
     "urchin_ingest": lambda memory, a: _ingest(memory, a, reader=False),
     "urchin_remember": lambda memory, a: _remember(memory, a, reader=False),
 }
 
 
-def run_tool(memory: Any, name: str, args: Any, reader: bool = True) -> types.CallToolResult:
+def run_tool(memory: Facade, name: str, args: Any, reader: bool = True) -> types.CallToolResult:
     """Check, run and format one call, synchronously; every failure becomes an isError result.
     `reader`: the caller may read every event (stdio, an admin token), so a write may tell it that
     an id was already held or forgotten (`IngestResult.for_writer`)."""

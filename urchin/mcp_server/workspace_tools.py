@@ -5,41 +5,44 @@ Each runner makes one `Memory` call and returns (text, structuredContent), like 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from urchin.contract.render import render_context, render_memories, render_memory, render_overview
+
+if TYPE_CHECKING:
+    from urchin.memory.facade import Facade
 
 __all__ = ["RUNNERS", "OUTPUT", "DOCS", "READ_ONLY"]
 
 Reply = tuple[str, dict[str, Any]]
 
 
-def _get_file(memory: Any, a: dict[str, Any]) -> Reply:
+def _get_file(memory: Facade, a: dict[str, Any]) -> Reply:
     window = memory.get_file(a["path"], a["from_line"], a["max_lines"])
     return window.render(), window.to_dict()
 
 
-def _overview(memory: Any, a: dict[str, Any]) -> Reply:
+def _overview(memory: Facade, a: dict[str, Any]) -> Reply:
     info = memory.overview()
     return render_overview(info), info
 
 
-def _list_memories(memory: Any, a: dict[str, Any]) -> Reply:
+def _list_memories(memory: Facade, a: dict[str, Any]) -> Reply:
     items = [m.summary() for m in memory.memory_list()]
     return render_memories(items), {"memories": items}
 
 
-def _get_memory(memory: Any, a: dict[str, Any]) -> Reply:
+def _get_memory(memory: Facade, a: dict[str, Any]) -> Reply:
     result = memory.memory_get(a["slug"], a["token_budget"])
     return render_memory(result), result
 
 
-def _query_source(memory: Any, a: dict[str, Any]) -> Reply:
+def _query_source(memory: Facade, a: dict[str, Any]) -> Reply:
     result = memory.query_source(a["source"], a["query"], a["limit"], a["min_score"]).to_dict()
     return render_context(result), result
 
 
-def _fetch_document(memory: Any, a: dict[str, Any]) -> Reply:
+def _fetch_document(memory: Facade, a: dict[str, Any]) -> Reply:
     doc = memory.fetch_source_document(a["source"], a["id"], a.get("content_hash"), a["mode"])
     return doc["content"], doc
 

@@ -32,6 +32,8 @@ from urchin.memory.semantic import SemanticViews
 from urchin.memory.timeline import Timeline, TimelinePage
 from urchin.memory.workspace import Workspace
 from urchin.memory.writing import PreparedBatch, import_lines, prepare_batch
+from urchin.params.context import ContextParams
+from urchin.params.search import SearchParams
 from urchin.proof import LineProof
 from urchin.search.query import (
     Filters,
@@ -50,6 +52,9 @@ from urchin.tokens import TokenStore
 if TYPE_CHECKING:
     # Imported where used: numpy and httpx cost ~0.3 s, the write path (redaction rules) ~15 ms and the
     # workspace modules ~8 ms, and a cold `urchin search` needs none of them.
+    from urchin.collectors.base import CollectReport
+    from urchin.collectors.install import InstallResult
+    from urchin.collectors.uninstall import UninstallResult
     from urchin.forget import Compaction, ForgetLog
     from urchin.index.feeder import FeedReport
     from urchin.index.files import FileIndexReport
@@ -192,25 +197,28 @@ class Memory:
         return import_lines(self.ingestor, self._substring, lines, on_progress)
 
     # ---- reading ------------------------------------------------------------------------------
-    def search(self, query: str, *, hours: float = 168, limit: int = 20, source: str | None = None,
-               workspace: str | None = None, session: str | None = None, kind: str | None = None,
-               scope: str = "local", now: datetime | None = None) -> SearchResult:
+    def search(self, query: str | SearchParams, *, hours: float | None = None, limit: int | None = None,
+               source: str | None = None, workspace: str | None = None, session: str | None = None,
+               kind: str | None = None, scope: str | None = None, now: datetime | None = None) -> SearchResult:
         """Literal, case-insensitive search over content; newest first. `scope="team"` searches every
-        device's events in the shared database (URCHIN_DATABASE_URL) instead of this journal."""
-        query = check_query(query)
-        since = window_start_ms(check_hours(hours), now)
-        if scope not in ("local", "team"):
-            raise QueryError("scope", f"must be local or team, got {scope!r}")
-        filters = Filters.of(source, workspace, session, kind)
-        if scope == "team":
-            events = self.index_service.search_team(query, since, check_limit(limit), {
-                "source": filters.source, "workspace": filters.workspace, "session": filters.session,
-                "kind": filters.kind})
-            return SearchResult([Hit(e) for e in events], query, "team")   # literal, every device's
+        device's events in the shared database (URCHIN_DATABASE_URL) instead of this journal.
+
+        `query` is a `SearchParams` (the front ends', checked when built), or its text with the other
+        fields as keywords (built here, so checked the same way; those not given take its defaults).
+        """
+        p = query if isinstance(query, SearchParams) else SearchParams.of(
+            query, hours=hours, limit=limit, source=source, workspace=workspace, session=session, kind=kind,
+            scope=scope)
+        since = window_start_ms(p.hours, now)
+        filters = Filters(p.source, p.workspace, p.session, p.kind)
+        if p.scope == "team":
+            events = self.index_service.search_team(p.query, since, p.limit, {
+                "source": p.source, "workspace": p.workspace, "session": p.session, "kind": p.kind})
+            return SearchResult([Hit(e) for e in events], p.query, "team")   # literal, every device's
         self._hot.catch_up()
-        events = self._substring.search(query, since_ms=since, limit=check_limit(limit), filters=filters)
-        older = None if events else self._substring.older_match(query, since, filters)   # "try --hours N"
-        return SearchResult([Hit(e) for e in events], query, "substring",
+        events = self._substring.search(p.query, since_ms=since, limit=p.limit, filters=filters)
+        older = None if events else self._substring.older_match(p.query, since, filters)   # "try --hours N"
+        return SearchResult([Hit(e) for e in events], p.query, "substring",
                             older=older_hint(older, now) if older is not None else None)
 
     def semantic(self, query: str, *, hours: float = 168, limit: int = 10, source: str | None = None,
@@ -414,7 +422,7 @@ class Memory:
         return {"pid": info["pid"], "address": info.get("address"), "started": info.get("started")}
 
     # ---- capture: collectors and hook installation ---------------------------------------------
-    def collect(self, which: str = "all") -> list[Any]:
+    def collect(self, which: str = "all") -> list[CollectReport]:
         """Run one collector, or `all` whose folders exist; a `CollectReport` each."""
         return self._capture.collect(which)
 
@@ -427,12 +435,12 @@ class Memory:
         return self._capture.changes(stop)
 
     def install_hooks(self, target: str, *, path: str | None = None, dry_run: bool = False,
-                      shell: str | None = None) -> Any:
+                      shell: str | None = None) -> InstallResult:
         """Merge Urchin's hooks into an agent's (or shell's) config; an `InstallResult`."""
         return self._capture.install_hooks(target, path, dry_run, shell)
 
     def uninstall_hooks(self, target: str | None = None, *, path: str | None = None, dry_run: bool = False,
-                        shell: str | None = None) -> list[Any]:
+                        shell: str | None = None) -> list[UninstallResult]:
         """Remove Urchin's hooks from one agent's (or shell's) config, or (no target) from every default
         one; an `UninstallResult` each."""
         return self._capture.uninstall_hooks(target, path, dry_run, shell)
@@ -472,7 +480,9 @@ class Memory:
         """A curated memory with every member's current contents, and coverage notes."""
 
         def run_query(member: Member) -> list[str]:
-            result = self.search(member.query or "", hours=member.hours or 24 * 365, limit=50, source=member.source)
+            # a saved window is held to the rule `memory create` holds it to (and its error), not search's
+            hours = check_hours(member.hours or 24 * 365)
+            result = self.search(member.query or "", hours=hours, limit=50, source=member.source)
             return [one_line(hit.event, width=2000) for hit in result.hits]
 
         return self._workspace.memory_get(slug, token_budget, run_query)
@@ -516,14 +526,19 @@ class Memory:
                       lambda: self.ingestor.ephemeral.is_on(), self._settings.config)
 
     # ---- the Postgres hybrid index (extra `postgres`; the driver loads on first use) ----------
-    def context(self, params: Mapping[str, Any] | None = None, /, *, now: datetime | None = None,
-                **kwargs: Any) -> ContextResult:
-        """`search_context`: wire-named parameters as one mapping (MCP, HTTP), or snake_case keywords (CLI).
+    def context(self, params: ContextParams | None = None, /, *, now: datetime | None = None,
+                **keywords: Any) -> ContextResult:
+        """`search_context`: its typed parameters (the front ends', checked when built), or `ContextParams`'
+        snake_case keywords (built here, so checked the same way: `QueryError` naming the bad field).
 
-        Raises `QueryError` naming the bad field. The index first catches up with the journal when it
-        is only a little behind; the coverage block says when it is not.
+        The index first catches up with the journal when it is only a little behind; the coverage block
+        says when it is not.
         """
-        return self._index.context(params, now, kwargs)
+        if params is None:
+            params = ContextParams.build(now=now, **keywords)
+        elif keywords or now is not None or not isinstance(params, ContextParams):
+            raise TypeError("context() takes ContextParams (wire names: ContextParams.parse(mapping)), or keywords")
+        return self._index.context(params)
 
     def index(self, rebuild: bool = False, follow: bool = False,
               on_progress: Callable[[int, int], None] | None = None,

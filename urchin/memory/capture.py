@@ -13,6 +13,9 @@ from typing import TYPE_CHECKING, Any
 from urchin.config import Settings
 
 if TYPE_CHECKING:
+    from urchin.collectors.base import CollectReport
+    from urchin.collectors.install import InstallResult
+    from urchin.collectors.uninstall import UninstallResult
     from urchin.ingest import IngestResult
 
 __all__ = ["Capture"]
@@ -27,7 +30,7 @@ class Capture:
         self._settings = settings
         self._ingest = ingest
 
-    def collect(self, which: str) -> list[Any]:
+    def collect(self, which: str) -> list[CollectReport]:
         from urchin import collectors
 
         return collectors.run(which, self._settings, self._ingest())
@@ -42,7 +45,7 @@ class Capture:
 
         return watch_collectors(self._settings, stop)
 
-    def install_hooks(self, target: str, path: str | None, dry_run: bool, shell: str | None) -> Any:
+    def install_hooks(self, target: str, path: str | None, dry_run: bool, shell: str | None) -> InstallResult:
         from pathlib import Path
 
         from urchin.collectors.install import install
@@ -50,7 +53,8 @@ class Capture:
         return install(target, self._settings, path=Path(path).expanduser() if path else None, dry_run=dry_run,
                        shell=shell)
 
-    def uninstall_hooks(self, target: str | None, path: str | None, dry_run: bool, shell: str | None) -> list[Any]:
+    def uninstall_hooks(self, target: str | None, path: str | None, dry_run: bool,
+                        shell: str | None) -> list[UninstallResult]:
         from pathlib import Path
 
         from urchin.collectors.uninstall import uninstall, uninstall_all

@@ -19,6 +19,8 @@ from urchin.errors import NotFoundError, QueryError, ValidationError
 from urchin.event import Event, format_timestamp
 from urchin.journal import Journal
 from urchin.memory.workspace import Workspace
+from urchin.params.context import ContextParams
+from urchin.params.limits import FETCH_MODES
 
 if TYPE_CHECKING:
     from urchin.index.feeder import FeedReport
@@ -33,7 +35,6 @@ __all__ = ["HybridIndex", "IndexRun", "MAX_DOCUMENT_BYTES", "FETCH_MODES", "adop
 log = logging.getLogger("urchin.index")
 
 MAX_DOCUMENT_BYTES = 4 * 1024 * 1024     # fetch_source_document returns whole files up to this size
-FETCH_MODES = ("indexed", "live")        # a retained file from the index (as cited), or from disk
 
 
 def _file_type(doc_id: str) -> str:
@@ -93,11 +94,8 @@ class HybridIndex:
         """The service if this process opened it (status reads it without opening a database)."""
         return self._service
 
-    def context(self, params: Mapping[str, Any] | None, now: datetime | None, kwargs: Mapping[str, Any]
-                ) -> ContextResult:
-        from urchin.index.params import ContextParams
-
-        parsed = ContextParams.parse(params, now=now) if params is not None else ContextParams.build(now=now, **kwargs)
+    def context(self, parsed: ContextParams) -> ContextResult:
+        """`search_context` with parameters checked when they were built."""
         if parsed.source_ids:
             parsed = parsed.resolve_source_ids(self.service.known_sources(),
                                                [r.name for r in self._workspace.roots.list()])
@@ -132,7 +130,7 @@ class HybridIndex:
         """textrawl's `search` (wire-named parameters) over the same hybrid query as `context`."""
         from urchin.index.docsearch import run_search
 
-        return run_search(lambda query: self.context(query, None, {}), curated, params,
+        return run_search(lambda query: self.context(ContextParams.parse(query)), curated, params,
                           self.service.known_sources, self.service.session_heads)
 
     def query_source(self, source: str, query: str, limit: int, min_score: float = 0.0) -> ContextResult:
@@ -146,13 +144,13 @@ class HybridIndex:
         source = source.strip()
         roots = [r.name for r in self._workspace.roots.list()]
         if source in roots:
-            return self.context(None, None, {"query": query, "limit": limit, "sources": ["files"],
-                                             "workspace": source, "mode": "live", "min_score": min_score})
+            return self.context(ContextParams.build(query=query, limit=limit, sources=["files"], workspace=source,
+                                                    mode="live", min_score=min_score))
         known = self.service.known_sources()
         if source not in known:
             names = sorted(set(known) | set(roots))
             raise QueryError("source", f"unknown source {source!r} (known: {', '.join(names) or 'none yet'})")
-        return self.context(None, None, {"query": query, "limit": limit, "sources": [source], "min_score": min_score})
+        return self.context(ContextParams.build(query=query, limit=limit, sources=[source], min_score=min_score))
 
     def fetch_source_document(self, source: str, doc_id: str, content_hash: str | None = None,
                               mode: str = "indexed") -> dict[str, Any]:

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from urchin.config import Settings
 from urchin.errors import UrchinError
+from urchin.params.limits import MAX_MEMORY_TOKEN_BUDGET
 from urchin.search.query import check_hours, check_limit
 
 if TYPE_CHECKING:
@@ -69,7 +70,8 @@ class Workspace:
     def memory_get(self, slug: str, token_budget: int, run_query: Callable[[Member], list[str]]) -> dict[str, Any]:
         from urchin.workspace.memories import gather
 
-        budget = check_limit(token_budget, 200_000) if token_budget != DEFAULT_TOKEN_BUDGET else token_budget
+        budget = token_budget if token_budget == DEFAULT_TOKEN_BUDGET else check_limit(token_budget,
+                                                                                   MAX_MEMORY_TOKEN_BUDGET)
         return gather(self._store().get(slug), self.files, run_query, budget)
 
     def memory_delete(self, slug: str) -> MemoryDef:

@@ -17,12 +17,12 @@ from typing import Any
 
 from urchin.checks import check_bool, check_number
 from urchin.errors import ConfigError, QueryError
+from urchin.params.limits import MAX_RECALL_BUDGET as MAX_BUDGET
 
 __all__ = ["Policy", "SESSION_BUDGET", "PROMPT_BUDGET", "MAX_BUDGET"]
 
 SESSION_BUDGET = 1200
 PROMPT_BUDGET = 600
-MAX_BUDGET = 20_000
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,11 +10,11 @@ from typing import Any
 from urchin.checks import check_number
 from urchin.errors import QueryError, ValidationError
 from urchin.event import MAX_HOURS, Event, check_label, clean_text, format_timestamp
+from urchin.params.limits import MAX_LIMIT
 
 __all__ = ["Filters", "Hit", "SearchResult", "check_query", "check_hours", "check_limit", "window_start_ms",
            "MAX_LIMIT", "one_line", "AUDIT", "hides_audit", "older_hint"]
 
-MAX_LIMIT = 1000
 AUDIT = ("urchin", "recall")   # (source, kind) of recall's audit events: out of every search by default
 
 

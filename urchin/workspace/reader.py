@@ -17,13 +17,12 @@ from typing import Any, BinaryIO
 
 from urchin.checks import check_number
 from urchin.errors import QueryError, ValidationError
+from urchin.params.limits import MAX_FROM_LINE, MAX_LINES
 from urchin.redact import MARKER, Redactor
 from urchin.workspace.access import FileAccess
 
 __all__ = ["FileRange", "read_range", "MAX_LINES", "LINE_CHARS", "SCAN_BYTES", "SCAN_SECONDS", "LINE_CUT"]
 
-MAX_LINES = 2000
-MAX_FROM_LINE = 1 << 31
 LINE_CHARS = 4096                    # a longer line is cut, with LINE_CUT after it
 LINE_CUT = " …[line cut: longer than {} characters]"
 SCAN_BYTES = 64 * 1024 * 1024        # a read looks at no more of a file than this

@@ -1,8 +1,9 @@
-"""`search_context` parameters: one parser shared by the CLI, the MCP tool and `POST /context`.
+"""`search_context`'s typed parameters: `ContextParams`, validated when built.
 
 `ContextParams.parse(mapping)` accepts the camelCase wire names (and snake_case) and raises a
-`QueryError` naming the field and the rule (`searches[2].type: must be lex, vec or hyde`). The contract's
-`context` operation declares the same parameters for the front ends' schemas and flags.
+`QueryError` naming the field and the rule (`searches[2].type: must be lex, vec or hyde`); the contract's
+`context` operation calls it at the edge (naming the field as the caller spelled it), and the index takes
+the result as it is. `ContextParams.build(**keywords)` is the same validator for a Python caller.
 """
 
 from __future__ import annotations
@@ -15,30 +16,28 @@ from typing import Any
 from urchin.checks import camel, check_bool, check_number, unknown_parameter
 from urchin.errors import QueryError, ValidationError
 from urchin.event import MAX_HOURS, check_name, clean_text, format_timestamp, parse_timestamp
+from urchin.params.limits import (
+    DEFAULT_LIVE_BYTE_BUDGET,
+    HYDE_WORDS,
+    MAX_CONTEXT_LIMIT,
+    MAX_CONTEXT_TOKEN_BUDGET,
+    MAX_K,
+    MAX_LIVE_BYTE_BUDGET,
+    MAX_QUERY_CHARS,
+    MAX_SEARCHES,
+    MAX_WEIGHT,
+    MODES,
+    SEARCH_TYPES,
+    STRATEGIES,
+)
 
-__all__ = ["ContextParams", "SubQuery", "STRATEGIES", "SEARCH_TYPES", "MAX_SEARCHES", "MAX_CONTEXT_LIMIT", "BOUNDS",
-           "DEFAULTS", "WIRE_NAMES"]
-
-# The contract (urchin/contract/ops.py) declares these parameters with the same defaults and bounds for
-# the front ends' schemas and flags; tests/test_contract.py keeps the two equal.
-STRATEGIES = ("hybrid", "keyword", "semantic")
-SEARCH_TYPES = ("lex", "vec", "hyde")
-MODES = ("indexed", "live")
-MAX_SEARCHES = 8
-MAX_CONTEXT_LIMIT = 100
-MAX_QUERY_CHARS = 4000
-HYDE_WORDS = (30, 80)   # a hyde sub-query is a hypothetical answer passage, not a keyword list
-MAX_TOKEN_BUDGET = 1_000_000
-MAX_WEIGHT = 1000.0   # fusion weights: finite, and their sums stay finite
-MAX_K = 1000
-DEFAULT_LIVE_BYTE_BUDGET = 8 * 1024 * 1024
-MAX_LIVE_BYTE_BUDGET = 1024 * 1024 * 1024
+__all__ = ["ContextParams", "SubQuery", "BOUNDS", "DEFAULTS", "WIRE_NAMES"]
 
 # (minimum, maximum) of each number, by attribute; hours' minimum is exclusive
 BOUNDS: dict[str, tuple[float, float]] = {
     "full_text_weight": (0, MAX_WEIGHT), "semantic_weight": (0, MAX_WEIGHT), "memory_weight": (0, MAX_WEIGHT),
     "k": (1, MAX_K), "hours": (0, MAX_HOURS), "min_score": (0, 1), "limit": (1, MAX_CONTEXT_LIMIT),
-    "token_budget": (1, MAX_TOKEN_BUDGET), "per_file_cap": (1, MAX_CONTEXT_LIMIT),
+    "token_budget": (1, MAX_CONTEXT_TOKEN_BUDGET), "per_file_cap": (1, MAX_CONTEXT_LIMIT),
     "live_byte_budget": (0, MAX_LIVE_BYTE_BUDGET),
 }
 
@@ -86,9 +85,14 @@ class ContextParams:
     # sources and workspace roots that exist; `roots`: the workspace roots among them (their files)
     source_ids: tuple[str, ...] = field(default=(), compare=False)
     roots: tuple[str, ...] = ()
+    # the values given, by wire name, as JSON: what a client sends the daemon (`to_wire`)
+    given: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
-    def parse(cls, data: Mapping[str, Any], now: datetime | None = None) -> ContextParams:
+    def parse(cls, data: Mapping[str, Any], now: datetime | None = None, *, from_text: bool = False
+              ) -> ContextParams:
+        """From wire names (or snake_case); numbers are read from text either way (`from_text` is the
+        contract's flag for query strings, which this needs not)."""
         if not isinstance(data, Mapping):
             raise QueryError("params", "must be an object")
         values: dict[str, Any] = {}
@@ -103,7 +107,7 @@ class ContextParams:
     @classmethod
     def build(cls, *, now: datetime | None = None, **v: Any) -> ContextParams:
         """Validate keyword arguments (snake_case); `None` means the default."""
-        known = [f.name for f in fields(cls)]
+        known = [f.name for f in fields(cls) if f.name != "given"]
         for key in v:   # a misspelt keyword is refused, never silently ignored
             if key not in known:
                 raise unknown_parameter(key, known)
@@ -154,9 +158,14 @@ class ContextParams:
             hours=hours,
             devices=_names(v.get("devices"), "devices"),
             accounts=_names(v.get("accounts"), "accounts"),
+            given={camel(key): _jsonable(value) for key, value in v.items()},
         )
         params._check_weights()
         return params
+
+    def to_wire(self) -> dict[str, Any]:
+        """The parameters as given, by wire name (`POST /context`'s body): the daemon builds the same."""
+        return dict(self.given)
 
     def _check_weights(self) -> None:
         if self.strategy == "keyword" and self.full_text_weight == 0:
@@ -204,8 +213,19 @@ class ContextParams:
 # Each attribute's default (`None`: not given), and wire name -> attribute (snake_case is accepted too);
 # `sourceIds` adds to `sources`; `roots` is resolved from them, never given.
 DEFAULTS: dict[str, Any] = {f.name: None if f.default is MISSING else f.default
-                            for f in fields(ContextParams) if f.name != "roots"}
+                            for f in fields(ContextParams) if f.name not in ("roots", "given")}
 WIRE_NAMES: dict[str, str] = {camel(attr): attr for attr in DEFAULTS}
+
+
+def _jsonable(value: Any) -> Any:
+    """A given value as JSON holds it: times as RFC 3339, sub-queries as objects, tuples as lists."""
+    if isinstance(value, datetime):
+        return format_timestamp(value)
+    if isinstance(value, SubQuery):
+        return value.to_dict()
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(item) for item in value]
+    return value
 
 
 def _iso(moment: datetime | None) -> str | None:

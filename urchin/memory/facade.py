@@ -1,0 +1,195 @@
+"""`Facade`: the API every front end calls, as a Protocol that `Memory` (in-process) and the daemon
+client `RemoteMemory` (urchin/daemon/client.py) both satisfy.
+
+`search` and `context` take their typed parameters (`urchin/params/`), built and checked at the edge.
+Front ends hold a `Facade`, never `Any`: `open_memory` and `AppContext.memory()` return one, so mypy
+checks both implementations against it and a method that drifts in either (a renamed keyword, a
+different result type) fails the type check rather than a user's call. Only types, no run-time cost:
+import it under `TYPE_CHECKING`.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from urchin.collectors.base import CollectReport
+    from urchin.collectors.install import InstallResult
+    from urchin.collectors.uninstall import UninstallResult
+    from urchin.config import Settings
+    from urchin.ephemeral import EphemeralState
+    from urchin.event import Event
+    from urchin.forget import Compaction
+    from urchin.index.feeder import FeedReport
+    from urchin.index.files import FileIndexReport
+    from urchin.index.hybrid import ContextResult
+    from urchin.ingest import BatchReport, IngestResult
+    from urchin.memory.forget import ForgetResult
+    from urchin.memory.index import IndexRun
+    from urchin.params.context import ContextParams
+    from urchin.params.search import SearchParams
+    from urchin.redact import Finding
+    from urchin.search.query import SearchResult
+    from urchin.workspace.memories import Member, MemoryDef
+    from urchin.workspace.reader import FileRange
+    from urchin.workspace.roots import Root
+
+__all__ = ["Facade", "RecallAnswer"]
+
+
+class RecallAnswer(Protocol):
+    """What `recall` returns: the block as the agent receives it, and its JSON object."""
+
+    @property
+    def text(self) -> str: ...
+
+    def to_dict(self) -> dict[str, Any]: ...
+
+
+class Facade(Protocol):
+    """Every operation a front end runs; results are the same objects whichever implementation answers."""
+
+    @property
+    def settings(self) -> Settings: ...
+
+    def close(self) -> None: ...
+
+    # ---- writing
+    def ingest(self, items: Iterable[Mapping[str, Any] | Event],
+               defaults: Mapping[str, Any] | None = None) -> list[IngestResult]: ...
+
+    def ingest_one(self, item: Mapping[str, Any] | Event,
+                   defaults: Mapping[str, Any] | None = None) -> IngestResult: ...
+
+    def prepare(self, item: Mapping[str, Any], defaults: Mapping[str, Any] | None = None) -> Event: ...
+
+    def import_lines(self, lines: Iterable[bytes | str],
+                     on_progress: Callable[[int], None] | None = None) -> BatchReport: ...
+
+    # ---- reading the journal
+    def search(self, query: SearchParams, /, *, now: datetime | None = None) -> SearchResult: ...
+
+    def semantic(self, query: str, *, hours: float = ..., limit: int = ..., source: str | None = None,
+                 workspace: str | None = None, session: str | None = None, kind: str | None = None,
+                 min_score: float = ..., explain: bool = ..., now: datetime | None = None) -> SearchResult: ...
+
+    def recent(self, *, hours: float = ..., limit: int = ..., source: str | None = None,
+               workspace: str | None = None, session: str | None = None, kind: str | None = None,
+               now: datetime | None = None) -> SearchResult: ...
+
+    def session_context(self, session: str, *, hours: float = ..., limit: int = ...,
+                        now: datetime | None = None) -> SearchResult: ...
+
+    def workspace_context(self, workspace: str, *, hours: float = ..., limit: int = ...,
+                          now: datetime | None = None) -> SearchResult: ...
+
+    def get(self, event_id: str) -> Event: ...
+
+    def tail(self, n: int = ...) -> list[Event]: ...
+
+    def end_offset(self) -> int: ...
+
+    def follow(self, offset: int) -> tuple[list[Event], int]: ...
+
+    def follow_events(self, stop: threading.Event | None = None, poll_s: float = ...) -> Iterator[Event]: ...
+
+    def status(self) -> dict[str, Any]: ...
+
+    def embed(self, progress: Callable[[int], None] | None = None, *,
+              limit: int | None = None) -> dict[str, Any]: ...
+
+    # ---- recall
+    def recall(self, *, workspace: str | None = None, cwd: str | None = None, session: str | None = None,
+               prompt: str | None = None, budget: int | None = None,
+               now: datetime | None = None) -> RecallAnswer: ...
+
+    # ---- the hybrid index
+    def context(self, params: ContextParams, /) -> ContextResult: ...
+
+    def document_search(self, params: Mapping[str, Any]) -> dict[str, Any]: ...
+
+    def query_source(self, source: str, query: str, limit: int = ..., min_score: float = ...) -> ContextResult: ...
+
+    def fetch_source_document(self, source: str, doc_id: str, content_hash: str | None = None,
+                              mode: str = ...) -> dict[str, Any]: ...
+
+    def get_document(self, document_id: str, include_chunks: bool = False) -> dict[str, Any]: ...
+
+    def index(self, rebuild: bool = False, follow: bool = False,
+              on_progress: Callable[[int, int], None] | None = None,
+              stop: threading.Event | None = None) -> FeedReport: ...
+
+    def update_index(self, rebuild: bool = False, follow: bool = False,
+                     on_progress: Callable[[int, int], None] | None = None,
+                     stop: threading.Event | None = None) -> IndexRun: ...
+
+    def index_files(self) -> FileIndexReport: ...
+
+    def index_status(self) -> dict[str, Any]: ...
+
+    def db_setup(self, owner_password: str | None = None, reader_password: str | None = None) -> dict[str, Any]: ...
+
+    def db_feeder(self, device: str, password: str | None = None,
+                  account: str | None = None) -> dict[str, Any]: ...
+
+    # ---- privacy and forgetting
+    def ephemeral(self, action: str = ..., minutes: float | None = None) -> EphemeralState: ...
+
+    def redact_check(self, path: str) -> Iterator[Finding]: ...
+
+    def redact_rewrite(self, purge: bool = False) -> dict[str, Any]: ...
+
+    def forget(self, ids: Sequence[str] | str | None = None, *, session: str | None = None,
+               query: str | None = None, since: str | None = None, until: str | None = None,
+               confirm: bool = False, purge: bool = False) -> ForgetResult: ...
+
+    def forget_from(self, params: Mapping[str, Any]) -> ForgetResult: ...
+
+    def finish_forget(self) -> Compaction | None: ...
+
+    def identity(self) -> dict[str, str]: ...
+
+    # ---- scoped API tokens
+    def token_create(self, scope: str, workspaces: Sequence[str] = (), expires: str | None = None,
+                     name: str | None = None) -> dict[str, Any]: ...
+
+    def token_list(self) -> list[dict[str, Any]]: ...
+
+    def token_revoke(self, token_id: str) -> None: ...
+
+    # ---- capture
+    def collect(self, which: str = ...) -> list[CollectReport]: ...
+
+    def collectors_status(self) -> list[dict[str, Any]]: ...
+
+    def install_hooks(self, target: str, *, path: str | None = None, dry_run: bool = False,
+                      shell: str | None = None) -> InstallResult: ...
+
+    def uninstall_hooks(self, target: str | None = None, *, path: str | None = None, dry_run: bool = False,
+                        shell: str | None = None) -> list[UninstallResult]: ...
+
+    # ---- workspace files and curated memories
+    def workspace_add(self, path: str, name: str | None = None, allow_secret_files: bool = False) -> Root: ...
+
+    def workspace_remove(self, name: str) -> Root: ...
+
+    def workspace_list(self) -> list[Root]: ...
+
+    def get_file(self, path: str, from_line: int = ..., max_lines: int = ...) -> FileRange: ...
+
+    def memory_create(self, slug: str, use_when: str, members: list[Member], title: str | None = None,
+                      replace: bool = False) -> MemoryDef: ...
+
+    def memory_edit(self, slug: str, *, use_when: str | None = None, members: list[Member] | None = None,
+                    title: str | None = None) -> MemoryDef: ...
+
+    def memory_delete(self, slug: str) -> MemoryDef: ...
+
+    def memory_list(self) -> list[MemoryDef]: ...
+
+    def memory_get(self, slug: str, token_budget: int = ...) -> dict[str, Any]: ...
+
+    def overview(self) -> dict[str, Any]: ...
