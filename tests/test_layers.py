@@ -23,6 +23,7 @@ LAYERS = [
     ("urchin.dsn", 1),                                      # connection strings: masked, written as URLs
     ("urchin.config_keys", 1),                              # every config.toml key, declared once
     ("urchin.words", 0),                                    # counts in words, the same at every layer
+    ("urchin.fileio", 0),                                   # atomic writes, synced appends, line reads (stdlib only)
     ("urchin.journal", 3),
     # the journal's companions, and the redactor every write passes
     ("urchin.idindex", 4), ("urchin.forget", 4), ("urchin.ephemeral", 4), ("urchin.redact", 4),
@@ -48,7 +49,7 @@ MEMORY_LAYER = 9
 # its wire (how a client finds the daemon and sends it one request; hooks use it too), and how Urchin starts
 # its own child processes (the daemon's index feed runs in one)
 ALLOWED_BELOW = {"urchin.errors", "urchin.checks", "urchin.config", "urchin.tokens", "urchin.wire",
-                 "urchin.children"}
+                 "urchin.children", "urchin.fileio"}   # and the file primitives (the daemon's pid and token files)
 ALLOWED_NAMES = {
     ("urchin.event", "Event"), ("urchin.event", "new_id"), ("urchin.event", "format_timestamp"),
     ("urchin.ingest", "IngestResult"), ("urchin.ingest", "BatchReport"),
