@@ -620,7 +620,7 @@ def test_views_follow_a_rewrite_a_crash_interrupted(memory: Memory, settings: Se
 _CRASHING_CLI = """
 import os, signal, sys
 import urchin.forget as forget
-point, append, rename = sys.argv[1], forget.ForgetLog._append, os.rename
+point, append, rename = sys.argv[1], forget.ForgetLog._append, os.replace
 def append_then_die(self, record):
     append(self, record)
     if record.get("op") == point:
@@ -629,7 +629,8 @@ def rename_then_die(source, target):
     rename(source, target)
     if point == "rename" and str(target).endswith("events.jsonl"):
         os.kill(os.getpid(), signal.SIGKILL)
-forget.ForgetLog._append, os.rename = append_then_die, rename_then_die
+# the compaction's rename is urchin.fileio's (Replacement.commit): os.replace, right before the folder's fsync
+forget.ForgetLog._append, os.replace = append_then_die, rename_then_die
 sys.argv = ["urchin", *sys.argv[2:]]
 from urchin.__main__ import entry
 entry()

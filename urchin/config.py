@@ -21,10 +21,14 @@ from urchin.checks import check_number
 from urchin.config_keys import SCHEMA, Table, unknown_keys
 from urchin.errors import ConfigError, QueryError, ValidationError
 from urchin.event import HARD_LIMIT_BYTES, SOFT_CAP_BYTES, check_name
+
+# re-exported for the modules of issue 37's work (search/semantic.py, cosine_store.py, vectors.py) until
+# they import urchin.fileio themselves; everything else does already
+from urchin.fileio import ensure_private_dir, write_private
 from urchin.home import home_dir
 
-__all__ = ["Settings", "Durability", "DEFAULT_PORT", "ensure_private_dir", "resolve_home", "runtime_dir",
-           "use_runtime_dir", "LIVE_SECTIONS", "config_stamp", "read_config", "changed_keys"]
+__all__ = ["Settings", "Durability", "DEFAULT_PORT", "ensure_private_dir", "write_private", "resolve_home",
+           "runtime_dir", "use_runtime_dir", "LIVE_SECTIONS", "config_stamp", "read_config", "changed_keys"]
 
 Durability = Literal["always", "batch", "never"]
 DEFAULT_PORT = 18799
@@ -33,30 +37,6 @@ _EMBEDDER_APIS = ("openai", "ollama")
 # config.toml tables a running daemon reads again when the file changes (or on SIGHUP): they apply from
 # the next write or query; every other key is read once, at start-up, and needs a restart.
 LIVE_SECTIONS = ("redact", "recall")
-
-
-def ensure_private_dir(path: Path) -> Path:
-    """Create `path` and any missing parents as 0700; tighten the last folder if we own it.
-
-    `Path.mkdir(parents=True, mode=...)` gives only the last folder that mode, so a new
-    `$URCHIN_HOME/journal` would leave `$URCHIN_HOME` itself world-readable: create each one.
-    """
-    missing: list[Path] = []
-    probe = path
-    while not probe.exists() and probe != probe.parent:
-        missing.append(probe)
-        probe = probe.parent
-    for folder in reversed(missing):
-        try:
-            folder.mkdir(mode=0o700)
-        except FileExistsError:
-            pass
-    try:
-        if path.stat().st_mode & 0o077 and path.stat().st_uid == os.getuid():
-            path.chmod(0o700)
-    except (PermissionError, FileNotFoundError):
-        pass
-    return path
 
 
 @contextlib.contextmanager
@@ -73,22 +53,6 @@ def exclusive_lock(path: Path, wait: bool = True) -> Iterator[bool]:
         yield True
     finally:
         os.close(fd)
-
-
-def write_private(path: Path, data: bytes, *, sync: bool = True) -> None:
-    """Replace `path` atomically with `data`, as a 0600 file in a 0700 folder (fsync'd unless told not)."""
-    ensure_private_dir(path.parent)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
-        if sync:
-            os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
 
 
 @dataclass(frozen=True)

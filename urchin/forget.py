@@ -18,14 +18,23 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import orjson
 
-from urchin.config import ensure_private_dir, write_private
 from urchin.errors import JournalError
 from urchin.event import format_timestamp
-from urchin.journal import Journal, _fsync_dir
+from urchin.fileio import (
+    Replacement,
+    append_synced,
+    ensure_private_dir,
+    fsync_dir,
+    line_chunks,
+    replacing,
+    split_lines,
+    write_private,
+)
+from urchin.journal import Journal
 
 __all__ = ["ForgetLog", "Compaction", "Rewrite", "forget_hash", "line_id", "compact"]
 
@@ -278,20 +287,11 @@ class ForgetLog:
 
     def _append(self, record: dict[str, object]) -> None:
         ensure_private_dir(self.path.parent)
-        created = not self.path.exists()
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         try:
-            # a torn last record (a crash mid-write) must not swallow this one
-            size = os.fstat(fd).st_size
-            prefix = b"\n" if size and _last_byte(self.path, size) != b"\n" else b""
-            os.write(fd, prefix + orjson.dumps(record) + b"\n")
-            os.fsync(fd)
+            # fresh_line: a torn last record (a crash mid-write) must not swallow this one
+            append_synced(self.path, orjson.dumps(record) + b"\n", fresh_line=True)
         except OSError as exc:
             raise JournalError(f"{self.path}: cannot write: {exc.strerror}") from None
-        finally:
-            os.close(fd)
-        if created:
-            _fsync_dir(self.path.parent)
         self._state = _State()
 
 
@@ -324,21 +324,22 @@ def compact(journal: Journal, log: ForgetLog, rewrite: Rewrite | None = None,
             _cleaned(log, leftover)
             if rewrite is None and not log.pending():
                 return None
-        edits, replaced = _write_rewritten(target, tmp, hashes, rewrite)
-        if not edits:
-            tmp.unlink(missing_ok=True)
-            if log.pending():
-                dev, ino = _identity(target)
-                log._append({"op": "compact", "at": _now(), "token": os.urandom(8).hex(), "dev": dev, "ino": ino,
-                             "edits": []})
-            return None
-        dev, ino = _identity(tmp)
-        gen, token = log.generation() + 1, os.urandom(8).hex()
-        log._append({"op": "compact", "at": _now(), "token": token, "dev": dev, "ino": ino,
-                     "edits": [list(e) for e in edits], "replaced": sorted(h.hex() for h in replaced)})
-        with hold(edits[0][0]) if hold is not None else nullcontext():
-            os.rename(tmp, target)
-            _fsync_dir(target.parent)
+        with replacing(target, tmp=tmp, private_parent=False) as new:
+            edits, replaced = _write_rewritten(target, new, hashes, rewrite)
+            if not edits:
+                new.discard()
+                if log.pending():
+                    dev, ino = _identity(target)
+                    log._append({"op": "compact", "at": _now(), "token": os.urandom(8).hex(), "dev": dev,
+                                 "ino": ino, "edits": []})
+                return None
+            dev, ino = _identity(tmp)
+            gen, token = log.generation() + 1, os.urandom(8).hex()
+            log._append({"op": "compact", "at": _now(), "token": token, "dev": dev, "ino": ino,
+                         "edits": [list(e) for e in edits], "replaced": sorted(h.hex() for h in replaced)})
+            with hold(edits[0][0]) if hold is not None else nullcontext():
+                new.commit()
+                fsync_dir(target.parent, strict=False)
         log._state = _State()
         done = Compaction(gen, tuple(edits), frozenset(replaced), token)
         _follow(done, after)
@@ -364,37 +365,30 @@ def _cleaned(log: ForgetLog, done: Compaction) -> None:
     log._append({"op": "cleaned", "at": _now(), "token": done.token})
 
 
-def _write_rewritten(source: Path, tmp: Path, hashes: frozenset[bytes],
+def _write_rewritten(source: Path, new: Replacement, hashes: frozenset[bytes],
                      rewrite: Rewrite | None) -> tuple[list[tuple[int, int, int]], set[bytes]]:
-    """Copy `source` to `tmp` (fsync'd) without forgotten lines and with rewritten ones; returns the edits."""
+    """Copy `source` to `new` (fsync'd) without forgotten lines and with rewritten ones; returns the edits."""
     edits: list[tuple[int, int, int]] = []
     replaced: set[bytes] = set()
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        with source.open("rb") as handle:
-            out: list[bytes] = []
-            for offset, line in _lines(handle):
-                new = _decide(line, hashes, rewrite)
-                if new is None:
-                    out.append(line)
-                else:
-                    edits.append((offset, len(line) + 1, len(new) + 1 if new else 0))
-                    if new:
-                        out.append(new)
-                        event_id = line_id(line)
-                        if event_id is not None:
-                            replaced.add(forget_hash(event_id))
-                if len(out) >= 4096:
-                    _write_all(fd, b"\n".join(out) + b"\n")
-                    out = []
-            if out:
-                _write_all(fd, b"\n".join(out) + b"\n")
-        os.fsync(fd)
-    except BaseException:
-        os.close(fd)
-        tmp.unlink(missing_ok=True)
-        raise
-    os.close(fd)
+    with source.open("rb") as handle:
+        out: list[bytes] = []
+        for offset, line in _lines(handle):
+            changed = _decide(line, hashes, rewrite)
+            if changed is None:
+                out.append(line)
+            else:
+                edits.append((offset, len(line) + 1, len(changed) + 1 if changed else 0))
+                if changed:
+                    out.append(changed)
+                    event_id = line_id(line)
+                    if event_id is not None:
+                        replaced.add(forget_hash(event_id))
+            if len(out) >= 4096:
+                new.write(b"\n".join(out) + b"\n")
+                out = []
+        if out:
+            new.write(b"\n".join(out) + b"\n")
+    new.sync()
     return edits, replaced
 
 
@@ -410,45 +404,19 @@ def _decide(line: bytes, hashes: frozenset[bytes], rewrite: Rewrite | None) -> b
     return None
 
 
-def _lines(handle: object) -> Iterator[tuple[int, bytes]]:
+def _lines(handle: BinaryIO) -> Iterator[tuple[int, bytes]]:
     """Every complete line of the journal with its offset (the lock is held: no partial tail)."""
-    pending = b""
-    base = 0
-    while True:
-        data = handle.read(_READ)  # type: ignore[attr-defined]
-        if not data:
-            break
-        buf = pending + data
-        cut = buf.rfind(b"\n")
-        if cut < 0:
-            pending = buf
-            continue
-        pos = 0
-        while pos <= cut:
-            nl = buf.index(b"\n", pos)
-            yield base + pos, buf[pos:nl]
-            pos = nl + 1
-        pending = buf[cut + 1:]
-        base += cut + 1
-    if pending:  # `locked()` repairs a torn tail before we run: there is none
+    end = 0
+    for base, piece in line_chunks(handle, 0, _READ):
+        yield from split_lines(base, piece)
+        end = base + len(piece) + 1
+    if handle.tell() != end:  # `locked()` repairs a torn tail before we run: there is none
         raise JournalError("the journal changed during compaction (a partial last line)")
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view):]
 
 
 def _identity(path: Path) -> tuple[int, int]:
     info = os.stat(path)
     return info.st_dev, info.st_ino
-
-
-def _last_byte(path: Path, size: int) -> bytes:
-    with path.open("rb") as handle:
-        handle.seek(size - 1)
-        return handle.read(1)
 
 
 def _record(line: bytes) -> dict[str, Any] | None:

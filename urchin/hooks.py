@@ -49,6 +49,7 @@ def _on_alarm(signum: int, frame: FrameType | None) -> None:
 
 def _log(home: Path | None, agent: str, message: str) -> None:
     from urchin.event import format_timestamp
+    from urchin.fileio import append_synced
     from urchin.redact import redact_message
 
     stamp = format_timestamp(ms=False)
@@ -62,11 +63,7 @@ def _log(home: Path | None, agent: str, message: str) -> None:
                     os.replace(path, home / "hooks.log.1")
             except FileNotFoundError:
                 pass
-            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-            try:
-                os.write(fd, line)
-            finally:
-                os.close(fd)
+            append_synced(path, line, sync=False)   # a diagnostic log: not worth an fsync in the agent's wait
             return
         except OSError:
             pass

@@ -20,12 +20,12 @@ from typing import Protocol
 
 import orjson
 
-from urchin.config import Durability, ensure_private_dir, write_private
+from urchin.config import Durability
 from urchin.errors import JournalError
 from urchin.event import Event, format_timestamp
+from urchin.fileio import append_synced, complete_lines, ensure_private_dir, open_append, write_private
 
-__all__ = ["Journal", "JournalMark", "JournalStats", "ReadResult", "BATCH_SYNC_INTERVAL_S", "complete_lines",
-           "LineCheck"]
+__all__ = ["Journal", "JournalMark", "JournalStats", "ReadResult", "BATCH_SYNC_INTERVAL_S", "LineCheck"]
 
 BATCH_SYNC_INTERVAL_S = 1.0
 _READ_CHUNK = 1 << 20
@@ -94,35 +94,6 @@ class JournalStats:
     last_timestamp: str | None
 
 
-def complete_lines(path: Path, offset: int, chunk: int = _READ_CHUNK) -> Iterator[tuple[list[tuple[int, bytes]], int]]:
-    """Batches of (offset, line) for complete lines from `offset`, each with the offset after it.
-
-    A last line without its newline is not returned: the agent may still be writing it.
-    """
-    with path.open("rb") as handle:
-        handle.seek(offset)
-        pending = b""
-        base = offset
-        while True:
-            data = handle.read(chunk)
-            if not data:
-                return
-            buf = pending + data
-            cut = buf.rfind(b"\n")
-            if cut < 0:
-                pending = buf
-                continue
-            lines: list[tuple[int, bytes]] = []
-            pos = 0
-            while pos <= cut:
-                nl = buf.index(b"\n", pos)
-                lines.append((base + pos, buf[pos:nl]))
-                pos = nl + 1
-            pending = buf[cut + 1:]
-            base += cut + 1
-            yield lines, base
-
-
 class LineCheck(Protocol):
     """How the write path marks the lines it makes, and how a reader serves a line (urchin/proof.py)."""
 
@@ -172,14 +143,11 @@ class Journal:
             raise JournalError(f"{self.lock_path}: cannot open lock file: {exc.strerror}") from None
         try:
             fcntl.flock(lock_fd, fcntl.LOCK_EX)
-            created = not self.path.exists()
             try:
-                fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
+                fd = open_append(self.path)    # a new journal's folder is fsync'd: its name survives a crash
             except OSError as exc:
                 raise JournalError(f"{self.path}: cannot open for append: {exc.strerror}") from None
             try:
-                if created:
-                    _fsync_dir(self.path.parent)
                 writer = _Writer(self, fd)
                 writer.repair_tail()
                 yield writer
@@ -412,12 +380,7 @@ class _Writer:
             "detected_at": format_timestamp(ms=False),
             "data_b64": base64.b64encode(torn).decode("ascii"),
         }
-        torn_fd = os.open(self.journal.torn_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-        try:
-            os.write(torn_fd, orjson.dumps(record) + b"\n")
-            os.fsync(torn_fd)
-        finally:
-            os.close(torn_fd)
+        append_synced(self.journal.torn_path, orjson.dumps(record) + b"\n")   # kept before it is cut
         os.ftruncate(self.fd, keep)
         os.fsync(self.fd)
         self.end = keep
@@ -451,15 +414,3 @@ class _Writer:
         if self.journal._unsynced and self.journal._should_sync():
             self.sync()
 
-
-def _fsync_dir(path: Path) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)

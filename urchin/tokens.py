@@ -24,8 +24,8 @@ from typing import Any
 
 import orjson
 
-from urchin.config import ensure_private_dir, write_private
 from urchin.errors import ConfigError, NotFoundError, ValidationError
+from urchin.fileio import ensure_private_dir, write_private
 from urchin.hook_fast import HOOK_TOKEN_FILE
 
 __all__ = ["Grant", "TokenStore", "SCOPES", "ADMIN_GRANT", "parse_expires", "ensure_hook_token", "HOOK_TOKEN_FILE"]
@@ -153,14 +153,7 @@ class TokenStore:
             self._cache = None
             records = list(self._records().values())
             yield records
-            tmp = self.path.with_name(f".tokens.{os.getpid()}.tmp")
-            out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            with os.fdopen(out, "wb") as handle:
-                handle.write(orjson.dumps({"tokens": records}, option=orjson.OPT_INDENT_2))
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.chmod(tmp, 0o600)
-            os.replace(tmp, self.path)
+            write_private(self.path, orjson.dumps({"tokens": records}, option=orjson.OPT_INDENT_2))
             self._cache = None
         finally:
             os.close(fd)

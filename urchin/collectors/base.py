@@ -25,9 +25,9 @@ import orjson
 from urchin.collectors.edits import describe as describe_edit
 from urchin.collectors.ids import FormerIds, former_id, keyed_ids, pending_former, plain_hash, short_hash
 from urchin.collectors.origin import origin_hash
-from urchin.config import Settings, write_private
+from urchin.config import Settings
 from urchin.event import MAX_ID_LENGTH, TRUNCATION_MARKER, as_name, clip, format_timestamp, quoted
-from urchin.journal import complete_lines
+from urchin.fileio import complete_lines, write_private
 from urchin.redact import Redactor
 from urchin.redact._idkey import IdKey
 

@@ -15,7 +15,6 @@ import re
 import shlex
 import stat
 import sys
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,8 +22,9 @@ from typing import Any
 
 import orjson
 
-from urchin.config import Settings, ensure_private_dir
+from urchin.config import Settings
 from urchin.errors import ConfigError, ValidationError
+from urchin.fileio import ensure_private_dir, replacing
 from urchin.tokens import ensure_hook_token
 
 __all__ = ["TARGETS", "render", "default_path", "install", "InstallResult", "hook_command", "write_keeping_mode",
@@ -310,31 +310,15 @@ def write_keeping_mode(path: Path, data: bytes, like: os.stat_result | None = No
     written, is fsync'd and renamed over `path`, and the folder is fsync'd: a config holding API
     keys is never readable by more users than before, not even for a moment.
     """
-    fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".urchin-tmp", dir=path.parent)
-    tmp = Path(name)
-    try:
+    with replacing(path, sync_dir=True, private_parent=False) as new:
         try:
-            if like is not None and (like.st_uid, like.st_gid) != (os.getuid(), os.fstat(fd).st_gid):
-                os.fchown(fd, like.st_uid, like.st_gid)
+            if like is not None and (like.st_uid, like.st_gid) != (os.getuid(), os.fstat(new.fd).st_gid):
+                os.fchown(new.fd, like.st_uid, like.st_gid)
         except PermissionError:
             raise ConfigError(f"{path}: owned by uid {like.st_uid if like else '?'}; cannot keep its owner, "
                               "so it was not changed (run install-hooks as that user)") from None
-        os.fchmod(fd, stat.S_IMODE(like.st_mode) if like is not None else 0o600)
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
-        os.fsync(fd)
-    except BaseException:
-        os.close(fd)
-        tmp.unlink(missing_ok=True)
-        raise
-    os.close(fd)
-    os.replace(tmp, path)
-    folder = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(folder)
-    finally:
-        os.close(folder)
+        os.fchmod(new.fd, stat.S_IMODE(like.st_mode) if like is not None else 0o600)
+        new.write(data)
 
 
 def _read(path: Path) -> tuple[str, os.stat_result | None]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import threading
 
-from urchin.config import ensure_private_dir
+from urchin.fileio import ensure_private_dir
 from urchin.memory import Memory
 
 __all__ = ["Follower", "PERIOD_S"]

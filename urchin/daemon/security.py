@@ -10,7 +10,6 @@ from __future__ import annotations
 import functools
 import hmac
 import ipaddress
-import os
 import secrets
 from collections.abc import Awaitable, Callable, MutableMapping
 from contextlib import suppress
@@ -19,10 +18,11 @@ from typing import Any
 import anyio
 import orjson
 
-from urchin.config import Settings, ensure_private_dir
+from urchin.config import Settings
 from urchin.daemon.browser import CSRF_HEADER, SECURITY_HEADERS, BrowserSessions, cookie_name
 from urchin.daemon.scopes import Refusal, check
 from urchin.errors import ConfigError
+from urchin.fileio import ensure_private_dir, write_private
 from urchin.tokens import ADMIN_GRANT, Grant, TokenStore
 
 __all__ = ["Guard", "load_token", "ensure_token", "is_loopback_host", "own_origins", "EVENT_LIMIT", "BATCH_LIMIT",
@@ -65,12 +65,9 @@ def ensure_token(settings: Settings) -> str:
         return token
     ensure_private_dir(settings.home)
     token = secrets.token_urlsafe(32)
-    try:
-        fd = os.open(settings.token_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:  # another process made it first: use theirs
-        return load_token(settings) or token
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        handle.write(token + "\n")
+    # created whole or not at all: a process starting beside us reads our complete token or makes its own
+    if not write_private(settings.token_path, (token + "\n").encode("ascii"), overwrite=False):
+        return load_token(settings) or token   # another process made it first: use theirs
     return token
 
 

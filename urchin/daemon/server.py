@@ -26,7 +26,7 @@ import uvicorn
 from starlette.routing import BaseRoute
 
 from urchin import wire
-from urchin.config import Settings, ensure_private_dir, write_private
+from urchin.config import Settings
 from urchin.daemon.app import VERSION, DaemonState, Lifespan, build_app
 from urchin.daemon.background import CollectorLoop, EmbedderLoop, IndexLoop
 from urchin.daemon.follower import Follower
@@ -37,6 +37,7 @@ from urchin.daemon.security import ensure_token, is_loopback_host
 from urchin.daemon.writer import GroupWriter
 from urchin.errors import ConfigError, DaemonError
 from urchin.event import format_timestamp
+from urchin.fileio import ensure_private_dir, write_private
 from urchin.memory import Memory
 from urchin.memory.index import adopt_embedded, stop_embedded
 

@@ -18,7 +18,7 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
 from urchin.checks import check_number, unknown_parameter
-from urchin.daemon.browser import CODE_TTL_S, SESSION_TTL_S, BrowserSessions, cookie_name
+from urchin.daemon.browser import CODE_TTL_S, SESSION_TTL_S, BrowserSession, BrowserSessions, cookie_name
 from urchin.daemon.security import SESSION, VIA
 from urchin.errors import QueryError, UrchinError, ValidationError
 
@@ -96,34 +96,25 @@ def viewer_routes(json: Callable[..., Response], memory_of: Callable[[Request], 
         # Count the activity chart's journal pass now, while the page loads its first timeline page.
         threading.Thread(target=memory_of(request).activity, kwargs={"days": 1}, name="urchin-activity",
                          daemon=True).start()
-        server = request.scope.get("server")
         response = RedirectResponse("/", status_code=303, headers={"cache-control": "no-store"})
-        response.set_cookie(cookie_name(server[1] if server else None), session_id, max_age=int(SESSION_TTL_S),
+        response.set_cookie(_cookie(request), session_id, max_age=int(SESSION_TTL_S),
                             path="/", httponly=True, samesite="strict")
         return response
 
     async def new_code(request: Request) -> Response:
         """A one-time login code, for `urchin open` (only with the bearer token, never a cookie)."""
-        if request.scope.get(VIA) != "token":
-            raise Forbidden("authorization: only the bearer token may mint login codes")
+        _by_token(request)
         code, ttl = sessions.new_code()
         return json({"code": code, "expiresInS": ttl, "path": f"/login?code={code}"})
 
     async def session(request: Request) -> Response:
         """Who the page is: its CSRF token (the page sends it back on every state-changing call)."""
-        if request.scope.get(VIA) != "cookie":
-            raise Forbidden("session: this is for a signed-in browser page")
-        found = sessions.session(request.scope.get(SESSION))
-        if found is None:
-            raise Unauthorised("session: signed out")
-        return json({"csrf": found.csrf})
+        return json({"csrf": _page_session(sessions, request).csrf})
 
     async def logout(request: Request) -> Response:
         sessions.end(request.scope.get(SESSION))
         response = json({"signedOut": True})
-        server = request.scope.get("server")
-        response.delete_cookie(cookie_name(server[1] if server else None), path="/", httponly=True,
-                               samesite="strict")
+        response.delete_cookie(_cookie(request), path="/", httponly=True, samesite="strict")
         return response
 
     async def timeline(request: Request) -> Response:
@@ -142,14 +133,8 @@ def viewer_routes(json: Callable[..., Response], memory_of: Callable[[Request], 
         if request.method == "GET":
             _params(request, ())
             return json((await run_in_threadpool(memory.ephemeral, "status")).to_dict())
-        body = await _body(request)
-        for key in body:
-            if key not in ("action", "minutes"):
-                raise unknown_parameter(key, ("action", "minutes"))
-        action = body.get("action")
-        if action not in ("on", "off", "start", "end"):
-            raise QueryError("action", f"must be on or off, got {action!r}")
-        state = await run_in_threadpool(memory.ephemeral, action, body.get("minutes"))
+        action, minutes = _ephemeral_change(await _body(request))
+        state = await run_in_threadpool(memory.ephemeral, action, minutes)
         return json(state.to_dict())
 
     async def index_status(request: Request) -> Response:
@@ -169,6 +154,38 @@ def viewer_routes(json: Callable[..., Response], memory_of: Callable[[Request], 
         Route("/ephemeral", ephemeral, methods=["GET", "POST"]),
         Route("/index/status", index_status, methods=["GET"]),
     ]
+
+
+def _by_token(request: Request) -> None:
+    if request.scope.get(VIA) != "token":
+        raise Forbidden("authorization: only the bearer token may mint login codes")
+
+
+def _page_session(sessions: BrowserSessions, request: Request) -> BrowserSession:
+    """The signed-in browser page's session (not for the bearer token; 401 once signed out)."""
+    if request.scope.get(VIA) != "cookie":
+        raise Forbidden("session: this is for a signed-in browser page")
+    found = sessions.session(request.scope.get(SESSION))
+    if found is None:
+        raise Unauthorised("session: signed out")
+    return found
+
+
+def _cookie(request: Request) -> str:
+    """The session cookie's name for the port this request came in on."""
+    server = request.scope.get("server")
+    return cookie_name(server[1] if server else None)
+
+
+def _ephemeral_change(body: Mapping[str, Any]) -> tuple[str, Any]:
+    """(action, minutes) of a POST /ephemeral body, checked."""
+    for key in body:
+        if key not in ("action", "minutes"):
+            raise unknown_parameter(key, ("action", "minutes"))
+    action = body.get("action")
+    if action not in ("on", "off", "start", "end"):
+        raise QueryError("action", f"must be on or off, got {action!r}")
+    return action, body.get("minutes")
 
 
 async def _body(request: Request) -> Mapping[str, Any]:

@@ -31,11 +31,9 @@ def live_leg(backend: Any, p: ContextParams, flt: Filter, files: FileAccess | No
     """(ranked hits or None when no file could be searched, rows by chunk id, the coverage block)."""
     cov: dict[str, Any] = {"budgetBytes": p.live_byte_budget, "bytesRead": 0, "read": [], "skipped": []}
     only_roots = bool(flt.roots) and FILES_SOURCE not in flt.sources     # some roots' files, not every root's
-    if flt.sources and FILES_SOURCE not in flt.sources and not flt.roots:
-        cov["note"] = "no live reads: the sources filter excludes files"
-        return None, {}, cov
-    if flt.kinds and FILE_KIND not in flt.kinds:
-        cov["note"] = "no live reads: the kinds filter excludes files"
+    note = _no_live_reads(flt)
+    if note is not None:
+        cov["note"] = note
         return None, {}, cov
     query = parse(p.query)
     wanted = {t for w in query.words for t in tokens(w)}
@@ -49,9 +47,7 @@ def live_leg(backend: Any, p: ContextParams, flt: Filter, files: FileAccess | No
     roots = {r.name: r for r in files.roots} if files is not None else {}
     for entry in backend.files("cataloged", names):
         doc_id = f"{entry['root']}/{entry['path']}"
-        if only_roots and entry["root"] not in flt.roots:
-            continue
-        if (flt.since and entry["mtime"] < flt.since) or (flt.until and entry["mtime"] >= flt.until):
+        if _filtered_out(entry, flt, only_roots):
             continue
         root = roots.get(entry["root"])
         if root is None or files is None:
@@ -101,3 +97,19 @@ def live_leg(backend: Any, p: ContextParams, flt: Filter, files: FileAccess | No
     if not cov["read"]:
         return None, {}, cov
     return hits, {h.chunk_id: rows[h.chunk_id] for h in hits}, cov
+
+
+def _no_live_reads(flt: Filter) -> str | None:
+    """Why the filters leave no file to read live (None: some may be)."""
+    if flt.sources and FILES_SOURCE not in flt.sources and not flt.roots:
+        return "no live reads: the sources filter excludes files"
+    if flt.kinds and FILE_KIND not in flt.kinds:
+        return "no live reads: the kinds filter excludes files"
+    return None
+
+
+def _filtered_out(entry: dict[str, Any], flt: Filter, only_roots: bool) -> bool:
+    """A cataloged file outside the roots asked for, or modified outside the time window."""
+    if only_roots and entry["root"] not in flt.roots:
+        return True
+    return bool((flt.since and entry["mtime"] < flt.since) or (flt.until and entry["mtime"] >= flt.until))

@@ -21,7 +21,8 @@ from typing import Any
 
 import orjson
 
-from urchin.config import ensure_private_dir, exclusive_lock
+from urchin.config import exclusive_lock
+from urchin.fileio import ensure_private_dir, write_private
 
 __all__ = ["ROOT_DATA", "data_dir", "location", "owner_record", "postmaster_pid", "folder_lock", "Orphan",
            "find_orphans", "is_orphan", "folder_size", "write_small"]
@@ -45,14 +46,7 @@ def owner_record(folder: Path) -> Path:
 def write_small(path: Path, data: bytes) -> None:
     """Replace a small bookkeeping file atomically, 0600, leaving its folder's mode alone
     (ROOT_DATA must stay traversable for the server's system user)."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        os.write(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
+    write_private(path, data, private_parent=False)
 
 
 @contextlib.contextmanager

@@ -19,16 +19,16 @@ import os
 import tarfile
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
 import orjson
 
-from urchin.config import Settings, ensure_private_dir, write_private
+from urchin.config import Settings
 from urchin.errors import DaemonError, JournalError, UrchinError, ValidationError
 from urchin.event import format_timestamp
+from urchin.fileio import ensure_private_dir, replacing, write_private
 from urchin.forget import ForgetLog, forget_hash, line_id
 from urchin.journal import Journal
 from urchin.wire import daemon_alive
@@ -77,7 +77,6 @@ def backup(settings: Settings, target: Path) -> BackupReport:
     small = _small_files(home)                       # before the journal's point: see the docstring
     journal = Journal(settings.journal_path, settings.durability)
     log = ForgetLog(journal)
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     with journal.locked() as writer:                 # no append and no compaction while we take the point
         fd = os.open(journal.path, os.O_RDONLY | os.O_CLOEXEC)
         end = writer.end
@@ -88,22 +87,18 @@ def backup(settings: Settings, target: Path) -> BackupReport:
         created = format_timestamp()
         manifest: dict[str, Any] = {"format": FORMAT, "created": created, "home": str(home), "events": events,
                                     "journalBytes": kept, "files": {}}
-        try:
-            with _private_file(tmp) as out, \
-                    tarfile.open(fileobj=out, mode="w:gz" if target.name.endswith((".gz", ".tgz")) else "w") as tar:
-                digest = hashlib.sha256()
-                _add(tar, JOURNAL, _Reader(_kept(fd, end, dropped, digest)), kept)
-                manifest["files"][JOURNAL] = digest.hexdigest()
-                for name, data in sorted(small.items()):
-                    _add(tar, name, io.BytesIO(data), len(data))
-                    manifest["files"][name] = hashlib.sha256(data).hexdigest()
-                body = orjson.dumps(manifest, option=orjson.OPT_INDENT_2)
-                _add(tar, MANIFEST, io.BytesIO(body), len(body))
-            os.replace(tmp, target)
-            _fsync(target.parent)
-        except BaseException:
-            tmp.unlink(missing_ok=True)
-            raise
+        # a new file, 0600 from its creation (the backup holds the install key), renamed in once complete
+        gz = target.name.endswith((".gz", ".tgz"))
+        with replacing(target, sync_dir=True, private_parent=False) as new, \
+                tarfile.open(fileobj=new.fileobj(), mode="w:gz" if gz else "w") as tar:
+            digest = hashlib.sha256()
+            _add(tar, JOURNAL, _Reader(_kept(fd, end, dropped, digest)), kept)
+            manifest["files"][JOURNAL] = digest.hexdigest()
+            for name, data in sorted(small.items()):
+                _add(tar, name, io.BytesIO(data), len(data))
+                manifest["files"][name] = hashlib.sha256(data).hexdigest()
+            body = orjson.dumps(manifest, option=orjson.OPT_INDENT_2)
+            _add(tar, MANIFEST, io.BytesIO(body), len(body))
     finally:
         os.close(fd)
     return BackupReport(str(target), str(home), events, kept, len(dropped), tuple(sorted([JOURNAL, *small])),
@@ -233,25 +228,6 @@ def _add(tar: tarfile.TarFile, name: str, data: IO[bytes] | io.RawIOBase, size: 
     tar.addfile(info, data)
 
 
-@contextmanager
-def _private_file(path: Path) -> Iterator[IO[bytes]]:
-    """A new file, 0600 from its creation (the backup holds the install key), fsync'd when closed."""
-    with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600), "wb") as out:
-        yield out
-        out.flush()
-        os.fsync(out.fileno())
-
-
-def _fsync(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-# ---- restore -----------------------------------------------------------------------------------------
-
 def restore(settings: Settings, source: Path, force: bool = False) -> BackupReport:
     """Restore the backup `source` into `settings.home`, which must hold nothing a restore would
     replace, unless `force`: then the home (and a journal kept outside it) is first moved aside."""
@@ -352,29 +328,15 @@ def _member_bytes(tar: tarfile.TarFile, member: tarfile.TarInfo, manifest: dict[
 
 def _write_journal(tar: tarfile.TarFile, member: tarfile.TarInfo | None, manifest: dict[str, Any], path: Path) -> None:
     """The journal, streamed to a temporary file beside its place, checked, fsync'd, then renamed in."""
-    ensure_private_dir(path.parent)
-    tmp = path.with_name(f".{path.name}.restore.tmp")
     digest = hashlib.sha256()
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
+    with replacing(path, tmp=path.with_name(f".{path.name}.restore.tmp"), sync_dir=True) as new:
         handle = tar.extractfile(member) if member is not None else io.BytesIO(b"")
         assert handle is not None
         while data := handle.read(_CHUNK):
             digest.update(data)
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view):]
-        os.fsync(fd)
-    except BaseException:
-        os.close(fd)
-        tmp.unlink(missing_ok=True)
-        raise
-    os.close(fd)
-    if member is not None and digest.hexdigest() != manifest["files"].get(JOURNAL):
-        tmp.unlink(missing_ok=True)
-        raise BackupError("PATH", f"damaged: {JOURNAL} does not match its checksum")
-    os.replace(tmp, path)
-    _fsync(path.parent)
+            new.write(data)
+        if member is not None and digest.hexdigest() != manifest["files"].get(JOURNAL):
+            raise BackupError("PATH", f"damaged: {JOURNAL} does not match its checksum")
 
 
 def _record(line: bytes) -> dict[str, Any] | None:

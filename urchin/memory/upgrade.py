@@ -21,9 +21,10 @@ from pathlib import Path
 
 import orjson
 
-from urchin.config import Settings, write_private
+from urchin.config import Settings
 from urchin.errors import FormatError
 from urchin.event import PROOF_FIELD
+from urchin.fileio import write_private
 
 __all__ = ["FORMATS", "FORMAT_FILE", "open_home"]
 

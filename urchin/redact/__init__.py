@@ -153,42 +153,22 @@ class Redactor:
         found: list[Span] = []
         add = found.append
         if "Y" in text and "PRIVATE KEY" in text:
-            for m in PEM.finditer(text):
-                add((m.start(), m.end(), "private_key"))
+            _each(PEM, text, "private_key", add)
         if "_" in text and UNDERSCORE_GATE.search(text):
-            for m in GITHUB.finditer(text):  # prefixes no word holds: no left edge to check
-                add((m.start(), m.end(), "github_token"))
-            if "k_live_" in text or "k_test_" in text:
-                for m in STRIPE.finditer(text):
-                    start = m.start() - 1
-                    if start >= 0 and text[start] in "sr":
-                        add((start, m.end(), "stripe_key"))
+            _underscore_rules(text, add)
         if "-" in text and DASH_GATE.search(text):
-            if "sk-" in text:
-                for m in SK.finditer(text):
-                    self._sk(text, m, add)
-            if "xox" in text:
-                for m in SLACK.finditer(text):
-                    add((m.start(), m.end(), "slack_token"))
-            if "-u" in text:
-                for m in CURL_USER.finditer(text):
-                    if not PLACEHOLDER.match(m.group(1)):
-                        add((m.start(1), m.end(1), "basic_auth"))
-            if " --" in text:
-                self._flags(text, add)
+            self._dash_rules(text, add)
         if "A" in text and AWS_GOOGLE.search(text):
             for m in AWS_GOOGLE.finditer(text):
                 add((m.start(), m.end(), "google_api_key" if m.group().startswith("AIza") else "aws_access_key_id"))
         if "J" in text and "eyJ" in text:
-            for m in JWT.finditer(text):
-                add((m.start(), m.end(), "jwt"))
+            _each(JWT, text, "jwt", add)
         if "@" in text and "://" in text:
             for m in URL_CRED.finditer(text):
                 if not PLACEHOLDER.match(m.group(2)):
                     add((m.start(2), m.end(2), "url_credentials"))
         if "B" in text and "Bearer" in text:
-            for m in BEARER.finditer(text):
-                add((m.start(1), m.end(1), "bearer_token"))
+            _each(BEARER, text, "bearer_token", add, group=1)
         if "=" in text or ":" in text:
             self._pairs(text, add)
         for name, pattern in self._extra:
@@ -196,6 +176,20 @@ class Redactor:
                 if m.end() > m.start():
                     add((m.start(), m.end(), name))
         return found
+
+    def _dash_rules(self, text: str, add: Any) -> None:
+        """The rules whose secrets hold a `-` (behind `_rules`' gate on it)."""
+        if "sk-" in text:
+            for m in SK.finditer(text):
+                self._sk(text, m, add)
+        if "xox" in text:
+            _each(SLACK, text, "slack_token", add)
+        if "-u" in text:
+            for m in CURL_USER.finditer(text):
+                if not PLACEHOLDER.match(m.group(1)):
+                    add((m.start(1), m.end(1), "basic_auth"))
+        if " --" in text:
+            self._flags(text, add)
 
     @staticmethod
     def _flags(text: str, add: Any) -> None:
@@ -379,6 +373,22 @@ class Redactor:
     def redact_id(self, event_id: str) -> str:
         """The id an event given `event_id` is stored under (itself unless it holds a secret)."""
         return self._fields.event_id(event_id)[0]
+
+
+def _each(pattern: re.Pattern[str], text: str, typ: str, add: Any, group: int = 0) -> None:
+    """Every match of `pattern` (its `group`) as a span of type `typ`."""
+    for m in pattern.finditer(text):
+        add((m.start(group), m.end(group), typ))
+
+
+def _underscore_rules(text: str, add: Any) -> None:
+    """The rules whose secrets hold a `_` (behind `_rules`' gate on it)."""
+    _each(GITHUB, text, "github_token", add)   # prefixes no word holds: no left edge to check
+    if "k_live_" in text or "k_test_" in text:
+        for m in STRIPE.finditer(text):
+            start = m.start() - 1
+            if start >= 0 and text[start] in "sr":
+                add((start, m.end(), "stripe_key"))
 
 
 def _compile(pattern: str, where: str) -> re.Pattern[str]:

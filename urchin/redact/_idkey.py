@@ -15,8 +15,8 @@ import re
 import threading
 from pathlib import Path
 
-from urchin.config import ensure_private_dir
 from urchin.errors import ConfigError
+from urchin.fileio import write_private
 
 __all__ = ["IdKey", "redacted_id", "ID_PREFIX"]
 
@@ -66,20 +66,7 @@ class IdKey:
     def _create(self) -> bytes:
         """Write a complete file under a temporary name, then link it in: a concurrent writer
         either wins (and we read its key) or loses; nobody ever reads a half-written key."""
-        ensure_private_dir(self.path.parent)
-        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        try:
-            os.write(fd, os.urandom(32).hex().encode("ascii") + b"\n")
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        try:
-            os.link(tmp, self.path)
-        except FileExistsError:
-            pass
-        finally:
-            tmp.unlink(missing_ok=True)
+        write_private(self.path, os.urandom(32).hex().encode("ascii") + b"\n", overwrite=False)
         key = self._load()
         if key is None:
             raise ConfigError(f"{self.path}: the id redaction key vanished while it was created")

@@ -16,7 +16,6 @@ rebuilt when the index has grown by half (`stale`).
 from __future__ import annotations
 
 import io
-import os
 import zipfile
 from collections.abc import Iterable
 from pathlib import Path
@@ -24,7 +23,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from urchin.config import write_private
+from urchin.fileio import write_private
 
 if TYPE_CHECKING:
     from urchin.search.cosine import TokenCosineIndex
@@ -92,13 +91,11 @@ class Associations:
 
     def save(self, path: Path) -> Path:
         """Write the model to `path` (0600), atomically."""
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
         blob = "\n".join(self.terms).encode("utf-8")
         buffer = io.BytesIO()
         np.savez(buffer, format=np.array([_FORMAT, self.rows], dtype=np.int64),
                  terms=np.frombuffer(blob, dtype=np.uint8), vectors=self.vectors.astype(np.float16))
-        write_private(tmp, buffer.getvalue())
-        os.replace(tmp, path)
+        write_private(path, buffer.getvalue())
         return path
 
 

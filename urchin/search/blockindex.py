@@ -26,7 +26,7 @@ from typing import Any
 
 import orjson
 
-from urchin.config import ensure_private_dir
+from urchin.fileio import ensure_private_dir
 from urchin.journal import Journal
 from urchin.search.blockbuild import (
     _FRAME,

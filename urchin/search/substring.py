@@ -22,6 +22,7 @@ import orjson
 
 from urchin.errors import JournalError
 from urchin.event import Event
+from urchin.fileio import line_chunks
 from urchin.forget import ForgetLog, forget_hash
 from urchin.journal import Journal
 from urchin.search.blockbuild import FAR
@@ -258,18 +259,8 @@ class SubstringSearcher:
         except OSError as exc:
             raise JournalError(f"{self.journal.path}: cannot read the journal: {exc.strerror}") from None
         with handle:
-            carry = b""
-            while True:
-                data = handle.read(_CHUNK)
-                if not data:
-                    return
-                data = carry + data
-                cut = data.rfind(b"\n")
-                if cut < 0:
-                    carry = data
-                    continue
-                carry = data[cut + 1:]
-                yield data[:cut]
+            for _, piece in line_chunks(handle, 0, _CHUNK):
+                yield piece
 
 
 def _newest_first(best: _Best) -> list[Event]:

@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from urchin.config import write_private
 from urchin.errors import NotFoundError, ValidationError
 from urchin.event import format_timestamp
+from urchin.fileio import write_private
 from urchin.redact import Redactor
 from urchin.search.budget import TokenBudget
 

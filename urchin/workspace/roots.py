@@ -17,8 +17,8 @@ from typing import Any
 
 import orjson
 
-from urchin.config import write_private
 from urchin.errors import NotFoundError, ValidationError
+from urchin.fileio import write_private
 from urchin.workspace.beneath import Tree
 from urchin.workspace.ignore import IgnoreRules
 from urchin.workspace.policy import is_ignored, secret_in_path, secret_rule
@@ -129,23 +129,6 @@ def walk_files(root: Root) -> Iterator[WorkspaceFile]:
     if tree is None:
         return
 
-    def skipped(rel: str, is_dir: bool = False) -> bool:
-        # a folder is skipped only when every file in it would be (`.ssh/`); `credentials/` may hold code
-        if secret_in_path(rel.rsplit("/", 1)[-1]) is not None:
-            return True  # a name that is a secret is never listed, whatever the root opts in to
-        return not root.allow_secret_files and secret_rule(f"{rel}/-" if is_dir else rel) is not None
-
-    def linked(rel: str) -> WorkspaceFile | None:
-        """A symlinked file, when it leads to a regular file inside the root that is served."""
-        try:
-            info, real_rel = tree.stat(rel)
-        except OSError:
-            return None
-        if (not stat.S_ISREG(info.st_mode) or skipped(real_rel) or secret_in_path(real_rel) is not None
-                or is_ignored(tree, real_rel)):
-            return None
-        return WorkspaceFile(root, rel, info.st_size, info.st_mtime)
-
     def walk(folder: Tree, rel_dir: str, rules: IgnoreRules) -> Iterator[WorkspaceFile]:
         rules = rules.with_folder(folder, rel_dir)
         try:
@@ -157,10 +140,10 @@ def walk_files(root: Root) -> Iterator[WorkspaceFile]:
             rel = f"{rel_dir}/{entry.name}" if rel_dir else entry.name
             try:
                 is_dir = entry.is_dir(follow_symlinks=False)
-                if rules.ignored(rel, is_dir) or skipped(rel, is_dir):
+                if rules.ignored(rel, is_dir) or _skipped(root, rel, is_dir):
                     continue
                 if entry.is_symlink():
-                    found = linked(rel)
+                    found = _linked(root, tree, rel)
                     if found is not None:
                         yield found
                 elif is_dir:
@@ -174,3 +157,22 @@ def walk_files(root: Root) -> Iterator[WorkspaceFile]:
 
     with tree:
         yield from walk(tree, "", IgnoreRules.for_root(root.path))
+
+
+def _skipped(root: Root, rel: str, is_dir: bool = False) -> bool:
+    # a folder is skipped only when every file in it would be (`.ssh/`); `credentials/` may hold code
+    if secret_in_path(rel.rsplit("/", 1)[-1]) is not None:
+        return True  # a name that is a secret is never listed, whatever the root opts in to
+    return not root.allow_secret_files and secret_rule(f"{rel}/-" if is_dir else rel) is not None
+
+
+def _linked(root: Root, tree: Tree, rel: str) -> WorkspaceFile | None:
+    """A symlinked file, when it leads to a regular file inside the root that is served."""
+    try:
+        info, real_rel = tree.stat(rel)
+    except OSError:
+        return None
+    if (not stat.S_ISREG(info.st_mode) or _skipped(root, real_rel) or secret_in_path(real_rel) is not None
+            or is_ignored(tree, real_rel)):
+        return None
+    return WorkspaceFile(root, rel, info.st_size, info.st_mtime)

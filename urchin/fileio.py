@@ -1,0 +1,287 @@
+"""File primitives, written once: atomic replacement, synced append, folder fsync, private folders,
+and the reader of complete lines from an offset.
+
+Every module that writes a file it must not tear (settings, tokens, keys, cursors, the forget log,
+the journal's compaction, backups, agent configs) goes through here; `tests/test_fileio.py` fails
+when a module elsewhere renames, links, appends to or fsyncs a file of its own. A leaf: it imports
+nothing of Urchin, so every layer can use it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import BinaryIO
+
+__all__ = ["fsync_dir", "ensure_private_dir", "write_private", "Replacement", "replacing", "open_append",
+           "append_synced", "write_all", "line_chunks", "split_lines", "complete_lines"]
+
+_READ_CHUNK = 1 << 20
+
+
+def fsync_dir(path: Path, *, strict: bool = True) -> None:
+    """fsync the folder `path`, so a name created or renamed in it survives a crash.
+
+    `strict=False` ignores a folder that cannot be opened or synced (some network and FUSE file
+    systems refuse): the rename itself happened, only its durability is best effort there.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        if strict:
+            raise
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        if strict:
+            raise
+    finally:
+        os.close(fd)
+
+
+def ensure_private_dir(path: Path) -> Path:
+    """Create `path` and any missing parents as 0700; tighten the last folder if we own it.
+
+    `Path.mkdir(parents=True, mode=...)` gives only the last folder that mode, so a new
+    `$URCHIN_HOME/journal` would leave `$URCHIN_HOME` itself world-readable: create each one.
+    """
+    missing: list[Path] = []
+    probe = path
+    while not probe.exists() and probe != probe.parent:
+        missing.append(probe)
+        probe = probe.parent
+    for folder in reversed(missing):
+        try:
+            folder.mkdir(mode=0o700)
+        except FileExistsError:
+            pass
+    try:
+        if path.stat().st_mode & 0o077 and path.stat().st_uid == os.getuid():
+            path.chmod(0o700)
+    except (PermissionError, FileNotFoundError):
+        pass
+    return path
+
+
+def write_all(fd: int, data: bytes | memoryview) -> None:
+    """Every byte of `data` to `fd` (`os.write` may write fewer)."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+class Replacement:
+    """A new version of `path`, written under a temporary name in the same folder and renamed over
+    `path` by `commit` (or dropped by `discard`): a reader, or a crash, sees the old file or the new
+    one, never a mix. The temporary file is `mode` before its first byte is written."""
+
+    def __init__(self, path: Path, tmp: Path, fd: int, *, sync: bool, sync_dir: bool) -> None:
+        self.path, self.tmp, self.fd = path, tmp, fd
+        self._sync, self._sync_dir = sync, sync_dir
+        self._synced = False
+        self._file: BinaryIO | None = None
+        self.done = False
+
+    def write(self, data: bytes | memoryview) -> None:
+        write_all(self.fd, data)
+
+    def fileobj(self) -> BinaryIO:
+        """A buffered file on the temporary file (for writers that want one, e.g. tarfile); it does
+        not own the descriptor: `commit` flushes it when it was made."""
+        if self._file is None:
+            self._file = os.fdopen(self.fd, "wb", closefd=False)
+        return self._file
+
+    def sync(self) -> None:
+        """fsync what was written (`commit` does it too, when asked to sync, if not done yet)."""
+        self._flush()
+        os.fsync(self.fd)
+        self._synced = True
+
+    def commit(self) -> None:
+        """Put the new file in place: fsync it, rename it over `path`, then fsync the folder (as asked)."""
+        self._flush()
+        if self._sync and not self._synced:
+            os.fsync(self.fd)
+        self._close()
+        os.replace(self.tmp, self.path)
+        self.done = True
+        if self._sync_dir:
+            fsync_dir(self.path.parent)
+
+    def link(self) -> bool:
+        """Put the new file in place only if `path` does not exist yet (a hard link: no rename can
+        overwrite a concurrent creator's file); True when ours is the one there."""
+        self._flush()
+        if self._sync and not self._synced:
+            os.fsync(self.fd)
+        self._close()
+        try:
+            os.link(self.tmp, self.path)
+            created = True
+        except FileExistsError:
+            created = False
+        self.discard()
+        if created and self._sync_dir:
+            fsync_dir(self.path.parent)
+        return created
+
+    def discard(self) -> None:
+        self._close()
+        self.tmp.unlink(missing_ok=True)
+        self.done = True
+
+    def _flush(self) -> None:
+        if self._file is not None:
+            self._file.flush()
+
+    def _close(self) -> None:
+        if self.fd >= 0:
+            if self._file is not None:
+                self._file.close()
+                self._file = None
+            os.close(self.fd)
+            self.fd = -1
+
+
+@contextmanager
+def replacing(path: Path, *, mode: int = 0o600, tmp: Path | None = None, sync: bool = True,
+              sync_dir: bool = False, private_parent: bool = True) -> Iterator[Replacement]:
+    """A `Replacement` of `path`, committed when the block ends normally (unless it committed,
+    linked or discarded it itself) and discarded when it raises.
+
+    `tmp`: a fixed temporary name (a caller holding a lock that clears its own leftovers); by
+    default a new unique name `.<name>.<random>.urchin-tmp` (created exclusively; in a folder of
+    another program, the name says whose it is). `sync`: fsync the file
+    before the rename; `sync_dir`: fsync the folder after it (the new name survives a crash);
+    `private_parent`: create the folder (and missing parents) 0700 first, else leave its mode alone
+    (a folder another program owns, or one a system user must traverse).
+    """
+    if private_parent:
+        ensure_private_dir(path.parent)
+    fd, tmp = _open_temporary(path, mode, tmp)
+    new = Replacement(path, tmp, fd, sync=sync, sync_dir=sync_dir)
+    try:
+        yield new
+    except BaseException:
+        if not new.done:
+            new.discard()
+        raise
+    if not new.done:
+        try:
+            new.commit()
+        except BaseException:
+            new.discard()
+            raise
+
+
+def _open_temporary(path: Path, mode: int, tmp: Path | None) -> tuple[int, Path]:
+    flags = os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC
+    if tmp is not None:
+        fd = os.open(tmp, flags | os.O_TRUNC, mode)
+    else:
+        while True:
+            tmp = path.with_name(f".{path.name}.{os.urandom(6).hex()}.urchin-tmp")
+            try:
+                fd = os.open(tmp, flags | os.O_EXCL, mode)
+                break
+            except FileExistsError:
+                continue
+    try:
+        os.fchmod(fd, mode)   # a leftover at a fixed name keeps its old mode through O_TRUNC; the umask
+    except BaseException:     # may have narrowed `mode`: the new file gets exactly `mode`
+        os.close(fd)
+        tmp.unlink(missing_ok=True)
+        raise
+    return fd, tmp
+
+
+def write_private(path: Path, data: bytes, *, mode: int = 0o600, sync: bool = True, sync_dir: bool = False,
+                  private_parent: bool = True, overwrite: bool = True) -> bool:
+    """Replace `path` atomically with `data`: a new `mode` (0600) file renamed over it, in a folder
+    made 0700 (see `replacing` for `sync`, `sync_dir` and `private_parent`). `overwrite=False`
+    creates `path` only if it does not exist (returns False, writing nothing, when it does)."""
+    with replacing(path, mode=mode, sync=sync, sync_dir=sync_dir, private_parent=private_parent) as new:
+        new.write(data)
+        if not overwrite:
+            return new.link()
+    return True
+
+
+def open_append(path: Path, *, sync_new: bool = True) -> int:
+    """A descriptor appending to `path` (created 0600), read-write for `pread`; when this call
+    created the file, its folder is fsync'd (`sync_new`) so the new name survives a crash."""
+    created = not path.exists()
+    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    if created and sync_new:
+        try:
+            fsync_dir(path.parent, strict=False)
+        except BaseException:
+            os.close(fd)
+            raise
+    return fd
+
+
+def append_synced(path: Path, data: bytes, *, sync: bool = True, fresh_line: bool = False) -> None:
+    """Append `data` to `path` with one `write` and, when `sync`, an fsync before returning (a new
+    file's folder too). `fresh_line`: when the file does not end with a newline (a record a crash
+    tore), write one first, so the torn record does not swallow this one. Raises OSError."""
+    fd = open_append(path, sync_new=sync)
+    try:
+        if fresh_line:
+            size = os.fstat(fd).st_size
+            if size and os.pread(fd, 1, size - 1) != b"\n":
+                data = b"\n" + data
+        write_all(fd, data)
+        if sync:
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def line_chunks(handle: BinaryIO, offset: int = 0, chunk: int = _READ_CHUNK) -> Iterator[tuple[int, bytes]]:
+    """The file from `offset` in pieces of whole lines: (offset of the piece, its lines joined by
+    newlines, without the last newline). A last line without its newline is never returned (its
+    writer may still be at it): the piece after the last one yielded starts at `offset + len + 1`."""
+    handle.seek(offset)
+    pending = b""
+    base = offset
+    while True:
+        data = handle.read(chunk)
+        if not data:
+            return
+        buf = pending + data if pending else data
+        cut = buf.rfind(b"\n")
+        if cut < 0:
+            pending = buf
+            continue
+        pending = buf[cut + 1:]
+        yield base, buf[:cut]
+        base += cut + 1
+
+
+def split_lines(base: int, piece: bytes) -> list[tuple[int, bytes]]:
+    """The (offset, line) pairs of a `line_chunks` piece that starts at `base` (empty lines too)."""
+    lines: list[tuple[int, bytes]] = []
+    pos = 0
+    end = len(piece)
+    while True:
+        nl = piece.find(b"\n", pos)
+        if nl < 0:
+            lines.append((base + pos, piece[pos:end]))
+            return lines
+        lines.append((base + pos, piece[pos:nl]))
+        pos = nl + 1
+
+
+def complete_lines(path: Path, offset: int, chunk: int = _READ_CHUNK) -> Iterator[tuple[list[tuple[int, bytes]], int]]:
+    """Batches of (offset, line) for complete lines from `offset`, each with the offset after it.
+
+    A last line without its newline is not returned: the agent may still be writing it.
+    """
+    with path.open("rb") as handle:
+        for base, piece in line_chunks(handle, offset, chunk):
+            yield split_lines(base, piece), base + len(piece) + 1
