@@ -65,6 +65,29 @@ def test_every_id_is_found_across_loads_records_and_merges(tmp_path: Path) -> No
     assert memo.get(99) == [] and len(memo) == sum(map(len, expected.values()))
 
 
+def test_held_answers_for_a_whole_batch_what_get_answers_for_each_hash() -> None:
+    """`held` (a bulk writer's one pass over a batch) names exactly the hashes `get` finds, whether
+    they sit in the sorted arrays, in the newest records' dict, in both, or nowhere; the range's
+    ends and hashes above and below every stored one included."""
+    import numpy as np
+
+    from urchin.idindex import IdMemo
+
+    rng = random.Random(7)
+    memo = IdMemo()
+    memo.merge_at = 1 << 30
+    assert memo.held([1, 2]) == set() and memo.held([]) == set()
+    stored = [rng.getrandbits(64) for _ in range(2_000)] + [1, 2**64 - 2]
+    memo.merge(np.array(stored, dtype=np.uint64), np.arange(len(stored), dtype=np.int64))
+    newest = [rng.getrandbits(64) for _ in range(300)] + [stored[5]]
+    for offset, h in enumerate(newest):
+        memo.add(h, 10**6 + offset)
+    probes = (stored[::3] + newest[::2] + [rng.getrandbits(64) for _ in range(3_000)]
+              + [0, 1, 2, 2**64 - 3, 2**64 - 2, 2**64 - 1])
+    rng.shuffle(probes)
+    assert memo.held(probes) == {h for h in probes if memo.get(h)}
+
+
 def test_a_written_id_is_a_duplicate_after_the_load(tmp_path: Path) -> None:
     journal = _journal(tmp_path / "journal" / "events.jsonl", ["a", "b"])
     index = IdIndex(journal)

@@ -140,8 +140,15 @@ class Ingestor:
         if event.actor is None:
             event = event.replace(actor=dict(self._actor))
         # Every string of the event, the stamped actor too, passes the redactor here, once.
-        event = self.redactor.redact_event(event, given).capped(self.settings.soft_cap_bytes)
-        return event
+        redacted = self.redactor.redact_event(event, given)
+        cap = self.settings.soft_cap_bytes
+        content = event.content
+        if redacted is event and given is not None and len(content) <= cap and (
+                content.isascii() or len(content) * 4 <= cap):
+            # `from_input` checked this content (clean, not blank, under the hard limit) and the
+            # redactor kept it: under the soft cap there is nothing left for `capped` to do
+            return event
+        return redacted.capped(cap)
 
     def ingest(self, items: Iterable[Mapping[str, Any] | Event], defaults: Mapping[str, Any] | None = None,
                now: datetime | None = None) -> list[IngestResult]:
@@ -196,10 +203,11 @@ class Ingestor:
             seen: set[str] = set()
             forgotten = self.forgotten.hashes()
             given = hashes_given if hashes_given is not None else [id_hash(event.id) for _, event in ready]
+            held = self.ids.held(given)   # the ids that may be duplicates: only these are looked up
             for (index, event), h in zip(ready, given, strict=True):
                 if forgotten and forget_hash(event.id) in forgotten:
                     out.append((index, IngestResult("suppressed", event.id, "forgotten", _event(event))))
-                elif event.id in seen or self.ids.contains(event.id, h):
+                elif event.id in seen or (held is None or h in held) and self.ids.contains(event.id, h):
                     out.append((index, IngestResult("duplicate", event.id, event=_event(event))))
                 else:
                     seen.add(event.id)

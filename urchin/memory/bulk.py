@@ -54,9 +54,10 @@ def prepare_batch(ingestor: Ingestor, lines: _Lines) -> _Done:
     rejected: list[tuple[int, str]] = []
     ids: list[str] = []
     out: list[bytes] = []
+    prepare, sign, loads = ingestor.prepare, ingestor.journal.proof.sign, orjson.loads   # looked up once a batch
     for number, line in zip(*lines, strict=True):
         try:
-            record = orjson.loads(line)
+            record = loads(line)
         except orjson.JSONDecodeError as exc:
             rejected.append((number, f"not valid JSON: {exc}"))
             continue
@@ -64,12 +65,12 @@ def prepare_batch(ingestor: Ingestor, lines: _Lines) -> _Done:
             rejected.append((number, "event: must be a JSON object"))
             continue
         try:
-            event = ingestor.prepare(record)
+            event = prepare(record)
         except ValidationError as exc:
             rejected.append((number, ingestor.rejected(record, exc).reason or "rejected"))
             continue
         ids.append(event.id)
-        out.append(ingestor.journal.proof.sign(event.to_json()))
+        out.append(sign(event.to_json()))
     return len(lines[0]), rejected, ids, out, list(map(id_hash, ids))
 
 
