@@ -234,8 +234,8 @@ class IdMemo:
         return len(self._sorted[0]) + sum(map(len, self._recent.values()))
 
     def get(self, h: int) -> list[int]:
+        found = self._recent.get(h, [])   # before the arrays: a merge publishes them, then empties this
         keys, offsets = self._sorted
-        found = self._recent.get(h, [])
         if len(keys):
             key = keys.dtype.type(h)
             a = int(keys.searchsorted(key, side="left"))
