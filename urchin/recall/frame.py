@@ -129,7 +129,7 @@ def pack(lines: Iterable[Line], budget: int, redact: Callable[[str], str]) -> tu
     return "\n".join([HEADER, *body, CLOSE]), kept
 
 
-@functools.lru_cache(maxsize=4)
+@functools.lru_cache(maxsize=2)
 def remembered(redactor: Any) -> Callable[[str], str]:
     """`redactor.redact_text`'s text for `pack`, kept per line text (at most 4096, each a line of at
     most a few hundred characters): a session-start digest gives mostly the lines it gave before. One
