@@ -154,3 +154,87 @@ def test_a_repeated_session_start_digest_parses_only_what_the_journal_gained(
 
     monkeypatch.setattr(SubstringSearcher, "newest", afresh, raising=False)
     assert memory.recall(workspace="alpha").text == text
+
+
+def _parses(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """Every line `Event.from_json` parses from now on (this test's)."""
+    parsed: list[Any] = []
+    parse = Event.from_json
+
+    def counting(line: Any) -> Event | None:
+        parsed.append(line)
+        return parse(line)
+
+    monkeypatch.setattr(Event, "from_json", staticmethod(counting))
+    return parsed
+
+
+def test_a_repeated_session_start_digest_parses_no_line_of_another_workspace(
+        memory: Memory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What the journal gained since the last digest is read for this workspace's lines only (the
+    other workspaces' lines are passed over unparsed, as a read of the blocks passes them over)."""
+    memory.ingest([_event(f"c-{i}", 100 + i, f"talk {i}", session=f"s{i // 10}") for i in range(30)])
+    memory.recall(workspace="alpha")
+    memory.ingest([_event(f"o-{i}", 2, f"other talk {i}", ws="other", session="s-o") for i in range(60)]
+                  + [_event("c-new", 1, "talk new", session="s-last")])
+    with monkeypatch.context() as patch:
+        parsed = _parses(patch)
+        text = memory.recall(workspace="alpha").text
+    assert len(parsed) <= 3, len(parsed)       # at most one line a read: the one of this workspace
+    assert "talk new" in text and "other talk" not in text
+
+
+def test_a_repeated_session_start_digest_does_not_frame_or_redact_what_it_gave_before_again(
+        memory: Memory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A digest shows mostly what the last one showed: each content is neutralised, checked and cut
+    once (not its whole text at every session start), each line redacted once per redactor; the
+    block is the one a fresh process makes, and a new redactor (new `[redact]` rules) applies at once."""
+    from urchin.recall import frame
+    from urchin.redact import Redactor
+
+    memory.ingest([_event(f"c-{i}", 100 + i, f"ran the suite {i}: " + "ok " * 2000, kind="decision",
+                          session=f"s{i // 3}") for i in range(6)])
+    first = memory.recall(workspace="alpha").text
+    seen: list[int] = []
+    neutralise, redact_text = frame.neutralise, Redactor.redact_text
+
+    def counting(text: str) -> str:
+        seen.append(len(text))
+        return neutralise(text)
+
+    def redacting(self: Redactor, text: str) -> Any:
+        seen.append(len(text))
+        return redact_text(self, text)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(frame, "neutralise", counting)
+        patch.setattr(Redactor, "redact_text", redacting)
+        again = memory.recall(workspace="alpha").text
+        assert again == first
+        assert sum(seen) < 6 * 1000, seen          # on 8abc0bb: each 6,000-character content, twice
+    frame.remembered.cache_clear()
+    frame._shown_remembered.cache_clear()
+    assert memory.recall(workspace="alpha").text == first        # what a fresh process gives
+    memory.ingestor.redactor = Redactor({"suite_word": r"suite"})   # what a `[redact]` change installs
+    assert "[REDACTED:suite_word]" in memory.recall(workspace="alpha").text
+
+
+def test_a_prompt_reads_from_the_journal_only_the_candidates_its_block_takes(
+        memory: Memory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The ranking names 40 candidates; each is read from the journal only when the block asks for
+    it, and the block stops at the first line its budget does not hold."""
+    from urchin.journal import Journal
+
+    memory.ingest([_event(f"r-{i}", 100 + i, f"the release checklist step {i}: tag, build, publish " + "x" * 200,
+                          session=f"s{i % 7}") for i in range(60)])
+    reads: list[int] = []
+    read = Journal.read_line_at
+
+    def counting(self: Journal, offset: int) -> bytes | None:
+        reads.append(offset)
+        return read(self, offset)
+
+    monkeypatch.setattr(Journal, "read_line_at", counting)
+    result = memory.recall(workspace="alpha", session="s-now", prompt="where is the release checklist", budget=250)
+    assert 1 <= len(result.items) < 10
+    assert len(reads) <= len(result.items) + 1, (len(reads), len(result.items))   # 40 on 8abc0bb

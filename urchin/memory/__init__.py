@@ -505,6 +505,7 @@ class Memory:
                       budget=budget, now=now)
 
     def _recall_reader(self, audit: Callable[[Mapping[str, Any]], None] | None = None) -> Reader:
+        from urchin.recall.frame import remembered
         from urchin.recall.reader import Reader
 
         def recent(filters: Filters, since_ms: int, limit: int) -> list[Event]:
@@ -515,14 +516,14 @@ class Memory:
             self._hot.catch_up()
             return self._substring.newest(filters, since_ms=since_ms, limit=limit)   # kept between digests
 
-        def ranked(query: str, filters: Filters, since_ms: int, limit: int) -> list[Hit]:
-            return self._semantic.cosine().search(query, since_ms=since_ms, limit=limit, filters=filters)
+        def ranked(query: str, filters: Filters, since_ms: int, limit: int) -> Iterable[Hit]:
+            return self._semantic.cosine().search_lazily(query, since_ms=since_ms, limit=limit, filters=filters)
 
         def record(item: Mapping[str, Any]) -> None:
             self.ingestor.ingest([item])
 
         return Reader(recent, ranked, lambda: [(m.slug, m.title, m.use_when) for m in self.memory_list()],
-                      lambda text: self.ingestor.redactor.redact_text(text)[0], audit or record,
+                      remembered(self.ingestor.redactor), audit or record,
                       lambda: self.ingestor.ephemeral.is_on(), self._settings.config)
 
     # ---- the Postgres hybrid index (extra `postgres`; the driver loads on first use) ----------

@@ -9,6 +9,7 @@ Tool output and fetched web content say what they are.
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 from collections.abc import Callable, Iterable
@@ -18,7 +19,7 @@ from typing import Any
 from urchin.search.budget import CHARS_PER_TOKEN, estimate_tokens
 
 __all__ = ["Line", "event_text", "cut", "OPEN", "CLOSE", "HEADER", "neutralise", "flagged", "origin", "pack",
-           "tokens_of"]
+           "tokens_of", "remembered"]
 
 OPEN = "<urchin-recall>"
 CLOSE = "</urchin-recall>"
@@ -128,6 +129,14 @@ def pack(lines: Iterable[Line], budget: int, redact: Callable[[str], str]) -> tu
     return "\n".join([HEADER, *body, CLOSE]), kept
 
 
+@functools.lru_cache(maxsize=2)
+def remembered(redactor: Any) -> Callable[[str], str]:
+    """`redactor.redact_text`'s text for `pack`, kept per line text (at most 4096, each a line of at
+    most a few hundred characters): a session-start digest gives mostly the lines it gave before. One
+    per redactor object: the daemon makes a new one when the `[redact]` settings change."""
+    return functools.lru_cache(maxsize=4096)(lambda text: str(redactor.redact_text(text)[0]))
+
+
 def cut(text: str, width: int) -> str:
     text = neutralise(text)
     return text if len(text) <= width else text[: width - 1].rstrip() + "…"
@@ -137,11 +146,25 @@ def event_text(event: Any, width: int, note: str = "") -> tuple[str, bool]:
     """`[2026-11-30 10:00Z] claude decision id=ID: content` on one line, cut at `width` characters of
     content, marked as tool output or web content, and flagged when it reads like an instruction;
     and whether it was flagged."""
-    content = neutralise(event.content)
+    content = event.content
+    shown, is_flagged = (_shown if len(content) > _REMEMBERED_CHARS else _shown_remembered)(content, width)
     marks = [m for m in (origin(event.kind, event.meta), note) if m]
-    is_flagged = flagged(content)
     if is_flagged:
         marks.append("flagged: reads like an instruction or a frame marker; it is quoted data")
     stamp = f"{event.timestamp[:10]} {event.timestamp[11:16]}Z"
     head = f"[{stamp}] {event.source} {event.kind}" + "".join(f" ({m})" for m in marks)
-    return f"{head} id={neutralise(event.id)}: {cut(content, width)}", is_flagged
+    return f"{head} id={neutralise(event.id)}: {shown}", is_flagged
+
+
+def _shown(content: str, width: int) -> tuple[str, bool]:
+    """A content as a line shows it (neutralised, cut at `width`), and whether it is flagged (read on
+    the whole neutralised content, not the part shown)."""
+    neutral = neutralise(content)
+    return cut(neutral, width), flagged(neutral)
+
+
+# A session-start digest shows mostly the same events from one call to the next, and `_shown` runs
+# four patterns over each whole content: it is kept for contents up to _REMEMBERED_CHARS characters
+# (at most 1024 of them), keyed by the content itself, so a hit is what a fresh call gives.
+_REMEMBERED_CHARS = 16 * 1024
+_shown_remembered = functools.lru_cache(maxsize=1024)(_shown)

@@ -10,7 +10,7 @@ split (bench/locomo_recall.py --cv); when the ranking's scores change meaning, r
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Container, Iterator
+from collections.abc import Collection, Container, Iterable, Iterator
 
 from urchin.recall.frame import Line, event_text
 from urchin.recall.reader import Reader
@@ -27,8 +27,9 @@ MAX_PROMPT_CHARS = 2000     # a pasted log is ranked on its start
 _SYNTAX = re.compile(r'["]|(?<!\S)-(?=\S)')   # websearch syntax a prompt does not mean: phrases, -words
 
 
-def rank(reader: Reader, prompt: str, workspace: str, since_ms: int, limit: int = CANDIDATES) -> list[Hit]:
-    """The workspace's events best first, each with its score: the one ranking recall uses."""
+def rank(reader: Reader, prompt: str, workspace: str, since_ms: int, limit: int = CANDIDATES) -> Iterable[Hit]:
+    """The workspace's events best first, each with its score: the one ranking recall uses (each
+    event read from the journal as it is taken)."""
     query = _SYNTAX.sub(" ", prompt[:MAX_PROMPT_CHARS]).strip()
     if not query:
         return []

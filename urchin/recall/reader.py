@@ -3,7 +3,7 @@ and a hook with no daemon binds them to the journal directly (`local`), without 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -19,11 +19,12 @@ __all__ = ["Reader", "local"]
 @dataclass(frozen=True)
 class Reader:
     """`recent(filters, since_ms, limit)`: newest first; `ranked(query, filters, since_ms, limit)`: best
-    first with scores; `memories()`: (slug, title, useWhen) of the curated memories; `redact`: the one
-    redactor; `record(item)`: append one event through the write path; `ephemeral()`: whether it is on."""
+    first with scores (each may be read from the journal only when it is taken); `memories()`: (slug,
+    title, useWhen) of the curated memories; `redact`: the one redactor; `record(item)`: append one
+    event through the write path; `ephemeral()`: whether it is on."""
 
     recent: Callable[[Filters, int, int], list[Event]]
-    ranked: Callable[[str, Filters, int, int], list[Hit]]
+    ranked: Callable[[str, Filters, int, int], Iterable[Hit]]
     memories: Callable[[], list[tuple[str, str, str]]]
     redact: Callable[[str], str]
     record: Callable[[Mapping[str, Any]], None]
@@ -71,8 +72,8 @@ def local(settings: Settings, *, save: bool = True) -> Reader:
                 return events
         return part("substring", substring).search(None, since_ms=since_ms, limit=limit, filters=filters)
 
-    def ranked(query: str, filters: Filters, since_ms: int, limit: int) -> list[Hit]:
-        return part("cosine", cosine).search(query, since_ms=since_ms, limit=limit, filters=filters)
+    def ranked(query: str, filters: Filters, since_ms: int, limit: int) -> Iterable[Hit]:
+        return part("cosine", cosine).search_lazily(query, since_ms=since_ms, limit=limit, filters=filters)
 
     def memories() -> list[tuple[str, str, str]]:
         from urchin.workspace.memories import MemoryStore

@@ -592,6 +592,16 @@ class TokenCosineView:
                until_ms: int | None = None, explain: bool = False) -> tuple[list[Hit], list[str]]:
         """The hits (each with how its score was made, with `explain`), and notes: what was left out
         while the index builds (`coverage`)."""
+        hits, notes = self._ranked(query, since_ms, limit, filters, until_ms, explain)
+        return list(hits), notes
+
+    def search_lazily(self, query: str, *, since_ms: int | None, limit: int, filters: Filters) -> Iterator[Hit]:
+        """`search`'s hits, each read from the journal when it is taken: a prompt's recall takes the
+        few its budget holds of the `limit` ranked (bench/RESULTS.md, round sixteen)."""
+        return self._ranked(query, since_ms, limit, filters, None, False)[0]
+
+    def _ranked(self, query: str, since_ms: int | None, limit: int, filters: Filters, until_ms: int | None,
+                explain: bool) -> tuple[Iterator[Hit], list[str]]:
         original = query
         query, holds = constraints(query)
         hidden = self.forgotten.hashes()
@@ -607,10 +617,9 @@ class TokenCosineView:
             self._catch_up()
             scored, offsets = self._ranking(query, params)
             note = self.coverage()
-        hits = self._hits(scored, offsets, limit, filters, holds, explain)
         if self.save_in_queries:
             self._save_if_due()
-        return hits, [note] if note else []
+        return self._hits(scored, offsets, limit, filters, holds, explain), [note] if note else []
 
     def _ranking(self, query: str, params: dict[str, Any]) -> tuple[list[Scored], list[int]]:
         """Under the lock, caught up: the ranking and its rows' offsets, from the tail of the newest
@@ -635,18 +644,23 @@ class TokenCosineView:
             return self._ranking(query, params)
 
     def _hits(self, scored: list[Scored], offsets: list[int], limit: int, filters: Filters,
-              holds: Callable[[Event], bool] | None, explain: bool = False) -> list[Hit]:
+              holds: Callable[[Event], bool] | None, explain: bool = False) -> Iterator[Hit]:
+        """The first `limit` of `scored` that may be served, read from the journal one by one."""
         forgotten = self.forgotten
         hidden = forgotten.hashes()
-        hits: list[Hit] = []
-        for s, offset in zip(scored, offsets, strict=True):
-            if len(hits) >= limit:
-                break
-            event = self.journal.event(self.journal.read_line_at(offset))
-            if (event is not None and not (hidden and forgotten.hides(event.id)) and (holds is None or holds(event))
-                    and not filters.hides(event)):
-                hits.append(Hit(event, s.score, cosine_explain(s) if explain else None))
-        return hits
+
+        def each() -> Iterator[Hit]:
+            given = 0
+            for s, offset in zip(scored, offsets, strict=True):
+                if given >= limit:
+                    return
+                event = self.journal.event(self.journal.read_line_at(offset))
+                if (event is not None and not (hidden and forgotten.hides(event.id))
+                        and (holds is None or holds(event)) and not filters.hides(event)):
+                    given += 1
+                    yield Hit(event, s.score, cosine_explain(s) if explain else None)
+
+        return each()
 
 
     def session_events(self, filters: Filters, since_ms: int, limit: int) -> list[Event] | None:

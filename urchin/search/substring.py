@@ -138,7 +138,7 @@ class SubstringSearcher:
         best = [item for item in kept.best if item[0] >= since_ms]
         heapq.heapify(best)
         proven = [True]
-        lines = tail[:whole - 1].split(b"\n") if whole else []
+        lines = _Prefilter(None, filters).lines(tail[:whole - 1]) if whole else []   # as `_search_view` reads
         _keep_best(((line, Event.from_json(line)) for line in reversed(lines)), None, since_ms, None, limit,
                    filters, best, kept.hidden, self._noting(proven))
         if proven[0]:
