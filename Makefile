@@ -46,7 +46,12 @@ run: $(STAMP)
 # the environment (as on this machine) each one compiled Urchin's modules again (~0.1 s a CLI call, more
 # a daemon), so the package is compiled once first and the suite may write its bytecode. 04:35, a
 # clean clone on an idle machine: 1,949 tests in 633 s (698 s with the installs; 984 s user + 100 s
-# sys CPU counted), still over the 480 s budget. The
+# sys CPU counted), still over the 480 s budget. 09:05-10:25 (s9-suite), one full run at load 20-33
+# with URCHIN_TEST_CPU=1: 1,285 CPU-s inside modules (test_daemon_postgres_lifecycle 66, test_team 46,
+# test_parity 33, test_dist 32, test_viewer 31; the costliest tests: test_parity's module fixture 24,
+# test_doctor's orphan sweep 17, test_mcp_inspector 14, test_properties' PostgreSQL property 13);
+# test_mcp_relay and test_mcp_daemon then shared one daemon among the tests that only ask it,
+# 45.1 -> 39.9 CPU-s for the two (same sitting, A/B). The
 # test embedder is installed first, once; pytest's controller starts it and both workers use it.
 test: $(DEV_STAMP)
 	sh scripts/browser.sh

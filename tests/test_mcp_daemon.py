@@ -31,11 +31,13 @@ def anyio_backend() -> str:
 
 @pytest.fixture
 def daemon(urchin_home: Path) -> Iterator[Any]:
-    process = daemon_fixture.DaemonProcess(urchin_home, "--with-mcp").start()
-    try:
-        yield process
-    finally:
-        process.stop()
+    yield from daemon_fixture.running(urchin_home, "--with-mcp")
+
+
+@pytest.fixture(scope="module")
+def asked(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """One daemon for the tests that write nothing (a daemon with the MCP SDK is ~3 s of a core to start)."""
+    yield from daemon_fixture.running(tmp_path_factory.mktemp("mcp-daemon") / "home", "--with-mcp")
 
 
 async def test_every_tool_over_the_daemons_mcp_endpoint(daemon: Any, memory: Memory) -> None:
@@ -46,7 +48,8 @@ async def test_every_tool_over_the_daemons_mcp_endpoint(daemon: Any, memory: Mem
         await check_large_output(session, memory)
 
 
-def test_the_daemons_mcp_endpoint_wants_the_token_and_a_local_host(daemon: Any) -> None:
+def test_the_daemons_mcp_endpoint_wants_the_token_and_a_local_host(asked: Any) -> None:
+    daemon = asked
     initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
                   "params": {"protocolVersion": "2025-06-18", "capabilities": {},
                              "clientInfo": {"name": "raw", "version": "1"}}}
@@ -60,8 +63,8 @@ def test_the_daemons_mcp_endpoint_wants_the_token_and_a_local_host(daemon: Any) 
                        timeout=30).status_code in (400, 403, 421)
 
 
-async def test_stdio_server_routes_through_the_running_daemon(daemon: Any) -> None:
-    async with stdio_session() as session:
+async def test_stdio_server_routes_through_the_running_daemon(asked: Any) -> None:
+    async with stdio_session({"URCHIN_HOME": str(asked.home)}) as session:
         text, data = await call(session, "urchin_status")
     assert "daemon" in data, "urchin mcp did not reach the daemon"
 

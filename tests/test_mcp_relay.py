@@ -17,6 +17,7 @@ import pytest
 
 from tests import daemon_fixture
 from tests.test_mcp_stdio_wire import MALFORMED
+from urchin.config import Settings
 from urchin.memory import Memory
 
 pytestmark = pytest.mark.slow
@@ -75,20 +76,30 @@ def _by_id(out: bytes) -> dict[str, list[bytes]]:
     return {key: sorted(lines) for key, lines in answers.items()}
 
 
-@pytest.fixture
-def daemon(urchin_home: Path, memory: Memory) -> Iterator[daemon_fixture.DaemonProcess]:
+def _serving(home: Path) -> Iterator[daemon_fixture.DaemonProcess]:
+    memory = Memory(Settings.resolve(home))
     memory.ingest([{"content": "we walked to the lake near the trail", "source": "manual"},
                    {"content": "pytest failed on the fixture", "source": "shell", "kind": "command"}])
     memory.close()
-    process = daemon_fixture.DaemonProcess(urchin_home, "--with-mcp").start()
-    try:
-        yield process
-    finally:
-        process.stop()
+    yield from daemon_fixture.running(home, "--with-mcp")
+
+
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[daemon_fixture.DaemonProcess]:
+    """One daemon for the tests that only ask it (a daemon with the MCP SDK is ~3 s of a core to start);
+    each compares the relayed answers with the in-process server's on the same home, asked just after."""
+    yield from _serving(tmp_path_factory.mktemp("relay") / "home")
+
+
+@pytest.fixture
+def daemon(urchin_home: Path) -> Iterator[daemon_fixture.DaemonProcess]:
+    """A daemon of the test's own (it stops it)."""
+    yield from _serving(urchin_home)
 
 
 def test_the_relay_answers_every_line_as_the_in_process_server_without_the_sdk(
-        daemon: daemon_fixture.DaemonProcess) -> None:
+        shared: daemon_fixture.DaemonProcess) -> None:
+    daemon = shared
     relayed = _mcp(daemon.home, SESSION, PYTHONPROFILEIMPORTTIME="1")
     direct = _mcp(daemon.home, SESSION, URCHIN_NO_DAEMON="1")
     assert relayed.returncode == direct.returncode == 0, relayed.stderr[-2000:]
@@ -99,7 +110,8 @@ def test_the_relay_answers_every_line_as_the_in_process_server_without_the_sdk(
     assert json.dumps(SESSION[2]["id"]) in _by_id(relayed.stdout)   # tools/list was answered, not dropped
 
 
-def test_a_refused_initialize_is_answered_by_the_in_process_server(daemon: daemon_fixture.DaemonProcess) -> None:
+def test_a_refused_initialize_is_answered_by_the_in_process_server(shared: daemon_fixture.DaemonProcess) -> None:
+    daemon = shared
     lines = [INIT, INITIALIZED, {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}, _call(3, "urchin_search",
                                                                                          {"query": "lake"})]
     refused = _mcp(daemon.home, lines, URCHIN_INTAKE_TOKEN="not-the-daemons-token")
