@@ -1,10 +1,10 @@
 """Session links of the token-cosine index: each row's previous and next turn in its session, by time.
 
-Rows arrive mostly in time order, so a batch is linked with array operations: every session whose
-new rows come, in row order, at or after its newest row so far is a chain appended at its end. A
-session that has a row out of that order (a back-dated event) has its rows of the batch linked one
-by one, each walked back from the session's newest row to its place. Sessions never share links, so
-the result is the row-by-row loop's, link for link.
+A session's rows are linked in the order of their timestamps, ties in arrival (row) order: what
+inserting each new row after the last row of its session not newer than it makes. So a batch is
+linked with array operations: per session, its new rows sorted by time are a chain hung after the
+session's newest row so far, but for the rows older than that one (back-dated events, a few), which
+are then inserted one by one, each walked back from the session's newest row to its place.
 """
 
 from __future__ import annotations
@@ -22,28 +22,29 @@ def link_rows(prev: np.ndarray, nxt: np.ndarray, ts: np.ndarray, last_of: dict[i
     order = np.flatnonzero(sessions >= 0)
     if not len(order):
         return
-    order = order[np.argsort(sessions[order], kind="stable")]    # by session, row order within each
+    order = order[np.lexsort((stamps[order], sessions[order]))]    # by session, time, then row
     codes, times, rows = sessions[order], stamps[order], order + start
     head = np.ones(len(order), dtype=bool)
     head[1:] = codes[1:] != codes[:-1]
     heads = np.flatnonzero(head)
-    in_order = np.ones(len(order), dtype=bool)
-    in_order[1:] = times[1:] >= times[:-1]
-    in_order[heads] = True
+    group = np.cumsum(head) - 1
     lasts = np.fromiter((last_of.get(code, -1) for code in codes[heads].tolist()), np.int64, len(heads))
     known = lasts >= 0
-    after_last = ~known | (ts[np.where(known, lasts, 0)] <= times[heads])
-    clean = np.logical_and.reduceat(in_order, heads) & after_last     # per session of the batch
-    appended = clean[np.cumsum(head) - 1]
-    inner = np.flatnonzero(appended & ~head)
+    floor = np.where(known, ts[np.where(known, lasts, 0)], np.iinfo(np.int64).min)
+    hung = times >= floor[group]          # per session, a suffix of its new rows in time order
+    first = hung.copy()                   # the first row of each session's hung chain
+    first[1:] &= head[1:] | ~hung[:-1]
+    inner = np.flatnonzero(hung & ~first)
     prev[rows[inner]] = rows[inner - 1]
     nxt[rows[inner - 1]] = rows[inner]
-    joined = clean & known
-    prev[rows[heads[joined]]] = lasts[joined]
-    nxt[lasts[joined]] = rows[heads[joined]]
+    firsts = np.flatnonzero(first)
+    joined = known[group[firsts]]
+    prev[rows[firsts[joined]]] = lasts[group[firsts[joined]]]
+    nxt[lasts[group[firsts[joined]]]] = rows[firsts[joined]]
     tails = np.append(heads[1:], len(order)) - 1
-    last_of.update(zip(codes[heads[clean]].tolist(), rows[tails[clean]].tolist(), strict=True))
-    for row in np.sort(rows[~appended]).tolist():                     # back-dated rows' sessions
+    grew = hung[tails]
+    last_of.update(zip(codes[tails[grew]].tolist(), rows[tails[grew]].tolist(), strict=True))
+    for row in np.sort(rows[~hung]).tolist():          # older than their session's newest row
         _link_one(prev, nxt, ts, last_of, int(sessions[row - start]), row)
 
 
