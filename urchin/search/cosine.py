@@ -22,6 +22,7 @@ from urchin.search.assoc import TF_WEIGHT as _TF_WEIGHT
 from urchin.search.assoc import Associations
 from urchin.search.cosine_sparse import Query, Scored, Scratch, Window, member, merge, raw_scores
 from urchin.search.extract import LABELS, Batch, TermExtractor
+from urchin.search.links import link_rows
 from urchin.search.postings import Blob, Codes, Column, Segment, SplitColumn, Triples, release_pages
 from urchin.search.query import check_limit, check_query
 from urchin.search.scope import SessionScopes
@@ -250,45 +251,7 @@ class TokenCosineIndex:
         self._session_rows.extend(np.zeros(len(sessions) - 1 - self._session_rows.size, dtype=np.int64))
         self._session_rows.data[:len(sessions) - 1] += np.bincount(new[new >= 0], minlength=len(sessions) - 1)
         self._scopes.add(new, self._fields["workspace"].column.data[start:start + n], len(sessions) - 1)
-        self._link_rows(start, new.tolist(), ts.tolist())
-
-    def _link_rows(self, start: int, sessions: list[int], stamps: list[int]) -> None:
-        last_of, ts_col = self._session_last, self._ts.data
-        prev_col, next_col = self._prev.data, self._next.data
-        for row, session, ts in zip(range(start, start + len(sessions)), sessions, stamps, strict=True):
-            if session < 0:
-                continue
-            last = last_of.get(session)
-            if last is None:
-                last_of[session] = row
-            elif ts_col[last] <= ts:  # the common case: the session's newest turn so far
-                prev_col[row] = last
-                next_col[last] = row
-                last_of[session] = row
-            else:
-                self._link(session, row, ts)
-
-    def _link(self, session: int, row: int, ts: int) -> None:
-        """Insert `row` into its session's list, ordered by timestamp (late arrivals walk back)."""
-        last = self._session_last.get(session)
-        prev, ts_col = last, self._ts.data
-        while prev is not None and prev >= 0 and ts_col[prev] > ts:
-            prev = int(self._prev.data[prev])
-        nxt = self._next.data[prev] if prev is not None and prev >= 0 else (
-            self._first_of(last) if last is not None else -1)
-        if prev is not None and prev >= 0:
-            self._next.data[prev] = row
-            self._prev.data[row] = prev
-        if nxt >= 0:
-            self._prev.data[nxt] = row
-            self._next.data[row] = nxt
-        else:
-            self._session_last[session] = row
-
-    def _first_of(self, row: int) -> int:
-        while self._prev.data[row] >= 0:
-            row = int(self._prev.data[row])
-        return row
+        link_rows(self._prev.data, self._next.data, self._ts.data, self._session_last, start, new, ts)
 
     def _pending(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         return (np.frombuffer(self._pending_terms, dtype=np.int32),
@@ -339,8 +302,10 @@ class TokenCosineIndex:
         for seg in self._segments:
             for a in range(0, seg.nnz, chunk):
                 b = min(a + chunk, seg.nnz)
-                terms = np.searchsorted(seg.indptr, np.arange(a, b), side="right") - 1
-                yield seg.rows[a:b], seg.tf[a:b], terms
+                # each posting's term: the terms whose runs meet a..b-1, each repeated for its postings there
+                t0, t1 = (int(t) for t in np.searchsorted(seg.indptr, [a, b - 1], side="right") - 1)
+                runs = np.diff(np.clip(seg.indptr[t0:t1 + 2], a, b))
+                yield seg.rows[a:b], seg.tf[a:b], np.repeat(np.arange(t0, t1 + 1), runs)
         if self._pending_rows:
             terms, rows, tf = self._pending()
             yield rows, tf, terms

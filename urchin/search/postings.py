@@ -173,13 +173,18 @@ class Segment:
             terms_in, rows_in, tf_in = part
             for a in range(0, len(terms_in), _MERGE_CHUNK):
                 terms = terms_in[a:a + _MERGE_CHUNK]
-                order = np.argsort(terms, kind="stable")  # stable: rows stay ascending within a term
-                sorted_terms = terms[order]
-                rank = np.arange(len(order)) - np.searchsorted(sorted_terms, sorted_terms, side="left")
-                dest = cursor[sorted_terms] + rank
+                # A stable order by term (rows stay ascending within a term): one sort of (term, position)
+                # packed in an int64, half the CPU of a stable argsort; a posting's rank among its term's
+                # is its place in the sorted run minus where the term's run starts.
+                order = np.sort(terms.astype(np.int64) << 32 | np.arange(len(terms), dtype=np.int64))
+                sorted_terms = order >> 32
+                order &= 0xFFFFFFFF
+                counts = np.bincount(terms, minlength=n_terms)
+                shift = cursor - (np.cumsum(counts) - counts)   # destination minus place in the sorted chunk
+                dest = shift[sorted_terms] + np.arange(len(order))
                 rows_out[dest] = rows_in[a:a + _MERGE_CHUNK][order]
                 tf_out[dest] = tf_in[a:a + _MERGE_CHUNK][order]
-                cursor += np.bincount(terms, minlength=n_terms)
+                cursor += counts
         return cls(indptr, rows_out, tf_out)
 
     def postings(self, term: int) -> tuple[np.ndarray, np.ndarray]:
