@@ -158,10 +158,11 @@ class HotViews:
                     chunk = handle.read(min(_FOLLOW_CHUNK, end - position))
                     if not chunk:
                         break
+                    lines = chunk.count(b"\n")     # outside the lock: reads refresh under it
                     with contextlib.nullcontext() if locked else self._lock:
                         if self._era != era:
                             return
-                        self._lines += chunk.count(b"\n")
+                        self._lines += lines
                         position = self._counted = position + len(chunk)
         except FileNotFoundError:
             return
