@@ -5,6 +5,7 @@ same as reading each apart."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -238,3 +239,24 @@ def test_a_prompt_reads_from_the_journal_only_the_candidates_its_block_takes(
     result = memory.recall(workspace="alpha", session="s-now", prompt="where is the release checklist", budget=250)
     assert 1 <= len(result.items) < 10
     assert len(reads) <= len(result.items) + 1, (len(reads), len(result.items))   # 40 on 8abc0bb
+
+
+def test_a_daemons_start_digests_the_active_workspaces_so_their_first_session_start_reads_only_the_tail(
+        memory: Memory) -> None:
+    """The first session-start digest of a workspace after a daemon's start used to read its latest
+    events from the blocks (a hook's whole budget at 1M events); `warm()` digests the workspaces of the
+    last week in the background, so the hooks' first digests find their reads kept. Nothing is recorded."""
+    items = [_event(f"{ws}-{i}", 100 + i, f"talk {i} in {ws}", ws=ws, session=f"{ws}-s{i // 10}")
+             for ws in ("alpha", "beta", "gamma") for i in range(40)]
+    memory.ingest(items)
+    size = memory.settings.journal_path.stat().st_size
+    memory.warm()
+    warming = next(t for t in threading.enumerate() if t.name == "urchin-recall-warm")
+    warming.join(60)
+    assert not warming.is_alive()
+    kept = {key[0].workspace for key in memory._substring._kept}
+    assert kept >= {"alpha", "beta", "gamma"}
+    assert memory.settings.journal_path.stat().st_size == size          # no audit record: no session
+    fresh = Memory(memory.settings)
+    for ws in ("alpha", "beta", "gamma"):
+        assert memory.recall(workspace=ws).text == fresh.recall(workspace=ws).text

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -35,6 +36,7 @@ from urchin.memory.writing import PreparedBatch, import_lines, prepare_batch
 from urchin.params.context import ContextParams
 from urchin.params.search import SearchParams
 from urchin.proof import LineProof
+from urchin.requests_first import give_way, lower_thread_priority
 from urchin.search.query import (
     Filters,
     Hit,
@@ -76,6 +78,10 @@ __all__ = ["Memory", "ImportReport", "PreparedBatch", "HotView", "ForgetResult",
 
 
 log = logging.getLogger(__name__)
+
+# After a daemon's start: the session-start digests of the workspaces in the newest WARM_SCAN events of
+# the last WARM_DAYS days, at most WARM_WORKSPACES (each keeps up to 3 answers of the 64 the daemon keeps).
+WARM_DAYS, WARM_SCAN, WARM_WORKSPACES = 7, 2000, 16
 
 FOLLOW_POLL_S = 0.25
 
@@ -618,6 +624,25 @@ class Memory:
         # minutes to index, and the daemon should not wait for that to serve everything else.
         self._semantic.hot()
         self._hot.hot = True
+        threading.Thread(target=self._warm_digests, name="urchin-recall-warm", daemon=True).start()
+
+    def _warm_digests(self) -> None:
+        """A daemon's first session-start digest of a workspace reads the workspace's latest events from
+        the journal's blocks (~100 ms at 1M events: a hook's whole budget); every later one reads only
+        what the journal gained since (`SubstringSearcher.newest` keeps the reads). So after a start,
+        the workspaces active in the last week are digested once here, in the background at nice 10,
+        giving way to requests: the first hook of each then starts warm. No session, so nothing is
+        recorded; nothing is shown."""
+        lower_thread_priority()
+        try:
+            since_ms = int(time.time() * 1000) - WARM_DAYS * 86_400_000
+            latest = self._substring.search(None, since_ms=since_ms, limit=WARM_SCAN)
+            workspaces = dict.fromkeys(event.workspace for event in latest if event.workspace)
+            for workspace in list(workspaces)[:WARM_WORKSPACES]:
+                give_way(5.0)
+                self.recall(workspace=workspace)
+        except Exception as exc:  # noqa: BLE001 - a warm-up only saves the first hooks some time
+            log.warning("warming the session-start digests failed: %s", exc)
 
     def _load_ids(self) -> None:
         try:
