@@ -394,3 +394,26 @@ def test_a_start_never_waits_on_another_homes_postgres_data(tmp_path: Path) -> N
         shutil.rmtree(folder, ignore_errors=True)
         pgdata.owner_record(folder).unlink(missing_ok=True)
         folder.with_name(f".{folder.name}.lock").unlink(missing_ok=True)
+
+
+@pytest.mark.parametrize("left", [b"", b"[12"], ids=["empty", "cut"])
+def test_a_handle_list_left_cut_by_a_killed_holder_does_not_stop_the_next_start(tmp_path: Path, left: bytes) -> None:
+    """The wheel rewrites `<pgdata>/.handle_pids.json` in place (truncate, then write): a holder killed
+    in between (a SIGKILLed `urchin index --follow`, as above) leaves it empty or cut, and the next
+    daemon's start failed parsing it, its server left running. Urchin keeps its own holders, so an
+    unreadable list is replaced by an empty one before the wheel reads it."""
+    home = tmp_path / "home"
+    home.mkdir()
+    follower = _index_follower(home)
+    follower.kill()
+    follower.wait()
+    (_pg_folder(home) / ".handle_pids.json").write_bytes(left)
+    daemon, pid = _indexing_daemon(home)
+    try:
+        _feed_a_little(daemon)
+        daemon.signal(signal.SIGTERM)
+        assert daemon.wait(40) == 0, daemon.log()
+    finally:
+        daemon.stop()
+    assert _exits(pid, 20), f"postgres {pid} outlived its daemon: {daemon.log()}"
+    assert "JSONDecodeError" not in daemon.log()

