@@ -16,7 +16,7 @@ from urchin.errors import QueryError, ValidationError
 from urchin.event import MAX_HOURS, check_label, clean_text
 from urchin.params.limits import MAX_LIMIT, SEARCH_HOURS, SEARCH_LIMIT, SEARCH_SCOPES
 
-__all__ = ["SearchParams"]
+__all__ = ["SearchParams", "label_filter"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,7 +46,8 @@ class SearchParams:
             **{name: _text(getattr(self, name), name) or None for name in ("source", "workspace", "session", "kind")},
             "scope": _choice(self.scope, "scope", SEARCH_SCOPES),
         }
-        checked["source"], checked["kind"] = _label(checked["source"], "source"), _label(checked["kind"], "kind")
+        checked["source"] = label_filter(checked["source"], "source")
+        checked["kind"] = label_filter(checked["kind"], "kind")
         for name, value in checked.items():
             object.__setattr__(self, name, value)
 
@@ -91,7 +92,7 @@ def _text(value: Any, name: str) -> str:
     return value
 
 
-def _label(text: str | None, name: str) -> str | None:
+def label_filter(text: str | None, name: str) -> str | None:
     """A source/kind filter in the form events store (lowercase [a-z0-9._-]): another could match nothing."""
     if not text:
         return None

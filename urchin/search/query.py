@@ -8,9 +8,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 from urchin.checks import check_number
-from urchin.errors import QueryError, ValidationError
-from urchin.event import MAX_HOURS, Event, check_label, clean_text, format_timestamp
+from urchin.errors import QueryError
+from urchin.event import MAX_HOURS, Event, clean_text, format_timestamp
 from urchin.params.limits import MAX_LIMIT
+from urchin.params.search import label_filter
 
 __all__ = ["Filters", "Hit", "SearchResult", "check_query", "check_hours", "check_limit", "window_start_ms",
            "MAX_LIMIT", "one_line", "AUDIT", "hides_audit", "older_hint"]
@@ -77,7 +78,7 @@ class Filters:
     @classmethod
     def of(cls, source: str | None = None, workspace: str | None = None, session: str | None = None,
            kind: str | None = None) -> Filters:
-        return cls(_label(source, "source"), workspace or None, session or None, _label(kind, "kind"))
+        return cls(label_filter(source, "source"), workspace or None, session or None, label_filter(kind, "kind"))
 
     def match(self, event: Event) -> bool:
         if self.hides(event):
@@ -95,16 +96,6 @@ class Filters:
     def to_dict(self) -> dict[str, str]:
         return {k: v for k, v in (("source", self.source), ("workspace", self.workspace),
                                   ("session", self.session), ("kind", self.kind)) if v is not None}
-
-
-def _label(value: str | None, name: str) -> str | None:
-    """A source/kind filter in the form events store (lowercase [a-z0-9._-]): another could match nothing."""
-    if not value:
-        return None
-    try:
-        return check_label(value, name)
-    except ValidationError as exc:
-        raise QueryError(name, f"{exc.rule}, got {value!r}") from None
 
 
 @dataclass(frozen=True, slots=True)

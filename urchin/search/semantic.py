@@ -251,12 +251,7 @@ class TokenCosineView:
                     (saved.mark.device, saved.mark.inode) != self._identity:
                 return          # started over, or replaced, meanwhile: the next catch-up sees to it
             index.assoc = self.index.assoc
-            self.index = index
-            self.offsets = array("q", saved.offsets.astype(np.int64, copy=False).tobytes())
-            self.next_offset = saved.mark.offset
-            self._saved = (len(index), saved.mark.offset)
-            self._reuse = saved.reuse
-            self.loaded_from_disk = True
+            self._install(index, saved)
             self._read_tail()
         _release_free_memory()
 
@@ -398,6 +393,11 @@ class TokenCosineView:
         if loaded is None:
             return
         index, saved = loaded
+        index.assoc = assoc.load(assoc.path_beside(self.index_dir))
+        self._install(index, saved)
+
+    def _install(self, index: TokenCosineIndex, saved: cosine_store.Saved) -> None:
+        """Make a loaded index this view's, at the journal offset and file it was saved at."""
         self.index = index
         self.offsets = array("q", saved.offsets.astype(np.int64, copy=False).tobytes())
         self.next_offset = saved.mark.offset
@@ -405,7 +405,6 @@ class TokenCosineView:
         self._saved = (len(index), saved.mark.offset)
         self._reuse = saved.reuse
         self.loaded_from_disk = True
-        self.index.assoc = assoc.load(assoc.path_beside(self.index_dir))
 
     def _load_saved(self) -> tuple[TokenCosineIndex, cosine_store.Saved] | None:
         """The saved index, loaded (None: none, or unusable: why is in `rebuild_reason`)."""
