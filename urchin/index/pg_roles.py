@@ -1,7 +1,6 @@
 """Least privilege on a shared PostgreSQL (`urchin db`): an owner that migrates, a reader, a feeder per device.
 
-The PostgreSQL backend's second module (with `postgres.py`, the only ones importing psycopg). Run with
-an administrator's URL (a superuser, or a role with CREATEROLE that owns the database). Row-level
+Run with an administrator's URL (a superuser, or a role with CREATEROLE that owns the database). Row-level
 security on `device` (migrations 3 and 6) is what confines a feeder: every table it may write has it,
 so the database refuses another device's rows (and, in chunks, another account than the one its
 mapping names), whatever the client sends. The term statistics are the owner's alone, kept from the
@@ -16,13 +15,10 @@ import re
 import secrets
 from typing import Any
 
-import psycopg
-from psycopg import sql
-from psycopg.conninfo import conninfo_to_dict, make_conninfo
-
 from urchin.dsn import scrub, to_url
 from urchin.errors import DatabaseError, ValidationError
 from urchin.index.pg_migrate import migrate as _migrate
+from urchin.index.pgdriver import Connection, InsufficientPrivilege, connect, conninfo_to_dict, make_conninfo, sql
 from urchin.index.schema import TRIGRAM_DEF, TRIGRAM_INDEX
 
 __all__ = ["setup_roles", "add_feeder", "feeder_role", "role_device", "wrong_device", "OWNER", "READER", "FEEDERS"]
@@ -43,7 +39,7 @@ def feeder_role(device: str) -> str:
     return f"{FEEDERS}_{slug}_{hashlib.sha256(device.encode()).hexdigest()[:8]}"
 
 
-def role_device(conn: psycopg.Connection[Any]) -> str | None:
+def role_device(conn: Connection[Any]) -> str | None:
     """The device the connected role feeds (`urchin db feeder`), or None: not a feeder (the owner, a
     superuser, a reader), or a database Urchin has not set up."""
     if conn.execute("SELECT to_regclass('urchin_feeders')").fetchone() == (None,):
@@ -61,7 +57,7 @@ def wrong_device(fed: str | None, device: str) -> str | None:
             f"`urchin db feeder {device}`, or set URCHIN_DEVICE_ID={fed} if this machine is {fed}")
 
 
-def _ensure_role(conn: psycopg.Connection[Any], role: str, login: bool, password: str | None) -> str | None:
+def _ensure_role(conn: Connection[Any], role: str, login: bool, password: str | None) -> str | None:
     """Create `role` (a new login role gets `password` or a generated one); returns the password set, if any."""
     exists = conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (role,)).fetchone() is not None
     if not login:
@@ -91,7 +87,7 @@ def setup_roles(admin_url: str, owner_password: str | None = None,
     Passwords are set for roles created now (generated unless given) or when given; the result carries
     them once, with ready URLs.
     """
-    with psycopg.connect(admin_url, autocommit=True) as conn:
+    with connect(admin_url, autocommit=True) as conn:
         try:
             with conn.transaction():
                 owner_pw = _ensure_role(conn, OWNER, True, owner_password)
@@ -122,7 +118,7 @@ def setup_roles(admin_url: str, owner_password: str | None = None,
                 conn.execute("RESET ROLE")
                 _grant(conn)
             _team_search_index(conn)
-        except psycopg.errors.InsufficientPrivilege as exc:
+        except InsufficientPrivilege as exc:
             raise DatabaseError(f"urchin db setup needs an administrator's URCHIN_DATABASE_URL (a superuser, or a "
                               f"role with CREATEROLE owning the database): "
                               f"{scrub(str(exc).strip(), admin_url)}") from None
@@ -145,7 +141,7 @@ WHERE lo AT TIME ZONE 'UTC' < date_trunc('month', now() AT TIME ZONE 'UTC') - in
 LIMIT %s"""
 
 
-def _fold_partitions(conn: psycopg.Connection[Any]) -> int:
+def _fold_partitions(conn: Connection[Any]) -> int:
     """Fold up to _FOLD_BATCH partitions outside the window into the default one, as the owner; returns
     how many. Rows go straight into the default partition: the parent's counting trigger does not
     fire, and the term statistics (which already count them) stay exact."""
@@ -165,7 +161,7 @@ def _fold_partitions(conn: psycopg.Connection[Any]) -> int:
     return len(parts)
 
 
-def _team_search_index(conn: psycopg.Connection[Any]) -> None:
+def _team_search_index(conn: Connection[Any]) -> None:
     """The trigram index behind `urchin search --team`, built as the owner once the feeder group may
     write (migration 8 keeps it only on such a database; a single user's index has none)."""
     with conn.transaction():
@@ -175,7 +171,7 @@ def _team_search_index(conn: psycopg.Connection[Any]) -> None:
             sql.Identifier(TRIGRAM_INDEX)))
 
 
-def _grant(conn: psycopg.Connection[Any]) -> None:
+def _grant(conn: Connection[Any]) -> None:
     ident = sql.Identifier
     conn.execute(sql.SQL("GRANT SELECT ON ALL TABLES IN SCHEMA public TO {}, {}").format(ident(READER),
                                                                                         ident(FEEDERS)))
@@ -202,7 +198,7 @@ def add_feeder(admin_url: str, device: str, password: str | None = None,
         raise ValidationError("account", "must be 1-128 characters of letters, digits, '.', '_', '@' or '-', "
                                          "starting with a letter or digit")
     role = feeder_role(device)
-    with psycopg.connect(admin_url, autocommit=True) as conn, conn.transaction():
+    with connect(admin_url, autocommit=True) as conn, conn.transaction():
         if conn.execute("SELECT to_regclass('urchin_feeders')").fetchone() == (None,) or \
                 conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (FEEDERS,)).fetchone() is None:
             raise DatabaseError("run `urchin db setup` first: the feeder group and the urchin_feeders table "

@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-import psycopg
+from urchin.index.pgdriver import LockNotAvailable, idle
 
 __all__ = ["FORGET_TABLES", "reclaim"]
 
@@ -33,7 +33,7 @@ def reclaim(conn: Any, full: bool) -> bool:
     sampled values, pg_statistic rewritten too, then a WAL switch and a CHECKPOINT, so the data files
     hold no byte of a deleted row and the WAL segments that do are no longer needed (recycled, then
     overwritten). Returns False when the connection was inside a transaction (nothing was done)."""
-    if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:    # VACUUM cannot run in one
+    if not idle(conn):    # VACUUM cannot run in one
         log.warning("VACUUM after a forget skipped: the connection is inside a transaction")
         return False
     conn.autocommit = True
@@ -47,7 +47,7 @@ def reclaim(conn: Any, full: bool) -> bool:
         if not full:
             try:
                 conn.execute(f"VACUUM {tables}")
-            except psycopg.errors.LockNotAvailable:
+            except LockNotAvailable:
                 log.info("VACUUM after a forget left to autovacuum: an index build holds the tables")
                 return False
             return True

@@ -1,7 +1,7 @@
 """The PostgreSQL backend: migrations at connect, COPY + idempotent upsert, and the legs' SQL.
 
-The only module that imports psycopg. Vectors travel as pgvector text literals with explicit casts,
-so no type registration is needed. Query-time settings (stated, see `QUERY_SETTINGS`) are set per
+psycopg, the driver, is reached through `pgdriver`. Vectors travel as pgvector text literals with
+explicit casts, so no type registration is needed. Query-time settings (stated, see `QUERY_SETTINGS`) are set per
 transaction.
 """
 
@@ -13,15 +13,13 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import psycopg
-from psycopg import sql
-
 from urchin.errors import DatabaseError, IndexBusyError
 from urchin.event import format_timestamp
 from urchin.index.base import MEMORY_KINDS, ChunkRow, ContextRow, Filter, LegHit, Tier, split_key
 from urchin.index.files import FILES_SOURCE
 from urchin.index.pg_migrate import migrate as _migrate
 from urchin.index.pg_vacuum import reclaim
+from urchin.index.pgdriver import OUTAGE_ERRORS, REFUSED_ERRORS, Connection, Cursor, LockNotAvailable, connect, sql
 from urchin.index.schema import GIN_INDEXES, TEAM_SQL, TRIGRAM_INDEX, TS_CONFIG
 from urchin.search.cosine import NAMED_SOURCE_PRIOR
 from urchin.search.query import AUDIT, hides_audit
@@ -34,13 +32,6 @@ __all__ = ["PostgresIndex", "OUTAGE_ERRORS", "REFUSED_ERRORS", "QUERY_SETTINGS",
 GENERATION_MARK = " #generation"
 FORGOTTEN_MARK = " #forgotten"
 
-# Errors that mean "the database went away": the feeder retries these with backoff.
-OUTAGE_ERRORS: tuple[type[BaseException], ...] = (psycopg.OperationalError, psycopg.InterfaceError)
-# Errors that mean "the database cannot hold this value" (NUL in text, an index entry too large, a
-# tsvector over 1 MB): the feeder skips that row instead of retrying it forever. ProgramLimitExceeded
-# is an OperationalError in psycopg, so it is checked before OUTAGE_ERRORS.
-REFUSED_ERRORS: tuple[type[BaseException], ...] = (psycopg.DataError, psycopg.IntegrityError,
-                                                   psycopg.errors.ProgramLimitExceeded)
 
 # HNSW: ef_search 100 (recall ~0.95+ at 1M for 384-d), iterative scans so filtered queries still
 # fill `limit` (relaxed order, re-sorted in SQL), bounded by max_scan_tuples.
@@ -71,7 +62,7 @@ _FETCH_SQL = ", ".join("NULLIF({t}device, '')" if name == "device" else "{t}" + 
 KEY_SQL = "(length({t}device) || ':' || {t}device || {t}chunk_id)"
 
 
-def _build_indexes(conn: psycopg.Connection[Any], names: Sequence[str]) -> None:
+def _build_indexes(conn: Connection[Any], names: Sequence[str]) -> None:
     """Build the GIN indexes `names` of urchin_chunks in one transaction, one bulk build each."""
     with conn.transaction():
         conn.execute(f"SET LOCAL maintenance_work_mem = '{BULK_MAINTENANCE_MEM}'")
@@ -81,7 +72,7 @@ def _build_indexes(conn: psycopg.Connection[Any], names: Sequence[str]) -> None:
                          .format(sql.Identifier(name)))
 
 
-def _lower_backend(conn: psycopg.Connection[Any], niceness: int) -> None:
+def _lower_backend(conn: Connection[Any], niceness: int) -> None:
     """Run the server process behind `conn` at `niceness` (never raising its priority), one core only."""
     with conn.transaction():
         row = conn.execute("SELECT pg_backend_pid()").fetchone()
@@ -120,7 +111,7 @@ class PostgresIndex:
         self.owned = owned
         self._timeout = connect_timeout
         self._niceness = niceness
-        self._conn: psycopg.Connection[Any] | None = None
+        self._conn: Connection[Any] | None = None
         self._months: set[tuple[int, int]] = set()   # monthly partitions of urchin_chunks known to exist
         self._bulk = False                            # this session holds the bulk lock (begin_bulk)
         self._twin: PostgresIndex | None = None
@@ -129,10 +120,10 @@ class PostgresIndex:
 
     # ---- connection ---------------------------------------------------------------------------
     @property
-    def conn(self) -> psycopg.Connection[Any]:
+    def conn(self) -> Connection[Any]:
         if self._conn is None or self._conn.closed or self._conn.broken:
             self._conn = None
-            conn = psycopg.connect(self._url(), connect_timeout=max(1, int(self._timeout)), autocommit=False)
+            conn = connect(self._url(), connect_timeout=max(1, int(self._timeout)), autocommit=False)
             try:
                 _migrate(conn)
                 with conn.transaction():
@@ -206,10 +197,10 @@ class PostgresIndex:
         self._ensure_partitions(rows)
         try:
             return self._write_batch(conn, rows, device, journal, expected, new_offset, wait)
-        except psycopg.errors.LockNotAvailable:
+        except LockNotAvailable:
             raise IndexBusyError("the index is being written by another feeder; answering from it as it is") from None
 
-    def _write_batch(self, conn: psycopg.Connection[Any], rows: Sequence[ChunkRow], device: str, journal: str,
+    def _write_batch(self, conn: Connection[Any], rows: Sequence[ChunkRow], device: str, journal: str,
                      expected: int, new_offset: int, wait: bool) -> int:
         with conn.transaction():
             if not wait:
@@ -231,7 +222,7 @@ class PostgresIndex:
                                     "re-reading it")
         return len(inserted)
 
-    def _copy_feed(self, cur: psycopg.Cursor[Any], rows: Sequence[ChunkRow], device: str) -> None:
+    def _copy_feed(self, cur: Cursor[Any], rows: Sequence[ChunkRow], device: str) -> None:
         """COPY `rows` into this session's feed table as `device`'s (a batch is its feeding device's rows),
         with a feeder role's bound account. Through a table: PostgreSQL refuses COPY into a table with
         row-level security; the INSERT from it is checked."""
@@ -346,7 +337,7 @@ class PostgresIndex:
                 conn.execute("SET LOCAL lock_timeout = '2s'")
                 for name in GIN_INDEXES:
                     conn.execute(sql.SQL("DROP INDEX IF EXISTS {}").format(sql.Identifier(name)))
-        except psycopg.errors.LockNotAvailable:
+        except LockNotAvailable:
             self._unlock_bulk()
             return False
         except BaseException:
