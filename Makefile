@@ -52,7 +52,7 @@ run: $(STAMP)
 # test_doctor's orphan sweep 17, test_mcp_inspector 14, test_properties' PostgreSQL property 13);
 # test_mcp_relay and test_mcp_daemon then shared one daemon among the tests that only ask it,
 # 45.1 -> 39.9 CPU-s for the two (same sitting, A/B). 10:44, a clean clone on an idle machine: 2,039
-# tests in 552 s (~610 s of `make test`), over the budget by ~70 s. 12:10-13:30 (s10-suite), load
+# tests in 552 s (~610 s of `make test`), over the budget by ~70 s. 12:10-13:05 (s10-suite), load
 # 16-33, CPU only (a full run at nice 15 got through 36% in 20 min: not repeated). The daemon's digest
 # warm-up (cc0aa11) is not what grew the suite: its thread costs 0 CPU-s on an empty journal (most test
 # daemons), 0.07 s at 10-120 events, 0.25 s at 1,000 events in 16 workspaces; 7 alternating daemon
