@@ -52,7 +52,20 @@ run: $(STAMP)
 # test_doctor's orphan sweep 17, test_mcp_inspector 14, test_properties' PostgreSQL property 13);
 # test_mcp_relay and test_mcp_daemon then shared one daemon among the tests that only ask it,
 # 45.1 -> 39.9 CPU-s for the two (same sitting, A/B). 10:44, a clean clone on an idle machine: 2,039
-# tests in 552 s (~610 s of `make test`), over the budget by ~70 s. The
+# tests in 552 s (~610 s of `make test`), over the budget by ~70 s. 12:10-13:05 (s10-suite), load
+# 16-33, CPU only (a full run at nice 15 got through 36% in 20 min: not repeated). The daemon's digest
+# warm-up (cc0aa11) is not what grew the suite: its thread costs 0 CPU-s on an empty journal (most test
+# daemons), 0.07 s at 10-120 events, 0.25 s at 1,000 events in 16 workspaces; 7 alternating daemon
+# starts on a 60-event journal, start + 4 s: median 1.26 vs 1.16 CPU-s without it; over the first 36%
+# of a run, 10 warm-ups finished, 0.29 CPU-s in all. So it stays as it is. initdb is ~1 CPU-s and
+# many fsyncs (19 s of wall at load 20), a copy of its files 0.1 s: homes whose test is not about the
+# first start copy one initdb per worker (tests/pg_fixture.py `initdb_done`, own_pg), A/B same sitting,
+# `URCHIN_TEST_CPU=1 nice -n 15 pytest -n 0 MODULE`: test_daemon_postgres_lifecycle 59.1 -> 52.4,
+# test_doctor 22.7 -> 13.9 CPU-s; the CLI's input-check cases in-process (one real process each):
+# test_cli's 17 5.7 -> 0.8, test_hostile_input's 13 3.8 -> 0.5. Every test's daemons and the PostgreSQL
+# data of its homes (as root ~40 MB each in /var/lib/urchin/pg, which pytest's basetemp clean-up never
+# reached: each later daemon start and `doctor --fix` then swept them, inside some test) are removed
+# at its teardown, even when it fails (tests/conftest.py). The
 # test embedder is installed first, once; pytest's controller starts it and both workers use it.
 test: $(DEV_STAMP)
 	sh scripts/browser.sh

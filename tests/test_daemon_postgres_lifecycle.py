@@ -16,6 +16,7 @@ import orjson
 import pytest
 
 from tests.daemon_fixture import REPO, DaemonProcess
+from tests.pg_fixture import initdb_done
 
 
 def _pg_folder(home: Path) -> Path:
@@ -51,7 +52,7 @@ def _exits(pid: int, seconds: float = 10.0) -> bool:
 
 def _indexing_daemon(home: Path) -> tuple[DaemonProcess, int]:
     pytest.importorskip("psycopg", reason="the `postgres` extra is not installed")
-    daemon = DaemonProcess(home, "--with-index").start(90)
+    daemon = DaemonProcess(initdb_done(home), "--with-index").start(90)
     deadline = time.monotonic() + 90
     while (pid := _postmaster(home)) is None:
         assert time.monotonic() < deadline, daemon.log()
@@ -67,8 +68,11 @@ def _feed_a_little(daemon: DaemonProcess) -> None:
         assert client.post("/ingest/batch", json={"events": events}).status_code == 200
 
 
-def _index_follower(home: Path) -> subprocess.Popen[bytes]:
-    """`urchin index --follow` in-process (no daemon): a CLI holding the embedded server."""
+def _index_follower(home: Path, first_start: bool = False) -> subprocess.Popen[bytes]:
+    """`urchin index --follow` in-process (no daemon): a CLI holding the embedded server (`first_start`:
+    on a home without its data yet, so its start runs initdb, as a new user's first does)."""
+    if not first_start:
+        initdb_done(home)
     env = {**os.environ, "PYTHONPATH": str(REPO), "URCHIN_HOME": str(home), "URCHIN_NO_DAEMON": "1"}
     proc = subprocess.Popen([sys.executable, "-m", "urchin", "index", "--follow"], env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -86,7 +90,7 @@ def test_stopping_the_daemon_stops_its_postgres_every_time(tmp_path: Path, sig: 
     pytest.importorskip("psycopg", reason="the `postgres` extra is not installed")
     home = tmp_path / "home"
     home.mkdir()
-    killed = _index_follower(home)
+    killed = _index_follower(home, first_start=True)
     killed.kill()
     killed.wait()
     for _ in range(2):      # the first daemon after the dead holder, and the one after it
@@ -225,6 +229,7 @@ def test_a_killed_daemons_index_process_stops_and_its_server_with_it(tmp_path: P
 
 def _holding_cli(home: Path, *args: str) -> subprocess.Popen[bytes]:
     """`urchin ARGS` in-process (no daemon), once it holds the embedded server (listed as a holder)."""
+    initdb_done(home)
     env = {**os.environ, "PYTHONPATH": str(REPO), "URCHIN_HOME": str(home), "URCHIN_NO_DAEMON": "1"}
     proc = subprocess.Popen([sys.executable, "-m", "urchin", *args], env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

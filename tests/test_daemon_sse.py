@@ -23,11 +23,13 @@ def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DaemonProcess]:
     home.mkdir()
     (home / "config.toml").write_text(f"[daemon]\nsse_idle_timeout_s = {IDLE_S}\n")
     proc = DaemonProcess(home, "--with-mcp").start()
-    with proc.client() as client:   # the first /mcp request waits for the SDK's build: not the idle time measured
-        assert client.post("/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "ping"},
-                           headers={"accept": "application/json, text/event-stream"}).status_code == 200
-    yield proc
-    proc.stop()
+    try:
+        with proc.client() as client:   # the first /mcp request waits for the SDK's build: not the idle time measured
+            assert client.post("/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "ping"},
+                               headers={"accept": "application/json, text/event-stream"}).status_code == 200
+        yield proc
+    finally:
+        proc.stop()
 
 
 def test_an_idle_event_stream_is_closed_after_the_timeout(daemon: DaemonProcess) -> None:

@@ -15,6 +15,7 @@ import pytest
 
 from tests.conftest import run_urchin
 from tests.daemon_fixture import DaemonProcess
+from tests.pg_fixture import initdb_done
 from urchin.config import Settings
 from urchin.doctor import run_checks
 
@@ -114,7 +115,7 @@ def test_doctor_says_where_the_embedded_postgres_keeps_its_data(settings: Settin
 
 
 def _indexing(home: Path) -> tuple[DaemonProcess, Path, int]:
-    daemon = DaemonProcess(home, "--with-index").start(90)
+    daemon = DaemonProcess(initdb_done(home), "--with-index").start(90)   # initdb's files copied, not run
     deadline = time.monotonic() + 90
     while True:
         folder = (home / "pg").resolve()   # as root, a symlink made when the server first starts

@@ -18,6 +18,7 @@ import httpx
 import orjson
 import pytest
 
+from tests.cli_inprocess import call_urchin
 from tests.conftest import run_urchin
 from tests.daemon_fixture import DaemonProcess
 from tests.mcp_harness import stdio_session
@@ -105,7 +106,9 @@ def test_import_reports_each_bad_line_and_every_good_line_lands(urchin_home: Pat
 ])
 def test_cli_refuses_hostile_input_with_one_clear_error(urchin_home: Path, args: tuple[str, ...],
                                                          field: str) -> None:
-    out = run_urchin(*args)
+    # The rule is the command's check of its input: in this process (a traceback would fail the test
+    # itself), the first case in a real one (the exit status a shell sees).
+    out = (run_urchin if field == "session" else call_urchin)(*args)
     assert "Traceback" not in out.stderr
     assert out.returncode == 1, (out.returncode, out.stderr)
     assert f"{field}: " in out.stderr

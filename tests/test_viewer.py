@@ -80,12 +80,15 @@ def daemon(tmp_path_factory: pytest.TempPathFactory, module_pg_url: str) -> Iter
     proc = DaemonProcess(home, "--with-index", "--no-collect",
                          env={"URCHIN_DATABASE_URL": module_pg_url, "URCHIN_USER_HOME": str(base / "user-home")})
     proc.start()
-    with proc.client() as client:
-        assert client.post("/ingest/batch", json={"events": EVENTS}).status_code == 200
-        _wait(lambda: any(r.get("location", {}).get("path") for r in client.post(
-            "/context", json={"query": "how do we deploy with blue-green", "limit": 5}).json().get("results", [])), 60)
-    yield proc
-    proc.stop()
+    try:    # stopped even when the setup below fails (a loaded machine's timeout)
+        with proc.client() as client:
+            assert client.post("/ingest/batch", json={"events": EVENTS}).status_code == 200
+            _wait(lambda: any(r.get("location", {}).get("path") for r in client.post(
+                "/context", json={"query": "how do we deploy with blue-green", "limit": 5}).json().get("results", [])),
+                60)
+        yield proc
+    finally:
+        proc.stop()
 
 
 def _wait(check: Callable[[], Any], timeout: float) -> Any:
