@@ -154,6 +154,8 @@ def release_dead(folder: Path, owner: int) -> None:
     if not folder.is_dir():    # removed with its home: nothing runs on it (orphans are `pgdata`'s)
         return
     with _lock, folder_lock(folder):
+        if not folder.is_dir():    # removed while this waited for the lock: writing holders would
+            return                 # leave a `<hash>.holders` behind for a folder that is gone
         live = _live_holders(folder)
         _set_holders(folder, live)
         if not live:
