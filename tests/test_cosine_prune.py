@@ -121,6 +121,6 @@ def test_a_common_words_top_reads_about_as_many_postings_in_a_journal_three_time
         pruned, every, read = _both(index, "retry", limit=20)
         assert pruned == every
         reads.append(read)
-    every_read = index.postings_read
-    assert reads[1] <= 1.3 * reads[0] + 2000, reads
+    every_read = index.postings_read          # every match of the larger journal: three times the smaller's
+    assert reads[1] <= 1.6 * reads[0], reads
     assert reads[1] * 2 < every_read, (reads, every_read)
