@@ -17,7 +17,7 @@ import numpy as np
 
 from urchin.event import MEMORY_KINDS, Event
 from urchin.journal import LineCheck
-from urchin.search import cosine_sparse, thesaurus
+from urchin.search import cosine_prune, cosine_sparse, thesaurus
 from urchin.search.assoc import TF_WEIGHT as _TF_WEIGHT
 from urchin.search.assoc import Associations
 from urchin.search.cosine_sparse import Query, Scored, Scratch, Window, member, merge, raw_scores
@@ -89,6 +89,9 @@ class TokenCosineIndex:
     # True: every query makes the passes over every row of its window (the reference that
     # cosine_sparse's ranking over the rows a query reaches is tested against; same results)
     reference = False
+    # True: a query with many matches reads only the row blocks that can hold its top (cosine_prune;
+    # the same results); False: it reads every match (tests compare the two)
+    prune = True
 
     def __init__(self, *, context: float = 0.5, context_turns: int = 3, expand: float = EXPAND,
                  expand_terms: int = EXPAND_TERMS, session: float = 1.0, session_slots: float = 1,
@@ -156,6 +159,9 @@ class TokenCosineIndex:
         self._id_bytes = Blob()
         self._id_end: Column | SplitColumn = Column(np.int64)   # a SplitColumn once loaded (from_state)
         self._refreshed_at = 0  # rows whose norms reflect the idf of the last full refresh
+        self._norm_epoch = 0    # bumped when every norm is recomputed (cosine_prune's maxima then go)
+        self._bounds: cosine_prune.Bounds | None = None     # cosine_prune's per-term block maxima, made by queries
+        self.postings_read = 0  # postings the last query read (a work counter: tests, benchmarks)
 
     # ---- adding -----------------------------------------------------------------------------
     def __len__(self) -> int:
@@ -297,6 +303,8 @@ class TokenCosineIndex:
         self._norm.data[:n] = np.where(norms > 0, norms, 1.0)
         self._norm_total = float(self._norm.data[:n].sum(dtype=np.float64))
         self._refreshed_at = n
+        self._norm_epoch += 1
+        self._bounds = None
 
     def _all_postings(self, chunk: int = 1 << 21) -> Iterable[tuple[np.ndarray, np.ndarray, np.ndarray]]:
         for seg in self._segments:
@@ -352,6 +360,7 @@ class TokenCosineIndex:
                 if code is None:
                     return []
                 codes[name] = code
+        self.postings_read = 0
         tokens = tokenize(query)
         weights, own = self._query_weights(tokens, frozenset(exclude))
         if not weights or not len(self):
@@ -365,7 +374,7 @@ class TokenCosineIndex:
         query_ = Query(weights, own, set(tokens), asked, Window(lo, hi, late, since_ms, until_ms), codes, limit,
                        slots, neighbour_weights(self.context, self.context_turns), TOKEN_COSINE)
         if not self.reference:
-            ranked = cosine_sparse.rank(self, query_)
+            ranked = cosine_sparse.rank(self, query_, cosine_prune.top if self.prune else None)
             if ranked is not None:
                 return ranked
         return self._search_dense(query_)
@@ -517,6 +526,7 @@ class TokenCosineIndex:
                     a, b = np.searchsorted(rows, (lo, hi))
                     rows, tf = rows[a:b], tf[a:b]
                 acc[rows - lo] += _TF_WEIGHT[tf] * scale
+                self.postings_read += len(rows)
                 if term in part:
                     held[rows - lo] += np.float32(part[term])
             if pending is not None:
@@ -524,6 +534,7 @@ class TokenCosineIndex:
                 rows, tf = pending[1][hit], pending[2][hit]
                 inside = (rows >= lo) & (rows < hi)
                 acc[rows[inside] - lo] += _TF_WEIGHT[tf[inside]] * scale
+                self.postings_read += int(inside.sum())
                 if term in part:
                     held[rows[inside] - lo] += np.float32(part[term])
         acc[:-1] /= self._norms_at(self._norm.data[lo:hi])
@@ -775,6 +786,8 @@ class TokenCosineIndex:
         arrays += self._scopes.nbytes
         if self._scratch is not None:
             arrays += self._scratch.nbytes
+        if self._bounds is not None:
+            arrays += self._bounds.nbytes
         arrays += sum(c.data.nbytes for c in cols) + len(self._id_bytes)
         vocab = sum(49 + len(t) for t in self._vocab) + 100 * len(self._vocab)
         return arrays + vocab

@@ -11,6 +11,7 @@ declines, and the caller makes those passes, where they would cost no more or th
 from __future__ import annotations
 
 import heapq
+import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple
@@ -25,6 +26,7 @@ from urchin.search.score import Scale
 if TYPE_CHECKING:
     from urchin.search.cosine import TokenCosineIndex
 
+log = logging.getLogger("urchin.search.cosine")
 __all__ = ["Query", "Scored", "Scratch", "Window", "member", "merge", "rank", "raw_scores"]
 
 Postings = list[tuple[int, np.float32, np.ndarray, np.ndarray]]   # (term, scale, rows, tf) in adding order
@@ -143,19 +145,44 @@ def merge(ranked: list[Scored], by_session: list[Scored], limit: int, slots: int
     return out
 
 
-def rank(index: TokenCosineIndex, q: Query) -> list[Scored] | None:
+Pruning = Callable[["TokenCosineIndex", Query, list[list[tuple[int, ...]]], "_Ranking"], "list[Scored] | None"]
+
+
+def rank(index: TokenCosineIndex, q: Query, pruning: Pruning | None = None) -> list[Scored] | None:
     """The query's results from the rows it reaches, or None where the passes over the window are
     due (they give the same results): a group word that is not a query term, or many matches of
-    which few hold every word, or sessions too long to walk to their newest turns."""
+    which few hold every word, or sessions too long to walk to their newest turns. `pruning`
+    (urchin.search.cosine_prune.top) is asked first: its results, when it gives any, are the same."""
     groups = _group_terms(index, q)
     if groups is None or not _exact(q.scale):
         return None
     scratch = index.scratch()
     try:
-        return _Ranking(index, q, scratch).run(groups)
+        ranking = _Ranking(index, q, scratch)
+        if pruning is not None:
+            pruned = _pruned(pruning, index, q, groups, ranking)
+            if pruned is not None:
+                return pruned
+            if index._scratch is not scratch:      # dropped by a failed pruning: fresh zeroed buffers
+                scratch = index.scratch()
+                ranking = _Ranking(index, q, scratch)
+        return ranking.run(groups)
     except BaseException:
         index._scratch = None  # written and not zeroed again: never lent again
         raise
+
+
+def _pruned(pruning: Pruning, index: TokenCosineIndex, q: Query, groups: list[list[tuple[int, ...]]],
+            ranking: _Ranking) -> list[Scored] | None:
+    """The pruning's results, or None. An error of its own is no damaged index (the caller rebuilds on
+    an IndexError): the reading of every match, which meets a damaged posting as well, decides."""
+    try:
+        return pruning(index, q, groups, ranking)
+    except (IndexError, ValueError):
+        log.warning("token-cosine: block pruning failed; reading every match", exc_info=True)
+        index.prune = False     # this index's queries read every match from now on
+        index._scratch = None   # written and perhaps not zeroed again
+        return None
 
 
 def _group_terms(index: TokenCosineIndex, q: Query) -> list[list[tuple[int, ...]]] | None:
@@ -214,10 +241,12 @@ class _Ranking:
         self.lo, self.hi = q.window.lo, q.window.hi
         code = q.codes.get("workspace")      # a workspace filter: only its scope is read (scope.py)
         self.scope = Scope(index, code) if code is not None else None
+        self._lengths: np.ndarray | None = None
 
     def run(self, groups: list[list[tuple[int, ...]]]) -> list[Scored] | None:
         q, acc = self.q, self.scratch.a
         postings = self._postings()
+        self.index.postings_read += sum(len(p[2]) for p in postings)
         if self._passes_cheaper(groups, postings):
             return None
         for _, scale, rows, tf in postings:
@@ -362,7 +391,9 @@ class _Ranking:
             sums = np.bincount(codes[has], hit_scores[has], minlength=size)
             sessions = np.flatnonzero(sums)
             sums = sums[sessions]
-        lengths = index._session_lengths(self.lo, self.hi)[sessions]
+        if self._lengths is None:       # once per query (cosine_prune asks for several sets of rows)
+            self._lengths = index._session_lengths(self.lo, self.hi)
+        lengths = self._lengths[sessions]
         level = (sums / np.sqrt(np.maximum(lengths, 1))).astype(np.float32)
         return Levels(sessions, np.float32(index.session) * level, size)
 
@@ -370,6 +401,11 @@ class _Ranking:
     def _tiered(self, tier: np.ndarray, hit: np.ndarray, hit_scores: np.ndarray) -> list[Scored]:
         """At least `limit` eligible rows hold every word: they outscore every other row in both
         legs, so the ranking is theirs alone; their context is gathered from the scores in scratch a."""
+        return self._tiered_legs(tier, hit, hit_scores)[2]
+
+    def _tiered_legs(self, tier: np.ndarray, hit: np.ndarray,
+                     hit_scores: np.ndarray) -> tuple[list[Scored], list[Scored] | None, list[Scored]]:
+        """`_tiered`'s two legs (the session leg None when there is none) and their merge."""
         q, index = self.q, self.index
         smoothed = self._gathered(tier)
         self._priors(smoothed, tier)
@@ -377,10 +413,10 @@ class _Ranking:
         ranked = index._top(tier, raw_scores(base, smoothed, q.scale), q.limit, smoothed)
         levels = self._levels(hit, hit_scores) if q.slots else None
         if levels is None:
-            return ranked if not q.slots else merge(ranked, ranked, q.limit, q.slots, lambda row: True)
+            return ranked, None, ranked if not q.slots else merge(ranked, ranked, q.limit, q.slots, lambda row: True)
         boosted = smoothed + levels.at(index._fields["session"].column.data[tier])
         by_session = index._top(tier, raw_scores(base, boosted, q.scale), q.limit, boosted)
-        return merge(ranked, by_session, q.limit, q.slots, lambda row: True)
+        return ranked, by_session, merge(ranked, by_session, q.limit, q.slots, lambda row: True)
 
     def _gathered(self, rows: np.ndarray) -> np.ndarray:
         """The reference's `_with_context` at `rows` (matches in the window): neighbours' scores gathered

@@ -132,10 +132,21 @@ class Blob:
 class Segment:
     """Frozen postings in CSR form: term t's rows are rows[indptr[t]:indptr[t+1]], ascending."""
 
-    __slots__ = ("indptr", "rows", "tf")
+    __slots__ = ("_span", "indptr", "rows", "tf")
 
     def __init__(self, indptr: np.ndarray, rows: np.ndarray, tf: np.ndarray) -> None:
         self.indptr, self.rows, self.tf = indptr, rows, tf
+        self._span: tuple[int, int] | None = None
+
+    @property
+    def span(self) -> tuple[int, int]:
+        """Its lowest and highest row ((0, -1): none), from each term's first and last (O(terms), once)."""
+        if self._span is None:
+            starts, ends = self.indptr[:-1], self.indptr[1:]
+            held = ends > starts
+            self._span = (int(self.rows[starts[held]].min()), int(self.rows[ends[held] - 1].max())) \
+                if held.any() else (0, -1)
+        return self._span
 
     @classmethod
     def build(cls, parts: list[Segment | Triples], n_terms: int) -> Segment:

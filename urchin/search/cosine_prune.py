@@ -1,0 +1,344 @@
+"""Token-cosine's top results from the row blocks that can hold them (block-max pruning): the same
+results as reading every match of the window (`cosine_sparse`), at a cost that follows the blocks read.
+
+A row's smoothed match is linear in its terms: term t adds scale_t * y_t(r) / K, y_t(r) being t's weight
+at r plus context ** d times its weight at r's session neighbours d turns away (K: 1 + twice their sum),
+times r's priors; the session leg adds scale_t * `session` * L_t(s), t's weights summed over the session
+over the square root of its length. So per term and block of `BLOCK` rows, the most that t adds there in
+each leg (the memory prior in, `TermBounds`), summed over a query's terms, bounds every row of the block
+(the priors a query names, a global factor). A query reads its best blocks, takes each leg's limit-th
+score as a floor, then reads every block whose bound reaches a floor: a row left out scores below both,
+so the top is the exhaustive one. The maxima are made from a term's postings when a query first asks for
+it and kept while the index's norms stand. A session they do not hold for (cut by the window, or grown
+since they were made) is read whole, and so is every session met: its level sums all its turns.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import TYPE_CHECKING, NamedTuple
+
+import numpy as np
+
+from urchin.event import MEMORY_KINDS
+from urchin.search.assoc import TF_WEIGHT
+from urchin.search.cosine_sparse import Postings, Query, Scored, _Ranking, member
+from urchin.search.postings import distinct
+from urchin.search.tokens import named
+
+if TYPE_CHECKING:
+    from urchin.search.cosine import TokenCosineIndex
+
+__all__ = ["BLOCK", "Bounds", "top"]
+
+BLOCK = 256             # rows per block
+MIN_POSTINGS = 100_000  # a window whose query terms have fewer postings (estimated) is read whole: cheaper
+_CACHE_TERMS = 128      # terms whose maxima are kept (9 bytes per block each: 100 KB at 3M rows)
+_FIRST = 12             # blocks per leg read first, for the floors
+_ROUNDS = 2             # reads of the best blocks (4x more each) before the floors decide
+_SHARE = 3              # more than 1/3 of the window's blocks to read: reading every match costs no more
+_GROWTH = 50            # maxima are made again once the index has grown by 1/50 since
+_MARGIN = 1 + 1e-4      # float32 sums in another order may pass a bound by a rounding: never by this
+
+
+class TermBounds(NamedTuple):
+    rank: np.ndarray     # per block: the most of prior x y_t (divide by K)
+    sess: np.ndarray     # per block: the most of prior x y_t / K + session x L_t
+    present: np.ndarray  # per block: the term occurs there
+
+
+class Bounds:
+    """Per-term block maxima of one index, made at `rows` with the norms of `epoch`, and where each
+    session's rows start and end (kept up to date as rows are added)."""
+
+    def __init__(self, index: TokenCosineIndex) -> None:
+        n = len(index)
+        self.rows, self.epoch, self.base = n, index._norm_epoch, _base(index)
+        self.terms: OrderedDict[int, TermBounds] = OrderedDict()
+        self.first = np.zeros(0, dtype=np.int64)
+        self.last = np.zeros(0, dtype=np.int64)
+        self.seen = 0
+        self.sessions(index)
+
+    def fits(self, index: TokenCosineIndex) -> bool:
+        n = len(index)
+        return index._norm_epoch == self.epoch and self.rows <= n <= self.rows + max(BLOCK, self.rows // _GROWTH)
+
+    def sessions(self, index: TokenCosineIndex) -> None:
+        """First and last row of every session, counting the rows added since the last call."""
+        n, size = len(index), len(index._fields["session"]) - 1
+        if len(self.first) < size:
+            self.first = np.concatenate([self.first, np.full(size - len(self.first), n, dtype=np.int64)])
+            self.last = np.concatenate([self.last, np.full(size - len(self.last), -1, dtype=np.int64)])
+        codes = index._fields["session"].column.data[self.seen:n]
+        has = codes >= 0
+        rows = np.flatnonzero(has) + self.seen
+        np.minimum.at(self.first, codes[has], rows)
+        np.maximum.at(self.last, codes[has], rows)
+        self.seen = n
+
+    def term(self, index: TokenCosineIndex, term: int) -> TermBounds:
+        got = self.terms.get(term)
+        if got is None:
+            got = self.terms[term] = _derive(index, term, self.rows, self.base)
+            if len(self.terms) > _CACHE_TERMS:
+                self.terms.popitem(last=False)
+        else:
+            self.terms.move_to_end(term)
+        return got
+
+    @property
+    def nbytes(self) -> int:
+        return sum(t.rank.nbytes + t.sess.nbytes + t.present.nbytes for t in self.terms.values()) + \
+            self.first.nbytes + self.last.nbytes
+
+
+def _base(index: TokenCosineIndex) -> float:
+    """The constant part of `_norms_at`'s divisor now (0 without pivoting)."""
+    if index.pivot >= 1.0:
+        return 0.0
+    return float(np.float32((1.0 - index.pivot) * index._norm_total / max(len(index), 1)))
+
+
+def _term_postings(index: TokenCosineIndex, term: int) -> tuple[np.ndarray, np.ndarray]:
+    rows, tf = [], []
+    for seg in index._segments:
+        r, f = seg.postings(term)
+        rows.append(r)
+        tf.append(f)
+    if index._pending_rows:
+        terms, r, f = index._pending()
+        mine = terms == term
+        rows.append(r[mine])
+        tf.append(f[mine])
+    return np.concatenate(rows).astype(np.int64), np.concatenate(tf)
+
+
+def _block_max(values: np.ndarray, blocks: int) -> np.ndarray:
+    padded = np.zeros(blocks * BLOCK, dtype=np.float32)
+    padded[:len(values)] = values
+    return padded.reshape(blocks, BLOCK).max(axis=1)
+
+
+def _derive(index: TokenCosineIndex, term: int, n: int, base: float) -> TermBounds:
+    """A term's maxima per block over rows 0..n-1 (O(rows) once per term)."""
+    blocks = (n + BLOCK - 1) // BLOCK
+    rows, tf = _term_postings(index, term)
+    made = rows < n             # rows added since are read whatever their bounds (`top`)
+    rows, tf = rows[made], tf[made]
+    divisor = np.float32(base) + np.float32(index.pivot) * index._norm.data[rows] if index.pivot < 1.0 \
+        else index._norm.data[rows]
+    x = (TF_WEIGHT[tf] / divisor).astype(np.float32)
+    y = np.zeros(n, dtype=np.float32)
+    y[rows] = x
+    weights = [index.context ** d for d in range(1, index.context_turns + 1)] if index.context > 0 else []
+    for links in (index._prev.data[:n], index._next.data[:n]):
+        hop, carried = rows, x
+        for w in weights:
+            hop = links[hop]
+            linked = (hop >= 0) & (hop < n)
+            hop, carried = hop[linked], carried[linked]
+            y[hop] += carried * np.float32(w)     # a session is a chain: no row twice in one step
+    kinds = index._fields["kind"]
+    memories = [c for v in MEMORY_KINDS if (c := kinds.get(v)) is not None] if index.memory else []
+    if memories:
+        y[member(kinds.column.data[:n], memories, len(kinds))] *= np.float32(1.0 + index.memory)
+    rank = _block_max(y, blocks)
+    codes = index._fields["session"].column.data[:n]
+    size = len(index._fields["session"]) - 1
+    has = codes[rows] >= 0
+    sums = np.bincount(codes[rows][has], x[has], minlength=size)
+    level = np.append(sums / np.sqrt(np.maximum(index._session_rows.data[:size], 1)) * index.session,
+                      0.0).astype(np.float32)
+    y /= np.float32(1.0 + 2 * sum(weights))
+    y += level[codes]                             # code -1: the appended 0
+    present = np.bincount(rows // BLOCK, minlength=blocks) > 0
+    return TermBounds(rank, _block_max(y, blocks), present)
+
+
+def _named_factor(index: TokenCosineIndex, words: set[str]) -> float:
+    """The most the priors a query names (a kind, a source) multiply a row's match by."""
+    factor = 1.0
+    if index.kind > 0 and named(index._fields["kind"], words):
+        factor *= 1.0 + index.kind
+    if index.named_source > 0 and named(index._fields["source"], words):
+        factor *= 1.0 + index.named_source
+    return factor
+
+
+def top(index: TokenCosineIndex, q: Query, groups: list[list[tuple[int, ...]]],
+        ranking: _Ranking) -> list[Scored] | None:
+    """The query's results when at least `limit` rows hold every word (then only they rank, see
+    `_Ranking._tiered`) and the blocks to read are few; else None (the caller reads every match)."""
+    if q.codes or not groups or q.window.until is not None or not q.context:
+        return None
+    named_prior = _named_factor(index, q.words)
+    if named_prior > 1:     # a prior on many rows ("errors", "decisions") loosens every bound: no gain
+        return None
+    scales, _ = index._scales(q.weights, q.own)
+    lo, hi, n = q.window.lo, q.window.hi, len(index)
+    df = index._df.data
+    if sum(int(df[t]) for t, _ in scales) * (hi - lo) < MIN_POSTINGS * max(n, 1):
+        return None
+    bounds = index._bounds
+    if bounds is None or not bounds.fits(index):
+        bounds = index._bounds = Bounds(index)
+    bounds.sessions(index)
+    made = bounds.rows
+    b0, b1 = lo // BLOCK, (min(hi, made) - 1) // BLOCK + 1
+    if b1 <= b0:
+        return None
+    rank_sum = np.zeros(b1 - b0)
+    sess_sum = np.zeros(b1 - b0)
+    present: dict[int, np.ndarray] = {}
+    for term, scale in scales:
+        tb = bounds.term(index, term)
+        rank_sum += float(scale) * tb.rank[b0:b1]
+        sess_sum += float(scale) * tb.sess[b0:b1]
+        present[term] = tb.present[b0:b1]
+    tier = np.ones(b1 - b0, dtype=bool)
+    for alternatives in groups:
+        ok = np.zeros(b1 - b0, dtype=bool)
+        for alt in alternatives:
+            ok |= np.logical_and.reduce([present[t] for t in alt])
+        tier &= ok
+    now = _base(index)
+    factor = named_prior * max(1.0, bounds.base / now if now > 0 else 1.0) * _MARGIN
+    k = 1.0 + 2 * sum(q.context)
+    every, rank = q.scale.every, q.scale.rank
+    rank_bound = np.where(tier, every + rank * np.minimum(factor * rank_sum / k, 1.0), -np.inf)
+    sess_bound = np.where(tier, every + rank * np.minimum(factor * sess_sum, 1.0), -np.inf) if q.slots else \
+        np.full(b1 - b0, -np.inf)
+    # sessions the maxima do not hold for: cut by the window, or grown since they were made
+    first, last = bounds.first, bounds.last
+    whole = np.flatnonzero(((first < lo) & (last >= lo)) | ((first < hi) & (last >= hi)) | (last >= made))
+    fresh = np.arange(made // BLOCK, (hi - 1) // BLOCK + 1) if hi > made else np.zeros(0, dtype=np.int64)
+    by_rank, by_sess = np.argsort(-rank_bound), np.argsort(-sess_bound)
+    chosen: set[int] = set(fresh.tolist())
+    size = _FIRST
+    for _ in range(_ROUNDS):
+        best = np.concatenate([by_rank[:size], by_sess[:size]])
+        chosen |= {b0 + b for b in best[tier[best]].tolist()}
+        legs = _evaluate(index, q, groups, ranking, scales, sorted(chosen), whole, bounds)
+        size *= 4     # too few rows holding every word, or floors too low: read more of the best first
+        if legs is None:
+            continue
+        ranked, by_session, merged = legs
+        floor_rank = ranked[q.limit - 1].raw
+        floor_sess = by_session[q.limit - 1].raw if by_session is not None else np.inf
+        needed = set((b0 + np.flatnonzero((rank_bound >= floor_rank) | (sess_bound >= floor_sess))).tolist())
+        if needed <= chosen:
+            return merged
+        if len(needed) * _SHARE <= b1 - b0:
+            legs = _evaluate(index, q, groups, ranking, scales, sorted(chosen | needed), whole, bounds)
+            return None if legs is None else legs[2]
+    return None
+
+
+def _evaluate(index: TokenCosineIndex, q: Query, groups: list[list[tuple[int, ...]]], ranking: _Ranking,
+              scales: list[tuple[int, np.float32]], blocks: list[int], whole: np.ndarray,
+              bounds: Bounds) -> tuple[list[Scored], list[Scored] | None, list[Scored]] | None:
+    """The reference's tiered ranking over the rows of `blocks` and of every session they meet (and of
+    `whole`), exact for those rows. None: fewer than `limit` of them hold every word, or no match has a
+    session (the reference's session leg may then differ), or the region grew too large."""
+    lo, hi = q.window.lo, q.window.hi
+    if not blocks and not len(whole):
+        return None
+    starts, ends = _region(index, blocks, whole, bounds, lo, hi)
+    if starts is None or ends is None or not len(starts):
+        return None
+    postings = _postings(index, scales, starts, ends)
+    index.postings_read += sum(len(p[2]) for p in postings)
+    if not postings:
+        return None
+    acc = ranking.scratch.a
+    for _, scale, rows, tf in postings:
+        acc[rows] += TF_WEIGHT[tf] * scale      # the reference's order: the same float sums
+    matched = ranking._rows(postings)
+    try:
+        scores = acc[matched] / index._norms_at(index._norm.data[matched])
+        if q.window.late:
+            scores[q.window.outside(index._ts.data[matched])] = 0
+        acc[matched] = scores
+        every = ranking._every(groups, postings, matched)
+        hit, hit_scores, hit_every = matched, scores, every
+        if q.window.late:
+            keep = scores != 0
+            hit, hit_scores, hit_every = matched[keep], scores[keep], every[keep]
+        tier = hit[hit_every]
+        # ranked: the rows of the blocks (their sessions were read whole) and of `whole`, not the other
+        # sessions' rows a span holds (theirs were not: their blocks were left out by their bounds)
+        inside = np.zeros(max(blocks, default=0) + 1, dtype=bool)
+        inside[blocks] = True
+        block = tier // BLOCK
+        keep = (block < len(inside)) & inside[np.minimum(block, len(inside) - 1)]
+        if len(whole):
+            keep |= member(index._fields["session"].column.data[tier], whole.tolist(), len(bounds.first))
+        tier = tier[keep]
+        if len(tier) < q.limit:
+            return None
+        legs = ranking._tiered_legs(tier, hit, hit_scores)
+        if q.slots and legs[1] is None:
+            return None
+        return legs
+    finally:
+        acc[matched] = 0
+
+
+def _region(index: TokenCosineIndex, blocks: list[int], whole: np.ndarray, bounds: Bounds, lo: int,
+            hi: int) -> tuple[np.ndarray, np.ndarray] | tuple[None, None]:
+    """Disjoint row ranges [starts, ends) in the window: the blocks, and the span of every session
+    their rows belong to and of `whole` (a span may hold other sessions' rows: they are read, not
+    ranked). None when that is too many rows to be worth it."""
+    codes = index._fields["session"].column.data
+    starts = np.maximum(np.asarray(blocks, dtype=np.int64) * BLOCK, lo)
+    ends = np.minimum(np.asarray(blocks, dtype=np.int64) * BLOCK + BLOCK, hi)
+    lengths = ends - starts
+    rows = np.repeat(starts - np.concatenate([[0], np.cumsum(lengths)[:-1]]), lengths) + np.arange(lengths.sum())
+    met = codes[rows]
+    sessions = distinct(np.concatenate([met[met >= 0].astype(np.int64), whole]))
+    spans_start = np.maximum(bounds.first[sessions], lo)
+    spans_end = np.minimum(bounds.last[sessions] + 1, hi)
+    keep = spans_end > spans_start
+    starts, ends = _merged(np.concatenate([starts, spans_start[keep]]), np.concatenate([ends, spans_end[keep]]))
+    if int((ends - starts).sum()) > 4 * len(blocks) * BLOCK + (1 << 14):
+        return None, None
+    return starts, ends
+
+
+def _merged(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    order = np.argsort(starts, kind="stable")
+    starts, ends = starts[order], ends[order]
+    reach = np.maximum.accumulate(ends)
+    new = np.ones(len(starts), dtype=bool)
+    new[1:] = starts[1:] > reach[:-1]
+    groups = np.cumsum(new) - 1
+    out_ends = np.zeros(int(groups[-1]) + 1 if len(groups) else 0, dtype=np.int64)
+    np.maximum.at(out_ends, groups, ends)
+    return starts[new], out_ends
+
+
+def _postings(index: TokenCosineIndex, scales: list[tuple[int, np.float32]], starts: np.ndarray,
+              ends: np.ndarray) -> Postings:
+    """(term, scale, rows, tf) of the query's terms in the ranges, in `_Ranking._postings`'s order."""
+    pending = index._pending() if index._pending_rows else None
+    first, last = int(starts[0]), int(ends[-1])
+    segments = [seg for seg in index._segments if seg.span[0] < last and seg.span[1] >= first]
+    out: Postings = []
+    for term, scale in scales:
+        parts = [seg.postings(term) for seg in segments]
+        if pending is not None:
+            mine = pending[0] == term
+            parts.append((pending[1][mine], pending[2][mine]))
+        for rows, tf in parts:
+            if not len(rows):
+                continue
+            a = np.searchsorted(rows, starts)
+            b = np.searchsorted(rows, ends)
+            lengths = b - a
+            total = int(lengths.sum())
+            if not total:
+                continue
+            offsets = np.repeat(a - np.concatenate([[0], np.cumsum(lengths)[:-1]]), lengths) + np.arange(total)
+            out.append((term, scale, rows[offsets], tf[offsets]))
+    return out
