@@ -14,6 +14,7 @@ import pytest
 
 from urchin.daemon import scopes
 from urchin.event import PROOF_FIELD, Event, searchable_fields
+from urchin.config import Settings
 from urchin.memory import Memory
 from urchin.tokens import Grant
 
@@ -83,3 +84,51 @@ def _scanned(grant: Grant, method: str, path: str, body: bytes | None) -> Any:
         return scopes.check(grant, method, path, b"", body)
     finally:
         scopes._LITERAL.update(saved)
+
+
+def _import_steps(memory: Memory, general: bool) -> list[dict[str, Any]]:
+    """The same batches, appended through `append_lines` or through the general `_append` it shortcuts."""
+    from urchin.idindex import id_hash
+    from urchin.ingest import BatchReport, Prepared
+
+    ingestor = memory.ingestor
+    ingestor.keep_ids_in_memory()
+    sign = ingestor.journal.proof.sign
+
+    def append(ids: list[str]) -> dict[str, Any]:
+        lines = [sign(ingestor.prepare({"id": i, "content": f"event {i}",
+                                        "timestamp": "2026-05-04T20:00:00.000Z"}).to_json()) for i in ids]
+        hashes = [id_hash(i) for i in ids]
+        if not general:
+            return ingestor.append_lines(ids, lines, hashes).to_dict()
+        report = BatchReport()
+        ready = list(enumerate(map(Prepared, ids, lines)))
+        for index, result in ingestor._append(ready, None, hashes, tally=report):
+            report.add(result, index)
+        return report.to_dict()
+
+    reports = [append(["a", "b", "c"]),              # all new
+               append(["d", "b", "e"]),              # one already held
+               append(["f", "g", "f"])]              # the same id twice in one batch
+    memory.forget(["g"])
+    reports.append(append(["g", "h"]))               # a forgotten id
+    memory.ephemeral("start", 5)
+    reports.append(append(["i", "j"]))               # ephemeral mode
+    memory.ephemeral("end")
+    reports.append(append(["k"]))
+    return reports
+
+
+def test_an_import_batch_of_new_events_is_appended_as_the_general_path_appends_it(tmp_path: Any) -> None:
+    homes = [tmp_path / "fast", tmp_path / "general"]
+    for home in homes:
+        home.mkdir()
+    first = {"id": "first", "content": "makes the install key", "timestamp": "2026-05-04T20:00:00.000Z"}
+    Memory(Settings.resolve(homes[0])).ingest([first])
+    # the same key: the same proofs, so the journals compare byte for byte
+    (homes[1] / "redact-id.key").write_bytes((homes[0] / "redact-id.key").read_bytes())
+    Memory(Settings.resolve(homes[1])).ingest([first])
+    fast, general = (Memory(Settings.resolve(home)) for home in homes)
+    assert _import_steps(fast, False) == _import_steps(general, True)
+    assert fast.journal.path.read_bytes() == general.journal.path.read_bytes()
+    assert [fast.get(i).id for i in "abcdefhk"] == list("abcdefhk")
