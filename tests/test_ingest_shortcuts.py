@@ -12,9 +12,9 @@ from typing import Any
 import orjson
 import pytest
 
+from urchin.config import Settings
 from urchin.daemon import scopes
 from urchin.event import PROOF_FIELD, Event, searchable_fields
-from urchin.config import Settings
 from urchin.memory import Memory
 from urchin.tokens import Grant
 

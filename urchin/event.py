@@ -550,7 +550,7 @@ class _Open:
     makes it the `Event` it is: the layout is the same, so Python lets `__class__` change, and from
     then on it is frozen like any other."""
 
-    __slots__ = Event.__slots__  # type: ignore[attr-defined]  # made by @dataclass(slots=True)
+    __slots__ = Event.__slots__   # made by @dataclass(slots=True)
 
 
 def _made(id: str, timestamp: str, source: str, kind: str, content: str, workspace: str | None,

@@ -208,7 +208,7 @@ class Ingestor:
                 return False
             offset = writer.write(lines)
             ends = list(accumulate(map(len, lines), initial=offset))
-            placed = [(h, at + n) for n, (h, at) in enumerate(zip(hashes, ends))]
+            placed = [(h, at + n) for n, (h, at) in enumerate(zip(hashes, ends[:-1], strict=True))]
             writer.finish()
             self.ids.record_hashed(placed, ends[-1] + len(lines))
         report.appended += len(lines)
