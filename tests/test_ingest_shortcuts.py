@@ -132,3 +132,35 @@ def test_an_import_batch_of_new_events_is_appended_as_the_general_path_appends_i
     assert _import_steps(fast, False) == _import_steps(general, True)
     assert fast.journal.path.read_bytes() == general.journal.path.read_bytes()
     assert [fast.get(i).id for i in "abcdefhk"] == list("abcdefhk")
+
+
+def test_events_built_by_the_shortcut_are_the_dataclass_s_own_and_stay_frozen() -> None:
+    import dataclasses
+
+    given = {"id": "e1", "timestamp": "2026-05-04T20:00:00.000Z", "content": "c", "workspace": "w",
+             "session": "s", "title": "t", "brain": "b", "tags": ["x"], "actor": {"account": "a", "device": "d"},
+             "meta": {"k": 1}}
+    for event in (Event.from_input(given), Event.from_record(given), Event.from_input(given).replace(content="d")):
+        assert event is not None and type(event) is Event
+        fields = {f.name: getattr(event, f.name) for f in dataclasses.fields(Event)}
+        assert event == Event(**fields) and repr(event) == repr(Event(**fields))
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            event.content = "changed"  # type: ignore[misc]
+
+
+def test_a_line_this_process_signed_is_proven_exactly_as_its_hmac_proves_it(
+        settings: Settings, monkeypatch: pytest.MonkeyPatch) -> None:
+    from urchin import proof as proof_module
+    from urchin.proof import LineProof
+
+    monkeypatch.setattr(proof_module, "KEEP_SIGNED_BYTES", 4096)   # so that the oldest are dropped too
+    proof = LineProof(settings)
+    assert not proof.proven(b'{"id":"x"}')          # a reader: what it signs from now on is kept
+    lines = [proof.sign(orjson.dumps({"id": f"e{i}", "content": "x" * (i * 7)})) for i in range(60)]
+    assert proof._signed and len(proof._signed) < len(lines)   # kept, and bounded
+    tampered = [line.replace(b'"id":"e', b'"id":"f') for line in lines]
+    swapped = [a[:-18] + b[-18:] for a, b in zip(lines, lines[1:], strict=False)]   # another line's proof
+    general = LineProof(settings)                   # the same key, nothing kept: the HMAC decides each
+    for line in lines + tampered + swapped + [b'{"id":"x"}']:
+        assert proof.proven(line) == general.proven(line)
+    assert all(map(proof.proven, lines)) and not any(map(proof.proven, tampered + swapped))
