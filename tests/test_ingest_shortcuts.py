@@ -12,6 +12,7 @@ from typing import Any
 import orjson
 import pytest
 
+from urchin.config import Settings
 from urchin.daemon import scopes
 from urchin.event import PROOF_FIELD, Event, searchable_fields
 from urchin.memory import Memory
@@ -83,3 +84,83 @@ def _scanned(grant: Grant, method: str, path: str, body: bytes | None) -> Any:
         return scopes.check(grant, method, path, b"", body)
     finally:
         scopes._LITERAL.update(saved)
+
+
+def _import_steps(memory: Memory, general: bool) -> list[dict[str, Any]]:
+    """The same batches, appended through `append_lines` or through the general `_append` it shortcuts."""
+    from urchin.idindex import id_hash
+    from urchin.ingest import BatchReport, Prepared
+
+    ingestor = memory.ingestor
+    ingestor.keep_ids_in_memory()
+    sign = ingestor.journal.proof.sign
+
+    def append(ids: list[str]) -> dict[str, Any]:
+        lines = [sign(ingestor.prepare({"id": i, "content": f"event {i}",
+                                        "timestamp": "2026-05-04T20:00:00.000Z"}).to_json()) for i in ids]
+        hashes = [id_hash(i) for i in ids]
+        if not general:
+            return ingestor.append_lines(ids, lines, hashes).to_dict()
+        report = BatchReport()
+        ready = list(enumerate(map(Prepared, ids, lines)))
+        for index, result in ingestor._append(ready, None, hashes, tally=report):
+            report.add(result, index)
+        return report.to_dict()
+
+    reports = [append(["a", "b", "c"]),              # all new
+               append(["d", "b", "e"]),              # one already held
+               append(["f", "g", "f"])]              # the same id twice in one batch
+    memory.forget(["g"])
+    reports.append(append(["g", "h"]))               # a forgotten id
+    memory.ephemeral("start", 5)
+    reports.append(append(["i", "j"]))               # ephemeral mode
+    memory.ephemeral("end")
+    reports.append(append(["k"]))
+    return reports
+
+
+def test_an_import_batch_of_new_events_is_appended_as_the_general_path_appends_it(tmp_path: Any) -> None:
+    homes = [tmp_path / "fast", tmp_path / "general"]
+    for home in homes:
+        home.mkdir()
+    first = {"id": "first", "content": "makes the install key", "timestamp": "2026-05-04T20:00:00.000Z"}
+    Memory(Settings.resolve(homes[0])).ingest([first])
+    # the same key: the same proofs, so the journals compare byte for byte
+    (homes[1] / "redact-id.key").write_bytes((homes[0] / "redact-id.key").read_bytes())
+    Memory(Settings.resolve(homes[1])).ingest([first])
+    fast, general = (Memory(Settings.resolve(home)) for home in homes)
+    assert _import_steps(fast, False) == _import_steps(general, True)
+    assert fast.journal.path.read_bytes() == general.journal.path.read_bytes()
+    assert [fast.get(i).id for i in "abcdefhk"] == list("abcdefhk")
+
+
+def test_events_built_by_the_shortcut_are_the_dataclass_s_own_and_stay_frozen() -> None:
+    import dataclasses
+
+    given = {"id": "e1", "timestamp": "2026-05-04T20:00:00.000Z", "content": "c", "workspace": "w",
+             "session": "s", "title": "t", "brain": "b", "tags": ["x"], "actor": {"account": "a", "device": "d"},
+             "meta": {"k": 1}}
+    for event in (Event.from_input(given), Event.from_record(given), Event.from_input(given).replace(content="d")):
+        assert event is not None and type(event) is Event
+        fields = {f.name: getattr(event, f.name) for f in dataclasses.fields(Event)}
+        assert event == Event(**fields) and repr(event) == repr(Event(**fields))
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            event.content = "changed"  # type: ignore[misc]
+
+
+def test_a_line_this_process_signed_is_proven_exactly_as_its_hmac_proves_it(
+        settings: Settings, monkeypatch: pytest.MonkeyPatch) -> None:
+    from urchin import proof as proof_module
+    from urchin.proof import LineProof
+
+    monkeypatch.setattr(proof_module, "KEEP_SIGNED_BYTES", 4096)   # so that the oldest are dropped too
+    proof = LineProof(settings)
+    assert not proof.proven(b'{"id":"x"}')          # a reader: what it signs from now on is kept
+    lines = [proof.sign(orjson.dumps({"id": f"e{i}", "content": "x" * (i * 7)})) for i in range(60)]
+    assert proof._signed and len(proof._signed) < len(lines)   # kept, and bounded
+    tampered = [line.replace(b'"id":"e', b'"id":"f') for line in lines]
+    swapped = [a[:-18] + b[-18:] for a, b in zip(lines, lines[1:], strict=False)]   # another line's proof
+    general = LineProof(settings)                   # the same key, nothing kept: the HMAC decides each
+    for line in lines + tampered + swapped + [b'{"id":"x"}']:
+        assert proof.proven(line) == general.proven(line)
+    assert all(map(proof.proven, lines)) and not any(map(proof.proven, tampered + swapped))

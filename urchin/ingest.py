@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from itertools import accumulate
 from typing import Any, Literal
 
 from urchin.config import Settings
@@ -125,7 +126,7 @@ class Ingestor:
             event = item
         else:
             data = {**defaults, **item} if defaults and isinstance(item, Mapping) else item
-            if isinstance(data, Mapping) and data.get("actor") is None:
+            if (type(data) is dict or isinstance(data, Mapping)) and data.get("actor") is None:   # an ABC check: slow
                 data = {**data, "actor": dict(self._actor)}  # stamped here: one Event built, not two
             # Redact the whole text before the soft cap cuts it: a secret cut in half at the cap
             # would no longer match its pattern, and its first half would reach the disk.
@@ -183,10 +184,35 @@ class Ingestor:
         events' ids and `id_hash`es (a parallel import, urchin/memory/bulk.py): the same dedupe,
         ephemeral check and one write. Returns the tally (an import reports counts, not each event)."""
         report = BatchReport()
+        if self._append_new(ids, lines, hashes, now, report):
+            return report
         ready = list(enumerate(map(Prepared, ids, lines)))
         for index, result in self._append(ready, now, hashes, tally=report):
             report.add(result, index)
         return report
+
+    def _append_new(self, ids: Sequence[str], lines: Sequence[bytes], hashes: Sequence[int],
+                    now: datetime | None, report: BatchReport) -> bool:
+        """`append_lines` when nothing of the batch can be a duplicate, forgotten or suppressed (an import
+        of new events, almost every batch): the lines are written as they are, without the per-event
+        bookkeeping of `_append` (~5 us an event of the importing process, its one serial part).
+        False, having written nothing, when any event needs that bookkeeping."""
+        if not ids:
+            return True
+        with self.journal.locked() as writer:
+            self.ids.catch_up()
+            held = self.ids.held(hashes)
+            forgotten = self.forgotten.hashes()
+            if (held is None or held or len(set(ids)) != len(ids) or self.ephemeral.is_on(now)
+                    or forgotten and any(forget_hash(i) in forgotten for i in ids)):
+                return False
+            offset = writer.write(lines)
+            ends = list(accumulate(map(len, lines), initial=offset))
+            placed = [(h, at + n) for n, (h, at) in enumerate(zip(hashes, ends[:-1], strict=True))]
+            writer.finish()
+            self.ids.record_hashed(placed, ends[-1] + len(lines))
+        report.appended += len(lines)
+        return True
 
     def _append(self, ready: Sequence[tuple[int, Event | Prepared]], now: datetime | None,
                 hashes_given: Sequence[int] | None = None, tally: BatchReport | None = None

@@ -31,6 +31,12 @@ _HEAD = b',"' + PROOF_FIELD.encode() + b'":"'
 _MAC_CHARS = 16                          # 12 bytes of MAC, base64url
 _SUFFIX = len(_HEAD) + _MAC_CHARS + 2    # ,"proof":"<16>"}
 _URLSAFE = bytes.maketrans(b"+/", b"-_")   # base64 -> base64url (12 bytes make 16 characters, no padding)
+# A process that signs lines and then reads them back (the daemon: its writer signs, its follower
+# reads each new line to feed its views) keeps the last lines it signed, up to this many bytes, and
+# takes a line equal to one of them as proven without a second HMAC (the MAC of equal bytes under
+# the same key is equal): a dict lookup instead of ~3-5 us an event. Only once this process has read
+# a line (a worker that only signs keeps nothing).
+KEEP_SIGNED_BYTES = 4 << 20
 
 
 class LineProof:
@@ -45,6 +51,9 @@ class LineProof:
         self._signing: bytes | None = None   # the install key, once a write needed it
         self._redactor: Redactor | None = None
         self._lock = threading.Lock()
+        self._reading = False                  # `proven` was called: signed lines are kept from then on
+        self._signed: dict[bytes, None] = {}   # lines signed under `_signing`, oldest first
+        self._signed_bytes = 0
 
     @property
     def _ids(self) -> IdKey:
@@ -60,21 +69,40 @@ class LineProof:
         key = self._signing or self._signing_key()
         made = self._subkey
         if made is None or made[0] != key:
-            return body[:-1] + _HEAD + self._mac(key, body) + b'"}'
-        # `_mac` inlined for the install key (every line written goes through here)
-        mac = binascii.b2a_base64(made[1].digest(body)[:_MAC_CHARS * 3 // 4], newline=False).translate(_URLSAFE)
-        return b"".join((body[:-1], _HEAD, mac, b'"}'))
+            line = body[:-1] + _HEAD + self._mac(key, body) + b'"}'
+        else:
+            # `_mac` inlined for the install key (every line written goes through here)
+            mac = binascii.b2a_base64(made[1].digest(body)[:_MAC_CHARS * 3 // 4], newline=False).translate(_URLSAFE)
+            line = b"".join((body[:-1], _HEAD, mac, b'"}'))
+        if self._reading:
+            self._keep(line)
+        return line
+
+    def _keep(self, line: bytes) -> None:
+        with self._lock:
+            signed = self._signed
+            if line in signed or len(line) > KEEP_SIGNED_BYTES // 4:
+                return
+            signed[line] = None
+            self._signed_bytes += len(line)
+            while self._signed_bytes > KEEP_SIGNED_BYTES:
+                oldest = next(iter(signed))
+                del signed[oldest]
+                self._signed_bytes -= len(oldest)
 
     def _signing_key(self) -> bytes:
         self._signing = self._ids()
         return self._signing
 
     def proven(self, line: bytes) -> bool:
+        self._reading = True
         if len(line) <= _SUFFIX or line[-2:] != b'"}' or line[-_SUFFIX:-_MAC_CHARS - 2] != _HEAD:
             return False
         key = self._stored_key()
         if key is None:
             return False
+        if line in self._signed and key == self._signing:   # this process signed these bytes under this key
+            return True
         body = line[:-_SUFFIX] + b"}"
         return hmac.compare_digest(self._mac(key, body), line[-_MAC_CHARS - 2:-2])
 
