@@ -49,13 +49,15 @@ def _done(code: int) -> None:
     started no thread and holds no file that needs closing, so the interpreter's teardown (a seventh of
     `urchin context`'s instructions beside the daemon) is skipped, in a process of its own: called
     with other streams in place (tests run `entry` inside pytest), it exits as click would."""
-    if sys.stdout is not sys.__stdout__ or sys.stderr is not sys.__stderr__:
+    streams = sys.stdout, sys.stderr
+    if streams != (sys.__stdout__, sys.__stderr__):
         sys.exit(code)
     import os
 
     try:
-        sys.stdout.flush()
-        sys.stderr.flush()
+        for stream in streams:
+            if stream is not None:
+                stream.flush()
     except (OSError, ValueError):     # a reader that went away: nothing left to tell it
         pass
     os._exit(code)
