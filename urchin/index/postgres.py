@@ -702,10 +702,12 @@ class PostgresIndex:
                 # the months each window reaches (with `now() - interval` it planned every month). And no
                 # parallel workers: the budget takes the first rows of each part in the order read, which
                 # must be the heap's, not whichever worker answers first (and the two legs already run at once).
+                # Nor a prepared statement: after five runs PostgreSQL may keep one generic plan for every
+                # question, which reads the months in another order (and took three times as long).
                 row = self.conn.execute("SELECT now() - %s, set_config('max_parallel_workers_per_gather', '0', true)",
                                         (timedelta(days=RECENT_DAYS),)).fetchone()
                 args["cutoff"] = row[0] if row else None
-            rows = self.conn.execute(base, args, prepare=False).fetchall()
+            rows = self.conn.execute(base, args, prepare=False if steps else None).fetchall()
         return [ContextRow(r[0], r[1], int(r[2]), float(r[3]), r[4], r[5], float(r[6])) for r in rows]
 
     def dense(self, model: str, vector: Sequence[float], flt: Filter, limit: int,
