@@ -6,7 +6,8 @@ one LIMIT so that PostgreSQL stops reading once the budget is full. Every scan o
 posting lists of all its words, the commonest ones included; at 1M events each cost ~10 ms of CPU
 per month, so a question whose every-word step holds fewer chunks than the budget (most questions
 in real text) paid that once per step, window and month. Steps are therefore read in pairs: one scan
-per window of the looser step of the pair, each row labelled with the first step it matches (below).
+of the looser step of a pair over both windows, each row labelled with the first step it matches
+(see PAIRED).
 """
 
 from __future__ import annotations
@@ -17,9 +18,9 @@ __all__ = ["PAIRED", "gather"]
 
 # How many consecutive AND steps one scan serves. The steps are nested (each holds the one before: its
 # words are a prefix of the one before's), so the looser step's rows are the pair's rows, and "matches
-# step a" tells which part a row belongs to. The first step's recent part is still read alone: it is
+# step a" tells which part a row belongs to. A pair's first step's recent part is still read alone: it is
 # the part that most often fills the budget, and alone it stops reading there; the pair's scan (a
-# MATERIALIZED CTE over both windows, so each month is read once) serves the three parts after it,
+# MATERIALIZED CTE over both windows, so each month is read once) serves the parts after it,
 # filled only as far as they ask.
 PAIRED = 2
 RECENT = "occurred_at >= %(cutoff)s"       # the last RECENT_DAYS, read first
