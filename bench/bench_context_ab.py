@@ -47,8 +47,10 @@ def _cpu(pids: list[int]) -> float:
 def _processes(daemon: int, home: Path) -> list[int]:
     """The daemon, its children, and the embedded server's processes (their data under HOME/pg)."""
     pids = [daemon, *(c.pid for c in psutil.Process(daemon).children(recursive=True))]
+    # as root the data lives where HOME/pg links to (/var/lib/urchin/pg/...): the server is named by that
+    folders = {str(home / "pg"), str((home / "pg").resolve())}
     for proc in psutil.process_iter(["pid", "cmdline"]):
-        if any(str(home / "pg") in part for part in proc.info["cmdline"] or []):
+        if any(folder in part for part in proc.info["cmdline"] or [] for folder in folders):
             pids += [proc.pid, *(c.pid for c in proc.children(recursive=True))]
     return sorted(set(pids))
 

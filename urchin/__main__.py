@@ -26,13 +26,13 @@ def entry() -> None:
 
         code = run(sys.argv[1:])
         if code is not None:
-            sys.exit(code)
+            _done(code)
     if any(arg in ("context", "recall", "get") for arg in sys.argv[1:4]):
         from urchin.daemon.fastcalls import run as call
 
         code = call(sys.argv[1:])
         if code is not None:
-            sys.exit(code)
+            _done(code)
     if "mcp" in sys.argv[1:4]:
         from urchin.daemon.mcprelay import run as relay
 
@@ -42,6 +42,25 @@ def entry() -> None:
     from urchin.cli import main
 
     main()
+
+
+def _done(code: int) -> None:
+    """The end of a fast path: its output is written and flushed line by line (fastclient._emit), it
+    started no thread and holds no file that needs closing, so the interpreter's teardown (a seventh of
+    `urchin context`'s instructions beside the daemon) is skipped, in a process of its own: called
+    with other streams in place (tests run `entry` inside pytest), it exits as click would."""
+    streams = sys.stdout, sys.stderr
+    if streams != (sys.__stdout__, sys.__stderr__):
+        sys.exit(code)
+    import os
+
+    try:
+        for stream in streams:
+            if stream is not None:
+                stream.flush()
+    except (OSError, ValueError):     # a reader that went away: nothing left to tell it
+        pass
+    os._exit(code)
 
 
 def _hook(argv: list[str]) -> int:

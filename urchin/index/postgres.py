@@ -17,6 +17,7 @@ from urchin.errors import DatabaseError, IndexBusyError
 from urchin.event import format_timestamp
 from urchin.index.base import MEMORY_KINDS, ChunkRow, ContextRow, Filter, LegHit, Tier, split_key
 from urchin.index.files import FILES_SOURCE
+from urchin.index.gather import gather
 from urchin.index.pg_migrate import migrate as _migrate
 from urchin.index.pg_vacuum import reclaim
 from urchin.index.pgdriver import OUTAGE_ERRORS, REFUSED_ERRORS, Connection, Cursor, LockNotAvailable, connect, sql
@@ -537,7 +538,7 @@ class PostgresIndex:
             args[f"tier{i}"] = (" & " if tier.every else " | ").join(tier.items)
             steps.append(f"tsv @@ to_tsquery(%(cfg)s::regconfig, %(tier{i})s)")
         return self._leg(query, "tsv @@ q", score, flt, limit, context_turns, args, near, steps, budget, prior,
-                         named)
+                         named, reads="tsv")
 
     def known_sources(self) -> list[str]:
         """Every source the index holds (a loose index scan: one probe per distinct source)."""
@@ -620,7 +621,7 @@ class PostgresIndex:
         score = "(-({t}tvec <#> q) / greatest(qn * (%(pa)s + %(pb)s * l2_norm({t}tvec)), 1e-9))"
         return self._leg("(SELECT %(v)s::sparsevec AS q, l2_norm(%(v)s::sparsevec) AS qn) AS qq",
                          "terms && %(terms)s::integer[]", score, flt, limit, context_turns, args, "", steps, budget,
-                         prior, named)
+                         prior, named, reads="tvec")
 
     def norm_mean(self, chunks: int) -> float:
         """The mean l2 norm of the newest NORM_SAMPLE chunks' token vectors (1.0 when there are none): the
@@ -640,15 +641,16 @@ class PostgresIndex:
 
     def _leg(self, source: str, match: str, score: str, flt: Filter, limit: int, turns: int,
              args: dict[str, Any], near: str = "", steps: Sequence[str] = (), budget: int = 0,
-             prior: float = 0.0, named: Sequence[str] = ()) -> list[ContextRow]:
+             prior: float = 0.0, named: Sequence[str] = (), reads: str = "tsv") -> list[ContextRow]:
         """Top `limit` by `score`, plus each one's `turns` session neighbours on either side (with their
         own score, filters applied) as rows (anchor, chunk, distance, score, kind, occurred_at).
 
-        With `steps` (conditions, best first), the candidates are not every chunk `match`ing but the
-        first `budget` that the steps gather in order, each step's last RECENT_DAYS first: a UNION ALL
-        under one LIMIT, so PostgreSQL stops reading (and scoring) once the budget is full. The parts
-        are disjoint (a step leaves out what the step before it held, and the older half what the
-        recent half held), so the budget counts distinct chunks.
+        With `steps` (conditions, best first, each holding the one before), the candidates are not every
+        chunk `match`ing but the first `budget` that the steps gather in order, each step's last
+        RECENT_DAYS first: a UNION ALL under one LIMIT, so PostgreSQL stops reading (and scoring) once the
+        budget is full (see `gather`, which reads two steps with one scan). The parts are disjoint (a
+        step leaves out what the step before it held, and the older half what the recent half held), so
+        the budget counts distinct chunks. `reads`: the column `score` reads (tsv, tvec).
 
         Priors multiply a chunk's total after its neighbours' scores are added (as token-cosine
         multiplies its smoothed scores): each row carries its factor, 1 + `prior` for a memory times
@@ -664,21 +666,14 @@ class PostgresIndex:
         if named and NAMED_SOURCE_PRIOR > 0:
             args.update({"named_sources": list(named), "source_prior": 1.0 + NAMED_SOURCE_PRIOR})
             factor += " * CASE WHEN {t}source = ANY(%(named_sources)s) THEN %(source_prior)s ELSE 1 END"
+        ctes: list[str] = []
         if steps:
-            args.update({"budget": budget, "recent": timedelta(days=RECENT_DAYS)})
-            parts = []
-            for i, step in enumerate(steps):
-                own = f"{step} AND NOT ({steps[i - 1]})" if i else step
-                for window in ("occurred_at >= now() - %(recent)s", "occurred_at < now() - %(recent)s"):
-                    parts.append(f"(SELECT device, chunk_id, session, occurred_at, kind, {score.format(t='')} AS s, "
-                                 f"{factor.format(t='')} AS f FROM urchin_chunks, {source} "
-                                 f"WHERE {own} AND {window} {where} LIMIT %(budget)s)")
-            ranked = f"SELECT device, chunk_id, session, occurred_at, kind, s, f FROM ({' UNION ALL '.join(parts)} " \
-                     "LIMIT %(budget)s) AS g"
+            args["budget"] = budget
+            ctes, ranked = gather(steps, score, factor, source, where, reads)
         else:
             ranked = (f"SELECT device, chunk_id, session, occurred_at, kind, {score.format(t='')} AS s, "
                       f"{factor.format(t='')} AS f FROM urchin_chunks, {source} WHERE {match} {where}")
-        base = (f"WITH c AS MATERIALIZED (SELECT * FROM ({ranked}) AS r "
+        base = (f"WITH {''.join(cte + ', ' for cte in ctes)}c AS MATERIALIZED (SELECT * FROM ({ranked}) AS r "
                 f"ORDER BY s * f DESC, occurred_at DESC, chunk_id LIMIT %(limit)s) "
                 f"SELECT {KEY_SQL.format(t='')} AS k, {KEY_SQL.format(t='')}, 0, s, kind, occurred_at, f FROM c")
         if turns > 0:
@@ -693,7 +688,17 @@ class PostgresIndex:
                      f"FROM c, {source}, LATERAL ({side.format(sign='-', dir='DESC', op='<')} UNION ALL "
                      f"{side.format(sign='', dir='ASC', op='>')}) AS x WHERE c.session IS NOT NULL")
         with self.conn.transaction():
-            rows = self.conn.execute(base, args).fetchall()
+            if steps:
+                # The window's edge as a value of this transaction's now(): the planner then plans only
+                # the months each window reaches (with `now() - interval` it planned every month). And no
+                # parallel workers: the budget takes the first rows of each part in the order read, which
+                # must be the heap's, not whichever worker answers first (and the two legs already run at once).
+                # Nor a prepared statement: after five runs PostgreSQL may keep one generic plan for every
+                # question, which reads the months in another order (and took three times as long).
+                row = self.conn.execute("SELECT now() - %s, set_config('max_parallel_workers_per_gather', '0', true)",
+                                        (timedelta(days=RECENT_DAYS),)).fetchone()
+                args["cutoff"] = row[0] if row else None
+            rows = self.conn.execute(base, args, prepare=False if steps else None).fetchall()
         return [ContextRow(r[0], r[1], int(r[2]), float(r[3]), r[4], r[5], float(r[6])) for r in rows]
 
     def dense(self, model: str, vector: Sequence[float], flt: Filter, limit: int,
