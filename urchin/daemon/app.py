@@ -320,14 +320,17 @@ async def _ingest_batch(request: Request) -> Response:
     return JSON({"results": [r.to_dict() for r in results], **BatchReport.of(results).counts()})
 
 
+async def _run(request: Request, operation: str, params: Any) -> Any:
+    """The operation's one run on the daemon's `Memory`, with parameters parsed here, in a worker thread."""
+    return await run_in_threadpool(OPERATIONS[operation].run, _state(request).memory, params)
+
+
 async def _search(request: Request) -> Response:
-    result = await run_in_threadpool(_state(request).memory.search, request_params(request, "search"))
-    return JSON(result.to_dict())
+    return JSON((await _run(request, "search", request_params(request, "search"))).to_dict())
 
 
 async def _semantic(request: Request) -> Response:
-    result = await run_in_threadpool(lambda: _state(request).memory.semantic(**params(request, "semantic")))
-    return JSON(result.to_dict())
+    return JSON((await _run(request, "semantic", request_params(request, "semantic"))).to_dict())
 
 
 async def _context(request: Request) -> Response:
@@ -335,8 +338,7 @@ async def _context(request: Request) -> Response:
     body = await _json_body(request)
     if not isinstance(body, Mapping):
         raise ValidationError("body", "must be a JSON object of search_context parameters")
-    result = await run_in_threadpool(_state(request).memory.context, OPERATIONS["context"].build(body, "wire"))
-    return JSON(result.to_dict())
+    return JSON((await _run(request, "context", OPERATIONS["context"].build(body, "wire"))).to_dict())
 
 
 async def _recall(request: Request) -> Response:
@@ -359,8 +361,7 @@ async def _document_search(request: Request) -> Response:
 
 
 async def _recent(request: Request) -> Response:
-    result = await run_in_threadpool(lambda: _state(request).memory.recent(**params(request, "recent")))
-    return JSON(result.to_dict())
+    return JSON((await _run(request, "recent", request_params(request, "recent"))).to_dict())
 
 
 async def _event(request: Request) -> Response:
@@ -370,8 +371,7 @@ async def _event(request: Request) -> Response:
         if not result.matched:
             raise NotFoundError(f"no event with id {request.path_params['event_id']!r}")
         return JSON(result.to_dict())
-    event_id = params(request, "get", id=request.path_params["event_id"])["id"]
-    event = await run_in_threadpool(memory.get, event_id)
+    event = await _run(request, "get", request_params(request, "get", id=request.path_params["event_id"]))
     return JSON(event.to_dict())
 
 

@@ -22,9 +22,9 @@ def request_args(request: Request, operation: str, **path: str) -> dict[str, Any
     return OPERATIONS[operation].parse(_given(request, path), "wire", from_text=True)
 
 
-def request_params(request: Request, operation: str) -> Any:
-    """The query string as the operation's typed parameters (an operation with `typed`), checked here."""
-    return OPERATIONS[operation].build(_given(request, {}), "wire", from_text=True)
+def request_params(request: Request, operation: str, **path: str) -> Any:
+    """The query string (and path parameters) as the operation's typed parameters, checked here."""
+    return OPERATIONS[operation].build(_given(request, path), "wire", from_text=True)
 
 
 def _given(request: Request, path: dict[str, str]) -> dict[str, Any]:

@@ -30,7 +30,7 @@ from urchin.search.query import SearchResult
 
 if TYPE_CHECKING:
     from urchin.memory.facade import Facade
-    from urchin.params.search import SearchParams
+    from urchin.params.reading import GetParams
     from urchin.tokens import Grant
 
 __all__ = ["TOOL_NAMES", "run_tool", "check_arguments", "parse_arguments", "tool_list", "tool_error", "short"]
@@ -46,28 +46,14 @@ def _events(result: SearchResult) -> Reply:
     return render_events(result), result.to_dict()
 
 
-def _search(memory: Facade, a: SearchParams) -> Reply:
-    return _events(memory.search(a))
+def _listing(operation: str) -> Callable[[Facade, Any], Reply]:
+    """A tool whose operation answers a list of events: its one run, rendered."""
+    op = OPERATIONS[operation]
+    return lambda memory, params: _events(op.run(memory, params))
 
 
-def _semantic(memory: Facade, a: dict[str, Any]) -> Reply:
-    return _events(memory.semantic(**a))
-
-
-def _recent(memory: Facade, a: dict[str, Any]) -> Reply:
-    return _events(memory.recent(**a))
-
-
-def _session(memory: Facade, a: dict[str, Any]) -> Reply:
-    return _events(memory.session_context(a.pop("session"), **a))
-
-
-def _workspace(memory: Facade, a: dict[str, Any]) -> Reply:
-    return _events(memory.workspace_context(a.pop("workspace"), **a))
-
-
-def _get(memory: Facade, a: dict[str, Any]) -> Reply:
-    event = memory.get(a["id"]).to_dict()
+def _get(memory: Facade, a: GetParams) -> Reply:
+    event = OPERATIONS["get"].run(memory, a).to_dict()
     return render_event(event), event
 
 
@@ -107,11 +93,11 @@ def _forget(memory: Facade, a: dict[str, Any]) -> Reply:
 
 
 _RUNNERS: dict[str, Callable[[Facade, Any], Reply]] = {
-    "urchin_search": _search,
-    "urchin_semantic_search": _semantic,
-    "urchin_recent_activity": _recent,
-    "urchin_session_context": _session,
-    "urchin_workspace_context": _workspace,
+    "urchin_search": _listing("search"),
+    "urchin_semantic_search": _listing("semantic"),
+    "urchin_recent_activity": _listing("recent"),
+    "urchin_session_context": _listing("session_context"),
+    "urchin_workspace_context": _listing("workspace_context"),
     "urchin_get_event": _get,
     "urchin_ingest": _ingest,
     "urchin_remember": _remember,
