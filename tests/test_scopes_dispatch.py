@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 from collections.abc import Iterator
 from typing import Any
 
@@ -125,3 +126,24 @@ def test_the_table_covers_every_operation_and_front_end() -> None:
 
     assert {call for _, call in CALLS if isinstance(call, str)} == set(TOOL_NAMES)
     assert all(re.compile(call.path) for _, call in CALLS if not isinstance(call, str))
+
+
+def test_the_guard_passes_what_it_admits_as_it_came() -> None:
+    """No re-parsing or rewriting in the middleware: for every route and `/mcp`, whatever the grant, the
+    Guard's scope check either refuses or hands on the very query string and body it was given (the
+    dispatcher holds the parsed values to the grant)."""
+    from urchin.daemon import scopes
+    from urchin.tokens import Grant
+
+    query = b"q=deploy&workspace=beta"
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                       "params": {"name": "urchin_search", "arguments": {"query": "x"}}}).encode()
+    paths = [("POST", "/mcp")] + [(route.method, route.path.replace("[^/]+", "s").replace(".+", "x"))
+                                  for access in ACCESS.values() for route in access.routes]
+    for grant in (Grant("read", ("alpha",)), Grant("ingest", ("alpha", "beta")), Grant("admin", ("alpha",))):
+        for method, path in paths:
+            outcome = scopes.check(grant, method, path, query, body)
+            assert isinstance(outcome, scopes.Refusal) or (outcome[0] is query and outcome[1] is body), \
+                (grant, method, path, outcome)
+    source = (Path(scopes.__file__)).read_text()
+    assert "orjson" not in source and "json.loads" not in source

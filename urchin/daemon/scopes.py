@@ -2,22 +2,19 @@
 
 The routes' table is derived from the contract's one declaration per operation (`ACCESS`), and its
 refusals are the contract's (`admit`, `hold`), so an operation needs the same scope on every front end.
-A workspace-scoped token may use only operations that take a `workspace`: a workspace it names must be
-one of its own; when it names none, its only workspace is filled in (with several, it must name one).
-Operations that span every workspace (recent activity, an event by id, status, forget, files) are
-refused to it. A refusal is a 403 naming the field and the rule. `/mcp` is not read here: the MCP
+A workspace-scoped token may use only operations that take a `workspace`; the route holds the workspace
+it parsed to the grant (a workspace it names must be one of its own; when it names none, its only
+workspace is used; with several, it must name one). Operations that span every workspace (recent
+activity, an event by id, status, forget, files) are refused to it here. A refusal is a 403 naming the
+field and the rule. `/mcp` is not read here: the MCP
 server's dispatcher checks each tool call it parsed against the same grant (`mcp_server/tools.py`).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import parse_qsl, urlencode
-
-import orjson
 
 from urchin.contract.access import ACCESS, needs_refusal, spans_refusal, tool_operations, workspace_refusal
 from urchin.errors import Forbidden
@@ -89,7 +86,8 @@ def _need(grant: Grant, need: str, what: str) -> Refusal | None:
 
 def check(grant: Grant, method: str, path: str, query: bytes,
           body: bytes | None) -> Refusal | tuple[bytes, bytes | None]:
-    """Refuse, or return the (possibly workspace-filled) query string and body to pass on."""
+    """Refuse (the route's need; a workspace-bound token on a route that spans workspaces), or return the
+    query string and body to pass on as they came."""
     if path == "/mcp" or path.startswith("/mcp/"):
         return _check_mcp(grant, query, body)
     what = f"{method} {path}"
@@ -99,38 +97,10 @@ def check(grant: Grant, method: str, path: str, query: bytes,
         return refusal or (query, body)
     if where is None:
         return _spans(grant, what)
-    if where == "route":
-        return query, body
-    if where == "query":
-        pairs = parse_qsl(query.decode("latin-1"), keep_blank_values=True)
-        given = [v for k, v in pairs if k == "workspace"]
-        value, refusal = _scoped(grant, given[-1] if given else None, what)
-        if refusal:
-            return refusal
-        pairs = [(k, v) for k, v in pairs if k != "workspace"] + [("workspace", value)]
-        return urlencode(pairs).encode("latin-1"), body
-    return _rewrite_body(grant, where, what, query, body)
-
-
-def _rewrite_body(grant: Grant, where: str, what: str, query: bytes,
-                  body: bytes | None) -> Refusal | tuple[bytes, bytes | None]:
-    try:
-        data = orjson.loads(body or b"")
-    except orjson.JSONDecodeError:
-        return query, body                    # the route answers 400 for it; nothing can be written
-    refusal: Refusal | None = None
-    if where in ("body", "event") and isinstance(data, dict):
-        refusal = fill_workspace(grant, data, what)
-    elif where == "batch":
-        events = data.get("events") if isinstance(data, dict) else data
-        defaults = data.get("defaults") if isinstance(data, dict) else None
-        fallback = defaults.get("workspace") if isinstance(defaults, Mapping) else None
-        for i, item in enumerate(events if isinstance(events, list) else []):
-            if isinstance(item, dict):
-                if item.get("workspace") is None and fallback is not None:
-                    item["workspace"] = fallback
-                refusal = refusal or fill_workspace(grant, item, f"{what} events[{i}]")
-    return refusal or (query, orjson.dumps(data))
+    # `route`, `query`, `body`, `event`, `batch`: the route holds the workspace it parsed to the grant
+    # (`contract.access.hold` in `daemon/app.py`, `fill_workspace` in `hook_route.py`) before it reads or
+    # writes; nothing is re-parsed or rewritten here
+    return query, body
 
 
 def fill_workspace(grant: Grant, data: dict[str, Any], what: str) -> Refusal | None:
