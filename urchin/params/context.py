@@ -192,12 +192,9 @@ class ContextParams:
     def _trusted(cls, **values: Any) -> ContextParams:
         """An instance of values `build` has just checked, without checking them again (`__post_init__`)."""
         self = object.__new__(cls)
-        for f in fields(cls):
-            if f.name in values:
-                value = values[f.name]
-            else:
-                value = f.default_factory() if f.default is MISSING else f.default  # type: ignore[operator]
-            object.__setattr__(self, f.name, value)
+        for name, default, factory in _FIELDS:
+            value = values[name] if name in values else default if factory is None else factory()
+            object.__setattr__(self, name, value)
         return self
 
     def _fields(self) -> dict[str, Any]:
@@ -249,6 +246,10 @@ class ContextParams:
             out["includeConversations"] = False
         return out
 
+
+# (name, default, default factory) of each field, for `_trusted`: read once, not per query
+_FIELDS: tuple[tuple[str, Any, Any], ...] = tuple(
+    (f.name, f.default, None if f.default_factory is MISSING else f.default_factory) for f in fields(ContextParams))
 
 # Each attribute's default (`None`: not given), and wire name -> attribute (snake_case is accepted too);
 # `sourceIds` adds to `sources`; `roots` is resolved from them, never given.
