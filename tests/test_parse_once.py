@@ -1,5 +1,5 @@
-"""`search` and `search_context` are parsed and checked once, at the edge (the contract's `build`): the
-layers below the dispatcher take their typed parameters (`urchin/params/`) and never check them again.
+"""Operations are parsed and checked once, at the edge (the contract's `build`): the layers below the
+dispatcher take their typed parameters (`urchin/params/`) and never check them again.
 
 The path of each operation below the dispatcher is listed here function by function; none of them may
 call a validator (a field check, a wire parser, the contract). They may build the typed parameters from
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -27,7 +28,34 @@ PATHS = {
     "context": [("memory/__init__.py", "Memory", "context"), ("daemon/client.py", "RemoteMemory", "context"),
                 ("memory/index.py", "HybridIndex", "context"), ("index/service.py", "IndexService", "context"),
                 ("index/hybrid.py", None, "run_context"), ("index/hybrid.py", None, "_run_context")],
+    **{op: [("memory/__init__.py", "Memory", method), ("daemon/client.py", "RemoteMemory", method)]
+       for op, method in (("semantic", "semantic"), ("recent", "recent"), ("session_context", "session_context"),
+                          ("workspace_context", "workspace_context"), ("get", "get"), ("tail", "tail"))},
 }
+# Modules below the dispatcher, and the validators each may still import, with why; any other import of
+# a validator there fails (a new operation's check belongs in its typed parameters, `urchin/params/`).
+BELOW = ("memory", "search", "index", "recall", "workspace", "daemon/client.py")
+_NOT_TYPED = "not yet typed (issue 35 item 1, left): its values are still checked here"
+STILL_CHECKED_BELOW = {
+    ("memory/__init__.py", "check_hours"): "a saved member's window, as read from the memory's file (stored data)",
+    ("memory/timeline.py", "check_number"): "the viewer's timeline pages (no contract operation)",
+    ("memory/timeline.py", "check_limit"): "the viewer's timeline pages (no contract operation)",
+    ("memory/workspace.py", "check_hours"): "a curated memory's member windows (memory_create: no contract op)",
+    ("memory/workspace.py", "check_limit"): f"get_memory's tokenBudget: {_NOT_TYPED}",
+    ("memory/forget.py", "check_bool"): f"forget: {_NOT_TYPED}",
+    ("memory/forget.py", "unknown_parameter"): f"forget: {_NOT_TYPED}",
+    ("workspace/reader.py", "check_number"): f"get_file's line range: {_NOT_TYPED}",
+    ("index/docsearch.py", "check_bool"): f"document_search (checked_below): {_NOT_TYPED}",
+    ("index/docsearch.py", "check_number"): f"document_search (checked_below): {_NOT_TYPED}",
+    ("index/docsearch.py", "unknown_parameter"): f"document_search (checked_below): {_NOT_TYPED}",
+    ("recall/policy.py", "check_bool"): "the [recall] section of config.toml (settings, not an operation)",
+    ("recall/policy.py", "check_number"): "the [recall] section of config.toml (settings, not an operation)",
+    ("search/query.py", "check_number"): "where check_limit is defined (for the callers listed here)",
+    ("search/cosine.py", "check_query"): "the token-cosine view's own guard (search/: another helper's area)",
+    ("search/cosine.py", "check_limit"): "the token-cosine view's own guard (search/: another helper's area)",
+}
+# writes: each front end names its writer (CLI manual/note, MCP mcp, remember a decision) around one run
+NO_RUN_YET = {"ingest", "remember"}
 # the validators: field checks, the wire parsers, the contract's table, a parameter error (the query
 # language's own `parse`, what a query means, is not one)
 VALIDATORS = {"check_query", "check_hours", "check_limit", "check_number", "check_bool", "check_label",
@@ -67,6 +95,43 @@ def test_no_layer_below_the_dispatcher_checks_the_parameters_again(operation: st
     assert found == [], f"{operation} is checked below the dispatcher: " + "; ".join(found)
 
 
+def _imported_validators(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text())
+    return {alias.name for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) for alias in node.names} \
+        & (VALIDATORS - {"QueryError"})   # raising one is not checking parameters (a changed file, a hash)
+
+
+def test_no_module_below_the_dispatcher_imports_a_validator() -> None:
+    """For any operation: a module below the dispatcher that imports a field check, the contract's table or
+    a wire parser checks parameters again (the few named in STILL_CHECKED_BELOW say why they may)."""
+    found = []
+    for below in BELOW:
+        for path in sorted([PACKAGE / below] if below.endswith(".py") else (PACKAGE / below).rglob("*.py")):
+            rel = str(path.relative_to(PACKAGE))
+            found += [f"{rel} imports {name}" for name in sorted(_imported_validators(path))
+                      if (rel, name) not in STILL_CHECKED_BELOW]
+    assert found == [], "checked below the dispatcher: " + "; ".join(found)
+
+
+def test_every_operation_with_typed_parameters_runs_through_the_contract() -> None:
+    """Each operation's one call of the facade is declared with it (`run`); its typed parameters' defaults
+    are the ones its declared parameters state (help and schemas), so the two cannot drift."""
+    from dataclasses import MISSING, fields
+
+    from urchin.contract import OPERATIONS
+
+    typed = [op for op in OPERATIONS.values() if op.typed is not None]
+    assert {op.name for op in typed} >= {"search", "semantic", "recent", "session_context", "workspace_context",
+                                         "get", "tail", "context"}
+    for op in OPERATIONS.values():
+        assert (op.runner is not None) == (op.name not in NO_RUN_YET), op.name
+    for op in typed:
+        defaults = {f.name: f.default for f in fields(op.typed) if f.default is not MISSING}  # type: ignore[arg-type]
+        for param in op.params:
+            if param.name in defaults and param.default is not None and op.name != "context":
+                assert defaults[param.name] == param.default, (op.name, param.name)
+
+
 def test_the_finder_finds_a_validator() -> None:
     tree = ast.parse("def search(self, q):\n    return self.s.search(check_query(q), OPERATIONS['x'].parse(q),\n"
                      "                         ContextParams.parse(q), parse(q))\n")
@@ -88,3 +153,33 @@ def test_the_typed_parameters_check_themselves_when_built(values: dict[str, obje
     with pytest.raises(QueryError) as caught:
         SearchParams(**values)   # type: ignore[arg-type]
     assert caught.value.message.startswith(message)
+
+
+def _typed_operations() -> list[str]:
+    from urchin.contract import OPERATIONS
+
+    return sorted(name for name, op in OPERATIONS.items() if op.typed is not None)
+
+
+@pytest.mark.parametrize("operation", _typed_operations())
+def test_every_typed_parameters_object_built_directly_is_checked(operation: str) -> None:
+    """For every operation with typed parameters (a new one too): built directly, as a Python caller
+    builds them (no contract, no `parse`), a value out of any declared bound is refused by name."""
+    from urchin.contract import OPERATIONS
+
+    op = OPERATIONS[operation]
+    typed: Any = op.typed
+    required = {p.name: "x" for p in op.params if p.required}
+    typed(**required)   # the required fields alone are a valid object
+    checked = 0
+    for param in op.params:
+        if param.kind in ("int", "number") and param.maximum is not None:
+            with pytest.raises(QueryError) as caught:
+                typed(**required, **{param.name: param.maximum * 2 + 1})
+            assert caught.value.field == param.wire_name, (param.name, caught.value.message)
+            checked += 1
+        if param.required:
+            with pytest.raises(QueryError):
+                typed(**{**required, param.name: " "})
+            checked += 1
+    assert checked or not op.params

@@ -57,7 +57,9 @@ def test_a_workspace_scoped_token_never_recalls_another_workspace(daemon: Daemon
                 "params": {"name": "urchin_recall", "arguments": {"workspace": "beta", "prompt": PROMPT}}}
         mcp = http.post("/mcp", content=json.dumps(call).encode(),
                         headers={"content-type": "application/json", "accept": "application/json, text/event-stream"})
-        assert mcp.status_code == 403 and "beta" in mcp.json()["error"]
+        result = mcp.json()["result"]   # over /mcp a scope refusal is a tool error (isError), with no data
+        assert mcp.status_code == 200 and result["isError"] and "structuredContent" not in result
+        assert result["content"][0]["text"].startswith("workspace:") and "beta" in result["content"][0]["text"]
 
 
 def test_the_hook_scope_may_ingest_and_recall_and_nothing_else(daemon: DaemonProcess) -> None:

@@ -28,6 +28,7 @@ __all__ = [
     "ValidationError",
     "QueryError",
     "TooLarge",
+    "Forbidden",
     "NotFoundError",
     "JournalError",
     "ConfigError",
@@ -43,7 +44,7 @@ _WHERE = {
     "Event": "urchin.event",
     "Settings": "urchin.config",
     **{name: "urchin.errors" for name in ("UrchinError", "ValidationError", "QueryError", "TooLarge",
-                                          "NotFoundError", "JournalError", "ConfigError", "FormatError",
+                                          "Forbidden", "NotFoundError", "JournalError", "ConfigError", "FormatError",
                                           "EmbedderError", "DatabaseError", "DaemonError")},
 }
 
@@ -56,6 +57,7 @@ if TYPE_CHECKING:
         DaemonError,
         DatabaseError,
         EmbedderError,
+        Forbidden,
         FormatError,
         JournalError,
         NotFoundError,

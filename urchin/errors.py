@@ -3,7 +3,8 @@
     UrchinError                 base; front ends turn it into exit code 1, HTTP 4xx/5xx, MCP isError
     ├── ValidationError         bad input: names the field and the rule (HTTP 422)
     │   ├── QueryError          bad query parameters (HTTP 400)
-    │   └── TooLarge            input over a size limit (HTTP 413)
+    │   ├── TooLarge            input over a size limit (HTTP 413)
+    │   └── Forbidden           outside the caller's token: its scope or workspaces (HTTP 403)
     ├── NotFoundError           an id or path that does not exist (HTTP 404)
     ├── JournalError            the journal cannot be read or written (names the path)
     ├── ConfigError             a setting or the config file is wrong
@@ -22,6 +23,7 @@ __all__ = [
     "ValidationError",
     "QueryError",
     "TooLarge",
+    "Forbidden",
     "NotFoundError",
     "JournalError",
     "ConfigError",
@@ -66,6 +68,13 @@ class TooLarge(ValidationError):
     """Input over a size limit (a batch's count, an event's bytes)."""
 
     status = 413
+
+
+class Forbidden(ValidationError):
+    """A call its token may not make: an operation outside its scope, or a workspace not its own. The
+    field is `authorization` (the scope) or `workspace`; nothing was read or written."""
+
+    status = 403
 
 
 class NotFoundError(UrchinError):

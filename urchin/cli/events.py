@@ -10,7 +10,8 @@ from typing import Any
 import click
 
 from urchin.cli.group import AppContext, main
-from urchin.cli.options import as_flag, build, json_option, operation_options, parse, print_json, print_text
+from urchin.cli.options import as_flag, build, call, json_option, operation_options, parse, print_json, print_text
+from urchin.contract import OPERATIONS
 from urchin.contract.render import (
     older_note,
     rejection,
@@ -99,7 +100,7 @@ def search(app: AppContext, as_json: bool, team: bool, **params: Any) -> None:
     if team:
         params["scope"] = "team"
     typed = build("search", params)
-    result = app.memory().search(typed)
+    result = OPERATIONS["search"].run(app.memory(), typed)
     print_events(result, as_json)
     if result.older and not result.hits:   # stderr: what is printed for the query stays empty
         click.echo(older_note(typed.hours, result.older), err=True)
@@ -111,7 +112,7 @@ def search(app: AppContext, as_json: bool, team: bool, **params: Any) -> None:
 @click.pass_obj
 def recent(app: AppContext, as_json: bool, **params: Any) -> None:
     """The newest events."""
-    print_events(app.memory().recent(**parse("recent", params)), as_json)
+    print_events(call("recent", app.memory(), params), as_json)
 
 
 @main.command()
@@ -120,7 +121,7 @@ def recent(app: AppContext, as_json: bool, **params: Any) -> None:
 @click.pass_obj
 def get(app: AppContext, as_json: bool, **params: Any) -> None:
     """Print one whole event as JSON (--json: on one line)."""
-    event = app.memory().get(parse("get", params)["id"]).to_dict()
+    event = call("get", app.memory(), params).to_dict()
     print_json(event) if as_json else click.echo(render_event(event))
 
 
@@ -133,13 +134,13 @@ def tail(app: AppContext, follow: bool, as_json: bool, **params: Any) -> None:
     """The last events in the order they were appended."""
     from urchin.search.query import one_line
 
-    count = parse("tail", params)["count"]
+    count = build("tail", params)
     memory = app.memory()
 
     def show(event: Any) -> None:
         click.echo(one_line(event) if not as_json else __import__("orjson").dumps(event.to_dict()).decode())
 
-    for event in memory.tail(count):
+    for event in OPERATIONS["tail"].run(memory, count):
         show(event)
     if not follow:
         return
@@ -164,7 +165,7 @@ def status(app: AppContext, as_json: bool) -> None:
 @click.pass_obj
 def semantic(app: AppContext, as_json: bool, **params: Any) -> None:
     """Ranked search for what QUERY is about (token-cosine, or the embedder when one is set), best first."""
-    print_events(app.memory().semantic(**parse("semantic", params)), as_json)
+    print_events(call("semantic", app.memory(), params), as_json)
 
 
 @main.command()

@@ -71,6 +71,12 @@ def build(operation: str, params: dict[str, Any]) -> Any:
     return OPERATIONS[operation].build(given, "cli")
 
 
+def call(operation: str, target: Any, params: dict[str, Any]) -> Any:
+    """What click parsed, parsed once by the operation (errors name flags), then its one run on `target`."""
+    given = {k: (list(v) or None) if isinstance(v, tuple) else v for k, v in params.items()}
+    return OPERATIONS[operation].call(target, given, "cli")
+
+
 def as_flag(exc: ValidationError, operation: str) -> ValidationError:
     """An error from below, which names wire names (event validation, the index's `ContextParams`), naming
     the flag the user typed instead: `--source: ...`, `--search[0].type: ...`."""

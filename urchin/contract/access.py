@@ -5,14 +5,25 @@ server maps tools to operations from it, so an operation needs the same scope on
 a REST route and an MCP tool of one operation cannot disagree (issue 32: `search` needed admin over
 `/mcp` and read over `POST /documents/search`). Routes with no operation (`/health`, the viewer's)
 are the Guard's own.
+
+`admit` and `hold` are the dispatcher's scope check (issue 35: scopes in the dispatcher): a token's grant
+admits an operation or not, and holds the values of a workspace-bound one to its workspaces (filled in
+when it has one and none is named), before the operation is parsed and run. Refusals are `Forbidden`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-__all__ = ["Access", "Route", "ACCESS", "NEEDS", "tool_operations"]
+from urchin.errors import Forbidden
+
+if TYPE_CHECKING:
+    from urchin.tokens import Grant
+
+__all__ = ["Access", "Route", "ACCESS", "NEEDS", "tool_operations", "admit", "hold", "needs_refusal",
+           "spans_refusal", "workspace_refusal"]
 
 Need = Literal["ingest", "read", "recall", "admin"]
 NEEDS = ("ingest", "read", "recall", "admin")   # recall: read and hook tokens (urchin.tokens.Grant.allows)
@@ -76,3 +87,56 @@ def tool_operations() -> dict[str, str]:
     """MCP tool name -> the operation it runs."""
     return {tool: op for op, access in ACCESS.items() for tool in access.tools}
 
+
+
+# ---- the grant's check, before an operation runs ----------------------------------------------------
+def needs_refusal(grant: Grant, need: str, what: str) -> Forbidden | None:
+    """Why `grant` may not do what needs `need` (None: it may)."""
+    if grant.allows(need):
+        return None
+    return Forbidden("authorization", f"this token's scope is {grant.scope}; {what} needs {need}",
+                     message=f"scope: this token's scope is {grant.scope}; {what} needs {need}")
+
+
+def spans_refusal(grant: Grant, what: str) -> Forbidden:
+    rule = f"this token is limited to workspaces {', '.join(grant.workspaces)}; {what} spans every workspace"
+    return Forbidden("authorization", rule, message=f"scope: {rule}")
+
+
+def workspace_refusal(grant: Grant, value: Any, what: str) -> Forbidden | None:
+    """Why a workspace-bound `grant` may not use workspace `value` (None: given and its own, or not
+    given and the grant has one, which is then the one used)."""
+    allowed = ", ".join(grant.workspaces)
+    if value is None:
+        if len(grant.workspaces) == 1:
+            return None
+        rule = f"required: this token is limited to workspaces {allowed}; {what} must name one"
+    elif value not in grant.workspaces:
+        rule = f"this token is limited to workspaces {allowed}; {what} may not use {value!r}"
+    else:
+        return None
+    return Forbidden("workspace", rule, message=f"workspace: {rule}")
+
+
+def admit(grant: Grant | None, operation: str, what: str) -> None:
+    """`Forbidden` unless `grant` may run `operation` (no grant: the user's own process, stdio)."""
+    if grant is None:
+        return
+    access = ACCESS[operation]
+    refusal = needs_refusal(grant, access.need, what)
+    if refusal is not None:
+        raise refusal
+    if grant.workspaces and not access.scoped:
+        raise spans_refusal(grant, what)
+
+
+def hold(grant: Grant | None, values: Mapping[str, Any], what: str) -> Mapping[str, Any]:
+    """`values` (an admitted operation's, by wire name) held to a workspace-bound grant: a copy whose
+    `workspace` is the grant's one when none is named; `Forbidden` for a workspace not its own."""
+    if grant is None or not grant.workspaces:
+        return values
+    value = values.get("workspace")
+    refusal = workspace_refusal(grant, value, what)
+    if refusal is not None:
+        raise refusal
+    return values if value is not None else {**values, "workspace": grant.workspaces[0]}

@@ -7,6 +7,8 @@ generated from this table. To add a parameter, add one `Param` here.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from urchin.checks import camel
@@ -38,6 +40,7 @@ from urchin.params.limits import (
     SEARCH_TYPES,
     STRATEGIES,
 )
+from urchin.params.reading import GetParams, RecentParams, SemanticParams, SessionParams, TailParams, WorkspaceParams
 from urchin.params.search import SearchParams
 
 __all__ = ["OPERATIONS"]
@@ -183,7 +186,30 @@ _RECALL: tuple[Param, ...] = (
           unset="[recall] session_budget 1200, prompt_budget 600"),
 )
 
-OPERATIONS: dict[str, Operation] = {op.name: op for op in (
+# Each operation's one call of the facade (a `Memory` or the daemon client), with its parsed parameters.
+_RUNS: dict[str, Callable[[Any, Any], Any]] = {
+    "search": lambda t, p: t.search(p),
+    "semantic": lambda t, p: t.semantic(p),
+    "recent": lambda t, p: t.recent(p),
+    "session_context": lambda t, p: t.session_context(p),
+    "workspace_context": lambda t, p: t.workspace_context(p),
+    "get": lambda t, p: t.get(p),
+    "tail": lambda t, p: t.tail(p),
+    "context": lambda t, p: t.context(p),
+    "get_file": lambda t, p: t.get_file(p["path"], p["from_line"], p["max_lines"]),
+    "overview": lambda t, p: t.overview(),
+    "memories": lambda t, p: t.memory_list(),
+    "get_memory": lambda t, p: t.memory_get(p["slug"], p["token_budget"]),
+    "query_source": lambda t, p: t.query_source(p["source"], p["query"], p["limit"], p["min_score"]),
+    "fetch_document": lambda t, p: t.fetch_source_document(p["source"], p["id"], p.get("content_hash"), p["mode"]),
+    "get_document": lambda t, p: t.get_document(p["document_id"], p["include_chunks"]),
+    "status": lambda t, p: t.status(),
+    "ephemeral": lambda t, p: t.ephemeral(p["action"], p.get("minutes")),
+    "recall": lambda t, p: t.recall(**p),
+    "document_search": lambda t, p: t.document_search(p),
+}
+
+OPERATIONS: dict[str, Operation] = {op.name: replace(op, runner=_RUNS.get(op.name)) for op in (
     Operation("search", (_query(), _hours(SEARCH_HOURS), _limit(SEARCH_LIMIT), *_filters(),
                          Param("scope", help="local: this machine's journal; team: every device's events in the "
                                              "shared database (URCHIN_DATABASE_URL).", default="local",
@@ -194,12 +220,13 @@ OPERATIONS: dict[str, Operation] = {op.name: op for op in (
                                                           "sorted by it).", 0.0, minimum=0, maximum=1),
                            _hybrid("explain", "bool", "Add to each result how its score was made: the evidence, "
                                                       "its parts, and the map to the score.", False)),
-              aliases={"q": "query"}),
-    Operation("recent", (_hours(24), _limit(20), *_filters())),
-    Operation("session_context", (_required("session", "The session id."), _hours(168), _limit(50))),
+              aliases={"q": "query"}, typed=SemanticParams, respell_free_text=False),
+    Operation("recent", (_hours(24), _limit(20), *_filters()), typed=RecentParams, respell_free_text=False),
+    Operation("session_context", (_required("session", "The session id."), _hours(168), _limit(50)),
+              typed=SessionParams),
     Operation("workspace_context", (_required("workspace", "The workspace (project) name."), _hours(168),
-                                    _limit(40))),
-    Operation("get", (_required("id", "The event id, as returned by the other operations."),)),
+                                    _limit(40)), typed=WorkspaceParams),
+    Operation("get", (_required("id", "The event id, as returned by the other operations."),), typed=GetParams),
     Operation("get_file", (
         _required("path", "`<root name>/<path>`, or just `<path>` when only one workspace root holds it."),
         Param("from_line", "int", "First line to show (1-based).", 1, minimum=1, maximum=MAX_FROM_LINE,
@@ -239,7 +266,7 @@ OPERATIONS: dict[str, Operation] = {op.name: op for op in (
         Param("include_chunks", "bool", "Include the document's chunks.", False, wire="includeChunks"))),
     Operation("status"),
     Operation("tail", (Param("count", "int", "How many of the last events.", 10, minimum=1, maximum=MAX_LIMIT,
-                             flag="-n"),)),
+                             flag="-n"),), typed=TailParams),
     Operation("ingest", (
         Param("content", help="The text to store; must not be blank.", required=True, positional=True,
               blank_ok=True),

@@ -104,7 +104,9 @@ class Operation:
     """One operation: its parameters in order, and the aliases HTTP accepts (`q` for `query`).
 
     `typed`: the operation's typed parameters; `build` makes them at the edge and the layers below take
-    them as they are. `checked_below`: the layer below holds the one validator of the values (textrawl's
+    them as they are. `run(target, params)`: the operation's one call of the facade (`Memory` or the
+    daemon client), which every front end makes (`call`: parse, then run).
+    `checked_below`: the layer below holds the one validator of the values (textrawl's
     `SearchParams`); the contract declares the parameters, knows their names, refuses unknown ones, and
     front ends respell the layer's errors for their caller.
     """
@@ -115,6 +117,18 @@ class Operation:
     checked_below: bool = False
     typed: type[Typed] | None = None
     respell_free_text: bool = True   # False: a free-text field's error keeps its wire name on every caller
+    runner: Callable[[Any, Any], Any] | None = field(default=None, compare=False)   # (target, params) -> result
+
+    def run(self, target: Any, params: Any) -> Any:
+        """The operation on `target` (a `Facade`: `Memory` or the daemon client) with parsed parameters."""
+        assert self.runner is not None, f"{self.name} has no run"
+        return self.runner(target, params)
+
+    def call(self, target: Any, values: Mapping[str, Any], caller: Caller, *, from_text: bool = False) -> Any:
+        """Parse `values` once, here at the edge, and run the operation on `target` with them."""
+        params = self.build(values, caller, from_text=from_text) if self.typed else \
+            self.parse(values, caller, from_text=from_text)
+        return self.run(target, params)
 
     def param(self, name: str) -> Param:
         return next(p for p in self.params if p.name == name)

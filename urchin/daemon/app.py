@@ -26,6 +26,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from urchin.contract import OPERATIONS
+from urchin.contract.access import hold
 from urchin.daemon.browser import BrowserSessions
 from urchin.daemon.hook_route import hook_routes
 from urchin.daemon.reload import reload_config
@@ -33,6 +34,7 @@ from urchin.daemon.security import (
     AUTHORISED,
     BATCH_LIMIT,
     EVENT_LIMIT,
+    GRANT,
     SSE_IDLE_S,
     ASGIApp,
     Guard,
@@ -42,7 +44,7 @@ from urchin.daemon.security import (
     Send,
 )
 from urchin.daemon.viewer_routes import viewer_routes
-from urchin.daemon.workspace_routes import request_args, request_params, workspace_routes
+from urchin.daemon.workspace_routes import held, request_args, request_params, workspace_routes
 from urchin.daemon.writer import GroupWriter
 from urchin.errors import ConfigError, NotFoundError, QueryError, TooLarge, UrchinError, ValidationError
 from urchin.ingest import BatchReport, IngestResult
@@ -214,7 +216,7 @@ async def _health(request: Request) -> Response:
 
 async def _ingest(request: Request) -> Response:
     """`POST /ingest` in the route table (a GET gets its 405 from it); `_Intake` answers POSTs before the router."""
-    return JSON(await _ingest_one(_state(request), await request.body(), _reader(request.scope)))
+    return JSON(await _ingest_one(_state(request), await request.body(), request.scope))
 
 
 def _reader(scope: Scope) -> bool:
@@ -223,14 +225,17 @@ def _reader(scope: Scope) -> bool:
     return bool(scope.get(AUTHORISED))
 
 
-async def _ingest_one(state: DaemonState, body: bytes, reader: bool) -> dict[str, Any]:
+async def _ingest_one(state: DaemonState, body: bytes, scope: Scope) -> dict[str, Any]:
     try:
         item = orjson.loads(body)
     except orjson.JSONDecodeError as exc:
         raise QueryError("body", f"not valid JSON: {exc}") from None
+    grant = scope.get(GRANT)
+    if grant is not None and grant.workspaces and isinstance(item, dict):   # a workspace-bound token's own
+        item = hold(grant, item, "POST /ingest")
     event = state.memory.prepare(item)  # a non-object is rejected here too, naming `event`
     result = (await state.writer.append([event]))[0]
-    return (result if reader else result.for_writer()).to_dict()
+    return (result if _reader(scope) else result.for_writer()).to_dict()
 
 
 class _Intake:
@@ -272,7 +277,7 @@ class _Intake:
         body = await _body(receive)
         status = 200
         try:
-            answer = await _ingest_one(self.state, body, _reader(scope))
+            answer = await _ingest_one(self.state, body, scope)
         except UrchinError as exc:
             status, answer = exc.status, _error_body(exc)
         except Exception as exc:  # noqa: BLE001 - a 500 in the shape of every other error, and logged
@@ -311,6 +316,7 @@ async def _ingest_batch(request: Request) -> Response:
     for index, item in enumerate(body):
         if _size(item) > EVENT_LIMIT:
             raise TooLarge(f"events[{index}]", f"over the limit of {EVENT_LIMIT} bytes per event")
+    body = _held_batch(request.scope.get(GRANT), body, defaults)
     state = _state(request)
     batch = state.memory.prepare_batch(body, defaults)
     appended: list[IngestResult] = await state.writer.append(batch.events) if batch.events else []
@@ -320,14 +326,32 @@ async def _ingest_batch(request: Request) -> Response:
     return JSON({"results": [r.to_dict() for r in results], **BatchReport.of(results).counts()})
 
 
+async def _run(request: Request, operation: str, params: Any) -> Any:
+    """The operation's one run on the daemon's `Memory`, with parameters parsed here, in a worker thread."""
+    return await run_in_threadpool(OPERATIONS[operation].run, _state(request).memory, params)
+
+
+def _held_batch(grant: Any, events: list[Any], defaults: Mapping[str, Any] | None) -> list[Any]:
+    """Each event of a batch held to a workspace-bound grant (its `defaults` workspace counts as named);
+    one refused refuses the batch (`Forbidden`: 403), before anything is stored."""
+    if grant is None or not grant.workspaces:
+        return events
+    fallback = (defaults or {}).get("workspace")
+    out = []
+    for i, item in enumerate(events):
+        if isinstance(item, dict):
+            named = item if item.get("workspace") is not None or fallback is None else {**item, "workspace": fallback}
+            item = hold(grant, named, f"POST /ingest/batch events[{i}]")
+        out.append(item)
+    return out
+
+
 async def _search(request: Request) -> Response:
-    result = await run_in_threadpool(_state(request).memory.search, request_params(request, "search"))
-    return JSON(result.to_dict())
+    return JSON((await _run(request, "search", request_params(request, "search"))).to_dict())
 
 
 async def _semantic(request: Request) -> Response:
-    result = await run_in_threadpool(lambda: _state(request).memory.semantic(**params(request, "semantic")))
-    return JSON(result.to_dict())
+    return JSON((await _run(request, "semantic", request_params(request, "semantic"))).to_dict())
 
 
 async def _context(request: Request) -> Response:
@@ -335,8 +359,8 @@ async def _context(request: Request) -> Response:
     body = await _json_body(request)
     if not isinstance(body, Mapping):
         raise ValidationError("body", "must be a JSON object of search_context parameters")
-    result = await run_in_threadpool(_state(request).memory.context, OPERATIONS["context"].build(body, "wire"))
-    return JSON(result.to_dict())
+    params = OPERATIONS["context"].build(held(request, "context", body), "wire")
+    return JSON((await _run(request, "context", params)).to_dict())
 
 
 async def _recall(request: Request) -> Response:
@@ -344,7 +368,7 @@ async def _recall(request: Request) -> Response:
     body = await _json_body(request)
     if not isinstance(body, Mapping):
         raise ValidationError("body", "must be a JSON object of recall parameters")
-    params = OPERATIONS["recall"].parse(body, "wire")
+    params = OPERATIONS["recall"].parse(held(request, "recall", body), "wire")
     result = await run_in_threadpool(lambda: _state(request).memory.recall(**params))
     return JSON(result.to_dict())
 
@@ -359,8 +383,7 @@ async def _document_search(request: Request) -> Response:
 
 
 async def _recent(request: Request) -> Response:
-    result = await run_in_threadpool(lambda: _state(request).memory.recent(**params(request, "recent")))
-    return JSON(result.to_dict())
+    return JSON((await _run(request, "recent", request_params(request, "recent"))).to_dict())
 
 
 async def _event(request: Request) -> Response:
@@ -370,8 +393,7 @@ async def _event(request: Request) -> Response:
         if not result.matched:
             raise NotFoundError(f"no event with id {request.path_params['event_id']!r}")
         return JSON(result.to_dict())
-    event_id = params(request, "get", id=request.path_params["event_id"])["id"]
-    event = await run_in_threadpool(memory.get, event_id)
+    event = await _run(request, "get", request_params(request, "get", id=request.path_params["event_id"]))
     return JSON(event.to_dict())
 
 

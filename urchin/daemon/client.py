@@ -18,7 +18,6 @@ import orjson
 
 from urchin import wire
 from urchin.config import Settings
-from urchin.contract import OPERATIONS
 from urchin.errors import (
     ConfigError,
     DaemonError,
@@ -44,6 +43,14 @@ if TYPE_CHECKING:
     from urchin.memory.forget import ForgetResult
     from urchin.memory.index import IndexRun
     from urchin.params.context import ContextParams
+    from urchin.params.reading import (
+        GetParams,
+        RecentParams,
+        SemanticParams,
+        SessionParams,
+        TailParams,
+        WorkspaceParams,
+    )
     from urchin.params.search import SearchParams
     from urchin.redact import Finding
     from urchin.search.query import SearchResult
@@ -143,28 +150,33 @@ class RemoteMemory:
         return self._call("GET", "/search", params=p.to_wire(), parse=_search_result,
                           fallback=lambda m: m.search(p))
 
-    def recent(self, *, hours: float = 24, limit: int = 20, source: str | None = None,
-               workspace: str | None = None, session: str | None = None, kind: str | None = None,
-               now: datetime | None = None) -> SearchResult:
-        if now is not None:
-            return self.local().recent(hours=hours, limit=limit, source=source, workspace=workspace,
-                                       session=session, kind=kind, now=now)
-        params = _drop_none(hours=hours, limit=limit, source=source, workspace=workspace, session=session, kind=kind)
-        return self._call("GET", "/recent", params=params, parse=_search_result,
-                          fallback=lambda m: m.recent(hours=hours, limit=limit, source=source,
-                                                      workspace=workspace, session=session, kind=kind))
+    def recent(self, params: RecentParams | None = None, /, *, hours: float | None = None, limit: int | None = None,
+               source: str | None = None, workspace: str | None = None, session: str | None = None,
+               kind: str | None = None, now: datetime | None = None) -> SearchResult:
+        """`Memory.recent` through the daemon: the typed parameters, sent as `GET /recent` names them."""
+        from urchin.params.reading import RecentParams
 
-    def semantic(self, query: str, *, hours: float = 168, limit: int = 10, source: str | None = None,
-                 workspace: str | None = None, session: str | None = None, kind: str | None = None,
-                 min_score: float = 0.0, explain: bool = False, now: datetime | None = None) -> SearchResult:
-        params: dict[str, Any] = dict(hours=hours, limit=limit, source=source, workspace=workspace,
-                                      session=session, kind=kind, min_score=min_score, explain=explain)
+        p = params if params is not None else RecentParams(**_drop_none(
+            hours=hours, limit=limit, source=source, workspace=workspace, session=session, kind=kind))
         if now is not None:
-            return self.local().semantic(query, now=now, **params)
-        op = OPERATIONS["semantic"]   # Memory's keywords, as the route names them (min_score -> minScore)
-        wired = {op.param(k).wire_name: v for k, v in _drop_none(**params).items()}
-        result: SearchResult = self._call("GET", "/semantic", params={"query": query, **wired},
-                                          parse=_search_result, fallback=lambda m: m.semantic(query, **params))
+            return self.local().recent(p, now=now)
+        return self._call("GET", "/recent", params=_drop_none(**_fields(p)), parse=_search_result,
+                          fallback=lambda m: m.recent(p))
+
+    def semantic(self, query: str | SemanticParams, *, hours: float | None = None, limit: int | None = None,
+                 source: str | None = None, workspace: str | None = None, session: str | None = None,
+                 kind: str | None = None, min_score: float | None = None, explain: bool | None = None,
+                 now: datetime | None = None) -> SearchResult:
+        """`Memory.semantic` through the daemon: the typed parameters, sent as `GET /semantic` names them."""
+        from urchin.params.reading import SemanticParams
+
+        p = query if isinstance(query, SemanticParams) else SemanticParams(query, **_drop_none(
+            hours=hours, limit=limit, source=source, workspace=workspace, session=session, kind=kind,
+            min_score=min_score, explain=explain))
+        if now is not None:
+            return self.local().semantic(p, now=now)
+        result: SearchResult = self._call("GET", "/semantic", params=p.to_wire(), parse=_search_result,
+                                          fallback=lambda m: m.semantic(p))
         if not self.fell_back:
             result.notes.extend(self._settings_notes(result.mode))
         return result
@@ -220,9 +232,10 @@ class RemoteMemory:
         return self._call("POST", "/documents/search", json=dict(params), parse=lambda body: body,
                           fallback=lambda m: m.document_search(params))
 
-    def get(self, event_id: str) -> Event:
-        if not isinstance(event_id, str) or not event_id.strip():
-            raise QueryError("id", "must not be empty")
+    def get(self, event_id: str | GetParams) -> Event:
+        from urchin.params.reading import GetParams
+
+        p = event_id if isinstance(event_id, GetParams) else GetParams(event_id)
 
         def parse(body: Any) -> Event:
             event = Event.from_record(body)
@@ -230,8 +243,7 @@ class RemoteMemory:
                 raise DaemonError("the daemon answered with something that is not an event")
             return event
 
-        return self._call("GET", "/events/" + quote(event_id, safe=""), parse=parse,
-                          fallback=lambda m: m.get(event_id))
+        return self._call("GET", "/events/" + quote(p.id, safe=""), parse=parse, fallback=lambda m: m.get(p))
 
     def forget(self, ids: Sequence[str] | str | None = None, *, session: str | None = None,
                query: str | None = None, since: str | None = None, until: str | None = None,
@@ -332,15 +344,15 @@ class RemoteMemory:
     def embed(self, progress: Callable[[int], None] | None = None, *, limit: int | None = None) -> dict[str, Any]:
         return self.local().embed(progress, limit=limit)
 
-    def session_context(self, session: str, *, hours: float = 168, limit: int = 50,
-                        now: datetime | None = None) -> SearchResult:
+    def session_context(self, session: str | SessionParams, *, hours: float | None = None,
+                        limit: int | None = None, now: datetime | None = None) -> SearchResult:
         return self.local().session_context(session, hours=hours, limit=limit, now=now)
 
-    def workspace_context(self, workspace: str, *, hours: float = 168, limit: int = 40,
-                          now: datetime | None = None) -> SearchResult:
+    def workspace_context(self, workspace: str | WorkspaceParams, *, hours: float | None = None,
+                          limit: int | None = None, now: datetime | None = None) -> SearchResult:
         return self.local().workspace_context(workspace, hours=hours, limit=limit, now=now)
 
-    def tail(self, n: int = 10) -> list[Event]:
+    def tail(self, n: int | TailParams = 10) -> list[Event]:
         return self.local().tail(n)
 
     def end_offset(self) -> int:
@@ -492,6 +504,11 @@ class RemoteMemory:
         if response.status_code >= 400:
             raise _error(response.status_code, body, self.info.address)
         return parse(body)
+
+
+def _fields(params: Any) -> dict[str, Any]:
+    """A typed parameters object's fields by name (slots dataclasses have no `__dict__`)."""
+    return {name: getattr(params, name) for name in params.__dataclass_fields__}
 
 
 def _drop_none(**values: Any) -> dict[str, Any]:

@@ -109,8 +109,9 @@ class Guard:
     (constant time; the single token is admin, others are scoped tokens) or a viewer's session
     cookie (admin, as only the admin token signs a browser in; on a state-changing call also its CSRF
     header and a same-origin Origin) -> Content-Type on POST -> body size (Content-Length and the
-    bytes actually read) -> the grant's scope (scopes.py: ingest, read or admin per route and MCP
-    tool; workspaces filled in or refused). A Unix-socket request carries no usable Host, so only the
+    bytes actually read) -> the grant's scope (scopes.py: ingest, read or admin per route; a route
+    spanning every workspace refused to a workspace-bound token; the routes and the MCP dispatcher hold
+    the workspace they parse to the grant, `contract.access`). A Unix-socket request carries no usable Host, so only the
     token and the Origin check apply to it (the socket itself is 0600). Open paths (`/health`, the
     page shell, static assets, `/login`) skip the token; the app sees how the request was authorised
     in `scope[AUTHORISED]` (it may read everything), `scope[VIA]` and `scope[GRANT]`. Every response

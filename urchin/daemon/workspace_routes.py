@@ -4,6 +4,7 @@ as the MCP tools and the CLI (`get_file`, `get_workspace_overview`, `list_memori
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from starlette.concurrency import run_in_threadpool
@@ -12,9 +13,11 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from urchin.contract import OPERATIONS
+from urchin.contract.access import ACCESS, hold
+from urchin.daemon.security import GRANT
 from urchin.errors import QueryError
 
-__all__ = ["workspace_routes", "request_args", "request_params"]
+__all__ = ["workspace_routes", "request_args", "request_params", "held"]
 
 
 def request_args(request: Request, operation: str, **path: str) -> dict[str, Any]:
@@ -22,9 +25,18 @@ def request_args(request: Request, operation: str, **path: str) -> dict[str, Any
     return OPERATIONS[operation].parse(_given(request, path), "wire", from_text=True)
 
 
-def request_params(request: Request, operation: str) -> Any:
-    """The query string as the operation's typed parameters (an operation with `typed`), checked here."""
-    return OPERATIONS[operation].build(_given(request, {}), "wire", from_text=True)
+def request_params(request: Request, operation: str, **path: str) -> Any:
+    """The query string (and path parameters) as the operation's typed parameters, checked here; a
+    workspace-bound token's workspace held to it first (`Forbidden`: 403)."""
+    return OPERATIONS[operation].build(held(request, operation, _given(request, path)), "wire", from_text=True)
+
+
+def held(request: Request, operation: str, values: Mapping[str, Any]) -> Mapping[str, Any]:
+    """`values` of a workspace-taking operation held to the request's grant (its workspace filled in or
+    refused), before they are parsed and run; the Guard has refused every other operation to such a token."""
+    if not ACCESS[operation].scoped:
+        return values
+    return hold(request.scope.get(GRANT), values, f"{request.method} {request.url.path}")
 
 
 def _given(request: Request, path: dict[str, str]) -> dict[str, Any]:

@@ -17,12 +17,15 @@ from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
+from mcp.shared.exceptions import MCPError
 from starlette.responses import Response
 from starlette.routing import Route
 
+from urchin.contract.access import needs_refusal, spans_refusal
 from urchin.mcp_server.schemas import SERVER_INSTRUCTIONS
 from urchin.mcp_server.stdio import MAX_LINE_BYTES, BadLine, parse_line, serve_lines
 from urchin.mcp_server.tools import run_tool, short, tool_error, tool_list
+from urchin.tokens import Grant
 
 if TYPE_CHECKING:
     from urchin.memory.facade import Facade
@@ -40,11 +43,12 @@ def build_server(memory: Facade) -> Server[Any]:
     async def call_tool(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams) -> types.CallToolResult:
         args = params.arguments if params.arguments is not None else {}
         # Memory does blocking file I/O: keep it off the event loop (the daemon serves other requests).
-        return await anyio.to_thread.run_sync(run_tool, memory, params.name, args, _reader(ctx))
+        return await anyio.to_thread.run_sync(run_tool, memory, params.name, args, _reader(ctx), _grant(ctx))
 
     server: Server[Any] = Server("urchin", version=_version(), title="Urchin", instructions=SERVER_INSTRUCTIONS,
                                  on_list_tools=list_tools, on_call_tool=call_tool)
     server.middleware.append(_arguments_guard)
+    server.middleware.append(_methods_guard)
     return server
 
 
@@ -56,6 +60,28 @@ def _reader(ctx: ServerRequestContext[Any]) -> bool:
 
 
 _AUTHORISED = "urchin.authorised"   # daemon/security.py sets it on every request it lets through
+_GRANT = "urchin.grant"             # and the request's token's grant (scope, workspaces)
+_OPEN_METHODS = frozenset({"initialize", "ping", "tools/list"})   # plus notifications/*
+
+
+def _grant(ctx: ServerRequestContext[Any]) -> Grant | None:
+    """The daemon's grant for this request; None over stdio (the user's own process: no token)."""
+    scope = getattr(ctx.request, "scope", None)
+    grant = scope.get(_GRANT) if isinstance(scope, Mapping) else None
+    return grant if isinstance(grant, Grant) else None
+
+
+async def _methods_guard(ctx: ServerRequestContext[Any], call_next: CallNext) -> HandlerResult:
+    """A method other than the open ones and `tools/call` (whose tool the dispatcher admits, `run_tool`)
+    reads across workspaces: only a token that may read every workspace calls it."""
+    grant = _grant(ctx)
+    if grant is not None and ctx.method not in _OPEN_METHODS and ctx.method != "tools/call" \
+            and not ctx.method.startswith("notifications/"):
+        what = f"MCP {ctx.method}"
+        refusal = needs_refusal(grant, "read", what) or (spans_refusal(grant, what) if grant.workspaces else None)
+        if refusal is not None:
+            raise MCPError(types.INVALID_REQUEST, refusal.message)
+    return await call_next(ctx)
 
 
 async def _arguments_guard(ctx: ServerRequestContext[Any], call_next: CallNext) -> HandlerResult:

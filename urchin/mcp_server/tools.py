@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import mcp_types as types
 
 from urchin.contract import OPERATIONS, describe
+from urchin.contract.access import admit, hold, tool_operations
 from urchin.contract.render import rejection, render_event, render_events, render_ingest, render_status
 from urchin.errors import UrchinError, ValidationError
 from urchin.mcp_server import context_tool, recall_tool, search_tool, workspace_tools
@@ -29,7 +30,8 @@ from urchin.search.query import SearchResult
 
 if TYPE_CHECKING:
     from urchin.memory.facade import Facade
-    from urchin.params.search import SearchParams
+    from urchin.params.reading import GetParams
+    from urchin.tokens import Grant
 
 __all__ = ["TOOL_NAMES", "run_tool", "check_arguments", "parse_arguments", "tool_list", "tool_error", "short"]
 
@@ -44,28 +46,14 @@ def _events(result: SearchResult) -> Reply:
     return render_events(result), result.to_dict()
 
 
-def _search(memory: Facade, a: SearchParams) -> Reply:
-    return _events(memory.search(a))
+def _listing(operation: str) -> Callable[[Facade, Any], Reply]:
+    """A tool whose operation answers a list of events: its one run, rendered."""
+    op = OPERATIONS[operation]
+    return lambda memory, params: _events(op.run(memory, params))
 
 
-def _semantic(memory: Facade, a: dict[str, Any]) -> Reply:
-    return _events(memory.semantic(**a))
-
-
-def _recent(memory: Facade, a: dict[str, Any]) -> Reply:
-    return _events(memory.recent(**a))
-
-
-def _session(memory: Facade, a: dict[str, Any]) -> Reply:
-    return _events(memory.session_context(a.pop("session"), **a))
-
-
-def _workspace(memory: Facade, a: dict[str, Any]) -> Reply:
-    return _events(memory.workspace_context(a.pop("workspace"), **a))
-
-
-def _get(memory: Facade, a: dict[str, Any]) -> Reply:
-    event = memory.get(a["id"]).to_dict()
+def _get(memory: Facade, a: GetParams) -> Reply:
+    event = OPERATIONS["get"].run(memory, a).to_dict()
     return render_event(event), event
 
 
@@ -105,11 +93,11 @@ def _forget(memory: Facade, a: dict[str, Any]) -> Reply:
 
 
 _RUNNERS: dict[str, Callable[[Facade, Any], Reply]] = {
-    "urchin_search": _search,
-    "urchin_semantic_search": _semantic,
-    "urchin_recent_activity": _recent,
-    "urchin_session_context": _session,
-    "urchin_workspace_context": _workspace,
+    "urchin_search": _listing("search"),
+    "urchin_semantic_search": _listing("semantic"),
+    "urchin_recent_activity": _listing("recent"),
+    "urchin_session_context": _listing("session_context"),
+    "urchin_workspace_context": _listing("workspace_context"),
     "urchin_get_event": _get,
     "urchin_ingest": _ingest,
     "urchin_remember": _remember,
@@ -184,14 +172,24 @@ _WRITERS_VIEW: dict[str, Callable[[Facade, Any], Reply]] = {
 }
 
 
-def run_tool(memory: Facade, name: str, args: Any, reader: bool = True) -> types.CallToolResult:
+_OPERATION_OF = tool_operations()
+
+
+def run_tool(memory: Facade, name: str, args: Any, reader: bool = True,
+             grant: Grant | None = None) -> types.CallToolResult:
     """Check, run and format one call, synchronously; every failure becomes an isError result.
     `reader`: the caller may read every event (stdio, an admin token), so a write may tell it that
-    an id was already held or forgotten (`IngestResult.for_writer`)."""
+    an id was already held or forgotten (`IngestResult.for_writer`). `grant`: the daemon's token for
+    the request (None over stdio): it admits the tool or not, and holds its workspace, before the
+    arguments are parsed (a refusal is an isError naming the scope rule, and nothing is read)."""
     if name not in _RUNNERS:
         return tool_error(f"unknown tool {name!r} (tools: {', '.join(TOOL_NAMES)})")
     runner = _RUNNERS[name] if reader else _WRITERS_VIEW.get(name, _RUNNERS[name])
     try:
+        if grant is not None:
+            admit(grant, _OPERATION_OF[name], f"MCP tool {name}")
+            if isinstance(args, dict):
+                args = hold(grant, args, f"MCP tool {name}")
         text, data = runner(memory, parse_arguments(name, args))
     except UrchinError as exc:
         return tool_error(exc.message)

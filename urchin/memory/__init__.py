@@ -14,11 +14,10 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import orjson
 
-from urchin.checks import check_bool, check_number
 from urchin.config import Settings
 from urchin.ephemeral import EphemeralState
 from urchin.errors import NotFoundError, QueryError, UrchinError, ValidationError
@@ -34,6 +33,7 @@ from urchin.memory.timeline import Timeline, TimelinePage
 from urchin.memory.workspace import Workspace
 from urchin.memory.writing import PreparedBatch, import_lines, prepare_batch
 from urchin.params.context import ContextParams
+from urchin.params.reading import GetParams, RecentParams, SemanticParams, SessionParams, TailParams, WorkspaceParams
 from urchin.params.search import SearchParams
 from urchin.proof import LineProof
 from urchin.requests_first import give_way, lower_thread_priority
@@ -42,8 +42,6 @@ from urchin.search.query import (
     Hit,
     SearchResult,
     check_hours,
-    check_limit,
-    check_query,
     older_hint,
     one_line,
     window_start_ms,
@@ -84,6 +82,12 @@ log = logging.getLogger(__name__)
 WARM_DAYS, WARM_SCAN, WARM_WORKSPACES = 7, 2000, 16
 
 FOLLOW_POLL_S = 0.25
+_P = TypeVar("_P")
+
+
+def _built(cls: type[_P], **given: Any) -> _P:
+    """Typed parameters from a Python caller's keywords; `None` means the field's default."""
+    return cls(**{k: v for k, v in given.items() if v is not None})
 
 
 def __getattr__(name: str) -> Any:
@@ -227,21 +231,24 @@ class Memory:
         return SearchResult([Hit(e) for e in events], p.query, "substring",
                             older=older_hint(older, now) if older is not None else None)
 
-    def semantic(self, query: str, *, hours: float = 168, limit: int = 10, source: str | None = None,
-                 workspace: str | None = None, session: str | None = None, kind: str | None = None,
-                 min_score: float = 0.0, explain: bool = False, now: datetime | None = None) -> SearchResult:
+    def semantic(self, query: str | SemanticParams, *, hours: float | None = None, limit: int | None = None,
+                 source: str | None = None, workspace: str | None = None, session: str | None = None,
+                 kind: str | None = None, min_score: float | None = None, explain: bool | None = None,
+                 now: datetime | None = None) -> SearchResult:
         """Ranked search for what a query is about, best first, each hit with its calibrated score.
 
         Uses the embedder when one is configured; when it is down or misconfigured, falls back to
         token-cosine and says so in `mode` and `notes`. Scores of the two are never mixed. `min_score`
         keeps the hits scored at or above it (the list is sorted by that score); `explain` adds to each
-        hit how its score was made.
+        hit how its score was made. `query` is a `SemanticParams` (checked when built), or its text with
+        the other fields as keywords (built here, so checked the same way).
         """
-        query = check_query(query)
-        since = window_start_ms(check_hours(hours), now)
-        floor = float(check_number(min_score, "min_score", whole=False, low=0, high=1))
-        return self._semantic.search(query, since, check_limit(limit), Filters.of(source, workspace, session, kind),
-                                     min_score=floor, explain=check_bool(explain, "explain"))
+        p = query if isinstance(query, SemanticParams) else _built(
+            SemanticParams, query=query, hours=hours, limit=limit, source=source, workspace=workspace,
+            session=session, kind=kind, min_score=min_score, explain=explain)
+        return self._semantic.search(p.query, window_start_ms(p.hours, now), p.limit,
+                                     Filters(p.source, p.workspace, p.session, p.kind), min_score=p.min_score,
+                                     explain=p.explain)
 
     def embedding_view(self) -> EmbeddingView:
         """The embedder's view; raises `EmbedderError` when the embedder is not configured fully."""
@@ -259,37 +266,36 @@ class Memory:
         answer from the vectors cached (saying so), and its requests stay small. Off: as without it."""
         self._semantic.embed_in_background(on)
 
-    def recent(self, *, hours: float = 24, limit: int = 20, source: str | None = None,
-               workspace: str | None = None, session: str | None = None, kind: str | None = None,
-               now: datetime | None = None) -> SearchResult:
-        since = window_start_ms(check_hours(hours), now)
+    def recent(self, params: RecentParams | None = None, /, *, hours: float | None = None, limit: int | None = None,
+               source: str | None = None, workspace: str | None = None, session: str | None = None,
+               kind: str | None = None, now: datetime | None = None) -> SearchResult:
+        """The latest events of the window, newest first: `RecentParams`, or its fields as keywords."""
+        p = params if params is not None else _built(RecentParams, hours=hours, limit=limit, source=source,
+                                                     workspace=workspace, session=session, kind=kind)
         self._hot.catch_up()
-        events = self._substring.search(None, since_ms=since, limit=check_limit(limit),
-                                        filters=Filters.of(source, workspace, session, kind))
+        events = self._substring.search(None, since_ms=window_start_ms(p.hours, now), limit=p.limit,
+                                        filters=Filters(p.source, p.workspace, p.session, p.kind))
         return SearchResult([Hit(e) for e in events], None, "recent")
 
-    def session_context(self, session: str, *, hours: float = 168, limit: int = 50,
-                        now: datetime | None = None) -> SearchResult:
+    def session_context(self, session: str | SessionParams, *, hours: float | None = None,
+                        limit: int | None = None, now: datetime | None = None) -> SearchResult:
         """The session's latest events, oldest first."""
-        if not isinstance(session, str) or not session.strip():
-            raise QueryError("session", "must not be empty")
-        since = window_start_ms(check_hours(hours), now)
-        events = self._substring.search(None, since_ms=since, limit=check_limit(limit),
-                                        filters=Filters.of(session=session), oldest_first=True)
+        p = session if isinstance(session, SessionParams) else _built(SessionParams, session=session, hours=hours,
+                                                                       limit=limit)
+        events = self._substring.search(None, since_ms=window_start_ms(p.hours, now), limit=p.limit,
+                                        filters=Filters(session=p.session), oldest_first=True)
         return SearchResult([Hit(e) for e in events], None, "session")
 
-    def workspace_context(self, workspace: str, *, hours: float = 168, limit: int = 40,
-                          now: datetime | None = None) -> SearchResult:
-        if not isinstance(workspace, str) or not workspace.strip():
-            raise QueryError("workspace", "must not be empty")
-        return self.recent(hours=hours, limit=limit, workspace=workspace, now=now)
+    def workspace_context(self, workspace: str | WorkspaceParams, *, hours: float | None = None,
+                          limit: int | None = None, now: datetime | None = None) -> SearchResult:
+        p = workspace if isinstance(workspace, WorkspaceParams) else _built(WorkspaceParams, workspace=workspace,
+                                                                             hours=hours, limit=limit)
+        return self.recent(RecentParams(p.hours, p.limit, workspace=p.workspace), now=now)
 
-    def get(self, event_id: str) -> Event:
-        if not isinstance(event_id, str) or not event_id.strip():
-            raise QueryError("id", "must not be empty")
-        stored = self.ingestor.redactor.redact_id(event_id.strip())
-        if stored != event_id.strip():
-            event_id = stored  # an id that held a secret is stored, and named, as its keyed hash
+    def get(self, event_id: str | GetParams) -> Event:
+        p = event_id if isinstance(event_id, GetParams) else GetParams(event_id)
+        # an id that held a secret is stored, and named, as its keyed hash
+        event_id = self.ingestor.redactor.redact_id(p.id)
         event = self.locate(event_id)
         if event is None:
             raise NotFoundError(f"no event with id {event_id!r}")
@@ -299,9 +305,9 @@ class Memory:
         """The event with this id: through the id sidecar, then the tail it does not cover yet."""
         return self._events.locate(event_id)
 
-    def tail(self, n: int = 10) -> list[Event]:
+    def tail(self, n: int | TailParams = 10) -> list[Event]:
         """The last `n` events in journal (arrival) order, oldest first."""
-        return self._events.tail(check_limit(n, 100_000))
+        return self._events.tail((n if isinstance(n, TailParams) else TailParams(n)).count)
 
     def end_offset(self) -> int:
         """Where the journal ends now: the offset a follower starts from."""

@@ -1,7 +1,8 @@
 """`Facade`: the API every front end calls, as a Protocol that `Memory` (in-process) and the daemon
 client `RemoteMemory` (urchin/daemon/client.py) both satisfy.
 
-`search` and `context` take their typed parameters (`urchin/params/`), built and checked at the edge.
+The reading operations (`search`, `semantic`, `recent`, `session_context`, `workspace_context`, `get`,
+`tail`, `context`) take their typed parameters (`urchin/params/`), built and checked at the edge.
 Front ends hold a `Facade`, never `Any`: `open_memory` and `AppContext.memory()` return one, so mypy
 checks both implementations against it and a method that drifts in either (a renamed keyword, a
 different result type) fails the type check rather than a user's call. Only types, no run-time cost:
@@ -30,6 +31,14 @@ if TYPE_CHECKING:
     from urchin.memory.forget import ForgetResult
     from urchin.memory.index import IndexRun
     from urchin.params.context import ContextParams
+    from urchin.params.reading import (
+        GetParams,
+        RecentParams,
+        SemanticParams,
+        SessionParams,
+        TailParams,
+        WorkspaceParams,
+    )
     from urchin.params.search import SearchParams
     from urchin.redact import Finding
     from urchin.search.query import SearchResult
@@ -72,23 +81,17 @@ class Facade(Protocol):
     # ---- reading the journal
     def search(self, query: SearchParams, /, *, now: datetime | None = None) -> SearchResult: ...
 
-    def semantic(self, query: str, *, hours: float = ..., limit: int = ..., source: str | None = None,
-                 workspace: str | None = None, session: str | None = None, kind: str | None = None,
-                 min_score: float = ..., explain: bool = ..., now: datetime | None = None) -> SearchResult: ...
+    def semantic(self, query: SemanticParams, /, *, now: datetime | None = None) -> SearchResult: ...
 
-    def recent(self, *, hours: float = ..., limit: int = ..., source: str | None = None,
-               workspace: str | None = None, session: str | None = None, kind: str | None = None,
-               now: datetime | None = None) -> SearchResult: ...
+    def recent(self, params: RecentParams, /, *, now: datetime | None = None) -> SearchResult: ...
 
-    def session_context(self, session: str, *, hours: float = ..., limit: int = ...,
-                        now: datetime | None = None) -> SearchResult: ...
+    def session_context(self, session: SessionParams, /, *, now: datetime | None = None) -> SearchResult: ...
 
-    def workspace_context(self, workspace: str, *, hours: float = ..., limit: int = ...,
-                          now: datetime | None = None) -> SearchResult: ...
+    def workspace_context(self, workspace: WorkspaceParams, /, *, now: datetime | None = None) -> SearchResult: ...
 
-    def get(self, event_id: str) -> Event: ...
+    def get(self, event_id: GetParams, /) -> Event: ...
 
-    def tail(self, n: int = ...) -> list[Event]: ...
+    def tail(self, n: TailParams, /) -> list[Event]: ...
 
     def end_offset(self) -> int: ...
 

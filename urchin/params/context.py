@@ -9,7 +9,7 @@ the result as it is. `ContextParams.build(**keywords)` is the same validator for
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import MISSING, dataclass, field, fields, replace
+from dataclasses import MISSING, dataclass, field, fields
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -138,7 +138,7 @@ class ContextParams:
                                       "includeConversations")
         if not include_memories and not include_conversations:
             raise QueryError("includeConversations", "includeMemories and includeConversations cannot both be false")
-        params = cls(
+        params = cls._trusted(
             query=query, strategy=strategy, searches=_searches(v.get("searches")),
             full_text_weight=number("full_text_weight"), semantic_weight=number("semantic_weight"), k=whole("k"),
             sources=_labels(v.get("sources"), "sources") + _labels(v.get("source_ids"), "sourceIds"),
@@ -162,6 +162,43 @@ class ContextParams:
         )
         params._check_weights()
         return params
+
+    def __post_init__(self) -> None:
+        """Built directly (`ContextParams(query=...)`, or `dataclasses.replace`): the same checks as `build`.
+        Cheap where it matters: `build` (every front end's path) constructs with `_trusted`, which skips
+        this, so a query's parameters are checked exactly once either way."""
+        given = {name: value for name, value in self._fields().items()
+                 if name in ("given", "roots", "source_ids", "query") or value != DEFAULTS.get(name)}
+        kept = {name: given.pop(name, ()) for name in ("roots", "source_ids")}
+        given.pop("given")   # made again from the values, as `build` makes it
+        times = {name: given[name] for name in ("since", "until")
+                 if isinstance(given.get(name), datetime) and given[name].tzinfo is not None}
+        given.update({name: format_timestamp(moment) for name, moment in times.items()})
+        if given.get("since") is not None:   # hours already became since (a copy of a built one): since holds
+            given.pop("hours", None)
+        checked = type(self).build(**given)
+        for name, value in checked._fields().items():
+            if name == "source_ids":
+                value = _names(kept[name] or None, "sourceIds")
+            elif name == "roots":
+                value = kept[name]
+            elif name in times:
+                value = times[name]   # as given (to the microsecond), once checked
+            elif name == "hours" and value is None:
+                value = self.hours
+            object.__setattr__(self, name, value)
+
+    @classmethod
+    def _trusted(cls, **values: Any) -> ContextParams:
+        """An instance of values `build` has just checked, without checking them again (`__post_init__`)."""
+        self = object.__new__(cls)
+        for name, default, factory in _FIELDS:
+            value = values[name] if name in values else default if factory is None else factory()
+            object.__setattr__(self, name, value)
+        return self
+
+    def _fields(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
 
     def to_wire(self) -> dict[str, Any]:
         """The parameters as given, by wire name (`POST /context`'s body): the daemon builds the same."""
@@ -191,7 +228,7 @@ class ContextParams:
         ids = {s.lower() for s in self.source_ids}
         journal = {s.lower() for s in self.source_ids if s not in roots}
         sources = tuple(s for s in self.sources if s not in ids or s in journal)
-        return replace(self, sources=sources, roots=picked, source_ids=())
+        return self._trusted(**{**self._fields(), "sources": sources, "roots": picked, "source_ids": ()})
 
     def filters_dict(self) -> dict[str, Any]:
         """The filters in play, in wire names, for the coverage block."""
@@ -209,6 +246,10 @@ class ContextParams:
             out["includeConversations"] = False
         return out
 
+
+# (name, default, default factory) of each field, for `_trusted`: read once, not per query
+_FIELDS: tuple[tuple[str, Any, Any], ...] = tuple(
+    (f.name, f.default, None if f.default_factory is MISSING else f.default_factory) for f in fields(ContextParams))
 
 # Each attribute's default (`None`: not given), and wire name -> attribute (snake_case is accepted too);
 # `sourceIds` adds to `sources`; `roots` is resolved from them, never given.

@@ -1,0 +1,191 @@
+"""The typed parameters of the reading operations over a time window and of single events: `recent`,
+`semantic`, `session_context`, `workspace_context`, `get` and `tail`, each validated when built.
+
+The contract builds them at the edge (`Operation.build`, naming a bad field as the caller spelled it) and
+`Memory` takes them as they are; a Python caller builds them too (`RecentParams(hours=2)`, or `Memory`'s
+keywords), so no caller skips the checks. Built once, checked once: `__post_init__` is the only check, and
+`parse` only maps names (and reads numbers from query-string text) before it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import MISSING, dataclass, fields
+from typing import Any, ClassVar, TypeVar
+
+from urchin.checks import check_bool, check_number, describe, unknown_parameter
+from urchin.errors import QueryError
+from urchin.event import MAX_HOURS
+from urchin.params.limits import MAX_LIMIT
+from urchin.params.search import label_filter
+
+__all__ = ["RecentParams", "SemanticParams", "SessionParams", "WorkspaceParams", "GetParams", "TailParams",
+           "parse_fields"]
+
+T = TypeVar("T")
+
+
+def parse_fields(cls: type[T], values: Mapping[str, Any], *, from_text: bool = False,
+                 wire: Mapping[str, str] | None = None) -> T:
+    """`cls` from values keyed by field name (`None`: the default); `from_text`: numbers and booleans may
+    come as query-string text. The values are checked once, by `cls` when built."""
+    names = {f.name: f for f in fields(cls)}   # type: ignore[arg-type]
+    given: dict[str, Any] = {}
+    for key, value in values.items():
+        if key not in names:
+            raise unknown_parameter(key, [(wire or {}).get(n, n) for n in names])
+        if value is not None:
+            given[key] = value
+    for name, f in names.items():
+        if name not in given:
+            if f.default is MISSING:
+                raise QueryError((wire or {}).get(name, name), "is required")
+        elif from_text and isinstance(given[name], str) and f.type in ("float", "int", "bool"):
+            label = (wire or {}).get(name, name)
+            given[name] = check_bool(given[name], label, from_text=True) if f.type == "bool" else \
+                check_number(given[name], label, whole=f.type == "int", from_text=True)
+    return cls(**given)
+
+
+def _set(params: object, **values: Any) -> None:
+    for name, value in values.items():
+        object.__setattr__(params, name, value)
+
+
+def _hours(value: Any) -> float:
+    return check_number(value, "hours", whole=False, high=MAX_HOURS, above=0)
+
+
+def _limit(value: Any, name: str = "limit", high: int = MAX_LIMIT) -> int:
+    return int(check_number(value, name, whole=True, low=1, high=high))
+
+
+def _text(value: Any, name: str) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise QueryError(name, f"must be a string, got {describe(value)}")
+    return value or None
+
+
+def _required(value: Any, name: str) -> str:
+    text = _text(value, name)
+    if text is None or not text.strip():
+        raise QueryError(name, "must not be empty", message=f"{name} must not be empty")
+    return text
+
+
+@dataclass(frozen=True, slots=True)
+class RecentParams:
+    """The latest events of a window, newest first, with the filters of `search`."""
+
+    hours: float = 24
+    limit: int = 20
+    source: str | None = None
+    workspace: str | None = None
+    session: str | None = None
+    kind: str | None = None
+
+    def __post_init__(self) -> None:
+        _set(self, hours=_hours(self.hours), limit=_limit(self.limit),
+             source=label_filter(_text(self.source, "source"), "source"),
+             workspace=_text(self.workspace, "workspace"), session=_text(self.session, "session"),
+             kind=label_filter(_text(self.kind, "kind"), "kind"))
+
+    @classmethod
+    def parse(cls, values: Mapping[str, Any], *, from_text: bool = False) -> RecentParams:
+        return parse_fields(cls, values, from_text=from_text)
+
+
+@dataclass(frozen=True, slots=True)
+class SemanticParams:
+    """Ranked search of what `query` is about, with the filters of `search` and a score floor."""
+
+    query: str
+    hours: float = 168
+    limit: int = 10
+    source: str | None = None
+    workspace: str | None = None
+    session: str | None = None
+    kind: str | None = None
+    min_score: float = 0.0
+    explain: bool = False
+    WIRE: ClassVar[Mapping[str, str]] = {"min_score": "minScore"}
+
+    def __post_init__(self) -> None:
+        _set(self, query=_required(self.query, "query"), hours=_hours(self.hours), limit=_limit(self.limit),
+             source=label_filter(_text(self.source, "source"), "source"),
+             workspace=_text(self.workspace, "workspace"), session=_text(self.session, "session"),
+             kind=label_filter(_text(self.kind, "kind"), "kind"),
+             min_score=float(check_number(self.min_score, "minScore", whole=False, low=0, high=1)),
+             explain=check_bool(self.explain, "explain"))
+
+    @classmethod
+    def parse(cls, values: Mapping[str, Any], *, from_text: bool = False) -> SemanticParams:
+        return parse_fields(cls, values, from_text=from_text, wire=cls.WIRE)
+
+    def to_wire(self) -> dict[str, Any]:
+        """As `GET /semantic` names them (empty filters left out)."""
+        out = {self.WIRE.get(f.name, f.name): getattr(self, f.name) for f in fields(self)}
+        return {k: v for k, v in out.items() if v is not None}
+
+
+@dataclass(frozen=True, slots=True)
+class SessionParams:
+    """A session's latest events, oldest first."""
+
+    session: str
+    hours: float = 168
+    limit: int = 50
+
+    def __post_init__(self) -> None:
+        _set(self, session=_required(self.session, "session"), hours=_hours(self.hours), limit=_limit(self.limit))
+
+    @classmethod
+    def parse(cls, values: Mapping[str, Any], *, from_text: bool = False) -> SessionParams:
+        return parse_fields(cls, values, from_text=from_text)
+
+
+@dataclass(frozen=True, slots=True)
+class WorkspaceParams:
+    """A workspace's latest events, newest first."""
+
+    workspace: str
+    hours: float = 168
+    limit: int = 40
+
+    def __post_init__(self) -> None:
+        _set(self, workspace=_required(self.workspace, "workspace"), hours=_hours(self.hours),
+             limit=_limit(self.limit))
+
+    @classmethod
+    def parse(cls, values: Mapping[str, Any], *, from_text: bool = False) -> WorkspaceParams:
+        return parse_fields(cls, values, from_text=from_text)
+
+
+@dataclass(frozen=True, slots=True)
+class GetParams:
+    """One event by id (as given; the facade maps an id that held a secret to its keyed hash)."""
+
+    id: str
+
+    def __post_init__(self) -> None:
+        _set(self, id=_required(self.id, "id").strip())
+
+    @classmethod
+    def parse(cls, values: Mapping[str, Any], *, from_text: bool = False) -> GetParams:
+        return parse_fields(cls, values, from_text=from_text)
+
+
+@dataclass(frozen=True, slots=True)
+class TailParams:
+    """The last `count` events in journal order."""
+
+    count: int = 10
+
+    def __post_init__(self) -> None:
+        _set(self, count=_limit(self.count, "count"))
+
+    @classmethod
+    def parse(cls, values: Mapping[str, Any], *, from_text: bool = False) -> TailParams:
+        return parse_fields(cls, values, from_text=from_text)
