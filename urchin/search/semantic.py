@@ -263,6 +263,7 @@ class TokenCosineView:
         index.assoc = model
         with self._lock:
             self._install(index, saved)
+        _release_free_memory()      # the load's temporaries
 
     def _reopen(self) -> None:
         """Load the saved index again when another process saved more of the journal than this holds."""
