@@ -8,6 +8,7 @@ Builds are held by holding their lock (`cosine_build.building`), never by timing
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import subprocess
@@ -178,6 +179,25 @@ def test_a_build_keeps_no_frozen_segment_in_memory_and_saves_the_same_bytes(urch
             assert len(held) >= 5 and not any(held), "a frozen segment was held in memory during the build"
             assert not [p for p in (urchin_home / name).iterdir() if p.name.startswith("tmp-")]   # linked, removed
     assert saved["spilled"] == saved["in-memory"]
+
+
+def test_a_segment_that_cannot_be_written_stays_in_memory_and_the_build_goes_on(urchin_home, monkeypatch,
+                                                                                caplog) -> None:
+    journal = _import(urchin_home, SMALL)
+    monkeypatch.setattr(TokenCosineIndex, "freeze_postings", 20_000)
+    monkeypatch.setattr(TokenCosineIndex, "max_merge_postings", 20_000)
+    monkeypatch.setattr(semantic, "_SPILL_POSTINGS", 1_000)
+    index_dir = urchin_home / "cosine"
+    index_dir.mkdir()
+    (index_dir / cosine_store._SPILL_DIR).write_text("in the way")   # where this process spills: not a folder
+    view = TokenCosineView(Journal(journal), index_dir, workers=1)
+    view.save_every_s, view.build_chunk = 0.0, 100_000
+    with caplog.at_level(logging.WARNING):
+        view.build()
+    assert sum("cannot write a segment" in r.getMessage() for r in caplog.records) == 1   # once, not per batch
+    for query in QUERIES:
+        assert _ranked(view, query) == (_scratch(journal, query), [])
+    assert _ranked(TokenCosineView(Journal(journal), index_dir), QUERY) == (_scratch(journal, QUERY), [])
 
 
 def test_a_build_killed_mid_way_is_resumed_and_ends_as_a_build_from_scratch(urchin_home) -> None:

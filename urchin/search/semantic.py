@@ -140,6 +140,7 @@ class TokenCosineView:
         self._build_thread: threading.Thread | None = None
         self._tail: Tail | None = None
         self._build_failed_at = -BUILD_RETRY_S
+        self._spilling = True   # a build writes its frozen segments as they fill (`_spill`) until one fails
 
     # ---- following the journal --------------------------------------------------------------
     def catch_up(self) -> int:
@@ -218,6 +219,7 @@ class TokenCosineView:
             with self._lock:
                 self._builder = threading.get_ident()
                 self._behind = True
+                self._spilling = True
                 self._reopen()
             added, saved_at = 0, time.monotonic()
             while True:
@@ -299,9 +301,10 @@ class TokenCosineView:
         """A build keeps no frozen segment in memory: each is written to the index folder as it fills
         (`cosine_store.spill`, the bytes the next save links) and read back through a read-only map,
         whose pages are not this process's until a query reads them (3M events: ~0.5 GB of postings).
-        A segment that cannot be written stays in memory (the save writes it)."""
+        A segment that cannot be written stays in memory (the save writes it), and so do the next ones
+        of this build (a full disk is not tried again at every batch)."""
         folder = self.index_dir
-        if folder is None or not self.save_every:
+        if folder is None or not self.save_every or not self._spilling:
             return
 
         def spilled(segment: Segment) -> Segment:
@@ -310,7 +313,10 @@ class TokenCosineView:
             try:
                 return Segment(*cosine_store.spill(folder, (segment.indptr, segment.rows, segment.tf), self._reuse))
             except OSError as exc:
-                log.warning("token-cosine: cannot write a segment to %s (%s); keeping it in memory", folder, exc)
+                if self._spilling:
+                    log.warning("token-cosine: cannot write a segment to %s (%s); this build keeps its segments "
+                                "in memory", folder, exc)
+                self._spilling = False
                 return segment
 
         self.index.swap_segments(spilled)
