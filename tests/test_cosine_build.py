@@ -8,6 +8,7 @@ Builds are held by holding their lock (`cosine_build.building`), never by timing
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import subprocess
@@ -26,8 +27,10 @@ from tests.daemon_fixture import DaemonProcess
 from urchin.config import Settings
 from urchin.journal import Journal
 from urchin.memory import Memory
-from urchin.search import cosine_build, cosine_store
+from urchin.search import cosine_build, cosine_store, semantic
+from urchin.search.cosine import TokenCosineIndex
 from urchin.search.cosine_tail import TAIL_BYTES
+from urchin.search.extract import Batch
 from urchin.search.query import Filters
 from urchin.search.semantic import TokenCosineView
 
@@ -133,11 +136,68 @@ _BUILDER = textwrap.dedent("""
     import sys
     from pathlib import Path
     from urchin.journal import Journal
+    from urchin.search import semantic
+    from urchin.search.cosine import TokenCosineIndex
     from urchin.search.semantic import TokenCosineView
+    TokenCosineIndex.freeze_postings = TokenCosineIndex.max_merge_postings = 20_000
+    semantic._SPILL_POSTINGS = 1_000     # segments spilled as they fill
     view = TokenCosineView(Journal(Path(sys.argv[1])), Path(sys.argv[2]), workers=1)
     view.save_every_s, view.build_chunk = 0.0, 100_000
     view.build()
 """)
+
+
+def _generation(index_dir: Path) -> dict[str, bytes]:
+    manifest = orjson.loads((index_dir / "manifest.json").read_bytes())
+    return {f.name: f.read_bytes() for f in (index_dir / manifest["generation"]).iterdir()}
+
+
+def test_a_build_keeps_no_frozen_segment_in_memory_and_saves_the_same_bytes(urchin_home, monkeypatch) -> None:
+    """Each segment a build freezes is written to the index folder as it fills and read back through a
+    read-only map (its postings are not the builder's memory, which at 3M events held them all: ~0.5 GB);
+    the index saved is byte for byte the one the same build keeping its segments in memory saves."""
+    journal = _import(urchin_home, SMALL)
+    monkeypatch.setattr(TokenCosineIndex, "freeze_postings", 20_000)     # many segments
+    monkeypatch.setattr(TokenCosineIndex, "max_merge_postings", 20_000)
+    held: list[bool] = []
+    add_batch = TokenCosineIndex.add_batch
+
+    def probe(index: TokenCosineIndex, batch: Batch) -> None:   # what the build left between two batches
+        held.extend(s.rows.flags.writeable for s in index._segments if s.nnz >= 1_000)
+        add_batch(index, batch)
+
+    monkeypatch.setattr(TokenCosineIndex, "add_batch", probe)
+    saved = {}
+    for name, spill in (("spilled", 1_000), ("in-memory", 1 << 40)):
+        monkeypatch.setattr(semantic, "_SPILL_POSTINGS", spill, raising=False)
+        view = TokenCosineView(Journal(journal), urchin_home / name, workers=1)
+        view.save_every_s, view.build_chunk = 0.0, 100_000
+        held.clear()
+        view.build()
+        saved[name] = _generation(urchin_home / name)
+        if name == "spilled":
+            assert len(held) >= 5 and not any(held), "a frozen segment was held in memory during the build"
+            assert not [p for p in (urchin_home / name).iterdir() if p.name.startswith("tmp-")]   # linked, removed
+    assert saved["spilled"] == saved["in-memory"]
+
+
+def test_a_segment_that_cannot_be_written_stays_in_memory_and_the_build_goes_on(urchin_home, monkeypatch,
+                                                                                caplog) -> None:
+    journal = _import(urchin_home, SMALL)
+    monkeypatch.setattr(TokenCosineIndex, "freeze_postings", 20_000)
+    monkeypatch.setattr(TokenCosineIndex, "max_merge_postings", 20_000)
+    monkeypatch.setattr(semantic, "_SPILL_POSTINGS", 1_000)
+    index_dir = urchin_home / "cosine"
+    index_dir.mkdir()
+    (index_dir / cosine_store._SPILL_DIR).write_text("in the way")   # where this process spills: not a folder
+    view = TokenCosineView(Journal(journal), index_dir, workers=1)
+    view.save_every_s, view.build_chunk = 0.0, 100_000
+    with caplog.at_level(logging.WARNING):
+        view.build()
+    assert sum("cannot write a segment" in r.getMessage() for r in caplog.records) == 1   # once, not per batch
+    for query in QUERIES:
+        assert _ranked(view, query) == (_scratch(journal, query), [])
+    assert _ranked(TokenCosineView(Journal(journal), index_dir), QUERY) == (_scratch(journal, QUERY), [])
 
 
 def test_a_build_killed_mid_way_is_resumed_and_ends_as_a_build_from_scratch(urchin_home) -> None:
@@ -162,6 +222,7 @@ def test_a_build_killed_mid_way_is_resumed_and_ends_as_a_build_from_scratch(urch
     assert view.loaded_from_disk and not view._behind
     for query in QUERIES:
         assert _ranked(view, query) == (_scratch(journal, query), [])
+    assert not [p for p in index_dir.iterdir() if p.name.startswith("tmp-")]   # the killed build's spills too
 
 
 def test_the_daemon_answers_during_its_build_and_swaps_the_whole_index_in(urchin_home) -> None:

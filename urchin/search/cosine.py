@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from array import array
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -314,6 +314,8 @@ class TokenCosineIndex:
                 t0, t1 = (int(t) for t in np.searchsorted(seg.indptr, [a, b - 1], side="right") - 1)
                 runs = np.diff(np.clip(seg.indptr[t0:t1 + 2], a, b))
                 yield seg.rows[a:b], seg.tf[a:b], np.repeat(np.arange(t0, t1 + 1), runs)
+            for part in (seg.indptr, seg.rows, seg.tf):   # a mapped segment read whole: its pages leave
+                release_pages(part)                        # this process (a build's spilled ones, ~all)
         if self._pending_rows:
             terms, rows, tf = self._pending()
             yield rows, tf, terms
@@ -716,13 +718,16 @@ class TokenCosineIndex:
     # ---- persistence ------------------------------------------------------------------------
     _COLUMNS = ("ts", "norm", "prev", "next", "id_end")
 
-    def state(self) -> IndexState:
-        """A copy to save; O(rows + terms) copying, segments shared (they never change)."""
-        arrays = {name: getattr(self, f"_{name}").view().copy() for name in self._COLUMNS}
-        arrays["df"] = self._df.view().copy()
+    def state(self, copy: bool = True) -> IndexState:
+        """A copy to save; O(rows + terms) copying, segments shared (they never change). `copy` False:
+        the columns themselves, for a caller that changes nothing until the state is written (a build
+        saving what it owns: no second copy of every column at each save)."""
+        own: Any = np.copy if copy else (lambda a: a)
+        arrays = {name: own(getattr(self, f"_{name}").view()) for name in self._COLUMNS}
+        arrays["df"] = own(self._df.view())
         arrays["ids"] = self._id_bytes.array()
         for name, codes in self._fields.items():
-            arrays[f"label_{name}"] = codes.column.view().copy()
+            arrays[f"label_{name}"] = own(codes.column.view())
         for name, values in zip(("terms", "rows", "tf"), self._pending(), strict=True):
             arrays[f"pending_{name}"] = values.copy()
         meta = {"rows": len(self), "terms": len(self._vocab), "refreshed_at": self._refreshed_at,
@@ -767,6 +772,11 @@ class TokenCosineIndex:
         index._norm_total = float(index._norm.data[:n].sum(dtype=np.float64))
         index._extractor = TermExtractor(index._vocab)
         return index
+
+    def swap_segments(self, swap: Callable[[Segment], Segment]) -> None:
+        """Replace each frozen segment by `swap(segment)`: the same postings, held elsewhere (a build
+        writes segments to disk as they fill and keeps read-only maps of them, `TokenCosineView`)."""
+        self._segments = [swap(segment) for segment in self._segments]
 
     def release_pages(self) -> int:
         """Drop the pages of the read-only maps (a saved index's postings and ids) from this process's

@@ -3,12 +3,18 @@
 Layout under `<index_dir>/cosine/`: `manifest.json` (format, journal identity, the offset covered,
 file sizes and checksums) names one generation directory `gen-*` of `.npy` arrays; a save writes
 a new generation in a temporary directory, fsyncs it, renames it, then swaps the manifest.
+
+A build writes each frozen segment as soon as it fills (`spill`: the bytes a save writes, in a
+`tmp-gen-spill-*` directory no manifest names) and keeps only a read-only map of it, so it never holds
+the whole index's postings in memory; the next save hard-links those files into its generation, and
+removes the spill directory with the other leftovers (a killed build's included).
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
+import itertools
 import os
 import shutil
 import time
@@ -29,7 +35,7 @@ from urchin.search.assoc import path_beside
 from urchin.search.cosine import IndexState
 
 __all__ = ["FORMAT", "Reuse", "Saved", "StoreError", "covers", "discard", "install_beside", "load", "release", "save",
-           "saved_offset"]
+           "saved_offset", "spill"]
 
 FORMAT = 2   # 2: the journal is marked by urchin.journal.JournalMark, the one mark every view uses
 _MANIFEST = "manifest.json"
@@ -37,6 +43,9 @@ _LOCK = ".lock"
 _MMAP_PREFIXES = ("seg", "ids", "id_end")  # never written in place: mapped read-only; the rest copy-on-write
 _CHECKSUMMED = ("vocab.bin", "labels.json")
 _MMAP_MIN = 1 << 16
+_SPILL = "tmp-gen-spill"   # a tmp-gen-* name: a save removes it (after linking what it needs from it)
+_spilled = itertools.count()   # file names within this process's spill directory (named once per process:
+_SPILL_DIR = f"{_SPILL}-{os.getpid()}-{time.time_ns():x}"   # a file there may be linked into a generation)
 
 
 # id(array) -> (a weak reference to it, a saved file holding it): segments are immutable, so a later
@@ -113,6 +122,23 @@ def save(directory: Path, state: IndexState, offsets: np.ndarray, mark: JournalM
             if old.is_dir() and old.name != name and old.name.startswith(("gen-", "tmp-gen-")):
                 shutil.rmtree(old, ignore_errors=True)
         return {key: (weakref.ref(array), final / fname) for key, (array, fname) in written.items()}
+
+
+def spill(directory: Path, arrays: tuple[np.ndarray, ...], reuse: Reuse) -> tuple[np.ndarray, ...]:
+    """Write a frozen segment's arrays now, as a save would (the same bytes, fsynced), and return read-
+    only maps of them, recorded in `reuse` so the next save links the files instead of writing them.
+    Raises OSError (the caller keeps the arrays it has)."""
+    with _locked(directory, fcntl.LOCK_SH):    # a save's clean-up (exclusive) never removes it mid-write
+        folder = directory / _SPILL_DIR
+        ensure_private_dir(folder)
+        maps = []
+        for array in arrays:
+            path = folder / f"{next(_spilled)}.npy"
+            _write(path, lambda h, a=array: np.save(h, a, allow_pickle=False))
+            mapped = np.load(path, mmap_mode="r", allow_pickle=False).view(np.ndarray)
+            reuse[id(mapped)] = (weakref.ref(mapped), path)
+            maps.append(mapped)
+        return tuple(maps)
 
 
 def discard(directory: Path) -> bool:

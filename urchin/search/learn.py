@@ -34,7 +34,9 @@ def main(argv: list[str]) -> int:
     except cosine_store.StoreError as exc:
         print(f"no saved index to learn from: {exc}", file=sys.stderr)
         return 1
-    assoc.build(TokenCosineIndex.from_state(saved.state)).save(out)
+    index = TokenCosineIndex.from_state(saved.state)
+    cosine_store.release(saved)     # what loading read leaves this process (the build reads the postings once,
+    assoc.build(index).save(out)    # a segment at a time, each released after): its memory is the model's
     return 0
 
 

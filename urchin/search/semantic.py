@@ -37,6 +37,7 @@ from urchin.search.cosine import IndexState, Scored, TokenCosineIndex
 from urchin.search.cosine_tail import TAIL_BYTES, Tail, identity_of
 from urchin.search.embedder import Embedder
 from urchin.search.extract import Batch, WorkerError, extract_parallel, line_aligned_end
+from urchin.search.postings import Segment
 from urchin.search.query import Filters, Hit
 from urchin.search.score import EMBEDDER, TOKEN_COSINE, Z_SPAN, Evidence, z_unit
 from urchin.search.tokens import terms_of, tokenize
@@ -55,6 +56,7 @@ BULK_BYTES = 64 << 20  # a backlog this large is tokenised by worker processes, 
 BUILD_SAVE_S = 60.0    # a background build saves at least this often (a kill -9 loses no more of it)
 BUILD_RETRY_S = 60.0   # after a failed build, the next starts no sooner than this
 _SWAP_BYTES = 256 << 10  # a build swaps its index in once it is this close to the journal's end
+_SPILL_POSTINGS = 1 << 20   # a build writes a frozen segment this large to disk at once (`_spill`)
 # Below this best token-cosine score (calibrated, urchin.search.score) a match is weak: on LoCoMo, a
 # sixth of the questions, whose top 10 holds evidence at R@10 0.55 against the rest's 0.80.
 WEAK_SCORE = 0.085
@@ -138,6 +140,7 @@ class TokenCosineView:
         self._build_thread: threading.Thread | None = None
         self._tail: Tail | None = None
         self._build_failed_at = -BUILD_RETRY_S
+        self._spilling = True   # a build writes its frozen segments as they fill (`_spill`) until one fails
 
     # ---- following the journal --------------------------------------------------------------
     def catch_up(self) -> int:
@@ -216,6 +219,7 @@ class TokenCosineView:
             with self._lock:
                 self._builder = threading.get_ident()
                 self._behind = True
+                self._spilling = True
                 self._reopen()
             added, saved_at = 0, time.monotonic()
             while True:
@@ -225,35 +229,43 @@ class TokenCosineView:
                         break
                 added, saved_at = self._build_step(added, saved_at)
             self.index.refresh_if_stale()   # outside the lock: O(postings) at the end of a large build
+            # The builder's save writes the columns as they are (no copy of each: nothing else changes
+            # them while the build owns the index); a daemon learns the associations after the swap.
+            apart = self.background == "thread" and self.learn_apart
+            self._save_logged(learn=not apart)
+            if self.background == "thread" and self._saved == (len(self.index), self.next_offset):
+                self._swap_saved()
             with self._lock:
                 added += self._read_tail()
                 self.index.refresh_if_stale()
                 self._behind, self._tail, self._builder = False, None, None
-        self._save_logged()
-        if self.background == "thread":
-            self._map_saved()
+        if apart and self.index_dir is not None and self.index.expand:
+            with self._save_lock:
+                self._learn_soon()
+        elif self.background != "thread":
+            self._save_logged()     # the few rows read since (a child's build: for the next process)
         return added
 
-    def _map_saved(self) -> None:
+    def _swap_saved(self) -> None:
         """Swap the index a thread just built and saved for the saved copy: the same rows, with their
-        postings, ids and ids' ends memory-mapped (file pages, released when idle) instead of the build's
-        anonymous arrays, which go back to the OS. A daemon after its first build then holds what a
-        restart on the saved index would (3M events: ~1.4 GB -> ~0.45 GB). Rows the journal gained
-        since the save are read again onto the loaded copy; a copy that does not load is not used."""
-        if self.index_dir is None:
-            return
-        loaded = self._load_saved()      # outside the lock: queries go on with the built index
-        if loaded is None:
-            return
-        index, saved = loaded
+        postings, columns and ids memory-mapped (file pages, released when idle) instead of the build's
+        anonymous arrays. A daemon after its first build then holds what a restart on the saved index
+        would. Queries answer from the tail meanwhile, so the built index goes first: the two are never
+        held at once. A copy that does not load fails the build (`_build_logged`: the next one resumes
+        from what is saved, or rebuilds)."""
+        assert self.index_dir is not None
+        model = self.index.assoc
         with self._lock:
-            if self._behind or not self._opened or saved.mark.offset > self.next_offset or \
-                    (saved.mark.device, saved.mark.inode) != self._identity:
-                return          # started over, or replaced, meanwhile: the next catch-up sees to it
-            index.assoc = self.index.assoc
-            self._install(index, saved)
-            self._read_tail()
+            self.index = TokenCosineIndex()
         _release_free_memory()
+        loaded = self._load_saved()
+        if loaded is None:
+            raise RuntimeError(f"the index just saved does not load ({self.rebuild_reason})")
+        index, saved = loaded
+        index.assoc = model
+        with self._lock:
+            self._install(index, saved)
+        _release_free_memory()      # the load's temporaries
 
     def _reopen(self) -> None:
         """Load the saved index again when another process saved more of the journal than this holds."""
@@ -275,6 +287,7 @@ class TokenCosineView:
                     break      # replaced (a forget's compaction): the loop starts over
                 give_way()
                 self.index.add_batch(batch)
+                self._spill()
                 self.offsets.frombytes(batch.offsets.tobytes())
                 self.next_offset = batch.end
                 added += len(batch)
@@ -283,6 +296,30 @@ class TokenCosineView:
                     saved_at = time.monotonic()
         _release_free_memory()
         return added, saved_at
+
+    def _spill(self) -> None:
+        """A build keeps no frozen segment in memory: each is written to the index folder as it fills
+        (`cosine_store.spill`, the bytes the next save links) and read back through a read-only map,
+        whose pages are not this process's until a query reads them (3M events: ~0.5 GB of postings).
+        A segment that cannot be written stays in memory (the save writes it), and so do the next ones
+        of this build (a full disk is not tried again at every batch)."""
+        folder = self.index_dir
+        if folder is None or not self.save_every or not self._spilling:
+            return
+
+        def spilled(segment: Segment) -> Segment:
+            if not segment.rows.flags.writeable or segment.nnz < _SPILL_POSTINGS:
+                return segment      # mapped already (spilled, or loaded), or small: merged again soon
+            try:
+                return Segment(*cosine_store.spill(folder, (segment.indptr, segment.rows, segment.tf), self._reuse))
+            except OSError as exc:
+                if self._spilling:
+                    log.warning("token-cosine: cannot write a segment to %s (%s); this build keeps its segments "
+                                "in memory", folder, exc)
+                self._spilling = False
+                return segment
+
+        self.index.swap_segments(spilled)
 
     def _batches(self, stop: int) -> Iterator[Batch]:
         """The journal's lines from `next_offset` to `stop` as batches: by worker processes when there
@@ -306,11 +343,12 @@ class TokenCosineView:
             else:
                 self.next_offset = result.next_offset
 
-    def _save_logged(self, learn: bool = True) -> None:
+    def _save_logged(self, learn: bool = True) -> bool:
         try:
-            self.save(learn)
+            return self.save(learn)
         except OSError as exc:  # a view that cannot be saved still answers
             log.warning("token-cosine: cannot save the index to %s: %s", self.index_dir, exc)
+            return False
 
     def coverage(self) -> str | None:
         """While a build runs, what a query searched and left out (None: the whole journal)."""
@@ -436,7 +474,8 @@ class TokenCosineView:
                     return False   # the build owns the index (and saves it)
                 if not self._behind:   # saved norms are fresh: a load needs no O(postings) pass
                     self.index.refresh_if_stale()
-                state = self.index.state()
+                # the builder saving (behind): nothing else changes the index until this returns
+                state = self.index.state(copy=not self._behind)
                 offsets = np.frombuffer(self.offsets, dtype=np.int64).copy()
                 covered = (len(self.index), self.next_offset)
                 mark = self.journal.mark(self.next_offset)
@@ -459,16 +498,21 @@ class TokenCosineView:
                 current.save(assoc.path_beside(folder))
             return
         if self.learn_apart:
-            if learn:       # one child at a time; a request made while one runs starts the next after it
-                self._learn_pending = True
-                if self._learning is None:
-                    self._learning = threading.Thread(target=self._learn, name="urchin-learn", daemon=True)
-                    self._learning.start()
+            if learn:
+                self._learn_soon()
             return
         model = assoc.build(TokenCosineIndex.from_state(state))
         model.save(assoc.path_beside(folder))
         with self._lock:
             self.index.assoc = model
+
+    def _learn_soon(self) -> None:
+        """Ask for the associations of the index last saved, built by a child (`_learn`): one child at a
+        time; a request made while one runs starts the next after it. Under `_save_lock`."""
+        self._learn_pending = True
+        if self._learning is None:
+            self._learning = threading.Thread(target=self._learn, name="urchin-learn", daemon=True)
+            self._learning.start()
 
     def _learn(self) -> None:
         """The learning thread: a child for each request, the newest index each time, until none is left."""
