@@ -239,8 +239,7 @@ def test_a_backfill_drops_the_gin_indexes_and_ends_with_the_same_index(pg_settin
                                  "'urchin_chunks_terms', 'urchin_chunks_trgm']) n WHERE to_regclass(n) IS NULL")[0][0])
         # a query during the backfill still answers (by scanning)
         assert len(_sql(pg_url, "SELECT chunk_id FROM urchin_chunks WHERE tsv @@ 'zeppelin'::tsquery")) <= 2
-    report = Feeder(backend, memory.journal, "d", batch_bytes=4096, bulk_bytes=1,
-                     bulk_batch_bytes=4096).run_once(during)
+    report = Feeder(backend, memory.journal, "d", batch_bytes=4096, bulk_bytes=1).run_once(during)
     assert (report.events, report.inserted) == (302, 302) and report.offset == memory.end_offset()
     assert len(seen) > 3 and set(seen) == {4}            # every batch went in without the GIN indexes (no trigram)
     assert _gin_defs(pg_url) == defs                      # ...which are back, on every partition, as migrated

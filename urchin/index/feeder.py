@@ -40,9 +40,6 @@ EMBED_BATCH = 64
 # (rows estimated at AVG_EVENT_BYTES of journal each).
 BULK_BYTES = 32 * 1024 * 1024
 AVG_EVENT_BYTES = 512
-# A backfill's batches: the term-counting trigger upserts each distinct term once per batch, and a
-# larger batch holds fewer distinct terms per row (at 1M events, 8 MiB ~ 35 MB of rows in Python).
-BULK_BATCH_BYTES = 8 * 1024 * 1024
 Progress = Callable[[int, int], None]      # (bytes done, bytes total)
 OnSkip = Callable[[str, str], None]        # (event id, why the database refused its row)
 MAX_SKIP_NOTES = 10
@@ -101,8 +98,7 @@ class Feeder:
     def __init__(self, backend: Any, journal: Journal, device: str, *, embedder: Embedder | None = None,
                  batch_bytes: int = BATCH_BYTES, retry_for: float | None = 60.0,
                  sleep: Callable[[float], None] = time.sleep, on_skip: OnSkip | None = None,
-                 bulk_bytes: int | None = BULK_BYTES, wait: bool = True, vectors_home: Path | None = None,
-                 bulk_batch_bytes: int = BULK_BATCH_BYTES) -> None:
+                 bulk_bytes: int | None = BULK_BYTES, wait: bool = True, vectors_home: Path | None = None) -> None:
         """`wait=False`: a query's inline catch-up, which never waits for another feeder's locks (the
         backend raises IndexBusyError) and never takes the backfill path. `vectors_home`: the home whose
         vector cache (`urchin semantic`'s, filled by the daemon's embedder loop too) holds the events'
@@ -114,7 +110,6 @@ class Feeder:
         self.embedder = embedder
         self.batch_bytes = batch_bytes
         self.bulk_bytes = bulk_bytes if wait else None     # None: never the backfill path
-        self.bulk_batch_bytes = bulk_batch_bytes
         self.wait = wait
         self.retry_for = retry_for           # None: retry outages forever (the daemon)
         self._sleep = sleep
@@ -162,15 +157,14 @@ class Feeder:
         total = self.journal.size()
         offset = self._check_replaced(offset, total, generation, report)
         bulk = self._begin_bulk(total - offset, report)
-        size = max(self.batch_bytes, self.bulk_batch_bytes) if bulk else self.batch_bytes
         try:
             with ThreadPoolExecutor(1, thread_name_prefix="urchin-feed") as pool:
-                pending = pool.submit(self._prepare, offset, size)
+                pending = pool.submit(self._prepare, offset)
                 while not (stop and stop.is_set()):
                     start, end, rows = pending.result()
                     if end == start or self.forgotten.generation() != generation:
                         break  # caught up, or the journal was compacted under us: the next run maps the cursor
-                    pending = pool.submit(self._prepare, end, size)
+                    pending = pool.submit(self._prepare, end)
                     try:
                         inserted = self._write(rows, start, end, report)
                     except DatabaseError as exc:
@@ -178,7 +172,7 @@ class Feeder:
                             raise
                         pending.result()
                         offset = self._retry(lambda: self.backend.cursor(self.device, self.key), report)
-                        pending = pool.submit(self._prepare, offset, size)
+                        pending = pool.submit(self._prepare, offset)
                         continue
                     report.events += len(rows)
                     report.inserted += inserted
@@ -286,8 +280,8 @@ class Feeder:
         first = self.journal.read_from(0, HEAD_BYTES)
         return zlib.crc32(first.lines[0][1]) if first.lines else 0
 
-    def _prepare(self, offset: int, size: int) -> tuple[int, int, list[ChunkRow]]:
-        result = self.journal.read_from(offset, size)
+    def _prepare(self, offset: int) -> tuple[int, int, list[ChunkRow]]:
+        result = self.journal.read_from(offset, self.batch_bytes)
         return offset, result.next_offset, _rows(result.lines, self.forgotten.hashes(), self.device, self.journal.event)
 
     def follow(self, stop: threading.Event, poll_s: float = 0.5, on_progress: Progress | None = None) -> None:
