@@ -12,6 +12,7 @@ alternate round by round (the machine is shared); medians are reported.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import tempfile
@@ -52,9 +53,17 @@ VARIANTS: dict[str, tuple[tuple[str, ...], bool, dict[str, str], str]] = {
 }
 
 
+def backend_cpu(conn: Any) -> float:
+    """CPU seconds (user + sys) the server process behind `conn` has used: steadier than wall on a busy machine."""
+    pid = conn.info.backend_pid
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def run_variant(conn: Any, drop: tuple[str, ...], no_tsv: bool, settings: dict[str, str], after: str) -> float:
-    """Seconds for the feed's INSERT with `drop` indexes gone (and tsv a plain column), then `after`
-    (flush the GIN pending lists, or build the dropped GINs again); rolled back."""
+    """CPU seconds of the server process for the feed's INSERT with `drop` indexes gone (and tsv a plain
+    column), then `after` (flush the GIN pending lists, or build the dropped GINs again); rolled back."""
     try:
         for name, value in settings.items():
             conn.execute("SELECT set_config(%s, %s, true)", (name, value))
@@ -62,7 +71,7 @@ def run_variant(conn: Any, drop: tuple[str, ...], no_tsv: bool, settings: dict[s
             conn.execute(f"DROP INDEX {index}")
         if no_tsv:
             conn.execute("ALTER TABLE urchin_chunks ALTER COLUMN tsv DROP EXPRESSION")
-        started = time.perf_counter()
+        started = backend_cpu(conn)
         conn.execute(f"INSERT INTO urchin_chunks ({', '.join(COLUMNS)}) SELECT {', '.join(COLUMNS)} FROM stage "
                      "ON CONFLICT (device, chunk_id, occurred_at) DO NOTHING")
         if after == "flush":
@@ -72,7 +81,7 @@ def run_variant(conn: Any, drop: tuple[str, ...], no_tsv: bool, settings: dict[s
         elif after == "rebuild":
             for index in drop:
                 conn.execute(f"CREATE INDEX {index} ON urchin_chunks USING {GIN_DEF.get(index) or BTREE_DEF[index]}")
-        return time.perf_counter() - started
+        return backend_cpu(conn) - started
     finally:
         conn.rollback()
 
@@ -82,6 +91,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--events", type=int, default=30_000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--only", default=None, help="comma-separated variant numbers (1-based)")
+    parser.add_argument("--journal", type=Path, default=None,
+                        help="feed the first --events lines of this journal (e.g. bench/gen_journal.py's) instead")
     args = parser.parse_args(argv)
     from urchin.index.embedded import EmbeddedPostgres
     from urchin.index.postgres import PostgresIndex
@@ -89,7 +100,12 @@ def main(argv: list[str] | None = None) -> None:
     with tempfile.TemporaryDirectory(prefix="urchin-bench-feedprof-") as tmp:
         folder = Path(tmp)
         journal = Journal(folder / "journal" / "events.jsonl", "never")
-        generate(journal.path, args.events)
+        if args.journal:
+            journal.path.parent.mkdir(parents=True, exist_ok=True)
+            with args.journal.open("rb") as source, journal.path.open("wb") as out:
+                out.writelines(line for _, line in zip(range(args.events), source, strict=False))
+        else:
+            generate(journal.path, args.events)
         started = time.perf_counter()
         result = journal.read_from(0)
         rows = _rows(result.lines, frozenset(), "bench", journal.event)
@@ -115,15 +131,15 @@ def main(argv: list[str] | None = None) -> None:
             for label, (drop, no_tsv, settings, after) in chosen:
                 times[label].append(run_variant(conn, drop, no_tsv, settings, after))
             with conn.transaction():
-                started = time.perf_counter()
+                started = backend_cpu(conn)
                 conn.execute("SELECT count(*) FROM stage WHERE (CASE WHEN title IS NULL THEN ''::tsvector "
                              "ELSE setweight(to_tsvector('english'::regconfig, title), 'A') END || "
                              "setweight(to_tsvector('english'::regconfig, content || ' ' || source), 'B')) "
                              "IS NOT NULL").fetchone()
-                tsv_times.append(time.perf_counter() - started)
+                tsv_times.append(backend_cpu(conn) - started)
         n = len(rows)
         base = statistics.median(times[chosen[0][0]]) if times[chosen[0][0]] else None
-        print(f"\n| variant | us/row (median of {args.rounds}) | rows/s | vs first |")
+        print(f"\n| variant | server CPU us/row (median of {args.rounds}) | rows/s | vs first |")
         print("|---|---|---|---|")
         for label, _ in chosen:
             med = statistics.median(times[label])

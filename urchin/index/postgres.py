@@ -206,14 +206,14 @@ class PostgresIndex:
         with conn.transaction():
             if not wait:
                 conn.execute(f"SET LOCAL lock_timeout = '{LOCK_WAIT}'")
-            inserted: set[str] = set()
+            inserted = 0
             if rows:
                 with conn.cursor() as cur:
                     self._copy_feed(cur, rows, device)
                     cur.execute(f"INSERT INTO urchin_chunks ({', '.join(_COLUMNS)}) "
                                 f"SELECT {', '.join(_COLUMNS)} FROM urchin_feed "
-                                "ON CONFLICT (device, chunk_id, occurred_at) DO NOTHING RETURNING chunk_id")
-                    inserted = {r[0] for r in cur.fetchall()}   # counted by the owner's trigger (schema 7)
+                                "ON CONFLICT (device, chunk_id, occurred_at) DO NOTHING")
+                    inserted = max(cur.rowcount, 0)   # the new rows; counted by the owner's trigger (schema 7)
             moved = conn.execute(
                 "INSERT INTO urchin_cursors (device, journal, byte_offset) VALUES (%s, %s, %s) "
                 "ON CONFLICT (device, journal) DO UPDATE SET byte_offset = excluded.byte_offset, updated_at = now() "
@@ -221,7 +221,7 @@ class PostgresIndex:
             if moved != 1:
                 raise DatabaseError(f"index cursor for {device}:{journal} was moved by another feeder; "
                                     "re-reading it")
-        return len(inserted)
+        return inserted
 
     def _copy_feed(self, cur: Cursor[Any], rows: Sequence[ChunkRow], device: str) -> None:
         """COPY `rows` into this session's feed table as `device`'s (a batch is its feeding device's rows),

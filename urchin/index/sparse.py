@@ -7,10 +7,13 @@ token ids are hashed into `DIM` dimensions (crc32).
 from __future__ import annotations
 
 import math
+import re
 import zlib
 from collections import Counter
 from collections.abc import Iterable, Mapping
+from itertools import chain
 
+from urchin.search.tokens import WORD_PATTERN, word_terms
 from urchin.search.tokens import tokenize as tokens
 
 __all__ = ["DIM", "MAX_NONZERO", "tokens", "term_id", "term_ids", "int_array", "doc_vector", "doc_columns",
@@ -34,6 +37,21 @@ class _Terms(dict[str, int]):
 
 
 _TERMS = _Terms()
+_WORDS = re.compile(WORD_PATTERN)
+
+
+class _WordIds(dict[str, tuple[int, ...]]):
+    """raw word (a match of WORD_PATTERN) -> the term ids of its terms, `tokens` and `term_ids` in one
+    lookup: the feed hashes the same few hundred thousand words millions of times."""
+
+    def __missing__(self, raw: str) -> tuple[int, ...]:
+        if len(self) > 500_000:
+            self.clear()
+        ids = self[raw] = tuple(map(_TERMS.__getitem__, word_terms(raw)))
+        return ids
+
+
+_WORD_IDS = _WordIds()
 
 
 def term_id(word: str) -> int:
@@ -61,8 +79,9 @@ def doc_vector(text: str) -> dict[int, float]:
 
 def doc_columns(text: str) -> tuple[str, str]:
     """`(int_array(sorted(w)), to_sparsevec(w))` of `w = doc_vector(text)`, the same text, made in one
-    pass from the term counts (the weights' text comes from a table): the feed's per-row cost."""
-    counts = _top(term_ids(tokens(text)))
+    pass from the term counts (the weights' text comes from a table): the feed's per-row cost. The
+    counts are `term_ids(tokens(text))`'s, each raw word's ids looked up once (`_WordIds`)."""
+    counts = _top(Counter(chain.from_iterable(map(_WORD_IDS.__getitem__, _WORDS.findall(text)))))
     order = sorted(counts)
     text_of = _WEIGHT_TEXT
     body = ",".join([f"{term}:{text_of[tf]}" if tf < 64 else f"{term}:{1.0 + math.log(tf):.4g}"
