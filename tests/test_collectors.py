@@ -42,7 +42,7 @@ def user_home(tmp_path: Path) -> Path:
 
 
 def events(memory: Memory, source: str | None = None) -> list[dict]:
-    out = [e.to_dict() for e in memory.tail(10_000)]
+    out = [e.to_dict() for e in memory.follow(0)[0]]   # every event, in journal order
     return [e for e in out if source is None or e["source"] == source]
 
 

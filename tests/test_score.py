@@ -122,7 +122,7 @@ def test_semantic_explains_each_score_and_min_score_keeps_exactly_those_at_or_ab
     from urchin.errors import QueryError
 
     for bad in (-0.1, 1.5, float("nan"), "high"):
-        with pytest.raises(QueryError, match="min_score"):
+        with pytest.raises(QueryError, match="minScore"):
             memory.semantic("deploy", min_score=bad)
 
 

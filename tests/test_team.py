@@ -181,12 +181,12 @@ def _index_proc(home: Path, url: str, device: str) -> subprocess.Popen[bytes]:
 def _exact(url: str, devices: dict[str, Memory]) -> None:
     """Every device's rows exactly once, in journal order, and each cursor at its journal's end."""
     total = _sql(url, "SELECT count(*), count(DISTINCT chunk_id) FROM urchin_chunks")[0]
-    expected = sum(len(m.tail(100_000)) for m in devices.values())
+    expected = sum(len(m.follow(0)[0]) for m in devices.values())
     assert total == (expected, expected)
     for name, memory in devices.items():
         ids = [r[0] for r in _sql(url, "SELECT chunk_id FROM urchin_chunks WHERE device = %s "
                                        "ORDER BY journal_offset", (name,))]
-        assert ids == [e.id for e in memory.tail(100_000)]
+        assert ids == [e.id for e in memory.follow(0)[0]]
         cursor = _sql(url, "SELECT byte_offset FROM urchin_cursors WHERE device = %s AND journal = %s",
                       (name, str(memory.settings.journal_path)))
         assert cursor == [(memory.end_offset(),)]

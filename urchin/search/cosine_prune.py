@@ -3,7 +3,7 @@ results as reading every match of the window (`cosine_sparse`), at a cost that f
 
 A row's smoothed match is linear in its terms: term t adds scale_t * y_t(r) / K, y_t(r) being t's weight
 at r plus context ** d times its weight at r's session neighbours d turns away (K: 1 + twice their sum),
-times r's priors; the session leg adds scale_t * `session` * L_t(s), t's weights summed over the session
+times r's priors; the session leg adds scale_t * `session` * L_t[s], t's weights summed over the session
 over the square root of its length. So per term and block of `BLOCK` rows, the most that t adds there in
 each leg (the memory prior in, `TermBounds`), summed over a query's terms, bounds every row of the block
 (the priors a query names, a global factor). A query reads its best blocks, takes each leg's limit-th
