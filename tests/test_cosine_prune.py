@@ -124,3 +124,24 @@ def test_a_common_words_top_reads_about_as_many_postings_in_a_journal_three_time
     every_read = index.postings_read          # every match of the larger journal: three times the smaller's
     assert reads[1] <= 1.6 * reads[0], reads
     assert reads[1] * 2 < every_read, (reads, every_read)
+
+
+def _word(k: int) -> str:
+    return "q" + "".join("abcdefghijklmnopqrstuvwxyz"[(k // 26 ** p) % 26] for p in range(4))
+
+
+@pytest.mark.usefixtures("small_blocks")
+@pytest.mark.parametrize(("n", "words"), [(3100, 40), (3150, 20)])
+def test_rows_tied_on_a_tiny_match_keep_the_newest_on_top(n: int, words: int) -> None:
+    """A word in every event, each event long: its match is tiny (< ~6e-4), float32 rounding leaves rows
+    tied in large groups, and a block bound made in float64 fell below its rows' float32 raw by the
+    rounding of `every`; the floors then cut the newest tied rows (the tie-break's first) off the top.
+    The bound is made in the scorer's own float32 arithmetic (found by a review, round eighteen)."""
+    index = TokenCosineIndex()
+    index.add_many(Event(id=f"e{i:07d}", timestamp="", ts_ms=BASE + i * 1000, source="shell", kind="command",
+                         workspace="api", session=f"s{i}",
+                         content="common " + " ".join(_word(i * words + j) for j in range(words)))
+                   for i in range(n))
+    pruned, every, _ = _both(index, "common", limit=10)
+    assert [s.id for s in pruned] == [s.id for s in every]
+    assert pruned == every

@@ -38,7 +38,7 @@ _FIRST = 12             # blocks per leg read first, for the floors
 _ROUNDS = 2             # reads of the best blocks (4x more each) before the floors decide
 _SHARE = 3              # more than 1/3 of the window's blocks to read: reading every match costs no more
 _GROWTH = 50            # maxima are made again once the index has grown by 1/50 since
-_MARGIN = 1 + 1e-4      # float32 sums in another order may pass a bound by a rounding: never by this
+_MARGIN = 1 + 1e-4      # a match summed in float32 in another order may pass its bound by a rounding: never by this
 
 
 class TermBounds(NamedTuple):
@@ -206,8 +206,8 @@ def top(index: TokenCosineIndex, q: Query, groups: list[list[tuple[int, ...]]],
     factor = named_prior * max(1.0, bounds.base / now if now > 0 else 1.0) * _MARGIN
     k = 1.0 + 2 * sum(q.context)
     every, rank = q.scale.every, q.scale.rank
-    rank_bound = np.where(tier, every + rank * np.minimum(factor * rank_sum / k, 1.0), -np.inf)
-    sess_bound = np.where(tier, every + rank * np.minimum(factor * sess_sum, 1.0), -np.inf) if q.slots else \
+    rank_bound = np.where(tier, _as_raw(every, rank, factor * rank_sum / k), -np.inf)
+    sess_bound = np.where(tier, _as_raw(every, rank, factor * sess_sum), -np.inf) if q.slots else \
         np.full(b1 - b0, -np.inf)
     # sessions the maxima do not hold for: cut by the window, or grown since they were made
     first, last = bounds.first, bounds.last
@@ -233,6 +233,16 @@ def top(index: TokenCosineIndex, q: Query, groups: list[list[tuple[int, ...]]],
             legs = _evaluate(index, q, groups, ranking, scales, sorted(chosen | needed), whole, bounds)
             return None if legs is None else legs[2]
     return None
+
+
+def _as_raw(every: float, rank: float, match: np.ndarray) -> np.ndarray:
+    """The raw score a row whose match is at most `match` can reach, in the scorer's own float32 arithmetic
+    (`cosine_sparse.raw_scores`), one ulp up: rounded float32 steps are monotone, so no row's raw passes it.
+    (Bounds in float64 fell below a float32 raw by its rounding of `every`, up to ~1e-7, which a small
+    match's relative margin does not cover: tied scores then cut the newest rows off the top.)"""
+    m = np.minimum(match, 1.0).astype(np.float32)
+    raw = np.float32(every) + np.float32(rank) * m
+    return np.nextafter(raw, np.float32(np.inf)).astype(np.float64)
 
 
 def _evaluate(index: TokenCosineIndex, q: Query, groups: list[list[tuple[int, ...]]], ranking: _Ranking,
