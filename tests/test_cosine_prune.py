@@ -9,11 +9,9 @@ import random
 import time
 from typing import Any
 
-import pytest
-
 from urchin.event import Event
-from urchin.search import cosine_prune
 from urchin.search.cosine import TokenCosineIndex
+from urchin.search.cosine_settings import RankingSettings
 
 BASE = 1_700_000_000_000
 COMMON = ["deploy", "cache", "timeout", "database", "migration", "error", "retry", "budget"]
@@ -21,6 +19,8 @@ FILLER = [f"w{i}" for i in range(150)]
 KINDS = ["conversation", "decision", "command", "note", "error"]
 SOURCES = ["claude", "codex", "shell"]
 DEADLINE_S = 8.0
+# blocks of 16 rows and no floor on a window's postings, so small journals are pruned too
+SMALL_BLOCKS = RankingSettings(block=16, min_postings=0)
 
 
 def _journal(seed: int, n: int, at_once: int = 4) -> list[Event]:
@@ -40,8 +40,8 @@ def _journal(seed: int, n: int, at_once: int = 4) -> list[Event]:
     return events
 
 
-def _index(events: list[Event], freeze: int = 5000) -> TokenCosineIndex:
-    index = TokenCosineIndex()
+def _index(events: list[Event], freeze: int = 5000, settings: RankingSettings = SMALL_BLOCKS) -> TokenCosineIndex:
+    index = TokenCosineIndex(settings)
     index.freeze_postings = freeze                 # several segments, and pending postings
     for a in range(0, len(events), 401):
         index.add_many(events[a:a + 401])
@@ -59,14 +59,6 @@ def _both(index: TokenCosineIndex, query: str, **kwargs: Any) -> tuple[list[Any]
     return pruned, every, read
 
 
-@pytest.fixture
-def small_blocks(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Blocks of 16 rows and no floor on a window's postings, so small journals are pruned too."""
-    monkeypatch.setattr(cosine_prune, "BLOCK", 16)
-    monkeypatch.setattr(cosine_prune, "MIN_POSTINGS", 0)
-
-
-@pytest.mark.usefixtures("small_blocks")
 def test_the_pruned_top_is_the_top_of_every_match_over_random_journals_and_queries() -> None:
     deadline = time.monotonic() + DEADLINE_S
     checked = pruned_some = 0
@@ -94,7 +86,6 @@ def test_the_pruned_top_is_the_top_of_every_match_over_random_journals_and_queri
     assert checked >= 60 and pruned_some >= 20
 
 
-@pytest.mark.usefixtures("small_blocks")
 def test_norms_refreshed_drop_the_maxima() -> None:
     index = _index(_journal(7, 3000))
     index.search("retry", limit=10)
@@ -106,17 +97,14 @@ def test_norms_refreshed_drop_the_maxima() -> None:
     assert pruned == every
 
 
-def test_a_common_words_top_reads_about_as_many_postings_in_a_journal_three_times_larger(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_common_words_top_reads_about_as_many_postings_in_a_journal_three_times_larger() -> None:
     """The issue's instance (a fixed 90-day window holding three times the events cost three times as
     much): here every event is in the window, and the postings the query reads must not follow them.
     One session at a time, as bench/gen_journal.py writes them (interleaved sessions are read whole, so
     pruning there gives way to reading every match: bench/RESULTS.md)."""
-    monkeypatch.setattr(cosine_prune, "BLOCK", 64)
-    monkeypatch.setattr(cosine_prune, "MIN_POSTINGS", 0)
     reads = []
     for n in (12_000, 36_000):
-        index = _index(_journal(3, n, at_once=1), freeze=1 << 16)
+        index = _index(_journal(3, n, at_once=1), freeze=1 << 16, settings=RankingSettings(block=64, min_postings=0))
         index.search("retry", limit=20)           # makes the term's maxima
         pruned, every, read = _both(index, "retry", limit=20)
         assert pruned == every

@@ -10,7 +10,7 @@ from array import array
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -20,6 +20,7 @@ from urchin.journal import LineCheck
 from urchin.search import cosine_prune, cosine_sparse, thesaurus
 from urchin.search.assoc import TF_WEIGHT as _TF_WEIGHT
 from urchin.search.assoc import Associations
+from urchin.search.cosine_settings import DEFAULTS, RankingSettings
 from urchin.search.cosine_sparse import Query, Scored, Scratch, Window, member, merge, raw_scores
 from urchin.search.extract import LABELS, Batch, TermExtractor
 from urchin.search.links import link_rows
@@ -30,19 +31,15 @@ from urchin.search.score import TOKEN_COSINE
 from urchin.search.thesaurus import Thesaurus
 from urchin.search.tokens import named, tokenize
 
-__all__ = ["IndexState", "Scored", "TokenCosineIndex", "event_terms", "MEMORY_PRIOR", "NAMED_SOURCE_PRIOR", "EXPAND",
-           "EXPAND_TERMS"]
+__all__ = ["IndexState", "RankingSettings", "Scored", "TokenCosineIndex", "event_terms", "MEMORY_PRIOR",
+           "NAMED_SOURCE_PRIOR", "EXPAND", "EXPAND_TERMS"]
 
 _FREEZE_POSTINGS = 1 << 18  # pending postings frozen into a CSR segment beyond this
 _MAX_MERGE_POSTINGS = 1 << 22  # segments are not merged beyond this: a merge needs old + new in memory
-_EXACT_REFRESH_POSTINGS = 1 << 21  # below this, document norms are refreshed at every query
-_REFRESH_GROWTH = 0.01  # above it, norms are refreshed once the index has grown by 1%
-_SPARSE_CONTEXT = 2   # context walks from the matches when they are under half the window (same floats)
-_SAMPLED_TOP = 64     # a ranking over more than this many rows per result looks for its floor in a sample
-_EXPAND_DF = 0.02  # related terms in more than this share of events are not added to a query (cost)
-MEMORY_PRIOR = 1.0  # a memory's score counts 1 + this (see TokenCosineIndex's `memory`)
-NAMED_SOURCE_PRIOR = 1.0  # an event from a source the query names counts 1 + this (`named_source`)
-EXPAND, EXPAND_TERMS = 0.3, 5   # learned associations: weight per similarity, and how many a query gets
+# The shipped priors and expansion, which the hybrid index's legs share (urchin/index/): see RankingSettings.
+MEMORY_PRIOR = DEFAULTS.memory  # a memory's score counts 1 + this
+NAMED_SOURCE_PRIOR = DEFAULTS.named_source  # an event from a source the query names counts 1 + this
+EXPAND, EXPAND_TERMS = DEFAULTS.expand, DEFAULTS.expand_terms   # learned associations: weight, how many
 
 
 @dataclass(slots=True)
@@ -82,6 +79,8 @@ class TokenCosineIndex:
     An event's score adds its session neighbours' cosines (the events before and after it in the
     same session, by timestamp; `context_turns` on each side, weighted context ** distance), since
     a turn answers the one before it; the sum is divided by its maximum so scores stay in (0, 1].
+    How it ranks, and which paths a query may take, is `settings` (`RankingSettings`, given at
+    construction; the shipped values by default).
     """
 
     freeze_postings = _FREEZE_POSTINGS
@@ -93,45 +92,9 @@ class TokenCosineIndex:
     # the same results); False: it reads every match (tests compare the two)
     prune = True
 
-    def __init__(self, *, context: float = 0.5, context_turns: int = 3, expand: float = EXPAND,
-                 expand_terms: int = EXPAND_TERMS, session: float = 1.0, session_slots: float = 1,
-                 kind: float = 0.5, related: float = 0.5, related_terms: int = 80, pivot: float = 0.3,
-                 memory: float = MEMORY_PRIOR, named_source: float = NAMED_SOURCE_PRIOR) -> None:
-        """`context` weighs a session neighbour's match, times `context` per step of distance.
-        `expand` weighs the terms `assoc` (learned associations, see `assoc.py`) relates to a query,
-        times their similarity, relative to the query's own terms; 0 or no `assoc`: no expansion.
-        `session` adds, to every event of a session, that weight times the session's match (its events'
-        cosines summed, over the square root of its length): what a whole session is about; that
-        ranking fills `session_slots` of every 10 results (after the best by match, see `cosine_sparse.merge`).
-        `kind` raises by that share the events whose kind the query names ("decisions" -> `decision`).
-        `related` weighs the words of software work the shipped thesaurus relates to a query's words
-        (`thesaurus.py`), at most `related_terms` of them, relative to the query's own terms.
-        `pivot` is the length normalisation's slope (pivoted normalisation, Singhal et al. 1996): a
-        document's weight vector is divided by `(1 - pivot) * mean norm + pivot * its norm`; 1 is the
-        plain cosine, which favours short events (a one-word turn matches a one-word query best).
-        `memory` raises by that share every memory (`MEMORY_KINDS`: what an agent chose to remember,
-        `urchin_remember`'s decisions), whatever the query: a later question most often wants what was
-        decided, not the file reads and test runs around it. `named_source` raises by that share the
-        events whose source the query names ("what did Caroline say", "what did codex decide")."""
-        if not 0.0 < pivot <= 1.0:
-            raise ValueError("pivot must be in (0, 1]")
-        if not 0.0 <= context <= 1.0 or min(context_turns, expand, expand_terms, session, session_slots, kind,
-                                             related, related_terms, memory, named_source) < 0:
-            raise ValueError("context must be in [0, 1]; context_turns, expand, expand_terms, session, kind, "
-                             "related, related_terms, memory, named_source >= 0")
-        self.session = session
-        self.session_slots = session_slots
-        self.kind = kind
-        self.memory = memory
-        self.named_source = named_source
-        self.context = context
-        self.context_turns = context_turns if context > 0 else 0
-        self.expand = expand
-        self.expand_terms = expand_terms
-        self.related = related
-        self.related_terms = related_terms
-        self.pivot = pivot
-        self.thesaurus: Thesaurus | None = thesaurus.default() if related > 0 else None
+    def __init__(self, settings: RankingSettings = DEFAULTS) -> None:
+        self.thesaurus: Thesaurus | None = None
+        self.settings = settings
         self.assoc: Associations | None = None
         self._vocab: dict[str, int] = {}
         self._extractor = TermExtractor(self._vocab)
@@ -160,8 +123,28 @@ class TokenCosineIndex:
         self._id_end: Column | SplitColumn = Column(np.int64)   # a SplitColumn once loaded (from_state)
         self._refreshed_at = 0  # rows whose norms reflect the idf of the last full refresh
         self._norm_epoch = 0    # bumped when every norm is recomputed (cosine_prune's maxima then go)
-        self._bounds: cosine_prune.Bounds | None = None     # cosine_prune's per-term block maxima, made by queries
         self.postings_read = 0  # postings the last query read (a work counter: tests, benchmarks)
+
+    @property
+    def settings(self) -> RankingSettings:
+        """How this index ranks (see `RankingSettings`)."""
+        return self._settings
+
+    @settings.setter
+    def settings(self, settings: RankingSettings) -> None:
+        """Rank by `settings` from the next query on (benches try several on one index): the block maxima
+        made with the old ones go; the thesaurus is loaded when related words are first wanted."""
+        self._settings = settings
+        # the one session-context rule (`neighbour_weights`): empty when context is 0
+        self.context_weights = neighbour_weights(settings.context, settings.context_turns)
+        self._bounds: cosine_prune.Bounds | None = None    # cosine_prune's per-term block maxima, made by queries
+        if settings.related > 0 and self.thesaurus is None:
+            self.thesaurus = thesaurus.default()
+
+    @property
+    def expand(self) -> float:
+        """The learned associations' weight (`RankingSettings.expand`): 0, and the view learns none."""
+        return self._settings.expand
 
     # ---- adding -----------------------------------------------------------------------------
     def __len__(self) -> int:
@@ -325,7 +308,7 @@ class TokenCosineIndex:
         n, done = len(self), self._refreshed_at
         if n == done:
             return
-        if self.nnz <= _EXACT_REFRESH_POSTINGS or n - done >= _REFRESH_GROWTH * done:
+        if self.nnz <= self._settings.exact_refresh_postings or n - done >= self._settings.refresh_growth * done:
             self.refresh()
 
     # ---- searching --------------------------------------------------------------------------
@@ -371,10 +354,11 @@ class TokenCosineIndex:
         lo, hi, late = self._row_range(since_ms, until_ms)
         if lo >= hi:
             return []
-        slots = min(limit, round(self.session_slots * limit / 10)) if self.session > 0 else 0
+        settings = self._settings
+        slots = min(limit, round(settings.session_slots * limit / 10)) if settings.session > 0 else 0
         asked = groups if groups is not None else [[[t]] for t in dict.fromkeys(tokens)]
         query_ = Query(weights, own, set(tokens), asked, Window(lo, hi, late, since_ms, until_ms), codes, limit,
-                       slots, neighbour_weights(self.context, self.context_turns), TOKEN_COSINE)
+                       slots, self.context_weights, TOKEN_COSINE)
         if not self.reference:
             ranked = cosine_sparse.rank(self, query_, cosine_prune.top if self.prune else None)
             if ranked is not None:
@@ -396,7 +380,7 @@ class TokenCosineIndex:
                 outside[:-1] |= ts > until_ms
             scores[outside] = 0
         hit = np.flatnonzero(scores[:-1])
-        if self.context_turns:
+        if self.context_weights:
             smoothed = self._with_context(scores, lo, hi, hit)
         else:
             smoothed = scores.copy()
@@ -418,7 +402,7 @@ class TokenCosineIndex:
         if outside is not None:
             scores[outside] = 0
         view = scores[: hi - lo]
-        if not codes and len(view) > _SAMPLED_TOP * limit:
+        if not codes and len(view) > self._settings.sampled_top * limit:
             # The limit-th best of a sample is at most the limit-th best of all: only rows scoring
             # at least that can be in the top, and they are few (~sqrt(rows x limit)).
             sample = view[:: max(1, int(np.sqrt(len(view) / limit)))]
@@ -464,21 +448,22 @@ class TokenCosineIndex:
         weights = {t: 1.0 + float(np.log(c)) for t, c in terms.items()}
         own = len(weights)
         # Related terms as common as a tenth of the journal's words add little and cost postings:
-        # only those in at most EXPAND_DF of the events (and at least 50) are added.
-        cap = max(50, int(_EXPAND_DF * len(self)))
+        # only those in at most `expand_df` of the events (and at least 50) are added.
+        s = self._settings
+        cap = max(50, int(s.expand_df * len(self)))
         df = self._df.data
-        if self.thesaurus is not None and self.related > 0 and self.related_terms:
-            for term, near in self.thesaurus.expand(tokens, n=self.related_terms):
+        if self.thesaurus is not None and s.related > 0 and s.related_terms:
+            for term, near in self.thesaurus.expand(tokens, n=s.related_terms):
                 tid = self._vocab.get(term)
                 if tid is not None and tid not in weights and df[tid] <= cap and term not in exclude:
-                    weights[tid] = self.related * near
+                    weights[tid] = s.related * near
         told = len(weights)
-        if self.assoc is not None and self.expand > 0 and self.expand_terms:
-            for term, sim in self.assoc.expand(tokens, n=self.expand_terms * 3):
+        if self.assoc is not None and s.expand > 0 and s.expand_terms:
+            for term, sim in self.assoc.expand(tokens, n=s.expand_terms * 3):
                 tid = self._vocab.get(term)
                 if tid is not None and tid not in weights and df[tid] <= cap and term not in exclude:
-                    weights[tid] = min(self.expand * sim, 1.0)
-                    if len(weights) >= told + self.expand_terms:
+                    weights[tid] = min(s.expand * sim, 1.0)
+                    if len(weights) >= told + s.expand_terms:
                         break
         return weights, own
 
@@ -507,9 +492,10 @@ class TokenCosineIndex:
 
     def _norms_at(self, norms: np.ndarray) -> np.ndarray:
         """Stored document norms -> the divisors of their cosines (pivoted length normalisation)."""
-        if self.pivot < 1.0:
-            pivoted = np.float32((1.0 - self.pivot) * self._norm_total / max(len(self), 1))
-            return pivoted + np.float32(self.pivot) * norms
+        pivot = self._settings.pivot
+        if pivot < 1.0:
+            pivoted = np.float32((1.0 - pivot) * self._norm_total / max(len(self), 1))
+            return pivoted + np.float32(pivot) * norms
         return norms
 
     def _cosines(self, terms: dict[int, float], own: int, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
@@ -595,7 +581,7 @@ class TokenCosineIndex:
         lengths = np.bincount(codes + 1, minlength=size + 1)      # slot 0: rows without a session
         level = np.zeros(size + 1, dtype=np.float32)
         level[1:] = sums / np.sqrt(np.maximum(lengths[1:], 1))
-        out[:-1] += np.float32(self.session) * level[codes + 1]   # + 0 where the session has no match
+        out[:-1] += np.float32(self._settings.session) * level[codes + 1]   # + 0 where the session has no match
         return out
 
     def _session_lengths(self, lo: int, hi: int) -> np.ndarray:
@@ -634,16 +620,16 @@ class TokenCosineIndex:
         """Raise rows whose kind the query names (any kind, its name matched like words) by `kind`,
         memories by `memory`, and rows whose source the query names by `named_source`. `kinds` and
         `sources`: the rows' codes, beside `scores` (changed in place)."""
-        field, names = self._fields["kind"], self._fields["source"]
-        kinds_named = [field[v] for v in named(field, terms)] if self.kind > 0 else []
-        memories = [code for value in MEMORY_KINDS if (code := field.get(value)) is not None] if self.memory else []
-        speakers = [names[v] for v in named(names, terms)] if self.named_source > 0 else []
+        s, field, names = self._settings, self._fields["kind"], self._fields["source"]
+        kinds_named = [field[v] for v in named(field, terms)] if s.kind > 0 else []
+        memories = [code for value in MEMORY_KINDS if (code := field.get(value)) is not None] if s.memory else []
+        speakers = [names[v] for v in named(names, terms)] if s.named_source > 0 else []
         if kinds_named:
-            scores[member(kinds, kinds_named, len(field))] *= np.float32(1.0 + self.kind)
+            scores[member(kinds, kinds_named, len(field))] *= np.float32(1.0 + s.kind)
         if memories:
-            scores[member(kinds, memories, len(field))] *= np.float32(1.0 + self.memory)
+            scores[member(kinds, memories, len(field))] *= np.float32(1.0 + s.memory)
         if speakers:
-            scores[member(sources, speakers, len(names))] *= np.float32(1.0 + self.named_source)
+            scores[member(sources, speakers, len(names))] *= np.float32(1.0 + s.named_source)
 
     def _with_context(self, scores: np.ndarray, lo: int, hi: int, hit: np.ndarray) -> np.ndarray:
         """Add each row's session neighbours' cosines, weighted context ** distance, then rescale.
@@ -652,7 +638,7 @@ class TokenCosineIndex:
         rows match (`hit`, relative to lo), each instead adds its cosine to the rows it is a
         neighbour of, walking the inverse links: the same sums, added in the same order, so the
         same floats, at a cost that follows the matches instead of the window."""
-        if len(hit) * _SPARSE_CONTEXT < hi - lo:
+        if len(hit) * self._settings.sparse_context < hi - lo:
             return self._scatter_context(scores, lo, hi, hit)
         spare = hi - lo  # index of the zero slot: neighbours that are missing or outside the window
 
@@ -663,7 +649,7 @@ class TokenCosineIndex:
 
         out = scores.copy()
         gathered = np.empty_like(scores)      # one buffer for every step (no temporaries per step)
-        weights = neighbour_weights(self.context, self.context_turns)
+        weights = self.context_weights
         for links in (self._prev.data[lo:hi], self._next.data[lo:hi]):
             step = relative(links)
             hop = step
@@ -677,7 +663,7 @@ class TokenCosineIndex:
 
     def _scatter_context(self, scores: np.ndarray, lo: int, hi: int, hit: np.ndarray) -> np.ndarray:
         out = scores.copy()
-        weights = neighbour_weights(self.context, self.context_turns)
+        weights = self.context_weights
         values = scores[hit]
         # gathering from previous turns is giving to next ones, and then the other way round
         for links in (self._next.data, self._prev.data):
@@ -731,15 +717,16 @@ class TokenCosineIndex:
         for name, values in zip(("terms", "rows", "tf"), self._pending(), strict=True):
             arrays[f"pending_{name}"] = values.copy()
         meta = {"rows": len(self), "terms": len(self._vocab), "refreshed_at": self._refreshed_at,
-                "context": self.context, "context_turns": self.context_turns}
+                "context": self._settings.context, "context_turns": len(self.context_weights)}
         return IndexState(meta, list(self._vocab), {n: c.values_in_order() for n, c in self._fields.items()},
                           arrays, [(s.indptr, s.rows, s.tf) for s in self._segments])
 
     @classmethod
-    def from_state(cls, state: IndexState) -> TokenCosineIndex:
-        """The index a state was taken of. Raises ValueError when the state is inconsistent."""
+    def from_state(cls, state: IndexState, settings: RankingSettings = DEFAULTS) -> TokenCosineIndex:
+        """The index a state was taken of, ranking by `settings` with the state's session context.
+        Raises ValueError when the state is inconsistent."""
         meta, arrays = state.meta, state.arrays
-        index = cls(context=float(meta["context"]), context_turns=int(meta["context_turns"]))
+        index = cls(replace(settings, context=float(meta["context"]), context_turns=int(meta["context_turns"])))
         n, n_terms = int(meta["rows"]), int(meta["terms"])
         _check_state(state, n, n_terms)
         index._vocab.update(zip(state.vocab, range(n_terms), strict=True))
