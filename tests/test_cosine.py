@@ -371,6 +371,7 @@ def test_shortcuts_give_the_same_floats_as_the_full_passes(since: int | None, un
     """Context walked from the matches and the top found above a sampled floor are exact: the same
     scores, bit for bit, and the same hits as the passes over every row of the window."""
     import urchin.search.cosine as cosine
+    from urchin.search import cosine_dense
 
     events = _backfilled(n=1500, seed=9, late=0.1)
     lo = None if since is None else BASE + since * 1000
@@ -391,11 +392,11 @@ def test_shortcuts_give_the_same_floats_as_the_full_passes(since: int | None, un
         weights, own = index._query_weights(cosine.tokenize(q))
         if not weights or row_lo >= row_hi:
             continue
-        scores, _ = index._cosines(weights, own, row_lo, row_hi)
+        scores, _ = cosine_dense.cosines(index, weights, own, row_lo, row_hi)
         hit = np.flatnonzero(scores[:-1])
-        dense = index._with_context(scores, row_lo, row_hi, hit)
+        dense = cosine_dense.with_context(index, scores, row_lo, row_hi, hit)
         index.settings = replace(full_passes, sparse_context=0)
-        assert np.array_equal(index._with_context(scores, row_lo, row_hi, hit), dense)
+        assert np.array_equal(cosine_dense.with_context(index, scores, row_lo, row_hi, hit), dense)
         index.settings = full_passes
     index.settings = RankingSettings(sparse_context=0, sampled_top=1)   # always from the matches, above a floor
     assert run() == full

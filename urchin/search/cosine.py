@@ -10,18 +10,18 @@ from array import array
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
-from typing import Any
+from dataclasses import replace
 
 import numpy as np
 
 from urchin.event import MEMORY_KINDS, Event
 from urchin.journal import LineCheck
-from urchin.search import cosine_prune, cosine_sparse, thesaurus
+from urchin.search import cosine_dense, cosine_prune, cosine_sparse, cosine_state, thesaurus
 from urchin.search.assoc import TF_WEIGHT as _TF_WEIGHT
 from urchin.search.assoc import Associations
 from urchin.search.cosine_settings import DEFAULTS, RankingSettings
-from urchin.search.cosine_sparse import Query, Scored, Scratch, Window, member, merge, raw_scores
+from urchin.search.cosine_sparse import Query, Scored, Scratch, Window, member
+from urchin.search.cosine_state import IndexState
 from urchin.search.extract import LABELS, Batch, TermExtractor
 from urchin.search.links import link_rows
 from urchin.search.postings import Blob, Codes, Column, Segment, SplitColumn, Triples, release_pages
@@ -40,20 +40,6 @@ _MAX_MERGE_POSTINGS = 1 << 22  # segments are not merged beyond this: a merge ne
 MEMORY_PRIOR = DEFAULTS.memory  # a memory's score counts 1 + this
 NAMED_SOURCE_PRIOR = DEFAULTS.named_source  # an event from a source the query names counts 1 + this
 EXPAND, EXPAND_TERMS = DEFAULTS.expand, DEFAULTS.expand_terms   # learned associations: weight, how many
-
-
-@dataclass(slots=True)
-class IndexState:
-    """A consistent copy of an index, to save (`cosine_store`) and restore (`from_state`).
-
-    `arrays` are owned copies (or immutable segment arrays), so the index can change while the
-    state is written. `segments` are (indptr, rows, tf) per segment."""
-
-    meta: dict[str, Any]
-    vocab: list[str]  # in id order
-    labels: dict[str, list[str]]  # per label field, values in code order
-    arrays: dict[str, np.ndarray]
-    segments: list[tuple[np.ndarray, np.ndarray, np.ndarray]]
 
 
 def event_terms(event: Event) -> list[str]:
@@ -85,7 +71,7 @@ class TokenCosineIndex:
 
     freeze_postings = _FREEZE_POSTINGS
     max_merge_postings = _MAX_MERGE_POSTINGS
-    # True: every query makes the passes over every row of its window (the reference that
+    # True: every query makes the passes over every row of its window (`cosine_dense`: the reference that
     # cosine_sparse's ranking over the rows a query reaches is tested against; same results)
     reference = False
     # True: a query with many matches reads only the row blocks that can hold its top (cosine_prune;
@@ -363,60 +349,7 @@ class TokenCosineIndex:
             ranked = cosine_sparse.rank(self, query_, cosine_prune.top if self.prune else None)
             if ranked is not None:
                 return ranked
-        return self._search_dense(query_)
-
-    def _search_dense(self, q: Query) -> list[Scored]:
-        """The passes over every row of the window (the reference; see `reference`)."""
-        lo, hi, late = q.window.lo, q.window.hi, q.window.late
-        since_ms, until_ms = q.window.since, q.window.until
-        scores, evidence = self._cosines(q.weights, q.own, lo, hi)
-        outside = None
-        if late:  # rows in range whose own time is outside the window: no score, no context
-            ts = self._ts.data[lo:hi]
-            outside = np.zeros(hi - lo + 1, dtype=bool)
-            if since_ms is not None:
-                outside[:-1] |= ts < since_ms
-            if until_ms is not None:
-                outside[:-1] |= ts > until_ms
-            scores[outside] = 0
-        hit = np.flatnonzero(scores[:-1])
-        if self.context_weights:
-            smoothed = self._with_context(scores, lo, hi, hit)
-        else:
-            smoothed = scores.copy()
-        self._kind_prior(smoothed[:-1], self._fields["kind"].column.data[lo:hi],
-                         self._fields["source"].column.data[lo:hi], q.words)
-        boosted = self._with_session(scores, smoothed, lo, hi, hit) if q.slots else None
-        every = self._every(q.groups, lo, hi)
-        base = evidence + every * np.float32(TOKEN_COSINE.every)
-        ranked = self._ranked(raw_scores(base, smoothed, TOKEN_COSINE), lo, hi, outside, q.codes, q.limit, smoothed)
-        if boosted is None:
-            return ranked
-        by_session = self._ranked(raw_scores(base, boosted, TOKEN_COSINE), lo, hi, outside, q.codes, q.limit, boosted)
-        return merge(ranked, by_session, q.limit, q.slots, lambda row: bool(every[row - lo]))
-
-    def _ranked(self, scores: np.ndarray, lo: int, hi: int, outside: np.ndarray | None,
-                codes: dict[str, int], limit: int, match: np.ndarray) -> list[Scored]:
-        """Final (raw) scores of rows lo..hi-1 -> the `limit` best that pass the filters; `match`: the
-        smoothed cosines they were made from (the hits carry them)."""
-        if outside is not None:
-            scores[outside] = 0
-        view = scores[: hi - lo]
-        if not codes and len(view) > self._settings.sampled_top * limit:
-            # The limit-th best of a sample is at most the limit-th best of all: only rows scoring
-            # at least that can be in the top, and they are few (~sqrt(rows x limit)).
-            sample = view[:: max(1, int(np.sqrt(len(view) / limit)))]
-            floor = np.partition(sample, len(sample) - limit)[len(sample) - limit]
-            if floor > 0:
-                cand = np.flatnonzero(view >= floor)
-                return self._top(cand + lo, view[cand], limit, match[cand])
-        cand = np.flatnonzero(view)
-        if codes:
-            keep = np.ones(len(cand), dtype=bool)
-            for name, code in codes.items():
-                keep &= self._fields[name].column.data[cand + lo] == code
-            cand = cand[keep]
-        return self._top(cand + lo, scores[cand], limit, match[cand])
+        return cosine_dense.rank(self, query_)
 
     def _row_range(self, since_ms: int | None, until_ms: int | None) -> tuple[int, int, bool]:
         """Rows to score, lo..hi-1, and whether late rows among them need their own time checked.
@@ -469,7 +402,7 @@ class TokenCosineIndex:
 
     def _scales(self, terms: dict[int, float], own: int) -> tuple[list[tuple[int, np.float32]], dict[int, float]]:
         """Per query term, in the order its postings are added, the factor its tf weights are multiplied
-        by (those of weight 0 left out); and each term's evidence part (see `_cosines`). The first `own`
+        by (those of weight 0 left out); and each term's evidence part (see `cosine_dense.cosines`). The first `own`
         terms are the query's, the rest related ones. A related term's idf, on both sides, is capped at
         the mean idf of the query's own terms: a rare related word must not outweigh the words the
         user typed (in a small journal, "postgresql" would beat "database" itself)."""
@@ -497,92 +430,6 @@ class TokenCosineIndex:
             pivoted = np.float32((1.0 - pivot) * self._norm_total / max(len(self), 1))
             return pivoted + np.float32(pivot) * norms
         return norms
-
-    def _cosines(self, terms: dict[int, float], own: int, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
-        """Cosine of the query with rows lo..hi-1 (one spare zero slot at the end, for context), see
-        `_scales`. Also each row's evidence part of its raw score (the same slots): TOKEN_COSINE's
-        `share` times the share of the own terms' weight (tf x idf^2) it holds, plus `related` times
-        the related terms' share."""
-        scales, part = self._scales(terms, own)
-        acc = np.zeros(hi - lo + 1, dtype=np.float32)
-        held = np.zeros(hi - lo + 1, dtype=np.float32)
-        pending = self._pending() if self._pending_rows else None
-        for term, scale in scales:
-            for seg in self._segments:
-                rows, tf = seg.postings(term)
-                if lo > 0 or hi < len(self):
-                    a, b = np.searchsorted(rows, (lo, hi))
-                    rows, tf = rows[a:b], tf[a:b]
-                acc[rows - lo] += _TF_WEIGHT[tf] * scale
-                self.postings_read += len(rows)
-                if term in part:
-                    held[rows - lo] += np.float32(part[term])
-            if pending is not None:
-                hit = np.flatnonzero(pending[0] == term)
-                rows, tf = pending[1][hit], pending[2][hit]
-                inside = (rows >= lo) & (rows < hi)
-                acc[rows[inside] - lo] += _TF_WEIGHT[tf[inside]] * scale
-                self.postings_read += int(inside.sum())
-                if term in part:
-                    held[rows[inside] - lo] += np.float32(part[term])
-        acc[:-1] /= self._norms_at(self._norm.data[lo:hi])
-        held[-1] = 0
-        return acc, held
-
-    def _rows_with(self, term: int, lo: int, hi: int) -> np.ndarray:
-        """The rows lo..hi-1 holding `term`, relative to lo."""
-        out = []
-        for seg in self._segments:
-            rows, _ = seg.postings(term)
-            a, b = np.searchsorted(rows, (lo, hi))
-            out.append(rows[a:b] - lo)
-        if self._pending_rows:
-            terms, rows, _ = self._pending()
-            rows = rows[terms == term]
-            out.append(rows[(rows >= lo) & (rows < hi)] - lo)
-        return np.concatenate(out) if out else np.zeros(0, dtype=np.int64)
-
-    def _every(self, groups: Sequence[Sequence[Sequence[str]]], lo: int, hi: int) -> np.ndarray:
-        """1.0 for the rows holding every word (in each group, every token of one alternative), else 0
-        (one spare slot, 0). Stop words are no terms; a group of only those asks nothing."""
-        every = np.zeros(hi - lo + 1, dtype=np.float32)
-        first = True
-        for group in groups:
-            alternatives = [[t for t in alt if t] for alt in group]
-            alternatives = [alt for alt in alternatives if alt]
-            if not alternatives:
-                continue
-            ok = np.zeros(hi - lo + 1, dtype=bool)
-            for alt in alternatives:
-                if any(t not in self._vocab for t in alt):
-                    continue
-                count = np.zeros(hi - lo + 1, dtype=np.int32)
-                for t in dict.fromkeys(alt):
-                    count[self._rows_with(self._vocab[t], lo, hi)] += 1
-                ok |= count == len(set(alt))
-            every = ok.astype(np.float32) if first else every * ok
-            first = False
-        every[-1] = 0
-        return every
-
-    def _with_session(self, scores: np.ndarray, smoothed: np.ndarray, lo: int, hi: int,
-                      hit: np.ndarray) -> np.ndarray:
-        """Add to each row `session` times its session's match: the sum of the session's cosines over
-        the square root of its length in the window (long sessions do not win by length alone).
-        `hit`: the rows (relative to lo) whose cosine is not zero; only their sessions' sums change."""
-        codes = self._fields["session"].column.data[lo:hi]
-        size = len(self._fields["session"])
-        hit_codes = codes[hit]
-        matched = hit_codes >= 0
-        out = smoothed.copy()
-        if not matched.any():
-            return out
-        sums = np.bincount(hit_codes[matched], scores[hit[matched]], minlength=size)  # zeros add nothing
-        lengths = np.bincount(codes + 1, minlength=size + 1)      # slot 0: rows without a session
-        level = np.zeros(size + 1, dtype=np.float32)
-        level[1:] = sums / np.sqrt(np.maximum(lengths[1:], 1))
-        out[:-1] += np.float32(self._settings.session) * level[codes + 1]   # + 0 where the session has no match
-        return out
 
     def _session_lengths(self, lo: int, hi: int) -> np.ndarray:
         """Rows per session code in lo..hi-1 (late rows outside the window's time included, as the
@@ -631,51 +478,6 @@ class TokenCosineIndex:
         if speakers:
             scores[member(sources, speakers, len(names))] *= np.float32(1.0 + s.named_source)
 
-    def _with_context(self, scores: np.ndarray, lo: int, hi: int, hit: np.ndarray) -> np.ndarray:
-        """Add each row's session neighbours' cosines, weighted context ** distance, then rescale.
-
-        A row gathers from neighbours 1..turns away while every step stays in the window. When few
-        rows match (`hit`, relative to lo), each instead adds its cosine to the rows it is a
-        neighbour of, walking the inverse links: the same sums, added in the same order, so the
-        same floats, at a cost that follows the matches instead of the window."""
-        if len(hit) * self._settings.sparse_context < hi - lo:
-            return self._scatter_context(scores, lo, hi, hit)
-        spare = hi - lo  # index of the zero slot: neighbours that are missing or outside the window
-
-        def relative(links: np.ndarray) -> np.ndarray:
-            rel = links - lo
-            rel[(links < lo) | (links >= hi)] = spare
-            return np.append(rel, spare)
-
-        out = scores.copy()
-        gathered = np.empty_like(scores)      # one buffer for every step (no temporaries per step)
-        weights = self.context_weights
-        for links in (self._prev.data[lo:hi], self._next.data[lo:hi]):
-            step = relative(links)
-            hop = step
-            for weight in weights:
-                np.take(scores, hop, out=gathered)
-                gathered *= weight
-                out += gathered
-                hop = step[hop]
-        out /= 1.0 + 2 * sum(weights)
-        return out
-
-    def _scatter_context(self, scores: np.ndarray, lo: int, hi: int, hit: np.ndarray) -> np.ndarray:
-        out = scores.copy()
-        weights = self.context_weights
-        values = scores[hit]
-        # gathering from previous turns is giving to next ones, and then the other way round
-        for links in (self._next.data, self._prev.data):
-            rows, carried = hit + lo, values
-            for weight in weights:
-                rows = links[rows]
-                inside = (rows >= lo) & (rows < hi)
-                rows, carried = rows[inside], carried[inside]
-                out[rows - lo] += carried * weight    # a session is a chain: no row twice in one step
-        out /= 1.0 + 2 * sum(weights)
-        return out
-
     def _top(self, rows: np.ndarray, scores: np.ndarray, limit: int, match: np.ndarray) -> list[Scored]:
         if len(rows) > limit:
             kth = np.partition(scores, len(scores) - limit)[len(scores) - limit]
@@ -701,63 +503,18 @@ class TokenCosineIndex:
             end, start = int(ends.data[row]), int(ends.data[row - 1]) if row else 0
         return self._id_bytes[start:end].decode("utf-8")
 
-    # ---- persistence ------------------------------------------------------------------------
-    _COLUMNS = ("ts", "norm", "prev", "next", "id_end")
-
+    # ---- persistence (cosine_state.py) ---------------------------------------------------------
     def state(self, copy: bool = True) -> IndexState:
-        """A copy to save; O(rows + terms) copying, segments shared (they never change). `copy` False:
-        the columns themselves, for a caller that changes nothing until the state is written (a build
-        saving what it owns: no second copy of every column at each save)."""
-        own: Any = np.copy if copy else (lambda a: a)
-        arrays = {name: own(getattr(self, f"_{name}").view()) for name in self._COLUMNS}
-        arrays["df"] = own(self._df.view())
-        arrays["ids"] = self._id_bytes.array()
-        for name, codes in self._fields.items():
-            arrays[f"label_{name}"] = own(codes.column.view())
-        for name, values in zip(("terms", "rows", "tf"), self._pending(), strict=True):
-            arrays[f"pending_{name}"] = values.copy()
-        meta = {"rows": len(self), "terms": len(self._vocab), "refreshed_at": self._refreshed_at,
-                "context": self._settings.context, "context_turns": len(self.context_weights)}
-        return IndexState(meta, list(self._vocab), {n: c.values_in_order() for n, c in self._fields.items()},
-                          arrays, [(s.indptr, s.rows, s.tf) for s in self._segments])
+        """A copy to save (`cosine_state.take`; `copy` False: the columns themselves)."""
+        return cosine_state.take(self, copy)
 
     @classmethod
     def from_state(cls, state: IndexState, settings: RankingSettings = DEFAULTS) -> TokenCosineIndex:
         """The index a state was taken of, ranking by `settings` with the state's session context.
         Raises ValueError when the state is inconsistent."""
-        meta, arrays = state.meta, state.arrays
-        index = cls(replace(settings, context=float(meta["context"]), context_turns=int(meta["context_turns"])))
-        n, n_terms = int(meta["rows"]), int(meta["terms"])
-        _check_state(state, n, n_terms)
-        index._vocab.update(zip(state.vocab, range(n_terms), strict=True))
-        if len(index._vocab) != n_terms:
-            raise ValueError("vocabulary: repeated terms")
-        index._df = Column.of(arrays["df"])
-        fills = {"norm": 1, "prev": -1, "next": -1}
-        for name in cls._COLUMNS:
-            setattr(index, f"_{name}", Column.of(arrays[name], fills.get(name, 0)))
-        index._id_end = SplitColumn(arrays["id_end"])   # read per result only: never copied to grow
-        index._id_bytes = Blob(arrays["ids"])      # not copied: a saved index's map
-        for name in LABELS:
-            index._fields[name] = Codes(state.labels[name], arrays[f"label_{name}"])
-            if len(index._fields[name]) != len(state.labels[name]) + 1:
-                raise ValueError(f"{name}: repeated values")
-        index._segments = [Segment(*parts) for parts in state.segments]
-        for name, kind in (("terms", "i"), ("rows", "i"), ("tf", "B")):
-            setattr(index, f"_pending_{name}", array(kind, arrays[f"pending_{name}"].tobytes()))
-        ts = arrays["ts"]
-        ts_max = np.maximum.accumulate(ts) if n else ts.copy()
-        index._ts_max = Column.of(ts_max)
-        index._late = Column.of(np.flatnonzero(ts < ts_max).astype(np.int32))
-        sessions, nxt = arrays["label_session"], arrays["next"]
-        ends = np.flatnonzero((sessions >= 0) & (nxt < 0))
-        index._session_last = dict(zip(sessions[ends].tolist(), ends.tolist(), strict=True))
-        index._session_rows = Column.of(np.bincount(sessions[sessions >= 0], minlength=len(state.labels["session"]))
-                                        .astype(np.int64))
-        index._scopes = SessionScopes.of(sessions, arrays["label_workspace"], len(state.labels["session"]))
-        index._refreshed_at = int(meta["refreshed_at"])
-        index._norm_total = float(index._norm.data[:n].sum(dtype=np.float64))
-        index._extractor = TermExtractor(index._vocab)
+        context, turns = float(state.meta["context"]), int(state.meta["context_turns"])
+        index = cls(replace(settings, context=context, context_turns=turns))
+        cosine_state.restore(index, state)
         return index
 
     def swap_segments(self, swap: Callable[[Segment], Segment]) -> None:
@@ -788,32 +545,3 @@ class TokenCosineIndex:
         arrays += sum(c.data.nbytes for c in cols) + len(self._id_bytes)
         vocab = sum(49 + len(t) for t in self._vocab) + 100 * len(self._vocab)
         return arrays + vocab
-
-
-def _check_state(state: IndexState, n: int, n_terms: int) -> None:
-    """Cheap consistency checks (O(rows + terms), never O(postings)): shapes, bounds, sortedness."""
-    arrays = state.arrays
-
-    def need(ok: bool, what: str) -> None:
-        if not ok:
-            raise ValueError(what)
-
-    need(len(state.vocab) == n_terms and len(arrays["df"]) == n_terms, "vocabulary: size")
-    for name in (*TokenCosineIndex._COLUMNS, *(f"label_{x}" for x in LABELS)):
-        need(arrays[name].ndim == 1 and len(arrays[name]) == n, f"{name}: length")
-    for name in ("prev", "next"):
-        need(not n or (int(arrays[name].min()) >= -1 and int(arrays[name].max()) < n), f"{name}: bounds")
-    for name in LABELS:
-        codes = arrays[f"label_{name}"]
-        need(not n or (int(codes.min()) >= -1 and int(codes.max()) < len(state.labels[name])), f"{name}: codes")
-    ends = arrays["id_end"]
-    need(not n or (int(ends[-1]) == len(arrays["ids"]) and bool((np.diff(ends) >= 0).all())), "ids: ends")
-    pending = [arrays[f"pending_{x}"] for x in ("terms", "rows", "tf")]
-    need(len({len(p) for p in pending}) == 1, "pending: lengths")
-    if len(pending[0]):
-        need(int(pending[0].max()) < n_terms and int(pending[1].max()) < n and int(pending[1].min()) >= 0,
-             "pending: bounds")
-    for indptr, rows, tf in state.segments:
-        need(1 <= len(indptr) <= n_terms + 1 and int(indptr[0]) == 0, "segment: indptr")
-        need(int(indptr[-1]) == len(rows) == len(tf) and bool((np.diff(indptr) >= 0).all()), "segment: sizes")
-    need(0 <= int(state.meta["refreshed_at"]) <= n, "refreshed_at")

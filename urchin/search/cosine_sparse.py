@@ -3,7 +3,7 @@
 A query reaches its terms' postings in the window (the matches), their session neighbours up to
 `context_turns` steps, and, for the session leg, the newest turns of each session it matches (that
 leg adds the session's match to every turn of it, and among equal scores the newest win). The
-scores are the same floats, added in the same order, as `TokenCosineIndex._search_dense`'s passes
+scores are the same floats, added in the same order, as `cosine_dense.rank`'s passes
 over every row of the window, so the results are identical (tests/test_cosine_sparse.py); `rank`
 declines, and the caller makes those passes, where they would cost no more or this could differ.
 """
@@ -372,7 +372,7 @@ class _Ranking:
                                self.q.words)
 
     def _levels(self, hit: np.ndarray, hit_scores: np.ndarray) -> Levels | None:
-        """The matched sessions and what the reference's `_with_session` adds to each of their rows:
+        """The matched sessions and what the reference's `cosine_dense._with_session` adds to each of their rows:
         `session` times the session's cosines summed (in row order, as there) over the square root
         of its length in the window. None when no match has a session."""
         index = self.index
@@ -417,7 +417,7 @@ class _Ranking:
         return ranked, by_session, merge(ranked, by_session, q.limit, q.slots, lambda row: True)
 
     def _gathered(self, rows: np.ndarray) -> np.ndarray:
-        """The reference's `_with_context` at `rows` (matches in the window): neighbours' scores gathered
+        """The reference's `cosine_dense.with_context` at `rows` (matches in the window): neighbours' scores gathered
         step by step, in its order. The reference stops a walk where it leaves rows lo..hi-1; this one
         walks on, adding only zeros: rows past that point are outside the window's time (a session's
         links follow time, and every row outside lo..hi-1 has its time outside the window), so their
@@ -469,7 +469,7 @@ class _Ranking:
             spread[written] = 0
 
     def _scattered(self, hit: np.ndarray, hit_scores: np.ndarray) -> np.ndarray:
-        """The reference's `_scatter_context` into scratch b (not yet divided); returns the rows it
+        """The reference's `cosine_dense._scatter_context` into scratch b (not yet divided); returns the rows it
         wrote (the matches and their neighbours in the window), ascending."""
         spread, lo, hi = self.scratch.b, self.lo, self.hi
         spread[hit] = hit_scores
