@@ -452,3 +452,27 @@ def test_blas_in_a_thread_survives_forks_from_another(tmp_path) -> None:  # type
     lines = done.stdout.split()
     assert done.returncode == 0, done.stderr
     assert lines[-1] == "ok" and lines.count("built") >= 2, done.stdout
+
+
+def test_settings_given_to_a_built_index_rank_as_an_index_built_with_them() -> None:
+    """Benches try several settings on one index (`index.settings = ...`): from the next query on it ranks
+    as one built with them, the thesaurus loaded once related words are wanted."""
+    events = _backfilled(n=800, seed=11)
+    bare = RankingSettings(related=0.0, session=0.0, context=0.0)
+    swapped, fresh = TokenCosineIndex(bare), TokenCosineIndex()
+    swapped.add_many(events)
+    fresh.add_many(events)
+    assert swapped.thesaurus is None
+    swapped.settings = RankingSettings()
+    queries = [*QUERIES, "database query latency"]
+    assert [swapped.search(q, limit=20) for q in queries] == [fresh.search(q, limit=20) for q in queries]
+    swapped.settings, fresh = bare, TokenCosineIndex(bare)
+    fresh.add_many(events)
+    assert [swapped.search(q, limit=20) for q in queries] == [fresh.search(q, limit=20) for q in queries]
+
+
+@pytest.mark.parametrize("field,value", [("pivot", 0.0), ("context", 1.5), ("session", -1.0), ("block", 0),
+                                         ("walk_budget", -1), ("bound_growth", 0), ("expand_df", -0.1)])
+def test_ranking_settings_out_of_range_are_refused_naming_the_setting(field: str, value: float) -> None:
+    with pytest.raises(ValueError, match=field):
+        RankingSettings(**{field: value})

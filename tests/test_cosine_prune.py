@@ -112,3 +112,14 @@ def test_a_common_words_top_reads_about_as_many_postings_in_a_journal_three_time
     every_read = index.postings_read          # every match of the larger journal: three times the smaller's
     assert reads[1] <= 1.6 * reads[0], reads
     assert reads[1] * 2 < every_read, (reads, every_read)
+
+
+def test_new_settings_drop_the_maxima_made_with_the_old_ones() -> None:
+    index = _index(_journal(7, 3000))
+    index.search("retry", limit=10)
+    assert index._bounds is not None and index._bounds.block == 16
+    index.settings = RankingSettings(block=64, min_postings=0)
+    assert index._bounds is None
+    pruned, every, _ = _both(index, "retry", limit=10)
+    assert pruned == every
+    assert index._bounds is not None and index._bounds.block == 64
