@@ -14,6 +14,7 @@ import resource
 import statistics
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -144,20 +145,18 @@ def main() -> None:
     p50c, p95c = timed(lambda q: index.search(q, workspace="ws3", source="git"), qs)
     print(f"search, ws+source    : p50 {p50c:7.1f} ms  p95 {p95c:7.1f} ms")
     del events
-    turns, index.context_turns = index.context_turns, 0  # the peer: plain cosine on the same postings
+    shipped = index.settings
+    index.settings = replace(shipped, context_turns=0)  # the peer: plain cosine on the same postings
     p50p, p95p = timed(lambda q: index.search(q), qs)
-    index.context_turns = turns
+    index.settings = shipped
     print(f"peer, plain cosine (no session context), no window: p50 {p50p:7.1f} ms  p95 {p95p:7.1f} ms; "
           f"context costs x{p50n / p50p:.2f}")
     before = {"context_turns": 2, "expand": 0.0, "session": 0.0, "kind": 0.0, "related": 0.0, "pivot": 1.0,
               "memory": 0.0}  # the constants before issue 15
-    after = {name: getattr(index, name) for name in before}
-    for name, value in before.items():
-        setattr(index, name, value)
+    index.settings = replace(shipped, **before)  # type: ignore[arg-type]
     p50b, p95b = timed(lambda q: index.search(q, since_ms=week, until_ms=now), qs)
     p50bn, p95bn = timed(lambda q: index.search(q), qs)
-    for name, value in after.items():
-        setattr(index, name, value)
+    index.settings = shipped
     print(f"before issue 15 (2 turns, no associations, session leg or kind prior): 168 h p50 {p50b:7.1f} ms "
           f"p95 {p95b:7.1f} ms; no window p50 {p50bn:7.1f} ms p95 {p95bn:7.1f} ms")
     round2 = {"related": 0.0, "pivot": 1.0, "memory": 0.0, "session_slots": 2}  # before the thesaurus (round 3)

@@ -16,6 +16,7 @@ import argparse
 import statistics
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -25,15 +26,17 @@ from bench_hot_search import QUERIES  # noqa: E402
 
 from urchin.config import Settings  # noqa: E402
 from urchin.memory import Memory  # noqa: E402
-from urchin.search import cosine_prune  # noqa: E402
 
 Cell = tuple[str, int]
 
 
-def measure(home: Path, repeat: int, windows: list[int]) -> dict[Cell, dict[bool, tuple[float, int]]]:
+def measure(home: Path, repeat: int, windows: list[int],
+            min_postings: int | None = None) -> dict[Cell, dict[bool, tuple[float, int]]]:
     memory = Memory(Settings.resolve(home))
     memory.semantic("warm up", hours=1e6, limit=5)
     index = memory.cosine_view().index
+    if min_postings is not None:
+        index.settings = replace(index.settings, min_postings=min_postings)
     print(f"{home}: {len(index):,} events")
     print(f"{'query':<20} {'hours':>6} {'pruned cpu ms':>14} {'postings':>9} {'every match cpu ms':>19} "
           f"{'postings':>9}")
@@ -69,12 +72,10 @@ def main() -> None:
     parser.add_argument("homes", type=Path, nargs="+")
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--hours", default="24,168,2160")
-    parser.add_argument("--min-postings", type=int, default=None, help="cosine_prune.MIN_POSTINGS for this run")
+    parser.add_argument("--min-postings", type=int, default=None, help="RankingSettings.min_postings for this run")
     args = parser.parse_args()
-    if args.min_postings is not None:
-        cosine_prune.MIN_POSTINGS = args.min_postings
     windows = [int(h) for h in args.hours.split(",")]
-    runs = [measure(home, args.repeat, windows) for home in args.homes]
+    runs = [measure(home, args.repeat, windows, args.min_postings) for home in args.homes]
     if len(runs) < 2:
         return
     first, last = runs[0], runs[-1]

@@ -17,6 +17,7 @@ import sys
 import tempfile
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +33,7 @@ from urchin.event import Event  # noqa: E402
 from urchin.search import assoc  # noqa: E402
 from urchin.search.cosine import TokenCosineIndex  # noqa: E402
 from urchin.search.cosine import event_terms as _terms  # noqa: E402
+from urchin.search.cosine_settings import RankingSettings  # noqa: E402
 from urchin.search.tokens import tokenize  # noqa: E402
 
 Ranker = Callable[[str], list[str]]
@@ -56,12 +58,12 @@ def bm25(events: list[Event], k1: float = 1.5, b: float = 0.75) -> Ranker:
 
 
 def token_cosine(events: list[Event], with_assoc: bool, **params: float) -> Ranker:
-    index = TokenCosineIndex(**params)  # type: ignore[arg-type]
+    index = TokenCosineIndex(RankingSettings(**params))  # type: ignore[arg-type]
     index.add_many(events)
     if with_assoc:
         index.assoc = assoc.build(index)
     else:
-        index.expand = 0.0
+        index.settings = replace(index.settings, expand=0.0)
     return lambda q: [h.id for h in index.search(q, limit=10)]
 
 

@@ -31,6 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from urchin.event import Event, format_timestamp  # noqa: E402
 from urchin.search import assoc  # noqa: E402
 from urchin.search.cosine import TokenCosineIndex  # noqa: E402
+from urchin.search.cosine_settings import RankingSettings  # noqa: E402
 from urchin.search.tokens import tokenize  # noqa: E402
 
 Ranker = Callable[[str, str], list[str]]
@@ -94,7 +95,7 @@ def _window(events: list[Event]) -> dict[str, tuple[int, int]]:
 
 def token_cosine(events: list[Event], **params: float) -> Ranker:
     """The shipped index, with associations built the way the daemon builds them."""
-    index = TokenCosineIndex(**params)  # type: ignore[arg-type]
+    index = TokenCosineIndex(RankingSettings(**params))  # type: ignore[arg-type]
     index.add_many(events)
     if index.expand > 0:
         index.assoc = assoc.build(index)
@@ -249,9 +250,7 @@ def cross_validate(events: list[Event], questions: list[Question]) -> None:
     table = []
     started = time.perf_counter()
     for config in configs:
-        for name, value in config.items():
-            setattr(index, name, value)
-        index.context_turns = int(config["context_turns"])
+        index.settings = RankingSettings(**{**config, "context_turns": int(config["context_turns"])})  # type: ignore[arg-type]
         table.append(per_question(_ranker(index, events), questions))
     scores = np.array(table)  # configs x questions
     convs = np.array([q.workspace for q in questions])
@@ -260,7 +259,7 @@ def cross_validate(events: list[Event], questions: list[Question]) -> None:
     old = [i for i, c in enumerate(configs) if not c["expand"] and not c["session"] and c["pivot"] == 1.0
            and not c["named_source"]]
     cv_old = _loco(scores[old], convs, [configs[i] for i in old], False)
-    shipped = TokenCosineIndex()
+    shipped = RankingSettings()
     at = next(i for i, c in enumerate(configs) if all(
         getattr(shipped, k) == v for k, v in c.items() if k not in _NEEDS or c[_NEEDS[k]]))
     best = int(np.argmax(scores.mean(axis=1)))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import os
 import random
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -12,6 +13,7 @@ import pytest
 from urchin.errors import QueryError
 from urchin.event import Event
 from urchin.search.cosine import TokenCosineIndex
+from urchin.search.cosine_settings import RankingSettings
 
 BASE = 1_700_000_000_000
 
@@ -53,7 +55,7 @@ def test_limit_below_one_is_rejected() -> None:
 
 
 def test_best_match_ranks_first_and_scores_are_in_unit_interval() -> None:
-    index = TokenCosineIndex(context=0.0)
+    index = TokenCosineIndex(RankingSettings(context=0.0))
     index.add_many([ev("a", "the deploy failed on auth token expiry"), ev("b", "lunch menu today"),
                     ev("c", "deploy went fine")])
     hits = index.search("auth token")
@@ -63,7 +65,7 @@ def test_best_match_ranks_first_and_scores_are_in_unit_interval() -> None:
 
 
 def test_identical_text_scores_one() -> None:
-    index = TokenCosineIndex(context=0.0)
+    index = TokenCosineIndex(RankingSettings(context=0.0))
     index.add_many([ev("a", "rotate the signing keys"), ev("b", "keys of the piano")])
     # The source is part of what an event is found by, so the same text plus its source is a match.
     assert index.search("rotate the signing keys claude")[0].match == pytest.approx(1.0, abs=1e-6)
@@ -76,14 +78,14 @@ def test_query_with_only_unknown_words_finds_nothing() -> None:
 
 
 def test_rare_terms_outweigh_common_ones() -> None:
-    index = TokenCosineIndex(context=0.0)
+    index = TokenCosineIndex(RankingSettings(context=0.0))
     index.add_many([ev(f"n{i}", f"build log line {i}") for i in range(20)]
                    + [ev("rare", "build flaky segfault"), ev("common", "build build log")])
     assert index.search("build segfault")[0].id == "rare"
 
 
 def test_title_tags_source_and_workspace_are_searchable() -> None:
-    index = TokenCosineIndex(context=0.0)
+    index = TokenCosineIndex(RankingSettings(context=0.0))
     index.add_many([ev("t", "body", title="Quarterly roadmap"), ev("g", "body", tags=("security",)),
                     ev("s", "body", source="gemini"), ev("w", "body", workspace="billing")])
     assert ids(index.search("roadmap")) == ["t"]
@@ -95,9 +97,9 @@ def test_title_tags_source_and_workspace_are_searchable() -> None:
 @pytest.mark.parametrize("context", [0.0, 0.5])
 def test_incremental_adds_score_like_a_fresh_build(context: float) -> None:
     events = corpus()
-    fresh = TokenCosineIndex(context=context)
+    fresh = TokenCosineIndex(RankingSettings(context=context))
     fresh.add_many(events)
-    grown = TokenCosineIndex(context=context)
+    grown = TokenCosineIndex(RankingSettings(context=context))
     grown.freeze_postings = 64  # force many frozen segments and merges on this small corpus
     for i, event in enumerate(events):
         grown.add(event)
@@ -111,7 +113,7 @@ def test_incremental_adds_score_like_a_fresh_build(context: float) -> None:
 
 
 def test_idf_follows_new_events() -> None:
-    index = TokenCosineIndex(context=0.0, pivot=1.0)  # the plain cosine, to check its value
+    index = TokenCosineIndex(RankingSettings(context=0.0, pivot=1.0))  # the plain cosine, to check its value
     index.add_many([ev("a", "alpha beta"), ev("b", "gamma delta")])
     before = index.search("alpha gamma")
     index.add_many([ev(f"x{i}", "alpha filler") for i in range(10)])
@@ -148,7 +150,7 @@ def test_time_window_is_inclusive(shuffled: bool) -> None:
     events = [ev(f"e{i}", "deploy report", t=i) for i in range(10)]
     if shuffled:
         random.Random(1).shuffle(events)
-    index = TokenCosineIndex(context=0.0)
+    index = TokenCosineIndex(RankingSettings(context=0.0))
     index.add_many(events)
     hits = index.search("deploy", since_ms=BASE + 3000, until_ms=BASE + 5000)
     assert ids(hits) == ["e5", "e4", "e3"]
@@ -158,7 +160,7 @@ def test_time_window_is_inclusive(shuffled: bool) -> None:
 
 
 def test_ties_break_by_newer_timestamp_then_id() -> None:
-    index = TokenCosineIndex(context=0.0)
+    index = TokenCosineIndex(RankingSettings(context=0.0))
     index.add_many([ev("b", "same text", t=1), ev("a", "same text", t=1), ev("c", "same text", t=0),
                     ev("d", "same text", t=2)])
     assert ids(index.search("same text")) == ["d", "a", "b", "c"]
@@ -172,7 +174,7 @@ def test_limit_caps_results() -> None:
 
 
 def test_a_reply_is_found_through_the_turn_it_answers() -> None:
-    index = TokenCosineIndex(context=0.5, context_turns=1)
+    index = TokenCosineIndex(RankingSettings(context=0.5, context_turns=1))
     index.add_many([ev("q", "where did you go hiking last weekend?", t=0, session="s1"),
                     ev("r", "up the north ridge, beautiful views", t=1, session="s1"),
                     ev("o", "unrelated chatter here", t=1, session="s2")])
@@ -182,21 +184,21 @@ def test_a_reply_is_found_through_the_turn_it_answers() -> None:
 
 
 def test_late_events_are_linked_in_timestamp_order() -> None:
-    index = TokenCosineIndex(context=0.5, context_turns=1, session=0.0)
+    index = TokenCosineIndex(RankingSettings(context=0.5, context_turns=1, session=0.0))
     index.add_many([ev("first", "kubernetes upgrade", t=0, session="s"), ev("third", "ok", t=5, session="s")])
     index.add(ev("second", "fine", t=2, session="s"))  # arrives last, belongs in the middle
     assert ids(index.search("kubernetes")) == ["first", "second"]
 
 
 def test_context_does_not_cross_sessions_or_sessionless_events() -> None:
-    index = TokenCosineIndex(context=0.5)
+    index = TokenCosineIndex(RankingSettings(context=0.5))
     index.add_many([ev("a", "terraform plan", t=0, session="s1"), ev("b", "next", t=1, session="s2"),
                     ev("c", "loose", t=2)])
     assert ids(index.search("terraform")) == ["a"]
 
 
 def test_many_exact_ties_are_ordered_by_id() -> None:
-    index = TokenCosineIndex(context=0.0)
+    index = TokenCosineIndex(RankingSettings(context=0.0))
     index.add_many([ev(f"id{i:03d}", "same text", t=5) for i in reversed(range(200))])
     index.add(ev("older", "same text", t=1))
     assert ids(index.search("same text", limit=3)) == ["id000", "id001", "id002"]
@@ -222,7 +224,7 @@ def test_windows_are_exact_with_backfilled_events(since: int | None, until: int 
     events = _backfilled()
     lo = None if since is None else BASE + since * 1000
     hi = None if until is None else BASE + until * 1000
-    index = TokenCosineIndex(context=0.0, session=0.0)
+    index = TokenCosineIndex(RankingSettings(context=0.0, session=0.0))
     index.add_many(events)
     assert len(index._late.view()) > 5
     # Without context (neighbours' or the session's) a score does not depend on the window: windowed
@@ -250,7 +252,7 @@ def test_arrival_order_does_not_change_windowed_results(since: int | None, until
 
 
 def test_one_backfilled_event_does_not_widen_recent_windows() -> None:
-    index = TokenCosineIndex(context=0.0)
+    index = TokenCosineIndex(RankingSettings(context=0.0))
     index.add_many([ev(f"e{i}", "deploy report", t=i) for i in range(1000)])
     index.add(ev("old", "deploy report", t=3))  # arrives last, belongs near the start
     lo, hi, late = index._row_range(BASE + 990_000, None)
@@ -294,10 +296,10 @@ def test_expansion_finds_an_event_that_shares_no_word_with_the_query() -> None:
 
     journal = _project_journal()
     target = ev("answer", "we switched to oauth with pkce through the idp", t=10_000, session="late")
-    plain = TokenCosineIndex(session=0.0, related=0.0)  # learned associations only: no thesaurus
+    plain = TokenCosineIndex(RankingSettings(session=0.0, related=0.0))  # learned associations only: no thesaurus
     plain.add_many([*journal, target])
     assert plain.search("authentication", session="late") == []
-    expanded = TokenCosineIndex(session=0.0, expand=0.5, expand_terms=5, related=0.0)
+    expanded = TokenCosineIndex(RankingSettings(session=0.0, expand=0.5, expand_terms=5, related=0.0))
     expanded.add_many([*journal, target])
     expanded.assoc = assoc.build(expanded, dim=8)
     assert ids(expanded.search("authentication", session="late")) == ["answer"]
@@ -338,10 +340,10 @@ def test_the_session_leg_finds_the_turn_a_session_was_about() -> None:
               *[ev(f"o{i}-{j}", f"other work {i}" if j else
                    "authentication came up during the long quarterly roadmap review with sales",
                    t=20 + 3 * i + j, session=f"o{i}") for i in range(5) for j in range(3)]]
-    without = TokenCosineIndex(session=0.0, context=0.0, related=0.0)
+    without = TokenCosineIndex(RankingSettings(session=0.0, context=0.0, related=0.0))
     without.add_many(events)
     assert "d" not in ids(without.search("authentication", limit=10))
-    with_leg = TokenCosineIndex(session=2.0, session_slots=3, context=0.0, related=0.0)
+    with_leg = TokenCosineIndex(RankingSettings(session=2.0, session_slots=3, context=0.0, related=0.0))
     with_leg.add_many(events)
     hits = with_leg.search("authentication", limit=10)
     assert "d" in ids(hits)
@@ -351,30 +353,32 @@ def test_the_session_leg_finds_the_turn_a_session_was_about() -> None:
 def test_a_query_naming_a_kind_favours_events_of_that_kind() -> None:
     events = [ev("n", "cache eviction for the ranker", t=1, kind="note"),
               ev("z", "cache eviction for the ranker", t=0, kind="decision")]
-    index = TokenCosineIndex(kind=0.5, memory=0.0)
+    index = TokenCosineIndex(RankingSettings(kind=0.5, memory=0.0))
     index.add_many(events)
     assert ids(index.search("decisions about cache eviction")) == ["z", "n"]
     assert ids(index.search("cache eviction")) == ["n", "z"]  # no kind named: the newer first
-    plain = TokenCosineIndex(kind=0.0, memory=0.0)
+    plain = TokenCosineIndex(RankingSettings(kind=0.0, memory=0.0))
     plain.add_many(events)
     assert ids(plain.search("decisions about cache eviction")) == ["n", "z"]
-    remembered = TokenCosineIndex(kind=0.0)  # the memory prior: a decision counts double, whatever the query
+    remembered = TokenCosineIndex(RankingSettings(kind=0.0))  # the memory prior: a decision counts double, always
     remembered.add_many(events)
     hits = remembered.search("cache eviction")
     assert ids(hits) == ["z", "n"] and hits[0].match == pytest.approx(min(1.0, 2 * hits[1].match), rel=1e-5)
 
 
 @pytest.mark.parametrize("since,until", WINDOWS)
-def test_shortcuts_give_the_same_floats_as_the_full_passes(monkeypatch: pytest.MonkeyPatch, since: int | None,
-                                                           until: int | None) -> None:
+def test_shortcuts_give_the_same_floats_as_the_full_passes(since: int | None, until: int | None) -> None:
     """Context walked from the matches and the top found above a sampled floor are exact: the same
     scores, bit for bit, and the same hits as the passes over every row of the window."""
     import urchin.search.cosine as cosine
+    from urchin.search import cosine_dense
 
     events = _backfilled(n=1500, seed=9, late=0.1)
     lo = None if since is None else BASE + since * 1000
     hi = None if until is None else BASE + until * 1000
-    index = TokenCosineIndex()
+    # always the dense context pass, and a partition of every candidate
+    full_passes = RankingSettings(sparse_context=10**9, sampled_top=10**9)
+    index = TokenCosineIndex(full_passes)
     index.add_many(events)
     queries = [*QUERIES, "w1", "w2 w3 w4 w5 w6 w7 w8 w9 w10 w11 w12"]   # rare, and matching most rows
 
@@ -382,22 +386,19 @@ def test_shortcuts_give_the_same_floats_as_the_full_passes(monkeypatch: pytest.M
         return [[(h.id, h.score) for h in index.search(q, since_ms=lo, until_ms=hi, limit=limit)]
                 for q in queries for limit in (1, 7, 30)]
 
-    monkeypatch.setattr(cosine, "_SPARSE_CONTEXT", 10**9)    # always the dense context pass
-    monkeypatch.setattr(cosine, "_SAMPLED_TOP", 10**9)       # always a partition of every candidate
     full = run()
     row_lo, row_hi, _ = index._row_range(lo, hi)
     for q in queries:
         weights, own = index._query_weights(cosine.tokenize(q))
         if not weights or row_lo >= row_hi:
             continue
-        scores, _ = index._cosines(weights, own, row_lo, row_hi)
+        scores, _ = cosine_dense.cosines(index, weights, own, row_lo, row_hi)
         hit = np.flatnonzero(scores[:-1])
-        dense = index._with_context(scores, row_lo, row_hi, hit)
-        monkeypatch.setattr(cosine, "_SPARSE_CONTEXT", 0)
-        assert np.array_equal(index._with_context(scores, row_lo, row_hi, hit), dense)
-        monkeypatch.setattr(cosine, "_SPARSE_CONTEXT", 10**9)
-    monkeypatch.setattr(cosine, "_SPARSE_CONTEXT", 0)        # always from the matches
-    monkeypatch.setattr(cosine, "_SAMPLED_TOP", 1)           # always above a sampled floor
+        dense = cosine_dense.with_context(index, scores, row_lo, row_hi, hit)
+        index.settings = replace(full_passes, sparse_context=0)
+        assert np.array_equal(cosine_dense.with_context(index, scores, row_lo, row_hi, hit), dense)
+        index.settings = full_passes
+    index.settings = RankingSettings(sparse_context=0, sampled_top=1)   # always from the matches, above a floor
     assert run() == full
     assert any(full) or (since, until) == (1234, 1236)    # that window holds no match
 
@@ -451,3 +452,27 @@ def test_blas_in_a_thread_survives_forks_from_another(tmp_path) -> None:  # type
     lines = done.stdout.split()
     assert done.returncode == 0, done.stderr
     assert lines[-1] == "ok" and lines.count("built") >= 2, done.stdout
+
+
+def test_settings_given_to_a_built_index_rank_as_an_index_built_with_them() -> None:
+    """Benches try several settings on one index (`index.settings = ...`): from the next query on it ranks
+    as one built with them, the thesaurus loaded once related words are wanted."""
+    events = _backfilled(n=800, seed=11)
+    bare = RankingSettings(related=0.0, session=0.0, context=0.0)
+    swapped, fresh = TokenCosineIndex(bare), TokenCosineIndex()
+    swapped.add_many(events)
+    fresh.add_many(events)
+    assert swapped.thesaurus is None
+    swapped.settings = RankingSettings()
+    queries = [*QUERIES, "database query latency"]
+    assert [swapped.search(q, limit=20) for q in queries] == [fresh.search(q, limit=20) for q in queries]
+    swapped.settings, fresh = bare, TokenCosineIndex(bare)
+    fresh.add_many(events)
+    assert [swapped.search(q, limit=20) for q in queries] == [fresh.search(q, limit=20) for q in queries]
+
+
+@pytest.mark.parametrize("field,value", [("pivot", 0.0), ("context", 1.5), ("session", -1.0), ("block", 0),
+                                         ("walk_budget", -1), ("bound_growth", 0), ("expand_df", -0.1)])
+def test_ranking_settings_out_of_range_are_refused_naming_the_setting(field: str, value: float) -> None:
+    with pytest.raises(ValueError, match=field):
+        RankingSettings(**{field: value})

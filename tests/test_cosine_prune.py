@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from urchin.event import Event
-from urchin.search import cosine_prune
 from urchin.search.cosine import TokenCosineIndex
+from urchin.search.cosine_settings import RankingSettings
 
 BASE = 1_700_000_000_000
 COMMON = ["deploy", "cache", "timeout", "database", "migration", "error", "retry", "budget"]
@@ -21,6 +21,8 @@ FILLER = [f"w{i}" for i in range(150)]
 KINDS = ["conversation", "decision", "command", "note", "error"]
 SOURCES = ["claude", "codex", "shell"]
 DEADLINE_S = 8.0
+# blocks of 16 rows and no floor on a window's postings, so small journals are pruned too
+SMALL_BLOCKS = RankingSettings(block=16, min_postings=0)
 
 
 def _journal(seed: int, n: int, at_once: int = 4) -> list[Event]:
@@ -40,8 +42,8 @@ def _journal(seed: int, n: int, at_once: int = 4) -> list[Event]:
     return events
 
 
-def _index(events: list[Event], freeze: int = 5000) -> TokenCosineIndex:
-    index = TokenCosineIndex()
+def _index(events: list[Event], freeze: int = 5000, settings: RankingSettings = SMALL_BLOCKS) -> TokenCosineIndex:
+    index = TokenCosineIndex(settings)
     index.freeze_postings = freeze                 # several segments, and pending postings
     for a in range(0, len(events), 401):
         index.add_many(events[a:a + 401])
@@ -59,14 +61,6 @@ def _both(index: TokenCosineIndex, query: str, **kwargs: Any) -> tuple[list[Any]
     return pruned, every, read
 
 
-@pytest.fixture
-def small_blocks(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Blocks of 16 rows and no floor on a window's postings, so small journals are pruned too."""
-    monkeypatch.setattr(cosine_prune, "BLOCK", 16)
-    monkeypatch.setattr(cosine_prune, "MIN_POSTINGS", 0)
-
-
-@pytest.mark.usefixtures("small_blocks")
 def test_the_pruned_top_is_the_top_of_every_match_over_random_journals_and_queries() -> None:
     deadline = time.monotonic() + DEADLINE_S
     checked = pruned_some = 0
@@ -94,7 +88,6 @@ def test_the_pruned_top_is_the_top_of_every_match_over_random_journals_and_queri
     assert checked >= 60 and pruned_some >= 20
 
 
-@pytest.mark.usefixtures("small_blocks")
 def test_norms_refreshed_drop_the_maxima() -> None:
     index = _index(_journal(7, 3000))
     index.search("retry", limit=10)
@@ -106,17 +99,14 @@ def test_norms_refreshed_drop_the_maxima() -> None:
     assert pruned == every
 
 
-def test_a_common_words_top_reads_about_as_many_postings_in_a_journal_three_times_larger(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_common_words_top_reads_about_as_many_postings_in_a_journal_three_times_larger() -> None:
     """The issue's instance (a fixed 90-day window holding three times the events cost three times as
     much): here every event is in the window, and the postings the query reads must not follow them.
     One session at a time, as bench/gen_journal.py writes them (interleaved sessions are read whole, so
     pruning there gives way to reading every match: bench/RESULTS.md)."""
-    monkeypatch.setattr(cosine_prune, "BLOCK", 64)
-    monkeypatch.setattr(cosine_prune, "MIN_POSTINGS", 0)
     reads = []
     for n in (12_000, 36_000):
-        index = _index(_journal(3, n, at_once=1), freeze=1 << 16)
+        index = _index(_journal(3, n, at_once=1), freeze=1 << 16, settings=RankingSettings(block=64, min_postings=0))
         index.search("retry", limit=20)           # makes the term's maxima
         pruned, every, read = _both(index, "retry", limit=20)
         assert pruned == every
@@ -126,18 +116,28 @@ def test_a_common_words_top_reads_about_as_many_postings_in_a_journal_three_time
     assert reads[1] * 2 < every_read, (reads, every_read)
 
 
+def test_new_settings_drop_the_maxima_made_with_the_old_ones() -> None:
+    index = _index(_journal(7, 3000))
+    index.search("retry", limit=10)
+    assert index._bounds is not None and index._bounds.block == 16
+    index.settings = RankingSettings(block=64, min_postings=0)
+    assert index._bounds is None
+    pruned, every, _ = _both(index, "retry", limit=10)
+    assert pruned == every
+    assert index._bounds is not None and index._bounds.block == 64
+
+
 def _word(k: int) -> str:
     return "q" + "".join("abcdefghijklmnopqrstuvwxyz"[(k // 26 ** p) % 26] for p in range(4))
 
 
-@pytest.mark.usefixtures("small_blocks")
 @pytest.mark.parametrize(("n", "words"), [(3100, 40), (3150, 20)])
 def test_rows_tied_on_a_tiny_match_keep_the_newest_on_top(n: int, words: int) -> None:
     """A word in every event, each event long: its match is tiny (< ~6e-4), float32 rounding leaves rows
     tied in large groups, and a block bound made in float64 fell below its rows' float32 raw by the
     rounding of `every`; the floors then cut the newest tied rows (the tie-break's first) off the top.
     The bound is made in the scorer's own float32 arithmetic (found by a review, round eighteen)."""
-    index = TokenCosineIndex()
+    index = TokenCosineIndex(SMALL_BLOCKS)
     index.add_many(Event(id=f"e{i:07d}", timestamp="", ts_ms=BASE + i * 1000, source="shell", kind="command",
                          workspace="api", session=f"s{i}",
                          content="common " + " ".join(_word(i * words + j) for j in range(words)))

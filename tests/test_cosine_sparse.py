@@ -17,6 +17,7 @@ import pytest
 from urchin.event import Event
 from urchin.search import assoc, cosine_sparse
 from urchin.search.cosine import TokenCosineIndex
+from urchin.search.cosine_settings import RankingSettings
 
 BASE = 1_700_000_000_000
 COMMON = ["deploy", "cache", "token", "timeout", "database", "migration", "error", "fix"]
@@ -48,7 +49,7 @@ def _journal(seed: int, n: int) -> list[Event]:
 
 
 def _index(events: list[Event], **options: Any) -> TokenCosineIndex:
-    index = TokenCosineIndex(**options)
+    index = TokenCosineIndex(RankingSettings(**options))
     index.freeze_postings = 3000                     # several segments, and pending postings
     for a in range(0, len(events), 137):
         index.add_many(events[a:a + 137])

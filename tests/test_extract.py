@@ -12,11 +12,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from urchin.event import Event, searchable_fields
+from urchin.event import Event
 from urchin.journal import Journal
 from urchin.search import extract, semantic
 from urchin.search.cosine import TokenCosineIndex, event_terms
 from urchin.search.extract import TermExtractor
+from urchin.search.fields import searchable_fields
 from urchin.search.query import Filters
 from urchin.search.semantic import TokenCosineView
 

@@ -14,8 +14,9 @@ import pytest
 
 from urchin.config import Settings
 from urchin.daemon import scopes
-from urchin.event import PROOF_FIELD, Event, searchable_fields
+from urchin.event import PROOF_FIELD, Event
 from urchin.memory import Memory
+from urchin.search.fields import searchable_fields
 from urchin.tokens import Grant
 
 

@@ -8,6 +8,7 @@ import pytest
 
 from tests.test_cosine import ev, ids
 from urchin.search.cosine import TokenCosineIndex
+from urchin.search.cosine_settings import RankingSettings
 from urchin.search.thesaurus import Thesaurus, default
 from urchin.search.tokens import tokenize
 
@@ -42,7 +43,7 @@ def test_expansion_is_shared_fairly_between_the_query_words() -> None:
 def test_a_question_finds_an_answer_that_shares_no_word_with_it() -> None:
     events = [ev(f"n{i}", f"routine note {i} about the dashboard layout", t=i) for i in range(30)]
     events.append(ev("answer", "We switched login to OAuth with PKCE", t=40, kind="decision"))
-    off = TokenCosineIndex(related=0.0, session=0.0)
+    off = TokenCosineIndex(RankingSettings(related=0.0, session=0.0))
     off.add_many(events)
     assert off.search("decisions about authentication") == []
     on = TokenCosineIndex()
@@ -55,7 +56,7 @@ def test_the_words_typed_outweigh_related_ones_however_rare() -> None:
     events = [ev("exact", "database migration notes", t=0),
               ev("related", "PostgreSQL with pgvector and HNSW for the vectors", t=1),
               *[ev(f"d{i}", f"database {i}", t=2 + i) for i in range(3)]]
-    index = TokenCosineIndex(context=0.0, session=0.0)
+    index = TokenCosineIndex(RankingSettings(context=0.0, session=0.0))
     index.add_many(events)
     hits = ids(index.search("database migration"))
     assert hits[0] == "exact" and "related" in hits
@@ -64,7 +65,7 @@ def test_the_words_typed_outweigh_related_ones_however_rare() -> None:
 @pytest.mark.parametrize("pivot", [1.0, 0.3])
 def test_pivoted_length_normalisation(pivot: float) -> None:
     events = [ev("short", "budget"), ev("long", "budget review of the quarterly cloud spending with finance")]
-    index = TokenCosineIndex(context=0.0, session=0.0, related=0.0, kind=0.0, pivot=pivot)
+    index = TokenCosineIndex(RankingSettings(context=0.0, session=0.0, related=0.0, kind=0.0, pivot=pivot))
     index.add_many(events)
     n = len(index)
     idf = {t: math.log((n + 1) / (df + 0.5)) for t, df in
@@ -76,13 +77,13 @@ def test_pivoted_length_normalisation(pivot: float) -> None:
     got = {h.id: h.match for h in index.search("budget")}
     assert got == pytest.approx({i: min(v, 1.0) for i, v in expected.items()}, rel=1e-4)
     with pytest.raises(ValueError, match="pivot"):
-        TokenCosineIndex(pivot=0.0)
+        TokenCosineIndex(RankingSettings(pivot=0.0))
 
 
 def test_an_excluded_word_is_not_added_back_as_a_related_one() -> None:
     events = [ev(f"l{i}", f"login form tweak {i}", t=i) for i in range(20)]
     events.append(ev("oauth", "we moved to oauth with pkce", t=30))
-    index = TokenCosineIndex(session=0.0)
+    index = TokenCosineIndex(RankingSettings(session=0.0))
     index.add_many(events)
     assert any(h.id.startswith("l") for h in index.search("authentication", limit=30))   # "login" is related
     hits = index.search("authentication", exclude={"login"}, limit=30)
@@ -103,7 +104,7 @@ def test_a_query_naming_a_source_favours_its_events() -> None:
     assert ids(index.search("cache eviction plan")) == ["c", "g"]            # the newer first
     hits = index.search("what did gemini say about the cache eviction plan")
     assert ids(hits) == ["g", "c"]
-    off = TokenCosineIndex(named_source=0.0)
+    off = TokenCosineIndex(RankingSettings(named_source=0.0))
     off.add_many(events)
     # without the prior, the name counts only as a word of the event (its source is indexed)
     plain = off.search("what did gemini say about the cache eviction plan")

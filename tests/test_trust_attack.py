@@ -134,7 +134,8 @@ def test_meta_values_read_as_fields_obey_the_name_rules(memory: Memory) -> None:
     """The reader takes `workspace`, `sessionId` (and `summary`) from meta for reference-shaped lines:
     a value validation would refuse as that field stays in meta, so no stored line bypasses the name
     rules (a 200 KB session no PostgreSQL index entry can hold, terminal escapes in `session`)."""
-    from urchin.event import Event, searchable_fields
+    from urchin.event import Event
+    from urchin.search.fields import searchable_fields
 
     results = memory.ingest([
         {"id": "L1", "content": "long pelican", "meta": {"sessionId": "s" * 200_000, "workspace": "W" * 3000}},

@@ -1,8 +1,10 @@
 """The Event model: parse, validate, normalise and serialise one journal line.
 
 Strict on the way in (`Event.from_input`: every rule names its field), tolerant on the way out
-(`Event.from_record`: lines of the reference Urchin's TypeScript and Rust shapes read the same).
-Leaf module: imports nothing of the package but `errors`.
+(`Event.from_record`: lines of the reference Urchin's TypeScript and Rust shapes read the same, the
+TypeScript one's folds in `urchin/reference_shape.py`). Only the model: what a search index reads of
+a stored line is `urchin/search/fields.py`'s. A leaf: imports nothing of the package but `errors`, new
+ids (`uuid7`) and the reference shape's folds.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import Any
 import orjson
 
 from urchin.errors import ValidationError
+from urchin.reference_shape import actor_from_identity, field_from_meta, fold_extra
 from urchin.uuid7 import new_id
 
 __all__ = [
@@ -25,9 +28,11 @@ __all__ = [
     "as_name",
     "check_label",
     "new_id",
-    "searchable_fields",
-    "SearchableFields",
     "parse_timestamp",
+    "read_stored_timestamp",
+    "epoch_ms",
+    "CANONICAL_TIMESTAMP",
+    "FIELD_NAMES",
     "format_timestamp",
     "SOFT_CAP_BYTES",
     "HARD_LIMIT_BYTES",
@@ -88,16 +93,12 @@ _TOKEN_TAIL = re.compile(r"[A-Za-z0-9_\-+/=.~:]+$")  # the end of a cut value th
 # What a secret (or an escape inside one, `%2F`, `\u0022`) is made of; `clip` drops a cut run of them.
 _TOKEN_CHARS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-+/=.~:%\\"
 _MAX_TOKEN = 8192  # a longer run is data (a base64 blob), not a secret: only its last 8 KiB go
-_CANONICAL_TS = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z")
+CANONICAL_TIMESTAMP = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z")   # as `format_timestamp` writes
 _FIELDS = ("id", "timestamp", "source", "kind", "content", "workspace", "session", "title",
            "brain", "tags", "actor", "meta")
-_FIELD_SET = frozenset(_FIELDS)
+FIELD_NAMES = frozenset(_FIELDS)   # an event's fields (a line's other keys go to meta)
 PROOF_FIELD = "proof"   # the write path's mark on a line it made (urchin/proof.py); not part of the event
-# the keys a stored line may have for `searchable_fields` to read it inline: `from_record` ignores the
-# proof, so a line the write path signed (every line it makes) need not take the slow path
-_STORED_KEYS = _FIELD_SET | {PROOF_FIELD}
 _OPTIONAL_STRINGS = ("workspace", "session", "title", "brain")
-_META_FALLBACKS = ("workspace", "sessionId", "summary")  # meta keys `from_record` reads fields from
 _LABELS: dict[str, str] = {}  # label normalisation is pure; imports see the same few thousands of times
 
 
@@ -163,7 +164,7 @@ def clip(text: str, limit: int, in_bytes: bool = False) -> str:
 def _canonical_moment(value: Any) -> datetime | None:
     """The moment of a timestamp already written as Urchin writes it (`2026-09-05T18:41:50.563Z`, in
     range), as `parse_timestamp` reads it, without its general steps; None for any other value."""
-    if not isinstance(value, str) or value[:1] == "0" or not _CANONICAL_TS.fullmatch(value):
+    if not isinstance(value, str) or value[:1] == "0" or not CANONICAL_TIMESTAMP.fullmatch(value):
         return None
     try:
         moment = datetime.fromisoformat(value[:-1] + "+00:00")
@@ -172,7 +173,8 @@ def _canonical_moment(value: Any) -> datetime | None:
     return moment if MIN_TIMESTAMP <= moment <= MAX_TIMESTAMP else None
 
 
-def _ms(moment: datetime) -> int:
+def epoch_ms(moment: datetime) -> int:
+    """Milliseconds since the epoch, as `Event.ts_ms` holds them."""
     return int(moment.timestamp() * 1000)
 
 
@@ -432,7 +434,7 @@ class Event:
         meta = data.get("meta")
         if meta is not None and not isinstance(meta, dict):
             raise ValidationError("meta", "must be a JSON object")
-        unknown = {} if data.keys() <= _FIELD_SET else {k: v for k, v in data.items() if k not in _FIELD_SET}
+        unknown = {} if data.keys() <= FIELD_NAMES else {k: v for k, v in data.items() if k not in FIELD_NAMES}
         if unknown or truncated:
             meta = dict(meta or {})
             for key, value in unknown.items():
@@ -443,7 +445,7 @@ class Event:
         return _made(event_id, timestamp, _label(default_source if source is None else source, "source"),
                      _label(default_kind if kind is None else kind, "kind"), content, optional["workspace"],
                      optional["session"], optional["title"], optional["brain"], _tags(data.get("tags")), actor,
-                     meta, _ms(moment))
+                     meta, epoch_ms(moment))
 
     # ---- tolerant reading (journal lines, imports of old data) ----------------------------
     @classmethod
@@ -458,33 +460,33 @@ class Event:
         ts = record.get("timestamp")
         if not isinstance(event_id, str) or not isinstance(ts, str):
             return None
-        read = _read_timestamp(ts)
+        read = read_stored_timestamp(ts)
         if read is None:
             return None
         ts, moment = read
         meta = record.get("meta")
         meta = dict(meta) if isinstance(meta, dict) else {}
-        extra = {k: v for k, v in record.items() if k not in _FIELD_SET and k != PROOF_FIELD}
+        extra = {k: v for k, v in record.items() if k not in FIELD_NAMES and k != PROOF_FIELD}
         if extra:
-            _fold_reference_shape(extra, meta)
+            fold_extra(extra, meta)
         tags = record.get("tags")
         actor = record.get("actor") if isinstance(record.get("actor"), dict) else None
         if actor is None and "identity" in meta:
-            actor = _actor_from_identity(meta.pop("identity"))
+            actor = actor_from_identity(meta.pop("identity"))
         return _made(
             event_id,
             ts,
             _str(record.get("source")) or "unknown",
             _str(record.get("kind")) or "note",
             content,
-            _str(record.get("workspace")) or _from_meta(meta, "workspace", MAX_NAME_BYTES),
-            _str(record.get("session")) or _from_meta(meta, "sessionId", MAX_NAME_BYTES),
-            _str(record.get("title")) or _from_meta(meta, "summary", MAX_TITLE_LENGTH, name=False),
+            _str(record.get("workspace")) or field_from_meta(meta, "workspace", MAX_NAME_BYTES),
+            _str(record.get("session")) or field_from_meta(meta, "sessionId", MAX_NAME_BYTES),
+            _str(record.get("title")) or field_from_meta(meta, "summary", MAX_TITLE_LENGTH, name=False),
             _str(record.get("brain")),
             tuple(t for t in tags if isinstance(t, str)) if isinstance(tags, list) else (),
             actor,
             meta or None,
-            _ms(moment),
+            epoch_ms(moment),
         )
 
     @classmethod
@@ -576,75 +578,9 @@ def _made(id: str, timestamp: str, source: str, kind: str, content: str, workspa
     return event
 
 
-# (id, ts_ms, source, kind, content, workspace, session, title, tags)
-SearchableFields = tuple[str, int, str, str, str, str | None, str | None, str | None, tuple[str, ...]]
-
-
-def searchable_fields(record: Any) -> SearchableFields | None:
-    """What a search index needs of a stored line's object, read exactly as `Event.from_record` reads
-    it, without building an `Event` (index builds read millions of lines). None when not an event."""
-    if not isinstance(record, dict):
-        return None
-    meta = record.get("meta")
-    if not record.keys() <= _STORED_KEYS or (isinstance(meta, dict) and not meta.keys().isdisjoint(_META_FALLBACKS)):
-        event = Event.from_record(record)  # the reference shape and meta fallbacks: the one slow path
-        if event is None:
-            return None
-        return (event.id, event.ts_ms, event.source, event.kind, event.content, event.workspace,
-                event.session, event.title, event.tags)
-    get = record.get  # the rest is `from_record`'s rules, inlined: this runs once per line of a build
-    content, event_id, ts = get("content"), get("id"), get("timestamp")
-    if not (isinstance(content, str) and content and isinstance(event_id, str) and isinstance(ts, str)):
-        return None
-    base = _MINUTE_US.get(ts[:17])
-    if base is not None and _SECONDS.fullmatch(ts, 17):   # a minute already read, and seconds in range
-        ms = int((base + int(ts[17:19] + ts[20:23]) * 1000) / 1_000_000 * 1000)   # `_ms`'s float steps
-    else:
-        read = _stored_ms(ts)
-        if read is None:
-            return None
-        ms = read
-    source, kind, workspace, session, title, tags = (
-        get("source"), get("kind"), get("workspace"), get("session"), get("title"), get("tags"))
-    return (event_id, ms,
-            source if isinstance(source, str) and source else "unknown",
-            kind if isinstance(kind, str) and kind else "note",
-            content,
-            workspace if isinstance(workspace, str) and workspace else None,
-            session if isinstance(session, str) and session else None,
-            title if isinstance(title, str) and title else None,
-            tuple(t for t in tags if isinstance(t, str)) if isinstance(tags, list) else ())
-
-
-# A canonical timestamp's minute ("2026-09-05T18:41:") -> its microseconds since the epoch, for the
-# lines of a build (in time order, ~1,440 minutes a day): a line of a known minute is read with one
-# slice, a check of its seconds and integer steps. Bounded: cleared when full.
-_MINUTE_US: dict[str, int] = {}
-_MINUTES_KEPT = 4096
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_SECONDS = re.compile(r"[0-5][0-9]\.[0-9]{3}Z")     # ASCII digits only, as `fromisoformat` reads them
-
-
-def _stored_ms(ts: str) -> int | None:
-    """`searchable_fields`' timestamp read the general way (noting a canonical one's minute)."""
-    if _CANONICAL_TS.fullmatch(ts):
-        try:
-            moment = datetime.fromisoformat(ts[:-1] + "+00:00")
-        except ValueError:
-            return None
-        if len(_MINUTE_US) >= _MINUTES_KEPT:
-            _MINUTE_US.clear()
-        # the microseconds `timestamp()` divides (an aware datetime: its difference from the epoch)
-        delta = moment.replace(second=0, microsecond=0) - _EPOCH
-        _MINUTE_US[ts[:17]] = (delta.days * 86_400 + delta.seconds) * 1_000_000
-        return _ms(moment)
-    read = _read_timestamp(ts)
-    return None if read is None else _ms(read[1])
-
-
-def _read_timestamp(ts: str) -> tuple[str, datetime] | None:
+def read_stored_timestamp(ts: str) -> tuple[str, datetime] | None:
     """A stored timestamp -> (canonical text, moment), or None when it does not parse."""
-    if _CANONICAL_TS.fullmatch(ts):
+    if CANONICAL_TIMESTAMP.fullmatch(ts):
         try:
             return ts, datetime.fromisoformat(ts[:-1] + "+00:00")
         except ValueError:
@@ -678,37 +614,3 @@ def _nested_deeper(value: Any, limit: int) -> bool:
 
 def _str(value: Any) -> str | None:
     return value if isinstance(value, str) and value else None
-
-
-def _from_meta(meta: dict[str, Any], key: str, limit: int, name: bool = True) -> str | None:
-    """A field the reference kept in meta (`workspace`, `sessionId`, `summary`), taken out only when
-    validation would accept it as that field; anything else stays in meta, so no stored line
-    bypasses the field's rules (a 200 KB session, a terminal escape in a name)."""
-    value = meta.get(key)
-    if not isinstance(value, str) or not value or (name and not value.isprintable()) or "\x00" in value:
-        return None
-    if len(value) * 4 > limit and len(value.encode("utf-8", "surrogatepass")) > limit:
-        return None
-    del meta[key]
-    return value
-
-
-def _actor_from_identity(identity: Any) -> dict[str, Any] | None:
-    if not isinstance(identity, dict):
-        return None
-    account = identity.get("account") or identity.get("accountId") or identity.get("account_id")
-    device = identity.get("device") or identity.get("deviceId") or identity.get("device_id")
-    actor = {k: v for k, v in (("account", account), ("device", device)) if isinstance(v, str)}
-    return actor or None
-
-
-def _fold_reference_shape(extra: dict[str, Any], meta: dict[str, Any]) -> None:
-    """The TypeScript reference writes `summary`, `metadata`, `provenance`, `identity`, `sessionId`."""
-    metadata = extra.pop("metadata", None)
-    if isinstance(metadata, dict):
-        for key, value in metadata.items():
-            meta.setdefault(key, value)
-    elif metadata is not None:
-        meta["metadata"] = metadata
-    for key, value in extra.items():
-        meta.setdefault(key, value)

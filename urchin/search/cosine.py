@@ -10,17 +10,18 @@ from array import array
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import replace
 
 import numpy as np
 
 from urchin.event import MEMORY_KINDS, Event
 from urchin.journal import LineCheck
-from urchin.search import cosine_prune, cosine_sparse, thesaurus
+from urchin.search import cosine_dense, cosine_prune, cosine_sparse, cosine_state, thesaurus
 from urchin.search.assoc import TF_WEIGHT as _TF_WEIGHT
 from urchin.search.assoc import Associations
-from urchin.search.cosine_sparse import Query, Scored, Scratch, Window, member, merge, raw_scores
+from urchin.search.cosine_settings import DEFAULTS, RankingSettings
+from urchin.search.cosine_sparse import Query, Scored, Scratch, Window, member
+from urchin.search.cosine_state import IndexState
 from urchin.search.extract import LABELS, Batch, TermExtractor
 from urchin.search.links import link_rows
 from urchin.search.postings import Blob, Codes, Column, Segment, SplitColumn, Triples, release_pages
@@ -30,33 +31,15 @@ from urchin.search.score import TOKEN_COSINE
 from urchin.search.thesaurus import Thesaurus
 from urchin.search.tokens import named, tokenize
 
-__all__ = ["IndexState", "Scored", "TokenCosineIndex", "event_terms", "MEMORY_PRIOR", "NAMED_SOURCE_PRIOR", "EXPAND",
-           "EXPAND_TERMS"]
+__all__ = ["IndexState", "RankingSettings", "Scored", "TokenCosineIndex", "event_terms", "MEMORY_PRIOR",
+           "NAMED_SOURCE_PRIOR", "EXPAND", "EXPAND_TERMS"]
 
 _FREEZE_POSTINGS = 1 << 18  # pending postings frozen into a CSR segment beyond this
 _MAX_MERGE_POSTINGS = 1 << 22  # segments are not merged beyond this: a merge needs old + new in memory
-_EXACT_REFRESH_POSTINGS = 1 << 21  # below this, document norms are refreshed at every query
-_REFRESH_GROWTH = 0.01  # above it, norms are refreshed once the index has grown by 1%
-_SPARSE_CONTEXT = 2   # context walks from the matches when they are under half the window (same floats)
-_SAMPLED_TOP = 64     # a ranking over more than this many rows per result looks for its floor in a sample
-_EXPAND_DF = 0.02  # related terms in more than this share of events are not added to a query (cost)
-MEMORY_PRIOR = 1.0  # a memory's score counts 1 + this (see TokenCosineIndex's `memory`)
-NAMED_SOURCE_PRIOR = 1.0  # an event from a source the query names counts 1 + this (`named_source`)
-EXPAND, EXPAND_TERMS = 0.3, 5   # learned associations: weight per similarity, and how many a query gets
-
-
-@dataclass(slots=True)
-class IndexState:
-    """A consistent copy of an index, to save (`cosine_store`) and restore (`from_state`).
-
-    `arrays` are owned copies (or immutable segment arrays), so the index can change while the
-    state is written. `segments` are (indptr, rows, tf) per segment."""
-
-    meta: dict[str, Any]
-    vocab: list[str]  # in id order
-    labels: dict[str, list[str]]  # per label field, values in code order
-    arrays: dict[str, np.ndarray]
-    segments: list[tuple[np.ndarray, np.ndarray, np.ndarray]]
+# The shipped priors and expansion, which the hybrid index's legs share (urchin/index/): see RankingSettings.
+MEMORY_PRIOR = DEFAULTS.memory  # a memory's score counts 1 + this
+NAMED_SOURCE_PRIOR = DEFAULTS.named_source  # an event from a source the query names counts 1 + this
+EXPAND, EXPAND_TERMS = DEFAULTS.expand, DEFAULTS.expand_terms   # learned associations: weight, how many
 
 
 def event_terms(event: Event) -> list[str]:
@@ -82,56 +65,22 @@ class TokenCosineIndex:
     An event's score adds its session neighbours' cosines (the events before and after it in the
     same session, by timestamp; `context_turns` on each side, weighted context ** distance), since
     a turn answers the one before it; the sum is divided by its maximum so scores stay in (0, 1].
+    How it ranks, and which paths a query may take, is `settings` (`RankingSettings`, given at
+    construction; the shipped values by default).
     """
 
     freeze_postings = _FREEZE_POSTINGS
     max_merge_postings = _MAX_MERGE_POSTINGS
-    # True: every query makes the passes over every row of its window (the reference that
+    # True: every query makes the passes over every row of its window (`cosine_dense`: the reference that
     # cosine_sparse's ranking over the rows a query reaches is tested against; same results)
     reference = False
     # True: a query with many matches reads only the row blocks that can hold its top (cosine_prune;
     # the same results); False: it reads every match (tests compare the two)
     prune = True
 
-    def __init__(self, *, context: float = 0.5, context_turns: int = 3, expand: float = EXPAND,
-                 expand_terms: int = EXPAND_TERMS, session: float = 1.0, session_slots: float = 1,
-                 kind: float = 0.5, related: float = 0.5, related_terms: int = 80, pivot: float = 0.3,
-                 memory: float = MEMORY_PRIOR, named_source: float = NAMED_SOURCE_PRIOR) -> None:
-        """`context` weighs a session neighbour's match, times `context` per step of distance.
-        `expand` weighs the terms `assoc` (learned associations, see `assoc.py`) relates to a query,
-        times their similarity, relative to the query's own terms; 0 or no `assoc`: no expansion.
-        `session` adds, to every event of a session, that weight times the session's match (its events'
-        cosines summed, over the square root of its length): what a whole session is about; that
-        ranking fills `session_slots` of every 10 results (after the best by match, see `cosine_sparse.merge`).
-        `kind` raises by that share the events whose kind the query names ("decisions" -> `decision`).
-        `related` weighs the words of software work the shipped thesaurus relates to a query's words
-        (`thesaurus.py`), at most `related_terms` of them, relative to the query's own terms.
-        `pivot` is the length normalisation's slope (pivoted normalisation, Singhal et al. 1996): a
-        document's weight vector is divided by `(1 - pivot) * mean norm + pivot * its norm`; 1 is the
-        plain cosine, which favours short events (a one-word turn matches a one-word query best).
-        `memory` raises by that share every memory (`MEMORY_KINDS`: what an agent chose to remember,
-        `urchin_remember`'s decisions), whatever the query: a later question most often wants what was
-        decided, not the file reads and test runs around it. `named_source` raises by that share the
-        events whose source the query names ("what did Caroline say", "what did codex decide")."""
-        if not 0.0 < pivot <= 1.0:
-            raise ValueError("pivot must be in (0, 1]")
-        if not 0.0 <= context <= 1.0 or min(context_turns, expand, expand_terms, session, session_slots, kind,
-                                             related, related_terms, memory, named_source) < 0:
-            raise ValueError("context must be in [0, 1]; context_turns, expand, expand_terms, session, kind, "
-                             "related, related_terms, memory, named_source >= 0")
-        self.session = session
-        self.session_slots = session_slots
-        self.kind = kind
-        self.memory = memory
-        self.named_source = named_source
-        self.context = context
-        self.context_turns = context_turns if context > 0 else 0
-        self.expand = expand
-        self.expand_terms = expand_terms
-        self.related = related
-        self.related_terms = related_terms
-        self.pivot = pivot
-        self.thesaurus: Thesaurus | None = thesaurus.default() if related > 0 else None
+    def __init__(self, settings: RankingSettings = DEFAULTS) -> None:
+        self.thesaurus: Thesaurus | None = None
+        self.settings = settings
         self.assoc: Associations | None = None
         self._vocab: dict[str, int] = {}
         self._extractor = TermExtractor(self._vocab)
@@ -160,8 +109,28 @@ class TokenCosineIndex:
         self._id_end: Column | SplitColumn = Column(np.int64)   # a SplitColumn once loaded (from_state)
         self._refreshed_at = 0  # rows whose norms reflect the idf of the last full refresh
         self._norm_epoch = 0    # bumped when every norm is recomputed (cosine_prune's maxima then go)
-        self._bounds: cosine_prune.Bounds | None = None     # cosine_prune's per-term block maxima, made by queries
         self.postings_read = 0  # postings the last query read (a work counter: tests, benchmarks)
+
+    @property
+    def settings(self) -> RankingSettings:
+        """How this index ranks (see `RankingSettings`)."""
+        return self._settings
+
+    @settings.setter
+    def settings(self, settings: RankingSettings) -> None:
+        """Rank by `settings` from the next query on (benches try several on one index): the block maxima
+        made with the old ones go; the thesaurus is loaded when related words are first wanted."""
+        self._settings = settings
+        # the one session-context rule (`neighbour_weights`): empty when context is 0
+        self.context_weights = neighbour_weights(settings.context, settings.context_turns)
+        self._bounds: cosine_prune.Bounds | None = None    # cosine_prune's per-term block maxima, made by queries
+        if settings.related > 0 and self.thesaurus is None:
+            self.thesaurus = thesaurus.default()
+
+    @property
+    def expand(self) -> float:
+        """The learned associations' weight (`RankingSettings.expand`): 0, and the view learns none."""
+        return self._settings.expand
 
     # ---- adding -----------------------------------------------------------------------------
     def __len__(self) -> int:
@@ -325,7 +294,7 @@ class TokenCosineIndex:
         n, done = len(self), self._refreshed_at
         if n == done:
             return
-        if self.nnz <= _EXACT_REFRESH_POSTINGS or n - done >= _REFRESH_GROWTH * done:
+        if self.nnz <= self._settings.exact_refresh_postings or n - done >= self._settings.refresh_growth * done:
             self.refresh()
 
     # ---- searching --------------------------------------------------------------------------
@@ -371,68 +340,16 @@ class TokenCosineIndex:
         lo, hi, late = self._row_range(since_ms, until_ms)
         if lo >= hi:
             return []
-        slots = min(limit, round(self.session_slots * limit / 10)) if self.session > 0 else 0
+        settings = self._settings
+        slots = min(limit, round(settings.session_slots * limit / 10)) if settings.session > 0 else 0
         asked = groups if groups is not None else [[[t]] for t in dict.fromkeys(tokens)]
         query_ = Query(weights, own, set(tokens), asked, Window(lo, hi, late, since_ms, until_ms), codes, limit,
-                       slots, neighbour_weights(self.context, self.context_turns), TOKEN_COSINE)
+                       slots, self.context_weights, TOKEN_COSINE)
         if not self.reference:
             ranked = cosine_sparse.rank(self, query_, cosine_prune.top if self.prune else None)
             if ranked is not None:
                 return ranked
-        return self._search_dense(query_)
-
-    def _search_dense(self, q: Query) -> list[Scored]:
-        """The passes over every row of the window (the reference; see `reference`)."""
-        lo, hi, late = q.window.lo, q.window.hi, q.window.late
-        since_ms, until_ms = q.window.since, q.window.until
-        scores, evidence = self._cosines(q.weights, q.own, lo, hi)
-        outside = None
-        if late:  # rows in range whose own time is outside the window: no score, no context
-            ts = self._ts.data[lo:hi]
-            outside = np.zeros(hi - lo + 1, dtype=bool)
-            if since_ms is not None:
-                outside[:-1] |= ts < since_ms
-            if until_ms is not None:
-                outside[:-1] |= ts > until_ms
-            scores[outside] = 0
-        hit = np.flatnonzero(scores[:-1])
-        if self.context_turns:
-            smoothed = self._with_context(scores, lo, hi, hit)
-        else:
-            smoothed = scores.copy()
-        self._kind_prior(smoothed[:-1], self._fields["kind"].column.data[lo:hi],
-                         self._fields["source"].column.data[lo:hi], q.words)
-        boosted = self._with_session(scores, smoothed, lo, hi, hit) if q.slots else None
-        every = self._every(q.groups, lo, hi)
-        base = evidence + every * np.float32(TOKEN_COSINE.every)
-        ranked = self._ranked(raw_scores(base, smoothed, TOKEN_COSINE), lo, hi, outside, q.codes, q.limit, smoothed)
-        if boosted is None:
-            return ranked
-        by_session = self._ranked(raw_scores(base, boosted, TOKEN_COSINE), lo, hi, outside, q.codes, q.limit, boosted)
-        return merge(ranked, by_session, q.limit, q.slots, lambda row: bool(every[row - lo]))
-
-    def _ranked(self, scores: np.ndarray, lo: int, hi: int, outside: np.ndarray | None,
-                codes: dict[str, int], limit: int, match: np.ndarray) -> list[Scored]:
-        """Final (raw) scores of rows lo..hi-1 -> the `limit` best that pass the filters; `match`: the
-        smoothed cosines they were made from (the hits carry them)."""
-        if outside is not None:
-            scores[outside] = 0
-        view = scores[: hi - lo]
-        if not codes and len(view) > _SAMPLED_TOP * limit:
-            # The limit-th best of a sample is at most the limit-th best of all: only rows scoring
-            # at least that can be in the top, and they are few (~sqrt(rows x limit)).
-            sample = view[:: max(1, int(np.sqrt(len(view) / limit)))]
-            floor = np.partition(sample, len(sample) - limit)[len(sample) - limit]
-            if floor > 0:
-                cand = np.flatnonzero(view >= floor)
-                return self._top(cand + lo, view[cand], limit, match[cand])
-        cand = np.flatnonzero(view)
-        if codes:
-            keep = np.ones(len(cand), dtype=bool)
-            for name, code in codes.items():
-                keep &= self._fields[name].column.data[cand + lo] == code
-            cand = cand[keep]
-        return self._top(cand + lo, scores[cand], limit, match[cand])
+        return cosine_dense.rank(self, query_)
 
     def _row_range(self, since_ms: int | None, until_ms: int | None) -> tuple[int, int, bool]:
         """Rows to score, lo..hi-1, and whether late rows among them need their own time checked.
@@ -464,27 +381,28 @@ class TokenCosineIndex:
         weights = {t: 1.0 + float(np.log(c)) for t, c in terms.items()}
         own = len(weights)
         # Related terms as common as a tenth of the journal's words add little and cost postings:
-        # only those in at most EXPAND_DF of the events (and at least 50) are added.
-        cap = max(50, int(_EXPAND_DF * len(self)))
+        # only those in at most `expand_df` of the events (and at least 50) are added.
+        s = self._settings
+        cap = max(50, int(s.expand_df * len(self)))
         df = self._df.data
-        if self.thesaurus is not None and self.related > 0 and self.related_terms:
-            for term, near in self.thesaurus.expand(tokens, n=self.related_terms):
+        if self.thesaurus is not None and s.related > 0 and s.related_terms:
+            for term, near in self.thesaurus.expand(tokens, n=s.related_terms):
                 tid = self._vocab.get(term)
                 if tid is not None and tid not in weights and df[tid] <= cap and term not in exclude:
-                    weights[tid] = self.related * near
+                    weights[tid] = s.related * near
         told = len(weights)
-        if self.assoc is not None and self.expand > 0 and self.expand_terms:
-            for term, sim in self.assoc.expand(tokens, n=self.expand_terms * 3):
+        if self.assoc is not None and s.expand > 0 and s.expand_terms:
+            for term, sim in self.assoc.expand(tokens, n=s.expand_terms * 3):
                 tid = self._vocab.get(term)
                 if tid is not None and tid not in weights and df[tid] <= cap and term not in exclude:
-                    weights[tid] = min(self.expand * sim, 1.0)
-                    if len(weights) >= told + self.expand_terms:
+                    weights[tid] = min(s.expand * sim, 1.0)
+                    if len(weights) >= told + s.expand_terms:
                         break
         return weights, own
 
     def _scales(self, terms: dict[int, float], own: int) -> tuple[list[tuple[int, np.float32]], dict[int, float]]:
         """Per query term, in the order its postings are added, the factor its tf weights are multiplied
-        by (those of weight 0 left out); and each term's evidence part (see `_cosines`). The first `own`
+        by (those of weight 0 left out); and each term's evidence part (see `cosine_dense.cosines`). The first `own`
         terms are the query's, the rest related ones. A related term's idf, on both sides, is capped at
         the mean idf of the query's own terms: a rare related word must not outweigh the words the
         user typed (in a small journal, "postgresql" would beat "database" itself)."""
@@ -507,96 +425,11 @@ class TokenCosineIndex:
 
     def _norms_at(self, norms: np.ndarray) -> np.ndarray:
         """Stored document norms -> the divisors of their cosines (pivoted length normalisation)."""
-        if self.pivot < 1.0:
-            pivoted = np.float32((1.0 - self.pivot) * self._norm_total / max(len(self), 1))
-            return pivoted + np.float32(self.pivot) * norms
+        pivot = self._settings.pivot
+        if pivot < 1.0:
+            pivoted = np.float32((1.0 - pivot) * self._norm_total / max(len(self), 1))
+            return pivoted + np.float32(pivot) * norms
         return norms
-
-    def _cosines(self, terms: dict[int, float], own: int, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
-        """Cosine of the query with rows lo..hi-1 (one spare zero slot at the end, for context), see
-        `_scales`. Also each row's evidence part of its raw score (the same slots): TOKEN_COSINE's
-        `share` times the share of the own terms' weight (tf x idf^2) it holds, plus `related` times
-        the related terms' share."""
-        scales, part = self._scales(terms, own)
-        acc = np.zeros(hi - lo + 1, dtype=np.float32)
-        held = np.zeros(hi - lo + 1, dtype=np.float32)
-        pending = self._pending() if self._pending_rows else None
-        for term, scale in scales:
-            for seg in self._segments:
-                rows, tf = seg.postings(term)
-                if lo > 0 or hi < len(self):
-                    a, b = np.searchsorted(rows, (lo, hi))
-                    rows, tf = rows[a:b], tf[a:b]
-                acc[rows - lo] += _TF_WEIGHT[tf] * scale
-                self.postings_read += len(rows)
-                if term in part:
-                    held[rows - lo] += np.float32(part[term])
-            if pending is not None:
-                hit = np.flatnonzero(pending[0] == term)
-                rows, tf = pending[1][hit], pending[2][hit]
-                inside = (rows >= lo) & (rows < hi)
-                acc[rows[inside] - lo] += _TF_WEIGHT[tf[inside]] * scale
-                self.postings_read += int(inside.sum())
-                if term in part:
-                    held[rows[inside] - lo] += np.float32(part[term])
-        acc[:-1] /= self._norms_at(self._norm.data[lo:hi])
-        held[-1] = 0
-        return acc, held
-
-    def _rows_with(self, term: int, lo: int, hi: int) -> np.ndarray:
-        """The rows lo..hi-1 holding `term`, relative to lo."""
-        out = []
-        for seg in self._segments:
-            rows, _ = seg.postings(term)
-            a, b = np.searchsorted(rows, (lo, hi))
-            out.append(rows[a:b] - lo)
-        if self._pending_rows:
-            terms, rows, _ = self._pending()
-            rows = rows[terms == term]
-            out.append(rows[(rows >= lo) & (rows < hi)] - lo)
-        return np.concatenate(out) if out else np.zeros(0, dtype=np.int64)
-
-    def _every(self, groups: Sequence[Sequence[Sequence[str]]], lo: int, hi: int) -> np.ndarray:
-        """1.0 for the rows holding every word (in each group, every token of one alternative), else 0
-        (one spare slot, 0). Stop words are no terms; a group of only those asks nothing."""
-        every = np.zeros(hi - lo + 1, dtype=np.float32)
-        first = True
-        for group in groups:
-            alternatives = [[t for t in alt if t] for alt in group]
-            alternatives = [alt for alt in alternatives if alt]
-            if not alternatives:
-                continue
-            ok = np.zeros(hi - lo + 1, dtype=bool)
-            for alt in alternatives:
-                if any(t not in self._vocab for t in alt):
-                    continue
-                count = np.zeros(hi - lo + 1, dtype=np.int32)
-                for t in dict.fromkeys(alt):
-                    count[self._rows_with(self._vocab[t], lo, hi)] += 1
-                ok |= count == len(set(alt))
-            every = ok.astype(np.float32) if first else every * ok
-            first = False
-        every[-1] = 0
-        return every
-
-    def _with_session(self, scores: np.ndarray, smoothed: np.ndarray, lo: int, hi: int,
-                      hit: np.ndarray) -> np.ndarray:
-        """Add to each row `session` times its session's match: the sum of the session's cosines over
-        the square root of its length in the window (long sessions do not win by length alone).
-        `hit`: the rows (relative to lo) whose cosine is not zero; only their sessions' sums change."""
-        codes = self._fields["session"].column.data[lo:hi]
-        size = len(self._fields["session"])
-        hit_codes = codes[hit]
-        matched = hit_codes >= 0
-        out = smoothed.copy()
-        if not matched.any():
-            return out
-        sums = np.bincount(hit_codes[matched], scores[hit[matched]], minlength=size)  # zeros add nothing
-        lengths = np.bincount(codes + 1, minlength=size + 1)      # slot 0: rows without a session
-        level = np.zeros(size + 1, dtype=np.float32)
-        level[1:] = sums / np.sqrt(np.maximum(lengths[1:], 1))
-        out[:-1] += np.float32(self.session) * level[codes + 1]   # + 0 where the session has no match
-        return out
 
     def _session_lengths(self, lo: int, hi: int) -> np.ndarray:
         """Rows per session code in lo..hi-1 (late rows outside the window's time included, as the
@@ -634,61 +467,16 @@ class TokenCosineIndex:
         """Raise rows whose kind the query names (any kind, its name matched like words) by `kind`,
         memories by `memory`, and rows whose source the query names by `named_source`. `kinds` and
         `sources`: the rows' codes, beside `scores` (changed in place)."""
-        field, names = self._fields["kind"], self._fields["source"]
-        kinds_named = [field[v] for v in named(field, terms)] if self.kind > 0 else []
-        memories = [code for value in MEMORY_KINDS if (code := field.get(value)) is not None] if self.memory else []
-        speakers = [names[v] for v in named(names, terms)] if self.named_source > 0 else []
+        s, field, names = self._settings, self._fields["kind"], self._fields["source"]
+        kinds_named = [field[v] for v in named(field, terms)] if s.kind > 0 else []
+        memories = [code for value in MEMORY_KINDS if (code := field.get(value)) is not None] if s.memory else []
+        speakers = [names[v] for v in named(names, terms)] if s.named_source > 0 else []
         if kinds_named:
-            scores[member(kinds, kinds_named, len(field))] *= np.float32(1.0 + self.kind)
+            scores[member(kinds, kinds_named, len(field))] *= np.float32(1.0 + s.kind)
         if memories:
-            scores[member(kinds, memories, len(field))] *= np.float32(1.0 + self.memory)
+            scores[member(kinds, memories, len(field))] *= np.float32(1.0 + s.memory)
         if speakers:
-            scores[member(sources, speakers, len(names))] *= np.float32(1.0 + self.named_source)
-
-    def _with_context(self, scores: np.ndarray, lo: int, hi: int, hit: np.ndarray) -> np.ndarray:
-        """Add each row's session neighbours' cosines, weighted context ** distance, then rescale.
-
-        A row gathers from neighbours 1..turns away while every step stays in the window. When few
-        rows match (`hit`, relative to lo), each instead adds its cosine to the rows it is a
-        neighbour of, walking the inverse links: the same sums, added in the same order, so the
-        same floats, at a cost that follows the matches instead of the window."""
-        if len(hit) * _SPARSE_CONTEXT < hi - lo:
-            return self._scatter_context(scores, lo, hi, hit)
-        spare = hi - lo  # index of the zero slot: neighbours that are missing or outside the window
-
-        def relative(links: np.ndarray) -> np.ndarray:
-            rel = links - lo
-            rel[(links < lo) | (links >= hi)] = spare
-            return np.append(rel, spare)
-
-        out = scores.copy()
-        gathered = np.empty_like(scores)      # one buffer for every step (no temporaries per step)
-        weights = neighbour_weights(self.context, self.context_turns)
-        for links in (self._prev.data[lo:hi], self._next.data[lo:hi]):
-            step = relative(links)
-            hop = step
-            for weight in weights:
-                np.take(scores, hop, out=gathered)
-                gathered *= weight
-                out += gathered
-                hop = step[hop]
-        out /= 1.0 + 2 * sum(weights)
-        return out
-
-    def _scatter_context(self, scores: np.ndarray, lo: int, hi: int, hit: np.ndarray) -> np.ndarray:
-        out = scores.copy()
-        weights = neighbour_weights(self.context, self.context_turns)
-        values = scores[hit]
-        # gathering from previous turns is giving to next ones, and then the other way round
-        for links in (self._next.data, self._prev.data):
-            rows, carried = hit + lo, values
-            for weight in weights:
-                rows = links[rows]
-                inside = (rows >= lo) & (rows < hi)
-                rows, carried = rows[inside], carried[inside]
-                out[rows - lo] += carried * weight    # a session is a chain: no row twice in one step
-        out /= 1.0 + 2 * sum(weights)
-        return out
+            scores[member(sources, speakers, len(names))] *= np.float32(1.0 + s.named_source)
 
     def _top(self, rows: np.ndarray, scores: np.ndarray, limit: int, match: np.ndarray) -> list[Scored]:
         if len(rows) > limit:
@@ -715,62 +503,18 @@ class TokenCosineIndex:
             end, start = int(ends.data[row]), int(ends.data[row - 1]) if row else 0
         return self._id_bytes[start:end].decode("utf-8")
 
-    # ---- persistence ------------------------------------------------------------------------
-    _COLUMNS = ("ts", "norm", "prev", "next", "id_end")
-
+    # ---- persistence (cosine_state.py) ---------------------------------------------------------
     def state(self, copy: bool = True) -> IndexState:
-        """A copy to save; O(rows + terms) copying, segments shared (they never change). `copy` False:
-        the columns themselves, for a caller that changes nothing until the state is written (a build
-        saving what it owns: no second copy of every column at each save)."""
-        own: Any = np.copy if copy else (lambda a: a)
-        arrays = {name: own(getattr(self, f"_{name}").view()) for name in self._COLUMNS}
-        arrays["df"] = own(self._df.view())
-        arrays["ids"] = self._id_bytes.array()
-        for name, codes in self._fields.items():
-            arrays[f"label_{name}"] = own(codes.column.view())
-        for name, values in zip(("terms", "rows", "tf"), self._pending(), strict=True):
-            arrays[f"pending_{name}"] = values.copy()
-        meta = {"rows": len(self), "terms": len(self._vocab), "refreshed_at": self._refreshed_at,
-                "context": self.context, "context_turns": self.context_turns}
-        return IndexState(meta, list(self._vocab), {n: c.values_in_order() for n, c in self._fields.items()},
-                          arrays, [(s.indptr, s.rows, s.tf) for s in self._segments])
+        """A copy to save (`cosine_state.take`; `copy` False: the columns themselves)."""
+        return cosine_state.take(self, copy)
 
     @classmethod
-    def from_state(cls, state: IndexState) -> TokenCosineIndex:
-        """The index a state was taken of. Raises ValueError when the state is inconsistent."""
-        meta, arrays = state.meta, state.arrays
-        index = cls(context=float(meta["context"]), context_turns=int(meta["context_turns"]))
-        n, n_terms = int(meta["rows"]), int(meta["terms"])
-        _check_state(state, n, n_terms)
-        index._vocab.update(zip(state.vocab, range(n_terms), strict=True))
-        if len(index._vocab) != n_terms:
-            raise ValueError("vocabulary: repeated terms")
-        index._df = Column.of(arrays["df"])
-        fills = {"norm": 1, "prev": -1, "next": -1}
-        for name in cls._COLUMNS:
-            setattr(index, f"_{name}", Column.of(arrays[name], fills.get(name, 0)))
-        index._id_end = SplitColumn(arrays["id_end"])   # read per result only: never copied to grow
-        index._id_bytes = Blob(arrays["ids"])      # not copied: a saved index's map
-        for name in LABELS:
-            index._fields[name] = Codes(state.labels[name], arrays[f"label_{name}"])
-            if len(index._fields[name]) != len(state.labels[name]) + 1:
-                raise ValueError(f"{name}: repeated values")
-        index._segments = [Segment(*parts) for parts in state.segments]
-        for name, kind in (("terms", "i"), ("rows", "i"), ("tf", "B")):
-            setattr(index, f"_pending_{name}", array(kind, arrays[f"pending_{name}"].tobytes()))
-        ts = arrays["ts"]
-        ts_max = np.maximum.accumulate(ts) if n else ts.copy()
-        index._ts_max = Column.of(ts_max)
-        index._late = Column.of(np.flatnonzero(ts < ts_max).astype(np.int32))
-        sessions, nxt = arrays["label_session"], arrays["next"]
-        ends = np.flatnonzero((sessions >= 0) & (nxt < 0))
-        index._session_last = dict(zip(sessions[ends].tolist(), ends.tolist(), strict=True))
-        index._session_rows = Column.of(np.bincount(sessions[sessions >= 0], minlength=len(state.labels["session"]))
-                                        .astype(np.int64))
-        index._scopes = SessionScopes.of(sessions, arrays["label_workspace"], len(state.labels["session"]))
-        index._refreshed_at = int(meta["refreshed_at"])
-        index._norm_total = float(index._norm.data[:n].sum(dtype=np.float64))
-        index._extractor = TermExtractor(index._vocab)
+    def from_state(cls, state: IndexState, settings: RankingSettings = DEFAULTS) -> TokenCosineIndex:
+        """The index a state was taken of, ranking by `settings` with the state's session context.
+        Raises ValueError when the state is inconsistent."""
+        context, turns = float(state.meta["context"]), int(state.meta["context_turns"])
+        index = cls(replace(settings, context=context, context_turns=turns))
+        cosine_state.restore(index, state)
         return index
 
     def swap_segments(self, swap: Callable[[Segment], Segment]) -> None:
@@ -801,32 +545,3 @@ class TokenCosineIndex:
         arrays += sum(c.data.nbytes for c in cols) + len(self._id_bytes)
         vocab = sum(49 + len(t) for t in self._vocab) + 100 * len(self._vocab)
         return arrays + vocab
-
-
-def _check_state(state: IndexState, n: int, n_terms: int) -> None:
-    """Cheap consistency checks (O(rows + terms), never O(postings)): shapes, bounds, sortedness."""
-    arrays = state.arrays
-
-    def need(ok: bool, what: str) -> None:
-        if not ok:
-            raise ValueError(what)
-
-    need(len(state.vocab) == n_terms and len(arrays["df"]) == n_terms, "vocabulary: size")
-    for name in (*TokenCosineIndex._COLUMNS, *(f"label_{x}" for x in LABELS)):
-        need(arrays[name].ndim == 1 and len(arrays[name]) == n, f"{name}: length")
-    for name in ("prev", "next"):
-        need(not n or (int(arrays[name].min()) >= -1 and int(arrays[name].max()) < n), f"{name}: bounds")
-    for name in LABELS:
-        codes = arrays[f"label_{name}"]
-        need(not n or (int(codes.min()) >= -1 and int(codes.max()) < len(state.labels[name])), f"{name}: codes")
-    ends = arrays["id_end"]
-    need(not n or (int(ends[-1]) == len(arrays["ids"]) and bool((np.diff(ends) >= 0).all())), "ids: ends")
-    pending = [arrays[f"pending_{x}"] for x in ("terms", "rows", "tf")]
-    need(len({len(p) for p in pending}) == 1, "pending: lengths")
-    if len(pending[0]):
-        need(int(pending[0].max()) < n_terms and int(pending[1].max()) < n and int(pending[1].min()) >= 0,
-             "pending: bounds")
-    for indptr, rows, tf in state.segments:
-        need(1 <= len(indptr) <= n_terms + 1 and int(indptr[0]) == 0, "segment: indptr")
-        need(int(indptr[-1]) == len(rows) == len(tf) and bool((np.diff(indptr) >= 0).all()), "segment: sizes")
-    need(0 <= int(state.meta["refreshed_at"]) <= n, "refreshed_at")

@@ -4,8 +4,8 @@ results as reading every match of the window (`cosine_sparse`), at a cost that f
 A row's smoothed match is linear in its terms: term t adds scale_t * y_t(r) / K, y_t(r) being t's weight
 at r plus context ** d times its weight at r's session neighbours d turns away (K: 1 + twice their sum),
 times r's priors; the session leg adds scale_t * `session` * L_t[s], t's weights summed over the session
-over the square root of its length. So per term and block of `BLOCK` rows, the most that t adds there in
-each leg (the memory prior in, `TermBounds`), summed over a query's terms, bounds every row of the block
+over the square root of its length. So per term and block of `block` rows (a setting), the most that t adds
+there in each leg (the memory prior in, `TermBounds`), summed over a query's terms, bounds every row of the block
 (the priors a query names, a global factor). A query reads its best blocks, takes each leg's limit-th
 score as a floor, then reads every block whose bound reaches a floor: a row left out scores below both,
 so the top is the exhaustive one. The maxima are made from a term's postings when a query first asks for
@@ -29,16 +29,12 @@ from urchin.search.tokens import named
 if TYPE_CHECKING:
     from urchin.search.cosine import TokenCosineIndex
 
-__all__ = ["BLOCK", "Bounds", "top"]
+__all__ = ["Bounds", "top"]
 
-BLOCK = 256             # rows per block
-MIN_POSTINGS = 100_000  # a window whose query terms have fewer postings (estimated) is read whole: cheaper
-_CACHE_TERMS = 128      # terms whose maxima are kept (9 bytes per block each: 100 KB at 3M rows)
-_FIRST = 12             # blocks per leg read first, for the floors
-_ROUNDS = 2             # reads of the best blocks (4x more each) before the floors decide
-_SHARE = 3              # more than 1/3 of the window's blocks to read: reading every match costs no more
-_GROWTH = 50            # maxima are made again once the index has grown by 1/50 since
-_MARGIN = 1 + 1e-4      # a match summed in float32 in another order may pass its bound by a rounding: never by this
+# Its costs (rows per block, the postings below which a window is read whole, terms kept, blocks read
+# first, rounds, the share of blocks worth it, growth) are the index's settings (cosine_settings.py).
+# Not a setting: a match summed in float32 in another order may pass its bound by a rounding, never by this.
+_MARGIN = 1 + 1e-4
 
 
 class TermBounds(NamedTuple):
@@ -48,12 +44,14 @@ class TermBounds(NamedTuple):
 
 
 class Bounds:
-    """Per-term block maxima of one index, made at `rows` with the norms of `epoch`, and where each
-    session's rows start and end (kept up to date as rows are added)."""
+    """Per-term block maxima of one index, made at `rows` with the norms of `epoch` and blocks of
+    `block` rows, and where each session's rows start and end (kept up to date as rows are added)."""
 
     def __init__(self, index: TokenCosineIndex) -> None:
         n = len(index)
         self.rows, self.epoch, self.base = n, index._norm_epoch, _base(index)
+        settings = index.settings    # dropped with the maxima when the index's settings change
+        self.block, self.growth, self.kept = settings.block, settings.bound_growth, settings.bound_terms
         self.terms: OrderedDict[int, TermBounds] = OrderedDict()
         self.first = np.zeros(0, dtype=np.int64)
         self.last = np.zeros(0, dtype=np.int64)
@@ -62,7 +60,8 @@ class Bounds:
 
     def fits(self, index: TokenCosineIndex) -> bool:
         n = len(index)
-        return index._norm_epoch == self.epoch and self.rows <= n <= self.rows + max(BLOCK, self.rows // _GROWTH)
+        grown = max(self.block, self.rows // self.growth)
+        return index._norm_epoch == self.epoch and self.rows <= n <= self.rows + grown
 
     def sessions(self, index: TokenCosineIndex) -> None:
         """First and last row of every session, counting the rows added since the last call."""
@@ -80,8 +79,8 @@ class Bounds:
     def term(self, index: TokenCosineIndex, term: int) -> TermBounds:
         got = self.terms.get(term)
         if got is None:
-            got = self.terms[term] = _derive(index, term, self.rows, self.base)
-            if len(self.terms) > _CACHE_TERMS:
+            got = self.terms[term] = _derive(index, term, self.rows, self.base, self.block)
+            if len(self.terms) > self.kept:
                 self.terms.popitem(last=False)
         else:
             self.terms.move_to_end(term)
@@ -95,9 +94,10 @@ class Bounds:
 
 def _base(index: TokenCosineIndex) -> float:
     """The constant part of `_norms_at`'s divisor now (0 without pivoting)."""
-    if index.pivot >= 1.0:
+    pivot = index.settings.pivot
+    if pivot >= 1.0:
         return 0.0
-    return float(np.float32((1.0 - index.pivot) * index._norm_total / max(len(index), 1)))
+    return float(np.float32((1.0 - pivot) * index._norm_total / max(len(index), 1)))
 
 
 def _term_postings(index: TokenCosineIndex, term: int) -> tuple[np.ndarray, np.ndarray]:
@@ -114,24 +114,25 @@ def _term_postings(index: TokenCosineIndex, term: int) -> tuple[np.ndarray, np.n
     return np.concatenate(rows).astype(np.int64), np.concatenate(tf)
 
 
-def _block_max(values: np.ndarray, blocks: int) -> np.ndarray:
-    padded = np.zeros(blocks * BLOCK, dtype=np.float32)
+def _block_max(values: np.ndarray, blocks: int, block: int) -> np.ndarray:
+    padded = np.zeros(blocks * block, dtype=np.float32)
     padded[:len(values)] = values
-    return padded.reshape(blocks, BLOCK).max(axis=1)
+    return padded.reshape(blocks, block).max(axis=1)
 
 
-def _derive(index: TokenCosineIndex, term: int, n: int, base: float) -> TermBounds:
-    """A term's maxima per block over rows 0..n-1 (O(rows) once per term)."""
-    blocks = (n + BLOCK - 1) // BLOCK
+def _derive(index: TokenCosineIndex, term: int, n: int, base: float, block: int) -> TermBounds:
+    """A term's maxima per block of `block` rows over rows 0..n-1 (O(rows) once per term)."""
+    s = index.settings
+    blocks = (n + block - 1) // block
     rows, tf = _term_postings(index, term)
     made = rows < n             # rows added since are read whatever their bounds (`top`)
     rows, tf = rows[made], tf[made]
-    divisor = np.float32(base) + np.float32(index.pivot) * index._norm.data[rows] if index.pivot < 1.0 \
+    divisor = np.float32(base) + np.float32(s.pivot) * index._norm.data[rows] if s.pivot < 1.0 \
         else index._norm.data[rows]
     x = (TF_WEIGHT[tf] / divisor).astype(np.float32)
     y = np.zeros(n, dtype=np.float32)
     y[rows] = x
-    weights = [index.context ** d for d in range(1, index.context_turns + 1)] if index.context > 0 else []
+    weights = index.context_weights
     for links in (index._prev.data[:n], index._next.data[:n]):
         hop, carried = rows, x
         for w in weights:
@@ -140,29 +141,29 @@ def _derive(index: TokenCosineIndex, term: int, n: int, base: float) -> TermBoun
             hop, carried = hop[linked], carried[linked]
             y[hop] += carried * np.float32(w)     # a session is a chain: no row twice in one step
     kinds = index._fields["kind"]
-    memories = [c for v in MEMORY_KINDS if (c := kinds.get(v)) is not None] if index.memory else []
+    memories = [c for v in MEMORY_KINDS if (c := kinds.get(v)) is not None] if s.memory else []
     if memories:
-        y[member(kinds.column.data[:n], memories, len(kinds))] *= np.float32(1.0 + index.memory)
-    rank = _block_max(y, blocks)
+        y[member(kinds.column.data[:n], memories, len(kinds))] *= np.float32(1.0 + s.memory)
+    rank = _block_max(y, blocks, block)
     codes = index._fields["session"].column.data[:n]
     size = len(index._fields["session"]) - 1
     has = codes[rows] >= 0
     sums = np.bincount(codes[rows][has], x[has], minlength=size)
-    level = np.append(sums / np.sqrt(np.maximum(index._session_rows.data[:size], 1)) * index.session,
+    level = np.append(sums / np.sqrt(np.maximum(index._session_rows.data[:size], 1)) * s.session,
                       0.0).astype(np.float32)
     y /= np.float32(1.0 + 2 * sum(weights))
     y += level[codes]                             # code -1: the appended 0
-    present = np.bincount(rows // BLOCK, minlength=blocks) > 0
-    return TermBounds(rank, _block_max(y, blocks), present)
+    present = np.bincount(rows // block, minlength=blocks) > 0
+    return TermBounds(rank, _block_max(y, blocks, block), present)
 
 
 def _named_factor(index: TokenCosineIndex, words: set[str]) -> float:
     """The most the priors a query names (a kind, a source) multiply a row's match by."""
-    factor = 1.0
-    if index.kind > 0 and named(index._fields["kind"], words):
-        factor *= 1.0 + index.kind
-    if index.named_source > 0 and named(index._fields["source"], words):
-        factor *= 1.0 + index.named_source
+    s, factor = index.settings, 1.0
+    if s.kind > 0 and named(index._fields["kind"], words):
+        factor *= 1.0 + s.kind
+    if s.named_source > 0 and named(index._fields["source"], words):
+        factor *= 1.0 + s.named_source
     return factor
 
 
@@ -178,14 +179,15 @@ def top(index: TokenCosineIndex, q: Query, groups: list[list[tuple[int, ...]]],
     scales, _ = index._scales(q.weights, q.own)
     lo, hi, n = q.window.lo, q.window.hi, len(index)
     df = index._df.data
-    if sum(int(df[t]) for t, _ in scales) * (hi - lo) < MIN_POSTINGS * max(n, 1):
+    s = index.settings
+    if sum(int(df[t]) for t, _ in scales) * (hi - lo) < s.min_postings * max(n, 1):
         return None
     bounds = index._bounds
     if bounds is None or not bounds.fits(index):
         bounds = index._bounds = Bounds(index)
     bounds.sessions(index)
-    made = bounds.rows
-    b0, b1 = lo // BLOCK, (min(hi, made) - 1) // BLOCK + 1
+    made, block = bounds.rows, bounds.block
+    b0, b1 = lo // block, (min(hi, made) - 1) // block + 1
     if b1 <= b0:
         return None
     rank_sum = np.zeros(b1 - b0)
@@ -212,11 +214,11 @@ def top(index: TokenCosineIndex, q: Query, groups: list[list[tuple[int, ...]]],
     # sessions the maxima do not hold for: cut by the window, or grown since they were made
     first, last = bounds.first, bounds.last
     whole = np.flatnonzero(((first < lo) & (last >= lo)) | ((first < hi) & (last >= hi)) | (last >= made))
-    fresh = np.arange(made // BLOCK, (hi - 1) // BLOCK + 1) if hi > made else np.zeros(0, dtype=np.int64)
+    fresh = np.arange(made // block, (hi - 1) // block + 1) if hi > made else np.zeros(0, dtype=np.int64)
     by_rank, by_sess = np.argsort(-rank_bound), np.argsort(-sess_bound)
     chosen: set[int] = set(fresh.tolist())
-    size = _FIRST
-    for _ in range(_ROUNDS):
+    size = s.first_blocks
+    for _ in range(s.rounds):
         best = np.concatenate([by_rank[:size], by_sess[:size]])
         chosen |= {b0 + b for b in best[tier[best]].tolist()}
         legs = _evaluate(index, q, groups, ranking, scales, sorted(chosen), whole, bounds)
@@ -229,7 +231,7 @@ def top(index: TokenCosineIndex, q: Query, groups: list[list[tuple[int, ...]]],
         needed = set((b0 + np.flatnonzero((rank_bound >= floor_rank) | (sess_bound >= floor_sess))).tolist())
         if needed <= chosen:
             return merged
-        if len(needed) * _SHARE <= b1 - b0:
+        if len(needed) * s.read_share <= b1 - b0:
             legs = _evaluate(index, q, groups, ranking, scales, sorted(chosen | needed), whole, bounds)
             return None if legs is None else legs[2]
     return None
@@ -280,7 +282,7 @@ def _evaluate(index: TokenCosineIndex, q: Query, groups: list[list[tuple[int, ..
         # sessions' rows a span holds (theirs were not: their blocks were left out by their bounds)
         inside = np.zeros(max(blocks, default=0) + 1, dtype=bool)
         inside[blocks] = True
-        block = tier // BLOCK
+        block = tier // bounds.block
         keep = (block < len(inside)) & inside[np.minimum(block, len(inside) - 1)]
         if len(whole):
             keep |= member(index._fields["session"].column.data[tier], whole.tolist(), len(bounds.first))
@@ -300,9 +302,9 @@ def _region(index: TokenCosineIndex, blocks: list[int], whole: np.ndarray, bound
     """Disjoint row ranges [starts, ends) in the window: the blocks, and the span of every session
     their rows belong to and of `whole` (a span may hold other sessions' rows: they are read, not
     ranked). None when that is too many rows to be worth it."""
-    codes = index._fields["session"].column.data
-    starts = np.maximum(np.asarray(blocks, dtype=np.int64) * BLOCK, lo)
-    ends = np.minimum(np.asarray(blocks, dtype=np.int64) * BLOCK + BLOCK, hi)
+    codes, size = index._fields["session"].column.data, bounds.block
+    starts = np.maximum(np.asarray(blocks, dtype=np.int64) * size, lo)
+    ends = np.minimum(np.asarray(blocks, dtype=np.int64) * size + size, hi)
     lengths = ends - starts
     rows = np.repeat(starts - np.concatenate([[0], np.cumsum(lengths)[:-1]]), lengths) + np.arange(lengths.sum())
     met = codes[rows]
@@ -311,7 +313,7 @@ def _region(index: TokenCosineIndex, blocks: list[int], whole: np.ndarray, bound
     spans_end = np.minimum(bounds.last[sessions] + 1, hi)
     keep = spans_end > spans_start
     starts, ends = _merged(np.concatenate([starts, spans_start[keep]]), np.concatenate([ends, spans_end[keep]]))
-    if int((ends - starts).sum()) > 4 * len(blocks) * BLOCK + (1 << 14):
+    if int((ends - starts).sum()) > 4 * len(blocks) * size + (1 << 14):
         return None, None
     return starts, ends
 

@@ -3,7 +3,7 @@
 A query reaches its terms' postings in the window (the matches), their session neighbours up to
 `context_turns` steps, and, for the session leg, the newest turns of each session it matches (that
 leg adds the session's match to every turn of it, and among equal scores the newest win). The
-scores are the same floats, added in the same order, as `TokenCosineIndex._search_dense`'s passes
+scores are the same floats, added in the same order, as `cosine_dense.rank`'s passes
 over every row of the window, so the results are identical (tests/test_cosine_sparse.py); `rank`
 declines, and the caller makes those passes, where they would cost no more or this could differ.
 """
@@ -30,9 +30,6 @@ log = logging.getLogger("urchin.search.cosine")
 __all__ = ["Query", "Scored", "Scratch", "Window", "member", "merge", "rank", "raw_scores"]
 
 Postings = list[tuple[int, np.float32, np.ndarray, np.ndarray]]   # (term, scale, rows, tf) in adding order
-_DENSE_SHARE = 8       # matches over 1/8 of the window, few holding every word: the passes cost no more
-_SORT_SHARE = 4        # postings under 1/4 of the window: their rows by sorting (`distinct`), else by a scan
-_WALK_BUDGET = 20_000  # steps walking sessions back to their newest turns before the passes cost less
 
 
 def _exact(scale: Scale) -> bool:
@@ -238,6 +235,7 @@ class _Ranking:
 
     def __init__(self, index: TokenCosineIndex, q: Query, scratch: Scratch) -> None:
         self.index, self.q, self.scratch = index, q, scratch
+        self.settings = index.settings      # its costs: dense_share, sort_share, walk_budget (cosine_settings)
         self.lo, self.hi = q.window.lo, q.window.hi
         code = q.codes.get("workspace")      # a workspace filter: only its scope is read (scope.py)
         self.scope = Scope(index, code) if code is not None else None
@@ -265,7 +263,7 @@ class _Ranking:
             tier = hit[hit_every & self._eligible(hit)] if q.codes else hit[hit_every]
             if len(tier) >= q.limit:
                 return self._tiered(tier, hit, hit_scores)
-            if len(hit) * _DENSE_SHARE >= self.hi - self.lo:
+            if len(hit) * self.settings.dense_share >= self.hi - self.lo:
                 return None
             acc[matched] = every                # from here on: the every-word flag of each match
             return self._reached(hit, hit_scores)
@@ -279,7 +277,7 @@ class _Ranking:
         sizes: dict[int, int] = {}
         for term, _, rows, _ in postings:
             sizes[term] = sizes.get(term, 0) + len(rows)
-        if max(sizes.values(), default=0) * _DENSE_SHARE < self.hi - self.lo:
+        if max(sizes.values(), default=0) * self.settings.dense_share < self.hi - self.lo:
             return False
         bound = min((max((min(sizes.get(t, 0) for t in alt) for alt in alternatives), default=0)
                      for alternatives in groups), default=0)
@@ -329,9 +327,9 @@ class _Ranking:
         if not total:
             return np.zeros(0, dtype=np.int64)
         scope = self.scope.rows(self.lo, self.hi) if self.scope is not None else None
-        if scope is not None and len(scope) <= total * _SORT_SHARE:
+        if scope is not None and len(scope) <= total * self.settings.sort_share:
             return scope[np.take(buffer, scope) != 0].astype(np.int64)
-        if total * _SORT_SHARE < self.hi - self.lo:
+        if total * self.settings.sort_share < self.hi - self.lo:
             return distinct(np.concatenate(parts).astype(np.int64))
         return np.flatnonzero(buffer[self.lo:self.hi]) + self.lo
 
@@ -374,7 +372,7 @@ class _Ranking:
                                self.q.words)
 
     def _levels(self, hit: np.ndarray, hit_scores: np.ndarray) -> Levels | None:
-        """The matched sessions and what the reference's `_with_session` adds to each of their rows:
+        """The matched sessions and what the reference's `cosine_dense._with_session` adds to each of their rows:
         `session` times the session's cosines summed (in row order, as there) over the square root
         of its length in the window. None when no match has a session."""
         index = self.index
@@ -395,7 +393,7 @@ class _Ranking:
             self._lengths = index._session_lengths(self.lo, self.hi)
         lengths = self._lengths[sessions]
         level = (sums / np.sqrt(np.maximum(lengths, 1))).astype(np.float32)
-        return Levels(sessions, np.float32(index.session) * level, size)
+        return Levels(sessions, np.float32(self.settings.session) * level, size)
 
     # ---- many hold every word: only they can rank -----------------------------------------------
     def _tiered(self, tier: np.ndarray, hit: np.ndarray, hit_scores: np.ndarray) -> list[Scored]:
@@ -419,7 +417,7 @@ class _Ranking:
         return ranked, by_session, merge(ranked, by_session, q.limit, q.slots, lambda row: True)
 
     def _gathered(self, rows: np.ndarray) -> np.ndarray:
-        """The reference's `_with_context` at `rows` (matches in the window): neighbours' scores gathered
+        """The reference's `cosine_dense.with_context` at `rows` (matches in the window): neighbours' scores gathered
         step by step, in its order. The reference stops a walk where it leaves rows lo..hi-1; this one
         walks on, adding only zeros: rows past that point are outside the window's time (a session's
         links follow time, and every row outside lo..hi-1 has its time outside the window), so their
@@ -471,7 +469,7 @@ class _Ranking:
             spread[written] = 0
 
     def _scattered(self, hit: np.ndarray, hit_scores: np.ndarray) -> np.ndarray:
-        """The reference's `_scatter_context` into scratch b (not yet divided); returns the rows it
+        """The reference's `cosine_dense._scatter_context` into scratch b (not yet divided); returns the rows it
         wrote (the matches and their neighbours in the window), ascending."""
         spread, lo, hi = self.scratch.b, self.lo, self.hi
         spread[hit] = hit_scores
@@ -513,7 +511,7 @@ class _Ranking:
             row, got, edge = last_of[int(sessions[i])], 0, None
             while row >= 0 and (since is None or ts[row] >= since):
                 steps += 1
-                if steps > _WALK_BUDGET:
+                if steps > self.settings.walk_budget:
                     return None
                 stamp = int(ts[row])
                 if until is not None and stamp > until:

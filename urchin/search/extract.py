@@ -21,8 +21,9 @@ from pathlib import Path
 import numpy as np
 import orjson
 
-from urchin.event import Event, searchable_fields
+from urchin.event import Event
 from urchin.journal import LineCheck
+from urchin.search.fields import searchable_fields
 from urchin.search.tokens import WORD_PATTERN, word_terms
 
 __all__ = ["Batch", "TermExtractor", "LABELS", "WorkerError", "extract_parallel", "line_aligned_end"]

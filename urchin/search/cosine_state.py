@@ -1,0 +1,123 @@
+"""A token-cosine index as plain arrays, and back: what `cosine_store` saves and loads.
+
+`take` copies an index's columns, vocabulary, labels and pending postings (segments are shared: they
+never change); `restore` fills a new index from them after cheap consistency checks (O(rows + terms),
+never O(postings)), so a damaged save is refused, not served.
+"""
+
+from __future__ import annotations
+
+from array import array
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from urchin.search.extract import LABELS, TermExtractor
+from urchin.search.postings import Blob, Codes, Column, Segment, SplitColumn
+from urchin.search.scope import SessionScopes
+
+if TYPE_CHECKING:
+    from urchin.search.cosine import TokenCosineIndex
+
+__all__ = ["COLUMNS", "IndexState", "restore", "take"]
+
+COLUMNS = ("ts", "norm", "prev", "next", "id_end")   # an index's per-row columns, saved as they are
+
+
+@dataclass(slots=True)
+class IndexState:
+    """A consistent copy of an index, to save (`cosine_store`) and restore (`from_state`).
+
+    `arrays` are owned copies (or immutable segment arrays), so the index can change while the
+    state is written. `segments` are (indptr, rows, tf) per segment."""
+
+    meta: dict[str, Any]
+    vocab: list[str]  # in id order
+    labels: dict[str, list[str]]  # per label field, values in code order
+    arrays: dict[str, np.ndarray]
+    segments: list[tuple[np.ndarray, np.ndarray, np.ndarray]]
+
+
+def take(index: TokenCosineIndex, copy: bool = True) -> IndexState:
+    """A copy to save; O(rows + terms) copying, segments shared (they never change). `copy` False:
+    the columns themselves, for a caller that changes nothing until the state is written (a build
+    saving what it owns: no second copy of every column at each save)."""
+    own: Any = np.copy if copy else (lambda a: a)
+    arrays = {name: own(getattr(index, f"_{name}").view()) for name in COLUMNS}
+    arrays["df"] = own(index._df.view())
+    arrays["ids"] = index._id_bytes.array()
+    for name, codes in index._fields.items():
+        arrays[f"label_{name}"] = own(codes.column.view())
+    for name, values in zip(("terms", "rows", "tf"), index._pending(), strict=True):
+        arrays[f"pending_{name}"] = values.copy()
+    meta = {"rows": len(index), "terms": len(index._vocab), "refreshed_at": index._refreshed_at,
+            "context": index.settings.context, "context_turns": len(index.context_weights)}
+    return IndexState(meta, list(index._vocab), {n: c.values_in_order() for n, c in index._fields.items()},
+                      arrays, [(s.indptr, s.rows, s.tf) for s in index._segments])
+
+
+def restore(index: TokenCosineIndex, state: IndexState) -> None:
+    """Fill a new, empty `index` with what `state` holds (its settings are the caller's). Raises
+    ValueError when the state is inconsistent."""
+    meta, arrays = state.meta, state.arrays
+    n, n_terms = int(meta["rows"]), int(meta["terms"])
+    _check_state(state, n, n_terms)
+    index._vocab.update(zip(state.vocab, range(n_terms), strict=True))
+    if len(index._vocab) != n_terms:
+        raise ValueError("vocabulary: repeated terms")
+    index._df = Column.of(arrays["df"])
+    fills = {"norm": 1, "prev": -1, "next": -1}
+    for name in COLUMNS:
+        setattr(index, f"_{name}", Column.of(arrays[name], fills.get(name, 0)))
+    index._id_end = SplitColumn(arrays["id_end"])   # read per result only: never copied to grow
+    index._id_bytes = Blob(arrays["ids"])      # not copied: a saved index's map
+    for name in LABELS:
+        index._fields[name] = Codes(state.labels[name], arrays[f"label_{name}"])
+        if len(index._fields[name]) != len(state.labels[name]) + 1:
+            raise ValueError(f"{name}: repeated values")
+    index._segments = [Segment(*parts) for parts in state.segments]
+    for name, kind in (("terms", "i"), ("rows", "i"), ("tf", "B")):
+        setattr(index, f"_pending_{name}", array(kind, arrays[f"pending_{name}"].tobytes()))
+    ts = arrays["ts"]
+    ts_max = np.maximum.accumulate(ts) if n else ts.copy()
+    index._ts_max = Column.of(ts_max)
+    index._late = Column.of(np.flatnonzero(ts < ts_max).astype(np.int32))
+    sessions, nxt = arrays["label_session"], arrays["next"]
+    ends = np.flatnonzero((sessions >= 0) & (nxt < 0))
+    index._session_last = dict(zip(sessions[ends].tolist(), ends.tolist(), strict=True))
+    index._session_rows = Column.of(np.bincount(sessions[sessions >= 0], minlength=len(state.labels["session"]))
+                                    .astype(np.int64))
+    index._scopes = SessionScopes.of(sessions, arrays["label_workspace"], len(state.labels["session"]))
+    index._refreshed_at = int(meta["refreshed_at"])
+    index._norm_total = float(index._norm.data[:n].sum(dtype=np.float64))
+    index._extractor = TermExtractor(index._vocab)
+
+
+def _check_state(state: IndexState, n: int, n_terms: int) -> None:
+    """Cheap consistency checks (O(rows + terms), never O(postings)): shapes, bounds, sortedness."""
+    arrays = state.arrays
+
+    def need(ok: bool, what: str) -> None:
+        if not ok:
+            raise ValueError(what)
+
+    need(len(state.vocab) == n_terms and len(arrays["df"]) == n_terms, "vocabulary: size")
+    for name in (*COLUMNS, *(f"label_{x}" for x in LABELS)):
+        need(arrays[name].ndim == 1 and len(arrays[name]) == n, f"{name}: length")
+    for name in ("prev", "next"):
+        need(not n or (int(arrays[name].min()) >= -1 and int(arrays[name].max()) < n), f"{name}: bounds")
+    for name in LABELS:
+        codes = arrays[f"label_{name}"]
+        need(not n or (int(codes.min()) >= -1 and int(codes.max()) < len(state.labels[name])), f"{name}: codes")
+    ends = arrays["id_end"]
+    need(not n or (int(ends[-1]) == len(arrays["ids"]) and bool((np.diff(ends) >= 0).all())), "ids: ends")
+    pending = [arrays[f"pending_{x}"] for x in ("terms", "rows", "tf")]
+    need(len({len(p) for p in pending}) == 1, "pending: lengths")
+    if len(pending[0]):
+        need(int(pending[0].max()) < n_terms and int(pending[1].max()) < n and int(pending[1].min()) >= 0,
+             "pending: bounds")
+    for indptr, rows, tf in state.segments:
+        need(1 <= len(indptr) <= n_terms + 1 and int(indptr[0]) == 0, "segment: indptr")
+        need(int(indptr[-1]) == len(rows) == len(tf) and bool((np.diff(indptr) >= 0).all()), "segment: sizes")
+    need(0 <= int(state.meta["refreshed_at"]) <= n, "refreshed_at")
