@@ -288,3 +288,39 @@ def test_the_feeds_one_pass_columns_equal_the_vector_and_its_text_forms() -> Non
     for text in texts:
         weights = doc_vector(text)
         assert doc_columns(text) == (int_array(sorted(weights)), to_sparsevec(weights))
+
+
+# ---- the owner's batches are COPYed straight into the index (issue 37) ----------------------------------
+def _heap_in_journal_order(url: str) -> bool:
+    """Each partition's rows lie in the heap in journal order (one connection writing one batch at a time)."""
+    parts = _sql(url, "SELECT array_agg(journal_offset ORDER BY ctid) FROM urchin_chunks GROUP BY tableoid")
+    return bool(parts) and all(offsets == sorted(offsets) for (offsets,) in parts)
+
+
+def test_the_owners_batches_are_copied_straight_into_the_index(pg_settings: Settings, pg_url: str) -> None:
+    memory = Memory(pg_settings)
+    memory.ingest(_events(300))
+    backend = memory.index_service.backend
+    report = Feeder(backend, memory.journal, "d", batch_bytes=4096, bulk_bytes=1).run_once()
+    assert (report.events, report.inserted) == (300, 300)
+    with backend.conn.transaction():    # no row went through the feed table (written twice, inserted again)
+        assert backend.conn.execute("SELECT to_regclass('pg_temp.urchin_feed')").fetchone() == (None,)
+    assert _heap_in_journal_order(pg_url)
+    assert _sql(pg_url, "SELECT sum(df) > 0, count(*) > 0 FROM urchin_terms") == [(True, True)]
+    assert _sql(pg_url, "SELECT value FROM urchin_stats WHERE key = 'chunks'") == [(300,)]
+    memory.close()
+
+
+def test_a_batch_partly_stored_already_adds_only_what_is_missing(pg_settings: Settings, pg_url: str) -> None:
+    memory = Memory(pg_settings)
+    memory.ingest(_events(120))
+    memory.index()
+    whole = _snapshot(pg_url)
+    with psycopg.connect(pg_url) as conn:     # a replay over rows of which some are gone: the COPY meets a
+        conn.execute("DELETE FROM urchin_chunks WHERE chunk_id IN "    # stored one, the batch goes in by
+                     "(SELECT chunk_id FROM urchin_chunks ORDER BY chunk_id LIMIT 7)")   # ON CONFLICT
+        conn.execute("UPDATE urchin_cursors SET byte_offset = 0")
+    report = Feeder(memory.index_service.backend, memory.journal, "test-device", batch_bytes=4096).run_once()
+    assert (report.events, report.inserted, report.offset) == (120, 7, memory.end_offset())
+    assert _snapshot(pg_url) == whole
+    memory.close()
