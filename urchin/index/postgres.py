@@ -11,6 +11,7 @@ import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
+from operator import attrgetter
 from typing import Any
 
 from urchin.errors import DatabaseError, IndexBusyError
@@ -51,6 +52,8 @@ QUERY_SETTINGS = {"hnsw.ef_search": "100", "hnsw.iterative_scan": "relaxed_order
 _COLUMNS = ("chunk_id", "doc_id", "doc_type", "source", "kind", "workspace", "session", "title", "tags", "content",
             "occurred_at", "account", "device", "journal_offset", "path", "heading_path", "start_line", "end_line",
             "content_hash", "terms", "tvec")
+_ROW_VALUES = attrgetter(*_COLUMNS)
+_DEVICE, _ACCOUNT = _COLUMNS.index("device"), _COLUMNS.index("account")
 # A leg that gathers its candidates in tiers reads each tier's last RECENT_DAYS first: when more chunks
 # qualify than it may rank, the newer ones are the ones ranked (memory is asked about recent work).
 RECENT_DAYS = 30
@@ -260,11 +263,14 @@ class PostgresIndex:
         if table == "urchin_feed":
             cur.execute("CREATE TEMP TABLE IF NOT EXISTS urchin_feed (LIKE urchin_chunks INCLUDING DEFAULTS)"
                         " ON COMMIT DELETE ROWS")
-        bound = self._bound
-        stamped = {"device": device, **({"account": bound[1]} if bound else {})}
+        account = self._bound[1] if self._bound else None
         with cur.copy(f"COPY {table} ({', '.join(_COLUMNS)}) FROM STDIN") as copy:
             for row in rows:
-                copy.write_row(tuple(stamped[name] if name in stamped else getattr(row, name) for name in _COLUMNS))
+                values = list(_ROW_VALUES(row))     # one C call (a generator over the names: 3x the time)
+                values[_DEVICE] = device
+                if self._bound:
+                    values[_ACCOUNT] = account
+                copy.write_row(values)
 
     def _ensure_partitions(self, rows: Sequence[ChunkRow]) -> None:
         """Create the monthly partitions `rows` need (each in its own short transaction, before the
