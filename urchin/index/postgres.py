@@ -1,4 +1,5 @@
-"""The PostgreSQL backend: migrations at connect, COPY + idempotent upsert, and the legs' SQL.
+"""The PostgreSQL backend: migrations at connect, COPY (straight in, or staged for an idempotent upsert),
+and the legs' SQL.
 
 psycopg, the driver, is reached through `pgdriver`. Vectors travel as pgvector text literals with
 explicit casts, so no type registration is needed. Query-time settings (stated, see `QUERY_SETTINGS`) are set per
@@ -257,7 +258,7 @@ class PostgresIndex:
 
     def _copy_rows(self, cur: Cursor[Any], table: str, rows: Sequence[ChunkRow], device: str) -> None:
         """COPY `rows` into `table` as `device`'s (a batch is its feeding device's rows), with a feeder
-        role's bound account. A feeder role's go through this session's feed table (`urchin_feed`):
+        role's bound account. A feeder role's rows go through this session's feed table (`urchin_feed`):
         PostgreSQL refuses COPY into a table whose row-level security applies; the INSERT from it is
         checked."""
         if table == "urchin_feed":
