@@ -18,24 +18,14 @@ import json
 import os
 import resource
 import shutil
+import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-
-def _server_cpu(pid: int) -> float:
-    import psutil
-
-    total = 0.0
-    root = psutil.Process(pid)
-    for proc in [root, *root.children(recursive=True)]:
-        try:
-            times = proc.cpu_times()
-        except psutil.NoSuchProcess:
-            continue
-        total += times.user + times.system + times.children_user + times.children_system
-    return total
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_first_feed import _cpu as _server_cpu  # noqa: E402  (every server process, live and reaped)
 
 
 def _own_cpu() -> float:
