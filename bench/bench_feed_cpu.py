@@ -38,17 +38,22 @@ def main() -> None:
     parser.add_argument("journal", type=Path)
     parser.add_argument("--label", default="")
     parser.add_argument("--first", action="store_true", help="raise this run's scheduling groups (root)")
+    parser.add_argument("--workdir", type=Path, default=Path(tempfile.gettempdir()),
+                        help="where the home and its PostgreSQL live for the run (never beside the journal)")
     args = parser.parse_args()
     from urchin.index.embedded import EmbeddedPostgres, running_pid
     from urchin.index.feeder import Feeder, FeedReport
     from urchin.index.postgres import PostgresIndex
     from urchin.journal import Journal
 
-    folder = Path(tempfile.mkdtemp(prefix="bench-feed-cpu-", dir=args.journal.parent))
+    folder = Path(tempfile.mkdtemp(prefix="bench-feed-cpu-", dir=args.workdir))
     try:
         path = folder / "journal" / "events.jsonl"
         path.parent.mkdir()
-        os.link(args.journal, path)
+        try:
+            os.link(args.journal, path)     # read only, never written
+        except OSError:                      # another filesystem
+            path.symlink_to(args.journal.resolve())
         lines = sum(1 for _ in args.journal.open("rb"))
         server = EmbeddedPostgres(folder / "pg", relocate_as_root=False)
         backend = PostgresIndex(server.url, owned=True)
