@@ -57,15 +57,19 @@ def test_migrations_are_recorded_and_applied_once(pg_url: str) -> None:
     assert _sql(pg_url, "SELECT extversion >= '0.7' FROM pg_extension WHERE extname = 'vector'") == [(True,)]
 
 
-def test_replaying_the_journal_changes_nothing(pg_settings: Settings, pg_url: str) -> None:
+@pytest.mark.parametrize("gone", [0, 7])
+def test_replaying_the_journal_changes_nothing(pg_settings: Settings, pg_url: str, gone: int) -> None:
     memory = Memory(pg_settings)
     memory.ingest(_events(40))
     memory.index()
     before = _snapshot(pg_url)
     with psycopg.connect(pg_url) as conn:
+        # rows of which some are gone: the batch's COPY meets a stored one and goes in by ON CONFLICT
+        conn.execute("DELETE FROM urchin_chunks WHERE chunk_id IN (SELECT chunk_id FROM urchin_chunks "
+                     "ORDER BY chunk_id LIMIT %s)", (gone,))
         conn.execute("UPDATE urchin_cursors SET byte_offset = 0")
     replay = memory.index()
-    assert (replay.events, replay.inserted) == (40, 0)
+    assert (replay.events, replay.inserted) == (40, gone)
     assert _snapshot(pg_url) == before
     memory.close()
 
@@ -288,3 +292,24 @@ def test_the_feeds_one_pass_columns_equal_the_vector_and_its_text_forms() -> Non
     for text in texts:
         weights = doc_vector(text)
         assert doc_columns(text) == (int_array(sorted(weights)), to_sparsevec(weights))
+
+
+# ---- the owner's batches are COPYed straight into the index (issue 37) ----------------------------------
+def _heap_in_journal_order(url: str) -> bool:
+    """Each partition's rows lie in the heap in journal order (one connection writing one batch at a time)."""
+    parts = _sql(url, "SELECT array_agg(journal_offset ORDER BY ctid) FROM urchin_chunks GROUP BY tableoid")
+    return bool(parts) and all(offsets == sorted(offsets) for (offsets,) in parts)
+
+
+def test_the_owners_batches_are_copied_straight_into_the_index(pg_settings: Settings, pg_url: str) -> None:
+    memory = Memory(pg_settings)
+    memory.ingest(_events(300))
+    backend = memory.index_service.backend
+    report = Feeder(backend, memory.journal, "d", batch_bytes=4096, bulk_bytes=1).run_once()
+    assert (report.events, report.inserted) == (300, 300)
+    with backend.conn.transaction():    # no row went through the feed table (written twice, inserted again)
+        assert backend.conn.execute("SELECT to_regclass('pg_temp.urchin_feed')").fetchone() == (None,)
+    assert _heap_in_journal_order(pg_url)
+    assert _sql(pg_url, "SELECT sum(df) > 0, count(*) > 0 FROM urchin_terms") == [(True, True)]
+    assert _sql(pg_url, "SELECT value FROM urchin_stats WHERE key = 'chunks'") == [(300,)]
+    memory.close()
