@@ -42,6 +42,7 @@ from urchin.params.limits import (
 )
 from urchin.params.reading import GetParams, RecentParams, SemanticParams, SessionParams, TailParams, WorkspaceParams
 from urchin.params.search import SearchParams
+from urchin.params.workspace import FileParams, MemoryParams
 
 __all__ = ["OPERATIONS"]
 
@@ -196,10 +197,10 @@ _RUNS: dict[str, Callable[[Any, Any], Any]] = {
     "get": lambda t, p: t.get(p),
     "tail": lambda t, p: t.tail(p),
     "context": lambda t, p: t.context(p),
-    "get_file": lambda t, p: t.get_file(p["path"], p["from_line"], p["max_lines"]),
+    "get_file": lambda t, p: t.get_file(p),
     "overview": lambda t, p: t.overview(),
     "memories": lambda t, p: t.memory_list(),
-    "get_memory": lambda t, p: t.memory_get(p["slug"], p["token_budget"]),
+    "get_memory": lambda t, p: t.memory_get(p),
     "query_source": lambda t, p: t.query_source(p["source"], p["query"], p["limit"], p["min_score"]),
     "fetch_document": lambda t, p: t.fetch_source_document(p["source"], p["id"], p.get("content_hash"), p["mode"]),
     "get_document": lambda t, p: t.get_document(p["document_id"], p["include_chunks"]),
@@ -231,13 +232,14 @@ OPERATIONS: dict[str, Operation] = {op.name: replace(op, runner=_RUNS.get(op.nam
         _required("path", "`<root name>/<path>`, or just `<path>` when only one workspace root holds it."),
         Param("from_line", "int", "First line to show (1-based).", 1, minimum=1, maximum=MAX_FROM_LINE,
               wire="fromLine"),
-        Param("max_lines", "int", "Lines to show.", 200, minimum=1, maximum=MAX_LINES, wire="maxLines"))),
+        Param("max_lines", "int", "Lines to show.", 200, minimum=1, maximum=MAX_LINES, wire="maxLines")),
+              typed=FileParams),
     Operation("overview"),
     Operation("memories"),
     Operation("get_memory", (
         _required("slug", "The memory's slug, from list_memories."),
         Param("token_budget", "int", "Most tokens to return, at 4 characters each.", 8000, minimum=1,
-              maximum=MAX_MEMORY_TOKEN_BUDGET, wire="tokenBudget"))),
+              maximum=MAX_MEMORY_TOKEN_BUDGET, wire="tokenBudget")), typed=MemoryParams),
     Operation("query_source", (
         _required("source", "One source: a journal source such as `claude`, `git` or `shell`, or a workspace "
                             "root's name (its files only)."),

@@ -52,6 +52,7 @@ if TYPE_CHECKING:
         WorkspaceParams,
     )
     from urchin.params.search import SearchParams
+    from urchin.params.workspace import FileParams, MemoryParams
     from urchin.redact import Finding
     from urchin.search.query import SearchResult
     from urchin.workspace.memories import Member, MemoryDef
@@ -396,7 +397,7 @@ class RemoteMemory:
     def workspace_list(self) -> list[Root]:
         return self.local().workspace_list()
 
-    def get_file(self, path: str, from_line: int = 1, max_lines: int = 200) -> FileRange:
+    def get_file(self, path: str | FileParams, from_line: int = 1, max_lines: int = 200) -> FileRange:
         return self.local().get_file(path, from_line, max_lines)
 
     def memory_create(self, slug: str, use_when: str, members: list[Member], title: str | None = None,
@@ -413,7 +414,7 @@ class RemoteMemory:
     def memory_list(self) -> list[MemoryDef]:
         return self.local().memory_list()
 
-    def memory_get(self, slug: str, token_budget: int = 8000) -> dict[str, Any]:
+    def memory_get(self, slug: str | MemoryParams, token_budget: int = 8000) -> dict[str, Any]:
         return self.local().memory_get(slug, token_budget)
 
     def overview(self) -> dict[str, Any]:

@@ -52,8 +52,8 @@ def workspace_routes(json: Any, memory_of: Any) -> list[Route]:
 
     args = request_args
     async def get_file(request: Request) -> Response:
-        a = args(request, "get_file", path=request.path_params["path"])
-        window = await run_in_threadpool(memory_of(request).get_file, a["path"], a["from_line"], a["max_lines"])
+        p = request_params(request, "get_file", path=request.path_params["path"])
+        window = await run_in_threadpool(OPERATIONS["get_file"].run, memory_of(request), p)
         return json(window.to_dict())
 
     async def overview(request: Request) -> Response:
@@ -66,8 +66,8 @@ def workspace_routes(json: Any, memory_of: Any) -> list[Route]:
         return json({"memories": [m.summary() for m in items]})
 
     async def memory(request: Request) -> Response:
-        a = args(request, "get_memory", slug=request.path_params["slug"])
-        return json(await run_in_threadpool(memory_of(request).memory_get, a["slug"], a["token_budget"]))
+        p = request_params(request, "get_memory", slug=request.path_params["slug"])
+        return json(await run_in_threadpool(OPERATIONS["get_memory"].run, memory_of(request), p))
 
     async def query_source(request: Request) -> Response:
         a = args(request, "query_source", source=request.path_params["source"])

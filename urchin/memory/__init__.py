@@ -35,6 +35,7 @@ from urchin.memory.writing import PreparedBatch, import_lines, prepare_batch
 from urchin.params.context import ContextParams
 from urchin.params.reading import GetParams, RecentParams, SemanticParams, SessionParams, TailParams, WorkspaceParams
 from urchin.params.search import SearchParams
+from urchin.params.workspace import FileParams, MemoryParams
 from urchin.proof import LineProof
 from urchin.requests_first import give_way, lower_thread_priority
 from urchin.search.query import (
@@ -467,9 +468,10 @@ class Memory:
     def workspace_list(self) -> list[Root]:
         return self._workspace.roots.list()
 
-    def get_file(self, path: str, from_line: int = 1, max_lines: int = 200) -> FileRange:
-        """A window of numbered lines of a workspace file; paths outside the roots are refused."""
-        return self._workspace.get_file(path, from_line, max_lines)
+    def get_file(self, path: str | FileParams, from_line: int = 1, max_lines: int = 200) -> FileRange:
+        """A window of numbered lines of a workspace file (`FileParams`, or its fields); outside the roots: refused."""
+        return self._workspace.get_file(path if isinstance(path, FileParams) else FileParams(path, from_line,
+                                                                                             max_lines))
 
     def memory_create(self, slug: str, use_when: str, members: list[Member], title: str | None = None,
                       replace: bool = False) -> MemoryDef:
@@ -488,8 +490,8 @@ class Memory:
     def memory_list(self) -> list[MemoryDef]:
         return self._workspace.memory_list()
 
-    def memory_get(self, slug: str, token_budget: int = 8000) -> dict[str, Any]:
-        """A curated memory with every member's current contents, and coverage notes."""
+    def memory_get(self, slug: str | MemoryParams, token_budget: int = 8000) -> dict[str, Any]:
+        """A curated memory with every member's current contents, and coverage notes (`MemoryParams`, or its fields)."""
 
         def run_query(member: Member) -> list[str]:
             # a saved window is held to the rule `memory create` holds it to (and its error), not search's
@@ -497,7 +499,8 @@ class Memory:
             result = self.search(member.query or "", hours=hours, limit=50, source=member.source)
             return [one_line(hit.event, width=2000) for hit in result.hits]
 
-        return self._workspace.memory_get(slug, token_budget, run_query)
+        p = slug if isinstance(slug, MemoryParams) else MemoryParams(slug, token_budget)
+        return self._workspace.memory_get(p, run_query)
 
     def overview(self) -> dict[str, Any]:
         """Where an agent new to a workspace starts: files, recent changes, sources, memories."""

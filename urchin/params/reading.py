@@ -20,7 +20,7 @@ from urchin.params.limits import MAX_LIMIT
 from urchin.params.search import label_filter
 
 __all__ = ["RecentParams", "SemanticParams", "SessionParams", "WorkspaceParams", "GetParams", "TailParams",
-           "parse_fields"]
+           "parse_fields", "set_checked", "required_text"]
 
 T = TypeVar("T")
 
@@ -47,7 +47,8 @@ def parse_fields(cls: type[T], values: Mapping[str, Any], *, from_text: bool = F
     return cls(**given)
 
 
-def _set(params: object, **values: Any) -> None:
+def set_checked(params: object, **values: Any) -> None:
+    """A frozen parameters object's fields, as its `__post_init__` checked them."""
     for name, value in values.items():
         object.__setattr__(params, name, value)
 
@@ -68,7 +69,8 @@ def _text(value: Any, name: str) -> str | None:
     return value or None
 
 
-def _required(value: Any, name: str) -> str:
+def required_text(value: Any, name: str) -> str:
+    """A required text field: a string, not blank (kept as given)."""
     text = _text(value, name)
     if text is None or not text.strip():
         raise QueryError(name, "must not be empty", message=f"{name} must not be empty")
@@ -87,7 +89,7 @@ class RecentParams:
     kind: str | None = None
 
     def __post_init__(self) -> None:
-        _set(self, hours=_hours(self.hours), limit=_limit(self.limit),
+        set_checked(self, hours=_hours(self.hours), limit=_limit(self.limit),
              source=label_filter(_text(self.source, "source"), "source"),
              workspace=_text(self.workspace, "workspace"), session=_text(self.session, "session"),
              kind=label_filter(_text(self.kind, "kind"), "kind"))
@@ -113,7 +115,7 @@ class SemanticParams:
     WIRE: ClassVar[Mapping[str, str]] = {"min_score": "minScore"}
 
     def __post_init__(self) -> None:
-        _set(self, query=_required(self.query, "query"), hours=_hours(self.hours), limit=_limit(self.limit),
+        set_checked(self, query=required_text(self.query, "query"), hours=_hours(self.hours), limit=_limit(self.limit),
              source=label_filter(_text(self.source, "source"), "source"),
              workspace=_text(self.workspace, "workspace"), session=_text(self.session, "session"),
              kind=label_filter(_text(self.kind, "kind"), "kind"),
@@ -139,7 +141,8 @@ class SessionParams:
     limit: int = 50
 
     def __post_init__(self) -> None:
-        _set(self, session=_required(self.session, "session"), hours=_hours(self.hours), limit=_limit(self.limit))
+        set_checked(self, session=required_text(self.session, "session"), hours=_hours(self.hours),
+                    limit=_limit(self.limit))
 
     @classmethod
     def parse(cls, values: Mapping[str, Any], *, from_text: bool = False) -> SessionParams:
@@ -155,7 +158,7 @@ class WorkspaceParams:
     limit: int = 40
 
     def __post_init__(self) -> None:
-        _set(self, workspace=_required(self.workspace, "workspace"), hours=_hours(self.hours),
+        set_checked(self, workspace=required_text(self.workspace, "workspace"), hours=_hours(self.hours),
              limit=_limit(self.limit))
 
     @classmethod
@@ -170,7 +173,7 @@ class GetParams:
     id: str
 
     def __post_init__(self) -> None:
-        _set(self, id=_required(self.id, "id").strip())
+        set_checked(self, id=required_text(self.id, "id").strip())
 
     @classmethod
     def parse(cls, values: Mapping[str, Any], *, from_text: bool = False) -> GetParams:
@@ -184,7 +187,7 @@ class TailParams:
     count: int = 10
 
     def __post_init__(self) -> None:
-        _set(self, count=_limit(self.count, "count"))
+        set_checked(self, count=_limit(self.count, "count"))
 
     @classmethod
     def parse(cls, values: Mapping[str, Any], *, from_text: bool = False) -> TailParams:
