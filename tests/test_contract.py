@@ -102,13 +102,14 @@ def test_typed_operations_are_built_once_at_the_edge() -> None:
     """`search` and `context` come out of the contract as their typed parameters, named from either caller."""
     from urchin.params.context import ContextParams
     from urchin.params.search import SearchParams
+    from urchin.params.wire import to_wire
 
     search = OPERATIONS["search"].build({"q": "Deploy", "limit": "5", "source": "Claude"}, "wire", from_text=True)
     assert search == SearchParams("Deploy", limit=5, source="claude")
     context = OPERATIONS["context"].build({"query": "x", "full_text_weight": 2, "sources": ["A"]}, "cli")
     assert isinstance(context, ContextParams) and (context.full_text_weight, context.sources) == (2.0, ("a",))
-    assert context.to_wire() == {"query": "x", "fullTextWeight": 2, "sources": ["A"]}
-    assert ContextParams.parse(context.to_wire()) == context
+    assert to_wire(context) == {"query": "x", "fullTextWeight": 2.0, "sources": ["a"]}   # as checked
+    assert ContextParams.parse(to_wire(context)) == context
 
 
 def test_search_context_and_search_schemas_come_from_the_declaration() -> None:

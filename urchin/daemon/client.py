@@ -27,6 +27,7 @@ from urchin.errors import (
     ValidationError,
 )
 from urchin.event import Event, new_id
+from urchin.params.wire import to_wire
 
 if TYPE_CHECKING:
     from urchin.collectors.base import CollectReport
@@ -148,7 +149,7 @@ class RemoteMemory:
             scope=scope)
         if now is not None:  # the HTTP API always means "now"
             return self.local().search(p, now=now)
-        return self._call("GET", "/search", params=p.to_wire(), parse=_search_result,
+        return self._call("GET", "/search", params=to_wire(p), parse=_search_result,
                           fallback=lambda m: m.search(p))
 
     def recent(self, params: RecentParams | None = None, /, *, hours: float | None = None, limit: int | None = None,
@@ -161,7 +162,7 @@ class RemoteMemory:
             hours=hours, limit=limit, source=source, workspace=workspace, session=session, kind=kind))
         if now is not None:
             return self.local().recent(p, now=now)
-        return self._call("GET", "/recent", params=_drop_none(**_fields(p)), parse=_search_result,
+        return self._call("GET", "/recent", params=to_wire(p), parse=_search_result,
                           fallback=lambda m: m.recent(p))
 
     def semantic(self, query: str | SemanticParams, *, hours: float | None = None, limit: int | None = None,
@@ -176,7 +177,7 @@ class RemoteMemory:
             min_score=min_score, explain=explain))
         if now is not None:
             return self.local().semantic(p, now=now)
-        result: SearchResult = self._call("GET", "/semantic", params=p.to_wire(), parse=_search_result,
+        result: SearchResult = self._call("GET", "/semantic", params=to_wire(p), parse=_search_result,
                                           fallback=lambda m: m.semantic(p))
         if not self.fell_back:
             result.notes.extend(self._settings_notes(result.mode))
@@ -213,7 +214,7 @@ class RemoteMemory:
                                  body["tokensUsed"])
 
         typed = params
-        return self._call("POST", "/context", json=typed.to_wire(), parse=parse, fallback=lambda m: m.context(typed))
+        return self._call("POST", "/context", json=to_wire(typed), parse=parse, fallback=lambda m: m.context(typed))
 
     def recall(self, *, workspace: str | None = None, cwd: str | None = None, session: str | None = None,
                prompt: str | None = None, budget: int | None = None,
@@ -505,11 +506,6 @@ class RemoteMemory:
         if response.status_code >= 400:
             raise _error(response.status_code, body, self.info.address)
         return parse(body)
-
-
-def _fields(params: Any) -> dict[str, Any]:
-    """A typed parameters object's fields by name (slots dataclasses have no `__dict__`)."""
-    return {name: getattr(params, name) for name in params.__dataclass_fields__}
 
 
 def _drop_none(**values: Any) -> dict[str, Any]:

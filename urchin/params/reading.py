@@ -126,11 +126,6 @@ class SemanticParams:
     def parse(cls, values: Mapping[str, Any], *, from_text: bool = False) -> SemanticParams:
         return parse_fields(cls, values, from_text=from_text, wire=cls.WIRE)
 
-    def to_wire(self) -> dict[str, Any]:
-        """As `GET /semantic` names them (empty filters left out)."""
-        out = {self.WIRE.get(f.name, f.name): getattr(self, f.name) for f in fields(self)}
-        return {k: v for k, v in out.items() if v is not None}
-
 
 @dataclass(frozen=True, slots=True)
 class SessionParams:
