@@ -37,6 +37,10 @@ SAMPLES: dict[str, list[dict[str, Any]]] = {
     "tail": [{"count": 7}],
     "get_file": [{"path": "shop/guide.md", "from_line": 3, "max_lines": 9}],
     "get_memory": [{"slug": "release", "token_budget": 99}],
+    "document_search": [{"query": "deploy", "limit": 7, "full_text_weight": 1.5, "semantic_weight": 0.5,
+                         "tags": ["ops"], "source_type": "file", "content_type": "markdown", "min_score": 0.25,
+                         "include_memories": True, "include_conversations": True, "memory_weight": 0.5,
+                         "conversation_weight": 1.5}],
     "context": [_CONTEXT, {"query": "x", "include_conversations": False, "sources": ["claude"],
                            "source_ids": ["claude"]}],
 }

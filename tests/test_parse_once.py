@@ -30,7 +30,15 @@ PATHS = {
                 ("index/hybrid.py", None, "run_context"), ("index/hybrid.py", None, "_run_context")],
     **{op: [("memory/__init__.py", "Memory", method), ("daemon/client.py", "RemoteMemory", method)]
        for op, method in (("semantic", "semantic"), ("recent", "recent"), ("session_context", "session_context"),
-                          ("workspace_context", "workspace_context"), ("get", "get"), ("tail", "tail"))},
+                          ("workspace_context", "workspace_context"), ("get", "get"), ("tail", "tail"),
+                          ("get_file", "get_file"))},
+    # Memory.memory_get checks a saved member's window (stored data, see STILL_CHECKED_BELOW), not the call's
+    "get_memory": [("memory/workspace.py", "Workspace", "memory_get"),
+                   ("daemon/client.py", "RemoteMemory", "memory_get")],
+    "document_search": [("memory/__init__.py", "Memory", "document_search"),
+                        ("daemon/client.py", "RemoteMemory", "document_search"),
+                        ("memory/index.py", "HybridIndex", "document_search"),
+                        ("index/docsearch.py", None, "run_search")],
 }
 # Modules below the dispatcher, and the validators each may still import, with why; any other import of
 # a validator there fails (a new operation's check belongs in its typed parameters, `urchin/params/`).
@@ -43,9 +51,6 @@ STILL_CHECKED_BELOW = {
     ("memory/workspace.py", "check_hours"): "a curated memory's member windows (memory_create: no contract op)",
     ("memory/forget.py", "check_bool"): f"forget: {_NOT_TYPED}",
     ("memory/forget.py", "unknown_parameter"): f"forget: {_NOT_TYPED}",
-    ("index/docsearch.py", "check_bool"): f"document_search (checked_below): {_NOT_TYPED}",
-    ("index/docsearch.py", "check_number"): f"document_search (checked_below): {_NOT_TYPED}",
-    ("index/docsearch.py", "unknown_parameter"): f"document_search (checked_below): {_NOT_TYPED}",
     ("recall/policy.py", "check_bool"): "the [recall] section of config.toml (settings, not an operation)",
     ("recall/policy.py", "check_number"): "the [recall] section of config.toml (settings, not an operation)",
     ("search/query.py", "check_number"): "where check_limit is defined (for the callers listed here)",
@@ -120,7 +125,7 @@ def test_every_operation_with_typed_parameters_runs_through_the_contract() -> No
 
     typed = [op for op in OPERATIONS.values() if op.typed is not None]
     assert {op.name for op in typed} >= {"search", "semantic", "recent", "session_context", "workspace_context",
-                                         "get", "tail", "context"}
+                                         "get", "tail", "context", "get_file", "get_memory", "document_search"}
     for op in OPERATIONS.values():
         assert (op.runner is not None) == (op.name not in NO_RUN_YET), op.name
     for op in typed:

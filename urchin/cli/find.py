@@ -7,8 +7,7 @@ from typing import Any
 import click
 
 from urchin.cli.group import AppContext, main
-from urchin.cli.options import as_flag, operation_options, parse, print_json
-from urchin.errors import ValidationError
+from urchin.cli.options import call, operation_options, parse, print_json
 
 
 @main.command("find")
@@ -21,9 +20,7 @@ def find(app: AppContext, as_json: bool, **params: Any) -> None:
 
     memory = app.memory()
     try:
-        result = memory.document_search(parse("document_search", params))
-    except ValidationError as exc:
-        raise as_flag(exc, "document_search") from None
+        result = call("document_search", memory, params)
     finally:
         memory.close()
     if as_json:

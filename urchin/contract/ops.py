@@ -17,6 +17,7 @@ from urchin.event import MAX_HOURS
 from urchin.params.context import BOUNDS as CONTEXT_BOUNDS
 from urchin.params.context import DEFAULTS as CONTEXT_DEFAULTS
 from urchin.params.context import ContextParams
+from urchin.params.documents import DocumentSearchParams
 from urchin.params.limits import (
     DOCUMENT_CONTENT_TYPES,
     DOCUMENT_SEARCH_BOUNDS,
@@ -149,7 +150,7 @@ _CONTEXT: tuple[Param, ...] = (
     _ctx("live_byte_budget", "int", "Bytes read live per query in live mode."),
 )
 
-# textrawl's `search` (index/docsearch.py `SearchParams`; its defaults and bounds are the seed's own page's)
+# textrawl's `search` (`urchin/params/documents.py`; its defaults and bounds are the seed's own page's)
 _DOCUMENT_SEARCH: tuple[Param, ...] = (
     Param("query", help="What to find, in websearch syntax: words (every word ranks first), \"quoted phrases\" "
                         "and -excluded words (filters in every leg), a OR b.",
@@ -292,5 +293,5 @@ OPERATIONS: dict[str, Operation] = {op.name: replace(op, runner=_RUNS.get(op.nam
               maximum=7 * 24 * 60, unset="until end"))),
     Operation("context", _CONTEXT, typed=ContextParams),
     Operation("recall", _RECALL),
-    Operation("document_search", _DOCUMENT_SEARCH, checked_below=True),
+    Operation("document_search", _DOCUMENT_SEARCH, typed=DocumentSearchParams),
 )}

@@ -378,8 +378,7 @@ async def _document_search(request: Request) -> Response:
     body = await _json_body(request)
     if not isinstance(body, Mapping):
         raise ValidationError("body", "must be a JSON object of search parameters")
-    args = OPERATIONS["document_search"].parse(body, "wire")
-    return JSON(await run_in_threadpool(_state(request).memory.document_search, args))
+    return JSON(await _run(request, "document_search", OPERATIONS["document_search"].build(body, "wire")))
 
 
 async def _recent(request: Request) -> Response:

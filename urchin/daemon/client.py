@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from urchin.memory.forget import ForgetResult
     from urchin.memory.index import IndexRun
     from urchin.params.context import ContextParams
+    from urchin.params.documents import DocumentSearchParams
     from urchin.params.reading import (
         GetParams,
         RecentParams,
@@ -229,10 +230,13 @@ class RemoteMemory:
         answer: RecallAnswer = self._call("POST", "/recall", json=body, parse=_RecallAnswer, fallback=run)
         return answer
 
-    def document_search(self, params: Mapping[str, Any]) -> dict[str, Any]:
+    def document_search(self, params: DocumentSearchParams | Mapping[str, Any]) -> dict[str, Any]:
         """textrawl's `search` through the daemon, which holds the index connection."""
-        return self._call("POST", "/documents/search", json=dict(params), parse=lambda body: body,
-                          fallback=lambda m: m.document_search(params))
+        from urchin.params.documents import DocumentSearchParams
+
+        p = params if isinstance(params, DocumentSearchParams) else DocumentSearchParams.parse(params)
+        return self._call("POST", "/documents/search", json=to_wire(p), parse=lambda body: body,
+                          fallback=lambda m: m.document_search(p))
 
     def get(self, event_id: str | GetParams) -> Event:
         from urchin.params.reading import GetParams

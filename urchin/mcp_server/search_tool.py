@@ -6,17 +6,19 @@ Their input schemas are generated from the contract's `document_search` and `get
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from urchin.contract.render import render_document, render_document_search
 
 if TYPE_CHECKING:
     from urchin.memory.facade import Facade
+    from urchin.params.documents import DocumentSearchParams
 
 __all__ = ["RUNNERS", "OUTPUT", "DOCS", "READ_ONLY"]
 
 
-def _search(memory: Facade, a: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+def _search(memory: Facade, a: DocumentSearchParams) -> tuple[str, dict[str, Any]]:
     result = memory.document_search(a)
     return render_document_search(result), result
 
@@ -68,5 +70,6 @@ DOCS: dict[str, tuple[str, str]] = {
         "adds its chunks. A file the index does not hold is an error naming fetch_source_document's live mode.")),
 }
 
-RUNNERS = {"search": _search, "get_document": _get_document}
+RUNNERS: dict[str, Callable[[Facade, Any], tuple[str, dict[str, Any]]]] = {
+    "search": _search, "get_document": _get_document}
 READ_ONLY = set(RUNNERS)

@@ -33,6 +33,7 @@ from urchin.memory.timeline import Timeline, TimelinePage
 from urchin.memory.workspace import Workspace
 from urchin.memory.writing import PreparedBatch, import_lines, prepare_batch
 from urchin.params.context import ContextParams
+from urchin.params.documents import DocumentSearchParams
 from urchin.params.reading import GetParams, RecentParams, SemanticParams, SessionParams, TailParams, WorkspaceParams
 from urchin.params.search import SearchParams
 from urchin.params.workspace import FileParams, MemoryParams
@@ -591,10 +592,10 @@ class Memory:
         """textrawl's `get_document`: a search result's whole document at the version indexed."""
         return self._index.get_document(document_id, include_chunks)
 
-    def document_search(self, params: Mapping[str, Any]) -> dict[str, Any]:
-        """textrawl's `search` (wire-named parameters) over the same hybrid query as `context`."""
-        curated = self.memory_list() if params.get("includeMemories") is True else []
-        return self._index.document_search(params, curated)
+    def document_search(self, params: DocumentSearchParams | Mapping[str, Any]) -> dict[str, Any]:
+        """textrawl's `search` over the same hybrid query as `context`: `DocumentSearchParams`, or them by name."""
+        p = params if isinstance(params, DocumentSearchParams) else DocumentSearchParams.parse(params)
+        return self._index.document_search(p, self.memory_list() if p.include_memories else [])
 
     def index_files(self) -> FileIndexReport:
         """Index the workspace roots' files (changed ones re-chunked, vanished ones removed)."""

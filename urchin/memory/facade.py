@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from urchin.memory.forget import ForgetResult
     from urchin.memory.index import IndexRun
     from urchin.params.context import ContextParams
+    from urchin.params.documents import DocumentSearchParams
     from urchin.params.reading import (
         GetParams,
         RecentParams,
@@ -113,7 +114,7 @@ class Facade(Protocol):
     # ---- the hybrid index
     def context(self, params: ContextParams, /) -> ContextResult: ...
 
-    def document_search(self, params: Mapping[str, Any]) -> dict[str, Any]: ...
+    def document_search(self, params: DocumentSearchParams, /) -> dict[str, Any]: ...
 
     def query_source(self, source: str, query: str, limit: int = ..., min_score: float = ...) -> ContextResult: ...
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from urchin.index.files import FileIndexReport
     from urchin.index.hybrid import ContextResult
     from urchin.index.service import IndexService
+    from urchin.params.documents import DocumentSearchParams
     from urchin.search.assoc import Associations
     from urchin.workspace.access import FileAccess
 
@@ -126,11 +127,11 @@ class HybridIndex:
     def status(self) -> dict[str, Any]:
         return self.service.status()
 
-    def document_search(self, params: Mapping[str, Any], curated: list[Any]) -> dict[str, Any]:
-        """textrawl's `search` (wire-named parameters) over the same hybrid query as `context`."""
+    def document_search(self, params: DocumentSearchParams, curated: list[Any]) -> dict[str, Any]:
+        """textrawl's `search` over the same hybrid query as `context` (each leg: `ContextParams` keywords)."""
         from urchin.index.docsearch import run_search
 
-        return run_search(lambda query: self.context(ContextParams.parse(query)), curated, params,
+        return run_search(lambda query: self.context(ContextParams.build(**query)), curated, params,
                           self.service.known_sources, self.service.session_heads)
 
     def query_source(self, source: str, query: str, limit: int, min_score: float = 0.0) -> ContextResult:
