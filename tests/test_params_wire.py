@@ -41,6 +41,8 @@ SAMPLES: dict[str, list[dict[str, Any]]] = {
                          "tags": ["ops"], "source_type": "file", "content_type": "markdown", "min_score": 0.25,
                          "include_memories": True, "include_conversations": True, "memory_weight": 0.5,
                          "conversation_weight": 1.5}],
+    "forget": [{"ids": ["e-1", "e-2"], "session": "s-1", "query": "token", "since": "2026-01-02T03:04:05.123Z",
+                "until": "2026-02-01T00:00:00+01:00", "confirm": True, "purge": True}],
     "context": [_CONTEXT, {"query": "x", "include_conversations": False, "sources": ["claude"],
                            "source_ids": ["claude"]}],
 }

@@ -32,6 +32,8 @@ PATHS = {
        for op, method in (("semantic", "semantic"), ("recent", "recent"), ("session_context", "session_context"),
                           ("workspace_context", "workspace_context"), ("get", "get"), ("tail", "tail"),
                           ("get_file", "get_file"))},
+    "forget": [("memory/__init__.py", "Memory", "forget"), ("daemon/client.py", "RemoteMemory", "forget"),
+               ("memory/forget.py", "Forgetting", "forget")],
     # Memory.memory_get checks a saved member's window (stored data, see STILL_CHECKED_BELOW), not the call's
     "get_memory": [("memory/workspace.py", "Workspace", "memory_get"),
                    ("daemon/client.py", "RemoteMemory", "memory_get")],
@@ -49,8 +51,6 @@ STILL_CHECKED_BELOW = {
     ("memory/timeline.py", "check_number"): "the viewer's timeline pages (no contract operation)",
     ("memory/timeline.py", "check_limit"): "the viewer's timeline pages (no contract operation)",
     ("memory/workspace.py", "check_hours"): "a curated memory's member windows (memory_create: no contract op)",
-    ("memory/forget.py", "check_bool"): f"forget: {_NOT_TYPED}",
-    ("memory/forget.py", "unknown_parameter"): f"forget: {_NOT_TYPED}",
     ("recall/policy.py", "check_bool"): "the [recall] section of config.toml (settings, not an operation)",
     ("recall/policy.py", "check_number"): "the [recall] section of config.toml (settings, not an operation)",
     ("search/query.py", "check_number"): "where check_limit is defined (for the callers listed here)",
@@ -125,7 +125,8 @@ def test_every_operation_with_typed_parameters_runs_through_the_contract() -> No
 
     typed = [op for op in OPERATIONS.values() if op.typed is not None]
     assert {op.name for op in typed} >= {"search", "semantic", "recent", "session_context", "workspace_context",
-                                         "get", "tail", "context", "get_file", "get_memory", "document_search"}
+                                         "get", "tail", "context", "get_file", "get_memory", "document_search",
+                                         "forget"}
     for op in OPERATIONS.values():
         assert (op.runner is not None) == (op.name not in NO_RUN_YET), op.name
     for op in typed:
@@ -164,6 +165,10 @@ def _typed_operations() -> list[str]:
     return sorted(name for name, op in OPERATIONS.items() if op.typed is not None)
 
 
+# an operation with no required field that still needs one of several (a rule across its fields)
+_AT_LEAST = {"forget": {"session": "x"}}
+
+
 @pytest.mark.parametrize("operation", _typed_operations())
 def test_every_typed_parameters_object_built_directly_is_checked(operation: str) -> None:
     """For every operation with typed parameters (a new one too): built directly, as a Python caller
@@ -172,7 +177,7 @@ def test_every_typed_parameters_object_built_directly_is_checked(operation: str)
 
     op = OPERATIONS[operation]
     typed: Any = op.typed
-    required = {p.name: "x" for p in op.params if p.required}
+    required = {p.name: "x" for p in op.params if p.required} or _AT_LEAST.get(operation, {})
     typed(**required)   # the required fields alone are a valid object
     checked = 0
     for param in op.params:
@@ -185,4 +190,8 @@ def test_every_typed_parameters_object_built_directly_is_checked(operation: str)
             with pytest.raises(QueryError):
                 typed(**{**required, param.name: " "})
             checked += 1
+    if operation in _AT_LEAST:   # nothing given is refused by name too
+        with pytest.raises(QueryError):
+            typed()
+        checked += 1
     assert checked or not op.params

@@ -18,6 +18,7 @@ from urchin.params.context import BOUNDS as CONTEXT_BOUNDS
 from urchin.params.context import DEFAULTS as CONTEXT_DEFAULTS
 from urchin.params.context import ContextParams
 from urchin.params.documents import DocumentSearchParams
+from urchin.params.forget import ForgetParams
 from urchin.params.limits import (
     DOCUMENT_CONTENT_TYPES,
     DOCUMENT_SEARCH_BOUNDS,
@@ -209,6 +210,7 @@ _RUNS: dict[str, Callable[[Any, Any], Any]] = {
     "ephemeral": lambda t, p: t.ephemeral(p["action"], p.get("minutes")),
     "recall": lambda t, p: t.recall(**p),
     "document_search": lambda t, p: t.document_search(p),
+    "forget": lambda t, p: t.forget(p),
 }
 
 OPERATIONS: dict[str, Operation] = {op.name: replace(op, runner=_RUNS.get(op.name)) for op in (
@@ -294,4 +296,14 @@ OPERATIONS: dict[str, Operation] = {op.name: replace(op, runner=_RUNS.get(op.nam
     Operation("context", _CONTEXT, typed=ContextParams),
     Operation("recall", _RECALL),
     Operation("document_search", _DOCUMENT_SEARCH, typed=DocumentSearchParams),
+    # forget: MCP's input schema is written out (urchin/mcp_server/schemas.py), the CLI's flags too (--yes)
+    Operation("forget", (
+        Param("ids", "texts", "Event ids to forget.", positional=True, unset="none"),
+        Param("session", help="Forget every event of this session.", unset="any"),
+        Param("query", help="Forget events whose content contains this text, case-insensitive.", unset="any"),
+        Param("since", help="Only events at or after this time, RFC 3339.", unset="no bound"),
+        Param("until", help="Only events at or before this time, RFC 3339.", unset="no bound"),
+        Param("confirm", "bool", "true forgets; anything else only previews what would be forgotten.", False),
+        Param("purge", "bool", "true also rewrites Urchin's own PostgreSQL tables (VACUUM FULL), so no data "
+                               "file keeps the forgotten rows' bytes.", False)), typed=ForgetParams),
 )}

@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from urchin.memory.index import IndexRun
     from urchin.params.context import ContextParams
     from urchin.params.documents import DocumentSearchParams
+    from urchin.params.forget import ForgetParams
     from urchin.params.reading import (
         GetParams,
         RecentParams,
@@ -251,21 +252,17 @@ class RemoteMemory:
 
         return self._call("GET", "/events/" + quote(p.id, safe=""), parse=parse, fallback=lambda m: m.get(p))
 
-    def forget(self, ids: Sequence[str] | str | None = None, *, session: str | None = None,
+    def forget(self, ids: ForgetParams | Sequence[str] | str | None = None, *, session: str | None = None,
                query: str | None = None, since: str | None = None, until: str | None = None,
                confirm: bool = False, purge: bool = False) -> ForgetResult:
         """`Memory.forget` through the daemon, so its hot views drop the events at once."""
-        body = _drop_none(ids=[ids] if isinstance(ids, str) else ids, session=session, query=query, since=since,
-                          until=until, confirm=confirm, purge=purge or None)
+        from urchin.memory.forget import ForgetResult
+        from urchin.params.forget import ForgetParams
 
-        def parse(answer: Any) -> ForgetResult:
-            from urchin.memory.forget import ForgetResult
-
-            return ForgetResult.from_dict(answer)
-
-        return self._call("POST", "/forget", json=body, parse=parse,
-                          fallback=lambda m: m.forget(ids, session=session, query=query, since=since, until=until,
-                                                      confirm=confirm, purge=purge))
+        p = ids if isinstance(ids, ForgetParams) else ForgetParams.parse(dict(
+            ids=ids, session=session, query=query, since=since, until=until, confirm=confirm, purge=purge))
+        return self._call("POST", "/forget", json=to_wire(p), parse=ForgetResult.from_dict,
+                          fallback=lambda m: m.forget(p))
 
     def finish_forget(self) -> Compaction | None:
         """The daemon finished any interrupted forget when it started; the journal's own check is
@@ -283,18 +280,6 @@ class RemoteMemory:
                               "with, not those config.toml holds now: restart it (stop it, then `urchin serve`), "
                               "then run `urchin redact --rewrite` again")
         return self.local().redact_rewrite(purge)
-
-    def forget_from(self, params: Mapping[str, Any]) -> ForgetResult:
-        """`Memory.forget_from` (wire-named parameters) through the daemon's route."""
-        if not isinstance(params, Mapping):
-            return self.local().forget_from(params)   # the same error, named the same way
-
-        def parse(answer: Any) -> ForgetResult:
-            from urchin.memory.forget import ForgetResult
-
-            return ForgetResult.from_dict(answer)
-
-        return self._call("POST", "/forget", json=dict(params), parse=parse, fallback=lambda m: m.forget_from(params))
 
     def status(self) -> dict[str, Any]:
         return self._call("GET", "/status", parse=lambda body: dict(body), fallback=lambda m: m.status())

@@ -30,6 +30,7 @@ from urchin.search.query import SearchResult
 
 if TYPE_CHECKING:
     from urchin.memory.facade import Facade
+    from urchin.params.forget import ForgetParams
     from urchin.params.reading import GetParams
     from urchin.tokens import Grant
 
@@ -87,8 +88,8 @@ def _status(memory: Facade, a: dict[str, Any]) -> Reply:
     return render_status(info), info
 
 
-def _forget(memory: Facade, a: dict[str, Any]) -> Reply:
-    result = memory.forget_from(a)
+def _forget(memory: Facade, a: ForgetParams) -> Reply:
+    result = OPERATIONS["forget"].run(memory, a)
     return result.render(), result.to_dict()
 
 

@@ -34,6 +34,7 @@ from urchin.memory.workspace import Workspace
 from urchin.memory.writing import PreparedBatch, import_lines, prepare_batch
 from urchin.params.context import ContextParams
 from urchin.params.documents import DocumentSearchParams
+from urchin.params.forget import ForgetParams
 from urchin.params.reading import GetParams, RecentParams, SemanticParams, SessionParams, TailParams, WorkspaceParams
 from urchin.params.search import SearchParams
 from urchin.params.workspace import FileParams, MemoryParams
@@ -711,17 +712,12 @@ class Memory:
         return self._timeline.activity(days=days, now=now)
 
     # ---- forgetting ---------------------------------------------------------------------------
-    def forget(self, ids: Sequence[str] | str | None = None, *, session: str | None = None,
+    def forget(self, ids: ForgetParams | Sequence[str] | str | None = None, *, session: str | None = None,
                query: str | None = None, since: str | None = None, until: str | None = None,
                confirm: bool = False, purge: bool = False) -> ForgetResult:
-        """Forget every event matching all the given selectors; without `confirm` only preview them.
-        `purge`: also rewrite the PostgreSQL tables, so no data file keeps the deleted rows' bytes."""
-        return self._forgetting.forget(ids, session=session, query=query, since=since, until=until, confirm=confirm,
-                                       purge=purge)
-
-    def forget_from(self, params: Mapping[str, Any]) -> ForgetResult:
-        """`forget` with wire-named parameters in one mapping (HTTP, MCP); an unknown key is an error."""
-        return self._forgetting.forget_from(params)
+        """Forget the events matching every selector given (`ForgetParams`, or its fields): `Forgetting.forget`."""
+        return self._forgetting.forget(ids if isinstance(ids, ForgetParams) else ForgetParams.parse(dict(
+            ids=ids, session=session, query=query, since=since, until=until, confirm=confirm, purge=purge)))
 
     def compact(self) -> Compaction | None:
         """Rewrite the journal without forgotten events, if any are left in it; views follow."""

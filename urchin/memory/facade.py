@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from urchin.memory.index import IndexRun
     from urchin.params.context import ContextParams
     from urchin.params.documents import DocumentSearchParams
+    from urchin.params.forget import ForgetParams
     from urchin.params.reading import (
         GetParams,
         RecentParams,
@@ -147,11 +148,7 @@ class Facade(Protocol):
 
     def redact_rewrite(self, purge: bool = False) -> dict[str, Any]: ...
 
-    def forget(self, ids: Sequence[str] | str | None = None, *, session: str | None = None,
-               query: str | None = None, since: str | None = None, until: str | None = None,
-               confirm: bool = False, purge: bool = False) -> ForgetResult: ...
-
-    def forget_from(self, params: Mapping[str, Any]) -> ForgetResult: ...
+    def forget(self, params: ForgetParams, /) -> ForgetResult: ...
 
     def finish_forget(self) -> Compaction | None: ...
 
