@@ -31,7 +31,13 @@ PATHS = {
     **{op: [("memory/__init__.py", "Memory", method), ("daemon/client.py", "RemoteMemory", method)]
        for op, method in (("semantic", "semantic"), ("recent", "recent"), ("session_context", "session_context"),
                           ("workspace_context", "workspace_context"), ("get", "get"), ("tail", "tail"),
-                          ("get_file", "get_file"))},
+                          ("get_file", "get_file"), ("query_source", "query_source"),
+                          ("fetch_document", "fetch_source_document"))},
+    # (HybridIndex.query_source and fetch_source_document raise QueryErrors of what is stored: a source that
+    # does not exist, a file changed since it was cited; get_document only NotFoundError)
+    "get_document": [("memory/__init__.py", "Memory", "get_document"),
+                     ("daemon/client.py", "RemoteMemory", "get_document"),
+                     ("memory/index.py", "HybridIndex", "get_document")],
     "forget": [("memory/__init__.py", "Memory", "forget"), ("daemon/client.py", "RemoteMemory", "forget"),
                ("memory/forget.py", "Forgetting", "forget")],
     # Memory.memory_get checks a saved member's window (stored data, see STILL_CHECKED_BELOW), not the call's
@@ -126,7 +132,7 @@ def test_every_operation_with_typed_parameters_runs_through_the_contract() -> No
     typed = [op for op in OPERATIONS.values() if op.typed is not None]
     assert {op.name for op in typed} >= {"search", "semantic", "recent", "session_context", "workspace_context",
                                          "get", "tail", "context", "get_file", "get_memory", "document_search",
-                                         "forget"}
+                                         "forget", "query_source", "fetch_document", "get_document"}
     for op in OPERATIONS.values():
         assert (op.runner is not None) == (op.name not in NO_RUN_YET), op.name
     for op in typed:

@@ -7,7 +7,7 @@ from typing import Any
 import click
 
 from urchin.cli.group import AppContext, main
-from urchin.cli.options import call, operation_options, parse, print_json
+from urchin.cli.options import call, operation_options, print_json
 
 
 @main.command("find")
@@ -37,10 +37,9 @@ def get_document(app: AppContext, as_json: bool, **params: Any) -> None:
     """Print a search result's whole document (its documentId), at the version indexed."""
     from urchin.contract.render import render_document
 
-    a = parse("get_document", params)
     memory = app.memory()
     try:
-        result = memory.get_document(a["document_id"], a["include_chunks"])
+        result = call("get_document", memory, params)
     finally:
         memory.close()
     print_json(result) if as_json else click.echo(render_document(result))

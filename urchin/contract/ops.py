@@ -44,6 +44,7 @@ from urchin.params.limits import (
 )
 from urchin.params.reading import GetParams, RecentParams, SemanticParams, SessionParams, TailParams, WorkspaceParams
 from urchin.params.search import SearchParams
+from urchin.params.sources import DocumentParams, FetchParams, QuerySourceParams
 from urchin.params.workspace import FileParams, MemoryParams
 
 __all__ = ["OPERATIONS"]
@@ -203,9 +204,9 @@ _RUNS: dict[str, Callable[[Any, Any], Any]] = {
     "overview": lambda t, p: t.overview(),
     "memories": lambda t, p: t.memory_list(),
     "get_memory": lambda t, p: t.memory_get(p),
-    "query_source": lambda t, p: t.query_source(p["source"], p["query"], p["limit"], p["min_score"]),
-    "fetch_document": lambda t, p: t.fetch_source_document(p["source"], p["id"], p.get("content_hash"), p["mode"]),
-    "get_document": lambda t, p: t.get_document(p["document_id"], p["include_chunks"]),
+    "query_source": lambda t, p: t.query_source(p),
+    "fetch_document": lambda t, p: t.fetch_source_document(p),
+    "get_document": lambda t, p: t.get_document(p),
     "status": lambda t, p: t.status(),
     "ephemeral": lambda t, p: t.ephemeral(p["action"], p.get("minutes")),
     "recall": lambda t, p: t.recall(**p),
@@ -250,7 +251,7 @@ OPERATIONS: dict[str, Operation] = {op.name: replace(op, runner=_RUNS.get(op.nam
               positional=True, max_chars=MAX_QUERY_CHARS),
         _limit(10, MAX_SOURCE_LIMIT),
         _hybrid("min_score", "number", "Drop results under this calibrated score (the list is sorted by it).", 0.0,
-                minimum=0, maximum=1))),
+                minimum=0, maximum=1)), typed=QuerySourceParams),
     Operation("fetch_document", (
         _required("source", "The result's source: a journal source (then `id` is an event id), a workspace "
                             "root's name (then `id` is a path inside it) or `files` (then `id` is `<root>/<path>`)."),
@@ -264,11 +265,12 @@ OPERATIONS: dict[str, Operation] = {op.name: replace(op, runner=_RUNS.get(op.nam
                                    "For a collected event, its location.upstream.contentHash: the event is "
                                    "returned as indexed, with `upstream.status` saying whether its transcript "
                                    "lines still hold it.",
-              wire="contentHash", unset="the current version"))),
+              wire="contentHash", unset="the current version")), typed=FetchParams),
     Operation("get_document", (
         _required("document_id", "A search result's documentId: an event id, or a workspace file <root>/<path>.",
                   wire="documentId"),
-        Param("include_chunks", "bool", "Include the document's chunks.", False, wire="includeChunks"))),
+        Param("include_chunks", "bool", "Include the document's chunks.", False, wire="includeChunks")),
+              typed=DocumentParams),
     Operation("status"),
     Operation("tail", (Param("count", "int", "How many of the last events.", 10, minimum=1, maximum=MAX_LIMIT,
                              flag="-n"),), typed=TailParams),

@@ -55,6 +55,7 @@ if TYPE_CHECKING:
         WorkspaceParams,
     )
     from urchin.params.search import SearchParams
+    from urchin.params.sources import DocumentParams, FetchParams, QuerySourceParams
     from urchin.params.workspace import FileParams, MemoryParams
     from urchin.redact import Finding
     from urchin.search.query import SearchResult
@@ -426,14 +427,15 @@ class RemoteMemory:
     def index_status(self) -> dict[str, Any]:
         return self.local().index_status()
 
-    def query_source(self, source: str, query: str, limit: int = 10, min_score: float = 0.0) -> ContextResult:
+    def query_source(self, source: str | QuerySourceParams, query: str = "", limit: int = 10,
+                     min_score: float = 0.0) -> ContextResult:
         return self.local().query_source(source, query, limit, min_score)
 
-    def fetch_source_document(self, source: str, doc_id: str, content_hash: str | None = None,
+    def fetch_source_document(self, source: str | FetchParams, doc_id: str = "", content_hash: str | None = None,
                               mode: str = "indexed") -> dict[str, Any]:
         return self.local().fetch_source_document(source, doc_id, content_hash, mode)
 
-    def get_document(self, document_id: str, include_chunks: bool = False) -> dict[str, Any]:
+    def get_document(self, document_id: str | DocumentParams, include_chunks: bool = False) -> dict[str, Any]:
         return self.local().get_document(document_id, include_chunks)
 
     # Local by nature: scoped tokens are a file of this home, roles are set up on the database directly.

@@ -70,19 +70,17 @@ def workspace_routes(json: Any, memory_of: Any) -> list[Route]:
         return json(await run_in_threadpool(OPERATIONS["get_memory"].run, memory_of(request), p))
 
     async def query_source(request: Request) -> Response:
-        a = args(request, "query_source", source=request.path_params["source"])
-        result = await run_in_threadpool(memory_of(request).query_source, a["source"], a["query"], a["limit"],
-                                          a["min_score"])
-        return json(result.to_dict())
+        p = request_params(request, "query_source", source=request.path_params["source"])
+        return json((await run_in_threadpool(OPERATIONS["query_source"].run, memory_of(request), p)).to_dict())
 
     async def fetch_document(request: Request) -> Response:
-        a = args(request, "fetch_document", source=request.path_params["source"], id=request.path_params["doc_id"])
-        return json(await run_in_threadpool(memory_of(request).fetch_source_document, a["source"], a["id"],
-                                            a.get("content_hash"), a["mode"]))
+        p = request_params(request, "fetch_document", source=request.path_params["source"],
+                           id=request.path_params["doc_id"])
+        return json(await run_in_threadpool(OPERATIONS["fetch_document"].run, memory_of(request), p))
 
     async def get_document(request: Request) -> Response:
-        a = args(request, "get_document", documentId=request.path_params["document_id"])
-        return json(await run_in_threadpool(memory_of(request).get_document, a["document_id"], a["include_chunks"]))
+        p = request_params(request, "get_document", documentId=request.path_params["document_id"])
+        return json(await run_in_threadpool(OPERATIONS["get_document"].run, memory_of(request), p))
 
     return [
         Route("/files/{path:path}", get_file, methods=["GET"]),

@@ -14,6 +14,7 @@ from urchin.contract.render import render_document, render_document_search
 if TYPE_CHECKING:
     from urchin.memory.facade import Facade
     from urchin.params.documents import DocumentSearchParams
+    from urchin.params.sources import DocumentParams
 
 __all__ = ["RUNNERS", "OUTPUT", "DOCS", "READ_ONLY"]
 
@@ -23,8 +24,8 @@ def _search(memory: Facade, a: DocumentSearchParams) -> tuple[str, dict[str, Any
     return render_document_search(result), result
 
 
-def _get_document(memory: Facade, a: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-    result = memory.get_document(a["document_id"], a["include_chunks"])
+def _get_document(memory: Facade, a: DocumentParams) -> tuple[str, dict[str, Any]]:
+    result = memory.get_document(a)
     return render_document(result), result
 
 

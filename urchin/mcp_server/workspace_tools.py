@@ -12,6 +12,7 @@ from urchin.contract.render import render_context, render_memories, render_memor
 
 if TYPE_CHECKING:
     from urchin.memory.facade import Facade
+    from urchin.params.sources import FetchParams, QuerySourceParams
     from urchin.params.workspace import FileParams, MemoryParams
 
 __all__ = ["RUNNERS", "OUTPUT", "DOCS", "READ_ONLY"]
@@ -39,13 +40,13 @@ def _get_memory(memory: Facade, a: MemoryParams) -> Reply:
     return render_memory(result), result
 
 
-def _query_source(memory: Facade, a: dict[str, Any]) -> Reply:
-    result = memory.query_source(a["source"], a["query"], a["limit"], a["min_score"]).to_dict()
+def _query_source(memory: Facade, a: QuerySourceParams) -> Reply:
+    result = memory.query_source(a).to_dict()
     return render_context(result), result
 
 
-def _fetch_document(memory: Facade, a: dict[str, Any]) -> Reply:
-    doc = memory.fetch_source_document(a["source"], a["id"], a.get("content_hash"), a["mode"])
+def _fetch_document(memory: Facade, a: FetchParams) -> Reply:
+    doc = memory.fetch_source_document(a)
     return doc["content"], doc
 
 

@@ -14,7 +14,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -32,11 +32,13 @@ from urchin.memory.semantic import SemanticViews
 from urchin.memory.timeline import Timeline, TimelinePage
 from urchin.memory.workspace import Workspace
 from urchin.memory.writing import PreparedBatch, import_lines, prepare_batch
+from urchin.params import built, typed
 from urchin.params.context import ContextParams
 from urchin.params.documents import DocumentSearchParams
 from urchin.params.forget import ForgetParams
 from urchin.params.reading import GetParams, RecentParams, SemanticParams, SessionParams, TailParams, WorkspaceParams
 from urchin.params.search import SearchParams
+from urchin.params.sources import DocumentParams, FetchParams, QuerySourceParams
 from urchin.params.workspace import FileParams, MemoryParams
 from urchin.proof import LineProof
 from urchin.requests_first import give_way, lower_thread_priority
@@ -85,12 +87,6 @@ log = logging.getLogger(__name__)
 WARM_DAYS, WARM_SCAN, WARM_WORKSPACES = 7, 2000, 16
 
 FOLLOW_POLL_S = 0.25
-_P = TypeVar("_P")
-
-
-def _built(cls: type[_P], **given: Any) -> _P:
-    """Typed parameters from a Python caller's keywords; `None` means the field's default."""
-    return cls(**{k: v for k, v in given.items() if v is not None})
 
 
 def __getattr__(name: str) -> Any:
@@ -246,7 +242,7 @@ class Memory:
         hit how its score was made. `query` is a `SemanticParams` (checked when built), or its text with
         the other fields as keywords (built here, so checked the same way).
         """
-        p = query if isinstance(query, SemanticParams) else _built(
+        p = query if isinstance(query, SemanticParams) else built(
             SemanticParams, query=query, hours=hours, limit=limit, source=source, workspace=workspace,
             session=session, kind=kind, min_score=min_score, explain=explain)
         return self._semantic.search(p.query, window_start_ms(p.hours, now), p.limit,
@@ -273,7 +269,7 @@ class Memory:
                source: str | None = None, workspace: str | None = None, session: str | None = None,
                kind: str | None = None, now: datetime | None = None) -> SearchResult:
         """The latest events of the window, newest first: `RecentParams`, or its fields as keywords."""
-        p = params if params is not None else _built(RecentParams, hours=hours, limit=limit, source=source,
+        p = params if params is not None else built(RecentParams, hours=hours, limit=limit, source=source,
                                                      workspace=workspace, session=session, kind=kind)
         self._hot.catch_up()
         events = self._substring.search(None, since_ms=window_start_ms(p.hours, now), limit=p.limit,
@@ -283,7 +279,7 @@ class Memory:
     def session_context(self, session: str | SessionParams, *, hours: float | None = None,
                         limit: int | None = None, now: datetime | None = None) -> SearchResult:
         """The session's latest events, oldest first."""
-        p = session if isinstance(session, SessionParams) else _built(SessionParams, session=session, hours=hours,
+        p = session if isinstance(session, SessionParams) else built(SessionParams, session=session, hours=hours,
                                                                        limit=limit)
         events = self._substring.search(None, since_ms=window_start_ms(p.hours, now), limit=p.limit,
                                         filters=Filters(session=p.session), oldest_first=True)
@@ -291,7 +287,7 @@ class Memory:
 
     def workspace_context(self, workspace: str | WorkspaceParams, *, hours: float | None = None,
                           limit: int | None = None, now: datetime | None = None) -> SearchResult:
-        p = workspace if isinstance(workspace, WorkspaceParams) else _built(WorkspaceParams, workspace=workspace,
+        p = workspace if isinstance(workspace, WorkspaceParams) else built(WorkspaceParams, workspace=workspace,
                                                                              hours=hours, limit=limit)
         return self.recent(RecentParams(p.hours, p.limit, workspace=p.workspace), now=now)
 
@@ -472,8 +468,7 @@ class Memory:
 
     def get_file(self, path: str | FileParams, from_line: int = 1, max_lines: int = 200) -> FileRange:
         """A window of numbered lines of a workspace file (`FileParams`, or its fields); outside the roots: refused."""
-        return self._workspace.get_file(path if isinstance(path, FileParams) else FileParams(path, from_line,
-                                                                                             max_lines))
+        return self._workspace.get_file(typed(FileParams, path, from_line, max_lines))
 
     def memory_create(self, slug: str, use_when: str, members: list[Member], title: str | None = None,
                       replace: bool = False) -> MemoryDef:
@@ -501,8 +496,7 @@ class Memory:
             result = self.search(member.query or "", hours=hours, limit=50, source=member.source)
             return [one_line(hit.event, width=2000) for hit in result.hits]
 
-        p = slug if isinstance(slug, MemoryParams) else MemoryParams(slug, token_budget)
-        return self._workspace.memory_get(p, run_query)
+        return self._workspace.memory_get(typed(MemoryParams, slug, token_budget), run_query)
 
     def overview(self) -> dict[str, Any]:
         """Where an agent new to a workspace starts: files, recent changes, sources, memories."""
@@ -570,12 +564,12 @@ class Memory:
         """`urchin index`: the journal, then (when not following and roots exist) the workspace files."""
         return self._index.update(rebuild, follow, on_progress, stop)
 
-    def query_source(self, source: str, query: str, limit: int = 10, min_score: float = 0.0) -> ContextResult:
-        """`search_context` on one source only: a journal source (claude, git, ...) or a workspace root's files;
-        `min_score` keeps the results scored at or above it."""
-        return self._index.query_source(source, query, limit, min_score)
+    def query_source(self, source: str | QuerySourceParams, query: str = "", limit: int = 10,
+                     min_score: float = 0.0) -> ContextResult:
+        """`search_context` on one source only (`QuerySourceParams`, or its fields): see `HybridIndex.query_source`."""
+        return self._index.query_source(typed(QuerySourceParams, source, query, limit, min_score))
 
-    def fetch_source_document(self, source: str, doc_id: str, content_hash: str | None = None,
+    def fetch_source_document(self, source: str | FetchParams, doc_id: str = "", content_hash: str | None = None,
                               mode: str = "indexed") -> dict[str, Any]:
         """One whole document: an event by id (of that source), or a file of a workspace root (its whole text).
 
@@ -585,13 +579,13 @@ class Memory:
         files over MAX_DOCUMENT_BYTES too (read ranges instead). `content_hash` (a file result's
         `location.contentHash`) insists on that version.
         A collected event is the version indexed; it carries `upstream` (its transcript lines, and whether
-        they still hold it), and `content_hash` must then be its `location.upstream.contentHash`.
+        they still hold it), and `content_hash` must then be its `location.upstream.contentHash`. (`FetchParams`.)
         """
-        return self._index.fetch_source_document(source, doc_id, content_hash, mode)
+        return self._index.fetch_source_document(typed(FetchParams, source, doc_id, mode, content_hash))
 
-    def get_document(self, document_id: str, include_chunks: bool = False) -> dict[str, Any]:
-        """textrawl's `get_document`: a search result's whole document at the version indexed."""
-        return self._index.get_document(document_id, include_chunks)
+    def get_document(self, document_id: str | DocumentParams, include_chunks: bool = False) -> dict[str, Any]:
+        """textrawl's `get_document`: a search result's whole document at the version indexed (`DocumentParams`)."""
+        return self._index.get_document(typed(DocumentParams, document_id, include_chunks))
 
     def document_search(self, params: DocumentSearchParams | Mapping[str, Any]) -> dict[str, Any]:
         """textrawl's `search` over the same hybrid query as `context`: `DocumentSearchParams`, or them by name."""

@@ -42,6 +42,7 @@ if TYPE_CHECKING:
         WorkspaceParams,
     )
     from urchin.params.search import SearchParams
+    from urchin.params.sources import DocumentParams, FetchParams, QuerySourceParams
     from urchin.params.workspace import FileParams, MemoryParams
     from urchin.redact import Finding
     from urchin.search.query import SearchResult
@@ -117,12 +118,11 @@ class Facade(Protocol):
 
     def document_search(self, params: DocumentSearchParams, /) -> dict[str, Any]: ...
 
-    def query_source(self, source: str, query: str, limit: int = ..., min_score: float = ...) -> ContextResult: ...
+    def query_source(self, params: QuerySourceParams, /) -> ContextResult: ...
 
-    def fetch_source_document(self, source: str, doc_id: str, content_hash: str | None = None,
-                              mode: str = ...) -> dict[str, Any]: ...
+    def fetch_source_document(self, params: FetchParams, /) -> dict[str, Any]: ...
 
-    def get_document(self, document_id: str, include_chunks: bool = False) -> dict[str, Any]: ...
+    def get_document(self, params: DocumentParams, /) -> dict[str, Any]: ...
 
     def index(self, rebuild: bool = False, follow: bool = False,
               on_progress: Callable[[int, int], None] | None = None,
