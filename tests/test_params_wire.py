@@ -44,6 +44,7 @@ SAMPLES: dict[str, list[dict[str, Any]]] = {
     "query_source": [{"source": "shop", "query": "deploy", "limit": 7, "min_score": 0.25}],
     "fetch_document": [{"source": "files", "id": "shop/guide.md", "mode": "live", "content_hash": "sha256:ab"}],
     "get_document": [{"document_id": "shop/guide.md", "include_chunks": True}],
+    "ephemeral": [{"action": "start", "minutes": 30.5}, {"action": "end"}],
     "forget": [{"ids": ["e-1", "e-2"], "session": "s-1", "query": "token", "since": "2026-01-02T03:04:05.123Z",
                 "until": "2026-02-01T00:00:00+01:00", "confirm": True, "purge": True}],
     "context": [_CONTEXT, {"query": "x", "include_conversations": False, "sources": ["claude"],

@@ -32,7 +32,7 @@ PATHS = {
        for op, method in (("semantic", "semantic"), ("recent", "recent"), ("session_context", "session_context"),
                           ("workspace_context", "workspace_context"), ("get", "get"), ("tail", "tail"),
                           ("get_file", "get_file"), ("query_source", "query_source"),
-                          ("fetch_document", "fetch_source_document"))},
+                          ("fetch_document", "fetch_source_document"), ("ephemeral", "ephemeral"))},
     # (HybridIndex.query_source and fetch_source_document raise QueryErrors of what is stored: a source that
     # does not exist, a file changed since it was cited; get_document only NotFoundError)
     "get_document": [("memory/__init__.py", "Memory", "get_document"),
@@ -132,7 +132,7 @@ def test_every_operation_with_typed_parameters_runs_through_the_contract() -> No
     typed = [op for op in OPERATIONS.values() if op.typed is not None]
     assert {op.name for op in typed} >= {"search", "semantic", "recent", "session_context", "workspace_context",
                                          "get", "tail", "context", "get_file", "get_memory", "document_search",
-                                         "forget", "query_source", "fetch_document", "get_document"}
+                                         "forget", "query_source", "fetch_document", "get_document", "ephemeral"}
     for op in OPERATIONS.values():
         assert (op.runner is not None) == (op.name not in NO_RUN_YET), op.name
     for op in typed:
@@ -183,7 +183,8 @@ def test_every_typed_parameters_object_built_directly_is_checked(operation: str)
 
     op = OPERATIONS[operation]
     typed: Any = op.typed
-    required = {p.name: "x" for p in op.params if p.required} or _AT_LEAST.get(operation, {})
+    required = {p.name: p.choices[0] if p.choices else "x" for p in op.params if p.required} or \
+        _AT_LEAST.get(operation, {})
     typed(**required)   # the required fields alone are a valid object
     checked = 0
     for param in op.params:

@@ -18,6 +18,7 @@ from urchin.params.context import BOUNDS as CONTEXT_BOUNDS
 from urchin.params.context import DEFAULTS as CONTEXT_DEFAULTS
 from urchin.params.context import ContextParams
 from urchin.params.documents import DocumentSearchParams
+from urchin.params.ephemeral import ACTIONS, MAX_MINUTES, EphemeralParams
 from urchin.params.forget import ForgetParams
 from urchin.params.limits import (
     DOCUMENT_CONTENT_TYPES,
@@ -208,7 +209,7 @@ _RUNS: dict[str, Callable[[Any, Any], Any]] = {
     "fetch_document": lambda t, p: t.fetch_source_document(p),
     "get_document": lambda t, p: t.get_document(p),
     "status": lambda t, p: t.status(),
-    "ephemeral": lambda t, p: t.ephemeral(p["action"], p.get("minutes")),
+    "ephemeral": lambda t, p: t.ephemeral(p),
     "recall": lambda t, p: t.recall(**p),
     "document_search": lambda t, p: t.document_search(p),
     "forget": lambda t, p: t.forget(p),
@@ -292,9 +293,9 @@ OPERATIONS: dict[str, Operation] = {op.name: replace(op, runner=_RUNS.get(op.nam
         Param("workspace", help="Project or workspace it applies to."))),
     Operation("ephemeral", (
         Param("action", help="start: stop storing anything; end: store again; status: show the mode.",
-              required=True, positional=True, choices=("start", "end", "status")),
+              required=True, positional=True, choices=ACTIONS),
         Param("minutes", "number", "With start: switch itself off after N minutes.", above=0,
-              maximum=7 * 24 * 60, unset="until end"))),
+              maximum=MAX_MINUTES, unset="until end")), typed=EphemeralParams),
     Operation("context", _CONTEXT, typed=ContextParams),
     Operation("recall", _RECALL),
     Operation("document_search", _DOCUMENT_SEARCH, typed=DocumentSearchParams),

@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from urchin.memory.index import IndexRun
     from urchin.params.context import ContextParams
     from urchin.params.documents import DocumentSearchParams
+    from urchin.params.ephemeral import EphemeralParams
     from urchin.params.forget import ForgetParams
     from urchin.params.reading import (
         GetParams,
@@ -356,7 +357,7 @@ class RemoteMemory:
     def follow_events(self, stop: threading.Event | None = None, poll_s: float = 0.25) -> Iterator[Event]:
         return self.local().follow_events(stop, poll_s)
 
-    def ephemeral(self, action: str = "status", minutes: float | None = None) -> EphemeralState:
+    def ephemeral(self, action: str | EphemeralParams = "status", minutes: float | None = None) -> EphemeralState:
         return self.local().ephemeral(action, minutes)
 
     def redact_check(self, path: str) -> Iterator[Finding]:

@@ -30,6 +30,7 @@ from urchin.search.query import SearchResult
 
 if TYPE_CHECKING:
     from urchin.memory.facade import Facade
+    from urchin.params.ephemeral import EphemeralParams
     from urchin.params.forget import ForgetParams
     from urchin.params.reading import GetParams
     from urchin.tokens import Grant
@@ -77,8 +78,8 @@ def _remember(memory: Facade, a: dict[str, Any], reader: bool = True) -> Reply:
     return _write_reply(memory.ingest_one(item), reader)
 
 
-def _ephemeral(memory: Facade, a: dict[str, Any]) -> Reply:
-    state = memory.ephemeral(a["action"], a.get("minutes"))
+def _ephemeral(memory: Facade, a: EphemeralParams) -> Reply:
+    state = OPERATIONS["ephemeral"].run(memory, a)
     data: dict[str, Any] = state.to_dict()
     return state.describe(), data
 

@@ -20,7 +20,7 @@ import orjson
 
 from urchin.config import Settings
 from urchin.ephemeral import EphemeralState
-from urchin.errors import NotFoundError, QueryError, UrchinError, ValidationError
+from urchin.errors import NotFoundError, UrchinError, ValidationError
 from urchin.event import Event, format_timestamp
 from urchin.journal import Journal
 from urchin.memory.capture import Capture
@@ -35,6 +35,7 @@ from urchin.memory.writing import PreparedBatch, import_lines, prepare_batch
 from urchin.params import built, typed
 from urchin.params.context import ContextParams
 from urchin.params.documents import DocumentSearchParams
+from urchin.params.ephemeral import EphemeralParams
 from urchin.params.forget import ForgetParams
 from urchin.params.reading import GetParams, RecentParams, SemanticParams, SessionParams, TailParams, WorkspaceParams
 from urchin.params.search import SearchParams
@@ -324,18 +325,13 @@ class Memory:
         return self._events.follow_events(self.end_offset(), stop, poll_s)
 
     # ---- privacy ------------------------------------------------------------------------------
-    def ephemeral(self, action: str = "status", minutes: float | None = None) -> EphemeralState:
-        """Turn ephemeral mode on (`start`, optionally for `minutes`), off (`end`), or report it."""
-        flag = self.ingestor.ephemeral
-        if action in ("start", "on"):
-            if minutes is not None and not (isinstance(minutes, (int, float)) and 0 < minutes <= 7 * 24 * 60):
-                raise QueryError("minutes", f"must be a number from 1 to {7 * 24 * 60}, got {minutes!r}")
-            return flag.start(minutes)
-        if action in ("end", "off"):
-            return flag.end()
-        if action == "status":
-            return flag.state()
-        raise QueryError("action", f"must be start, end or status, got {action!r}")
+    def ephemeral(self, action: str | EphemeralParams = "status", minutes: float | None = None) -> EphemeralState:
+        """Turn ephemeral mode on (`start`, optionally for `minutes`; or `on`), off (`end`, `off`), or report it."""
+        alias = {"on": "start", "off": "end"}.get(action) if isinstance(action, str) else None
+        p, flag = typed(EphemeralParams, alias or action, minutes), self.ingestor.ephemeral
+        if p.action == "start":
+            return flag.start(p.minutes)
+        return flag.end() if p.action == "end" else flag.state()
 
     def redact_check(self, path: str) -> Iterator[Finding]:
         """What redaction would remove from a file, by type, line and column; values are masked."""

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from urchin.memory.index import IndexRun
     from urchin.params.context import ContextParams
     from urchin.params.documents import DocumentSearchParams
+    from urchin.params.ephemeral import EphemeralParams
     from urchin.params.forget import ForgetParams
     from urchin.params.reading import (
         GetParams,
@@ -142,7 +143,7 @@ class Facade(Protocol):
                   account: str | None = None) -> dict[str, Any]: ...
 
     # ---- privacy and forgetting
-    def ephemeral(self, action: str = ..., minutes: float | None = None) -> EphemeralState: ...
+    def ephemeral(self, params: EphemeralParams, /) -> EphemeralState: ...
 
     def redact_check(self, path: str) -> Iterator[Finding]: ...
 
