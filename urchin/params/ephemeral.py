@@ -6,13 +6,11 @@ and `Memory.ephemeral` takes it as it is, or builds one from a Python caller's a
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from urchin.checks import check_number, describe
 from urchin.errors import QueryError
-from urchin.params.reading import parse_fields, set_checked
+from urchin.params.reading import TypedParams, set_checked
 
 __all__ = ["EphemeralParams", "ACTIONS", "MAX_MINUTES"]
 
@@ -21,7 +19,7 @@ MAX_MINUTES = 7 * 24 * 60
 
 
 @dataclass(frozen=True, slots=True)
-class EphemeralParams:
+class EphemeralParams(TypedParams):
     """start: store nothing (for `minutes`, else until end); end: store again; status: say which."""
 
     action: str = "status"
@@ -35,6 +33,3 @@ class EphemeralParams:
             check_number(self.minutes, "minutes", whole=False, above=0, high=MAX_MINUTES)
         set_checked(self, action=action, minutes=minutes)
 
-    @classmethod
-    def parse(cls, values: Mapping[str, Any], *, from_text: bool = False) -> EphemeralParams:
-        return parse_fields(cls, values, from_text=from_text)

@@ -8,7 +8,6 @@ The contract's `forget` operation builds one at the edge (HTTP `POST /forget`, t
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -16,7 +15,7 @@ from typing import Any
 from urchin.checks import check_bool
 from urchin.errors import QueryError, ValidationError
 from urchin.event import parse_timestamp, quoted
-from urchin.params.reading import parse_fields, set_checked
+from urchin.params.reading import TypedParams, set_checked
 
 __all__ = ["ForgetParams", "MAX_IDS"]
 
@@ -24,7 +23,7 @@ MAX_IDS = 10_000
 
 
 @dataclass(frozen=True, slots=True)
-class ForgetParams:
+class ForgetParams(TypedParams):
     """The selectors as given (times as RFC 3339 text; `since_ms`/`until_ms` read them), checked."""
 
     ids: tuple[str, ...] | None = None
@@ -48,9 +47,6 @@ class ForgetParams:
             raise QueryError("ids", "say what to forget: ids, session, query, or a time range (since/until)")
         set_checked(self, ids=ids, confirm=check_bool(self.confirm, "confirm"), purge=check_bool(self.purge, "purge"))
 
-    @classmethod
-    def parse(cls, values: Mapping[str, Any], *, from_text: bool = False) -> ForgetParams:
-        return parse_fields(cls, values, from_text=from_text)
 
     @property
     def since_ms(self) -> int | None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import MISSING, dataclass, fields
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, Self, TypeVar
 
 from urchin.checks import check_bool, check_number, describe, unknown_parameter
 from urchin.errors import QueryError
@@ -20,7 +20,7 @@ from urchin.params.limits import MAX_LIMIT
 from urchin.params.search import label_filter
 
 __all__ = ["RecentParams", "SemanticParams", "SessionParams", "WorkspaceParams", "GetParams", "TailParams",
-           "parse_fields", "set_checked", "required_text"]
+           "TypedParams", "parse_fields", "set_checked", "required_text"]
 
 T = TypeVar("T")
 
@@ -45,6 +45,18 @@ def parse_fields(cls: type[T], values: Mapping[str, Any], *, from_text: bool = F
             given[name] = check_bool(given[name], label, from_text=True) if f.type == "bool" else \
                 check_number(given[name], label, whole=f.type == "int", from_text=True)
     return cls(**given)
+
+
+class TypedParams:
+    """The base of typed parameters whose `parse` only maps names: `parse(values, from_text=)` builds the
+    class from values keyed by field name (`WIRE`: a field's wire name, for errors, when it differs)."""
+
+    __slots__ = ()
+    WIRE: ClassVar[Mapping[str, str]] = {}
+
+    @classmethod
+    def parse(cls, values: Mapping[str, Any], *, from_text: bool = False) -> Self:
+        return parse_fields(cls, values, from_text=from_text, wire=cls.WIRE)
 
 
 def set_checked(params: object, **values: Any) -> None:
@@ -78,7 +90,7 @@ def required_text(value: Any, name: str) -> str:
 
 
 @dataclass(frozen=True, slots=True)
-class RecentParams:
+class RecentParams(TypedParams):
     """The latest events of a window, newest first, with the filters of `search`."""
 
     hours: float = 24
@@ -94,13 +106,10 @@ class RecentParams:
              workspace=_text(self.workspace, "workspace"), session=_text(self.session, "session"),
              kind=label_filter(_text(self.kind, "kind"), "kind"))
 
-    @classmethod
-    def parse(cls, values: Mapping[str, Any], *, from_text: bool = False) -> RecentParams:
-        return parse_fields(cls, values, from_text=from_text)
 
 
 @dataclass(frozen=True, slots=True)
-class SemanticParams:
+class SemanticParams(TypedParams):
     """Ranked search of what `query` is about, with the filters of `search` and a score floor."""
 
     query: str
@@ -122,13 +131,10 @@ class SemanticParams:
              min_score=float(check_number(self.min_score, "minScore", whole=False, low=0, high=1)),
              explain=check_bool(self.explain, "explain"))
 
-    @classmethod
-    def parse(cls, values: Mapping[str, Any], *, from_text: bool = False) -> SemanticParams:
-        return parse_fields(cls, values, from_text=from_text, wire=cls.WIRE)
 
 
 @dataclass(frozen=True, slots=True)
-class SessionParams:
+class SessionParams(TypedParams):
     """A session's latest events, oldest first."""
 
     session: str
@@ -139,13 +145,10 @@ class SessionParams:
         set_checked(self, session=required_text(self.session, "session"), hours=_hours(self.hours),
                     limit=_limit(self.limit))
 
-    @classmethod
-    def parse(cls, values: Mapping[str, Any], *, from_text: bool = False) -> SessionParams:
-        return parse_fields(cls, values, from_text=from_text)
 
 
 @dataclass(frozen=True, slots=True)
-class WorkspaceParams:
+class WorkspaceParams(TypedParams):
     """A workspace's latest events, newest first."""
 
     workspace: str
@@ -156,13 +159,10 @@ class WorkspaceParams:
         set_checked(self, workspace=required_text(self.workspace, "workspace"), hours=_hours(self.hours),
              limit=_limit(self.limit))
 
-    @classmethod
-    def parse(cls, values: Mapping[str, Any], *, from_text: bool = False) -> WorkspaceParams:
-        return parse_fields(cls, values, from_text=from_text)
 
 
 @dataclass(frozen=True, slots=True)
-class GetParams:
+class GetParams(TypedParams):
     """One event by id (as given; the facade maps an id that held a secret to its keyed hash)."""
 
     id: str
@@ -170,13 +170,10 @@ class GetParams:
     def __post_init__(self) -> None:
         set_checked(self, id=required_text(self.id, "id").strip())
 
-    @classmethod
-    def parse(cls, values: Mapping[str, Any], *, from_text: bool = False) -> GetParams:
-        return parse_fields(cls, values, from_text=from_text)
 
 
 @dataclass(frozen=True, slots=True)
-class TailParams:
+class TailParams(TypedParams):
     """The last `count` events in journal order."""
 
     count: int = 10
@@ -184,6 +181,3 @@ class TailParams:
     def __post_init__(self) -> None:
         set_checked(self, count=_limit(self.count, "count"))
 
-    @classmethod
-    def parse(cls, values: Mapping[str, Any], *, from_text: bool = False) -> TailParams:
-        return parse_fields(cls, values, from_text=from_text)

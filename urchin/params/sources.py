@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 from urchin.checks import check_bool, check_number, describe
 from urchin.errors import QueryError
 from urchin.params.limits import FETCH_MODES, MAX_CONTEXT_LIMIT, MAX_QUERY_CHARS
-from urchin.params.reading import parse_fields, required_text, set_checked
+from urchin.params.reading import TypedParams, required_text, set_checked
 
 __all__ = ["QuerySourceParams", "FetchParams", "DocumentParams"]
 
@@ -26,7 +26,7 @@ def _label(value: Any, name: str) -> str:
 
 
 @dataclass(frozen=True, slots=True)
-class QuerySourceParams:
+class QuerySourceParams(TypedParams):
     """`search_context` on one source: a journal source (claude, git, ...) or a workspace root's files."""
 
     source: str
@@ -43,13 +43,10 @@ class QuerySourceParams:
                     limit=int(check_number(self.limit, "limit", whole=True, low=1, high=MAX_CONTEXT_LIMIT)),
                     min_score=float(check_number(self.min_score, "minScore", whole=False, low=0, high=1)))
 
-    @classmethod
-    def parse(cls, values: Mapping[str, Any], *, from_text: bool = False) -> QuerySourceParams:
-        return parse_fields(cls, values, from_text=from_text, wire=cls.WIRE)
 
 
 @dataclass(frozen=True, slots=True)
-class FetchParams:
+class FetchParams(TypedParams):
     """One whole document: an event by id, or a workspace root's file; `content_hash` insists on a version."""
 
     source: str
@@ -67,13 +64,10 @@ class FetchParams:
         set_checked(self, source=_label(self.source, "source"), id=_label(self.id, "id"), mode=mode,
                     content_hash=self.content_hash)
 
-    @classmethod
-    def parse(cls, values: Mapping[str, Any], *, from_text: bool = False) -> FetchParams:
-        return parse_fields(cls, values, from_text=from_text, wire=cls.WIRE)
 
 
 @dataclass(frozen=True, slots=True)
-class DocumentParams:
+class DocumentParams(TypedParams):
     """textrawl's `get_document`: a search result's documentId, with its chunks or not."""
 
     document_id: str
@@ -84,6 +78,3 @@ class DocumentParams:
         set_checked(self, document_id=_label(self.document_id, "documentId"),
                     include_chunks=check_bool(self.include_chunks, "includeChunks"))
 
-    @classmethod
-    def parse(cls, values: Mapping[str, Any], *, from_text: bool = False) -> DocumentParams:
-        return parse_fields(cls, values, from_text=from_text, wire=cls.WIRE)

@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 
 from urchin.checks import check_number
 from urchin.params.limits import MAX_FROM_LINE, MAX_LINES, MAX_MEMORY_TOKEN_BUDGET
-from urchin.params.reading import parse_fields, required_text, set_checked
+from urchin.params.reading import TypedParams, required_text, set_checked
 
 __all__ = ["FileParams", "MemoryParams"]
 
@@ -24,7 +24,7 @@ def _whole(value: Any, name: str, high: int) -> int:
 
 
 @dataclass(frozen=True, slots=True)
-class FileParams:
+class FileParams(TypedParams):
     """A window of numbered lines of a workspace file: `<root>/<path>`, or `<path>` when one root holds it."""
 
     path: str
@@ -37,13 +37,10 @@ class FileParams:
                     from_line=_whole(self.from_line, "fromLine", MAX_FROM_LINE),
                     max_lines=_whole(self.max_lines, "maxLines", MAX_LINES))
 
-    @classmethod
-    def parse(cls, values: Mapping[str, Any], *, from_text: bool = False) -> FileParams:
-        return parse_fields(cls, values, from_text=from_text, wire=cls.WIRE)
 
 
 @dataclass(frozen=True, slots=True)
-class MemoryParams:
+class MemoryParams(TypedParams):
     """A curated memory by slug, its members' contents cut to `token_budget` tokens (4 characters each)."""
 
     slug: str
@@ -54,6 +51,3 @@ class MemoryParams:
         set_checked(self, slug=required_text(self.slug, "slug"),
                     token_budget=_whole(self.token_budget, "tokenBudget", MAX_MEMORY_TOKEN_BUDGET))
 
-    @classmethod
-    def parse(cls, values: Mapping[str, Any], *, from_text: bool = False) -> MemoryParams:
-        return parse_fields(cls, values, from_text=from_text, wire=cls.WIRE)
