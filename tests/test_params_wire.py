@@ -23,7 +23,7 @@ _FILTERS = {"source": "claude", "workspace": "shop", "session": "s-1", "kind": "
 _CONTEXT = {"query": "quokka deploys", "strategy": "keyword", "searches": [{"type": "lex", "query": "rollback"}],
             "full_text_weight": 2.0, "semantic_weight": 0.5, "k": 30, "sources": ["claude", "git"],
             "source_ids": ["Shop"], "kinds": ["note"], "workspace": "shop", "session": "s-1", "tags": ["ops"],
-            "since": "2026-01-02T03:04:05.123456Z", "until": "2026-02-01T00:00:00Z", "include_memories": False,
+            "since": "2026-01-02T03:04:05.123Z", "until": "2026-02-01T00:00:00Z", "include_memories": False,
             "memory_weight": 0.5, "min_score": 0.25, "limit": 7, "token_budget": 500, "explain": True,
             "per_file_cap": 2, "mode": "live", "live_byte_budget": 1000, "devices": ["Laptop"], "accounts": ["Me"]}
 # Per operation, values (by `Param.name`) that between them set every field away from its default.
@@ -74,7 +74,7 @@ def test_every_typed_parameters_class_has_samples_setting_every_field() -> None:
     typed = {name for name, op in OPERATIONS.items() if op.typed is not None}
     assert set(SAMPLES) == typed
     for name in typed:
-        defaults = {f.name: f.default for f in dataclasses.fields(OPERATIONS[name].typed)}  # type: ignore[arg-type]
+        defaults = {f.name: f.default for f in dataclasses.fields(OPERATIONS[name].typed_class())}  # type: ignore[arg-type]
         built = [_every_field(OPERATIONS[name].build(values, "cli")) for values in SAMPLES[name]]
         unset = {field for field, default in defaults.items() if all(b[field] == default for b in built)}
         # roots: resolved by the daemon from sourceIds, never sent; hours: its own test below (it becomes since)

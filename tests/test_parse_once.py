@@ -136,7 +136,8 @@ def test_every_operation_with_typed_parameters_runs_through_the_contract() -> No
     for op in OPERATIONS.values():
         assert (op.runner is not None) == (op.name not in NO_RUN_YET), op.name
     for op in typed:
-        defaults = {f.name: f.default for f in fields(op.typed) if f.default is not MISSING}  # type: ignore[arg-type]
+        defaults = {f.name: f.default for f in fields(op.typed_class())  # type: ignore[arg-type]
+                    if f.default is not MISSING}
         for param in op.params:
             if param.name in defaults and param.default is not None and op.name != "context":
                 assert defaults[param.name] == param.default, (op.name, param.name)
@@ -182,7 +183,7 @@ def test_every_typed_parameters_object_built_directly_is_checked(operation: str)
     from urchin.contract import OPERATIONS
 
     op = OPERATIONS[operation]
-    typed: Any = op.typed
+    typed: Any = op.typed_class()
     required = {p.name: p.choices[0] if p.choices else "x" for p in op.params if p.required} or \
         _AT_LEAST.get(operation, {})
     typed(**required)   # the required fields alone are a valid object

@@ -17,17 +17,16 @@ from urchin.event import MAX_HOURS
 from urchin.params.context import BOUNDS as CONTEXT_BOUNDS
 from urchin.params.context import DEFAULTS as CONTEXT_DEFAULTS
 from urchin.params.context import ContextParams
-from urchin.params.documents import DocumentSearchParams
-from urchin.params.ephemeral import ACTIONS, MAX_MINUTES, EphemeralParams
-from urchin.params.forget import ForgetParams
 from urchin.params.limits import (
     DOCUMENT_CONTENT_TYPES,
     DOCUMENT_SEARCH_BOUNDS,
     DOCUMENT_SEARCH_DEFAULTS,
     DOCUMENT_SOURCE_TYPES,
+    EPHEMERAL_ACTIONS,
     FETCH_MODES,
     HYDE_WORDS,
     MAX_CONTEXT_LIMIT,
+    MAX_EPHEMERAL_MINUTES,
     MAX_FROM_LINE,
     MAX_LIMIT,
     MAX_LINES,
@@ -45,14 +44,17 @@ from urchin.params.limits import (
 )
 from urchin.params.reading import GetParams, RecentParams, SemanticParams, SessionParams, TailParams, WorkspaceParams
 from urchin.params.search import SearchParams
-from urchin.params.sources import DocumentParams, FetchParams, QuerySourceParams
-from urchin.params.workspace import FileParams, MemoryParams
 
 __all__ = ["OPERATIONS"]
 
 # Bounds, defaults and choices are `urchin/params/limits.py`'s (and `ContextParams`'s): the layers below
 # hold to the same objects, so there is no copy here to keep equal.
 MAX_SOURCE_LIMIT = MAX_CONTEXT_LIMIT   # query_source runs search_context
+
+
+def _lazy(where: str) -> str:
+    """Typed parameters a CLI start-up need not build (each class costs its dataclass): `urchin.params.<where>`."""
+    return f"urchin.params.{where}"
 
 
 def _query(help_text: str = "Text to look for; must not be blank.") -> Param:
@@ -238,13 +240,13 @@ OPERATIONS: dict[str, Operation] = {op.name: replace(op, runner=_RUNS.get(op.nam
         Param("from_line", "int", "First line to show (1-based).", 1, minimum=1, maximum=MAX_FROM_LINE,
               wire="fromLine"),
         Param("max_lines", "int", "Lines to show.", 200, minimum=1, maximum=MAX_LINES, wire="maxLines")),
-              typed=FileParams),
+              typed=_lazy("workspace:FileParams")),
     Operation("overview"),
     Operation("memories"),
     Operation("get_memory", (
         _required("slug", "The memory's slug, from list_memories."),
         Param("token_budget", "int", "Most tokens to return, at 4 characters each.", 8000, minimum=1,
-              maximum=MAX_MEMORY_TOKEN_BUDGET, wire="tokenBudget")), typed=MemoryParams),
+              maximum=MAX_MEMORY_TOKEN_BUDGET, wire="tokenBudget")), typed=_lazy("workspace:MemoryParams")),
     Operation("query_source", (
         _required("source", "One source: a journal source such as `claude`, `git` or `shell`, or a workspace "
                             "root's name (its files only)."),
@@ -252,7 +254,7 @@ OPERATIONS: dict[str, Operation] = {op.name: replace(op, runner=_RUNS.get(op.nam
               positional=True, max_chars=MAX_QUERY_CHARS),
         _limit(10, MAX_SOURCE_LIMIT),
         _hybrid("min_score", "number", "Drop results under this calibrated score (the list is sorted by it).", 0.0,
-                minimum=0, maximum=1)), typed=QuerySourceParams),
+                minimum=0, maximum=1)), typed=_lazy("sources:QuerySourceParams")),
     Operation("fetch_document", (
         _required("source", "The result's source: a journal source (then `id` is an event id), a workspace "
                             "root's name (then `id` is a path inside it) or `files` (then `id` is `<root>/<path>`)."),
@@ -266,12 +268,12 @@ OPERATIONS: dict[str, Operation] = {op.name: replace(op, runner=_RUNS.get(op.nam
                                    "For a collected event, its location.upstream.contentHash: the event is "
                                    "returned as indexed, with `upstream.status` saying whether its transcript "
                                    "lines still hold it.",
-              wire="contentHash", unset="the current version")), typed=FetchParams),
+              wire="contentHash", unset="the current version")), typed=_lazy("sources:FetchParams")),
     Operation("get_document", (
         _required("document_id", "A search result's documentId: an event id, or a workspace file <root>/<path>.",
                   wire="documentId"),
         Param("include_chunks", "bool", "Include the document's chunks.", False, wire="includeChunks")),
-              typed=DocumentParams),
+              typed=_lazy("sources:DocumentParams")),
     Operation("status"),
     Operation("tail", (Param("count", "int", "How many of the last events.", 10, minimum=1, maximum=MAX_LIMIT,
                              flag="-n"),), typed=TailParams),
@@ -293,12 +295,12 @@ OPERATIONS: dict[str, Operation] = {op.name: replace(op, runner=_RUNS.get(op.nam
         Param("workspace", help="Project or workspace it applies to."))),
     Operation("ephemeral", (
         Param("action", help="start: stop storing anything; end: store again; status: show the mode.",
-              required=True, positional=True, choices=ACTIONS),
+              required=True, positional=True, choices=EPHEMERAL_ACTIONS),
         Param("minutes", "number", "With start: switch itself off after N minutes.", above=0,
-              maximum=MAX_MINUTES, unset="until end")), typed=EphemeralParams),
+              maximum=MAX_EPHEMERAL_MINUTES, unset="until end")), typed=_lazy("ephemeral:EphemeralParams")),
     Operation("context", _CONTEXT, typed=ContextParams),
     Operation("recall", _RECALL),
-    Operation("document_search", _DOCUMENT_SEARCH, typed=DocumentSearchParams),
+    Operation("document_search", _DOCUMENT_SEARCH, typed=_lazy("documents:DocumentSearchParams")),
     # forget: MCP's input schema is written out (urchin/mcp_server/schemas.py), the CLI's flags too (--yes)
     Operation("forget", (
         Param("ids", "texts", "Event ids to forget.", positional=True, unset="none"),
@@ -308,5 +310,5 @@ OPERATIONS: dict[str, Operation] = {op.name: replace(op, runner=_RUNS.get(op.nam
         Param("until", help="Only events at or before this time, RFC 3339.", unset="no bound"),
         Param("confirm", "bool", "true forgets; anything else only previews what would be forgotten.", False),
         Param("purge", "bool", "true also rewrites Urchin's own PostgreSQL tables (VACUUM FULL), so no data "
-                               "file keeps the forgotten rows' bytes.", False)), typed=ForgetParams),
+                               "file keeps the forgotten rows' bytes.", False)), typed=_lazy("forget:ForgetParams")),
 )}

@@ -110,7 +110,7 @@ class Operation:
     name: str
     params: tuple[Param, ...] = ()
     aliases: Mapping[str, str] = field(default_factory=dict)
-    typed: type[Typed] | None = None
+    typed: type[Typed] | str | None = None   # the class, or "module:Class" (loaded on first use: start-up)
     respell_free_text: bool = True   # False: a free-text field's error keeps its wire name on every caller
     runner: Callable[[Any, Any], Any] | None = field(default=None, compare=False)   # (target, params) -> result
 
@@ -125,6 +125,16 @@ class Operation:
             self.parse(values, caller, from_text=from_text)
         return self.run(target, params)
 
+    def typed_class(self) -> type[Typed]:
+        """The typed parameters' class; one declared by its import path is imported now, on first use."""
+        assert self.typed is not None, f"{self.name} has no typed parameters"
+        if isinstance(self.typed, str):
+            from importlib import import_module
+
+            module, _, name = self.typed.partition(":")
+            return getattr(import_module(module), name)
+        return self.typed
+
     def param(self, name: str) -> Param:
         return next(p for p in self.params if p.name == name)
 
@@ -132,10 +142,9 @@ class Operation:
         """The operation's typed parameters, checked once, here at the edge: names as `parse` reads them
         (unknown ones refused), the values checked by the typed parameters, and a bad field named the way
         this caller spells it (`--limit`, `--search[0].type`)."""
-        assert self.typed is not None, f"{self.name} has no typed parameters"
         given = self._named(values, caller)
         try:
-            return self.typed.parse(given, from_text=from_text)
+            return self.typed_class().parse(given, from_text=from_text)
         except QueryError as exc:
             raise self._respelled(exc, caller) from None
 

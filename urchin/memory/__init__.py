@@ -34,13 +34,8 @@ from urchin.memory.workspace import Workspace
 from urchin.memory.writing import PreparedBatch, import_lines, prepare_batch
 from urchin.params import built, typed
 from urchin.params.context import ContextParams
-from urchin.params.documents import DocumentSearchParams
-from urchin.params.ephemeral import EphemeralParams
-from urchin.params.forget import ForgetParams
 from urchin.params.reading import GetParams, RecentParams, SemanticParams, SessionParams, TailParams, WorkspaceParams
 from urchin.params.search import SearchParams
-from urchin.params.sources import DocumentParams, FetchParams, QuerySourceParams
-from urchin.params.workspace import FileParams, MemoryParams
 from urchin.proof import LineProof
 from urchin.requests_first import give_way, lower_thread_priority
 from urchin.search.query import (
@@ -57,7 +52,8 @@ from urchin.tokens import TokenStore
 
 if TYPE_CHECKING:
     # Imported where used: numpy and httpx cost ~0.3 s, the write path (redaction rules) ~15 ms and the
-    # workspace modules ~8 ms, and a cold `urchin search` needs none of them.
+    # workspace modules ~8 ms, the typed parameters of the other operations ~7% of a cold `urchin search`
+    # (8 dataclasses), and a cold `urchin search` needs none of them.
     from urchin.collectors.base import CollectReport
     from urchin.collectors.install import InstallResult
     from urchin.collectors.uninstall import UninstallResult
@@ -68,6 +64,11 @@ if TYPE_CHECKING:
     from urchin.index.service import IndexService
     from urchin.ingest import BatchReport, Ingestor, IngestResult
     from urchin.memory.reload import ConfigReload, ConfigWatch
+    from urchin.params.documents import DocumentSearchParams
+    from urchin.params.ephemeral import EphemeralParams
+    from urchin.params.forget import ForgetParams
+    from urchin.params.sources import DocumentParams, FetchParams, QuerySourceParams
+    from urchin.params.workspace import FileParams, MemoryParams
     from urchin.recall import RecallResult
     from urchin.recall.reader import Reader
     from urchin.redact import Finding
@@ -328,6 +329,7 @@ class Memory:
     def ephemeral(self, action: str | EphemeralParams = "status", minutes: float | None = None) -> EphemeralState:
         """Turn ephemeral mode on (`start`, optionally for `minutes`; or `on`), off (`end`, `off`), or report it."""
         alias = {"on": "start", "off": "end"}.get(action) if isinstance(action, str) else None
+        from urchin.params.ephemeral import EphemeralParams
         p, flag = typed(EphemeralParams, alias or action, minutes), self.ingestor.ephemeral
         if p.action == "start":
             return flag.start(p.minutes)
@@ -464,6 +466,7 @@ class Memory:
 
     def get_file(self, path: str | FileParams, from_line: int = 1, max_lines: int = 200) -> FileRange:
         """A window of numbered lines of a workspace file (`FileParams`, or its fields); outside the roots: refused."""
+        from urchin.params.workspace import FileParams
         return self._workspace.get_file(typed(FileParams, path, from_line, max_lines))
 
     def memory_create(self, slug: str, use_when: str, members: list[Member], title: str | None = None,
@@ -492,6 +495,7 @@ class Memory:
             result = self.search(member.query or "", hours=hours, limit=50, source=member.source)
             return [one_line(hit.event, width=2000) for hit in result.hits]
 
+        from urchin.params.workspace import MemoryParams
         return self._workspace.memory_get(typed(MemoryParams, slug, token_budget), run_query)
 
     def overview(self) -> dict[str, Any]:
@@ -563,6 +567,7 @@ class Memory:
     def query_source(self, source: str | QuerySourceParams, query: str = "", limit: int = 10,
                      min_score: float = 0.0) -> ContextResult:
         """`search_context` on one source only (`QuerySourceParams`, or its fields): see `HybridIndex.query_source`."""
+        from urchin.params.sources import QuerySourceParams
         return self._index.query_source(typed(QuerySourceParams, source, query, limit, min_score))
 
     def fetch_source_document(self, source: str | FetchParams, doc_id: str = "", content_hash: str | None = None,
@@ -577,14 +582,17 @@ class Memory:
         A collected event is the version indexed; it carries `upstream` (its transcript lines, and whether
         they still hold it), and `content_hash` must then be its `location.upstream.contentHash`. (`FetchParams`.)
         """
+        from urchin.params.sources import FetchParams
         return self._index.fetch_source_document(typed(FetchParams, source, doc_id, mode, content_hash))
 
     def get_document(self, document_id: str | DocumentParams, include_chunks: bool = False) -> dict[str, Any]:
         """textrawl's `get_document`: a search result's whole document at the version indexed (`DocumentParams`)."""
+        from urchin.params.sources import DocumentParams
         return self._index.get_document(typed(DocumentParams, document_id, include_chunks))
 
     def document_search(self, params: DocumentSearchParams | Mapping[str, Any]) -> dict[str, Any]:
         """textrawl's `search` over the same hybrid query as `context`: `DocumentSearchParams`, or them by name."""
+        from urchin.params.documents import DocumentSearchParams
         p = params if isinstance(params, DocumentSearchParams) else DocumentSearchParams.parse(params)
         return self._index.document_search(p, self.memory_list() if p.include_memories else [])
 
@@ -706,6 +714,7 @@ class Memory:
                query: str | None = None, since: str | None = None, until: str | None = None,
                confirm: bool = False, purge: bool = False) -> ForgetResult:
         """Forget the events matching every selector given (`ForgetParams`, or its fields): `Forgetting.forget`."""
+        from urchin.params.forget import ForgetParams
         return self._forgetting.forget(ids if isinstance(ids, ForgetParams) else ForgetParams.parse(dict(
             ids=ids, session=session, query=query, since=since, until=until, confirm=confirm, purge=purge)))
 

@@ -10,12 +10,11 @@ from dataclasses import dataclass
 
 from urchin.checks import check_number, describe
 from urchin.errors import QueryError
+from urchin.params.limits import EPHEMERAL_ACTIONS as ACTIONS
+from urchin.params.limits import MAX_EPHEMERAL_MINUTES as MAX_MINUTES
 from urchin.params.reading import TypedParams, set_checked
 
-__all__ = ["EphemeralParams", "ACTIONS", "MAX_MINUTES"]
-
-ACTIONS = ("start", "end", "status")
-MAX_MINUTES = 7 * 24 * 60
+__all__ = ["EphemeralParams"]
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,7 +5,7 @@ Every field is sent by its wire name, `camel(field)` (`min_score` -> `minScore`,
 `sourceIds`): the same name the contract declares and `parse` reads, so what the daemon builds from the
 request equals what the client held (tests/test_params_wire.py round-trips every typed parameters
 class). Fields at their default are left out; values go as JSON holds them (tuples as lists, times as
-RFC 3339 to the microsecond, sub-queries as objects). A class whose fields are not all its wire
+RFC 3339 to the millisecond, sub-queries as objects). A class whose fields are not all its wire
 parameters says how it is sent with its own `wire_values` (`ContextParams`: `sourceIds` apart from
 `sources`, `hours` rather than the `since` it became).
 """
@@ -14,10 +14,11 @@ from __future__ import annotations
 
 from collections.abc import Collection
 from dataclasses import MISSING, fields
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from urchin.checks import camel
+from urchin.event import format_timestamp
 
 __all__ = ["to_wire", "field_values", "jsonable"]
 
@@ -40,10 +41,10 @@ def field_values(params: Any, skip: Collection[str] = ()) -> dict[str, Any]:
 
 
 def jsonable(value: Any) -> Any:
-    """A value as JSON holds it: times as RFC 3339 (to the microsecond, UTC), objects with `to_dict` as
-    objects, tuples as lists."""
+    """A value as JSON holds it: times as RFC 3339 (as Urchin writes every time: to the millisecond, UTC),
+    objects with `to_dict` as objects, tuples as lists."""
     if isinstance(value, datetime):
-        return value.astimezone(UTC).isoformat(timespec="microseconds")[:-6] + "Z"
+        return format_timestamp(value)
     if hasattr(value, "to_dict"):
         return value.to_dict()
     if isinstance(value, (list, tuple)):

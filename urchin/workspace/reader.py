@@ -13,13 +13,15 @@ from __future__ import annotations
 import re
 import time
 from dataclasses import dataclass
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from urchin.errors import QueryError, ValidationError
 from urchin.params.limits import MAX_LINES
-from urchin.params.workspace import FileParams
 from urchin.redact import MARKER, Redactor
 from urchin.workspace.access import FileAccess
+
+if TYPE_CHECKING:
+    from urchin.params.workspace import FileParams
 
 __all__ = ["FileRange", "read_range", "MAX_LINES", "LINE_CHARS", "SCAN_BYTES", "SCAN_SECONDS", "LINE_CUT"]
 
