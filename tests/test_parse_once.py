@@ -51,7 +51,6 @@ PATHS = {
 # Modules below the dispatcher, and the validators each may still import, with why; any other import of
 # a validator there fails (a new operation's check belongs in its typed parameters, `urchin/params/`).
 BELOW = ("memory", "search", "index", "recall", "workspace", "daemon/client.py")
-_NOT_TYPED = "not yet typed (issue 35 item 1, left): its values are still checked here"
 STILL_CHECKED_BELOW = {
     ("memory/__init__.py", "check_hours"): "a saved member's window, as read from the memory's file (stored data)",
     ("memory/timeline.py", "check_number"): "the viewer's timeline pages (no contract operation)",
