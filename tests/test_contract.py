@@ -89,26 +89,42 @@ def test_search_context_and_search_declare_the_typed_parameters_names() -> None:
     assert op.param("hours").above == 0 and op.param("hours").minimum is None
 
 
-def test_an_operation_checked_below_is_named_not_checked() -> None:
-    """The contract names the values (wire names, for the index's validator) and refuses unknown ones only."""
+def test_textrawls_search_is_built_once_at_the_edge_naming_the_callers_field() -> None:
+    """`document_search` comes out of the contract as `DocumentSearchParams` (the seed's defaults filled in),
+    a bad value named as the caller spelled it."""
+    from urchin.params.documents import DocumentSearchParams
+
     op = OPERATIONS["document_search"]
-    assert op.parse({"query": " ", "limit": 0, "tags": ["a"], "sourceType": None}, "wire") == {
-        "query": " ", "limit": 0, "tags": ["a"]}
-    assert op.parse({"query": "x", "full_text_weight": 2, "include_memories": False}, "cli") == {
-        "query": "x", "fullTextWeight": 2, "includeMemories": False}
+    built = op.build({"query": "x", "full_text_weight": 2, "include_memories": True, "tags": ["A"]}, "cli")
+    assert built == DocumentSearchParams("x", full_text_weight=2.0, include_memories=True, tags=("a",))
+    assert (built.limit, built.conversation_weight, built.source_type) == (5, 0.5, None)
+    assert op.build({"query": "x", "sourceType": "FILE"}, "wire").source_type == "file"
+    for values, caller, message in (
+            ({"query": "x", "limit": 0}, "wire", "limit: must be from 1 to 50, got 0"),
+            ({"query": "x", "sourceType": "url"}, "wire", 'sourceType: must be one of note, file, got "url"'),
+            ({"query": "x", "source_type": "url"}, "cli", '--source-type: must be one of note, file, got "url"'),
+            ({"query": "x", "full_text_weight": 0, "semantic_weight": 0}, "cli",
+             "--semantic-weight: must be over 0 when fullTextWeight is 0 (no leg would run)"),
+            ({"query": " "}, "wire", "query must not be empty"),
+            ({"query": "x", "include_memories": "yes"}, "cli", '--memories: must be true or false, got "yes"'),
+            ({"query": "x", "nope": 1}, "wire", "nope: unknown parameter (allowed: query, limit, fullTextWeight")):
+        with pytest.raises(QueryError) as caught:
+            op.build(values, caller)
+        assert caught.value.message.startswith(message), caught.value.message
 
 
 def test_typed_operations_are_built_once_at_the_edge() -> None:
     """`search` and `context` come out of the contract as their typed parameters, named from either caller."""
     from urchin.params.context import ContextParams
     from urchin.params.search import SearchParams
+    from urchin.params.wire import to_wire
 
     search = OPERATIONS["search"].build({"q": "Deploy", "limit": "5", "source": "Claude"}, "wire", from_text=True)
     assert search == SearchParams("Deploy", limit=5, source="claude")
     context = OPERATIONS["context"].build({"query": "x", "full_text_weight": 2, "sources": ["A"]}, "cli")
     assert isinstance(context, ContextParams) and (context.full_text_weight, context.sources) == (2.0, ("a",))
-    assert context.to_wire() == {"query": "x", "fullTextWeight": 2, "sources": ["A"]}
-    assert ContextParams.parse(context.to_wire()) == context
+    assert to_wire(context) == {"query": "x", "fullTextWeight": 2.0, "sources": ["a"]}   # as checked
+    assert ContextParams.parse(to_wire(context)) == context
 
 
 def test_search_context_and_search_schemas_come_from_the_declaration() -> None:

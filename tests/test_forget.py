@@ -233,7 +233,7 @@ def test_cli_forget_by_id_session_query_and_range(memory: Memory, urchin_home: P
     assert preview.returncode == 0 and "would be forgotten" in preview.stdout and "ev-003" in preview.stdout
     # each caller is told how it confirms: the CLI its flag, HTTP and MCP their parameter; counts in words
     assert "(run again with --yes to forget them)" in preview.stdout and "confirm:" not in preview.stdout
-    wire = memory.forget_from({"session": "s3"}).render()
+    wire = memory.forget(session="s3").render()
     assert "(call again with confirm: true to forget them)" in wire and "--yes" not in wire
     one = memory.forget("ev-005", confirm=True).render()
     assert one.endswith("forgot 1 event and compacted the journal"), one
@@ -249,7 +249,8 @@ def test_cli_forget_by_id_session_query_and_range(memory: Memory, urchin_home: P
     usage = run_urchin("forget")
     assert usage.returncode == 2 and "Traceback" not in usage.stderr
     bad = run_urchin("forget", "--since", "not-a-time", "--yes")
-    assert bad.returncode == 1 and bad.stderr.startswith("error: since:") and "Traceback" not in bad.stderr
+    assert bad.returncode == 1 and "Traceback" not in bad.stderr
+    assert bad.stderr.startswith("error: --since: must be an RFC 3339"), bad.stderr   # the flag, as every command
     found = run_urchin("search", "note", "--hours", "100000", "--limit", "100", "--json")
     assert {e["id"] for e in orjson.loads(found.stdout)["events"]} == set(left)
 
@@ -302,6 +303,11 @@ def test_forget_through_a_running_daemon(urchin_home: Path) -> None:
             assert b'"s2"' in daemon.journal_bytes()
             bad = http.post("/forget", json={"session": "s2", "sure": True})
             assert bad.status_code == 400 and bad.json()["field"] == "sure"
+            for body, field in (({"since": "nope"}, "since"), ([], "body"), ({}, "ids"),
+                                ({"ids": ["ev-001"], "purge": "yes"}, "purge"), ({"ids": [""]}, "ids")):
+                refused = http.post("/forget", json=body)
+                assert refused.status_code == 400 and refused.json()["field"] == field, (body, refused.text)
+                assert refused.json()["error"].startswith(f"{field}: "), refused.text
             assert http.post("/forget", json={"session": "s2", "confirm": True}).json()["forgotten"] == 5
             # the CLI goes through the daemon
             cli = run_urchin("forget", "--query", "pelican", "--yes", "--json")
@@ -333,6 +339,9 @@ def test_mcp_forget_requires_confirm(memory: Memory) -> None:
         async with stdio_session() as session:
             preview = await session.call_tool("urchin_forget", {"ids": ["ev-001"]})
             bad = await session.call_tool("urchin_forget", {"ids": ["ev-001"], "confirm": "yes"})
+            nothing = await session.call_tool("urchin_forget", {})
+            assert nothing.is_error and nothing.content[0].text.startswith(  # type: ignore[union-attr]
+                "ids: say what to forget"), nothing
             done = await session.call_tool("urchin_forget", {"ids": ["ev-001"], "confirm": True})
             return preview, bad, done
 

@@ -396,8 +396,7 @@ def test_the_daemon_feed_moves_past_a_refused_row_and_context_answers(urchin_hom
 
 def test_a_number_json_cannot_carry_is_one_clear_error_beside_a_daemon(urchin_home: Path) -> None:
     """NaN and infinity pass click's FLOAT but cannot travel as JSON to the daemon: every number flag of
-    every operation whose values the layer below checks (or its typed parameters, built at the edge) is
-    refused at the edge, naming the flag."""
+    `context` and `find` (their typed parameters, built at the edge) is refused there, naming the flag."""
     from tests.daemon_fixture import running
     from urchin.contract import OPERATIONS
 
@@ -406,7 +405,6 @@ def test_a_number_json_cannot_carry_is_one_clear_error_beside_a_daemon(urchin_ho
              for name, op in OPERATIONS.items() if name in commands
              for param in op.params if param.kind == "number" for value in ("nan",)]
     cases.append((commands["context"], "--hours", "-inf"))
-    assert set(commands) >= {name for name, op in OPERATIONS.items() if op.checked_below}
     for _ in running(urchin_home):
         for args, flag, value in cases:
             out = run_urchin(*args, flag, value)

@@ -30,24 +30,32 @@ PATHS = {
                 ("index/hybrid.py", None, "run_context"), ("index/hybrid.py", None, "_run_context")],
     **{op: [("memory/__init__.py", "Memory", method), ("daemon/client.py", "RemoteMemory", method)]
        for op, method in (("semantic", "semantic"), ("recent", "recent"), ("session_context", "session_context"),
-                          ("workspace_context", "workspace_context"), ("get", "get"), ("tail", "tail"))},
+                          ("workspace_context", "workspace_context"), ("get", "get"), ("tail", "tail"),
+                          ("get_file", "get_file"), ("query_source", "query_source"),
+                          ("fetch_document", "fetch_source_document"), ("ephemeral", "ephemeral"))},
+    # (HybridIndex.query_source and fetch_source_document raise QueryErrors of what is stored: a source that
+    # does not exist, a file changed since it was cited; get_document only NotFoundError)
+    "get_document": [("memory/__init__.py", "Memory", "get_document"),
+                     ("daemon/client.py", "RemoteMemory", "get_document"),
+                     ("memory/index.py", "HybridIndex", "get_document")],
+    "forget": [("memory/__init__.py", "Memory", "forget"), ("daemon/client.py", "RemoteMemory", "forget"),
+               ("memory/forget.py", "Forgetting", "forget")],
+    # Memory.memory_get checks a saved member's window (stored data, see STILL_CHECKED_BELOW), not the call's
+    "get_memory": [("memory/workspace.py", "Workspace", "memory_get"),
+                   ("daemon/client.py", "RemoteMemory", "memory_get")],
+    "document_search": [("memory/__init__.py", "Memory", "document_search"),
+                        ("daemon/client.py", "RemoteMemory", "document_search"),
+                        ("memory/index.py", "HybridIndex", "document_search"),
+                        ("index/docsearch.py", None, "run_search")],
 }
 # Modules below the dispatcher, and the validators each may still import, with why; any other import of
 # a validator there fails (a new operation's check belongs in its typed parameters, `urchin/params/`).
 BELOW = ("memory", "search", "index", "recall", "workspace", "daemon/client.py")
-_NOT_TYPED = "not yet typed (issue 35 item 1, left): its values are still checked here"
 STILL_CHECKED_BELOW = {
     ("memory/__init__.py", "check_hours"): "a saved member's window, as read from the memory's file (stored data)",
     ("memory/timeline.py", "check_number"): "the viewer's timeline pages (no contract operation)",
     ("memory/timeline.py", "check_limit"): "the viewer's timeline pages (no contract operation)",
     ("memory/workspace.py", "check_hours"): "a curated memory's member windows (memory_create: no contract op)",
-    ("memory/workspace.py", "check_limit"): f"get_memory's tokenBudget: {_NOT_TYPED}",
-    ("memory/forget.py", "check_bool"): f"forget: {_NOT_TYPED}",
-    ("memory/forget.py", "unknown_parameter"): f"forget: {_NOT_TYPED}",
-    ("workspace/reader.py", "check_number"): f"get_file's line range: {_NOT_TYPED}",
-    ("index/docsearch.py", "check_bool"): f"document_search (checked_below): {_NOT_TYPED}",
-    ("index/docsearch.py", "check_number"): f"document_search (checked_below): {_NOT_TYPED}",
-    ("index/docsearch.py", "unknown_parameter"): f"document_search (checked_below): {_NOT_TYPED}",
     ("recall/policy.py", "check_bool"): "the [recall] section of config.toml (settings, not an operation)",
     ("recall/policy.py", "check_number"): "the [recall] section of config.toml (settings, not an operation)",
     ("search/query.py", "check_number"): "where check_limit is defined (for the callers listed here)",
@@ -122,11 +130,13 @@ def test_every_operation_with_typed_parameters_runs_through_the_contract() -> No
 
     typed = [op for op in OPERATIONS.values() if op.typed is not None]
     assert {op.name for op in typed} >= {"search", "semantic", "recent", "session_context", "workspace_context",
-                                         "get", "tail", "context"}
+                                         "get", "tail", "context", "get_file", "get_memory", "document_search",
+                                         "forget", "query_source", "fetch_document", "get_document", "ephemeral"}
     for op in OPERATIONS.values():
         assert (op.runner is not None) == (op.name not in NO_RUN_YET), op.name
     for op in typed:
-        defaults = {f.name: f.default for f in fields(op.typed) if f.default is not MISSING}  # type: ignore[arg-type]
+        defaults = {f.name: f.default for f in fields(op.typed_class())  # type: ignore[arg-type]
+                    if f.default is not MISSING}
         for param in op.params:
             if param.name in defaults and param.default is not None and op.name != "context":
                 assert defaults[param.name] == param.default, (op.name, param.name)
@@ -161,6 +171,10 @@ def _typed_operations() -> list[str]:
     return sorted(name for name, op in OPERATIONS.items() if op.typed is not None)
 
 
+# an operation with no required field that still needs one of several (a rule across its fields)
+_AT_LEAST = {"forget": {"session": "x"}}
+
+
 @pytest.mark.parametrize("operation", _typed_operations())
 def test_every_typed_parameters_object_built_directly_is_checked(operation: str) -> None:
     """For every operation with typed parameters (a new one too): built directly, as a Python caller
@@ -168,8 +182,9 @@ def test_every_typed_parameters_object_built_directly_is_checked(operation: str)
     from urchin.contract import OPERATIONS
 
     op = OPERATIONS[operation]
-    typed: Any = op.typed
-    required = {p.name: "x" for p in op.params if p.required}
+    typed: Any = op.typed_class()
+    required = {p.name: p.choices[0] if p.choices else "x" for p in op.params if p.required} or \
+        _AT_LEAST.get(operation, {})
     typed(**required)   # the required fields alone are a valid object
     checked = 0
     for param in op.params:
@@ -182,4 +197,8 @@ def test_every_typed_parameters_object_built_directly_is_checked(operation: str)
             with pytest.raises(QueryError):
                 typed(**{**required, param.name: " "})
             checked += 1
+    if operation in _AT_LEAST:   # nothing given is refused by name too
+        with pytest.raises(QueryError):
+            typed()
+        checked += 1
     assert checked or not op.params

@@ -192,7 +192,7 @@ def test_the_forget_preview_and_its_count_serve_hand_lines_redacted(urchin_home:
     again = Memory(settings)
     preview = again.forget(since="2000-01-01T00:00:00Z")
     assert preview.matched == 2 + len(hand) and not preview.confirmed
-    shown = orjson.dumps([preview.to_dict(), preview.render(), again.forget_from({"query": "canary"}).to_dict(),
+    shown = orjson.dumps([preview.to_dict(), preview.render(), again.forget(query="canary").to_dict(),
                           again.forget(session="sess-" + GH["u"]).to_dict()]).decode()
     assert {e["id"] for e in preview.preview} >= set(hand)          # listed, redacted, not hidden
     assert "[REDACTED:github_token]" in shown and not _leaks(shown), _leaks(shown)

@@ -302,7 +302,7 @@ def test_another_ranking_gets_the_saved_associations_while_they_cover_the_journa
     assert other is not None and other.terms == model.terms and not cold._opened
     with view._lock:                                          # the view busy: no waiting
         assert view.associations() is model
-    memory.forget_from({"query": "login", "confirm": True})  # compacts the journal: both files go
+    memory.forget(query="login", confirm=True)  # compacts the journal: both files go
     assert view.associations() is None and cold.associations() is None
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,7 @@ from tests.daemon_fixture import DaemonProcess
 from tests.mcp_harness import stdio_session
 from tests.mcp_scenarios import call, call_error
 from urchin.config import Settings
+from urchin.daemon.client import RemoteMemory, find_daemon
 from urchin.errors import QueryError
 from urchin.memory import Memory
 from urchin.params.context import ContextParams
@@ -159,6 +161,12 @@ def test_sources_and_edges_over_http(memory: Memory, urchin_home: Path, pg_url: 
             assert doc.status_code == 200 and doc.json()["content"] == GUIDE
             stale = api.get("/sources/files/documents/shop/guide.md", params={"contentHash": "sha256:0"})
             assert stale.status_code == 400 and stale.json()["field"] == "contentHash"
+        # the daemon client sends a copy made with dataclasses.replace() by wire names: sourceIds, not sources
+        with RemoteMemory(memory.settings, find_daemon(memory.settings)) as remote:   # type: ignore[arg-type]
+            copy = dataclasses.replace(ContextParams.parse({"query": "quokka", "sourceIds": ["shop"]}), limit=5)
+            rooted_remotely = remote.context(copy)
+            assert not remote.fell_back and rooted_remotely.results, rooted_remotely.coverage
+            assert {r["source"] for r in rooted_remotely.results} == {"files"}, rooted_remotely.results
     finally:
         daemon.stop()
 

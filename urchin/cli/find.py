@@ -7,8 +7,7 @@ from typing import Any
 import click
 
 from urchin.cli.group import AppContext, main
-from urchin.cli.options import as_flag, operation_options, parse, print_json
-from urchin.errors import ValidationError
+from urchin.cli.options import call, operation_options, print_json
 
 
 @main.command("find")
@@ -21,9 +20,7 @@ def find(app: AppContext, as_json: bool, **params: Any) -> None:
 
     memory = app.memory()
     try:
-        result = memory.document_search(parse("document_search", params))
-    except ValidationError as exc:
-        raise as_flag(exc, "document_search") from None
+        result = call("document_search", memory, params)
     finally:
         memory.close()
     if as_json:
@@ -40,10 +37,9 @@ def get_document(app: AppContext, as_json: bool, **params: Any) -> None:
     """Print a search result's whole document (its documentId), at the version indexed."""
     from urchin.contract.render import render_document
 
-    a = parse("get_document", params)
     memory = app.memory()
     try:
-        result = memory.get_document(a["document_id"], a["include_chunks"])
+        result = call("get_document", memory, params)
     finally:
         memory.close()
     print_json(result) if as_json else click.echo(render_document(result))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from urchin.cli.group import AppContext, main
-from urchin.cli.options import json_option, print_json
+from urchin.cli.options import call, json_option, print_json
 
 
 @main.command()
@@ -30,8 +30,8 @@ def forget(app: AppContext, ids: tuple[str, ...], session: str | None, query: st
     if not (ids or session or query or since or until):
         raise click.UsageError("say what to forget: ids, --session, --query, --since/--until")
     confirm = yes or not (session or query or since or until)
-    result = app.memory().forget(list(ids) or None, session=session, query=query, since=since, until=until,
-                                 confirm=confirm, purge=purge)
+    result = call("forget", app.memory(), {"ids": ids, "session": session, "query": query, "since": since,
+                                           "until": until, "confirm": confirm, "purge": purge})
     if as_json:
         print_json(result.to_dict())
     else:

@@ -3,8 +3,8 @@
 `operation_options("search")` adds the operation's arguments and flags; the command body passes
 what click parsed to `build("search", params)` (an operation with typed parameters: `search`, `context`)
 or `parse("recent", params)`, which check it once and name a bad value by its flag (`--limit: must be
-from 1 to 1000, got 0`, `--search[0].type: ...`). For an operation checked below (`document_search`),
-`parse` only names the values, the index checks them, and `as_flag` respells its error for the flag.
+from 1 to 1000, got 0`, `--search[0].type: ...`); `as_flag` respells an error raised below (an event's
+validation) for the flag.
 """
 
 from __future__ import annotations

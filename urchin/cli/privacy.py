@@ -33,7 +33,14 @@ def ephemeral(app: AppContext, action: str, duration: str | None, as_json: bool)
     if duration is not None and action != "on":
         raise click.UsageError("--for goes with `on`")
     minutes = parse_minutes(duration) if duration else None
-    state = app.memory().ephemeral({"on": "start", "off": "end"}.get(action, action), minutes)
+    from urchin.contract import OPERATIONS
+    from urchin.params.ephemeral import EphemeralParams
+
+    try:   # --for is checked here as the contract's minutes (7 days at most), and named as the user typed it
+        params = EphemeralParams({"on": "start", "off": "end"}.get(action, action), minutes)
+    except QueryError as exc:
+        raise QueryError("--for", exc.rule) from None
+    state = OPERATIONS["ephemeral"].run(app.memory(), params)
     if as_json:
         print_json(state.to_dict())
     else:

@@ -7,7 +7,7 @@ from typing import Any
 import click
 
 from urchin.cli.group import AppContext, main
-from urchin.cli.options import json_option, operation_options, parse, print_json, print_text
+from urchin.cli.options import call, json_option, operation_options, print_json, print_text
 from urchin.contract.render import render_context, render_memories, render_memory, render_overview
 
 
@@ -58,8 +58,7 @@ def workspace_remove(app: AppContext, name: str) -> None:
 @click.pass_obj
 def get_file(app: AppContext, as_json: bool, **params: Any) -> None:
     """Read a range of lines of a workspace file: `<root>/<path>`, or `<path>` when one root holds it."""
-    a = parse("get_file", params)
-    window = app.memory().get_file(a["path"], a["from_line"], a["max_lines"])
+    window = call("get_file", app.memory(), params)
     print_json(window.to_dict()) if as_json else click.echo(window.render())
 
 
@@ -69,10 +68,9 @@ def get_file(app: AppContext, as_json: bool, **params: Any) -> None:
 @click.pass_obj
 def query_source(app: AppContext, as_json: bool, **params: Any) -> None:
     """Search one source only: a journal source (claude, git, ...) or a workspace root's files."""
-    a = parse("query_source", params)
     memory = app.memory()
     try:
-        result = memory.query_source(a["source"], a["query"], a["limit"], a["min_score"])
+        result = call("query_source", memory, params)
     finally:
         memory.close()
     print_json(result.to_dict()) if as_json else click.echo(render_context(result.to_dict()))
@@ -84,8 +82,7 @@ def query_source(app: AppContext, as_json: bool, **params: Any) -> None:
 @click.pass_obj
 def fetch_document(app: AppContext, as_json: bool, **params: Any) -> None:
     """Print one whole document: an event by id, or a workspace root's file by its path."""
-    a = parse("fetch_document", params)
-    doc = app.memory().fetch_source_document(a["source"], a["id"], a.get("content_hash"), a["mode"])
+    doc = call("fetch_document", app.memory(), params)
     print_json(doc) if as_json else click.echo(doc["content"])
 
 
@@ -164,8 +161,7 @@ def memory_list(app: AppContext, as_json: bool) -> None:
 @click.pass_obj
 def memory_show(app: AppContext, as_json: bool, **params: Any) -> None:
     """Every member's current contents, with notes on what was left out."""
-    a = parse("get_memory", params)
-    result = app.memory().memory_get(a["slug"], a["token_budget"])
+    result = call("get_memory", app.memory(), params)
     print_json(result) if as_json else click.echo(render_memory(result))
 
 

@@ -22,9 +22,11 @@ from urchin.params.limits import (
     DOCUMENT_SEARCH_BOUNDS,
     DOCUMENT_SEARCH_DEFAULTS,
     DOCUMENT_SOURCE_TYPES,
+    EPHEMERAL_ACTIONS,
     FETCH_MODES,
     HYDE_WORDS,
     MAX_CONTEXT_LIMIT,
+    MAX_EPHEMERAL_MINUTES,
     MAX_FROM_LINE,
     MAX_LIMIT,
     MAX_LINES,
@@ -48,6 +50,11 @@ __all__ = ["OPERATIONS"]
 # Bounds, defaults and choices are `urchin/params/limits.py`'s (and `ContextParams`'s): the layers below
 # hold to the same objects, so there is no copy here to keep equal.
 MAX_SOURCE_LIMIT = MAX_CONTEXT_LIMIT   # query_source runs search_context
+
+
+def _lazy(where: str) -> str:
+    """Typed parameters a CLI start-up need not build (each class costs its dataclass): `urchin.params.<where>`."""
+    return f"urchin.params.{where}"
 
 
 def _query(help_text: str = "Text to look for; must not be blank.") -> Param:
@@ -148,7 +155,7 @@ _CONTEXT: tuple[Param, ...] = (
     _ctx("live_byte_budget", "int", "Bytes read live per query in live mode."),
 )
 
-# textrawl's `search` (index/docsearch.py `SearchParams`; its defaults and bounds are the seed's own page's)
+# textrawl's `search` (`urchin/params/documents.py`; its defaults and bounds are the seed's own page's)
 _DOCUMENT_SEARCH: tuple[Param, ...] = (
     Param("query", help="What to find, in websearch syntax: words (every word ranks first), \"quoted phrases\" "
                         "and -excluded words (filters in every leg), a OR b.",
@@ -196,17 +203,18 @@ _RUNS: dict[str, Callable[[Any, Any], Any]] = {
     "get": lambda t, p: t.get(p),
     "tail": lambda t, p: t.tail(p),
     "context": lambda t, p: t.context(p),
-    "get_file": lambda t, p: t.get_file(p["path"], p["from_line"], p["max_lines"]),
+    "get_file": lambda t, p: t.get_file(p),
     "overview": lambda t, p: t.overview(),
     "memories": lambda t, p: t.memory_list(),
-    "get_memory": lambda t, p: t.memory_get(p["slug"], p["token_budget"]),
-    "query_source": lambda t, p: t.query_source(p["source"], p["query"], p["limit"], p["min_score"]),
-    "fetch_document": lambda t, p: t.fetch_source_document(p["source"], p["id"], p.get("content_hash"), p["mode"]),
-    "get_document": lambda t, p: t.get_document(p["document_id"], p["include_chunks"]),
+    "get_memory": lambda t, p: t.memory_get(p),
+    "query_source": lambda t, p: t.query_source(p),
+    "fetch_document": lambda t, p: t.fetch_source_document(p),
+    "get_document": lambda t, p: t.get_document(p),
     "status": lambda t, p: t.status(),
-    "ephemeral": lambda t, p: t.ephemeral(p["action"], p.get("minutes")),
+    "ephemeral": lambda t, p: t.ephemeral(p),
     "recall": lambda t, p: t.recall(**p),
     "document_search": lambda t, p: t.document_search(p),
+    "forget": lambda t, p: t.forget(p),
 }
 
 OPERATIONS: dict[str, Operation] = {op.name: replace(op, runner=_RUNS.get(op.name)) for op in (
@@ -231,13 +239,14 @@ OPERATIONS: dict[str, Operation] = {op.name: replace(op, runner=_RUNS.get(op.nam
         _required("path", "`<root name>/<path>`, or just `<path>` when only one workspace root holds it."),
         Param("from_line", "int", "First line to show (1-based).", 1, minimum=1, maximum=MAX_FROM_LINE,
               wire="fromLine"),
-        Param("max_lines", "int", "Lines to show.", 200, minimum=1, maximum=MAX_LINES, wire="maxLines"))),
+        Param("max_lines", "int", "Lines to show.", 200, minimum=1, maximum=MAX_LINES, wire="maxLines")),
+              typed=_lazy("workspace:FileParams")),
     Operation("overview"),
     Operation("memories"),
     Operation("get_memory", (
         _required("slug", "The memory's slug, from list_memories."),
         Param("token_budget", "int", "Most tokens to return, at 4 characters each.", 8000, minimum=1,
-              maximum=MAX_MEMORY_TOKEN_BUDGET, wire="tokenBudget"))),
+              maximum=MAX_MEMORY_TOKEN_BUDGET, wire="tokenBudget")), typed=_lazy("workspace:MemoryParams")),
     Operation("query_source", (
         _required("source", "One source: a journal source such as `claude`, `git` or `shell`, or a workspace "
                             "root's name (its files only)."),
@@ -245,7 +254,7 @@ OPERATIONS: dict[str, Operation] = {op.name: replace(op, runner=_RUNS.get(op.nam
               positional=True, max_chars=MAX_QUERY_CHARS),
         _limit(10, MAX_SOURCE_LIMIT),
         _hybrid("min_score", "number", "Drop results under this calibrated score (the list is sorted by it).", 0.0,
-                minimum=0, maximum=1))),
+                minimum=0, maximum=1)), typed=_lazy("sources:QuerySourceParams")),
     Operation("fetch_document", (
         _required("source", "The result's source: a journal source (then `id` is an event id), a workspace "
                             "root's name (then `id` is a path inside it) or `files` (then `id` is `<root>/<path>`)."),
@@ -259,11 +268,12 @@ OPERATIONS: dict[str, Operation] = {op.name: replace(op, runner=_RUNS.get(op.nam
                                    "For a collected event, its location.upstream.contentHash: the event is "
                                    "returned as indexed, with `upstream.status` saying whether its transcript "
                                    "lines still hold it.",
-              wire="contentHash", unset="the current version"))),
+              wire="contentHash", unset="the current version")), typed=_lazy("sources:FetchParams")),
     Operation("get_document", (
         _required("document_id", "A search result's documentId: an event id, or a workspace file <root>/<path>.",
                   wire="documentId"),
-        Param("include_chunks", "bool", "Include the document's chunks.", False, wire="includeChunks"))),
+        Param("include_chunks", "bool", "Include the document's chunks.", False, wire="includeChunks")),
+              typed=_lazy("sources:DocumentParams")),
     Operation("status"),
     Operation("tail", (Param("count", "int", "How many of the last events.", 10, minimum=1, maximum=MAX_LIMIT,
                              flag="-n"),), typed=TailParams),
@@ -285,10 +295,20 @@ OPERATIONS: dict[str, Operation] = {op.name: replace(op, runner=_RUNS.get(op.nam
         Param("workspace", help="Project or workspace it applies to."))),
     Operation("ephemeral", (
         Param("action", help="start: stop storing anything; end: store again; status: show the mode.",
-              required=True, positional=True, choices=("start", "end", "status")),
+              required=True, positional=True, choices=EPHEMERAL_ACTIONS),
         Param("minutes", "number", "With start: switch itself off after N minutes.", above=0,
-              maximum=7 * 24 * 60, unset="until end"))),
+              maximum=MAX_EPHEMERAL_MINUTES, unset="until end")), typed=_lazy("ephemeral:EphemeralParams")),
     Operation("context", _CONTEXT, typed=ContextParams),
     Operation("recall", _RECALL),
-    Operation("document_search", _DOCUMENT_SEARCH, checked_below=True),
+    Operation("document_search", _DOCUMENT_SEARCH, typed=_lazy("documents:DocumentSearchParams")),
+    # forget: MCP's input schema is written out (urchin/mcp_server/schemas.py), the CLI's flags too (--yes)
+    Operation("forget", (
+        Param("ids", "texts", "Event ids to forget.", positional=True, unset="none"),
+        Param("session", help="Forget every event of this session.", unset="any"),
+        Param("query", help="Forget events whose content contains this text, case-insensitive.", unset="any"),
+        Param("since", help="Only events at or after this time, RFC 3339.", unset="no bound"),
+        Param("until", help="Only events at or before this time, RFC 3339.", unset="no bound"),
+        Param("confirm", "bool", "true forgets; anything else only previews what would be forgotten.", False),
+        Param("purge", "bool", "true also rewrites Urchin's own PostgreSQL tables (VACUUM FULL), so no data "
+                               "file keeps the forgotten rows' bytes.", False)), typed=_lazy("forget:ForgetParams")),
 )}

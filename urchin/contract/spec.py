@@ -10,7 +10,6 @@ generate their schemas and options from these.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
@@ -106,16 +105,12 @@ class Operation:
     `typed`: the operation's typed parameters; `build` makes them at the edge and the layers below take
     them as they are. `run(target, params)`: the operation's one call of the facade (`Memory` or the
     daemon client), which every front end makes (`call`: parse, then run).
-    `checked_below`: the layer below holds the one validator of the values (textrawl's
-    `SearchParams`); the contract declares the parameters, knows their names, refuses unknown ones, and
-    front ends respell the layer's errors for their caller.
     """
 
     name: str
     params: tuple[Param, ...] = ()
     aliases: Mapping[str, str] = field(default_factory=dict)
-    checked_below: bool = False
-    typed: type[Typed] | None = None
+    typed: type[Typed] | str | None = None   # the class, or "module:Class" (loaded on first use: start-up)
     respell_free_text: bool = True   # False: a free-text field's error keeps its wire name on every caller
     runner: Callable[[Any, Any], Any] | None = field(default=None, compare=False)   # (target, params) -> result
 
@@ -130,6 +125,16 @@ class Operation:
             self.parse(values, caller, from_text=from_text)
         return self.run(target, params)
 
+    def typed_class(self) -> type[Typed]:
+        """The typed parameters' class; one declared by its import path is imported now, on first use."""
+        assert self.typed is not None, f"{self.name} has no typed parameters"
+        if isinstance(self.typed, str):
+            from importlib import import_module
+
+            module, _, name = self.typed.partition(":")
+            return getattr(import_module(module), name)
+        return self.typed
+
     def param(self, name: str) -> Param:
         return next(p for p in self.params if p.name == name)
 
@@ -137,10 +142,9 @@ class Operation:
         """The operation's typed parameters, checked once, here at the edge: names as `parse` reads them
         (unknown ones refused), the values checked by the typed parameters, and a bad field named the way
         this caller spells it (`--limit`, `--search[0].type`)."""
-        assert self.typed is not None, f"{self.name} has no typed parameters"
         given = self._named(values, caller)
         try:
-            return self.typed.parse(given, from_text=from_text)
+            return self.typed_class().parse(given, from_text=from_text)
         except QueryError as exc:
             raise self._respelled(exc, caller) from None
 
@@ -174,16 +178,8 @@ class Operation:
 
         `values` are keyed by wire name (HTTP, MCP) or by `Param.name` (CLI, where click already
         rejected unknown flags); `None` means not given. `from_text`: values are query-string text.
-        For an operation `checked_below`, the given values keyed by wire name, unchecked, for the
-        layer's own validator (whose errors name wire names).
         """
         given = self._named(values, caller)
-        if self.checked_below:
-            for param in self.params:   # NaN and infinity cannot travel as JSON to the daemon's validator
-                value = given.get(param.name)
-                if param.kind == "number" and isinstance(value, float) and not math.isfinite(value):
-                    raise QueryError(param.spelled(caller), f"must be a number, got {value}")
-            return {p.wire_name: given[p.name] for p in self.params if p.name in given}
         out: dict[str, Any] = {}
         for param in self.params:
             if param.name in given:

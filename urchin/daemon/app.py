@@ -378,8 +378,7 @@ async def _document_search(request: Request) -> Response:
     body = await _json_body(request)
     if not isinstance(body, Mapping):
         raise ValidationError("body", "must be a JSON object of search parameters")
-    args = OPERATIONS["document_search"].parse(body, "wire")
-    return JSON(await run_in_threadpool(_state(request).memory.document_search, args))
+    return JSON(await _run(request, "document_search", OPERATIONS["document_search"].build(body, "wire")))
 
 
 async def _recent(request: Request) -> Response:
@@ -387,9 +386,9 @@ async def _recent(request: Request) -> Response:
 
 
 async def _event(request: Request) -> Response:
-    memory = _state(request).memory
     if request.method == "DELETE":  # forget this one event, everywhere, for good
-        result = await run_in_threadpool(memory.forget, [request.path_params["event_id"]], confirm=True)
+        forget = OPERATIONS["forget"].build({"ids": [request.path_params["event_id"]], "confirm": True}, "wire")
+        result = await _run(request, "forget", forget)
         if not result.matched:
             raise NotFoundError(f"no event with id {request.path_params['event_id']!r}")
         return JSON(result.to_dict())
@@ -400,8 +399,9 @@ async def _event(request: Request) -> Response:
 async def _forget(request: Request) -> Response:
     """Forget by ids, session, query and/or time range; `confirm: true` acts, anything else previews."""
     body = await _json_body(request)
-    result = await run_in_threadpool(_state(request).memory.forget_from, body)
-    return JSON(result.to_dict())
+    if not isinstance(body, Mapping):
+        raise QueryError("body", "must be a JSON object with ids, session, query, since, until, confirm")
+    return JSON((await _run(request, "forget", OPERATIONS["forget"].build(body, "wire"))).to_dict())
 
 
 async def _status(request: Request) -> Response:

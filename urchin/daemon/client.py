@@ -27,6 +27,7 @@ from urchin.errors import (
     ValidationError,
 )
 from urchin.event import Event, new_id
+from urchin.params.wire import to_wire
 
 if TYPE_CHECKING:
     from urchin.collectors.base import CollectReport
@@ -43,6 +44,9 @@ if TYPE_CHECKING:
     from urchin.memory.forget import ForgetResult
     from urchin.memory.index import IndexRun
     from urchin.params.context import ContextParams
+    from urchin.params.documents import DocumentSearchParams
+    from urchin.params.ephemeral import EphemeralParams
+    from urchin.params.forget import ForgetParams
     from urchin.params.reading import (
         GetParams,
         RecentParams,
@@ -52,6 +56,8 @@ if TYPE_CHECKING:
         WorkspaceParams,
     )
     from urchin.params.search import SearchParams
+    from urchin.params.sources import DocumentParams, FetchParams, QuerySourceParams
+    from urchin.params.workspace import FileParams, MemoryParams
     from urchin.redact import Finding
     from urchin.search.query import SearchResult
     from urchin.workspace.memories import Member, MemoryDef
@@ -147,7 +153,7 @@ class RemoteMemory:
             scope=scope)
         if now is not None:  # the HTTP API always means "now"
             return self.local().search(p, now=now)
-        return self._call("GET", "/search", params=p.to_wire(), parse=_search_result,
+        return self._call("GET", "/search", params=to_wire(p), parse=_search_result,
                           fallback=lambda m: m.search(p))
 
     def recent(self, params: RecentParams | None = None, /, *, hours: float | None = None, limit: int | None = None,
@@ -160,7 +166,7 @@ class RemoteMemory:
             hours=hours, limit=limit, source=source, workspace=workspace, session=session, kind=kind))
         if now is not None:
             return self.local().recent(p, now=now)
-        return self._call("GET", "/recent", params=_drop_none(**_fields(p)), parse=_search_result,
+        return self._call("GET", "/recent", params=to_wire(p), parse=_search_result,
                           fallback=lambda m: m.recent(p))
 
     def semantic(self, query: str | SemanticParams, *, hours: float | None = None, limit: int | None = None,
@@ -175,7 +181,7 @@ class RemoteMemory:
             min_score=min_score, explain=explain))
         if now is not None:
             return self.local().semantic(p, now=now)
-        result: SearchResult = self._call("GET", "/semantic", params=p.to_wire(), parse=_search_result,
+        result: SearchResult = self._call("GET", "/semantic", params=to_wire(p), parse=_search_result,
                                           fallback=lambda m: m.semantic(p))
         if not self.fell_back:
             result.notes.extend(self._settings_notes(result.mode))
@@ -212,7 +218,7 @@ class RemoteMemory:
                                  body["tokensUsed"])
 
         typed = params
-        return self._call("POST", "/context", json=typed.to_wire(), parse=parse, fallback=lambda m: m.context(typed))
+        return self._call("POST", "/context", json=to_wire(typed), parse=parse, fallback=lambda m: m.context(typed))
 
     def recall(self, *, workspace: str | None = None, cwd: str | None = None, session: str | None = None,
                prompt: str | None = None, budget: int | None = None,
@@ -227,10 +233,13 @@ class RemoteMemory:
         answer: RecallAnswer = self._call("POST", "/recall", json=body, parse=_RecallAnswer, fallback=run)
         return answer
 
-    def document_search(self, params: Mapping[str, Any]) -> dict[str, Any]:
+    def document_search(self, params: DocumentSearchParams | Mapping[str, Any]) -> dict[str, Any]:
         """textrawl's `search` through the daemon, which holds the index connection."""
-        return self._call("POST", "/documents/search", json=dict(params), parse=lambda body: body,
-                          fallback=lambda m: m.document_search(params))
+        from urchin.params.documents import DocumentSearchParams
+
+        p = params if isinstance(params, DocumentSearchParams) else DocumentSearchParams.parse(params)
+        return self._call("POST", "/documents/search", json=to_wire(p), parse=lambda body: body,
+                          fallback=lambda m: m.document_search(p))
 
     def get(self, event_id: str | GetParams) -> Event:
         from urchin.params.reading import GetParams
@@ -245,21 +254,17 @@ class RemoteMemory:
 
         return self._call("GET", "/events/" + quote(p.id, safe=""), parse=parse, fallback=lambda m: m.get(p))
 
-    def forget(self, ids: Sequence[str] | str | None = None, *, session: str | None = None,
+    def forget(self, ids: ForgetParams | Sequence[str] | str | None = None, *, session: str | None = None,
                query: str | None = None, since: str | None = None, until: str | None = None,
                confirm: bool = False, purge: bool = False) -> ForgetResult:
         """`Memory.forget` through the daemon, so its hot views drop the events at once."""
-        body = _drop_none(ids=[ids] if isinstance(ids, str) else ids, session=session, query=query, since=since,
-                          until=until, confirm=confirm, purge=purge or None)
+        from urchin.memory.forget import ForgetResult
+        from urchin.params.forget import ForgetParams
 
-        def parse(answer: Any) -> ForgetResult:
-            from urchin.memory.forget import ForgetResult
-
-            return ForgetResult.from_dict(answer)
-
-        return self._call("POST", "/forget", json=body, parse=parse,
-                          fallback=lambda m: m.forget(ids, session=session, query=query, since=since, until=until,
-                                                      confirm=confirm, purge=purge))
+        p = ids if isinstance(ids, ForgetParams) else ForgetParams.parse(dict(
+            ids=ids, session=session, query=query, since=since, until=until, confirm=confirm, purge=purge))
+        return self._call("POST", "/forget", json=to_wire(p), parse=ForgetResult.from_dict,
+                          fallback=lambda m: m.forget(p))
 
     def finish_forget(self) -> Compaction | None:
         """The daemon finished any interrupted forget when it started; the journal's own check is
@@ -277,18 +282,6 @@ class RemoteMemory:
                               "with, not those config.toml holds now: restart it (stop it, then `urchin serve`), "
                               "then run `urchin redact --rewrite` again")
         return self.local().redact_rewrite(purge)
-
-    def forget_from(self, params: Mapping[str, Any]) -> ForgetResult:
-        """`Memory.forget_from` (wire-named parameters) through the daemon's route."""
-        if not isinstance(params, Mapping):
-            return self.local().forget_from(params)   # the same error, named the same way
-
-        def parse(answer: Any) -> ForgetResult:
-            from urchin.memory.forget import ForgetResult
-
-            return ForgetResult.from_dict(answer)
-
-        return self._call("POST", "/forget", json=dict(params), parse=parse, fallback=lambda m: m.forget_from(params))
 
     def status(self) -> dict[str, Any]:
         return self._call("GET", "/status", parse=lambda body: dict(body), fallback=lambda m: m.status())
@@ -364,7 +357,7 @@ class RemoteMemory:
     def follow_events(self, stop: threading.Event | None = None, poll_s: float = 0.25) -> Iterator[Event]:
         return self.local().follow_events(stop, poll_s)
 
-    def ephemeral(self, action: str = "status", minutes: float | None = None) -> EphemeralState:
+    def ephemeral(self, action: str | EphemeralParams = "status", minutes: float | None = None) -> EphemeralState:
         return self.local().ephemeral(action, minutes)
 
     def redact_check(self, path: str) -> Iterator[Finding]:
@@ -396,7 +389,7 @@ class RemoteMemory:
     def workspace_list(self) -> list[Root]:
         return self.local().workspace_list()
 
-    def get_file(self, path: str, from_line: int = 1, max_lines: int = 200) -> FileRange:
+    def get_file(self, path: str | FileParams, from_line: int = 1, max_lines: int = 200) -> FileRange:
         return self.local().get_file(path, from_line, max_lines)
 
     def memory_create(self, slug: str, use_when: str, members: list[Member], title: str | None = None,
@@ -413,7 +406,7 @@ class RemoteMemory:
     def memory_list(self) -> list[MemoryDef]:
         return self.local().memory_list()
 
-    def memory_get(self, slug: str, token_budget: int = 8000) -> dict[str, Any]:
+    def memory_get(self, slug: str | MemoryParams, token_budget: int = 8000) -> dict[str, Any]:
         return self.local().memory_get(slug, token_budget)
 
     def overview(self) -> dict[str, Any]:
@@ -435,14 +428,15 @@ class RemoteMemory:
     def index_status(self) -> dict[str, Any]:
         return self.local().index_status()
 
-    def query_source(self, source: str, query: str, limit: int = 10, min_score: float = 0.0) -> ContextResult:
+    def query_source(self, source: str | QuerySourceParams, query: str = "", limit: int = 10,
+                     min_score: float = 0.0) -> ContextResult:
         return self.local().query_source(source, query, limit, min_score)
 
-    def fetch_source_document(self, source: str, doc_id: str, content_hash: str | None = None,
+    def fetch_source_document(self, source: str | FetchParams, doc_id: str = "", content_hash: str | None = None,
                               mode: str = "indexed") -> dict[str, Any]:
         return self.local().fetch_source_document(source, doc_id, content_hash, mode)
 
-    def get_document(self, document_id: str, include_chunks: bool = False) -> dict[str, Any]:
+    def get_document(self, document_id: str | DocumentParams, include_chunks: bool = False) -> dict[str, Any]:
         return self.local().get_document(document_id, include_chunks)
 
     # Local by nature: scoped tokens are a file of this home, roles are set up on the database directly.
@@ -504,11 +498,6 @@ class RemoteMemory:
         if response.status_code >= 400:
             raise _error(response.status_code, body, self.info.address)
         return parse(body)
-
-
-def _fields(params: Any) -> dict[str, Any]:
-    """A typed parameters object's fields by name (slots dataclasses have no `__dict__`)."""
-    return {name: getattr(params, name) for name in params.__dataclass_fields__}
 
 
 def _drop_none(**values: Any) -> dict[str, Any]:

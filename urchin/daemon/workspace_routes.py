@@ -52,8 +52,8 @@ def workspace_routes(json: Any, memory_of: Any) -> list[Route]:
 
     args = request_args
     async def get_file(request: Request) -> Response:
-        a = args(request, "get_file", path=request.path_params["path"])
-        window = await run_in_threadpool(memory_of(request).get_file, a["path"], a["from_line"], a["max_lines"])
+        p = request_params(request, "get_file", path=request.path_params["path"])
+        window = await run_in_threadpool(OPERATIONS["get_file"].run, memory_of(request), p)
         return json(window.to_dict())
 
     async def overview(request: Request) -> Response:
@@ -66,23 +66,21 @@ def workspace_routes(json: Any, memory_of: Any) -> list[Route]:
         return json({"memories": [m.summary() for m in items]})
 
     async def memory(request: Request) -> Response:
-        a = args(request, "get_memory", slug=request.path_params["slug"])
-        return json(await run_in_threadpool(memory_of(request).memory_get, a["slug"], a["token_budget"]))
+        p = request_params(request, "get_memory", slug=request.path_params["slug"])
+        return json(await run_in_threadpool(OPERATIONS["get_memory"].run, memory_of(request), p))
 
     async def query_source(request: Request) -> Response:
-        a = args(request, "query_source", source=request.path_params["source"])
-        result = await run_in_threadpool(memory_of(request).query_source, a["source"], a["query"], a["limit"],
-                                          a["min_score"])
-        return json(result.to_dict())
+        p = request_params(request, "query_source", source=request.path_params["source"])
+        return json((await run_in_threadpool(OPERATIONS["query_source"].run, memory_of(request), p)).to_dict())
 
     async def fetch_document(request: Request) -> Response:
-        a = args(request, "fetch_document", source=request.path_params["source"], id=request.path_params["doc_id"])
-        return json(await run_in_threadpool(memory_of(request).fetch_source_document, a["source"], a["id"],
-                                            a.get("content_hash"), a["mode"]))
+        p = request_params(request, "fetch_document", source=request.path_params["source"],
+                           id=request.path_params["doc_id"])
+        return json(await run_in_threadpool(OPERATIONS["fetch_document"].run, memory_of(request), p))
 
     async def get_document(request: Request) -> Response:
-        a = args(request, "get_document", documentId=request.path_params["document_id"])
-        return json(await run_in_threadpool(memory_of(request).get_document, a["document_id"], a["include_chunks"]))
+        p = request_params(request, "get_document", documentId=request.path_params["document_id"])
+        return json(await run_in_threadpool(OPERATIONS["get_document"].run, memory_of(request), p))
 
     return [
         Route("/files/{path:path}", get_file, methods=["GET"]),

@@ -12,15 +12,12 @@ conversations are sessions, one result per session whose events answer the query
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
-from urchin.checks import check_bool, check_number, describe, unknown_parameter
-from urchin.errors import QueryError
 from urchin.index.base import MEMORY_KINDS
 from urchin.index.files import FILE_KIND, FILES_SOURCE
 from urchin.index.sparse import term_ids, tokens
-from urchin.params.context import ContextParams
+from urchin.params.documents import DocumentSearchParams
 from urchin.params.limits import DOCUMENT_CONTENT_TYPES as CONTENT_TYPES
 from urchin.params.limits import DOCUMENT_FILE_TYPES as FILE_TYPES
 from urchin.params.limits import DOCUMENT_SEARCH_BOUNDS as BOUNDS
@@ -30,7 +27,7 @@ from urchin.params.limits import DOCUMENT_SOURCE_TYPES as SOURCE_TYPES
 from urchin.params.limits import MAX_CONTEXT_LIMIT
 from urchin.search.websearch import parse, unheld_phrases
 
-__all__ = ["SearchParams", "run_search", "NAMES", "DEFAULTS", "BOUNDS", "file_type", "SOURCE_TYPES",
+__all__ = ["run_search", "NAMES", "DEFAULTS", "BOUNDS", "file_type", "SOURCE_TYPES",
            "CONTENT_TYPES", "K", "SNIPPET_CHARS"]
 
 K = 60                           # the seed's RRF constant ("standard"): not a parameter of this tool
@@ -41,60 +38,6 @@ LEG_DEPTH = MAX_CONTEXT_LIMIT    # each leg's list: the candidates the fusion se
 
 ContextFn = Callable[[Mapping[str, Any]], Any]
 SessionsFn = Callable[[Sequence[str]], Mapping[str, Mapping[str, Any]]]
-
-
-@dataclass(frozen=True, slots=True)
-class SearchParams:
-    """Validated; names, defaults and bounds are `urchin/params/limits.py`'s, as the contract's
-    `document_search` declares them. Query and tags are checked by `ContextParams`, the one query checker."""
-
-    query: str
-    tags: tuple[str, ...]
-    limit: int
-    full_text_weight: float
-    semantic_weight: float
-    min_score: float
-    include_memories: bool
-    include_conversations: bool
-    memory_weight: float
-    conversation_weight: float
-    source_type: str | None
-    content_type: str | None
-
-    @classmethod
-    def parse(cls, data: Mapping[str, Any]) -> SearchParams:
-        if not isinstance(data, Mapping):
-            raise QueryError("params", "must be an object")
-        unknown = [k for k in data if k not in NAMES]
-        if unknown:
-            raise unknown_parameter(unknown[0], NAMES)
-        given = {k: v for k, v in data.items() if v is not None}
-        shared = ContextParams.parse({k: given[k] for k in ("query", "tags") if k in given})
-        values: dict[str, Any] = {}
-        for attr, (low, high) in BOUNDS.items():
-            wire = _wire(attr)
-            values[attr] = check_number(given.get(wire, DEFAULTS[attr]), wire, whole=attr == "limit", low=low,
-                                        high=high)
-        if values["full_text_weight"] == 0 and values["semantic_weight"] == 0:
-            raise QueryError("semanticWeight", "must be over 0 when fullTextWeight is 0 (no leg would run)")
-        for attr in ("include_memories", "include_conversations"):
-            values[attr] = check_bool(given.get(_wire(attr), DEFAULTS[attr]), _wire(attr))
-        return cls(shared.query, shared.tags, source_type=_choice(given, "sourceType", SOURCE_TYPES),
-                   content_type=_choice(given, "contentType", CONTENT_TYPES), **values)
-
-
-def _wire(attr: str) -> str:
-    head, *rest = attr.split("_")
-    return head + "".join(word.title() for word in rest)
-
-
-def _choice(given: Mapping[str, Any], name: str, allowed: tuple[str, ...]) -> str | None:
-    value = given.get(name)
-    if value is None:
-        return None
-    if not isinstance(value, str) or value.strip().lower() not in allowed:
-        raise QueryError(name, f"must be one of {', '.join(allowed)}, got {describe(value)}")
-    return value.strip().lower()
 
 
 def file_type(path: str | None) -> str:
@@ -112,13 +55,13 @@ def _source_type(result: Mapping[str, Any]) -> str:
 
 
 # ---- the legs and the seed's fusion ------------------------------------------------------------
-def _legs(context: ContextFn, p: SearchParams, scope: Mapping[str, Any],
+def _legs(context: ContextFn, p: DocumentSearchParams, scope: Mapping[str, Any],
           keep: Callable[[Mapping[str, Any]], bool] = lambda r: True) -> list[tuple[float, list[dict[str, Any]]]]:
     """Each leg that runs (weight over 0) as (weight, its results best first, within `scope`'s filters)."""
     out = []
     for strategy, weight in (("keyword", p.full_text_weight), ("semantic", p.semantic_weight)):
         if weight > 0:
-            query = {"query": p.query, "strategy": strategy, "limit": LEG_DEPTH, "perFileCap": LEG_DEPTH, **scope}
+            query = {"query": p.query, "strategy": strategy, "limit": LEG_DEPTH, "per_file_cap": LEG_DEPTH, **scope}
             if p.tags:
                 query["tags"] = list(p.tags)
             out.append((weight, [r for r in context(query).results if keep(r)]))
@@ -134,7 +77,7 @@ def fuse(legs: Sequence[tuple[float, Sequence[Any]]]) -> dict[Any, float]:
     return score
 
 
-def best_possible(p: SearchParams) -> float:
+def best_possible(p: DocumentSearchParams) -> float:
     """What a result ranked first in every leg that runs scores: the 1.0 of the shown score."""
     return (p.full_text_weight + p.semantic_weight) / (K + 1)
 
@@ -159,9 +102,9 @@ def _cut(text: str) -> dict[str, Any]:
 
 
 # ---- documents ---------------------------------------------------------------------------------
-def _document_scope(p: SearchParams, event_sources: Callable[[], list[str]]) -> dict[str, Any] | None:
+def _document_scope(p: DocumentSearchParams, event_sources: Callable[[], list[str]]) -> dict[str, Any] | None:
     """The filters of the document legs (None: nothing can match, e.g. a note that is markdown)."""
-    scope: dict[str, Any] = {"includeMemories": False}     # documents are never memories (their own class)
+    scope: dict[str, Any] = {"include_memories": False}     # documents are never memories (their own class)
     wants_file = p.source_type == "file" or p.content_type in FILE_TYPES
     if p.content_type in MEMORY_KINDS or (p.source_type == "note" and p.content_type in FILE_TYPES):
         return None
@@ -177,7 +120,7 @@ def _document_scope(p: SearchParams, event_sources: Callable[[], list[str]]) -> 
     return scope
 
 
-def _documents(context: ContextFn, p: SearchParams, event_sources: Callable[[], list[str]]
+def _documents(context: ContextFn, p: DocumentSearchParams, event_sources: Callable[[], list[str]]
                ) -> list[tuple[float, dict[str, Any]]]:
     scope = _document_scope(p, event_sources)
     if scope is None:
@@ -203,8 +146,9 @@ def _document_data(d: Mapping[str, Any]) -> dict[str, Any]:
 
 
 # ---- memories ----------------------------------------------------------------------------------
-def _memories(context: ContextFn, curated: Sequence[Any], p: SearchParams) -> list[tuple[float, dict[str, Any]]]:
-    legs = _legs(context, p, {"includeMemories": True, "includeConversations": False, "memoryWeight": 1.0})
+def _memories(context: ContextFn, curated: Sequence[Any], p: DocumentSearchParams
+              ) -> list[tuple[float, dict[str, Any]]]:
+    legs = _legs(context, p, {"include_memories": True, "include_conversations": False, "memory_weight": 1.0})
     out = [(raw, {"entityName": r.get("title") or r.get("workspace") or r.get("source"), "content": r["content"],
                   "entityType": r.get("kind"), "memoryId": r["id"], "kind": "event", "tags": r.get("tags", []),
                   "source": r.get("source"), "citation": r.get("citation"), "updatedAt": r.get("updatedAt")})
@@ -239,14 +183,14 @@ def _curated(curated: Sequence[Any], query: str) -> list[Any]:
 
 
 # ---- conversations -----------------------------------------------------------------------------
-def _conversations(context: ContextFn, p: SearchParams, sessions: SessionsFn, event_sources: Callable[[], list[str]]
-                   ) -> list[tuple[float, dict[str, Any]]]:
+def _conversations(context: ContextFn, p: DocumentSearchParams, sessions: SessionsFn,
+                   event_sources: Callable[[], list[str]]) -> list[tuple[float, dict[str, Any]]]:
     """A session is ranked in each leg where its best event is (the leg's list read session by session),
     so one session is one result, whatever kind its events are (a decision included)."""
     sources = [s for s in event_sources() if s != FILES_SOURCE]     # file chunks have no session
     if not sources:
         return []
-    scope = {"includeMemories": True, "includeConversations": True, "memoryWeight": 1.0, "sources": sources}
+    scope = {"include_memories": True, "include_conversations": True, "memory_weight": 1.0, "sources": sources}
     legs = _legs(context, p, scope, lambda r: r.get("kind") != FILE_KIND and bool(r.get("session")))
     turns: dict[str, list[Mapping[str, Any]]] = {}
     for _, ranked in legs:
@@ -284,12 +228,12 @@ def _order(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return items
 
 
-def run_search(context: ContextFn, curated: Sequence[Any], data: Mapping[str, Any],
+def run_search(context: ContextFn, curated: Sequence[Any], p: DocumentSearchParams,
                event_sources: Callable[[], list[str]] = lambda: [],
                sessions: SessionsFn = lambda keys: {}) -> dict[str, Any]:
-    """textrawl's `search`: `context` runs one search_context query (wire names), `curated` are the
-    curated memories, `event_sources` the journal sources the index holds, `sessions` session titles."""
-    p = SearchParams.parse(data)
+    """textrawl's `search`: `context` runs one search_context query (`ContextParams` keywords), `curated`
+    are the curated memories, `event_sources` the journal sources the index holds, `sessions` session
+    titles; `p` were checked when built."""
     best = best_possible(p)
     if not p.include_memories and not p.include_conversations:
         docs = [{**d, "score": round(raw / best, 4)} for raw, d in _documents(context, p, event_sources)]

@@ -6,23 +6,26 @@ Their input schemas are generated from the contract's `document_search` and `get
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from urchin.contract.render import render_document, render_document_search
 
 if TYPE_CHECKING:
     from urchin.memory.facade import Facade
+    from urchin.params.documents import DocumentSearchParams
+    from urchin.params.sources import DocumentParams
 
 __all__ = ["RUNNERS", "OUTPUT", "DOCS", "READ_ONLY"]
 
 
-def _search(memory: Facade, a: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+def _search(memory: Facade, a: DocumentSearchParams) -> tuple[str, dict[str, Any]]:
     result = memory.document_search(a)
     return render_document_search(result), result
 
 
-def _get_document(memory: Facade, a: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-    result = memory.get_document(a["document_id"], a["include_chunks"])
+def _get_document(memory: Facade, a: DocumentParams) -> tuple[str, dict[str, Any]]:
+    result = memory.get_document(a)
     return render_document(result), result
 
 
@@ -68,5 +71,6 @@ DOCS: dict[str, tuple[str, str]] = {
         "adds its chunks. A file the index does not hold is an error naming fetch_source_document's live mode.")),
 }
 
-RUNNERS = {"search": _search, "get_document": _get_document}
+RUNNERS: dict[str, Callable[[Facade, Any], tuple[str, dict[str, Any]]]] = {
+    "search": _search, "get_document": _get_document}
 READ_ONLY = set(RUNNERS)

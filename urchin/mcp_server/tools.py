@@ -30,6 +30,8 @@ from urchin.search.query import SearchResult
 
 if TYPE_CHECKING:
     from urchin.memory.facade import Facade
+    from urchin.params.ephemeral import EphemeralParams
+    from urchin.params.forget import ForgetParams
     from urchin.params.reading import GetParams
     from urchin.tokens import Grant
 
@@ -76,8 +78,8 @@ def _remember(memory: Facade, a: dict[str, Any], reader: bool = True) -> Reply:
     return _write_reply(memory.ingest_one(item), reader)
 
 
-def _ephemeral(memory: Facade, a: dict[str, Any]) -> Reply:
-    state = memory.ephemeral(a["action"], a.get("minutes"))
+def _ephemeral(memory: Facade, a: EphemeralParams) -> Reply:
+    state = OPERATIONS["ephemeral"].run(memory, a)
     data: dict[str, Any] = state.to_dict()
     return state.describe(), data
 
@@ -87,8 +89,8 @@ def _status(memory: Facade, a: dict[str, Any]) -> Reply:
     return render_status(info), info
 
 
-def _forget(memory: Facade, a: dict[str, Any]) -> Reply:
-    result = memory.forget_from(a)
+def _forget(memory: Facade, a: ForgetParams) -> Reply:
+    result = OPERATIONS["forget"].run(memory, a)
     return result.render(), result.to_dict()
 
 

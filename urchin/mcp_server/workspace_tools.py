@@ -5,20 +5,23 @@ Each runner makes one `Memory` call and returns (text, structuredContent), like 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from urchin.contract.render import render_context, render_memories, render_memory, render_overview
 
 if TYPE_CHECKING:
     from urchin.memory.facade import Facade
+    from urchin.params.sources import FetchParams, QuerySourceParams
+    from urchin.params.workspace import FileParams, MemoryParams
 
 __all__ = ["RUNNERS", "OUTPUT", "DOCS", "READ_ONLY"]
 
 Reply = tuple[str, dict[str, Any]]
 
 
-def _get_file(memory: Facade, a: dict[str, Any]) -> Reply:
-    window = memory.get_file(a["path"], a["from_line"], a["max_lines"])
+def _get_file(memory: Facade, a: FileParams) -> Reply:
+    window = memory.get_file(a)
     return window.render(), window.to_dict()
 
 
@@ -32,18 +35,18 @@ def _list_memories(memory: Facade, a: dict[str, Any]) -> Reply:
     return render_memories(items), {"memories": items}
 
 
-def _get_memory(memory: Facade, a: dict[str, Any]) -> Reply:
-    result = memory.memory_get(a["slug"], a["token_budget"])
+def _get_memory(memory: Facade, a: MemoryParams) -> Reply:
+    result = memory.memory_get(a)
     return render_memory(result), result
 
 
-def _query_source(memory: Facade, a: dict[str, Any]) -> Reply:
-    result = memory.query_source(a["source"], a["query"], a["limit"], a["min_score"]).to_dict()
+def _query_source(memory: Facade, a: QuerySourceParams) -> Reply:
+    result = memory.query_source(a).to_dict()
     return render_context(result), result
 
 
-def _fetch_document(memory: Facade, a: dict[str, Any]) -> Reply:
-    doc = memory.fetch_source_document(a["source"], a["id"], a.get("content_hash"), a["mode"])
+def _fetch_document(memory: Facade, a: FetchParams) -> Reply:
+    doc = memory.fetch_source_document(a)
     return doc["content"], doc
 
 
@@ -110,6 +113,7 @@ DOCS: dict[str, tuple[str, str]] = {
         "indexed (status unchanged, changed or missing); pass a result's contentHash to insist on that version.")),
 }
 
-RUNNERS = {"get_file": _get_file, "get_workspace_overview": _overview, "list_memories": _list_memories,
-           "get_memory": _get_memory, "query_source": _query_source, "fetch_source_document": _fetch_document}
+RUNNERS: dict[str, Callable[[Facade, Any], Reply]] = {
+    "get_file": _get_file, "get_workspace_overview": _overview, "list_memories": _list_memories,
+    "get_memory": _get_memory, "query_source": _query_source, "fetch_source_document": _fetch_document}
 READ_ONLY = set(RUNNERS)

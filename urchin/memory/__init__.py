@@ -14,13 +14,13 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from urchin.config import Settings
 from urchin.ephemeral import EphemeralState
-from urchin.errors import NotFoundError, QueryError, UrchinError, ValidationError
+from urchin.errors import NotFoundError, UrchinError, ValidationError
 from urchin.event import Event, format_timestamp
 from urchin.journal import Journal
 from urchin.memory.capture import Capture
@@ -32,6 +32,7 @@ from urchin.memory.semantic import SemanticViews
 from urchin.memory.timeline import Timeline, TimelinePage
 from urchin.memory.workspace import Workspace
 from urchin.memory.writing import PreparedBatch, import_lines, prepare_batch
+from urchin.params import built, typed
 from urchin.params.context import ContextParams
 from urchin.params.reading import GetParams, RecentParams, SemanticParams, SessionParams, TailParams, WorkspaceParams
 from urchin.params.search import SearchParams
@@ -51,7 +52,8 @@ from urchin.tokens import TokenStore
 
 if TYPE_CHECKING:
     # Imported where used: numpy and httpx cost ~0.3 s, the write path (redaction rules) ~15 ms and the
-    # workspace modules ~8 ms, and a cold `urchin search` needs none of them.
+    # workspace modules ~8 ms, the typed parameters of the other operations ~7% of a cold `urchin search`
+    # (8 dataclasses), and a cold `urchin search` needs none of them.
     from urchin.collectors.base import CollectReport
     from urchin.collectors.install import InstallResult
     from urchin.collectors.uninstall import UninstallResult
@@ -62,6 +64,11 @@ if TYPE_CHECKING:
     from urchin.index.service import IndexService
     from urchin.ingest import BatchReport, Ingestor, IngestResult
     from urchin.memory.reload import ConfigReload, ConfigWatch
+    from urchin.params.documents import DocumentSearchParams
+    from urchin.params.ephemeral import EphemeralParams
+    from urchin.params.forget import ForgetParams
+    from urchin.params.sources import DocumentParams, FetchParams, QuerySourceParams
+    from urchin.params.workspace import FileParams, MemoryParams
     from urchin.recall import RecallResult
     from urchin.recall.reader import Reader
     from urchin.redact import Finding
@@ -82,12 +89,6 @@ log = logging.getLogger(__name__)
 WARM_DAYS, WARM_SCAN, WARM_WORKSPACES = 7, 2000, 16
 
 FOLLOW_POLL_S = 0.25
-_P = TypeVar("_P")
-
-
-def _built(cls: type[_P], **given: Any) -> _P:
-    """Typed parameters from a Python caller's keywords; `None` means the field's default."""
-    return cls(**{k: v for k, v in given.items() if v is not None})
 
 
 def __getattr__(name: str) -> Any:
@@ -243,7 +244,7 @@ class Memory:
         hit how its score was made. `query` is a `SemanticParams` (checked when built), or its text with
         the other fields as keywords (built here, so checked the same way).
         """
-        p = query if isinstance(query, SemanticParams) else _built(
+        p = query if isinstance(query, SemanticParams) else built(
             SemanticParams, query=query, hours=hours, limit=limit, source=source, workspace=workspace,
             session=session, kind=kind, min_score=min_score, explain=explain)
         return self._semantic.search(p.query, window_start_ms(p.hours, now), p.limit,
@@ -270,7 +271,7 @@ class Memory:
                source: str | None = None, workspace: str | None = None, session: str | None = None,
                kind: str | None = None, now: datetime | None = None) -> SearchResult:
         """The latest events of the window, newest first: `RecentParams`, or its fields as keywords."""
-        p = params if params is not None else _built(RecentParams, hours=hours, limit=limit, source=source,
+        p = params if params is not None else built(RecentParams, hours=hours, limit=limit, source=source,
                                                      workspace=workspace, session=session, kind=kind)
         self._hot.catch_up()
         events = self._substring.search(None, since_ms=window_start_ms(p.hours, now), limit=p.limit,
@@ -280,7 +281,7 @@ class Memory:
     def session_context(self, session: str | SessionParams, *, hours: float | None = None,
                         limit: int | None = None, now: datetime | None = None) -> SearchResult:
         """The session's latest events, oldest first."""
-        p = session if isinstance(session, SessionParams) else _built(SessionParams, session=session, hours=hours,
+        p = session if isinstance(session, SessionParams) else built(SessionParams, session=session, hours=hours,
                                                                        limit=limit)
         events = self._substring.search(None, since_ms=window_start_ms(p.hours, now), limit=p.limit,
                                         filters=Filters(session=p.session), oldest_first=True)
@@ -288,7 +289,7 @@ class Memory:
 
     def workspace_context(self, workspace: str | WorkspaceParams, *, hours: float | None = None,
                           limit: int | None = None, now: datetime | None = None) -> SearchResult:
-        p = workspace if isinstance(workspace, WorkspaceParams) else _built(WorkspaceParams, workspace=workspace,
+        p = workspace if isinstance(workspace, WorkspaceParams) else built(WorkspaceParams, workspace=workspace,
                                                                              hours=hours, limit=limit)
         return self.recent(RecentParams(p.hours, p.limit, workspace=p.workspace), now=now)
 
@@ -325,18 +326,14 @@ class Memory:
         return self._events.follow_events(self.end_offset(), stop, poll_s)
 
     # ---- privacy ------------------------------------------------------------------------------
-    def ephemeral(self, action: str = "status", minutes: float | None = None) -> EphemeralState:
-        """Turn ephemeral mode on (`start`, optionally for `minutes`), off (`end`), or report it."""
-        flag = self.ingestor.ephemeral
-        if action in ("start", "on"):
-            if minutes is not None and not (isinstance(minutes, (int, float)) and 0 < minutes <= 7 * 24 * 60):
-                raise QueryError("minutes", f"must be a number from 1 to {7 * 24 * 60}, got {minutes!r}")
-            return flag.start(minutes)
-        if action in ("end", "off"):
-            return flag.end()
-        if action == "status":
-            return flag.state()
-        raise QueryError("action", f"must be start, end or status, got {action!r}")
+    def ephemeral(self, action: str | EphemeralParams = "status", minutes: float | None = None) -> EphemeralState:
+        """Turn ephemeral mode on (`start`, optionally for `minutes`; or `on`), off (`end`, `off`), or report it."""
+        alias = {"on": "start", "off": "end"}.get(action) if isinstance(action, str) else None
+        from urchin.params.ephemeral import EphemeralParams
+        p, flag = typed(EphemeralParams, alias or action, minutes), self.ingestor.ephemeral
+        if p.action == "start":
+            return flag.start(p.minutes)
+        return flag.end() if p.action == "end" else flag.state()
 
     def redact_check(self, path: str) -> Iterator[Finding]:
         """What redaction would remove from a file, by type, line and column; values are masked."""
@@ -467,9 +464,10 @@ class Memory:
     def workspace_list(self) -> list[Root]:
         return self._workspace.roots.list()
 
-    def get_file(self, path: str, from_line: int = 1, max_lines: int = 200) -> FileRange:
-        """A window of numbered lines of a workspace file; paths outside the roots are refused."""
-        return self._workspace.get_file(path, from_line, max_lines)
+    def get_file(self, path: str | FileParams, from_line: int = 1, max_lines: int = 200) -> FileRange:
+        """A window of numbered lines of a workspace file (`FileParams`, or its fields); outside the roots: refused."""
+        from urchin.params.workspace import FileParams
+        return self._workspace.get_file(typed(FileParams, path, from_line, max_lines))
 
     def memory_create(self, slug: str, use_when: str, members: list[Member], title: str | None = None,
                       replace: bool = False) -> MemoryDef:
@@ -488,8 +486,8 @@ class Memory:
     def memory_list(self) -> list[MemoryDef]:
         return self._workspace.memory_list()
 
-    def memory_get(self, slug: str, token_budget: int = 8000) -> dict[str, Any]:
-        """A curated memory with every member's current contents, and coverage notes."""
+    def memory_get(self, slug: str | MemoryParams, token_budget: int = 8000) -> dict[str, Any]:
+        """A curated memory with every member's current contents, and coverage notes (`MemoryParams`, or its fields)."""
 
         def run_query(member: Member) -> list[str]:
             # a saved window is held to the rule `memory create` holds it to (and its error), not search's
@@ -497,7 +495,8 @@ class Memory:
             result = self.search(member.query or "", hours=hours, limit=50, source=member.source)
             return [one_line(hit.event, width=2000) for hit in result.hits]
 
-        return self._workspace.memory_get(slug, token_budget, run_query)
+        from urchin.params.workspace import MemoryParams
+        return self._workspace.memory_get(typed(MemoryParams, slug, token_budget), run_query)
 
     def overview(self) -> dict[str, Any]:
         """Where an agent new to a workspace starts: files, recent changes, sources, memories."""
@@ -565,12 +564,13 @@ class Memory:
         """`urchin index`: the journal, then (when not following and roots exist) the workspace files."""
         return self._index.update(rebuild, follow, on_progress, stop)
 
-    def query_source(self, source: str, query: str, limit: int = 10, min_score: float = 0.0) -> ContextResult:
-        """`search_context` on one source only: a journal source (claude, git, ...) or a workspace root's files;
-        `min_score` keeps the results scored at or above it."""
-        return self._index.query_source(source, query, limit, min_score)
+    def query_source(self, source: str | QuerySourceParams, query: str = "", limit: int = 10,
+                     min_score: float = 0.0) -> ContextResult:
+        """`search_context` on one source only (`QuerySourceParams`, or its fields): see `HybridIndex.query_source`."""
+        from urchin.params.sources import QuerySourceParams
+        return self._index.query_source(typed(QuerySourceParams, source, query, limit, min_score))
 
-    def fetch_source_document(self, source: str, doc_id: str, content_hash: str | None = None,
+    def fetch_source_document(self, source: str | FetchParams, doc_id: str = "", content_hash: str | None = None,
                               mode: str = "indexed") -> dict[str, Any]:
         """One whole document: an event by id (of that source), or a file of a workspace root (its whole text).
 
@@ -580,18 +580,21 @@ class Memory:
         files over MAX_DOCUMENT_BYTES too (read ranges instead). `content_hash` (a file result's
         `location.contentHash`) insists on that version.
         A collected event is the version indexed; it carries `upstream` (its transcript lines, and whether
-        they still hold it), and `content_hash` must then be its `location.upstream.contentHash`.
+        they still hold it), and `content_hash` must then be its `location.upstream.contentHash`. (`FetchParams`.)
         """
-        return self._index.fetch_source_document(source, doc_id, content_hash, mode)
+        from urchin.params.sources import FetchParams
+        return self._index.fetch_source_document(typed(FetchParams, source, doc_id, mode, content_hash))
 
-    def get_document(self, document_id: str, include_chunks: bool = False) -> dict[str, Any]:
-        """textrawl's `get_document`: a search result's whole document at the version indexed."""
-        return self._index.get_document(document_id, include_chunks)
+    def get_document(self, document_id: str | DocumentParams, include_chunks: bool = False) -> dict[str, Any]:
+        """textrawl's `get_document`: a search result's whole document at the version indexed (`DocumentParams`)."""
+        from urchin.params.sources import DocumentParams
+        return self._index.get_document(typed(DocumentParams, document_id, include_chunks))
 
-    def document_search(self, params: Mapping[str, Any]) -> dict[str, Any]:
-        """textrawl's `search` (wire-named parameters) over the same hybrid query as `context`."""
-        curated = self.memory_list() if params.get("includeMemories") is True else []
-        return self._index.document_search(params, curated)
+    def document_search(self, params: DocumentSearchParams | Mapping[str, Any]) -> dict[str, Any]:
+        """textrawl's `search` over the same hybrid query as `context`: `DocumentSearchParams`, or them by name."""
+        from urchin.params.documents import DocumentSearchParams
+        p = params if isinstance(params, DocumentSearchParams) else DocumentSearchParams.parse(params)
+        return self._index.document_search(p, self.memory_list() if p.include_memories else [])
 
     def index_files(self) -> FileIndexReport:
         """Index the workspace roots' files (changed ones re-chunked, vanished ones removed)."""
@@ -707,17 +710,13 @@ class Memory:
         return self._timeline.activity(days=days, now=now)
 
     # ---- forgetting ---------------------------------------------------------------------------
-    def forget(self, ids: Sequence[str] | str | None = None, *, session: str | None = None,
+    def forget(self, ids: ForgetParams | Sequence[str] | str | None = None, *, session: str | None = None,
                query: str | None = None, since: str | None = None, until: str | None = None,
                confirm: bool = False, purge: bool = False) -> ForgetResult:
-        """Forget every event matching all the given selectors; without `confirm` only preview them.
-        `purge`: also rewrite the PostgreSQL tables, so no data file keeps the deleted rows' bytes."""
-        return self._forgetting.forget(ids, session=session, query=query, since=since, until=until, confirm=confirm,
-                                       purge=purge)
-
-    def forget_from(self, params: Mapping[str, Any]) -> ForgetResult:
-        """`forget` with wire-named parameters in one mapping (HTTP, MCP); an unknown key is an error."""
-        return self._forgetting.forget_from(params)
+        """Forget the events matching every selector given (`ForgetParams`, or its fields): `Forgetting.forget`."""
+        from urchin.params.forget import ForgetParams
+        return self._forgetting.forget(ids if isinstance(ids, ForgetParams) else ForgetParams.parse(dict(
+            ids=ids, session=session, query=query, since=since, until=until, confirm=confirm, purge=purge)))
 
     def compact(self) -> Compaction | None:
         """Rewrite the journal without forgotten events, if any are left in it; views follow."""

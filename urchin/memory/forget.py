@@ -9,17 +9,15 @@ PostgreSQL rows through the feeder).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from urchin.checks import check_bool, unknown_parameter
 from urchin.config import Settings
-from urchin.errors import QueryError, UrchinError, ValidationError
-from urchin.event import Event, parse_timestamp, quoted
+from urchin.errors import UrchinError
+from urchin.event import Event
 from urchin.forget import Compaction, ForgetLog, compact, forget_hash, line_id
 from urchin.journal import Journal
 from urchin.words import plural
@@ -28,14 +26,13 @@ if TYPE_CHECKING:
     from urchin.ingest import Ingestor
     from urchin.memory.index import HybridIndex
     from urchin.memory.semantic import SemanticViews
+    from urchin.params.forget import ForgetParams
     from urchin.search.substring import SubstringSearcher
 
-__all__ = ["Forgetting", "ForgetResult", "FORGET_PARAMS", "PREVIEW_LIMIT"]
+__all__ = ["Forgetting", "ForgetResult", "PREVIEW_LIMIT"]
 
 log = logging.getLogger("urchin.forget")
-FORGET_PARAMS = ("ids", "session", "query", "since", "until", "confirm", "purge")
 PREVIEW_LIMIT = 20
-MAX_IDS = 10_000
 
 
 @dataclass(slots=True)
@@ -114,14 +111,12 @@ class Forgetting:
     def forget_log(self) -> ForgetLog:
         return self.substring.forgotten
 
-    def forget(self, ids: Sequence[str] | str | None = None, *, session: str | None = None,
-               query: str | None = None, since: str | None = None, until: str | None = None,
-               confirm: bool = False, purge: bool = False) -> ForgetResult:
+    def forget(self, params: ForgetParams) -> ForgetResult:
         """Forget every event matching all the given selectors; without `confirm` only preview them.
         `purge`: also rewrite the PostgreSQL tables, so no data file keeps the deleted rows' bytes."""
-        selector = self._as_stored(_selector(ids, session, query, since, until))
-        confirm = check_bool(confirm, "confirm")
-        purge = check_bool(purge, "purge")
+        selector = self._as_stored(_Selector(frozenset(params.ids) if params.ids else None, params.session,
+                                             params.query, params.since_ms, params.until_ms))
+        confirm, purge = params.confirm, params.purge
         log_ = self.forget_log
         result = ForgetResult(confirmed=confirm)
         hashes: list[bytes] = []
@@ -157,17 +152,6 @@ class Forgetting:
         session = redactor.redact_text(selector.session)[0] if selector.session else None
         query = redactor.redact_text(selector.query)[0].casefold() if selector.query else None
         return _Selector(ids, session, query, selector.since_ms, selector.until_ms)
-
-    def forget_from(self, params: Mapping[str, Any]) -> ForgetResult:
-        """`forget` with wire-named parameters in one mapping (HTTP, MCP); an unknown key is an error."""
-        if not isinstance(params, Mapping):
-            raise QueryError("body", "must be a JSON object with ids, session, query, since, until, confirm")
-        for key in params:
-            if key not in FORGET_PARAMS:
-                raise unknown_parameter(key, FORGET_PARAMS)
-        return self.forget(params.get("ids"), session=params.get("session"), query=params.get("query"),
-                           since=params.get("since"), until=params.get("until"),
-                           confirm=params.get("confirm", False), purge=params.get("purge", False))
 
     def compact(self) -> Compaction | None:
         """Rewrite the journal without forgotten events, if any are left in it; views follow."""
@@ -297,40 +281,6 @@ def _candidates(journal: Journal, selector: _Selector) -> Iterator[tuple[str, Ev
         event = journal.event(line)
         if event is not None:
             yield stored_id or event.id, event
-
-
-def _selector(ids: Sequence[str] | str | None, session: str | None, query: str | None, since: str | None,
-              until: str | None) -> _Selector:
-    if isinstance(ids, str):
-        ids = [ids]
-    if ids is not None:
-        if not isinstance(ids, (list, tuple)) or not all(isinstance(i, str) and i.strip() for i in ids):
-            raise QueryError("ids", "must be a list of non-empty event ids")
-        if not ids:
-            ids = None
-        elif len(ids) > MAX_IDS:
-            raise QueryError("ids", f"at most {MAX_IDS} per call")
-    for name, value in (("session", session), ("query", query)):
-        if value is not None and (not isinstance(value, str) or not value.strip()):
-            raise QueryError(name, "must be a non-empty string")
-    bounds = [_ms(value, name) for name, value in (("since", since), ("until", until))]
-    if bounds[0] is not None and bounds[1] is not None and bounds[0] > bounds[1]:
-        raise QueryError("until", "must not be before since")
-    if ids is None and session is None and query is None and bounds == [None, None]:
-        raise QueryError("ids", "say what to forget: ids, session, query, or a time range (since/until)")
-    return _Selector(frozenset(ids) if ids else None, session, query, *bounds)
-
-
-def _ms(value: str | None, name: str) -> int | None:
-    if value is None:
-        return None
-    try:
-        moment: datetime = parse_timestamp(value, name)
-        return int(moment.timestamp() * 1000)
-    except ValidationError as exc:
-        raise QueryError(name, exc.message.split(": ", 1)[-1]) from None
-    except (OverflowError, ValueError):
-        raise QueryError(name, f"must be an RFC 3339 timestamp in range, got {quoted(value)}") from None
 
 
 def _preview(event: Event) -> dict[str, Any]:

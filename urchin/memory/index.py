@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -27,6 +27,8 @@ if TYPE_CHECKING:
     from urchin.index.files import FileIndexReport
     from urchin.index.hybrid import ContextResult
     from urchin.index.service import IndexService
+    from urchin.params.documents import DocumentSearchParams
+    from urchin.params.sources import DocumentParams, FetchParams, QuerySourceParams
     from urchin.search.assoc import Associations
     from urchin.workspace.access import FileAccess
 
@@ -126,22 +128,21 @@ class HybridIndex:
     def status(self) -> dict[str, Any]:
         return self.service.status()
 
-    def document_search(self, params: Mapping[str, Any], curated: list[Any]) -> dict[str, Any]:
-        """textrawl's `search` (wire-named parameters) over the same hybrid query as `context`."""
+    def document_search(self, params: DocumentSearchParams, curated: list[Any]) -> dict[str, Any]:
+        """textrawl's `search` over the same hybrid query as `context` (each leg: `ContextParams` keywords)."""
         from urchin.index.docsearch import run_search
 
-        return run_search(lambda query: self.context(ContextParams.parse(query)), curated, params,
+        return run_search(lambda query: self.context(ContextParams.build(**query)), curated, params,
                           self.service.known_sources, self.service.session_heads)
 
-    def query_source(self, source: str, query: str, limit: int, min_score: float = 0.0) -> ContextResult:
+    def query_source(self, params: QuerySourceParams) -> ContextResult:
         """`search_context` on one source only: a journal source (claude, git, ...) or a workspace root's files.
 
         A root searches its indexed chunks and reads its cataloged (over-cap) files live, under the same
-        byte budget as `mode: live`; an unknown source is an error listing the known ones.
+        byte budget as `mode: live`; an unknown source is an error listing the known ones; `min_score` keeps
+        the results scored at or above it.
         """
-        if not isinstance(source, str) or not source.strip():
-            raise QueryError("source", "must not be empty")
-        source = source.strip()
+        source, query, limit, min_score = params.source, params.query, params.limit, params.min_score
         roots = [r.name for r in self._workspace.roots.list()]
         if source in roots:
             return self.context(ContextParams.build(query=query, limit=limit, sources=["files"], workspace=source,
@@ -152,18 +153,11 @@ class HybridIndex:
             raise QueryError("source", f"unknown source {source!r} (known: {', '.join(names) or 'none yet'})")
         return self.context(ContextParams.build(query=query, limit=limit, sources=[source], min_score=min_score))
 
-    def fetch_source_document(self, source: str, doc_id: str, content_hash: str | None = None,
-                              mode: str = "indexed") -> dict[str, Any]:
+    def fetch_source_document(self, params: FetchParams) -> dict[str, Any]:
         """One whole document. A workspace file the index holds comes from the index at the version
         indexed (`mode` "indexed", the default); one it does not hold, or any file with `mode` "live", is
         read from disk. An event is the version indexed either way (the journal never changes)."""
-        if not isinstance(source, str) or not source.strip():
-            raise QueryError("source", "must not be empty")
-        if not isinstance(doc_id, str) or not doc_id.strip():
-            raise QueryError("id", "must not be empty")
-        if mode not in FETCH_MODES:
-            raise QueryError("mode", f"must be one of {', '.join(FETCH_MODES)}, got {mode!r}")
-        source, doc_id = source.strip(), doc_id.strip()
+        source, doc_id, content_hash, mode = params.source, params.id, params.content_hash, params.mode
         names = {r.name for r in self._workspace.roots.list()}
         if source in names or source == "files":
             indexed = self._indexed_file(source, doc_id, names)[0] if mode == "indexed" else None
@@ -229,14 +223,12 @@ class HybridIndex:
         fetch never creates an embedded PostgreSQL just to find it empty)."""
         return bool(self._settings.database_url) or self._settings.pg_dir.exists()
 
-    def get_document(self, document_id: str, include_chunks: bool = False) -> dict[str, Any]:
+    def get_document(self, params: DocumentParams) -> dict[str, Any]:
         """textrawl's `get_document`: a search result's document whole, at the version indexed: a
         workspace file (`<root>/<path>`) from the index's chunks, or an event from the journal."""
         from urchin.index.documents import MAX_DOCUMENT_CHARS
 
-        if not isinstance(document_id, str) or not document_id.strip():
-            raise QueryError("documentId", "must not be empty")
-        document_id = document_id.strip()
+        document_id, include_chunks = params.document_id, params.include_chunks
         doc, chunks = self._file_document(document_id)
         if doc is None:
             try:

@@ -7,10 +7,10 @@ from typing import TYPE_CHECKING, Any
 
 from urchin.config import Settings
 from urchin.errors import UrchinError
-from urchin.params.limits import MAX_MEMORY_TOKEN_BUDGET
-from urchin.search.query import check_hours, check_limit
+from urchin.search.query import check_hours
 
 if TYPE_CHECKING:
+    from urchin.params.workspace import FileParams, MemoryParams
     from urchin.redact import Redactor
     from urchin.workspace.access import FileAccess
     from urchin.workspace.memories import Member, MemoryDef, MemoryStore
@@ -18,9 +18,6 @@ if TYPE_CHECKING:
     from urchin.workspace.roots import Roots
 
 __all__ = ["Workspace"]
-
-DEFAULT_TOKEN_BUDGET = 8000
-
 
 class Workspace:
     """Workspace roots and what lives in them. Part of `Memory` (which passes the redactor and queries)."""
@@ -42,10 +39,10 @@ class Workspace:
 
         return file_access(self._settings, self.roots.list())
 
-    def get_file(self, path: str, from_line: int, max_lines: int) -> FileRange:
+    def get_file(self, params: FileParams) -> FileRange:
         from urchin.workspace.reader import read_range
 
-        return read_range(self.files, path, from_line, max_lines)
+        return read_range(self.files, params)
 
     # ---- curated memories -----------------------------------------------------------------------
     def _store(self) -> MemoryStore:
@@ -67,12 +64,10 @@ class Workspace:
     def memory_list(self) -> list[MemoryDef]:
         return self._store().list()
 
-    def memory_get(self, slug: str, token_budget: int, run_query: Callable[[Member], list[str]]) -> dict[str, Any]:
+    def memory_get(self, params: MemoryParams, run_query: Callable[[Member], list[str]]) -> dict[str, Any]:
         from urchin.workspace.memories import gather
 
-        budget = token_budget if token_budget == DEFAULT_TOKEN_BUDGET else check_limit(token_budget,
-                                                                                   MAX_MEMORY_TOKEN_BUDGET)
-        return gather(self._store().get(slug), self.files, run_query, budget)
+        return gather(self._store().get(params.slug), self.files, run_query, params.token_budget)
 
     def memory_delete(self, slug: str) -> MemoryDef:
         """Remove a curated memory; its definition is returned (NotFoundError when there is none)."""

@@ -85,8 +85,6 @@ class ContextParams:
     # sources and workspace roots that exist; `roots`: the workspace roots among them (their files)
     source_ids: tuple[str, ...] = field(default=(), compare=False)
     roots: tuple[str, ...] = ()
-    # the values given, by wire name, as JSON: what a client sends the daemon (`to_wire`)
-    given: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
     def parse(cls, data: Mapping[str, Any], now: datetime | None = None, *, from_text: bool = False
@@ -107,7 +105,7 @@ class ContextParams:
     @classmethod
     def build(cls, *, now: datetime | None = None, **v: Any) -> ContextParams:
         """Validate keyword arguments (snake_case); `None` means the default."""
-        known = [f.name for f in fields(cls) if f.name != "given"]
+        known = [f.name for f in fields(cls)]
         for key in v:   # a misspelt keyword is refused, never silently ignored
             if key not in known:
                 raise unknown_parameter(key, known)
@@ -141,7 +139,8 @@ class ContextParams:
         params = cls._trusted(
             query=query, strategy=strategy, searches=_searches(v.get("searches")),
             full_text_weight=number("full_text_weight"), semantic_weight=number("semantic_weight"), k=whole("k"),
-            sources=_labels(v.get("sources"), "sources") + _labels(v.get("source_ids"), "sourceIds"),
+            sources=tuple(dict.fromkeys(_labels(v.get("sources"), "sources") + _labels(v.get("source_ids"),
+                                                                                       "sourceIds"))),
             source_ids=_names(v.get("source_ids"), "sourceIds"),
             kinds=_labels(v.get("kinds"), "kinds"),
             workspace=_optional_text(v.get("workspace"), "workspace"),
@@ -158,7 +157,6 @@ class ContextParams:
             hours=hours,
             devices=_names(v.get("devices"), "devices"),
             accounts=_names(v.get("accounts"), "accounts"),
-            given={camel(key): _jsonable(value) for key, value in v.items()},
         )
         params._check_weights()
         return params
@@ -168,9 +166,8 @@ class ContextParams:
         Cheap where it matters: `build` (every front end's path) constructs with `_trusted`, which skips
         this, so a query's parameters are checked exactly once either way."""
         given = {name: value for name, value in self._fields().items()
-                 if name in ("given", "roots", "source_ids", "query") or value != DEFAULTS.get(name)}
+                 if name in ("roots", "source_ids", "query") or value != DEFAULTS.get(name)}
         kept = {name: given.pop(name, ()) for name in ("roots", "source_ids")}
-        given.pop("given")   # made again from the values, as `build` makes it
         times = {name: given[name] for name in ("since", "until")
                  if isinstance(given.get(name), datetime) and given[name].tzinfo is not None}
         given.update({name: format_timestamp(moment) for name, moment in times.items()})
@@ -200,9 +197,16 @@ class ContextParams:
     def _fields(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
-    def to_wire(self) -> dict[str, Any]:
-        """The parameters as given, by wire name (`POST /context`'s body): the daemon builds the same."""
-        return dict(self.given)
+    def wire_values(self) -> dict[str, Any]:
+        """By wire name, as `POST /context` reads them (`urchin.params.wire.to_wire`): the daemon builds the
+        same. `sourceIds` go as given, apart from `sources` (which hold them too); a window given in hours
+        goes as `hours`, so the daemon counts it from its own now."""
+        from urchin.params.wire import field_values
+
+        ids = {s.lower() for s in self.source_ids}
+        out = field_values(self, skip=("roots", "sources", "since" if self.hours is not None else "hours"))
+        sources = [s for s in self.sources if s not in ids]
+        return {**out, "sources": sources} if sources else out
 
     def _check_weights(self) -> None:
         if self.strategy == "keyword" and self.full_text_weight == 0:
@@ -254,19 +258,8 @@ _FIELDS: tuple[tuple[str, Any, Any], ...] = tuple(
 # Each attribute's default (`None`: not given), and wire name -> attribute (snake_case is accepted too);
 # `sourceIds` adds to `sources`; `roots` is resolved from them, never given.
 DEFAULTS: dict[str, Any] = {f.name: None if f.default is MISSING else f.default
-                            for f in fields(ContextParams) if f.name not in ("roots", "given")}
+                            for f in fields(ContextParams) if f.name != "roots"}
 WIRE_NAMES: dict[str, str] = {camel(attr): attr for attr in DEFAULTS}
-
-
-def _jsonable(value: Any) -> Any:
-    """A given value as JSON holds it: times as RFC 3339, sub-queries as objects, tuples as lists."""
-    if isinstance(value, datetime):
-        return format_timestamp(value)
-    if isinstance(value, SubQuery):
-        return value.to_dict()
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(item) for item in value]
-    return value
 
 
 def _iso(moment: datetime | None) -> str | None:

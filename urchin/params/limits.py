@@ -16,7 +16,7 @@ __all__ = ["MAX_LIMIT", "MAX_LINES", "MAX_FROM_LINE", "MAX_MEMORY_TOKEN_BUDGET",
            "MAX_SEARCHES", "HYDE_WORDS", "DEFAULT_LIVE_BYTE_BUDGET", "MAX_LIVE_BYTE_BUDGET", "MAX_RECALL_BUDGET",
            "MAX_RECALL_PROMPT_CHARS", "FETCH_MODES", "SEARCH_SCOPES", "SEARCH_HOURS", "SEARCH_LIMIT",
            "DOCUMENT_SEARCH_NAMES", "DOCUMENT_SEARCH_DEFAULTS", "DOCUMENT_SEARCH_BOUNDS", "DOCUMENT_SOURCE_TYPES",
-           "DOCUMENT_FILE_TYPES", "DOCUMENT_CONTENT_TYPES"]
+           "DOCUMENT_FILE_TYPES", "DOCUMENT_CONTENT_TYPES", "EPHEMERAL_ACTIONS", "MAX_EPHEMERAL_MINUTES"]
 
 # events per answer of search, semantic, recent, tail
 MAX_LIMIT = 1000
@@ -44,6 +44,9 @@ DEFAULT_LIVE_BYTE_BUDGET = 8 * 1024 * 1024
 MAX_LIVE_BYTE_BUDGET = 1024 * 1024 * 1024
 # fetch_source_document: a retained file from the index (as cited), or from disk
 FETCH_MODES = ("indexed", "live")
+# ephemeral: what it does, and the longest a start lasts (7 days)
+EPHEMERAL_ACTIONS = ("start", "end", "status")
+MAX_EPHEMERAL_MINUTES = 7 * 24 * 60
 # recall: the block's budget; a hook passes the whole prompt, the ranking reads its start
 MAX_RECALL_BUDGET = 20_000
 MAX_RECALL_PROMPT_CHARS = 100_000

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import MISSING, dataclass, fields
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, Self, TypeVar
 
 from urchin.checks import check_bool, check_number, describe, unknown_parameter
 from urchin.errors import QueryError
@@ -20,7 +20,7 @@ from urchin.params.limits import MAX_LIMIT
 from urchin.params.search import label_filter
 
 __all__ = ["RecentParams", "SemanticParams", "SessionParams", "WorkspaceParams", "GetParams", "TailParams",
-           "parse_fields"]
+           "TypedParams", "parse_fields", "set_checked", "required_text"]
 
 T = TypeVar("T")
 
@@ -47,7 +47,20 @@ def parse_fields(cls: type[T], values: Mapping[str, Any], *, from_text: bool = F
     return cls(**given)
 
 
-def _set(params: object, **values: Any) -> None:
+class TypedParams:
+    """The base of typed parameters whose `parse` only maps names: `parse(values, from_text=)` builds the
+    class from values keyed by field name (`WIRE`: a field's wire name, for errors, when it differs)."""
+
+    __slots__ = ()
+    WIRE: ClassVar[Mapping[str, str]] = {}
+
+    @classmethod
+    def parse(cls, values: Mapping[str, Any], *, from_text: bool = False) -> Self:
+        return parse_fields(cls, values, from_text=from_text, wire=cls.WIRE)
+
+
+def set_checked(params: object, **values: Any) -> None:
+    """A frozen parameters object's fields, as its `__post_init__` checked them."""
     for name, value in values.items():
         object.__setattr__(params, name, value)
 
@@ -68,7 +81,8 @@ def _text(value: Any, name: str) -> str | None:
     return value or None
 
 
-def _required(value: Any, name: str) -> str:
+def required_text(value: Any, name: str) -> str:
+    """A required text field: a string, not blank (kept as given)."""
     text = _text(value, name)
     if text is None or not text.strip():
         raise QueryError(name, "must not be empty", message=f"{name} must not be empty")
@@ -76,7 +90,7 @@ def _required(value: Any, name: str) -> str:
 
 
 @dataclass(frozen=True, slots=True)
-class RecentParams:
+class RecentParams(TypedParams):
     """The latest events of a window, newest first, with the filters of `search`."""
 
     hours: float = 24
@@ -87,18 +101,15 @@ class RecentParams:
     kind: str | None = None
 
     def __post_init__(self) -> None:
-        _set(self, hours=_hours(self.hours), limit=_limit(self.limit),
+        set_checked(self, hours=_hours(self.hours), limit=_limit(self.limit),
              source=label_filter(_text(self.source, "source"), "source"),
              workspace=_text(self.workspace, "workspace"), session=_text(self.session, "session"),
              kind=label_filter(_text(self.kind, "kind"), "kind"))
 
-    @classmethod
-    def parse(cls, values: Mapping[str, Any], *, from_text: bool = False) -> RecentParams:
-        return parse_fields(cls, values, from_text=from_text)
 
 
 @dataclass(frozen=True, slots=True)
-class SemanticParams:
+class SemanticParams(TypedParams):
     """Ranked search of what `query` is about, with the filters of `search` and a score floor."""
 
     query: str
@@ -113,25 +124,17 @@ class SemanticParams:
     WIRE: ClassVar[Mapping[str, str]] = {"min_score": "minScore"}
 
     def __post_init__(self) -> None:
-        _set(self, query=_required(self.query, "query"), hours=_hours(self.hours), limit=_limit(self.limit),
+        set_checked(self, query=required_text(self.query, "query"), hours=_hours(self.hours), limit=_limit(self.limit),
              source=label_filter(_text(self.source, "source"), "source"),
              workspace=_text(self.workspace, "workspace"), session=_text(self.session, "session"),
              kind=label_filter(_text(self.kind, "kind"), "kind"),
              min_score=float(check_number(self.min_score, "minScore", whole=False, low=0, high=1)),
              explain=check_bool(self.explain, "explain"))
 
-    @classmethod
-    def parse(cls, values: Mapping[str, Any], *, from_text: bool = False) -> SemanticParams:
-        return parse_fields(cls, values, from_text=from_text, wire=cls.WIRE)
-
-    def to_wire(self) -> dict[str, Any]:
-        """As `GET /semantic` names them (empty filters left out)."""
-        out = {self.WIRE.get(f.name, f.name): getattr(self, f.name) for f in fields(self)}
-        return {k: v for k, v in out.items() if v is not None}
 
 
 @dataclass(frozen=True, slots=True)
-class SessionParams:
+class SessionParams(TypedParams):
     """A session's latest events, oldest first."""
 
     session: str
@@ -139,15 +142,13 @@ class SessionParams:
     limit: int = 50
 
     def __post_init__(self) -> None:
-        _set(self, session=_required(self.session, "session"), hours=_hours(self.hours), limit=_limit(self.limit))
+        set_checked(self, session=required_text(self.session, "session"), hours=_hours(self.hours),
+                    limit=_limit(self.limit))
 
-    @classmethod
-    def parse(cls, values: Mapping[str, Any], *, from_text: bool = False) -> SessionParams:
-        return parse_fields(cls, values, from_text=from_text)
 
 
 @dataclass(frozen=True, slots=True)
-class WorkspaceParams:
+class WorkspaceParams(TypedParams):
     """A workspace's latest events, newest first."""
 
     workspace: str
@@ -155,37 +156,28 @@ class WorkspaceParams:
     limit: int = 40
 
     def __post_init__(self) -> None:
-        _set(self, workspace=_required(self.workspace, "workspace"), hours=_hours(self.hours),
+        set_checked(self, workspace=required_text(self.workspace, "workspace"), hours=_hours(self.hours),
              limit=_limit(self.limit))
 
-    @classmethod
-    def parse(cls, values: Mapping[str, Any], *, from_text: bool = False) -> WorkspaceParams:
-        return parse_fields(cls, values, from_text=from_text)
 
 
 @dataclass(frozen=True, slots=True)
-class GetParams:
+class GetParams(TypedParams):
     """One event by id (as given; the facade maps an id that held a secret to its keyed hash)."""
 
     id: str
 
     def __post_init__(self) -> None:
-        _set(self, id=_required(self.id, "id").strip())
+        set_checked(self, id=required_text(self.id, "id").strip())
 
-    @classmethod
-    def parse(cls, values: Mapping[str, Any], *, from_text: bool = False) -> GetParams:
-        return parse_fields(cls, values, from_text=from_text)
 
 
 @dataclass(frozen=True, slots=True)
-class TailParams:
+class TailParams(TypedParams):
     """The last `count` events in journal order."""
 
     count: int = 10
 
     def __post_init__(self) -> None:
-        _set(self, count=_limit(self.count, "count"))
+        set_checked(self, count=_limit(self.count, "count"))
 
-    @classmethod
-    def parse(cls, values: Mapping[str, Any], *, from_text: bool = False) -> TailParams:
-        return parse_fields(cls, values, from_text=from_text)

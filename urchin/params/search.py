@@ -73,16 +73,6 @@ class SearchParams:
             raise QueryError("query", "is required")
         return cls(**given)
 
-    def to_wire(self) -> dict[str, Any]:
-        """The parameters as `GET /search` names them (the defaults and empty filters left out)."""
-        out: dict[str, Any] = {"query": self.query, "hours": self.hours, "limit": self.limit}
-        for name in ("source", "workspace", "session", "kind"):
-            if getattr(self, name) is not None:
-                out[name] = getattr(self, name)
-        if self.scope != "local":
-            out["scope"] = self.scope
-        return out
-
 
 def _text(value: Any, name: str) -> str:
     if value is None:

@@ -13,13 +13,15 @@ from __future__ import annotations
 import re
 import time
 from dataclasses import dataclass
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
-from urchin.checks import check_number
 from urchin.errors import QueryError, ValidationError
-from urchin.params.limits import MAX_FROM_LINE, MAX_LINES
+from urchin.params.limits import MAX_LINES
 from urchin.redact import MARKER, Redactor
 from urchin.workspace.access import FileAccess
+
+if TYPE_CHECKING:
+    from urchin.params.workspace import FileParams
 
 __all__ = ["FileRange", "read_range", "MAX_LINES", "LINE_CHARS", "SCAN_BYTES", "SCAN_SECONDS", "LINE_CUT"]
 
@@ -69,17 +71,10 @@ class FileRange:
         return f"{self.path} (lines {self.from_line}-{self.to_line} {of})\n{body}{more}"
 
 
-def _int(value: Any, name: str, low: int, high: int | None = None) -> int:
-    return int(check_number(value, name, whole=True, low=low, high=high))
-
-
-def read_range(files: FileAccess, path: str, from_line: int = 1, max_lines: int = 200) -> FileRange:
+def read_range(files: FileAccess, params: FileParams) -> FileRange:
     """Lines `from_line`.. of a checked workspace file, redacted (line numbers kept), and its line
-    count when the bounded scan reaches the end."""
-    from_line = _int(from_line, "fromLine", 1)
-    if from_line > MAX_FROM_LINE:   # answers are JSON: 64-bit integers at most
-        raise QueryError("fromLine", f"must be at most {MAX_FROM_LINE}, got {from_line}")
-    max_lines = _int(max_lines, "maxLines", 1, MAX_LINES)
+    count when the bounded scan reaches the end; the range was checked when `params` were built."""
+    path, from_line, max_lines = params.path, params.from_line, params.max_lines
     loc = files.locate(path)
     if files.is_binary(loc):
         raise ValidationError("path", f"{path!r} is a binary file")
