@@ -221,6 +221,11 @@ def write_synced(path: Path, data: bytes | Callable[[BinaryIO], object], *, mode
     to the (buffered) file.
     """
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, mode)
+    try:
+        os.fchmod(fd, mode)   # a leftover keeps its old mode through O_TRUNC (see `_open_temporary`)
+    except BaseException:
+        os.close(fd)
+        raise
     with os.fdopen(fd, "wb") as handle:
         if callable(data):
             data(handle)
