@@ -2,9 +2,9 @@
 and the reader of complete lines from an offset.
 
 Every module that writes a file it must not tear (settings, tokens, keys, cursors, the forget log,
-the journal's compaction, backups, agent configs) goes through here; `tests/test_fileio.py` fails
-when a module elsewhere renames, links, appends to or fsyncs a file of its own. A leaf: it imports
-nothing of Urchin, so every layer can use it.
+the journal's compaction, backups, agent configs, the token-cosine store, the vector cache) goes
+through here; `tests/test_fileio.py` fails when a module elsewhere renames, links, appends to or
+fsyncs a file of its own. A leaf: it imports nothing of Urchin, so every layer can use it.
 """
 
 from __future__ import annotations
