@@ -311,3 +311,60 @@ def test_events_are_embedded_once_ever_and_found_by_meaning(embedder_url: str, t
                 assert embed_events(embedder, cache, EVENTS) == 0
                 assert len(cache) == len(EVENTS)
         assert calls.count("POST /v1/embeddings") == 0
+
+
+_DROPPER = """
+import os, sys, time
+import numpy as np
+from urchin.search.vectors import VectorCache
+def slowly(call):               # widen the moments a kill can fall into: between fsyncs and renames
+    def slow(*args):
+        time.sleep(0.01)
+        return call(*args)
+    return slow
+os.fsync, os.replace = slowly(os.fsync), slowly(os.replace)
+cache = VectorCache(sys.argv[1], 'fp', 16).open()
+print('ready', flush=True)
+for i in range(int(sys.argv[2])):
+    cache.drop(lambda event_id, i=i: event_id == f'a{i}')
+"""
+
+
+def test_a_drop_killed_at_any_moment_leaves_the_old_rows_or_the_new_ones(tmp_path: Path) -> None:
+    """SIGKILL a process dropping rows (each drop writes the three files anew, then a marker commits
+    the swap) at random moments: the next open finds every id with its own vector and time, the files
+    agreeing, and no half-swap left behind: the cache before some drop, or after it."""
+    import random
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    n = 5_000
+    vectors = rand(n, 11)
+    with VectorCache(tmp_path, "fp", DIM) as cache:
+        cache.add([f"a{i}" for i in range(n)], list(range(n)), vectors)
+    unit = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    chance, dropped = random.Random(5), 0
+    for _ in range(12):
+        child = subprocess.Popen([sys.executable, "-c", _DROPPER, str(tmp_path), str(n)], env=env,
+                                 stdout=subprocess.PIPE)
+        try:
+            assert child.stdout is not None and child.stdout.readline() == b"ready\n"
+            time.sleep(chance.uniform(0.0, 0.5))
+        finally:
+            child.send_signal(signal.SIGKILL)
+            child.wait()
+        with VectorCache(tmp_path, "fp", DIM) as cache:
+            ids = (cache.path / "ids.txt").read_bytes().decode().split("\n")[:-1]
+            first = int(ids[0][1:])
+            assert first >= dropped and ids == [f"a{i}" for i in range(first, n)]   # a0..a(first-1) dropped
+            dropped = first
+            got = cache.vectors_of(ids)
+            assert np.allclose(np.stack([got[i] for i in ids]), unit[first:], atol=1e-6)
+            rows = np.fromfile(cache.path / "rows.bin", dtype=[("ts", "<i8"), ("key", "<u8")])
+            assert rows["ts"].tolist() == list(range(first, n))
+            assert os.path.getsize(cache.path / "matrix.f32") == len(ids) * DIM * 4
+            assert not [p.name for p in cache.path.iterdir() if p.name.endswith(".new") or p.name == "drop.commit"]
+    assert dropped > 0, "no drop completed before a kill: the test proved nothing"

@@ -2,21 +2,22 @@
 and the reader of complete lines from an offset.
 
 Every module that writes a file it must not tear (settings, tokens, keys, cursors, the forget log,
-the journal's compaction, backups, agent configs) goes through here; `tests/test_fileio.py` fails
-when a module elsewhere renames, links, appends to or fsyncs a file of its own. A leaf: it imports
-nothing of Urchin, so every layer can use it.
+the journal's compaction, backups, agent configs, the token-cosine store, the vector cache) goes
+through here; `tests/test_fileio.py` fails when a module elsewhere renames, links, appends to or
+fsyncs a file of its own. A leaf: it imports nothing of Urchin, so every layer can use it.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO
 
 __all__ = ["fsync_dir", "ensure_private_dir", "write_private", "Replacement", "replacing", "open_append",
-           "append_synced", "write_all", "line_chunks", "split_lines", "complete_lines"]
+           "append_synced", "write_all", "write_synced", "rename_into_place", "link_if_possible", "line_chunks",
+           "split_lines", "complete_lines"]
 
 _READ_CHUNK = 1 << 20
 
@@ -208,6 +209,49 @@ def write_private(path: Path, data: bytes, *, mode: int = 0o600, sync: bool = Tr
         new.write(data)
         if not overwrite:
             return new.link()
+    return True
+
+
+def write_synced(path: Path, data: bytes | Callable[[BinaryIO], object], *, mode: int = 0o600) -> int:
+    """Write the file `path` where it is (created `mode`, or truncated) and fsync it; returns its size.
+
+    For a file no reader trusts until a commit made elsewhere: one in a new folder that is renamed
+    into place whole (a view's generation), or one a marker file then commits (a roll-forward swap).
+    Anything else replaces its file with `replacing`. `data`: the bytes, or a function writing them
+    to the (buffered) file.
+    """
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, mode)
+    try:
+        os.fchmod(fd, mode)   # a leftover keeps its old mode through O_TRUNC (see `_open_temporary`)
+    except BaseException:
+        os.close(fd)
+        raise
+    with os.fdopen(fd, "wb") as handle:
+        if callable(data):
+            data(handle)
+        else:
+            handle.write(data)
+        handle.flush()
+        os.fsync(handle.fileno())
+        return handle.tell()
+
+
+def rename_into_place(source: Path, target: Path, *, sync_dir: bool = False) -> None:
+    """Rename `source`, a file or folder already written and fsync'd, over `target` in the same folder
+    (a commit point: a generation folder, a roll-forward's new files, a file another process built);
+    `sync_dir`: fsync the folder after it, so the rename survives a crash."""
+    os.replace(source, target)
+    if sync_dir:
+        fsync_dir(target.parent)
+
+
+def link_if_possible(source: Path, target: Path) -> bool:
+    """Hard-link the finished, never rewritten file `source` as `target` (a new generation reusing a
+    saved one's file); False when it cannot (`source` gone, another file system): write it instead."""
+    try:
+        os.link(source, target)
+    except OSError:
+        return False
     return True
 
 

@@ -20,16 +20,23 @@ import shutil
 import time
 import weakref
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 import orjson
 
-from urchin.config import ensure_private_dir, write_private
+from urchin.fileio import (
+    ensure_private_dir,
+    fsync_dir,
+    link_if_possible,
+    rename_into_place,
+    write_private,
+    write_synced,
+)
 from urchin.journal import Journal, JournalMark
 from urchin.search.assoc import path_beside
 from urchin.search.cosine import IndexState
@@ -93,15 +100,15 @@ def save(directory: Path, state: IndexState, offsets: np.ndarray, mark: JournalM
 
         def put(fname: str, array: np.ndarray) -> None:
             known = (reuse or {}).get(id(array))
-            if known is not None and known[0]() is array and _link(known[1], tmp / fname):
+            if known is not None and known[0]() is array and link_if_possible(known[1], tmp / fname):
                 files[fname] = [(tmp / fname).stat().st_size, None]
             else:
-                files[fname] = [_write(tmp / fname, lambda h: np.save(h, array, allow_pickle=False)), None]
+                files[fname] = [write_synced(tmp / fname, _npy(array)), None]
             if fname.startswith("seg"):
                 written[id(array)] = (array, fname)
 
         def put_bytes(fname: str, data: bytes) -> None:
-            files[fname] = [_write(tmp / fname, lambda h: h.write(data)), zlib.crc32(data)]
+            files[fname] = [write_synced(tmp / fname, data), zlib.crc32(data)]
 
         put_bytes("vocab.bin", "\n".join(state.vocab).encode("utf-8"))
         put_bytes("labels.json", orjson.dumps(state.labels))
@@ -111,13 +118,13 @@ def save(directory: Path, state: IndexState, offsets: np.ndarray, mark: JournalM
         for i, parts in enumerate(state.segments):
             for part, array in zip(("indptr", "rows", "tf"), parts, strict=True):
                 put(f"seg{i:02d}.{part}.npy", array)
-        _fsync_dir(tmp)
+        fsync_dir(tmp)
         final = directory / name
-        os.rename(tmp, final)
+        rename_into_place(tmp, final)
         manifest = {"format": FORMAT, "generation": name, "journal": mark.to_dict(), "meta": state.meta,
                     "segments": len(state.segments), "files": files}
-        write_private(directory / _MANIFEST, orjson.dumps(manifest, option=orjson.OPT_INDENT_2))
-        _fsync_dir(directory)
+        # the manifest is the commit point; the folder's fsync makes it and the generation's rename durable
+        write_private(directory / _MANIFEST, orjson.dumps(manifest, option=orjson.OPT_INDENT_2), sync_dir=True)
         for old in directory.iterdir():  # older generations and tmp dirs of crashed saves
             if old.is_dir() and old.name != name and old.name.startswith(("gen-", "tmp-gen-")):
                 shutil.rmtree(old, ignore_errors=True)
@@ -134,11 +141,16 @@ def spill(directory: Path, arrays: tuple[np.ndarray, ...], reuse: Reuse) -> tupl
         maps = []
         for array in arrays:
             path = folder / f"{next(_spilled)}.npy"
-            _write(path, lambda h, a=array: np.save(h, a, allow_pickle=False))
+            write_synced(path, _npy(array))
             mapped = np.load(path, mmap_mode="r", allow_pickle=False).view(np.ndarray)
             reuse[id(mapped)] = (weakref.ref(mapped), path)
             maps.append(mapped)
         return tuple(maps)
+
+
+def _npy(array: np.ndarray) -> Callable[[BinaryIO], None]:
+    """Writes `array` as a `.npy` file to a handle (`write_synced`'s filler)."""
+    return lambda handle: np.save(handle, array, allow_pickle=False)
 
 
 def discard(directory: Path) -> bool:
@@ -164,33 +176,8 @@ def install_beside(directory: Path, journal: Journal, model: Path) -> bool:
     with _locked(directory, fcntl.LOCK_EX):
         if not covers(directory, journal):
             return False
-        os.replace(model, path_beside(directory))
+        rename_into_place(model, path_beside(directory))
     return True
-
-
-def _write(path: Path, fill: Any) -> int:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "wb") as handle:
-        fill(handle)
-        handle.flush()
-        os.fsync(handle.fileno())
-        return handle.tell()
-
-
-def _link(source: Path, target: Path) -> bool:
-    try:
-        os.link(source, target)
-    except OSError:
-        return False  # gone (another process saved since) or another file system: write instead
-    return True
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 # ---- loading ------------------------------------------------------------------------------------

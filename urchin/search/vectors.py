@@ -25,8 +25,8 @@ from typing import Any, Protocol
 import numpy as np
 import orjson
 
-from urchin.config import write_private
 from urchin.errors import EmbedderError
+from urchin.fileio import append_synced, ensure_private_dir, fsync_dir, rename_into_place, write_private, write_synced
 
 __all__ = ["VectorCache", "CacheBusy", "embed_events", "event_text", "background", "BACKGROUND_CHUNK",
            "BACKGROUND_ROWS"]
@@ -101,7 +101,8 @@ class VectorCache:
             raise CacheBusy(f"vector cache {self.path}: another writer is embedding")
         try:
             if self._depth == 0:
-                _mkdir_private(self.path)
+                ensure_private_dir(self.path.parent)     # <root>/vectors too, if it was made loose
+                ensure_private_dir(self.path)
                 fd = os.open(self.path / "lock", os.O_RDWR | os.O_CREAT, 0o600)
                 try:
                     fcntl.flock(fd, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -164,7 +165,7 @@ class VectorCache:
                 )
         else:
             meta = {"format": FORMAT, "fingerprint": self.fingerprint, "dim": self.dim, "dtype": DTYPE.str}
-            _write_private(meta_path, orjson.dumps(meta))
+            write_private(meta_path, orjson.dumps(meta))
         if repair:
             self._finish_drop()
             for name in ("matrix.f32", "rows.bin", "ids.txt"):
@@ -211,8 +212,9 @@ class VectorCache:
         """Remove the rows of every id `should_drop` accepts (forgotten events); returns how many.
 
         The three files are written anew beside the old ones and fsync'd; a `drop.commit` marker
-        then makes the swap roll forward (`open` finishes it after a crash), so the files never
-        disagree about which row is which.
+        (written, then the folder fsync'd: the marker and the new names are durable together) then
+        makes the swap roll forward (`open` finishes it after a crash), so the files never disagree
+        about which row is which.
         """
         self._require_open()
         with self.exclusive(), self._lock:
@@ -226,8 +228,9 @@ class VectorCache:
             ids = b"".join(self.id_at(int(r)).encode() + b"\n" for r in keep)
             for name, data in (("matrix.f32", matrix.astype(DTYPE).tobytes()), ("rows.bin", rows.tobytes()),
                                ("ids.txt", ids)):
-                _write_synced(self.path / (name + ".new"), data)
-            _write_synced(self.path / "drop.commit", b"1")
+                write_synced(self.path / (name + ".new"), data)
+            write_synced(self.path / "drop.commit", b"1")
+            fsync_dir(self.path)
             self._matrix = np.zeros((0, self.dim), DTYPE)  # unmap before the files are replaced
             self._finish_drop()
             self._repair_and_load()
@@ -240,11 +243,11 @@ class VectorCache:
             new = self.path / (name + ".new")
             if new.exists():
                 if committed:
-                    os.replace(new, self.path / name)
+                    rename_into_place(new, self.path / name)
                 else:
                     new.unlink()  # a drop that never committed: the old files stand
         if committed:
-            _fsync_path(self.path)
+            fsync_dir(self.path)
             marker.unlink()
 
     def _remap(self) -> None:
@@ -339,9 +342,9 @@ class VectorCache:
             rows["ts"] = np.asarray(timestamps_ms, dtype=np.int64)[keep]
             rows["key"] = np.asarray(keys, dtype=np.uint64)
             id_bytes = b"".join(ids[i].encode() + b"\n" for i in keep)
-            self._append(self.path / "matrix.f32", block.tobytes(), sync=self.fsync)
-            self._append(self.path / "rows.bin", rows.tobytes(), sync=self.fsync)
-            self._append(self.path / "ids.txt", id_bytes, sync=False)
+            append_synced(self.path / "matrix.f32", block.tobytes(), sync=self.fsync)
+            append_synced(self.path / "rows.bin", rows.tobytes(), sync=self.fsync)
+            append_synced(self.path / "ids.txt", id_bytes, sync=False)
             self._commit(rows, id_bytes, keys)
         return len(keep)
 
@@ -365,18 +368,6 @@ class VectorCache:
             self._recent = {}
         self._n += len(rows)
         self._remap()
-
-    @staticmethod
-    def _append(path: Path, data: bytes, *, sync: bool) -> None:
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND)
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view):]
-            if sync:
-                os.fsync(fd)
-        finally:
-            os.close(fd)
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -643,35 +634,6 @@ def _nth_newline_end(data: bytes, n: int) -> int:
     return pos
 
 
-def _write_synced(path: Path, data: bytes) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _fsync_path(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _mkdir_private(path: Path) -> None:
-    path.mkdir(parents=True, exist_ok=True, mode=0o700)
-    for p in (path, path.parent):
-        os.chmod(p, 0o700)
-
-
 def _touch_private(path: Path) -> None:
     os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))
     os.chmod(path, 0o600)
-
-
-def _write_private(path: Path, data: bytes) -> None:
-    write_private(path, data)
