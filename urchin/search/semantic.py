@@ -150,6 +150,13 @@ class TokenCosineView:
         self._save_if_due()
         return added
 
+    def ready(self) -> int:
+        """What a first query does before it answers, done ahead of it (a daemon's start): the saved
+        index loaded and caught up, or, behind a large backlog with `background` set, the tail of the
+        newest events built and the build started. Never saves (the follower's catch-up does)."""
+        with self._lock:
+            return self._catch_up()
+
     def _catch_up(self) -> int:
         if not self._opened:
             self._open()
