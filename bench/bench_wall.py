@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -78,7 +79,8 @@ def one_run(src: Path, imported_home: Path, work: Path, poll_s: float, limit_s: 
     log = (work / "daemon.log").open("ab")
     started = time.perf_counter()
     proc = subprocess.Popen([sys.executable, "-m", "urchin", "serve", "--port", "0", "--no-index", "--no-mcp"],
-                            env=_env(src, home), stdout=log, stderr=log, cwd=src)   # -m: the cwd comes first
+                            env=_env(src, home), stdout=log, stderr=log, cwd=src,
+                            start_new_session=True)   # -m: the cwd comes first
     out: dict[str, Any] = {}
     try:
         while not (home / "daemon.json").exists() or b"address" not in (home / "daemon.json").read_bytes():
@@ -109,7 +111,7 @@ def one_run(src: Path, imported_home: Path, work: Path, poll_s: float, limit_s: 
             out["covered_s"] = time.perf_counter() - started if not body.get("notes") else None
             out["during_ms"] = {r: round(1000 * statistics.median(v), 1) for r, v in during.items() if v}
     finally:
-        proc.kill()      # its last save is not measured (a kill -9 leaves nothing broken: tests)
+        os.killpg(proc.pid, signal.SIGKILL)   # with its build's workers; its last save is not measured
         proc.wait(30)
     return out
 

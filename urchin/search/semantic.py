@@ -133,7 +133,7 @@ class TokenCosineView:
         self.forgotten = ForgetLog(journal)
         self.background: str | None = None   # None: callers wait for builds; "thread" or "process" (above)
         self.tail_bytes = TAIL_BYTES
-        self.first_tail_bytes = FIRST_TAIL_BYTES   # the first tail's size (the build grows it to tail_bytes)
+        self.first_tail_bytes = FIRST_TAIL_BYTES   # a thread build's first tail (grown to tail_bytes by it)
         self.save_every_s = BUILD_SAVE_S
         self.build_chunk: int | None = None  # bytes per worker batch of a build (None: extract's default)
         self.bulk_bytes = BULK_BYTES         # a build's backlog this large goes to worker processes
@@ -184,8 +184,10 @@ class TokenCosineView:
         """Keep the tail of the newest events current (built again when it fell too far behind)."""
         tail = self._tail
         if tail is None or tail.stale(self.journal, self.tail_bytes):
-            # the first one small (a first query waits for it), the build grows it (`_grow_tail`)
-            size = min(self.first_tail_bytes, self.tail_bytes) if tail is None else self.tail_bytes
+            # a build in this process: the first one small (a first query waits for it), grown by the
+            # build (`_grow_tail`); a child's build leaves the tail as it is, so it is made whole
+            first = tail is None and self.background == "thread"
+            size = min(self.first_tail_bytes, self.tail_bytes) if first else self.tail_bytes
             self._tail = tail = Tail.newest(self.journal, size)
             self._assoc_if_stale(tail.index)
             return len(tail)
