@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -24,9 +25,11 @@ import pytest
 
 from tests.conftest import REPO, run_urchin
 from tests.daemon_fixture import DaemonProcess
+from urchin import requests_first
 from urchin.config import Settings
 from urchin.journal import Journal
 from urchin.memory import Memory
+from urchin.requests_first import serving
 from urchin.search import cosine_build, cosine_store, semantic
 from urchin.search.cosine import TokenCosineIndex
 from urchin.search.cosine_tail import TAIL_BYTES
@@ -110,6 +113,39 @@ def test_a_query_during_a_build_answers_from_the_newest_events_and_says_what_it_
     for query in QUERIES:
         assert _ranked(view, query) == (_scratch(journal, query), [])
     assert not _newest([i for i, _ in _ranked(view, QUERY)[0]])
+
+
+def _lines_in_last(journal: Path, size: int) -> int:
+    """How many lines start in the last `size` bytes of `journal` (what a tail of that size holds)."""
+    data = journal.read_bytes()
+    start = max(0, len(data) - size)
+    if start:
+        start = data.index(b"\n", start - 1) + 1
+    return data.count(b"\n", start)
+
+
+def _searched(note: str) -> int:
+    return int(re.search(r"only the newest ([\d,]+) were", note).group(1).replace(",", ""))   # type: ignore[union-attr]
+
+
+def test_the_first_tail_is_small_and_the_build_grows_it_before_it_starts(urchin_home) -> None:
+    """A first query waits only for the newest `first_tail_bytes`; the build, before indexing, builds the
+    tail again at `tail_bytes` (outside the lock, giving way to requests) and queries answer from that."""
+    journal = _import(urchin_home, SMALL)
+    index_dir = Settings.resolve(urchin_home).index_dir / "cosine"
+    view = TokenCosineView(Journal(journal), index_dir)
+    view.background, view.tail_bytes, view.first_tail_bytes = "thread", SMALL_TAIL, SMALL_TAIL // 4
+    with cosine_build.building(index_dir):            # the build grows the tail, then waits for the folder
+        hits, notes = _in_time(lambda: _ranked(view, QUERY))
+        assert hits and _searched(notes[0]) == _lines_in_last(journal, SMALL_TAIL // 4)
+        deadline = time.monotonic() + 60             # a deadline for a loaded machine, not a timing
+        while _searched(_ranked(view, QUERY)[1][0]) < _lines_in_last(journal, SMALL_TAIL) and \
+                time.monotonic() < deadline:
+            time.sleep(0.05)
+        hits, notes = _ranked(view, QUERY)
+        assert _searched(notes[0]) == _lines_in_last(journal, SMALL_TAIL)
+        assert hits and _newest([i for i, _ in hits])
+    _until_covered(view)
 
 
 @pytest.mark.parametrize("workers", [1, 2])
@@ -223,6 +259,56 @@ def test_a_build_killed_mid_way_is_resumed_and_ends_as_a_build_from_scratch(urch
     for query in QUERIES:
         assert _ranked(view, query) == (_scratch(journal, query), [])
     assert not [p for p in index_dir.iterdir() if p.name.startswith("tmp-")]   # the killed build's spills too
+
+
+def _until_ids_loaded(memory: Memory) -> None:
+    deadline = time.monotonic() + 60     # a deadline for a loaded machine, not a timing
+    while "ids" in memory.loading() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert "ids" not in memory.loading()
+
+
+def _until_covered(view: TokenCosineView) -> None:
+    deadline = time.monotonic() + 120
+    while view.coverage() is not None and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+def test_a_query_at_a_daemon_start_answers_from_the_tail_while_the_id_index_waits_for_it(urchin_home,
+                                                                                       monkeypatch) -> None:
+    """A request being answered at a daemon's start (`Memory.warm`): the id index's load gives way to it
+    (requests first), and a query meanwhile answers from the newest events, saying what it left out."""
+    _import(urchin_home, SMALL)
+    monkeypatch.setattr(requests_first, "STARTUP_WAIT_S", 600.0)   # held by the mark below, not by a timeout
+    monkeypatch.setattr(semantic, "TAIL_BYTES", SMALL_TAIL)
+    settings = Settings.resolve(urchin_home)
+    with Memory(settings) as memory, cosine_build.building(settings.index_dir / "cosine"):
+        with serving():          # a request being answered
+            memory.warm()
+            result = _in_time(lambda: memory.semantic(QUERY, hours=10_000))
+            assert result.hits and _newest([h.event.id for h in result.hits])
+            assert any("older events are not indexed yet" in note for note in result.notes)
+            assert "ids" in memory.loading()         # not begun while the request is answered
+        _until_ids_loaded(memory)
+        assert memory.ingest_one({"id": "e000001", "content": "again", "source": "shell"}).status == "duplicate"
+    _until_covered(memory._semantic.cosine())
+
+
+def test_a_daemon_start_opens_the_token_cosine_view_before_its_other_start_up_work(urchin_home,
+                                                                                  monkeypatch) -> None:
+    """What a first query waits for comes first: by the time the id index is loaded, the token-cosine
+    view was opened (here: its tail built, the build waiting for the folder), not left to the first query."""
+    _import(urchin_home, SMALL)
+    monkeypatch.setattr(requests_first, "STARTUP_WAIT_S", 600.0)
+    monkeypatch.setattr(semantic, "TAIL_BYTES", SMALL_TAIL)
+    settings = Settings.resolve(urchin_home)
+    with Memory(settings) as memory, cosine_build.building(settings.index_dir / "cosine"):
+        memory.warm()
+        _until_ids_loaded(memory)
+        view = memory._semantic.cosine()
+        note = view.coverage()
+        assert note is not None and "older events are not indexed yet" in note
+    _until_covered(view)
 
 
 def test_the_daemon_answers_during_its_build_and_swaps_the_whole_index_in(urchin_home) -> None:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from urchin import requests_first
 from urchin.config import Settings
 from urchin.ephemeral import EphemeralState
 from urchin.errors import NotFoundError, UrchinError, ValidationError
@@ -620,6 +621,10 @@ class Memory:
         """Switch to hot mode: ids in memory, every view fed to the journal's end, reads catch up first."""
         self.ingestor.keep_ids_in_memory()
         self.finish_forget()
+        # First what a first query waits for: the token-cosine view, made and opened (its saved index, or
+        # the tail of the newest events) in a thread of its own, marked as a request; the rest of the
+        # start-up work below gives way to it (`requests_first`), then follows.
+        self._semantic.hot()
         # The id index is loaded now, not inside the first write's latency, but in a thread: it waits for
         # the journal's lock (an import may hold it) and grows with the journal, and the daemon serves
         # meanwhile (a write that comes first loads it itself, under the same lock).
@@ -627,13 +632,14 @@ class Memory:
         self._ids_loading.start()
         # The substring block index follows the journal by itself; build what it lacks in the
         # background (about 15 s per million events) while everything else serves.
-        threading.Thread(target=self._substring.catch_up, name="urchin-substring-index", daemon=True).start()
+        threading.Thread(target=self._catch_up_substring, name="urchin-substring-index", daemon=True).start()
         self._hot.refresh()
-        # Made in the background, then built by the follower's refresh(): a large journal takes
-        # minutes to index, and the daemon should not wait for that to serve everything else.
-        self._semantic.hot()
         self._hot.hot = True
         threading.Thread(target=self._warm_digests, name="urchin-recall-warm", daemon=True).start()
+
+    def _catch_up_substring(self) -> None:
+        give_way(requests_first.STARTUP_WAIT_S)
+        self._substring.catch_up()
 
     def _warm_digests(self) -> None:
         """A daemon's first session-start digest of a workspace reads the workspace's latest events from
@@ -643,6 +649,7 @@ class Memory:
         giving way to requests: the first hook of each then starts warm. No session, so nothing is
         recorded; nothing is shown."""
         lower_thread_priority()
+        give_way(requests_first.STARTUP_WAIT_S)
         try:
             since_ms = int(time.time() * 1000) - WARM_DAYS * 86_400_000
             latest = self._substring.search(None, since_ms=since_ms, limit=WARM_SCAN)
@@ -654,6 +661,7 @@ class Memory:
             log.warning("warming the session-start digests failed: %s", exc)
 
     def _load_ids(self) -> None:
+        give_way(requests_first.STARTUP_WAIT_S)   # after what a first query waits for (`warm`)
         try:
             with self._journal.locked():
                 self.ingestor.ids.catch_up()

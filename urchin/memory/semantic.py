@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -10,12 +11,15 @@ from urchin.config import Settings
 from urchin.errors import EmbedderError
 from urchin.event import Event
 from urchin.journal import Journal
+from urchin.requests_first import Serving
 from urchin.search.query import Filters, Hit, SearchResult
 
 if TYPE_CHECKING:
     from urchin.search.semantic import EmbeddingView, TokenCosineView
 
 __all__ = ["SemanticViews"]
+
+log = logging.getLogger(__name__)
 
 
 class SemanticViews:
@@ -74,12 +78,24 @@ class SemanticViews:
     def hot(self) -> None:
         """A daemon's views: the token-cosine view is made in a thread of its own (its imports and
         thesaurus take a second, which neither the daemon's start nor the follower's refreshes of the
-        other views wait for), or by the first query if that comes first; the follower then keeps it."""
+        other views wait for), or by the first query if that comes first; the follower then keeps it.
+        That thread also opens it as a first query would (`TokenCosineView.ready`: the saved index, or
+        the tail of the newest events while a build starts), marked as a request until done, so the
+        daemon's other start-up work gives way to it (`requests_first`)."""
         with self._making:
             self._hot = True
             if self._cosine is not None:
                 self._daemon_view(self._cosine)
-        threading.Thread(target=self.cosine, name="urchin-cosine-view", daemon=True).start()
+        first = Serving()     # taken here: the start-up work begun after this call waits for it
+        threading.Thread(target=self._open_first, args=(first,), name="urchin-cosine-view", daemon=True).start()
+
+    def _open_first(self, mark: Serving) -> None:
+        try:
+            self.cosine().ready()
+        except Exception as exc:  # noqa: BLE001 - the first query opens it again, and says what failed
+            log.warning("token-cosine: opening the view at the start failed: %s", exc)
+        finally:
+            mark.done()
 
     @staticmethod
     def _daemon_view(view: TokenCosineView) -> None:

@@ -34,7 +34,7 @@ from urchin.journal import Journal
 from urchin.requests_first import give_way, lower_thread_priority
 from urchin.search import assoc, cosine_store
 from urchin.search.cosine import IndexState, Scored, TokenCosineIndex
-from urchin.search.cosine_tail import TAIL_BYTES, Tail, identity_of
+from urchin.search.cosine_tail import FIRST_TAIL_BYTES, TAIL_BYTES, Tail, identity_of
 from urchin.search.embedder import Embedder
 from urchin.search.extract import Batch, WorkerError, extract_parallel, line_aligned_end
 from urchin.search.postings import Segment
@@ -57,6 +57,7 @@ BUILD_SAVE_S = 60.0    # a background build saves at least this often (a kill -9
 BUILD_RETRY_S = 60.0   # after a failed build, the next starts no sooner than this
 _SWAP_BYTES = 256 << 10  # a build swaps its index in once it is this close to the journal's end
 _SPILL_POSTINGS = 1 << 20   # a build writes a frozen segment this large to disk at once (`_spill`)
+_GROW_STEP = 256 << 10      # a tail grown in the background reads this much between requests (~20 ms of CPU)
 # Below this best token-cosine score (calibrated, urchin.search.score) a match is weak: on LoCoMo, a
 # sixth of the questions, whose top 10 holds evidence at R@10 0.55 against the rest's 0.80.
 WEAK_SCORE = 0.085
@@ -132,6 +133,7 @@ class TokenCosineView:
         self.forgotten = ForgetLog(journal)
         self.background: str | None = None   # None: callers wait for builds; "thread" or "process" (above)
         self.tail_bytes = TAIL_BYTES
+        self.first_tail_bytes = FIRST_TAIL_BYTES   # a thread build's first tail (grown to tail_bytes by it)
         self.save_every_s = BUILD_SAVE_S
         self.build_chunk: int | None = None  # bytes per worker batch of a build (None: extract's default)
         self.bulk_bytes = BULK_BYTES         # a build's backlog this large goes to worker processes
@@ -149,6 +151,13 @@ class TokenCosineView:
             added = self._catch_up()
         self._save_if_due()
         return added
+
+    def ready(self) -> int:
+        """What a first query does before it answers, done ahead of it (a daemon's start): the saved
+        index loaded and caught up, or, behind a large backlog with `background` set, the tail of the
+        newest events built and the build started. Never saves (the follower's catch-up does)."""
+        with self._lock:
+            return self._catch_up()
 
     def _catch_up(self) -> int:
         if not self._opened:
@@ -175,7 +184,11 @@ class TokenCosineView:
         """Keep the tail of the newest events current (built again when it fell too far behind)."""
         tail = self._tail
         if tail is None or tail.stale(self.journal, self.tail_bytes):
-            self._tail = tail = Tail.newest(self.journal, self.tail_bytes)
+            # a build in this process: the first one small (a first query waits for it), grown by the
+            # build (`_grow_tail`); a child's build leaves the tail as it is, so it is made whole
+            first = tail is None and self.background == "thread"
+            size = min(self.first_tail_bytes, self.tail_bytes) if first else self.tail_bytes
+            self._tail = tail = Tail.newest(self.journal, size)
             self._assoc_if_stale(tail.index)
             return len(tail)
         added = tail.catch_up(self.journal)
@@ -215,6 +228,7 @@ class TokenCosineView:
         the end. Waits first for another process's build of the same folder (it saves: resumed here)."""
         from urchin.search import cosine_build
 
+        self._grow_tail()
         with cosine_build.building(self.index_dir):
             with self._lock:
                 self._builder = threading.get_ident()
@@ -245,6 +259,21 @@ class TokenCosineView:
         elif self.background != "thread":
             self._save_logged()     # the few rows read since (a child's build: for the next process)
         return added
+
+    def _grow_tail(self) -> None:
+        """Before a build indexes the journal: the tail queries answer from, when it holds less than
+        `tail_bytes` (the first after a start), is built again at that size outside the lock, in steps
+        that give way to requests, and swapped in caught up."""
+        tail = self._tail
+        if tail is None or tail.holds(self.tail_bytes):
+            return
+        grown = Tail.newest(self.journal, self.tail_bytes, step=_GROW_STEP, between=give_way)
+        with self._lock:
+            if self._tail is not tail or not self._behind or grown.stale(self.journal, self.tail_bytes):
+                return      # replaced meanwhile (a compaction: the next catch-up builds it again) or done
+            grown.catch_up(self.journal)
+            self._tail = grown
+            self._assoc_if_stale(grown.index)
 
     def _swap_saved(self) -> None:
         """Swap the index a thread just built and saved for the saved copy: the same rows, with their
