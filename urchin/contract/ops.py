@@ -212,7 +212,7 @@ _RUNS: dict[str, Callable[[Any, Any], Any]] = {
     "get_document": lambda t, p: t.get_document(p),
     "status": lambda t, p: t.status(),
     "ephemeral": lambda t, p: t.ephemeral(p),
-    "recall": lambda t, p: t.recall(**p),
+    "recall": lambda t, p: t.recall(p),
     "document_search": lambda t, p: t.document_search(p),
     "forget": lambda t, p: t.forget(p),
 }
@@ -299,7 +299,7 @@ OPERATIONS: dict[str, Operation] = {op.name: replace(op, runner=_RUNS.get(op.nam
         Param("minutes", "number", "With start: switch itself off after N minutes.", above=0,
               maximum=MAX_EPHEMERAL_MINUTES, unset="until end")), typed=_lazy("ephemeral:EphemeralParams")),
     Operation("context", _CONTEXT, typed=ContextParams),
-    Operation("recall", _RECALL),
+    Operation("recall", _RECALL, typed=_lazy("recall:RecallParams")),
     Operation("document_search", _DOCUMENT_SEARCH, typed=_lazy("documents:DocumentSearchParams")),
     # forget: MCP's input schema is written out (urchin/mcp_server/schemas.py), the CLI's flags too (--yes)
     Operation("forget", (
