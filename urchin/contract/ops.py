@@ -215,6 +215,7 @@ _RUNS: dict[str, Callable[[Any, Any], Any]] = {
     "recall": lambda t, p: t.recall(p),
     "document_search": lambda t, p: t.document_search(p),
     "forget": lambda t, p: t.forget(p),
+    "remember": lambda t, p: t.ingest_one(p.item()),   # an agent's decision (the MCP tool's): source mcp
 }
 
 OPERATIONS: dict[str, Operation] = {op.name: replace(op, runner=_RUNS.get(op.name)) for op in (
@@ -292,7 +293,7 @@ OPERATIONS: dict[str, Operation] = {op.name: replace(op, runner=_RUNS.get(op.nam
         Param("content", help="The decision or fact to remember, in a sentence or two; must not be blank.",
               required=True, positional=True, blank_ok=True),
         Param("tags", "texts", "Tags, lowercased.", flag="--tag"),
-        Param("workspace", help="Project or workspace it applies to."))),
+        Param("workspace", help="Project or workspace it applies to.")), typed=_lazy("remember:RememberParams")),
     Operation("ephemeral", (
         Param("action", help="start: stop storing anything; end: store again; status: show the mode.",
               required=True, positional=True, choices=EPHEMERAL_ACTIONS),

@@ -1,0 +1,57 @@
+"""`remember`'s typed parameters: `RememberParams`, validated when built.
+
+A decision or fact an agent chose to keep (the MCP tool `urchin_remember`): its text, tags and workspace.
+The contract builds one at the edge; its run writes it as one event of kind `decision` from source `mcp`
+(`item`), whose content, tags and workspace the event's own rules then check as every write's (a blank
+content is refused here already, in the event's words, so a Python caller building one directly cannot
+make an empty decision either).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from urchin.checks import describe
+from urchin.errors import QueryError
+from urchin.params.reading import TypedParams, set_checked
+
+__all__ = ["RememberParams"]
+
+
+@dataclass(frozen=True, slots=True)
+class RememberParams(TypedParams):
+    """The fields as given, of the right types; `tags` None or a non-empty tuple."""
+
+    content: str
+    tags: tuple[str, ...] | None = None
+    workspace: str | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("content", "workspace"):
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, str):
+                raise QueryError(name, f"must be a string, got {describe(value)}")
+        if not self.content.strip():    # the event's rule, in its words (tags and the rest: the event's own)
+            raise QueryError("content", "must not be blank")
+        set_checked(self, tags=_tags(self.tags))
+
+    def item(self) -> dict[str, Any]:
+        """The event to write: the fields given, as an agent's decision over MCP."""
+        item: dict[str, Any] = {"content": self.content, "source": "mcp", "kind": "decision"}
+        if self.tags is not None:
+            item["tags"] = list(self.tags)
+        if self.workspace is not None:
+            item["workspace"] = self.workspace
+        return item
+
+
+def _tags(tags: Any) -> tuple[str, ...] | None:
+    if tags is None:
+        return None
+    if not isinstance(tags, list | tuple):
+        raise QueryError("tags", f"must be an array of strings, got {describe(tags)}")
+    for i, tag in enumerate(tags):
+        if not isinstance(tag, str):
+            raise QueryError(f"tags[{i}]", f"must be a string, got {describe(tag)}")
+    return tuple(tags) or None
