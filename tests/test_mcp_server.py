@@ -244,3 +244,28 @@ def test_remember_writes_an_agents_decision(memory: Memory) -> None:
     [event] = memory.recent(hours=1).events
     assert (event.source, event.kind, event.content, event.workspace, event.tags) == \
         ("mcp", "decision", "We pin numpy below 2", "shop", ("deps",))
+
+
+@pytest.mark.parametrize("args, message", [({"content": "\t"}, "content: must not be blank"),
+                                           ({"content": "x", "title": 5}, "title: must be a string, got 5"),
+                                           ({"content": "x", "tags": "ops"}, 'tags: must be an array of strings')])
+def test_ingest_params_built_directly_are_checked(memory: Memory, args: dict[str, Any], message: str) -> None:
+    """`urchin_ingest` and `urchin ingest` build `IngestParams` at the edge; built directly they check too,
+    and the MCP tool's isError says the same (nothing stored)."""
+    from urchin.errors import QueryError
+    from urchin.params.ingest import IngestParams
+
+    with pytest.raises(QueryError) as caught:
+        IngestParams(**args)
+    assert caught.value.message.startswith(message)
+    result = run_tool(memory, "urchin_ingest", args)
+    assert result.is_error and result.content[0].text.startswith(message)  # type: ignore[union-attr]
+    assert memory.recent(hours=1).events == []
+
+
+def test_ingest_takes_the_writers_source_and_kind_only_where_none_is_given(memory: Memory) -> None:
+    assert not run_tool(memory, "urchin_ingest", {"content": "first", "id": "e-1"}).is_error
+    assert not run_tool(memory, "urchin_ingest", {"content": "second", "id": "e-2", "kind": "note",
+                                                  "tags": ["Ops"]}).is_error
+    got = {e.id: (e.source, e.kind, e.tags) for e in memory.recent(hours=1).events}
+    assert got == {"e-1": ("mcp", "conversation", ()), "e-2": ("mcp", "note", ("ops",))}

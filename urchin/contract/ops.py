@@ -216,6 +216,7 @@ _RUNS: dict[str, Callable[[Any, Any], Any]] = {
     "document_search": lambda t, p: t.document_search(p),
     "forget": lambda t, p: t.forget(p),
     "remember": lambda t, p: t.ingest_one(p.item()),   # an agent's decision (the MCP tool's): source mcp
+    "ingest": lambda t, p: t.ingest_one(p.item()),     # with the front end's writer (IngestParams.with_writer)
 }
 
 OPERATIONS: dict[str, Operation] = {op.name: replace(op, runner=_RUNS.get(op.name)) for op in (
@@ -288,7 +289,7 @@ OPERATIONS: dict[str, Operation] = {op.name: replace(op, runner=_RUNS.get(op.nam
         Param("title", help="A short title."),
         Param("tags", "texts", "Tags, lowercased.", flag="--tag"),
         Param("timestamp", help="RFC 3339 time.", unset="now"),
-        Param("id", help="Event id.", unset="a new UUIDv7"))),
+        Param("id", help="Event id.", unset="a new UUIDv7")), typed=_lazy("ingest:IngestParams")),
     Operation("remember", (
         Param("content", help="The decision or fact to remember, in a sentence or two; must not be blank.",
               required=True, positional=True, blank_ok=True),

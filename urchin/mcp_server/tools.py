@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from urchin.memory.facade import Facade
     from urchin.params.ephemeral import EphemeralParams
     from urchin.params.forget import ForgetParams
+    from urchin.params.ingest import IngestParams
     from urchin.params.reading import GetParams
     from urchin.params.remember import RememberParams
     from urchin.tokens import Grant
@@ -68,9 +69,8 @@ def _write_reply(result: Any, reader: bool = True) -> Reply:
     return render_ingest(result.to_dict()), result.to_dict()
 
 
-def _ingest(memory: Facade, a: dict[str, Any], reader: bool = True) -> Reply:
-    item = {k: v for k, v in a.items() if v is not None}
-    return _write_reply(memory.ingest_one(item, INGEST_DEFAULTS), reader)
+def _ingest(memory: Facade, a: IngestParams, reader: bool = True) -> Reply:
+    return _write_reply(OPERATIONS["ingest"].run(memory, a.with_writer(INGEST_DEFAULTS)), reader)
 
 
 def _remember(memory: Facade, a: RememberParams, reader: bool = True) -> Reply:

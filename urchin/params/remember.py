@@ -16,7 +16,7 @@ from urchin.checks import describe
 from urchin.errors import QueryError
 from urchin.params.reading import TypedParams, set_checked
 
-__all__ = ["RememberParams"]
+__all__ = ["RememberParams", "tags_of", "check_texts"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,13 +28,10 @@ class RememberParams(TypedParams):
     workspace: str | None = None
 
     def __post_init__(self) -> None:
-        for name in ("content", "workspace"):
-            value = getattr(self, name)
-            if value is not None and not isinstance(value, str):
-                raise QueryError(name, f"must be a string, got {describe(value)}")
+        check_texts(self, ("content", "workspace"))
         if not self.content.strip():    # the event's rule, in its words (tags and the rest: the event's own)
             raise QueryError("content", "must not be blank")
-        set_checked(self, tags=_tags(self.tags))
+        set_checked(self, tags=tags_of(self.tags))
 
     def item(self) -> dict[str, Any]:
         """The event to write: the fields given, as an agent's decision over MCP."""
@@ -46,7 +43,16 @@ class RememberParams(TypedParams):
         return item
 
 
-def _tags(tags: Any) -> tuple[str, ...] | None:
+def check_texts(params: object, names: tuple[str, ...]) -> None:
+    """Each of `names` None or a string, else a QueryError naming it."""
+    for name in names:
+        value = getattr(params, name)
+        if value is not None and not isinstance(value, str):
+            raise QueryError(name, f"must be a string, got {describe(value)}")
+
+
+def tags_of(tags: Any) -> tuple[str, ...] | None:
+    """Tags as given (lowercased later, by the event's rule), a tuple; empty is None."""
     if tags is None:
         return None
     if not isinstance(tags, list | tuple):
