@@ -14,8 +14,7 @@ from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from urchin.errors import QueryError
-from urchin.params.reading import TypedParams, set_checked
-from urchin.params.remember import check_texts, tags_of
+from urchin.params.reading import TypedParams, check_texts, set_checked, tags_of
 
 __all__ = ["IngestParams"]
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from urchin.checks import check_number, describe
+from urchin.checks import check_number
 from urchin.errors import QueryError
 from urchin.params.limits import MAX_RECALL_BUDGET, MAX_RECALL_PROMPT_CHARS
-from urchin.params.reading import TypedParams, set_checked
+from urchin.params.reading import TypedParams, check_texts, set_checked
 
 __all__ = ["RecallParams"]
 
@@ -29,10 +29,7 @@ class RecallParams(TypedParams):
     budget: int | None = None
 
     def __post_init__(self) -> None:
-        for name in ("workspace", "cwd", "session", "prompt"):
-            value = getattr(self, name)
-            if value is not None and not isinstance(value, str):
-                raise QueryError(name, f"must be a string, got {describe(value)}")
+        check_texts(self, ("workspace", "cwd", "session", "prompt"))
         if self.prompt is not None:
             if len(self.prompt) > MAX_RECALL_PROMPT_CHARS:
                 raise QueryError("prompt", f"must be at most {MAX_RECALL_PROMPT_CHARS} characters, "

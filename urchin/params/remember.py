@@ -12,11 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from urchin.checks import describe
 from urchin.errors import QueryError
-from urchin.params.reading import TypedParams, set_checked
+from urchin.params.reading import TypedParams, check_texts, set_checked, tags_of
 
-__all__ = ["RememberParams", "tags_of", "check_texts"]
+__all__ = ["RememberParams"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,23 +40,3 @@ class RememberParams(TypedParams):
         if self.workspace is not None:
             item["workspace"] = self.workspace
         return item
-
-
-def check_texts(params: object, names: tuple[str, ...]) -> None:
-    """Each of `names` None or a string, else a QueryError naming it."""
-    for name in names:
-        value = getattr(params, name)
-        if value is not None and not isinstance(value, str):
-            raise QueryError(name, f"must be a string, got {describe(value)}")
-
-
-def tags_of(tags: Any) -> tuple[str, ...] | None:
-    """Tags as given (lowercased later, by the event's rule), a tuple; empty is None."""
-    if tags is None:
-        return None
-    if not isinstance(tags, list | tuple):
-        raise QueryError("tags", f"must be an array of strings, got {describe(tags)}")
-    for i, tag in enumerate(tags):
-        if not isinstance(tag, str):
-            raise QueryError(f"tags[{i}]", f"must be a string, got {describe(tag)}")
-    return tuple(tags) or None
