@@ -207,3 +207,65 @@ def test_search_context_errors_name_nested_fields_never_validator_text(memory: M
                                                                        message: str) -> None:
     result = run_tool(memory, "search_context", args)
     assert result.is_error and result.content[0].text == message  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("args, message", [
+    ({"content": "  "}, "content: must not be blank"),
+    ({"content": 7}, "content: must be a string, got 7"),
+    ({"tags": ["x"]}, "content: is required"),
+    ({"content": "x", "tags": "deps"}, 'tags: must be an array of strings, got "deps"'),
+    ({"content": "x", "tags": ["deps", 1]}, "tags[1]: must be a string, got 1"),
+    ({"content": "x", "workspace": 3}, "workspace: must be a string, got 3"),
+    ({"content": "x", "kind": "note"}, "kind: unknown parameter (allowed: content, tags, workspace)"),
+])
+def test_remember_is_parsed_once_and_names_the_field(memory: Memory, args: dict[str, Any], message: str) -> None:
+    """`urchin_remember` builds `RememberParams` at the edge; a bad value is an isError naming the field, and
+    nothing is stored."""
+    result = run_tool(memory, "urchin_remember", args)
+    assert result.is_error and result.content[0].text.startswith(message)  # type: ignore[union-attr]
+    assert memory.recent(hours=1).events == []
+
+
+@pytest.mark.parametrize("args, message", [({"content": " "}, "content: must not be blank"),
+                                           ({"content": "x", "tags": [1]}, "tags[0]: must be a string, got 1")])
+def test_remember_params_built_directly_are_checked(args: dict[str, Any], message: str) -> None:
+    from urchin.errors import QueryError
+    from urchin.params.remember import RememberParams
+
+    with pytest.raises(QueryError) as caught:
+        RememberParams(**args)
+    assert caught.value.message == message
+
+
+def test_remember_writes_an_agents_decision(memory: Memory) -> None:
+    result = run_tool(memory, "urchin_remember", {"content": "We pin numpy below 2", "tags": ["Deps"],
+                                                  "workspace": "shop"})
+    assert not result.is_error
+    [event] = memory.recent(hours=1).events
+    assert (event.source, event.kind, event.content, event.workspace, event.tags) == \
+        ("mcp", "decision", "We pin numpy below 2", "shop", ("deps",))
+
+
+@pytest.mark.parametrize("args, message", [({"content": "\t"}, "content: must not be blank"),
+                                           ({"content": "x", "title": 5}, "title: must be a string, got 5"),
+                                           ({"content": "x", "tags": "ops"}, 'tags: must be an array of strings')])
+def test_ingest_params_built_directly_are_checked(memory: Memory, args: dict[str, Any], message: str) -> None:
+    """`urchin_ingest` and `urchin ingest` build `IngestParams` at the edge; built directly they check too,
+    and the MCP tool's isError says the same (nothing stored)."""
+    from urchin.errors import QueryError
+    from urchin.params.ingest import IngestParams
+
+    with pytest.raises(QueryError) as caught:
+        IngestParams(**args)
+    assert caught.value.message.startswith(message)
+    result = run_tool(memory, "urchin_ingest", args)
+    assert result.is_error and result.content[0].text.startswith(message)  # type: ignore[union-attr]
+    assert memory.recent(hours=1).events == []
+
+
+def test_ingest_takes_the_writers_source_and_kind_only_where_none_is_given(memory: Memory) -> None:
+    assert not run_tool(memory, "urchin_ingest", {"content": "first", "id": "e-1"}).is_error
+    assert not run_tool(memory, "urchin_ingest", {"content": "second", "id": "e-2", "kind": "note",
+                                                  "tags": ["Ops"]}).is_error
+    got = {e.id: (e.source, e.kind, e.tags) for e in memory.recent(hours=1).events}
+    assert got == {"e-1": ("mcp", "conversation", ()), "e-2": ("mcp", "note", ("ops",))}

@@ -47,6 +47,10 @@ SAMPLES: dict[str, list[dict[str, Any]]] = {
     "ephemeral": [{"action": "start", "minutes": 30.5}, {"action": "end"}],
     "forget": [{"ids": ["e-1", "e-2"], "session": "s-1", "query": "token", "since": "2026-01-02T03:04:05.123Z",
                 "until": "2026-02-01T00:00:00+01:00", "confirm": True, "purge": True}],
+    "ingest": [{"content": "deploy done", "source": "shell", "kind": "note", "workspace": "shop", "session": "s-1",
+                "title": "Deploy", "tags": ["ops"], "timestamp": "2026-01-02T03:04:05.123Z", "id": "e-1"}],
+    "remember": [{"content": "We pin numpy below 2", "tags": ["deps", "numpy"], "workspace": "shop"}],
+    "recall": [{"workspace": "shop", "cwd": "/work/shop", "session": "s-1", "prompt": "deploy", "budget": 99}],
     "context": [_CONTEXT, {"query": "x", "include_conversations": False, "sources": ["claude"],
                            "source_ids": ["claude"]}],
 }

@@ -32,7 +32,8 @@ PATHS = {
        for op, method in (("semantic", "semantic"), ("recent", "recent"), ("session_context", "session_context"),
                           ("workspace_context", "workspace_context"), ("get", "get"), ("tail", "tail"),
                           ("get_file", "get_file"), ("query_source", "query_source"),
-                          ("fetch_document", "fetch_source_document"), ("ephemeral", "ephemeral"))},
+                          ("fetch_document", "fetch_source_document"), ("ephemeral", "ephemeral"),
+                          ("recall", "recall"))},
     # (HybridIndex.query_source and fetch_source_document raise QueryErrors of what is stored: a source that
     # does not exist, a file changed since it was cited; get_document only NotFoundError)
     "get_document": [("memory/__init__.py", "Memory", "get_document"),
@@ -63,7 +64,7 @@ STILL_CHECKED_BELOW = {
     ("search/cosine.py", "check_limit"): "the token-cosine view's own guard (search/: another helper's area)",
 }
 # writes: each front end names its writer (CLI manual/note, MCP mcp, remember a decision) around one run
-NO_RUN_YET = {"ingest", "remember"}
+NO_RUN_YET: set[str] = set()
 # the validators: field checks, the wire parsers, the contract's table, a parameter error (the query
 # language's own `parse`, what a query means, is not one)
 VALIDATORS = {"check_query", "check_hours", "check_limit", "check_number", "check_bool", "check_label",
@@ -131,7 +132,8 @@ def test_every_operation_with_typed_parameters_runs_through_the_contract() -> No
     typed = [op for op in OPERATIONS.values() if op.typed is not None]
     assert {op.name for op in typed} >= {"search", "semantic", "recent", "session_context", "workspace_context",
                                          "get", "tail", "context", "get_file", "get_memory", "document_search",
-                                         "forget", "query_source", "fetch_document", "get_document", "ephemeral"}
+                                         "forget", "query_source", "fetch_document", "get_document", "ephemeral",
+                                         "recall", "remember", "ingest"}
     for op in OPERATIONS.values():
         assert (op.runner is not None) == (op.name not in NO_RUN_YET), op.name
     for op in typed:

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from urchin.config import Settings
-from urchin.errors import ConfigError
+from urchin.errors import ConfigError, QueryError
 from urchin.memory import Memory
 from urchin.recall import NO_WORKSPACE
 from urchin.recall.frame import CLOSE, HEADER, OPEN, event_text
@@ -180,6 +180,23 @@ def test_each_injection_is_audited_by_ids_and_reasons_never_its_text_and_never_s
     digest = memory.recall(workspace="alpha", session="s-10", budget=20000).to_dict()
     assert all(i["id"] != audits[0].id for i in digest["items"])
     assert len(memory.recent(hours=1, source="urchin", kind="recall").events) == 2   # no session: not recorded
+
+
+@pytest.mark.parametrize("values, message", [
+    ({"budget": 0}, "budget: must be from 1 to 20000, got 0"),
+    ({"budget": 20001}, "budget: must be from 1 to 20000, got 20001"),
+    ({"prompt": 7}, "prompt: must be a string, got 7"),
+    ({"prompt": "x" * 100_001}, "prompt: must be at most 100000 characters, got 100001"),
+    ({"session": ["s-1"]}, "session: must be a string"),
+])
+def test_a_python_caller_cannot_skip_recalls_checks(memory: Memory, values: dict[str, Any], message: str) -> None:
+    """`Memory.recall`'s keywords build `RecallParams`: checked as every front end checks them (a budget of 0
+    once meant [recall]'s default), and nothing is recorded."""
+    memory.ingest([_event("d-1", 60, "We keep the zebra codename out of the logs", kind="decision")])
+    with pytest.raises(QueryError) as caught:
+        memory.recall(**{"workspace": "alpha", "session": "s-9", **values})
+    assert caught.value.message.startswith(message)
+    assert memory.recent(hours=1, source="urchin", kind="recall").events == []
 
 
 # ---- the digest --------------------------------------------------------------------------------------

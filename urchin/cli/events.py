@@ -10,7 +10,7 @@ from typing import Any
 import click
 
 from urchin.cli.group import AppContext, main
-from urchin.cli.options import as_flag, build, call, json_option, operation_options, parse, print_json, print_text
+from urchin.cli.options import as_flag, build, call, json_option, operation_options, print_json, print_text
 from urchin.contract import OPERATIONS
 from urchin.contract.render import (
     older_note,
@@ -33,8 +33,8 @@ def ingest(app: AppContext, as_json: bool, **params: Any) -> None:
     """Append one event. CONTENT is the text, or - to read it from stdin (default source manual, kind note)."""
     if params.get("content") == "-":
         params["content"] = sys.stdin.read()
-    item = {k: v for k, v in parse("ingest", params).items() if v is not None}
-    result = app.memory().ingest_one(item, _WRITER)
+    typed = build("ingest", params).with_writer(_WRITER)     # checked once, here
+    result = OPERATIONS["ingest"].run(app.memory(), typed)
     if result.status == "rejected":
         raise as_flag(rejection(result.reason), "ingest")
     print_json(result.to_dict()) if as_json else click.echo(render_ingest(result.to_dict()))

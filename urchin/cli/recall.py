@@ -7,7 +7,8 @@ from typing import Any
 import click
 
 from urchin.cli.group import AppContext, main
-from urchin.cli.options import as_flag, operation_options, parse, print_json, print_text
+from urchin.cli.options import as_flag, build, operation_options, print_json, print_text
+from urchin.contract import OPERATIONS
 from urchin.errors import ValidationError
 
 
@@ -18,9 +19,10 @@ from urchin.errors import ValidationError
 def recall(app: AppContext, as_json: bool, **params: Any) -> None:
     """Print the block an agent's hook injects: the session-start digest of a workspace, or with
     --prompt the few past records relevant to it (nothing when none is)."""
+    typed = build("recall", params)      # checked once, here: a bad value never reaches the daemon
     memory = app.memory()
     try:
-        result = memory.recall(**parse("recall", params))
+        result = OPERATIONS["recall"].run(memory, typed)
     except ValidationError as exc:
         raise as_flag(exc, "recall") from None
     finally:

@@ -212,9 +212,11 @@ _RUNS: dict[str, Callable[[Any, Any], Any]] = {
     "get_document": lambda t, p: t.get_document(p),
     "status": lambda t, p: t.status(),
     "ephemeral": lambda t, p: t.ephemeral(p),
-    "recall": lambda t, p: t.recall(**p),
+    "recall": lambda t, p: t.recall(p),
     "document_search": lambda t, p: t.document_search(p),
     "forget": lambda t, p: t.forget(p),
+    "remember": lambda t, p: t.ingest_one(p.item()),   # an agent's decision (the MCP tool's): source mcp
+    "ingest": lambda t, p: t.ingest_one(p.item()),     # with the front end's writer (IngestParams.with_writer)
 }
 
 OPERATIONS: dict[str, Operation] = {op.name: replace(op, runner=_RUNS.get(op.name)) for op in (
@@ -287,19 +289,19 @@ OPERATIONS: dict[str, Operation] = {op.name: replace(op, runner=_RUNS.get(op.nam
         Param("title", help="A short title."),
         Param("tags", "texts", "Tags, lowercased.", flag="--tag"),
         Param("timestamp", help="RFC 3339 time.", unset="now"),
-        Param("id", help="Event id.", unset="a new UUIDv7"))),
+        Param("id", help="Event id.", unset="a new UUIDv7")), typed=_lazy("ingest:IngestParams")),
     Operation("remember", (
         Param("content", help="The decision or fact to remember, in a sentence or two; must not be blank.",
               required=True, positional=True, blank_ok=True),
         Param("tags", "texts", "Tags, lowercased.", flag="--tag"),
-        Param("workspace", help="Project or workspace it applies to."))),
+        Param("workspace", help="Project or workspace it applies to.")), typed=_lazy("remember:RememberParams")),
     Operation("ephemeral", (
         Param("action", help="start: stop storing anything; end: store again; status: show the mode.",
               required=True, positional=True, choices=EPHEMERAL_ACTIONS),
         Param("minutes", "number", "With start: switch itself off after N minutes.", above=0,
               maximum=MAX_EPHEMERAL_MINUTES, unset="until end")), typed=_lazy("ephemeral:EphemeralParams")),
     Operation("context", _CONTEXT, typed=ContextParams),
-    Operation("recall", _RECALL),
+    Operation("recall", _RECALL, typed=_lazy("recall:RecallParams")),
     Operation("document_search", _DOCUMENT_SEARCH, typed=_lazy("documents:DocumentSearchParams")),
     # forget: MCP's input schema is written out (urchin/mcp_server/schemas.py), the CLI's flags too (--yes)
     Operation("forget", (

@@ -368,8 +368,8 @@ async def _recall(request: Request) -> Response:
     body = await _json_body(request)
     if not isinstance(body, Mapping):
         raise ValidationError("body", "must be a JSON object of recall parameters")
-    params = OPERATIONS["recall"].parse(held(request, "recall", body), "wire")
-    result = await run_in_threadpool(lambda: _state(request).memory.recall(**params))
+    params = OPERATIONS["recall"].build(held(request, "recall", body), "wire")
+    result = await run_in_threadpool(lambda: OPERATIONS["recall"].run(_state(request).memory, params))
     return JSON(result.to_dict())
 
 

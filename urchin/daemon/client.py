@@ -55,6 +55,7 @@ if TYPE_CHECKING:
         TailParams,
         WorkspaceParams,
     )
+    from urchin.params.recall import RecallParams
     from urchin.params.search import SearchParams
     from urchin.params.sources import DocumentParams, FetchParams, QuerySourceParams
     from urchin.params.workspace import FileParams, MemoryParams
@@ -220,17 +221,21 @@ class RemoteMemory:
         typed = params
         return self._call("POST", "/context", json=to_wire(typed), parse=parse, fallback=lambda m: m.context(typed))
 
-    def recall(self, *, workspace: str | None = None, cwd: str | None = None, session: str | None = None,
-               prompt: str | None = None, budget: int | None = None,
+    def recall(self, params: RecallParams | None = None, /, *, workspace: str | None = None, cwd: str | None = None,
+               session: str | None = None, prompt: str | None = None, budget: int | None = None,
                now: datetime | None = None) -> RecallAnswer:
         """`recall` through the daemon: its hot views answer, and its write path records the audit event."""
+        from urchin.params.recall import RecallParams
+
+        p = params if params is not None else RecallParams(**_drop_none(
+            workspace=workspace, cwd=cwd, session=session, prompt=prompt, budget=budget))
+
         def run(m: Memory) -> RecallAnswer:
-            return m.recall(workspace=workspace, cwd=cwd, session=session, prompt=prompt, budget=budget, now=now)
+            return m.recall(p, now=now)
 
         if now is not None:
             return run(self.local())
-        body = _drop_none(workspace=workspace, cwd=cwd, session=session, prompt=prompt, budget=budget)
-        answer: RecallAnswer = self._call("POST", "/recall", json=body, parse=_RecallAnswer, fallback=run)
+        answer: RecallAnswer = self._call("POST", "/recall", json=to_wire(p), parse=_RecallAnswer, fallback=run)
         return answer
 
     def document_search(self, params: DocumentSearchParams | Mapping[str, Any]) -> dict[str, Any]:

@@ -39,6 +39,7 @@ from urchin.tokens import Grant
 
 if TYPE_CHECKING:
     from urchin.memory import Memory
+    from urchin.params.recall import RecallParams
 
 __all__ = ["hook_routes"]
 
@@ -77,8 +78,8 @@ def hook_routes(state_of: Callable[[Request], Any]) -> list[Route]:
                 raise ValidationError("event", str(result.reason))
         out = b""
         if ask is not None and args is not None:
-            params = OPERATIONS["recall"].parse(args, "wire")
-            session = params.get("session")
+            params = OPERATIONS["recall"].build(args, "wire")
+            session = params.session
             await audits.written(session)     # what this session was given before is in the journal
             text, records = await run_in_threadpool(_recall, memory, params)
             if records:
@@ -90,10 +91,10 @@ def hook_routes(state_of: Callable[[Request], Any]) -> list[Route]:
     return [Route("/hook/{agent}", hook, methods=["POST"])]
 
 
-def _recall(memory: Memory, params: dict[str, Any]) -> tuple[str, list[Event]]:
+def _recall(memory: Memory, params: RecallParams) -> tuple[str, list[Event]]:
     """The recall's text, and its audit event prepared for the group writer (not yet written)."""
     items: list[Mapping[str, Any]] = []
-    text = memory.recall(**params, audit=items.append).text
+    text = memory.recall(params, audit=items.append).text
     records: list[Event] = []
     for item in items:
         try:

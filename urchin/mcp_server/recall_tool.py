@@ -9,12 +9,15 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from urchin.memory.facade import Facade
+    from urchin.params.recall import RecallParams
 
 __all__ = ["RUNNERS", "OUTPUT", "DOCS", "READ_ONLY"]
 
 
-def _recall(memory: Facade, a: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-    result = memory.recall(**a).to_dict()
+def _recall(memory: Facade, a: RecallParams) -> tuple[str, dict[str, Any]]:
+    from urchin.contract import OPERATIONS
+
+    result = OPERATIONS["recall"].run(memory, a).to_dict()
     return result["text"], result
 
 

@@ -32,7 +32,9 @@ if TYPE_CHECKING:
     from urchin.memory.facade import Facade
     from urchin.params.ephemeral import EphemeralParams
     from urchin.params.forget import ForgetParams
+    from urchin.params.ingest import IngestParams
     from urchin.params.reading import GetParams
+    from urchin.params.remember import RememberParams
     from urchin.tokens import Grant
 
 __all__ = ["TOOL_NAMES", "run_tool", "check_arguments", "parse_arguments", "tool_list", "tool_error", "short"]
@@ -67,15 +69,12 @@ def _write_reply(result: Any, reader: bool = True) -> Reply:
     return render_ingest(result.to_dict()), result.to_dict()
 
 
-def _ingest(memory: Facade, a: dict[str, Any], reader: bool = True) -> Reply:
-    item = {k: v for k, v in a.items() if v is not None}
-    return _write_reply(memory.ingest_one(item, INGEST_DEFAULTS), reader)
+def _ingest(memory: Facade, a: IngestParams, reader: bool = True) -> Reply:
+    return _write_reply(OPERATIONS["ingest"].run(memory, a.with_writer(INGEST_DEFAULTS)), reader)
 
 
-def _remember(memory: Facade, a: dict[str, Any], reader: bool = True) -> Reply:
-    item = {k: v for k, v in a.items() if v is not None}
-    item.update(source="mcp", kind="decision")
-    return _write_reply(memory.ingest_one(item), reader)
+def _remember(memory: Facade, a: RememberParams, reader: bool = True) -> Reply:
+    return _write_reply(OPERATIONS["remember"].run(memory, a), reader)
 
 
 def _ephemeral(memory: Facade, a: EphemeralParams) -> Reply:

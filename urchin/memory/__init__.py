@@ -68,6 +68,7 @@ if TYPE_CHECKING:
     from urchin.params.documents import DocumentSearchParams
     from urchin.params.ephemeral import EphemeralParams
     from urchin.params.forget import ForgetParams
+    from urchin.params.recall import RecallParams
     from urchin.params.sources import DocumentParams, FetchParams, QuerySourceParams
     from urchin.params.workspace import FileParams, MemoryParams
     from urchin.recall import RecallResult
@@ -505,16 +506,20 @@ class Memory:
         return self._workspace.overview(journal, self.collectors_status(), self.index_status)
 
     # ---- recall: what an agent is told without asking (urchin/recall/) -------------------------
-    def recall(self, *, workspace: str | None = None, cwd: str | None = None, session: str | None = None,
-               prompt: str | None = None, budget: int | None = None, now: datetime | None = None,
-               audit: Callable[[Mapping[str, Any]], None] | None = None) -> RecallResult:
+    def recall(self, params: RecallParams | None = None, /, *, workspace: str | None = None, cwd: str | None = None,
+               session: str | None = None, prompt: str | None = None, budget: int | None = None,
+               now: datetime | None = None, audit: Callable[[Mapping[str, Any]], None] | None = None) -> RecallResult:
         """The session-start digest (no `prompt`) or the prompt's relevant records of one workspace,
         framed as quoted data; given to a `session`, recorded as an audit event (written before this
-        returns, or handed to `audit` to write: the daemon's hook route writes it beside its answer)."""
+        returns, or handed to `audit` to write: the daemon's hook route writes it beside its answer).
+        `params`: a `RecallParams` (the front ends', checked when built), else built here from the keywords."""
+        from urchin.params.recall import RecallParams
         from urchin.recall import recall
 
-        return recall(self._recall_reader(audit), workspace=workspace, cwd=cwd, session=session, prompt=prompt,
-                      budget=budget, now=now)
+        p = params if params is not None else built(RecallParams, workspace=workspace, cwd=cwd, session=session,
+                                                      prompt=prompt, budget=budget)
+        return recall(self._recall_reader(audit), workspace=p.workspace, cwd=p.cwd, session=p.session,
+                      prompt=p.prompt, budget=p.budget, now=now)
 
     def _recall_reader(self, audit: Callable[[Mapping[str, Any]], None] | None = None) -> Reader:
         from urchin.recall.frame import remembered

@@ -42,6 +42,7 @@ if TYPE_CHECKING:
         TailParams,
         WorkspaceParams,
     )
+    from urchin.params.recall import RecallParams
     from urchin.params.search import SearchParams
     from urchin.params.sources import DocumentParams, FetchParams, QuerySourceParams
     from urchin.params.workspace import FileParams, MemoryParams
@@ -110,8 +111,8 @@ class Facade(Protocol):
               limit: int | None = None) -> dict[str, Any]: ...
 
     # ---- recall
-    def recall(self, *, workspace: str | None = None, cwd: str | None = None, session: str | None = None,
-               prompt: str | None = None, budget: int | None = None,
+    def recall(self, params: RecallParams | None = None, /, *, workspace: str | None = None, cwd: str | None = None,
+               session: str | None = None, prompt: str | None = None, budget: int | None = None,
                now: datetime | None = None) -> RecallAnswer: ...
 
     # ---- the hybrid index

@@ -20,7 +20,7 @@ from urchin.params.limits import MAX_LIMIT
 from urchin.params.search import label_filter
 
 __all__ = ["RecentParams", "SemanticParams", "SessionParams", "WorkspaceParams", "GetParams", "TailParams",
-           "TypedParams", "parse_fields", "set_checked", "required_text"]
+           "TypedParams", "parse_fields", "set_checked", "required_text", "check_texts", "tags_of"]
 
 T = TypeVar("T")
 
@@ -181,3 +181,22 @@ class TailParams(TypedParams):
     def __post_init__(self) -> None:
         set_checked(self, count=_limit(self.count, "count"))
 
+
+def check_texts(params: object, names: tuple[str, ...]) -> None:
+    """Each of `names` None or a string, else a QueryError naming it."""
+    for name in names:
+        value = getattr(params, name)
+        if value is not None and not isinstance(value, str):
+            raise QueryError(name, f"must be a string, got {describe(value)}")
+
+
+def tags_of(tags: Any) -> tuple[str, ...] | None:
+    """Tags as given (lowercased later, by the event's rule), a tuple; empty is None."""
+    if tags is None:
+        return None
+    if not isinstance(tags, list | tuple):
+        raise QueryError("tags", f"must be an array of strings, got {describe(tags)}")
+    for i, tag in enumerate(tags):
+        if not isinstance(tag, str):
+            raise QueryError(f"tags[{i}]", f"must be a string, got {describe(tag)}")
+    return tuple(tags) or None

@@ -65,9 +65,9 @@ def _workspace(workspace: str | None, cwd: str | None) -> str | None:
 
 def recall(reader: Reader, *, workspace: str | None = None, cwd: str | None = None, session: str | None = None,
            prompt: str | None = None, budget: int | None = None, now: datetime | None = None) -> RecallResult:
+    """The block for one workspace; the values are checked at the edge (`urchin/params/recall.py`), or are the
+    hook's own (a hook's ask never has a blank prompt)."""
     mode = "session" if prompt is None else "prompt"
-    if prompt is not None and not prompt.strip():
-        raise QueryError("prompt", "must not be empty")
     workspace = _workspace(workspace, cwd)
     if workspace is None:
         text = NO_WORKSPACE if mode == "session" else ""
