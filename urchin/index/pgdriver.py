@@ -19,7 +19,6 @@ from psycopg.errors import (
     LockNotAvailable,
     OperationalError,
     ProgramLimitExceeded,
-    UniqueViolation,
 )
 from psycopg.pq import TransactionStatus
 
@@ -37,4 +36,4 @@ def idle(conn: Connection[Any]) -> bool:
 
 
 __all__ = ["Connection", "Cursor", "connect", "sql", "conninfo_to_dict", "make_conninfo", "Error",
-           "InsufficientPrivilege", "LockNotAvailable", "UniqueViolation", "OUTAGE_ERRORS", "REFUSED_ERRORS", "idle"]
+           "InsufficientPrivilege", "LockNotAvailable", "OUTAGE_ERRORS", "REFUSED_ERRORS", "idle"]

@@ -1,5 +1,4 @@
-"""The PostgreSQL backend: migrations at connect, COPY (straight in, or staged for an idempotent upsert),
-and the legs' SQL.
+"""The PostgreSQL backend: migrations at connect, COPY + idempotent upsert, and the legs' SQL.
 
 psycopg, the driver, is reached through `pgdriver`. Vectors travel as pgvector text literals with
 explicit casts, so no type registration is needed. Query-time settings (stated, see `QUERY_SETTINGS`) are set per
@@ -22,16 +21,7 @@ from urchin.index.files import FILES_SOURCE
 from urchin.index.gather import gather
 from urchin.index.pg_migrate import migrate as _migrate
 from urchin.index.pg_vacuum import reclaim
-from urchin.index.pgdriver import (
-    OUTAGE_ERRORS,
-    REFUSED_ERRORS,
-    Connection,
-    Cursor,
-    LockNotAvailable,
-    UniqueViolation,
-    connect,
-    sql,
-)
+from urchin.index.pgdriver import OUTAGE_ERRORS, REFUSED_ERRORS, Connection, Cursor, LockNotAvailable, connect, sql
 from urchin.index.schema import GIN_INDEXES, TEAM_SQL, TRIGRAM_INDEX, TS_CONFIG
 from urchin.search.cosine import NAMED_SOURCE_PRIOR
 from urchin.search.query import AUDIT, hides_audit
@@ -131,7 +121,6 @@ class PostgresIndex:
         self._twin: PostgresIndex | None = None
         self._norm_mean: tuple[float, int] | None = None   # (value, the chunk count it was read at)
         self._bound: tuple[str, str | None] | None = None   # a feeder role's (device, account), see `bound`
-        self._direct = False      # row-level security does not apply to this role: a batch is COPYed straight in
 
     # ---- connection ---------------------------------------------------------------------------
     @property
@@ -144,9 +133,7 @@ class PostgresIndex:
                 with conn.transaction():
                     row = conn.execute("SELECT device, account FROM urchin_feeders WHERE role = current_user"
                                        ).fetchone()
-                    secured = conn.execute("SELECT row_security_active('urchin_chunks')").fetchone()
                 self._bound = (row[0], row[1]) if row else None
-                self._direct = not (secured and secured[0])
                 if self._niceness:
                     _lower_backend(conn, self._niceness)
             except BaseException:
@@ -225,15 +212,11 @@ class PostgresIndex:
             inserted = 0
             if rows:
                 with conn.cursor() as cur:
-                    copied = self._copy_chunks(conn, cur, rows, device) if self._direct else None
-                    if copied is not None:
-                        inserted = copied
-                    else:
-                        self._copy_rows(cur, "urchin_feed", rows, device)
-                        cur.execute(f"INSERT INTO urchin_chunks ({', '.join(_COLUMNS)}) "
-                                    f"SELECT {', '.join(_COLUMNS)} FROM urchin_feed "
-                                    "ON CONFLICT (device, chunk_id, occurred_at) DO NOTHING")
-                        inserted = max(cur.rowcount, 0)   # the new rows; counted by the owner's trigger (schema 7)
+                    self._copy_feed(cur, rows, device)
+                    cur.execute(f"INSERT INTO urchin_chunks ({', '.join(_COLUMNS)}) "
+                                f"SELECT {', '.join(_COLUMNS)} FROM urchin_feed "
+                                "ON CONFLICT (device, chunk_id, occurred_at) DO NOTHING")
+                    inserted = max(cur.rowcount, 0)   # the new rows; counted by the owner's trigger (schema 7)
             moved = conn.execute(
                 "INSERT INTO urchin_cursors (device, journal, byte_offset) VALUES (%s, %s, %s) "
                 "ON CONFLICT (device, journal) DO UPDATE SET byte_offset = excluded.byte_offset, updated_at = now() "
@@ -243,29 +226,16 @@ class PostgresIndex:
                                     "re-reading it")
         return inserted
 
-    def _copy_chunks(self, conn: Connection[Any], cur: Cursor[Any], rows: Sequence[ChunkRow], device: str
-                     ) -> int | None:
-        """COPY `rows` straight into urchin_chunks (in a savepoint): the server stores each row while the
-        next ones are formatted and sent, so Python and PostgreSQL work at once, and no row is written
-        twice. Returns how many, or None when one of them is already there (a replay: the batch goes
-        through the feed table and ON CONFLICT DO NOTHING instead)."""
-        try:
-            with conn.transaction():
-                self._copy_rows(cur, "urchin_chunks", rows, device)
-        except UniqueViolation:
-            return None
-        return len(rows)
-
-    def _copy_rows(self, cur: Cursor[Any], table: str, rows: Sequence[ChunkRow], device: str) -> None:
-        """COPY `rows` into `table` as `device`'s (a batch is its feeding device's rows), with a feeder
-        role's bound account. A feeder role's rows go through this session's feed table (`urchin_feed`):
-        PostgreSQL refuses COPY into a table whose row-level security applies; the INSERT from it is
-        checked."""
-        if table == "urchin_feed":
-            cur.execute("CREATE TEMP TABLE IF NOT EXISTS urchin_feed (LIKE urchin_chunks INCLUDING DEFAULTS)"
-                        " ON COMMIT DELETE ROWS")
+    def _copy_feed(self, cur: Cursor[Any], rows: Sequence[ChunkRow], device: str) -> None:
+        """COPY `rows` into this session's feed table as `device`'s (a batch is its feeding device's rows),
+        with a feeder role's bound account. Through a table: PostgreSQL refuses COPY into a table with
+        row-level security; the INSERT from it is checked. (A COPY straight into urchin_chunks for the
+        owner fed 1.2x faster but slowed queries during the feed: medians 0.93-0.95x -> 1.23-1.26x of
+        idle, worst cells 1.6-1.8x -> 2.3-2.8x at 1M, one quiet sitting; bench/RESULTS.md round eighteen.)"""
+        cur.execute("CREATE TEMP TABLE IF NOT EXISTS urchin_feed (LIKE urchin_chunks INCLUDING DEFAULTS)"
+                    " ON COMMIT DELETE ROWS")
         account = self._bound[1] if self._bound else None
-        with cur.copy(f"COPY {table} ({', '.join(_COLUMNS)}) FROM STDIN") as copy:
+        with cur.copy(f"COPY urchin_feed ({', '.join(_COLUMNS)}) FROM STDIN") as copy:
             for row in rows:
                 values = list(_ROW_VALUES(row))     # one C call (a generator over the names: 3x the time)
                 values[_DEVICE] = device
@@ -465,7 +435,7 @@ class PostgresIndex:
             self._delete_docs([doc_id])
             if rows:
                 with conn.cursor() as cur:
-                    self._copy_rows(cur, "urchin_feed", rows, device)
+                    self._copy_feed(cur, rows, device)
                     cur.execute(f"INSERT INTO urchin_chunks ({', '.join(_COLUMNS)}) "
                                 f"SELECT {', '.join(_COLUMNS)} FROM urchin_feed")
                     cur.execute("TRUNCATE urchin_feed")
