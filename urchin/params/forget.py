@@ -47,7 +47,6 @@ class ForgetParams(TypedParams):
             raise QueryError("ids", "say what to forget: ids, session, query, or a time range (since/until)")
         set_checked(self, ids=ids, confirm=check_bool(self.confirm, "confirm"), purge=check_bool(self.purge, "purge"))
 
-
     @property
     def since_ms(self) -> int | None:
         return _ms(self.since, "since")
