@@ -204,3 +204,20 @@ def test_every_typed_parameters_object_built_directly_is_checked(operation: str)
             typed()
         checked += 1
     assert checked or not op.params
+
+
+@pytest.mark.parametrize("name", ["context", "document"])
+@pytest.mark.parametrize("query, message", [
+    ({"a": 1}, "query: must be a string, got {"),
+    (7, "query: must be a string, got 7"),
+    ("  ", "query must not be empty"),
+])
+def test_a_ranked_query_that_is_not_text_is_named_as_such(name: str, query: object, message: str) -> None:
+    """A query of the wrong type is a type error, not an "empty" one (a dict used to read "must not be empty")."""
+    from urchin.params.context import ContextParams
+    from urchin.params.documents import DocumentSearchParams
+
+    parse = ContextParams.parse if name == "context" else DocumentSearchParams.parse
+    with pytest.raises(QueryError) as caught:
+        parse({"query": query})
+    assert caught.value.message.startswith(message), caught.value.message

@@ -13,7 +13,7 @@ from dataclasses import MISSING, dataclass, field, fields
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from urchin.checks import camel, check_bool, check_number, unknown_parameter
+from urchin.checks import camel, check_bool, check_number, describe, unknown_parameter
 from urchin.errors import QueryError, ValidationError
 from urchin.event import MAX_HOURS, check_name, clean_text, format_timestamp, parse_timestamp
 from urchin.params.limits import (
@@ -267,7 +267,9 @@ def _iso(moment: datetime | None) -> str | None:
 
 
 def _text(value: Any, name: str) -> str:
-    if not isinstance(value, str) or not value.strip():
+    if not isinstance(value, str):
+        raise QueryError(name, f"must be a string, got {describe(value)}")
+    if not value.strip():
         raise QueryError(name, "must not be empty", message=f"{name} must not be empty")
     if len(value) > MAX_QUERY_CHARS:
         raise QueryError(name, f"must be at most {MAX_QUERY_CHARS} characters, got {len(value)}")
