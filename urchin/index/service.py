@@ -42,6 +42,7 @@ def _event(row: dict[str, Any]) -> Event | None:
         "session": row["session"], "title": row["title"], "tags": list(row["tags"] or []), "actor": actor or None})
 
 INLINE_CATCH_UP_BYTES = 32 * 1024 * 1024   # a query feeds up to this much backlog itself; more needs `urchin index`
+MAX_SKIPPED_IDS = 100_000                   # refused events remembered to count each once (more: counted each time)
 
 
 def _database_errors(method: Callable[..., Any]) -> Callable[..., Any]:
@@ -77,7 +78,8 @@ class IndexService:
         self._embedded: Any = None
         self._lock = threading.RLock()
         self._forget_synced: object = None  # the forget log's state this process last applied
-        self.skipped = 0                                    # rows the database refused, in this process
+        self.skipped = 0                                    # events the database refused, in this process
+        self._skipped_ids: set[str] = set()                 # ... each counted once (bounded: MAX_SKIPPED_IDS)
         self._skips: collections.deque[dict[str, str]] = collections.deque(maxlen=10)
         self.skip_listeners: list[Callable[[str, str], None]] = []   # the daemon's index process reports them
         self.niceness = 0      # > 0: the embedded server serves this process's connections at this nice value
@@ -137,7 +139,13 @@ class IndexService:
             raise DatabaseError(f"database: {problem}")
 
     def record_skip(self, event_id: str, reason: str) -> None:
-        """A row the database refused (this process's feed, or the daemon's index process)."""
+        """A row the database refused (this process's feed, or the daemon's index process), counted once
+        per event: two feeds meeting the same refused row (the daemon's index process and an in-process
+        catch-up, or a feed re-run after a cursor race) skip it twice but it is one event."""
+        if event_id in self._skipped_ids:
+            return
+        if len(self._skipped_ids) < MAX_SKIPPED_IDS:
+            self._skipped_ids.add(event_id)
         self.skipped += 1
         self._skips.append({"id": event_id[:80], "reason": reason})
         for listener in self.skip_listeners:
