@@ -244,3 +244,33 @@ def test_a_workspace_query_adds_only_its_scope_postings(monkeypatch: pytest.Monk
     index.reference = True
     assert fast == index.search("deploy cache", workspace="p3", limit=20)
     assert added and added[0] <= 2 * 1000 + 100, added    # p3's 1,000 rows, two words each
+
+
+def test_a_recent_window_asks_only_the_segments_holding_its_rows(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Segments are made of rows added one after another: a query over the last hour looks its terms up
+    in the one or two segments holding that hour, not in every segment (a journal three times larger has
+    three times as many), with the same results as the passes over the window."""
+    from urchin.search.postings import Segment
+
+    rng = random.Random(5)
+    events = [Event(id=f"e{i:06d}", timestamp="", content=" ".join(rng.choices(FILLER, k=4)) + " deploy cache",
+                    ts_ms=BASE + i * 1000, source="claude", kind="note", workspace="api",
+                    session=f"s{i // 30}") for i in range(6000)]
+    index = TokenCosineIndex()
+    index.freeze_postings, index.max_merge_postings = 2000, 4000     # segments of ~650 rows
+    for a in range(0, len(events), 300):
+        index.add_many(events[a:a + 300])
+    assert len(index._segments) >= 8
+    asked: list[int] = []
+    postings = Segment.postings
+
+    def counting(self: Segment, term: int) -> Any:
+        asked.append(term)
+        return postings(self, term)
+
+    monkeypatch.setattr(Segment, "postings", counting)
+    since = BASE + (6000 - 600) * 1000
+    fast = index.search("deploy cache", since_ms=since, limit=20)
+    assert fast and len(asked) <= 2 * 4, len(asked)      # two terms, in the segments of the last 600 rows
+    index.reference = True
+    assert fast == index.search("deploy cache", since_ms=since, limit=20)

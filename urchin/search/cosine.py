@@ -256,6 +256,14 @@ class TokenCosineIndex:
         df = self._df.view() if terms is None else self._df.data[terms]
         return np.log((n + 1.0) / (df + 0.5)).astype(np.float32)
 
+    def segments_in(self, lo: int, hi: int) -> list[Segment]:
+        """The frozen segments holding a row of lo..hi-1: a segment is made of rows added one after
+        another, so a window meets a few of them, and a query asks only those for its terms' postings
+        (each asked costs a look-up per term, whatever the window: 20 segments at 3M rows)."""
+        if lo == 0 and hi >= len(self):
+            return self._segments
+        return [seg for seg in self._segments if seg.span[0] < hi and seg.span[1] >= lo]
+
     @property
     def nnz(self) -> int:
         return sum(s.nnz for s in self._segments) + len(self._pending_rows)

@@ -87,8 +87,9 @@ def cosines(index: TokenCosineIndex, terms: dict[int, float], own: int, lo: int,
     acc = np.zeros(hi - lo + 1, dtype=np.float32)
     held = np.zeros(hi - lo + 1, dtype=np.float32)
     pending = index._pending() if index._pending_rows else None
+    segments = index.segments_in(lo, hi)
     for term, scale in scales:
-        for seg in index._segments:
+        for seg in segments:
             rows, tf = seg.postings(term)
             if lo > 0 or hi < len(index):
                 a, b = np.searchsorted(rows, (lo, hi))
@@ -113,7 +114,7 @@ def cosines(index: TokenCosineIndex, terms: dict[int, float], own: int, lo: int,
 def _rows_with(index: TokenCosineIndex, term: int, lo: int, hi: int) -> np.ndarray:
     """The rows lo..hi-1 holding `term`, relative to lo."""
     out = []
-    for seg in index._segments:
+    for seg in index.segments_in(lo, hi):
         rows, _ = seg.postings(term)
         a, b = np.searchsorted(rows, (lo, hi))
         out.append(rows[a:b] - lo)

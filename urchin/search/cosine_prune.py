@@ -7,10 +7,12 @@ times r's priors; the session leg adds scale_t * `session` * L_t[s], t's weights
 over the square root of its length. So per term and block of `block` rows (a setting), the most that t adds
 there in each leg (the memory prior in, `TermBounds`), summed over a query's terms, bounds every row of the block
 (the priors a query names, a global factor). A query reads its best blocks, takes each leg's limit-th
-score as a floor, then reads every block whose bound reaches a floor: a row left out scores below both,
-so the top is the exhaustive one. The maxima are made from a term's postings when a query first asks for
-it and kept while the index's norms stand. A session they do not hold for (cut by the window, or grown
-since they were made) is read whole, and so is every session met: its level sums all its turns.
+score as a floor, and reads on (4x more of the best blocks a round, or every block over the floors, when
+fewer) until every block whose bound reaches a floor was read: a row left out scores below both, so the
+top is the exhaustive one, and the blocks read are about those over the top's own floors. The maxima
+are made from a term's postings when a query first asks for it and kept while the index's norms stand.
+A session they do not hold for (cut by the window, or grown since they were made) is read whole, and so
+is every session met: its level sums all its turns.
 """
 
 from __future__ import annotations
@@ -217,23 +219,25 @@ def top(index: TokenCosineIndex, q: Query, groups: list[list[tuple[int, ...]]],
     fresh = np.arange(made // block, (hi - 1) // block + 1) if hi > made else np.zeros(0, dtype=np.int64)
     by_rank, by_sess = np.argsort(-rank_bound), np.argsort(-sess_bound)
     chosen: set[int] = set(fresh.tolist())
-    size = s.first_blocks
+    size, most = s.first_blocks, (b1 - b0) // s.read_share
     for _ in range(s.rounds):
         best = np.concatenate([by_rank[:size], by_sess[:size]])
         chosen |= {b0 + b for b in best[tier[best]].tolist()}
+        if len(chosen) > most:
+            return None
         legs = _evaluate(index, q, groups, ranking, scales, sorted(chosen), whole, bounds)
-        size *= 4     # too few rows holding every word, or floors too low: read more of the best first
-        if legs is None:
+        if legs is None:    # too few rows holding every word, or too wide a region: read more of the best
+            size *= 4
             continue
         ranked, by_session, merged = legs
         floor_rank = ranked[q.limit - 1].raw
         floor_sess = by_session[q.limit - 1].raw if by_session is not None else np.inf
-        needed = set((b0 + np.flatnonzero((rank_bound >= floor_rank) | (sess_bound >= floor_sess))).tolist())
-        if needed <= chosen:
-            return merged
-        if len(needed) * s.read_share <= b1 - b0:
-            legs = _evaluate(index, q, groups, ranking, scales, sorted(chosen | needed), whole, bounds)
-            return None if legs is None else legs[2]
+        over_rank, over_sess = int((rank_bound >= floor_rank).sum()), int((sess_bound >= floor_sess).sum())
+        if over_rank <= size and over_sess <= size:
+            return merged    # every block whose bound reaches a floor was read (they lead each order)
+        # The floors rise as more of the best blocks are read, and the blocks over them fall: read 4x as
+        # many, or every block over the floors now when that is fewer (then none is left over)
+        size = min(4 * size, max(over_rank, over_sess))
     return None
 
 

@@ -98,9 +98,10 @@ class RankingSettings:
     bound_terms: int = 128
     """Terms whose block maxima are kept (least recently asked go first; ~100 KB at 3M rows)."""
     first_blocks: int = 12
-    """Blocks per leg the pruning reads first, for each leg's floor (then 4x more per round)."""
-    rounds: int = 2
-    """Reads of the best blocks before the floors decide (each 4x more than the last)."""
+    """Blocks per leg the pruning reads first, for each leg's floor (then up to 4x more per round, `rounds`)."""
+    rounds: int = 8
+    """Reads of the best blocks at most (each 4x as many as the last, or every block over the floors the
+    last one found, when fewer): the floors rise with each, and the blocks over them fall."""
     read_share: int = 3
     """More than 1/`read_share` of the window's blocks to read: reading every match costs no more."""
     bound_growth: int = 50

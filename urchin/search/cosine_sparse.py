@@ -302,8 +302,9 @@ class _Ranking:
                 inside[inside] = scope(rows[inside])
             pending = terms[inside], rows[inside], tf[inside]
         out = []
+        segments = index.segments_in(lo, hi)
         for term, scale in scales:
-            for seg in index._segments:
+            for seg in segments:
                 rows, tf = seg.postings(term)
                 if not whole:
                     a, b = np.searchsorted(rows, (lo, hi))
