@@ -3,6 +3,7 @@ and in worker processes."""
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -130,6 +131,59 @@ def test_a_dead_worker_falls_back_to_in_process(tmp_path: Path, monkeypatch: pyt
     view = TokenCosineView(journal, workers=2)
     assert view.catch_up() == 500
     assert view.search("deploy", since_ms=None, limit=3, filters=Filters())
+
+
+def _children_of(pid: int) -> set[int]:
+    found = set()
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                found.add(int(entry.name))
+        except (OSError, IndexError, ValueError):
+            continue
+    return found
+
+
+def test_workers_end_with_a_parent_killed_by_sigkill(tmp_path: Path) -> None:
+    """A build killed mid-extraction (SIGKILL: no clean-up runs) leaves no worker behind: an orphan
+    used to wait forever to hand over a frame nobody would read."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    journal = _journal_of(tmp_path / "events.jsonl", 3000)
+    script = ("import sys, time\n"
+              "from pathlib import Path\n"
+              "from urchin.search import extract\n"
+              "path = Path(sys.argv[1])\n"
+              "batches = extract.extract_parallel(path, 0, path.stat().st_size, 2, chunk=20_000)\n"
+              "print('started', flush=True)\n"
+              "next(batches)\n"
+              "print('read', flush=True)\n"
+              "time.sleep(600)\n")
+    parent = subprocess.Popen([sys.executable, "-c", script, str(journal.path)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert parent.stdout is not None
+        assert parent.stdout.readline() == "started\n"
+        assert parent.stdout.readline() == "read\n"
+        deadline = time.monotonic() + 30
+        while not (workers := _children_of(parent.pid)) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert workers
+        time.sleep(0.5)   # the workers have their job: they compute, or wait to hand over a frame
+    finally:
+        parent.send_signal(signal.SIGKILL)
+        parent.wait()
+    deadline = time.monotonic() + 20
+    while any(Path(f"/proc/{pid}").exists() and "(python" in Path(f"/proc/{pid}/stat").read_text() for pid in workers) \
+            and time.monotonic() < deadline:
+        time.sleep(0.1)
+    alive = [pid for pid in workers if Path(f"/proc/{pid}").exists()
+             and Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"]
+    for pid in alive:
+        os.kill(pid, signal.SIGKILL)
+    assert not alive, f"workers left running after their parent's SIGKILL: {alive}"
 
 
 _ascii_text = st.lists(st.sampled_from([*"ab Z_9.'/-:,\t\n()é’", "src/a.py", "end.", "don't", "x..y", "CamelCase",

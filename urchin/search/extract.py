@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 import orjson
 
+from urchin.children import end_with_parent
 from urchin.event import Event
 from urchin.journal import LineCheck
 from urchin.search.fields import searchable_fields
@@ -313,7 +314,7 @@ def extract_parallel(path: Path, start: int, end: int, workers: int, chunk: int 
                 [sys.executable, "-I", "-c", code, paths], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
             procs.append(proc)
             assert proc.stdin is not None
-            proc.stdin.write(orjson.dumps({"path": str(path), "chunks": mine,
+            proc.stdin.write(orjson.dumps({"path": str(path), "chunks": mine, "parent": os.getpid(),
                                            "home": str(home) if home is not None else None}))
             proc.stdin.close()
         for i in range(len(chunks)):
@@ -349,16 +350,22 @@ def _read_frame(proc: subprocess.Popen[bytes]) -> Batch:
 
 
 def _worker_main() -> None:
-    """A worker process: read the job from stdin, write one frame per chunk to stdout."""
+    """A worker process: read the job from stdin, write one frame per chunk to stdout. It ends with its
+    parent (even one killed by SIGKILL, whose pipe then refuses the next frame): an orphan would
+    otherwise wait forever to hand over a frame nobody reads."""
     job = orjson.loads(sys.stdin.buffer.read())
+    end_with_parent(job["parent"])
     out = sys.stdout.buffer
     frames: queue.Queue[bytes | None] = queue.Queue(maxsize=1)
 
     def send() -> None:  # a thread, so the next chunk is tokenised while this one is written
-        while (frame := frames.get()) is not None:
-            out.write(len(frame).to_bytes(8, "little"))
-            out.write(frame)
-            out.flush()
+        try:
+            while (frame := frames.get()) is not None:
+                out.write(len(frame).to_bytes(8, "little"))
+                out.write(frame)
+                out.flush()
+        except OSError:     # the reader is gone
+            os._exit(1)
 
     sender = threading.Thread(target=send, daemon=True)
     sender.start()
