@@ -127,6 +127,38 @@ def cpu_s(pid: int) -> float:
     return t.user + t.system + t.children_user + t.children_system
 
 
+def tree_cpu_s(pid: int) -> float:
+    """User + system seconds of `pid`, its live descendants and its reaped children."""
+    try:
+        proc = psutil.Process(pid)
+        procs = [proc, *proc.children(recursive=True)]
+    except psutil.Error:
+        return 0.0
+    total = 0.0
+    for p in procs:
+        try:
+            t = p.cpu_times()
+            total += t.user + t.system + (t.children_user + t.children_system if p is proc else 0.0)
+        except psutil.Error:
+            pass
+    return total
+
+
+def wait_quiet(pid: int, limit_s: float = 240.0, busy_s: float = 0.05, window_s: float = 1.0) -> float:
+    """Seconds until `pid` and its descendants use under `busy_s` of CPU in `window_s` (at most `limit_s`):
+    the hot figures are the daemon's steady state, not the background work after a first start
+    (s12-semantic: a 3M daemon's associations child ran ~116 s after the build and inflated them)."""
+    started = time.monotonic()
+    before = tree_cpu_s(pid)
+    while time.monotonic() - started < limit_s:
+        time.sleep(window_s)
+        now = tree_cpu_s(pid)
+        if now - before < busy_s:
+            break
+        before = now
+    return time.monotonic() - started
+
+
 def feed_cpu_s(daemon: int, home: Path) -> float:
     """User + system seconds of the daemon's feeding child (`urchin.daemon.indexer`) and of the home's
     PostgreSQL (its server and the backends running now, and those it reaped)."""
