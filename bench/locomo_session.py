@@ -19,11 +19,16 @@ The session scores tried:
     bm25       BM25 of the session's text (k1 1.2, b 0.75; idf over every session of the split)
     cover      the share of the question's term weight (tf x idf^2) the session's text holds
     cover*tc   cover x tc-sum, a session holding the question's words where the leg found matches
+    cand-cover cover over the session's candidates only (what the product's `held` read already knows)
+    cover-wN   cover over the turn and its N neighbours each side (N 1, 2, 3), not the whole session
+    cover-gated  cover, only for a turn holding some question or related word
 
 Each is tried for the hybrid and for the token-cosine leg alone (its candidates only), the ratios
 share : related : rank searched as bench/locomo_fusion.py does. Leave one conversation out chooses
 (score, lam, p, ratios) on four conversations and scores the fifth; paired bootstrap (question by
 question) against the token-cosine leg and the hybrid as shipped, and against each with the prior.
+First it prints where the evidence the shipped top 10 misses sits (`headroom`). `--scores`,
+`--lambdas`, `--powers` narrow or widen the grid (the whole grid takes ~30 min at load 20).
 """
 
 from __future__ import annotations
