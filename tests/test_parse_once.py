@@ -53,10 +53,10 @@ PATHS = {
 # a validator there fails (a new operation's check belongs in its typed parameters, `urchin/params/`).
 BELOW = ("memory", "search", "index", "recall", "workspace", "daemon/client.py")
 STILL_CHECKED_BELOW = {
-    ("memory/__init__.py", "check_hours"): "a saved member's window, as read from the memory's file (stored data)",
     ("memory/timeline.py", "check_number"): "the viewer's timeline pages (no contract operation)",
     ("memory/timeline.py", "check_limit"): "the viewer's timeline pages (no contract operation)",
-    ("memory/workspace.py", "check_hours"): "a curated memory's member windows (memory_create: no contract op)",
+    ("memory/workspace.py", "check_hours"): "a curated memory's member windows (memory_create: no contract op; "
+                                            "memory_get: as read from the memory's file, stored data)",
     ("recall/policy.py", "check_bool"): "the [recall] section of config.toml (settings, not an operation)",
     ("recall/policy.py", "check_number"): "the [recall] section of config.toml (settings, not an operation)",
     ("search/query.py", "check_number"): "where check_limit is defined (for the callers listed here)",
