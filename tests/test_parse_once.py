@@ -72,12 +72,15 @@ VALIDATORS = {"check_query", "check_hours", "check_limit", "check_number", "chec
               "SearchParams.parse", "QueryError"}
 
 
-def _function(path: str, owner: str | None, name: str) -> ast.FunctionDef:
+def _function(path: str, owner: str | None, name: str) -> ast.FunctionDef | ast.Assign:
+    """The function, or a method declared as another's (`name = Delegated(...)`: no code of its own)."""
     tree = ast.parse((PACKAGE / path).read_text())
     scope: list[ast.stmt] = tree.body
     if owner is not None:
         scope = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == owner).body
-    return next(n for n in scope if isinstance(n, ast.FunctionDef) and n.name == name)
+    return next(n for n in scope if (isinstance(n, ast.FunctionDef) and n.name == name)
+                or (isinstance(n, ast.Assign) and isinstance(n.value, ast.Call)
+                    and ast.unparse(n.value.func) == "Delegated" and [ast.unparse(t) for t in n.targets] == [name]))
 
 
 def _names(node: ast.AST) -> set[str]:
