@@ -69,7 +69,7 @@ def _ends(events: list[Any]) -> dict[str, datetime]:
 
 def _scored(memory: Memory, text: str, ws: str, now: datetime) -> tuple[list[tuple[float, str]], int]:
     """Every candidate line over 0 (score, id) best first, and how many of them the budget holds."""
-    reader = memory._recall_reader()
+    reader = memory._recalling.reader()
     since = int(now.timestamp() * 1000) - PROMPT_DAYS * 86_400_000
     lines = list(prompt_lines(reader, text, ws, since, current=None, injected=(), excluded=(), threshold=FLOOR))
     _, kept = pack(lines, PROMPT_BUDGET, reader.redact)

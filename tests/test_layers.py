@@ -26,6 +26,7 @@ LAYERS = [
     ("urchin.words", 0),                                    # counts in words, the same at every layer
     ("urchin.requests_first", 0),                           # background work gives way to requests
     ("urchin.fileio", 0),                                   # atomic writes, synced appends, line reads (stdlib only)
+    ("urchin.delegation", 0),                               # a method that is another object's (stdlib only)
     # operations' typed parameters and every limit, declared once: the contract and the layers below share them
     ("urchin.params", 2),
     ("urchin.journal", 3),
@@ -54,7 +55,8 @@ MEMORY_LAYER = 9
 # its own child processes (the daemon's index feed runs in one), and the operations' typed parameters
 ALLOWED_BELOW = {"urchin.errors", "urchin.checks", "urchin.config", "urchin.tokens", "urchin.wire",
                  "urchin.children", "urchin.requests_first", "urchin.params",
-                 "urchin.fileio"}   # and the file primitives (the daemon's pid and token files)
+                 "urchin.fileio",   # and the file primitives (the daemon's pid and token files)
+                 "urchin.delegation"}   # and declared delegations (the daemon client's in-process methods)
 ALLOWED_NAMES = {
     ("urchin.event", "Event"), ("urchin.event", "new_id"), ("urchin.event", "format_timestamp"),
     ("urchin.ingest", "IngestResult"), ("urchin.ingest", "BatchReport"),

@@ -53,10 +53,10 @@ PATHS = {
 # a validator there fails (a new operation's check belongs in its typed parameters, `urchin/params/`).
 BELOW = ("memory", "search", "index", "recall", "workspace", "daemon/client.py")
 STILL_CHECKED_BELOW = {
-    ("memory/__init__.py", "check_hours"): "a saved member's window, as read from the memory's file (stored data)",
     ("memory/timeline.py", "check_number"): "the viewer's timeline pages (no contract operation)",
     ("memory/timeline.py", "check_limit"): "the viewer's timeline pages (no contract operation)",
-    ("memory/workspace.py", "check_hours"): "a curated memory's member windows (memory_create: no contract op)",
+    ("memory/workspace.py", "check_hours"): "a curated memory's member windows (memory_create: no contract op; "
+                                            "memory_get: as read from the memory's file, stored data)",
     ("recall/policy.py", "check_bool"): "the [recall] section of config.toml (settings, not an operation)",
     ("recall/policy.py", "check_number"): "the [recall] section of config.toml (settings, not an operation)",
     ("search/query.py", "check_number"): "where check_limit is defined (for the callers listed here)",
@@ -72,12 +72,15 @@ VALIDATORS = {"check_query", "check_hours", "check_limit", "check_number", "chec
               "SearchParams.parse", "QueryError"}
 
 
-def _function(path: str, owner: str | None, name: str) -> ast.FunctionDef:
+def _function(path: str, owner: str | None, name: str) -> ast.FunctionDef | ast.Assign:
+    """The function, or a method declared as another's (`name = Delegated(...)`: no code of its own)."""
     tree = ast.parse((PACKAGE / path).read_text())
     scope: list[ast.stmt] = tree.body
     if owner is not None:
         scope = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == owner).body
-    return next(n for n in scope if isinstance(n, ast.FunctionDef) and n.name == name)
+    return next(n for n in scope if (isinstance(n, ast.FunctionDef) and n.name == name)
+                or (isinstance(n, ast.Assign) and isinstance(n.value, ast.Call)
+                    and ast.unparse(n.value.func) == "Delegated" and [ast.unparse(t) for t in n.targets] == [name]))
 
 
 def _names(node: ast.AST) -> set[str]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from urchin.checks import camel
 from urchin.contract.spec import Operation, Param
@@ -44,6 +44,9 @@ from urchin.params.limits import (
 )
 from urchin.params.reading import GetParams, RecentParams, SemanticParams, SessionParams, TailParams, WorkspaceParams
 from urchin.params.search import SearchParams
+
+if TYPE_CHECKING:
+    from urchin.memory.facade import Facade
 
 __all__ = ["OPERATIONS"]
 
@@ -194,7 +197,7 @@ _RECALL: tuple[Param, ...] = (
 )
 
 # Each operation's one call of the facade (a `Memory` or the daemon client), with its parsed parameters.
-_RUNS: dict[str, Callable[[Any, Any], Any]] = {
+_RUNS: dict[str, Callable[[Facade, Any], Any]] = {
     "search": lambda t, p: t.search(p),
     "semantic": lambda t, p: t.semantic(p),
     "recent": lambda t, p: t.recent(p),

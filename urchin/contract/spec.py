@@ -12,10 +12,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from urchin.checks import check_bool, check_number, describe, unknown_parameter
 from urchin.errors import QueryError
+
+if TYPE_CHECKING:
+    from urchin.memory.facade import Facade
 
 __all__ = ["Param", "Operation", "Caller", "describe", "MISSING"]
 
@@ -112,14 +115,14 @@ class Operation:
     aliases: Mapping[str, str] = field(default_factory=dict)
     typed: type[Typed] | str | None = None   # the class, or "module:Class" (loaded on first use: start-up)
     respell_free_text: bool = True   # False: a free-text field's error keeps its wire name on every caller
-    runner: Callable[[Any, Any], Any] | None = field(default=None, compare=False)   # (target, params) -> result
+    runner: Callable[[Facade, Any], Any] | None = field(default=None, compare=False)   # (target, params) -> result
 
-    def run(self, target: Any, params: Any) -> Any:
+    def run(self, target: Facade, params: Any) -> Any:
         """The operation on `target` (a `Facade`: `Memory` or the daemon client) with parsed parameters."""
         assert self.runner is not None, f"{self.name} has no run"
         return self.runner(target, params)
 
-    def call(self, target: Any, values: Mapping[str, Any], caller: Caller, *, from_text: bool = False) -> Any:
+    def call(self, target: Facade, values: Mapping[str, Any], caller: Caller, *, from_text: bool = False) -> Any:
         """Parse `values` once, here at the edge, and run the operation on `target` with them."""
         params = self.build(values, caller, from_text=from_text) if self.typed else \
             self.parse(values, caller, from_text=from_text)

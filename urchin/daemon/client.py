@@ -7,10 +7,10 @@ daemon is one `stat` when none runs; httpx is imported only when one does (it co
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
@@ -18,6 +18,7 @@ import orjson
 
 from urchin import wire
 from urchin.config import Settings
+from urchin.delegation import Delegated
 from urchin.errors import (
     ConfigError,
     DaemonError,
@@ -30,42 +31,37 @@ from urchin.event import Event, new_id
 from urchin.params.wire import to_wire
 
 if TYPE_CHECKING:
-    from urchin.collectors.base import CollectReport
-    from urchin.collectors.install import InstallResult
-    from urchin.collectors.uninstall import UninstallResult
-    from urchin.ephemeral import EphemeralState
     from urchin.forget import Compaction
-    from urchin.index.feeder import FeedReport
-    from urchin.index.files import FileIndexReport
     from urchin.index.hybrid import ContextResult
-    from urchin.ingest import BatchReport, IngestResult
+    from urchin.ingest import IngestResult
     from urchin.memory import Memory
     from urchin.memory.facade import Facade, RecallAnswer
     from urchin.memory.forget import ForgetResult
-    from urchin.memory.index import IndexRun
     from urchin.params.context import ContextParams
     from urchin.params.documents import DocumentSearchParams
-    from urchin.params.ephemeral import EphemeralParams
     from urchin.params.forget import ForgetParams
     from urchin.params.reading import (
         GetParams,
         RecentParams,
         SemanticParams,
-        SessionParams,
-        TailParams,
-        WorkspaceParams,
     )
     from urchin.params.recall import RecallParams
     from urchin.params.search import SearchParams
-    from urchin.params.sources import DocumentParams, FetchParams, QuerySourceParams
-    from urchin.params.workspace import FileParams, MemoryParams
-    from urchin.redact import Finding
     from urchin.search.query import SearchResult
-    from urchin.workspace.memories import Member, MemoryDef
-    from urchin.workspace.reader import FileRange
-    from urchin.workspace.roots import Root
 
 __all__ = ["DaemonInfo", "RemoteMemory", "find_daemon", "daemon_alive", "open_memory", "login_url"]
+
+if TYPE_CHECKING:
+    _MEMORY = Memory
+else:
+    class _Names:
+        """`Memory`'s methods by name only, at run time (`Delegated` needs no more): a client beside a daemon
+        never imports `Memory` until a call runs in-process."""
+
+        def __getattr__(self, name: str) -> Any:
+            return SimpleNamespace(__name__=name, __doc__=None)
+
+    _MEMORY = _Names()
 
 _BATCH = 1000
 
@@ -331,135 +327,51 @@ class RemoteMemory:
             self._local = Memory(self.settings)
         return self._local
 
+    @property
+    def _in_process(self) -> Memory:
+        return self.local()
+
     # ---- run in-process: no route (the journal is the same; the daemon's views follow it) -------
-    def prepare(self, item: Mapping[str, Any], defaults: Mapping[str, Any] | None = None) -> Event:
-        return self.local().prepare(item, defaults)
-
-    def import_lines(self, lines: Iterable[bytes | str],
-                     on_progress: Callable[[int], None] | None = None) -> BatchReport:
-        return self.local().import_lines(lines, on_progress)
-
-    def embed(self, progress: Callable[[int], None] | None = None, *, limit: int | None = None) -> dict[str, Any]:
-        return self.local().embed(progress, limit=limit)
-
-    def session_context(self, session: str | SessionParams, *, hours: float | None = None,
-                        limit: int | None = None, now: datetime | None = None) -> SearchResult:
-        return self.local().session_context(session, hours=hours, limit=limit, now=now)
-
-    def workspace_context(self, workspace: str | WorkspaceParams, *, hours: float | None = None,
-                          limit: int | None = None, now: datetime | None = None) -> SearchResult:
-        return self.local().workspace_context(workspace, hours=hours, limit=limit, now=now)
-
-    def tail(self, n: int | TailParams = 10) -> list[Event]:
-        return self.local().tail(n)
-
-    def end_offset(self) -> int:
-        return self.local().end_offset()
-
-    def follow(self, offset: int) -> tuple[list[Event], int]:
-        return self.local().follow(offset)
-
-    def follow_events(self, stop: threading.Event | None = None, poll_s: float = 0.25) -> Iterator[Event]:
-        return self.local().follow_events(stop, poll_s)
-
-    def ephemeral(self, action: str | EphemeralParams = "status", minutes: float | None = None) -> EphemeralState:
-        return self.local().ephemeral(action, minutes)
-
-    def redact_check(self, path: str) -> Iterator[Finding]:
-        return self.local().redact_check(path)
-
-    def identity(self) -> dict[str, str]:
-        return self.local().identity()
-
-    def collect(self, which: str = "all") -> list[CollectReport]:
-        return self.local().collect(which)
-
-    def collectors_status(self) -> list[dict[str, Any]]:
-        return self.local().collectors_status()
-
-    def install_hooks(self, target: str, *, path: str | None = None, dry_run: bool = False,
-                      shell: str | None = None) -> InstallResult:
-        return self.local().install_hooks(target, path=path, dry_run=dry_run, shell=shell)
-
-    def uninstall_hooks(self, target: str | None = None, *, path: str | None = None, dry_run: bool = False,
-                        shell: str | None = None) -> list[UninstallResult]:
-        return self.local().uninstall_hooks(target, path=path, dry_run=dry_run, shell=shell)
-
-    def workspace_add(self, path: str, name: str | None = None, allow_secret_files: bool = False) -> Root:
-        return self.local().workspace_add(path, name, allow_secret_files)
-
-    def workspace_remove(self, name: str) -> Root:
-        return self.local().workspace_remove(name)
-
-    def workspace_list(self) -> list[Root]:
-        return self.local().workspace_list()
-
-    def get_file(self, path: str | FileParams, from_line: int = 1, max_lines: int = 200) -> FileRange:
-        return self.local().get_file(path, from_line, max_lines)
-
-    def memory_create(self, slug: str, use_when: str, members: list[Member], title: str | None = None,
-                      replace: bool = False) -> MemoryDef:
-        return self.local().memory_create(slug, use_when, members, title, replace)
-
-    def memory_edit(self, slug: str, *, use_when: str | None = None, members: list[Member] | None = None,
-                    title: str | None = None) -> MemoryDef:
-        return self.local().memory_edit(slug, use_when=use_when, members=members, title=title)
-
-    def memory_delete(self, slug: str) -> MemoryDef:
-        return self.local().memory_delete(slug)
-
-    def memory_list(self) -> list[MemoryDef]:
-        return self.local().memory_list()
-
-    def memory_get(self, slug: str | MemoryParams, token_budget: int = 8000) -> dict[str, Any]:
-        return self.local().memory_get(slug, token_budget)
-
-    def overview(self) -> dict[str, Any]:
-        return self.local().overview()
-
-    def index(self, rebuild: bool = False, follow: bool = False,
-              on_progress: Callable[[int, int], None] | None = None,
-              stop: threading.Event | None = None) -> FeedReport:
-        return self.local().index(rebuild, follow, on_progress, stop)
-
-    def update_index(self, rebuild: bool = False, follow: bool = False,
-                     on_progress: Callable[[int, int], None] | None = None,
-                     stop: threading.Event | None = None) -> IndexRun:
-        return self.local().update_index(rebuild, follow, on_progress, stop)
-
-    def index_files(self) -> FileIndexReport:
-        return self.local().index_files()
-
-    def index_status(self) -> dict[str, Any]:
-        return self.local().index_status()
-
-    def query_source(self, source: str | QuerySourceParams, query: str = "", limit: int = 10,
-                     min_score: float = 0.0) -> ContextResult:
-        return self.local().query_source(source, query, limit, min_score)
-
-    def fetch_source_document(self, source: str | FetchParams, doc_id: str = "", content_hash: str | None = None,
-                              mode: str = "indexed") -> dict[str, Any]:
-        return self.local().fetch_source_document(source, doc_id, content_hash, mode)
-
-    def get_document(self, document_id: str | DocumentParams, include_chunks: bool = False) -> dict[str, Any]:
-        return self.local().get_document(document_id, include_chunks)
+    prepare = Delegated(_MEMORY.prepare, "_in_process")
+    import_lines = Delegated(_MEMORY.import_lines, "_in_process")
+    embed = Delegated(_MEMORY.embed, "_in_process")
+    session_context = Delegated(_MEMORY.session_context, "_in_process")
+    workspace_context = Delegated(_MEMORY.workspace_context, "_in_process")
+    tail = Delegated(_MEMORY.tail, "_in_process")
+    end_offset = Delegated(_MEMORY.end_offset, "_in_process")
+    follow = Delegated(_MEMORY.follow, "_in_process")
+    follow_events = Delegated(_MEMORY.follow_events, "_in_process")
+    ephemeral = Delegated(_MEMORY.ephemeral, "_in_process")
+    redact_check = Delegated(_MEMORY.redact_check, "_in_process")
+    identity = Delegated(_MEMORY.identity, "_in_process")
+    collect = Delegated(_MEMORY.collect, "_in_process")
+    collectors_status = Delegated(_MEMORY.collectors_status, "_in_process")
+    install_hooks = Delegated(_MEMORY.install_hooks, "_in_process")
+    uninstall_hooks = Delegated(_MEMORY.uninstall_hooks, "_in_process")
+    workspace_add = Delegated(_MEMORY.workspace_add, "_in_process")
+    workspace_remove = Delegated(_MEMORY.workspace_remove, "_in_process")
+    workspace_list = Delegated(_MEMORY.workspace_list, "_in_process")
+    get_file = Delegated(_MEMORY.get_file, "_in_process")
+    memory_create = Delegated(_MEMORY.memory_create, "_in_process")
+    memory_edit = Delegated(_MEMORY.memory_edit, "_in_process")
+    memory_delete = Delegated(_MEMORY.memory_delete, "_in_process")
+    memory_list = Delegated(_MEMORY.memory_list, "_in_process")
+    memory_get = Delegated(_MEMORY.memory_get, "_in_process")
+    overview = Delegated(_MEMORY.overview, "_in_process")
+    index = Delegated(_MEMORY.index, "_in_process")
+    update_index = Delegated(_MEMORY.update_index, "_in_process")
+    index_files = Delegated(_MEMORY.index_files, "_in_process")
+    index_status = Delegated(_MEMORY.index_status, "_in_process")
+    query_source = Delegated(_MEMORY.query_source, "_in_process")
+    fetch_source_document = Delegated(_MEMORY.fetch_source_document, "_in_process")
+    get_document = Delegated(_MEMORY.get_document, "_in_process")
 
     # Local by nature: scoped tokens are a file of this home, roles are set up on the database directly.
-    def token_create(self, scope: str, workspaces: Sequence[str] = (), expires: str | None = None,
-                     name: str | None = None) -> dict[str, Any]:
-        return self.local().token_create(scope, workspaces, expires, name)
-
-    def token_list(self) -> list[dict[str, Any]]:
-        return self.local().token_list()
-
-    def token_revoke(self, token_id: str) -> None:
-        self.local().token_revoke(token_id)
-
-    def db_setup(self, owner_password: str | None = None, reader_password: str | None = None) -> dict[str, Any]:
-        return self.local().db_setup(owner_password, reader_password)
-
-    def db_feeder(self, device: str, password: str | None = None, account: str | None = None) -> dict[str, Any]:
-        return self.local().db_feeder(device, password, account)
+    token_create = Delegated(_MEMORY.token_create, "_in_process")
+    token_list = Delegated(_MEMORY.token_list, "_in_process")
+    token_revoke = Delegated(_MEMORY.token_revoke, "_in_process")
+    db_setup = Delegated(_MEMORY.db_setup, "_in_process")
+    db_feeder = Delegated(_MEMORY.db_feeder, "_in_process")
 
     # ---- transport ----------------------------------------------------------------------------
     def _http(self) -> Any:

@@ -4,8 +4,8 @@ as the MCP tools and the CLI (`get_file`, `get_workspace_overview`, `list_memori
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
@@ -16,6 +16,9 @@ from urchin.contract import OPERATIONS
 from urchin.contract.access import ACCESS, hold
 from urchin.daemon.security import GRANT
 from urchin.errors import QueryError
+
+if TYPE_CHECKING:
+    from urchin.memory.facade import Facade
 
 __all__ = ["workspace_routes", "request_args", "request_params", "held"]
 
@@ -46,7 +49,7 @@ def _given(request: Request, path: dict[str, str]) -> dict[str, Any]:
     return {**query, **path}
 
 
-def workspace_routes(json: Any, memory_of: Any) -> list[Route]:
+def workspace_routes(json: Callable[[Any], Response], memory_of: Callable[[Request], Facade]) -> list[Route]:
     """`json(obj)` makes the response; `memory_of(request)` is the daemon's Memory. Query parameters
     and path parameters are checked together by the operation's one validator."""
 

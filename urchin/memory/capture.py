@@ -7,45 +7,51 @@ for the 150 ms budget); nothing here duplicates it.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from urchin.config import Settings
+from urchin.memory.writing import WritePath
 
 if TYPE_CHECKING:
     from urchin.collectors.base import CollectReport
     from urchin.collectors.install import InstallResult
     from urchin.collectors.uninstall import UninstallResult
-    from urchin.ingest import IngestResult
 
 __all__ = ["Capture"]
-
-Ingest = Callable[[Iterable[Mapping[str, Any]]], "list[IngestResult]"]
 
 
 class Capture:
     """Collectors and hook installation. Part of `Memory`, which passes its write path."""
 
-    def __init__(self, settings: Settings, ingest: Callable[[], Ingest]) -> None:
+    def __init__(self, settings: Settings, write: WritePath) -> None:
         self._settings = settings
-        self._ingest = ingest
+        self._write = write
+
+    def use(self, settings: Settings) -> None:
+        """Settings read again (config.toml changed): collectors read them per call."""
+        self._settings = settings
 
     def collect(self, which: str) -> list[CollectReport]:
         from urchin import collectors
 
-        return collectors.run(which, self._settings, self._ingest())
+        return collectors.run(which, self._settings, self._write.ingestor.ingest)
 
     def status(self) -> list[dict[str, Any]]:
+        """Each collector: folders, found, events collected, last run, last error."""
         from urchin import collectors
 
         return collectors.status(self._settings)
 
     def changes(self, stop: threading.Event) -> Iterator[set[str]]:
+        """Names of collectors whose folders changed, batch by batch, until `stop` (the daemon runs them)."""
         from urchin.collectors.watch import watch_collectors
 
         return watch_collectors(self._settings, stop)
 
-    def install_hooks(self, target: str, path: str | None, dry_run: bool, shell: str | None) -> InstallResult:
+    def install_hooks(self, target: str, *, path: str | None = None, dry_run: bool = False,
+                      shell: str | None = None) -> InstallResult:
+        """Merge Urchin's hooks into an agent's (or shell's) config; an `InstallResult`."""
         from pathlib import Path
 
         from urchin.collectors.install import install
@@ -53,8 +59,10 @@ class Capture:
         return install(target, self._settings, path=Path(path).expanduser() if path else None, dry_run=dry_run,
                        shell=shell)
 
-    def uninstall_hooks(self, target: str | None, path: str | None, dry_run: bool,
-                        shell: str | None) -> list[UninstallResult]:
+    def uninstall_hooks(self, target: str | None = None, *, path: str | None = None, dry_run: bool = False,
+                        shell: str | None = None) -> list[UninstallResult]:
+        """Remove Urchin's hooks from one agent's (or shell's) config, or (no target) from every default
+        one; an `UninstallResult` each."""
         from pathlib import Path
 
         from urchin.collectors.uninstall import uninstall, uninstall_all

@@ -9,7 +9,7 @@ PostgreSQL rows through the feeder).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -23,9 +23,9 @@ from urchin.journal import Journal
 from urchin.words import plural
 
 if TYPE_CHECKING:
-    from urchin.ingest import Ingestor
     from urchin.memory.index import HybridIndex
     from urchin.memory.semantic import SemanticViews
+    from urchin.memory.writing import WritePath
     from urchin.params.forget import ForgetParams
     from urchin.search.substring import SubstringSearcher
 
@@ -99,11 +99,11 @@ class Forgetting:
     """Forget and rewrite; every derived view follows. Part of `Memory`, which passes its parts."""
 
     def __init__(self, settings: Settings, journal: Journal, substring: SubstringSearcher,
-                 ingestor: Callable[[], Ingestor], semantic: SemanticViews, index: HybridIndex) -> None:
+                 write: WritePath, semantic: SemanticViews, index: HybridIndex) -> None:
         self.settings = settings
         self.journal = journal
         self.substring = substring
-        self._ingestor = ingestor
+        self._write = write
         self._semantic = semantic
         self._index = index
 
@@ -147,7 +147,7 @@ class Forgetting:
     def _as_stored(self, selector: _Selector) -> _Selector:
         """Selectors as the journal holds them: a secret in an id, session or query was redacted on
         the way in, so it is matched (and a miss named) in its redacted form, never echoed."""
-        redactor = self._ingestor().redactor
+        redactor = self._write.ingestor.redactor
         ids = frozenset(redactor.redact_id(i.strip()) for i in selector.ids) if selector.ids else None
         session = redactor.redact_text(selector.session)[0] if selector.session else None
         query = redactor.redact_text(selector.query)[0].casefold() if selector.query else None
@@ -175,7 +175,7 @@ class Forgetting:
         """Apply the current redaction rules to every journal line; lines they change are rewritten,
         every other line stays byte-identical, and every view is refreshed. `purge`: the PostgreSQL
         tables are rewritten too, so no data file keeps the rows' old, unredacted text."""
-        redactor = self._ingestor().redactor
+        redactor = self._write.ingestor.redactor
         proof = self.journal.proof
 
         def rewrite(line: bytes) -> bytes | None:
@@ -201,7 +201,7 @@ class Forgetting:
     # ---- the views follow ---------------------------------------------------------------------
     def _after_compaction(self, done: Compaction) -> None:
         """Under the journal lock, the new file in place: derived views drop what they hold of the old one."""
-        self._ingestor().ids.catch_up()  # the sidecar names the old file's inode: rebuilt now
+        self._write.ingestor.ids.catch_up()  # the sidecar names the old file's inode: rebuilt now
         self.journal.path.with_name(self.journal.path.name + ".stats").unlink(missing_ok=True)
         from urchin.search import cosine_store
 

@@ -18,6 +18,8 @@ from urchin.config import Settings
 from urchin.errors import NotFoundError, QueryError, ValidationError
 from urchin.event import Event, format_timestamp
 from urchin.journal import Journal
+from urchin.memory.events import JournalEvents
+from urchin.memory.semantic import SemanticViews
 from urchin.memory.workspace import Workspace
 from urchin.params.context import ContextParams
 from urchin.params.limits import FETCH_MODES
@@ -28,8 +30,9 @@ if TYPE_CHECKING:
     from urchin.index.hybrid import ContextResult
     from urchin.index.service import IndexService
     from urchin.params.documents import DocumentSearchParams
+    from urchin.params.search import SearchParams
     from urchin.params.sources import DocumentParams, FetchParams, QuerySourceParams
-    from urchin.search.assoc import Associations
+    from urchin.search.query import SearchResult
     from urchin.workspace.access import FileAccess
 
 __all__ = ["HybridIndex", "IndexRun", "MAX_DOCUMENT_BYTES", "FETCH_MODES", "adopt_embedded", "stop_embedded"]
@@ -72,15 +75,17 @@ class IndexRun:
 
 
 class HybridIndex:
-    """The PostgreSQL hybrid index as `Memory` uses it. Part of `Memory`; `close()` releases it."""
+    """The PostgreSQL hybrid index as `Memory` uses it. Part of `Memory`, which passes the workspace
+    (roots and files), the journal's events (documents by id) and the ranked views (the token-cosine
+    view's learned associations, for its leg); `close()` releases it."""
 
-    def __init__(self, settings: Settings, journal: Journal, workspace: Workspace,
-                 get: Callable[[str], Event], associations: Callable[[], Associations | None] = lambda: None) -> None:
+    def __init__(self, settings: Settings, journal: Journal, workspace: Workspace, events: JournalEvents,
+                 semantic: SemanticViews) -> None:
         self._settings = settings
         self._journal = journal
         self._workspace = workspace
-        self._get = get
-        self._associations = associations    # the token-cosine view's learned associations, for its leg
+        self._events = events
+        self._semantic = semantic
         self._service: IndexService | None = None
 
     @property
@@ -101,16 +106,26 @@ class HybridIndex:
         if parsed.source_ids:
             parsed = parsed.resolve_source_ids(self.service.known_sources(),
                                                [r.name for r in self._workspace.roots.list()])
-        learned = self._associations() if parsed.strategy in ("hybrid", "semantic") else None
+        learned = self._semantic.cosine().associations() if parsed.strategy in ("hybrid", "semantic") else None
         return self.service.context(parsed, files=self._workspace.files, assoc=learned)
 
-    def feed(self, rebuild: bool, follow: bool, on_progress: Callable[[int, int], None] | None,
-             stop: threading.Event | None) -> FeedReport:
+    def search_team(self, p: SearchParams, since_ms: int) -> SearchResult:
+        """`search` with scope `team`: literal, over every device's events in the shared database."""
+        from urchin.search.query import Hit, SearchResult
+
+        events = self.service.search_team(p.query, since_ms, p.limit, {
+            "source": p.source, "workspace": p.workspace, "session": p.session, "kind": p.kind})
+        return SearchResult([Hit(e) for e in events], p.query, "team")   # literal, every device's
+
+    def feed(self, rebuild: bool = False, follow: bool = False, on_progress: Callable[[int, int], None] | None = None,
+             stop: threading.Event | None = None) -> FeedReport:
+        """Feed the journal into the index; `rebuild` empties it first; `follow` runs until `stop` is set."""
         return self.service.index(rebuild=rebuild, follow=follow, on_progress=on_progress, stop=stop)
 
-    def update(self, rebuild: bool, follow: bool, on_progress: Callable[[int, int], None] | None,
-               stop: threading.Event | None) -> IndexRun:
-        """The journal first (it is what search_context mostly answers from), then the roots' files."""
+    def update(self, rebuild: bool = False, follow: bool = False,
+               on_progress: Callable[[int, int], None] | None = None, stop: threading.Event | None = None) -> IndexRun:
+        """`urchin index`: the journal first (it is what search_context mostly answers from), then (when not
+        following and roots exist) the workspace files."""
         import time
 
         started = time.perf_counter()
@@ -123,6 +138,7 @@ class HybridIndex:
         return self._workspace.files
 
     def index_files(self) -> FileIndexReport:
+        """Index the workspace roots' files (changed ones re-chunked, vanished ones removed)."""
         return self.service.index_files(self._workspace.files)
 
     def status(self) -> dict[str, Any]:
@@ -154,9 +170,15 @@ class HybridIndex:
         return self.context(ContextParams.build(query=query, limit=limit, sources=[source], min_score=min_score))
 
     def fetch_source_document(self, params: FetchParams) -> dict[str, Any]:
-        """One whole document. A workspace file the index holds comes from the index at the version
-        indexed (`mode` "indexed", the default); one it does not hold, or any file with `mode` "live", is
-        read from disk. An event is the version indexed either way (the journal never changes)."""
+        """One whole document: an event by id (of that source), or a file of a workspace root (its whole text).
+
+        For a root, `doc_id` is the path inside it (or `<root>/<path>`; source `files` takes `<root>/<path>`).
+        A file the hybrid index holds comes from the index at the version indexed (`mode` "indexed", the
+        default); one it does not hold, or any with `mode` "live", is read from disk: paths that leave the
+        root are refused, files over MAX_DOCUMENT_BYTES too (read ranges instead). `content_hash` (a file
+        result's `location.contentHash`) insists on that version. A collected event is the version indexed
+        (the journal never changes); it carries `upstream` (its transcript lines, and whether they still
+        hold it), and `content_hash` must then be its `location.upstream.contentHash`."""
         source, doc_id, content_hash, mode = params.source, params.id, params.content_hash, params.mode
         names = {r.name for r in self._workspace.roots.list()}
         if source in names or source == "files":
@@ -168,7 +190,7 @@ class HybridIndex:
                                                 f"{indexed['contentHash']}, not {content_hash}: search again for its "
                                                 "current citation, or ask for mode live to read the file as it is now")
             return indexed
-        event = self._get(doc_id)
+        event = self._events.get(doc_id)
         if event.source != source:
             raise NotFoundError(f"event {doc_id!r} is not from source {source!r} (it is from {event.source!r})")
         out = {"source": source, "id": event.id, "type": "event", "content": event.content, "event": event.to_dict()}
@@ -232,7 +254,7 @@ class HybridIndex:
         doc, chunks = self._file_document(document_id)
         if doc is None:
             try:
-                event = self._get(document_id)
+                event = self._events.get(document_id)
             except NotFoundError:
                 raise NotFoundError(f"Document not found: no document with ID {document_id!r} (a search result's "
                                     "documentId: an event id, or a workspace file <root>/<path> the index holds)"
@@ -324,10 +346,12 @@ class HybridIndex:
                 "totalLines": len(text.splitlines()), "size": len(data), "contentHash": digest,
                 "updatedAt": format_timestamp(datetime.fromtimestamp(loc.mtime, UTC), ms=False)}
 
-    def db_setup(self, owner_password: str | None, reader_password: str | None) -> dict[str, Any]:
+    def db_setup(self, owner_password: str | None = None, reader_password: str | None = None) -> dict[str, Any]:
+        """`urchin db setup`: the shared server's roles (owner, reader, feeder group); needs an admin URL."""
         return self.service.db_setup(owner_password, reader_password)
 
-    def db_feeder(self, device: str, password: str | None, account: str | None = None) -> dict[str, Any]:
+    def db_feeder(self, device: str, password: str | None = None, account: str | None = None) -> dict[str, Any]:
+        """`urchin db feeder DEVICE`: a role that may write only that device's rows, as `account`."""
         return self.service.db_feeder(device, password, account)
 
     def close(self) -> None:

@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Any
 
 from urchin.config import Settings
 from urchin.errors import EmbedderError
-from urchin.event import Event
 from urchin.journal import Journal
+from urchin.memory.events import JournalEvents
 from urchin.requests_first import Serving
 from urchin.search.query import Filters, Hit, SearchResult
 
@@ -23,12 +23,13 @@ log = logging.getLogger(__name__)
 
 
 class SemanticViews:
-    """Both ranked views, built on first use. Part of `Memory`."""
+    """Both ranked views, built on first use. Part of `Memory`, which passes the journal's events (the
+    embedder's view looks its hits up by id)."""
 
-    def __init__(self, settings: Settings, journal: Journal, locate: Callable[[str], Event | None]) -> None:
+    def __init__(self, settings: Settings, journal: Journal, events: JournalEvents) -> None:
         self._settings = settings
         self._journal = journal
-        self._locate = locate
+        self._events = events
         self._cosine: TokenCosineView | None = None
         self._embedding: EmbeddingView | None = None
         self._background = False
@@ -116,7 +117,7 @@ class SemanticViews:
                 raise EmbedderError("URCHIN_EMBEDDER_URL and URCHIN_EMBEDDER_MODEL: both must be set to embed"
                                     if not self._settings.embedder_url
                                     else "URCHIN_EMBEDDER_MODEL: must be set when URCHIN_EMBEDDER_URL is")
-            self._embedding = EmbeddingView(self._journal, self._settings.home, embedder, self._locate)
+            self._embedding = EmbeddingView(self._journal, self._settings.home, embedder, self._events.locate)
             self._embedding.background = self._background
         return self._embedding
 

@@ -15,7 +15,6 @@ import base64
 import binascii
 import os
 import threading
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -28,6 +27,7 @@ from urchin.journal import Journal
 from urchin.search.query import Filters, check_limit
 
 if TYPE_CHECKING:
+    from urchin.memory.hot import HotViews
     from urchin.memory.timeorder import TimeOrder
 
 __all__ = ["Timeline", "TimelinePage", "MAX_SCAN_LINES", "MAX_ACTIVITY_DAYS"]
@@ -84,10 +84,10 @@ def _read_time_cursor(cursor: object, name: str) -> tuple[int, str]:
 class Timeline:
     """`Memory`'s timeline part: pages in event-time order and the activity counts, hiding forgotten events."""
 
-    def __init__(self, journal: Journal, forget_log: Callable[[], ForgetLog], catch_up: Callable[[], None]) -> None:
+    def __init__(self, journal: Journal, forget_log: ForgetLog, hot: HotViews) -> None:
         self.journal = journal
-        self._forget_log = forget_log
-        self._catch_up = catch_up
+        self.forget_log = forget_log
+        self._hot = hot    # caught up before a page
         self._order_made: TimeOrder | None = None   # numpy, imported on the first page: not by a search
         self._order_lock = threading.Lock()
         self._activity = _Activity()
@@ -101,10 +101,6 @@ class Timeline:
                 self._order_made = TimeOrder(self.journal)
             return self._order_made
 
-    @property
-    def forget_log(self) -> ForgetLog:
-        return self._forget_log()
-
     def timeline(self, *, before: str | None = None, after: str | None = None, limit: int = 50,
                  source: str | None = None, workspace: str | None = None, session: str | None = None,
                  kind: str | None = None) -> TimelinePage:
@@ -115,7 +111,7 @@ class Timeline:
         limit = check_limit(limit, 500)
         filters = Filters.of(source, workspace, session, kind)
         below = None if before is None else _read_time_cursor(before, "before")
-        self._catch_up()
+        self._hot.catch_up()
         if after is not None:
             return self._arrived(self._cursor_offset(after, "after"), limit, filters)
         head = self._head()

@@ -2,29 +2,42 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from urchin.config import Settings
 from urchin.errors import UrchinError
-from urchin.search.query import check_hours
+from urchin.memory.events import JournalEvents
+from urchin.memory.writing import WritePath
+from urchin.search.query import check_hours, one_line
 
 if TYPE_CHECKING:
     from urchin.params.workspace import FileParams, MemoryParams
-    from urchin.redact import Redactor
     from urchin.workspace.access import FileAccess
     from urchin.workspace.memories import Member, MemoryDef, MemoryStore
     from urchin.workspace.reader import FileRange
     from urchin.workspace.roots import Roots
 
-__all__ = ["Workspace"]
+__all__ = ["Workspace", "IndexStatus"]
+
+
+class IndexStatus(Protocol):
+    """What the overview asks the hybrid index (`HybridIndex.status`)."""
+
+    def status(self) -> dict[str, Any]: ...
+
 
 class Workspace:
-    """Workspace roots and what lives in them. Part of `Memory` (which passes the redactor and queries)."""
+    """Workspace roots and what lives in them. Part of `Memory`, which passes the write path (its
+    redactor) and the journal's events (a curated memory's query members)."""
 
-    def __init__(self, settings: Settings, redactor: Callable[[], Redactor]) -> None:
+    def __init__(self, settings: Settings, write: WritePath, events: JournalEvents) -> None:
         self._settings = settings
-        self._redactor = redactor
+        self._write = write
+        self._events = events
+
+    def use(self, settings: Settings) -> None:
+        """Settings read again (config.toml changed): workspace files read them per call."""
+        self._settings = settings
 
     @property
     def roots(self) -> Roots:
@@ -48,10 +61,11 @@ class Workspace:
     def _store(self) -> MemoryStore:
         from urchin.workspace.memories import MemoryStore
 
-        return MemoryStore(self._settings.home, self._redactor())
+        return MemoryStore(self._settings.home, self._write.ingestor.redactor)
 
-    def memory_create(self, slug: str, use_when: str, members: list[Member], title: str | None,
-                      replace: bool) -> MemoryDef:
+    def memory_create(self, slug: str, use_when: str, members: list[Member], title: str | None = None,
+                      replace: bool = False) -> MemoryDef:
+        """Save a curated memory; a file or folder member must lie inside a root (it may not exist yet)."""
         files = self.files
         for member in members:   # a saved window must be one `search` accepts, or every read would fail
             if member.hours is not None:
@@ -64,26 +78,35 @@ class Workspace:
     def memory_list(self) -> list[MemoryDef]:
         return self._store().list()
 
-    def memory_get(self, params: MemoryParams, run_query: Callable[[Member], list[str]]) -> dict[str, Any]:
+    def memory_get(self, params: MemoryParams) -> dict[str, Any]:
         from urchin.workspace.memories import gather
 
-        return gather(self._store().get(params.slug), self.files, run_query, params.token_budget)
+        return gather(self._store().get(params.slug), self.files, self._member_lines, params.token_budget)
+
+    def _member_lines(self, member: Member) -> list[str]:
+        """A query member's events, as lines."""
+        from urchin.params.search import SearchParams
+
+        # a saved window is held to the rule `memory create` holds it to (and its error), not search's
+        hours = check_hours(member.hours or 24 * 365)
+        result = self._events.search(SearchParams.of(member.query or "", hours=hours, limit=50, source=member.source),
+                                     None)
+        return [one_line(hit.event, width=2000) for hit in result.hits]
 
     def memory_delete(self, slug: str) -> MemoryDef:
-        """Remove a curated memory; its definition is returned (NotFoundError when there is none)."""
+        """Delete a curated memory; returns what it held (NotFoundError when there is none)."""
         return self._store().delete(slug)
 
-    def memory_edit(self, slug: str, use_when: str | None, members: list[Member] | None,
-                    title: str | None) -> MemoryDef:
-        """Change what is given (when to use, title, the whole member list); the rest stays."""
+    def memory_edit(self, slug: str, *, use_when: str | None = None, members: list[Member] | None = None,
+                    title: str | None = None) -> MemoryDef:
+        """Change a curated memory: what is given replaces what it held (members as a whole list); the rest stays."""
         old = self._store().get(slug)
         return self.memory_create(slug, old.use_when if use_when is None else use_when,
                                   list(old.members) if members is None else members,
                                   old.title if title is None else title, replace=True)
 
     # ---- the overview ---------------------------------------------------------------------------
-    def overview(self, journal: dict[str, Any], sources: list[dict[str, Any]],
-                 index_status: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    def overview(self, journal: dict[str, Any], sources: list[dict[str, Any]], index: IndexStatus) -> dict[str, Any]:
         """Where an agent new to a workspace starts: files, recent changes, sources, memories."""
         from urchin.workspace.overview import root_overview
 
@@ -94,13 +117,13 @@ class Workspace:
             "journal": journal,
             "sources": [{"name": c["name"], "found": c.get("found"), "events": c.get("events", 0),
                          "lastRun": c.get("lastRun"), "lastError": c.get("lastError")} for c in sources],
-            "index": self._file_index_state(files, index_status),
+            "index": self._file_index_state(files, index),
         }
 
-    def _file_index_state(self, files: FileAccess, index_status: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    def _file_index_state(self, files: FileAccess, index: IndexStatus) -> dict[str, Any]:
         """Per root: files indexed, cataloged (over the size cap), pending (not yet seen), failed."""
         try:
-            status = index_status()
+            status = index.status()
         except (UrchinError, ImportError) as exc:
             return {"available": False, "reason": str(exc)}
         from urchin.workspace.overview import binary_file

@@ -1,4 +1,5 @@
-"""Memory's writing part: batches split into ready events and refusals, and JSONL imports.
+"""Memory's writing part: the write path built on first use (`WritePath`), batches split into ready
+events and refusals, and JSONL imports.
 
 One tally (`BatchReport`) counts an import, an HTTP batch and the daemon writer's totals.
 """
@@ -9,16 +10,46 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from urchin.config import Settings
 from urchin.errors import ValidationError
 from urchin.event import Event
+from urchin.journal import Journal
 from urchin.search.substring import SubstringSearcher
 
 if TYPE_CHECKING:
     from urchin.ingest import BatchReport, Ingestor, IngestResult
+    from urchin.redact import Redactor
 
-__all__ = ["PreparedBatch", "prepare_batch", "import_lines", "IMPORT_BATCH"]
+__all__ = ["WritePath", "PreparedBatch", "prepare_batch", "import_lines", "IMPORT_BATCH"]
 
 IMPORT_BATCH = 4096
+
+
+class WritePath:
+    """The one write path (`Ingestor`: validation, redaction, the id index), built on first use so that
+    readers never pay for the redaction rules. Part of `Memory`; the parts that write, redact or look
+    an id up hold this object (never a call back into `Memory`)."""
+
+    def __init__(self, settings: Settings, journal: Journal) -> None:
+        self._settings = settings
+        self._journal = journal
+        self._ingestor: Ingestor | None = None
+
+    @property
+    def ingestor(self) -> Ingestor:
+        if self._ingestor is None:
+            from urchin.ingest import Ingestor
+
+            self._ingestor = Ingestor(self._settings, self._journal)
+        return self._ingestor
+
+    def use(self, settings: Settings, redactor: Redactor | None) -> None:
+        """Settings read again (config.toml changed); a new redactor applies from the next write."""
+        self._settings = settings
+        if redactor is not None:
+            ingestor = self.ingestor
+            ingestor.redactor = redactor
+            ingestor.settings = settings
 
 
 @dataclass(slots=True)
