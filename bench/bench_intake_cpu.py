@@ -5,7 +5,8 @@ Builds the daemon's parts on a fresh home (`Memory` warmed, the group writer and
 connections one-event requests in lock step, as 8 wrk connections would; every answer must be 200.
 What is left out: the socket syscalls, the collectors and uvicorn's server loop. After a warm-up it
 measures N requests: the process's CPU time, and under callgrind its instructions (every thread; the
-script zeroes and dumps its own counters with `callgrind_control`):
+script zeroes and dumps its own counters with `callgrind_control`). `--no-http` sends the same events
+straight to `Memory.prepare` and the group writer from coroutines: the difference is what HTTP costs.
 
     python bench/bench_intake_cpu.py [-n 2000] [-c 8]
     valgrind --tool=callgrind --callgrind-out-file=/tmp/cg.%p \
@@ -25,6 +26,7 @@ import tempfile
 import time
 from typing import Any
 
+import orjson
 import uvicorn
 from uvicorn.server import ServerState
 
@@ -86,6 +88,9 @@ def main() -> None:
     parser.add_argument("-c", type=int, default=8, help="connections")
     parser.add_argument("--warm", type=int, default=400, help="requests before the measured ones")
     parser.add_argument("--callgrind", action="store_true", help="zero and dump callgrind's counters around them")
+    parser.add_argument("--no-http", action="store_true",
+                        help="the same events straight to the writer (orjson, Memory.prepare, GroupWriter.append): "
+                             "what HTTP adds is the difference")
     args = parser.parse_args()
     home = tempfile.mkdtemp(prefix="urchin-intake-cpu-")
     memory = Memory(Settings.resolve(home))
@@ -116,9 +121,18 @@ def main() -> None:
             protocol.connection_made(_Transport(answered))
             connections.append(protocol)
 
+        async def direct(body: bytes) -> None:
+            event = memory.prepare(orjson.loads(body))
+            if (await writer.append([event]))[0].status != "appended":
+                raise SystemExit("not appended")
+
         async def rounds(n: int, tag: str) -> None:
             nonlocal pending, waiter
             for r in range(n // args.c):
+                if args.no_http:
+                    await asyncio.gather(*(direct(_request(tag, r * args.c + k).split(b"\r\n\r\n", 1)[1])
+                                           for k in range(args.c)))
+                    continue
                 waiter, pending = loop.create_future(), args.c
                 for k, protocol in enumerate(connections):
                     protocol.data_received(_request(tag, r * args.c + k))
