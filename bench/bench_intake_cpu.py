@@ -92,7 +92,11 @@ def main() -> None:
                         help="the same events straight to the writer (orjson, Memory.prepare, GroupWriter.append): "
                              "what HTTP adds is the difference")
     args = parser.parse_args()
-    home = tempfile.mkdtemp(prefix="urchin-intake-cpu-")
+    with tempfile.TemporaryDirectory(prefix="urchin-intake-cpu-") as home:
+        _measure(args, home)
+
+
+def _measure(args: argparse.Namespace, home: str) -> None:
     memory = Memory(Settings.resolve(home))
     memory.warm()
     writer, follower = GroupWriter(memory), Follower(memory)
@@ -159,6 +163,7 @@ def main() -> None:
     uvloop.run(drive())
     writer.close()
     follower.stop()
+    memory.close()
 
 
 if __name__ == "__main__":
