@@ -4,6 +4,7 @@ and close() writes everything already queued."""
 from __future__ import annotations
 
 import asyncio
+import queue
 import threading
 
 import orjson
@@ -131,3 +132,51 @@ def test_an_event_loop_request_cancelled_before_its_write_is_not_written(setting
     writer.close()
     journal = settings.journal_path.read_bytes()
     assert b'"kept"' in journal and b'"gone"' not in journal
+
+
+class _CountedQueue(queue.SimpleQueue[object]):
+    """The writer's queue, counting what is put on it (each put may wake the writer thread)."""
+
+    def __init__(self) -> None:
+        self.puts = 0
+
+    def put(self, item: object, block: bool = True, timeout: float | None = None) -> None:
+        self.puts += 1
+        super().put(item, block, timeout)
+
+
+def test_an_event_loop_step_s_requests_reach_the_writer_in_one_hand_over(settings: Settings) -> None:
+    """64 requests answered in one step of the event loop are put on the writer's queue once (not 64
+    times, each a possible wake-up of its thread and a turn of the GIL), and each still gets its own
+    results after the fsync."""
+    memory = Memory(settings)
+    memory.warm()
+    writer = GroupWriter(memory, gather_s=0.05)
+    counted = writer._queue = _CountedQueue()
+    writer.start()
+
+    async def main() -> list[str]:
+        events = [memory.prepare({"id": f"s{i}", "content": f"step {i}"}) for i in range(64)]
+        results = await asyncio.gather(*(writer.append([event]) for event in events))
+        return [f"{r[0].id}:{r[0].status}" for r in results]
+
+    assert asyncio.run(main()) == [f"s{i}:appended" for i in range(64)]
+    writer.close()
+    assert counted.puts == 2          # the step's 64 jobs, then the stop marker
+    assert writer.stats.events == 64
+
+
+def test_a_step_s_requests_staged_when_the_writer_closes_are_refused_unwritten(settings: Settings) -> None:
+    memory = Memory(settings)
+    writer = GroupWriter(memory)
+    writer.start()
+
+    async def main() -> list[str]:
+        appends = [asyncio.ensure_future(writer.append([memory.prepare({"content": f"late {i}"})])) for i in range(3)]
+        await asyncio.sleep(0)      # staged for the end of this step
+        writer.close()
+        outcomes = await asyncio.gather(*appends, return_exceptions=True)
+        return [type(outcome).__name__ for outcome in outcomes]
+
+    assert asyncio.run(main()) == ["DaemonError"] * 3
+    assert not settings.journal_path.exists() or settings.journal_path.read_bytes() == b""

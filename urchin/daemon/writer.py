@@ -1,8 +1,10 @@
 """Group commit: concurrent requests share one locked write and one fsync.
 
 Requests hand validated events to `GroupWriter.append` (from the event loop) or `submit` (from any
-thread) and await the result. One thread drains everything queued since its last write and passes
-it to `Memory.ingest_prepared` (one lock, one `write`, one `fsync`), then completes every waiter: a
+thread) and await the result. The requests an event loop answers in one step are handed to the
+writer thread together at the end of that step (one queue put and at most one wake-up of the thread,
+not one per request). One thread drains everything queued since its last write and passes it to
+`Memory.ingest_prepared` (one lock, one `write`, one `fsync`), then completes every waiter: a
 thread's future directly, an event loop's with one wake-up per write for all of them (not one per
 request). A waiter completes only after the fsync, so an acknowledged event is durable; while one
 fsync runs, the next batch gathers.
@@ -20,6 +22,7 @@ import time
 from collections.abc import Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
+from typing import cast
 
 from urchin.errors import DaemonError, JournalError
 from urchin.event import Event
@@ -48,6 +51,7 @@ class WriterStats:
 
 _Waiter = Future[list[IngestResult]] | asyncio.Future[list[IngestResult]]
 _Job = tuple[Sequence[Event], _Waiter]
+_LoopFuture = asyncio.Future[list[IngestResult]]
 _STOP = object()
 
 
@@ -60,7 +64,9 @@ class GroupWriter:
         self.gather_s = gather_s
         self._recent: collections.deque[int] = collections.deque([0], maxlen=16)  # requests per recent write
         self.stats = WriterStats()
-        self._queue: queue.SimpleQueue[_Job | object] = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[_Job | list[_Job] | object] = queue.SimpleQueue()
+        # per event loop: the jobs its current step appended, put on the queue at the step's end
+        self._staged: dict[asyncio.AbstractEventLoop, list[_Job]] = {}
         self._thread: threading.Thread | None = None
         self._closing = False
         self._submit_lock = threading.Lock()
@@ -77,15 +83,34 @@ class GroupWriter:
 
     async def append(self, events: Sequence[Event]) -> list[IngestResult]:
         """`submit` for a coroutine on an event loop: one result per event, once they are fsync'd."""
-        future: asyncio.Future[list[IngestResult]] = asyncio.get_running_loop().create_future()
-        self._put((events, future))
+        loop = asyncio.get_running_loop()
+        if self._closing or self._thread is None:
+            raise DaemonError("the daemon is shutting down; retry shortly")
+        future: _LoopFuture = loop.create_future()
+        staged = self._staged.get(loop)
+        if staged is None:      # the step's first: its jobs go to the writer when the step ends
+            staged = self._staged[loop] = []
+            loop.call_soon(self._hand_over, loop)
+        staged.append((events, future))
         return await future
 
-    def _put(self, job: _Job) -> None:
+    def _hand_over(self, loop: asyncio.AbstractEventLoop) -> None:
+        """On `loop`, at the end of the step that staged them: its jobs go to the writer as one item."""
+        jobs = self._staged.pop(loop, None)
+        if not jobs:
+            return
+        try:
+            self._put(jobs)
+        except DaemonError as exc:   # closed meanwhile: every staged request hears it, nothing is written
+            for _, future in jobs:
+                if not future.done():
+                    future.set_exception(exc)
+
+    def _put(self, item: _Job | list[_Job]) -> None:
         with self._submit_lock:  # no job may slip in behind the stop marker
             if self._closing or self._thread is None:
                 raise DaemonError("the daemon is shutting down; retry shortly")
-            self._queue.put(job)
+            self._queue.put(item)
 
     def close(self, timeout: float = 5.0) -> None:
         """Write everything already queued, fsync, and stop the thread."""
@@ -113,12 +138,13 @@ class GroupWriter:
                 if item is _STOP:
                     stop = True
                     break
-                job: _Job = item  # type: ignore[assignment]
                 # A request that went away before this point is dropped unwritten (it was never
                 # acknowledged); a thread's future can no longer be cancelled from here on.
-                if _still_wanted(job[1]):
-                    jobs.append(job)
-                    count += len(job[0])
+                step = cast(list[_Job], item) if type(item) is list else [cast(_Job, item)]  # a loop's step, or one job
+                for job in step:
+                    if _still_wanted(job[1]):
+                        jobs.append(job)
+                        count += len(job[0])
                 if count >= self.max_group:
                     break
                 try:
