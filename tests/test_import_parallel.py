@@ -74,3 +74,49 @@ def test_parallel_import_writes_what_a_serial_import_writes(tmp_path: Path) -> N
     journal = Settings.resolve(key).journal_path.read_bytes()
     assert journal == Settings.resolve(serial_home).journal_path.read_bytes()
     assert SECRET.encode() not in journal and journal.count(b"\n") == parallel["appended"]
+
+
+def _file_lines() -> bytes:
+    """`_lines` and the awkward ends of a file: blank and whitespace lines, a CRLF line, no final newline."""
+    extra = [b"", b"\t ", orjson.dumps({"id": "crlf", "timestamp": "2026-01-01T00:00:00Z", "content": "x"}) + b"\r",
+             b'{"id": "cut", "content": "no end']
+    return b"\n".join(_lines(900)[:450] + extra + _lines(900)[450:] + extra)
+
+
+def test_a_file_read_in_chunks_is_numbered_and_prepared_as_its_lines(tmp_path: Path) -> None:
+    """Workers split a chunk of the file into lines themselves: the same numbers, refusals, journal
+    lines and offsets as the lines a file gives one by one, wherever the chunks end."""
+    import io
+    from itertools import accumulate
+
+    from urchin.idindex import id_hash
+    from urchin.ingest import Joined
+    from urchin.memory import Memory, bulk
+
+    ingestor = Memory(Settings.resolve(tmp_path / "home")).ingestor
+    data = _file_lines()
+
+    def flat(batches: list[tuple[int, list[tuple[int, str]], Joined]]) -> tuple[object, ...]:
+        count, payload = 0, b""
+        rejected: list[tuple[int, str]] = []
+        ids: list[str] = []
+        starts: list[int] = []
+        hashes: list[int] = []
+        for done, refused, joined in batches:
+            count += done
+            rejected += refused
+            ids += joined.id_list()
+            starts += [len(payload) + start for start in joined.starts]
+            payload += joined.payload
+            hashes += joined.hashes
+        lines = payload.split(b"\n")[:-1]
+        assert starts == list(accumulate((len(line) + 1 for line in lines), initial=0))[:-1]
+        assert hashes == [id_hash(i) for i in ids] and len(ids) == len(lines)
+        return count, rejected, ids, payload
+
+    by_lines = flat([bulk.prepare_chunk(ingestor, b) for b in bulk.numbered_batches(io.BytesIO(data), 128)])
+    assert by_lines[1] and by_lines[2]
+    for size in (1, 97, 4096, 1 << 20):
+        chunks = list(bulk.numbered_chunks(io.BytesIO(data), size))
+        assert b"".join(c for _, c in chunks) == data
+        assert flat([bulk.prepare_chunk(ingestor, c) for c in chunks]) == by_lines, size

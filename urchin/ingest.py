@@ -24,7 +24,7 @@ from urchin.proof import LineProof
 from urchin.redact import Redactor
 from urchin.redact._idkey import IdKey
 
-__all__ = ["Ingestor", "IngestResult", "BatchReport", "Prepared", "Status"]
+__all__ = ["Ingestor", "IngestResult", "BatchReport", "Joined", "Prepared", "Status"]
 
 Status = Literal["appended", "duplicate", "suppressed", "rejected"]
 
@@ -183,35 +183,40 @@ class Ingestor:
         """Append the journal lines a worker process made with `prepare(...).to_json()`, with their
         events' ids and `id_hash`es (a parallel import, urchin/memory/bulk.py): the same dedupe,
         ephemeral check and one write. Returns the tally (an import reports counts, not each event)."""
+        return self.append_joined(Joined.of(ids, lines, hashes), now)
+
+    def append_joined(self, joined: Joined, now: datetime | None = None) -> BatchReport:
+        """`append_lines` of lines a worker sent joined (one bytes object, no per-line objects)."""
         report = BatchReport()
-        if self._append_new(ids, lines, hashes, now, report):
+        if self._append_new(joined, now, report):
             return report
-        ready = list(enumerate(map(Prepared, ids, lines)))
+        ids, hashes = joined.id_list(), joined.hashes
+        ready = list(enumerate(map(Prepared, ids, joined.lines())))
         for index, result in self._append(ready, now, hashes, tally=report):
             report.add(result, index)
         return report
 
-    def _append_new(self, ids: Sequence[str], lines: Sequence[bytes], hashes: Sequence[int],
-                    now: datetime | None, report: BatchReport) -> bool:
-        """`append_lines` when nothing of the batch can be a duplicate, forgotten or suppressed (an import
+    def _append_new(self, joined: Joined, now: datetime | None, report: BatchReport) -> bool:
+        """`append_joined` when nothing of the batch can be a duplicate, forgotten or suppressed (an import
         of new events, almost every batch): the lines are written as they are, without the per-event
         bookkeeping of `_append` (~5 us an event of the importing process, its one serial part).
         False, having written nothing, when any event needs that bookkeeping."""
-        if not ids:
+        hashes = joined.hashes
+        if not hashes:
             return True
         with self.journal.locked() as writer:
             self.ids.catch_up()
             held = self.ids.held(hashes)
             forgotten = self.forgotten.hashes()
-            if (held is None or held or len(set(ids)) != len(ids) or self.ephemeral.is_on(now)
-                    or forgotten and any(forget_hash(i) in forgotten for i in ids)):
+            if (held is None or held or not joined.distinct or self.ephemeral.is_on(now)
+                    or forgotten and any(forget_hash(i) in forgotten for i in joined.id_list())):
                 return False
-            offset = writer.write(lines)
-            ends = list(accumulate(map(len, lines), initial=offset))
-            placed = [(h, at + n) for n, (h, at) in enumerate(zip(hashes, ends[:-1], strict=True))]
+            offset = writer.write_joined(joined.payload)
+            # each line's offset: its start in the payload, and where the payload landed
+            placed = list(zip(hashes, map(offset.__add__, joined.starts), strict=True))
             writer.finish()
-            self.ids.record_hashed(placed, ends[-1] + len(lines))
-        report.appended += len(lines)
+            self.ids.record_hashed(placed, offset + len(joined.payload))
+        report.appended += len(hashes)
         return True
 
     def _append(self, ready: Sequence[tuple[int, Event | Prepared]], now: datetime | None,
@@ -290,6 +295,29 @@ class Prepared:
 
     def to_json(self) -> bytes:
         return self.line
+
+
+class Joined:
+    """A batch of journal lines as a worker process sends it: one payload (each line ends in a newline),
+    each line's start in it, the events' id hashes, and their ids joined by newlines (no id holds a
+    control character), split only when a batch needs them one by one. `distinct`: no id twice."""
+
+    __slots__ = ("ids", "distinct", "payload", "starts", "hashes")
+
+    def __init__(self, ids: str, distinct: bool, payload: bytes, starts: Sequence[int], hashes: Sequence[int]) -> None:
+        self.ids, self.distinct, self.payload, self.starts, self.hashes = ids, distinct, payload, starts, hashes
+
+    @classmethod
+    def of(cls, ids: Sequence[str], lines: Sequence[bytes], hashes: Sequence[int]) -> Joined:
+        payload = b"".join(line + b"\n" for line in lines)
+        starts = list(accumulate((len(line) + 1 for line in lines), initial=0))[:-1]
+        return cls("\n".join(ids), len(set(ids)) == len(ids), payload, starts, hashes)
+
+    def id_list(self) -> list[str]:
+        return self.ids.split("\n") if self.hashes else []
+
+    def lines(self) -> list[bytes]:
+        return self.payload.split(b"\n")[:-1] if self.hashes else []
 
 
 def _event(item: Event | Prepared) -> Event | None:

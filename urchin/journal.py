@@ -387,10 +387,13 @@ class _Writer:
 
     def write(self, lines: Sequence[bytes]) -> int:
         """Write `lines` at the end with one syscall; returns the offset of the first."""
+        return self.write_joined(b"\n".join(lines) + b"\n" if lines else b"")
+
+    def write_joined(self, payload: bytes) -> int:
+        """`write` of lines already joined, each ending in a newline; returns the offset of the first."""
         start = self.end
-        if not lines:
+        if not payload:
             return start
-        payload = b"\n".join(lines) + b"\n"
         view = memoryview(payload)
         try:
             while view:

@@ -11,11 +11,13 @@ batches is in flight, so memory stays flat on any input size.
 
 from __future__ import annotations
 
+import io
 import multiprocessing
 import os
 import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
+from itertools import accumulate
 from typing import Any
 
 import orjson
@@ -23,14 +25,20 @@ import orjson
 from urchin.config import Settings
 from urchin.errors import ValidationError
 from urchin.idindex import id_hash
-from urchin.ingest import BatchReport, Ingestor
+from urchin.ingest import BatchReport, Ingestor, Joined
 
-__all__ = ["parallel_workers", "import_parallel", "import_serial", "prepare_batch", "numbered_batches"]
+__all__ = ["parallel_workers", "import_parallel", "import_serial", "prepare_batch", "prepare_chunk",
+           "numbered_batches", "numbered_chunks", "CHUNK_BYTES"]
 
 _Lines = tuple[list[int], list[bytes | str]]   # line numbers, and the lines (two flat lists pickle fast)
+# A piece of a file read as it is: the number of its first line, and whole lines (the parent never
+# touches a line: workers split, number and skip blank ones, so nothing of the parent runs per line).
+_Chunk = tuple[int, bytes]
+_Batch = _Lines | _Chunk
 # what a batch became: how many lines, each rejected line's (number, reason), then the accepted
-# events' ids, journal lines and id hashes, in input order
-_Done = tuple[int, list[tuple[int, str]], list[str], list[bytes], list[int]]
+# events' journal lines, joined, with their ids and id hashes, in input order
+_Done = tuple[int, list[tuple[int, str]], Joined]
+CHUNK_BYTES = 2 << 20   # a batch read from a file: ~4,800 events of a typical journal
 
 _worker: Ingestor | None = None
 
@@ -49,7 +57,7 @@ def _init(settings: Settings) -> None:
     _worker = Ingestor(settings)
 
 
-def prepare_batch(ingestor: Ingestor, lines: _Lines) -> _Done:
+def prepare_batch(ingestor: Ingestor, lines: _Lines) -> tuple[int, list[tuple[int, str]], list[str], list[bytes]]:
     """Each numbered raw line -> its journal line, or the reason it is rejected (as `import_lines` says it)."""
     rejected: list[tuple[int, str]] = []
     ids: list[str] = []
@@ -71,15 +79,37 @@ def prepare_batch(ingestor: Ingestor, lines: _Lines) -> _Done:
             continue
         ids.append(event.id)
         out.append(sign(event.to_json()))
-    return len(lines[0]), rejected, ids, out, list(map(id_hash, ids))
+    return len(lines[0]), rejected, ids, out
 
 
-def _prepare(lines: _Lines) -> _Done:
+def prepare_chunk(ingestor: Ingestor, batch: _Batch) -> _Done:
+    """A batch (numbered lines, or a chunk of the file) -> what it became, packed for the parent."""
+    count, rejected, ids, out = prepare_batch(ingestor, _numbered(batch) if isinstance(batch[1], bytes) else batch)
+    out.append(b"")   # the payload ends in a newline
+    payload = b"\n".join(out)
+    starts = list(accumulate(map(len, out), lambda at, n: at + n + 1, initial=0))[:-2] if ids else []
+    return count, rejected, Joined("\n".join(ids), len(set(ids)) == len(ids), payload, starts,
+                                   list(map(id_hash, ids)))
+
+
+def _numbered(chunk: _Chunk) -> _Lines:
+    """The chunk's non-blank lines with their numbers, as `numbered_batches` gives them."""
+    first, data = chunk
+    numbers: list[int] = []
+    kept: list[bytes | str] = []
+    for number, line in enumerate(io.BytesIO(data), first):   # lines keep their newline, as a file gives them
+        if not line.isspace():
+            numbers.append(number)
+            kept.append(line)
+    return numbers, kept
+
+
+def _prepare(batch: _Batch) -> _Done:
     assert _worker is not None
-    return prepare_batch(_worker, lines)
+    return prepare_chunk(_worker, batch)
 
 
-def import_parallel(ingestor: Ingestor, batches: Iterator[_Lines], workers: int,
+def import_parallel(ingestor: Ingestor, batches: Iterator[_Batch], workers: int,
                     record: Callable[[_Done, BatchReport], None]) -> None:
     """Prepare `batches` in `workers` processes; append each, in order, here; `record` counts."""
     context = multiprocessing.get_context("fork")
@@ -93,16 +123,16 @@ def import_parallel(ingestor: Ingestor, batches: Iterator[_Lines], workers: int,
             _append(ingestor, pending.popleft().get(), record)
 
 
-def import_serial(ingestor: Ingestor, batches: Iterable[_Lines],
+def import_serial(ingestor: Ingestor, batches: Iterable[_Batch],
                   record: Callable[[_Done, BatchReport], None]) -> None:
     """The same steps in this process (small imports, one core, or a process with other threads)."""
     for batch in batches:
-        _append(ingestor, prepare_batch(ingestor, batch), record)
+        _append(ingestor, prepare_chunk(ingestor, batch), record)
 
 
 def _append(ingestor: Ingestor, done: _Done, record: Callable[[_Done, BatchReport], None]) -> None:
-    _, _, ids, lines, hashes = done
-    record(done, ingestor.append_lines(ids, lines, hashes) if ids else BatchReport())
+    joined = done[2]
+    record(done, ingestor.append_joined(joined) if joined.hashes else BatchReport())
 
 
 def numbered_batches(lines: Iterable[bytes | str], size: int) -> Iterator[_Lines]:
@@ -119,3 +149,17 @@ def numbered_batches(lines: Iterable[bytes | str], size: int) -> Iterator[_Lines
             numbers, kept = [], []
     if kept:
         yield numbers, kept
+
+
+def numbered_chunks(handle: io.BufferedIOBase, size: int = CHUNK_BYTES) -> Iterator[_Chunk]:
+    """A binary file in pieces of about `size` bytes that end at a line's end, each with the number of
+    its first line: what `numbered_batches` numbers, read without a step per line here."""
+    number = 1
+    while True:
+        data = handle.read(size)
+        if not data:
+            return
+        if not data.endswith(b"\n"):
+            data += handle.readline()
+        yield number, data
+        number += data.count(b"\n")

@@ -6,7 +6,7 @@ One tally (`BatchReport`) counts an import, an HTTP batch and the daemon writer'
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -84,6 +84,7 @@ def import_lines(ingestor: Ingestor, substring: SubstringSearcher, lines: Iterab
 
     A large import is validated and redacted in worker processes and written here, in order
     (urchin/memory/bulk.py); the journal and the report are the same as one process makes."""
+    import io
     from itertools import chain
 
     from urchin.ingest import BatchReport
@@ -92,7 +93,7 @@ def import_lines(ingestor: Ingestor, substring: SubstringSearcher, lines: Iterab
     ingestor.keep_ids_in_memory()
     report = BatchReport()
 
-    def record(done: tuple[int, list[tuple[int, str]], Any, Any, Any], tally: BatchReport) -> None:
+    def record(done: tuple[int, list[tuple[int, str]], Any], tally: BatchReport) -> None:
         report.rejected.extend(done[1])
         report.rejected.extend(tally.rejected)
         report.appended += tally.appended
@@ -101,9 +102,17 @@ def import_lines(ingestor: Ingestor, substring: SubstringSearcher, lines: Iterab
         if on_progress:
             on_progress(done[0])
 
-    batches = bulk.numbered_batches(lines, IMPORT_BATCH)
-    first: tuple[list[int], list[bytes | str]] = next(batches, ([], []))
-    workers = bulk.parallel_workers() if len(first[0]) >= IMPORT_BATCH else 0
+    batches: Iterator[Any]
+    if isinstance(lines, io.BufferedIOBase):   # a file: read in chunks, split into lines by the workers
+        batches = bulk.numbered_chunks(lines)
+        chunk: tuple[int, bytes] = next(batches, (1, b""))
+        first: Any = chunk
+        large = len(chunk[1]) >= bulk.CHUNK_BYTES or chunk[1].count(b"\n") >= IMPORT_BATCH
+    else:
+        batches = bulk.numbered_batches(lines, IMPORT_BATCH)
+        first = next(batches, ([], []))
+        large = len(first[0]) >= IMPORT_BATCH
+    workers = bulk.parallel_workers() if large else 0
     report.workers = workers
     if workers:
         bulk.import_parallel(ingestor, chain([first], batches), workers, record)
