@@ -8,6 +8,8 @@ descendant (so a daemon or server alive across modules splits its time between t
 child subreaper: a daemonized PostgreSQL or a watchdog whose parent exits is reparented to it, and is
 reaped at the next module boundary, so its time is counted too. The shared embedder runs under the
 controller and is in no module (scripts/cputime.py measures the whole run, it included).
+URCHIN_TEST_CPU_OUT=FILE writes the module table as JSON; URCHIN_TEST_CPU_TESTS=FILE each test's
+[CPU s, wall s, start (monotonic), xdist worker], its fixtures' set-up and teardown included.
 """
 
 from __future__ import annotations
