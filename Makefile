@@ -20,9 +20,14 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e '.[postgres]'
 	touch $(STAMP)
 
-$(DEV_STAMP): $(STAMP)
+# The runtime and the dev tools in one pip call on the venv, not the runtime's first and the dev extra
+# after it, which resolved the runtime again and built the editable project a second time (its isolated
+# build fetching setuptools again): 2026-12-06, a new venv, 112 -> 108 HTTP requests (44 -> 42 wheels).
+$(DEV_STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[postgres,dev]'
-	touch $(DEV_STAMP)
+	touch $(STAMP) $(DEV_STAMP)
 
 # The main job: the daemon in the foreground (HTTP API on 127.0.0.1:18799, hot views).
 run: $(STAMP)

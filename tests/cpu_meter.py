@@ -8,6 +8,8 @@ descendant (so a daemon or server alive across modules splits its time between t
 child subreaper: a daemonized PostgreSQL or a watchdog whose parent exits is reparented to it, and is
 reaped at the next module boundary, so its time is counted too. The shared embedder runs under the
 controller and is in no module (scripts/cputime.py measures the whole run, it included).
+URCHIN_TEST_CPU_OUT=FILE writes the module table as JSON; URCHIN_TEST_CPU_TESTS=FILE each test's
+[CPU s, wall s, start (monotonic), xdist worker], its fixtures' set-up and teardown included.
 """
 
 from __future__ import annotations
@@ -83,6 +85,7 @@ def _total() -> float:
 class CpuMeter:
     def __init__(self) -> None:
         self.rows: dict[str, list[float]] = {}   # module -> [cpu s, wall s, tests]
+        self.tests: dict[str, list[Any]] = {}  # test -> [cpu s, wall s, start, worker], set-up included
         self.module: str | None = None
         self.mark = (0.0, 0.0)
         self.started = (0.0, 0.0)
@@ -108,13 +111,17 @@ class CpuMeter:
                 self.started = self.mark
             self.module = module
         self.rows.setdefault(module, [0.0, 0.0, 0])[2] += 1
+        before = (_total(), time.monotonic())
         yield
+        self.tests[item.nodeid] = [_total() - before[0], time.monotonic() - before[1], before[1],
+                                   os.environ.get("PYTEST_XDIST_WORKER", "")]
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         self._close()
         workeroutput = getattr(session.config, "workeroutput", None)
         if workeroutput is not None:
             workeroutput["urchin_cpu"] = json.dumps(self.rows)
+            workeroutput["urchin_cpu_tests"] = json.dumps(self.tests)
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
@@ -124,6 +131,7 @@ class CpuMeter:
             row[0] += cpu
             row[1] += wall
             row[2] += tests
+        self.tests.update(json.loads(getattr(node, "workeroutput", {}).get("urchin_cpu_tests", "{}")))
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if not self.rows:
@@ -138,3 +146,6 @@ class CpuMeter:
         out = os.environ.get("URCHIN_TEST_CPU_OUT")
         if out:
             Path(out).write_text(json.dumps(self.rows, indent=1, sort_keys=True))
+        out = os.environ.get("URCHIN_TEST_CPU_TESTS")   # each test's CPU and wall, its set-up included
+        if out:
+            Path(out).write_text(json.dumps(self.tests, indent=1, sort_keys=True))

@@ -91,7 +91,12 @@ def test_index_follow_prints_progress_while_it_runs(pg_url: str) -> None:
         wait_for(lambda: len(progress()) > before)
     finally:
         proc.send_signal(signal.SIGINT)
-        proc.wait(30)
+        try:
+            proc.wait(30)
+        finally:   # not stopped by SIGINT in time (the test fails): not left running after the run
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
         reader.join(10)
     err = "".join(lines)
     assert "following the journal" in err
