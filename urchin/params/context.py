@@ -267,9 +267,9 @@ def _iso(moment: datetime | None) -> str | None:
 
 
 def _text(value: Any, name: str) -> str:
-    if not isinstance(value, str):
+    if value is not None and not isinstance(value, str):
         raise QueryError(name, f"must be a string, got {describe(value)}")
-    if not value.strip():
+    if value is None or not value.strip():
         raise QueryError(name, "must not be empty", message=f"{name} must not be empty")
     if len(value) > MAX_QUERY_CHARS:
         raise QueryError(name, f"must be at most {MAX_QUERY_CHARS} characters, got {len(value)}")
