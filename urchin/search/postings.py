@@ -5,11 +5,12 @@ Segments are immutable once built (so they can be memory-mapped from disk and sh
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Iterable
 
 import numpy as np
 
-__all__ = ["Blob", "Codes", "Column", "Segment", "SplitColumn", "Triples", "distinct", "release_pages"]
+__all__ = ["Blob", "Codes", "Column", "RowOffsets", "Segment", "SplitColumn", "Triples", "distinct", "release_pages"]
 
 _MERGE_CHUNK = 1 << 20  # postings per step when building a segment (bounds the temporaries)
 Triples = tuple[np.ndarray, np.ndarray, np.ndarray]  # (terms, rows, tf), grouped by row
@@ -127,6 +128,33 @@ class Blob:
         if not self.tail:
             return self.base
         return np.concatenate([self.base, np.frombuffer(self.tail, dtype=np.uint8)])
+
+
+class RowOffsets:
+    """The journal offset of each row, read one at a time (a query's results): a frozen base (a saved
+    index's read-only map, never copied, so it costs no anonymous memory and only the pages results
+    read) and the rows added since, apart (8 bytes each)."""
+
+    __slots__ = ("base", "tail")
+
+    def __init__(self, base: np.ndarray | None = None) -> None:
+        self.base = np.empty(0, dtype=np.int64) if base is None else base
+        self.tail = array("q")
+
+    def __len__(self) -> int:
+        return len(self.base) + len(self.tail)
+
+    def __getitem__(self, row: int) -> int:
+        frozen = len(self.base)
+        return int(self.base[row]) if row < frozen else self.tail[row - frozen]
+
+    def frombytes(self, data: bytes) -> None:
+        """Append rows' offsets given as native int64 bytes (a batch's `offsets.tobytes()`)."""
+        self.tail.frombytes(data)
+
+    def array(self) -> np.ndarray:
+        """Every offset as one int64 array, a copy (a save writes it while rows are added)."""
+        return np.concatenate([self.base, np.frombuffer(self.tail, dtype=np.int64)])
 
 
 class Segment:

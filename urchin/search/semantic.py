@@ -19,7 +19,6 @@ import subprocess
 import sys
 import threading
 import time
-from array import array
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -37,7 +36,7 @@ from urchin.search.cosine import IndexState, Scored, TokenCosineIndex
 from urchin.search.cosine_tail import FIRST_TAIL_BYTES, TAIL_BYTES, Tail, identity_of
 from urchin.search.embedder import Embedder
 from urchin.search.extract import Batch, WorkerError, extract_parallel, line_aligned_end
-from urchin.search.postings import Segment
+from urchin.search.postings import RowOffsets, Segment, release_pages
 from urchin.search.query import Filters, Hit
 from urchin.search.score import EMBEDDER, TOKEN_COSINE, Z_SPAN, Evidence, z_unit
 from urchin.search.tokens import terms_of, tokenize
@@ -109,7 +108,7 @@ class TokenCosineView:
         self.save_every = save_every
         self.workers = min(2, os.cpu_count() or 1) if workers is None else workers
         self.index = TokenCosineIndex()
-        self.offsets = array("q")
+        self.offsets = RowOffsets()
         self.next_offset = 0
         self.loaded_from_disk = False
         self.rebuild_reason: str | None = None  # why a saved index was not used (None: used, or none)
@@ -446,7 +445,7 @@ class TokenCosineView:
 
     def _reset(self) -> None:
         self.index = TokenCosineIndex()
-        self.offsets = array("q")
+        self.offsets = RowOffsets()
         self.next_offset = 0
         self._saved = (-1, -1)
         self._generation += 1
@@ -466,7 +465,7 @@ class TokenCosineView:
     def _install(self, index: TokenCosineIndex, saved: cosine_store.Saved) -> None:
         """Make a loaded index this view's, at the journal offset and file it was saved at."""
         self.index = index
-        self.offsets = array("q", saved.offsets.astype(np.int64, copy=False).tobytes())
+        self.offsets = RowOffsets(saved.offsets.astype(np.int64, copy=False))   # the saved map, not a copy
         self.next_offset = saved.mark.offset
         self._identity = (saved.mark.device, saved.mark.inode)
         self._saved = (len(index), saved.mark.offset)
@@ -505,7 +504,7 @@ class TokenCosineView:
                     self.index.refresh_if_stale()
                 # the builder saving (behind): nothing else changes the index until this returns
                 state = self.index.state(copy=not self._behind)
-                offsets = np.frombuffer(self.offsets, dtype=np.int64).copy()
+                offsets = self.offsets.array()
                 covered = (len(self.index), self.next_offset)
                 mark = self.journal.mark(self.next_offset)
             if (mark.device, mark.inode) != self._identity:
@@ -650,7 +649,7 @@ class TokenCosineView:
             return 0
         try:
             self._used = None
-            return self.index.release_pages()
+            return self.index.release_pages() + release_pages(self.offsets.base)
         finally:
             self._lock.release()
 
