@@ -8,7 +8,7 @@ never O(postings)), so a damaged save is refused, not served.
 from __future__ import annotations
 
 from array import array
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -37,6 +37,8 @@ class IndexState:
     labels: dict[str, list[str]]  # per label field, values in code order
     arrays: dict[str, np.ndarray]
     segments: list[tuple[np.ndarray, np.ndarray, np.ndarray]]
+    # per column of `arrays`, a longer array it is the start of, rows added go on into (`map_with_room`)
+    room: dict[str, np.ndarray] = field(default_factory=dict)
 
 
 def take(index: TokenCosineIndex, copy: bool = True) -> IndexState:
@@ -69,19 +71,21 @@ def restore(index: TokenCosineIndex, state: IndexState) -> None:
     index._df = Column.of(arrays["df"])
     fills = {"norm": 1, "prev": -1, "next": -1}
     for name in COLUMNS:
-        setattr(index, f"_{name}", Column.of(arrays[name], fills.get(name, 0)))
+        setattr(index, f"_{name}", Column.of(arrays[name], fills.get(name, 0), state.room.get(name)))
     index._id_end = SplitColumn(arrays["id_end"])   # read per result only: never copied to grow
     index._id_bytes = Blob(arrays["ids"])      # not copied: a saved index's map
     for name in LABELS:
-        index._fields[name] = Codes(state.labels[name], arrays[f"label_{name}"])
+        index._fields[name] = Codes(state.labels[name], arrays[f"label_{name}"], state.room.get(f"label_{name}"))
         if len(index._fields[name]) != len(state.labels[name]) + 1:
             raise ValueError(f"{name}: repeated values")
     index._segments = [Segment(*parts) for parts in state.segments]
     for name, kind in (("terms", "i"), ("rows", "i"), ("tf", "B")):
         setattr(index, f"_pending_{name}", array(kind, arrays[f"pending_{name}"].tobytes()))
     ts = arrays["ts"]
-    ts_max = np.maximum.accumulate(ts) if n else ts.copy()
-    index._ts_max = Column.of(ts_max)
+    # owned, with the same room as the loaded columns (its untouched pages are never resident)
+    whole = np.empty(n + len(state.room.get("ts", ts)) - len(ts), dtype=ts.dtype)
+    ts_max = np.maximum.accumulate(ts, out=whole[:n]) if n else whole[:0]
+    index._ts_max = Column.of(ts_max, room=whole)
     index._late = Column.of(np.flatnonzero(ts < ts_max).astype(np.int32))
     sessions, nxt = arrays["label_session"], arrays["next"]
     ends = np.flatnonzero((sessions >= 0) & (nxt < 0))

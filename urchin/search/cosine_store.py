@@ -40,6 +40,7 @@ from urchin.fileio import (
 from urchin.journal import Journal, JournalMark
 from urchin.search.assoc import path_beside
 from urchin.search.cosine import IndexState
+from urchin.search.postings import Mapping, map_with_room
 
 __all__ = ["FORMAT", "Reuse", "Saved", "StoreError", "covers", "discard", "install_beside", "load", "release", "save",
            "saved_offset", "spill"]
@@ -50,6 +51,8 @@ _LOCK = ".lock"
 _MMAP_PREFIXES = ("seg", "ids", "id_end", "offsets")  # never written in place: mapped read-only; the rest copy-on-write
 _CHECKSUMMED = ("vocab.bin", "labels.json")
 _MMAP_MIN = 1 << 16
+_GROWN = ("ts.", "norm.", "prev.", "next.", "label_")   # loaded with room to grow (`map_with_room`)
+_ROOM_MIN = 1 << 20   # values of room at least
 _SPILL = "tmp-gen-spill"   # a tmp-gen-* name: a save removes it (after linking what it needs from it)
 _spilled = itertools.count()   # file names within this process's spill directory (named once per process:
 _SPILL_DIR = f"{_SPILL}-{os.getpid()}-{time.time_ns():x}"   # a file there may be linked into a generation)
@@ -200,9 +203,11 @@ def release(saved: Saved) -> None:
 
     for array in [*saved.state.arrays.values(), saved.offsets, *(a for parts in saved.state.segments for a in parts)]:
         base = array.base
-        while base is not None and not isinstance(base, mmap.mmap):
+        while base is not None and not isinstance(base, mmap.mmap | Mapping):
             base = getattr(base, "base", None)
-        if base is not None:
+        if isinstance(base, Mapping):
+            base.release()
+        elif base is not None:
             with contextlib.suppress(ValueError, OSError):
                 base.madvise(mmap.MADV_DONTNEED)
 
@@ -260,8 +265,16 @@ def _load(directory: Path, journal: Path) -> Saved:
         # query's own work on a rare word (each slice and gather goes through memmap.__getitem__)
         if fname.startswith(_MMAP_PREFIXES):
             return np.load(gen / fname, mmap_mode="r", allow_pickle=False).view(np.ndarray)
+        if fname.startswith(_GROWN):   # per-row columns: with room for the rows a daemon adds (not copied then)
+            spare = max(int(meta["rows"]), _ROOM_MIN)   # virtual: pages exist once a row is written there
+            whole = map_with_room(gen / fname, spare)
+            if whole is not None:
+                room[fname[: -len(".npy")]] = whole
+                return whole[: len(whole) - spare]
         return np.load(gen / fname, mmap_mode="c", allow_pickle=False).view(np.ndarray)
 
+    meta = manifest["meta"]
+    room: dict[str, np.ndarray] = {}
     text = blobs["vocab.bin"].decode("utf-8")
     vocab = text.split("\n") if text else []
     arrays = {f[: -len(".npy")]: array(f) for f in files
@@ -269,11 +282,11 @@ def _load(directory: Path, journal: Path) -> Saved:
     segments = [tuple(array(f"seg{i:02d}.{p}.npy") for p in ("indptr", "rows", "tf"))
                 for i in range(int(manifest["segments"]))]
     offsets = array("offsets.npy")
-    meta = manifest["meta"]
     if len(offsets) != int(meta["rows"]) or (len(offsets) and (
             int(offsets[-1]) >= mark.offset or not bool((np.diff(offsets) > 0).all()))):
         raise StoreError("offsets: inconsistent with the journal mark")
-    state = IndexState(meta, vocab, orjson.loads(blobs["labels.json"]), arrays, segments)  # type: ignore[arg-type]
+    state = IndexState(meta, vocab, orjson.loads(blobs["labels.json"]), arrays, segments,  # type: ignore[arg-type]
+                       room)
     reuse: Reuse = {id(a): (weakref.ref(a), gen / f"seg{i:02d}.{p}.npy")
                     for i, parts in enumerate(segments) for p, a in zip(("indptr", "rows", "tf"), parts, strict=True)}
     return Saved(state, offsets, mark, reuse)

@@ -5,12 +5,17 @@ Segments are immutable once built (so they can be memory-mapped from disk and sh
 
 from __future__ import annotations
 
+import functools
+import os
 from array import array
 from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-__all__ = ["Blob", "Codes", "Column", "RowOffsets", "Segment", "SplitColumn", "Triples", "distinct", "release_pages"]
+__all__ = ["Blob", "Codes", "Column", "Mapping", "RowOffsets", "Segment", "SplitColumn", "Triples", "distinct",
+           "map_with_room", "release_pages"]
 
 _MERGE_CHUNK = 1 << 20  # postings per step when building a segment (bounds the temporaries)
 Triples = tuple[np.ndarray, np.ndarray, np.ndarray]  # (terms, rows, tf), grouped by row
@@ -44,11 +49,80 @@ class Column:
         return self.data[: self.size]
 
     @classmethod
-    def of(cls, values: np.ndarray, fill: float = 0) -> Column:
-        """A column over `values` as they are (a copy-on-write map is fine: growing copies it)."""
+    def of(cls, values: np.ndarray, fill: float = 0, room: np.ndarray | None = None) -> Column:
+        """A column over `values` as they are (a copy-on-write map is fine: growing copies it). `room`:
+        a longer array that `values` is the start of (`map_with_room`), which rows added go on into
+        before anything is copied (its part past `values` is not set to `fill`: extend writes it)."""
         column = cls(values.dtype, fill)
         column.data, column.size = values, len(values)
+        if room is not None and room.dtype == values.dtype and len(room) > len(values) and (
+                room.__array_interface__["data"][0] == values.__array_interface__["data"][0]):
+            column.data = room
         return column
+
+
+class Mapping:
+    """A region mapped by `map_with_room`, the base of the arrays over it: unmapped when they are gone."""
+
+    def __init__(self, address: int, length: int, mapped: int, start: int, dtype: np.dtype, count: int) -> None:
+        self.address, self.length, self.mapped = address, length, mapped
+        self.__array_interface__ = {"data": (address + start, False), "shape": (count,), "typestr": dtype.str,
+                                    "version": 3}
+
+    def release(self) -> None:
+        """Drop the file part's resident pages (only before anything wrote to it: a private page
+        written would lose its writes)."""
+        _libc().madvise(self.address, self.mapped, 4)   # MADV_DONTNEED
+
+    def __del__(self) -> None:
+        _libc().munmap(self.address, self.length)
+
+
+@functools.cache
+def _libc() -> Any:
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long)
+    libc.munmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t)
+    libc.madvise.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
+    return libc
+
+
+def map_with_room(path: Path, room: int) -> np.ndarray | None:
+    """A 1-D `.npy` file mapped copy-on-write (private, as np.load's mmap_mode "c") at the start of a
+    region `room` values longer, whose rest is anonymous memory reserved, not touched: rows a daemon
+    adds to a loaded column go there, and the loaded part stays the file's pages (a column grown by
+    copying held every loaded row again in anonymous memory). Returns the whole region's array (the
+    file's values first), or None where this cannot be done (not Linux, not a plain 1-D array): then
+    the caller maps the file as it is."""
+    import mmap
+    import sys
+
+    if sys.platform != "linux":
+        return None
+    with open(path, "rb") as handle:
+        version = np.lib.format.read_magic(handle)
+        if version not in ((1, 0), (2, 0)):
+            return None
+        read = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+        shape, fortran, dtype = read(handle)
+        start, size = handle.tell(), os.fstat(handle.fileno()).st_size
+        if len(shape) != 1 or dtype.hasobject or not dtype.isnative or start + shape[0] * dtype.itemsize != size:
+            return None
+        count = shape[0] + room
+        length = -(-(start + count * dtype.itemsize) // mmap.PAGESIZE) * mmap.PAGESIZE
+        libc = _libc()
+        # PROT_READ | PROT_WRITE; MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, then the file MAP_FIXED over its start
+        address = libc.mmap(None, length, 3, 0x02 | 0x20 | 0x4000, -1, 0)
+        if address is None or address == (1 << 64) - 1:
+            return None
+        mapped = -(-size // mmap.PAGESIZE) * mmap.PAGESIZE
+        if libc.mmap(address, size, 3, 0x02 | 0x10, handle.fileno(), 0) != address:
+            libc.munmap(address, length)
+            return None
+    return np.asarray(Mapping(address, length, mapped, start, dtype, count))
 
 
 def release_pages(array: np.ndarray) -> bool:
@@ -241,10 +315,11 @@ class Codes(dict[str | None, int]):
     """Interns the values of one label field (source, workspace, ...) as small ints; None is -1.
     Misses assign the next code, so batches map through `map(codes.__getitem__, values)` in C."""
 
-    def __init__(self, values: Iterable[str] = (), column: np.ndarray | None = None) -> None:
+    def __init__(self, values: Iterable[str] = (), column: np.ndarray | None = None,
+                 room: np.ndarray | None = None) -> None:
         super().__init__({None: -1})
         self.update((v, i) for i, v in enumerate(values))
-        self.column = Column(np.int32, -1) if column is None else Column.of(column, -1)
+        self.column = Column(np.int32, -1) if column is None else Column.of(column, -1, room)
 
     def __missing__(self, value: str | None) -> int:
         code = self[value] = len(self) - 1
