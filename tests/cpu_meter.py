@@ -34,7 +34,11 @@ def _descendants(root: int) -> list[int]:
     found, todo = [], [root]
     while todo:
         pid = todo.pop()
-        for task in Path(f"/proc/{pid}/task").glob("*/children"):
+        try:    # a process that exits meanwhile takes its /proc folder with it, glob included
+            tasks = list(Path(f"/proc/{pid}/task").glob("*/children"))
+        except OSError:
+            continue
+        for task in tasks:
             try:
                 kids = [int(k) for k in task.read_text().split()]
             except OSError:

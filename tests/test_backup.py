@@ -15,6 +15,7 @@ from pathlib import Path
 import orjson
 import pytest
 
+from tests.cli_inprocess import call_urchin
 from tests.conftest import run_urchin
 from tests.daemon_fixture import DaemonProcess, running
 from urchin.forget import ForgetLog, forget_hash
@@ -31,6 +32,13 @@ def daemon(urchin_home: Path) -> Iterator[DaemonProcess]:
 
 def _cli(home: Path, *args: str) -> tuple[int, str, str]:
     done = run_urchin(*args, env={"URCHIN_HOME": str(home)})
+    return done.returncode, done.stdout, done.stderr
+
+
+def _call(home: Path, *args: str) -> tuple[int, str, str]:
+    """As `_cli`, in the test's process (call_urchin: the same entry point), where the rule is about
+    what the command does with its home and archive; the test beside a daemon runs real processes."""
+    done = call_urchin(*args, env={"URCHIN_HOME": str(home)})
     return done.returncode, done.stdout, done.stderr
 
 
@@ -124,30 +132,30 @@ def test_a_backup_under_concurrent_ingest_restores_the_same_events_and_answers(
 
 
 def test_restore_never_overwrites_a_home_with_data_unless_forced(tmp_path: Path, urchin_home: Path) -> None:
-    _cli(urchin_home, "ingest", "from the backed-up home")
+    _call(urchin_home, "ingest", "from the backed-up home")
     archive = tmp_path / "b.tar.gz"
-    assert _cli(urchin_home, "backup", str(archive))[0] == 0
+    assert _call(urchin_home, "backup", str(archive))[0] == 0
     other = tmp_path / "other"
-    _cli(other, "ingest", "only in the other home")
-    code, out, err = _cli(other, "restore", str(archive))
+    _call(other, "ingest", "only in the other home")
+    code, out, err = _call(other, "restore", str(archive))
     assert code == 1 and "already holds" in err and "--force" in err and "Traceback" not in err
     assert b"only in the other home" in (other / "journal" / "events.jsonl").read_bytes()
-    code, out, err = _cli(other, "restore", str(archive), "--force")
+    code, out, err = _call(other, "restore", str(archive), "--force")
     assert code == 0, err
     aside = [p for p in tmp_path.iterdir() if p.name.startswith("other.before-restore-")]
     assert len(aside) == 1 and b"only in the other home" in (aside[0] / "journal" / "events.jsonl").read_bytes()
     assert b"only in the other home" not in _every_byte(other)
-    assert _cli(other, "search", "backed-up")[1].count("from the backed-up home") == 1
+    assert _call(other, "search", "backed-up")[1].count("from the backed-up home") == 1
     # a backup never replaces a file, and usage errors exit 2
-    code, _, err = _cli(urchin_home, "backup", str(archive))
+    code, _, err = _call(urchin_home, "backup", str(archive))
     assert code == 1 and "already exists" in err
-    assert _cli(urchin_home, "backup")[0] == 2 and _cli(urchin_home, "restore")[0] == 2
+    assert _call(urchin_home, "backup")[0] == 2 and _call(urchin_home, "restore")[0] == 2
 
 
 def test_restore_refuses_what_is_not_an_intact_backup(tmp_path: Path, urchin_home: Path) -> None:
-    _cli(urchin_home, "ingest", "an event to keep")
+    _call(urchin_home, "ingest", "an event to keep")
     archive = tmp_path / "b.tar"
-    assert _cli(urchin_home, "backup", str(archive))[0] == 0
+    assert _call(urchin_home, "backup", str(archive))[0] == 0
     hostile = tmp_path / "hostile.tar"
     with tarfile.open(archive) as good, tarfile.open(hostile, "w") as bad:
         for member in good:
@@ -164,7 +172,7 @@ def test_restore_refuses_what_is_not_an_intact_backup(tmp_path: Path, urchin_hom
     for path, words in ((hostile, "not an Urchin backup"), (damaged, "does not match its checksum"),
                         (tmp_path / "plain.txt", "not an Urchin backup"), (tmp_path / "missing.tar", "no such file")):
         target = tmp_path / f"home-{path.stem}"
-        code, out, err = _cli(target, "restore", str(path))
+        code, out, err = _call(target, "restore", str(path))
         assert code == 1 and words in err and "Traceback" not in err, (path, err)
         assert not (target / "journal" / "events.jsonl").exists()
     assert not (tmp_path / "escaped.txt").exists()

@@ -1,4 +1,6 @@
-"""The CLI as a user runs it: real processes, exit codes, output formats, no tracebacks."""
+"""The CLI as a user runs it: exit codes, output formats, no tracebacks; real processes for every command
+family (round trip, import, ephemeral, demo, usage errors), output checks through the same entry point
+in the test's process (tests/cli_inprocess.py)."""
 
 from __future__ import annotations
 
@@ -34,30 +36,30 @@ def test_ingest_search_get_round_trip() -> None:
 
 
 def test_ingest_reads_stdin_with_dash() -> None:
-    assert run_urchin("ingest", "-", input="multi\nline text\n").returncode == 0
-    assert "multi line text" in run_urchin("search", "line text").stdout
+    assert call_urchin("ingest", "-", input="multi\nline text\n").returncode == 0
+    assert "multi line text" in call_urchin("search", "line text").stdout
 
 
 def test_nothing_matches_prints_nothing() -> None:
-    run_urchin("ingest", "something")
-    out = run_urchin("search", "absent-term")
+    call_urchin("ingest", "something")
+    out = call_urchin("search", "absent-term")
     assert (out.returncode, out.stdout, out.stderr) == (0, "", "")
 
 
 def test_nothing_in_the_window_says_on_stderr_that_older_matches_exist() -> None:
     """stdout stays what it was (nothing: scripts see no match); stderr says where to look instead."""
-    run_urchin("ingest", "--timestamp", "2020-01-01T00:00:00Z", "a pelican crossed the road")
-    run_urchin("ingest", "a heron today")
-    out = run_urchin("search", "PELICAN")
+    call_urchin("ingest", "--timestamp", "2020-01-01T00:00:00Z", "a pelican crossed the road")
+    call_urchin("ingest", "a heron today")
+    out = call_urchin("search", "PELICAN")
     assert (out.returncode, out.stdout) == (0, "")
     assert out.stderr.startswith("no match in the last 168 h; older matches exist "
                                  "(the newest at 2020-01-01T00:00:00Z): try --hours ")
     hours = out.stderr.split("--hours ")[1].strip()
     assert int(hours) in (100_000, 200_000)
-    wide = run_urchin("search", "pelican", "--hours", hours)
+    wide = call_urchin("search", "pelican", "--hours", hours)
     assert "a pelican crossed the road" in wide.stdout and wide.stderr == ""
-    assert run_urchin("search", "pelican", "--hours", "0.5").stderr.startswith("no match in the last 0.5 h;")
-    assert run_urchin("search", "heron").stderr == ""
+    assert call_urchin("search", "pelican", "--hours", "0.5").stderr.startswith("no match in the last 0.5 h;")
+    assert call_urchin("search", "heron").stderr == ""
 
 
 @pytest.mark.parametrize("args, message", [
@@ -190,13 +192,13 @@ def test_import_counts_and_reports_rejected_lines(tmp_path: Path) -> None:
 
 def test_recent_tail_and_status() -> None:
     for n in range(3):
-        run_urchin("ingest", f"note {n}", "--source", "shell" if n == 1 else "manual")
-    assert [line.split(" — ")[1] for line in run_urchin("recent").stdout.splitlines()] == ["note 2", "note 1",
+        call_urchin("ingest", f"note {n}", "--source", "shell" if n == 1 else "manual")
+    assert [line.split(" — ")[1] for line in call_urchin("recent").stdout.splitlines()] == ["note 2", "note 1",
                                                                                            "note 0"]
-    assert run_urchin("recent", "--source", "shell").stdout.count("\n") == 1
-    assert [line.split(" — ")[1] for line in run_urchin("tail", "-n", "2").stdout.splitlines()] == ["note 1",
+    assert call_urchin("recent", "--source", "shell").stdout.count("\n") == 1
+    assert [line.split(" — ")[1] for line in call_urchin("tail", "-n", "2").stdout.splitlines()] == ["note 1",
                                                                                                   "note 2"]
-    status = orjson.loads(run_urchin("status", "--json").stdout)
+    status = orjson.loads(call_urchin("status", "--json").stdout)
     assert (status["events"], status["invalidLines"], status["tornRecords"]) == (3, 0, 0)
 
 
@@ -242,12 +244,12 @@ def test_every_command_reads_its_defaults_from_the_contract() -> None:
     """The help shows the contract's defaults (search 168 h / 20), declared once in urchin/contract/ops.py."""
     from urchin.contract import OPERATIONS
 
-    help_text = " ".join(run_urchin("search", "--help").stdout.split())
+    help_text = " ".join(call_urchin("search", "--help").stdout.split())
     assert OPERATIONS["search"].param("hours").default == 168 and "(default 168)" in help_text
     assert OPERATIONS["search"].param("limit").default == 20 and "(default 20)" in help_text
-    help_text = " ".join(run_urchin("context", "--help").stdout.split())
+    help_text = " ".join(call_urchin("context", "--help").stdout.split())
     assert "Most results; 1 to 100 (default 10)." in help_text and "--search TYPE:TEXT" in help_text
     assert "--include-memories / --no-include-memories" in help_text and "(default 8388608)" in help_text
     assert "--source-ids" not in help_text and "--strategy [hybrid|keyword|semantic]" in help_text
-    help_text = " ".join(run_urchin("find", "--help").stdout.split())
+    help_text = " ".join(call_urchin("find", "--help").stdout.split())
     assert "--memories Also search memories" in help_text and "(default false)" in help_text

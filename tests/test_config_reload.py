@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.cli_inprocess import call_urchin
 from tests.conftest import run_urchin
 from tests.daemon_fixture import DaemonProcess, running
 from urchin.config import changed_keys
@@ -45,7 +46,7 @@ def test_a_new_redact_rule_applies_to_the_next_write_of_a_running_daemon(daemon:
     assert api.post("/ingest", json={"content": "fourth BADGE-222222"}).status_code == 200
     assert b"BADGE-222222" not in daemon.journal_bytes()
     _wait_log(daemon, "config.toml not reloaded, the settings in force stay: redact.extra.broken")
-    doctor = run_urchin("doctor", env={"URCHIN_HOME": str(daemon.home)})
+    doctor = call_urchin("doctor", env={"URCHIN_HOME": str(daemon.home)})
     assert "redact.extra.broken" in doctor.stdout
 
 
@@ -55,7 +56,7 @@ def test_a_key_that_needs_a_restart_is_named_in_the_log_and_by_doctor(daemon: Da
     daemon.signal(signal.SIGHUP)
     log = _wait_log(daemon, "needs a restart")
     assert "urchin.durability" in log and "redact.extra in force" in log
-    doctor = run_urchin("doctor", env={"URCHIN_HOME": str(daemon.home)})
+    doctor = call_urchin("doctor", env={"URCHIN_HOME": str(daemon.home)})
     line = next(line for line in doctor.stdout.splitlines() if " config " in line)
     assert line.startswith("warn") and "urchin.durability" in line and "extra: badge" in line, doctor.stdout
     assert "restart" in doctor.stdout
@@ -72,7 +73,7 @@ def test_a_key_that_needs_a_restart_is_named_in_the_log_and_by_doctor(daemon: Da
     assert not [line for line in status if line.rstrip().endswith(":") and line.startswith("  ")], status
     config.write_text('[redact.extra]\nbadge = "BADGE-[0-9]{6}"\n')   # put back: no restart owed any more
     time.sleep(1.2)
-    doctor = run_urchin("doctor", env={"URCHIN_HOME": str(daemon.home)})
+    doctor = call_urchin("doctor", env={"URCHIN_HOME": str(daemon.home)})
     assert any(line.startswith("ok    config") and "extra: badge" in line for line in doctor.stdout.splitlines())
 
 

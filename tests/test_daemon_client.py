@@ -8,6 +8,7 @@ from pathlib import Path
 import orjson
 import pytest
 
+from tests.cli_inprocess import call_urchin
 from tests.conftest import run_urchin
 from tests.daemon_fixture import DaemonProcess
 from urchin.config import Settings
@@ -56,8 +57,8 @@ def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DaemonProcess]:
 def test_cli_gives_the_same_answer_through_the_daemon(daemon: DaemonProcess, args: tuple[str, ...]) -> None:
     env = {"URCHIN_HOME": str(daemon.home)}
     flags = ("--json",) if args[0] != "get" else ()
-    remote = run_urchin(*args, *flags, env=env)
-    local = run_urchin(*args, *flags, env={**env, "URCHIN_NO_DAEMON": "1"})
+    remote = run_urchin(*args, *flags, env=env)       # a real process, its fast client and the daemon
+    local = call_urchin(*args, *flags, env={**env, "URCHIN_NO_DAEMON": "1"})   # in-process, on its own
     assert (remote.returncode, remote.stdout, remote.stderr) == (local.returncode, local.stdout, local.stderr)
 
 

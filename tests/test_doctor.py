@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.cli_inprocess import call_urchin
 from tests.conftest import run_urchin
 from tests.daemon_fixture import DaemonProcess
 from tests.pg_fixture import initdb_done
@@ -37,29 +38,29 @@ def test_fresh_home_is_healthy(settings: Settings) -> None:
 
 
 def test_loose_token_file_fails_with_a_fix(settings: Settings) -> None:
-    run_urchin("ingest", "something", env={"URCHIN_HOME": str(settings.home)})
+    call_urchin("ingest", "something", env={"URCHIN_HOME": str(settings.home)})
     settings.token_path.write_text("abc\n")
     settings.token_path.chmod(0o644)
-    result = run_urchin("doctor", env={"URCHIN_HOME": str(settings.home)})
+    result = call_urchin("doctor", env={"URCHIN_HOME": str(settings.home)})   # in-process: the same entry point
     assert result.returncode == 1
     assert "FAIL  token" in result.stdout and f"chmod 600 {settings.token_path}" in result.stdout
 
 
 def test_readable_journal_warns(settings: Settings) -> None:
-    run_urchin("ingest", "something", env={"URCHIN_HOME": str(settings.home)})
+    call_urchin("ingest", "something", env={"URCHIN_HOME": str(settings.home)})
     settings.journal_path.chmod(0o644)
     assert _levels(settings)["journal"] == "warn"
 
 
 def test_torn_tail_and_invalid_lines_warn(settings: Settings) -> None:
-    run_urchin("ingest", "something", env={"URCHIN_HOME": str(settings.home)})
+    call_urchin("ingest", "something", env={"URCHIN_HOME": str(settings.home)})
     with settings.journal_path.open("ab") as handle:
         handle.write(b"not json at all\n{\"content\": \"cut sh")
     check = next(c for c in run_checks(settings) if c.name == "lines")
     assert check.level == "warn"
     assert "incomplete" in check.detail and "1 line is not events" in check.detail
     # the next write moves the torn tail aside: repaired, so no warning any more, only what was done
-    run_urchin("ingest", "after the crash", env={"URCHIN_HOME": str(settings.home)})
+    call_urchin("ingest", "after the crash", env={"URCHIN_HOME": str(settings.home)})
     settings.journal_path.write_bytes(settings.journal_path.read_bytes().replace(b"not json at all\n", b""))
     check = next(c for c in run_checks(settings) if c.name == "lines")
     assert check.level == "ok" and "1 torn tail left by a crash moved aside" in check.detail, check

@@ -222,14 +222,15 @@ def _ingest_file(memory: Memory, n: int) -> None:
 
 
 def test_cli_forget_by_id_session_query_and_range(memory: Memory, urchin_home: Path) -> None:
+    from tests.cli_inprocess import call_urchin
     from tests.conftest import run_urchin
 
     _ingest_file(memory, 24)
     journal = memory.journal.path
-    done = run_urchin("forget", "ev-001", "ev-002", "--json")
+    done = run_urchin("forget", "ev-001", "ev-002", "--json")     # a real process; the rest in this one
     assert done.returncode == 0, done.stderr
     assert orjson.loads(done.stdout)["forgotten"] == 2
-    preview = run_urchin("forget", "--session", "s3")
+    preview = call_urchin("forget", "--session", "s3")
     assert preview.returncode == 0 and "would be forgotten" in preview.stdout and "ev-003" in preview.stdout
     # each caller is told how it confirms: the CLI its flag, HTTP and MCP their parameter; counts in words
     assert "(run again with --yes to forget them)" in preview.stdout and "confirm:" not in preview.stdout
@@ -238,20 +239,20 @@ def test_cli_forget_by_id_session_query_and_range(memory: Memory, urchin_home: P
     one = memory.forget("ev-005", confirm=True).render()
     assert one.endswith("forgot 1 event and compacted the journal"), one
     assert b'"ev-003"' in journal.read_bytes()
-    assert run_urchin("forget", "--session", "s3", "--yes").returncode == 0
-    assert run_urchin("forget", "--query", "PELICAN", "--yes").returncode == 0
-    assert run_urchin("forget", "--since", "2026-05-04T10:00:20Z", "--until", "2026-05-04T10:00:22Z",
+    assert call_urchin("forget", "--session", "s3", "--yes").returncode == 0
+    assert call_urchin("forget", "--query", "PELICAN", "--yes").returncode == 0
+    assert call_urchin("forget", "--since", "2026-05-04T10:00:20Z", "--until", "2026-05-04T10:00:22Z",
                       "--yes").returncode == 0
     left = _ids(journal)
     assert left == [f"ev-{i:03d}" for i in range(24) if i not in (1, 2, 5, 20, 21, 22) and i % 4 != 3 and i % 3]
-    missing = run_urchin("forget", "nope")
+    missing = call_urchin("forget", "nope")
     assert missing.returncode == 1 and "not found: nope" in missing.stdout
-    usage = run_urchin("forget")
+    usage = call_urchin("forget")
     assert usage.returncode == 2 and "Traceback" not in usage.stderr
-    bad = run_urchin("forget", "--since", "not-a-time", "--yes")
+    bad = call_urchin("forget", "--since", "not-a-time", "--yes")
     assert bad.returncode == 1 and "Traceback" not in bad.stderr
     assert bad.stderr.startswith("error: --since: must be an RFC 3339"), bad.stderr   # the flag, as every command
-    found = run_urchin("search", "note", "--hours", "100000", "--limit", "100", "--json")
+    found = call_urchin("search", "note", "--hours", "100000", "--limit", "100", "--json")
     assert {e["id"] for e in orjson.loads(found.stdout)["events"]} == set(left)
 
 

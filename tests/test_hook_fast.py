@@ -71,9 +71,28 @@ def _same(event: dict[str, Any]) -> dict[str, Any]:
 
 @pytest.fixture
 def daemon(urchin_home: Path) -> Iterator[DaemonProcess]:
+    """A daemon of the test's own, on the test's home: for a test that compares whole journals or stops it."""
     _seed(urchin_home)
     ensure_hook_token(urchin_home)
     yield from running(urchin_home)
+
+
+@pytest.fixture(scope="module")
+def shared_daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DaemonProcess]:
+    """One seeded daemon for the tests that add events of their own sessions and check only those, or
+    that nothing was stored (a start, its seed import and the hook token are ~1 s of a core)."""
+    home = tmp_path_factory.mktemp("hook-fast") / "home"
+    home.mkdir()
+    _seed(home)
+    ensure_hook_token(home)
+    yield from running(home)
+
+
+@pytest.fixture
+def shared(shared_daemon: DaemonProcess, monkeypatch: pytest.MonkeyPatch) -> DaemonProcess:
+    """The shared daemon, its home the test's URCHIN_HOME (what `hook_fast` and `run_hook` find)."""
+    monkeypatch.setenv("URCHIN_HOME", str(shared_daemon.home))
+    return shared_daemon
 
 
 def test_the_fast_route_stores_and_prints_what_the_full_path_does(daemon: DaemonProcess, tmp_path: Path) -> None:
@@ -114,7 +133,8 @@ class _Running:
         self.gen.close()
 
 
-def test_the_hook_process_imports_only_the_standard_library_beside_a_daemon(daemon: DaemonProcess) -> None:
+def test_the_hook_process_imports_only_the_standard_library_beside_a_daemon(shared: DaemonProcess) -> None:
+    daemon = shared
     done = _stdlib_hook(daemon.home, "claude", [], _fixture("claude/hooks/SessionStart.json", session_id="imp"))
     assert done.returncode == 0 and b"session=old-shop" in done.stdout, done.stderr.decode()[-2000:]
     imported = {line.rsplit("|", 1)[-1].strip() for line in done.stderr.decode().splitlines() if "|" in line}
@@ -125,7 +145,8 @@ def test_the_hook_process_imports_only_the_standard_library_beside_a_daemon(daem
     assert "urchin.hook_fast" in imported and not heavy, sorted(heavy)
 
 
-def test_a_retry_with_the_same_id_is_stored_once(daemon: DaemonProcess) -> None:
+def test_a_retry_with_the_same_id_is_stored_once(shared: DaemonProcess) -> None:
+    daemon = shared
     payload = _fixture("claude/hooks/SessionStart.json", session_id="retry")   # no id of its own: the hook's
     call = hook_fast.parse(["claude"], io.BytesIO(payload))
     first, second = hook_fast.forward(call), hook_fast.forward(call)      # an answer lost, the call sent again
@@ -140,7 +161,8 @@ def _post(daemon: DaemonProcess, token: str, agent: str, body: bytes, query: str
         return http.post(f"/hook/{agent}{query}", content=body, headers={"content-type": "application/json"})
 
 
-def test_a_scoped_token_is_held_to_its_workspace_on_the_hook_route(daemon: DaemonProcess) -> None:
+def test_a_scoped_token_is_held_to_its_workspace_on_the_hook_route(shared: DaemonProcess) -> None:
+    daemon = shared
     shop = create_token(daemon.home, "--scope", "hook", "--workspace", "shop")
     ingest = create_token(daemon.home, "--scope", "ingest")
     read = create_token(daemon.home, "--scope", "read")
@@ -166,7 +188,8 @@ BAD = [("claude", b"{not json", "", 422, "payload"), ("claude", b"[1, 2]", "", 4
        ("claude", b"{}", "?id=x&id=y", 400, "id")]
 
 
-def test_bad_input_is_refused_with_json_naming_the_field_and_nothing_is_stored(daemon: DaemonProcess) -> None:
+def test_bad_input_is_refused_with_json_naming_the_field_and_nothing_is_stored(shared: DaemonProcess) -> None:
+    daemon = shared
     token = (daemon.home / "hooks.token").read_text().strip()
     before = _events(daemon.home)
     for agent, body, query, status, field in BAD:

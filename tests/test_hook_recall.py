@@ -16,6 +16,7 @@ from typing import Any
 import orjson
 import pytest
 
+from tests.cli_inprocess import call_urchin
 from tests.conftest import run_urchin
 from tests.daemon_fixture import DaemonProcess, running
 from urchin.recall import NO_WORKSPACE
@@ -51,7 +52,7 @@ def _hook(home: Path, agent: str, payload: bytes, env: dict[str, str] | None = N
 def _seed(home: Path) -> None:
     lines = home.parent / "seed.jsonl"
     lines.write_bytes(b"".join(orjson.dumps(e) + b"\n" for e in SEED))
-    done = run_urchin("import", str(lines), env={"URCHIN_HOME": str(home)})
+    done = call_urchin("import", str(lines), env={"URCHIN_HOME": str(home)})   # in-process: the same entry point
     assert done.returncode == 0, done.stderr
 
 

@@ -13,6 +13,7 @@ from typing import Any
 import orjson
 import pytest
 
+from tests.cli_inprocess import call_urchin
 from tests.conftest import run_urchin
 from tests.daemon_fixture import DaemonProcess, running
 
@@ -25,13 +26,14 @@ def daemon(urchin_home: Path) -> Iterator[DaemonProcess]:
 
 
 def _install(home: Path, config: Path) -> Any:
-    done = run_urchin("install-hooks", "claude", "--config", str(config), env={"URCHIN_HOME": str(home)})
+    """`urchin install-hooks claude` in the test's process (call_urchin: the same entry point)."""
+    done = call_urchin("install-hooks", "claude", "--config", str(config), env={"URCHIN_HOME": str(home)})
     assert done.returncode == 0, done.stderr
     return done
 
 
 def _tokens(home: Path) -> list[dict[str, Any]]:
-    done = run_urchin("token", "list", "--json", env={"URCHIN_HOME": str(home)})
+    done = call_urchin("token", "list", "--json", env={"URCHIN_HOME": str(home)})
     assert done.returncode == 0, done.stderr
     return [orjson.loads(line) for line in done.stdout.splitlines()]     # one JSON object a line
 

@@ -14,6 +14,7 @@ from pathlib import Path
 import orjson
 import pytest
 
+from tests.cli_inprocess import call_urchin
 from tests.conftest import REPO, run_urchin
 from urchin.collectors.install import hook_command, render
 
@@ -35,7 +36,7 @@ def test_claude_merge_keeps_user_settings_and_is_idempotent(tmp_path: Path) -> N
     mine = {"model": "opus", "hooks": {"PostToolUse": [{"matcher": "Edit", "hooks": [
         {"type": "command", "command": "prettier --write"}]}]}}
     config.write_text(orjson.dumps(mine).decode())
-    done = run_urchin("install-hooks", "claude", "--config", str(config))
+    done = call_urchin("install-hooks", "claude", "--config", str(config))
     assert done.returncode == 0, done.stderr
     merged = orjson.loads(config.read_bytes())
     assert merged["model"] == "opus"
@@ -47,7 +48,7 @@ def test_claude_merge_keeps_user_settings_and_is_idempotent(tmp_path: Path) -> N
     backups = list(tmp_path.glob("settings.json.urchin-backup-*"))
     assert len(backups) == 1 and orjson.loads(backups[0].read_bytes()) == mine
     before = config.read_bytes()
-    again = run_urchin("install-hooks", "claude", "--config", str(config))
+    again = call_urchin("install-hooks", "claude", "--config", str(config))
     assert again.returncode == 0 and "already installed" in again.stdout
     assert config.read_bytes() == before
     assert len(list(tmp_path.glob("settings.json.urchin-backup-*"))) == 1
@@ -56,7 +57,7 @@ def test_claude_merge_keeps_user_settings_and_is_idempotent(tmp_path: Path) -> N
 def test_dry_run_prints_a_diff_and_changes_nothing(tmp_path: Path) -> None:
     config = tmp_path / "settings.json"
     config.write_text('{"theme": "dark"}\n')
-    done = run_urchin("install-hooks", "gemini", "--config", str(config), "--dry-run")
+    done = call_urchin("install-hooks", "gemini", "--config", str(config), "--dry-run")
     assert done.returncode == 0
     assert done.stdout.startswith(f"--- {config}\n+++ {config}\n")
     assert '+  "theme": "dark"' in done.stdout and "hook gemini" in done.stdout
@@ -65,7 +66,7 @@ def test_dry_run_prints_a_diff_and_changes_nothing(tmp_path: Path) -> None:
 
 
 def test_copilot_goes_to_the_user_hooks_folder_by_default(tmp_path: Path) -> None:
-    done = run_urchin("install-hooks", "copilot")
+    done = call_urchin("install-hooks", "copilot")
     assert done.returncode == 0, done.stderr
     written = orjson.loads((tmp_path / "user-home" / ".copilot" / "hooks" / "urchin.json").read_bytes())
     assert written["version"] == 1
@@ -75,7 +76,7 @@ def test_copilot_goes_to_the_user_hooks_folder_by_default(tmp_path: Path) -> Non
 def test_invalid_json_config_is_left_alone(tmp_path: Path) -> None:
     config = tmp_path / "settings.json"
     config.write_text("{ // a comment\n}")
-    done = run_urchin("install-hooks", "claude", "--config", str(config))
+    done = call_urchin("install-hooks", "claude", "--config", str(config))
     assert done.returncode == 1 and "not valid JSON" in done.stderr
     assert config.read_text() == "{ // a comment\n}"
 
@@ -83,8 +84,8 @@ def test_invalid_json_config_is_left_alone(tmp_path: Path) -> None:
 def test_shell_rc_gets_one_block(tmp_path: Path, urchin_home: Path) -> None:
     rc = tmp_path / ".bashrc"
     rc.write_text("alias ll='ls -l'")
-    assert run_urchin("install-hooks", "shell", "--config", str(rc)).returncode == 0
-    assert run_urchin("install-hooks", "shell", "--config", str(rc)).returncode == 0
+    assert call_urchin("install-hooks", "shell", "--config", str(rc)).returncode == 0
+    assert call_urchin("install-hooks", "shell", "--config", str(rc)).returncode == 0
     text = rc.read_text()
     assert text.startswith("alias ll='ls -l'\n# >>> urchin >>>\n") and text.count("# >>> urchin >>>") == 1
     assert (urchin_home / "shell" / "urchin.bash").read_text() == render("shell", hook_command(), "bash")
@@ -143,7 +144,7 @@ def test_config_keeps_its_mode_and_owner_and_the_backup_is_no_more_readable(tmp_
     if os.geteuid() == 0:      # as root we can give it to someone else and check that it stays theirs
         owner = (4242, 4343)
         os.chown(config, *owner)
-    done = run_urchin("install-hooks", target, "--config", str(config))
+    done = call_urchin("install-hooks", target, "--config", str(config))
     assert done.returncode == 0, done.stderr
     assert f"hook {target}" in config.read_text() or "urchin" in config.read_text()
     info = config.stat()
@@ -155,7 +156,7 @@ def test_config_keeps_its_mode_and_owner_and_the_backup_is_no_more_readable(tmp_
 
 
 def test_new_agent_config_is_private(tmp_path: Path) -> None:
-    done = run_urchin("install-hooks", "gemini")
+    done = call_urchin("install-hooks", "gemini")
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "user-home" / ".gemini" / "settings.json").stat().st_mode & 0o777 == 0o600
 
@@ -186,17 +187,17 @@ def test_an_earlier_shadowable_install_is_upgraded_in_place(tmp_path: Path) -> N
     mine = {"hooks": {"Stop": [{"hooks": [{"type": "command", "command": "notify-send done"}]},
                                {"hooks": [{"type": "command", "command": old, "timeout": 10}]}]}}
     config.write_text(orjson.dumps(mine).decode())
-    assert run_urchin("install-hooks", "claude", "--config", str(config)).returncode == 0
+    assert call_urchin("install-hooks", "claude", "--config", str(config)).returncode == 0
     stop = orjson.loads(config.read_bytes())["hooks"]["Stop"]
     assert [h["hooks"][0]["command"] for h in stop] == ["notify-send done", f"{hook_command()} hook claude"]
-    again = run_urchin("install-hooks", "claude", "--config", str(config))
+    again = call_urchin("install-hooks", "claude", "--config", str(config))
     assert "already installed" in again.stdout
 
 
 @pytest.mark.parametrize("target", ["shell", "claude"])
 def test_config_in_a_missing_folder_is_refused_and_nothing_is_created(tmp_path: Path, target: str) -> None:
     config = tmp_path / "nonexistent" / "dir" / "rc"
-    done = run_urchin("install-hooks", target, "--config", str(config))
+    done = call_urchin("install-hooks", target, "--config", str(config))
     assert done.returncode in (1, 2)
     assert "--config" in done.stderr and str(config.parent) in done.stderr and "Traceback" not in done.stderr
     assert not (tmp_path / "nonexistent").exists()
@@ -231,7 +232,7 @@ def test_a_symlinked_config_is_changed_where_it_points(tmp_path: Path) -> None:
     real.chmod(0o640)
     link = tmp_path / "settings.json"
     link.symlink_to(real)
-    assert run_urchin("install-hooks", "claude", "--config", str(link)).returncode == 0
+    assert call_urchin("install-hooks", "claude", "--config", str(link)).returncode == 0
     assert link.is_symlink() and "hook claude" in real.read_text()
     assert real.stat().st_mode & 0o777 == 0o640
 

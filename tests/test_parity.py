@@ -1,5 +1,6 @@
-"""One contract: every operation answers the same through the CLI (`--json`, a real process), HTTP
-(a real daemon) and MCP (a real stdio server), errors included.
+"""One contract: every operation answers the same through the CLI (`--json`: its entry point in the
+test's process, and a real process for the batch import), HTTP (a real daemon) and MCP (a real stdio
+server, one session for the module), errors included.
 
 Results must be identical dicts; error messages identical except the field's spelling, which follows
 the caller: the CLI names its flag (`--from-line`), HTTP and MCP the wire name (`fromLine`). One
@@ -12,7 +13,7 @@ import os
 import re
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -206,10 +207,8 @@ ROUTES: dict[str, tuple[int, str | None, Any]] = {}
 
 
 def _cli_text(home: Path, args: list[str]) -> str:
-    env = {**os.environ, "PYTHONPATH": str(REPO), "URCHIN_HOME": str(home)}
-    env.pop("URCHIN_NO_DAEMON", None)
-    done = subprocess.run([sys.executable, "-m", "urchin", *args], env=env, capture_output=True, text=True,
-                          timeout=120)
+    """The CLI's human output, in this process (the same entry point as `urchin ARGS`)."""
+    done = call_urchin(*args, env={"URCHIN_HOME": str(home), "URCHIN_NO_DAEMON": None})
     assert done.returncode == 0, done.stderr
     return done.stdout.rstrip("\n")
 
@@ -231,18 +230,10 @@ def _cli(home: Path, args: list[str], process: bool = False) -> tuple[int, Any, 
     return 0, orjson.loads(done.stdout), ""
 
 
-async def _mcp_batch(home: Path) -> list[tuple[bool, Any]]:
-    out: list[tuple[bool, Any]] = []
-    async with stdio_session({"URCHIN_HOME": str(home)}) as session:
-        for event in _batch("b-mcp"):
-            result = await session.call_tool("urchin_ingest", event)
-            text = result.content[0].text if result.content else ""  # type: ignore[union-attr]
-            out.append((result.is_error, text if result.is_error else result.structured_content))
-    return out
-
-
-async def _mcp_all(home: Path) -> dict[str, tuple[bool, Any]]:
-    out: dict[str, tuple[bool, Any]] = {}
+async def _mcp_all(home: Path, between: Callable[[dict[str, tuple[bool, Any]]], None]) -> dict[str, Any]:
+    """Every case and text through one `urchin mcp` session (a server start is ~1.2 s of a core); then
+    `between` (the other front ends' reads); last the batch's writes, which change what a read answers."""
+    out: dict[str, Any] = {}
     async with stdio_session({"URCHIN_HOME": str(home)}) as session:
         for case in CASES:
             tool, args = case.mcp
@@ -252,6 +243,13 @@ async def _mcp_all(home: Path) -> dict[str, tuple[bool, Any]]:
         for name, (_, tool, args) in TEXTS.items():
             result = await session.call_tool(tool, args)
             out["text:" + name] = (result.is_error, result.content[0].text)  # type: ignore[union-attr]
+        between(out)
+        batch: list[tuple[bool, Any]] = []
+        for event in _batch("b-mcp"):
+            result = await session.call_tool("urchin_ingest", event)
+            text = result.content[0].text if result.content else ""  # type: ignore[union-attr]
+            batch.append((result.is_error, text if result.is_error else result.structured_content))
+        out["batch"] = batch
     return out
 
 
@@ -270,21 +268,23 @@ def answers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Case
             assert http.post("/ingest/batch", json={"events": _recent_seed()}).json()["appended"] == 2
         _cli_text(home, ["workspace", "add", str(root), "--name", "proj"])
         _cli_text(home, ["memory", "create", "parity-mem", "--use-when", "testing", "--file", "proj/docs/a.md"])
-        mcp = anyio.run(_mcp_all, home)
-        with daemon.client() as http:
-            for case in CASES:
-                method, path, body = case.http
-                reply = http.request(method, path, json=body) if body is not None else http.request(method, path)
-                case.answers["http"] = (reply.status_code, reply.json())
-                case.answers["cli"] = _cli(home, case.cli)
-                case.answers["mcp"] = mcp[case.name]
-            for method, path in (("GET", "/no/such/route"), ("DELETE", "/search"), ("GET", "/search/")):
-                reply = http.request(method, path)
-                ROUTES[f"{method} {path}"] = (reply.status_code, reply.headers.get("content-type"), reply.json())
-        for name, (args, _, _) in TEXTS.items():
-            RENDERS[name] = (_cli_text(home, args), mcp["text:" + name][1])
-        # last: the writes change what the reads above would answer
-        BATCH["mcp"] = anyio.run(_mcp_batch, home)
+
+        def reads(mcp: dict[str, Any]) -> None:
+            with daemon.client() as http:
+                for case in CASES:
+                    method, path, body = case.http
+                    reply = http.request(method, path, json=body) if body is not None else http.request(method, path)
+                    case.answers["http"] = (reply.status_code, reply.json())
+                    case.answers["cli"] = _cli(home, case.cli)
+                    case.answers["mcp"] = mcp[case.name]
+                for method, path in (("GET", "/no/such/route"), ("DELETE", "/search"), ("GET", "/search/")):
+                    reply = http.request(method, path)
+                    ROUTES[f"{method} {path}"] = (reply.status_code, reply.headers.get("content-type"), reply.json())
+            for name, (args, _, _) in TEXTS.items():
+                RENDERS[name] = (_cli_text(home, args), mcp["text:" + name][1])
+
+        # last (in the session, after `reads`): the writes change what the reads above would answer
+        BATCH["mcp"] = anyio.run(_mcp_all, home, reads)["batch"]
         with daemon.client() as http:
             BATCH["http"] = http.post("/ingest/batch", json={"events": _batch("b-http")}).json()
         batch_file = home.parent / "batch.jsonl"

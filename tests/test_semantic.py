@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from freezegun import freeze_time
 
+from tests.cli_inprocess import call_urchin
 from tests.conftest import run_urchin
 from urchin.errors import QueryError
 from urchin.memory import Memory
@@ -97,7 +98,7 @@ def test_unreachable_embedder_falls_back_to_token_cosine_and_says_so(urchin_home
     result = memory.semantic("deploy pipeline")
     assert result.mode == "token-cosine (the embedder failed)"
     assert [h.event.content for h in result.hits] == ["the deploy pipeline uses blue green"]
-    out = run_urchin("semantic", "deploy pipeline", env=env)
+    out = call_urchin("semantic", "deploy pipeline", env=env)
     lines = out.stdout.splitlines()
     assert out.returncode == 0 and lines[0] == "mode: token-cosine (the embedder failed)"
     assert lines[1].startswith("note: fell back to token-cosine: embedder unreachable at ") and "blue green" in lines[2]
@@ -244,7 +245,7 @@ def test_a_strong_match_is_not_weak(filled: Memory) -> None:
 def test_cli_and_mcp_print_the_hint(memory: Memory) -> None:
     from urchin.mcp_server import run_tool
 
-    out = run_urchin("semantic", "zebra giraffe")
+    out = call_urchin("semantic", "zebra giraffe")
     assert out.returncode == 0 and "hint: no match" in out.stdout and "urchin search" in out.stdout
     memory.ingest([{"id": "a", "content": "we picked postgres for the hybrid index"}])
     reply = run_tool(memory, "urchin_semantic_search", {"query": "zebra giraffe"})
@@ -308,7 +309,7 @@ def test_another_ranking_gets_the_saved_associations_while_they_cover_the_journa
 
 def test_the_seed_example_finds_a_decision_sharing_no_word_with_the_question() -> None:
     # urchin_semantic_search's own example, through the CLI: no model, the shipped thesaurus
-    run_urchin("ingest", "--kind", "decision", "We switched login to OAuth with PKCE")
-    out = run_urchin("semantic", "decisions about authentication")
+    call_urchin("ingest", "--kind", "decision", "We switched login to OAuth with PKCE")
+    out = call_urchin("semantic", "decisions about authentication")
     assert out.returncode == 0, out.stderr
     assert "We switched login to OAuth with PKCE" in out.stdout

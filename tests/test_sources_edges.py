@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from tests.cli_inprocess import call_urchin
 from tests.conftest import run_urchin
 from tests.daemon_fixture import DaemonProcess
 from tests.mcp_harness import stdio_session
@@ -174,8 +175,8 @@ def test_sources_and_edges_over_http(memory: Memory, urchin_home: Path, pg_url: 
 def test_a_memory_member_outside_every_root_is_refused_at_create_time(tmp_path: Path) -> None:
     root = tmp_path / "proj"
     root.mkdir()
-    assert run_urchin("workspace", "add", str(root)).returncode == 0
+    assert call_urchin("workspace", "add", str(root)).returncode == 0     # in-process: the same entry point
     for bad in ("../../etc/passwd", "/etc/passwd"):
         out = run_urchin("memory", "create", "leak", "--use-when", "never", "--file", bad)
         assert out.returncode == 1 and "outside the workspace roots" in out.stderr, out.stderr
-    assert run_urchin("memory", "list", "--json").stdout.count("leak") == 0
+    assert call_urchin("memory", "list", "--json").stdout.count("leak") == 0

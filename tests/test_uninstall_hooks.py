@@ -14,6 +14,7 @@ from pathlib import Path
 import orjson
 import pytest
 
+from tests.cli_inprocess import call_urchin
 from tests.conftest import REPO, run_urchin
 from urchin.collectors.uninstall import is_urchin_command
 
@@ -30,7 +31,8 @@ MINE = {
 
 
 def _ok(*args: str) -> str:
-    done = run_urchin(*args)
+    """`urchin ARGS` in the test's process (call_urchin: the same entry point), which must succeed."""
+    done = call_urchin(*args)
     assert done.returncode == 0, done.stderr
     return done.stdout
 

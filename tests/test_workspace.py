@@ -178,23 +178,25 @@ def test_overview_says_when_the_index_is_unavailable(memory: Memory, project: Pa
 
 
 def test_memory_edit_and_delete_through_the_cli(memory: Memory, project: Path) -> None:
+    from tests.cli_inprocess import call_urchin
     from tests.conftest import run_urchin
 
     memory.workspace_add(str(project), "proj")
+    # create in a real process; edit and delete in this one (call_urchin: the same entry point)
     assert run_urchin("memory", "create", "notes", "--use-when", "reading notes", "--query", "alpha").returncode == 0
-    edited = run_urchin("memory", "edit", "notes", "--title", "Release notes", "--file", "proj/README.md")
+    edited = call_urchin("memory", "edit", "notes", "--title", "Release notes", "--file", "proj/README.md")
     assert edited.returncode == 0, edited.stderr
     definition = memory.memory_list()[0]
     assert (definition.title, definition.use_when) == ("Release notes", "reading notes")   # the rest stays
     assert [m.type for m in definition.members] == ["file"]
-    assert run_urchin("memory", "edit", "notes").returncode == 2                 # nothing to change: usage
-    outside = run_urchin("memory", "edit", "notes", "--file", "/etc/passwd")
+    assert call_urchin("memory", "edit", "notes").returncode == 2                 # nothing to change: usage
+    outside = call_urchin("memory", "edit", "notes", "--file", "/etc/passwd")
     assert outside.returncode == 1 and "members[0].path" in outside.stderr
     assert memory.memory_list()[0].members == definition.members                 # a refused edit changes nothing
-    deleted = run_urchin("memory", "delete", "notes")
+    deleted = call_urchin("memory", "delete", "notes")
     assert deleted.returncode == 0 and deleted.stdout.strip() == "deleted notes"
     assert memory.memory_list() == []
-    missing = run_urchin("memory", "delete", "notes")
+    missing = call_urchin("memory", "delete", "notes")
     assert missing.returncode == 1 and "no memory named 'notes'" in missing.stderr
 
 
