@@ -98,15 +98,19 @@ class Memory:
         self._thread.join()
 
 
-def tree_rss(pid: int) -> int:
-    """RSS bytes of `pid` and its descendants but PostgreSQL's."""
+def _tree(pid: int) -> list[psutil.Process]:
+    """`pid` and its descendants (none when it is gone)."""
     try:
         proc = psutil.Process(pid)
-        procs = [proc, *proc.children(recursive=True)]
+        return [proc, *proc.children(recursive=True)]
     except psutil.Error:
-        return 0
+        return []
+
+
+def tree_rss(pid: int) -> int:
+    """RSS bytes of `pid` and its descendants but PostgreSQL's."""
     total = 0
-    for p in procs:
+    for p in _tree(pid):
         try:
             if p.name() not in PG_NAMES:
                 total += p.memory_info().rss
@@ -129,16 +133,11 @@ def cpu_s(pid: int) -> float:
 
 def tree_cpu_s(pid: int) -> float:
     """User + system seconds of `pid`, its live descendants and its reaped children."""
-    try:
-        proc = psutil.Process(pid)
-        procs = [proc, *proc.children(recursive=True)]
-    except psutil.Error:
-        return 0.0
     total = 0.0
-    for p in procs:
+    for p in _tree(pid):
         try:
             t = p.cpu_times()
-            total += t.user + t.system + (t.children_user + t.children_system if p is proc else 0.0)
+            total += t.user + t.system + (t.children_user + t.children_system if p.pid == pid else 0.0)
         except psutil.Error:
             pass
     return total
