@@ -183,3 +183,16 @@ def test_a_common_words_top_from_one_block_per_leg_reads_under_half_its_matches(
         pruned, every, read = _both(index, word, limit=20)
         assert pruned == every
         assert read * 2 < index.postings_read, (word, read, index.postings_read)
+
+
+def test_a_word_naming_a_kind_is_pruned_with_that_kinds_maxima() -> None:
+    """"error" names the kind `error` (its rows count 1 + `kind`): the maxima of that query carry the prior
+    on those rows only, so its top is answered from under half of its matches, as another common word's
+    (before: a prior of x1.5 on every bound, and every match was read)."""
+    index = _index(_journal(3, 36_000, at_once=1), freeze=1 << 16,
+                   settings=RankingSettings(block=64, min_postings=0, first_blocks=1))
+    for query in ("error", "errors"):
+        index.search(query, limit=20)             # makes the terms' maxima
+        pruned, every, read = _both(index, query, limit=20)
+        assert pruned == every
+        assert read * 2 < index.postings_read, (query, read, index.postings_read)
