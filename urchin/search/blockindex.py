@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import itertools
 import os
 import struct
 import threading
@@ -108,7 +109,8 @@ class View:
         """Blocks that may hold a match in the window, newest (by max timestamp) first, lazily.
 
         The newest blocks are checked one bitmap row at a time, so a common term stops after a
-        few; past `_EAGER` blocks, one AND over every block's bitmap at once filters the rest.
+        few; past `_EAGER` blocks, one AND over every block's bitmap at once finds the rest, and
+        only the blocks it passes are visited (a rare or absent term costs no walk of the window).
         Zone maps are compared with 1 ms of slack: `Event.ts_ms` rounds through a float.
         """
         n = self.n
@@ -126,21 +128,28 @@ class View:
                 lo = mid + 1
             else:
                 hi = mid
-        window = order[:lo] if until == FAR else [b for b in order[:lo] if mins[b] <= until]
         if not hashes or self._bits is None:
-            yield from window
+            yield from (b for b in itertools.islice(order, lo) if mins[b] <= until)
             return
         masks = _byte_masks(hashes)
         bits = self._bits
-        for b in window[:_EAGER]:
+        eager = order[:min(lo, _EAGER)]
+        for b in eager:
             base = b * ROW
-            if all(bits[base + byte] & mask == mask for byte, mask in masks):
+            if mins[b] <= until and all(bits[base + byte] & mask == mask for byte, mask in masks):
                 yield b
-        if len(window) > _EAGER:
-            found = self._bitmap_and(masks)
-            for b in window[_EAGER:]:
-                if found[b]:
-                    yield b
+        if lo > _EAGER:
+            # the rest of the window: only the blocks the AND passes are looked at (a rare or absent
+            # term's are few), put in the window's order (max newest first, then block); not a walk
+            # of every block of the window
+            found, seen, later = self._bitmap_and(masks), set(eager), []
+            b = found.find(1)
+            while b >= 0:
+                if maxs[b] >= since and mins[b] <= until and b not in seen:
+                    later.append((-maxs[b], b))
+                b = found.find(1, b + 1)
+            later.sort()
+            yield from (b for _, b in later)
 
     def _bitmap_and(self, masks: list[tuple[int, int]]) -> bytes:
         """AND every block's bitmap at once: byte i of each row is `bits[i::ROW]` (one C call)."""
