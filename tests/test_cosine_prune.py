@@ -5,6 +5,7 @@ top over a journal three times larger reads about as many postings, not three ti
 
 from __future__ import annotations
 
+import functools
 import random
 import time
 from typing import Any
@@ -170,16 +171,34 @@ def test_reading_on_from_one_block_per_leg_keeps_the_top_of_every_match() -> Non
     assert checked == 72 and answered >= 36, answered
 
 
+@functools.cache
+def _from_one_block(at_once: int) -> TokenCosineIndex:
+    """36,000 events in blocks of 64 rows, the pruning starting from one block per leg."""
+    return _index(_journal(3, 36_000, at_once=at_once), freeze=1 << 16,
+                  settings=RankingSettings(block=64, min_postings=0, first_blocks=1))
+
+
 @pytest.mark.parametrize("at_once", [1, 4])
 def test_a_common_words_top_from_one_block_per_leg_reads_under_half_its_matches(at_once: int) -> None:
     """The floors settle before the blocks over them are read: with one block per leg to start from, a
     common word's top over 36,000 events (sessions one at a time or interleaved) is answered by the pruning
     from under half of the word's matches (two reads of the best blocks and then every block over the second
     floor, before: that floor was low, the blocks over it too many, and every match was read besides)."""
-    index = _index(_journal(3, 36_000, at_once=at_once), freeze=1 << 16,
-                   settings=RankingSettings(block=64, min_postings=0, first_blocks=1))
+    index = _from_one_block(at_once)
     for word in ("retry", "timeout", "cache"):
         index.search(word, limit=20)              # makes the term's maxima
         pruned, every, read = _both(index, word, limit=20)
         assert pruned == every
         assert read * 2 < index.postings_read, (word, read, index.postings_read)
+
+
+def test_a_word_naming_a_kind_is_pruned_with_that_kinds_maxima() -> None:
+    """"error" names the kind `error` (its rows count 1 + `kind`): the maxima of that query carry the prior
+    on those rows only, so its top is answered from under half of its matches, as another common word's
+    (before: a prior of x1.5 on every bound, and every match was read)."""
+    index = _from_one_block(1)                    # built once for the two tests
+    for query in ("error", "errors"):
+        index.search(query, limit=20)             # makes the terms' maxima
+        pruned, every, read = _both(index, query, limit=20)
+        assert pruned == every
+        assert read * 2 < index.postings_read, (query, read, index.postings_read)

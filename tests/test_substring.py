@@ -448,3 +448,43 @@ def test_escaped_non_ascii_filter_values_are_found(memory: Memory) -> None:
     add(memory, {"id": "esc-2", "content": "other words", "session": "cafe", "timestamp": stamp(0)})
     assert [e.id for e in memory.session_context("café").events] == ["esc-1"]
     assert [e.id for e in memory.session_context("cafe").events] == ["esc-2"]
+
+
+class _Counted:
+    """A zone column that counts the blocks read from it."""
+
+    def __init__(self, values: Any) -> None:
+        self.values, self.reads = values, 0
+
+    def __getitem__(self, i: int) -> int:
+        self.reads += 1
+        return int(self.values[i])
+
+
+def test_a_rare_terms_candidates_visit_the_blocks_its_bitmaps_pass_not_the_window() -> None:
+    """Past the newest `_EAGER` blocks, the one AND over every bitmap gives the candidates: only the blocks
+    it passes are looked at, in the window's order (before: each block of the window was, and an `until`
+    filtered all of them by their zone first, as the empty-result hint `older_match` asks over the whole
+    journal). The same blocks in the same order as a walk of the window."""
+    from array import array
+
+    n, row = 600, blockbuild.ROW
+    hashes = blockbuild.query_hashes(b"quokka")
+    holding = {7, 300, 301, 598}
+    bits = bytearray(n * row)
+    for b in holding:
+        for h in hashes:
+            bits[b * row + (h >> 3)] |= 1 << (h & 7)
+    zones = array("q")
+    for b in range(n):   # blocks in time order, two sharing a max
+        ts = b * 1000 - (1000 if b == 301 else 0)
+        zones.extend((b * 100, b * 100 + 100, ts - 500, ts, 0))
+    view = blockindex.View(n, n * 100, zones, bytes(bits))
+    order = view._newest_first()
+    for since, until in ((-blockbuild.FAR, None), (-blockbuild.FAR, 400_000), (250_000, None), (250_000, 590_000)):
+        view.mins, view.maxs = _Counted(zones[2::5]), _Counted(zones[3::5])
+        got = list(view.candidates(hashes, since, until))
+        limit = until + 1 if until is not None else blockbuild.FAR
+        assert got == [b for b in order if b in holding and view.maxs.values[b] >= since - 1
+                       and view.mins.values[b] <= limit]
+        assert view.mins.reads + view.maxs.reads <= 2 * blockindex._EAGER + 40, (since, until)

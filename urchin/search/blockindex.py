@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import itertools
 import os
 import struct
 import threading
@@ -53,6 +54,7 @@ _HEAD = 4096
 _READ = 16 << 20
 _NUMPY_FROM = 1 << 20  # below this many new bytes, hashing in pure Python beats importing numpy
 _EAGER = 48  # newest blocks checked row by row before one AND over all
+_SPARSE = 4  # blocks the AND passes under 1/_SPARSE of the window's rest: only they are visited
 _COLUMNS = 2048  # bitmap columns a view keeps as ints between queries (n bytes each)
 _PARALLEL_FROM = 64 << 20  # a build this big is shared out to worker processes (one per core)
 _TASK_BLOCKS = 128
@@ -108,7 +110,9 @@ class View:
         """Blocks that may hold a match in the window, newest (by max timestamp) first, lazily.
 
         The newest blocks are checked one bitmap row at a time, so a common term stops after a
-        few; past `_EAGER` blocks, one AND over every block's bitmap at once filters the rest.
+        few; past `_EAGER` blocks, one AND over every block's bitmap at once finds the rest; when
+        it passes few, only they are visited (a rare or absent term costs no walk of the window).
+        The window's blocks are filtered by `until` as they are visited, not all first.
         Zone maps are compared with 1 ms of slack: `Event.ts_ms` rounds through a float.
         """
         n = self.n
@@ -126,21 +130,33 @@ class View:
                 lo = mid + 1
             else:
                 hi = mid
-        window = order[:lo] if until == FAR else [b for b in order[:lo] if mins[b] <= until]
         if not hashes or self._bits is None:
-            yield from window
+            yield from (b for b in itertools.islice(order, lo) if mins[b] <= until)
             return
         masks = _byte_masks(hashes)
         bits = self._bits
-        for b in window[:_EAGER]:
+        eager = order[:min(lo, _EAGER)]
+        for b in eager:
             base = b * ROW
-            if all(bits[base + byte] & mask == mask for byte, mask in masks):
+            if mins[b] <= until and all(bits[base + byte] & mask == mask for byte, mask in masks):
                 yield b
-        if len(window) > _EAGER:
+        if lo > _EAGER:
             found = self._bitmap_and(masks)
-            for b in window[_EAGER:]:
-                if found[b]:
-                    yield b
+            if found.count(1) * _SPARSE >= lo - _EAGER:   # many pass: the rest of the window, in order
+                rest = itertools.islice(order, _EAGER, lo)
+                yield from (b for b in rest if found[b]) if until == FAR else \
+                    (b for b in rest if found[b] and mins[b] <= until)
+                return
+            # few pass (a rare or absent term): only they are looked at, put in the window's order
+            # (max newest first, then block), not every block of the window
+            seen, later = set(eager), []
+            b = found.find(1)
+            while b >= 0:
+                if maxs[b] >= since and mins[b] <= until and b not in seen:
+                    later.append((-maxs[b], b))
+                b = found.find(1, b + 1)
+            later.sort()
+            yield from (b for _, b in later)
 
     def _bitmap_and(self, masks: list[tuple[int, int]]) -> bytes:
         """AND every block's bitmap at once: byte i of each row is `bits[i::ROW]` (one C call)."""

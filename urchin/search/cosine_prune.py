@@ -5,14 +5,14 @@ A row's smoothed match is linear in its terms: term t adds scale_t * y_t(r) / K,
 at r plus context ** d times its weight at r's session neighbours d turns away (K: 1 + twice their sum),
 times r's priors; the session leg adds scale_t * `session` * L_t[s], t's weights summed over the session
 over the square root of its length. So per term and block of `block` rows (a setting), the most that t adds
-there in each leg (the memory prior in, `TermBounds`), summed over a query's terms, bounds every row of the block
-(the priors a query names, a global factor). A query reads its best blocks, takes each leg's limit-th
-score as a floor, and reads on (4x more of the best blocks a round, or every block over the floors, when
-fewer) until every block whose bound reaches a floor was read: a row left out scores below both, so the
-top is the exhaustive one, and the blocks read are about those over the top's own floors. The maxima
-are made from a term's postings when a query first asks for it and kept while the index's norms stand.
-A session they do not hold for (cut by the window, or grown since they were made) is read whole, and so
-is every session met: its level sums all its turns.
+there in each leg (each row's priors in, `TermBounds`: memories', and those of the kinds and sources a
+query names, kept per such set), summed over a query's terms, bounds every row of the block. A query reads
+its best blocks, takes each leg's limit-th score as a floor, and reads on (4x more of the best blocks a
+round, or every block over the floors, when fewer) until every block whose bound reaches a floor was
+read: a row left out scores below both, so the top is the exhaustive one, and the blocks read are about
+those over the top's own floors. The maxima are made from a term's postings when a query first asks for
+it and kept while the index's norms stand. A session they do not hold for (cut by the window, or grown
+since they were made) is read whole, and so is every session met: its level sums all its turns.
 """
 
 from __future__ import annotations
@@ -39,6 +39,9 @@ __all__ = ["Bounds", "top"]
 _MARGIN = 1 + 1e-4
 
 
+Named = tuple[tuple[int, ...], tuple[int, ...]]    # the kind codes and source codes a query names
+
+
 class TermBounds(NamedTuple):
     rank: np.ndarray     # per block: the most of prior x y_t (divide by K)
     sess: np.ndarray     # per block: the most of prior x y_t / K + session x L_t
@@ -54,7 +57,7 @@ class Bounds:
         self.rows, self.epoch, self.base = n, index._norm_epoch, _base(index)
         settings = index.settings    # dropped with the maxima when the index's settings change
         self.block, self.growth, self.kept = settings.block, settings.bound_growth, settings.bound_terms
-        self.terms: OrderedDict[int, TermBounds] = OrderedDict()
+        self.terms: OrderedDict[tuple[int, Named], TermBounds] = OrderedDict()
         self.first = np.zeros(0, dtype=np.int64)
         self.last = np.zeros(0, dtype=np.int64)
         self.seen = 0
@@ -78,14 +81,16 @@ class Bounds:
         np.maximum.at(self.last, codes[has], rows)
         self.seen = n
 
-    def term(self, index: TokenCosineIndex, term: int) -> TermBounds:
-        got = self.terms.get(term)
+    def term(self, index: TokenCosineIndex, term: int, named: Named = ((), ())) -> TermBounds:
+        """`term`'s maxima with the priors of the kinds and sources a query names (`named`) in."""
+        key = (term, named)
+        got = self.terms.get(key)
         if got is None:
-            got = self.terms[term] = _derive(index, term, self.rows, self.base, self.block)
+            got = self.terms[key] = _derive(index, term, self.rows, self.base, self.block, named)
             if len(self.terms) > self.kept:
                 self.terms.popitem(last=False)
         else:
-            self.terms.move_to_end(term)
+            self.terms.move_to_end(key)
         return got
 
     @property
@@ -122,8 +127,9 @@ def _block_max(values: np.ndarray, blocks: int, block: int) -> np.ndarray:
     return padded.reshape(blocks, block).max(axis=1)
 
 
-def _derive(index: TokenCosineIndex, term: int, n: int, base: float, block: int) -> TermBounds:
-    """A term's maxima per block of `block` rows over rows 0..n-1 (O(rows) once per term)."""
+def _derive(index: TokenCosineIndex, term: int, n: int, base: float, block: int, named: Named) -> TermBounds:
+    """A term's maxima per block of `block` rows over rows 0..n-1 (O(rows) once per term and `named`),
+    each row's priors in: memories', and those of the kinds and sources `named` (`_kind_prior`'s)."""
     s = index.settings
     blocks = (n + block - 1) // block
     rows, tf = _term_postings(index, term)
@@ -144,8 +150,14 @@ def _derive(index: TokenCosineIndex, term: int, n: int, base: float, block: int)
             y[hop] += carried * np.float32(w)     # a session is a chain: no row twice in one step
     kinds = index._fields["kind"]
     memories = [c for v in MEMORY_KINDS if (c := kinds.get(v)) is not None] if s.memory else []
+    named_kinds, named_sources = named
+    if named_kinds:
+        y[member(kinds.column.data[:n], named_kinds, len(kinds))] *= np.float32(1.0 + s.kind)
     if memories:
         y[member(kinds.column.data[:n], memories, len(kinds))] *= np.float32(1.0 + s.memory)
+    if named_sources:
+        sources = index._fields["source"]
+        y[member(sources.column.data[:n], named_sources, len(sources))] *= np.float32(1.0 + s.named_source)
     rank = _block_max(y, blocks, block)
     codes = index._fields["session"].column.data[:n]
     size = len(index._fields["session"]) - 1
@@ -159,14 +171,11 @@ def _derive(index: TokenCosineIndex, term: int, n: int, base: float, block: int)
     return TermBounds(rank, _block_max(y, blocks, block), present)
 
 
-def _named_factor(index: TokenCosineIndex, words: set[str]) -> float:
-    """The most the priors a query names (a kind, a source) multiply a row's match by."""
-    s, factor = index.settings, 1.0
-    if s.kind > 0 and named(index._fields["kind"], words):
-        factor *= 1.0 + s.kind
-    if s.named_source > 0 and named(index._fields["source"], words):
-        factor *= 1.0 + s.named_source
-    return factor
+def _named(index: TokenCosineIndex, words: set[str]) -> Named:
+    """The kind and source codes whose priors the query's words name, as `_kind_prior` finds them."""
+    s, kinds, sources = index.settings, index._fields["kind"], index._fields["source"]
+    return (tuple(sorted(kinds[v] for v in named(kinds, words))) if s.kind > 0 else (),
+            tuple(sorted(sources[v] for v in named(sources, words))) if s.named_source > 0 else ())
 
 
 def top(index: TokenCosineIndex, q: Query, groups: list[list[tuple[int, ...]]],
@@ -175,9 +184,7 @@ def top(index: TokenCosineIndex, q: Query, groups: list[list[tuple[int, ...]]],
     `_Ranking._tiered`) and the blocks to read are few; else None (the caller reads every match)."""
     if q.codes or not groups or q.window.until is not None or not q.context:
         return None
-    named_prior = _named_factor(index, q.words)
-    if named_prior > 1:     # a prior on many rows ("errors", "decisions") loosens every bound: no gain
-        return None
+    named_codes = _named(index, q.words)    # "errors", "decisions": their rows' maxima carry that prior
     scales, _ = index._scales(q.weights, q.own)
     lo, hi, n = q.window.lo, q.window.hi, len(index)
     df = index._df.data
@@ -196,7 +203,7 @@ def top(index: TokenCosineIndex, q: Query, groups: list[list[tuple[int, ...]]],
     sess_sum = np.zeros(b1 - b0)
     present: dict[int, np.ndarray] = {}
     for term, scale in scales:
-        tb = bounds.term(index, term)
+        tb = bounds.term(index, term, named_codes)
         rank_sum += float(scale) * tb.rank[b0:b1]
         sess_sum += float(scale) * tb.sess[b0:b1]
         present[term] = tb.present[b0:b1]
@@ -207,7 +214,7 @@ def top(index: TokenCosineIndex, q: Query, groups: list[list[tuple[int, ...]]],
             ok |= np.logical_and.reduce([present[t] for t in alt])
         tier &= ok
     now = _base(index)
-    factor = named_prior * max(1.0, bounds.base / now if now > 0 else 1.0) * _MARGIN
+    factor = max(1.0, bounds.base / now if now > 0 else 1.0) * _MARGIN
     k = 1.0 + 2 * sum(q.context)
     every, rank = q.scale.every, q.scale.rank
     rank_bound = np.where(tier, _as_raw(every, rank, factor * rank_sum / k), -np.inf)
