@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from urchin.event import Event, format_timestamp  # noqa: E402
 from urchin.index.feeder import Feeder, event_row  # noqa: E402
 from urchin.index.hybrid import run_context  # noqa: E402
-from urchin.index.postgres import _COLUMNS as COLUMNS  # noqa: E402
+from urchin.index.pg_writer import COLUMNS  # noqa: E402
 from urchin.journal import Journal  # noqa: E402
 from urchin.params.context import ContextParams  # noqa: E402
 from urchin.search.substring import SubstringSearcher  # noqa: E402

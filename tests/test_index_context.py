@@ -236,8 +236,8 @@ def test_memory_is_a_context_manager_that_releases_the_index(pg_settings: Settin
         memory.ingest_one({"content": "closing time", "id": "close-1"})
         assert [r["id"] for r in memory.context(query="closing").to_dict()["results"]] == ["close-1"]
         backend = memory.index_service.backend
-        assert backend._conn is not None and backend._twin is not None and backend._twin._conn is not None
-    assert backend._conn is None and backend._twin._conn is None     # both connections closed on exit
+        assert backend.link.current is not None and backend.link.twin().current is not None
+    assert backend.link.current is None and backend.link.twin().current is None   # both closed on exit
 
 
 def test_a_word_in_no_chunk_does_not_leave_the_legs_searching_for_it_alone(pg_settings: Settings) -> None:
@@ -426,7 +426,7 @@ def test_the_memory_prior_ranks_before_the_cut_off_so_the_limit_does_not_change_
 
 def test_a_question_naming_a_source_favours_its_chunks_in_each_leg(pg_settings: Settings,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    import urchin.index.postgres as postgres
+    import urchin.index.pg_legs as pg_legs
 
     # "c" holds one more of the question's words ("say") than "g" holds ("gemini", its source): without the
     # prior they tie on words and the newer, "c", leads; with it, the named source's chunk does
@@ -442,7 +442,7 @@ def test_a_question_naming_a_source_favours_its_chunks_in_each_leg(pg_settings: 
         memory.index()
         for strategy in ("keyword", "semantic", "hybrid"):
             assert ids(memory.context(query=question, strategy=strategy))[0] == "g", strategy
-        monkeypatch.setattr(postgres, "NAMED_SOURCE_PRIOR", 0.0)
+        monkeypatch.setattr(pg_legs, "NAMED_SOURCE_PRIOR", 0.0)
         assert ids(memory.context(query=question, strategy="keyword"))[0] == "c"
 
 

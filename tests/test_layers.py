@@ -247,3 +247,23 @@ def test_each_driver_is_imported_by_one_module_only() -> None:
             if driver in doors:
                 doors[driver].add(name)
     assert doors == {driver: {door} for driver, door in DRIVER_DOORS.items()}
+
+
+# The PostgreSQL index split by noun (issue 35, item 3): each part is given the link and is built in one
+# place, `urchin.index.postgres`; a part reaches the link and the shared SQL, never the composer nor
+# another part (the file catalogue takes the feed's COPY from the writer), so no call goes back up.
+PG_COMPOSER = "urchin.index.postgres"
+PG_SHARED = {"urchin.index.pg_link", "urchin.index.pg_sql"}
+PG_PARTS = {"urchin.index.pg_writer": set(), "urchin.index.pg_files": {"urchin.index.pg_writer"},
+            "urchin.index.pg_embeddings": set(), "urchin.index.pg_legs": set(), "urchin.index.pg_rows": set(),
+            "urchin.index.pg_status": set()}
+
+
+def test_the_postgres_index_parts_are_composed_in_one_place() -> None:
+    graph = _graph()
+    ours = {PG_COMPOSER, *PG_SHARED, *PG_PARTS}
+    assert ours <= set(graph), "a part of the PostgreSQL index is missing: " + ", ".join(sorted(ours - set(graph)))
+    reach = {part: graph[part] & ours - PG_SHARED - allowed for part, allowed in PG_PARTS.items()}
+    assert {part: sorted(found) for part, found in reach.items() if found} == {}
+    users = {name for name, targets in graph.items() if targets & set(PG_PARTS) and name not in PG_PARTS}
+    assert users == {PG_COMPOSER}, "the index's parts are built by the composer only"

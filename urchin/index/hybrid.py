@@ -270,7 +270,7 @@ def plan(df: dict[Any, int], n_docs: int, most: int) -> tuple[list[Any], list[Ti
     chunks number more, or every item is common (each word of "how do we deploy the server config"
     is in 13% of a 1M-event journal), it ranks by all the items and gathers its candidates in tiers,
     best first, until the budget is full: the chunks holding every item, all but the commonest, ...,
-    then any kept item (or the rarest alone), each tier's newest first (see PostgresIndex._leg).
+    then any kept item (or the rarest alone), each tier's newest first (see PgLegs._leg).
     A question whose kept items' chunks fit the budget - the common case - runs no tier.
     """
     ranked = sorted((k for k in df if df[k] > 0), key=lambda k: (df[k], str(k)))[:most]
@@ -351,7 +351,7 @@ def _query_weights(stats: _Stats, text: str, via: IndexBackend | None = None
 
 def _named_sources(backend: IndexBackend, query: str) -> list[str]:
     """The indexed sources the question names, matched like words ("what did Caroline say" -> caroline):
-    their chunks count more in each leg (PostgresIndex NAMED_SOURCE_PRIOR), as in token-cosine."""
+    their chunks count more in each leg (NAMED_SOURCE_PRIOR, in pg_legs), as in token-cosine."""
     words = set(tokens(parse(query).positive))
     return named(backend.known_sources(), words) if words else []
 
