@@ -203,7 +203,7 @@ def test_no_cut_leaves_a_recognisable_start_of_a_token() -> None:
     # Every cut Urchin makes before redaction (names, summaries, titles, the soft cap) goes through
     # `clip`: a token the cut goes through loses its kept part, so its prefix + 4 characters never stay.
     from tests.test_hooks import _prefixed
-    from urchin.collectors.base import summarize_input
+    from urchin.collectors.text import summarize_input
     from urchin.event import as_name, clip
 
     for prefix, secret in _prefixed():

@@ -91,7 +91,7 @@ def _payload(agent: str, raw: bytes, fields: Mapping[str, Any]) -> dict[str, Any
 
 def prepare_item(item: dict[str, Any], settings: Settings) -> dict[str, Any]:
     """Drop unset fields, redact and cap the content as collectors do, so a big tool output is kept."""
-    from urchin.collectors.base import cap_content, fit_names
+    from urchin.collectors.text import cap_content, fit_names
 
     def redactor() -> Redactor:  # built only for content over the soft cap
         from urchin.redact import Redactor
@@ -188,7 +188,7 @@ def _event_item(agent: str, payload: dict[str, Any], event: str | None, settings
 
 def recall_args(ask: ContextAsk) -> dict[str, Any]:
     """`recall`'s parameters for a hook's ask: the workspace its cwd maps to (as capture maps it)."""
-    from urchin.collectors.base import workspace_for
+    from urchin.collectors.text import workspace_for
 
     return {k: v for k, v in (("workspace", workspace_for(ask.cwd)), ("session", ask.session),
                               ("prompt", ask.prompt)) if v is not None}
