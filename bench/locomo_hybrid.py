@@ -33,11 +33,12 @@ import orjson
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import urchin.index.leg_runs as legs_module  # noqa: E402
-from urchin.event import Event, format_timestamp  # noqa: E402
+from urchin.event import Event  # noqa: E402
 from urchin.index.feeder import Feeder  # noqa: E402
 from urchin.index.hybrid import run_context  # noqa: E402
 from urchin.journal import Journal  # noqa: E402
 from urchin.params.context import ContextParams  # noqa: E402
+from urchin.timestamps import format_timestamp  # noqa: E402
 
 _EVIDENCE = re.compile(r"D\d+:\d+")
 _DATA_REL = Path("shared/data/locomo/locomo-dev.json")

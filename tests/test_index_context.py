@@ -280,8 +280,8 @@ def test_a_question_of_common_words_ranks_a_bounded_set_newest_and_fullest_first
     each leg ranks at most RANK_BUDGET, gathered from the chunks holding every word, the newest first."""
     from datetime import UTC, datetime, timedelta
 
-    from urchin.event import format_timestamp
     from urchin.index import leg_runs
+    from urchin.timestamps import format_timestamp
 
     monkeypatch.setattr(leg_runs, "RANK_BUDGET", 25)
     now = datetime.now(UTC)
@@ -315,8 +315,8 @@ def test_a_tiered_leg_ranks_as_many_distinct_chunks_as_its_budget(pg_settings: S
     chunks and the next tier gets the rest (found by an attack review: 100 of 200 ranked)."""
     from datetime import UTC, datetime, timedelta
 
-    from urchin.event import format_timestamp
     from urchin.index.base import Filter, Tier
+    from urchin.timestamps import format_timestamp
 
     now = datetime.now(UTC)
     events = [{"id": f"e{i}", "content": ("deploy server config" if i < 100 else "deploy server") + f" x{i}",

@@ -27,6 +27,8 @@ LAYERS = [
     ("urchin.requests_first", 0),                           # background work gives way to requests
     ("urchin.fileio", 0),                                   # atomic writes, synced appends, line reads (stdlib only)
     ("urchin.delegation", 0),                               # a method that is another object's (stdlib only)
+    ("urchin.clipping", 0),                                 # text cut without leaving half a secret (stdlib only)
+    ("urchin.timestamps", 1),                               # how a time is read and written, its range
     # operations' typed parameters and every limit, declared once: the contract and the layers below share them
     ("urchin.params", 2),
     ("urchin.journal", 3),
@@ -58,7 +60,7 @@ ALLOWED_BELOW = {"urchin.errors", "urchin.checks", "urchin.config", "urchin.toke
                  "urchin.fileio",   # and the file primitives (the daemon's pid and token files)
                  "urchin.delegation"}   # and declared delegations (the daemon client's in-process methods)
 ALLOWED_NAMES = {
-    ("urchin.event", "Event"), ("urchin.event", "new_id"), ("urchin.event", "format_timestamp"),
+    ("urchin.event", "Event"), ("urchin.event", "new_id"), ("urchin.timestamps", "format_timestamp"),
     ("urchin.ingest", "IngestResult"), ("urchin.ingest", "BatchReport"),
     ("urchin.search.query", "SearchResult"), ("urchin.search.query", "Hit"), ("urchin.search.query", "one_line"),
     ("urchin.search.query", "MAX_LIMIT"),

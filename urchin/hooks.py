@@ -48,9 +48,9 @@ def _on_alarm(signum: int, frame: FrameType | None) -> None:
 
 
 def _log(home: Path | None, agent: str, message: str) -> None:
-    from urchin.event import format_timestamp
     from urchin.fileio import append_synced
     from urchin.redact import redact_message
+    from urchin.timestamps import format_timestamp
 
     stamp = format_timestamp(ms=False)
     line = f"{stamp} {agent}: {redact_message(message)}\n".encode("utf-8", "replace")  # a file: no secret

@@ -25,10 +25,10 @@ from urchin.collectors.ids import FormerIds, former_id, keyed_ids, pending_forme
 from urchin.collectors.origin import Lines
 from urchin.collectors.text import Item, cap_content, fit_names
 from urchin.config import Settings
-from urchin.event import format_timestamp
 from urchin.fileio import complete_lines
 from urchin.redact import Redactor
 from urchin.redact._idkey import IdKey
+from urchin.timestamps import format_timestamp
 
 __all__ = ["Item", "Sink", "Collector", "LineCollector", "CollectReport", "loads", "remember"]
 

@@ -12,9 +12,9 @@ import os
 import subprocess
 from pathlib import Path
 
+from urchin.clipping import clip
 from urchin.collectors.base import Collector, CollectReport, Item, Sink
 from urchin.collectors.checkpoints import Checkpoints
-from urchin.event import clip
 
 __all__ = ["GitCollector", "find_repositories", "parse_log"]
 

@@ -13,10 +13,12 @@ from typing import Any
 
 import orjson
 
+from urchin.clipping import clip, quoted
 from urchin.collectors.edits import describe as describe_edit
 from urchin.collectors.ids import plain_hash
-from urchin.event import MAX_ID_LENGTH, TRUNCATION_MARKER, as_name, clip, format_timestamp, quoted
+from urchin.event import MAX_ID_LENGTH, TRUNCATION_MARKER, as_name
 from urchin.redact import Redactor
+from urchin.timestamps import format_timestamp
 
 __all__ = ["Item", "fit_names", "ms_to_iso", "text_of", "prompt_item", "is_noise", "strip_paste_markers",
            "summarize_input", "cap_text", "cap_content", "workspace_for"]

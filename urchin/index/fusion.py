@@ -10,7 +10,6 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from urchin.event import format_timestamp
 from urchin.index import leg_runs
 from urchin.index.base import MEMORY_KINDS, IndexBackend
 from urchin.index.files import FILE_KIND
@@ -20,6 +19,7 @@ from urchin.params.context import ContextParams
 from urchin.search.budget import TokenBudget
 from urchin.search.score import HYBRID, Evidence, shown
 from urchin.search.websearch import WebQuery
+from urchin.timestamps import format_timestamp
 
 if TYPE_CHECKING:
     from urchin.search.assoc import Associations

@@ -9,10 +9,10 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from urchin.event import format_timestamp
 from urchin.index.base import Filter
 from urchin.index.pg_link import PgLink
 from urchin.index.pg_sql import FETCH, FETCH_SQL, KEY_SQL, split_keys
+from urchin.timestamps import format_timestamp
 
 __all__ = ["PgRows"]
 

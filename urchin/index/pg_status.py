@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from urchin.event import format_timestamp
 from urchin.index.pg_link import PgLink
+from urchin.timestamps import format_timestamp
 
 __all__ = ["PgStatus"]
 
