@@ -39,15 +39,13 @@ class PgEmbeddings:
         """This device's rows without a vector for `model`, newest first: (chunk key, the text to embed,
         whether it is an event, when it occurred). `device` feeds the events; the files are `own_device`'s.
         The text is what the vector cache embeds an event as (the cache holds this journal's events)."""
-        conn = self._link.conn
-        with conn.transaction():
-            rows = conn.execute(
-                f"SELECT {KEY_SQL.format(t='c.')}, coalesce(c.title || E'\\n', '') || c.content, "
-                "c.doc_type = 'event', c.occurred_at FROM urchin_chunks c "
-                "WHERE ((c.device = %s AND c.doc_type = 'event') OR (c.device = %s AND c.doc_type = 'file')) "
-                "AND NOT EXISTS (SELECT 1 FROM urchin_embeddings e WHERE e.device = c.device "
-                "AND e.chunk_id = c.chunk_id AND e.model = %s) ORDER BY c.occurred_at DESC LIMIT %s",
-                (device, self._link.own_device, model, limit)).fetchall()
+        rows = self._link.read(
+            f"SELECT {KEY_SQL.format(t='c.')}, coalesce(c.title || E'\\n', '') || c.content, "
+            "c.doc_type = 'event', c.occurred_at FROM urchin_chunks c "
+            "WHERE ((c.device = %s AND c.doc_type = 'event') OR (c.device = %s AND c.doc_type = 'file')) "
+            "AND NOT EXISTS (SELECT 1 FROM urchin_embeddings e WHERE e.device = c.device "
+            "AND e.chunk_id = c.chunk_id AND e.model = %s) ORDER BY c.occurred_at DESC LIMIT %s",
+            (device, self._link.own_device, model, limit))
         return [(r[0], r[1], bool(r[2]), r[3]) for r in rows]
 
     def write_embeddings(self, model: str, items: Sequence[tuple[str, Sequence[float]]]) -> None:

@@ -43,14 +43,12 @@ class PgFiles:
     def files(self, state: str | None = None, roots: Sequence[str] | None = None) -> list[dict[str, Any]]:
         """This device's catalog rows (optionally one state, some roots), largest last so a byte budget
         reads many."""
-        conn = self._link.conn
-        with conn.transaction():
-            rows = conn.execute(
-                "SELECT root, path, size, mtime, hash, state, error FROM urchin_files WHERE device = %(device)s "
-                "AND (%(state)s::text IS NULL OR state = %(state)s) "
-                "AND (%(roots)s::text[] IS NULL OR root = ANY(%(roots)s)) ORDER BY size, root, path",
-                {"state": state, "roots": list(roots) if roots is not None else None,
-                 "device": self._link.own_device}).fetchall()
+        rows = self._link.read(
+            "SELECT root, path, size, mtime, hash, state, error FROM urchin_files WHERE device = %(device)s "
+            "AND (%(state)s::text IS NULL OR state = %(state)s) "
+            "AND (%(roots)s::text[] IS NULL OR root = ANY(%(roots)s)) ORDER BY size, root, path",
+            {"state": state, "roots": list(roots) if roots is not None else None,
+             "device": self._link.own_device})
         return [dict(zip(("root", "path", "size", "mtime", "hash", "state", "error"), r, strict=True)) for r in rows]
 
     def replace_file(self, entry: FileEntry, rows: Sequence[ChunkRow]) -> None:
@@ -108,13 +106,11 @@ class PgFiles:
         order, read by one statement so both are of one version (no chunks: not retained, e.g. cataloged
         over the size cap)."""
         root, _, path = doc_id.partition("/")
-        conn = self._link.conn
-        with conn.transaction():
-            rows = conn.execute(
-                "SELECT c.chunk_id, c.content, c.start_line, c.end_line, c.heading_path, c.content_hash, "
-                "c.occurred_at, f.size, f.hash FROM urchin_chunks c LEFT JOIN urchin_files f ON f.device = c.device "
-                "AND f.root = %s AND f.path = %s WHERE c.device = %s AND c.doc_id = %s AND c.doc_type = 'file' "
-                "ORDER BY c.start_line, c.chunk_id", (root, path, self._link.own_device, doc_id)).fetchall()
+        rows = self._link.read(
+            "SELECT c.chunk_id, c.content, c.start_line, c.end_line, c.heading_path, c.content_hash, "
+            "c.occurred_at, f.size, f.hash FROM urchin_chunks c LEFT JOIN urchin_files f ON f.device = c.device "
+            "AND f.root = %s AND f.path = %s WHERE c.device = %s AND c.doc_id = %s AND c.doc_type = 'file' "
+            "ORDER BY c.start_line, c.chunk_id", (root, path, self._link.own_device, doc_id))
         names = ("chunk_id", "content", "start_line", "end_line", "heading_path", "content_hash", "occurred_at")
         catalog = {"size": rows[0][7], "hash": rows[0][8]} if rows and rows[0][8] is not None else None
         return catalog, [dict(zip(names, r[:7], strict=True)) for r in rows]

@@ -93,14 +93,12 @@ class PgLegs:
         if not chunk_ids or not terms:
             return {}
         devices, ids = split_keys(chunk_ids)
-        conn = self._link.conn
-        with conn.transaction():
-            rows = conn.execute(
-                f"SELECT {KEY_SQL.format(t='c.')}, ARRAY(SELECT x.t FROM unnest(%(t)s::integer[]) AS x(t) "
-                "WHERE x.t = ANY(c.terms)) FROM urchin_chunks c "
-                "JOIN unnest(%(d)s::text[], %(ids)s::text[]) AS k(device, chunk_id) "
-                "ON c.device = k.device AND c.chunk_id = k.chunk_id",
-                {"t": list(terms), "d": devices, "ids": ids}).fetchall()
+        rows = self._link.read(
+            f"SELECT {KEY_SQL.format(t='c.')}, ARRAY(SELECT x.t FROM unnest(%(t)s::integer[]) AS x(t) "
+            "WHERE x.t = ANY(c.terms)) FROM urchin_chunks c "
+            "JOIN unnest(%(d)s::text[], %(ids)s::text[]) AS k(device, chunk_id) "
+            "ON c.device = k.device AND c.chunk_id = k.chunk_id",
+            {"t": list(terms), "d": devices, "ids": ids})
         return {r[0]: set(r[1]) for r in rows}
 
     def sparse(self, vector: str, terms: Sequence[int], flt: Filter, limit: int,

@@ -8,7 +8,7 @@ whether the session holds the backfill lock.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC
 from typing import Any
 
@@ -107,6 +107,12 @@ class PgLink:
         if self._twin is None:
             self._twin = PgLink(self._url, self._timeout, self._niceness)
         return self._twin
+
+    def read(self, query: str, args: Sequence[Any] | Mapping[str, Any] | None = None) -> list[Any]:
+        """The rows of one statement, run in a transaction of its own."""
+        conn = self.conn
+        with conn.transaction():
+            return conn.execute(query, args).fetchall()
 
     def ensure_partitions(self, rows: Sequence[ChunkRow]) -> None:
         """Create the monthly partitions `rows` need (each in its own short transaction, before the

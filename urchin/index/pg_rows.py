@@ -25,25 +25,21 @@ class PgRows:
 
     def known_sources(self) -> list[str]:
         """Every source the index holds (a loose index scan: one probe per distinct source)."""
-        conn = self._link.conn
-        with conn.transaction():
-            rows = conn.execute(
-                "WITH RECURSIVE s(v) AS (SELECT min(source) FROM urchin_chunks UNION ALL "
-                "SELECT (SELECT min(source) FROM urchin_chunks WHERE source > s.v) FROM s WHERE s.v IS NOT NULL) "
-                "SELECT v FROM s WHERE v IS NOT NULL").fetchall()
+        rows = self._link.read(
+            "WITH RECURSIVE s(v) AS (SELECT min(source) FROM urchin_chunks UNION ALL "
+            "SELECT (SELECT min(source) FROM urchin_chunks WHERE source > s.v) FROM s WHERE s.v IS NOT NULL) "
+            "SELECT v FROM s WHERE v IS NOT NULL")
         return [r[0] for r in rows]
 
     def session_heads(self, sessions: Sequence[str]) -> dict[str, dict[str, Any]]:
         """Each session's title (its first event's that has one), first prompt (its first conversation
         event, cut) and last event time: textrawl's conversation results name their session by these."""
-        conn = self._link.conn
-        with conn.transaction():
-            rows = conn.execute(
-                "SELECT s, (SELECT title FROM urchin_chunks WHERE session = s AND doc_type = 'event' AND title "
-                "IS NOT NULL ORDER BY occurred_at, chunk_id LIMIT 1), (SELECT left(content, 400) FROM urchin_chunks "
-                "WHERE session = s AND doc_type = 'event' AND kind = 'conversation' ORDER BY occurred_at, chunk_id "
-                "LIMIT 1), (SELECT max(occurred_at) FROM urchin_chunks WHERE session = s AND doc_type = 'event') "
-                "FROM unnest(%s::text[]) AS s", (list(sessions),)).fetchall()
+        rows = self._link.read(
+            "SELECT s, (SELECT title FROM urchin_chunks WHERE session = s AND doc_type = 'event' AND title "
+            "IS NOT NULL ORDER BY occurred_at, chunk_id LIMIT 1), (SELECT left(content, 400) FROM urchin_chunks "
+            "WHERE session = s AND doc_type = 'event' AND kind = 'conversation' ORDER BY occurred_at, chunk_id "
+            "LIMIT 1), (SELECT max(occurred_at) FROM urchin_chunks WHERE session = s AND doc_type = 'event') "
+            "FROM unnest(%s::text[]) AS s", (list(sessions),))
         return {r[0]: {"title": r[1], "firstPrompt": r[2], "updatedAt": format_timestamp(r[3]) if r[3] else None}
                 for r in rows}
 
@@ -74,18 +70,14 @@ class PgRows:
             if value is not None:
                 where.append(f"{name} = %(f_{name})s")
                 args[f"f_{name}"] = value
-        conn = self._link.conn
-        with conn.transaction():
-            rows = conn.execute(f"SELECT {FETCH_SQL.format(t='')} FROM urchin_chunks WHERE {' AND '.join(where)} "
-                                "ORDER BY occurred_at DESC, chunk_id DESC LIMIT %(limit)s", args).fetchall()
+        rows = self._link.read(f"SELECT {FETCH_SQL.format(t='')} FROM urchin_chunks WHERE {' AND '.join(where)} "
+                               "ORDER BY occurred_at DESC, chunk_id DESC LIMIT %(limit)s", args)
         return [dict(zip(FETCH, r, strict=True)) for r in rows]
 
     def fetch(self, chunk_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
         """The rows of chunk keys (`chunk_key`), by key."""
         devices, ids = split_keys(chunk_ids)
-        conn = self._link.conn
-        with conn.transaction():
-            rows = conn.execute(f"SELECT {KEY_SQL.format(t='c.')}, {FETCH_SQL.format(t='c.')} "
-                                "FROM urchin_chunks c JOIN unnest(%s::text[], %s::text[]) AS k(device, chunk_id) "
-                                "ON c.device = k.device AND c.chunk_id = k.chunk_id", (devices, ids)).fetchall()
+        rows = self._link.read(f"SELECT {KEY_SQL.format(t='c.')}, {FETCH_SQL.format(t='c.')} "
+                               "FROM urchin_chunks c JOIN unnest(%s::text[], %s::text[]) AS k(device, chunk_id) "
+                               "ON c.device = k.device AND c.chunk_id = k.chunk_id", (devices, ids))
         return {r[0]: dict(zip(FETCH, r[1:], strict=True)) for r in rows}
