@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.bench_index import copy_into, generate  # noqa: E402
 from urchin.index.feeder import _rows  # noqa: E402
-from urchin.index.postgres import _COLUMNS as COLUMNS  # noqa: E402
+from urchin.index.pg_writer import COLUMNS  # noqa: E402
 from urchin.journal import Journal  # noqa: E402
 
 GIN = ("urchin_chunks_tsv", "urchin_chunks_tags", "urchin_chunks_terms")   # a single user's (no trigram: issue 37)

@@ -23,13 +23,14 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from urchin.event import Event, format_timestamp  # noqa: E402
+from urchin.event import Event  # noqa: E402
 from urchin.index.feeder import Feeder, event_row  # noqa: E402
 from urchin.index.hybrid import run_context  # noqa: E402
-from urchin.index.postgres import _COLUMNS as COLUMNS  # noqa: E402
+from urchin.index.pg_writer import COLUMNS  # noqa: E402
 from urchin.journal import Journal  # noqa: E402
 from urchin.params.context import ContextParams  # noqa: E402
 from urchin.search.substring import SubstringSearcher  # noqa: E402
+from urchin.timestamps import format_timestamp  # noqa: E402
 
 SYLLABLES = ["ka", "lo", "mi", "ne", "ru", "ta", "po", "si", "de", "ga", "vo", "xe", "bu", "fi", "ho", "ja"]
 KINDS = ["conversation", "tool_use", "command", "note", "decision", "commit"]

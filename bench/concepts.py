@@ -83,16 +83,17 @@ def embedder_ranker(events: list[Event], url: str, model: str) -> Ranker:
 
 def hybrid_ranker(backend: Any, embedder: Any, dense_share: float | None = None, learned: Any = None) -> Ranker:
     import urchin.index.hybrid as hybrid
+    import urchin.index.leg_runs as leg_runs
     from urchin.params.context import ContextParams
 
     def rank(question: str) -> list[str]:
-        shipped = hybrid.DENSE_SHARE
-        hybrid.DENSE_SHARE = shipped if dense_share is None else dense_share
+        shipped = leg_runs.DENSE_SHARE
+        leg_runs.DENSE_SHARE = shipped if dense_share is None else dense_share
         try:
             params = ContextParams.build(query=question, strategy="hybrid", limit=10)
             return [r["id"] for r in hybrid.run_context(backend, params, embedder, assoc=learned).results]
         finally:
-            hybrid.DENSE_SHARE = shipped
+            leg_runs.DENSE_SHARE = shipped
     return rank
 
 
@@ -110,7 +111,7 @@ def main(argv: list[str] | None = None) -> None:
                         help="also rank through run_context over a fresh embedded PostgreSQL (with and without the "
                              "embedder)")
     parser.add_argument("--dense-share", type=float, action="append", default=[],
-                        help="with --hybrid and an embedder: also rank with urchin.index.hybrid.DENSE_SHARE set to "
+                        help="with --hybrid and an embedder: also rank with urchin.index.leg_runs.DENSE_SHARE set to "
                              "this (repeatable; a bench knob)")
     parser.add_argument("--set", choices=("main", "unseen", "unseen2"), default="main",
                         help="unseen, unseen2: sets written by other authors, who saw neither the search code nor "

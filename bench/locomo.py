@@ -28,11 +28,12 @@ import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from urchin.event import Event, format_timestamp  # noqa: E402
+from urchin.event import Event  # noqa: E402
 from urchin.search import assoc  # noqa: E402
 from urchin.search.cosine import TokenCosineIndex  # noqa: E402
 from urchin.search.cosine_settings import RankingSettings  # noqa: E402
 from urchin.search.tokens import tokenize  # noqa: E402
+from urchin.timestamps import format_timestamp  # noqa: E402
 
 Ranker = Callable[[str, str], list[str]]
 _EVIDENCE = re.compile(r"D\d+:\d+")

@@ -7,7 +7,7 @@
 weights), the session-context constants in CONSTANT_GRID (the token-cosine leg's neighbour weight,
 the turns on each side of each leg), and with an embedder `DENSE_SHARE`, the weight of its lists:
 tuned on four conversations, scored on the fifth, rotated; printed beside the in-sample best. `--dense-share` overrides
-`urchin.index.hybrid.DENSE_SHARE` for the whole run (a bench knob, not a product setting).
+`urchin.index.leg_runs.DENSE_SHARE` for the whole run (a bench knob, not a product setting).
 
 Events are built exactly as shared/data/locomo/README.md says, written to a journal, fed by the real
 feeder into a fresh database (embedded PostgreSQL in a temp folder, or $URCHIN_BENCH_DATABASE_URL),
@@ -32,12 +32,13 @@ import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import urchin.index.hybrid as hybrid_module  # noqa: E402
-from urchin.event import Event, format_timestamp  # noqa: E402
+import urchin.index.leg_runs as legs_module  # noqa: E402
+from urchin.event import Event  # noqa: E402
 from urchin.index.feeder import Feeder  # noqa: E402
 from urchin.index.hybrid import run_context  # noqa: E402
 from urchin.journal import Journal  # noqa: E402
 from urchin.params.context import ContextParams  # noqa: E402
+from urchin.timestamps import format_timestamp  # noqa: E402
 
 _EVIDENCE = re.compile(r"D\d+:\d+")
 _DATA_REL = Path("shared/data/locomo/locomo-dev.json")
@@ -154,7 +155,7 @@ def ranker(backend: Any, events: list[Event], strategy: str, embedder: Any = Non
 
 # k: every fold of every CV run so far picked 20 over 60 (RESULTS.md), so it is no longer searched
 CV_GRID = {"k": (20,), "full_text_weight": (0.25, 0.5, 1.0, 1.5), "semantic_weight": (1.0,)}
-# module constants searched with them (set on urchin.index.hybrid for each grid point)
+# module constants searched with them (set on urchin.index.leg_runs for each grid point)
 # (the turns on each side, searched over {2, 3} until round four, are fixed at the choice of 5/5 and 4/5
 # folds; the learned associations' weight in the token-cosine leg joined the search in round five)
 CONSTANT_GRID = {"semantic_context": (0.5, 0.6), "semantic_turns": (3,), "keyword_turns": (2,),
@@ -162,10 +163,10 @@ CONSTANT_GRID = {"semantic_context": (0.5, 0.6), "semantic_turns": (3,), "keywor
 
 
 def _set_constants(config: dict[str, Any]) -> None:
-    hybrid_module.DENSE_SHARE = config["dense_share"]
-    hybrid_module.CONTEXT["semantic"] = config["semantic_context"]
-    hybrid_module.CONTEXT_TURNS = {"keyword": config["keyword_turns"], "semantic": config["semantic_turns"]}
-    hybrid_module.LEARNED = config["learned"]
+    legs_module.DENSE_SHARE = config["dense_share"]
+    legs_module.CONTEXT["semantic"] = config["semantic_context"]
+    legs_module.CONTEXT_TURNS = {"keyword": config["keyword_turns"], "semantic": config["semantic_turns"]}
+    legs_module.LEARNED = config["learned"]
 DENSE_GRID = (0.0, 0.25, 0.5, 1.0)     # DENSE_SHARE, searched only with an embedder
 
 
@@ -195,16 +196,16 @@ def cross_validate(backend: Any, events: list[Event], questions: list[tuple[str,
                    embedder: Any = None) -> None:
     """Hybrid R@10, leave one conversation out over CV_GRID; per question, then chosen per fold."""
     configs: list[dict[str, Any]] = [{}]
-    shares = tuple(sorted({*DENSE_GRID, hybrid_module.DENSE_SHARE})) if embedder is not None else ()
-    grid = {**CV_GRID, **CONSTANT_GRID, "dense_share": shares or (hybrid_module.DENSE_SHARE,)}
+    shares = tuple(sorted({*DENSE_GRID, legs_module.DENSE_SHARE})) if embedder is not None else ()
+    grid = {**CV_GRID, **CONSTANT_GRID, "dense_share": shares or (legs_module.DENSE_SHARE,)}
     for name, values in grid.items():
         configs = [{**c, name: v} for c in configs for v in values]
     cached = CachedEmbedder(embedder) if embedder is not None else None
     model = learned(events)
     table = []
-    shipped = {"dense_share": hybrid_module.DENSE_SHARE, "semantic_context": hybrid_module.CONTEXT["semantic"],
-               "keyword_turns": hybrid_module.CONTEXT_TURNS["keyword"],
-               "semantic_turns": hybrid_module.CONTEXT_TURNS["semantic"], "learned": hybrid_module.LEARNED}
+    shipped = {"dense_share": legs_module.DENSE_SHARE, "semantic_context": legs_module.CONTEXT["semantic"],
+               "keyword_turns": legs_module.CONTEXT_TURNS["keyword"],
+               "semantic_turns": legs_module.CONTEXT_TURNS["semantic"], "learned": legs_module.LEARNED}
     for config in configs:
         _set_constants(config)
         weights = {k: v for k, v in config.items() if k in CV_GRID}
@@ -253,7 +254,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--method", action="append", choices=METHODS)
     parser.add_argument("--cv", action="store_true", help="leave-one-conversation-out CV of the fusion constants")
     parser.add_argument("--dense-share", type=float, default=None,
-                        help="override urchin.index.hybrid.DENSE_SHARE (the embedder lists' weight) for this run")
+                        help="override urchin.index.leg_runs.DENSE_SHARE (the embedder lists' weight) for this run")
     parser.add_argument("--no-associations", action="store_true",
                         help="the token-cosine leg without the associations learned from the journal")
     parser.add_argument("--split", default="conv-26,conv-30",
@@ -266,8 +267,8 @@ def main(argv: list[str] | None = None) -> None:
     LEARNED = not args.no_associations
     REASK = not args.no_reask
     if args.dense_share is not None:
-        hybrid_module.DENSE_SHARE = args.dense_share
-        print(f"DENSE_SHARE {args.dense_share} (shipped: see urchin/index/hybrid.py)")
+        legs_module.DENSE_SHARE = args.dense_share
+        print(f"DENSE_SHARE {args.dense_share} (shipped: see urchin/index/leg_runs.py)")
     events, questions = load(args.data or _default_data())
     print(f"{len(events)} events, {len(questions)} questions")
     with tempfile.TemporaryDirectory(prefix="urchin-locomo-") as tmp:

@@ -43,7 +43,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from locomo_fusion import folds, paired  # noqa: E402
 from locomo_hybrid import _default_data, learned, load, open_backend  # noqa: E402
 
+import urchin.index.fusion as fusion_module  # noqa: E402
 import urchin.index.hybrid as hybrid_module  # noqa: E402
+import urchin.index.leg_runs as legs_module  # noqa: E402
 from urchin.index.base import split_key  # noqa: E402
 from urchin.index.sparse import idf, term_ids, tokens  # noqa: E402
 from urchin.params.context import ContextParams  # noqa: E402
@@ -52,7 +54,7 @@ from urchin.search.tokens import terms_of  # noqa: E402
 
 FEATURES = ("every", "share", "related", "rank", "dense")
 K = 20                                          # the shipped RRF k (ContextParams default)
-LIST_WEIGHT = {"keyword": 2 * hybrid_module.KEYWORD_SHARE, "semantic": 2.0}   # the question's lists
+LIST_WEIGHT = {"keyword": 2 * legs_module.KEYWORD_SHARE, "semantic": 2.0}   # the question's lists
 FUSIONS = (0.0, 0.25, 0.5, 1.0, 2.0, "replace")
 
 
@@ -76,7 +78,7 @@ class Feedback:
         if not cands:
             return {}
         df, n_docs = stats.get(cands, via)
-        most = max(hybrid_module.RELATED_MAX_SHARE * n_docs, 50)
+        most = max(legs_module.RELATED_MAX_SHARE * n_docs, 50)
         scored = {t: mass[t] * idf(df[t], n_docs) for t in cands if 0 < df.get(t, 0) <= most}
         best = sorted(scored, key=lambda t: (-scored[t], t))[: self.n]
         if not best:
@@ -108,8 +110,8 @@ def capture(backend: Any, events: list[Any], questions: list[Any], model: Any,
     """Pass 1 as shipped; pass 2 per config: the shipped lists (kept from pass 1) and the expanded one."""
     content = {e.id: e.content for e in events}
     windows = _windows(events)
-    real_score, real_kw, real_sem, real_rel = (hybrid_module._score, hybrid_module._keyword_runs,
-                                               hybrid_module._semantic_runs, hybrid_module._related_weights)
+    real_score, real_kw, real_sem, real_rel = (fusion_module.score_candidates, legs_module.keyword_runs,
+                                               legs_module.semantic_runs, legs_module.related_weights)
     seen: dict[str, Any] = {}
 
     def spy_score(*args: Any) -> None:
@@ -125,10 +127,10 @@ def capture(backend: Any, events: list[Any], questions: list[Any], model: Any,
         return seen["sem"]
 
     out: dict[str, Any] = {"base": [], "configs": configs, "prf": {c: [] for c in configs}}
-    hybrid_module._score = spy_score
+    fusion_module.score_candidates = spy_score
     try:
         for n, (text, workspace, evidence) in enumerate(questions):
-            hybrid_module._keyword_runs, hybrid_module._semantic_runs = spy_kw, spy_sem
+            legs_module.keyword_runs, legs_module.semantic_runs = spy_kw, spy_sem
             query = text
             for _ in range(2):
                 params = ContextParams.build(query=query, strategy="hybrid", workspace=workspace, limit=10,
@@ -150,16 +152,16 @@ def capture(backend: Any, events: list[Any], questions: list[Any], model: Any,
                     return {**fb.terms(stats, sub, own, via), **real_rel(stats, sub, own, via, assoc)}
 
                 def sem2(*args: Any, sem: list[Any] = sem) -> list[Any]:
-                    hybrid_module._related_weights = expanded
+                    legs_module.related_weights = expanded
                     try:
                         extra = real_sem(*args)
                     finally:
-                        hybrid_module._related_weights = real_rel
+                        legs_module.related_weights = real_rel
                     for run in extra:
                         run.origin, run.weight = "prf", 1.0
                     return [*sem, *extra]
 
-                hybrid_module._keyword_runs, hybrid_module._semantic_runs = (lambda *a, kw=kw: kw), sem2
+                legs_module.keyword_runs, legs_module.semantic_runs = (lambda *a, kw=kw: kw), sem2
                 seen.pop("fused", None)
                 if top:
                     hybrid_module.run_context(backend, params, assoc=model)
@@ -167,9 +169,9 @@ def capture(backend: Any, events: list[Any], questions: list[Any], model: Any,
             if n % 100 == 0:
                 print(f"  {n} questions", flush=True)
     finally:
-        hybrid_module._score, hybrid_module._keyword_runs, hybrid_module._semantic_runs = (
+        fusion_module.score_candidates, legs_module.keyword_runs, legs_module.semantic_runs = (
             real_score, real_kw, real_sem)
-        hybrid_module._related_weights = real_rel
+        legs_module.related_weights = real_rel
     return out
 
 

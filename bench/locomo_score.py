@@ -33,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from locomo_hybrid import _default_data, learned, load, open_backend  # noqa: E402
 
+import urchin.index.fusion as fusion_module  # noqa: E402
 import urchin.index.hybrid as hybrid_module  # noqa: E402
 from urchin.index.base import split_key  # noqa: E402
 from urchin.params.context import ContextParams  # noqa: E402
@@ -55,13 +56,13 @@ def capture(backend: Any, events: list[Any], questions: list[Any], strategy: str
         lo, hi = spans.get(e.workspace or "", (e.ts_ms, e.ts_ms))
         spans[e.workspace or ""] = (min(lo, e.ts_ms), max(hi, e.ts_ms))
     seen: list[list[dict[str, Any]]] = []
-    real = hybrid_module._score
+    real = fusion_module.score_candidates
 
     def spy(backend: Any, stats: Any, fused: list[dict[str, Any]], *rest: Any) -> None:
         real(backend, stats, fused, *rest)
         seen.append(list(fused))
 
-    hybrid_module._score = spy
+    fusion_module.score_candidates = spy
     out = []
     try:
         for text, workspace, evidence in questions:
@@ -85,7 +86,7 @@ def capture(backend: Any, events: list[Any], questions: list[Any], strategy: str
             out.append({"conv": workspace, "evidence": set(evidence), "ids": [split_key(f["id"])[1] for f in fused],
                         "x": x, "fused": np.array([f["fused"] for f in fused]), "legs": legs, "query": query})
     finally:
-        hybrid_module._score = real
+        fusion_module.score_candidates = real
     return out
 
 

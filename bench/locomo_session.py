@@ -51,7 +51,7 @@ from locomo_fusion import RANK_W, RATIOS, SHIPPED, _leg, cv, folds, paired  # no
 from locomo_hybrid import _default_data, load  # noqa: E402
 
 from urchin.index.base import split_key  # noqa: E402
-from urchin.index.hybrid import PIVOT  # noqa: E402
+from urchin.index.leg_runs import PIVOT  # noqa: E402
 from urchin.index.sparse import query_vector, term_ids, tokens  # noqa: E402
 from urchin.search import score as score_module  # noqa: E402
 from urchin.search.websearch import parse  # noqa: E402

@@ -13,9 +13,9 @@ from typing import Any
 import orjson
 from mcp.client.session import ClientSession
 
-from urchin.event import format_timestamp
 from urchin.memory import Memory
 from urchin.search.query import one_line
+from urchin.timestamps import format_timestamp
 
 TOOLS = {"urchin_search", "urchin_semantic_search", "urchin_recent_activity", "urchin_session_context",
          "urchin_workspace_context", "urchin_get_event", "urchin_ingest", "urchin_remember", "urchin_ephemeral",

@@ -318,7 +318,8 @@ def test_derived_ids_are_keyed_and_what_was_collected_before_is_not_stored_again
     import re
 
     from urchin.collectors import COLLECTORS, collector
-    from urchin.collectors.base import Checkpoints, CollectReport
+    from urchin.collectors.base import CollectReport
+    from urchin.collectors.checkpoints import Checkpoints
 
     derived = re.compile(r":(prompt|reply|history):|^shell:")
     # before the upgrade: the same collectors, ids not keyed (what `run` did until now)
@@ -347,7 +348,7 @@ def test_derived_ids_are_keyed_and_what_was_collected_before_is_not_stored_again
 
 
 def test_a_codex_patch_says_which_files_and_how_many_lines() -> None:
-    from urchin.collectors.base import summarize_input
+    from urchin.collectors.text import summarize_input
 
     patch = ("*** Begin Patch\n*** Update File: src/a.py\n@@\n-x = 1\n+x = 2\n+y = 3\n"
              "*** Add File: b.py\n+hi\n*** End Patch")

@@ -203,8 +203,9 @@ def test_no_cut_leaves_a_recognisable_start_of_a_token() -> None:
     # Every cut Urchin makes before redaction (names, summaries, titles, the soft cap) goes through
     # `clip`: a token the cut goes through loses its kept part, so its prefix + 4 characters never stay.
     from tests.test_hooks import _prefixed
-    from urchin.collectors.base import summarize_input
-    from urchin.event import as_name, clip
+    from urchin.clipping import clip
+    from urchin.collectors.text import summarize_input
+    from urchin.event import as_name
 
     for prefix, secret in _prefixed():
         start = secret[:len(prefix) + 4]
@@ -224,7 +225,7 @@ def test_timestamps_read_the_same_by_the_canonical_shortcut_and_the_general_pars
     offsets, spaces), gives the same stored text and milliseconds, or the same error, either way."""
     import random
 
-    from urchin.event import format_timestamp, parse_timestamp
+    from urchin.timestamps import format_timestamp, parse_timestamp
 
     rng = random.Random(34)
     digits = "0123456789" * 3 + "٣９"

@@ -10,7 +10,7 @@ import pytest
 from urchin.config import Settings
 from urchin.errors import QueryError
 from urchin.index.base import split_key
-from urchin.index.hybrid import KEYWORD_SHARE
+from urchin.index.leg_runs import KEYWORD_SHARE
 from urchin.memory import Memory
 from urchin.params.context import ContextParams
 
@@ -236,8 +236,8 @@ def test_memory_is_a_context_manager_that_releases_the_index(pg_settings: Settin
         memory.ingest_one({"content": "closing time", "id": "close-1"})
         assert [r["id"] for r in memory.context(query="closing").to_dict()["results"]] == ["close-1"]
         backend = memory.index_service.backend
-        assert backend._conn is not None and backend._twin is not None and backend._twin._conn is not None
-    assert backend._conn is None and backend._twin._conn is None     # both connections closed on exit
+        assert backend.link.current is not None and backend.link.twin().current is not None
+    assert backend.link.current is None and backend.link.twin().current is None   # both closed on exit
 
 
 def test_a_word_in_no_chunk_does_not_leave_the_legs_searching_for_it_alone(pg_settings: Settings) -> None:
@@ -257,7 +257,7 @@ def test_a_word_in_no_chunk_does_not_leave_the_legs_searching_for_it_alone(pg_se
 
 def test_plan_ranks_the_rare_words_and_gathers_in_tiers_only_past_the_budget() -> None:
     from urchin.index.base import Tier
-    from urchin.index.hybrid import RANK_BUDGET, plan
+    from urchin.index.leg_runs import RANK_BUDGET, plan
 
     # the usual question: its rare words' chunks fit the budget; the common word is dropped
     assert plan({"rollback": 30, "billing": 400, "the": 0, "deploy": 90_000}, 1_000_000, 12) == \
@@ -280,10 +280,10 @@ def test_a_question_of_common_words_ranks_a_bounded_set_newest_and_fullest_first
     each leg ranks at most RANK_BUDGET, gathered from the chunks holding every word, the newest first."""
     from datetime import UTC, datetime, timedelta
 
-    from urchin.event import format_timestamp
-    from urchin.index import hybrid
+    from urchin.index import leg_runs
+    from urchin.timestamps import format_timestamp
 
-    monkeypatch.setattr(hybrid, "RANK_BUDGET", 25)
+    monkeypatch.setattr(leg_runs, "RANK_BUDGET", 25)
     now = datetime.now(UTC)
     def at(days: float) -> str:
         return format_timestamp(now - timedelta(days=days))
@@ -315,8 +315,8 @@ def test_a_tiered_leg_ranks_as_many_distinct_chunks_as_its_budget(pg_settings: S
     chunks and the next tier gets the rest (found by an attack review: 100 of 200 ranked)."""
     from datetime import UTC, datetime, timedelta
 
-    from urchin.event import format_timestamp
     from urchin.index.base import Filter, Tier
+    from urchin.timestamps import format_timestamp
 
     now = datetime.now(UTC)
     events = [{"id": f"e{i}", "content": ("deploy server config" if i < 100 else "deploy server") + f" x{i}",
@@ -426,7 +426,7 @@ def test_the_memory_prior_ranks_before_the_cut_off_so_the_limit_does_not_change_
 
 def test_a_question_naming_a_source_favours_its_chunks_in_each_leg(pg_settings: Settings,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    import urchin.index.postgres as postgres
+    import urchin.index.pg_legs as pg_legs
 
     # "c" holds one more of the question's words ("say") than "g" holds ("gemini", its source): without the
     # prior they tie on words and the newer, "c", leads; with it, the named source's chunk does
@@ -442,7 +442,7 @@ def test_a_question_naming_a_source_favours_its_chunks_in_each_leg(pg_settings: 
         memory.index()
         for strategy in ("keyword", "semantic", "hybrid"):
             assert ids(memory.context(query=question, strategy=strategy))[0] == "g", strategy
-        monkeypatch.setattr(postgres, "NAMED_SOURCE_PRIOR", 0.0)
+        monkeypatch.setattr(pg_legs, "NAMED_SOURCE_PRIOR", 0.0)
         assert ids(memory.context(query=question, strategy="keyword"))[0] == "c"
 
 
@@ -452,7 +452,7 @@ def test_priors_multiply_a_total_after_context_as_in_token_cosine() -> None:
     from datetime import UTC, datetime
 
     from urchin.index.base import ContextRow
-    from urchin.index.hybrid import with_context
+    from urchin.index.leg_runs import with_context
 
     at = datetime(2026, 1, 1, tzinfo=UTC)
     rows = [ContextRow("named", "named", 0, 1.0, "conversation", at, prior=2.0),      # the named speaker
@@ -495,7 +495,7 @@ def test_the_token_cosine_leg_uses_the_associations_learned_from_the_journal(
     it through the token-cosine view's learned associations (made-up words: no thesaurus entry)."""
     import random
 
-    import urchin.index.hybrid as hybrid
+    import urchin.index.leg_runs as leg_runs
 
     rng = random.Random(7)
     topics = [["zorblat", "quenmix", "vandrel", "plixor", "drumvel", "oskarn"],
@@ -514,7 +514,7 @@ def test_the_token_cosine_leg_uses_the_associations_learned_from_the_journal(
         memory.semantic("zorblat")
         assert memory.save_views()                  # what the daemon does every so often and at exit
         found = ids(memory.context(query="zorblat", strategy="semantic", session="late"))
-        monkeypatch.setattr(hybrid, "LEARNED", 0.0)
+        monkeypatch.setattr(leg_runs, "LEARNED", 0.0)
         without = ids(memory.context(query="zorblat", strategy="semantic", session="late"))
     assert found == ["answer"] and without == []
 

@@ -12,11 +12,12 @@ from typing import Any
 import pytest
 
 from urchin.config import Settings
-from urchin.event import format_timestamp
 from urchin.index.base import Filter, Tier, split_key
-from urchin.index.postgres import RECENT_DAYS, PostgresIndex
+from urchin.index.pg_legs import RECENT_DAYS
+from urchin.index.postgres import PostgresIndex
 from urchin.index.sparse import term_id, to_sparsevec, tokens
 from urchin.memory import Memory
+from urchin.timestamps import format_timestamp
 
 WORDS = ("quokka", "marmot", "wombat", "numbat", "dingo")
 MONTH = re.compile(r"urchin_chunks_\d{4}m\d{2}")

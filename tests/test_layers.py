@@ -27,6 +27,8 @@ LAYERS = [
     ("urchin.requests_first", 0),                           # background work gives way to requests
     ("urchin.fileio", 0),                                   # atomic writes, synced appends, line reads (stdlib only)
     ("urchin.delegation", 0),                               # a method that is another object's (stdlib only)
+    ("urchin.clipping", 0),                                 # text cut without leaving half a secret (stdlib only)
+    ("urchin.timestamps", 1),                               # how a time is read and written, its range
     # operations' typed parameters and every limit, declared once: the contract and the layers below share them
     ("urchin.params", 2),
     ("urchin.journal", 3),
@@ -58,7 +60,7 @@ ALLOWED_BELOW = {"urchin.errors", "urchin.checks", "urchin.config", "urchin.toke
                  "urchin.fileio",   # and the file primitives (the daemon's pid and token files)
                  "urchin.delegation"}   # and declared delegations (the daemon client's in-process methods)
 ALLOWED_NAMES = {
-    ("urchin.event", "Event"), ("urchin.event", "new_id"), ("urchin.event", "format_timestamp"),
+    ("urchin.event", "Event"), ("urchin.event", "new_id"), ("urchin.timestamps", "format_timestamp"),
     ("urchin.ingest", "IngestResult"), ("urchin.ingest", "BatchReport"),
     ("urchin.search.query", "SearchResult"), ("urchin.search.query", "Hit"), ("urchin.search.query", "one_line"),
     ("urchin.search.query", "MAX_LIMIT"),
@@ -247,3 +249,23 @@ def test_each_driver_is_imported_by_one_module_only() -> None:
             if driver in doors:
                 doors[driver].add(name)
     assert doors == {driver: {door} for driver, door in DRIVER_DOORS.items()}
+
+
+# The PostgreSQL index split by noun (issue 35, item 3): each part is given the link and is built in one
+# place, `urchin.index.postgres`; a part reaches the link and the shared SQL, never the composer nor
+# another part (the file catalogue takes the feed's COPY from the writer), so no call goes back up.
+PG_COMPOSER = "urchin.index.postgres"
+PG_SHARED = {"urchin.index.pg_link", "urchin.index.pg_sql"}
+PG_PARTS = {"urchin.index.pg_writer": set(), "urchin.index.pg_files": {"urchin.index.pg_writer"},
+            "urchin.index.pg_embeddings": set(), "urchin.index.pg_legs": set(), "urchin.index.pg_rows": set(),
+            "urchin.index.pg_status": set()}
+
+
+def test_the_postgres_index_parts_are_composed_in_one_place() -> None:
+    graph = _graph()
+    ours = {PG_COMPOSER, *PG_SHARED, *PG_PARTS}
+    assert ours <= set(graph), "a part of the PostgreSQL index is missing: " + ", ".join(sorted(ours - set(graph)))
+    reach = {part: graph[part] & ours - PG_SHARED - allowed for part, allowed in PG_PARTS.items()}
+    assert {part: sorted(found) for part, found in reach.items() if found} == {}
+    users = {name for name, targets in graph.items() if targets & set(PG_PARTS) and name not in PG_PARTS}
+    assert users == {PG_COMPOSER}, "the index's parts are built by the composer only"

@@ -8,10 +8,10 @@ from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
 import urchin
-from urchin.event import format_timestamp
 from urchin.index.hybrid import pack
 from urchin.search.budget import CHARS_PER_TOKEN, TokenBudget
 from urchin.search.cosine import neighbour_weights
+from urchin.timestamps import format_timestamp
 
 PACKAGE = Path(urchin.__file__).parent
 
@@ -22,10 +22,10 @@ def _sources() -> dict[str, str]:
 
 def test_timestamps_are_written_by_one_function() -> None:
     pattern = re.compile(r"strftime\(\s*['\"]%Y-%m-%dT|\.isoformat\(\s*(timespec|\))")
-    exempt = {"event.py",                # the formatter itself
+    exempt = {"timestamps.py",           # the formatter itself
               "memory/timeline.py"}      # day labels: dates (2026-05-04), not times
     offenders = [name for name, text in _sources().items() if pattern.search(text) and name not in exempt]
-    assert offenders == [], f"format times with urchin.event.format_timestamp, not by hand: {offenders}"
+    assert offenders == [], f"format times with urchin.timestamps.format_timestamp, not by hand: {offenders}"
 
 
 def test_the_token_estimate_is_declared_once() -> None:

@@ -21,10 +21,11 @@ from hypothesis import strategies as st
 
 from urchin.config import Settings
 from urchin.errors import QueryError, ValidationError
-from urchin.event import MAX_META_DEPTH, MAX_TIMESTAMP, MIN_TIMESTAMP, Event, clean_text
+from urchin.event import MAX_META_DEPTH, Event, clean_text
 from urchin.index.feeder import event_row
 from urchin.memory import Memory
 from urchin.params.context import ContextParams
+from urchin.timestamps import MAX_TIMESTAMP, MIN_TIMESTAMP
 
 FAST = settings(max_examples=100, deadline=None)
 SLOW = settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,

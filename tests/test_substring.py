@@ -18,12 +18,13 @@ import pytest
 from freezegun import freeze_time
 
 from tests.conftest import run_urchin
-from urchin.event import Event, format_timestamp
+from urchin.event import Event
 from urchin.memory import Memory
 from urchin.search import blockbuild, blockindex
 from urchin.search.blockbuild import BLOCK_TARGET, bitmap_py, bitmaps_numpy
 from urchin.search.query import Filters
 from urchin.search.substring import SubstringSearcher
+from urchin.timestamps import format_timestamp
 
 NOW = datetime(2026, 5, 4, 20, 0, tzinfo=UTC)
 ANY = Filters()

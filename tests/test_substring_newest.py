@@ -15,10 +15,11 @@ import orjson
 import pytest
 
 from urchin.config import Settings
-from urchin.event import Event, format_timestamp
+from urchin.event import Event
 from urchin.memory import Memory
 from urchin.search import substring
 from urchin.search.query import Filters
+from urchin.timestamps import format_timestamp
 
 NOW = datetime.now(UTC)
 WORKSPACES = ("alpha", "beta", "gamma")

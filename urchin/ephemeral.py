@@ -15,8 +15,8 @@ from pathlib import Path
 
 import orjson
 
-from urchin.event import format_timestamp, parse_timestamp
 from urchin.fileio import ensure_private_dir, write_private
+from urchin.timestamps import format_timestamp, parse_timestamp
 
 __all__ = ["Ephemeral", "EphemeralState"]
 

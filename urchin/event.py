@@ -3,8 +3,9 @@
 Strict on the way in (`Event.from_input`: every rule names its field), tolerant on the way out
 (`Event.from_record`: lines of the reference Urchin's TypeScript and Rust shapes read the same, the
 TypeScript one's folds in `urchin/reference_shape.py`). Only the model: what a search index reads of
-a stored line is `urchin/search/fields.py`'s. A leaf: imports nothing of the package but `errors`, new
-ids (`uuid7`) and the reference shape's folds.
+a stored line is `urchin/search/fields.py`'s; how a time is read and written is `urchin/timestamps.py`'s,
+and how text is cut without leaving half a secret `urchin/clipping.py`'s. A leaf: imports nothing of
+the package but `errors`, those two, new ids (`uuid7`) and the reference shape's folds.
 """
 
 from __future__ import annotations
@@ -18,8 +19,10 @@ from typing import Any
 
 import orjson
 
+from urchin.clipping import clip, quoted
 from urchin.errors import ValidationError
 from urchin.reference_shape import actor_from_identity, field_from_meta, fold_extra
+from urchin.timestamps import canonical_moment, epoch_ms, format_timestamp, parse_timestamp, read_stored_timestamp
 from urchin.uuid7 import new_id
 
 __all__ = [
@@ -28,24 +31,14 @@ __all__ = [
     "as_name",
     "check_label",
     "new_id",
-    "parse_timestamp",
-    "read_stored_timestamp",
-    "epoch_ms",
-    "CANONICAL_TIMESTAMP",
     "FIELD_NAMES",
-    "format_timestamp",
     "SOFT_CAP_BYTES",
     "HARD_LIMIT_BYTES",
     "TRUNCATION_MARKER",
-    "MIN_TIMESTAMP",
-    "MAX_TIMESTAMP",
-    "MAX_HOURS",
     "MAX_META_DEPTH",
     "MAX_META_BYTES",
     "check_name",
     "clean_text",
-    "quoted",
-    "clip",
     "MEMORY_KINDS",
     "RECORDED_KINDS",
 ]
@@ -70,11 +63,6 @@ MAX_TAGS = 256
 MAX_META_DEPTH = 32               # meta itself is level 1
 MAX_META_BYTES = 256 * 1024       # serialised
 MAX_ACTOR_KEYS = 16
-# Every timestamp Urchin accepts, after conversion to UTC: formatting (4-digit years), arithmetic
-# and PostgreSQL timestamptz all work inside it.
-MIN_TIMESTAMP = datetime(1970, 1, 1, tzinfo=UTC)
-MAX_TIMESTAMP = datetime(9999, 12, 31, 23, 59, 59, 999000, tzinfo=UTC)
-MAX_HOURS = 10_000_000.0          # a time window of about 1,140 years reaches back before MIN_TIMESTAMP
 _INT_RANGE = (-(1 << 63), (1 << 64) - 1)   # what orjson (and any JSON reader with 64-bit ints) can hold
 # meta is plain JSON: orjson must refuse (not convert) dataclasses, datetimes and subclasses
 _PASSTHROUGH = orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_SUBCLASS
@@ -89,93 +77,12 @@ _TEXT_BAD = re.compile(r"[\x00\ud800-\udfff]")
 REPLACEMENT = "\ufffd"
 
 _LABEL = re.compile(r"[a-z0-9._-]+")
-_TOKEN_TAIL = re.compile(r"[A-Za-z0-9_\-+/=.~:]+$")  # the end of a cut value that may be part of a secret
-# What a secret (or an escape inside one, `%2F`, `\u0022`) is made of; `clip` drops a cut run of them.
-_TOKEN_CHARS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-+/=.~:%\\"
-_MAX_TOKEN = 8192  # a longer run is data (a base64 blob), not a secret: only its last 8 KiB go
-CANONICAL_TIMESTAMP = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z")   # as `format_timestamp` writes
 _FIELDS = ("id", "timestamp", "source", "kind", "content", "workspace", "session", "title",
            "brain", "tags", "actor", "meta")
 FIELD_NAMES = frozenset(_FIELDS)   # an event's fields (a line's other keys go to meta)
 PROOF_FIELD = "proof"   # the write path's mark on a line it made (urchin/proof.py); not part of the event
 _OPTIONAL_STRINGS = ("workspace", "session", "title", "brain")
 _LABELS: dict[str, str] = {}  # label normalisation is pure; imports see the same few thousands of times
-
-
-def parse_timestamp(value: Any, field_name: str = "timestamp") -> datetime:
-    """RFC 3339 (or ISO 8601 with an offset) -> aware UTC datetime; naive times are taken as UTC."""
-    if not isinstance(value, str) or not value.strip():
-        raise ValidationError(field_name, "must be an RFC 3339 timestamp string")
-    text = value.strip()
-    if text[-1:] in "zZ":
-        text = text[:-1] + "+00:00"
-    try:
-        parsed = datetime.fromisoformat(text.replace(" ", "T", 1) if "T" not in text else text)
-        if parsed.tzinfo is None:
-            parsed = parsed.replace(tzinfo=UTC)
-        moment = parsed.astimezone(UTC)
-    except OverflowError:   # 0001-01-01T00:00:00+01:00 is before year 1 in UTC
-        moment = None
-    except ValueError:
-        raise ValidationError(field_name, f"must be an RFC 3339 timestamp, got {quoted(value)}") from None
-    if moment is None or not MIN_TIMESTAMP <= moment <= MAX_TIMESTAMP:
-        raise ValidationError(field_name, f"must be between {format_timestamp(MIN_TIMESTAMP)} and "
-                                          f"{format_timestamp(MAX_TIMESTAMP)} (UTC), got {quoted(value)}")
-    return moment
-
-
-def format_timestamp(moment: datetime | None = None, *, ms: bool = True) -> str:
-    """The one way Urchin writes a time: UTC with `Z`, milliseconds unless `ms=False`
-    (`2026-05-04T20:00:00.000Z`); `moment` defaults to now. A naive `moment` is taken as UTC."""
-    moment = datetime.now(UTC) if moment is None else (
-        moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC))
-    # isoformat of an aware UTC time ends in "+00:00"; it always writes four year digits
-    # (strftime's %Y does not below 1000) and costs half as much (once per event written).
-    return moment.isoformat(timespec="milliseconds" if ms else "seconds")[:-6] + "Z"
-
-
-def quoted(value: str, limit: int = 40, repr_: bool = True) -> str:
-    """At most `limit` characters of a bad value, to quote in an error: a longer one is cut before the
-    token it would cut through, since the redactor at the edge no longer recognises half a secret."""
-    if len(value) > limit:
-        value = _TOKEN_TAIL.sub("", value[:limit]) + "…"
-    return repr(value) if repr_ else value
-
-
-def clip(text: str, limit: int, in_bytes: bool = False) -> str:
-    """At most `limit` characters (UTF-8 bytes with `in_bytes`) of `text`, whole characters; a cut
-    through a token drops the token's kept part (up to `_MAX_TOKEN` characters), so no cut leaves a
-    recognisable start of a secret (`ghp_…`, `AKIA…`, `password: hunt…`) that the rules no longer
-    match. The cut is the caller's to mark."""
-    if in_bytes:
-        if (len(text) if text.isascii() else len(text.encode("utf-8"))) <= limit:
-            return text
-        kept = text.encode("utf-8")[:limit].decode("utf-8", "ignore")
-    elif len(text) <= limit:
-        return text
-    else:
-        kept = text[:limit]
-    if kept and kept[-1] in _TOKEN_CHARS and text[len(kept)] in _TOKEN_CHARS:
-        tail = kept[-_MAX_TOKEN:]
-        kept = kept[:len(kept) - len(tail)] + tail.rstrip(_TOKEN_CHARS)
-    return kept
-
-
-def _canonical_moment(value: Any) -> datetime | None:
-    """The moment of a timestamp already written as Urchin writes it (`2026-09-05T18:41:50.563Z`, in
-    range), as `parse_timestamp` reads it, without its general steps; None for any other value."""
-    if not isinstance(value, str) or value[:1] == "0" or not CANONICAL_TIMESTAMP.fullmatch(value):
-        return None
-    try:
-        moment = datetime.fromisoformat(value[:-1] + "+00:00")
-    except ValueError:
-        return None
-    return moment if MIN_TIMESTAMP <= moment <= MAX_TIMESTAMP else None
-
-
-def epoch_ms(moment: datetime) -> int:
-    """Milliseconds since the epoch, as `Event.ts_ms` holds them."""
-    return int(moment.timestamp() * 1000)
 
 
 def _label(value: Any, field_name: str) -> str:
@@ -398,7 +305,7 @@ class Event:
             timestamp = format_timestamp(moment)
         else:
             # already canonical (imports, replays): formatting again would give the same string
-            canonical = _canonical_moment(ts_value)
+            canonical = canonical_moment(ts_value)
             if canonical is not None:
                 moment, timestamp = canonical, ts_value
             else:
@@ -576,20 +483,6 @@ def _made(id: str, timestamp: str, source: str, kind: str, content: str, workspa
     made.__class__ = Event
     event: Event = made
     return event
-
-
-def read_stored_timestamp(ts: str) -> tuple[str, datetime] | None:
-    """A stored timestamp -> (canonical text, moment), or None when it does not parse."""
-    if CANONICAL_TIMESTAMP.fullmatch(ts):
-        try:
-            return ts, datetime.fromisoformat(ts[:-1] + "+00:00")
-        except ValueError:
-            return None
-    try:
-        moment = parse_timestamp(ts)
-    except ValidationError:
-        return None
-    return format_timestamp(moment), moment
 
 
 def _brackets(line: bytes | str) -> int:

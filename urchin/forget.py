@@ -23,7 +23,6 @@ from typing import Any, BinaryIO
 import orjson
 
 from urchin.errors import JournalError
-from urchin.event import format_timestamp
 from urchin.fileio import (
     Replacement,
     append_synced,
@@ -35,6 +34,7 @@ from urchin.fileio import (
     write_private,
 )
 from urchin.journal import Journal
+from urchin.timestamps import format_timestamp
 
 __all__ = ["ForgetLog", "Compaction", "Rewrite", "forget_hash", "line_id", "compact"]
 

@@ -48,9 +48,9 @@ def _on_alarm(signum: int, frame: FrameType | None) -> None:
 
 
 def _log(home: Path | None, agent: str, message: str) -> None:
-    from urchin.event import format_timestamp
     from urchin.fileio import append_synced
     from urchin.redact import redact_message
+    from urchin.timestamps import format_timestamp
 
     stamp = format_timestamp(ms=False)
     line = f"{stamp} {agent}: {redact_message(message)}\n".encode("utf-8", "replace")  # a file: no secret
@@ -91,7 +91,7 @@ def _payload(agent: str, raw: bytes, fields: Mapping[str, Any]) -> dict[str, Any
 
 def prepare_item(item: dict[str, Any], settings: Settings) -> dict[str, Any]:
     """Drop unset fields, redact and cap the content as collectors do, so a big tool output is kept."""
-    from urchin.collectors.base import cap_content, fit_names
+    from urchin.collectors.text import cap_content, fit_names
 
     def redactor() -> Redactor:  # built only for content over the soft cap
         from urchin.redact import Redactor
@@ -188,7 +188,7 @@ def _event_item(agent: str, payload: dict[str, Any], event: str | None, settings
 
 def recall_args(ask: ContextAsk) -> dict[str, Any]:
     """`recall`'s parameters for a hook's ask: the workspace its cwd maps to (as capture maps it)."""
-    from urchin.collectors.base import workspace_for
+    from urchin.collectors.text import workspace_for
 
     return {k: v for k, v in (("workspace", workspace_for(ask.cwd)), ("session", ask.session),
                               ("prompt", ask.prompt)) if v is not None}

@@ -22,8 +22,9 @@ import orjson
 
 from urchin.config import Durability
 from urchin.errors import JournalError
-from urchin.event import Event, format_timestamp
+from urchin.event import Event
 from urchin.fileio import append_synced, complete_lines, ensure_private_dir, open_append, write_private
+from urchin.timestamps import format_timestamp
 
 __all__ = ["Journal", "JournalMark", "JournalStats", "ReadResult", "BATCH_SYNC_INTERVAL_S", "LineCheck"]
 

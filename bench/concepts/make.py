@@ -27,8 +27,9 @@ from unseen_sessions import SESSIONS as UNSEEN_SESSIONS  # noqa: E402
 SETS = {"main": (SESSIONS, QUESTIONS), "unseen": (UNSEEN_SESSIONS, UNSEEN_QUESTIONS),
         "unseen2": (UNSEEN2_SESSIONS, UNSEEN2_QUESTIONS)}
 
-from urchin.event import Event, format_timestamp  # noqa: E402
+from urchin.event import Event  # noqa: E402
 from urchin.search.tokens import tokenize  # noqa: E402
+from urchin.timestamps import format_timestamp  # noqa: E402
 
 ROUTINE = [
     ("tool_use", "Read {file}"), ("tool_use", "Edit {file}"), ("command", "git status -> 2 files changed"),

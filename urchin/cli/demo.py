@@ -10,7 +10,7 @@ from urchin.cli.group import AppContext, main
 from urchin.cli.options import print_text
 from urchin.config import Settings
 from urchin.contract.render import render_events
-from urchin.event import format_timestamp
+from urchin.timestamps import format_timestamp
 
 SAMPLES = [
     ("claude", "decision", "Decided to keep the journal append-only and rebuild every index from it."),

@@ -8,7 +8,7 @@ import click
 
 from urchin.cli.group import AppContext, main
 from urchin.cli.options import print_json
-from urchin.event import format_timestamp
+from urchin.timestamps import format_timestamp
 
 
 def _when(epoch: float | None) -> str:

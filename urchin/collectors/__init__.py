@@ -51,7 +51,7 @@ def run(which: str | Sequence[str], settings: Settings, sink: Sink) -> list[Coll
 
 def status(settings: Settings) -> list[dict[str, Any]]:
     """Each collector: its folders, whether found, events collected, last run and last error."""
-    from urchin.collectors.base import Checkpoints
+    from urchin.collectors.checkpoints import Checkpoints
 
     out: list[dict[str, Any]] = []
     for name in COLLECTORS:

@@ -13,23 +13,19 @@ from typing import Any
 
 import orjson
 
-from urchin.collectors.base import (
-    CollectReport,
-    Item,
-    LineCollector,
-    Lines,
+from urchin.collectors.base import CollectReport, Item, LineCollector, loads, remember
+from urchin.collectors.edits import body as edit_body
+from urchin.collectors.ids import short_hash
+from urchin.collectors.origin import Lines
+from urchin.collectors.text import (
     is_noise,
-    loads,
     ms_to_iso,
     prompt_item,
-    remember,
-    short_hash,
     strip_paste_markers,
     summarize_input,
     text_of,
     workspace_for,
 )
-from urchin.collectors.edits import body as edit_body
 
 __all__ = ["ClaudeCollector", "from_hook", "prompt_id", "tool_id", "response_text"]
 

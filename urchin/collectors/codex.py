@@ -13,18 +13,9 @@ from typing import Any
 
 import orjson
 
-from urchin.collectors.base import (
-    CollectReport,
-    Item,
-    LineCollector,
-    Lines,
-    is_noise,
-    loads,
-    remember,
-    summarize_input,
-    text_of,
-    workspace_for,
-)
+from urchin.collectors.base import CollectReport, Item, LineCollector, loads, remember
+from urchin.collectors.origin import Lines
+from urchin.collectors.text import is_noise, summarize_input, text_of, workspace_for
 
 __all__ = ["CodexCollector", "parse_record"]
 

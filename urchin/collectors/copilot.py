@@ -11,22 +11,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from urchin.collectors.base import (
-    CollectReport,
-    Item,
-    LineCollector,
-    Lines,
-    is_noise,
-    loads,
-    ms_to_iso,
-    prompt_item,
-    remember,
-    short_hash,
-    summarize_input,
-    text_of,
-    workspace_for,
-)
+from urchin.collectors.base import CollectReport, Item, LineCollector, loads, remember
 from urchin.collectors.edits import body as edit_body
+from urchin.collectors.ids import short_hash
+from urchin.collectors.origin import Lines
+from urchin.collectors.text import is_noise, ms_to_iso, prompt_item, summarize_input, text_of, workspace_for
 
 __all__ = ["CopilotCollector", "from_hook", "hook_event"]
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import orjson
 
-from urchin.event import clip
+from urchin.clipping import clip
 
 __all__ = ["describe", "body", "edited_path"]
 

@@ -16,22 +16,12 @@ from typing import Any
 
 import orjson
 
-from urchin.collectors.base import (
-    Checkpoints,
-    CollectReport,
-    Item,
-    LineCollector,
-    Lines,
-    Sink,
-    check_rotation,
-    is_noise,
-    loads,
-    short_hash,
-    summarize_input,
-    with_origin,
-    workspace_for,
-)
+from urchin.collectors.base import CollectReport, Item, LineCollector, Sink, loads
+from urchin.collectors.checkpoints import Checkpoints, check_rotation
 from urchin.collectors.edits import body as edit_body
+from urchin.collectors.ids import short_hash
+from urchin.collectors.origin import Lines, with_origin
+from urchin.collectors.text import is_noise, summarize_input, workspace_for
 
 __all__ = ["GeminiCollector", "from_hook", "SETTLE_S"]
 

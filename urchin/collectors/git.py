@@ -12,8 +12,9 @@ import os
 import subprocess
 from pathlib import Path
 
-from urchin.collectors.base import Checkpoints, Collector, CollectReport, Item, Sink
-from urchin.event import clip
+from urchin.clipping import clip
+from urchin.collectors.base import Collector, CollectReport, Item, Sink
+from urchin.collectors.checkpoints import Checkpoints
 
 __all__ = ["GitCollector", "find_repositories", "parse_log"]
 

@@ -19,11 +19,12 @@ import hmac
 import os
 import re
 import stat
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from urchin.collectors.text import Item
 from urchin.workspace.beneath import Outside, Tree
 
 __all__ = ["Origin", "origin_hash", "origin_of", "upstream_status", "TRANSCRIPT_SOURCES"]
@@ -139,3 +140,38 @@ def _span_hash(handle: BinaryIO, first: int, last: int, key: bytes) -> str | Non
             line += 1
             pos = nl + 1
     return None
+
+
+# ---- a batch of lines, and the events made from it citing them ------------------------------
+class Lines(list[tuple[int, bytes]]):
+    """A batch of complete lines as (byte offset, bytes) pairs, the first being line `first` (1-based)
+    of `path`: what `LineCollector.parse` reads, and what the events it makes cite (`origin.py`)."""
+
+    def __init__(self, lines: Iterable[tuple[int, bytes]], path: str, first: int, key: Callable[[], bytes]) -> None:
+        super().__init__(lines)
+        self.path = path
+        self.first = first
+        self.key = key
+
+    def origin(self, index: int) -> dict[str, Any]:
+        """`meta.origin` of an event made from line `index` of the batch (the raw bytes, before redaction)."""
+        number = self.first + index
+        return {"path": self.path, "lines": [number, number], "hash": origin_hash(self.key(), self[index][1])}
+
+    def cite(self, index: int, items: Iterable[Item | None]) -> list[Item | None]:
+        """`items`, made from line `index`, each with that line as its origin (hashed only if there are any)."""
+        items = list(items)
+        return with_origin(items, self.origin(index)) if any(items) else items
+
+    def one(self, index: int) -> Lines:
+        return Lines([self[index]], self.path, self.first + index, self.key)
+
+
+def with_origin(items: Iterable[Item | None], origin: dict[str, Any] | None) -> list[Item | None]:
+    """`items` with `meta.origin` set (left alone when `origin` is None)."""
+    out = list(items)
+    if origin is not None:
+        for item in out:
+            if item:
+                item["meta"] = {**(item.get("meta") or {}), "origin": {**origin}}
+    return out

@@ -12,7 +12,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from urchin.collectors.base import CollectReport, Item, LineCollector, ms_to_iso, short_hash, workspace_for
+from urchin.collectors.base import CollectReport, Item, LineCollector
+from urchin.collectors.ids import short_hash
+from urchin.collectors.text import ms_to_iso, workspace_for
 
 __all__ = ["ShellCollector", "from_hook", "command_item", "shell_of"]
 

@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Any
 
 from urchin.checks import camel
 from urchin.contract.spec import Operation, Param
-from urchin.event import MAX_HOURS
 from urchin.params.context import BOUNDS as CONTEXT_BOUNDS
 from urchin.params.context import DEFAULTS as CONTEXT_DEFAULTS
 from urchin.params.context import ContextParams
@@ -44,6 +43,7 @@ from urchin.params.limits import (
 )
 from urchin.params.reading import GetParams, RecentParams, SemanticParams, SessionParams, TailParams, WorkspaceParams
 from urchin.params.search import SearchParams
+from urchin.timestamps import MAX_HOURS
 
 if TYPE_CHECKING:
     from urchin.memory.facade import Facade

@@ -36,10 +36,10 @@ from urchin.daemon.reload import reload_config
 from urchin.daemon.security import ensure_token, is_loopback_host
 from urchin.daemon.writer import GroupWriter
 from urchin.errors import ConfigError, DaemonError
-from urchin.event import format_timestamp
 from urchin.fileio import ensure_private_dir, write_private
 from urchin.memory import Memory
 from urchin.memory.index import adopt_embedded, stop_embedded
+from urchin.timestamps import format_timestamp
 
 __all__ = ["Daemon", "DaemonLock", "Extension", "sd_notify", "lock_path", "LOG_FORMAT"]
 

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from urchin.event import format_timestamp
+from urchin.timestamps import format_timestamp
 
 __all__ = ["reassemble", "indexed_file", "MAX_DOCUMENT_CHARS"]
 

@@ -36,7 +36,7 @@ BATCH_BYTES = 2 * 1024 * 1024
 HEAD_BYTES = 64 * 1024      # the journal's first line (up to this) fingerprints it (see _check_replaced)
 EMBED_BATCH = 64
 # A feed with at least this much journal to go is a backfill: the backend may drop its GIN indexes and
-# build them once at the end (PostgresIndex.begin_bulk), when more rows are coming than it holds
+# build them once at the end (PgWriter.begin_bulk), when more rows are coming than it holds
 # (rows estimated at AVG_EVENT_BYTES of journal each).
 BULK_BYTES = 32 * 1024 * 1024
 AVG_EVENT_BYTES = 512

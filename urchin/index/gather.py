@@ -1,4 +1,4 @@
-"""The SQL of a ranked leg's tiered candidate gathering (`PostgresIndex._leg`, `hybrid.plan`).
+"""The SQL of a ranked leg's tiered candidate gathering (`PgLegs._leg`, `hybrid.plan`).
 
 A leg that may rank only `budget` chunks takes the first `budget` its steps gather, best first: the
 chunks of step 1, then those of step 2 not in step 1, ..., each step's last RECENT_DAYS first, under

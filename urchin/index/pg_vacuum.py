@@ -1,7 +1,7 @@
 """Reclaiming what a forget deleted from PostgreSQL: VACUUM after each forget on Urchin's own server,
 and the purge (`urchin forget --purge`) that rewrites the tables so no data file keeps the bytes.
 
-Part of the PostgreSQL backend (`postgres.py` passes its connection; one of the modules importing
+Part of the PostgreSQL backend (`pg_writer.py` passes its connection; one of the modules importing
 psycopg). A DELETE only marks rows dead: their bytes stay in the table, index and TOAST pages until
 VACUUM makes the space reusable and a later write overwrites it. Only the server's owner may do
 this: on a shared database (URCHIN_DATABASE_URL) a feeder never does; contrib/team/TEAM.md says what the

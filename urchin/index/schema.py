@@ -13,7 +13,7 @@ TS_CONFIG = "english"          # one explicit text search config, so results nev
 PGVECTOR_MIN = (0, 7)          # sparsevec and halfvec arrived in 0.7
 
 # The GIN indexes of urchin_chunks as migrations 3-4 create them: a backfill drops them and builds them
-# again at its end (PostgresIndex.begin_bulk / restore_indexes), which costs less than keeping them
+# again at its end (PgWriter.begin_bulk / restore_indexes), which costs less than keeping them
 # up to date row by row. tests/test_index_feed.py checks these against the migrated schema.
 GIN_INDEXES = {
     "urchin_chunks_tsv": "USING gin (tsv)",
@@ -26,7 +26,7 @@ TRIGRAM_DEF = GIN_INDEXES[TRIGRAM_INDEX]
 # Whether this database serves team search: it was set up with `urchin db setup`, whose feeder group
 # may write the chunks. Only there is the trigram index kept (migration 8); a single user's `search
 # --team` over its own rows scans them. One expression for the migration and for the backfill's
-# rebuild (PostgresIndex.restore_indexes), so the two never disagree.
+# rebuild (PgWriter.restore_indexes), so the two never disagree.
 TEAM_SQL = ("EXISTS (SELECT 1 FROM pg_roles r WHERE r.rolname = 'urchin_feeder' "
             "AND has_table_privilege(r.oid, 'urchin_chunks', 'INSERT'))")
 

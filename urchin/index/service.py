@@ -16,12 +16,13 @@ from typing import TYPE_CHECKING, Any
 from urchin.config import Settings
 from urchin.dsn import scrub
 from urchin.errors import DatabaseError, EmbedderError, IndexBusyError, UrchinError
-from urchin.event import Event, format_timestamp
+from urchin.event import Event
 from urchin.index.base import Embedder
 from urchin.index.feeder import Feeder, FeedReport
 from urchin.index.hybrid import ContextResult, run_context
 from urchin.journal import Journal
 from urchin.params.context import ContextParams
+from urchin.timestamps import format_timestamp
 from urchin.workspace.roots import DEFAULT_SIZE_CAP
 
 if TYPE_CHECKING:

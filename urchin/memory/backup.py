@@ -27,10 +27,10 @@ import orjson
 
 from urchin.config import Settings
 from urchin.errors import DaemonError, JournalError, UrchinError, ValidationError
-from urchin.event import format_timestamp
 from urchin.fileio import ensure_private_dir, replacing, write_private
 from urchin.forget import ForgetLog, forget_hash, line_id
 from urchin.journal import Journal
+from urchin.timestamps import format_timestamp
 from urchin.wire import daemon_alive
 
 __all__ = ["BackupReport", "backup", "restore"]

@@ -16,13 +16,14 @@ from typing import TYPE_CHECKING, Any
 
 from urchin.config import Settings
 from urchin.errors import NotFoundError, QueryError, ValidationError
-from urchin.event import Event, format_timestamp
+from urchin.event import Event
 from urchin.journal import Journal
 from urchin.memory.events import JournalEvents
 from urchin.memory.semantic import SemanticViews
 from urchin.memory.workspace import Workspace
 from urchin.params.context import ContextParams
 from urchin.params.limits import FETCH_MODES
+from urchin.timestamps import format_timestamp
 
 if TYPE_CHECKING:
     from urchin.index.feeder import FeedReport

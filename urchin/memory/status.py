@@ -9,12 +9,12 @@ from typing import Any
 import orjson
 
 from urchin.config import Settings
-from urchin.event import format_timestamp
 from urchin.journal import Journal
 from urchin.memory.index import HybridIndex
 from urchin.memory.semantic import SemanticViews
 from urchin.memory.writing import WritePath
 from urchin.search.substring import SubstringSearcher
+from urchin.timestamps import format_timestamp
 
 __all__ = ["home_status"]
 

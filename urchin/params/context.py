@@ -15,7 +15,7 @@ from typing import Any
 
 from urchin.checks import camel, check_bool, check_number, describe, unknown_parameter
 from urchin.errors import QueryError, ValidationError
-from urchin.event import MAX_HOURS, check_name, clean_text, format_timestamp, parse_timestamp
+from urchin.event import check_name, clean_text
 from urchin.params.limits import (
     DEFAULT_LIVE_BYTE_BUDGET,
     HYDE_WORDS,
@@ -30,6 +30,7 @@ from urchin.params.limits import (
     SEARCH_TYPES,
     STRATEGIES,
 )
+from urchin.timestamps import MAX_HOURS, format_timestamp, parse_timestamp
 
 __all__ = ["ContextParams", "SubQuery", "BOUNDS", "DEFAULTS", "WIRE_NAMES"]
 

@@ -13,9 +13,10 @@ from datetime import datetime
 from typing import Any
 
 from urchin.checks import check_bool
+from urchin.clipping import quoted
 from urchin.errors import QueryError, ValidationError
-from urchin.event import parse_timestamp, quoted
 from urchin.params.reading import TypedParams, set_checked
+from urchin.timestamps import parse_timestamp
 
 __all__ = ["ForgetParams", "MAX_IDS"]
 

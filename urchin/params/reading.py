@@ -15,9 +15,9 @@ from typing import Any, ClassVar, Self, TypeVar
 
 from urchin.checks import check_bool, check_number, describe, unknown_parameter
 from urchin.errors import QueryError
-from urchin.event import MAX_HOURS
 from urchin.params.limits import MAX_LIMIT
 from urchin.params.search import label_filter
+from urchin.timestamps import MAX_HOURS
 
 __all__ = ["RecentParams", "SemanticParams", "SessionParams", "WorkspaceParams", "GetParams", "TailParams",
            "TypedParams", "parse_fields", "set_checked", "required_text", "check_texts", "tags_of"]

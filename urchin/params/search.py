@@ -13,8 +13,9 @@ from typing import Any
 
 from urchin.checks import check_number, describe, unknown_parameter
 from urchin.errors import QueryError, ValidationError
-from urchin.event import MAX_HOURS, check_label, clean_text
+from urchin.event import check_label, clean_text
 from urchin.params.limits import MAX_LIMIT, SEARCH_HOURS, SEARCH_LIMIT, SEARCH_SCOPES
+from urchin.timestamps import MAX_HOURS
 
 __all__ = ["SearchParams", "label_filter"]
 

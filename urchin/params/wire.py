@@ -18,7 +18,7 @@ from datetime import datetime
 from typing import Any
 
 from urchin.checks import camel
-from urchin.event import format_timestamp
+from urchin.timestamps import format_timestamp
 
 __all__ = ["to_wire", "field_values", "jsonable"]
 

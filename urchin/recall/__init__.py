@@ -55,7 +55,7 @@ def _workspace(workspace: str | None, cwd: str | None) -> str | None:
     """The one workspace read: named, or mapped from `cwd` as capture maps it; both must agree."""
     if cwd is None:
         return workspace or None
-    from urchin.collectors.base import workspace_for
+    from urchin.collectors.text import workspace_for
 
     mapped = workspace_for(cwd)
     if workspace and mapped != workspace:

@@ -16,7 +16,7 @@ from datetime import datetime
 import orjson
 
 from urchin.errors import ValidationError
-from urchin.event import parse_timestamp
+from urchin.timestamps import parse_timestamp
 
 __all__ = ["Block", "BLOCK_TARGET", "BITS_LOG2", "ROW", "ZONE", "FAR", "query_hashes", "scan_lines",
            "bitmap_py", "bitmaps_numpy", "tail_crc", "zone_record", "build_ranges"]

@@ -11,8 +11,9 @@ import re
 from datetime import UTC, datetime
 from typing import Any
 
-from urchin.event import CANONICAL_TIMESTAMP, FIELD_NAMES, PROOF_FIELD, Event, epoch_ms, read_stored_timestamp
+from urchin.event import FIELD_NAMES, PROOF_FIELD, Event
 from urchin.reference_shape import META_FALLBACKS
+from urchin.timestamps import CANONICAL_TIMESTAMP, epoch_ms, read_stored_timestamp
 
 __all__ = ["SearchableFields", "searchable_fields"]
 

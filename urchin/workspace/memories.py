@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from urchin.errors import NotFoundError, ValidationError
-from urchin.event import format_timestamp
 from urchin.fileio import write_private
 from urchin.redact import Redactor
 from urchin.search.budget import TokenBudget
+from urchin.timestamps import format_timestamp
 
 if TYPE_CHECKING:
     from urchin.workspace.access import FileAccess, Located

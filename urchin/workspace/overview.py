@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from urchin.errors import UrchinError
-from urchin.event import format_timestamp
+from urchin.timestamps import format_timestamp
 from urchin.workspace.roots import DEFAULT_SIZE_CAP, Root, walk_files
 
 if TYPE_CHECKING:
