@@ -16,6 +16,7 @@ from urchin.config import Settings
 from urchin.memory import Memory
 from urchin.search.query import Filters
 from urchin.search.semantic import TokenCosineView
+from urchin.search.vocab import Vocabulary
 
 QUERIES = ["deploy rollback", "postgres latency", "kubernetes cache note", "token 7"]
 WORDS = ["deploy", "rollback", "cache", "latency", "token", "session", "kubernetes", "postgres"]
@@ -560,3 +561,7 @@ def test_events_added_after_a_load_do_not_copy_the_loaded_columns(saved: list, m
     assert view.save() is True                         # and a save writes the loaded rows with the added ones
     again = _view(settings)
     assert again.catch_up() == 0 and _results(again) == _results(view)
+    # the vocabulary too: loaded as its saved bytes (not a dict of str), the terms added since saved after them
+    assert isinstance(index._vocab, Vocabulary) and isinstance(again.index._vocab, Vocabulary)
+    assert again.index._vocab["zeppelin"] == index._vocab["zeppelin"] and len(again.index._vocab) == len(index._vocab)
+    assert [h.event.id for h in again.search("zeppelin", since_ms=None, limit=5, filters=Filters())] == ["new"]

@@ -16,6 +16,7 @@ import numpy as np
 from urchin.search.extract import LABELS, TermExtractor
 from urchin.search.postings import Blob, Codes, Column, Segment, SplitColumn
 from urchin.search.scope import SessionScopes
+from urchin.search.vocab import Vocabulary
 
 if TYPE_CHECKING:
     from urchin.search.cosine import TokenCosineIndex
@@ -33,7 +34,7 @@ class IndexState:
     state is written. `segments` are (indptr, rows, tf) per segment."""
 
     meta: dict[str, Any]
-    vocab: list[str]  # in id order
+    vocab: list[str] | Vocabulary  # in id order (a loaded index's: its saved blob and the terms added since)
     labels: dict[str, list[str]]  # per label field, values in code order
     arrays: dict[str, np.ndarray]
     segments: list[tuple[np.ndarray, np.ndarray, np.ndarray]]
@@ -57,7 +58,8 @@ def take(index: TokenCosineIndex, copy: bool = True) -> IndexState:
         arrays[f"pending_{name}"] = values.copy()
     meta = {"rows": len(index), "terms": len(index._vocab), "refreshed_at": index._refreshed_at,
             "context": index.settings.context, "context_turns": len(index.context_weights)}
-    return IndexState(meta, list(index._vocab), {n: c.values_in_order() for n, c in index._fields.items()},
+    vocab = index._vocab.copy() if isinstance(index._vocab, Vocabulary) else list(index._vocab)
+    return IndexState(meta, vocab, {n: c.values_in_order() for n, c in index._fields.items()},
                       arrays, [(s.indptr, s.rows, s.tf) for s in index._segments])
 
 
@@ -67,9 +69,12 @@ def restore(index: TokenCosineIndex, state: IndexState) -> None:
     meta, arrays = state.meta, state.arrays
     n, n_terms = int(meta["rows"]), int(meta["terms"])
     _check_state(state, n, n_terms)
-    index._vocab.update(zip(state.vocab, range(n_terms), strict=True))
-    if len(index._vocab) != n_terms:
-        raise ValueError("vocabulary: repeated terms")
+    if isinstance(state.vocab, Vocabulary):   # checked for repeated terms when it was made
+        index._vocab = state.vocab.copy()
+    else:
+        index._vocab.update(zip(state.vocab, range(n_terms), strict=True))
+        if len(index._vocab) != n_terms:
+            raise ValueError("vocabulary: repeated terms")
     index._df = Column.of(arrays["df"])
     fills = {"norm": 1, "prev": -1, "next": -1}
     for name in COLUMNS:
