@@ -48,7 +48,7 @@ def test_an_empty_vocabulary_and_a_repeated_term() -> None:
 def test_a_loaded_vocabulary_holds_a_fraction_of_a_dict_of_its_terms() -> None:
     """At 3M events the dict of 405k terms took ~52 MB of the daemon; the loaded one holds its saved
     bytes, two int arrays and a bucket table: here under a third of the dict."""
-    terms = _terms(100_000)
+    terms = _terms(30_000)
     blob = "\n".join(terms).encode("utf-8")
     tracemalloc.start()
     try:
