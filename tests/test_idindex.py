@@ -8,7 +8,7 @@ from pathlib import Path
 
 import orjson
 
-from urchin.idindex import IdIndex, id_hash
+from urchin.idindex import IdIndex, Records, id_hash
 from urchin.journal import Journal
 
 
@@ -19,9 +19,10 @@ def _journal(path: Path, ids: list[str]) -> Journal:
     return Journal(path)
 
 
-def test_a_loaded_id_index_holds_about_16_bytes_an_event(tmp_path: Path) -> None:
-    """A daemon keeps every id's hash and offset: as packed arrays, not a Python object per event
-    (a dict of them took ~150 bytes an event: 450 MB of a daemon's memory at 3M events)."""
+def test_a_loaded_id_index_holds_about_8_bytes_an_event(tmp_path: Path) -> None:
+    """A daemon keeps every id's 32-bit hash prefix and record number as packed arrays: not a Python
+    object per event (a dict took ~150 bytes an event: 450 MB at 3M events), nor the whole hash and
+    offset (16 bytes: 46 MB at 3M), which a hit reads back from the sidecar."""
     ids = [f"evt-{i:06d}" for i in range(40_000)]
     journal = _journal(tmp_path / "journal" / "events.jsonl", ids)
     with journal.locked():
@@ -35,34 +36,45 @@ def test_a_loaded_id_index_holds_about_16_bytes_an_event(tmp_path: Path) -> None
         held, _ = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
-    assert held <= 24 * len(ids), f"{held / len(ids):.0f} bytes an event"
+    assert held <= 10 * len(ids), f"{held / len(ids):.1f} bytes an event"
     assert all(index.contains(i) for i in random.sample(ids, 200))
     assert not index.contains("evt-absent") and index.lookup(ids[7]) == journal.size() // len(ids) * 7
 
 
+def _records(stored: list[tuple[int, int]]) -> Records:
+    """Records by number out of `stored`, as `IdIndex` reads them from its sidecar."""
+    return lambda numbers: [stored[n] for n in numbers if n < len(stored)]
+
+
 def test_every_id_is_found_across_loads_records_and_merges(tmp_path: Path) -> None:
     """Ids written before the load, by this process after it (folded into the arrays every
-    `merge_at`), the same hash twice, and hashes at the ends of the range: all found, none invented."""
+    `merge_at`), the same hash twice, hashes sharing their 32-bit prefix, and hashes at the ends of
+    the range: all found, none invented."""
+    import numpy as np
+
     from urchin.idindex import IdMemo
 
-    memo = IdMemo()
+    stored: list[tuple[int, int]] = []       # the sidecar's records, in number order
+    memo = IdMemo(_records(stored))
     memo.merge_at = 37
     expected: dict[int, list[int]] = {}
     rng = random.Random(5)
+    twins = [0, 2**64 - 1, 12345, 12346, (7 << 32) + 1, (7 << 32) + 2]   # 12345/12346: one prefix, two hashes
     for offset in range(3_000):
-        h = rng.choice([0, 2**64 - 1, 12345]) if offset % 11 == 0 else rng.getrandbits(64)
-        memo.add(h, offset)
+        h = rng.choice(twins) if offset % 11 == 0 else rng.getrandbits(64)
+        stored.append((h, offset))
+        memo.add(h, offset, len(stored) - 1)
         expected.setdefault(h, []).append(offset)
         if offset % 500 == 0:
-            import numpy as np
-
-            hashes = [rng.getrandbits(64) for _ in range(50)] + [12345]
+            hashes = [rng.getrandbits(64) for _ in range(50)] + [12345, (7 << 32) + 3]
             offsets = list(range(10**6 + offset, 10**6 + offset + len(hashes)))
-            memo.merge(np.array(hashes, dtype=np.uint64), np.array(offsets, dtype=np.int64))
+            first = len(stored)
+            stored.extend(zip(hashes, offsets, strict=True))
+            memo.merge(np.array(hashes, dtype=np.uint64), np.arange(first, len(stored), dtype=np.uint32))
             for h2, o in zip(hashes, offsets, strict=True):
                 expected.setdefault(h2, []).append(o)
     assert {h: sorted(memo.get(h)) for h in expected} == {h: sorted(offsets) for h, offsets in expected.items()}
-    assert memo.get(99) == [] and len(memo) == sum(map(len, expected.values()))
+    assert memo.get(99) == [] and memo.get((7 << 32) + 4) == [] and len(memo) == sum(map(len, expected.values()))
 
 
 def test_held_answers_for_a_whole_batch_what_get_answers_for_each_hash() -> None:
@@ -74,18 +86,23 @@ def test_held_answers_for_a_whole_batch_what_get_answers_for_each_hash() -> None
     from urchin.idindex import IdMemo
 
     rng = random.Random(7)
-    memo = IdMemo()
+    records: list[tuple[int, int]] = []
+    memo = IdMemo(_records(records))
     memo.merge_at = 1 << 30
     assert memo.held([1, 2]) == set() and memo.held([]) == set()
     stored = [rng.getrandbits(64) for _ in range(2_000)] + [1, 2**64 - 2]
-    memo.merge(np.array(stored, dtype=np.uint64), np.arange(len(stored), dtype=np.int64))
+    records.extend((h, i) for i, h in enumerate(stored))
+    memo.merge(np.array(stored, dtype=np.uint64), np.arange(len(stored), dtype=np.uint32))
     newest = [rng.getrandbits(64) for _ in range(300)] + [stored[5]]
     for offset, h in enumerate(newest):
-        memo.add(h, 10**6 + offset)
-    probes = (stored[::3] + newest[::2] + [rng.getrandbits(64) for _ in range(3_000)]
+        records.append((h, 10**6 + offset))
+        memo.add(h, 10**6 + offset, len(records) - 1)
+    near = [h ^ 1 for h in stored[:50]]       # the prefix of a stored hash, another hash
+    probes = (stored[::3] + newest[::2] + near + [rng.getrandbits(64) for _ in range(3_000)]
               + [0, 1, 2, 2**64 - 3, 2**64 - 2, 2**64 - 1])
     rng.shuffle(probes)
     assert memo.held(probes) == {h for h in probes if memo.get(h)}
+    assert not memo.held(near) and memo.held(stored[:50]) == set(stored[:50])
 
 
 def test_a_written_id_is_a_duplicate_after_the_load(tmp_path: Path) -> None:

@@ -6,8 +6,10 @@ record per event (64-bit hash of the id, the line's journal offset). A hash hit 
 reading that line, so a collision never drops an event. The sidecar is derived: it is caught up
 from the journal under the journal's lock, trimmed when the journal is shorter, and rebuilt when lost.
 Memory: a short-lived process maps the file (16 bytes/event on disk, none resident beyond the page
-cache); a long-lived one (`load()`) keeps the records as two sorted numpy arrays, 16 bytes/event (a dict
-of them took ~150 bytes/event and ~10 s of CPU to fill at 1M events), and the newest in a small dict.
+cache); a long-lived one (`load()`) keeps each record's 32-bit hash prefix and its number in the file as
+two sorted numpy arrays, 8 bytes/event (a prefix hit reads its record from the file for the whole hash and
+the offset; whole hashes and offsets took 16 bytes/event, a dict of them ~150 and ~10 s of CPU to fill at
+1M events), and the newest records in a small dict.
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ import itertools
 import mmap
 import os
 import struct
-from collections.abc import Iterable, Sequence
+from array import array
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING
 
 import orjson
@@ -33,6 +36,8 @@ _MAGIC = b"URCHINI2"
 _HEADER = struct.Struct("<8sQQ")
 _RECORD = struct.Struct("<QQ")
 _MERGE_AT = 1 << 15     # newest records kept in a dict up to this many, then merged into the arrays
+
+Records = Callable[[Sequence[int]], list[tuple[int, int]]]   # record numbers -> (hash, offset) each, as stored
 
 
 def id_hash(event_id: str) -> int:
@@ -81,9 +86,10 @@ class IdIndex:
                 event_id = _line_id(line)
                 if event_id is not None:
                     new.append(_RECORD.pack(id_hash(event_id), offset))
-                    self._remember(id_hash(event_id), offset)
             if new:
                 os.pwrite(fd, b"".join(new), records_end)
+                if self._mem is not None:
+                    self._mem.add_many([_RECORD.unpack(record) for record in new], _number(records_end))
             if end != covered or len(header) != _HEADER.size:
                 os.pwrite(fd, _HEADER.pack(_MAGIC, end, inode), 0)
             self._records_seen = records_end + len(new) * _RECORD.size
@@ -97,11 +103,11 @@ class IdIndex:
     def record_hashed(self, entries: Iterable[tuple[int, int]], covered: int) -> None:
         """`record` with each id's `id_hash` already computed (bulk writers hash once)."""
         pairs = entries if isinstance(entries, list) else list(entries)
-        if self._mem is not None:
-            self._mem.add_many(pairs)
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
         try:
             size = os.fstat(fd).st_size
+            if self._mem is not None:      # before the write, as ever: a reader may find them a moment early
+                self._mem.add_many(pairs, _number(size))
             # every record in one pack call (`_RECORD` repeated): a pack and a join each cost more
             os.pwrite(fd, struct.pack(f"<{2 * len(pairs)}Q", *itertools.chain.from_iterable(pairs)), size)
             os.pwrite(fd, _HEADER.pack(_MAGIC, covered, self._journal_inode()), 0)
@@ -113,7 +119,7 @@ class IdIndex:
     def load(self) -> None:
         """Keep every id hash in memory: for importers and the daemon, which check many ids."""
         if self._mem is None:
-            self._mem = IdMemo()
+            self._mem = IdMemo(self._records)
             self._records_seen = _HEADER.size
 
     def _journal_inode(self) -> int:
@@ -181,9 +187,17 @@ class IdIndex:
         except FileNotFoundError:
             return []
 
-    def _remember(self, h: int, offset: int) -> None:
-        if self._mem is not None:
-            self._mem.add(h, offset)
+    def _records(self, numbers: Sequence[int]) -> list[tuple[int, int]]:
+        """The sidecar's records at these numbers, as stored (a number past its end: none)."""
+        try:
+            fd = os.open(self.path, os.O_RDONLY)
+        except FileNotFoundError:
+            return []
+        try:
+            found = (os.pread(fd, _RECORD.size, _HEADER.size + n * _RECORD.size) for n in numbers)
+            return [_RECORD.unpack(data) for data in found if len(data) == _RECORD.size]
+        finally:
+            os.close(fd)
 
     def _load_records(self, fd: int, records_end: int) -> None:
         import numpy as np
@@ -191,13 +205,14 @@ class IdIndex:
         assert self._mem is not None
         records = np.dtype([("hash", "<u8"), ("offset", "<u8")])   # _RECORD, as numpy reads it
         data = np.frombuffer(os.pread(fd, records_end - self._records_seen, self._records_seen), dtype=records)
-        self._mem.merge(data["hash"], data["offset"].astype(np.int64))
+        first = _number(self._records_seen)
+        self._mem.merge(data["hash"].copy(), np.arange(first, first + len(data), dtype=np.uint32))
         del data
         self._records_seen = records_end
 
     def _forget(self) -> None:
         if self._mem is not None:
-            self._mem = IdMemo()
+            self._mem = IdMemo(self._records)
         self._records_seen = _HEADER.size
 
     def _trim(self, fd: int, records_end: int, journal_size: int) -> tuple[int, int]:
@@ -216,7 +231,9 @@ class IdIndex:
 
 
 class IdMemo:
-    """Id hash -> journal offsets, in memory: sorted arrays (16 bytes a record) and a dict of the newest.
+    """Id hash -> journal offsets, in memory: each record's 32-bit hash prefix and its number in the
+    sidecar as two sorted arrays (8 bytes a record; `records` reads a hit's whole hash and offset back
+    from the sidecar), and the newest records in a dict (whole hash -> offsets).
 
     Written by one thread at a time (under the journal lock), read by any: a merge publishes the new
     arrays in one assignment before it empties the dict, so a reader never misses a record (it may
@@ -224,72 +241,94 @@ class IdMemo:
 
     merge_at = _MERGE_AT
 
-    def __init__(self) -> None:
+    def __init__(self, records: Records) -> None:
         import numpy as np
 
-        self._sorted: tuple[np.ndarray, np.ndarray] = (np.empty(0, np.uint64), np.empty(0, np.int64))
+        self._read = records
+        self._sorted: tuple[np.ndarray, np.ndarray] = (np.empty(0, np.uint32), np.empty(0, np.uint32))
         self._recent: dict[int, list[int]] = {}
+        # the dict's records, for the next merge: whole hashes and record numbers in the order added
+        self._recent_hashes, self._recent_numbers = array("Q"), array("I")
 
     def __len__(self) -> int:
-        return len(self._sorted[0]) + sum(map(len, self._recent.values()))
+        return len(self._sorted[0]) + len(self._recent_numbers)
 
     def get(self, h: int) -> list[int]:
         found = self._recent.get(h, [])   # before the arrays: a merge publishes them, then empties this
-        keys, offsets = self._sorted
-        if len(keys):
-            key = keys.dtype.type(h)
-            a = int(keys.searchsorted(key, side="left"))
-            if a < len(keys) and keys[a] == key:
-                b = int(keys.searchsorted(key, side="right"))
-                return offsets[a:b].tolist() + found
+        prefixes, numbers = self._sorted
+        if len(prefixes):
+            key = prefixes.dtype.type(h >> 32)
+            a = int(prefixes.searchsorted(key, side="left"))
+            if a < len(prefixes) and prefixes[a] == key:
+                b = int(prefixes.searchsorted(key, side="right"))
+                return [offset for stored, offset in self._read(numbers[a:b].tolist()) if stored == h] + found
         return list(found)
 
     def held(self, hashes: Sequence[int]) -> set[int]:
-        """The hashes of `hashes` that `get` finds an offset for, searched for all at once."""
+        """The hashes of `hashes` that `get` finds an offset for, searched for all at once (a prefix
+        found is confirmed by `get`: the same id again, or a prefix shared with 1 in 2^32/records)."""
         recent = self._recent      # read before the arrays: a merge publishes them, then empties this
         found = recent.keys() & hashes if recent else set()
-        keys = self._sorted[0]
-        if len(keys) and hashes:
+        prefixes = self._sorted[0]
+        if len(prefixes) and hashes:
             import numpy as np
 
             wanted = np.fromiter(hashes, np.uint64, len(hashes))
-            at = np.minimum(keys.searchsorted(wanted), len(keys) - 1)
-            found.update(wanted[keys[at] == wanted].tolist())
+            keys = (wanted >> np.uint64(32)).astype(np.uint32)
+            at = np.minimum(prefixes.searchsorted(keys), len(prefixes) - 1)
+            hit = prefixes[at] == keys
+            if hit.any():    # each prefix found: its records' whole hashes, read in one pass
+                numbers, ends = self._sorted[1], prefixes.searchsorted(keys[hit], side="right")
+                wanted_numbers = [n for a, b in zip(at[hit].tolist(), ends.tolist(), strict=True)
+                                  for n in numbers[a:b].tolist()]
+                stored = {h for h, _ in self._read(wanted_numbers)}
+                found.update(h for h in wanted[hit].tolist() if h in stored)
         return found
 
-    def add(self, h: int, offset: int) -> None:
-        self.add_many(((h, offset),))
+    def add(self, h: int, offset: int, number: int) -> None:
+        self.add_many(((h, offset),), number)
 
-    def add_many(self, pairs: Iterable[tuple[int, int]]) -> None:
-        recent = self._recent
+    def add_many(self, pairs: Iterable[tuple[int, int]], first: int) -> None:
+        """Records (hash, offset) that are, in order, the sidecar's records from number `first` on."""
+        recent, hashes = self._recent, self._recent_hashes
+        count = len(hashes)
         for h, offset in pairs:
             recent.setdefault(h, []).append(offset)
+            hashes.append(h)
+        self._recent_numbers.extend(range(first, first + len(hashes) - count))
         if len(recent) >= self.merge_at:
             import numpy as np
 
-            self.merge(np.empty(0, np.uint64), np.empty(0, np.int64))
+            self.merge(np.empty(0, np.uint64), np.empty(0, np.uint32))
 
-    def merge(self, hashes: np.ndarray, offsets: np.ndarray) -> None:
-        """Add records (the dict's too) to the sorted arrays: O(n) copies and a sort of the new ones."""
+    def merge(self, hashes: np.ndarray, numbers: np.ndarray) -> None:
+        """Add records (whole hashes and their numbers in the sidecar; the dict's too) to the sorted
+        arrays: O(n) copies and a sort of the new ones."""
         import numpy as np
 
-        recent = self._recent      # still read by lookups until the new arrays hold its records
-        if recent:
-            more = [(k, o) for k, offs in recent.items() for o in offs]
-            hashes = np.concatenate([hashes, np.fromiter((k for k, _ in more), np.uint64, len(more))])
-            offsets = np.concatenate([offsets, np.fromiter((o for _, o in more), np.int64, len(more))])
-        order = np.argsort(hashes)     # equal hashes (a collision, or an id twice) may come in any order
-        hashes, offsets = hashes[order], offsets[order]
+        if self._recent_numbers:   # the dict is still read by lookups until the new arrays hold its records
+            hashes = np.concatenate([hashes, np.frombuffer(self._recent_hashes, np.uint64)])
+            numbers = np.concatenate([numbers, np.frombuffer(self._recent_numbers, np.uint32)])
+        prefixes = (hashes >> np.uint64(32)).astype(np.uint32)
+        order = np.argsort(prefixes, kind="stable")     # equal prefixes (a collision, an id twice): in any order
+        prefixes, numbers = prefixes[order], numbers[order].astype(np.uint32)
+        del order
         keys, values = self._sorted
         if len(keys):
-            at = np.searchsorted(keys, hashes, side="right")
-            hashes, offsets = np.insert(keys, at, hashes), np.insert(values, at, offsets)
-        self._sorted = (hashes, offsets)
+            at = np.searchsorted(keys, prefixes, side="right")
+            prefixes, numbers = np.insert(keys, at, prefixes), np.insert(values, at, numbers)
+        self._sorted = (prefixes, numbers)
         self._recent = {}
+        self._recent_hashes, self._recent_numbers = array("Q"), array("I")
 
     @property
     def nbytes(self) -> int:
-        return self._sorted[0].nbytes + self._sorted[1].nbytes + 100 * len(self._recent)
+        return self._sorted[0].nbytes + self._sorted[1].nbytes + 112 * len(self._recent_numbers)
+
+
+def _number(position: int) -> int:
+    """The number of the sidecar record at byte `position`."""
+    return (position - _HEADER.size) // _RECORD.size
 
 
 def _scan(view: mmap.mmap, h: int) -> list[int]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from array import array
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, MutableMapping, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 
@@ -82,7 +82,7 @@ class TokenCosineIndex:
         self.thesaurus: Thesaurus | None = None
         self.settings = settings
         self.assoc: Associations | None = None
-        self._vocab: dict[str, int] = {}
+        self._vocab: MutableMapping[str, int] = {}    # a loaded index's is a `Vocabulary` (cosine_state.restore)
         self._extractor = TermExtractor(self._vocab)
         self._maps: dict[int, Column] = {}  # worker pid -> its term ids -> ours (parallel builds)
         self._df = Column(np.int32)

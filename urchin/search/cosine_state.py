@@ -16,6 +16,7 @@ import numpy as np
 from urchin.search.extract import LABELS, TermExtractor
 from urchin.search.postings import Blob, Codes, Column, Segment, SplitColumn
 from urchin.search.scope import SessionScopes
+from urchin.search.vocab import Vocabulary
 
 if TYPE_CHECKING:
     from urchin.search.cosine import TokenCosineIndex
@@ -33,7 +34,7 @@ class IndexState:
     state is written. `segments` are (indptr, rows, tf) per segment."""
 
     meta: dict[str, Any]
-    vocab: list[str]  # in id order
+    vocab: list[str] | Vocabulary  # in id order (a loaded index's: its saved blob and the terms added since)
     labels: dict[str, list[str]]  # per label field, values in code order
     arrays: dict[str, np.ndarray]
     segments: list[tuple[np.ndarray, np.ndarray, np.ndarray]]
@@ -48,6 +49,8 @@ def take(index: TokenCosineIndex, copy: bool = True) -> IndexState:
     own: Any = np.copy if copy else (lambda a: a)
     arrays = {name: own(getattr(index, f"_{name}").view()) for name in COLUMNS}
     arrays["df"] = own(index._df.view())
+    # saved so a load maps them instead of computing an owned 8-byte-a-row running maximum
+    arrays["ts_max"], arrays["late"] = own(index._ts_max.view()), own(index._late.view())
     arrays["ids"] = index._id_bytes.array()
     for name, codes in index._fields.items():
         arrays[f"label_{name}"] = own(codes.column.view())
@@ -55,7 +58,8 @@ def take(index: TokenCosineIndex, copy: bool = True) -> IndexState:
         arrays[f"pending_{name}"] = values.copy()
     meta = {"rows": len(index), "terms": len(index._vocab), "refreshed_at": index._refreshed_at,
             "context": index.settings.context, "context_turns": len(index.context_weights)}
-    return IndexState(meta, list(index._vocab), {n: c.values_in_order() for n, c in index._fields.items()},
+    vocab = index._vocab.copy() if isinstance(index._vocab, Vocabulary) else list(index._vocab)
+    return IndexState(meta, vocab, {n: c.values_in_order() for n, c in index._fields.items()},
                       arrays, [(s.indptr, s.rows, s.tf) for s in index._segments])
 
 
@@ -65,9 +69,12 @@ def restore(index: TokenCosineIndex, state: IndexState) -> None:
     meta, arrays = state.meta, state.arrays
     n, n_terms = int(meta["rows"]), int(meta["terms"])
     _check_state(state, n, n_terms)
-    index._vocab.update(zip(state.vocab, range(n_terms), strict=True))
-    if len(index._vocab) != n_terms:
-        raise ValueError("vocabulary: repeated terms")
+    if isinstance(state.vocab, Vocabulary):   # checked for repeated terms when it was made
+        index._vocab = state.vocab.copy()
+    else:
+        index._vocab.update(zip(state.vocab, range(n_terms), strict=True))
+        if len(index._vocab) != n_terms:
+            raise ValueError("vocabulary: repeated terms")
     index._df = Column.of(arrays["df"])
     fills = {"norm": 1, "prev": -1, "next": -1}
     for name in COLUMNS:
@@ -81,12 +88,7 @@ def restore(index: TokenCosineIndex, state: IndexState) -> None:
     index._segments = [Segment(*parts) for parts in state.segments]
     for name, kind in (("terms", "i"), ("rows", "i"), ("tf", "B")):
         setattr(index, f"_pending_{name}", array(kind, arrays[f"pending_{name}"].tobytes()))
-    ts = arrays["ts"]
-    # owned, with the same room as the loaded columns (its untouched pages are never resident)
-    whole = np.empty(n + len(state.room.get("ts", ts)) - len(ts), dtype=ts.dtype)
-    ts_max = np.maximum.accumulate(ts, out=whole[:n]) if n else whole[:0]
-    index._ts_max = Column.of(ts_max, room=whole)
-    index._late = Column.of(np.flatnonzero(ts < ts_max).astype(np.int32))
+    index._ts_max, index._late = _windows(arrays, state.room, n)
     sessions, nxt = arrays["label_session"], arrays["next"]
     ends = np.flatnonzero((sessions >= 0) & (nxt < 0))
     index._session_last = dict(zip(sessions[ends].tolist(), ends.tolist(), strict=True))
@@ -96,6 +98,18 @@ def restore(index: TokenCosineIndex, state: IndexState) -> None:
     index._refreshed_at = int(meta["refreshed_at"])
     index._norm_total = float(index._norm.data[:n].sum(dtype=np.float64))
     index._extractor = TermExtractor(index._vocab)
+
+
+def _windows(arrays: dict[str, np.ndarray], room: dict[str, np.ndarray], n: int) -> tuple[Column, Column]:
+    """`ts_max` and `late` as saved (a map, like `ts`), or computed from `ts` for a save made before
+    they were saved (then `ts_max` is owned: 8 bytes a row of anonymous memory)."""
+    if "ts_max" in arrays and "late" in arrays:
+        return Column.of(arrays["ts_max"], room=room.get("ts_max")), Column.of(arrays["late"])
+    ts = arrays["ts"]
+    # owned, with the same room as the loaded columns (its untouched pages are never resident)
+    whole = np.empty(n + len(room.get("ts", ts)) - len(ts), dtype=ts.dtype)
+    ts_max = np.maximum.accumulate(ts, out=whole[:n]) if n else whole[:0]
+    return Column.of(ts_max, room=whole), Column.of(np.flatnonzero(ts < ts_max).astype(np.int32))
 
 
 def _check_state(state: IndexState, n: int, n_terms: int) -> None:
@@ -109,6 +123,13 @@ def _check_state(state: IndexState, n: int, n_terms: int) -> None:
     need(len(state.vocab) == n_terms and len(arrays["df"]) == n_terms, "vocabulary: size")
     for name in (*COLUMNS, *(f"label_{x}" for x in LABELS)):
         need(arrays[name].ndim == 1 and len(arrays[name]) == n, f"{name}: length")
+    if "ts_max" in arrays or "late" in arrays:
+        ts_max, late = arrays.get("ts_max"), arrays.get("late")
+        need(ts_max is not None and late is not None and ts_max.ndim == 1 and len(ts_max) == n
+             and ts_max.dtype == arrays["ts"].dtype and late.ndim == 1 and late.dtype == np.int32, "ts_max: shape")
+        assert ts_max is not None and late is not None
+        need(not n or int(ts_max[-1]) == int(arrays["ts"].max()), "ts_max: maximum")
+        need(not len(late) or (int(late.min()) >= 0 and int(late.max()) < n), "late: bounds")
     for name in ("prev", "next"):
         need(not n or (int(arrays[name].min()) >= -1 and int(arrays[name].max()) < n), f"{name}: bounds")
     for name in LABELS:

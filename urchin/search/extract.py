@@ -13,10 +13,11 @@ import re
 import subprocess
 import sys
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, MutableMapping, Reversible, Sequence
 from dataclasses import dataclass, field
 from itertools import chain
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 import orjson
@@ -66,7 +67,7 @@ class _WordIds(dict[str, tuple[int, ...]]):
 
     limit = 1 << 16
 
-    def __init__(self, vocab: dict[str, int]) -> None:
+    def __init__(self, vocab: MutableMapping[str, int]) -> None:
         super().__init__()
         self.vocab = vocab
         self[_END] = (-1,)
@@ -107,8 +108,8 @@ class TermExtractor:
     """Turns lines or events into `Batch`es, interning terms into `vocab` (the index's own, or a
     worker's private one)."""
 
-    def __init__(self, vocab: dict[str, int] | None = None, worker: int = 0) -> None:
-        self.vocab: dict[str, int] = {} if vocab is None else vocab
+    def __init__(self, vocab: MutableMapping[str, int] | None = None, worker: int = 0) -> None:
+        self.vocab: MutableMapping[str, int] = {} if vocab is None else vocab
         self.worker = worker
         self._words = _WordIds(self.vocab)
         self._parts = _PartIds(self._words)
@@ -211,13 +212,14 @@ def _text(content: str, title: str | None, tags: Sequence[str], source: str, wor
     return text.replace(_END, " ") if _END in text else text
 
 
-def _tail(vocab: dict[str, int], start: int) -> Iterator[str]:
+def _tail(vocab: MutableMapping[str, int], start: int) -> Iterator[str]:
     """Terms with ids >= start: the last ones inserted (ids are handed out in insertion order)."""
     count = len(vocab) - start
     if count <= 0:
         return iter(())
     out: list[str] = []
-    for term in reversed(vocab):  # dicts iterate backwards in C: no walk over the old terms
+    # dicts iterate backwards in C, a loaded `Vocabulary` from its added terms: no walk over the old terms
+    for term in reversed(cast("Reversible[str]", vocab)):
         out.append(term)
         if len(out) == count:
             break
