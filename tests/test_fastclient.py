@@ -189,18 +189,3 @@ def test_without_a_daemon_the_full_cli_answers(tmp_path: Path) -> None:
     env = {"URCHIN_HOME": str(home)}
     for args in (("search", "alpha"), ("recent", "--hours", "1e7", "--json"), ("search", "")):
         _same(run_urchin(*args, env=env), run_full_cli(*args, env=env))
-
-
-def test_the_fast_clients_defaults_and_options_are_the_contracts() -> None:
-    """The fast client stays off orjson and click, so it restates what it needs of the contract:
-    the defaults it sends and the options it accepts must be the contract's, or it falls behind."""
-    from urchin.contract import OPERATIONS
-    from urchin.daemon import fastclient
-
-    for command, (hours, limit) in fastclient._DEFAULTS.items():
-        op = OPERATIONS[command]
-        assert (op.param("hours").default, op.param("limit").default) == (hours, limit), command
-        route, options, takes_query, _ = fastclient._COMMANDS[command]
-        declared = {p.name for p in op.params if not p.positional}
-        assert set(options) <= declared, (command, set(options) - declared)
-        assert takes_query == any(p.positional for p in op.params), command

@@ -5,7 +5,9 @@ The daemon holds the hot index, so the whole cost of such a command is the clien
 `urchin/__main__.py` calls `run(argv)` before it imports click, and this module answers with the
 standard library alone (`_json`, `_socket`, fcntl: urchin/wire.py; no `json`, whose import compiles
 regular expressions): one HTTP/1.1 request over the daemon's Unix socket or loopback port, found
-through `$URCHIN_HOME/daemon.json` exactly as `client.find_daemon` finds it.
+through `$URCHIN_HOME/daemon.json` exactly as `client.find_daemon` finds it. Each command's route, the
+options it takes, their wire names, types and defaults are the contract's, read from the generated
+urchin/daemon/fasttable.py (the contract itself is too heavy an import for this path).
 
 It answers only what it can answer byte for byte as the full CLI would (`tests/test_fastclient.py`
 runs both): any other flag, `--help`, a repeated option, a config file or environment setting it
@@ -20,22 +22,20 @@ from __future__ import annotations
 import os
 import sys
 
+from urchin.daemon.fasttable import COMMANDS
 from urchin.wire import loads
 
 TYPE_CHECKING = False   # not `typing`'s: a fast path pays for every import
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping
+    from collections.abc import Callable, Collection, Mapping
     from typing import Any
 
-__all__ = ["run", "locate", "home_option", "option_value", "read_args", "quote", "request_body", "Fallback"]
+__all__ = ["run", "LISTINGS", "locate", "home_option", "option_value", "read_args", "typed", "quote",
+           "request_body", "Fallback"]
 
-# command -> (route, options taking a value, takes a query argument, prints the score)
-_COMMANDS: dict[str, tuple[str, tuple[str, ...], bool, bool]] = {
-    "search": ("/search", ("hours", "limit", "source", "workspace", "session", "kind"), True, False),
-    "semantic": ("/semantic", ("hours", "limit", "source", "workspace", "session", "kind"), True, True),
-    "recent": ("/recent", ("hours", "limit", "source"), False, False),
-}
-_DEFAULTS = {"search": (168.0, 20), "semantic": (168.0, 10), "recent": (24.0, 20)}
+LISTINGS = ("search", "semantic", "recent")   # the commands answered here: a list of events (fastcalls: the rest)
+_SCORED = ("semantic",)                        # its lines show each hit's score
+_TYPES = {"text": str, "int": int, "number": float}   # click's STRING, INT and FLOAT
 # Settings.resolve validates these (and config.toml): when any is present, it resolves them itself.
 # URCHIN_EMBEDDER_URL/MODEL too: the full CLI then says whether the daemon's own settings answered.
 _VALIDATED_ENV = ("URCHIN_DURABILITY", "URCHIN_EMBEDDER_API", "URCHIN_SOFT_CAP_BYTES", "URCHIN_EMBEDDER_TIMEOUT",
@@ -57,7 +57,7 @@ def run(argv: list[str], commands: Mapping[str, Callable[[str | None, str, list[
         ) -> int | None:
     """Answer `argv` (without the program name) through the daemon, or None for the full CLI.
     `commands`: the answers of other commands on these rules (`fastcalls.run` passes its own)."""
-    commands = commands or dict.fromkeys(_COMMANDS, _listing)
+    commands = commands or dict.fromkeys(LISTINGS, _listing)
     try:
         if not all(_utf8(stream) for stream in (sys.stdout, sys.stderr)):
             raise Fallback  # click re-wraps a misconfigured stream; only it knows how
@@ -71,19 +71,23 @@ def run(argv: list[str], commands: Mapping[str, Callable[[str | None, str, list[
 
 
 def _listing(home: str | None, command: str, args: list[str]) -> Answer:
-    """`search`, `semantic` or `recent`: one GET with the query string httpx would send."""
-    _, names, wants_query, with_score = _COMMANDS[command]
-    values, positional, as_json = read_args(args, names, 1 if wants_query else 0)
+    """`search`, `semantic` or `recent`: one GET, its query string the positional argument, then each option
+    given or with a default (`--hours 1e9` as `hours=1000000000.0`)."""
+    method, path, positional, options, _ = COMMANDS[command]
+    values, given, as_json = read_args(args, options, 1 if positional else 0)
     token, address, _ = locate(home)
-    params = [("query", positional[0])] if wants_query else []
-    options = _typed(command, values)
-    body = request_body(address, token, "GET", f"{_COMMANDS[command][0]}?{_query(params + options)}")
-    return _format(body, as_json, with_score=with_score), _older(body, options) if command == "search" else []
+    sent = [(positional, given[0])] if positional else []
+    for flag, (wire, kind, default) in options.items():
+        value = typed(kind, values[flag]) if flag in values else default
+        if value is not None:
+            sent.append((wire, str(value)))
+    body = request_body(address, token, method, f"{path}?{_query(sent)}")
+    return _format(body, as_json, with_score=command in _SCORED), _older(body, sent) if command == "search" else []
 
 
 # ---- the command line, as click would read it ------------------------------------------------------
-def read_args(args: list[str], names: tuple[str, ...], positionals: int) -> tuple[dict[str, str], list[str], bool]:
-    """(options by name, positional arguments, --json) as click reads them, or Fallback for anything
+def read_args(args: list[str], flags: Collection[str], positionals: int) -> tuple[dict[str, str], list[str], bool]:
+    """(options by flag, positional arguments, --json) as click reads them, or Fallback for anything
     else: another flag, a repeated option, the wrong number of arguments."""
     values: dict[str, str] = {}
     positional: list[str] = []
@@ -94,11 +98,11 @@ def read_args(args: list[str], names: tuple[str, ...], positionals: int) -> tupl
             if as_json:
                 raise Fallback
             as_json, args = True, args[1:]
-        elif arg.startswith("--") and arg[2:].partition("=")[0] in names:
-            name = arg[2:].partition("=")[0]
-            if name in values:
+        elif arg.startswith("--") and arg.partition("=")[0] in flags:
+            flag = arg.partition("=")[0]
+            if flag in values:
                 raise Fallback
-            values[name], args = option_value(args, "--" + name)
+            values[flag], args = option_value(args, flag)
         elif arg.startswith("-") and arg != "-":
             raise Fallback  # --help, -h, --, an unknown flag: click's own message
         else:
@@ -131,17 +135,13 @@ def option_value(args: list[str], flag: str) -> tuple[str, list[str]]:
     return args[1], args[2:]
 
 
-def _typed(command: str, values: dict[str, str]) -> list[tuple[str, str]]:
-    """The query string httpx sends for the full CLI's call (click's FLOAT and INT, then str())."""
-    hours, limit = _DEFAULTS[command]
+def typed(kind: str, text: str) -> str | int | float:
+    """An option's value as click's type for its kind reads it (`int(" 3 ")`, `float("1_000")`), or Fallback:
+    click then says what is wrong with it."""
     try:
-        hours = float(values.pop("hours")) if "hours" in values else hours
-        limit = int(values.pop("limit")) if "limit" in values else limit
+        return _TYPES[kind](text)
     except ValueError:
         raise Fallback from None
-    out = [("hours", str(hours)), ("limit", str(limit))]
-    order = ("source", "workspace", "session", "kind")
-    return out + [(name, values[name]) for name in order if name in values]
 
 
 # ---- finding the daemon, as client.find_daemon does -------------------------------------------------
