@@ -189,3 +189,14 @@ def test_without_a_daemon_the_full_cli_answers(tmp_path: Path) -> None:
     env = {"URCHIN_HOME": str(home)}
     for args in (("search", "alpha"), ("recent", "--hours", "1e7", "--json"), ("search", "")):
         _same(run_urchin(*args, env=env), run_full_cli(*args, env=env))
+
+
+def test_on_a_terminal_the_fast_path_shows_control_characters_as_the_full_cli_does() -> None:
+    """Both replace C0 (but tab and newline), DEL and C1 with U+FFFD on a terminal (the full CLI's stream
+    in urchin/cli/group.py, the fast path's own table, built on first use)."""
+    from urchin.cli.group import _CONTROL
+    from urchin.daemon.fastclient import _shown_on_terminal
+
+    every = "".join(map(chr, range(0x3000)))
+    assert _shown_on_terminal(every) == _CONTROL.sub("\ufffd", every) != every
+    assert _shown_on_terminal(every) == _shown_on_terminal(every)   # the table, once built, is the same

@@ -1,8 +1,8 @@
-"""The light clients' table (urchin/daemon/fasttable.py) is what the contract makes of it: regenerated
-here, it equals the checked-in file; every option the contract declares for a fast command is taken
-by the fast path from the table or falls through to the full CLI by name; and the light reader takes
-exactly the table's options. In process, no daemon: the answers themselves are tests/test_fastclient.py's
-and tests/test_fastcalls.py's byte-for-byte comparisons with the full CLI."""
+"""The light clients' table (the generated block `COMMANDS` of urchin/daemon/fastclient.py) is what the
+contract makes of it: regenerated here, it equals the checked-in block; every option the contract declares
+for a fast command is taken by the fast path from the table or falls through to the full CLI by name; and
+the light reader takes exactly the table's options. In process, no daemon: the answers themselves are
+tests/test_fastclient.py's and tests/test_fastcalls.py's byte-for-byte comparisons with the full CLI."""
 
 from __future__ import annotations
 
@@ -14,14 +14,14 @@ import pytest
 from urchin.contract import OPERATIONS
 from urchin.contract.access import ACCESS
 from urchin.daemon import fastcalls, fastclient
-from urchin.daemon.fastclient import Fallback, read_args
-from urchin.daemon.fasttable import COMMANDS
-from urchin.daemon.fasttable_gen import LIGHT, PATH, entry, render
+from urchin.daemon.fastclient import COMMANDS, Fallback, read_args
+from urchin.daemon.fasttable_gen import LIGHT, PATH, entry, rewrite
 
 
 def test_the_checked_in_table_is_what_the_contract_makes() -> None:
-    assert PATH.read_text(encoding="utf-8") == render(), \
-        "the contract changed: run `python -m urchin.daemon.fasttable_gen` and commit urchin/daemon/fasttable.py"
+    text = PATH.read_text(encoding="utf-8")
+    assert text == rewrite(text), \
+        "the contract changed: run `python -m urchin.daemon.fasttable_gen` and commit urchin/daemon/fastclient.py"
 
 
 @pytest.mark.parametrize("command", list(COMMANDS))

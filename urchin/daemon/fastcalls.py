@@ -1,7 +1,7 @@
 """`urchin context|recall|get` beside a running daemon, on fastclient.py's rules: the standard library
 (and, for `context`, its one render from `urchin.contract.render`), one request, the full CLI's bytes.
 
-Each takes the options people type most (urchin/daemon/fasttable.py, generated from the contract, names
+Each takes the options people type most (`fastclient.COMMANDS`, generated from the contract, names
 them, with their routes, wire names and types); any other flag is the full CLI's. Values are typed as
 click types them (INT, FLOAT), sent as the full CLI sends them (`RemoteMemory`: a JSON body for
 `/context` and `/recall`, the quoted id for `/events/`), and checked by the daemon with the one
@@ -11,8 +11,7 @@ validator: any answer but 200 goes to the full CLI, which then reports it as it 
 from __future__ import annotations
 
 from urchin.daemon import fastclient
-from urchin.daemon.fastclient import Fallback, locate, quote, read_args, request_body, typed
-from urchin.daemon.fasttable import COMMANDS
+from urchin.daemon.fastclient import COMMANDS, Fallback, locate, quote, read_args, request_body, typed
 from urchin.wire import dumps, loads
 
 TYPE_CHECKING = False   # not `typing`'s: a fast path pays for every import
