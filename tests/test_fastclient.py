@@ -191,16 +191,12 @@ def test_without_a_daemon_the_full_cli_answers(tmp_path: Path) -> None:
         _same(run_urchin(*args, env=env), run_full_cli(*args, env=env))
 
 
-def test_the_fast_clients_defaults_and_options_are_the_contracts() -> None:
-    """The fast client stays off orjson and click, so it restates what it needs of the contract:
-    the defaults it sends and the options it accepts must be the contract's, or it falls behind."""
-    from urchin.contract import OPERATIONS
-    from urchin.daemon import fastclient
+def test_on_a_terminal_the_fast_path_shows_control_characters_as_the_full_cli_does() -> None:
+    """Both replace C0 (but tab and newline), DEL and C1 with U+FFFD on a terminal (the full CLI's stream
+    in urchin/cli/group.py, the fast path's own table, built on first use)."""
+    from urchin.cli.group import _CONTROL
+    from urchin.daemon.fastclient import _shown_on_terminal
 
-    for command, (hours, limit) in fastclient._DEFAULTS.items():
-        op = OPERATIONS[command]
-        assert (op.param("hours").default, op.param("limit").default) == (hours, limit), command
-        route, options, takes_query, _ = fastclient._COMMANDS[command]
-        declared = {p.name for p in op.params if not p.positional}
-        assert set(options) <= declared, (command, set(options) - declared)
-        assert takes_query == any(p.positional for p in op.params), command
+    every = "".join(map(chr, range(0x3000)))
+    assert _shown_on_terminal(every) == _CONTROL.sub("\ufffd", every) != every
+    assert _shown_on_terminal(every) == _shown_on_terminal(every)   # the table, once built, is the same

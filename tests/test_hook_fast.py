@@ -272,3 +272,19 @@ def test_an_unreachable_daemon_is_not_waited_on_twice_and_the_log_says_so(urchin
     assert [e["session"] for e in _events(urchin_home)] == ["closed"]
     log = (urchin_home / "hooks.log").read_text()
     assert log.count("did not answer") == 1 and "POST /hook" in log        # the full path did not ask again
+
+
+def test_the_fast_hook_reads_the_flags_the_hook_command_declares() -> None:
+    """`urchin hook` is parsed twice: by `hook_fast.parse` beside a daemon, by click otherwise. Both take
+    the same flags into the same fields, or a flag one of them drops is lost on one path only."""
+    import click
+
+    from urchin.cli import main
+
+    hook = main.commands["hook"]
+    flags = {opt: param.name for param in hook.params if isinstance(param, click.Option) for opt in param.opts}
+    flags["--home"] = "home"   # the group's option, which the fast hook reads after the agent too
+    assert {"--home"} == {opt for param in main.params for opt in param.opts if opt.startswith("--home")}
+    fields = {flag: "shell" if name == "shell_name" else name for flag, name in flags.items()}
+    assert hook_fast._OPTIONS == fields
+    assert set(hook_fast.FIELDS) == set(fields.values()) - {"event", "home"}

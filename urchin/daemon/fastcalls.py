@@ -1,7 +1,8 @@
 """`urchin context|recall|get` beside a running daemon, on fastclient.py's rules: the standard library
 (and, for `context`, its one render from `urchin.contract.render`), one request, the full CLI's bytes.
 
-Each takes the options people type most; any other flag is the full CLI's. Values are typed as
+Each takes the options people type most (`fastclient.COMMANDS`, generated from the contract, names
+them, with their routes, wire names and types); any other flag is the full CLI's. Values are typed as
 click types them (INT, FLOAT), sent as the full CLI sends them (`RemoteMemory`: a JSON body for
 `/context` and `/recall`, the quoted id for `/events/`), and checked by the daemon with the one
 validator: any answer but 200 goes to the full CLI, which then reports it as it always did.
@@ -10,22 +11,16 @@ validator: any answer but 200 goes to the full CLI, which then reports it as it 
 from __future__ import annotations
 
 from urchin.daemon import fastclient
-from urchin.daemon.fastclient import Fallback, locate, quote, read_args, request_body
+from urchin.daemon.fastclient import COMMANDS, Fallback, locate, quote, read_args, request_body, typed
 from urchin.wire import dumps, loads
 
 TYPE_CHECKING = False   # not `typing`'s: a fast path pays for every import
 if TYPE_CHECKING:
-    from collections.abc import Callable
     from typing import Any
 
 __all__ = ["run", "answer", "CALLS"]
 
-# command -> (options taking a value, with the click type that reads them; the positional argument)
-CALLS: dict[str, tuple[dict[str, Callable[[str], Any]], str | None]] = {
-    "context": ({"limit": int, "workspace": str, "session": str, "hours": float}, "query"),
-    "recall": ({"workspace": str, "cwd": str, "session": str, "prompt": str, "budget": int}, None),
-    "get": ({}, "id"),
-}
+CALLS = ("context", "recall", "get")   # the commands answered here (fastclient: the lists of events)
 
 
 def run(argv: list[str]) -> int | None:
@@ -35,22 +30,19 @@ def run(argv: list[str]) -> int | None:
 
 def answer(home: str | None, command: str, args: list[str]) -> tuple[list[str], list[str]]:
     """The lines the full CLI prints for `command args` (stdout, stderr), or Fallback."""
-    types, positional = CALLS[command]
-    values, given, as_json = read_args(args, tuple(types), 1 if positional else 0)
+    method, path, positional, options, _ = COMMANDS[command]
+    values, given, as_json = read_args(args, options, 1 if positional else 0)
     params: dict[str, Any] = {positional: given[0]} if positional else {}
-    try:
-        params.update((name, types[name](value)) for name, value in values.items())
-    except ValueError:
-        raise Fallback from None
+    params.update((options[flag][0], typed(options[flag][1], value)) for flag, value in values.items())
     token, address, _ = locate(home)
-    if command == "get":
-        body = request_body(address, token, "GET", "/events/" + quote(params["id"]))
+    if path.endswith("/"):       # GET /events/<id>
+        body = request_body(address, token, method, path + quote(params.pop(positional)))
     else:
         try:
             payload = dumps(params).encode("utf-8")
         except (ValueError, UnicodeEncodeError):
             raise Fallback from None     # nan, an undecodable argv byte: the full CLI says what is wrong
-        body = request_body(address, token, "POST", "/" + command, payload)
+        body = request_body(address, token, method, path, payload)
     return _lines(command, body, as_json), []
 
 

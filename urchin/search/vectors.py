@@ -13,20 +13,21 @@ reader loads that prefix, never repairing what a writer may still be appending.
 from __future__ import annotations
 
 import contextlib
-import fcntl
-import hashlib
 import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, Protocol
 
 import numpy as np
 import orjson
 
 from urchin.errors import EmbedderError
-from urchin.fileio import append_synced, ensure_private_dir, fsync_dir, rename_into_place, write_private, write_synced
+from urchin.fileio import append_synced, fsync_dir, rename_into_place, write_private, write_synced
+from urchin.search.vector_feed import BACKGROUND_CHUNK, embed_events, event_text
+from urchin.search.vector_keys import KeyIndex, key_of
+from urchin.search.vector_lock import CacheBusy, WritersLock
+from urchin.search.vector_math import BACKGROUND_ROWS, background, normalise
 
 __all__ = ["VectorCache", "CacheBusy", "embed_events", "event_text", "background", "BACKGROUND_CHUNK",
            "BACKGROUND_ROWS"]
@@ -38,21 +39,6 @@ DTYPE = np.dtype("<f4")
 # One record per row beside the matrix: the event time (window selection) and a 64-bit hash of
 # the id (membership without holding a million Python strings).
 ROW = np.dtype([("ts", "<i8"), ("key", "<u8")])
-MERGE_AT = 65536  # recent keys kept in a set until they are merged into the sorted array
-
-
-# Texts per embedding request of background work (the daemon's embedder loop, the index feed), one
-# request at a time: the cache's writers' lock is held across a request, and a query's own request at
-# the embedder queues behind it, so each stays one small batch long.
-BACKGROUND_CHUNK = 16
-
-
-class CacheBusy(EmbedderError):
-    """Another writer holds the cache's lock (a query does not wait for it; see `exclusive`)."""
-
-
-def _key(event_id: str) -> int:
-    return int.from_bytes(hashlib.blake2b(event_id.encode(), digest_size=8).digest(), "little")
 
 
 class VectorCache:
@@ -73,16 +59,11 @@ class VectorCache:
         self.dim = dim
         self.fsync = fsync
         self._lock = threading.RLock()     # this object's state; never held while waiting for `exclusive`
-        self._writer = threading.RLock()   # this process's half of `exclusive`
-        self._lock_fd = -1
-        self._depth = 0
-        self._owner = 0        # the thread holding `exclusive`
+        self._writers = WritersLock(self.path)
         self._n = 0
         self._matrix: np.ndarray = np.zeros((0, dim), DTYPE)
         self._ts = np.zeros(0, np.int64)
-        self._sorted_keys = np.zeros(0, np.uint64)
-        self._sorted_rows = np.zeros(0, np.int64)   # the row of each sorted key
-        self._recent: dict[int, int] = {}           # key -> row, merged into the sorted arrays in bulk
+        self._keys = KeyIndex()                     # key -> row
         self._ids = bytearray()
         self._offsets: list[int] = [0]  # start of each id in _ids, plus the end
         self._ts_sorted = True
@@ -97,34 +78,8 @@ class VectorCache:
         from "which ids are missing" to "added" so two writers never embed the same event. `wait=False`
         (a query's inline catch-up) raises `CacheBusy` instead of waiting for another writer: the index
         process holds it while its embedding request runs, at the lowest CPU priority."""
-        if not self._writer.acquire(blocking=wait):
-            raise CacheBusy(f"vector cache {self.path}: another writer is embedding")
-        try:
-            if self._depth == 0:
-                ensure_private_dir(self.path.parent)     # <root>/vectors too, if it was made loose
-                ensure_private_dir(self.path)
-                fd = os.open(self.path / "lock", os.O_RDWR | os.O_CREAT, 0o600)
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
-                except BlockingIOError:
-                    os.close(fd)
-                    raise CacheBusy(f"vector cache {self.path}: another writer is embedding") from None
-                except BaseException:
-                    os.close(fd)
-                    raise
-                self._lock_fd = fd
-                self._owner = threading.get_ident()
-            self._depth += 1
-            try:
-                yield
-            finally:
-                self._depth -= 1
-                if self._depth == 0:
-                    self._owner = 0
-                    os.close(self._lock_fd)     # releases the flock
-                    self._lock_fd = -1
-        finally:
-            self._writer.release()
+        with self._writers.hold(wait):
+            yield
 
     def open(self, wait: bool = True) -> VectorCache:
         """Open (creating) the cache, finishing a drop and trimming a torn append under the writers'
@@ -194,11 +149,7 @@ class VectorCache:
             os.truncate(self.path / "rows.bin", n * ROW.itemsize)
         rows = np.fromfile(self.path / "rows.bin", dtype=ROW, count=n)
         self._ts = rows["ts"].astype(np.int64)
-        keys = rows["key"].astype(np.uint64)
-        order = np.argsort(keys, kind="stable")
-        self._sorted_keys = keys[order]
-        self._sorted_rows = order.astype(np.int64)
-        self._recent = {}
+        self._keys = KeyIndex(rows["key"])
         self._ids = bytearray(ids[:complete])
         ends = np.flatnonzero(np.frombuffer(bytes(self._ids), dtype=np.uint8) == 10) + 1
         self._offsets = [0, *ends.tolist()]
@@ -274,18 +225,13 @@ class VectorCache:
     # -- membership ------------------------------------------------------------------------
 
     def __contains__(self, event_id: object) -> bool:
-        return isinstance(event_id, str) and self._has_key(_key(event_id))
+        return isinstance(event_id, str) and self._has_key(key_of(event_id))
 
     def _has_key(self, key: int) -> bool:
         return self._row_of(key) is not None
 
     def _row_of(self, key: int) -> int | None:
-        row = self._recent.get(key)
-        if row is not None:
-            return row
-        keys = self._sorted_keys
-        i = int(np.searchsorted(keys, np.uint64(key)))
-        return int(self._sorted_rows[i]) if i < len(keys) and int(keys[i]) == key else None
+        return self._keys.row_of(key)
 
     def vectors_of(self, ids: Iterable[str]) -> dict[str, np.ndarray]:
         """The cached (unit-length) vectors of those of `ids` the cache holds, another process's too."""
@@ -293,7 +239,7 @@ class VectorCache:
         with self._lock:
             out = {}
             for event_id in ids:
-                row = self._row_of(_key(event_id))
+                row = self._row_of(key_of(event_id))
                 if row is not None:
                     out[event_id] = np.array(self._matrix[row])
             return out
@@ -305,7 +251,7 @@ class VectorCache:
         self.refresh()
         with self._lock:
             for event_id in ids:
-                if event_id not in seen and not self._has_key(_key(event_id)):
+                if event_id not in seen and not self._has_key(key_of(event_id)):
                     seen.add(event_id)
                     out.append(event_id)
         return out
@@ -329,7 +275,7 @@ class VectorCache:
             keep, keys = [], []
             batch_keys: set[int] = set()
             for i, event_id in enumerate(ids):
-                key = _key(event_id)
+                key = key_of(event_id)
                 if key not in batch_keys and not self._has_key(key):
                     batch_keys.add(key)
                     keep.append(i)
@@ -337,7 +283,7 @@ class VectorCache:
             if not keep:
                 return 0
             # Cosine search is then a plain dot product.
-            block = _normalise(vectors[keep]).astype(DTYPE)
+            block = normalise(vectors[keep]).astype(DTYPE)
             rows = np.zeros(len(keep), dtype=ROW)
             rows["ts"] = np.asarray(timestamps_ms, dtype=np.int64)[keep]
             rows["key"] = np.asarray(keys, dtype=np.uint64)
@@ -358,14 +304,7 @@ class VectorCache:
         self._ids += id_bytes
         ends = np.flatnonzero(np.frombuffer(id_bytes, dtype=np.uint8) == 10) + 1 + base
         self._offsets.extend(ends.tolist())
-        self._recent.update(zip(keys, range(self._n, self._n + len(keys)), strict=True))
-        if len(self._recent) >= MERGE_AT:
-            merged = np.concatenate([self._sorted_keys, np.fromiter(self._recent, np.uint64, len(self._recent))])
-            merged_rows = np.concatenate([self._sorted_rows,
-                                          np.fromiter(self._recent.values(), np.int64, len(self._recent))])
-            order = np.argsort(merged, kind="stable")
-            self._sorted_keys, self._sorted_rows = merged[order], merged_rows[order]
-            self._recent = {}
+        self._keys.add(keys, self._n)
         self._n += len(rows)
         self._remap()
 
@@ -415,7 +354,7 @@ class VectorCache:
                 raise EmbedderError(f"vector cache search: mask must have {n} entries")
             idx = np.arange(n)[window]
             window = idx[mask[idx]]
-        q = _normalise(q[None, :])[0]
+        q = normalise(q[None, :])[0]
         if isinstance(window, slice):
             scores = matrix[window] @ q
             rows = np.arange(window.start, window.start + len(scores))
@@ -436,7 +375,7 @@ class VectorCache:
         self._require_open()
         with self._lock:
             matrix, n = self._matrix, self._n
-        return background(matrix[:n], _normalise(np.asarray(query, np.float32).reshape(1, -1))[0])
+        return background(matrix[:n], normalise(np.asarray(query, np.float32).reshape(1, -1))[0])
 
     def _ranked(self, scores: np.ndarray, rows: np.ndarray, ts: np.ndarray,
                 k: int) -> list[tuple[int, float]]:
@@ -459,7 +398,7 @@ class VectorCache:
         """Before reading: load the rows another process appended, or after its drop of forgotten
         rows its new files, without the writers' lock (a query never waits for an embedding request)."""
         with self._lock:
-            if self._owner == threading.get_ident():    # this thread is the writer: the files are its own
+            if self._writers.held_here():    # this thread is the writer: the files are its own
                 self._follow()
             else:
                 self._read_stable(full=False)
@@ -544,87 +483,6 @@ class VectorCache:
         if k:
             rows = np.fromfile(self.path / "rows.bin", dtype=ROW, count=k, offset=n * ROW.itemsize)
             self._commit(rows, tail[:complete], [int(key) for key in rows["key"]])
-
-
-class _EventLike(Protocol):
-    @property
-    def id(self) -> str: ...
-    @property
-    def ts_ms(self) -> int: ...
-    @property
-    def content(self) -> str: ...
-    @property
-    def title(self) -> str | None: ...
-
-
-BACKGROUND_ROWS = 1024    # rows of the cache a query's cosines are measured against (see `background`)
-MIN_SPREAD = 0.02         # a spread floor: a few near-identical rows must not blow the z-score up
-
-
-def background(matrix: np.ndarray, query: np.ndarray) -> tuple[float, float]:
-    """Mean and standard deviation of a (normalised) query's cosines to at most BACKGROUND_ROWS rows
-    spread evenly over `matrix` (all of them when fewer): the query's own background, which the
-    embedder's score is measured against (urchin.search.score.EMBEDDER). The same rows for every
-    query and process (they depend on the cache alone), whatever the window or filters."""
-    n = len(matrix)
-    if n == 0:
-        return 0.0, MIN_SPREAD
-    rows = np.unique(np.linspace(0, n - 1, min(n, BACKGROUND_ROWS)).astype(np.int64))
-    cosines = matrix[rows].astype(np.float64) @ query.astype(np.float64)
-    return float(cosines.mean()), max(float(cosines.std()), MIN_SPREAD)
-
-
-def event_text(event: _EventLike) -> str:
-    """What an event is embedded as: its title, then its content (tags and source add noise)."""
-    title = getattr(event, "title", None)
-    return f"{title}\n{event.content}" if title else event.content
-
-
-def embed_events(embedder: Any, cache: VectorCache, events: Iterable[_EventLike], *,
-                 chunk: int = 512, progress: Callable[[int], None] | None = None, wait: bool = True,
-                 keep: Callable[[list[_EventLike]], list[_EventLike]] | None = None) -> int:
-    """Embed the events the cache lacks, `chunk` at a time; returns how many were added.
-
-    `embedder` is an `Embedder` (or anything with `embed(texts) -> ndarray`). Events already
-    cached cost no request; an embedder failure leaves every chunk done so far in the cache.
-    `wait=False`: `CacheBusy` when another writer holds the cache (see `VectorCache.exclusive`).
-    `keep(batch)`, asked under the writers' lock before each request: those of the batch still to be
-    embedded. A compaction drops forgotten and rewritten events' vectors under that lock, after its
-    journal is in place, so events read before it (forgotten since, or their text rewritten) are
-    refused there or dropped by it (`ForgetLog.keep_current`).
-    """
-    added = 0
-    pending: list[_EventLike] = []
-
-    def flush() -> None:
-        nonlocal added
-        by_id = {e.id: e for e in pending}  # a repeated id is embedded once
-        pending.clear()
-        # Held from "missing" to "added": another writer (the daemon's index process) waits, then
-        # finds these cached instead of embedding them too.
-        with cache.exclusive(wait):
-            batch = [by_id[i] for i in cache.missing(by_id)]
-            if batch and keep is not None:
-                batch = keep(batch)
-            if batch:
-                vectors = embedder.embed([event_text(e) for e in batch])
-                added += cache.add([e.id for e in batch], [e.ts_ms for e in batch], vectors)
-        if batch and progress is not None:
-            progress(len(batch))
-
-    for event in events:
-        pending.append(event)
-        if len(pending) >= chunk:
-            flush()
-    flush()
-    return added
-
-
-def _normalise(m: np.ndarray) -> np.ndarray:
-    norms = np.linalg.norm(m, axis=1, keepdims=True)
-    norms[norms == 0] = 1.0
-    out: np.ndarray = (m / norms).astype(np.float32)
-    return out
 
 
 def _nth_newline_end(data: bytes, n: int) -> int:
