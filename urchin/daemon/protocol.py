@@ -123,7 +123,10 @@ class JoinedWritesProtocol(HttpToolsProtocol):
         self._parsing: _Direct | None = None    # the request being parsed is answered directly
 
     def on_message_begin(self) -> None:
-        super().on_message_begin()
+        # uvicorn's per-request state, but its ASGI scope only once the request is known to need it
+        self.url = b""
+        self.expect_100_continue = False
+        self.headers = []
         self._parsing = None
 
     def on_headers_complete(self) -> None:
@@ -134,6 +137,11 @@ class JoinedWritesProtocol(HttpToolsProtocol):
             if "content-length" in headers and "transfer-encoding" not in headers:
                 self._begin_direct(headers)
                 return
+        # the ASGI app's request: uvicorn's own start of a message (the scope), keeping what was parsed
+        url, headers_seen, expect = self.url, self.headers, self.expect_100_continue
+        super().on_message_begin()
+        self.url, self.expect_100_continue = url, expect
+        self.headers.extend(headers_seen)       # the scope holds this same list
         super().on_headers_complete()
 
     def _begin_direct(self, headers: dict[str, str]) -> None:
