@@ -45,11 +45,15 @@ class Ephemeral:
         self.stats_path = home / "ephemeral.stats"
 
     def is_on(self, now: datetime | None = None) -> bool:
-        return self.state(now).on
+        """`state(now).on` without the suppressed count (every write asks: one failed open when off)."""
+        return self._state(now, count=False).on
 
     def state(self, now: datetime | None = None) -> EphemeralState:
+        return self._state(now, count=True)
+
+    def _state(self, now: datetime | None, count: bool) -> EphemeralState:
         now = now or datetime.now(UTC)
-        total = self._suppressed_total()
+        total = self._suppressed_total() if count else 0
         try:
             record = orjson.loads(self.path.read_bytes())
         except FileNotFoundError:

@@ -60,7 +60,11 @@ class IdIndex:
             size = os.fstat(fd).st_size
             header = os.pread(fd, _HEADER.size, 0)
             covered = 0
-            inode = self._journal_inode()
+            try:                    # one stat for the journal's identity and its size
+                journal = os.stat(self.journal.path)
+                inode, journal_size = journal.st_ino, journal.st_size
+            except FileNotFoundError:
+                inode = journal_size = 0
             if inode != self._mem_inode or size < self._records_seen:
                 self._forget()  # another process compacted the journal and rebuilt the sidecar: reload it
                 self._mem_inode = inode
@@ -72,7 +76,6 @@ class IdIndex:
                 os.ftruncate(fd, 0)
                 self._forget()
             records_end = _HEADER.size + (size - _HEADER.size) // _RECORD.size * _RECORD.size
-            journal_size = self.journal.size()
             if covered > journal_size:
                 records_end, covered = self._trim(fd, records_end, journal_size)
             if records_end != size:
@@ -81,7 +84,8 @@ class IdIndex:
                 self._load_records(fd, records_end)
             new: list[bytes] = []
             end = covered
-            for offset, line in self.journal.iter_lines(covered):
+            # covered == the journal's size (this process's own last write, the usual case): nothing to read
+            for offset, line in self.journal.iter_lines(covered) if covered < journal_size else ():
                 end = offset + len(line) + 1
                 event_id = _line_id(line)
                 if event_id is not None:

@@ -11,8 +11,9 @@ import functools
 import hmac
 import ipaddress
 import secrets
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from contextlib import suppress
+from dataclasses import dataclass
 from typing import Any
 
 import anyio
@@ -25,8 +26,8 @@ from urchin.errors import ConfigError
 from urchin.fileio import ensure_private_dir, write_private
 from urchin.tokens import ADMIN_GRANT, Grant, TokenStore
 
-__all__ = ["Guard", "load_token", "ensure_token", "is_loopback_host", "own_origins", "EVENT_LIMIT", "BATCH_LIMIT",
-           "SSE_IDLE_S", "AUTHORISED", "VIA", "SESSION", "GRANT"]
+__all__ = ["Guard", "Admitted", "Refused", "load_token", "ensure_token", "is_loopback_host", "own_origins",
+           "EVENT_LIMIT", "BATCH_LIMIT", "SSE_IDLE_S", "AUTHORISED", "VIA", "SESSION", "GRANT"]
 
 EVENT_LIMIT = 1 << 20  # one event: 1 MiB
 BATCH_LIMIT = 16 << 20  # one request body of any kind: 16 MiB
@@ -44,6 +45,52 @@ Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+
+@dataclass(frozen=True, slots=True)
+class Refused:
+    """A refusal as it is answered: the status, and the JSON body `{"error": message, "field": field}`."""
+
+    status: int
+    message: str
+    field: str
+    extra: tuple[tuple[bytes, bytes], ...] = ()
+
+    @property
+    def body(self) -> bytes:
+        return orjson.dumps({"error": self.message, "field": self.field})
+
+    @property
+    def headers(self) -> tuple[tuple[bytes, bytes], ...]:
+        return ((b"content-type", b"application/json"), (b"content-length", str(len(self.body)).encode()),
+                *self.extra)
+
+
+@dataclass(frozen=True, slots=True)
+class Admitted:
+    """What a request passed `Guard.admit` with: its grant (None on an open path without a token), how it
+    was authorised (`via`: token, cookie or None; the cookie's session), whether it may read everything
+    (`authorised`), whether the route's scope is still to be checked (`scoped`), and its body's limit
+    (None: a method without a body)."""
+
+    grant: Grant | None
+    via: str | None
+    session: str | None
+    authorised: bool
+    scoped: bool
+    limit: int | None
+
+
+_HOST = Refused(403, "host: must be a loopback name or address (localhost, 127.0.0.1, ::1)", "host")
+_ORIGIN = Refused(403, "origin: a browser page from another origin may not use this API "
+                       "(only the daemon's own http://127.0.0.1:PORT or http://localhost:PORT)", "origin")
+_UNAUTHORISED = Refused(401, "authorization: missing or wrong bearer token", "authorization",
+                        ((b"www-authenticate", b'Bearer realm="urchin"'),))
+_CONTENT_TYPE = Refused(415, "content-type: must be application/json", "content-type")
+
+
+def _too_large(limit: int) -> Refused:
+    return Refused(413, f"body: over the limit of {limit} bytes", "body")
 
 
 def load_token(settings: Settings) -> str | None:
@@ -115,7 +162,9 @@ class Guard:
     token and the Origin check apply to it (the socket itself is 0600). Open paths (`/health`, the
     page shell, static assets, `/login`) skip the token; the app sees how the request was authorised
     in `scope[AUTHORISED]` (it may read everything), `scope[VIA]` and `scope[GRANT]`. Every response
-    carries the page security headers (CSP).
+    carries the page security headers (CSP). The checks are `admit` (before the body) and `hold` (after
+    it), which the HTTP protocol's direct answer to `POST /ingest` calls too (`direct`, set by
+    `build_app`; daemon/protocol.py), so the two paths cannot drift.
     """
 
     def __init__(self, app: ASGIApp, token: str, limit_for: Callable[[str], int] | None = None,
@@ -127,6 +176,7 @@ class Guard:
         self.limit_for = limit_for or (lambda path: BATCH_LIMIT)
         self.sse_idle_s = sse_idle_s
         self.sessions = sessions
+        self.direct: Any = None       # what the HTTP protocol may answer without the ASGI cycle (app.py)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -136,80 +186,99 @@ class Guard:
 
     async def _guard(self, scope: Scope, receive: Receive, send: Send) -> None:
         headers = _headers(scope)
-        path = scope.get("path", "")
-        server = scope.get("server")
-        unix = server is None or server[1] is None  # uvicorn reports (path, None) for a Unix socket
-        if not unix and not is_loopback_host(headers.get("host", "")):
-            await _refuse(send, 403, "host: must be a loopback name or address (localhost, 127.0.0.1, ::1)",
-                          "host")
+        method, path = scope["method"], scope.get("path", "")
+        verdict = self.admit(method, path, scope.get("server"), headers)
+        if isinstance(verdict, Refused):
+            await _refuse(send, verdict)
             return
-        origin = headers.get("origin")
-        if origin is not None and origin.strip().lower() not in own_origins(None if unix else server):
-            await _refuse(send, 403, "origin: a browser page from another origin may not use this API "
-                                     "(only the daemon's own http://127.0.0.1:PORT or http://localhost:PORT)",
-                          "origin")
-            return
-        grant = self._grant(headers.get("authorization", ""))
-        scope[VIA] = "token" if grant is not None else None
-        if grant is None and self.sessions is not None and not unix:
-            refusal = self._cookie(scope, headers, origin)
-            if refusal:
-                await _refuse(send, 403, refusal, "csrf")
-                return
-            if scope[VIA] == "cookie":
-                grant = ADMIN_GRANT
-        scope[GRANT] = grant
-        # an open path shows more to a grant that may read everything
-        scope[AUTHORISED] = grant is not None and grant.allows("read") and not grant.workspaces
-        open_path = path in OPEN_PATHS or path.startswith(OPEN_PREFIXES)
-        if not open_path and grant is None:
-            await _refuse(send, 401, "authorization: missing or wrong bearer token", "authorization",
-                          [(b"www-authenticate", b'Bearer realm="urchin"')])
-            return
-        scoped = grant is not None and not open_path
-        if scope["method"] not in ("POST", "PUT", "PATCH"):
-            if scoped and not await _scope_ok(scope, send, grant, None):
-                return
+        scope[VIA], scope[GRANT], scope[AUTHORISED] = verdict.via, verdict.grant, verdict.authorised
+        if verdict.session is not None:
+            scope[SESSION] = verdict.session
+        if verdict.limit is None:     # a request without a body
+            if verdict.scoped:
+                held = self.hold(verdict, method, path, scope.get("query_string", b""), None)
+                if isinstance(held, Refused):
+                    await _refuse(send, held)
+                    return
+                scope["query_string"] = held[0]
             if "text/event-stream" in headers.get("accept", ""):
                 await _idle_limited(self.app, scope, receive, send, self.sse_idle_s)
             else:
                 await self.app(scope, receive, send)
             return
+        body = await _read_body(receive, verdict.limit)
+        held = self.hold(verdict, method, path, scope.get("query_string", b""), body)
+        if isinstance(held, Refused):
+            await _refuse(send, held)
+            return
+        scope["query_string"] = held[0]
+        await self.app(scope, _replay(held[1] or b"", receive), send)
+
+    def admit(self, method: str, path: str, server: tuple[str, int | None] | None,
+              headers: Mapping[str, str]) -> Refused | Admitted:
+        """Every check a request passes before its body is read (see the class), in that order: the
+        first refusal, or what the request may do. `headers`: lower-case names, the last value of each.
+        The ASGI middleware and the protocol's direct `POST /ingest` (daemon/protocol.py) both call it."""
+        unix = server is None or server[1] is None  # uvicorn reports (path, None) for a Unix socket
+        if not unix and not is_loopback_host(headers.get("host", "")):
+            return _HOST
+        origin = headers.get("origin")
+        if origin is not None and origin.strip().lower() not in own_origins(None if unix else server):
+            return _ORIGIN
+        grant = self._grant(headers.get("authorization", ""))
+        via = "token" if grant is not None else None
+        session = None
+        if grant is None and self.sessions is not None and not unix:
+            refusal, session = self._cookie(method, server, headers, origin)
+            if refusal:
+                return Refused(403, refusal, "csrf")
+            if session is not None:
+                via, grant = "cookie", ADMIN_GRANT
+        # an open path shows more to a grant that may read everything
+        authorised = grant is not None and grant.allows("read") and not grant.workspaces
+        open_path = path in OPEN_PATHS or path.startswith(OPEN_PREFIXES)
+        if not open_path and grant is None:
+            return _UNAUTHORISED
+        scoped = grant is not None and not open_path
+        if method not in ("POST", "PUT", "PATCH"):
+            return Admitted(grant, via, session, authorised, scoped, None)
         ctype = headers.get("content-type", "").split(";", 1)[0].strip().lower()
         if ctype != "application/json":
-            await _refuse(send, 415, "content-type: must be application/json", "content-type")
-            return
+            return _CONTENT_TYPE
         limit = self.limit_for(path)
         declared = headers.get("content-length")
         if declared is not None and (not declared.isdigit() or int(declared) > limit):
-            await _refuse(send, 413, f"body: over the limit of {limit} bytes", "body")
-            return
-        body = await _read_body(receive, limit)
-        if body is None:
-            await _refuse(send, 413, f"body: over the limit of {limit} bytes", "body")
-            return
-        if scoped:
-            body = await _scope_ok(scope, send, grant, body)
-            if body is None:
-                return
-        await self.app(scope, _replay(body, receive), send)
+            return _too_large(limit)
+        return Admitted(grant, via, session, authorised, scoped, limit)
 
-    def _cookie(self, scope: Scope, headers: dict[str, str], origin: str | None) -> str | None:
-        """Authorise by a viewer's session cookie; a refusal message when a state-changing call lacks
-        its CSRF token or Origin. No cookie (or a stale one) leaves the request unauthorised."""
+    def hold(self, admitted: Admitted, method: str, path: str, query: bytes,
+             body: bytes | None) -> Refused | tuple[bytes, bytes | None]:
+        """The checks after the body is read: its size (None: it passed the limit as it arrived), then
+        the grant's scope for the route (scopes.py). The query string and body to pass on, or a refusal."""
+        if admitted.limit is not None and (body is None or len(body) > admitted.limit):
+            return _too_large(admitted.limit)
+        if not admitted.scoped or admitted.grant is None:
+            return query, body
+        outcome = check(admitted.grant, method, path, query, body)
+        if isinstance(outcome, Refusal):
+            return Refused(403, outcome.message, outcome.field)
+        return outcome
+
+    def _cookie(self, method: str, server: tuple[str, int | None] | None, headers: Mapping[str, str],
+                origin: str | None) -> tuple[str | None, str | None]:
+        """(refusal, session id): authorise by a viewer's session cookie; a refusal message when a
+        state-changing call lacks its CSRF token or Origin. No cookie (or a stale one): (None, None)."""
         assert self.sessions is not None
-        server = scope.get("server")
         session_id = _cookies(headers.get("cookie", "")).get(cookie_name(server[1] if server else None))
         session = self.sessions.session(session_id)
         if session is None:
-            return None
-        if scope["method"] not in SAFE_METHODS:
+            return None, None
+        if method not in SAFE_METHODS:
             if origin is None:
-                return "origin: a signed-in page's state-changing call must carry its Origin"
+                return "origin: a signed-in page's state-changing call must carry its Origin", None
             if not self.sessions.csrf_ok(session, headers.get(CSRF_HEADER)):
-                return f"csrf: missing or wrong {CSRF_HEADER} header"
-        scope[VIA], scope[SESSION] = "cookie", session_id
-        return None
+                return f"csrf: missing or wrong {CSRF_HEADER} header", None
+        return None, session_id
 
     def _grant(self, header: str) -> Grant | None:
         """The single token is admin; otherwise a scoped token of the store, or None."""
@@ -220,17 +289,6 @@ class Guard:
         if hmac.compare_digest(given.encode("utf-8"), self.token):
             return ADMIN_GRANT
         return self.tokens.verify(given) if self.tokens is not None else None
-
-
-async def _scope_ok(scope: Scope, send: Send, grant: Any, body: bytes | None) -> Any:
-    """Check the request against the grant's scope (see scopes.py): False/None after a 403, else the
-    body to pass on (True for a request without one); the query string may be rewritten in `scope`."""
-    outcome = check(grant, scope["method"], scope.get("path", ""), scope.get("query_string", b""), body)
-    if isinstance(outcome, Refusal):
-        await _refuse(send, 403, outcome.message, outcome.field)
-        return None if body is not None else False
-    scope["query_string"] = outcome[0]
-    return outcome[1] if body is not None else True
 
 
 async def _idle_limited(app: ASGIApp, scope: Scope, receive: Receive, send: Send, idle_s: float) -> None:
@@ -330,10 +388,6 @@ def _replay(body: bytes, receive: Receive) -> Receive:
     return replay
 
 
-async def _refuse(send: Send, status: int, message: str, field: str,
-                  extra: list[tuple[bytes, bytes]] | None = None) -> None:
-    body = orjson.dumps({"error": message, "field": field})
-    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
-               *(extra or [])]
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
+async def _refuse(send: Send, refused: Refused) -> None:
+    await send({"type": "http.response.start", "status": refused.status, "headers": list(refused.headers)})
+    await send({"type": "http.response.body", "body": refused.body})

@@ -83,7 +83,11 @@ class GroupWriter:
 
     async def append(self, events: Sequence[Event]) -> list[IngestResult]:
         """`submit` for a coroutine on an event loop: one result per event, once they are fsync'd."""
-        loop = asyncio.get_running_loop()
+        return await self.stage(events, asyncio.get_running_loop())
+
+    def stage(self, events: Sequence[Event], loop: asyncio.AbstractEventLoop) -> _LoopFuture:
+        """`append` without a coroutine, called on `loop` (the HTTP protocol's direct `POST /ingest`):
+        a future of `loop` that gets one result per event once they are fsync'd."""
         if self._closing or self._thread is None:
             raise DaemonError("the daemon is shutting down; retry shortly")
         future: _LoopFuture = loop.create_future()
@@ -92,7 +96,7 @@ class GroupWriter:
             staged = self._staged[loop] = []
             loop.call_soon(self._hand_over, loop)
         staged.append((events, future))
-        return await future
+        return future
 
     def _hand_over(self, loop: asyncio.AbstractEventLoop) -> None:
         """On `loop`, at the end of the step that staged them: its jobs go to the writer as one item."""
