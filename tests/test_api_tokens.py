@@ -18,7 +18,10 @@ from tests.cli_inprocess import call_urchin
 from tests.conftest import create_token, run_urchin
 from tests.daemon_fixture import DaemonProcess, running
 from tests.mcp_harness import http_session
+from urchin.config import Settings
 from urchin.daemon.scopes import TOOL_NEEDS
+from urchin.daemon.security import load_token
+from urchin.errors import ConfigError
 from urchin.tokens import TokenStore
 
 pytestmark = [pytest.mark.anyio]
@@ -78,6 +81,14 @@ def test_tokens_are_kept_hashed_in_a_private_file(urchin_home: Path) -> None:
     assert '"scope":"read"' in listed.stdout and token not in listed.stdout
     bad = run_urchin("token", "create", "--scope", "read", "--expires", "soon", env={"URCHIN_HOME": str(urchin_home)})
     assert bad.returncode == 1 and bad.stderr.startswith("error: expires:")
+
+
+def test_a_token_file_that_is_not_utf8_is_a_named_error_not_a_traceback(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir(mode=0o700)
+    (home / "token").write_bytes(b"\xff\xfe not text\n")
+    with pytest.raises(ConfigError, match=r"token: the token file is not UTF-8 text"):
+        load_token(Settings.resolve(home))
 
 
 def test_an_ingest_token_writes_and_gets_403_on_every_read_route_and_tool(daemon: DaemonProcess) -> None:

@@ -103,6 +103,9 @@ def load_token(settings: Settings) -> str | None:
         return None
     except OSError as exc:
         raise ConfigError(f"{settings.token_path}: cannot read the token: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{settings.token_path}: the token file is not UTF-8 text (delete it and the daemon "
+                          "makes a new one at its next start)") from None
 
 
 def ensure_token(settings: Settings) -> str:
