@@ -24,7 +24,7 @@ import orjson
 import pytest
 
 from tests.conftest import REPO, run_urchin
-from tests.daemon_fixture import DaemonProcess
+from tests.daemon_fixture import DaemonProcess, _children
 from urchin import requests_first
 from urchin.config import Settings
 from urchin.journal import Journal
@@ -354,3 +354,61 @@ def test_the_cli_on_its_own_answers_at_once_and_a_child_builds_for_the_next_call
         time.sleep(0.2)
     assert not body.get("notes")
     assert [(r["id"], r["score"]) for r in body["events"]] == _scratch(journal, QUERY)
+
+
+def _build_child(daemon: DaemonProcess, timeout: float = 120.0) -> int:
+    """The pid of the daemon's build child (`python -m urchin.search.build_child ... --parent PID`)."""
+    assert daemon.proc is not None
+    deadline = time.monotonic() + timeout    # a deadline for a loaded machine, not a timing
+    while not (found := _children(daemon.proc.pid, b"urchin.search.build_child")):
+        assert time.monotonic() < deadline, f"no build child: {daemon.log()}"
+        time.sleep(0.02)
+    return found[0]
+
+
+def _gone(pid: int, timeout: float = 30.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while Path(f"/proc/{pid}").exists() and b"Z" not in Path(f"/proc/{pid}/stat").read_bytes().split(b")")[-1][:3]:
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def test_the_daemon_builds_in_a_child_that_a_kill_of_either_leaves_resumable(urchin_home) -> None:
+    """The daemon's first build runs in a child at the lowest priority (its working set never the
+    daemon's); SIGKILL of the child leaves the daemon answering from the newest events, SIGKILL of the
+    daemon ends the child, and the next start builds what is left and answers as a build from scratch."""
+    journal = _import(urchin_home)
+    index_dir = Settings.resolve(urchin_home).index_dir / "cosine"
+    for kill in ("child", "daemon", None):
+        daemon = DaemonProcess(urchin_home)
+        try:
+            daemon.start(timeout=300)
+            if kill is not None:
+                child = _build_child(daemon)
+                deadline = time.monotonic() + 30      # set by the daemon right after the spawn, and by the child
+                while os.sched_getscheduler(child) != os.SCHED_IDLE and time.monotonic() < deadline:
+                    time.sleep(0.01)
+                assert os.sched_getscheduler(child) == os.SCHED_IDLE
+                if kill == "child":
+                    os.kill(child, signal.SIGKILL)
+                    assert _gone(child)
+                    with daemon.client(timeout=300) as http:     # answers from the newest events still
+                        body = http.get("/semantic", params={"query": QUERY}).json()
+                    assert body["events"] and any("older events are not indexed yet" in n for n in body["notes"])
+                daemon.signal(signal.SIGKILL)
+                daemon.wait()
+                assert _gone(child), "the build child outlived the daemon"
+                continue
+            with daemon.client(timeout=300) as http:
+                deadline = time.monotonic() + 300   # a deadline for a loaded machine, not a timing
+                while (body := http.get("/semantic", params={"query": QUERY}).json()).get("notes") and \
+                        time.monotonic() < deadline:
+                    time.sleep(0.1)
+            assert not body.get("notes")
+            assert [(r["id"], r["score"]) for r in body["events"]] == _scratch(journal, QUERY)
+            assert not _children(daemon.proc.pid, b"urchin.search.build_child")   # type: ignore[union-attr]
+        finally:
+            daemon.stop()
+    assert cosine_store.saved_offset(index_dir) > 0
