@@ -412,3 +412,23 @@ def test_the_daemon_builds_in_a_child_that_a_kill_of_either_leaves_resumable(urc
         finally:
             daemon.stop()
     assert cosine_store.saved_offset(index_dir) > 0
+
+
+def test_a_build_learns_the_associations_once_at_its_end_never_at_its_partial_saves(urchin_home,
+                                                                                    monkeypatch) -> None:
+    """A build's partial saves learn no associations (learning a whole index's model again at each of
+    them was a build child's peak of memory), its last save does; the daemon's child (learn False)
+    learns none: the daemon's learning child does, after it."""
+    from urchin.search import assoc
+
+    journal = _import(urchin_home, SMALL)
+    learned: list[int] = []
+    build = assoc.build
+    monkeypatch.setattr(assoc, "build", lambda index, **kw: learned.append(len(index)) or build(index, **kw))
+    for name, learn in (("cli", True), ("daemon", False)):
+        view = TokenCosineView(Journal(journal), urchin_home / name, workers=1)
+        view.save_every_s, view.build_chunk = 0.0, 100_000      # a save after every batch
+        learned.clear()
+        view.build(learn=learn)
+        assert learned == ([SMALL] if learn else [])
+        assert assoc.path_beside(urchin_home / name).exists() == learn

@@ -287,7 +287,8 @@ class TokenCosineView:
             # The builder's save writes the columns as they are (no copy of each: nothing else changes
             # them while the build owns the index); a daemon learns the associations after the swap.
             apart = not learn or (self.background == "thread" and self.learn_apart)
-            self._save_logged(learn=not apart)
+            if not self._save_logged(learn=not apart) and not apart:
+                self._learn_saved()     # a partial save covered it all (they learn nothing): learn now
             if self.background == "thread" and self._saved == (len(self.index), self.next_offset):
                 self._swap_saved()
             with self._lock:
@@ -557,9 +558,19 @@ class TokenCosineView:
             self._save_assoc(state, learn)
             return True
 
+    def _learn_saved(self) -> None:
+        """The associations of the index as last saved, when that is the whole index (the builder's)."""
+        with self._save_lock:
+            with self._lock:
+                if self._saved != (len(self.index), self.next_offset):
+                    return
+                state = self.index.state(copy=not self._behind)
+            self._save_assoc(state)
+
     def _save_assoc(self, state: IndexState, learn: bool = True) -> None:
         """Rebuild the associations from the saved copy when they are stale (outside the lock: queries
-        go on with the old ones), then save them beside the index."""
+        go on with the old ones), then save them beside the index. Not when `learn` is False (a build's
+        partial saves: a whole index's model, learned again at every save, was a build child's peak)."""
         current, folder = self.index.assoc, self.index_dir
         rows = int(state.meta["rows"])
         if folder is None or not self.index.expand:
@@ -568,7 +579,7 @@ class TokenCosineView:
             if not assoc.path_beside(folder).exists():
                 current.save(assoc.path_beside(folder))
             return
-        if self.learn_apart:
+        if self.learn_apart or not learn:
             if learn:
                 self._learn_soon()
             return
