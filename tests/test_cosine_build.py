@@ -324,15 +324,20 @@ def test_the_daemon_answers_during_its_build_and_swaps_the_whole_index_in(urchin
                 assert any("older events are not indexed yet" in n for n in body["notes"])
                 assert http.get("/health").status_code == 200
                 assert http.get("/search", params={"query": "quarantine"}).json()["events"]
-        with daemon.client(timeout=300) as http:
-            deadline = time.monotonic() + 300   # a deadline for a loaded machine, not a timing
-            while (body := http.get("/semantic", params={"query": QUERY}).json()).get("notes") and \
-                    time.monotonic() < deadline:
-                time.sleep(0.1)
-            assert not body.get("notes")
-            assert [(r["id"], r["score"]) for r in body["events"]] == _scratch(journal, QUERY)
+        _answers_whole(daemon, journal)
     finally:
         daemon.stop()
+
+
+def _answers_whole(daemon: DaemonProcess, journal: Path) -> None:
+    """Once the daemon's build is done (no partial note), it answers as a build from scratch."""
+    with daemon.client(timeout=300) as http:
+        deadline = time.monotonic() + 300   # a deadline for a loaded machine, not a timing
+        while (body := http.get("/semantic", params={"query": QUERY}).json()).get("notes") and \
+                time.monotonic() < deadline:
+            time.sleep(0.1)
+    assert not body.get("notes")
+    assert [(r["id"], r["score"]) for r in body["events"]] == _scratch(journal, QUERY)
 
 
 def _cli(env: dict[str, str]) -> dict[str, object]:
@@ -401,13 +406,7 @@ def test_the_daemon_builds_in_a_child_that_a_kill_of_either_leaves_resumable(urc
                 daemon.wait()
                 assert _gone(child), "the build child outlived the daemon"
                 continue
-            with daemon.client(timeout=300) as http:
-                deadline = time.monotonic() + 300   # a deadline for a loaded machine, not a timing
-                while (body := http.get("/semantic", params={"query": QUERY}).json()).get("notes") and \
-                        time.monotonic() < deadline:
-                    time.sleep(0.1)
-            assert not body.get("notes")
-            assert [(r["id"], r["score"]) for r in body["events"]] == _scratch(journal, QUERY)
+            _answers_whole(daemon, journal)
             assert not _children(daemon.proc.pid, b"urchin.search.build_child")   # type: ignore[union-attr]
         finally:
             daemon.stop()
