@@ -332,6 +332,48 @@ def test_associations_stay_bounded() -> None:
     assert not model.stale(3000) and model.stale(4500) and model.stale(10)
 
 
+def test_associations_sum_as_bincount_does_a_chunk_at_a_time(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """The learning child's sums (`assoc._sums`, chunked: bincount's int64 and float64 copies of every
+    entry were its peak) are bincount's, bit for bit, so the model is the one it always was."""
+    from urchin.search import assoc
+
+    monkeypatch.setattr(assoc, "_CHUNK", 1_000)
+    rng = np.random.default_rng(3)
+    bins = rng.integers(0, 300, 10_500).astype(np.int32)
+    w, column = rng.random(10_500).astype(np.float32), rng.standard_normal(300).astype(np.float32)
+    at = rng.integers(0, 300, 10_500).astype(np.int32)
+    assert assoc._sums(bins, 300, lambda part: w[part]).tobytes() == np.bincount(bins, w, minlength=300).tobytes()
+    assert assoc._sums(bins, 300, assoc._times(w, column, at)).tobytes() == \
+        np.bincount(bins, w * column[at], minlength=300).tobytes()
+
+
+def test_associations_from_the_newest_segments_alone_equal_those_of_every_posting() -> None:
+    """`learn` walks only the segments holding the newest `max_docs` rows (the learning child reads
+    no older one): the same model as over every posting."""
+    from urchin.search import assoc
+    from urchin.search.postings import walk
+
+    index = TokenCosineIndex()
+    index.freeze_postings = index.max_merge_postings = 2_000    # many segments
+    events = corpus(3000)
+    for start in range(0, len(events), 100):
+        index.add_many(events[start:start + 100])
+    n = len(index)
+    read: list[int] = []
+
+    def postings(since: int):  # type: ignore[no-untyped-def]
+        for rows, tf, terms in walk(index._segments, index._pending(), since=since):
+            read.append(len(rows))
+            yield rows, tf, terms
+
+    every = assoc.learn(list(index._vocab), index._df.view(), index._prev.data[:n], index._next.data[:n],
+                        lambda since: index._all_postings(), dim=6, max_docs=500)
+    newest = assoc.learn(list(index._vocab), index._df.view(), index._prev.data[:n], index._next.data[:n],
+                         postings, dim=6, max_docs=500)
+    assert newest.terms == every.terms and newest.vectors.tobytes() == every.vectors.tobytes()
+    assert 0 < sum(read) < index.nnz / 2
+
+
 def test_the_session_leg_finds_the_turn_a_session_was_about() -> None:
     events = [ev("p", "the dashboard authentication flow is a mess", t=0, session="s1"),
               *[ev(f"x{i}", f"routine step {i}", t=1 + i, session="s1") for i in range(4)],

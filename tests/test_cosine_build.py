@@ -24,7 +24,7 @@ import orjson
 import pytest
 
 from tests.conftest import REPO, run_urchin
-from tests.daemon_fixture import DaemonProcess
+from tests.daemon_fixture import DaemonProcess, _children
 from urchin import requests_first
 from urchin.config import Settings
 from urchin.journal import Journal
@@ -324,15 +324,20 @@ def test_the_daemon_answers_during_its_build_and_swaps_the_whole_index_in(urchin
                 assert any("older events are not indexed yet" in n for n in body["notes"])
                 assert http.get("/health").status_code == 200
                 assert http.get("/search", params={"query": "quarantine"}).json()["events"]
-        with daemon.client(timeout=300) as http:
-            deadline = time.monotonic() + 300   # a deadline for a loaded machine, not a timing
-            while (body := http.get("/semantic", params={"query": QUERY}).json()).get("notes") and \
-                    time.monotonic() < deadline:
-                time.sleep(0.1)
-            assert not body.get("notes")
-            assert [(r["id"], r["score"]) for r in body["events"]] == _scratch(journal, QUERY)
+        _answers_whole(daemon, journal)
     finally:
         daemon.stop()
+
+
+def _answers_whole(daemon: DaemonProcess, journal: Path) -> None:
+    """Once the daemon's build is done (no partial note), it answers as a build from scratch."""
+    with daemon.client(timeout=300) as http:
+        deadline = time.monotonic() + 300   # a deadline for a loaded machine, not a timing
+        while (body := http.get("/semantic", params={"query": QUERY}).json()).get("notes") and \
+                time.monotonic() < deadline:
+            time.sleep(0.1)
+    assert not body.get("notes")
+    assert [(r["id"], r["score"]) for r in body["events"]] == _scratch(journal, QUERY)
 
 
 def _cli(env: dict[str, str]) -> dict[str, object]:
@@ -354,3 +359,75 @@ def test_the_cli_on_its_own_answers_at_once_and_a_child_builds_for_the_next_call
         time.sleep(0.2)
     assert not body.get("notes")
     assert [(r["id"], r["score"]) for r in body["events"]] == _scratch(journal, QUERY)
+
+
+def _build_child(daemon: DaemonProcess, timeout: float = 120.0) -> int:
+    """The pid of the daemon's build child (`python -m urchin.search.build_child ... --parent PID`)."""
+    assert daemon.proc is not None
+    deadline = time.monotonic() + timeout    # a deadline for a loaded machine, not a timing
+    while not (found := _children(daemon.proc.pid, b"urchin.search.build_child")):
+        assert time.monotonic() < deadline, f"no build child: {daemon.log()}"
+        time.sleep(0.02)
+    return found[0]
+
+
+def _gone(pid: int, timeout: float = 30.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while Path(f"/proc/{pid}").exists() and b"Z" not in Path(f"/proc/{pid}/stat").read_bytes().split(b")")[-1][:3]:
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def test_the_daemon_builds_in_a_child_that_a_kill_of_either_leaves_resumable(urchin_home) -> None:
+    """The daemon's first build runs in a child at the lowest priority (its working set never the
+    daemon's); SIGKILL of the child leaves the daemon answering from the newest events, SIGKILL of the
+    daemon ends the child, and the next start builds what is left and answers as a build from scratch."""
+    journal = _import(urchin_home)
+    index_dir = Settings.resolve(urchin_home).index_dir / "cosine"
+    for kill in ("child", "daemon", None):
+        daemon = DaemonProcess(urchin_home)
+        try:
+            daemon.start(timeout=300)
+            if kill is not None:
+                child = _build_child(daemon)
+                deadline = time.monotonic() + 30      # set by the daemon right after the spawn, and by the child
+                while os.sched_getscheduler(child) != os.SCHED_IDLE and time.monotonic() < deadline:
+                    time.sleep(0.01)
+                assert os.sched_getscheduler(child) == os.SCHED_IDLE
+                if kill == "child":
+                    os.kill(child, signal.SIGKILL)
+                    assert _gone(child)
+                    with daemon.client(timeout=300) as http:     # answers from the newest events still
+                        body = http.get("/semantic", params={"query": QUERY}).json()
+                    assert body["events"] and any("older events are not indexed yet" in n for n in body["notes"])
+                daemon.signal(signal.SIGKILL)
+                daemon.wait()
+                assert _gone(child), "the build child outlived the daemon"
+                continue
+            _answers_whole(daemon, journal)
+            assert not _children(daemon.proc.pid, b"urchin.search.build_child")   # type: ignore[union-attr]
+        finally:
+            daemon.stop()
+    assert cosine_store.saved_offset(index_dir) > 0
+
+
+def test_a_build_learns_the_associations_once_at_its_end_never_at_its_partial_saves(urchin_home,
+                                                                                    monkeypatch) -> None:
+    """A build's partial saves learn no associations (learning a whole index's model again at each of
+    them was a build child's peak of memory), its last save does; the daemon's child (learn False)
+    learns none: the daemon's learning child does, after it."""
+    from urchin.search import assoc
+
+    journal = _import(urchin_home, SMALL)
+    learned: list[int] = []
+    build = assoc.build
+    monkeypatch.setattr(assoc, "build", lambda index, **kw: learned.append(len(index)) or build(index, **kw))
+    for name, learn in (("cli", True), ("daemon", False)):
+        view = TokenCosineView(Journal(journal), urchin_home / name, workers=1)
+        view.save_every_s, view.build_chunk = 0.0, 100_000      # a save after every batch
+        learned.clear()
+        view.build(learn=learn)
+        assert learned == ([SMALL] if learn else [])
+        assert assoc.path_beside(urchin_home / name).exists() == learn

@@ -1,8 +1,9 @@
 """Urchin's own child processes (`python -P -m urchin...`): how to start one, and its lowest priority.
 
-The daemon runs its heavy background work in children: the PostgreSQL feed (`urchin.daemon.indexer`)
-and the learned associations' build (`urchin.search.learn`). Both run at the lowest CPU priority and
-end on their own when their parent is gone. Every holder of the embedded PostgreSQL has a watchdog
+The daemon runs its heavy background work in children: the PostgreSQL feed (`urchin.daemon.indexer`),
+the first token-cosine build after an import (`urchin.search.build_child --parent`) and the learned
+associations' build (`urchin.search.learn`), after it. They run at the lowest CPU priority and end on
+their own when their parent is gone. Every holder of the embedded PostgreSQL has a watchdog
 child (`urchin.index.pgwatch`) that waits for its parent's death the same way, then stops the server.
 """
 

@@ -69,7 +69,7 @@ class SemanticViews:
 
                 view = TokenCosineView(self._journal, self._settings.index_dir / "cosine", home=self._settings.home)
                 # A process of its own never waits for a build: it answers from the newest events and a
-                # child builds the rest for the next one (a daemon builds in a thread: `_daemon_view`).
+                # child builds the rest for the next one (a daemon waits for its own child: `_daemon_view`).
                 view.background = "process"
                 if self._hot:
                     self._daemon_view(view)
@@ -104,7 +104,9 @@ class SemanticViews:
         # that, in the follower's thread, stalled the views' updates and ran at the daemon's priority.
         view.learn_apart = True
         view.save_in_queries = False     # the follower's catch-up saves (not a request)
-        view.background = "thread"       # a large backlog builds while queries answer from the newest events
+        # A large backlog is built by a child while queries answer from the newest events: the build's
+        # working set (~270 bytes an event) is never the daemon's, which then maps what the child saved.
+        view.background = "child"
 
     def embedding(self) -> EmbeddingView:
         """The embedder's view; `EmbedderError` when the embedder is not configured fully."""

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import io
 import zipfile
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -28,7 +28,7 @@ from urchin.fileio import write_private
 if TYPE_CHECKING:
     from urchin.search.cosine import TokenCosineIndex
 
-__all__ = ["Associations", "build", "load", "path_beside", "TF_WEIGHT"]
+__all__ = ["Associations", "build", "learn", "load", "path_beside", "TF_WEIGHT"]
 
 # 1 + ln tf for tf < 256 (0 for 0): the tf weight token-cosine uses, shared so both weigh alike
 TF_WEIGHT = (1.0 + np.log(np.maximum(np.arange(256, dtype=np.float64), 1.0))).astype(np.float32)
@@ -38,6 +38,9 @@ MAX_TERMS = 20_000
 MAX_DOCS = 50_000
 DIM = 64
 _FORMAT = 1
+_CHUNK = 1 << 20   # entries summed at a time (`_sums`)
+# (rows, tf, terms) chunks of an index's postings, from the segments holding rows from `since` on
+Postings = Callable[[int], Iterable[tuple[np.ndarray, np.ndarray, np.ndarray]]]
 
 
 def path_beside(index_dir: Path) -> Path:
@@ -121,42 +124,73 @@ def build(index: TokenCosineIndex, *, dim: int = DIM, context: float = 0.5, max_
           max_docs: int = MAX_DOCS, seed: int = 0) -> Associations:
     """LSA over the newest `max_docs` rows of `index` (randomised SVD, two power iterations)."""
     n = len(index)
-    vocab = list(index._vocab)  # noqa: SLF001 - the index's own vocabulary, in id order
-    if n < 2 or not vocab:
+    return learn(list(index._vocab), index._df.view(), index._prev.data[:n], index._next.data[:n],  # noqa: SLF001
+                 index._all_postings, dim=dim, context=context, max_terms=max_terms, max_docs=max_docs, seed=seed)
+
+
+def learn(vocab: Sequence[str], df: np.ndarray, prev: np.ndarray, nxt: np.ndarray, postings: Postings, *,
+          dim: int = DIM, context: float = 0.5, max_terms: int = MAX_TERMS, max_docs: int = MAX_DOCS,
+          seed: int = 0) -> Associations:
+    """`build` from an index's parts alone (a process that loads only these: `urchin.search.learn`):
+    its vocabulary in id order and `df`, its rows' session links `prev`/`nxt` (one per row), and
+    `postings(since)`, (rows, tf, terms) chunks holding at least every posting from row `since` on.
+    Memory: 12 bytes per (row, term) entry of the newest `max_docs` rows and their neighbours."""
+    n = len(prev)
+    if n < 2 or not len(vocab):
         return Associations([], np.zeros((0, dim), np.float32), n)
     lo = max(0, n - max_docs)
     docs = n - lo
-    df = index._df.view()  # noqa: SLF001
     keep = _pick_terms(df, n, max_terms)
-    term_map = np.full(len(df), -1, dtype=np.int64)
-    term_map[keep] = np.arange(len(keep))
+    term_map = np.full(len(df), -1, dtype=np.int32)
+    term_map[keep] = np.arange(len(keep), dtype=np.int32)
     idf = np.log((n + 1.0) / (df + 0.5)).astype(np.float32)
-    prev = index._prev.data[lo:n].astype(np.int64) - lo  # noqa: SLF001
-    nxt = index._next.data[lo:n].astype(np.int64) - lo  # noqa: SLF001
-    parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
-    for rows, tf, terms in index._all_postings():  # noqa: SLF001
+    links = [np.asarray(side[lo:n], dtype=np.int32) - lo for side in (prev, nxt)] if context > 0 else []
+    parts: list[list[np.ndarray]] = []
+    for rows, tf, terms in postings(lo):
         sel = (rows >= lo) & (term_map[terms] >= 0)
         if not sel.any():
             continue
-        r = rows[sel].astype(np.int64) - lo
+        r = (rows[sel] - lo).astype(np.int32, copy=False)
         t = term_map[terms[sel]]
         w = TF_WEIGHT[tf[sel]] * idf[terms[sel]]
-        parts.append((r, t, w))
-        if context > 0:
-            for links in (prev, nxt):  # the term also counts, weaker, in the neighbour's document
-                to = links[r]
-                ok = (to >= 0) & (to < docs)
-                parts.append((to[ok], t[ok], (w[ok] * context).astype(np.float32)))
+        parts.append([r, t, w])
+        for side in links:  # the term also counts, weaker, in the neighbour's document
+            to = side[r]
+            ok = (to >= 0) & (to < docs)
+            parts.append([to[ok], t[ok], (w[ok] * context).astype(np.float32)])
     if not parts:
         return Associations([], np.zeros((0, dim), np.float32), n)
-    r = np.concatenate([p[0] for p in parts])
-    t = np.concatenate([p[1] for p in parts])
-    w = np.concatenate([p[2] for p in parts]).astype(np.float32)
+    r, t, w = (_joined(parts, i) for i in range(3))
     del parts
-    doc_norm = np.sqrt(np.bincount(r, w * w, minlength=docs)).astype(np.float32)
+    doc_norm = np.sqrt(_sums(r, docs, lambda part: w[part] * w[part])).astype(np.float32)
     w /= np.where(doc_norm > 0, doc_norm, 1.0)[r]
     vectors = _lsa(r, t, w, docs, len(keep), dim, seed)
     return Associations([vocab[i] for i in keep.tolist()], vectors, n)
+
+
+def _joined(parts: list[list[np.ndarray]], i: int) -> np.ndarray:
+    """The `i`th array of every part, concatenated, each dropped once copied (never all held twice)."""
+    out = np.concatenate([part[i] for part in parts])
+    for part in parts:
+        part[i] = out[:0]
+    return out
+
+
+def _sums(bins: np.ndarray, size: int, weights: Callable[[slice], np.ndarray]) -> np.ndarray:
+    """`np.bincount(bins, w, minlength=size)` for the float32 weights `w` whose part `weights(part)`
+    gives: the same float64 sums in the same order, a chunk at a time. bincount copied all of `bins`
+    to int64 and `w` to float64 first, beside `w` itself and its factors (~24 bytes an entry: the
+    learning child's peak); `np.add.at` adds in place in the entries' order."""
+    out = np.zeros(size, dtype=np.float64)
+    for a in range(0, len(bins), _CHUNK):
+        part = slice(a, a + _CHUNK)
+        np.add.at(out, bins[part], weights(part).astype(np.float64))
+    return out
+
+
+def _times(w: np.ndarray, column: np.ndarray, at: np.ndarray) -> Callable[[slice], np.ndarray]:
+    """The weights `w * column[at]`, a part at a time (`_sums`)."""
+    return lambda part: w[part] * column[at[part]]
 
 
 def _pick_terms(df: np.ndarray, n: int, max_terms: int) -> np.ndarray:
@@ -180,13 +214,13 @@ def _lsa(r: np.ndarray, t: np.ndarray, w: np.ndarray, docs: int, n_terms: int, d
     def times_docs(m: np.ndarray) -> np.ndarray:  # X @ m: (terms x docs) @ (docs x width)
         out = np.empty((m.shape[1], n_terms), dtype=np.float32)
         for j, column in enumerate(np.ascontiguousarray(m.T)):
-            out[j] = np.bincount(t, w * column[r], minlength=n_terms)
+            out[j] = _sums(t, n_terms, _times(w, column, r))
         return out.T
 
     def times_terms(m: np.ndarray) -> np.ndarray:  # X.T @ m: (docs x terms) @ (terms x width)
         out = np.empty((m.shape[1], docs), dtype=np.float32)
         for j, column in enumerate(np.ascontiguousarray(m.T)):
-            out[j] = np.bincount(r, w * column[t], minlength=docs)
+            out[j] = _sums(r, docs, _times(w, column, t))
         return out.T
 
     q, _ = np.linalg.qr(times_docs(rng.standard_normal((docs, width)).astype(np.float32)))

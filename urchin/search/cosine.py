@@ -24,7 +24,7 @@ from urchin.search.cosine_sparse import Query, Scored, Scratch, Window, member
 from urchin.search.cosine_state import IndexState
 from urchin.search.extract import LABELS, Batch, TermExtractor
 from urchin.search.links import link_rows
-from urchin.search.postings import Blob, Codes, Column, Segment, SplitColumn, Triples, release_pages
+from urchin.search.postings import Blob, Codes, Column, Segment, SplitColumn, Triples, release_pages, walk
 from urchin.search.query import check_limit, check_query
 from urchin.search.scope import SessionScopes
 from urchin.search.score import TOKEN_COSINE
@@ -283,19 +283,11 @@ class TokenCosineIndex:
         self._norm_epoch += 1
         self._bounds = None
 
-    def _all_postings(self, chunk: int = 1 << 21) -> Iterable[tuple[np.ndarray, np.ndarray, np.ndarray]]:
-        for seg in self._segments:
-            for a in range(0, seg.nnz, chunk):
-                b = min(a + chunk, seg.nnz)
-                # each posting's term: the terms whose runs meet a..b-1, each repeated for its postings there
-                t0, t1 = (int(t) for t in np.searchsorted(seg.indptr, [a, b - 1], side="right") - 1)
-                runs = np.diff(np.clip(seg.indptr[t0:t1 + 2], a, b))
-                yield seg.rows[a:b], seg.tf[a:b], np.repeat(np.arange(t0, t1 + 1), runs)
-            for part in (seg.indptr, seg.rows, seg.tf):   # a mapped segment read whole: its pages leave
-                release_pages(part)                        # this process (a build's spilled ones, ~all)
-        if self._pending_rows:
-            terms, rows, tf = self._pending()
-            yield rows, tf, terms
+    def _all_postings(self, since: int = 0,
+                      chunk: int = 1 << 21) -> Iterable[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """(rows, tf, terms) chunks of every posting (`postings.walk`; `since`: from the segments
+        holding a row from there on)."""
+        return walk(self._segments, self._pending() if self._pending_rows else None, chunk, since)
 
     def refresh_if_stale(self) -> None:
         """Refresh norms when the policy above says they are stale (queries call this)."""

@@ -8,6 +8,10 @@ loads the index saved in INDEX_DIR for the journal at JOURNAL, builds the model 
 (0600, atomically); the view installs it beside the index if that index still stands
 (`TokenCosineView._learn_once`). The child ends as soon as PARENT (the daemon's pid) is not its parent,
 even when the daemon died before the child got this far.
+
+It reads only what the model is made of (`assoc.learn`): the vocabulary and `df`, the session links
+of the rows, and the postings of the segments that hold the newest rows, all from the saved files'
+read-only maps; not a whole index (its vocabulary dict, running maxima, session maps).
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from pathlib import Path
 
 from urchin.children import end_with_parent, lowest_priority
 from urchin.search import assoc, cosine_store
-from urchin.search.cosine import TokenCosineIndex
+from urchin.search.postings import Segment, walk
 
 __all__ = ["main"]
 
@@ -34,9 +38,13 @@ def main(argv: list[str]) -> int:
     except cosine_store.StoreError as exc:
         print(f"no saved index to learn from: {exc}", file=sys.stderr)
         return 1
-    index = TokenCosineIndex.from_state(saved.state)
-    cosine_store.release(saved)     # what loading read leaves this process (the build reads the postings once,
-    assoc.build(index).save(out)    # a segment at a time, each released after): its memory is the model's
+    cosine_store.release(saved)     # what loading's checks read leaves this process: the model reads a part
+    state, arrays = saved.state, saved.state.arrays
+    segments = [Segment(*parts) for parts in state.segments]
+    pending = (arrays["pending_terms"], arrays["pending_rows"], arrays["pending_tf"])
+    rows = int(state.meta["rows"])
+    assoc.learn(state.vocab, arrays["df"], arrays["prev"][:rows], arrays["next"][:rows],
+                lambda since: walk(segments, pending, since=since)).save(out)
     return 0
 
 

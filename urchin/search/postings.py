@@ -8,14 +8,14 @@ from __future__ import annotations
 import functools
 import os
 from array import array
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 __all__ = ["Blob", "Codes", "Column", "Mapping", "RowOffsets", "Segment", "SplitColumn", "Triples", "distinct",
-           "map_with_room", "release_pages"]
+           "map_with_room", "release_pages", "walk"]
 
 _MERGE_CHUNK = 1 << 20  # postings per step when building a segment (bounds the temporaries)
 Triples = tuple[np.ndarray, np.ndarray, np.ndarray]  # (terms, rows, tf), grouped by row
@@ -309,6 +309,29 @@ class Segment:
     @property
     def nnz(self) -> int:
         return len(self.rows)
+
+
+def walk(segments: list[Segment], pending: Triples | None, chunk: int = 1 << 21,
+         since: int = 0) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """Every posting as (rows, tf, terms) chunks, segment by segment, then the `pending` (terms, rows,
+    tf): each mapped segment's pages leave the process once read. `since`: segments whose rows all
+    lie before that row are skipped (unread: a segment holds rows added one after another)."""
+    for seg in segments:
+        if since and seg.span[1] < since:     # its span read a page per term: they leave too
+            release_pages(seg.indptr)
+            release_pages(seg.rows)
+            continue
+        for a in range(0, seg.nnz, chunk):
+            b = min(a + chunk, seg.nnz)
+            # each posting's term: the terms whose runs meet a..b-1, each repeated for its postings there
+            t0, t1 = (int(t) for t in np.searchsorted(seg.indptr, [a, b - 1], side="right") - 1)
+            runs = np.diff(np.clip(seg.indptr[t0:t1 + 2], a, b))
+            yield seg.rows[a:b], seg.tf[a:b], np.repeat(np.arange(t0, t1 + 1), runs)
+        for part in (seg.indptr, seg.rows, seg.tf):   # a mapped segment read whole: its pages leave
+            release_pages(part)                        # this process (a build's spilled ones, ~all)
+    if pending is not None and len(pending[0]):
+        terms, rows, tf = pending
+        yield rows, tf, terms
 
 
 class Codes(dict[str | None, int]):

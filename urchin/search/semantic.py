@@ -88,11 +88,12 @@ class TokenCosineView:
     shutdown. Construction does no I/O; the first `catch_up` or `search` loads the saved index.
 
     With `background` set, no caller waits for a build: a backlog over `tail_bytes` (an import, a
-    first start) is left to a build ("thread": one of this process's; "process": a child that saves
-    it for the next process, `urchin.search.cosine_build`), and until that is done queries answer
-    from a `Tail` of the newest events, saying how much they left out. The build owns the index
-    meanwhile (nothing else reads it), saves it every `save_every_s` (a kill resumes from there) and
-    swaps it in when it has caught up: the same index a build without a tail makes.
+    first start) is left to a build ("thread": one of this process's; "child": a child this process
+    waits for, then loads what it saved, the daemon's; "process": a detached child that saves it for
+    the next process; `urchin.search.cosine_build`), and until that is done queries answer from a
+    `Tail` of the newest events, saying how much they left out. The build owns the index meanwhile
+    (nothing else reads it), saves it every `save_every_s` (a kill resumes from there) and swaps it
+    in when it has caught up: the same index a build without a tail makes.
     """
 
     mode = "token-cosine"
@@ -162,6 +163,8 @@ class TokenCosineView:
         if not self._opened:
             self._open()
         if self._behind:
+            if self.background == "child":
+                self._start_build()     # again, once BUILD_RETRY_S after a failed one
             return self._follow_tail()
         self._check_journal()
         backlog = self.journal.size() - self.next_offset
@@ -183,9 +186,9 @@ class TokenCosineView:
         """Keep the tail of the newest events current (built again when it fell too far behind)."""
         tail = self._tail
         if tail is None or tail.stale(self.journal, self.tail_bytes):
-            # a build in this process: the first one small (a first query waits for it), grown by the
-            # build (`_grow_tail`); a child's build leaves the tail as it is, so it is made whole
-            first = tail is None and self.background == "thread"
+            # a build this process waits for: the first one small (a first query waits for it), grown
+            # by the build (`_grow_tail`); a CLI's child leaves the tail as it is, so it is made whole
+            first = tail is None and self.background in ("thread", "child")
             size = min(self.first_tail_bytes, self.tail_bytes) if first else self.tail_bytes
             self._tail = tail = Tail.newest(self.journal, size)
             self._assoc_if_stale(tail.index)
@@ -198,8 +201,10 @@ class TokenCosineView:
     def _start_build(self) -> None:
         if time.monotonic() - self._build_failed_at < BUILD_RETRY_S:
             return      # a build just failed (logged): queries go on from the tail meanwhile
-        if self.background == "thread" and (self._build_thread is None or not self._build_thread.is_alive()):
-            self._build_thread = threading.Thread(target=self._build_logged, name="urchin-cosine-build", daemon=True)
+        if self.background in ("thread", "child") and (self._build_thread is None or
+                                                        not self._build_thread.is_alive()):
+            target = self._build_logged if self.background == "thread" else self._build_in_child
+            self._build_thread = threading.Thread(target=target, name="urchin-cosine-build", daemon=True)
             self._build_thread.start()
         elif self.background == "process" and self.index_dir is not None and self.save_every:
             from urchin.search import cosine_build
@@ -221,10 +226,47 @@ class TokenCosineView:
                 self._build_failed_at = time.monotonic()
                 self._reset()
 
-    def build(self) -> int:
+    def _build_in_child(self) -> None:
+        """The build thread of "child": a child builds and saves the index (`cosine_build.build_beside`,
+        waited for here), then the saved copy is loaded (mapped) and swapped in for the tail, and the
+        associations are learned by a child of their own, after the build's, never beside it. A failed
+        build leaves queries on the tail; the next catch-up after BUILD_RETRY_S starts another, which
+        resumes from what was saved."""
+        from urchin.search import cosine_build
+
+        assert self.index_dir is not None
+        folder = self.index_dir
+
+        def done() -> bool:
+            return self.journal.size() - cosine_store.saved_offset(folder) <= _SWAP_BYTES
+
+        try:
+            self._grow_tail()       # the first tail, small for the first query, before the child starts
+            cosine_build.build_beside(folder, self.journal.path, self.home, done)
+            loaded = self._load_saved()        # outside the lock: queries answer from the tail meanwhile
+            if loaded is None:
+                raise RuntimeError(f"the index the build child saved does not load ({self.rebuild_reason})")
+            index, saved = loaded
+            index.assoc = assoc.load(assoc.path_beside(folder))
+            with self._lock:
+                self._install(index, saved)
+                self._read_tail()
+                self.index.refresh_if_stale()
+                self._behind, self._tail = False, None
+            _release_free_memory()      # the load's temporaries
+        except Exception as exc:   # noqa: BLE001 - queries go on from the tail; a later catch-up starts another
+            log.warning("token-cosine: the background build failed: %s", exc)
+            self._build_failed_at = time.monotonic()
+            return
+        if self.learn_apart and self.index.expand:
+            with self._save_lock:
+                self._learn_soon()
+
+    def build(self, learn: bool = True) -> int:
         """Index the journal to its end while queries answer from the tail; returns how many events
         were added. Saves every `save_every_s` (without the associations, a partial index's) and at
-        the end. Waits first for another process's build of the same folder (it saves: resumed here)."""
+        the end (with them unless `learn` is False). Waits first for another process's build of the
+        same folder (it saves: resumed here)."""
         from urchin.search import cosine_build
 
         self._grow_tail()
@@ -244,19 +286,20 @@ class TokenCosineView:
             self.index.refresh_if_stale()   # outside the lock: O(postings) at the end of a large build
             # The builder's save writes the columns as they are (no copy of each: nothing else changes
             # them while the build owns the index); a daemon learns the associations after the swap.
-            apart = self.background == "thread" and self.learn_apart
-            self._save_logged(learn=not apart)
+            apart = not learn or (self.background == "thread" and self.learn_apart)
+            if not self._save_logged(learn=not apart) and not apart:
+                self._learn_saved()     # a partial save covered it all (they learn nothing): learn now
             if self.background == "thread" and self._saved == (len(self.index), self.next_offset):
                 self._swap_saved()
             with self._lock:
                 added += self._read_tail()
                 self.index.refresh_if_stale()
                 self._behind, self._tail, self._builder = False, None, None
-        if apart and self.index_dir is not None and self.index.expand:
+        if learn and apart and self.index_dir is not None and self.index.expand:
             with self._save_lock:
                 self._learn_soon()
         elif self.background != "thread":
-            self._save_logged()     # the few rows read since (a child's build: for the next process)
+            self._save_logged(learn)     # the few rows read since (a child's build: for the next process)
         return added
 
     def _grow_tail(self) -> None:
@@ -389,7 +432,8 @@ class TokenCosineView:
         if self.background == "thread":
             who, reached = "the daemon is indexing them", self.next_offset
         else:   # a child's build: how far its last save got
-            who = "a background process is indexing them"
+            who = ("the daemon's build process is indexing them" if self.background == "child"
+                   else "a background process is indexing them")
             reached = cosine_store.saved_offset(self.index_dir) if self.index_dir is not None else 0
         done = min(99, 100 * reached // size)
         return (f"about {older:,} older events are not indexed yet and were not searched (only the newest "
@@ -515,9 +559,19 @@ class TokenCosineView:
             self._save_assoc(state, learn)
             return True
 
+    def _learn_saved(self) -> None:
+        """The associations of the index as last saved, when that is the whole index (the builder's)."""
+        with self._save_lock:
+            with self._lock:
+                if self._saved != (len(self.index), self.next_offset):
+                    return
+                state = self.index.state(copy=not self._behind)
+            self._save_assoc(state)
+
     def _save_assoc(self, state: IndexState, learn: bool = True) -> None:
         """Rebuild the associations from the saved copy when they are stale (outside the lock: queries
-        go on with the old ones), then save them beside the index."""
+        go on with the old ones), then save them beside the index. Not when `learn` is False (a build's
+        partial saves: a whole index's model, learned again at every save, was a build child's peak)."""
         current, folder = self.index.assoc, self.index_dir
         rows = int(state.meta["rows"])
         if folder is None or not self.index.expand:
@@ -526,7 +580,7 @@ class TokenCosineView:
             if not assoc.path_beside(folder).exists():
                 current.save(assoc.path_beside(folder))
             return
-        if self.learn_apart:
+        if self.learn_apart or not learn:
             if learn:
                 self._learn_soon()
             return
