@@ -62,3 +62,10 @@ def test_a_loaded_vocabulary_holds_a_fraction_of_a_dict_of_its_terms() -> None:
     finally:
         tracemalloc.stop()
     assert len(vocab) == len(terms) and held * 3 < dict_bytes, (held, dict_bytes)
+
+
+def test_terms_at_gives_saved_and_added_terms_by_id() -> None:
+    vocab = Vocabulary.of("\n".join(["zeta", "alpha", "été", "b"]).encode("utf-8"))
+    vocab.setdefault("new", len(vocab))
+    assert vocab.terms_at([4, 2, 0, 3, 1]) == ["new", "été", "zeta", "b", "alpha"]
+    assert vocab.terms_at([]) == []

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from urchin.fileio import write_private
+from urchin.search.vocab import Vocabulary
 
 if TYPE_CHECKING:
     from urchin.search.cosine import TokenCosineIndex
@@ -124,11 +125,13 @@ def build(index: TokenCosineIndex, *, dim: int = DIM, context: float = 0.5, max_
           max_docs: int = MAX_DOCS, seed: int = 0) -> Associations:
     """LSA over the newest `max_docs` rows of `index` (randomised SVD, two power iterations)."""
     n = len(index)
-    return learn(list(index._vocab), index._df.view(), index._prev.data[:n], index._next.data[:n],  # noqa: SLF001
+    vocab = index._vocab  # noqa: SLF001 - the index's own vocabulary, in id order
+    terms = vocab if isinstance(vocab, Vocabulary) else list(vocab)
+    return learn(terms, index._df.view(), index._prev.data[:n], index._next.data[:n],  # noqa: SLF001
                  index._all_postings, dim=dim, context=context, max_terms=max_terms, max_docs=max_docs, seed=seed)
 
 
-def learn(vocab: Sequence[str], df: np.ndarray, prev: np.ndarray, nxt: np.ndarray, postings: Postings, *,
+def learn(vocab: Sequence[str] | Vocabulary, df: np.ndarray, prev: np.ndarray, nxt: np.ndarray, postings: Postings, *,
           dim: int = DIM, context: float = 0.5, max_terms: int = MAX_TERMS, max_docs: int = MAX_DOCS,
           seed: int = 0) -> Associations:
     """`build` from an index's parts alone (a process that loads only these: `urchin.search.learn`):
@@ -165,7 +168,9 @@ def learn(vocab: Sequence[str], df: np.ndarray, prev: np.ndarray, nxt: np.ndarra
     doc_norm = np.sqrt(_sums(r, docs, lambda part: w[part] * w[part])).astype(np.float32)
     w /= np.where(doc_norm > 0, doc_norm, 1.0)[r]
     vectors = _lsa(r, t, w, docs, len(keep), dim, seed)
-    return Associations([vocab[i] for i in keep.tolist()], vectors, n)
+    kept = keep.tolist()
+    names = vocab.terms_at(kept) if isinstance(vocab, Vocabulary) else [vocab[i] for i in kept]
+    return Associations(names, vectors, n)
 
 
 def _joined(parts: list[list[np.ndarray]], i: int) -> np.ndarray:

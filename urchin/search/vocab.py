@@ -122,6 +122,12 @@ class Vocabulary(MutableMapping[str, int]):
     def __iter__(self) -> Iterator[str]:
         return chain(self.saved_terms(), list(self._added))
 
+    def terms_at(self, ids: list[int]) -> list[str]:
+        """The terms of `ids` (saved or added), decoding only those."""
+        blob, starts, n = self._blob, self._starts, self._n
+        added = {i: term for term, i in self._added.items()} if any(i >= n for i in ids) else {}
+        return [blob[starts[i]:starts[i + 1] - 1].decode("utf-8") if i < n else added[i] for i in ids]
+
     def __reversed__(self) -> Iterator[str]:
         """Newest first; the saved terms decoded only when the walk gets to them."""
         blob, starts = self._blob, self._starts
