@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import socket
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -234,3 +235,24 @@ def test_expect_100_continue_goes_to_the_asgi_app(running: Running) -> None:
         del buffer[:buffer.index(b"\r\n\r\n") + 4]
         assert _read(sock, buffer).status == 200
     assert running.direct.admitted == before
+
+
+def test_a_body_cut_short_by_a_disconnect_is_stored_by_neither_path(running: Running) -> None:
+    """A body that parses as JSON but never completed (a chunked one without its last chunk, a shorter
+    one than its Content-Length, on the direct path, the ASGI one and the batch route): the client is
+    gone, nothing is stored, as if it had sent nothing."""
+    cut: dict[str, bytes] = {}
+    for name, target in (("direct", "/ingest"), ("asgi", "/ingest?via=asgi"), ("batch", "/ingest/batch")):
+        event = {"content": f"cut short {name}", "source": "test"}
+        body = orjson.dumps([event] if name == "batch" else event)
+        line = f"POST {target} ".encode()
+        chunked = _request(body, chunked=True).replace(b"POST /ingest ", line)
+        cut[f"{name} chunked"] = chunked[:chunked.index(b"0\r\n\r\n")]
+        cut[f"{name} length"] = _request(body, length=len(body) + 5).replace(b"POST /ingest ", line)
+    for request in cut.values():
+        with running.connect() as sock:
+            sock.sendall(request)
+            time.sleep(0.05)
+    time.sleep(0.2)
+    assert _exchange(running, _request(orjson.dumps({"content": "after the cut ones", "source": "test"}))).status == 200
+    assert b"cut short" not in running.journal_bytes()
