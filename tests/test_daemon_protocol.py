@@ -31,6 +31,7 @@ class Running:
     port: int
     tokens: dict[str, str]
     journal: Path
+    config: Path
 
     @property
     def direct(self) -> Any:
@@ -61,7 +62,7 @@ def running(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
     try:
         assert daemon.ready.wait(60)
         port = int(daemon.address.rsplit(":", 1)[1])
-        yield Running(daemon, port, tokens, settings.journal_path)
+        yield Running(daemon, port, tokens, settings.journal_path, settings.config_path)
     finally:
         daemon.stop()
         thread.join(20)
@@ -256,3 +257,21 @@ def test_a_body_cut_short_by_a_disconnect_is_stored_by_neither_path(running: Run
     time.sleep(0.2)
     assert _exchange(running, _request(orjson.dumps({"content": "after the cut ones", "source": "test"}))).status == 200
     assert b"cut short" not in running.journal_bytes()
+
+
+def test_a_config_toml_that_is_not_utf8_leaves_no_request_unanswered(running: Running) -> None:
+    """config.toml is read again before a request; one that is not UTF-8 (a Latin-1 comment) is a config
+    error (logged, the settings in force stay), not an exception that left every direct POST /ingest of
+    that loop step without an answer."""
+    running.config.write_bytes(b"# caf\xe9\n[recall]\n")
+    try:
+        for chunked in (False, True):
+            body = orjson.dumps({"content": f"config not utf-8, chunked={chunked}", "source": "test"})
+            with running.connect() as sock:
+                sock.settimeout(5)
+                sock.sendall(_request(body, chunked=chunked))
+                assert _read(sock, bytearray()).status == 200
+            running.config.write_bytes(b"# caf\xe9 \n[recall]\n")    # changed again: read again
+    finally:
+        running.config.unlink()
+    assert running.journal_bytes().count(b"config not utf-8") == 2
