@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import socket
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +31,7 @@ class Running:
     port: int
     tokens: dict[str, str]
     journal: Path
+    config: Path
 
     @property
     def direct(self) -> Any:
@@ -60,7 +62,7 @@ def running(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
     try:
         assert daemon.ready.wait(60)
         port = int(daemon.address.rsplit(":", 1)[1])
-        yield Running(daemon, port, tokens, settings.journal_path)
+        yield Running(daemon, port, tokens, settings.journal_path, settings.config_path)
     finally:
         daemon.stop()
         thread.join(20)
@@ -234,3 +236,42 @@ def test_expect_100_continue_goes_to_the_asgi_app(running: Running) -> None:
         del buffer[:buffer.index(b"\r\n\r\n") + 4]
         assert _read(sock, buffer).status == 200
     assert running.direct.admitted == before
+
+
+def test_a_body_cut_short_by_a_disconnect_is_stored_by_neither_path(running: Running) -> None:
+    """A body that parses as JSON but never completed (a chunked one without its last chunk, a shorter
+    one than its Content-Length, on the direct path, the ASGI one and the batch route): the client is
+    gone, nothing is stored, as if it had sent nothing."""
+    cut: dict[str, bytes] = {}
+    for name, target in (("direct", "/ingest"), ("asgi", "/ingest?via=asgi"), ("batch", "/ingest/batch")):
+        event = {"content": f"cut short {name}", "source": "test"}
+        body = orjson.dumps([event] if name == "batch" else event)
+        line = f"POST {target} ".encode()
+        chunked = _request(body, chunked=True).replace(b"POST /ingest ", line)
+        cut[f"{name} chunked"] = chunked[:chunked.index(b"0\r\n\r\n")]
+        cut[f"{name} length"] = _request(body, length=len(body) + 5).replace(b"POST /ingest ", line)
+    for request in cut.values():
+        with running.connect() as sock:
+            sock.sendall(request)
+            time.sleep(0.05)
+    time.sleep(0.2)
+    assert _exchange(running, _request(orjson.dumps({"content": "after the cut ones", "source": "test"}))).status == 200
+    assert b"cut short" not in running.journal_bytes()
+
+
+def test_a_config_toml_that_is_not_utf8_leaves_no_request_unanswered(running: Running) -> None:
+    """config.toml is read again before a request; one that is not UTF-8 (a Latin-1 comment) is a config
+    error (logged, the settings in force stay), not an exception that left every direct POST /ingest of
+    that loop step without an answer."""
+    running.config.write_bytes(b"# caf\xe9\n[recall]\n")
+    try:
+        for chunked in (False, True):
+            body = orjson.dumps({"content": f"config not utf-8, chunked={chunked}", "source": "test"})
+            with running.connect() as sock:
+                sock.settimeout(5)
+                sock.sendall(_request(body, chunked=chunked))
+                assert _read(sock, bytearray()).status == 200
+            running.config.write_bytes(b"# caf\xe9 \n[recall]\n")    # changed again: read again
+    finally:
+        running.config.unlink()
+    assert running.journal_bytes().count(b"config not utf-8") == 2

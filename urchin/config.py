@@ -349,6 +349,8 @@ def _read_config(path: Path) -> dict[str, Any]:
         return {}
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    except UnicodeDecodeError as exc:   # tomllib decodes the whole file first
+        raise ConfigError(f"{path}: not valid UTF-8 (byte {exc.start}): TOML files are UTF-8") from None
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
 

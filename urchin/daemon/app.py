@@ -361,7 +361,12 @@ class DirectIngest:
     def _prepare_step(self, loop: asyncio.AbstractEventLoop) -> None:
         """The step's requests, in the order they came: one config reload, then each event to the writer."""
         step = self._steps.pop(loop, [])
-        reload_config(self.state.memory)   # [redact] and [recall] apply from these requests on
+        try:
+            reload_config(self.state.memory)   # [redact] and [recall] apply from these requests on
+        except Exception as exc:  # noqa: BLE001 - every request of the step answered (a 500), none left hanging
+            for _, _, respond, mark in step:
+                _send(respond, mark, *_failure(exc))
+            return
         for admitted, body, respond, mark in step:
             try:
                 future = self.state.writer.stage([_prepared(self.state, body, admitted.grant)], loop)

@@ -209,7 +209,10 @@ class Guard:
             else:
                 await self.app(scope, receive, send)
             return
-        body = await _read_body(receive, verdict.limit)
+        try:
+            body = await _read_body(receive, verdict.limit)
+        except _Gone:   # the client left before its body was whole: nothing of it reaches a route
+            return
         held = self.hold(verdict, method, path, scope.get("query_string", b""), body)
         if isinstance(held, Refused):
             await _refuse(send, held)
@@ -361,14 +364,22 @@ def _headers(scope: Scope) -> dict[str, str]:
     return {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
 
 
+class _Gone(Exception):
+    """The client disconnected before its request's body was whole."""
+
+
 async def _read_body(receive: Receive, limit: int) -> bytes | None:
-    """The whole body, or None as soon as it passes `limit` (whatever Content-Length claimed)."""
+    """The whole body, or None as soon as it passes `limit` (whatever Content-Length claimed); `_Gone`
+    when the client disconnects first: what came of the body is dropped, never passed on as if whole
+    (a chunked body cut before its last chunk, or a shorter one than its Content-Length, may still
+    parse as JSON), as the direct `POST /ingest` (daemon/protocol.py) never answers a body that did
+    not complete."""
     parts: list[bytes] = []
     size = 0
     while True:
         message = await receive()
         if message["type"] == "http.disconnect":
-            return b"".join(parts)
+            raise _Gone
         chunk = message.get("body", b"")
         size += len(chunk)
         if size > limit:
