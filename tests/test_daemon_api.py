@@ -66,7 +66,8 @@ def test_right_token_appends_once(daemon: DaemonProcess, api: httpx.Client) -> N
 
 
 @pytest.mark.parametrize("host", ["evil.example.com", "evil.example.com:18799", "10.0.0.5", "127.0.0.1.nip.io",
-                                  "localhost.evil.com"])
+                                  "localhost.evil.com", "localhost:18799@evil.example", "[::1]evil.example",
+                                  "127.0.0.1:80x", "[::1"])
 def test_non_loopback_host_is_refused(daemon: DaemonProcess, api: httpx.Client, host: str) -> None:
     before = daemon.journal_bytes()
     response = api.post("/ingest", json={"content": "rebinding"}, headers={"host": host})

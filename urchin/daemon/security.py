@@ -124,11 +124,16 @@ def ensure_token(settings: Settings) -> str:
 @functools.lru_cache(maxsize=256)   # one or two Host values per client, every request
 def is_loopback_host(value: str) -> bool:
     """`localhost`, `127.x.y.z` or `::1`, with or without a port (`[::1]:8080`, `localhost:18799`)."""
-    host = value.strip().lower()
+    host, rest = value.strip().lower(), ""
     if host.startswith("["):
-        host = host[1:host.find("]")] if "]" in host else host[1:]
+        end = host.find("]")
+        if end < 0:
+            return False
+        host, rest = host[1:end], host[end + 1:]
     elif host.count(":") == 1:
-        host = host.split(":", 1)[0]
+        host, rest = host.split(":", 1)[0], host[host.index(":"):]
+    if rest and not (rest[0] == ":" and rest[1:].isascii() and rest[1:].isdigit() and len(rest) <= 6):
+        return False     # a port is digits: `localhost:80@evil.example` names another host
     if host in ("localhost", "localhost.") or host.endswith(".localhost"):
         return True
     try:
