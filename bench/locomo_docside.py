@@ -1,7 +1,8 @@
 """Document-side expansion and the questions' speaker and date signals on LoCoMo dev (issue 32, round twenty).
 
     python bench/locomo_docside.py --cache /tmp/docside.pkl        # capture once (PostgreSQL), then analyse
-    python bench/locomo_docside.py --cache /tmp/docside.pkl --legs x-prev05,x-assoc
+    python bench/locomo_docside.py --cache /tmp/docside.pkl --legs x-prev1,x-sym05 [--no-priors]
+    python bench/locomo_docside.py --cache /tmp/docside.pkl --legs "" --combine x-sym05   # a list + both priors
 
 Query-side expansion (thesaurus, learned associations, feedback) was tried in rounds five to nineteen;
 this tries the other side, with no model. Each turn is indexed (here, in memory, beside the product's
@@ -31,6 +32,7 @@ import pickle
 import re
 import sys
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +41,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from locomo_fusion import DENSE_W, RANK_W, cv, folds, paired  # noqa: E402
+from locomo_fusion import DENSE_W, RANK_W, columns, cv, folds, paired  # noqa: E402
 from locomo_hybrid import _default_data, learned, load, open_backend  # noqa: E402
 from locomo_score import capture  # noqa: E402
 
@@ -221,12 +223,7 @@ class Pool:
                                     ("order", order[i]), ("other", bool(named) and source not in named),
                                     ("notime", when and not timed)):
                     cols[name].append(value)
-        self.a = {n: np.array(v, dtype=float) for n, v in cols.items()}
-        self.qid = self.a["qid"].astype(int)
-        self.nq = len(qs)
-        self.n_evidence = np.array(self.n_evidence, dtype=float)
-        self.conv = np.array(self.conv)
-        self.start = np.searchsorted(self.qid, np.arange(self.nq))
+        columns(self, cols, len(qs))
 
     def recall(self, c: dict[str, float]) -> np.ndarray:
         a, k = self.a, 20.0
@@ -281,7 +278,7 @@ def search(label: str, pool: Pool, grid: list[dict[str, float]]) -> np.ndarray:
 
 
 def analyse(qs: list[dict[str, Any]], events: list[Any], legs: list[str], priors: bool,
-            combine: list[str] = ()) -> None:  # type: ignore[assignment]
+            combine: Sequence[str] = ()) -> None:
     meta = {e.id: (e.source, bool(TIME.search(e.content))) for e in events}
     speakers: dict[str, list[str]] = {}
     for e in events:
