@@ -315,11 +315,27 @@ def analyse(qs: list[dict[str, Any]], events: list[Any], legs: list[str], priors
         print(f"{'':<44} ceiling with it {pool.ceiling(True):.3f}")
         results[f"tc+{name}"] = search(f"token-cosine leg + {name}", tcx, configs((0.0,), wxs, (0.0,), (0.0,)))
         results[f"hyb+{name}"] = search(f"hybrid + {name}", pool, configs((0.125,), wxs, (0.0,), (0.0,)))
+    stacked: list[np.ndarray] = []
+    labels: list[tuple[str, dict[str, float]]] = []
     for name in combine:
         pool = Pool(qs, name, meta, speakers)
         ps = (0.0, 0.25, 0.5)
-        results[f"hyb+{name}+priors"] = search(f"hybrid + {name} + speaker + time", pool,
-                                               configs((0.125,), (0.0, 0.0625, 0.125, 0.25), ps, ps))
+        grid = configs((0.125,), (0.0, 0.0625, 0.125, 0.25), ps, ps)
+        scores = np.array([pool.recall(c) for c in grid])
+        held = cv(scores, pool.conv, grid)
+        best = int(np.argmax(scores.mean(axis=1)))
+        print(f"hybrid + {name} + speaker + time: CV {held.mean():.4f} (folds {folds(held, pool.conv)})  "
+              f"in-sample {scores[best].mean():.4f} {grid[best]}")
+        results[f"hyb+{name}+priors"] = held
+        stacked += list(scores)
+        labels += [(name, c) for c in grid]
+    if len(combine) > 1:    # the list chosen per fold too: the honest CV of the whole search
+        scores = np.array(stacked)
+        held = cv(scores, base.conv, labels, show=True)
+        print(f"the whole search over {len(combine)} lists, both priors and the ratios ({len(labels)}): "
+              f"CV {held.mean():.4f} (folds {folds(held, base.conv)}); in-sample best "
+              f"{scores.mean(axis=1).max():.4f} {labels[int(np.argmax(scores.mean(axis=1)))]}")
+        results["whole search"] = held
     print("paired (bootstrap 95%, CV figures):")
     for label, held in results.items():
         paired(f"{label} vs token-cosine leg (CV)", held, tc_cv)
