@@ -72,12 +72,7 @@ class Pool:
                                     ("kr", kr), ("tr", tr), ("kn", kraw / kbest), ("tn", traw / tbest),
                                     ("hit", q["ids"][i] in q["evidence"]), ("order", order[i])):
                     cols[name].append(value)
-        self.a = {n: np.array(v, dtype=float) for n, v in cols.items()}
-        self.qid = self.a["qid"].astype(int)
-        self.nq = len(qs)
-        self.n_evidence = np.array(self.n_evidence, dtype=float)
-        self.conv = np.array(self.conv)
-        self.start = np.searchsorted(self.qid, np.arange(self.nq))
+        columns(self, cols, len(qs))
 
     def ceiling(self) -> np.ndarray:
         found = np.bincount(self.qid, weights=self.a["hit"], minlength=self.nq)
@@ -117,6 +112,16 @@ class Pool:
         top = self.top10(c)
         found = np.bincount(self.qid[top], weights=self.a["hit"][top], minlength=self.nq)
         return found / self.n_evidence
+
+
+def columns(pool: Any, cols: dict[str, list[Any]], nq: int) -> None:
+    """A pool's arrays from its columns (one row a candidate, `qid` ascending) and its per-question lists."""
+    pool.a = {n: np.array(v, dtype=float) for n, v in cols.items()}
+    pool.qid = pool.a["qid"].astype(int)
+    pool.nq = nq
+    pool.n_evidence = np.array(pool.n_evidence, dtype=float)
+    pool.conv = np.array(pool.conv)
+    pool.start = np.searchsorted(pool.qid, np.arange(nq))
 
 
 def _leg(legs: list[tuple[str, str, int, float]], name: str, depth: int) -> tuple[float, float]:
