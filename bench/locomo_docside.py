@@ -45,7 +45,7 @@ from locomo_fusion import DENSE_W, RANK_W, columns, cv, folds, paired  # noqa: E
 from locomo_hybrid import _default_data, learned, load, open_backend  # noqa: E402
 from locomo_score import capture  # noqa: E402
 
-import urchin.index.hybrid as hybrid_module  # noqa: E402
+import urchin.index.leg_runs as leg_runs  # noqa: E402
 from urchin.index.base import LegHit, chunk_key, split_key  # noqa: E402
 from urchin.index.sparse import doc_vector, term_ids, tokens  # noqa: E402
 from urchin.search import score as score_module  # noqa: E402
@@ -77,7 +77,7 @@ CTX_TURNS = 3
 DEPTH = 60
 ASSOC_TERMS = 10
 ASSOC_FLOOR = 0.3
-PIVOT = hybrid_module.PIVOT
+PIVOT = leg_runs.PIVOT
 TIME = re.compile(r"\b(yesterday|today|tonight|tomorrow|ago|last|next|recently|lately|earlier|soon|since|"
                   r"week|weeks|weekend|month|months|year|years|day|days|morning|evening|night|"
                   r"monday|tuesday|wednesday|thursday|friday|saturday|sunday|january|february|march|april|may|"
@@ -162,7 +162,7 @@ def _moment(e: Any) -> Any:
 
 def patch(doc: DocSide, ids: set[str]) -> None:
     """run_context's semantic lists gain one `x-...` list per variant, at a weight that changes nothing."""
-    real = hybrid_module._semantic_runs
+    real = leg_runs.semantic_runs
     device: list[str] = []
 
     def key_of(event_id: str) -> str:
@@ -181,16 +181,16 @@ def patch(doc: DocSide, ids: set[str]) -> None:
             return out      # as the product: an empty answer, and a quoted title no turn holds re-asked unquoted
         sub = parse(p.query)
         phrases = [m.lower() for m in re.findall(r'"([^"]+)"', p.query)]
-        weights, _, _ = hybrid_module._query_weights(stats, sub.positive, backend)
-        related = hybrid_module._related_weights(stats, sub, weights, backend, assoc) if weights else {}
+        weights, _, _ = leg_runs.query_weights(stats, sub.positive, backend)
+        related = leg_runs.related_weights(stats, sub, weights, backend, assoc) if weights else {}
         for name in VARIANTS:
-            run = hybrid_module.LegRun(name, "query", p.query, 1e-9, "document-side expansion (bench)")
+            run = leg_runs.LegRun(name, "query", p.query, 1e-9, "document-side expansion (bench)")
             run.hits = [LegHit(key_of(h.chunk_id), h.raw, h.kind, h.occurred_at)
                         for h in doc.hits(name, p.workspace, {**related, **weights}, stats.named, phrases)]
             out.append(run)
         return out
 
-    hybrid_module._semantic_runs = runs
+    leg_runs.semantic_runs = runs     # urchin/index/hybrid.py calls it through the module
 
 
 # ---- offline ------------------------------------------------------------------------------------------
