@@ -18,6 +18,7 @@ LAYERS = [
     ("urchin.errors", 0), ("urchin.checks", 1), ("urchin.event", 1), ("urchin.wire", 1), ("urchin.config", 2),
     ("urchin.home", 1), ("urchin.uuid7", 1),                # the home's rule and new ids, standard library only
     ("urchin.reference_shape", 1),                          # the reference Urchin's lines folded into the event model
+    ("urchin.event_fields", 1),                             # what each field of an event may hold
     ("urchin.hook_fast", 2),                                # a hook beside a daemon: one request (stdlib only)
     ("urchin.children", 1),                                 # how Urchin starts its own child processes
     ("urchin.subkeys", 1),                                  # one key per use of the install key
