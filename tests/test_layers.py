@@ -28,6 +28,7 @@ LAYERS = [
     ("urchin.requests_first", 0),                           # background work gives way to requests
     ("urchin.fileio", 0),                                   # atomic writes, synced appends, line reads (stdlib only)
     ("urchin.delegation", 0),                               # a method that is another object's (stdlib only)
+    ("urchin.jsontypes", 0),                                # JSON as a type (stdlib only)
     ("urchin.clipping", 0),                                 # text cut without leaving half a secret (stdlib only)
     ("urchin.timestamps", 1),                               # how a time is read and written, its range
     # operations' typed parameters and every limit, declared once: the contract and the layers below share them
