@@ -60,3 +60,55 @@ def test_front_ends_hold_a_facade_never_any() -> None:
                      if isinstance(n, ast.FunctionDef) and n.name == name]
         assert functions and all(f.returns is not None and ast.unparse(f.returns) == "Facade" for f in functions), (
             f"urchin/{path}: {name}() must return a Facade")
+
+
+def _closures_back(cls: ast.ClassDef, builders: list[ast.FunctionDef]) -> list[str]:
+    """Where a builder of `cls`'s parts hands a part a lambda, a nested function or one of `cls`'s own
+    methods (`self.method`): a call that would come back up into the facade."""
+    # methods and declared delegations; a property or cached_property is a part (an object), not a call
+    methods = {n.name for n in cls.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+               and not any("property" in ast.unparse(d) for d in n.decorator_list)} | {
+        t.id for n in cls.body if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)}
+    found = []
+    for builder in builders:
+        for node in ast.walk(builder):
+            if node is not builder and isinstance(node, (ast.Lambda, ast.FunctionDef, ast.AsyncFunctionDef)):
+                found.append(f"{builder.name}:{node.lineno} {type(node).__name__.lower()}")
+            if isinstance(node, ast.Call):
+                for arg in (*node.args, *(k.value for k in node.keywords)):
+                    if (isinstance(arg, ast.Attribute) and isinstance(arg.value, ast.Name) and arg.value.id == "self"
+                            and arg.attr in methods):
+                        found.append(f"{builder.name}:{arg.lineno} self.{arg.attr}")
+    return sorted(found)
+
+
+def _memory_builders(source: str) -> tuple[ast.ClassDef, list[ast.FunctionDef]]:
+    cls = next(n for n in ast.parse(source).body if isinstance(n, ast.ClassDef) and n.name == "Memory")
+    builders = [n for n in cls.body if isinstance(n, ast.FunctionDef) and (
+        n.name == "__init__" or any(ast.unparse(d) == "cached_property" for d in n.decorator_list))]
+    return cls, builders
+
+
+def test_memory_wires_its_parts_in_one_place_without_closures_back_into_it() -> None:
+    """`Memory.__init__` (and the parts built on first use) give each part the parts it calls, never a
+    lambda or a bound method of `Memory`; no part imports the composer."""
+    cls, builders = _memory_builders((PACKAGE / "memory" / "__init__.py").read_text())
+    assert [b.name for b in builders][:1] == ["__init__"]
+    assert _closures_back(cls, builders) == []
+    from tests.test_layers import _graph
+
+    graph = _graph()
+    parts = {name for name in graph if name.startswith("urchin.memory.")}
+    assert {part for part in parts if "urchin.memory" in graph[part]} == set()
+
+
+def test_the_closure_finder_finds_closures() -> None:
+    source = '''
+class Memory:
+    def __init__(self):
+        self._a = A(lambda: self.status(), on=self.status)
+    def status(self):
+        return 1
+'''
+    cls, builders = _memory_builders(source)
+    assert _closures_back(cls, builders) == ["__init__:4 lambda", "__init__:4 self.status"]
