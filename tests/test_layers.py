@@ -18,6 +18,7 @@ LAYERS = [
     ("urchin.errors", 0), ("urchin.checks", 1), ("urchin.event", 1), ("urchin.wire", 1), ("urchin.config", 2),
     ("urchin.home", 1), ("urchin.uuid7", 1),                # the home's rule and new ids, standard library only
     ("urchin.reference_shape", 1),                          # the reference Urchin's lines folded into the event model
+    ("urchin.event_fields", 1),                             # what each field of an event may hold
     ("urchin.hook_fast", 2),                                # a hook beside a daemon: one request (stdlib only)
     ("urchin.children", 1),                                 # how Urchin starts its own child processes
     ("urchin.subkeys", 1),                                  # one key per use of the install key
@@ -27,6 +28,7 @@ LAYERS = [
     ("urchin.requests_first", 0),                           # background work gives way to requests
     ("urchin.fileio", 0),                                   # atomic writes, synced appends, line reads (stdlib only)
     ("urchin.delegation", 0),                               # a method that is another object's (stdlib only)
+    ("urchin.jsontypes", 0),                                # JSON as a type (stdlib only)
     ("urchin.clipping", 0),                                 # text cut without leaving half a secret (stdlib only)
     ("urchin.timestamps", 1),                               # how a time is read and written, its range
     # operations' typed parameters and every limit, declared once: the contract and the layers below share them

@@ -12,13 +12,23 @@ import os
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import TypedDict
 
 import orjson
 
 from urchin.fileio import ensure_private_dir, write_private
 from urchin.timestamps import format_timestamp, parse_timestamp
 
-__all__ = ["Ephemeral", "EphemeralState"]
+__all__ = ["Ephemeral", "EphemeralState", "EphemeralStatus"]
+
+
+class EphemeralStatus(TypedDict):
+    """`EphemeralState.to_dict()`: on or off, since and until when, writes suppressed in all."""
+
+    on: bool
+    startedAt: str | None
+    until: str | None
+    suppressedTotal: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,7 +38,7 @@ class EphemeralState:
     until: str | None = None
     suppressed_total: int = 0
 
-    def to_dict(self) -> dict[str, object]:
+    def to_dict(self) -> EphemeralStatus:
         return {"on": self.on, "startedAt": self.started_at, "until": self.until,
                 "suppressedTotal": self.suppressed_total}
 

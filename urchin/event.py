@@ -4,14 +4,13 @@ Strict on the way in (`Event.from_input`: every rule names its field), tolerant 
 (`Event.from_record`: lines of the reference Urchin's TypeScript and Rust shapes read the same, the
 TypeScript one's folds in `urchin/reference_shape.py`). Only the model: what a search index reads of
 a stored line is `urchin/search/fields.py`'s; how a time is read and written is `urchin/timestamps.py`'s,
-and how text is cut without leaving half a secret `urchin/clipping.py`'s. A leaf: imports nothing of
-the package but `errors`, those two, new ids (`uuid7`) and the reference shape's folds.
+how text is cut without leaving half a secret `urchin/clipping.py`'s, and what each field may hold
+`urchin/event_fields.py`'s. A leaf: imports nothing of the package but `errors`, those three, new ids
+(`uuid7`) and the reference shape's folds.
 """
 
 from __future__ import annotations
 
-import math
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -19,8 +18,28 @@ from typing import Any
 
 import orjson
 
-from urchin.clipping import clip, quoted
 from urchin.errors import ValidationError
+from urchin.event_fields import (  # the field rules; the names importers take from here are re-exported
+    ACTOR_SEEN,
+    HARD_LIMIT_BYTES,
+    MAX_ID_LENGTH,
+    MAX_META_BYTES,
+    MAX_META_DEPTH,
+    MAX_NAME_BYTES,
+    MAX_TITLE_LENGTH,
+    SOFT_CAP_BYTES,
+    TRUNCATION_MARKER,
+    as_name,
+    check_actor,
+    check_content,
+    check_label,
+    check_meta,
+    check_name,
+    check_tags,
+    clean_text,
+    label,
+    optional_string,
+)
 from urchin.reference_shape import actor_from_identity, field_from_meta, fold_extra
 from urchin.timestamps import canonical_moment, epoch_ms, format_timestamp, parse_timestamp, read_stored_timestamp
 from urchin.uuid7 import new_id
@@ -37,6 +56,7 @@ __all__ = [
     "TRUNCATION_MARKER",
     "MAX_META_DEPTH",
     "MAX_META_BYTES",
+    "MAX_ID_LENGTH",
     "check_name",
     "clean_text",
     "MEMORY_KINDS",
@@ -50,219 +70,12 @@ MEMORY_KINDS = ("decision",)
 # lists them. A caller's own kind (any label) is stored too; search_context's `kinds` filters by it.
 RECORDED_KINDS = ("conversation", "decision", "tool_use", "command", "commit", "note", "capture", "agent", "error")
 
-SOFT_CAP_BYTES = 64 * 1024
-HARD_LIMIT_BYTES = 1024 * 1024
-TRUNCATION_MARKER = "\n[… truncated by urchin: {dropped} bytes dropped]"
-MAX_ID_LENGTH = 256
-MAX_LABEL_LENGTH = 64
-# workspace, session, brain, a tag, an actor value, in UTF-8 bytes: PostgreSQL's btree and GIN index
-# entries hold about 2,700 bytes at most, and these columns are indexed
-MAX_NAME_BYTES = 1024
-MAX_TITLE_LENGTH = 64 * 1024
-MAX_TAGS = 256
-MAX_META_DEPTH = 32               # meta itself is level 1
-MAX_META_BYTES = 256 * 1024       # serialised
-MAX_ACTOR_KEYS = 16
-_INT_RANGE = (-(1 << 63), (1 << 64) - 1)   # what orjson (and any JSON reader with 64-bit ints) can hold
-# meta is plain JSON: orjson must refuse (not convert) dataclasses, datetimes and subclasses
-_PASSTHROUGH = orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_SUBCLASS
 
-# The one rule for characters, applied at the edge so that whatever validates can be serialised,
-# stored, indexed and fed (PostgreSQL text cannot hold NUL; UTF-8 cannot hold a lone surrogate):
-# names (ids, workspace, session, brain, tags, actor, meta keys) refuse every control character and
-# lone surrogates; free text (content, title, meta string values) keeps tabs, newlines and other
-# control characters (real tool output) and has NUL and lone surrogates replaced by U+FFFD.
-_NAME_BAD = re.compile(r"[\x00-\x1f\x7f\ud800-\udfff]")
-_TEXT_BAD = re.compile(r"[\x00\ud800-\udfff]")
-REPLACEMENT = "\ufffd"
-
-_LABEL = re.compile(r"[a-z0-9._-]+")
 _FIELDS = ("id", "timestamp", "source", "kind", "content", "workspace", "session", "title",
            "brain", "tags", "actor", "meta")
 FIELD_NAMES = frozenset(_FIELDS)   # an event's fields (a line's other keys go to meta)
 PROOF_FIELD = "proof"   # the write path's mark on a line it made (urchin/proof.py); not part of the event
 _OPTIONAL_STRINGS = ("workspace", "session", "title", "brain")
-_LABELS: dict[str, str] = {}  # label normalisation is pure; imports see the same few thousands of times
-
-
-def _label(value: Any, field_name: str) -> str:
-    known = _LABELS.get(value) if isinstance(value, str) else None
-    if known is not None:
-        return known
-    if not isinstance(value, str):
-        raise ValidationError(field_name, "must be a string")
-    text = value.strip().lower()
-    if not text:
-        raise ValidationError(field_name, "must not be blank")
-    if len(text) > MAX_LABEL_LENGTH or not _LABEL.fullmatch(text):
-        raise ValidationError(field_name, f"must be lowercase [a-z0-9._-], at most {MAX_LABEL_LENGTH} characters")
-    if len(_LABELS) < 4096:
-        _LABELS[value] = text
-    return text
-
-
-def check_label(value: Any, field_name: str) -> str:
-    """A source or kind as events store it (lowercase [a-z0-9._-]); a filter naming another can match nothing."""
-    return _label(value, field_name)
-
-
-def check_name(value: str, field_name: str, limit: int = MAX_NAME_BYTES) -> str:
-    """A name (id, workspace, session, tag, meta key ...): no control characters, no lone surrogates,
-    at most `limit` bytes of UTF-8."""
-    # C speed: isprintable() is False for every control character and surrogate
-    if value.isprintable() and (len(value) * 4 <= limit or len(value.encode("utf-8")) <= limit):
-        return value
-    bad = _NAME_BAD.search(value)
-    if bad:
-        raise ValidationError(field_name, f"must not contain control characters or lone surrogates "
-                                          f"(found U+{ord(bad.group()):04X})")
-    size = len(value.encode("utf-8"))
-    if size > limit:
-        raise ValidationError(field_name, f"must be at most {limit} bytes (UTF-8), got {size}")
-    return value
-
-
-def as_name(value: str, limit: int = MAX_NAME_BYTES) -> str:
-    """A name derived from data an adapter does not control (a folder name, a branch): control
-    characters and lone surrogates become U+FFFD and it is cut to `limit` bytes, so that what an
-    agent did is never lost because of where it did it. Names given by a caller are checked instead."""
-    value = _NAME_BAD.sub(REPLACEMENT, value)
-    return clip(value, limit, in_bytes=True)
-
-
-def clean_text(value: str) -> str:
-    """Free text with NUL and lone surrogates replaced by U+FFFD (everything else is kept)."""
-    if "\x00" not in value and (value.isascii() or not _TEXT_BAD.search(value)):
-        return value
-    return _TEXT_BAD.sub(REPLACEMENT, value)
-
-
-def _tags(value: Any) -> tuple[str, ...]:
-    if value is None:
-        return ()
-    if isinstance(value, str) or not isinstance(value, (list, tuple)):
-        raise ValidationError("tags", "must be a list of strings")
-    if len(value) > MAX_TAGS:
-        raise ValidationError("tags", f"must hold at most {MAX_TAGS} tags, got {len(value)}")
-    seen: dict[str, None] = {}
-    for i, item in enumerate(value):
-        if not isinstance(item, str):
-            raise ValidationError("tags", "must be a list of strings")
-        tag = check_name(item.strip().lower(), f"tags[{i}]")
-        if tag:
-            seen.setdefault(tag, None)
-    return tuple(seen)
-
-
-def _optional_string(name: str, text: str) -> str | None:
-    """`title` is free text; `workspace`, `session` and `brain` are names."""
-    if not text:
-        return None
-    if name != "title":
-        return check_name(text, name)
-    if len(text) > MAX_TITLE_LENGTH:
-        raise ValidationError(name, f"must be at most {MAX_TITLE_LENGTH} characters, got {len(text)}")
-    return clean_text(text)
-
-
-def _actor(value: Any) -> dict[str, Any] | None:
-    if value is None:
-        return None
-    if not isinstance(value, dict):
-        raise ValidationError("actor", "must be an object like {account, device}")
-    if len(value) > MAX_ACTOR_KEYS:
-        raise ValidationError("actor", f"must hold at most {MAX_ACTOR_KEYS} keys")
-    for key, item in value.items():
-        if (isinstance(key, str) and key.isprintable() and len(key) <= MAX_ID_LENGTH // 4 and (
-                item is None or isinstance(item, str) and item.isprintable() and len(item) <= MAX_NAME_BYTES // 4)):
-            continue   # the stamped {account, device} of every event: checked at C speed
-        if not isinstance(key, str):
-            raise ValidationError("actor", "keys must be strings")
-        check_name(key, "actor", MAX_ID_LENGTH)
-        if item is not None and not isinstance(item, str):
-            raise ValidationError(f"actor.{key}", "must be a string")
-        if item is not None:
-            check_name(item, f"actor.{key}")
-    return value or None
-
-
-# The last actor `_actor` accepted (a copy): a writer stamps the same {account, device} on every
-# event, and a dict equal to one that passed passes too (of the values JSON gives, only an equal
-# string equals a string and only None equals None), so the next equal one skips the checks (~1 us).
-# A one-item list: a global set in place, one reference swapped at a time (threads may share it).
-_ACTOR_SEEN: list[dict[str, Any] | None] = [None]
-
-
-def _meta(value: Any) -> dict[str, Any] | None:
-    """Plain JSON, at most `MAX_META_DEPTH` levels and `MAX_META_BYTES` serialised; a cleaned copy."""
-    if value is None:
-        return None
-    if not isinstance(value, dict):
-        raise ValidationError("meta", "must be a JSON object")
-    try:
-        blob: bytes | None = orjson.dumps(value, option=_PASSTHROUGH)
-    except TypeError:   # orjson.JSONEncodeError too: the walk below names the field and the rule
-        blob = None
-    # Fast path (almost every event): no escape at all means no control character, NUL or DEL in any
-    # key or string; no `null` means no NaN or infinity (orjson writes those as null); at most 32
-    # brackets means at most 32 levels. Anything else takes the walk, which decides.
-    if (blob is None or b"\\" in blob or b"null" in blob or b"\x7f" in blob
-            or blob.count(b"{") + blob.count(b"[") > MAX_META_DEPTH):
-        value = _json_value(value, "meta", 1)
-        blob = orjson.dumps(value)
-    size = len(blob)
-    if size > MAX_META_BYTES:
-        raise ValidationError("meta", f"is {size} bytes serialised, over the limit of {MAX_META_BYTES} bytes")
-    return value or None
-
-
-def _json_value(value: Any, where: str, depth: int) -> Any:
-    if isinstance(value, str):
-        return clean_text(value)
-    if value is None or isinstance(value, bool):
-        return value
-    if isinstance(value, int):
-        if not _INT_RANGE[0] <= value <= _INT_RANGE[1]:
-            raise ValidationError(where, "must be an integer within 64 bits")
-        return value
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            raise ValidationError(where, "must be a finite number")
-        return value
-    if not isinstance(value, (dict, list, tuple)):
-        raise ValidationError(where, f"must be JSON (string, number, boolean, null, list or object), "
-                                     f"not {type(value).__name__}")
-    if depth > MAX_META_DEPTH:
-        raise ValidationError("meta", f"must be nested at most {MAX_META_DEPTH} levels deep")
-    if isinstance(value, dict):
-        out: dict[str, Any] = {}
-        for key, item in value.items():
-            if not isinstance(key, str):
-                raise ValidationError(where, "keys must be strings")
-            try:
-                check_name(key, where, MAX_META_BYTES)
-            except ValidationError as exc:
-                raise ValidationError(where, f"key {quoted(key)} {exc.rule}") from None
-            out[key] = _json_value(item, f"{where}.{quoted(key, repr_=False)}", depth + 1)
-        return out
-    return [_json_value(item, f"{where}[{i}]", depth + 1) for i, item in enumerate(value)]
-
-
-def _content(value: Any, soft_cap: int) -> tuple[str, bool]:
-    if value is None:
-        raise ValidationError("content", "is required")
-    if not isinstance(value, str):
-        raise ValidationError("content", "must be a string")
-    value = clean_text(value)
-    if not value or value.isspace():   # what strip() would empty, without copying the text
-        raise ValidationError("content", "must not be blank")
-    size = len(value) if value.isascii() else len(value.encode("utf-8"))
-    if size > HARD_LIMIT_BYTES:
-        raise ValidationError("content", f"is {size} bytes, over the hard limit of {HARD_LIMIT_BYTES} bytes")
-    if size <= soft_cap:
-        return value, False
-    kept = clip(value, soft_cap, in_bytes=True)
-    return kept + TRUNCATION_MARKER.format(dropped=size - len(kept.encode("utf-8"))), True
 
 
 @dataclass(frozen=True, slots=True)
@@ -297,7 +110,7 @@ class Event:
         """Validate and normalise user input; raises `ValidationError` naming the field."""
         if type(data) is not dict and not isinstance(data, Mapping):   # an ABC check costs ~0.5 us a call
             raise ValidationError("event", "must be a JSON object")
-        content, truncated = _content(data.get("content"), soft_cap)
+        content, truncated = check_content(data.get("content"), soft_cap)
         raw_id = data.get("id")
         ts_value = data.get("timestamp")
         if ts_value is None:
@@ -333,11 +146,11 @@ class Event:
             value = value.strip()
             # a printable name short enough in any encoding: what `check_name` answers first, inline
             ok = name != "title" and value and value.isprintable() and len(value) * 4 <= MAX_NAME_BYTES
-            optional[name] = value if ok else _optional_string(name, value)
+            optional[name] = value if ok else optional_string(name, value)
         actor = data.get("actor")
-        if actor is not None and not (type(actor) is dict and actor == _ACTOR_SEEN[0]):
-            actor = _actor(actor)
-            _ACTOR_SEEN[0] = actor.copy() if actor is not None and len(actor) <= 4 else None
+        if actor is not None and not (type(actor) is dict and actor == ACTOR_SEEN[0]):
+            actor = check_actor(actor)
+            ACTOR_SEEN[0] = actor.copy() if actor is not None and len(actor) <= 4 else None
         meta = data.get("meta")
         if meta is not None and not isinstance(meta, dict):
             raise ValidationError("meta", "must be a JSON object")
@@ -348,10 +161,10 @@ class Event:
                 meta.setdefault(key, value)
             if truncated:
                 meta["truncated"] = True
-        meta = _meta(meta)
-        return _made(event_id, timestamp, _label(default_source if source is None else source, "source"),
-                     _label(default_kind if kind is None else kind, "kind"), content, optional["workspace"],
-                     optional["session"], optional["title"], optional["brain"], _tags(data.get("tags")), actor,
+        meta = check_meta(meta)
+        return _made(event_id, timestamp, label(default_source if source is None else source, "source"),
+                     label(default_kind if kind is None else kind, "kind"), content, optional["workspace"],
+                     optional["session"], optional["title"], optional["brain"], check_tags(data.get("tags")), actor,
                      meta, epoch_ms(moment))
 
     # ---- tolerant reading (journal lines, imports of old data) ----------------------------
@@ -440,7 +253,7 @@ class Event:
 
     def capped(self, soft_cap: int) -> Event:
         """This event with content cut at `soft_cap` bytes (with a marker and `meta.truncated`)."""
-        content, truncated = _content(self.content, soft_cap)
+        content, truncated = check_content(self.content, soft_cap)
         if not truncated:
             return self
         return self.replace(content=content, meta={**(self.meta or {}), "truncated": True})

@@ -20,7 +20,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import orjson
 
@@ -28,7 +28,8 @@ from urchin.errors import ConfigError, NotFoundError, ValidationError
 from urchin.fileio import ensure_private_dir, write_private
 from urchin.hook_fast import HOOK_TOKEN_FILE
 
-__all__ = ["Grant", "TokenStore", "SCOPES", "ADMIN_GRANT", "parse_expires", "ensure_hook_token", "HOOK_TOKEN_FILE"]
+__all__ = ["Grant", "TokenStore", "TokenFields", "TokenRecord", "NewToken", "SCOPES", "ADMIN_GRANT", "parse_expires",
+           "ensure_hook_token", "HOOK_TOKEN_FILE"]
 
 SCOPES = ("ingest", "read", "hook", "admin")
 HOOK_TOKEN_NAME = "hooks"
@@ -71,6 +72,36 @@ def _hash(token: str) -> str:
     return hashlib.sha256(token.encode("utf-8")).hexdigest()
 
 
+class TokenFields(TypedDict):
+    """A token's record as shown (never its hash)."""
+
+    id: str
+    scope: str
+    workspaces: list[str]
+    created: float
+    expires: float | None         # epoch seconds; None: never
+    name: str | None
+
+
+class TokenRecord(TypedDict):
+    """`urchin token list`: a record as the file holds it (a hand-edited one may lack a field: None), and
+    whether it has expired."""
+
+    id: str
+    scope: str | None
+    workspaces: list[str] | None
+    created: float | None
+    expires: float | None
+    name: str | None
+    expired: bool
+
+
+class NewToken(TokenFields):
+    """`urchin token create`: the token itself (shown once, only its hash is kept) and its record."""
+
+    token: str
+
+
 class TokenStore:
     """The token file of one home; reloads it when it changes (revocation takes effect at once)."""
 
@@ -108,18 +139,18 @@ class TokenStore:
             return None
         return Grant(str(record["scope"]), tuple(record.get("workspaces") or ()), str(record["id"]))
 
-    def entries(self, now: float | None = None) -> list[dict[str, Any]]:
+    def entries(self, now: float | None = None) -> list[TokenRecord]:
         now = now if now is not None else time.time()
-        out = []
+        out: list[TokenRecord] = []
         for record in sorted(self._records().values(), key=lambda r: (r.get("created", 0), r["id"])):
-            view = {k: record.get(k) for k in ("id", "scope", "workspaces", "created", "expires", "name")}
-            view["expired"] = record.get("expires") is not None and now >= float(record["expires"])
-            out.append(view)
+            out.append({"id": record["id"], "scope": record.get("scope"), "workspaces": record.get("workspaces"),
+                        "created": record.get("created"), "expires": record.get("expires"), "name": record.get("name"),
+                        "expired": record.get("expires") is not None and now >= float(record["expires"])})
         return out
 
     # ---- writing ------------------------------------------------------------------------------
     def create(self, scope: str, workspaces: Sequence[str] = (), expires: str | None = None,
-               name: str | None = None, now: float | None = None) -> tuple[str, dict[str, Any]]:
+               name: str | None = None, now: float | None = None) -> tuple[str, TokenFields]:
         """A new token (returned once, never stored) and its record."""
         if scope not in SCOPES:
             raise ValidationError("scope", f"must be one of {', '.join(SCOPES)}, got {scope!r}")
@@ -130,11 +161,13 @@ class TokenStore:
         now = now if now is not None else time.time()
         token_id = secrets.token_hex(6)
         token = f"urchin_{token_id}_{secrets.token_urlsafe(32)}"
-        record = {"id": token_id, "sha256": _hash(token), "scope": scope, "workspaces": sorted(set(workspaces)),
-                  "created": round(now, 3), "expires": None if ttl is None else round(now + ttl, 3), "name": name}
+        record: dict[str, Any] = {"id": token_id, "sha256": _hash(token), "scope": scope,
+                                  "workspaces": sorted(set(workspaces)), "created": round(now, 3),
+                                  "expires": None if ttl is None else round(now + ttl, 3), "name": name}
         with self._locked() as records:
             records.append(record)
-        return token, {k: v for k, v in record.items() if k != "sha256"}
+        return token, {"id": token_id, "scope": scope, "workspaces": record["workspaces"], "created": record["created"],
+                       "expires": record["expires"], "name": name}
 
     def revoke(self, token_id: str) -> None:
         with self._locked() as records:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -10,6 +10,9 @@ from urchin.cli.group import AppContext, main
 from urchin.cli.options import as_flag, build, operation_options, print_json
 from urchin.contract.render import render_context
 from urchin.errors import ValidationError
+
+if TYPE_CHECKING:
+    from urchin.index.hybrid import ContextResult
 
 
 @main.command("context")
@@ -28,6 +31,6 @@ def context(app: AppContext, as_json: bool, **params: Any) -> None:
     print_context(result, as_json)
 
 
-def print_context(result: Any, as_json: bool) -> None:
+def print_context(result: ContextResult, as_json: bool) -> None:
     """A `search_context` result: the MCP tool's object with --json, else the MCP tool's text."""
     print_json(result.to_dict()) if as_json else click.echo(render_context(result.to_dict()))

@@ -2,26 +2,32 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 import click
 
 from urchin.cli.group import AppContext, main
 from urchin.cli.options import print_json
 
+if TYPE_CHECKING:
+    from urchin.index.pg_roles import FeederRole, RoleSetup
 
-def _show(result: dict[str, Any], as_json: bool) -> None:
+
+def _show_roles(result: RoleSetup, as_json: bool) -> None:
     if as_json:
         print_json(result)
         return
-    for name in ("owner", "reader"):
-        if name in result:
-            role = result[name]
-            click.echo(f"{name}: role {role['role']}" + (f"; URL (shown once): {role['url']}" if role["url"] else
-                                                         " (exists; password unchanged)"))
-    if "device" in result:
-        click.echo(f"feeder of device {result['device']} (account {result['account'] or 'none'}): role {result['role']}"
-                   + (f"; URL (shown once): {result['url']}" if result["url"] else " (exists; password unchanged)"))
+    for name, role in (("owner", result["owner"]), ("reader", result["reader"])):
+        click.echo(f"{name}: role {role['role']}" + (f"; URL (shown once): {role['url']}" if role["url"] else
+                                                     " (exists; password unchanged)"))
+
+
+def _show_feeder(result: FeederRole, as_json: bool) -> None:
+    if as_json:
+        print_json(result)
+        return
+    click.echo(f"feeder of device {result['device']} (account {result['account'] or 'none'}): role {result['role']}"
+               + (f"; URL (shown once): {result['url']}" if result["url"] else " (exists; password unchanged)"))
 
 
 @main.group("db")
@@ -40,7 +46,7 @@ def setup(app: AppContext, owner_password: str | None, reader_password: str | No
 
     memory = Memory(app.settings())
     try:
-        _show(memory.db_setup(owner_password, reader_password), as_json)
+        _show_roles(memory.db_setup(owner_password, reader_password), as_json)
     finally:
         memory.close()
 
@@ -58,6 +64,6 @@ def feeder(app: AppContext, device: str, password: str | None, account: str | No
 
     memory = Memory(app.settings())
     try:
-        _show(memory.db_feeder(device, password, account), as_json)
+        _show_feeder(memory.db_feeder(device, password, account), as_json)
     finally:
         memory.close()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -20,6 +20,9 @@ from urchin.contract.render import (
     render_ingest,
     render_status,
 )
+
+if TYPE_CHECKING:
+    from urchin.search.query import SearchResult
 
 # What the CLI writes when no flag says otherwise: a person typing a note (MCP writes source mcp).
 _WRITER = {"source": "manual", "kind": "note"}
@@ -85,7 +88,7 @@ def _metered(file: Any, update: Any) -> Any:
         yield line
 
 
-def print_events(result: Any, as_json: bool) -> None:
+def print_events(result: SearchResult, as_json: bool) -> None:
     """A search result: the same object HTTP and MCP return with --json, else its one render."""
     print_json(result.to_dict()) if as_json else print_text(render_events(result))
 

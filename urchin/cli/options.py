@@ -10,13 +10,16 @@ validation) for the flag.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 import orjson
 
 from urchin.contract import OPERATIONS, Param
 from urchin.errors import ValidationError
+
+if TYPE_CHECKING:
+    from urchin.memory.facade import Facade
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -71,7 +74,7 @@ def build(operation: str, params: dict[str, Any]) -> Any:
     return OPERATIONS[operation].build(given, "cli")
 
 
-def call(operation: str, target: Any, params: dict[str, Any]) -> Any:
+def call(operation: str, target: Facade, params: dict[str, Any]) -> Any:
     """What click parsed, parsed once by the operation (errors name flags), then its one run on `target`."""
     given = {k: (list(v) or None) if isinstance(v, tuple) else v for k, v in params.items()}
     return OPERATIONS[operation].call(target, given, "cli")

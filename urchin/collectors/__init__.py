@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from urchin.errors import ValidationError
 
@@ -17,7 +17,18 @@ if TYPE_CHECKING:
     from urchin.collectors.base import Collector, CollectReport, Item, Sink
     from urchin.config import Settings
 
-__all__ = ["COLLECTORS", "HOOK_AGENTS", "collector", "run", "status", "adapt_hook"]
+__all__ = ["COLLECTORS", "HOOK_AGENTS", "CollectorStatus", "collector", "run", "status", "adapt_hook"]
+
+
+class CollectorStatus(TypedDict):
+    """`urchin collect --list`: one collector's folders, whether any exists, and its last run."""
+
+    name: str
+    folders: list[str]
+    found: bool
+    events: int
+    lastRun: str | None
+    lastError: str | None
 
 COLLECTORS: dict[str, tuple[str, str]] = {
     "claude": ("urchin.collectors.claude", "ClaudeCollector"),
@@ -49,11 +60,11 @@ def run(which: str | Sequence[str], settings: Settings, sink: Sink) -> list[Coll
     return [c.run(sink) for c in chosen if which != "all" or c.found()]
 
 
-def status(settings: Settings) -> list[dict[str, Any]]:
+def status(settings: Settings) -> list[CollectorStatus]:
     """Each collector: its folders, whether found, events collected, last run and last error."""
     from urchin.collectors.checkpoints import Checkpoints
 
-    out: list[dict[str, Any]] = []
+    out: list[CollectorStatus] = []
     for name in COLLECTORS:
         c = collector(name, settings)
         stats = Checkpoints(settings, name).load().stats

@@ -3,13 +3,12 @@
 No query logic lives here. Errors become `{"error": message, "field": name}` with the status of
 the `UrchinError` raised; an unknown route (404) or method (405) gets the same shape. `build_app`
 wraps everything in `security.Guard`, including routes and mounts a caller adds (the MCP server
-mounts streamable HTTP at `/mcp` this way).
+mounts streamable HTTP at `/mcp` this way). `POST /ingest` is answered in front of the routes
+(urchin/daemon/intake.py).
 """
 
 from __future__ import annotations
 
-import asyncio
-import functools
 import logging
 import os
 import time
@@ -31,34 +30,26 @@ from urchin.contract import OPERATIONS
 from urchin.contract.access import hold
 from urchin.daemon.browser import BrowserSessions
 from urchin.daemon.hook_route import hook_routes
-from urchin.daemon.reload import reload_config
+from urchin.daemon.intake import DirectIngest, Intake, crash_body, error_body, ingest_one, reader
 from urchin.daemon.security import (
     AUTHORISED,
     BATCH_LIMIT,
     EVENT_LIMIT,
     GRANT,
     SSE_IDLE_S,
-    Admitted,
     ASGIApp,
     Guard,
-    Message,
-    Receive,
-    Refused,
-    Scope,
-    Send,
 )
 from urchin.daemon.viewer_routes import viewer_routes
 from urchin.daemon.workspace_routes import held, request_args, request_params, workspace_routes
 from urchin.daemon.writer import GroupWriter
 from urchin.errors import ConfigError, NotFoundError, QueryError, TooLarge, UrchinError, ValidationError
-from urchin.event import Event
 from urchin.ingest import BatchReport, IngestResult
 from urchin.memory import Memory
 from urchin.redact import redact_message
-from urchin.requests_first import Serving
-from urchin.tokens import Grant, TokenStore
+from urchin.tokens import TokenStore
 
-__all__ = ["build_app", "DaemonState", "DirectIngest", "MAX_BATCH_EVENTS", "VERSION"]
+__all__ = ["build_app", "DaemonState", "MAX_BATCH_EVENTS", "VERSION"]
 
 MAX_BATCH_EVENTS = 1000
 log = logging.getLogger("urchin.daemon.app")
@@ -131,7 +122,7 @@ def build_app(state: DaemonState, token: str, *, extra_routes: Sequence[BaseRout
                     exception_handlers={UrchinError: _error, HTTPException: _http_error, Exception: _crash})
     app.router.redirect_slashes = False  # an API answers the path it was given: 404, not a 307 to a guess
     app.state.daemon = state
-    guard = Guard(_Intake(app, state), token, limit_for=lambda path: EVENT_LIMIT if path == "/ingest" else BATCH_LIMIT,
+    guard = Guard(Intake(app, state), token, limit_for=lambda path: EVENT_LIMIT if path == "/ingest" else BATCH_LIMIT,
                   sse_idle_s=sse_idle_seconds(state.memory.settings.section("daemon")), sessions=sessions,
                   tokens=TokenStore(state.memory.settings.home))
     guard.direct = DirectIngest(guard, state)
@@ -149,14 +140,7 @@ def sse_idle_seconds(daemon_config: Mapping[str, Any]) -> float:
 # ---- errors -------------------------------------------------------------------------------------
 async def _error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, UrchinError)
-    return JSON(_error_body(exc), status_code=exc.status)
-
-
-def _error_body(exc: UrchinError) -> dict[str, Any]:
-    body: dict[str, Any] = {"error": redact_message(exc.message)}  # it may quote the input: never a secret
-    if isinstance(exc, ValidationError) and exc.field:
-        body["field"] = redact_message(exc.field)
-    return body
+    return JSON(error_body(exc), status_code=exc.status)
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:
@@ -176,11 +160,7 @@ async def _http_error(request: Request, exc: Exception) -> Response:
 
 
 async def _crash(request: Request, exc: Exception) -> Response:
-    return JSON(_crash_body(exc), status_code=500)
-
-
-def _crash_body(exc: BaseException) -> dict[str, Any]:
-    return {"error": redact_message(f"internal error: {type(exc).__name__}: {exc}")}
+    return JSON(crash_body(exc), status_code=500)
 
 
 # ---- helpers ------------------------------------------------------------------------------------
@@ -222,183 +202,8 @@ async def _health(request: Request) -> Response:
 
 
 async def _ingest(request: Request) -> Response:
-    """`POST /ingest` in the route table (a GET gets its 405 from it); `_Intake` answers POSTs before the router."""
-    return JSON(await _ingest_one(_state(request), await request.body(), request.scope))
-
-
-def _reader(scope: Scope) -> bool:
-    """Whether the caller may read every event, and so learn from a write that its id was held or
-    forgotten; anyone else (an ingest-only or workspace-limited token) gets `IngestResult.for_writer`."""
-    return bool(scope.get(AUTHORISED))
-
-
-async def _ingest_one(state: DaemonState, body: bytes, scope: Scope) -> dict[str, Any]:
-    event = _prepared(state, body, scope.get(GRANT))
-    return _answer_of((await state.writer.append([event]))[0], _reader(scope))
-
-
-def _prepared(state: DaemonState, body: bytes, grant: Grant | None) -> Event:
-    """The one event a `POST /ingest` body holds, validated and redacted (`Memory.prepare`)."""
-    try:
-        item = orjson.loads(body)
-    except orjson.JSONDecodeError as exc:
-        raise QueryError("body", f"not valid JSON: {exc}") from None
-    if grant is not None and grant.workspaces and isinstance(item, dict):   # a workspace-bound token's own
-        item = hold(grant, item, "POST /ingest")
-    return state.memory.prepare(item)  # a non-object is rejected here too, naming `event`
-
-
-def _answer_of(result: IngestResult, reader: bool) -> dict[str, Any]:
-    return (result if reader else result.for_writer()).to_dict()
-
-
-def _failure(exc: BaseException) -> tuple[int, dict[str, Any]]:
-    """A failed `POST /ingest` as every route answers it: the error's status, or a 500, logged."""
-    if isinstance(exc, UrchinError):
-        return exc.status, _error_body(exc)
-    answer = _crash_body(exc)
-    log.error("POST /ingest failed: %s", answer["error"])   # redacted: the message may quote the event
-    return 500, answer
-
-
-def _json_headers(payload: bytes) -> tuple[tuple[bytes, bytes], ...]:
-    return (b"content-length", str(len(payload)).encode()), (b"content-type", b"application/json")
-
-
-class _Intake:
-    """`POST /ingest`, the one route agents call per event, answered without Starlette's stack.
-
-    Behind the Guard (Host, Origin, token, scope, Content-Type and size already checked, the body
-    buffered), one event costs a JSON parse, `Memory.prepare` and the group writer's fsync; the
-    router, middleware and Request/Response objects around it cost as much again at thousands of
-    requests a second. Errors have the shape and status `_error` and `_crash` give every other route.
-    (Most `POST /ingest` requests do not even come here: `DirectIngest` answers them from the HTTP
-    protocol; this serves the rest, e.g. chunked bodies, `Expect: 100-continue`, pipelined requests.)
-    """
-
-    def __init__(self, app: ASGIApp, state: DaemonState) -> None:
-        self.app = app
-        self.state = state
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        # Requests first: background loops in this process wait while a request is answered, until
-        # its response starts (an event stream's open body does not hold them back).
-        mark = Serving()
-
-        async def started(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                mark.done()
-            await send(message)
-
-        try:
-            await self._answer(scope, receive, started)
-        finally:
-            mark.done()
-
-    async def _answer(self, scope: Scope, receive: Receive, send: Send) -> None:
-        reload_config(self.state.memory)   # [redact] and [recall] apply from this request on
-        if scope["path"] != "/ingest" or scope["method"] != "POST":
-            await self.app(scope, receive, send)
-            return
-        body = await _body(receive)
-        status = 200
-        try:
-            answer = await _ingest_one(self.state, body, scope)
-        except Exception as exc:  # noqa: BLE001 - a 500 in the shape of every other error, and logged
-            status, answer = _failure(exc)
-        payload = orjson.dumps(answer)
-        await send({"type": "http.response.start", "status": status, "headers": list(_json_headers(payload))})
-        await send({"type": "http.response.body", "body": payload})
-
-
-# status, headers, body: the HTTP protocol writes the response (daemon/protocol.py)
-Respond = Callable[[int, Sequence[tuple[bytes, bytes]], bytes], None]
-
-
-class DirectIngest:
-    """`POST /ingest` answered from the HTTP parser's callbacks (daemon/protocol.py), without the ASGI cycle.
-
-    uvicorn's request cycle, its task and event, the scope and the ASGI messages, the Guard's and
-    `_Intake`'s wrappers cost about a third of a one-event request's instructions (bench/RESULTS.md,
-    round nineteen). Here the protocol hands over the headers and then the whole body, and gets the
-    response to write: the Guard's own checks (`Guard.admit` before the body, `Guard.hold` after it:
-    one code for both paths), then what `_Intake` does (requests first, the config reload, the parse,
-    `Memory.prepare`, the group writer's fsync) and the same answers and errors.
-
-    The requests whose bodies completed in one step of the event loop are prepared together just after
-    it, with one look at config.toml for all of them: each arrived before that look, so a change saved
-    before a request was sent applies to it, as with a look per request (one `stat` and, with no
-    config.toml, one raised FileNotFoundError each, at thousands of requests a second).
-    """
-
-    def __init__(self, guard: Guard, state: DaemonState) -> None:
-        self.guard = guard
-        self.state = state
-        self.admitted = 0       # requests taken here (tests tell the two paths apart by it)
-        self._steps: dict[asyncio.AbstractEventLoop, list[tuple[Admitted, bytes, Respond, Serving]]] = {}
-
-    def admit(self, server: tuple[str, int | None] | None, headers: Mapping[str, str]) -> Refused | Admitted:
-        """The Guard's checks before the body (`headers`: lower-case names, the last value of each)."""
-        self.admitted += 1
-        return self.guard.admit("POST", "/ingest", server, headers)
-
-    def answer(self, admitted: Admitted, body: bytes, respond: Respond, loop: asyncio.AbstractEventLoop) -> None:
-        """Answer the request (a refusal now; else just after this loop step, once its event is fsync'd,
-        or its error) through `respond`. Called on `loop`."""
-        held = self.guard.hold(admitted, "POST", "/ingest", b"", body)
-        if isinstance(held, Refused):
-            respond(held.status, held.headers, held.body)
-            return
-        step = self._steps.get(loop)
-        if step is None:
-            step = self._steps[loop] = []
-            loop.call_soon(self._prepare_step, loop)
-        step.append((admitted, body, respond, Serving()))
-
-    def _prepare_step(self, loop: asyncio.AbstractEventLoop) -> None:
-        """The step's requests, in the order they came: one config reload, then each event to the writer."""
-        step = self._steps.pop(loop, [])
-        try:
-            reload_config(self.state.memory)   # [redact] and [recall] apply from these requests on
-        except Exception as exc:  # noqa: BLE001 - every request of the step answered (a 500), none left hanging
-            for _, _, respond, mark in step:
-                _send(respond, mark, *_failure(exc))
-            return
-        for admitted, body, respond, mark in step:
-            try:
-                future = self.state.writer.stage([_prepared(self.state, body, admitted.grant)], loop)
-            except Exception as exc:  # noqa: BLE001 - a 500 in the shape of every other error, and logged
-                _send(respond, mark, *_failure(exc))
-                continue
-            future.add_done_callback(functools.partial(_written, respond, mark, admitted.authorised))
-
-
-def _written(respond: Respond, mark: Serving, reader: bool, future: asyncio.Future[list[IngestResult]]) -> None:
-    exc = future.exception()
-    if exc is not None:
-        _send(respond, mark, *_failure(exc))
-    else:
-        _send(respond, mark, 200, _answer_of(future.result()[0], reader))
-
-
-def _send(respond: Respond, mark: Serving, status: int, answer: dict[str, Any]) -> None:
-    mark.done()
-    payload = orjson.dumps(answer)
-    respond(status, _json_headers(payload), payload)
-
-
-async def _body(receive: Receive) -> bytes:
-    parts: list[bytes] = []
-    while True:
-        message = await receive()
-        if message["type"] != "http.request":
-            return b"".join(parts)
-        parts.append(message.get("body", b""))
-        if not message.get("more_body", False):
-            return b"".join(parts)
+    """`POST /ingest` in the route table (a GET gets its 405 from it); `Intake` answers POSTs before the router."""
+    return JSON(await ingest_one(_state(request), await request.body(), request.scope))
 
 
 async def _ingest_batch(request: Request) -> Response:
@@ -421,7 +226,7 @@ async def _ingest_batch(request: Request) -> Response:
     batch = state.memory.prepare_batch(body, defaults)
     appended: list[IngestResult] = await state.writer.append(batch.events) if batch.events else []
     results = batch.merge(appended)
-    if not _reader(request.scope):
+    if not reader(request.scope):
         results = [result.for_writer() for result in results]
     return JSON({"results": [r.to_dict() for r in results], **BatchReport.of(results).counts()})
 

@@ -7,11 +7,12 @@ daemon is one `stat` when none runs; httpx is imported only when one does (it co
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+import functools
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from types import SimpleNamespace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 from urllib.parse import quote
 
 import orjson
@@ -31,12 +32,16 @@ from urchin.event import Event, new_id
 from urchin.params.wire import to_wire
 
 if TYPE_CHECKING:
+    import httpx
+
     from urchin.forget import Compaction
     from urchin.index.hybrid import ContextResult
     from urchin.ingest import IngestResult
+    from urchin.jsontypes import JSON, JSONObject
     from urchin.memory import Memory
     from urchin.memory.facade import Facade, RecallAnswer
-    from urchin.memory.forget import ForgetResult
+    from urchin.memory.forget import ForgetResult, RewriteReport
+    from urchin.memory.status import HomeStatus
     from urchin.params.context import ContextParams
     from urchin.params.documents import DocumentSearchParams
     from urchin.params.forget import ForgetParams
@@ -47,6 +52,7 @@ if TYPE_CHECKING:
     )
     from urchin.params.recall import RecallParams
     from urchin.params.search import SearchParams
+    from urchin.recall import RecallDict
     from urchin.search.query import SearchResult
 
 __all__ = ["DaemonInfo", "RemoteMemory", "find_daemon", "daemon_alive", "open_memory", "login_url"]
@@ -64,6 +70,7 @@ else:
     _MEMORY = _Names()
 
 _BATCH = 1000
+R = TypeVar("R")
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,7 +141,7 @@ class RemoteMemory:
         self.settings = settings
         self.info = info
         self.timeout_s = timeout_s
-        self._client: Any = None
+        self._client: httpx.Client | None = None
         self._local: Memory | None = None
         self.fell_back = False  # set when the daemon vanished and a call ran in-process
 
@@ -197,7 +204,7 @@ class RemoteMemory:
         return []
 
     def context(self, params: ContextParams | None = None, /, *, now: datetime | None = None,
-                **keywords: Any) -> ContextResult:
+                **keywords: object) -> ContextResult:
         """`search_context` through the daemon, which holds the index connection."""
         if params is None:
             from urchin.params.context import ContextParams
@@ -234,7 +241,7 @@ class RemoteMemory:
         answer: RecallAnswer = self._call("POST", "/recall", json=to_wire(p), parse=_RecallAnswer, fallback=run)
         return answer
 
-    def document_search(self, params: DocumentSearchParams | Mapping[str, Any]) -> dict[str, Any]:
+    def document_search(self, params: DocumentSearchParams | Mapping[str, JSON]) -> JSONObject:
         """textrawl's `search` through the daemon, which holds the index connection."""
         from urchin.params.documents import DocumentSearchParams
 
@@ -272,7 +279,7 @@ class RemoteMemory:
         cheap and a compaction is idempotent, so this asks the in-process memory too."""
         return self.local().finish_forget()
 
-    def redact_rewrite(self, purge: bool = False) -> dict[str, Any]:
+    def redact_rewrite(self, purge: bool = False) -> RewriteReport:
         """Rewrites in-process (the daemon follows the compaction), but only when the daemon redacts
         with the rules config.toml holds now: else its next writes and re-chunks would undo the rewrite."""
         answer = self._call("GET", "/status", parse=lambda body: dict(body), fallback=lambda m: {})
@@ -284,24 +291,26 @@ class RemoteMemory:
                               "then run `urchin redact --rewrite` again")
         return self.local().redact_rewrite(purge)
 
-    def status(self) -> dict[str, Any]:
-        return self._call("GET", "/status", parse=lambda body: dict(body), fallback=lambda m: m.status())
+    def status(self) -> HomeStatus:
+        # the daemon answers `Memory.status()`'s object, its own state in `daemon`
+        return self._call("GET", "/status", parse=lambda body: cast("HomeStatus", dict(body)),
+                          fallback=lambda m: m.status())
 
-    def ingest(self, items: Iterable[Mapping[str, Any] | Event],
-               defaults: Mapping[str, Any] | None = None) -> list[IngestResult]:
+    def ingest(self, items: Iterable[Mapping[str, JSON] | Event],
+               defaults: Mapping[str, JSON] | None = None) -> list[IngestResult]:
         # An id chosen here makes a retry after a lost answer a duplicate, never a second copy.
         payload = [_with_id(item.to_dict() if isinstance(item, Event) else item) for item in items]
         out: list[IngestResult] = []
         for start in range(0, len(payload), _BATCH):
             chunk = payload[start:start + _BATCH]
-            body: dict[str, Any] = {"events": chunk}
+            body: JSONObject = {"events": chunk}
             if defaults:
                 body["defaults"] = dict(defaults)
             out.extend(self._call("POST", "/ingest/batch", json=body, parse=_ingest_results,
-                                  fallback=lambda m, chunk=chunk: m.ingest(chunk, defaults)))
+                                  fallback=functools.partial(_ingest_in_process, chunk=chunk, defaults=defaults)))
         return out
 
-    def ingest_one(self, item: Mapping[str, Any] | Event, defaults: Mapping[str, Any] | None = None) -> IngestResult:
+    def ingest_one(self, item: Mapping[str, JSON] | Event, defaults: Mapping[str, JSON] | None = None) -> IngestResult:
         return self.ingest([item], defaults)[0]
 
     def close(self) -> None:
@@ -374,7 +383,7 @@ class RemoteMemory:
     db_feeder = Delegated(_MEMORY.db_feeder, "_in_process")
 
     # ---- transport ----------------------------------------------------------------------------
-    def _http(self) -> Any:
+    def _http(self) -> httpx.Client:
         if self._client is None:
             import httpx
 
@@ -394,8 +403,9 @@ class RemoteMemory:
                                         headers={"authorization": f"Bearer {token}"}, trust_env=False)
         return self._client
 
-    def _call(self, method: str, path: str, *, parse: Any, fallback: Any, params: dict[str, Any] | None = None,
-              json: Any = None) -> Any:
+    def _call(self, method: str, path: str, *, parse: Callable[[Any], R], fallback: Callable[[Memory], R],
+              params: dict[str, Any] | None = None, json: JSON = None) -> R:
+        """`parse` of the route's JSON body, or `fallback` in-process when the daemon is gone: one type."""
         import httpx
 
         try:
@@ -421,10 +431,15 @@ def _drop_none(**values: Any) -> dict[str, Any]:
     return {k: v for k, v in values.items() if v is not None}
 
 
-def _with_id(item: Any) -> Any:
+def _with_id(item: Mapping[str, JSON]) -> Mapping[str, JSON]:
     if isinstance(item, Mapping) and item.get("id") is None:
         return {**item, "id": new_id()}
     return item
+
+
+def _ingest_in_process(memory: Memory, chunk: list[Mapping[str, JSON]],
+                       defaults: Mapping[str, JSON] | None) -> list[IngestResult]:
+    return memory.ingest(chunk, defaults)
 
 
 class _RecallAnswer:
@@ -436,8 +451,8 @@ class _RecallAnswer:
         self.text: str = body["text"]
         self._body = body
 
-    def to_dict(self) -> dict[str, Any]:
-        return dict(self._body)
+    def to_dict(self) -> RecallDict:
+        return cast("RecallDict", dict(self._body))   # `RecallResult.to_dict()`, as the daemon answered it
 
 
 def _search_result(body: Any) -> SearchResult:

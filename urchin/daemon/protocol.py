@@ -10,7 +10,7 @@ before. Nothing else changes: the same parser, the same bytes in the same order.
 
 A plain `POST /ingest` (the hooks' and clients' one event per request: Content-Length, no query, no
 `Expect`, nothing in flight before it on the connection) is answered from the parser's callbacks by
-the app's `DirectIngest` (daemon/app.py): the Guard's checks as the headers complete, the event once
+`DirectIngest` (daemon/intake.py): the Guard's checks as the headers complete, the event once
 the body is whole, the response written in one piece after the fsync. No task, scope, `asyncio.Event`
 or ASGI message is made for it. Everything else (other routes, chunked bodies, `Expect: 100-continue`,
 a request pipelined behind one in flight, access logging) goes to the ASGI app as before.

@@ -98,8 +98,8 @@ def check(grant: Grant, method: str, path: str, query: bytes,
     if where is None:
         return _spans(grant, what)
     # `route`, `query`, `body`, `event`, `batch`: the route holds the workspace it parsed to the grant
-    # (`contract.access.hold` in `daemon/app.py`, `fill_workspace` in `hook_route.py`) before it reads or
-    # writes; nothing is re-parsed or rewritten here
+    # (`contract.access.hold` in `daemon/app.py` and `daemon/intake.py`, `fill_workspace` in `hook_route.py`)
+    # before it reads or writes; nothing is re-parsed or rewritten here
     return query, body
 
 

@@ -44,7 +44,7 @@ class WriterStats:
     failures: int = 0
     by_status: dict[str, int] = field(default_factory=dict)
 
-    def to_dict(self) -> dict[str, object]:
+    def to_dict(self) -> dict[str, int]:
         return {"writes": self.batches, "events": self.events, "largestWrite": self.largest,
                 "failures": self.failures, **self.by_status}
 

@@ -9,16 +9,47 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any, NotRequired, Protocol, TypedDict
 
 from urchin.event import MEMORY_KINDS  # re-exported: memories = the events urchin_remember writes
 
 __all__ = ["IndexBackend", "ChunkRow", "LegHit", "ContextRow", "Filter", "Embedder", "MEMORY_KINDS",
-           "chunk_key", "split_key"]
+           "chunk_key", "split_key", "IndexState", "CursorState", "SkippedEvents"]
 
 # A chunk is (device, chunk id): an id is unique per device only (issue 34). Legs, fusion and fetch pass
 # a chunk around as one string, its key `<length of device>:<device><chunk id>` (exact whatever either
 # holds; the backend builds the same string in SQL).
+
+
+class CursorState(TypedDict):
+    """How far one device's journal is fed."""
+
+    device: str
+    journal: str
+    offset: int
+    updatedAt: str
+
+
+class SkippedEvents(TypedDict):
+    """Rows the database refused in this process (the cursor moved on): how many, and the last few."""
+
+    count: int
+    last: list[dict[str, str]]
+
+
+class IndexState(TypedDict):
+    """`urchin index --status` (`Memory.index_status`): the backend's numbers, then the service's
+    (where the database is, how far behind the journal it is, rows it refused)."""
+
+    chunks: int
+    schemaVersion: int | None
+    pgvector: str | None
+    cursors: list[CursorState]
+    files: dict[str, dict[str, int]]          # root -> file state -> count
+    pendingEmbeddings: NotRequired[int]
+    database: NotRequired[str]
+    behindJournalBytes: NotRequired[int]
+    skippedEvents: NotRequired[SkippedEvents]
 
 
 def chunk_key(device: str, chunk_id: str) -> str:
@@ -162,6 +193,6 @@ class IndexBackend(Protocol):
 
     def fetch(self, chunk_ids: Sequence[str]) -> dict[str, dict[str, Any]]: ...   # rows by key (`chunk_key`)
 
-    def status(self) -> dict[str, Any]: ...
+    def status(self, model: str | None = None) -> IndexState: ...
 
     def close(self) -> None: ...

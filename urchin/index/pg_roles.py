@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import re
 import secrets
-from typing import Any
+from typing import Any, TypedDict
 
 from urchin.dsn import scrub, to_url
 from urchin.errors import DatabaseError, ValidationError
@@ -21,7 +21,8 @@ from urchin.index.pg_migrate import migrate as _migrate
 from urchin.index.pgdriver import Connection, InsufficientPrivilege, connect, conninfo_to_dict, make_conninfo, sql
 from urchin.index.schema import TRIGRAM_DEF, TRIGRAM_INDEX
 
-__all__ = ["setup_roles", "add_feeder", "feeder_role", "role_device", "wrong_device", "OWNER", "READER", "FEEDERS"]
+__all__ = ["RoleSetup", "FeederRole", "NewRole",
+           "setup_roles", "add_feeder", "feeder_role", "role_device", "wrong_device", "OWNER", "READER", "FEEDERS"]
 
 OWNER, READER, FEEDERS = "urchin_owner", "urchin_reader", "urchin_feeder"
 # what a feeder writes: its own device's rows of each (row-level security on device in every one)
@@ -31,6 +32,32 @@ _OWNER_WRITES = ("urchin_terms", "urchin_stats")
 # the owner's functions (the SECURITY DEFINER ones run as it), by signature
 _FUNCTIONS = ("urchin_device()", "urchin_account()", "urchin_ensure_partition(timestamptz)", "urchin_count_chunks()")
 _DEVICE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,127}$")
+
+
+class NewRole(TypedDict):
+    """A role `urchin db setup` made or found: its password and URL only when one was set now (shown once)."""
+
+    role: str
+    password: str | None
+    url: str | None
+
+
+class RoleSetup(TypedDict):
+    """`urchin db setup`: the owner and reader roles, and the feeders' group role."""
+
+    owner: NewRole
+    reader: NewRole
+    feeders: str
+
+
+class FeederRole(TypedDict):
+    """`urchin db feeder DEVICE`: the login role that may write only `device`'s rows."""
+
+    device: str
+    role: str
+    account: str | None
+    password: str | None
+    url: str | None
 
 
 def feeder_role(device: str) -> str:
@@ -80,7 +107,7 @@ def _url(admin_url: str, role: str, password: str | None) -> str | None:
 
 
 def setup_roles(admin_url: str, owner_password: str | None = None,
-                reader_password: str | None = None) -> dict[str, Any]:
+                reader_password: str | None = None) -> RoleSetup:
     """Create the owner, reader and feeder group roles, hand the urchin tables to the owner, migrate as
     the owner (under the migration advisory lock) and grant. Idempotent: run it again after an upgrade.
 
@@ -187,7 +214,7 @@ def _grant(conn: Connection[Any]) -> None:
 
 
 def add_feeder(admin_url: str, device: str, password: str | None = None,
-               account: str | None = None) -> dict[str, Any]:
+               account: str | None = None) -> FeederRole:
     """A login role that may write only `device`'s rows (a member of the feeder group), mapped in
     `urchin_feeders`, its rows carrying `account` (given: bound to it, also for an existing role;
     omitted: a new role has none, an existing one keeps its own). Run `setup_roles` first."""

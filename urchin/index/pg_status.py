@@ -4,8 +4,7 @@ feeder's cursor, the file catalogue by root and state, and the chunks still with
 
 from __future__ import annotations
 
-from typing import Any
-
+from urchin.index.base import IndexState
 from urchin.index.pg_link import PgLink
 from urchin.timestamps import format_timestamp
 
@@ -18,7 +17,7 @@ class PgStatus:
     def __init__(self, link: PgLink) -> None:
         self._link = link
 
-    def status(self, model: str | None = None) -> dict[str, Any]:
+    def status(self, model: str | None = None) -> IndexState:
         conn = self._link.conn
         with conn.transaction():
             chunks = conn.execute("SELECT count(*) FROM urchin_chunks").fetchone()
@@ -32,7 +31,7 @@ class PgStatus:
                 pending = conn.execute(
                     "SELECT count(*) FROM urchin_chunks c WHERE NOT EXISTS (SELECT 1 FROM urchin_embeddings e "
                     "WHERE e.device = c.device AND e.chunk_id = c.chunk_id AND e.model = %s)", (model,)).fetchone()
-        out: dict[str, Any] = {
+        out: IndexState = {
             "chunks": int(chunks[0]) if chunks else 0,
             "schemaVersion": schema[0] if schema else None,
             "pgvector": version[0] if version else None,

@@ -26,7 +26,9 @@ from urchin.timestamps import format_timestamp
 from urchin.workspace.roots import DEFAULT_SIZE_CAP
 
 if TYPE_CHECKING:
+    from urchin.index.base import IndexState, SkippedEvents
     from urchin.index.files import FileIndexReport
+    from urchin.index.pg_roles import FeederRole, RoleSetup
     from urchin.search.assoc import Associations
     from urchin.workspace.access import FileAccess
 
@@ -282,9 +284,9 @@ class IndexService:
             return catalog, chunks
 
     @_database_errors
-    def status(self) -> dict[str, Any]:
+    def status(self) -> IndexState:
         with self._lock:
-            out: dict[str, Any] = self.backend.status(self.embedder.fingerprint if self.embedder else None)
+            out = self.backend.status(self.embedder.fingerprint if self.embedder else None)
             shared = "shared, from URCHIN_DATABASE_URL (`urchin doctor` checks it)"
             out["database"] = shared if self.settings.database_url else f"embedded ({self.settings.pg_dir})"
             cursor = self.backend.cursor(self.settings.device, str(self.journal.path))
@@ -294,7 +296,7 @@ class IndexService:
                 out["skippedEvents"] = skipped
             return out
 
-    def skipped_events(self) -> dict[str, Any] | None:
+    def skipped_events(self) -> SkippedEvents | None:
         """Rows the database refused (skipped, the cursor moved on) in this process: count and the last few."""
         return {"count": self.skipped, "last": list(self._skips)} if self.skipped else None
 
@@ -306,14 +308,14 @@ class IndexService:
         return self.settings.database_url
 
     @_database_errors
-    def db_setup(self, owner_password: str | None = None, reader_password: str | None = None) -> dict[str, Any]:
+    def db_setup(self, owner_password: str | None = None, reader_password: str | None = None) -> RoleSetup:
         """Owner, reader and feeder-group roles; tables handed to the owner and migrated as it; grants."""
         from urchin.index.pg_roles import setup_roles
 
         return setup_roles(self._admin_url(), owner_password, reader_password)
 
     @_database_errors
-    def db_feeder(self, device: str, password: str | None = None, account: str | None = None) -> dict[str, Any]:
+    def db_feeder(self, device: str, password: str | None = None, account: str | None = None) -> FeederRole:
         """A login role that may write only `device`'s rows (row-level security)."""
         from urchin.index.pg_roles import add_feeder
 

@@ -6,7 +6,7 @@ Their input schemas are generated from the contract's `document_search` and `get
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from urchin.contract.render import render_document, render_document_search
@@ -19,12 +19,12 @@ if TYPE_CHECKING:
 __all__ = ["RUNNERS", "OUTPUT", "DOCS", "READ_ONLY"]
 
 
-def _search(memory: Facade, a: DocumentSearchParams) -> tuple[str, dict[str, Any]]:
+def _search(memory: Facade, a: DocumentSearchParams) -> tuple[str, Mapping[str, object]]:
     result = memory.document_search(a)
     return render_document_search(result), result
 
 
-def _get_document(memory: Facade, a: DocumentParams) -> tuple[str, dict[str, Any]]:
+def _get_document(memory: Facade, a: DocumentParams) -> tuple[str, Mapping[str, object]]:
     result = memory.get_document(a)
     return render_document(result), result
 
@@ -71,6 +71,6 @@ DOCS: dict[str, tuple[str, str]] = {
         "adds its chunks. A file the index does not hold is an error naming fetch_source_document's live mode.")),
 }
 
-RUNNERS: dict[str, Callable[[Facade, Any], tuple[str, dict[str, Any]]]] = {
+RUNNERS: dict[str, Callable[[Facade, Any], tuple[str, Mapping[str, object]]]] = {
     "search": _search, "get_document": _get_document}
 READ_ONLY = set(RUNNERS)

@@ -7,7 +7,7 @@ and a one-line message, never a protocol error and never a traceback.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import mcp_types as types
@@ -41,8 +41,8 @@ __all__ = ["TOOL_NAMES", "run_tool", "check_arguments", "parse_arguments", "tool
 
 log = logging.getLogger("urchin.mcp")
 
-# The result of one tool run: the text part, and the structuredContent.
-Reply = tuple[str, dict[str, Any]]
+# The result of one tool run: the text part, and the structuredContent (a result's dict, or a typed one).
+Reply = tuple[str, Mapping[str, object]]
 
 
 # ---- the tools: one Memory call each; structuredContent is the result's to_dict(), text its render --
@@ -197,4 +197,4 @@ def run_tool(memory: Facade, name: str, args: Any, reader: bool = True,
     except Exception as exc:  # a bug must still reach the agent as one line; the traceback goes to the log
         log.exception("tool %s failed", name)
         return tool_error(f"internal error in {name}: {type(exc).__name__}: {exc}")
-    return types.CallToolResult(content=[types.TextContent(type="text", text=text)], structured_content=data)
+    return types.CallToolResult(content=[types.TextContent(type="text", text=text)], structured_content=dict(data))

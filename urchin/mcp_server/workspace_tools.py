@@ -5,7 +5,7 @@ Each runner makes one `Memory` call and returns (text, structuredContent), like 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from urchin.contract.render import render_context, render_memories, render_memory, render_overview
@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
 __all__ = ["RUNNERS", "OUTPUT", "DOCS", "READ_ONLY"]
 
-Reply = tuple[str, dict[str, Any]]
+Reply = tuple[str, Mapping[str, object]]
 
 
 def _get_file(memory: Facade, a: FileParams) -> Reply:
@@ -47,7 +47,7 @@ def _query_source(memory: Facade, a: QuerySourceParams) -> Reply:
 
 def _fetch_document(memory: Facade, a: FetchParams) -> Reply:
     doc = memory.fetch_source_document(a)
-    return doc["content"], doc
+    return str(doc["content"]), doc      # every document carries its text
 
 
 _RANGE_OUT = {"type": "object", "properties": {

@@ -49,10 +49,14 @@ if TYPE_CHECKING:
     from urchin.index.hybrid import ContextResult
     from urchin.index.service import IndexService
     from urchin.ingest import BatchReport, Ingestor, IngestResult
+    from urchin.jsontypes import JSON, JSONObject
+    from urchin.memory.facade import EmbedReport
     from urchin.memory.privacy import Privacy
     from urchin.memory.recalling import Recalling
     from urchin.memory.reload import ConfigReload
+    from urchin.memory.status import HomeStatus
     from urchin.memory.upkeep import Upkeep
+    from urchin.memory.workspace import Overview
     from urchin.params.documents import DocumentSearchParams
     from urchin.params.ephemeral import EphemeralParams
     from urchin.params.forget import ForgetParams
@@ -61,7 +65,9 @@ if TYPE_CHECKING:
     from urchin.params.workspace import FileParams, MemoryParams
     from urchin.recall import RecallResult
     from urchin.redact import Finding
+    from urchin.tokens import NewToken, TokenRecord
     from urchin.workspace.access import FileAccess
+    from urchin.workspace.memories import MemoryContents
     from urchin.workspace.reader import FileRange
     from urchin.workspace.roots import Root, Roots
 
@@ -170,14 +176,14 @@ class Memory:
         return self._workspace.files
 
     # ---- writing ------------------------------------------------------------------------------
-    def ingest(self, items: Iterable[Mapping[str, Any] | Event],
-               defaults: Mapping[str, Any] | None = None) -> list[IngestResult]:
+    def ingest(self, items: Iterable[Mapping[str, JSON] | Event],
+               defaults: Mapping[str, JSON] | None = None) -> list[IngestResult]:
         return self.ingestor.ingest(items, defaults)
 
-    def ingest_one(self, item: Mapping[str, Any] | Event, defaults: Mapping[str, Any] | None = None) -> IngestResult:
+    def ingest_one(self, item: Mapping[str, JSON] | Event, defaults: Mapping[str, JSON] | None = None) -> IngestResult:
         return self.ingestor.ingest([item], defaults)[0]
 
-    def prepare(self, item: Mapping[str, Any], defaults: Mapping[str, Any] | None = None) -> Event:
+    def prepare(self, item: Mapping[str, JSON], defaults: Mapping[str, JSON] | None = None) -> Event:
         """Validate, redact and stamp one item without writing; raises `ValidationError` naming the field."""
         return self.ingestor.prepare(item, defaults)
 
@@ -226,9 +232,11 @@ class Memory:
 
     embedding_view = Delegated(SemanticViews.embedding, "_semantic")
     cosine_view = Delegated(SemanticViews.cosine, "_semantic")
-    def embed(self, progress: Callable[[int], None] | None = None, *, limit: int | None = None) -> dict[str, Any]:
+    def embed(self, progress: Callable[[int], None] | None = None, *, limit: int | None = None) -> EmbedReport:
         """Backfill the embedder's vector cache with every event it lacks (at most `limit` this call)."""
-        return self._semantic.embed(progress, limit)
+        report = self._semantic.embed(progress, limit)
+        return {"embedded": report["embedded"], "cached": report["cached"], "model": report["model"],
+                "fingerprint": report["fingerprint"]}
 
     embed_in_background = Delegated(SemanticViews.embed_in_background, "_semantic")
 
@@ -311,14 +319,14 @@ class Memory:
 
     # ---- scoped API tokens of the daemon (urchin/tokens.py) ------------------------------------
     def token_create(self, scope: str, workspaces: Sequence[str] = (), expires: str | None = None,
-                     name: str | None = None) -> dict[str, Any]:
+                     name: str | None = None) -> NewToken:
         """A new token (in the result once; only its hash is kept) and its record."""
         from urchin.tokens import TokenStore
 
         token, record = TokenStore(self.settings.home).create(scope, workspaces, expires, name)
         return {"token": token, **record}
 
-    def token_list(self) -> list[dict[str, Any]]:
+    def token_list(self) -> list[TokenRecord]:
         from urchin.tokens import TokenStore
 
         return TokenStore(self.settings.home).entries()
@@ -328,7 +336,7 @@ class Memory:
 
         TokenStore(self.settings.home).revoke(token_id)
 
-    def status(self) -> dict[str, Any]:
+    def status(self) -> HomeStatus:
         from urchin.memory.status import home_status
 
         return home_status(self._settings, self._journal, self._write, self._substring, self._semantic, self._index)
@@ -363,14 +371,15 @@ class Memory:
     memory_delete = Delegated(Workspace.memory_delete, "_workspace")
     memory_list = Delegated(Workspace.memory_list, "_workspace")
 
-    def memory_get(self, slug: str | MemoryParams, token_budget: int = 8000) -> dict[str, Any]:
+    def memory_get(self, slug: str | MemoryParams, token_budget: int = 8000) -> MemoryContents:
         """A curated memory with every member's current contents, and coverage notes (`MemoryParams`, or its fields)."""
         from urchin.params.workspace import MemoryParams
         return self._workspace.memory_get(typed(MemoryParams, slug, token_budget))
 
-    def overview(self) -> dict[str, Any]:
+    def overview(self) -> Overview:
         """Where an agent new to a workspace starts: files, recent changes, sources, memories."""
-        journal = {k: v for k, v in self.status().items() if k in ("events", "firstTimestamp", "lastTimestamp")}
+        status = self.status()
+        journal: JSONObject = {k: status[k] for k in ("events", "firstTimestamp", "lastTimestamp")}
         return self._workspace.overview(journal, self.collectors_status(), self._index)
 
     # ---- recall: what an agent is told without asking (urchin/recall/) -------------------------
@@ -407,18 +416,18 @@ class Memory:
         return self._index.query_source(typed(QuerySourceParams, source, query, limit, min_score))
 
     def fetch_source_document(self, source: str | FetchParams, doc_id: str = "", content_hash: str | None = None,
-                              mode: str = "indexed") -> dict[str, Any]:
+                              mode: str = "indexed") -> JSONObject:
         """One whole document, an event or a workspace file (`FetchParams`, or its fields): see
         `HybridIndex.fetch_source_document`."""
         from urchin.params.sources import FetchParams
         return self._index.fetch_source_document(typed(FetchParams, source, doc_id, mode, content_hash))
 
-    def get_document(self, document_id: str | DocumentParams, include_chunks: bool = False) -> dict[str, Any]:
+    def get_document(self, document_id: str | DocumentParams, include_chunks: bool = False) -> JSONObject:
         """textrawl's `get_document`: a search result's whole document at the version indexed (`DocumentParams`)."""
         from urchin.params.sources import DocumentParams
         return self._index.get_document(typed(DocumentParams, document_id, include_chunks))
 
-    def document_search(self, params: DocumentSearchParams | Mapping[str, Any]) -> dict[str, Any]:
+    def document_search(self, params: DocumentSearchParams | Mapping[str, JSON]) -> JSONObject:
         """textrawl's `search` over the same hybrid query as `context`: `DocumentSearchParams`, or them by name."""
         from urchin.params.documents import DocumentSearchParams
         p = params if isinstance(params, DocumentSearchParams) else DocumentSearchParams.parse(params)

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from urchin.config import Settings
 from urchin.memory.writing import WritePath
 
 if TYPE_CHECKING:
+    from urchin.collectors import CollectorStatus
     from urchin.collectors.base import CollectReport
     from urchin.collectors.install import InstallResult
     from urchin.collectors.uninstall import UninstallResult
@@ -37,7 +38,7 @@ class Capture:
 
         return collectors.run(which, self._settings, self._write.ingestor.ingest)
 
-    def status(self) -> list[dict[str, Any]]:
+    def status(self) -> list[CollectorStatus]:
         """Each collector: folders, found, events collected, last run, last error."""
         from urchin import collectors
 

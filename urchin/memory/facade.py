@@ -5,8 +5,10 @@ The reading operations (`search`, `semantic`, `recent`, `session_context`, `work
 `tail`, `context`) take their typed parameters (`urchin/params/`), built and checked at the edge.
 Front ends hold a `Facade`, never `Any`: `open_memory` and `AppContext.memory()` return one, so mypy
 checks both implementations against it and a method that drifts in either (a renamed keyword, a
-different result type) fails the type check rather than a user's call. Only types, no run-time cost:
-import it under `TYPE_CHECKING`.
+different result type) fails the type check rather than a user's call. No `Any`: results whose keys a
+front end reads are `TypedDict`s beside the code that makes them; the textrawl-shaped documents (their
+keys vary with the document's kind, and front ends pass them on whole) and input not validated yet are
+`JSON` (urchin/jsontypes.py). Only types, no run-time cost: import it under `TYPE_CHECKING`.
 """
 
 from __future__ import annotations
@@ -14,9 +16,10 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol, TypedDict
 
 if TYPE_CHECKING:
+    from urchin.collectors import CollectorStatus
     from urchin.collectors.base import CollectReport
     from urchin.collectors.install import InstallResult
     from urchin.collectors.uninstall import UninstallResult
@@ -24,12 +27,17 @@ if TYPE_CHECKING:
     from urchin.ephemeral import EphemeralState
     from urchin.event import Event
     from urchin.forget import Compaction
+    from urchin.index.base import IndexState
     from urchin.index.feeder import FeedReport
     from urchin.index.files import FileIndexReport
     from urchin.index.hybrid import ContextResult
+    from urchin.index.pg_roles import FeederRole, RoleSetup
     from urchin.ingest import BatchReport, IngestResult
-    from urchin.memory.forget import ForgetResult
+    from urchin.jsontypes import JSON, JSONObject
+    from urchin.memory.forget import ForgetResult, RewriteReport
     from urchin.memory.index import IndexRun
+    from urchin.memory.status import HomeStatus
+    from urchin.memory.workspace import Overview
     from urchin.params.context import ContextParams
     from urchin.params.documents import DocumentSearchParams
     from urchin.params.ephemeral import EphemeralParams
@@ -46,13 +54,15 @@ if TYPE_CHECKING:
     from urchin.params.search import SearchParams
     from urchin.params.sources import DocumentParams, FetchParams, QuerySourceParams
     from urchin.params.workspace import FileParams, MemoryParams
+    from urchin.recall import RecallDict
     from urchin.redact import Finding
     from urchin.search.query import SearchResult
-    from urchin.workspace.memories import Member, MemoryDef
+    from urchin.tokens import NewToken, TokenRecord
+    from urchin.workspace.memories import Member, MemoryContents, MemoryDef
     from urchin.workspace.reader import FileRange
     from urchin.workspace.roots import Root
 
-__all__ = ["Facade", "RecallAnswer"]
+__all__ = ["Facade", "RecallAnswer", "EmbedReport"]
 
 
 class RecallAnswer(Protocol):
@@ -61,7 +71,16 @@ class RecallAnswer(Protocol):
     @property
     def text(self) -> str: ...
 
-    def to_dict(self) -> dict[str, Any]: ...
+    def to_dict(self) -> RecallDict: ...
+
+
+class EmbedReport(TypedDict):
+    """`urchin embed`: events embedded by this call, vectors cached in all, for which model."""
+
+    embedded: int
+    cached: int
+    model: str
+    fingerprint: str
 
 
 class Facade(Protocol):
@@ -73,13 +92,13 @@ class Facade(Protocol):
     def close(self) -> None: ...
 
     # ---- writing
-    def ingest(self, items: Iterable[Mapping[str, Any] | Event],
-               defaults: Mapping[str, Any] | None = None) -> list[IngestResult]: ...
+    def ingest(self, items: Iterable[Mapping[str, JSON] | Event],
+               defaults: Mapping[str, JSON] | None = None) -> list[IngestResult]: ...
 
-    def ingest_one(self, item: Mapping[str, Any] | Event,
-                   defaults: Mapping[str, Any] | None = None) -> IngestResult: ...
+    def ingest_one(self, item: Mapping[str, JSON] | Event,
+                   defaults: Mapping[str, JSON] | None = None) -> IngestResult: ...
 
-    def prepare(self, item: Mapping[str, Any], defaults: Mapping[str, Any] | None = None) -> Event: ...
+    def prepare(self, item: Mapping[str, JSON], defaults: Mapping[str, JSON] | None = None) -> Event: ...
 
     def import_lines(self, lines: Iterable[bytes | str],
                      on_progress: Callable[[int], None] | None = None) -> BatchReport: ...
@@ -105,10 +124,10 @@ class Facade(Protocol):
 
     def follow_events(self, stop: threading.Event | None = None, poll_s: float = ...) -> Iterator[Event]: ...
 
-    def status(self) -> dict[str, Any]: ...
+    def status(self) -> HomeStatus: ...
 
     def embed(self, progress: Callable[[int], None] | None = None, *,
-              limit: int | None = None) -> dict[str, Any]: ...
+              limit: int | None = None) -> EmbedReport: ...
 
     # ---- recall
     def recall(self, params: RecallParams | None = None, /, *, workspace: str | None = None, cwd: str | None = None,
@@ -118,13 +137,13 @@ class Facade(Protocol):
     # ---- the hybrid index
     def context(self, params: ContextParams, /) -> ContextResult: ...
 
-    def document_search(self, params: DocumentSearchParams, /) -> dict[str, Any]: ...
+    def document_search(self, params: DocumentSearchParams, /) -> JSONObject: ...
 
     def query_source(self, params: QuerySourceParams, /) -> ContextResult: ...
 
-    def fetch_source_document(self, params: FetchParams, /) -> dict[str, Any]: ...
+    def fetch_source_document(self, params: FetchParams, /) -> JSONObject: ...
 
-    def get_document(self, params: DocumentParams, /) -> dict[str, Any]: ...
+    def get_document(self, params: DocumentParams, /) -> JSONObject: ...
 
     def index(self, rebuild: bool = False, follow: bool = False,
               on_progress: Callable[[int, int], None] | None = None,
@@ -136,19 +155,19 @@ class Facade(Protocol):
 
     def index_files(self) -> FileIndexReport: ...
 
-    def index_status(self) -> dict[str, Any]: ...
+    def index_status(self) -> IndexState: ...
 
-    def db_setup(self, owner_password: str | None = None, reader_password: str | None = None) -> dict[str, Any]: ...
+    def db_setup(self, owner_password: str | None = None, reader_password: str | None = None) -> RoleSetup: ...
 
     def db_feeder(self, device: str, password: str | None = None,
-                  account: str | None = None) -> dict[str, Any]: ...
+                  account: str | None = None) -> FeederRole: ...
 
     # ---- privacy and forgetting
     def ephemeral(self, params: EphemeralParams, /) -> EphemeralState: ...
 
     def redact_check(self, path: str) -> Iterator[Finding]: ...
 
-    def redact_rewrite(self, purge: bool = False) -> dict[str, Any]: ...
+    def redact_rewrite(self, purge: bool = False) -> RewriteReport: ...
 
     def forget(self, params: ForgetParams, /) -> ForgetResult: ...
 
@@ -158,16 +177,16 @@ class Facade(Protocol):
 
     # ---- scoped API tokens
     def token_create(self, scope: str, workspaces: Sequence[str] = (), expires: str | None = None,
-                     name: str | None = None) -> dict[str, Any]: ...
+                     name: str | None = None) -> NewToken: ...
 
-    def token_list(self) -> list[dict[str, Any]]: ...
+    def token_list(self) -> list[TokenRecord]: ...
 
     def token_revoke(self, token_id: str) -> None: ...
 
     # ---- capture
     def collect(self, which: str = ...) -> list[CollectReport]: ...
 
-    def collectors_status(self) -> list[dict[str, Any]]: ...
+    def collectors_status(self) -> list[CollectorStatus]: ...
 
     def install_hooks(self, target: str, *, path: str | None = None, dry_run: bool = False,
                       shell: str | None = None) -> InstallResult: ...
@@ -194,6 +213,6 @@ class Facade(Protocol):
 
     def memory_list(self) -> list[MemoryDef]: ...
 
-    def memory_get(self, params: MemoryParams, /) -> dict[str, Any]: ...
+    def memory_get(self, params: MemoryParams, /) -> MemoryContents: ...
 
-    def overview(self) -> dict[str, Any]: ...
+    def overview(self) -> Overview: ...

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import orjson
 
@@ -29,7 +29,15 @@ if TYPE_CHECKING:
     from urchin.params.forget import ForgetParams
     from urchin.search.substring import SubstringSearcher
 
-__all__ = ["Forgetting", "ForgetResult", "PREVIEW_LIMIT"]
+__all__ = ["Forgetting", "ForgetResult", "RewriteReport", "PREVIEW_LIMIT"]
+
+
+class RewriteReport(TypedDict):
+    """`urchin redact --rewrite`: journal lines rewritten and dropped, and what the views said."""
+
+    rewritten: int
+    dropped: int
+    notes: list[str]
 
 log = logging.getLogger("urchin.forget")
 PREVIEW_LIMIT = 20
@@ -171,7 +179,7 @@ class Forgetting:
             log.warning("an interrupted forget is not finished yet: %s", getattr(exc, "message", exc))
             return None
 
-    def redact_rewrite(self, purge: bool = False) -> dict[str, Any]:
+    def redact_rewrite(self, purge: bool = False) -> RewriteReport:
         """Apply the current redaction rules to every journal line; lines they change are rewritten,
         every other line stays byte-identical, and every view is refreshed. `purge`: the PostgreSQL
         tables are rewritten too, so no data file keeps the rows' old, unredacted text."""

@@ -26,10 +26,13 @@ from urchin.params.limits import FETCH_MODES
 from urchin.timestamps import format_timestamp
 
 if TYPE_CHECKING:
+    from urchin.index.base import IndexState
     from urchin.index.feeder import FeedReport
     from urchin.index.files import FileIndexReport
     from urchin.index.hybrid import ContextResult
+    from urchin.index.pg_roles import FeederRole, RoleSetup
     from urchin.index.service import IndexService
+    from urchin.jsontypes import JSONObject
     from urchin.params.documents import DocumentSearchParams
     from urchin.params.search import SearchParams
     from urchin.params.sources import DocumentParams, FetchParams, QuerySourceParams
@@ -142,10 +145,10 @@ class HybridIndex:
         """Index the workspace roots' files (changed ones re-chunked, vanished ones removed)."""
         return self.service.index_files(self._workspace.files)
 
-    def status(self) -> dict[str, Any]:
+    def status(self) -> IndexState:
         return self.service.status()
 
-    def document_search(self, params: DocumentSearchParams, curated: list[Any]) -> dict[str, Any]:
+    def document_search(self, params: DocumentSearchParams, curated: list[Any]) -> JSONObject:
         """textrawl's `search` over the same hybrid query as `context` (each leg: `ContextParams` keywords)."""
         from urchin.index.docsearch import run_search
 
@@ -170,7 +173,7 @@ class HybridIndex:
             raise QueryError("source", f"unknown source {source!r} (known: {', '.join(names) or 'none yet'})")
         return self.context(ContextParams.build(query=query, limit=limit, sources=[source], min_score=min_score))
 
-    def fetch_source_document(self, params: FetchParams) -> dict[str, Any]:
+    def fetch_source_document(self, params: FetchParams) -> JSONObject:
         """One whole document: an event by id (of that source), or a file of a workspace root (its whole text).
 
         For a root, `doc_id` is the path inside it (or `<root>/<path>`; source `files` takes `<root>/<path>`).
@@ -194,7 +197,8 @@ class HybridIndex:
         event = self._events.get(doc_id)
         if event.source != source:
             raise NotFoundError(f"event {doc_id!r} is not from source {source!r} (it is from {event.source!r})")
-        out = {"source": source, "id": event.id, "type": "event", "content": event.content, "event": event.to_dict()}
+        out: JSONObject = {"source": source, "id": event.id, "type": "event", "content": event.content,
+                           "event": event.to_dict()}
         upstream = self._upstream(event, content_hash)
         if upstream is not None:
             out["upstream"] = upstream
@@ -246,7 +250,7 @@ class HybridIndex:
         fetch never creates an embedded PostgreSQL just to find it empty)."""
         return bool(self._settings.database_url) or self._settings.pg_dir.exists()
 
-    def get_document(self, params: DocumentParams) -> dict[str, Any]:
+    def get_document(self, params: DocumentParams) -> JSONObject:
         """textrawl's `get_document`: a search result's document whole, at the version indexed: a
         workspace file (`<root>/<path>`) from the index's chunks, or an event from the journal."""
         from urchin.index.documents import MAX_DOCUMENT_CHARS
@@ -347,11 +351,11 @@ class HybridIndex:
                 "totalLines": len(text.splitlines()), "size": len(data), "contentHash": digest,
                 "updatedAt": format_timestamp(datetime.fromtimestamp(loc.mtime, UTC), ms=False)}
 
-    def db_setup(self, owner_password: str | None = None, reader_password: str | None = None) -> dict[str, Any]:
+    def db_setup(self, owner_password: str | None = None, reader_password: str | None = None) -> RoleSetup:
         """`urchin db setup`: the shared server's roles (owner, reader, feeder group); needs an admin URL."""
         return self.service.db_setup(owner_password, reader_password)
 
-    def db_feeder(self, device: str, password: str | None = None, account: str | None = None) -> dict[str, Any]:
+    def db_feeder(self, device: str, password: str | None = None, account: str | None = None) -> FeederRole:
         """`urchin db feeder DEVICE`: a role that may write only that device's rows, as `account`."""
         return self.service.db_feeder(device, password, account)
 

@@ -4,7 +4,7 @@ the daemon, the embedder, the database), read without opening a database."""
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 
 import orjson
 
@@ -16,13 +16,39 @@ from urchin.memory.writing import WritePath
 from urchin.search.substring import SubstringSearcher
 from urchin.timestamps import format_timestamp
 
-__all__ = ["home_status"]
+if TYPE_CHECKING:
+    from urchin.ephemeral import EphemeralStatus
+    from urchin.index.base import SkippedEvents
+    from urchin.jsontypes import JSONObject
+
+__all__ = ["HomeStatus", "home_status"]
+
+
+class HomeStatus(TypedDict):
+    """`Memory.status()`: what `urchin status`, `/status` and the MCP tool show (the daemon's route sets
+    `daemon` to its own fuller state)."""
+
+    journal: str
+    sizeBytes: int
+    events: int
+    firstTimestamp: str | None
+    lastTimestamp: str | None
+    invalidLines: int
+    tornRecords: int
+    ephemeral: EphemeralStatus
+    substringIndex: JSONObject
+    daemon: JSONObject | None
+    embedder: JSONObject | None
+    database: str
+    home: str
+    now: str
+    indexSkippedEvents: NotRequired[SkippedEvents]
 
 
 def home_status(settings: Settings, journal: Journal, write: WritePath, substring: SubstringSearcher,
-                semantic: SemanticViews, index: HybridIndex) -> dict[str, Any]:
+                semantic: SemanticViews, index: HybridIndex) -> HomeStatus:
     stats = journal.stats()
-    out = {
+    out: HomeStatus = {
         "journal": stats.path,
         "sizeBytes": stats.size_bytes,
         "events": stats.events,

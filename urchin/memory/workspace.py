@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypedDict
 
 from urchin.config import Settings
 from urchin.errors import UrchinError
@@ -11,19 +11,33 @@ from urchin.memory.writing import WritePath
 from urchin.search.query import check_hours, one_line
 
 if TYPE_CHECKING:
+    from urchin.collectors import CollectorStatus
+    from urchin.index.base import IndexState
+    from urchin.jsontypes import JSONObject
     from urchin.params.workspace import FileParams, MemoryParams
     from urchin.workspace.access import FileAccess
-    from urchin.workspace.memories import Member, MemoryDef, MemoryStore
+    from urchin.workspace.memories import Member, MemoryContents, MemoryDef, MemoryStore, MemorySummary
     from urchin.workspace.reader import FileRange
     from urchin.workspace.roots import Roots
 
-__all__ = ["Workspace", "IndexStatus"]
+__all__ = ["Workspace", "IndexStatus", "Overview"]
+
+
+class Overview(TypedDict):
+    """`overview`: each root's files and recent changes, the curated memories, the journal's span, each
+    source's last run, and the file index's state per root."""
+
+    roots: list[JSONObject]
+    memories: list[MemorySummary]
+    journal: JSONObject
+    sources: list[JSONObject]
+    index: JSONObject
 
 
 class IndexStatus(Protocol):
     """What the overview asks the hybrid index (`HybridIndex.status`)."""
 
-    def status(self) -> dict[str, Any]: ...
+    def status(self) -> IndexState: ...
 
 
 class Workspace:
@@ -78,7 +92,7 @@ class Workspace:
     def memory_list(self) -> list[MemoryDef]:
         return self._store().list()
 
-    def memory_get(self, params: MemoryParams) -> dict[str, Any]:
+    def memory_get(self, params: MemoryParams) -> MemoryContents:
         from urchin.workspace.memories import gather
 
         return gather(self._store().get(params.slug), self.files, self._member_lines, params.token_budget)
@@ -106,7 +120,7 @@ class Workspace:
                                   old.title if title is None else title, replace=True)
 
     # ---- the overview ---------------------------------------------------------------------------
-    def overview(self, journal: dict[str, Any], sources: list[dict[str, Any]], index: IndexStatus) -> dict[str, Any]:
+    def overview(self, journal: JSONObject, sources: list[CollectorStatus], index: IndexStatus) -> Overview:
         """Where an agent new to a workspace starts: files, recent changes, sources, memories."""
         from urchin.workspace.overview import root_overview
 

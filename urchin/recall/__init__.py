@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Container, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, NotRequired, TypedDict
 
 from urchin.errors import QueryError
 from urchin.event import Event
@@ -23,7 +23,10 @@ from urchin.recall.prompt import prompt_lines
 from urchin.recall.reader import Reader
 from urchin.search.query import AUDIT, Filters
 
-__all__ = ["RecallResult", "recall", "NO_WORKSPACE", "AUDIT_SOURCE", "AUDIT_KIND", "PROMPT_DAYS"]
+if TYPE_CHECKING:
+    from urchin.jsontypes import JSONObject
+
+__all__ = ["RecallResult", "RecallDict", "recall", "NO_WORKSPACE", "AUDIT_SOURCE", "AUDIT_KIND", "PROMPT_DAYS"]
 
 AUDIT_SOURCE, AUDIT_KIND = AUDIT
 PROMPT_DAYS = 365           # how far back a prompt's items may come from
@@ -31,6 +34,17 @@ NO_WORKSPACE = ("Urchin: this folder maps to no workspace, so no past records we
                 "(Urchin recalls only the workspace an agent runs in).")
 _DAY_MS = 86_400_000
 INJECTED_DAYS = 2           # how far back a session's own audit records are read (see `_Injected`)
+
+
+class RecallDict(TypedDict):
+    """`RecallResult.to_dict()`: the block, each record cited in it, and how it was chosen."""
+
+    text: str
+    items: list[JSONObject]
+    tokens: int
+    mode: str
+    workspace: str | None
+    note: NotRequired[str]
 
 
 @dataclass(frozen=True)
@@ -43,9 +57,9 @@ class RecallResult:
     mode: str = "session"
     note: str | None = None
 
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"text": self.text, "items": [line.to_dict() for line in self.items],
-                               "tokens": tokens_of(self.text), "mode": self.mode, "workspace": self.workspace}
+    def to_dict(self) -> RecallDict:
+        out: RecallDict = {"text": self.text, "items": [line.to_dict() for line in self.items],
+                           "tokens": tokens_of(self.text), "mode": self.mode, "workspace": self.workspace}
         if self.note:
             out["note"] = self.note
         return out

@@ -12,7 +12,7 @@ import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from urchin.errors import NotFoundError, ValidationError
 from urchin.fileio import write_private
@@ -23,7 +23,29 @@ from urchin.timestamps import format_timestamp
 if TYPE_CHECKING:
     from urchin.workspace.access import FileAccess, Located
 
-__all__ = ["Member", "MemoryDef", "MemoryStore"]
+__all__ = ["Member", "MemoryDef", "MemoryStore", "MemorySummary", "MemoryContents"]
+
+
+class MemorySummary(TypedDict):
+    """A curated memory in a list: what it is for and how many members it has."""
+
+    slug: str
+    title: str
+    useWhen: str
+    members: int
+
+
+class MemoryContents(TypedDict):
+    """`get_memory`: every member's current contents (`member`, `type`, `content`), and the coverage notes
+    of members cut or unreadable (`member`, `status`, `reason`)."""
+
+    slug: str
+    title: str
+    useWhen: str
+    members: list[dict[str, Any]]
+    coverage: list[dict[str, str]]
+    tokensUsed: int
+    truncated: bool
 
 _SLUG = re.compile(r"[a-z0-9][a-z0-9-]{0,63}")
 MAX_MEMBER_BYTES = 1024 * 1024     # a file member larger than this is listed in coverage, not read
@@ -51,7 +73,7 @@ class MemoryDef:
     created: str = ""
     path: Path | None = field(default=None, compare=False)
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> MemorySummary:
         return {"slug": self.slug, "title": self.title, "useWhen": self.use_when, "members": len(self.members)}
 
 
@@ -157,7 +179,7 @@ class MemoryStore:
         return "\n".join(lines) + "\n"
 
 
-def gather(definition: MemoryDef, files: FileAccess, run_query: Any, token_budget: int) -> dict[str, Any]:
+def gather(definition: MemoryDef, files: FileAccess, run_query: Any, token_budget: int) -> MemoryContents:
     """Every member's current contents, best effort within `token_budget` tokens (4 chars each).
 
     Files are read through `files` (checked and redacted); `run_query(member)` returns the text lines
