@@ -230,7 +230,8 @@ class _Ranking:
             return scope[np.take(buffer, scope) != 0].astype(np.int64)
         if total * self.settings.sort_share < self.hi - self.lo:
             return distinct(np.concatenate(parts).astype(np.int64))
-        return np.flatnonzero(buffer[self.lo:self.hi]) + self.lo
+        # `!= 0` first: numpy's nonzero of a float array branches per element (~10x a bool array's)
+        return np.flatnonzero(buffer[self.lo:self.hi] != 0) + self.lo
 
     def _rows(self, postings: Postings) -> np.ndarray:
         """The rows holding any term, ascending (every posting added to scratch a is > 0)."""
@@ -286,7 +287,7 @@ class _Ranking:
             sums = np.bincount(which, hit_scores[has], minlength=len(sessions))
         else:                               # many: a sum per session code
             sums = np.bincount(codes[has], hit_scores[has], minlength=size)
-            sessions = np.flatnonzero(sums)
+            sessions = np.flatnonzero(sums != 0)
             sums = sums[sessions]
         if self._lengths is None:       # once per query (cosine_prune asks for several sets of rows)
             self._lengths = index._session_lengths(self.lo, self.hi)
