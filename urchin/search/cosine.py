@@ -19,6 +19,7 @@ from urchin.search import cosine_dense, cosine_prune, cosine_sparse, cosine_stat
 from urchin.search.assoc import TF_WEIGHT as _TF_WEIGHT
 from urchin.search.assoc import Associations
 from urchin.search.cosine_query import Query, Scored, Scratch, Window
+from urchin.search.cosine_sessions import WindowLengths
 from urchin.search.cosine_settings import DEFAULTS, RankingSettings
 from urchin.search.cosine_state import IndexState
 from urchin.search.extract import LABELS, Batch, TermExtractor
@@ -103,6 +104,7 @@ class TokenCosineIndex:
         self._session_last: dict[int, int] = {}
         self._session_rows = Column(np.int64)  # rows per session code (the session leg's lengths)
         self._scopes = SessionScopes()         # what a workspace's query may leave out (scope.py)
+        self._window_lengths = WindowLengths()  # rows per session in the last windows asked
         self._scratch: Scratch | None = None   # zeroed buffers a query lends (cosine_sparse)
         self._id_bytes = Blob()
         self._id_end: Column | SplitColumn = Column(np.int64)   # a SplitColumn once loaded (from_state)
@@ -387,16 +389,13 @@ class TokenCosineIndex:
 
     def _session_lengths(self, lo: int, hi: int) -> np.ndarray:
         """Rows per session code in lo..hi-1 (late rows outside the window's time included, as the
-        reference counts them): kept for the whole index, counted over the window or over the rest."""
-        n, codes = len(self), self._fields["session"].column.data
-        size = len(self._fields["session"]) - 1
+        reference counts them): kept for the whole index, and for the last windows asked, moved by
+        the rows crossed (`cosine_sessions`). Not to be changed by the caller."""
+        n, size = len(self), len(self._fields["session"]) - 1
         total = self._session_rows.data[:size]
         if lo == 0 and hi == n:
             return total
-        if 2 * (hi - lo) <= n:
-            return np.bincount(codes[lo:hi] + 1, minlength=size + 1)[1:]
-        return total - np.bincount(codes[:lo] + 1, minlength=size + 1)[1:] - np.bincount(
-            codes[hi:n] + 1, minlength=size + 1)[1:]
+        return self._window_lengths.at(self._fields["session"].column.data, total, lo, hi, n)
 
     def session_rows(self, session: str, since_ms: int, labels: dict[str, str]) -> Iterator[int]:
         """The rows of `session` from `since_ms` on whose label fields hold `labels`, newest first:
@@ -480,7 +479,7 @@ class TokenCosineIndex:
         cols = [self._df, self._ts, self._ts_max, self._late, self._norm, self._prev, self._next]
         cols += [f.column for f in self._fields.values()] + [self._session_rows]
         arrays += self._id_end.nbytes if isinstance(self._id_end, SplitColumn) else self._id_end.data.nbytes
-        arrays += self._scopes.nbytes
+        arrays += self._scopes.nbytes + self._window_lengths.nbytes
         if self._scratch is not None:
             arrays += self._scratch.nbytes
         if self._bounds is not None:
