@@ -17,7 +17,8 @@ BASE = 1_700_000_000_000
 
 def _events(rng: random.Random, start: int, n: int) -> list[Event]:
     return [Event(id=f"e{start + i}", timestamp="", content=f"w{rng.randrange(9)} deploy", ts_ms=BASE + start + i,
-                  source="claude", kind="conversation", session=None if rng.random() < 0.1 else f"s{rng.randrange(40 + start // 50)}")
+                  source="claude", kind="conversation",
+                  session=None if rng.random() < 0.1 else f"s{rng.randrange(40 + start // 50)}")
             for i in range(n)]
 
 
