@@ -246,6 +246,15 @@ class _Ranking:
         by_term: dict[int, list[np.ndarray]] = {}
         for term, _, rows, _ in postings:
             by_term.setdefault(term, []).append(rows)
+        if all(len(alternatives) == 1 for alternatives in groups):     # no OR: every term of every group
+            terms = {t for alternatives in groups for t in alternatives[0]}
+            parts = [rows for t in terms for rows in by_term.get(t, [])]
+            for rows in parts:
+                count[rows] += 1
+            every = count[matched] == len(terms)      # one count and one look, not one per group
+            for rows in parts:
+                count[rows] = 0
+            return every
         every = np.ones(len(matched), dtype=bool)
         for alternatives in groups:
             ok = np.zeros(len(matched), dtype=bool)
