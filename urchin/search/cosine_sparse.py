@@ -211,11 +211,11 @@ class _Ranking:
                     kept = scope(rows)
                     rows, tf = rows[kept], tf[kept]
                 if len(rows):
-                    out.append((term, scale, rows, tf))
+                    out.append((term, scale, rows.astype(np.intp), tf))   # int32 indexes ~3x slower
             if pending is not None:
                 mine = pending[0] == term
                 if mine.any():
-                    out.append((term, scale, pending[1][mine], pending[2][mine]))
+                    out.append((term, scale, pending[1][mine].astype(np.intp), pending[2][mine]))
         return out
 
     def _written(self, buffer: np.ndarray, parts: list[np.ndarray]) -> np.ndarray:
@@ -338,7 +338,7 @@ class _Ranking:
         for links in (self.index._prev.data, self.index._next.data):
             hop, ok = rows, None
             for weight in self.q.context:
-                hop = links[hop]
+                hop = links[hop].astype(np.intp)    # links are int32: as an index, ~3x slower
                 linked = hop >= 0
                 ok = linked if ok is None else ok & linked
                 gathered = scores[hop] * weight
@@ -387,7 +387,7 @@ class _Ranking:
         for links in (self.index._next.data, self.index._prev.data):
             rows, carried = hit, hit_scores
             for weight in self.q.context:
-                rows = links[rows]
+                rows = links[rows].astype(np.intp)
                 inside = (rows >= lo) & (rows < hi)
                 rows, carried = rows[inside], carried[inside]
                 spread[rows] += carried * weight   # a session is a chain: no row twice in one step
