@@ -413,7 +413,7 @@ def test_shortcuts_give_the_same_floats_as_the_full_passes(since: int | None, un
     """Context walked from the matches and the top found above a sampled floor are exact: the same
     scores, bit for bit, and the same hits as the passes over every row of the window."""
     import urchin.search.cosine as cosine
-    from urchin.search import cosine_dense
+    from urchin.search import cosine_dense, cosine_weights
 
     events = _backfilled(n=1500, seed=9, late=0.1)
     lo = None if since is None else BASE + since * 1000
@@ -431,7 +431,7 @@ def test_shortcuts_give_the_same_floats_as_the_full_passes(since: int | None, un
     full = run()
     row_lo, row_hi, _ = index._row_range(lo, hi)
     for q in queries:
-        weights, own = index._query_weights(cosine.tokenize(q))
+        weights, own = cosine_weights.query_weights(index, cosine.tokenize(q))
         if not weights or row_lo >= row_hi:
             continue
         scores, _ = cosine_dense.cosines(index, weights, own, row_lo, row_hi)

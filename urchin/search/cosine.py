@@ -7,20 +7,20 @@ by each event's neighbours in its session (a turn answers the one before it). Pu
 from __future__ import annotations
 
 from array import array
-from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, MutableMapping, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 
 import numpy as np
 
-from urchin.event import MEMORY_KINDS, Event
+from urchin.event import Event
 from urchin.journal import LineCheck
-from urchin.search import cosine_dense, cosine_prune, cosine_sparse, cosine_state, thesaurus
+from urchin.search import cosine_dense, cosine_prune, cosine_sparse, cosine_state, cosine_weights, thesaurus
 from urchin.search.assoc import TF_WEIGHT as _TF_WEIGHT
 from urchin.search.assoc import Associations
+from urchin.search.cosine_query import Query, Scored, Scratch, Window
+from urchin.search.cosine_sessions import WindowLengths
 from urchin.search.cosine_settings import DEFAULTS, RankingSettings
-from urchin.search.cosine_sparse import Query, Scored, Scratch, Window, member
 from urchin.search.cosine_state import IndexState
 from urchin.search.extract import LABELS, Batch, TermExtractor
 from urchin.search.links import link_rows
@@ -29,7 +29,7 @@ from urchin.search.query import check_limit, check_query
 from urchin.search.scope import SessionScopes
 from urchin.search.score import TOKEN_COSINE
 from urchin.search.thesaurus import Thesaurus
-from urchin.search.tokens import named, tokenize
+from urchin.search.tokens import tokenize
 
 __all__ = ["IndexState", "RankingSettings", "Scored", "TokenCosineIndex", "event_terms", "MEMORY_PRIOR",
            "NAMED_SOURCE_PRIOR", "EXPAND", "EXPAND_TERMS"]
@@ -104,6 +104,7 @@ class TokenCosineIndex:
         self._session_last: dict[int, int] = {}
         self._session_rows = Column(np.int64)  # rows per session code (the session leg's lengths)
         self._scopes = SessionScopes()         # what a workspace's query may leave out (scope.py)
+        self._window_lengths = WindowLengths()  # rows per session in the last windows asked
         self._scratch: Scratch | None = None   # zeroed buffers a query lends (cosine_sparse)
         self._id_bytes = Blob()
         self._id_end: Column | SplitColumn = Column(np.int64)   # a SplitColumn once loaded (from_state)
@@ -333,7 +334,7 @@ class TokenCosineIndex:
                 codes[name] = code
         self.postings_read = 0
         tokens = tokenize(query)
-        weights, own = self._query_weights(tokens, frozenset(exclude))
+        weights, own = cosine_weights.query_weights(self, tokens, frozenset(exclude))
         if not weights or not len(self):
             return []
         self.refresh_if_stale()
@@ -373,55 +374,10 @@ class TokenCosineIndex:
         a, b = np.searchsorted(late, (lo, hi))
         return lo, hi, bool(b > a)
 
-    def _query_weights(self, tokens: list[str], exclude: frozenset[str] = frozenset()) -> tuple[dict[int, float], int]:
-        """Term id -> tf weight of the query (1 + ln tf), and how many of them are the query's own (the
-        first, in order). Related terms follow: the thesaurus's, weight `related` times their nearness,
-        then `assoc`'s, weight `expand` times their similarity (never more than 1)."""
-        terms = Counter(self._vocab[t] for t in tokens if t in self._vocab)
-        weights = {t: 1.0 + float(np.log(c)) for t, c in terms.items()}
-        own = len(weights)
-        # Related terms as common as a tenth of the journal's words add little and cost postings:
-        # only those in at most `expand_df` of the events (and at least 50) are added.
-        s = self._settings
-        cap = max(50, int(s.expand_df * len(self)))
-        df = self._df.data
-        if self.thesaurus is not None and s.related > 0 and s.related_terms:
-            for term, near in self.thesaurus.expand(tokens, n=s.related_terms):
-                tid = self._vocab.get(term)
-                if tid is not None and tid not in weights and df[tid] <= cap and term not in exclude:
-                    weights[tid] = s.related * near
-        told = len(weights)
-        if self.assoc is not None and s.expand > 0 and s.expand_terms:
-            for term, sim in self.assoc.expand(tokens, n=s.expand_terms * 3):
-                tid = self._vocab.get(term)
-                if tid is not None and tid not in weights and df[tid] <= cap and term not in exclude:
-                    weights[tid] = min(s.expand * sim, 1.0)
-                    if len(weights) >= told + s.expand_terms:
-                        break
-        return weights, own
 
     def _scales(self, terms: dict[int, float], own: int) -> tuple[list[tuple[int, np.float32]], dict[int, float]]:
-        """Per query term, in the order its postings are added, the factor its tf weights are multiplied
-        by (those of weight 0 left out); and each term's evidence part (see `cosine_dense.cosines`). The first `own`
-        terms are the query's, the rest related ones. A related term's idf, on both sides, is capped at
-        the mean idf of the query's own terms: a rare related word must not outweigh the words the
-        user typed (in a small journal, "postgresql" would beat "database" itself)."""
-        ids = list(terms)
-        n = len(self)
-        idf = np.log((n + 1.0) / (self._df.data[ids] + 0.5)).astype(np.float32)  # as _idf(), for these only
-        mine = [float(x) for x in idf[:own]]
-        cap = sum(mine) / len(mine) if mine else float("inf")
-        qidf = {t: float(idf[i]) if i < own else min(float(idf[i]), cap) for i, t in enumerate(ids)}
-        qw = {t: tfw * qidf[t] for t, tfw in terms.items()}
-        qnorm = float(np.sqrt(sum(w * w for w in qw.values())))
-        mine_total = sum(terms[t] * qidf[t] ** 2 for t in ids[:own]) or 1.0
-        near_total = sum(terms[t] * qidf[t] ** 2 for t in ids[own:]) or 1.0
-        part = {t: w for i, t in enumerate(ids) if terms[t] > 0 and qidf[t] > 0
-                and (w := (TOKEN_COSINE.share / mine_total if i < own else TOKEN_COSINE.related / near_total)
-                     * terms[t] * qidf[t] ** 2) > 0}
-        # the document's weight is tf x idf: a capped term's is scaled down by the same factor
-        scales = [(t, np.float32(w * qidf[t] / qnorm)) for t, w in qw.items() if w > 0]
-        return scales, part
+        """`cosine_weights.scales` of this index."""
+        return cosine_weights.scales(self, terms, own)
 
     def _norms_at(self, norms: np.ndarray) -> np.ndarray:
         """Stored document norms -> the divisors of their cosines (pivoted length normalisation)."""
@@ -433,16 +389,13 @@ class TokenCosineIndex:
 
     def _session_lengths(self, lo: int, hi: int) -> np.ndarray:
         """Rows per session code in lo..hi-1 (late rows outside the window's time included, as the
-        reference counts them): kept for the whole index, counted over the window or over the rest."""
-        n, codes = len(self), self._fields["session"].column.data
-        size = len(self._fields["session"]) - 1
+        reference counts them): kept for the whole index, and for the last windows asked, moved by
+        the rows crossed (`cosine_sessions`). Not to be changed by the caller."""
+        n, size = len(self), len(self._fields["session"]) - 1
         total = self._session_rows.data[:size]
         if lo == 0 and hi == n:
             return total
-        if 2 * (hi - lo) <= n:
-            return np.bincount(codes[lo:hi] + 1, minlength=size + 1)[1:]
-        return total - np.bincount(codes[:lo] + 1, minlength=size + 1)[1:] - np.bincount(
-            codes[hi:n] + 1, minlength=size + 1)[1:]
+        return self._window_lengths.at(self._fields["session"].column.data, total, lo, hi, n)
 
     def session_rows(self, session: str, since_ms: int, labels: dict[str, str]) -> Iterator[int]:
         """The rows of `session` from `since_ms` on whose label fields hold `labels`, newest first:
@@ -458,25 +411,14 @@ class TokenCosineIndex:
             row = int(prev[row])
 
     def scratch(self) -> Scratch:
-        """Zeroed buffers as long as the index, for one query (see `cosine_sparse.Scratch`)."""
+        """Zeroed buffers as long as the index, for one query (see `cosine_query.Scratch`)."""
         if self._scratch is None or len(self._scratch) < len(self) + 1:
             self._scratch = Scratch(len(self) + 1 + len(self) // 8)
         return self._scratch
 
     def _kind_prior(self, scores: np.ndarray, kinds: np.ndarray, sources: np.ndarray, terms: set[str]) -> None:
-        """Raise rows whose kind the query names (any kind, its name matched like words) by `kind`,
-        memories by `memory`, and rows whose source the query names by `named_source`. `kinds` and
-        `sources`: the rows' codes, beside `scores` (changed in place)."""
-        s, field, names = self._settings, self._fields["kind"], self._fields["source"]
-        kinds_named = [field[v] for v in named(field, terms)] if s.kind > 0 else []
-        memories = [code for value in MEMORY_KINDS if (code := field.get(value)) is not None] if s.memory else []
-        speakers = [names[v] for v in named(names, terms)] if s.named_source > 0 else []
-        if kinds_named:
-            scores[member(kinds, kinds_named, len(field))] *= np.float32(1.0 + s.kind)
-        if memories:
-            scores[member(kinds, memories, len(field))] *= np.float32(1.0 + s.memory)
-        if speakers:
-            scores[member(sources, speakers, len(names))] *= np.float32(1.0 + s.named_source)
+        """`cosine_weights.kind_prior` of this index."""
+        cosine_weights.kind_prior(self, scores, kinds, sources, terms)
 
     def _top(self, rows: np.ndarray, scores: np.ndarray, limit: int, match: np.ndarray) -> list[Scored]:
         if len(rows) > limit:
@@ -537,7 +479,7 @@ class TokenCosineIndex:
         cols = [self._df, self._ts, self._ts_max, self._late, self._norm, self._prev, self._next]
         cols += [f.column for f in self._fields.values()] + [self._session_rows]
         arrays += self._id_end.nbytes if isinstance(self._id_end, SplitColumn) else self._id_end.data.nbytes
-        arrays += self._scopes.nbytes
+        arrays += self._scopes.nbytes + self._window_lengths.nbytes
         if self._scratch is not None:
             arrays += self._scratch.nbytes
         if self._bounds is not None:

@@ -24,7 +24,8 @@ import numpy as np
 
 from urchin.event import MEMORY_KINDS
 from urchin.search.assoc import TF_WEIGHT
-from urchin.search.cosine_sparse import Postings, Query, Scored, _Ranking, member
+from urchin.search.cosine_query import Query, Scored, member
+from urchin.search.cosine_sparse import Postings, _Ranking
 from urchin.search.postings import distinct
 from urchin.search.tokens import named
 
@@ -250,7 +251,7 @@ def top(index: TokenCosineIndex, q: Query, groups: list[list[tuple[int, ...]]],
 
 def _as_raw(every: float, rank: float, match: np.ndarray) -> np.ndarray:
     """The raw score a row whose match is at most `match` can reach, in the scorer's own float32 arithmetic
-    (`cosine_sparse.raw_scores`), one ulp up: rounded float32 steps are monotone, so no row's raw passes it.
+    (`cosine_query.raw_scores`), one ulp up: rounded float32 steps are monotone, so no row's raw passes it.
     (Bounds in float64 fell below a float32 raw by its rounding of `every`, up to ~1e-7, which a small
     match's relative margin does not cover: tied scores then cut the newest rows off the top.)"""
     m = np.minimum(match, 1.0).astype(np.float32)
@@ -363,5 +364,5 @@ def _postings(index: TokenCosineIndex, scales: list[tuple[int, np.float32]], sta
             if not total:
                 continue
             offsets = np.repeat(a - np.concatenate([[0], np.cumsum(lengths)[:-1]]), lengths) + np.arange(total)
-            out.append((term, scale, rows[offsets], tf[offsets]))
+            out.append((term, scale, rows[offsets].astype(np.intp), tf[offsets]))   # int32 indexes ~3x slower
     return out

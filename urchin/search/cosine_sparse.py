@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import heapq
 import logging
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable
 from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
 from urchin.search.assoc import TF_WEIGHT
+from urchin.search.cosine_query import Query, Scored, Scratch, member, merge, raw_scores
 from urchin.search.postings import distinct
 from urchin.search.scope import Scope
 from urchin.search.score import Scale
@@ -27,7 +27,8 @@ if TYPE_CHECKING:
     from urchin.search.cosine import TokenCosineIndex
 
 log = logging.getLogger("urchin.search.cosine")
-__all__ = ["Query", "Scored", "Scratch", "Window", "member", "merge", "rank", "raw_scores"]
+# Query, Scored, merge and raw_scores stay importable from here for cosine_dense (they live in cosine_query)
+__all__ = ["Query", "Scored", "merge", "rank", "raw_scores"]
 
 Postings = list[tuple[int, np.float32, np.ndarray, np.ndarray]]   # (term, scale, rows, tf) in adding order
 
@@ -37,109 +38,6 @@ def _exact(scale: Scale) -> bool:
     score is under `every`), and no row holds evidence but its terms' (share and related are 0, as for
     token-cosine): then only matches, their neighbours and sessions' newest turns can rank."""
     return scale.share == 0 and scale.related == 0 and scale.rank < scale.every
-
-
-class Scored(NamedTuple):
-    """One ranked event: its id, its score (calibrated, urchin.search.score.TOKEN_COSINE), its row in
-    the index, its match: the context-smoothed cosine with its priors, at most 1 (the rank part), and
-    its raw score without the bias, as ranked (`score` is its map, or lower where `merge` capped it)."""
-
-    id: str
-    score: float
-    row: int
-    match: float = 0.0
-    raw: float = 0.0
-
-
-@dataclass(frozen=True, slots=True)
-class Window:
-    """Rows lo..hi-1 hold every row of the time window; with `late`, also some outside it (by ts)."""
-
-    lo: int
-    hi: int
-    late: bool
-    since: int | None
-    until: int | None
-
-    def outside(self, ts: np.ndarray) -> np.ndarray:
-        out = np.zeros(len(ts), dtype=bool)
-        if self.late and self.since is not None:
-            out |= ts < self.since
-        if self.late and self.until is not None:
-            out |= ts > self.until
-        return out
-
-
-@dataclass(frozen=True, slots=True)
-class Query:
-    weights: dict[int, float]   # term id -> query weight; the first `own` are the query's own terms
-    own: int
-    words: set[str]
-    groups: Sequence[Sequence[Sequence[str]]]
-    window: Window
-    codes: dict[str, int]       # label filters: field -> code
-    limit: int
-    slots: int                  # the session leg's places (0: none)
-    context: list[float]        # neighbour weights per step (urchin.search.cosine.neighbour_weights)
-    scale: Scale                # the raw score's parts (urchin.search.score.TOKEN_COSINE)
-
-
-class Scratch:
-    """Two float32 buffers as long as the index, zero everywhere between queries: a query scatters
-    into them, reads back what it wrote and zeroes it again, so it costs what it touches (a fresh
-    `np.zeros` of the window is a memset of it). A query that fails drops them (`index._scratch`)."""
-
-    __slots__ = ("a", "b")
-
-    def __init__(self, n: int) -> None:
-        self.a = np.zeros(n, dtype=np.float32)
-        self.b = np.zeros(n, dtype=np.float32)
-
-    def __len__(self) -> int:
-        return len(self.a)
-
-    @property
-    def nbytes(self) -> int:
-        return self.a.nbytes + self.b.nbytes
-
-
-def member(codes: np.ndarray, wanted: Sequence[int], size: int) -> np.ndarray:
-    """`np.isin(codes, wanted)` through a lookup table over the `size` codes (a code of -1, none, is
-    never wanted): one gather instead of a sort of the whole column."""
-    table = np.zeros(size + 1, dtype=bool)
-    table[np.asarray(wanted, dtype=np.int64)] = True
-    return table[codes]
-
-
-def raw_scores(evidence: np.ndarray, rank: np.ndarray, scale: Scale) -> np.ndarray:
-    """Each row's raw score without the bias (`scale`: urchin.search.score.TOKEN_COSINE): its evidence
-    (every word, share, related words) plus `rank` times the smoothed cosine with its priors, at most 1.
-    A row the query does not reach at all stays 0 (it is no result)."""
-    out = evidence + np.float32(scale.rank) * np.minimum(rank, np.float32(1.0))
-    out[rank <= 0] = 0
-    return out
-
-
-def merge(ranked: list[Scored], by_session: list[Scored], limit: int, slots: int,
-          every: Callable[[int], bool]) -> list[Scored]:
-    """The best `limit - slots` by match, then the session leg's best not yet in, then the rest by match.
-    A session pick's score is capped at the last score before it, so scores never rise down the list;
-    one not holding every word never takes the place of one that does (`every`: those rows)."""
-    out = ranked[:limit - slots]
-    seen = {s.row for s in out}
-    rest = ranked[limit - slots:]
-    tiered = any(every(s.row) for s in rest)
-    for extra in (by_session, rest):
-        for s in extra:
-            if len(out) >= limit:
-                return out
-            if tiered and extra is by_session and not every(s.row):
-                continue
-            if s.row not in seen:
-                seen.add(s.row)
-                cap = out[-1].score if out else 1.0
-                out.append(s if s.score <= cap else s._replace(score=cap))
-    return out
 
 
 Pruning = Callable[["TokenCosineIndex", Query, list[list[tuple[int, ...]]], "_Ranking"], "list[Scored] | None"]
@@ -313,11 +211,11 @@ class _Ranking:
                     kept = scope(rows)
                     rows, tf = rows[kept], tf[kept]
                 if len(rows):
-                    out.append((term, scale, rows, tf))
+                    out.append((term, scale, rows.astype(np.intp), tf))   # int32 indexes ~3x slower
             if pending is not None:
                 mine = pending[0] == term
                 if mine.any():
-                    out.append((term, scale, pending[1][mine], pending[2][mine]))
+                    out.append((term, scale, pending[1][mine].astype(np.intp), pending[2][mine]))
         return out
 
     def _written(self, buffer: np.ndarray, parts: list[np.ndarray]) -> np.ndarray:
@@ -332,7 +230,8 @@ class _Ranking:
             return scope[np.take(buffer, scope) != 0].astype(np.int64)
         if total * self.settings.sort_share < self.hi - self.lo:
             return distinct(np.concatenate(parts).astype(np.int64))
-        return np.flatnonzero(buffer[self.lo:self.hi]) + self.lo
+        # `!= 0` first: numpy's nonzero of a float array branches per element (~10x a bool array's)
+        return np.flatnonzero(buffer[self.lo:self.hi] != 0) + self.lo
 
     def _rows(self, postings: Postings) -> np.ndarray:
         """The rows holding any term, ascending (every posting added to scratch a is > 0)."""
@@ -347,6 +246,15 @@ class _Ranking:
         by_term: dict[int, list[np.ndarray]] = {}
         for term, _, rows, _ in postings:
             by_term.setdefault(term, []).append(rows)
+        if all(len(alternatives) == 1 for alternatives in groups):     # no OR: every term of every group
+            terms = {t for alternatives in groups for t in alternatives[0]}
+            parts = [rows for t in terms for rows in by_term.get(t, [])]
+            for rows in parts:
+                count[rows] += 1
+            every = count[matched] == len(terms)      # one count and one look, not one per group
+            for rows in parts:
+                count[rows] = 0
+            return every
         every = np.ones(len(matched), dtype=bool)
         for alternatives in groups:
             ok = np.zeros(len(matched), dtype=bool)
@@ -388,7 +296,7 @@ class _Ranking:
             sums = np.bincount(which, hit_scores[has], minlength=len(sessions))
         else:                               # many: a sum per session code
             sums = np.bincount(codes[has], hit_scores[has], minlength=size)
-            sessions = np.flatnonzero(sums)
+            sessions = np.flatnonzero(sums != 0)
             sums = sums[sessions]
         if self._lengths is None:       # once per query (cosine_prune asks for several sets of rows)
             self._lengths = index._session_lengths(self.lo, self.hi)
@@ -430,7 +338,7 @@ class _Ranking:
         for links in (self.index._prev.data, self.index._next.data):
             hop, ok = rows, None
             for weight in self.q.context:
-                hop = links[hop]
+                hop = links[hop].astype(np.intp)    # links are int32: as an index, ~3x slower
                 linked = hop >= 0
                 ok = linked if ok is None else ok & linked
                 gathered = scores[hop] * weight
@@ -479,7 +387,7 @@ class _Ranking:
         for links in (self.index._next.data, self.index._prev.data):
             rows, carried = hit, hit_scores
             for weight in self.q.context:
-                rows = links[rows]
+                rows = links[rows].astype(np.intp)
                 inside = (rows >= lo) & (rows < hi)
                 rows, carried = rows[inside], carried[inside]
                 spread[rows] += carried * weight   # a session is a chain: no row twice in one step
