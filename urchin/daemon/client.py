@@ -19,15 +19,9 @@ import orjson
 
 from urchin import wire
 from urchin.config import Settings
+from urchin.daemon import answers
 from urchin.delegation import Delegated
-from urchin.errors import (
-    ConfigError,
-    DaemonError,
-    NotFoundError,
-    QueryError,
-    UrchinError,
-    ValidationError,
-)
+from urchin.errors import ConfigError, DaemonError
 from urchin.event import Event, new_id
 from urchin.params.wire import to_wire
 
@@ -52,7 +46,6 @@ if TYPE_CHECKING:
     )
     from urchin.params.recall import RecallParams
     from urchin.params.search import SearchParams
-    from urchin.recall import RecallDict
     from urchin.search.query import SearchResult
 
 __all__ = ["DaemonInfo", "RemoteMemory", "find_daemon", "daemon_alive", "open_memory", "login_url"]
@@ -157,7 +150,7 @@ class RemoteMemory:
             scope=scope)
         if now is not None:  # the HTTP API always means "now"
             return self.local().search(p, now=now)
-        return self._call("GET", "/search", params=to_wire(p), parse=_search_result,
+        return self._call("GET", "/search", params=to_wire(p), parse=answers.search_result,
                           fallback=lambda m: m.search(p))
 
     def recent(self, params: RecentParams | None = None, /, *, hours: float | None = None, limit: int | None = None,
@@ -170,7 +163,7 @@ class RemoteMemory:
             hours=hours, limit=limit, source=source, workspace=workspace, session=session, kind=kind))
         if now is not None:
             return self.local().recent(p, now=now)
-        return self._call("GET", "/recent", params=to_wire(p), parse=_search_result,
+        return self._call("GET", "/recent", params=to_wire(p), parse=answers.search_result,
                           fallback=lambda m: m.recent(p))
 
     def semantic(self, query: str | SemanticParams, *, hours: float | None = None, limit: int | None = None,
@@ -185,7 +178,7 @@ class RemoteMemory:
             min_score=min_score, explain=explain))
         if now is not None:
             return self.local().semantic(p, now=now)
-        result: SearchResult = self._call("GET", "/semantic", params=to_wire(p), parse=_search_result,
+        result: SearchResult = self._call("GET", "/semantic", params=to_wire(p), parse=answers.search_result,
                                           fallback=lambda m: m.semantic(p))
         if not self.fell_back:
             result.notes.extend(self._settings_notes(result.mode))
@@ -238,7 +231,7 @@ class RemoteMemory:
 
         if now is not None:
             return run(self.local())
-        answer: RecallAnswer = self._call("POST", "/recall", json=to_wire(p), parse=_RecallAnswer, fallback=run)
+        answer: RecallAnswer = self._call("POST", "/recall", json=to_wire(p), parse=answers.RecallAnswer, fallback=run)
         return answer
 
     def document_search(self, params: DocumentSearchParams | Mapping[str, JSON]) -> JSONObject:
@@ -306,7 +299,7 @@ class RemoteMemory:
             body: JSONObject = {"events": chunk}
             if defaults:
                 body["defaults"] = dict(defaults)
-            out.extend(self._call("POST", "/ingest/batch", json=body, parse=_ingest_results,
+            out.extend(self._call("POST", "/ingest/batch", json=body, parse=answers.ingest_results,
                                   fallback=functools.partial(_ingest_in_process, chunk=chunk, defaults=defaults)))
         return out
 
@@ -423,7 +416,7 @@ class RemoteMemory:
         except orjson.JSONDecodeError:
             body = None
         if response.status_code >= 400:
-            raise _error(response.status_code, body, self.info.address)
+            raise answers.error(response.status_code, body, self.info.address)
         return parse(body)
 
 
@@ -440,60 +433,3 @@ def _with_id(item: Mapping[str, JSON]) -> Mapping[str, JSON]:
 def _ingest_in_process(memory: Memory, chunk: list[Mapping[str, JSON]],
                        defaults: Mapping[str, JSON] | None) -> list[IngestResult]:
     return memory.ingest(chunk, defaults)
-
-
-class _RecallAnswer:
-    """The daemon's `recall` answer, as the CLI formats it (`text`, `to_dict`)."""
-
-    def __init__(self, body: Any) -> None:
-        if not isinstance(body, dict) or not isinstance(body.get("text"), str):
-            raise DaemonError("the daemon answered recall with something that is not a recall result")
-        self.text: str = body["text"]
-        self._body = body
-
-    def to_dict(self) -> RecallDict:
-        return cast("RecallDict", dict(self._body))   # `RecallResult.to_dict()`, as the daemon answered it
-
-
-def _search_result(body: Any) -> SearchResult:
-    from urchin.search.query import Hit, SearchResult
-
-    hits = []
-    for record in body.get("events", []):
-        record = dict(record)
-        score = record.pop("score", None)
-        explain = record.pop("explain", None)
-        event = Event.from_record(record)
-        if event is not None:
-            hits.append(Hit(event, score, explain if isinstance(explain, dict) else None))
-    return SearchResult(hits, body.get("query"), body.get("mode", "substring"), list(body.get("notes", [])),
-                        weak=bool(body.get("weak", False)), hint=body.get("hint"),
-                        older=body.get("olderMatch") if isinstance(body.get("olderMatch"), dict) else None)
-
-
-def _ingest_results(body: Any) -> list[IngestResult]:
-    from urchin.ingest import IngestResult
-
-    out = []
-    for item in body.get("results", []):
-        status: Any = str(item.get("status", "rejected")).split(":", 1)[0]
-        out.append(IngestResult(status, item.get("id"), item.get("reason")))
-    return out
-
-
-def _error(status: int, body: Any, address: str) -> UrchinError:
-    """The daemon's JSON error as the same exception the in-process call would raise."""
-    message = body.get("error") if isinstance(body, dict) else None
-    field = body.get("field") if isinstance(body, dict) else None
-    message = str(message or f"the daemon at {address} answered HTTP {status}")
-    if status in (400, 413, 422) and field:
-        rule = message[len(field) + 2:] if message.startswith(f"{field}: ") else message
-        return (QueryError if status == 400 else ValidationError)(str(field), rule, message=message)
-    if status == 404:
-        return NotFoundError(message)
-    if status == 401:
-        return DaemonError(f"the daemon at {address} refused our token ({message}); check URCHIN_INTAKE_TOKEN "
-                           "and $URCHIN_HOME/token")
-    error = UrchinError(message)
-    error.status = status
-    return error
