@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, TypeVar, cast
-from urllib.parse import quote
 
 import orjson
 
@@ -23,11 +22,11 @@ from urchin.daemon import answers
 from urchin.delegation import Delegated
 from urchin.errors import ConfigError, DaemonError
 from urchin.event import Event, new_id
-from urchin.params.wire import to_wire
 
 if TYPE_CHECKING:
     import httpx
 
+    from urchin.contract.access import Where
     from urchin.forget import Compaction
     from urchin.index.hybrid import ContextResult
     from urchin.ingest import IngestResult
@@ -63,6 +62,19 @@ else:
     _MEMORY = _Names()
 
 _BATCH = 1000
+# The contract's routed operations (`ACCESS`) this client runs in-process, not through their route, and why;
+# it sends every other one (`RemoteMemory._send`), and tests/test_client_table.py holds the two to the table.
+_AS_BEFORE = "in-process as before issue 35 (no behaviour change); it opens the same index the daemon reads"
+IN_PROCESS: dict[str, str] = {
+    "get_file": "a workspace file on this machine, read the same in-process; the route answers no FileRange",
+    "overview": "this home's workspace roots and curated memories: files read the same in-process",
+    "memories": "curated memories are files of this home; the route answers their summaries, not MemoryDefs",
+    "get_memory": "a curated memory is a file of this home, read the same in-process",
+    "query_source": _AS_BEFORE,
+    "fetch_document": _AS_BEFORE,
+    "get_document": _AS_BEFORE,
+    "ephemeral": "POST /ephemeral is the viewer's (on/off); the mode is a file of this home every writer reads",
+}
 R = TypeVar("R")
 
 
@@ -142,7 +154,7 @@ class RemoteMemory:
     def search(self, query: str | SearchParams, *, hours: float | None = None, limit: int | None = None,
                source: str | None = None, workspace: str | None = None, session: str | None = None,
                kind: str | None = None, scope: str | None = None, now: datetime | None = None) -> SearchResult:
-        """`Memory.search` through the daemon: the typed parameters, sent as `GET /search` names them."""
+        """`Memory.search` through the daemon: the typed parameters, sent as its route reads them."""
         from urchin.params.search import SearchParams
 
         p = query if isinstance(query, SearchParams) else SearchParams.of(
@@ -150,27 +162,25 @@ class RemoteMemory:
             scope=scope)
         if now is not None:  # the HTTP API always means "now"
             return self.local().search(p, now=now)
-        return self._call("GET", "/search", params=to_wire(p), parse=answers.search_result,
-                          fallback=lambda m: m.search(p))
+        return self._send("search", p, parse=answers.search_result, fallback=lambda m: m.search(p))
 
     def recent(self, params: RecentParams | None = None, /, *, hours: float | None = None, limit: int | None = None,
                source: str | None = None, workspace: str | None = None, session: str | None = None,
                kind: str | None = None, now: datetime | None = None) -> SearchResult:
-        """`Memory.recent` through the daemon: the typed parameters, sent as `GET /recent` names them."""
+        """`Memory.recent` through the daemon: the typed parameters, sent as its route reads them."""
         from urchin.params.reading import RecentParams
 
         p = params if params is not None else RecentParams(**_drop_none(
             hours=hours, limit=limit, source=source, workspace=workspace, session=session, kind=kind))
         if now is not None:
             return self.local().recent(p, now=now)
-        return self._call("GET", "/recent", params=to_wire(p), parse=answers.search_result,
-                          fallback=lambda m: m.recent(p))
+        return self._send("recent", p, parse=answers.search_result, fallback=lambda m: m.recent(p))
 
     def semantic(self, query: str | SemanticParams, *, hours: float | None = None, limit: int | None = None,
                  source: str | None = None, workspace: str | None = None, session: str | None = None,
                  kind: str | None = None, min_score: float | None = None, explain: bool | None = None,
                  now: datetime | None = None) -> SearchResult:
-        """`Memory.semantic` through the daemon: the typed parameters, sent as `GET /semantic` names them."""
+        """`Memory.semantic` through the daemon: the typed parameters, sent as its route reads them."""
         from urchin.params.reading import SemanticParams
 
         p = query if isinstance(query, SemanticParams) else SemanticParams(query, **_drop_none(
@@ -178,8 +188,7 @@ class RemoteMemory:
             min_score=min_score, explain=explain))
         if now is not None:
             return self.local().semantic(p, now=now)
-        result: SearchResult = self._call("GET", "/semantic", params=to_wire(p), parse=answers.search_result,
-                                          fallback=lambda m: m.semantic(p))
+        result: SearchResult = self._send("semantic", p, parse=answers.search_result, fallback=lambda m: m.semantic(p))
         if not self.fell_back:
             result.notes.extend(self._settings_notes(result.mode))
         return result
@@ -215,7 +224,7 @@ class RemoteMemory:
                                  body["tokensUsed"])
 
         typed = params
-        return self._call("POST", "/context", json=to_wire(typed), parse=parse, fallback=lambda m: m.context(typed))
+        return self._send("context", typed, parse=parse, fallback=lambda m: m.context(typed))
 
     def recall(self, params: RecallParams | None = None, /, *, workspace: str | None = None, cwd: str | None = None,
                session: str | None = None, prompt: str | None = None, budget: int | None = None,
@@ -231,7 +240,7 @@ class RemoteMemory:
 
         if now is not None:
             return run(self.local())
-        answer: RecallAnswer = self._call("POST", "/recall", json=to_wire(p), parse=answers.RecallAnswer, fallback=run)
+        answer: RecallAnswer = self._send("recall", p, parse=answers.RecallAnswer, fallback=run)
         return answer
 
     def document_search(self, params: DocumentSearchParams | Mapping[str, JSON]) -> JSONObject:
@@ -239,8 +248,7 @@ class RemoteMemory:
         from urchin.params.documents import DocumentSearchParams
 
         p = params if isinstance(params, DocumentSearchParams) else DocumentSearchParams.parse(params)
-        return self._call("POST", "/documents/search", json=to_wire(p), parse=lambda body: body,
-                          fallback=lambda m: m.document_search(p))
+        return self._send("document_search", p, parse=lambda body: body, fallback=lambda m: m.document_search(p))
 
     def get(self, event_id: str | GetParams) -> Event:
         from urchin.params.reading import GetParams
@@ -253,7 +261,7 @@ class RemoteMemory:
                 raise DaemonError("the daemon answered with something that is not an event")
             return event
 
-        return self._call("GET", "/events/" + quote(p.id, safe=""), parse=parse, fallback=lambda m: m.get(p))
+        return self._send("get", p, parse=parse, fallback=lambda m: m.get(p))
 
     def forget(self, ids: ForgetParams | Sequence[str] | str | None = None, *, session: str | None = None,
                query: str | None = None, since: str | None = None, until: str | None = None,
@@ -264,8 +272,7 @@ class RemoteMemory:
 
         p = ids if isinstance(ids, ForgetParams) else ForgetParams.parse(dict(
             ids=ids, session=session, query=query, since=since, until=until, confirm=confirm, purge=purge))
-        return self._call("POST", "/forget", json=to_wire(p), parse=ForgetResult.from_dict,
-                          fallback=lambda m: m.forget(p))
+        return self._send("forget", p, parse=ForgetResult.from_dict, fallback=lambda m: m.forget(p))
 
     def finish_forget(self) -> Compaction | None:
         """The daemon finished any interrupted forget when it started; the journal's own check is
@@ -275,7 +282,7 @@ class RemoteMemory:
     def redact_rewrite(self, purge: bool = False) -> RewriteReport:
         """Rewrites in-process (the daemon follows the compaction), but only when the daemon redacts
         with the rules config.toml holds now: else its next writes and re-chunks would undo the rewrite."""
-        answer = self._call("GET", "/status", parse=lambda body: dict(body), fallback=lambda m: {})
+        answer = self._send("status", None, parse=lambda body: dict(body), fallback=lambda m: {})
         running = (answer.get("daemon") or {}).get("redactionFingerprint")
         current = self.local().redaction_fingerprint()
         if answer and running != current:
@@ -286,7 +293,7 @@ class RemoteMemory:
 
     def status(self) -> HomeStatus:
         # the daemon answers `Memory.status()`'s object, its own state in `daemon`
-        return self._call("GET", "/status", parse=lambda body: cast("HomeStatus", dict(body)),
+        return self._send("status", None, parse=lambda body: cast("HomeStatus", dict(body)),
                           fallback=lambda m: m.status())
 
     def ingest(self, items: Iterable[Mapping[str, JSON] | Event],
@@ -299,7 +306,7 @@ class RemoteMemory:
             body: JSONObject = {"events": chunk}
             if defaults:
                 body["defaults"] = dict(defaults)
-            out.extend(self._call("POST", "/ingest/batch", json=body, parse=answers.ingest_results,
+            out.extend(self._send("ingest", body, where="batch", parse=answers.ingest_results,
                                   fallback=functools.partial(_ingest_in_process, chunk=chunk, defaults=defaults)))
         return out
 
@@ -343,7 +350,6 @@ class RemoteMemory:
     end_offset = Delegated(_MEMORY.end_offset, "_in_process")
     follow = Delegated(_MEMORY.follow, "_in_process")
     follow_events = Delegated(_MEMORY.follow_events, "_in_process")
-    ephemeral = Delegated(_MEMORY.ephemeral, "_in_process")
     redact_check = Delegated(_MEMORY.redact_check, "_in_process")
     identity = Delegated(_MEMORY.identity, "_in_process")
     collect = Delegated(_MEMORY.collect, "_in_process")
@@ -353,20 +359,23 @@ class RemoteMemory:
     workspace_add = Delegated(_MEMORY.workspace_add, "_in_process")
     workspace_remove = Delegated(_MEMORY.workspace_remove, "_in_process")
     workspace_list = Delegated(_MEMORY.workspace_list, "_in_process")
-    get_file = Delegated(_MEMORY.get_file, "_in_process")
     memory_create = Delegated(_MEMORY.memory_create, "_in_process")
     memory_edit = Delegated(_MEMORY.memory_edit, "_in_process")
     memory_delete = Delegated(_MEMORY.memory_delete, "_in_process")
-    memory_list = Delegated(_MEMORY.memory_list, "_in_process")
-    memory_get = Delegated(_MEMORY.memory_get, "_in_process")
-    overview = Delegated(_MEMORY.overview, "_in_process")
     index = Delegated(_MEMORY.index, "_in_process")
     update_index = Delegated(_MEMORY.update_index, "_in_process")
     index_files = Delegated(_MEMORY.index_files, "_in_process")
     index_status = Delegated(_MEMORY.index_status, "_in_process")
+
+    # Operations the daemon routes that run in-process here; why, in IN_PROCESS (the others: `_send`)
+    get_file = Delegated(_MEMORY.get_file, "_in_process")
+    overview = Delegated(_MEMORY.overview, "_in_process")
+    memory_list = Delegated(_MEMORY.memory_list, "_in_process")
+    memory_get = Delegated(_MEMORY.memory_get, "_in_process")
     query_source = Delegated(_MEMORY.query_source, "_in_process")
     fetch_source_document = Delegated(_MEMORY.fetch_source_document, "_in_process")
     get_document = Delegated(_MEMORY.get_document, "_in_process")
+    ephemeral = Delegated(_MEMORY.ephemeral, "_in_process")
 
     # Local by nature: scoped tokens are a file of this home, roles are set up on the database directly.
     token_create = Delegated(_MEMORY.token_create, "_in_process")
@@ -395,6 +404,14 @@ class RemoteMemory:
             self._client = httpx.Client(base_url=base, transport=transport, timeout=self.timeout_s,
                                         headers={"authorization": f"Bearer {token}"}, trust_env=False)
         return self._client
+
+    def _send(self, operation: str, params: object, *, parse: Callable[[Any], R], fallback: Callable[[Memory], R],
+              where: Where = None) -> R:
+        """The operation sent as the contract's table says its route reads it (method, path, query or body)."""
+        from urchin.contract.routes import request
+
+        sent = request(operation, params, where)
+        return self._call(sent.method, sent.path, params=sent.query, json=sent.body, parse=parse, fallback=fallback)
 
     def _call(self, method: str, path: str, *, parse: Callable[[Any], R], fallback: Callable[[Memory], R],
               params: dict[str, Any] | None = None, json: JSON = None) -> R:
