@@ -101,8 +101,6 @@ def ingest(self):
 def test_the_contract_fills_path_parameters_and_picks_the_batch_route() -> None:
     from urchin.params.reading import GetParams
 
-    got = request("get", GetParams("a/b c"))
-    assert (got.method, got.path, got.query, got.body) == ("GET", "/events/a%2Fb%20c", {}, None)
-    batch = request("ingest", {"events": []}, "batch")
-    assert (batch.method, batch.path, batch.query, batch.body) == ("POST", "/ingest/batch", None, {"events": []})
-    assert request("status").path == "/status"
+    assert request("get", GetParams("a/b c")) == ("GET", "/events/a%2Fb%20c", {}, None)
+    assert request("ingest", {"events": []}, "batch") == ("POST", "/ingest/batch", None, {"events": []})
+    assert request("status") == ("GET", "/status", {}, None)

@@ -68,16 +68,16 @@ def _through_the_daemon(operation: str, params: Any) -> Any:
     body) and the daemon's route builds them; an operation with no route, as a JSON body."""
     if not ACCESS[operation].routes:
         return OPERATIONS[operation].build(orjson.loads(orjson.dumps(to_wire(params))), "wire")
-    sent = request(operation, params)
+    method, path, query, body = request(operation, params)
     pattern = re.sub(r"\[\^/\]\+|\.\+", lambda m: f"({m.group(0)})", route(operation).path)   # its slots, captured
-    match = re.fullmatch(pattern, sent.path)
-    assert match is not None, (sent.path, route(operation).path)
+    match = re.fullmatch(pattern, path)
+    assert match is not None, (path, route(operation).path)
     positional = [p.wire_name for p in OPERATIONS[operation].params if p.positional]
     in_path = {name: unquote(value) for name, value in zip(positional, match.groups(), strict=False)}
-    if sent.method == "GET":   # a query string: every value arrives as text
-        query = dict(httpx.QueryParams(sent.query).multi_items())
-        return OPERATIONS[operation].build({**query, **in_path}, "wire", from_text=True)
-    return OPERATIONS[operation].build({**orjson.loads(orjson.dumps(sent.body)), **in_path}, "wire")
+    if method == "GET":   # a query string: every value arrives as text
+        text = dict(httpx.QueryParams(query).multi_items())
+        return OPERATIONS[operation].build({**text, **in_path}, "wire", from_text=True)
+    return OPERATIONS[operation].build({**orjson.loads(orjson.dumps(body)), **in_path}, "wire")
 
 
 def _cases() -> list[tuple[str, int]]:

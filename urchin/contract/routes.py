@@ -9,10 +9,7 @@ the one serialiser): as the query string of a GET, as a JSON object otherwise.
 
 from __future__ import annotations
 
-import functools
-import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
@@ -21,16 +18,12 @@ from urchin.params.wire import to_wire
 
 __all__ = ["Request", "request", "route", "template"]
 
-_SLOT = re.compile(r"\[\^/\]\+|\.\+")      # a path parameter: one segment, or the rest of the path
-_PATTERN = re.compile(r"[.+*?\[\](){}^$|\\]")
-
-
-@dataclass(frozen=True, slots=True)
-class Request:
-    method: str
-    path: str
-    query: dict[str, Any] | None    # a GET's query string
-    body: Any                       # any other method's JSON body
+# (method, path, a GET's query string or None, any other method's JSON body or None): a plain tuple, as the
+# full CLI's start-up pays for each class it builds
+Request = tuple[str, str, "dict[str, Any] | None", Any]
+_SLOTS = ("[^/]+", ".+")        # a path parameter: one segment, or the rest of the path
+_PATTERN = ".+*?[](){}^$|\\"
+_TEMPLATES: dict[tuple[str, Where], tuple[str, tuple[str, ...], tuple[str, ...]]] = {}
 
 
 def route(operation: str, where: Where = None) -> Route:
@@ -42,12 +35,17 @@ def route(operation: str, where: Where = None) -> Route:
     return found[0]
 
 
-@functools.cache
 def template(operation: str, where: Where = None) -> tuple[str, tuple[str, ...], tuple[str, ...]]:
     """(method, the path's literal pieces, the wire names of the path parameters between them)."""
+    known = _TEMPLATES.get((operation, where))
+    if known is not None:
+        return known
     chosen = route(operation, where)
-    pieces = tuple(_SLOT.split(chosen.path))
-    if any(_PATTERN.search(piece) for piece in pieces):
+    marked = chosen.path
+    for slot in _SLOTS:
+        marked = marked.replace(slot, "\0")
+    pieces = tuple(marked.split("\0"))
+    if any(c in piece for piece in pieces for c in _PATTERN):
         raise ValueError(f"{operation}: route {chosen.path!r} is not a path with parameters the client can fill")
     slots: tuple[str, ...] = ()
     if len(pieces) > 1:
@@ -56,17 +54,18 @@ def template(operation: str, where: Where = None) -> tuple[str, tuple[str, ...],
         slots = tuple(p.wire_name for p in OPERATIONS[operation].params if p.positional)[:len(pieces) - 1]
         if len(slots) != len(pieces) - 1:
             raise ValueError(f"{operation}: route {chosen.path!r} has more path parameters than positional ones")
+    _TEMPLATES[operation, where] = chosen.method, pieces, slots
     return chosen.method, pieces, slots
 
 
 def request(operation: str, params: object = None, where: Where = None) -> Request:
     """`params` (typed parameters, `urchin/params/`, or a JSON object already by wire name; None: none) as
-    the operation's route reads them."""
+    the operation's route reads them: (method, path, query string, body)."""
     method, pieces, slots = template(operation, where)
     values: dict[str, Any] = {} if params is None else dict(params) if isinstance(params, Mapping) \
         else to_wire(params)
     path = pieces[0] + "".join(quote(str(values.pop(name)), safe="") + piece for name, piece in
                               zip(slots, pieces[1:], strict=True))
     if method == "GET":
-        return Request(method, path, values, None)
-    return Request(method, path, None, values)
+        return method, path, values, None
+    return method, path, None, values

@@ -410,8 +410,8 @@ class RemoteMemory:
         """The operation sent as the contract's table says its route reads it (method, path, query or body)."""
         from urchin.contract.routes import request
 
-        sent = request(operation, params, where)
-        return self._call(sent.method, sent.path, params=sent.query, json=sent.body, parse=parse, fallback=fallback)
+        method, path, query, body = request(operation, params, where)
+        return self._call(method, path, params=query, json=body, parse=parse, fallback=fallback)
 
     def _call(self, method: str, path: str, *, parse: Callable[[Any], R], fallback: Callable[[Memory], R],
               params: dict[str, Any] | None = None, json: JSON = None) -> R:
