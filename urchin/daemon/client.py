@@ -64,7 +64,7 @@ else:
 _BATCH = 1000
 # The contract's routed operations (`ACCESS`) this client runs in-process, not through their route, and why;
 # it sends every other one (`RemoteMemory._send`), and tests/test_client_table.py holds the two to the table.
-_AS_BEFORE = "in-process as before issue 35 (no behaviour change); it opens the same index the daemon reads"
+_AS_BEFORE = "not sent yet: in-process as before issue 35 (no behaviour change here); its route answers the same"
 IN_PROCESS: dict[str, str] = {
     "get_file": "a workspace file on this machine, read the same in-process; the route answers no FileRange",
     "overview": "this home's workspace roots and curated memories: files read the same in-process",
