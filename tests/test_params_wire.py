@@ -7,8 +7,10 @@ edge or rebuilt with `dataclasses.replace()`, as a Python caller does."""
 from __future__ import annotations
 
 import dataclasses
+import re
 from datetime import UTC, datetime, timedelta
 from typing import Any
+from urllib.parse import unquote
 
 import httpx
 import orjson
@@ -16,6 +18,7 @@ import pytest
 
 from urchin.contract import OPERATIONS
 from urchin.contract.access import ACCESS
+from urchin.contract.routes import request, route
 from urchin.params.context import ContextParams
 from urchin.params.wire import to_wire
 
@@ -61,12 +64,20 @@ def _every_field(params: Any) -> dict[str, Any]:
 
 
 def _through_the_daemon(operation: str, params: Any) -> Any:
-    """`params` as the daemon client sends them and the daemon's route builds them."""
-    routes = ACCESS[operation].routes
-    sent = to_wire(params)
-    if routes and routes[0].method == "GET":   # a query string: every value arrives as text
-        return OPERATIONS[operation].build(dict(httpx.QueryParams(sent).multi_items()), "wire", from_text=True)
-    return OPERATIONS[operation].build(orjson.loads(orjson.dumps(sent)), "wire")
+    """`params` as the daemon client sends them (`request`: its route's path parameters, query string or
+    body) and the daemon's route builds them; an operation with no route, as a JSON body."""
+    if not ACCESS[operation].routes:
+        return OPERATIONS[operation].build(orjson.loads(orjson.dumps(to_wire(params))), "wire")
+    method, path, query, body = request(operation, params)
+    pattern = re.sub(r"\[\^/\]\+|\.\+", lambda m: f"({m.group(0)})", route(operation).path)   # its slots, captured
+    match = re.fullmatch(pattern, path)
+    assert match is not None, (path, route(operation).path)
+    positional = [p.wire_name for p in OPERATIONS[operation].params if p.positional]
+    in_path = {name: unquote(value) for name, value in zip(positional, match.groups(), strict=False)}
+    if method == "GET":   # a query string: every value arrives as text
+        text = dict(httpx.QueryParams(query).multi_items())
+        return OPERATIONS[operation].build({**text, **in_path}, "wire", from_text=True)
+    return OPERATIONS[operation].build({**orjson.loads(orjson.dumps(body)), **in_path}, "wire")
 
 
 def _cases() -> list[tuple[str, int]]:

@@ -48,7 +48,7 @@ class Access:
     need: Need
     scoped: bool = False
     tools: tuple[str, ...] = ()
-    routes: tuple[Route, ...] = ()
+    routes: tuple[Route, ...] = ()   # the first takes all the parameters: the daemon client sends it
 
 
 def _read(tools: tuple[str, ...], *routes: Route, scoped: bool = False) -> Access:

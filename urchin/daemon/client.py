@@ -13,27 +13,20 @@ from dataclasses import dataclass
 from datetime import datetime
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, TypeVar, cast
-from urllib.parse import quote
 
 import orjson
 
 from urchin import wire
 from urchin.config import Settings
+from urchin.daemon import answers
 from urchin.delegation import Delegated
-from urchin.errors import (
-    ConfigError,
-    DaemonError,
-    NotFoundError,
-    QueryError,
-    UrchinError,
-    ValidationError,
-)
+from urchin.errors import ConfigError, DaemonError
 from urchin.event import Event, new_id
-from urchin.params.wire import to_wire
 
 if TYPE_CHECKING:
     import httpx
 
+    from urchin.contract.access import Where
     from urchin.forget import Compaction
     from urchin.index.hybrid import ContextResult
     from urchin.ingest import IngestResult
@@ -52,7 +45,6 @@ if TYPE_CHECKING:
     )
     from urchin.params.recall import RecallParams
     from urchin.params.search import SearchParams
-    from urchin.recall import RecallDict
     from urchin.search.query import SearchResult
 
 __all__ = ["DaemonInfo", "RemoteMemory", "find_daemon", "daemon_alive", "open_memory", "login_url"]
@@ -70,6 +62,19 @@ else:
     _MEMORY = _Names()
 
 _BATCH = 1000
+# The contract's routed operations (`ACCESS`) this client runs in-process, not through their route, and why;
+# it sends every other one (`RemoteMemory._send`), and tests/test_client_table.py holds the two to the table.
+_AS_BEFORE = "not sent yet: in-process as before issue 35 (no behaviour change here); its route answers the same"
+IN_PROCESS: dict[str, str] = {
+    "get_file": "a workspace file on this machine, read the same in-process; the route answers no FileRange",
+    "overview": "this home's workspace roots and curated memories: files read the same in-process",
+    "memories": "curated memories are files of this home; the route answers their summaries, not MemoryDefs",
+    "get_memory": "a curated memory is a file of this home, read the same in-process",
+    "query_source": _AS_BEFORE,
+    "fetch_document": _AS_BEFORE,
+    "get_document": _AS_BEFORE,
+    "ephemeral": "POST /ephemeral is the viewer's (on/off); the mode is a file of this home every writer reads",
+}
 R = TypeVar("R")
 
 
@@ -149,7 +154,7 @@ class RemoteMemory:
     def search(self, query: str | SearchParams, *, hours: float | None = None, limit: int | None = None,
                source: str | None = None, workspace: str | None = None, session: str | None = None,
                kind: str | None = None, scope: str | None = None, now: datetime | None = None) -> SearchResult:
-        """`Memory.search` through the daemon: the typed parameters, sent as `GET /search` names them."""
+        """`Memory.search` through the daemon: the typed parameters, sent as its route reads them."""
         from urchin.params.search import SearchParams
 
         p = query if isinstance(query, SearchParams) else SearchParams.of(
@@ -157,27 +162,25 @@ class RemoteMemory:
             scope=scope)
         if now is not None:  # the HTTP API always means "now"
             return self.local().search(p, now=now)
-        return self._call("GET", "/search", params=to_wire(p), parse=_search_result,
-                          fallback=lambda m: m.search(p))
+        return self._send("search", p, parse=answers.search_result, fallback=lambda m: m.search(p))
 
     def recent(self, params: RecentParams | None = None, /, *, hours: float | None = None, limit: int | None = None,
                source: str | None = None, workspace: str | None = None, session: str | None = None,
                kind: str | None = None, now: datetime | None = None) -> SearchResult:
-        """`Memory.recent` through the daemon: the typed parameters, sent as `GET /recent` names them."""
+        """`Memory.recent` through the daemon: the typed parameters, sent as its route reads them."""
         from urchin.params.reading import RecentParams
 
         p = params if params is not None else RecentParams(**_drop_none(
             hours=hours, limit=limit, source=source, workspace=workspace, session=session, kind=kind))
         if now is not None:
             return self.local().recent(p, now=now)
-        return self._call("GET", "/recent", params=to_wire(p), parse=_search_result,
-                          fallback=lambda m: m.recent(p))
+        return self._send("recent", p, parse=answers.search_result, fallback=lambda m: m.recent(p))
 
     def semantic(self, query: str | SemanticParams, *, hours: float | None = None, limit: int | None = None,
                  source: str | None = None, workspace: str | None = None, session: str | None = None,
                  kind: str | None = None, min_score: float | None = None, explain: bool | None = None,
                  now: datetime | None = None) -> SearchResult:
-        """`Memory.semantic` through the daemon: the typed parameters, sent as `GET /semantic` names them."""
+        """`Memory.semantic` through the daemon: the typed parameters, sent as its route reads them."""
         from urchin.params.reading import SemanticParams
 
         p = query if isinstance(query, SemanticParams) else SemanticParams(query, **_drop_none(
@@ -185,8 +188,7 @@ class RemoteMemory:
             min_score=min_score, explain=explain))
         if now is not None:
             return self.local().semantic(p, now=now)
-        result: SearchResult = self._call("GET", "/semantic", params=to_wire(p), parse=_search_result,
-                                          fallback=lambda m: m.semantic(p))
+        result: SearchResult = self._send("semantic", p, parse=answers.search_result, fallback=lambda m: m.semantic(p))
         if not self.fell_back:
             result.notes.extend(self._settings_notes(result.mode))
         return result
@@ -222,7 +224,7 @@ class RemoteMemory:
                                  body["tokensUsed"])
 
         typed = params
-        return self._call("POST", "/context", json=to_wire(typed), parse=parse, fallback=lambda m: m.context(typed))
+        return self._send("context", typed, parse=parse, fallback=lambda m: m.context(typed))
 
     def recall(self, params: RecallParams | None = None, /, *, workspace: str | None = None, cwd: str | None = None,
                session: str | None = None, prompt: str | None = None, budget: int | None = None,
@@ -238,7 +240,7 @@ class RemoteMemory:
 
         if now is not None:
             return run(self.local())
-        answer: RecallAnswer = self._call("POST", "/recall", json=to_wire(p), parse=_RecallAnswer, fallback=run)
+        answer: RecallAnswer = self._send("recall", p, parse=answers.RecallAnswer, fallback=run)
         return answer
 
     def document_search(self, params: DocumentSearchParams | Mapping[str, JSON]) -> JSONObject:
@@ -246,8 +248,7 @@ class RemoteMemory:
         from urchin.params.documents import DocumentSearchParams
 
         p = params if isinstance(params, DocumentSearchParams) else DocumentSearchParams.parse(params)
-        return self._call("POST", "/documents/search", json=to_wire(p), parse=lambda body: body,
-                          fallback=lambda m: m.document_search(p))
+        return self._send("document_search", p, parse=lambda body: body, fallback=lambda m: m.document_search(p))
 
     def get(self, event_id: str | GetParams) -> Event:
         from urchin.params.reading import GetParams
@@ -260,7 +261,7 @@ class RemoteMemory:
                 raise DaemonError("the daemon answered with something that is not an event")
             return event
 
-        return self._call("GET", "/events/" + quote(p.id, safe=""), parse=parse, fallback=lambda m: m.get(p))
+        return self._send("get", p, parse=parse, fallback=lambda m: m.get(p))
 
     def forget(self, ids: ForgetParams | Sequence[str] | str | None = None, *, session: str | None = None,
                query: str | None = None, since: str | None = None, until: str | None = None,
@@ -271,8 +272,7 @@ class RemoteMemory:
 
         p = ids if isinstance(ids, ForgetParams) else ForgetParams.parse(dict(
             ids=ids, session=session, query=query, since=since, until=until, confirm=confirm, purge=purge))
-        return self._call("POST", "/forget", json=to_wire(p), parse=ForgetResult.from_dict,
-                          fallback=lambda m: m.forget(p))
+        return self._send("forget", p, parse=ForgetResult.from_dict, fallback=lambda m: m.forget(p))
 
     def finish_forget(self) -> Compaction | None:
         """The daemon finished any interrupted forget when it started; the journal's own check is
@@ -282,7 +282,7 @@ class RemoteMemory:
     def redact_rewrite(self, purge: bool = False) -> RewriteReport:
         """Rewrites in-process (the daemon follows the compaction), but only when the daemon redacts
         with the rules config.toml holds now: else its next writes and re-chunks would undo the rewrite."""
-        answer = self._call("GET", "/status", parse=lambda body: dict(body), fallback=lambda m: {})
+        answer = self._send("status", None, parse=lambda body: dict(body), fallback=lambda m: {})
         running = (answer.get("daemon") or {}).get("redactionFingerprint")
         current = self.local().redaction_fingerprint()
         if answer and running != current:
@@ -293,7 +293,7 @@ class RemoteMemory:
 
     def status(self) -> HomeStatus:
         # the daemon answers `Memory.status()`'s object, its own state in `daemon`
-        return self._call("GET", "/status", parse=lambda body: cast("HomeStatus", dict(body)),
+        return self._send("status", None, parse=lambda body: cast("HomeStatus", dict(body)),
                           fallback=lambda m: m.status())
 
     def ingest(self, items: Iterable[Mapping[str, JSON] | Event],
@@ -306,7 +306,7 @@ class RemoteMemory:
             body: JSONObject = {"events": chunk}
             if defaults:
                 body["defaults"] = dict(defaults)
-            out.extend(self._call("POST", "/ingest/batch", json=body, parse=_ingest_results,
+            out.extend(self._send("ingest", body, where="batch", parse=answers.ingest_results,
                                   fallback=functools.partial(_ingest_in_process, chunk=chunk, defaults=defaults)))
         return out
 
@@ -350,7 +350,6 @@ class RemoteMemory:
     end_offset = Delegated(_MEMORY.end_offset, "_in_process")
     follow = Delegated(_MEMORY.follow, "_in_process")
     follow_events = Delegated(_MEMORY.follow_events, "_in_process")
-    ephemeral = Delegated(_MEMORY.ephemeral, "_in_process")
     redact_check = Delegated(_MEMORY.redact_check, "_in_process")
     identity = Delegated(_MEMORY.identity, "_in_process")
     collect = Delegated(_MEMORY.collect, "_in_process")
@@ -360,20 +359,23 @@ class RemoteMemory:
     workspace_add = Delegated(_MEMORY.workspace_add, "_in_process")
     workspace_remove = Delegated(_MEMORY.workspace_remove, "_in_process")
     workspace_list = Delegated(_MEMORY.workspace_list, "_in_process")
-    get_file = Delegated(_MEMORY.get_file, "_in_process")
     memory_create = Delegated(_MEMORY.memory_create, "_in_process")
     memory_edit = Delegated(_MEMORY.memory_edit, "_in_process")
     memory_delete = Delegated(_MEMORY.memory_delete, "_in_process")
-    memory_list = Delegated(_MEMORY.memory_list, "_in_process")
-    memory_get = Delegated(_MEMORY.memory_get, "_in_process")
-    overview = Delegated(_MEMORY.overview, "_in_process")
     index = Delegated(_MEMORY.index, "_in_process")
     update_index = Delegated(_MEMORY.update_index, "_in_process")
     index_files = Delegated(_MEMORY.index_files, "_in_process")
     index_status = Delegated(_MEMORY.index_status, "_in_process")
+
+    # Operations the daemon routes that run in-process here; why, in IN_PROCESS (the others: `_send`)
+    get_file = Delegated(_MEMORY.get_file, "_in_process")
+    overview = Delegated(_MEMORY.overview, "_in_process")
+    memory_list = Delegated(_MEMORY.memory_list, "_in_process")
+    memory_get = Delegated(_MEMORY.memory_get, "_in_process")
     query_source = Delegated(_MEMORY.query_source, "_in_process")
     fetch_source_document = Delegated(_MEMORY.fetch_source_document, "_in_process")
     get_document = Delegated(_MEMORY.get_document, "_in_process")
+    ephemeral = Delegated(_MEMORY.ephemeral, "_in_process")
 
     # Local by nature: scoped tokens are a file of this home, roles are set up on the database directly.
     token_create = Delegated(_MEMORY.token_create, "_in_process")
@@ -403,6 +405,14 @@ class RemoteMemory:
                                         headers={"authorization": f"Bearer {token}"}, trust_env=False)
         return self._client
 
+    def _send(self, operation: str, params: object, *, parse: Callable[[Any], R], fallback: Callable[[Memory], R],
+              where: Where = None) -> R:
+        """The operation sent as the contract's table says its route reads it (method, path, query or body)."""
+        from urchin.contract.routes import request
+
+        method, path, query, body = request(operation, params, where)
+        return self._call(method, path, params=query, json=body, parse=parse, fallback=fallback)
+
     def _call(self, method: str, path: str, *, parse: Callable[[Any], R], fallback: Callable[[Memory], R],
               params: dict[str, Any] | None = None, json: JSON = None) -> R:
         """`parse` of the route's JSON body, or `fallback` in-process when the daemon is gone: one type."""
@@ -423,7 +433,7 @@ class RemoteMemory:
         except orjson.JSONDecodeError:
             body = None
         if response.status_code >= 400:
-            raise _error(response.status_code, body, self.info.address)
+            raise answers.error(response.status_code, body, self.info.address)
         return parse(body)
 
 
@@ -440,60 +450,3 @@ def _with_id(item: Mapping[str, JSON]) -> Mapping[str, JSON]:
 def _ingest_in_process(memory: Memory, chunk: list[Mapping[str, JSON]],
                        defaults: Mapping[str, JSON] | None) -> list[IngestResult]:
     return memory.ingest(chunk, defaults)
-
-
-class _RecallAnswer:
-    """The daemon's `recall` answer, as the CLI formats it (`text`, `to_dict`)."""
-
-    def __init__(self, body: Any) -> None:
-        if not isinstance(body, dict) or not isinstance(body.get("text"), str):
-            raise DaemonError("the daemon answered recall with something that is not a recall result")
-        self.text: str = body["text"]
-        self._body = body
-
-    def to_dict(self) -> RecallDict:
-        return cast("RecallDict", dict(self._body))   # `RecallResult.to_dict()`, as the daemon answered it
-
-
-def _search_result(body: Any) -> SearchResult:
-    from urchin.search.query import Hit, SearchResult
-
-    hits = []
-    for record in body.get("events", []):
-        record = dict(record)
-        score = record.pop("score", None)
-        explain = record.pop("explain", None)
-        event = Event.from_record(record)
-        if event is not None:
-            hits.append(Hit(event, score, explain if isinstance(explain, dict) else None))
-    return SearchResult(hits, body.get("query"), body.get("mode", "substring"), list(body.get("notes", [])),
-                        weak=bool(body.get("weak", False)), hint=body.get("hint"),
-                        older=body.get("olderMatch") if isinstance(body.get("olderMatch"), dict) else None)
-
-
-def _ingest_results(body: Any) -> list[IngestResult]:
-    from urchin.ingest import IngestResult
-
-    out = []
-    for item in body.get("results", []):
-        status: Any = str(item.get("status", "rejected")).split(":", 1)[0]
-        out.append(IngestResult(status, item.get("id"), item.get("reason")))
-    return out
-
-
-def _error(status: int, body: Any, address: str) -> UrchinError:
-    """The daemon's JSON error as the same exception the in-process call would raise."""
-    message = body.get("error") if isinstance(body, dict) else None
-    field = body.get("field") if isinstance(body, dict) else None
-    message = str(message or f"the daemon at {address} answered HTTP {status}")
-    if status in (400, 413, 422) and field:
-        rule = message[len(field) + 2:] if message.startswith(f"{field}: ") else message
-        return (QueryError if status == 400 else ValidationError)(str(field), rule, message=message)
-    if status == 404:
-        return NotFoundError(message)
-    if status == 401:
-        return DaemonError(f"the daemon at {address} refused our token ({message}); check URCHIN_INTAKE_TOKEN "
-                           "and $URCHIN_HOME/token")
-    error = UrchinError(message)
-    error.status = status
-    return error

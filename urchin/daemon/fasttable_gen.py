@@ -21,6 +21,7 @@ from pathlib import Path
 
 from urchin.contract.access import ACCESS
 from urchin.contract.ops import OPERATIONS
+from urchin.contract.routes import template
 from urchin.contract.spec import Param
 
 __all__ = ["LIGHT", "Light", "entry", "render", "rewrite", "write", "PATH"]
@@ -74,12 +75,12 @@ def _default(param: Param) -> object:
 
 
 def _route(name: str) -> tuple[str, str]:
-    """(method, path) of the operation's one route; a path ending `.+` takes the positional argument."""
-    (route,) = ACCESS[name].routes
-    path = route.path.removesuffix(".+")
-    if any(c in path for c in ".+*?[](){}^$|\\"):
-        raise ValueError(f"{name}: route {route.path!r} is not a plain path the light client can send")
-    return route.method, path
+    """(method, path) of the operation's one route, as the daemon client reads it (`contract/routes.py`);
+    a path ending in a parameter takes the positional argument."""
+    method, pieces, _ = template(name)
+    if len(ACCESS[name].routes) != 1 or pieces[1:] not in ((), ("",)):   # none, or one at its end
+        raise ValueError(f"{name}: route {ACCESS[name].routes} is not one path the light client can send")
+    return method, pieces[0]
 
 
 def entry(name: str, light: Light) -> tuple[str, str, str, dict[str, tuple[str, str, object]], dict[str, str]]:
