@@ -409,13 +409,13 @@ def test_a_child_that_dies_silently_installs_nothing(memory: Memory, settings: S
     import urchin.children as children
 
     original = children.python_child
-    import urchin.search.semantic as semantic
+    import urchin.search.cosine_view_learn as learning
 
-    semantic.python_child = killed_child    # type: ignore[assignment]
+    learning.python_child = killed_child    # type: ignore[assignment]
     try:
         view._learn_once(view._generation)
     finally:
-        semantic.python_child = original    # type: ignore[assignment]
+        learning.python_child = original    # type: ignore[assignment]
     assert view.index.assoc is None and not assoc.path_beside(folder).exists()
     assert not list(folder.parent.glob(f"*.{folder.name}.learned.*"))
 
