@@ -9,19 +9,26 @@ import logging
 import os
 import subprocess
 import threading
+import time
 
 from urchin.children import python_child
 from urchin.search import assoc, cosine_store
 from urchin.search.cosine import IndexState, TokenCosineIndex
 from urchin.search.cosine_view import CosineViewBase
 
-__all__ = ["LearningView", "FIRST_SAVE", "INLINE_ASSOC_ROWS", "LEARN_TIMEOUT_S"]
+__all__ = ["LearningView", "FIRST_SAVE", "INLINE_ASSOC_ROWS", "LEARN_IDLE_S", "LEARN_TIMEOUT_S", "LEARN_WAIT_S"]
 
 log = logging.getLogger("urchin.search.semantic")   # the name these lines logged under before the split
 
 FIRST_SAVE = 256     # ...but a young index saves at 256, 512, 1,024 ... rows first
 INLINE_ASSOC_ROWS = 1_000  # up to this many events, associations are built for the rows a query sees; beyond, at save
 LEARN_TIMEOUT_S = 600.0     # a child building the associations (learn_apart) is given up after this
+# A learning child (~320 MB at 3M events) starts once no query has read the index for LEARN_IDLE_S, the
+# pages the queries mapped released first, so it is never beside a daemon's first whole-index queries
+# (~0.5-0.8 GB of mapped postings right after a first build's swap); after LEARN_WAIT_S of queries it
+# starts anyway (a busy daemon's model is not left stale for long).
+LEARN_IDLE_S = 2.0
+LEARN_WAIT_S = 120.0
 
 
 class LearningView(CosineViewBase):
@@ -103,7 +110,20 @@ class LearningView(CosineViewBase):
                 self._learn_pending = False
                 generation, current, rows = self._generation, self.index.assoc, max(self._saved[0], 0)
             if current is None or current.stale(rows):   # the last child's model may already do
+                self._until_idle()
                 self._learn_once(generation)
+
+    def _until_idle(self) -> None:
+        """Wait until no query has read the index for LEARN_IDLE_S since this was asked (at most
+        LEARN_WAIT_S), then drop the pages the queries mapped and malloc's free space (`release_pages`)
+        before a child starts. (Right after a swap no query has read the index yet, but the first ones
+        are coming: hence the wait from now, not from the last query alone.)"""
+        asked = time.monotonic()
+        while (now := time.monotonic()) - max(asked, self._used or asked) < LEARN_IDLE_S:
+            if now - asked >= LEARN_WAIT_S:
+                return
+            time.sleep(min(0.25, LEARN_IDLE_S))
+        self.release_pages(LEARN_IDLE_S)
 
     def _learn_once(self, generation: int) -> None:
         """Build the associations of the index last saved in a child process at the lowest priority
