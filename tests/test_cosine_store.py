@@ -404,7 +404,7 @@ def test_a_learning_child_waits_until_queries_pause_and_their_pages_are_released
         return real(module)
 
     monkeypatch.setattr(learning, "python_child", recorded)
-    memory.ingest(_items(0, 400))
+    memory.ingest(_items(0, 1_100))     # past INLINE_ASSOC_ROWS: queries never build the model inline
     view = _view(settings)
     view.learn_apart = True
     view.catch_up()

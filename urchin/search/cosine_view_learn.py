@@ -114,16 +114,18 @@ class LearningView(CosineViewBase):
                 self._learn_once(generation)
 
     def _until_idle(self) -> None:
-        """Wait until no query has read the index for LEARN_IDLE_S since this was asked (at most
-        LEARN_WAIT_S), then drop the pages the queries mapped and malloc's free space (`release_pages`)
-        before a child starts. (Right after a swap no query has read the index yet, but the first ones
-        are coming: hence the wait from now, not from the last query alone.)"""
+        """Wait until no query has read the index for LEARN_IDLE_S since this was asked and none runs
+        (at most LEARN_WAIT_S), then drop the pages the queries mapped and malloc's free space
+        (`release_pages`) before a child starts. (Right after a swap no query has read the index yet,
+        but the first ones are coming, and may take seconds: hence the wait from now, and the lock.)"""
         asked = time.monotonic()
-        while (now := time.monotonic()) - max(asked, self._used or asked) < LEARN_IDLE_S:
-            if now - asked >= LEARN_WAIT_S:
+        while (now := time.monotonic()) - asked < LEARN_WAIT_S:
+            used = self._used
+            if now - max(asked, asked if used is None else used) >= LEARN_IDLE_S and self._lock.acquire(blocking=False):
+                self._lock.release()
+                self.release_pages(LEARN_IDLE_S)
                 return
             time.sleep(min(0.25, LEARN_IDLE_S))
-        self.release_pages(LEARN_IDLE_S)
 
     def _learn_once(self, generation: int) -> None:
         """Build the associations of the index last saved in a child process at the lowest priority

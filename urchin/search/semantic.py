@@ -136,6 +136,7 @@ class TokenCosineView(BuildingView):
         self._used = time.monotonic()
         try:
             scored = self.index.search(query, **params)
+            self._used = time.monotonic()    # idle from the end of a query (a first whole-index one takes seconds)
             return scored, [self.offsets[s.row] for s in scored]
         except IndexError as exc:
             if not self.loaded_from_disk:
