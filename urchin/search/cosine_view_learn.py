@@ -27,7 +27,7 @@ LEARN_TIMEOUT_S = 600.0     # a child building the associations (learn_apart) is
 # pages the queries mapped released first, so it is never beside a daemon's first whole-index queries
 # (~0.5-0.8 GB of mapped postings right after a first build's swap); after LEARN_WAIT_S of queries it
 # starts anyway (a busy daemon's model is not left stale for long).
-LEARN_IDLE_S = 2.0
+LEARN_IDLE_S = 0.5
 LEARN_WAIT_S = 120.0
 
 
