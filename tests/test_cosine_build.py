@@ -30,7 +30,7 @@ from urchin.config import Settings
 from urchin.journal import Journal
 from urchin.memory import Memory
 from urchin.requests_first import serving
-from urchin.search import cosine_build, cosine_store, semantic
+from urchin.search import cosine_build, cosine_store, cosine_view, cosine_view_build
 from urchin.search.cosine import TokenCosineIndex
 from urchin.search.cosine_tail import TAIL_BYTES
 from urchin.search.extract import Batch
@@ -172,11 +172,11 @@ _BUILDER = textwrap.dedent("""
     import sys
     from pathlib import Path
     from urchin.journal import Journal
-    from urchin.search import semantic
+    from urchin.search import cosine_view_build
     from urchin.search.cosine import TokenCosineIndex
     from urchin.search.semantic import TokenCosineView
     TokenCosineIndex.freeze_postings = TokenCosineIndex.max_merge_postings = 20_000
-    semantic._SPILL_POSTINGS = 1_000     # segments spilled as they fill
+    cosine_view_build._SPILL_POSTINGS = 1_000     # segments spilled as they fill
     view = TokenCosineView(Journal(Path(sys.argv[1])), Path(sys.argv[2]), workers=1)
     view.save_every_s, view.build_chunk = 0.0, 100_000
     view.build()
@@ -205,7 +205,7 @@ def test_a_build_keeps_no_frozen_segment_in_memory_and_saves_the_same_bytes(urch
     monkeypatch.setattr(TokenCosineIndex, "add_batch", probe)
     saved = {}
     for name, spill in (("spilled", 1_000), ("in-memory", 1 << 40)):
-        monkeypatch.setattr(semantic, "_SPILL_POSTINGS", spill, raising=False)
+        monkeypatch.setattr(cosine_view_build, "_SPILL_POSTINGS", spill, raising=False)
         view = TokenCosineView(Journal(journal), urchin_home / name, workers=1)
         view.save_every_s, view.build_chunk = 0.0, 100_000
         held.clear()
@@ -222,7 +222,7 @@ def test_a_segment_that_cannot_be_written_stays_in_memory_and_the_build_goes_on(
     journal = _import(urchin_home, SMALL)
     monkeypatch.setattr(TokenCosineIndex, "freeze_postings", 20_000)
     monkeypatch.setattr(TokenCosineIndex, "max_merge_postings", 20_000)
-    monkeypatch.setattr(semantic, "_SPILL_POSTINGS", 1_000)
+    monkeypatch.setattr(cosine_view_build, "_SPILL_POSTINGS", 1_000)
     index_dir = urchin_home / "cosine"
     index_dir.mkdir()
     (index_dir / cosine_store._SPILL_DIR).write_text("in the way")   # where this process spills: not a folder
@@ -280,7 +280,7 @@ def test_a_query_at_a_daemon_start_answers_from_the_tail_while_the_id_index_wait
     (requests first), and a query meanwhile answers from the newest events, saying what it left out."""
     _import(urchin_home, SMALL)
     monkeypatch.setattr(requests_first, "STARTUP_WAIT_S", 600.0)   # held by the mark below, not by a timeout
-    monkeypatch.setattr(semantic, "TAIL_BYTES", SMALL_TAIL)
+    monkeypatch.setattr(cosine_view, "TAIL_BYTES", SMALL_TAIL)
     settings = Settings.resolve(urchin_home)
     with Memory(settings) as memory, cosine_build.building(settings.index_dir / "cosine"):
         with serving():          # a request being answered
@@ -300,7 +300,7 @@ def test_a_daemon_start_opens_the_token_cosine_view_before_its_other_start_up_wo
     view was opened (here: its tail built, the build waiting for the folder), not left to the first query."""
     _import(urchin_home, SMALL)
     monkeypatch.setattr(requests_first, "STARTUP_WAIT_S", 600.0)
-    monkeypatch.setattr(semantic, "TAIL_BYTES", SMALL_TAIL)
+    monkeypatch.setattr(cosine_view, "TAIL_BYTES", SMALL_TAIL)
     settings = Settings.resolve(urchin_home)
     with Memory(settings) as memory, cosine_build.building(settings.index_dir / "cosine"):
         memory.warm()

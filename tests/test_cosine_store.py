@@ -386,6 +386,40 @@ def test_a_view_that_starts_over_while_a_child_learns_gets_a_model_of_its_new_in
     assert view.index.assoc.rows == len(view.index)
 
 
+def test_a_learning_child_waits_until_queries_pause_and_their_pages_are_released(
+        memory: Memory, settings: Settings, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A daemon's first build swaps its index in and its first queries map much of it (3M events: ~0.5-0.8
+    GB of postings); the learning child (~320 MB) is started only once no query has read the index for
+    LEARN_IDLE_S, after those pages were released, never beside the queries."""
+    import time
+
+    import urchin.search.cosine_view_learn as learning
+
+    monkeypatch.setattr(learning, "LEARN_IDLE_S", 0.5)
+    started: list[tuple[float, float | None]] = []    # (when the child was started, the view's last query then)
+    real = learning.python_child
+
+    def recorded(module: str) -> tuple[list[str], dict[str, str]]:
+        started.append((time.monotonic(), view._used))
+        return real(module)
+
+    monkeypatch.setattr(learning, "python_child", recorded)
+    memory.ingest(_items(0, 1_100))     # past INLINE_ASSOC_ROWS: queries never build the model inline
+    view = _view(settings)
+    view.learn_apart = True
+    view.catch_up()
+    first = last = time.monotonic()
+    assert view.save() is True and view._learning is not None
+    while time.monotonic() - first < 1.5:       # queries every 0.1 s for 1.5 s: the child waits for them
+        view.search("deploy", since_ms=None, limit=5, filters=Filters())
+        last = time.monotonic()
+        time.sleep(0.1)
+    _wait_learning(view)
+    assert len(started) == 1 and started[0][0] >= last + 0.5, (started, last)
+    assert started[0][1] is None        # the queries' maps released before the child started
+    assert view.index.assoc is not None and view.index.assoc.rows == len(view.index)
+
+
 def test_a_child_that_dies_silently_installs_nothing(memory: Memory, settings: Settings) -> None:
     """A child killed before it says anything (the OOM killer) is a failure, whatever a dead child left
     at an output path; leftovers of dead children are removed."""
@@ -409,13 +443,13 @@ def test_a_child_that_dies_silently_installs_nothing(memory: Memory, settings: S
     import urchin.children as children
 
     original = children.python_child
-    import urchin.search.semantic as semantic
+    import urchin.search.cosine_view_learn as learning
 
-    semantic.python_child = killed_child    # type: ignore[assignment]
+    learning.python_child = killed_child    # type: ignore[assignment]
     try:
         view._learn_once(view._generation)
     finally:
-        semantic.python_child = original    # type: ignore[assignment]
+        learning.python_child = original    # type: ignore[assignment]
     assert view.index.assoc is None and not assoc.path_beside(folder).exists()
     assert not list(folder.parent.glob(f"*.{folder.name}.learned.*"))
 

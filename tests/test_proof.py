@@ -255,7 +255,7 @@ def test_no_module_reads_journal_lines_past_the_proof_check() -> None:
         ("search/substring.py", "SubstringSearcher.older_match", "Event.from_json"),   # (an older match)
         ("search/substring.py", "SubstringSearcher._from_kept", "Event.from_json"),    # (a kept digest's tail)
         ("search/extract.py", "TermExtractor.from_lines", "loads(line)"),   # token-cosine rows: proof.served
-        ("search/semantic.py", "EmbeddingView.pending", "loads(line)"),     # ids only, then Journal.event
+        ("search/embedding_view.py", "EmbeddingView.pending", "loads(line)"),     # ids only, then Journal.event
         ("memory/timeline.py", "_day_and_source", "b'{\"id\":\"'"),         # proven lines only, else Journal.event
     }
     allowed = served_through_proof | {
