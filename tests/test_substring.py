@@ -20,7 +20,7 @@ from freezegun import freeze_time
 from tests.conftest import run_urchin
 from urchin.event import Event
 from urchin.memory import Memory
-from urchin.search import blockbuild, blockindex
+from urchin.search import blockbuild, blockindex, blockview
 from urchin.search.blockbuild import BLOCK_TARGET, bitmap_py, bitmaps_numpy
 from urchin.search.query import Filters
 from urchin.search.substring import SubstringSearcher
@@ -199,7 +199,7 @@ def test_recent_and_session_context_match_a_full_scan(memory: Memory) -> None:
 @freeze_time(NOW)
 def test_many_blocks_give_the_same_answers_as_a_full_scan(memory: Memory, eager: int,
                                                           monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(blockindex, "_EAGER", eager)
+    monkeypatch.setattr(blockview, "_EAGER", eager)
     fill(memory, 4000)
     view_blocks = memory.substring.catch_up().blocks
     assert view_blocks >= 4, "the journal should span several blocks"
@@ -480,7 +480,7 @@ def test_a_rare_terms_candidates_visit_the_blocks_its_bitmaps_pass_not_the_windo
     for b in range(n):   # blocks in time order, two sharing a max
         ts = b * 1000 - (1000 if b == 301 else 0)
         zones.extend((b * 100, b * 100 + 100, ts - 500, ts, 0))
-    view = blockindex.View(n, n * 100, zones, bytes(bits))
+    view = blockview.View(n, n * 100, zones, bytes(bits))
     order = view._newest_first()
     for since, until in ((-blockbuild.FAR, None), (-blockbuild.FAR, 400_000), (250_000, None), (250_000, 590_000)):
         view.mins, view.maxs = _Counted(zones[2::5]), _Counted(zones[3::5])
@@ -488,4 +488,4 @@ def test_a_rare_terms_candidates_visit_the_blocks_its_bitmaps_pass_not_the_windo
         limit = until + 1 if until is not None else blockbuild.FAR
         assert got == [b for b in order if b in holding and view.maxs.values[b] >= since - 1
                        and view.mins.values[b] <= limit]
-        assert view.mins.reads + view.maxs.reads <= 2 * blockindex._EAGER + 40, (since, until)
+        assert view.mins.reads + view.maxs.reads <= 2 * blockview._EAGER + 40, (since, until)
