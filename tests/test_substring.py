@@ -262,7 +262,7 @@ def test_deleted_or_corrupt_index_is_rebuilt(memory: Memory) -> None:
     zones.write_bytes(os.urandom(zones.stat().st_size))
     assert searched(memory, "quokka", since, 30) == expected
     assert memory.substring.catch_up().bytes == 0
-    bits = memory.substring.index.bits_path
+    bits = memory.substring.index.rows_path
     bits.write_bytes(b"")  # shorter than the header says: rebuilt, never trusted
     fresh = Memory(memory.settings)
     assert searched(fresh, "quokka", since, 30) == expected
@@ -437,7 +437,7 @@ def test_parallel_bulk_build_writes_the_same_index_as_one_process(memory: Memory
     report = parallel.catch_up()
     assert report.events == 4000 and report.bytes == memory.journal.size()
     assert parallel.index.parallel_blocks >= 4  # the workers did build, the fallback did not hide it
-    for name in ("zones", "bits"):
+    for name in ("zones", "rows", "columns"):
         assert (tmp_path / "parallel" / name).read_bytes() == (tmp_path / "serial" / name).read_bytes(), name
 
 

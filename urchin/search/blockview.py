@@ -1,29 +1,73 @@
 """The read side of the substring block index: a snapshot's zone maps and trigram bitmaps.
 
 A `View` is what a query reads under the index's shared lock: it yields the blocks that may hold
-a literal, newest first, from the zone maps and the bitmaps. Numpy-free (the CLI's cold start).
+a literal, newest first, from the zone maps and the bitmaps (`blockstore.py` has their layout).
+The segments' columns are read with `pread` and kept as ints by `Segments`, which outlives views;
+only the newest blocks' rows are mapped. Numpy-free (the CLI's cold start).
 """
 
 from __future__ import annotations
 
 import contextlib
 import itertools
+import os
 from array import array
 from collections.abc import Iterator
 from typing import Any
 
 from urchin.search.blockbuild import FAR, ROW
 
-__all__ = ["View", "release_map"]
+__all__ = ["View", "Segments", "release_map"]
 
 _EAGER = 48  # newest blocks checked row by row before one AND over all
 _SPARSE = 4  # blocks the AND passes under 1/_SPARSE of the window's rest: only they are visited
-_COLUMNS = 2048  # bitmap columns a view keeps as ints between queries (n bytes each)
+_COLUMNS = 2048  # bitmap columns kept as ints between queries (a byte per block each)
+
+
+class Segments:
+    """The index's full segments, read with `pread` from the `columns` file open at `fd`, their
+    columns kept as ints between queries and views (a segment does not change once written).
+
+    Never mapped: touching one page of a mapped file maps its neighbours too (fault-around, large
+    folios: ~600 KB a touch measured here), so a column read through a map would make much of the
+    file resident, which the column-major layout is there to avoid."""
+
+    def __init__(self, fd: int, count: int, per: int, identity: tuple[int, ...]) -> None:
+        self.fd, self.count, self.per, self.identity = fd, count, per, identity
+        self.blocks = count * per
+        self.ones = int.from_bytes(b"\x01" * self.blocks, "little")
+        self._columns: dict[int, int] = {}      # bitmap byte -> that byte of every block in a segment
+        self._parts: dict[tuple[int, int], bytes] = {}   # (segment, byte) -> its blocks' bytes
+
+    def column(self, byte: int) -> int:
+        column = self._columns.get(byte)
+        if column is None:
+            if len(self._columns) >= _COLUMNS:
+                self._columns.clear()
+            fd, per, at = self.fd, self.per, byte * self.per
+            column = self._columns[byte] = int.from_bytes(
+                b"".join([os.pread(fd, per, k * per * ROW + at) for k in range(self.count)]), "little")
+        return column
+
+    def cell(self, block: int, byte: int) -> int:
+        """Byte `byte` of one block's bitmap (for the few newest blocks checked one by one)."""
+        per = self.per
+        segment, i = divmod(block, per)
+        part = self._parts.get((segment, byte))
+        if part is None:
+            if len(self._parts) >= _COLUMNS:
+                self._parts.clear()
+            part = self._parts[segment, byte] = os.pread(self.fd, per, (segment * ROW + byte) * per)
+        return part[i]
+
+    def close(self) -> None:
+        os.close(self.fd)
 
 class View:
-    """A consistent snapshot of the index: zone arrays and the bitmap rows, read under a shared lock."""
+    """A consistent snapshot of the index, read under a shared lock: zone arrays, the full segments'
+    columns, and the bitmap rows of the blocks after them (`bits`, row-major)."""
 
-    def __init__(self, n: int, end: int, zones: array, bits: Any) -> None:
+    def __init__(self, n: int, end: int, zones: array, bits: Any, segments: Segments | None = None) -> None:
         self.n = n
         self.end = end
         self.starts = zones[0::5]
@@ -32,10 +76,12 @@ class View:
         self.maxs = zones[3::5]
         self.stamps = zones[4::5]  # lines << 32 | tail CRC: with the range, names a block's bytes
         self._bits = bits
+        self._segments = segments
+        self._first = segments.blocks if segments is not None else 0   # the first block kept as a row
         if n:
             self.ends[n - 1] = min(self.ends[n - 1], end)
         self._order: list[int] | None = None  # blocks by max timestamp, newest first (built on first use)
-        self._columns: dict[int, int] = {}  # bitmap byte -> that byte of every block, as one int
+        self._columns: dict[int, int] = {}  # bitmap byte -> that byte of every row, as one int
 
     def _newest_first(self) -> list[int]:
         if self._order is None:
@@ -77,11 +123,16 @@ class View:
             yield from (b for b in itertools.islice(order, lo) if mins[b] <= until)
             return
         masks = _byte_masks(hashes)
-        bits = self._bits
+        bits, first, cell = self._bits, self._first, self._segments.cell if self._segments is not None else None
         eager = order[:min(lo, _EAGER)]
         for b in eager:
-            base = b * ROW
-            if mins[b] <= until and all(bits[base + byte] & mask == mask for byte, mask in masks):
+            if mins[b] > until:
+                continue
+            if b >= first:
+                base = (b - first) * ROW
+                if all(bits[base + byte] & mask == mask for byte, mask in masks):
+                    yield b
+            elif cell is not None and all(cell(b, byte) & mask == mask for byte, mask in masks):
                 yield b
         if lo > _EAGER:
             found = self._bitmap_and(masks)
@@ -102,24 +153,36 @@ class View:
             yield from (b for _, b in later)
 
     def _bitmap_and(self, masks: list[tuple[int, int]]) -> bytes:
-        """AND every block's bitmap at once: byte i of each row is `bits[i::ROW]` (one C call)."""
-        n = self.n
-        ones = int.from_bytes(b"\x01" * n, "little")
-        acc = ones
+        """AND every block's bitmap at once, a byte per block: the segments' columns, then the rows'
+        (byte i of each row is `bits[i::ROW]`, one C call)."""
+        segments, first = self._segments, self._first
+        found = _and(segments.column, segments.ones, masks).to_bytes(first, "little") if segments else b""
+        rows = self.n - first
+        if rows:
+            found += _and(self._row_column, int.from_bytes(b"\x01" * rows, "little"), masks).to_bytes(rows, "little")
+        return found
+
+    def _row_column(self, byte: int) -> int:
         columns = self._columns
-        if len(columns) > _COLUMNS:
-            columns.clear()
-        for byte, mask in masks:
-            column = columns.get(byte)
-            if column is None:
-                column = columns[byte] = int.from_bytes(self._bits[byte:n * ROW:ROW], "little")
-            for bit in range(8):
-                if mask >> bit & 1:
-                    acc &= column >> bit
-            acc &= ones
-            if not acc:
-                break
-        return acc.to_bytes(n, "little")
+        column = columns.get(byte)
+        if column is None:
+            if len(columns) >= _COLUMNS:
+                columns.clear()
+            column = columns[byte] = int.from_bytes(self._bits[byte:(self.n - self._first) * ROW:ROW], "little")
+        return column
+
+
+def _and(column_of: Any, ones: int, masks: list[tuple[int, int]]) -> int:
+    acc = ones
+    for byte, mask in masks:
+        column = column_of(byte)
+        for bit in range(8):
+            if mask >> bit & 1:
+                acc &= column >> bit
+        acc &= ones
+        if not acc:
+            break
+    return acc
 
 
 def _byte_masks(hashes: set[int]) -> list[tuple[int, int]]:
