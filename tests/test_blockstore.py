@@ -117,11 +117,11 @@ def test_a_catch_up_killed_between_segments_leaves_a_usable_index(memory: Memory
     big_events(memory, 200, seed=2)
     made = []
 
-    def dies_at_the_third(rows: bytes) -> bytes:
+    def dies_at_the_third(rows: bytes, bulk: bool = False) -> bytes:
         made.append(1)
         if len(made) == 3:
             raise KeyboardInterrupt("killed")   # what a SIGKILL leaves: files as written so far
-        return real(rows)
+        return real(rows, bulk)
 
     real = blockstore.to_columns
     monkeypatch.setattr(blockstore, "to_columns", dies_at_the_third)
@@ -180,3 +180,10 @@ def test_a_parallel_build_writes_the_segments_one_process_writes(memory: Memory,
     assert parallel.catch_up().events == 330 and parallel.index.parallel_blocks >= 4
     for name in ("zones", "rows", "columns"):
         assert (tmp_path / "parallel" / name).read_bytes() == (tmp_path / "serial" / name).read_bytes(), name
+
+
+def test_numpy_and_python_make_the_same_columns() -> None:
+    rows = os.urandom(PER * ROW)
+    columns = blockstore.to_columns(rows, bulk=True)
+    assert columns == blockstore.to_columns(rows, bulk=False)
+    assert columns[5 * PER + 1] == rows[ROW + 5]   # byte 5 of the second row

@@ -224,7 +224,7 @@ class BlockIndex:
     def _index_range(self, store: Store, n: int, end: int, size: int,
                      on_progress: Callable[[int], None] | None) -> tuple[int, int, int]:
         """Index complete lines in [end, size): extend the open last block, then add new ones."""
-        use_numpy = size - end >= _NUMPY_FROM
+        use_numpy = store.bulk = size - end >= _NUMPY_FROM
         block: Block
         jfd = store.jfd
         if n:

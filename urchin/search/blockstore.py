@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import os
 import struct
-import sys
 import zlib
 from pathlib import Path
 
@@ -62,6 +61,7 @@ class Store:
     def __init__(self, directory: Path, jfd: int) -> None:
         self.jfd = jfd
         self.segments = 0
+        self.bulk = False   # a bulk catch-up: numpy turns rows into columns
         self.zfd = os.open(directory / "zones", os.O_RDWR | os.O_CREAT, 0o600)
         try:
             self.rfd = os.open(directory / "rows", os.O_RDWR | os.O_CREAT, 0o600)
@@ -156,7 +156,7 @@ class Store:
     def _add_segment(self, rows: bytes, n: int, end: int) -> None:
         """Write `rows` (a segment's blocks) as columns and commit the first `n` blocks: the rows that
         follow overwrite those the previous header names."""
-        os.pwrite(self.cfd, to_columns(rows), self.segments * SEGMENT * ROW)
+        os.pwrite(self.cfd, to_columns(rows, self.bulk), self.segments * SEGMENT * ROW)
         self.sync(rows=False)
         self.segments += 1
         self.commit(n, end)
@@ -165,9 +165,9 @@ class Store:
         return zlib.crc32(os.pread(self.jfd, min(_HEAD, end), 0))
 
 
-def to_columns(rows: bytes) -> bytes:
-    """A segment's rows, column-major: byte j of every row together (numpy when a bulk build has it)."""
-    if "numpy" in sys.modules:
+def to_columns(rows: bytes, bulk: bool = False) -> bytes:
+    """A segment's rows, column-major: byte j of every row together (numpy in a bulk catch-up)."""
+    if bulk:
         import numpy as np
 
         return np.frombuffer(rows, dtype=np.uint8).reshape(SEGMENT, ROW).T.tobytes()
