@@ -44,10 +44,9 @@ EXCEPTIONS = {
         "the journal's own append descriptor (opened by fileio.open_append) is fsync'd after cutting a torn tail",
     ("journal.py", "_Writer.sync", "os.fsync"):
         "the journal's own append descriptor: its fsync is the durability setting, once per batch",
-    ("search/blockindex.py", "BlockIndex._truncate_past", "os.fdatasync"):
-        "the block index updates its two files in place, header last (its commit point); no new file is written",
-    ("search/blockindex.py", "BlockIndex._catch_up_locked", "os.fdatasync"):
-        "the block index's data before its header (the commit point), in place",
+    ("search/blockstore.py", "Store.sync", "os.fdatasync"):
+        "the block index updates its three files in place, data before its header (the commit point); no new "
+        "file is written",
     ("hooks.py", "_log", "os.replace"):
         "log rotation moves a finished diagnostic log aside; it writes no file",
     ("memory/backup.py", "_move_aside", "os.rename"):

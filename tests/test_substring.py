@@ -20,7 +20,7 @@ from freezegun import freeze_time
 from tests.conftest import run_urchin
 from urchin.event import Event
 from urchin.memory import Memory
-from urchin.search import blockbuild, blockindex
+from urchin.search import blockbuild, blockindex, blockview
 from urchin.search.blockbuild import BLOCK_TARGET, bitmap_py, bitmaps_numpy
 from urchin.search.query import Filters
 from urchin.search.substring import SubstringSearcher
@@ -199,7 +199,7 @@ def test_recent_and_session_context_match_a_full_scan(memory: Memory) -> None:
 @freeze_time(NOW)
 def test_many_blocks_give_the_same_answers_as_a_full_scan(memory: Memory, eager: int,
                                                           monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(blockindex, "_EAGER", eager)
+    monkeypatch.setattr(blockview, "_EAGER", eager)
     fill(memory, 4000)
     view_blocks = memory.substring.catch_up().blocks
     assert view_blocks >= 4, "the journal should span several blocks"
@@ -262,7 +262,7 @@ def test_deleted_or_corrupt_index_is_rebuilt(memory: Memory) -> None:
     zones.write_bytes(os.urandom(zones.stat().st_size))
     assert searched(memory, "quokka", since, 30) == expected
     assert memory.substring.catch_up().bytes == 0
-    bits = memory.substring.index.bits_path
+    bits = memory.substring.index.rows_path
     bits.write_bytes(b"")  # shorter than the header says: rebuilt, never trusted
     fresh = Memory(memory.settings)
     assert searched(fresh, "quokka", since, 30) == expected
@@ -437,7 +437,7 @@ def test_parallel_bulk_build_writes_the_same_index_as_one_process(memory: Memory
     report = parallel.catch_up()
     assert report.events == 4000 and report.bytes == memory.journal.size()
     assert parallel.index.parallel_blocks >= 4  # the workers did build, the fallback did not hide it
-    for name in ("zones", "bits"):
+    for name in ("zones", "rows", "columns"):
         assert (tmp_path / "parallel" / name).read_bytes() == (tmp_path / "serial" / name).read_bytes(), name
 
 
@@ -480,7 +480,7 @@ def test_a_rare_terms_candidates_visit_the_blocks_its_bitmaps_pass_not_the_windo
     for b in range(n):   # blocks in time order, two sharing a max
         ts = b * 1000 - (1000 if b == 301 else 0)
         zones.extend((b * 100, b * 100 + 100, ts - 500, ts, 0))
-    view = blockindex.View(n, n * 100, zones, bytes(bits))
+    view = blockview.View(n, n * 100, zones, bytes(bits))
     order = view._newest_first()
     for since, until in ((-blockbuild.FAR, None), (-blockbuild.FAR, 400_000), (250_000, None), (250_000, 590_000)):
         view.mins, view.maxs = _Counted(zones[2::5]), _Counted(zones[3::5])
@@ -488,4 +488,4 @@ def test_a_rare_terms_candidates_visit_the_blocks_its_bitmaps_pass_not_the_windo
         limit = until + 1 if until is not None else blockbuild.FAR
         assert got == [b for b in order if b in holding and view.maxs.values[b] >= since - 1
                        and view.mins.values[b] <= limit]
-        assert view.mins.reads + view.maxs.reads <= 2 * blockindex._EAGER + 40, (since, until)
+        assert view.mins.reads + view.maxs.reads <= 2 * blockview._EAGER + 40, (since, until)

@@ -207,13 +207,13 @@ def test_an_unreadable_format_file_is_named(old_home: Path) -> None:
 def test_every_format_number_is_its_structures_own_marker() -> None:
     """The numbers of format.json follow the markers each structure writes in its own files."""
     from urchin import idindex
-    from urchin.search import assoc, blockindex, cosine_store, vectors
+    from urchin.search import assoc, blockstore, cosine_store, vectors
 
     assert FORMATS["token-cosine"] == cosine_store.FORMAT
     assert FORMATS["vectors"] == vectors.FORMAT
     assert FORMATS["associations"] == assoc._FORMAT
     assert idindex._MAGIC == b"URCHINI" + str(FORMATS["id-index"]).encode()
-    assert blockindex._MAGIC == b"URSIDX" + f"{FORMATS['block-index']:02d}".encode()
+    assert blockstore.MAGIC == b"URSIDX" + f"{FORMATS['block-index']:02d}".encode()
     assert upgrade._LEGACY_FORMATS.keys() <= FORMATS.keys()
     derived = upgrade._derived(Settings.resolve("/nonexistent"))
     for name, number in FORMATS.items():        # a source's bump ships its migration

@@ -45,7 +45,7 @@ FORMATS: dict[str, int] = {
     "collector-checkpoints": 1,  # collectors/*.json
     # derived: rebuilt from the journal
     "id-index": 2,               # events.jsonl.ids (magic URCHINI2)
-    "block-index": 1,            # events.jsonl.sidx/ (magic URSIDX01)
+    "block-index": 2,            # events.jsonl.sidx/ (magic URSIDX02: bitmaps column-major)
     "journal-stats": 1,          # events.jsonl.stats
     "token-cosine": 2,           # index/cosine/ (manifest "format")
     "associations": 1,           # index/cosine.assoc.npz ("format")

@@ -5,20 +5,17 @@ range, the min/max event timestamp (zone map) and a bitmap of hashed trigrams of
 casefolded content. It lives in `<journal>.sidx/`, is caught up from the last indexed offset
 under an exclusive `flock` (other processes append at any time), never indexes a partial last
 line, and rebuilds itself from the first damaged block when missing, corrupt or when the journal
-shrank. Queries read it under a shared lock. The query path is numpy-free (cold-start cost);
-only bulk catch-up imports numpy.
+shrank. Queries read it under a shared lock. Its files' layout is `blockstore.py`'s (bitmaps
+column-major, so a query reads only its trigrams' bytes). The query path is numpy-free
+(cold-start cost); only bulk catch-up imports numpy.
 """
 
 from __future__ import annotations
 
-import contextlib
 import fcntl
-import itertools
 import os
-import struct
 import threading
 import time
-import zlib
 from array import array
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -33,7 +30,6 @@ from urchin.search.blockbuild import (
     _FRAME,
     BITS_LOG2,
     BLOCK_TARGET,
-    FAR,
     ROW,
     Block,
     bitmap_py,
@@ -44,18 +40,14 @@ from urchin.search.blockbuild import (
     zone_record,
 )
 from urchin.search.blockbuild import ZONE as _ZONE
+from urchin.search.blockstore import HEADER_SIZE as _HEADER_SIZE
+from urchin.search.blockstore import Store, read_header
+from urchin.search.blockview import Segments, View, release_map
 
-__all__ = ["BlockIndex", "CatchUp", "View", "query_hashes", "BLOCK_TARGET", "BITS_LOG2"]
+__all__ = ["BlockIndex", "CatchUp", "query_hashes", "BLOCK_TARGET", "BITS_LOG2"]
 
-_MAGIC = b"URSIDX01"
-_HEADER = struct.Struct("<8sIIQQI")  # magic, bits_log2, block_target, n_blocks, indexed_end, head_crc
-_HEADER_SIZE = 64
-_HEAD = 4096
 _READ = 16 << 20
 _NUMPY_FROM = 1 << 20  # below this many new bytes, hashing in pure Python beats importing numpy
-_EAGER = 48  # newest blocks checked row by row before one AND over all
-_SPARSE = 4  # blocks the AND passes under 1/_SPARSE of the window's rest: only they are visited
-_COLUMNS = 2048  # bitmap columns a view keeps as ints between queries (n bytes each)
 _PARALLEL_FROM = 64 << 20  # a build this big is shared out to worker processes (one per core)
 _TASK_BLOCKS = 128
 
@@ -77,115 +69,6 @@ class CatchUp:
         return self.bytes / 1e6 / self.seconds if self.seconds > 0 else 0.0
 
 
-class View:
-    """A consistent snapshot of the index: zone arrays and the bitmap rows, read under a shared lock."""
-
-    def __init__(self, n: int, end: int, zones: array, bits: Any) -> None:
-        self.n = n
-        self.end = end
-        self.starts = zones[0::5]
-        self.ends = zones[1::5]
-        self.mins = zones[2::5]
-        self.maxs = zones[3::5]
-        self.stamps = zones[4::5]  # lines << 32 | tail CRC: with the range, names a block's bytes
-        self._bits = bits
-        if n:
-            self.ends[n - 1] = min(self.ends[n - 1], end)
-        self._order: list[int] | None = None  # blocks by max timestamp, newest first (built on first use)
-        self._columns: dict[int, int] = {}  # bitmap byte -> that byte of every block, as one int
-
-    def _newest_first(self) -> list[int]:
-        if self._order is None:
-            self._order = sorted(range(self.n), key=self.maxs.__getitem__, reverse=True)
-        return self._order
-
-    def block_range(self, block: int) -> tuple[int, int]:
-        return self.starts[block], self.ends[block]
-
-    def block_key(self, block: int) -> tuple[int, int, int]:
-        """(start, end, lines and tail CRC): equal keys in one journal file mean equal bytes."""
-        return self.starts[block], self.ends[block], self.stamps[block]
-
-    def candidates(self, hashes: set[int], since_ms: int, until_ms: int | None) -> Iterator[int]:
-        """Blocks that may hold a match in the window, newest (by max timestamp) first, lazily.
-
-        The newest blocks are checked one bitmap row at a time, so a common term stops after a
-        few; past `_EAGER` blocks, one AND over every block's bitmap at once finds the rest; when
-        it passes few, only they are visited (a rare or absent term costs no walk of the window).
-        The window's blocks are filtered by `until` as they are visited, not all first.
-        Zone maps are compared with 1 ms of slack: `Event.ts_ms` rounds through a float.
-        """
-        n = self.n
-        if not n:
-            return
-        since = since_ms - 1
-        until = until_ms + 1 if until_ms is not None else FAR
-        mins, maxs = self.mins, self.maxs
-        # the view's blocks newest-max first (sorted once per view): the window is a prefix by max
-        order = self._newest_first()
-        lo, hi = 0, n
-        while lo < hi:  # the first block whose max is older than the window
-            mid = (lo + hi) // 2
-            if maxs[order[mid]] >= since:
-                lo = mid + 1
-            else:
-                hi = mid
-        if not hashes or self._bits is None:
-            yield from (b for b in itertools.islice(order, lo) if mins[b] <= until)
-            return
-        masks = _byte_masks(hashes)
-        bits = self._bits
-        eager = order[:min(lo, _EAGER)]
-        for b in eager:
-            base = b * ROW
-            if mins[b] <= until and all(bits[base + byte] & mask == mask for byte, mask in masks):
-                yield b
-        if lo > _EAGER:
-            found = self._bitmap_and(masks)
-            if found.count(1) * _SPARSE >= lo - _EAGER:   # many pass: the rest of the window, in order
-                rest = itertools.islice(order, _EAGER, lo)
-                yield from (b for b in rest if found[b]) if until == FAR else \
-                    (b for b in rest if found[b] and mins[b] <= until)
-                return
-            # few pass (a rare or absent term): only they are looked at, put in the window's order
-            # (max newest first, then block), not every block of the window
-            seen, later = set(eager), []
-            b = found.find(1)
-            while b >= 0:
-                if maxs[b] >= since and mins[b] <= until and b not in seen:
-                    later.append((-maxs[b], b))
-                b = found.find(1, b + 1)
-            later.sort()
-            yield from (b for _, b in later)
-
-    def _bitmap_and(self, masks: list[tuple[int, int]]) -> bytes:
-        """AND every block's bitmap at once: byte i of each row is `bits[i::ROW]` (one C call)."""
-        n = self.n
-        ones = int.from_bytes(b"\x01" * n, "little")
-        acc = ones
-        columns = self._columns
-        if len(columns) > _COLUMNS:
-            columns.clear()
-        for byte, mask in masks:
-            column = columns.get(byte)
-            if column is None:
-                column = columns[byte] = int.from_bytes(self._bits[byte:n * ROW:ROW], "little")
-            for bit in range(8):
-                if mask >> bit & 1:
-                    acc &= column >> bit
-            acc &= ones
-            if not acc:
-                break
-        return acc.to_bytes(n, "little")
-
-
-def _byte_masks(hashes: set[int]) -> list[tuple[int, int]]:
-    by_byte: dict[int, int] = {}
-    for h in hashes:
-        by_byte[h >> 3] = by_byte.get(h >> 3, 0) | 1 << (h & 7)
-    return sorted(by_byte.items())
-
-
 class BlockIndex:
     """The `<journal>.sidx/` view of one journal. Construction does no I/O; one instance per process."""
 
@@ -193,13 +76,15 @@ class BlockIndex:
         self.journal = journal
         self.dir = Path(directory) if directory else journal.path.with_name(journal.path.name + ".sidx")
         self.zones_path = self.dir / "zones"
-        self.bits_path = self.dir / "bits"
+        self.rows_path = self.dir / "rows"
+        self.columns_path = self.dir / "columns"
         self.lock_path = self.dir / "lock"
         self._mutex = threading.Lock()  # flock does not exclude threads sharing one descriptor
         self._lock_fd: int | None = None
         self._cached: tuple[int, int, int] | None = None
         self._view: View | None = None
-        self._bits_map: Any = None
+        self._bits_map: Any = None     # the rows (newest blocks) mapped; the segments are read, not mapped
+        self._segments: Segments | None = None
         self._used: float | None = None   # when a query last read the bits map (None: released since)
         self._ts_cache: dict[str, int] = {}
         self.parallel_blocks = 0  # blocks built by worker processes so far (observability, tests)
@@ -250,43 +135,35 @@ class BlockIndex:
     def _truncate_past(self, offset: int) -> None:
         if not self.zones_path.exists():
             return
-        zfd = os.open(self.zones_path, os.O_RDWR, 0o600)
-        bfd = os.open(self.bits_path, os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            raw = os.pread(zfd, _HEADER.size, 0)
-            n = _HEADER.unpack(raw)[3] if len(raw) == _HEADER.size and raw[:8] == _MAGIC else 0
-            keep = 0
-            while keep < n:
-                end = _ZONE.unpack(os.pread(zfd, _ZONE.size, _HEADER_SIZE + keep * _ZONE.size))[1]
-                if end > offset:
-                    break
-                keep += 1
-            new_end = _ZONE.unpack(os.pread(zfd, _ZONE.size, _HEADER_SIZE + (keep - 1) * _ZONE.size))[1] if keep else 0
-            self._truncate(zfd, bfd, keep)
-            with self.journal.path.open("rb") as jf:
-                self._write_header(zfd, keep, new_end, jf.fileno())
-            os.fdatasync(zfd)
-        finally:
-            os.close(zfd)
-            os.close(bfd)
+        with self.journal.path.open("rb") as jf:
+            store = Store(self.dir, jf.fileno())
+            try:
+                header = store.header()
+                n, keep = header.n if header else 0, 0
+                while keep < n and store.zone(keep)[1] <= offset:
+                    keep += 1
+                keep = store.truncate(keep)
+                store.commit(keep, store.zone(keep - 1)[1] if keep else 0)
+                store.sync(rows=False)
+            finally:
+                store.close()
+                self._cached = None
 
     def state(self) -> dict[str, Any]:
         """For `urchin status`: where the index stands against the journal, without catching up."""
         try:
-            raw = self.zones_path.read_bytes()[:_HEADER.size]
-            size = sum(p.stat().st_size for p in (self.zones_path, self.bits_path))
+            raw = self.zones_path.read_bytes()[:_HEADER_SIZE]
+            size = sum(p.stat().st_size for p in (self.zones_path, self.rows_path, self.columns_path))
         except OSError:
             raw, size = b"", 0
-        valid = len(raw) == _HEADER.size and raw[:8] == _MAGIC
-        blocks, end = _HEADER.unpack(raw)[3:5] if valid else (0, 0)
+        header = read_header(raw)
+        blocks, end = (header.n, header.end) if header else (0, 0)
         return {"path": str(self.dir), "blocks": blocks, "indexedBytes": end,
                 "lagBytes": max(0, self.journal.size() - end), "sizeBytes": size}
 
     def close(self) -> None:
         with self._mutex:
-            if self._bits_map is not None:
-                self._bits_map.close()
-                self._bits_map = None
+            self._drop_maps()
             self._view = None
             self._cached = None
             if self._lock_fd is not None:
@@ -302,77 +179,57 @@ class BlockIndex:
 
     def _catch_up_locked(self, on_progress: Callable[[int], None] | None) -> CatchUp:
         started = time.perf_counter()
-        zfd = os.open(self.zones_path, os.O_RDWR | os.O_CREAT, 0o600)
-        bfd = os.open(self.bits_path, os.O_RDWR | os.O_CREAT, 0o600)
         try:
             with self.journal.path.open("rb") as jf:
-                jfd = jf.fileno()
-                size = os.fstat(jfd).st_size
-                n, end, rebuilt = self._validate(zfd, bfd, jfd, size)
-                if end >= size:
-                    return CatchUp(0, 0, 0, rebuilt, time.perf_counter() - started)
-                n2, end2, events = self._index_range(zfd, bfd, jfd, n, end, size, on_progress)
-                if end2 == end:  # only a partial last line so far
-                    return CatchUp(0, 0, 0, rebuilt, time.perf_counter() - started)
-                os.fdatasync(bfd)  # the header is the commit point: data first
-                os.fdatasync(zfd)
-                self._write_header(zfd, n2, end2, jfd)
-                return CatchUp(end2 - end, n2 - n, events, rebuilt, time.perf_counter() - started)
+                store = Store(self.dir, jf.fileno())
+                try:
+                    size = os.fstat(jf.fileno()).st_size
+                    n, end, rebuilt = self._validate(store, size)
+                    if end >= size:
+                        return CatchUp(0, 0, 0, rebuilt, time.perf_counter() - started)
+                    n2, end2, events = self._index_range(store, n, end, size, on_progress)
+                    if end2 == end:  # only a partial last line so far
+                        return CatchUp(0, 0, 0, rebuilt, time.perf_counter() - started)
+                    store.finish(n2, end2)
+                    return CatchUp(end2 - end, n2 - n, events, rebuilt, time.perf_counter() - started)
+                finally:
+                    store.close()
         except FileNotFoundError:
             return CatchUp(0, 0, 0, False, time.perf_counter() - started)
-        finally:
-            os.close(zfd)
-            os.close(bfd)
 
-    def _validate(self, zfd: int, bfd: int, jfd: int, size: int) -> tuple[int, int, bool]:
+    def _validate(self, store: Store, size: int) -> tuple[int, int, bool]:
         """Blocks and offset still valid for this journal: keep what checks, drop the rest."""
-        raw = os.pread(zfd, _HEADER.size, 0)
-        ok = len(raw) == _HEADER.size
-        if ok:
-            magic, bits_log2, target, n, end, head_crc = _HEADER.unpack(raw)
-            ok = (magic == _MAGIC and bits_log2 == BITS_LOG2 and target == BLOCK_TARGET
-                  and os.fstat(zfd).st_size >= _HEADER_SIZE + n * _ZONE.size
-                  and os.fstat(bfd).st_size >= n * ROW and (n == 0) == (end == 0))
-            ok = ok and head_crc == zlib.crc32(os.pread(jfd, min(_HEAD, end), 0))
-        if not ok:
-            self._truncate(zfd, bfd, 0)
-            self._write_header(zfd, 0, 0, jfd)
+        header = store.header()
+        if header is None:
+            self._cached = None
+            store.truncate(0)
+            store.commit(0, 0)
             return 0, 0, True
+        n, end = header.n, header.end
         keep = n
         while keep:
-            record = os.pread(zfd, _ZONE.size, _HEADER_SIZE + (keep - 1) * _ZONE.size)
-            start, block_end, _, _, packed = _ZONE.unpack(record)
+            start, block_end, _, _, packed = store.zone(keep - 1)
             block_end = min(block_end, end)
-            if block_end <= size and tail_crc(jfd, start, block_end) == packed & 0xFFFFFFFF:
+            if block_end <= size and tail_crc(store.jfd, start, block_end) == packed & 0xFFFFFFFF:
                 break
             keep -= 1  # past the journal's end, or rewritten: index again from this block
         if keep == n and end <= size:
             return n, end, False
-        new_end = 0
-        if keep:
-            new_end = min(_ZONE.unpack(os.pread(zfd, _ZONE.size, _HEADER_SIZE + (keep - 1) * _ZONE.size))[1], end)
-        self._truncate(zfd, bfd, keep)
-        self._write_header(zfd, keep, new_end, jfd)
+        self._cached = None
+        keep = store.truncate(keep)
+        new_end = min(store.zone(keep - 1)[1], end) if keep else 0
+        store.commit(keep, new_end)
         return keep, new_end, True
 
-    def _truncate(self, zfd: int, bfd: int, n: int) -> None:
-        os.ftruncate(zfd, _HEADER_SIZE + n * _ZONE.size)
-        os.ftruncate(bfd, n * ROW)
-        self._cached = None
-
-    def _write_header(self, zfd: int, n: int, end: int, jfd: int) -> None:
-        head_crc = zlib.crc32(os.pread(jfd, min(_HEAD, end), 0))
-        header = _HEADER.pack(_MAGIC, BITS_LOG2, BLOCK_TARGET, n, end, head_crc)
-        os.pwrite(zfd, header.ljust(_HEADER_SIZE, b"\0"), 0)
-
-    def _index_range(self, zfd: int, bfd: int, jfd: int, n: int, end: int, size: int,
+    def _index_range(self, store: Store, n: int, end: int, size: int,
                      on_progress: Callable[[int], None] | None) -> tuple[int, int, int]:
         """Index complete lines in [end, size): extend the open last block, then add new ones."""
-        use_numpy = size - end >= _NUMPY_FROM
+        use_numpy = store.bulk = size - end >= _NUMPY_FROM
         block: Block
+        jfd = store.jfd
         if n:
-            start, _, lo, hi, packed = _ZONE.unpack(os.pread(zfd, _ZONE.size, _HEADER_SIZE + (n - 1) * _ZONE.size))
-            if end - start < BLOCK_TARGET:
+            start, _, lo, hi, packed = store.zone(n - 1)
+            if end - start < BLOCK_TARGET and n > store.first_row:  # a segment's block stays shut
                 n -= 1  # reopen the last block: its bitmap only gains bits
                 block = Block(start, end, lo, hi, packed >> 32, reopened=True)
             else:
@@ -383,7 +240,7 @@ class BlockIndex:
         events = 0
         offset = end
         if not block.reopened and size - end >= _PARALLEL_FROM and (os.cpu_count() or 1) > 1:
-            n, offset, events = self._build_parallel(zfd, bfd, jfd, n, end, size, on_progress)
+            n, offset, events = self._build_parallel(store, n, end, size, on_progress)
             block = Block(offset, offset)
         while offset < size:
             data = os.pread(jfd, min(_READ, size - offset), offset)
@@ -410,7 +267,7 @@ class BlockIndex:
                     block = Block(block.end, block.end)
             offset += cut + 1
             if len(done) >= 256:
-                n = self._flush(zfd, bfd, jfd, n, done, use_numpy)
+                n = self._flush(store, n, done, use_numpy)
                 done = []
             if on_progress:
                 on_progress(cut + 1)
@@ -418,10 +275,10 @@ class BlockIndex:
             return n + (1 if block.reopened else 0), end, 0
         if block.end > block.start:
             done.append(block)
-        n = self._flush(zfd, bfd, jfd, n, done, use_numpy)
+        n = self._flush(store, n, done, use_numpy)
         return n, offset, events
 
-    def _build_parallel(self, zfd: int, bfd: int, jfd: int, n: int, end: int, size: int,
+    def _build_parallel(self, store: Store, n: int, end: int, size: int,
                         on_progress: Callable[[int], None] | None) -> tuple[int, int, int]:
         """Whole blocks from `end` on, built by one worker process per core; the caller finishes.
 
@@ -432,7 +289,7 @@ class BlockIndex:
         import subprocess
         import sys
 
-        with mmap.mmap(jfd, size, access=mmap.ACCESS_READ) as view:
+        with mmap.mmap(store.jfd, size, access=mmap.ACCESS_READ) as view:
             ranges: list[tuple[int, int]] = []
             pos = end
             while True:
@@ -465,8 +322,8 @@ class BlockIndex:
                 send(i)
             for i, task in enumerate(tasks):
                 zones, rows, count = _read_result(workers[i % len(workers)])
-                os.pwrite(bfd, rows, n * ROW)
-                os.pwrite(zfd, zones, _HEADER_SIZE + n * _ZONE.size)
+                store.put_zones(n, zones)
+                store.put_rows(n, rows, [start for start, _ in task])
                 n += len(task)
                 events += count
                 if on_progress:
@@ -485,16 +342,15 @@ class BlockIndex:
         self.parallel_blocks += len(ranges) if done_to == ranges[-1][1] else 0
         return n, done_to, events
 
-    def _flush(self, zfd: int, bfd: int, jfd: int, n: int, blocks: list[Block], use_numpy: bool) -> int:
+    def _flush(self, store: Store, n: int, blocks: list[Block], use_numpy: bool) -> int:
         if not blocks:
             return n
         rows = bitmaps_numpy([b.text() for b in blocks]) if use_numpy else [bitmap_py(b.text()) for b in blocks]
         if blocks[0].reopened:
-            old = os.pread(bfd, ROW, n * ROW)
+            old = store.row(n)
             rows[0] = (int.from_bytes(old, "little") | int.from_bytes(rows[0], "little")).to_bytes(ROW, "little")
-        zones = b"".join(zone_record(b, tail_crc(jfd, b.start, b.end)) for b in blocks)
-        os.pwrite(bfd, b"".join(rows), n * ROW)
-        os.pwrite(zfd, zones, _HEADER_SIZE + n * _ZONE.size)
+        store.put_zones(n, b"".join(zone_record(b, tail_crc(store.jfd, b.start, b.end)) for b in blocks))
+        store.put_rows(n, b"".join(rows), [b.start for b in blocks])
         return n + len(blocks)
 
     def release_pages(self, idle_s: float) -> bool:
@@ -517,10 +373,10 @@ class BlockIndex:
         import mmap
 
         with self.zones_path.open("rb") as zf:
-            raw = zf.read(_HEADER.size)
-            if len(raw) < _HEADER.size:
+            header = read_header(zf.read(_HEADER_SIZE))
+            if header is None:
                 return View(0, 0, array("q"), None)
-            _, _, _, n, end, _ = _HEADER.unpack(raw)
+            n, end = header.n, header.end
             # the change time too: a compaction elsewhere may cut blocks and rebuild to the same (n, end)
             changed = os.fstat(zf.fileno()).st_mtime_ns
             if self._view is not None and self._cached == (n, end, changed):
@@ -531,21 +387,37 @@ class BlockIndex:
         if self._bits_map is not None:
             self._bits_map.close()
             self._bits_map = None
-        if n:
-            with self.bits_path.open("rb") as bf:
-                self._bits_map = mmap.mmap(bf.fileno(), n * ROW, access=mmap.ACCESS_READ)
-        self._view = View(n, end, zones, self._bits_map)
+        rows: Any = b""
+        if header.tail:
+            with self.rows_path.open("rb") as rf:
+                rows = self._bits_map = mmap.mmap(rf.fileno(), header.tail * ROW, access=mmap.ACCESS_READ)
+        self._view = View(n, end, zones, rows, self._segments_of(header.segments, header.n - header.tail))
         self._cached = (n, end, changed)
         return self._view
 
+    def _segments_of(self, count: int, blocks: int) -> Segments | None:
+        """The segments a header names: the ones read before (and their columns) while the file is unchanged."""
+        if not count:
+            return None
+        fd = os.open(self.columns_path, os.O_RDONLY)
+        stat = os.fstat(fd)
+        identity = (stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns)
+        kept = self._segments
+        if kept is not None and kept.count == count and kept.identity == identity:
+            os.close(fd)
+            return kept
+        if kept is not None:
+            kept.close()
+        self._segments = Segments(fd, count, blocks // count, identity)
+        return self._segments
 
-def release_map(mapping: Any) -> None:
-    """MADV_DONTNEED on a read-only map: its pages leave the process's resident set, not the page
-    cache. Never on a writable private map (it would drop what was written)."""
-    import mmap
-
-    with contextlib.suppress(ValueError, OSError, AttributeError):   # closed, or not Linux
-        mapping.madvise(mmap.MADV_DONTNEED)
+    def _drop_maps(self) -> None:
+        if self._bits_map is not None:
+            self._bits_map.close()
+            self._bits_map = None
+        if self._segments is not None:
+            self._segments.close()
+            self._segments = None
 
 
 def _read_result(worker: Any) -> tuple[bytes, bytes, int]:

@@ -26,7 +26,8 @@ from urchin.fileio import line_chunks
 from urchin.forget import ForgetLog, forget_hash
 from urchin.journal import Journal
 from urchin.search.blockbuild import FAR
-from urchin.search.blockindex import BlockIndex, CatchUp, View, query_hashes
+from urchin.search.blockindex import BlockIndex, CatchUp, query_hashes
+from urchin.search.blockview import View
 from urchin.search.foldcache import FoldCache, fold_block
 from urchin.search.query import Filters
 

@@ -1,0 +1,189 @@
+"""The block index's files (`blockstore.py`): bitmaps column-major in segments, the newest as rows.
+
+Segments are made tiny here (`SEGMENT` = 2 blocks, events of ~2 KB) so a few hundred events span
+several; every answer is compared with a plain scan of the journal (`reference`).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import struct
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from freezegun import freeze_time
+
+from tests.test_substring import NOW, WORDS, add, reference, searched, stamp
+from urchin.memory import Memory
+from urchin.search import blockstore, blockview
+from urchin.search.blockbuild import ROW, bitmap_py, query_hashes
+from urchin.search.substring import SubstringSearcher
+
+PER = 2
+QUERIES = (None, "quokka", "STRASSE", "σίσυφος", "retry budget", "absent-term", "lph", "ß")
+
+
+@pytest.fixture(autouse=True)
+def small_segments(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(blockstore, "SEGMENT", PER)
+
+
+def big_events(memory: Memory, n: int, seed: int, tag: str = "e") -> None:
+    """`n` events of ~2 KB over 10 days, out of order: ~30 a block."""
+    rng = random.Random(seed)
+    add(memory, *({"id": f"{tag}-{seed}-{i:04d}", "timestamp": stamp(rng.uniform(0, 10 * 24 * 60)),
+                   "content": " ".join(rng.choices(WORDS, k=300)) + f" {tag}{i}"} for i in range(n)))
+
+
+def answers_match(memory: Memory) -> None:
+    every = [e for _, e in memory.journal.iter_events()]
+    for query in QUERIES:
+        for days, until, limit in ((1, None, 5), (11, None, 40), (11, 3, 1000)):
+            since = int((NOW - timedelta(days=days)).timestamp() * 1000)
+            until_ms = since + until * 86_400_000 if until else None
+            assert searched(memory, query, since, limit, until_ms=until_ms) == \
+                reference(memory, query, since, limit, every=every, until_ms=until_ms), (query, days, until)
+
+
+def rows_of(directory: Path, blocks: int) -> list[bytes]:
+    """Each block's bitmap row as the files hold it: from the segments' columns, then the rows."""
+    columns, rows = (directory / "columns").read_bytes(), (directory / "rows").read_bytes()
+    full = len(columns) // (PER * ROW)
+    out = [bytes(columns[(k * ROW + j) * PER + i] for j in range(ROW)) for k in range(full) for i in range(PER)]
+    return out + [rows[i * ROW:(i + 1) * ROW] for i in range(blocks - full * PER)]
+
+
+@pytest.mark.parametrize("eager", [48, 0])  # 0: every block goes through the one AND over the columns
+@freeze_time(NOW)
+def test_segments_hold_each_blocks_bitmap_and_answers_match_a_full_scan(
+        memory: Memory, eager: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(blockview, "_EAGER", eager)
+    big_events(memory, 330, seed=1)
+    report = memory.substring.catch_up()
+    assert report.blocks >= 4 * PER + 1
+    answers_match(memory)
+    with memory.substring.index.snapshot() as view, memory.journal.path.open("rb") as journal:
+        texts = []
+        for b in range(view.n):
+            start, end = view.block_range(b)
+            journal.seek(start)
+            memory.substring.index._ts_cache.clear()
+            texts.append(journal.read(end - start))
+        assert view._segments is not None and view._segments.count == (view.n - 1) // PER
+        held = rows_of(memory.substring.index.dir, view.n)
+        for b, raw in enumerate(texts):   # the same bits a row-major build gives each block
+            lines = [orjson_content(line) for line in raw.split(b"\n") if line]
+            assert held[b] == bitmap_py(b"\n".join(lines)), b
+        # the segments are read, never mapped; at most one segment's rows are
+        maps = Path("/proc/self/maps").read_text()
+        assert str(memory.substring.index.columns_path) not in maps
+        assert (memory.substring.index.rows_path.stat().st_size) <= PER * ROW
+
+
+def orjson_content(line: bytes) -> bytes:
+    import orjson
+
+    return str(orjson.loads(line)["content"]).casefold().encode()
+
+
+@freeze_time(NOW)
+def test_catch_ups_across_segments_write_what_one_build_writes(memory: Memory, tmp_path: Path) -> None:
+    for i in range(12):   # many small catch-ups: blocks reopened, rows turned into segments on the way
+        big_events(memory, 28, seed=i, tag=f"b{i}")
+        memory.substring.catch_up()
+        answers_match(memory) if i in (5, 11) else None
+    whole = SubstringSearcher(memory.journal, tmp_path / "whole")
+    whole.catch_up()
+    index = memory.substring.index
+    with index.snapshot() as a, whole.index.snapshot() as b:
+        assert a.n == b.n > 4 * PER and list(a.starts) == list(b.starts) and list(a.maxs) == list(b.maxs)
+        pairs = list(zip(rows_of(index.dir, a.n), rows_of(tmp_path / "whole", b.n), strict=True))
+    # a reopened block ORs the bitmap of its new lines: only trigrams across a newline between two
+    # events' contents (no query can match one) are missing, as before segments
+    pairs_ = [(x, y) for x in range(256) for y in range(256)]
+    across = {h for shape in ((10, 0, 1), (0, 10, 1), (0, 1, 10)) for x, y in pairs_
+              for h in query_hashes(bytes(10 if c == 10 else (x, y)[c] for c in shape))}
+    allowed = sum(1 << h for h in across)
+    for mine, built in pairs:
+        mine_bits, built_bits = int.from_bytes(mine, "little"), int.from_bytes(built, "little")
+        assert mine_bits & ~built_bits == 0 and (built_bits & ~mine_bits) & ~allowed == 0
+
+
+@freeze_time(NOW)
+def test_a_catch_up_killed_between_segments_leaves_a_usable_index(memory: Memory,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    big_events(memory, 200, seed=2)
+    made = []
+
+    def dies_at_the_third(rows: bytes, bulk: bool = False) -> bytes:
+        made.append(1)
+        if len(made) == 3:
+            raise KeyboardInterrupt("killed")   # what a SIGKILL leaves: files as written so far
+        return real(rows, bulk)
+
+    real = blockstore.to_columns
+    monkeypatch.setattr(blockstore, "to_columns", dies_at_the_third)
+    with pytest.raises(KeyboardInterrupt):
+        memory.substring.catch_up()
+    monkeypatch.setattr(blockstore, "to_columns", real)
+    zones = memory.substring.index.zones_path.read_bytes()
+    header = blockstore.read_header(zones)
+    assert header is not None and header.segments == 2 and 0 < header.n < 200   # the last commit stands
+    fresh = Memory(memory.settings)
+    report = fresh.substring.catch_up()
+    assert not report.rebuilt and report.bytes == memory.journal.size() - header.end   # it goes on from there
+    answers_match(fresh)
+
+
+@freeze_time(NOW)
+def test_a_torn_segment_an_old_format_and_a_shrunk_journal_rebuild(memory: Memory) -> None:
+    big_events(memory, 260, seed=3)
+    memory.substring.catch_up()
+    index = memory.substring.index
+    memory.substring.close()
+    with index.columns_path.open("r+b") as handle:   # a segment torn short: never trusted
+        handle.truncate(index.columns_path.stat().st_size - 1)
+    assert memory.substring.catch_up().rebuilt
+    answers_match(memory)
+    # an URSIDX01 view (block-major `bits`) from before: rebuilt in place, its bitmaps removed
+    memory.substring.close()
+    zones = index.zones_path.read_bytes()
+    n, end = struct.unpack_from("<QQ", zones, 16)
+    old = struct.pack("<8sIIQQI", b"URSIDX01", 16, 64 << 10, n, end, 0).ljust(64, b"\0")
+    index.zones_path.write_bytes(old + zones[64:])
+    (index.dir / "bits").write_bytes(bytes(n * ROW))
+    answers_match(memory)
+    assert not (index.dir / "bits").exists()
+    # the journal shrinks into the middle of a segment, then other lines are written
+    size = memory.journal.size()
+    with memory.journal.path.open("r+b") as handle:
+        handle.seek(size // 3)
+        handle.truncate(size // 3 + handle.read().index(b"\n") + 1)
+    big_events(memory, 40, seed=4, tag="new")
+    answers_match(memory)
+    assert index.rows_path.stat().st_size <= PER * ROW and os.path.getsize(index.columns_path) % (PER * ROW) == 0
+
+
+@freeze_time(NOW)
+def test_a_parallel_build_writes_the_segments_one_process_writes(memory: Memory, tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    from urchin.search import blockindex
+
+    big_events(memory, 330, seed=5)
+    serial = SubstringSearcher(memory.journal, tmp_path / "serial")
+    serial.catch_up()
+    monkeypatch.setattr(blockindex, "_PARALLEL_FROM", 1)
+    monkeypatch.setattr(blockindex, "_TASK_BLOCKS", 3)   # tasks that straddle the segments
+    parallel = SubstringSearcher(memory.journal, tmp_path / "parallel")
+    assert parallel.catch_up().events == 330 and parallel.index.parallel_blocks >= 4
+    for name in ("zones", "rows", "columns"):
+        assert (tmp_path / "parallel" / name).read_bytes() == (tmp_path / "serial" / name).read_bytes(), name
+
+
+def test_numpy_and_python_make_the_same_columns() -> None:
+    rows = os.urandom(PER * ROW)
+    columns = blockstore.to_columns(rows, bulk=True)
+    assert columns == blockstore.to_columns(rows, bulk=False)
+    assert columns[5 * PER + 1] == rows[ROW + 5]   # byte 5 of the second row

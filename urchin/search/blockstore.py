@@ -1,0 +1,174 @@
+"""The files of the substring block index, in their one layout (format `URSIDX02`).
+
+`zones`: a 64-byte header, the commit point, then one zone record per block (`blockbuild.ZONE`).
+The bitmaps (one `ROW`-byte row of hashed trigram bits per block) are stored column-major in
+segments of `SEGMENT` blocks in `columns`: byte j of every block of segment k lies together, at
+`(k * ROW + j) * SEGMENT`, so a query reads only the bytes of its own trigrams. The newest
+blocks (at most one segment's worth) are rows in `rows`; once they fill a segment and a block
+follows them they become the next segment, committed before a row is written over them. A block
+in a segment is never reopened (the block after it exists); a cut inside a segment drops it whole.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import struct
+import zlib
+from pathlib import Path
+
+from urchin.search.blockbuild import BITS_LOG2, BLOCK_TARGET, ROW, ZONE
+
+__all__ = ["Store", "Header", "read_header", "SEGMENT", "MAGIC", "HEADER_SIZE"]
+
+MAGIC = b"URSIDX02"
+# magic, bits_log2, block_target, n_blocks, indexed_end, head_crc, segments, blocks per segment
+_HEADER = struct.Struct("<8sIIQQIQI")
+HEADER_SIZE = 64
+SEGMENT = 512  # blocks per column-major segment (32 MB of journal, 4 MB of bitmaps); `rows` holds at most this many
+_HEAD = 4096   # journal bytes whose CRC the header keeps: a replaced journal is not trusted
+_LEGACY = ("bits",)   # URSIDX01's block-major bitmaps
+
+
+class Header:
+    """What the header says: blocks, the journal offset indexed to, and how many blocks are in segments."""
+
+    __slots__ = ("n", "end", "segments", "head_crc")
+
+    def __init__(self, n: int, end: int, segments: int, head_crc: int) -> None:
+        self.n, self.end, self.segments, self.head_crc = n, end, segments, head_crc
+
+    @property
+    def tail(self) -> int:
+        """Blocks kept as rows (the newest)."""
+        return self.n - self.segments * SEGMENT
+
+
+def read_header(raw: bytes) -> Header | None:
+    """The header if it is this format's, with this build's parameters; None otherwise."""
+    if len(raw) < _HEADER.size:
+        return None
+    magic, bits_log2, target, n, end, head_crc, segments, per = _HEADER.unpack(raw[:_HEADER.size])
+    if (magic, bits_log2, target, per) != (MAGIC, BITS_LOG2, BLOCK_TARGET, SEGMENT) or (n == 0) != (end == 0):
+        return None
+    header = Header(n, end, segments, head_crc)
+    return header if 0 <= header.tail <= SEGMENT else None
+
+
+class Store:
+    """The three files open for one catch-up or cut, with the journal they index (`jfd`)."""
+
+    def __init__(self, directory: Path, jfd: int) -> None:
+        self.jfd = jfd
+        self.segments = 0
+        self.bulk = False   # a bulk catch-up: numpy turns rows into columns
+        self.zfd = os.open(directory / "zones", os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            self.rfd = os.open(directory / "rows", os.O_RDWR | os.O_CREAT, 0o600)
+            self.cfd = os.open(directory / "columns", os.O_RDWR | os.O_CREAT, 0o600)
+        except OSError:
+            self.close()
+            raise
+        self.dir = directory
+
+    def close(self) -> None:
+        for name in ("zfd", "rfd", "cfd"):
+            fd = getattr(self, name, None)
+            if fd is not None:
+                os.close(fd)
+                setattr(self, name, None)
+
+    def header(self) -> Header | None:
+        """The committed header, if it checks against the files and the journal's head; sets `segments`."""
+        header = read_header(os.pread(self.zfd, _HEADER.size, 0))
+        if header is None:
+            return None
+        size = os.fstat
+        if (size(self.zfd).st_size < HEADER_SIZE + header.n * ZONE.size or size(self.rfd).st_size < header.tail * ROW
+                or size(self.cfd).st_size < header.segments * SEGMENT * ROW
+                or header.head_crc != self._head_crc(header.end)):
+            return None
+        self.segments = header.segments
+        return header
+
+    def zone(self, block: int) -> tuple[int, int, int, int, int]:
+        """start, end, min_ts, max_ts, lines << 32 | tail CRC of one block."""
+        return ZONE.unpack(os.pread(self.zfd, ZONE.size, HEADER_SIZE + block * ZONE.size))
+
+    def commit(self, n: int, end: int) -> None:
+        header = _HEADER.pack(MAGIC, BITS_LOG2, BLOCK_TARGET, n, end, self._head_crc(end), self.segments, SEGMENT)
+        os.pwrite(self.zfd, header.ljust(HEADER_SIZE, b"\0"), 0)
+
+    def finish(self, n: int, end: int) -> None:
+        """Commit a catch-up: rows past the last block dropped (a segment took them), data synced first."""
+        os.ftruncate(self.rfd, (n - self.segments * SEGMENT) * ROW)
+        self.sync()
+        self.commit(n, end)
+
+    def sync(self, *, rows: bool = True) -> None:
+        """Make what was written durable, the bitmaps before the zones, before a header names them."""
+        for fd in (self.rfd, self.cfd, self.zfd) if rows else (self.cfd, self.zfd):
+            os.fdatasync(fd)
+
+    def truncate(self, n: int) -> int:
+        """Keep the first `n` blocks, or fewer: a segment cut inside is dropped whole. The blocks kept."""
+        if n < self.segments * SEGMENT:
+            self.segments = n // SEGMENT
+            n = self.segments * SEGMENT
+        os.ftruncate(self.zfd, HEADER_SIZE + n * ZONE.size)
+        os.ftruncate(self.rfd, (n - self.segments * SEGMENT) * ROW)
+        os.ftruncate(self.cfd, self.segments * SEGMENT * ROW)
+        if n == 0:
+            for name in _LEGACY:   # an older format's files, left by a rebuild in place
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(self.dir / name)
+        return n
+
+    @property
+    def first_row(self) -> int:
+        """The first block kept as a row: the ones before it are in segments."""
+        return self.segments * SEGMENT
+
+    def row(self, block: int) -> bytes:
+        """The bitmap row of a block kept as a row (the last block, when it is reopened)."""
+        return os.pread(self.rfd, ROW, (block - self.segments * SEGMENT) * ROW)
+
+    def put_zones(self, n: int, zones: bytes) -> None:
+        os.pwrite(self.zfd, zones, HEADER_SIZE + n * ZONE.size)
+
+    def put_rows(self, n: int, rows: bytes, starts: list[int]) -> None:
+        """The bitmap rows of blocks n, n + 1, ... (`starts`: their journal offsets; their zones are
+        written). A full set of rows followed by a block becomes a segment, committed at once."""
+        count = len(rows) // ROW
+        i = 0
+        while i < count:
+            at = n + i - self.segments * SEGMENT
+            if at == SEGMENT:   # the rows fill a segment and a block follows them
+                self._add_segment(os.pread(self.rfd, SEGMENT * ROW, 0), n + i, starts[i])
+            elif at == 0 and count - i > SEGMENT:   # a whole segment and the block after it: no rows
+                self._add_segment(rows[i * ROW:(i + SEGMENT) * ROW], n + i + SEGMENT, starts[i + SEGMENT])
+                i += SEGMENT
+            else:
+                take = min(count - i, SEGMENT - at)
+                os.pwrite(self.rfd, rows[i * ROW:(i + take) * ROW], at * ROW)
+                i += take
+
+    def _add_segment(self, rows: bytes, n: int, end: int) -> None:
+        """Write `rows` (a segment's blocks) as columns and commit the first `n` blocks: the rows that
+        follow overwrite those the previous header names."""
+        os.pwrite(self.cfd, to_columns(rows, self.bulk), self.segments * SEGMENT * ROW)
+        self.sync(rows=False)
+        self.segments += 1
+        self.commit(n, end)
+
+    def _head_crc(self, end: int) -> int:
+        return zlib.crc32(os.pread(self.jfd, min(_HEAD, end), 0))
+
+
+def to_columns(rows: bytes, bulk: bool = False) -> bytes:
+    """A segment's rows, column-major: byte j of every row together (numpy in a bulk catch-up)."""
+    if bulk:
+        import numpy as np
+
+        return np.frombuffer(rows, dtype=np.uint8).reshape(SEGMENT, ROW).T.tobytes()
+    return b"".join(rows[j::ROW] for j in range(ROW))
