@@ -116,3 +116,35 @@ def test_a_written_id_is_a_duplicate_after_the_load(tmp_path: Path) -> None:
         handle.write(orjson.dumps({"id": "c", "content": "y"}) + b"\n")
     index.record_hashed([(id_hash("c"), end)], journal.size())
     assert index.contains("c") and index.contains("a") and index.lookup("c") == end
+
+
+def test_a_batch_of_new_ids_is_recorded_as_one_at_a_time_records_it(tmp_path: Path) -> None:
+    """`record_new` (a bulk writer's batch that `held` found nothing of: C-level steps) leaves the
+    sidecar's bytes and the memory's answers exactly as `record_hashed` does, merges included, and
+    a batch holding two ids of one 64-bit hash keeps both offsets."""
+    batches = [[f"b{n}-{i}" for i in range(n * 7 + 1)] for n in range(12)]
+    twin = random.Random(3).getrandbits(64)
+    indexes = []
+    for kind in ("hashed", "new"):
+        journal = _journal(tmp_path / kind / "events.jsonl", ["first"])
+        index = IdIndex(journal)
+        index.load()
+        assert index._mem is not None
+        index._mem.merge_at = 20
+        with journal.locked():
+            index.catch_up()
+        for n, ids in enumerate(batches):
+            hashes = [twin if n == 5 and i in (0, 3) else id_hash(event_id) for i, event_id in enumerate(ids)]
+            offsets = [10**6 * (n + 1) + 17 * i for i in range(len(ids))]
+            if kind == "hashed":
+                index.record_hashed(list(zip(hashes, offsets, strict=True)), 10**9 + n)
+            else:
+                index.record_new(hashes, offsets, 10**9 + n)
+        indexes.append(index)
+    hashed, new = indexes
+    assert new.path.read_bytes()[:16] == hashed.path.read_bytes()[:16]   # then each journal's inode
+    assert new.path.read_bytes()[24:] == hashed.path.read_bytes()[24:]
+    probes = [id_hash(i) for ids in batches for i in ids] + [twin, id_hash("first"), 42]
+    assert new._mem is not None and hashed._mem is not None
+    assert [sorted(new._mem.get(h)) for h in probes] == [sorted(hashed._mem.get(h)) for h in probes]
+    assert sorted(new._mem.get(twin)) == [6 * 10**6, 6 * 10**6 + 51] and len(new._mem) == len(hashed._mem)

@@ -120,3 +120,33 @@ def test_a_file_read_in_chunks_is_numbered_and_prepared_as_its_lines(tmp_path: P
         chunks = list(bulk.numbered_chunks(io.BytesIO(data), size))
         assert b"".join(c for _, c in chunks) == data
         assert flat([bulk.prepare_chunk(ingestor, c) for c in chunks]) == by_lines, size
+
+
+def test_workers_read_a_regular_file_s_chunks_themselves(tmp_path: Path) -> None:
+    """A regular file's chunks go to the workers as where to read them (`os.pread` at an offset), not
+    as bytes: a parallel import of a file in small chunks writes the journal and reports the lines
+    a serial import of the same bytes (from memory, no file) does."""
+    import io
+
+    from urchin.memory import Memory, bulk
+
+    data = _file_lines()
+    source = tmp_path / "in.jsonl"
+    source.write_bytes(data)
+    homes = [tmp_path / "p", tmp_path / "s"]
+    ingestors = [Memory(Settings.resolve(home)).ingestor for home in homes]
+    ingestors[0].journal.proof.sign(b"{}")     # makes the install key, which both homes share
+    homes[1].mkdir()
+    (homes[1] / "redact-id.key").write_bytes((homes[0] / "redact-id.key").read_bytes())
+    done: list[list[object]] = [[], []]
+    for ingestor in ingestors:
+        ingestor.keep_ids_in_memory()
+    with source.open("rb") as handle:
+        assert bulk._regular_fd(handle) is not None and bulk._regular_fd(io.BytesIO(data)) is None
+        bulk.import_parallel(ingestors[0], bulk.numbered_chunks(handle, 997), 2,
+                             lambda d, r: done[0].append((d[0], d[1], r.appended, r.duplicate)), source=handle)
+    bulk.import_serial(ingestors[1], bulk.numbered_chunks(io.BytesIO(data), 997),
+                       lambda d, r: done[1].append((d[0], d[1], r.appended, r.duplicate)))
+    assert len(done[0]) > 20 and done[0] == done[1]
+    journals = [ingestor.journal.path.read_bytes() for ingestor in ingestors]
+    assert journals[0] == journals[1] and journals[0].count(b"\n") > 400

@@ -19,6 +19,7 @@ import itertools
 import mmap
 import os
 import struct
+import sys
 from array import array
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING
@@ -107,18 +108,34 @@ class IdIndex:
     def record_hashed(self, entries: Iterable[tuple[int, int]], covered: int) -> None:
         """`record` with each id's `id_hash` already computed (bulk writers hash once)."""
         pairs = entries if isinstance(entries, list) else list(entries)
+        # every record in one pack call (`_RECORD` repeated): a pack and a join each cost more
+        self._write(lambda mem, first: mem.add_many(pairs, first),
+                    struct.pack(f"<{2 * len(pairs)}Q", *itertools.chain.from_iterable(pairs)), covered)
+
+    def record_new(self, hashes: Sequence[int], offsets: Sequence[int], covered: int) -> None:
+        """`record_hashed` of ids that `held` found none of, none twice (a bulk writer's batch of new
+        events): the records are packed and kept in memory by C-level steps, no Python step an event."""
+        if len(hashes) != len(offsets):
+            raise ValueError(f"{len(hashes)} hashes for {len(offsets)} offsets")
+        records = array("Q", bytes(_RECORD.size * len(hashes)))
+        records[0::2], records[1::2] = array("Q", hashes), array("Q", offsets)
+        if sys.byteorder != "little":
+            records.byteswap()
+        self._write(lambda mem, first: mem.add_new(hashes, offsets, first), records, covered)
+
+    def _write(self, remember: Callable[[IdMemo, int], None], records: bytes | array[int], covered: int) -> None:
+        """Append packed records (kept in memory first, by `remember`) and mark `covered`."""
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
         try:
             size = os.fstat(fd).st_size
             if self._mem is not None:      # before the write, as ever: a reader may find them a moment early
-                self._mem.add_many(pairs, _number(size))
-            # every record in one pack call (`_RECORD` repeated): a pack and a join each cost more
-            os.pwrite(fd, struct.pack(f"<{2 * len(pairs)}Q", *itertools.chain.from_iterable(pairs)), size)
+                remember(self._mem, _number(size))
+            os.pwrite(fd, records, size)
             os.pwrite(fd, _HEADER.pack(_MAGIC, covered, self._journal_inode()), 0)
         finally:
             os.close(fd)
         if self._records_seen == size:
-            self._records_seen = size + len(pairs) * _RECORD.size
+            self._records_seen = size + memoryview(records).nbytes
 
     def load(self) -> None:
         """Keep every id hash in memory: for importers and the daemon, which check many ids."""
@@ -300,7 +317,24 @@ class IdMemo:
             recent.setdefault(h, []).append(offset)
             hashes.append(h)
         self._recent_numbers.extend(range(first, first + len(hashes) - count))
-        if len(recent) >= self.merge_at:
+        self._merge_when_full()
+
+    def add_new(self, hashes: Sequence[int], offsets: Sequence[int], first: int) -> None:
+        """`add_many` of hashes not held here, none twice: one offset each, added at C speed."""
+        recent = self._recent
+        before = len(recent)
+        recent.update(zip(hashes, map(list, zip(offsets)), strict=True))   # each hash -> [its offset]
+        if len(recent) - before != len(hashes):   # two ids of the batch share a 64-bit hash: keep both offsets
+            for h in hashes:
+                recent.pop(h, None)
+            self.add_many(zip(hashes, offsets, strict=True), first)
+            return
+        self._recent_hashes.extend(hashes)
+        self._recent_numbers.extend(range(first, first + len(hashes)))
+        self._merge_when_full()
+
+    def _merge_when_full(self) -> None:
+        if len(self._recent) >= self.merge_at:
             import numpy as np
 
             self.merge(np.empty(0, np.uint64), np.empty(0, np.uint32))

@@ -7,6 +7,7 @@ Each item gets one `IngestResult`: appended, duplicate, suppressed or rejected w
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -213,9 +214,9 @@ class Ingestor:
                 return False
             offset = writer.write_joined(joined.payload)
             # each line's offset: its start in the payload, and where the payload landed
-            placed = list(zip(hashes, map(offset.__add__, joined.starts), strict=True))
+            offsets = array("Q", map(offset.__add__, joined.starts))
             writer.finish()
-            self.ids.record_hashed(placed, offset + len(joined.payload))
+            self.ids.record_new(hashes, offsets, offset + len(joined.payload))
         report.appended += len(hashes)
         return True
 

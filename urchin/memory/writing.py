@@ -115,7 +115,7 @@ def import_lines(ingestor: Ingestor, substring: SubstringSearcher, lines: Iterab
     workers = bulk.parallel_workers() if large else 0
     report.workers = workers
     if workers:
-        bulk.import_parallel(ingestor, chain([first], batches), workers, record)
+        bulk.import_parallel(ingestor, chain([first], batches), workers, record, source=lines)
     else:
         bulk.import_serial(ingestor, chain([first], batches), record)
     report.rejected.sort()
