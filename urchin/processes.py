@@ -33,6 +33,7 @@ __all__ = ["NICENESS", "PARENT_POLL_S", "python_child", "lowest_priority", "wait
 
 NICENESS = 19
 PARENT_POLL_S = 0.5
+_EXIT_S = 1.0   # how long a closed pool waits for an idle worker to end by itself
 _LENGTH = struct.Struct("<Q")
 
 
@@ -93,6 +94,7 @@ class Pool:
         self.entry, self.workers, self.init = entry, workers, init
         self.low_priority, self.in_flight = low_priority, in_flight
         self._procs: list[subprocess.Popen[bytes]] = []
+        self._unanswered = 0   # tasks sent and not yet answered
 
     def __enter__(self) -> Pool:
         self.start()
@@ -123,6 +125,8 @@ class Pool:
             raise
 
     def close(self) -> None:
+        """Every worker's stdin closed: an idle one (each task answered) ends by itself, as a process
+        should (its exit handlers run); any other, or one not gone within a second, is killed."""
         procs, self._procs = self._procs, []
         for proc in procs:
             for pipe in (proc.stdin, proc.stdout):
@@ -131,8 +135,15 @@ class Pool:
                         pipe.close()
                     except OSError:   # a write still buffered to a dead worker
                         pass
-            proc.kill()
-            proc.wait()
+        for proc in procs:
+            if self._unanswered:
+                proc.kill()
+            try:
+                proc.wait(timeout=_EXIT_S)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        self._unanswered = 0
 
     def ordered(self, tasks: Iterable[bytes]) -> Iterator[bytes]:
         """The result of each task, in task order; memory bounded by workers x in_flight."""
@@ -148,12 +159,14 @@ class Pool:
             if task is not None:
                 self._send(procs[sent % len(procs)], task)
                 sent += 1
+                self._unanswered += 1
 
         for _ in range(len(procs) * self.in_flight):
             send_next()
         while done < sent:
             result = self._receive(procs[done % len(procs)])
             done += 1
+            self._unanswered -= 1
             send_next()   # before the caller takes the result: the worker works meanwhile
             yield result
 
