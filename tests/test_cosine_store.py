@@ -440,7 +440,7 @@ def test_a_child_that_dies_silently_installs_nothing(memory: Memory, settings: S
     def killed_child(module: str) -> tuple[list[str], dict[str, str]]:     # dies before a word, as OOM kills
         return [sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"], dict(os.environ)
 
-    import urchin.children as children
+    import urchin.processes as children
 
     original = children.python_child
     import urchin.search.cosine_view_learn as learning

@@ -4,6 +4,7 @@ and in worker processes."""
 from __future__ import annotations
 
 import os
+import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -128,7 +129,7 @@ def test_worker_processes_build_the_same_index(tmp_path: Path, monkeypatch: pyte
 def test_a_dead_worker_falls_back_to_in_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     journal = _journal_of(tmp_path / "events.jsonl", 500)
     monkeypatch.setattr(semantic, "BULK_BYTES", 1)
-    monkeypatch.setattr(extract.sys, "executable", str(tmp_path / "no-such-python"))
+    monkeypatch.setattr(sys, "executable", str(tmp_path / "no-such-python"))
     view = TokenCosineView(journal, workers=2)
     assert view.catch_up() == 500
     assert view.search("deploy", since_ms=None, limit=3, filters=Filters())

@@ -20,7 +20,7 @@ LAYERS = [
     ("urchin.reference_shape", 1),                          # the reference Urchin's lines folded into the event model
     ("urchin.event_fields", 1),                             # what each field of an event may hold
     ("urchin.hook_fast", 2),                                # a hook beside a daemon: one request (stdlib only)
-    ("urchin.children", 1),                                 # how Urchin starts its own child processes
+    ("urchin.processes", 0),                                # own child processes, worker pools (stdlib only)
     ("urchin.subkeys", 1),                                  # one key per use of the install key
     ("urchin.dsn", 1),                                      # connection strings: masked, written as URLs
     ("urchin.config_keys", 1),                              # every config.toml key, declared once
@@ -58,7 +58,7 @@ MEMORY_LAYER = 9
 # its wire (how a client finds the daemon and sends it one request; hooks use it too), and how Urchin starts
 # its own child processes (the daemon's index feed runs in one), and the operations' typed parameters
 ALLOWED_BELOW = {"urchin.errors", "urchin.checks", "urchin.config", "urchin.tokens", "urchin.wire",
-                 "urchin.children", "urchin.requests_first", "urchin.params",
+                 "urchin.processes", "urchin.requests_first", "urchin.params",
                  "urchin.fileio",   # and the file primitives (the daemon's pid and token files)
                  "urchin.delegation"}   # and declared delegations (the daemon client's in-process methods)
 ALLOWED_NAMES = {

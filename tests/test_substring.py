@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import random
 import shutil
+import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -437,8 +438,12 @@ def test_parallel_bulk_build_writes_the_same_index_as_one_process(memory: Memory
     report = parallel.catch_up()
     assert report.events == 4000 and report.bytes == memory.journal.size()
     assert parallel.index.parallel_blocks >= 4  # the workers did build, the fallback did not hide it
+    monkeypatch.setattr(sys, "executable", str(tmp_path / "no-such-python"))   # workers that cannot start
+    fallback = SubstringSearcher(memory.journal, tmp_path / "fallback")
+    assert fallback.catch_up().events == 4000 and fallback.index.parallel_blocks == 0
     for name in ("zones", "rows", "columns"):
         assert (tmp_path / "parallel" / name).read_bytes() == (tmp_path / "serial" / name).read_bytes(), name
+        assert (tmp_path / "fallback" / name).read_bytes() == (tmp_path / "serial" / name).read_bytes(), name
 
 
 @freeze_time(NOW)

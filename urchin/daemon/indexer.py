@@ -31,11 +31,11 @@ from typing import IO
 
 import orjson
 
-from urchin.children import NICENESS, PARENT_POLL_S, lowest_priority, python_child
 from urchin.daemon.background import IndexLoop, Job, WorkspaceIndexLoop
 from urchin.daemon.logs import setup_logging
 from urchin.errors import UrchinError
 from urchin.memory import Memory
+from urchin.processes import NICENESS, PARENT_POLL_S, lowest_priority, python_child
 
 __all__ = ["IndexProcess", "NICENESS", "main"]
 

@@ -25,7 +25,6 @@ from typing import Any
 
 import orjson
 
-from urchin.children import python_child
 from urchin.config import use_runtime_dir
 from urchin.errors import DatabaseError
 from urchin.index.pgdata import (
@@ -38,6 +37,7 @@ from urchin.index.pgdata import (
     postmaster_pid,
     write_small,
 )
+from urchin.processes import python_child
 
 __all__ = ["EmbeddedPostgres", "adopt_or_stop", "shutdown", "remove_orphans", "running_pid", "release_dead",
            "repair_handle_list"]

@@ -1,7 +1,7 @@
 """The embedded PostgreSQL's watchdog: `python -P -m urchin.index.pgwatch FOLDER OWNER_PID`.
 
 Each process that holds the server starts one (see `embedded`). It waits for its owner to die the
-way the daemon's children wait for the daemon (`urchin.children`), then releases the owner's hold:
+way the daemon's children wait for the daemon (`urchin.processes`), then releases the owner's hold:
 a CLI killed by SIGKILL (`urchin index --rebuild`, `--follow`) runs no clean-up of its own, and its
 server must not run on for minutes until the next command.
 """
@@ -12,7 +12,7 @@ import signal
 import sys
 from pathlib import Path
 
-from urchin.children import wait_for_parent
+from urchin.processes import wait_for_parent
 
 __all__ = ["main"]
 

@@ -11,6 +11,7 @@ import os
 import re
 import struct
 import zlib
+from collections.abc import Callable
 from datetime import datetime
 
 import orjson
@@ -19,7 +20,7 @@ from urchin.errors import ValidationError
 from urchin.timestamps import parse_timestamp
 
 __all__ = ["Block", "BLOCK_TARGET", "BITS_LOG2", "ROW", "ZONE", "FAR", "query_hashes", "scan_lines",
-           "bitmap_py", "bitmaps_numpy", "tail_crc", "zone_record", "build_ranges"]
+           "bitmap_py", "bitmaps_numpy", "tail_crc", "zone_record", "build_ranges", "worker", "unframe"]
 
 BLOCK_TARGET = 64 << 10
 BITS_LOG2 = 16
@@ -166,16 +167,21 @@ def build_ranges(path: str, ranges: list[tuple[int, int]]) -> tuple[bytes, bytes
     return b"".join(zones), b"".join(bitmaps_numpy([b.text() for b in blocks])), events
 
 
-def worker_main() -> None:
-    """A bulk-build worker process: one JSON task per stdin line, framed binary results on stdout."""
-    import sys
-
-    out = sys.stdout.buffer
-    for line in sys.stdin.buffer:
-        path, ranges = orjson.loads(line)
+def worker(init: bytes) -> Callable[[bytes], bytes]:
+    """A bulk build's pool worker: a task `[path, ranges]` (JSON) -> its blocks, framed for `unframe`."""
+    def build(task: bytes) -> bytes:
+        path, ranges = orjson.loads(task)
         zones, rows, events = build_ranges(path, [(start, end) for start, end in ranges])
-        out.write(_FRAME.pack(len(zones), len(rows), events) + zones + rows)
-        out.flush()
+        return _FRAME.pack(len(zones), len(rows), events) + zones + rows
+    return build
+
+
+def unframe(result: bytes) -> tuple[bytes, bytes, int]:
+    """A worker's result -> zone records, bitmap rows, event count (ValueError when cut short)."""
+    zone_len, row_len, events = _FRAME.unpack_from(result)
+    if len(result) != _FRAME.size + zone_len + row_len:
+        raise ValueError("a bulk-build worker's result is cut short")
+    return result[_FRAME.size:_FRAME.size + zone_len], result[_FRAME.size + zone_len:], events
 
 
 _FRAME = struct.Struct("<QQQ")

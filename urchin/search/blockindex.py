@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import struct
 import threading
 import time
 from array import array
@@ -26,8 +27,8 @@ import orjson
 
 from urchin.fileio import ensure_private_dir
 from urchin.journal import Journal
+from urchin.processes import Pool, WorkerError
 from urchin.search.blockbuild import (
-    _FRAME,
     BITS_LOG2,
     BLOCK_TARGET,
     ROW,
@@ -37,6 +38,7 @@ from urchin.search.blockbuild import (
     query_hashes,
     scan_lines,
     tail_crc,
+    unframe,
     zone_record,
 )
 from urchin.search.blockbuild import ZONE as _ZONE
@@ -286,8 +288,6 @@ class BlockIndex:
         blocks written so far stand and the sequential path carries on from there.
         """
         import mmap
-        import subprocess
-        import sys
 
         with mmap.mmap(store.jfd, size, access=mmap.ACCESS_READ) as view:
             ranges: list[tuple[int, int]] = []
@@ -301,44 +301,22 @@ class BlockIndex:
         tasks = [ranges[i:i + _TASK_BLOCKS] for i in range(0, len(ranges), _TASK_BLOCKS)]
         if len(tasks) < 2:
             return n, end, 0
-        root = str(Path(__file__).resolve().parent.parent.parent)
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)}
-        # -P: the current folder must not shadow the urchin this process runs
-        command = [sys.executable, "-P", "-c", "from urchin.search.blockbuild import worker_main; worker_main()"]
-        workers = []
         done_to, events = end, 0
+        path = str(self.journal.path)
         try:
-            workers = [subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
-                       for _ in range(min(os.cpu_count() or 2, 4, len(tasks)))]
-            path = str(self.journal.path)
-
-            def send(i: int) -> None:
-                stdin = workers[i % len(workers)].stdin
-                assert stdin is not None
-                stdin.write(orjson.dumps([path, tasks[i]]) + b"\n")
-                stdin.flush()
-
-            for i in range(min(len(tasks), 2 * len(workers))):  # two tasks in flight per worker
-                send(i)
-            for i, task in enumerate(tasks):
-                zones, rows, count = _read_result(workers[i % len(workers)])
-                store.put_zones(n, zones)
-                store.put_rows(n, rows, [start for start, _ in task])
-                n += len(task)
-                events += count
-                if on_progress:
-                    on_progress(task[-1][1] - done_to)
-                done_to = task[-1][1]
-                if i + 2 * len(workers) < len(tasks):
-                    send(i + 2 * len(workers))
-        except (OSError, ValueError, EOFError):
+            with Pool("urchin.search.blockbuild:worker", min(os.cpu_count() or 2, 4, len(tasks))) as pool:
+                results = pool.ordered(orjson.dumps([path, task]) for task in tasks)
+                for task, result in zip(tasks, results, strict=True):
+                    zones, rows, count = unframe(result)
+                    store.put_zones(n, zones)
+                    store.put_rows(n, rows, [start for start, _ in task])
+                    n += len(task)
+                    events += count
+                    if on_progress:
+                        on_progress(task[-1][1] - done_to)
+                    done_to = task[-1][1]
+        except (OSError, ValueError, WorkerError, struct.error):
             pass  # keep what is written; the sequential path goes on from `done_to`
-        finally:
-            for worker in workers:
-                if worker.stdin:
-                    worker.stdin.close()
-                worker.kill()
-                worker.wait()
         self.parallel_blocks += len(ranges) if done_to == ranges[-1][1] else 0
         return n, done_to, events
 
@@ -419,13 +397,3 @@ class BlockIndex:
             self._segments.close()
             self._segments = None
 
-
-def _read_result(worker: Any) -> tuple[bytes, bytes, int]:
-    frame = worker.stdout.read(_FRAME.size)
-    if len(frame) != _FRAME.size:
-        raise EOFError("a bulk-build worker stopped")
-    zone_len, row_len, events = _FRAME.unpack(frame)
-    zones, rows = worker.stdout.read(zone_len), worker.stdout.read(row_len)
-    if len(zones) != zone_len or len(rows) != row_len:
-        raise EOFError("a bulk-build worker stopped")
-    return zones, rows, events

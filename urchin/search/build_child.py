@@ -16,8 +16,8 @@ import os
 import sys
 from pathlib import Path
 
-from urchin.children import end_with_parent, lowest_priority
 from urchin.journal import Journal
+from urchin.processes import end_with_parent, lowest_priority
 from urchin.search.cosine_build import NICENESS, building
 from urchin.search.semantic import TokenCosineView
 

@@ -21,8 +21,8 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from urchin.children import lowest_priority, python_child
 from urchin.config import ensure_private_dir, exclusive_lock
+from urchin.processes import lowest_priority, python_child
 
 __all__ = ["NICENESS", "building", "busy", "spawn", "build_beside", "BuildFailed"]
 

@@ -11,7 +11,7 @@ import subprocess
 import threading
 import time
 
-from urchin.children import python_child
+from urchin.processes import python_child
 from urchin.search import assoc, cosine_store
 from urchin.search.cosine import IndexState, TokenCosineIndex
 from urchin.search.cosine_view import CosineViewBase

@@ -8,12 +8,8 @@ from __future__ import annotations
 
 import os
 import pickle
-import queue
 import re
-import subprocess
-import sys
-import threading
-from collections.abc import Iterable, Iterator, MutableMapping, Reversible, Sequence
+from collections.abc import Callable, Iterable, Iterator, MutableMapping, Reversible, Sequence
 from dataclasses import dataclass, field
 from itertools import chain
 from pathlib import Path
@@ -22,9 +18,9 @@ from typing import cast
 import numpy as np
 import orjson
 
-from urchin.children import end_with_parent
 from urchin.event import Event
 from urchin.journal import LineCheck
+from urchin.processes import Pool, WorkerError
 from urchin.search.fields import searchable_fields
 from urchin.search.tokens import WORD_PATTERN, word_terms
 
@@ -295,83 +291,28 @@ def extract_parallel(path: Path, start: int, end: int, workers: int, chunk: int 
                      home: Path | None = None) -> Iterator[Batch]:
     """Batches of path[start:end] (line-aligned), in file order, tokenised by `workers` processes.
 
-    Plain `python -c` subprocesses, not `multiprocessing`: spawn would re-run the caller's main
-    module (scripts without a `__main__` guard would run twice) and fork is unsafe in a threaded
-    daemon. Worker k takes chunks k, k + workers, ...; each writes its batches, pickled and
-    length-prefixed, to its stdout, at most two ahead of the reader (pipe back-pressure).
-    Raises `WorkerError` when a worker cannot start or dies.
+    A `Pool` of spawned workers (never forked: unsafe in a threaded daemon), chunks handed out
+    round-robin, so worker k takes chunks k, k + workers, ... into its own vocabulary; each batch
+    comes back pickled. Raises `WorkerError` when a worker cannot start or dies.
     """
     chunks = _bounds(path, start, end, chunk or _CHUNK_BYTES)
     workers = max(1, min(workers, len(chunks)))
-    # The child sees exactly our import path (-I: not the cwd, not PYTHONPATH), so it imports this
-    # very `urchin`, whichever directory the caller runs from.
-    code = ("import sys, json; sys.path[:] = json.loads(sys.argv[1]); "
-            "from urchin.search.extract import _worker_main; _worker_main()")
-    paths = orjson.dumps([str(Path(p).resolve()) if p else os.getcwd() for p in sys.path]).decode()
-    procs: list[subprocess.Popen[bytes]] = []
-    try:
-        for k in range(workers):
-            mine = chunks[k::workers]
-            proc = subprocess.Popen(
-                [sys.executable, "-I", "-c", code, paths], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-            procs.append(proc)
-            assert proc.stdin is not None
-            proc.stdin.write(orjson.dumps({"path": str(path), "chunks": mine, "parent": os.getpid(),
-                                           "home": str(home) if home is not None else None}))
-            proc.stdin.close()
-        for i in range(len(chunks)):
-            yield _read_frame(procs[i % workers])
-    except OSError as exc:
-        raise WorkerError(f"token-cosine worker: {exc}") from None
-    finally:
-        for proc in procs:
-            if proc.poll() is None:
-                proc.kill()
-            proc.wait()
-            if proc.stdout:
-                proc.stdout.close()
+    init = orjson.dumps(str(home) if home is not None else None)
+    with Pool("urchin.search.extract:worker", workers, init=init) as pool:
+        for data in pool.ordered(orjson.dumps([str(path), a, b]) for a, b in chunks):
+            batch = pickle.loads(data)
+            if not isinstance(batch, Batch):
+                raise WorkerError("token-cosine worker sent something else than a batch")
+            yield batch
 
 
-class WorkerError(Exception):
-    """A build worker could not start, or died; the caller goes on in-process."""
+def worker(init: bytes) -> Callable[[bytes], bytes]:
+    """A pool worker's task: `[path, start, end]` -> that range's batch, pickled; `init` is the home
+    whose write path's proof the lines are checked against (JSON, or null)."""
+    home = orjson.loads(init)
 
+    def extract(task: bytes) -> bytes:
+        path, a, b = orjson.loads(task)
+        return pickle.dumps(_extract_range(path, a, b, home), protocol=5)
 
-def _read_frame(proc: subprocess.Popen[bytes]) -> Batch:
-    assert proc.stdout is not None
-    head = proc.stdout.read(8)
-    if len(head) != 8:
-        raise WorkerError(f"token-cosine worker {proc.pid} stopped (exit {proc.poll()})")
-    size = int.from_bytes(head, "little")
-    data = proc.stdout.read(size)
-    if len(data) != size:
-        raise WorkerError(f"token-cosine worker {proc.pid} stopped mid-batch")
-    batch = pickle.loads(data)
-    if not isinstance(batch, Batch):
-        raise WorkerError("token-cosine worker sent something else than a batch")
-    return batch
-
-
-def _worker_main() -> None:
-    """A worker process: read the job from stdin, write one frame per chunk to stdout. It ends with its
-    parent (even one killed by SIGKILL, whose pipe then refuses the next frame): an orphan would
-    otherwise wait forever to hand over a frame nobody reads."""
-    job = orjson.loads(sys.stdin.buffer.read())
-    end_with_parent(job["parent"])
-    out = sys.stdout.buffer
-    frames: queue.Queue[bytes | None] = queue.Queue(maxsize=1)
-
-    def send() -> None:  # a thread, so the next chunk is tokenised while this one is written
-        try:
-            while (frame := frames.get()) is not None:
-                out.write(len(frame).to_bytes(8, "little"))
-                out.write(frame)
-                out.flush()
-        except OSError:     # the reader is gone
-            os._exit(1)
-
-    sender = threading.Thread(target=send, daemon=True)
-    sender.start()
-    for a, b in job["chunks"]:
-        frames.put(pickle.dumps(_extract_range(job["path"], a, b, job.get("home")), protocol=5))
-    frames.put(None)
-    sender.join()
+    return extract

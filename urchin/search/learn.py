@@ -19,7 +19,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from urchin.children import end_with_parent, lowest_priority
+from urchin.processes import end_with_parent, lowest_priority
 from urchin.search import assoc, cosine_store
 from urchin.search.postings import Segment, walk
 
