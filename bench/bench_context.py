@@ -23,10 +23,10 @@ sys.path.insert(0, str(REPO))
 
 from bench.bench_team import QUERIES  # noqa: E402
 from bench.gen_journal import generate  # noqa: E402
-from urchin.index.embedded import EmbeddedPostgres  # noqa: E402
-from urchin.index.feeder import Feeder  # noqa: E402
-from urchin.index.hybrid import run_context  # noqa: E402
-from urchin.index.postgres import PostgresIndex  # noqa: E402
+from urchin.hybrid.embedded import EmbeddedPostgres  # noqa: E402
+from urchin.hybrid.feeder import Feeder  # noqa: E402
+from urchin.hybrid.postgres import PostgresIndex  # noqa: E402
+from urchin.hybrid.search_context import run_context  # noqa: E402
 from urchin.journal import Journal  # noqa: E402
 from urchin.params.context import ContextParams  # noqa: E402
 from urchin.search.semantic import TokenCosineView  # noqa: E402

@@ -41,8 +41,8 @@ sys.path.insert(0, str(REPO))
 
 from bench.bench_index import generate  # noqa: E402
 from urchin.config import Settings  # noqa: E402
-from urchin.index.feeder import Feeder  # noqa: E402
-from urchin.memory import Memory  # noqa: E402
+from urchin.facade import Memory  # noqa: E402
+from urchin.hybrid.feeder import Feeder  # noqa: E402
 from urchin.search import embedder as embedder_module  # noqa: E402
 
 SENT = [0]
@@ -176,7 +176,7 @@ def main() -> None:
     url = args.embedder_url
     if url is None:
         proc, url = _start_embedder()
-    from urchin.index.embedded import EmbeddedPostgres
+    from urchin.hybrid.embedded import EmbeddedPostgres
 
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)

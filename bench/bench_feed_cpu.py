@@ -41,9 +41,9 @@ def main() -> None:
     parser.add_argument("--workdir", type=Path, default=Path(tempfile.gettempdir()),
                         help="where the home and its PostgreSQL live for the run (never beside the journal)")
     args = parser.parse_args()
-    from urchin.index.embedded import EmbeddedPostgres, running_pid
-    from urchin.index.feeder import Feeder, FeedReport
-    from urchin.index.postgres import PostgresIndex
+    from urchin.hybrid.embedded import EmbeddedPostgres, running_pid
+    from urchin.hybrid.feeder import Feeder, FeedReport
+    from urchin.hybrid.postgres import PostgresIndex
     from urchin.journal import Journal
 
     folder = Path(tempfile.mkdtemp(prefix="bench-feed-cpu-", dir=args.workdir))

@@ -23,8 +23,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.bench_index import copy_into, generate  # noqa: E402
-from urchin.index.feeder import _rows  # noqa: E402
-from urchin.index.pg_writer import COLUMNS  # noqa: E402
+from urchin.hybrid.feeder import _rows  # noqa: E402
+from urchin.hybrid.pg_writer import COLUMNS  # noqa: E402
 from urchin.journal import Journal  # noqa: E402
 
 GIN = ("urchin_chunks_tsv", "urchin_chunks_tags", "urchin_chunks_terms")   # a single user's (no trigram: issue 37)
@@ -94,8 +94,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--journal", type=Path, default=None,
                         help="feed the first --events lines of this journal (e.g. bench/gen_journal.py's) instead")
     args = parser.parse_args(argv)
-    from urchin.index.embedded import EmbeddedPostgres
-    from urchin.index.postgres import PostgresIndex
+    from urchin.hybrid.embedded import EmbeddedPostgres
+    from urchin.hybrid.postgres import PostgresIndex
 
     with tempfile.TemporaryDirectory(prefix="urchin-bench-feedprof-") as tmp:
         folder = Path(tmp)

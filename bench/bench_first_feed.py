@@ -31,7 +31,7 @@ def main() -> None:
     sys.path.insert(0, str(REPO / "bench"))
     from scale_parts import feed_done
 
-    from urchin.index.embedded import running_pid
+    from urchin.hybrid.embedded import running_pid
 
     home = Path(tempfile.mkdtemp(prefix="first-feed-", dir=args.journal.parent)) / "home"
     (home / "journal").mkdir(parents=True)

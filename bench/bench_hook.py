@@ -80,7 +80,7 @@ def main() -> None:
 
 
 def _daemon(home: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
-    from urchin.tokens import ensure_hook_token
+    from urchin.api_tokens import ensure_hook_token
 
     ensure_hook_token(home)
     proc = subprocess.Popen([sys.executable, "-m", "urchin", "serve", "--no-index", "--port", "0"], env=env,

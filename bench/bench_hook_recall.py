@@ -139,7 +139,7 @@ def _home(work: Path, events: int, env: dict[str, str]) -> Path:
 
 def _with_daemon(env: dict[str, str], home: Path, hooks: dict[str, list[str]], floors: dict[str, list[str]],
                  calls: int, checkout: Path, warm: int = 3) -> None:
-    from urchin.tokens import ensure_hook_token
+    from urchin.api_tokens import ensure_hook_token
 
     ensure_hook_token(home)
     daemon_env = {**env, "PYTHONPATH": str(checkout)}

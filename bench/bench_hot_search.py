@@ -141,7 +141,7 @@ def _fed(home: Path, journal: Path, wait: bool = False) -> str:
     import psycopg
 
     sys.path.insert(0, str(REPO))
-    from urchin.index.embedded import EmbeddedPostgres
+    from urchin.hybrid.embedded import EmbeddedPostgres
 
     deadline = time.monotonic() + 180
     while True:

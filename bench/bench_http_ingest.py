@@ -140,7 +140,7 @@ def process_cpu_s(pid: int) -> float:
 def in_process_peer(seconds: float) -> float:
     """One in-process writer, fsync per event: what a writer gets without group commit."""
     sys.path.insert(0, str(REPO))
-    from urchin.memory import Memory
+    from urchin.facade import Memory
 
     with tempfile.TemporaryDirectory() as tmp:
         memory = Memory.open(tmp)

@@ -96,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
           f"floor peer {floor:.2f}s = {events / floor:,.0f} events/s; ratio {wall / floor:.2f}x")
 
     from urchin.config import Settings
-    from urchin.memory import Memory
+    from urchin.facade import Memory
 
     memory = Memory(Settings.resolve(home))
     shutil.rmtree(memory.substring.index.dir, ignore_errors=True)

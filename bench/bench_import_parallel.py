@@ -3,7 +3,7 @@
     python bench/bench_import_parallel.py [--journal bench/data/journal-200k.jsonl] [--runs 3]
 
 Both are whole processes over the same input into fresh homes; the one-process peer runs the same
-code with another thread alive (urchin/memory/bulk.py then stays serial). The figure excludes the
+code with another thread alive (urchin/facade/bulk.py then stays serial). The figure excludes the
 substring index catch-up that `import` does at its end (timed separately: it is already parallel).
 """
 
@@ -23,7 +23,7 @@ REPO = Path(__file__).resolve().parent.parent
 CODE = """
 import sys, time, threading
 from urchin.config import Settings
-from urchin.memory import Memory
+from urchin.facade import Memory
 if sys.argv[3] == "serial":
     threading.Thread(target=time.sleep, args=(3600,), daemon=True).start()
 memory = Memory(Settings.resolve(sys.argv[1]))

@@ -24,9 +24,9 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from urchin.event import Event  # noqa: E402
-from urchin.index.feeder import Feeder, event_row  # noqa: E402
-from urchin.index.hybrid import run_context  # noqa: E402
-from urchin.index.pg_writer import COLUMNS  # noqa: E402
+from urchin.hybrid.feeder import Feeder, event_row  # noqa: E402
+from urchin.hybrid.pg_writer import COLUMNS  # noqa: E402
+from urchin.hybrid.search_context import run_context  # noqa: E402
 from urchin.journal import Journal  # noqa: E402
 from urchin.params.context import ContextParams  # noqa: E402
 from urchin.search.substring import SubstringSearcher  # noqa: E402
@@ -114,7 +114,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--database-url", default=None)
     parser.add_argument("--no-bulk", action="store_true", help="feed row by row into the indexes (no backfill path)")
     args = parser.parse_args(argv)
-    from urchin.index.postgres import PostgresIndex
+    from urchin.hybrid.postgres import PostgresIndex
 
 
     with tempfile.TemporaryDirectory(prefix="urchin-bench-index-") as tmp:
@@ -128,7 +128,7 @@ def main(argv: list[str] | None = None) -> None:
         if args.database_url:
             backend = PostgresIndex(args.database_url)
         else:
-            from urchin.index.embedded import EmbeddedPostgres
+            from urchin.hybrid.embedded import EmbeddedPostgres
 
             server = EmbeddedPostgres(folder / "pg", relocate_as_root=False)
             backend = PostgresIndex(server.url)

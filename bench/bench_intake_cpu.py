@@ -35,7 +35,7 @@ from urchin.daemon.app import DaemonState, build_app
 from urchin.daemon.follower import Follower
 from urchin.daemon.server import _http_protocol
 from urchin.daemon.writer import GroupWriter
-from urchin.memory import Memory
+from urchin.facade import Memory
 
 TOKEN = "t" * 43
 ADDRESS = ("127.0.0.1", 18799)

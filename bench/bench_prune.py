@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_hot_search import QUERIES  # noqa: E402
 
 from urchin.config import Settings  # noqa: E402
-from urchin.memory import Memory  # noqa: E402
+from urchin.facade import Memory  # noqa: E402
 
 Cell = tuple[str, int]
 

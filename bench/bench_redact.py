@@ -44,7 +44,7 @@ _ADVERSARIAL = {
     "PEM headers": "-----BEGIN RSA PRIVATE KEY-----\n" * 30_000,
     "Authorization lines": "Authorization: Bearer " * 45_000,
     "colons": ":" * 1_000_000,
-    # decoded views (`urchin.redact._views`): every character an escape, and escapes of escapes
+    # decoded views (`urchin.redact._decoded`): every character an escape, and escapes of escapes
     "%41 runs": "%41" * 340_000,
     "backslashes": "\\" * 1_000_000,
     "\\n runs": "\\n" * 500_000,
@@ -82,7 +82,7 @@ def import_ratio(events: list[Event], rounds: int) -> None:
 
     import orjson
 
-    from urchin.memory import Memory
+    from urchin.facade import Memory
 
     lines = [orjson.dumps({k: v for k, v in e.to_dict().items() if k != "actor"}) + b"\n" for e in events]
     times: dict[str, list[tuple[float, float]]] = {"with redaction": [], "without": []}

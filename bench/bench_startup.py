@@ -69,7 +69,7 @@ def mcp_initialize(env: dict[str, str]) -> tuple[float, float]:
 
 def _context_alone(env: dict[str, str], question: str) -> tuple[float, float]:
     """The daemon's own share of `urchin context`: one POST /context from this process (CPU: none of ours)."""
-    from urchin.wire import request
+    from urchin.daemon_http import request
 
     home = Path(env["URCHIN_HOME"])
     address = json.loads((home / "daemon.json").read_bytes())["address"]
@@ -93,7 +93,7 @@ def start_daemon(home: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
 
 def warm(home: Path, env: dict[str, str]) -> None:
     """Wait for the hot views (the first queries build them: minutes at 1M on a loaded machine) and /mcp."""
-    from urchin.wire import request
+    from urchin.daemon_http import request
 
     started = time.perf_counter()
     address = json.loads((home / "daemon.json").read_bytes())["address"]

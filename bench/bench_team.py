@@ -31,8 +31,8 @@ import psycopg  # noqa: E402
 from bench.gen_journal import generate  # noqa: E402
 from tests.pg_tcp import TcpPostgres  # noqa: E402
 from urchin.config import Settings  # noqa: E402
-from urchin.index.pg_roles import add_feeder, setup_roles  # noqa: E402
-from urchin.memory import Memory  # noqa: E402
+from urchin.facade import Memory  # noqa: E402
+from urchin.hybrid.pg_roles import add_feeder, setup_roles  # noqa: E402
 
 # natural questions, as an agent asks them (stop words and all): DESIGN.md's "/context p50 <= 50 ms at 1M"
 QUERIES = ["what is the retry budget after a timeout", "why did the database migration take a lock on the table",

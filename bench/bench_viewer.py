@@ -24,7 +24,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from urchin.config import Settings  # noqa: E402
-from urchin.memory import Memory  # noqa: E402
+from urchin.facade import Memory  # noqa: E402
 
 
 def timed(call: Callable[[], object], rounds: int) -> list[float]:

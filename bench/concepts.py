@@ -34,7 +34,7 @@ from urchin.search import assoc  # noqa: E402
 from urchin.search.cosine import TokenCosineIndex  # noqa: E402
 from urchin.search.cosine import event_terms as _terms  # noqa: E402
 from urchin.search.cosine_settings import RankingSettings  # noqa: E402
-from urchin.search.tokens import tokenize  # noqa: E402
+from urchin.search.terms import tokenize  # noqa: E402
 
 Ranker = Callable[[str], list[str]]
 
@@ -82,8 +82,8 @@ def embedder_ranker(events: list[Event], url: str, model: str) -> Ranker:
 
 
 def hybrid_ranker(backend: Any, embedder: Any, dense_share: float | None = None, learned: Any = None) -> Ranker:
-    import urchin.index.hybrid as hybrid
-    import urchin.index.leg_runs as leg_runs
+    import urchin.hybrid.leg_runs as leg_runs
+    import urchin.hybrid.search_context as hybrid
     from urchin.params.context import ContextParams
 
     def rank(question: str) -> list[str]:
@@ -111,7 +111,7 @@ def main(argv: list[str] | None = None) -> None:
                         help="also rank through run_context over a fresh embedded PostgreSQL (with and without the "
                              "embedder)")
     parser.add_argument("--dense-share", type=float, action="append", default=[],
-                        help="with --hybrid and an embedder: also rank with urchin.index.leg_runs.DENSE_SHARE set to "
+                        help="with --hybrid and an embedder: also rank with urchin.hybrid.leg_runs.DENSE_SHARE set to "
                              "this (repeatable; a bench knob)")
     parser.add_argument("--set", choices=("main", "unseen", "unseen2"), default="main",
                         help="unseen, unseen2: sets written by other authors, who saw neither the search code nor "

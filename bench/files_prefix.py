@@ -14,23 +14,23 @@ import tempfile
 from pathlib import Path
 
 from urchin.config import Settings
-from urchin.index import files as files_mod
-from urchin.index.embedded import EmbeddedPostgres
-from urchin.memory import Memory
+from urchin.facade import Memory
+from urchin.hybrid import files as files_mod
+from urchin.hybrid.embedded import EmbeddedPostgres
 
 VERBOSE = False
 REPO = Path(__file__).resolve().parents[1]
 QUESTIONS = [
     ("how is the journal file locked while appending lines", "urchin/journal.py"),
     ("which secrets does redaction mask before storing", "urchin/redact/"),
-    ("feeder retries after a database outage with backoff", "urchin/index/feeder.py"),
+    ("feeder retries after a database outage with backoff", "urchin/hybrid/feeder.py"),
     ("workspace root path traversal refused for symlinks", "urchin/workspace/roots.py"),
     ("split markdown at headings into chunks with line numbers", "urchin/workspace/chunking.py"),
-    ("weighted reciprocal rank fusion of the legs", "urchin/index/hybrid.py"),
-    ("migrations applied at connect versioned table", "urchin/index/schema.py"),
+    ("weighted reciprocal rank fusion of the legs", "urchin/hybrid/search_context.py"),
+    ("migrations applied at connect versioned table", "urchin/hybrid/schema.py"),
     ("settings read from environment variables and config toml", "urchin/config.py"),
     ("gitignore rules for workspace files", "urchin/workspace/ignore.py"),
-    ("curated memories stored as toml with members", "urchin/workspace/memories.py"),
+    ("curated memories stored as toml with members", "urchin/workspace/curated.py"),
     ("ranged read of numbered lines of a file", "urchin/workspace/reader.py"),
     ("event id is a uuid v7 and timestamps are parsed", "urchin/event.py"),
     ("daemon background jobs collectors embedder loop", "urchin/daemon/background.py"),

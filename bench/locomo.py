@@ -32,7 +32,7 @@ from urchin.event import Event  # noqa: E402
 from urchin.search import assoc  # noqa: E402
 from urchin.search.cosine import TokenCosineIndex  # noqa: E402
 from urchin.search.cosine_settings import RankingSettings  # noqa: E402
-from urchin.search.tokens import tokenize  # noqa: E402
+from urchin.search.terms import tokenize  # noqa: E402
 from urchin.timestamps import format_timestamp  # noqa: E402
 
 Ranker = Callable[[str, str], list[str]]

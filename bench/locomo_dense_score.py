@@ -36,7 +36,7 @@ from locomo import _default_data, load  # noqa: E402
 from urchin.search import score as score_module  # noqa: E402
 from urchin.search.embedder import Embedder  # noqa: E402
 from urchin.search.semantic import constraints  # noqa: E402
-from urchin.search.tokens import tokenize  # noqa: E402
+from urchin.search.terms import tokenize  # noqa: E402
 from urchin.search.vectors import background, event_text  # noqa: E402
 
 THRESHOLDS = (0.3, 0.5, 0.7)

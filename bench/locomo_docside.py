@@ -45,9 +45,9 @@ from locomo_fusion import DENSE_W, RANK_W, columns, cv, folds, paired  # noqa: E
 from locomo_hybrid import _default_data, learned, load, open_backend  # noqa: E402
 from locomo_score import capture  # noqa: E402
 
-import urchin.index.leg_runs as leg_runs  # noqa: E402
-from urchin.index.base import LegHit, chunk_key, split_key  # noqa: E402
-from urchin.index.sparse import doc_vector, term_ids, tokens  # noqa: E402
+import urchin.hybrid.leg_runs as leg_runs  # noqa: E402
+from urchin.hybrid.base import LegHit, chunk_key, split_key  # noqa: E402
+from urchin.hybrid.sparse import doc_vector, term_ids, tokens  # noqa: E402
 from urchin.search import score as score_module  # noqa: E402
 from urchin.search.websearch import parse  # noqa: E402
 
@@ -190,7 +190,7 @@ def patch(doc: DocSide, ids: set[str]) -> None:
             out.append(run)
         return out
 
-    leg_runs.semantic_runs = runs     # urchin/index/hybrid.py calls it through the module
+    leg_runs.semantic_runs = runs     # urchin/hybrid/search_context.py calls it through the module
 
 
 # ---- offline ------------------------------------------------------------------------------------------

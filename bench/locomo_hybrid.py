@@ -7,7 +7,7 @@
 weights), the session-context constants in CONSTANT_GRID (the token-cosine leg's neighbour weight,
 the turns on each side of each leg), and with an embedder `DENSE_SHARE`, the weight of its lists:
 tuned on four conversations, scored on the fifth, rotated; printed beside the in-sample best. `--dense-share` overrides
-`urchin.index.leg_runs.DENSE_SHARE` for the whole run (a bench knob, not a product setting).
+`urchin.hybrid.leg_runs.DENSE_SHARE` for the whole run (a bench knob, not a product setting).
 
 Events are built exactly as shared/data/locomo/README.md says, written to a journal, fed by the real
 feeder into a fresh database (embedded PostgreSQL in a temp folder, or $URCHIN_BENCH_DATABASE_URL),
@@ -32,10 +32,10 @@ import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import urchin.index.leg_runs as legs_module  # noqa: E402
+import urchin.hybrid.leg_runs as legs_module  # noqa: E402
 from urchin.event import Event  # noqa: E402
-from urchin.index.feeder import Feeder  # noqa: E402
-from urchin.index.hybrid import run_context  # noqa: E402
+from urchin.hybrid.feeder import Feeder  # noqa: E402
+from urchin.hybrid.search_context import run_context  # noqa: E402
 from urchin.journal import Journal  # noqa: E402
 from urchin.params.context import ContextParams  # noqa: E402
 from urchin.timestamps import format_timestamp  # noqa: E402
@@ -82,10 +82,10 @@ def load(path: Path) -> tuple[list[Event], list[tuple[str, str, list[str]]]]:
 
 
 def open_backend(events: list[Event], folder: Path, url: str | None, embedder: Any = None) -> Any:
-    from urchin.index.postgres import PostgresIndex
+    from urchin.hybrid.postgres import PostgresIndex
 
     if url is None:
-        from urchin.index.embedded import EmbeddedPostgres
+        from urchin.hybrid.embedded import EmbeddedPostgres
 
         server = EmbeddedPostgres(folder / "pg", relocate_as_root=False)
         backend = PostgresIndex(server.url)
@@ -155,7 +155,7 @@ def ranker(backend: Any, events: list[Event], strategy: str, embedder: Any = Non
 
 # k: every fold of every CV run so far picked 20 over 60 (RESULTS.md), so it is no longer searched
 CV_GRID = {"k": (20,), "full_text_weight": (0.25, 0.5, 1.0, 1.5), "semantic_weight": (1.0,)}
-# module constants searched with them (set on urchin.index.leg_runs for each grid point)
+# module constants searched with them (set on urchin.hybrid.leg_runs for each grid point)
 # (the turns on each side, searched over {2, 3} until round four, are fixed at the choice of 5/5 and 4/5
 # folds; the learned associations' weight in the token-cosine leg joined the search in round five)
 CONSTANT_GRID = {"semantic_context": (0.5, 0.6), "semantic_turns": (3,), "keyword_turns": (2,),
@@ -254,7 +254,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--method", action="append", choices=METHODS)
     parser.add_argument("--cv", action="store_true", help="leave-one-conversation-out CV of the fusion constants")
     parser.add_argument("--dense-share", type=float, default=None,
-                        help="override urchin.index.leg_runs.DENSE_SHARE (the embedder lists' weight) for this run")
+                        help="override urchin.hybrid.leg_runs.DENSE_SHARE (the embedder lists' weight) for this run")
     parser.add_argument("--no-associations", action="store_true",
                         help="the token-cosine leg without the associations learned from the journal")
     parser.add_argument("--split", default="conv-26,conv-30",
@@ -268,7 +268,7 @@ def main(argv: list[str] | None = None) -> None:
     REASK = not args.no_reask
     if args.dense_share is not None:
         legs_module.DENSE_SHARE = args.dense_share
-        print(f"DENSE_SHARE {args.dense_share} (shipped: see urchin/index/leg_runs.py)")
+        print(f"DENSE_SHARE {args.dense_share} (shipped: see urchin/hybrid/leg_runs.py)")
     events, questions = load(args.data or _default_data())
     print(f"{len(events)} events, {len(questions)} questions")
     with tempfile.TemporaryDirectory(prefix="urchin-locomo-") as tmp:

@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from locomo_hybrid import _default_data, load, open_backend  # noqa: E402
 
-from urchin.index.hybrid import run_context  # noqa: E402
+from urchin.hybrid.search_context import run_context  # noqa: E402
 
 THRESHOLDS = tuple(round(0.1 * i, 1) for i in range(1, 10))
 

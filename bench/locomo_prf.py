@@ -43,14 +43,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from locomo_fusion import folds, paired  # noqa: E402
 from locomo_hybrid import _default_data, learned, load, open_backend  # noqa: E402
 
-import urchin.index.fusion as fusion_module  # noqa: E402
-import urchin.index.hybrid as hybrid_module  # noqa: E402
-import urchin.index.leg_runs as legs_module  # noqa: E402
-from urchin.index.base import split_key  # noqa: E402
-from urchin.index.sparse import idf, term_ids, tokens  # noqa: E402
+import urchin.hybrid.fusion as fusion_module  # noqa: E402
+import urchin.hybrid.leg_runs as legs_module  # noqa: E402
+import urchin.hybrid.search_context as hybrid_module  # noqa: E402
+from urchin.hybrid.base import split_key  # noqa: E402
+from urchin.hybrid.sparse import idf, term_ids, tokens  # noqa: E402
 from urchin.params.context import ContextParams  # noqa: E402
 from urchin.search import score as score_module  # noqa: E402
-from urchin.search.tokens import terms_of  # noqa: E402
+from urchin.search.terms import terms_of  # noqa: E402
 
 FEATURES = ("every", "share", "related", "rank", "dense")
 K = 20                                          # the shipped RRF k (ContextParams default)

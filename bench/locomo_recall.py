@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from locomo import _default_data, load  # noqa: E402
 
 from urchin.config import Settings  # noqa: E402
-from urchin.memory import Memory  # noqa: E402
+from urchin.facade import Memory  # noqa: E402
 from urchin.recall import PROMPT_DAYS  # noqa: E402
 from urchin.recall.frame import pack  # noqa: E402
 from urchin.recall.policy import PROMPT_BUDGET  # noqa: E402

@@ -33,9 +33,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from locomo_hybrid import _default_data, learned, load, open_backend  # noqa: E402
 
-import urchin.index.fusion as fusion_module  # noqa: E402
-import urchin.index.hybrid as hybrid_module  # noqa: E402
-from urchin.index.base import split_key  # noqa: E402
+import urchin.hybrid.fusion as fusion_module  # noqa: E402
+import urchin.hybrid.search_context as hybrid_module  # noqa: E402
+from urchin.hybrid.base import split_key  # noqa: E402
 from urchin.params.context import ContextParams  # noqa: E402
 from urchin.search import score as score_module  # noqa: E402
 

@@ -50,9 +50,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from locomo_fusion import RANK_W, RATIOS, SHIPPED, _leg, cv, folds, paired  # noqa: E402
 from locomo_hybrid import _default_data, load  # noqa: E402
 
-from urchin.index.base import split_key  # noqa: E402
-from urchin.index.leg_runs import PIVOT  # noqa: E402
-from urchin.index.sparse import query_vector, term_ids, tokens  # noqa: E402
+from urchin.hybrid.base import split_key  # noqa: E402
+from urchin.hybrid.leg_runs import PIVOT  # noqa: E402
+from urchin.hybrid.sparse import query_vector, term_ids, tokens  # noqa: E402
 from urchin.search import score as score_module  # noqa: E402
 from urchin.search.websearch import parse  # noqa: E402
 

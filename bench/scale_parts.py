@@ -174,7 +174,7 @@ def feed_cpu_s(daemon: int, home: Path) -> float:
 def feed_processes(daemon: int, home: Path) -> list[int]:
     """Pids of the daemon's feeding child and of the home's PostgreSQL server and backends."""
     sys.path.insert(0, str(REPO))
-    from urchin.index.embedded import running_pid
+    from urchin.hybrid.embedded import running_pid
 
     pids: list[int] = []
     try:
@@ -273,7 +273,7 @@ def pg_state(home: Path) -> tuple[int, int, int] | None:
     import psycopg
 
     sys.path.insert(0, str(REPO))
-    from urchin.index.embedded import EmbeddedPostgres
+    from urchin.hybrid.embedded import EmbeddedPostgres
 
     try:
         with psycopg.connect(EmbeddedPostgres(home / "pg", stop_at_exit=False, start=False).url(),
@@ -298,7 +298,7 @@ def stop_pg(home: Path) -> None:
     """A server its daemon left running on the home (a SIGKILL, a daemon that never started it fully) is
     stopped, and its data removed."""
     sys.path.insert(0, str(REPO))
-    from urchin.index.embedded import adopt_or_stop
+    from urchin.hybrid.embedded import adopt_or_stop
 
     try:
         adopt_or_stop(home / "pg", use=False)

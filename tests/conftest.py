@@ -14,7 +14,7 @@ from tests.daemon_fixture import started_by_tests
 from tests.embedder_fixture import embedder_url, start_shared, stop_shared  # noqa: F401  (a real embedding server)
 from tests.pg_fixture import cluster_names, remove_clusters, remove_template
 from urchin.config import Settings
-from urchin.memory import Memory
+from urchin.facade import Memory
 
 REPO = Path(__file__).resolve().parent.parent
 _CLEAN_ENV = ("URCHIN_EVENT_JOURNAL_PATH", "URCHIN_EMBEDDER_URL", "URCHIN_EMBEDDER_MODEL", "URCHIN_EMBEDDER_API",

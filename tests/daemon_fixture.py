@@ -39,7 +39,7 @@ class DaemonProcess:
         # Each test home would start (and initdb) an embedded PostgreSQL: only where a test asks.
         args = tuple(a for a in args if a != "--with-index") if "--with-index" in args else (*args, "--no-index")
         # The MCP endpoint's build loads the MCP SDK (~2.5 s of a core, beside every test): only where a
-        # test talks to /mcp (`--with-mcp`); test_daemon_deferred and test_mcp_daemon cover the build.
+        # test talks to /mcp (`--with-mcp`); test_daemon_deferred_route and test_mcp_daemon cover the build.
         args = tuple(a for a in args if a != "--with-mcp") if "--with-mcp" in args else (*args, "--no-mcp")
         with self.log_path.open("ab") as log:
             self.proc = subprocess.Popen([sys.executable, "-m", "urchin", "serve", *args], env=self.env,
@@ -111,7 +111,7 @@ class DaemonProcess:
         to stop the server."""
         index = self.index_process()
         assert self.proc is not None
-        dogs = [pid for parent in (self.proc.pid, index) for pid in _children(parent, b"urchin.index.pgwatch")]
+        dogs = [pid for parent in (self.proc.pid, index) for pid in _children(parent, b"urchin.hybrid.pgwatch")]
         for pid in [index, *dogs] if watchdogs else [index]:
             os.kill(pid, signal.SIGKILL)
         self.signal(signal.SIGKILL)

@@ -15,8 +15,8 @@ from starlette.middleware import Middleware
 from starlette.responses import JSONResponse
 
 from urchin.config import Settings
+from urchin.facade import Memory
 from urchin.mcp_server import streamable_http_app
-from urchin.memory import Memory
 
 
 class BearerToken:

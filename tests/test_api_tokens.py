@@ -18,11 +18,11 @@ from tests.cli_inprocess import call_urchin
 from tests.conftest import create_token, run_urchin
 from tests.daemon_fixture import DaemonProcess, running
 from tests.mcp_harness import http_session
+from urchin.api_tokens import TokenStore
 from urchin.config import Settings
 from urchin.daemon.scopes import TOOL_NEEDS
 from urchin.daemon.security import load_token
 from urchin.errors import ConfigError
-from urchin.tokens import TokenStore
 
 pytestmark = [pytest.mark.anyio]
 

@@ -18,8 +18,8 @@ import pytest
 from tests.cli_inprocess import call_urchin
 from tests.conftest import run_urchin
 from tests.daemon_fixture import DaemonProcess, running
-from urchin.forget import ForgetLog, forget_hash
 from urchin.journal import Journal
+from urchin.tombstones import ForgetLog, forget_hash
 
 WRITERS = 4
 WRITE_FOR_S = 1.5

@@ -16,7 +16,7 @@ import pytest
 from freezegun import freeze_time
 
 from tests.test_substring import NOW, WORDS, add, reference, searched, stamp
-from urchin.memory import Memory
+from urchin.facade import Memory
 from urchin.search import blockstore, blockview
 from urchin.search.blockbuild import ROW, bitmap_py, query_hashes
 from urchin.search.substring import SubstringSearcher

@@ -20,7 +20,7 @@ from tests.mcp_harness import stdio_session
 from tests.mcp_scenarios import call, call_error
 from urchin.config import Settings
 from urchin.errors import QueryError
-from urchin.memory import Memory
+from urchin.facade import Memory
 
 FIXTURES = Path(__file__).parent / "fixtures"
 SESSION = "7c1d0e2f-3a4b-4c5d-8e6f-708192a3b4c5"

@@ -15,7 +15,7 @@ import pytest
 from tests.conftest import run_urchin
 from urchin.config import Settings
 from urchin.ephemeral import Ephemeral
-from urchin.memory import Memory
+from urchin.facade import Memory
 
 FIXTURES = Path(__file__).parent / "fixtures"
 CLAUDE_SESSION = "5f3c2a1e-8d4b-4c1a-9e2f-0a1b2c3d4e5f"

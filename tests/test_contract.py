@@ -80,7 +80,7 @@ def test_defaults_come_from_one_place() -> None:
 
 def test_search_context_and_search_declare_the_typed_parameters_names() -> None:
     """The contract spells the typed parameters' fields (their defaults and bounds are the same objects)."""
-    from urchin.index import docsearch
+    from urchin.hybrid import docsearch
     from urchin.params import context
 
     op = OPERATIONS["context"]

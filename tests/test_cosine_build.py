@@ -27,13 +27,13 @@ from tests.conftest import REPO, run_urchin
 from tests.daemon_fixture import DaemonProcess, _children
 from urchin import requests_first
 from urchin.config import Settings
+from urchin.facade import Memory
 from urchin.journal import Journal
-from urchin.memory import Memory
 from urchin.requests_first import serving
 from urchin.search import cosine_build, cosine_store, cosine_view, cosine_view_build
 from urchin.search.cosine import TokenCosineIndex
+from urchin.search.cosine_extract import Batch
 from urchin.search.cosine_tail import TAIL_BYTES
-from urchin.search.extract import Batch
 from urchin.search.query import Filters
 from urchin.search.semantic import TokenCosineView
 

@@ -14,7 +14,7 @@ import pytest
 
 from tests.conftest import run_urchin
 from urchin.config import Settings
-from urchin.memory import Memory
+from urchin.facade import Memory
 from urchin.search.query import Filters
 from urchin.search.semantic import TokenCosineView
 from urchin.search.vocab import Vocabulary

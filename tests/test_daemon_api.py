@@ -374,7 +374,7 @@ def test_a_response_goes_out_in_one_write_and_a_close_sends_what_is_pending() ->
     in one step reach the transport as one, in order; a close first sends what is pending."""
     import asyncio
 
-    from urchin.daemon.protocol import FLUSH_AT, _JoinedWrites
+    from urchin.daemon.uvicorn_protocol import FLUSH_AT, _JoinedWrites
 
     async def scenario() -> tuple[list[bytes], bytes]:
         loop = asyncio.get_running_loop()

@@ -152,7 +152,7 @@ def test_the_embedder_loop_outlives_a_failure_that_is_not_the_embedders(urchin_h
     full disk, an unwritable folder): it logs it, backs off and goes on once the cause is gone."""
     from urchin.config import Settings
     from urchin.daemon.background import EmbedderLoop
-    from urchin.memory import Memory
+    from urchin.facade import Memory
 
     memory = Memory(Settings.resolve(urchin_home, env={"URCHIN_EMBEDDER_URL": embedder_url,
                                                        "URCHIN_EMBEDDER_MODEL": "all-MiniLM-L6-v2"}))

@@ -14,7 +14,7 @@ from tests.daemon_fixture import DaemonProcess
 from urchin.config import Settings
 from urchin.daemon.client import RemoteMemory, daemon_alive, find_daemon, open_memory
 from urchin.errors import NotFoundError, QueryError
-from urchin.memory import Memory
+from urchin.facade import Memory
 
 QUERIES: list[tuple[str, ...]] = [
     ("search", "alpha"),

@@ -15,7 +15,7 @@ from starlette.routing import Mount, Route
 
 from urchin.config import Settings
 from urchin.daemon.server import Daemon
-from urchin.memory import Memory
+from urchin.facade import Memory
 
 
 def test_extension_routes_are_guarded_and_share_the_hot_memory(tmp_path: Path) -> None:

@@ -192,7 +192,7 @@ def test_the_feed_runs_at_the_lowest_priority_and_goes_on_after_its_server_stops
             assert written.status_code == 200
         import psycopg
 
-        from urchin.index.embedded import EmbeddedPostgres
+        from urchin.hybrid.embedded import EmbeddedPostgres
 
         url = EmbeddedPostgres(home / "pg", stop_at_exit=False, start=False).url()
         deadline = time.monotonic() + 40      # fed by the index process, not by a query's catch-up
@@ -256,7 +256,7 @@ def test_a_killed_cli_leaves_no_postgres_running(tmp_path: Path, args: tuple[str
     within seconds anyway (its watchdog), not at the next command, minutes later (issue 34 I)."""
     pytest.importorskip("psycopg", reason="the `postgres` extra is not installed")
     from urchin.config import Settings
-    from urchin.memory import Memory
+    from urchin.facade import Memory
 
     home = tmp_path / "home"
     home.mkdir()
@@ -377,7 +377,7 @@ def test_a_start_never_waits_on_another_homes_postgres_data(tmp_path: Path) -> N
     """Sweeping the data of removed homes is housekeeping beside the start: an orphan whose lock
     another process holds (starting, stopping or removing it, which can take STOP_WAIT_S) is skipped,
     and the daemon is serving meanwhile. Before, every start swept first and waited on each lock."""
-    from urchin.index import pgdata
+    from urchin.hybrid import pgdata
 
     pgdata.ROOT_DATA.mkdir(parents=True, exist_ok=True)
     folder = pgdata.ROOT_DATA / f"test-busy-{os.getpid()}-{time.monotonic_ns()}"

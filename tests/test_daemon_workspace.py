@@ -7,8 +7,8 @@ from pathlib import Path
 import httpx
 
 from tests.daemon_fixture import DaemonProcess
-from urchin.memory import Memory
-from urchin.workspace.memories import Member
+from urchin.facade import Memory
+from urchin.workspace.curated import Member
 
 
 def test_files_overview_memories_and_sources_over_http(urchin_home: Path, tmp_path: Path, memory: Memory) -> None:

@@ -13,7 +13,7 @@ import pytest
 from urchin.config import Settings
 from urchin.daemon.writer import GroupWriter
 from urchin.errors import DaemonError
-from urchin.memory import Memory
+from urchin.facade import Memory
 
 
 def test_concurrent_writers_share_fsyncs_and_get_their_own_results(settings: Settings) -> None:

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from urchin.config import Settings
-from urchin.memory import Memory
+from urchin.facade import Memory
 from urchin.search.vectors import VectorCache
 
 pytest.importorskip("psycopg", reason="the `postgres` extra is not installed")

@@ -7,8 +7,8 @@ import threading
 import time
 from pathlib import Path
 
-from urchin.index import embedded
-from urchin.index.pgdata import folder_lock
+from urchin.hybrid import embedded
+from urchin.hybrid.pgdata import folder_lock
 
 
 def test_a_watchdog_finishing_after_its_folder_was_removed_writes_no_holders_back(tmp_path: Path) -> None:

@@ -20,7 +20,7 @@ import pytest
 
 from tests.daemon_fixture import DaemonProcess
 from tests.mcp_harness import stdio_session
-from urchin.memory import Memory
+from urchin.facade import Memory
 
 REPO = Path(__file__).resolve().parent.parent
 W = str(24 * 365 * 100)

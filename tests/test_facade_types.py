@@ -1,4 +1,4 @@
-"""The facade every front end calls is typed: its Protocol (`urchin/memory/facade.py`) names no `Any`, so
+"""The facade every front end calls is typed: its Protocol (`urchin/facade/api.py`) names no `Any`, so
 mypy checks the in-process `Memory` and the daemon client `RemoteMemory` against precise types, and the
 front ends hold a `Facade`, never `Any`. (mypy itself, run by `make lint`, does the comparing; these
 tests keep the ground it stands on.)"""
@@ -39,7 +39,7 @@ def _names_any(annotation: ast.expr) -> bool:
 def test_the_facade_protocol_names_no_any() -> None:
     tree = ast.parse((PACKAGE / "memory" / "facade.py").read_text())
     loose = [ast.unparse(a) for a in _annotations(tree) if _names_any(a)]
-    assert not loose, f"urchin/memory/facade.py still types with Any: {loose}"
+    assert not loose, f"urchin/facade/api.py still types with Any: {loose}"
     imported = [alias.name for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) for alias in node.names]
     assert "Any" not in imported
 
@@ -98,8 +98,8 @@ def test_memory_wires_its_parts_in_one_place_without_closures_back_into_it() -> 
     from tests.test_layers import _graph
 
     graph = _graph()
-    parts = {name for name in graph if name.startswith("urchin.memory.")}
-    assert {part for part in parts if "urchin.memory" in graph[part]} == set()
+    parts = {name for name in graph if name.startswith("urchin.facade.")}
+    assert {part for part in parts if "urchin.facade" in graph[part]} == set()
 
 
 def test_the_closure_finder_finds_closures() -> None:

@@ -109,4 +109,4 @@ def test_version_prints_clicks_line_without_click() -> None:
     assert (proc.returncode, proc.stdout) == (0, run_full_cli("--version", env={}).stdout.replace("python -m urchin",
                                                                                                     "urchin"))
     imported = {line.split("|")[-1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")}
-    assert not {"click", "urchin.cli", "urchin.memory"} & imported
+    assert not {"click", "urchin.cli", "urchin.facade"} & imported

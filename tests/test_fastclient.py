@@ -17,7 +17,7 @@ from tests.daemon_fixture import DaemonProcess
 
 # json and re: their import compiles regular expressions, more instructions than the rest of the fast path;
 # collections (operator, reprlib, ...) too is more than the rest (`python -m` imports it: see SCRIPT)
-HEAVY = ("click", "httpx", "numpy", "orjson", "starlette", "urchin.cli", "urchin.memory", "urchin.config", "json",
+HEAVY = ("click", "httpx", "numpy", "orjson", "starlette", "urchin.cli", "urchin.facade", "urchin.config", "json",
          "re", "enum", "collections")
 # what an installed `urchin` script runs (uv's; pip's also imports `re` before us): not runpy, which imports
 # collections itself

@@ -49,7 +49,7 @@ EXCEPTIONS = {
         "file is written",
     ("hooks.py", "_log", "os.replace"):
         "log rotation moves a finished diagnostic log aside; it writes no file",
-    ("memory/backup.py", "_move_aside", "os.rename"):
+    ("facade/backup.py", "_move_aside", "os.rename"):
         "a restore with --force moves the whole home (and the journal's sidecars) aside; it writes no file",
 }
 # Issue 37's work reshapes these this session; moving them onto urchin.fileio is the follow-up.

@@ -12,7 +12,7 @@ import pytest
 from freezegun import freeze_time
 
 from tests.test_substring import ANY, NOW, WORDS, add, contents, fill, reference, searched, stamp
-from urchin.memory import Memory
+from urchin.facade import Memory
 from urchin.search import substring
 from urchin.search.foldcache import FoldCache, fold_block
 from urchin.search.query import Filters

@@ -11,8 +11,8 @@ import pytest
 
 from urchin.config import Settings
 from urchin.errors import QueryError
-from urchin.forget import ForgetLog, forget_hash
-from urchin.memory import Memory
+from urchin.facade import Memory
+from urchin.tombstones import ForgetLog, forget_hash
 
 
 def _events(n: int, **extra: object) -> list[dict[str, object]]:
@@ -432,14 +432,14 @@ def test_redact_rewrite_applies_a_rule_added_later(pg_settings: Settings, pg_url
 _FORGETTER = """
 import sys
 from urchin.config import Settings
-from urchin.memory import Memory
+from urchin.facade import Memory
 Memory(Settings.resolve(sys.argv[1])).forget(sys.argv[2].split(","), confirm=True)
 print("done", flush=True)
 """
 _WRITER = """
 import os, sys, time
 from urchin.config import Settings
-from urchin.memory import Memory
+from urchin.facade import Memory
 memory, n = Memory(Settings.resolve(sys.argv[1])), 0
 while not os.path.exists(sys.argv[2]):
     result = memory.ingest_one({"id": f"w-{n:05d}", "content": f"writer line {n}", "source": "manual"})
@@ -562,7 +562,7 @@ def test_a_feeder_behind_the_journal_resumes_at_the_mapped_offset(pg_settings: S
 
 
 def test_offsets_map_across_a_compaction() -> None:
-    from urchin.forget import Compaction
+    from urchin.tombstones import Compaction
 
     done = Compaction(1, ((10, 5, 0), (30, 10, 4), (50, 5, 0)))
     assert [done.map_offset(o) for o in (0, 10, 15, 30, 40, 50, 55, 70)] == [0, 10, 10, 25, 29, 39, 39, 54]
@@ -600,8 +600,8 @@ def test_following_the_journal_carries_over_a_compaction(memory: Memory) -> None
 def test_views_follow_a_rewrite_a_crash_interrupted(memory: Memory, settings: Settings) -> None:
     import numpy as np
 
-    from urchin.forget import compact
     from urchin.search.vectors import VectorCache
+    from urchin.tombstones import compact
 
     memory.ingest(_events(4))
     with VectorCache(settings.home, "m", 4) as cache:
@@ -629,7 +629,7 @@ def test_views_follow_a_rewrite_a_crash_interrupted(memory: Memory, settings: Se
 # `rename` (the new journal is in place, before the views followed).
 _CRASHING_CLI = """
 import os, signal, sys
-import urchin.forget as forget
+import urchin.tombstones as forget
 point, append, rename = sys.argv[1], forget.ForgetLog._append, os.replace
 def append_then_die(self, record):
     append(self, record)

@@ -10,8 +10,8 @@ import platformdirs
 import pytest
 
 from urchin.config import resolve_home
+from urchin.daemon_http import _address
 from urchin.home import default_home, home_dir
-from urchin.wire import _address
 
 # (XDG_DATA_HOME, HOME): set, empty, relative, absent
 ENVS = [(None, "/home/ann"), ("", "/home/ann"), ("/data/xdg", "/home/ann"), ("relative/xdg", "/home/ann"),

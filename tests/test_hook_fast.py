@@ -22,8 +22,8 @@ from tests.conftest import REPO, create_token, run_urchin
 from tests.daemon_fixture import DaemonProcess, running
 from tests.test_hook_recall import FIXTURES, _seed
 from urchin import hook_fast
+from urchin.api_tokens import ensure_hook_token
 from urchin.hooks import run_hook
-from urchin.tokens import ensure_hook_token
 
 SECRET = "ghp_1234567890abcdefghijABCDEFGHIJ123456"
 BIG = "y" * 70_000 + " " + SECRET + "\n" + "z" * 100     # over the soft cap, a secret past the cut
@@ -141,7 +141,7 @@ def test_the_hook_process_imports_only_the_standard_library_beside_a_daemon(shar
     heavy = {m for m in imported if m.split(".")[0] in ("pathlib", "json", "socket", "re", "typing", "dataclasses",
                                                        "signal", "enum", "orjson", "platformdirs", "ipaddress")
              or m.startswith(("urchin.config", "urchin.redact", "urchin.collectors", "urchin.hooks", "urchin.event",
-                              "urchin.ingest", "urchin.recall", "urchin.hook_context"))}
+                              "urchin.ingest", "urchin.recall", "urchin.hook_recall"))}
     assert "urchin.hook_fast" in imported and not heavy, sorted(heavy)
 
 

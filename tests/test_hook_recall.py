@@ -122,9 +122,9 @@ def test_with_the_daemon_the_hook_captures_and_recalls_with_its_own_token(daemon
     timed = _hook(daemon.home, "claude", orjson.dumps(start), {"PYTHONPROFILEIMPORTTIME": "1"})
     assert timed.returncode == 0 and "session=old-shop" in _check(timed.stdout, "SessionStart", "session")
     imported = {line.rsplit("|", 1)[-1].strip() for line in timed.stderr.decode().splitlines() if "|" in line}
-    heavy = {m for m in imported if m.startswith(("urchin.recall", "urchin.memory", "urchin.ingest", "urchin.search",
+    heavy = {m for m in imported if m.startswith(("urchin.recall", "urchin.facade", "urchin.ingest", "urchin.search",
                                                    "urchin.config", "urchin.redact", "urchin.collectors",
-                                                   "urchin.hooks", "urchin.hook_context", "orjson", "numpy", "httpx",
+                                                   "urchin.hooks", "urchin.hook_recall", "orjson", "numpy", "httpx",
                                                    "click"))}
     assert "urchin.hook_fast" in imported and not heavy, sorted(heavy)   # the daemon did the work
 

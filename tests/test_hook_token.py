@@ -121,7 +121,7 @@ def test_a_hook_never_sends_an_event_off_the_machine(urchin_home: Path, tmp_path
     ("http://127.0.0.1:80/ingest", False), ("http://127.0.0.1", False), ("unix:", False),
 ])
 def test_only_a_socket_or_a_loopback_literal_is_local(address: str, local: bool) -> None:
-    from urchin.wire import is_local
+    from urchin.daemon_http import is_local
 
     assert is_local(address) is local
 
@@ -131,9 +131,9 @@ def test_two_installs_at_once_leave_one_working_token(tmp_path: Path) -> None:
     import sys
 
     from tests.conftest import REPO
-    from urchin.tokens import TokenStore
+    from urchin.api_tokens import TokenStore
 
-    code = "import sys; from pathlib import Path; from urchin.tokens import ensure_hook_token; " \
+    code = "import sys; from pathlib import Path; from urchin.api_tokens import ensure_hook_token; " \
            "ensure_hook_token(Path(sys.argv[1]))"
     for n in range(4):
         home = tmp_path / f"home-{n}"

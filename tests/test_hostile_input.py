@@ -25,7 +25,7 @@ from tests.mcp_harness import stdio_session
 from urchin.config import Settings
 from urchin.daemon.writer import GroupWriter
 from urchin.event import Event
-from urchin.memory import Memory
+from urchin.facade import Memory
 
 
 def _deep(levels: int) -> dict[str, Any]:

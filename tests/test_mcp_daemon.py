@@ -17,7 +17,7 @@ import pytest
 
 from tests.mcp_harness import http_session, stdio_session
 from tests.mcp_scenarios import call, check_errors, check_large_output, check_read_tools, check_write_tools
-from urchin.memory import Memory
+from urchin.facade import Memory
 
 pytest.importorskip("urchin.daemon.server", reason="the daemon is not on this branch yet")
 daemon_fixture = pytest.importorskip("tests.daemon_fixture", reason="the daemon's test fixture is not here yet")

@@ -23,7 +23,7 @@ from tests.mcp_scenarios import (
 )
 from tests.test_mcp_stdio_wire import MALFORMED
 from urchin.config import Settings
-from urchin.memory import Memory
+from urchin.facade import Memory
 
 pytestmark = pytest.mark.anyio
 TOKEN = secrets.token_urlsafe(16)

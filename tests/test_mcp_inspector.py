@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from urchin.memory import Memory
+from urchin.facade import Memory
 
 REPO = Path(__file__).resolve().parent.parent
 NPX = shutil.which("npx")

@@ -18,7 +18,7 @@ import pytest
 from tests import daemon_fixture
 from tests.test_mcp_stdio_wire import MALFORMED
 from urchin.config import Settings
-from urchin.memory import Memory
+from urchin.facade import Memory
 
 pytestmark = pytest.mark.slow
 

@@ -24,8 +24,8 @@ from tests.mcp_scenarios import (
     check_workspace_tools,
     check_write_tools,
 )
+from urchin.facade import Memory
 from urchin.mcp_server import TOOL_NAMES, check_arguments, run_tool
-from urchin.memory import Memory
 
 pytestmark = pytest.mark.anyio
 

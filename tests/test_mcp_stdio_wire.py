@@ -20,7 +20,7 @@ import pytest
 
 from tests.daemon_fixture import DaemonProcess
 from tests.mcp_harness import child_env
-from urchin.memory import Memory
+from urchin.facade import Memory
 
 PARSE_ERROR, INVALID_REQUEST = -32700, -32600
 INITIALIZE = {"jsonrpc": "2.0", "id": "init", "method": "initialize",

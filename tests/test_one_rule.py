@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
 import urchin
-from urchin.index.hybrid import pack
+from urchin.hybrid.search_context import pack
 from urchin.search.budget import CHARS_PER_TOKEN, TokenBudget
 from urchin.search.cosine import neighbour_weights
 from urchin.timestamps import format_timestamp
@@ -23,7 +23,7 @@ def _sources() -> dict[str, str]:
 def test_timestamps_are_written_by_one_function() -> None:
     pattern = re.compile(r"strftime\(\s*['\"]%Y-%m-%dT|\.isoformat\(\s*(timespec|\))")
     exempt = {"timestamps.py",           # the formatter itself
-              "memory/timeline.py"}      # day labels: dates (2026-05-04), not times
+              "facade/timeline.py"}      # day labels: dates (2026-05-04), not times
     offenders = [name for name, text in _sources().items() if pattern.search(text) and name not in exempt]
     assert offenders == [], f"format times with urchin.timestamps.format_timestamp, not by hand: {offenders}"
 
@@ -76,4 +76,4 @@ def test_numbers_booleans_and_unknown_parameters_are_checked_in_one_place() -> N
     rules = ("must be a whole number", "must be true or false, got", "unknown parameter (")
     offenders = [(name, rule) for name, text in _sources().items() for rule in rules
                  if rule in text and name != "checks.py"]
-    assert offenders == [], f"use urchin.checks (check_number, check_bool, unknown_parameter): {offenders}"
+    assert offenders == [], f"use urchin.value_checks (check_number, check_bool, unknown_parameter): {offenders}"

@@ -21,14 +21,14 @@ PACKAGE = Path(urchin.__file__).parent
 
 # (module file, class or None, function): where search and search_context run below the dispatcher
 PATHS = {
-    "search": [("memory/__init__.py", "Memory", "search"), ("daemon/client.py", "RemoteMemory", "search"),
+    "search": [("facade/__init__.py", "Memory", "search"), ("daemon/client.py", "RemoteMemory", "search"),
                ("search/substring.py", "SubstringSearcher", "search"),
                ("search/substring.py", "SubstringSearcher", "older_match"),
-               ("index/service.py", "IndexService", "search_team")],
-    "context": [("memory/__init__.py", "Memory", "context"), ("daemon/client.py", "RemoteMemory", "context"),
-                ("memory/index.py", "HybridIndex", "context"), ("index/service.py", "IndexService", "context"),
-                ("index/hybrid.py", None, "run_context"), ("index/hybrid.py", None, "_run_context")],
-    **{op: [("memory/__init__.py", "Memory", method), ("daemon/client.py", "RemoteMemory", method)]
+               ("hybrid/service.py", "IndexService", "search_team")],
+    "context": [("facade/__init__.py", "Memory", "context"), ("daemon/client.py", "RemoteMemory", "context"),
+                ("facade/hybrid.py", "HybridIndex", "context"), ("hybrid/service.py", "IndexService", "context"),
+                ("hybrid/search_context.py", None, "run_context"), ("hybrid/search_context.py", None, "_run_context")],
+    **{op: [("facade/__init__.py", "Memory", method), ("daemon/client.py", "RemoteMemory", method)]
        for op, method in (("semantic", "semantic"), ("recent", "recent"), ("session_context", "session_context"),
                           ("workspace_context", "workspace_context"), ("get", "get"), ("tail", "tail"),
                           ("get_file", "get_file"), ("query_source", "query_source"),
@@ -36,26 +36,26 @@ PATHS = {
                           ("recall", "recall"))},
     # (HybridIndex.query_source and fetch_source_document raise QueryErrors of what is stored: a source that
     # does not exist, a file changed since it was cited; get_document only NotFoundError)
-    "get_document": [("memory/__init__.py", "Memory", "get_document"),
+    "get_document": [("facade/__init__.py", "Memory", "get_document"),
                      ("daemon/client.py", "RemoteMemory", "get_document"),
-                     ("memory/index.py", "HybridIndex", "get_document")],
-    "forget": [("memory/__init__.py", "Memory", "forget"), ("daemon/client.py", "RemoteMemory", "forget"),
-               ("memory/forget.py", "Forgetting", "forget")],
+                     ("facade/hybrid.py", "HybridIndex", "get_document")],
+    "forget": [("facade/__init__.py", "Memory", "forget"), ("daemon/client.py", "RemoteMemory", "forget"),
+               ("facade/forgetting.py", "Forgetting", "forget")],
     # Memory.memory_get checks a saved member's window (stored data, see STILL_CHECKED_BELOW), not the call's
-    "get_memory": [("memory/workspace.py", "Workspace", "memory_get"),
+    "get_memory": [("facade/workspace.py", "Workspace", "memory_get"),
                    ("daemon/client.py", "RemoteMemory", "memory_get")],
-    "document_search": [("memory/__init__.py", "Memory", "document_search"),
+    "document_search": [("facade/__init__.py", "Memory", "document_search"),
                         ("daemon/client.py", "RemoteMemory", "document_search"),
-                        ("memory/index.py", "HybridIndex", "document_search"),
-                        ("index/docsearch.py", None, "run_search")],
+                        ("facade/hybrid.py", "HybridIndex", "document_search"),
+                        ("hybrid/docsearch.py", None, "run_search")],
 }
 # Modules below the dispatcher, and the validators each may still import, with why; any other import of
 # a validator there fails (a new operation's check belongs in its typed parameters, `urchin/params/`).
 BELOW = ("memory", "search", "index", "recall", "workspace", "daemon/client.py")
 STILL_CHECKED_BELOW = {
-    ("memory/timeline.py", "check_number"): "the viewer's timeline pages (no contract operation)",
-    ("memory/timeline.py", "check_limit"): "the viewer's timeline pages (no contract operation)",
-    ("memory/workspace.py", "check_hours"): "a curated memory's member windows (memory_create: no contract op; "
+    ("facade/timeline.py", "check_number"): "the viewer's timeline pages (no contract operation)",
+    ("facade/timeline.py", "check_limit"): "the viewer's timeline pages (no contract operation)",
+    ("facade/workspace.py", "check_hours"): "a curated memory's member windows (memory_create: no contract op; "
                                             "memory_get: as read from the memory's file, stored data)",
     ("recall/policy.py", "check_bool"): "the [recall] section of config.toml (settings, not an operation)",
     ("recall/policy.py", "check_number"): "the [recall] section of config.toml (settings, not an operation)",

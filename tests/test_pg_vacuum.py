@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from urchin.config import Settings
-from urchin.memory import Memory
+from urchin.facade import Memory
 
 
 def _events(n: int) -> list[dict[str, object]]:
@@ -38,7 +38,7 @@ def test_a_forget_on_urchins_own_postgres_vacuums_and_purge_leaves_no_byte(urchi
 
     import psycopg
 
-    from urchin.index.embedded import EmbeddedPostgres
+    from urchin.hybrid.embedded import EmbeddedPostgres
 
     touched = ["urchin_chunks", "urchin_embeddings", "urchin_terms", "urchin_stats"]   # what a forget changes
     rng = random.Random()

@@ -27,7 +27,7 @@ from tests.conftest import run_urchin
 from tests.test_redact import CASES
 from tests.test_redact_event import SHA, UUIDS
 from urchin.config import Settings
-from urchin.memory import Memory
+from urchin.facade import Memory
 from urchin.redact import redact_text
 
 pytestmark = pytest.mark.slow

@@ -33,10 +33,10 @@ from tests.test_privacy import (
 )
 from tests.test_redact_event import SHA, UUIDS
 from urchin.config import Settings
+from urchin.facade import Memory
 from urchin.hooks import run_hook
-from urchin.memory import Memory
 from urchin.redact import redact_text
-from urchin.workspace.memories import Member
+from urchin.workspace.curated import Member
 
 pytestmark = pytest.mark.slow
 
@@ -145,7 +145,7 @@ def test_postgres_heap_and_wal_hold_no_value(own_pg: tuple[str, Path], urchin_ho
     import psycopg
 
     from urchin.config import Settings
-    from urchin.memory import Memory
+    from urchin.facade import Memory
 
     pg_url, data = own_pg
     pg_settings = Settings.resolve(urchin_home, database_url=pg_url, device="test-device")

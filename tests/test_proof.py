@@ -13,7 +13,7 @@ import orjson
 from tests.daemon_fixture import DaemonProcess
 from tests.test_redact import GH, _pem
 from urchin.config import Settings
-from urchin.memory import Memory
+from urchin.facade import Memory
 
 PEM = _pem("EC ")
 SECRETS = {"github": GH["u"], "pem": PEM}
@@ -254,25 +254,25 @@ def test_no_module_reads_journal_lines_past_the_proof_check() -> None:
         ("search/substring.py", "SubstringSearcher._scan", "Event.from_json"),         # (the fallback scan)
         ("search/substring.py", "SubstringSearcher.older_match", "Event.from_json"),   # (an older match)
         ("search/substring.py", "SubstringSearcher._from_kept", "Event.from_json"),    # (a kept digest's tail)
-        ("search/extract.py", "TermExtractor.from_lines", "loads(line)"),   # token-cosine rows: proof.served
+        ("search/cosine_extract.py", "TermExtractor.from_lines", "loads(line)"),   # token-cosine rows: proof.served
         ("search/embedding_view.py", "EmbeddingView.pending", "loads(line)"),     # ids only, then Journal.event
-        ("memory/timeline.py", "_day_and_source", "b'{\"id\":\"'"),         # proven lines only, else Journal.event
+        ("facade/timeline.py", "_day_and_source", "b'{\"id\":\"'"),         # proven lines only, else Journal.event
     }
     allowed = served_through_proof | {
         ("event.py", "Event.from_json", "loads(line)"),                     # the parse itself
         ("journal.py", "Journal.event", "Event.from_json"),                 # the checked reader
         ("journal.py", "Journal.stats", "Event.from_json"),                 # counts and first/last timestamps
-        ("memory/timeorder.py", "_stamps", "Event.from_json"),              # timestamps and offsets only:
-        ("memory/timeorder.py", "_stamps", "b'{\"id\":\"'"),                 # the page reads via Journal.event
-        ("memory/forget.py", "Forgetting.redact_rewrite.rewrite", "Event.from_json"),  # redacts and signs
+        ("facade/timeorder.py", "_stamps", "Event.from_json"),              # timestamps and offsets only:
+        ("facade/timeorder.py", "_stamps", "b'{\"id\":\"'"),                 # the page reads via Journal.event
+        ("facade/forgetting.py", "Forgetting.redact_rewrite.rewrite", "Event.from_json"),  # redacts and signs
         ("forget.py", "line_id", "loads(line)"), ("forget.py", "line_id", "b'{\"id\":\"'"),  # compaction
         ("forget.py", "_record", "loads(line)"),                            # the forget log, not the journal
-        ("memory/backup.py", "_record", "loads(line)"),                     # the forget log, copied to a backup
+        ("facade/backup.py", "_record", "loads(line)"),                     # the forget log, copied to a backup
         ("idindex.py", "_line_id", "loads(line)"),                          # id -> offset sidecar, never served
         ("search/blockbuild.py", "scan_lines", "loads(line)"),              # trigram/zone maps: a prefilter
         ("search/blockbuild.py", "worker_main", "loads(line)"),             # its worker's job line
         ("search/foldcache.py", "_fold_line", "loads(line)"),               # casefolded copy: a prefilter
-        ("memory/bulk.py", "prepare_batch", "loads(line)"),                 # import input, not the journal
+        ("facade/bulk.py", "prepare_batch", "loads(line)"),                 # import input, not the journal
         ("daemon/indexer.py", "IndexProcess._relay", "loads(line)"),        # a child's progress reports
         ("daemon/mcprelay.py", "Relay.take", "loads(line)"),                # an agent's JSON-RPC on stdin
         ("collectors/base.py", "loads", "loads(line)"),                     # agents' transcripts, which

@@ -22,8 +22,8 @@ from hypothesis import strategies as st
 from urchin.config import Settings
 from urchin.errors import QueryError, ValidationError
 from urchin.event import MAX_META_DEPTH, Event, clean_text
-from urchin.index.feeder import event_row
-from urchin.memory import Memory
+from urchin.facade import Memory
+from urchin.hybrid.feeder import event_row
 from urchin.params.context import ContextParams
 from urchin.timestamps import MAX_TIMESTAMP, MIN_TIMESTAMP
 

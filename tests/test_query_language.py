@@ -13,7 +13,7 @@ from tests.mcp_harness import stdio_session
 from tests.mcp_scenarios import call, call_error
 from urchin.config import Settings
 from urchin.errors import QueryError
-from urchin.memory import Memory
+from urchin.facade import Memory
 from urchin.search.websearch import parse
 
 EVENTS: list[dict[str, Any]] = [
@@ -258,7 +258,7 @@ def test_urchin_semantic_over_events_applies_exclusions_and_phrases(urchin_home:
 
 
 def test_search_finds_curated_memories_and_keeps_their_exclusions(memory: Memory) -> None:
-    from urchin.workspace.memories import Member
+    from urchin.workspace.curated import Member
 
     memory.memory_create("staging-db", "questions about the staging database", [Member("query", query="staging")])
     out = memory.document_search({"query": "staging database", "includeMemories": True})

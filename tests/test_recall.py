@@ -13,7 +13,7 @@ import pytest
 
 from urchin.config import Settings
 from urchin.errors import ConfigError, QueryError
-from urchin.memory import Memory
+from urchin.facade import Memory
 from urchin.recall import NO_WORKSPACE
 from urchin.recall.frame import CLOSE, HEADER, OPEN, event_text
 

@@ -16,7 +16,7 @@ import pytest
 import urchin.recall as recall_module
 from urchin.config import Settings
 from urchin.event import Event
-from urchin.memory import Memory
+from urchin.facade import Memory
 from urchin.search.query import Filters
 from urchin.search.substring import SubstringSearcher
 

@@ -132,8 +132,8 @@ def test_the_guard_passes_what_it_admits_as_it_came() -> None:
     """No re-parsing or rewriting in the middleware: for every route and `/mcp`, whatever the grant, the
     Guard's scope check either refuses or hands on the very query string and body it was given (the
     dispatcher holds the parsed values to the grant)."""
+    from urchin.api_tokens import Grant
     from urchin.daemon import scopes
-    from urchin.tokens import Grant
 
     query = b"q=deploy&workspace=beta"
     body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call",

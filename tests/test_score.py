@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from urchin.config import Settings
-from urchin.memory import Memory
+from urchin.facade import Memory
 from urchin.params.context import ContextParams
 
 # A session where a decision holding none of the words sits among turns holding some of them (its

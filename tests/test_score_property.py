@@ -25,7 +25,7 @@ import pytest
 
 from tests.daemon_fixture import DaemonProcess
 from tests.mcp_harness import stdio_session
-from urchin.search.tokens import tokenize
+from urchin.search.terms import tokenize
 
 REPO = Path(__file__).resolve().parent.parent
 SEED = 32

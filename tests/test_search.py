@@ -8,7 +8,7 @@ import pytest
 from freezegun import freeze_time
 
 from urchin.errors import NotFoundError, QueryError
-from urchin.memory import Memory
+from urchin.facade import Memory
 
 NOW = datetime(2026, 5, 4, 20, 0, tzinfo=UTC)
 

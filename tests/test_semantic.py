@@ -12,7 +12,7 @@ from freezegun import freeze_time
 from tests.cli_inprocess import call_urchin
 from tests.conftest import run_urchin
 from urchin.errors import QueryError
-from urchin.memory import Memory
+from urchin.facade import Memory
 
 NOW = datetime(2026, 5, 4, 20, 0, tzinfo=UTC)
 

@@ -16,7 +16,7 @@ from tests.mcp_scenarios import call, call_error
 from urchin.config import Settings
 from urchin.daemon.client import RemoteMemory, find_daemon
 from urchin.errors import QueryError
-from urchin.memory import Memory
+from urchin.facade import Memory
 from urchin.params.context import ContextParams
 
 GUIDE = "# Guide\n\nDeploy with the quokka pipeline.\n\nRoll back with make rollback.\n"

@@ -20,7 +20,7 @@ from freezegun import freeze_time
 
 from tests.conftest import run_urchin
 from urchin.event import Event
-from urchin.memory import Memory
+from urchin.facade import Memory
 from urchin.search import blockbuild, blockindex, blockview
 from urchin.search.blockbuild import BLOCK_TARGET, bitmap_py, bitmaps_numpy
 from urchin.search.query import Filters
@@ -328,7 +328,7 @@ def test_cold_query_path_does_not_import_numpy(memory: Memory) -> None:
     add(memory, {"content": "numpy free"})
     done = run_urchin("search", "numpy", "--json")  # first use builds (small: pure Python)
     assert done.returncode == 0 and orjson.loads(done.stdout)["events"][0]["content"] == "numpy free"
-    probe = run_urchin_python("import sys; from urchin.memory import Memory; m = Memory.open(); "
+    probe = run_urchin_python("import sys; from urchin.facade import Memory; m = Memory.open(); "
                               "m.search('numpy'); print('numpy' in sys.modules)")
     assert probe.strip() == "False"
 
@@ -397,7 +397,7 @@ def test_searches_stay_correct_while_another_process_appends(memory: Memory) -> 
     from tests.conftest import REPO
 
     fill(memory, 500)
-    writer = ("import sys; from urchin.memory import Memory\n"
+    writer = ("import sys; from urchin.facade import Memory\n"
               "m = Memory.open()\n"
               "for i in range(300):\n"
               "    m.ingest([{'id': f'live-{i}', 'content': f'live quokka {i} ' + 'pad ' * (i % 50),\n"
@@ -485,7 +485,7 @@ def test_a_rare_terms_candidates_visit_the_blocks_its_bitmaps_pass_not_the_windo
     for b in range(n):   # blocks in time order, two sharing a max
         ts = b * 1000 - (1000 if b == 301 else 0)
         zones.extend((b * 100, b * 100 + 100, ts - 500, ts, 0))
-    view = blockview.View(n, n * 100, zones, bytes(bits))
+    view = blockview.BlockSnapshot(n, n * 100, zones, bytes(bits))
     order = view._newest_first()
     for since, until in ((-blockbuild.FAR, None), (-blockbuild.FAR, 400_000), (250_000, None), (250_000, 590_000)):
         view.mins, view.maxs = _Counted(zones[2::5]), _Counted(zones[3::5])

@@ -16,7 +16,7 @@ import pytest
 
 from urchin.config import Settings
 from urchin.event import Event
-from urchin.memory import Memory
+from urchin.facade import Memory
 from urchin.search import substring
 from urchin.search.query import Filters
 from urchin.timestamps import format_timestamp

@@ -19,9 +19,9 @@ import pytest
 from tests.conftest import REPO, run_urchin
 from urchin.config import Settings
 from urchin.errors import DatabaseError
-from urchin.index.pg_roles import add_feeder, setup_roles
-from urchin.index.schema import MIGRATIONS
-from urchin.memory import Memory
+from urchin.facade import Memory
+from urchin.hybrid.pg_roles import add_feeder, setup_roles
+from urchin.hybrid.schema import MIGRATIONS
 
 
 def _events(n: int, word: str, workspace: str = "ws") -> list[dict[str, Any]]:
@@ -161,7 +161,7 @@ def test_db_cli_sets_up_roles_and_a_feeder(tmp_path: Path, team_db: str) -> None
 
 
 def test_two_machines_migrating_at_once_do_not_race(team_db: str) -> None:
-    code = ("import sys; from urchin.index.postgres import PostgresIndex; PostgresIndex(sys.argv[1]).status()")
+    code = ("import sys; from urchin.hybrid.postgres import PostgresIndex; PostgresIndex(sys.argv[1]).status()")
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     procs = [subprocess.Popen([sys.executable, "-c", code, team_db], env=env, stderr=subprocess.PIPE)
              for _ in range(4)]
@@ -211,9 +211,9 @@ def test_concurrent_feeders_lose_duplicate_and_reorder_nothing(tmp_path: Path, t
 _SLOW_FEED = """
 import sys, time
 from urchin.config import Settings
-from urchin.memory import Memory
-from urchin.index.feeder import Feeder
-from urchin.index.postgres import PostgresIndex
+from urchin.facade import Memory
+from urchin.hybrid.feeder import Feeder
+from urchin.hybrid.postgres import PostgresIndex
 
 class Slow(PostgresIndex):
     def write_batch(self, *args, **kwargs):
@@ -360,8 +360,8 @@ def test_db_setup_builds_the_trigram_index_a_single_users_index_lacks(tmp_path: 
 
 def test_the_owners_backfill_on_a_team_database_builds_the_trigram_index_again(tmp_path: Path,
                                                                               roles: dict[str, Any]) -> None:
-    from urchin.index.feeder import Feeder
-    from urchin.index.postgres import PostgresIndex
+    from urchin.hybrid.feeder import Feeder
+    from urchin.hybrid.postgres import PostgresIndex
 
     home = _home(tmp_path, "laptop", roles["owner"])
     home.ingest(_events(30, "quokka"))
@@ -432,7 +432,7 @@ def test_chunks_are_partitioned_by_month_and_every_unique_key_holds_the_partitio
 
 def test_an_existing_database_is_migrated_to_partitions_with_its_rows(tmp_path: Path, team_db: str,
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
-    import urchin.index.pg_migrate as pg
+    import urchin.hybrid.pg_migrate as pg
 
     monkeypatch.setattr(pg, "MIGRATIONS", MIGRATIONS[:3])        # a database of the release before
     with psycopg.connect(team_db) as conn:
@@ -486,8 +486,8 @@ def test_a_feeder_role_indexes_its_workspace_files_as_its_device(tmp_path: Path,
 
 def test_upgrading_keeps_the_trigram_index_on_a_team_database_and_drops_it_from_a_single_users(
         tmp_path: Path, team_db: str, pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    import urchin.index.pg_migrate as pg
-    from urchin.index.postgres import PostgresIndex
+    import urchin.hybrid.pg_migrate as pg
+    from urchin.hybrid.postgres import PostgresIndex
 
     monkeypatch.setattr(pg, "MIGRATIONS", MIGRATIONS[:7])        # databases of the release before issue 37
     owner = setup_roles(team_db, owner_password="owner-pw")["owner"]["url"]

@@ -25,10 +25,10 @@ from psycopg.conninfo import make_conninfo
 from tests.conftest import REPO, run_urchin
 from urchin.config import Settings
 from urchin.errors import DatabaseError
-from urchin.index.pg_roles import add_feeder, feeder_role, setup_roles
-from urchin.index.postgres import PostgresIndex
-from urchin.index.schema import MIGRATIONS
-from urchin.memory import Memory
+from urchin.facade import Memory
+from urchin.hybrid.pg_roles import add_feeder, feeder_role, setup_roles
+from urchin.hybrid.postgres import PostgresIndex
+from urchin.hybrid.schema import MIGRATIONS
 
 MAIN = "fbbfdfb"          # the release before issue 34: its schema is MIGRATIONS[:5]
 ACCOUNTS = {"laptop": "ana", "desktop": "bo"}
@@ -257,9 +257,9 @@ from pathlib import Path
 import urchin
 assert urchin.__file__.startswith(sys.argv[3]), urchin.__file__
 from urchin.config import Settings
-from urchin.index.pg_roles import add_feeder, setup_roles
-from urchin.index.postgres import PostgresIndex
-from urchin.memory import Memory
+from urchin.hybrid.pg_roles import add_feeder, setup_roles
+from urchin.hybrid.postgres import PostgresIndex
+from urchin.facade import Memory
 
 admin, tmp = sys.argv[1], Path(sys.argv[2])
 setup_roles(admin, owner_password="owner-pw", reader_password="reader-pw")

@@ -20,9 +20,9 @@ import pytest
 from psycopg.conninfo import make_conninfo
 
 from tests.test_team_rls import ACCOUNTS, _home, _sql, feeders, urchin_package_at  # noqa: F401  (the two feeder roles)
-from urchin.index.pg_roles import feeder_role, setup_roles
-from urchin.index.postgres import PostgresIndex
-from urchin.index.schema import MIGRATIONS
+from urchin.hybrid.pg_roles import feeder_role, setup_roles
+from urchin.hybrid.postgres import PostgresIndex
+from urchin.hybrid.schema import MIGRATIONS
 
 WINDOW_BACK, WINDOW_AHEAD = 30 * 12, 12      # months around this one that may have their own partition
 
@@ -181,8 +181,8 @@ from pathlib import Path
 import urchin
 assert urchin.__file__.startswith(sys.argv[3]), urchin.__file__
 from urchin.config import Settings
-from urchin.index.pg_roles import add_feeder, setup_roles
-from urchin.memory import Memory
+from urchin.hybrid.pg_roles import add_feeder, setup_roles
+from urchin.facade import Memory
 
 admin, tmp = sys.argv[1], Path(sys.argv[2])
 setup_roles(admin, owner_password="owner-pw", reader_password="reader-pw")

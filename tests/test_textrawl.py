@@ -10,7 +10,7 @@ import pytest
 
 from urchin.config import Settings
 from urchin.errors import NotFoundError, QueryError
-from urchin.memory import Memory
+from urchin.facade import Memory
 from urchin.params.context import ContextParams
 
 EVENTS: list[dict[str, Any]] = [

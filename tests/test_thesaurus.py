@@ -9,8 +9,8 @@ import pytest
 from tests.test_cosine import ev, ids
 from urchin.search.cosine import TokenCosineIndex
 from urchin.search.cosine_settings import RankingSettings
+from urchin.search.terms import tokenize
 from urchin.search.thesaurus import Thesaurus, default
-from urchin.search.tokens import tokenize
 
 
 def related(thesaurus: Thesaurus, text: str, n: int = 30) -> list[str]:

@@ -12,7 +12,7 @@ from tests.conftest import run_urchin
 from tests.daemon_fixture import DaemonProcess
 from urchin.daemon.browser import BrowserSessions
 from urchin.errors import QueryError
-from urchin.memory import Memory
+from urchin.facade import Memory
 
 
 def _fill(memory: Memory, n: int) -> list[str]:
@@ -217,7 +217,7 @@ def test_a_filter_that_skips_many_hands_back_a_cursor_and_loses_nothing(memory: 
                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     """A page reads at most MAX_SCAN_LINES lines (whole timestamps at a time): a rare filter gets a
     short page and a cursor to go on, and walking on finds each match once, in time order."""
-    from urchin.memory import timeline
+    from urchin.facade import timeline
 
     monkeypatch.setattr(timeline, "MAX_SCAN_LINES", 3)
     newest_first = _fill(memory, 30)

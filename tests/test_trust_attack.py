@@ -8,7 +8,7 @@ import orjson
 
 from tests.cli_inprocess import call_urchin
 from tests.conftest import run_urchin
-from urchin.memory import Memory
+from urchin.facade import Memory
 
 SECRET = "ghp_1234567890abcdefghijABCDEFGHIJ123456"
 

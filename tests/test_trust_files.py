@@ -19,8 +19,8 @@ import pytest
 from tests.cli_inprocess import call_urchin
 from tests.conftest import run_urchin
 from urchin.errors import ValidationError
-from urchin.memory import Memory
-from urchin.workspace.memories import Member
+from urchin.facade import Memory
+from urchin.workspace.curated import Member
 
 OUTSIDE_TEXT = "TOP SECRET OUTSIDE THE ROOT"
 DECOY_TEXT = "decoy inside the root"

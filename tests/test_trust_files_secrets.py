@@ -20,7 +20,7 @@ from tests.conftest import run_urchin
 from tests.test_privacy import CORPUS
 from urchin.config import Settings
 from urchin.errors import ValidationError
-from urchin.memory import Memory
+from urchin.facade import Memory
 
 SHA = "3f786850e387550fdab836ed7e6dc881de23001b"
 UUID = "123e4567-e89b-12d3-a456-426614174000"
@@ -253,7 +253,7 @@ def test_mcp_answers_hold_no_secret(vault: Path, pg_url: str) -> None:
             assert refused.is_error and "--allow-secret-files" in refused.content[0].text  # type: ignore[union-attr]
 
     memory = Memory(Settings.resolve(database_url=pg_url))
-    from urchin.workspace.memories import Member
+    from urchin.workspace.curated import Member
 
     memory.memory_create("secrets", "never", [Member("file", path="vault/config.py"), Member("folder", path="vault")])
     anyio.run(main)

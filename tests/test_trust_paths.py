@@ -20,7 +20,7 @@ import httpx
 import pytest
 
 from urchin.errors import NotFoundError, UrchinError, ValidationError
-from urchin.memory import Memory
+from urchin.facade import Memory
 from urchin.workspace import beneath
 from urchin.workspace.beneath import Dangling, Outside, Tree
 
@@ -121,7 +121,7 @@ def test_a_swap_race_never_reads_outside_the_root_through_the_daemon(urchin_home
     """`GET /files/shop/d/shadow` as in the issue, and a curated memory reading the same file 500
     times (and its folder) per request: each request is hundreds of chances for the race."""
     from tests.daemon_fixture import DaemonProcess
-    from urchin.workspace.memories import Member
+    from urchin.workspace.curated import Member
 
     root = _race_root(tmp_path)
     local = Memory.open(str(urchin_home))
@@ -236,13 +236,13 @@ def test_workspace_files_are_opened_only_beneath_a_root_fd() -> None:
         ("workspace/roots.py", "self.file.read_bytes()"),              # $URCHIN_HOME/workspaces.json
         ("workspace/roots.py", "os.scandir(folder.fd)"),               # a folder's fd
         ("workspace/roots.py", "folder.is_dir()"), ("workspace/roots.py", "folder.resolve()"),   # `workspace add`
-        ("workspace/memories.py", "path.exists()"), ("workspace/memories.py", "path.read_text(encoding"),  # its TOML
-        ("workspace/memories.py", "self.folder.is_dir()"),
+        ("workspace/curated.py", "path.exists()"), ("workspace/curated.py", "path.read_text(encoding"),  # its TOML
+        ("workspace/curated.py", "self.folder.is_dir()"),
         ("workspace/access.py", "os.path.lexists(root.path)"),         # is the root itself still there?
     }
     offenders = []
     for name in [*(f"workspace/{p.name}" for p in (package / "workspace").glob("*.py")),
-                 "index/files.py", "index/live.py", "memory/workspace.py"]:
+                 "hybrid/files.py", "hybrid/live.py", "facade/workspace.py"]:
         if name == "workspace/beneath.py":
             continue
         for line in (package / name).read_text("utf-8").splitlines():

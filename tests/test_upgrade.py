@@ -1,6 +1,6 @@
 """Upgrading a home: a home and an index written by Urchin 0.1.0 (tests/fixtures/home-0.1.0, made by
 its make_fixture.py from fbbfdfb's code) open, search and index with this code, which says so once;
-a format newer than this code knows is refused, untouched (urchin/memory/upgrade.py, index/pg_migrate.py)."""
+a format newer than this code knows is refused, untouched (urchin/facade/upgrade.py, hybrid/pg_migrate.py)."""
 
 from __future__ import annotations
 
@@ -18,9 +18,9 @@ from tests.conftest import run_urchin
 from tests.daemon_fixture import DaemonProcess
 from urchin.config import Settings
 from urchin.errors import FormatError
-from urchin.index.schema import MIGRATIONS
-from urchin.memory import upgrade
-from urchin.memory.upgrade import FORMAT_FILE, FORMATS, open_home
+from urchin.facade import upgrade
+from urchin.facade.upgrade import FORMAT_FILE, FORMATS, open_home
+from urchin.hybrid.schema import MIGRATIONS
 
 FIXTURE = Path(__file__).parent / "fixtures" / "home-0.1.0"
 FORGOTTEN = "01900000-0000-7000-8000-000000000101"

@@ -22,7 +22,7 @@ import pytest
 
 from tests.daemon_fixture import REPO, DaemonProcess
 from urchin.config import Settings
-from urchin.memory import Memory
+from urchin.facade import Memory
 
 playwright_sync = pytest.importorskip("playwright.sync_api", reason="the `dev` extra (playwright) is not installed")
 expect = playwright_sync.expect  # waits by locator: the page's CSP forbids the eval that wait_for_function needs

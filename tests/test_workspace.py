@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from urchin.errors import NotFoundError, QueryError, ValidationError
-from urchin.memory import Memory
+from urchin.facade import Memory
 from urchin.workspace.chunking import chunk_code, chunk_markdown
-from urchin.workspace.memories import Member
+from urchin.workspace.curated import Member
 from urchin.workspace.roots import walk_files
 
 GUIDE = """Intro before any heading.

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from urchin.errors import QueryError
-from urchin.memory import Memory
+from urchin.facade import Memory
 from urchin.workspace.reader import LINE_CHARS, LINE_CUT, SCAN_BYTES
 
 HEAD = [f"line {i:03d} of the head, long enough to pass 8 KiB" for i in range(400)]
@@ -177,7 +177,7 @@ def test_a_read_past_the_scan_bound_says_so(memory: Memory, tmp_path: Path) -> N
 
 
 def test_a_memory_member_over_the_bound_is_listed_not_read(memory: Memory, tmp_path: Path) -> None:
-    from urchin.workspace.memories import MAX_MEMBER_BYTES, Member
+    from urchin.workspace.curated import MAX_MEMBER_BYTES, Member
 
     root = tmp_path / "mem"
     root.mkdir()

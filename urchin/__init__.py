@@ -40,7 +40,7 @@ __all__ = [
 ]
 
 _WHERE = {
-    "Memory": "urchin.memory",
+    "Memory": "urchin.facade",
     "Event": "urchin.event",
     "Settings": "urchin.config",
     **{name: "urchin.errors" for name in ("UrchinError", "ValidationError", "QueryError", "TooLarge",
@@ -67,7 +67,7 @@ if TYPE_CHECKING:
         ValidationError,
     )
     from urchin.event import Event
-    from urchin.memory import Memory
+    from urchin.facade import Memory
 
 
 def __getattr__(name: str) -> Any:

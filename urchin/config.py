@@ -17,7 +17,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from urchin.checks import check_number
 from urchin.config_keys import SCHEMA, Table, unknown_keys
 from urchin.errors import ConfigError, QueryError, ValidationError
 from urchin.event import HARD_LIMIT_BYTES, SOFT_CAP_BYTES, check_name
@@ -26,6 +25,7 @@ from urchin.event import HARD_LIMIT_BYTES, SOFT_CAP_BYTES, check_name
 # they import urchin.fileio themselves; everything else does already
 from urchin.fileio import ensure_private_dir, write_private
 from urchin.home import home_dir
+from urchin.value_checks import check_number
 
 __all__ = ["Settings", "Durability", "DEFAULT_PORT", "ensure_private_dir", "write_private", "resolve_home",
            "runtime_dir", "use_runtime_dir", "LIVE_SECTIONS", "config_stamp", "read_config", "changed_keys"]

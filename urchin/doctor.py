@@ -230,7 +230,7 @@ def check_database(settings: Settings) -> Check | None:
     url = settings.database_url
     shown = mask_dsn(url)
     try:
-        from urchin.index import pgdriver
+        from urchin.hybrid import pgdriver
     except ImportError:
         host, port = _address(url)
         try:
@@ -239,7 +239,7 @@ def check_database(settings: Settings) -> Check | None:
             return Check("database", "fail", f"{shown} is not reachable: {exc}",
                          "start PostgreSQL or fix URCHIN_DATABASE_URL")
         return Check("database", "ok", f"{shown} accepts connections (install urchin-memory[postgres] to check more)")
-    from urchin.index.pg_roles import role_device, wrong_device
+    from urchin.hybrid.pg_roles import role_device, wrong_device
 
     try:
         with pgdriver.connect(url, connect_timeout=int(NET_TIMEOUT_S)) as conn:
@@ -265,7 +265,7 @@ def check_postgres(settings: Settings) -> Check | None:
     """Where the embedded PostgreSQL's data lives, and whether its server runs."""
     if settings.database_url:
         return None
-    from urchin.index.pgdata import ROOT_DATA, location, postmaster_pid
+    from urchin.hybrid.pgdata import ROOT_DATA, location, postmaster_pid
 
     folder = location(settings.pg_dir)
     why = ""
@@ -281,7 +281,7 @@ def check_postgres(settings: Settings) -> Check | None:
 
 def check_orphans(settings: Settings) -> Check | None:
     """PostgreSQL data folders under ROOT_DATA whose home was removed."""
-    from urchin.index.pgdata import ROOT_DATA, find_orphans
+    from urchin.hybrid.pgdata import ROOT_DATA, find_orphans
 
     if not ROOT_DATA.is_dir():
         return None
@@ -309,8 +309,8 @@ def check_orphans(settings: Settings) -> Check | None:
 
 def fix(settings: Settings) -> list[str]:
     """Remove the embedded PostgreSQL data folders of removed homes (never one in use); what was done."""
-    from urchin.index.embedded import remove_orphans
-    from urchin.index.pgdata import ROOT_DATA
+    from urchin.hybrid.embedded import remove_orphans
+    from urchin.hybrid.pgdata import ROOT_DATA
 
     if not ROOT_DATA.is_dir():
         return []

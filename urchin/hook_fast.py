@@ -16,9 +16,9 @@ import os
 import sys
 import time
 
+from urchin.daemon_http import DaemonHttpError, daemon_address, is_local, request
 from urchin.home import home_dir
 from urchin.uuid7 import new_id
-from urchin.wire import WireError, daemon_address, is_local, request
 
 TYPE_CHECKING = False    # not `typing`'s (see above)
 if TYPE_CHECKING:
@@ -29,7 +29,7 @@ __all__ = ["HookCall", "parse", "forward", "FULL", "DIRECT", "ANSWER_HEADER", "M
 
 HOOK_HTTP_TIMEOUT_S = 5          # then the full path writes the journal itself, within the hook's 10 s
 MAX_PAYLOAD_BYTES = 8 * 1024 * 1024
-HOOK_TOKEN_FILE = "hooks.token"  # urchin.tokens makes it (`urchin install-hooks`)
+HOOK_TOKEN_FILE = "hooks.token"  # urchin.api_tokens makes it (`urchin install-hooks`)
 ANSWER_HEADER = b"x-urchin-hook"  # on the daemon's 200: the body is the hook's whole stdout
 FULL = "full"                    # run the full path (it finds the daemon again, or writes the journal)
 DIRECT = "direct"                # run it without the daemon: it did not answer (do not wait on it twice)
@@ -95,7 +95,7 @@ def forward(call: HookCall) -> bytes | str:
         if not token:
             return FULL
         status, headers, reply = request(address, token, "POST", _target(call), body, timeout=HOOK_HTTP_TIMEOUT_S)
-    except WireError as exc:
+    except DaemonHttpError as exc:
         call.note = f"the daemon did not answer POST /hook ({exc}); written to the journal directly"
         return DIRECT
     except Exception:  # noqa: BLE001 - the full path runs, and logs what fails there

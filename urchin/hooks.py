@@ -4,7 +4,7 @@ Beside a running daemon the hook usually never gets here: `urchin.hook_fast` han
 the daemon (`POST /hook/<agent>`, which runs `plan` and `recall_args` below) and runs `run_hook` only
 when that fails. Whatever happens (empty stdin, malformed JSON, an unwritable home, a full disk, a
 held lock, a slow recall), `run_hook` returns 0, prints on stdout only the agent's documented JSON for a context event
-(`urchin.hook_context`) and writes failures to `$URCHIN_HOME/hooks.log` (0600), or to stderr when
+(`urchin.hook_recall`) and writes failures to `$URCHIN_HOME/hooks.log` (0600), or to stderr when
 even that cannot be written. With a daemon running it hands the event to the daemon over HTTP, and
 asks it for `recall`, with the hooks' token (scope `hook`: ingest and recall only;
 `$URCHIN_HOME/hooks.token`, made by `urchin install-hooks`); else it writes through `Ingestor` (the
@@ -27,7 +27,7 @@ from urchin.hook_fast import HOOK_HTTP_TIMEOUT_S, MAX_PAYLOAD_BYTES
 
 if TYPE_CHECKING:
     from urchin.config import Settings
-    from urchin.hook_context import ContextAsk
+    from urchin.hook_recall import RecallAsk
     from urchin.redact import Redactor
 
 __all__ = ["run_hook", "log_failure", "HOOK_TIMEOUT_S", "prepare_item", "plan", "recall_args", "CONTEXT_ONLY"]
@@ -132,7 +132,7 @@ def run_hook(agent: str, raw: bytes, *, home: str | None = None, event: str | No
             _log(home_path, agent, f"payload of {len(raw)} bytes is over {MAX_PAYLOAD_BYTES}; nothing recorded")
             return 0
         payload = _payload(agent, raw, fields or {})
-        from urchin.hook_context import agent_output, context_ask
+        from urchin.hook_recall import agent_output, context_ask
 
         ask = context_ask(agent, payload)
         capture = agent not in CONTEXT_ONLY
@@ -162,11 +162,11 @@ def log_failure(home: str | None, agent: str, message: str) -> None:
 
 
 def plan(agent: str, raw: bytes, event: str | None, fields: Mapping[str, Any], settings: Settings,
-         event_id: str | None = None) -> tuple[dict[str, Any] | None, ContextAsk | None]:
+         event_id: str | None = None) -> tuple[dict[str, Any] | None, RecallAsk | None]:
     """One hook call's event (adapted, capped, redacted over the soft cap; None: nothing to keep) and
     what it asks recall for (None: its event takes no context). The daemon's `POST /hook` runs this.
     Raises on a payload that is not a JSON object, or an agent with no adapter."""
-    from urchin.hook_context import context_ask
+    from urchin.hook_recall import context_ask
 
     payload = _payload(agent, raw, fields)
     item = _event_item(agent, payload, event, settings, event_id) if agent not in CONTEXT_ONLY else None
@@ -186,7 +186,7 @@ def _event_item(agent: str, payload: dict[str, Any], event: str | None, settings
     return item
 
 
-def recall_args(ask: ContextAsk) -> dict[str, Any]:
+def recall_args(ask: RecallAsk) -> dict[str, Any]:
     """`recall`'s parameters for a hook's ask: the workspace its cwd maps to (as capture maps it)."""
     from urchin.collectors.text import workspace_for
 
@@ -259,13 +259,13 @@ def _recall_from_daemon(home: Path, agent: str, body: dict[str, Any], daemon: tu
     """The daemon's block (None: it did not answer as the daemon does)."""
     import orjson
 
-    from urchin.wire import WireError, request
+    from urchin.daemon_http import DaemonHttpError, request
 
     address, token = daemon
     try:
         status, _, reply = request(address, token, "POST", "/recall", orjson.dumps(body),
                                    timeout=HOOK_RECALL_TIMEOUT_S)
-    except WireError as exc:
+    except DaemonHttpError as exc:
         _log(home, agent, f"the daemon at {address} did not answer recall ({exc}); recalling in-process")
         return None
     try:
@@ -280,8 +280,8 @@ def _recall_from_daemon(home: Path, agent: str, body: dict[str, Any], daemon: tu
 
 def _daemon(home: Path, agent: str) -> tuple[str, str] | None:
     """The daemon to talk to and the hooks' token (see `_send`), or None."""
+    from urchin.daemon_http import daemon_address, is_local
     from urchin.hook_fast import HOOK_TOKEN_FILE
-    from urchin.wire import daemon_address, is_local
 
     address = os.environ.get("URCHIN_HOOK_URL") or daemon_address(str(home))
     if address and not is_local(address):
@@ -311,13 +311,13 @@ def _send(home: Path, agent: str, item: dict[str, Any], daemon: tuple[str, str])
     address, token = daemon
     import orjson
 
+    from urchin.daemon_http import DaemonHttpError, request
     from urchin.event import new_id
-    from urchin.wire import WireError, request
 
     item.setdefault("id", new_id())
     try:
         status, _, body = request(address, token, "POST", "/ingest", orjson.dumps(item), timeout=HOOK_HTTP_TIMEOUT_S)
-    except WireError as exc:
+    except DaemonHttpError as exc:
         _log(home, agent, f"the daemon at {address} did not answer ({exc}); written to the journal directly")
         return False
     if 200 <= status < 300:

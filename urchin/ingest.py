@@ -18,12 +18,12 @@ from urchin.config import Settings
 from urchin.ephemeral import Ephemeral
 from urchin.errors import ValidationError
 from urchin.event import HARD_LIMIT_BYTES, Event
-from urchin.forget import ForgetLog, forget_hash
 from urchin.idindex import IdIndex, id_hash
 from urchin.journal import Journal
 from urchin.proof import LineProof
 from urchin.redact import Redactor
 from urchin.redact._idkey import IdKey
+from urchin.tombstones import ForgetLog, forget_hash
 
 __all__ = ["Ingestor", "IngestResult", "BatchReport", "Joined", "Prepared", "Status"]
 
@@ -182,7 +182,7 @@ class Ingestor:
     def append_lines(self, ids: Sequence[str], lines: Sequence[bytes], hashes: Sequence[int],
                      now: datetime | None = None) -> BatchReport:
         """Append the journal lines a worker process made with `prepare(...).to_json()`, with their
-        events' ids and `id_hash`es (a parallel import, urchin/memory/bulk.py): the same dedupe,
+        events' ids and `id_hash`es (a parallel import, urchin/facade/bulk.py): the same dedupe,
         ephemeral check and one write. Returns the tally (an import reports counts, not each event)."""
         return self.append_joined(Joined.of(ids, lines, hashes), now)
 

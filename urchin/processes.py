@@ -3,9 +3,9 @@ end with its parent, and `Pool`, the one way to share work out to worker process
 
 The daemon runs its heavy background work in long-lived children: the PostgreSQL feed
 (`urchin.daemon.indexer`), the first token-cosine build after an import (`urchin.search.build_child
---parent`) and the learned associations' build (`urchin.search.learn`), after it. They run at the
+--parent`) and the learned associations' build (`urchin.search.assoc_child`), after it. They run at the
 lowest CPU priority and end on their own when their parent is gone. Every holder of the embedded
-PostgreSQL has a watchdog child (`urchin.index.pgwatch`) that waits for its parent's death the same way.
+PostgreSQL has a watchdog child (`urchin.hybrid.pgwatch`) that waits for its parent's death the same way.
 
 A `Pool`'s workers are spawned (`python -P -m urchin.processes ENTRY`), never forked: safe in a threaded
 daemon, and no re-run of the caller's `__main__`. `ENTRY` is `module:function`; the worker calls

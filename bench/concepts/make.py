@@ -28,7 +28,7 @@ SETS = {"main": (SESSIONS, QUESTIONS), "unseen": (UNSEEN_SESSIONS, UNSEEN_QUESTI
         "unseen2": (UNSEEN2_SESSIONS, UNSEEN2_QUESTIONS)}
 
 from urchin.event import Event  # noqa: E402
-from urchin.search.tokens import tokenize  # noqa: E402
+from urchin.search.terms import tokenize  # noqa: E402
 from urchin.timestamps import format_timestamp  # noqa: E402
 
 ROUTINE = [

@@ -6,7 +6,7 @@ An id is printed (and flushed) only after `Memory.ingest` returned `appended`, i
 
 import sys
 
-from urchin.memory import Memory
+from urchin.facade import Memory
 
 tag, count = sys.argv[1], int(sys.argv[2])
 batch = int(sys.argv[3]) if len(sys.argv) > 3 else 1

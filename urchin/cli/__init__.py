@@ -24,6 +24,6 @@ from urchin.cli import serve as _serve  # noqa: F401
 from urchin.cli import token as _token  # noqa: F401
 from urchin.cli import viewer as _viewer  # noqa: F401
 from urchin.cli import workspace as _workspace  # noqa: F401
-from urchin.cli.group import AppContext, main
+from urchin.cli.group import CliState, main
 
-__all__ = ["main", "AppContext"]
+__all__ = ["main", "CliState"]

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from urchin.cli.group import AppContext, main
+from urchin.cli.group import CliState, main
 from urchin.cli.options import print_json
 
 
@@ -14,11 +14,11 @@ from urchin.cli.options import print_json
 @click.argument("path", type=click.Path(path_type=Path))
 @click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON object.")
 @click.pass_obj
-def backup(app: AppContext, path: Path, as_json: bool) -> None:
+def backup(app: CliState, path: Path, as_json: bool) -> None:
     """Write a backup of the home to PATH (a new tar file, 0600; .tar.gz compresses; a folder: a new
     file in it): the journal, config, install key, tokens' hashes, forget log, collectors'
     checkpoints, workspace roots and curated memories. Safe while the daemon runs."""
-    from urchin.memory.backup import backup as run
+    from urchin.facade.backup import backup as run
 
     report = run(app.settings(), path)
     if as_json:
@@ -35,10 +35,10 @@ def backup(app: AppContext, path: Path, as_json: bool) -> None:
               "(to <home>.before-restore-<time>), never deleted.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON object.")
 @click.pass_obj
-def restore(app: AppContext, path: Path, force: bool, as_json: bool) -> None:
+def restore(app: CliState, path: Path, force: bool, as_json: bool) -> None:
     """Restore a backup made by `urchin backup` into the home (which must be empty, unless --force).
     Views and the index rebuild from the restored journal by themselves."""
-    from urchin.memory.backup import restore as run
+    from urchin.facade.backup import restore as run
 
     report = run(app.settings(), path, force=force)
     if as_json:

@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from urchin.cli.group import AppContext, main
+from urchin.cli.group import CliState, main
 from urchin.cli.options import json_option, print_json
 
 COLLECTOR_NAMES = ("claude", "copilot", "gemini", "codex", "shell", "git")
@@ -18,7 +18,7 @@ COLLECTOR_NAMES = ("claude", "copilot", "gemini", "codex", "shell", "git")
 @click.option("--list", "show_list", is_flag=True, help="Show each collector, its folders and last run.")
 @json_option
 @click.pass_obj
-def collect(app: AppContext, name: str | None, show_list: bool, as_json: bool) -> None:
+def collect(app: CliState, name: str | None, show_list: bool, as_json: bool) -> None:
     """Backfill events from agent transcripts, shell history and git (NAME or all)."""
     memory = app.memory()
     if show_list or name is None:
@@ -57,7 +57,7 @@ def collect(app: AppContext, name: str | None, show_list: bool, as_json: bool) -
 @click.option("--duration-ms", default=None, help="shell: how long it ran.")
 @click.option("--session", default=None, help="shell: the shell's session (its pid).")
 @click.pass_obj
-def hook(app: AppContext, agent: str, extra: tuple[str, ...], event: str | None, shell_name: str | None,
+def hook(app: CliState, agent: str, extra: tuple[str, ...], event: str | None, shell_name: str | None,
          **shell: Any) -> None:
     """Record one hook payload from stdin (AGENT: claude, gemini, copilot, shell), and print the context
     an agent takes at session start and at each prompt (claude, gemini; codex: context only). Always exits 0."""
@@ -81,7 +81,7 @@ def hook(app: AppContext, agent: str, extra: tuple[str, ...], event: str | None,
               help="For shell: which shell (default: from --config, else bash).")
 @click.option("--dry-run", is_flag=True, help="Print the diff; change nothing.")
 @click.pass_obj
-def install_hooks(app: AppContext, target: str, config_path: str | None, shell_name: str | None,
+def install_hooks(app: CliState, target: str, config_path: str | None, shell_name: str | None,
                   dry_run: bool) -> None:
     """Merge Urchin's hooks into an agent's config (idempotent, with a backup)."""
     result = app.memory().install_hooks(target, path=config_path, dry_run=dry_run, shell=shell_name)
@@ -98,7 +98,7 @@ def install_hooks(app: AppContext, target: str, config_path: str | None, shell_n
               help="For shell: which shell (default: both rc files when no --config).")
 @click.option("--dry-run", is_flag=True, help="Print the diff; change nothing.")
 @click.pass_obj
-def uninstall_hooks(app: AppContext, target: str | None, config_path: str | None, shell_name: str | None,
+def uninstall_hooks(app: CliState, target: str | None, config_path: str | None, shell_name: str | None,
                     dry_run: bool) -> None:
     """Remove Urchin's hooks (every agent's, and the shells', without TARGET), keeping everything else in
     each file, after a backup. Safe to run again."""

@@ -6,20 +6,20 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from urchin.cli.group import AppContext, main
+from urchin.cli.group import CliState, main
 from urchin.cli.options import as_flag, build, operation_options, print_json
 from urchin.contract.render import render_context
 from urchin.errors import ValidationError
 
 if TYPE_CHECKING:
-    from urchin.index.hybrid import ContextResult
+    from urchin.hybrid.search_context import ContextResult
 
 
 @main.command("context")
 @operation_options("context")
 @click.option("--json", "as_json", is_flag=True, help="Print the same object the MCP tool search_context returns.")
 @click.pass_obj
-def context(app: AppContext, as_json: bool, **params: Any) -> None:
+def context(app: CliState, as_json: bool, **params: Any) -> None:
     """Find the most relevant events for QUERY: full-text and semantic legs fused by weighted RRF."""
     memory = app.memory()
     try:

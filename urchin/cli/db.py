@@ -6,11 +6,11 @@ from typing import TYPE_CHECKING
 
 import click
 
-from urchin.cli.group import AppContext, main
+from urchin.cli.group import CliState, main
 from urchin.cli.options import print_json
 
 if TYPE_CHECKING:
-    from urchin.index.pg_roles import FeederRole, RoleSetup
+    from urchin.hybrid.pg_roles import FeederRole, RoleSetup
 
 
 def _show_roles(result: RoleSetup, as_json: bool) -> None:
@@ -40,9 +40,9 @@ def db() -> None:
 @click.option("--reader-password", default=None, help="Password of the reader role (default: generated when created).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @click.pass_obj
-def setup(app: AppContext, owner_password: str | None, reader_password: str | None, as_json: bool) -> None:
+def setup(app: CliState, owner_password: str | None, reader_password: str | None, as_json: bool) -> None:
     """Create the owner (migrations), reader and feeder roles; migrate as the owner. Safe to run again."""
-    from urchin.memory import Memory
+    from urchin.facade import Memory
 
     memory = Memory(app.settings())
     try:
@@ -58,9 +58,9 @@ def setup(app: AppContext, owner_password: str | None, reader_password: str | No
               help="The account its rows carry (URCHIN_ACCOUNT_ID of that machine); given again, it rebinds the role.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @click.pass_obj
-def feeder(app: AppContext, device: str, password: str | None, account: str | None, as_json: bool) -> None:
+def feeder(app: CliState, device: str, password: str | None, account: str | None, as_json: bool) -> None:
     """Create the role that feeds DEVICE: the database lets it write only that device's rows, as its account."""
-    from urchin.memory import Memory
+    from urchin.facade import Memory
 
     memory = Memory(app.settings())
     try:

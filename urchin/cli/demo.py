@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from urchin.cli.group import AppContext, main
+from urchin.cli.group import CliState, main
 from urchin.cli.options import print_text
 from urchin.config import Settings
 from urchin.contract.render import render_events
@@ -25,7 +25,7 @@ SAMPLES = [
 @main.command()
 @click.option("--keep", is_flag=True, help="Use the real Urchin home instead of a throwaway folder.")
 @click.pass_obj
-def demo(app: AppContext, keep: bool) -> None:
+def demo(app: CliState, keep: bool) -> None:
     """Ingest a few sample events and search them interactively (Ctrl-D to quit)."""
     import tempfile
 
@@ -39,7 +39,7 @@ def demo(app: AppContext, keep: bool) -> None:
 def _tour(settings: Settings) -> None:
     from datetime import UTC, datetime, timedelta
 
-    from urchin.memory import Memory
+    from urchin.facade import Memory
 
     now = datetime.now(UTC)
     items = [{"source": s, "kind": k, "content": c, "workspace": "demo",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from urchin.cli.group import AppContext, main
+from urchin.cli.group import CliState, main
 from urchin.cli.options import json_option, print_json
 
 _MARK = {"ok": "ok  ", "warn": "warn", "fail": "FAIL"}
@@ -15,7 +15,7 @@ _MARK = {"ok": "ok  ", "warn": "warn", "fail": "FAIL"}
               help="Remove the embedded PostgreSQL data that removed homes left (as root, under /var/lib/urchin/pg).")
 @json_option
 @click.pass_obj
-def doctor(app: AppContext, do_fix: bool, as_json: bool) -> None:
+def doctor(app: CliState, do_fix: bool, as_json: bool) -> None:
     """Check the journal, permissions, torn lines, daemon, token, embedder and database, and say where
     the embedded PostgreSQL keeps its data.
 

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from urchin.cli.group import AppContext, main
+from urchin.cli.group import CliState, main
 from urchin.cli.options import as_flag, build, call, json_option, operation_options, print_json, print_text
 from urchin.contract import OPERATIONS
 from urchin.contract.render import (
@@ -32,7 +32,7 @@ _WRITER = {"source": "manual", "kind": "note"}
 @operation_options("ingest")
 @json_option
 @click.pass_obj
-def ingest(app: AppContext, as_json: bool, **params: Any) -> None:
+def ingest(app: CliState, as_json: bool, **params: Any) -> None:
     """Append one event. CONTENT is the text, or - to read it from stdin (default source manual, kind note)."""
     if params.get("content") == "-":
         params["content"] = sys.stdin.read()
@@ -47,7 +47,7 @@ def ingest(app: AppContext, as_json: bool, **params: Any) -> None:
 @click.argument("file", type=click.File("rb"))
 @json_option
 @click.pass_obj
-def import_(app: AppContext, file: Any, as_json: bool) -> None:
+def import_(app: CliState, file: Any, as_json: bool) -> None:
     """Import events from a JSONL FILE (or - for stdin). Bad lines are reported by number and skipped;
     every good line is imported, and the exit code is 1 if any line was bad. --json prints the report
     (counts, and each rejected line's number and reason: the reasons HTTP /ingest/batch gives)."""
@@ -98,7 +98,7 @@ def print_events(result: SearchResult, as_json: bool) -> None:
 @click.option("--team", is_flag=True, help="Search every device's events in the shared database (--scope team).")
 @json_option
 @click.pass_obj
-def search(app: AppContext, as_json: bool, team: bool, **params: Any) -> None:
+def search(app: CliState, as_json: bool, team: bool, **params: Any) -> None:
     """Literal, case-insensitive search over event content, newest first."""
     if team:
         params["scope"] = "team"
@@ -113,7 +113,7 @@ def search(app: AppContext, as_json: bool, team: bool, **params: Any) -> None:
 @operation_options("recent")
 @json_option
 @click.pass_obj
-def recent(app: AppContext, as_json: bool, **params: Any) -> None:
+def recent(app: CliState, as_json: bool, **params: Any) -> None:
     """The newest events."""
     print_events(call("recent", app.memory(), params), as_json)
 
@@ -122,7 +122,7 @@ def recent(app: AppContext, as_json: bool, **params: Any) -> None:
 @operation_options("get")
 @json_option
 @click.pass_obj
-def get(app: AppContext, as_json: bool, **params: Any) -> None:
+def get(app: CliState, as_json: bool, **params: Any) -> None:
     """Print one whole event as JSON (--json: on one line)."""
     event = call("get", app.memory(), params).to_dict()
     print_json(event) if as_json else click.echo(render_event(event))
@@ -133,7 +133,7 @@ def get(app: AppContext, as_json: bool, **params: Any) -> None:
 @click.option("-f", "--follow", is_flag=True, help="Keep printing events as they are appended.")
 @click.option("--json", "as_json", is_flag=True, help="Print each event as one JSON object per line.")
 @click.pass_obj
-def tail(app: AppContext, follow: bool, as_json: bool, **params: Any) -> None:
+def tail(app: CliState, follow: bool, as_json: bool, **params: Any) -> None:
     """The last events in the order they were appended."""
     from urchin.search.query import one_line
 
@@ -156,7 +156,7 @@ def tail(app: AppContext, follow: bool, as_json: bool, **params: Any) -> None:
 @main.command()
 @json_option
 @click.pass_obj
-def status(app: AppContext, as_json: bool) -> None:
+def status(app: CliState, as_json: bool) -> None:
     """Journal path, size, events, time span, torn and invalid lines."""
     info = app.memory().status()
     print_json(info) if as_json else click.echo(render_status(info))
@@ -166,7 +166,7 @@ def status(app: AppContext, as_json: bool) -> None:
 @operation_options("semantic")
 @json_option
 @click.pass_obj
-def semantic(app: AppContext, as_json: bool, **params: Any) -> None:
+def semantic(app: CliState, as_json: bool, **params: Any) -> None:
     """Ranked search for what QUERY is about (token-cosine, or the embedder when one is set), best first."""
     print_events(call("semantic", app.memory(), params), as_json)
 
@@ -174,7 +174,7 @@ def semantic(app: AppContext, as_json: bool, **params: Any) -> None:
 @main.command()
 @json_option
 @click.pass_obj
-def embed(app: AppContext, as_json: bool) -> None:
+def embed(app: CliState, as_json: bool) -> None:
     """Embed every event the embedder's vector cache lacks (each event is embedded once, ever)."""
     memory = app.memory()
     if sys.stderr.isatty():

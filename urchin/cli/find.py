@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from urchin.cli.group import AppContext, main
+from urchin.cli.group import CliState, main
 from urchin.cli.options import call, operation_options, print_json
 
 
@@ -14,7 +14,7 @@ from urchin.cli.options import call, operation_options, print_json
 @operation_options("document_search")
 @click.option("--json", "as_json", is_flag=True, help="Print the same object the MCP tool `search` returns.")
 @click.pass_obj
-def find(app: AppContext, as_json: bool, **params: Any) -> None:
+def find(app: CliState, as_json: bool, **params: Any) -> None:
     """Find documents for QUERY (textrawl's search): file chunks and events, best first."""
     from urchin.contract.render import render_document_search as render
 
@@ -33,7 +33,7 @@ def find(app: AppContext, as_json: bool, **params: Any) -> None:
 @operation_options("get_document")
 @click.option("--json", "as_json", is_flag=True, help="Print the same object the MCP tool `get_document` returns.")
 @click.pass_obj
-def get_document(app: AppContext, as_json: bool, **params: Any) -> None:
+def get_document(app: CliState, as_json: bool, **params: Any) -> None:
     """Print a search result's whole document (its documentId), at the version indexed."""
     from urchin.contract.render import render_document
 

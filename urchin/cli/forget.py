@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from urchin.cli.group import AppContext, main
+from urchin.cli.group import CliState, main
 from urchin.cli.options import call, json_option, print_json
 
 
@@ -20,7 +20,7 @@ from urchin.cli.options import call, json_option, print_json
                                               "CHECKPOINT), so no data file keeps the forgotten rows' bytes.")
 @json_option
 @click.pass_obj
-def forget(app: AppContext, ids: tuple[str, ...], session: str | None, query: str | None, since: str | None,
+def forget(app: CliState, ids: tuple[str, ...], session: str | None, query: str | None, since: str | None,
            until: str | None, yes: bool, purge: bool, as_json: bool) -> None:
     """Forget events by id, session, query or time range: hidden at once, then removed from the journal
     (every other line kept byte-identical) and from every index. Selectors given together must all hold.

@@ -1,6 +1,6 @@
 """The `urchin` click group and its context: library errors become one line and exit code 1.
 
-Command modules (one per noun) import `main` and `AppContext` from here and register on it;
+Command modules (one per noun) import `main` and `CliState` from here and register on it;
 `urchin/cli/__init__.py` imports them all, so nothing imports the package from inside it.
 """
 
@@ -16,9 +16,9 @@ from urchin.errors import UrchinError
 
 if TYPE_CHECKING:
     from urchin.config import Settings
-    from urchin.memory.facade import Facade
+    from urchin.facade.api import Facade
 
-__all__ = ["main", "AppContext", "UrchinGroup"]
+__all__ = ["main", "CliState", "UrchinGroup"]
 
 
 class UrchinGroup(click.Group):
@@ -170,7 +170,7 @@ def _cut_fragments(text: str, secret: str, marker: str, window: int) -> str:
     return "".join(out)
 
 
-class AppContext:
+class CliState:
     """Resolves settings and opens `Memory` lazily, so `--help` and usage errors do no I/O."""
 
     def __init__(self, home: str | None) -> None:
@@ -206,5 +206,5 @@ class AppContext:
 def main(ctx: click.Context, home: str | None) -> None:
     """Urchin: local memory for coding agents. Append events, search them back."""
     _guard_terminal()
-    ctx.obj = AppContext(home)
+    ctx.obj = CliState(home)
     ctx.call_on_close(ctx.obj.close)

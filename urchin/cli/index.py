@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from urchin.cli.group import AppContext, main
+from urchin.cli.group import CliState, main
 from urchin.cli.options import print_json
 from urchin.contract.render import render_status
 
@@ -20,7 +20,7 @@ from urchin.contract.render import render_status
 @click.option("--status", "show_status", is_flag=True, help="Print the index's state and exit.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @click.pass_obj
-def index(app: AppContext, rebuild: bool, follow: bool, show_status: bool, as_json: bool) -> None:
+def index(app: CliState, rebuild: bool, follow: bool, show_status: bool, as_json: bool) -> None:
     """Feed the journal into the Postgres index (URCHIN_DATABASE_URL, else the embedded server)."""
     memory = app.memory()
     if show_status:

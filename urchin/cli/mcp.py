@@ -10,14 +10,14 @@ import sys
 
 import click
 
-from urchin.cli.group import AppContext, main
+from urchin.cli.group import CliState, main
 
 
 @main.command("mcp")
 @click.option("--log-level", default="warning", show_default=True,
               type=click.Choice(["debug", "info", "warning", "error"]), help="Logging on stderr.")
 @click.pass_obj
-def mcp_command(app: AppContext, log_level: str) -> None:
+def mcp_command(app: CliState, log_level: str) -> None:
     """Serve the MCP tools on stdin/stdout (for Claude Code, Cursor, VS Code, Gemini CLI, Codex, ...)."""
     import logging  # here, not at module level: every other command would pay for it
 

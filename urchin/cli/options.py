@@ -19,7 +19,7 @@ from urchin.contract import OPERATIONS, Param
 from urchin.errors import ValidationError
 
 if TYPE_CHECKING:
-    from urchin.memory.facade import Facade
+    from urchin.facade.api import Facade
 
 F = TypeVar("F", bound=Callable[..., Any])
 

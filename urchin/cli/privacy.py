@@ -6,7 +6,7 @@ import re
 
 import click
 
-from urchin.cli.group import AppContext, main
+from urchin.cli.group import CliState, main
 from urchin.cli.options import json_option, print_json
 from urchin.contract.render import plural
 from urchin.errors import QueryError
@@ -28,7 +28,7 @@ def parse_minutes(text: str) -> float:
 @click.option("--for", "duration", default=None, help="With `on`: switch off by itself after this long (30m, 2h).")
 @json_option
 @click.pass_obj
-def ephemeral(app: AppContext, action: str, duration: str | None, as_json: bool) -> None:
+def ephemeral(app: CliState, action: str, duration: str | None, as_json: bool) -> None:
     """Stop recording for a while: while on, every write is dropped and counted as suppressed."""
     if duration is not None and action != "on":
         raise click.UsageError("--for goes with `on`")
@@ -50,7 +50,7 @@ def ephemeral(app: AppContext, action: str, duration: str | None, as_json: bool)
 @main.command()
 @json_option
 @click.pass_obj
-def identity(app: AppContext, as_json: bool) -> None:
+def identity(app: CliState, as_json: bool) -> None:
     """The account and device stamped on events this machine writes (URCHIN_ACCOUNT_ID / URCHIN_DEVICE_ID)."""
     who = app.memory().identity()
     if as_json:
@@ -69,7 +69,7 @@ def identity(app: AppContext, as_json: bool) -> None:
                                               "FULL, then a CHECKPOINT), so no data file keeps the old text.")
 @json_option
 @click.pass_obj
-def redact(app: AppContext, path: str | None, rewrite: bool, purge: bool, as_json: bool) -> None:
+def redact(app: CliState, path: str | None, rewrite: bool, purge: bool, as_json: bool) -> None:
     """Audit a file (--check: what redaction would remove, by type, line and column; values masked; exits 1
     when anything would be), or --rewrite the journal with the current rules (a secret type added later)."""
     if (path is None) == (not rewrite):

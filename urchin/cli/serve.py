@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from urchin.cli.group import AppContext, main
+from urchin.cli.group import CliState, main
 
 
 @main.command()
@@ -22,14 +22,14 @@ from urchin.cli.group import AppContext, main
 @click.option("--no-mcp", is_flag=True,
               help="Do not serve the MCP tools at /mcp (the MCP SDK is never loaded: about 2 s of CPU saved).")
 @click.pass_obj
-def serve(app: AppContext, host: str | None, port: int | None, uds: str | None, log_level: str,
+def serve(app: CliState, host: str | None, port: int | None, uds: str | None, log_level: str,
           no_collect: bool, no_index: bool, no_mcp: bool) -> None:
     """Run the daemon until SIGTERM or Ctrl-C: the HTTP API, with every view kept hot.
 
     Clients (the CLI, the MCP server) find it through $URCHIN_HOME/daemon.json; requests need
     `Authorization: Bearer <token>` from $URCHIN_INTAKE_TOKEN or $URCHIN_HOME/token.
     """
-    from urchin.daemon.deferred import mcp_extension
+    from urchin.daemon.deferred_route import mcp_extension
     from urchin.daemon.server import Daemon
 
     Daemon(app.settings(), host=host, port=port, uds=uds, log_level=log_level,

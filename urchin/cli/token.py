@@ -6,7 +6,7 @@ import datetime as dt
 
 import click
 
-from urchin.cli.group import AppContext, main
+from urchin.cli.group import CliState, main
 from urchin.cli.options import print_json
 from urchin.timestamps import format_timestamp
 
@@ -30,10 +30,10 @@ def token() -> None:
 @click.option("--name", default=None, help="A label shown by `urchin token list`.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @click.pass_obj
-def create(app: AppContext, scope: str, workspaces: tuple[str, ...], expires: str | None, name: str | None,
+def create(app: CliState, scope: str, workspaces: tuple[str, ...], expires: str | None, name: str | None,
            as_json: bool) -> None:
     """Create a token; it is printed once (only its hash is kept, in $URCHIN_HOME/tokens.json)."""
-    from urchin.memory import Memory
+    from urchin.facade import Memory
 
     result = Memory(app.settings()).token_create(scope, list(workspaces), expires, name)
     if as_json:
@@ -48,9 +48,9 @@ def create(app: AppContext, scope: str, workspaces: tuple[str, ...], expires: st
 @token.command("list")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object per token.")
 @click.pass_obj
-def list_tokens(app: AppContext, as_json: bool) -> None:
+def list_tokens(app: CliState, as_json: bool) -> None:
     """The tokens (ids, scopes, workspaces, expiry); never the tokens themselves."""
-    from urchin.memory import Memory
+    from urchin.facade import Memory
 
     for entry in Memory(app.settings()).token_list():
         if as_json:
@@ -65,9 +65,9 @@ def list_tokens(app: AppContext, as_json: bool) -> None:
 @token.command("revoke")
 @click.argument("token_id")
 @click.pass_obj
-def revoke(app: AppContext, token_id: str) -> None:
+def revoke(app: CliState, token_id: str) -> None:
     """Revoke the token with id TOKEN_ID: the daemon refuses it from the next request on."""
-    from urchin.memory import Memory
+    from urchin.facade import Memory
 
     Memory(app.settings()).token_revoke(token_id)
     click.echo(f"revoked {token_id}")

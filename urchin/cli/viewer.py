@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import click
 
-from urchin.cli.group import AppContext, main
+from urchin.cli.group import CliState, main
 
 
 @main.command("open")
 @click.option("--no-browser", is_flag=True, help="Only print the login URL (last line of output); open nothing.")
 @click.pass_obj
-def open_viewer(app: AppContext, no_browser: bool) -> None:
+def open_viewer(app: CliState, no_browser: bool) -> None:
     """Open the timeline viewer of the running daemon (`urchin serve`) in your browser.
 
     Prints a one-time login URL: it works once, within a minute, and leaves an HttpOnly session

@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from urchin.cli.group import AppContext, main
+from urchin.cli.group import CliState, main
 from urchin.cli.options import call, json_option, operation_options, print_json, print_text
 from urchin.contract.render import render_context, render_memories, render_memory, render_overview
 
@@ -23,7 +23,7 @@ def workspace() -> None:
               help="Also index and serve secret stores (.env, keys, credentials), still redacted. "
                    "Adding the same folder again without it withdraws the opt-in.")
 @click.pass_obj
-def workspace_add(app: AppContext, path: str, name: str | None, allow_secret_files: bool) -> None:
+def workspace_add(app: CliState, path: str, name: str | None, allow_secret_files: bool) -> None:
     """Add a folder as a workspace root (again: change its settings)."""
     root = app.memory().workspace_add(path, name, allow_secret_files)
     click.echo(f"added {root.name} → {root.path}" + (" (secret-store files allowed)" if allow_secret_files else ""))
@@ -33,7 +33,7 @@ def workspace_add(app: AppContext, path: str, name: str | None, allow_secret_fil
 @workspace.command("list")
 @json_option
 @click.pass_obj
-def workspace_list(app: AppContext, as_json: bool) -> None:
+def workspace_list(app: CliState, as_json: bool) -> None:
     """List the workspace roots."""
     for root in app.memory().workspace_list():
         if as_json:
@@ -46,7 +46,7 @@ def workspace_list(app: AppContext, as_json: bool) -> None:
 @workspace.command("remove")
 @click.argument("name")
 @click.pass_obj
-def workspace_remove(app: AppContext, name: str) -> None:
+def workspace_remove(app: CliState, name: str) -> None:
     """Stop indexing a workspace root (its files are not touched)."""
     root = app.memory().workspace_remove(name)
     click.echo(f"removed {root.name} ({root.path})")
@@ -56,7 +56,7 @@ def workspace_remove(app: AppContext, name: str) -> None:
 @operation_options("get_file")
 @json_option
 @click.pass_obj
-def get_file(app: AppContext, as_json: bool, **params: Any) -> None:
+def get_file(app: CliState, as_json: bool, **params: Any) -> None:
     """Read a range of lines of a workspace file: `<root>/<path>`, or `<path>` when one root holds it."""
     window = call("get_file", app.memory(), params)
     print_json(window.to_dict()) if as_json else click.echo(window.render())
@@ -66,7 +66,7 @@ def get_file(app: AppContext, as_json: bool, **params: Any) -> None:
 @operation_options("query_source")
 @json_option
 @click.pass_obj
-def query_source(app: AppContext, as_json: bool, **params: Any) -> None:
+def query_source(app: CliState, as_json: bool, **params: Any) -> None:
     """Search one source only: a journal source (claude, git, ...) or a workspace root's files."""
     memory = app.memory()
     try:
@@ -80,7 +80,7 @@ def query_source(app: AppContext, as_json: bool, **params: Any) -> None:
 @operation_options("fetch_document")
 @json_option
 @click.pass_obj
-def fetch_document(app: AppContext, as_json: bool, **params: Any) -> None:
+def fetch_document(app: CliState, as_json: bool, **params: Any) -> None:
     """Print one whole document: an event by id, or a workspace root's file by its path."""
     doc = call("fetch_document", app.memory(), params)
     print_json(doc) if as_json else click.echo(doc["content"])
@@ -102,11 +102,11 @@ def memory() -> None:
 @click.option("--hours", default=None, type=float, help="With --query: window in hours (default: a year).")
 @click.option("--replace", is_flag=True, help="Overwrite a memory with the same slug.")
 @click.pass_obj
-def memory_create(app: AppContext, slug: str, use_when: str, title: str | None, files: tuple[str, ...],
+def memory_create(app: CliState, slug: str, use_when: str, title: str | None, files: tuple[str, ...],
                   folders: tuple[str, ...], queries: tuple[str, ...], source: str | None, hours: float | None,
                   replace: bool) -> None:
     """Create a curated memory named SLUG."""
-    from urchin.workspace.memories import Member
+    from urchin.workspace.curated import Member
 
     members = ([Member("file", path=f) for f in files] + [Member("folder", path=f) for f in folders]
                + [Member("query", query=q, source=source, hours=hours) for q in queries])
@@ -124,10 +124,10 @@ def memory_create(app: AppContext, slug: str, use_when: str, title: str | None, 
 @click.option("--source", default=None, help="With --query: only this source.")
 @click.option("--hours", default=None, type=float, help="With --query: window in hours (default: a year).")
 @click.pass_obj
-def memory_edit(app: AppContext, slug: str, use_when: str | None, title: str | None, files: tuple[str, ...],
+def memory_edit(app: CliState, slug: str, use_when: str | None, title: str | None, files: tuple[str, ...],
                 folders: tuple[str, ...], queries: tuple[str, ...], source: str | None, hours: float | None) -> None:
     """Change the curated memory SLUG: what you give replaces what it held (members as a whole)."""
-    from urchin.workspace.memories import Member
+    from urchin.workspace.curated import Member
 
     members = ([Member("file", path=f) for f in files] + [Member("folder", path=f) for f in folders]
                + [Member("query", query=q, source=source, hours=hours) for q in queries])
@@ -140,7 +140,7 @@ def memory_edit(app: AppContext, slug: str, use_when: str | None, title: str | N
 @memory.command("delete")
 @click.argument("slug")
 @click.pass_obj
-def memory_delete(app: AppContext, slug: str) -> None:
+def memory_delete(app: CliState, slug: str) -> None:
     """Delete the curated memory SLUG (its definition only: files and events stay)."""
     deleted = app.memory().memory_delete(slug)
     click.echo(f"deleted {deleted.slug}")
@@ -149,7 +149,7 @@ def memory_delete(app: AppContext, slug: str) -> None:
 @memory.command("list")
 @json_option
 @click.pass_obj
-def memory_list(app: AppContext, as_json: bool) -> None:
+def memory_list(app: CliState, as_json: bool) -> None:
     """List curated memories: slug, title, when to use, member count."""
     items = [item.summary() for item in app.memory().memory_list()]
     print_json({"memories": items}) if as_json else print_text(render_memories(items))
@@ -159,7 +159,7 @@ def memory_list(app: AppContext, as_json: bool) -> None:
 @operation_options("get_memory")
 @json_option
 @click.pass_obj
-def memory_show(app: AppContext, as_json: bool, **params: Any) -> None:
+def memory_show(app: CliState, as_json: bool, **params: Any) -> None:
     """Every member's current contents, with notes on what was left out."""
     result = call("get_memory", app.memory(), params)
     print_json(result) if as_json else click.echo(render_memory(result))
@@ -168,7 +168,7 @@ def memory_show(app: AppContext, as_json: bool, **params: Any) -> None:
 @main.command()
 @json_option
 @click.pass_obj
-def overview(app: AppContext, as_json: bool) -> None:
+def overview(app: CliState, as_json: bool) -> None:
     """Start here in a new workspace: files and folders, recent changes, sources, memories."""
     info = app.memory().overview()
     print_json(info) if as_json else print_text(render_overview(info))

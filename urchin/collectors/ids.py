@@ -88,9 +88,9 @@ class FormerIds:
     def held(self, former: Sequence[str | None]) -> dict[int, str]:
         """{index: "duplicate" | "suppressed"} for each former id the journal holds or forgot."""
         # imported here: a hook (which imports this module with its adapter) never asks
-        from urchin.forget import ForgetLog, forget_hash
         from urchin.idindex import IdIndex
         from urchin.journal import Journal
+        from urchin.tombstones import ForgetLog, forget_hash
 
         journal = Journal(self.settings.journal_path, self.settings.durability)
         if not journal.path.exists():

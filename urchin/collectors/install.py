@@ -22,10 +22,10 @@ from typing import Any
 
 import orjson
 
+from urchin.api_tokens import ensure_hook_token
 from urchin.config import Settings
 from urchin.errors import ConfigError, ValidationError
 from urchin.fileio import ensure_private_dir, replacing
-from urchin.tokens import ensure_hook_token
 
 __all__ = ["TARGETS", "render", "default_path", "install", "InstallResult", "hook_command", "write_keeping_mode",
            "backup_path", "SHELL_BASH", "SHELL_ZSH"]

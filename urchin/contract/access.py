@@ -20,13 +20,13 @@ from typing import TYPE_CHECKING, Any, Literal
 from urchin.errors import Forbidden
 
 if TYPE_CHECKING:
-    from urchin.tokens import Grant
+    from urchin.api_tokens import Grant
 
 __all__ = ["Access", "Route", "ACCESS", "NEEDS", "tool_operations", "admit", "hold", "needs_refusal",
            "spans_refusal", "workspace_refusal"]
 
 Need = Literal["ingest", "read", "recall", "admin"]
-NEEDS = ("ingest", "read", "recall", "admin")   # recall: read and hook tokens (urchin.tokens.Grant.allows)
+NEEDS = ("ingest", "read", "recall", "admin")   # recall: read and hook tokens (urchin.api_tokens.Grant.allows)
 # Where a workspace-scoped token's workspace is held (checked, or filled in) on a route: the query
 # string, the JSON body, the event (a body), each event of a batch; None: the route spans every workspace.
 Where = Literal["query", "body", "event", "batch"] | None

@@ -11,7 +11,6 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from urchin.checks import camel
 from urchin.contract.spec import Operation, Param
 from urchin.params.context import BOUNDS as CONTEXT_BOUNDS
 from urchin.params.context import DEFAULTS as CONTEXT_DEFAULTS
@@ -44,9 +43,10 @@ from urchin.params.limits import (
 from urchin.params.reading import GetParams, RecentParams, SemanticParams, SessionParams, TailParams, WorkspaceParams
 from urchin.params.search import SearchParams
 from urchin.timestamps import MAX_HOURS
+from urchin.value_checks import camel
 
 if TYPE_CHECKING:
-    from urchin.memory.facade import Facade
+    from urchin.facade.api import Facade
 
 __all__ = ["OPERATIONS"]
 
@@ -251,7 +251,7 @@ OPERATIONS: dict[str, Operation] = {op.name: replace(op, runner=_RUNS.get(op.nam
     Operation("get_memory", (
         _required("slug", "The memory's slug, from list_memories."),
         Param("token_budget", "int", "Most tokens to return, at 4 characters each.", 8000, minimum=1,
-              maximum=MAX_MEMORY_TOKEN_BUDGET, wire="tokenBudget")), typed=_lazy("workspace:MemoryParams")),
+              maximum=MAX_MEMORY_TOKEN_BUDGET, wire="tokenBudget")), typed=_lazy("workspace:CuratedMemoryParams")),
     Operation("query_source", (
         _required("source", "One source: a journal source such as `claude`, `git` or `shell`, or a workspace "
                             "root's name (its files only)."),

@@ -14,11 +14,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from urchin.checks import check_bool, check_number, describe, unknown_parameter
 from urchin.errors import QueryError
+from urchin.value_checks import check_bool, check_number, describe, unknown_parameter
 
 if TYPE_CHECKING:
-    from urchin.memory.facade import Facade
+    from urchin.facade.api import Facade
 
 __all__ = ["Param", "Operation", "Caller", "describe", "MISSING"]
 

@@ -26,6 +26,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
+from urchin.api_tokens import TokenStore
 from urchin.contract import OPERATIONS
 from urchin.contract.access import hold
 from urchin.daemon.browser import BrowserSessions
@@ -44,10 +45,9 @@ from urchin.daemon.viewer_routes import viewer_routes
 from urchin.daemon.workspace_routes import held, request_args, request_params, workspace_routes
 from urchin.daemon.writer import GroupWriter
 from urchin.errors import ConfigError, NotFoundError, QueryError, TooLarge, UrchinError, ValidationError
+from urchin.facade import Memory
 from urchin.ingest import BatchReport, IngestResult
-from urchin.memory import Memory
 from urchin.redact import redact_message
-from urchin.tokens import TokenStore
 
 __all__ = ["build_app", "DaemonState", "MAX_BATCH_EVENTS", "VERSION"]
 

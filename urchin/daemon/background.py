@@ -12,7 +12,7 @@ import time
 
 from urchin.daemon.reload import reload_config
 from urchin.errors import UrchinError
-from urchin.memory import Memory
+from urchin.facade import Memory
 from urchin.requests_first import lower_thread_priority
 
 __all__ = ["CollectorLoop", "EmbedderLoop", "IndexLoop", "WorkspaceIndexLoop", "Job"]

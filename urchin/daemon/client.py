@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import orjson
 
-from urchin import wire
+from urchin import daemon_http
 from urchin.config import Settings
 from urchin.daemon import answers
 from urchin.delegation import Delegated
@@ -27,14 +27,13 @@ if TYPE_CHECKING:
     import httpx
 
     from urchin.contract.access import Where
-    from urchin.forget import Compaction
-    from urchin.index.hybrid import ContextResult
+    from urchin.facade import Memory
+    from urchin.facade.api import Facade, RecallAnswer
+    from urchin.facade.forgetting import ForgetResult, RewriteReport
+    from urchin.facade.status import HomeStatus
+    from urchin.hybrid.search_context import ContextResult
     from urchin.ingest import IngestResult
     from urchin.jsontypes import JSON, JSONObject
-    from urchin.memory import Memory
-    from urchin.memory.facade import Facade, RecallAnswer
-    from urchin.memory.forget import ForgetResult, RewriteReport
-    from urchin.memory.status import HomeStatus
     from urchin.params.context import ContextParams
     from urchin.params.documents import DocumentSearchParams
     from urchin.params.forget import ForgetParams
@@ -46,6 +45,7 @@ if TYPE_CHECKING:
     from urchin.params.recall import RecallParams
     from urchin.params.search import SearchParams
     from urchin.search.query import SearchResult
+    from urchin.tombstones import Compaction
 
 __all__ = ["DaemonInfo", "RemoteMemory", "find_daemon", "daemon_alive", "open_memory", "login_url"]
 
@@ -93,7 +93,7 @@ class DaemonInfo:
 
 def daemon_alive(settings: Settings) -> bool:
     """True while some `urchin serve` holds this home's lock (exact, unlike a pid check)."""
-    return wire.daemon_alive(str(settings.home))
+    return daemon_http.daemon_alive(str(settings.home))
 
 
 def find_daemon(settings: Settings) -> DaemonInfo | None:
@@ -114,7 +114,7 @@ def open_memory(settings: Settings, *, use_daemon: bool | None = None) -> Facade
         info = find_daemon(settings)
         if info is not None:
             return RemoteMemory(settings, info)
-    from urchin.memory import Memory
+    from urchin.facade import Memory
 
     memory = Memory(settings)
     memory.open_home()        # an older home is upgraded (and said once), a newer one refused, before any read
@@ -218,7 +218,7 @@ class RemoteMemory:
             return self.local().context(params)
 
         def parse(body: Any) -> ContextResult:
-            from urchin.index.hybrid import ContextResult
+            from urchin.hybrid.search_context import ContextResult
 
             return ContextResult(body["query"], body["results"], body["coverage"], body["truncated"],
                                  body["tokensUsed"])
@@ -267,7 +267,7 @@ class RemoteMemory:
                query: str | None = None, since: str | None = None, until: str | None = None,
                confirm: bool = False, purge: bool = False) -> ForgetResult:
         """`Memory.forget` through the daemon, so its hot views drop the events at once."""
-        from urchin.memory.forget import ForgetResult
+        from urchin.facade.forgetting import ForgetResult
         from urchin.params.forget import ForgetParams
 
         p = ids if isinstance(ids, ForgetParams) else ForgetParams.parse(dict(
@@ -331,7 +331,7 @@ class RemoteMemory:
     def local(self) -> Memory:
         """The in-process `Memory` behind this client, opened on first use."""
         if self._local is None:
-            from urchin.memory import Memory
+            from urchin.facade import Memory
 
             self._local = Memory(self.settings)
         return self._local

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from urchin.daemon import fastclient
 from urchin.daemon.fastclient import COMMANDS, Fallback, locate, quote, read_args, request_body, typed
-from urchin.wire import dumps, loads
+from urchin.daemon_http import dumps, loads
 
 TYPE_CHECKING = False   # not `typing`'s: a fast path pays for every import
 if TYPE_CHECKING:

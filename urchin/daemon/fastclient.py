@@ -3,7 +3,7 @@
 
 The daemon holds the hot index, so the whole cost of such a command is the client's start-up:
 `urchin/__main__.py` calls `run(argv)` before it imports click, and this module answers with the
-standard library alone (`_json`, `_socket`, fcntl: urchin/wire.py; no `json`, whose import compiles
+standard library alone (`_json`, `_socket`, fcntl: urchin/daemon_http.py; no `json`, whose import compiles
 regular expressions): one HTTP/1.1 request over the daemon's Unix socket or loopback port, found
 through `$URCHIN_HOME/daemon.json` exactly as `client.find_daemon` finds it. Each command's route, the
 options it takes, their wire names, types and defaults are the contract's, copied into the
@@ -22,7 +22,7 @@ from __future__ import annotations
 import os
 import sys
 
-from urchin.wire import loads
+from urchin.daemon_http import loads
 
 TYPE_CHECKING = False   # not `typing`'s: a fast path pays for every import
 if TYPE_CHECKING:
@@ -236,7 +236,7 @@ def locate(home: str | None) -> tuple[str, str, str]:
         raise Fallback  # Settings.resolve reads and checks these; the full CLI goes through it
     if env.get("URCHIN_NO_DAEMON", "").lower() in ("1", "true", "yes"):
         raise Fallback
-    from urchin.wire import daemon_address
+    from urchin.daemon_http import daemon_address
 
     address = daemon_address(root)
     if address is None:
@@ -271,14 +271,14 @@ def _query(params: list[tuple[str, str]]) -> str:
 
 def request_body(address: str, token: str, method: str, target: str, body: bytes | None = None) -> str:
     """The 200 answer's body to one request; anything else is the full CLI's to report."""
-    from urchin.wire import WireError, request
+    from urchin.daemon_http import DaemonHttpError, request
 
     try:
         status, _, answer = request(address, token, method, target, body, timeout=_TIMEOUT_S)
         if status != 200:
             raise Fallback
         return answer.decode("utf-8")
-    except (WireError, UnicodeDecodeError):
+    except (DaemonHttpError, UnicodeDecodeError):
         raise Fallback from None
 
 

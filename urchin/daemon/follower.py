@@ -10,8 +10,8 @@ from __future__ import annotations
 import logging
 import threading
 
+from urchin.facade import Memory
 from urchin.fileio import ensure_private_dir
-from urchin.memory import Memory
 
 __all__ = ["Follower", "PERIOD_S"]
 

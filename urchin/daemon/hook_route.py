@@ -27,18 +27,18 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from urchin.api_tokens import Grant
 from urchin.contract import OPERATIONS
 from urchin.daemon.scopes import fill_workspace
 from urchin.daemon.security import GRANT
 from urchin.errors import QueryError, TooLarge, ValidationError
 from urchin.event import Event
-from urchin.hook_context import agent_output
 from urchin.hook_fast import ANSWER_HEADER, FIELDS, MAX_PAYLOAD_BYTES
+from urchin.hook_recall import agent_output
 from urchin.hooks import plan, recall_args
-from urchin.tokens import Grant
 
 if TYPE_CHECKING:
-    from urchin.memory import Memory
+    from urchin.facade import Memory
     from urchin.params.recall import RecallParams
 
 __all__ = ["hook_routes"]

@@ -34,7 +34,7 @@ import orjson
 from urchin.daemon.background import IndexLoop, Job, WorkspaceIndexLoop
 from urchin.daemon.logs import setup_logging
 from urchin.errors import UrchinError
-from urchin.memory import Memory
+from urchin.facade import Memory
 from urchin.processes import NICENESS, PARENT_POLL_S, lowest_priority, python_child
 
 __all__ = ["IndexProcess", "NICENESS", "main"]

@@ -1,5 +1,5 @@
 """`POST /ingest`, the route agents call per event, answered without Starlette's stack: `Intake` (an ASGI
-wrapper in front of the app) and `DirectIngest` (from the HTTP parser's callbacks, daemon/protocol.py),
+wrapper in front of the app) and `DirectIngest` (from the HTTP parser's callbacks, daemon/uvicorn_protocol.py),
 with the error bodies every route of the daemon answers (`error_body`, `crash_body`).
 """
 
@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from urchin.api_tokens import Grant
 from urchin.contract.access import hold
 from urchin.daemon.reload import reload_config
 from urchin.daemon.security import AUTHORISED, GRANT, Admitted, ASGIApp, Guard, Message, Receive, Refused, Scope, Send
@@ -21,7 +22,6 @@ from urchin.event import Event
 from urchin.ingest import IngestResult
 from urchin.redact import redact_message
 from urchin.requests_first import Serving
-from urchin.tokens import Grant
 
 if TYPE_CHECKING:
     from urchin.daemon.app import DaemonState
@@ -130,12 +130,12 @@ class Intake:
         await send({"type": "http.response.body", "body": payload})
 
 
-# status, headers, body: the HTTP protocol writes the response (daemon/protocol.py)
+# status, headers, body: the HTTP protocol writes the response (daemon/uvicorn_protocol.py)
 Respond = Callable[[int, Sequence[tuple[bytes, bytes]], bytes], None]
 
 
 class DirectIngest:
-    """`POST /ingest` answered from the HTTP parser's callbacks (daemon/protocol.py), without the ASGI cycle.
+    """`POST /ingest` answered from the HTTP parser's callbacks (daemon/uvicorn_protocol.py), without the ASGI cycle.
 
     uvicorn's request cycle, its task and event, the scope and the ASGI messages, the Guard's and
     `Intake`'s wrappers cost about a third of a one-event request's instructions (bench/RESULTS.md,

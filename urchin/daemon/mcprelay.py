@@ -29,7 +29,7 @@ import sys
 import threading
 
 from urchin.daemon.fastclient import Fallback, home_option, locate, option_value
-from urchin.wire import WireError, code_stamp, daemon_address, request
+from urchin.daemon_http import DaemonHttpError, code_stamp, daemon_address, request
 
 TYPE_CHECKING = False   # not `typing`'s: its import is a tenth of this path's start-up
 if TYPE_CHECKING:
@@ -164,7 +164,7 @@ class Relay:
     def _initialize(self, line: bytes, message: dict[str, Any]) -> None:
         try:
             status, body = self._exchange(line)
-        except WireError:
+        except DaemonHttpError:
             status, body = 0, b""
         answer = _json(body) if status == 200 else None
         result = answer.get("result") if isinstance(answer, dict) else None
@@ -179,7 +179,7 @@ class Relay:
         try:
             try:
                 status, body = self._exchange(line)
-            except WireError as exc:
+            except DaemonHttpError as exc:
                 if exc.sent or not self._daemon_gone():
                     self._answer_error(message, key, f"the urchin daemon did not answer ({exc}); "
                                                      "the call may or may not have run")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 
 from urchin.errors import UrchinError
-from urchin.memory import Memory
+from urchin.facade import Memory
 
 __all__ = ["reload_config"]
 

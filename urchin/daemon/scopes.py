@@ -16,9 +16,9 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from urchin.api_tokens import Grant
 from urchin.contract.access import ACCESS, needs_refusal, spans_refusal, tool_operations, workspace_refusal
 from urchin.errors import Forbidden
-from urchin.tokens import Grant
 
 __all__ = ["Refusal", "check", "fill_workspace", "TOOL_NEEDS"]
 

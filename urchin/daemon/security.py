@@ -19,12 +19,12 @@ from typing import Any
 import anyio
 import orjson
 
+from urchin.api_tokens import ADMIN_GRANT, Grant, TokenStore
 from urchin.config import Settings
 from urchin.daemon.browser import CSRF_HEADER, SECURITY_HEADERS, BrowserSessions, cookie_name
 from urchin.daemon.scopes import Refusal, check
 from urchin.errors import ConfigError
 from urchin.fileio import ensure_private_dir, write_private
-from urchin.tokens import ADMIN_GRANT, Grant, TokenStore
 
 __all__ = ["Guard", "Admitted", "Refused", "load_token", "ensure_token", "is_loopback_host", "own_origins",
            "EVENT_LIMIT", "BATCH_LIMIT", "SSE_IDLE_S", "AUTHORISED", "VIA", "SESSION", "GRANT"]
@@ -172,7 +172,7 @@ class Guard:
     in `scope[AUTHORISED]` (it may read everything), `scope[VIA]` and `scope[GRANT]`. Every response
     carries the page security headers (CSP). The checks are `admit` (before the body) and `hold` (after
     it), which the HTTP protocol's direct answer to `POST /ingest` calls too (`direct`, set by
-    `build_app`; daemon/protocol.py), so the two paths cannot drift.
+    `build_app`; daemon/uvicorn_protocol.py), so the two paths cannot drift.
     """
 
     def __init__(self, app: ASGIApp, token: str, limit_for: Callable[[str], int] | None = None,
@@ -229,7 +229,7 @@ class Guard:
               headers: Mapping[str, str]) -> Refused | Admitted:
         """Every check a request passes before its body is read (see the class), in that order: the
         first refusal, or what the request may do. `headers`: lower-case names, the last value of each.
-        The ASGI middleware and the protocol's direct `POST /ingest` (daemon/protocol.py) both call it."""
+        The ASGI middleware and the protocol's direct `POST /ingest` (daemon/uvicorn_protocol.py) both call it."""
         unix = server is None or server[1] is None  # uvicorn reports (path, None) for a Unix socket
         if not unix and not is_loopback_host(headers.get("host", "")):
             return _HOST
@@ -377,7 +377,7 @@ async def _read_body(receive: Receive, limit: int) -> bytes | None:
     """The whole body, or None as soon as it passes `limit` (whatever Content-Length claimed); `_Gone`
     when the client disconnects first: what came of the body is dropped, never passed on as if whole
     (a chunked body cut before its last chunk, or a shorter one than its Content-Length, may still
-    parse as JSON), as the direct `POST /ingest` (daemon/protocol.py) never answers a body that did
+    parse as JSON), as the direct `POST /ingest` (daemon/uvicorn_protocol.py) never answers a body that did
     not complete."""
     parts: list[bytes] = []
     size = 0

@@ -25,7 +25,7 @@ import orjson
 import uvicorn
 from starlette.routing import BaseRoute
 
-from urchin import wire
+from urchin import daemon_http
 from urchin.config import Settings
 from urchin.daemon.app import VERSION, DaemonState, Lifespan, build_app
 from urchin.daemon.background import CollectorLoop, EmbedderLoop, IndexLoop
@@ -36,9 +36,9 @@ from urchin.daemon.reload import reload_config
 from urchin.daemon.security import ensure_token, is_loopback_host
 from urchin.daemon.writer import GroupWriter
 from urchin.errors import ConfigError, DaemonError
+from urchin.facade import Memory
+from urchin.facade.hybrid import adopt_embedded, stop_embedded
 from urchin.fileio import ensure_private_dir, write_private
-from urchin.memory import Memory
-from urchin.memory.index import adopt_embedded, stop_embedded
 from urchin.timestamps import format_timestamp
 
 __all__ = ["Daemon", "DaemonLock", "Extension", "sd_notify", "lock_path", "LOG_FORMAT"]
@@ -108,10 +108,10 @@ class DaemonLock:
 
 
 def _http_protocol() -> Any:
-    """httptools with a response's writes joined (urchin/daemon/protocol.py), or uvicorn's choice
+    """httptools with a response's writes joined (urchin/daemon/uvicorn_protocol.py), or uvicorn's choice
     ("auto": h11) where httptools does not install."""
     try:
-        from urchin.daemon.protocol import JoinedWritesProtocol
+        from urchin.daemon.uvicorn_protocol import JoinedWritesProtocol
     except ImportError:
         return "auto"
     return JoinedWritesProtocol
@@ -307,7 +307,7 @@ class Daemon:
             "started": format_timestamp(ms=False),
             "version": VERSION,
             "mcp": self.serves_mcp,
-            "code": wire.code_stamp(),
+            "code": daemon_http.code_stamp(),
             "token_path": None if self.settings.intake_token else str(self.settings.token_path),
         }
         write_private(self.settings.daemon_file, orjson.dumps(info, option=orjson.OPT_INDENT_2) + b"\n", sync=False)

@@ -17,10 +17,10 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
-from urchin.checks import check_number, unknown_parameter
 from urchin.daemon.browser import CODE_TTL_S, SESSION_TTL_S, BrowserSession, BrowserSessions, cookie_name
 from urchin.daemon.security import SESSION, VIA
 from urchin.errors import QueryError, UrchinError, ValidationError
+from urchin.value_checks import check_number, unknown_parameter
 
 __all__ = ["viewer_routes", "STATIC_FILES"]
 

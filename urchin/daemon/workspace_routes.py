@@ -18,7 +18,7 @@ from urchin.daemon.security import GRANT
 from urchin.errors import QueryError
 
 if TYPE_CHECKING:
-    from urchin.memory.facade import Facade
+    from urchin.facade.api import Facade
 
 __all__ = ["workspace_routes", "request_args", "request_params", "held"]
 

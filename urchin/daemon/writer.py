@@ -26,8 +26,8 @@ from typing import cast
 
 from urchin.errors import DaemonError, JournalError
 from urchin.event import Event
+from urchin.facade import Memory
 from urchin.ingest import BatchReport, IngestResult
-from urchin.memory import Memory
 
 __all__ = ["GroupWriter", "WriterStats"]
 

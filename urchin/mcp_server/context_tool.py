@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from urchin.contract.render import render_context
 
 if TYPE_CHECKING:
-    from urchin.memory.facade import Facade
+    from urchin.facade.api import Facade
     from urchin.params.context import ContextParams
 
 __all__ = ["RUNNERS", "OUTPUT", "DOCS", "READ_ONLY"]

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from urchin.contract.render import render_document, render_document_search
 
 if TYPE_CHECKING:
-    from urchin.memory.facade import Facade
+    from urchin.facade.api import Facade
     from urchin.params.documents import DocumentSearchParams
     from urchin.params.sources import DocumentParams
 

@@ -21,14 +21,14 @@ from mcp.shared.exceptions import MCPError
 from starlette.responses import Response
 from starlette.routing import Route
 
+from urchin.api_tokens import Grant
 from urchin.contract.access import needs_refusal, spans_refusal
 from urchin.mcp_server.schemas import SERVER_INSTRUCTIONS
 from urchin.mcp_server.stdio import MAX_LINE_BYTES, BadLine, parse_line, serve_lines
 from urchin.mcp_server.tools import run_tool, short, tool_error, tool_list
-from urchin.tokens import Grant
 
 if TYPE_CHECKING:
-    from urchin.memory.facade import Facade
+    from urchin.facade.api import Facade
 
 __all__ = ["build_server", "serve_stdio", "streamable_http_app", "McpHttp", "LOOPBACK"]
 

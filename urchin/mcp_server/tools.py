@@ -29,13 +29,13 @@ from urchin.redact import redact_message
 from urchin.search.query import SearchResult
 
 if TYPE_CHECKING:
-    from urchin.memory.facade import Facade
+    from urchin.api_tokens import Grant
+    from urchin.facade.api import Facade
     from urchin.params.ephemeral import EphemeralParams
     from urchin.params.forget import ForgetParams
     from urchin.params.ingest import IngestParams
     from urchin.params.reading import GetParams
     from urchin.params.remember import RememberParams
-    from urchin.tokens import Grant
 
 __all__ = ["TOOL_NAMES", "run_tool", "check_arguments", "parse_arguments", "tool_list", "tool_error", "short"]
 

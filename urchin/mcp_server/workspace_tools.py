@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING, Any
 from urchin.contract.render import render_context, render_memories, render_memory, render_overview
 
 if TYPE_CHECKING:
-    from urchin.memory.facade import Facade
+    from urchin.facade.api import Facade
     from urchin.params.sources import FetchParams, QuerySourceParams
-    from urchin.params.workspace import FileParams, MemoryParams
+    from urchin.params.workspace import CuratedMemoryParams, FileParams
 
 __all__ = ["RUNNERS", "OUTPUT", "DOCS", "READ_ONLY"]
 
@@ -35,7 +35,7 @@ def _list_memories(memory: Facade, a: dict[str, Any]) -> Reply:
     return render_memories(items), {"memories": items}
 
 
-def _get_memory(memory: Facade, a: MemoryParams) -> Reply:
+def _get_memory(memory: Facade, a: CuratedMemoryParams) -> Reply:
     result = memory.memory_get(a)
     return render_memory(result), result
 

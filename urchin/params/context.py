@@ -13,7 +13,6 @@ from dataclasses import MISSING, dataclass, field, fields
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from urchin.checks import camel, check_bool, check_number, describe, unknown_parameter
 from urchin.errors import QueryError, ValidationError
 from urchin.event import check_name, clean_text
 from urchin.params.limits import (
@@ -31,6 +30,7 @@ from urchin.params.limits import (
     STRATEGIES,
 )
 from urchin.timestamps import MAX_HOURS, format_timestamp, parse_timestamp
+from urchin.value_checks import camel, check_bool, check_number, describe, unknown_parameter
 
 __all__ = ["ContextParams", "SubQuery", "BOUNDS", "DEFAULTS", "WIRE_NAMES"]
 

@@ -4,7 +4,7 @@ validated when built.
 Names, defaults and bounds are the seed's own page's (`urchin/params/limits.py`); the query and tags
 are checked as `search_context` checks them (`ContextParams`, the one query checker). The contract
 builds one at the edge (naming a bad field as the caller spelled it: `--source-type` in the CLI,
-`sourceType` over HTTP and MCP); the index's search (`urchin/index/docsearch.py`) takes it as it is.
+`sourceType` over HTTP and MCP); the index's search (`urchin/hybrid/docsearch.py`) takes it as it is.
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any, ClassVar
 
-from urchin.checks import camel, check_bool, check_number, describe
 from urchin.errors import QueryError
 from urchin.params.context import ContextParams
 from urchin.params.limits import (
@@ -23,6 +22,7 @@ from urchin.params.limits import (
     DOCUMENT_SOURCE_TYPES,
 )
 from urchin.params.reading import parse_fields, set_checked
+from urchin.value_checks import camel, check_bool, check_number, describe
 
 __all__ = ["DocumentSearchParams"]
 

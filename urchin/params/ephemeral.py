@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from urchin.checks import check_number, describe
 from urchin.errors import QueryError
 from urchin.params.limits import EPHEMERAL_ACTIONS as ACTIONS
 from urchin.params.limits import MAX_EPHEMERAL_MINUTES as MAX_MINUTES
 from urchin.params.reading import TypedParams, set_checked
+from urchin.value_checks import check_number, describe
 
 __all__ = ["EphemeralParams"]
 

@@ -12,11 +12,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from urchin.checks import check_bool
 from urchin.clipping import quoted
 from urchin.errors import QueryError, ValidationError
 from urchin.params.reading import TypedParams, set_checked
 from urchin.timestamps import parse_timestamp
+from urchin.value_checks import check_bool
 
 __all__ = ["ForgetParams", "MAX_IDS"]
 

@@ -13,11 +13,11 @@ from collections.abc import Mapping
 from dataclasses import MISSING, dataclass, fields
 from typing import Any, ClassVar, Self, TypeVar
 
-from urchin.checks import check_bool, check_number, describe, unknown_parameter
 from urchin.errors import QueryError
 from urchin.params.limits import MAX_LIMIT
 from urchin.params.search import label_filter
 from urchin.timestamps import MAX_HOURS
+from urchin.value_checks import check_bool, check_number, describe, unknown_parameter
 
 __all__ = ["RecentParams", "SemanticParams", "SessionParams", "WorkspaceParams", "GetParams", "TailParams",
            "TypedParams", "parse_fields", "set_checked", "required_text", "check_texts", "tags_of"]

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from urchin.checks import check_number
 from urchin.errors import QueryError
 from urchin.params.limits import MAX_RECALL_BUDGET, MAX_RECALL_PROMPT_CHARS
 from urchin.params.reading import TypedParams, check_texts, set_checked
+from urchin.value_checks import check_number
 
 __all__ = ["RecallParams"]
 

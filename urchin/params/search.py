@@ -11,11 +11,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
-from urchin.checks import check_number, describe, unknown_parameter
 from urchin.errors import QueryError, ValidationError
 from urchin.event import check_label, clean_text
 from urchin.params.limits import MAX_LIMIT, SEARCH_HOURS, SEARCH_LIMIT, SEARCH_SCOPES
 from urchin.timestamps import MAX_HOURS
+from urchin.value_checks import check_number, describe, unknown_parameter
 
 __all__ = ["SearchParams", "label_filter"]
 

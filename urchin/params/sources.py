@@ -12,10 +12,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from urchin.checks import check_bool, check_number, describe
 from urchin.errors import QueryError
 from urchin.params.limits import FETCH_MODES, MAX_CONTEXT_LIMIT, MAX_QUERY_CHARS
 from urchin.params.reading import TypedParams, required_text, set_checked
+from urchin.value_checks import check_bool, check_number, describe
 
 __all__ = ["QuerySourceParams", "FetchParams", "DocumentParams"]
 

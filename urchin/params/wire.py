@@ -17,8 +17,8 @@ from dataclasses import MISSING, fields
 from datetime import datetime
 from typing import Any
 
-from urchin.checks import camel
 from urchin.timestamps import format_timestamp
+from urchin.value_checks import camel
 
 __all__ = ["to_wire", "field_values", "jsonable"]
 

@@ -1,5 +1,5 @@
 """The typed parameters of the reads of workspace files and curated memories: `get_file` (`FileParams`)
-and `get_memory` (`MemoryParams`), each validated when built.
+and `get_memory` (`CuratedMemoryParams`), each validated when built.
 
 The contract builds them at the edge (naming a bad field as the caller spelled it: `--from-line` in the
 CLI, `fromLine` over HTTP and MCP) and `Memory` takes them as they are; a Python caller builds them too
@@ -12,11 +12,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from urchin.checks import check_number
 from urchin.params.limits import MAX_FROM_LINE, MAX_LINES, MAX_MEMORY_TOKEN_BUDGET
 from urchin.params.reading import TypedParams, required_text, set_checked
+from urchin.value_checks import check_number
 
-__all__ = ["FileParams", "MemoryParams"]
+__all__ = ["FileParams", "CuratedMemoryParams"]
 
 
 def _whole(value: Any, name: str, high: int) -> int:
@@ -40,7 +40,7 @@ class FileParams(TypedParams):
 
 
 @dataclass(frozen=True, slots=True)
-class MemoryParams(TypedParams):
+class CuratedMemoryParams(TypedParams):
     """A curated memory by slug, its members' contents cut to `token_budget` tokens (4 characters each)."""
 
     slug: str

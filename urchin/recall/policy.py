@@ -15,9 +15,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from urchin.checks import check_bool, check_number
 from urchin.errors import ConfigError, QueryError
 from urchin.params.limits import MAX_RECALL_BUDGET as MAX_BUDGET
+from urchin.value_checks import check_bool, check_number
 
 __all__ = ["Policy", "SESSION_BUDGET", "PROMPT_BUDGET", "MAX_BUDGET"]
 

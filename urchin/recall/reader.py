@@ -76,9 +76,9 @@ def local(settings: Settings, *, save: bool = True) -> Reader:
         return part("cosine", cosine).search_lazily(query, since_ms=since_ms, limit=limit, filters=filters)
 
     def memories() -> list[tuple[str, str, str]]:
-        from urchin.workspace.memories import MemoryStore
+        from urchin.workspace.curated import CuratedMemories
 
-        return [(m.slug, m.title, m.use_when) for m in MemoryStore(settings.home).list()]
+        return [(m.slug, m.title, m.use_when) for m in CuratedMemories(settings.home).list()]
 
     def redact(text: str) -> str:
         return str(part("ingestor", ingestor).redactor.redact_text(text)[0])

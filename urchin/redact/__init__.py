@@ -16,6 +16,7 @@ from typing import Any
 
 from urchin.errors import ConfigError
 from urchin.event import Event
+from urchin.redact._decoded import may_hide, scans
 from urchin.redact._event import MARKER, FieldRedactor, replace_spans
 from urchin.redact._rules import (
     AFTER_KEY,
@@ -52,7 +53,6 @@ from urchin.redact._rules import (
     mask,
     prose,
 )
-from urchin.redact._views import may_hide, scans
 
 __all__ = ["MARKER", "Finding", "Redactor", "redact_event", "redact_message", "redact_text", "scan_text"]
 

@@ -134,7 +134,7 @@ def build(index: TokenCosineIndex, *, dim: int = DIM, context: float = 0.5, max_
 def learn(vocab: Sequence[str] | Vocabulary, df: np.ndarray, prev: np.ndarray, nxt: np.ndarray, postings: Postings, *,
           dim: int = DIM, context: float = 0.5, max_terms: int = MAX_TERMS, max_docs: int = MAX_DOCS,
           seed: int = 0) -> Associations:
-    """`build` from an index's parts alone (a process that loads only these: `urchin.search.learn`):
+    """`build` from an index's parts alone (a process that loads only these: `urchin.search.assoc_child`):
     its vocabulary in id order and `df`, its rows' session links `prev`/`nxt` (one per row), and
     `postings(since)`, (rows, tf, terms) chunks holding at least every posting from row `since` on.
     Memory: 12 bytes per (row, term) entry of the newest `max_docs` rows and their neighbours."""

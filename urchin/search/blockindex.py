@@ -44,7 +44,7 @@ from urchin.search.blockbuild import (
 from urchin.search.blockbuild import ZONE as _ZONE
 from urchin.search.blockstore import HEADER_SIZE as _HEADER_SIZE
 from urchin.search.blockstore import Store, read_header
-from urchin.search.blockview import Segments, View, release_map
+from urchin.search.blockview import BlockSnapshot, Segments, release_map
 
 __all__ = ["BlockIndex", "CatchUp", "query_hashes", "BLOCK_TARGET", "BITS_LOG2"]
 
@@ -84,7 +84,7 @@ class BlockIndex:
         self._mutex = threading.Lock()  # flock does not exclude threads sharing one descriptor
         self._lock_fd: int | None = None
         self._cached: tuple[int, int, int] | None = None
-        self._view: View | None = None
+        self._view: BlockSnapshot | None = None
         self._bits_map: Any = None     # the rows (newest blocks) mapped; the segments are read, not mapped
         self._segments: Segments | None = None
         self._used: float | None = None   # when a query last read the bits map (None: released since)
@@ -93,7 +93,7 @@ class BlockIndex:
 
     # ---- public ---------------------------------------------------------------------------
     @contextmanager
-    def snapshot(self) -> Iterator[View]:
+    def snapshot(self) -> Iterator[BlockSnapshot]:
         """Catch up with the journal, then yield a view held under a shared lock."""
         with self._mutex:
             fd = self._lock()
@@ -346,14 +346,14 @@ class BlockIndex:
             self._mutex.release()
 
     # ---- reading --------------------------------------------------------------------------
-    def _load_view(self) -> View:
+    def _load_view(self) -> BlockSnapshot:
         """The current snapshot; reloaded only when another catch-up moved the header."""
         import mmap
 
         with self.zones_path.open("rb") as zf:
             header = read_header(zf.read(_HEADER_SIZE))
             if header is None:
-                return View(0, 0, array("q"), None)
+                return BlockSnapshot(0, 0, array("q"), None)
             n, end = header.n, header.end
             # the change time too: a compaction elsewhere may cut blocks and rebuild to the same (n, end)
             changed = os.fstat(zf.fileno()).st_mtime_ns
@@ -369,7 +369,7 @@ class BlockIndex:
         if header.tail:
             with self.rows_path.open("rb") as rf:
                 rows = self._bits_map = mmap.mmap(rf.fileno(), header.tail * ROW, access=mmap.ACCESS_READ)
-        self._view = View(n, end, zones, rows, self._segments_of(header.segments, header.n - header.tail))
+        self._view = BlockSnapshot(n, end, zones, rows, self._segments_of(header.segments, header.n - header.tail))
         self._cached = (n, end, changed)
         return self._view
 

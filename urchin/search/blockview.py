@@ -1,6 +1,6 @@
 """The read side of the substring block index: a snapshot's zone maps and trigram bitmaps.
 
-A `View` is what a query reads under the index's shared lock: it yields the blocks that may hold
+A `BlockSnapshot` is what a query reads under the index's shared lock: it yields the blocks that may hold
 a literal, newest first, from the zone maps and the bitmaps (`blockstore.py` has their layout).
 The segments' columns are read with `pread` and kept as ints by `Segments`, which outlives views;
 only the newest blocks' rows are mapped. Numpy-free (the CLI's cold start).
@@ -17,7 +17,7 @@ from typing import Any
 
 from urchin.search.blockbuild import FAR, ROW
 
-__all__ = ["View", "Segments", "release_map"]
+__all__ = ["BlockSnapshot", "Segments", "release_map"]
 
 _EAGER = 48  # newest blocks checked row by row before one AND over all
 _SPARSE = 4  # blocks the AND passes under 1/_SPARSE of the window's rest: only they are visited
@@ -63,7 +63,7 @@ class Segments:
     def close(self) -> None:
         os.close(self.fd)
 
-class View:
+class BlockSnapshot:
     """A consistent snapshot of the index, read under a shared lock: zone arrays, the full segments'
     columns, and the bitmap rows of the blocks after them (`bits`, row-major)."""
 

@@ -18,25 +18,25 @@ from urchin.journal import LineCheck
 from urchin.search import cosine_dense, cosine_prune, cosine_sparse, cosine_state, cosine_weights, thesaurus
 from urchin.search.assoc import TF_WEIGHT as _TF_WEIGHT
 from urchin.search.assoc import Associations
+from urchin.search.cosine_extract import LABELS, Batch, TermExtractor
 from urchin.search.cosine_query import Query, Scored, Scratch, Window
 from urchin.search.cosine_sessions import WindowLengths
 from urchin.search.cosine_settings import DEFAULTS, RankingSettings
 from urchin.search.cosine_state import IndexState
-from urchin.search.extract import LABELS, Batch, TermExtractor
 from urchin.search.links import link_rows
 from urchin.search.postings import Blob, Codes, Column, Segment, SplitColumn, Triples, release_pages, walk
 from urchin.search.query import check_limit, check_query
 from urchin.search.scope import SessionScopes
 from urchin.search.score import TOKEN_COSINE
+from urchin.search.terms import tokenize
 from urchin.search.thesaurus import Thesaurus
-from urchin.search.tokens import tokenize
 
 __all__ = ["IndexState", "RankingSettings", "Scored", "TokenCosineIndex", "event_terms", "MEMORY_PRIOR",
            "NAMED_SOURCE_PRIOR", "EXPAND", "EXPAND_TERMS"]
 
 _FREEZE_POSTINGS = 1 << 18  # pending postings frozen into a CSR segment beyond this
 _MAX_MERGE_POSTINGS = 1 << 22  # segments are not merged beyond this: a merge needs old + new in memory
-# The shipped priors and expansion, which the hybrid index's legs share (urchin/index/): see RankingSettings.
+# The shipped priors and expansion, which the hybrid index's legs share (urchin/hybrid/): see RankingSettings.
 MEMORY_PRIOR = DEFAULTS.memory  # a memory's score counts 1 + this
 NAMED_SOURCE_PRIOR = DEFAULTS.named_source  # an event from a source the query names counts 1 + this
 EXPAND, EXPAND_TERMS = DEFAULTS.expand, DEFAULTS.expand_terms   # learned associations: weight, how many

@@ -27,7 +27,7 @@ from urchin.search.assoc import TF_WEIGHT
 from urchin.search.cosine_query import Query, Scored, member
 from urchin.search.cosine_sparse import Postings, _Ranking
 from urchin.search.postings import distinct
-from urchin.search.tokens import named
+from urchin.search.terms import named
 
 if TYPE_CHECKING:
     from urchin.search.cosine import TokenCosineIndex

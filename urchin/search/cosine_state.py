@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from urchin.search.extract import LABELS, TermExtractor
+from urchin.search.cosine_extract import LABELS, TermExtractor
 from urchin.search.postings import Blob, Codes, Column, Segment, SplitColumn
 from urchin.search.scope import SessionScopes
 from urchin.search.vocab import Vocabulary

@@ -17,13 +17,13 @@ from pathlib import Path
 
 import numpy as np
 
-from urchin.forget import ForgetLog
 from urchin.journal import Journal
 from urchin.search import assoc, cosine_store
 from urchin.search.cosine import TokenCosineIndex
+from urchin.search.cosine_extract import WorkerError, extract_parallel, line_aligned_end
 from urchin.search.cosine_tail import FIRST_TAIL_BYTES, TAIL_BYTES, Tail
-from urchin.search.extract import WorkerError, extract_parallel, line_aligned_end
 from urchin.search.postings import RowOffsets, release_pages
+from urchin.tombstones import ForgetLog
 
 __all__ = ["CosineViewBase", "SAVE_EVERY", "BULK_BYTES", "BUILD_SAVE_S", "BUILD_RETRY_S"]
 
@@ -62,7 +62,7 @@ class CosineViewBase:
         self._reuse: cosine_store.Reuse = {}
         self._learned: tuple[tuple[int, int, int], assoc.Associations | None] | None = None  # see associations()
         # The daemon: associations are built by a child process at the lowest priority, never in this
-        # one (see urchin/search/learn.py), and only at saves, never before a query.
+        # one (see urchin/search/assoc_child.py), and only at saves, never before a query.
         self.learn_apart = False
         # The daemon: saves are the follower's (its catch-up), never a query's, whose caller would
         # wait for hundreds of megabytes written (seconds, the first save after a build).

@@ -14,10 +14,10 @@ from collections.abc import Iterator
 from urchin.requests_first import give_way, lower_thread_priority
 from urchin.search import assoc, cosine_store
 from urchin.search.cosine import TokenCosineIndex
+from urchin.search.cosine_extract import Batch, WorkerError, extract_parallel, line_aligned_end
 from urchin.search.cosine_tail import Tail, identity_of
 from urchin.search.cosine_view import _CATCH_UP_BYTES, BUILD_RETRY_S, _release_free_memory
 from urchin.search.cosine_view_learn import LearningView
-from urchin.search.extract import Batch, WorkerError, extract_parallel, line_aligned_end
 from urchin.search.postings import Segment
 
 __all__ = ["BuildingView"]

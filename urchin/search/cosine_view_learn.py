@@ -1,5 +1,5 @@
 """The token-cosine view's saves and the associations learned from what they saved: built inline for
-a small index, by a child process at the lowest priority for the daemon's (`urchin.search.learn`),
+a small index, by a child process at the lowest priority for the daemon's (`urchin.search.assoc_child`),
 read back from beside the saved index for every other ranking.
 """
 
@@ -129,14 +129,14 @@ class LearningView(CosineViewBase):
 
     def _learn_once(self, generation: int) -> None:
         """Build the associations of the index last saved in a child process at the lowest priority
-        (`urchin.search.learn`), then install them beside it, if this view has not started over since
+        (`urchin.search.assoc_child`), then install them beside it, if this view has not started over since
         and the saved index still covers the journal; whatever fails leaves the old model in use."""
         folder = self.index_dir
         assert folder is not None
         for old in folder.parent.glob(f"*.{folder.name}.learned.*"):   # a dead child's (one daemon per home)
             old.unlink(missing_ok=True)
         out = folder.with_name(f".{folder.name}.learned.{os.getpid()}-{generation}.tmp")
-        command, env = python_child("urchin.search.learn")
+        command, env = python_child("urchin.search.assoc_child")
         try:
             done = subprocess.run([*command, str(folder), str(self.journal.path), str(out), str(os.getpid())],
                                   env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,

@@ -13,7 +13,7 @@ import numpy as np
 from urchin.event import MEMORY_KINDS
 from urchin.search.cosine_query import member
 from urchin.search.score import TOKEN_COSINE
-from urchin.search.tokens import named
+from urchin.search.terms import named
 
 if TYPE_CHECKING:
     from urchin.search.cosine import TokenCosineIndex

@@ -15,7 +15,6 @@ from typing import Any
 import orjson
 
 from urchin.event import Event
-from urchin.forget import ForgetLog
 from urchin.journal import Journal
 from urchin.search.cosine_view import _CATCH_UP_BYTES
 from urchin.search.embedder import Embedder
@@ -23,6 +22,7 @@ from urchin.search.query import Filters, Hit
 from urchin.search.ranked import constraints
 from urchin.search.score import EMBEDDER, Z_SPAN, Evidence, z_unit
 from urchin.search.vectors import BACKGROUND_CHUNK, CacheBusy, VectorCache, embed_events
+from urchin.tombstones import ForgetLog
 
 __all__ = ["EmbeddingView", "embedder_evidence", "embedder_explain", "embedder_score"]
 

@@ -1,8 +1,8 @@
 """What a search index needs of a stored journal line, read without building an `Event`.
 
-A token-cosine build (`search/extract.py`) reads millions of lines: `searchable_fields` reads a line
+A token-cosine build (`search/cosine_extract.py`) reads millions of lines: `searchable_fields` reads a line
 of our own shape inline, by `Event.from_record`'s rules, and hands any other (the reference shape, meta
-fallbacks) to `from_record` itself, so both read every line the same (tests/test_extract.py).
+fallbacks) to `from_record` itself, so both read every line the same (tests/test_cosine_extract.py).
 """
 
 from __future__ import annotations

@@ -7,12 +7,12 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from urchin.checks import check_number
 from urchin.errors import QueryError
 from urchin.event import Event, clean_text
 from urchin.params.limits import MAX_LIMIT
 from urchin.params.search import label_filter
 from urchin.timestamps import MAX_HOURS, format_timestamp
+from urchin.value_checks import check_number
 
 __all__ = ["Filters", "Hit", "SearchResult", "check_query", "check_hours", "check_limit", "window_start_ms",
            "MAX_LIMIT", "one_line", "AUDIT", "hides_audit", "older_hint"]

@@ -11,7 +11,7 @@ from urchin.event import Event
 from urchin.search.cosine import Scored
 from urchin.search.query import Hit
 from urchin.search.score import TOKEN_COSINE, Evidence
-from urchin.search.tokens import terms_of, tokenize
+from urchin.search.terms import terms_of, tokenize
 from urchin.search.websearch import parse
 
 __all__ = ["CONSTRAINED_EXTRA", "WEAK_SCORE", "constraints", "cosine_explain", "weakness"]

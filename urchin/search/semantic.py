@@ -23,7 +23,7 @@ from urchin.search.cosine_view_learn import INLINE_ASSOC_ROWS
 from urchin.search.embedding_view import EmbeddingView, embedder_evidence
 from urchin.search.query import Filters, Hit
 from urchin.search.ranked import CONSTRAINED_EXTRA, WEAK_SCORE, constraints, cosine_explain, weakness
-from urchin.search.tokens import terms_of, tokenize
+from urchin.search.terms import terms_of, tokenize
 from urchin.search.websearch import parse
 
 __all__ = ["TokenCosineView", "EmbeddingView", "SAVE_EVERY", "BULK_BYTES", "WEAK_SCORE", "weakness",

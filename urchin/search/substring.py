@@ -23,13 +23,13 @@ import orjson
 from urchin.errors import JournalError
 from urchin.event import Event
 from urchin.fileio import line_chunks
-from urchin.forget import ForgetLog, forget_hash
 from urchin.journal import Journal
 from urchin.search.blockbuild import FAR
 from urchin.search.blockindex import BlockIndex, CatchUp, query_hashes
-from urchin.search.blockview import View
+from urchin.search.blockview import BlockSnapshot
 from urchin.search.foldcache import FoldCache, fold_block
 from urchin.search.query import Filters
+from urchin.tombstones import ForgetLog, forget_hash
 
 __all__ = ["SubstringSearcher"]
 
@@ -219,7 +219,7 @@ class SubstringSearcher:
         self.index.close()
 
     # ---- indexed path -------------------------------------------------------------------------
-    def _search_view(self, view: View, folded: str | None, since_ms: int, until_ms: int | None, limit: int,
+    def _search_view(self, view: BlockSnapshot, folded: str | None, since_ms: int, until_ms: int | None, limit: int,
                      filters: Filters, best: _Best, hidden: frozenset[bytes], serve: _Serve | None = None) -> None:
         hashes = query_hashes(folded.encode("utf-8", "surrogatepass")) if folded else set()
         blocks = view.candidates(hashes, since_ms, until_ms)

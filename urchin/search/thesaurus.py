@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from functools import cache
 from importlib import resources
 
-from urchin.search.tokens import tokenize
+from urchin.search.terms import tokenize
 
 __all__ = ["Thesaurus", "default"]
 
