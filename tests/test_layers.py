@@ -15,7 +15,8 @@ PACKAGE = Path(urchin.__file__).parent
 
 # Lower number = lower layer. A module may import only from its own layer or below.
 LAYERS = [
-    ("urchin.errors", 0), ("urchin.value_checks", 1), ("urchin.event", 1), ("urchin.daemon_http", 1), ("urchin.config", 2),
+    ("urchin.errors", 0), ("urchin.value_checks", 1), ("urchin.event", 1), ("urchin.daemon_http", 1),
+    ("urchin.config", 2),
     ("urchin.home", 1), ("urchin.uuid7", 1),                # the home's rule and new ids, standard library only
     ("urchin.reference_shape", 1),                          # the reference Urchin's lines folded into the event model
     ("urchin.event_fields", 1),                             # what each field of an event may hold

@@ -265,8 +265,8 @@ def test_no_module_reads_journal_lines_past_the_proof_check() -> None:
         ("facade/timeorder.py", "_stamps", "Event.from_json"),              # timestamps and offsets only:
         ("facade/timeorder.py", "_stamps", "b'{\"id\":\"'"),                 # the page reads via Journal.event
         ("facade/forgetting.py", "Forgetting.redact_rewrite.rewrite", "Event.from_json"),  # redacts and signs
-        ("forget.py", "line_id", "loads(line)"), ("forget.py", "line_id", "b'{\"id\":\"'"),  # compaction
-        ("forget.py", "_record", "loads(line)"),                            # the forget log, not the journal
+        ("tombstones.py", "line_id", "loads(line)"), ("tombstones.py", "line_id", "b'{\"id\":\"'"),  # compaction
+        ("tombstones.py", "_record", "loads(line)"),                        # the forget log, not the journal
         ("facade/backup.py", "_record", "loads(line)"),                     # the forget log, copied to a backup
         ("idindex.py", "_line_id", "loads(line)"),                          # id -> offset sidecar, never served
         ("search/blockbuild.py", "scan_lines", "loads(line)"),              # trigram/zone maps: a prefilter

@@ -372,7 +372,8 @@ class Memory:
     memory_list = Delegated(Workspace.memory_list, "_workspace")
 
     def memory_get(self, slug: str | CuratedMemoryParams, token_budget: int = 8000) -> MemoryContents:
-        """A curated memory with every member's current contents, and coverage notes (`CuratedMemoryParams`, or its fields)."""
+        """A curated memory with every member's current contents, and coverage notes (`CuratedMemoryParams`,
+        or its fields)."""
         from urchin.params.workspace import CuratedMemoryParams
         return self._workspace.memory_get(typed(CuratedMemoryParams, slug, token_budget))
 

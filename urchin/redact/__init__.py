@@ -131,7 +131,7 @@ class Redactor:
         """Secret spans in `text`, non-overlapping and sorted; allow-listed ones removed.
 
         The rules run on the text and on each decoded view of it (URL, JSON, C, HTML escapes, terminal
-        colours, wraps and look-alikes, see `_views`), there only where decoding changed something;
+        colours, wraps and look-alikes, see `_decoded`), there only where decoding changed something;
         a span found in a view covers the escapes it came from.
         """
         found = self._rules(text)
