@@ -31,7 +31,7 @@ def test_no_retired_module_comes_back() -> None:
     script, modules = _script(), set(_modules())
     back = sorted(old for old in script.MODULES if old in modules)
     assert back == [], f"retired module names are back (docs/glossary.md): {back}"
-    # nor the old leaf at the new place (`urchin.facade.index` for the retired `urchin.memory.index`)
+    # nor an old leaf under its package's new name (the facade's part for the hybrid index named `index` again)
     again = sorted(f"{script.renamed(old.rpartition('.')[0])}.{old.rpartition('.')[2]}" for old in script.MODULES)
     assert sorted(set(again) & modules) == [], "a retired name under its package's new name"
     missing = sorted(new for new in script.MODULES.values() if new not in modules)
