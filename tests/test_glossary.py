@@ -1,7 +1,8 @@
-"""docs/glossary.md holds: the modules and classes renamed for one meaning per word (scripts/rename_modules.py
-keeps the map) do not come back, under their old name or at their new place, nothing in the tree still
-names them (a run of the script would change nothing), and every module the glossary names exists or
-is one it retires. In process: the script's own functions over the tracked files, no git mv."""
+"""docs/glossary.md holds: the modules, classes and mirroring tests renamed for one meaning per word
+(scripts/rename_modules.py keeps the map) do not come back, under their old name or at their new
+place, nothing in the tree still names them (a run of the script would change nothing), and every
+module the glossary names exists or is one it retires. In process: the script's own functions over
+the tracked files, no git mv."""
 
 from __future__ import annotations
 
@@ -36,6 +37,12 @@ def test_no_retired_module_comes_back() -> None:
     assert sorted(set(again) & modules) == [], "a retired name under its package's new name"
     missing = sorted(new for new in script.MODULES.values() if new not in modules)
     assert missing == [], f"the glossary's modules are gone: {missing} (update scripts/rename_modules.py)"
+
+
+def test_tests_mirror_the_new_names() -> None:
+    tests = _script().TESTS
+    assert sorted(old for old in tests if (REPO / old).exists()) == [], "a test module named for a retired module"
+    assert sorted(new for new in tests.values() if not (REPO / new).exists()) == []
 
 
 def test_no_class_takes_a_retired_name() -> None:
