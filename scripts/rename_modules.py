@@ -53,6 +53,7 @@ MODULES = {
     "urchin.search.tokens": "urchin.search.terms",
     # names that did not say what the module holds
     "urchin.checks": "urchin.value_checks",
+    "urchin.children": "urchin.processes",                  # child processes and the one worker pool
     "urchin.wire": "urchin.daemon_http",                    # one HTTP request to the daemon, stdlib only
     "urchin.search.extract": "urchin.search.cosine_extract",
     "urchin.search.learn": "urchin.search.assoc_child",     # the learned associations' build, a child
