@@ -37,7 +37,7 @@ def _names_any(annotation: ast.expr) -> bool:
 
 
 def test_the_facade_protocol_names_no_any() -> None:
-    tree = ast.parse((PACKAGE / "memory" / "facade.py").read_text())
+    tree = ast.parse((PACKAGE / "facade" / "api.py").read_text())
     loose = [ast.unparse(a) for a in _annotations(tree) if _names_any(a)]
     assert not loose, f"urchin/facade/api.py still types with Any: {loose}"
     imported = [alias.name for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) for alias in node.names]
@@ -92,7 +92,7 @@ def _memory_builders(source: str) -> tuple[ast.ClassDef, list[ast.FunctionDef]]:
 def test_memory_wires_its_parts_in_one_place_without_closures_back_into_it() -> None:
     """`Memory.__init__` (and the parts built on first use) give each part the parts it calls, never a
     lambda or a bound method of `Memory`; no part imports the composer."""
-    cls, builders = _memory_builders((PACKAGE / "memory" / "__init__.py").read_text())
+    cls, builders = _memory_builders((PACKAGE / "facade" / "__init__.py").read_text())
     assert [b.name for b in builders][:1] == ["__init__"]
     assert _closures_back(cls, builders) == []
     from tests.test_layers import _graph
