@@ -105,10 +105,11 @@ class Store:
         self.sync()
         self.commit(n, end)
 
-    def sync(self, *, rows: bool = True) -> None:
+    def sync(self, *, rows: bool = True, columns: bool = True) -> None:
         """Make what was written durable, the bitmaps before the zones, before a header names them."""
-        for fd in (self.rfd, self.cfd, self.zfd) if rows else (self.cfd, self.zfd):
-            os.fdatasync(fd)
+        for fd in (self.rfd if rows else None, self.cfd if columns else None, self.zfd):
+            if fd is not None:
+                os.fdatasync(fd)
 
     def truncate(self, n: int) -> int:
         """Keep the first `n` blocks, or fewer: a segment cut inside is dropped whole. The blocks kept."""
@@ -160,6 +161,7 @@ class Store:
         self.sync(rows=False)
         self.segments += 1
         self.commit(n, end)
+        self.sync(rows=False, columns=False)   # the header durable before a row is written over (power loss)
 
     def _head_crc(self, end: int) -> int:
         return zlib.crc32(os.pread(self.jfd, min(_HEAD, end), 0))
