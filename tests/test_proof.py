@@ -270,7 +270,6 @@ def test_no_module_reads_journal_lines_past_the_proof_check() -> None:
         ("facade/backup.py", "_record", "loads(line)"),                     # the forget log, copied to a backup
         ("idindex.py", "_line_id", "loads(line)"),                          # id -> offset sidecar, never served
         ("search/blockbuild.py", "scan_lines", "loads(line)"),              # trigram/zone maps: a prefilter
-        ("search/blockbuild.py", "worker_main", "loads(line)"),             # its worker's job line
         ("search/foldcache.py", "_fold_line", "loads(line)"),               # casefolded copy: a prefilter
         ("facade/bulk.py", "prepare_batch", "loads(line)"),                 # import input, not the journal
         ("daemon/indexer.py", "IndexProcess._relay", "loads(line)"),        # a child's progress reports

@@ -251,35 +251,8 @@ def test_a_feeders_rows_carry_its_bound_account_whatever_the_events_say(tmp_path
 
 
 # ---- an existing database of the release before -----------------------------------------------
-_OLD_SETUP = """
-import sys
-from pathlib import Path
-import urchin
-assert urchin.__file__.startswith(sys.argv[3]), urchin.__file__
-from urchin.config import Settings
-from urchin.hybrid.pg_roles import add_feeder, setup_roles
-from urchin.hybrid.postgres import PostgresIndex
-from urchin.facade import Memory
-
-admin, tmp = sys.argv[1], Path(sys.argv[2])
-setup_roles(admin, owner_password="owner-pw", reader_password="reader-pw")
-for name, account, word in (("laptop", "ana", "zanzibar"), ("desktop", "bo", "quokka")):
-    url = add_feeder(admin, name, name + "-pw")["url"]
-    home = Memory(Settings.resolve(tmp / name, database_url=url, device=name, account=account))
-    home.ingest([{"content": f"{word} decision {i} about the payments rollout", "workspace": "ws",
-                  "session": "s-" + name, "source": "claude", "kind": "note"} for i in range(3)])
-    root = tmp / (name + "-files") / "project"
-    root.mkdir(parents=True)
-    (root / "NOTES.md").write_text(f"# Plan\\n\\nThe {word} rollout plan of {name}.\\n")
-    home.workspace_add(str(root))
-    home.index()
-    home.index_files()
-    home.close()
-    backend = PostgresIndex(url)
-    todo = backend.pending_embeddings("test-model", 100)
-    backend.write_embeddings("test-model", [(cid, [1.0, 0.0, 0.5]) for cid, *_ in todo])
-    backend.close()
-"""
+# an earlier release's code, under its module names (tests/fixtures/ is left alone by the renames)
+_OLD_SETUP = (Path(__file__).parent / "fixtures" / "old_release" / "team_setup.py").read_text()
 
 
 def urchin_package_at(commit: str, tmp_path: Path) -> Path:

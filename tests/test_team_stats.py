@@ -175,28 +175,8 @@ def test_an_event_at_any_valid_time_is_stored_and_served(tmp_path: Path, team_db
 
 # ---- a database of b0177b1 (schema 6), a feeder's forged counts in it -----------------------------
 _B0177B1 = "b0177b1"
-_OLD_FEED = """
-import sys
-from pathlib import Path
-import urchin
-assert urchin.__file__.startswith(sys.argv[3]), urchin.__file__
-from urchin.config import Settings
-from urchin.hybrid.pg_roles import add_feeder, setup_roles
-from urchin.facade import Memory
-
-admin, tmp = sys.argv[1], Path(sys.argv[2])
-setup_roles(admin, owner_password="owner-pw", reader_password="reader-pw")
-for name, account, word, n in (("laptop", "ana", "zanzibar", 1), ("desktop", "bo", "quokka", 5)):
-    url = add_feeder(admin, name, name + "-pw", account)["url"]
-    home = Memory(Settings.resolve(tmp / name, database_url=url, device=name, account=account))
-    home.ingest([{"content": f"{word} decision {i} about the payments rollout", "source": "claude", "kind": "note"}
-                 for i in range(n)])
-    if name == "laptop":    # its own partition, outside the window of schema 7
-        home.ingest([{"content": "wombat chronicle of 1985", "timestamp": "1985-03-04T00:00:00Z", "source": "claude",
-                      "kind": "note"}])
-    home.index()
-    home.close()
-"""
+# an earlier release's code, under its module names (tests/fixtures/ is left alone by the renames)
+_OLD_FEED = (Path(__file__).parent / "fixtures" / "old_release" / "team_feed.py").read_text()
 
 
 def test_a_database_of_b0177b1_with_forged_counts_migrates_and_is_repaired(tmp_path: Path, team_db: str) -> None:
