@@ -187,3 +187,41 @@ def test_numpy_and_python_make_the_same_columns() -> None:
     columns = blockstore.to_columns(rows, bulk=True)
     assert columns == blockstore.to_columns(rows, bulk=False)
     assert columns[5 * PER + 1] == rows[ROW + 5]   # byte 5 of the second row
+
+
+@freeze_time(NOW)
+def test_a_segments_header_is_durable_before_its_rows_are_written_over(memory: Memory,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """After a power loss the zones file may hold an older header, naming rows a later catch-up
+    overwrote: so a header that adds a segment is synced before any row is written over."""
+    written, synced = [0], [0]   # segments named by the last header written, and by the last one synced
+    real_pwrite, real_sync = os.pwrite, os.fdatasync
+
+    def name(fd: int) -> str:
+        return os.path.basename(os.readlink(f"/proc/self/fd/{fd}"))
+
+    def pwrite(fd: int, data: bytes, offset: int) -> int:
+        if name(fd) == "zones" and offset == 0 and data[:8] == blockstore.MAGIC:
+            written[0] = blockstore.read_header(data).segments   # type: ignore[union-attr]
+        elif name(fd) == "rows":
+            assert synced[0] == written[0], "rows written over while the header naming them may be lost"
+        return real_pwrite(fd, data, offset)
+
+    def fdatasync(fd: int) -> None:
+        real_sync(fd)
+        if name(fd) == "zones":
+            synced[0] = written[0]
+
+    monkeypatch.setattr(os, "pwrite", pwrite)
+    monkeypatch.setattr(os, "fdatasync", fdatasync)
+    for i in range(4):   # catch-ups small and large: rows turned into segments on the way
+        big_events(memory, 40 + 60 * i, seed=20 + i, tag=f"d{i}")
+        memory.substring.catch_up()
+    assert written[0] >= 4
+    size = memory.journal.size()   # a cut (the journal shrank into a segment) is durable before rows follow it
+    with memory.journal.path.open("r+b") as handle:
+        handle.seek(size // 3)
+        handle.truncate(size // 3 + handle.read().index(b"\n") + 1)
+    big_events(memory, 40, seed=30, tag="after")
+    assert memory.substring.catch_up().rebuilt
+    answers_match(memory)

@@ -203,7 +203,7 @@ class BlockIndex:
         if header is None:
             self._cached = None
             store.truncate(0)
-            store.commit(0, 0)
+            store.commit_synced(0, 0)
             return 0, 0, True
         n, end = header.n, header.end
         keep = n
@@ -218,7 +218,7 @@ class BlockIndex:
         self._cached = None
         keep = store.truncate(keep)
         new_end = min(store.zone(keep - 1)[1], end) if keep else 0
-        store.commit(keep, new_end)
+        store.commit_synced(keep, new_end)
         return keep, new_end, True
 
     def _index_range(self, store: Store, n: int, end: int, size: int,
