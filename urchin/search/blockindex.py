@@ -391,24 +391,26 @@ class BlockIndex:
         if header.tail:
             with self.rows_path.open("rb") as rf:
                 rows = self._bits_map = mmap.mmap(rf.fileno(), header.tail * ROW, access=mmap.ACCESS_READ)
-        self._view = View(n, end, zones, rows, self._segments_of(header.segments, header.n - header.tail))
+        self._view = View(n, end, zones, rows, self._segments_of(header.segments, zones[:(n - header.tail) * 5]))
         self._cached = (n, end, changed)
         return self._view
 
-    def _segments_of(self, count: int, blocks: int) -> Segments | None:
-        """The segments a header names: the ones read before (and their columns) while the file is unchanged."""
+    def _segments_of(self, count: int, zones: array) -> Segments | None:
+        """The segments a header names: the ones read before (and their columns) while the file and
+        their blocks' zones are unchanged. Not its mtime: a cut segment rebuilt within one tick of a
+        coarse clock leaves the file as long and as old; the zones name the blocks' bytes."""
         if not count:
             return None
         fd = os.open(self.columns_path, os.O_RDONLY)
         stat = os.fstat(fd)
-        identity = (stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns)
+        identity = (stat.st_dev, stat.st_ino, stat.st_size)
         kept = self._segments
-        if kept is not None and kept.count == count and kept.identity == identity:
+        if kept is not None and kept.count == count and kept.identity == identity and kept.zones == zones:
             os.close(fd)
             return kept
         if kept is not None:
             kept.close()
-        self._segments = Segments(fd, count, blocks // count, identity)
+        self._segments = Segments(fd, count, len(zones) // 5 // count, identity, zones)
         return self._segments
 
     def _drop_maps(self) -> None:
