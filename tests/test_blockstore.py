@@ -249,3 +249,30 @@ def test_columns_kept_between_views_are_not_reused_after_a_compaction_rebuilt_th
     every = [e for _, e in memory.journal.iter_events()]
     assert [searched(memory, tag, 0, 100) for tag in tags] == [reference(memory, tag, 0, 100, every=every)
                                                                for tag in tags]
+
+
+@freeze_time(NOW)
+def test_the_index_dropped_under_a_process_still_excludes_a_second_one(memory: Memory, tmp_path: Path) -> None:
+    """Another process's upgrade (or a user) drops `<journal>.sidx/` while this one keeps its lock file
+    open: the next catch-up locks the new directory's file, so two catch-ups never run at once."""
+    import fcntl
+    import shutil
+    import threading
+
+    big_events(memory, 60, seed=7)
+    memory.substring.catch_up()   # this process's lock file is open
+    shutil.rmtree(memory.substring.index.dir)
+    other = SubstringSearcher(memory.journal)   # a second process, on the new directory
+    held = other.index._lock()
+    fcntl.flock(held, fcntl.LOCK_EX)
+    done = threading.Event()
+    worker = threading.Thread(target=lambda: (memory.substring.catch_up(), done.set()))
+    worker.start()
+    try:
+        assert not done.wait(0.3), "a catch-up ran while another process held the index's lock"
+    finally:
+        fcntl.flock(held, fcntl.LOCK_UN)
+        worker.join(10)
+    assert done.is_set()
+    other.close()
+    answers_match(memory)

@@ -94,8 +94,7 @@ class BlockIndex:
     def snapshot(self) -> Iterator[View]:
         """Catch up with the journal, then yield a view held under a shared lock."""
         with self._mutex:
-            fd = self._lock()
-            fcntl.flock(fd, fcntl.LOCK_EX)
+            fd = self._lock_exclusive()
             try:
                 self._catch_up_locked(None)
                 fcntl.flock(fd, fcntl.LOCK_SH)  # writers wait for this query; readers do not
@@ -107,8 +106,7 @@ class BlockIndex:
     def catch_up(self, on_progress: Callable[[int], None] | None = None) -> CatchUp:
         """Index what the journal gained since the last catch-up (all of it the first time)."""
         with self._mutex:
-            fd = self._lock()
-            fcntl.flock(fd, fcntl.LOCK_EX)
+            fd = self._lock_exclusive()
             try:
                 return self._catch_up_locked(on_progress)
             finally:
@@ -123,8 +121,7 @@ class BlockIndex:
         can index the old file's tail while the lock is held.
         """
         with self._mutex:
-            fd = self._lock()
-            fcntl.flock(fd, fcntl.LOCK_EX)
+            fd = self._lock_exclusive()
             try:
                 self._truncate_past(offset)
                 yield
@@ -176,6 +173,23 @@ class BlockIndex:
             ensure_private_dir(self.dir)
             self._lock_fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o600)
         return self._lock_fd
+
+    def _lock_exclusive(self) -> int:
+        """The index's lock, held exclusively. The file held is checked to be the one at its path: when
+        the directory was dropped (an upgrade in another process, or by hand) it is opened again, or this
+        process and the next would lock different files and catch up at once."""
+        while True:
+            fd = self._lock()
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            held = os.fstat(fd)
+            try:
+                current = os.stat(self.lock_path)
+            except FileNotFoundError:
+                current = None
+            if current is not None and (current.st_dev, current.st_ino) == (held.st_dev, held.st_ino):
+                return fd
+            os.close(fd)   # closing it releases its lock
+            self._lock_fd = None
 
     def _catch_up_locked(self, on_progress: Callable[[int], None] | None) -> CatchUp:
         started = time.perf_counter()
