@@ -102,7 +102,7 @@ class Store:
     def commit_synced(self, n: int, end: int) -> None:
         """Commit, durably: what is written next (rows, zones) goes over what an older header names."""
         self.commit(n, end)
-        os.fdatasync(self.zfd)
+        self.sync(rows=False)
 
     def finish(self, n: int, end: int) -> None:
         """Commit a catch-up: rows past the last block dropped (a segment took them), data synced first."""
