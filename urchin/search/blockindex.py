@@ -96,8 +96,7 @@ class BlockIndex:
     def snapshot(self) -> Iterator[BlockSnapshot]:
         """Catch up with the journal, then yield a view held under a shared lock."""
         with self._mutex:
-            fd = self._lock()
-            fcntl.flock(fd, fcntl.LOCK_EX)
+            fd = self._lock_exclusive()
             try:
                 self._catch_up_locked(None)
                 fcntl.flock(fd, fcntl.LOCK_SH)  # writers wait for this query; readers do not
@@ -109,8 +108,7 @@ class BlockIndex:
     def catch_up(self, on_progress: Callable[[int], None] | None = None) -> CatchUp:
         """Index what the journal gained since the last catch-up (all of it the first time)."""
         with self._mutex:
-            fd = self._lock()
-            fcntl.flock(fd, fcntl.LOCK_EX)
+            fd = self._lock_exclusive()
             try:
                 return self._catch_up_locked(on_progress)
             finally:
@@ -125,8 +123,7 @@ class BlockIndex:
         can index the old file's tail while the lock is held.
         """
         with self._mutex:
-            fd = self._lock()
-            fcntl.flock(fd, fcntl.LOCK_EX)
+            fd = self._lock_exclusive()
             try:
                 self._truncate_past(offset)
                 yield
@@ -179,6 +176,23 @@ class BlockIndex:
             self._lock_fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o600)
         return self._lock_fd
 
+    def _lock_exclusive(self) -> int:
+        """The index's lock, held exclusively. The file held is checked to be the one at its path: when
+        the directory was dropped (an upgrade in another process, or by hand) it is opened again, or this
+        process and the next would lock different files and catch up at once."""
+        while True:
+            fd = self._lock()
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            held = os.fstat(fd)
+            try:
+                current = os.stat(self.lock_path)
+            except FileNotFoundError:
+                current = None
+            if current is not None and (current.st_dev, current.st_ino) == (held.st_dev, held.st_ino):
+                return fd
+            os.close(fd)   # closing it releases its lock
+            self._lock_fd = None
+
     def _catch_up_locked(self, on_progress: Callable[[int], None] | None) -> CatchUp:
         started = time.perf_counter()
         try:
@@ -205,7 +219,7 @@ class BlockIndex:
         if header is None:
             self._cached = None
             store.truncate(0)
-            store.commit(0, 0)
+            store.commit_synced(0, 0)
             return 0, 0, True
         n, end = header.n, header.end
         keep = n
@@ -220,7 +234,7 @@ class BlockIndex:
         self._cached = None
         keep = store.truncate(keep)
         new_end = min(store.zone(keep - 1)[1], end) if keep else 0
-        store.commit(keep, new_end)
+        store.commit_synced(keep, new_end)
         return keep, new_end, True
 
     def _index_range(self, store: Store, n: int, end: int, size: int,
@@ -369,24 +383,27 @@ class BlockIndex:
         if header.tail:
             with self.rows_path.open("rb") as rf:
                 rows = self._bits_map = mmap.mmap(rf.fileno(), header.tail * ROW, access=mmap.ACCESS_READ)
-        self._view = BlockSnapshot(n, end, zones, rows, self._segments_of(header.segments, header.n - header.tail))
+        segments = self._segments_of(header.segments, zones[:(n - header.tail) * 5])
+        self._view = BlockSnapshot(n, end, zones, rows, segments)
         self._cached = (n, end, changed)
         return self._view
 
-    def _segments_of(self, count: int, blocks: int) -> Segments | None:
-        """The segments a header names: the ones read before (and their columns) while the file is unchanged."""
+    def _segments_of(self, count: int, zones: array) -> Segments | None:
+        """The segments a header names: the ones read before (and their columns) while the file and
+        their blocks' zones are unchanged. Not its mtime: a cut segment rebuilt within one tick of a
+        coarse clock leaves the file as long and as old; the zones name the blocks' bytes."""
         if not count:
             return None
         fd = os.open(self.columns_path, os.O_RDONLY)
         stat = os.fstat(fd)
-        identity = (stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns)
+        identity = (stat.st_dev, stat.st_ino, stat.st_size)
         kept = self._segments
-        if kept is not None and kept.count == count and kept.identity == identity:
+        if kept is not None and kept.count == count and kept.identity == identity and kept.zones == zones:
             os.close(fd)
             return kept
         if kept is not None:
             kept.close()
-        self._segments = Segments(fd, count, blocks // count, identity)
+        self._segments = Segments(fd, count, len(zones) // 5 // count, identity, zones)
         return self._segments
 
     def _drop_maps(self) -> None:

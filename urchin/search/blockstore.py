@@ -99,6 +99,11 @@ class Store:
         header = _HEADER.pack(MAGIC, BITS_LOG2, BLOCK_TARGET, n, end, self._head_crc(end), self.segments, SEGMENT)
         os.pwrite(self.zfd, header.ljust(HEADER_SIZE, b"\0"), 0)
 
+    def commit_synced(self, n: int, end: int) -> None:
+        """Commit, durably: what is written next (rows, zones) goes over what an older header names."""
+        self.commit(n, end)
+        self.sync(rows=False)
+
     def finish(self, n: int, end: int) -> None:
         """Commit a catch-up: rows past the last block dropped (a segment took them), data synced first."""
         os.ftruncate(self.rfd, (n - self.segments * SEGMENT) * ROW)
@@ -160,8 +165,7 @@ class Store:
         os.pwrite(self.cfd, to_columns(rows, self.bulk), self.segments * SEGMENT * ROW)
         self.sync(rows=False)
         self.segments += 1
-        self.commit(n, end)
-        self.sync(rows=False, columns=False)   # the header durable before a row is written over (power loss)
+        self.commit_synced(n, end)   # before a row is written over: an older header names it
 
     def _head_crc(self, end: int) -> int:
         return zlib.crc32(os.pread(self.jfd, min(_HEAD, end), 0))

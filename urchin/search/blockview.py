@@ -32,8 +32,9 @@ class Segments:
     folios: ~600 KB a touch measured here), so a column read through a map would make much of the
     file resident, which the column-major layout is there to avoid."""
 
-    def __init__(self, fd: int, count: int, per: int, identity: tuple[int, ...]) -> None:
+    def __init__(self, fd: int, count: int, per: int, identity: tuple[int, ...], zones: array) -> None:
         self.fd, self.count, self.per, self.identity = fd, count, per, identity
+        self.zones = zones   # the segments' blocks' zone records: what their columns were read for
         self.blocks = count * per
         self.ones = int.from_bytes(b"\x01" * self.blocks, "little")
         self._columns: dict[int, int] = {}      # bitmap byte -> that byte of every block in a segment
