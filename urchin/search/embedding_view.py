@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -15,6 +14,7 @@ from typing import Any
 import orjson
 
 from urchin.event import Event
+from urchin.fileio import write_private
 from urchin.journal import Journal
 from urchin.search.cosine_view import _CATCH_UP_BYTES
 from urchin.search.embedder import Embedder
@@ -124,7 +124,7 @@ class EmbeddingView:
         with contextlib.suppress(CacheBusy), cache.exclusive(wait):
             if cache.stamp() == stamp:
                 try:
-                    _write_private(self._offset_file(), f"{end} {generation}".encode())
+                    write_private(self._offset_file(), f"{end} {generation}".encode(), sync=False)
                 except OSError as exc:   # e.g. a folder in its place: the next pass checks every event
                     log.warning("%s not written (%s); every event is checked again", self._offset_file(), exc)
 
@@ -216,14 +216,3 @@ def embedder_explain(cosine: float, mean: float, spread: float) -> dict[str, Any
     out["cosine"] = {"value": round(cosine, 6), "backgroundMean": round(mean, 6), "backgroundSpread": round(spread, 6),
                      "z": round((cosine - mean) / spread, 6), "dense": f"z / {Z_SPAN:g}, within 0-1"}
     return out
-
-
-
-def _write_private(path: Path, data: bytes) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        os.write(fd, data)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
