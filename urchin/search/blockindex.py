@@ -49,6 +49,7 @@ from urchin.search.blockview import BlockSnapshot, Segments, release_map
 __all__ = ["BlockIndex", "CatchUp", "query_hashes", "BLOCK_TARGET", "BITS_LOG2"]
 
 _READ = 16 << 20
+_ZONE_WORDS = _ZONE.size // 8   # a zone record's int64s in the `zones` array
 _NUMPY_FROM = 1 << 20  # below this many new bytes, hashing in pure Python beats importing numpy
 _PARALLEL_FROM = 64 << 20  # a build this big is shared out to worker processes (one per core)
 _TASK_BLOCKS = 128
@@ -346,7 +347,7 @@ class BlockIndex:
         return n + len(blocks)
 
     def release_pages(self, idle_s: float) -> bool:
-        """After `idle_s` without a query: drop the bits map's pages from this process (they stay in
+        """After `idle_s` without a query: drop the rows map's pages from this process (they stay in
         the page cache; the next query maps them again, a minor fault per 64 KB); skipped while a
         query or a catch-up runs. True if released."""
         if self._used is None or time.monotonic() - self._used < idle_s or not self._mutex.acquire(blocking=False):
@@ -383,7 +384,7 @@ class BlockIndex:
         if header.tail:
             with self.rows_path.open("rb") as rf:
                 rows = self._bits_map = mmap.mmap(rf.fileno(), header.tail * ROW, access=mmap.ACCESS_READ)
-        segments = self._segments_of(header.segments, zones[:(n - header.tail) * 5])
+        segments = self._segments_of(header.segments, zones[:(n - header.tail) * _ZONE_WORDS])
         self._view = BlockSnapshot(n, end, zones, rows, segments)
         self._cached = (n, end, changed)
         return self._view
@@ -403,7 +404,7 @@ class BlockIndex:
             return kept
         if kept is not None:
             kept.close()
-        self._segments = Segments(fd, count, len(zones) // 5 // count, identity, zones)
+        self._segments = Segments(fd, count, len(zones) // _ZONE_WORDS // count, identity, zones)
         return self._segments
 
     def _drop_maps(self) -> None:
