@@ -159,6 +159,12 @@ class CosineViewBase:
         self._handle = fresh
         return fresh
 
+    def let_go(self) -> None:
+        """Close the held journal file (once no query reads it): it was replaced. Without the lock (a
+        compaction must not wait for a query): a query that takes it meanwhile reads the file it ranked
+        in; the next one opens the new file, or reads by path until its catch-up follows the new file."""
+        self._handle = None
+
     def saved_covers(self) -> bool:
         """`cosine_store.covers` of this view's folder (whether the saved index, and the associations
         beside it, still cover the journal), from two `stat`s: the manifest read and the journal's ends
