@@ -11,6 +11,7 @@ reused by another file meanwhile).
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 from urchin.fileio import line_at
@@ -49,9 +50,10 @@ class JournalHandle:
         except OSError:
             return None
 
-    def __del__(self) -> None:
-        # closed when no view and no query holds it any more (see the module's docstring)
+    def __del__(self, _close: Callable[[int], None] = os.close) -> None:
+        # closed when no view and no query holds it any more (see the module's docstring); `os.close`
+        # bound at definition, as the interpreter's exit may have cleared module globals by then
         try:
-            os.close(self.fd)
+            _close(self.fd)
         except OSError:
             pass
