@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import re
+import sys
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 import numpy as np
@@ -313,3 +316,96 @@ def test_the_seed_example_finds_a_decision_sharing_no_word_with_the_question() -
     out = call_urchin("semantic", "decisions about authentication")
     assert out.returncode == 0, out.stderr
     assert "We switched login to OAuth with PKCE" in out.stdout
+
+
+# ---- what a ranked query reads besides its ranking (issue 37: its fixed cost) ---------------------
+_OPENED: list[str] | None = None      # the paths opened while a test records (`_opens`)
+
+
+def _audit(event: str, args: tuple) -> None:
+    if _OPENED is not None and event == "open" and isinstance(args[0], str | bytes | os.PathLike):
+        _OPENED.append(os.fsdecode(args[0]))
+
+
+sys.addaudithook(_audit)     # for the whole run (a hook cannot be removed): records only inside `_opens`
+
+
+def _opens(call: Callable[[], object]) -> list[str]:
+    """The files `call` opened in this process (Python's audit events: `open`, `os.open`)."""
+    global _OPENED
+    _OPENED = []
+    try:
+        call()
+        return _OPENED
+    finally:
+        _OPENED = None
+
+
+@freeze_time(NOW)
+def test_a_ranked_query_opens_neither_the_journal_nor_the_saved_index_again(memory: Memory,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """A query read its hits by opening the journal once a hit, read the journal's end to find nothing
+    new, and read the saved manifest and hashed the journal's ends to know its associations still held:
+    ~1-3 ms of a ~5 ms query at 1M events. Now the view keeps the journal open (its hits are `pread`s)
+    and answers whether the saved index covers the journal from two `stat`s, until a save or another
+    journal file changes that."""
+    from urchin.search import cosine_view_learn
+
+    monkeypatch.setattr(cosine_view_learn, "INLINE_ASSOC_ROWS", 50)   # the saved model, as past 1,000 rows
+    _sessions(memory, 60)
+    view = memory.cosine_view()
+    assert view.index_dir is not None
+    manifest, journal = view.index_dir / "manifest.json", str(memory.journal.path)
+    memory.semantic("authentication")
+    assert view.save() and view.associations() is not None
+    first = memory.semantic("authentication token").hits
+    assert len(first) >= 10
+    hits: list[tuple[str, float | None]] = []
+    again = _opens(lambda: hits.extend((h.event.id, h.score) for h in memory.semantic("authentication token").hits))
+    assert hits == [(h.event.id, h.score) for h in first]
+    assert journal not in again and str(manifest) not in again
+    _sessions(memory, 10, start=60)                 # appended: read once, by the next catch-up
+    assert _opens(lambda: memory.semantic("ledger")).count(journal) == 1
+    with freeze_time(NOW + timedelta(seconds=1)):   # a save's generation is named by the clock
+        assert view.save()                          # another manifest: checked again, once
+    assert str(manifest) in _opens(lambda: memory.semantic("ledger"))
+    assert str(manifest) not in _opens(lambda: memory.semantic("ledger"))
+
+
+@freeze_time(NOW)
+def test_hits_ranked_before_the_journal_is_swapped_are_read_from_the_file_they_were_ranked_in(
+        memory: Memory) -> None:
+    """A prompt's recall takes its hits lazily, after the view's lock: they were read from whatever
+    file was at the journal's path then, at the offsets of the one ranked (another event, or none, once
+    a restore or a compaction swapped it). They come from the file they were ranked in; the next query
+    follows the new file, and the old one is closed once no query reads it."""
+    from urchin.search.query import Filters
+
+    _sessions(memory, 30)
+    view = memory.cosine_view()
+    ranked = [h.event.id for h in view.search("authentication", since_ms=None, limit=10, filters=Filters())]
+    lazily = view.search_lazily("authentication", since_ms=None, limit=10, filters=Filters())
+    path = memory.journal.path
+    lines = path.read_bytes().splitlines(keepends=True)
+    swapped = path.with_name("swapped.jsonl")
+    swapped.write_bytes(b"".join(reversed(lines)))           # the same events, in another order
+    os.replace(swapped, path)
+    assert [h.event.id for h in lazily] == ranked
+    assert [h.event.id for h in view.search("authentication", since_ms=None, limit=10,
+                                             filters=Filters())] == ranked   # ranked again, on the new file
+    assert not _held_deleted_journal()
+    memory.forget(query="ledger", confirm=True)   # compacted: the old file is let go at once, not at a query
+    assert not _held_deleted_journal()
+
+
+def _held_deleted_journal() -> list[str]:
+    """Links of this process's descriptors to a journal file since removed (/proc/self/fd)."""
+    out = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            link = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        if link.endswith("(deleted)") and "events.jsonl" in link:
+            out.append(link)
+    return out

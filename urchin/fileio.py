@@ -17,7 +17,7 @@ from typing import BinaryIO
 
 __all__ = ["fsync_dir", "ensure_private_dir", "write_private", "Replacement", "replacing", "open_append",
            "append_synced", "write_all", "write_synced", "rename_into_place", "link_if_possible", "line_chunks",
-           "split_lines", "complete_lines"]
+           "split_lines", "complete_lines", "line_at"]
 
 _READ_CHUNK = 1 << 20
 
@@ -329,3 +329,21 @@ def complete_lines(path: Path, offset: int, chunk: int = _READ_CHUNK) -> Iterato
     with path.open("rb") as handle:
         for base, piece in line_chunks(handle, offset, chunk):
             yield split_lines(base, piece), base + len(piece) + 1
+
+
+_LINE_FIRST = 8 << 10    # a first read as large as a buffered readline's: most lines fit
+
+
+def line_at(fd: int, offset: int, limit: int) -> bytes | None:
+    """The complete line that starts at `offset` of the file open at `fd`, without its newline, read
+    with `pread` (the descriptor's position is left alone: threads may share it); None when no newline
+    ends it within `limit` bytes, newline included (`readline(limit)` then returns no whole line)."""
+    size = min(_LINE_FIRST, limit)
+    while True:
+        data = os.pread(fd, size, offset)
+        end = data.find(b"\n")
+        if end >= 0:
+            return data[:end]
+        if len(data) < size or size >= limit:
+            return None
+        size = min(size * 8, limit)

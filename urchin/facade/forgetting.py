@@ -214,6 +214,7 @@ class Forgetting:
         from urchin.search import cosine_store
 
         cosine_store.discard(self.settings.index_dir / "cosine")
+        self._semantic.journal_replaced()
 
     def _drop_vectors(self, done: Compaction) -> None:
         """After the journal lock is released (it waits for the vector caches' writers, one embedding

@@ -151,6 +151,12 @@ class SemanticViews:
         """The daemon's last save: no association build is started (it would outlive the daemon)."""
         return self._cosine.save(learn=False) if self._cosine is not None else False
 
+    def journal_replaced(self) -> None:
+        """After a compaction: the token-cosine view lets go of the old journal file now (its queries
+        read their hits from it), not at its next catch-up: the forgotten lines' file is freed."""
+        if self._cosine is not None:
+            self._cosine.let_go()
+
     def drop_vector_cache(self) -> None:
         """After a compaction: the embedder's cache is reopened (reloaded) on next use."""
         if self._embedding is not None:

@@ -43,11 +43,12 @@ from urchin.search.cosine import IndexState
 from urchin.search.postings import Mapping, map_with_room
 from urchin.search.vocab import Vocabulary
 
-__all__ = ["FORMAT", "Reuse", "Saved", "StoreError", "covers", "discard", "install_beside", "load", "release", "save",
-           "saved_offset", "spill"]
+__all__ = ["FORMAT", "MANIFEST", "Reuse", "Saved", "StoreError", "covered", "covers", "discard", "install_beside",
+           "load", "release", "save", "saved_offset", "spill"]
 
 FORMAT = 2   # 2: the journal is marked by urchin.journal.JournalMark, the one mark every view uses
 _MANIFEST = "manifest.json"
+MANIFEST = _MANIFEST     # the commit point of a save (a reader keys what it learned from it on its stat)
 _LOCK = ".lock"
 _MMAP_PREFIXES = ("seg", "ids", "id_end", "offsets")  # never written in place: mapped read-only; the rest copy-on-write
 _CHECKSUMMED = ("vocab.bin", "labels.json")
@@ -189,12 +190,19 @@ def install_beside(directory: Path, journal: Journal, model: Path) -> bool:
 def covers(directory: Path, journal: Journal) -> bool:
     """Whether an index is saved in `directory` for `journal` as the file is now (same file, the part
     it covered unchanged): a manifest read and the journal's ends, not the index."""
+    return covered(directory, journal) is not None
+
+
+def covered(directory: Path, journal: Journal) -> int | None:
+    """`covers`, saying how much: the journal offset the index saved in `directory` covers, or None."""
     try:
         manifest = orjson.loads((directory / _MANIFEST).read_bytes())
         mark = JournalMark.from_dict(manifest["journal"]) if isinstance(manifest, dict) else None
     except (OSError, orjson.JSONDecodeError, KeyError):
-        return False
-    return mark is not None and manifest.get("format") == FORMAT and not journal.replaced(mark)
+        return None
+    if mark is None or manifest.get("format") != FORMAT or journal.replaced(mark):
+        return None
+    return mark.offset
 
 
 def release(saved: Saved) -> None:

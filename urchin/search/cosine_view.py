@@ -22,6 +22,7 @@ from urchin.search import assoc, cosine_store
 from urchin.search.cosine import TokenCosineIndex
 from urchin.search.cosine_extract import WorkerError, extract_parallel, line_aligned_end
 from urchin.search.cosine_tail import FIRST_TAIL_BYTES, TAIL_BYTES, Tail
+from urchin.search.journal_handle import JournalHandle
 from urchin.search.postings import RowOffsets, release_pages
 from urchin.tombstones import ForgetLog
 
@@ -58,6 +59,10 @@ class CosineViewBase:
         self._save_lock = threading.Lock()
         self._opened = False
         self._identity: tuple[int, int] | None = None  # (device, inode) of the journal followed
+        self._handle: JournalHandle | None = None   # that file, open: queries read their hits from it
+        # (the saved manifest's and the journal file's stat keys, the offset the saved index covers or
+        # None): `saved_covers`, asked again only when either file changed
+        self._covered: tuple[tuple[int, ...], int | None] | None = None
         self._saved = (-1, -1)  # (rows, next_offset) of the index on disk
         self._reuse: cosine_store.Reuse = {}
         self._learned: tuple[tuple[int, int, int], assoc.Associations | None] | None = None  # see associations()
@@ -86,9 +91,11 @@ class CosineViewBase:
         self._spilling = True   # a build writes its frozen segments as they fill (`_spill`) until one fails
 
 
-    def _read_tail(self) -> int:
+    def _read_tail(self, end: int | None = None) -> int:
+        """Index the complete lines from `next_offset` on, to the journal's end (or to `end`, its size
+        when the caller looked: one read of a small backlog, not a second one to find nothing more)."""
         added = 0
-        while True:
+        while end is None or self.next_offset < end:
             result = self.journal.read_from(self.next_offset, _CATCH_UP_BYTES)
             if not result.lines:
                 self.next_offset = result.next_offset
@@ -98,6 +105,7 @@ class CosineViewBase:
             self.offsets.frombytes(batch.offsets.tobytes())
             added += len(batch)
             self.next_offset = result.next_offset
+        return added
 
     def _build_parallel(self) -> int:
         """Index the backlog with worker processes; on any failure the caller goes on in-process."""
@@ -114,8 +122,8 @@ class CosineViewBase:
             log.warning("token-cosine: parallel build failed (%s); continuing in-process", exc)
         return added
 
-    def _check_journal(self) -> None:
-        """Start over when the journal was replaced or cut below what is indexed."""
+    def _check_journal(self) -> int:
+        """Start over when the journal was replaced or cut below what is indexed; returns its size."""
         try:
             info = os.stat(self.journal.path)
         except FileNotFoundError:
@@ -131,7 +139,50 @@ class CosineViewBase:
                 log.warning("token-cosine: %s; rebuilding", reason)
             self.rebuild_reason = reason
             self._reset()
+        if identity != self._identity:
+            self._handle = None     # the old file's: closed once no query reads it (journal_handle)
         self._identity = identity
+        return size
+
+    def _handle_of(self, identity: tuple[int, int] | None) -> JournalHandle | None:
+        """Under the lock: the held handle on the journal file `identity` (the one just ranked), opened
+        when the view holds none of it; None when that file is no longer at the journal's path (hits are
+        then read by path, as a fresh open would)."""
+        held = self._handle
+        if held is not None and held.identity == identity:
+            return held
+        if identity is None:
+            return None
+        fresh = JournalHandle.open(self.journal.path)
+        if fresh is None or fresh.identity != identity:
+            return None
+        self._handle = fresh
+        return fresh
+
+    def let_go(self) -> None:
+        """Close the held journal file (once no query reads it): it was replaced. Without the lock (a
+        compaction must not wait for a query): a query that takes it meanwhile reads the file it ranked
+        in; the next one opens the new file, or reads by path until its catch-up follows the new file."""
+        self._handle = None
+
+    def saved_covers(self) -> bool:
+        """`cosine_store.covers` of this view's folder (whether the saved index, and the associations
+        beside it, still cover the journal), from two `stat`s: the manifest read and the journal's ends
+        hashed again only when the manifest (a save, a discard) or the journal's file (a compaction, a
+        restore) changed since, or the journal is now shorter than what is saved. Appends change neither,
+        and the journal is append-only in place (a view trusts that for its own rows too)."""
+        if self.index_dir is None:
+            return False
+        try:
+            manifest = os.stat(self.index_dir / cosine_store.MANIFEST)
+            journal = os.stat(self.journal.path)
+        except OSError:
+            return False
+        key = (manifest.st_ino, manifest.st_size, manifest.st_mtime_ns, journal.st_dev, journal.st_ino)
+        kept = self._covered
+        if kept is None or kept[0] != key:
+            kept = self._covered = (key, cosine_store.covered(self.index_dir, self.journal))
+        return kept[1] is not None and journal.st_size >= kept[1]
 
     def _reset(self) -> None:
         self.index = TokenCosineIndex()
@@ -139,6 +190,7 @@ class CosineViewBase:
         self.next_offset = 0
         self._saved = (-1, -1)
         self._generation += 1
+        self._handle = None
 
 
     # ---- persistence ------------------------------------------------------------------------

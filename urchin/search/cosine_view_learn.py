@@ -191,7 +191,7 @@ class LearningView(CosineViewBase):
         path = assoc.path_beside(self.index_dir)
         try:
             info = path.stat()
-            if not cosine_store.covers(self.index_dir, self.journal):
+            if not self.saved_covers():     # kept between queries: see `saved_covers`
                 return None
         except OSError:
             return None

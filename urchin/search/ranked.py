@@ -12,7 +12,7 @@ from urchin.search.cosine import Scored
 from urchin.search.query import Hit
 from urchin.search.score import TOKEN_COSINE, Evidence
 from urchin.search.terms import terms_of, tokenize
-from urchin.search.websearch import parse
+from urchin.search.websearch import WebQuery, parse
 
 __all__ = ["CONSTRAINED_EXTRA", "WEAK_SCORE", "constraints", "cosine_explain", "weakness"]
 
@@ -53,13 +53,14 @@ def cosine_explain(s: Scored) -> dict[str, Any]:
     return out
 
 
-def constraints(query: str) -> tuple[str, Callable[[Event], bool] | None]:
+def constraints(query: str, parsed: WebQuery | None = None) -> tuple[str, Callable[[Event], bool] | None]:
     """(what to rank by: the query without -words and OR, a test every hit must pass or None).
 
     The websearch language of every leg: a "phrase" must occur (case and spacing aside), an -excluded
-    word must not (as a term, so `-deploy` drops "deploys" too).
+    word must not (as a term, so `-deploy` drops "deploys" too). `parsed`: `parse(query)`, when the
+    caller has it.
     """
-    q = parse(query)
+    q = parse(query) if parsed is None else parsed
     if not q.phrases and not q.excluded and not q.excluded_phrases:
         return q.positive or query, None
     phrases = [" ".join(p.lower().split()) for p in q.phrases]

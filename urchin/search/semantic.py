@@ -21,6 +21,7 @@ from urchin.search.cosine_view import BULK_BYTES, SAVE_EVERY, _release_free_memo
 from urchin.search.cosine_view_build import BuildingView
 from urchin.search.cosine_view_learn import INLINE_ASSOC_ROWS
 from urchin.search.embedding_view import EmbeddingView, embedder_evidence
+from urchin.search.journal_handle import JournalHandle
 from urchin.search.query import Filters, Hit
 from urchin.search.ranked import CONSTRAINED_EXTRA, WEAK_SCORE, constraints, cosine_explain, weakness
 from urchin.search.terms import terms_of, tokenize
@@ -72,15 +73,15 @@ class TokenCosineView(BuildingView):
             if self.background == "child":
                 self._start_build()     # again, once BUILD_RETRY_S after a failed one
             return self._follow_tail()
-        self._check_journal()
-        backlog = self.journal.size() - self.next_offset
+        size = self._check_journal()
+        backlog = size - self.next_offset
         if self.background is not None and backlog > self.tail_bytes:
             self._behind = True
             added = self._follow_tail()
             self._start_build()
             return added
         if backlog < BULK_BYTES:
-            return self._read_tail()
+            return self._read_tail(size) if backlog > 0 else 0    # nothing new: the journal is not opened
         with self.index.bulk():
             added = self._build_parallel() if self.workers > 1 else 0
             added += self._read_tail()
@@ -107,8 +108,8 @@ class TokenCosineView(BuildingView):
 
     def _ranked(self, query: str, since_ms: int | None, limit: int, filters: Filters, until_ms: int | None,
                 explain: bool) -> tuple[Iterator[Hit], list[str]]:
-        original = query
-        query, holds = constraints(query)
+        parsed = parse(query)      # once: the ranked text, the filter, the -words and the OR groups
+        query, holds = constraints(query, parsed)
         hidden = self.forgotten.hashes()
         # until a compaction drops them, forgotten rows may hold some of the top places: ask for more
         wanted = limit + min(len(hidden), 1000) if hidden else limit
@@ -116,15 +117,20 @@ class TokenCosineView(BuildingView):
             wanted += CONSTRAINED_EXTRA     # phrases and -words filter the ranked candidates
         params = {"since_ms": since_ms, "until_ms": until_ms, "source": filters.source, "limit": wanted,
                   "workspace": filters.workspace, "session": filters.session, "kind": filters.kind,
-                  "exclude": terms_of(parse(original).excluded),
-                  "groups": [[tokenize(alt) for alt in group] for group in parse(original).groups]}
+                  "exclude": terms_of(parsed.excluded),
+                  "groups": [[tokenize(alt) for alt in group] for group in parsed.groups]}
         with self._lock:
             self._catch_up()
             scored, offsets = self._ranking(query, params)
+            handle = self._handle_of(self._ranked_file())
             note = self.coverage()
         if self.save_in_queries:
             self._save_if_due()
-        return self._hits(scored, offsets, limit, filters, holds, explain), [note] if note else []
+        return self._hits(scored, offsets, limit, filters, holds, explain, handle), [note] if note else []
+
+    def _ranked_file(self) -> tuple[int, int] | None:
+        """Under the lock: the journal file (device, inode) the rows just ranked were read from."""
+        return self._tail.identity if self._behind and self._tail is not None else self._identity
 
     def _ranking(self, query: str, params: dict[str, Any]) -> tuple[list[Scored], list[int]]:
         """Under the lock, caught up: the ranking and its rows' offsets, from the tail of the newest
@@ -150,17 +156,20 @@ class TokenCosineView(BuildingView):
             return self._ranking(query, params)
 
     def _hits(self, scored: list[Scored], offsets: list[int], limit: int, filters: Filters,
-              holds: Callable[[Event], bool] | None, explain: bool = False) -> Iterator[Hit]:
-        """The first `limit` of `scored` that may be served, read from the journal one by one."""
+              holds: Callable[[Event], bool] | None, explain: bool = False,
+              handle: JournalHandle | None = None) -> Iterator[Hit]:
+        """The first `limit` of `scored` that may be served, read from the journal one by one (from
+        `handle`, the file they were ranked in, when given; else by path)."""
         forgotten = self.forgotten
         hidden = forgotten.hashes()
+        read = handle.line_at if handle is not None else self.journal.read_line_at
 
         def each() -> Iterator[Hit]:
             given = 0
             for s, offset in zip(scored, offsets, strict=True):
                 if given >= limit:
                     return
-                event = self.journal.event(self.journal.read_line_at(offset))
+                event = self.journal.event(read(offset))
                 if (event is not None and not (hidden and forgotten.hides(event.id))
                         and (holds is None or holds(event)) and not filters.hides(event)):
                     given += 1
@@ -185,9 +194,11 @@ class TokenCosineView(BuildingView):
                 return None      # a build owns the index: the caller scans the window instead
             offsets = [self.offsets[row] for row in
                        itertools.islice(self.index.session_rows(session, since_ms, labels), wanted)]
+            handle = self._handle_of(self._identity)
+        read = handle.line_at if handle is not None else self.journal.read_line_at
         events = []
         for offset in offsets:
-            event = self.journal.event(self.journal.read_line_at(offset))
+            event = self.journal.event(read(offset))
             if event is not None and not (hidden and forgotten.hides(event.id)) and filters.match(event):
                 events.append(event)
         return sorted(events, key=lambda e: e.ts_ms, reverse=True)[:limit]
