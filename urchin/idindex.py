@@ -1,10 +1,12 @@
 """Dedupe state for the journal: which event ids it already holds, with bounded memory.
 
-A sidecar `<journal>.ids` holds a 24-byte header (magic, journal offset covered, the journal file's
-inode: a compacted journal is another file, and its sidecar is rebuilt) and one 16-byte
-record per event (64-bit hash of the id, the line's journal offset). A hash hit is confirmed by
-reading that line, so a collision never drops an event. The sidecar is derived: it is caught up
-from the journal under the journal's lock, trimmed when the journal is shorter, and rebuilt when lost.
+A sidecar `<journal>.ids` holds a 32-byte header (magic, journal offset covered, the journal file's
+inode, the CRC-32 of the covered bytes) and one 16-byte record per event (64-bit hash of the id, the
+line's journal offset). A hash hit is confirmed by reading that line, so a collision never drops an
+event. The sidecar is derived: it is caught up from the journal under the journal's lock, in pieces
+(bounded memory), trimmed when the journal is shorter, and rebuilt when lost. A journal that is
+another file (a copied or restored home, a compaction, a replacement) keeps the sidecar only if the
+bytes it covers are the same (their CRC, ~0.3 s a GB): a copy is re-stamped, anything else rebuilt.
 Memory: a short-lived process maps the file (16 bytes/event on disk, none resident beyond the page
 cache); a long-lived one (`load()`) keeps each record's 32-bit hash prefix and its number in the file as
 two sorted numpy arrays, 8 bytes/event (a prefix hit reads its record from the file for the whole hash and
@@ -20,22 +22,26 @@ import mmap
 import os
 import struct
 import sys
+import zlib
 from array import array
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
 import orjson
 
+from urchin.fileio import line_chunks
 from urchin.journal import Journal
+from urchin.tombstones import line_id
 
 if TYPE_CHECKING:      # numpy is imported by the long-lived processes that load the index (`load()`) only:
     import numpy as np  # a hook or a CLI write maps the file and never pays for the import
 
 __all__ = ["IdIndex", "IdMemo", "id_hash"]
 
-_MAGIC = b"URCHINI2"
-_HEADER = struct.Struct("<8sQQ")
+_MAGIC = b"URCHINI3"
+_HEADER = struct.Struct("<8sQQQ")    # magic, journal offset covered, journal inode, CRC-32 of what is covered
 _RECORD = struct.Struct("<QQ")
+_PIECE = 4 << 20        # journal bytes indexed at a time: a rebuild holds one piece's records, not all
 _MERGE_AT = 1 << 15     # newest records kept in a dict up to this many, then merged into the arrays
 
 Records = Callable[[Sequence[int]], list[tuple[int, int]]]   # record numbers -> (hash, offset) each, as stored
@@ -54,13 +60,13 @@ class IdIndex:
         self._mem_inode = -1  # the journal file _mem describes (a compaction in any process replaces it)
 
     # ---- maintenance (call with the journal lock held) ------------------------------------
-    def catch_up(self) -> None:
-        """Index every journal line past the covered offset; trim records past the journal's end."""
+    def catch_up(self) -> str:
+        """Index every journal line past the covered offset; trim records past the journal's end.
+        Returns what it did to the sidecar: "caught up", "kept" (another journal file with the same
+        covered bytes: re-stamped) or "rebuilt" (none, or it described other bytes)."""
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
         try:
             size = os.fstat(fd).st_size
-            header = os.pread(fd, _HEADER.size, 0)
-            covered = 0
             try:                    # one stat for the journal's identity and its size
                 journal = os.stat(self.journal.path)
                 inode, journal_size = journal.st_ino, journal.st_size
@@ -69,37 +75,84 @@ class IdIndex:
             if inode != self._mem_inode or size < self._records_seen:
                 self._forget()  # another process compacted the journal and rebuilt the sidecar: reload it
                 self._mem_inode = inode
-            if len(header) == _HEADER.size and header[:8] == _MAGIC and _HEADER.unpack(header)[2] == inode:
-                covered = _HEADER.unpack(header)[1]
-            else:
-                header = b""
-                size = _HEADER.size
+            done, header = "caught up", _read_header(fd)
+            if header is not None and header[1] != inode:
+                done = "kept" if self._same_bytes(header[0], header[2], journal_size) else "rebuilt"
+                header = (header[0], inode, header[2]) if done == "kept" else None
+            stamp = done != "caught up" or header is None
+            if header is None:
+                done = "rebuilt" if journal_size else done
+                header, size = (0, inode, 0), _HEADER.size
                 os.ftruncate(fd, 0)
                 self._forget()
+            covered, _, crc = header
             records_end = _HEADER.size + (size - _HEADER.size) // _RECORD.size * _RECORD.size
             if covered > journal_size:
-                records_end, covered = self._trim(fd, records_end, journal_size)
+                records_end, covered, crc = self._trim(fd, records_end, journal_size)
+            records_end = _before(fd, records_end, covered)   # records a kill left past the header's offset
             if records_end != size:
                 os.ftruncate(fd, records_end)
+            if self._records_seen > records_end:
+                self._forget()
             if self._mem is not None and self._records_seen < records_end:
                 self._load_records(fd, records_end)
-            new: list[bytes] = []
-            end = covered
+            if stamp:
+                os.pwrite(fd, _HEADER.pack(_MAGIC, covered, inode, crc), 0)
+            first = records_end
             # covered == the journal's size (this process's own last write, the usual case): nothing to read
-            for offset, line in self.journal.iter_lines(covered) if covered < journal_size else ():
-                end = offset + len(line) + 1
-                event_id = _line_id(line)
-                if event_id is not None:
-                    new.append(_RECORD.pack(id_hash(event_id), offset))
-            if new:
-                os.pwrite(fd, b"".join(new), records_end)
-                if self._mem is not None:
-                    self._mem.add_many([_RECORD.unpack(record) for record in new], _number(records_end))
-            if end != covered or len(header) != _HEADER.size:
-                os.pwrite(fd, _HEADER.pack(_MAGIC, end, inode), 0)
-            self._records_seen = records_end + len(new) * _RECORD.size
+            for records, end, end_crc in self._pieces(covered, journal_size, crc):
+                os.pwrite(fd, records, records_end)
+                records_end += len(records)
+                os.pwrite(fd, _HEADER.pack(_MAGIC, end, inode, end_crc), 0)   # after its records: a kill
+            if self._mem is not None and first < records_end:                 # loses no piece it covers
+                self._load_records(fd, records_end)
+            self._records_seen = records_end
+            return done
         finally:
             os.close(fd)
+
+    def _pieces(self, start: int, end: int, crc: int) -> Iterator[tuple[bytes, int, int]]:
+        """The packed records of the journal's lines from `start` to `end`, a piece at a time, each with
+        the offset after it and the CRC-32 of the journal's bytes up to there."""
+        if start >= end:
+            return
+        try:
+            handle = self.journal.path.open("rb")
+        except FileNotFoundError:
+            return
+        with handle:
+            for base, piece in line_chunks(handle, start, _PIECE):
+                if base >= end:
+                    return
+                crc = zlib.crc32(b"\n", zlib.crc32(piece, crc))
+                records = array("Q")
+                offset = base
+                for line in piece.split(b"\n"):
+                    event_id = line_id(line) if line else None
+                    if event_id is not None:
+                        records.append(id_hash(event_id))
+                        records.append(offset)
+                    offset += len(line) + 1
+                if sys.byteorder != "little":
+                    records.byteswap()
+                yield records.tobytes(), offset, crc
+
+    def _same_bytes(self, covered: int, crc: int, journal_size: int) -> bool:
+        """Whether the journal's first `covered` bytes are those the sidecar describes (their CRC-32):
+        a copied home's journal is another file with the same bytes."""
+        if covered > journal_size:
+            return False
+        try:
+            with self.journal.path.open("rb") as handle:
+                value, left = 0, covered
+                while left:
+                    data = handle.read(min(_PIECE, left))
+                    if not data:
+                        return False
+                    value, left = zlib.crc32(data, value), left - len(data)
+        except FileNotFoundError:
+            return False
+        return value == crc
 
     def record(self, entries: Iterable[tuple[str, int]], covered: int) -> None:
         """Add (id, offset) pairs just appended by this process, then mark `covered`."""
@@ -128,10 +181,14 @@ class IdIndex:
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
         try:
             size = os.fstat(fd).st_size
+            inode = self._journal_inode()
+            header = _read_header(fd)     # `catch_up` just left it naming this journal: the CRC goes on from it
+            start, crc = (header[0], header[2]) if header is not None and header[1] == inode else (0, 0)
+            crc = self._crc(start, covered, crc)   # the lines just written, read back from the page cache
             if self._mem is not None:      # before the write, as ever: a reader may find them a moment early
                 remember(self._mem, _number(size))
             os.pwrite(fd, records, size)
-            os.pwrite(fd, _HEADER.pack(_MAGIC, covered, self._journal_inode()), 0)
+            os.pwrite(fd, _HEADER.pack(_MAGIC, covered, inode, crc), 0)
         finally:
             os.close(fd)
         if self._records_seen == size:
@@ -190,7 +247,7 @@ class IdIndex:
         except FileNotFoundError:
             return 0
         if len(header) == _HEADER.size and header[:8] == _MAGIC and _HEADER.unpack(header)[2] == self._journal_inode():
-            return min(_HEADER.unpack(header)[1], self.journal.size())
+            return min(_HEADER.unpack(header)[1], self.journal.size())   # another file (a copy): 0 until caught up
         return 0
 
     def _offsets(self, h: int) -> list[int]:
@@ -221,34 +278,77 @@ class IdIndex:
             os.close(fd)
 
     def _load_records(self, fd: int, records_end: int) -> None:
+        """Add the sidecar's records from `_records_seen` to `records_end` to the memory, a million at a time."""
         import numpy as np
 
         assert self._mem is not None
         records = np.dtype([("hash", "<u8"), ("offset", "<u8")])   # _RECORD, as numpy reads it
-        data = np.frombuffer(os.pread(fd, records_end - self._records_seen, self._records_seen), dtype=records)
-        first = _number(self._records_seen)
-        self._mem.merge(data["hash"].copy(), np.arange(first, first + len(data), dtype=np.uint32))
-        del data
-        self._records_seen = records_end
+        while self._records_seen < records_end:
+            size = min(records_end - self._records_seen, _RECORD.size << 20)
+            data = np.frombuffer(os.pread(fd, size, self._records_seen), dtype=records)
+            first = _number(self._records_seen)
+            self._mem.merge(data["hash"].copy(), np.arange(first, first + len(data), dtype=np.uint32))
+            del data
+            self._records_seen += size
 
     def _forget(self) -> None:
         if self._mem is not None:
             self._mem = IdMemo(self._records)
         self._records_seen = _HEADER.size
 
-    def _trim(self, fd: int, records_end: int, journal_size: int) -> tuple[int, int]:
-        """The journal got shorter (tail repair): drop records of lines that are gone."""
-        data = os.pread(fd, records_end - _HEADER.size, _HEADER.size)
-        keep = len(data) // _RECORD.size
-        while keep and _RECORD.unpack_from(data, (keep - 1) * _RECORD.size)[1] >= journal_size:
-            keep -= 1
+    def _trim(self, fd: int, records_end: int, journal_size: int) -> tuple[int, int, int]:
+        """The journal got shorter (tail repair): drop records of lines that are gone; returns the
+        records' end, the offset now covered and the CRC-32 up to it."""
+        records_end = _before(fd, records_end, journal_size)
         covered = 0
-        if keep:
-            last_offset = _RECORD.unpack_from(data, (keep - 1) * _RECORD.size)[1]
+        if records_end > _HEADER.size:
+            last_offset = _RECORD.unpack(os.pread(fd, _RECORD.size, records_end - _RECORD.size))[1]
             line = self.journal.read_line_at(last_offset)
             covered = last_offset + len(line) + 1 if line is not None else last_offset
         self._forget()
-        return _HEADER.size + keep * _RECORD.size, covered
+        return records_end, covered, self._crc(0, covered, 0)
+
+    def _crc(self, start: int, end: int, crc: int) -> int:
+        """The CRC-32 of the journal's bytes up to `end`, given `crc`, that of those up to `start` (of
+        fewer when the journal is shorter: a CRC that matches nothing costs a copy its sidecar, no more)."""
+        if start >= end:
+            return crc
+        try:
+            with self.journal.path.open("rb") as handle:
+                handle.seek(start)
+                left = end - start
+                while left and (data := handle.read(min(_PIECE, left))):
+                    crc, left = zlib.crc32(data, crc), left - len(data)
+        except FileNotFoundError:
+            pass
+        return crc
+
+
+def _read_header(fd: int) -> tuple[int, int, int] | None:
+    """(offset covered, journal inode, CRC-32) of a sidecar's header, None when it has none of this format."""
+    header = os.pread(fd, _HEADER.size, 0)
+    if len(header) != _HEADER.size or header[:8] != _MAGIC:
+        return None
+    _, covered, inode, crc = _HEADER.unpack(header)
+    return covered, inode, crc
+
+
+def _before(fd: int, records_end: int, limit: int) -> int:
+    """The end of the records whose line starts before `limit` (records are in journal order: the
+    later ones are read back from the end, a block at a time)."""
+    if records_end <= _HEADER.size or _RECORD.unpack(os.pread(fd, _RECORD.size, records_end - _RECORD.size))[1] < limit:
+        return records_end      # the usual case: one record read
+    block = _RECORD.size << 12
+    while records_end > _HEADER.size:
+        start = max(_HEADER.size, records_end - block)
+        data = os.pread(fd, records_end - start, start)
+        keep = len(data) // _RECORD.size
+        while keep and _RECORD.unpack_from(data, (keep - 1) * _RECORD.size)[1] >= limit:
+            keep -= 1
+        if keep:
+            return start + keep * _RECORD.size
+        records_end = start
+    return _HEADER.size
 
 
 class IdMemo:

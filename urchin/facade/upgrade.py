@@ -44,7 +44,7 @@ FORMATS: dict[str, int] = {
     "workspaces": 1,             # workspaces.json
     "collector-checkpoints": 1,  # collectors/*.json
     # derived: rebuilt from the journal
-    "id-index": 2,               # events.jsonl.ids (magic URCHINI2)
+    "id-index": 3,               # events.jsonl.ids (magic URCHINI3: the header holds the CRC-32 of what it covers)
     "block-index": 2,            # events.jsonl.sidx/ (magic URSIDX02: bitmaps column-major)
     "journal-stats": 1,          # events.jsonl.stats
     "token-cosine": 2,           # index/cosine/ (manifest "format")
