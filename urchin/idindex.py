@@ -200,6 +200,18 @@ class IdIndex:
             self._mem = IdMemo(self._records)
             self._records_seen = _HEADER.size
 
+    def stamp(self) -> tuple[int, int] | None:
+        """(offset covered, journal inode) as the sidecar's header records them; None without one."""
+        try:
+            fd = os.open(self.path, os.O_RDONLY)
+        except FileNotFoundError:
+            return None
+        try:
+            header = _read_header(fd)
+        finally:
+            os.close(fd)
+        return None if header is None else header[:2]
+
     def _journal_inode(self) -> int:
         try:
             return os.stat(self.journal.path).st_ino
