@@ -16,7 +16,8 @@ import orjson
 import pytest
 
 from urchin import idindex
-from urchin.idindex import IdIndex, Records, id_hash
+from urchin.idindex import IdIndex, id_hash
+from urchin.idmemo import Records
 from urchin.journal import Journal
 
 
@@ -60,7 +61,7 @@ def test_every_id_is_found_across_loads_records_and_merges(tmp_path: Path) -> No
     the range: all found, none invented."""
     import numpy as np
 
-    from urchin.idindex import IdMemo
+    from urchin.idmemo import IdMemo
 
     stored: list[tuple[int, int]] = []       # the sidecar's records, in number order
     memo = IdMemo(_records(stored))
@@ -91,7 +92,7 @@ def test_held_answers_for_a_whole_batch_what_get_answers_for_each_hash() -> None
     ends and hashes above and below every stored one included."""
     import numpy as np
 
-    from urchin.idindex import IdMemo
+    from urchin.idmemo import IdMemo
 
     rng = random.Random(7)
     records: list[tuple[int, int]] = []
