@@ -206,6 +206,23 @@ class IdIndex:
             os.close(fd)
         return None if header is None else header[:2]
 
+    def restamp(self) -> tuple[int, int] | None:
+        """A journal that is another file with the bytes the sidecar covers (a copied home): name it in
+        the header and return (offset covered, the inode it named before). Anything else is left to
+        `catch_up` (a rebuild, which a daemon runs in the background): None. Hold the journal lock."""
+        try:
+            fd = os.open(self.path, os.O_RDWR)
+        except FileNotFoundError:
+            return None
+        try:
+            header, inode = _read_header(fd), self._journal_inode()
+            if header is None or header[1] == inode or not self._same_bytes(header[0], header[2], self.journal.size()):
+                return None
+            os.pwrite(fd, _HEADER.pack(_MAGIC, header[0], inode, header[2]), 0)
+            return header[0], header[1]
+        finally:
+            os.close(fd)
+
     def _journal_inode(self) -> int:
         try:
             return os.stat(self.journal.path).st_ino

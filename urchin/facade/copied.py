@@ -40,9 +40,10 @@ def follow_copy(settings: Settings) -> list[str]:
     if stamp is None or stamp[1] == info.st_ino:
         return []
     with journal.locked():
-        if ids.catch_up() != "kept":
+        restamped = ids.restamp()      # other bytes: rebuilt by the next catch-up (a daemon's: in the background)
+        if restamped is None:
             return []
-        covered, inode = stamp
+        covered, inode = restamped
         moved = [str(path) for path, key in _marks(settings) if _restamp(journal, path, key, inode, covered, info)]
     log.info("%s is a copy of the journal the home's views were made for: the id index kept, %s re-stamped",
              journal.path, ", ".join(moved) or "nothing else")
