@@ -28,6 +28,19 @@ def _journal(path: Path, ids: list[str]) -> Journal:
     return Journal(path)
 
 
+def _loaded_and_caught_up(journal: Journal) -> tuple[IdIndex, tuple[int, int]]:
+    """An index loaded (as a daemon's) and caught up, with the memory traced meanwhile (held, peak)."""
+    index = IdIndex(journal)
+    index.load()
+    tracemalloc.start()
+    try:
+        with journal.locked():
+            index.catch_up()
+        return index, tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+
+
 def test_a_loaded_id_index_holds_about_8_bytes_an_event(tmp_path: Path) -> None:
     """A daemon keeps every id's 32-bit hash prefix and record number as packed arrays: not a Python
     object per event (a dict took ~150 bytes an event: 450 MB at 3M events), nor the whole hash and
@@ -36,15 +49,7 @@ def test_a_loaded_id_index_holds_about_8_bytes_an_event(tmp_path: Path) -> None:
     journal = _journal(tmp_path / "journal" / "events.jsonl", ids)
     with journal.locked():
         IdIndex(journal).catch_up()      # the sidecar, as every writer leaves it
-    index = IdIndex(journal)
-    index.load()
-    tracemalloc.start()
-    try:
-        with journal.locked():
-            index.catch_up()
-        held, _ = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
+    index, (held, _) = _loaded_and_caught_up(journal)
     assert held <= 10 * len(ids), f"{held / len(ids):.1f} bytes an event"
     assert all(index.contains(i) for i in random.sample(ids, 200))
     assert not index.contains("evt-absent") and index.lookup(ids[7]) == journal.size() // len(ids) * 7
@@ -200,15 +205,7 @@ def test_an_index_rebuilt_in_a_loaded_process_holds_a_piece_at_a_time(tmp_path: 
     monkeypatch.setattr(idindex, "_PIECE", 256 << 10, raising=False)
     ids = [f"evt-{i:06d}" for i in range(30_000)]
     journal = _journal(tmp_path / "journal" / "events.jsonl", ids)
-    index = IdIndex(journal)
-    index.load()
-    tracemalloc.start()
-    try:
-        with journal.locked():
-            index.catch_up()
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
+    index, (_, peak) = _loaded_and_caught_up(journal)
     assert peak <= 5 << 20, f"{peak / len(ids):.0f} bytes an event at the peak ({peak >> 10} KiB)"
     assert index.contains(ids[-1]) and index.contains(ids[0]) and len(index._mem or ()) == len(ids)
 
