@@ -19,6 +19,7 @@ import pytest
 from tests.cli_inprocess import call_urchin
 from tests.conftest import run_urchin
 from tests.daemon_fixture import DaemonProcess, running
+from urchin.facade.upgrade import FORMATS
 from urchin.idindex import IdIndex
 from urchin.journal import Journal
 from urchin.tombstones import ForgetLog, forget_hash
@@ -190,10 +191,14 @@ def test_a_restored_home_and_a_copy_of_it_keep_their_id_index_and_forget_log(tmp
     _call(urchin_home, "ingest", "--id", "gone-one", "forgotten before the backup")
     with Journal(urchin_home / "journal" / "events.jsonl").locked():   # a tombstone, its compaction not run
         ForgetLog(Journal(urchin_home / "journal" / "events.jsonl")).record_forget([forget_hash("gone-one")])
+    formats = urchin_home / "format.json"    # as an Urchin whose id index had format 2 recorded it
+    formats.write_bytes(orjson.dumps({**orjson.loads(formats.read_bytes()), "formats": {
+        **orjson.loads(formats.read_bytes())["formats"], "id-index": 2}}))
     archive = tmp_path / "b.tar"
     assert _call(urchin_home, "backup", str(archive))[0] == 0
     restored = tmp_path / "restored"
     assert _call(restored, "restore", str(archive))[0] == 0
+    assert orjson.loads((restored / "format.json").read_bytes())["formats"]["id-index"] == FORMATS["id-index"]
     copied = tmp_path / "copied"
     shutil.copytree(restored, copied, copy_function=shutil.copy2)
     for home, done in ((restored, "caught up"), (copied, "kept")):

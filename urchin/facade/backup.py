@@ -29,6 +29,7 @@ import orjson
 from urchin.config import Settings
 from urchin.daemon_http import daemon_alive
 from urchin.errors import DaemonError, JournalError, UrchinError, ValidationError
+from urchin.facade.upgrade import open_home
 from urchin.fileio import ensure_private_dir, replacing, write_private
 from urchin.idindex import IdIndex
 from urchin.journal import Journal
@@ -263,7 +264,9 @@ def restore(settings: Settings, source: Path, force: bool = False) -> BackupRepo
         _write_journal(tar, members.get(JOURNAL), manifest, journal.path)
         with journal.locked():
             log.adopt(records)   # the journal holds none of their lines: no compaction is owed
-            IdIndex(journal).catch_up()   # here, once, in bounded memory: not at the first start
+        open_home(settings)      # the backup's formats brought to this code's (an older id index: dropped) ...
+        with journal.locked():
+            IdIndex(journal).catch_up()   # ... then the id index built, once, here: not at the first start
     return BackupReport(str(source), str(home), int(manifest.get("events") or 0),
                         int(manifest.get("journalBytes") or 0), 0, tuple(sorted(members)),
                         str(manifest.get("created") or ""), moved)
