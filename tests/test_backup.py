@@ -5,6 +5,7 @@ never overwritten unasked; a tar file that is not a backup is refused."""
 from __future__ import annotations
 
 import io
+import shutil
 import stat
 import tarfile
 import threading
@@ -18,6 +19,8 @@ import pytest
 from tests.cli_inprocess import call_urchin
 from tests.conftest import run_urchin
 from tests.daemon_fixture import DaemonProcess, running
+from urchin.facade.upgrade import FORMATS
+from urchin.idindex import IdIndex
 from urchin.journal import Journal
 from urchin.tombstones import ForgetLog, forget_hash
 
@@ -177,3 +180,32 @@ def test_restore_refuses_what_is_not_an_intact_backup(tmp_path: Path, urchin_hom
         assert not (target / "journal" / "events.jsonl").exists()
     assert not (tmp_path / "escaped.txt").exists()
 
+
+
+def test_a_restored_home_and_a_copy_of_it_keep_their_id_index_and_forget_log(tmp_path: Path,
+                                                                            urchin_home: Path) -> None:
+    """A restore builds the id index (the first start does not), and a copy of the restored home
+    (`cp -a`: other files, the same bytes) keeps it, re-stamped, and keeps its forget log's word that
+    no compaction is owed; a forgotten id stays refused in both."""
+    _call(urchin_home, "ingest", "--id", "kept-one", "restored and copied")
+    _call(urchin_home, "ingest", "--id", "gone-one", "forgotten before the backup")
+    with Journal(urchin_home / "journal" / "events.jsonl").locked():   # a tombstone, its compaction not run
+        ForgetLog(Journal(urchin_home / "journal" / "events.jsonl")).record_forget([forget_hash("gone-one")])
+    formats = urchin_home / "format.json"    # as an Urchin whose id index had format 2 recorded it
+    formats.write_bytes(orjson.dumps({**orjson.loads(formats.read_bytes()), "formats": {
+        **orjson.loads(formats.read_bytes())["formats"], "id-index": 2}}))
+    archive = tmp_path / "b.tar"
+    assert _call(urchin_home, "backup", str(archive))[0] == 0
+    restored = tmp_path / "restored"
+    assert _call(restored, "restore", str(archive))[0] == 0
+    assert orjson.loads((restored / "format.json").read_bytes())["formats"]["id-index"] == FORMATS["id-index"]
+    copied = tmp_path / "copied"
+    shutil.copytree(restored, copied, copy_function=shutil.copy2)
+    for home, done in ((restored, "caught up"), (copied, "kept")):
+        journal = Journal(home / "journal" / "events.jsonl")
+        log = ForgetLog(journal)
+        assert not log.pending() and not log.unfinished() and log.generation() == 1, home
+        with journal.locked():
+            assert IdIndex(journal).catch_up() == done, home
+        assert _call(home, "ingest", "--id", "kept-one", "again")[1] == "duplicate kept-one\n"
+        assert "was forgotten" in _call(home, "ingest", "--id", "gone-one", "again")[1]

@@ -3,12 +3,21 @@
 from __future__ import annotations
 
 import random
+import shutil
+import struct
+import subprocess
+import sys
+import time
 import tracemalloc
+import zlib
 from pathlib import Path
 
 import orjson
+import pytest
 
-from urchin.idindex import IdIndex, Records, id_hash
+from urchin import idindex
+from urchin.idindex import IdIndex, id_hash
+from urchin.idmemo import Records
 from urchin.journal import Journal
 
 
@@ -19,6 +28,19 @@ def _journal(path: Path, ids: list[str]) -> Journal:
     return Journal(path)
 
 
+def _loaded_and_caught_up(journal: Journal) -> tuple[IdIndex, tuple[int, int]]:
+    """An index loaded (as a daemon's) and caught up, with the memory traced meanwhile (held, peak)."""
+    index = IdIndex(journal)
+    index.load()
+    tracemalloc.start()
+    try:
+        with journal.locked():
+            index.catch_up()
+        return index, tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+
+
 def test_a_loaded_id_index_holds_about_8_bytes_an_event(tmp_path: Path) -> None:
     """A daemon keeps every id's 32-bit hash prefix and record number as packed arrays: not a Python
     object per event (a dict took ~150 bytes an event: 450 MB at 3M events), nor the whole hash and
@@ -27,15 +49,7 @@ def test_a_loaded_id_index_holds_about_8_bytes_an_event(tmp_path: Path) -> None:
     journal = _journal(tmp_path / "journal" / "events.jsonl", ids)
     with journal.locked():
         IdIndex(journal).catch_up()      # the sidecar, as every writer leaves it
-    index = IdIndex(journal)
-    index.load()
-    tracemalloc.start()
-    try:
-        with journal.locked():
-            index.catch_up()
-        held, _ = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
+    index, (held, _) = _loaded_and_caught_up(journal)
     assert held <= 10 * len(ids), f"{held / len(ids):.1f} bytes an event"
     assert all(index.contains(i) for i in random.sample(ids, 200))
     assert not index.contains("evt-absent") and index.lookup(ids[7]) == journal.size() // len(ids) * 7
@@ -52,7 +66,7 @@ def test_every_id_is_found_across_loads_records_and_merges(tmp_path: Path) -> No
     the range: all found, none invented."""
     import numpy as np
 
-    from urchin.idindex import IdMemo
+    from urchin.idmemo import IdMemo
 
     stored: list[tuple[int, int]] = []       # the sidecar's records, in number order
     memo = IdMemo(_records(stored))
@@ -83,7 +97,7 @@ def test_held_answers_for_a_whole_batch_what_get_answers_for_each_hash() -> None
     ends and hashes above and below every stored one included."""
     import numpy as np
 
-    from urchin.idindex import IdMemo
+    from urchin.idmemo import IdMemo
 
     rng = random.Random(7)
     records: list[tuple[int, int]] = []
@@ -148,3 +162,101 @@ def test_a_batch_of_new_ids_is_recorded_as_one_at_a_time_records_it(tmp_path: Pa
     assert new._mem is not None and hashed._mem is not None
     assert [sorted(new._mem.get(h)) for h in probes] == [sorted(hashed._mem.get(h)) for h in probes]
     assert sorted(new._mem.get(twin)) == [6 * 10**6, 6 * 10**6 + 51] and len(new._mem) == len(hashed._mem)
+
+
+def _copy(journal: Journal, to: Path) -> Journal:
+    """The journal and its sidecar as `cp -a` copies them: the same bytes in other files."""
+    to.mkdir(parents=True)
+    for path in (journal.path, IdIndex(journal).path):
+        shutil.copy2(path, to / path.name)
+    return Journal(to / journal.path.name)
+
+
+def test_a_copied_journal_keeps_its_sidecar_and_a_replaced_one_of_equal_size_does_not(tmp_path: Path) -> None:
+    """A copied home (`cp -a`, a restore, a new laptop) has another journal file with the same bytes:
+    its sidecar is re-stamped, not rebuilt. A journal replaced by other bytes of the same size (one id
+    in the middle changed) is indexed again, so that id is a duplicate and the one it replaced is not."""
+    ids = [f"evt-{i:05d}" for i in range(3000)]
+    journal = _journal(tmp_path / "a" / "events.jsonl", ids)
+    with journal.locked():
+        assert IdIndex(journal).catch_up() == "rebuilt"
+        assert IdIndex(journal).catch_up() == "caught up"
+    copy = _copy(journal, tmp_path / "b")
+    index = IdIndex(copy)
+    assert index.covered() == 0           # another file: nothing is taken as covered before the check
+    with copy.locked():
+        assert index.catch_up() == "kept"
+        assert index.catch_up() == "caught up"
+    assert index.covered() == copy.size() and index.lookup(ids[1234]) == journal.size() // 3000 * 1234
+    replaced = _copy(journal, tmp_path / "c")
+    data = replaced.path.read_bytes().replace(b"evt-01500", b"evt-X1500")
+    replaced.path.unlink()
+    replaced.path.write_bytes(data)       # a new file, as an editor or another tool writes it
+    index = IdIndex(replaced)
+    with replaced.locked():
+        assert index.catch_up() == "rebuilt"
+    assert index.contains("evt-X1500") and not index.contains("evt-01500") and index.contains("evt-01501")
+
+
+def test_an_index_rebuilt_in_a_loaded_process_holds_a_piece_at_a_time(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """The daemon rebuilds a lost or stale sidecar with its ids in memory: a piece of the journal at
+    a time, not a record object per event (a 3M-event rebuild took 1.3 GB)."""
+    monkeypatch.setattr(idindex, "_PIECE", 256 << 10, raising=False)
+    ids = [f"evt-{i:06d}" for i in range(30_000)]
+    journal = _journal(tmp_path / "journal" / "events.jsonl", ids)
+    index, (_, peak) = _loaded_and_caught_up(journal)
+    assert peak <= 5 << 20, f"{peak / len(ids):.0f} bytes an event at the peak ({peak >> 10} KiB)"
+    assert index.contains(ids[-1]) and index.contains(ids[0]) and len(index._mem or ()) == len(ids)
+
+
+def test_a_rebuild_killed_midway_is_finished_by_the_next_writer(tmp_path: Path) -> None:
+    """SIGKILL while a process rebuilds the sidecar (a restored or copied home's first start): the next
+    catch-up drops the records a kill left past the header's offset and goes on from there, leaving
+    the bytes a whole rebuild leaves."""
+    ids = [f"evt-{i:06d}" for i in range(100_000)]
+    journal = _journal(tmp_path / "journal" / "events.jsonl", ids)
+    index = IdIndex(journal)
+    code = ("import sys; from pathlib import Path; from urchin import idindex; from urchin.journal import Journal; "
+            "idindex._PIECE = 1 << 16; j = Journal(Path(sys.argv[1])); l = j.locked(); l.__enter__(); "
+            "idindex.IdIndex(j).catch_up()")
+    child = subprocess.Popen([sys.executable, "-c", code, str(journal.path)])
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and child.poll() is None:
+            if index.path.exists() and index.path.stat().st_size > 256 << 10:
+                break
+            time.sleep(0.001)
+        child.kill()
+    finally:
+        child.wait()
+    killed = index.path.stat().st_size
+    with journal.locked():
+        assert index.catch_up() == "caught up"
+    whole = _copy(journal, tmp_path / "whole")
+    IdIndex(whole).path.unlink()
+    with whole.locked():
+        IdIndex(whole).catch_up()
+    assert index.path.read_bytes()[32:] == IdIndex(whole).path.read_bytes()[32:]
+    assert index.path.read_bytes()[:16] == IdIndex(whole).path.read_bytes()[:16]
+    assert 256 << 10 < killed < index.path.stat().st_size or child.returncode == 0   # killed midway (or finished)
+    assert index.contains(ids[-1]) and index.lookup(ids[0]) == 0
+
+
+def test_records_a_kill_left_past_the_covered_offset_are_dropped(tmp_path: Path) -> None:
+    """A kill between a piece's records and its header leaves records the header does not cover: the
+    next catch-up drops them before indexing those lines again (no record twice)."""
+    ids = [f"evt-{i:04d}" for i in range(50)]
+    journal = _journal(tmp_path / "journal" / "events.jsonl", ids)
+    index = IdIndex(journal)
+    with journal.locked():
+        index.catch_up()
+    whole = index.path.read_bytes()
+    header = struct.unpack_from("<8sQQQ", whole)
+    half = journal.size() // 2
+    cut = next(o for o in range(half, journal.size()) if journal.path.read_bytes()[o - 1:o] == b"\n")
+    crc = zlib.crc32(journal.path.read_bytes()[:cut])
+    index.path.write_bytes(struct.pack("<8sQQQ", header[0], cut, header[2], crc) + whole[32:])
+    with journal.locked():
+        assert index.catch_up() == "caught up"
+    assert index.path.read_bytes() == whole

@@ -36,7 +36,8 @@ LAYERS = [
     ("urchin.params", 2),
     ("urchin.journal", 3),
     # the journal's companions, and the redactor every write passes
-    ("urchin.idindex", 4), ("urchin.tombstones", 4), ("urchin.ephemeral", 4), ("urchin.redact", 4),
+    ("urchin.idindex", 4), ("urchin.idmemo", 4), ("urchin.tombstones", 4), ("urchin.ephemeral", 4),
+    ("urchin.redact", 4),
     ("urchin.api_tokens", 4), ("urchin.proof", 4),               # the write path's proof on each line
     ("urchin.ingest", 5),                                   # the one write path
     ("urchin.search", 6), ("urchin.workspace", 6), ("urchin.collectors", 6),   # views and sources

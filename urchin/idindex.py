@@ -1,10 +1,12 @@
 """Dedupe state for the journal: which event ids it already holds, with bounded memory.
 
-A sidecar `<journal>.ids` holds a 24-byte header (magic, journal offset covered, the journal file's
-inode: a compacted journal is another file, and its sidecar is rebuilt) and one 16-byte
-record per event (64-bit hash of the id, the line's journal offset). A hash hit is confirmed by
-reading that line, so a collision never drops an event. The sidecar is derived: it is caught up
-from the journal under the journal's lock, trimmed when the journal is shorter, and rebuilt when lost.
+A sidecar `<journal>.ids` holds a 32-byte header (magic, journal offset covered, the journal file's
+inode, the CRC-32 of the covered bytes) and one 16-byte record per event (64-bit hash of the id, the
+line's journal offset). A hash hit is confirmed by reading that line, so a collision never drops an
+event. The sidecar is derived: it is caught up from the journal under the journal's lock, in pieces
+(bounded memory), trimmed when the journal is shorter, and rebuilt when lost. A journal that is
+another file (a copied or restored home, a compaction, a replacement) keeps the sidecar only if the
+bytes it covers are the same (their CRC, ~0.3 s a GB): a copy is re-stamped, anything else rebuilt.
 Memory: a short-lived process maps the file (16 bytes/event on disk, none resident beyond the page
 cache); a long-lived one (`load()`) keeps each record's 32-bit hash prefix and its number in the file as
 two sorted numpy arrays, 8 bytes/event (a prefix hit reads its record from the file for the whole hash and
@@ -20,25 +22,23 @@ import mmap
 import os
 import struct
 import sys
+import zlib
 from array import array
-from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterable, Iterator, Sequence
 
 import orjson
 
+from urchin.fileio import line_chunks
+from urchin.idmemo import IdMemo
 from urchin.journal import Journal
+from urchin.tombstones import line_id
 
-if TYPE_CHECKING:      # numpy is imported by the long-lived processes that load the index (`load()`) only:
-    import numpy as np  # a hook or a CLI write maps the file and never pays for the import
+__all__ = ["IdIndex", "id_hash"]
 
-__all__ = ["IdIndex", "IdMemo", "id_hash"]
-
-_MAGIC = b"URCHINI2"
-_HEADER = struct.Struct("<8sQQ")
+_MAGIC = b"URCHINI3"
+_HEADER = struct.Struct("<8sQQQ")    # magic, journal offset covered, journal inode, CRC-32 of what is covered
 _RECORD = struct.Struct("<QQ")
-_MERGE_AT = 1 << 15     # newest records kept in a dict up to this many, then merged into the arrays
-
-Records = Callable[[Sequence[int]], list[tuple[int, int]]]   # record numbers -> (hash, offset) each, as stored
+_PIECE = 4 << 20        # journal bytes indexed at a time: a rebuild holds one piece's records, not all
 
 
 def id_hash(event_id: str) -> int:
@@ -54,13 +54,13 @@ class IdIndex:
         self._mem_inode = -1  # the journal file _mem describes (a compaction in any process replaces it)
 
     # ---- maintenance (call with the journal lock held) ------------------------------------
-    def catch_up(self) -> None:
-        """Index every journal line past the covered offset; trim records past the journal's end."""
+    def catch_up(self) -> str:
+        """Index every journal line past the covered offset; trim records past the journal's end.
+        Returns what it did to the sidecar: "caught up", "kept" (another journal file with the same
+        covered bytes: re-stamped) or "rebuilt" (none, or it described other bytes)."""
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
         try:
             size = os.fstat(fd).st_size
-            header = os.pread(fd, _HEADER.size, 0)
-            covered = 0
             try:                    # one stat for the journal's identity and its size
                 journal = os.stat(self.journal.path)
                 inode, journal_size = journal.st_ino, journal.st_size
@@ -69,37 +69,84 @@ class IdIndex:
             if inode != self._mem_inode or size < self._records_seen:
                 self._forget()  # another process compacted the journal and rebuilt the sidecar: reload it
                 self._mem_inode = inode
-            if len(header) == _HEADER.size and header[:8] == _MAGIC and _HEADER.unpack(header)[2] == inode:
-                covered = _HEADER.unpack(header)[1]
-            else:
-                header = b""
-                size = _HEADER.size
+            done, header = "caught up", _read_header(fd)
+            if header is not None and header[1] != inode:
+                done = "kept" if self._same_bytes(header[0], header[2], journal_size) else "rebuilt"
+                header = (header[0], inode, header[2]) if done == "kept" else None
+            stamp = done != "caught up" or header is None
+            if header is None:
+                done = "rebuilt" if journal_size else done
+                header, size = (0, inode, 0), _HEADER.size
                 os.ftruncate(fd, 0)
                 self._forget()
+            covered, _, crc = header
             records_end = _HEADER.size + (size - _HEADER.size) // _RECORD.size * _RECORD.size
             if covered > journal_size:
-                records_end, covered = self._trim(fd, records_end, journal_size)
+                records_end, covered, crc = self._trim(fd, records_end, journal_size)
+            records_end = _before(fd, records_end, covered)   # records a kill left past the header's offset
             if records_end != size:
                 os.ftruncate(fd, records_end)
+            if self._records_seen > records_end:
+                self._forget()
             if self._mem is not None and self._records_seen < records_end:
                 self._load_records(fd, records_end)
-            new: list[bytes] = []
-            end = covered
+            if stamp:
+                os.pwrite(fd, _HEADER.pack(_MAGIC, covered, inode, crc), 0)
+            first = records_end
             # covered == the journal's size (this process's own last write, the usual case): nothing to read
-            for offset, line in self.journal.iter_lines(covered) if covered < journal_size else ():
-                end = offset + len(line) + 1
-                event_id = _line_id(line)
-                if event_id is not None:
-                    new.append(_RECORD.pack(id_hash(event_id), offset))
-            if new:
-                os.pwrite(fd, b"".join(new), records_end)
-                if self._mem is not None:
-                    self._mem.add_many([_RECORD.unpack(record) for record in new], _number(records_end))
-            if end != covered or len(header) != _HEADER.size:
-                os.pwrite(fd, _HEADER.pack(_MAGIC, end, inode), 0)
-            self._records_seen = records_end + len(new) * _RECORD.size
+            for records, end, end_crc in self._pieces(covered, journal_size, crc):
+                os.pwrite(fd, records, records_end)
+                records_end += len(records)
+                os.pwrite(fd, _HEADER.pack(_MAGIC, end, inode, end_crc), 0)   # after its records: a kill
+            if self._mem is not None and first < records_end:                 # loses no piece it covers
+                self._load_records(fd, records_end)
+            self._records_seen = records_end
+            return done
         finally:
             os.close(fd)
+
+    def _pieces(self, start: int, end: int, crc: int) -> Iterator[tuple[bytes, int, int]]:
+        """The packed records of the journal's lines from `start` to `end`, a piece at a time, each with
+        the offset after it and the CRC-32 of the journal's bytes up to there."""
+        if start >= end:
+            return
+        try:
+            handle = self.journal.path.open("rb")
+        except FileNotFoundError:
+            return
+        with handle:
+            for base, piece in line_chunks(handle, start, _PIECE):
+                if base >= end:
+                    return
+                crc = zlib.crc32(b"\n", zlib.crc32(piece, crc))
+                records = array("Q")
+                offset = base
+                for line in piece.split(b"\n"):
+                    event_id = line_id(line) if line else None
+                    if event_id is not None:
+                        records.append(id_hash(event_id))
+                        records.append(offset)
+                    offset += len(line) + 1
+                if sys.byteorder != "little":
+                    records.byteswap()
+                yield records.tobytes(), offset, crc
+
+    def _same_bytes(self, covered: int, crc: int, journal_size: int) -> bool:
+        """Whether the journal's first `covered` bytes are those the sidecar describes (their CRC-32):
+        a copied home's journal is another file with the same bytes."""
+        if covered > journal_size:
+            return False
+        try:
+            with self.journal.path.open("rb") as handle:
+                value, left = 0, covered
+                while left:
+                    data = handle.read(min(_PIECE, left))
+                    if not data:
+                        return False
+                    value, left = zlib.crc32(data, value), left - len(data)
+        except FileNotFoundError:
+            return False
+        return value == crc
 
     def record(self, entries: Iterable[tuple[str, int]], covered: int) -> None:
         """Add (id, offset) pairs just appended by this process, then mark `covered`."""
@@ -128,10 +175,14 @@ class IdIndex:
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
         try:
             size = os.fstat(fd).st_size
+            inode = self._journal_inode()
+            header = _read_header(fd)     # `catch_up` just left it naming this journal: the CRC goes on from it
+            start, crc = (header[0], header[2]) if header is not None and header[1] == inode else (0, 0)
+            crc = self._crc(start, covered, crc)   # the lines just written, read back from the page cache
             if self._mem is not None:      # before the write, as ever: a reader may find them a moment early
                 remember(self._mem, _number(size))
             os.pwrite(fd, records, size)
-            os.pwrite(fd, _HEADER.pack(_MAGIC, covered, self._journal_inode()), 0)
+            os.pwrite(fd, _HEADER.pack(_MAGIC, covered, inode, crc), 0)
         finally:
             os.close(fd)
         if self._records_seen == size:
@@ -142,6 +193,35 @@ class IdIndex:
         if self._mem is None:
             self._mem = IdMemo(self._records)
             self._records_seen = _HEADER.size
+
+    def stamp(self) -> tuple[int, int] | None:
+        """(offset covered, journal inode) as the sidecar's header records them; None without one."""
+        try:
+            fd = os.open(self.path, os.O_RDONLY)
+        except FileNotFoundError:
+            return None
+        try:
+            header = _read_header(fd)
+        finally:
+            os.close(fd)
+        return None if header is None else header[:2]
+
+    def restamp(self) -> tuple[int, int] | None:
+        """A journal that is another file with the bytes the sidecar covers (a copied home): name it in
+        the header and return (offset covered, the inode it named before). Anything else is left to
+        `catch_up` (a rebuild, which a daemon runs in the background): None. Hold the journal lock."""
+        try:
+            fd = os.open(self.path, os.O_RDWR)
+        except FileNotFoundError:
+            return None
+        try:
+            header, inode = _read_header(fd), self._journal_inode()
+            if header is None or header[1] == inode or not self._same_bytes(header[0], header[2], self.journal.size()):
+                return None
+            os.pwrite(fd, _HEADER.pack(_MAGIC, header[0], inode, header[2]), 0)
+            return header[0], header[1]
+        finally:
+            os.close(fd)
 
     def _journal_inode(self) -> int:
         try:
@@ -190,7 +270,7 @@ class IdIndex:
         except FileNotFoundError:
             return 0
         if len(header) == _HEADER.size and header[:8] == _MAGIC and _HEADER.unpack(header)[2] == self._journal_inode():
-            return min(_HEADER.unpack(header)[1], self.journal.size())
+            return min(_HEADER.unpack(header)[1], self.journal.size())   # another file (a copy): 0 until caught up
         return 0
 
     def _offsets(self, h: int) -> list[int]:
@@ -221,147 +301,77 @@ class IdIndex:
             os.close(fd)
 
     def _load_records(self, fd: int, records_end: int) -> None:
+        """Add the sidecar's records from `_records_seen` to `records_end` to the memory, a million at a time."""
         import numpy as np
 
         assert self._mem is not None
         records = np.dtype([("hash", "<u8"), ("offset", "<u8")])   # _RECORD, as numpy reads it
-        data = np.frombuffer(os.pread(fd, records_end - self._records_seen, self._records_seen), dtype=records)
-        first = _number(self._records_seen)
-        self._mem.merge(data["hash"].copy(), np.arange(first, first + len(data), dtype=np.uint32))
-        del data
-        self._records_seen = records_end
+        while self._records_seen < records_end:
+            size = min(records_end - self._records_seen, _RECORD.size << 20)
+            data = np.frombuffer(os.pread(fd, size, self._records_seen), dtype=records)
+            first = _number(self._records_seen)
+            self._mem.merge(data["hash"].copy(), np.arange(first, first + len(data), dtype=np.uint32))
+            del data
+            self._records_seen += size
 
     def _forget(self) -> None:
         if self._mem is not None:
             self._mem = IdMemo(self._records)
         self._records_seen = _HEADER.size
 
-    def _trim(self, fd: int, records_end: int, journal_size: int) -> tuple[int, int]:
-        """The journal got shorter (tail repair): drop records of lines that are gone."""
-        data = os.pread(fd, records_end - _HEADER.size, _HEADER.size)
-        keep = len(data) // _RECORD.size
-        while keep and _RECORD.unpack_from(data, (keep - 1) * _RECORD.size)[1] >= journal_size:
-            keep -= 1
+    def _trim(self, fd: int, records_end: int, journal_size: int) -> tuple[int, int, int]:
+        """The journal got shorter (tail repair): drop records of lines that are gone; returns the
+        records' end, the offset now covered and the CRC-32 up to it."""
+        records_end = _before(fd, records_end, journal_size)
         covered = 0
-        if keep:
-            last_offset = _RECORD.unpack_from(data, (keep - 1) * _RECORD.size)[1]
+        if records_end > _HEADER.size:
+            last_offset = _RECORD.unpack(os.pread(fd, _RECORD.size, records_end - _RECORD.size))[1]
             line = self.journal.read_line_at(last_offset)
             covered = last_offset + len(line) + 1 if line is not None else last_offset
         self._forget()
-        return _HEADER.size + keep * _RECORD.size, covered
+        return records_end, covered, self._crc(0, covered, 0)
+
+    def _crc(self, start: int, end: int, crc: int) -> int:
+        """The CRC-32 of the journal's bytes up to `end`, given `crc`, that of those up to `start` (of
+        fewer when the journal is shorter: a CRC that matches nothing costs a copy its sidecar, no more)."""
+        if start >= end:
+            return crc
+        try:
+            with self.journal.path.open("rb") as handle:
+                handle.seek(start)
+                left = end - start
+                while left and (data := handle.read(min(_PIECE, left))):
+                    crc, left = zlib.crc32(data, crc), left - len(data)
+        except FileNotFoundError:
+            pass
+        return crc
 
 
-class IdMemo:
-    """Id hash -> journal offsets, in memory: each record's 32-bit hash prefix and its number in the
-    sidecar as two sorted arrays (8 bytes a record; `records` reads a hit's whole hash and offset back
-    from the sidecar), and the newest records in a dict (whole hash -> offsets).
+def _read_header(fd: int) -> tuple[int, int, int] | None:
+    """(offset covered, journal inode, CRC-32) of a sidecar's header, None when it has none of this format."""
+    header = os.pread(fd, _HEADER.size, 0)
+    if len(header) != _HEADER.size or header[:8] != _MAGIC:
+        return None
+    _, covered, inode, crc = _HEADER.unpack(header)
+    return covered, inode, crc
 
-    Written by one thread at a time (under the journal lock), read by any: a merge publishes the new
-    arrays in one assignment before it empties the dict, so a reader never misses a record (it may
-    see one twice, which a lookup tolerates: every offset is checked against its line)."""
 
-    merge_at = _MERGE_AT
-
-    def __init__(self, records: Records) -> None:
-        import numpy as np
-
-        self._read = records
-        self._sorted: tuple[np.ndarray, np.ndarray] = (np.empty(0, np.uint32), np.empty(0, np.uint32))
-        self._recent: dict[int, list[int]] = {}
-        # the dict's records, for the next merge: whole hashes and record numbers in the order added
-        self._recent_hashes, self._recent_numbers = array("Q"), array("I")
-
-    def __len__(self) -> int:
-        return len(self._sorted[0]) + len(self._recent_numbers)
-
-    def get(self, h: int) -> list[int]:
-        found = self._recent.get(h, [])   # before the arrays: a merge publishes them, then empties this
-        prefixes, numbers = self._sorted
-        if len(prefixes):
-            key = prefixes.dtype.type(h >> 32)
-            a = int(prefixes.searchsorted(key, side="left"))
-            if a < len(prefixes) and prefixes[a] == key:
-                b = int(prefixes.searchsorted(key, side="right"))
-                return [offset for stored, offset in self._read(numbers[a:b].tolist()) if stored == h] + found
-        return list(found)
-
-    def held(self, hashes: Sequence[int]) -> set[int]:
-        """The hashes of `hashes` that `get` finds an offset for, searched for all at once (a prefix
-        found is confirmed by `get`: the same id again, or a prefix shared with 1 in 2^32/records)."""
-        recent = self._recent      # read before the arrays: a merge publishes them, then empties this
-        found = recent.keys() & hashes if recent else set()
-        prefixes = self._sorted[0]
-        if len(prefixes) and hashes:
-            import numpy as np
-
-            wanted = np.fromiter(hashes, np.uint64, len(hashes))
-            keys = (wanted >> np.uint64(32)).astype(np.uint32)
-            at = np.minimum(prefixes.searchsorted(keys), len(prefixes) - 1)
-            hit = prefixes[at] == keys
-            if hit.any():    # each prefix found: its records' whole hashes, read in one pass
-                numbers, ends = self._sorted[1], prefixes.searchsorted(keys[hit], side="right")
-                wanted_numbers = [n for a, b in zip(at[hit].tolist(), ends.tolist(), strict=True)
-                                  for n in numbers[a:b].tolist()]
-                stored = {h for h, _ in self._read(wanted_numbers)}
-                found.update(h for h in wanted[hit].tolist() if h in stored)
-        return found
-
-    def add(self, h: int, offset: int, number: int) -> None:
-        self.add_many(((h, offset),), number)
-
-    def add_many(self, pairs: Iterable[tuple[int, int]], first: int) -> None:
-        """Records (hash, offset) that are, in order, the sidecar's records from number `first` on."""
-        recent, hashes = self._recent, self._recent_hashes
-        count = len(hashes)
-        for h, offset in pairs:
-            recent.setdefault(h, []).append(offset)
-            hashes.append(h)
-        self._recent_numbers.extend(range(first, first + len(hashes) - count))
-        self._merge_when_full()
-
-    def add_new(self, hashes: Sequence[int], offsets: Sequence[int], first: int) -> None:
-        """`add_many` of hashes not held here, none twice: one offset each, added at C speed."""
-        recent = self._recent
-        before = len(recent)
-        recent.update(zip(hashes, map(list, zip(offsets)), strict=True))   # each hash -> [its offset]
-        if len(recent) - before != len(hashes):   # two ids of the batch share a 64-bit hash: keep both offsets
-            for h in hashes:
-                recent.pop(h, None)
-            self.add_many(zip(hashes, offsets, strict=True), first)
-            return
-        self._recent_hashes.extend(hashes)
-        self._recent_numbers.extend(range(first, first + len(hashes)))
-        self._merge_when_full()
-
-    def _merge_when_full(self) -> None:
-        if len(self._recent) >= self.merge_at:
-            import numpy as np
-
-            self.merge(np.empty(0, np.uint64), np.empty(0, np.uint32))
-
-    def merge(self, hashes: np.ndarray, numbers: np.ndarray) -> None:
-        """Add records (whole hashes and their numbers in the sidecar; the dict's too) to the sorted
-        arrays: O(n) copies and a sort of the new ones."""
-        import numpy as np
-
-        if self._recent_numbers:   # the dict is still read by lookups until the new arrays hold its records
-            hashes = np.concatenate([hashes, np.frombuffer(self._recent_hashes, np.uint64)])
-            numbers = np.concatenate([numbers, np.frombuffer(self._recent_numbers, np.uint32)])
-        prefixes = (hashes >> np.uint64(32)).astype(np.uint32)
-        order = np.argsort(prefixes, kind="stable")     # equal prefixes (a collision, an id twice): in any order
-        prefixes, numbers = prefixes[order], numbers[order].astype(np.uint32)
-        del order
-        keys, values = self._sorted
-        if len(keys):
-            at = np.searchsorted(keys, prefixes, side="right")
-            prefixes, numbers = np.insert(keys, at, prefixes), np.insert(values, at, numbers)
-        self._sorted = (prefixes, numbers)
-        self._recent = {}
-        self._recent_hashes, self._recent_numbers = array("Q"), array("I")
-
-    @property
-    def nbytes(self) -> int:
-        return self._sorted[0].nbytes + self._sorted[1].nbytes + 112 * len(self._recent_numbers)
+def _before(fd: int, records_end: int, limit: int) -> int:
+    """The end of the records whose line starts before `limit` (records are in journal order: the
+    later ones are read back from the end, a block at a time)."""
+    if records_end <= _HEADER.size or _RECORD.unpack(os.pread(fd, _RECORD.size, records_end - _RECORD.size))[1] < limit:
+        return records_end      # the usual case: one record read
+    block = _RECORD.size << 12
+    while records_end > _HEADER.size:
+        start = max(_HEADER.size, records_end - block)
+        data = os.pread(fd, records_end - start, start)
+        keep = len(data) // _RECORD.size
+        while keep and _RECORD.unpack_from(data, (keep - 1) * _RECORD.size)[1] >= limit:
+            keep -= 1
+        if keep:
+            return start + keep * _RECORD.size
+        records_end = start
+    return _HEADER.size
 
 
 def _number(position: int) -> int:

@@ -261,11 +261,14 @@ class ForgetLog:
     def adopt(self, records: Iterable[dict[str, Any]]) -> None:
         """Start the log anew with `records` (`forget` records), closed by a rewrite with no edits that
         names the journal as it is now: it holds none of their lines (a restore wrote it without them),
-        so no compaction is pending."""
+        so no compaction is pending. The rewrite is recorded cleaned too: as the log's last record, a
+        copy of the home (another journal file) would take it for one a crash stopped before its rename."""
         dev, ino = _identity(self.journal.path)
+        token = os.urandom(8).hex()
         lines = [orjson.dumps(r) for r in records if r.get("op") == "forget"]
-        lines.append(orjson.dumps({"op": "compact", "at": _now(), "token": os.urandom(8).hex(), "dev": dev,
-                                   "ino": ino, "edits": []}))
+        lines.append(orjson.dumps({"op": "compact", "at": _now(), "token": token, "dev": dev, "ino": ino,
+                                   "edits": []}))
+        lines.append(orjson.dumps({"op": "cleaned", "at": _now(), "token": token}))
         write_private(self.path, b"\n".join(lines) + b"\n")
         self._state = _State()
 
@@ -328,10 +331,12 @@ def compact(journal: Journal, log: ForgetLog, rewrite: Rewrite | None = None,
             edits, replaced = _write_rewritten(target, new, hashes, rewrite)
             if not edits:
                 new.discard()
-                if log.pending():
+                if log.pending():   # none of the forgotten lines is here: recorded as a rewrite with no edits
                     dev, ino = _identity(target)
-                    log._append({"op": "compact", "at": _now(), "token": os.urandom(8).hex(), "dev": dev,
-                                 "ino": ino, "edits": []})
+                    done = Compaction(log.generation() + 1, (), frozenset(), os.urandom(8).hex())
+                    log._append({"op": "compact", "at": _now(), "token": done.token, "dev": dev, "ino": ino,
+                                 "edits": []})
+                    _cleaned(log, done)   # nothing to clean; not the log's last record (see `adopt`)
                 return None
             dev, ino = _identity(tmp)
             gen, token = log.generation() + 1, os.urandom(8).hex()

@@ -3,11 +3,12 @@
 A backup holds the journal, `config.toml`, the install key (`redact-id.key`: line proofs and keyed
 ids), the scoped tokens' hashes (`tokens.json`), the workspace roots, the collectors' checkpoints,
 the curated memories and the forget log's `forget` records; views and indexes rebuild from the
-journal. The bearer tokens themselves (`token`, `hooks.token`) stay out: a restored home makes new
-ones. Taken while a daemon writes: the journal is copied up to the offset it had under the writers'
-lock (compactions take that lock too, and rename a new file in, so the descriptor opened under it
-keeps its bytes), without the lines of events forgotten by then; checkpoints are read before that
-point, so none covers an event the copy lacks (a re-read event is a duplicate, refused by id).
+journal (the id index by the restore itself: the first start need not). The bearer tokens themselves
+(`token`, `hooks.token`) stay out: a restored home makes new ones. Taken while a daemon writes: the
+journal is copied up to the offset it had under the writers' lock (compactions take that lock too,
+and rename a new file in, so the descriptor opened under it keeps its bytes), without the lines of
+events forgotten by then; checkpoints are read before that point, so none covers an event the copy
+lacks (a re-read event is a duplicate, refused by id).
 """
 
 from __future__ import annotations
@@ -28,7 +29,9 @@ import orjson
 from urchin.config import Settings
 from urchin.daemon_http import daemon_alive
 from urchin.errors import DaemonError, JournalError, UrchinError, ValidationError
+from urchin.facade.upgrade import open_home
 from urchin.fileio import ensure_private_dir, replacing, write_private
+from urchin.idindex import IdIndex
 from urchin.journal import Journal
 from urchin.timestamps import format_timestamp
 from urchin.tombstones import ForgetLog, forget_hash, line_id
@@ -261,6 +264,9 @@ def restore(settings: Settings, source: Path, force: bool = False) -> BackupRepo
         _write_journal(tar, members.get(JOURNAL), manifest, journal.path)
         with journal.locked():
             log.adopt(records)   # the journal holds none of their lines: no compaction is owed
+        open_home(settings)      # the backup's formats brought to this code's (an older id index: dropped) ...
+        with journal.locked():
+            IdIndex(journal).catch_up()   # ... then the id index built, once, here: not at the first start
     return BackupReport(str(source), str(home), int(manifest.get("events") or 0),
                         int(manifest.get("journalBytes") or 0), 0, tuple(sorted(members)),
                         str(manifest.get("created") or ""), moved)

@@ -24,6 +24,7 @@ import orjson
 from urchin.config import Settings
 from urchin.errors import FormatError
 from urchin.event import PROOF_FIELD
+from urchin.facade.copied import follow_copy
 from urchin.fileio import write_private
 
 __all__ = ["FORMATS", "FORMAT_FILE", "open_home"]
@@ -44,7 +45,7 @@ FORMATS: dict[str, int] = {
     "workspaces": 1,             # workspaces.json
     "collector-checkpoints": 1,  # collectors/*.json
     # derived: rebuilt from the journal
-    "id-index": 2,               # events.jsonl.ids (magic URCHINI2)
+    "id-index": 3,               # events.jsonl.ids (magic URCHINI3: the header holds the CRC-32 of what it covers)
     "block-index": 2,            # events.jsonl.sidx/ (magic URSIDX02: bitmaps column-major)
     "journal-stats": 1,          # events.jsonl.stats
     "token-cosine": 2,           # index/cosine/ (manifest "format")
@@ -90,7 +91,14 @@ class _Recorded:
 
 def open_home(settings: Settings) -> str | None:
     """Check the home's formats before anything reads it; upgrade what is older. Returns what was done
-    (None: nothing), which has also been logged; raises FormatError for a newer format, touching nothing."""
+    (None: nothing), which has also been logged; raises FormatError for a newer format, touching nothing.
+    Then a home copied to other files keeps the derived files its bytes still match (`copied.py`)."""
+    said = _open_formats(settings)
+    follow_copy(settings)       # after the formats: a sidecar an upgrade dropped is rebuilt, not followed
+    return said
+
+
+def _open_formats(settings: Settings) -> str | None:
     home = settings.home
     if not home.is_dir():
         return None                      # nothing written yet: the first write makes the home

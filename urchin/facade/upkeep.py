@@ -117,7 +117,10 @@ class Upkeep:
     def _load_ids(self) -> None:
         give_way(requests_first.STARTUP_WAIT_S)   # after what a first query waits for (`warm`)
         try:
+            started = time.perf_counter()
             with self._journal.locked():
-                self._write.ingestor.ids.catch_up()
+                done = self._write.ingestor.ids.catch_up()
+            if done != "caught up":     # "kept": another file with the journal's bytes (a copied home)
+                log.info("id index %s in %.2fs", done, time.perf_counter() - started)
         except UrchinError as exc:      # the next write tries again, and says why
             log.warning("loading the id index failed: %s", exc.message)

@@ -88,8 +88,9 @@ class BuildingView(LearningView):
         assert self.index_dir is not None
         folder = self.index_dir
 
-        def done() -> bool:
-            return self.journal.size() - cosine_store.saved_offset(folder) <= _SWAP_BYTES
+        def done() -> bool:    # a saved index of another journal (a copied home's, a replaced one) is none
+            return (self.journal.size() - cosine_store.saved_offset(folder) <= _SWAP_BYTES
+                    and cosine_store.covers(folder, self.journal))
 
         try:
             self._grow_tail()       # the first tail, small for the first query, before the child starts
