@@ -22,3 +22,12 @@ def sleepy(init: bytes) -> Callable[[bytes], bytes]:
         time.sleep(600)
         return task
     return run
+
+
+def chatty(init: bytes) -> Callable[[bytes], bytes]:
+    """Prints (a stray print must never reach a frame or the caller's output) and echoes each task."""
+    print("stray print from a worker", flush=True)
+
+    def run(task: bytes) -> bytes:
+        return task
+    return run
