@@ -14,10 +14,11 @@ from pathlib import Path
 import orjson
 
 from tests.conftest import REPO
+from tests.pool_entries import in_a_fresh_python
 from urchin.config import Settings
 from urchin.facade import Memory, bulk
 from urchin.facade.writing import IMPORT_BATCH
-from urchin.ingest import Ingestor
+from urchin.ingest import BatchReport, Ingestor
 
 SECRET = "ghp_" + "A1b2C3d4E5" * 4
 IMPORT = """
@@ -151,29 +152,40 @@ def test_a_file_read_in_chunks_is_numbered_and_prepared_as_its_lines(tmp_path: P
         assert flat([bulk.prepare_chunk(ingestor, c) for c in chunks]) == by_lines, size
 
 
-def test_workers_read_a_regular_file_s_chunks_themselves(tmp_path: Path) -> None:
-    """A regular file's chunks go to the workers as where to read them (`os.pread` at an offset), not
-    as bytes: a parallel import of a file in small chunks writes the journal and reports the lines
-    a serial import of the same bytes (from memory, no file) does."""
+def _workers_read_the_file(folder: str) -> None:
+    tmp_path = Path(folder)
     data = _file_lines()
     source = tmp_path / "in.jsonl"
     source.write_bytes(data)
     ingestors = _two_homes(tmp_path)
     done: list[list[object]] = [[], []]
+    before, forked = _children(), set()
+
+    def record(d: tuple[int, list[tuple[int, str]], object], r: BatchReport) -> None:
+        done[0].append((d[0], d[1], r.appended, r.duplicate))
+        forked.update(_children() - before)
+
     with source.open("rb") as handle:
         assert bulk._regular_fd(handle) is not None and bulk._regular_fd(io.BytesIO(data)) is None
-        bulk.import_parallel(ingestors[0], bulk.numbered_chunks(handle, 997), 2,
-                             lambda d, r: done[0].append((d[0], d[1], r.appended, r.duplicate)), source=handle)
+        bulk.import_parallel(ingestors[0], bulk.numbered_chunks(handle, 997), 2, record, source=handle)
     bulk.import_serial(ingestors[1], bulk.numbered_chunks(io.BytesIO(data), 997),
                        lambda d, r: done[1].append((d[0], d[1], r.appended, r.duplicate)))
     assert len(done[0]) > 20 and done[0] == done[1]
     journals = [ingestor.journal.path.read_bytes() for ingestor in ingestors]
     assert journals[0] == journals[1] and journals[0].count(b"\n") > 400
+    assert len(forked) == 2   # the workers did read it
 
 
-def test_workers_killed_mid_import_leave_the_rest_to_this_process(tmp_path: Path) -> None:
-    """Both workers SIGKILLed once the first batch is appended: the batches they held and the rest are
-    prepared here, and the journal is what a serial import writes, each event once."""
+def test_workers_read_a_regular_file_s_chunks_themselves(tmp_path: Path) -> None:
+    """A regular file's chunks go to the workers as where to read them (`os.pread` at an offset), not
+    as bytes: a parallel import of a file in small chunks writes the journal and reports the lines
+    a serial import of the same bytes (from memory, no file) does. (In a fresh interpreter: the
+    workers fork only where no other thread runs.)"""
+    in_a_fresh_python(_workers_read_the_file, str(tmp_path))
+
+
+def _workers_killed(folder: str) -> None:
+    tmp_path = Path(folder)
     data = b"\n".join(_lines(2000)) + b"\n"
     ingestors = _two_homes(tmp_path)
     bulk.import_serial(ingestors[1], bulk.numbered_chunks(io.BytesIO(data), 8192), lambda done, tally: None)
@@ -189,6 +201,12 @@ def test_workers_killed_mid_import_leave_the_rest_to_this_process(tmp_path: Path
     assert len(killed) == 2 and not _children() - before
     journals = [ingestor.journal.path.read_bytes() for ingestor in ingestors]
     assert journals[0] == journals[1] and journals[0].count(b"\n") > 1000
+
+
+def test_workers_killed_mid_import_leave_the_rest_to_this_process(tmp_path: Path) -> None:
+    """Both workers SIGKILLed once the first batch is appended: the batches they held and the rest are
+    prepared here, and the journal is what a serial import writes, each event once."""
+    in_a_fresh_python(_workers_killed, str(tmp_path))
 
 
 def test_an_import_beside_another_thread_forks_nothing_and_writes_the_same_journal(tmp_path: Path) -> None:
