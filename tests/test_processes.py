@@ -151,7 +151,7 @@ def test_a_parent_killed_by_sigkill_leaves_no_worker_within_seconds(start: str) 
     finally:
         parent.send_signal(signal.SIGKILL)
         parent.wait()
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + 15   # a SCHED_IDLE worker on a loaded machine runs on a trickle (5 s: once missed)
     while any(map(_alive, workers)) and time.monotonic() < deadline:
         time.sleep(0.05)
     alive = [pid for pid in workers if _alive(pid)]
