@@ -13,13 +13,13 @@ from pathlib import Path
 
 import orjson
 
-from tests.conftest import REPO
 from tests.pool_entries import in_a_fresh_python
 from urchin.config import Settings
 from urchin.facade import Memory, bulk
 from urchin.facade.writing import IMPORT_BATCH
 from urchin.ingest import BatchReport, Ingestor
 
+REPO = Path(__file__).resolve().parent.parent   # not conftest's: the checks run in a fresh interpreter import this
 SECRET = "ghp_" + "A1b2C3d4E5" * 4
 IMPORT = """
 import sys, orjson
