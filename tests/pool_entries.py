@@ -1,10 +1,23 @@
-"""Entries for `urchin.processes.Pool` in tests/test_processes.py: real modules a spawned worker imports."""
+"""Entries for `urchin.processes.Pool` in tests/test_processes.py (real modules a spawned worker imports),
+and `in_a_fresh_python`, where the tests that fork workers run."""
 
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
+
+
+def in_a_fresh_python(check: Callable[..., None], *args: str) -> None:
+    """`check(*args)` (a module-level function of a test module) run in a new interpreter: a pool forks
+    only where no other thread runs, and a test process may hold threads other tests left behind."""
+    code = f"from {check.__module__} import {check.__name__} as check; check(*{args!r})"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          cwd=Path(__file__).resolve().parent.parent)
+    assert done.returncode == 0, done.stderr[-4000:]
 
 
 def echo(init: bytes) -> Callable[[bytes], bytes]:
@@ -20,5 +33,14 @@ def sleepy(init: bytes) -> Callable[[bytes], bytes]:
     """A task that takes the rest of the test: its worker is busy when its parent is killed."""
     def run(task: bytes) -> bytes:
         time.sleep(600)
+        return task
+    return run
+
+
+def chatty(init: bytes) -> Callable[[bytes], bytes]:
+    """Prints (a stray print must never reach a frame or the caller's output) and echoes each task."""
+    print("stray print from a worker", flush=True)
+
+    def run(task: bytes) -> bytes:
         return task
     return run

@@ -190,3 +190,14 @@ def test_every_operation_declares_one_scope_for_every_front_end() -> None:
         assert TOOL_OPS.get(tool, op) == op
     declared = {(r.method, r.path, a.need, r.where) for a in ACCESS.values() for r in a.routes}
     assert declared <= {(m, p.pattern, need, where) for m, p, need, where in _ROUTES}
+
+
+def test_each_operation_is_filed_under_its_own_name_with_its_run() -> None:
+    """`OPERATIONS` is keyed by name for the typed look-up (`OPERATIONS["search"]`): each key is its
+    operation's name, every operation has its one run, and the by-name view is the same table."""
+    from urchin.contract import OPERATIONS_BY_NAME
+    from urchin.contract.ops import Operations
+
+    assert set(OPERATIONS) == set(Operations.__annotations__)
+    assert all(name == op.name and op.runner is not None for name, op in OPERATIONS_BY_NAME.items())
+    assert OPERATIONS_BY_NAME is OPERATIONS

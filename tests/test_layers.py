@@ -273,3 +273,20 @@ def test_the_postgres_index_parts_are_composed_in_one_place() -> None:
     assert {part: sorted(found) for part, found in reach.items() if found} == {}
     users = {name for name, targets in graph.items() if targets & set(PG_PARTS) and name not in PG_PARTS}
     assert users == {PG_COMPOSER}, "the index's parts are built by the composer only"
+
+
+# One worker-process mechanism (issue 35, item 4): a pool of worker processes is `urchin.processes.Pool`,
+# spawned or forked; no other module imports multiprocessing or a process pool, or forks.
+WORKER_DOOR = "urchin.processes"
+
+
+def test_worker_processes_are_started_by_one_module() -> None:
+    modules = _modules()
+    pools = {name for name, path in modules.items() for target, taken in _imports(name, path, modules)
+             if target.split(".")[0] == "multiprocessing" or taken == "ProcessPoolExecutor"}
+    texts = {name: path.read_text() for name, path in modules.items()}
+    forks = {name for name, text in texts.items() if "fork" in text for node in ast.walk(ast.parse(text))
+             if isinstance(node, ast.Call) and (getattr(node.func, "attr", None) or getattr(node.func, "id", None))
+             in {"fork", "forkpty"}}
+    assert pools == set(), "worker pools are urchin.processes.Pool's"
+    assert forks == {WORKER_DOOR}

@@ -1,5 +1,5 @@
-"""`urchin.processes.Pool`: real spawned workers (tests/pool_entries.py), results in task order, failures
-as one `WorkerError`, and no worker outliving its pool or its parent (even a SIGKILLed one)."""
+"""`urchin.processes.Pool`: real spawned and forked workers (tests/pool_entries.py), results in task order,
+failures as one `WorkerError`, and no worker outliving its pool or its parent (even a SIGKILLed one)."""
 
 from __future__ import annotations
 
@@ -7,11 +7,15 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Literal
 
 import pytest
 
+from tests.pool_entries import in_a_fresh_python
 from urchin.processes import Pool, WorkerError
 
 
@@ -23,22 +27,95 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def test_results_come_in_task_order_from_every_worker_with_large_frames_both_ways() -> None:
+def _each(check: Callable[[Literal["spawn", "fork"]], None], start: Literal["spawn", "fork"]) -> None:
+    """A check of a spawned pool here, of a forked one in a fresh interpreter (`in_a_fresh_python`)."""
+    if start == "fork":
+        in_a_fresh_python(check, start)
+    else:
+        check(start)
+
+
+def _in_order(start: Literal["spawn", "fork"]) -> None:
     tasks = [bytes([65 + i % 26]) * (i * 40_000 % 300_000) + str(i).encode() for i in range(40)]
-    with Pool("tests.pool_entries:echo", 3, init=b"setup", in_flight=3) as pool:
+    with Pool("tests.pool_entries:echo", 3, init=b"setup", in_flight=3, start=start) as pool:
         results = list(pool.ordered(iter(tasks)))
         pids = pool.pids
     assert [r.split(b"|", 2)[2] for r in results] == [t[::-1] for t in tasks]
     assert {r.split(b"|", 2)[0] for r in results} == {b"setup"}
     assert {int(r.split(b"|", 2)[1]) for r in results} == set(pids) and len(pids) == 3
     assert not any(_alive(pid) for pid in pids)   # nothing outlives the pool
+    assert os.getpid() not in pids
 
 
-def test_a_worker_that_fails_is_one_worker_error_and_the_pool_leaves_nothing() -> None:
-    with pytest.raises(WorkerError, match="stopped"), Pool("tests.pool_entries:echo", 2) as pool:
+@pytest.mark.parametrize("start", ["spawn", "fork"])
+def test_results_come_in_task_order_from_every_worker_with_large_frames_both_ways(start: Literal["spawn", "fork"]) \
+        -> None:
+    _each(_in_order, start)
+
+
+def _one_failure(start: Literal["spawn", "fork"]) -> None:
+    with pytest.raises(WorkerError, match="stopped"), Pool("tests.pool_entries:echo", 2, start=start) as pool:
         pids = pool.pids
         list(pool.ordered([b"a", b"b", b"fail", b"c"]))
     assert not any(_alive(pid) for pid in pids)
+
+
+@pytest.mark.parametrize("start", ["spawn", "fork"])
+def test_a_worker_that_fails_is_one_worker_error_and_the_pool_leaves_nothing(start: Literal["spawn", "fork"]) \
+        -> None:
+    _each(_one_failure, start)
+
+
+def _killed_mid_task(start: Literal["spawn", "fork"]) -> None:
+    began = time.monotonic()
+    with pytest.raises(WorkerError, match="stopped"), \
+            Pool("tests.pool_entries:sleepy", 2, start=start) as pool:
+        pids = pool.pids
+        results = pool.ordered([b"x", b"y", b"z"])
+        killer = threading.Timer(0.2, os.kill, (pids[0], signal.SIGKILL))
+        killer.start()
+        next(results)
+    killer.join()
+    assert time.monotonic() - began < 10
+    assert not any(_alive(pid) for pid in pids)
+
+
+def test_a_forked_worker_killed_mid_task_is_one_worker_error_within_seconds() -> None:
+    """A worker SIGKILLed while it holds a task: the caller waiting on its result gets `WorkerError`
+    (its pipe's end closes with it), not a wait for ever; the other worker is ended with the pool."""
+    _each(_killed_mid_task, "fork")
+
+
+def test_fork_is_refused_while_another_thread_runs() -> None:
+    """A forked child would inherit the other thread's locks mid-use: `start` refuses, naming why,
+    and forks nothing."""
+    stop = threading.Event()
+    other = threading.Thread(target=stop.wait, daemon=True)
+    other.start()
+    pool = Pool("tests.pool_entries:echo", 2, start="fork")
+    try:
+        with pytest.raises(WorkerError, match=r"cannot fork a worker here: [1-9]\d* other thread"):
+            pool.start()
+        assert pool.pids == []
+    finally:
+        stop.set()
+        other.join()
+
+
+def test_a_forked_worker_runs_none_of_its_parent_s_exit_work() -> None:
+    """What the caller had buffered and its exit handlers are written once, by the caller (a forked
+    worker ends by `os._exit`), and a worker's stray print goes to stderr, not the caller's output."""
+    script = ("import atexit, sys\n"
+              "from urchin.processes import Pool\n"
+              "atexit.register(print, 'exit handler')\n"
+              "sys.stdout.write('buffered before the fork;')\n"
+              "with Pool('tests.pool_entries:chatty', 2, start='fork') as pool:\n"
+              "    assert list(pool.ordered([b'a', b'b', b'c'])) == [b'a', b'b', b'c']\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60,
+                          cwd=Path(__file__).resolve().parent.parent)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "buffered before the fork;exit handler\n"
+    assert done.stderr.count("stray print from a worker") == 2
 
 
 def test_a_worker_that_cannot_start_is_a_worker_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -50,13 +127,16 @@ def test_a_worker_that_cannot_start_is_a_worker_error(tmp_path: Path, monkeypatc
 def test_bad_sizes_are_refused() -> None:
     with pytest.raises(ValueError, match="workers >= 1"):
         Pool("tests.pool_entries:echo", 0)
+    with pytest.raises(ValueError, match="'spawn' or 'fork'"):
+        Pool("tests.pool_entries:echo", 1, start="forkserver")  # type: ignore[arg-type]
 
 
-def test_a_parent_killed_by_sigkill_leaves_no_worker_within_seconds() -> None:
+@pytest.mark.parametrize("start", ["spawn", "fork"])
+def test_a_parent_killed_by_sigkill_leaves_no_worker_within_seconds(start: str) -> None:
     """SIGKILL runs no clean-up of the parent's: each worker's own watch ends it (within its poll)."""
     script = ("import sys, time\n"
               "from urchin.processes import Pool\n"
-              "pool = Pool('tests.pool_entries:sleepy', 2, low_priority=True).__enter__()\n"
+              f"pool = Pool('tests.pool_entries:sleepy', 2, low_priority=True, start={start!r}).__enter__()\n"
               "results = pool.ordered([b'x', b'y', b'z'])\n"
               "print(*pool.pids, flush=True)\n"
               "next(results)\n")
@@ -71,7 +151,7 @@ def test_a_parent_killed_by_sigkill_leaves_no_worker_within_seconds() -> None:
     finally:
         parent.send_signal(signal.SIGKILL)
         parent.wait()
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + 15   # a SCHED_IDLE worker on a loaded machine runs on a trickle (5 s: once missed)
     while any(map(_alive, workers)) and time.monotonic() < deadline:
         time.sleep(0.05)
     alive = [pid for pid in workers if _alive(pid)]

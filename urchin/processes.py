@@ -7,10 +7,12 @@ The daemon runs its heavy background work in long-lived children: the PostgreSQL
 lowest CPU priority and end on their own when their parent is gone. Every holder of the embedded
 PostgreSQL has a watchdog child (`urchin.hybrid.pgwatch`) that waits for its parent's death the same way.
 
-A `Pool`'s workers are spawned (`python -P -m urchin.processes ENTRY`), never forked: safe in a threaded
-daemon, and no re-run of the caller's `__main__`. `ENTRY` is `module:function`; the worker calls
-`function(init)` once and the function it returns on each task. Tasks and results are bytes, framed by
-an 8-byte length: each caller keeps its own encoding, so the pool knows nothing of journals or arrays.
+A `Pool`'s workers are spawned (`python -P -m urchin.processes ENTRY`: safe in a threaded daemon, and no
+re-run of the caller's `__main__`), or with `start="fork"` forked from a caller with no other thread (no
+interpreter to start, the caller's imports and open files inherited). `ENTRY` is `module:function`; the
+worker calls `function(init)` once and the function it returns on each task. Tasks and results are
+bytes, framed by an 8-byte length over two pipes either way: each caller keeps its own encoding, so
+the pool knows nothing of journals or arrays.
 """
 
 from __future__ import annotations
@@ -18,18 +20,20 @@ from __future__ import annotations
 import importlib
 import os
 import queue
+import signal
 import site
 import struct
 import subprocess
 import sys
 import threading
 import time
+import traceback
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import IO, BinaryIO
+from typing import IO, BinaryIO, Literal, Protocol
 
 __all__ = ["NICENESS", "PARENT_POLL_S", "python_child", "lowest_priority", "wait_for_parent", "end_with_parent",
-           "Pool", "WorkerError"]
+           "can_fork", "Pool", "WorkerError"]
 
 NICENESS = 19
 PARENT_POLL_S = 0.5
@@ -77,23 +81,84 @@ def end_with_parent(parent: int) -> None:
     threading.Thread(target=watch, name="urchin-parent-watch", daemon=True).start()
 
 
+def can_fork() -> bool:
+    """Whether this process may fork a worker: it can (not Windows), and no other thread runs here (a
+    forked child would inherit that thread's locks, held mid-use, and never see them released)."""
+    return hasattr(os, "fork") and threading.active_count() == 1
+
+
 class WorkerError(Exception):
     """A pool's worker could not start, died, or sent a short frame; the caller goes on its own way."""
+
+
+class _Worker(Protocol):
+    """What a pool holds of a worker, spawned (`subprocess.Popen`) or forked (`_Forked`)."""
+
+    pid: int
+    stdin: IO[bytes] | None
+    stdout: IO[bytes] | None
+
+    def poll(self) -> int | None: ...
+    def wait(self, timeout: float | None = None) -> int: ...
+    def kill(self) -> None: ...
+
+
+class _Forked:
+    """A forked worker as `Popen` shows a spawned one: its pid, the two pipes' ends, its exit status."""
+
+    def __init__(self, pid: int, stdin: IO[bytes], stdout: IO[bytes]) -> None:
+        self.pid = pid
+        self.stdin: IO[bytes] | None = stdin
+        self.stdout: IO[bytes] | None = stdout
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            try:
+                pid, status = os.waitpid(self.pid, os.WNOHANG)
+            except ChildProcessError:   # reaped by another's wait: gone, its status unknown (as Popen says)
+                pid, status = self.pid, 0
+            if pid:
+                self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.poll() is None:
+            if deadline is not None and time.monotonic() >= deadline:
+                raise subprocess.TimeoutExpired(str(self.pid), timeout or 0.0)
+            time.sleep(0.005)
+        assert self.returncode is not None
+        return self.returncode
+
+    def kill(self) -> None:
+        if self.returncode is None:
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
 
 
 class Pool:
     """`workers` worker processes running `entry` (`module:function`); a context manager, and nothing
     outlives it: closing it closes every worker's stdin, kills and waits for it. `ordered` sends the
     tasks round-robin, at most `in_flight` unanswered per worker, and yields the results in task
-    order. With `low_priority`, the workers run at `lowest_priority` from their start."""
+    order. With `low_priority`, the workers run at `lowest_priority` from their start.
+
+    `start="spawn"` starts each worker as a new interpreter; `start="fork"` forks it from this process
+    (which must have no other thread: `can_fork`, else `start` raises `WorkerError`), so it begins
+    with this process's imports, state and open file descriptors, and ends by `os._exit`: no exit
+    handler of this process runs in it, no buffer it inherited is flushed twice."""
 
     def __init__(self, entry: str, workers: int, *, init: bytes = b"", low_priority: bool = False,
-                 in_flight: int = 2) -> None:
+                 in_flight: int = 2, start: Literal["spawn", "fork"] = "spawn") -> None:
         if workers < 1 or in_flight < 1:
             raise ValueError(f"a pool needs workers >= 1 and in_flight >= 1 (got {workers}, {in_flight})")
+        if start not in ("spawn", "fork"):
+            raise ValueError(f"a pool's start must be 'spawn' or 'fork' (got {start!r})")
         self.entry, self.workers, self.init = entry, workers, init
-        self.low_priority, self.in_flight = low_priority, in_flight
-        self._procs: list[subprocess.Popen[bytes]] = []
+        self.low_priority, self.in_flight, self.start_method = low_priority, in_flight, start
+        self._procs: list[_Worker] = []
         self._unanswered = 0   # tasks sent and not yet answered
 
     def __enter__(self) -> Pool:
@@ -108,11 +173,19 @@ class Pool:
         return [proc.pid for proc in self._procs]
 
     def start(self) -> None:
+        if self.start_method == "fork" and not can_fork():
+            raise WorkerError(f"{self.entry}: cannot fork a worker here: {threading.active_count() - 1} other "
+                              "thread(s) running (a forked child would inherit their locks mid-use); "
+                              "use start='spawn'")
         command, env = python_child(__name__)
         command += [self.entry, str(os.getpid()), "low" if self.low_priority else "normal"]
         try:
             for _ in range(self.workers):
-                proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+                proc: _Worker
+                if self.start_method == "fork":
+                    proc = self._fork()
+                else:
+                    proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
                 self._procs.append(proc)
                 if self.low_priority:
                     lowest_priority(proc.pid)
@@ -170,7 +243,38 @@ class Pool:
             send_next()   # before the caller takes the result: the worker works meanwhile
             yield result
 
-    def _send(self, proc: subprocess.Popen[bytes], data: bytes) -> None:
+    def _fork(self) -> _Forked:
+        """One worker forked from here, talking over two new pipes; it closes every other worker's
+        pipe ends it inherited (a worker holding another's stdin open would keep that one waiting)."""
+        tasks_read, tasks_write = os.pipe()
+        results_read, results_write = os.pipe()
+        theirs = [stream.fileno() for proc in self._procs for stream in (proc.stdin, proc.stdout) if stream]
+        priority, parent = "low" if self.low_priority else "normal", os.getpid()
+        for stream in (sys.stdout, sys.stderr):   # nothing buffered here is written again by the child
+            if stream is not None:
+                stream.flush()
+        pid = os.fork()
+        if pid == 0:   # the worker: it never returns into the caller's code
+            status = 1
+            try:
+                for fd in (tasks_write, results_read, *theirs):
+                    os.close(fd)
+                _forked_worker(self.entry, parent, priority, tasks_read, results_write)
+                status = 0
+            except KeyboardInterrupt:   # Ctrl-C reached the whole process group: the caller reports it
+                pass
+            except BaseException:   # what a spawned worker's interpreter would print, then its status
+                traceback.print_exc()
+            finally:
+                try:
+                    sys.stderr.flush()
+                finally:
+                    os._exit(status)
+        os.close(tasks_read)
+        os.close(results_write)
+        return _Forked(pid, os.fdopen(tasks_write, "wb"), os.fdopen(results_read, "rb"))
+
+    def _send(self, proc: _Worker, data: bytes) -> None:
         assert proc.stdin is not None
         try:
             proc.stdin.write(_LENGTH.pack(len(data)))
@@ -179,7 +283,7 @@ class Pool:
         except OSError as exc:
             raise WorkerError(f"{self.entry}: worker {proc.pid} stopped ({exc})") from None
 
-    def _receive(self, proc: subprocess.Popen[bytes]) -> bytes:
+    def _receive(self, proc: _Worker) -> bytes:
         assert proc.stdout is not None
         data = _read_frame(proc.stdout)
         if data is None:
@@ -198,16 +302,32 @@ def _read_frame(stream: IO[bytes]) -> bytes | None:
 
 
 def _worker(entry: str, parent: int, priority: str) -> None:
-    """A pool's worker: frames in on stdin (init, then tasks), one frame out on stdout a task. A thread
-    reads the tasks (the parent's writes never wait on this worker's work) and another writes the
-    results (the next task is worked while one is written). Ends with its parent, even a SIGKILLed one."""
+    """A spawned pool worker: frames in on stdin, frames out on stdout (`_serve`); it ends with its
+    parent, even a SIGKILLed one."""
     if priority == "low":
         lowest_priority()
     end_with_parent(parent)
     out: BinaryIO = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)   # a stray print goes to stderr, never into a frame
     sys.stdout = sys.stderr
-    stdin = sys.stdin.buffer
+    _serve(entry, sys.stdin.buffer, out)
+
+
+def _forked_worker(entry: str, parent: int, priority: str, tasks_fd: int, results_fd: int) -> None:
+    """A forked pool worker: frames in and out on its two pipes (`_serve`); it ends with its parent, as
+    a spawned one does."""
+    if priority == "low":
+        lowest_priority()
+    end_with_parent(parent)
+    os.dup2(2, 1)   # a stray print goes to stderr, as a spawned worker's, not into the caller's output
+    sys.stdout = sys.stderr
+    _serve(entry, os.fdopen(tasks_fd, "rb"), os.fdopen(results_fd, "wb"))
+
+
+def _serve(entry: str, stdin: BinaryIO, out: BinaryIO) -> None:
+    """A pool worker's loop: the init frame, then one frame out a task in. A thread reads the tasks
+    (the parent's writes never wait on this worker's work) and another writes the results (the next
+    task is worked while one is written)."""
     init = _read_frame(stdin)
     if init is None:
         return

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 import orjson
 
-from urchin.contract import OPERATIONS, Param
+from urchin.contract import OPERATIONS_BY_NAME, Param
 from urchin.errors import ValidationError
 
 if TYPE_CHECKING:
@@ -55,7 +55,7 @@ def _decorator(param: Param) -> Callable[[F], F]:
 def operation_options(operation: str, skip: tuple[str, ...] = ()) -> Callable[[F], F]:
     """The operation's parameters as click arguments and options (all defaulting to `None`)."""
     def decorate(func: F) -> F:
-        for param in reversed(OPERATIONS[operation].params):
+        for param in reversed(OPERATIONS_BY_NAME[operation].params):
             if param.name not in skip and not param.wire_only:
                 func = _decorator(param)(func)
         return func
@@ -65,26 +65,26 @@ def operation_options(operation: str, skip: tuple[str, ...] = ()) -> Callable[[F
 def parse(operation: str, params: dict[str, Any]) -> dict[str, Any]:
     """What click parsed, validated: Memory keywords with the contract's defaults."""
     given = {k: (list(v) or None) if isinstance(v, tuple) else v for k, v in params.items()}
-    return OPERATIONS[operation].parse(given, "cli")
+    return OPERATIONS_BY_NAME[operation].parse(given, "cli")
 
 
 def build(operation: str, params: dict[str, Any]) -> Any:
     """What click parsed, as the operation's typed parameters (checked once, here; errors name flags)."""
     given = {k: (list(v) or None) if isinstance(v, tuple) else v for k, v in params.items()}
-    return OPERATIONS[operation].build(given, "cli")
+    return OPERATIONS_BY_NAME[operation].build(given, "cli")
 
 
 def call(operation: str, target: Facade, params: dict[str, Any]) -> Any:
     """What click parsed, parsed once by the operation (errors name flags), then its one run on `target`."""
     given = {k: (list(v) or None) if isinstance(v, tuple) else v for k, v in params.items()}
-    return OPERATIONS[operation].call(target, given, "cli")
+    return OPERATIONS_BY_NAME[operation].call(target, given, "cli")
 
 
 def as_flag(exc: ValidationError, operation: str) -> ValidationError:
     """An error from below, which names wire names (event validation, the index's `ContextParams`), naming
     the flag the user typed instead: `--source: ...`, `--search[0].type: ...`."""
     head = exc.field.split("[", 1)[0].split(".", 1)[0] if exc.field else ""
-    param = next((p for p in OPERATIONS[operation].params if p.wire_name == head), None)
+    param = next((p for p in OPERATIONS_BY_NAME[operation].params if p.wire_name == head), None)
     if param is None or param.spelled("cli") == head:
         return exc
     field = param.spelled("cli") + exc.field[len(head):]

@@ -1,4 +1,5 @@
-"""The front-end contract: every operation's parameters declared once (`OPERATIONS`), one validator
+"""The front-end contract: every operation's parameters declared once (`OPERATIONS`, typed per operation;
+`OPERATIONS_BY_NAME` for a name held in a variable), one validator
 (`Operation.parse`, or `Operation.build` for an operation's typed parameters), and the JSON Schema
 generated from them (`input_schema`).
 
@@ -12,13 +13,13 @@ TYPE_CHECKING = False   # not `typing`'s: `contract.render` alone is on the CLI'
 if TYPE_CHECKING:
     from typing import Any
 
-    from urchin.contract.ops import OPERATIONS
+    from urchin.contract.ops import OPERATIONS, OPERATIONS_BY_NAME
     from urchin.contract.spec import MISSING, Caller, Operation, Param, describe
 
-__all__ = ["OPERATIONS", "Operation", "Param", "Caller", "MISSING", "describe", "input_schema"]
+__all__ = ["OPERATIONS", "OPERATIONS_BY_NAME", "Operation", "Param", "Caller", "MISSING", "describe", "input_schema"]
 
 # Loaded on first use: the declarations cost ~0.1 s of imports that a renderer alone does not need.
-_WHERE = {"OPERATIONS": "urchin.contract.ops",
+_WHERE = {"OPERATIONS": "urchin.contract.ops", "OPERATIONS_BY_NAME": "urchin.contract.ops",
           **{name: "urchin.contract.spec" for name in ("MISSING", "Caller", "Operation", "Param", "describe")}}
 
 

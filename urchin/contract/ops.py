@@ -7,9 +7,8 @@ generated from this table. To add a parameter, add one `Param` here.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, TypedDict, cast
 
 from urchin.contract.spec import Operation, Param
 from urchin.params.context import BOUNDS as CONTEXT_BOUNDS
@@ -46,9 +45,28 @@ from urchin.timestamps import MAX_HOURS
 from urchin.value_checks import camel
 
 if TYPE_CHECKING:
-    from urchin.facade.api import Facade
+    from urchin.ephemeral import EphemeralState
+    from urchin.event import Event
+    from urchin.facade.api import RecallAnswer
+    from urchin.facade.forgetting import ForgetResult
+    from urchin.facade.status import HomeStatus
+    from urchin.facade.workspace import Overview
+    from urchin.hybrid.search_context import ContextResult
+    from urchin.ingest import IngestResult
+    from urchin.jsontypes import JSONObject
+    from urchin.params.documents import DocumentSearchParams
+    from urchin.params.ephemeral import EphemeralParams
+    from urchin.params.forget import ForgetParams
+    from urchin.params.ingest import IngestParams
+    from urchin.params.recall import RecallParams
+    from urchin.params.remember import RememberParams
+    from urchin.params.sources import DocumentParams, FetchParams, QuerySourceParams
+    from urchin.params.workspace import CuratedMemoryParams, FileParams
+    from urchin.search.query import SearchResult
+    from urchin.workspace.curated import CuratedMemory, MemoryContents
+    from urchin.workspace.reader import FileRange
 
-__all__ = ["OPERATIONS"]
+__all__ = ["OPERATIONS", "OPERATIONS_BY_NAME", "Operations"]
 
 # Bounds, defaults and choices are `urchin/params/limits.py`'s (and `ContextParams`'s): the layers below
 # hold to the same objects, so there is no copy here to keep equal.
@@ -196,71 +214,87 @@ _RECALL: tuple[Param, ...] = (
           unset="[recall] session_budget 1200, prompt_budget 600"),
 )
 
-# Each operation's one call of the facade (a `Memory` or the daemon client), with its parsed parameters.
-_RUNS: dict[str, Callable[[Facade, Any], Any]] = {
-    "search": lambda t, p: t.search(p),
-    "semantic": lambda t, p: t.semantic(p),
-    "recent": lambda t, p: t.recent(p),
-    "session_context": lambda t, p: t.session_context(p),
-    "workspace_context": lambda t, p: t.workspace_context(p),
-    "get": lambda t, p: t.get(p),
-    "tail": lambda t, p: t.tail(p),
-    "context": lambda t, p: t.context(p),
-    "get_file": lambda t, p: t.get_file(p),
-    "overview": lambda t, p: t.overview(),
-    "memories": lambda t, p: t.memory_list(),
-    "get_memory": lambda t, p: t.memory_get(p),
-    "query_source": lambda t, p: t.query_source(p),
-    "fetch_document": lambda t, p: t.fetch_source_document(p),
-    "get_document": lambda t, p: t.get_document(p),
-    "status": lambda t, p: t.status(),
-    "ephemeral": lambda t, p: t.ephemeral(p),
-    "recall": lambda t, p: t.recall(p),
-    "document_search": lambda t, p: t.document_search(p),
-    "forget": lambda t, p: t.forget(p),
-    "remember": lambda t, p: t.ingest_one(p.item()),   # an agent's decision (the MCP tool's): source mcp
-    "ingest": lambda t, p: t.ingest_one(p.item()),     # with the front end's writer (IngestParams.with_writer)
-}
 
-OPERATIONS: dict[str, Operation] = {op.name: replace(op, runner=_RUNS.get(op.name)) for op in (
-    Operation("search", (_query(), _hours(SEARCH_HOURS), _limit(SEARCH_LIMIT), *_filters(),
-                         Param("scope", help="local: this machine's journal; team: every device's events in the "
-                                             "shared database (URCHIN_DATABASE_URL).", default="local",
-                               choices=SEARCH_SCOPES)), aliases={"q": "query"},
-              typed=SearchParams, respell_free_text=False),   # `source: must be lowercase ...`, as it always was
-    Operation("semantic", (_query(), _hours(168), _limit(10), *_filters(),
-                           _hybrid("min_score", "number", "Drop results under this calibrated score (the list is "
-                                                          "sorted by it).", 0.0, minimum=0, maximum=1),
-                           _hybrid("explain", "bool", "Add to each result how its score was made: the evidence, "
-                                                      "its parts, and the map to the score.", False)),
-              aliases={"q": "query"}, typed=SemanticParams, respell_free_text=False),
-    Operation("recent", (_hours(24), _limit(20), *_filters()), typed=RecentParams, respell_free_text=False),
-    Operation("session_context", (_required("session", "The session id."), _hours(168), _limit(50)),
-              typed=SessionParams),
-    Operation("workspace_context", (_required("workspace", "The workspace (project) name."), _hours(168),
-                                    _limit(40)), typed=WorkspaceParams),
-    Operation("get", (_required("id", "The event id, as returned by the other operations."),), typed=GetParams),
-    Operation("get_file", (
+Keywords = dict[str, Any]   # `Operation.parse`'s: what an operation without typed parameters takes
+
+
+class Operations(TypedDict):
+    """Each operation's parameters and answer: `OPERATIONS["search"].run(target, params)` is typed (mypy
+    checks each run below against the facade's method, and each front end against what it answers)."""
+
+    search: Operation[SearchParams, SearchResult]
+    semantic: Operation[SemanticParams, SearchResult]
+    recent: Operation[RecentParams, SearchResult]
+    session_context: Operation[SessionParams, SearchResult]
+    workspace_context: Operation[WorkspaceParams, SearchResult]
+    get: Operation[GetParams, Event]
+    get_file: Operation[FileParams, FileRange]
+    overview: Operation[Keywords, Overview]
+    memories: Operation[Keywords, list[CuratedMemory]]
+    get_memory: Operation[CuratedMemoryParams, MemoryContents]
+    query_source: Operation[QuerySourceParams, ContextResult]
+    fetch_document: Operation[FetchParams, JSONObject]
+    get_document: Operation[DocumentParams, JSONObject]
+    status: Operation[Keywords, HomeStatus]
+    tail: Operation[TailParams, list[Event]]
+    ingest: Operation[IngestParams, IngestResult]
+    remember: Operation[RememberParams, IngestResult]
+    ephemeral: Operation[EphemeralParams, EphemeralState]
+    context: Operation[ContextParams, ContextResult]
+    recall: Operation[RecallParams, RecallAnswer]
+    document_search: Operation[DocumentSearchParams, JSONObject]
+    forget: Operation[ForgetParams, ForgetResult]
+
+
+# Each operation with its one call of the facade (a `Memory` or the daemon client).
+OPERATIONS: Operations = {
+    "search": Operation(
+        "search", (_query(), _hours(SEARCH_HOURS), _limit(SEARCH_LIMIT), *_filters(),
+                   Param("scope", help="local: this machine's journal; team: every device's events in the shared "
+                                       "database (URCHIN_DATABASE_URL).", default="local", choices=SEARCH_SCOPES)),
+        aliases={"q": "query"}, typed=SearchParams,
+        respell_free_text=False,   # `source: must be lowercase ...`, as it always was
+        runner=lambda t, p: t.search(p)),
+    "semantic": Operation(
+        "semantic", (_query(), _hours(168), _limit(10), *_filters(),
+                     _hybrid("min_score", "number", "Drop results under this calibrated score (the list is "
+                                                    "sorted by it).", 0.0, minimum=0, maximum=1),
+                     _hybrid("explain", "bool", "Add to each result how its score was made: the evidence, "
+                                                "its parts, and the map to the score.", False)),
+        aliases={"q": "query"}, typed=SemanticParams, respell_free_text=False, runner=lambda t, p: t.semantic(p)),
+    "recent": Operation("recent", (_hours(24), _limit(20), *_filters()), typed=RecentParams, respell_free_text=False,
+                        runner=lambda t, p: t.recent(p)),
+    "session_context": Operation("session_context", (_required("session", "The session id."), _hours(168),
+                                                     _limit(50)),
+                                 typed=SessionParams, runner=lambda t, p: t.session_context(p)),
+    "workspace_context": Operation("workspace_context", (_required("workspace", "The workspace (project) name."),
+                                                         _hours(168), _limit(40)),
+                                   typed=WorkspaceParams, runner=lambda t, p: t.workspace_context(p)),
+    "get": Operation("get", (_required("id", "The event id, as returned by the other operations."),), typed=GetParams,
+                     runner=lambda t, p: t.get(p)),
+    "get_file": Operation("get_file", (
         _required("path", "`<root name>/<path>`, or just `<path>` when only one workspace root holds it."),
         Param("from_line", "int", "First line to show (1-based).", 1, minimum=1, maximum=MAX_FROM_LINE,
               wire="fromLine"),
         Param("max_lines", "int", "Lines to show.", 200, minimum=1, maximum=MAX_LINES, wire="maxLines")),
-              typed=_lazy("workspace:FileParams")),
-    Operation("overview"),
-    Operation("memories"),
-    Operation("get_memory", (
+        typed=_lazy("workspace:FileParams"), runner=lambda t, p: t.get_file(p)),
+    "overview": Operation("overview", runner=lambda t, p: t.overview()),
+    "memories": Operation("memories", runner=lambda t, p: t.memory_list()),
+    "get_memory": Operation("get_memory", (
         _required("slug", "The memory's slug, from list_memories."),
         Param("token_budget", "int", "Most tokens to return, at 4 characters each.", 8000, minimum=1,
-              maximum=MAX_MEMORY_TOKEN_BUDGET, wire="tokenBudget")), typed=_lazy("workspace:CuratedMemoryParams")),
-    Operation("query_source", (
+              maximum=MAX_MEMORY_TOKEN_BUDGET, wire="tokenBudget")),
+        typed=_lazy("workspace:CuratedMemoryParams"), runner=lambda t, p: t.memory_get(p)),
+    "query_source": Operation("query_source", (
         _required("source", "One source: a journal source such as `claude`, `git` or `shell`, or a workspace "
                             "root's name (its files only)."),
         Param("query", help="What to look for (websearch syntax: \"phrases\", -excluded, or).", required=True,
               positional=True, max_chars=MAX_QUERY_CHARS),
         _limit(10, MAX_SOURCE_LIMIT),
         _hybrid("min_score", "number", "Drop results under this calibrated score (the list is sorted by it).", 0.0,
-                minimum=0, maximum=1)), typed=_lazy("sources:QuerySourceParams")),
-    Operation("fetch_document", (
+                minimum=0, maximum=1)),
+        typed=_lazy("sources:QuerySourceParams"), runner=lambda t, p: t.query_source(p)),
+    "fetch_document": Operation("fetch_document", (
         _required("source", "The result's source: a journal source (then `id` is an event id), a workspace "
                             "root's name (then `id` is a path inside it) or `files` (then `id` is `<root>/<path>`)."),
         _required("id", "The event id or file path to return whole."),
@@ -273,16 +307,18 @@ OPERATIONS: dict[str, Operation] = {op.name: replace(op, runner=_RUNS.get(op.nam
                                    "For a collected event, its location.upstream.contentHash: the event is "
                                    "returned as indexed, with `upstream.status` saying whether its transcript "
                                    "lines still hold it.",
-              wire="contentHash", unset="the current version")), typed=_lazy("sources:FetchParams")),
-    Operation("get_document", (
+              wire="contentHash", unset="the current version")),
+        typed=_lazy("sources:FetchParams"), runner=lambda t, p: t.fetch_source_document(p)),
+    "get_document": Operation("get_document", (
         _required("document_id", "A search result's documentId: an event id, or a workspace file <root>/<path>.",
                   wire="documentId"),
         Param("include_chunks", "bool", "Include the document's chunks.", False, wire="includeChunks")),
-              typed=_lazy("sources:DocumentParams")),
-    Operation("status"),
-    Operation("tail", (Param("count", "int", "How many of the last events.", 10, minimum=1, maximum=MAX_LIMIT,
-                             flag="-n"),), typed=TailParams),
-    Operation("ingest", (
+        typed=_lazy("sources:DocumentParams"), runner=lambda t, p: t.get_document(p)),
+    "status": Operation("status", runner=lambda t, p: t.status()),
+    "tail": Operation("tail", (Param("count", "int", "How many of the last events.", 10, minimum=1, maximum=MAX_LIMIT,
+                                     flag="-n"),),
+                      typed=TailParams, runner=lambda t, p: t.tail(p)),
+    "ingest": Operation("ingest", (
         Param("content", help="The text to store; must not be blank.", required=True, positional=True,
               blank_ok=True),
         Param("source", help="Who wrote it: claude, shell, git, manual, mcp, ..."),
@@ -292,22 +328,28 @@ OPERATIONS: dict[str, Operation] = {op.name: replace(op, runner=_RUNS.get(op.nam
         Param("title", help="A short title."),
         Param("tags", "texts", "Tags, lowercased.", flag="--tag"),
         Param("timestamp", help="RFC 3339 time.", unset="now"),
-        Param("id", help="Event id.", unset="a new UUIDv7")), typed=_lazy("ingest:IngestParams")),
-    Operation("remember", (
+        Param("id", help="Event id.", unset="a new UUIDv7")),
+        typed=_lazy("ingest:IngestParams"),
+        runner=lambda t, p: t.ingest_one(p.item())),   # with the front end's writer (IngestParams.with_writer)
+    "remember": Operation("remember", (
         Param("content", help="The decision or fact to remember, in a sentence or two; must not be blank.",
               required=True, positional=True, blank_ok=True),
         Param("tags", "texts", "Tags, lowercased.", flag="--tag"),
-        Param("workspace", help="Project or workspace it applies to.")), typed=_lazy("remember:RememberParams")),
-    Operation("ephemeral", (
+        Param("workspace", help="Project or workspace it applies to.")),
+        typed=_lazy("remember:RememberParams"),
+        runner=lambda t, p: t.ingest_one(p.item())),   # an agent's decision (the MCP tool's): source mcp
+    "ephemeral": Operation("ephemeral", (
         Param("action", help="start: stop storing anything; end: store again; status: show the mode.",
               required=True, positional=True, choices=EPHEMERAL_ACTIONS),
         Param("minutes", "number", "With start: switch itself off after N minutes.", above=0,
-              maximum=MAX_EPHEMERAL_MINUTES, unset="until end")), typed=_lazy("ephemeral:EphemeralParams")),
-    Operation("context", _CONTEXT, typed=ContextParams),
-    Operation("recall", _RECALL, typed=_lazy("recall:RecallParams")),
-    Operation("document_search", _DOCUMENT_SEARCH, typed=_lazy("documents:DocumentSearchParams")),
+              maximum=MAX_EPHEMERAL_MINUTES, unset="until end")),
+        typed=_lazy("ephemeral:EphemeralParams"), runner=lambda t, p: t.ephemeral(p)),
+    "context": Operation("context", _CONTEXT, typed=ContextParams, runner=lambda t, p: t.context(p)),
+    "recall": Operation("recall", _RECALL, typed=_lazy("recall:RecallParams"), runner=lambda t, p: t.recall(p)),
+    "document_search": Operation("document_search", _DOCUMENT_SEARCH, typed=_lazy("documents:DocumentSearchParams"),
+                                 runner=lambda t, p: t.document_search(p)),
     # forget: MCP's input schema is written out (urchin/mcp_server/schemas.py), the CLI's flags too (--yes)
-    Operation("forget", (
+    "forget": Operation("forget", (
         Param("ids", "texts", "Event ids to forget.", positional=True, unset="none"),
         Param("session", help="Forget every event of this session.", unset="any"),
         Param("query", help="Forget events whose content contains this text, case-insensitive.", unset="any"),
@@ -315,5 +357,9 @@ OPERATIONS: dict[str, Operation] = {op.name: replace(op, runner=_RUNS.get(op.nam
         Param("until", help="Only events at or before this time, RFC 3339.", unset="no bound"),
         Param("confirm", "bool", "true forgets; anything else only previews what would be forgotten.", False),
         Param("purge", "bool", "true also rewrites Urchin's own PostgreSQL tables (VACUUM FULL), so no data "
-                               "file keeps the forgotten rows' bytes.", False)), typed=_lazy("forget:ForgetParams")),
-)}
+                               "file keeps the forgotten rows' bytes.", False)),
+        typed=_lazy("forget:ForgetParams"), runner=lambda t, p: t.forget(p)),
+}
+# The same table for a front end that picks an operation by a name it holds (a route's, a tool's, a command's):
+# each operation's parameters and answer are then its own business (`Any`).
+OPERATIONS_BY_NAME: Mapping[str, Operation[Any, Any]] = cast("Mapping[str, Operation[Any, Any]]", OPERATIONS)

@@ -49,9 +49,9 @@ def template(operation: str, where: Where = None) -> tuple[str, tuple[str, ...],
         raise ValueError(f"{operation}: route {chosen.path!r} is not a path with parameters the client can fill")
     slots: tuple[str, ...] = ()
     if len(pieces) > 1:
-        from urchin.contract.ops import OPERATIONS
+        from urchin.contract.ops import OPERATIONS_BY_NAME
 
-        slots = tuple(p.wire_name for p in OPERATIONS[operation].params if p.positional)[:len(pieces) - 1]
+        slots = tuple(p.wire_name for p in OPERATIONS_BY_NAME[operation].params if p.positional)[:len(pieces) - 1]
         if len(slots) != len(pieces) - 1:
             raise ValueError(f"{operation}: route {chosen.path!r} has more path parameters than positional ones")
     _TEMPLATES[operation, where] = chosen.method, pieces, slots

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, TypeVar
 
 from urchin.errors import QueryError
 from urchin.value_checks import check_bool, check_number, describe, unknown_parameter
@@ -24,6 +24,8 @@ __all__ = ["Param", "Operation", "Caller", "describe", "MISSING"]
 
 Caller = Literal["cli", "wire"]
 Kind = Literal["text", "int", "number", "bool", "texts", "objects"]
+P = TypeVar("P")   # an operation's parsed parameters: its typed parameters, or `parse`'s keywords
+R = TypeVar("R")   # what its run returns (the facade method's result)
 
 
 class _Missing:
@@ -102,12 +104,14 @@ class Typed(Protocol):
 
 
 @dataclass(frozen=True, slots=True)
-class Operation:
+class Operation(Generic[P, R]):
     """One operation: its parameters in order, and the aliases HTTP accepts (`q` for `query`).
 
     `typed`: the operation's typed parameters; `build` makes them at the edge and the layers below take
     them as they are. `run(target, params)`: the operation's one call of the facade (`Memory` or the
-    daemon client), which every front end makes (`call`: parse, then run).
+    daemon client), which every front end makes (`call`: parse, then run). `Operation[P, R]` takes
+    parameters `P` and answers `R`: `OPERATIONS` declares both for each operation, so mypy checks
+    each run against the facade and each front end against what its operation answers.
     """
 
     name: str
@@ -115,17 +119,17 @@ class Operation:
     aliases: Mapping[str, str] = field(default_factory=dict)
     typed: type[Typed] | str | None = None   # the class, or "module:Class" (loaded on first use: start-up)
     respell_free_text: bool = True   # False: a free-text field's error keeps its wire name on every caller
-    runner: Callable[[Facade, Any], Any] | None = field(default=None, compare=False)   # (target, params) -> result
+    runner: Callable[[Facade, P], R] | None = field(default=None, compare=False)   # (target, params) -> result
 
-    def run(self, target: Facade, params: Any) -> Any:
+    def run(self, target: Facade, params: P) -> R:
         """The operation on `target` (a `Facade`: `Memory` or the daemon client) with parsed parameters."""
         assert self.runner is not None, f"{self.name} has no run"
         return self.runner(target, params)
 
-    def call(self, target: Facade, values: Mapping[str, Any], caller: Caller, *, from_text: bool = False) -> Any:
+    def call(self, target: Facade, values: Mapping[str, Any], caller: Caller, *, from_text: bool = False) -> R:
         """Parse `values` once, here at the edge, and run the operation on `target` with them."""
-        params = self.build(values, caller, from_text=from_text) if self.typed else \
-            self.parse(values, caller, from_text=from_text)
+        params: Any = self.build(values, caller, from_text=from_text) if self.typed else \
+            self.parse(values, caller, from_text=from_text)   # an operation without typed ones takes parse's
         return self.run(target, params)
 
     def typed_class(self) -> type[Typed]:
@@ -141,7 +145,7 @@ class Operation:
     def param(self, name: str) -> Param:
         return next(p for p in self.params if p.name == name)
 
-    def build(self, values: Mapping[str, Any], caller: Caller, *, from_text: bool = False) -> Any:
+    def build(self, values: Mapping[str, Any], caller: Caller, *, from_text: bool = False) -> P:
         """The operation's typed parameters, checked once, here at the edge: names as `parse` reads them
         (unknown ones refused), the values checked by the typed parameters, and a bad field named the way
         this caller spells it (`--limit`, `--search[0].type`)."""

@@ -27,7 +27,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from urchin.api_tokens import TokenStore
-from urchin.contract import OPERATIONS
+from urchin.contract import OPERATIONS, OPERATIONS_BY_NAME
 from urchin.contract.access import hold
 from urchin.daemon.browser import BrowserSessions
 from urchin.daemon.hook_route import hook_routes
@@ -233,7 +233,7 @@ async def _ingest_batch(request: Request) -> Response:
 
 async def _run(request: Request, operation: str, params: Any) -> Any:
     """The operation's one run on the daemon's `Memory`, with parameters parsed here, in a worker thread."""
-    return await run_in_threadpool(OPERATIONS[operation].run, _state(request).memory, params)
+    return await run_in_threadpool(OPERATIONS_BY_NAME[operation].run, _state(request).memory, params)
 
 
 def _held_batch(grant: Any, events: list[Any], defaults: Mapping[str, Any] | None) -> list[Any]:

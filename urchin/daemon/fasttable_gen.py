@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from urchin.contract.access import ACCESS
-from urchin.contract.ops import OPERATIONS
+from urchin.contract.ops import OPERATIONS_BY_NAME
 from urchin.contract.routes import template
 from urchin.contract.spec import Param
 
@@ -64,7 +64,7 @@ LIGHT: dict[str, Light] = {
 
 def _options(name: str) -> list[Param]:
     """The operation's options as the CLI has them (not its positional argument, nor a wire-only alias)."""
-    return [p for p in OPERATIONS[name].params if not p.positional and not p.wire_only]
+    return [p for p in OPERATIONS_BY_NAME[name].params if not p.positional and not p.wire_only]
 
 
 def _default(param: Param) -> object:
@@ -96,7 +96,7 @@ def entry(name: str, light: Light) -> tuple[str, str, str, dict[str, tuple[str, 
     odd = [n for n in light.takes if options[n].kind not in KINDS or not options[n].flag_name.startswith("--")]
     if odd:
         raise ValueError(f"{name}: the light reader cannot take {odd} (`--name VALUE` of a kind in {KINDS})")
-    positional = [p.wire_name for p in OPERATIONS[name].params if p.positional]
+    positional = [p.wire_name for p in OPERATIONS_BY_NAME[name].params if p.positional]
     method, path = _route(name)
     if len(positional) > 1:
         raise ValueError(f"{name}: the light client sends one positional argument at most, not {positional}")

@@ -12,7 +12,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from urchin.contract import OPERATIONS
+from urchin.contract import OPERATIONS, OPERATIONS_BY_NAME
 from urchin.contract.access import ACCESS, hold
 from urchin.daemon.security import GRANT
 from urchin.errors import QueryError
@@ -25,13 +25,13 @@ __all__ = ["workspace_routes", "request_args", "request_params", "held"]
 
 def request_args(request: Request, operation: str, **path: str) -> dict[str, Any]:
     """Query string and path parameters, checked together by the operation's one validator."""
-    return OPERATIONS[operation].parse(_given(request, path), "wire", from_text=True)
+    return OPERATIONS_BY_NAME[operation].parse(_given(request, path), "wire", from_text=True)
 
 
 def request_params(request: Request, operation: str, **path: str) -> Any:
     """The query string (and path parameters) as the operation's typed parameters, checked here; a
     workspace-bound token's workspace held to it first (`Forbidden`: 403)."""
-    return OPERATIONS[operation].build(held(request, operation, _given(request, path)), "wire", from_text=True)
+    return OPERATIONS_BY_NAME[operation].build(held(request, operation, _given(request, path)), "wire", from_text=True)
 
 
 def held(request: Request, operation: str, values: Mapping[str, Any]) -> Mapping[str, Any]:

@@ -1,8 +1,9 @@
 """`urchin import` over several processes: workers parse, validate, redact and serialise; one writer appends.
 
 Per event, validation and redaction cost ~35-45 us of Python CPU, which held one process to ~30k
-events/s. Here the lines go out in batches to forked workers (each with its own `Ingestor`, built
-from the same settings, so `prepare` gives the same bytes), and the parent appends the finished
+events/s. Here the lines go out in batches to a `Pool` of workers forked from this process (each with
+its own `Ingestor`, built from the same settings, so `prepare` gives the same bytes; a regular file's
+chunks are read by them, at their offsets), and the parent appends the finished
 lines in input order through `Ingestor.append_lines` (the same dedupe, forgotten-id and ephemeral
 checks and one write per batch as the serial path): the journal is byte for byte what a serial
 import writes, bad lines are reported with the same numbers and reasons. Only a bounded number of
@@ -12,25 +13,24 @@ batches is in flight, so memory stays flat on any input size.
 from __future__ import annotations
 
 import io
-import multiprocessing
 import os
+import pickle
 import stat
-import threading
 from array import array
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
-from itertools import accumulate
+from itertools import accumulate, chain
 from typing import Any, NamedTuple
 
 import orjson
 
-from urchin.config import Settings
 from urchin.errors import ValidationError
 from urchin.idindex import id_hash
 from urchin.ingest import BatchReport, Ingestor, Joined
+from urchin.processes import Pool, WorkerError, can_fork
 
 __all__ = ["parallel_workers", "import_parallel", "import_serial", "prepare_batch", "prepare_chunk",
-           "numbered_batches", "numbered_chunks", "CHUNK_BYTES"]
+           "numbered_batches", "numbered_chunks", "worker", "CHUNK_BYTES"]
 
 _Lines = tuple[list[int], list[bytes | str]]   # line numbers, and the lines (two flat lists pickle fast)
 # A piece of a file read as it is: the number of its first line, and whole lines (the parent never
@@ -53,22 +53,27 @@ class _Piece(NamedTuple):
 # events' journal lines, joined, with their ids and id hashes, in input order
 _Done = tuple[int, list[tuple[int, str]], Joined]
 CHUNK_BYTES = 2 << 20   # a batch read from a file: ~4,800 events of a typical journal
-
-_worker: Ingestor | None = None
+_ENTRY = "urchin.facade.bulk:worker"
 
 
 def parallel_workers() -> int:
     """Worker processes worth forking here: 0 (stay serial) with one core, or where fork is unsafe
-    (another thread running: a forked child would inherit its locks mid-use)."""
+    (`processes.can_fork`: another thread running, whose locks a forked child would inherit mid-use)."""
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    if cores < 2 or threading.active_count() > 1 or "fork" not in multiprocessing.get_all_start_methods():
+    if cores < 2 or not can_fork():
         return 0
     return cores
 
 
-def _init(settings: Settings) -> None:
-    global _worker
-    _worker = Ingestor(settings)
+def worker(init: bytes) -> Callable[[bytes], bytes]:
+    """A pool worker's entry: `init` is the pickled `Settings` its `Ingestor` is built from, once; a
+    task is a pickled batch or `_Piece`, its result the pickled `_Done`."""
+    ingestor = Ingestor(pickle.loads(init))   # our own parent's bytes, through a pipe of its own
+
+    def run(task: bytes) -> bytes:
+        return pickle.dumps(_prepare(ingestor, pickle.loads(task)), protocol=pickle.HIGHEST_PROTOCOL)
+
+    return run
 
 
 def prepare_batch(ingestor: Ingestor, lines: _Lines) -> tuple[int, list[tuple[int, str]], list[str], list[bytes]]:
@@ -119,14 +124,13 @@ def _numbered(chunk: _Chunk) -> _Lines:
     return numbers, kept
 
 
-def _prepare(batch: _Batch | _Piece) -> _Done:
-    assert _worker is not None
+def _prepare(ingestor: Ingestor, batch: _Batch | _Piece) -> _Done:
     if isinstance(batch, _Piece):
         data = os.pread(batch.fd, batch.size, batch.offset)
         if len(data) != batch.size:
             raise OSError(f"the file being imported changed: {len(data)} bytes at {batch.offset}, not {batch.size}")
         batch = (batch.first, data)
-    return prepare_chunk(_worker, batch)
+    return prepare_chunk(ingestor, batch)
 
 
 def _regular_fd(source: Any) -> int | None:
@@ -140,22 +144,29 @@ def _regular_fd(source: Any) -> int | None:
 
 def import_parallel(ingestor: Ingestor, batches: Iterator[_Batch], workers: int,
                     record: Callable[[_Done, BatchReport], None], source: Any = None) -> None:
-    """Prepare `batches` in `workers` processes; append each, in order, here; `record` counts.
+    """Prepare `batches` in `workers` forked processes; append each, in order, here; `record` counts.
     `source`: the binary file `numbered_chunks` reads the batches from, if any: a regular file's
-    chunks are read again by the workers (forked after it was opened) rather than sent to them."""
+    chunks are read again by the workers (forked after it was opened) rather than sent to them.
+    When the workers cannot start or one fails, the batches not yet appended and the rest are
+    prepared here (nothing is appended twice)."""
     fd = _regular_fd(source)
-    context = multiprocessing.get_context("fork")
-    with context.Pool(workers, initializer=_init, initargs=(ingestor.settings,)) as pool:
-        pending: deque[Any] = deque()
+    sent: deque[_Batch] = deque()   # batches sent and not yet appended, oldest first
+
+    def tasks() -> Iterator[bytes]:
         for batch in batches:
             task: _Batch | _Piece = batch
             if fd is not None and isinstance(batch[1], bytes):   # just read: the file is at its end
                 task = _Piece(batch[0], fd, source.tell() - len(batch[1]), len(batch[1]))
-            pending.append(pool.apply_async(_prepare, (task,)))
-            if len(pending) > 2 * workers:
-                _append(ingestor, pending.popleft().get(), record)
-        while pending:
-            _append(ingestor, pending.popleft().get(), record)
+            sent.append(batch)
+            yield pickle.dumps(task, protocol=pickle.HIGHEST_PROTOCOL)
+
+    try:
+        with Pool(_ENTRY, workers, init=pickle.dumps(ingestor.settings), start="fork") as pool:
+            for result in pool.ordered(tasks()):
+                sent.popleft()
+                _append(ingestor, pickle.loads(result), record)   # our own workers' bytes
+    except WorkerError:
+        import_serial(ingestor, chain(list(sent), batches), record)
 
 
 def import_serial(ingestor: Ingestor, batches: Iterable[_Batch],

@@ -10,11 +10,12 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from urchin.facade.api import Facade
     from urchin.params.recall import RecallParams
+    from urchin.recall import RecallDict
 
 __all__ = ["RUNNERS", "OUTPUT", "DOCS", "READ_ONLY"]
 
 
-def _recall(memory: Facade, a: RecallParams) -> tuple[str, dict[str, Any]]:
+def _recall(memory: Facade, a: RecallParams) -> tuple[str, RecallDict]:
     from urchin.contract import OPERATIONS
 
     result = OPERATIONS["recall"].run(memory, a).to_dict()

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from urchin.contract import OPERATIONS, describe, input_schema
+from urchin.contract import OPERATIONS_BY_NAME, describe, input_schema
 from urchin.contract.access import tool_operations
 
 __all__ = ["TOOL_DOCS", "TOOL_OPS", "INPUT_SCHEMAS", "OUTPUT_SCHEMAS", "SERVER_INSTRUCTIONS", "EVENT_SCHEMA",
@@ -23,7 +23,7 @@ SERVER_INSTRUCTIONS = (
 
 # Tool name -> the operation it runs (declared with the operation's scope in the contract's `ACCESS`);
 # its input schema is generated from the operation's parameters (urchin_forget's is written below).
-TOOL_OPS: dict[str, str] = {tool: op for tool, op in tool_operations().items() if op in OPERATIONS}
+TOOL_OPS: dict[str, str] = {tool: op for tool, op in tool_operations().items() if op in OPERATIONS_BY_NAME}
 
 
 def _nullable(schema: dict[str, Any]) -> dict[str, Any]:
@@ -65,7 +65,7 @@ def _with_defaults(schema: dict[str, Any], defaults: dict[str, str]) -> dict[str
 
 
 INPUT_SCHEMAS: dict[str, dict[str, Any]] = {
-    **{tool: input_schema(OPERATIONS[op]) for tool, op in TOOL_OPS.items()},
+    **{tool: input_schema(OPERATIONS_BY_NAME[op]) for tool, op in TOOL_OPS.items()},
     "urchin_forget": _FORGET_INPUT,
 }
 INPUT_SCHEMAS["urchin_ingest"] = _with_defaults(INPUT_SCHEMAS["urchin_ingest"], INGEST_DEFAULTS)

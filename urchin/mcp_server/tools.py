@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import mcp_types as types
 
-from urchin.contract import OPERATIONS, describe
+from urchin.contract import OPERATIONS, OPERATIONS_BY_NAME, describe
 from urchin.contract.access import admit, hold, tool_operations
 from urchin.contract.render import rejection, render_event, render_events, render_ingest, render_status
 from urchin.errors import UrchinError, ValidationError
@@ -52,7 +52,7 @@ def _events(result: SearchResult) -> Reply:
 
 def _listing(operation: str) -> Callable[[Facade, Any], Reply]:
     """A tool whose operation answers a list of events: its one run, rendered."""
-    op = OPERATIONS[operation]
+    op = OPERATIONS_BY_NAME[operation]
     return lambda memory, params: _events(op.run(memory, params))
 
 
@@ -79,8 +79,7 @@ def _remember(memory: Facade, a: RememberParams, reader: bool = True) -> Reply:
 
 def _ephemeral(memory: Facade, a: EphemeralParams) -> Reply:
     state = OPERATIONS["ephemeral"].run(memory, a)
-    data: dict[str, Any] = state.to_dict()
-    return state.describe(), data
+    return state.describe(), state.to_dict()
 
 
 def _status(memory: Facade, a: dict[str, Any]) -> Reply:
@@ -151,7 +150,8 @@ def parse_arguments(name: str, args: Any) -> Any:
     op = TOOL_OPS.get(name)
     if op is None:
         return dict(args)
-    return OPERATIONS[op].build(args, "wire") if OPERATIONS[op].typed else OPERATIONS[op].parse(args, "wire")
+    operation = OPERATIONS_BY_NAME[op]
+    return operation.build(args, "wire") if operation.typed else operation.parse(args, "wire")
 
 
 def short(value: Any) -> str:
