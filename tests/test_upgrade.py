@@ -9,6 +9,7 @@ import json
 import os
 import shutil
 import struct
+import zlib
 from pathlib import Path
 
 import httpx
@@ -21,6 +22,8 @@ from urchin.errors import FormatError
 from urchin.facade import upgrade
 from urchin.facade.upgrade import FORMAT_FILE, FORMATS, open_home
 from urchin.hybrid.schema import MIGRATIONS
+from urchin.idindex import IdIndex
+from urchin.journal import Journal
 
 FIXTURE = Path(__file__).parent / "fixtures" / "home-0.1.0"
 FORGOTTEN = "01900000-0000-7000-8000-000000000101"
@@ -189,6 +192,35 @@ def test_an_older_derived_format_is_rebuilt_and_said_once(old_home: Path) -> Non
     assert open_home(settings) is None        # once
     ranked = run_urchin("semantic", *HOURS, "cache filled memory eviction", "--limit", "1")
     assert "Redis eviction" in ranked.stdout and SAID not in ranked.stderr
+
+
+def test_a_format_2_id_index_is_converted_with_its_entries_not_rebuilt(old_home: Path) -> None:
+    """0.1.0 wrote the id index in format 2 (no CRC): the upgrade keeps its records and adds the CRC of
+    the bytes it covers, so the first catch-up has nothing to rebuild; one naming another journal file
+    is dropped and rebuilt, as before."""
+    journal_path = old_home / "journal" / "events.jsonl"
+    sidecar = journal_path.with_name("events.jsonl.ids")
+    old = sidecar.read_bytes()
+    assert old[:8] == b"URCHINI2"
+    covered = struct.unpack_from("<Q", old, 8)[0]
+    said = open_home(Settings.resolve(old_home))
+    assert said is not None and "id-index 2 -> 3: converted, its entries kept" in said, said
+    new = sidecar.read_bytes()
+    assert new[:8] == b"URCHINI3" and new[32:] == old[24:]
+    assert struct.unpack_from("<QQQ", new, 8) == (covered, journal_path.stat().st_ino,
+                                                  zlib.crc32(journal_path.read_bytes()[:covered]))
+    assert oct(sidecar.stat().st_mode & 0o777) == "0o600"
+    index = IdIndex(Journal(journal_path))
+    with index.journal.locked():
+        assert index.catch_up() == "caught up"
+    assert sidecar.read_bytes()[32:32 + len(old) - 24] == old[24:]
+    assert run_urchin("search", *HOURS, "refresh token race").stdout.count("Fix the refresh token race") == 3
+
+    (old_home / FORMAT_FILE).write_text(json.dumps({"written_by": "0.1.5", "formats": {**FORMATS, "id-index": 2}}))
+    sidecar.write_bytes(old[:16] + struct.pack("<Q", journal_path.stat().st_ino + 1) + old[24:])   # another file's
+    said = open_home(Settings.resolve(old_home))
+    assert said is not None and "id-index 2 -> 3: dropped" in said, said
+    assert not sidecar.exists()
 
 
 def test_a_new_home_is_recorded_silently(urchin_home: Path) -> None:

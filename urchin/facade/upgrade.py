@@ -26,6 +26,8 @@ from urchin.errors import FormatError
 from urchin.event import PROOF_FIELD
 from urchin.facade.copied import follow_copy
 from urchin.fileio import write_private
+from urchin.idindex import IdIndex
+from urchin.journal import Journal
 
 __all__ = ["FORMATS", "FORMAT_FILE", "open_home"]
 
@@ -80,6 +82,17 @@ def _derived(settings: Settings) -> dict[str, list[Path]]:
 
 # (structure, recorded version) -> the step bringing it to the next version, and what it did (in words)
 _MIGRATIONS: dict[tuple[str, int], Callable[[Settings], str]] = {}
+
+
+def _id_index_from_2(settings: Settings) -> bool:
+    journal = Journal(settings.journal_path)
+    with journal.locked():
+        return IdIndex(journal).upgrade_from_2()
+
+
+# (derived structure, recorded version) -> a conversion that keeps its entries (True: done; False: it
+# had nothing to keep, and is dropped and rebuilt as any other derived structure)
+_KEPT: dict[tuple[str, int], Callable[[Settings], bool]] = {("id-index", 2): _id_index_from_2}
 
 
 @dataclass(frozen=True)
@@ -162,6 +175,9 @@ def _refusal(path: Path, recorded: _Recorded, newer: dict[str, int], version: st
 
 def _upgrade(settings: Settings, name: str, recorded: int) -> str:
     paths = _derived(settings).get(name)
+    keep = _KEPT.get((name, recorded))
+    if keep is not None and keep(settings):
+        return f"{name} {recorded} -> {FORMATS[name]}: converted, its entries kept"
     if paths is not None:
         for path in paths:   # another command upgrading at once may have dropped it first
             if path.is_dir() and not path.is_symlink():
