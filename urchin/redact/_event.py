@@ -138,6 +138,29 @@ class FieldRedactor:
         return not (event.actor and not self._clean_dict(event.actor)
                     or event.meta and not self._clean_dict(event.meta))
 
+    def keeps(self, record: Mapping[str, Any]) -> bool:
+        """`event`'s first test, for a record `urchin.event.stored_as_given` accepted (the event made
+        from it holds its values as they are, and it is its own `given`): True when that event would
+        come back unchanged from it. The same lookups, the same rules over the content; False
+        whenever `event` would look further (it decides then)."""
+        if not self._plain_ids or not _PLAIN_ID.fullmatch(record["id"]):
+            return False
+        labels, cache = self._clean_labels, self._cache
+        if record["source"] not in labels or record["kind"] not in labels:
+            return False
+        for name in ("title", "workspace", "session", "brain"):
+            value = record.get(name)
+            if value is not None and (None, value) not in cache:
+                return False
+        for tag in record.get("tags", ()):
+            if (None, tag) not in cache:
+                return False
+        meta = record.get("meta")
+        if not self._clean_dict(record["actor"]) or meta and not self._clean_dict(meta):
+            return False
+        content = record["content"]
+        return (None, content) in cache or not self._spans(content)
+
     def event_id(self, event_id: str) -> tuple[str, dict[str, int]]:
         """An id holding a secret -> `redacted-<keyed hash>`, with the count of what it held."""
         spans = self._spans(event_id)
