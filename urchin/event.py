@@ -275,6 +275,7 @@ class Event:
 # optional fields it holds, or None when it is not that shape.
 _SHAPES: dict[tuple[str, ...], tuple[str, ...] | None] = {}
 _SHAPE_LIMIT = 1024
+_UNSEEN = ("",)   # not in `_SHAPES` (a shape with no optional field is `()`)
 
 
 def stored_as_given(record: dict[str, Any], soft_cap: int) -> bool:
@@ -283,8 +284,8 @@ def stored_as_given(record: dict[str, Any], soft_cap: int) -> bool:
     Checks only, each the one `from_input` makes or a stricter one; False on anything unusual (the
     general path decides, and refuses what it refuses)."""
     keys = tuple(record)
-    optional = _SHAPES.get(keys, ())
-    if optional == ():
+    optional = _SHAPES.get(keys, _UNSEEN)
+    if optional is _UNSEEN:
         optional = _shape(keys)
     if optional is None:
         return False
