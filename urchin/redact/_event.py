@@ -80,7 +80,8 @@ class FieldRedactor:
         Clean strings are cached, so the usual event (a fresh UUID, repeated labels, tags, actor and
         meta keys) costs one pass of the rules over its content and a few dictionary lookups."""
         cache = self._cache
-        if (self._rest_clean(event, given) and (not self._plain_ids or _PLAIN_ID.fullmatch(event.id))
+        if (self._rest_clean(event, given)
+                and (_PLAIN_ID.fullmatch(event.id) if self._plain_ids else not self._spans(event.id))
                 and ((None, event.content) in cache or not self._spans(event.content))):
             return event
         found = _Found()
