@@ -270,7 +270,7 @@ class Event:
         return _made(**data)
 
 
-# Records already in the journal's own shape (an export, another journal, bench/gen_journal.py): keys in
+# Records already in the journal's own shape, without a proof (bench/gen_journal.py's lines): keys in
 # `to_dict`'s order, the ones every stored event has present. Each key tuple is answered once: the
 # optional fields it holds, or None when it is not that shape.
 _SHAPES: dict[tuple[str, ...], tuple[str, ...] | None] = {}

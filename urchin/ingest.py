@@ -156,7 +156,7 @@ class Ingestor:
 
     def as_given(self, record: Any) -> bytes | None:
         """`prepare(record).to_json()` in one pass, for a record already in the journal's own shape that
-        holds nothing to redact (an export, another journal): `orjson.dumps(record)` as it is. None for
+        holds nothing to redact (lines in Urchin's own shape, no proof): `orjson.dumps(record)` as it is. None for
         any other record (`prepare` decides, and refuses what it refuses)."""
         if (type(record) is dict and stored_as_given(record, self.settings.soft_cap_bytes)
                 and self.redactor.keeps(record)):
