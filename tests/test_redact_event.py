@@ -197,3 +197,14 @@ def test_a_token_in_any_field_never_reaches_the_line(placed: list[tuple[str, str
     assert not any(token in line or token.lower() in line for _, token, _ in placed)
     assert out.meta is not None and sum(out.meta["redactions"].values()) >= 1
     assert redact_event(out) is out
+
+
+def test_an_id_an_extra_pattern_matches_is_redacted_every_time() -> None:
+    # With extra patterns ids are not taken as plain: the first test of a clean event used to skip the id
+    # then, so once the labels were cached an id holding a configured secret reached the line as it was.
+    redactor = Redactor({"acme": r"ACME-[0-9]{6}"}, id_key=lambda: bytes(32))
+    data = {"id": "ACME-123456", "content": "hello", "source": "shell", "kind": "note"}
+    event = Event.from_input(data)
+    first, again = redactor.redact_event(event, data), redactor.redact_event(event, data)
+    assert first.id.startswith("redacted-") and again.id == first.id
+    assert again.meta == {"redactions": {"acme": 1}}

@@ -26,6 +26,7 @@ from urchin.event_fields import (  # the field rules; the names importers take f
     MAX_META_BYTES,
     MAX_META_DEPTH,
     MAX_NAME_BYTES,
+    MAX_TAGS,
     MAX_TITLE_LENGTH,
     SOFT_CAP_BYTES,
     TRUNCATION_MARKER,
@@ -37,8 +38,10 @@ from urchin.event_fields import (  # the field rules; the names importers take f
     check_name,
     check_tags,
     clean_text,
+    known_label,
     label,
     optional_string,
+    plain_meta,
 )
 from urchin.reference_shape import actor_from_identity, field_from_meta, fold_extra
 from urchin.timestamps import canonical_moment, epoch_ms, format_timestamp, parse_timestamp, read_stored_timestamp
@@ -61,6 +64,7 @@ __all__ = [
     "clean_text",
     "MEMORY_KINDS",
     "RECORDED_KINDS",
+    "stored_as_given",
 ]
 
 # Memories: the kinds of event `urchin_remember` writes, what an agent chose to keep (the rest are
@@ -76,6 +80,7 @@ _FIELDS = ("id", "timestamp", "source", "kind", "content", "workspace", "session
 FIELD_NAMES = frozenset(_FIELDS)   # an event's fields (a line's other keys go to meta)
 PROOF_FIELD = "proof"   # the write path's mark on a line it made (urchin/proof.py); not part of the event
 _OPTIONAL_STRINGS = ("workspace", "session", "title", "brain")
+_STORED = ("id", "timestamp", "source", "kind", "content", "actor")   # what every event the write path makes has
 
 
 @dataclass(frozen=True, slots=True)
@@ -263,6 +268,62 @@ class Event:
         data["ts_ms"] = self.ts_ms
         data.update(changes)
         return _made(**data)
+
+
+# Records already in the journal's own shape, without a proof (bench/gen_journal.py's lines): keys in
+# `to_dict`'s order, the ones every stored event has present. Each key tuple is answered once: the
+# optional fields it holds, or None when it is not that shape.
+_SHAPES: dict[tuple[str, ...], tuple[str, ...] | None] = {}
+_SHAPE_LIMIT = 1024
+_UNSEEN = ("",)   # not in `_SHAPES` (a shape with no optional field is `()`)
+
+
+def stored_as_given(record: dict[str, Any], soft_cap: int) -> bool:
+    """True when `record` is in the journal's own shape and `Event.from_input`, then the soft cap, would
+    keep every value of it as it is: the event made from it is then written as `orjson.dumps(record)`.
+    Checks only, each the one `from_input` makes or a stricter one; False on anything unusual (the
+    general path decides, and refuses what it refuses)."""
+    keys = tuple(record)
+    optional = _SHAPES.get(keys, _UNSEEN)
+    if optional is _UNSEEN:
+        optional = _shape(keys)
+    if optional is None:
+        return False
+    event_id, content, actor = record["id"], record["content"], record["actor"]
+    limit = min(soft_cap, HARD_LIMIT_BYTES)   # under it nothing is cut or refused
+    if not (type(event_id) is str and event_id and len(event_id) <= MAX_ID_LENGTH and event_id.isprintable()
+            and event_id.strip() == event_id
+            and type(content) is str and content and not content.isspace() and clean_text(content) is content
+            and len(content) <= limit and (content.isascii() or len(content) * 4 <= limit)
+            and canonical_moment(record["timestamp"]) is not None
+            and known_label(record["source"]) and known_label(record["kind"])
+            and type(actor) is dict and actor and actor == ACTOR_SEEN[0]):
+        return False
+    for name in optional:
+        value = record[name]
+        if name == "tags":
+            if not (type(value) is list and 0 < len(value) <= MAX_TAGS
+                    and all(type(t) is str and t and t.isprintable() and len(t) * 4 <= MAX_NAME_BYTES
+                            and t.strip().lower() == t for t in value) and len(set(value)) == len(value)):
+                return False
+        elif name == "meta":
+            if not (type(value) is dict and value and (blob := plain_meta(value)) is not None
+                    and len(blob) <= MAX_META_BYTES):
+                return False
+        elif not (type(value) is str and value and value.strip() == value and (
+                value.isprintable() and len(value) * 4 <= MAX_NAME_BYTES if name != "title"
+                else len(value) <= MAX_TITLE_LENGTH and clean_text(value) is value)):
+            return False
+    return True
+
+
+def _shape(keys: tuple[str, ...]) -> tuple[str, ...] | None:
+    at = [_FIELDS.index(k) if k in FIELD_NAMES else -1 for k in keys]
+    ok = -1 not in at and at == sorted(set(at)) and all(k in keys for k in _STORED)
+    optional = tuple(k for k in keys if k not in _STORED) if ok else None
+    if len(_SHAPES) < _SHAPE_LIMIT:
+        _SHAPES[keys] = optional
+    return optional
 
 
 class _Open:

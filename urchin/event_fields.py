@@ -23,6 +23,7 @@ __all__ = [
     "MAX_META_BYTES",
     "MAX_META_DEPTH",
     "MAX_NAME_BYTES",
+    "MAX_TAGS",
     "MAX_TITLE_LENGTH",
     "SOFT_CAP_BYTES",
     "TRUNCATION_MARKER",
@@ -34,8 +35,10 @@ __all__ = [
     "check_name",
     "check_tags",
     "clean_text",
+    "known_label",
     "label",
     "optional_string",
+    "plain_meta",
 ]
 
 SOFT_CAP_BYTES = 64 * 1024
@@ -82,6 +85,11 @@ def label(value: Any, field_name: str) -> str:
     if len(_LABELS) < 4096:
         _LABELS[value] = text
     return text
+
+
+def known_label(value: Any) -> bool:
+    """`value` is a label `label` has seen and keeps as it is (lookups only)."""
+    return type(value) is str and _LABELS.get(value) == value
 
 
 def check_label(value: Any, field_name: str) -> str:
@@ -182,21 +190,29 @@ def check_meta(value: Any) -> dict[str, Any] | None:
         return None
     if not isinstance(value, dict):
         raise ValidationError("meta", "must be a JSON object")
-    try:
-        blob: bytes | None = orjson.dumps(value, option=_PASSTHROUGH)
-    except TypeError:   # orjson.JSONEncodeError too: the walk below names the field and the rule
-        blob = None
-    # Fast path (almost every event): no escape at all means no control character, NUL or DEL in any
-    # key or string; no `null` means no NaN or infinity (orjson writes those as null); at most 32
-    # brackets means at most 32 levels. Anything else takes the walk, which decides.
-    if (blob is None or b"\\" in blob or b"null" in blob or b"\x7f" in blob
-            or blob.count(b"{") + blob.count(b"[") > MAX_META_DEPTH):
+    blob = plain_meta(value)
+    if blob is None:
         value = _json_value(value, "meta", 1)
         blob = orjson.dumps(value)
     size = len(blob)
     if size > MAX_META_BYTES:
         raise ValidationError("meta", f"is {size} bytes serialised, over the limit of {MAX_META_BYTES} bytes")
     return value or None
+
+
+def plain_meta(value: dict[str, Any]) -> bytes | None:
+    """`value` serialised, when `check_meta` keeps it as it is without walking it; None when the walk
+    decides (it may clean a string or refuse). Almost every event's meta takes this path."""
+    try:
+        blob = orjson.dumps(value, option=_PASSTHROUGH)
+    except TypeError:   # orjson.JSONEncodeError too: the walk names the field and the rule
+        return None
+    # No escape at all means no control character, NUL or DEL in any key or string; no `null` means
+    # no NaN or infinity (orjson writes those as null); at most 32 brackets means at most 32 levels.
+    if (b"\\" in blob or b"null" in blob or b"\x7f" in blob
+            or blob.count(b"{") + blob.count(b"[") > MAX_META_DEPTH):
+        return None
+    return blob
 
 
 def _json_value(value: Any, where: str, depth: int) -> Any:

@@ -370,6 +370,11 @@ class Redactor:
         tags, source and kind are checked in the case they were given."""
         return self._fields.event(event, given)
 
+    def keeps(self, record: Mapping[str, Any]) -> bool:
+        """True when a record `urchin.event.stored_as_given` accepted holds nothing to redact, by
+        `redact_event`'s own first test (lookups, the rules over the content); False: ask `redact_event`."""
+        return self._fields.keeps(record)
+
     def redact_id(self, event_id: str) -> str:
         """The id an event given `event_id` is stored under (itself unless it holds a secret)."""
         return self._fields.event_id(event_id)[0]

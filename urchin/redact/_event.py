@@ -80,7 +80,8 @@ class FieldRedactor:
         Clean strings are cached, so the usual event (a fresh UUID, repeated labels, tags, actor and
         meta keys) costs one pass of the rules over its content and a few dictionary lookups."""
         cache = self._cache
-        if (self._rest_clean(event, given) and (not self._plain_ids or _PLAIN_ID.fullmatch(event.id))
+        if (self._rest_clean(event, given)
+                and (_PLAIN_ID.fullmatch(event.id) if self._plain_ids else not self._spans(event.id))
                 and ((None, event.content) in cache or not self._spans(event.content))):
             return event
         found = _Found()
@@ -137,6 +138,29 @@ class FieldRedactor:
                 return False
         return not (event.actor and not self._clean_dict(event.actor)
                     or event.meta and not self._clean_dict(event.meta))
+
+    def keeps(self, record: Mapping[str, Any]) -> bool:
+        """`event`'s first test, for a record `urchin.event.stored_as_given` accepted (the event made
+        from it holds its values as they are, and it is its own `given`): True when that event would
+        come back unchanged from it. The same lookups, the same rules over the content; False
+        whenever `event` would look further (it decides then)."""
+        if not self._plain_ids or not _PLAIN_ID.fullmatch(record["id"]):
+            return False
+        labels, cache = self._clean_labels, self._cache
+        if record["source"] not in labels or record["kind"] not in labels:
+            return False
+        for name in ("title", "workspace", "session", "brain"):
+            value = record.get(name)
+            if value is not None and (None, value) not in cache:
+                return False
+        for tag in record.get("tags", ()):
+            if (None, tag) not in cache:
+                return False
+        meta = record.get("meta")
+        if not self._clean_dict(record["actor"]) or meta and not self._clean_dict(meta):
+            return False
+        content = record["content"]
+        return (None, content) in cache or not self._spans(content)
 
     def event_id(self, event_id: str) -> tuple[str, dict[str, int]]:
         """An id holding a secret -> `redacted-<keyed hash>`, with the count of what it held."""
