@@ -109,15 +109,15 @@ class DaemonLock:
             self.fd = None
 
 
-def _http_protocol(edge: Edge) -> Any:
-    """httptools with a response's writes joined and every phase of a request bounded by `edge`
-    (urchin/daemon/uvicorn_protocol.py), or uvicorn's choice ("auto": h11, keep-alive bounded only)
-    where httptools does not install."""
+def _http_protocol(edge: Edge | None = None) -> Any:
+    """httptools with a response's writes joined and every phase of a request bounded by `edge` (by
+    default `EdgeLimits()`; urchin/daemon/uvicorn_protocol.py), or uvicorn's choice ("auto": h11,
+    keep-alive bounded only) where httptools does not install."""
     try:
         from urchin.daemon.uvicorn_protocol import protocol_for
     except ImportError:
         return "auto"
-    return protocol_for(edge)
+    return protocol_for(edge or Edge(EdgeLimits()))
 
 
 class _Server(uvicorn.Server):
@@ -249,6 +249,7 @@ class Daemon:
         config = uvicorn.Config(app, log_config=None, log_level=self.log_level,
                                 access_log=self.log_level == "debug", lifespan="on", http=_http_protocol(edge),
                                 timeout_keep_alive=math.ceil(edge.limits.idle_s),   # the edge's idle bound is first
+                                ws="none",  # no route is a WebSocket: an upgrade never leaves the edge's bounds
                                 timeout_graceful_shutdown=int(GRACE_S), server_header=False,
                                 proxy_headers=False)   # no proxy stands in front: X-Forwarded-* is not believed
         server = self._server = _Server(config, self, memory)

@@ -174,6 +174,8 @@ class JoinedWritesProtocol(HttpToolsProtocol):
         elif phase == HEAD and not self._in_flight():
             self._close_with(408, f"request: its line and headers did not arrive within {self._limits.head_s:g} s",
                              "request")
+        elif phase == HEAD:                         # behind one in flight: that one is answered, then it closes
+            self._stop()
         elif phase == BODY and self._in_flight():
             self._close_with(408, f"body: it did not arrive whole within {self._limits.body_s:g} s", "body")
         elif phase == SEND:
