@@ -105,20 +105,6 @@ class Probe(threading.Thread):
         return f"{len(ok)}/{len(self.results)} answered, p50 {p50}"
 
 
-def still_open(socks: list[socket.socket]) -> int:
-    held = 0
-    for sock in socks:
-        try:
-            sock.setblocking(False)
-            data = sock.recv(4096, socket.MSG_PEEK)
-            held += 0 if data else 0        # an answer or EOF: the daemon let it go
-        except BlockingIOError:
-            held += 1
-        except OSError:
-            pass
-    return held
-
-
 def statuses(socks: list[socket.socket]) -> dict[str, int]:
     seen: dict[str, int] = {}
     for sock in socks:
@@ -160,8 +146,9 @@ def attack(name: str, proc: subprocess.Popen[bytes], port: int, token: str, hold
         time.sleep(1.0)
     probe.stop.set()
     probe.join()
-    print(f"{name:12} {count} opened ({refused} failed); after {hold:g} s held {still_open(socks)}, "
-          f"{statuses(socks)}; RSS +{(rss_kib(proc.pid) - rss) / 1024:.1f} MiB; probes: {probe.summary()}", flush=True)
+    seen = statuses(socks)
+    print(f"{name:12} {count} opened ({refused} failed); after {hold:g} s held {seen.get('open', 0)}, "
+          f"{seen}; RSS +{(rss_kib(proc.pid) - rss) / 1024:.1f} MiB; probes: {probe.summary()}", flush=True)
     for sock in socks:
         sock.close()
 
@@ -178,8 +165,8 @@ def big_head(proc: subprocess.Popen[bytes], port: int) -> None:
             answer = sock.recv(4096)
         except OSError as exc:
             answer = answer or type(exc).__name__.encode()
-    print(f"10MiB head   {sent >> 10} KiB taken; answer {answer[:12]!r}; RSS +{(rss_kib(proc.pid) - rss) / 1024:.1f} MiB",
-          flush=True)
+    grown = (rss_kib(proc.pid) - rss) / 1024
+    print(f"10MiB head   {sent >> 10} KiB taken; answer {answer[:12]!r}; RSS +{grown:.1f} MiB", flush=True)
 
 
 def pipelined(proc: subprocess.Popen[bytes], port: int) -> None:
@@ -194,7 +181,8 @@ def pipelined(proc: subprocess.Popen[bytes], port: int) -> None:
                 peak = max(peak, rss_kib(proc.pid))
         except OSError:
             pass
-    print(f"pipelined    20000 sent in one write; {answers} answered; RSS peak +{(peak - rss) / 1024:.1f} MiB", flush=True)
+    grown = (peak - rss) / 1024
+    print(f"pipelined    20000 sent in one write; {answers} answered; RSS peak +{grown:.1f} MiB", flush=True)
 
 
 def main() -> None:

@@ -123,12 +123,14 @@ def test_a_connection_that_sends_nothing_is_closed_after_idle_s(running: Running
         assert _closed_within(sock, 3) < 2
 
 
-def test_a_head_over_head_bytes_gets_431(running: Running) -> None:
+def test_a_head_over_head_bytes_gets_431_which_the_client_can_read(running: Running) -> None:
     with running.connect() as sock:
-        sock.sendall(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: " + b"a" * (9 << 10))
-        answer, seconds = _answer_then_closed(sock)
+        started = time.monotonic()
+        # 1 MiB more than the limit, sent whole: the daemon drops it after its answer instead of resetting
+        sock.sendall(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: " + b"a" * (1 << 20))
+        answer, _ = _answer_then_closed(sock)
     _refusal(answer, 431, "request")
-    assert seconds < 0.5        # refused as the bytes pass the limit, not at the deadline
+    assert time.monotonic() - started < 0.5     # refused as the bytes pass the limit, not at a deadline
 
 
 def test_more_body_than_declared_gets_a_json_400_after_the_answer(running: Running) -> None:

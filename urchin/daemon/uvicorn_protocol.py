@@ -37,6 +37,7 @@ from urchin.daemon.security import Refused
 __all__ = ["JoinedWritesProtocol", "FLUSH_AT", "protocol_for"]
 
 FLUSH_AT = 64 << 10     # pending bytes sent at once, without waiting for the end of the step
+LINGER_S = 2.0          # after a refusal that ends a connection, what the client still sends is dropped this long
 _SECURITY_LINES = b"".join(name + b": " + value + b"\r\n" for name, value in SECURITY_HEADERS)
 
 
@@ -145,10 +146,11 @@ class JoinedWritesProtocol(HttpToolsProtocol):
         self._head_bytes = 0        # bytes received since the last request's headers were complete
         self._stopped = False       # parsing stopped: the requests in flight are answered, then it closes
         self._then: tuple[int, str, str] | None = None     # and then this refusal is answered
+        self._lingering = False     # a refusal was sent and the stream ended: what comes is dropped
         self._enter(IDLE)
         if not self.edge.opened(self, self.loop):
             self._close_with(503, f"connections: the daemon is answering its limit of {self._limits.connections} "
-                                  "open connections; try again", "connections")
+                                  "open connections; try again", "connections", linger=False)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.edge.closed(self)
@@ -189,18 +191,28 @@ class JoinedWritesProtocol(HttpToolsProtocol):
         answerable = (self.phase == HEAD and not self._in_flight()) or (self.phase == BODY and self._in_flight())
         if answerable:
             self._close_with(503, f"connections: the daemon holds its limit of {self._limits.connections} open "
-                                  "connections, and this one waited longest on its client", "connections")
+                                  "connections, and this one waited longest on its client", "connections",
+                             linger=False)      # its place is needed now
         elif self.phase == SEND:
             self._joined.abort()
         else:
             self.transport.close()
             self._enter(SEND)
 
-    def _close_with(self, status: int, message: str, field: str) -> None:
-        """Answer `status` as JSON (the shape of every refusal) and close; what the client still sends is dropped."""
+    def _close_with(self, status: int, message: str, field: str, linger: bool = True) -> None:
+        """Answer `status` as JSON (the shape of every refusal) and close. Lingering (nginx's lingering
+        close), the answer is followed by the end of the stream and what the client still sends is read
+        and dropped for up to `LINGER_S`: closed at once, its unread bytes would reset the connection,
+        and the client's system would drop the answer before the client reads it."""
         if not self.transport.is_closing():
             refused = Refused(status, message, field)
             self._joined.write_whole(self._response(status, refused.headers, refused.body, keep_alive=False))
+            if linger and self.transport.can_write_eof():
+                self._lingering = True
+                self._joined.write_eof()
+                self._enter(SEND)
+                self.until = self.since + min(LINGER_S, self._limits.send_s)
+                return
             self.transport.close()
         self._enter(SEND)           # a client that never reads the answer is let go after send_s
 
@@ -225,6 +237,8 @@ class JoinedWritesProtocol(HttpToolsProtocol):
         self._enter(ANSWER)
 
     def data_received(self, data: bytes) -> None:
+        if self._lingering:
+            return
         if self.phase is IDLE or self.phase is HEAD:
             room = self._limits.head_bytes - self._head_bytes
             if len(data) > room:
@@ -296,19 +310,19 @@ class JoinedWritesProtocol(HttpToolsProtocol):
             request.body += body
 
     def on_message_complete(self) -> None:
-        self._enter(ANSWER)
+        self.phase, self.until = ANSWER, None   # `_enter(ANSWER)`, without reading the clock (every request)
         request = self._parsing
         if request is None:
             super().on_message_complete()
         elif not request.response_complete:
             self._direct.answer(request.admitted, bytes(request.body),
                                 lambda status, headers, body: self._respond(request, status, headers, body), self.loop)
-        if self.phase is ANSWER and not self._in_flight():
+        if self.phase is ANSWER and self.cycle.response_complete:     # refused before its body
             self._enter(IDLE)
 
     def on_response_complete(self) -> None:
         super().on_response_complete()
-        if self.phase is ANSWER and not self._in_flight():
+        if self.phase is ANSWER and self.cycle.response_complete:
             if self._stopped and self._then is not None and not self.pipeline:
                 self._close_with(*self._then)
             else:
