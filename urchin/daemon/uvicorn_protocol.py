@@ -237,9 +237,10 @@ class JoinedWritesProtocol(HttpToolsProtocol):
         self._enter(ANSWER)
 
     def data_received(self, data: bytes) -> None:
-        if self._lingering:
+        phase = self.phase
+        if phase is SEND and self._lingering:
             return
-        if self.phase is IDLE or self.phase is HEAD:
+        if phase is IDLE or phase is HEAD:
             room = self._limits.head_bytes - self._head_bytes
             if len(data) > room:
                 super().data_received(data[:room])
@@ -252,7 +253,7 @@ class JoinedWritesProtocol(HttpToolsProtocol):
                 data = data[room:]
             else:
                 self._head_bytes += len(data)
-        super().data_received(data)
+        HttpToolsProtocol.data_received(self, data)
 
     def pause_writing(self) -> None:
         super().pause_writing()
@@ -271,12 +272,16 @@ class JoinedWritesProtocol(HttpToolsProtocol):
         self.expect_100_continue = False
         self.headers = []
         self._parsing = None
-        self._enter(HEAD)
+        self.phase = HEAD           # `_enter(HEAD)` inline, as for BODY and IDLE below: every request passes here
+        self.since = now = self.loop.time()
+        self.until = now + self._limits.head_s
 
     def on_headers_complete(self) -> None:
         self._head_bytes = 0
-        self._enter(BODY)
-        if self._in_flight() and len(self.pipeline) >= self._limits.pipelined:
+        self.phase = BODY
+        self.since = now = self.loop.time()
+        self.until = now + self._limits.body_s
+        if len(self.pipeline) >= self._limits.pipelined and self._in_flight():
             self._stop()
             raise _Stop
         if (self._direct is not None and self.url == b"/ingest" and not self.expect_100_continue
@@ -321,12 +326,14 @@ class JoinedWritesProtocol(HttpToolsProtocol):
             self._enter(IDLE)
 
     def on_response_complete(self) -> None:
-        super().on_response_complete()
+        HttpToolsProtocol.on_response_complete(self)
         if self.phase is ANSWER and self.cycle.response_complete:
             if self._stopped and self._then is not None and not self.pipeline:
                 self._close_with(*self._then)
             else:
-                self._enter(IDLE)
+                self.phase = IDLE
+                self.since = now = self.loop.time()
+                self.until = now + self._limits.idle_s
 
     def _respond(self, request: _Direct, status: int, headers: Sequence[tuple[bytes, bytes]], body: bytes) -> None:
         """Write the response in one piece (uvicorn's default headers, then the route's, then the page
