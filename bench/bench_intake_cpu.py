@@ -32,6 +32,7 @@ from uvicorn.server import ServerState
 
 from urchin.config import Settings
 from urchin.daemon.app import DaemonState, build_app
+from urchin.daemon.edge import Edge, EdgeLimits
 from urchin.daemon.follower import Follower
 from urchin.daemon.server import _http_protocol
 from urchin.daemon.writer import GroupWriter
@@ -101,7 +102,8 @@ def _measure(args: argparse.Namespace, home: str) -> None:
     memory.warm()
     writer, follower = GroupWriter(memory), Follower(memory)
     app = build_app(DaemonState(memory, writer, f"http://{ADDRESS[0]}:{ADDRESS[1]}"), TOKEN)
-    config = uvicorn.Config(app, http=_http_protocol(), lifespan="off", log_config=None, log_level="warning",
+    edge = Edge(EdgeLimits(idle_s=3600))     # as uvicorn's keep-alive below: a connection waits between rounds
+    config = uvicorn.Config(app, http=_http_protocol(edge), lifespan="off", log_config=None, log_level="warning",
                             access_log=False, timeout_keep_alive=3600, server_header=False, proxy_headers=False)
     config.load()
     writer.start()

@@ -19,6 +19,7 @@ from tests.test_substring import NOW, WORDS, add, reference, searched, stamp
 from urchin.facade import Memory
 from urchin.search import blockstore, blockview
 from urchin.search.blockbuild import ROW, bitmap_py, query_hashes
+from urchin.search.blockindex import BlockIndex
 from urchin.search.substring import SubstringSearcher
 
 PER = 2
@@ -138,7 +139,7 @@ def test_a_catch_up_killed_between_segments_leaves_a_usable_index(memory: Memory
 
 
 @freeze_time(NOW)
-def test_a_torn_segment_an_old_format_and_a_shrunk_journal_rebuild(memory: Memory) -> None:
+def test_a_torn_segment_and_a_shrunk_journal_rebuild(memory: Memory) -> None:
     big_events(memory, 260, seed=3)
     memory.substring.catch_up()
     index = memory.substring.index
@@ -147,15 +148,6 @@ def test_a_torn_segment_an_old_format_and_a_shrunk_journal_rebuild(memory: Memor
         handle.truncate(index.columns_path.stat().st_size - 1)
     assert memory.substring.catch_up().rebuilt
     answers_match(memory)
-    # an URSIDX01 view (block-major `bits`) from before: rebuilt in place, its bitmaps removed
-    memory.substring.close()
-    zones = index.zones_path.read_bytes()
-    n, end = struct.unpack_from("<QQ", zones, 16)
-    old = struct.pack("<8sIIQQI", b"URSIDX01", 16, 64 << 10, n, end, 0).ljust(64, b"\0")
-    index.zones_path.write_bytes(old + zones[64:])
-    (index.dir / "bits").write_bytes(bytes(n * ROW))
-    answers_match(memory)
-    assert not (index.dir / "bits").exists()
     # the journal shrinks into the middle of a segment, then other lines are written
     size = memory.journal.size()
     with memory.journal.path.open("r+b") as handle:
@@ -164,6 +156,42 @@ def test_a_torn_segment_an_old_format_and_a_shrunk_journal_rebuild(memory: Memor
     big_events(memory, 40, seed=4, tag="new")
     answers_match(memory)
     assert index.rows_path.stat().st_size <= PER * ROW and os.path.getsize(index.columns_path) % (PER * ROW) == 0
+
+
+def _written_by_an_older_version(index: BlockIndex, tag: bytes) -> bytes:
+    """An URSIDX01 index (block-major `bits`) written over `.sidx`, as an older daemon running beside does."""
+    zones = index.zones_path.read_bytes()
+    n, end = struct.unpack_from("<QQ", zones, 16)
+    old = struct.pack("<8sIIQQI", b"URSIDX01", 16, 64 << 10, n, end, 0).ljust(64, b"\0") + zones[64:] + tag
+    index.zones_path.write_bytes(old)
+    (index.dir / "bits").write_bytes(bytes(n * ROW))
+    return old
+
+
+@freeze_time(NOW)
+def test_another_versions_index_is_left_to_it_and_this_ones_kept_beside_it(memory: Memory) -> None:
+    """An older daemon and a newer CLI (or the reverse) on one home: neither rebuilds the other's index."""
+    big_events(memory, 120, seed=5)
+    memory.substring.catch_up()
+    index = memory.substring.index
+    primary = index.dir
+    memory.substring.close()
+    theirs = _written_by_an_older_version(index, b"")
+    answers_match(memory)
+    assert (primary / "zones").read_bytes() == theirs and (primary / "bits").exists()
+    beside = primary.with_name(primary.name + "-ursidx02")
+    assert index.dir == beside and (beside / "zones").read_bytes().startswith(b"URSIDX02")
+    assert memory.substring.index.state()["path"] == str(beside)
+    # the older one catches up again in its format; this one's is not rebuilt, and follows the journal
+    (primary / "zones").write_bytes(theirs + b"more")
+    big_events(memory, 30, seed=6, tag="later")
+    assert not memory.substring.catch_up().rebuilt
+    answers_match(memory)
+    assert (primary / "zones").read_bytes() == theirs + b"more"
+    # a new process (the next CLI call) goes beside it at once, without rebuilding
+    again = BlockIndex(memory.journal)
+    assert not again.catch_up().rebuilt and again.dir == beside
+    again.close()
 
 
 @freeze_time(NOW)

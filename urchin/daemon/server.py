@@ -11,6 +11,7 @@ import contextlib
 import errno
 import fcntl
 import logging
+import math
 import os
 import signal
 import socket
@@ -29,6 +30,7 @@ from urchin import daemon_http
 from urchin.config import Settings
 from urchin.daemon.app import VERSION, DaemonState, Lifespan, build_app
 from urchin.daemon.background import CollectorLoop, EmbedderLoop, IndexLoop
+from urchin.daemon.edge import Edge, EdgeLimits
 from urchin.daemon.follower import Follower
 from urchin.daemon.indexer import IndexProcess
 from urchin.daemon.logs import LOG_FORMAT, setup_logging
@@ -107,14 +109,15 @@ class DaemonLock:
             self.fd = None
 
 
-def _http_protocol() -> Any:
-    """httptools with a response's writes joined (urchin/daemon/uvicorn_protocol.py), or uvicorn's choice
-    ("auto": h11) where httptools does not install."""
+def _http_protocol(edge: Edge | None = None) -> Any:
+    """httptools with a response's writes joined and every phase of a request bounded by `edge` (by
+    default `EdgeLimits()`; urchin/daemon/uvicorn_protocol.py), or uvicorn's choice ("auto": h11,
+    keep-alive bounded only) where httptools does not install."""
     try:
-        from urchin.daemon.uvicorn_protocol import JoinedWritesProtocol
+        from urchin.daemon.uvicorn_protocol import protocol_for
     except ImportError:
         return "auto"
-    return JoinedWritesProtocol
+    return protocol_for(edge or Edge(EdgeLimits()))
 
 
 class _Server(uvicorn.Server):
@@ -174,7 +177,7 @@ class Daemon:
 
     def __init__(self, settings: Settings, *, host: str | None = None, port: int | None = None,
                  uds: str | None = None, log_level: str = "info", extensions: Sequence[Extension] = (),
-                 collect: bool = True, feed_index: bool = True) -> None:
+                 collect: bool = True, feed_index: bool = True, limits: EdgeLimits | None = None) -> None:
         self.settings = settings
         self.host = host or settings.host
         self.port = settings.port if port is None else port
@@ -183,6 +186,8 @@ class Daemon:
         self.extensions = extensions
         self.collect = collect
         self.feed_index = feed_index
+        self.limits = limits or EdgeLimits()    # the HTTP edge's bounds (daemon/edge.py); tests make them short
+        self.edge: Edge | None = None
         self.address = ""
         self.serves_mcp = False     # said in daemon.json: `urchin mcp` relays its session only to such a daemon
         self._lock = DaemonLock(lock_path(settings))
@@ -240,8 +245,11 @@ class Daemon:
         app = build_app(state, token, extra_routes=routes, lifespans=lifespans)
         # loop and http "auto": uvloop and httptools (dependencies) where they install, asyncio and h11
         # elsewhere; one event per request runs ~1.9x as fast with them (bench/RESULTS.md, issue 16)
+        edge = self.edge = Edge(self.limits.for_process())
         config = uvicorn.Config(app, log_config=None, log_level=self.log_level,
-                                access_log=self.log_level == "debug", lifespan="on", http=_http_protocol(),
+                                access_log=self.log_level == "debug", lifespan="on", http=_http_protocol(edge),
+                                timeout_keep_alive=math.ceil(edge.limits.idle_s),   # the edge's idle bound is first
+                                ws="none",  # no route is a WebSocket: an upgrade never leaves the edge's bounds
                                 timeout_graceful_shutdown=int(GRACE_S), server_header=False,
                                 proxy_headers=False)   # no proxy stands in front: X-Forwarded-* is not believed
         server = self._server = _Server(config, self, memory)

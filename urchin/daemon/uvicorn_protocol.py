@@ -14,6 +14,12 @@ A plain `POST /ingest` (the hooks' and clients' one event per request: Content-L
 the body is whole, the response written in one piece after the fsync. No task, scope, `asyncio.Event`
 or ASGI message is made for it. Everything else (other routes, chunked bodies, `Expect: 100-continue`,
 a request pipelined behind one in flight, access logging) goes to the ASGI app as before.
+
+Every phase of a request is bounded in time and bytes (daemon/edge.py): the protocol tells its `Edge`
+which phase the connection is in, and answers what can still be answered when a bound is passed, as JSON
+like every other refusal: 408 (head or body too slow), 431 (head too large), 503 (no room: this
+connection waited longest on its client), 400 (not HTTP). At most `pipelined` requests wait behind one
+in flight; past that the connection is closed after their answers.
 """
 
 from __future__ import annotations
@@ -25,11 +31,13 @@ from typing import Any
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
 from urchin.daemon.browser import SECURITY_HEADERS
+from urchin.daemon.edge import ANSWER, BODY, HEAD, IDLE, SEND, Edge
 from urchin.daemon.security import Refused
 
-__all__ = ["JoinedWritesProtocol", "FLUSH_AT"]
+__all__ = ["JoinedWritesProtocol", "FLUSH_AT", "protocol_for"]
 
 FLUSH_AT = 64 << 10     # pending bytes sent at once, without waiting for the end of the step
+LINGER_S = 2.0          # after a refusal that ends a connection, what the client still sends is dropped this long
 _SECURITY_LINES = b"".join(name + b": " + value + b"\r\n" for name, value in SECURITY_HEADERS)
 
 
@@ -107,11 +115,23 @@ class _Direct:
         pass
 
 
+class _Stop(Exception):
+    """Raised from a parser callback to stop parsing what the connection already sent."""
+
+
+def protocol_for(edge: Edge) -> type[JoinedWritesProtocol]:
+    """The protocol class uvicorn instantiates per connection, bound to one server's `Edge`."""
+    return type("EdgeProtocol", (JoinedWritesProtocol,), {"edge": edge})
+
+
 class JoinedWritesProtocol(HttpToolsProtocol):
     """uvicorn's private class (its range is pinned in pyproject.toml); what is used of it: the constructor
-    as uvicorn calls it, `connection_made(transport)`, the parser callbacks, and the per-request state
-    `cycle`, `url`, `headers`, `expect_100_continue`, `on_response_complete`. The loop is the running one
-    (called in it)."""
+    as uvicorn calls it, `connection_made(transport)`, `data_received`, the parser callbacks, `flow`,
+    `pipeline`, `send_400_response`, `pause_writing`/`resume_writing`, and the per-request state `cycle`,
+    `url`, `headers`, `expect_100_continue`, `on_response_complete`. The loop is the running one (called
+    in it). `edge` is set by `protocol_for`."""
+
+    edge: Edge
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         self._joined = _JoinedWrites(transport, asyncio.get_running_loop())
@@ -121,15 +141,149 @@ class JoinedWritesProtocol(HttpToolsProtocol):
         logged = self.config.access_log and self.access_log
         self._direct: Any = None if logged or self.limit_concurrency is not None else getattr(self.app, "direct", None)
         self._parsing: _Direct | None = None    # the request being parsed is answered directly
+        self._limits = self.edge.limits
+        self._deadlines = self.edge.deadlines
+        self._head_bytes = 0        # bytes received since the last request's headers were complete
+        self._stopped = False       # parsing stopped: the requests in flight are answered, then it closes
+        self._then: tuple[int, str, str] | None = None     # and then this refusal is answered
+        self._lingering = False     # a refusal was sent and the stream ended: what comes is dropped
+        self._enter(IDLE)
+        if not self.edge.opened(self, self.loop):
+            self._close_with(503, f"connections: the daemon is answering its limit of {self._limits.connections} "
+                                  "open connections; try again", "connections", linger=False)
 
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.edge.closed(self)
+        super().connection_lost(exc)
+
+    # ---- the edge's bounds (daemon/edge.py) ---------------------------------------------------------
+    def _enter(self, phase: str) -> None:
+        self.phase = phase
+        self.since = now = self.loop.time()
+        limit = self._deadlines[phase]
+        self.until = None if limit is None else now + limit
+
+    def _in_flight(self) -> bool:
+        return self.cycle is not None and not self.cycle.response_complete
+
+    def expired(self, now: float) -> None:
+        """The phase's deadline passed: answer what can be answered (a 408), and close."""
+        phase = self.phase
+        if self.transport.is_closing():             # a response or a close the client never read
+            self._joined.abort()
+        elif phase in (HEAD, BODY) and self.flow.read_paused:   # the daemon paused reading, not the client
+            self._enter(phase)
+        elif phase == HEAD and not self._in_flight():
+            self._close_with(408, f"request: its line and headers did not arrive within {self._limits.head_s:g} s",
+                             "request")
+        elif phase == HEAD:                         # behind one in flight: that one is answered, then it closes
+            self._stop()
+        elif phase == BODY and self._in_flight():
+            self._close_with(408, f"body: it did not arrive whole within {self._limits.body_s:g} s", "body")
+        elif phase == SEND:
+            self._joined.abort()
+        else:                                       # idle, or a body whose request was already answered
+            self.transport.close()
+            self._enter(SEND)
+
+    def evicted(self) -> None:
+        """Another connection needs this one's place (it waited longest on its client)."""
+        answerable = (self.phase == HEAD and not self._in_flight()) or (self.phase == BODY and self._in_flight())
+        if answerable:
+            self._close_with(503, f"connections: the daemon holds its limit of {self._limits.connections} open "
+                                  "connections, and this one waited longest on its client", "connections",
+                             linger=False)      # its place is needed now
+        elif self.phase == SEND:
+            self._joined.abort()
+        else:
+            self.transport.close()
+            self._enter(SEND)
+
+    def _close_with(self, status: int, message: str, field: str, linger: bool = True) -> None:
+        """Answer `status` as JSON (the shape of every refusal) and close. Lingering (nginx's lingering
+        close), the answer is followed by the end of the stream and what the client still sends is read
+        and dropped for up to `LINGER_S`: closed at once, its unread bytes would reset the connection,
+        and the client's system would drop the answer before the client reads it."""
+        if not self.transport.is_closing():
+            refused = Refused(status, message, field)
+            self._joined.write_whole(self._response(status, refused.headers, refused.body, keep_alive=False))
+            if linger and self.transport.can_write_eof():
+                self._lingering = True
+                self._joined.write_eof()
+                self._enter(SEND)
+                self.until = self.since + min(LINGER_S, self._limits.send_s)
+                return
+            self.transport.close()
+        self._enter(SEND)           # a client that never reads the answer is let go after send_s
+
+    def send_400_response(self, msg: str) -> None:
+        if self._stopped:
+            return
+        refusal = (400, "request: not valid HTTP/1.1 (a malformed line or header, or more body than its "
+                        "Content-Length)", "request")
+        if self._in_flight():       # answered after what is in flight, never in the middle of it
+            self._stop(refusal)
+        else:
+            self._close_with(*refusal)
+
+    def _stop(self, then: tuple[int, str, str] | None = None) -> None:
+        """Read no more: the requests in flight and queued are answered, then `then` (status, message,
+        field) if given, and the connection closes."""
+        self._stopped = True
+        self._then = then
+        self.flow.pause_reading()
+        if then is None:
+            (self.pipeline[0][0] if self.pipeline else self.cycle).keep_alive = False
+        self._enter(ANSWER)
+
+    def data_received(self, data: bytes) -> None:
+        phase = self.phase
+        if phase is SEND and self._lingering:
+            return
+        if phase is IDLE or phase is HEAD:
+            room = self._limits.head_bytes - self._head_bytes
+            if len(data) > room:
+                super().data_received(data[:room])
+                if self.transport.is_closing() or self._stopped:
+                    return
+                if self.phase is IDLE or self.phase is HEAD:
+                    self._close_with(431, f"request: its line and headers are over the limit of "
+                                          f"{self._limits.head_bytes} bytes", "request")
+                    return
+                data = data[room:]
+            else:
+                self._head_bytes += len(data)
+        HttpToolsProtocol.data_received(self, data)
+
+    def pause_writing(self) -> None:
+        super().pause_writing()
+        if self.until is None:      # an answer the client does not read
+            self._enter(SEND)
+
+    def resume_writing(self) -> None:
+        super().resume_writing()
+        if self.phase is SEND and not self.transport.is_closing():
+            self._enter(ANSWER if self._in_flight() else IDLE)
+
+    # ---- the parser's callbacks ---------------------------------------------------------------------
     def on_message_begin(self) -> None:
         # uvicorn's per-request state, but its ASGI scope only once the request is known to need it
         self.url = b""
         self.expect_100_continue = False
         self.headers = []
         self._parsing = None
+        self.phase = HEAD           # `_enter(HEAD)` inline, as for BODY and IDLE below: every request passes here
+        self.since = now = self.loop.time()
+        self.until = now + self._limits.head_s
 
     def on_headers_complete(self) -> None:
+        self._head_bytes = 0
+        self.phase = BODY
+        self.since = now = self.loop.time()
+        self.until = now + self._limits.body_s
+        if len(self.pipeline) >= self._limits.pipelined and self._in_flight():
+            self._stop()
+            raise _Stop
         if (self._direct is not None and self.url == b"/ingest" and not self.expect_100_continue
                 and (self.cycle is None or self.cycle.response_complete)
                 and self.parser.get_method() == b"POST" and not self.parser.should_upgrade()):
@@ -161,12 +315,25 @@ class JoinedWritesProtocol(HttpToolsProtocol):
             request.body += body
 
     def on_message_complete(self) -> None:
+        self.phase, self.until = ANSWER, None   # `_enter(ANSWER)`, without reading the clock (every request)
         request = self._parsing
         if request is None:
             super().on_message_complete()
         elif not request.response_complete:
             self._direct.answer(request.admitted, bytes(request.body),
                                 lambda status, headers, body: self._respond(request, status, headers, body), self.loop)
+        if self.phase is ANSWER and self.cycle.response_complete:     # refused before its body
+            self._enter(IDLE)
+
+    def on_response_complete(self) -> None:
+        HttpToolsProtocol.on_response_complete(self)
+        if self.phase is ANSWER and self.cycle.response_complete:
+            if self._stopped and self._then is not None and not self.pipeline:
+                self._close_with(*self._then)
+            else:
+                self.phase = IDLE
+                self.since = now = self.loop.time()
+                self.until = now + self._limits.idle_s
 
     def _respond(self, request: _Direct, status: int, headers: Sequence[tuple[bytes, bytes]], body: bytes) -> None:
         """Write the response in one piece (uvicorn's default headers, then the route's, then the page
@@ -176,12 +343,15 @@ class JoinedWritesProtocol(HttpToolsProtocol):
         request.response_complete = True
         request.body = bytearray()
         if not request.disconnected and not self.transport.is_closing():
-            out = [STATUS_LINE[status]]
-            for name, value in (*self.server_state.default_headers, *headers):
-                out += (name, b": ", value, b"\r\n")
-            out.append(_SECURITY_LINES if request.keep_alive else _SECURITY_LINES + b"connection: close\r\n")
-            out += (b"\r\n", body)
-            self._joined.write_whole(b"".join(out))
+            self._joined.write_whole(self._response(status, headers, body, request.keep_alive))
             if not request.keep_alive:
                 self.transport.close()
         self.on_response_complete()
+
+    def _response(self, status: int, headers: Sequence[tuple[bytes, bytes]], body: bytes, keep_alive: bool) -> bytes:
+        out = [STATUS_LINE[status]]
+        for name, value in (*self.server_state.default_headers, *headers):
+            out += (name, b": ", value, b"\r\n")
+        out.append(_SECURITY_LINES if keep_alive else _SECURITY_LINES + b"connection: close\r\n")
+        out += (b"\r\n", body)
+        return b"".join(out)

@@ -7,7 +7,10 @@ under an exclusive `flock` (other processes append at any time), never indexes a
 line, and rebuilds itself from the first damaged block when missing, corrupt or when the journal
 shrank. Queries read it under a shared lock. Its files' layout is `blockstore.py`'s (bitmaps
 column-major, so a query reads only its trigrams' bytes). The query path is numpy-free
-(cold-start cost); only bulk catch-up imports numpy.
+(cold-start cost); only bulk catch-up imports numpy. An index of another version's format found
+there (an older daemon still running beside a newer CLI, or the other way round) is that version's:
+it is left alone, and this version's is kept beside it in `<journal>.sidx-<format>/`, so that the two
+never rebuild one folder in turn.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from array import array
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 
@@ -43,7 +46,7 @@ from urchin.search.blockbuild import (
 )
 from urchin.search.blockbuild import ZONE as _ZONE
 from urchin.search.blockstore import HEADER_SIZE as _HEADER_SIZE
-from urchin.search.blockstore import Store, read_header
+from urchin.search.blockstore import MAGIC, Store, read_header
 from urchin.search.blockview import BlockSnapshot, Segments, release_map
 
 __all__ = ["BlockIndex", "CatchUp", "query_hashes", "BLOCK_TARGET", "BITS_LOG2"]
@@ -53,6 +56,12 @@ _ZONE_WORDS = _ZONE.size // 8   # a zone record's int64s in the `zones` array
 _NUMPY_FROM = 1 << 20  # below this many new bytes, hashing in pure Python beats importing numpy
 _PARALLEL_FROM = 64 << 20  # a build this big is shared out to worker processes (one per core)
 _TASK_BLOCKS = 128
+_FAMILY = b"URSIDX"     # every format of this index starts its header so; the last two bytes are its version
+_T = TypeVar("_T")
+
+
+class _Foreign(Exception):
+    """The index at the usual place is another version's format: left to it."""
 
 
 class CatchUp:
@@ -77,11 +86,8 @@ class BlockIndex:
 
     def __init__(self, journal: Journal, directory: Path | None = None) -> None:
         self.journal = journal
-        self.dir = Path(directory) if directory else journal.path.with_name(journal.path.name + ".sidx")
-        self.zones_path = self.dir / "zones"
-        self.rows_path = self.dir / "rows"
-        self.columns_path = self.dir / "columns"
-        self.lock_path = self.dir / "lock"
+        self._place(Path(directory) if directory else journal.path.with_name(journal.path.name + ".sidx"))
+        self._aside = self.dir.with_name(f"{self.dir.name}-{MAGIC.decode('ascii').lower()}")
         self._mutex = threading.Lock()  # flock does not exclude threads sharing one descriptor
         self._lock_fd: int | None = None
         self._cached: tuple[int, int, int] | None = None
@@ -92,14 +98,20 @@ class BlockIndex:
         self._ts_cache: dict[str, int] = {}
         self.parallel_blocks = 0  # blocks built by worker processes so far (observability, tests)
 
+    def _place(self, directory: Path) -> None:
+        self.dir = directory
+        self.zones_path = directory / "zones"
+        self.rows_path = directory / "rows"
+        self.columns_path = directory / "columns"
+        self.lock_path = directory / "lock"
+
     # ---- public ---------------------------------------------------------------------------
     @contextmanager
     def snapshot(self) -> Iterator[BlockSnapshot]:
         """Catch up with the journal, then yield a view held under a shared lock."""
         with self._mutex:
-            fd = self._lock_exclusive()
+            fd, _ = self._exclusive(lambda: self._catch_up_locked(None))
             try:
-                self._catch_up_locked(None)
                 fcntl.flock(fd, fcntl.LOCK_SH)  # writers wait for this query; readers do not
                 self._used = time.monotonic()
                 yield self._load_view()
@@ -109,11 +121,9 @@ class BlockIndex:
     def catch_up(self, on_progress: Callable[[int], None] | None = None) -> CatchUp:
         """Index what the journal gained since the last catch-up (all of it the first time)."""
         with self._mutex:
-            fd = self._lock_exclusive()
-            try:
-                return self._catch_up_locked(on_progress)
-            finally:
-                fcntl.flock(fd, fcntl.LOCK_UN)
+            fd, done = self._exclusive(lambda: self._catch_up_locked(on_progress))
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            return done
 
     @contextmanager
     def held_before(self, offset: int) -> Iterator[None]:
@@ -124,9 +134,8 @@ class BlockIndex:
         can index the old file's tail while the lock is held.
         """
         with self._mutex:
-            fd = self._lock_exclusive()
+            fd, _ = self._exclusive(lambda: self._truncate_past(offset))
             try:
-                self._truncate_past(offset)
                 yield
             finally:
                 self._cached = None
@@ -139,6 +148,8 @@ class BlockIndex:
             store = Store(self.dir, jf.fileno())
             try:
                 header = store.header()
+                if header is None:
+                    self._refuse_foreign(store)
                 n, keep = header.n if header else 0, 0
                 while keep < n and store.zone(keep)[1] <= offset:
                     keep += 1
@@ -151,14 +162,18 @@ class BlockIndex:
 
     def state(self) -> dict[str, Any]:
         """For `urchin status`: where the index stands against the journal, without catching up."""
+        directory = self.dir
         try:
-            raw = self.zones_path.read_bytes()[:_HEADER_SIZE]
-            size = sum(p.stat().st_size for p in (self.zones_path, self.rows_path, self.columns_path))
+            raw = (directory / "zones").read_bytes()[:_HEADER_SIZE]
+            if raw.startswith(_FAMILY) and not raw.startswith(MAGIC) and directory != self._aside:
+                directory = self._aside     # another version's: this one's is beside it
+                raw = (directory / "zones").read_bytes()[:_HEADER_SIZE]
+            size = sum((directory / name).stat().st_size for name in ("zones", "rows", "columns"))
         except OSError:
             raw, size = b"", 0
         header = read_header(raw)
         blocks, end = (header.n, header.end) if header else (0, 0)
-        return {"path": str(self.dir), "blocks": blocks, "indexedBytes": end,
+        return {"path": str(directory), "blocks": blocks, "indexedBytes": end,
                 "lagBytes": max(0, self.journal.size() - end), "sizeBytes": size}
 
     def close(self) -> None:
@@ -171,6 +186,32 @@ class BlockIndex:
                 self._lock_fd = None
 
     # ---- catch-up -------------------------------------------------------------------------
+    def _exclusive(self, work: Callable[[], _T]) -> tuple[int, _T]:
+        """Hold the index's lock exclusively and do `work` under it: the lock's descriptor (still held)
+        and what `work` returned. When `work` finds another version's index at the usual place, this
+        version's is used beside it from then on (`_aside`) and `work` is done there."""
+        while True:
+            fd = self._lock_exclusive()
+            try:
+                return fd, work()
+            except _Foreign:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+                os.close(fd)
+                self._lock_fd = None
+                self._drop_maps()
+                self._view = self._cached = None
+                self._place(self._aside)
+            except BaseException:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+                raise
+
+    def _refuse_foreign(self, store: Store) -> None:
+        """Raise `_Foreign` when the header that did not read is another format of this index (an older
+        or newer Urchin's, whose process rebuilds it in turn if this one did), at the usual place."""
+        magic = os.pread(store.zfd, len(MAGIC), 0)
+        if magic.startswith(_FAMILY) and magic != MAGIC and self.dir != self._aside:
+            raise _Foreign
+
     def _lock(self) -> int:
         if self._lock_fd is None:
             ensure_private_dir(self.dir)
@@ -218,6 +259,7 @@ class BlockIndex:
         """Blocks and offset still valid for this journal: keep what checks, drop the rest."""
         header = store.header()
         if header is None:
+            self._refuse_foreign(store)
             self._cached = None
             store.truncate(0)
             store.commit_synced(0, 0)
