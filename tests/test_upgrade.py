@@ -183,12 +183,17 @@ def test_an_older_derived_format_is_rebuilt_and_said_once(old_home: Path) -> Non
     settings = Settings.resolve(old_home)
     open_home(settings)                       # 0.1.0's: recorded
     (old_home / FORMAT_FILE).write_text(json.dumps({"written_by": "0.1.5",
-                                                    "formats": {**FORMATS, "token-cosine": 1, "id-index": 1}}))
+                                                    "formats": {**FORMATS, "token-cosine": 1, "id-index": 1,
+                                                                "block-index": 1}}))
+    beside = old_home / "journal" / "events.jsonl.sidx-ursidx02"    # this format's, beside another version's
+    beside.mkdir()
+    (beside / "zones").write_bytes(b"URSIDX02")
     said = open_home(settings)
     assert said is not None and "from Urchin 0.1.5" in said
     assert "token-cosine 1 -> 2: dropped, rebuilt" in said and f"id-index 1 -> {FORMATS['id-index']}" in said
     assert not (old_home / "index" / "cosine").exists()
     assert not (old_home / "journal" / "events.jsonl.ids").exists()
+    assert "block-index 1 -> 2: dropped" in said and not beside.exists()
     assert open_home(settings) is None        # once
     ranked = run_urchin("semantic", *HOURS, "cache filled memory eviction", "--limit", "1")
     assert "Redis eviction" in ranked.stdout and SAID not in ranked.stderr

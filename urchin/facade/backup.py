@@ -47,7 +47,8 @@ _FILES = ("config.toml", "redact-id.key", "tokens.json", "workspaces.json", "for
 _FOLDERS = {"collectors": ".json", "memories": ".toml"}                       # folder -> its files' suffix
 _CHUNK = 1 << 20
 _SMALL_LIMIT = 256 << 20    # bytes of any file but the journal (the forget log holds 16 bytes an event)
-_SIDECARS = (".ids", ".sidx", ".stats", ".torn", ".forgotten", ".lock")      # beside a journal: moved with it
+# beside a journal: moved with it (".sidx-<format>": the block index of a version beside another's)
+_SIDECARS = (".ids", ".sidx", ".stats", ".torn", ".forgotten", ".lock")
 
 
 @dataclass(frozen=True, slots=True)
@@ -384,7 +385,8 @@ def _move_aside(settings: Settings) -> str:
             kept = journal.parent / f"{journal.name}.before-restore-{stamp}"
             ensure_private_dir(kept)
             for path in journal.parent.glob(journal.name + "*"):
-                if path.name == journal.name or path.name[len(journal.name):] in _SIDECARS:
+                suffix = path.name[len(journal.name):]
+                if path.name == journal.name or suffix in _SIDECARS or suffix.startswith(".sidx-"):
                     os.rename(path, kept / path.name)
         os.rename(home, aside)
     except OSError as exc:

@@ -72,12 +72,20 @@ def _derived(settings: Settings) -> dict[str, list[Path]]:
     journal = settings.journal_path
     return {
         "id-index": [journal.with_name(journal.name + ".ids")],
-        "block-index": [journal.with_name(journal.name + ".sidx")],
+        # and this format's kept beside another version's (search/blockindex.py `_aside`)
+        "block-index": [journal.with_name(journal.name + ".sidx"), *_beside(journal, ".sidx-")],
         "journal-stats": [journal.with_name(journal.name + ".stats")],
         "token-cosine": [settings.index_dir / "cosine"],
         "associations": [settings.index_dir / "cosine.assoc.npz"],
         "vectors": [settings.vectors_dir],
     }
+
+
+def _beside(journal: Path, prefix: str) -> list[Path]:
+    try:
+        return [p for p in journal.parent.iterdir() if p.name.startswith(journal.name + prefix)]
+    except FileNotFoundError:
+        return []
 
 
 # (structure, recorded version) -> the step bringing it to the next version, and what it did (in words)
