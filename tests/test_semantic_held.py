@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+import orjson
 from freezegun import freeze_time
 
 from urchin.config import Settings
@@ -64,3 +65,26 @@ def test_a_result_set_held_across_redact_rewrite_never_serves_the_old_text(setti
     assert SECRET not in served
     rules.close()
     memory.close()
+
+
+@freeze_time(NOW)
+def test_a_journal_rewritten_in_place_never_serves_another_event_as_a_hit(memory: Memory) -> None:
+    """Two lines of one length swapped in place (the same file, the same size): the view's rows still
+    point at their old offsets, where the other event now is. A hit read there is not the one ranked:
+    it is left out, never served under the ranked one's score."""
+    def at(hours_ago: float) -> str:
+        return (NOW - timedelta(hours=hours_ago)).isoformat()
+
+    memory.ingest([{"id": f"a{i}", "content": f"authentication step {i}", "timestamp": at(9 - i)} for i in range(5)]
+                  + [{"id": f"b{i}", "content": f"invoicingstep {i} ledge", "timestamp": at(3 - i)} for i in range(2)])
+    assert len(_lazily(memory)) == 5
+    path = memory.journal.path
+    lines = path.read_bytes().splitlines(keepends=True)
+    ids = [orjson.loads(line)["id"] for line in lines]
+    a, b = ids.index("a1"), ids.index("b1")
+    assert len(lines[a]) == len(lines[b])
+    lines[a], lines[b] = lines[b], lines[a]
+    with path.open("r+b") as handle:              # the same inode, the same size
+        handle.write(b"".join(lines))
+    served = memory.cosine_view().search("authentication", since_ms=None, limit=40, filters=Filters())
+    assert all("authentication" in h.event.content for h in served)
