@@ -26,6 +26,7 @@ from urchin.search.query import Filters, Hit
 from urchin.search.ranked import CONSTRAINED_EXTRA, WEAK_SCORE, constraints, cosine_explain, weakness
 from urchin.search.terms import terms_of, tokenize
 from urchin.search.websearch import parse
+from urchin.tombstones import forget_hash
 
 __all__ = ["TokenCosineView", "EmbeddingView", "SAVE_EVERY", "BULK_BYTES", "WEAK_SCORE", "weakness",
            "INLINE_ASSOC_ROWS", "constraints", "embedder_evidence"]
@@ -110,6 +111,7 @@ class TokenCosineView(BuildingView):
                 explain: bool) -> tuple[Iterator[Hit], list[str]]:
         parsed = parse(query)      # once: the ranked text, the filter, the -words and the OR groups
         query, holds = constraints(query, parsed)
+        generation = self.forgotten.generation()    # before the catch-up: a rewrite after it stops the hits
         hidden = self.forgotten.hashes()
         # until a compaction drops them, forgotten rows may hold some of the top places: ask for more
         wanted = limit + min(len(hidden), 1000) if hidden else limit
@@ -126,7 +128,8 @@ class TokenCosineView(BuildingView):
             note = self.coverage()
         if self.save_in_queries:
             self._save_if_due()
-        return self._hits(scored, offsets, limit, filters, holds, explain, handle), [note] if note else []
+        hits = self._hits(scored, offsets, limit, filters, holds, explain, handle, generation)
+        return hits, [note] if note else []
 
     def _ranked_file(self) -> tuple[int, int] | None:
         """Under the lock: the journal file (device, inode) the rows just ranked were read from."""
@@ -157,11 +160,14 @@ class TokenCosineView(BuildingView):
 
     def _hits(self, scored: list[Scored], offsets: list[int], limit: int, filters: Filters,
               holds: Callable[[Event], bool] | None, explain: bool = False,
-              handle: JournalHandle | None = None) -> Iterator[Hit]:
+              handle: JournalHandle | None = None, generation: int | None = None) -> Iterator[Hit]:
         """The first `limit` of `scored` that may be served, read from the journal one by one (from
-        `handle`, the file they were ranked in, when given; else by path)."""
+        `handle`, the file they were ranked in, when given; else by path). Each is checked when it is
+        read, not when it was ranked (a prompt's recall takes them lazily): an id forgotten since is
+        skipped, a line that is not the ranked event (another file at the path) too, and none is read
+        once a compaction rewrote the journal after the ranking (`generation`, the forget log's then):
+        the held file still has the forgotten and the redacted lines as they were."""
         forgotten = self.forgotten
-        hidden = forgotten.hashes()
         read = handle.line_at if handle is not None else self.journal.read_line_at
 
         def each() -> Iterator[Hit]:
@@ -169,8 +175,12 @@ class TokenCosineView(BuildingView):
             for s, offset in zip(scored, offsets, strict=True):
                 if given >= limit:
                     return
+                state = forgotten.state()      # two stats: taken as each hit is, maybe long after the ranking
+                if generation is not None and len(state.compactions) != generation:
+                    return
                 event = self.journal.event(read(offset))
-                if (event is not None and not (hidden and forgotten.hides(event.id))
+                if (event is not None and event.id == s.id
+                        and not (state.hashes and forget_hash(event.id) in state.hashes)
                         and (holds is None or holds(event)) and not filters.hides(event)):
                     given += 1
                     yield Hit(event, s.score, cosine_explain(s) if explain else None)
@@ -182,12 +192,13 @@ class TokenCosineView(BuildingView):
         """What substring search's `search(None, ...)` gives for a session filter, the newest `limit`
         events of `filters.session` from `since_ms` on that pass `filters`, newest first, from the
         session's own rows (`TokenCosineIndex.session_rows`) instead of a scan of the window. None
-        while a build owns the index (the tail may not hold the session's older events)."""
+        while a build owns the index (the tail may not hold the session's older events), or when a
+        compaction rewrote the journal while its rows were read (the caller scans the new one)."""
         labels = filters.to_dict()
         session = labels.pop("session")
         forgotten = self.forgotten
-        hidden = forgotten.hashes()
-        wanted = limit + min(len(hidden), 1000)       # forgotten rows, until a compaction drops them
+        generation = forgotten.generation()     # before the catch-up: a compaction after it, None
+        wanted = limit + min(len(forgotten.hashes()), 1000)   # forgotten rows, until a compaction drops them
         with self._lock:
             self._catch_up()
             if self._behind:
@@ -196,9 +207,14 @@ class TokenCosineView(BuildingView):
                        itertools.islice(self.index.session_rows(session, since_ms, labels), wanted)]
             handle = self._handle_of(self._identity)
         read = handle.line_at if handle is not None else self.journal.read_line_at
+        lines = [read(offset) for offset in offsets]
+        state = forgotten.state()        # after the reads: what was forgotten meanwhile is not served
+        if len(state.compactions) != generation:
+            return None      # rewritten since: the held file's lines may be forgotten or redacted ones
         events = []
-        for offset in offsets:
-            event = self.journal.event(read(offset))
-            if event is not None and not (hidden and forgotten.hides(event.id)) and filters.match(event):
+        for line in lines:
+            event = self.journal.event(line)
+            if (event is not None and not (state.hashes and forget_hash(event.id) in state.hashes)
+                    and filters.match(event)):
                 events.append(event)
         return sorted(events, key=lambda e: e.ts_ms, reverse=True)[:limit]
