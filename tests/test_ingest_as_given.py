@@ -189,3 +189,56 @@ def test_a_journal_in_its_own_shape_takes_the_one_pass(pair: tuple[Ingestor, Ing
                {**shaped[0], "extra": 1}, {"content": "x", **shaped[0]}, {**shaped[0], "tags": []},
                {**shaped[0], "timestamp": "2026-09-06T21:25:20Z"}, {**shaped[0], "meta": {}}]
     assert [fast.as_given(r) for r in unusual] == [None] * len(unusual)
+
+
+# Lines as other writers make them: a key given twice (the last value wins, at the first one's place),
+# any JSON in meta (numbers at orjson's edges, a `redactions` claim), timestamps near the canonical form.
+_TEXT = st.one_of(st.text(max_size=8), _SECRET,
+                  st.sampled_from(_TEXTS[:16] + ["Claude", "ops", "İ", "ﬁ", "e\u0301", "\x85"]))
+_JSON = st.recursive(st.one_of(st.none(), st.booleans(), st.integers(-(1 << 66), 1 << 66), _TEXT,
+                               st.sampled_from([-0.0, 1.0, 1e308, 5e-324, 2.0 ** 53 + 2])),
+                     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_TEXT, inner, max_size=3),
+                     max_leaves=6)
+_NEAR = {"timestamp": st.sampled_from(["2026-09-06T21:25:20.5Z", "2026-09-06T21:25:20.578123Z",
+                                       "2026-12-31T23:59:60.000Z", "2026-09-06T21:25:20.578+02:00",
+                                       "2026-09-06T21:25:20.578z", "2026-09-06T21:25:20,578Z"]),
+         "meta": st.dictionaries(_TEXT, _JSON, max_size=3) | st.just({"redactions": {"jwt": 1}, "tool": "Bash"}),
+         "tags": st.lists(_TEXT, max_size=3), "actor": st.dictionaries(_TEXT, st.none() | _TEXT, max_size=2)}
+
+
+@st.composite
+def _line(draw: st.DrawFn) -> bytes:
+    record = dict(_BASE, id=draw(st.sampled_from(_UUIDS)), tags=["ops"], title="t", brain="b")
+    for name in draw(st.lists(st.sampled_from(_ORDER[:12]), max_size=2)):
+        record[name] = draw(_NEAR.get(name, _TEXT))
+    body = json.dumps(record, ensure_ascii=draw(st.booleans()))[1:-1]
+    twice = draw(st.sampled_from([*record, None]))
+    if twice is None:
+        return b"{" + body.encode() + b"}"
+    again = f"{json.dumps(twice)}: {json.dumps(draw(_NEAR.get(twice, _TEXT)))}"
+    return ("{" + (f"{again}, {body}" if draw(st.booleans()) else f"{body}, {again}") + "}").encode()
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(_line(), min_size=1, max_size=4))
+def test_lines_with_a_key_twice_any_meta_or_a_near_timestamp_are_written_as_the_general_path_does(
+        pair: tuple[Ingestor, Ingestor], lines: list[bytes]) -> None:
+    fast, general = pair
+    lines = lines * 2
+    assert prepare_batch(fast, (list(range(1, len(lines) + 1)), list(lines))) == _general(general, lines)
+
+
+def test_with_extra_patterns_the_one_pass_declines_and_an_id_they_match_is_redacted_every_time(
+        tmp_path: Path) -> None:
+    (tmp_path / "config.toml").write_text(
+        '[redact]\nextra = { ticket = "TICKET-[0-9]{4}", build = "0000-000000000001" }\n')
+    made = Settings.resolve(tmp_path)
+    fast, general = Ingestor(made), Ingestor(made)
+    records = [{**_BASE, "id": _UUIDS[1]}, _BASE, {**_BASE, "id": "TICKET-1234"},
+               {**_BASE, "content": "see TICKET-1234"}]
+    lines = _lines(records)   # twice: the second time every cache knows the labels, names, actor and meta
+    got = prepare_batch(fast, (list(range(1, len(lines) + 1)), list(lines)))
+    assert got == _general(general, lines)
+    assert [fast.as_given(r) for r in records] == [None] * 4   # an extra pattern may match any id
+    written = b"".join(got[3]) + "".join(got[2]).encode()
+    assert b"TICKET-1234" not in written and _UUIDS[0].encode() not in written
