@@ -17,7 +17,7 @@ import numpy as np
 __all__ = ["Blob", "Codes", "Column", "Mapping", "RowOffsets", "Segment", "SplitColumn", "Triples", "distinct",
            "map_with_room", "release_pages", "walk"]
 
-_MERGE_CHUNK = 1 << 20  # postings per step when building a segment (bounds the temporaries)
+_MERGE_CHUNK = 1 << 18  # postings per step when building a segment (bounds the temporaries: ~15 MB)
 Triples = tuple[np.ndarray, np.ndarray, np.ndarray]  # (terms, rows, tf), grouped by row
 
 
