@@ -239,6 +239,8 @@ class RowOffsets:
     def array(self, copy: bool = True) -> np.ndarray:
         """Every offset as one int64 array, a copy (a save writes it while rows are added); `copy`
         False: a view of the rows added when there is no base (a build saving what it owns)."""
+        if not self.tail:
+            return self.base      # never written to: no copy needed
         if not copy and not len(self.base):
             return np.frombuffer(self.tail, dtype=np.int64)
         return np.concatenate([self.base, np.frombuffer(self.tail, dtype=np.int64)])
