@@ -226,8 +226,8 @@ def _tail(vocab: MutableMapping[str, int], start: int) -> Iterator[str]:
 
 # ---- cold builds in worker processes ------------------------------------------------------------
 def bound_heap() -> None:
-    """For a build child, at its start: allocations of 1 MB and more are mapped and given back when
-    freed. glibc's default raises that threshold to the largest block freed (up to 32 MB), so a batch's
+    """For a daemon's build child, at its start: allocations of 1 MB and more are mapped and given back
+    when freed. glibc's default raises that threshold to the largest block freed (up to 32 MB), so a batch's
     arrays and pickles, freed, stay resident in the heap until a trim: at 3M events the build child
     swung by ~150 MB between two spills (its peak with its workers). Not in the workers: there it
     cost ~20% more CPU for ~2 MB less at their peak (a chunk's own working set)."""
