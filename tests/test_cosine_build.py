@@ -20,7 +20,6 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-import numpy as np
 import orjson
 import pytest
 
