@@ -33,7 +33,9 @@ from urchin.fileio import (
     ensure_private_dir,
     fsync_dir,
     link_if_possible,
+    open_append,
     rename_into_place,
+    write_all,
     write_private,
     write_synced,
 )
@@ -200,12 +202,10 @@ class RowFiles:
             with _locked(self.directory, fcntl.LOCK_SH):   # a save's clean-up never removes it mid-open
                 folder = self.directory / _SPILL_DIR
                 ensure_private_dir(folder)
-                fd = os.open(folder / f"{next(_spilled)}.{name}", os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_APPEND
-                             | os.O_CLOEXEC, 0o600)
+                # a name of this process's, never reused; nothing to sync: no manifest names the file
+                fd = open_append(folder / f"{next(_spilled)}.{name}", sync_new=False)
             self._fds[name] = fd
-        raw = memoryview(data.tobytes())     # a build's rows since the last append: ~1 MB
-        while raw:
-            raw = raw[os.write(fd, raw):]
+        write_all(fd, data.tobytes())      # a build's rows since the last append: ~1 MB
         size = os.fstat(fd).st_size
         if not size:
             return np.empty(0, dtype=dtype)
