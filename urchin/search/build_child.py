@@ -19,6 +19,7 @@ from pathlib import Path
 from urchin.journal import Journal
 from urchin.processes import end_with_parent, lowest_priority
 from urchin.search.cosine_build import NICENESS, building
+from urchin.search.cosine_extract import bound_heap
 from urchin.search.semantic import TokenCosineView
 
 __all__ = ["main"]
@@ -42,6 +43,8 @@ def main(argv: list[str]) -> int:
     if len(argv) not in (2, 3):
         print(_USAGE, file=sys.stderr)
         return 2
+    if parent is not None:
+        bound_heap()    # a daemon's child, beside it; not a CLI's, which learns at its end (many large temporaries)
     index_dir, path = Path(argv[0]), Path(argv[1])
     home = Path(argv[2]) if len(argv) == 3 else None
     proof = None

@@ -51,7 +51,7 @@ def take(index: TokenCosineIndex, copy: bool = True) -> IndexState:
     arrays["df"] = own(index._df.view())
     # saved so a load maps them instead of computing an owned 8-byte-a-row running maximum
     arrays["ts_max"], arrays["late"] = own(index._ts_max.view()), own(index._late.view())
-    arrays["ids"] = index._id_bytes.array()
+    arrays["ids"] = index._id_bytes.array(copy)
     for name, codes in index._fields.items():
         arrays[f"label_{name}"] = own(codes.column.view())
     for name, values in zip(("terms", "rows", "tf"), index._pending(), strict=True):

@@ -9,7 +9,10 @@ import logging
 import pickle
 import threading
 import time
+import weakref
 from collections.abc import Iterator
+
+import numpy as np
 
 from urchin.requests_first import give_way, lower_thread_priority
 from urchin.search import assoc, cosine_store
@@ -18,7 +21,7 @@ from urchin.search.cosine_extract import Batch, WorkerError, extract_parallel, l
 from urchin.search.cosine_tail import Tail, identity_of
 from urchin.search.cosine_view import _CATCH_UP_BYTES, BUILD_RETRY_S, _release_free_memory
 from urchin.search.cosine_view_learn import LearningView
-from urchin.search.postings import Segment
+from urchin.search.postings import Blob, RowOffsets, Segment, SplitColumn
 
 __all__ = ["BuildingView"]
 
@@ -27,10 +30,13 @@ log = logging.getLogger("urchin.search.semantic")   # the name these lines logge
 _SWAP_BYTES = 256 << 10  # a build swaps its index in once it is this close to the journal's end
 _SPILL_POSTINGS = 1 << 20   # a build writes a frozen segment this large to disk at once (`_spill`)
 _GROW_STEP = 256 << 10      # a tail grown in the background reads this much between requests (~20 ms of CPU)
+_ROWS_BYTES = 1 << 20       # a build writes its rows' ids out once this many bytes of them are held (`_spill_rows`)
 
 
 class BuildingView(LearningView):
     """`LearningView` with its build in the background; see `TokenCosineView`."""
+
+    _rows: tuple[weakref.ref[TokenCosineIndex], cosine_store.RowFiles] | None = None   # see `_spill_rows`
 
     # ---- building in the background ---------------------------------------------------------
     def _follow_tail(self) -> int:
@@ -139,6 +145,7 @@ class BuildingView(LearningView):
             # The builder's save writes the columns as they are (no copy of each: nothing else changes
             # them while the build owns the index); a daemon learns the associations after the swap.
             apart = not learn or (self.background == "thread" and self.learn_apart)
+            self._spill_rows(force=True)
             if not self._save_logged(learn=not apart) and not apart:
                 self._learn_saved()     # a partial save covered it all (they learn nothing): learn now
             if self.background == "thread" and self._saved == (len(self.index), self.next_offset):
@@ -151,7 +158,11 @@ class BuildingView(LearningView):
             with self._save_lock:
                 self._learn_soon()
         elif self.background != "thread":
+            self._spill_rows(force=True)
             self._save_logged(learn)     # the few rows read since (a child's build: for the next process)
+        if self._rows is not None:
+            self._rows[1].close()
+            self._rows = None
         return added
 
     def _grow_tail(self) -> None:
@@ -215,6 +226,7 @@ class BuildingView(LearningView):
                 self.next_offset = batch.end
                 added += len(batch)
                 if time.monotonic() - saved_at >= self.save_every_s:
+                    self._spill_rows(force=True)
                     self._save_logged(learn=False)
                     saved_at = time.monotonic()
         _release_free_memory()
@@ -246,10 +258,44 @@ class BuildingView(LearningView):
                 return segment
 
         self.index.swap_segments(spilled)
+        self._spill_rows()
         if written:
             # the segment's arrays and the batches' temporaries since the last spill, freed: glibc keeps
             # such space resident (heap chunks under its ~32 MB mmap threshold), ~0.1-0.2 GB at 3M events
             _release_free_memory()
+
+    def _spill_rows(self, force: bool = False) -> None:
+        """A build from scratch keeps its rows' ids, their ends and journal offsets in files as they
+        grow (`cosine_store.RowFiles`), the bytes added since held until there are `_ROWS_BYTES` of
+        them (`force`: all, before a save, which then copies the files). A build resumed from a save
+        keeps them in memory (their start is the saved generation's map), as does one whose files
+        cannot be written (`_spill`'s warning)."""
+        index, folder = self.index, self.index_dir
+        ids = index._id_bytes
+        if folder is None or not self.save_every or not self._spilling or not ids.tail:
+            return
+        if len(ids.tail) < _ROWS_BYTES and not force:
+            return
+        rows = self._rows
+        if rows is None or rows[0]() is not index:
+            if len(ids.base):
+                return   # resumed: its rows start in the saved generation
+            if rows is not None:
+                rows[1].close()
+            rows = self._rows = (weakref.ref(index), cosine_store.RowFiles(folder))
+        files = rows[1]
+        ends = index._id_end
+        try:
+            id_map = files.append("ids", np.frombuffer(ids.tail, dtype=np.uint8), np.dtype(np.uint8))
+            tail_ends = ends.tail.view() if isinstance(ends, SplitColumn) else ends.view()
+            end_map = files.append("id_end", tail_ends, np.dtype(np.int64))
+            offset_map = files.append("offsets", np.frombuffer(self.offsets.tail, dtype=np.int64), np.dtype(np.int64))
+        except OSError as exc:
+            log.warning("token-cosine: cannot write rows to %s (%s); this build keeps them in memory", folder, exc)
+            self._spilling = False
+            return
+        index._id_bytes, index._id_end = Blob(id_map), SplitColumn(end_map)
+        self.offsets = RowOffsets(offset_map)
 
     def _batches(self, stop: int) -> Iterator[Batch]:
         """The journal's lines from `next_offset` to `stop` as batches: by worker processes when there

@@ -52,7 +52,7 @@ class LearningView(CosineViewBase):
                     self.index.refresh_if_stale()
                 # the builder saving (behind): nothing else changes the index until this returns
                 state = self.index.state(copy=not self._behind)
-                offsets = self.offsets.array()
+                offsets = self.offsets.array(copy=not self._behind)
                 covered = (len(self.index), self.next_offset)
                 mark = self.journal.mark(self.next_offset)
             if (mark.device, mark.inode) != self._identity:

@@ -17,7 +17,7 @@ import numpy as np
 __all__ = ["Blob", "Codes", "Column", "Mapping", "RowOffsets", "Segment", "SplitColumn", "Triples", "distinct",
            "map_with_room", "release_pages", "walk"]
 
-_MERGE_CHUNK = 1 << 20  # postings per step when building a segment (bounds the temporaries)
+_MERGE_CHUNK = 1 << 18  # postings per step when building a segment (bounds the temporaries: ~15 MB)
 Triples = tuple[np.ndarray, np.ndarray, np.ndarray]  # (terms, rows, tf), grouped by row
 
 
@@ -185,7 +185,10 @@ class Blob:
         return len(self.base) + len(self.tail)
 
     def __iadd__(self, more: bytes) -> Blob:
-        self.tail += more
+        try:
+            self.tail += more
+        except BufferError:   # a view of it (`array(copy=False)`) outlived its save: grow a copy
+            self.tail = self.tail + more
         return self
 
     def __getitem__(self, part: slice) -> bytes:
@@ -197,10 +200,13 @@ class Blob:
             return bytes(self.tail[start - frozen:stop - frozen])
         return self.base[start:].tobytes() + bytes(self.tail[:stop - frozen])
 
-    def array(self) -> np.ndarray:
-        """All of it as one uint8 array (a copy when anything was appended)."""
+    def array(self, copy: bool = True) -> np.ndarray:
+        """All of it as one uint8 array (a copy when anything was appended; `copy` False: a view of the
+        appended bytes when there is no base, for a caller that appends nothing while it holds it)."""
         if not self.tail:
             return self.base
+        if not copy and not len(self.base):
+            return np.frombuffer(self.tail, dtype=np.uint8)
         return np.concatenate([self.base, np.frombuffer(self.tail, dtype=np.uint8)])
 
 
@@ -224,10 +230,19 @@ class RowOffsets:
 
     def frombytes(self, data: bytes) -> None:
         """Append rows' offsets given as native int64 bytes (a batch's `offsets.tobytes()`)."""
-        self.tail.frombytes(data)
+        try:
+            self.tail.frombytes(data)
+        except BufferError:   # a view of it (`array(copy=False)`) outlived its save: grow a copy
+            self.tail = array("q", self.tail)
+            self.tail.frombytes(data)
 
-    def array(self) -> np.ndarray:
-        """Every offset as one int64 array, a copy (a save writes it while rows are added)."""
+    def array(self, copy: bool = True) -> np.ndarray:
+        """Every offset as one int64 array, a copy (a save writes it while rows are added); `copy`
+        False: a view of the rows added when there is no base (a build saving what it owns)."""
+        if not self.tail:
+            return self.base      # never written to: no copy needed
+        if not copy and not len(self.base):
+            return np.frombuffer(self.tail, dtype=np.int64)
         return np.concatenate([self.base, np.frombuffer(self.tail, dtype=np.int64)])
 
 
