@@ -16,6 +16,7 @@ from typing import Any
 import psycopg
 import pytest
 
+from tests.cli_inprocess import call_urchin
 from tests.conftest import REPO, run_urchin
 from urchin.config import Settings
 from urchin.errors import DatabaseError
@@ -78,7 +79,7 @@ def test_context_cli_narrows_by_device(tmp_path: Path, team_db: str) -> None:
     everyone = run_urchin("context", "payments rollout", "--json", env=env)
     assert everyone.returncode == 0, everyone.stderr
     assert '"device":"desktop"' in everyone.stdout and '"device":"laptop"' in everyone.stdout
-    one = run_urchin("context", "payments rollout", "--device", "desktop", "--json", env=env)
+    one = call_urchin("context", "payments rollout", "--device", "desktop", "--json", env=env)
     assert one.returncode == 0, one.stderr
     assert '"device":"desktop"' in one.stdout and '"device":"laptop"' not in one.stdout
 
@@ -381,10 +382,10 @@ def test_search_team_cli_keeps_the_local_contract(tmp_path: Path, team_db: str) 
     found = run_urchin("search", "QUOKKA event", "--team", "--json", env=env)
     assert found.returncode == 0, found.stderr
     assert found.stdout.count('"device":"desktop"') == 3
-    lines = run_urchin("search", "QUOKKA event", "--team", env=env).stdout.splitlines()   # each names its device
+    lines = call_urchin("search", "QUOKKA event", "--team", env=env).stdout.splitlines()   # each names its device
     assert len(lines) == 3 and all("] claude on desktop — " in line for line in lines), lines
     for args in (("",), ("x", "--hours", "0"), ("x", "--limit", "0"), ("x", "--limit", "5000")):
-        local, team = run_urchin("search", *args, env=env), run_urchin("search", *args, "--team", env=env)
+        local, team = call_urchin("search", *args, env=env), call_urchin("search", *args, "--team", env=env)
         assert (local.returncode, local.stderr) == (team.returncode, team.stderr) and local.returncode != 0
 
 
