@@ -57,7 +57,12 @@ def _indexing_daemon(home: Path) -> tuple[DaemonProcess, int]:
     while (pid := _postmaster(home)) is None:
         assert time.monotonic() < deadline, daemon.log()
         time.sleep(0.1)
-    time.sleep(1.0)   # the daemon registers as the server's user just after it is ready
+    # the daemon registers as the server's user just after it is ready (polled: a fixed 1 s was a
+    # second of every start, and may be short on a loaded machine)
+    assert daemon.proc is not None
+    deadline = time.monotonic() + 5
+    while f"[{daemon.proc.pid}," not in _holders(home).replace(" ", "") and time.monotonic() < deadline:
+        time.sleep(0.05)
     return daemon, pid
 
 

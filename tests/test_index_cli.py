@@ -1,4 +1,5 @@
-"""`urchin index` and `urchin context` as a user runs them, against the real PostgreSQL."""
+"""`urchin index` and `urchin context` as a user runs them, against the real PostgreSQL (each command once
+as a process, the other calls in this one: tests/cli_inprocess.py)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from typing import Any
 
 import orjson
 
+from tests.cli_inprocess import call_urchin
 from tests.conftest import run_urchin
 from urchin.config import Settings
 from urchin.facade import Memory
@@ -30,27 +32,27 @@ def test_index_then_context_json_is_the_library_object(pg_settings: Settings, pg
     assert [r["id"] for r in out["results"]] == [r["id"] for r in expected["results"]]
     assert out["results"][0]["id"] == "a"
     assert out["coverage"]["legs"] == expected["coverage"]["legs"]
-    text = run_urchin("context", *args, env=env)
+    text = call_urchin("context", *args, env=env)
     assert "urchin://events/a" in text.stdout and "explain:" in text.stdout
     memory.close()
 
 
 def test_bad_flags_give_a_clear_error(pg_url: str) -> None:
     env = {"URCHIN_DATABASE_URL": pg_url}
-    bad = run_urchin("context", "x", "--search", "sql:drop table", env=env)
+    bad = call_urchin("context", "x", "--search", "sql:drop table", env=env)
     assert bad.returncode == 1
     assert bad.stderr.strip() == "error: --search[0].type: must be lex, vec or hyde, got 'sql'"
-    assert run_urchin("context", "x", "--min-score", "2", env=env).stderr.strip() == (
+    assert call_urchin("context", "x", "--min-score", "2", env=env).stderr.strip() == (
         "error: --min-score: must be from 0 to 1, got 2")
 
 
 def test_index_status_reports_the_cursor(pg_url: str) -> None:
     env = {"URCHIN_DATABASE_URL": pg_url, "URCHIN_DEVICE_ID": "dev"}
-    run_urchin("ingest", "hello index", env=env)
+    call_urchin("ingest", "hello index", env=env)
     run_urchin("index", env=env)
     status = orjson.loads(run_urchin("index", "--status", "--json", env=env).stdout)
     assert status["chunks"] == 1 and status["behindJournalBytes"] == 0 and status["cursors"][0]["device"] == "dev"
-    text = run_urchin("index", "--status", env=env).stdout   # for people: key: value lines, no JSON, no reprs
+    text = call_urchin("index", "--status", env=env).stdout   # for people: key: value lines, no JSON, no reprs
     assert "chunks: 1" in text.splitlines() and "{" not in text and "None" not in text
     # which database, in words (never the URL: it may hold a password), not the bare word `url`
     assert "database: shared, from URCHIN_DATABASE_URL (`urchin doctor` checks it)" in text.splitlines()
@@ -66,7 +68,7 @@ def test_index_follow_prints_progress_while_it_runs(pg_url: str) -> None:
     from tests.conftest import REPO
 
     env = {**os.environ, "PYTHONPATH": str(REPO), "URCHIN_DATABASE_URL": pg_url, "URCHIN_DEVICE_ID": "d"}
-    assert run_urchin("ingest", "before following", env=env).returncode == 0
+    assert call_urchin("ingest", "before following", env=env).returncode == 0
     import threading
 
     proc = subprocess.Popen([sys.executable, "-m", "urchin", "index", "--follow"], env=env,
@@ -87,7 +89,7 @@ def test_index_follow_prints_progress_while_it_runs(pg_url: str) -> None:
     try:
         wait_for(lambda: any("following the journal" in line for line in list(lines)) and progress())
         before = len(progress())
-        assert run_urchin("ingest", "while following", env=env).returncode == 0
+        assert call_urchin("ingest", "while following", env=env).returncode == 0
         wait_for(lambda: len(progress()) > before)
     finally:
         proc.send_signal(signal.SIGINT)

@@ -36,9 +36,9 @@ def anyio_backend() -> str:
 
 
 async def test_every_tool_over_stdio(memory: Memory, tmp_path: Path) -> None:
-    """One session (a server process is ~2.5 s of a core), as test_mcp_http's: it names itself and
+    """One session (a server process is ~2.5 s of a core), as test_mcp_daemon's: it names itself and
     lists strict tools, reads, turns bad arguments into clean tool errors (no traceback on stderr),
-    then writes."""
+    writes, then returns large results whole (1,000 events of 10 KB)."""
     errlog = tmp_path / "stderr.txt"
     async with stdio_session(errlog=errlog) as session:
         info = session.initialize_result
@@ -49,6 +49,7 @@ async def test_every_tool_over_stdio(memory: Memory, tmp_path: Path) -> None:
         await check_read_tools(session, memory)
         await check_errors(session, memory)
         await check_write_tools(session, memory)
+        await check_large_output(session, memory)
     assert "Traceback" not in errlog.read_text()
 
 
@@ -68,11 +69,6 @@ async def test_unreadable_journal_is_an_error_naming_the_path(tmp_path: Path) ->
                            ("urchin_status", {})):
             message = await call_error(session, tool, args)
             assert str(journal) in message, (tool, message)
-
-
-async def test_large_results_arrive_whole_over_stdio(memory: Memory) -> None:
-    async with stdio_session() as session:
-        await check_large_output(session, memory)
 
 
 async def test_semantic_search_says_its_mode_and_scores(memory: Memory) -> None:

@@ -165,14 +165,14 @@ def test_a_redaction_rule_added_later_reaches_indexed_workspace_files(tmp_path: 
     root.mkdir()
     (root / "deploy.txt").write_text("deploy key ZZSEC-abcdef123 for zanzibar\n")
     env = {"URCHIN_DATABASE_URL": pg_url}
-    assert run_urchin("workspace", "add", str(root), "--name", "shop", env=env).returncode == 0
+    assert call_urchin("workspace", "add", str(root), "--name", "shop", env=env).returncode == 0
     assert run_urchin("index", env=env).returncode == 0
-    assert "ZZSEC-abcdef123" in run_urchin("context", "zanzibar", env=env).stdout  # not a secret yet
+    assert "ZZSEC-abcdef123" in call_urchin("context", "zanzibar", env=env).stdout  # not a secret yet
     (urchin_home / "config.toml").write_text('[redact.extra]\nzz = "ZZSEC-[a-z0-9]+"\n')
     rewrite = run_urchin("redact", "--rewrite", env=env)
     assert rewrite.returncode == 0, rewrite.stderr
     for args in (("context", "zanzibar"), ("query-source", "shop", "zanzibar")):
-        answer = run_urchin(*args, env=env)
+        answer = call_urchin(*args, env=env)      # index, redact and the last context stay processes
         assert "zanzibar" in answer.stdout and "ZZSEC-abcdef123" not in answer.stdout, (args, answer.stdout)
     (urchin_home / "config.toml").write_text('[redact.extra]\nzz = "ZZSEC-[a-z0-9]+"\nyy = "zanzibar"\n')
     assert run_urchin("index", env=env).returncode == 0

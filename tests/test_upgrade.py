@@ -15,6 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.cli_inprocess import call_urchin
 from tests.conftest import run_urchin
 from tests.daemon_fixture import DaemonProcess
 from urchin.config import Settings
@@ -97,13 +98,14 @@ def test_a_0_1_0_home_opens_and_searches_and_says_so_once(old_home: Path) -> Non
     assert sorted(p.name for p in (old_home / "index" / "cosine").iterdir()
                   if p.name.startswith("gen-")) == generation
 
-    # the forgotten event stays forgotten; what 0.1.0 kept beside the journal still works
-    assert run_urchin("get", FORGOTTEN).returncode == 1
-    assert "vpn-legacy" not in run_urchin("search", *HOURS, "Forgettable").stdout
-    assert "vpn-legacy" not in run_urchin("semantic", *HOURS, "old VPN gateway address").stdout
-    assert "deploy" in run_urchin("memory", "show", "deploys").stdout
-    assert "fixture-reader" in run_urchin("token", "list").stdout
-    status = run_urchin("status", "--json")
+    # the forgotten event stays forgotten; what 0.1.0 kept beside the journal still works (in this process:
+    # the first two calls above were the processes that opened the old home)
+    assert call_urchin("get", FORGOTTEN).returncode == 1
+    assert "vpn-legacy" not in call_urchin("search", *HOURS, "Forgettable").stdout
+    assert "vpn-legacy" not in call_urchin("semantic", *HOURS, "old VPN gateway address").stdout
+    assert "deploy" in call_urchin("memory", "show", "deploys").stdout
+    assert "fixture-reader" in call_urchin("token", "list").stdout
+    status = call_urchin("status", "--json")
     assert json.loads(status.stdout)["events"] == 40 and SAID not in status.stderr
 
 
@@ -141,14 +143,14 @@ def test_a_0_1_0_index_migrates_and_keeps_answering(old_home: Path, pg_url: str)
     context = run_urchin("context", "redis eviction policy", "--limit", "3", "--json", env=env)
     assert context.returncode == 0, context.stderr
     assert all("Redis eviction" in r["content"] for r in json.loads(context.stdout)["results"])
-    gone = json.loads(run_urchin("context", "Forgettable old VPN gateway address", "--json", env=env).stdout)
+    gone = json.loads(call_urchin("context", "Forgettable old VPN gateway address", "--json", env=env).stdout)
     assert all(r["id"] != FORGOTTEN and "vpn-legacy" not in r["content"] for r in gone["results"])
     with psycopg.connect(pg_url) as conn:
         assert conn.execute("SELECT max(version) FROM urchin_migrations").fetchone() == (LATEST,)
         assert conn.execute("SELECT count(*) FROM urchin_chunks").fetchone() == (40,)
         # issue 37: a single user's index loses 0.1.0's trigram index (the table's and its partition's)
         assert conn.execute("SELECT count(*) FROM pg_indexes WHERE indexdef LIKE '%gin_trgm_ops%'").fetchone() == (0,)
-    new = run_urchin("ingest", "--source", "manual", "written after the upgrade", env=env)
+    new = call_urchin("ingest", "--source", "manual", "written after the upgrade", env=env)
     assert new.returncode == 0, new.stderr
     fed = run_urchin("index", env=env)
     assert "indexed 1 event" in fed.stdout, fed.stdout
@@ -173,7 +175,7 @@ def test_the_cli_and_the_daemon_refuse_a_newer_home(old_home: Path) -> None:
     before = _tree(old_home)
     for args in (("search", *HOURS, "refresh"), ("forget", "--yes", "01900000-0000-7000-8000-000000000001"),
                  ("serve", "--port", "0", "--no-index", "--no-collect")):
-        done = run_urchin(*args, timeout=60)
+        done = call_urchin(*args) if args[0] == "forget" else run_urchin(*args, timeout=60)
         assert done.returncode == 1, (args, done.stdout, done.stderr)
         assert "journal format 2 (this Urchin knows 1)" in done.stderr and "Traceback" not in done.stderr, done.stderr
     assert _tree(old_home) == before
@@ -231,7 +233,7 @@ def test_a_format_2_id_index_is_converted_with_its_entries_not_rebuilt(old_home:
 def test_a_new_home_is_recorded_silently(urchin_home: Path) -> None:
     made = run_urchin("ingest", "first event of a new home")
     assert made.returncode == 0 and SAID not in made.stderr, made.stderr
-    assert run_urchin("search", "first event").stderr == ""
+    assert call_urchin("search", "first event").stderr == ""
     assert json.loads((urchin_home / FORMAT_FILE).read_text())["formats"] == FORMATS
 
 
@@ -262,11 +264,11 @@ def test_a_newer_index_schema_is_refused_untouched(pg_url: str, urchin_home: Pat
     import psycopg
 
     env = {"URCHIN_DATABASE_URL": pg_url}
-    assert run_urchin("ingest", "an event to index", env=env).returncode == 0
+    assert call_urchin("ingest", "an event to index", env=env).returncode == 0
     assert run_urchin("index", env=env).returncode == 0
     with psycopg.connect(pg_url, autocommit=True) as conn:
         conn.execute("INSERT INTO urchin_migrations (version, name) VALUES (99, 'from a newer Urchin')")
-    run_urchin("ingest", "another event", env=env)
+    call_urchin("ingest", "another event", env=env)
     done = run_urchin("index", env=env)
     assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
     assert f"schema migration 99, newer than this Urchin knows ({LATEST})" in done.stderr, done.stderr
