@@ -174,9 +174,10 @@ class Pool:
 
     def start(self) -> None:
         if self.start_method == "fork" and not can_fork():
-            raise WorkerError(f"{self.entry}: cannot fork a worker here: {threading.active_count() - 1} other "
-                              "thread(s) running (a forked child would inherit their locks mid-use); "
-                              "use start='spawn'")
+            others = threading.active_count() - 1
+            raise WorkerError(f"{self.entry}: cannot fork a worker here: {others} other "
+                              f"thread{'' if others == 1 else 's'} running (a forked child would inherit their "
+                              "locks mid-use); use start='spawn'")
         command, env = python_child(__name__)
         command += [self.entry, str(os.getpid()), "low" if self.low_priority else "normal"]
         try:
