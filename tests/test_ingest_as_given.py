@@ -214,9 +214,10 @@ def _line(draw: st.DrawFn) -> bytes:
     body = json.dumps(record, ensure_ascii=draw(st.booleans()))[1:-1]
     twice = draw(st.sampled_from([*record, None]))
     if twice is None:
-        return b"{" + body.encode() + b"}"
+        return b"{" + body.encode("utf-8", "surrogatepass") + b"}"   # a lone surrogate: bytes no UTF-8 allows
     again = f"{json.dumps(twice)}: {json.dumps(draw(_NEAR.get(twice, _TEXT)))}"
-    return ("{" + (f"{again}, {body}" if draw(st.booleans()) else f"{body}, {again}") + "}").encode()
+    line = "{" + (f"{again}, {body}" if draw(st.booleans()) else f"{body}, {again}") + "}"
+    return line.encode("utf-8", "surrogatepass")
 
 
 @settings(max_examples=150, deadline=None)
