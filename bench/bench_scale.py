@@ -62,6 +62,8 @@ def main() -> None:
     parser.add_argument("--skip-feed", action="store_true", help="no PostgreSQL feed (its goals: 'not measured')")
     parser.add_argument("--feed-wait", type=float, default=3600,
                         help="seconds to wait for the feed's end; then its rate is of the share fed (default 3600)")
+    parser.add_argument("--busy-from", type=float, default=0.0,
+                        help="share of the journal fed before the during-feed queries start (default 0: at once)")
     parser.add_argument("--feed-boost", action="store_true",
                         help="run the feed at normal priority, not the daemon's SCHED_IDLE (a shared machine)")
     parser.add_argument("--tree", type=Path, default=sp.REPO, help="the checkout whose code is measured")
@@ -166,7 +168,7 @@ def run_size(n: int, args: argparse.Namespace, tree: Path, clean: dict[str, str]
         out["restart_health_s"] = restart(home, tree, env, mem)
         if feed:
             out["feed"] = {}          # filled as it goes, like `out`
-            first_feed(home, tree, env, args.repeat, mem, out, args.feed_wait, args.feed_boost)
+            first_feed(home, tree, env, args.repeat, mem, out, args.feed_wait, args.feed_boost, args.busy_from)
     finally:
         mem.close()
     out["peak_rss_mb"] = mem.peak / sp.MB
@@ -226,7 +228,7 @@ def restart(home: Path, tree: Path, env: dict[str, str], mem: sp.Memory) -> floa
 
 
 def first_feed(home: Path, tree: Path, env: dict[str, str], repeat: int, mem: sp.Memory,
-               idle: dict[str, Any], feed_wait: float, boosted: bool) -> None:
+               idle: dict[str, Any], feed_wait: float, boosted: bool, busy_from: float = 0.0) -> None:
     """A daemon feeding its empty PostgreSQL index from the journal: events/s over the whole wall time
     (spawn to the GIN indexes built, or to `feed_wait` s: then the share fed by then, GIN build not
     included), the CPU per event of the feed (its child and PostgreSQL: steadier than the wall on a
@@ -236,18 +238,24 @@ def first_feed(home: Path, tree: Path, env: dict[str, str], repeat: int, mem: sp
     proc, _ = _daemon(tree, home, env, ("--no-collect",), mem)
     boost = sp.Boost(proc.pid, home) if boosted else None
     try:
-        _feeding(proc, home, env, repeat, idle, feed_wait, started, boosted)
+        _feeding(proc, home, env, repeat, idle, feed_wait, started, boosted, busy_from)
     finally:
         if boost:
             boost.close()
 
 
 def _feeding(proc: Any, home: Path, env: dict[str, str], repeat: int, idle: dict[str, Any], feed_wait: float,
-             started: float, boosted: bool) -> None:
+             started: float, boosted: bool, busy_from: float = 0.0) -> None:
     journal = home / "journal" / "events.jsonl"
     size, events = journal.stat().st_size, idle["events"]
     out: dict[str, Any] = idle["feed"]
-    out.update(boosted=boosted, fed_at_start=_fed(home, journal, wait=True))
+    _fed(home, journal, wait=True)
+    while busy_from and proc.poll() is None and time.perf_counter() < started + feed_wait:
+        state = sp.pg_state(home)           # past the feed's first part (the daemon and its server just started)
+        if state and state[0] / size >= busy_from:
+            break
+        time.sleep(0.5)
+    out.update(boosted=boosted, busy_from=busy_from, fed_at_start=_fed(home, journal))
     # as many calls a p50 as idle: with 5 against idle's 11, the worst of 30 ratios was mostly the noise of
     # the smaller sample (a different 2-5 ms cell at ~2x in each run, the medians ~1.0x); these take seconds
     with contextlib.redirect_stdout(sys.stderr):
