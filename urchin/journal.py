@@ -23,7 +23,7 @@ import orjson
 from urchin.config import Durability
 from urchin.errors import JournalError
 from urchin.event import Event
-from urchin.fileio import append_synced, complete_lines, ensure_private_dir, open_append, write_private
+from urchin.fileio import append_synced, complete_lines, ensure_private_dir, line_at, open_append, write_private
 from urchin.timestamps import format_timestamp
 
 __all__ = ["Journal", "JournalMark", "JournalStats", "ReadResult", "BATCH_SYNC_INTERVAL_S", "LineCheck"]
@@ -305,12 +305,15 @@ class Journal:
 
     def read_line_at(self, offset: int) -> bytes | None:
         try:
-            with self.path.open("rb") as handle:
-                handle.seek(offset)
-                line = handle.readline(HARD_LINE_LIMIT)
+            fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
         except OSError:
             return None
-        return line[:-1] if line.endswith(b"\n") else None
+        try:
+            return line_at(fd, offset, HARD_LINE_LIMIT)
+        except OSError:
+            return None
+        finally:
+            os.close(fd)
 
     def stats(self) -> JournalStats:
         """Counts and time span, caught up incrementally from `<journal>.stats` (a derived cache)."""
