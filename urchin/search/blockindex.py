@@ -6,8 +6,9 @@ casefolded content. It lives in `<journal>.sidx/`, is caught up from the last in
 under an exclusive `flock` (other processes append at any time), never indexes a partial last
 line, and rebuilds itself from the first damaged block when missing, corrupt or when the journal
 shrank, and whole when the journal was written to in place with nothing appended (its mtime moved:
-which block changed is not known, the zones keep only each block's tail CRC). Queries read it under a shared lock. Its files' layout is `blockstore.py`'s (bitmaps
-column-major, so a query reads only its trigrams' bytes). The query path is numpy-free
+which block changed is not known, the zones keep only each block's tail CRC). Queries read it
+under a shared lock. Its files' layout is `blockstore.py`'s (bitmaps column-major, so a query
+reads only its trigrams' bytes). The query path is numpy-free
 (cold-start cost); only bulk catch-up imports numpy. An index of another version's format found
 there (an older daemon still running beside a newer CLI, or the other way round) is that version's:
 it is left alone, and this version's is kept beside it in `<journal>.sidx-<format>/`, so that the two
