@@ -28,6 +28,15 @@ def _journal(path: Path, ids: list[str]) -> Journal:
     return Journal(path)
 
 
+def _caught_up(tmp_path: Path, ids: list[str]) -> tuple[Journal, IdIndex]:
+    """A journal of `ids` and its id index, caught up as every writer leaves it."""
+    journal = _journal(tmp_path / "journal" / "events.jsonl", ids)
+    index = IdIndex(journal)
+    with journal.locked():
+        index.catch_up()
+    return journal, index
+
+
 def _loaded_and_caught_up(journal: Journal) -> tuple[IdIndex, tuple[int, int]]:
     """An index loaded (as a daemon's) and caught up, with the memory traced meanwhile (held, peak)."""
     index = IdIndex(journal)
@@ -247,10 +256,7 @@ def test_records_a_kill_left_past_the_covered_offset_are_dropped(tmp_path: Path)
     """A kill between a piece's records and its header leaves records the header does not cover: the
     next catch-up drops them before indexing those lines again (no record twice)."""
     ids = [f"evt-{i:04d}" for i in range(50)]
-    journal = _journal(tmp_path / "journal" / "events.jsonl", ids)
-    index = IdIndex(journal)
-    with journal.locked():
-        index.catch_up()
+    journal, index = _caught_up(tmp_path, ids)
     whole = index.path.read_bytes()
     header = struct.unpack_from("<8sQQQ", whole)
     half = journal.size() // 2
@@ -279,10 +285,7 @@ def test_a_sidecar_naming_a_reused_inode_is_rebuilt_when_its_records_do_not_matc
     records are checked against the lines they name; other bytes are indexed again, so an id the
     journal holds is still a duplicate (the stale records found none, and the event was written twice)."""
     ids = [f"evt-{i:04d}" for i in range(60)]
-    journal = _journal(tmp_path / "journal" / "events.jsonl", ids)
-    index = IdIndex(journal)
-    with journal.locked():
-        index.catch_up()
+    journal, index = _caught_up(tmp_path, ids)
     now = ids[:20] + ids[21:] if change == "a middle line gone" else [f"new-{i:04d}" for i in range(60)]
     _rewrite_in_place(journal, now)
     with journal.locked():
@@ -311,10 +314,7 @@ def test_a_loaded_index_drops_its_memory_when_another_process_rebuilt_the_sideca
 def test_a_hostile_sidecar_record_is_no_proof(tmp_path: Path) -> None:
     """Records naming offsets past the journal, or inside a line, make the sidecar rebuilt, never fail."""
     ids = [f"evt-{i:04d}" for i in range(20)]
-    journal = _journal(tmp_path / "journal" / "events.jsonl", ids)
-    index = IdIndex(journal)
-    with journal.locked():
-        index.catch_up()
+    journal, index = _caught_up(tmp_path, ids)
     whole = index.path.read_bytes()
     for first in (struct.pack("<QQ", id_hash(ids[0]), 1 << 62), struct.pack("<QQ", id_hash(ids[0]), 3)):
         index.path.write_bytes(whole[:32] + first + whole[48:])
