@@ -44,3 +44,19 @@ def chatty(init: bytes) -> Callable[[bytes], bytes]:
     def run(task: bytes) -> bytes:
         return task
     return run
+
+
+def dispositions(init: bytes) -> Callable[[bytes], bytes]:
+    """Each task names signals; the answer is this worker's disposition of each (default, ignore, int:
+    Python's SIGINT handler, or the name of a Python function), and its wake-up fd."""
+    import signal
+
+    def run(task: bytes) -> bytes:
+        names = []
+        for name in task.decode().split():
+            handler = signal.getsignal(getattr(signal, name))
+            names.append({signal.SIG_DFL: "default", signal.SIG_IGN: "ignore",
+                          signal.default_int_handler: "int"}.get(handler, getattr(handler, "__name__", "?")))
+        wakeup = signal.set_wakeup_fd(-1)
+        return " ".join([*names, str(wakeup)]).encode()
+    return run

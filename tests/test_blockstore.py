@@ -304,3 +304,22 @@ def test_the_index_dropped_under_a_process_still_excludes_a_second_one(memory: M
     assert done.is_set()
     other.close()
     answers_match(memory)
+
+
+def test_a_block_rewritten_in_place_with_nothing_appended_is_indexed_again(memory: Memory) -> None:
+    """A same-length change inside a middle block leaves the head and every block's tail as they
+    were: the journal's mtime moved with nothing appended is what shows it, and the index is built
+    again (the new word was a missed hit: its block's bitmap lacked its trigrams)."""
+    big_events(memory, 200, seed=5)
+    memory.substring.catch_up()
+    memory.substring.close()
+    data = memory.journal.path.read_bytes()
+    before = os.stat(memory.journal.path).st_mtime_ns
+    with memory.journal.path.open("r+b") as handle:   # "e100" -> "zq00": the line keeps its length
+        handle.seek(data.index(b' e100"') + 1)
+        handle.write(b"zq00")
+    os.utime(memory.journal.path, ns=(before + 10**9, before + 10**9))   # a later tick than the catch-up's
+    done = memory.substring.catch_up()
+    assert len(searched(memory, "zq00", 0, 10)) == 1 and done.rebuilt
+    answers_match(memory)
+    assert not memory.substring.catch_up().rebuilt     # the header names the mtime it was built at

@@ -621,3 +621,22 @@ def test_an_idle_view_gives_malloc_free_space_back(saved: list, settings: Settin
     assert view.release_pages(idle_s=0) >= 0
     assert before - _rss_anon_kb() > 32 * 1024, (before, _rss_anon_kb())
     del last
+
+
+def test_a_journal_rewritten_in_place_at_its_size_no_longer_covers_the_saved_index(saved: list,
+                                                                                   settings: Settings) -> None:
+    """The saved index (and the associations learned beside it) covers the journal as its ends were
+    hashed: a same-size rewrite in place (the same file, so the same inode and size) is seen by the
+    next check, not kept from the one before it."""
+    view = _view(settings)
+    view.catch_up()
+    assert view.saved_covers()
+    journal = view.journal.path
+    data = journal.read_bytes()
+    before = journal.stat().st_mtime_ns
+    with journal.open("r+b") as handle:           # one byte of the first line's content, in place
+        handle.seek(data.index(b'"content":"') + 11)
+        handle.write(b"D" if data[data.index(b'"content":"') + 11:][:1] != b"D" else b"d")
+    os.utime(journal, ns=(before + 10**9, before + 10**9))   # a later tick than the check's
+    assert journal.stat().st_size == len(data)
+    assert not view.saved_covers()

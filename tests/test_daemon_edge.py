@@ -21,6 +21,7 @@ from tests.test_daemon_uvicorn_protocol import TOKEN, Answer, _read, _request
 from urchin.config import Settings
 from urchin.daemon.edge import Edge, EdgeLimits
 from urchin.daemon.server import Daemon
+from urchin.errors import ConfigError
 
 LIMITS = EdgeLimits(idle_s=0.6, head_s=0.6, body_s=0.6, send_s=1.0, head_bytes=8 << 10, connections=40, pipelined=4)
 HEALTH = b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
@@ -190,3 +191,50 @@ def test_a_flood_of_hostile_connections_leaves_health_and_ingest_answered(runnin
     finally:
         for sock in hostile:
             sock.close()
+
+
+@pytest.mark.parametrize(("request_", "whole"), [(HEALTH, 1), (_request(EVENT), 1), (HEALTH * 3, 3),
+                                               (HEALTH + b"GET /health HTTP/1.1\r\nHo", 1), (_request(EVENT)[:-5], 0)],
+                         ids=["asgi", "direct-ingest", "pipelined", "then-a-partial-head", "a-partial-body"])
+def test_requests_sent_whole_before_a_half_close_are_answered_then_closed(running: Running, request_: bytes,
+                                                                          whole: int) -> None:
+    """A client that ends its side after its requests (`shutdown(SHUT_WR)`) still reads the answers to
+    those it sent whole, then the end of the stream (uvicorn closed the connection, answering nothing)."""
+    with running.connect() as sock:
+        sock.sendall(request_)
+        sock.shutdown(socket.SHUT_WR)
+        buffer = bytearray()
+        answers = [_read(sock, buffer).status for _ in range(whole)]
+        assert not buffer and _closed_within(sock, 3) < 2
+    assert answers == [200] * whole
+
+
+def test_without_httptools_the_daemon_refuses_to_start_and_says_why(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """uvicorn's h11 fallback has none of the edge's bounds: the daemon does not serve with it, and
+    says so before it touches the home."""
+    import sys
+
+    monkeypatch.setitem(sys.modules, "httptools", None)     # as where it does not install
+    for name in ("urchin.daemon.uvicorn_protocol", "uvicorn.protocols.http.httptools_impl"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    home = tmp_path / "home"
+    daemon = Daemon(Settings.resolve(home, env={"URCHIN_INTAKE_TOKEN": TOKEN}), port=0, collect=False,
+                    feed_index=False, log_level="error")
+    refused: list[ConfigError] = []
+
+    def run() -> None:
+        try:
+            daemon.run()
+        except ConfigError as exc:
+            refused.append(exc)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join(30)
+    if thread.is_alive():       # it serves (with h11): stopped, and the assertion below fails
+        daemon.ready.wait(30)
+        daemon.stop()
+        thread.join(20)
+    assert refused and refused[0].message.startswith("httptools: ")
+    assert "pip install 'httptools>=0.6'" in refused[0].message
+    assert not home.exists()

@@ -28,6 +28,15 @@ def _journal(path: Path, ids: list[str]) -> Journal:
     return Journal(path)
 
 
+def _caught_up(tmp_path: Path, ids: list[str]) -> tuple[Journal, IdIndex]:
+    """A journal of `ids` and its id index, caught up as every writer leaves it."""
+    journal = _journal(tmp_path / "journal" / "events.jsonl", ids)
+    index = IdIndex(journal)
+    with journal.locked():
+        index.catch_up()
+    return journal, index
+
+
 def _loaded_and_caught_up(journal: Journal) -> tuple[IdIndex, tuple[int, int]]:
     """An index loaded (as a daemon's) and caught up, with the memory traced meanwhile (held, peak)."""
     index = IdIndex(journal)
@@ -247,10 +256,7 @@ def test_records_a_kill_left_past_the_covered_offset_are_dropped(tmp_path: Path)
     """A kill between a piece's records and its header leaves records the header does not cover: the
     next catch-up drops them before indexing those lines again (no record twice)."""
     ids = [f"evt-{i:04d}" for i in range(50)]
-    journal = _journal(tmp_path / "journal" / "events.jsonl", ids)
-    index = IdIndex(journal)
-    with journal.locked():
-        index.catch_up()
+    journal, index = _caught_up(tmp_path, ids)
     whole = index.path.read_bytes()
     header = struct.unpack_from("<8sQQQ", whole)
     half = journal.size() // 2
@@ -260,3 +266,58 @@ def test_records_a_kill_left_past_the_covered_offset_are_dropped(tmp_path: Path)
     with journal.locked():
         assert index.catch_up() == "caught up"
     assert index.path.read_bytes() == whole
+
+
+def _rewrite_in_place(journal: Journal, ids: list[str]) -> None:
+    """The journal's file given other lines, its inode kept: what a compaction whose new file lands on
+    a freed inode (a second one, with no catch-up between), or a restore onto a reused inode, leaves."""
+    lines = b"".join(orjson.dumps({"id": i, "content": "x", "timestamp": "2026-01-01T00:00:00.000Z"}) + b"\n"
+                     for i in ids)
+    with journal.path.open("r+b") as handle:
+        handle.write(lines)
+        handle.truncate()
+
+
+@pytest.mark.parametrize("change", ["a middle line gone", "other ids, the same length"])
+def test_a_sidecar_naming_a_reused_inode_is_rebuilt_when_its_records_do_not_match(tmp_path: Path,
+                                                                                   change: str) -> None:
+    """A header naming the journal's inode is not proof of the bytes: the sidecar's first and last
+    records are checked against the lines they name; other bytes are indexed again, so an id the
+    journal holds is still a duplicate (the stale records found none, and the event was written twice)."""
+    ids = [f"evt-{i:04d}" for i in range(60)]
+    journal, index = _caught_up(tmp_path, ids)
+    now = ids[:20] + ids[21:] if change == "a middle line gone" else [f"new-{i:04d}" for i in range(60)]
+    _rewrite_in_place(journal, now)
+    with journal.locked():
+        assert IdIndex(journal).catch_up() == "rebuilt"
+        assert index.catch_up() == "caught up"
+    assert index.lookup(now[-1]) == journal.size() - len(journal.path.read_bytes().splitlines()[-1]) - 1
+    assert all(index.contains(i) for i in (now[0], now[30], now[-1]))
+    with journal.locked():
+        assert index.catch_up() == "caught up"   # the proof holds now: nothing read again
+
+
+def test_a_loaded_index_drops_its_memory_when_another_process_rebuilt_the_sidecar(tmp_path: Path) -> None:
+    """A daemon's ids in memory describe the sidecar it read: when another process rebuilds it for a
+    journal on the same inode (other bytes), the daemon's next catch-up reloads, not keeps stale offsets."""
+    ids = [f"evt-{i:04d}" for i in range(60)]
+    journal = _journal(tmp_path / "journal" / "events.jsonl", ids)
+    daemon, _ = _loaded_and_caught_up(journal)
+    _rewrite_in_place(journal, ids[:10] + ids[11:] + [f"late-{i:04d}" for i in range(3)])
+    with journal.locked():
+        assert IdIndex(journal).catch_up() == "rebuilt"
+        daemon.catch_up()
+    assert daemon.contains("late-0002") and daemon.contains(ids[-1]) and daemon.contains(ids[0])
+    assert daemon.lookup(ids[11]) == journal.path.read_bytes().index(b'{"id":"evt-0011"')
+
+
+def test_a_hostile_sidecar_record_is_no_proof(tmp_path: Path) -> None:
+    """Records naming offsets past the journal, or inside a line, make the sidecar rebuilt, never fail."""
+    ids = [f"evt-{i:04d}" for i in range(20)]
+    journal, index = _caught_up(tmp_path, ids)
+    whole = index.path.read_bytes()
+    for first in (struct.pack("<QQ", id_hash(ids[0]), 1 << 62), struct.pack("<QQ", id_hash(ids[0]), 3)):
+        index.path.write_bytes(whole[:32] + first + whole[48:])
+        with journal.locked():
+            assert index.catch_up() == "rebuilt"
+        assert index.path.read_bytes() == whole

@@ -158,3 +158,35 @@ def test_a_parent_killed_by_sigkill_leaves_no_worker_within_seconds(start: str) 
     for pid in alive:
         os.kill(pid, signal.SIGKILL)
     assert not alive, f"workers left running after their parent's SIGKILL: {alive}"
+
+
+def _signals_of_a_worker(start: Literal["spawn", "fork"]) -> None:
+    """The caller's handlers (as a daemon's or a CLI's) and wake-up fd, then a worker's own; a SIGTERM
+    ends the worker by the default action, never by the caller's handler run on the caller's state."""
+    import tempfile
+
+    ran = tempfile.NamedTemporaryFile(prefix="urchin-signals-")     # noqa: SIM115 - read at the end
+
+    def callers_handler(number: int, frame: object) -> None:
+        os.write(os.open(ran.name, os.O_WRONLY | os.O_APPEND), f"{os.getpid()}\n".encode())
+
+    for number in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGCHLD, signal.SIGUSR1):
+        signal.signal(number, callers_handler)
+    signal.signal(signal.SIGUSR2, signal.SIG_IGN)
+    wake_read, wake_write = os.pipe()
+    os.set_blocking(wake_write, False)
+    signal.set_wakeup_fd(wake_write)
+    with Pool("tests.pool_entries:dispositions", 1, start=start) as pool:
+        answer = next(pool.ordered([b"SIGTERM SIGINT SIGHUP SIGCHLD SIGUSR1 SIGUSR2"])).decode()
+        worker = pool._procs[0]
+        os.kill(worker.pid, signal.SIGTERM)
+        status = worker.wait(timeout=10)
+    assert answer == "default int default default default ignore -1", answer
+    assert status == -signal.SIGTERM and str(worker.pid) not in Path(ran.name).read_text().split()
+
+
+@pytest.mark.parametrize("start", ["spawn", "fork"])
+def test_a_worker_has_its_own_signal_handlers_not_its_callers(start: Literal["spawn", "fork"]) -> None:
+    """A forked worker inherited the caller's signal handlers (and its event loop's wake-up fd): a
+    SIGTERM to it ran the caller's shutdown on a copy of the caller's state. It has a spawned worker's."""
+    _each(_signals_of_a_worker, start)

@@ -7,6 +7,8 @@ event. The sidecar is derived: it is caught up from the journal under the journa
 (bounded memory), trimmed when the journal is shorter, and rebuilt when lost. A journal that is
 another file (a copied or restored home, a compaction, a replacement) keeps the sidecar only if the
 bytes it covers are the same (their CRC, ~0.3 s a GB): a copy is re-stamped, anything else rebuilt.
+A header naming the journal's own inode proves nothing by itself (an inode is reused): its first and
+last records are checked against the lines they name, at every catch-up (~20 us); a mismatch rebuilds.
 Memory: a short-lived process maps the file (16 bytes/event on disk, none resident beyond the page
 cache); a long-lived one (`load()`) keeps each record's 32-bit hash prefix and its number in the file as
 two sorted numpy arrays, 8 bytes/event (a prefix hit reads its record from the file for the whole hash and
@@ -28,7 +30,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 
 import orjson
 
-from urchin.fileio import line_chunks, replacing
+from urchin.fileio import line_at, line_chunks, replacing
 from urchin.idmemo import IdMemo
 from urchin.journal import Journal
 from urchin.tombstones import line_id
@@ -52,6 +54,7 @@ class IdIndex:
         self.path = journal.path.with_name(journal.path.name + ".ids")
         self._mem: IdMemo | None = None
         self._records_seen = _HEADER.size  # records before this position are in _mem
+        self._last_seen = b""              # the record before it, as the sidecar held it then
         self._mem_inode = -1  # the journal file _mem describes (a compaction in any process replaces it)
 
     # ---- maintenance (call with the journal lock held) ------------------------------------
@@ -67,7 +70,7 @@ class IdIndex:
                 inode, journal_size = journal.st_ino, journal.st_size
             except FileNotFoundError:
                 inode = journal_size = 0
-            if inode != self._mem_inode or size < self._records_seen:
+            if inode != self._mem_inode or size < self._records_seen or not self._memory_matches(fd):
                 self._forget()  # another process compacted the journal and rebuilt the sidecar: reload it
                 self._mem_inode = inode
             done, header = "caught up", _read_header(fd)
@@ -85,6 +88,9 @@ class IdIndex:
             if covered > journal_size:
                 records_end, covered, crc = self._trim(fd, records_end, journal_size)
             records_end = _before(fd, records_end, covered)   # records a kill left past the header's offset
+            if not stamp and not self._proves(fd, records_end, covered):   # the inode reused (a second
+                done, stamp, covered, crc, records_end = "rebuilt", True, 0, 0, _HEADER.size   # compaction, a
+                self._forget()                                                  # restore): other bytes
             if records_end != size:
                 os.ftruncate(fd, records_end)
             if self._records_seen > records_end:
@@ -101,7 +107,8 @@ class IdIndex:
                 os.pwrite(fd, _HEADER.pack(_MAGIC, end, inode, end_crc), 0)   # after its records: a kill
             if self._mem is not None and first < records_end:                 # loses no piece it covers
                 self._load_records(fd, records_end)
-            self._records_seen = records_end
+            last = os.pread(fd, _RECORD.size, records_end - _RECORD.size) if self._mem is not None else b""
+            self._seen(records_end, last)
             return done
         finally:
             os.close(fd)
@@ -131,6 +138,43 @@ class IdIndex:
                 if sys.byteorder != "little":
                     records.byteswap()
                 yield records.tobytes(), offset, crc
+
+    def _proves(self, fd: int, records_end: int, covered: int) -> bool:
+        """Whether the journal holds the lines the sidecar's first and last records name (their ids'
+        hashes, each at a line's start) and a line ends at `covered`: a bounded sample (a few preads)
+        of the bytes a header naming this journal's inode covers. An inode is reused (a compaction
+        after another with no catch-up between, a restore, a copy on another filesystem): the inode
+        and the sizes alone do not prove the bytes, and a full CRC costs ~0.3 s a GB at every start."""
+        if covered == 0:
+            return records_end == _HEADER.size
+        try:
+            jfd = os.open(self.journal.path, os.O_RDONLY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            return False
+        try:
+            if os.pread(jfd, 1, covered - 1) != b"\n":
+                return False
+            for position in {_HEADER.size, records_end - _RECORD.size} if records_end > _HEADER.size else ():
+                h, offset = _RECORD.unpack(os.pread(fd, _RECORD.size, position))
+                if offset >= covered or offset and os.pread(jfd, 1, offset - 1) != b"\n":
+                    return False
+                line = line_at(jfd, offset, covered - offset)
+                event_id = line_id(line) if line is not None else None
+                if event_id is None or id_hash(event_id) != h:
+                    return False
+            return True
+        finally:
+            os.close(jfd)
+
+    def _memory_matches(self, fd: int) -> bool:
+        """Whether the sidecar still holds the last record this process's memory took from it (another
+        process rebuilt it, for a journal on a reused inode: the memory is dropped and reloaded)."""
+        if self._mem is None or self._records_seen <= _HEADER.size:
+            return True
+        return os.pread(fd, _RECORD.size, self._records_seen - _RECORD.size) == self._last_seen
+
+    def _seen(self, position: int, last: bytes | memoryview) -> None:
+        self._records_seen, self._last_seen = position, bytes(last)
 
     def _same_bytes(self, covered: int, crc: int, journal_size: int) -> bool:
         """Whether the journal's first `covered` bytes are those the sidecar describes (their CRC-32):
@@ -186,8 +230,8 @@ class IdIndex:
             os.pwrite(fd, _HEADER.pack(_MAGIC, covered, inode, crc), 0)
         finally:
             os.close(fd)
-        if self._records_seen == size:
-            self._records_seen = size + memoryview(records).nbytes
+        if self._records_seen == size and memoryview(records).nbytes:
+            self._seen(size + memoryview(records).nbytes, memoryview(records).cast("B")[-_RECORD.size:])
 
     def load(self) -> None:
         """Keep every id hash in memory: for importers and the daemon, which check many ids."""
@@ -344,8 +388,8 @@ class IdIndex:
             data = np.frombuffer(os.pread(fd, size, self._records_seen), dtype=records)
             first = _number(self._records_seen)
             self._mem.merge(data["hash"].copy(), np.arange(first, first + len(data), dtype=np.uint32))
+            self._seen(self._records_seen + size, data[-1:].tobytes())
             del data
-            self._records_seen += size
 
     def _forget(self) -> None:
         if self._mem is not None:

@@ -147,8 +147,9 @@ class Pool:
 
     `start="spawn"` starts each worker as a new interpreter; `start="fork"` forks it from this process
     (which must have no other thread: `can_fork`, else `start` raises `WorkerError`), so it begins
-    with this process's imports, state and open file descriptors, and ends by `os._exit`: no exit
-    handler of this process runs in it, no buffer it inherited is flushed twice."""
+    with this process's imports, state and open file descriptors, but a spawned worker's signal
+    handlers, and ends by `os._exit`: no exit handler of this process runs in it, no buffer it
+    inherited is flushed twice."""
 
     def __init__(self, entry: str, workers: int, *, init: bytes = b"", low_priority: bool = False,
                  in_flight: int = 2, start: Literal["spawn", "fork"] = "spawn") -> None:
@@ -258,6 +259,7 @@ class Pool:
         if pid == 0:   # the worker: it never returns into the caller's code
             status = 1
             try:
+                _default_signals()
                 for fd in (tasks_write, results_read, *theirs):
                     os.close(fd)
                 _forked_worker(self.entry, parent, priority, tasks_read, results_write)
@@ -323,6 +325,21 @@ def _forked_worker(entry: str, parent: int, priority: str, tasks_fd: int, result
     os.dup2(2, 1)   # a stray print goes to stderr, as a spawned worker's, not into the caller's output
     sys.stdout = sys.stderr
     _serve(entry, os.fdopen(tasks_fd, "rb"), os.fdopen(results_fd, "wb"))
+
+
+def _default_signals() -> None:
+    """A forked worker's signal dispositions made a spawned one's: the caller's Python handlers (a
+    daemon's shutdown, a CLI's clean-up, run in the worker on its caller's state) back to the default,
+    SIGINT to Python's own (KeyboardInterrupt), what the caller ignores still ignored (as across exec),
+    and no wake-up fd (the caller's event loop would read the worker's signals as its own)."""
+    signal.set_wakeup_fd(-1)
+    for number in signal.valid_signals():
+        try:
+            handler = signal.getsignal(number)
+        except ValueError:     # a number this platform lists but cannot name
+            continue
+        if callable(handler) and handler is not signal.default_int_handler:
+            signal.signal(number, signal.default_int_handler if number == signal.SIGINT else signal.SIG_DFL)
 
 
 def _serve(entry: str, stdin: BinaryIO, out: BinaryIO) -> None:

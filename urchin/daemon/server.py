@@ -111,12 +111,15 @@ class DaemonLock:
 
 def _http_protocol(edge: Edge | None = None) -> Any:
     """httptools with a response's writes joined and every phase of a request bounded by `edge` (by
-    default `EdgeLimits()`; urchin/daemon/uvicorn_protocol.py), or uvicorn's choice ("auto": h11,
-    keep-alive bounded only) where httptools does not install."""
+    default `EdgeLimits()`; urchin/daemon/uvicorn_protocol.py). Without httptools (a dependency, but a
+    platform may lack its wheel) the daemon does not run: uvicorn's h11 protocol bounds keep-alive only,
+    so any local process could hold the daemon's connections and memory by being slow."""
     try:
         from urchin.daemon.uvicorn_protocol import protocol_for
-    except ImportError:
-        return "auto"
+    except ImportError as exc:
+        raise ConfigError(f"httptools: the daemon serves HTTP with it, and it does not import here ({exc}); "
+                          "install it (`pip install 'httptools>=0.6'`, a dependency of urchin): uvicorn's "
+                          "h11 fallback would serve without the edge's bounds on slow clients") from None
     return protocol_for(edge or Edge(EdgeLimits()))
 
 
@@ -204,6 +207,7 @@ class Daemon:
         if self.uds is None and not is_loopback_host(self.host):
             raise ConfigError(f"host: must be a loopback address (127.0.0.1, ::1, localhost), got {self.host!r}; "
                               "the API is for this machine only")
+        _http_protocol()    # refused before the home is touched when httptools is missing
         setup_logging(self.log_level)
         for unknown in self.settings.unknown_keys():     # a typo is named, never a reason not to start
             log.warning("%s: %s", self.settings.config_path, unknown)

@@ -255,6 +255,20 @@ class JoinedWritesProtocol(HttpToolsProtocol):
                 self._head_bytes += len(data)
         HttpToolsProtocol.data_received(self, data)
 
+    def eof_received(self) -> bool:  # type: ignore[override]  # asyncio: bool | None; uvicorn says None
+        """The client ended its side of the stream (`shutdown(SHUT_WR)` after its request, as `nc -N`
+        and some HTTP/1.0 clients do): the requests it sent whole are answered, then the connection
+        closes. RFC 9112 (9.6): a half-close "does not imply that the client is no longer interested in
+        a response"; Node's http.Server is half-open for this, Apache and Varnish answer. A request
+        left unfinished gets nothing (a head is dropped; with a body begun, the connection closes now:
+        its app would wait for the rest with no deadline). (uvicorn closed the transport at once,
+        dropping an answer in flight, or one written but still waiting to be joined to the next write.)"""
+        if self._in_flight() and (self.phase is ANSWER or self.phase is HEAD):
+            self._stop()
+            return True     # the transport stays open for the answers
+        self._joined.close()    # an answer written in this loop step is sent first (the transport drops it)
+        return False
+
     def pause_writing(self) -> None:
         super().pause_writing()
         if self.until is None:      # an answer the client does not read

@@ -5,8 +5,10 @@ range, the min/max event timestamp (zone map) and a bitmap of hashed trigrams of
 casefolded content. It lives in `<journal>.sidx/`, is caught up from the last indexed offset
 under an exclusive `flock` (other processes append at any time), never indexes a partial last
 line, and rebuilds itself from the first damaged block when missing, corrupt or when the journal
-shrank. Queries read it under a shared lock. Its files' layout is `blockstore.py`'s (bitmaps
-column-major, so a query reads only its trigrams' bytes). The query path is numpy-free
+shrank, and whole when the journal was written to in place with nothing appended (its mtime moved:
+which block changed is not known, the zones keep only each block's tail CRC). Queries read it
+under a shared lock. Its files' layout is `blockstore.py`'s (bitmaps column-major, so a query
+reads only its trigrams' bytes). The query path is numpy-free
 (cold-start cost); only bulk catch-up imports numpy. An index of another version's format found
 there (an older daemon still running beside a newer CLI, or the other way round) is that version's:
 it is left alone, and this version's is kept beside it in `<journal>.sidx-<format>/`, so that the two
@@ -241,7 +243,7 @@ class BlockIndex:
             with self.journal.path.open("rb") as jf:
                 store = Store(self.dir, jf.fileno())
                 try:
-                    size = os.fstat(jf.fileno()).st_size
+                    size = store.journal.st_size
                     n, end, rebuilt = self._validate(store, size)
                     if end >= size:
                         return CatchUp(0, 0, 0, rebuilt, time.perf_counter() - started)
@@ -258,8 +260,9 @@ class BlockIndex:
     def _validate(self, store: Store, size: int) -> tuple[int, int, bool]:
         """Blocks and offset still valid for this journal: keep what checks, drop the rest."""
         header = store.header()
-        if header is None:
-            self._refuse_foreign(store)
+        if header is None or header.rewritten(store.journal):   # which block changed is not known: all
+            if header is None:
+                self._refuse_foreign(store)
             self._cached = None
             store.truncate(0)
             store.commit_synced(0, 0)

@@ -7,6 +7,8 @@ segments of `SEGMENT` blocks in `columns`: byte j of every block of segment k li
 blocks (at most one segment's worth) are rows in `rows`; once they fill a segment and a block
 follows them they become the next segment, committed before a row is written over them. A block
 in a segment is never reopened (the block after it exists); a cut inside a segment drops it whole.
+The header also names the journal file (inode, mtime) as the catch-up that committed it found it:
+a journal of that inode whose mtime moved with nothing appended was rewritten in place (`rewritten`).
 """
 
 from __future__ import annotations
@@ -22,8 +24,9 @@ from urchin.search.blockbuild import BITS_LOG2, BLOCK_TARGET, ROW, ZONE
 __all__ = ["Store", "Header", "read_header", "SEGMENT", "MAGIC", "HEADER_SIZE"]
 
 MAGIC = b"URSIDX02"
-# magic, bits_log2, block_target, n_blocks, indexed_end, head_crc, segments, blocks per segment
-_HEADER = struct.Struct("<8sIIQQIQI")
+# magic, bits_log2, block_target, n_blocks, indexed_end, head_crc, segments, blocks per segment, and the
+# journal's inode and mtime (ns) when it was last caught up with (zeros in a header older versions wrote)
+_HEADER = struct.Struct("<8sIIQQIQIQq")
 HEADER_SIZE = 64
 SEGMENT = 512  # blocks per column-major segment (32 MB of journal, 4 MB of bitmaps); `rows` holds at most this many
 _HEAD = 4096   # journal bytes whose CRC the header keeps: a replaced journal is not trusted
@@ -33,10 +36,18 @@ _LEGACY = ("bits",)   # URSIDX01's block-major bitmaps
 class Header:
     """What the header says: blocks, the journal offset indexed to, and how many blocks are in segments."""
 
-    __slots__ = ("n", "end", "segments", "head_crc")
+    __slots__ = ("n", "end", "segments", "head_crc", "inode", "mtime_ns")
 
-    def __init__(self, n: int, end: int, segments: int, head_crc: int) -> None:
+    def __init__(self, n: int, end: int, segments: int, head_crc: int, inode: int = 0, mtime_ns: int = 0) -> None:
         self.n, self.end, self.segments, self.head_crc = n, end, segments, head_crc
+        self.inode, self.mtime_ns = inode, mtime_ns
+
+    def rewritten(self, journal: os.stat_result) -> bool:
+        """Whether the journal, the file this header names, was written to with nothing appended past
+        what is indexed: bytes changed in place (a tool, an editor, a restore onto the same inode), in
+        blocks the zones' tail CRCs need not reach. A line appended with it is caught by those only."""
+        return (journal.st_ino == self.inode and journal.st_mtime_ns != self.mtime_ns
+                and journal.st_size == self.end and self.n > 0)
 
     @property
     def tail(self) -> int:
@@ -48,10 +59,10 @@ def read_header(raw: bytes) -> Header | None:
     """The header if it is this format's, with this build's parameters; None otherwise."""
     if len(raw) < _HEADER.size:
         return None
-    magic, bits_log2, target, n, end, head_crc, segments, per = _HEADER.unpack(raw[:_HEADER.size])
+    magic, bits_log2, target, n, end, head_crc, segments, per, inode, mtime_ns = _HEADER.unpack(raw[:_HEADER.size])
     if (magic, bits_log2, target, per) != (MAGIC, BITS_LOG2, BLOCK_TARGET, SEGMENT) or (n == 0) != (end == 0):
         return None
-    header = Header(n, end, segments, head_crc)
+    header = Header(n, end, segments, head_crc, inode, mtime_ns)
     return header if 0 <= header.tail <= SEGMENT else None
 
 
@@ -60,6 +71,7 @@ class Store:
 
     def __init__(self, directory: Path, jfd: int) -> None:
         self.jfd = jfd
+        self.journal = os.fstat(jfd)   # before any of it is read: a write after it moves the mtime the header keeps
         self.segments = 0
         self.bulk = False   # a bulk catch-up: numpy turns rows into columns
         self.zfd = os.open(directory / "zones", os.O_RDWR | os.O_CREAT, 0o600)
@@ -96,7 +108,8 @@ class Store:
         return ZONE.unpack(os.pread(self.zfd, ZONE.size, HEADER_SIZE + block * ZONE.size))
 
     def commit(self, n: int, end: int) -> None:
-        header = _HEADER.pack(MAGIC, BITS_LOG2, BLOCK_TARGET, n, end, self._head_crc(end), self.segments, SEGMENT)
+        header = _HEADER.pack(MAGIC, BITS_LOG2, BLOCK_TARGET, n, end, self._head_crc(end), self.segments, SEGMENT,
+                              self.journal.st_ino, self.journal.st_mtime_ns)
         os.pwrite(self.zfd, header.ljust(HEADER_SIZE, b"\0"), 0)
 
     def commit_synced(self, n: int, end: int) -> None:

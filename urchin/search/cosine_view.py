@@ -169,8 +169,8 @@ class CosineViewBase:
         """`cosine_store.covers` of this view's folder (whether the saved index, and the associations
         beside it, still cover the journal), from two `stat`s: the manifest read and the journal's ends
         hashed again only when the manifest (a save, a discard) or the journal's file (a compaction, a
-        restore) changed since, or the journal is now shorter than what is saved. Appends change neither,
-        and the journal is append-only in place (a view trusts that for its own rows too)."""
+        restore) or its mtime (an append, or bytes rewritten in place at the same size) changed since,
+        or the journal is now shorter than what is saved."""
         if self.index_dir is None:
             return False
         try:
@@ -178,7 +178,8 @@ class CosineViewBase:
             journal = os.stat(self.journal.path)
         except OSError:
             return False
-        key = (manifest.st_ino, manifest.st_size, manifest.st_mtime_ns, journal.st_dev, journal.st_ino)
+        key = (manifest.st_ino, manifest.st_size, manifest.st_mtime_ns, journal.st_dev, journal.st_ino,
+               journal.st_mtime_ns)
         kept = self._covered
         if kept is None or kept[0] != key:
             kept = self._covered = (key, cosine_store.covered(self.index_dir, self.journal))
