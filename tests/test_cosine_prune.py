@@ -202,3 +202,17 @@ def test_a_word_naming_a_kind_is_pruned_with_that_kinds_maxima() -> None:
         pruned, every, read = _both(index, query, limit=20)
         assert pruned == every
         assert read * 2 < index.postings_read, (query, read, index.postings_read)
+
+
+def test_each_block_is_scored_once_so_a_common_words_top_reads_under_a_quarter_of_its_matches() -> None:
+    """From one block per leg, a common word's top takes several rounds of reads; a round scores only the
+    blocks it adds and keeps the best of those before (a row's score depends on its own session alone),
+    and each leg reads on only while blocks over its own floor are left. So the top of 36,000 events reads
+    under a quarter of the word's matches (before: every round scored every block read so far, both
+    legs as many as the hungrier one, ~0.37 of the matches)."""
+    index = _from_one_block(1)
+    for word in ("retry", "timeout", "cache"):
+        index.search(word, limit=20)              # makes the term's maxima
+        pruned, every, read = _both(index, word, limit=20)
+        assert pruned == every
+        assert read * 4 < index.postings_read, (word, read, index.postings_read)
