@@ -27,7 +27,6 @@ from urchin.event import MEMORY_KINDS
 from urchin.search.assoc import TF_WEIGHT
 from urchin.search.cosine_query import Query, Scored, member, merge
 from urchin.search.cosine_sparse import Postings, _Ranking
-from urchin.search.postings import distinct
 from urchin.search.terms import named
 
 if TYPE_CHECKING:
@@ -360,12 +359,20 @@ def _region(index: TokenCosineIndex, blocks: list[int], whole: np.ndarray, bound
     their rows belong to and of `whole` (a span may hold other sessions' rows: they are read, not
     ranked). None when that is too many rows to be worth it."""
     codes, size = index._fields["session"].column.data, bounds.block
-    starts = np.maximum(np.asarray(blocks, dtype=np.int64) * size, lo)
-    ends = np.minimum(np.asarray(blocks, dtype=np.int64) * size + size, hi)
-    lengths = ends - starts
-    rows = np.repeat(starts - np.concatenate([[0], np.cumsum(lengths)[:-1]]), lengths) + np.arange(lengths.sum())
-    met = codes[rows]
-    sessions = distinct(np.concatenate([met[met >= 0].astype(np.int64), whole]))
+    at = np.asarray(blocks, dtype=np.int64) * size
+    starts, ends = np.maximum(at, lo), np.minimum(at + size, hi)
+    # The sessions their rows belong to: a whole block's codes as a row of the column seen as rows of
+    # `size` (one gather, not one per row), a block the window cuts row by row; marked in a table over
+    # every session code, its last place taking code -1 (none). (A sort of every row's code was most
+    # of the cost of a large read.)
+    whole_block = (starts == at) & (ends == at + size) & (ends <= len(codes))
+    met = [np.asarray(codes[:len(codes) // size * size]).reshape(-1, size)[at[whole_block] // size].ravel()]
+    met += [codes[a:b] for a, b in zip(starts[~whole_block].tolist(), ends[~whole_block].tolist(), strict=True)]
+    seen = np.zeros(len(bounds.first) + 1, dtype=bool)
+    for part in met:
+        seen[part] = True
+    seen[whole] = True
+    sessions = np.flatnonzero(seen[:-1])
     spans_start = np.maximum(bounds.first[sessions], lo)
     spans_end = np.minimum(bounds.last[sessions] + 1, hi)
     keep = spans_end > spans_start
