@@ -38,9 +38,16 @@ __all__ = ["Bounds", "top"]
 # first, rounds, the share of blocks worth it, growth) are the index's settings (cosine_settings.py).
 # Not a setting: a match summed in float32 in another order may pass its bound by a rounding, never by this.
 _MARGIN = 1 + 1e-4
+# A query term in at most 1/_FEW of the rows is read once a query (its rows in the window) and each round
+# looks its ranges up there, not in every segment (19 look-ups a term and round at 3M rows).
+_FEW = 64
 
 
 Named = tuple[tuple[int, ...], tuple[int, ...]]    # the kind codes and source codes a query names
+Few = dict[int, tuple[np.ndarray, np.ndarray]]     # a term's rows in the window and their tf (`_few`)
+# a read's rows holding every word, each leg's best (the session leg's None: no row has a session), and
+# whether a match there has a session (`_evaluate`)
+Part = tuple[int, list[Scored], list[Scored] | None, bool]
 
 
 class TermBounds(NamedTuple):
@@ -228,7 +235,7 @@ def top(index: TokenCosineIndex, q: Query, groups: list[list[tuple[int, ...]]],
     by_rank, by_sess = np.argsort(-rank_bound), np.argsort(-sess_bound)
     chosen: set[int] = set(fresh.tolist())
     read: set[int] = set()
-    kept = _Kept(index, q.limit)
+    kept, few = _Kept(index, q.limit), _few(index, scales, lo, hi)
     # blocks read of each leg's best (none for a query without a session leg)
     size, most = [s.first_blocks, s.first_blocks if q.slots else 0], (b1 - b0) // s.read_share
     for _ in range(s.rounds):
@@ -239,7 +246,7 @@ def top(index: TokenCosineIndex, q: Query, groups: list[list[tuple[int, ...]]],
         new = sorted(chosen - read)
         # Each block is scored once: its rows' scores depend on their own sessions alone (read whole),
         # so the best of the blocks read so far is the best of each round's best, kept.
-        part = _evaluate(index, q, groups, ranking, scales, new, whole, bounds, not kept.whole) \
+        part = _evaluate(index, q, groups, ranking, scales, few, new, whole, bounds, not kept.whole) \
             if new or not kept.whole else (0, [], None, False)
         if part is not None:
             read.update(new)
@@ -272,7 +279,7 @@ class _Kept:
         self.by_session: list[Scored] = []
         self.tier, self.sessions, self.whole = 0, False, False
 
-    def add(self, part: tuple[int, list[Scored], list[Scored] | None, bool]) -> None:
+    def add(self, part: Part) -> None:
         tier, ranked, by_session, sessions = part
         self.tier += tier
         self.sessions |= sessions
@@ -300,8 +307,8 @@ def _as_raw(every: float, rank: float, match: np.ndarray) -> np.ndarray:
 
 
 def _evaluate(index: TokenCosineIndex, q: Query, groups: list[list[tuple[int, ...]]], ranking: _Ranking,
-              scales: list[tuple[int, np.float32]], blocks: list[int], whole: np.ndarray, bounds: Bounds,
-              first: bool) -> tuple[int, list[Scored], list[Scored] | None, bool] | None:
+              scales: list[tuple[int, np.float32]], few: Few,
+              blocks: list[int], whole: np.ndarray, bounds: Bounds, first: bool) -> Part | None:
     """The reference's tiered ranking over the rows of `blocks` holding every word, with the sessions they
     meet read whole, exact for those rows; with `first`, also of every session in `whole` (later, those
     sessions' rows are left out: the first part ranked them). (rows holding every word, the ranked leg's
@@ -315,7 +322,7 @@ def _evaluate(index: TokenCosineIndex, q: Query, groups: list[list[tuple[int, ..
         return None
     if not len(starts):
         return 0, [], None, False
-    postings = _postings(index, scales, starts, ends)
+    postings = _postings(index, scales, starts, ends, few)
     index.postings_read += sum(len(p[2]) for p in postings)
     if not postings:
         return 0, [], None, False
@@ -406,28 +413,48 @@ def _merged(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarra
     return starts[new], out_ends
 
 
+def _few(index: TokenCosineIndex, scales: list[tuple[int, np.float32]], lo: int,
+         hi: int) -> Few:
+    """The rows (ascending) and tf in lo..hi-1 of each of the query's terms in at most 1/`_FEW` of the rows."""
+    df = index._df.data
+    out = {}
+    for term, _ in scales:
+        if int(df[term]) * _FEW <= len(index):
+            rows, tf = _term_postings(index, term)
+            a, b = np.searchsorted(rows, (lo, hi))
+            out[term] = rows[a:b], tf[a:b]
+    return out
+
+
 def _postings(index: TokenCosineIndex, scales: list[tuple[int, np.float32]], starts: np.ndarray,
-              ends: np.ndarray) -> Postings:
-    """(term, scale, rows, tf) of the query's terms in the ranges, segment by segment and then the pending
-    ones, each in `scales`' order: a row's postings all lie in one segment (or pending), so each row's sum
-    adds its terms in `_Ranking._postings`'s order, the same float sums. One gather per segment for all
-    its terms (a gather per term and segment was most of a small read's cost: 20 segments at 3M rows)."""
+              ends: np.ndarray, few: Few) -> Postings:
+    """(term, scale, rows, tf) of the query's terms in the ranges, in `scales`' order, as
+    `_Ranking._postings` adds them (the same float sums): the terms in `few` from their rows read once a
+    query, the others one gather per segment for all of them (a gather per term and segment was most of
+    a small read's cost: 19 segments at 3M rows)."""
     edges = np.column_stack([starts, ends]).ravel()
     first, last = int(starts[0]), int(ends[-1])
     out: Postings = []
-    for seg in index._segments:
+    many = [(term, scale) for term, scale in scales if term not in few]
+    for seg in index._segments if many else ():
         span = seg.span
         if span[0] >= last or span[1] < first:
             continue
         i0, i1 = int(np.searchsorted(ends, span[0], side="right")), int(np.searchsorted(starts, span[1], side="right"))
         if i1 > i0:
-            _gather(out, scales, seg.indptr, seg.rows, seg.tf, edges[2 * i0:2 * i1])
-    if index._pending_rows:
+            _gather(out, many, seg.indptr, seg.rows, seg.tf, edges[2 * i0:2 * i1])
+    if index._pending_rows and many:
         terms, rows, tf = index._pending()
-        for term, scale in scales:
+        for term, scale in many:
             mine = terms == term
             if mine.any():
                 _gather(out, [(term, scale)], np.array([0, int(mine.sum())]), rows[mine], tf[mine], edges, 0)
+    for term, scale in scales:
+        if term in few and len(few[term][0]):
+            rows, tf = few[term]
+            _gather(out, [(term, scale)], np.array([0, len(rows)]), rows, tf, edges, 0)
+    place = {term: i for i, (term, _) in enumerate(scales)}
+    out.sort(key=lambda p: place[p[0]])     # stable: a row's sum adds its terms in `scales`' order
     return out
 
 
