@@ -11,9 +11,10 @@ its best blocks, takes each leg's limit-th score as a floor, and reads on (4x mo
 round, or every block over its floor, when fewer) until every block whose bound reaches a floor was read:
 a row left out scores below both, so the top is the exhaustive one, and the blocks read are about those
 over the top's own floors. A round scores only the blocks it adds (a row's score depends on its own
-session alone) and keeps each leg's best so far. The maxima are made from a term's postings when a query first asks for
-it and kept while the index's norms stand. A session they do not hold for (cut by the window, or grown
-since they were made) is read whole, and so is every session met: its level sums all its turns.
+session alone) and keeps each leg's best so far. The maxima are made from a term's postings when a query
+first asks for it and kept while the index's norms stand. A session they do not hold for (cut by the
+window, or grown since they were made) is read whole, and so is every session met: its level sums all
+its turns.
 """
 
 from __future__ import annotations
@@ -278,6 +279,7 @@ class _Kept:
         self.ts, self.limit = index._ts.data, limit
         self.ranked: list[Scored] = []
         self.by_session: list[Scored] = []
+        # rows holding every word, a match with a session, the `whole` sessions ranked (by the first read)
         self.tier, self.sessions, self.whole = 0, False, False
 
     def add(self, part: Part) -> None:
