@@ -7,12 +7,14 @@ times r's priors; the session leg adds scale_t * `session` * L_t[s], t's weights
 over the square root of its length. So per term and block of `block` rows (a setting), the most that t adds
 there in each leg (each row's priors in, `TermBounds`: memories', and those of the kinds and sources a
 query names, kept per such set), summed over a query's terms, bounds every row of the block. A query reads
-its best blocks, takes each leg's limit-th score as a floor, and reads on (4x more of the best blocks a
-round, or every block over the floors, when fewer) until every block whose bound reaches a floor was
-read: a row left out scores below both, so the top is the exhaustive one, and the blocks read are about
-those over the top's own floors. The maxima are made from a term's postings when a query first asks for
-it and kept while the index's norms stand. A session they do not hold for (cut by the window, or grown
-since they were made) is read whole, and so is every session met: its level sums all its turns.
+its best blocks, takes each leg's limit-th score as a floor, and reads on (4x more of a leg's best blocks a
+round, or every block over its floor, when fewer) until every block whose bound reaches a floor was read:
+a row left out scores below both, so the top is the exhaustive one, and the blocks read are about those
+over the top's own floors. A round scores only the blocks it adds (a row's score depends on its own
+session alone) and keeps each leg's best so far. The maxima are made from a term's postings when a query
+first asks for it and kept while the index's norms stand. A session they do not hold for (cut by the
+window, or grown since they were made) is read whole, and so is every session met: its level sums all
+its turns.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import numpy as np
 
 from urchin.event import MEMORY_KINDS
 from urchin.search.assoc import TF_WEIGHT
-from urchin.search.cosine_query import Query, Scored, member
+from urchin.search.cosine_query import Query, Scored, member, merge
 from urchin.search.cosine_sparse import Postings, _Ranking
 from urchin.search.postings import distinct
 from urchin.search.terms import named
@@ -38,9 +40,16 @@ __all__ = ["Bounds", "top"]
 # first, rounds, the share of blocks worth it, growth) are the index's settings (cosine_settings.py).
 # Not a setting: a match summed in float32 in another order may pass its bound by a rounding, never by this.
 _MARGIN = 1 + 1e-4
+# A query term in at most 1/_FEW of the rows is read once a query (its rows in the window) and each round
+# looks its ranges up there, not in every segment (19 look-ups a term and round at 3M rows).
+_FEW = 64
 
 
 Named = tuple[tuple[int, ...], tuple[int, ...]]    # the kind codes and source codes a query names
+Few = dict[int, tuple[np.ndarray, np.ndarray]]     # a term's rows in the window and their tf (`_few`)
+# a read's rows holding every word, each leg's best (the session leg's None: no row has a session), and
+# whether a match there has a session (`_evaluate`)
+Part = tuple[int, list[Scored], list[Scored] | None, bool]
 
 
 class TermBounds(NamedTuple):
@@ -227,26 +236,67 @@ def top(index: TokenCosineIndex, q: Query, groups: list[list[tuple[int, ...]]],
     fresh = np.arange(made // block, (hi - 1) // block + 1) if hi > made else np.zeros(0, dtype=np.int64)
     by_rank, by_sess = np.argsort(-rank_bound), np.argsort(-sess_bound)
     chosen: set[int] = set(fresh.tolist())
-    size, most = s.first_blocks, (b1 - b0) // s.read_share
+    read: set[int] = set()
+    kept, few = _Kept(index, q.limit), _few(index, scales, lo, hi)
+    # blocks read of each leg's best (none for a query without a session leg)
+    size, most = [s.first_blocks, s.first_blocks if q.slots else 0], (b1 - b0) // s.read_share
     for _ in range(s.rounds):
-        best = np.concatenate([by_rank[:size], by_sess[:size]])
+        best = np.concatenate([by_rank[:size[0]], by_sess[:size[1]]])
         chosen |= {b0 + b for b in best[tier[best]].tolist()}
         if len(chosen) > most:
             return None
-        legs = _evaluate(index, q, groups, ranking, scales, sorted(chosen), whole, bounds)
-        if legs is None:    # too few rows holding every word, or too wide a region: read more of the best
-            size *= 4
+        new = sorted(chosen - read)
+        # Each block is scored once: its rows' scores depend on their own sessions alone (read whole),
+        # so the best of the blocks read so far is the best of each round's best, kept.
+        part = _evaluate(index, q, groups, ranking, scales, few, new, whole, bounds, not kept.whole) \
+            if new or not kept.whole else (0, [], None, False)
+        if part is not None:
+            read.update(new)
+            kept.add(part)
+        if part is None or kept.tier < q.limit or (q.slots and not kept.sessions):
+            # too wide a region, too few rows holding every word, or no match has a session: read more
+            size = [4 * n for n in size]
             continue
-        ranked, by_session, merged = legs
+        ranked, by_session = kept.ranked, kept.by_session if q.slots else None
         floor_rank = ranked[q.limit - 1].raw
         floor_sess = by_session[q.limit - 1].raw if by_session is not None else np.inf
-        over_rank, over_sess = int((rank_bound >= floor_rank).sum()), int((sess_bound >= floor_sess).sum())
-        if over_rank <= size and over_sess <= size:
-            return merged    # every block whose bound reaches a floor was read (they lead each order)
+        over = [int((rank_bound >= floor_rank).sum()), int((sess_bound >= floor_sess).sum())]
+        if over[0] <= size[0] and over[1] <= size[1]:  # every block whose bound reaches a floor was read
+            return merge(ranked, by_session, q.limit, q.slots, lambda row: True) if by_session is not None \
+                else ranked
         # The floors rise as more of the best blocks are read, and the blocks over them fall: read 4x as
-        # many, or every block over the floors now when that is fewer (then none is left over)
-        size = min(4 * size, max(over_rank, over_sess))
+        # many of a leg's best, or every block over its floor now when that is fewer (then none is left
+        # over); a leg whose blocks over its floor were all read reads no more
+        size = [n if m <= n else min(4 * n, m) for n, m in zip(size, over, strict=True)]
     return None
+
+
+class _Kept:
+    """The best `limit` rows of each leg over the blocks read so far, how many of their rows hold every
+    word, and whether a match there has a session (the reference's session leg may differ if none)."""
+
+    def __init__(self, index: TokenCosineIndex, limit: int) -> None:
+        self.ts, self.limit = index._ts.data, limit
+        self.ranked: list[Scored] = []
+        self.by_session: list[Scored] = []
+        # rows holding every word, a match with a session, the `whole` sessions ranked (by the first read)
+        self.tier, self.sessions, self.whole = 0, False, False
+
+    def add(self, part: Part) -> None:
+        tier, ranked, by_session, sessions = part
+        self.tier += tier
+        self.sessions |= sessions
+        self.whole = True
+        self.ranked = self._best(self.ranked, ranked)
+        # a part without a session leg: none of its rows has a session, their boost is 0
+        self.by_session = self._best(self.by_session, ranked if by_session is None else by_session)
+
+    def _best(self, a: list[Scored], b: list[Scored]) -> list[Scored]:
+        """`TokenCosineIndex._top`'s order (score, then newer, then id) over both."""
+        if not b:
+            return a
+        ts = self.ts
+        return sorted(a + b, key=lambda s: (-s.raw, -int(ts[s.row]), s.id))[:self.limit]
 
 
 def _as_raw(every: float, rank: float, match: np.ndarray) -> np.ndarray:
@@ -260,25 +310,29 @@ def _as_raw(every: float, rank: float, match: np.ndarray) -> np.ndarray:
 
 
 def _evaluate(index: TokenCosineIndex, q: Query, groups: list[list[tuple[int, ...]]], ranking: _Ranking,
-              scales: list[tuple[int, np.float32]], blocks: list[int], whole: np.ndarray,
-              bounds: Bounds) -> tuple[list[Scored], list[Scored] | None, list[Scored]] | None:
-    """The reference's tiered ranking over the rows of `blocks` and of every session they meet (and of
-    `whole`), exact for those rows. None: fewer than `limit` of them hold every word, or no match has a
-    session (the reference's session leg may then differ), or the region grew too large."""
+              scales: list[tuple[int, np.float32]], few: Few,
+              blocks: list[int], whole: np.ndarray, bounds: Bounds, first: bool) -> Part | None:
+    """The reference's tiered ranking over the rows of `blocks` holding every word, with the sessions they
+    meet read whole, exact for those rows; with `first`, also of every session in `whole` (later, those
+    sessions' rows are left out: the first part ranked them). (rows holding every word, the ranked leg's
+    best `limit`, the session leg's or None when no row has a session, whether a match has a session).
+    None: the region grew too large."""
     lo, hi = q.window.lo, q.window.hi
     if not blocks and not len(whole):
+        return 0, [], None, False
+    starts, ends = _region(index, blocks, whole if first else whole[:0], bounds, lo, hi)
+    if starts is None or ends is None:
         return None
-    starts, ends = _region(index, blocks, whole, bounds, lo, hi)
-    if starts is None or ends is None or not len(starts):
-        return None
-    postings = _postings(index, scales, starts, ends)
+    if not len(starts):
+        return 0, [], None, False
+    postings = _postings(index, scales, starts, ends, few)
     index.postings_read += sum(len(p[2]) for p in postings)
     if not postings:
-        return None
+        return 0, [], None, False
     acc = ranking.scratch.a
     for _, scale, rows, tf in postings:
         acc[rows] += TF_WEIGHT[tf] * scale      # the reference's order: the same float sums
-    matched = ranking._rows(postings)
+    matched = distinct(np.concatenate([p[2] for p in postings]), runs=True)   # `_Ranking._rows`'s
     try:
         scores = acc[matched] / index._norms_at(index._norm.data[matched])
         if q.window.late:
@@ -297,14 +351,14 @@ def _evaluate(index: TokenCosineIndex, q: Query, groups: list[list[tuple[int, ..
         block = tier // bounds.block
         keep = (block < len(inside)) & inside[np.minimum(block, len(inside) - 1)]
         if len(whole):
-            keep |= member(index._fields["session"].column.data[tier], whole.tolist(), len(bounds.first))
+            in_whole = member(index._fields["session"].column.data[tier], whole.tolist(), len(bounds.first))
+            keep = keep | in_whole if first else keep & ~in_whole
         tier = tier[keep]
-        if len(tier) < q.limit:
-            return None
-        legs = ranking._tiered_legs(tier, hit, hit_scores)
-        if q.slots and legs[1] is None:
-            return None
-        return legs
+        sessions = bool((index._fields["session"].column.data[hit] >= 0).any())
+        if not len(tier):
+            return 0, [], None, sessions
+        ranked, by_session, _ = ranking._tiered_legs(tier, hit, hit_scores)
+        return len(tier), ranked, by_session, sessions
     finally:
         acc[matched] = 0
 
@@ -315,12 +369,20 @@ def _region(index: TokenCosineIndex, blocks: list[int], whole: np.ndarray, bound
     their rows belong to and of `whole` (a span may hold other sessions' rows: they are read, not
     ranked). None when that is too many rows to be worth it."""
     codes, size = index._fields["session"].column.data, bounds.block
-    starts = np.maximum(np.asarray(blocks, dtype=np.int64) * size, lo)
-    ends = np.minimum(np.asarray(blocks, dtype=np.int64) * size + size, hi)
-    lengths = ends - starts
-    rows = np.repeat(starts - np.concatenate([[0], np.cumsum(lengths)[:-1]]), lengths) + np.arange(lengths.sum())
-    met = codes[rows]
-    sessions = distinct(np.concatenate([met[met >= 0].astype(np.int64), whole]))
+    at = np.asarray(blocks, dtype=np.int64) * size
+    starts, ends = np.maximum(at, lo), np.minimum(at + size, hi)
+    # The sessions their rows belong to: a whole block's codes as a row of the column seen as rows of
+    # `size` (one gather, not one per row), a block the window cuts row by row; marked in a table over
+    # every session code, its last place taking code -1 (none). (A sort of every row's code was most
+    # of the cost of a large read.)
+    whole_block = (starts == at) & (ends == at + size) & (ends <= len(codes))
+    met = [np.asarray(codes[:len(codes) // size * size]).reshape(-1, size)[at[whole_block] // size].ravel()]
+    met += [codes[a:b] for a, b in zip(starts[~whole_block].tolist(), ends[~whole_block].tolist(), strict=True)]
+    seen = np.zeros(len(bounds.first) + 1, dtype=bool)
+    for part in met:
+        seen[part] = True
+    seen[whole] = True
+    sessions = np.flatnonzero(seen[:-1])
     spans_start = np.maximum(bounds.first[sessions], lo)
     spans_end = np.minimum(bounds.last[sessions] + 1, hi)
     keep = spans_end > spans_start
@@ -342,27 +404,76 @@ def _merged(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarra
     return starts[new], out_ends
 
 
-def _postings(index: TokenCosineIndex, scales: list[tuple[int, np.float32]], starts: np.ndarray,
-              ends: np.ndarray) -> Postings:
-    """(term, scale, rows, tf) of the query's terms in the ranges, in `_Ranking._postings`'s order."""
-    pending = index._pending() if index._pending_rows else None
-    first, last = int(starts[0]), int(ends[-1])
-    segments = [seg for seg in index._segments if seg.span[0] < last and seg.span[1] >= first]
-    out: Postings = []
-    for term, scale in scales:
-        parts = [seg.postings(term) for seg in segments]
-        if pending is not None:
-            mine = pending[0] == term
-            parts.append((pending[1][mine], pending[2][mine]))
-        for rows, tf in parts:
-            if not len(rows):
-                continue
-            a = np.searchsorted(rows, starts)
-            b = np.searchsorted(rows, ends)
-            lengths = b - a
-            total = int(lengths.sum())
-            if not total:
-                continue
-            offsets = np.repeat(a - np.concatenate([[0], np.cumsum(lengths)[:-1]]), lengths) + np.arange(total)
-            out.append((term, scale, rows[offsets].astype(np.intp), tf[offsets]))   # int32 indexes ~3x slower
+def _few(index: TokenCosineIndex, scales: list[tuple[int, np.float32]], lo: int,
+         hi: int) -> Few:
+    """The rows (ascending) and tf in lo..hi-1 of each of the query's terms in at most 1/`_FEW` of the rows."""
+    df = index._df.data
+    out = {}
+    for term, _ in scales:
+        if int(df[term]) * _FEW <= len(index):
+            rows, tf = _term_postings(index, term)
+            a, b = np.searchsorted(rows, (lo, hi))
+            out[term] = rows[a:b], tf[a:b]
     return out
+
+
+def _postings(index: TokenCosineIndex, scales: list[tuple[int, np.float32]], starts: np.ndarray,
+              ends: np.ndarray, few: Few) -> Postings:
+    """(term, scale, rows, tf) of the query's terms in the ranges, in `scales`' order, as
+    `_Ranking._postings` adds them (the same float sums): the terms in `few` from their rows read once a
+    query, the others one gather per segment for all of them (a gather per term and segment was most of
+    a small read's cost: 19 segments at 3M rows)."""
+    edges = np.column_stack([starts, ends]).ravel()
+    first, last = int(starts[0]), int(ends[-1])
+    out: Postings = []
+    many = [(term, scale) for term, scale in scales if term not in few]
+    for seg in index._segments if many else ():
+        span = seg.span
+        if span[0] >= last or span[1] < first:
+            continue
+        i0, i1 = int(np.searchsorted(ends, span[0], side="right")), int(np.searchsorted(starts, span[1], side="right"))
+        if i1 > i0:
+            _gather(out, many, seg.indptr, seg.rows, seg.tf, edges[2 * i0:2 * i1])
+    if index._pending_rows and many:
+        terms, rows, tf = index._pending()
+        for term, scale in many:
+            mine = terms == term
+            if mine.any():
+                _gather(out, [(term, scale)], np.array([0, int(mine.sum())]), rows[mine], tf[mine], edges, 0)
+    for term, scale in scales:
+        if term in few and len(few[term][0]):
+            rows, tf = few[term]
+            _gather(out, [(term, scale)], np.array([0, len(rows)]), rows, tf, edges, 0)
+    place = {term: i for i, (term, _) in enumerate(scales)}
+    out.sort(key=lambda p: place[p[0]])     # stable: a row's sum adds its terms in `scales`' order
+    return out
+
+
+def _gather(out: Postings, scales: list[tuple[int, np.float32]], indptr: np.ndarray, rows: np.ndarray,
+            tf: np.ndarray, edges: np.ndarray, only: int | None = None) -> None:
+    """Append to `out` each term's postings (rows[indptr[t]:indptr[t + 1]], ascending) in the ranges
+    [edges[2i], edges[2i + 1]); `only`: the one term's run is indptr[only:only + 2]."""
+    owners, pieces = [], []
+    for k, (term, _) in enumerate(scales):
+        at = term if only is None else only
+        if at + 1 >= len(indptr):
+            continue
+        p, r = int(indptr[at]), int(indptr[at + 1])
+        if p < r:
+            owners.append(k)
+            pieces.append(rows[p:r].searchsorted(edges) + p)
+    if not pieces:
+        return
+    ab = np.concatenate(pieces)
+    a, lengths = ab[0::2], ab[1::2] - ab[0::2]
+    per_term = lengths.reshape(len(pieces), -1).sum(axis=1)
+    total = int(per_term.sum())
+    if not total:
+        return
+    offsets = np.repeat(a - (np.cumsum(lengths) - lengths), lengths) + np.arange(total)
+    got_rows, got_tf = rows[offsets].astype(np.intp), tf[offsets]     # int32 indexes ~3x slower
+    start = 0
+    for k, end in zip(owners, np.cumsum(per_term).tolist(), strict=True):
+        if end > start:
+            out.append((scales[k][0], scales[k][1], got_rows[start:end], got_tf[start:end]))
+        start = end

@@ -97,8 +97,10 @@ class RankingSettings:
     (round seventeen; `bench_prune.py --min-postings`)."""
     bound_terms: int = 128
     """Terms whose block maxima are kept (least recently asked go first; ~100 KB at 3M rows)."""
-    first_blocks: int = 12
-    """Blocks per leg the pruning reads first, for each leg's floor (then up to 4x more per round, `rounds`)."""
+    first_blocks: int = 48
+    """Blocks per leg the pruning reads first, for each leg's floor (then up to 4x more per round, `rounds`).
+    48, not 12: each round costs ~2 ms at 3M rows whatever it reads, and no bench_scale query was
+    answered from 12 (round twenty-three, `bench/bench_prune_ab.py`)."""
     rounds: int = 8
     """Reads of the best blocks at most (each 4x as many as the last, or every block over the floors the
     last one found, when fewer): the floors rise with each, and the blocks over them fall."""

@@ -367,10 +367,11 @@ class Codes(dict[str | None, int]):
         return [v for v in self if v is not None]  # insertion order is code order
 
 
-def distinct(values: np.ndarray) -> np.ndarray:
+def distinct(values: np.ndarray, runs: bool = False) -> np.ndarray:
     """`np.unique(values)` by a sort: numpy 2's `unique` of integers goes through a hash table and then
-    sorts, ~20x slower on the tens of thousands of rows a query reaches."""
-    out = np.sort(values)
+    sorts, ~20x slower on the tens of thousands of rows a query reaches. `runs`: the values are ascending
+    runs one after another, merged by a stable sort (~1.4x faster than sorting them as unordered)."""
+    out = np.sort(values, kind="stable" if runs else None)
     if len(out) > 1:
         keep = np.empty(len(out), dtype=bool)
         keep[0] = True
