@@ -14,6 +14,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
@@ -35,6 +36,16 @@ SAVE_EVERY = 10_000  # events indexed since the last save (and 5% of the saved) 
 BULK_BYTES = 64 << 20  # a backlog this large is tokenised by worker processes, in bulk mode
 BUILD_SAVE_S = 60.0    # a background build saves at least this often (a kill -9 loses no more of it)
 BUILD_RETRY_S = 60.0   # after a failed build, the next starts no sooner than this
+
+
+class _Covered(NamedTuple):
+    """A cover check's answer (`offset`: what the saved index covers, None: nothing) for the files it
+    was made on (`key`), and the journal's size and mtime when last looked at."""
+
+    key: tuple[int, ...]
+    offset: int | None
+    size: int = -1
+    mtime_ns: int = -1
 
 
 class CosineViewBase:
@@ -62,7 +73,7 @@ class CosineViewBase:
         self._handle: JournalHandle | None = None   # that file, open: queries read their hits from it
         # (the saved manifest's and the journal file's stat keys, the offset the saved index covers or
         # None): `saved_covers`, asked again only when either file changed
-        self._covered: tuple[tuple[int, ...], int | None] | None = None
+        self._covered: _Covered | None = None
         self._saved = (-1, -1)  # (rows, next_offset) of the index on disk
         self._reuse: cosine_store.Reuse = {}
         self._learned: tuple[tuple[int, int, int], assoc.Associations | None] | None = None  # see associations()
@@ -169,8 +180,9 @@ class CosineViewBase:
         """`cosine_store.covers` of this view's folder (whether the saved index, and the associations
         beside it, still cover the journal), from two `stat`s: the manifest read and the journal's ends
         hashed again only when the manifest (a save, a discard) or the journal's file (a compaction, a
-        restore) or its mtime (an append, or bytes rewritten in place at the same size) changed since,
-        or the journal is now shorter than what is saved."""
+        restore) changed since, when its mtime moved with its size unchanged (bytes rewritten in place),
+        or when the journal is now shorter than what is saved. An append (the size grew) changes none of
+        that: the journal is append-only in place, and a view trusts that for its own rows too."""
         if self.index_dir is None:
             return False
         try:
@@ -178,12 +190,13 @@ class CosineViewBase:
             journal = os.stat(self.journal.path)
         except OSError:
             return False
-        key = (manifest.st_ino, manifest.st_size, manifest.st_mtime_ns, journal.st_dev, journal.st_ino,
-               journal.st_mtime_ns)
+        key = (manifest.st_ino, manifest.st_size, manifest.st_mtime_ns, journal.st_dev, journal.st_ino)
         kept = self._covered
-        if kept is None or kept[0] != key:
-            kept = self._covered = (key, cosine_store.covered(self.index_dir, self.journal))
-        return kept[1] is not None and journal.st_size >= kept[1]
+        if (kept is None or kept.key != key
+                or (journal.st_size == kept.size and journal.st_mtime_ns != kept.mtime_ns)):
+            kept = _Covered(key, cosine_store.covered(self.index_dir, self.journal))
+        self._covered = kept._replace(size=journal.st_size, mtime_ns=journal.st_mtime_ns)
+        return kept.offset is not None and journal.st_size >= kept.offset
 
     def _reset(self) -> None:
         self.index = TokenCosineIndex()
