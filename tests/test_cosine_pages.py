@@ -42,14 +42,14 @@ def _resident(folder: Path, names: tuple[str, ...]) -> int:
 
 @pytest.fixture
 def loaded(memory: Memory, settings: Settings, monkeypatch: pytest.MonkeyPatch) -> tuple[TokenCosineView, Path]:
-    """6,000 events indexed in segments of ~7k postings, saved, loaded by a second view (its maps released)."""
-    monkeypatch.setattr(TokenCosineIndex, "freeze_postings", 4_000)
-    monkeypatch.setattr(TokenCosineIndex, "max_merge_postings", 4_000)
+    """3,000 events indexed in segments of ~3.5k postings, saved, loaded by a second view (its maps released)."""
+    monkeypatch.setattr(TokenCosineIndex, "freeze_postings", 2_000)
+    monkeypatch.setattr(TokenCosineIndex, "max_merge_postings", 2_000)
     monkeypatch.setattr(cosine_store, "_MMAP_MIN", 1024)      # small segments mapped as a large index's are
-    view, items = _view(settings), _items(6_000)
-    for start in range(0, 6_000, 1_000):
-        memory.ingest(items[start:start + 1_000])
-        assert view.catch_up() == 1_000
+    view, items = _view(settings), _items(3_000)
+    for start in range(0, 3_000, 500):
+        memory.ingest(items[start:start + 500])
+        assert view.catch_up() == 500
     assert view.save() is True
     again = _view(settings)
     assert again.catch_up() == 0 and again.loaded_from_disk
@@ -66,7 +66,7 @@ def test_a_windowed_query_leaves_no_segment_mapped_whole(loaded: tuple[TokenCosi
     view, gen = loaded
     assert _resident(gen, ("seg",)) == 0
     spans = [seg.span for seg in view.index._segments]
-    assert spans[0][0] == 0 and spans[-1][1] <= 5_999 and all(a <= b for a, b in spans)
+    assert spans[0][0] == 0 and spans[-1][1] <= 2_999 and all(a <= b for a, b in spans)
     assert _resident(gen, ("seg",)) == 0
     found = view.search("quartz ledger", since_ms=1_775_500_000_000, limit=5, filters=Filters())
     assert found and _resident(gen, ("seg",)) < 64 * len(view.index._segments)
