@@ -7,6 +7,7 @@ from pathlib import Path
 import orjson
 import pytest
 
+from tests.test_cosine_store import _resident
 from urchin.config import Settings
 from urchin.facade import Memory
 from urchin.search import cosine_store
@@ -25,19 +26,6 @@ def _items(n: int) -> list[dict]:
 
 def _view(settings: Settings) -> TokenCosineView:
     return TokenCosineView(Memory(settings).journal, settings.index_dir / "cosine", save_every=0)
-
-
-def _resident(folder: Path, names: tuple[str, ...]) -> int:
-    """kB of this process's resident pages mapped from files in `folder` whose names start with `names`."""
-    total, counting = 0, False
-    for line in Path("/proc/self/smaps").read_text().splitlines():
-        fields = line.split()
-        if fields and "-" in fields[0] and len(fields[0]) > 8 and ":" not in fields[0]:   # a mapping's header
-            path = Path(fields[-1]) if len(fields) >= 6 else None
-            counting = path is not None and path.parent == folder and path.name.startswith(names)
-        elif counting and fields[:1] == ["Rss:"]:
-            total += int(fields[1])
-    return total
 
 
 @pytest.fixture
