@@ -172,6 +172,7 @@ def run_size(n: int, args: argparse.Namespace, tree: Path, clean: dict[str, str]
     finally:
         mem.close()
     out["peak_rss_mb"] = mem.peak / sp.MB
+    out["peak_pss_mb"] = mem.peak_pss / sp.MB
     out["load_end"] = os.getloadavg()[0]
     shutil.rmtree(run, ignore_errors=True)
 

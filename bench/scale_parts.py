@@ -76,10 +76,14 @@ def count_lines(path: Path) -> int:
 
 class Memory:
     """The daemon's RSS and its children's (PostgreSQL excluded), sampled every 0.2 s in a thread:
-    `peak` is the highest sum seen (RSS sums count shared pages twice: an upper bound)."""
+    `peak` is the highest sum seen (RSS sums count the pages a forked child shares with its parent
+    twice: an upper bound); `peak_pss` the same processes' proportional set sizes summed at that moment
+    (a shared page split between its processes: `peak - peak_pss` is about what the RSS sum counted
+    twice). The PSS is read only when the RSS sum rises to a new peak (a walk of each process's pages)."""
 
     def __init__(self) -> None:
         self.peak = 0
+        self.peak_pss = 0
         self._pids: list[int] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -91,7 +95,10 @@ class Memory:
     def _run(self) -> None:
         while not self._stop.wait(0.2):
             for pid in self._pids:
-                self.peak = max(self.peak, tree_rss(pid))
+                procs = _measured(pid)
+                total = _sum(procs, lambda p: p.memory_info().rss)
+                if total > self.peak:
+                    self.peak, self.peak_pss = total, _sum(procs, pss)
 
     def close(self) -> None:
         self._stop.set()
@@ -107,16 +114,40 @@ def _tree(pid: int) -> list[psutil.Process]:
         return []
 
 
-def tree_rss(pid: int) -> int:
-    """RSS bytes of `pid` and its descendants but PostgreSQL's."""
-    total = 0
+def _measured(pid: int) -> list[psutil.Process]:
+    """`pid` and its descendants but PostgreSQL's."""
+    out = []
     for p in _tree(pid):
         try:
             if p.name() not in PG_NAMES:
-                total += p.memory_info().rss
+                out.append(p)
         except psutil.Error:
             pass
+    return out
+
+
+def _sum(procs: list[psutil.Process], size: Callable[[psutil.Process], int]) -> int:
+    total = 0
+    for p in procs:
+        try:
+            total += size(p)
+        except (psutil.Error, OSError, ValueError):     # gone since
+            pass
     return total
+
+
+def tree_rss(pid: int) -> int:
+    """RSS bytes of `pid` and its descendants but PostgreSQL's."""
+    return _sum(_measured(pid), lambda p: p.memory_info().rss)
+
+
+def pss(proc: psutil.Process) -> int:
+    """The proportional set size of one process, bytes (/proc/PID/smaps_rollup; 0 where there is none)."""
+    try:
+        text = Path(f"/proc/{proc.pid}/smaps_rollup").read_text()
+    except OSError:
+        return 0
+    return next((int(line.split()[1]) * 1024 for line in text.splitlines() if line.startswith("Pss:")), 0)
 
 
 def rss(pid: int) -> tuple[int, int]:

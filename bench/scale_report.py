@@ -36,6 +36,7 @@ ROWS: tuple[tuple[str, Callable[[Size], float | None], str], ...] = (
     ("daemon RSS after queries", lambda s: s["rss_after_mb"], "MB"),
     ("daemon peak RSS (VmHWM)", lambda s: s["hwm_mb"], "MB"),
     ("peak RSS, daemon + children, PostgreSQL excluded", lambda s: s["peak_rss_mb"], "MB"),
+    ("... their PSS summed at that peak (shared pages counted once)", lambda s: s["peak_pss_mb"], "MB"),
     ("first start to `/health` (after the import)", lambda s: s["health_s"], "s"),
     ("restart to `/health` (views saved)", lambda s: s["restart_health_s"], "s"),
     ("`/search` p50, median over 30 cells", lambda s: s["search"]["median"], "ms"),

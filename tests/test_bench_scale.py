@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ BENCH = Path(__file__).resolve().parent.parent / "bench"
 sys.path.insert(0, str(BENCH))
 
 import bench_scale  # noqa: E402
+import scale_parts  # noqa: E402
 from scale_report import ROWS, report  # noqa: E402
 
 
@@ -32,7 +34,8 @@ def _size(n: int, k: float, feed: bool) -> dict[str, Any]:
         "cli": {t: {"urchin_ms": 60.0, "urchin_cpu_ms": 50.0, "rg_ms": 50.0, "ratio": 1.2}
                 for t in bench_scale.CLI_TERMS},
         "mcp_initialize": {"p50_ms": 200.0, "cpu_ms": 60.0}, "context_process": {"p50_ms": 140.0, "cpu_ms": 60.0},
-        "rss_after_mb": 300.0 * k, "hwm_mb": 400.0 * k, "daemon_cpu_s": 30.0, "peak_rss_mb": 700.0 * k}
+        "rss_after_mb": 300.0 * k, "hwm_mb": 400.0 * k, "daemon_cpu_s": 30.0, "peak_rss_mb": 700.0 * k,
+        "peak_pss_mb": 600.0 * k}
     if feed:
         ratios = {"median": 1.1, "worst": 1.4, "worst_cell": "the | 24", "within_1_5": 30, "cells": 30}
         out["feed"] = {"fed_at_start": "3% of the journal fed", "fed_at_end": "9% of the journal fed",
@@ -78,3 +81,23 @@ def test_bad_options_are_named() -> None:
                           (["--tree", "/"], "--tree /: no urchin package")):
         run = subprocess.run([sys.executable, str(BENCH / "bench_scale.py"), *argv], capture_output=True, text=True)
         assert run.returncode == 2 and message in run.stderr, run.stderr
+
+
+def test_the_memory_sampler_sums_the_pss_beside_the_rss_where_a_fork_shares_pages() -> None:
+    """A forked child's pages shared with its parent count twice in the RSS sum (the goal's figure), once
+    in the PSS sum read at that peak: 64 MB touched, then a fork that only sleeps."""
+    code = ("import os, sys, time\nb = bytearray(64 << 20)\nfor i in range(0, len(b), 4096): b[i] = 1\n"
+            "if os.fork() == 0:\n    time.sleep(3); os._exit(0)\nprint('forked', flush=True); time.sleep(3)")
+    with subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True) as proc:
+        memory = scale_parts.Memory()
+        try:
+            assert proc.stdout is not None and proc.stdout.readline() == "forked\n"
+            memory.watch(proc.pid)
+            deadline = time.monotonic() + 2
+            while memory.peak < 128 << 20 and time.monotonic() < deadline:
+                time.sleep(0.05)
+        finally:
+            memory.close()
+            proc.kill()
+    assert memory.peak >= 128 << 20
+    assert memory.peak - memory.peak_pss >= 56 << 20        # the shared 64 MB, once more

@@ -257,12 +257,17 @@ class Segment:
 
     @property
     def span(self) -> tuple[int, int]:
-        """Its lowest and highest row ((0, -1): none), from each term's first and last (O(terms), once)."""
+        """Its lowest and highest row ((0, -1): none), from each term's first and last (O(terms), once).
+        That reads a page of the rows per term, nearly all of them: a saved segment's mapped pages then
+        leave the process (a windowed query's first look at a 3M index held every segment's rows and
+        indptr, ~260 MB, until the idle release); they stay in the page cache."""
         if self._span is None:
             starts, ends = self.indptr[:-1], self.indptr[1:]
             held = ends > starts
             self._span = (int(self.rows[starts[held]].min()), int(self.rows[ends[held] - 1].max())) \
                 if held.any() else (0, -1)
+            release_pages(self.indptr)
+            release_pages(self.rows)
         return self._span
 
     @classmethod
