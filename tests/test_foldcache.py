@@ -37,15 +37,16 @@ def test_a_repeated_query_reads_no_block_without_a_hit(memory: Memory, monkeypat
     assert memory.substring.catch_up().blocks >= 4
     since = int((NOW - timedelta(days=40)).timestamp() * 1000)
     first = searched(memory, "quokka alpha beta", since, 20)
+    assert len(memory.substring.folds) == 0    # folded once: not kept (a scan does not fill the cache)
+    assert searched(memory, "quokka alpha beta", since, 20) == first
+    assert len(memory.substring.folds) >= 4    # folded a second time: kept
     calls = _count_preads(monkeypatch)
     assert searched(memory, "quokka alpha beta", since, 20) == first
     assert first and len(calls) <= len(first)  # at most one read per block holding a hit
     calls.clear()
     phrase = "budget quokka alpha retry gamma delta"  # every trigram in every block, the phrase in none
     assert searched(memory, phrase, since, 20) == []
-    calls.clear()
-    assert searched(memory, phrase, since, 20) == []
-    assert calls == []  # every candidate block was folded by the query before
+    assert calls == []  # every candidate block was folded (and kept) by the queries before
 
 
 @freeze_time(NOW)
@@ -96,13 +97,29 @@ def test_fold_block_keeps_lines_and_folds_like_casefold() -> None:
     assert b"strasse" in lines[0] and "abc é".encode() in lines[1] and b"\xff\xfe" in lines[2]
 
 
+def test_a_block_folded_once_is_not_kept() -> None:
+    """A scan (a rare word over the whole journal) folds each block once: none takes the budget, and
+    the blocks queries come back to stay."""
+    cache = FoldCache(budget=100)
+    assert cache.get("inode-1", "hot") is None
+    cache.put("inode-1", "hot", b"h" * 30)
+    assert cache.get("inode-1", "hot") is None and len(cache) == 0 and cache.size == 0
+    cache.put("inode-1", "hot", b"h" * 30)
+    assert cache.get("inode-1", "hot") == b"h" * 30
+    for i in range(20):     # a scan: each block folded once
+        cache.put("inode-1", i, b"x" * 30)
+    assert len(cache) == 1 and cache.size == 30 and cache.get("inode-1", "hot") == b"h" * 30
+
+
 def test_cache_is_bounded_and_forgets_another_file() -> None:
     cache = FoldCache(budget=100)
     assert cache.get("inode-1", 0) is None  # a query on this file opens it
     for i in range(10):
         cache.put("inode-1", i, b"x" * 30)
+        cache.put("inode-1", i, b"x" * 30)   # kept at its second fold
     assert cache.size <= 100 and len(cache) == 3 and cache.get("inode-1", 9) == b"x" * 30
     assert cache.get("inode-1", 0) is None
     assert cache.get("inode-2", 9) is None and len(cache) == 0
     cache.put("inode-1", 1, b"y")  # a stale writer for the old file adds nothing
+    cache.put("inode-1", 1, b"y")
     assert len(cache) == 0
