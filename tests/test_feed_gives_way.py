@@ -21,7 +21,7 @@ from urchin.facade import Memory
 from urchin.hybrid.base import UNIT_ROWS
 from urchin.requests_first import GRACE_S, Serving, attach, give_way, share, shared_wait_s
 
-EVENTS = 3 * UNIT_ROWS + 5     # four units of rows to build and four to write
+EVENTS = 3 * UNIT_ROWS + 5     # four units of rows to build and four to copy (one batch)
 
 
 @pytest.fixture
@@ -76,7 +76,7 @@ def test_a_query_storm_slows_the_feed_but_never_stops_it(page: int, pg_settings:
     finally:
         with_storm.done()
     assert report.inserted == EVENTS == _rows(pg_url)
-    # each of the 4 units built and 4 written waited its bound (0.02 s) for the query, then went on
+    # each of the 4 units built and 4 copied waited its bound (0.02 s) for the query, then went on
     assert shared_wait_s() - waited >= 8 * 0.02 * 0.9
     memory.close()
 

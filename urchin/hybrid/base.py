@@ -155,8 +155,8 @@ class Embedder(Protocol):
     def embed(self, texts: Sequence[str]) -> Any: ...     # rows of floats (a numpy matrix is fine)
 
 
-# A background feed builds and writes its rows in units of this many, giving way to queries between them
-# (`Feeder.give_way`): its work, and the server's behind it, pause within a unit's time (a few ms).
+# A background feed builds and copies its rows in units of this many, giving way to queries between them
+# (`Feeder.give_way`): its work, and the server's COPY behind it, pause within a unit's time (a few ms).
 UNIT_ROWS = 64
 
 

@@ -29,10 +29,13 @@ from urchin.journal import Journal
 from urchin.search.vectors import BACKGROUND_CHUNK, CacheBusy, VectorCache, embed_events
 from urchin.tombstones import ForgetLog, forget_hash
 
-__all__ = ["Feeder", "FeedReport", "event_row", "BATCH_BYTES", "BULK_BYTES"]
+__all__ = ["Feeder", "FeedReport", "event_row", "BATCH_BYTES", "BULK_BYTES", "GIVE_WAY_BATCH_BYTES"]
 
 log = logging.getLogger("urchin.hybrid.feeder")
 BATCH_BYTES = 2 * 1024 * 1024
+# A feed that gives way to queries (the daemon's) writes smaller batches: each batch's INSERT is one
+# statement of the server's that a query arriving meanwhile cannot make wait (~500 rows, tens of ms).
+GIVE_WAY_BATCH_BYTES = 256 * 1024
 HEAD_BYTES = 64 * 1024      # the journal's first line (up to this) fingerprints it (see _check_replaced)
 EMBED_BATCH = 64
 # A feed with at least this much journal to go is a backfill: the backend may drop its GIN indexes and
@@ -119,6 +122,8 @@ class Feeder:
         self.vectors_home = vectors_home
         self._vectors: VectorCache | None = None
         self.give_way = give_way
+        if give_way is not None:
+            self.batch_bytes = min(batch_bytes, GIVE_WAY_BATCH_BYTES)
 
     def sync_forgotten(self, report: FeedReport | None = None) -> int:
         """Delete rows of events forgotten since the last sync, and move the cursor onto a compacted

@@ -37,30 +37,25 @@ BULK_MAINTENANCE_MEM = "256MB"   # the GIN builds' accumulator: fewer, larger me
 
 
 def copy_feed(cur: Cursor[Any], rows: Sequence[ChunkRow], device: str, bound: tuple[str, str | None] | None,
-              create: bool = True) -> None:
-    """COPY `rows` into this session's feed table (made first, unless `create` is False: a later unit
-    of the same transaction) as `device`'s (a batch is its feeding device's rows), with a feeder
-    role's (`bound`) account. Through a table: PostgreSQL refuses COPY into a table with row-level
-    security; the INSERT from it is checked. (A COPY straight into urchin_chunks for the owner fed
-    1.2x faster but slowed queries during the feed: medians 0.93-0.95x -> 1.23-1.26x of idle, worst
-    cells 1.6-1.8x -> 2.3-2.8x at 1M, one quiet sitting; bench/RESULTS.md round eighteen.)"""
-    if create:
-        cur.execute("CREATE TEMP TABLE IF NOT EXISTS urchin_feed (LIKE urchin_chunks INCLUDING DEFAULTS)"
-                    " ON COMMIT DELETE ROWS")
+              between: Callable[[], object] | None = None) -> None:
+    """COPY `rows` into this session's feed table as `device`'s (a batch is its feeding device's rows),
+    with a feeder role's (`bound`) account. Through a table: PostgreSQL refuses COPY into a table with
+    row-level security; the INSERT from it is checked. (A COPY straight into urchin_chunks for the
+    owner fed 1.2x faster but slowed queries during the feed: medians 0.93-0.95x -> 1.23-1.26x of
+    idle, worst cells 1.6-1.8x -> 2.3-2.8x at 1M, one quiet sitting; bench/RESULTS.md round eighteen.)
+    `between` is called before each UNIT_ROWS rows: the server waits for the rest of the COPY meanwhile."""
+    cur.execute("CREATE TEMP TABLE IF NOT EXISTS urchin_feed (LIKE urchin_chunks INCLUDING DEFAULTS)"
+                " ON COMMIT DELETE ROWS")
     account = bound[1] if bound else None
     with cur.copy(f"COPY urchin_feed ({', '.join(COLUMNS)}) FROM STDIN") as copy:
-        for row in rows:
+        for i, row in enumerate(rows):
+            if between is not None and not i % UNIT_ROWS:
+                between()
             values = list(_ROW_VALUES(row))     # one C call (a generator over the names: 3x the time)
             values[_DEVICE] = device
             if bound:
                 values[_ACCOUNT] = account
             copy.write_row(values)
-
-
-# The rows copied into the feed table, moved into urchin_chunks (the table is left empty for the next unit).
-_INSERT_FED = (f"WITH fed AS (DELETE FROM urchin_feed RETURNING {', '.join(COLUMNS)}) "
-               f"INSERT INTO urchin_chunks ({', '.join(COLUMNS)}) SELECT {', '.join(COLUMNS)} FROM fed "
-               "ON CONFLICT (device, chunk_id, occurred_at) DO NOTHING")
 
 
 def _build_indexes(conn: Connection[Any], names: Sequence[str]) -> None:
@@ -97,8 +92,8 @@ class PgWriter:
         NOTHING for events, which never change); term statistics count only new rows. With `wait` False
         (a query's inline catch-up), a lock another feeder holds (the same rows in its open batch, an
         index build) raises IndexBusyError after LOCK_WAIT instead of holding the query behind it.
-        `between`: called before each unit of UNIT_ROWS rows (the background feed gives way to queries
-        there; the rows are written in one unit otherwise).
+        `between`: called before each UNIT_ROWS rows copied (the background feed gives way to queries
+        there; its batches are small, see feeder.GIVE_WAY_BATCH_BYTES).
         """
         conn = self._link.conn
         self._link.ensure_partitions(rows)
@@ -113,14 +108,15 @@ class PgWriter:
             if not wait:
                 conn.execute(f"SET LOCAL lock_timeout = '{LOCK_WAIT}'")
             inserted = 0
-            unit = UNIT_ROWS if between is not None else max(len(rows), 1)
-            with conn.cursor() as cur:
-                for first in range(0, len(rows), unit):
-                    if between is not None:
-                        between()
-                    copy_feed(cur, rows[first:first + unit], device, self._link.bound, create=not first)
-                    cur.execute(_INSERT_FED)
-                    inserted += max(cur.rowcount, 0)   # the new rows; counted by the owner's trigger (schema 7)
+            if rows:
+                with conn.cursor() as cur:
+                    copy_feed(cur, rows, device, self._link.bound, between)
+                    # one statement a batch: the owner's trigger counts its terms once (schema 7); per unit
+                    # of 64 rows it cost the server 2.5x the CPU per event
+                    cur.execute(f"INSERT INTO urchin_chunks ({', '.join(COLUMNS)}) "
+                                f"SELECT {', '.join(COLUMNS)} FROM urchin_feed "
+                                "ON CONFLICT (device, chunk_id, occurred_at) DO NOTHING")
+                    inserted = max(cur.rowcount, 0)   # the new rows; counted by the owner's trigger (schema 7)
             moved = conn.execute(
                 "INSERT INTO urchin_cursors (device, journal, byte_offset) VALUES (%s, %s, %s) "
                 "ON CONFLICT (device, journal) DO UPDATE SET byte_offset = excluded.byte_offset, updated_at = now() "
