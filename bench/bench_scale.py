@@ -64,6 +64,9 @@ def main() -> None:
                         help="seconds to wait for the feed's end; then its rate is of the share fed (default 3600)")
     parser.add_argument("--busy-from", type=float, default=0.0,
                         help="share of the journal fed before the during-feed queries start (default 0: at once)")
+    parser.add_argument("--feed-pairs", type=int, default=0,
+                        help="then this many rounds of the same cells with the feed child stopped (SIGSTOP) and "
+                             "running: ratios of the same minutes, for a shared machine (default 0: none)")
     parser.add_argument("--feed-boost", action="store_true",
                         help="run the feed at normal priority, not the daemon's SCHED_IDLE (a shared machine)")
     parser.add_argument("--tree", type=Path, default=sp.REPO, help="the checkout whose code is measured")
@@ -168,7 +171,8 @@ def run_size(n: int, args: argparse.Namespace, tree: Path, clean: dict[str, str]
         out["restart_health_s"] = restart(home, tree, env, mem)
         if feed:
             out["feed"] = {}          # filled as it goes, like `out`
-            first_feed(home, tree, env, args.repeat, mem, out, args.feed_wait, args.feed_boost, args.busy_from)
+            first_feed(home, tree, env, args.repeat, mem, out, args.feed_wait, args.feed_boost, args.busy_from,
+                       args.feed_pairs)
     finally:
         mem.close()
     out["peak_rss_mb"] = mem.peak / sp.MB
@@ -229,7 +233,7 @@ def restart(home: Path, tree: Path, env: dict[str, str], mem: sp.Memory) -> floa
 
 
 def first_feed(home: Path, tree: Path, env: dict[str, str], repeat: int, mem: sp.Memory,
-               idle: dict[str, Any], feed_wait: float, boosted: bool, busy_from: float = 0.0) -> None:
+               idle: dict[str, Any], feed_wait: float, boosted: bool, busy_from: float = 0.0, pairs: int = 0) -> None:
     """A daemon feeding its empty PostgreSQL index from the journal: events/s over the whole wall time
     (spawn to the GIN indexes built, or to `feed_wait` s: then the share fed by then, GIN build not
     included), the CPU per event of the feed (its child and PostgreSQL: steadier than the wall on a
@@ -239,14 +243,14 @@ def first_feed(home: Path, tree: Path, env: dict[str, str], repeat: int, mem: sp
     proc, _ = _daemon(tree, home, env, ("--no-collect",), mem)
     boost = sp.Boost(proc.pid, home) if boosted else None
     try:
-        _feeding(proc, home, env, repeat, idle, feed_wait, started, boosted, busy_from)
+        _feeding(proc, home, env, repeat, idle, feed_wait, started, boosted, busy_from, pairs)
     finally:
         if boost:
             boost.close()
 
 
 def _feeding(proc: Any, home: Path, env: dict[str, str], repeat: int, idle: dict[str, Any], feed_wait: float,
-             started: float, boosted: bool, busy_from: float = 0.0) -> None:
+             started: float, boosted: bool, busy_from: float = 0.0, pairs: int = 0) -> None:
     journal = home / "journal" / "events.jsonl"
     size, events = journal.stat().st_size, idle["events"]
     out: dict[str, Any] = idle["feed"]
@@ -264,6 +268,8 @@ def _feeding(proc: Any, home: Path, env: dict[str, str], repeat: int, idle: dict
                 "search": _cells(measure(home, journal, "/search", repeat))}
     out["fed_at_end"] = _fed(home, journal)
     out["busy_over_idle"] = {route: _ratios(busy[route], idle[route]) for route in busy}
+    if pairs:
+        out["busy_over_paused"] = _paired(proc, home, journal, repeat, pairs)
     deadline = started + feed_wait
     while not sp.feed_done(home, size) and time.perf_counter() < deadline:
         if proc.poll() is not None:
@@ -292,6 +298,37 @@ def _feeding(proc: Any, home: Path, env: dict[str, str], repeat: int, idle: dict
     except SystemExit as exc:
         out["context_process"] = {"p50_ms": None, "cpu_ms": None, "error": str(exc)[:300]}
     _stop(proc, home)
+
+
+def _paired(proc: Any, home: Path, journal: Path, repeat: int, pairs: int) -> dict[str, Any]:
+    """`pairs` rounds of the cells with the feed child stopped (SIGSTOP: its server process ends the
+    statement it runs, then waits) and running, alternating which goes first: each cell's running p50
+    over its stopped one, the median over the rounds. On a machine shared with other work both sides
+    meet the same load, which the idle figures (taken minutes before) do not."""
+    child = next(p for p in psutil.Process(proc.pid).children(recursive=True)
+                 if "urchin.daemon.indexer" in " ".join(p.cmdline()))
+    rounds: dict[str, list[dict[str, float]]] = {"semantic": [], "search": []}
+    for i in range(pairs):
+        p50s: dict[bool, dict[str, Any]] = {}
+        for stopped in (True, False) if i % 2 == 0 else (False, True):
+            if stopped:
+                child.suspend()
+                time.sleep(0.5)
+            try:
+                with contextlib.redirect_stdout(sys.stderr):
+                    p50s[stopped] = {r: _cells(measure(home, journal, "/" + r, repeat))["cells"] for r in rounds}
+            finally:
+                if stopped:
+                    child.resume()
+        for route, cells in rounds.items():
+            cells.append({c: p50s[False][route][c] / p50s[True][route][c] for c in p50s[True][route]})
+    out = {}
+    for route, cells in rounds.items():
+        ratios = {c: statistics.median(r[c] for r in cells) for c in cells[0]}
+        worst = max(ratios, key=lambda c: ratios[c])
+        out[route] = {"median": statistics.median(ratios.values()), "worst": ratios[worst], "worst_cell": worst,
+                      "within_1_5": sum(r <= 1.5 for r in ratios.values()), "cells": len(ratios), "rounds": pairs}
+    return out
 
 
 def _cells(p50s: dict[tuple[str, int], float]) -> dict[str, Any]:

@@ -150,6 +150,13 @@ def _goals(sizes: dict[int, Size]) -> list[str]:
                     f"{busy['search']['within_1_5']}/{busy['search']['cells']}, /semantic "
                     f"{busy['semantic']['within_1_5']}/{busy['semantic']['cells']}; daemon CPU over the feed "
                     f"{feed['daemon_cpu_s']:.0f} s (PostgreSQL's not counted)")
+        paired = feed.get("busy_over_paused")
+        if paired:
+            rows.append(f"the same cells, running over stopped (SIGSTOP) feed, {paired['search']['rounds']} rounds "
+                        "in the same minutes: " + "; ".join(
+                            f"/{r} median {paired[r]['median']:.2f}x, worst {paired[r]['worst']:.2f}x, "
+                            f"{paired[r]['within_1_5']}/{paired[r]['cells']} within 1.5x"
+                            for r in ("search", "semantic")))
     return rows
 
 

@@ -14,24 +14,88 @@ the newest events it answers from) is marked like a request (`Serving`), and the
 work (the id index's load, the digests' warm-up, the substring index's catch-up) begins with
 `give_way(STARTUP_WAIT_S)`: it starts once that is done, or after STARTUP_WAIT_S at the latest, instead
 of sharing the interpreter with it (at 3M events it used to cost the first `/semantic` ~1 s).
+
+Across processes: the daemon's index process (the PostgreSQL feed) runs at the lowest CPU priority, yet
+queries during its feed took up to 2x their idle time: what a query shares with it is not only CPU
+time but the machine (caches, memory bandwidth, a sibling hyperthread) and the server processes. So
+the daemon also keeps its count of requests in one shared page (`share()`, a memfd the child inherits;
+the child `attach`es it), with the moment the last one ended; a child's `give_way` waits while a request
+is answered there too, and GRACE_S after (a client's next request follows within a millisecond or two).
 """
 
 from __future__ import annotations
 
+import mmap
 import os
+import struct
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-__all__ = ["STARTUP_WAIT_S", "Serving", "give_way", "lower_thread_priority", "serving"]
+__all__ = ["STARTUP_WAIT_S", "GRACE_S", "Serving", "attach", "give_way", "lower_thread_priority", "serving",
+           "share", "shared_wait_s"]
 
 # The longest the rest of a daemon's start-up waits for what a first request needs (see above).
 STARTUP_WAIT_S = 10.0
+GRACE_S = 0.01          # a child waits this long after the daemon's last request ended (see above)
+_POLL_S = 0.002         # how often a waiting child looks at the shared page again
 
 _lock = threading.Lock()
 _serving = 0
 _clear = threading.Event()
 _clear.set()
+_PAGE = struct.Struct("<qq")     # requests being answered, CLOCK_MONOTONIC ns when the last one ended
+
+
+class _Page:
+    """The shared page: one memfd mapped in the daemon (written) and in its children (read)."""
+
+    def __init__(self, fd: int, writable: bool) -> None:
+        self.fd = fd
+        self.map = mmap.mmap(fd, mmap.PAGESIZE, prot=mmap.PROT_READ | (mmap.PROT_WRITE if writable else 0))
+
+    def busy(self) -> bool:
+        serving, ended = _PAGE.unpack_from(self.map, 0)
+        return serving > 0 or time.monotonic_ns() - ended < GRACE_S * 1e9
+
+
+_shared: _Page | None = None     # the daemon's, see share (written under _lock)
+_attached: _Page | None = None   # a child's, see attach (read by give_way)
+_waited_ns = 0                   # how long give_way waited on the attached page
+
+
+def share() -> int | None:
+    """In the daemon, before its children start: keep the count of requests in a shared page too, and
+    return its file descriptor for a child to inherit (`attach`), or None where there is no memfd."""
+    global _shared
+    with _lock:
+        if _shared is None:
+            try:
+                fd = os.memfd_create("urchin-requests", os.MFD_CLOEXEC)
+                os.ftruncate(fd, mmap.PAGESIZE)
+                _shared = _Page(fd, writable=True)
+            except (AttributeError, OSError):
+                return None
+            _PAGE.pack_into(_shared.map, 0, _serving, 0)
+        return _shared.fd
+
+
+def attach(fd: int | None) -> bool:
+    """In a child: `give_way` waits for the requests of the daemon whose page `fd` is (`share`), None
+    for this process's own again. Returns whether the page could be read."""
+    global _attached
+    try:
+        _attached = None if fd is None else _Page(fd, writable=False)
+    except (OSError, ValueError):
+        _attached = None
+        return False
+    return True
+
+
+def shared_wait_s() -> float:
+    """Seconds `give_way` has waited for the requests of the daemon this child attached to."""
+    return _waited_ns / 1e9
 
 
 class Serving:
@@ -42,6 +106,8 @@ class Serving:
         with _lock:
             _serving += 1
             _clear.clear()
+            if _shared is not None:
+                _PAGE.pack_into(_shared.map, 0, _serving, 0)
         self._open = True
 
     def done(self) -> None:
@@ -53,6 +119,8 @@ class Serving:
             _serving -= 1
             if not _serving:
                 _clear.set()
+            if _shared is not None:
+                _PAGE.pack_into(_shared.map, 0, _serving, time.monotonic_ns())
 
 
 @contextmanager
@@ -66,11 +134,28 @@ def serving() -> Iterator[None]:
 
 
 def give_way(most: float = 0.25) -> bool:
-    """Between steps of background work: wait while a request is being answered, at most `most`
-    seconds. Returns whether it waited."""
+    """Between steps of background work: wait while a request is being answered (in this process, or
+    in the daemon whose page this child attached, and GRACE_S after), at most `most` seconds. Returns
+    whether it waited."""
+    page = _attached
+    if page is not None:
+        return _give_way_shared(page, most)
     if _clear.is_set():
         return False
     _clear.wait(most)
+    return True
+
+
+def _give_way_shared(page: _Page, most: float) -> bool:
+    global _waited_ns
+    if not page.busy():
+        return False
+    started = time.monotonic_ns()
+    deadline = started + most * 1e9
+    while page.busy() and time.monotonic_ns() < deadline:
+        time.sleep(_POLL_S)
+    with _lock:
+        _waited_ns += time.monotonic_ns() - started
     return True
 
 

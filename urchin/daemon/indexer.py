@@ -8,6 +8,10 @@ at nice 19 in the SCHED_IDLE class, whose embedded-server backends are reniced t
 autogroups (not idle-class: a query's backend may wait on a buffer lock one of them holds) and build
 indexes on one core: the kernel gives a query's threads the CPU first, no Python lock is shared with
 them, and a query's inline catch-up never waits for a lock the feed holds (IndexBusyError).
+Priorities do not reach what the feed shares with a query beyond CPU time (the caches and memory
+bandwidth of the machine, a sibling hyperthread): the child reads the daemon's requests in flight from
+a shared page (`requests_first.share`, inherited) and its feed gives way between small units of work
+while one is answered, at most FEED_WAIT_S at a time, so a query storm slows the feed, never stops it.
 
 The daemon's side (`IndexProcess`) starts the child, relays what it reports (rows the database
 refused, for `urchin status`), restarts it after a crash, keeps the embedded server running, and
@@ -27,6 +31,7 @@ import subprocess
 import sys
 import threading
 import time
+from functools import partial
 from typing import IO
 
 import orjson
@@ -36,10 +41,12 @@ from urchin.daemon.logs import setup_logging
 from urchin.errors import UrchinError
 from urchin.facade import Memory
 from urchin.processes import NICENESS, PARENT_POLL_S, lowest_priority, python_child
+from urchin.requests_first import attach, give_way, share
 
-__all__ = ["IndexProcess", "NICENESS", "main"]
+__all__ = ["IndexProcess", "NICENESS", "FEED_WAIT_S", "main"]
 
 log = logging.getLogger("urchin.daemon.indexer")
+FEED_WAIT_S = 0.25     # the longest the feed waits for the daemon's requests between two of its units
 
 
 class IndexProcess(Job):
@@ -130,13 +137,14 @@ def _spawn(memory: Memory, log_level: str) -> subprocess.Popen[bytes]:
     process group (a terminal's Ctrl-C is the daemon's to handle) but the daemon's session (its
     scheduling group: a session of its own would undo the lowered priority under autogroup)."""
     command, env = python_child("urchin.daemon.indexer")
+    requests = share()              # the daemon's requests in flight, read by the child's feed
     process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, close_fds=True,
-                               process_group=0)
+                               process_group=0, pass_fds=() if requests is None else (requests,))
     lowest_priority(process.pid)    # now, not once its imports are done (the child says so again first)
     assert process.stdin is not None
     try:
         with process.stdin:
-            process.stdin.write(pickle.dumps((memory.settings, log_level, os.getpid())))
+            process.stdin.write(pickle.dumps((memory.settings, log_level, os.getpid(), requests)))
     except OSError:
         process.kill()
         process.wait()
@@ -147,7 +155,7 @@ def _spawn(memory: Memory, log_level: str) -> subprocess.Popen[bytes]:
 # ---- the child ----------------------------------------------------------------------------------
 def main(stdin: IO[bytes], stdout: IO[bytes]) -> int:
     lowest_priority()      # first, before any thread starts: they all inherit it
-    settings, log_level, parent = pickle.load(stdin)
+    settings, log_level, parent, requests = pickle.load(stdin)
     setup_logging(log_level)
     # SIGTERM keeps its default action: the child ends at once, even starved (killing it loses nothing:
     # each batch commits with its cursor, an index build left unfinished is built at the next start).
@@ -155,6 +163,8 @@ def main(stdin: IO[bytes], stdout: IO[bytes]) -> int:
     memory = Memory(settings)
     service = memory.index_service
     service.niceness = NICENESS
+    if requests is not None and attach(requests):
+        service.give_way = partial(give_way, FEED_WAIT_S)
     lock = threading.Lock()
 
     def report(event_id: str, reason: str) -> None:

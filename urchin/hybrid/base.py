@@ -6,14 +6,14 @@ other module and says exactly what a backend must do.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, NotRequired, Protocol, TypedDict
 
 from urchin.event import MEMORY_KINDS  # re-exported: memories = the events urchin_remember writes
 
-__all__ = ["IndexBackend", "ChunkRow", "LegHit", "ContextRow", "Filter", "Embedder", "MEMORY_KINDS",
+__all__ = ["IndexBackend", "UNIT_ROWS", "ChunkRow", "LegHit", "ContextRow", "Filter", "Embedder", "MEMORY_KINDS",
            "chunk_key", "split_key", "IndexState", "CursorState", "SkippedEvents"]
 
 # A chunk is (device, chunk id): an id is unique per device only (issue 34). Legs, fusion and fetch pass
@@ -155,6 +155,11 @@ class Embedder(Protocol):
     def embed(self, texts: Sequence[str]) -> Any: ...     # rows of floats (a numpy matrix is fine)
 
 
+# A background feed builds and copies its rows in units of this many, giving way to queries between them
+# (`Feeder.give_way`): its work, and the server's COPY behind it, pause within a unit's time (a few ms).
+UNIT_ROWS = 64
+
+
 class IndexBackend(Protocol):
     outage_errors: tuple[type[BaseException], ...]     # errors meaning "the database went away": retry
     refused_errors: tuple[type[BaseException], ...]    # "cannot hold this value": skip the row, move on
@@ -164,7 +169,7 @@ class IndexBackend(Protocol):
     def cursor(self, device: str, journal: str) -> int: ...
 
     def write_batch(self, rows: Sequence[ChunkRow], device: str, journal: str, expected: int,
-                    new_offset: int, wait: bool = True) -> int: ...
+                    new_offset: int, wait: bool = True, between: Callable[[], object] | None = None) -> int: ...
 
     def rebuild(self) -> None: ...
 

@@ -23,16 +23,19 @@ from typing import Any
 from urchin.collectors.origin import origin_of
 from urchin.errors import DatabaseError, EmbedderError
 from urchin.event import Event
-from urchin.hybrid.base import ChunkRow, Embedder, split_key
+from urchin.hybrid.base import UNIT_ROWS, ChunkRow, Embedder, split_key
 from urchin.hybrid.sparse import doc_columns
 from urchin.journal import Journal
 from urchin.search.vectors import BACKGROUND_CHUNK, CacheBusy, VectorCache, embed_events
 from urchin.tombstones import ForgetLog, forget_hash
 
-__all__ = ["Feeder", "FeedReport", "event_row", "BATCH_BYTES", "BULK_BYTES"]
+__all__ = ["Feeder", "FeedReport", "event_row", "BATCH_BYTES", "BULK_BYTES", "GIVE_WAY_BATCH_BYTES"]
 
 log = logging.getLogger("urchin.hybrid.feeder")
 BATCH_BYTES = 2 * 1024 * 1024
+# A feed that gives way to queries (the daemon's) writes smaller batches: each batch's INSERT is one
+# statement of the server's that a query arriving meanwhile cannot make wait (~500 rows, tens of ms).
+GIVE_WAY_BATCH_BYTES = 256 * 1024
 HEAD_BYTES = 64 * 1024      # the journal's first line (up to this) fingerprints it (see _check_replaced)
 EMBED_BATCH = 64
 # A feed with at least this much journal to go is a backfill: the backend may drop its GIN indexes and
@@ -98,7 +101,8 @@ class Feeder:
     def __init__(self, backend: Any, journal: Journal, device: str, *, embedder: Embedder | None = None,
                  batch_bytes: int = BATCH_BYTES, retry_for: float | None = 60.0,
                  sleep: Callable[[float], None] = time.sleep, on_skip: OnSkip | None = None,
-                 bulk_bytes: int | None = BULK_BYTES, wait: bool = True, vectors_home: Path | None = None) -> None:
+                 bulk_bytes: int | None = BULK_BYTES, wait: bool = True, vectors_home: Path | None = None,
+                 give_way: Callable[[], object] | None = None) -> None:
         """`wait=False`: a query's inline catch-up, which never waits for another feeder's locks (the
         backend raises IndexBusyError) and never takes the backfill path. `vectors_home`: the home whose
         vector cache (`urchin semantic`'s, filled by the daemon's embedder loop too) holds the events'
@@ -117,6 +121,9 @@ class Feeder:
         self.forgotten = ForgetLog(journal)
         self.vectors_home = vectors_home
         self._vectors: VectorCache | None = None
+        self.give_way = give_way
+        if give_way is not None:
+            self.batch_bytes = min(batch_bytes, GIVE_WAY_BATCH_BYTES)
 
     def sync_forgotten(self, report: FeedReport | None = None) -> int:
         """Delete rows of events forgotten since the last sync, and move the cursor onto a compacted
@@ -224,7 +231,7 @@ class Feeder:
         refused = self.backend.refused_errors
         try:
             return int(self._retry(partial(self.backend.write_batch, rows, self.device, self.key, start, end,
-                                           self.wait), report))
+                                           self.wait, self.give_way), report))
         except refused:
             if not rows:
                 raise
@@ -282,7 +289,8 @@ class Feeder:
 
     def _prepare(self, offset: int) -> tuple[int, int, list[ChunkRow]]:
         result = self.journal.read_from(offset, self.batch_bytes)
-        return offset, result.next_offset, _rows(result.lines, self.forgotten.hashes(), self.device, self.journal.event)
+        return offset, result.next_offset, _rows(result.lines, self.forgotten.hashes(), self.device, self.journal.event,
+                                                 self.give_way)
 
     def follow(self, stop: threading.Event, poll_s: float = 0.5, on_progress: Progress | None = None) -> None:
         """Feed until `stop` is set (the daemon's loop)."""
@@ -387,12 +395,15 @@ def _ms(moment: datetime) -> int:
 
 
 def _rows(lines: Sequence[tuple[int, bytes]], hidden: frozenset[bytes], device: str | None,
-          read: Callable[[bytes], Event | None]) -> list[ChunkRow]:
+          read: Callable[[bytes], Event | None], give_way: Callable[[], object] | None = None) -> list[ChunkRow]:
     """Rows of a batch; `device` (the feeding machine, whose journal holds the event) is each row's
     device: row-level security lets a feeder role write only its own device's rows. `read` is the
-    journal's `event`: a line the write path did not prove is redacted before it is fed."""
+    journal's `event`: a line the write path did not prove is redacted before it is fed. `give_way` is
+    called before each UNIT_ROWS lines."""
     rows: dict[str, ChunkRow] = {}
-    for offset, line in lines:
+    for i, (offset, line) in enumerate(lines):
+        if give_way is not None and not i % UNIT_ROWS:
+            give_way()
         event = read(line)
         if event is not None and event.id not in rows and not (hidden and forget_hash(event.id) in hidden):
             row = event_row(event, offset)

@@ -5,13 +5,13 @@ indexes dropped at its start and built once at its end (issue 16).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from operator import attrgetter
 from typing import Any
 
 from urchin.errors import DatabaseError, IndexBusyError
-from urchin.hybrid.base import ChunkRow
+from urchin.hybrid.base import UNIT_ROWS, ChunkRow
 from urchin.hybrid.pg_link import PgLink
 from urchin.hybrid.pg_vacuum import reclaim
 from urchin.hybrid.pgdriver import Connection, Cursor, LockNotAvailable, sql
@@ -36,17 +36,21 @@ LOCK_WAIT = "100ms"               # the longest an inline catch-up waits for ano
 BULK_MAINTENANCE_MEM = "256MB"   # the GIN builds' accumulator: fewer, larger merges (measured at 20k-200k rows)
 
 
-def copy_feed(cur: Cursor[Any], rows: Sequence[ChunkRow], device: str, bound: tuple[str, str | None] | None) -> None:
+def copy_feed(cur: Cursor[Any], rows: Sequence[ChunkRow], device: str, bound: tuple[str, str | None] | None,
+              between: Callable[[], object] | None = None) -> None:
     """COPY `rows` into this session's feed table as `device`'s (a batch is its feeding device's rows),
     with a feeder role's (`bound`) account. Through a table: PostgreSQL refuses COPY into a table with
     row-level security; the INSERT from it is checked. (A COPY straight into urchin_chunks for the
     owner fed 1.2x faster but slowed queries during the feed: medians 0.93-0.95x -> 1.23-1.26x of
-    idle, worst cells 1.6-1.8x -> 2.3-2.8x at 1M, one quiet sitting; bench/RESULTS.md round eighteen.)"""
+    idle, worst cells 1.6-1.8x -> 2.3-2.8x at 1M, one quiet sitting; bench/RESULTS.md round eighteen.)
+    `between` is called before each UNIT_ROWS rows: the server waits for the rest of the COPY meanwhile."""
     cur.execute("CREATE TEMP TABLE IF NOT EXISTS urchin_feed (LIKE urchin_chunks INCLUDING DEFAULTS)"
                 " ON COMMIT DELETE ROWS")
     account = bound[1] if bound else None
     with cur.copy(f"COPY urchin_feed ({', '.join(COLUMNS)}) FROM STDIN") as copy:
-        for row in rows:
+        for i, row in enumerate(rows):
+            if between is not None and not i % UNIT_ROWS:
+                between()
             values = list(_ROW_VALUES(row))     # one C call (a generator over the names: 3x the time)
             values[_DEVICE] = device
             if bound:
@@ -81,30 +85,34 @@ class PgWriter:
         return int(row[0]) if row else 0
 
     def write_batch(self, rows: Sequence[ChunkRow], device: str, journal: str, expected: int,
-                    new_offset: int, wait: bool = True) -> int:
+                    new_offset: int, wait: bool = True, between: Callable[[], object] | None = None) -> int:
         """Upsert `rows` and move the cursor from `expected` to `new_offset` in one transaction.
 
         Returns how many rows were new. Replaying rows already stored changes nothing (ON CONFLICT DO
         NOTHING for events, which never change); term statistics count only new rows. With `wait` False
         (a query's inline catch-up), a lock another feeder holds (the same rows in its open batch, an
         index build) raises IndexBusyError after LOCK_WAIT instead of holding the query behind it.
+        `between`: called before each UNIT_ROWS rows copied (the background feed gives way to queries
+        there; its batches are small, see feeder.GIVE_WAY_BATCH_BYTES).
         """
         conn = self._link.conn
         self._link.ensure_partitions(rows)
         try:
-            return self._write_batch(conn, rows, device, journal, expected, new_offset, wait)
+            return self._write_batch(conn, rows, device, journal, expected, new_offset, wait, between)
         except LockNotAvailable:
             raise IndexBusyError("the index is being written by another feeder; answering from it as it is") from None
 
     def _write_batch(self, conn: Connection[Any], rows: Sequence[ChunkRow], device: str, journal: str,
-                     expected: int, new_offset: int, wait: bool) -> int:
+                     expected: int, new_offset: int, wait: bool, between: Callable[[], object] | None) -> int:
         with conn.transaction():
             if not wait:
                 conn.execute(f"SET LOCAL lock_timeout = '{LOCK_WAIT}'")
             inserted = 0
             if rows:
                 with conn.cursor() as cur:
-                    copy_feed(cur, rows, device, self._link.bound)
+                    copy_feed(cur, rows, device, self._link.bound, between)
+                    # one statement a batch: the owner's trigger counts its terms once (schema 7); per unit
+                    # of 64 rows it cost the server 2.5x the CPU per event
                     cur.execute(f"INSERT INTO urchin_chunks ({', '.join(COLUMNS)}) "
                                 f"SELECT {', '.join(COLUMNS)} FROM urchin_feed "
                                 "ON CONFLICT (device, chunk_id, occurred_at) DO NOTHING")

@@ -86,6 +86,7 @@ class IndexService:
         self._skips: collections.deque[dict[str, str]] = collections.deque(maxlen=10)
         self.skip_listeners: list[Callable[[str, str], None]] = []   # the daemon's index process reports them
         self.niceness = 0      # > 0: the embedded server serves this process's connections at this nice value
+        self.give_way: Callable[[], object] | None = None   # a background feed's pause for queries (Feeder)
 
     # ---- wiring -------------------------------------------------------------------------------
     @property
@@ -130,7 +131,8 @@ class IndexService:
     def feeder(self, retry_for: float | None = 60.0, backend: Any = None, wait: bool = True) -> Feeder:
         self._check_role(backend or self.backend)
         return Feeder(backend or self.backend, self.journal, self.settings.device, embedder=self.embedder,
-                      retry_for=retry_for, on_skip=self.record_skip, wait=wait, vectors_home=self.settings.home)
+                      retry_for=retry_for, on_skip=self.record_skip, wait=wait, vectors_home=self.settings.home,
+                      give_way=self.give_way if wait else None)
 
     def _check_role(self, backend: Any) -> None:
         """A feeder role bound to another device: say so before the database refuses a row."""

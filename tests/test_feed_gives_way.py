@@ -1,0 +1,105 @@
+"""The daemon's background feed gives way to its queries (issue 37): the daemon's requests in flight,
+shared in a page its index process inherits (`requests_first.share`/`attach`), pause a real feed into
+the real PostgreSQL between its small units, for a bounded time each, so a query storm slows the feed
+but never stops it."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from functools import partial
+from typing import Any
+
+import psycopg
+import pytest
+
+from urchin.config import Settings
+from urchin.facade import Memory
+from urchin.hybrid.base import UNIT_ROWS
+from urchin.requests_first import GRACE_S, Serving, attach, give_way, share, shared_wait_s
+
+EVENTS = 3 * UNIT_ROWS + 5     # four units of rows to build and four to copy (one batch)
+
+
+@pytest.fixture
+def page() -> Iterator[int]:
+    """This process as the daemon (its requests in the shared page) and as its index process (reading
+    that page, mapped again from the descriptor as the child maps the one it inherits)."""
+    fd = share()
+    if fd is None:
+        pytest.skip("no memfd here: the feed gives way to the daemon's own threads only")
+    assert attach(fd)
+    yield fd
+    attach(None)
+
+
+def _feeding_memory(settings: Settings, most: float) -> Memory:
+    memory = Memory(settings)
+    memory.ingest([{"content": f"event {i} about the billing retry budget", "source": "claude", "kind": "note"}
+                   for i in range(EVENTS)])
+    memory.index_service.give_way = partial(give_way, most)   # as urchin.daemon.indexer's child sets it
+    return memory
+
+
+def _rows(url: str) -> int:
+    with psycopg.connect(url) as conn:
+        row = conn.execute("SELECT count(*) FROM urchin_chunks").fetchone()
+        return int(row[0]) if row else 0
+
+
+def test_a_query_in_flight_holds_the_feed_until_it_is_answered(page: int, pg_settings: Settings,
+                                                               pg_url: str) -> None:
+    memory = _feeding_memory(pg_settings, most=60.0)
+    query = Serving()
+    waited = shared_wait_s()
+    done: list[Any] = []
+    feed = threading.Thread(target=lambda: done.append(memory.index()))
+    feed.start()
+    feed.join(0.5)
+    assert feed.is_alive() and _rows(pg_url) == 0      # paused at its first unit, nothing written
+    query.done()                                       # answered: the feed goes on at once, not after 60 s
+    feed.join(30)
+    assert not feed.is_alive() and done[0].inserted == EVENTS == _rows(pg_url)
+    assert shared_wait_s() > waited
+    memory.close()
+
+
+def test_a_query_storm_slows_the_feed_but_never_stops_it(page: int, pg_settings: Settings, pg_url: str) -> None:
+    memory = _feeding_memory(pg_settings, most=0.02)
+    waited = shared_wait_s()
+    with_storm = Serving()          # a query always in flight
+    try:
+        report = memory.index()
+    finally:
+        with_storm.done()
+    assert report.inserted == EVENTS == _rows(pg_url)
+    # each of the 4 units built and 4 copied waited its bound (0.02 s) for the query, then went on
+    assert shared_wait_s() - waited >= 8 * 0.02 * 0.9
+    memory.close()
+
+
+def test_a_feed_with_no_query_in_flight_does_not_wait(page: int, pg_settings: Settings, pg_url: str) -> None:
+    memory = _feeding_memory(pg_settings, most=60.0)
+    threading.Event().wait(GRACE_S * 2)     # the last request of an earlier test ended more than GRACE_S ago
+    waited = shared_wait_s()
+    assert memory.index().inserted == EVENTS == _rows(pg_url)
+    assert shared_wait_s() == waited
+    memory.close()
+
+
+def test_a_child_reads_the_daemons_requests_through_the_inherited_page(page: int) -> None:
+    code = ("import sys; from urchin.requests_first import attach, give_way\n"
+            "assert attach(int(sys.argv[1])); print(give_way(0.05), flush=True); sys.stdin.read()\n"
+            "print(give_way(0.05))")
+    query = Serving()
+    child = subprocess.Popen([sys.executable, "-c", code, str(page)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             text=True, pass_fds=(page,), env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    assert child.stdout is not None and child.stdin is not None
+    assert child.stdout.readline().strip() == "True"      # the daemon is answering a query: it waited
+    query.done()
+    threading.Event().wait(GRACE_S * 2)
+    out, _ = child.communicate("", timeout=30)
+    assert out.strip() == "False"                          # answered: no wait
