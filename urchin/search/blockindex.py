@@ -48,7 +48,7 @@ from urchin.search.blockbuild import (
 )
 from urchin.search.blockbuild import ZONE as _ZONE
 from urchin.search.blockstore import HEADER_SIZE as _HEADER_SIZE
-from urchin.search.blockstore import MAGIC, Header, Store, read_header
+from urchin.search.blockstore import MAGIC, Store, read_header, rewritten
 from urchin.search.blockview import BlockSnapshot, Segments, release_map
 
 __all__ = ["BlockIndex", "CatchUp", "query_hashes", "BLOCK_TARGET", "BITS_LOG2"]
@@ -260,7 +260,7 @@ class BlockIndex:
     def _validate(self, store: Store, size: int) -> tuple[int, int, bool]:
         """Blocks and offset still valid for this journal: keep what checks, drop the rest."""
         header = store.header()
-        if header is None or self._rewritten(store, header):   # which block changed is not known: all
+        if header is None or rewritten(store, header, self.journal):   # which block changed is not known: all
             if header is None:
                 self._refuse_foreign(store)
             self._cached = None
@@ -282,28 +282,6 @@ class BlockIndex:
         new_end = min(store.zone(keep - 1)[1], end) if keep else 0
         store.commit_synced(keep, new_end)
         return keep, new_end, True
-
-    def _rewritten(self, store: Store, header: Header) -> bool:
-        """`header.rewritten`, told from an append in flight: a write(2) moves the mtime before its
-        first byte lands (the size follows page by page), so a stat between the two looks like a
-        rewrite in place. Writers append under the journal's lock: with it free (taken shared, never
-        waited for) a second stat is the journal as it is; with it held, a rewrite is not assumed (the
-        header keeps its mtime, so the next catch-up with nothing appended checks again)."""
-        if not header.rewritten(store.journal):
-            return False
-        try:
-            lock = os.open(self.journal.lock_path, os.O_RDONLY | os.O_CLOEXEC)
-        except FileNotFoundError:
-            return header.rewritten(os.fstat(store.jfd))   # no writer ever took it
-        try:
-            fcntl.flock(lock, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return False   # a writer holds it: most likely its append is under way
-        else:
-            store.journal = os.fstat(store.jfd)
-            return header.rewritten(store.journal)
-        finally:
-            os.close(lock)   # closing it releases the shared lock
 
     def _index_range(self, store: Store, n: int, end: int, size: int,
                      on_progress: Callable[[int], None] | None) -> tuple[int, int, int]:
