@@ -323,3 +323,48 @@ def test_a_block_rewritten_in_place_with_nothing_appended_is_indexed_again(memor
     assert len(searched(memory, "zq00", 0, 10)) == 1 and done.rebuilt
     answers_match(memory)
     assert not memory.substring.catch_up().rebuilt     # the header names the mtime it was built at
+
+
+def test_an_append_in_flight_is_not_taken_for_a_rewrite_in_place(memory: Memory) -> None:
+    """A write(2) moves the journal's mtime before its first byte lands: a catch-up between the two
+    (a search beside a writer: ~1 stat in 200 during steady appends on ext4) saw the mtime moved with
+    nothing appended and rebuilt the whole index (~70 s at 3M events). The writer holds the journal's
+    lock through its write: with it held, no rewrite is assumed; with it free, the mtime still moved
+    with nothing appended is one."""
+    big_events(memory, 60, seed=9)
+    memory.substring.catch_up()
+    before = os.stat(memory.journal.path).st_mtime_ns
+    with memory.journal.locked():   # the writer's state between its mtime and its bytes
+        os.utime(memory.journal.path, ns=(before + 10**9, before + 10**9))
+        assert not memory.substring.catch_up().rebuilt
+    big_events(memory, 3, seed=10)   # the append lands
+    assert not memory.substring.catch_up().rebuilt
+    answers_match(memory)
+    mtime = os.stat(memory.journal.path).st_mtime_ns
+    os.utime(memory.journal.path, ns=(mtime + 10**9, mtime + 10**9))   # moved with no writer: a rewrite
+    assert memory.substring.catch_up().rebuilt
+
+
+def test_a_torn_tail_cut_back_to_the_indexed_end_keeps_the_index(memory: Memory) -> None:
+    """A writer killed mid-line leaves a torn tail; a catch-up indexes up to it; the next holder of the
+    journal's lock (a daemon's start, an ingest of duplicates only) cuts it: the journal is then exactly
+    what is indexed, with a later mtime. The torn record naming that offset proves the cut: no rebuild
+    (it was a whole one, ~70 s at 3M). A cut elsewhere proves nothing."""
+    big_events(memory, 60, seed=11)
+    memory.substring.catch_up()
+    with memory.journal.path.open("ab") as handle:
+        handle.write(b'{"id":"torn-1","timestamp":"2026-')   # the kill
+    memory.substring.catch_up()
+    with memory.journal.locked():   # repair_tail: the torn record, then the cut
+        pass
+    assert memory.journal.torn_records() == 1
+    assert not memory.substring.catch_up().rebuilt
+    answers_match(memory)
+    big_events(memory, 3, seed=12)
+    assert not memory.substring.catch_up().rebuilt
+    answers_match(memory)
+    with memory.journal.torn_path.open("ab") as handle:   # a torn record naming another offset
+        handle.write(b'{"offset":1,"length":3,"detected_at":"2026-12-06T11:00:00Z","data_b64":"YWJj"}\n')
+    mtime = os.stat(memory.journal.path).st_mtime_ns
+    os.utime(memory.journal.path, ns=(mtime + 10**9, mtime + 10**9))
+    assert memory.substring.catch_up().rebuilt

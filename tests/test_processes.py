@@ -190,3 +190,28 @@ def test_a_worker_has_its_own_signal_handlers_not_its_callers(start: Literal["sp
     """A forked worker inherited the caller's signal handlers (and its event loop's wake-up fd): a
     SIGTERM to it ran the caller's shutdown on a copy of the caller's state. It has a spawned worker's."""
     _each(_signals_of_a_worker, start)
+
+
+def _signal_at_the_fork(start: Literal["spawn", "fork"]) -> None:
+    """A SIGTERM that reaches a worker between its fork and its handlers' reset (a `kill` of the process
+    group as an import starts its pool: here sent by the child itself, right after the fork)."""
+    import tempfile
+
+    ran = tempfile.NamedTemporaryFile(prefix="urchin-signals-")     # noqa: SIM115 - read at the end
+
+    def callers_handler(number: int, frame: object) -> None:
+        os.write(os.open(ran.name, os.O_WRONLY | os.O_APPEND), f"{os.getpid()}\n".encode())
+
+    signal.signal(signal.SIGTERM, callers_handler)
+    os.register_at_fork(after_in_child=lambda: os.kill(os.getpid(), signal.SIGTERM))
+    pool = Pool("tests.pool_entries:echo", 1, start=start)
+    try:
+        with pool:
+            list(pool.ordered([b"a"]))
+    except WorkerError:
+        pass    # the worker ended by the SIGTERM's default action, as a spawned one would
+    assert not Path(ran.name).read_text(), "the caller's handler ran in a worker"
+
+
+def test_a_signal_between_fork_and_reset_does_not_run_the_callers_handler() -> None:
+    _each(_signal_at_the_fork, "fork")

@@ -255,11 +255,18 @@ class Pool:
         for stream in (sys.stdout, sys.stderr):   # nothing buffered here is written again by the child
             if stream is not None:
                 stream.flush()
-        pid = os.fork()
+        pid = -1     # signals wait until the child's reset: one between fork and reset ran the caller's handler
+        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals())
+        try:
+            pid = os.fork()
+        finally:
+            if pid != 0:
+                signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
         if pid == 0:   # the worker: it never returns into the caller's code
             status = 1
             try:
                 _default_signals()
+                signal.pthread_sigmask(signal.SIG_SETMASK, blocked)   # one that came meanwhile acts now
                 for fd in (tasks_write, results_read, *theirs):
                     os.close(fd)
                 _forked_worker(self.entry, parent, priority, tasks_read, results_write)

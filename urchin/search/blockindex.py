@@ -48,7 +48,7 @@ from urchin.search.blockbuild import (
 )
 from urchin.search.blockbuild import ZONE as _ZONE
 from urchin.search.blockstore import HEADER_SIZE as _HEADER_SIZE
-from urchin.search.blockstore import MAGIC, Store, read_header
+from urchin.search.blockstore import MAGIC, Store, read_header, rewritten
 from urchin.search.blockview import BlockSnapshot, Segments, release_map
 
 __all__ = ["BlockIndex", "CatchUp", "query_hashes", "BLOCK_TARGET", "BITS_LOG2"]
@@ -260,7 +260,7 @@ class BlockIndex:
     def _validate(self, store: Store, size: int) -> tuple[int, int, bool]:
         """Blocks and offset still valid for this journal: keep what checks, drop the rest."""
         header = store.header()
-        if header is None or header.rewritten(store.journal):   # which block changed is not known: all
+        if header is None or rewritten(store, header, self.journal):   # which block changed is not known: all
             if header is None:
                 self._refuse_foreign(store)
             self._cached = None

@@ -14,14 +14,18 @@ a journal of that inode whose mtime moved with nothing appended was rewritten in
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import struct
 import zlib
 from pathlib import Path
 
+import orjson
+
+from urchin.journal import Journal
 from urchin.search.blockbuild import BITS_LOG2, BLOCK_TARGET, ROW, ZONE
 
-__all__ = ["Store", "Header", "read_header", "SEGMENT", "MAGIC", "HEADER_SIZE"]
+__all__ = ["Store", "Header", "read_header", "rewritten", "SEGMENT", "MAGIC", "HEADER_SIZE"]
 
 MAGIC = b"URSIDX02"
 # magic, bits_log2, block_target, n_blocks, indexed_end, head_crc, segments, blocks per segment, and the
@@ -31,6 +35,7 @@ HEADER_SIZE = 64
 SEGMENT = 512  # blocks per column-major segment (32 MB of journal, 4 MB of bitmaps); `rows` holds at most this many
 _HEAD = 4096   # journal bytes whose CRC the header keeps: a replaced journal is not trusted
 _LEGACY = ("bits",)   # URSIDX01's block-major bitmaps
+_REPAIR_S = 60        # a crash repair's torn record and its cut are this close (an fsync between them)
 
 
 class Header:
@@ -64,6 +69,53 @@ def read_header(raw: bytes) -> Header | None:
         return None
     header = Header(n, end, segments, head_crc, inode, mtime_ns)
     return header if 0 <= header.tail <= SEGMENT else None
+
+
+def rewritten(store: Store, header: Header, journal: Journal) -> bool:
+    """`header.rewritten`, told from an append in flight and from a crash repair. A write(2) moves the
+    mtime before its first byte lands (the size follows page by page): writers append under the
+    journal's lock, so with it free (taken shared, never waited for) a second stat is the journal as
+    it is, and with it held no rewrite is assumed (the header keeps its mtime: the next catch-up checks
+    again). A torn tail cut back to exactly the indexed end (`repair_tail`: its record in `<journal>.torn`
+    names that offset, written after the header's catch-up and just before the cut) changed nothing."""
+    if not header.rewritten(store.journal):
+        return False
+    try:
+        lock = os.open(journal.lock_path, os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        lock = -1   # no writer ever took it
+    try:
+        if lock >= 0:
+            fcntl.flock(lock, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        store.journal = os.fstat(store.jfd)
+        return header.rewritten(store.journal) and not _cut_back(journal, header, store.journal.st_mtime_ns)
+    except BlockingIOError:
+        return False   # a writer holds it: most likely its append is under way
+    finally:
+        if lock >= 0:
+            os.close(lock)   # closing it releases the shared lock
+
+
+def _cut_back(journal: Journal, header: Header, mtime_ns: int) -> bool:
+    """Whether the journal's last change is a crash repair that cut a torn tail back to `header.end`."""
+    try:
+        with journal.torn_path.open("rb") as handle:
+            torn = os.fstat(handle.fileno())
+            if not header.mtime_ns <= torn.st_mtime_ns <= mtime_ns <= torn.st_mtime_ns + _REPAIR_S * 10**9:
+                return False
+            size = torn.st_size
+            start, high = 0, size - 1   # the last record's start, before its newline (its data can be MBs)
+            while high > 0:
+                low = max(0, high - (1 << 16))
+                newline = os.pread(handle.fileno(), high - low, low).rfind(b"\n")
+                if newline >= 0:
+                    start = low + newline + 1
+                    break
+                high = low
+            record = orjson.loads(os.pread(handle.fileno(), size - start, start))
+    except (OSError, orjson.JSONDecodeError):
+        return False
+    return isinstance(record, dict) and record.get("offset") == header.end
 
 
 class Store:
