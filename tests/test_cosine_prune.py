@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from urchin.event import Event
-from urchin.search import cosine_prune
+from urchin.search import cosine_region
 from urchin.search.cosine import TokenCosineIndex
 from urchin.search.cosine_settings import RankingSettings
 
@@ -222,9 +222,9 @@ def test_each_block_is_scored_once_so_a_common_words_top_reads_under_a_quarter_o
 @pytest.mark.parametrize("few", [0, 1 << 30])
 def test_terms_read_once_a_query_or_a_segment_at_a_time_give_the_same_top(few: int, monkeypatch: Any) -> None:
     """A rare query term's rows are read once a query, a common one's a segment at a time each round
-    (`cosine_prune._FEW`, 1/64 of the rows): every term one way, then every term the other, over
+    (`cosine_region._FEW`, 1/64 of the rows): every term one way, then every term the other, over
     sessions interleaved and several segments, the same ids, order, scores and matches as every match."""
-    monkeypatch.setattr(cosine_prune, "_FEW", few)
+    monkeypatch.setattr(cosine_region, "_FEW", few)
     index = _from_one_block(4)
     answered = 0
     for query in ("retry", "retry budget", "cache timeout errors", "w3 deploy"):
