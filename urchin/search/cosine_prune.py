@@ -27,7 +27,7 @@ import numpy as np
 from urchin.event import MEMORY_KINDS
 from urchin.search import cosine_region
 from urchin.search.assoc import TF_WEIGHT
-from urchin.search.cosine_query import Query, Scored, member, merge
+from urchin.search.cosine_query import Query, Scored, member, merge, raw_scores
 from urchin.search.cosine_region import Few
 from urchin.search.cosine_sparse import _Ranking
 from urchin.search.postings import distinct
@@ -47,6 +47,9 @@ Named = tuple[tuple[int, ...], tuple[int, ...]]    # the kind codes and source c
 # a read's rows holding every word, each leg's best (the session leg's None: no row has a session), and
 # whether a match there has a session (`_evaluate`)
 Part = tuple[int, list[Scored], list[Scored] | None, bool]
+Rows = tuple[np.ndarray, np.ndarray, np.ndarray]    # rows, their raw scores and matches
+# `_reached_part`'s: rows ranked, each leg's candidates, whether a match there has a session
+Reach = tuple[int, Rows, Rows, bool]
 
 
 class TermBounds(NamedTuple):
@@ -207,10 +210,16 @@ def top(index: TokenCosineIndex, q: Query, groups: list[list[tuple[int, ...]]],
         for alt in alternatives:
             ok |= np.logical_and.reduce([present[t] for t in alt])
         tier &= ok
+    # No block holds every word (a word no event holds, or words never in one block): no row does, and the
+    # ranking is `_Ranking._reached`'s with no tier (matches, their neighbours, matched sessions' turns),
+    # each row's bound its block's without `every`
+    reach = not tier.any()
+    if reach:
+        tier[:] = True
     now = _base(index)
     factor = max(1.0, bounds.base / now if now > 0 else 1.0) * _MARGIN
     k = 1.0 + 2 * sum(q.context)
-    every, rank = q.scale.every, q.scale.rank
+    every, rank = 0.0 if reach else q.scale.every, q.scale.rank
     rank_bound = np.where(tier, _as_raw(every, rank, factor * rank_sum / k), -np.inf)
     sess_bound = np.where(tier, _as_raw(every, rank, factor * sess_sum), -np.inf) if q.slots else \
         np.full(b1 - b0, -np.inf)
@@ -221,7 +230,8 @@ def top(index: TokenCosineIndex, q: Query, groups: list[list[tuple[int, ...]]],
     by_rank, by_sess = np.argsort(-rank_bound), np.argsort(-sess_bound)
     chosen: set[int] = set(fresh.tolist())
     read: set[int] = set()
-    kept, rare = _Kept(index, q.limit), cosine_region.few(index, scales, lo, hi)
+    kept: _Kept | _Reached = _Reached(index, q) if reach else _Kept(index, q)
+    rare = cosine_region.few(index, scales, lo, hi)
     # blocks read of each leg's best (none for a query without a session leg)
     size, most = [s.first_blocks, s.first_blocks if q.slots else 0], (b1 - b0) // s.read_share
     for _ in range(s.rounds):
@@ -232,22 +242,23 @@ def top(index: TokenCosineIndex, q: Query, groups: list[list[tuple[int, ...]]],
         new = sorted(chosen - read)
         # Each block is scored once: its rows' scores depend on their own sessions alone (read whole),
         # so the best of the blocks read so far is the best of each round's best, kept.
-        part = _evaluate(index, q, groups, ranking, scales, rare, new, whole, bounds, not kept.whole) \
-            if new or not kept.whole else (0, [], None, False)
+        try:
+            part = _evaluate(index, q, groups, ranking, scales, rare, new, whole, bounds, not kept.whole, reach) \
+                if new or not kept.whole else (0, [], None, False)
+        except _Declined:
+            return None
         if part is not None:
             read.update(new)
             kept.add(part)
-        if part is None or kept.tier < q.limit or (q.slots and not kept.sessions):
-            # too wide a region, too few rows holding every word, or no match has a session: read more
+        floors = kept.floors() if part is not None else None
+        if floors is None:
+            # too wide a region, too few rows holding every word (or ranked at all), or no match has a
+            # session: read more
             size = [4 * n for n in size]
             continue
-        ranked, by_session = kept.ranked, kept.by_session if q.slots else None
-        floor_rank = ranked[q.limit - 1].raw
-        floor_sess = by_session[q.limit - 1].raw if by_session is not None else np.inf
-        over = [int((rank_bound >= floor_rank).sum()), int((sess_bound >= floor_sess).sum())]
+        over = [int((rank_bound >= floors[0]).sum()), int((sess_bound >= floors[1]).sum())]
         if over[0] <= size[0] and over[1] <= size[1]:  # every block whose bound reaches a floor was read
-            return merge(ranked, by_session, q.limit, q.slots, lambda row: True) if by_session is not None \
-                else ranked
+            return kept.result()
         # The floors rise as more of the best blocks are read, and the blocks over them fall: read 4x as
         # many of a leg's best, or every block over its floor now when that is fewer (then none is left
         # over); a leg whose blocks over its floor were all read reads no more
@@ -259,15 +270,16 @@ class _Kept:
     """The best `limit` rows of each leg over the blocks read so far, how many of their rows hold every
     word, and whether a match there has a session (the reference's session leg may differ if none)."""
 
-    def __init__(self, index: TokenCosineIndex, limit: int) -> None:
-        self.ts, self.limit = index._ts.data, limit
+    def __init__(self, index: TokenCosineIndex, q: Query) -> None:
+        self.ts, self.q, self.limit = index._ts.data, q, q.limit
         self.ranked: list[Scored] = []
         self.by_session: list[Scored] = []
         # rows holding every word, a match with a session, the `whole` sessions ranked (by the first read)
         self.tier, self.sessions, self.whole = 0, False, False
 
-    def add(self, part: Part) -> None:
+    def add(self, part: Part | Reach) -> None:
         tier, ranked, by_session, sessions = part
+        assert isinstance(ranked, list) and not isinstance(by_session, tuple)
         self.tier += tier
         self.sessions |= sessions
         self.whole = True
@@ -275,12 +287,61 @@ class _Kept:
         # a part without a session leg: none of its rows has a session, their boost is 0
         self.by_session = self._best(self.by_session, ranked if by_session is None else by_session)
 
+    def floors(self) -> tuple[float, float] | None:
+        """Each leg's `limit`-th raw score (the session leg's inf without one), or None while unknown."""
+        if self.tier < self.limit or (self.q.slots and not self.sessions):
+            return None
+        return self.ranked[self.limit - 1].raw, self.by_session[self.limit - 1].raw if self.q.slots else np.inf
+
+    def result(self) -> list[Scored]:
+        q = self.q
+        return merge(self.ranked, self.by_session, q.limit, q.slots, lambda row: True) if q.slots else self.ranked
+
     def _best(self, a: list[Scored], b: list[Scored]) -> list[Scored]:
         """`TokenCosineIndex._top`'s order (score, then newer, then id) over both."""
         if not b:
             return a
         ts = self.ts
         return sorted(a + b, key=lambda s: (-s.raw, -int(ts[s.row]), s.id))[:self.limit]
+
+
+class _Reached:
+    """`_Kept` of the ranking without tiers (`_reached_part`): each leg's rows scoring at least its
+    `limit`-th best so far (ties kept), as arrays (row, raw, match); ranked by `_top` once, at the end
+    (a top of `limit` + 500 rows, a query with phrases, was most of its cost when made each round)."""
+
+    def __init__(self, index: TokenCosineIndex, q: Query) -> None:
+        self.index, self.q = index, q
+        empty = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32), np.zeros(0, dtype=np.float32)
+        self.legs = [empty, empty]
+        self.sessions, self.whole = False, False
+
+    def add(self, part: Part | Reach) -> None:
+        _, ranked, by_session, sessions = part
+        self.sessions |= sessions
+        self.whole = True
+        if isinstance(ranked, list) or not isinstance(by_session, tuple):    # `_evaluate`'s: nothing there
+            return
+        self.legs = [self._best(kept, new) for kept, new in zip(self.legs, (ranked, by_session), strict=True)]
+
+    def _best(self, a: Rows, b: Rows) -> Rows:
+        rows, raw, match = (np.concatenate([x, y]) for x, y in zip(a, b, strict=True))
+        if len(raw) > self.q.limit:
+            keep = raw >= np.partition(raw, len(raw) - self.q.limit)[len(raw) - self.q.limit]
+            rows, raw, match = rows[keep], raw[keep], match[keep]
+        return rows, raw, match
+
+    def floors(self) -> tuple[float, float] | None:
+        q, (ranked, by_session) = self.q, self.legs
+        if len(ranked[1]) < q.limit or (q.slots and (len(by_session[1]) < q.limit or not self.sessions)):
+            return None
+        return float(ranked[1].min()), float(by_session[1].min()) if q.slots else np.inf
+
+    def result(self) -> list[Scored]:
+        q, top = self.q, self.index._top
+        ranked = top(*self.legs[0][:2], q.limit, self.legs[0][2])
+        return merge(ranked, top(*self.legs[1][:2], q.limit, self.legs[1][2]), q.limit, q.slots,
+                     lambda row: False) if q.slots else ranked
 
 
 def _as_raw(every: float, rank: float, match: np.ndarray) -> np.ndarray:
@@ -293,14 +354,18 @@ def _as_raw(every: float, rank: float, match: np.ndarray) -> np.ndarray:
     return np.nextafter(raw, np.float32(np.inf)).astype(np.float64)
 
 
+class _Declined(Exception):
+    """A row the maxima were not made for holds every word: the bounds without `every` do not hold."""
+
+
 def _evaluate(index: TokenCosineIndex, q: Query, groups: list[list[tuple[int, ...]]], ranking: _Ranking,
-              scales: list[tuple[int, np.float32]], few: Few,
-              blocks: list[int], whole: np.ndarray, bounds: Bounds, first: bool) -> Part | None:
+              scales: list[tuple[int, np.float32]], few: Few, blocks: list[int], whole: np.ndarray,
+              bounds: Bounds, first: bool, reach: bool = False) -> Part | Reach | None:
     """The reference's tiered ranking over the rows of `blocks` holding every word, with the sessions they
     meet read whole, exact for those rows; with `first`, also of every session in `whole` (later, those
     sessions' rows are left out: the first part ranked them). (rows holding every word, the ranked leg's
     best `limit`, the session leg's or None when no row has a session, whether a match has a session).
-    None: the region grew too large."""
+    None: the region grew too large. With `reach` (no row holds every word), `_reached_part`'s ranking."""
     lo, hi = q.window.lo, q.window.hi
     if not blocks and not len(whole):
         return 0, [], None, False
@@ -322,11 +387,15 @@ def _evaluate(index: TokenCosineIndex, q: Query, groups: list[list[tuple[int, ..
         if q.window.late:
             scores[q.window.outside(index._ts.data[matched])] = 0
         acc[matched] = scores
-        every = ranking._every(groups, postings, matched)
+        every = ranking._every(groups, postings, matched) if all(groups) else np.zeros(len(matched), dtype=bool)
         hit, hit_scores, hit_every = matched, scores, every
         if q.window.late:
             keep = scores != 0
             hit, hit_scores, hit_every = matched[keep], scores[keep], every[keep]
+        if reach:
+            if hit_every.any():     # a row added since the maxima were made
+                raise _Declined
+            return _reached_part(index, q, ranking, blocks, whole, bounds, first, hit, hit_scores)
         tier = hit[hit_every]
         # ranked: the rows of the blocks (their sessions were read whole) and of `whole`, not the other
         # sessions' rows a span holds (theirs were not: their blocks were left out by their bounds)
@@ -345,3 +414,51 @@ def _evaluate(index: TokenCosineIndex, q: Query, groups: list[list[tuple[int, ..
         return len(tier), ranked, by_session, sessions
     finally:
         acc[matched] = 0
+
+
+def _reached_part(index: TokenCosineIndex, q: Query, ranking: _Ranking, blocks: list[int], whole: np.ndarray,
+                  bounds: Bounds, first: bool, hit: np.ndarray, hit_scores: np.ndarray) -> Reach:
+    """`_Ranking._reached` (no row holding every word) over the rows of `blocks` and, with `first`, of
+    `whole`'s sessions (later, without them), exact for those rows: their sessions were read whole. The
+    ranked leg: the rows the matches reach (their own or a neighbour's); the session leg: those with their
+    session's level, and every other turn of a matched session with the level alone (`_newest_turns`'
+    candidates: the top keeps the newest of tied turns as it does there)."""
+    codes = index._fields["session"].column.data
+    size, lo, hi = bounds.block, q.window.lo, q.window.hi
+    at = np.asarray(blocks, dtype=np.int64) * size
+    rows = (at[:, None] + np.arange(size)).ravel()
+    rows = rows[(rows >= lo) & (rows < hi)]
+    if len(whole):
+        in_whole = member(codes[rows], whole.tolist(), len(bounds.first))
+        rows = rows[~in_whole]
+        if first:
+            spans = [np.arange(max(int(bounds.first[c]), lo), min(int(bounds.last[c]) + 1, hi)) for c in whole.tolist()]
+            extra = np.concatenate(spans) if spans else np.zeros(0, dtype=np.int64)
+            extra = extra[member(codes[extra], whole.tolist(), len(bounds.first))]
+            rows = np.union1d(rows, extra)
+    spread = ranking.scratch.b
+    written = ranking._scattered(hit, hit_scores)
+    try:
+        reached = spread[rows] != 0
+        if q.window.late:
+            inside = ~q.window.outside(index._ts.data[rows])
+            rows, reached = rows[inside], reached[inside]
+        others, rows = rows[~reached], rows[reached]
+        smoothed = spread[rows] / (1.0 + 2 * sum(q.context))
+        ranking._priors(smoothed, rows)
+        ranked = rows, raw_scores(np.zeros(len(rows), dtype=np.float32), smoothed, q.scale), smoothed
+        sessions = bool((codes[hit] >= 0).any())
+        levels = ranking._levels(hit, hit_scores) if q.slots else None
+        if levels is None:      # no session leg, or no match has a session: the ranked leg's rows
+            return len(rows), ranked, ranked, sessions
+        boosted = smoothed + levels.at(codes[rows])
+        level = levels.at(codes[others])
+        alone = raw_scores(np.zeros(len(level), dtype=np.float32), level, q.scale)
+        turns = alone > 0
+        by_session = (np.concatenate([rows, others[turns]]),
+                      np.concatenate([raw_scores(np.zeros(len(rows), dtype=np.float32), boosted, q.scale),
+                                      alone[turns]]),
+                      np.concatenate([boosted, level[turns]]))
+        return len(rows) + int(turns.sum()), ranked, by_session, sessions
+    finally:
+        spread[written] = 0
