@@ -11,10 +11,11 @@ its best blocks, takes each leg's limit-th score as a floor, and reads on (4x mo
 round, or every block over its floor, when fewer) until every block whose bound reaches a floor was read:
 a row left out scores below both, so the top is the exhaustive one, and the blocks read are about those
 over the top's own floors. A round scores only the blocks it adds (a row's score depends on its own
-session alone) and keeps each leg's best so far. The maxima are made from a term's postings when a query
-first asks for it and kept while the index's norms stand. A session they do not hold for (cut by the
-window, or grown since they were made) is read whole, and so is every session met: its level sums all
-its turns.
+session alone) and keeps each leg's best so far. When no block holds every word (a name or a typo no
+event holds), no row does: every row reached ranks (`_reached_part`), by the same bounds without the
+tier's `every`. The maxima are made from a term's postings when a query first asks for it and kept while
+the index's norms stand. A session they do not hold for (cut by the window, or grown since they were
+made) is read whole, and so is every session met: its level sums all its turns.
 """
 
 from __future__ import annotations
@@ -178,7 +179,8 @@ def _named(index: TokenCosineIndex, words: set[str]) -> Named:
 def top(index: TokenCosineIndex, q: Query, groups: list[list[tuple[int, ...]]],
         ranking: _Ranking) -> list[Scored] | None:
     """The query's results when at least `limit` rows hold every word (then only they rank, see
-    `_Ranking._tiered`) and the blocks to read are few; else None (the caller reads every match)."""
+    `_Ranking._tiered`), or when no block holds every word (a word no event holds: `_Ranking._reached`'s
+    ranking without tiers), and the blocks to read are few; else None (the caller reads every match)."""
     if q.codes or not groups or q.window.until is not None or not q.context:
         return None
     named_codes = _named(index, q.words)    # "errors", "decisions": their rows' maxima carry that prior
@@ -428,31 +430,32 @@ def _reached_part(index: TokenCosineIndex, q: Query, ranking: _Ranking, blocks: 
     at = np.asarray(blocks, dtype=np.int64) * size
     rows = (at[:, None] + np.arange(size)).ravel()
     rows = rows[(rows >= lo) & (rows < hi)]
-    if len(whole):
-        in_whole = member(codes[rows], whole.tolist(), len(bounds.first))
-        rows = rows[~in_whole]
+    if len(whole):      # (not in order: neither the legs' tops nor the priors need it)
+        rows = rows[~member(codes[rows], whole.tolist(), len(bounds.first))]
         if first:
-            spans = [np.arange(max(int(bounds.first[c]), lo), min(int(bounds.last[c]) + 1, hi)) for c in whole.tolist()]
-            extra = np.concatenate(spans) if spans else np.zeros(0, dtype=np.int64)
-            extra = extra[member(codes[extra], whole.tolist(), len(bounds.first))]
-            rows = np.union1d(rows, extra)
+            starts, ends = cosine_region.merged(np.maximum(bounds.first[whole], lo),
+                                                np.minimum(bounds.last[whole] + 1, hi))   # spans may overlap
+            extra = np.concatenate([np.arange(a, b) for a, b in zip(starts.tolist(), ends.tolist(), strict=True)]
+                                   + [np.zeros(0, dtype=np.int64)])
+            rows = np.concatenate([rows, extra[member(codes[extra], whole.tolist(), len(bounds.first))]])
     spread = ranking.scratch.b
-    written = ranking._scattered(hit, hit_scores)
+    written = ranking._scatter(hit, hit_scores)     # not `_scattered`: the rows are those above, unsorted
     try:
         reached = spread[rows] != 0
         if q.window.late:
             inside = ~q.window.outside(index._ts.data[rows])
             rows, reached = rows[inside], reached[inside]
+        levels = ranking._levels(hit, hit_scores) if q.slots else None
+        level_all = levels.at(codes[rows]) if levels is not None else None
         others, rows = rows[~reached], rows[reached]
         smoothed = spread[rows] / (1.0 + 2 * sum(q.context))
         ranking._priors(smoothed, rows)
         ranked = rows, raw_scores(np.zeros(len(rows), dtype=np.float32), smoothed, q.scale), smoothed
         sessions = bool((codes[hit] >= 0).any())
-        levels = ranking._levels(hit, hit_scores) if q.slots else None
-        if levels is None:      # no session leg, or no match has a session: the ranked leg's rows
+        if level_all is None:       # no session leg, or no match has a session: the ranked leg's rows
             return len(rows), ranked, ranked, sessions
-        boosted = smoothed + levels.at(codes[rows])
-        level = levels.at(codes[others])
+        boosted = smoothed + level_all[reached]
+        level = level_all[~reached]
         alone = raw_scores(np.zeros(len(level), dtype=np.float32), level, q.scale)
         turns = alone > 0
         by_session = (np.concatenate([rows, others[turns]]),
@@ -461,4 +464,5 @@ def _reached_part(index: TokenCosineIndex, q: Query, ranking: _Ranking, blocks: 
                       np.concatenate([boosted, level[turns]]))
         return len(rows) + int(turns.sum()), ranked, by_session, sessions
     finally:
-        spread[written] = 0
+        for part in written:
+            spread[part] = 0

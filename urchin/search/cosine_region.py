@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from urchin.search.cosine import TokenCosineIndex
     from urchin.search.cosine_prune import Bounds
 
-__all__ = ["Few", "few", "postings", "region", "term_postings"]
+__all__ = ["Few", "few", "merged", "postings", "region", "term_postings"]
 
 # A query term in at most 1/_FEW of the rows is read once a query (its rows in the window) and each round
 # looks its ranges up there, not in every segment (19 look-ups a term and round at 3M rows).
@@ -59,13 +59,13 @@ def region(index: TokenCosineIndex, blocks: list[int], whole: np.ndarray, bounds
     spans_start = np.maximum(bounds.first[sessions], lo)
     spans_end = np.minimum(bounds.last[sessions] + 1, hi)
     keep = spans_end > spans_start
-    starts, ends = _merged(np.concatenate([starts, spans_start[keep]]), np.concatenate([ends, spans_end[keep]]))
+    starts, ends = merged(np.concatenate([starts, spans_start[keep]]), np.concatenate([ends, spans_end[keep]]))
     if int((ends - starts).sum()) > 4 * len(blocks) * size + (1 << 14):
         return None, None
     return starts, ends
 
 
-def _merged(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def merged(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     order = np.argsort(starts, kind="stable")
     starts, ends = starts[order], ends[order]
     reach = np.maximum.accumulate(ends)
