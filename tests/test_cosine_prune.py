@@ -162,14 +162,19 @@ def test_reading_on_from_one_block_per_leg_keeps_the_top_of_every_match() -> Non
         index = _index(events, freeze=rng.choice((2000, 1 << 20)), settings=settings)
         end = max(e.ts_ms for e in events)
         for _ in range(6):
-            words = rng.sample(COMMON, rng.choice((1, 1, 1, 2)))
-            since = rng.choice((None, None, BASE + rng.randrange(0, end - BASE)))
-            limit = rng.choice((1, 5, 10, 20))
-            pruned, every, read = _both(index, " ".join(words), since_ms=since, limit=limit)
-            assert pruned == every, (seed, words, since, limit)
+            answered += _same_top(index, rng, rng.sample(COMMON, rng.choice((1, 1, 1, 2))), end, nones=2)
             checked += 1
-            answered += read < index.postings_read     # declined, it reads every match besides its own
     assert checked == 72 and answered >= 36, answered
+
+
+def _same_top(index: TokenCosineIndex, rng: random.Random, words: list[str], end: int, nones: int) -> bool:
+    """The pruned top of `words` over a random window (none at all `nones` times in `nones` + 1) and limit is
+    the top of every match; whether the pruning answered it (declined, it reads every match besides its own)."""
+    since = rng.choice((None,) * nones + (BASE + rng.randrange(0, end - BASE),))
+    limit = rng.choice((1, 5, 10, 20))
+    pruned, every, read = _both(index, " ".join(words), since_ms=since, limit=limit)
+    assert pruned == every, (words, since, limit)
+    return read < index.postings_read
 
 
 @functools.cache
@@ -253,12 +258,8 @@ def test_a_question_with_a_word_no_event_holds_keeps_the_top_of_every_match_and_
             words = rng.sample(COMMON, rng.choice((1, 2, 3))) + ["zqxabsent"]
             words += rng.choices(["decisions", "codex", "w3"], k=rng.choice((0, 0, 1)))
             rng.shuffle(words)
-            since = rng.choice((None, BASE + rng.randrange(0, end - BASE)))
-            limit = rng.choice((1, 5, 10, 20))
-            pruned, every, read = _both(index, " ".join(words), since_ms=since, limit=limit)
-            assert pruned == every, (seed, words, since, limit)
+            answered += _same_top(index, rng, words, end, nones=1)
             checked += 1
-            answered += read < index.postings_read     # declined, it reads every match besides its own
     assert checked == 64 and answered >= 24, answered
 
 
