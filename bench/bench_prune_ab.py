@@ -4,7 +4,7 @@ CPU time of each (user + sys) and the postings each read, and a check that they 
 and scores in every cell.
 
     python bench/bench_prune_ab.py HOME [--base REV] [--base-settings K=V,...] [--repeat 5] [--wide]
-                                   [--locomo FILE] [--end-ms MS] [--reach]
+                                   [--locomo FILE] [--end-ms MS] [--reach | --absent]
 
 The home holds `journal/events.jsonl` and its saved token-cosine index (bench_semantic_scale.py). The
 base's module is `git show REV:urchin/search/cosine_prune.py`, loaded beside this tree's (it must import
@@ -12,7 +12,8 @@ what this tree has); the index, its block maxima and every other module are shar
 only by the ranking loop, and alternating per call puts them under the same load. Cells: bench_hot_search's
 queries x windows, limit 20; `--wide` adds LoCoMo questions (`--locomo`), single common words, absent
 words, limits 5/20/100; `--reach` instead questions with a word no event holds (LoCoMo's, `--locomo`, names,
-typos: none of their rows holds every word) over 24 h, 7 d, 90 d, limits 5/20/100. `--end-ms`: the windows
+typos: none of their rows holds every word) over 24 h, 7 d, 90 d, limits 5/20/100; `--absent` bench_scale's row of
+such questions (its 12 cells, limit 20) and their median. `--end-ms`: the windows
 end there (the journal's end), not now. `--base-settings`:
 cost settings A ranks with (e.g. the base's `first_blocks=12`), set beside the block maxima, not dropping them.
 """
@@ -37,6 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_hot_search import QUERIES, WINDOWS  # noqa: E402
+from bench_scale import ABSENT_QUESTIONS  # noqa: E402
 
 import urchin.search.cosine as cosine  # noqa: E402
 import urchin.search.cosine_prune as this  # noqa: E402
@@ -68,8 +70,10 @@ def base_module(rev: str) -> ModuleType:
     return module
 
 
-def cells(wide: bool, locomo: Path | None, reach: set[str] | None = None) -> list[Cell]:
+def cells(wide: bool, locomo: Path | None, reach: set[str] | None = None, absent: bool = False) -> list[Cell]:
     """`reach`: the index's vocabulary, for questions with a word it lacks."""
+    if absent:
+        return [(q, h, 20) for q in ABSENT_QUESTIONS for h in WINDOWS]
     if reach is not None:
         asked = [qa["question"] for conv in json.loads(locomo.read_bytes()) for qa in conv["qa"]] if locomo else []
         lacking = [q for q in (*REACH, *asked) if not set(tokenize(q)) <= reach][:60]
@@ -90,6 +94,7 @@ def main() -> None:
     parser.add_argument("--locomo", type=Path, default=None, help="locomo-dev.json, for --wide")
     parser.add_argument("--end-ms", type=int, default=None)
     parser.add_argument("--reach", action="store_true", help="questions with a word no event holds")
+    parser.add_argument("--absent", action="store_true", help="bench_scale's row of such questions")
     parser.add_argument("--base-settings", default="", help="cost settings of A, e.g. first_blocks=12")
     args = parser.parse_args()
     sides = (base_module(args.base), this)
@@ -99,7 +104,7 @@ def main() -> None:
     index = memory.cosine_view().index
     own = index.settings
     theirs = replace(own, **{k: int(v) for k, v in (kv.split("=") for kv in args.base_settings.split(",") if kv)})
-    todo = cells(args.wide, args.locomo, set(index._vocab) if args.reach else None)
+    todo = cells(args.wide, args.locomo, set(index._vocab) if args.reach else None, args.absent)
     print(f"{args.home}: {len(index):,} events, {len(todo)} cells, A = {args.base}, B = this tree")
     rows, differ = [], []
     for query, hours, limit in todo:
