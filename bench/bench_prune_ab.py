@@ -4,14 +4,17 @@ CPU time of each (user + sys) and the postings each read, and a check that they 
 and scores in every cell.
 
     python bench/bench_prune_ab.py HOME [--base REV] [--base-settings K=V,...] [--repeat 5] [--wide]
-                                   [--locomo FILE] [--end-ms MS]
+                                   [--locomo FILE] [--end-ms MS] [--reach | --absent]
 
 The home holds `journal/events.jsonl` and its saved token-cosine index (bench_semantic_scale.py). The
 base's module is `git show REV:urchin/search/cosine_prune.py`, loaded beside this tree's (it must import
 what this tree has); the index, its block maxima and every other module are shared, so the two differ
 only by the ranking loop, and alternating per call puts them under the same load. Cells: bench_hot_search's
 queries x windows, limit 20; `--wide` adds LoCoMo questions (`--locomo`), single common words, absent
-words, limits 5/20/100. `--end-ms`: the windows end there (the journal's end), not now. `--base-settings`:
+words, limits 5/20/100; `--reach` instead questions with a word no event holds (LoCoMo's, `--locomo`, names,
+typos: none of their rows holds every word) over 24 h, 7 d, 90 d, limits 5/20/100; `--absent` bench_scale's row of
+such questions (its 12 cells, limit 20) and their median. `--end-ms`: the windows
+end there (the journal's end), not now. `--base-settings`:
 cost settings A ranks with (e.g. the base's `first_blocks=12`), set beside the block maxima, not dropping them.
 """
 
@@ -35,16 +38,23 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_hot_search import QUERIES, WINDOWS  # noqa: E402
+from bench_scale import ABSENT_QUESTIONS  # noqa: E402
 
 import urchin.search.cosine as cosine  # noqa: E402
 import urchin.search.cosine_prune as this  # noqa: E402
 from urchin.config import Settings  # noqa: E402
 from urchin.facade import Memory  # noqa: E402
+from urchin.search.terms import tokenize  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 COMMON = ("the", "error", "test", "file", "function", "build", "deploy", "cache", "database", "fix")
 ABSENT = ("qqqzzzx", "xylophone", "zebrafishlantern")
 Cell = tuple[str, int, int]
+# questions with a word no event of gen_journal's holds: names, typos, words of another world
+REACH = ("What did Priya decide about the database migration?", "why did Zanzibar fail the deploy",
+         "databse migraton rollback", "conection pool retry", "retyr budget for the cache",
+         "timeout erorr in the build", "Is Tim's fix for the flaky test merged?", "kubernetes helm chart timeout",
+         "what books has Tim read", "the quokka cache", "Ramanujan's retry budget", "deploy on Thursdya")
 
 
 def base_module(rev: str) -> ModuleType:
@@ -60,7 +70,14 @@ def base_module(rev: str) -> ModuleType:
     return module
 
 
-def cells(wide: bool, locomo: Path | None) -> list[Cell]:
+def cells(wide: bool, locomo: Path | None, reach: set[str] | None = None, absent: bool = False) -> list[Cell]:
+    """`reach`: the index's vocabulary, for questions with a word it lacks."""
+    if absent:
+        return [(q, h, 20) for q in ABSENT_QUESTIONS for h in WINDOWS]
+    if reach is not None:
+        asked = [qa["question"] for conv in json.loads(locomo.read_bytes()) for qa in conv["qa"]] if locomo else []
+        lacking = [q for q in (*REACH, *asked) if not set(tokenize(q)) <= reach][:60]
+        return [(q, h, n) for q in lacking for h in (24, 168, 2160) for n in (5, 20, 100)]
     if not wide:
         return [(q, h, 20) for q in QUERIES for h in WINDOWS]
     questions = [qa["question"] for conv in json.loads(locomo.read_bytes()) for qa in conv["qa"][:8]] if locomo \
@@ -76,6 +93,8 @@ def main() -> None:
     parser.add_argument("--wide", action="store_true")
     parser.add_argument("--locomo", type=Path, default=None, help="locomo-dev.json, for --wide")
     parser.add_argument("--end-ms", type=int, default=None)
+    parser.add_argument("--reach", action="store_true", help="questions with a word no event holds")
+    parser.add_argument("--absent", action="store_true", help="bench_scale's row of such questions")
     parser.add_argument("--base-settings", default="", help="cost settings of A, e.g. first_blocks=12")
     args = parser.parse_args()
     sides = (base_module(args.base), this)
@@ -85,7 +104,7 @@ def main() -> None:
     index = memory.cosine_view().index
     own = index.settings
     theirs = replace(own, **{k: int(v) for k, v in (kv.split("=") for kv in args.base_settings.split(",") if kv)})
-    todo = cells(args.wide, args.locomo)
+    todo = cells(args.wide, args.locomo, set(index._vocab) if args.reach else None, args.absent)
     print(f"{args.home}: {len(index):,} events, {len(todo)} cells, A = {args.base}, B = this tree")
     rows, differ = [], []
     for query, hours, limit in todo:
@@ -108,7 +127,7 @@ def main() -> None:
         rows.append((query, hours, limit, statistics.median(cpu[0]), statistics.median(cpu[1]), *read))
     print(f"rankings identical: {not differ}" + (f" (differ: {differ})" if differ else ""))
     print(f"{'query':<40} {'hours':>5} {'limit':>5} {'A cpu':>7} {'B cpu':>7} {'B/A':>5} {'A read':>9} {'B read':>9}")
-    for query, hours, limit, a, b, ra, rb in sorted(rows, key=lambda row: -row[3])[:None if not args.wide else 20]:
+    for query, hours, limit, a, b, ra, rb in sorted(rows, key=lambda row: -row[3])[:20 if len(rows) > 30 else None]:
         print(f"{query[:40]:<40} {hours:>5} {limit:>5} {a:7.2f} {b:7.2f} {b / a:5.2f} {ra:>9,} {rb:>9,}")
     a_cpu, b_cpu = [row[3] for row in rows], [row[4] for row in rows]
     print(f"CPU: median cell A {statistics.median(a_cpu):.2f} ms, B {statistics.median(b_cpu):.2f} ms, median of "

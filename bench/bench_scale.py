@@ -46,6 +46,10 @@ from scale_report import report  # noqa: E402
 FIRST_QUESTION = "how do we retry the connection pool"
 CONTEXT_QUESTION = "why did the retry budget change for the connection pool"
 CLI_TERMS = ("lake near the trail", "xylophone", "pytest")   # the issue's: a phrase, an absent word, 20 hits
+# A row of its own beside the 30 cells (round twenty-three): questions with a word no event holds (a name, a
+# typo, LoCoMo's "What books has Tim read?"), no row holding every word, over WINDOWS, limit 20
+ABSENT_QUESTIONS = ("what books has Tim read", "What did Priya decide about the database migration?",
+                    "conection pool retry", "retyr budget for the cache")
 # A whole-journal /semantic answer that is partial says so in its notes (issue 37); today none is.
 PARTIAL = re.compile(r"not (?:\w+ )?yet|partial|cover|so far|building|indexing", re.IGNORECASE)
 COVER_WAIT_S = 1800
@@ -209,6 +213,8 @@ def first_start(n: int, home: Path, tree: Path, env: dict[str, str], rg: str | N
         with contextlib.redirect_stdout(sys.stderr):
             out["semantic"] = _cells(measure(home, journal, "/semantic", repeat))
             out["search"] = _cells(measure(home, journal, "/search", repeat))
+        out["semantic_absent"] = _cells({(q, h): sp.p50_ms(partial(c.get, "/semantic", params={
+            "query": q, "hours": h, "limit": 20}), repeat) for q in ABSENT_QUESTIONS for h in WINDOWS})
         out["recent"] = {str(h): sp.p50_ms(partial(c.get, "/recent", params={"hours": h, "limit": 20}), repeat)
                          for h in WINDOWS}
         c.post("/context", json={"query": CONTEXT_QUESTION}).raise_for_status()     # its first builds views

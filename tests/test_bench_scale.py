@@ -25,11 +25,14 @@ def _size(n: int, k: float, feed: bool) -> dict[str, Any]:
     """One size's figures as bench_scale records them, each `k` times a base value."""
     cells = {f"{q} | {h}": 10.0 * k for q in bench_scale.QUERIES for h in bench_scale.WINDOWS}
     hot = {"median": 10.0 * k, "worst": 30.0 * k, "worst_cell": ["the", 2160], "cells": cells}
+    absent = {"median": 20.0 * k ** 0.2, "worst": 35.0 * k ** 0.2, "worst_cell": ["conection pool retry", 2160],
+              "cells": {f"{q} | {h}": 20.0 * k for q in bench_scale.ABSENT_QUESTIONS for h in bench_scale.WINDOWS}}
     out: dict[str, Any] = {
         "events": n, "load_start": 1.0, "load_end": 1.5, "import": {"s": 2.0 * k, "cpu_s": 1.5 * k,
                                                                     "events_per_s": n / (2.0 * k)},
         "health_s": 1.0 * k, "restart_health_s": 0.5 * k, "first_semantic_s": 0.5 * k, "covered_s": 60.0 * k,
         "first_semantic_notes": ["12% not yet covered"], "first_search_s": 0.2, "semantic": hot, "search": hot,
+        "semantic_absent": absent,
         "recent": {"24": 3.0, "168": 4.0, "2160": 5.0}, "context_http_ms": 40.0,
         "cli": {t: {"urchin_ms": 60.0, "urchin_cpu_ms": 50.0, "rg_ms": 50.0, "ratio": 1.2}
                 for t in bench_scale.CLI_TERMS},
@@ -61,7 +64,12 @@ def test_report_shows_every_row_with_its_growth_and_every_goal_against_its_targe
         assert row.count("|") == 5, row            # 1M, 3M and the growth
     assert "| `/semantic` p50, median over 30 cells | 10.0 ms | 20.0 ms | 2.00x |" in lines
     goals = [line for line in lines if line.startswith("| ") and line.endswith(("| met |", "| **missed** |"))]
-    assert len(goals) == 18 + 2 * len(bench_scale.CLI_TERMS)      # CLI vs rg at 1M and at 3M
+    assert len(goals) == 20 + 2 * len(bench_scale.CLI_TERMS)      # CLI vs rg at 1M and at 3M
+    # questions with a word no event holds: a row of their own, with its growth, and their goals
+    assert "| `/semantic` p50, a word no event holds, median over 12 cells | 20.0 ms | 23.0 ms | 1.15x |" in lines
+    assert "| `/semantic` p50 with a word no event holds (median over cells) | 3M | 23.0 ms | <= 40.0 ms | met |" \
+        in lines
+    assert "| ... its growth | 3M/1M | 1.15x | <= 1.3x | met |" in lines
     assert "| `/semantic` p50 growth | 3M/1M | 2.00x | <= 1.3x | **missed** |" in lines
     assert "| PostgreSQL first feed, whole wall | 1M | 6,500/s | >= 6,000/s | met |" in lines
     assert "| daemon RSS after queries | 3M | 600 MB | <= 600 MB | met |" in lines

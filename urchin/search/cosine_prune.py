@@ -11,10 +11,11 @@ its best blocks, takes each leg's limit-th score as a floor, and reads on (4x mo
 round, or every block over its floor, when fewer) until every block whose bound reaches a floor was read:
 a row left out scores below both, so the top is the exhaustive one, and the blocks read are about those
 over the top's own floors. A round scores only the blocks it adds (a row's score depends on its own
-session alone) and keeps each leg's best so far. The maxima are made from a term's postings when a query
-first asks for it and kept while the index's norms stand. A session they do not hold for (cut by the
-window, or grown since they were made) is read whole, and so is every session met: its level sums all
-its turns.
+session alone) and keeps each leg's best so far. When no block holds every word (a name or a typo no
+event holds), no row does: every row reached ranks (`_reached_part`), by the same bounds without the
+tier's `every`. The maxima are made from a term's postings when a query first asks for it and kept while
+the index's norms stand. A session they do not hold for (cut by the window, or grown since they were
+made) is read whole, and so is every session met: its level sums all its turns.
 """
 
 from __future__ import annotations
@@ -25,9 +26,11 @@ from typing import TYPE_CHECKING, NamedTuple
 import numpy as np
 
 from urchin.event import MEMORY_KINDS
+from urchin.search import cosine_region
 from urchin.search.assoc import TF_WEIGHT
-from urchin.search.cosine_query import Query, Scored, member, merge
-from urchin.search.cosine_sparse import Postings, _Ranking
+from urchin.search.cosine_query import Query, Scored, member, merge, raw_scores
+from urchin.search.cosine_region import Few
+from urchin.search.cosine_sparse import _Ranking
 from urchin.search.postings import distinct
 from urchin.search.terms import named
 
@@ -40,16 +43,14 @@ __all__ = ["Bounds", "top"]
 # first, rounds, the share of blocks worth it, growth) are the index's settings (cosine_settings.py).
 # Not a setting: a match summed in float32 in another order may pass its bound by a rounding, never by this.
 _MARGIN = 1 + 1e-4
-# A query term in at most 1/_FEW of the rows is read once a query (its rows in the window) and each round
-# looks its ranges up there, not in every segment (19 look-ups a term and round at 3M rows).
-_FEW = 64
-
 
 Named = tuple[tuple[int, ...], tuple[int, ...]]    # the kind codes and source codes a query names
-Few = dict[int, tuple[np.ndarray, np.ndarray]]     # a term's rows in the window and their tf (`_few`)
 # a read's rows holding every word, each leg's best (the session leg's None: no row has a session), and
 # whether a match there has a session (`_evaluate`)
 Part = tuple[int, list[Scored], list[Scored] | None, bool]
+Rows = tuple[np.ndarray, np.ndarray, np.ndarray]    # rows, their raw scores and matches
+# `_reached_part`'s: rows ranked, each leg's candidates, whether a match there has a session
+Reach = tuple[int, Rows, Rows, bool]
 
 
 class TermBounds(NamedTuple):
@@ -117,19 +118,6 @@ def _base(index: TokenCosineIndex) -> float:
     return float(np.float32((1.0 - pivot) * index._norm_total / max(len(index), 1)))
 
 
-def _term_postings(index: TokenCosineIndex, term: int) -> tuple[np.ndarray, np.ndarray]:
-    rows, tf = [], []
-    for seg in index._segments:
-        r, f = seg.postings(term)
-        rows.append(r)
-        tf.append(f)
-    if index._pending_rows:
-        terms, r, f = index._pending()
-        mine = terms == term
-        rows.append(r[mine])
-        tf.append(f[mine])
-    return np.concatenate(rows).astype(np.int64), np.concatenate(tf)
-
 
 def _block_max(values: np.ndarray, blocks: int, block: int) -> np.ndarray:
     padded = np.zeros(blocks * block, dtype=np.float32)
@@ -142,7 +130,7 @@ def _derive(index: TokenCosineIndex, term: int, n: int, base: float, block: int,
     each row's priors in: memories', and those of the kinds and sources `named` (`_kind_prior`'s)."""
     s = index.settings
     blocks = (n + block - 1) // block
-    rows, tf = _term_postings(index, term)
+    rows, tf = cosine_region.term_postings(index, term)
     made = rows < n             # rows added since are read whatever their bounds (`top`)
     rows, tf = rows[made], tf[made]
     divisor = np.float32(base) + np.float32(s.pivot) * index._norm.data[rows] if s.pivot < 1.0 \
@@ -191,7 +179,8 @@ def _named(index: TokenCosineIndex, words: set[str]) -> Named:
 def top(index: TokenCosineIndex, q: Query, groups: list[list[tuple[int, ...]]],
         ranking: _Ranking) -> list[Scored] | None:
     """The query's results when at least `limit` rows hold every word (then only they rank, see
-    `_Ranking._tiered`) and the blocks to read are few; else None (the caller reads every match)."""
+    `_Ranking._tiered`), or when no block holds every word (a word no event holds: `_Ranking._reached`'s
+    ranking without tiers), and the blocks to read are few; else None (the caller reads every match)."""
     if q.codes or not groups or q.window.until is not None or not q.context:
         return None
     named_codes = _named(index, q.words)    # "errors", "decisions": their rows' maxima carry that prior
@@ -223,10 +212,16 @@ def top(index: TokenCosineIndex, q: Query, groups: list[list[tuple[int, ...]]],
         for alt in alternatives:
             ok |= np.logical_and.reduce([present[t] for t in alt])
         tier &= ok
+    # No block holds every word (a word no event holds, or words never in one block): no row does, and the
+    # ranking is `_Ranking._reached`'s with no tier (matches, their neighbours, matched sessions' turns),
+    # each row's bound its block's without `every`
+    reach = not tier.any()
+    if reach:
+        tier[:] = True
     now = _base(index)
     factor = max(1.0, bounds.base / now if now > 0 else 1.0) * _MARGIN
     k = 1.0 + 2 * sum(q.context)
-    every, rank = q.scale.every, q.scale.rank
+    every, rank = 0.0 if reach else q.scale.every, q.scale.rank
     rank_bound = np.where(tier, _as_raw(every, rank, factor * rank_sum / k), -np.inf)
     sess_bound = np.where(tier, _as_raw(every, rank, factor * sess_sum), -np.inf) if q.slots else \
         np.full(b1 - b0, -np.inf)
@@ -237,7 +232,8 @@ def top(index: TokenCosineIndex, q: Query, groups: list[list[tuple[int, ...]]],
     by_rank, by_sess = np.argsort(-rank_bound), np.argsort(-sess_bound)
     chosen: set[int] = set(fresh.tolist())
     read: set[int] = set()
-    kept, few = _Kept(index, q.limit), _few(index, scales, lo, hi)
+    kept: _Kept | _Reached = _Reached(index, q) if reach else _Kept(index, q)
+    rare = cosine_region.few(index, scales, lo, hi)
     # blocks read of each leg's best (none for a query without a session leg)
     size, most = [s.first_blocks, s.first_blocks if q.slots else 0], (b1 - b0) // s.read_share
     for _ in range(s.rounds):
@@ -248,22 +244,23 @@ def top(index: TokenCosineIndex, q: Query, groups: list[list[tuple[int, ...]]],
         new = sorted(chosen - read)
         # Each block is scored once: its rows' scores depend on their own sessions alone (read whole),
         # so the best of the blocks read so far is the best of each round's best, kept.
-        part = _evaluate(index, q, groups, ranking, scales, few, new, whole, bounds, not kept.whole) \
-            if new or not kept.whole else (0, [], None, False)
+        try:
+            part = _evaluate(index, q, groups, ranking, scales, rare, new, whole, bounds, not kept.whole, reach) \
+                if new or not kept.whole else (0, [], None, False)
+        except _Declined:
+            return None
         if part is not None:
             read.update(new)
             kept.add(part)
-        if part is None or kept.tier < q.limit or (q.slots and not kept.sessions):
-            # too wide a region, too few rows holding every word, or no match has a session: read more
+        floors = kept.floors() if part is not None else None
+        if floors is None:
+            # too wide a region, too few rows holding every word (or ranked at all), or no match has a
+            # session: read more
             size = [4 * n for n in size]
             continue
-        ranked, by_session = kept.ranked, kept.by_session if q.slots else None
-        floor_rank = ranked[q.limit - 1].raw
-        floor_sess = by_session[q.limit - 1].raw if by_session is not None else np.inf
-        over = [int((rank_bound >= floor_rank).sum()), int((sess_bound >= floor_sess).sum())]
+        over = [int((rank_bound >= floors[0]).sum()), int((sess_bound >= floors[1]).sum())]
         if over[0] <= size[0] and over[1] <= size[1]:  # every block whose bound reaches a floor was read
-            return merge(ranked, by_session, q.limit, q.slots, lambda row: True) if by_session is not None \
-                else ranked
+            return kept.result()
         # The floors rise as more of the best blocks are read, and the blocks over them fall: read 4x as
         # many of a leg's best, or every block over its floor now when that is fewer (then none is left
         # over); a leg whose blocks over its floor were all read reads no more
@@ -275,15 +272,16 @@ class _Kept:
     """The best `limit` rows of each leg over the blocks read so far, how many of their rows hold every
     word, and whether a match there has a session (the reference's session leg may differ if none)."""
 
-    def __init__(self, index: TokenCosineIndex, limit: int) -> None:
-        self.ts, self.limit = index._ts.data, limit
+    def __init__(self, index: TokenCosineIndex, q: Query) -> None:
+        self.ts, self.q, self.limit = index._ts.data, q, q.limit
         self.ranked: list[Scored] = []
         self.by_session: list[Scored] = []
         # rows holding every word, a match with a session, the `whole` sessions ranked (by the first read)
         self.tier, self.sessions, self.whole = 0, False, False
 
-    def add(self, part: Part) -> None:
+    def add(self, part: Part | Reach) -> None:
         tier, ranked, by_session, sessions = part
+        assert isinstance(ranked, list) and not isinstance(by_session, tuple)
         self.tier += tier
         self.sessions |= sessions
         self.whole = True
@@ -291,12 +289,61 @@ class _Kept:
         # a part without a session leg: none of its rows has a session, their boost is 0
         self.by_session = self._best(self.by_session, ranked if by_session is None else by_session)
 
+    def floors(self) -> tuple[float, float] | None:
+        """Each leg's `limit`-th raw score (the session leg's inf without one), or None while unknown."""
+        if self.tier < self.limit or (self.q.slots and not self.sessions):
+            return None
+        return self.ranked[self.limit - 1].raw, self.by_session[self.limit - 1].raw if self.q.slots else np.inf
+
+    def result(self) -> list[Scored]:
+        q = self.q
+        return merge(self.ranked, self.by_session, q.limit, q.slots, lambda row: True) if q.slots else self.ranked
+
     def _best(self, a: list[Scored], b: list[Scored]) -> list[Scored]:
         """`TokenCosineIndex._top`'s order (score, then newer, then id) over both."""
         if not b:
             return a
         ts = self.ts
         return sorted(a + b, key=lambda s: (-s.raw, -int(ts[s.row]), s.id))[:self.limit]
+
+
+class _Reached:
+    """`_Kept` of the ranking without tiers (`_reached_part`): each leg's rows scoring at least its
+    `limit`-th best so far (ties kept), as arrays (row, raw, match); ranked by `_top` once, at the end
+    (a top of `limit` + 500 rows, a query with phrases, was most of its cost when made each round)."""
+
+    def __init__(self, index: TokenCosineIndex, q: Query) -> None:
+        self.index, self.q = index, q
+        empty = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32), np.zeros(0, dtype=np.float32)
+        self.legs = [empty, empty]
+        self.sessions, self.whole = False, False
+
+    def add(self, part: Part | Reach) -> None:
+        _, ranked, by_session, sessions = part
+        self.sessions |= sessions
+        self.whole = True
+        if isinstance(ranked, list) or not isinstance(by_session, tuple):    # `_evaluate`'s: nothing there
+            return
+        self.legs = [self._best(kept, new) for kept, new in zip(self.legs, (ranked, by_session), strict=True)]
+
+    def _best(self, a: Rows, b: Rows) -> Rows:
+        rows, raw, match = (np.concatenate([x, y]) for x, y in zip(a, b, strict=True))
+        if len(raw) > self.q.limit:
+            keep = raw >= np.partition(raw, len(raw) - self.q.limit)[len(raw) - self.q.limit]
+            rows, raw, match = rows[keep], raw[keep], match[keep]
+        return rows, raw, match
+
+    def floors(self) -> tuple[float, float] | None:
+        q, (ranked, by_session) = self.q, self.legs
+        if len(ranked[1]) < q.limit or (q.slots and (len(by_session[1]) < q.limit or not self.sessions)):
+            return None
+        return float(ranked[1].min()), float(by_session[1].min()) if q.slots else np.inf
+
+    def result(self) -> list[Scored]:
+        q, top = self.q, self.index._top
+        ranked = top(*self.legs[0][:2], q.limit, self.legs[0][2])
+        return merge(ranked, top(*self.legs[1][:2], q.limit, self.legs[1][2]), q.limit, q.slots,
+                     lambda row: False) if q.slots else ranked
 
 
 def _as_raw(every: float, rank: float, match: np.ndarray) -> np.ndarray:
@@ -309,23 +356,27 @@ def _as_raw(every: float, rank: float, match: np.ndarray) -> np.ndarray:
     return np.nextafter(raw, np.float32(np.inf)).astype(np.float64)
 
 
+class _Declined(Exception):
+    """A row the maxima were not made for holds every word: the bounds without `every` do not hold."""
+
+
 def _evaluate(index: TokenCosineIndex, q: Query, groups: list[list[tuple[int, ...]]], ranking: _Ranking,
-              scales: list[tuple[int, np.float32]], few: Few,
-              blocks: list[int], whole: np.ndarray, bounds: Bounds, first: bool) -> Part | None:
+              scales: list[tuple[int, np.float32]], few: Few, blocks: list[int], whole: np.ndarray,
+              bounds: Bounds, first: bool, reach: bool = False) -> Part | Reach | None:
     """The reference's tiered ranking over the rows of `blocks` holding every word, with the sessions they
     meet read whole, exact for those rows; with `first`, also of every session in `whole` (later, those
     sessions' rows are left out: the first part ranked them). (rows holding every word, the ranked leg's
     best `limit`, the session leg's or None when no row has a session, whether a match has a session).
-    None: the region grew too large."""
+    None: the region grew too large. With `reach` (no row holds every word), `_reached_part`'s ranking."""
     lo, hi = q.window.lo, q.window.hi
     if not blocks and not len(whole):
         return 0, [], None, False
-    starts, ends = _region(index, blocks, whole if first else whole[:0], bounds, lo, hi)
+    starts, ends = cosine_region.region(index, blocks, whole if first else whole[:0], bounds, lo, hi)
     if starts is None or ends is None:
         return None
     if not len(starts):
         return 0, [], None, False
-    postings = _postings(index, scales, starts, ends, few)
+    postings = cosine_region.postings(index, scales, starts, ends, few)
     index.postings_read += sum(len(p[2]) for p in postings)
     if not postings:
         return 0, [], None, False
@@ -338,11 +389,15 @@ def _evaluate(index: TokenCosineIndex, q: Query, groups: list[list[tuple[int, ..
         if q.window.late:
             scores[q.window.outside(index._ts.data[matched])] = 0
         acc[matched] = scores
-        every = ranking._every(groups, postings, matched)
+        every = ranking._every(groups, postings, matched) if all(groups) else np.zeros(len(matched), dtype=bool)
         hit, hit_scores, hit_every = matched, scores, every
         if q.window.late:
             keep = scores != 0
             hit, hit_scores, hit_every = matched[keep], scores[keep], every[keep]
+        if reach:
+            if hit_every.any():     # a row added since the maxima were made
+                raise _Declined
+            return _reached_part(index, q, ranking, blocks, whole, bounds, first, hit, hit_scores)
         tier = hit[hit_every]
         # ranked: the rows of the blocks (their sessions were read whole) and of `whole`, not the other
         # sessions' rows a span holds (theirs were not: their blocks were left out by their bounds)
@@ -363,117 +418,51 @@ def _evaluate(index: TokenCosineIndex, q: Query, groups: list[list[tuple[int, ..
         acc[matched] = 0
 
 
-def _region(index: TokenCosineIndex, blocks: list[int], whole: np.ndarray, bounds: Bounds, lo: int,
-            hi: int) -> tuple[np.ndarray, np.ndarray] | tuple[None, None]:
-    """Disjoint row ranges [starts, ends) in the window: the blocks, and the span of every session
-    their rows belong to and of `whole` (a span may hold other sessions' rows: they are read, not
-    ranked). None when that is too many rows to be worth it."""
-    codes, size = index._fields["session"].column.data, bounds.block
+def _reached_part(index: TokenCosineIndex, q: Query, ranking: _Ranking, blocks: list[int], whole: np.ndarray,
+                  bounds: Bounds, first: bool, hit: np.ndarray, hit_scores: np.ndarray) -> Reach:
+    """`_Ranking._reached` (no row holding every word) over the rows of `blocks` and, with `first`, of
+    `whole`'s sessions (later, without them), exact for those rows: their sessions were read whole. The
+    ranked leg: the rows the matches reach (their own or a neighbour's); the session leg: those with their
+    session's level, and every other turn of a matched session with the level alone (`_newest_turns`'
+    candidates: the top keeps the newest of tied turns as it does there)."""
+    codes = index._fields["session"].column.data
+    size, lo, hi = bounds.block, q.window.lo, q.window.hi
     at = np.asarray(blocks, dtype=np.int64) * size
-    starts, ends = np.maximum(at, lo), np.minimum(at + size, hi)
-    # The sessions their rows belong to: a whole block's codes as a row of the column seen as rows of
-    # `size` (one gather, not one per row), a block the window cuts row by row; marked in a table over
-    # every session code, its last place taking code -1 (none). (A sort of every row's code was most
-    # of the cost of a large read.)
-    whole_block = (starts == at) & (ends == at + size) & (ends <= len(codes))
-    met = [np.asarray(codes[:len(codes) // size * size]).reshape(-1, size)[at[whole_block] // size].ravel()]
-    met += [codes[a:b] for a, b in zip(starts[~whole_block].tolist(), ends[~whole_block].tolist(), strict=True)]
-    seen = np.zeros(len(bounds.first) + 1, dtype=bool)
-    for part in met:
-        seen[part] = True
-    seen[whole] = True
-    sessions = np.flatnonzero(seen[:-1])
-    spans_start = np.maximum(bounds.first[sessions], lo)
-    spans_end = np.minimum(bounds.last[sessions] + 1, hi)
-    keep = spans_end > spans_start
-    starts, ends = _merged(np.concatenate([starts, spans_start[keep]]), np.concatenate([ends, spans_end[keep]]))
-    if int((ends - starts).sum()) > 4 * len(blocks) * size + (1 << 14):
-        return None, None
-    return starts, ends
-
-
-def _merged(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    order = np.argsort(starts, kind="stable")
-    starts, ends = starts[order], ends[order]
-    reach = np.maximum.accumulate(ends)
-    new = np.ones(len(starts), dtype=bool)
-    new[1:] = starts[1:] > reach[:-1]
-    groups = np.cumsum(new) - 1
-    out_ends = np.zeros(int(groups[-1]) + 1 if len(groups) else 0, dtype=np.int64)
-    np.maximum.at(out_ends, groups, ends)
-    return starts[new], out_ends
-
-
-def _few(index: TokenCosineIndex, scales: list[tuple[int, np.float32]], lo: int,
-         hi: int) -> Few:
-    """The rows (ascending) and tf in lo..hi-1 of each of the query's terms in at most 1/`_FEW` of the rows."""
-    df = index._df.data
-    out = {}
-    for term, _ in scales:
-        if int(df[term]) * _FEW <= len(index):
-            rows, tf = _term_postings(index, term)
-            a, b = np.searchsorted(rows, (lo, hi))
-            out[term] = rows[a:b], tf[a:b]
-    return out
-
-
-def _postings(index: TokenCosineIndex, scales: list[tuple[int, np.float32]], starts: np.ndarray,
-              ends: np.ndarray, few: Few) -> Postings:
-    """(term, scale, rows, tf) of the query's terms in the ranges, in `scales`' order, as
-    `_Ranking._postings` adds them (the same float sums): the terms in `few` from their rows read once a
-    query, the others one gather per segment for all of them (a gather per term and segment was most of
-    a small read's cost: 19 segments at 3M rows)."""
-    edges = np.column_stack([starts, ends]).ravel()
-    first, last = int(starts[0]), int(ends[-1])
-    out: Postings = []
-    many = [(term, scale) for term, scale in scales if term not in few]
-    for seg in index._segments if many else ():
-        span = seg.span
-        if span[0] >= last or span[1] < first:
-            continue
-        i0, i1 = int(np.searchsorted(ends, span[0], side="right")), int(np.searchsorted(starts, span[1], side="right"))
-        if i1 > i0:
-            _gather(out, many, seg.indptr, seg.rows, seg.tf, edges[2 * i0:2 * i1])
-    if index._pending_rows and many:
-        terms, rows, tf = index._pending()
-        for term, scale in many:
-            mine = terms == term
-            if mine.any():
-                _gather(out, [(term, scale)], np.array([0, int(mine.sum())]), rows[mine], tf[mine], edges, 0)
-    for term, scale in scales:
-        if term in few and len(few[term][0]):
-            rows, tf = few[term]
-            _gather(out, [(term, scale)], np.array([0, len(rows)]), rows, tf, edges, 0)
-    place = {term: i for i, (term, _) in enumerate(scales)}
-    out.sort(key=lambda p: place[p[0]])     # stable: a row's sum adds its terms in `scales`' order
-    return out
-
-
-def _gather(out: Postings, scales: list[tuple[int, np.float32]], indptr: np.ndarray, rows: np.ndarray,
-            tf: np.ndarray, edges: np.ndarray, only: int | None = None) -> None:
-    """Append to `out` each term's postings (rows[indptr[t]:indptr[t + 1]], ascending) in the ranges
-    [edges[2i], edges[2i + 1]); `only`: the one term's run is indptr[only:only + 2]."""
-    owners, pieces = [], []
-    for k, (term, _) in enumerate(scales):
-        at = term if only is None else only
-        if at + 1 >= len(indptr):
-            continue
-        p, r = int(indptr[at]), int(indptr[at + 1])
-        if p < r:
-            owners.append(k)
-            pieces.append(rows[p:r].searchsorted(edges) + p)
-    if not pieces:
-        return
-    ab = np.concatenate(pieces)
-    a, lengths = ab[0::2], ab[1::2] - ab[0::2]
-    per_term = lengths.reshape(len(pieces), -1).sum(axis=1)
-    total = int(per_term.sum())
-    if not total:
-        return
-    offsets = np.repeat(a - (np.cumsum(lengths) - lengths), lengths) + np.arange(total)
-    got_rows, got_tf = rows[offsets].astype(np.intp), tf[offsets]     # int32 indexes ~3x slower
-    start = 0
-    for k, end in zip(owners, np.cumsum(per_term).tolist(), strict=True):
-        if end > start:
-            out.append((scales[k][0], scales[k][1], got_rows[start:end], got_tf[start:end]))
-        start = end
+    rows = (at[:, None] + np.arange(size)).ravel()
+    rows = rows[(rows >= lo) & (rows < hi)]
+    if len(whole):      # (not in order: neither the legs' tops nor the priors need it)
+        rows = rows[~member(codes[rows], whole.tolist(), len(bounds.first))]
+        if first:
+            starts, ends = cosine_region.merged(np.maximum(bounds.first[whole], lo),
+                                                np.minimum(bounds.last[whole] + 1, hi))   # spans may overlap
+            extra = np.concatenate([np.arange(a, b) for a, b in zip(starts.tolist(), ends.tolist(), strict=True)]
+                                   + [np.zeros(0, dtype=np.int64)])
+            rows = np.concatenate([rows, extra[member(codes[extra], whole.tolist(), len(bounds.first))]])
+    spread = ranking.scratch.b
+    written = ranking._scatter(hit, hit_scores)     # not `_scattered`: the rows are those above, unsorted
+    try:
+        reached = spread[rows] != 0
+        if q.window.late:
+            inside = ~q.window.outside(index._ts.data[rows])
+            rows, reached = rows[inside], reached[inside]
+        levels = ranking._levels(hit, hit_scores) if q.slots else None
+        level_all = levels.at(codes[rows]) if levels is not None else None
+        others, rows = rows[~reached], rows[reached]
+        smoothed = spread[rows] / (1.0 + 2 * sum(q.context))
+        ranking._priors(smoothed, rows)
+        ranked = rows, raw_scores(np.zeros(len(rows), dtype=np.float32), smoothed, q.scale), smoothed
+        sessions = bool((codes[hit] >= 0).any())
+        if level_all is None:       # no session leg, or no match has a session: the ranked leg's rows
+            return len(rows), ranked, ranked, sessions
+        boosted = smoothed + level_all[reached]
+        level = level_all[~reached]
+        alone = raw_scores(np.zeros(len(level), dtype=np.float32), level, q.scale)
+        turns = alone > 0
+        by_session = (np.concatenate([rows, others[turns]]),
+                      np.concatenate([raw_scores(np.zeros(len(rows), dtype=np.float32), boosted, q.scale),
+                                      alone[turns]]),
+                      np.concatenate([boosted, level[turns]]))
+        return len(rows) + int(turns.sum()), ranked, by_session, sessions
+    finally:
+        for part in written:
+            spread[part] = 0

@@ -380,6 +380,10 @@ class _Ranking:
     def _scattered(self, hit: np.ndarray, hit_scores: np.ndarray) -> np.ndarray:
         """The reference's `cosine_dense._scatter_context` into scratch b (not yet divided); returns the rows it
         wrote (the matches and their neighbours in the window), ascending."""
+        return self._written(self.scratch.b, self._scatter(hit, hit_scores))   # each holds a positive sum
+
+    def _scatter(self, hit: np.ndarray, hit_scores: np.ndarray) -> list[np.ndarray]:
+        """`_scattered`'s writes, returning the rows of each step (a row may be in several)."""
         spread, lo, hi = self.scratch.b, self.lo, self.hi
         spread[hit] = hit_scores
         written = [hit]
@@ -392,7 +396,7 @@ class _Ranking:
                 rows, carried = rows[inside], carried[inside]
                 spread[rows] += carried * weight   # a session is a chain: no row twice in one step
                 written.append(rows)
-        return self._written(spread, written)      # every row written holds a positive sum
+        return written
 
     def _newest_turns(self, levels: Levels, raw: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
         """The session leg's rows the matches do not reach: every in-window turn of a matched session
