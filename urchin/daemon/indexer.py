@@ -163,8 +163,10 @@ def main(stdin: IO[bytes], stdout: IO[bytes]) -> int:
     memory = Memory(settings)
     service = memory.index_service
     service.niceness = NICENESS
-    if requests is not None and attach(requests):
-        service.give_way = partial(give_way, FEED_WAIT_S)
+    if requests is not None:
+        if attach(requests):
+            service.give_way = partial(give_way, FEED_WAIT_S)
+        os.close(requests)   # the map keeps the page: nothing this child starts inherits it
     lock = threading.Lock()
 
     def report(event_id: str, reason: str) -> None:
