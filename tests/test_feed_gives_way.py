@@ -19,7 +19,8 @@ import pytest
 from urchin.config import Settings
 from urchin.facade import Memory
 from urchin.hybrid.base import UNIT_ROWS
-from urchin.requests_first import GRACE_S, Serving, attach, give_way, share, shared_wait_s
+from urchin.hybrid.feeder import ASKED_S, GIVE_WAY_BATCH_BYTES, Feeder
+from urchin.requests_first import GRACE_S, Serving, asked_within, attach, give_way, share, shared_wait_s
 
 EVENTS = 3 * UNIT_ROWS + 5     # four units of rows to build and four to copy (one batch)
 
@@ -103,3 +104,27 @@ def test_a_child_reads_the_daemons_requests_through_the_inherited_page(page: int
     threading.Event().wait(GRACE_S * 2)
     out, _ = child.communicate("", timeout=30)
     assert out.strip() == "False"                          # answered: no wait
+
+
+def test_a_feed_writes_small_batches_only_while_queries_come(page: int, pg_settings: Settings) -> None:
+    """Small batches (a commit each) cost a first feed ~30% of its rate: they are for while the daemon
+    answers queries (one in flight, or one ended in the last ASKED_S), large ones otherwise."""
+    memory = Memory(pg_settings)
+    text = "the billing retry budget was raised after the outage review " * 8
+    memory.ingest([{"content": f"{i} {text}", "source": "claude", "kind": "note"} for i in range(1_500)])
+    assert memory.journal.path.stat().st_size > 2 * GIVE_WAY_BATCH_BYTES
+    feeder = Feeder(memory.index_service.backend, memory.journal, "d", give_way=lambda: None, asked=asked_within)
+    threading.Event().wait(GRACE_S * 2)
+    query = Serving()
+    assert asked_within(ASKED_S)
+    _, small, _ = feeder._prepare(0)
+    query.done()
+    threading.Event().wait(GRACE_S)
+    assert not asked_within(GRACE_S / 2)        # the page says when the last one ended
+    _, still_small, _ = feeder._prepare(0)      # ended within ASKED_S: still small
+    assert small == still_small <= GIVE_WAY_BATCH_BYTES
+    quiet = Feeder(memory.index_service.backend, memory.journal, "d", give_way=lambda: None,
+                   asked=lambda seconds: False)
+    _, large, _ = quiet._prepare(0)
+    assert large > 2 * GIVE_WAY_BATCH_BYTES
+    memory.close()

@@ -33,8 +33,8 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-__all__ = ["STARTUP_WAIT_S", "GRACE_S", "Serving", "attach", "give_way", "lower_thread_priority", "serving",
-           "share", "shared_wait_s"]
+__all__ = ["STARTUP_WAIT_S", "GRACE_S", "Serving", "asked_within", "attach", "give_way", "lower_thread_priority",
+           "serving", "share", "shared_wait_s"]
 
 # The longest the rest of a daemon's start-up waits for what a first request needs (see above).
 STARTUP_WAIT_S = 10.0
@@ -91,6 +91,16 @@ def attach(fd: int | None) -> bool:
         _attached = None
         return False
     return True
+
+
+def asked_within(seconds: float) -> bool:
+    """Whether the daemon whose page this child attached is answering a request, or ended one in the
+    last `seconds` (False when none is attached)."""
+    page = _attached
+    if page is None:
+        return False
+    serving, ended = _PAGE.unpack_from(page.map, 0)
+    return serving > 0 or (ended > 0 and time.monotonic_ns() - ended < seconds * 1e9)
 
 
 def shared_wait_s() -> float:

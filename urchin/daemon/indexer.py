@@ -41,7 +41,7 @@ from urchin.daemon.logs import setup_logging
 from urchin.errors import UrchinError
 from urchin.facade import Memory
 from urchin.processes import NICENESS, PARENT_POLL_S, lowest_priority, python_child
-from urchin.requests_first import attach, give_way, share
+from urchin.requests_first import asked_within, attach, give_way, share
 
 __all__ = ["IndexProcess", "NICENESS", "FEED_WAIT_S", "main"]
 
@@ -165,7 +165,7 @@ def main(stdin: IO[bytes], stdout: IO[bytes]) -> int:
     service.niceness = NICENESS
     if requests is not None:
         if attach(requests):
-            service.give_way = partial(give_way, FEED_WAIT_S)
+            service.give_way, service.asked = partial(give_way, FEED_WAIT_S), asked_within
         os.close(requests)   # the map keeps the page: nothing this child starts inherits it
     lock = threading.Lock()
 

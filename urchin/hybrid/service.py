@@ -87,6 +87,7 @@ class IndexService:
         self.skip_listeners: list[Callable[[str, str], None]] = []   # the daemon's index process reports them
         self.niceness = 0      # > 0: the embedded server serves this process's connections at this nice value
         self.give_way: Callable[[], object] | None = None   # a background feed's pause for queries (Feeder)
+        self.asked: Callable[[float], bool] | None = None     # ... and whether they came lately (its batches)
 
     # ---- wiring -------------------------------------------------------------------------------
     @property
@@ -132,7 +133,7 @@ class IndexService:
         self._check_role(backend or self.backend)
         return Feeder(backend or self.backend, self.journal, self.settings.device, embedder=self.embedder,
                       retry_for=retry_for, on_skip=self.record_skip, wait=wait, vectors_home=self.settings.home,
-                      give_way=self.give_way if wait else None)
+                      give_way=self.give_way if wait else None, asked=self.asked)
 
     def _check_role(self, backend: Any) -> None:
         """A feeder role bound to another device: say so before the database refuses a row."""
