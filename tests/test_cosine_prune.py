@@ -23,8 +23,8 @@ FILLER = [f"w{i}" for i in range(150)]
 KINDS = ["conversation", "decision", "command", "note", "error"]
 SOURCES = ["claude", "codex", "shell"]
 DEADLINE_S = 8.0
-# blocks of 16 rows and no floor on a window's postings, so small journals are pruned too
-SMALL_BLOCKS = RankingSettings(block=16, min_postings=0)
+# blocks of 16 rows, few read first, and no floor on a window's postings, so small journals are pruned too
+SMALL_BLOCKS = RankingSettings(block=16, min_postings=0, first_blocks=4)
 
 
 def _journal(seed: int, n: int, at_once: int = 4) -> list[Event]:
@@ -108,7 +108,8 @@ def test_a_common_words_top_reads_about_as_many_postings_in_a_journal_three_time
     pruning there gives way to reading every match: bench/RESULTS.md)."""
     reads = []
     for n in (12_000, 36_000):
-        index = _index(_journal(3, n, at_once=1), freeze=1 << 16, settings=RankingSettings(block=64, min_postings=0))
+        index = _index(_journal(3, n, at_once=1), freeze=1 << 16,
+                       settings=RankingSettings(block=64, min_postings=0, first_blocks=8))
         index.search("retry", limit=20)           # makes the term's maxima
         pruned, every, read = _both(index, "retry", limit=20)
         assert pruned == every
@@ -122,7 +123,7 @@ def test_new_settings_drop_the_maxima_made_with_the_old_ones() -> None:
     index = _index(_journal(7, 3000))
     index.search("retry", limit=10)
     assert index._bounds is not None and index._bounds.block == 16
-    index.settings = RankingSettings(block=64, min_postings=0)
+    index.settings = RankingSettings(block=64, min_postings=0, first_blocks=2)
     assert index._bounds is None
     pruned, every, _ = _both(index, "retry", limit=10)
     assert pruned == every

@@ -4,7 +4,7 @@ so far, in the tiered ranking (`Kept`) and in the ranking without tiers (`Reache
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
@@ -13,7 +13,7 @@ from urchin.search.cosine_query import Query, Scored, merge
 if TYPE_CHECKING:
     from urchin.search.cosine import TokenCosineIndex
 
-__all__ = ["Kept", "Part", "Reach", "Reached", "Rows"]
+__all__ = ["Floors", "Kept", "Part", "Reach", "Reached", "Rows", "session_floor"]
 
 # a read's rows holding every word, each leg's best (the session leg's None: no row has a session), and
 # whether a match there has a session (`_evaluate`)
@@ -44,11 +44,12 @@ class Kept:
         # a part without a session leg: none of its rows has a session, their boost is 0
         self.by_session = self._best(self.by_session, ranked if by_session is None else by_session)
 
-    def floors(self) -> tuple[float, float] | None:
-        """Each leg's `limit`-th raw score (the session leg's inf without one), or None while unknown."""
+    def floors(self) -> Floors | None:
+        """The ranked leg's `limit`-th row and the session leg's floor (`session_floor`), or None while
+        unknown."""
         if self.tier < self.limit or (self.q.slots and not self.sessions):
             return None
-        return self.ranked[self.limit - 1].raw, self.by_session[self.limit - 1].raw if self.q.slots else np.inf
+        return _floors(self.ranked, self.by_session, self.q)
 
     def result(self) -> list[Scored]:
         q = self.q
@@ -88,14 +89,46 @@ class Reached:
             rows, raw, match = rows[keep], raw[keep], match[keep]
         return rows, raw, match
 
-    def floors(self) -> tuple[float, float] | None:
+    def floors(self) -> Floors | None:
         q, (ranked, by_session) = self.q, self.legs
         if len(ranked[1]) < q.limit or (q.slots and (len(by_session[1]) < q.limit or not self.sessions)):
             return None
-        return float(ranked[1].min()), float(by_session[1].min()) if q.slots else np.inf
+        top = self.index._top     # `limit` rows of each leg (and ties): a few look-ups of ids
+        return _floors(top(*ranked[:2], q.limit, ranked[2]),
+                       top(*by_session[:2], q.limit, by_session[2]) if q.slots else [], q)
 
     def result(self) -> list[Scored]:
         q, top = self.q, self.index._top
         ranked = top(*self.legs[0][:2], q.limit, self.legs[0][2])
         return merge(ranked, top(*self.legs[1][:2], q.limit, self.legs[1][2]), q.limit, q.slots,
                      lambda row: False) if q.slots else ranked
+
+
+class Floors(NamedTuple):
+    """Each leg's floor: a row left out that scores under it cannot change the results, nor one scoring
+    as much that sorts after its row (older, `TokenCosineIndex._top`'s order). The session leg's inf, row
+    -1, without that leg."""
+
+    rank: float
+    rank_row: int
+    sess: float
+    sess_row: int
+
+
+def _floors(ranked: list[Scored], by_session: list[Scored], q: Query) -> Floors:
+    last = ranked[q.limit - 1]
+    if not q.slots:
+        return Floors(last.raw, last.row, np.inf, -1)
+    taken = session_floor(ranked, by_session, q.limit, q.slots)
+    return Floors(last.raw, last.row, taken.raw, taken.row)
+
+
+def session_floor(ranked: list[Scored], by_session: list[Scored], limit: int, slots: int) -> Scored:
+    """The session leg's floor: the last of its rows `merge` takes, the `slots`-th of its
+    best not among the ranked leg's first `limit - slots` (the `limit`-th of its own when fewer). Once the
+    ranked leg's top is exact (its blocks over its floor read), a row scoring under it in the session leg
+    cannot change the merge: the rows taken before it are read, and sort before it."""
+    out = {s.row for s in ranked[:limit - slots]}
+    taken = [s for s in by_session if s.row not in out][:slots]
+    return taken[-1] if len(taken) == slots else by_session[limit - 1]
+
