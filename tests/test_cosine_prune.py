@@ -15,6 +15,8 @@ import pytest
 from urchin.event import Event
 from urchin.search import cosine_region
 from urchin.search.cosine import TokenCosineIndex
+from urchin.search.cosine_kept import session_floor
+from urchin.search.cosine_query import Scored, merge
 from urchin.search.cosine_settings import RankingSettings
 
 BASE = 1_700_000_000_000
@@ -274,3 +276,48 @@ def test_a_common_word_beside_a_word_no_event_holds_reads_under_half_its_matches
         pruned, every, read = _both(index, query, limit=20)
         assert pruned == every
         assert read * 2 < index.postings_read, (query, read, index.postings_read)
+
+
+def _capped_journal(n: int) -> list[Event]:
+    """Decisions of one word in sessions of 20 turns, one at a time: every turn's match is at least 1, so
+    every row scores the most a row can (the tiers' `every` plus `rank`), and the top is the newest."""
+    return [Event(id=f"{i:010x}", timestamp="", content="retry", ts_ms=BASE + i * 1000, source="claude",
+                  kind="decision", workspace="api", session=f"s{i // 20}") for i in range(n)]
+
+
+@pytest.mark.parametrize("words", ["retry", "retry zqxabsent"])
+def test_a_top_tied_at_the_most_a_row_scores_reads_only_the_newest_blocks(words: str) -> None:
+    """When the floors are the most a row can score, rows tie and the newest win: a block whose rows are
+    all older than a floor's row holds none that can enter, though its bound reaches the floor. Before,
+    every block reached it, and the pruning gave up and read every match besides (here: 6,000)."""
+    index = _index(_capped_journal(6000), freeze=1 << 20, settings=SMALL_BLOCKS)
+    index.search(words, limit=10)              # makes the term's maxima
+    pruned, every, read = _both(index, words, limit=10)
+    assert pruned == every
+    assert len({s.raw for s in pruned}) == 1 and min(s.row for s in pruned) > 5900     # tied, the newest
+    assert read * 10 < index.postings_read, (read, index.postings_read)
+
+
+def test_a_session_leg_row_under_its_floor_cannot_change_the_merge() -> None:
+    """The session leg's floor is the last row `merge` takes from it (the `slots`-th of its best not among
+    the ranked leg's first `limit - slots`), not its `limit`-th: a row scoring under it, wherever it lies,
+    changes nothing. Random legs sharing rows."""
+    rng = random.Random(5)
+    for _ in range(400):
+        limit, slots = rng.choice((5, 10, 20)), rng.choice((1, 2))
+        pool = rng.sample(range(10_000), 3 * limit)
+
+        def leg(rows: list[int]) -> list[Scored]:
+            raws = sorted((rng.random() for _ in rows), reverse=True)
+            return [Scored(f"{r:05d}", raw, r, 0.0, raw) for r, raw in zip(rows, raws, strict=True)]
+
+        ranked = leg(rng.sample(pool, limit))
+        shared = rng.sample([s.row for s in ranked], rng.randrange(limit))     # rows in both legs
+        by_session = leg((shared + [r for r in rng.sample(pool, 2 * limit) if r not in shared])[:limit])
+        floor = session_floor(ranked, by_session, limit, slots)
+        merged = merge(ranked, by_session, limit, slots, lambda row: True)
+        assert floor.raw >= by_session[limit - 1].raw and floor.row in {s.row for s in merged}
+        for row in (rng.choice(pool), 10_001):
+            under = Scored("x", floor.raw / 2, row, 0.0, floor.raw / 2)
+            with_it = sorted([*by_session, under], key=lambda s: -s.raw)
+            assert merge(ranked, with_it, limit, slots, lambda row: True) == merged
