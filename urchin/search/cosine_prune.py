@@ -56,10 +56,14 @@ class TermBounds(NamedTuple):
     sess: np.ndarray     # per block: the most of prior x y_t / K + session x L_t
     present: np.ndarray  # per block: the term occurs there, a bit each (np.packbits)
 
-    def sums(self, b0: int, b1: int, scale: float) -> tuple[np.ndarray, np.ndarray]:
-        """Each leg's maxima of blocks b0..b1-1 times `scale`, in float64 (float16 products would round)."""
-        return (np.multiply(self.rank[b0:b1], scale, dtype=np.float64),
-                np.multiply(self.sess[b0:b1], scale, dtype=np.float64))
+    def add(self, b0: int, b1: int, scale: float, rank: np.ndarray, sess: np.ndarray, buffer: np.ndarray) -> None:
+        """Add each leg's maxima of blocks b0..b1-1 times `scale` to `rank` and `sess` in float32, through
+        `buffer` (float16 products would round by more than `_MARGIN`, float32's by ~1e-7; float16
+        arithmetic converts on every step: at 90 d and 3M rows ~2x the time of a copy first)."""
+        for maxima, out in ((self.rank, rank), (self.sess, sess)):
+            buffer[:] = maxima[b0:b1]
+            buffer *= np.float32(scale)
+            out += buffer
 
     def holds(self, b0: int, b1: int) -> np.ndarray:
         bits = np.unpackbits(self.present[b0 // 8:(b1 + 7) // 8])
@@ -209,14 +213,13 @@ def top(index: TokenCosineIndex, q: Query, groups: list[list[tuple[int, ...]]],
     b0, b1 = lo // block, (min(hi, made) - 1) // block + 1
     if b1 <= b0:
         return None
-    rank_sum = np.zeros(b1 - b0)
-    sess_sum = np.zeros(b1 - b0)
+    rank_sum = np.zeros(b1 - b0, dtype=np.float32)
+    sess_sum = np.zeros(b1 - b0, dtype=np.float32)
     present: dict[int, np.ndarray] = {}
+    buffer = np.empty(b1 - b0, dtype=np.float32)
     for term, scale in scales:
         tb = bounds.term(index, term, named_codes)
-        rank_part, sess_part = tb.sums(b0, b1, float(scale))
-        rank_sum += rank_part
-        sess_sum += sess_part
+        tb.add(b0, b1, float(scale), rank_sum, sess_sum, buffer)
         present[term] = tb.holds(b0, b1)
     tier = np.ones(b1 - b0, dtype=bool)
     for alternatives in groups:
