@@ -321,3 +321,11 @@ def test_a_session_leg_row_under_its_floor_cannot_change_the_merge() -> None:
             under = Scored("x", floor.raw / 2, row, 0.0, floor.raw / 2)
             with_it = sorted([*by_session, under], key=lambda s: -s.raw)
             assert merge(ranked, with_it, limit, slots, lambda row: True) == merged
+
+
+def test_no_block_read_first_and_a_window_under_a_block_read_every_match() -> None:
+    """`first_blocks` 0 and a window shorter than a block: the pruning declines (its gate divides by the
+    window's blocks), and the top is every match's."""
+    index = _index(_journal(9, 40), settings=RankingSettings(first_blocks=0, min_postings=0))
+    pruned, every, _ = _both(index, "retry budget", limit=5)
+    assert pruned == every and pruned

@@ -305,7 +305,7 @@ def _worth(index: TokenCosineIndex, q: Query, scales: list[tuple[int, np.float32
         return False
     df = index._df.data
     postings = sum(int(df[t]) for t, _ in scales) * (hi - lo) / max(n, 1)
-    return postings * ((1 if tiered else 2) - first / blocks) >= s.min_postings
+    return postings * ((1 if tiered else 2) - first / max(blocks, 1)) >= s.min_postings
 
 
 def _over(bound: np.ndarray, floor: float, floor_ts: int, most_raw: float, newest: np.ndarray) -> np.ndarray:
