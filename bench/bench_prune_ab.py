@@ -4,18 +4,19 @@ CPU time of each (user + sys) and the postings each read, and a check that they 
 and scores in every cell.
 
     python bench/bench_prune_ab.py HOME [--base REV] [--base-settings K=V,...] [--repeat 5] [--wide]
-                                   [--locomo FILE] [--end-ms MS] [--reach | --absent]
+                                   [--locomo FILE] [--end-ms MS] [--reach | --absent] [--settings K=V,...]
 
 The home holds `journal/events.jsonl` and its saved token-cosine index (bench_semantic_scale.py). The
 base's module is `git show REV:urchin/search/cosine_prune.py`, loaded beside this tree's (it must import
-what this tree has); the index, its block maxima and every other module are shared, so the two differ
-only by the ranking loop, and alternating per call puts them under the same load. Cells: bench_hot_search's
+what this tree has); the index and every other module are shared (each side makes block maxima of its
+own, with its own settings), so the two differ only by the ranking loop and its cost settings, and
+alternating per call puts them under the same load. Cells: bench_hot_search's
 queries x windows, limit 20; `--wide` adds LoCoMo questions (`--locomo`), single common words, absent
 words, limits 5/20/100; `--reach` instead questions with a word no event holds (LoCoMo's, `--locomo`, names,
 typos: none of their rows holds every word) over 24 h, 7 d, 90 d, limits 5/20/100; `--absent` bench_scale's row of
 such questions (its 12 cells, limit 20) and their median. `--end-ms`: the windows
 end there (the journal's end), not now. `--base-settings`:
-cost settings A ranks with (e.g. the base's `first_blocks=12`), set beside the block maxima, not dropping them.
+cost settings A ranks with (e.g. the base's `block=256`); each side keeps block maxima of its own.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ import urchin.search.cosine as cosine  # noqa: E402
 import urchin.search.cosine_prune as this  # noqa: E402
 from urchin.config import Settings  # noqa: E402
 from urchin.facade import Memory  # noqa: E402
+from urchin.search.cosine_settings import RankingSettings  # noqa: E402
 from urchin.search.terms import tokenize  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
@@ -85,6 +87,10 @@ def cells(wide: bool, locomo: Path | None, reach: set[str] | None = None, absent
     return [(q, h, n) for q in (*QUERIES, *questions, *COMMON, *ABSENT) for h in (24, 168, 2160) for n in (5, 20, 100)]
 
 
+def _with(settings: RankingSettings, pairs: str) -> RankingSettings:
+    return replace(settings, **{k: int(v) for k, v in (kv.split("=") for kv in pairs.split(",") if kv)})
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("home", type=Path)
@@ -96,17 +102,19 @@ def main() -> None:
     parser.add_argument("--reach", action="store_true", help="questions with a word no event holds")
     parser.add_argument("--absent", action="store_true", help="bench_scale's row of such questions")
     parser.add_argument("--base-settings", default="", help="cost settings of A, e.g. first_blocks=12")
+    parser.add_argument("--settings", default="", help="cost settings of B (this tree's defaults else)")
     args = parser.parse_args()
     sides = (base_module(args.base), this)
     now = datetime.fromtimestamp(args.end_ms / 1000, tz=UTC) if args.end_ms else None
     memory = Memory(Settings.resolve(args.home))
     memory.semantic("warm up", hours=1e6, limit=5)
     index = memory.cosine_view().index
-    own = index.settings
-    theirs = replace(own, **{k: int(v) for k, v in (kv.split("=") for kv in args.base_settings.split(",") if kv)})
+    own = _with(index.settings, args.settings)
+    theirs = _with(index.settings, args.base_settings)
     todo = cells(args.wide, args.locomo, set(index._vocab) if args.reach else None, args.absent)
     print(f"{args.home}: {len(index):,} events, {len(todo)} cells, A = {args.base}, B = this tree")
     rows, differ = [], []
+    bounds: list[this.Bounds | None] = [None, None]    # each side makes its own
     for query, hours, limit in todo:
         cpu: tuple[list[float], list[float]] = ([], [])
         hits: dict[int, list[tuple[str, float]]] = {}
@@ -115,13 +123,15 @@ def main() -> None:
             i = (r + r // 2) % 2
             cosine.cosine_prune = sides[i]      # type: ignore[assignment]
             index._settings = (theirs, own)[i]  # not `settings =`: that drops the block maxima
+            index._bounds = bounds[i]           # each side's own (their blocks may differ)
             index.postings_read = 0
             started = time.process_time()
             result = memory.semantic(query, hours=hours, limit=limit, now=now)
             if r >= 2:      # one of each first: the terms' maxima are made by the first query
                 cpu[i].append((time.process_time() - started) * 1000)
-            hits[i], read[i] = [(h.event.id, h.score) for h in result.hits], index.postings_read
-        cosine.cosine_prune, index._settings = this, own
+            hits[i], read[i], bounds[i] = [(h.event.id, h.score) for h in result.hits], index.postings_read, \
+                index._bounds
+        cosine.cosine_prune, index._settings, index._bounds = this, own, bounds[1]
         if hits[0] != hits[1]:
             differ.append((query, hours, limit))
         rows.append((query, hours, limit, statistics.median(cpu[0]), statistics.median(cpu[1]), *read))

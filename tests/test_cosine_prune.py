@@ -15,6 +15,8 @@ import pytest
 from urchin.event import Event
 from urchin.search import cosine_region
 from urchin.search.cosine import TokenCosineIndex
+from urchin.search.cosine_kept import session_floor
+from urchin.search.cosine_query import Scored, merge
 from urchin.search.cosine_settings import RankingSettings
 
 BASE = 1_700_000_000_000
@@ -23,8 +25,8 @@ FILLER = [f"w{i}" for i in range(150)]
 KINDS = ["conversation", "decision", "command", "note", "error"]
 SOURCES = ["claude", "codex", "shell"]
 DEADLINE_S = 8.0
-# blocks of 16 rows and no floor on a window's postings, so small journals are pruned too
-SMALL_BLOCKS = RankingSettings(block=16, min_postings=0)
+# blocks of 16 rows, few read first, and no floor on a window's postings, so small journals are pruned too
+SMALL_BLOCKS = RankingSettings(block=16, min_postings=0, first_blocks=4)
 
 
 def _journal(seed: int, n: int, at_once: int = 4) -> list[Event]:
@@ -108,7 +110,8 @@ def test_a_common_words_top_reads_about_as_many_postings_in_a_journal_three_time
     pruning there gives way to reading every match: bench/RESULTS.md)."""
     reads = []
     for n in (12_000, 36_000):
-        index = _index(_journal(3, n, at_once=1), freeze=1 << 16, settings=RankingSettings(block=64, min_postings=0))
+        index = _index(_journal(3, n, at_once=1), freeze=1 << 16,
+                       settings=RankingSettings(block=64, min_postings=0, first_blocks=8))
         index.search("retry", limit=20)           # makes the term's maxima
         pruned, every, read = _both(index, "retry", limit=20)
         assert pruned == every
@@ -122,7 +125,7 @@ def test_new_settings_drop_the_maxima_made_with_the_old_ones() -> None:
     index = _index(_journal(7, 3000))
     index.search("retry", limit=10)
     assert index._bounds is not None and index._bounds.block == 16
-    index.settings = RankingSettings(block=64, min_postings=0)
+    index.settings = RankingSettings(block=64, min_postings=0, first_blocks=2)
     assert index._bounds is None
     pruned, every, _ = _both(index, "retry", limit=10)
     assert pruned == every
@@ -273,3 +276,56 @@ def test_a_common_word_beside_a_word_no_event_holds_reads_under_half_its_matches
         pruned, every, read = _both(index, query, limit=20)
         assert pruned == every
         assert read * 2 < index.postings_read, (query, read, index.postings_read)
+
+
+def _capped_journal(n: int) -> list[Event]:
+    """Decisions of one word in sessions of 20 turns, one at a time: every turn's match is at least 1, so
+    every row scores the most a row can (the tiers' `every` plus `rank`), and the top is the newest."""
+    return [Event(id=f"{i:010x}", timestamp="", content="retry", ts_ms=BASE + i * 1000, source="claude",
+                  kind="decision", workspace="api", session=f"s{i // 20}") for i in range(n)]
+
+
+@pytest.mark.parametrize("words", ["retry", "retry zqxabsent"])
+def test_a_top_tied_at_the_most_a_row_scores_reads_only_the_newest_blocks(words: str) -> None:
+    """When the floors are the most a row can score, rows tie and the newest win: a block whose rows are
+    all older than a floor's row holds none that can enter, though its bound reaches the floor. Before,
+    every block reached it, and the pruning gave up and read every match besides (here: 6,000)."""
+    index = _index(_capped_journal(6000), freeze=1 << 20, settings=SMALL_BLOCKS)
+    index.search(words, limit=10)              # makes the term's maxima
+    pruned, every, read = _both(index, words, limit=10)
+    assert pruned == every
+    assert len({s.raw for s in pruned}) == 1 and min(s.row for s in pruned) > 5900     # tied, the newest
+    assert read * 10 < index.postings_read, (read, index.postings_read)
+
+
+def test_a_session_leg_row_under_its_floor_cannot_change_the_merge() -> None:
+    """The session leg's floor is the last row `merge` takes from it (the `slots`-th of its best not among
+    the ranked leg's first `limit - slots`), not its `limit`-th: a row scoring under it, wherever it lies,
+    changes nothing. Random legs sharing rows."""
+    rng = random.Random(5)
+    for _ in range(400):
+        limit, slots = rng.choice((5, 10, 20)), rng.choice((1, 2))
+        pool = rng.sample(range(10_000), 3 * limit)
+
+        def leg(rows: list[int]) -> list[Scored]:
+            raws = sorted((rng.random() for _ in rows), reverse=True)
+            return [Scored(f"{r:05d}", raw, r, 0.0, raw) for r, raw in zip(rows, raws, strict=True)]
+
+        ranked = leg(rng.sample(pool, limit))
+        shared = rng.sample([s.row for s in ranked], rng.randrange(limit))     # rows in both legs
+        by_session = leg((shared + [r for r in rng.sample(pool, 2 * limit) if r not in shared])[:limit])
+        floor = session_floor(ranked, by_session, limit, slots)
+        merged = merge(ranked, by_session, limit, slots, lambda row: True)
+        assert floor.raw >= by_session[limit - 1].raw and floor.row in {s.row for s in merged}
+        for row in (rng.choice(pool), 10_001):
+            under = Scored("x", floor.raw / 2, row, 0.0, floor.raw / 2)
+            with_it = sorted([*by_session, under], key=lambda s: -s.raw)
+            assert merge(ranked, with_it, limit, slots, lambda row: True) == merged
+
+
+def test_no_block_read_first_and_a_window_under_a_block_read_every_match() -> None:
+    """`first_blocks` 0 and a window shorter than a block: the pruning declines (its gate divides by the
+    window's blocks), and the top is every match's."""
+    index = _index(_journal(9, 40), settings=RankingSettings(first_blocks=0, min_postings=0))
+    pruned, every, _ = _both(index, "retry budget", limit=5)
+    assert pruned == every and pruned

@@ -28,7 +28,8 @@ import numpy as np
 from urchin.event import MEMORY_KINDS
 from urchin.search import cosine_region
 from urchin.search.assoc import TF_WEIGHT
-from urchin.search.cosine_query import Query, Scored, member, merge, raw_scores
+from urchin.search.cosine_kept import Kept, Part, Reach, Reached
+from urchin.search.cosine_query import Query, Scored, member, raw_scores
 from urchin.search.cosine_region import Few
 from urchin.search.cosine_sparse import _Ranking
 from urchin.search.postings import distinct
@@ -45,18 +46,28 @@ __all__ = ["Bounds", "top"]
 _MARGIN = 1 + 1e-4
 
 Named = tuple[tuple[int, ...], tuple[int, ...]]    # the kind codes and source codes a query names
-# a read's rows holding every word, each leg's best (the session leg's None: no row has a session), and
-# whether a match there has a session (`_evaluate`)
-Part = tuple[int, list[Scored], list[Scored] | None, bool]
-Rows = tuple[np.ndarray, np.ndarray, np.ndarray]    # rows, their raw scores and matches
-# `_reached_part`'s: rows ranked, each leg's candidates, whether a match there has a session
-Reach = tuple[int, Rows, Rows, bool]
 
 
 class TermBounds(NamedTuple):
+    """Per block, in float16 rounded up (still at least the float32 maxima) and bits: blocks of 64 rows
+    at 3M rows, 5 bytes a block (~190 KB a term), not 9 (422 KB)."""
+
     rank: np.ndarray     # per block: the most of prior x y_t (divide by K)
     sess: np.ndarray     # per block: the most of prior x y_t / K + session x L_t
-    present: np.ndarray  # per block: the term occurs there
+    present: np.ndarray  # per block: the term occurs there, a bit each (np.packbits)
+
+    def add(self, b0: int, b1: int, scale: float, rank: np.ndarray, sess: np.ndarray, buffer: np.ndarray) -> None:
+        """Add each leg's maxima of blocks b0..b1-1 times `scale` to `rank` and `sess` in float32, through
+        `buffer` (float16 products would round by more than `_MARGIN`, float32's by ~1e-7; float16
+        arithmetic converts on every step: at 90 d and 3M rows ~2x the time of a copy first)."""
+        for maxima, out in ((self.rank, rank), (self.sess, sess)):
+            buffer[:] = maxima[b0:b1]
+            buffer *= np.float32(scale)
+            out += buffer
+
+    def holds(self, b0: int, b1: int) -> np.ndarray:
+        bits = np.unpackbits(self.present[b0 // 8:(b1 + 7) // 8])
+        return bits[b0 % 8:b0 % 8 + b1 - b0].astype(bool)
 
 
 class Bounds:
@@ -120,9 +131,15 @@ def _base(index: TokenCosineIndex) -> float:
 
 
 def _block_max(values: np.ndarray, blocks: int, block: int) -> np.ndarray:
+    """Each block's maximum in float16, rounded up where float16 rounds below it."""
     padded = np.zeros(blocks * block, dtype=np.float32)
     padded[:len(values)] = values
-    return padded.reshape(blocks, block).max(axis=1)
+    most = padded.reshape(blocks, block).max(axis=1)
+    with np.errstate(over="ignore"):      # over float16's range: inf, still a bound
+        half = most.astype(np.float16)
+    low = half.astype(np.float32) < most
+    half[low] = np.nextafter(half[low], np.float16(np.inf))
+    return half
 
 
 def _derive(index: TokenCosineIndex, term: int, n: int, base: float, block: int, named: Named) -> TermBounds:
@@ -165,7 +182,7 @@ def _derive(index: TokenCosineIndex, term: int, n: int, base: float, block: int,
                       0.0).astype(np.float32)
     y /= np.float32(1.0 + 2 * sum(weights))
     y += level[codes]                             # code -1: the appended 0
-    present = np.bincount(rows // block, minlength=blocks) > 0
+    present = np.packbits(np.bincount(rows // block, minlength=blocks) > 0)
     return TermBounds(rank, _block_max(y, blocks, block), present)
 
 
@@ -185,10 +202,8 @@ def top(index: TokenCosineIndex, q: Query, groups: list[list[tuple[int, ...]]],
         return None
     named_codes = _named(index, q.words)    # "errors", "decisions": their rows' maxima carry that prior
     scales, _ = index._scales(q.weights, q.own)
-    lo, hi, n = q.window.lo, q.window.hi, len(index)
-    df = index._df.data
-    s = index.settings
-    if sum(int(df[t]) for t, _ in scales) * (hi - lo) < s.min_postings * max(n, 1):
+    lo, hi, s = q.window.lo, q.window.hi, index.settings
+    if not _worth(index, q, scales, all(groups)):
         return None
     bounds = index._bounds
     if bounds is None or not bounds.fits(index):
@@ -198,14 +213,14 @@ def top(index: TokenCosineIndex, q: Query, groups: list[list[tuple[int, ...]]],
     b0, b1 = lo // block, (min(hi, made) - 1) // block + 1
     if b1 <= b0:
         return None
-    rank_sum = np.zeros(b1 - b0)
-    sess_sum = np.zeros(b1 - b0)
+    rank_sum = np.zeros(b1 - b0, dtype=np.float32)
+    sess_sum = np.zeros(b1 - b0, dtype=np.float32)
     present: dict[int, np.ndarray] = {}
+    buffer = np.empty(b1 - b0, dtype=np.float32)
     for term, scale in scales:
         tb = bounds.term(index, term, named_codes)
-        rank_sum += float(scale) * tb.rank[b0:b1]
-        sess_sum += float(scale) * tb.sess[b0:b1]
-        present[term] = tb.present[b0:b1]
+        tb.add(b0, b1, float(scale), rank_sum, sess_sum, buffer)
+        present[term] = tb.holds(b0, b1)
     tier = np.ones(b1 - b0, dtype=bool)
     for alternatives in groups:
         ok = np.zeros(b1 - b0, dtype=bool)
@@ -229,16 +244,21 @@ def top(index: TokenCosineIndex, q: Query, groups: list[list[tuple[int, ...]]],
     first, last = bounds.first, bounds.last
     whole = np.flatnonzero(((first < lo) & (last >= lo)) | ((first < hi) & (last >= hi)) | (last >= made))
     fresh = np.arange(made // block, (hi - 1) // block + 1) if hi > made else np.zeros(0, dtype=np.int64)
-    by_rank, by_sess = np.argsort(-rank_bound), np.argsort(-sess_bound)
+    # the most a row can score (`raw_scores`): rows scoring that much sort newest first, so a block whose
+    # rows are all older than a floor's row at that score holds none that can enter (`_over`)
+    most_raw = float(np.float32(every) + np.float32(rank) * np.float32(1.0))
+    by_rank, by_sess = _Best(rank_bound, most_raw), _Best(sess_bound, most_raw)
     chosen: set[int] = set(fresh.tolist())
     read: set[int] = set()
-    kept: _Kept | _Reached = _Reached(index, q) if reach else _Kept(index, q)
+    wanted: set[int] = set()    # blocks over a floor, not read yet, that the legs' best missed
+    newest = index._ts_max.view()[np.minimum(np.arange(b0 + 1, b1 + 1) * block, made) - 1]   # latest ts a block holds
+    kept: Kept | Reached = Reached(index, q) if reach else Kept(index, q)
     rare = cosine_region.few(index, scales, lo, hi)
     # blocks read of each leg's best (none for a query without a session leg)
     size, most = [s.first_blocks, s.first_blocks if q.slots else 0], (b1 - b0) // s.read_share
     for _ in range(s.rounds):
-        best = np.concatenate([by_rank[:size[0]], by_sess[:size[1]]])
-        chosen |= {b0 + b for b in best[tier[best]].tolist()}
+        best = np.concatenate([by_rank.first(size[0]), by_sess.first(size[1])])
+        chosen |= {b0 + b for b in best[tier[best]].tolist()} | wanted
         if len(chosen) > most:
             return None
         new = sorted(chosen - read)
@@ -258,92 +278,63 @@ def top(index: TokenCosineIndex, q: Query, groups: list[list[tuple[int, ...]]],
             # session: read more
             size = [4 * n for n in size]
             continue
-        over = [int((rank_bound >= floors[0]).sum()), int((sess_bound >= floors[1]).sum())]
-        if over[0] <= size[0] and over[1] <= size[1]:  # every block whose bound reaches a floor was read
+        ts = index._ts.data
+        over = [_over(rank_bound, floors.rank, ts[floors.rank_row], most_raw, newest),
+                _over(sess_bound, floors.sess, ts[floors.sess_row] if floors.sess_row >= 0 else 0, most_raw, newest)]
+        left = [set((b0 + np.flatnonzero(m)).tolist()) - read for m in over]
+        if not left[0] and not left[1]:  # every block whose bound reaches a floor was read
             return kept.result()
         # The floors rise as more of the best blocks are read, and the blocks over them fall: read 4x as
         # many of a leg's best, or every block over its floor now when that is fewer (then none is left
         # over); a leg whose blocks over its floor were all read reads no more
-        size = [n if m <= n else min(4 * n, m) for n, m in zip(size, over, strict=True)]
+        counts = [int(m.sum()) for m in over]
+        wanted = set().union(*(b for b, n, m in zip(left, size, counts, strict=True) if m <= n))
+        size = [n if m <= n else min(4 * n, m) for n, m in zip(size, counts, strict=True)]
     return None
 
 
-class _Kept:
-    """The best `limit` rows of each leg over the blocks read so far, how many of their rows hold every
-    word, and whether a match there has a session (the reference's session leg may differ if none)."""
-
-    def __init__(self, index: TokenCosineIndex, q: Query) -> None:
-        self.ts, self.q, self.limit = index._ts.data, q, q.limit
-        self.ranked: list[Scored] = []
-        self.by_session: list[Scored] = []
-        # rows holding every word, a match with a session, the `whole` sessions ranked (by the first read)
-        self.tier, self.sessions, self.whole = 0, False, False
-
-    def add(self, part: Part | Reach) -> None:
-        tier, ranked, by_session, sessions = part
-        assert isinstance(ranked, list) and not isinstance(by_session, tuple)
-        self.tier += tier
-        self.sessions |= sessions
-        self.whole = True
-        self.ranked = self._best(self.ranked, ranked)
-        # a part without a session leg: none of its rows has a session, their boost is 0
-        self.by_session = self._best(self.by_session, ranked if by_session is None else by_session)
-
-    def floors(self) -> tuple[float, float] | None:
-        """Each leg's `limit`-th raw score (the session leg's inf without one), or None while unknown."""
-        if self.tier < self.limit or (self.q.slots and not self.sessions):
-            return None
-        return self.ranked[self.limit - 1].raw, self.by_session[self.limit - 1].raw if self.q.slots else np.inf
-
-    def result(self) -> list[Scored]:
-        q = self.q
-        return merge(self.ranked, self.by_session, q.limit, q.slots, lambda row: True) if q.slots else self.ranked
-
-    def _best(self, a: list[Scored], b: list[Scored]) -> list[Scored]:
-        """`TokenCosineIndex._top`'s order (score, then newer, then id) over both."""
-        if not b:
-            return a
-        ts = self.ts
-        return sorted(a + b, key=lambda s: (-s.raw, -int(ts[s.row]), s.id))[:self.limit]
+def _worth(index: TokenCosineIndex, q: Query, scales: list[tuple[int, np.float32]], tiered: bool) -> bool:
+    """Whether pruning would read fewer postings than reading every match of the window, by more than its
+    own cost (`min_postings`): the terms' postings in the window (estimated: the window's share of each
+    term's) less those of its first read (its share of the window's blocks). Reading every match reads
+    them twice when no row can hold every word (a group with no term: `_Ranking.run`, then the passes)."""
+    s, lo, hi, n = index.settings, q.window.lo, q.window.hi, len(index)
+    blocks = (hi - lo) // s.block
+    first = (2 if q.slots else 1) * s.first_blocks
+    if blocks // s.read_share < first:      # the first read alone would be more of the window than is worth it
+        return False
+    df = index._df.data
+    postings = sum(int(df[t]) for t, _ in scales) * (hi - lo) / max(n, 1)
+    return postings * ((1 if tiered else 2) - first / max(blocks, 1)) >= s.min_postings
 
 
-class _Reached:
-    """`_Kept` of the ranking without tiers (`_reached_part`): each leg's rows scoring at least its
-    `limit`-th best so far (ties kept), as arrays (row, raw, match); ranked by `_top` once, at the end
-    (a top of `limit` + 500 rows, a query with phrases, was most of its cost when made each round)."""
+def _over(bound: np.ndarray, floor: float, floor_ts: int, most_raw: float, newest: np.ndarray) -> np.ndarray:
+    """The blocks that can hold a row entering a leg over its floor: their bound reaches it, and when the
+    floor is the most a row can score, they hold a row as new as the floor's (`_top`: newer first)."""
+    over = bound >= floor
+    if floor >= most_raw:
+        over &= newest >= floor_ts
+    return over
 
-    def __init__(self, index: TokenCosineIndex, q: Query) -> None:
-        self.index, self.q = index, q
-        empty = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32), np.zeros(0, dtype=np.float32)
-        self.legs = [empty, empty]
-        self.sessions, self.whole = False, False
 
-    def add(self, part: Part | Reach) -> None:
-        _, ranked, by_session, sessions = part
-        self.sessions |= sessions
-        self.whole = True
-        if isinstance(ranked, list) or not isinstance(by_session, tuple):    # `_evaluate`'s: nothing there
-            return
-        self.legs = [self._best(kept, new) for kept, new in zip(self.legs, (ranked, by_session), strict=True)]
+class _Best:
+    """A leg's blocks by falling bound, those that can reach the most a row can score newest first
+    (`_over`), the first `k` found when asked: a partition, not a sort of every block of the window (at
+    90 d and 3M rows, 47k blocks of 64 rows: ~2 ms a leg sorted)."""
 
-    def _best(self, a: Rows, b: Rows) -> Rows:
-        rows, raw, match = (np.concatenate([x, y]) for x, y in zip(a, b, strict=True))
-        if len(raw) > self.q.limit:
-            keep = raw >= np.partition(raw, len(raw) - self.q.limit)[len(raw) - self.q.limit]
-            rows, raw, match = rows[keep], raw[keep], match[keep]
-        return rows, raw, match
+    def __init__(self, bound: np.ndarray, most_raw: float) -> None:
+        capped = bound > most_raw
+        self.bound = np.where(capped, most_raw + 1 + np.arange(len(bound)), bound) if capped.any() else bound
+        self.order = np.zeros(0, dtype=np.int64)
 
-    def floors(self) -> tuple[float, float] | None:
-        q, (ranked, by_session) = self.q, self.legs
-        if len(ranked[1]) < q.limit or (q.slots and (len(by_session[1]) < q.limit or not self.sessions)):
-            return None
-        return float(ranked[1].min()), float(by_session[1].min()) if q.slots else np.inf
-
-    def result(self) -> list[Scored]:
-        q, top = self.q, self.index._top
-        ranked = top(*self.legs[0][:2], q.limit, self.legs[0][2])
-        return merge(ranked, top(*self.legs[1][:2], q.limit, self.legs[1][2]), q.limit, q.slots,
-                     lambda row: False) if q.slots else ranked
+    def first(self, k: int) -> np.ndarray:
+        if len(self.order) < min(k, len(self.bound)):
+            if k >= len(self.bound):
+                self.order = np.argsort(-self.bound)
+            else:
+                part = np.argpartition(-self.bound, k)[:k]
+                self.order = part[np.argsort(-self.bound[part])]
+        return self.order[:k]
 
 
 def _as_raw(every: float, rank: float, match: np.ndarray) -> np.ndarray:

@@ -13,6 +13,7 @@ from urchin.search.cosine_sparse import Postings
 if TYPE_CHECKING:
     from urchin.search.cosine import TokenCosineIndex
     from urchin.search.cosine_prune import Bounds
+    from urchin.search.postings import Segment
 
 __all__ = ["Few", "few", "merged", "postings", "region", "term_postings"]
 
@@ -22,9 +23,11 @@ _FEW = 64
 Few = dict[int, tuple[np.ndarray, np.ndarray]]     # a term's rows in the window and their tf (`few`)
 
 
-def term_postings(index: TokenCosineIndex, term: int) -> tuple[np.ndarray, np.ndarray]:
+def term_postings(index: TokenCosineIndex, term: int,
+                  segments: list[Segment] | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """`term`'s rows (ascending) and tf in `segments` (every one by default) and the pending postings."""
     rows, tf = [], []
-    for seg in index._segments:
+    for seg in index._segments if segments is None else segments:
         r, f = seg.postings(term)
         rows.append(r)
         tf.append(f)
@@ -80,11 +83,11 @@ def merged(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray
 def few(index: TokenCosineIndex, scales: list[tuple[int, np.float32]], lo: int,
          hi: int) -> Few:
     """The rows (ascending) and tf in lo..hi-1 of each of the query's terms in at most 1/`_FEW` of the rows."""
-    df = index._df.data
+    df, segments = index._df.data, index.segments_in(lo, hi)     # a week's window: a few of 19 at 3M rows
     out = {}
     for term, _ in scales:
         if int(df[term]) * _FEW <= len(index):
-            rows, tf = term_postings(index, term)
+            rows, tf = term_postings(index, term, segments)
             a, b = np.searchsorted(rows, (lo, hi))
             out[term] = rows[a:b], tf[a:b]
     return out

@@ -89,18 +89,22 @@ class RankingSettings:
     walk_budget: int = 20_000
     """Steps walking matched sessions back to their newest turns (the session leg) before the passes over
     the window are cheaper (`cosine_sparse`)."""
-    block: int = 256
-    """Rows per block of the block-max pruning (`cosine_prune`: 9 bytes per block and kept term). Set
-    with the pruning (round seventeen, `bench/bench_prune.py` at 1M and 3M)."""
-    min_postings: int = 100_000
-    """A window whose query terms have fewer postings (estimated) is read whole, not pruned: cheaper
-    (round seventeen; `bench_prune.py --min-postings`)."""
+    block: int = 64
+    """Rows per block of the block-max pruning (`cosine_prune`: 5 bytes per block and kept term). 64, not
+    256 (round seventeen's): a block's maxima of two common words summed are tighter the fewer rows it
+    has, so a week's window at 3M rows reads ~1/10 of its blocks, not over 1/3 (round twenty-four,
+    `bench/bench_prune_ab.py`)."""
+    min_postings: int = 30_000
+    """The pruning's own cost, in postings: a window is pruned when reading every match would read this
+    many more postings (estimated) than the pruning's first read (`cosine_prune._worth`; round twenty-four,
+    `bench_prune_ab.py`: at 1M rows a week's window is read whole, at 3M pruned)."""
     bound_terms: int = 128
-    """Terms whose block maxima are kept (least recently asked go first; ~100 KB at 3M rows)."""
-    first_blocks: int = 48
+    """Terms whose block maxima are kept (least recently asked go first; ~190 KB a term at 3M rows, made
+    in ~0.1 s)."""
+    first_blocks: int = 192
     """Blocks per leg the pruning reads first, for each leg's floor (then up to 4x more per round, `rounds`).
-    48, not 12: each round costs ~2 ms at 3M rows whatever it reads, and no bench_scale query was
-    answered from 12 (round twenty-three, `bench/bench_prune_ab.py`)."""
+    192 of 64 rows (48 of 256 before): each round costs ~2 ms at 3M rows whatever it reads, and no
+    bench_scale query was answered from 12 (round twenty-three, `bench/bench_prune_ab.py`)."""
     rounds: int = 8
     """Reads of the best blocks at most (each 4x as many as the last, or every block over the floors the
     last one found, when fewer): the floors rise with each, and the blocks over them fall."""
