@@ -46,7 +46,7 @@ class IdMemo:
 
     def get(self, h: int) -> list[int]:
         known = self._recent.get(h)   # before the arrays: a merge publishes them, then empties this
-        found = [] if known is None else [known] if isinstance(known, int) else known
+        found = [] if known is None else known if isinstance(known, list) else [known]
         prefixes, numbers = self._sorted
         if len(prefixes):
             key = prefixes.dtype.type(h >> 32)
@@ -88,10 +88,10 @@ class IdMemo:
             known = recent.get(h)
             if known is None:
                 recent[h] = offset
-            elif isinstance(known, int):
-                recent[h] = [known, offset]
-            else:
+            elif isinstance(known, list):
                 known.append(offset)
+            else:
+                recent[h] = [known, offset]
             hashes.append(h)
         self._recent_numbers.extend(range(first, first + len(hashes) - count))
         self._merge_when_full()
