@@ -93,3 +93,15 @@ def test_a_save_leaves_its_mapped_files_out_of_the_page_cache(memory: Memory, se
     mapped = [p for p in gen.iterdir() if p.name.startswith(("seg", "ids", "id_end", "offsets"))]
     assert len(mapped) >= 6 and sum(_cached_pages(p) for p in mapped) == 0
     assert _cached_pages(gen / "norm.npy") > 0        # the rest (loaded copy-on-write, read whole) stays
+
+
+@pytest.mark.skipif(not hasattr(os, "posix_fadvise"), reason="posix_fadvise")
+def test_a_spilled_segment_is_mapped_from_outside_the_page_cache(tmp_path: Path) -> None:
+    """A build's spilled segment is read through a map while the build goes on (queries answer from it):
+    written, synced, then dropped from the page cache as a save's files are (but the header's pages
+    np.load reads back: 642 pages cached without the drop), the same bytes mapped."""
+    arrays = (np.arange(1 << 18, dtype=np.int64), np.arange(1 << 17, dtype=np.int32))
+    maps = cosine_store.spill(tmp_path / "cosine", arrays, {})
+    files = [p for p in (tmp_path / "cosine").rglob("*.npy")]
+    assert len(files) == 2 and sum(_cached_pages(p) for p in files) <= 32
+    assert all(np.array_equal(m, a) for m, a in zip(maps, arrays, strict=True))

@@ -20,6 +20,7 @@ import urchin
 from urchin.fileio import (
     append_synced,
     complete_lines,
+    drop_cached,
     ensure_private_dir,
     fsync_dir,
     line_chunks,
@@ -299,6 +300,23 @@ def test_write_synced_writes_in_place_0600_and_says_how_much(tmp_path: Path) -> 
     assert leftover.read_bytes() == b"new" and stat.S_IMODE(leftover.stat().st_mode) == 0o600
     assert write_synced(tmp_path / "filled", lambda handle: handle.write(b"abc" * 1000)) == 3000
     assert (tmp_path / "filled").read_bytes() == b"abc" * 1000
+
+
+@pytest.mark.skipif(not hasattr(os, "posix_fadvise"), reason="posix_fadvise")
+def test_a_file_written_for_readers_to_map_leaves_the_page_cache(tmp_path: Path) -> None:
+    """`uncached`: once synced, the file's pages leave the page cache (where they sat in 2 MB folios
+    that a map's read of a few bytes makes the reader's); its bytes are the same. `drop_cached` of a
+    path does it to a file written before, and of a missing file does nothing."""
+    from tests.test_cosine_pages import _cached_pages
+
+    data = os.urandom(1 << 20)
+    assert write_synced(tmp_path / "mapped", data, uncached=True) == len(data)
+    write_synced(tmp_path / "kept", data)
+    assert _cached_pages(tmp_path / "mapped") == 0 and _cached_pages(tmp_path / "kept") > 0
+    drop_cached(tmp_path / "kept")
+    drop_cached(tmp_path / "absent")
+    assert _cached_pages(tmp_path / "kept") == 0
+    assert (tmp_path / "mapped").read_bytes() == data == (tmp_path / "kept").read_bytes()
 
 
 def test_rename_into_place_and_link_if_possible(tmp_path: Path) -> None:

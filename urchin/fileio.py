@@ -1,5 +1,5 @@
 """File primitives, written once: atomic replacement, synced append, folder fsync, private folders,
-and the reader of complete lines from an offset.
+dropping a written file's cached pages, and the reader of complete lines from an offset.
 
 Every module that writes a file it must not tear (settings, tokens, keys, cursors, the forget log,
 the journal's compaction, backups, agent configs, the token-cosine store, the vector cache) goes
@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import BinaryIO
 
 __all__ = ["fsync_dir", "ensure_private_dir", "write_private", "Replacement", "replacing", "open_append",
-           "append_synced", "write_all", "write_synced", "rename_into_place", "link_if_possible", "line_chunks",
-           "split_lines", "complete_lines", "line_at"]
+           "append_synced", "write_all", "write_synced", "drop_cached", "rename_into_place", "link_if_possible",
+           "line_chunks", "split_lines", "complete_lines", "line_at"]
 
 _READ_CHUNK = 1 << 20
 
@@ -212,13 +212,15 @@ def write_private(path: Path, data: bytes, *, mode: int = 0o600, sync: bool = Tr
     return True
 
 
-def write_synced(path: Path, data: bytes | Callable[[BinaryIO], object], *, mode: int = 0o600) -> int:
+def write_synced(path: Path, data: bytes | Callable[[BinaryIO], object], *, mode: int = 0o600,
+                 uncached: bool = False) -> int:
     """Write the file `path` where it is (created `mode`, or truncated) and fsync it; returns its size.
 
     For a file no reader trusts until a commit made elsewhere: one in a new folder that is renamed
     into place whole (a view's generation), or one a marker file then commits (a roll-forward swap).
     Anything else replaces its file with `replacing`. `data`: the bytes, or a function writing them
-    to the (buffered) file.
+    to the (buffered) file. `uncached`: a file readers map, dropped from the page cache once synced
+    (`drop_cached`).
     """
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, mode)
     try:
@@ -233,7 +235,39 @@ def write_synced(path: Path, data: bytes | Callable[[BinaryIO], object], *, mode
             handle.write(data)
         handle.flush()
         os.fsync(handle.fileno())
+        if uncached:
+            drop_cached(handle.fileno())
         return handle.tell()
+
+
+def drop_cached(file: int | Path) -> None:
+    """Drop the page cache's copy of a file this process wrote and synced (dirty pages stay), one that
+    readers map. Just written, its pages sit in large folios (2 MB: ext4 on Linux 6.18) and a read of a
+    few bytes through a map makes the whole folio the reader's (a daemon after its first build held ~4x
+    the pages a restart did for the same queries); read back from disk, they come in readahead's small
+    pieces. Not for a file read with `pread` only (the folios never become a reader's: dropping them
+    only makes the next read go to the disk). Best effort: nothing without `posix_fadvise` (not Linux)
+    or when the file cannot be opened."""
+    advise = getattr(os, "posix_fadvise", None)
+    if advise is None:
+        return
+    fd = file if isinstance(file, int) else _open_quietly(file)
+    if fd < 0:
+        return
+    try:
+        advise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    except OSError:
+        pass
+    finally:
+        if not isinstance(file, int):
+            os.close(fd)
+
+
+def _open_quietly(path: Path) -> int:
+    try:
+        return os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return -1
 
 
 def rename_into_place(source: Path, target: Path, *, sync_dir: bool = False) -> None:

@@ -30,6 +30,7 @@ import numpy as np
 import orjson
 
 from urchin.fileio import (
+    drop_cached,
     ensure_private_dir,
     fsync_dir,
     link_if_possible,
@@ -146,26 +147,11 @@ def save(directory: Path, state: IndexState, offsets: np.ndarray, mark: JournalM
 
 def uncache(folder: Path, names: Iterable[str]) -> None:
     """Drop the page cache's copy of a generation's read-only mapped files (postings, ids, id ends,
-    offsets), fsynced so clean. Just written, they sit there in large folios (2 MB: ext4 on Linux 6.18),
-    and a query's read of one posting maps its whole folio into the reader: the queries of a daemon
-    after its first build held ~4x the pages a restart's did for the same cells (3M: rows 191 vs 37 MB,
-    bench/RESULTS.md). Read back, they come in readahead's small pieces. Best effort (not Linux: none)."""
-    advise = getattr(os, "posix_fadvise", None)
-    if advise is None:
-        return
+    offsets), fsynced so clean (`fileio.drop_cached`: just written, a query's read of one posting mapped
+    its whole 2 MB folio; 3M: rows 191 vs 37 MB after a restart, bench/RESULTS.md)."""
     for name in names:
-        if not name.startswith(_MMAP_PREFIXES):
-            continue
-        try:
-            fd = os.open(folder / name, os.O_RDONLY | os.O_CLOEXEC)
-        except OSError:
-            continue
-        try:
-            advise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        except OSError:
-            pass
-        finally:
-            os.close(fd)
+        if name.startswith(_MMAP_PREFIXES):
+            drop_cached(folder / name)
 
 
 def spill(directory: Path, arrays: tuple[np.ndarray, ...], reuse: Reuse) -> tuple[np.ndarray, ...]:
@@ -178,7 +164,7 @@ def spill(directory: Path, arrays: tuple[np.ndarray, ...], reuse: Reuse) -> tupl
         maps = []
         for array in arrays:
             path = folder / f"{next(_spilled)}.npy"
-            write_synced(path, _npy(array))
+            write_synced(path, _npy(array), uncached=True)   # mapped: see `uncache`
             mapped = np.load(path, mmap_mode="r", allow_pickle=False).view(np.ndarray)
             reuse[id(mapped)] = (weakref.ref(mapped), path)
             maps.append(mapped)
