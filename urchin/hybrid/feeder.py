@@ -18,7 +18,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import partial
-from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
@@ -51,7 +50,6 @@ AVG_EVENT_BYTES = 512
 Progress = Callable[[int, int], None]      # (bytes done, bytes total)
 OnSkip = Callable[[str, str], None]        # (event id, why the database refused its row)
 MAX_SKIP_NOTES = 10
-_OFFSET = attrgetter("journal_offset")
 
 
 @dataclass(slots=True)
@@ -238,10 +236,10 @@ class Feeder:
         inserted = 0
         while end - start > GIVE_WAY_BATCH_BYTES and self._giving_way():
             # the piece's rows end where the next one's line starts, within GIVE_WAY_BATCH_BYTES (one row at least)
-            cut = max(bisect_right(rows, start + GIVE_WAY_BATCH_BYTES, key=_OFFSET) - 1, 1)
+            cut = max(bisect_right(rows, start + GIVE_WAY_BATCH_BYTES, key=_offset) - 1, 1)
             if cut >= len(rows):
                 break
-            piece_end = rows[cut].journal_offset    # (the lines between its rows held no row to write)
+            piece_end = _offset(rows[cut])          # (the lines between its rows held no row to write)
             inserted += self._write(rows[:cut], start, piece_end, report)
             rows, start = rows[cut:], piece_end
         return inserted + self._write(rows, start, end, report)
@@ -415,6 +413,12 @@ class _Embeddable:
     content: str
     ts_ms: int
     title: None = None
+
+
+def _offset(row: ChunkRow) -> int:
+    """Where an event row's line starts in the journal (every row a feed reads has one)."""
+    assert row.journal_offset is not None
+    return row.journal_offset
 
 
 def _ms(moment: datetime) -> int:
