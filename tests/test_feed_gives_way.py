@@ -20,6 +20,7 @@ from urchin.config import Settings
 from urchin.facade import Memory
 from urchin.hybrid.base import UNIT_ROWS
 from urchin.hybrid.feeder import ASKED_S, GIVE_WAY_BATCH_BYTES, Feeder
+from urchin.hybrid.pg_link import PgLink
 from urchin.requests_first import GRACE_S, Serving, asked_within, attach, give_way, share, shared_wait_s
 
 EVENTS = 3 * UNIT_ROWS + 5     # four units of rows to build and four to copy (one batch)
@@ -157,3 +158,17 @@ def test_a_large_batch_read_before_the_queries_came_is_written_in_small_ones(pg_
     assert len(committed) >= 2 and committed[-1] < size
     assert all(b - a <= GIVE_WAY_BATCH_BYTES for a, b in zip([0, *committed], committed, strict=False))
     memory.close()
+
+
+def test_the_background_sessions_commits_do_not_wait_for_the_disk(pg_url: str) -> None:
+    """The index process's sessions (a lowered link: the feed, the workspace walk) commit without waiting
+    for the WAL's fdatasync: what they write is derived, its cursor in the same transaction; a query's
+    session keeps the server's setting."""
+    lowered, plain = PgLink(pg_url, niceness=19), PgLink(pg_url)
+    try:
+        for link, source in ((lowered, "session"), (plain, None)):
+            row = link.read("SELECT setting, source FROM pg_settings WHERE name = 'synchronous_commit'")[0]
+            assert (row[0] == "off" and row[1] == "session") if source else row[1] != "session"
+    finally:
+        lowered.reset()
+        plain.reset()

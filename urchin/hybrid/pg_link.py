@@ -20,11 +20,18 @@ __all__ = ["PgLink"]
 
 
 def _lower_backend(conn: Connection[Any], niceness: int) -> None:
-    """Run the server process behind `conn` at `niceness` (never raising its priority), one core only."""
+    """Run the server process behind `conn` at `niceness` (never raising its priority), one core only.
+
+    Its commits do not wait for the WAL to reach the disk (synchronous_commit off): what background work
+    writes is derived (the journal's rows with their cursor in one transaction, the workspace's files),
+    so a machine crash loses at most its last commits whole, done again by the next run; a commit's
+    fdatasync, and the journal commit of the filesystem's own threads at normal priority, would otherwise
+    come with each batch (a batch a 256 KiB of journal while queries come)."""
     with conn.transaction():
         row = conn.execute("SELECT pg_backend_pid()").fetchone()
         conn.execute("SET max_parallel_maintenance_workers = 0")
         conn.execute("SET max_parallel_workers_per_gather = 0")
+        conn.execute("SET synchronous_commit = off")
     pid = int(row[0]) if row else 0
     if pid <= 0:
         return
