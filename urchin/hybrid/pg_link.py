@@ -14,9 +14,9 @@ from typing import Any
 
 from urchin.hybrid.base import ChunkRow
 from urchin.hybrid.pg_migrate import migrate
-from urchin.hybrid.pgdriver import Connection, connect
+from urchin.hybrid.pgdriver import Connection, connect, sql
 
-__all__ = ["PgLink"]
+__all__ = ["PgLink", "pause_autovacuum"]
 
 
 def _lower_backend(conn: Connection[Any], niceness: int) -> None:
@@ -47,6 +47,11 @@ def _lower_backend(conn: Connection[Any], niceness: int) -> None:
             group.write(str(niceness))
     except OSError:                     # no autogroup (off, or not Linux)
         pass
+
+
+def pause_autovacuum(conn: Connection[Any], table: str) -> None:
+    """No autovacuum on `table` (a partition of urchin_chunks) until a backfill's end (see pg_writer)."""
+    conn.execute(sql.SQL("ALTER TABLE {} SET (autovacuum_enabled = false)").format(sql.Identifier(table)))
 
 
 class PgLink:
@@ -132,6 +137,8 @@ class PgLink:
             if month not in self._months:
                 with self.conn.transaction():
                     self.conn.execute("SELECT urchin_ensure_partition(%s)", (moment,))
+                    if self.bulk_held:      # a backfill's: no autovacuum until its end (PgWriter.begin_bulk)
+                        pause_autovacuum(self.conn, f"urchin_chunks_{month[0]:04d}m{month[1]:02d}")
                 self._months.add(month)
 
     def reset(self) -> None:
