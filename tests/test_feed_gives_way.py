@@ -20,6 +20,7 @@ from urchin.config import Settings
 from urchin.facade import Memory
 from urchin.hybrid.base import UNIT_ROWS
 from urchin.hybrid.feeder import ASKED_S, GIVE_WAY_BATCH_BYTES, Feeder
+from urchin.hybrid.pg_link import PgLink
 from urchin.requests_first import GRACE_S, Serving, asked_within, attach, give_way, share, shared_wait_s
 
 EVENTS = 3 * UNIT_ROWS + 5     # four units of rows to build and four to copy (one batch)
@@ -128,3 +129,46 @@ def test_a_feed_writes_small_batches_only_while_queries_come(page: int, pg_setti
     _, large, _ = quiet._prepare(0)
     assert large > 2 * GIVE_WAY_BATCH_BYTES
     memory.close()
+
+
+def test_a_large_batch_read_before_the_queries_came_is_written_in_small_ones(pg_settings: Settings,
+                                                                            pg_url: str) -> None:
+    """The batch read while no query came is large (~4,000 rows a 2 MiB batch): written once they come,
+    it goes in transactions of GIVE_WAY_BATCH_BYTES of journal each, the cursor at each one's end, so
+    no single INSERT of it is a long stretch of the server's work beside the queries."""
+    memory = Memory(pg_settings)
+    text = "the billing retry budget was raised after the outage review " * 8
+    memory.ingest([{"content": f"{i} {text}", "source": "claude", "kind": "note"} for i in range(1_500)])
+    size = memory.journal.path.stat().st_size
+    assert size > 3 * GIVE_WAY_BATCH_BYTES
+    asked = iter((False,))          # no query when the first batch is read, then queries all the while
+    seen: list[int] = []
+    with psycopg.connect(pg_url, autocommit=True) as watch:
+
+        def give_way() -> None:     # the cursor as another session sees it, before each unit copied
+            if threading.current_thread() is threading.main_thread():
+                row = watch.execute("SELECT coalesce(max(byte_offset), 0) FROM urchin_cursors").fetchone()
+                seen.append(int(row[0]) if row else 0)
+
+        feeder = Feeder(memory.index_service.backend, memory.journal, "d", give_way=give_way,
+                        asked=lambda seconds: next(asked, True), bulk_bytes=None)
+        report = feeder.run_once()
+    assert report.inserted == 1_500 == _rows(pg_url)
+    committed = sorted(set(seen) - {0})       # pieces committed while the batch (the whole journal) was copied
+    assert len(committed) >= 2 and committed[-1] < size
+    assert all(b - a <= GIVE_WAY_BATCH_BYTES for a, b in zip([0, *committed], committed, strict=False))
+    memory.close()
+
+
+def test_the_background_sessions_commits_do_not_wait_for_the_disk(pg_url: str) -> None:
+    """The index process's sessions (a lowered link: the feed, the workspace walk) commit without waiting
+    for the WAL's fdatasync: what they write is derived, its cursor in the same transaction; a query's
+    session keeps the server's setting."""
+    lowered, plain = PgLink(pg_url, niceness=19), PgLink(pg_url)
+    try:
+        for link, source in ((lowered, "session"), (plain, None)):
+            row = link.read("SELECT setting, source FROM pg_settings WHERE name = 'synchronous_commit'")[0]
+            assert (row[0] == "off" and row[1] == "session") if source else row[1] != "session"
+    finally:
+        lowered.reset()
+        plain.reset()

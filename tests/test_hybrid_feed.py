@@ -237,16 +237,20 @@ def test_a_backfill_drops_the_gin_indexes_and_ends_with_the_same_index(pg_settin
     assert len(defs) == 9                        # 3 on the table, 3 on each partition: the month's and the default
     backend.rebuild()
     seen: list[int] = []
+    autovacuum: list[bool] = []
 
     def during(done: int, total: int) -> None:
         seen.append(_sql(pg_url, "SELECT count(*) FROM unnest(ARRAY['urchin_chunks_tsv', 'urchin_chunks_tags', "
                                  "'urchin_chunks_terms', 'urchin_chunks_trgm']) n WHERE to_regclass(n) IS NULL")[0][0])
+        autovacuum.extend(on for _, on in _autovacuum(pg_url))
         # a query during the backfill still answers (by scanning)
         assert len(_sql(pg_url, "SELECT chunk_id FROM urchin_chunks WHERE tsv @@ 'zeppelin'::tsquery")) <= 2
     report = Feeder(backend, memory.journal, "d", batch_bytes=4096, bulk_bytes=1).run_once(during)
     assert (report.events, report.inserted) == (302, 302) and report.offset == memory.end_offset()
     assert len(seen) > 3 and set(seen) == {4}            # every batch went in without the GIN indexes (no trigram)
     assert _gin_defs(pg_url) == defs                      # ...which are back, on every partition, as migrated
+    # no autovacuum (the server's workers, at its priority) during it: the backfill VACUUMs at its end instead
+    assert autovacuum and not any(autovacuum) and _autovacuum(pg_url) == [(True, True), (True, True)]
     assert _snapshot(pg_url) == row_by_row
     assert _sql(pg_url, "SELECT count(*) FROM urchin_chunks WHERE content ILIKE '%%zeppelin%%'") == [(2,)]
     hits = [r["id"] for r in memory.context(query="zeppelin airship", strategy="keyword").results]
@@ -254,6 +258,14 @@ def test_a_backfill_drops_the_gin_indexes_and_ends_with_the_same_index(pg_settin
     again = Feeder(backend, memory.journal, "d", bulk_bytes=1).run_once()   # replay: nothing to feed, no drop
     assert (again.events, again.inserted) == (0, 0) and _gin_defs(pg_url) == defs
     memory.close()
+
+
+def _autovacuum(url: str) -> list[tuple[bool, bool]]:
+    """(VACUUMed by hand since created, autovacuum on) for each partition of urchin_chunks, by name."""
+    return [(bool(r[0]), not r[1]) for r in _sql(
+        url, "SELECT s.last_vacuum IS NOT NULL, 'autovacuum_enabled=false' = ANY(coalesce(c.reloptions, '{}')) "
+             "FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid LEFT JOIN pg_stat_user_tables s ON "
+             "s.relid = c.oid WHERE i.inhparent = 'urchin_chunks'::regclass ORDER BY c.relname")]
 
 
 def test_no_backfill_path_when_the_index_already_holds_more_rows_than_are_coming(pg_url: str) -> None:
@@ -274,6 +286,7 @@ def test_one_backfill_at_a_time_and_a_dead_ones_indexes_are_built_by_the_next_fe
     first.status()
     defs = [d for d in _gin_defs(pg_url) if " ON ONLY " in d[1]]       # the table's own (not its partitions')
     assert first.begin_bulk(1000) is True
+    assert {on for _, on in _autovacuum(pg_url)} == {False}
     assert second.begin_bulk(1000) is False               # the bulk lock is taken
     assert second.restore_indexes() == []                  # ...and the backfill builds them, not this session
     assert _gin_defs(pg_url) == []
@@ -281,6 +294,7 @@ def test_one_backfill_at_a_time_and_a_dead_ones_indexes_are_built_by_the_next_fe
     report = memory.index()                                # a small feed: no backfill, but it builds them first
     after = _gin_defs(pg_url)
     assert report.inserted == 20 and [d for d in after if " ON ONLY " in d[1]] == defs and len(after) == 9
+    assert {on for _, on in _autovacuum(pg_url)} == {True}
     assert [r["id"] for r in memory.context(query="deploying", strategy="keyword", limit=1).results]
     second.close()
     memory.close()

@@ -55,9 +55,10 @@ class _Page:
         self.fd = fd
         self.map = mmap.mmap(fd, mmap.PAGESIZE, prot=mmap.PROT_READ | (mmap.PROT_WRITE if writable else 0))
 
-    def busy(self) -> bool:
+    def asked_within(self, seconds: float) -> bool:
+        """A request is being answered, or the last one ended less than `seconds` ago."""
         serving, ended = _PAGE.unpack_from(self.map, 0)
-        return serving > 0 or time.monotonic_ns() - ended < GRACE_S * 1e9
+        return serving > 0 or (ended > 0 and time.monotonic_ns() - ended < seconds * 1e9)
 
 
 _shared: _Page | None = None     # the daemon's, see share (written under _lock)
@@ -97,10 +98,7 @@ def asked_within(seconds: float) -> bool:
     """Whether the daemon whose page this child attached is answering a request, or ended one in the
     last `seconds` (False when none is attached)."""
     page = _attached
-    if page is None:
-        return False
-    serving, ended = _PAGE.unpack_from(page.map, 0)
-    return serving > 0 or (ended > 0 and time.monotonic_ns() - ended < seconds * 1e9)
+    return page is not None and page.asked_within(seconds)
 
 
 def shared_wait_s() -> float:
@@ -158,11 +156,11 @@ def give_way(most: float = 0.25) -> bool:
 
 def _give_way_shared(page: _Page, most: float) -> bool:
     global _waited_ns
-    if not page.busy():
+    if not page.asked_within(GRACE_S):
         return False
     started = time.monotonic_ns()
     deadline = started + most * 1e9
-    while page.busy() and time.monotonic_ns() < deadline:
+    while page.asked_within(GRACE_S) and time.monotonic_ns() < deadline:
         time.sleep(_POLL_S)
     with _lock:
         _waited_ns += time.monotonic_ns() - started

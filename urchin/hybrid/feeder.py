@@ -12,6 +12,7 @@ import logging
 import threading
 import time
 import zlib
+from bisect import bisect_right
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -175,7 +176,7 @@ class Feeder:
                         break  # caught up, or the journal was compacted under us: the next run maps the cursor
                     pending = pool.submit(self._prepare, end)
                     try:
-                        inserted = self._write(rows, start, end, report)
+                        inserted = self._write_pieces(rows, start, end, report)
                     except DatabaseError as exc:
                         if "moved by another feeder" not in exc.message:
                             raise
@@ -225,6 +226,27 @@ class Feeder:
             log.warning("index feed: GIN indexes not rebuilt after the backfill (%s)", exc.message)
             return
         log.info("index feed: built %s in %.1f s", ", ".join(built) or "nothing", time.monotonic() - started)
+
+    def _write_pieces(self, rows: list[ChunkRow], start: int, end: int, report: FeedReport) -> int:
+        """A batch read large (no request then) but written while requests come goes in pieces of
+        GIVE_WAY_BATCH_BYTES of journal, a transaction each with the cursor at the piece's end: the INSERT
+        of its ~4,000 rows is one stretch of the server's work a query cannot make wait. The two large
+        batches in flight when the first query came (the one being written, the next one read) were that,
+        for seconds on a loaded machine. Returns how many rows were new."""
+        inserted = 0
+        while end - start > GIVE_WAY_BATCH_BYTES and self._giving_way():
+            # the piece's rows end where the next one's line starts, within GIVE_WAY_BATCH_BYTES (one row at least)
+            cut = max(bisect_right(rows, start + GIVE_WAY_BATCH_BYTES, key=_offset) - 1, 1)
+            if cut >= len(rows):
+                break
+            piece_end = _offset(rows[cut])          # (the lines between its rows held no row to write)
+            inserted += self._write(rows[:cut], start, piece_end, report)
+            rows, start = rows[cut:], piece_end
+        return inserted + self._write(rows, start, end, report)
+
+    def _giving_way(self) -> bool:
+        """This feed gives way to a daemon's requests and one came lately (ASKED_S): small batches."""
+        return self.give_way is not None and (self.asked is None or self.asked(ASKED_S))
 
     def _write(self, rows: list[ChunkRow], start: int, end: int, report: FeedReport) -> int:
         """One batch in one transaction; when the database refuses it (not an outage: a value it
@@ -290,9 +312,7 @@ class Feeder:
         return zlib.crc32(first.lines[0][1]) if first.lines else 0
 
     def _prepare(self, offset: int) -> tuple[int, int, list[ChunkRow]]:
-        size = self.batch_bytes
-        if self.give_way is not None and (self.asked is None or self.asked(ASKED_S)):
-            size = min(size, GIVE_WAY_BATCH_BYTES)
+        size = min(self.batch_bytes, GIVE_WAY_BATCH_BYTES) if self._giving_way() else self.batch_bytes
         result = self.journal.read_from(offset, size)
         return offset, result.next_offset, _rows(result.lines, self.forgotten.hashes(), self.device, self.journal.event,
                                                  self.give_way)
@@ -393,6 +413,12 @@ class _Embeddable:
     content: str
     ts_ms: int
     title: None = None
+
+
+def _offset(row: ChunkRow) -> int:
+    """Where an event row's line starts in the journal (every row a feed reads has one)."""
+    assert row.journal_offset is not None
+    return row.journal_offset
 
 
 def _ms(moment: datetime) -> int:

@@ -14,17 +14,24 @@ from typing import Any
 
 from urchin.hybrid.base import ChunkRow
 from urchin.hybrid.pg_migrate import migrate
-from urchin.hybrid.pgdriver import Connection, connect
+from urchin.hybrid.pgdriver import Connection, connect, sql
 
-__all__ = ["PgLink"]
+__all__ = ["PgLink", "pause_autovacuum"]
 
 
 def _lower_backend(conn: Connection[Any], niceness: int) -> None:
-    """Run the server process behind `conn` at `niceness` (never raising its priority), one core only."""
+    """Run the server process behind `conn` at `niceness` (never raising its priority), one core only.
+
+    Its commits do not wait for the WAL to reach the disk (synchronous_commit off): what background work
+    writes is derived (the journal's rows with their cursor in one transaction, the workspace's files),
+    so a machine crash loses at most its last commits whole, done again by the next run; a commit's
+    fdatasync, and the journal commit of the filesystem's own threads at normal priority, would otherwise
+    come with each batch (a batch a 256 KiB of journal while queries come)."""
     with conn.transaction():
         row = conn.execute("SELECT pg_backend_pid()").fetchone()
         conn.execute("SET max_parallel_maintenance_workers = 0")
         conn.execute("SET max_parallel_workers_per_gather = 0")
+        conn.execute("SET synchronous_commit = off")
     pid = int(row[0]) if row else 0
     if pid <= 0:
         return
@@ -40,6 +47,11 @@ def _lower_backend(conn: Connection[Any], niceness: int) -> None:
             group.write(str(niceness))
     except OSError:                     # no autogroup (off, or not Linux)
         pass
+
+
+def pause_autovacuum(conn: Connection[Any], table: str) -> None:
+    """No autovacuum on `table` (a partition of urchin_chunks) until a backfill's end (see pg_writer)."""
+    conn.execute(sql.SQL("ALTER TABLE {} SET (autovacuum_enabled = false)").format(sql.Identifier(table)))
 
 
 class PgLink:
@@ -125,6 +137,8 @@ class PgLink:
             if month not in self._months:
                 with self.conn.transaction():
                     self.conn.execute("SELECT urchin_ensure_partition(%s)", (moment,))
+                    if self.bulk_held:      # a backfill's: no autovacuum until its end (PgWriter.begin_bulk)
+                        pause_autovacuum(self.conn, f"urchin_chunks_{month[0]:04d}m{month[1]:02d}")
                 self._months.add(month)
 
     def reset(self) -> None:

@@ -12,7 +12,7 @@ from typing import Any
 
 from urchin.errors import DatabaseError, IndexBusyError
 from urchin.hybrid.base import UNIT_ROWS, ChunkRow
-from urchin.hybrid.pg_link import PgLink
+from urchin.hybrid.pg_link import PgLink, pause_autovacuum
 from urchin.hybrid.pg_vacuum import reclaim
 from urchin.hybrid.pgdriver import Connection, Cursor, LockNotAvailable, sql
 from urchin.hybrid.schema import GIN_INDEXES, TEAM_SQL, TRIGRAM_INDEX
@@ -34,6 +34,12 @@ _DEVICE, _ACCOUNT = COLUMNS.index("device"), COLUMNS.index("account")
 _BULK_LOCK = "hashtext('urchin_bulk_feed')"
 LOCK_WAIT = "100ms"               # the longest an inline catch-up waits for another feeder's lock
 BULK_MAINTENANCE_MEM = "256MB"   # the GIN builds' accumulator: fewer, larger merges (measured at 20k-200k rows)
+# A backfill also turns autovacuum off on urchin_chunks' partitions (PgLink.ensure_partitions on those it
+# creates) and VACUUMs them once at its end, in its own lowered session: the server's autovacuum workers
+# run at its priority (nice 0) and VACUUM ANALYZEd each growing month every minute (autovacuum_naptime),
+# a second of CPU at a time no giving way could pause, beside the queries.
+PAUSED_SQL = ("SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid WHERE i.inhparent = "
+              "'urchin_chunks'::regclass AND 'autovacuum_enabled=false' = ANY(coalesce(c.reloptions, '{}'))")
 
 
 def copy_feed(cur: Cursor[Any], rows: Sequence[ChunkRow], device: str, bound: tuple[str, str | None] | None,
@@ -66,6 +72,19 @@ def _build_indexes(conn: Connection[Any], names: Sequence[str]) -> None:
         for name in names:
             conn.execute(sql.SQL("CREATE INDEX IF NOT EXISTS {} ON urchin_chunks " + GIN_INDEXES[name])
                          .format(sql.Identifier(name)))
+
+
+def _resume_autovacuum(conn: Connection[Any]) -> None:
+    """After a backfill: VACUUM (ANALYZE) urchin_chunks here (the caller's lowered session), then
+    autovacuum on again for the partitions it was turned off for (see PAUSED_SQL)."""
+    conn.autocommit = True      # VACUUM cannot run in a transaction
+    try:
+        conn.execute("VACUUM (ANALYZE) urchin_chunks")
+    finally:
+        conn.autocommit = False
+    with conn.transaction():
+        for (name,) in conn.execute(PAUSED_SQL).fetchall():
+            conn.execute(sql.SQL("ALTER TABLE {} RESET (autovacuum_enabled)").format(sql.Identifier(name)))
 
 
 class PgWriter:
@@ -220,6 +239,10 @@ class PgWriter:
                 conn.execute("SET LOCAL lock_timeout = '2s'")
                 for name in GIN_INDEXES:
                     conn.execute(sql.SQL("DROP INDEX IF EXISTS {}").format(sql.Identifier(name)))
+                for (name,) in conn.execute("SELECT c.relname FROM pg_inherits i JOIN pg_class c ON "
+                                            "c.oid = i.inhrelid WHERE i.inhparent = 'urchin_chunks'::regclass"
+                                            ).fetchall():
+                    pause_autovacuum(conn, name)
         except LockNotAvailable:
             self._unlock_bulk()
             return False
@@ -238,7 +261,8 @@ class PgWriter:
             missing = [r[0] for r in conn.execute("SELECT n FROM unnest(%s::text[]) AS n WHERE to_regclass(n) IS NULL "
                                                   f"AND (n <> %s OR {TEAM_SQL})",
                                                   (list(GIN_INDEXES), TRIGRAM_INDEX)).fetchall()]
-            if not missing:
+            paused = [r[0] for r in conn.execute(PAUSED_SQL).fetchall()]
+            if not missing and not paused:
                 if self._link.bulk_held:
                     self._unlock_bulk()
                 return []
@@ -263,6 +287,7 @@ class PgWriter:
                 finally:
                     if beside is not None:
                         beside.result()
+            _resume_autovacuum(conn)
         finally:
             self._unlock_bulk()
         return missing
