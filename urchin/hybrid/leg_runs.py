@@ -283,12 +283,14 @@ def with_context(rows: Sequence[ContextRow], context: float, limit: int) -> list
     """Rank the leg's candidates and their neighbours by own score + each neighbour's, weighted by
     `neighbour_weights` (the rule token-cosine uses), times the row's prior (memory, named source)."""
     score: dict[str, float] = {}
-    meta: dict[str, tuple[str, datetime]] = {}
+    kind: dict[str, str] = {}
+    at: dict[str, datetime] = {}
     around: dict[str, dict[str, int]] = {}
     factor: dict[str, float] = {}
     for row in rows:
         score[row.chunk_id] = row.score
-        meta[row.chunk_id] = (row.kind, row.occurred_at)
+        kind[row.chunk_id] = row.kind
+        at[row.chunk_id] = row.occurred_at
         if row.prior != 1.0:
             factor[row.chunk_id] = row.prior
         if row.distance:
@@ -297,18 +299,31 @@ def with_context(rows: Sequence[ContextRow], context: float, limit: int) -> list
     reach = 2 * max((abs(d) for sides in around.values() for d in sides.values()), default=0)
     weights = neighbour_weights(context, reach)
     if weights:
-        links: dict[str, dict[str, int]] = {}
-        for anchor, sides in around.items():
-            group = {anchor: 0, **sides}           # every pair in one window knows its distance
-            for a, da in group.items():
-                for b, db in group.items():
-                    if a != b:
-                        links.setdefault(a, {})[b] = db - da
-        total = {c: s + sum(weights[abs(d) - 1] * score[n] for n, d in links.get(c, {}).items())
-                 for c, s in score.items()}
+        total = _smoothed(score, around, {d: weights[abs(d) - 1] for d in range(-reach, reach + 1) if d})
     else:
         total = {r.chunk_id: r.score for r in rows if r.distance == 0}
     if factor:
         total = {c: s * factor.get(c, 1.0) for c, s in total.items()}
-    ranked = sorted(total, key=lambda c: (-total[c], -meta[c][1].timestamp(), c))[:limit]
-    return [LegHit(c, total[c], meta[c][0], meta[c][1]) for c in ranked]
+    # best first, then newer, then by key: three stable sorts with C-level keys (each row's key tuple,
+    # timestamp() included, cost as much as the scoring)
+    ranked = sorted(total)
+    ranked.sort(key=at.__getitem__, reverse=True)
+    ranked.sort(key=total.__getitem__, reverse=True)
+    ranked = ranked[:limit]
+    return [LegHit(c, total[c], kind[c], at[c]) for c in ranked]
+
+
+def _smoothed(score: dict[str, float], around: dict[str, dict[str, int]], weight: dict[int, float]
+              ) -> dict[str, float]:
+    """Each chunk's score plus its window mates' (every pair in one anchor's window knows its distance;
+    a pair in two windows keeps its first place and the last window's distance), summed in that order."""
+    links: dict[str, dict[str, int]] = {}
+    for anchor, sides in around.items():
+        group = [(anchor, 0), *sides.items()]
+        for a, da in group:
+            mates = links.get(a)
+            if mates is None:
+                mates = links[a] = {}
+            mates.update({b: db - da for b, db in group if b != a})
+    none: dict[str, int] = {}
+    return {c: s + sum([weight[d] * score[n] for n, d in links.get(c, none).items()]) for c, s in score.items()}
