@@ -8,6 +8,7 @@ Query-time settings (stated, see `QUERY_SETTINGS`) are set per transaction.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
@@ -208,13 +209,14 @@ class PgLegs:
                 f"{factor.format(t='y.')} AS f FROM urchin_chunks y WHERE y.session = c.session "
                 "AND y.device = c.device AND y.occurred_at {op} c.occurred_at "
                 + ywhere + near + " ORDER BY y.occurred_at {dir} LIMIT %(turns)s)")
-        query = (f"SELECT c.k, x.k, x.dist, x.s, x.kind, x.occurred_at, x.f FROM unnest(%(n_keys)s::text[], "
-                 "%(n_sessions)s::text[], %(n_devices)s::text[], %(n_at)s::timestamptz[]) WITH ORDINALITY "
+        # the anchors as one JSON text: psycopg dumps lists element by element in Python (0.7 ms for these)
+        query = ("SELECT c.k, x.k, x.dist, x.s, x.kind, x.occurred_at, x.f FROM ROWS FROM (json_to_recordset("
+                 "%(anchors)s::json) AS (k text, session text, device text, at timestamptz)) WITH ORDINALITY "
                  f"AS c(k, session, device, occurred_at, n), {source}, LATERAL "
                  f"({side.format(sign='-', dir='DESC', op='<')} UNION ALL {side.format(sign='', dir='ASC', op='>')}) "
                  "AS x ORDER BY c.n, x.dist > 0, abs(x.dist)")
-        args = {**args, "n_keys": [a[0] for a in anchors], "n_sessions": [a[5] for a in anchors],
-                "n_devices": [a[6] for a in anchors], "n_at": [a[3] for a in anchors]}
+        args = {**args, "anchors": json.dumps([{"k": a[0], "session": a[5], "device": a[6], "at": a[3].isoformat()}
+                                               for a in anchors])}
         rows = conn.execute(query, args, prepare=True).fetchall()
         return [ContextRow(r[0], r[1], int(r[2]), float(r[3]), r[4], r[5], float(r[6])) for r in rows]
 
