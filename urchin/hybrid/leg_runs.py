@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Sequence
+from collections.abc import Container, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -251,6 +251,23 @@ def related_weights(stats: Stats, sub: WebQuery, own: dict[int, float], via: Ind
     (at most 1); each times idf^2, the idf capped at the mean of the question's own words (a rare
     related word never outweighs the words typed; uncapped when no word of the question is indexed).
     Words in no chunk, or in more than RELATED_MAX_SHARE of them, or among the -words, are left out."""
+    near, learned = _related(sub, own, assoc)
+    if not near and not learned:
+        return {}
+    df, n_docs = stats.get([*near, *(t for t, _ in learned)], via)
+    most = max(RELATED_MAX_SHARE * n_docs, 50)
+    for tid, weight in [(t, w) for t, w in learned if 0 < df.get(t, 0) <= most][:EXPAND_TERMS]:
+        near.setdefault(tid, weight)
+    own_df, _ = stats.get(list(own), via)
+    own_idf = [idf(own_df[t], n_docs) for t in own if t in own_df]
+    cap = sum(own_idf) / len(own_idf) if own_idf else math.inf
+    return {t: weight * min(idf(df[t], n_docs), cap) ** 2 for t, weight in near.items() if 0 < df.get(t, 0) <= most}
+
+
+def _related(sub: WebQuery, own: Container[int], assoc: Associations | None
+             ) -> tuple[dict[int, float], list[tuple[int, float]]]:
+    """The thesaurus's related words (term -> weight before idf) and the learned ones, in order, that
+    `related_weights` weighs: neither among the question's own terms nor its -words."""
     excluded = terms_of(sub.excluded)
     words = tokens(sub.positive)
     near: dict[int, float] = {}
@@ -263,16 +280,16 @@ def related_weights(stats: Stats, sub: WebQuery, own: dict[int, float], via: Ind
     if assoc is not None and LEARNED > 0:
         learned = [(tid, min(LEARNED * sim, 1.0)) for term, sim in assoc.expand(words, n=EXPAND_TERMS * 3)
                    if (tid := term_id(term)) not in own and tid not in near and term not in excluded]
-    if not near and not learned:
-        return {}
-    df, n_docs = stats.get([*near, *(t for t, _ in learned)], via)
-    most = max(RELATED_MAX_SHARE * n_docs, 50)
-    for tid, weight in [(t, w) for t, w in learned if 0 < df.get(t, 0) <= most][:EXPAND_TERMS]:
-        near.setdefault(tid, weight)
-    own_df, _ = stats.get(list(own), via)
-    own_idf = [idf(own_df[t], n_docs) for t in own if t in own_df]
-    cap = sum(own_idf) / len(own_idf) if own_idf else math.inf
-    return {t: weight * min(idf(df[t], n_docs), cap) ** 2 for t, weight in near.items() if 0 < df.get(t, 0) <= most}
+    return near, learned
+
+
+def related_candidates(text: str, assoc: Associations | None) -> list[int]:
+    """Every term `related_weights` may read the frequency of for `text` (its own and related words):
+    read with the question's own before the legs start, so a question reads frequencies once."""
+    sub = parse(text)
+    own = set(term_ids(tokens(sub.positive)))
+    near, learned = _related(sub, (), assoc)
+    return sorted({*own, *near, *(t for t, _ in learned)})
 
 
 def _turns(leg: str) -> int:
