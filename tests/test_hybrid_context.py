@@ -307,6 +307,10 @@ def test_a_question_of_common_words_ranks_a_bounded_set_newest_and_fullest_first
         old = memory.context(query="how do we deploy the server config", limit=5,
                              until=at(200))
         assert {r["id"][:4] for r in old.results} == {"old-"}, ids(old)
+        # one common word alone is planned the same way (the keyword leg ranked every chunk holding it)
+        one = memory.context(query="deploy", limit=10)
+        for leg in (leg for leg in one.coverage["legs"] if leg["origin"] == "query"):
+            assert "gathered in tiers" in leg["method"] and 0 < leg["candidates"] <= 25, leg
 
 
 def test_a_tiered_leg_ranks_as_many_distinct_chunks_as_its_budget(pg_settings: Settings) -> None:

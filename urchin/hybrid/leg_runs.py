@@ -130,8 +130,10 @@ def keyword_runs(backend: IndexBackend, stats: Stats, p: ContextParams, flt: Fil
 
 def _distinctive(stats: Stats, words: list[str]) -> tuple[list[str], list[Tier]]:
     """The words the keyword leg ranks by, and how it gathers candidates (see `plan`): ts_rank has no
-    idf, so a word in more than COMMON_SHARE of the chunks is dropped while a rarer one remains."""
-    if len(words) <= 1:
+    idf, so a word in more than COMMON_SHARE of the chunks is dropped while a rarer one remains. A
+    question of one word is planned too: alone, a common word ("error", in 15% of the chunks) had
+    the leg rank every chunk holding it (150k at 1M events: 350 ms of the server's CPU)."""
+    if not words:
         return words, []
     ids = {w: list(term_ids(tokens(w))) for w in words}
     df, n_docs = stats.get([t for ts in ids.values() for t in ts])
