@@ -8,7 +8,6 @@ Query-time settings (stated, see `QUERY_SETTINGS`) are set per transaction.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
@@ -173,9 +172,20 @@ class PgLegs:
         else:
             ranked = (f"SELECT device, chunk_id, session, occurred_at, kind, {score.format(t='')} AS s, "
                       f"{factor.format(t='')} AS f FROM urchin_chunks, {source} WHERE {match} {where}")
-        top = (f"{'WITH ' + ', '.join(ctes) + ' ' if ctes else ''}SELECT {KEY_SQL.format(t='')}, s, kind, "
-               f"occurred_at, f, session, device FROM ({ranked}) AS r "
-               f"ORDER BY s * f DESC, occurred_at DESC, chunk_id LIMIT %(limit)s")
+        base = (f"WITH {''.join(cte + ', ' for cte in ctes)}c AS MATERIALIZED (SELECT * FROM ({ranked}) AS r "
+                f"ORDER BY s * f DESC, occurred_at DESC, chunk_id LIMIT %(limit)s) "
+                f"SELECT {KEY_SQL.format(t='')} AS k, {KEY_SQL.format(t='')}, 0, s, kind, occurred_at, f FROM c")
+        if turns > 0:
+            ywhere, _ = filter_clause(flt, alias="y.")
+            # a session's turns are its device's: another device's rows never join them as context
+            side = (f"(SELECT {KEY_SQL.format(t='y.')} AS k, {{sign}} row_number() OVER (ORDER BY y.occurred_at "
+                    f"{{dir}}) AS dist, {score.format(t='y.')} AS s, y.kind, y.occurred_at, "
+                    f"{factor.format(t='y.')} AS f FROM urchin_chunks y WHERE y.session = c.session "
+                    "AND y.device = c.device AND y.occurred_at {op} c.occurred_at "
+                    + ywhere + near + " ORDER BY y.occurred_at {dir} LIMIT %(turns)s)")
+            base += (f" UNION ALL SELECT {KEY_SQL.format(t='c.')}, x.k, x.dist, x.s, x.kind, x.occurred_at, x.f "
+                     f"FROM c, {source}, LATERAL ({side.format(sign='-', dir='DESC', op='<')} UNION ALL "
+                     f"{side.format(sign='', dir='ASC', op='>')}) AS x WHERE c.session IS NOT NULL")
         conn = self._link.conn
         with conn.transaction():
             if steps:
@@ -188,37 +198,7 @@ class PgLegs:
                 row = conn.execute("SELECT now() - %s, set_config('max_parallel_workers_per_gather', '0', true)",
                                    (timedelta(days=RECENT_DAYS),)).fetchone()
                 args["cutoff"] = row[0] if row else None
-            anchors = conn.execute(top, args, prepare=False if steps else None).fetchall()
-            rows = [ContextRow(a[0], a[0], 0, float(a[1]), a[2], a[3], float(a[4])) for a in anchors]
-            if turns > 0:
-                rows += self._neighbours(conn, [a for a in anchors if a[5] is not None], source, score, factor,
-                                         flt, near, args)
-        return rows
-
-    def _neighbours(self, conn: Any, anchors: Sequence[Any], source: str, score: str, factor: str, flt: Filter,
-                    near: str, args: dict[str, Any]) -> list[ContextRow]:
-        """Each anchor's `%(turns)s` session neighbours on either side, nearest first (the turns before,
-        then after), anchors in their rank order: a statement of its own, the same text for every
-        question of a shape, so PostgreSQL plans it once (planned inside the leg's statement, the
-        neighbours' lateral over every month cost more than reading them: 1.5-5 ms at 1M events)."""
-        if not anchors:
-            return []
-        ywhere, _ = filter_clause(flt, alias="y.")
-        # a session's turns are its device's: another device's rows never join them as context
-        side = (f"(SELECT {KEY_SQL.format(t='y.')} AS k, {{sign}} row_number() OVER (ORDER BY y.occurred_at "
-                f"{{dir}}) AS dist, {score.format(t='y.')} AS s, y.kind, y.occurred_at, "
-                f"{factor.format(t='y.')} AS f FROM urchin_chunks y WHERE y.session = c.session "
-                "AND y.device = c.device AND y.occurred_at {op} c.occurred_at "
-                + ywhere + near + " ORDER BY y.occurred_at {dir} LIMIT %(turns)s)")
-        # the anchors as one JSON text: psycopg dumps lists element by element in Python (0.7 ms for these)
-        query = ("SELECT c.k, x.k, x.dist, x.s, x.kind, x.occurred_at, x.f FROM ROWS FROM (json_to_recordset("
-                 "%(anchors)s::json) AS (k text, session text, device text, at timestamptz)) WITH ORDINALITY "
-                 f"AS c(k, session, device, occurred_at, n), {source}, LATERAL "
-                 f"({side.format(sign='-', dir='DESC', op='<')} UNION ALL {side.format(sign='', dir='ASC', op='>')}) "
-                 "AS x ORDER BY c.n, x.dist > 0, abs(x.dist)")
-        args = {**args, "anchors": json.dumps([{"k": a[0], "session": a[5], "device": a[6], "at": a[3].isoformat()}
-                                               for a in anchors])}
-        rows = conn.execute(query, args, prepare=True).fetchall()
+            rows = conn.execute(base, args, prepare=False if steps else None).fetchall()
         return [ContextRow(r[0], r[1], int(r[2]), float(r[3]), r[4], r[5], float(r[6])) for r in rows]
 
     def dense(self, model: str, vector: Sequence[float], flt: Filter, limit: int,
