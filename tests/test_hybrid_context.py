@@ -57,6 +57,25 @@ def test_hybrid_finds_by_words_with_any_word_semantics(memory: Memory) -> None:
     assert {"content", "score", "source", "workspace", "session"} <= set(first)
 
 
+def test_a_question_reads_its_term_frequencies_once(memory: Memory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its words', their related words' (thesaurus) and the chunk count: one statement before the legs,
+    not a second read per leg for the related words (each a transaction of two statements)."""
+    from urchin.hybrid.pg_legs import PgLegs
+
+    reads: list[int] = []
+    real = PgLegs.term_stats
+
+    def counted(self: PgLegs, terms: Any) -> tuple[dict[int, int], int]:
+        reads.append(len(terms))
+        return real(self, terms)
+
+    monkeypatch.setattr(PgLegs, "term_stats", counted)
+    result = memory.context(query="how do we do a rollback of billing safely?", explain=True)
+    assert ids(result)[0] == "e-rollback"
+    assert any("related words" in leg["method"] for leg in result.coverage["legs"])
+    assert len(reads) == 1, reads
+
+
 def test_result_object_has_the_mcp_shape(memory: Memory) -> None:
     out = memory.context(ContextParams.parse({"query": "deploy billing", "limit": 3})).to_dict()
     assert set(out) == {"query", "results", "coverage", "truncated", "tokensUsed"}
