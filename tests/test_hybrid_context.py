@@ -57,6 +57,25 @@ def test_hybrid_finds_by_words_with_any_word_semantics(memory: Memory) -> None:
     assert {"content", "score", "source", "workspace", "session"} <= set(first)
 
 
+def test_a_question_reads_its_term_frequencies_once(memory: Memory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its words', their related words' (thesaurus) and the chunk count: one statement before the legs,
+    not a second read per leg for the related words (each a transaction of two statements)."""
+    from urchin.hybrid.pg_legs import PgLegs
+
+    reads: list[int] = []
+    real = PgLegs.term_stats
+
+    def counted(self: PgLegs, terms: Any) -> tuple[dict[int, int], int]:
+        reads.append(len(terms))
+        return real(self, terms)
+
+    monkeypatch.setattr(PgLegs, "term_stats", counted)
+    result = memory.context(query="how do we do a rollback of billing safely?", explain=True)
+    assert ids(result)[0] == "e-rollback"
+    assert any("related words" in leg["method"] for leg in result.coverage["legs"])
+    assert len(reads) == 1, reads
+
+
 def test_result_object_has_the_mcp_shape(memory: Memory) -> None:
     out = memory.context(ContextParams.parse({"query": "deploy billing", "limit": 3})).to_dict()
     assert set(out) == {"query", "results", "coverage", "truncated", "tokensUsed"}
@@ -307,6 +326,10 @@ def test_a_question_of_common_words_ranks_a_bounded_set_newest_and_fullest_first
         old = memory.context(query="how do we deploy the server config", limit=5,
                              until=at(200))
         assert {r["id"][:4] for r in old.results} == {"old-"}, ids(old)
+        # one common word alone is planned the same way (the keyword leg ranked every chunk holding it)
+        one = memory.context(query="deploy", limit=10)
+        for leg in (leg for leg in one.coverage["legs"] if leg["origin"] == "query"):
+            assert "gathered in tiers" in leg["method"] and 0 < leg["candidates"] <= 25, leg
 
 
 def test_a_tiered_leg_ranks_as_many_distinct_chunks_as_its_budget(pg_settings: Settings) -> None:

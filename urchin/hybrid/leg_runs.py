@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Sequence
+from collections.abc import Container, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -130,8 +130,10 @@ def keyword_runs(backend: IndexBackend, stats: Stats, p: ContextParams, flt: Fil
 
 def _distinctive(stats: Stats, words: list[str]) -> tuple[list[str], list[Tier]]:
     """The words the keyword leg ranks by, and how it gathers candidates (see `plan`): ts_rank has no
-    idf, so a word in more than COMMON_SHARE of the chunks is dropped while a rarer one remains."""
-    if len(words) <= 1:
+    idf, so a word in more than COMMON_SHARE of the chunks is dropped while a rarer one remains. A
+    question of one word is planned too: alone, a common word ("error", in 15% of the chunks) had
+    the leg rank every chunk holding it (150k at 1M events: 350 ms of the server's CPU)."""
+    if not words:
         return words, []
     ids = {w: list(term_ids(tokens(w))) for w in words}
     df, n_docs = stats.get([t for ts in ids.values() for t in ts])
@@ -251,18 +253,7 @@ def related_weights(stats: Stats, sub: WebQuery, own: dict[int, float], via: Ind
     (at most 1); each times idf^2, the idf capped at the mean of the question's own words (a rare
     related word never outweighs the words typed; uncapped when no word of the question is indexed).
     Words in no chunk, or in more than RELATED_MAX_SHARE of them, or among the -words, are left out."""
-    excluded = terms_of(sub.excluded)
-    words = tokens(sub.positive)
-    near: dict[int, float] = {}
-    if RELATED > 0:
-        for term, closeness in thesaurus.default().expand(words, n=RELATED_TERMS):
-            tid = term_id(term)
-            if tid not in own and term not in excluded:
-                near.setdefault(tid, RELATED * closeness)
-    learned: list[tuple[int, float]] = []
-    if assoc is not None and LEARNED > 0:
-        learned = [(tid, min(LEARNED * sim, 1.0)) for term, sim in assoc.expand(words, n=EXPAND_TERMS * 3)
-                   if (tid := term_id(term)) not in own and tid not in near and term not in excluded]
+    near, learned = _related(sub, own, assoc)
     if not near and not learned:
         return {}
     df, n_docs = stats.get([*near, *(t for t, _ in learned)], via)
@@ -275,6 +266,34 @@ def related_weights(stats: Stats, sub: WebQuery, own: dict[int, float], via: Ind
     return {t: weight * min(idf(df[t], n_docs), cap) ** 2 for t, weight in near.items() if 0 < df.get(t, 0) <= most}
 
 
+def _related(sub: WebQuery, own: Container[int], assoc: Associations | None
+             ) -> tuple[dict[int, float], list[tuple[int, float]]]:
+    """The thesaurus's related words (term -> weight before idf) and the learned ones, in order, that
+    `related_weights` weighs: neither among the question's own terms nor its -words."""
+    excluded = terms_of(sub.excluded)
+    words = tokens(sub.positive)
+    near: dict[int, float] = {}
+    if RELATED > 0:
+        for term, closeness in thesaurus.default().expand(words, n=RELATED_TERMS):
+            tid = term_id(term)
+            if tid not in own and term not in excluded:
+                near.setdefault(tid, RELATED * closeness)
+    learned: list[tuple[int, float]] = []
+    if assoc is not None and LEARNED > 0:
+        learned = [(tid, min(LEARNED * sim, 1.0)) for term, sim in assoc.expand(words, n=EXPAND_TERMS * 3)
+                   if (tid := term_id(term)) not in own and tid not in near and term not in excluded]
+    return near, learned
+
+
+def related_candidates(text: str, assoc: Associations | None) -> list[int]:
+    """Every term `related_weights` may read the frequency of for `text` (its own and related words):
+    read with the question's own before the legs start, so a question reads frequencies once."""
+    sub = parse(text)
+    own = set(term_ids(tokens(sub.positive)))
+    near, learned = _related(sub, (), assoc)
+    return sorted({*own, *near, *(t for t, _ in learned)})
+
+
 def _turns(leg: str) -> int:
     return len(neighbour_weights(CONTEXT[leg], CONTEXT_TURNS[leg]))
 
@@ -283,12 +302,14 @@ def with_context(rows: Sequence[ContextRow], context: float, limit: int) -> list
     """Rank the leg's candidates and their neighbours by own score + each neighbour's, weighted by
     `neighbour_weights` (the rule token-cosine uses), times the row's prior (memory, named source)."""
     score: dict[str, float] = {}
-    meta: dict[str, tuple[str, datetime]] = {}
+    kind: dict[str, str] = {}
+    at: dict[str, datetime] = {}
     around: dict[str, dict[str, int]] = {}
     factor: dict[str, float] = {}
     for row in rows:
         score[row.chunk_id] = row.score
-        meta[row.chunk_id] = (row.kind, row.occurred_at)
+        kind[row.chunk_id] = row.kind
+        at[row.chunk_id] = row.occurred_at
         if row.prior != 1.0:
             factor[row.chunk_id] = row.prior
         if row.distance:
@@ -297,18 +318,31 @@ def with_context(rows: Sequence[ContextRow], context: float, limit: int) -> list
     reach = 2 * max((abs(d) for sides in around.values() for d in sides.values()), default=0)
     weights = neighbour_weights(context, reach)
     if weights:
-        links: dict[str, dict[str, int]] = {}
-        for anchor, sides in around.items():
-            group = {anchor: 0, **sides}           # every pair in one window knows its distance
-            for a, da in group.items():
-                for b, db in group.items():
-                    if a != b:
-                        links.setdefault(a, {})[b] = db - da
-        total = {c: s + sum(weights[abs(d) - 1] * score[n] for n, d in links.get(c, {}).items())
-                 for c, s in score.items()}
+        total = _smoothed(score, around, {d: weights[abs(d) - 1] for d in range(-reach, reach + 1) if d})
     else:
         total = {r.chunk_id: r.score for r in rows if r.distance == 0}
     if factor:
         total = {c: s * factor.get(c, 1.0) for c, s in total.items()}
-    ranked = sorted(total, key=lambda c: (-total[c], -meta[c][1].timestamp(), c))[:limit]
-    return [LegHit(c, total[c], meta[c][0], meta[c][1]) for c in ranked]
+    # best first, then newer, then by key: three stable sorts with C-level keys (each row's key tuple,
+    # timestamp() included, cost as much as the scoring)
+    ranked = sorted(total)
+    ranked.sort(key=at.__getitem__, reverse=True)
+    ranked.sort(key=total.__getitem__, reverse=True)
+    ranked = ranked[:limit]
+    return [LegHit(c, total[c], kind[c], at[c]) for c in ranked]
+
+
+def _smoothed(score: dict[str, float], around: dict[str, dict[str, int]], weight: dict[int, float]
+              ) -> dict[str, float]:
+    """Each chunk's score plus its window mates' (every pair in one anchor's window knows its distance;
+    a pair in two windows keeps its first place and the last window's distance), summed in that order."""
+    links: dict[str, dict[str, int]] = {}
+    for anchor, sides in around.items():
+        group = [(anchor, 0), *sides.items()]
+        for a, da in group:
+            mates = links.get(a)
+            if mates is None:
+                mates = links[a] = {}
+            mates.update({b: db - da for b, db in group if b != a})
+    none: dict[str, int] = {}
+    return {c: s + sum([weight[d] * score[n] for n, d in links.get(c, none).items()]) for c, s in score.items()}

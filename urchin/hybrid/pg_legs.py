@@ -43,17 +43,18 @@ class PgLegs:
         self._norm_mean: tuple[float, int] | None = None   # (value, the chunk count it was read at)
 
     def term_stats(self, terms: Sequence[int]) -> tuple[dict[int, int], int]:
-        conn = self._link.conn
-        with conn.transaction():
-            # kept per device by the owner's trigger from the chunk rows (schema 7) and summed here, each
-            # device's df clamped to [0, its chunk count]: whatever a row says, one device's numbers can
-            # only lower another's terms' weight as much as that many real chunks of its own would
-            rows = conn.execute("SELECT t.term, sum(least(greatest(t.df, 0), greatest(s.value, 0))) "
-                                "FROM urchin_terms t JOIN urchin_stats s ON s.device = t.device AND "
-                                "s.key = 'chunks' WHERE t.term = ANY(%s) GROUP BY t.term",
-                                (list(terms),)).fetchall()
-            n = conn.execute("SELECT sum(greatest(value, 0)) FROM urchin_stats WHERE key = 'chunks'").fetchone()
-        return {int(t): int(d) for t, d in rows}, int(n[0]) if n and n[0] is not None else 0
+        # df kept per device by the owner's trigger from the chunk rows (schema 7) and summed here, each
+        # device's df clamped to [0, its chunk count]: whatever a row says, one device's numbers can
+        # only lower another's terms' weight as much as that many real chunks of its own would. The
+        # chunk count comes in the same statement (term NULL).
+        rows = self._link.read(
+            "SELECT t.term, sum(least(greatest(t.df, 0), greatest(s.value, 0))) "
+            "FROM urchin_terms t JOIN urchin_stats s ON s.device = t.device AND "
+            "s.key = 'chunks' WHERE t.term = ANY(%s) GROUP BY t.term "
+            "UNION ALL SELECT NULL, sum(greatest(value, 0)) FROM urchin_stats WHERE key = 'chunks'",
+            (list(terms),))
+        n = next((d for t, d in rows if t is None), None)
+        return {int(t): int(d) for t, d in rows if t is not None}, int(n) if n is not None else 0
 
     def keyword(self, words: Sequence[str], constraints: str | None, flt: Filter, limit: int,
                 context_turns: int = 0, every: str | None = None, tiers: Sequence[Tier] = (),

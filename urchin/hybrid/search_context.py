@@ -84,7 +84,10 @@ def _run_context(backend: IndexBackend, p: ContextParams, embedder: Embedder | N
         skipped.append(f"lex sub-queries skipped: strategy {p.strategy} runs no keyword leg")
     if not semantic and any(s.type in ("vec", "hyde") for s in p.searches):
         skipped.append(f"vec/hyde sub-queries skipped: strategy {p.strategy} runs no semantic leg")
-    stats.get(sorted({t for text in [p.query, *(s.query for s in p.searches)] for t in term_ids(tokens(text))}))
+    # every frequency the question reads, its words' and their related words', in one statement
+    texts = [p.query, *(s.query for s in p.searches if semantic and s.type in ("vec", "hyde"))]
+    stats.get(sorted({*(t for text in [p.query, *(s.query for s in p.searches)] for t in term_ids(tokens(text))),
+                      *(t for text in texts for t in leg_runs.related_candidates(text, assoc))}))
     stats.named = leg_runs.named_sources(backend, p.query)
     runs: list[LegRun] = []
     if keyword and semantic:
