@@ -576,7 +576,7 @@ def test_events_added_after_a_load_do_not_copy_the_loaded_columns(saved: list, m
     fresh build's."""
     from urchin.search import cosine_store
 
-    monkeypatch.setattr(cosine_store, "_MMAP_MIN", 1024)      # 400 rows' columns (1.6-3.2 kB), mapped as large ones
+    monkeypatch.setattr(cosine_store, "_MMAP_MIN", 256)       # 400 rows' columns (0.5-3.2 kB), mapped as large ones
     view = _view(settings)
     assert view.catch_up() == 0 and view.loaded_from_disk
     index = view.index

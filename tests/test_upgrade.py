@@ -13,6 +13,7 @@ import zlib
 from pathlib import Path
 
 import httpx
+import numpy as np
 import pytest
 
 from tests.cli_inprocess import call_urchin
@@ -83,7 +84,10 @@ def test_the_fixture_is_small_and_holds_what_a_home_holds() -> None:
 
 
 def test_a_0_1_0_home_opens_and_searches_and_says_so_once(old_home: Path) -> None:
-    generation = sorted(p.name for p in (old_home / "index" / "cosine").iterdir() if p.name.startswith("gen-"))
+    cosine = old_home / "index" / "cosine"
+    generation = [p for p in cosine.iterdir() if p.name.startswith("gen-")]
+    narrowed = ("label_source.npy", "label_workspace.npy", "label_kind.npy")
+    files = {p.name: p.stat().st_ino for p in generation[0].iterdir() if p.name not in narrowed}
     first = run_urchin("search", *HOURS, "refresh token race")
     assert first.returncode == 0, first.stderr
     assert first.stdout.count("Fix the refresh token race") == 3
@@ -94,9 +98,12 @@ def test_a_0_1_0_home_opens_and_searches_and_says_so_once(old_home: Path) -> Non
     semantic = run_urchin("semantic", *HOURS, "cache filled memory eviction", "--limit", "3", "--json")
     assert semantic.returncode == 0 and SAID not in semantic.stderr, semantic.stderr
     assert all("Redis eviction" in e["content"] for e in json.loads(semantic.stdout)["events"])
-    assert "saved index not used" not in semantic.stderr     # 0.1.0's token-cosine view is read as it is
-    assert sorted(p.name for p in (old_home / "index" / "cosine").iterdir()
-                  if p.name.startswith("gen-")) == generation
+    assert "saved index not used" not in semantic.stderr     # 0.1.0's token-cosine view is read, not rebuilt:
+    assert "token-cosine 2 -> 3: converted" in first.stderr     # converted (its label codes narrowed), every
+    generation = [p for p in cosine.iterdir() if p.name.startswith("gen-")]     # other file linked as it was
+    assert len(generation) == 1 and json.loads((cosine / "manifest.json").read_text())["format"] == 3
+    assert {p.name: p.stat().st_ino for p in generation[0].iterdir() if p.name not in narrowed} == files
+    assert {str(np.load(generation[0] / name).dtype) for name in narrowed} == {"int8"}
 
     # the forgotten event stays forgotten; what 0.1.0 kept beside the journal still works (in this process:
     # the first two calls above were the processes that opened the old home)
@@ -192,7 +199,8 @@ def test_an_older_derived_format_is_rebuilt_and_said_once(old_home: Path) -> Non
     (beside / "zones").write_bytes(b"URSIDX02")
     said = open_home(settings)
     assert said is not None and "from Urchin 0.1.5" in said
-    assert "token-cosine 1 -> 2: dropped, rebuilt" in said and f"id-index 1 -> {FORMATS['id-index']}" in said
+    assert f"token-cosine 1 -> {FORMATS['token-cosine']}: dropped, rebuilt" in said
+    assert f"id-index 1 -> {FORMATS['id-index']}" in said
     assert not (old_home / "index" / "cosine").exists()
     assert not (old_home / "journal" / "events.jsonl.ids").exists()
     assert "block-index 1 -> 2: dropped" in said and not beside.exists()

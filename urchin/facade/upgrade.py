@@ -50,7 +50,7 @@ FORMATS: dict[str, int] = {
     "id-index": 3,               # events.jsonl.ids (magic URCHINI3: the header holds the CRC-32 of what it covers)
     "block-index": 2,            # events.jsonl.sidx/ (magic URSIDX02: bitmaps column-major)
     "journal-stats": 1,          # events.jsonl.stats
-    "token-cosine": 2,           # index/cosine/ (manifest "format")
+    "token-cosine": 3,           # index/cosine/ (manifest "format"; 3: label codes narrow, converted from 2)
     "associations": 1,           # index/cosine.assoc.npz ("format")
     "vectors": 1,                # vectors/<model>/ (meta "format")
 }
@@ -98,9 +98,16 @@ def _id_index_from_2(settings: Settings) -> bool:
         return IdIndex(journal).upgrade_from_2()
 
 
+def _token_cosine_from_2(settings: Settings) -> bool:
+    from urchin.search import cosine_store  # numpy: not on every command's start
+
+    return cosine_store.convert(settings.index_dir / "cosine")
+
+
 # (derived structure, recorded version) -> a conversion that keeps its entries (True: done; False: it
 # had nothing to keep, and is dropped and rebuilt as any other derived structure)
-_KEPT: dict[tuple[str, int], Callable[[Settings], bool]] = {("id-index", 2): _id_index_from_2}
+_KEPT: dict[tuple[str, int], Callable[[Settings], bool]] = {("id-index", 2): _id_index_from_2,
+                                                            ("token-cosine", 2): _token_cosine_from_2}
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from urchin.search.cosine_extract import LABELS, Batch, TermExtractor
 from urchin.search.cosine_query import Query, Scored, Scratch, Window
 from urchin.search.cosine_sessions import WindowLengths
 from urchin.search.cosine_settings import DEFAULTS, RankingSettings
-from urchin.search.cosine_state import IndexState
+from urchin.search.cosine_state import NARROW, IndexState
 from urchin.search.links import link_rows
 from urchin.search.postings import Blob, Codes, Column, Segment, SplitColumn, Triples, release_pages, walk
 from urchin.search.query import check_limit, check_query
@@ -100,7 +100,7 @@ class TokenCosineIndex:
         self._norm_total = 0.0  # sum of the document norms (their mean pivots the length normalisation)
         self._prev = Column(np.int32, -1)
         self._next = Column(np.int32, -1)
-        self._fields = {name: Codes() for name in LABELS}
+        self._fields = {name: Codes(narrow=name in NARROW) for name in LABELS}
         self._session_last: dict[int, int] = {}
         self._session_rows = Column(np.int64)  # rows per session code (the session leg's lengths)
         self._scopes = SessionScopes()         # what a workspace's query may leave out (scope.py)
@@ -465,12 +465,13 @@ class TokenCosineIndex:
         self._segments = [swap(segment) for segment in self._segments]
 
     def release_pages(self) -> int:
-        """Drop the pages of the read-only maps (a saved index's postings and ids) from this process's
-        resident set; they stay in the page cache. Returns how many maps were released."""
+        """Drop the pages of the read-only maps (a saved index's postings and ids) and the per-row
+        columns' file pages never written from this process's resident set; they stay in the page cache.
+        Nothing may change the index meanwhile (the view's lock). Returns how many maps were released."""
         arrays = [a for s in self._segments for a in (s.indptr, s.rows, s.tf)] + [self._id_bytes.base]
         if isinstance(self._id_end, SplitColumn):
             arrays.append(self._id_end.base)
-        return sum(release_pages(a) for a in arrays)
+        return sum(release_pages(a) for a in arrays) + cosine_state.release_columns(self)
 
     def memory_bytes(self) -> int:
         """Bytes held by the index's arrays (the vocabulary dict and id strings included roughly)."""

@@ -14,16 +14,19 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from urchin.search.cosine_extract import LABELS, TermExtractor
-from urchin.search.postings import Blob, Codes, Column, Segment, SplitColumn
+from urchin.search.postings import Blob, Codes, Column, Segment, SplitColumn, release_clean
 from urchin.search.scope import SessionScopes
 from urchin.search.vocab import Vocabulary
 
 if TYPE_CHECKING:
     from urchin.search.cosine import TokenCosineIndex
 
-__all__ = ["COLUMNS", "IndexState", "restore", "take"]
+__all__ = ["COLUMNS", "IndexState", "NARROW", "release_columns", "restore", "take"]
 
 COLUMNS = ("ts", "norm", "prev", "next", "id_end")   # an index's per-row columns, saved as they are
+# label fields of a few values, whose codes per row take the narrowest type they need (a byte, mostly:
+# `postings.CodeColumn`); session codes stay int32 (many, and counted with their own arithmetic)
+NARROW = ("source", "workspace", "kind")
 
 
 @dataclass(slots=True)
@@ -82,7 +85,8 @@ def restore(index: TokenCosineIndex, state: IndexState) -> None:
     index._id_end = SplitColumn(arrays["id_end"])   # read per result only: never copied to grow
     index._id_bytes = Blob(arrays["ids"])      # not copied: a saved index's map
     for name in LABELS:
-        index._fields[name] = Codes(state.labels[name], arrays[f"label_{name}"], state.room.get(f"label_{name}"))
+        index._fields[name] = Codes(state.labels[name], arrays[f"label_{name}"], state.room.get(f"label_{name}"),
+                                    narrow=name in NARROW)
         if len(index._fields[name]) != len(state.labels[name]) + 1:
             raise ValueError(f"{name}: repeated values")
     index._segments = [Segment(*parts) for parts in state.segments]
@@ -98,6 +102,15 @@ def restore(index: TokenCosineIndex, state: IndexState) -> None:
     index._refreshed_at = int(meta["refreshed_at"])
     index._norm_total = float(index._norm.data[:n].sum(dtype=np.float64))
     index._extractor = TermExtractor(index._vocab)
+
+
+def release_columns(index: TokenCosineIndex) -> int:
+    """A loaded index's per-row columns (their copy-on-write maps) drop the file pages no row added or
+    link changed (`postings.release_clean`): a question reads them across every row its terms reach,
+    and they stayed resident after it. Nothing may change the index meanwhile. Returns how many did."""
+    columns = [index._ts, index._ts_max, index._norm, index._prev, index._next,
+               *(codes.column for codes in index._fields.values())]
+    return sum(release_clean(column.data) > 0 for column in columns)
 
 
 def _windows(arrays: dict[str, np.ndarray], room: dict[str, np.ndarray], n: int) -> tuple[Column, Column]:
@@ -134,7 +147,8 @@ def _check_state(state: IndexState, n: int, n_terms: int) -> None:
         need(not n or (int(arrays[name].min()) >= -1 and int(arrays[name].max()) < n), f"{name}: bounds")
     for name in LABELS:
         codes = arrays[f"label_{name}"]
-        need(not n or (int(codes.min()) >= -1 and int(codes.max()) < len(state.labels[name])), f"{name}: codes")
+        need(codes.dtype.kind == "i" and (not n or (int(codes.min()) >= -1 and int(codes.max()) < len(
+            state.labels[name]))), f"{name}: codes")
     ends = arrays["id_end"]
     need(not n or (int(ends[-1]) == len(arrays["ids"]) and bool((np.diff(ends) >= 0).all())), "ids: ends")
     pending = [arrays[f"pending_{x}"] for x in ("terms", "rows", "tf")]

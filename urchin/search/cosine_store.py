@@ -43,14 +43,18 @@ from urchin.fileio import (
 from urchin.journal import Journal, JournalMark
 from urchin.search.assoc import path_beside
 from urchin.search.cosine import IndexState
-from urchin.search.postings import Mapping, map_with_room
+from urchin.search.cosine_state import NARROW
+from urchin.search.postings import Mapping, code_type, map_with_room
 from urchin.search.vocab import Vocabulary
 
-__all__ = ["FORMAT", "MANIFEST", "Reuse", "RowFiles", "Saved", "StoreError", "covered", "covers", "discard",
+__all__ = ["FORMAT", "MANIFEST", "Reuse", "RowFiles", "Saved", "StoreError", "convert", "covered", "covers", "discard",
            "install_beside", "load", "release", "save", "saved_offset", "spill",
            "uncache"]
 
-FORMAT = 2   # 2: the journal is marked by urchin.journal.JournalMark, the one mark every view uses
+FORMAT = 3   # 2: the journal is marked by urchin.journal.JournalMark, the one mark every view uses;
+             # 3: label codes in the narrowest type they need (`postings.CodeColumn`: int8 mostly)
+_READS = (2, 3)   # a format-2 save loads (its int32 label codes narrowed in memory; the next save is 3);
+                  # a format-3 save is refused by the code before it (an int8 code it grew would wrap)
 _MANIFEST = "manifest.json"
 MANIFEST = _MANIFEST     # the commit point of a save (a reader keys what it learned from it on its stat)
 _LOCK = ".lock"
@@ -143,6 +147,48 @@ def save(directory: Path, state: IndexState, offsets: np.ndarray, mark: JournalM
             if old.is_dir() and old.name != name and old.name.startswith(("gen-", "tmp-gen-")):
                 shutil.rmtree(old, ignore_errors=True)
         return {key: (weakref.ref(array), final / fname) for key, (array, fname) in written.items()}
+
+
+def convert(directory: Path) -> bool:
+    """Bring a format-2 save to this format: its label codes of few values (int32 there) rewritten in
+    their narrowest type (`postings.code_type`), every other file hard-linked, as a new generation the
+    manifest then names. The manifest is the commit point: a crash before it leaves the format-2 save,
+    which loads as it is (its codes narrowed in memory) and converts at the next try. True: the saved
+    index is this format now; False: nothing saved, or not convertible (a load then says why)."""
+    if not (directory / _MANIFEST).is_file():
+        return False
+    with _locked(directory, fcntl.LOCK_EX):
+        try:
+            manifest = orjson.loads((directory / _MANIFEST).read_bytes())
+            if manifest.get("format") != 2:
+                return bool(manifest.get("format") == FORMAT)
+            gen, name = directory / str(manifest["generation"]), f"gen-{time.time_ns():x}-{os.getpid()}"
+            labels, files = orjson.loads((gen / "labels.json").read_bytes()), dict(manifest["files"])
+            tmp = directory / f"tmp-{name}"
+            ensure_private_dir(tmp)
+            for fname in files:
+                if Path(fname).name != fname:
+                    return False
+                field = fname[len("label_"): -len(".npy")]
+                if fname.startswith("label_") and field in NARROW:
+                    codes = np.load(gen / fname, allow_pickle=False)
+                    if len(codes) and not (codes.dtype.kind == "i" and -1 <= int(codes.min())
+                                           and int(codes.max()) < len(labels[field])):
+                        return False     # damaged: the load refuses it, and the view is rebuilt
+                    narrow = codes.astype(code_type(len(labels[field]) - 1))
+                    files[fname] = [write_synced(tmp / fname, _npy(narrow)), None]
+                elif not link_if_possible(gen / fname, tmp / fname):
+                    shutil.copyfile(gen / fname, tmp / fname)
+            fsync_dir(tmp)
+            rename_into_place(tmp, directory / name)
+            manifest.update(format=FORMAT, generation=name, files=files)
+            write_private(directory / _MANIFEST, orjson.dumps(manifest, option=orjson.OPT_INDENT_2), sync_dir=True)
+        except (OSError, ValueError, KeyError, TypeError, AttributeError, orjson.JSONDecodeError):
+            return False
+        for old in directory.iterdir():  # the format-2 generation, and tmp dirs of crashed saves
+            if old.is_dir() and old.name != name and old.name.startswith(("gen-", "tmp-gen-")):
+                shutil.rmtree(old, ignore_errors=True)
+    return True
 
 
 def uncache(folder: Path, names: Iterable[str]) -> None:
@@ -280,7 +326,7 @@ def covered(directory: Path, journal: Journal) -> int | None:
         mark = JournalMark.from_dict(manifest["journal"]) if isinstance(manifest, dict) else None
     except (OSError, orjson.JSONDecodeError, KeyError):
         return None
-    if mark is None or manifest.get("format") != FORMAT or journal.replaced(mark):
+    if mark is None or manifest.get("format") not in _READS or journal.replaced(mark):
         return None
     return mark.offset
 
@@ -326,7 +372,7 @@ def load(directory: Path, journal: Path) -> Saved:
 
 def _load(directory: Path, journal: Path) -> Saved:
     manifest = orjson.loads((directory / _MANIFEST).read_bytes())
-    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+    if not isinstance(manifest, dict) or manifest.get("format") not in _READS:
         raise StoreError(f"format {manifest.get('format') if isinstance(manifest, dict) else '?'} is not {FORMAT}")
     mark = JournalMark.from_dict(manifest["journal"])
     if mark is None:

@@ -10,12 +10,12 @@ import os
 from array import array
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import numpy as np
 
-__all__ = ["Blob", "Codes", "Column", "Mapping", "RowOffsets", "Segment", "SplitColumn", "Triples", "distinct",
-           "map_with_room", "release_pages", "walk"]
+__all__ = ["Blob", "CodeColumn", "Codes", "Column", "Mapping", "RowOffsets", "Segment", "SplitColumn", "Triples",
+           "code_type", "distinct", "map_with_room", "release_clean", "release_pages", "walk"]
 
 _MERGE_CHUNK = 1 << 18  # postings per step when building a segment (bounds the temporaries: ~15 MB)
 Triples = tuple[np.ndarray, np.ndarray, np.ndarray]  # (terms, rows, tf), grouped by row
@@ -49,7 +49,7 @@ class Column:
         return self.data[: self.size]
 
     @classmethod
-    def of(cls, values: np.ndarray, fill: float = 0, room: np.ndarray | None = None) -> Column:
+    def of(cls, values: np.ndarray, fill: float = 0, room: np.ndarray | None = None) -> Self:
         """A column over `values` as they are (a copy-on-write map is fine: growing copies it). `room`:
         a longer array that `values` is the start of (`map_with_room`), which rows added go on into
         before anything is copied (its part past `values` is not set to `fill`: extend writes it)."""
@@ -143,6 +143,42 @@ def release_pages(array: np.ndarray) -> bool:
     except (ValueError, OSError, AttributeError):   # closed, or not Linux
         return False
     return True
+
+
+_PAGEMAP_PRESENT, _PAGEMAP_FILE = 1 << 63, 1 << 61   # /proc/self/pagemap: a page mapped; of a file (not copied)
+
+
+def release_clean(array: np.ndarray) -> int:
+    """Drop the resident pages of a copy-on-write map's file part (`map_with_room`) that were never
+    written (still the file's pages, by /proc/self/pagemap): they stay in the page cache, and a read
+    maps them again. Pages written (private copies) are kept. A loaded index's per-row columns, which
+    queries read across (a 2160 h question reads the labels, norms and links of every row its terms
+    reach: ~30 B a row of a 3M index, resident until now). The caller holds off every writer of the
+    array. Returns the bytes released (0: not such a map, or not Linux)."""
+    import mmap
+
+    base = array.base
+    while base is not None and not isinstance(base, Mapping):
+        base = getattr(base, "base", None)
+    if base is None:
+        return 0
+    page = mmap.PAGESIZE
+    pages = base.mapped // page
+    try:
+        fd = os.open("/proc/self/pagemap", os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            entries = np.frombuffer(os.pread(fd, 8 * pages, base.address // page * 8), dtype=np.uint64)
+        finally:
+            os.close(fd)
+    except OSError:
+        return 0
+    clean = np.zeros(len(entries) + 2, dtype=np.int8)
+    clean[1:-1] = (entries & np.uint64(_PAGEMAP_PRESENT | _PAGEMAP_FILE)) == np.uint64(_PAGEMAP_PRESENT | _PAGEMAP_FILE)
+    edges = np.flatnonzero(np.diff(clean))      # runs of clean pages: [start, end) pairs
+    libc = _libc()
+    for start, end in zip(edges[::2].tolist(), edges[1::2].tolist(), strict=True):
+        libc.madvise(base.address + start * page, (end - start) * page, 4)   # MADV_DONTNEED
+    return int((edges[1::2] - edges[::2]).sum()) * page
 
 
 class SplitColumn:
@@ -354,15 +390,51 @@ def walk(segments: list[Segment], pending: Triples | None, chunk: int = 1 << 21,
         yield rows, tf, terms
 
 
+_CODE_TYPES = (np.dtype(np.int8), np.dtype(np.int16), np.dtype(np.int32))
+
+
+def code_type(top: int) -> np.dtype:
+    """The narrowest code type holding every code up to `top` and `top + 1` (readers count codes
+    shifted by one, in the codes' own type)."""
+    return next((t for t in _CODE_TYPES if top < np.iinfo(t).max), np.dtype(np.int64))
+
+
+class CodeColumn(Column):
+    """A label field's code per row in the narrowest type its codes need (`code_type`): a field of a
+    few values (kind, source, workspace) takes a byte a row, not four; widened, by a copy of the rows,
+    when a new code needs it (once per type at most)."""
+
+    def extend(self, values: np.ndarray | list) -> None:
+        values = np.asarray(values)
+        if len(values) and values.dtype != self.data.dtype:
+            top = int(values.max())
+            if top >= np.iinfo(self.data.dtype).max:
+                self.widen(code_type(top))
+        super().extend(values)
+
+    def widen(self, dtype: np.dtype) -> None:
+        grown = np.empty(max(self.size + self.size // 8, 1024), dtype=dtype)
+        grown[: self.size] = self.data[: self.size]
+        self.data = grown
+
+
 class Codes(dict[str | None, int]):
     """Interns the values of one label field (source, workspace, ...) as small ints; None is -1.
-    Misses assign the next code, so batches map through `map(codes.__getitem__, values)` in C."""
+    Misses assign the next code, so batches map through `map(codes.__getitem__, values)` in C.
+    `narrow`: the codes per row take the narrowest type they need (`CodeColumn`), from a byte; else
+    int32 (session codes: many, and counted with int32 arithmetic by the rankings)."""
 
     def __init__(self, values: Iterable[str] = (), column: np.ndarray | None = None,
-                 room: np.ndarray | None = None) -> None:
+                 room: np.ndarray | None = None, narrow: bool = False) -> None:
         super().__init__({None: -1})
         self.update((v, i) for i, v in enumerate(values))
-        self.column = Column(np.int32, -1) if column is None else Column.of(column, -1, room)
+        if column is None:
+            self.column = CodeColumn(_CODE_TYPES[0] if narrow else np.int32, -1)
+            return
+        need = code_type(len(self) - 2) if narrow else np.dtype(np.int32)
+        if column.dtype.itemsize > need.itemsize:   # a view saved before codes were narrow: converted
+            column, room = column.astype(need), None
+        self.column = CodeColumn.of(column, -1, room)
 
     def __missing__(self, value: str | None) -> int:
         code = self[value] = len(self) - 1
