@@ -48,6 +48,16 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.slow)
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    """`--dist loadscope`: the modules longest first (tests/schedule.py)."""
+    if config.getvalue("dist") != "loadscope":
+        return None
+    from tests.schedule import LongestFirst
+
+    return LongestFirst(config, log)
+
+
 def pytest_unconfigure(config: pytest.Config) -> None:
     stop_shared(config)
 
