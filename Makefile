@@ -75,12 +75,23 @@ run: $(STAMP)
 # data of its homes (as root ~40 MB each in /var/lib/urchin/pg, which pytest's basetemp clean-up never
 # reached: each later daemon start and `doctor --fix` then swept them, inside some test) are removed
 # at its teardown, even when it fails (tests/conftest.py). The
-# test embedder is installed first, once; pytest's controller starts it and both workers use it.
-test: $(DEV_STAMP)
+# test embedder is installed first, once. It starts (torch's imports: 8.7 CPU-s, 23 s to /health at load
+# 10) while the venv installs (pip: one core and the network), not beside the workers' first tests; pytest's
+# controller waits for it (URCHIN_TEST_EMBEDDER_URL, tests/embedder_fixture.py), both workers use it, and
+# this shell stops it. The modules go to the two workers longest first (tests/schedule.py).
+test:
 	sh scripts/browser.sh
 	bash scripts/test-embedder.sh install
-	$(PY) -m compileall -q urchin tests
-	PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -q -n 2 --dist loadscope
+	@port=$$($(PYTHON) -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])') && \
+	log=$$(mktemp "$${TMPDIR:-/tmp}/urchin-test-embedder-XXXXXX") && \
+	{ URCHIN_TEST_EMBEDDER_TIMEOUT=180 bash scripts/test-embedder.sh start $$port >$$log 2>&1 </dev/null & } && \
+	pid=$$! && trap 'kill -TERM $$pid 2>/dev/null; wait $$pid 2>/dev/null; rm -f $$log' EXIT && \
+	trap 'exit 130' INT TERM HUP && \
+	$(MAKE_COMMAND) --no-print-directory $(DEV_STAMP) && \
+	echo "$(PY) -m compileall -q urchin tests" && $(PY) -m compileall -q urchin tests && \
+	echo "PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -q -n 2 --dist loadscope" && \
+	URCHIN_TEST_EMBEDDER_URL=http://127.0.0.1:$$port URCHIN_TEST_EMBEDDER_LOG=$$log URCHIN_TEST_EMBEDDER_PID=$$pid \
+	  PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -q -n 2 --dist loadscope
 
 # The inner loop: in-process tests only (no daemon, PostgreSQL, embedder, browser or CLI process;
 # conftest marks those `slow`). `make test` before a commit.

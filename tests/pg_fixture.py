@@ -25,18 +25,23 @@ __all__ = ["pg_server", "pg_server_url", "pg_url", "pg_settings", "team_server",
 _EXTERNAL = os.environ.get("URCHIN_TEST_DATABASE_URL")   # read once, before the per-test env cleaning
 
 
-def server_folder(prefix: str) -> Path:
-    """A new folder for a test server's data (or the initdb template): in memory (/dev/shm) where there is
-    one with room, as nothing there must outlive the session. Each test's CREATE and DROP DATABASE makes
-    and removes ~300 files: on ext4 the search for a free inode among the recently removed ones was most
-    of a PostgreSQL test module's CPU (perf: `recently_deleted`, `find_inode_bit` in the server)."""
+def memory_folder() -> Path | None:
+    """/dev/shm where it is writable with > 4 GiB free (a test run's servers and homes fit in it), else None."""
     shm = Path("/dev/shm")
     try:
         stat = os.statvfs(shm)
         roomy = stat.f_bavail * stat.f_frsize > 4 << 30 and os.access(shm, os.W_OK | os.X_OK)
     except OSError:
         roomy = False
-    return Path(tempfile.mkdtemp(prefix=prefix, dir=shm if roomy else None))
+    return shm if roomy else None
+
+
+def server_folder(prefix: str) -> Path:
+    """A new folder for a test server's data (or the initdb template): in memory (/dev/shm) where there is
+    one with room, as nothing there must outlive the session. Each test's CREATE and DROP DATABASE makes
+    and removes ~300 files: on ext4 the search for a free inode among the recently removed ones was most
+    of a PostgreSQL test module's CPU (perf: `recently_deleted`, `find_inode_bit` in the server)."""
+    return Path(tempfile.mkdtemp(prefix=prefix, dir=memory_folder()))
 
 
 @pytest.fixture(scope="session")

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -78,12 +81,23 @@ def _cached_pages(path: Path) -> int:
         return sum(v & 1 for v in vec)
 
 
+@pytest.fixture
+def disk_settings(monkeypatch: pytest.MonkeyPatch) -> Iterator[Settings]:
+    """A home on the temporary folder's file system (a disk), not tmp_path's: the tests' folders may be in
+    memory (tmpfs, conftest), where a file's pages are the file and never leave the page cache."""
+    folder = Path(tempfile.mkdtemp(prefix="urchin-pages-"))
+    monkeypatch.setenv("URCHIN_HOME", str(folder / "urchin-home"))
+    yield Settings.resolve(folder / "urchin-home")
+    shutil.rmtree(folder, ignore_errors=True)
+
+
 @pytest.mark.skipif(not hasattr(os, "posix_fadvise"), reason="posix_fadvise")
-def test_a_save_leaves_its_mapped_files_out_of_the_page_cache(memory: Memory, settings: Settings,
+def test_a_save_leaves_its_mapped_files_out_of_the_page_cache(disk_settings: Settings,
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
     """Just written, a generation's files sit in the page cache in large folios (2 MB: ext4, Linux 6.18), and
     a query's read of one posting maps its whole folio: after a 3M first start, 4x a restart's pages for the
     same queries. The save drops the files queries map read-only; read back, they come in small pieces."""
+    settings, memory = disk_settings, Memory(disk_settings)
     monkeypatch.setattr(TokenCosineIndex, "freeze_postings", 2_000)
     view = _view(settings)
     memory.ingest(_items(1_500))

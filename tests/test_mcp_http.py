@@ -57,7 +57,16 @@ async def test_large_results_over_http_with_default_client_limits(url: str, memo
         await check_large_output(session, memory)
 
 
-def test_http_endpoint_refuses_without_token_and_foreign_hosts(url: str) -> None:
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Memory]]:
+    """One server for the tests that store nothing (each case is one request; none may store anything)."""
+    home = tmp_path_factory.mktemp("mcp-http-malformed") / "urchin-home"
+    with http_server(TOKEN, {"URCHIN_HOME": str(home)}) as base:
+        yield base + "/mcp", Memory(Settings.resolve(home))
+
+
+def test_http_endpoint_refuses_without_token_and_foreign_hosts(shared: tuple[str, Memory]) -> None:
+    url, memory = shared
     initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
                   "params": {"protocolVersion": "2025-06-18", "capabilities": {},
                              "clientInfo": {"name": "raw", "version": "1"}}}
@@ -70,14 +79,7 @@ def test_http_endpoint_refuses_without_token_and_foreign_hosts(url: str) -> None
     assert ok.status_code == 200 and ok.json()["result"]["serverInfo"]["name"] == "urchin"
     rebinding = httpx2.post(url, json=initialize, headers={**good, "Host": "evil.example:80"})
     assert rebinding.status_code in (403, 421)
-
-
-@pytest.fixture(scope="module")
-def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Memory]]:
-    """One server for the malformed bodies (each case is one request; none may store anything)."""
-    home = tmp_path_factory.mktemp("mcp-http-malformed") / "urchin-home"
-    with http_server(TOKEN, {"URCHIN_HOME": str(home)}) as base:
-        yield base + "/mcp", Memory(Settings.resolve(home))
+    assert memory.recent().events == []
 
 
 @pytest.mark.parametrize(("body", "code", "echo"), [m[1:] for m in MALFORMED], ids=[m[0] for m in MALFORMED])
