@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -37,6 +39,30 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(CpuMeter(), "urchin-cpu-meter")
     if "not slow" not in (config.option.markexpr or ""):   # `make test-fast` runs nothing that embeds
         start_shared(config)   # under xdist: one test embedder for all workers
+
+
+def _fs_type(path: Path) -> str:
+    """The type of the file system holding `path` (/proc/self/mounts' longest mount point above it)."""
+    best, kind = "", ""
+    for line in Path("/proc/self/mounts").read_text().splitlines():
+        fields = line.split()
+        point = fields[1].replace("\\040", " ")
+        if len(point) > len(best) and (str(path) + "/").startswith(point.rstrip("/") + "/"):
+            best, kind = point, fields[2]
+    return kind
+
+
+@pytest.fixture
+def disk_path() -> Iterator[Path]:
+    """A new folder on a disk's file system, for tests of the page cache: tmp_path may be in memory
+    (tmpfs, above), where a file's pages are the file and never leave the page cache."""
+    folder = Path(tempfile.mkdtemp(prefix="urchin-disk-")).resolve()
+    try:
+        if _fs_type(folder) in ("tmpfs", "ramfs", ""):
+            pytest.skip(f"{folder} is not on a disk's file system")
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 # Tests that start real servers or processes are `slow` without saying so: `make test-fast` leaves them

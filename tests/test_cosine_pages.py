@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -82,13 +79,10 @@ def _cached_pages(path: Path) -> int:
 
 
 @pytest.fixture
-def disk_settings(monkeypatch: pytest.MonkeyPatch) -> Iterator[Settings]:
-    """A home on the temporary folder's file system (a disk), not tmp_path's: the tests' folders may be in
-    memory (tmpfs, conftest), where a file's pages are the file and never leave the page cache."""
-    folder = Path(tempfile.mkdtemp(prefix="urchin-pages-"))
-    monkeypatch.setenv("URCHIN_HOME", str(folder / "urchin-home"))
-    yield Settings.resolve(folder / "urchin-home")
-    shutil.rmtree(folder, ignore_errors=True)
+def disk_settings(disk_path: Path, monkeypatch: pytest.MonkeyPatch) -> Settings:
+    """A home on a disk's file system (conftest's disk_path), not in tmp_path (maybe tmpfs)."""
+    monkeypatch.setenv("URCHIN_HOME", str(disk_path / "urchin-home"))
+    return Settings.resolve(disk_path / "urchin-home")
 
 
 @pytest.mark.skipif(not hasattr(os, "posix_fadvise"), reason="posix_fadvise")
@@ -110,12 +104,12 @@ def test_a_save_leaves_its_mapped_files_out_of_the_page_cache(disk_settings: Set
 
 
 @pytest.mark.skipif(not hasattr(os, "posix_fadvise"), reason="posix_fadvise")
-def test_a_spilled_segment_is_mapped_from_outside_the_page_cache(tmp_path: Path) -> None:
+def test_a_spilled_segment_is_mapped_from_outside_the_page_cache(disk_path: Path) -> None:
     """A build's spilled segment is read through a map while the build goes on (queries answer from it):
     written, synced, then dropped from the page cache as a save's files are (but the header's pages
     np.load reads back: 642 pages cached without the drop), the same bytes mapped."""
     arrays = (np.arange(1 << 18, dtype=np.int64), np.arange(1 << 17, dtype=np.int32))
-    maps = cosine_store.spill(tmp_path / "cosine", arrays, {})
-    files = [p for p in (tmp_path / "cosine").rglob("*.npy")]
+    maps = cosine_store.spill(disk_path / "cosine", arrays, {})
+    files = [p for p in (disk_path / "cosine").rglob("*.npy")]
     assert len(files) == 2 and sum(_cached_pages(p) for p in files) <= 32
     assert all(np.array_equal(m, a) for m, a in zip(maps, arrays, strict=True))

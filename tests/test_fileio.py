@@ -303,20 +303,20 @@ def test_write_synced_writes_in_place_0600_and_says_how_much(tmp_path: Path) -> 
 
 
 @pytest.mark.skipif(not hasattr(os, "posix_fadvise"), reason="posix_fadvise")
-def test_a_file_written_for_readers_to_map_leaves_the_page_cache(tmp_path: Path) -> None:
+def test_a_file_written_for_readers_to_map_leaves_the_page_cache(disk_path: Path) -> None:
     """`uncached`: once synced, the file's pages leave the page cache (where they sat in 2 MB folios
     that a map's read of a few bytes makes the reader's); its bytes are the same. `drop_cached` of a
     path does it to a file written before, and of a missing file does nothing."""
     from tests.test_cosine_pages import _cached_pages
 
     data = os.urandom(1 << 20)
-    assert write_synced(tmp_path / "mapped", data, uncached=True) == len(data)
-    write_synced(tmp_path / "kept", data)
-    assert _cached_pages(tmp_path / "mapped") == 0 and _cached_pages(tmp_path / "kept") > 0
-    drop_cached(tmp_path / "kept")
-    drop_cached(tmp_path / "absent")
-    assert _cached_pages(tmp_path / "kept") == 0
-    assert (tmp_path / "mapped").read_bytes() == data == (tmp_path / "kept").read_bytes()
+    assert write_synced(disk_path / "mapped", data, uncached=True) == len(data)
+    write_synced(disk_path / "kept", data)
+    assert _cached_pages(disk_path / "mapped") == 0 and _cached_pages(disk_path / "kept") > 0
+    drop_cached(disk_path / "kept")
+    drop_cached(disk_path / "absent")
+    assert _cached_pages(disk_path / "kept") == 0
+    assert (disk_path / "mapped").read_bytes() == data == (disk_path / "kept").read_bytes()
 
 
 def test_rename_into_place_and_link_if_possible(tmp_path: Path) -> None:
