@@ -207,8 +207,10 @@ class Feeder:
 
     def _begin_bulk(self, pending: int, report: FeedReport) -> bool:
         """Before a feed: build GIN indexes a dead backfill left dropped; for a backfill, let the backend
-        drop them (it decides whether that pays and is safe). Returns whether this feed is a backfill."""
-        if not hasattr(self.backend, "begin_bulk"):
+        drop them (it decides whether that pays and is safe). Returns whether this feed is a backfill.
+        Never on a query's inline catch-up (`wait` False): the GIN builds and the backfill's end VACUUM
+        (ANALYZE) of every row are a feed's work, not to be done before an answer."""
+        if not hasattr(self.backend, "begin_bulk") or not self.wait:
             return False
         self._retry(self.backend.restore_indexes, report)
         if self.bulk_bytes is None or pending < self.bulk_bytes:
