@@ -172,3 +172,35 @@ def test_the_background_sessions_commits_do_not_wait_for_the_disk(pg_url: str) -
     finally:
         lowered.reset()
         plain.reset()
+
+
+def test_a_forget_while_a_batch_is_written_in_pieces_loses_no_event(pg_settings: Settings, pg_url: str) -> None:
+    """A forget applied (by another process) while the feed writes a batch read before it: the pieces
+    still to commit carry offsets of the journal as it was, so they must not move the cursor the forget
+    carried onto the compacted journal: every other event is fed once, the forgotten one is not."""
+    memory, other = Memory(pg_settings), Memory(pg_settings)
+    text = "the billing retry budget was raised after the outage review " * 8
+    memory.ingest([{"id": f"e{i}", "content": f"{i} {text}", "source": "claude", "kind": "note"}
+                   for i in range(1_200)])
+    assert memory.journal.path.stat().st_size > 2 * GIVE_WAY_BATCH_BYTES
+    asked = iter((False,))          # the batch (the whole journal) read large, then written in pieces
+    with psycopg.connect(pg_url, autocommit=True) as watch:
+
+        def give_way() -> None:     # once the first piece is in: e1100 is forgotten, in another process
+            row = watch.execute("SELECT coalesce(max(byte_offset), 0) FROM urchin_cursors").fetchone()
+            if row and row[0] and not other.forget_log.forget_count():
+                other.forget(["e1100"], confirm=True)
+
+        feeder = Feeder(memory.index_service.backend, memory.journal, pg_settings.device, give_way=give_way,
+                        asked=lambda seconds: next(asked, True), bulk_bytes=None)
+        feeder.run_once()
+    assert other.forget_log.forget_count() == 1
+    memory.ingest([{"id": f"late{i}", "content": f"late {i} {text}", "source": "claude", "kind": "note"}
+                   for i in range(3)])
+    memory.index()
+    with psycopg.connect(pg_url) as conn:
+        ids = [r[0] for r in conn.execute("SELECT chunk_id FROM urchin_chunks").fetchall()]
+    want = {f"e{i}" for i in range(1_200)} - {"e1100"} | {f"late{i}" for i in range(3)}
+    assert len(ids) == len(set(ids)) and set(ids) == want
+    other.close()
+    memory.close()

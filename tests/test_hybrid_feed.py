@@ -13,6 +13,7 @@ from urchin.config import Settings
 from urchin.errors import DatabaseError
 from urchin.facade import Memory
 from urchin.hybrid.feeder import Feeder
+from urchin.hybrid.pg_link import pause_autovacuum
 from urchin.hybrid.postgres import PostgresIndex
 from urchin.hybrid.schema import GIN_INDEXES, MIGRATIONS, TRIGRAM_INDEX
 from urchin.hybrid.sparse import doc_columns, doc_vector, int_array, to_sparsevec
@@ -299,6 +300,33 @@ def test_one_backfill_at_a_time_and_a_dead_ones_indexes_are_built_by_the_next_fe
     second.close()
     memory.close()
 
+
+
+def test_a_query_never_vacuums_nor_builds_what_a_dead_backfill_left(pg_settings: Settings, pg_url: str) -> None:
+    """A backfill killed in its end VACUUM leaves autovacuum off, one killed before it its GIN indexes
+    dropped too: the next feed puts them back, never a query's inline catch-up (a VACUUM (ANALYZE) of
+    every row, or the GIN builds, before its answer)."""
+    memory = Memory(pg_settings)
+    memory.ingest(_events(20))
+    memory.index()
+    defs = _gin_defs(pg_url)
+    with psycopg.connect(pg_url) as conn:       # what a backfill killed in its end VACUUM leaves
+        for (name,) in conn.execute("SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid "
+                                    "WHERE i.inhparent = 'urchin_chunks'::regclass").fetchall():
+            pause_autovacuum(conn, name)
+    dead = PostgresIndex(pg_url)
+    for died_early, gins in ((False, defs), (True, [])):
+        if died_early:
+            assert dead.begin_bulk(1000) is True
+            dead.reset()                                        # killed before its end: its indexes dropped
+        memory.ingest(_events(1, workspace="late"))            # behind: the query feeds it inline
+        assert [r["id"] for r in memory.context(query="deploying", strategy="keyword", limit=1).results]
+        assert memory.index_service.status()["behindJournalBytes"] == 0
+        assert {on for _, on in _autovacuum(pg_url)} == {False} and _gin_defs(pg_url) == gins
+    memory.index()                                              # the next feed: both back
+    assert {on for _, on in _autovacuum(pg_url)} == {True} and _gin_defs(pg_url) == defs
+    dead.close()
+    memory.close()
 
 def test_the_feeds_one_pass_columns_equal_the_vector_and_its_text_forms() -> None:
     texts = ["", "a", "Deploy the billing service; deploy again", "word " * 70 + "other " * 3,

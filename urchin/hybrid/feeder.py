@@ -127,6 +127,7 @@ class Feeder:
         self._vectors: VectorCache | None = None
         self.give_way = give_way
         self.asked = asked      # whether a query was answered in the last so many seconds: smaller batches
+        self._mark: int | None = None   # the forget generation mark this run's offsets refer to (run_once)
 
     def sync_forgotten(self, report: FeedReport | None = None) -> int:
         """Delete rows of events forgotten since the last sync, and move the cursor onto a compacted
@@ -163,7 +164,7 @@ class Feeder:
         forgets = self.forgotten.forget_count()
         self.sync_forgotten(report)
         generation = self.forgotten.generation()
-        offset = self._retry(lambda: self.backend.cursor(self.device, self.key), report)
+        offset = self._cursor(report)
         total = self.journal.size()
         offset = self._check_replaced(offset, total, generation, report)
         bulk = self._begin_bulk(total - offset, report)
@@ -181,7 +182,7 @@ class Feeder:
                         if "moved by another feeder" not in exc.message:
                             raise
                         pending.result()
-                        offset = self._retry(lambda: self.backend.cursor(self.device, self.key), report)
+                        offset = self._cursor(report)
                         pending = pool.submit(self._prepare, offset)
                         continue
                     report.events += len(rows)
@@ -207,8 +208,10 @@ class Feeder:
 
     def _begin_bulk(self, pending: int, report: FeedReport) -> bool:
         """Before a feed: build GIN indexes a dead backfill left dropped; for a backfill, let the backend
-        drop them (it decides whether that pays and is safe). Returns whether this feed is a backfill."""
-        if not hasattr(self.backend, "begin_bulk"):
+        drop them (it decides whether that pays and is safe). Returns whether this feed is a backfill.
+        Never on a query's inline catch-up (`wait` False): the GIN builds and the backfill's end VACUUM
+        (ANALYZE) of every row are a feed's work, not to be done before an answer."""
+        if not hasattr(self.backend, "begin_bulk") or not self.wait:
             return False
         self._retry(self.backend.restore_indexes, report)
         if self.bulk_bytes is None or pending < self.bulk_bytes:
@@ -226,6 +229,13 @@ class Feeder:
             log.warning("index feed: GIN indexes not rebuilt after the backfill (%s)", exc.message)
             return
         log.info("index feed: built %s in %.1f s", ", ".join(built) or "nothing", time.monotonic() - started)
+
+    def _cursor(self, report: FeedReport) -> int:
+        """The cursor, and the forget generation mark its offsets refer to (`_mark`, see write_batch)."""
+        if not hasattr(self.backend, "marks"):
+            return int(self._retry(lambda: self.backend.cursor(self.device, self.key), report))
+        cursor, self._mark, _ = self._retry(lambda: self.backend.marks(self.device, self.key), report)
+        return int(cursor)
 
     def _write_pieces(self, rows: list[ChunkRow], start: int, end: int, report: FeedReport) -> int:
         """A batch read large (no request then) but written while requests come goes in pieces of
@@ -255,7 +265,7 @@ class Feeder:
         refused = self.backend.refused_errors
         try:
             return int(self._retry(partial(self.backend.write_batch, rows, self.device, self.key, start, end,
-                                           self.wait, self.give_way), report))
+                                           self.wait, self.give_way, self._mark), report))
         except refused:
             if not rows:
                 raise
@@ -263,11 +273,11 @@ class Feeder:
         for row in rows:
             try:
                 inserted += self._retry(partial(self.backend.write_batch, [row], self.device, self.key, start, start,
-                                                self.wait), report)
+                                                self.wait, None, self._mark), report)
             except refused as exc:
                 self._skip(row, exc, report)
         return inserted + int(self._retry(partial(self.backend.write_batch, [], self.device, self.key, start, end,
-                                                  self.wait), report))
+                                                  self.wait, None, self._mark), report))
 
     def _skip(self, row: ChunkRow, exc: BaseException, report: FeedReport) -> None:
         text = str(exc).strip()

@@ -104,7 +104,8 @@ class PgWriter:
         return int(row[0]) if row else 0
 
     def write_batch(self, rows: Sequence[ChunkRow], device: str, journal: str, expected: int,
-                    new_offset: int, wait: bool = True, between: Callable[[], object] | None = None) -> int:
+                    new_offset: int, wait: bool = True, between: Callable[[], object] | None = None,
+                    generation: int | None = None) -> int:
         """Upsert `rows` and move the cursor from `expected` to `new_offset` in one transaction.
 
         Returns how many rows were new. Replaying rows already stored changes nothing (ON CONFLICT DO
@@ -113,16 +114,20 @@ class PgWriter:
         index build) raises IndexBusyError after LOCK_WAIT instead of holding the query behind it.
         `between`: called before each UNIT_ROWS rows copied (the background feed gives way to queries
         there; its batches are small, see feeder.GIVE_WAY_BATCH_BYTES).
+        `generation`: the forget generation mark the offsets were read under (None: not checked). A forget
+        applied meanwhile (its compaction shifts the lines after the one it removed, and it may leave the
+        cursor where it was) raises as a moved cursor does: the rows go again after the cursor is mapped.
         """
         conn = self._link.conn
         self._link.ensure_partitions(rows)
         try:
-            return self._write_batch(conn, rows, device, journal, expected, new_offset, wait, between)
+            return self._write_batch(conn, rows, device, journal, (expected, new_offset, generation), wait, between)
         except LockNotAvailable:
             raise IndexBusyError("the index is being written by another feeder; answering from it as it is") from None
 
     def _write_batch(self, conn: Connection[Any], rows: Sequence[ChunkRow], device: str, journal: str,
-                     expected: int, new_offset: int, wait: bool, between: Callable[[], object] | None) -> int:
+                     move: tuple[int, int, int | None], wait: bool, between: Callable[[], object] | None) -> int:
+        expected, new_offset, generation = move
         with conn.transaction():
             if not wait:
                 conn.execute(f"SET LOCAL lock_timeout = '{LOCK_WAIT}'")
@@ -140,6 +145,12 @@ class PgWriter:
                 "INSERT INTO urchin_cursors (device, journal, byte_offset) VALUES (%s, %s, %s) "
                 "ON CONFLICT (device, journal) DO UPDATE SET byte_offset = excluded.byte_offset, updated_at = now() "
                 "WHERE urchin_cursors.byte_offset = %s", (device, journal, new_offset, expected)).rowcount
+            # after the cursor's row is ours: a forget's move of it (apply_forget) waits for this commit,
+            # or committed before this statement's snapshot, its mark with it
+            if moved == 1 and generation is not None:
+                mark = conn.execute("SELECT byte_offset FROM urchin_cursors WHERE device = %s AND journal = %s",
+                                    (device, journal + GENERATION_MARK)).fetchone()
+                moved = int((mark[0] if mark else 0) == generation)
             if moved != 1:
                 raise DatabaseError(f"index cursor for {device}:{journal} was moved by another feeder; "
                                     "re-reading it")
@@ -191,11 +202,12 @@ class PgWriter:
                     "DELETE FROM urchin_chunks WHERE device = %s AND doc_type = 'event' AND "
                     "substring(sha256(convert_to(chunk_id, 'UTF8')) from 1 for 16) = ANY(%s) RETURNING 1",
                     (device, list(hashes))).fetchall()
-            if moves is not None:
-                moved = conn.execute("UPDATE urchin_cursors SET byte_offset = %s, updated_at = now() "
-                                     "WHERE device = %s AND journal = %s AND byte_offset = %s",
-                                     (moves[1], device, journal, moves[0])).rowcount
-                if moved != 1 and moves[0] != 0:
+            if moves is not None:   # an upsert: a feed's first batch inserting the cursor meanwhile conflicts
+                moved = conn.execute("INSERT INTO urchin_cursors (device, journal, byte_offset) VALUES (%s, %s, %s) "
+                                     "ON CONFLICT (device, journal) DO UPDATE SET byte_offset = excluded.byte_offset, "
+                                     "updated_at = now() WHERE urchin_cursors.byte_offset = %s",
+                                     (device, journal, moves[1], moves[0])).rowcount
+                if moved != 1:
                     raise DatabaseError(f"index cursor for {device}:{journal} was moved by another feeder; "
                                         "re-reading it")
             for mark, value in ((GENERATION_MARK, generation), (FORGOTTEN_MARK, applied)):
