@@ -8,14 +8,17 @@ from __future__ import annotations
 import functools
 import random
 import time
+import warnings
 from typing import Any
 
+import numpy as np
 import pytest
 
 from urchin.event import Event
 from urchin.search import cosine_region
 from urchin.search.cosine import TokenCosineIndex
 from urchin.search.cosine_kept import session_floor
+from urchin.search.cosine_prune import _block_max
 from urchin.search.cosine_query import Scored, merge
 from urchin.search.cosine_settings import RankingSettings
 
@@ -329,3 +332,23 @@ def test_no_block_read_first_and_a_window_under_a_block_read_every_match() -> No
     index = _index(_journal(9, 40), settings=RankingSettings(first_blocks=0, min_postings=0))
     pruned, every, _ = _both(index, "retry budget", limit=5)
     assert pruned == every and pruned
+
+
+def test_a_blocks_float16_maximum_is_at_least_its_float32_one_quietly() -> None:
+    """`_block_max` over float32 values of every size: subnormals, float16's own subnormals, its largest
+    (65504) and just past it (rounded up to inf): never below the block's maximum, never NaN, and no
+    warning (65504 < v < 65520 rounds down to 65504, and rounding that up overflowed outside the
+    `errstate`: a RuntimeWarning in the daemon's log)."""
+    rng = np.random.default_rng(3)
+    edges = np.array([0, 1e-45, 1e-38, 5e-8, 6e-8, 6.1e-5, 1.0, 65503.9, 65504, 65504.01, 65519.99, 65520, 3e38],
+                     dtype=np.float32)
+    values = np.concatenate([edges, rng.integers(0, 0x7F800000, size=50_000, dtype=np.uint32).view(np.float32)])
+    for block in (1, 3, 64):
+        blocks = (len(values) + block - 1) // block
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            half = _block_max(values, blocks, block)
+        padded = np.zeros(blocks * block, dtype=np.float32)
+        padded[:len(values)] = values
+        assert half.dtype == np.float16 and not np.isnan(half).any()
+        assert (half.astype(np.float32) >= padded.reshape(blocks, block).max(axis=1)).all()

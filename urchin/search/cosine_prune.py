@@ -135,10 +135,10 @@ def _block_max(values: np.ndarray, blocks: int, block: int) -> np.ndarray:
     padded = np.zeros(blocks * block, dtype=np.float32)
     padded[:len(values)] = values
     most = padded.reshape(blocks, block).max(axis=1)
-    with np.errstate(over="ignore"):      # over float16's range: inf, still a bound
+    with np.errstate(over="ignore"):      # over float16's range (or rounded up past it): inf, still a bound
         half = most.astype(np.float16)
-    low = half.astype(np.float32) < most
-    half[low] = np.nextafter(half[low], np.float16(np.inf))
+        low = half.astype(np.float32) < most
+        half[low] = np.nextafter(half[low], np.float16(np.inf))
     return half
 
 
