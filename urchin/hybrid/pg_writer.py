@@ -38,8 +38,9 @@ BULK_MAINTENANCE_MEM = "256MB"   # the GIN builds' accumulator: fewer, larger me
 # creates) and VACUUMs them once at its end, in its own lowered session: the server's autovacuum workers
 # run at its priority (nice 0) and VACUUM ANALYZEd each growing month every minute (autovacuum_naptime),
 # a second of CPU at a time no giving way could pause, beside the queries.
-PAUSED_SQL = ("SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid WHERE i.inhparent = "
-              "'urchin_chunks'::regclass AND 'autovacuum_enabled=false' = ANY(coalesce(c.reloptions, '{}'))")
+PARTITIONS_SQL = ("SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid WHERE i.inhparent = "
+                  "'urchin_chunks'::regclass")
+PAUSED_SQL = PARTITIONS_SQL + " AND 'autovacuum_enabled=false' = ANY(coalesce(c.reloptions, '{}'))"
 
 
 def copy_feed(cur: Cursor[Any], rows: Sequence[ChunkRow], device: str, bound: tuple[str, str | None] | None,
@@ -251,9 +252,7 @@ class PgWriter:
                 conn.execute("SET LOCAL lock_timeout = '2s'")
                 for name in GIN_INDEXES:
                     conn.execute(sql.SQL("DROP INDEX IF EXISTS {}").format(sql.Identifier(name)))
-                for (name,) in conn.execute("SELECT c.relname FROM pg_inherits i JOIN pg_class c ON "
-                                            "c.oid = i.inhrelid WHERE i.inhparent = 'urchin_chunks'::regclass"
-                                            ).fetchall():
+                for (name,) in conn.execute(PARTITIONS_SQL).fetchall():
                     pause_autovacuum(conn, name)
         except LockNotAvailable:
             self._unlock_bulk()

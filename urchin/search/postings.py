@@ -177,7 +177,7 @@ def release_clean(array: np.ndarray) -> int:
     edges = np.flatnonzero(np.diff(clean))      # runs of clean pages: [start, end) pairs
     libc = _libc()
     for start, end in zip(edges[::2].tolist(), edges[1::2].tolist(), strict=True):
-        libc.madvise(base.address + start * page, (end - start) * page, 4)   # MADV_DONTNEED
+        libc.madvise(base.address + start * page, (end - start) * page, mmap.MADV_DONTNEED)
     return int((edges[1::2] - edges[::2]).sum()) * page
 
 
