@@ -79,19 +79,23 @@ run: $(STAMP)
 # 10) while the venv installs (pip: one core and the network), not beside the workers' first tests; pytest's
 # controller waits for it (URCHIN_TEST_EMBEDDER_URL, tests/embedder_fixture.py), both workers use it, and
 # this shell stops it. The modules go to the two workers longest first (tests/schedule.py).
+# `URCHIN_TEST_EMBEDDER_URL` set: that running embedder, none started here.
+RUN_TESTS = $(MAKE_COMMAND) --no-print-directory $(DEV_STAMP) && \
+	echo "$(PY) -m compileall -q urchin tests" && $(PY) -m compileall -q urchin tests && \
+	echo "PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -q -n 2 --dist loadscope" && \
+	PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -q -n 2 --dist loadscope
 test:
 	sh scripts/browser.sh
-	bash scripts/test-embedder.sh install
-	@port=$$($(PYTHON) -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])') && \
+	@if [ -n "$$URCHIN_TEST_EMBEDDER_URL" ]; then \
+	  echo "test embedder: $$URCHIN_TEST_EMBEDDER_URL (given)" && $(RUN_TESTS); exit; fi; \
+	bash scripts/test-embedder.sh install && \
+	port=$$($(PYTHON) -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])') && \
 	log=$$(mktemp "$${TMPDIR:-/tmp}/urchin-test-embedder-XXXXXX") && \
 	{ URCHIN_TEST_EMBEDDER_TIMEOUT=180 bash scripts/test-embedder.sh start $$port >$$log 2>&1 </dev/null & } && \
 	pid=$$! && trap 'kill -TERM $$pid 2>/dev/null; wait $$pid 2>/dev/null; rm -f $$log' EXIT && \
 	trap 'exit 130' INT TERM HUP && \
-	$(MAKE_COMMAND) --no-print-directory $(DEV_STAMP) && \
-	echo "$(PY) -m compileall -q urchin tests" && $(PY) -m compileall -q urchin tests && \
-	echo "PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -q -n 2 --dist loadscope" && \
-	URCHIN_TEST_EMBEDDER_URL=http://127.0.0.1:$$port URCHIN_TEST_EMBEDDER_LOG=$$log URCHIN_TEST_EMBEDDER_PID=$$pid \
-	  PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -q -n 2 --dist loadscope
+	export URCHIN_TEST_EMBEDDER_URL=http://127.0.0.1:$$port URCHIN_TEST_EMBEDDER_LOG=$$log URCHIN_TEST_EMBEDDER_PID=$$pid && \
+	$(RUN_TESTS)
 
 # The inner loop: in-process tests only (no daemon, PostgreSQL, embedder, browser or CLI process;
 # conftest marks those `slow`). `make test` before a commit.
