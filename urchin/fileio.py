@@ -381,3 +381,24 @@ def line_at(fd: int, offset: int, limit: int) -> bytes | None:
         if len(data) < size or size >= limit:
             return None
         size = min(size * 8, limit)
+
+
+_SEEK_MOST = 1 << 20    # the largest piece `next_newline` reads at once
+
+
+def next_newline(fd: int, offset: int, end: int, first: int = 4096) -> int:
+    """The offset of the first newline at or after `offset` and before `end` in the file open at `fd`,
+    or -1 when there is none, read with `pread` in pieces (the first `first` bytes, then growing to at
+    most 1 MiB), so that finding it costs memory bounded by that piece, not by the file: a map's read
+    makes the file's pages the reader's (its RSS), in 2 MB folios for a file just written."""
+    size = first
+    while offset < end:
+        data = os.pread(fd, min(size, end - offset), offset)
+        if not data:
+            return -1
+        found = data.find(b"\n")
+        if found >= 0:
+            return offset + found
+        offset += len(data)
+        size = min(size * 8, _SEEK_MOST)
+    return -1
