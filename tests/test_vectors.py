@@ -381,8 +381,7 @@ def test_the_matrix_appended_or_rewritten_is_left_out_of_the_page_cache(disk_pat
     dim = 384
     cache = VectorCache(disk_path, "model-384", dim).open()
     vectors = np.random.default_rng(4).standard_normal((1024, dim)).astype(np.float32)
-    for start in (0, 512, 1000):      # 768 KB, 732 KB (rows 512-999), 36 KB: the last two start mid-page
-        stop = {0: 512, 512: 1000, 1000: 1024}[start]
+    for start, stop in ((0, 509), (509, 1001), (1001, 1024)):     # rows of 1,536 bytes: the last two start mid-page
         cache.add([f"e{i}" for i in range(start, stop)], list(range(start, stop)), vectors[start:stop])
     matrix = cache.path / "matrix.f32"
     assert _cached_pages(matrix) <= 3, _cached_pages(matrix)     # a page where an append began mid-page
