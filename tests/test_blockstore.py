@@ -18,7 +18,7 @@ from freezegun import freeze_time
 from tests.test_substring import NOW, WORDS, add, reference, searched, stamp
 from urchin.facade import Memory
 from urchin.search import blockstore, blockview
-from urchin.search.blockbuild import ROW, bitmap_py, query_hashes
+from urchin.search.blockbuild import BLOCK_TARGET, ROW, bitmap_py, block_ranges, query_hashes
 from urchin.search.blockindex import BlockIndex
 from urchin.search.substring import SubstringSearcher
 
@@ -368,3 +368,62 @@ def test_a_torn_tail_cut_back_to_the_indexed_end_keeps_the_index(memory: Memory)
     mtime = os.stat(memory.journal.path).st_mtime_ns
     os.utime(memory.journal.path, ns=(mtime + 10**9, mtime + 10**9))
     assert memory.substring.catch_up().rebuilt
+
+
+def _ranges_by_find(data: bytes, start: int) -> list[tuple[int, int]]:
+    """The whole blocks as the sequential catch-up cuts them: the first newline BLOCK_TARGET - 1 bytes
+    or more past a block's start ends it."""
+    ranges = []
+    while (stop := data.find(b"\n", start + BLOCK_TARGET - 1)) >= 0:
+        ranges.append((start, stop + 1))
+        start = stop + 1
+    return ranges
+
+
+def test_block_ranges_are_cut_where_the_sequential_catch_up_cuts_them(tmp_path: Path) -> None:
+    """Lines short and long (past the first piece read, past 1 MiB), one ending right at a block's
+    target, a last line without its newline, a start inside the file and an end short of it."""
+    rng = random.Random(3)
+    lines = [b"x" * rng.choice((10, 300, 5000, 70_000)) for _ in range(300)]
+    lines[40] = b"y" * (3 << 20)
+    data = b"a" * (BLOCK_TARGET - 1) + b"\n" + b"\n".join(lines) + b"\n" + b"tail without its newline"
+    (tmp_path / "journal").write_bytes(data)
+    fd = os.open(tmp_path / "journal", os.O_RDONLY)
+    try:
+        for start, size in ((0, len(data)), (BLOCK_TARGET - 1, len(data)), (12_345, len(data) - 999_999), (0, 100)):
+            found = block_ranges(fd, start, size)
+            assert found == _ranges_by_find(data[:size], start), (start, size)
+        assert block_ranges(fd, 0, len(data))[0] == (0, BLOCK_TARGET) and len(found) == 0
+    finally:
+        os.close(fd)
+
+
+def _peak_kib() -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1])
+    raise AssertionError("no VmHWM")
+
+
+def test_finding_a_bulk_builds_blocks_holds_a_piece_not_the_journal(disk_path: Path) -> None:
+    """`urchin import`'s catch-up finds its blocks' ends before its workers build them: reading each end,
+    not the journal mapped, whose every page a map's `find` makes this process's (RSS, at 3M events
+    1.4 GB). A journal just written (its pages in the page cache, as after an import)."""
+    try:
+        Path("/proc/self/clear_refs").write_text("5")    # VmHWM back to VmRSS
+    except OSError:
+        pytest.skip("no /proc/self/clear_refs")
+    line = b"z" * 999 + b"\n"
+    with (disk_path / "journal").open("wb") as handle:
+        for _ in range(32):
+            handle.write(line * 1024)     # 32 MB
+    fd = os.open(disk_path / "journal", os.O_RDONLY)
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+        before = _peak_kib()
+        ranges = block_ranges(fd, 0, 32 << 20)      # past the end: read to it
+        grown = _peak_kib() - before
+    finally:
+        os.close(fd)
+    assert ranges == [(i * 66_000, (i + 1) * 66_000) for i in range(496)]    # 66 lines a block
+    assert grown < 4096, grown   # KiB: under 4 MB of the 32 (the map: all 32)

@@ -240,14 +240,14 @@ def write_synced(path: Path, data: bytes | Callable[[BinaryIO], object], *, mode
         return handle.tell()
 
 
-def drop_cached(file: int | Path) -> None:
+def drop_cached(file: int | Path, offset: int = 0, length: int = 0) -> None:
     """Drop the page cache's copy of a file this process wrote and synced (dirty pages stay), one that
     readers map. Just written, its pages sit in large folios (2 MB: ext4 on Linux 6.18) and a read of a
     few bytes through a map makes the whole folio the reader's (a daemon after its first build held ~4x
     the pages a restart did for the same queries); read back from disk, they come in readahead's small
     pieces. Not for a file read with `pread` only (the folios never become a reader's: dropping them
-    only makes the next read go to the disk). Best effort: nothing without `posix_fadvise` (not Linux)
-    or when the file cannot be opened."""
+    only makes the next read go to the disk). `offset`, `length`: only those bytes (0: to the end).
+    Best effort: nothing without `posix_fadvise` (not Linux) or when the file cannot be opened."""
     advise = getattr(os, "posix_fadvise", None)
     if advise is None:
         return
@@ -255,7 +255,7 @@ def drop_cached(file: int | Path) -> None:
     if fd < 0:
         return
     try:
-        advise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        advise(fd, offset, length, os.POSIX_FADV_DONTNEED)
     except OSError:
         pass
     finally:
@@ -303,19 +303,23 @@ def open_append(path: Path, *, sync_new: bool = True) -> int:
     return fd
 
 
-def append_synced(path: Path, data: bytes, *, sync: bool = True, fresh_line: bool = False) -> None:
+def append_synced(path: Path, data: bytes, *, sync: bool = True, fresh_line: bool = False,
+                  uncached: bool = False) -> None:
     """Append `data` to `path` with one `write` and, when `sync`, an fsync before returning (a new
     file's folder too). `fresh_line`: when the file does not end with a newline (a record a crash
-    tore), write one first, so the torn record does not swallow this one. Raises OSError."""
+    tore), write one first, so the torn record does not swallow this one. `uncached` (with `sync`):
+    the bytes appended then leave the page cache (`drop_cached`), for a file that readers map.
+    Raises OSError."""
     fd = open_append(path, sync_new=sync)
     try:
-        if fresh_line:
-            size = os.fstat(fd).st_size
-            if size and os.pread(fd, 1, size - 1) != b"\n":
-                data = b"\n" + data
+        size = os.fstat(fd).st_size if fresh_line or uncached else 0
+        if fresh_line and size and os.pread(fd, 1, size - 1) != b"\n":
+            data = b"\n" + data
         write_all(fd, data)
         if sync:
             os.fsync(fd)
+            if uncached:
+                drop_cached(fd, size, len(data))
     finally:
         os.close(fd)
 
@@ -381,3 +385,24 @@ def line_at(fd: int, offset: int, limit: int) -> bytes | None:
         if len(data) < size or size >= limit:
             return None
         size = min(size * 8, limit)
+
+
+_SEEK_MOST = 1 << 20    # the largest piece `next_newline` reads at once
+
+
+def next_newline(fd: int, offset: int, end: int, first: int = 4096) -> int:
+    """The offset of the first newline at or after `offset` and before `end` in the file open at `fd`,
+    or -1 when there is none, read with `pread` in pieces (the first `first` bytes, then growing to at
+    most 1 MiB), so that finding it costs memory bounded by that piece, not by the file: a map's read
+    makes the file's pages the reader's (its RSS), in 2 MB folios for a file just written."""
+    size = first
+    while offset < end:
+        data = os.pread(fd, min(size, end - offset), offset)
+        if not data:
+            return -1
+        found = data.find(b"\n")
+        if found >= 0:
+            return offset + found
+        offset += len(data)
+        size = min(size * 8, _SEEK_MOST)
+    return -1

@@ -40,6 +40,7 @@ from urchin.search.blockbuild import (
     Block,
     bitmap_py,
     bitmaps_numpy,
+    block_ranges,
     query_hashes,
     scan_lines,
     tail_crc,
@@ -347,17 +348,7 @@ class BlockIndex:
         Blocks are cut exactly where the sequential path would cut them. On any failure the
         blocks written so far stand and the sequential path carries on from there.
         """
-        import mmap
-
-        with mmap.mmap(store.jfd, size, access=mmap.ACCESS_READ) as view:
-            ranges: list[tuple[int, int]] = []
-            pos = end
-            while True:
-                stop = view.find(b"\n", pos + BLOCK_TARGET - 1)
-                if stop < 0:
-                    break  # the rest is the open last block: the sequential path takes it
-                ranges.append((pos, stop + 1))
-                pos = stop + 1
+        ranges = block_ranges(store.jfd, end, size)   # the rest is the open last block: the sequential path's
         tasks = [ranges[i:i + _TASK_BLOCKS] for i in range(0, len(ranges), _TASK_BLOCKS)]
         if len(tasks) < 2:
             return n, end, 0

@@ -179,7 +179,7 @@ class VectorCache:
             ids = b"".join(self.id_at(int(r)).encode() + b"\n" for r in keep)
             for name, data in (("matrix.f32", matrix.astype(DTYPE).tobytes()), ("rows.bin", rows.tobytes()),
                                ("ids.txt", ids)):
-                write_synced(self.path / (name + ".new"), data)
+                write_synced(self.path / (name + ".new"), data, uncached=name == "matrix.f32")
             write_synced(self.path / "drop.commit", b"1")
             fsync_dir(self.path)
             self._matrix = np.zeros((0, self.dim), DTYPE)  # unmap before the files are replaced
@@ -288,7 +288,7 @@ class VectorCache:
             rows["ts"] = np.asarray(timestamps_ms, dtype=np.int64)[keep]
             rows["key"] = np.asarray(keys, dtype=np.uint64)
             id_bytes = b"".join(ids[i].encode() + b"\n" for i in keep)
-            append_synced(self.path / "matrix.f32", block.tobytes(), sync=self.fsync)
+            append_synced(self.path / "matrix.f32", block.tobytes(), sync=self.fsync, uncached=True)  # mapped
             append_synced(self.path / "rows.bin", rows.tobytes(), sync=self.fsync)
             append_synced(self.path / "ids.txt", id_bytes, sync=False)
             self._commit(rows, id_bytes, keys)
