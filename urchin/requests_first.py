@@ -45,6 +45,7 @@ _lock = threading.Lock()
 _serving = 0
 _clear = threading.Event()
 _clear.set()
+_ended_ns = 0                    # CLOCK_MONOTONIC ns when this process's last request ended
 _PAGE = struct.Struct("<qq")     # requests being answered, CLOCK_MONOTONIC ns when the last one ended
 
 
@@ -119,16 +120,18 @@ class Serving:
         self._open = True
 
     def done(self) -> None:
-        global _serving
+        global _serving, _ended_ns
         with _lock:
             if not self._open:
                 return
             self._open = False
             _serving -= 1
+            now = time.monotonic_ns()
             if not _serving:
+                _ended_ns = now
                 _clear.set()
             if _shared is not None:
-                _PAGE.pack_into(_shared.map, 0, _serving, time.monotonic_ns())
+                _PAGE.pack_into(_shared.map, 0, _serving, now)
 
 
 @contextmanager
@@ -143,15 +146,29 @@ def serving() -> Iterator[None]:
 
 def give_way(most: float = 0.25) -> bool:
     """Between steps of background work: wait while a request is being answered (in this process, or
-    in the daemon whose page this child attached, and GRACE_S after), at most `most` seconds. Returns
-    whether it waited."""
+    in the daemon whose page this child attached) and GRACE_S after, at most `most` seconds. Returns
+    whether it waited. (The grace: a client's requests one after another leave gaps of a millisecond
+    or two, and a step begun in one held the interpreter against the next request.)"""
     page = _attached
     if page is not None:
         return _give_way_shared(page, most)
-    if _clear.is_set():
+    if _clear.is_set() and not _ended_within(GRACE_S):
         return False
-    _clear.wait(most)
+    deadline = time.monotonic() + most
+    while (left := deadline - time.monotonic()) > 0:
+        if not _clear.wait(left):
+            break
+        since = (time.monotonic_ns() - _ended_ns) / 1e9
+        if since >= GRACE_S:
+            if _clear.is_set():
+                break
+            continue
+        time.sleep(min(GRACE_S - since, left))
     return True
+
+
+def _ended_within(seconds: float) -> bool:
+    return _ended_ns > 0 and time.monotonic_ns() - _ended_ns < seconds * 1e9
 
 
 def _give_way_shared(page: _Page, most: float) -> bool:
