@@ -206,6 +206,16 @@ def test_a_statement_running_when_a_request_comes_is_cancelled_and_the_session_g
     link.reset()
 
 
+def test_one_event_longer_than_a_piece_is_fed_while_queries_come(pg_settings: Settings, pg_url: str) -> None:
+    memory = Memory(pg_settings)
+    memory.ingest([{"content": "retry budget " * 8_000, "source": "claude", "kind": "note"}])
+    assert memory.journal.path.stat().st_size > GIVE_WAY_PIECE_BYTES
+    feeder = Feeder(memory.index_service.backend, memory.journal, "d", give_way=lambda: None,
+                    asked=lambda seconds: True, bulk_bytes=None)
+    assert feeder.run_once().inserted == 1 == _rows(pg_url)
+    memory.close()
+
+
 def test_the_insert_of_a_batch_waits_for_the_requests_too(pg_settings: Settings, pg_url: str) -> None:
     """The feed gives way before each unit of rows it copies and once more before the INSERT from the
     copied rows (the statement nothing pauses): a request arriving while the last unit was copied holds

@@ -255,11 +255,12 @@ class Feeder:
             if large and self._giving_way():
                 # the piece's rows end where the next one's line starts, within GIVE_WAY_PIECE_BYTES (one row at least)
                 cut = max(bisect_right(rows, start + GIVE_WAY_PIECE_BYTES, key=_offset) - 1, 1)
-                if cut < len(rows):
-                    piece_end = _offset(rows[cut])          # (the lines between its rows held no row to write)
-                    inserted += self._write(rows[:cut], start, piece_end, report)
-                    rows, start = rows[cut:], piece_end
-                    continue
+                if cut >= len(rows):      # one row longer than a piece: as it is (giving it up would repeat)
+                    return inserted + self._write(rows, start, end, report)
+                piece_end = _offset(rows[cut])          # (the lines between its rows held no row to write)
+                inserted += self._write(rows[:cut], start, piece_end, report)
+                rows, start = rows[cut:], piece_end
+                continue
             try:
                 return inserted + self._write(rows, start, end, report, large)
             except GaveWay:
