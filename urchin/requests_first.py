@@ -5,7 +5,8 @@ token-cosine build after an import), and Python runs one thread at a time: a que
 threads got a third of the interpreter, so the first query after a start at 3M events took 2.4 s for
 0.5 s of work. The daemon marks each request with `serving()` until its response starts; background
 loops call `give_way()` between steps (never while holding a lock a request may need), which waits
-while a request is being answered, at most `most` seconds a step so background work always advances.
+while a request is being answered and GRACE_S after (a client's next request follows within a millisecond
+or two), at most `most` seconds a step so background work always advances.
 Background threads also lower their own CPU priority (`lower_thread_priority`), which the worker
 processes they start inherit, so a request's thread gets a core first.
 
