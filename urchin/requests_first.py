@@ -40,7 +40,9 @@ __all__ = ["STARTUP_WAIT_S", "GRACE_S", "Serving", "asked_within", "attach", "gi
 # The longest the rest of a daemon's start-up waits for what a first request needs (see above).
 STARTUP_WAIT_S = 10.0
 GRACE_S = 0.01          # a child waits this long after the daemon's last request ended (see above)
-_POLL_S = 0.002         # how often a waiting child looks at the shared page again
+# How often a waiting child looks at the shared page again: each look wakes it (two threads of the feed,
+# ~40 us each); at 2 ms they were ~2.5% of a core beside the queries, the most of what the feed did then.
+_POLL_S = 0.01
 
 _lock = threading.Lock()
 _serving = 0
