@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from functools import partial
 from typing import Any
@@ -18,9 +19,10 @@ import pytest
 
 from urchin.config import Settings
 from urchin.facade import Memory
-from urchin.hybrid.base import UNIT_ROWS
-from urchin.hybrid.feeder import ASKED_S, GIVE_WAY_BATCH_BYTES, Feeder
+from urchin.hybrid.base import UNIT_ROWS, GaveWay
+from urchin.hybrid.feeder import ASKED_S, GIVE_WAY_BATCH_BYTES, GIVE_WAY_PIECE_BYTES, Feeder
 from urchin.hybrid.pg_link import PgLink
+from urchin.hybrid.pg_writer import _watched
 from urchin.requests_first import GRACE_S, Serving, asked_within, attach, give_way, share, shared_wait_s
 
 EVENTS = 3 * UNIT_ROWS + 5     # four units of rows to build and four to copy (one batch)
@@ -134,8 +136,8 @@ def test_a_feed_writes_small_batches_only_while_queries_come(page: int, pg_setti
 def test_a_large_batch_read_before_the_queries_came_is_written_in_small_ones(pg_settings: Settings,
                                                                             pg_url: str) -> None:
     """The batch read while no query came is large (~4,000 rows a 2 MiB batch): written once they come,
-    it goes in transactions of GIVE_WAY_BATCH_BYTES of journal each, the cursor at each one's end, so
-    no single INSERT of it is a long stretch of the server's work beside the queries."""
+    it goes in transactions of GIVE_WAY_PIECE_BYTES of journal each (~130 rows), the cursor at each one's
+    end, so no single INSERT of it is a long stretch of the server's work beside the queries."""
     memory = Memory(pg_settings)
     text = "the billing retry budget was raised after the outage review " * 8
     memory.ingest([{"content": f"{i} {text}", "source": "claude", "kind": "note"} for i in range(1_500)])
@@ -156,7 +158,82 @@ def test_a_large_batch_read_before_the_queries_came_is_written_in_small_ones(pg_
     assert report.inserted == 1_500 == _rows(pg_url)
     committed = sorted(set(seen) - {0})       # pieces committed while the batch (the whole journal) was copied
     assert len(committed) >= 2 and committed[-1] < size
-    assert all(b - a <= GIVE_WAY_BATCH_BYTES for a, b in zip([0, *committed], committed, strict=False))
+    assert all(b - a <= GIVE_WAY_PIECE_BYTES for a, b in zip([0, *committed], committed, strict=False))
+    memory.close()
+
+
+def test_a_large_batch_begun_before_the_queries_came_is_given_up_for_pieces(pg_settings: Settings,
+                                                                         pg_url: str) -> None:
+    """A large batch begun while no query came (one transaction of ~4,000 rows, its INSERT a long stretch
+    of the server's work): a query arriving while its rows are copied rolls it back, and the same rows go
+    in pieces of GIVE_WAY_PIECE_BYTES, each committed with its cursor."""
+    memory = Memory(pg_settings)
+    text = "the billing retry budget was raised after the outage review " * 8
+    memory.ingest([{"content": f"{i} {text}", "source": "claude", "kind": "note"} for i in range(1_500)])
+    size = memory.journal.path.stat().st_size
+    came: list[bool] = []
+    seen: list[int] = []
+    with psycopg.connect(pg_url, autocommit=True) as watch:
+
+        def give_way() -> None:     # the first query comes while the large batch's first unit is copied
+            if threading.current_thread() is threading.main_thread():
+                row = watch.execute("SELECT coalesce(max(byte_offset), 0) FROM urchin_cursors").fetchone()
+                seen.append(int(row[0]) if row else 0)
+                came.append(True)
+
+        feeder = Feeder(memory.index_service.backend, memory.journal, "d", give_way=give_way,
+                        asked=lambda seconds: bool(came), bulk_bytes=None)
+        report = feeder.run_once()
+    assert report.inserted == 1_500 == _rows(pg_url)
+    committed = sorted(set(seen) - {0})
+    assert len(committed) >= 2 and committed[-1] < size
+    assert all(b - a <= GIVE_WAY_PIECE_BYTES for a, b in zip([0, *committed], committed, strict=False))
+    memory.close()
+
+
+def test_a_statement_running_when_a_request_comes_is_cancelled_and_the_session_goes_on(pg_url: str) -> None:
+    """The INSERT of a large batch already running when the daemon's first query comes is cancelled
+    (GaveWay), its transaction rolled back; the session is fit for the pieces that follow."""
+    link = PgLink(pg_url, niceness=19)
+    conn = link.conn
+    started = time.monotonic()
+    with pytest.raises(GaveWay):
+        with conn.transaction():
+            _watched(conn, lambda: time.monotonic() - started > 0.05, lambda: conn.execute("SELECT pg_sleep(30)"))
+    assert time.monotonic() - started < 20
+    assert link.read("SELECT 1") == [(1,)]
+    _watched(conn, lambda: False, lambda: conn.execute("SELECT 2"))     # nothing asked: it just runs
+    link.reset()
+
+
+def test_one_event_longer_than_a_piece_is_fed_while_queries_come(pg_settings: Settings, pg_url: str) -> None:
+    memory = Memory(pg_settings)
+    memory.ingest([{"content": "retry budget " * 8_000, "source": "claude", "kind": "note"}])
+    assert memory.journal.path.stat().st_size > GIVE_WAY_PIECE_BYTES
+    feeder = Feeder(memory.index_service.backend, memory.journal, "d", give_way=lambda: None,
+                    asked=lambda seconds: True, bulk_bytes=None)
+    assert feeder.run_once().inserted == 1 == _rows(pg_url)
+    memory.close()
+
+
+def test_the_insert_of_a_batch_waits_for_the_requests_too(pg_settings: Settings, pg_url: str) -> None:
+    """The feed gives way before each unit of rows it copies and once more before the INSERT from the
+    copied rows (the statement nothing pauses): a request arriving while the last unit was copied holds
+    it too."""
+    memory = Memory(pg_settings)
+    memory.ingest([{"content": f"event {i} about the billing retry budget", "source": "claude", "kind": "note"}
+                   for i in range(UNIT_ROWS + 1)])
+    rows_seen: list[int] = []
+    with psycopg.connect(pg_url, autocommit=True) as watch:
+
+        def give_way() -> None:
+            if threading.current_thread() is threading.main_thread():   # the writer's, not the reader's
+                rows_seen.append(_rows(pg_url))
+        feeder = Feeder(memory.index_service.backend, memory.journal, "d", give_way=give_way,
+                        asked=lambda seconds: True, bulk_bytes=None)
+        assert feeder.run_once().inserted == UNIT_ROWS + 1
+        assert watch.execute("SELECT count(*) FROM urchin_chunks").fetchone() == (UNIT_ROWS + 1,)
+    assert rows_seen == [0, 0, 0]       # two units copied, then the INSERT: each waited for, before it ran
     memory.close()
 
 

@@ -13,8 +13,8 @@ from typing import Any, NotRequired, Protocol, TypedDict
 
 from urchin.event import MEMORY_KINDS  # re-exported: memories = the events urchin_remember writes
 
-__all__ = ["IndexBackend", "UNIT_ROWS", "ChunkRow", "LegHit", "ContextRow", "Filter", "Embedder", "MEMORY_KINDS",
-           "chunk_key", "split_key", "IndexState", "CursorState", "SkippedEvents"]
+__all__ = ["IndexBackend", "UNIT_ROWS", "GaveWay", "ChunkRow", "LegHit", "ContextRow", "Filter", "Embedder",
+           "MEMORY_KINDS", "chunk_key", "split_key", "IndexState", "CursorState", "SkippedEvents"]
 
 # A chunk is (device, chunk id): an id is unique per device only (issue 34). Legs, fusion and fetch pass
 # a chunk around as one string, its key `<length of device>:<device><chunk id>` (exact whatever either
@@ -160,6 +160,11 @@ class Embedder(Protocol):
 UNIT_ROWS = 64
 
 
+class GaveWay(Exception):
+    """A background feed's batch given up (rolled back, nothing committed) because the daemon's requests
+    came while it was written: its rows go again in small pieces (`Feeder._write_pieces`)."""
+
+
 class IndexBackend(Protocol):
     outage_errors: tuple[type[BaseException], ...]     # errors meaning "the database went away": retry
     refused_errors: tuple[type[BaseException], ...]    # "cannot hold this value": skip the row, move on
@@ -170,7 +175,7 @@ class IndexBackend(Protocol):
 
     def write_batch(self, rows: Sequence[ChunkRow], device: str, journal: str, expected: int,
                     new_offset: int, wait: bool = True, between: Callable[[], object] | None = None,
-                    generation: int | None = None) -> int: ...
+                    generation: int | None = None, give_up: Callable[[], bool] | None = None) -> int: ...
 
     def rebuild(self) -> None: ...
 

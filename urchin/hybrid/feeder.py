@@ -24,13 +24,14 @@ from typing import Any
 from urchin.collectors.origin import origin_of
 from urchin.errors import DatabaseError, EmbedderError
 from urchin.event import Event
-from urchin.hybrid.base import UNIT_ROWS, ChunkRow, Embedder, split_key
+from urchin.hybrid.base import UNIT_ROWS, ChunkRow, Embedder, GaveWay, split_key
 from urchin.hybrid.sparse import doc_columns
 from urchin.journal import Journal
 from urchin.search.vectors import BACKGROUND_CHUNK, CacheBusy, VectorCache, embed_events
 from urchin.tombstones import ForgetLog, forget_hash
 
-__all__ = ["Feeder", "FeedReport", "event_row", "BATCH_BYTES", "BULK_BYTES", "GIVE_WAY_BATCH_BYTES", "ASKED_S"]
+__all__ = ["Feeder", "FeedReport", "event_row", "BATCH_BYTES", "BULK_BYTES", "GIVE_WAY_BATCH_BYTES",
+           "GIVE_WAY_PIECE_BYTES", "ASKED_S"]
 
 log = logging.getLogger("urchin.hybrid.feeder")
 BATCH_BYTES = 2 * 1024 * 1024
@@ -39,6 +40,10 @@ BATCH_BYTES = 2 * 1024 * 1024
 # meanwhile cannot make wait (~500 rows, tens of ms). Otherwise it writes BATCH_BYTES: the small ones all
 # the way cost a first feed at 1M ~30% of its rate (4,924 against 7,154 events/s, quiet; a commit each).
 GIVE_WAY_BATCH_BYTES = 256 * 1024
+# ... and writes each in pieces of GIVE_WAY_PIECE_BYTES of journal (~130 rows), a transaction each: the
+# INSERT of a piece is the longest stretch of the server's work nothing pauses (~500 rows of 256 KiB took
+# 50-100 ms of a core beside the queries; the bench's 2-3 ms cells fit inside one, 11 calls and all).
+GIVE_WAY_PIECE_BYTES = 64 * 1024
 ASKED_S = 5.0
 HEAD_BYTES = 64 * 1024      # the journal's first line (up to this) fingerprints it (see _check_replaced)
 EMBED_BATCH = 64
@@ -238,34 +243,54 @@ class Feeder:
         return int(cursor)
 
     def _write_pieces(self, rows: list[ChunkRow], start: int, end: int, report: FeedReport) -> int:
-        """A batch read large (no request then) but written while requests come goes in pieces of
-        GIVE_WAY_BATCH_BYTES of journal, a transaction each with the cursor at the piece's end: the INSERT
-        of its ~4,000 rows is one stretch of the server's work a query cannot make wait. The two large
-        batches in flight when the first query came (the one being written, the next one read) were that,
-        for seconds on a loaded machine. Returns how many rows were new."""
+        """A batch written while requests come goes in pieces of GIVE_WAY_PIECE_BYTES of journal, a
+        transaction each with the cursor at the piece's end: the INSERT of a batch's rows is one stretch
+        of the server's work a query cannot make wait (a large batch read before the first query came
+        holds ~4,000 rows: seconds on a loaded machine). A large batch begun while none came is given up
+        when one comes while it is copied (rolled back: nothing committed) and written in pieces too.
+        Returns how many rows were new."""
         inserted = 0
-        while end - start > GIVE_WAY_BATCH_BYTES and self._giving_way():
-            # the piece's rows end where the next one's line starts, within GIVE_WAY_BATCH_BYTES (one row at least)
-            cut = max(bisect_right(rows, start + GIVE_WAY_BATCH_BYTES, key=_offset) - 1, 1)
-            if cut >= len(rows):
-                break
-            piece_end = _offset(rows[cut])          # (the lines between its rows held no row to write)
-            inserted += self._write(rows[:cut], start, piece_end, report)
-            rows, start = rows[cut:], piece_end
-        return inserted + self._write(rows, start, end, report)
+        while True:
+            large = end - start > GIVE_WAY_PIECE_BYTES
+            if large and self._giving_way():
+                # the piece's rows end where the next one's line starts, within GIVE_WAY_PIECE_BYTES (one row at least)
+                cut = max(bisect_right(rows, start + GIVE_WAY_PIECE_BYTES, key=_offset) - 1, 1)
+                if cut >= len(rows):      # one row longer than a piece: as it is (giving it up would repeat)
+                    return inserted + self._write(rows, start, end, report)
+                piece_end = _offset(rows[cut])          # (the lines between its rows held no row to write)
+                inserted += self._write(rows[:cut], start, piece_end, report)
+                rows, start = rows[cut:], piece_end
+                continue
+            try:
+                return inserted + self._write(rows, start, end, report, large)
+            except GaveWay:
+                continue
 
     def _giving_way(self) -> bool:
         """This feed gives way to a daemon's requests and one came lately (ASKED_S): small batches."""
         return self.give_way is not None and (self.asked is None or self.asked(ASKED_S))
 
-    def _write(self, rows: list[ChunkRow], start: int, end: int, report: FeedReport) -> int:
+    def _between_large(self) -> None:
+        """Between the units of a large batch begun while no request came: one came, give it up."""
+        assert self.give_way is not None
+        self.give_way()
+        if self._giving_way():
+            raise GaveWay
+
+    def _requested(self) -> bool:
+        """A request of the daemon's is being answered now (or ended within the last millisecond)."""
+        return self.asked is not None and self.asked(0.001)
+
+    def _write(self, rows: list[ChunkRow], start: int, end: int, report: FeedReport, large: bool = False) -> int:
         """One batch in one transaction; when the database refuses it (not an outage: a value it
         cannot hold), each row on its own, skipping and counting the refused ones, so one row can
-        never stop the feed."""
+        never stop the feed. `large`: given up (GaveWay) if requests come while it is copied or inserted."""
         refused = self.backend.refused_errors
+        large = large and self.give_way is not None
         try:
             return int(self._retry(partial(self.backend.write_batch, rows, self.device, self.key, start, end,
-                                           self.wait, self.give_way, self._mark), report))
+                                           self.wait, self._between_large if large else self.give_way, self._mark,
+                                           self._requested if large else None), report))
         except refused:
             if not rows:
                 raise

@@ -5,16 +5,17 @@ indexes dropped at its start and built once at its end (issue 16).
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from operator import attrgetter
 from typing import Any
 
 from urchin.errors import DatabaseError, IndexBusyError
-from urchin.hybrid.base import UNIT_ROWS, ChunkRow
+from urchin.hybrid.base import UNIT_ROWS, ChunkRow, GaveWay
 from urchin.hybrid.pg_link import PgLink, pause_autovacuum
 from urchin.hybrid.pg_vacuum import reclaim
-from urchin.hybrid.pgdriver import Connection, Cursor, LockNotAvailable, sql
+from urchin.hybrid.pgdriver import Connection, Cursor, LockNotAvailable, QueryCanceled, sql
 from urchin.hybrid.schema import GIN_INDEXES, TEAM_SQL, TRIGRAM_INDEX
 
 __all__ = ["PgWriter", "COLUMNS", "GENERATION_MARK", "FORGOTTEN_MARK", "copy_feed"]
@@ -88,6 +89,43 @@ def _resume_autovacuum(conn: Connection[Any]) -> None:
             conn.execute(sql.SQL("ALTER TABLE {} RESET (autovacuum_enabled)").format(sql.Identifier(name)))
 
 
+GIVE_UP_POLL_S = 0.005
+
+
+def _watched(conn: Connection[Any], give_up: Callable[[], bool] | None, statement: Callable[[], object]) -> None:
+    """Run `statement` on `conn`; with `give_up`, cancel it as soon as that says so (looked at every
+    GIVE_UP_POLL_S from a thread beside it) and raise GaveWay. The INSERT of a batch of ~4,000 rows begun
+    just before the daemon's first query came was a stretch of the server's work of 0.4 s (quiet) to over
+    a second beside its answers. A cancel sent as the statement ends finds the session reading its next
+    command, and the server ignores it there; the lock keeps it from being sent later."""
+    if give_up is None:
+        statement()
+        return
+    done, lock, fired = threading.Event(), threading.Lock(), threading.Event()
+
+    def watch() -> None:
+        while not done.wait(GIVE_UP_POLL_S):
+            if give_up():
+                with lock:
+                    if not done.is_set():
+                        fired.set()
+                        conn.cancel_safe()
+                return
+
+    watcher = threading.Thread(target=watch, name="urchin-feed-watch", daemon=True)
+    watcher.start()
+    try:
+        statement()
+    except QueryCanceled:
+        if fired.is_set():
+            raise GaveWay from None
+        raise
+    finally:
+        with lock:
+            done.set()
+        watcher.join()
+
+
 class PgWriter:
     """The feeder's writes over `link`. `owned`: Urchin's own server (the embedded one), which it
     vacuums after each forget."""
@@ -106,7 +144,7 @@ class PgWriter:
 
     def write_batch(self, rows: Sequence[ChunkRow], device: str, journal: str, expected: int,
                     new_offset: int, wait: bool = True, between: Callable[[], object] | None = None,
-                    generation: int | None = None) -> int:
+                    generation: int | None = None, give_up: Callable[[], bool] | None = None) -> int:
         """Upsert `rows` and move the cursor from `expected` to `new_offset` in one transaction.
 
         Returns how many rows were new. Replaying rows already stored changes nothing (ON CONFLICT DO
@@ -114,20 +152,24 @@ class PgWriter:
         (a query's inline catch-up), a lock another feeder holds (the same rows in its open batch, an
         index build) raises IndexBusyError after LOCK_WAIT instead of holding the query behind it.
         `between`: called before each UNIT_ROWS rows copied (the background feed gives way to queries
-        there; its batches are small, see feeder.GIVE_WAY_BATCH_BYTES).
+        there, and before the INSERT; its batches are small, see feeder.GIVE_WAY_PIECE_BYTES).
         `generation`: the forget generation mark the offsets were read under (None: not checked). A forget
         applied meanwhile (its compaction shifts the lines after the one it removed, and it may leave the
         cursor where it was) raises as a moved cursor does: the rows go again after the cursor is mapped.
+        `give_up`: looked at every GIVE_UP_POLL_S while the INSERT runs (a large batch begun while no request
+        came); once it says so the statement is cancelled and GaveWay raised (the transaction rolled back).
         """
         conn = self._link.conn
         self._link.ensure_partitions(rows)
         try:
-            return self._write_batch(conn, rows, device, journal, (expected, new_offset, generation), wait, between)
+            return self._write_batch(conn, rows, device, journal, (expected, new_offset, generation), wait, between,
+                                     give_up)
         except LockNotAvailable:
             raise IndexBusyError("the index is being written by another feeder; answering from it as it is") from None
 
     def _write_batch(self, conn: Connection[Any], rows: Sequence[ChunkRow], device: str, journal: str,
-                     move: tuple[int, int, int | None], wait: bool, between: Callable[[], object] | None) -> int:
+                     move: tuple[int, int, int | None], wait: bool, between: Callable[[], object] | None,
+                     give_up: Callable[[], bool] | None = None) -> int:
         expected, new_offset, generation = move
         with conn.transaction():
             if not wait:
@@ -136,11 +178,13 @@ class PgWriter:
             if rows:
                 with conn.cursor() as cur:
                     copy_feed(cur, rows, device, self._link.bound, between)
+                    if between is not None:   # the INSERT is the one stretch nothing pauses: after a request
+                        between()
                     # one statement a batch: the owner's trigger counts its terms once (schema 7); per unit
                     # of 64 rows it cost the server 2.5x the CPU per event
-                    cur.execute(f"INSERT INTO urchin_chunks ({', '.join(COLUMNS)}) "
-                                f"SELECT {', '.join(COLUMNS)} FROM urchin_feed "
-                                "ON CONFLICT (device, chunk_id, occurred_at) DO NOTHING")
+                    _watched(conn, give_up, lambda: cur.execute(
+                        f"INSERT INTO urchin_chunks ({', '.join(COLUMNS)}) SELECT {', '.join(COLUMNS)} FROM "
+                        "urchin_feed ON CONFLICT (device, chunk_id, occurred_at) DO NOTHING"))
                     inserted = max(cur.rowcount, 0)   # the new rows; counted by the owner's trigger (schema 7)
             moved = conn.execute(
                 "INSERT INTO urchin_cursors (device, journal, byte_offset) VALUES (%s, %s, %s) "

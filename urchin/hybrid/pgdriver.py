@@ -19,6 +19,7 @@ from psycopg.errors import (
     LockNotAvailable,
     OperationalError,
     ProgramLimitExceeded,
+    QueryCanceled,
 )
 from psycopg.pq import TransactionStatus
 
@@ -36,4 +37,4 @@ def idle(conn: Connection[Any]) -> bool:
 
 
 __all__ = ["Connection", "Cursor", "connect", "sql", "conninfo_to_dict", "make_conninfo", "Error",
-           "InsufficientPrivilege", "LockNotAvailable", "OUTAGE_ERRORS", "REFUSED_ERRORS", "idle"]
+           "InsufficientPrivilege", "LockNotAvailable", "QueryCanceled", "OUTAGE_ERRORS", "REFUSED_ERRORS", "idle"]
