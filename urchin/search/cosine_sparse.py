@@ -150,12 +150,15 @@ class _Ranking:
         matched = self._rows(postings)
         try:
             scores = acc[matched] / self.index._norms_at(self.index._norm.data[matched])
-            if q.window.late:
-                scores[q.window.outside(self.index._ts.data[matched])] = 0
+            outside = self._outside(matched) if q.window.late else None
+            if outside is not None and outside.any():
+                scores[outside] = 0
+            else:
+                outside = None
             acc[matched] = scores               # acc is now the reference's `scores`, absolute rows
             every = self._every(groups, postings, matched)
             hit, hit_scores, hit_every = matched, scores, every
-            if q.window.late:                   # else every match is in the window, its score > 0
+            if outside is not None:             # else every match is in the window, its score > 0
                 keep = scores != 0
                 hit, hit_scores, hit_every = matched[keep], scores[keep], every[keep]
             tier = hit[hit_every & self._eligible(hit)] if q.codes else hit[hit_every]
@@ -203,10 +206,7 @@ class _Ranking:
         segments = index.segments_in(lo, hi)
         for term, scale in scales:
             for seg in segments:
-                rows, tf = seg.postings(term)
-                if not whole:
-                    a, b = np.searchsorted(rows, (lo, hi))
-                    rows, tf = rows[a:b], tf[a:b]
+                rows, tf = seg.postings(term) if whole else seg.postings_in(term, lo, hi)
                 if scope is not None and len(rows):
                     kept = scope(rows)
                     rows, tf = rows[kept], tf[kept]
@@ -218,10 +218,11 @@ class _Ranking:
                     out.append((term, scale, pending[1][mine].astype(np.intp), pending[2][mine]))
         return out
 
-    def _written(self, buffer: np.ndarray, parts: list[np.ndarray]) -> np.ndarray:
+    def _written(self, buffer: np.ndarray, parts: list[np.ndarray], runs: bool = False) -> np.ndarray:
         """The rows of the window where `buffer` is not 0, ascending: the rows in `parts` (every row
         written there holds a positive sum). By a look at the workspace's scope rows when they are
-        fewer than the parts' rows, else by sorting those when few, else by a scan of the window."""
+        fewer than the parts' rows, else by sorting those when few (`runs`: each part is ascending, and
+        a stable sort merges them), else by a scan of the window."""
         total = sum(len(p) for p in parts)
         if not total:
             return np.zeros(0, dtype=np.int64)
@@ -229,13 +230,33 @@ class _Ranking:
         if scope is not None and len(scope) <= total * self.settings.sort_share:
             return scope[np.take(buffer, scope) != 0].astype(np.int64)
         if total * self.settings.sort_share < self.hi - self.lo:
-            return distinct(np.concatenate(parts).astype(np.int64))
+            return distinct(np.concatenate(parts).astype(np.int64, copy=False), runs=runs)
         # `!= 0` first: numpy's nonzero of a float array branches per element (~10x a bool array's)
         return np.flatnonzero(buffer[self.lo:self.hi] != 0) + self.lo
 
     def _rows(self, postings: Postings) -> np.ndarray:
-        """The rows holding any term, ascending (every posting added to scratch a is > 0)."""
-        return self._written(self.scratch.a, [p[2] for p in postings])
+        """The rows holding any term, ascending (every posting added to scratch a is > 0; each term's
+        rows in a segment are ascending)."""
+        return self._written(self.scratch.a, [p[2] for p in postings], runs=True)
+
+    def _outside(self, rows: np.ndarray) -> np.ndarray:
+        """`Window.outside` of `rows` (ascending, in the window). A window open at its end (no `until`)
+        holds every row from lo on but late ones whose time is before `since` (a row that is not late
+        has the time of the running maximum, at least `since` from lo on): so only the window's late
+        rows among `rows` are looked at, not every row's time."""
+        window, ts = self.q.window, self.index._ts.data
+        if window.until is not None or window.since is None:
+            return window.outside(ts[rows])
+        late = self.index._late.view()
+        a, b = late.searchsorted(np.array((self.lo, self.hi), dtype=late.dtype))    # (`Segment.postings_in`)
+        late = late[a:b]
+        out = np.zeros(len(rows), dtype=bool)
+        if not len(late) or not len(rows):
+            return out
+        at = np.minimum(np.searchsorted(rows, late), len(rows) - 1)
+        held = rows[at] == late
+        out[at[held]] = ts[late[held]] < window.since
+        return out
 
     def _every(self, groups: list[list[tuple[int, ...]]], postings: Postings, matched: np.ndarray) -> np.ndarray:
         """Whether each matched row holds every word (in each group, every term of one alternative);
@@ -316,7 +337,7 @@ class _Ranking:
         q, index = self.q, self.index
         smoothed = self._gathered(tier)
         self._priors(smoothed, tier)
-        base = np.full(len(tier), np.float32(q.scale.every), dtype=np.float32)
+        base = np.float32(q.scale.every)        # every tier row's evidence (a float32 added to each: the same sums)
         ranked = index._top(tier, raw_scores(base, smoothed, q.scale), q.limit, smoothed)
         levels = self._levels(hit, hit_scores) if q.slots else None
         if levels is None:
@@ -330,19 +351,20 @@ class _Ranking:
         step by step, in its order. The reference stops a walk where it leaves rows lo..hi-1; this one
         walks on, adding only zeros: rows past that point are outside the window's time (a session's
         links follow time, and every row outside lo..hi-1 has its time outside the window), so their
-        scores in scratch a are 0. Only a missing link (-1) must stop it (-1 would index the last row)."""
+        scores in scratch a are 0. A missing link (-1) stays -1 down the walk (or-ed with the sign of
+        the step before: the row it reads then is whatever, the result -1 again), and -1 reads scratch
+        a's last value, past every row, always 0 (`Scratch`): x 0 adds nothing, the same floats."""
         scores = self.scratch.a
         out = scores[rows]
         if not self.q.context:
             return out
         for links in (self.index._prev.data, self.index._next.data):
-            hop, ok = rows, None
-            for weight in self.q.context:
-                hop = links[hop].astype(np.intp)    # links are int32: as an index, ~3x slower
-                linked = hop >= 0
-                ok = linked if ok is None else ok & linked
-                gathered = scores[hop] * weight
-                gathered *= ok                      # x 1 or x 0: the same floats as adding nothing
+            hop = rows
+            for step, weight in enumerate(self.q.context):
+                # links are int32: as an index, ~3x slower; or-ed with an intp, the hop is intp
+                hop = links[hop] | (hop >> 63) if step else links[hop].astype(np.intp)
+                gathered = scores[hop]
+                gathered *= weight
                 out += gathered
         out /= 1.0 + 2 * sum(self.q.context)
         return out
@@ -357,7 +379,7 @@ class _Ranking:
             every = flags[rows] > 0
             keep = self._eligible(rows)
             if q.window.late:
-                keep &= ~q.window.outside(index._ts.data[rows])
+                keep &= ~self._outside(rows)
             rows, smoothed, every = rows[keep], smoothed[keep], every[keep]
             base = np.where(every, np.float32(q.scale.every), np.float32(0)).astype(np.float32)
             ranked = index._top(rows, raw_scores(base, smoothed, q.scale), q.limit, smoothed)
