@@ -84,10 +84,11 @@ class Scratch:
 
 def member(codes: np.ndarray, wanted: Sequence[int], size: int) -> np.ndarray:
     """`np.isin(codes, wanted)` through a lookup table over the `size` codes (a code of -1, none, is
-    never wanted): one gather instead of a sort of the whole column."""
+    never wanted): one gather instead of a sort of the whole column (`take`: ~2x indexing's speed with
+    codes of a byte or four, which indexing converts first)."""
     table = np.zeros(size + 1, dtype=bool)
     table[np.asarray(wanted, dtype=np.int64)] = True
-    return table[codes]
+    return table.take(codes)
 
 
 def raw_scores(evidence: np.ndarray | np.float32, rank: np.ndarray, scale: Scale) -> np.ndarray:

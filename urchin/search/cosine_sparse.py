@@ -115,7 +115,7 @@ class Levels(NamedTuple):
         if len(codes) * 4 > self.size:      # many rows: through a table over every code
             table = np.zeros(self.size + 1, dtype=np.float32)
             table[self.sessions + 1] = self.boost
-            return table[codes + 1]
+            return table.take(codes + 1)      # (`member`: take, not indexing, with int32 codes)
         i = np.minimum(np.searchsorted(self.sessions, codes), len(self.sessions) - 1)
         return np.where(self.sessions[i] == codes, self.boost[i], np.float32(0))
 
