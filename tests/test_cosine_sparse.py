@@ -4,6 +4,7 @@ window; and a query's work follows its matches, not the rows there are."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import random
 import time
@@ -274,3 +275,19 @@ def test_a_recent_window_asks_only_the_segments_holding_its_rows(monkeypatch: py
     assert fast and len(asked) <= 2 * 4, len(asked)      # two terms, in the segments of the last 600 rows
     index.reference = True
     assert fast == index.search("deploy cache", since_ms=since, limit=20)
+
+
+def test_a_walk_past_a_sessions_first_turn_adds_nothing_whatever_the_links_hold_past_the_rows() -> None:
+    """A missing link (-1) read as a row reads the links' storage past the rows: a loaded index's room
+    (`map_with_room`: zeros, so row 0). The walk stays at -1 (`_Ranking._gathered`), so a session's first
+    turns add nothing from row 0, which holds a match: the same as the passes over the window."""
+    events = _journal(13, 1500)
+    events[0] = dataclasses.replace(events[0], content="deploy cache deploy")
+    index = _index(events)
+    for links in (index._prev, index._next):
+        assert len(links.data) > len(index)
+        links.data[len(index):] = 0                  # as a loaded index's room: row 0
+    starts = sum(1 for row in range(len(index)) if index._prev.data[row] < 0)
+    assert starts >= 50
+    cases = [(q, None, None, None, {}, limit) for q in ("deploy", "deploy cache", "cache fix") for limit in (10, 60)]
+    assert _compare(index, cases, time.monotonic() + DEADLINE_S / 3) == len(cases)

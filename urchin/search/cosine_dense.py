@@ -90,10 +90,7 @@ def cosines(index: TokenCosineIndex, terms: dict[int, float], own: int, lo: int,
     segments = index.segments_in(lo, hi)
     for term, scale in scales:
         for seg in segments:
-            rows, tf = seg.postings(term)
-            if lo > 0 or hi < len(index):
-                a, b = np.searchsorted(rows, (lo, hi))
-                rows, tf = rows[a:b], tf[a:b]
+            rows, tf = seg.postings_in(term, lo, hi) if lo > 0 or hi < len(index) else seg.postings(term)
             acc[rows - lo] += _TF_WEIGHT[tf] * scale
             index.postings_read += len(rows)
             if term in part:
@@ -115,9 +112,8 @@ def _rows_with(index: TokenCosineIndex, term: int, lo: int, hi: int) -> np.ndarr
     """The rows lo..hi-1 holding `term`, relative to lo."""
     out = []
     for seg in index.segments_in(lo, hi):
-        rows, _ = seg.postings(term)
-        a, b = np.searchsorted(rows, (lo, hi))
-        out.append(rows[a:b] - lo)
+        rows, _ = seg.postings_in(term, lo, hi)
+        out.append(rows - lo)
     if index._pending_rows:
         terms, rows, _ = index._pending()
         rows = rows[terms == term]

@@ -362,6 +362,14 @@ class Segment:
         a, b = self.indptr[term], self.indptr[term + 1]
         return self.rows[a:b], self.tf[a:b]
 
+    def postings_in(self, term: int, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
+        """`postings(term)` in rows lo..hi-1. The edges are looked up as the rows' own type: keys of another
+        (a tuple of ints is int64, the rows int32) make searchsorted cast every posting of the term first,
+        O(its postings) a call, not O(log): at 3M rows most of a week's query's look-ups."""
+        rows, tf = self.postings(term)
+        a, b = rows.searchsorted(np.array((lo, hi), dtype=rows.dtype))
+        return rows[a:b], tf[a:b]
+
     @property
     def nnz(self) -> int:
         return len(self.rows)
