@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import re
 import shutil
 import signal
 import statistics
@@ -41,17 +40,11 @@ import scale_parts as sp  # noqa: E402
 from bench_daemon_start import spawn, stop  # noqa: E402
 from bench_hot_search import QUERIES, WINDOWS, _fed, measure  # noqa: E402
 from bench_startup import mcp_initialize, timed  # noqa: E402
+from scale_parts import ABSENT_QUESTIONS, FIRST_QUESTION, PARTIAL  # noqa: E402
 from scale_report import report  # noqa: E402
 
-FIRST_QUESTION = "how do we retry the connection pool"
 CONTEXT_QUESTION = "why did the retry budget change for the connection pool"
 CLI_TERMS = ("lake near the trail", "xylophone", "pytest")   # the issue's: a phrase, an absent word, 20 hits
-# A row of its own beside the 30 cells (round twenty-three): questions with a word no event holds (a name, a
-# typo, LoCoMo's "What books has Tim read?"), no row holding every word, over WINDOWS, limit 20
-ABSENT_QUESTIONS = ("what books has Tim read", "What did Priya decide about the database migration?",
-                    "conection pool retry", "retyr budget for the cache")
-# A whole-journal /semantic answer that is partial says so in its notes (issue 37); today none is.
-PARTIAL = re.compile(r"not (?:\w+ )?yet|partial|cover|so far|building|indexing", re.IGNORECASE)
 COVER_WAIT_S = 1800
 STOP_WAIT_S = 900     # a daemon saves its views at its stop: minutes at 3M on a loaded machine
 _daemons: list[tuple[Any, Path]] = []
