@@ -237,6 +237,8 @@ def run_pair(pair: tuple[int, int], workdir: Path, tree: Path, clean: dict[str, 
     started = time.perf_counter()
     out["routes"] = paired.measure_pairs(homes, paired.cells(QUERIES, ABSENT_QUESTIONS, WINDOWS), rounds)
     out["measure_s"] = time.perf_counter() - started
+    sp.log(f"the control: the same cells on the {sp.label(pair[0])} daemon alone, then on the {sp.label(pair[1])} one")
+    out["blocks"] = paired.measure_blocks(homes, paired.cells(QUERIES, ABSENT_QUESTIONS, WINDOWS), rounds)
     for home in homes:
         with sp.client(home) as c:
             c.post("/context", json={"query": CONTEXT_QUESTION}).raise_for_status()

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import httpx
 import scale_parts as sp
 
 BOOTSTRAP = 1000        # resamples for the interval; ~0.5 s of CPU for 72 cells of 21 pairs
@@ -65,14 +66,39 @@ def measure_pairs(homes: tuple[Path, Path], rows: dict[str, list[tuple[str, str,
                 for i in range(rounds):
                     pair = [0.0, 0.0]
                     for s in (0, 1) if (i + k) % 2 == 0 else (1, 0):
-                        started = time.perf_counter()
-                        sides[s].get(route, params=params).raise_for_status()
-                        pair[s] = (time.perf_counter() - started) * 1000
+                        pair[s] = _ms(sides[s], route, params)
                     pairs.append(pair)
                 times[f"{query} | {hours}"] = pairs
                 k += 1
             out[row] = summarize(times)
     return out
+
+
+def measure_blocks(homes: tuple[Path, Path], rows: dict[str, list[tuple[str, str, int]]], rounds: int
+                   ) -> dict[str, Any]:
+    """The control: the same daemons, each row's cells on one side alone, then on the other (one untimed
+    call and `rounds` timed a cell, as the single-size rows), half a minute apart instead of minutes.
+    Beside the paired figure it tells the pairing's effect from that of the daemons' state (these two
+    restarted on saved views; the single-size rows measure the first daemon after the import)."""
+    out: dict[str, Any] = {}
+    with sp.client(homes[0]) as small, sp.client(homes[1]) as big:
+        for row, row_cells in rows.items():
+            p50s: list[dict[str, float]] = [{}, {}]
+            for s, side in enumerate((small, big)):
+                for route, query, hours in row_cells:
+                    params: dict[str, str | int] = {"query": query, "hours": hours, "limit": 20}
+                    side.get(route, params=params).raise_for_status()
+                    p50s[s][f"{query} | {hours}"] = statistics.median(_ms(side, route, params) for _ in range(rounds))
+            a, b = statistics.median(p50s[0].values()), statistics.median(p50s[1].values())
+            out[row] = {"small_ms": a, "big_ms": b, "of_medians": b / a,
+                        "median": statistics.median(p50s[1][c] / p50s[0][c] for c in p50s[0])}
+    return out
+
+
+def _ms(side: httpx.Client, route: str, params: dict[str, str | int]) -> float:
+    started = time.perf_counter()
+    side.get(route, params=params).raise_for_status()
+    return (time.perf_counter() - started) * 1000
 
 
 def summarize(times: dict[str, list[list[float]]], seed: int = 7, resamples: int = BOOTSTRAP) -> dict[str, Any]:

@@ -212,8 +212,9 @@ def _paired(paired: dict[str, Any], sizes: dict[int, Size]) -> list[str]:
              f"{paired['started']} - {paired['ended']}, load {paired['load_start']:.1f} -> {paired['load_end']:.1f}; "
              f"{paired['measure_s']:.0f} s of calls, {paired['total_s']:.0f} s with the starts and stops ({ready})", "",
              f"| row | {a} p50, median of cells | {b} ditto | ratio of those | **median of cell ratios** | "
-             "first half / second half of the pairs | 90% bootstrap | worst cell | sequential growth, this run |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "first half / second half of the pairs | 90% bootstrap | worst cell | same daemons one after the other: "
+             "ratio of medians / median of cell ratios | sequential growth, this run's rows |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     names = {"semantic": "`/semantic`", "semantic_absent": "`/semantic`, a word no event holds",
              "search": "`/search`"}
     for row, name in names.items():
@@ -221,11 +222,13 @@ def _paired(paired: dict[str, Any], sizes: dict[int, Size]) -> list[str]:
         seq = "-"
         if small in sizes and big in sizes and row in sizes[small] and row in sizes[big]:
             seq = f"{sizes[big][row]['median'] / sizes[small][row]['median']:.2f}x"
+        block = paired.get("blocks", {}).get(row)
+        control = f"{block['of_medians']:.2f}x / {block['median']:.2f}x" if block else "-"
         lines.append(f"| {name}, {len(r['cells'])} cells | {r['small_ms']:.1f} ms | {r['big_ms']:.1f} ms | "
                      f"{r['of_medians']:.2f}x | **{r['median']:.2f}x** | {r['halves'][0]:.2f}x / "
                      f"{r['halves'][1]:.2f}x | {r['interval'][0]:.2f}-{r['interval'][1]:.2f}x | "
-                     f"{r['worst_cell']!r} {r['worst']:.2f}x | {seq} |")
+                     f"{r['worst_cell']!r} {r['worst']:.2f}x | {control} | {seq} |")
     rss = paired["rss_mb"]
     lines.append(f"| daemon RSS after them and one `/context`, same moment | {rss[0]:,.0f} MB | {rss[1]:,.0f} MB | "
-                 f"{rss[1] / rss[0]:.2f}x | | | | | - |")
+                 f"{rss[1] / rss[0]:.2f}x | | | | | | - |")
     return lines

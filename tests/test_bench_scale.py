@@ -84,7 +84,8 @@ def _paired(k: float) -> dict[str, Any]:
               for row, cells in rows.items()}
     return {"sizes": [1_000_000, 3_000_000], "rounds": 21, "started": "06:40:00 UTC", "ended": "06:42:00 UTC",
             "load_start": 3.0, "load_end": 4.0, "measure_s": 60.0, "total_s": 95.0, "quiet_s": 2.0,
-            "ready": [{"covered_s": 0.1, "quiet_s": 1.0}] * 2, "routes": routes, "rss_mb": [200.0, 260.0]}
+            "ready": [{"covered_s": 0.1, "quiet_s": 1.0}] * 2, "routes": routes, "rss_mb": [200.0, 260.0],
+            "blocks": {row: {"small_ms": 5.0, "big_ms": 7.0, "of_medians": 1.4, "median": 1.35} for row in routes}}
 
 
 def test_summarize_takes_the_median_of_paired_ratios_its_halves_and_an_interval() -> None:
@@ -105,7 +106,7 @@ def test_report_shows_the_paired_growth_beside_the_sequential_one() -> None:
     assert "| daemon RSS growth, paired: the same moment | 3M/1M paired | 1.30x | <= 1.5x | met |" in lines
     row = next(line for line in lines if line.startswith("| `/semantic`, 30 cells |"))
     assert row == ("| `/semantic`, 30 cells | 5.0 ms | 6.0 ms | 1.20x | **1.20x** | 1.20x / 1.20x | 1.20-1.20x | "
-                   "'Zanzibar-Quokka | 24' 1.20x | 2.00x |")      # the last: the sequential rows' growth
+                   "'Zanzibar-Quokka | 24' 1.20x | 1.40x / 1.35x | 2.00x |")   # the control, the sequential rows
     assert any(line.startswith("| `/semantic`, a word no event holds, 12 cells |") for line in lines)
     # a paired-only run: its table alone; merged with an earlier run of the sizes, both
     alone = report({**_results(), "sizes": {}, "paired": _paired(1.5)}, as_json=False)
