@@ -10,14 +10,15 @@ into a fresh home, the first `urchin serve` (--no-index) timed to `/health`, its
 `/semantic` and `/search` (bench_hot_search's queries x windows), `/recent`, CLI `urchin search` vs rg
 (alternating), `urchin mcp` initialize and `urchin context` as whole processes (bench_startup), the
 daemon's RSS after queries and the peak of the daemon and its children (PostgreSQL excluded), then a
-restart to `/health` on the saved views. Then the paired growth (scale_paired): the smallest and the
-largest size's daemons at once, each cell's calls alternating between them, each cell's ratio a median of
-paired ratios, with its halves and a bootstrap interval; `--paired-only` measures only that, on the
-homes an earlier run kept (`--keep-homes`: DIR/run-N/home). At the smallest size (unless --skip-feed) a daemon with the
+restart to `/health` on the saved views. At the smallest size (unless --skip-feed) a daemon with the
 PostgreSQL index feeds it from scratch: events/s, `/search` and `/semantic` p50s during it over idle,
 and `search_context`'s token-cosine leg (strategy semantic) once fed. The report (markdown tables: the
 issue's rows with growth, then each goal with its target and met/missed) goes to stdout; progress
-to stderr. `--tree` measures another checkout's code. Daemons and their PostgreSQL stop on any exit.
+to stderr. Then the paired growth (scale_paired): the smallest and the largest size's daemons at once on
+their homes, each cell's calls alternating between them, each cell's ratio a median of paired ratios,
+with its halves and a bootstrap interval, and a control (each side alone, one after the other);
+`--paired-only` measures only that, on the homes an earlier run kept (`--keep-homes`: DIR/run-N/home).
+`--tree` measures another checkout's code. Daemons and their PostgreSQL stop on any exit.
 """
 
 from __future__ import annotations
@@ -120,9 +121,10 @@ def main() -> None:
                                "started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
                                "load_start": os.getloadavg()[0], "sizes": {}}
     rg = sp.find_rg(args.rg)
-    if not rg:
+    if not rg and not args.paired_only:        # the paired growth calls only the daemons
         parser.error("needs ripgrep (the CLI's peer): --rg PATH, or rg on PATH (pip install ripgrep==14.1.0)")
-    os.environ["PATH"] = f"{Path(rg).parent}{os.pathsep}{os.environ.get('PATH', '')}"   # bench_hot_search's rg
+    if rg:
+        os.environ["PATH"] = f"{Path(rg).parent}{os.pathsep}{os.environ.get('PATH', '')}"   # bench_hot_search's rg
     names = "-".join(sp.label(n).replace(",", "") for n in sizes)
     kind = "paired-" if args.paired_only else ""
     saved = args.workdir / f"results-{kind}{names}-{time.strftime('%Y%m%dT%H%M')}.json"

@@ -5,7 +5,8 @@ machine meets both sides alike, which a ratio of two sizes measured minutes apar
 
 Per route: each cell's p50 on each side, its median paired ratio, the median over cells (the figure), the
 same from the first and from the second half of each cell's pairs, and a bootstrap interval (pairs
-resampled within each cell) so a reader sees how much of the ratio is noise."""
+resampled within each cell) so a reader sees how much of the ratio is noise. Then a control on the same
+daemons (`measure_blocks`): each side alone, one after the other."""
 
 from __future__ import annotations
 
