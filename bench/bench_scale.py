@@ -1,7 +1,8 @@
 """Issue 37's scale bench: every row of its table and every goal's figure, at each size, in one run.
 
     python bench/bench_scale.py --events 1000000,3000000 [--workdir /tmp/scale-bench] [--repeat 11]
-                                [--skip-feed] [--tree PATH] [--rg PATH] [--json]
+                                [--skip-feed] [--pairs 21] [--keep-homes] [--tree PATH] [--rg PATH] [--json]
+    python bench/bench_scale.py --events 1000000,3000000 --paired-only --workdir DIR   # homes kept earlier
 
 Per size: gen_journal's journal (one end time for all sizes; reused from --workdir), `urchin import`
 into a fresh home, the first `urchin serve` (--no-index) timed to `/health`, its first `/semantic`
@@ -13,7 +14,11 @@ restart to `/health` on the saved views. At the smallest size (unless --skip-fee
 PostgreSQL index feeds it from scratch: events/s, `/search` and `/semantic` p50s during it over idle,
 and `search_context`'s token-cosine leg (strategy semantic) once fed. The report (markdown tables: the
 issue's rows with growth, then each goal with its target and met/missed) goes to stdout; progress
-to stderr. `--tree` measures another checkout's code. Daemons and their PostgreSQL stop on any exit.
+to stderr. Then the paired growth (scale_paired): the smallest and the largest size's daemons at once on
+their homes, each cell's calls alternating between them, each cell's ratio a median of paired ratios,
+with its halves and a bootstrap interval, and a control (each side alone, one after the other);
+`--paired-only` measures only that, on the homes an earlier run kept (`--keep-homes`: DIR/run-N/home).
+`--tree` measures another checkout's code. Daemons and their PostgreSQL stop on any exit.
 """
 
 from __future__ import annotations
@@ -21,7 +26,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import re
 import shutil
 import signal
 import statistics
@@ -37,27 +41,22 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import scale_paired as paired  # noqa: E402
 import scale_parts as sp  # noqa: E402
 from bench_daemon_start import spawn, stop  # noqa: E402
 from bench_hot_search import QUERIES, WINDOWS, _fed, measure  # noqa: E402
 from bench_startup import mcp_initialize, timed  # noqa: E402
+from scale_parts import ABSENT_QUESTIONS, FIRST_QUESTION, PARTIAL  # noqa: E402
 from scale_report import report  # noqa: E402
 
-FIRST_QUESTION = "how do we retry the connection pool"
 CONTEXT_QUESTION = "why did the retry budget change for the connection pool"
 CLI_TERMS = ("lake near the trail", "xylophone", "pytest")   # the issue's: a phrase, an absent word, 20 hits
-# A row of its own beside the 30 cells (round twenty-three): questions with a word no event holds (a name, a
-# typo, LoCoMo's "What books has Tim read?"), no row holding every word, over WINDOWS, limit 20
-ABSENT_QUESTIONS = ("what books has Tim read", "What did Priya decide about the database migration?",
-                    "conection pool retry", "retyr budget for the cache")
-# A whole-journal /semantic answer that is partial says so in its notes (issue 37); today none is.
-PARTIAL = re.compile(r"not (?:\w+ )?yet|partial|cover|so far|building|indexing", re.IGNORECASE)
 COVER_WAIT_S = 1800
 STOP_WAIT_S = 900     # a daemon saves its views at its stop: minutes at 3M on a loaded machine
 _daemons: list[tuple[Any, Path]] = []
 
 
-def main() -> None:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--events", default="1000000,3000000", help="sizes, comma-separated")
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/urchin-scale-bench"),
@@ -73,19 +72,43 @@ def main() -> None:
                              "running: ratios of the same minutes, for a shared machine (default 0: none)")
     parser.add_argument("--feed-boost", action="store_true",
                         help="run the feed at normal priority, not the daemon's SCHED_IDLE (a shared machine)")
+    parser.add_argument("--pairs", type=int, default=21,
+                        help="calls on each side a cell in the paired growth (0: none; default 21)")
+    parser.add_argument("--paired-only", action="store_true",
+                        help="measure only the paired growth, on the homes a run with --keep-homes left in --workdir")
+    parser.add_argument("--keep-homes", action="store_true",
+                        help="keep --workdir/run-N/home (its journal and saved views) for --paired-only")
     parser.add_argument("--tree", type=Path, default=sp.REPO, help="the checkout whose code is measured")
     parser.add_argument("--rg", default=None, help="ripgrep binary (default: rg beside python or on PATH)")
     parser.add_argument("--json", action="store_true", help="print the figures as one JSON object instead")
     parser.add_argument("--report", type=Path, nargs="+", metavar="RESULTS_JSON",
                         help="measure nothing: print the report of runs saved earlier (--workdir/results-*.json), "
                              "their sizes merged (e.g. a 1M and a 3M run made apart)")
+    return parser
+
+
+def _sizes(args: argparse.Namespace, parser: argparse.ArgumentParser) -> list[int]:
+    """The sizes asked for, the options checked against them."""
+    sizes = sorted({int(s.replace("_", "")) for s in args.events.split(",") if s.strip()})
+    if not sizes or min(sizes) < 100 or args.repeat < 1 or args.pairs < 0:
+        parser.error("--events: sizes of at least 100 events; --repeat at least 1; --pairs at least 0")
+    if args.paired_only:
+        if len(sizes) < 2 or args.pairs < 1:
+            parser.error("--paired-only: two sizes in --events and --pairs at least 1")
+        for n in (sizes[0], sizes[-1]):
+            if not (_home(args.workdir, n) / "journal" / "events.jsonl").exists():
+                parser.error(f"--paired-only: no home with a journal at {_home(args.workdir, n)} "
+                             "(a run with --keep-homes and the same --workdir leaves one)")
+    return sizes
+
+
+def main() -> None:
+    parser = _parser()
     args = parser.parse_args()
     if args.report:
         print(report(merge([orjson.loads(path.read_bytes()) for path in args.report]), args.json))
         return
-    sizes = sorted({int(s.replace("_", "")) for s in args.events.split(",") if s.strip()})
-    if not sizes or min(sizes) < 100 or args.repeat < 1:
-        parser.error("--events: sizes of at least 100 events; --repeat at least 1")
+    sizes = _sizes(args, parser)
     tree = args.tree.resolve()
     if not (tree / "urchin" / "__init__.py").exists():
         parser.error(f"--tree {tree}: no urchin package there")
@@ -98,15 +121,20 @@ def main() -> None:
                                "started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
                                "load_start": os.getloadavg()[0], "sizes": {}}
     rg = sp.find_rg(args.rg)
-    if not rg:
+    if not rg and not args.paired_only:        # the paired growth calls only the daemons
         parser.error("needs ripgrep (the CLI's peer): --rg PATH, or rg on PATH (pip install ripgrep==14.1.0)")
-    os.environ["PATH"] = f"{Path(rg).parent}{os.pathsep}{os.environ.get('PATH', '')}"   # bench_hot_search's rg
+    if rg:
+        os.environ["PATH"] = f"{Path(rg).parent}{os.pathsep}{os.environ.get('PATH', '')}"   # bench_hot_search's rg
     names = "-".join(sp.label(n).replace(",", "") for n in sizes)
-    saved = args.workdir / f"results-{names}-{time.strftime('%Y%m%dT%H%M')}.json"
+    kind = "paired-" if args.paired_only else ""
+    saved = args.workdir / f"results-{kind}{names}-{time.strftime('%Y%m%dT%H%M')}.json"
     try:
-        for n in sizes:
+        for n in sizes if not args.paired_only else ():
             results["sizes"][n] = {}      # filled as it goes: an interrupted run saves what it measured
             run_size(n, args, tree, clean, rg, not args.skip_feed and n == sizes[0], results["sizes"][n])
+        if len(sizes) > 1 and args.pairs:
+            results["paired"] = {}
+            run_pair((sizes[0], sizes[-1]), args.workdir, tree, clean, args.pairs, results["paired"])
         results["complete"] = True
     except KeyboardInterrupt:
         sp.log("interrupted: stopping the daemons")
@@ -120,6 +148,8 @@ def main() -> None:
         for proc, home in reversed(_daemons):
             stop(proc, STOP_WAIT_S)
             sp.stop_pg(home)
+        for n in sizes if not (args.keep_homes or args.paired_only) else ():
+            shutil.rmtree(_home(args.workdir, n).parent, ignore_errors=True)
         results["load_end"] = os.getloadavg()[0]
         results["ended"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
         saved.write_bytes(orjson.dumps(results, option=orjson.OPT_NON_STR_KEYS))
@@ -132,6 +162,7 @@ def merge(runs: list[dict[str, Any]]) -> dict[str, Any]:
     merged = {**runs[0], "sizes": {}}
     for run in runs:
         merged["sizes"].update({int(n): figures for n, figures in run["sizes"].items()})
+        merged.update({"paired": run["paired"]} if run.get("paired") else {})   # the last run's that has one
     if len(runs) > 1:
         merged.update(commit=" + ".join(dict.fromkeys(r["commit"] for r in runs)), ended=runs[-1]["ended"],
                       started=" / ".join(r["started"] for r in runs), load_end=runs[-1]["load_end"])
@@ -142,12 +173,17 @@ def _interrupted(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt
 
 
-def _daemon(tree: Path, home: Path, env: dict[str, str], flags: tuple[str, ...], mem: sp.Memory
+def _daemon(tree: Path, home: Path, env: dict[str, str], flags: tuple[str, ...], mem: sp.Memory | None
             ) -> tuple[Any, dict[str, float]]:
     proc, _, times = spawn(tree, home, flags, env, log=home.parent / "daemon.log")
     _daemons.append((proc, home))
-    mem.watch(proc.pid)
+    if mem:
+        mem.watch(proc.pid)
     return proc, times
+
+
+def _home(workdir: Path, n: int) -> Path:
+    return workdir / f"run-{n}" / "home"
 
 
 def _stop(proc: Any, home: Path) -> float:
@@ -161,9 +197,8 @@ def run_size(n: int, args: argparse.Namespace, tree: Path, clean: dict[str, str]
              feed: bool, out: dict[str, Any]) -> None:
     out.update(events=n, load_start=os.getloadavg()[0])
     journal = sp.journal_for(args.workdir, n)
-    run = args.workdir / f"run-{n}"
-    shutil.rmtree(run, ignore_errors=True)
-    home = run / "home"
+    home = _home(args.workdir, n)
+    shutil.rmtree(home.parent, ignore_errors=True)
     home.mkdir(parents=True)
     env = {**clean, "PYTHONPATH": str(tree), "URCHIN_HOME": str(home)}
     sp.log(f"{sp.label(n)}: urchin import {journal}")
@@ -181,8 +216,40 @@ def run_size(n: int, args: argparse.Namespace, tree: Path, clean: dict[str, str]
         mem.close()
     out["peak_rss_mb"] = mem.peak / sp.MB
     out["peak_pss_mb"] = mem.peak_pss / sp.MB
-    out["load_end"] = os.getloadavg()[0]
-    shutil.rmtree(run, ignore_errors=True)
+    out["load_end"] = os.getloadavg()[0]      # the home stays for the paired growth; main removes it
+
+
+def run_pair(pair: tuple[int, int], workdir: Path, tree: Path, clean: dict[str, str], rounds: int,
+             out: dict[str, Any]) -> None:
+    """Both sizes' daemons at once on their homes (views saved by their last stop), each ready and quiet,
+    then every `/semantic`, absent-word and `/search` cell alternating between them (scale_paired), then
+    one `/context` each and both RSS at the same moment."""
+    homes = (_home(workdir, pair[0]), _home(workdir, pair[1]))
+    out.update(sizes=list(pair), rounds=rounds, load_start=os.getloadavg()[0],
+               started=time.strftime("%H:%M:%S UTC", time.gmtime()))
+    sp.log(f"paired growth {sp.label(pair[1])}/{sp.label(pair[0])}: both daemons at once")
+    began = time.perf_counter()
+    procs = []
+    for home in homes:
+        env = {**clean, "PYTHONPATH": str(tree), "URCHIN_HOME": str(home)}
+        procs.append(_daemon(tree, home, env, ("--no-index", "--no-collect"), None)[0])
+    out["ready"] = [paired.ready(home, proc.pid) for home, proc in zip(homes, procs, strict=True)]
+    out["quiet_s"] = sum(sp.wait_quiet(proc.pid) for proc in procs)      # the first one's since, if any
+    sp.log(f"both ready after {time.perf_counter() - began:.0f} s; {rounds} pairs a cell")
+    started = time.perf_counter()
+    out["routes"] = paired.measure_pairs(homes, paired.cells(QUERIES, ABSENT_QUESTIONS, WINDOWS), rounds)
+    out["measure_s"] = time.perf_counter() - started
+    sp.log(f"the control: the same cells on the {sp.label(pair[0])} daemon alone, then on the {sp.label(pair[1])} one")
+    out["blocks"] = paired.measure_blocks(homes, paired.cells(QUERIES, ABSENT_QUESTIONS, WINDOWS), rounds)
+    for home in homes:
+        with sp.client(home) as c:
+            c.post("/context", json={"query": CONTEXT_QUESTION}).raise_for_status()
+    out["rss_mb"] = [sp.rss(proc.pid)[0] / sp.MB for proc in procs]
+    for proc, home in zip(procs, homes, strict=True):
+        _stop(proc, home)
+    out.update(load_end=os.getloadavg()[0], ended=time.strftime("%H:%M:%S UTC", time.gmtime()),
+               total_s=time.perf_counter() - began)
+    sp.log(f"paired growth measured in {out['measure_s']:.0f} s, {out['total_s']:.0f} s with the starts and stops")
 
 
 def first_start(n: int, home: Path, tree: Path, env: dict[str, str], rg: str | None, repeat: int,

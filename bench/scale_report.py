@@ -19,8 +19,12 @@ def report(results: dict[str, Any], as_json: bool) -> str:
     lines = [f"scale bench: tree {results['tree']} ({results['commit']}), {results['started']} - {results['ended']}, "
              f"--repeat {results['repeat']}, load {results['load_start']:.1f} at the start, "
              f"{results['load_end']:.1f} at the end", ""]
-    lines += _table(sizes)
-    lines += ["", *_goals(sizes), "", *_conditions(sizes)]
+    paired = results.get("paired") or {}
+    if sizes:
+        lines += _table(sizes)
+        lines += ["", *_goals(sizes, paired), "", *_conditions(sizes)]
+    if paired.get("routes"):
+        lines += ["", *_paired(paired, sizes)]
     return "\n".join(lines)
 
 
@@ -95,7 +99,7 @@ def _goal(name: str, value: float | None, target: float, unit: str, at: str, hig
     return f"| {name} | {at} | {shown} | {'>=' if higher else '<='} {bound} | {'met' if met else '**missed**'} |"
 
 
-def _goals(sizes: dict[int, Size]) -> list[str]:
+def _goals(sizes: dict[int, Size], paired: dict[str, Any]) -> list[str]:
     ns = sorted(sizes)
     one = 1_000_000 if 1_000_000 in sizes else ns[0]     # the goals "at 1M"
     big, small = sizes[ns[-1]], sizes[one]
@@ -142,6 +146,12 @@ def _goals(sizes: dict[int, Size]) -> list[str]:
             _goal("`/search` p50 worst cell (design: <= 20 ms, flat)", big["search"]["worst"], 20, "ms", at_big),
             _goal("`/search` growth (flat: taken as <= 1.3x)", ratio(lambda s: s["search"]["median"]), 1.3, "x",
                   growth)]
+    if paired.get("routes"):        # the same goals from calls alternating between the two daemons
+        pair = f"{_label(paired['sizes'][1])}/{_label(paired['sizes'][0])} paired"
+        rows += [_goal(f"{name}, paired: median of cell ratios", paired["routes"][row]["median"], 1.3, "x", pair)
+                 for name, row in PAIRED_ROWS]
+        rows.append(_goal("daemon RSS growth, paired: the same moment", paired["rss_mb"][1] / paired["rss_mb"][0],
+                          1.5, "x", pair))
     for n in ns:
         if n != one and n != ns[-1]:
             continue
@@ -182,4 +192,43 @@ def _conditions(sizes: dict[int, Size]) -> list[str]:
                      f"{s['mcp_initialize']['cpu_ms']:.0f} ms, urchin context {s['context_process']['p50_ms']:.0f} ms "
                      f"(CPU {s['context_process']['cpu_ms']:.0f} ms); CLI: {cli}; first /semantic notes: "
                      f"{s['first_semantic_notes'][:2] or 'none'}")
+    return lines
+
+
+PAIRED_ROWS = (("`/semantic` p50 growth", "semantic"), ("... a word no event holds", "semantic_absent"),
+               ("`/search` growth (flat)", "search"))
+
+
+def _paired(paired: dict[str, Any], sizes: dict[int, Size]) -> list[str]:
+    """The paired growth: per row, each side's median p50, the ratio of those (as the growth column), the
+    median of the cells' paired ratios with its halves and bootstrap interval, and this run's sequential
+    growth beside it where the run measured the sizes too."""
+    small, big = paired["sizes"]
+    a, b = _label(small), _label(big)
+    ready = "; ".join(f"{_label(n)} covered {r['covered_s']:.1f} s, quiet {r['quiet_s']:.0f} s"
+                      for n, r in zip(paired["sizes"], paired["ready"], strict=True))
+    lines = [f"paired growth {b}/{a}: both daemons at once, each cell's calls alternating between them "
+             f"({paired['rounds']} pairs a cell after one untimed call each, the side going first varied), "
+             f"{paired['started']} - {paired['ended']}, load {paired['load_start']:.1f} -> {paired['load_end']:.1f}; "
+             f"{paired['measure_s']:.0f} s of calls, {paired['total_s']:.0f} s with the starts and stops ({ready})", "",
+             f"| row | {a} p50, median of cells | {b} ditto | ratio of those | **median of cell ratios** | "
+             "first half / second half of the pairs | 90% bootstrap | worst cell | same daemons one after the other: "
+             "ratio of medians / median of cell ratios | sequential growth, this run's rows |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    names = {"semantic": "`/semantic`", "semantic_absent": "`/semantic`, a word no event holds",
+             "search": "`/search`"}
+    for row, name in names.items():
+        r = paired["routes"][row]
+        seq = "-"
+        if small in sizes and big in sizes and row in sizes[small] and row in sizes[big]:
+            seq = f"{sizes[big][row]['median'] / sizes[small][row]['median']:.2f}x"
+        block = paired.get("blocks", {}).get(row)
+        control = f"{block['of_medians']:.2f}x / {block['median']:.2f}x" if block else "-"
+        lines.append(f"| {name}, {len(r['cells'])} cells | {r['small_ms']:.1f} ms | {r['big_ms']:.1f} ms | "
+                     f"{r['of_medians']:.2f}x | **{r['median']:.2f}x** | {r['halves'][0]:.2f}x / "
+                     f"{r['halves'][1]:.2f}x | {r['interval'][0]:.2f}-{r['interval'][1]:.2f}x | "
+                     f"{r['worst_cell']!r} {r['worst']:.2f}x | {control} | {seq} |")
+    rss = paired["rss_mb"]
+    lines.append(f"| daemon RSS after them and one `/context`, same moment | {rss[0]:,.0f} MB | {rss[1]:,.0f} MB | "
+                 f"{rss[1] / rss[0]:.2f}x | | | | | | - |")
     return lines

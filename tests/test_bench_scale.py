@@ -12,11 +12,13 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+import pytest
 
 BENCH = Path(__file__).resolve().parent.parent / "bench"
 sys.path.insert(0, str(BENCH))
 
 import bench_scale  # noqa: E402
+import scale_paired  # noqa: E402
 import scale_parts  # noqa: E402
 from scale_report import ROWS, report  # noqa: E402
 
@@ -75,6 +77,44 @@ def test_report_shows_every_row_with_its_growth_and_every_goal_against_its_targe
     assert "| daemon RSS after queries | 3M | 600 MB | <= 600 MB | met |" in lines
 
 
+def _paired(k: float) -> dict[str, Any]:
+    """A paired growth as bench_scale records it: each cell's 3M call `k` times its 1M call, 21 pairs."""
+    rows = scale_paired.cells(bench_scale.QUERIES, bench_scale.ABSENT_QUESTIONS, bench_scale.WINDOWS)
+    routes = {row: scale_paired.summarize({f"{q} | {h}": [[5.0, 5.0 * k]] * 21 for _, q, h in cells}, resamples=20)
+              for row, cells in rows.items()}
+    return {"sizes": [1_000_000, 3_000_000], "rounds": 21, "started": "06:40:00 UTC", "ended": "06:42:00 UTC",
+            "load_start": 3.0, "load_end": 4.0, "measure_s": 60.0, "total_s": 95.0, "quiet_s": 2.0,
+            "ready": [{"covered_s": 0.1, "quiet_s": 1.0}] * 2, "routes": routes, "rss_mb": [200.0, 260.0],
+            "blocks": {row: {"small_ms": 5.0, "big_ms": 7.0, "of_medians": 1.4, "median": 1.35} for row in routes}}
+
+
+def test_summarize_takes_the_median_of_paired_ratios_its_halves_and_an_interval() -> None:
+    """A cell's ratio is the median of its pairs' ratios, not a ratio of two medians: a slow moment that
+    hits both calls of a pair leaves it; the halves and the bootstrap interval show the spread."""
+    slow = [[5.0, 6.0], [5.0, 6.5], [50.0, 65.0], [5.0, 7.0], [5.0, 7.5], [50.0, 75.0]]    # 1.2 1.3 1.3 1.4 1.5 1.5
+    row = scale_paired.summarize({"a | 24": slow, "b | 24": [[2.0, 2.0]] * 6, "c | 24": [[1.0, 3.0]] * 6})
+    assert row["cells"]["a | 24"]["ratio"] == 1.35 and row["worst_cell"] == "c | 24" and row["worst"] == 3.0
+    assert row["median"] == 1.35 and row["halves"] == [1.3, 1.5]
+    assert 1.0 <= row["interval"][0] <= 1.35 <= row["interval"][1] <= 1.5
+    assert row["small_ms"] == 2.0 and row["big_ms"] == 3.0 and row["of_medians"] == 1.5 and row["pairs"] == 6
+
+
+def test_report_shows_the_paired_growth_beside_the_sequential_one() -> None:
+    results = {**_results(), "paired": _paired(1.2)}
+    lines = report(results, as_json=False).splitlines()
+    assert "| `/semantic` p50 growth, paired: median of cell ratios | 3M/1M paired | 1.20x | <= 1.3x | met |" in lines
+    assert "| daemon RSS growth, paired: the same moment | 3M/1M paired | 1.30x | <= 1.5x | met |" in lines
+    row = next(line for line in lines if line.startswith("| `/semantic`, 30 cells |"))
+    assert row == ("| `/semantic`, 30 cells | 5.0 ms | 6.0 ms | 1.20x | **1.20x** | 1.20x / 1.20x | 1.20-1.20x | "
+                   "'Zanzibar-Quokka | 24' 1.20x | 1.40x / 1.35x | 2.00x |")   # the control, the sequential rows
+    assert any(line.startswith("| `/semantic`, a word no event holds, 12 cells |") for line in lines)
+    # a paired-only run: its table alone; merged with an earlier run of the sizes, both
+    alone = report({**_results(), "sizes": {}, "paired": _paired(1.5)}, as_json=False)
+    assert "| `/search`, 30 cells | 5.0 ms | 7.5 ms | 1.50x | **1.50x** |" in alone and "| goal |" not in alone
+    merged = bench_scale.merge([_results(), {**_results(), "sizes": {}, "paired": _paired(1.5)}])
+    assert "| `/search`, 30 cells | 5.0 ms | 7.5 ms | 1.50x | **1.50x** |" in report(merged, as_json=False)
+
+
 def test_report_of_one_size_without_a_feed_says_what_was_not_measured() -> None:
     results = _results()
     results["sizes"] = {2000: _size(2000, 1.0, False)}
@@ -89,6 +129,22 @@ def test_bad_options_are_named() -> None:
                           (["--tree", "/"], "--tree /: no urchin package")):
         run = subprocess.run([sys.executable, str(BENCH / "bench_scale.py"), *argv], capture_output=True, text=True)
         assert run.returncode == 2 and message in run.stderr, run.stderr
+
+
+def test_paired_only_needs_two_sizes_and_their_kept_homes(tmp_path: Path, capsys: pytest.CaptureFixture[str]
+                                                          ) -> None:
+    parser = bench_scale._parser()
+    for argv, message in ((["--events", "1000", "--paired-only"], "--paired-only: two sizes"),
+                          (["--events", "1000,3000", "--paired-only", "--workdir", str(tmp_path)],
+                           f"--paired-only: no home with a journal at {tmp_path}/run-1000/home")):
+        with pytest.raises(SystemExit):
+            bench_scale._sizes(parser.parse_args(argv), parser)
+        assert message in capsys.readouterr().err
+    for n in (1000, 3000):          # homes a run with --keep-homes left
+        (tmp_path / f"run-{n}" / "home" / "journal").mkdir(parents=True)
+        (tmp_path / f"run-{n}" / "home" / "journal" / "events.jsonl").touch()
+    argv = ["--events", "3000,1000,2000", "--paired-only", "--workdir", str(tmp_path)]
+    assert bench_scale._sizes(parser.parse_args(argv), parser) == [1000, 2000, 3000]
 
 
 def test_the_memory_sampler_sums_the_pss_beside_the_rss_where_a_fork_shares_pages() -> None:
