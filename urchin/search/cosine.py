@@ -371,7 +371,7 @@ class TokenCosineIndex:
             inside = ts <= until_ms if since_ms is None else (ts <= until_ms) & (ts >= since_ms)
             if inside.any():
                 hi = int(after[inside].max()) + 1
-        a, b = np.searchsorted(late, (lo, hi))
+        a, b = np.searchsorted(late, np.array((lo, hi), dtype=late.dtype))   # int64 keys would cast `late`
         return lo, hi, bool(b > a)
 
 

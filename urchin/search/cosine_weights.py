@@ -85,8 +85,9 @@ def kind_prior(index: TokenCosineIndex, scores: np.ndarray, kinds: np.ndarray, s
     memories = [code for value in MEMORY_KINDS if (code := field.get(value)) is not None] if s.memory else []
     speakers = [names[v] for v in named(names, terms)] if s.named_source > 0 else []
     if kinds_named:
-        scores[member(kinds, kinds_named, len(field))] *= np.float32(1.0 + s.kind)
+        np.multiply(scores, np.float32(1.0 + s.kind), out=scores, where=member(kinds, kinds_named, len(field)))
     if memories:
-        scores[member(kinds, memories, len(field))] *= np.float32(1.0 + s.memory)
+        np.multiply(scores, np.float32(1.0 + s.memory), out=scores, where=member(kinds, memories, len(field)))
     if speakers:
-        scores[member(sources, speakers, len(names))] *= np.float32(1.0 + s.named_source)
+        np.multiply(scores, np.float32(1.0 + s.named_source), out=scores,
+                    where=member(sources, speakers, len(names)))
