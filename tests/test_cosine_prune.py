@@ -17,8 +17,8 @@ import pytest
 from urchin.event import Event
 from urchin.search import cosine_region
 from urchin.search.cosine import TokenCosineIndex
+from urchin.search.cosine_bounds import _block_max
 from urchin.search.cosine_kept import session_floor
-from urchin.search.cosine_prune import _block_max
 from urchin.search.cosine_query import Scored, merge
 from urchin.search.cosine_settings import RankingSettings
 
