@@ -25,24 +25,34 @@ Named = tuple[tuple[int, ...], tuple[int, ...]]    # the kind codes and source c
 
 class TermBounds(NamedTuple):
     """Per block, in float16 rounded up (still at least the float32 maxima) and bits: blocks of 64 rows
-    at 3M rows, 5 bytes a block (~190 KB a term), not 9 (422 KB)."""
+    at 3M rows, 5 bytes a block (~190 KB a term), not 9 (422 KB); and per super-block (`super_block`
+    blocks), the most of its blocks' maxima in float32 (2 bytes a block at 4 blocks a super-block), so a
+    query sums its terms over those first. Both legs side by side: one gather and one product for both."""
 
-    rank: np.ndarray     # per block: the most of prior x y_t (divide by K)
-    sess: np.ndarray     # per block: the most of prior x y_t / K + session x L_t
+    maxima: np.ndarray   # (super-blocks, leg, block): per block (zeros to the last super-block's end), the
+    #                      most of prior x y_t (divide by K), and of prior x y_t / K + session x L_t
+    top: np.ndarray      # (super-blocks, leg): the most of `maxima` over each super-block's blocks, float32
     present: np.ndarray  # per block: the term occurs there, a bit each (np.packbits)
 
-    def add(self, b0: int, b1: int, scale: float, rank: np.ndarray, sess: np.ndarray, buffer: np.ndarray) -> None:
-        """Add each leg's maxima of blocks b0..b1-1 times `scale` to `rank` and `sess` in float32, through
-        `buffer` (float16 products would round by more than `_MARGIN`, float32's by ~1e-7; float16
-        arithmetic converts on every step: at 90 d and 3M rows ~2x the time of a copy first)."""
-        for maxima, out in ((self.rank, rank), (self.sess, sess)):
-            buffer[:] = maxima[b0:b1]
-            buffer *= np.float32(scale)
-            out += buffer
+    def add(self, c0: int, c1: int, scale: float, sums: np.ndarray, buffer: np.ndarray) -> None:
+        """Add each leg's maxima of super-blocks c0..c1-1 times `scale` to `sums` (c1 - c0, leg) in float32,
+        through `buffer` (float16 products would round by more than `_MARGIN`, float32's by ~1e-7). Kept in
+        float32 (float16's exact values): a float16 array's conversion costs ~10x its float32 product."""
+        np.multiply(self.top[c0:c1], np.float32(scale), out=buffer)
+        sums += buffer
 
-    def holds(self, b0: int, b1: int) -> np.ndarray:
-        bits = np.unpackbits(self.present[b0 // 8:(b1 + 7) // 8])
-        return bits[b0 % 8:b0 % 8 + b1 - b0].astype(bool)
+    def add_at(self, supers: np.ndarray, scale: float, sums: np.ndarray) -> None:
+        """`add` of the blocks of `supers` to `sums` (len(supers), leg, block): the same float32 steps, so a
+        block's sum is the same whatever is gathered with it, and at most its super-block's (each addend
+        is, and rounding is monotone)."""
+        buffer = np.take(self.maxima, supers, axis=0).astype(np.float32)   # np.take: ~4x `[supers]`
+        buffer *= np.float32(scale)
+        sums += buffer
+
+    def packed(self, p0: int, p1: int) -> np.ndarray:
+        """The presence bits' bytes p0..p1-1 (blocks 8 p0 .. 8 p1 - 1), zeros past the last block."""
+        got = self.present[p0:p1]
+        return got if len(got) == p1 - p0 else np.concatenate([got, np.zeros(p1 - p0 - len(got), dtype=np.uint8)])
 
 
 class Bounds:
@@ -54,6 +64,7 @@ class Bounds:
         self.rows, self.epoch, self.base = n, index._norm_epoch, pivot_base(index)
         settings = index.settings    # dropped with the maxima when the index's settings change
         self.block, self.growth, self.kept = settings.block, settings.bound_growth, settings.bound_terms
+        self.super = settings.super_block
         self.terms: OrderedDict[tuple[int, Named], TermBounds] = OrderedDict()
         self.first = np.zeros(0, dtype=np.int64)
         self.last = np.zeros(0, dtype=np.int64)
@@ -83,7 +94,7 @@ class Bounds:
         key = (term, named)
         got = self.terms.get(key)
         if got is None:
-            got = self.terms[key] = _derive(index, term, self.rows, self.base, self.block, named)
+            got = self.terms[key] = _derive(index, term, self.rows, self.base, self.block, self.super, named)
             if len(self.terms) > self.kept:
                 self.terms.popitem(last=False)
         else:
@@ -92,7 +103,7 @@ class Bounds:
 
     @property
     def nbytes(self) -> int:
-        return sum(t.rank.nbytes + t.sess.nbytes + t.present.nbytes for t in self.terms.values()) + \
+        return sum(sum(a.nbytes for a in t) for t in self.terms.values()) + \
             self.first.nbytes + self.last.nbytes
 
 
@@ -117,7 +128,8 @@ def _block_max(values: np.ndarray, blocks: int, block: int) -> np.ndarray:
     return half
 
 
-def _derive(index: TokenCosineIndex, term: int, n: int, base: float, block: int, named: Named) -> TermBounds:
+def _derive(index: TokenCosineIndex, term: int, n: int, base: float, block: int, size: int,
+            named: Named) -> TermBounds:
     """A term's maxima per block of `block` rows over rows 0..n-1 (O(rows) once per term and `named`),
     each row's priors in: memories', and those of the kinds and sources `named` (`_kind_prior`'s)."""
     s = index.settings
@@ -150,12 +162,20 @@ def _derive(index: TokenCosineIndex, term: int, n: int, base: float, block: int,
         y[member(sources.column.data[:n], named_sources, len(sources))] *= np.float32(1.0 + s.named_source)
     rank = _block_max(y, blocks, block)
     codes = index._fields["session"].column.data[:n]
-    size = len(index._fields["session"]) - 1
+    sessions = len(index._fields["session"]) - 1
     has = codes[rows] >= 0
-    sums = np.bincount(codes[rows][has], x[has], minlength=size)
-    level = np.append(sums / np.sqrt(np.maximum(index._session_rows.data[:size], 1)) * s.session,
+    sums = np.bincount(codes[rows][has], x[has], minlength=sessions)
+    level = np.append(sums / np.sqrt(np.maximum(index._session_rows.data[:sessions], 1)) * s.session,
                       0.0).astype(np.float32)
     y /= np.float32(1.0 + 2 * sum(weights))
     y += level[codes]                             # code -1: the appended 0
     present = np.packbits(np.bincount(rows // block, minlength=blocks) > 0)
-    return TermBounds(rank, _block_max(y, blocks, block), present)
+    maxima = np.stack([_padded(rank, size), _padded(_block_max(y, blocks, block), size)], axis=1)
+    return TermBounds(maxima, maxima.max(axis=2).astype(np.float32), present)
+
+
+def _padded(maxima: np.ndarray, size: int) -> np.ndarray:
+    """The maxima and zeros to a whole number of super-blocks (of `size` blocks), a row each."""
+    padded = np.zeros(-(-len(maxima) // size) * size, dtype=maxima.dtype)
+    padded[:len(maxima)] = maxima
+    return padded.reshape(-1, size)

@@ -26,7 +26,7 @@ import numpy as np
 
 from urchin.search import cosine_region
 from urchin.search.assoc import TF_WEIGHT
-from urchin.search.cosine_bounds import Bounds, Named, pivot_base
+from urchin.search.cosine_bounds import Bounds, Named, TermBounds, pivot_base
 from urchin.search.cosine_kept import Kept, Part, Reach, Reached
 from urchin.search.cosine_query import Query, Scored, member, raw_scores
 from urchin.search.cosine_region import Few
@@ -43,6 +43,9 @@ __all__ = ["Bounds", "top"]
 # first, rounds, the share of blocks worth it, growth) are the index's settings (cosine_settings.py).
 # Not a setting: a match summed in float32 in another order may pass its bound by a rounding, never by this.
 _MARGIN = 1 + 1e-4
+# A window of fewer blocks than this many first reads has every block's bounds made at once: the first
+# reads' best blocks are in ~40% of a week's super-blocks at 3M rows, and one pass costs less than several.
+_EAGER = 32
 
 
 def _named(index: TokenCosineIndex, words: set[str]) -> Named:
@@ -72,64 +75,36 @@ def top(index: TokenCosineIndex, q: Query, groups: list[list[tuple[int, ...]]],
     b0, b1 = lo // block, (min(hi, made) - 1) // block + 1
     if b1 <= b0:
         return None
-    rank_sum = np.zeros(b1 - b0, dtype=np.float32)
-    sess_sum = np.zeros(b1 - b0, dtype=np.float32)
-    present: dict[int, np.ndarray] = {}
-    buffer = np.empty(b1 - b0, dtype=np.float32)
-    for term, scale in scales:
-        tb = bounds.term(index, term, named_codes)
-        tb.add(b0, b1, float(scale), rank_sum, sess_sum, buffer)
-        present[term] = tb.holds(b0, b1)
-    tier = np.ones(b1 - b0, dtype=bool)
-    for alternatives in groups:
-        ok = np.zeros(b1 - b0, dtype=bool)
-        for alt in alternatives:
-            ok |= np.logical_and.reduce([present[t] for t in alt])
-        tier &= ok
-    # No block holds every word (a word no event holds, or words never in one block): no row does, and the
-    # ranking is `_Ranking._reached`'s with no tier (matches, their neighbours, matched sessions' turns),
-    # each row's bound its block's without `every`
-    reach = not tier.any()
-    if reach:
-        tier[:] = True
-    now = pivot_base(index)
-    factor = max(1.0, bounds.base / now if now > 0 else 1.0) * _MARGIN
-    k = 1.0 + 2 * sum(q.context)
-    every, rank = 0.0 if reach else q.scale.every, q.scale.rank
-    rank_bound = np.where(tier, _as_raw(every, rank, factor * rank_sum / k), -np.inf)
-    sess_bound = np.where(tier, _as_raw(every, rank, factor * sess_sum), -np.inf) if q.slots else \
-        np.full(b1 - b0, -np.inf)
+    terms = {term: (bounds.term(index, term, named_codes), float(scale)) for term, scale in scales}
+    level = _Level(index, q, groups, terms, bounds, b0, b1)
     # sessions the maxima do not hold for: cut by the window, or grown since they were made
     first, last = bounds.first, bounds.last
     whole = np.flatnonzero(((first < lo) & (last >= lo)) | ((first < hi) & (last >= hi)) | (last >= made))
     fresh = np.arange(made // block, (hi - 1) // block + 1) if hi > made else np.zeros(0, dtype=np.int64)
-    # the most a row can score (`raw_scores`): rows scoring that much sort newest first, so a block whose
-    # rows are all older than a floor's row at that score holds none that can enter (`_over`)
-    most_raw = float(np.float32(every) + np.float32(rank) * np.float32(1.0))
-    by_rank, by_sess = _Best(rank_bound, most_raw), _Best(sess_bound, most_raw)
+    by_rank, by_sess = _Leg(level, 0), _Leg(level, 1)
     chosen: set[int] = set(fresh.tolist())
     read: set[int] = set()
     wanted: set[int] = set()    # blocks over a floor, not read yet, that the legs' best missed
-    newest = index._ts_max.view()[np.minimum(np.arange(b0 + 1, b1 + 1) * block, made) - 1]   # latest ts a block holds
-    kept: Kept | Reached = Reached(index, q) if reach else Kept(index, q)
+    kept: Kept | Reached = Reached(index, q) if level.reach else Kept(index, q)
     rare = cosine_region.few(index, scales, lo, hi)
     # blocks read of each leg's best (none for a query without a session leg)
     size, most = [s.first_blocks, s.first_blocks if q.slots else 0], (b1 - b0) // s.read_share
     for _ in range(s.rounds):
         best = np.concatenate([by_rank.first(size[0]), by_sess.first(size[1])])
-        chosen |= {b0 + b for b in best[tier[best]].tolist()} | wanted
+        chosen |= set(best.tolist()) | wanted
         if len(chosen) > most:
             return None
         new = sorted(chosen - read)
         # Each block is scored once: its rows' scores depend on their own sessions alone (read whole),
         # so the best of the blocks read so far is the best of each round's best, kept.
         try:
-            part = _evaluate(index, q, groups, ranking, scales, rare, new, whole, bounds, not kept.whole, reach) \
-                if new or not kept.whole else (0, [], None, False)
+            part = _evaluate(index, q, groups, ranking, scales, rare, new, whole, bounds, not kept.whole,
+                             level.reach) if new or not kept.whole else (0, [], None, False)
         except _Declined:
             return None
         if part is not None:
             read.update(new)
+            level.mark(new)
             kept.add(part)
         floors = kept.floors() if part is not None else None
         if floors is None:
@@ -138,16 +113,17 @@ def top(index: TokenCosineIndex, q: Query, groups: list[list[tuple[int, ...]]],
             size = [4 * n for n in size]
             continue
         ts = index._ts.data
-        over = [_over(rank_bound, floors.rank, ts[floors.rank_row], most_raw, newest),
-                _over(sess_bound, floors.sess, ts[floors.sess_row] if floors.sess_row >= 0 else 0, most_raw, newest)]
-        left = [set((b0 + np.flatnonzero(m)).tolist()) - read for m in over]
-        if not left[0] and not left[1]:  # every block whose bound reaches a floor was read
-            return kept.result()
+        over = [by_rank.over(floors.rank, int(ts[floors.rank_row]), level.read, 4 * size[0]),
+                by_sess.over(floors.sess, int(ts[floors.sess_row]) if floors.sess_row >= 0 else 0, level.read,
+                             4 * size[1])]
+        if not any(len(left) for _, left, _ in over) and all(every for _, _, every in over):
+            return kept.result()    # every block whose bound reaches a floor was read
         # The floors rise as more of the best blocks are read, and the blocks over them fall: read 4x as
         # many of a leg's best, or every block over its floor now when that is fewer (then none is left
         # over); a leg whose blocks over its floor were all read reads no more
-        counts = [int(m.sum()) for m in over]
-        wanted = set().union(*(b for b, n, m in zip(left, size, counts, strict=True) if m <= n))
+        counts = [found if every else max(found, 4 * n + 1) for (found, _, every), n in zip(over, size, strict=True)]
+        wanted = set().union(*(set(left.tolist()) for (_, left, _), n, m in zip(over, size, counts, strict=True)
+                               if m <= n))
         size = [n if m <= n else min(4 * n, m) for n, m in zip(size, counts, strict=True)]
     return None
 
@@ -167,33 +143,184 @@ def _worth(index: TokenCosineIndex, q: Query, scales: list[tuple[int, np.float32
     return postings * ((1 if tiered else 2) - first / max(blocks, 1)) >= s.min_postings
 
 
-def _over(bound: np.ndarray, floor: float, floor_ts: int, most_raw: float, newest: np.ndarray) -> np.ndarray:
-    """The blocks that can hold a row entering a leg over its floor: their bound reaches it, and when the
-    floor is the most a row can score, they hold a row as new as the floor's (`_top`: newer first)."""
-    over = bound >= floor
-    if floor >= most_raw:
-        over &= newest >= floor_ts
-    return over
+class _Level:
+    """A query's bounds over the window's blocks b0..b1-1, in two levels: per super-block (`super_block`
+    blocks, aligned: blocks c0 S .. c1 S - 1), summed over its terms for every super-block of the window;
+    per block, summed only inside the super-blocks a leg looks into (`expand`), so the work per block
+    follows the blocks kept, not the window's. A super-block's bound is at least each of its blocks'.
+    Which blocks hold every word (the tier) is exact per block (the terms' presence bits ANDed a byte at
+    a time); no block holding every word is `reach` (`_Ranking._reached`'s ranking: every block is in)."""
+
+    def __init__(self, index: TokenCosineIndex, q: Query, groups: list[list[tuple[int, ...]]],
+                 terms: dict[int, tuple[TermBounds, float]], bounds: Bounds, b0: int, b1: int) -> None:
+        size = self.size = bounds.super
+        c0, c1 = b0 // size, (b1 - 1) // size + 1
+        self.start, self.made, self.block, self.terms = c0 * size, bounds.rows, bounds.block, list(terms.values())
+        self.ts_max = index._ts_max.view()
+        n = (c1 - c0) * size
+        p0, p1 = self.start // 8, (self.start + n + 7) // 8
+        bits = np.full(p1 - p0, 0xFF, dtype=np.uint8)
+        packed = {t: tb.packed(p0, p1) for t, (tb, _) in terms.items()}
+        for alternatives in groups:
+            ok = np.zeros(p1 - p0, dtype=np.uint8)
+            for alt in alternatives:
+                both = np.full(p1 - p0, 0xFF, dtype=np.uint8)
+                for t in alt:
+                    both &= packed[t]
+                ok |= both
+            bits &= ok
+        tier = np.unpackbits(bits)[self.start % 8:self.start % 8 + n].astype(bool)
+        inside = np.zeros(n, dtype=bool)
+        inside[b0 - self.start:b1 - self.start] = True
+        tier &= inside
+        # No block holds every word (a word no event holds, or words never in one block): no row does, and
+        # the ranking is `_Ranking._reached`'s with no tier (matches, their neighbours, matched sessions'
+        # turns), each row's bound its block's without `every`
+        self.reach = not tier.any()
+        self.tier = inside if self.reach else tier
+        now = pivot_base(index)
+        self.factor = max(1.0, bounds.base / now if now > 0 else 1.0) * _MARGIN
+        self.k, self.slots = 1.0 + 2 * sum(q.context), q.slots
+        self.every, self.rank = 0.0 if self.reach else q.scale.every, q.scale.rank
+        # the most a row can score (`raw_scores`): rows scoring that much sort newest first, so a block whose
+        # rows are all older than a floor's row at that score holds none that can enter (`over`)
+        self.most_raw = float(np.float32(self.every) + np.float32(self.rank) * np.float32(1.0))
+        sums, buffer = np.zeros((c1 - c0, 2), dtype=np.float32), np.empty((c1 - c0, 2), dtype=np.float32)
+        for tb, scale in self.terms:
+            tb.add(c0, c1, scale, sums, buffer)
+        held = np.asarray(self.tier.reshape(-1, size).any(axis=1))
+        self.top = self._bounds(held, sums[:, 0], sums[:, 1])
+        last = self.start + (np.arange(c1 - c0) + 1) * size     # a super-block's newest: its last block's
+        self.top_newest = self.ts_max[np.minimum(last * self.block, self.made) - 1]
+        self.bound = (np.empty(n), np.empty(n))     # per block of the super-blocks expanded
+        self.newest = np.empty(n, dtype=self.ts_max.dtype)
+        self.done = np.zeros(c1 - c0, dtype=bool)
+        self.read = np.zeros(n, dtype=bool)
+        if b1 - b0 < _EAGER * index.settings.first_blocks:
+            self.blocks(np.arange(c1 - c0))     # the first reads look into most of them: at once
+
+    def mark(self, blocks: list[int]) -> None:
+        """`blocks` (absolute) were read."""
+        at = np.asarray(blocks, dtype=np.int64) - self.start
+        self.read[at[(at >= 0) & (at < len(self.read))]] = True
+
+    def _bounds(self, tier: np.ndarray, rank_sum: np.ndarray, sess_sum: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        rank = np.where(tier, _as_raw(self.every, self.rank, self.factor * rank_sum / self.k), -np.inf)
+        sess = np.where(tier, _as_raw(self.every, self.rank, self.factor * sess_sum), -np.inf) if self.slots \
+            else np.full(len(tier), -np.inf)
+        return rank, sess
+
+    def blocks(self, supers: np.ndarray) -> np.ndarray:
+        """The blocks (relative to the first super-block's first) of `supers`, their bounds made."""
+        size = self.size
+        new = supers[~self.done[supers]]
+        if len(new):
+            self.done[new] = True
+            sums = np.zeros((len(new), 2, size), dtype=np.float32)
+            for tb, scale in self.terms:
+                tb.add_at(new + self.start // size, scale, sums)
+            at = (new[:, None] * size + np.arange(size)).ravel()
+            got = self._bounds(self.tier[at], sums[:, 0].ravel(), sums[:, 1].ravel())
+            for mine, leg in zip(self.bound, got, strict=True):
+                mine[at] = leg
+            self.newest[at] = self.ts_max[np.minimum((self.start + at + 1) * self.block, self.made) - 1]
+        return (supers[:, None] * size + np.arange(size)).ravel()
 
 
-class _Best:
+class _Leg:
     """A leg's blocks by falling bound, those that can reach the most a row can score newest first
-    (`_over`), the first `k` found when asked: a partition, not a sort of every block of the window (at
-    90 d and 3M rows, 47k blocks of 64 rows: ~2 ms a leg sorted)."""
+    (`over`). Before a floor is known, the best of the blocks of its best super-blocks (twice as many
+    blocks as asked: not a sort of every block of the window, 47k blocks of 64 rows at 90 d and 3M rows);
+    after, the best of the blocks over the floor (every block that can still enter is there)."""
 
-    def __init__(self, bound: np.ndarray, most_raw: float) -> None:
-        capped = bound > most_raw
-        self.bound = np.where(capped, most_raw + 1 + np.arange(len(bound)), bound) if capped.any() else bound
-        self.order = np.zeros(0, dtype=np.int64)
+    def __init__(self, level: _Level, leg: int) -> None:
+        self.level, self.leg = level, leg
+        self.key = self._key(level.top[leg], (np.arange(len(level.done)) + 1) * level.size - 1)
+        self.over_at: np.ndarray | None = None      # the blocks over the last floor (relative)
+
+    def _key(self, bound: np.ndarray, at: np.ndarray) -> np.ndarray:
+        most = self.level.most_raw
+        capped = bound > most      # at the cap: newest first (a super-block's key is its newest block's)
+        return np.where(capped, most + 1 + at, bound) if capped.any() else bound
 
     def first(self, k: int) -> np.ndarray:
-        if len(self.order) < min(k, len(self.bound)):
-            if k >= len(self.bound):
-                self.order = np.argsort(-self.bound)
-            else:
-                part = np.argpartition(-self.bound, k)[:k]
-                self.order = part[np.argsort(-self.bound[part])]
-        return self.order[:k]
+        """Up to `k` blocks (absolute) holding every word, of the highest bounds."""
+        level = self.level
+        if k <= 0:
+            return np.zeros(0, dtype=np.int64)
+        if self.over_at is not None:
+            at = self.over_at
+            key = self._key(level.bound[self.leg][at], at)
+        else:
+            supers, live = np.arange(len(self.key)), int((self.key > -np.inf).sum())
+            m = min(-(-2 * k // level.size), live)
+            while True:
+                best, after = _most(self.key, supers, m)
+                at = level.blocks(best)
+                key = self._key(level.bound[self.leg][at], at)
+                if m >= live:
+                    break
+                m = self._more(key, k, after, supers, m)
+                if not m:
+                    break
+        held = key > -np.inf
+        at, key = at[held], key[held]
+        if len(key) > k:
+            at = at[np.argpartition(-key, k)[:k]]
+        return level.start + at
+
+    def over(self, floor: float, floor_ts: int, read: np.ndarray, enough: int) -> tuple[int, np.ndarray, bool]:
+        """The blocks that can hold a row entering the leg over its floor: their bound reaches it, and when
+        the floor is the most a row can score, they hold a row as new as the floor's (`_top`: newer first).
+        Looked for inside the super-blocks that can hold such a block, the best first, until more than
+        `enough` are found, the best `enough` of the window's among them (the next round reads no more than
+        those), and one not `read` (a mask of the window's): (how many were found, those not read
+        (absolute), whether that is all of them)."""
+        level = self.level
+        over = level.top[self.leg] >= floor
+        if floor >= level.most_raw:
+            over &= level.top_newest >= floor_ts
+        supers = np.flatnonzero(over)
+        m = max(1, -(-2 * enough // level.size))
+        while True:
+            best, after = _most(self.key, supers, m)
+            at, left = self._over(best, floor, floor_ts, read)
+            if len(best) == len(supers):
+                break
+            m = self._more(self._key(level.bound[self.leg][at], at), enough, after, supers, m) if \
+                enough and len(left) else 2 * m
+            if not m:
+                break
+        self.over_at = at
+        return len(at), level.start + left, len(best) == len(supers)
+
+    def _more(self, key: np.ndarray, k: int, after: float, supers: np.ndarray, m: int) -> int:
+        """How many of `supers` to look into for the best `k` blocks, `key` those of the best `m` (`after`:
+        the next one's key), or 0 when those hold them: every block of the best k has a key, and so its
+        super-block, at least the k-th of those found. So as many as reach it, at most twice `m`."""
+        if (key > -np.inf).sum() < k:
+            return 2 * m
+        kth = float(np.partition(key, len(key) - k)[len(key) - k])
+        return 0 if kth >= after else min(int((self.key[supers] >= kth).sum()), 2 * m)
+
+    def _over(self, supers: np.ndarray, floor: float, floor_ts: int, read: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """`over`'s blocks in `supers`, and those of them not read."""
+        level = self.level
+        at = level.blocks(supers)
+        keep = level.bound[self.leg][at] >= floor
+        if floor >= level.most_raw:
+            keep &= level.newest[at] >= floor_ts
+        at = at[keep]
+        return at, at[~read[at]]
+
+
+def _most(key: np.ndarray, supers: np.ndarray, m: int) -> tuple[np.ndarray, float]:
+    """The `m` of `supers` of the highest `key` (in no order) and the next one's key (-inf: none left):
+    a partition, not a sort (a stable sort of 12k super-blocks' keys: ~1 ms)."""
+    if m >= len(supers):
+        return supers, -np.inf
+    part = np.argpartition(-key[supers], m)
+    return supers[part[:m]], float(key[supers[part[m]]])
 
 
 def _as_raw(every: float, rank: float, match: np.ndarray) -> np.ndarray:
