@@ -18,7 +18,7 @@ from urchin.search.cosine_query import member
 if TYPE_CHECKING:
     from urchin.search.cosine import TokenCosineIndex
 
-__all__ = ["Bounds", "Named", "TermBounds", "pivot_base"]
+__all__ = ["Bounds", "Named", "TermBounds", "pivot_base", "widened"]
 
 Named = tuple[tuple[int, ...], tuple[int, ...]]    # the kind codes and source codes a query names
 
@@ -29,7 +29,7 @@ class TermBounds(NamedTuple):
     blocks), the most of its blocks' maxima in float32 (2 bytes a block at 4 blocks a super-block), so a
     query sums its terms over those first. Both legs side by side: one gather and one product for both."""
 
-    maxima: np.ndarray   # (super-blocks, leg, block): per block (zeros to the last super-block's end), the
+    maxima: np.ndarray   # (super-blocks, block, leg): per block (zeros to the last super-block's end), the
     #                      most of prior x y_t (divide by K), and of prior x y_t / K + session x L_t
     top: np.ndarray      # (super-blocks, leg): the most of `maxima` over each super-block's blocks, float32
     present: np.ndarray  # per block: the term occurs there, a bit each (np.packbits)
@@ -39,14 +39,6 @@ class TermBounds(NamedTuple):
         through `buffer` (float16 products would round by more than `_MARGIN`, float32's by ~1e-7). Kept in
         float32 (float16's exact values): a float16 array's conversion costs ~10x its float32 product."""
         np.multiply(self.top[c0:c1], np.float32(scale), out=buffer)
-        sums += buffer
-
-    def add_at(self, supers: np.ndarray, scale: float, sums: np.ndarray) -> None:
-        """`add` of the blocks of `supers` to `sums` (len(supers), leg, block): the same float32 steps, so a
-        block's sum is the same whatever is gathered with it, and at most its super-block's (each addend
-        is, and rounding is monotone)."""
-        buffer = np.take(self.maxima, supers, axis=0).astype(np.float32)   # np.take: ~4x `[supers]`
-        buffer *= np.float32(scale)
         sums += buffer
 
     def packed(self, p0: int, p1: int) -> np.ndarray:
@@ -170,8 +162,19 @@ def _derive(index: TokenCosineIndex, term: int, n: int, base: float, block: int,
     y /= np.float32(1.0 + 2 * sum(weights))
     y += level[codes]                             # code -1: the appended 0
     present = np.packbits(np.bincount(rows // block, minlength=blocks) > 0)
-    maxima = np.stack([_padded(rank, size), _padded(_block_max(y, blocks, block), size)], axis=1)
-    return TermBounds(maxima, maxima.max(axis=2).astype(np.float32), present)
+    maxima = np.stack([_padded(rank, size), _padded(_block_max(y, blocks, block), size)], axis=2)
+    return TermBounds(maxima, widened(maxima).max(axis=1), present)
+
+
+def widened(half: np.ndarray) -> np.ndarray:
+    """Non-negative float16 maxima as float32 at least as large, from their bits (numpy's conversion of
+    float16 costs ~5 ns a value here, ~10x this): a normal value exactly, zero or a subnormal as a little
+    more (at most 2^-14), inf as inf. Blocks and super-blocks are widened alike, so a super-block's
+    maximum is still at least its blocks'."""
+    bits = half.view(np.uint16).astype(np.uint32)
+    out = ((bits << np.uint32(13)) + np.uint32(112 << 23)).view(np.float32)   # exponent 15 -> 127
+    out[bits >= 0x7C00] = np.inf
+    return out
 
 
 def _padded(maxima: np.ndarray, size: int) -> np.ndarray:

@@ -26,7 +26,7 @@ import numpy as np
 
 from urchin.search import cosine_region
 from urchin.search.assoc import TF_WEIGHT
-from urchin.search.cosine_bounds import Bounds, Named, TermBounds, pivot_base
+from urchin.search.cosine_bounds import Bounds, Named, TermBounds, pivot_base, widened
 from urchin.search.cosine_kept import Kept, Part, Reach, Reached
 from urchin.search.cosine_query import Query, Scored, member, raw_scores
 from urchin.search.cosine_region import Few
@@ -185,30 +185,37 @@ class _Level:
         # the most a row can score (`raw_scores`): rows scoring that much sort newest first, so a block whose
         # rows are all older than a floor's row at that score holds none that can enter (`over`)
         self.most_raw = float(np.float32(self.every) + np.float32(self.rank) * np.float32(1.0))
+        # match bounds: the rank leg's sums are divided by K (the context's weights), the session leg's not
+        self.scales = np.array([self.factor / self.k, self.factor], dtype=np.float32)
+        self.read = np.zeros(n, dtype=bool)
+        self.done = np.full(c1 - c0, b1 - b0 < _EAGER * index.settings.first_blocks)
+        if self.done[0]:    # the first reads would look into most super-blocks: every block at once
+            self.bound = self._bounds(self.tier, _sums(self.terms, slice(c0, c1)).reshape(-1, 2))
+            self.top = self.bound.reshape(-1, size, 2).max(axis=1)
+            return
         sums, buffer = np.zeros((c1 - c0, 2), dtype=np.float32), np.empty((c1 - c0, 2), dtype=np.float32)
         for tb, scale in self.terms:
             tb.add(c0, c1, scale, sums, buffer)
-        held = np.asarray(self.tier.reshape(-1, size).any(axis=1))
-        self.top = self._bounds(held, sums[:, 0], sums[:, 1])
-        last = self.start + (np.arange(c1 - c0) + 1) * size     # a super-block's newest: its last block's
-        self.top_newest = self.ts_max[np.minimum(last * self.block, self.made) - 1]
-        self.bound = (np.empty(n), np.empty(n))     # per block of the super-blocks expanded
-        self.newest = np.empty(n, dtype=self.ts_max.dtype)
-        self.done = np.zeros(c1 - c0, dtype=bool)
-        self.read = np.zeros(n, dtype=bool)
-        if b1 - b0 < _EAGER * index.settings.first_blocks:
-            self.blocks(np.arange(c1 - c0))     # the first reads look into most of them: at once
+        self.top = self._bounds(np.asarray(self.tier.reshape(-1, size).any(axis=1)), sums)
+        self.bound = np.empty((n, 2))     # per block of the super-blocks expanded, and leg
 
     def mark(self, blocks: list[int]) -> None:
         """`blocks` (absolute) were read."""
         at = np.asarray(blocks, dtype=np.int64) - self.start
         self.read[at[(at >= 0) & (at < len(self.read))]] = True
 
-    def _bounds(self, tier: np.ndarray, rank_sum: np.ndarray, sess_sum: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        rank = np.where(tier, _as_raw(self.every, self.rank, self.factor * rank_sum / self.k), -np.inf)
-        sess = np.where(tier, _as_raw(self.every, self.rank, self.factor * sess_sum), -np.inf) if self.slots \
-            else np.full(len(tier), -np.inf)
-        return rank, sess
+    def _bounds(self, tier: np.ndarray, sums: np.ndarray) -> np.ndarray:
+        """Each leg's bound (rows, leg) of blocks or super-blocks with the terms' `sums` (rows, leg): the
+        same steps for both, so a super-block's is at least its blocks'. -inf where no row can rank."""
+        bound = _as_raw(self.every, self.rank, sums * self.scales)
+        bound[~tier] = -np.inf
+        if not self.slots:
+            bound[:, 1] = -np.inf
+        return bound
+
+    def newest(self, at: np.ndarray) -> np.ndarray:
+        """The latest time blocks `at` hold (relative; of a super-block: its last block's)."""
+        return self.ts_max[np.minimum((self.start + at + 1) * self.block, self.made) - 1]
 
     def blocks(self, supers: np.ndarray) -> np.ndarray:
         """The blocks (relative to the first super-block's first) of `supers`, their bounds made."""
@@ -216,14 +223,8 @@ class _Level:
         new = supers[~self.done[supers]]
         if len(new):
             self.done[new] = True
-            sums = np.zeros((len(new), 2, size), dtype=np.float32)
-            for tb, scale in self.terms:
-                tb.add_at(new + self.start // size, scale, sums)
             at = (new[:, None] * size + np.arange(size)).ravel()
-            got = self._bounds(self.tier[at], sums[:, 0].ravel(), sums[:, 1].ravel())
-            for mine, leg in zip(self.bound, got, strict=True):
-                mine[at] = leg
-            self.newest[at] = self.ts_max[np.minimum((self.start + at + 1) * self.block, self.made) - 1]
+            self.bound[at] = self._bounds(self.tier[at], _sums(self.terms, new + self.start // size).reshape(-1, 2))
         return (supers[:, None] * size + np.arange(size)).ravel()
 
 
@@ -235,7 +236,7 @@ class _Leg:
 
     def __init__(self, level: _Level, leg: int) -> None:
         self.level, self.leg = level, leg
-        self.key = self._key(level.top[leg], (np.arange(len(level.done)) + 1) * level.size - 1)
+        self.key = self._key(level.top[:, leg], (np.arange(len(level.done)) + 1) * level.size - 1)
         self.over_at: np.ndarray | None = None      # the blocks over the last floor (relative)
 
     def _key(self, bound: np.ndarray, at: np.ndarray) -> np.ndarray:
@@ -250,14 +251,17 @@ class _Leg:
             return np.zeros(0, dtype=np.int64)
         if self.over_at is not None:
             at = self.over_at
-            key = self._key(level.bound[self.leg][at], at)
+            key = self._key(level.bound[at, self.leg], at)
+        elif level.done.all():      # every block's bounds made (a short window): the best of them
+            at = np.arange(len(level.bound))
+            key = self._key(level.bound[at, self.leg], at)
         else:
             supers, live = np.arange(len(self.key)), int((self.key > -np.inf).sum())
-            m = min(-(-2 * k // level.size), live)
+            m = min(-(-8 * k // level.size), live)
             while True:
                 best, after = _most(self.key, supers, m)
                 at = level.blocks(best)
-                key = self._key(level.bound[self.leg][at], at)
+                key = self._key(level.bound[at, self.leg], at)
                 if m >= live:
                     break
                 m = self._more(key, k, after, supers, m)
@@ -277,9 +281,13 @@ class _Leg:
         those), and one not `read` (a mask of the window's): (how many were found, those not read
         (absolute), whether that is all of them)."""
         level = self.level
-        over = level.top[self.leg] >= floor
+        if level.done.all():        # every block's bounds made: all of them at once
+            at, left = self._over(None, floor, floor_ts, read)
+            self.over_at = at
+            return len(at), level.start + left, True
+        over = level.top[:, self.leg] >= floor
         if floor >= level.most_raw:
-            over &= level.top_newest >= floor_ts
+            over[over] = level.newest(np.flatnonzero(over) * level.size + level.size - 1) >= floor_ts
         supers = np.flatnonzero(over)
         m = max(1, -(-2 * enough // level.size))
         while True:
@@ -287,7 +295,7 @@ class _Leg:
             at, left = self._over(best, floor, floor_ts, read)
             if len(best) == len(supers):
                 break
-            m = self._more(self._key(level.bound[self.leg][at], at), enough, after, supers, m) if \
+            m = self._more(self._key(level.bound[at, self.leg], at), enough, after, supers, m) if \
                 enough and len(left) else 2 * m
             if not m:
                 break
@@ -303,15 +311,37 @@ class _Leg:
         kth = float(np.partition(key, len(key) - k)[len(key) - k])
         return 0 if kth >= after else min(int((self.key[supers] >= kth).sum()), 2 * m)
 
-    def _over(self, supers: np.ndarray, floor: float, floor_ts: int, read: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """`over`'s blocks in `supers`, and those of them not read."""
+    def _over(self, supers: np.ndarray | None, floor: float, floor_ts: int,
+              read: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """`over`'s blocks in `supers` (None: every super-block), and those of them not read."""
         level = self.level
-        at = level.blocks(supers)
-        keep = level.bound[self.leg][at] >= floor
+        if supers is None:
+            at = np.flatnonzero(level.bound[:, self.leg] >= floor)
+        else:
+            at = level.blocks(supers)
+            at = at[level.bound[at, self.leg] >= floor]
         if floor >= level.most_raw:
-            keep &= level.newest[at] >= floor_ts
-        at = at[keep]
+            at = at[level.newest(at) >= floor_ts]
         return at, at[~read[at]]
+
+
+def _sums(terms: list[tuple[TermBounds, float]], supers: np.ndarray | slice) -> np.ndarray:
+    """Each block of `supers`' maxima times its term's scale, summed over the terms in their order, in
+    float32: `TermBounds.add`'s steps, so at most its super-block's sum (each addend is, and rounding is
+    monotone). Gathered for every term first, then widened and scaled at once (a call each per term was
+    most of the cost of a few hundred super-blocks)."""
+    if isinstance(supers, slice):
+        gathered = np.stack([tb.maxima[supers] for tb, _ in terms])
+    else:
+        gathered = np.empty((len(terms), len(supers), *terms[0][0].maxima.shape[1:]), dtype=np.float16)
+        for i, (tb, _) in enumerate(terms):
+            np.take(tb.maxima, supers, axis=0, out=gathered[i])
+    scaled = widened(gathered)
+    scaled *= np.array([scale for _, scale in terms], dtype=np.float32)[:, None, None, None]
+    sums = np.zeros(scaled.shape[1:], dtype=np.float32)
+    for part in scaled:
+        sums += part
+    return sums
 
 
 def _most(key: np.ndarray, supers: np.ndarray, m: int) -> tuple[np.ndarray, float]:
