@@ -18,7 +18,7 @@ from hypothesis import settings as hyp_settings
 from hypothesis import strategies as st
 
 from urchin.event import Event
-from urchin.search import cosine_prune, cosine_region
+from urchin.search import cosine_levels, cosine_region
 from urchin.search.cosine import TokenCosineIndex
 from urchin.search.cosine_bounds import _block_max, widened
 from urchin.search.cosine_kept import session_floor
@@ -373,13 +373,13 @@ def test_a_long_windows_block_bounds_are_made_only_inside_the_super_blocks_looke
     into: for a common word's top over 36,000 events, under a third of them (every one, before: the work
     per block followed the window's blocks, not those kept). The top is every match's."""
     levels: list[Any] = []
-    made = cosine_prune._Level.__init__
+    made = cosine_levels.Level.__init__
 
     def keep(self: Any, *args: Any) -> None:
         made(self, *args)
         levels.append(self)
 
-    monkeypatch.setattr(cosine_prune._Level, "__init__", keep)
+    monkeypatch.setattr(cosine_levels.Level, "__init__", keep)
     index = _from_one_block(1)
     for word in ("retry", "timeout"):
         index.search(word, limit=20)              # makes the term's maxima
