@@ -15,20 +15,22 @@ session alone) and keeps each leg's best so far. When no block holds every word 
 event holds), no row does: every row reached ranks (`_reached_part`), by the same bounds without the
 tier's `every`. The maxima are made from a term's postings when a query first asks for it and kept while
 the index's norms stand. A session they do not hold for (cut by the window, or grown since they were
-made) is read whole, and so is every session met: its level sums all its turns.
+made) is read whole, and so is every session met: its level sums all its turns. The blocks' bounds are
+summed per super-block first and per block only where a leg looks (`cosine_levels`): a 90-day window
+holds 3x the blocks at 3M rows as at 1M, and its top about as many.
 """
 
 from __future__ import annotations
 
-from collections import OrderedDict
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from urchin.event import MEMORY_KINDS
 from urchin.search import cosine_region
 from urchin.search.assoc import TF_WEIGHT
+from urchin.search.cosine_bounds import Bounds, Named
 from urchin.search.cosine_kept import Kept, Part, Reach, Reached
+from urchin.search.cosine_levels import Leg, Level
 from urchin.search.cosine_query import Query, Scored, member, raw_scores
 from urchin.search.cosine_region import Few
 from urchin.search.cosine_sparse import _Ranking
@@ -40,150 +42,9 @@ if TYPE_CHECKING:
 
 __all__ = ["Bounds", "top"]
 
-# Its costs (rows per block, the postings below which a window is read whole, terms kept, blocks read
-# first, rounds, the share of blocks worth it, growth) are the index's settings (cosine_settings.py).
-# Not a setting: a match summed in float32 in another order may pass its bound by a rounding, never by this.
-_MARGIN = 1 + 1e-4
-
-Named = tuple[tuple[int, ...], tuple[int, ...]]    # the kind codes and source codes a query names
-
-
-class TermBounds(NamedTuple):
-    """Per block, in float16 rounded up (still at least the float32 maxima) and bits: blocks of 64 rows
-    at 3M rows, 5 bytes a block (~190 KB a term), not 9 (422 KB)."""
-
-    rank: np.ndarray     # per block: the most of prior x y_t (divide by K)
-    sess: np.ndarray     # per block: the most of prior x y_t / K + session x L_t
-    present: np.ndarray  # per block: the term occurs there, a bit each (np.packbits)
-
-    def add(self, b0: int, b1: int, scale: float, rank: np.ndarray, sess: np.ndarray, buffer: np.ndarray) -> None:
-        """Add each leg's maxima of blocks b0..b1-1 times `scale` to `rank` and `sess` in float32, through
-        `buffer` (float16 products would round by more than `_MARGIN`, float32's by ~1e-7; float16
-        arithmetic converts on every step: at 90 d and 3M rows ~2x the time of a copy first)."""
-        for maxima, out in ((self.rank, rank), (self.sess, sess)):
-            buffer[:] = maxima[b0:b1]
-            buffer *= np.float32(scale)
-            out += buffer
-
-    def holds(self, b0: int, b1: int) -> np.ndarray:
-        bits = np.unpackbits(self.present[b0 // 8:(b1 + 7) // 8])
-        return bits[b0 % 8:b0 % 8 + b1 - b0].astype(bool)
-
-
-class Bounds:
-    """Per-term block maxima of one index, made at `rows` with the norms of `epoch` and blocks of
-    `block` rows, and where each session's rows start and end (kept up to date as rows are added)."""
-
-    def __init__(self, index: TokenCosineIndex) -> None:
-        n = len(index)
-        self.rows, self.epoch, self.base = n, index._norm_epoch, _base(index)
-        settings = index.settings    # dropped with the maxima when the index's settings change
-        self.block, self.growth, self.kept = settings.block, settings.bound_growth, settings.bound_terms
-        self.terms: OrderedDict[tuple[int, Named], TermBounds] = OrderedDict()
-        self.first = np.zeros(0, dtype=np.int64)
-        self.last = np.zeros(0, dtype=np.int64)
-        self.seen = 0
-        self.sessions(index)
-
-    def fits(self, index: TokenCosineIndex) -> bool:
-        n = len(index)
-        grown = max(self.block, self.rows // self.growth)
-        return index._norm_epoch == self.epoch and self.rows <= n <= self.rows + grown
-
-    def sessions(self, index: TokenCosineIndex) -> None:
-        """First and last row of every session, counting the rows added since the last call."""
-        n, size = len(index), len(index._fields["session"]) - 1
-        if len(self.first) < size:
-            self.first = np.concatenate([self.first, np.full(size - len(self.first), n, dtype=np.int64)])
-            self.last = np.concatenate([self.last, np.full(size - len(self.last), -1, dtype=np.int64)])
-        codes = index._fields["session"].column.data[self.seen:n]
-        has = codes >= 0
-        rows = np.flatnonzero(has) + self.seen
-        np.minimum.at(self.first, codes[has], rows)
-        np.maximum.at(self.last, codes[has], rows)
-        self.seen = n
-
-    def term(self, index: TokenCosineIndex, term: int, named: Named = ((), ())) -> TermBounds:
-        """`term`'s maxima with the priors of the kinds and sources a query names (`named`) in."""
-        key = (term, named)
-        got = self.terms.get(key)
-        if got is None:
-            got = self.terms[key] = _derive(index, term, self.rows, self.base, self.block, named)
-            if len(self.terms) > self.kept:
-                self.terms.popitem(last=False)
-        else:
-            self.terms.move_to_end(key)
-        return got
-
-    @property
-    def nbytes(self) -> int:
-        return sum(t.rank.nbytes + t.sess.nbytes + t.present.nbytes for t in self.terms.values()) + \
-            self.first.nbytes + self.last.nbytes
-
-
-def _base(index: TokenCosineIndex) -> float:
-    """The constant part of `_norms_at`'s divisor now (0 without pivoting)."""
-    pivot = index.settings.pivot
-    if pivot >= 1.0:
-        return 0.0
-    return float(np.float32((1.0 - pivot) * index._norm_total / max(len(index), 1)))
-
-
-
-def _block_max(values: np.ndarray, blocks: int, block: int) -> np.ndarray:
-    """Each block's maximum in float16, rounded up where float16 rounds below it."""
-    padded = np.zeros(blocks * block, dtype=np.float32)
-    padded[:len(values)] = values
-    most = padded.reshape(blocks, block).max(axis=1)
-    with np.errstate(over="ignore"):      # over float16's range (or rounded up past it): inf, still a bound
-        half = most.astype(np.float16)
-        low = half.astype(np.float32) < most
-        half[low] = np.nextafter(half[low], np.float16(np.inf))
-    return half
-
-
-def _derive(index: TokenCosineIndex, term: int, n: int, base: float, block: int, named: Named) -> TermBounds:
-    """A term's maxima per block of `block` rows over rows 0..n-1 (O(rows) once per term and `named`),
-    each row's priors in: memories', and those of the kinds and sources `named` (`_kind_prior`'s)."""
-    s = index.settings
-    blocks = (n + block - 1) // block
-    rows, tf = cosine_region.term_postings(index, term)
-    made = rows < n             # rows added since are read whatever their bounds (`top`)
-    rows, tf = rows[made], tf[made]
-    divisor = np.float32(base) + np.float32(s.pivot) * index._norm.data[rows] if s.pivot < 1.0 \
-        else index._norm.data[rows]
-    x = (TF_WEIGHT[tf] / divisor).astype(np.float32)
-    y = np.zeros(n, dtype=np.float32)
-    y[rows] = x
-    weights = index.context_weights
-    for links in (index._prev.data[:n], index._next.data[:n]):
-        hop, carried = rows, x
-        for w in weights:
-            hop = links[hop]
-            linked = (hop >= 0) & (hop < n)
-            hop, carried = hop[linked], carried[linked]
-            y[hop] += carried * np.float32(w)     # a session is a chain: no row twice in one step
-    kinds = index._fields["kind"]
-    memories = [c for v in MEMORY_KINDS if (c := kinds.get(v)) is not None] if s.memory else []
-    named_kinds, named_sources = named
-    if named_kinds:
-        y[member(kinds.column.data[:n], named_kinds, len(kinds))] *= np.float32(1.0 + s.kind)
-    if memories:
-        y[member(kinds.column.data[:n], memories, len(kinds))] *= np.float32(1.0 + s.memory)
-    if named_sources:
-        sources = index._fields["source"]
-        y[member(sources.column.data[:n], named_sources, len(sources))] *= np.float32(1.0 + s.named_source)
-    rank = _block_max(y, blocks, block)
-    codes = index._fields["session"].column.data[:n]
-    size = len(index._fields["session"]) - 1
-    has = codes[rows] >= 0
-    sums = np.bincount(codes[rows][has], x[has], minlength=size)
-    level = np.append(sums / np.sqrt(np.maximum(index._session_rows.data[:size], 1)) * s.session,
-                      0.0).astype(np.float32)
-    y /= np.float32(1.0 + 2 * sum(weights))
-    y += level[codes]                             # code -1: the appended 0
-    present = np.packbits(np.bincount(rows // block, minlength=blocks) > 0)
-    return TermBounds(rank, _block_max(y, blocks, block), present)
+# Its costs (rows per block, blocks per super-block, the postings below which a window is read whole, terms
+# kept, blocks read first, rounds, the share of blocks worth it, growth) are the index's settings
+# (cosine_settings.py).
 
 
 def _named(index: TokenCosineIndex, words: set[str]) -> Named:
@@ -213,64 +74,36 @@ def top(index: TokenCosineIndex, q: Query, groups: list[list[tuple[int, ...]]],
     b0, b1 = lo // block, (min(hi, made) - 1) // block + 1
     if b1 <= b0:
         return None
-    rank_sum = np.zeros(b1 - b0, dtype=np.float32)
-    sess_sum = np.zeros(b1 - b0, dtype=np.float32)
-    present: dict[int, np.ndarray] = {}
-    buffer = np.empty(b1 - b0, dtype=np.float32)
-    for term, scale in scales:
-        tb = bounds.term(index, term, named_codes)
-        tb.add(b0, b1, float(scale), rank_sum, sess_sum, buffer)
-        present[term] = tb.holds(b0, b1)
-    tier = np.ones(b1 - b0, dtype=bool)
-    for alternatives in groups:
-        ok = np.zeros(b1 - b0, dtype=bool)
-        for alt in alternatives:
-            ok |= np.logical_and.reduce([present[t] for t in alt])
-        tier &= ok
-    # No block holds every word (a word no event holds, or words never in one block): no row does, and the
-    # ranking is `_Ranking._reached`'s with no tier (matches, their neighbours, matched sessions' turns),
-    # each row's bound its block's without `every`
-    reach = not tier.any()
-    if reach:
-        tier[:] = True
-    now = _base(index)
-    factor = max(1.0, bounds.base / now if now > 0 else 1.0) * _MARGIN
-    k = 1.0 + 2 * sum(q.context)
-    every, rank = 0.0 if reach else q.scale.every, q.scale.rank
-    rank_bound = np.where(tier, _as_raw(every, rank, factor * rank_sum / k), -np.inf)
-    sess_bound = np.where(tier, _as_raw(every, rank, factor * sess_sum), -np.inf) if q.slots else \
-        np.full(b1 - b0, -np.inf)
+    terms = {term: (bounds.term(index, term, named_codes), float(scale)) for term, scale in scales}
+    level = Level(index, q, groups, terms, bounds, b0, b1)
     # sessions the maxima do not hold for: cut by the window, or grown since they were made
     first, last = bounds.first, bounds.last
     whole = np.flatnonzero(((first < lo) & (last >= lo)) | ((first < hi) & (last >= hi)) | (last >= made))
     fresh = np.arange(made // block, (hi - 1) // block + 1) if hi > made else np.zeros(0, dtype=np.int64)
-    # the most a row can score (`raw_scores`): rows scoring that much sort newest first, so a block whose
-    # rows are all older than a floor's row at that score holds none that can enter (`_over`)
-    most_raw = float(np.float32(every) + np.float32(rank) * np.float32(1.0))
-    by_rank, by_sess = _Best(rank_bound, most_raw), _Best(sess_bound, most_raw)
+    by_rank, by_sess = Leg(level, 0), Leg(level, 1)
     chosen: set[int] = set(fresh.tolist())
     read: set[int] = set()
     wanted: set[int] = set()    # blocks over a floor, not read yet, that the legs' best missed
-    newest = index._ts_max.view()[np.minimum(np.arange(b0 + 1, b1 + 1) * block, made) - 1]   # latest ts a block holds
-    kept: Kept | Reached = Reached(index, q) if reach else Kept(index, q)
+    kept: Kept | Reached = Reached(index, q) if level.reach else Kept(index, q)
     rare = cosine_region.few(index, scales, lo, hi)
     # blocks read of each leg's best (none for a query without a session leg)
     size, most = [s.first_blocks, s.first_blocks if q.slots else 0], (b1 - b0) // s.read_share
     for _ in range(s.rounds):
         best = np.concatenate([by_rank.first(size[0]), by_sess.first(size[1])])
-        chosen |= {b0 + b for b in best[tier[best]].tolist()} | wanted
+        chosen |= set(best.tolist()) | wanted
         if len(chosen) > most:
             return None
         new = sorted(chosen - read)
         # Each block is scored once: its rows' scores depend on their own sessions alone (read whole),
         # so the best of the blocks read so far is the best of each round's best, kept.
         try:
-            part = _evaluate(index, q, groups, ranking, scales, rare, new, whole, bounds, not kept.whole, reach) \
-                if new or not kept.whole else (0, [], None, False)
+            part = _evaluate(index, q, groups, ranking, scales, rare, new, whole, bounds, not kept.whole,
+                             level.reach) if new or not kept.whole else (0, [], None, False)
         except _Declined:
             return None
         if part is not None:
             read.update(new)
+            level.mark(new)
             kept.add(part)
         floors = kept.floors() if part is not None else None
         if floors is None:
@@ -279,16 +112,17 @@ def top(index: TokenCosineIndex, q: Query, groups: list[list[tuple[int, ...]]],
             size = [4 * n for n in size]
             continue
         ts = index._ts.data
-        over = [_over(rank_bound, floors.rank, ts[floors.rank_row], most_raw, newest),
-                _over(sess_bound, floors.sess, ts[floors.sess_row] if floors.sess_row >= 0 else 0, most_raw, newest)]
-        left = [set((b0 + np.flatnonzero(m)).tolist()) - read for m in over]
-        if not left[0] and not left[1]:  # every block whose bound reaches a floor was read
-            return kept.result()
+        over = [by_rank.over(floors.rank, int(ts[floors.rank_row]), level.read, 4 * size[0]),
+                by_sess.over(floors.sess, int(ts[floors.sess_row]) if floors.sess_row >= 0 else 0, level.read,
+                             4 * size[1])]
+        if not any(len(left) for _, left, _ in over) and all(every for _, _, every in over):
+            return kept.result()    # every block whose bound reaches a floor was read
         # The floors rise as more of the best blocks are read, and the blocks over them fall: read 4x as
         # many of a leg's best, or every block over its floor now when that is fewer (then none is left
         # over); a leg whose blocks over its floor were all read reads no more
-        counts = [int(m.sum()) for m in over]
-        wanted = set().union(*(b for b, n, m in zip(left, size, counts, strict=True) if m <= n))
+        counts = [found if every else max(found, 4 * n + 1) for (found, _, every), n in zip(over, size, strict=True)]
+        wanted = set().union(*(set(left.tolist()) for (_, left, _), n, m in zip(over, size, counts, strict=True)
+                               if m <= n))
         size = [n if m <= n else min(4 * n, m) for n, m in zip(size, counts, strict=True)]
     return None
 
@@ -306,45 +140,6 @@ def _worth(index: TokenCosineIndex, q: Query, scales: list[tuple[int, np.float32
     df = index._df.data
     postings = sum(int(df[t]) for t, _ in scales) * (hi - lo) / max(n, 1)
     return postings * ((1 if tiered else 2) - first / max(blocks, 1)) >= s.min_postings
-
-
-def _over(bound: np.ndarray, floor: float, floor_ts: int, most_raw: float, newest: np.ndarray) -> np.ndarray:
-    """The blocks that can hold a row entering a leg over its floor: their bound reaches it, and when the
-    floor is the most a row can score, they hold a row as new as the floor's (`_top`: newer first)."""
-    over = bound >= floor
-    if floor >= most_raw:
-        over &= newest >= floor_ts
-    return over
-
-
-class _Best:
-    """A leg's blocks by falling bound, those that can reach the most a row can score newest first
-    (`_over`), the first `k` found when asked: a partition, not a sort of every block of the window (at
-    90 d and 3M rows, 47k blocks of 64 rows: ~2 ms a leg sorted)."""
-
-    def __init__(self, bound: np.ndarray, most_raw: float) -> None:
-        capped = bound > most_raw
-        self.bound = np.where(capped, most_raw + 1 + np.arange(len(bound)), bound) if capped.any() else bound
-        self.order = np.zeros(0, dtype=np.int64)
-
-    def first(self, k: int) -> np.ndarray:
-        if len(self.order) < min(k, len(self.bound)):
-            if k >= len(self.bound):
-                self.order = np.argsort(-self.bound)
-            else:
-                part = np.argpartition(-self.bound, k)[:k]
-                self.order = part[np.argsort(-self.bound[part])]
-        return self.order[:k]
-
-
-def _as_raw(every: float, rank: float, match: np.ndarray) -> np.ndarray:
-    """The raw score a row whose match is at most `match` can reach, in the scorer's own float32 arithmetic
-    (`cosine_query.raw_scores`), one ulp up: rounded float32 steps are monotone, so no row's raw passes it.
-    (Bounds in float64 fell below a float32 raw by its rounding of `every`, up to ~1e-7, which a small
-    match's relative margin does not cover: tied scores then cut the newest rows off the top.)"""
-    m = np.minimum(match, 1.0).astype(np.float32)
-    raw = np.float32(every) + np.float32(rank) * m
-    return np.nextafter(raw, np.float32(np.inf)).astype(np.float64)
 
 
 class _Declined(Exception):

@@ -12,7 +12,7 @@ from urchin.search.cosine_sparse import Postings
 
 if TYPE_CHECKING:
     from urchin.search.cosine import TokenCosineIndex
-    from urchin.search.cosine_prune import Bounds
+    from urchin.search.cosine_bounds import Bounds
     from urchin.search.postings import Segment
 
 __all__ = ["Few", "few", "merged", "postings", "region", "term_postings"]

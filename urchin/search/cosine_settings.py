@@ -94,6 +94,10 @@ class RankingSettings:
     256 (round seventeen's): a block's maxima of two common words summed are tighter the fewer rows it
     has, so a week's window at 3M rows reads ~1/10 of its blocks, not over 1/3 (round twenty-four,
     `bench/bench_prune_ab.py`)."""
+    super_block: int = 4
+    """Blocks per super-block (`cosine_prune`): a query sums its terms' maxima over super-blocks first and
+    works block by block only inside those whose bound reaches a floor or that its first read picks, so
+    that work follows the blocks kept, not the window's (round twenty-five, `bench/bench_prune_ab.py`)."""
     min_postings: int = 30_000
     """The pruning's own cost, in postings: a window is pruned when reading every match would read this
     many more postings (estimated) than the pruning's first read (`cosine_prune._worth`; round twenty-four,
@@ -125,6 +129,6 @@ class RankingSettings:
 
 
 # divisors (rows per block, growth as a fraction) and a cache's size: 0 would mean nothing
-_AT_LEAST_ONE = frozenset({"block", "bound_growth", "bound_terms"})
+_AT_LEAST_ONE = frozenset({"block", "bound_growth", "bound_terms", "super_block"})
 
 DEFAULTS = RankingSettings()   # what ships
