@@ -25,21 +25,13 @@ import orjson
 from urchin.errors import EmbedderError
 from urchin.fileio import append_synced, fsync_dir, rename_into_place, write_private, write_synced
 from urchin.search.vector_feed import BACKGROUND_CHUNK, embed_events, event_text
+from urchin.search.vector_files import DTYPE, FORMAT, ROW, nth_newline_end, touch_private
 from urchin.search.vector_keys import KeyIndex, key_of
 from urchin.search.vector_lock import CacheBusy, WritersLock
 from urchin.search.vector_math import BACKGROUND_ROWS, background, normalise
 
 __all__ = ["VectorCache", "CacheBusy", "embed_events", "event_text", "background", "BACKGROUND_CHUNK",
            "BACKGROUND_ROWS"]
-
-FORMAT = 1
-# float32, not float16: numpy has no fast half-precision matrix product, and converting 1M x 384
-# halves costs ~0.8 s a query here, against ~0.11 s for the float32 product itself.
-DTYPE = np.dtype("<f4")
-# One record per row beside the matrix: the event time (window selection) and a 64-bit hash of
-# the id (membership without holding a million Python strings).
-ROW = np.dtype([("ts", "<i8"), ("key", "<u8")])
-
 
 class VectorCache:
     """Vectors of one model. Files: matrix.f32, rows.bin (ts, key), ids.txt, meta.json.
@@ -124,7 +116,7 @@ class VectorCache:
         if repair:
             self._finish_drop()
             for name in ("matrix.f32", "rows.bin", "ids.txt"):
-                _touch_private(self.path / name)
+                touch_private(self.path / name)
             self._repair_and_load(True)
         else:
             self._read_stable(full=True)
@@ -142,7 +134,7 @@ class VectorCache:
         n = min(n_ids, os.path.getsize(self.path / "matrix.f32") // row_bytes,
                 os.path.getsize(self.path / "rows.bin") // ROW.itemsize)
         if n < n_ids:  # only if the file system reordered writes; keep the first n
-            complete = _nth_newline_end(ids, n)
+            complete = nth_newline_end(ids, n)
         if repair:
             os.truncate(self.path / "ids.txt", complete)
             os.truncate(self.path / "matrix.f32", n * row_bytes)
@@ -479,19 +471,7 @@ class VectorCache:
                    os.path.getsize(self.path / "rows.bin") // ROW.itemsize) - n
         if have < k:        # not expected (the ids are written last): load the rows both files have
             k = max(0, have)
-            complete = _nth_newline_end(tail, k)
+            complete = nth_newline_end(tail, k)
         if k:
             rows = np.fromfile(self.path / "rows.bin", dtype=ROW, count=k, offset=n * ROW.itemsize)
             self._commit(rows, tail[:complete], [int(key) for key in rows["key"]])
-
-
-def _nth_newline_end(data: bytes, n: int) -> int:
-    pos = 0
-    for _ in range(n):
-        pos = data.index(b"\n", pos) + 1
-    return pos
-
-
-def _touch_private(path: Path) -> None:
-    os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))
-    os.chmod(path, 0o600)
