@@ -391,3 +391,62 @@ def test_the_matrix_appended_or_rewritten_is_left_out_of_the_page_cache(disk_pat
     found = reader.vectors_of(["e0", "e8", "e1023"])
     unit = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
     assert len(reader) == 1023 and all(np.allclose(found[f"e{i}"], unit[i], atol=1e-6) for i in (0, 8, 1023))
+
+
+def _mapped_kb(path: Path) -> int:
+    """This process's resident KB of its maps of `path` (/proc/self/smaps)."""
+    total, inside = 0, False
+    for line in Path("/proc/self/smaps").read_text().splitlines():
+        if line[:1].isalnum() and "-" in line.split(" ", 1)[0]:      # a mapping's first line
+            inside = line.endswith(" " + str(path))
+        elif inside and line.startswith("Rss:"):
+            total += int(line.split()[1])
+    return total
+
+
+@pytest.mark.skipif(not Path("/proc/self/smaps").exists(), reason="/proc/self/smaps")
+def test_background_and_vectors_of_read_rows_without_the_map(disk_path: Path) -> None:
+    """A query's `background` (1,024 rows spread over the whole matrix) and `vectors_of` read their rows
+    with `pread`, not through the map: a page read through a map is the reader's (a just-written file's
+    whole 2 MB folio: 21 -> 402 MB of RSS over a 300k-row matrix). The answers are those of the map."""
+    from urchin.search.vector_math import background, normalise
+
+    vectors = rand(5000, seed=9)
+    VectorCache(disk_path, "m", DIM).open().add([f"e{i}" for i in range(5000)], list(range(5000)), vectors)
+    reader = VectorCache(disk_path, "m", DIM).open()
+    q = rand(1, seed=10)[0]
+    got = reader.background(q)
+    found = reader.vectors_of(["e4999", "e0", "nope", "e1", "e2500"])
+    matrix = disk_path / "vectors" / "m" / "matrix.f32"
+    assert _mapped_kb(matrix) == 0
+    unit = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+    assert got == background(np.fromfile(matrix, np.float32).reshape(-1, DIM), normalise(q[None, :])[0])
+    assert sorted(found) == ["e0", "e1", "e2500", "e4999"]
+    assert all(np.allclose(found[f"e{i}"], unit[i], atol=1e-6) for i in (0, 1, 2500, 4999))
+
+
+def test_a_drop_copies_the_kept_rows_a_piece_at_a_time(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`drop` writes the kept rows of the matrix as it reads them, DROP_PIECE bytes at a time: its
+    process never holds the whole matrix (nor maps it). Dropped rows in several pieces; the rest stay."""
+    import tracemalloc
+
+    from urchin.search import vector_files
+
+    monkeypatch.setattr(vector_files, "DROP_PIECE", 64 << 10)
+    dim, n = 256, 4096                      # a 4 MB matrix, 64 KB pieces
+    vectors = np.random.default_rng(11).standard_normal((n, dim)).astype(np.float32)
+    cache = VectorCache(tmp_path, "m", dim).open()
+    cache.add([f"e{i}" for i in range(n)], list(range(n)), vectors)
+    gone = {f"e{i}" for i in (0, 63, 64, 1000, 4095)}
+    tracemalloc.start()
+    try:
+        assert cache.drop(gone.__contains__) == 5
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < n * dim * 4 // 4, peak
+    kept = [i for i in range(n) if f"e{i}" not in gone]
+    reader = VectorCache(tmp_path, "m", dim).open()
+    unit = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+    assert [reader.id_at(r) for r in range(len(reader))] == [f"e{i}" for i in kept]
+    assert np.allclose(np.fromfile(cache.path / "matrix.f32", np.float32).reshape(-1, dim), unit[kept], atol=1e-6)

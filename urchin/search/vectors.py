@@ -25,10 +25,10 @@ import orjson
 from urchin.errors import EmbedderError
 from urchin.fileio import append_synced, fsync_dir, rename_into_place, write_private, write_synced
 from urchin.search.vector_feed import BACKGROUND_CHUNK, embed_events, event_text
-from urchin.search.vector_files import DTYPE, FORMAT, ROW, nth_newline_end, touch_private
+from urchin.search.vector_files import DTYPE, FORMAT, ROW, copy_rows, nth_newline_end, read_rows, touch_private
 from urchin.search.vector_keys import KeyIndex, key_of
 from urchin.search.vector_lock import CacheBusy, WritersLock
-from urchin.search.vector_math import BACKGROUND_ROWS, background, normalise
+from urchin.search.vector_math import BACKGROUND_ROWS, background, background_rows, normalise
 
 __all__ = ["VectorCache", "CacheBusy", "embed_events", "event_text", "background", "BACKGROUND_CHUNK",
            "BACKGROUND_ROWS"]
@@ -167,11 +167,12 @@ class VectorCache:
                 return 0
             keep = np.setdiff1d(np.arange(self._n), np.asarray(gone))
             rows = np.fromfile(self.path / "rows.bin", dtype=ROW, count=self._n)[keep]
-            matrix = np.asarray(self._matrix)[keep]
             ids = b"".join(self.id_at(int(r)).encode() + b"\n" for r in keep)
-            for name, data in (("matrix.f32", matrix.astype(DTYPE).tobytes()), ("rows.bin", rows.tobytes()),
-                               ("ids.txt", ids)):
-                write_synced(self.path / (name + ".new"), data, uncached=name == "matrix.f32")
+            matrix = self.path / "matrix.f32"      # the kept rows, a piece at a time (`copy_rows`)
+            write_synced(self.path / "matrix.f32.new", lambda out: copy_rows(matrix, keep, self.dim, out),
+                         uncached=True)
+            for name, data in (("rows.bin", rows.tobytes()), ("ids.txt", ids)):
+                write_synced(self.path / (name + ".new"), data)
             write_synced(self.path / "drop.commit", b"1")
             fsync_dir(self.path)
             self._matrix = np.zeros((0, self.dim), DTYPE)  # unmap before the files are replaced
@@ -229,12 +230,14 @@ class VectorCache:
         """The cached (unit-length) vectors of those of `ids` the cache holds, another process's too."""
         self._require_open()
         with self._lock:
-            out = {}
+            found = {}
             for event_id in ids:
                 row = self._row_of(key_of(event_id))
                 if row is not None:
-                    out[event_id] = np.array(self._matrix[row])
-            return out
+                    found[event_id] = row
+            matrix, inode = self._matrix, self._gen[0]
+        vectors = self._read(matrix, inode, np.fromiter(found.values(), np.int64, len(found)))
+        return {event_id: vectors[i] for i, event_id in enumerate(found)}
 
     def missing(self, ids: Iterable[str]) -> list[str]:
         """The ids not cached yet, in order, each once: what still needs an embedding request."""
@@ -366,8 +369,18 @@ class VectorCache:
         """The query's cosines to a fixed sample of the cache (`background`): their mean and spread."""
         self._require_open()
         with self._lock:
-            matrix, n = self._matrix, self._n
-        return background(matrix[:n], normalise(np.asarray(query, np.float32).reshape(1, -1))[0])
+            matrix, n, inode = self._matrix, self._n, self._gen[0]
+        sample = self._read(matrix, inode, background_rows(n))    # those rows alone: the same answer
+        return background(sample, normalise(np.asarray(query, np.float32).reshape(1, -1))[0])
+
+    def _read(self, matrix: np.ndarray, inode: int, rows: np.ndarray) -> np.ndarray:
+        """`rows` of `matrix` (the map as loaded, of the file `inode`), read with `pread` (`read_rows`:
+        no page of the file becomes this process's); through the map if a drop replaced the file since."""
+        got = None
+        if len(rows):
+            with contextlib.suppress(FileNotFoundError), open(self.path / "matrix.f32", "rb", buffering=0) as f:
+                got = read_rows(f.fileno(), rows, self.dim) if os.fstat(f.fileno()).st_ino == inode else None
+        return np.array(matrix[rows]) if got is None else got
 
     def _ranked(self, scores: np.ndarray, rows: np.ndarray, ts: np.ndarray,
                 k: int) -> list[tuple[int, float]]:
