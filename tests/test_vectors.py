@@ -412,15 +412,20 @@ def test_background_and_vectors_of_read_rows_without_the_map(disk_path: Path) ->
     from urchin.search.vector_math import background, normalise
 
     vectors = rand(5000, seed=9)
-    VectorCache(disk_path, "m", DIM).open().add([f"e{i}" for i in range(5000)], list(range(5000)), vectors)
+    writer = VectorCache(disk_path, "m", DIM).open()
+    writer.add([f"e{i}" for i in range(4000)], list(range(4000)), vectors[:4000])
     reader = VectorCache(disk_path, "m", DIM).open()
     q = rand(1, seed=10)[0]
-    got = reader.background(q)
-    found = reader.vectors_of(["e4999", "e0", "nope", "e1", "e2500"])
     matrix = disk_path / "vectors" / "m" / "matrix.f32"
+    expected = [background(np.fromfile(matrix, np.float32).reshape(-1, DIM), normalise(q[None, :])[0])]
+    got = [reader.background(q), reader.background(q)]         # the second from the rows read once
+    writer.add([f"e{i}" for i in range(4000, 5000)], list(range(4000, 5000)), vectors[4000:])
+    expected.append(background(np.fromfile(matrix, np.float32).reshape(-1, DIM), normalise(q[None, :])[0]))
+    got.append(reader.background(q))                          # the rows another process appended, too
+    found = reader.vectors_of(["e4999", "e0", "nope", "e1", "e2500"])
     assert _mapped_kb(matrix) == 0
     unit = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
-    assert got == background(np.fromfile(matrix, np.float32).reshape(-1, DIM), normalise(q[None, :])[0])
+    assert got == [expected[0], expected[0], expected[1]] and expected[0] != expected[1]
     assert sorted(found) == ["e0", "e1", "e2500", "e4999"]
     assert all(np.allclose(found[f"e{i}"], unit[i], atol=1e-6) for i in (0, 1, 2500, 4999))
 

@@ -61,6 +61,8 @@ class VectorCache:
         self._ts_sorted = True
         self._opened = False
         self._gen: tuple[int, ...] = ()   # the three files' inodes when loaded (a drop replaces them)
+        self._loads = 0                   # full loads of the files: rows below _n stay as they are between
+        self._sample: tuple[tuple[int, int], np.ndarray | None] = ((0, -1), None)   # background's, of (n, loads)
 
     # -- opening and repair ----------------------------------------------------------------
 
@@ -127,6 +129,7 @@ class VectorCache:
         writer that died mid-append leaves, as no writer runs while the lock is held. A reader calls
         it through `_read_stable`, which checks that no drop swapped the files meanwhile."""
         self._gen = self._generation()[:3]
+        self._loads += 1
         ids = (self.path / "ids.txt").read_bytes()
         complete = ids.rfind(b"\n") + 1  # a partial last line is a torn append
         n_ids = ids.count(b"\n", 0, complete)
@@ -369,8 +372,12 @@ class VectorCache:
         """The query's cosines to a fixed sample of the cache (`background`): their mean and spread."""
         self._require_open()
         with self._lock:
-            matrix, n, inode = self._matrix, self._n, self._gen[0]
-        sample = self._read(matrix, inode, background_rows(n))    # those rows alone: the same answer
+            matrix, n, inode, of = self._matrix, self._n, self._gen[0], (self._n, self._loads)
+            sample = self._sample[1] if self._sample[0] == of else None
+        if sample is None:     # read once per load and length (those rows alone: the same answer)
+            sample = self._read(matrix, inode, background_rows(n))
+            with self._lock:
+                self._sample = (of, sample)
         return background(sample, normalise(np.asarray(query, np.float32).reshape(1, -1))[0])
 
     def _read(self, matrix: np.ndarray, inode: int, rows: np.ndarray) -> np.ndarray:
