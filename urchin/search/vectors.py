@@ -172,8 +172,7 @@ class VectorCache:
             rows = np.fromfile(self.path / "rows.bin", dtype=ROW, count=self._n)[keep]
             ids = b"".join(self.id_at(int(r)).encode() + b"\n" for r in keep)
             matrix = self.path / "matrix.f32"      # the kept rows, a piece at a time (`copy_rows`)
-            write_synced(self.path / "matrix.f32.new", lambda out: copy_rows(matrix, keep, self.dim, out),
-                         uncached=True)
+            write_synced(self.path / "matrix.f32.new", lambda out: copy_rows(matrix, keep, self.dim, out))
             for name, data in (("rows.bin", rows.tobytes()), ("ids.txt", ids)):
                 write_synced(self.path / (name + ".new"), data)
             write_synced(self.path / "drop.commit", b"1")
@@ -286,7 +285,7 @@ class VectorCache:
             rows["ts"] = np.asarray(timestamps_ms, dtype=np.int64)[keep]
             rows["key"] = np.asarray(keys, dtype=np.uint64)
             id_bytes = b"".join(ids[i].encode() + b"\n" for i in keep)
-            append_synced(self.path / "matrix.f32", block.tobytes(), sync=self.fsync, uncached=True)  # mapped
+            append_synced(self.path / "matrix.f32", block.tobytes(), sync=self.fsync)   # stays cached: see `_read`
             append_synced(self.path / "rows.bin", rows.tobytes(), sync=self.fsync)
             append_synced(self.path / "ids.txt", id_bytes, sync=False)
             self._commit(rows, id_bytes, keys)
