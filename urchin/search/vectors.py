@@ -206,6 +206,7 @@ class VectorCache:
     def close(self) -> None:
         with self._lock:
             self._matrix = np.zeros((0, self.dim), DTYPE)
+            self._sample = ((0, -1), None)
             self._opened = False
 
     def __enter__(self) -> VectorCache:
