@@ -74,6 +74,19 @@ def write_all(fd: int, data: bytes | memoryview) -> None:
         view = view[os.write(fd, view):]
 
 
+def pread_into(fd: int, buffer: memoryview, offset: int) -> int:
+    """Fill `buffer` (a writable byte view) with `fd`'s bytes from `offset` (`os.preadv`, which may read
+    fewer); returns how many it read: fewer than asked only at the end of the file. A read that copies,
+    never maps: the page cache keeps the file's pages and no reader holds them (see `drop_cached`)."""
+    done = 0
+    while done < len(buffer):
+        got = os.preadv(fd, [buffer[done:]], offset + done)
+        if got == 0:
+            break
+        done += got
+    return done
+
+
 class Replacement:
     """A new version of `path`, written under a temporary name in the same folder and renamed over
     `path` by `commit` (or dropped by `discard`): a reader, or a crash, sees the old file or the new

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["background", "normalise", "BACKGROUND_ROWS", "MIN_SPREAD"]
+__all__ = ["background", "background_rows", "normalise", "BACKGROUND_ROWS", "MIN_SPREAD"]
 
 BACKGROUND_ROWS = 1024    # rows of the cache a query's cosines are measured against (see `background`)
 MIN_SPREAD = 0.02         # a spread floor: a few near-identical rows must not blow the z-score up
@@ -20,9 +20,14 @@ def background(matrix: np.ndarray, query: np.ndarray) -> tuple[float, float]:
     n = len(matrix)
     if n == 0:
         return 0.0, MIN_SPREAD
-    rows = np.unique(np.linspace(0, n - 1, min(n, BACKGROUND_ROWS)).astype(np.int64))
-    cosines = matrix[rows].astype(np.float64) @ query.astype(np.float64)
+    cosines = matrix[background_rows(n)].astype(np.float64) @ query.astype(np.float64)
     return float(cosines.mean()), max(float(cosines.std()), MIN_SPREAD)
+
+
+def background_rows(n: int) -> np.ndarray:
+    """The rows, ascending, of a cache of `n` rows that `background` measures a query against: those
+    rows alone, passed as the matrix, give the same answer."""
+    return np.unique(np.linspace(0, n - 1, min(n, BACKGROUND_ROWS)).astype(np.int64))
 
 
 def normalise(m: np.ndarray) -> np.ndarray:

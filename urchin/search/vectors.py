@@ -25,21 +25,13 @@ import orjson
 from urchin.errors import EmbedderError
 from urchin.fileio import append_synced, fsync_dir, rename_into_place, write_private, write_synced
 from urchin.search.vector_feed import BACKGROUND_CHUNK, embed_events, event_text
+from urchin.search.vector_files import DTYPE, FORMAT, ROW, copy_rows, nth_newline_end, read_rows, touch_private
 from urchin.search.vector_keys import KeyIndex, key_of
 from urchin.search.vector_lock import CacheBusy, WritersLock
-from urchin.search.vector_math import BACKGROUND_ROWS, background, normalise
+from urchin.search.vector_math import BACKGROUND_ROWS, background, background_rows, normalise
 
 __all__ = ["VectorCache", "CacheBusy", "embed_events", "event_text", "background", "BACKGROUND_CHUNK",
            "BACKGROUND_ROWS"]
-
-FORMAT = 1
-# float32, not float16: numpy has no fast half-precision matrix product, and converting 1M x 384
-# halves costs ~0.8 s a query here, against ~0.11 s for the float32 product itself.
-DTYPE = np.dtype("<f4")
-# One record per row beside the matrix: the event time (window selection) and a 64-bit hash of
-# the id (membership without holding a million Python strings).
-ROW = np.dtype([("ts", "<i8"), ("key", "<u8")])
-
 
 class VectorCache:
     """Vectors of one model. Files: matrix.f32, rows.bin (ts, key), ids.txt, meta.json.
@@ -69,6 +61,8 @@ class VectorCache:
         self._ts_sorted = True
         self._opened = False
         self._gen: tuple[int, ...] = ()   # the three files' inodes when loaded (a drop replaces them)
+        self._loads = 0                   # full loads of the files: rows below _n stay as they are between
+        self._sample: tuple[tuple[int, int], np.ndarray | None] = ((0, -1), None)   # background's, of (n, loads)
 
     # -- opening and repair ----------------------------------------------------------------
 
@@ -124,7 +118,7 @@ class VectorCache:
         if repair:
             self._finish_drop()
             for name in ("matrix.f32", "rows.bin", "ids.txt"):
-                _touch_private(self.path / name)
+                touch_private(self.path / name)
             self._repair_and_load(True)
         else:
             self._read_stable(full=True)
@@ -135,6 +129,7 @@ class VectorCache:
         writer that died mid-append leaves, as no writer runs while the lock is held. A reader calls
         it through `_read_stable`, which checks that no drop swapped the files meanwhile."""
         self._gen = self._generation()[:3]
+        self._loads += 1
         ids = (self.path / "ids.txt").read_bytes()
         complete = ids.rfind(b"\n") + 1  # a partial last line is a torn append
         n_ids = ids.count(b"\n", 0, complete)
@@ -142,7 +137,7 @@ class VectorCache:
         n = min(n_ids, os.path.getsize(self.path / "matrix.f32") // row_bytes,
                 os.path.getsize(self.path / "rows.bin") // ROW.itemsize)
         if n < n_ids:  # only if the file system reordered writes; keep the first n
-            complete = _nth_newline_end(ids, n)
+            complete = nth_newline_end(ids, n)
         if repair:
             os.truncate(self.path / "ids.txt", complete)
             os.truncate(self.path / "matrix.f32", n * row_bytes)
@@ -175,11 +170,11 @@ class VectorCache:
                 return 0
             keep = np.setdiff1d(np.arange(self._n), np.asarray(gone))
             rows = np.fromfile(self.path / "rows.bin", dtype=ROW, count=self._n)[keep]
-            matrix = np.asarray(self._matrix)[keep]
             ids = b"".join(self.id_at(int(r)).encode() + b"\n" for r in keep)
-            for name, data in (("matrix.f32", matrix.astype(DTYPE).tobytes()), ("rows.bin", rows.tobytes()),
-                               ("ids.txt", ids)):
-                write_synced(self.path / (name + ".new"), data, uncached=name == "matrix.f32")
+            matrix = self.path / "matrix.f32"      # the kept rows, a piece at a time (`copy_rows`)
+            write_synced(self.path / "matrix.f32.new", lambda out: copy_rows(matrix, keep, self.dim, out))
+            for name, data in (("rows.bin", rows.tobytes()), ("ids.txt", ids)):
+                write_synced(self.path / (name + ".new"), data)
             write_synced(self.path / "drop.commit", b"1")
             fsync_dir(self.path)
             self._matrix = np.zeros((0, self.dim), DTYPE)  # unmap before the files are replaced
@@ -211,6 +206,7 @@ class VectorCache:
     def close(self) -> None:
         with self._lock:
             self._matrix = np.zeros((0, self.dim), DTYPE)
+            self._sample = ((0, -1), None)
             self._opened = False
 
     def __enter__(self) -> VectorCache:
@@ -237,12 +233,14 @@ class VectorCache:
         """The cached (unit-length) vectors of those of `ids` the cache holds, another process's too."""
         self._require_open()
         with self._lock:
-            out = {}
+            found = {}
             for event_id in ids:
                 row = self._row_of(key_of(event_id))
                 if row is not None:
-                    out[event_id] = np.array(self._matrix[row])
-            return out
+                    found[event_id] = row
+            matrix, inode = self._matrix, self._gen[0]
+        vectors = self._read(matrix, inode, np.fromiter(found.values(), np.int64, len(found)))
+        return {event_id: vectors[i] for i, event_id in enumerate(found)}
 
     def missing(self, ids: Iterable[str]) -> list[str]:
         """The ids not cached yet, in order, each once: what still needs an embedding request."""
@@ -288,7 +286,7 @@ class VectorCache:
             rows["ts"] = np.asarray(timestamps_ms, dtype=np.int64)[keep]
             rows["key"] = np.asarray(keys, dtype=np.uint64)
             id_bytes = b"".join(ids[i].encode() + b"\n" for i in keep)
-            append_synced(self.path / "matrix.f32", block.tobytes(), sync=self.fsync, uncached=True)  # mapped
+            append_synced(self.path / "matrix.f32", block.tobytes(), sync=self.fsync)   # stays cached: see `_read`
             append_synced(self.path / "rows.bin", rows.tobytes(), sync=self.fsync)
             append_synced(self.path / "ids.txt", id_bytes, sync=False)
             self._commit(rows, id_bytes, keys)
@@ -374,8 +372,22 @@ class VectorCache:
         """The query's cosines to a fixed sample of the cache (`background`): their mean and spread."""
         self._require_open()
         with self._lock:
-            matrix, n = self._matrix, self._n
-        return background(matrix[:n], normalise(np.asarray(query, np.float32).reshape(1, -1))[0])
+            matrix, n, inode, of = self._matrix, self._n, self._gen[0], (self._n, self._loads)
+            sample = self._sample[1] if self._sample[0] == of else None
+        if sample is None:     # read once per load and length (those rows alone: the same answer)
+            sample = self._read(matrix, inode, background_rows(n))
+            with self._lock:
+                self._sample = (of, sample)
+        return background(sample, normalise(np.asarray(query, np.float32).reshape(1, -1))[0])
+
+    def _read(self, matrix: np.ndarray, inode: int, rows: np.ndarray) -> np.ndarray:
+        """`rows` of `matrix` (the map as loaded, of the file `inode`), read with `pread` (`read_rows`:
+        no page of the file becomes this process's); through the map if a drop replaced the file since."""
+        got = None
+        if len(rows):
+            with contextlib.suppress(FileNotFoundError), open(self.path / "matrix.f32", "rb", buffering=0) as f:
+                got = read_rows(f.fileno(), rows, self.dim) if os.fstat(f.fileno()).st_ino == inode else None
+        return np.array(matrix[rows]) if got is None else got
 
     def _ranked(self, scores: np.ndarray, rows: np.ndarray, ts: np.ndarray,
                 k: int) -> list[tuple[int, float]]:
@@ -479,19 +491,7 @@ class VectorCache:
                    os.path.getsize(self.path / "rows.bin") // ROW.itemsize) - n
         if have < k:        # not expected (the ids are written last): load the rows both files have
             k = max(0, have)
-            complete = _nth_newline_end(tail, k)
+            complete = nth_newline_end(tail, k)
         if k:
             rows = np.fromfile(self.path / "rows.bin", dtype=ROW, count=k, offset=n * ROW.itemsize)
             self._commit(rows, tail[:complete], [int(key) for key in rows["key"]])
-
-
-def _nth_newline_end(data: bytes, n: int) -> int:
-    pos = 0
-    for _ in range(n):
-        pos = data.index(b"\n", pos) + 1
-    return pos
-
-
-def _touch_private(path: Path) -> None:
-    os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))
-    os.chmod(path, 0o600)
