@@ -306,8 +306,7 @@ def test_write_synced_writes_in_place_0600_and_says_how_much(tmp_path: Path) -> 
 def test_a_file_written_for_readers_to_map_leaves_the_page_cache(disk_path: Path) -> None:
     """`uncached`: once synced, the file's pages leave the page cache (where they sat in 2 MB folios
     that a map's read of a few bytes makes the reader's); its bytes are the same. `drop_cached` of a
-    path does it to a file written before, and of a missing file does nothing; `append_synced`'s drops
-    what it appended, not what was there (read back, as a reader's map would)."""
+    path does it to a file written before, and of a missing file does nothing."""
     from tests.test_cosine_pages import _cached_pages
 
     data = os.urandom(1 << 20)
@@ -318,10 +317,6 @@ def test_a_file_written_for_readers_to_map_leaves_the_page_cache(disk_path: Path
     drop_cached(disk_path / "absent")
     assert _cached_pages(disk_path / "kept") == 0
     assert (disk_path / "mapped").read_bytes() == data == (disk_path / "kept").read_bytes()
-    append_synced(disk_path / "kept", data, uncached=True)       # what it appended, once synced
-    append_synced(disk_path / "appended", data)
-    assert _cached_pages(disk_path / "kept") == 256 and _cached_pages(disk_path / "appended") == 256
-    assert (disk_path / "kept").read_bytes() == data * 2
 
 
 def test_rename_into_place_and_link_if_possible(tmp_path: Path) -> None:

@@ -316,23 +316,18 @@ def open_append(path: Path, *, sync_new: bool = True) -> int:
     return fd
 
 
-def append_synced(path: Path, data: bytes, *, sync: bool = True, fresh_line: bool = False,
-                  uncached: bool = False) -> None:
+def append_synced(path: Path, data: bytes, *, sync: bool = True, fresh_line: bool = False) -> None:
     """Append `data` to `path` with one `write` and, when `sync`, an fsync before returning (a new
     file's folder too). `fresh_line`: when the file does not end with a newline (a record a crash
-    tore), write one first, so the torn record does not swallow this one. `uncached` (with `sync`):
-    the bytes appended then leave the page cache (`drop_cached`), for a file that readers map.
-    Raises OSError."""
+    tore), write one first, so the torn record does not swallow this one. Raises OSError."""
     fd = open_append(path, sync_new=sync)
     try:
-        size = os.fstat(fd).st_size if fresh_line or uncached else 0
+        size = os.fstat(fd).st_size if fresh_line else 0
         if fresh_line and size and os.pread(fd, 1, size - 1) != b"\n":
             data = b"\n" + data
         write_all(fd, data)
         if sync:
             os.fsync(fd)
-            if uncached:
-                drop_cached(fd, size, len(data))
     finally:
         os.close(fd)
 
