@@ -24,7 +24,7 @@ from urchin.search.cosine_sessions import WindowLengths
 from urchin.search.cosine_settings import DEFAULTS, RankingSettings
 from urchin.search.cosine_state import NARROW, IndexState
 from urchin.search.links import link_rows
-from urchin.search.postings import Blob, Codes, Column, Segment, SplitColumn, Triples, release_pages, walk
+from urchin.search.postings import Blob, Codes, Column, Segment, SplitColumn, Triples, release_pages, span, walk
 from urchin.search.query import check_limit, check_query
 from urchin.search.scope import SessionScopes
 from urchin.search.score import TOKEN_COSINE
@@ -371,7 +371,7 @@ class TokenCosineIndex:
             inside = ts <= until_ms if since_ms is None else (ts <= until_ms) & (ts >= since_ms)
             if inside.any():
                 hi = int(after[inside].max()) + 1
-        a, b = np.searchsorted(late, np.array((lo, hi), dtype=late.dtype))   # int64 keys would cast `late`
+        a, b = span(late, lo, hi)
         return lo, hi, bool(b > a)
 
 

@@ -107,7 +107,6 @@ def pivot_base(index: TokenCosineIndex) -> float:
     return float(np.float32((1.0 - pivot) * index._norm_total / max(len(index), 1)))
 
 
-
 def _block_max(values: np.ndarray, blocks: int, block: int) -> np.ndarray:
     """Each block's maximum in float16, rounded up where float16 rounds below it."""
     padded = np.zeros(blocks * block, dtype=np.float32)

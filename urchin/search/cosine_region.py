@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from urchin.search.cosine_sparse import Postings
+from urchin.search.postings import span
 
 if TYPE_CHECKING:
     from urchin.search.cosine import TokenCosineIndex
@@ -88,7 +89,7 @@ def few(index: TokenCosineIndex, scales: list[tuple[int, np.float32]], lo: int,
     for term, _ in scales:
         if int(df[term]) * _FEW <= len(index):
             rows, tf = term_postings(index, term, segments)
-            a, b = np.searchsorted(rows, (lo, hi))
+            a, b = span(rows, lo, hi)
             out[term] = rows[a:b], tf[a:b]
     return out
 
@@ -130,6 +131,7 @@ def _gather(out: Postings, scales: list[tuple[int, np.float32]], indptr: np.ndar
     """Append to `out` each term's postings (rows[indptr[t]:indptr[t + 1]], ascending) in the ranges
     [edges[2i], edges[2i + 1]); `only`: the one term's run is indptr[only:only + 2]."""
     owners, pieces = [], []
+    keys = edges.astype(rows.dtype, copy=False)     # the rows' own type (`postings.span`: no cast of the rows)
     for k, (term, _) in enumerate(scales):
         at = term if only is None else only
         if at + 1 >= len(indptr):
@@ -137,7 +139,7 @@ def _gather(out: Postings, scales: list[tuple[int, np.float32]], indptr: np.ndar
         p, r = int(indptr[at]), int(indptr[at + 1])
         if p < r:
             owners.append(k)
-            pieces.append(rows[p:r].searchsorted(edges) + p)
+            pieces.append(rows[p:r].searchsorted(keys) + p)
     if not pieces:
         return
     ab = np.concatenate(pieces)

@@ -15,7 +15,7 @@ from typing import Any, Self
 import numpy as np
 
 __all__ = ["Blob", "CodeColumn", "Codes", "Column", "Mapping", "RowOffsets", "Segment", "SplitColumn", "Triples",
-           "code_type", "distinct", "map_with_room", "release_clean", "release_pages", "walk"]
+           "code_type", "distinct", "map_with_room", "release_clean", "release_pages", "span", "walk"]
 
 _MERGE_CHUNK = 1 << 18  # postings per step when building a segment (bounds the temporaries: ~15 MB)
 Triples = tuple[np.ndarray, np.ndarray, np.ndarray]  # (terms, rows, tf), grouped by row
@@ -363,11 +363,9 @@ class Segment:
         return self.rows[a:b], self.tf[a:b]
 
     def postings_in(self, term: int, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
-        """`postings(term)` in rows lo..hi-1. The edges are looked up as the rows' own type: keys of another
-        (a tuple of ints is int64, the rows int32) make searchsorted cast every posting of the term first,
-        O(its postings) a call, not O(log): at 3M rows most of a week's query's look-ups."""
+        """`postings(term)` in rows lo..hi-1 (`span`)."""
         rows, tf = self.postings(term)
-        a, b = rows.searchsorted(np.array((lo, hi), dtype=rows.dtype))
+        a, b = span(rows, lo, hi)
         return rows[a:b], tf[a:b]
 
     @property
@@ -450,6 +448,14 @@ class Codes(dict[str | None, int]):
 
     def values_in_order(self) -> list[str]:
         return [v for v in self if v is not None]  # insertion order is code order
+
+
+def span(rows: np.ndarray, lo: int, hi: int) -> tuple[int, int]:
+    """Where rows lo..hi-1 start and end in `rows` (ascending). The edges are looked up as the rows' own
+    type: keys of another (a tuple of ints is int64, the rows int32) make searchsorted cast every row
+    first, O(rows) a call, not O(log): at 3M rows most of a week's query's look-ups."""
+    a, b = rows.searchsorted(np.array((lo, hi), dtype=rows.dtype))
+    return int(a), int(b)
 
 
 def distinct(values: np.ndarray, runs: bool = False) -> np.ndarray:

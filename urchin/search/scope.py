@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from urchin.search.postings import Column, distinct
+from urchin.search.postings import Column, distinct, span
 
 if TYPE_CHECKING:
     from urchin.search.cosine import TokenCosineIndex
@@ -126,5 +126,5 @@ class Scope:
     def rows(self, lo: int, hi: int) -> np.ndarray:
         """The scope's rows in lo..hi-1, ascending."""
         rows = self.index._scopes.rows(self.code, len(self.index), *self._columns())
-        a, b = np.searchsorted(rows, (lo, hi))
+        a, b = span(rows, lo, hi)
         return rows[a:b]
