@@ -253,14 +253,14 @@ def write_synced(path: Path, data: bytes | Callable[[BinaryIO], object], *, mode
         return handle.tell()
 
 
-def drop_cached(file: int | Path, offset: int = 0, length: int = 0) -> None:
+def drop_cached(file: int | Path) -> None:
     """Drop the page cache's copy of a file this process wrote and synced (dirty pages stay), one that
     readers map. Just written, its pages sit in large folios (2 MB: ext4 on Linux 6.18) and a read of a
     few bytes through a map makes the whole folio the reader's (a daemon after its first build held ~4x
     the pages a restart did for the same queries); read back from disk, they come in readahead's small
     pieces. Not for a file read with `pread` only (the folios never become a reader's: dropping them
-    only makes the next read go to the disk). `offset`, `length`: only those bytes (0: to the end).
-    Best effort: nothing without `posix_fadvise` (not Linux) or when the file cannot be opened."""
+    only makes the next read go to the disk). Best effort: nothing without `posix_fadvise` (not Linux)
+    or when the file cannot be opened."""
     advise = getattr(os, "posix_fadvise", None)
     if advise is None:
         return
@@ -268,7 +268,7 @@ def drop_cached(file: int | Path, offset: int = 0, length: int = 0) -> None:
     if fd < 0:
         return
     try:
-        advise(fd, offset, length, os.POSIX_FADV_DONTNEED)
+        advise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
     except OSError:
         pass
     finally:
