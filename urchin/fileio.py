@@ -322,9 +322,10 @@ def append_synced(path: Path, data: bytes, *, sync: bool = True, fresh_line: boo
     tore), write one first, so the torn record does not swallow this one. Raises OSError."""
     fd = open_append(path, sync_new=sync)
     try:
-        size = os.fstat(fd).st_size if fresh_line else 0
-        if fresh_line and size and os.pread(fd, 1, size - 1) != b"\n":
-            data = b"\n" + data
+        if fresh_line:
+            size = os.fstat(fd).st_size
+            if size and os.pread(fd, 1, size - 1) != b"\n":
+                data = b"\n" + data
         write_all(fd, data)
         if sync:
             os.fsync(fd)
